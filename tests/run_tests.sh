@@ -1,0 +1,81 @@
+#!/bin/sh
+# Builds and runs the whole test suite; see the Makefile's `test` target.
+# Each binary's last line is `RESULT <name> passed=P failed=F skipped=S`.
+# A binary that fails to build, crashes, or exits non-zero without reporting
+# a failure counts as one failed case. Last line: `N passed, N failed, N skipped`.
+COMPILERS=${COMPILERS:-"gcc clang"}
+NVCC=${NVCC:-nvcc}
+TIMEOUT=${TEST_TIMEOUT:-900}
+MAKE=${MAKE:-make}
+JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}
+P=0; F=0; S=0
+LOG=build/test-logs
+mkdir -p "$LOG"
+
+run_one() { # run_one <label> <binary> [args]
+    label=$1; shift
+    bin=$1
+    if [ ! -x "$bin" ]; then
+        echo "FAIL $label: not built"; F=$((F + 1)); return
+    fi
+    out="$LOG/$(echo "$label" | tr '/ ' '__').out"
+    timeout "$TIMEOUT" "$@" > "$out" 2> "$out.err"
+    rc=$?
+    cat "$out.err" | grep -v '^  ok ' >&2
+    res=$(grep '^RESULT ' "$out" | tail -n 1)
+    if [ -z "$res" ]; then
+        echo "FAIL $label: no RESULT line (exit $rc)"; F=$((F + 1)); return
+    fi
+    p=$(echo "$res" | sed -n 's/.*passed=\([0-9]*\).*/\1/p')
+    f=$(echo "$res" | sed -n 's/.*failed=\([0-9]*\).*/\1/p')
+    s=$(echo "$res" | sed -n 's/.*skipped=\([0-9]*\).*/\1/p')
+    if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
+    echo "$label: $p passed, $f failed, $s skipped"
+    P=$((P + p)); F=$((F + f)); S=$((S + s))
+}
+
+# 1. unit tests, per compiler, with and without OpenMP
+for cc in $COMPILERS; do
+    if ! command -v "$cc" >/dev/null 2>&1; then
+        echo "FAIL compiler $cc not found"; F=$((F + 1)); continue
+    fi
+    $MAKE -k -j"$JOBS" --no-print-directory tests-build-"$cc" COMPILERS="$cc" > "$LOG/build-$cc.log" 2>&1 \
+        || { echo "build errors with $cc:"; grep -E 'error|Error' "$LOG/build-$cc.log" | head -n 40; }
+    for src in tests/test_*.c; do
+        [ -e "$src" ] || continue
+        t=$(basename "$src" .c)
+        run_one "$cc/$t" "build/$cc/$t"
+        OMP_NUM_THREADS=1 run_one "$cc/${t}_noomp" "build/$cc/${t}_noomp"
+    done
+done
+
+# 2. header compile checks: every header alone and all together, C and C++
+sh tests/compile_check.sh "$COMPILERS" > "$LOG/compile.out" 2>&1
+cat "$LOG/compile.out" | grep -v '^ok ' >&2
+res=$(grep '^RESULT ' "$LOG/compile.out" | tail -n 1)
+if [ -n "$res" ]; then
+    p=$(echo "$res" | sed -n 's/.*passed=\([0-9]*\).*/\1/p')
+    f=$(echo "$res" | sed -n 's/.*failed=\([0-9]*\).*/\1/p')
+    echo "compile checks: $p passed, $f failed"
+    P=$((P + p)); F=$((F + f))
+else
+    echo "FAIL compile checks: no RESULT line"; F=$((F + 1))
+fi
+
+# 3. CUDA parity tests: compiled whenever nvcc exists; they skip without a GPU
+if ls tests/parity_*.cu >/dev/null 2>&1; then
+    if command -v "$NVCC" >/dev/null 2>&1; then
+        $MAKE -k -j"$JOBS" --no-print-directory cuda NVCC="$NVCC" > "$LOG/build-cuda.log" 2>&1 \
+            || { echo "CUDA build errors:"; grep -E 'error' "$LOG/build-cuda.log" | head -n 40; }
+        for src in tests/parity_*.cu; do
+            t=$(basename "$src" .cu)
+            run_one "cuda/$t" "build/cuda/$t"
+        done
+    else
+        echo "SKIP CUDA parity tests: nvcc not found"
+        S=$((S + 1))
+    fi
+fi
+
+echo "$P passed, $F failed, $S skipped"
+[ "$F" -eq 0 ]
