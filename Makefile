@@ -30,7 +30,7 @@ TEST_NAMES := $(patsubst tests/%.c,%,$(wildcard tests/test_*.c))
 PARITY_NAMES := $(patsubst tests/%.cu,%,$(wildcard tests/parity_*.cu))
 BENCH_NAMES  := $(patsubst bench/%.c,%,$(wildcard bench/bench_*.c))
 
-.PHONY: test tests-build cuda bench clean
+.PHONY: test tests-build cuda bench examples fuzz clean
 .DELETE_ON_ERROR:
 
 test:
@@ -63,6 +63,34 @@ build/bench/%: bench/%.c $(DEPS)
 	$(CC) $(BENCH_CFLAGS) $< -o $@ -lopenblas $(LIBS)
 
 bench: $(foreach b,$(BENCH_NAMES),build/bench/$(b))
+
+# Examples: build/<name> from examples/<name>.c plus every examples/common/*.c
+# (examples/common/stb_impl.c holds the one STB_DS / STB_IMAGE_WRITE implementation).
+EXAMPLE_NAMES := $(patsubst examples/%.c,%,$(wildcard examples/*.c))
+COMMON_SRCS   := $(wildcard examples/common/*.c)
+EX_CFLAGS     := $(WARN) -O3 $(ARCH) -fopenmp $(INC) -DATTNKIT_DATA_DIR='"$(WT2_DIR)"'
+
+build/%: examples/%.c $(DEPS)
+	@mkdir -p build
+	$(CC) $(EX_CFLAGS) $< $(COMMON_SRCS) -o $@ $(LIBS)
+
+examples: $(foreach e,$(EXAMPLE_NAMES),build/$(e))
+
+# Fuzzing: tests/fuzz/fuzz_<x>.c are libFuzzer targets (each a single TU that
+# includes what it needs). `make fuzz FUZZ_SECONDS=600` runs each for that long.
+FUZZ_NAMES   := $(patsubst tests/fuzz/%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_SECONDS ?= 60
+build/fuzz/%: tests/fuzz/%.c $(DEPS)
+	@mkdir -p build/fuzz
+	clang -std=c99 -g -O1 -fsanitize=fuzzer,address,undefined $(INC) $< -o $@ -lm -llzma
+
+fuzz: $(foreach f,$(FUZZ_NAMES),build/fuzz/$(f))
+	@for f in $(FUZZ_NAMES); do \
+	    mkdir -p build/fuzz/corpus_$$f; \
+	    echo "== $$f ($(FUZZ_SECONDS) s)"; \
+	    build/fuzz/$$f -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	        build/fuzz/corpus_$$f $$( [ -d tests/fuzz/seeds_$$f ] && echo tests/fuzz/seeds_$$f ) || exit 1; \
+	done
 
 clean:
 	rm -rf build
