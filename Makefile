@@ -54,7 +54,7 @@ tests-build: $(foreach c,$(COMPILERS),tests-build-$(c))
 build/cuda/%: tests/%.cu $(DEPS)
 	@mkdir -p build/cuda
 	$(NVCC) -O2 -std=c++17 $(CUDA_ARCHS) -I. -isystem /usr/include/stb \
-	    -Xcompiler -Wall,-Wextra $< -o $@ -lcublas -lm
+	    -Xcompiler -Wall,-Wextra,-fopenmp $< -o $@ -lcublas -lgomp -lm
 
 cuda: $(foreach p,$(PARITY_NAMES),build/cuda/$(p))
 

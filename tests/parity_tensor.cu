@@ -1,0 +1,266 @@
+/* parity_tensor.cu - tensor.h's CUDA ops (cuda/tensor.cuh) against its CPU path.
+   Built by `make cuda` (nvcc, sm_80 + sm_90). Without a usable GPU every case is
+   skipped and the binary prints `SKIP: no GPU`. Tolerances are the ones documented
+   at the top of cuda/tensor.cuh. */
+#define TENSOR_IMPLEMENTATION
+#include "tensor.h"
+#include "tests/attnkit_test.h"
+
+#include <cuda_runtime.h>
+#include <vector>
+
+static int g_gpu = 0;
+
+#define NEED_GPU()                                                             \
+    do {                                                                       \
+        if (!g_gpu) TEST_SKIP("no GPU");                                       \
+    } while (0)
+
+/* device copy of a host vector (freed by dfree) */
+template <typename X> static X *dput(const std::vector<X> &h)
+{
+    X *d = NULL;
+    if (cudaMalloc((void **)&d, h.size() * sizeof(X)) != cudaSuccess) return NULL;
+    cudaMemcpy(d, h.data(), h.size() * sizeof(X), cudaMemcpyHostToDevice);
+    return d;
+}
+template <typename X> static std::vector<X> dget(const X *d, size_t n)
+{
+    std::vector<X> h(n);
+    cudaDeviceSynchronize();
+    cudaMemcpy(h.data(), d, n * sizeof(X), cudaMemcpyDeviceToHost);
+    return h;
+}
+static void dfree(void *d) { cudaFree(d); }
+
+static std::vector<float> randn(size_t n, double scale)
+{
+    std::vector<float> v(n);
+    tt_fill_normal(v.data(), (long)n, scale);
+    return v;
+}
+
+static void test_sgemm_shapes(void)
+{
+    static const int shapes[][3] = {{1, 1, 1}, {7, 13, 5}, {64, 64, 64}, {129, 67, 251}, {300, 17, 1000}};
+    int s, ta, tb;
+    NEED_GPU();
+    tt_seed(1);
+    for (s = 0; s < 5; s++)
+        for (ta = 0; ta < 2; ta++)
+            for (tb = 0; tb < 2; tb++) {
+                int M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
+                int lda = (ta ? M : K) + 3, ldb = (tb ? K : N) + 1, ldc = N + 2;
+                size_t na = (size_t)(ta ? K : M) * lda, nb = (size_t)(tb ? N : K) * ldb;
+                /* K-normalised data keeps |sum| ~ 1, so rtol/atol 1e-4 bounds the error */
+                std::vector<float> A = randn(na, 1.0 / sqrt((double)K)), Bm = randn(nb, 1.0), C = randn((size_t)M * ldc, 1.0);
+                std::vector<float> Cref = C;
+                float *dA = dput(A), *dB = dput(Bm), *dC = dput(C);
+                CHECK_INT_EQ(tk_sgemm(ta, tb, M, N, K, 0.7f, A.data(), lda, Bm.data(), ldb, 0.3f, Cref.data(), ldc), TK_OK);
+                CHECK_INT_EQ(tk_sgemm_cuda(ta, tb, M, N, K, 0.7f, dA, lda, dB, ldb, 0.3f, dC, ldc, NULL), TK_OK);
+                std::vector<float> got = dget(dC, C.size());
+                CHECK_ALL_CLOSE(got.data(), Cref.data(), (long)C.size(), 1e-4, 1e-4);
+                dfree(dA); dfree(dB); dfree(dC);
+            }
+}
+
+static void test_matmul(void)
+{
+    const int N = 37, C = 48, OC = 29;
+    NEED_GPU();
+    tt_seed(2);
+    std::vector<float> x = randn((size_t)N * C, 1.0), W = randn((size_t)OC * C, 0.15), b = randn(OC, 1.0);
+    std::vector<float> dout = randn((size_t)N * OC, 1.0);
+    std::vector<float> out((size_t)N * OC), dx = randn((size_t)N * C, 1.0), dW = randn((size_t)OC * C, 1.0), db = randn(OC, 1.0);
+    float *d_x = dput(x), *d_W = dput(W), *d_b = dput(b), *d_out = dput(out), *d_dout = dput(dout);
+    float *d_dx = dput(dx), *d_dW = dput(dW), *d_db = dput(db);
+    CHECK_INT_EQ(tk_matmul_forward(out.data(), x.data(), W.data(), b.data(), N, C, OC), TK_OK);
+    CHECK_INT_EQ(tk_matmul_forward_cuda(d_out, d_x, d_W, d_b, N, C, OC, NULL), TK_OK);
+    std::vector<float> g = dget(d_out, out.size());
+    CHECK_ALL_CLOSE(g.data(), out.data(), (long)out.size(), 1e-4, 1e-4);
+    CHECK_INT_EQ(tk_matmul_backward(dx.data(), dW.data(), db.data(), dout.data(), x.data(), W.data(), N, C, OC), TK_OK);
+    CHECK_INT_EQ(tk_matmul_backward_cuda(d_dx, d_dW, d_db, d_dout, d_x, d_W, N, C, OC, NULL), TK_OK);
+    g = dget(d_dx, dx.size());
+    CHECK_ALL_CLOSE(g.data(), dx.data(), (long)dx.size(), 1e-4, 1e-4);
+    g = dget(d_dW, dW.size());
+    CHECK_ALL_CLOSE(g.data(), dW.data(), (long)dW.size(), 1e-4, 1e-4);
+    g = dget(d_db, db.size());
+    CHECK_ALL_CLOSE(g.data(), db.data(), (long)db.size(), 1e-5, 1e-5);
+    dfree(d_x); dfree(d_W); dfree(d_b); dfree(d_out); dfree(d_dout); dfree(d_dx); dfree(d_dW); dfree(d_db);
+}
+
+static void test_embedding(void)
+{
+    const int B = 3, T = 11, C = 20, V = 50;
+    int i;
+    NEED_GPU();
+    tt_seed(3);
+    std::vector<int> ids((size_t)B * T);
+    for (i = 0; i < B * T; i++) ids[i] = (int)(tt_uniform() * V) % V;
+    ids[5] = ids[17] = 7; /* repeated ids exercise the scatter */
+    std::vector<float> wte = randn((size_t)V * C, 1.0), wpe = randn((size_t)T * C, 1.0), dout = randn((size_t)B * T * C, 1.0);
+    std::vector<float> out((size_t)B * T * C), dwte = randn((size_t)V * C, 1.0), dwpe = randn((size_t)T * C, 1.0);
+    int *d_ids = dput(ids);
+    float *d_wte = dput(wte), *d_wpe = dput(wpe), *d_out = dput(out), *d_dout = dput(dout), *d_dwte = dput(dwte), *d_dwpe = dput(dwpe);
+    CHECK_INT_EQ(tk_embedding_forward(out.data(), ids.data(), wte.data(), wpe.data(), B, T, C, V), TK_OK);
+    CHECK_INT_EQ(tk_embedding_forward_cuda(d_out, d_ids, d_wte, d_wpe, B, T, C, V, NULL), TK_OK);
+    std::vector<float> g = dget(d_out, out.size());
+    CHECK_ALL_CLOSE(g.data(), out.data(), (long)out.size(), 0.0, 0.0);
+    CHECK_INT_EQ(tk_embedding_backward(dwte.data(), dwpe.data(), dout.data(), ids.data(), B, T, C, V), TK_OK);
+    CHECK_INT_EQ(tk_embedding_backward_cuda(d_dwte, d_dwpe, d_dout, d_ids, B, T, C, V, NULL), TK_OK);
+    g = dget(d_dwte, dwte.size());
+    CHECK_ALL_CLOSE(g.data(), dwte.data(), (long)dwte.size(), 1e-6, 1e-6);
+    g = dget(d_dwpe, dwpe.size());
+    CHECK_ALL_CLOSE(g.data(), dwpe.data(), (long)dwpe.size(), 1e-6, 1e-6);
+    /* an id outside the vocabulary: TK_ERANGE, output untouched */
+    ids[4] = V;
+    int *d_bad = dput(ids);
+    std::vector<float> before = dget(d_out, out.size());
+    CHECK_INT_EQ(tk_embedding_forward_cuda(d_out, d_bad, d_wte, d_wpe, B, T, C, V, NULL), TK_ERANGE);
+    g = dget(d_out, out.size());
+    CHECK_ALL_CLOSE(g.data(), before.data(), (long)out.size(), 0.0, 0.0);
+    dfree(d_ids); dfree(d_bad); dfree(d_wte); dfree(d_wpe); dfree(d_out); dfree(d_dout); dfree(d_dwte); dfree(d_dwpe);
+}
+
+static void test_layernorm(void)
+{
+    const int N = 33, C = 300;
+    NEED_GPU();
+    tt_seed(4);
+    std::vector<float> x = randn((size_t)N * C, 2.0), w = randn(C, 1.0), b = randn(C, 1.0), dout = randn((size_t)N * C, 1.0);
+    std::vector<float> out((size_t)N * C), mean(N), rstd(N);
+    std::vector<float> dx = randn((size_t)N * C, 1.0), dw = randn(C, 1.0), db = randn(C, 1.0);
+    float *d_x = dput(x), *d_w = dput(w), *d_b = dput(b), *d_out = dput(out), *d_mean = dput(mean), *d_rstd = dput(rstd);
+    float *d_dout = dput(dout), *d_dx = dput(dx), *d_dw = dput(dw), *d_db = dput(db);
+    CHECK_INT_EQ(tk_layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C, 1e-5f), TK_OK);
+    CHECK_INT_EQ(tk_layernorm_forward_cuda(d_out, d_mean, d_rstd, d_x, d_w, d_b, N, C, 1e-5f, NULL), TK_OK);
+    std::vector<float> g = dget(d_out, out.size());
+    CHECK_ALL_CLOSE(g.data(), out.data(), (long)out.size(), 1e-5, 1e-5);
+    g = dget(d_rstd, rstd.size());
+    CHECK_ALL_CLOSE(g.data(), rstd.data(), (long)N, 1e-5, 1e-6);
+    CHECK_INT_EQ(tk_layernorm_backward(dx.data(), dw.data(), db.data(), dout.data(), x.data(), w.data(), mean.data(), rstd.data(), N, C), TK_OK);
+    CHECK_INT_EQ(tk_layernorm_backward_cuda(d_dx, d_dw, d_db, d_dout, d_x, d_w, d_mean, d_rstd, N, C, NULL), TK_OK);
+    g = dget(d_dx, dx.size());
+    CHECK_ALL_CLOSE(g.data(), dx.data(), (long)dx.size(), 1e-4, 1e-5);
+    g = dget(d_dw, dw.size());
+    CHECK_ALL_CLOSE(g.data(), dw.data(), (long)C, 1e-4, 1e-5);
+    g = dget(d_db, db.size());
+    CHECK_ALL_CLOSE(g.data(), db.data(), (long)C, 1e-5, 1e-5);
+    dfree(d_x); dfree(d_w); dfree(d_b); dfree(d_out); dfree(d_mean); dfree(d_rstd);
+    dfree(d_dout); dfree(d_dx); dfree(d_dw); dfree(d_db);
+}
+
+static void test_gelu(void)
+{
+    const size_t n = 10007;
+    NEED_GPU();
+    tt_seed(5);
+    std::vector<float> x = randn(n, 3.0), dout = randn(n, 1.0), out(n), dx = randn(n, 1.0);
+    float *d_x = dput(x), *d_out = dput(out), *d_dout = dput(dout), *d_dx = dput(dx);
+    CHECK_INT_EQ(tk_gelu_forward(out.data(), x.data(), n), TK_OK);
+    CHECK_INT_EQ(tk_gelu_forward_cuda(d_out, d_x, n, NULL), TK_OK);
+    std::vector<float> g = dget(d_out, n);
+    CHECK_ALL_CLOSE(g.data(), out.data(), (long)n, 1e-5, 1e-6);
+    CHECK_INT_EQ(tk_gelu_backward(dx.data(), x.data(), dout.data(), n), TK_OK);
+    CHECK_INT_EQ(tk_gelu_backward_cuda(d_dx, d_x, d_dout, n, NULL), TK_OK);
+    g = dget(d_dx, n);
+    CHECK_ALL_CLOSE(g.data(), dx.data(), (long)n, 1e-5, 1e-6);
+    dfree(d_x); dfree(d_out); dfree(d_dout); dfree(d_dx);
+}
+
+static void test_softmax_ce(void)
+{
+    const int N = 19, V = 5003;
+    const float eps = 0.1f;
+    int i;
+    NEED_GPU();
+    tt_seed(6);
+    std::vector<float> logits = randn((size_t)N * V, 3.0), probs((size_t)N * V), losses(N), sm((size_t)N * V);
+    std::vector<float> dlog = randn((size_t)N * V, 0.01);
+    std::vector<int> y(N);
+    for (i = 0; i < N; i++) y[i] = (int)(tt_uniform() * V) % V;
+    float *d_logits = dput(logits), *d_probs = dput(probs), *d_losses = dput(losses), *d_ce = dput(losses);
+    float *d_sm = dput(sm), *d_dlog = dput(dlog);
+    int *d_y = dput(y);
+    float mean_ce = 0, mean_loss = 0;
+    CHECK_INT_EQ(tk_softmax_forward(sm.data(), logits.data(), N, V), TK_OK);
+    CHECK_INT_EQ(tk_softmax_forward_cuda(d_sm, d_logits, N, V, NULL), TK_OK);
+    std::vector<float> g = dget(d_sm, sm.size());
+    CHECK_ALL_CLOSE(g.data(), sm.data(), (long)sm.size(), 1e-5, 1e-7);
+    CHECK_INT_EQ(tk_crossentropy_forward(probs.data(), losses.data(), &mean_ce, &mean_loss, logits.data(), y.data(), N, V, eps), TK_OK);
+    CHECK_INT_EQ(tk_crossentropy_forward_cuda(d_probs, d_losses, d_ce, d_logits, d_y, N, V, eps, NULL), TK_OK);
+    g = dget(d_losses, N);
+    CHECK_ALL_CLOSE(g.data(), losses.data(), (long)N, 1e-5, 1e-5);
+    g = dget(d_ce, N);
+    {
+        double s = 0;
+        for (i = 0; i < N; i++) s += g[i];
+        CHECK_CLOSE(s / N, mean_ce, 1e-5, 1e-5);
+    }
+    g = dget(d_probs, probs.size());
+    CHECK_ALL_CLOSE(g.data(), probs.data(), (long)probs.size(), 1e-5, 1e-7);
+    CHECK_INT_EQ(tk_crossentropy_backward(dlog.data(), probs.data(), y.data(), N, V, eps, 1.0f / N), TK_OK);
+    CHECK_INT_EQ(tk_crossentropy_backward_cuda(d_dlog, d_probs, d_y, N, V, eps, 1.0f / N, NULL), TK_OK);
+    g = dget(d_dlog, dlog.size());
+    CHECK_ALL_CLOSE(g.data(), dlog.data(), (long)dlog.size(), 1e-5, 1e-7);
+    /* a target outside the vocabulary is refused */
+    y[3] = -1;
+    int *d_bad = dput(y);
+    CHECK_INT_EQ(tk_crossentropy_forward_cuda(d_probs, d_losses, d_ce, d_logits, d_bad, N, V, eps, NULL), TK_ERANGE);
+    dfree(d_logits); dfree(d_probs); dfree(d_losses); dfree(d_ce); dfree(d_sm); dfree(d_dlog); dfree(d_y); dfree(d_bad);
+}
+
+static void test_adamw(void)
+{
+    const size_t n = 4099;
+    long t;
+    NEED_GPU();
+    tt_seed(7);
+    tk_adamw_config cfg = tk_adamw_config_default();
+    std::vector<float> p = randn(n, 1.0), m(n, 0.0f), v(n, 0.0f);
+    float *d_p = dput(p), *d_m = dput(m), *d_v = dput(v);
+    for (t = 1; t <= 5; t++) {
+        std::vector<float> gr = randn(n, 1.0);
+        float *d_g = dput(gr);
+        CHECK_INT_EQ(tk_adamw_update(p.data(), gr.data(), m.data(), v.data(), n, &cfg, t), TK_OK);
+        CHECK_INT_EQ(tk_adamw_update_cuda(d_p, d_g, d_m, d_v, n, &cfg, t, NULL), TK_OK);
+        dfree(d_g);
+    }
+    std::vector<float> g = dget(d_p, n);
+    CHECK_ALL_CLOSE(g.data(), p.data(), (long)n, 1e-5, 1e-6);
+    g = dget(d_v, n);
+    CHECK_ALL_CLOSE(g.data(), v.data(), (long)n, 1e-5, 1e-7);
+    dfree(d_p); dfree(d_m); dfree(d_v);
+}
+
+/* argument validation happens before any device work, so it runs without a GPU too */
+static void test_cuda_bad_input(void)
+{
+    float x = 0.0f;
+    CHECK_INT_EQ(tk_sgemm_cuda(0, 0, 0, 1, 1, 1.0f, &x, 1, &x, 1, 0.0f, &x, 1, NULL), TK_EINVAL);
+    CHECK_INT_EQ(tk_sgemm_cuda(0, 0, 1, 1, 1, 1.0f, NULL, 1, &x, 1, 0.0f, &x, 1, NULL), TK_EINVAL);
+    CHECK_INT_EQ(tk_matmul_forward_cuda(&x, &x, &x, NULL, 1, -1, 1, NULL), TK_EINVAL);
+    CHECK_INT_EQ(tk_layernorm_forward_cuda(&x, &x, &x, &x, &x, NULL, 1, 1, NAN, NULL), TK_EINVAL);
+    CHECK_INT_EQ(tk_gelu_forward_cuda(&x, &x, 0, NULL), TK_EINVAL);
+    CHECK_INT_EQ(tk_crossentropy_backward_cuda(&x, &x, NULL, 1, 1, 0.0f, 1.0f, NULL), TK_EINVAL);
+}
+
+int main(int argc, char **argv)
+{
+    TEST_INIT(argc, argv);
+    g_gpu = tk_cuda_available();
+    if (!g_gpu) printf("SKIP: no GPU\n");
+    else {
+        cudaDeviceProp prop;
+        if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess) printf("GPU: %s\n", prop.name);
+    }
+    TEST_RUN(test_cuda_bad_input);
+    TEST_RUN(test_sgemm_shapes);
+    TEST_RUN(test_matmul);
+    TEST_RUN(test_embedding);
+    TEST_RUN(test_layernorm);
+    TEST_RUN(test_gelu);
+    TEST_RUN(test_softmax_ce);
+    TEST_RUN(test_adamw);
+    return TEST_END();
+}
