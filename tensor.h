@@ -349,6 +349,1120 @@ static int tk__fail(int code, const char *fmt, ...)
 #include "tensor_gemm.inc"
 
 /* ==== IMPLEMENTATION BODY (tensor ops) BEGIN ==== */
+/* ---------------------------------------------------------------- ops: helpers */
+/* OpenMP pragmas go through this macro so that a build without -fopenmp sees no
+   #pragma at all (no -Wunknown-pragmas). Every parallel loop uses a static schedule
+   and writes disjoint outputs; reductions are done in a fixed order. */
+#ifdef _OPENMP
+#define TK__OPS_OMP(...) _Pragma(#__VA_ARGS__)
+#else
+#define TK__OPS_OMP(...)
+#endif
+/* Loops below this many elements (or rows * cols) stay on one thread. */
+#define TK__PAR_MIN 32768
+
+static int tk__finite(float x) { return x == x && x - x == 0.0f; }
+
+#define TK__NONNULL(fn, p)                                                         \
+    do {                                                                           \
+        if (!(p)) return tk__fail(TK_EINVAL, "%s: %s is NULL", fn, #p);            \
+    } while (0)
+#define TK__POSDIM(fn, d)                                                          \
+    do {                                                                           \
+        if ((d) <= 0)                                                              \
+            return tk__fail(TK_EINVAL, "%s: %s must be > 0, got %d", fn, #d, (int)(d)); \
+    } while (0)
+#define TK__NONZERO(fn, n)                                                         \
+    do {                                                                           \
+        if ((n) == 0) return tk__fail(TK_EINVAL, "%s: %s must be > 0, got 0", fn, #n); \
+    } while (0)
+
+/* Checks every index in ids (n) lies in [0, V). */
+static int tk__check_ids(const char *fn, const char *what, const int *ids, size_t n, int V)
+{
+    size_t i;
+    for (i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= V)
+            return tk__fail(TK_ERANGE, "%s: %s[%lu] = %d outside [0, %d)", fn, what,
+                            (unsigned long)i, ids[i], V);
+    return TK_OK;
+}
+
+/* dst (C) += column sums of src (N,C). Parallel over blocks of 64 columns; each
+   column is summed over rows in order, so the result does not depend on the
+   thread count. */
+#define TK__COLBLK 64
+static void tk__colsum_add(float *dst, const float *src, int N, int C)
+{
+    int nb = (C + TK__COLBLK - 1) / TK__COLBLK, blk;
+    TK__OPS_OMP(omp parallel for schedule(static) if((size_t)N * C > TK__PAR_MIN && nb > 1))
+    for (blk = 0; blk < nb; blk++) {
+        float acc[TK__COLBLK];
+        int c0 = blk * TK__COLBLK, c1 = c0 + TK__COLBLK, c, i;
+        if (c1 > C) c1 = C;
+        for (c = 0; c < c1 - c0; c++) acc[c] = 0.0f;
+        for (i = 0; i < N; i++) {
+            const float *row = src + (size_t)i * C + c0;
+            for (c = 0; c < c1 - c0; c++) acc[c] += row[c];
+        }
+        for (c = c0; c < c1; c++) dst[c] += acc[c - c0];
+    }
+}
+
+/* ---------------------------------------------------------------- RNG + init */
+TKDEF void tk_rng_seed(tk_rng *rng, uint64_t seed, uint64_t stream)
+{
+    if (!rng) return;
+    rng->state = 0u;
+    rng->inc = (stream << 1) | 1u;
+    (void)tk_rng_u32(rng);
+    rng->state += seed;
+    (void)tk_rng_u32(rng);
+}
+
+TKDEF uint32_t tk_rng_u32(tk_rng *rng)
+{
+    uint64_t old;
+    uint32_t xs, rot;
+    if (!rng) return 0u;
+    old = rng->state;
+    rng->state = old * 6364136223846793005ULL + (rng->inc | 1u);
+    xs = (uint32_t)(((old >> 18) ^ old) >> 27);
+    rot = (uint32_t)(old >> 59);
+    return (xs >> rot) | (xs << ((32u - rot) & 31u));
+}
+
+TKDEF float tk_rng_uniform(tk_rng *rng)
+{
+    return (float)(tk_rng_u32(rng) >> 8) * (1.0f / 16777216.0f);
+}
+
+TKDEF float tk_rng_normal(tk_rng *rng)
+{
+    /* u1 in (0, 1] so log(u1) is finite; two draws per call, nothing cached. */
+    double u1 = ((double)(tk_rng_u32(rng) >> 8) + 1.0) * (1.0 / 16777216.0);
+    double u2 = (double)(tk_rng_u32(rng) >> 8) * (1.0 / 16777216.0);
+    return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
+}
+
+TKDEF int tk_init_normal(float *x, size_t n, float mean, float std, tk_rng *rng)
+{
+    static const char *fn = "tk_init_normal";
+    size_t i;
+    TK__NONNULL(fn, x);
+    TK__NONNULL(fn, rng);
+    TK__NONZERO(fn, n);
+    if (!tk__finite(mean) || !tk__finite(std) || std < 0.0f)
+        return tk__fail(TK_EINVAL, "%s: need finite mean and std >= 0 (got %g, %g)", fn,
+                        (double)mean, (double)std);
+    for (i = 0; i < n; i++) x[i] = mean + std * tk_rng_normal(rng);
+    return TK_OK;
+}
+
+TKDEF int tk_init_uniform(float *x, size_t n, float lo, float hi, tk_rng *rng)
+{
+    static const char *fn = "tk_init_uniform";
+    size_t i;
+    TK__NONNULL(fn, x);
+    TK__NONNULL(fn, rng);
+    TK__NONZERO(fn, n);
+    if (!tk__finite(lo) || !tk__finite(hi) || !(lo <= hi))
+        return tk__fail(TK_EINVAL, "%s: need finite lo <= hi (got %g, %g)", fn, (double)lo,
+                        (double)hi);
+    for (i = 0; i < n; i++) x[i] = lo + (hi - lo) * tk_rng_uniform(rng);
+    return TK_OK;
+}
+
+TKDEF int tk_init_constant(float *x, size_t n, float value)
+{
+    static const char *fn = "tk_init_constant";
+    size_t i;
+    TK__NONNULL(fn, x);
+    TK__NONZERO(fn, n);
+    if (!tk__finite(value))
+        return tk__fail(TK_EINVAL, "%s: value must be finite (got %g)", fn, (double)value);
+    for (i = 0; i < n; i++) x[i] = value;
+    return TK_OK;
+}
+
+/* ---------------------------------------------------------------- matmul */
+TKDEF int tk_matmul_forward(float *out, const float *inp, const float *W,
+                            const float *b, int N, int C, int OC)
+{
+    static const char *fn = "tk_matmul_forward";
+    int rc, i;
+    TK__NONNULL(fn, out);
+    TK__NONNULL(fn, inp);
+    TK__NONNULL(fn, W);
+    TK__POSDIM(fn, N);
+    TK__POSDIM(fn, C);
+    TK__POSDIM(fn, OC);
+    /* out (N,OC) = inp (N,C) . W^T, W stored (OC,C) */
+    rc = tk_sgemm(0, 1, N, OC, C, 1.0f, inp, C, W, C, 0.0f, out, OC);
+    if (rc != TK_OK) return rc;
+    if (b) {
+        TK__OPS_OMP(omp parallel for schedule(static) if((size_t)N * OC > TK__PAR_MIN))
+        for (i = 0; i < N; i++) {
+            float *o = out + (size_t)i * OC;
+            int j;
+            for (j = 0; j < OC; j++) o[j] += b[j];
+        }
+    }
+    return TK_OK;
+}
+
+TKDEF int tk_matmul_backward(float *dinp, float *dW, float *db, const float *dout,
+                             const float *inp, const float *W, int N, int C, int OC)
+{
+    static const char *fn = "tk_matmul_backward";
+    int rc;
+    TK__NONNULL(fn, dout);
+    TK__POSDIM(fn, N);
+    TK__POSDIM(fn, C);
+    TK__POSDIM(fn, OC);
+    if (dinp && !W) return tk__fail(TK_EINVAL, "%s: W is NULL (needed for dinp)", fn);
+    if (dW && !inp) return tk__fail(TK_EINVAL, "%s: inp is NULL (needed for dW)", fn);
+    if (dinp) { /* dinp (N,C) += dout (N,OC) . W (OC,C) */
+        rc = tk_sgemm(0, 0, N, C, OC, 1.0f, dout, OC, W, C, 1.0f, dinp, C);
+        if (rc != TK_OK) return rc;
+    }
+    if (dW) { /* dW (OC,C) += dout^T (OC,N) . inp (N,C) */
+        rc = tk_sgemm(1, 0, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dW, C);
+        if (rc != TK_OK) return rc;
+    }
+    if (db) tk__colsum_add(db, dout, N, OC); /* db (OC) += sum over rows of dout */
+    return TK_OK;
+}
+
+/* ---------------------------------------------------------------- embedding */
+TKDEF int tk_embedding_forward(float *out, const int *ids, const float *wte,
+                               const float *wpe, int B, int T, int C, int V)
+{
+    static const char *fn = "tk_embedding_forward";
+    int rc, bt;
+    TK__NONNULL(fn, out);
+    TK__NONNULL(fn, ids);
+    TK__NONNULL(fn, wte);
+    TK__POSDIM(fn, B);
+    TK__POSDIM(fn, T);
+    TK__POSDIM(fn, C);
+    TK__POSDIM(fn, V);
+    rc = tk__check_ids(fn, "ids", ids, (size_t)B * T, V);
+    if (rc != TK_OK) return rc;
+    TK__OPS_OMP(omp parallel for schedule(static) if((size_t)B * T * C > TK__PAR_MIN))
+    for (bt = 0; bt < B * T; bt++) {
+        float *o = out + (size_t)bt * C;                 /* (C) */
+        const float *e = wte + (size_t)ids[bt] * C;      /* (C) */
+        int c;
+        if (wpe) {
+            const float *p = wpe + (size_t)(bt % T) * C; /* (C) */
+            for (c = 0; c < C; c++) o[c] = e[c] + p[c];
+        } else {
+            for (c = 0; c < C; c++) o[c] = e[c];
+        }
+    }
+    return TK_OK;
+}
+
+TKDEF int tk_embedding_backward(float *dwte, float *dwpe, const float *dout,
+                                const int *ids, int B, int T, int C, int V)
+{
+    static const char *fn = "tk_embedding_backward";
+    int rc;
+    TK__NONNULL(fn, dout);
+    TK__POSDIM(fn, B);
+    TK__POSDIM(fn, T);
+    TK__POSDIM(fn, C);
+    TK__POSDIM(fn, V);
+    if (dwte) {
+        int nb = (C + TK__COLBLK - 1) / TK__COLBLK, blk;
+        TK__NONNULL(fn, ids);
+        rc = tk__check_ids(fn, "ids", ids, (size_t)B * T, V);
+        if (rc != TK_OK) return rc;
+        /* Tokens repeat, so rows of dwte collide: split the channels instead, each
+           thread scatters every token into its own channel block, in token order. */
+        TK__OPS_OMP(omp parallel for schedule(static) if((size_t)B * T * C > TK__PAR_MIN && nb > 1))
+        for (blk = 0; blk < nb; blk++) {
+            int c0 = blk * TK__COLBLK, c1 = c0 + TK__COLBLK, bt, c;
+            if (c1 > C) c1 = C;
+            for (bt = 0; bt < B * T; bt++) {
+                float *d = dwte + (size_t)ids[bt] * C;
+                const float *g = dout + (size_t)bt * C;
+                for (c = c0; c < c1; c++) d[c] += g[c];
+            }
+        }
+    }
+    if (dwpe) { /* dwpe[t] += sum_b dout[b,t] */
+        int t;
+        TK__OPS_OMP(omp parallel for schedule(static) if((size_t)B * T * C > TK__PAR_MIN))
+        for (t = 0; t < T; t++) {
+            float *d = dwpe + (size_t)t * C;
+            int b, c;
+            for (b = 0; b < B; b++) {
+                const float *g = dout + ((size_t)b * T + t) * C;
+                for (c = 0; c < C; c++) d[c] += g[c];
+            }
+        }
+    }
+    return TK_OK;
+}
+
+/* ---------------------------------------------------------------- LayerNorm */
+TKDEF int tk_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
+                               const float *w, const float *b, int N, int C, float eps)
+{
+    static const char *fn = "tk_layernorm_forward";
+    int i;
+    TK__NONNULL(fn, out);
+    TK__NONNULL(fn, inp);
+    TK__NONNULL(fn, w);
+    TK__POSDIM(fn, N);
+    TK__POSDIM(fn, C);
+    if (!tk__finite(eps) || !(eps > 0.0f))
+        return tk__fail(TK_EINVAL, "%s: eps must be finite and > 0 (got %g)", fn, (double)eps);
+    TK__OPS_OMP(omp parallel for schedule(static) if((size_t)N * C > TK__PAR_MIN))
+    for (i = 0; i < N; i++) {
+        const float *x = inp + (size_t)i * C; /* (C) */
+        float *o = out + (size_t)i * C;       /* (C) */
+        float m = 0.0f, var = 0.0f, s;
+        int c;
+        for (c = 0; c < C; c++) m += x[c];
+        m /= (float)C;
+        for (c = 0; c < C; c++) {
+            float d = x[c] - m;
+            var += d * d;
+        }
+        var /= (float)C;
+        s = 1.0f / sqrtf(var + eps);
+        for (c = 0; c < C; c++) o[c] = (x[c] - m) * s * w[c] + (b ? b[c] : 0.0f);
+        if (mean) mean[i] = m;
+        if (rstd) rstd[i] = s;
+    }
+    return TK_OK;
+}
+
+TKDEF int tk_layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
+                                const float *inp, const float *w, const float *mean,
+                                const float *rstd, int N, int C)
+{
+    static const char *fn = "tk_layernorm_backward";
+    int i;
+    TK__NONNULL(fn, dinp);
+    TK__NONNULL(fn, dout);
+    TK__NONNULL(fn, inp);
+    TK__NONNULL(fn, w);
+    TK__NONNULL(fn, mean);
+    TK__NONNULL(fn, rstd);
+    TK__POSDIM(fn, N);
+    TK__POSDIM(fn, C);
+    /* dinp = rstd * (dnorm - mean(dnorm) - norm * mean(dnorm * norm)), dnorm = w * dout */
+    TK__OPS_OMP(omp parallel for schedule(static) if((size_t)N * C > TK__PAR_MIN))
+    for (i = 0; i < N; i++) {
+        const float *x = inp + (size_t)i * C, *g = dout + (size_t)i * C;
+        float *dx = dinp + (size_t)i * C;
+        float m = mean[i], s = rstd[i], a = 0.0f, bsum = 0.0f;
+        int c;
+        for (c = 0; c < C; c++) {
+            float dn = w[c] * g[c];
+            a += dn;
+            bsum += dn * (x[c] - m) * s;
+        }
+        a /= (float)C;
+        bsum /= (float)C;
+        for (c = 0; c < C; c++) {
+            float dn = w[c] * g[c], nrm = (x[c] - m) * s;
+            dx[c] += (dn - a - nrm * bsum) * s;
+        }
+    }
+    if (db) tk__colsum_add(db, dout, N, C);
+    if (dw) { /* dw[c] += sum_i dout[i,c] * norm[i,c], column blocks as in colsum */
+        int nb = (C + TK__COLBLK - 1) / TK__COLBLK, blk;
+        TK__OPS_OMP(omp parallel for schedule(static) if((size_t)N * C > TK__PAR_MIN && nb > 1))
+        for (blk = 0; blk < nb; blk++) {
+            float acc[TK__COLBLK];
+            int c0 = blk * TK__COLBLK, c1 = c0 + TK__COLBLK, c, r;
+            if (c1 > C) c1 = C;
+            for (c = 0; c < c1 - c0; c++) acc[c] = 0.0f;
+            for (r = 0; r < N; r++) {
+                const float *x = inp + (size_t)r * C, *g = dout + (size_t)r * C;
+                float m = mean[r], s = rstd[r];
+                for (c = c0; c < c1; c++) acc[c - c0] += g[c] * (x[c] - m) * s;
+            }
+            for (c = c0; c < c1; c++) dw[c] += acc[c - c0];
+        }
+    }
+    return TK_OK;
+}
+
+/* ---------------------------------------------------------------- RMSNorm */
+TKDEF int tk_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *w,
+                             int N, int C, float eps)
+{
+    static const char *fn = "tk_rmsnorm_forward";
+    int i;
+    TK__NONNULL(fn, out);
+    TK__NONNULL(fn, inp);
+    TK__POSDIM(fn, N);
+    TK__POSDIM(fn, C);
+    if (!tk__finite(eps) || !(eps > 0.0f))
+        return tk__fail(TK_EINVAL, "%s: eps must be finite and > 0 (got %g)", fn, (double)eps);
+    TK__OPS_OMP(omp parallel for schedule(static) if((size_t)N * C > TK__PAR_MIN))
+    for (i = 0; i < N; i++) {
+        const float *x = inp + (size_t)i * C;
+        float *o = out + (size_t)i * C;
+        float ms = 0.0f, s;
+        int c;
+        for (c = 0; c < C; c++) ms += x[c] * x[c];
+        s = 1.0f / sqrtf(ms / (float)C + eps);
+        for (c = 0; c < C; c++) o[c] = x[c] * s * (w ? w[c] : 1.0f);
+        if (rstd) rstd[i] = s;
+    }
+    return TK_OK;
+}
+
+TKDEF int tk_rmsnorm_backward(float *dinp, float *dw, const float *dout, const float *inp,
+                              const float *w, const float *rstd, int N, int C)
+{
+    static const char *fn = "tk_rmsnorm_backward";
+    int i;
+    TK__NONNULL(fn, dinp);
+    TK__NONNULL(fn, dout);
+    TK__NONNULL(fn, inp);
+    TK__NONNULL(fn, rstd);
+    TK__POSDIM(fn, N);
+    TK__POSDIM(fn, C);
+    /* y = x r w, r = (mean(x^2) + eps)^-1/2, dr/dx_j = -r^3 x_j / C:
+       dx_j = r g_j - r^3 x_j / C * sum_c g_c x_c, with g = w * dout */
+    TK__OPS_OMP(omp parallel for schedule(static) if((size_t)N * C > TK__PAR_MIN))
+    for (i = 0; i < N; i++) {
+        const float *x = inp + (size_t)i * C, *go = dout + (size_t)i * C;
+        float *dx = dinp + (size_t)i * C;
+        float s = rstd[i], dot = 0.0f, k;
+        int c;
+        for (c = 0; c < C; c++) dot += go[c] * (w ? w[c] : 1.0f) * x[c];
+        k = s * s * s * dot / (float)C;
+        for (c = 0; c < C; c++) dx[c] += s * go[c] * (w ? w[c] : 1.0f) - k * x[c];
+    }
+    if (dw) {
+        int nb = (C + TK__COLBLK - 1) / TK__COLBLK, blk;
+        TK__OPS_OMP(omp parallel for schedule(static) if((size_t)N * C > TK__PAR_MIN && nb > 1))
+        for (blk = 0; blk < nb; blk++) {
+            float acc[TK__COLBLK];
+            int c0 = blk * TK__COLBLK, c1 = c0 + TK__COLBLK, c, r;
+            if (c1 > C) c1 = C;
+            for (c = 0; c < c1 - c0; c++) acc[c] = 0.0f;
+            for (r = 0; r < N; r++) {
+                const float *x = inp + (size_t)r * C, *g = dout + (size_t)r * C;
+                float s = rstd[r];
+                for (c = c0; c < c1; c++) acc[c - c0] += g[c] * x[c] * s;
+            }
+            for (c = c0; c < c1; c++) dw[c] += acc[c - c0];
+        }
+    }
+    return TK_OK;
+}
+
+/* ---------------------------------------------------------------- activations */
+#define TK__GELU_K 0.7978845608028654f /* sqrt(2/pi) */
+#define TK__GELU_A 0.044715f
+
+#define TK__ELEMWISE_CHECK(fn, a, b, n)                                            \
+    do {                                                                           \
+        TK__NONNULL(fn, a);                                                        \
+        TK__NONNULL(fn, b);                                                        \
+        TK__NONZERO(fn, n);                                                        \
+    } while (0)
+
+static float tk__sigmoid(float x)
+{
+    if (x >= 0.0f) return 1.0f / (1.0f + expf(-x));
+    else {
+        float e = expf(x);
+        return e / (1.0f + e);
+    }
+}
+
+TKDEF int tk_gelu_forward(float *out, const float *inp, size_t n)
+{
+    ptrdiff_t i, nn = (ptrdiff_t)n;
+    TK__ELEMWISE_CHECK("tk_gelu_forward", out, inp, n);
+    TK__OPS_OMP(omp parallel for schedule(static) if(n > TK__PAR_MIN))
+    for (i = 0; i < nn; i++) {
+        float x = inp[i];
+        float u = TK__GELU_K * (x + TK__GELU_A * x * x * x);
+        out[i] = 0.5f * x * (1.0f + tanhf(u));
+    }
+    return TK_OK;
+}
+
+TKDEF int tk_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n)
+{
+    ptrdiff_t i, nn = (ptrdiff_t)n;
+    TK__ELEMWISE_CHECK("tk_gelu_backward", dinp, inp, n);
+    TK__NONNULL("tk_gelu_backward", dout);
+    TK__OPS_OMP(omp parallel for schedule(static) if(n > TK__PAR_MIN))
+    for (i = 0; i < nn; i++) {
+        float x = inp[i];
+        float u = TK__GELU_K * (x + TK__GELU_A * x * x * x);
+        float th = tanhf(u);
+        float du = TK__GELU_K * (1.0f + 3.0f * TK__GELU_A * x * x);
+        float g = 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * du;
+        dinp[i] += g * dout[i];
+    }
+    return TK_OK;
+}
+
+TKDEF int tk_relu2_forward(float *out, const float *inp, size_t n)
+{
+    ptrdiff_t i, nn = (ptrdiff_t)n;
+    TK__ELEMWISE_CHECK("tk_relu2_forward", out, inp, n);
+    TK__OPS_OMP(omp parallel for schedule(static) if(n > TK__PAR_MIN))
+    for (i = 0; i < nn; i++) {
+        float r = inp[i] > 0.0f ? inp[i] : 0.0f;
+        out[i] = r * r;
+    }
+    return TK_OK;
+}
+
+TKDEF int tk_relu2_backward(float *dinp, const float *inp, const float *dout, size_t n)
+{
+    ptrdiff_t i, nn = (ptrdiff_t)n;
+    TK__ELEMWISE_CHECK("tk_relu2_backward", dinp, inp, n);
+    TK__NONNULL("tk_relu2_backward", dout);
+    TK__OPS_OMP(omp parallel for schedule(static) if(n > TK__PAR_MIN))
+    for (i = 0; i < nn; i++) {
+        float r = inp[i] > 0.0f ? inp[i] : 0.0f;
+        dinp[i] += 2.0f * r * dout[i];
+    }
+    return TK_OK;
+}
+
+TKDEF int tk_silu_forward(float *out, const float *inp, size_t n)
+{
+    ptrdiff_t i, nn = (ptrdiff_t)n;
+    TK__ELEMWISE_CHECK("tk_silu_forward", out, inp, n);
+    TK__OPS_OMP(omp parallel for schedule(static) if(n > TK__PAR_MIN))
+    for (i = 0; i < nn; i++) out[i] = inp[i] * tk__sigmoid(inp[i]);
+    return TK_OK;
+}
+
+TKDEF int tk_silu_backward(float *dinp, const float *inp, const float *dout, size_t n)
+{
+    ptrdiff_t i, nn = (ptrdiff_t)n;
+    TK__ELEMWISE_CHECK("tk_silu_backward", dinp, inp, n);
+    TK__NONNULL("tk_silu_backward", dout);
+    TK__OPS_OMP(omp parallel for schedule(static) if(n > TK__PAR_MIN))
+    for (i = 0; i < nn; i++) {
+        float x = inp[i], sg = tk__sigmoid(x);
+        dinp[i] += sg * (1.0f + x * (1.0f - sg)) * dout[i];
+    }
+    return TK_OK;
+}
+
+/* ---------------------------------------------------------------- softmax */
+/* One row: out = softmax(x), max-subtracted. out may alias x. */
+static void tk__softmax_row(float *out, const float *x, int C)
+{
+    float mx = x[0], sum = 0.0f, inv;
+    int c;
+    for (c = 1; c < C; c++) mx = x[c] > mx ? x[c] : mx;
+    for (c = 0; c < C; c++) {
+        float e = expf(x[c] - mx);
+        out[c] = e;
+        sum += e;
+    }
+    inv = 1.0f / sum;
+    for (c = 0; c < C; c++) out[c] *= inv;
+}
+
+TKDEF int tk_softmax_forward(float *out, const float *inp, int N, int C)
+{
+    static const char *fn = "tk_softmax_forward";
+    int i;
+    TK__NONNULL(fn, out);
+    TK__NONNULL(fn, inp);
+    TK__POSDIM(fn, N);
+    TK__POSDIM(fn, C);
+    TK__OPS_OMP(omp parallel for schedule(static) if((size_t)N * C > TK__PAR_MIN))
+    for (i = 0; i < N; i++) tk__softmax_row(out + (size_t)i * C, inp + (size_t)i * C, C);
+    return TK_OK;
+}
+
+TKDEF int tk_softmax_backward(float *dinp, const float *dout, const float *out, int N, int C)
+{
+    static const char *fn = "tk_softmax_backward";
+    int i;
+    TK__NONNULL(fn, dinp);
+    TK__NONNULL(fn, dout);
+    TK__NONNULL(fn, out);
+    TK__POSDIM(fn, N);
+    TK__POSDIM(fn, C);
+    /* dx_j += y_j (dy_j - sum_c dy_c y_c) */
+    TK__OPS_OMP(omp parallel for schedule(static) if((size_t)N * C > TK__PAR_MIN))
+    for (i = 0; i < N; i++) {
+        const float *y = out + (size_t)i * C, *g = dout + (size_t)i * C;
+        float *dx = dinp + (size_t)i * C, dot = 0.0f;
+        int c;
+        for (c = 0; c < C; c++) dot += g[c] * y[c];
+        for (c = 0; c < C; c++) dx[c] += y[c] * (g[c] - dot);
+    }
+    return TK_OK;
+}
+
+TKDEF int tk_logsoftmax_forward(float *out, const float *inp, int N, int C)
+{
+    static const char *fn = "tk_logsoftmax_forward";
+    int i;
+    TK__NONNULL(fn, out);
+    TK__NONNULL(fn, inp);
+    TK__POSDIM(fn, N);
+    TK__POSDIM(fn, C);
+    TK__OPS_OMP(omp parallel for schedule(static) if((size_t)N * C > TK__PAR_MIN))
+    for (i = 0; i < N; i++) {
+        const float *x = inp + (size_t)i * C;
+        float *o = out + (size_t)i * C, mx = x[0], lse;
+        double sum = 0.0;
+        int c;
+        for (c = 1; c < C; c++) mx = x[c] > mx ? x[c] : mx;
+        for (c = 0; c < C; c++) sum += (double)expf(x[c] - mx);
+        lse = mx + (float)log(sum);
+        for (c = 0; c < C; c++) o[c] = x[c] - lse;
+    }
+    return TK_OK;
+}
+
+TKDEF int tk_logsoftmax_backward(float *dinp, const float *dout, const float *out, int N, int C)
+{
+    static const char *fn = "tk_logsoftmax_backward";
+    int i;
+    TK__NONNULL(fn, dinp);
+    TK__NONNULL(fn, dout);
+    TK__NONNULL(fn, out);
+    TK__POSDIM(fn, N);
+    TK__POSDIM(fn, C);
+    /* dx_j += dy_j - exp(y_j) sum_c dy_c */
+    TK__OPS_OMP(omp parallel for schedule(static) if((size_t)N * C > TK__PAR_MIN))
+    for (i = 0; i < N; i++) {
+        const float *y = out + (size_t)i * C, *g = dout + (size_t)i * C;
+        float *dx = dinp + (size_t)i * C, sum = 0.0f;
+        int c;
+        for (c = 0; c < C; c++) sum += g[c];
+        for (c = 0; c < C; c++) dx[c] += g[c] - expf(y[c]) * sum;
+    }
+    return TK_OK;
+}
+
+/* ---------------------------------------------------------------- residual */
+TKDEF int tk_residual_forward(float *out, const float *a, const float *b, size_t n)
+{
+    static const char *fn = "tk_residual_forward";
+    ptrdiff_t i, nn = (ptrdiff_t)n;
+    TK__NONNULL(fn, out);
+    TK__NONNULL(fn, a);
+    TK__NONNULL(fn, b);
+    TK__NONZERO(fn, n);
+    TK__OPS_OMP(omp parallel for schedule(static) if(n > TK__PAR_MIN))
+    for (i = 0; i < nn; i++) out[i] = a[i] + b[i];
+    return TK_OK;
+}
+
+TKDEF int tk_residual_backward(float *da, float *db, const float *dout, size_t n)
+{
+    static const char *fn = "tk_residual_backward";
+    ptrdiff_t i, nn = (ptrdiff_t)n;
+    TK__NONNULL(fn, dout);
+    TK__NONZERO(fn, n);
+    if (da) {
+        TK__OPS_OMP(omp parallel for schedule(static) if(n > TK__PAR_MIN))
+        for (i = 0; i < nn; i++) da[i] += dout[i];
+    }
+    if (db) {
+        TK__OPS_OMP(omp parallel for schedule(static) if(n > TK__PAR_MIN))
+        for (i = 0; i < nn; i++) db[i] += dout[i];
+    }
+    return TK_OK;
+}
+
+/* ---------------------------------------------------------------- dropout */
+TKDEF int tk_dropout_forward(float *out, uint8_t *mask, const float *inp, size_t n,
+                             float p, tk_rng *rng)
+{
+    static const char *fn = "tk_dropout_forward";
+    size_t i;
+    float scale;
+    TK__NONNULL(fn, out);
+    TK__NONNULL(fn, mask);
+    TK__NONNULL(fn, inp);
+    TK__NONZERO(fn, n);
+    if (!tk__finite(p) || p < 0.0f || p >= 1.0f)
+        return tk__fail(TK_EINVAL, "%s: p must be in [0, 1) (got %g)", fn, (double)p);
+    if (p == 0.0f) {
+        for (i = 0; i < n; i++) {
+            out[i] = inp[i];
+            mask[i] = 1u;
+        }
+        return TK_OK;
+    }
+    TK__NONNULL(fn, rng);
+    scale = 1.0f / (1.0f - p);
+    /* serial: the mask is a pure function of the rng state, whatever the threads */
+    for (i = 0; i < n; i++) {
+        uint8_t keep = (uint8_t)(tk_rng_uniform(rng) >= p);
+        mask[i] = keep;
+        out[i] = keep ? inp[i] * scale : 0.0f;
+    }
+    return TK_OK;
+}
+
+TKDEF int tk_dropout_backward(float *dinp, const float *dout, const uint8_t *mask,
+                              size_t n, float p)
+{
+    static const char *fn = "tk_dropout_backward";
+    ptrdiff_t i, nn = (ptrdiff_t)n;
+    float scale;
+    TK__NONNULL(fn, dinp);
+    TK__NONNULL(fn, dout);
+    TK__NONNULL(fn, mask);
+    TK__NONZERO(fn, n);
+    if (!tk__finite(p) || p < 0.0f || p >= 1.0f)
+        return tk__fail(TK_EINVAL, "%s: p must be in [0, 1) (got %g)", fn, (double)p);
+    scale = 1.0f / (1.0f - p);
+    TK__OPS_OMP(omp parallel for schedule(static) if(n > TK__PAR_MIN))
+    for (i = 0; i < nn; i++)
+        if (mask[i]) dinp[i] += dout[i] * scale;
+    return TK_OK;
+}
+
+/* ---------------------------------------------------------------- cross-entropy */
+TKDEF int tk_crossentropy_forward(float *probs, float *losses, float *mean_ce,
+                                  float *mean_loss, const float *logits,
+                                  const int *targets, int N, int V, float eps)
+{
+    static const char *fn = "tk_crossentropy_forward";
+    double *rows = NULL; /* (N,2): per-row ce, loss, for an ordered mean */
+    int rc, i;
+    TK__NONNULL(fn, logits);
+    TK__NONNULL(fn, targets);
+    TK__POSDIM(fn, N);
+    TK__POSDIM(fn, V);
+    if (!tk__finite(eps) || eps < 0.0f || eps >= 1.0f)
+        return tk__fail(TK_EINVAL, "%s: eps must be in [0, 1) (got %g)", fn, (double)eps);
+    rc = tk__check_ids(fn, "targets", targets, (size_t)N, V);
+    if (rc != TK_OK) return rc;
+    if (mean_ce || mean_loss) {
+        rows = (double *)TK_MALLOC((size_t)N * 2 * sizeof(double));
+        if (!rows) return tk__fail(TK_ENOMEM, "%s: no memory for %d rows", fn, N);
+    }
+    TK__OPS_OMP(omp parallel for schedule(static) if((size_t)N * V > TK__PAR_MIN))
+    for (i = 0; i < N; i++) {
+        const float *x = logits + (size_t)i * V; /* (V) */
+        float *p = probs ? probs + (size_t)i * V : NULL;
+        float mx = x[0];
+        double sum = 0.0, sumx = 0.0, lse, ce, loss;
+        int v;
+        for (v = 1; v < V; v++) mx = x[v] > mx ? x[v] : mx;
+        for (v = 0; v < V; v++) {
+            float e = expf(x[v] - mx);
+            if (p) p[v] = e;
+            sum += (double)e;
+            sumx += (double)x[v];
+        }
+        lse = (double)mx + log(sum);
+        /* -log p_y = lse - x_y; -sum_v (eps/V) log p_v = eps (lse - mean_v x_v) */
+        ce = lse - (double)x[targets[i]];
+        loss = (1.0 - (double)eps) * ce + (double)eps * (lse - sumx / (double)V);
+        if (p) {
+            float inv = (float)(1.0 / sum);
+            for (v = 0; v < V; v++) p[v] *= inv;
+        }
+        if (losses) losses[i] = (float)loss;
+        if (rows) {
+            rows[2 * (size_t)i] = ce;
+            rows[2 * (size_t)i + 1] = loss;
+        }
+    }
+    if (rows) {
+        double sce = 0.0, sl = 0.0;
+        for (i = 0; i < N; i++) {
+            sce += rows[2 * (size_t)i];
+            sl += rows[2 * (size_t)i + 1];
+        }
+        if (mean_ce) *mean_ce = (float)(sce / N);
+        if (mean_loss) *mean_loss = (float)(sl / N);
+        TK_FREE(rows);
+    }
+    return TK_OK;
+}
+
+TKDEF int tk_crossentropy_backward(float *dlogits, const float *probs, const int *targets,
+                                   int N, int V, float eps, float dloss)
+{
+    static const char *fn = "tk_crossentropy_backward";
+    int rc, i;
+    TK__NONNULL(fn, dlogits);
+    TK__NONNULL(fn, probs);
+    TK__NONNULL(fn, targets);
+    TK__POSDIM(fn, N);
+    TK__POSDIM(fn, V);
+    if (!tk__finite(eps) || eps < 0.0f || eps >= 1.0f)
+        return tk__fail(TK_EINVAL, "%s: eps must be in [0, 1) (got %g)", fn, (double)eps);
+    if (!tk__finite(dloss))
+        return tk__fail(TK_EINVAL, "%s: dloss must be finite (got %g)", fn, (double)dloss);
+    rc = tk__check_ids(fn, "targets", targets, (size_t)N, V);
+    if (rc != TK_OK) return rc;
+    /* d loss / d logit_v = p_v - q_v, q = (1-eps) onehot(y) + eps/V */
+    TK__OPS_OMP(omp parallel for schedule(static) if((size_t)N * V > TK__PAR_MIN))
+    for (i = 0; i < N; i++) {
+        const float *p = probs + (size_t)i * V;
+        float *d = dlogits + (size_t)i * V, u = eps / (float)V;
+        int v;
+        for (v = 0; v < V; v++) d[v] += dloss * (p[v] - u);
+        d[targets[i]] -= dloss * (1.0f - eps);
+    }
+    return TK_OK;
+}
+
+/* ---------------------------------------------------------------- attention */
+static int tk__check_attn(const char *fn, const float *bias, int bias_per_head,
+                          const float *temp, int B, int H, int T, int D)
+{
+    int h;
+    TK__POSDIM(fn, B);
+    TK__POSDIM(fn, H);
+    TK__POSDIM(fn, T);
+    TK__POSDIM(fn, D);
+    if (bias && bias_per_head != 0 && bias_per_head != 1)
+        return tk__fail(TK_EINVAL, "%s: bias_per_head must be 0 or 1 (got %d)", fn,
+                        bias_per_head);
+    if (temp)
+        for (h = 0; h < H; h++)
+            if (!tk__finite(temp[h]) || !(temp[h] > 0.0f))
+                return tk__fail(TK_EINVAL, "%s: temp[%d] must be finite and > 0 (got %g)",
+                                fn, h, (double)temp[h]);
+    return TK_OK;
+}
+
+TKDEF int tk_attention_forward(float *out, float *probs, const float *q, const float *k,
+                               const float *v, const float *bias, int bias_per_head,
+                               const float *temp, int B, int H, int T, int D)
+{
+    static const char *fn = "tk_attention_forward";
+    size_t TD = (size_t)T * D, TT = (size_t)T * T;
+    int rc, bh;
+    TK__NONNULL(fn, out);
+    TK__NONNULL(fn, probs);
+    TK__NONNULL(fn, q);
+    TK__NONNULL(fn, k);
+    TK__NONNULL(fn, v);
+    rc = tk__check_attn(fn, bias, bias_per_head, temp, B, H, T, D);
+    if (rc != TK_OK) return rc;
+    /* One (b,h) at a time; the GEMMs and the row loop parallelise inside. */
+    for (bh = 0; bh < B * H; bh++) {
+        int h = bh % H, i;
+        const float *Q = q + bh * TD, *K = k + bh * TD, *Vv = v + bh * TD; /* (T,D) */
+        float *P = probs + bh * TT;                                       /* (T,T) */
+        const float *bb = bias ? bias + (bias_per_head ? (size_t)h * TT : 0) : NULL;
+        float alpha = 1.0f / (sqrtf((float)D) * (temp ? temp[h] : 1.0f));
+        /* P = alpha Q K^T (the upper triangle is computed, then masked) */
+        rc = tk_sgemm(0, 1, T, T, D, alpha, Q, D, K, D, 0.0f, P, T);
+        if (rc != TK_OK) return rc;
+        TK__OPS_OMP(omp parallel for schedule(static) if(TT > TK__PAR_MIN))
+        for (i = 0; i < T; i++) {
+            float *row = P + (size_t)i * T;
+            int j;
+            if (bb)
+                for (j = 0; j <= i; j++) row[j] += bb[(size_t)i * T + j];
+            tk__softmax_row(row, row, i + 1);
+            for (j = i + 1; j < T; j++) row[j] = 0.0f;
+        }
+        /* out (T,D) = P (T,T) . V (T,D) */
+        rc = tk_sgemm(0, 0, T, D, T, 1.0f, P, T, Vv, D, 0.0f, out + bh * TD, D);
+        if (rc != TK_OK) return rc;
+    }
+    return TK_OK;
+}
+
+TKDEF int tk_attention_backward(float *dq, float *dk, float *dv, float *dbias, float *dtemp,
+                                const float *dout, const float *probs, const float *q,
+                                const float *k, const float *v, int bias_per_head,
+                                const float *temp, int B, int H, int T, int D)
+{
+    static const char *fn = "tk_attention_backward";
+    size_t TD = (size_t)T * D, TT = (size_t)T * T;
+    float *scratch, *dS, *S = NULL, *rowacc = NULL;
+    int rc, bh;
+    TK__NONNULL(fn, dq);
+    TK__NONNULL(fn, dk);
+    TK__NONNULL(fn, dv);
+    TK__NONNULL(fn, dout);
+    TK__NONNULL(fn, probs);
+    TK__NONNULL(fn, q);
+    TK__NONNULL(fn, k);
+    TK__NONNULL(fn, v);
+    rc = tk__check_attn(fn, dbias, bias_per_head, temp, B, H, T, D);
+    if (rc != TK_OK) return rc;
+    /* scratch: dS (T,T); with dtemp also S = Q K^T (T,T) and per-row sums (T) */
+    scratch = (float *)TK_MALLOC((dtemp ? 2 * TT + (size_t)T : TT) * sizeof(float));
+    if (!scratch) return tk__fail(TK_ENOMEM, "%s: no memory for T = %d scratch", fn, T);
+    dS = scratch;
+    if (dtemp) {
+        S = scratch + TT;
+        rowacc = S + TT;
+    }
+    for (bh = 0; bh < B * H; bh++) {
+        int h = bh % H, i;
+        const float *Q = q + bh * TD, *K = k + bh * TD, *Vv = v + bh * TD;
+        const float *dO = dout + bh * TD, *P = probs + bh * TT;
+        float th = temp ? temp[h] : 1.0f;
+        float alpha = 1.0f / (sqrtf((float)D) * th);
+        float *db = dbias ? dbias + (bias_per_head ? (size_t)h * TT : 0) : NULL;
+        /* dP (T,T) = dO (T,D) . V^T */
+        rc = tk_sgemm(0, 1, T, T, D, 1.0f, dO, D, Vv, D, 0.0f, dS, T);
+        if (rc == TK_OK && dtemp) rc = tk_sgemm(0, 1, T, T, D, 1.0f, Q, D, K, D, 0.0f, S, T);
+        if (rc != TK_OK) break;
+        /* dS = P * (dP - rowsum(P * dP)), causal part only; the rest is 0 */
+        TK__OPS_OMP(omp parallel for schedule(static) if(TT > TK__PAR_MIN))
+        for (i = 0; i < T; i++) {
+            const float *p = P + (size_t)i * T;
+            float *d = dS + (size_t)i * T, dot = 0.0f;
+            int j;
+            for (j = 0; j <= i; j++) dot += p[j] * d[j];
+            for (j = 0; j <= i; j++) d[j] = p[j] * (d[j] - dot);
+            for (j = i + 1; j < T; j++) d[j] = 0.0f;
+            if (db)
+                for (j = 0; j <= i; j++) db[(size_t)i * T + j] += d[j];
+            if (rowacc) { /* sum_j dS_ij * S_ij */
+                const float *s = S + (size_t)i * T;
+                float acc = 0.0f;
+                for (j = 0; j <= i; j++) acc += d[j] * s[j];
+                rowacc[i] = acc;
+            }
+        }
+        if (dtemp) { /* logit = alpha S + bias, d alpha / d temp = -alpha / temp */
+            double acc = 0.0;
+            for (i = 0; i < T; i++) acc += (double)rowacc[i];
+            dtemp[h] += (float)(-(double)alpha / (double)th * acc);
+        }
+        /* dV += P^T dO;  dQ += alpha dS K;  dK += alpha dS^T Q */
+        rc = tk_sgemm(1, 0, T, D, T, 1.0f, P, T, dO, D, 1.0f, dv + bh * TD, D);
+        if (rc == TK_OK) rc = tk_sgemm(0, 0, T, D, T, alpha, dS, T, K, D, 1.0f, dq + bh * TD, D);
+        if (rc == TK_OK) rc = tk_sgemm(1, 0, T, D, T, alpha, dS, T, Q, D, 1.0f, dk + bh * TD, D);
+        if (rc != TK_OK) break;
+    }
+    TK_FREE(scratch);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- heads */
+TKDEF int tk_split_heads_forward(float *q, float *k, float *v, const float *qkv,
+                                 int B, int T, int H, int D)
+{
+    static const char *fn = "tk_split_heads_forward";
+    int bt;
+    TK__NONNULL(fn, q);
+    TK__NONNULL(fn, k);
+    TK__NONNULL(fn, v);
+    TK__NONNULL(fn, qkv);
+    TK__POSDIM(fn, B);
+    TK__POSDIM(fn, T);
+    TK__POSDIM(fn, H);
+    TK__POSDIM(fn, D);
+    TK__OPS_OMP(omp parallel for schedule(static) if((size_t)B * T * H * D > TK__PAR_MIN))
+    for (bt = 0; bt < B * T; bt++) {
+        int b = bt / T, t = bt % T, h, d;
+        size_t C = (size_t)H * D;
+        const float *row = qkv + (size_t)bt * 3 * C; /* (3C) */
+        for (h = 0; h < H; h++) {
+            size_t o = (((size_t)b * H + h) * T + t) * D;
+            for (d = 0; d < D; d++) {
+                q[o + d] = row[(size_t)h * D + d];
+                k[o + d] = row[C + (size_t)h * D + d];
+                v[o + d] = row[2 * C + (size_t)h * D + d];
+            }
+        }
+    }
+    return TK_OK;
+}
+
+TKDEF int tk_split_heads_backward(float *dqkv, const float *dq, const float *dk,
+                                  const float *dv, int B, int T, int H, int D)
+{
+    static const char *fn = "tk_split_heads_backward";
+    int bt;
+    TK__NONNULL(fn, dqkv);
+    TK__NONNULL(fn, dq);
+    TK__NONNULL(fn, dk);
+    TK__NONNULL(fn, dv);
+    TK__POSDIM(fn, B);
+    TK__POSDIM(fn, T);
+    TK__POSDIM(fn, H);
+    TK__POSDIM(fn, D);
+    TK__OPS_OMP(omp parallel for schedule(static) if((size_t)B * T * H * D > TK__PAR_MIN))
+    for (bt = 0; bt < B * T; bt++) {
+        int b = bt / T, t = bt % T, h, d;
+        size_t C = (size_t)H * D;
+        float *row = dqkv + (size_t)bt * 3 * C;
+        for (h = 0; h < H; h++) {
+            size_t o = (((size_t)b * H + h) * T + t) * D;
+            for (d = 0; d < D; d++) {
+                row[(size_t)h * D + d] += dq[o + d];
+                row[C + (size_t)h * D + d] += dk[o + d];
+                row[2 * C + (size_t)h * D + d] += dv[o + d];
+            }
+        }
+    }
+    return TK_OK;
+}
+
+TKDEF int tk_merge_heads_forward(float *out, const float *inp, int B, int T, int H, int D)
+{
+    static const char *fn = "tk_merge_heads_forward";
+    int bt;
+    TK__NONNULL(fn, out);
+    TK__NONNULL(fn, inp);
+    TK__POSDIM(fn, B);
+    TK__POSDIM(fn, T);
+    TK__POSDIM(fn, H);
+    TK__POSDIM(fn, D);
+    TK__OPS_OMP(omp parallel for schedule(static) if((size_t)B * T * H * D > TK__PAR_MIN))
+    for (bt = 0; bt < B * T; bt++) {
+        int b = bt / T, t = bt % T, h, d;
+        float *row = out + (size_t)bt * H * D; /* (C) */
+        for (h = 0; h < H; h++) {
+            const float *src = inp + (((size_t)b * H + h) * T + t) * D;
+            for (d = 0; d < D; d++) row[(size_t)h * D + d] = src[d];
+        }
+    }
+    return TK_OK;
+}
+
+TKDEF int tk_merge_heads_backward(float *dinp, const float *dout, int B, int T, int H, int D)
+{
+    static const char *fn = "tk_merge_heads_backward";
+    int bt;
+    TK__NONNULL(fn, dinp);
+    TK__NONNULL(fn, dout);
+    TK__POSDIM(fn, B);
+    TK__POSDIM(fn, T);
+    TK__POSDIM(fn, H);
+    TK__POSDIM(fn, D);
+    TK__OPS_OMP(omp parallel for schedule(static) if((size_t)B * T * H * D > TK__PAR_MIN))
+    for (bt = 0; bt < B * T; bt++) {
+        int b = bt / T, t = bt % T, h, d;
+        const float *row = dout + (size_t)bt * H * D;
+        for (h = 0; h < H; h++) {
+            float *dst = dinp + (((size_t)b * H + h) * T + t) * D;
+            for (d = 0; d < D; d++) dst[d] += row[(size_t)h * D + d];
+        }
+    }
+    return TK_OK;
+}
+
+/* ---------------------------------------------------------------- optimiser */
+TKDEF tk_adamw_config tk_adamw_config_default(void)
+{
+    tk_adamw_config c;
+    c.lr = 3e-4f;
+    c.beta1 = 0.9f;
+    c.beta2 = 0.95f;
+    c.eps = 1e-8f;
+    c.weight_decay = 0.1f;
+    return c;
+}
+
+TKDEF int tk_adamw_update(float *params, const float *grads, float *m, float *v, size_t n,
+                          const tk_adamw_config *cfg, long t)
+{
+    static const char *fn = "tk_adamw_update";
+    ptrdiff_t i, nn = (ptrdiff_t)n;
+    float lr, b1, b2, eps, wd, c1, c2;
+    TK__NONNULL(fn, params);
+    TK__NONNULL(fn, grads);
+    TK__NONNULL(fn, m);
+    TK__NONNULL(fn, v);
+    TK__NONNULL(fn, cfg);
+    TK__NONZERO(fn, n);
+    lr = cfg->lr;
+    b1 = cfg->beta1;
+    b2 = cfg->beta2;
+    eps = cfg->eps;
+    wd = cfg->weight_decay;
+    if (!tk__finite(lr) || lr < 0.0f)
+        return tk__fail(TK_EINVAL, "%s: lr must be finite and >= 0 (got %g)", fn, (double)lr);
+    if (!tk__finite(b1) || b1 < 0.0f || b1 >= 1.0f || !tk__finite(b2) || b2 < 0.0f ||
+        b2 >= 1.0f)
+        return tk__fail(TK_EINVAL, "%s: beta1, beta2 must be in [0, 1) (got %g, %g)", fn,
+                        (double)b1, (double)b2);
+    if (!tk__finite(eps) || !(eps > 0.0f))
+        return tk__fail(TK_EINVAL, "%s: eps must be finite and > 0 (got %g)", fn, (double)eps);
+    if (!tk__finite(wd) || wd < 0.0f)
+        return tk__fail(TK_EINVAL, "%s: weight_decay must be finite and >= 0 (got %g)", fn,
+                        (double)wd);
+    if (t < 1) return tk__fail(TK_EINVAL, "%s: step t must be >= 1 (got %ld)", fn, t);
+    /* bias corrections 1 - beta^t, in double (beta^t underflows to 0 for large t: fine) */
+    c1 = (float)(1.0 - pow((double)b1, (double)t));
+    c2 = (float)(1.0 - pow((double)b2, (double)t));
+    TK__OPS_OMP(omp parallel for schedule(static) if(n > TK__PAR_MIN))
+    for (i = 0; i < nn; i++) {
+        float g = grads[i];
+        float mi = b1 * m[i] + (1.0f - b1) * g;
+        float vi = b2 * v[i] + (1.0f - b2) * g * g;
+        float mhat = mi / c1, vhat = vi / c2;
+        m[i] = mi;
+        v[i] = vi;
+        /* decoupled weight decay: p -= lr * (adam step + wd * p) */
+        params[i] -= lr * (mhat / (sqrtf(vhat) + eps) + wd * params[i]);
+    }
+    return TK_OK;
+}
+
+/* Sum of squares in double over 64 fixed blocks (block bounds depend only on n), the
+   blocks added in order: bit-identical for any thread count. */
+#define TK__NORM_BLOCKS 64
+TKDEF int tk_grad_norm(const float *g, size_t n, float *norm)
+{
+    static const char *fn = "tk_grad_norm";
+    double part[TK__NORM_BLOCKS], total = 0.0;
+    size_t per;
+    int blk;
+    TK__NONNULL(fn, g);
+    TK__NONNULL(fn, norm);
+    TK__NONZERO(fn, n);
+    per = (n + TK__NORM_BLOCKS - 1) / TK__NORM_BLOCKS;
+    TK__OPS_OMP(omp parallel for schedule(static) if(n > TK__PAR_MIN))
+    for (blk = 0; blk < TK__NORM_BLOCKS; blk++) {
+        size_t i0 = (size_t)blk * per, i1 = i0 + per, i;
+        double s = 0.0;
+        if (i1 > n) i1 = n;
+        for (i = i0; i < i1; i++) s += (double)g[i] * (double)g[i];
+        part[blk] = s;
+    }
+    for (blk = 0; blk < TK__NORM_BLOCKS; blk++) total += part[blk];
+    *norm = (float)sqrt(total);
+    return TK_OK;
+}
+
+TKDEF int tk_clip_grad_norm(float *g, size_t n, float max_norm, float *norm_out)
+{
+    static const char *fn = "tk_clip_grad_norm";
+    float norm;
+    int rc;
+    TK__NONNULL(fn, g);
+    TK__NONZERO(fn, n);
+    if (!tk__finite(max_norm) || !(max_norm > 0.0f))
+        return tk__fail(TK_EINVAL, "%s: max_norm must be finite and > 0 (got %g)", fn,
+                        (double)max_norm);
+    rc = tk_grad_norm(g, n, &norm);
+    if (rc != TK_OK) return rc;
+    if (norm_out) *norm_out = norm;
+    if (tk__finite(norm) && norm > max_norm) {
+        float scale = max_norm / norm;
+        ptrdiff_t i, nn = (ptrdiff_t)n;
+        TK__OPS_OMP(omp parallel for schedule(static) if(n > TK__PAR_MIN))
+        for (i = 0; i < nn; i++) g[i] *= scale;
+    }
+    return TK_OK;
+}
 /* ==== IMPLEMENTATION BODY (tensor ops) END ==== */
 
 /* ---------------------------------------------------------------- CUDA */
