@@ -1,0 +1,479 @@
+/* data.c - WikiText-2 data pipeline. See data.h. */
+#include "data.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <lzma.h>
+
+static int wt2__err(char *err, size_t errlen, int code, const char *fmt, ...)
+{
+    if (err && errlen > 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+
+const char *wt2_split_name(int split)
+{
+    static const char *names[WT2_NSPLITS] = {"train", "valid", "test"};
+    return (split >= 0 && split < WT2_NSPLITS) ? names[split] : NULL;
+}
+
+/* ------------------------------------------------------------------ reading */
+
+int wt2_xz_decode(const unsigned char *in, size_t in_len, size_t max_bytes, unsigned char **data,
+                  size_t *len, char *err, size_t errlen)
+{
+    lzma_stream strm = LZMA_STREAM_INIT;
+    lzma_ret r;
+    unsigned char *buf = NULL;
+    size_t cap = 0;
+    if (!data || !len || (!in && in_len)) return wt2__err(err, errlen, BPE_EINVAL, "xz: NULL argument");
+    *data = NULL;
+    *len = 0;
+    r = lzma_stream_decoder(&strm, UINT64_MAX, LZMA_CONCATENATED);
+    if (r != LZMA_OK) return wt2__err(err, errlen, BPE_ENOMEM, "xz: cannot start the decoder (%d)", (int)r);
+    strm.next_in = in;
+    strm.avail_in = in_len;
+    for (;;) {
+        if (strm.avail_out == 0) {
+            size_t used = cap - strm.avail_out, nc = cap ? cap * 2 : (size_t)1 << 20;
+            unsigned char *p;
+            if (cap > max_bytes) {
+                lzma_end(&strm);
+                free(buf);
+                return wt2__err(err, errlen, BPE_ERANGE, "xz: decompresses to more than %zu bytes", max_bytes);
+            }
+            if (nc > max_bytes + 1) nc = max_bytes + 1;
+            if (nc <= cap) nc = cap + 1;
+            p = (unsigned char *)realloc(buf, nc + 1);
+            if (!p) {
+                lzma_end(&strm);
+                free(buf);
+                return wt2__err(err, errlen, BPE_ENOMEM, "xz: out of memory");
+            }
+            buf = p;
+            strm.next_out = buf + used;
+            strm.avail_out = nc - used;
+            cap = nc;
+        }
+        r = lzma_code(&strm, LZMA_FINISH);
+        if (r == LZMA_STREAM_END) break;
+        if (r != LZMA_OK) {
+            const char *why = r == LZMA_FORMAT_ERROR ? "not an xz stream"
+                              : r == LZMA_DATA_ERROR ? "corrupt data"
+                              : r == LZMA_BUF_ERROR  ? "truncated input"
+                              : r == LZMA_MEM_ERROR  ? "out of memory"
+                              : r == LZMA_OPTIONS_ERROR ? "unsupported options"
+                                                        : "decoder error";
+            size_t at = (size_t)strm.total_in;
+            lzma_end(&strm);
+            free(buf);
+            return wt2__err(err, errlen, r == LZMA_MEM_ERROR ? BPE_ENOMEM : BPE_EFORMAT,
+                            "xz: %s (input byte %zu)", why, at);
+        }
+    }
+    *len = cap - strm.avail_out;
+    lzma_end(&strm);
+    if (*len > max_bytes) {
+        free(buf);
+        return wt2__err(err, errlen, BPE_ERANGE, "xz: decompresses to more than %zu bytes", max_bytes);
+    }
+    if (!buf) {
+        buf = (unsigned char *)malloc(1);
+        if (!buf) return wt2__err(err, errlen, BPE_ENOMEM, "xz: out of memory");
+    }
+    buf[*len] = 0;
+    *data = buf;
+    return BPE_OK;
+}
+
+int wt2_read_text(const char *path, size_t max_bytes, unsigned char **data, size_t *len, char *err,
+                  size_t errlen)
+{
+    unsigned char *raw;
+    size_t n;
+    int rc;
+    static const unsigned char magic[6] = {0xFD, '7', 'z', 'X', 'Z', 0x00};
+    if (!path || !data || !len) return wt2__err(err, errlen, BPE_EINVAL, "wt2_read_text: NULL argument");
+    *data = NULL;
+    *len = 0;
+    /* compressed size is at most the raw size for our data; bound it the same */
+    rc = bpe_read_file(path, max_bytes, &raw, &n, err, errlen);
+    if (rc) return rc;
+    if (n >= 6 && memcmp(raw, magic, 6) == 0) {
+        char sub[512];
+        rc = wt2_xz_decode(raw, n, max_bytes, data, len, sub, sizeof sub);
+        free(raw);
+        if (rc) return wt2__err(err, errlen, rc, "%s: %s", path, sub);
+        return BPE_OK;
+    }
+    *data = raw;
+    *len = n;
+    return BPE_OK;
+}
+
+/* ------------------------------------------------------------------ protocol */
+
+int wt2_row_is_blank(const unsigned char *s, size_t n)
+{
+    size_t p = 0;
+    while (p < n) {
+        uint32_t cp;
+        unsigned c = s[p];
+        int l;
+        if (c < 0x80) {
+            if (!(c == ' ' || (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x1F))) return 0;
+            p++;
+            continue;
+        }
+        /* decode with the same strict rules as the tokenizer */
+        if (c >= 0xC2 && c <= 0xDF && p + 1 < n && (s[p + 1] & 0xC0) == 0x80) {
+            cp = ((uint32_t)(c & 0x1F) << 6) | (s[p + 1] & 0x3F);
+            l = 2;
+        } else if (c >= 0xE0 && c <= 0xEF && p + 2 < n && (s[p + 1] & 0xC0) == 0x80 &&
+                   (s[p + 2] & 0xC0) == 0x80) {
+            cp = ((uint32_t)(c & 0x0F) << 12) | ((uint32_t)(s[p + 1] & 0x3F) << 6) | (s[p + 2] & 0x3F);
+            if (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
+            l = 3;
+        } else {
+            return 0; /* 4-byte sequences hold no whitespace; invalid bytes are not space */
+        }
+        if (bpe_codepoint_class(cp) != 3) return 0;
+        p += (size_t)l;
+    }
+    return 1;
+}
+
+int wt2_tokenize(bpe_tokenizer *tok, const unsigned char *text, size_t len, bpe_ids *out,
+                 size_t *rows_kept)
+{
+    size_t p = 0, kept = 0;
+    int eot, rc;
+    if (rows_kept) *rows_kept = 0;
+    if (!tok || !out || (!text && len)) return BPE_EINVAL;
+    eot = bpe_eot(tok);
+    if (eot < 0) return BPE_EFORMAT; /* a vocabulary without <|endoftext|> */
+    while (p < len) {
+        const unsigned char *nl = (const unsigned char *)memchr(text + p, '\n', len - p);
+        size_t e = nl ? (size_t)(nl - text) + 1 : len;
+        if (!wt2_row_is_blank(text + p, e - p)) {
+            if ((rc = bpe_encode(tok, text + p, e - p, out)) != BPE_OK) return rc;
+            if ((rc = bpe_ids_push(out, eot)) != BPE_OK) return rc;
+            kept++;
+        }
+        p = e;
+    }
+    if (rows_kept) *rows_kept = kept;
+    return BPE_OK;
+}
+
+/* ------------------------------------------------------------------ u16 files */
+
+int wt2_write_u16(const char *path, const int32_t *ids, size_t n, char *err, size_t errlen)
+{
+    char tmp[4096];
+    FILE *f;
+    size_t i;
+    unsigned char buf[8192];
+    size_t k = 0;
+    if (!path || (!ids && n)) return wt2__err(err, errlen, BPE_EINVAL, "wt2_write_u16: NULL argument");
+    for (i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] > 65535)
+            return wt2__err(err, errlen, BPE_ERANGE, "wt2_write_u16: id %ld at %zu does not fit uint16",
+                            (long)ids[i], i);
+    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp", path) >= sizeof tmp)
+        return wt2__err(err, errlen, BPE_EINVAL, "wt2_write_u16: path too long");
+    f = fopen(tmp, "wb");
+    if (!f) return wt2__err(err, errlen, BPE_EIO, "cannot create %s: %s", tmp, strerror(errno));
+    for (i = 0; i < n; i++) {
+        buf[k++] = (unsigned char)(ids[i] & 0xFF);
+        buf[k++] = (unsigned char)((ids[i] >> 8) & 0xFF);
+        if (k == sizeof buf || i + 1 == n) {
+            if (fwrite(buf, 1, k, f) != k) {
+                fclose(f);
+                remove(tmp);
+                return wt2__err(err, errlen, BPE_EIO, "write error on %s", tmp);
+            }
+            k = 0;
+        }
+    }
+    if (fclose(f) != 0) {
+        remove(tmp);
+        return wt2__err(err, errlen, BPE_EIO, "write error on %s", tmp);
+    }
+    if (rename(tmp, path) != 0) {
+        remove(tmp);
+        return wt2__err(err, errlen, BPE_EIO, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
+    }
+    return BPE_OK;
+}
+
+int wt2_load_u16(const char *path, int vocab, uint16_t **ids, size_t *n, char *err, size_t errlen)
+{
+    unsigned char *raw;
+    size_t len, i;
+    uint16_t *v;
+    int rc;
+    if (!path || !ids || !n) return wt2__err(err, errlen, BPE_EINVAL, "wt2_load_u16: NULL argument");
+    *ids = NULL;
+    *n = 0;
+    rc = bpe_read_file(path, (size_t)1 << 31, &raw, &len, err, errlen);
+    if (rc) return rc;
+    if (len % 2)
+        rc = wt2__err(err, errlen, BPE_EFORMAT, "%s: odd size (%zu bytes): not a uint16 token file", path, len);
+    else if (len == 0)
+        rc = wt2__err(err, errlen, BPE_EFORMAT, "%s: empty token file", path);
+    if (rc) {
+        free(raw);
+        return rc;
+    }
+    v = (uint16_t *)malloc(len);
+    if (!v) {
+        free(raw);
+        return wt2__err(err, errlen, BPE_ENOMEM, "%s: out of memory", path);
+    }
+    for (i = 0; i < len / 2; i++) {
+        v[i] = (uint16_t)(raw[2 * i] | (raw[2 * i + 1] << 8));
+        if (vocab > 0 && v[i] >= vocab) {
+            rc = wt2__err(err, errlen, BPE_EFORMAT, "%s: id %u at position %zu >= vocabulary size %d",
+                          path, (unsigned)v[i], i, vocab);
+            free(v);
+            free(raw);
+            return rc;
+        }
+    }
+    free(raw);
+    *ids = v;
+    *n = len / 2;
+    return BPE_OK;
+}
+
+/* ------------------------------------------------------------------ directory */
+
+static int wt2__exists(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    fclose(f);
+    return 1;
+}
+
+int wt2_scan(const char *dir, wt2_inventory *inv)
+{
+    int s, found = 0;
+    if (!inv) return BPE_EINVAL;
+    memset(inv, 0, sizeof *inv);
+    if (!dir) dir = bpe_default_data_dir();
+    for (s = 0; s < WT2_NSPLITS; s++) {
+        static const char *fmts[2] = {"%s/wiki.%s.raw", "%s/wiki.%s.raw.xz"};
+        int k;
+        for (k = 0; k < 2 && !inv->has_raw[s]; k++) {
+            if ((size_t)snprintf(inv->raw_path[s], sizeof inv->raw_path[s], fmts[k], dir,
+                                 wt2_split_name(s)) >= sizeof inv->raw_path[s])
+                return BPE_EINVAL;
+            inv->has_raw[s] = wt2__exists(inv->raw_path[s]);
+        }
+        if (!inv->has_raw[s]) inv->raw_path[s][0] = 0;
+        if ((size_t)snprintf(inv->u16_path[s], sizeof inv->u16_path[s], "%s/wt2.%s.gpt2.u16", dir,
+                             wt2_split_name(s)) >= sizeof inv->u16_path[s])
+            return BPE_EINVAL;
+        inv->has_u16[s] = wt2__exists(inv->u16_path[s]);
+        if (!inv->has_u16[s]) inv->u16_path[s][0] = 0;
+        found += inv->has_raw[s] || inv->has_u16[s];
+    }
+    return found;
+}
+
+void wt2_describe(const wt2_inventory *inv, const char *dir, FILE *f)
+{
+    int s;
+    if (!inv || !f) return;
+    if (!dir) dir = bpe_default_data_dir();
+    fprintf(f, "WikiText-2 in %s:\n", dir);
+    for (s = 0; s < WT2_NSPLITS; s++) {
+        if (inv->has_raw[s] || inv->has_u16[s])
+            fprintf(f, "  %-5s found:%s%s%s%s\n", wt2_split_name(s), inv->has_raw[s] ? " raw text " : "",
+                    inv->has_raw[s] ? inv->raw_path[s] : "", inv->has_u16[s] ? " token ids " : "",
+                    inv->has_u16[s] ? inv->u16_path[s] : "");
+        else
+            fprintf(f, "  %-5s MISSING (neither wiki.%s.raw[.xz] nor wt2.%s.gpt2.u16)\n",
+                    wt2_split_name(s), wt2_split_name(s), wt2_split_name(s));
+    }
+}
+
+int wt2_choose_splits(const wt2_inventory *inv, int *train_split, int *eval_split, char *msg,
+                      size_t msglen)
+{
+    int have[WT2_NSPLITS], s;
+    if (!inv || !train_split || !eval_split) return BPE_EINVAL;
+    for (s = 0; s < WT2_NSPLITS; s++) have[s] = inv->has_raw[s] || inv->has_u16[s];
+    if (have[WT2_TRAIN] && (have[WT2_VALID] || have[WT2_TEST])) {
+        *train_split = WT2_TRAIN;
+        *eval_split = have[WT2_VALID] ? WT2_VALID : WT2_TEST;
+        if (msg && msglen)
+            snprintf(msg, msglen, "training on train, evaluating on %s (standard WikiText-2 splits)",
+                     wt2_split_name(*eval_split));
+        return BPE_OK;
+    }
+    if (have[WT2_VALID] && have[WT2_TEST]) {
+        *train_split = WT2_VALID;
+        *eval_split = WT2_TEST;
+        if (msg && msglen)
+            snprintf(msg, msglen,
+                     "train split MISSING: training on VALIDATION and evaluating on TEST "
+                     "(not the standard WikiText-2 protocol; numbers are not comparable to papers)");
+        return BPE_OK;
+    }
+    if (msg && msglen)
+        snprintf(msg, msglen, "need at least two WikiText-2 splits (train+valid/test or valid+test)");
+    return BPE_EIO;
+}
+
+int wt2_load_split(const char *dir, int split, bpe_tokenizer *tok, wt2_tokens *out, char *err,
+                   size_t errlen)
+{
+    wt2_inventory inv;
+    int rc;
+    if (!out || split < 0 || split >= WT2_NSPLITS)
+        return wt2__err(err, errlen, BPE_EINVAL, "wt2_load_split: invalid argument");
+    memset(out, 0, sizeof *out);
+    out->split = split;
+    if (!dir) dir = bpe_default_data_dir();
+    if (wt2_scan(dir, &inv) < 0) return wt2__err(err, errlen, BPE_EINVAL, "wt2_load_split: path too long");
+    if (inv.has_u16[split]) {
+        rc = wt2_load_u16(inv.u16_path[split], tok ? bpe_vocab_size(tok) : 65536, &out->ids, &out->n,
+                          err, errlen);
+        if (rc) return rc;
+        snprintf(out->source, sizeof out->source, "%s", inv.u16_path[split]);
+        return BPE_OK;
+    }
+    if (inv.has_raw[split]) {
+        bpe_tokenizer *own = NULL;
+        unsigned char *text = NULL;
+        size_t len = 0, i;
+        bpe_ids ids = {0};
+        if (!tok) {
+            char vd[1100];
+            snprintf(vd, sizeof vd, "%s/gpt2", dir);
+            if ((rc = bpe_load_dir(&own, vd, err, errlen)) != BPE_OK) return rc;
+            tok = own;
+        }
+        rc = wt2_read_text(inv.raw_path[split], (size_t)1 << 30, &text, &len, err, errlen);
+        if (rc == BPE_OK) {
+            rc = wt2_tokenize(tok, text, len, &ids, NULL);
+            if (rc) wt2__err(err, errlen, rc, "%s: tokenisation failed: %s", inv.raw_path[split], bpe_strerror(rc));
+        }
+        free(text);
+        bpe_free(own);
+        if (rc == BPE_OK) {
+            out->ids = (uint16_t *)malloc((ids.n ? ids.n : 1) * sizeof(uint16_t));
+            if (!out->ids) rc = wt2__err(err, errlen, BPE_ENOMEM, "wt2_load_split: out of memory");
+            for (i = 0; rc == BPE_OK && i < ids.n; i++) {
+                if (ids.data[i] < 0 || ids.data[i] > 65535) {
+                    rc = wt2__err(err, errlen, BPE_ERANGE, "token id %d does not fit uint16", (int)ids.data[i]);
+                    free(out->ids);
+                    out->ids = NULL;
+                    break;
+                }
+                out->ids[i] = (uint16_t)ids.data[i];
+            }
+            if (rc == BPE_OK) {
+                out->n = ids.n;
+                snprintf(out->source, sizeof out->source, "%s (tokenised)", inv.raw_path[split]);
+            }
+        }
+        bpe_ids_free(&ids);
+        return rc;
+    }
+    return wt2__err(err, errlen, BPE_EIO, "WikiText-2 %s split not found in %s (no wiki.%s.raw[.xz], no wt2.%s.gpt2.u16)",
+                    wt2_split_name(split), dir, wt2_split_name(split), wt2_split_name(split));
+}
+
+void wt2_tokens_free(wt2_tokens *t)
+{
+    if (!t) return;
+    free(t->ids);
+    t->ids = NULL;
+    t->n = 0;
+}
+
+/* ------------------------------------------------------------------ loaders */
+
+static uint64_t wt2__splitmix(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+/* uniform in [0, range) without modulo bias */
+static uint64_t wt2__uniform(uint64_t *s, uint64_t range)
+{
+    uint64_t lim = UINT64_MAX - (UINT64_MAX % range), x;
+    do x = wt2__splitmix(s);
+    while (x >= lim);
+    return x % range;
+}
+
+int wt2_loader_init(wt2_loader *L, const uint16_t *ids, size_t n, int mode, uint64_t seed)
+{
+    if (!L || !ids || n == 0 || (mode != WT2_RANDOM && mode != WT2_SEQUENTIAL)) return BPE_EINVAL;
+    memset(L, 0, sizeof *L);
+    L->ids = ids;
+    L->n = n;
+    L->mode = mode;
+    L->seed = seed;
+    L->rng = seed;
+    return BPE_OK;
+}
+
+void wt2_loader_reset(wt2_loader *L)
+{
+    if (!L) return;
+    L->rng = L->seed;
+    L->pos = 0;
+    L->rows = L->tokens = 0;
+}
+
+size_t wt2_num_chunks(size_t n, int T)
+{
+    if (T <= 0 || n < (size_t)T + 1) return 0;
+    return (n - 1) / (size_t)T;
+}
+
+double wt2_coverage(size_t n, int T)
+{
+    if (n < 2) return 0.0;
+    return (double)wt2_num_chunks(n, T) * (double)T / (double)(n - 1);
+}
+
+int wt2_loader_next(wt2_loader *L, int B, int T, int32_t *out)
+{
+    int b, t;
+    size_t W;
+    if (!L || !out || B <= 0 || T <= 0 || !L->ids) return BPE_EINVAL;
+    W = (size_t)T + 1;
+    if (L->n < W) return BPE_ERANGE;
+    for (b = 0; b < B; b++) {
+        size_t start;
+        if (L->mode == WT2_RANDOM) {
+            start = (size_t)wt2__uniform(&L->rng, (uint64_t)(L->n - W + 1));
+        } else {
+            if (L->pos + W > L->n) break;
+            start = L->pos;
+            L->pos += (size_t)T;
+        }
+        for (t = 0; t < (int)W; t++) out[(size_t)b * W + (size_t)t] = (int32_t)L->ids[start + (size_t)t];
+        L->rows++;
+        L->tokens += (unsigned long long)T;
+    }
+    return b;
+}

@@ -1,0 +1,147 @@
+/* wt2_prepare - tokenise the WikiText-2 raw splits into GPT-2 ids (*.gpt2.u16).
+
+     build/wt2_prepare [--data DIR] [--out DIR] [--vocab DIR]
+
+   DIR (default $WT2_DIR, else ATTNKIT_DATA_DIR = ../shared/data) may hold the full
+   WikiText-2 raw set (wiki.{train,valid,test}.raw, plain or .xz) or only some splits;
+   the program says which it found and which are missing. The protocol is the one in
+   ../shared/data/README.md (rows split on '\n' keeping the '\n', blank rows dropped,
+   <|endoftext|> after each row). Output: <out>/wt2.<split>.gpt2.u16 (default out:
+   build/wt2). When the data directory holds reference files wt2.<split>.gpt2.u16,
+   each output is compared with them byte for byte; a difference exits with status 1. */
+#define _POSIX_C_SOURCE 200809L
+#include "common/bpe.h"
+#include "common/data.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <time.h>
+
+static int mkdirs(const char *path)
+{
+    char tmp[4096];
+    size_t i, n = strlen(path);
+    if (n == 0 || n >= sizeof tmp) return -1;
+    memcpy(tmp, path, n + 1);
+    for (i = 1; i <= n; i++) {
+        if (tmp[i] == '/' || tmp[i] == 0) {
+            char c = tmp[i];
+            tmp[i] = 0;
+            if (mkdir(tmp, 0777) != 0 && errno != EEXIST) return -1;
+            tmp[i] = c;
+        }
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *data = NULL, *outdir = "build/wt2", *vocab = NULL;
+    char err[1024], vdir[1100];
+    wt2_inventory inv;
+    bpe_tokenizer *tok;
+    int i, s, nfound = 0, nprepared = 0, mismatches = 0;
+    for (i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--data") && i + 1 < argc) data = argv[++i];
+        else if (!strcmp(argv[i], "--out") && i + 1 < argc) outdir = argv[++i];
+        else if (!strcmp(argv[i], "--vocab") && i + 1 < argc) vocab = argv[++i];
+        else {
+            fprintf(stderr, "usage: wt2_prepare [--data DIR] [--out DIR] [--vocab DIR]\n"
+                            "  DIR defaults: data %s, out build/wt2, vocab <data>/gpt2\n",
+                    bpe_default_data_dir());
+            return 2;
+        }
+    }
+    if (!data) data = bpe_default_data_dir();
+    if (!vocab) {
+        snprintf(vdir, sizeof vdir, "%s/gpt2", data);
+        vocab = vdir;
+    }
+    if (wt2_scan(data, &inv) < 0) {
+        fprintf(stderr, "wt2_prepare: data path too long\n");
+        return 1;
+    }
+    wt2_describe(&inv, data, stdout);
+    for (s = 0; s < WT2_NSPLITS; s++) nfound += inv.has_raw[s];
+    if (nfound == 0) {
+        fprintf(stderr, "wt2_prepare: no raw split (wiki.{train,valid,test}.raw[.xz]) in %s\n", data);
+        return 1;
+    }
+    if (!inv.has_raw[WT2_TRAIN])
+        printf("note: the train split is missing: only %s%s%s can be prepared; training runs will "
+               "train on valid and evaluate on test\n",
+               inv.has_raw[WT2_VALID] ? "valid" : "", inv.has_raw[WT2_VALID] && inv.has_raw[WT2_TEST] ? " and " : "",
+               inv.has_raw[WT2_TEST] ? "test" : "");
+    if (bpe_load_dir(&tok, vocab, err, sizeof err) != BPE_OK) {
+        fprintf(stderr, "wt2_prepare: cannot load the GPT-2 vocabulary: %s\n", err);
+        return 1;
+    }
+    if (mkdirs(outdir) != 0) {
+        fprintf(stderr, "wt2_prepare: cannot create %s: %s\n", outdir, strerror(errno));
+        bpe_free(tok);
+        return 1;
+    }
+    for (s = 0; s < WT2_NSPLITS; s++) {
+        unsigned char *text = NULL;
+        size_t len = 0, rows = 0;
+        bpe_ids ids = {0};
+        char outp[4200];
+        clock_t t0;
+        double sec;
+        int rc;
+        if (!inv.has_raw[s]) continue;
+        t0 = clock();
+        rc = wt2_read_text(inv.raw_path[s], (size_t)1 << 30, &text, &len, err, sizeof err);
+        if (rc) {
+            fprintf(stderr, "wt2_prepare: %s\n", err);
+            bpe_free(tok);
+            return 1;
+        }
+        rc = wt2_tokenize(tok, text, len, &ids, &rows);
+        free(text);
+        if (rc) {
+            fprintf(stderr, "wt2_prepare: tokenising %s failed: %s\n", inv.raw_path[s], bpe_strerror(rc));
+            bpe_ids_free(&ids);
+            bpe_free(tok);
+            return 1;
+        }
+        sec = (double)(clock() - t0) / CLOCKS_PER_SEC;
+        snprintf(outp, sizeof outp, "%s/wt2.%s.gpt2.u16", outdir, wt2_split_name(s));
+        rc = wt2_write_u16(outp, ids.data, ids.n, err, sizeof err);
+        if (rc) {
+            fprintf(stderr, "wt2_prepare: %s\n", err);
+            bpe_ids_free(&ids);
+            bpe_free(tok);
+            return 1;
+        }
+        printf("%-5s %zu bytes, %zu rows kept, %zu ids (incl. one <|endoftext|> per row) -> %s (%.2f s)\n",
+               wt2_split_name(s), len, rows, ids.n, outp, sec);
+        nprepared++;
+        if (inv.has_u16[s]) {
+            uint16_t *ref = NULL;
+            size_t nref = 0, k;
+            if (wt2_load_u16(inv.u16_path[s], 0, &ref, &nref, err, sizeof err) != BPE_OK) {
+                printf("      reference %s unreadable: %s\n", inv.u16_path[s], err);
+            } else {
+                for (k = 0; k < nref && k < ids.n && ref[k] == (uint16_t)ids.data[k]; k++) {}
+                if (k == nref && k == ids.n) {
+                    printf("      identical to the reference %s (%zu ids)\n", inv.u16_path[s], nref);
+                } else {
+                    printf("      DIFFERS from the reference %s: first difference at id %zu (%zu vs %zu ids)\n",
+                           inv.u16_path[s], k, ids.n, nref);
+                    mismatches++;
+                }
+                free(ref);
+            }
+        }
+        bpe_ids_free(&ids);
+    }
+    bpe_free(tok);
+    printf("prepared %d split(s) into %s%s\n", nprepared, outdir,
+           mismatches ? "; MISMATCH with reference ids" : "");
+    return mismatches ? 1 : 0;
+}
