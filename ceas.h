@@ -1,0 +1,1552 @@
+/* ceas.h - CEAS: entropy-targeted control of the attention inverse temperature
+   (beta), with token/head gating and a multi-knob training controller.
+   v0.1.0 - MIT license (see the end of the file).
+
+   WHAT IT IS
+     Seed 004 ("CEAS"), implemented in full as a stand-alone controller. It never
+     touches a model: you hand it numbers measured from the model (attention
+     logits, per-head entropies, a curvature estimate, gradient norms, a
+     validation loss) and it hands back knob values (per-head beta, which heads
+     to freeze, which tokens to keep, learning rate, batch size, weight decay,
+     label smoothing). Any trainer in any framework can drive it.
+
+       observables   one pass over each row of attention logits l = beta*s gives
+                     H = -sum p ln p (p = softmax(l)), N_eff = e^H, Var_p[s],
+                     sigma_qk (unweighted std of the scores s over the row's keys);
+                     batched over (B,H,T) rows with OpenMP, pooled per head.
+       beta          init 1/sqrt(d_k); closed form ("final address")
+                     beta* = sqrt(2 ln N_eff) / sigma_qk; Newton step toward a
+                     target entropy
+                        beta <- beta + kappa(t) (H(beta) - H_target) / (beta Var_p[s] + eps)
+                     (dH/dbeta = -beta Var_p[s], so kappa = 1 is Newton's method),
+                     gain schedule kappa(t) = k_inf + (k_max - k_inf) exp(-t/tau_k),
+                     |dbeta| clip, pseudo-critical margin |beta - beta_c|/beta_c >= u_min,
+                     EMA windows (64 steps for H and Var_p[s], 128 for sigma_qk).
+       gating        temperature-gap score T = beta sigma_qk sqrt(2 ln N_eff);
+                     token mask (keep T >= T_gate(t) or the top-q by T per head, at
+                     least m_min per sequence, T_gate(t) = T_inf + (T_max - T_inf)
+                     exp(-t/tau_T), q linear from q_init to q_final over q_steps);
+                     head freezing (H_h <= H_freeze for w consecutive steps, unfreeze
+                     on exit, at least h_min active heads per layer); back-off (the
+                     short-EMA validation loss rises by more than 0.2 sigma: T_gate
+                     -= 0.05 and kappa halved for 200 steps).
+       multi-knob    seed 004 section 2: learning rate from the trust ratio
+                     rho = eta lambda_max, batch size from a gradient-noise scale,
+                     weight decay from a parameter-entropy band, label smoothing from
+                     a logit-entropy band (with the observables' helpers).
+       checkpoints   the controller state saves to / loads from a flat byte buffer
+                     (little-endian, versioned, checksummed, validated on load).
+
+   READINGS OF THE PAPER (it leaves these open; ceas documents its choice)
+     * "beta" is the inverse temperature multiplying the raw query-key score s:
+       logits l = beta * s. For tensor.h's attention (logits = q.k/(sqrt(D) temp[h]))
+       beta_h = 1 / (sqrt(D) temp[h]); ceas_beta_to_temp() converts.
+     * H_target = ln N - target_drop (default drop 1.1 nats): "log N_eff" in the
+       paper's target is read as the log of the number of competing keys N, i.e.
+       a fixed entropy drop from uniform. For causal rows ln N is the mean of
+       ln(row length) over the head's rows.
+     * beta* = sqrt(2 ln N_eff)/sigma_qk takes ln N_eff as an argument. With
+       ln N_eff = target_drop (the entropy drop), beta* solves H(beta) = H_target
+       exactly in the Gaussian-score (annealed) limit H(beta) = ln N - beta^2
+       sigma^2 / 2; ceas_set_beta_star() uses it that way.
+     * beta_c (pseudo-critical point) defaults to the Gaussian freezing point
+       sqrt(2 ln N)/sigma_qk, where the entropy of Gaussian scores collapses;
+       cfg.beta_c > 0 fixes it instead. The margin projects a step that lands
+       inside (1 +- u_min) beta_c to the edge on the side it came from.
+     * H_freeze = (mean over the layer's heads of H) - freeze_drop (default 0.9):
+       a head freezes when it is persistently sharper than its layer. With
+       freeze_ref = CEAS_FREEZE_UNIFORM it is ln N - freeze_drop instead (the
+       literal reading; note that it lies above H_target).
+     * EMA "window" w means weight alpha = 2/(w+1), started at the first value.
+     * Back-off: on each validation report x the short EMA m (window val_window)
+       and the EMA variance v are updated; it fires when the new m exceeds the
+       previous m by more than backoff_sigma * sqrt(v_prev) (v before this report),
+       after backoff_min_reports reports. T_gate's offset drops by backoff_dt per
+       firing (T_gate never below 0); kappa is multiplied by backoff_kappa while
+       the back-off timer runs (a new firing restarts it; halvings do not stack).
+
+   USAGE
+     #define CEAS_IMPLEMENTATION   (in exactly one C or C++ file)
+     #include "ceas.h"
+
+        ceas_config cfg = ceas_config_default();      // 14.4M preset
+        ceas_state st;
+        if (ceas_init(&st, &cfg, n_layers, n_heads, d_k) != CEAS_OK) ...;
+        for (step ...) {
+            for (l = 0; l < n_layers; l++)            // logits_l: (B, H, T, T)
+                ceas_attention_observables(logits_l, B, n_heads, T, 1,
+                                           st.beta + l * n_heads, NULL,
+                                           heads + l * n_heads, NULL);
+            ceas_step(&st, heads);                   // st.beta, st.frozen updated
+            ...
+        }
+        ceas_free(&st);
+
+   COMPILE-TIME OPTIONS
+     CEAS_STATIC            all functions static
+     CEAS_MALLOC/CEAS_FREE  allocator (define both or neither)
+     CEAS_ASSERT            internal-invariant assert (never used on user input)
+     -fopenmp               rows of the observables pass in parallel (results are
+                            bit-identical for any thread count)
+
+   CONFIG (ceas_config; ceas_config_default() = the 14.4M preset)
+     field            9k      14.4M   GPT     meaning
+     target_drop      1.1     1.1     1.1     H_target = ln N - target_drop
+     eps              1e-6                    Newton denominator guard
+     kappa_max        2.2     1.8     1.5     gain at t = 0
+     kappa_inf        1.0     1.0     1.0     gain as t -> inf
+     tau_kappa        750     1500    3500    gain decay (paper: 500-1k, 1-2k, 2-5k)
+     dbeta_max        0.75    0.5     0.3     |dbeta| clip per update
+     u_min            0.06    0.05    0.04    pseudo-critical margin
+     nu               0.75                    zeta_CE exponent (paper: [0.5, 1])
+     beta_c           0                       > 0: fixed beta_c; 0: sqrt(2 ln N)/sigma_qk
+     beta_min/max     1e-4 / 1e4              hard bounds on beta
+     ema_h            64                      EMA window for H and Var_p[s]
+     ema_sigma        128                     EMA window for sigma_qk and ln N
+     t_max            1.8     1.6     1.5     T_gate at t = 0
+     t_inf            1.05    1.02    1.00    T_gate as t -> inf
+     tau_t            600     1200    3000    T_gate decay (paper GPT: 2-4k)
+     q_init, q_final  0.55, 0.75              top-q kept fraction schedule
+     q_steps          2000                    steps of the linear q schedule
+     m_min            16                      tokens kept per sequence (paper 16-32)
+     h_min            2                       active heads per layer (paper 2-4)
+     freeze_drop      0.9                     H_freeze = reference - freeze_drop
+     freeze_window    50      100     200     w consecutive steps to freeze
+     freeze_ref       CEAS_FREEZE_LAYER_MEAN  or CEAS_FREEZE_UNIFORM
+     backoff_sigma    0.2                     rise threshold in sigmas
+     backoff_dt       0.05                    T_gate decrease per back-off
+     backoff_kappa    0.5                     kappa factor during back-off
+     backoff_steps    200                     back-off duration (steps)
+     val_window       5                       short EMA window of the val loss
+     backoff_min_reports 3                    reports before back-off can fire
+   Multi-knob (ceas_knob_config, ceas_knob_config_default()):
+     rho_min/rho_max 0.02/0.08, kappa_lr 10, lr_min/lr_max 1e-7/10,
+     max_factor 2 (per-update multiplicative cap for lr and batch);
+     gns_target 0 (0: the current batch size, so B tracks the noise scale),
+     kappa_batch 0.5, batch_min/max 1/65536;
+     wd_h_lo/wd_h_hi 0.80/0.95 (normalised parameter entropy), kappa_wd 0.01,
+     wd_min/wd_max 0/1;
+     ls_h_early/ls_h_late 0.6/0.3 (normalised logit entropy H/ln V), ls_tau 2000,
+     ls_band 0.05, kappa_ls 0.1, ls_min/ls_max 0/0.3.
+
+   SHAPES (legend)
+     B batch, H heads, T sequence length (keys = queries = T), L layers,
+     R rows, N keys per row, V vocabulary. All arrays are caller-owned,
+     contiguous, row-major float32.
+
+   ERRORS
+     CEAS_OK 0; CEAS_EINVAL NULL pointer, bad size, NaN/Inf input or
+     hyper-parameter, inverted bounds; CEAS_ENOMEM; CEAS_ERANGE buffer too small;
+     CEAS_EFORMAT a state buffer that is corrupted, truncated or of another
+     shape. ceas_strerror() names them. A function that fails leaves its
+     outputs and the controller state unchanged (the observables functions
+     excepted: they mark a bad row with NaN and return CEAS_EINVAL). No NaN is
+     ever written into a knob.
+*/
+#ifndef CEAS_H
+#define CEAS_H
+
+#include <stddef.h>
+
+#ifdef CEAS_STATIC
+#define CEASDEF static
+#else
+#define CEASDEF extern
+#endif
+
+#define CEAS_VERSION_MAJOR 0
+#define CEAS_VERSION_MINOR 1
+#define CEAS_VERSION_PATCH 0
+#define CEAS_VERSION "0.1.0"
+
+#define CEAS_OK       0
+#define CEAS_EINVAL  (-1)
+#define CEAS_ENOMEM  (-2)
+#define CEAS_ERANGE  (-3)
+#define CEAS_EIO     (-4)
+#define CEAS_EFORMAT (-5)
+
+#define CEAS_PRESET_9K  0
+#define CEAS_PRESET_14M 1
+#define CEAS_PRESET_GPT 2
+
+#define CEAS_FREEZE_LAYER_MEAN 0
+#define CEAS_FREEZE_UNIFORM    1
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Observables of one row (or, pooled, of one head). */
+typedef struct ceas_obs {
+    float H;         /* entropy of softmax(logits), nats (head: mean over rows) */
+    float n_eff;     /* exp(H) */
+    float var_s;     /* Var_p[s], s = logits / beta (head: mean over rows) */
+    float sigma_qk;  /* unweighted std of s over the keys (head: pooled) */
+    float mean_s;    /* unweighted mean of s (head: pooled) */
+    float log_n;     /* ln(keys): entropy of uniform attention (head: mean) */
+    long long n;     /* keys in the row (head: keys summed over its rows) */
+} ceas_obs;
+
+typedef struct ceas_config {
+    float target_drop, eps;
+    float kappa_max, kappa_inf, tau_kappa;
+    float dbeta_max, u_min, nu, beta_c, beta_min, beta_max;
+    float t_max, t_inf, tau_t, q_init, q_final;
+    float freeze_drop;
+    float backoff_sigma, backoff_dt, backoff_kappa;
+    int ema_h, ema_sigma;
+    int q_steps, m_min, h_min, freeze_window, freeze_ref;
+    int backoff_steps, val_window, backoff_min_reports;
+} ceas_config;
+
+typedef struct ceas_state {
+    ceas_config cfg;
+    int n_layers, n_heads, d_k;
+    long long step;          /* ceas_step calls so far (t of the schedules) */
+    long long n_obs;         /* observations folded into the EMAs */
+    float *beta;             /* (L, H) the knob: per-head inverse temperature */
+    float *h_ema;            /* (L, H) EMA of H */
+    float *var_ema;          /* (L, H) EMA of Var_p[s] */
+    float *sigma_ema;        /* (L, H) EMA of sigma_qk */
+    float *logn_ema;         /* (L, H) EMA of ln N */
+    int *below;              /* (L, H) consecutive steps with H <= H_freeze */
+    unsigned char *frozen;   /* (L, H) 1: stop backprop through this head */
+    float t_gate_offset;     /* <= 0, accumulated back-off decreases of T_gate */
+    int backoff_left;        /* steps of halved kappa left */
+    int n_backoffs;          /* back-offs fired so far */
+    long long n_val;         /* validation reports so far */
+    double val_ema, val_var; /* short EMA of the validation loss and its variance */
+    void *mem_;              /* the one allocation behind the arrays */
+} ceas_state;
+
+typedef struct ceas_knob_config {
+    float rho_min, rho_max, kappa_lr, lr_min, lr_max, max_factor;
+    float gns_target, kappa_batch, batch_min, batch_max;
+    float wd_h_lo, wd_h_hi, kappa_wd, wd_min, wd_max;
+    float ls_h_early, ls_h_late, ls_tau, ls_band, kappa_ls, ls_min, ls_max;
+} ceas_knob_config;
+
+CEASDEF const char *ceas_strerror(int err);
+
+/* ---- configuration ---- */
+CEASDEF ceas_config ceas_config_default(void);
+CEASDEF int ceas_config_preset(int preset, ceas_config *out);
+CEASDEF int ceas_config_validate(const ceas_config *cfg);
+
+/* ---- observables ---- */
+/* One row. logits: (n) = beta * s. beta > 0 converts back to s. */
+CEASDEF int ceas_row_observables(ceas_obs *out, const float *logits, int n, float beta);
+/* R rows of n keys each. logits: (R, n); out: (R). OpenMP over rows. */
+CEASDEF int ceas_rows_observables(ceas_obs *out, const float *logits, int R, int n,
+                                  float beta);
+/* Pools R row observables (one head) into one: means of H, Var_p[s], ln N over
+   rows, pooled mean and std of s over all keys. rows: (R). */
+CEASDEF int ceas_pool_observables(ceas_obs *out, const ceas_obs *rows, int R);
+/* Attention logits of a batch. logits: (B, H, T, T), row (b,h,i) holds the
+   logits of query i; causal != 0 reads only keys j <= i. beta: (H) the
+   inverse temperature each head's logits were made with (NULL: all 1).
+   rows: (B, H, T) or NULL; heads: (H) pooled over b and i, or NULL.
+   workspace: ceas_attention_observables_workspace_size(B, H, T) bytes, or
+   NULL (allocated when rows is NULL and heads is not). */
+CEASDEF size_t ceas_attention_observables_workspace_size(int B, int H, int T);
+CEASDEF int ceas_attention_observables(const float *logits, int B, int H, int T, int causal,
+                                       const float *beta, ceas_obs *rows, ceas_obs *heads,
+                                       void *workspace);
+
+/* ---- beta: initialiser, closed form, Newton step, margin ---- */
+CEASDEF float ceas_beta_init(int d_k);                 /* 1/sqrt(d_k); 0 if d_k <= 0 */
+CEASDEF float ceas_beta_to_temp(float beta, int d);     /* tensor.h temp = 1/(sqrt(d) beta) */
+/* beta* = sqrt(2 log_n_eff) / sigma_qk; sigma_qk > 0, log_n_eff > 0. */
+CEASDEF int ceas_beta_star(float sigma_qk, float log_n_eff, float *beta_out);
+CEASDEF float ceas_kappa_at(const ceas_config *cfg, long long t);
+/* zeta_CE = 1 / max(u, u_min)^nu; u = |beta - beta_c| / beta_c. */
+CEASDEF float ceas_zeta(float u, float u_min, float nu);
+/* One controlled update: step = kappa (H - h_target) / (beta var_s + eps),
+   clipped to |step| <= cfg->dbeta_max, then the margin about beta_c (skipped
+   when beta_c <= 0 or cfg->u_min == 0), then [beta_min, beta_max]. */
+CEASDEF int ceas_newton_update(const ceas_config *cfg, float beta, float H, float var_s,
+                               float h_target, float kappa, float beta_c, float *beta_out);
+
+/* ---- the controller ---- */
+CEASDEF int ceas_init(ceas_state *st, const ceas_config *cfg, int n_layers, int n_heads,
+                      int d_k);
+CEASDEF void ceas_free(ceas_state *st);
+/* Sets every beta to beta*(sigma_qk, target_drop) from heads: (L, H). */
+CEASDEF int ceas_set_beta_star(ceas_state *st, const ceas_obs *heads);
+/* One training step. heads: (L, H) this step's per-head observables, made
+   with st->beta. Updates the EMAs, beta (Newton), freezing; then t += 1. */
+CEASDEF int ceas_step(ceas_state *st, const ceas_obs *heads);
+CEASDEF float ceas_kappa(const ceas_state *st);           /* with back-off */
+CEASDEF float ceas_t_gate_at(const ceas_config *cfg, long long t);
+CEASDEF float ceas_t_gate(const ceas_state *st);          /* with back-off */
+CEASDEF float ceas_keep_q_at(const ceas_config *cfg, long long t);
+CEASDEF float ceas_h_target(const ceas_state *st, int layer, int head);
+CEASDEF float ceas_h_freeze(const ceas_state *st, int layer, int head);
+CEASDEF float ceas_beta_c(const ceas_state *st, int layer, int head); /* 0: none */
+/* Validation loss report; *fired (may be NULL) = 1 if back-off fired. */
+CEASDEF int ceas_report_val_loss(ceas_state *st, float loss, int *fired);
+
+/* ---- token gating ---- */
+CEASDEF float ceas_gate_score(float beta, float sigma_qk, float n_eff);
+/* score: (B, H, T) = beta[h] * rows.sigma_qk * sqrt(2 ln rows.n_eff);
+   rows: (B, H, T); beta: (H) or NULL (1). */
+CEASDEF int ceas_gate_scores(float *score, const ceas_obs *rows, const float *beta, int B,
+                             int H, int T);
+/* keep: (B, H, T) 1/0. Per (b, h): keeps every token with score >= t_gate and
+   the top max(ceil(q T), min(m_min, T)) by score (ties: lower index).
+   score: (B, H, T) finite. n_kept: optional total. workspace:
+   ceas_token_mask_workspace_size(T) bytes or NULL. */
+CEASDEF size_t ceas_token_mask_workspace_size(int T);
+CEASDEF int ceas_token_mask(unsigned char *keep, const float *score, int B, int H, int T,
+                            float t_gate, float q, int m_min, long long *n_kept,
+                            void *workspace);
+
+/* ---- state save / load ---- */
+CEASDEF size_t ceas_state_size(const ceas_state *st);
+CEASDEF int ceas_state_save(const ceas_state *st, void *buf, size_t cap, size_t *written);
+/* st must be initialised with the same n_layers and n_heads; on success it
+   holds the saved state (config included), on failure it is unchanged. */
+CEASDEF int ceas_state_load(ceas_state *st, const void *buf, size_t len);
+
+/* ---- multi-knob controllers (seed 004 section 2) ---- */
+CEASDEF ceas_knob_config ceas_knob_config_default(void);
+CEASDEF int ceas_knob_config_validate(const ceas_knob_config *kc);
+/* rho = lr * lambda_max; outside [rho_min, rho_max]:
+   lr <- lr exp(kappa_lr (rho* - rho)), rho* the band centre, factor capped to
+   [1/max_factor, max_factor], then [lr_min, lr_max]. */
+CEASDEF int ceas_lr_update(const ceas_knob_config *kc, float lr, float lambda_max,
+                           float *lr_out);
+/* Gradient-noise scale B_simple = tr(Sigma)/|G|^2 from the squared norms of
+   gradients averaged over b_small and b_big examples (b_small < b_big). */
+CEASDEF int ceas_gns(float sqnorm_small, float sqnorm_big, float b_small, float b_big,
+                     float *gns_out);
+/* batch <- batch exp(kappa_batch (gns/g* - 1)), g* = gns_target or batch when
+   gns_target is 0; factor capped as for lr, then [batch_min, batch_max]. */
+CEASDEF int ceas_batch_update(const ceas_knob_config *kc, float batch, float gns,
+                              float *batch_out);
+/* Entropy of p_i = w_i^2 / sum w^2; H_norm = H / ln n (n > 1). w: (n). */
+CEASDEF int ceas_param_entropy(const float *w, long long n, float *H, float *H_norm);
+/* Outside [wd_h_lo, wd_h_hi]: wd <- wd + kappa_wd (H* - h_param), H* the band
+   centre, then [wd_min, wd_max]. */
+CEASDEF int ceas_wd_update(const ceas_knob_config *kc, float wd, float h_param,
+                           float *wd_out);
+/* Mean normalised entropy H/ln V of softmax over the rows. logits: (R, V). */
+CEASDEF int ceas_logit_entropy(const float *logits, int R, int V, float *h_norm);
+CEASDEF float ceas_ls_target_at(const ceas_knob_config *kc, long long t);
+/* Outside target(t) +- ls_band: p <- p + kappa_ls (target(t) - h_logit), then
+   [ls_min, ls_max]. */
+CEASDEF int ceas_ls_update(const ceas_knob_config *kc, long long t, float p, float h_logit,
+                           float *p_out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CEAS_H */
+
+/* ======================================================================= */
+#ifdef CEAS_IMPLEMENTATION
+#ifndef CEAS_IMPLEMENTATION_DONE
+#define CEAS_IMPLEMENTATION_DONE
+
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(CEAS_MALLOC) && !defined(CEAS_FREE)
+#error "define CEAS_MALLOC and CEAS_FREE together"
+#endif
+#if defined(CEAS_FREE) && !defined(CEAS_MALLOC)
+#error "define CEAS_MALLOC and CEAS_FREE together"
+#endif
+#ifndef CEAS_MALLOC
+#define CEAS_MALLOC(sz) malloc(sz)
+#define CEAS_FREE(p) free(p)
+#endif
+#ifndef CEAS_ASSERT
+#include <assert.h>
+#define CEAS_ASSERT(x) assert(x)
+#endif
+
+#if defined(__cplusplus) || defined(_MSC_VER)
+#define CEAS__RESTRICT __restrict
+#else
+#define CEAS__RESTRICT restrict
+#endif
+
+#define CEAS__LANES 16
+#define CEAS__CHUNK 128
+
+static int ceas__finite(double x) { return x == x && x - x == 0.0; }
+
+CEASDEF const char *ceas_strerror(int err)
+{
+    switch (err) {
+    case CEAS_OK: return "ok";
+    case CEAS_EINVAL: return "invalid argument (NULL, bad size, NaN/Inf or inverted bounds)";
+    case CEAS_ENOMEM: return "out of memory";
+    case CEAS_ERANGE: return "buffer too small";
+    case CEAS_EIO: return "i/o error";
+    case CEAS_EFORMAT: return "bad state buffer (corrupted, truncated or other shape)";
+    default: return "unknown error";
+    }
+}
+
+/* ---------------------------------------------------------------- config */
+
+/* config fields in serialisation order */
+#define CEAS__CFG_FLOATS(X) X(target_drop) X(eps) X(kappa_max) X(kappa_inf) X(tau_kappa) \
+    X(dbeta_max) X(u_min) X(nu) X(beta_c) X(beta_min) X(beta_max) X(t_max) X(t_inf)      \
+    X(tau_t) X(q_init) X(q_final) X(freeze_drop) X(backoff_sigma) X(backoff_dt)           \
+    X(backoff_kappa)
+#define CEAS__CFG_INTS(X) X(ema_h) X(ema_sigma) X(q_steps) X(m_min) X(h_min)               \
+    X(freeze_window) X(freeze_ref) X(backoff_steps) X(val_window) X(backoff_min_reports)
+
+
+CEASDEF int ceas_config_preset(int preset, ceas_config *out)
+{
+    ceas_config c;
+    if (!out) return CEAS_EINVAL;
+    if (preset != CEAS_PRESET_9K && preset != CEAS_PRESET_14M && preset != CEAS_PRESET_GPT)
+        return CEAS_EINVAL;
+    memset(&c, 0, sizeof c);
+    c.target_drop = 1.1f;
+    c.eps = 1e-6f;
+    c.kappa_inf = 1.0f;
+    c.nu = 0.75f;
+    c.beta_c = 0.0f;
+    c.beta_min = 1e-4f;
+    c.beta_max = 1e4f;
+    c.ema_h = 64;
+    c.ema_sigma = 128;
+    c.q_init = 0.55f;
+    c.q_final = 0.75f;
+    c.q_steps = 2000;
+    c.m_min = 16;
+    c.h_min = 2;
+    c.freeze_drop = 0.9f;
+    c.freeze_ref = CEAS_FREEZE_LAYER_MEAN;
+    c.backoff_sigma = 0.2f;
+    c.backoff_dt = 0.05f;
+    c.backoff_kappa = 0.5f;
+    c.backoff_steps = 200;
+    c.val_window = 5;
+    c.backoff_min_reports = 3;
+    if (preset == CEAS_PRESET_9K) {
+        c.kappa_max = 2.2f; c.tau_kappa = 750.0f; c.dbeta_max = 0.75f; c.u_min = 0.06f;
+        c.t_max = 1.8f; c.t_inf = 1.05f; c.tau_t = 600.0f; c.freeze_window = 50;
+    } else if (preset == CEAS_PRESET_14M) {
+        c.kappa_max = 1.8f; c.tau_kappa = 1500.0f; c.dbeta_max = 0.5f; c.u_min = 0.05f;
+        c.t_max = 1.6f; c.t_inf = 1.02f; c.tau_t = 1200.0f; c.freeze_window = 100;
+    } else {
+        c.kappa_max = 1.5f; c.tau_kappa = 3500.0f; c.dbeta_max = 0.3f; c.u_min = 0.04f;
+        c.t_max = 1.5f; c.t_inf = 1.0f; c.tau_t = 3000.0f; c.freeze_window = 200;
+    }
+    *out = c;
+    return CEAS_OK;
+}
+
+CEASDEF ceas_config ceas_config_default(void)
+{
+    ceas_config c;
+    ceas_config_preset(CEAS_PRESET_14M, &c);
+    return c;
+}
+
+CEASDEF int ceas_config_validate(const ceas_config *c)
+{
+    if (!c) return CEAS_EINVAL;
+#define CEAS__VF(f) if (!ceas__finite(c->f)) return CEAS_EINVAL;
+    CEAS__CFG_FLOATS(CEAS__VF)
+#undef CEAS__VF
+    if (!(c->eps > 0) || c->kappa_max < 0 || c->kappa_inf < 0 || !(c->tau_kappa > 0) ||
+        !(c->dbeta_max > 0) || c->u_min < 0 || !(c->u_min < 1) || !(c->nu > 0) ||
+        c->beta_c < 0 || !(c->beta_min > 0) || !(c->beta_min <= c->beta_max) ||
+        c->t_max < 0 || c->t_inf < 0 || !(c->tau_t > 0) || c->q_init < 0 ||
+        c->q_init > 1 || c->q_final < 0 || c->q_final > 1 || c->backoff_sigma < 0 ||
+        c->backoff_dt < 0 || !(c->backoff_kappa > 0) || c->backoff_kappa > 1)
+        return CEAS_EINVAL;
+    if (c->ema_h < 1 || c->ema_sigma < 1 || c->q_steps < 0 || c->m_min < 0 ||
+        c->h_min < 0 || c->freeze_window < 1 ||
+        (c->freeze_ref != CEAS_FREEZE_LAYER_MEAN && c->freeze_ref != CEAS_FREEZE_UNIFORM) ||
+        c->backoff_steps < 0 || c->val_window < 1 || c->backoff_min_reports < 2)
+        return CEAS_EINVAL;
+    return CEAS_OK;
+}
+
+/* ---------------------------------------------------------- observables */
+
+/* e^x for x in [-87, 0] (callers clamp), ~2 ulp, branch-free and written so
+   that a compiler vectorises it in a loop: round-to-nearest by the 1.5*2^23
+   trick, Cody-Waite reduction, degree-6 polynomial, 2^n from the bits. */
+static inline float ceas__expneg(float x)
+{
+    const float magic = 12582912.0f; /* 1.5 * 2^23 */
+    float kf = x * 1.44269504088896341f + magic;
+    float n = kf - magic, r, r2, p, s;
+    unsigned int bits, kb;
+    memcpy(&kb, &kf, sizeof kb);
+    r = x - n * 0.693359375f;
+    r = r + n * 2.12194440e-4f;
+    r2 = r * r;
+    p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r2 + r + 1.0f;
+    /* kb's low bits hold n + 0x400000; 2^n has exponent field n + 127 */
+    bits = (kb - 0x4B400000u + 127u) << 23;
+    memcpy(&s, &bits, sizeof s);
+    return p * s;
+}
+
+#define CEAS__XMIN (-87.0f)
+
+/* Accumulators of one row, per lane: running max m (start: x0), z = sum e,
+   a = sum e t, b = sum e t^2 with e = exp(t), t = x - m; s1, s2 = sums of
+   (x - x0) and its square. */
+typedef struct ceas__acc {
+    float m[CEAS__LANES], z[CEAS__LANES], a[CEAS__LANES], b[CEAS__LANES];
+    float s1[CEAS__LANES], s2[CEAS__LANES];
+} ceas__acc;
+
+/* The one pass over a row: chunks of CEAS__CHUNK values; per chunk a lane-wise
+   max, a lane-wise rescale of the accumulators to the new max, and the
+   accumulation. Every loop over l is lane-independent (vectorisable without
+   reassociation). Results as double: m, z, a, b, s1, s2 merged. */
+static void ceas__row_pass(const float *CEAS__RESTRICT x, int n, double *res)
+{
+    ceas__acc A;
+    float x0 = x[0];
+    int l, j0 = 0, j;
+    double M, Z = 0, Az = 0, Bz = 0, S1 = 0, S2 = 0;
+    for (l = 0; l < CEAS__LANES; l++) {
+        A.m[l] = x0; A.z[l] = 0; A.a[l] = 0; A.b[l] = 0; A.s1[l] = 0; A.s2[l] = 0;
+    }
+    while (n - j0 >= CEAS__LANES) {
+        int len = n - j0;
+        float cm[CEAS__LANES];
+        if (len > CEAS__CHUNK) len = CEAS__CHUNK;
+        len -= len % CEAS__LANES;
+        for (l = 0; l < CEAS__LANES; l++) cm[l] = A.m[l];
+        for (j = j0; j < j0 + len; j += CEAS__LANES)
+            for (l = 0; l < CEAS__LANES; l++) {
+                float v = x[j + l];
+                cm[l] = v > cm[l] ? v : cm[l];
+            }
+        for (l = 0; l < CEAS__LANES; l++) {
+            float d = A.m[l] - cm[l]; /* <= 0 */
+            float dc = d < CEAS__XMIN ? CEAS__XMIN : d;
+            float c = ceas__expneg(dc);
+            float z = A.z[l], a = A.a[l], b = A.b[l];
+            A.b[l] = c * (b + 2.0f * d * a + d * d * z);
+            A.a[l] = c * (a + d * z);
+            A.z[l] = c * z;
+            A.m[l] = cm[l];
+        }
+        for (j = j0; j < j0 + len; j += CEAS__LANES)
+            for (l = 0; l < CEAS__LANES; l++) {
+                float v = x[j + l];
+                float t = v - A.m[l];
+                float e, u;
+                t = t < CEAS__XMIN ? CEAS__XMIN : t;
+                e = ceas__expneg(t);
+                A.z[l] += e;
+                A.a[l] += e * t;
+                A.b[l] += e * t * t;
+                u = v - x0;
+                A.s1[l] += u;
+                A.s2[l] += u * u;
+            }
+        j0 += len;
+    }
+    for (j = j0; j < n; j++) { /* remainder (< LANES values): scalar */
+        float v = x[j], t, e, u;
+        l = j % CEAS__LANES;
+        if (v > A.m[l]) {
+            float d = A.m[l] - v;
+            float dc = d < CEAS__XMIN ? CEAS__XMIN : d;
+            float c = ceas__expneg(dc);
+            float z = A.z[l], a = A.a[l], b = A.b[l];
+            A.b[l] = c * (b + 2.0f * d * a + d * d * z);
+            A.a[l] = c * (a + d * z);
+            A.z[l] = c * z;
+            A.m[l] = v;
+        }
+        t = v - A.m[l];
+        t = t < CEAS__XMIN ? CEAS__XMIN : t;
+        e = ceas__expneg(t);
+        A.z[l] += e;
+        A.a[l] += e * t;
+        A.b[l] += e * t * t;
+        u = v - x0;
+        A.s1[l] += u;
+        A.s2[l] += u * u;
+    }
+    M = A.m[0];
+    for (l = 1; l < CEAS__LANES; l++) if (A.m[l] > M) M = A.m[l];
+    for (l = 0; l < CEAS__LANES; l++) {
+        double d = (double)A.m[l] - M, c = exp(d);
+        double z = A.z[l], a = A.a[l], b = A.b[l];
+        Z += c * z;
+        Az += c * (a + d * z);
+        Bz += c * (b + 2.0 * d * a + d * d * z);
+        S1 += A.s1[l];
+        S2 += A.s2[l];
+    }
+    res[0] = M; res[1] = Z; res[2] = Az; res[3] = Bz; res[4] = S1; res[5] = S2;
+    res[6] = x0;
+}
+
+static int ceas__row_obs(ceas_obs *o, const float *x, int n, float beta)
+{
+    double r[7], ea, eb, varx, mu, var, H, ib = 1.0 / beta;
+    ceas__row_pass(x, n, r);
+    ea = r[2] / r[1];
+    eb = r[3] / r[1];
+    varx = eb - ea * ea;
+    if (varx < 0) varx = 0;
+    H = log(r[1]) - ea;
+    if (H < 0) H = 0;
+    mu = r[4] / n;
+    var = r[5] / n - mu * mu;
+    if (var < 0) var = 0;
+    o->H = (float)H;
+    o->n_eff = (float)exp(H);
+    o->var_s = (float)(varx * ib * ib);
+    o->sigma_qk = (float)(sqrt(var) * ib);
+    o->mean_s = (float)((r[6] + mu) * ib);
+    o->log_n = (float)log((double)n);
+    o->n = n;
+    if (!ceas__finite(o->H) || !ceas__finite(o->var_s) || !ceas__finite(o->sigma_qk) ||
+        !ceas__finite(o->mean_s) || !ceas__finite(o->n_eff)) {
+        o->H = o->n_eff = o->var_s = o->sigma_qk = o->mean_s = (float)NAN;
+        return CEAS_EINVAL;
+    }
+    return CEAS_OK;
+}
+
+CEASDEF int ceas_row_observables(ceas_obs *out, const float *logits, int n, float beta)
+{
+    if (!out || !logits || n <= 0 || !ceas__finite(beta) || !(beta > 0)) return CEAS_EINVAL;
+    return ceas__row_obs(out, logits, n, beta);
+}
+
+CEASDEF int ceas_rows_observables(ceas_obs *out, const float *logits, int R, int n,
+                                  float beta)
+{
+    int r, bad = 0;
+    if (!out || !logits || R <= 0 || n <= 0 || !ceas__finite(beta) || !(beta > 0))
+        return CEAS_EINVAL;
+#if defined(_OPENMP)
+#pragma omp parallel for schedule(static) reduction(| : bad)
+#endif
+    for (r = 0; r < R; r++)
+        bad |= ceas__row_obs(out + r, logits + (size_t)r * (size_t)n, n, beta) != CEAS_OK;
+    return bad ? CEAS_EINVAL : CEAS_OK;
+}
+
+/* Pools rows[0..R) taken with stride `stride` (in rows). */
+static int ceas__pool(ceas_obs *out, const ceas_obs *rows, int R, size_t stride,
+                      int inner, size_t inner_stride)
+{
+    /* rows are visited as: for r < R, for i < inner: rows[r*stride + i*inner_stride] */
+    double sh = 0, sv = 0, sl = 0, nn = 0, sm = 0, mu, svar = 0;
+    long long cnt = 0, ntot = 0;
+    int r, i, bad = 0;
+    for (r = 0; r < R; r++)
+        for (i = 0; i < inner; i++) {
+            const ceas_obs *o = rows + (size_t)r * stride + (size_t)i * inner_stride;
+            if (!ceas__finite(o->H) || !ceas__finite(o->var_s) ||
+                !ceas__finite(o->sigma_qk) || !ceas__finite(o->mean_s) ||
+                !ceas__finite(o->log_n) || o->n <= 0)
+                bad = 1;
+            sh += o->H; sv += o->var_s; sl += o->log_n;
+            nn += (double)o->n; sm += (double)o->n * o->mean_s;
+            ntot += o->n;
+            cnt++;
+        }
+    if (bad || cnt == 0) {
+        out->H = out->n_eff = out->var_s = out->sigma_qk = out->mean_s = out->log_n =
+            (float)NAN;
+        out->n = ntot;
+        return CEAS_EINVAL;
+    }
+    mu = sm / nn;
+    for (r = 0; r < R; r++)
+        for (i = 0; i < inner; i++) {
+            const ceas_obs *o = rows + (size_t)r * stride + (size_t)i * inner_stride;
+            double d = o->mean_s - mu;
+            svar += (double)o->n * ((double)o->sigma_qk * o->sigma_qk + d * d);
+        }
+    out->H = (float)(sh / cnt);
+    out->n_eff = (float)exp(sh / cnt);
+    out->var_s = (float)(sv / cnt);
+    out->sigma_qk = (float)sqrt(svar / nn);
+    out->mean_s = (float)mu;
+    out->log_n = (float)(sl / cnt);
+    out->n = ntot;
+    return CEAS_OK;
+}
+
+CEASDEF int ceas_pool_observables(ceas_obs *out, const ceas_obs *rows, int R)
+{
+    if (!out || !rows || R <= 0) return CEAS_EINVAL;
+    return ceas__pool(out, rows, R, 1, 1, 0);
+}
+
+CEASDEF size_t ceas_attention_observables_workspace_size(int B, int H, int T)
+{
+    if (B <= 0 || H <= 0 || T <= 0) return 0;
+    return (size_t)B * (size_t)H * (size_t)T * sizeof(ceas_obs);
+}
+
+CEASDEF int ceas_attention_observables(const float *logits, int B, int H, int T, int causal,
+                                       const float *beta, ceas_obs *rows, ceas_obs *heads,
+                                       void *workspace)
+{
+    long long nrows, r;
+    ceas_obs *ro = rows;
+    void *own = NULL;
+    int h, bad = 0;
+    if (!logits || B <= 0 || H <= 0 || T <= 0 || (!rows && !heads)) return CEAS_EINVAL;
+    if (beta)
+        for (h = 0; h < H; h++)
+            if (!ceas__finite(beta[h]) || !(beta[h] > 0)) return CEAS_EINVAL;
+    nrows = (long long)B * H * T;
+    if (!ro) {
+        if (workspace) ro = (ceas_obs *)workspace;
+        else {
+            own = CEAS_MALLOC(ceas_attention_observables_workspace_size(B, H, T));
+            if (!own) return CEAS_ENOMEM;
+            ro = (ceas_obs *)own;
+        }
+    }
+    /* static chunks of 8 rows dealt round-robin: balances causal triangles;
+       each row's result is independent of the thread count */
+#if defined(_OPENMP)
+#pragma omp parallel for schedule(static, 8) reduction(| : bad)
+#endif
+    for (r = 0; r < nrows; r++) {
+        int i = (int)(r % T);
+        int hh = (int)((r / T) % H);
+        int n = causal ? i + 1 : T;
+        float bt = beta ? beta[hh] : 1.0f;
+        bad |= ceas__row_obs(ro + r, logits + (size_t)r * (size_t)T, n, bt) != CEAS_OK;
+    }
+    if (heads)
+        for (h = 0; h < H; h++)
+            if (ceas__pool(heads + h, ro + (size_t)h * T, B, (size_t)H * T, T, 1) != CEAS_OK)
+                bad = 1;
+    if (own) CEAS_FREE(own);
+    return bad ? CEAS_EINVAL : CEAS_OK;
+}
+
+/* ------------------------------------------------------------------ beta */
+
+CEASDEF float ceas_beta_init(int d_k) { return d_k > 0 ? (float)(1.0 / sqrt((double)d_k)) : 0.0f; }
+
+CEASDEF float ceas_beta_to_temp(float beta, int d)
+{
+    if (d <= 0 || !ceas__finite(beta) || !(beta > 0)) return 0.0f;
+    return (float)(1.0 / (sqrt((double)d) * beta));
+}
+
+CEASDEF int ceas_beta_star(float sigma_qk, float log_n_eff, float *beta_out)
+{
+    double b;
+    if (!beta_out || !ceas__finite(sigma_qk) || !ceas__finite(log_n_eff) ||
+        !(sigma_qk > 0) || !(log_n_eff > 0))
+        return CEAS_EINVAL;
+    b = sqrt(2.0 * log_n_eff) / sigma_qk;
+    if (!ceas__finite((float)b) || !(b > 0)) return CEAS_EINVAL;
+    *beta_out = (float)b;
+    return CEAS_OK;
+}
+
+CEASDEF float ceas_kappa_at(const ceas_config *c, long long t)
+{
+    if (!c || !(c->tau_kappa > 0)) return 0.0f;
+    if (t < 0) t = 0;
+    return (float)(c->kappa_inf + (c->kappa_max - c->kappa_inf) * exp(-(double)t / c->tau_kappa));
+}
+
+CEASDEF float ceas_zeta(float u, float u_min, float nu)
+{
+    double m = fabs((double)u);
+    if (!ceas__finite(u) || !ceas__finite(u_min) || !ceas__finite(nu)) return 0.0f;
+    if (m < u_min) m = u_min;
+    if (!(m > 0)) return (float)HUGE_VAL;
+    return (float)pow(m, -(double)nu);
+}
+
+static float ceas__clampf(float x, float lo, float hi) { return x < lo ? lo : (x > hi ? hi : x); }
+
+CEASDEF int ceas_newton_update(const ceas_config *c, float beta, float H, float var_s,
+                               float h_target, float kappa, float beta_c, float *beta_out)
+{
+    double step, b;
+    if (!c || !beta_out) return CEAS_EINVAL;
+    if (!ceas__finite(beta) || !ceas__finite(H) || !ceas__finite(var_s) ||
+        !ceas__finite(h_target) || !ceas__finite(kappa) || !ceas__finite(beta_c) ||
+        !(beta > 0) || var_s < 0 || kappa < 0 || beta_c < 0)
+        return CEAS_EINVAL;
+    if (!ceas__finite(c->eps) || !(c->eps > 0) || !ceas__finite(c->dbeta_max) ||
+        !(c->dbeta_max > 0) || !ceas__finite(c->u_min) || c->u_min < 0 || !(c->u_min < 1) ||
+        !ceas__finite(c->beta_min) || !ceas__finite(c->beta_max) || !(c->beta_min > 0) ||
+        !(c->beta_min <= c->beta_max))
+        return CEAS_EINVAL;
+    step = (double)kappa * ((double)H - h_target) / ((double)beta * var_s + c->eps);
+    if (step > c->dbeta_max) step = c->dbeta_max;
+    if (step < -c->dbeta_max) step = -c->dbeta_max;
+    b = (double)beta + step;
+    if (beta_c > 0 && c->u_min > 0) {
+        double lo = (double)beta_c * (1.0 - c->u_min), hi = (double)beta_c * (1.0 + c->u_min);
+        if (b > lo && b < hi) {
+            int up = beta > beta_c || (beta == beta_c && b >= beta_c);
+            if (beta > lo && beta < hi) up = b >= beta_c; /* started inside: nearer edge */
+            b = up ? hi : lo;
+        }
+    }
+    if (!ceas__finite((float)b)) return CEAS_EINVAL;
+    *beta_out = ceas__clampf((float)b, c->beta_min, c->beta_max);
+    return CEAS_OK;
+}
+
+/* ------------------------------------------------------------ controller */
+
+static size_t ceas__state_bytes(int LH)
+{
+    return (size_t)LH * (5 * sizeof(float) + sizeof(int) + 1);
+}
+
+static void ceas__carve(ceas_state *st, void *mem, int LH)
+{
+    char *p = (char *)mem;
+    st->beta = (float *)p; p += (size_t)LH * sizeof(float);
+    st->h_ema = (float *)p; p += (size_t)LH * sizeof(float);
+    st->var_ema = (float *)p; p += (size_t)LH * sizeof(float);
+    st->sigma_ema = (float *)p; p += (size_t)LH * sizeof(float);
+    st->logn_ema = (float *)p; p += (size_t)LH * sizeof(float);
+    st->below = (int *)p; p += (size_t)LH * sizeof(int);
+    st->frozen = (unsigned char *)p;
+    st->mem_ = mem;
+}
+
+CEASDEF int ceas_init(ceas_state *st, const ceas_config *cfg, int n_layers, int n_heads,
+                      int d_k)
+{
+    ceas_config c = cfg ? *cfg : ceas_config_default();
+    void *mem;
+    int i, LH;
+    if (!st || n_layers <= 0 || n_heads <= 0 || d_k <= 0) return CEAS_EINVAL;
+    if (n_layers > (1 << 20) / n_heads) return CEAS_EINVAL;
+    if (ceas_config_validate(&c) != CEAS_OK) return CEAS_EINVAL;
+    LH = n_layers * n_heads;
+    mem = CEAS_MALLOC(ceas__state_bytes(LH));
+    if (!mem) return CEAS_ENOMEM;
+    memset(st, 0, sizeof *st);
+    memset(mem, 0, ceas__state_bytes(LH));
+    st->cfg = c;
+    st->n_layers = n_layers;
+    st->n_heads = n_heads;
+    st->d_k = d_k;
+    ceas__carve(st, mem, LH);
+    for (i = 0; i < LH; i++)
+        st->beta[i] = ceas__clampf(ceas_beta_init(d_k), c.beta_min, c.beta_max);
+    return CEAS_OK;
+}
+
+CEASDEF void ceas_free(ceas_state *st)
+{
+    if (!st) return;
+    if (st->mem_) CEAS_FREE(st->mem_);
+    memset(st, 0, sizeof *st);
+}
+
+static int ceas__head_obs_ok(const ceas_obs *o)
+{
+    return ceas__finite(o->H) && ceas__finite(o->var_s) && ceas__finite(o->sigma_qk) &&
+           ceas__finite(o->log_n) && o->H >= 0 && o->var_s >= 0 && o->sigma_qk >= 0 &&
+           o->log_n >= 0;
+}
+
+static int ceas__st_ok(const ceas_state *st)
+{
+    return st && st->mem_ && st->n_layers > 0 && st->n_heads > 0 &&
+           st->n_layers <= (1 << 20) / st->n_heads;
+}
+
+CEASDEF int ceas_set_beta_star(ceas_state *st, const ceas_obs *heads)
+{
+    int i, LH;
+    float *nb;
+    if (!ceas__st_ok(st) || !heads) return CEAS_EINVAL;
+    LH = st->n_layers * st->n_heads;
+    for (i = 0; i < LH; i++) {
+        float b;
+        if (!ceas__head_obs_ok(heads + i) ||
+            ceas_beta_star(heads[i].sigma_qk, st->cfg.target_drop, &b) != CEAS_OK)
+            return CEAS_EINVAL;
+    }
+    nb = st->beta;
+    for (i = 0; i < LH; i++) {
+        float b = 0;
+        ceas_beta_star(heads[i].sigma_qk, st->cfg.target_drop, &b);
+        nb[i] = ceas__clampf(b, st->cfg.beta_min, st->cfg.beta_max);
+    }
+    return CEAS_OK;
+}
+
+CEASDEF float ceas_kappa(const ceas_state *st)
+{
+    float k;
+    if (!ceas__st_ok(st)) return 0.0f;
+    k = ceas_kappa_at(&st->cfg, st->step);
+    if (st->backoff_left > 0) k *= st->cfg.backoff_kappa;
+    return k;
+}
+
+CEASDEF float ceas_t_gate_at(const ceas_config *c, long long t)
+{
+    if (!c || !(c->tau_t > 0)) return 0.0f;
+    if (t < 0) t = 0;
+    return (float)(c->t_inf + (c->t_max - c->t_inf) * exp(-(double)t / c->tau_t));
+}
+
+CEASDEF float ceas_t_gate(const ceas_state *st)
+{
+    float g;
+    if (!ceas__st_ok(st)) return 0.0f;
+    g = ceas_t_gate_at(&st->cfg, st->step) + st->t_gate_offset;
+    return g < 0 ? 0.0f : g;
+}
+
+CEASDEF float ceas_keep_q_at(const ceas_config *c, long long t)
+{
+    if (!c) return 1.0f;
+    if (t < 0) t = 0;
+    if (c->q_steps <= 0 || t >= c->q_steps) return c->q_final;
+    return (float)(c->q_init + (c->q_final - c->q_init) * ((double)t / c->q_steps));
+}
+
+CEASDEF float ceas_h_target(const ceas_state *st, int layer, int head)
+{
+    float t;
+    if (!ceas__st_ok(st) || layer < 0 || layer >= st->n_layers || head < 0 ||
+        head >= st->n_heads)
+        return 0.0f;
+    t = st->logn_ema[layer * st->n_heads + head] - st->cfg.target_drop;
+    return t < 0 ? 0.0f : t;
+}
+
+static float ceas__h_freeze(const ceas_state *st, int layer, int head)
+{
+    const float *he = st->h_ema + (size_t)layer * st->n_heads;
+    if (st->cfg.freeze_ref == CEAS_FREEZE_UNIFORM)
+        return st->logn_ema[layer * st->n_heads + head] - st->cfg.freeze_drop;
+    else {
+        double s = 0;
+        int h;
+        for (h = 0; h < st->n_heads; h++) s += he[h];
+        return (float)(s / st->n_heads) - st->cfg.freeze_drop;
+    }
+}
+
+CEASDEF float ceas_h_freeze(const ceas_state *st, int layer, int head)
+{
+    if (!ceas__st_ok(st) || layer < 0 || layer >= st->n_layers || head < 0 ||
+        head >= st->n_heads)
+        return 0.0f;
+    return ceas__h_freeze(st, layer, head);
+}
+
+CEASDEF float ceas_beta_c(const ceas_state *st, int layer, int head)
+{
+    int i;
+    double s, ln;
+    if (!ceas__st_ok(st) || layer < 0 || layer >= st->n_layers || head < 0 ||
+        head >= st->n_heads)
+        return 0.0f;
+    if (st->cfg.beta_c > 0) return st->cfg.beta_c;
+    i = layer * st->n_heads + head;
+    s = st->sigma_ema[i];
+    ln = st->logn_ema[i];
+    if (!(s > 0) || !(ln > 0) || st->n_obs == 0) return 0.0f;
+    s = sqrt(2.0 * ln) / s;
+    return ceas__finite((float)s) ? (float)s : 0.0f;
+}
+
+static float ceas__alpha(int w) { return w <= 1 ? 1.0f : 2.0f / (float)(w + 1); }
+
+CEASDEF int ceas_step(ceas_state *st, const ceas_obs *heads)
+{
+    const ceas_config *c;
+    int i, l, h, LH, H;
+    float ah, as, kappa;
+    if (!ceas__st_ok(st) || !heads) return CEAS_EINVAL;
+    c = &st->cfg;
+    H = st->n_heads;
+    LH = st->n_layers * H;
+    for (i = 0; i < LH; i++)
+        if (!ceas__head_obs_ok(heads + i)) return CEAS_EINVAL;
+    /* observables validated: from here on nothing can fail */
+    ah = st->n_obs ? ceas__alpha(c->ema_h) : 1.0f;
+    as = st->n_obs ? ceas__alpha(c->ema_sigma) : 1.0f;
+    for (i = 0; i < LH; i++) {
+        st->h_ema[i] += ah * (heads[i].H - st->h_ema[i]);
+        st->var_ema[i] += ah * (heads[i].var_s - st->var_ema[i]);
+        st->sigma_ema[i] += as * (heads[i].sigma_qk - st->sigma_ema[i]);
+        st->logn_ema[i] += as * (heads[i].log_n - st->logn_ema[i]);
+    }
+    st->n_obs++;
+    kappa = ceas_kappa(st);
+    for (l = 0; l < st->n_layers; l++)
+        for (h = 0; h < H; h++) {
+            float nb;
+            i = l * H + h;
+            if (ceas_newton_update(c, st->beta[i], st->h_ema[i], st->var_ema[i],
+                                   ceas_h_target(st, l, h), kappa, ceas_beta_c(st, l, h),
+                                   &nb) == CEAS_OK)
+                st->beta[i] = nb;
+        }
+    /* head freezing with the h_min floor */
+    for (l = 0; l < st->n_layers; l++) {
+        int active = 0, allowed;
+        for (h = 0; h < H; h++) {
+            i = l * H + h;
+            if (st->h_ema[i] <= ceas__h_freeze(st, l, h)) {
+                if (st->below[i] < 0x7fffffff) st->below[i]++;
+            } else {
+                st->below[i] = 0;
+                st->frozen[i] = 0; /* exit: unfreeze */
+            }
+            active += !st->frozen[i];
+        }
+        allowed = active - c->h_min;
+        while (allowed > 0) { /* freeze candidates, lowest entropy first */
+            int best = -1;
+            for (h = 0; h < H; h++) {
+                i = l * H + h;
+                if (st->frozen[i] || st->below[i] < c->freeze_window) continue;
+                if (best < 0 || st->h_ema[i] < st->h_ema[l * H + best]) best = h;
+            }
+            if (best < 0) break;
+            st->frozen[l * H + best] = 1;
+            allowed--;
+        }
+        /* the floor also binds when h_min grew (a loaded config): unfreeze
+           the highest-entropy frozen heads until it holds */
+        while (active < c->h_min && active < H) {
+            int best = -1;
+            for (h = 0; h < H; h++) {
+                i = l * H + h;
+                if (!st->frozen[i]) continue;
+                if (best < 0 || st->h_ema[i] > st->h_ema[l * H + best]) best = h;
+            }
+            if (best < 0) break;
+            st->frozen[l * H + best] = 0;
+            active++;
+        }
+    }
+    st->step++;
+    if (st->backoff_left > 0) st->backoff_left--;
+    return CEAS_OK;
+}
+
+CEASDEF int ceas_report_val_loss(ceas_state *st, float loss, int *fired)
+{
+    const ceas_config *c;
+    double a, prev, m, v;
+    int f = 0;
+    if (fired) *fired = 0;
+    if (!ceas__st_ok(st) || !ceas__finite(loss)) return CEAS_EINVAL;
+    c = &st->cfg;
+    if (st->n_val == 0) {
+        st->val_ema = loss;
+        st->val_var = 0;
+        st->n_val = 1;
+        return CEAS_OK;
+    }
+    a = 2.0 / (c->val_window + 1.0);
+    if (c->val_window <= 1) a = 1.0;
+    prev = st->val_ema;
+    m = prev + a * ((double)loss - prev);
+    v = (1.0 - a) * (st->val_var + a * ((double)loss - prev) * ((double)loss - prev));
+    if (st->n_val + 1 >= c->backoff_min_reports && m - prev > c->backoff_sigma * sqrt(st->val_var))
+        f = 1;
+    st->val_ema = m;
+    st->val_var = v;
+    st->n_val++;
+    if (f) {
+        st->t_gate_offset -= c->backoff_dt;
+        st->backoff_left = c->backoff_steps;
+        st->n_backoffs++;
+    }
+    if (fired) *fired = f;
+    return CEAS_OK;
+}
+
+/* ---------------------------------------------------------------- gating */
+
+CEASDEF float ceas_gate_score(float beta, float sigma_qk, float n_eff)
+{
+    double ln;
+    if (!ceas__finite(beta) || !ceas__finite(sigma_qk) || !ceas__finite(n_eff) ||
+        !(n_eff > 0))
+        return 0.0f;
+    ln = log((double)n_eff);
+    if (ln < 0) ln = 0;
+    return (float)((double)beta * sigma_qk * sqrt(2.0 * ln));
+}
+
+CEASDEF int ceas_gate_scores(float *score, const ceas_obs *rows, const float *beta, int B,
+                             int H, int T)
+{
+    long long n, r;
+    int h;
+    if (!score || !rows || B <= 0 || H <= 0 || T <= 0) return CEAS_EINVAL;
+    n = (long long)B * H * T;
+    if (beta)
+        for (h = 0; h < H; h++)
+            if (!ceas__finite(beta[h]) || !(beta[h] > 0)) return CEAS_EINVAL;
+    for (r = 0; r < n; r++) {
+        const ceas_obs *o = rows + r;
+        if (!ceas__finite(o->sigma_qk) || !ceas__finite(o->n_eff) || o->sigma_qk < 0 ||
+            !(o->n_eff > 0))
+            return CEAS_EINVAL;
+    }
+    for (r = 0; r < n; r++) {
+        float bt = beta ? beta[(r / T) % H] : 1.0f;
+        score[r] = ceas_gate_score(bt, rows[r].sigma_qk, rows[r].n_eff);
+    }
+    return CEAS_OK;
+}
+
+typedef struct ceas__pair { float s; int i; } ceas__pair;
+
+static int ceas__pair_cmp(const void *pa, const void *pb)
+{
+    const ceas__pair *a = (const ceas__pair *)pa, *b = (const ceas__pair *)pb;
+    if (a->s > b->s) return -1;
+    if (a->s < b->s) return 1;
+    return (a->i > b->i) - (a->i < b->i);
+}
+
+CEASDEF size_t ceas_token_mask_workspace_size(int T)
+{
+    return T > 0 ? (size_t)T * sizeof(ceas__pair) : 0;
+}
+
+CEASDEF int ceas_token_mask(unsigned char *keep, const float *score, int B, int H, int T,
+                            float t_gate, float q, int m_min, long long *n_kept,
+                            void *workspace)
+{
+    long long n, r, kept = 0;
+    ceas__pair *pr;
+    void *own = NULL;
+    int bh, k, i;
+    if (!keep || !score || B <= 0 || H <= 0 || T <= 0 || !ceas__finite(t_gate) ||
+        !ceas__finite(q) || q < 0 || q > 1 || m_min < 0)
+        return CEAS_EINVAL;
+    n = (long long)B * H * T;
+    for (r = 0; r < n; r++)
+        if (!ceas__finite(score[r])) return CEAS_EINVAL;
+    if (workspace) pr = (ceas__pair *)workspace;
+    else {
+        own = CEAS_MALLOC(ceas_token_mask_workspace_size(T));
+        if (!own) return CEAS_ENOMEM;
+        pr = (ceas__pair *)own;
+    }
+    k = (int)ceil((double)q * T - 1e-9);
+    if (k < (m_min < T ? m_min : T)) k = m_min < T ? m_min : T;
+    if (k > T) k = T;
+    for (bh = 0; bh < B * H; bh++) {
+        const float *s = score + (size_t)bh * T;
+        unsigned char *kp = keep + (size_t)bh * T;
+        for (i = 0; i < T; i++) {
+            pr[i].s = s[i];
+            pr[i].i = i;
+            kp[i] = s[i] >= t_gate;
+        }
+        qsort(pr, (size_t)T, sizeof *pr, ceas__pair_cmp);
+        for (i = 0; i < k; i++) kp[pr[i].i] = 1;
+        for (i = 0; i < T; i++) kept += kp[i];
+    }
+    if (own) CEAS_FREE(own);
+    if (n_kept) *n_kept = kept;
+    return CEAS_OK;
+}
+
+/* ------------------------------------------------------------- save/load */
+
+#define CEAS__MAGIC 0x53414543u /* "CEAS" little-endian */
+#define CEAS__FORMAT 1u
+
+typedef struct ceas__wr { unsigned char *p; size_t n, cap; } ceas__wr;
+
+static void ceas__put(ceas__wr *w, unsigned long long v, int bytes)
+{
+    int i;
+    for (i = 0; i < bytes; i++) {
+        if (w->p && w->n < w->cap) w->p[w->n] = (unsigned char)(v >> (8 * i));
+        w->n++;
+    }
+}
+static void ceas__put_f32(ceas__wr *w, float f)
+{
+    unsigned int u;
+    memcpy(&u, &f, 4);
+    ceas__put(w, u, 4);
+}
+static void ceas__put_f64(ceas__wr *w, double f)
+{
+    unsigned long long u;
+    memcpy(&u, &f, 8);
+    ceas__put(w, u, 8);
+}
+
+typedef struct ceas__rd { const unsigned char *p; size_t n, len; int bad; } ceas__rd;
+
+static unsigned long long ceas__get(ceas__rd *r, int bytes)
+{
+    unsigned long long v = 0;
+    int i;
+    if (r->n > r->len || r->len - r->n < (size_t)bytes) { r->bad = 1; return 0; }
+    for (i = 0; i < bytes; i++) v |= (unsigned long long)r->p[r->n + i] << (8 * i);
+    r->n += (size_t)bytes;
+    return v;
+}
+static float ceas__get_f32(ceas__rd *r)
+{
+    unsigned int u = (unsigned int)ceas__get(r, 4);
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+static double ceas__get_f64(ceas__rd *r)
+{
+    unsigned long long u = ceas__get(r, 8);
+    double f;
+    memcpy(&f, &u, 8);
+    return f;
+}
+
+static unsigned long long ceas__fnv(const unsigned char *p, size_t n)
+{
+    unsigned long long h = 1469598103934665603ULL;
+    size_t i;
+    for (i = 0; i < n; i++) { h ^= p[i]; h *= 1099511628211ULL; }
+    return h;
+}
+
+static void ceas__write(const ceas_state *st, ceas__wr *w)
+{
+    int i, LH = st->n_layers * st->n_heads;
+    ceas__put(w, CEAS__MAGIC, 4);
+    ceas__put(w, CEAS__FORMAT, 4);
+    ceas__put(w, (unsigned)st->n_layers, 4);
+    ceas__put(w, (unsigned)st->n_heads, 4);
+    ceas__put(w, (unsigned)st->d_k, 4);
+#define CEAS__WF(f) ceas__put_f32(w, st->cfg.f);
+#define CEAS__WI(f) ceas__put(w, (unsigned)st->cfg.f, 4);
+    CEAS__CFG_FLOATS(CEAS__WF)
+    CEAS__CFG_INTS(CEAS__WI)
+#undef CEAS__WF
+#undef CEAS__WI
+    ceas__put(w, (unsigned long long)st->step, 8);
+    ceas__put(w, (unsigned long long)st->n_obs, 8);
+    ceas__put_f32(w, st->t_gate_offset);
+    ceas__put(w, (unsigned)st->backoff_left, 4);
+    ceas__put(w, (unsigned)st->n_backoffs, 4);
+    ceas__put(w, (unsigned long long)st->n_val, 8);
+    ceas__put_f64(w, st->val_ema);
+    ceas__put_f64(w, st->val_var);
+    for (i = 0; i < LH; i++) ceas__put_f32(w, st->beta[i]);
+    for (i = 0; i < LH; i++) ceas__put_f32(w, st->h_ema[i]);
+    for (i = 0; i < LH; i++) ceas__put_f32(w, st->var_ema[i]);
+    for (i = 0; i < LH; i++) ceas__put_f32(w, st->sigma_ema[i]);
+    for (i = 0; i < LH; i++) ceas__put_f32(w, st->logn_ema[i]);
+    for (i = 0; i < LH; i++) ceas__put(w, (unsigned)st->below[i], 4);
+    for (i = 0; i < LH; i++) ceas__put(w, st->frozen[i], 1);
+}
+
+CEASDEF size_t ceas_state_size(const ceas_state *st)
+{
+    ceas__wr w;
+    if (!ceas__st_ok(st)) return 0;
+    w.p = NULL; w.n = 0; w.cap = 0;
+    ceas__write(st, &w);
+    return w.n + 8;
+}
+
+CEASDEF int ceas_state_save(const ceas_state *st, void *buf, size_t cap, size_t *written)
+{
+    ceas__wr w;
+    size_t need;
+    if (!ceas__st_ok(st) || !buf) return CEAS_EINVAL;
+    need = ceas_state_size(st);
+    if (cap < need) return CEAS_ERANGE;
+    w.p = (unsigned char *)buf; w.n = 0; w.cap = cap;
+    ceas__write(st, &w);
+    ceas__put(&w, ceas__fnv((const unsigned char *)buf, w.n), 8);
+    if (written) *written = w.n;
+    return CEAS_OK;
+}
+
+CEASDEF int ceas_state_load(ceas_state *st, const void *buf, size_t len)
+{
+    ceas__rd r;
+    ceas_state t;
+    unsigned char *tmp;
+    int i, LH;
+    if (!ceas__st_ok(st) || !buf) return CEAS_EINVAL;
+    LH = st->n_layers * st->n_heads;
+    if (len != ceas_state_size(st)) return CEAS_EFORMAT;
+    r.p = (const unsigned char *)buf; r.n = len - 8; r.len = len; r.bad = 0;
+    if (ceas__fnv((const unsigned char *)buf, len - 8) != ceas__get(&r, 8))
+        return CEAS_EFORMAT;
+    tmp = (unsigned char *)CEAS_MALLOC(ceas__state_bytes(LH));
+    if (!tmp) return CEAS_ENOMEM;
+    memset(&t, 0, sizeof t);
+    ceas__carve(&t, tmp, LH);
+    r.p = (const unsigned char *)buf; r.n = 0; r.len = len - 8; r.bad = 0;
+    if (ceas__get(&r, 4) != CEAS__MAGIC || ceas__get(&r, 4) != CEAS__FORMAT ||
+        (int)ceas__get(&r, 4) != st->n_layers || (int)ceas__get(&r, 4) != st->n_heads)
+        goto fail;
+    t.n_layers = st->n_layers;
+    t.n_heads = st->n_heads;
+    t.d_k = (int)(unsigned)ceas__get(&r, 4);
+#define CEAS__RF(f) t.cfg.f = ceas__get_f32(&r);
+#define CEAS__RI(f) t.cfg.f = (int)(unsigned)ceas__get(&r, 4);
+    CEAS__CFG_FLOATS(CEAS__RF)
+    CEAS__CFG_INTS(CEAS__RI)
+#undef CEAS__RF
+#undef CEAS__RI
+    t.step = (long long)ceas__get(&r, 8);
+    t.n_obs = (long long)ceas__get(&r, 8);
+    t.t_gate_offset = ceas__get_f32(&r);
+    t.backoff_left = (int)(unsigned)ceas__get(&r, 4);
+    t.n_backoffs = (int)(unsigned)ceas__get(&r, 4);
+    t.n_val = (long long)ceas__get(&r, 8);
+    t.val_ema = ceas__get_f64(&r);
+    t.val_var = ceas__get_f64(&r);
+    for (i = 0; i < LH; i++) t.beta[i] = ceas__get_f32(&r);
+    for (i = 0; i < LH; i++) t.h_ema[i] = ceas__get_f32(&r);
+    for (i = 0; i < LH; i++) t.var_ema[i] = ceas__get_f32(&r);
+    for (i = 0; i < LH; i++) t.sigma_ema[i] = ceas__get_f32(&r);
+    for (i = 0; i < LH; i++) t.logn_ema[i] = ceas__get_f32(&r);
+    for (i = 0; i < LH; i++) t.below[i] = (int)(unsigned)ceas__get(&r, 4);
+    for (i = 0; i < LH; i++) t.frozen[i] = (unsigned char)ceas__get(&r, 1);
+    if (r.bad || r.n != r.len) goto fail;
+    /* semantic validation */
+    if (t.d_k <= 0 || ceas_config_validate(&t.cfg) != CEAS_OK || t.step < 0 || t.n_obs < 0 ||
+        !ceas__finite(t.t_gate_offset) || t.t_gate_offset > 0 || t.backoff_left < 0 ||
+        t.n_backoffs < 0 || t.n_val < 0 || !ceas__finite(t.val_ema) ||
+        !ceas__finite(t.val_var) || t.val_var < 0)
+        goto fail;
+    for (i = 0; i < LH; i++)
+        if (!ceas__finite(t.beta[i]) || !(t.beta[i] > 0) || !ceas__finite(t.h_ema[i]) ||
+            !ceas__finite(t.var_ema[i]) || !ceas__finite(t.sigma_ema[i]) ||
+            !ceas__finite(t.logn_ema[i]) || t.below[i] < 0 || t.frozen[i] > 1)
+            goto fail;
+    memcpy(st->mem_, tmp, ceas__state_bytes(LH));
+    {
+        void *keep = st->mem_;
+        *st = t;
+        ceas__carve(st, keep, LH);
+    }
+    CEAS_FREE(tmp);
+    return CEAS_OK;
+fail:
+    CEAS_FREE(tmp);
+    return CEAS_EFORMAT;
+}
+
+/* ------------------------------------------------------------ multi-knob */
+
+CEASDEF ceas_knob_config ceas_knob_config_default(void)
+{
+    ceas_knob_config k;
+    memset(&k, 0, sizeof k);
+    k.rho_min = 0.02f; k.rho_max = 0.08f; k.kappa_lr = 10.0f;
+    k.lr_min = 1e-7f; k.lr_max = 10.0f; k.max_factor = 2.0f;
+    k.gns_target = 0.0f; k.kappa_batch = 0.5f; k.batch_min = 1.0f; k.batch_max = 65536.0f;
+    k.wd_h_lo = 0.80f; k.wd_h_hi = 0.95f; k.kappa_wd = 0.01f; k.wd_min = 0.0f; k.wd_max = 1.0f;
+    k.ls_h_early = 0.6f; k.ls_h_late = 0.3f; k.ls_tau = 2000.0f; k.ls_band = 0.05f;
+    k.kappa_ls = 0.1f; k.ls_min = 0.0f; k.ls_max = 0.3f;
+    return k;
+}
+
+CEASDEF int ceas_knob_config_validate(const ceas_knob_config *k)
+{
+    const float *f;
+    size_t i, n = sizeof(ceas_knob_config) / sizeof(float);
+    if (!k) return CEAS_EINVAL;
+    f = (const float *)(const void *)k;
+    for (i = 0; i < n; i++)
+        if (!ceas__finite(f[i])) return CEAS_EINVAL;
+    if (!(k->rho_min > 0) || !(k->rho_min <= k->rho_max) || k->kappa_lr < 0 ||
+        !(k->lr_min > 0) || !(k->lr_min <= k->lr_max) || !(k->max_factor >= 1) ||
+        k->gns_target < 0 || k->kappa_batch < 0 || !(k->batch_min > 0) ||
+        !(k->batch_min <= k->batch_max) || !(k->wd_h_lo <= k->wd_h_hi) || k->kappa_wd < 0 ||
+        k->wd_min < 0 || !(k->wd_min <= k->wd_max) || !(k->ls_tau > 0) || k->ls_band < 0 ||
+        k->kappa_ls < 0 || k->ls_min < 0 || !(k->ls_min <= k->ls_max) || k->ls_max > 1)
+        return CEAS_EINVAL;
+    return CEAS_OK;
+}
+
+static double ceas__cap(double lf, double max_factor)
+{
+    double m = log(max_factor);
+    return lf > m ? m : (lf < -m ? -m : lf);
+}
+
+CEASDEF int ceas_lr_update(const ceas_knob_config *k, float lr, float lambda_max, float *lr_out)
+{
+    double rho, target, nl;
+    if (!lr_out || ceas_knob_config_validate(k) != CEAS_OK || !ceas__finite(lr) ||
+        !(lr > 0) || !ceas__finite(lambda_max) || lambda_max < 0)
+        return CEAS_EINVAL;
+    rho = (double)lr * lambda_max;
+    nl = lr;
+    if (rho < k->rho_min || rho > k->rho_max) {
+        target = 0.5 * ((double)k->rho_min + k->rho_max);
+        nl = lr * exp(ceas__cap(k->kappa_lr * (target - rho), k->max_factor));
+    }
+    if (!ceas__finite((float)nl)) return CEAS_EINVAL;
+    *lr_out = ceas__clampf((float)nl, k->lr_min, k->lr_max);
+    return CEAS_OK;
+}
+
+CEASDEF int ceas_gns(float sqnorm_small, float sqnorm_big, float b_small, float b_big,
+                     float *gns_out)
+{
+    double g2, tr;
+    if (!gns_out || !ceas__finite(sqnorm_small) || !ceas__finite(sqnorm_big) ||
+        !ceas__finite(b_small) || !ceas__finite(b_big) || sqnorm_small < 0 ||
+        sqnorm_big < 0 || !(b_small > 0) || !(b_big > b_small))
+        return CEAS_EINVAL;
+    g2 = ((double)b_big * sqnorm_big - (double)b_small * sqnorm_small) / ((double)b_big - b_small);
+    tr = ((double)sqnorm_small - sqnorm_big) / (1.0 / b_small - 1.0 / b_big);
+    if (!(g2 > 0) || tr < 0) return CEAS_ERANGE; /* too noisy to estimate this time */
+    if (!ceas__finite((float)(tr / g2))) return CEAS_ERANGE;
+    *gns_out = (float)(tr / g2);
+    return CEAS_OK;
+}
+
+CEASDEF int ceas_batch_update(const ceas_knob_config *k, float batch, float gns,
+                              float *batch_out)
+{
+    double target, nb;
+    if (!batch_out || ceas_knob_config_validate(k) != CEAS_OK || !ceas__finite(batch) ||
+        !(batch > 0) || !ceas__finite(gns) || gns < 0)
+        return CEAS_EINVAL;
+    target = k->gns_target > 0 ? k->gns_target : batch;
+    nb = batch * exp(ceas__cap(k->kappa_batch * (gns / target - 1.0), k->max_factor));
+    if (!ceas__finite((float)nb)) return CEAS_EINVAL;
+    *batch_out = ceas__clampf((float)nb, k->batch_min, k->batch_max);
+    return CEAS_OK;
+}
+
+CEASDEF int ceas_param_entropy(const float *w, long long n, float *H, float *H_norm)
+{
+    double s = 0, t = 0, h;
+    long long i;
+    if (!w || n <= 0 || (!H && !H_norm)) return CEAS_EINVAL;
+    for (i = 0; i < n; i++) {
+        double v = (double)w[i] * w[i];
+        if (!ceas__finite(w[i])) return CEAS_EINVAL;
+        s += v;
+        if (v > 0) t += v * log(v);
+    }
+    if (!(s > 0)) return CEAS_EINVAL;
+    h = log(s) - t / s;
+    if (h < 0) h = 0;
+    if (H) *H = (float)h;
+    if (H_norm) *H_norm = n > 1 ? (float)(h / log((double)n)) : 0.0f;
+    return CEAS_OK;
+}
+
+CEASDEF int ceas_wd_update(const ceas_knob_config *k, float wd, float h_param, float *wd_out)
+{
+    double nw = wd;
+    if (!wd_out || ceas_knob_config_validate(k) != CEAS_OK || !ceas__finite(wd) || wd < 0 ||
+        !ceas__finite(h_param))
+        return CEAS_EINVAL;
+    if (h_param < k->wd_h_lo || h_param > k->wd_h_hi)
+        nw = wd + k->kappa_wd * (0.5 * ((double)k->wd_h_lo + k->wd_h_hi) - h_param);
+    *wd_out = ceas__clampf((float)nw, k->wd_min, k->wd_max);
+    return CEAS_OK;
+}
+
+CEASDEF int ceas_logit_entropy(const float *logits, int R, int V, float *h_norm)
+{
+    double s = 0;
+    int r, bad = 0;
+    if (!logits || R <= 0 || V <= 1 || !h_norm) return CEAS_EINVAL;
+#if defined(_OPENMP)
+#pragma omp parallel for schedule(static) reduction(| : bad)
+#endif
+    for (r = 0; r < R; r++) {
+        ceas_obs o;
+        bad |= ceas__row_obs(&o, logits + (size_t)r * V, V, 1.0f) != CEAS_OK;
+    }
+    if (bad) return CEAS_EINVAL;
+    for (r = 0; r < R; r++) { /* second, serial pass: fixed summation order */
+        ceas_obs o;
+        ceas__row_obs(&o, logits + (size_t)r * V, V, 1.0f);
+        s += o.H;
+    }
+    *h_norm = (float)(s / R / log((double)V));
+    return CEAS_OK;
+}
+
+CEASDEF float ceas_ls_target_at(const ceas_knob_config *k, long long t)
+{
+    if (!k || !(k->ls_tau > 0)) return 0.0f;
+    if (t < 0) t = 0;
+    return (float)(k->ls_h_late + (k->ls_h_early - k->ls_h_late) * exp(-(double)t / k->ls_tau));
+}
+
+CEASDEF int ceas_ls_update(const ceas_knob_config *k, long long t, float p, float h_logit,
+                           float *p_out)
+{
+    double target, np = p;
+    if (!p_out || ceas_knob_config_validate(k) != CEAS_OK || !ceas__finite(p) || p < 0 ||
+        p > 1 || !ceas__finite(h_logit))
+        return CEAS_EINVAL;
+    target = ceas_ls_target_at(k, t);
+    if (h_logit < target - k->ls_band || h_logit > target + k->ls_band)
+        np = p + k->kappa_ls * (target - h_logit);
+    *p_out = ceas__clampf((float)np, k->ls_min, k->ls_max);
+    return CEAS_OK;
+}
+
+#endif /* CEAS_IMPLEMENTATION_DONE */
+#endif /* CEAS_IMPLEMENTATION */
+
+/*
+MIT License
+
+Copyright (c) 2026 attnkit contributors
+
+Permission is hereby granted, free of charge, to any person obtaining a copy of this
+software and associated documentation files (the "Software"), to deal in the Software
+without restriction, including without limitation the rights to use, copy, modify, merge,
+publish, distribute, sublicense, and/or sell copies of the Software, and to permit persons
+to whom the Software is furnished to do so, subject to the following conditions:
+
+The above copyright notice and this permission notice shall be included in all copies or
+substantial portions of the Software.
+
+THE SOFTWARE IS PROVIDED "AS IS", WITHOUT WARRANTY OF ANY KIND, EXPRESS OR IMPLIED,
+INCLUDING BUT NOT LIMITED TO THE WARRANTIES OF MERCHANTABILITY, FITNESS FOR A PARTICULAR
+PURPOSE AND NONINFRINGEMENT. IN NO EVENT SHALL THE AUTHORS OR COPYRIGHT HOLDERS BE LIABLE
+FOR ANY CLAIM, DAMAGE OR CONSEQUENCE ARISING FROM, OUT OF OR IN CONNECTION WITH THE
+SOFTWARE OR THE USE OR OTHER DEALINGS IN THE SOFTWARE.
+*/
