@@ -1,0 +1,2021 @@
+/* era.h - length-aware attention priors: RPA (fuzzy Regime-Position Alignment) and
+   ERA (Entropic Regime Alignment), forward, backward and a cached inference path.
+   Header-only C99 / C++11, STB style. No other attnkit header is needed.
+
+   WHAT
+   Both mechanisms build a (T,T) additive bias for pre-softmax attention scores from a
+   small set of R "regimes" aligned by entropic optimal transport to a positional basis
+   whose shape scales with the sequence length T:
+
+   RPA (seed 000, sections 2, 3, 5, 7, 9, 12, Listings 1-4):
+     membership  z = W h + b (B,T,P); mu[b,t,r] = softmax_r(clamp(-|z - c_r|^2 *
+                 clamp(exp(-2 log_sigma_r), 1e-3, 1e3) / 2, -30, 30)), NaN rows -> 1/R.
+     basis       Phi(T) (T,K): raised-cosine blocks centred at linspace(0, T-1, K), width
+                 max(1, 1.5 T/K), rows normalised to 1.
+     alignment   mbar = batch mean of mu (T,R); S = mbar^T Phi (R,K);
+                 P = Sinkhorn(clamp(exp(S / tau_align), 1e-9, 1e9)) (alternating row and
+                 column normalisation, a fixed number of iterations).
+     prior       Bm = mbar P Phi^T (T,T). B is linear in mu, so it is built from the batch
+                 mean: no (B,T,T) tensor ever exists.
+     bias        x = (1 - posmix) Bm + posmix * (-max(pos_beta,0) |i-j| / max(1,T-1))
+                 (the mix only when posmix > 0), then z-score with a global mean and an
+                 unbiased standard deviation, NaN -> 0 / +-Inf -> +-clip, divide by
+                 clamp(tau_att, tau_min, tau_max), clip to [-clip, clip], times the warm-in
+                 scale clamped to [0,1].
+     legacy      (cfg.legacy = 1, Listing 4) F = batch mean of mu_b mu_b^T (T,T), z-scored;
+                 curve = sigmoid(kappa) F + (1 - sigmoid(kappa)) pos; then as above.
+   ERA (seed 003, sections 3.2, 6, Appendix A, Algorithm 1):
+     phi(t; n) = t/n; mu[t,r] = softmax_r(-(phi - c_r)^2 / (2 sigma^2)) (n,R);
+     C[r,b] = (c_r - c_b)^2 with c_b = (b + 0.5)/nb (b counted from 0); entropic OT plan
+     Tp (R,nb) with uniform marginals 1/R, 1/nb, regularisation eps, a fixed number of
+     iterations, computed in the log domain (so eps = 0.05 cannot underflow);
+     p_t(s) = sum_r mu[t,r] Tp[r, blk(s)], blk(s) = floor(s nb / n);
+     bias[t,s] = alpha * RowZ(log(p_t(s) + delta)) (population standard deviation).
+     One bias per length, shared by all heads: it depends on n and parameters only.
+
+   Positions are counted from 0 (t = 0..T-1). For ERA this means every position lies in
+   one block (with the paper's 1-based s the last position s = n falls in no block).
+
+   Z-SCORE COVERAGE. Both papers compute the z-score statistics over the full T x T
+   matrix (RPA: global; ERA: whole rows), i.e. including the future positions that the
+   causal mask later removes. That is the default (zscore_causal = 0). With
+   zscore_causal = 1 the mean and standard deviation are taken over j <= i only (RPA: the
+   lower triangle including the diagonal; ERA: s <= t in each row); the normalisation is
+   still applied to every entry, so the entries that survive the mask are exactly
+   standardised.
+
+   USAGE (compiles as C99 and C++11)
+
+     #define ERA_IMPLEMENTATION
+     #include "era.h"
+     // ERA: bias for length T, then add it to attention scores (B,H,T,T)
+     era_era_config ec = era_era_config_default();        // R = nb = 32
+     float centers[32]; era_era_init_centers(ec.R, centers);
+     era_era_params ep = era_era_params_default(centers);  // sigma 0.1, alpha 1
+     era_era_state es = era_era_state_init();
+     float *bias = (float *)malloc(sizeof(float) * T * T);
+     int rc = era_era_forward(&ec, &ep, T, bias, &es, NULL);
+     if (rc == ERA_OK) rc = era_apply(scores, bias, 0, B, H, T);
+     // training: era_era_backward(&ec, &ep, &es, dbias, &grads, NULL) accumulates
+     era_era_state_free(&es);
+
+     // RPA from memberships mu (B,T,R) (from era_membership_forward or your own):
+     era_rpa_config rc_ = era_rpa_config_default(R);
+     era_rpa_params rp = era_rpa_params_default();        // tau_att 1, pos_beta 0.2, kappa 0.5
+     era_rpa_state rs = era_rpa_state_init();
+     era_rpa_forward(&rc_, &rp, mu, B, T, bias, &rs, NULL);
+
+     // inference: a cache keyed by T, bounded by a byte budget, frozen parameters
+     era_cache cache;
+     era_cache_init_era(&cache, 64u << 20, &ec, &ep);
+     const float *cached; era_cache_get(&cache, T, &cached); // built once per T
+     era_cache_free(&cache);
+
+   CONFIG KNOBS (defaults)
+     era_rpa_config: R (regimes, 4), K (blocks, <= 0 means R), tau_align 0.7,
+       sinkhorn_iters 6, detach 1 (no gradient through S and the Sinkhorn iterations),
+       posmix 0 (seed 000 WT2 runs use 0.10), bias_clip 4, tau_min 0.6, tau_max 1.6,
+       scale 1 (warm-in scale, clamped to [0,1]; see era_warmin_scale), zscore_eps 1e-6,
+       zscore_causal 0, legacy 0, logit_clamp 30, inv2sig2_min 1e-3, inv2sig2_max 1e3,
+       entropy_floor 1e-8 (clamp inside log for H(mu)), sat_threshold 0.9 (a token is
+       saturated when max_r mu >= this), max_T 65536.
+     era_rpa_params: W (P,D), b (P) or NULL, centers (R,P), log_sigma (R), tau_att 1.0,
+       pos_beta 0.2, kappa 0.5 (learned scalars); D, P.
+     era_era_config: R 32, nb 32 (blocks), eps 0.05, iters 5, delta 1e-5,
+       zscore_eps 1e-6, zscore_causal 0, max_T 65536.
+     era_era_params: centers (R) (learnable), sigma 0.1, alpha 1.0.
+
+   SHAPES: B batch, T sequence length, D model width, P projected width, R regimes,
+     K RPA blocks, nb ERA blocks, H heads. All buffers are caller-owned row-major float32.
+
+   ERRORS: ERA_OK 0, ERA_EINVAL -1 (NULL pointer, bad dimension, NaN/Inf or out-of-range
+     hyper-parameter), ERA_ENOMEM -2, ERA_ERANGE -3 (T above max_T, a size that overflows,
+     a cache entry larger than the budget), ERA_ESTATE -4 (backward with a state that does
+     not match). era_strerror(code) names them.
+
+   NUMERICS: fp32 storage, double accumulation for global statistics. Row-parallel
+   OpenMP loops with static schedules; every reduction goes through per-row partials
+   summed in a fixed order, so results are bit-identical run to run for a fixed thread
+   count (and independent of the thread count).
+
+   VERSION 0.1.0. License: MIT (end of file). */
+#ifndef ERA_H_INCLUDED
+#define ERA_H_INCLUDED
+
+#include <stddef.h>
+
+#define ERA_VERSION_MAJOR 0
+#define ERA_VERSION_MINOR 1
+#define ERA_VERSION_PATCH 0
+
+#ifdef ERA_STATIC
+#define ERADEF static
+#else
+#define ERADEF extern
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum {
+    ERA_OK = 0,
+    ERA_EINVAL = -1,
+    ERA_ENOMEM = -2,
+    ERA_ERANGE = -3,
+    ERA_ESTATE = -4
+};
+
+/* ------------------------------------------------------------------ RPA ------ */
+
+typedef struct era_rpa_config {
+    int R;              /* regimes (4) */
+    int K;              /* raised-cosine blocks; <= 0 means K = R */
+    float tau_align;    /* Sinkhorn temperature (0.7), > 0 */
+    int sinkhorn_iters; /* iterations (6), >= 0 */
+    int detach;         /* 1: no gradient through S / Sinkhorn (P is a constant) */
+    float posmix;       /* weight of the -pos_beta |i-j|/(T-1) term, in [0,1] (0) */
+    float bias_clip;    /* clip of the final bias (4), > 0 */
+    float tau_min;      /* clamp range of tau_att (0.6, 1.6), 0 < min <= max */
+    float tau_max;
+    float scale;        /* warm-in scale, clamped to [0,1] (1) */
+    float zscore_eps;   /* added to the std (1e-6), >= 0 */
+    int zscore_causal;  /* 0: statistics over all T*T entries (papers); 1: j <= i */
+    int legacy;         /* 1: Listing 4 kappa-mixture of fuzzy similarity and position */
+    float logit_clamp;  /* membership logit clamp (30) */
+    float inv2sig2_min; /* clamp of exp(-2 log_sigma) (1e-3, 1e3) */
+    float inv2sig2_max;
+    float entropy_floor; /* clamp_min inside log for H(mu) (1e-8) */
+    float sat_threshold; /* saturation: max_r mu >= threshold (0.9) */
+    int max_T;          /* largest accepted T (65536) */
+} era_rpa_config;
+
+typedef struct era_rpa_params {
+    int D, P;                /* input width, projected width */
+    const float *W;          /* (P,D) projection weight */
+    const float *b;          /* (P) projection bias, or NULL */
+    const float *centers;    /* (R,P) regime centres */
+    const float *log_sigma;  /* (R) log scales */
+    float tau_att;           /* per-layer attention temperature (1.0) */
+    float pos_beta;          /* position slope (0.2) */
+    float kappa;             /* legacy mixture logit (0.5) */
+} era_rpa_params;
+
+typedef struct era_rpa_grads { /* every pointer may be NULL; all accumulate (+=) */
+    float *dW;          /* (P,D) */
+    float *db;          /* (P) */
+    float *dcenters;    /* (R,P) */
+    float *dlog_sigma;  /* (R) */
+    float dtau_att, dpos_beta, dkappa;
+} era_rpa_grads;
+
+typedef struct era_mu_stats {
+    float entropy;      /* mean over tokens of H(mu_t) = -sum_r mu log max(mu, floor) */
+    float sat_frac;     /* fraction of tokens with max_r mu >= sat_threshold */
+    int nan_rows;       /* tokens whose logits were not finite (replaced by 1/R) */
+} era_mu_stats;
+
+/* Saved state of era_rpa_forward (the factored prior); era_rpa_rows reads it too.
+   Memory is allocated by the forward (ERA_MALLOC) and released by era_rpa_state_free. */
+typedef struct era_rpa_state {
+    int B, T, R, K, iters, legacy, zscore_causal, valid;
+    double mean, std;    /* z-score statistics of x (legacy: of F) */
+    long long count;     /* number of entries the statistics cover */
+    float tau;           /* clamped tau_att used */
+    float scale;         /* clamped warm-in scale used */
+    float sig_kappa;     /* sigmoid(kappa) (legacy) */
+    float pos_beta;      /* pos_beta as given (clamp_min 0 applied when used) */
+    float posmix, clip, zeps;
+    int tau_free;        /* tau_att was inside [tau_min, tau_max] */
+    /* diagnostics */
+    float std_pre;       /* std of x (legacy: F) before the z-score */
+    float std_post;      /* std of the final bias over the statistics set */
+    float marginal_err;  /* Sinkhorn: max(|row sum - K/R|, |col sum - 1|) */
+    const float *mu;     /* (B,T,R) pointer given to forward (legacy path re-reads it) */
+    float *mbar;         /* (T,R) */
+    float *phi;          /* (T,K) */
+    float *X;            /* (2 iters + 1, R, K) Sinkhorn iterates; P = last */
+    float *M;            /* (T,K) = mbar P */
+    void *mem;
+    size_t cap;
+} era_rpa_state;
+
+ERADEF era_rpa_config era_rpa_config_default(int R);
+ERADEF era_rpa_params era_rpa_params_default(void);
+ERADEF era_rpa_state era_rpa_state_init(void);
+ERADEF void era_rpa_state_free(era_rpa_state *st);
+ERADEF float era_warmin_scale(long step, long warm_steps); /* min(1, step / max(1,warm)) */
+
+/* Soft raised-cosine basis Phi(T): (T,K), rows sum to 1 (up to a 1e-6 guard). */
+ERADEF int era_rpa_basis(float *phi /* (T,K) */, int T, int K);
+
+/* Gaussian memberships. zproj: (B,T,P) projected states (saved for backward).
+   mu: (B,T,R). stats may be NULL. */
+ERADEF int era_membership_forward(const era_rpa_config *cfg, const era_rpa_params *p,
+                                  float *mu /* (B,T,R) */, float *zproj /* (B,T,P) */,
+                                  era_mu_stats *stats, const float *h /* (B,T,D) */,
+                                  int B, int T);
+/* Accumulates into dh (may be NULL) and g. dmu: (B,T,R) gradient on mu (may be NULL);
+   dentropy: gradient on stats.entropy (the mean membership entropy). */
+ERADEF int era_membership_backward(const era_rpa_config *cfg, const era_rpa_params *p,
+                                   float *dh /* (B,T,D) */, era_rpa_grads *g,
+                                   const float *dmu /* (B,T,R) */, float dentropy,
+                                   const float *h /* (B,T,D) */,
+                                   const float *zproj /* (B,T,P) */,
+                                   const float *mu /* (B,T,R) */, int B, int T,
+                                   void *workspace);
+ERADEF size_t era_membership_workspace_size(const era_rpa_params *p, int B, int T);
+/* H(mu) mean and saturation fraction of any membership tensor. */
+ERADEF int era_mu_statistics(era_mu_stats *stats, const float *mu /* (B,T,R) */, int B,
+                             int T, int R, float entropy_floor, float sat_threshold);
+
+/* Optional type-2 uncertainty u = sigmoid(U2 relu(U1 h + c1) + c2) (forward only). */
+ERADEF int era_type2_forward(float *u /* (B,T) */, const float *h /* (B,T,D) */,
+                             const float *U1 /* (Dh,D) */, const float *c1 /* (Dh) */,
+                             const float *U2 /* (Dh) */, float c2, int B, int T, int D,
+                             int Dh);
+
+/* RPA prior from memberships. bias: (T,T) output, or NULL to build only the factored
+   state (O(T K) memory; then read rows with era_rpa_rows). mu must stay unchanged until
+   era_rpa_backward when cfg->legacy. workspace: NULL or era_rpa_workspace_size bytes. */
+ERADEF int era_rpa_forward(const era_rpa_config *cfg, const era_rpa_params *p,
+                           const float *mu /* (B,T,R) */, int B, int T,
+                           float *bias /* (T,T) or NULL */, era_rpa_state *st,
+                           void *workspace);
+/* dbias: (T,T) gradient on the bias (summed over batch and heads: era_reduce_grad).
+   Accumulates dmu (B,T,R) (may be NULL) and g->dtau_att, g->dpos_beta, g->dkappa. */
+ERADEF int era_rpa_backward(const era_rpa_config *cfg, const era_rpa_params *p,
+                            const era_rpa_state *st, const float *dbias /* (T,T) */,
+                            float *dmu /* (B,T,R) */, era_rpa_grads *g, void *workspace);
+ERADEF size_t era_rpa_workspace_size(const era_rpa_config *cfg, int B, int T);
+/* Rows [row0, row0 + nrows) of the bias from the factored state: out (nrows,T). */
+ERADEF int era_rpa_rows(const era_rpa_state *st, int row0, int nrows,
+                        float *out /* (nrows,T) */);
+
+/* ------------------------------------------------------------------ ERA ------ */
+
+typedef struct era_era_config {
+    int R;            /* regimes (32) */
+    int nb;           /* uniform blocks (32) */
+    float eps;        /* entropic regularisation (0.05), > 0 */
+    int iters;        /* Sinkhorn iterations (5), >= 1 */
+    float delta;      /* log(p + delta) (1e-5), > 0 */
+    float zscore_eps; /* added to the row std (1e-6) */
+    int zscore_causal;/* 0: whole rows (paper), 1: s <= t */
+    int max_T;        /* 65536 */
+} era_era_config;
+
+typedef struct era_era_params {
+    const float *centers; /* (R) learnable centres, in [0,1] typically */
+    float sigma;          /* membership scale (0.1), > 0 */
+    float alpha;          /* bias scale (1.0) */
+} era_era_params;
+
+typedef struct era_era_grads {
+    float *dcenters;   /* (R) accumulates; may be NULL */
+    float dsigma, dalpha;
+} era_era_grads;
+
+typedef struct era_era_state {
+    int T, R, nb, iters, zscore_causal, valid;
+    float alpha, sigma, eps, delta, zeps;
+    float marginal_err;  /* max(|Tp 1 - 1/R|, |Tp^T 1 - 1/nb|) */
+    float std_pre;       /* rms over rows of the row std of log(p + delta) */
+    float std_post;      /* rms over rows of the row std of the bias */
+    float *mu;           /* (T,R) */
+    float *f;            /* (iters, R) potentials */
+    float *g;            /* (iters + 1, nb) potentials */
+    float *cost;         /* (R,nb) */
+    float *plan;         /* (R,nb) */
+    float *Q;            /* (T,nb) = mu plan */
+    float *rmean, *rstd; /* (T) row statistics of log(Q + delta) */
+    int *bstart;         /* (nb + 1) first position of each block */
+    void *mem;
+    size_t cap;
+} era_era_state;
+
+ERADEF era_era_config era_era_config_default(void);
+ERADEF era_era_params era_era_params_default(const float *centers);
+ERADEF void era_era_init_centers(int R, float *centers /* (R) */); /* (r + 0.5)/R */
+ERADEF era_era_state era_era_state_init(void);
+ERADEF void era_era_state_free(era_era_state *st);
+/* bias: (T,T) output or NULL (factored state only: O(T (R + nb)) memory). */
+ERADEF int era_era_forward(const era_era_config *cfg, const era_era_params *p, int T,
+                           float *bias /* (T,T) or NULL */, era_era_state *st,
+                           void *workspace);
+ERADEF int era_era_backward(const era_era_config *cfg, const era_era_params *p,
+                            const era_era_state *st, const float *dbias /* (T,T) */,
+                            era_era_grads *g, void *workspace);
+ERADEF size_t era_era_workspace_size(const era_era_config *cfg, int T);
+ERADEF int era_era_rows(const era_era_state *st, int row0, int nrows,
+                        float *out /* (nrows,T) */);
+
+/* ------------------------------------------------------------------ both ----- */
+
+/* scores (B,H,T,T) += bias (T,T) (per_head 0) or (H,T,T) (per_head 1), in place, on
+   every entry (call it before the causal mask). */
+ERADEF int era_apply(float *scores /* (B,H,T,T) */, const float *bias, int per_head, int B,
+                     int H, int T);
+/* The gradient of a shared bias: dbias (T,T) (per_head 0) or (H,T,T) += sum over the
+   batch (and heads) of dscores (B,H,T,T). */
+ERADEF int era_reduce_grad(float *dbias, const float *dscores /* (B,H,T,T) */,
+                           int per_head, int B, int H, int T);
+
+/* Inference cache keyed by T (stb_ds hash map), bounded by a byte budget; least
+   recently used entries are evicted. A pointer from era_cache_get stays valid until the
+   next era_cache_get or era_cache_free on the same cache. Not thread-safe. */
+typedef int (*era_build_fn)(void *user, int T, float *bias /* (T,T) */);
+/* Mean memberships for length T, for the RPA builder: mbar (T,R). */
+typedef int (*era_mu_fn)(void *user, int T, float *mbar /* (T,R) */);
+
+struct era__cache_kv;
+typedef struct era_cache {
+    size_t budget, bytes;
+    unsigned long long tick;
+    long builds, hits, evictions;
+    era_build_fn build;
+    void *user;
+    struct era__cache_kv *map;  /* stb_ds hash map T -> entry */
+    /* frozen copies used by the built-in builders */
+    int kind;                   /* 0 custom, 1 ERA, 2 RPA */
+    era_era_config ecfg;
+    era_era_params epar;
+    era_rpa_config rcfg;
+    era_rpa_params rpar;
+    era_mu_fn mu_fn;
+    void *mu_user;
+    float *frozen;              /* owned copy of ERA centres */
+} era_cache;
+
+ERADEF int era_cache_init(era_cache *c, size_t budget_bytes, era_build_fn build, void *user);
+/* ERA: parameters copied (frozen) at init. */
+ERADEF int era_cache_init_era(era_cache *c, size_t budget_bytes, const era_era_config *cfg,
+                              const era_era_params *p);
+/* RPA: scalar parameters and config copied (frozen); mu_fn supplies the mean memberships
+   for a length (e.g. averaged over a calibration set). p->W etc. are not used. */
+ERADEF int era_cache_init_rpa(era_cache *c, size_t budget_bytes, const era_rpa_config *cfg,
+                              const era_rpa_params *p, era_mu_fn mu_fn, void *user);
+ERADEF int era_cache_get(era_cache *c, int T, const float **bias /* (T,T) */);
+ERADEF void era_cache_free(era_cache *c);
+
+ERADEF const char *era_strerror(int code);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ERA_H_INCLUDED */
+
+/* ============================================================================= */
+#ifdef ERA_IMPLEMENTATION
+#ifndef ERA_IMPLEMENTATION_DONE
+#define ERA_IMPLEMENTATION_DONE
+
+#include <math.h>
+#include <string.h>
+#include <stdlib.h>
+#include <float.h>
+#ifndef INCLUDE_STB_DS_H
+#include <stb_ds.h> /* include it before era.h in the TU that defines STB_DS_IMPLEMENTATION */
+#endif
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#if defined(ERA_MALLOC) && !defined(ERA_FREE)
+#error "define ERA_MALLOC and ERA_FREE together"
+#endif
+#if !defined(ERA_MALLOC) && defined(ERA_FREE)
+#error "define ERA_MALLOC and ERA_FREE together"
+#endif
+#ifndef ERA_MALLOC
+#define ERA_MALLOC(sz) malloc(sz)
+#define ERA_FREE(p) free(p)
+#endif
+#ifndef ERA_ASSERT
+#include <assert.h>
+#define ERA_ASSERT(x) assert(x)
+#endif
+#if defined(__cplusplus) || !defined(__STDC_VERSION__) || __STDC_VERSION__ < 199901L
+#define ERA_RESTRICT
+#else
+#define ERA_RESTRICT restrict
+#endif
+#ifdef _OPENMP
+#define ERA__OMP(x) _Pragma(#x)
+#else
+#define ERA__OMP(x)
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct era__cache_entry {
+    float *bias;
+    size_t bytes;
+    unsigned long long last;
+};
+struct era__cache_kv {
+    int key;
+    struct era__cache_entry value;
+};
+
+static int era__finite(double x) { return x == x && x - x == 0.0; }
+static size_t era__align(size_t n) { return (n + 63u) & ~(size_t)63u; }
+static int era__nthreads(void)
+{
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+static int era__tid(void)
+{
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
+
+ERADEF const char *era_strerror(int code)
+{
+    switch (code) {
+    case ERA_OK: return "ok";
+    case ERA_EINVAL: return "invalid argument";
+    case ERA_ENOMEM: return "out of memory";
+    case ERA_ERANGE: return "size out of range";
+    case ERA_ESTATE: return "saved state does not match";
+    default: return "unknown error";
+    }
+}
+
+ERADEF float era_warmin_scale(long step, long warm_steps)
+{
+    double w = warm_steps < 1 ? 1.0 : (double)warm_steps;
+    double s = (double)step / w;
+    if (s < 0.0) s = 0.0;
+    if (s > 1.0) s = 1.0;
+    return (float)s;
+}
+
+/* a (T,T) float matrix must fit in size_t and respect max_T */
+static int era__check_T(int T, int max_T)
+{
+    if (T <= 0) return ERA_EINVAL;
+    if (T > max_T) return ERA_ERANGE;
+    if ((double)T * (double)T * sizeof(float) > (double)((size_t)-1) / 4) return ERA_ERANGE;
+    return ERA_OK;
+}
+
+/* Grow an owned block to at least n bytes. */
+static int era__reserve(void **mem, size_t *cap, size_t n)
+{
+    if (*mem && *cap >= n) return ERA_OK;
+    if (*mem) ERA_FREE(*mem);
+    *mem = NULL;
+    *cap = 0;
+    *mem = ERA_MALLOC(n ? n : 1);
+    if (!*mem) return ERA_ENOMEM;
+    *cap = n;
+    return ERA_OK;
+}
+
+/* ------------------------------------------------------------------ RPA ------ */
+
+ERADEF era_rpa_config era_rpa_config_default(int R)
+{
+    era_rpa_config c;
+    memset(&c, 0, sizeof c);
+    c.R = R > 0 ? R : 4;
+    c.K = 0;
+    c.tau_align = 0.7f;
+    c.sinkhorn_iters = 6;
+    c.detach = 1;
+    c.posmix = 0.0f;
+    c.bias_clip = 4.0f;
+    c.tau_min = 0.6f;
+    c.tau_max = 1.6f;
+    c.scale = 1.0f;
+    c.zscore_eps = 1e-6f;
+    c.zscore_causal = 0;
+    c.legacy = 0;
+    c.logit_clamp = 30.0f;
+    c.inv2sig2_min = 1e-3f;
+    c.inv2sig2_max = 1e3f;
+    c.entropy_floor = 1e-8f;
+    c.sat_threshold = 0.9f;
+    c.max_T = 65536;
+    return c;
+}
+
+ERADEF era_rpa_params era_rpa_params_default(void)
+{
+    era_rpa_params p;
+    memset(&p, 0, sizeof p);
+    p.tau_att = 1.0f;
+    p.pos_beta = 0.2f;
+    p.kappa = 0.5f;
+    return p;
+}
+
+ERADEF era_rpa_state era_rpa_state_init(void)
+{
+    era_rpa_state s;
+    memset(&s, 0, sizeof s);
+    return s;
+}
+
+ERADEF void era_rpa_state_free(era_rpa_state *st)
+{
+    if (!st) return;
+    if (st->mem) ERA_FREE(st->mem);
+    memset(st, 0, sizeof *st);
+}
+
+static int era__rpa_K(const era_rpa_config *c) { return c->K > 0 ? c->K : c->R; }
+
+static int era__rpa_check_cfg(const era_rpa_config *c)
+{
+    if (!c) return ERA_EINVAL;
+    if (c->R <= 0 || c->R > 4096 || c->K > 4096) return ERA_EINVAL;
+    if (!era__finite(c->tau_align) || c->tau_align <= 0.0f) return ERA_EINVAL;
+    if (c->sinkhorn_iters < 0 || c->sinkhorn_iters > 10000) return ERA_EINVAL;
+    if (!era__finite(c->posmix) || c->posmix < 0.0f || c->posmix > 1.0f) return ERA_EINVAL;
+    if (!era__finite(c->bias_clip) || c->bias_clip <= 0.0f) return ERA_EINVAL;
+    if (!era__finite(c->tau_min) || !era__finite(c->tau_max) || c->tau_min <= 0.0f ||
+        c->tau_max < c->tau_min)
+        return ERA_EINVAL;
+    if (!era__finite(c->scale)) return ERA_EINVAL;
+    if (!era__finite(c->zscore_eps) || c->zscore_eps < 0.0f) return ERA_EINVAL;
+    if (!era__finite(c->logit_clamp) || c->logit_clamp <= 0.0f) return ERA_EINVAL;
+    if (!era__finite(c->inv2sig2_min) || !era__finite(c->inv2sig2_max) ||
+        c->inv2sig2_min <= 0.0f || c->inv2sig2_max < c->inv2sig2_min)
+        return ERA_EINVAL;
+    if (!era__finite(c->entropy_floor) || c->entropy_floor <= 0.0f) return ERA_EINVAL;
+    if (!era__finite(c->sat_threshold)) return ERA_EINVAL;
+    if (c->max_T <= 0) return ERA_EINVAL;
+    return ERA_OK;
+}
+
+ERADEF int era_rpa_basis(float *phi, int T, int K)
+{
+    int t, k;
+    double w;
+    if (!phi || T <= 0 || K <= 0) return ERA_EINVAL;
+    w = 1.5 * (double)T / (double)K;
+    if (w < 1.0) w = 1.0;
+    for (t = 0; t < T; t++) {
+        double s = 0.0;
+        float *row = phi + (size_t)t * K;
+        for (k = 0; k < K; k++) {
+            double c = K > 1 ? (double)k * (double)(T - 1) / (double)(K - 1) : 0.0;
+            double d = fabs((double)t - c) / w;
+            double v = d <= 1.0 ? 0.5 * (1.0 + cos(3.14159265358979323846 * d)) : 0.0;
+            row[k] = (float)v;
+            s += (double)row[k];
+        }
+        for (k = 0; k < K; k++) row[k] = (float)((double)row[k] / (s + 1e-6));
+    }
+    return ERA_OK;
+}
+
+static float era__inv2sig2(const era_rpa_config *c, float ls, int *free_)
+{
+    double v = exp(-2.0 * (double)ls);
+    int fr = 1;
+    if (!(v >= c->inv2sig2_min)) { v = c->inv2sig2_min; fr = 0; }
+    if (v > c->inv2sig2_max) { v = c->inv2sig2_max; fr = 0; }
+    if (free_) *free_ = fr;
+    return (float)v;
+}
+
+ERADEF int era_mu_statistics(era_mu_stats *stats, const float *mu, int B, int T, int R,
+                             float entropy_floor, float sat_threshold)
+{
+    long long n, i;
+    double H = 0.0;
+    long long sat = 0;
+    if (!stats || !mu || B <= 0 || T <= 0 || R <= 0) return ERA_EINVAL;
+    if (!era__finite(entropy_floor) || entropy_floor <= 0.0f) return ERA_EINVAL;
+    n = (long long)B * T;
+    for (i = 0; i < n; i++) {
+        const float *m = mu + (size_t)i * R;
+        double h = 0.0, mx = -1.0;
+        int r;
+        for (r = 0; r < R; r++) {
+            double v = m[r];
+            double lv = v > entropy_floor ? v : (double)entropy_floor;
+            h -= v * log(lv);
+            if (v > mx) mx = v;
+        }
+        H += h;
+        if (mx >= sat_threshold) sat++;
+    }
+    stats->entropy = (float)(H / (double)n);
+    stats->sat_frac = (float)((double)sat / (double)n);
+    return ERA_OK;
+}
+
+ERADEF int era_membership_forward(const era_rpa_config *cfg, const era_rpa_params *p,
+                                  float *mu, float *zproj, era_mu_stats *stats,
+                                  const float *h, int B, int T)
+{
+    int rc, R, D, P, nan_rows = 0;
+    long long n, i;
+    rc = era__rpa_check_cfg(cfg);
+    if (rc) return rc;
+    if (!p || !mu || !zproj || !h || !p->W || !p->centers || !p->log_sigma) return ERA_EINVAL;
+    if (B <= 0 || T <= 0 || p->D <= 0 || p->P <= 0) return ERA_EINVAL;
+    R = cfg->R;
+    D = p->D;
+    P = p->P;
+    n = (long long)B * T;
+    ERA__OMP(omp parallel for schedule(static) reduction(+:nan_rows))
+    for (i = 0; i < n; i++) {
+        const float *x = h + (size_t)i * D;
+        float *z = zproj + (size_t)i * P;
+        float *m = mu + (size_t)i * R;
+        double mx = -HUGE_VAL, s = 0.0;
+        int q, r, bad = 0;
+        for (q = 0; q < P; q++) {
+            const float *w = p->W + (size_t)q * D;
+            float acc = p->b ? p->b[q] : 0.0f;
+            int d;
+            for (d = 0; d < D; d++) acc += w[d] * x[d];
+            z[q] = acc;
+        }
+        for (r = 0; r < R; r++) {
+            const float *c = p->centers + (size_t)r * P;
+            double d2 = 0.0, lg;
+            float s2 = era__inv2sig2(cfg, p->log_sigma[r], NULL);
+            for (q = 0; q < P; q++) {
+                double e = (double)z[q] - (double)c[q];
+                d2 += e * e;
+            }
+            lg = -0.5 * d2 * (double)s2;
+            if (lg != lg) bad = 1;
+            if (lg < -cfg->logit_clamp) lg = -cfg->logit_clamp;
+            if (lg > cfg->logit_clamp) lg = cfg->logit_clamp;
+            m[r] = (float)lg;
+            if (lg > mx) mx = lg;
+        }
+        if (bad) {
+            for (r = 0; r < R; r++) m[r] = 1.0f / (float)R;
+            nan_rows++;
+            continue;
+        }
+        for (r = 0; r < R; r++) {
+            double e = exp((double)m[r] - mx);
+            m[r] = (float)e;
+            s += e;
+        }
+        for (r = 0; r < R; r++) m[r] = (float)((double)m[r] / s);
+    }
+    if (stats) {
+        era_mu_statistics(stats, mu, B, T, R, cfg->entropy_floor, cfg->sat_threshold);
+        stats->nan_rows = nan_rows;
+    }
+    return ERA_OK;
+}
+
+ERADEF size_t era_membership_workspace_size(const era_rpa_params *p, int B, int T)
+{
+    if (!p || B <= 0 || T <= 0 || p->P <= 0) return 0;
+    return era__align(sizeof(float) * (size_t)B * (size_t)T * (size_t)p->P) +
+           era__align(sizeof(float) * (size_t)B * (size_t)T * 64u);
+}
+
+ERADEF int era_membership_backward(const era_rpa_config *cfg, const era_rpa_params *p,
+                                   float *dh, era_rpa_grads *g, const float *dmu,
+                                   float dentropy, const float *h, const float *zproj,
+                                   const float *mu, int B, int T, void *workspace)
+{
+    int rc, R, D, P;
+    long long n, i;
+    size_t need;
+    void *own = NULL;
+    float *dz, *dd2;
+    float *s2 = NULL;
+    int *s2free = NULL;
+    rc = era__rpa_check_cfg(cfg);
+    if (rc) return rc;
+    if (!p || !g || !h || !zproj || !mu || !p->W || !p->centers || !p->log_sigma)
+        return ERA_EINVAL;
+    if (B <= 0 || T <= 0 || p->D <= 0 || p->P <= 0) return ERA_EINVAL;
+    if (!era__finite(dentropy)) return ERA_EINVAL;
+    R = cfg->R;
+    D = p->D;
+    P = p->P;
+    if (R > 64) return ERA_EINVAL; /* workspace holds up to 64 regimes per token */
+    n = (long long)B * T;
+    need = era_membership_workspace_size(p, B, T);
+    if (!workspace) {
+        own = ERA_MALLOC(need);
+        if (!own) return ERA_ENOMEM;
+        workspace = own;
+    }
+    dz = (float *)workspace;
+    dd2 = (float *)((char *)workspace + era__align(sizeof(float) * (size_t)n * P));
+    s2 = (float *)ERA_MALLOC(sizeof(float) * R + sizeof(int) * R);
+    if (!s2) {
+        if (own) ERA_FREE(own);
+        return ERA_ENOMEM;
+    }
+    s2free = (int *)(s2 + R);
+    {
+        int r;
+        for (r = 0; r < R; r++) s2[r] = era__inv2sig2(cfg, p->log_sigma[r], &s2free[r]);
+    }
+    /* per token: dlogit -> dd2 (stored, row of 64) and dz */
+    ERA__OMP(omp parallel for schedule(static))
+    for (i = 0; i < n; i++) {
+        const float *m = mu + (size_t)i * R;
+        const float *z = zproj + (size_t)i * P;
+        float *dzi = dz + (size_t)i * P;
+        float *dd = dd2 + (size_t)i * 64;
+        double dm[64];
+        double dot = 0.0;
+        int r, q, bad = 0;
+        for (r = 0; r < R; r++) {
+            double v = dmu ? (double)dmu[(size_t)i * R + r] : 0.0;
+            if (dentropy != 0.0f) {
+                double mv = m[r];
+                if (mv > cfg->entropy_floor)
+                    v += -(double)dentropy * (log(mv) + 1.0) / (double)n;
+                else
+                    v += -(double)dentropy * log((double)cfg->entropy_floor) / (double)n;
+            }
+            dm[r] = v;
+            dot += v * (double)m[r];
+        }
+        for (q = 0; q < P; q++) dzi[q] = 0.0f;
+        /* recompute the raw logits to know which were clamped (and NaN rows) */
+        for (r = 0; r < R; r++) {
+            const float *c = p->centers + (size_t)r * P;
+            double d2 = 0.0, lg, dl;
+            for (q = 0; q < P; q++) {
+                double e = (double)z[q] - (double)c[q];
+                d2 += e * e;
+            }
+            lg = -0.5 * d2 * (double)s2[r];
+            if (lg != lg) { bad = 1; break; }
+            dl = (double)m[r] * (dm[r] - dot);
+            if (lg < -cfg->logit_clamp || lg > cfg->logit_clamp) dl = 0.0;
+            dd[r] = (float)dl; /* gradient on the unclamped logit */
+        }
+        if (bad) {
+            for (r = 0; r < R; r++) dd[r] = 0.0f;
+            continue;
+        }
+        for (r = 0; r < R; r++) {
+            const float *c = p->centers + (size_t)r * P;
+            double k = (double)dd[r] * (-0.5 * (double)s2[r]) * 2.0; /* d/dz of d2 = 2 (z-c) */
+            for (q = 0; q < P; q++) dzi[q] += (float)(k * ((double)z[q] - (double)c[q]));
+        }
+    }
+    /* centres and log-scales: reduce over tokens in a fixed order per regime */
+    if (g->dcenters || g->dlog_sigma) {
+        int r;
+        ERA__OMP(omp parallel for schedule(static))
+        for (r = 0; r < R; r++) {
+            const float *c = p->centers + (size_t)r * P;
+            double dls = 0.0;
+            long long j;
+            int q;
+            for (j = 0; j < n; j++) {
+                const float *z = zproj + (size_t)j * P;
+                double dl = dd2[(size_t)j * 64 + r];
+                if (dl == 0.0) continue;
+                if (g->dcenters) {
+                    double k = dl * (-0.5 * (double)s2[r]) * 2.0;
+                    for (q = 0; q < P; q++)
+                        g->dcenters[(size_t)r * P + q] -= (float)(k * ((double)z[q] - (double)c[q]));
+                }
+                if (s2free[r]) {
+                    double d2 = 0.0;
+                    for (q = 0; q < P; q++) {
+                        double e = (double)z[q] - (double)c[q];
+                        d2 += e * e;
+                    }
+                    /* logit = -0.5 d2 s2, s2 = exp(-2 ls) */
+                    dls += dl * (-0.5 * d2) * (double)s2[r] * -2.0;
+                }
+            }
+            if (g->dlog_sigma) g->dlog_sigma[r] += (float)dls;
+        }
+    }
+    /* projection: dW[q,:] += sum_i dz[i,q] h[i,:]; db[q] += sum_i dz[i,q] */
+    if (g->dW || g->db) {
+        int q;
+        ERA__OMP(omp parallel for schedule(static))
+        for (q = 0; q < P; q++) {
+            long long j;
+            double sb = 0.0;
+            for (j = 0; j < n; j++) {
+                float v = dz[(size_t)j * P + q];
+                const float *x = h + (size_t)j * D;
+                int d;
+                sb += v;
+                if (g->dW && v != 0.0f) {
+                    float *w = g->dW + (size_t)q * D;
+                    for (d = 0; d < D; d++) w[d] += v * x[d];
+                }
+            }
+            if (g->db) g->db[q] += (float)sb;
+        }
+    }
+    if (dh) {
+        ERA__OMP(omp parallel for schedule(static))
+        for (i = 0; i < n; i++) {
+            const float *dzi = dz + (size_t)i * P;
+            float *o = dh + (size_t)i * D;
+            int q, d;
+            for (q = 0; q < P; q++) {
+                const float *w = p->W + (size_t)q * D;
+                float v = dzi[q];
+                if (v == 0.0f) continue;
+                for (d = 0; d < D; d++) o[d] += v * w[d];
+            }
+        }
+    }
+    ERA_FREE(s2);
+    if (own) ERA_FREE(own);
+    return ERA_OK;
+}
+
+ERADEF int era_type2_forward(float *u, const float *h, const float *U1, const float *c1,
+                             const float *U2, float c2, int B, int T, int D, int Dh)
+{
+    long long n, i;
+    if (!u || !h || !U1 || !U2 || B <= 0 || T <= 0 || D <= 0 || Dh <= 0) return ERA_EINVAL;
+    if (!era__finite(c2)) return ERA_EINVAL;
+    n = (long long)B * T;
+    ERA__OMP(omp parallel for schedule(static))
+    for (i = 0; i < n; i++) {
+        const float *x = h + (size_t)i * D;
+        double acc = c2;
+        int k, d;
+        for (k = 0; k < Dh; k++) {
+            const float *w = U1 + (size_t)k * D;
+            double a = c1 ? c1[k] : 0.0;
+            for (d = 0; d < D; d++) a += (double)w[d] * x[d];
+            if (a > 0.0) acc += (double)U2[k] * a;
+        }
+        if (acc != acc) acc = 0.0;
+        u[i] = (float)(1.0 / (1.0 + exp(-acc)));
+    }
+    return ERA_OK;
+}
+
+/* layout of the RPA state blob */
+static size_t era__rpa_state_bytes(int T, int R, int K, int iters)
+{
+    return era__align(sizeof(float) * (size_t)T * R) + era__align(sizeof(float) * (size_t)T * K) * 2 +
+           era__align(sizeof(float) * (size_t)(2 * iters + 1) * R * K);
+}
+
+/* x (non-legacy) or F (legacy) for row i into out (T) */
+static void era__rpa_xrow(const era_rpa_state *st, int i, float *ERA_RESTRICT out)
+{
+    int T = st->T, K = st->K, j, k;
+    if (!st->legacy) {
+        const float *Mi = st->M + (size_t)i * K;
+        float pm = st->posmix;
+        double beta = st->pos_beta > 0.0f ? st->pos_beta : 0.0;
+        double den = T - 1 > 1 ? (double)(T - 1) : 1.0;
+        for (j = 0; j < T; j++) {
+            const float *Pj = st->phi + (size_t)j * K;
+            float acc = 0.0f;
+            for (k = 0; k < K; k++) acc += Mi[k] * Pj[k];
+            out[j] = acc;
+        }
+        if (pm > 0.0f) {
+            for (j = 0; j < T; j++) {
+                double pos = -beta * (double)abs(i - j) / den;
+                out[j] = (float)((1.0 - pm) * (double)out[j] + pm * pos);
+            }
+        }
+    } else {
+        int B = st->B, R = st->R, b, r;
+        double inv = 1.0 / (double)B;
+        for (j = 0; j < T; j++) {
+            double acc = 0.0;
+            for (b = 0; b < B; b++) {
+                const float *mi = st->mu + ((size_t)b * T + i) * R;
+                const float *mj = st->mu + ((size_t)b * T + j) * R;
+                float a = 0.0f;
+                for (r = 0; r < R; r++) a += mi[r] * mj[r];
+                acc += a;
+            }
+            out[j] = (float)(acc * inv);
+        }
+    }
+}
+
+/* y (the standardised pre-temperature value, nan_to_num not yet applied) */
+static double era__rpa_y(const era_rpa_state *st, int i, int j, float x, double inv_d,
+                         double *pos_out)
+{
+    int T = st->T;
+    double den = T - 1 > 1 ? (double)(T - 1) : 1.0;
+    double beta = st->pos_beta > 0.0f ? st->pos_beta : 0.0;
+    double pos = -beta * (double)abs(i - j) / den;
+    double y;
+    if (pos_out) *pos_out = pos;
+    if (st->count < 2) return 0.0; /* std undefined (T = 1): NaN -> 0 */
+    y = ((double)x - st->mean) * inv_d;
+    if (st->legacy) y = (double)st->sig_kappa * y + (1.0 - (double)st->sig_kappa) * pos;
+    return y;
+}
+
+static float era__rpa_finish(const era_rpa_state *st, double y)
+{
+    double c = st->clip, v;
+    if (y != y) y = 0.0;
+    else if (y > DBL_MAX) y = c;
+    else if (y < -DBL_MAX) y = -c;
+    v = y / (double)st->tau;
+    if (v > c) v = c;
+    if (v < -c) v = -c;
+    return (float)(v * (double)st->scale);
+}
+
+static double era__rpa_inv_d(const era_rpa_state *st)
+{
+    return 1.0 / (st->std + (double)st->zeps);
+}
+
+ERADEF size_t era_rpa_workspace_size(const era_rpa_config *cfg, int B, int T)
+{
+    size_t nt = (size_t)era__nthreads();
+    (void)B;
+    if (!cfg || T <= 0) return 0;
+    /* per-thread row buffers (3 rows) + per-row partial sums (6 doubles) + dM (T,K) +
+       legacy dF (T,T) */
+    return era__align(sizeof(float) * 3 * (size_t)T * nt) + era__align(sizeof(double) * 6 * (size_t)T) +
+           era__align(sizeof(float) * (size_t)T * (size_t)(era__rpa_K(cfg))) +
+           (cfg->legacy ? era__align(sizeof(float) * (size_t)T * (size_t)T) : 0);
+}
+
+ERADEF int era_rpa_forward(const era_rpa_config *cfg, const era_rpa_params *p,
+                           const float *mu, int B, int T, float *bias, era_rpa_state *st,
+                           void *workspace)
+{
+    int rc, R, K, L, t, r, k, it, nt;
+    size_t need;
+    void *own = NULL;
+    float *rowbuf;
+    double *part;
+    double tau_a;
+    rc = era__rpa_check_cfg(cfg);
+    if (rc) return rc;
+    if (!p || !mu || !st) return ERA_EINVAL;
+    if (B <= 0) return ERA_EINVAL;
+    rc = era__check_T(T, cfg->max_T);
+    if (rc) return rc;
+    if (!era__finite(p->tau_att) || !era__finite(p->pos_beta) || !era__finite(p->kappa))
+        return ERA_EINVAL;
+    R = cfg->R;
+    K = era__rpa_K(cfg);
+    L = cfg->sinkhorn_iters;
+    st->valid = 0;
+    need = era__rpa_state_bytes(T, R, K, L);
+    rc = era__reserve(&st->mem, &st->cap, need);
+    if (rc) return rc;
+    st->B = B; st->T = T; st->R = R; st->K = K; st->iters = L;
+    st->legacy = cfg->legacy ? 1 : 0;
+    st->zscore_causal = cfg->zscore_causal ? 1 : 0;
+    st->mu = mu;
+    st->mbar = (float *)st->mem;
+    st->phi = (float *)((char *)st->mbar + era__align(sizeof(float) * (size_t)T * R));
+    st->M = (float *)((char *)st->phi + era__align(sizeof(float) * (size_t)T * K));
+    st->X = (float *)((char *)st->M + era__align(sizeof(float) * (size_t)T * K));
+    st->posmix = cfg->posmix;
+    st->pos_beta = p->pos_beta;
+    st->clip = cfg->bias_clip;
+    st->zeps = cfg->zscore_eps;
+    st->sig_kappa = (float)(1.0 / (1.0 + exp(-(double)p->kappa)));
+    st->tau = p->tau_att;
+    st->tau_free = 1;
+    if (!(st->tau >= cfg->tau_min)) { st->tau = cfg->tau_min; st->tau_free = 0; }
+    if (st->tau > cfg->tau_max) { st->tau = cfg->tau_max; st->tau_free = 0; }
+    st->scale = cfg->scale < 0.0f ? 0.0f : (cfg->scale > 1.0f ? 1.0f : cfg->scale);
+
+    need = era_rpa_workspace_size(cfg, B, T);
+    if (!workspace) {
+        own = ERA_MALLOC(need);
+        if (!own) return ERA_ENOMEM;
+        workspace = own;
+    }
+    nt = era__nthreads();
+    rowbuf = (float *)workspace;
+    part = (double *)((char *)workspace + era__align(sizeof(float) * 3 * (size_t)T * nt));
+
+    /* batch mean of mu: B(T) is linear in mu; a non-finite entry counts as 1/R (the
+       membership's own NaN guard) */
+    ERA__OMP(omp parallel for schedule(static))
+    for (t = 0; t < T; t++) {
+        int rr, b;
+        for (rr = 0; rr < R; rr++) {
+            double s = 0.0;
+            for (b = 0; b < B; b++) {
+                double v = mu[((size_t)b * T + t) * R + rr];
+                s += era__finite(v) ? v : 1.0 / R;
+            }
+            st->mbar[(size_t)t * R + rr] = (float)(s / (double)B);
+        }
+    }
+    era_rpa_basis(st->phi, T, K);
+    /* S = mbar^T Phi, X0 = clamp(exp(S / tau_align)) */
+    tau_a = cfg->tau_align > 1e-6f ? (double)cfg->tau_align : 1e-6;
+    for (r = 0; r < R; r++)
+        for (k = 0; k < K; k++) {
+            double s = 0.0, e;
+            for (t = 0; t < T; t++) s += (double)st->mbar[(size_t)t * R + r] * st->phi[(size_t)t * K + k];
+            e = exp(s / tau_a);
+            if (e < 1e-9) e = 1e-9;
+            if (e > 1e9) e = 1e9;
+            st->X[(size_t)r * K + k] = (float)e;
+        }
+    for (it = 0; it < L; it++) {
+        const float *X0 = st->X + (size_t)(2 * it) * R * K;
+        float *X1 = st->X + (size_t)(2 * it + 1) * R * K;
+        float *X2 = st->X + (size_t)(2 * it + 2) * R * K;
+        for (r = 0; r < R; r++) {
+            double s = 0.0;
+            for (k = 0; k < K; k++) s += X0[(size_t)r * K + k];
+            for (k = 0; k < K; k++) X1[(size_t)r * K + k] = (float)(X0[(size_t)r * K + k] / (s + 1e-9));
+        }
+        for (k = 0; k < K; k++) {
+            double s = 0.0;
+            for (r = 0; r < R; r++) s += X1[(size_t)r * K + k];
+            for (r = 0; r < R; r++) X2[(size_t)r * K + k] = (float)(X1[(size_t)r * K + k] / (s + 1e-9));
+        }
+    }
+    {
+        const float *Pm = st->X + (size_t)(2 * L) * R * K;
+        double err = 0.0;
+        for (r = 0; r < R; r++) {
+            double s = 0.0;
+            for (k = 0; k < K; k++) s += Pm[(size_t)r * K + k];
+            s = fabs(s - (double)K / (double)R);
+            if (s > err || s != s) err = s;
+        }
+        for (k = 0; k < K; k++) {
+            double s = 0.0;
+            for (r = 0; r < R; r++) s += Pm[(size_t)r * K + k];
+            s = fabs(s - 1.0);
+            if (s > err || s != s) err = s;
+        }
+        st->marginal_err = (float)err;
+        /* M = mbar P */
+        for (t = 0; t < T; t++)
+            for (k = 0; k < K; k++) {
+                float acc = 0.0f;
+                for (r = 0; r < R; r++) acc += st->mbar[(size_t)t * R + r] * Pm[(size_t)r * K + k];
+                st->M[(size_t)t * K + k] = acc;
+            }
+    }
+    /* statistics pass (writes x into bias when given) */
+    ERA__OMP(omp parallel for schedule(static))
+    for (t = 0; t < T; t++) {
+        float *row = bias ? bias + (size_t)t * T : rowbuf + (size_t)era__tid() * T;
+        int j, jn = st->zscore_causal ? t + 1 : T;
+        double s = 0.0, s2 = 0.0;
+        era__rpa_xrow(st, t, row);
+        for (j = 0; j < jn; j++) {
+            s += row[j];
+            s2 += (double)row[j] * row[j];
+        }
+        part[2 * (size_t)t] = s;
+        part[2 * (size_t)t + 1] = s2;
+    }
+    {
+        double s = 0.0, s2 = 0.0, n, var;
+        for (t = 0; t < T; t++) { s += part[2 * (size_t)t]; s2 += part[2 * (size_t)t + 1]; }
+        n = st->zscore_causal ? 0.5 * (double)T * (double)(T + 1) : (double)T * (double)T;
+        st->count = (long long)n;
+        st->mean = s / n;
+        var = n > 1.0 ? (s2 - s * s / n) / (n - 1.0) : 0.0;
+        if (var < 0.0) var = 0.0;
+        st->std = sqrt(var);
+        st->std_pre = (float)st->std;
+    }
+    /* output pass, and the std of the final bias over the statistics set */
+    {
+        double inv_d = era__rpa_inv_d(st);
+        ERA__OMP(omp parallel for schedule(static))
+        for (t = 0; t < T; t++) {
+            float *row = bias ? bias + (size_t)t * T : rowbuf + (size_t)era__tid() * T;
+            int j, jn = st->zscore_causal ? t + 1 : T;
+            double s = 0.0, s2 = 0.0;
+            if (!bias) era__rpa_xrow(st, t, row);
+            for (j = 0; j < T; j++) row[j] = era__rpa_finish(st, era__rpa_y(st, t, j, row[j], inv_d, NULL));
+            for (j = 0; j < jn; j++) {
+                s += row[j];
+                s2 += (double)row[j] * row[j];
+            }
+            part[2 * (size_t)t] = s;
+            part[2 * (size_t)t + 1] = s2;
+        }
+        {
+            double s = 0.0, s2 = 0.0, n = (double)st->count, var;
+            for (t = 0; t < T; t++) { s += part[2 * (size_t)t]; s2 += part[2 * (size_t)t + 1]; }
+            var = n > 1.0 ? (s2 - s * s / n) / (n - 1.0) : 0.0;
+            st->std_post = (float)sqrt(var > 0.0 ? var : 0.0);
+        }
+    }
+    st->valid = 1;
+    if (own) ERA_FREE(own);
+    return ERA_OK;
+}
+
+ERADEF int era_rpa_rows(const era_rpa_state *st, int row0, int nrows, float *out)
+{
+    int t;
+    double inv_d;
+    if (!st || !out || !st->valid) return ERA_EINVAL;
+    if (row0 < 0 || nrows < 0 || row0 > st->T || nrows > st->T - row0) return ERA_EINVAL;
+    inv_d = era__rpa_inv_d(st);
+    ERA__OMP(omp parallel for schedule(static))
+    for (t = row0; t < row0 + nrows; t++) {
+        float *row = out + (size_t)(t - row0) * st->T;
+        int j;
+        era__rpa_xrow(st, t, row);
+        for (j = 0; j < st->T; j++) row[j] = era__rpa_finish(st, era__rpa_y(st, t, j, row[j], inv_d, NULL));
+    }
+    return ERA_OK;
+}
+
+/* gradient of out w.r.t. y (dydo) and the tau contribution, one element */
+static double era__rpa_dfinish(const era_rpa_state *st, double y, double dout, double *dtau)
+{
+    double c = st->clip, v;
+    if (!era__finite(y)) return 0.0;
+    v = y / (double)st->tau;
+    if (v > c || v < -c) return 0.0;
+    dout *= (double)st->scale;
+    if (st->tau_free) *dtau += dout * (-y / ((double)st->tau * (double)st->tau));
+    return dout / (double)st->tau;
+}
+
+ERADEF int era_rpa_backward(const era_rpa_config *cfg, const era_rpa_params *p,
+                            const era_rpa_state *st, const float *dbias, float *dmu,
+                            era_rpa_grads *g, void *workspace)
+{
+    int rc, T, R, K, L, B, t, r, k, nt;
+    size_t need;
+    void *own = NULL;
+    float *rowbuf, *dM, *dF = NULL;
+    double *part;
+    double inv_d, A = 0.0, Bs = 0.0, dtau = 0.0, dbeta = 0.0, dkap = 0.0, n, den;
+    double *dmbar, *dP, *dX;
+    rc = era__rpa_check_cfg(cfg);
+    if (rc) return rc;
+    if (!p || !st || !dbias || !g) return ERA_EINVAL;
+    if (!st->valid || st->R != cfg->R || st->K != era__rpa_K(cfg) ||
+        st->iters != cfg->sinkhorn_iters || st->legacy != (cfg->legacy ? 1 : 0))
+        return ERA_ESTATE;
+    if (st->legacy && dmu && st->R > 64) return ERA_EINVAL; /* legacy dmu: R <= 64 */
+    T = st->T; R = st->R; K = st->K; L = st->iters; B = st->B;
+    need = era_rpa_workspace_size(cfg, B, T);
+    if (!workspace) {
+        own = ERA_MALLOC(need);
+        if (!own) return ERA_ENOMEM;
+        workspace = own;
+    }
+    nt = era__nthreads();
+    rowbuf = (float *)workspace;
+    part = (double *)((char *)workspace + era__align(sizeof(float) * 3 * (size_t)T * nt));
+    dM = (float *)((char *)part + era__align(sizeof(double) * 6 * (size_t)T));
+    if (st->legacy) dF = (float *)((char *)dM + era__align(sizeof(float) * (size_t)T * K));
+    inv_d = era__rpa_inv_d(st);
+    n = (double)st->count;
+    den = T - 1 > 1 ? (double)(T - 1) : 1.0;
+    /* pass 1: g = dL/d(standardised value), sums A = sum g, Bs = sum g (x - m) */
+    ERA__OMP(omp parallel for schedule(static))
+    for (t = 0; t < T; t++) {
+        float *xr = rowbuf + (size_t)era__tid() * 3 * T;
+        const float *db = dbias + (size_t)t * T;
+        double a = 0.0, bs = 0.0, dt = 0.0, dk = 0.0, dbt = 0.0;
+        int j;
+        era__rpa_xrow(st, t, xr);
+        for (j = 0; j < T; j++) {
+            double pos, y = era__rpa_y(st, t, j, xr[j], inv_d, &pos);
+            double gy = era__rpa_dfinish(st, y, db[j], &dt);
+            if (st->count < 2) gy = 0.0;
+            if (st->legacy) {
+                double yF = ((double)xr[j] - st->mean) * inv_d;
+                dk += gy * (yF - pos);
+                if (st->pos_beta > 0.0f) dbt += gy * (1.0 - st->sig_kappa) * (-(double)abs(t - j) / den);
+                gy *= st->sig_kappa;
+            }
+            a += gy;
+            bs += gy * ((double)xr[j] - st->mean);
+        }
+        part[6 * (size_t)t] = a;
+        part[6 * (size_t)t + 1] = bs;
+        part[6 * (size_t)t + 2] = dt;
+        part[6 * (size_t)t + 3] = dk;
+        part[6 * (size_t)t + 4] = dbt;
+    }
+    for (t = 0; t < T; t++) {
+        A += part[6 * (size_t)t];
+        Bs += part[6 * (size_t)t + 1];
+        dtau += part[6 * (size_t)t + 2];
+        dkap += part[6 * (size_t)t + 3];
+        dbeta += part[6 * (size_t)t + 4];
+    }
+    /* pass 2: dx, then dM rows (non-legacy) or dF rows (legacy) */
+    ERA__OMP(omp parallel for schedule(static))
+    for (t = 0; t < T; t++) {
+        float *xr = rowbuf + (size_t)era__tid() * 3 * T;
+        float *dx = xr + T;
+        const float *db = dbias + (size_t)t * T;
+        int j, kk, jn = st->zscore_causal ? t + 1 : T;
+        double dbt = 0.0, dummy = 0.0;
+        double cA = n > 0.0 ? A * inv_d / n : 0.0;
+        double cB = (n > 1.0 && st->std > 0.0) ? Bs * inv_d * inv_d / ((n - 1.0) * st->std) : 0.0;
+        era__rpa_xrow(st, t, xr);
+        for (j = 0; j < T; j++) {
+            double pos, y = era__rpa_y(st, t, j, xr[j], inv_d, &pos);
+            double gy = era__rpa_dfinish(st, y, db[j], &dummy);
+            double d;
+            if (st->count < 2) gy = 0.0;
+            if (st->legacy) gy *= st->sig_kappa;
+            d = gy * inv_d;
+            if (j < jn && st->count >= 2) d -= cA + cB * ((double)xr[j] - st->mean);
+            dx[j] = (float)d;
+        }
+        if (st->legacy) {
+            memcpy(dF + (size_t)t * T, dx, sizeof(float) * T);
+        } else {
+            float *dm = dM + (size_t)t * K;
+            double pm = st->posmix;
+            for (kk = 0; kk < K; kk++) dm[kk] = 0.0f;
+            for (j = 0; j < T; j++) {
+                const float *Pj = st->phi + (size_t)j * K;
+                double v = dx[j];
+                if (pm > 0.0) {
+                    if (st->pos_beta > 0.0f) dbt += v * pm * (-(double)abs(t - j) / den);
+                    v *= 1.0 - pm;
+                }
+                for (kk = 0; kk < K; kk++) dm[kk] += (float)(v * Pj[kk]);
+            }
+            part[6 * (size_t)t + 5] = dbt;
+        }
+    }
+    if (!st->legacy)
+        for (t = 0; t < T; t++) dbeta += part[6 * (size_t)t + 5];
+    g->dtau_att += (float)dtau;
+    g->dpos_beta += (float)dbeta;
+    if (st->legacy) g->dkappa += (float)(dkap * st->sig_kappa * (1.0 - st->sig_kappa));
+
+    if (!dmu) {
+        if (own) ERA_FREE(own);
+        return ERA_OK;
+    }
+    if (st->legacy) {
+        /* F = (1/B) sum_b mu_b mu_b^T: dmu_b[i,r] += (1/B) sum_j (dF_ij + dF_ji) mu_b[j,r] */
+        int b;
+        double invB = 1.0 / (double)B;
+        ERA__OMP(omp parallel for schedule(static))
+        for (t = 0; t < T; t++) {
+            int j, bb, rr;
+            for (bb = 0; bb < B; bb++) {
+                double acc[64];
+                float *o = dmu + ((size_t)bb * T + t) * R;
+                for (rr = 0; rr < R; rr++) acc[rr] = 0.0;
+                for (j = 0; j < T; j++) {
+                    double w = (double)dF[(size_t)t * T + j] + (double)dF[(size_t)j * T + t];
+                    const float *mj = st->mu + ((size_t)bb * T + j) * R;
+                    if (w == 0.0) continue;
+                    for (rr = 0; rr < R; rr++) acc[rr] += w * mj[rr];
+                }
+                for (rr = 0; rr < R; rr++) o[rr] += (float)(acc[rr] * invB);
+            }
+        }
+        (void)b;
+        if (own) ERA_FREE(own);
+        return ERA_OK;
+    }
+    /* Bm = mbar P Phi^T: dmbar = dM P^T, dP = mbar^T dM */
+    {
+        const float *Pm = st->X + (size_t)(2 * L) * R * K;
+        double *tmp = (double *)ERA_MALLOC(sizeof(double) * ((size_t)T * R + 2 * (size_t)R * K));
+        if (!tmp) {
+            if (own) ERA_FREE(own);
+            return ERA_ENOMEM;
+        }
+        dmbar = tmp;
+        dP = tmp + (size_t)T * R;
+        dX = dP + (size_t)R * K;
+        for (t = 0; t < T; t++)
+            for (r = 0; r < R; r++) {
+                double acc = 0.0;
+                for (k = 0; k < K; k++) acc += (double)dM[(size_t)t * K + k] * Pm[(size_t)r * K + k];
+                dmbar[(size_t)t * R + r] = acc;
+            }
+        if (!cfg->detach) {
+            int it;
+            for (r = 0; r < R; r++)
+                for (k = 0; k < K; k++) {
+                    double acc = 0.0;
+                    for (t = 0; t < T; t++) acc += (double)st->mbar[(size_t)t * R + r] * dM[(size_t)t * K + k];
+                    dP[(size_t)r * K + k] = acc;
+                }
+            /* Sinkhorn backward: dP is the gradient on X_{2L} */
+            for (it = L - 1; it >= 0; it--) {
+                const float *X0 = st->X + (size_t)(2 * it) * R * K;
+                const float *X1 = st->X + (size_t)(2 * it + 1) * R * K;
+                /* X2 = X1 / (colsum(X1) + 1e-9) */
+                for (k = 0; k < K; k++) {
+                    double s = 0.0, q = 0.0;
+                    for (r = 0; r < R; r++) {
+                        s += X1[(size_t)r * K + k];
+                        q += dP[(size_t)r * K + k] * (double)X1[(size_t)r * K + k];
+                    }
+                    s += 1e-9;
+                    for (r = 0; r < R; r++)
+                        dX[(size_t)r * K + k] = dP[(size_t)r * K + k] / s - q / (s * s);
+                }
+                /* X1 = X0 / (rowsum(X0) + 1e-9) */
+                for (r = 0; r < R; r++) {
+                    double s = 0.0, q = 0.0;
+                    for (k = 0; k < K; k++) {
+                        s += X0[(size_t)r * K + k];
+                        q += dX[(size_t)r * K + k] * (double)X0[(size_t)r * K + k];
+                    }
+                    s += 1e-9;
+                    for (k = 0; k < K; k++)
+                        dP[(size_t)r * K + k] = dX[(size_t)r * K + k] / s - q / (s * s);
+                }
+            }
+            /* X0 = clamp(exp(S / tau)): dS = dX0 X0 / tau where unclamped */
+            {
+                double tau_a = cfg->tau_align > 1e-6f ? (double)cfg->tau_align : 1e-6;
+                const float *X0 = st->X;
+                for (r = 0; r < R; r++)
+                    for (k = 0; k < K; k++) {
+                        double x0 = X0[(size_t)r * K + k];
+                        double v = (x0 > 1e-9 * 1.0000001 && x0 < 1e9 * 0.9999999)
+                                       ? dP[(size_t)r * K + k] * x0 / tau_a : 0.0;
+                        dP[(size_t)r * K + k] = v; /* now dS */
+                    }
+            }
+            for (t = 0; t < T; t++)
+                for (r = 0; r < R; r++) {
+                    double acc = 0.0;
+                    for (k = 0; k < K; k++) acc += (double)st->phi[(size_t)t * K + k] * dP[(size_t)r * K + k];
+                    dmbar[(size_t)t * R + r] += acc;
+                }
+        }
+        {
+            int b;
+            double invB = 1.0 / (double)B;
+            for (b = 0; b < B; b++)
+                for (t = 0; t < T; t++)
+                    for (r = 0; r < R; r++) {
+                        double v = st->mu[((size_t)b * T + t) * R + r];
+                        if (era__finite(v))
+                            dmu[((size_t)b * T + t) * R + r] += (float)(dmbar[(size_t)t * R + r] * invB);
+                    }
+        }
+        ERA_FREE(tmp);
+    }
+    if (own) ERA_FREE(own);
+    return ERA_OK;
+}
+
+/* ------------------------------------------------------------------ ERA ------ */
+
+ERADEF era_era_config era_era_config_default(void)
+{
+    era_era_config c;
+    memset(&c, 0, sizeof c);
+    c.R = 32;
+    c.nb = 32;
+    c.eps = 0.05f;
+    c.iters = 5;
+    c.delta = 1e-5f;
+    c.zscore_eps = 1e-6f;
+    c.zscore_causal = 0;
+    c.max_T = 65536;
+    return c;
+}
+
+ERADEF era_era_params era_era_params_default(const float *centers)
+{
+    era_era_params p;
+    p.centers = centers;
+    p.sigma = 0.1f;
+    p.alpha = 1.0f;
+    return p;
+}
+
+ERADEF void era_era_init_centers(int R, float *centers)
+{
+    int r;
+    if (!centers || R <= 0) return;
+    for (r = 0; r < R; r++) centers[r] = (float)(((double)r + 0.5) / (double)R);
+}
+
+ERADEF era_era_state era_era_state_init(void)
+{
+    era_era_state s;
+    memset(&s, 0, sizeof s);
+    return s;
+}
+
+ERADEF void era_era_state_free(era_era_state *st)
+{
+    if (!st) return;
+    if (st->mem) ERA_FREE(st->mem);
+    memset(st, 0, sizeof *st);
+}
+
+static int era__era_check(const era_era_config *c, const era_era_params *p)
+{
+    int r;
+    if (!c || !p || !p->centers) return ERA_EINVAL;
+    if (c->R <= 0 || c->R > 4096 || c->nb <= 0 || c->nb > 1000000) return ERA_EINVAL;
+    if (!era__finite(c->eps) || c->eps <= 0.0f) return ERA_EINVAL;
+    if (c->iters < 1 || c->iters > 100000) return ERA_EINVAL;
+    if (!era__finite(c->delta) || c->delta <= 0.0f) return ERA_EINVAL;
+    if (!era__finite(c->zscore_eps) || c->zscore_eps < 0.0f) return ERA_EINVAL;
+    if (c->max_T <= 0) return ERA_EINVAL;
+    if (!era__finite(p->sigma) || p->sigma <= 0.0f || !era__finite(p->alpha)) return ERA_EINVAL;
+    for (r = 0; r < c->R; r++)
+        if (!era__finite(p->centers[r])) return ERA_EINVAL;
+    return ERA_OK;
+}
+
+static size_t era__era_state_bytes(int T, int R, int nb, int L)
+{
+    return era__align(sizeof(float) * (size_t)T * R) + era__align(sizeof(float) * (size_t)L * R) +
+           era__align(sizeof(float) * (size_t)(L + 1) * nb) + 2 * era__align(sizeof(float) * (size_t)R * nb) +
+           era__align(sizeof(float) * (size_t)T * nb) + 2 * era__align(sizeof(float) * (size_t)T) +
+           era__align(sizeof(int) * (size_t)(nb + 1));
+}
+
+static double era__lse(const double *v, int n)
+{
+    double m = -HUGE_VAL, s = 0.0;
+    int i;
+    for (i = 0; i < n; i++) if (v[i] > m) m = v[i];
+    if (!(m > -HUGE_VAL)) return m;
+    for (i = 0; i < n; i++) s += exp(v[i] - m);
+    return m + log(s);
+}
+
+/* statistics-set count of block b for row t */
+static long long era__era_count(const era_era_state *st, int t, int b)
+{
+    int s0 = st->bstart[b], s1 = st->bstart[b + 1];
+    if (st->zscore_causal) {
+        if (t < s0) return 0;
+        if (t < s1) return (long long)(t - s0 + 1);
+    }
+    return (long long)(s1 - s0);
+}
+
+ERADEF size_t era_era_workspace_size(const era_era_config *cfg, int T)
+{
+    int m;
+    if (!cfg || T <= 0) return 0;
+    m = cfg->R > cfg->nb ? cfg->R : cfg->nb;
+    return era__align(sizeof(double) * (size_t)T * (size_t)(2 * cfg->nb)) +
+           era__align(sizeof(double) * (size_t)(4 * (size_t)cfg->R * cfg->nb + 4 * (size_t)m + 2 * (size_t)T));
+}
+
+ERADEF int era_era_forward(const era_era_config *cfg, const era_era_params *p, int T,
+                           float *bias, era_era_state *st, void *workspace)
+{
+    int rc, R, nb, L, t, r, b, it;
+    char *q;
+    double *buf;
+    rc = era__era_check(cfg, p);
+    if (rc) return rc;
+    if (!st) return ERA_EINVAL;
+    rc = era__check_T(T, cfg->max_T);
+    if (rc) return rc;
+    R = cfg->R; nb = cfg->nb; L = cfg->iters;
+    st->valid = 0;
+    rc = era__reserve(&st->mem, &st->cap, era__era_state_bytes(T, R, nb, L));
+    if (rc) return rc;
+    (void)workspace; /* ERA's forward needs no scratch beyond a few O(R + nb) vectors */
+    st->T = T; st->R = R; st->nb = nb; st->iters = L;
+    st->zscore_causal = cfg->zscore_causal ? 1 : 0;
+    st->alpha = p->alpha; st->sigma = p->sigma; st->eps = cfg->eps; st->delta = cfg->delta;
+    st->zeps = cfg->zscore_eps;
+    q = (char *)st->mem;
+    st->mu = (float *)q; q += era__align(sizeof(float) * (size_t)T * R);
+    st->f = (float *)q; q += era__align(sizeof(float) * (size_t)L * R);
+    st->g = (float *)q; q += era__align(sizeof(float) * (size_t)(L + 1) * nb);
+    st->cost = (float *)q; q += era__align(sizeof(float) * (size_t)R * nb);
+    st->plan = (float *)q; q += era__align(sizeof(float) * (size_t)R * nb);
+    st->Q = (float *)q; q += era__align(sizeof(float) * (size_t)T * nb);
+    st->rmean = (float *)q; q += era__align(sizeof(float) * (size_t)T);
+    st->rstd = (float *)q; q += era__align(sizeof(float) * (size_t)T);
+    st->bstart = (int *)q;
+    buf = (double *)ERA_MALLOC(sizeof(double) * (size_t)(R > nb ? R : nb));
+    if (!buf) return ERA_ENOMEM;
+    for (b = 0; b <= nb; b++) st->bstart[b] = (int)(((long long)b * T + nb - 1) / nb);
+
+    /* memberships mu[t,r] = softmax_r(-(t/T - c_r)^2 / (2 sigma^2)) */
+    {
+        double is2 = 1.0 / (2.0 * (double)p->sigma * (double)p->sigma);
+        ERA__OMP(omp parallel for schedule(static))
+        for (t = 0; t < T; t++) {
+            double ph = (double)t / (double)T, mx = -HUGE_VAL, s = 0.0;
+            float *m = st->mu + (size_t)t * R;
+            int rr;
+            for (rr = 0; rr < R; rr++) {
+                double d = ph - (double)p->centers[rr], l = -d * d * is2;
+                if (l > mx) mx = l;
+            }
+            for (rr = 0; rr < R; rr++) {
+                double d = ph - (double)p->centers[rr], e = exp(-d * d * is2 - mx);
+                m[rr] = (float)e;
+                s += e;
+            }
+            for (rr = 0; rr < R; rr++) m[rr] = (float)((double)m[rr] / s);
+        }
+    }
+    /* cost and log-domain Sinkhorn with uniform marginals */
+    {
+        double eps = cfg->eps, la = log(1.0 / R), lb = log(1.0 / nb), err = 0.0;
+        for (r = 0; r < R; r++)
+            for (b = 0; b < nb; b++) {
+                double d = (double)p->centers[r] - ((double)b + 0.5) / (double)nb;
+                st->cost[(size_t)r * nb + b] = (float)(d * d);
+            }
+        for (b = 0; b < nb; b++) st->g[b] = 0.0f;
+        for (it = 0; it < L; it++) {
+            const float *g0 = st->g + (size_t)it * nb;
+            float *f = st->f + (size_t)it * R;
+            float *g1 = st->g + (size_t)(it + 1) * nb;
+            for (r = 0; r < R; r++) {
+                for (b = 0; b < nb; b++) buf[b] = ((double)g0[b] - st->cost[(size_t)r * nb + b]) / eps;
+                f[r] = (float)(eps * la - eps * era__lse(buf, nb));
+            }
+            for (b = 0; b < nb; b++) {
+                for (r = 0; r < R; r++) buf[r] = ((double)f[r] - st->cost[(size_t)r * nb + b]) / eps;
+                g1[b] = (float)(eps * lb - eps * era__lse(buf, R));
+            }
+        }
+        {
+            const float *f = st->f + (size_t)(L - 1) * R;
+            const float *g1 = st->g + (size_t)L * nb;
+            for (r = 0; r < R; r++)
+                for (b = 0; b < nb; b++)
+                    st->plan[(size_t)r * nb + b] =
+                        (float)exp(((double)f[r] + g1[b] - st->cost[(size_t)r * nb + b]) / eps);
+            for (r = 0; r < R; r++) {
+                double s = 0.0;
+                for (b = 0; b < nb; b++) s += st->plan[(size_t)r * nb + b];
+                s = fabs(s - 1.0 / R);
+                if (s > err) err = s;
+            }
+            for (b = 0; b < nb; b++) {
+                double s = 0.0;
+                for (r = 0; r < R; r++) s += st->plan[(size_t)r * nb + b];
+                s = fabs(s - 1.0 / nb);
+                if (s > err) err = s;
+            }
+            st->marginal_err = (float)err;
+        }
+    }
+    ERA_FREE(buf);
+    /* Q = mu plan and the row statistics of log(Q + delta) over the statistics set */
+    {
+        double pre = 0.0, post = 0.0;
+        ERA__OMP(omp parallel for schedule(static))
+        for (t = 0; t < T; t++) {
+            float *Qt = st->Q + (size_t)t * nb;
+            const float *m = st->mu + (size_t)t * R;
+            double s = 0.0, s2 = 0.0, n = 0.0, mean, var;
+            int bb, rr;
+            for (bb = 0; bb < nb; bb++) {
+                double acc = 0.0;
+                for (rr = 0; rr < R; rr++) acc += (double)m[rr] * st->plan[(size_t)rr * nb + bb];
+                Qt[bb] = (float)acc;
+            }
+            for (bb = 0; bb < nb; bb++) {
+                double c = (double)era__era_count(st, t, bb), y;
+                if (c == 0.0) continue;
+                y = log((double)Qt[bb] + st->delta);
+                s += c * y;
+                n += c;
+            }
+            mean = s / n;
+            for (bb = 0; bb < nb; bb++) {
+                double c = (double)era__era_count(st, t, bb), y;
+                if (c == 0.0) continue;
+                y = log((double)Qt[bb] + st->delta) - mean;
+                s2 += c * y * y;
+            }
+            var = s2 / n;
+            st->rmean[t] = (float)mean;
+            st->rstd[t] = (float)sqrt(var);
+        }
+        for (t = 0; t < T; t++) {
+            double sd = st->rstd[t], o = fabs((double)st->alpha) * sd / (sd + st->zeps);
+            pre += sd * sd;
+            post += o * o;
+        }
+        st->std_pre = (float)sqrt(pre / T);
+        st->std_post = (float)sqrt(post / T);
+    }
+    st->valid = 1;
+    if (bias) return era_era_rows(st, 0, T, bias);
+    return ERA_OK;
+}
+
+ERADEF int era_era_rows(const era_era_state *st, int row0, int nrows, float *out)
+{
+    int t;
+    if (!st || !out || !st->valid) return ERA_EINVAL;
+    if (row0 < 0 || nrows < 0 || row0 > st->T || nrows > st->T - row0) return ERA_EINVAL;
+    ERA__OMP(omp parallel for schedule(static))
+    for (t = row0; t < row0 + nrows; t++) {
+        float *row = out + (size_t)(t - row0) * st->T;
+        const float *Qt = st->Q + (size_t)t * st->nb;
+        double m = st->rmean[t], inv = (double)st->alpha / ((double)st->rstd[t] + st->zeps);
+        int bb, s;
+        for (bb = 0; bb < st->nb; bb++) {
+            float v = (float)((log((double)Qt[bb] + st->delta) - m) * inv);
+            for (s = st->bstart[bb]; s < st->bstart[bb + 1]; s++) row[s] = v;
+        }
+    }
+    return ERA_OK;
+}
+
+ERADEF int era_era_backward(const era_era_config *cfg, const era_era_params *p,
+                            const era_era_state *st, const float *dbias, era_era_grads *g,
+                            void *workspace)
+{
+    int rc, T, R, nb, L, t, r, b, it, m;
+    size_t need;
+    void *own = NULL;
+    double *dQ, *dalpha_t, *dmu, *dplan, *dC, *df, *dg, *buf, *dcen;
+    double eps, dsig = 0.0, dal = 0.0, is2, sig;
+    rc = era__era_check(cfg, p);
+    if (rc) return rc;
+    if (!st || !dbias || !g) return ERA_EINVAL;
+    if (!st->valid || st->R != cfg->R || st->nb != cfg->nb || st->iters != cfg->iters)
+        return ERA_ESTATE;
+    T = st->T; R = st->R; nb = st->nb; L = st->iters;
+    m = R > nb ? R : nb;
+    need = era_era_workspace_size(cfg, T);
+    if (!workspace) {
+        own = ERA_MALLOC(need);
+        if (!own) return ERA_ENOMEM;
+        workspace = own;
+    }
+    dQ = (double *)workspace;                                   /* (T,nb) */
+    dalpha_t = (double *)((char *)workspace + era__align(sizeof(double) * (size_t)T * (size_t)(2 * nb)));
+    dplan = dalpha_t + T;                                       /* (R,nb) */
+    dC = dplan + (size_t)R * nb;                                /* (R,nb) */
+    dmu = dC + (size_t)R * nb;                                  /* (R,nb) scratch rows of mu grad */
+    df = dmu + (size_t)R * nb;                                  /* (m) */
+    dg = df + m;
+    buf = dg + m;
+    dcen = buf + m;                                             /* (m) */
+    (void)dmu;
+    eps = st->eps;
+    /* rows: dalpha, and dQ via the row z-score (population std) */
+    ERA__OMP(omp parallel for schedule(static))
+    for (t = 0; t < T; t++) {
+        const float *db = dbias + (size_t)t * T;
+        const float *Qt = st->Q + (size_t)t * nb;
+        double *dq = dQ + (size_t)t * nb;
+        double *sz = dQ + (size_t)T * nb + (size_t)t * nb; /* per-block sum of dbias */
+        double mean = st->rmean[t], sd = st->rstd[t], d = sd + st->zeps;
+        double A = 0.0, Bs = 0.0, da = 0.0, n = 0.0;
+        int bb, s;
+        for (bb = 0; bb < nb; bb++) {
+            double acc = 0.0, y = log((double)Qt[bb] + st->delta) - mean;
+            for (s = st->bstart[bb]; s < st->bstart[bb + 1]; s++) acc += db[s];
+            sz[bb] = acc * st->alpha;   /* sum over the block of dz */
+            da += acc * y / d;
+            A += sz[bb];
+            Bs += sz[bb] * y;
+            n += (double)era__era_count(st, t, bb);
+        }
+        dalpha_t[t] = da;
+        for (bb = 0; bb < nb; bb++) {
+            double c = (double)era__era_count(st, t, bb);
+            double y = log((double)Qt[bb] + st->delta) - mean;
+            double dy = sz[bb] / d;
+            if (c > 0.0) {
+                dy -= c * A / (n * d);
+                if (sd > 0.0) dy -= c * y * Bs / (n * sd * d * d);
+            }
+            dq[bb] = dy / ((double)Qt[bb] + st->delta);
+        }
+    }
+    for (t = 0; t < T; t++) dal += dalpha_t[t];
+    g->dalpha += (float)dal;
+    /* dplan = mu^T dQ; dmu = dQ plan^T folded into the membership backward */
+    for (r = 0; r < R; r++)
+        for (b = 0; b < nb; b++) {
+            double acc = 0.0;
+            for (t = 0; t < T; t++) acc += (double)st->mu[(size_t)t * R + r] * dQ[(size_t)t * nb + b];
+            dplan[(size_t)r * nb + b] = acc;
+        }
+    for (r = 0; r < m; r++) dcen[r] = 0.0;
+    sig = st->sigma;
+    is2 = 1.0 / (sig * sig);
+    for (t = 0; t < T; t++) {
+        const float *mt = st->mu + (size_t)t * R;
+        double ph = (double)t / (double)T, dot = 0.0;
+        for (r = 0; r < R; r++) {
+            double acc = 0.0;
+            for (b = 0; b < nb; b++) acc += dQ[(size_t)t * nb + b] * st->plan[(size_t)r * nb + b];
+            buf[r] = acc;
+            dot += acc * mt[r];
+        }
+        for (r = 0; r < R; r++) {
+            double dl = (double)mt[r] * (buf[r] - dot);
+            double d = ph - (double)p->centers[r];
+            /* logit = -d^2 / (2 sigma^2) */
+            dcen[r] += dl * d * is2;
+            dsig += dl * d * d / (sig * sig * sig);
+        }
+    }
+    /* plan = exp((f + g - C)/eps), unrolled log-domain Sinkhorn backward */
+    for (r = 0; r < m; r++) { df[r] = 0.0; dg[r] = 0.0; }
+    for (r = 0; r < R; r++)
+        for (b = 0; b < nb; b++) {
+            double z = dplan[(size_t)r * nb + b] * st->plan[(size_t)r * nb + b] / eps;
+            df[r] += z;
+            dg[b] += z;
+            dC[(size_t)r * nb + b] = -z;
+        }
+    for (it = L - 1; it >= 0; it--) {
+        const float *f = st->f + (size_t)it * R;
+        const float *g0 = st->g + (size_t)it * nb;
+        /* g1[b] = eps log(1/nb) - eps LSE_r((f_r - C_rb)/eps) */
+        for (b = 0; b < nb; b++) {
+            double mx = -HUGE_VAL, s = 0.0;
+            for (r = 0; r < R; r++) {
+                buf[r] = ((double)f[r] - st->cost[(size_t)r * nb + b]) / eps;
+                if (buf[r] > mx) mx = buf[r];
+            }
+            for (r = 0; r < R; r++) { buf[r] = exp(buf[r] - mx); s += buf[r]; }
+            for (r = 0; r < R; r++) {
+                double v = buf[r] / s;
+                df[r] -= dg[b] * v;
+                dC[(size_t)r * nb + b] += dg[b] * v;
+            }
+        }
+        for (b = 0; b < nb; b++) dg[b] = 0.0;
+        /* f[r] = eps log(1/R) - eps LSE_b((g0_b - C_rb)/eps) */
+        for (r = 0; r < R; r++) {
+            double mx = -HUGE_VAL, s = 0.0;
+            for (b = 0; b < nb; b++) {
+                buf[b] = ((double)g0[b] - st->cost[(size_t)r * nb + b]) / eps;
+                if (buf[b] > mx) mx = buf[b];
+            }
+            for (b = 0; b < nb; b++) { buf[b] = exp(buf[b] - mx); s += buf[b]; }
+            for (b = 0; b < nb; b++) {
+                double w = buf[b] / s;
+                dg[b] -= df[r] * w;
+                dC[(size_t)r * nb + b] += df[r] * w;
+            }
+        }
+        for (r = 0; r < R; r++) df[r] = 0.0;
+    }
+    /* C_rb = (c_r - c_b)^2 */
+    for (r = 0; r < R; r++)
+        for (b = 0; b < nb; b++) {
+            double d = (double)p->centers[r] - ((double)b + 0.5) / (double)nb;
+            dcen[r] += dC[(size_t)r * nb + b] * 2.0 * d;
+        }
+    if (g->dcenters)
+        for (r = 0; r < R; r++) g->dcenters[r] += (float)dcen[r];
+    g->dsigma += (float)dsig;
+    if (own) ERA_FREE(own);
+    return ERA_OK;
+}
+
+/* ------------------------------------------------------------------ both ----- */
+
+ERADEF int era_apply(float *scores, const float *bias, int per_head, int B, int H, int T)
+{
+    long long n, bh;
+    size_t TT;
+    if (!scores || !bias || B <= 0 || H <= 0 || T <= 0) return ERA_EINVAL;
+    if ((double)B * H * (double)T * T > (double)((size_t)-1) / 8) return ERA_ERANGE;
+    TT = (size_t)T * (size_t)T;
+    n = (long long)B * H;
+    ERA__OMP(omp parallel for schedule(static))
+    for (bh = 0; bh < n; bh++) {
+        float *ERA_RESTRICT s = scores + (size_t)bh * TT;
+        const float *ERA_RESTRICT b = bias + (per_head ? (size_t)(bh % H) * TT : 0);
+        size_t i;
+        for (i = 0; i < TT; i++) s[i] += b[i];
+    }
+    return ERA_OK;
+}
+
+ERADEF int era_reduce_grad(float *dbias, const float *dscores, int per_head, int B, int H,
+                           int T)
+{
+    long long i, TT;
+    int nh;
+    if (!dbias || !dscores || B <= 0 || H <= 0 || T <= 0) return ERA_EINVAL;
+    if ((double)B * H * (double)T * T > (double)((size_t)-1) / 8) return ERA_ERANGE;
+    TT = (long long)T * T;
+    nh = per_head ? H : 1;
+    ERA__OMP(omp parallel for schedule(static))
+    for (i = 0; i < TT * nh; i++) {
+        long long hh = i / TT, e = i % TT;
+        double acc = 0.0;
+        int b, h;
+        for (b = 0; b < B; b++)
+            for (h = 0; h < H; h++) {
+                if (per_head && h != hh) continue;
+                acc += dscores[((size_t)b * H + h) * (size_t)TT + (size_t)e];
+            }
+        dbias[i] += (float)acc;
+    }
+    return ERA_OK;
+}
+
+/* stb_ds's hm* macros spell `typeof`, which strict -std=c99 gcc does not know. */
+#if defined(__GNUC__) && !defined(__clang__) && !defined(__cplusplus) && !defined(typeof)
+#define typeof __typeof__
+#define ERA__UNDEF_TYPEOF
+#endif
+
+static int era__build_era(void *user, int T, float *bias)
+{
+    era_cache *c = (era_cache *)user;
+    era_era_state st = era_era_state_init();
+    int rc = era_era_forward(&c->ecfg, &c->epar, T, bias, &st, NULL);
+    era_era_state_free(&st);
+    return rc;
+}
+
+static int era__build_rpa(void *user, int T, float *bias)
+{
+    era_cache *c = (era_cache *)user;
+    era_rpa_state st = era_rpa_state_init();
+    float *mbar;
+    int rc;
+    if ((size_t)T > ((size_t)-1) / sizeof(float) / (size_t)c->rcfg.R) return ERA_ERANGE;
+    mbar = (float *)ERA_MALLOC(sizeof(float) * (size_t)T * (size_t)c->rcfg.R);
+    if (!mbar) return ERA_ENOMEM;
+    rc = c->mu_fn(c->mu_user, T, mbar);
+    if (rc == ERA_OK) rc = era_rpa_forward(&c->rcfg, &c->rpar, mbar, 1, T, bias, &st, NULL);
+    era_rpa_state_free(&st);
+    ERA_FREE(mbar);
+    return rc;
+}
+
+ERADEF int era_cache_init(era_cache *c, size_t budget_bytes, era_build_fn build, void *user)
+{
+    if (!c || !build) return ERA_EINVAL;
+    memset(c, 0, sizeof *c);
+    c->budget = budget_bytes;
+    c->build = build;
+    c->user = user;
+    return ERA_OK;
+}
+
+ERADEF int era_cache_init_era(era_cache *c, size_t budget_bytes, const era_era_config *cfg,
+                              const era_era_params *p)
+{
+    int rc;
+    if (!c) return ERA_EINVAL;
+    rc = era__era_check(cfg, p);
+    if (rc) return rc;
+    rc = era_cache_init(c, budget_bytes, era__build_era, NULL);
+    if (rc) return rc;
+    c->user = c;
+    c->kind = 1;
+    c->ecfg = *cfg;
+    c->epar = *p;
+    c->frozen = (float *)ERA_MALLOC(sizeof(float) * (size_t)cfg->R);
+    if (!c->frozen) return ERA_ENOMEM;
+    memcpy(c->frozen, p->centers, sizeof(float) * (size_t)cfg->R);
+    c->epar.centers = c->frozen;
+    return ERA_OK;
+}
+
+ERADEF int era_cache_init_rpa(era_cache *c, size_t budget_bytes, const era_rpa_config *cfg,
+                              const era_rpa_params *p, era_mu_fn mu_fn, void *user)
+{
+    int rc;
+    if (!c || !p || !mu_fn) return ERA_EINVAL;
+    rc = era__rpa_check_cfg(cfg);
+    if (rc) return rc;
+    if (!era__finite(p->tau_att) || !era__finite(p->pos_beta) || !era__finite(p->kappa))
+        return ERA_EINVAL;
+    if (cfg->legacy) return ERA_EINVAL; /* the legacy bias is quadratic in mu: no mean path */
+    rc = era_cache_init(c, budget_bytes, era__build_rpa, NULL);
+    if (rc) return rc;
+    c->user = c;
+    c->kind = 2;
+    c->rcfg = *cfg;
+    c->rpar = *p;
+    c->rpar.W = NULL; c->rpar.b = NULL; c->rpar.centers = NULL; c->rpar.log_sigma = NULL;
+    c->mu_fn = mu_fn;
+    c->mu_user = user;
+    return ERA_OK;
+}
+
+ERADEF int era_cache_get(era_cache *c, int T, const float **bias)
+{
+    ptrdiff_t idx;
+    size_t bytes;
+    struct era__cache_entry e;
+    int rc, max_T = 65536;
+    if (!c || !bias || !c->build) return ERA_EINVAL;
+    *bias = NULL;
+    if (c->kind == 1) max_T = c->ecfg.max_T;
+    if (c->kind == 2) max_T = c->rcfg.max_T;
+    rc = era__check_T(T, max_T);
+    if (rc) return rc;
+    c->tick++;
+    idx = hmgeti(c->map, T);
+    if (idx >= 0) {
+        c->map[idx].value.last = c->tick;
+        c->hits++;
+        *bias = c->map[idx].value.bias;
+        return ERA_OK;
+    }
+    bytes = sizeof(float) * (size_t)T * (size_t)T;
+    if (bytes > c->budget) return ERA_ERANGE;
+    /* evict least recently used entries until the new one fits */
+    while (c->bytes + bytes > c->budget && hmlen(c->map) > 0) {
+        ptrdiff_t i, lru = 0, n = hmlen(c->map);
+        for (i = 1; i < n; i++)
+            if (c->map[i].value.last < c->map[lru].value.last) lru = i;
+        c->bytes -= c->map[lru].value.bytes;
+        ERA_FREE(c->map[lru].value.bias);
+        (void)hmdel(c->map, c->map[lru].key);
+        c->evictions++;
+    }
+    e.bias = (float *)ERA_MALLOC(bytes);
+    if (!e.bias) return ERA_ENOMEM;
+    rc = c->build(c->user, T, e.bias);
+    if (rc) {
+        ERA_FREE(e.bias);
+        return rc;
+    }
+    e.bytes = bytes;
+    e.last = c->tick;
+    hmput(c->map, T, e);
+    c->bytes += bytes;
+    c->builds++;
+    *bias = e.bias;
+    return ERA_OK;
+}
+
+ERADEF void era_cache_free(era_cache *c)
+{
+    ptrdiff_t i;
+    if (!c) return;
+    for (i = 0; i < hmlen(c->map); i++) ERA_FREE(c->map[i].value.bias);
+    hmfree(c->map);
+    if (c->frozen) ERA_FREE(c->frozen);
+    memset(c, 0, sizeof *c);
+}
+
+#ifdef ERA__UNDEF_TYPEOF
+#undef typeof
+#undef ERA__UNDEF_TYPEOF
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ERA_IMPLEMENTATION_DONE */
+#endif /* ERA_IMPLEMENTATION */
+
+/*
+MIT License
+
+Copyright (c) 2026 attnkit contributors
+
+Permission is hereby granted, free of charge, to any person obtaining a copy of this
+software and associated documentation files (the "Software"), to deal in the Software
+without restriction, including without limitation the rights to use, copy, modify, merge,
+publish, distribute, sublicense, and/or sell copies of the Software, and to permit persons
+to whom the Software is furnished to do so, subject to the following conditions:
+
+The above copyright notice and this permission notice shall be included in all copies or
+substantial portions of the Software.
+
+THE SOFTWARE IS PROVIDED "AS IS", WITHOUT WARRANTY OF ANY KIND, EXPRESS OR IMPLIED,
+INCLUDING BUT NOT LIMITED TO THE WARRANTIES OF MERCHANTABILITY, FITNESS FOR A PARTICULAR
+PURPOSE AND NONINFRINGEMENT. IN NO EVENT SHALL THE AUTHORS OR COPYRIGHT HOLDERS BE LIABLE
+FOR ANY CLAIM, DAMAGE OR OTHER LIABILITY, WHETHER IN AN ACTION OF CONTRACT, TORT OR
+OTHERWISE, ARISING FROM, OUT OF OR IN CONNECTION WITH THE SOFTWARE OR THE USE OR OTHER
+DEALINGS IN THE SOFTWARE.
+*/
