@@ -1,0 +1,1557 @@
+/* gdelta.h - gated-delta fast-weight memory (closed-loop Gated DeltaNet recurrence)
+   with a recurrent reference path, a chunked (WY / UT-transform) training path,
+   forward and backward for both, an in-place decode step, and the gate / readout
+   helpers around it. Header-only C99 (STB style), fp32, CPU.
+   v0.1 - MIT license (see the end of the file).
+
+   WHAT
+     ATMA (seed 002) section 3.3, eqs. 16-25, Findings 1-2, and section 5.4.3. Per
+     sequence b and head h a state M (Dv,Dk) is updated, for t = 0..T-1, as
+
+        M    <- gamma_t M                               retention   (decay first)
+        pred  = M k_t
+        M    <- M + beta_t (v_t - pred) k_t^T           delta write (undecayed)
+        r_t   = scale * M q_t                           readout (self-inclusive)
+
+     i.e. M_t = gamma_t M_{t-1} (I - beta_t k_t k_t^T) + beta_t v_t k_t^T, the
+     convention of the paper and of flash-linear-attention. q and k are
+     L2-normalised inside (Finding 1: with RMS-normalised keys the eigenvalue
+     gamma (1 - beta |k|^2) of the update leaves (-1,1) and the state explodes; with
+     unit keys the memory is self-stabilising even at gamma = 1, Finding 2).
+
+     Two paths compute the same function:
+       GD_ALGO_RECURRENT  step by step; backward runs the recurrence in reverse time
+                          on the state, re-computing states from checkpoints stored
+                          every cfg.checkpoint steps (1 = store every state).
+       GD_ALGO_CHUNKED    (default) chunks of cfg.chunk_size steps: inside a chunk
+                          A = strictly-lower beta_i (k_i.k_j) exp(G_i - G_j), (I + A)
+                          solved by forward substitution for the WY/UT write vectors
+                          U, outputs as inter-chunk (q . state) plus intra-chunk causal
+                          terms, the state carried across chunks. Saves one state per
+                          chunk and U: memory O(T D + (T/C) D^2). Backward is the
+                          reverse chunk loop plus the WY backward.
+     Both agree to ~1e-5 relative in fp32 (tests/test_gdelta.c checks 1e-4).
+
+     Numerics: exp(G_i - G_j) is always formed from the difference (never exp(-G)
+     alone); log-gates are floored at cfg.log_gate_floor (-88) so -inf never meets
+     -inf; a zero key normalises to zero (x / sqrt(|x|^2 + eps)), never a division
+     by zero.
+
+   USAGE
+     In exactly one C or C++ file:
+        #define GDELTA_IMPLEMENTATION
+        #include "gdelta.h"
+
+        gd_config cfg = gd_config_default();          // chunked, C = 64, gates as gamma
+        gd_saved saved = gd_saved_init();
+        int rc = gd_forward(&cfg, r, state_out, q, k, v, gamma, beta, NULL,
+                            B, H, T, Dk, Dv, &saved, NULL);
+        if (rc != GD_OK) fprintf(stderr, "%s\n", gd_strerror(rc));
+        // ... dr from the loss; dq, dk, dv, dgamma, dbeta zeroed (backward adds) ...
+        rc = gd_backward(&cfg, &saved, dq, dk, dv, dgamma, dbeta, NULL, dr, NULL,
+                         q, k, v, gamma, beta, NULL, B, H, T, Dk, Dv, NULL);
+        gd_saved_free(&saved);
+
+     Decode (one token per sequence, state table updated in place, no gather/scatter):
+        rc = gd_step(&cfg, table, n_slots, slots, N, H, Dk, Dv, q1, k1, v1, g1, b1, r1);
+
+   COMPILE-TIME OPTIONS
+     GDELTA_STATIC            all functions static
+     GDELTA_MALLOC/GDELTA_FREE allocator (define both or neither)
+     GDELTA_ASSERT            internal-invariant assert (never used on user input)
+     -fopenmp                 parallel over (b,h) with static schedules: results are
+                              bit-identical run to run for a fixed thread count
+
+   CONFIG (gd_config, gd_config_default())
+     algo            GD_ALGO_CHUNKED      GD_ALGO_CHUNKED or GD_ALGO_RECURRENT
+     chunk_size      64                   chunked path, 1..256 (16, 32, 64 are usual)
+     checkpoint      64                   recurrent backward: a state saved every
+                                          `checkpoint` steps, the rest recomputed
+                                          (1: every state saved, no recomputation)
+     gate_is_log     0                    gates given as gamma in [0,1] (0) or as
+                                          log gamma in [-inf,0] (1, the safe form)
+     normalize_qk    1                    L2-normalise q and k (Finding 1)
+     norm_eps        1e-6                 q_hat = q / sqrt(|q|^2 + norm_eps)
+     scale           1.0                  r_t = scale * M_t q_t
+     log_gate_floor  -88                  log gamma clamped below (no -inf, no NaN)
+     b_gamma_init    3.9                  eq. 17 bias init (sigma(3.9) ~ 0.98)
+     b_beta_init     0.0                  eq. 18 bias init (sigma(0) = 0.5)
+     rms_eps         1e-6                 RMSNorm eps of the readout (eq. 25)
+     log, log_user   NULL                 callback for detailed error messages
+
+   SHAPES (legend)  B batch, H heads, T time, Dk key dim, Dv value dim, Dx model
+     input dim, Dout readout output dim, N decode batch, C chunk size.
+     q, k (B,H,T,Dk); v, r (B,H,T,Dv); gates, beta (B,H,T); states (B,H,Dv,Dk)
+     (row i of M belongs to value channel i). Buffers are caller-owned,
+     contiguous, row-major float32. Backward functions ACCUMULATE (+=).
+
+   ERRORS  (int status; gd_strerror() names it)
+     GD_OK      0
+     GD_EINVAL  NULL pointer, bad dimension, bad config, saved state that does not
+                match the call
+     GD_ERANGE  a gate outside [0,1] (or log gate > 0), beta outside [0,1], a
+                NaN/Inf in q, k, v, gates or initial state, a slot index outside
+                [0, n_slots) or repeated within one gd_step batch
+     GD_ENOMEM  allocation failed
+*/
+#ifndef GDELTA_H
+#define GDELTA_H
+
+#include <stddef.h>
+
+#ifdef GDELTA_STATIC
+#define GDELTADEF static
+#else
+#define GDELTADEF extern
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum { GD_OK = 0, GD_EINVAL = -1, GD_ERANGE = -2, GD_ENOMEM = -3 };
+enum { GD_ALGO_CHUNKED = 0, GD_ALGO_RECURRENT = 1 };
+
+typedef struct gd_config {
+    int algo;             /* GD_ALGO_CHUNKED (default) or GD_ALGO_RECURRENT */
+    int chunk_size;       /* chunked path chunk length C, 1..256; default 64 */
+    int checkpoint;       /* recurrent backward: state saved every `checkpoint` steps; 64 */
+    int gate_is_log;      /* 0: gates are gamma in [0,1]; 1: gates are log gamma <= 0 */
+    int normalize_qk;     /* 1: L2-normalise q and k inside (Finding 1); default 1 */
+    float norm_eps;       /* 1e-6 */
+    float scale;          /* readout scale, 1.0 */
+    float log_gate_floor; /* -88 */
+    float b_gamma_init;   /* 3.9 (eq. 17) */
+    float b_beta_init;    /* 0.0 (eq. 18) */
+    float rms_eps;        /* 1e-6 (readout RMSNorm, eq. 25) */
+    void (*log)(const char *msg, void *user); /* detailed error messages; NULL: silent */
+    void *log_user;
+} gd_config;
+
+/* What gd_forward saves for gd_backward. Initialise with gd_saved_init(); forward
+   (re)allocates its buffer with GDELTA_MALLOC when too small; free with gd_saved_free. */
+typedef struct gd_saved {
+    int algo, B, H, T, Dk, Dv, step; /* step: chunk size or checkpoint interval */
+    int nstates;                     /* states saved per (b,h) */
+    float *states;                   /* (B,H,nstates,Dk*Dv) */
+    float *u;                        /* chunked only: WY write vectors (B,H,T,Dv) */
+    void *mem;
+    size_t cap;                      /* bytes at mem */
+} gd_saved;
+
+GDELTADEF gd_config gd_config_default(void);
+GDELTADEF const char *gd_strerror(int err);
+GDELTADEF gd_saved gd_saved_init(void);
+GDELTADEF void gd_saved_free(gd_saved *s);
+
+/* Scratch bytes gd_forward / gd_backward need for these shapes (the larger of the
+   two; depends on omp_get_max_threads() at the time of the call). */
+GDELTADEF size_t gd_workspace_size(const gd_config *cfg, int B, int H, int T, int Dk, int Dv);
+
+/* r: (B,H,T,Dv) written; state_out: (B,H,Dv,Dk) or NULL; q, k: (B,H,T,Dk);
+   v: (B,H,T,Dv); gates, beta: (B,H,T); state0: (B,H,Dv,Dk) or NULL (zeros);
+   saved: NULL (inference) or filled for gd_backward; workspace: NULL or
+   gd_workspace_size() bytes. T >= 1. */
+GDELTADEF int gd_forward(const gd_config *cfg, float *r, float *state_out,
+                         const float *q, const float *k, const float *v,
+                         const float *gates, const float *beta, const float *state0,
+                         int B, int H, int T, int Dk, int Dv, gd_saved *saved,
+                         void *workspace);
+
+/* Accumulates (+=): dq, dk (B,H,T,Dk); dv (B,H,T,Dv); dgates, dbeta (B,H,T)
+   (dgates in the form of cfg.gate_is_log); dstate0 (B,H,Dv,Dk) or NULL.
+   dr: (B,H,T,Dv); dstate_out: (B,H,Dv,Dk) or NULL (zero). The inputs and cfg
+   must be those of the gd_forward call that filled saved. */
+GDELTADEF int gd_backward(const gd_config *cfg, const gd_saved *saved,
+                          float *dq, float *dk, float *dv, float *dgates,
+                          float *dbeta, float *dstate0,
+                          const float *dr, const float *dstate_out,
+                          const float *q, const float *k, const float *v,
+                          const float *gates, const float *beta, const float *state0,
+                          int B, int H, int T, int Dk, int Dv, void *workspace);
+
+/* One decode token for each of N sequences, in place. table: (n_slots,H,Dv,Dk);
+   slots: (N) distinct indices into the table; q, k: (N,H,Dk); v: (N,H,Dv);
+   gates, beta: (N,H); r: (N,H,Dv) written. Same update as gd_forward (T = 1). */
+GDELTADEF int gd_step(const gd_config *cfg, float *table, int n_slots, const int *slots,
+                      int N, int H, int Dk, int Dv, const float *q, const float *k,
+                      const float *v, const float *gates, const float *beta, float *r);
+
+/* Gates (eqs. 17-18): z = x W^T + b per head; gates = sigma(z_gamma) (or its log,
+   computed stably as -softplus(-z), when cfg.gate_is_log), beta = sigma(z_beta).
+   gates, beta: (B,H,T) written (either may be NULL); x: (B,T,Dx);
+   W_gamma, W_beta: (H,Dx); b_gamma, b_beta: (H) or NULL (zero). */
+GDELTADEF int gd_gates_forward(const gd_config *cfg, float *gates, float *beta,
+                               const float *x, const float *W_gamma, const float *b_gamma,
+                               const float *W_beta, const float *b_beta,
+                               int B, int T, int Dx, int H);
+/* Accumulates dx (B,T,Dx), dW_gamma, dW_beta (H,Dx), db_gamma, db_beta (H); any may be
+   NULL. dgates, dbeta: (B,H,T) or NULL (zero). */
+GDELTADEF int gd_gates_backward(const gd_config *cfg, float *dx, float *dW_gamma,
+                                float *db_gamma, float *dW_beta, float *db_beta,
+                                const float *dgates, const float *dbeta, const float *x,
+                                const float *W_gamma, const float *b_gamma,
+                                const float *W_beta, const float *b_beta,
+                                int B, int T, int Dx, int H);
+/* b_gamma, b_beta (H): set to cfg.b_gamma_init, cfg.b_beta_init (either may be NULL). */
+GDELTADEF int gd_gates_init_bias(const gd_config *cfg, float *b_gamma, float *b_beta, int H);
+
+/* Readout (eq. 25): y[b,t,h,:] = RMSNorm(r[b,h,t,:]) * norm_w (per head over Dv),
+   z = y * sigma(x W_g^T + b_g) (H*Dv channels, index h*Dv + d), out = z W_proj^T.
+   out: (B,T,Dout) written; r: (B,H,T,Dv); x: (B,T,Dx); norm_w: (Dv) or NULL (ones);
+   W_g: (H*Dv,Dx); b_g: (H*Dv) or NULL; W_proj: (Dout,H*Dv) (zero-initialise it: the
+   branch is then a no-op at step 0). workspace: NULL or
+   gd_readout_workspace_size() bytes. */
+GDELTADEF size_t gd_readout_workspace_size(int B, int T, int H, int Dv);
+GDELTADEF int gd_readout_forward(const gd_config *cfg, float *out, const float *r,
+                                 const float *x, const float *norm_w, const float *W_g,
+                                 const float *b_g, const float *W_proj,
+                                 int B, int T, int H, int Dv, int Dx, int Dout,
+                                 void *workspace);
+/* Accumulates dr (B,H,T,Dv), dx (B,T,Dx), dnorm_w (Dv), dW_g (H*Dv,Dx), db_g (H*Dv),
+   dW_proj (Dout,H*Dv); any may be NULL. dout: (B,T,Dout). Recomputes the forward. */
+GDELTADEF int gd_readout_backward(const gd_config *cfg, float *dr, float *dx,
+                                  float *dnorm_w, float *dW_g, float *db_g,
+                                  float *dW_proj, const float *dout, const float *r,
+                                  const float *x, const float *norm_w, const float *W_g,
+                                  const float *b_g, const float *W_proj,
+                                  int B, int T, int H, int Dv, int Dx, int Dout,
+                                  void *workspace);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* GDELTA_H */
+
+/* ======================================================================== */
+#ifdef GDELTA_IMPLEMENTATION
+#ifndef GDELTA_IMPLEMENTATION_DONE
+#define GDELTA_IMPLEMENTATION_DONE
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <stdarg.h>
+
+#if defined(GDELTA_MALLOC) && defined(GDELTA_FREE)
+#elif !defined(GDELTA_MALLOC) && !defined(GDELTA_FREE)
+#include <stdlib.h>
+#define GDELTA_MALLOC(sz) malloc(sz)
+#define GDELTA_FREE(p) free(p)
+#else
+#error "gdelta.h: define both GDELTA_MALLOC and GDELTA_FREE, or neither"
+#endif
+
+#ifndef GDELTA_ASSERT
+#include <assert.h>
+#define GDELTA_ASSERT(x) assert(x)
+#endif
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#if defined(__cplusplus)
+#define GD__RESTRICT __restrict
+#elif defined(__STDC_VERSION__) && __STDC_VERSION__ >= 199901L
+#define GD__RESTRICT restrict
+#else
+#define GD__RESTRICT
+#endif
+
+#define GD__MAXC 256
+
+static int gd__max_threads(void)
+{
+#ifdef _OPENMP
+    int n = omp_get_max_threads();
+    return n > 0 ? n : 1;
+#else
+    return 1;
+#endif
+}
+static int gd__thread_num(void)
+{
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
+
+static int gd__err(const gd_config *cfg, int code, const char *fmt, ...)
+{
+    if (cfg && cfg->log) {
+        char buf[256];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(buf, sizeof buf, fmt, ap);
+        va_end(ap);
+        cfg->log(buf, cfg->log_user);
+    }
+    return code;
+}
+
+GDELTADEF gd_config gd_config_default(void)
+{
+    gd_config c;
+    memset(&c, 0, sizeof c);
+    c.algo = GD_ALGO_CHUNKED;
+    c.chunk_size = 64;
+    c.checkpoint = 64;
+    c.gate_is_log = 0;
+    c.normalize_qk = 1;
+    c.norm_eps = 1e-6f;
+    c.scale = 1.0f;
+    c.log_gate_floor = -88.0f;
+    c.b_gamma_init = 3.9f;
+    c.b_beta_init = 0.0f;
+    c.rms_eps = 1e-6f;
+    c.log = NULL;
+    c.log_user = NULL;
+    return c;
+}
+
+GDELTADEF const char *gd_strerror(int err)
+{
+    switch (err) {
+    case GD_OK: return "ok";
+    case GD_EINVAL: return "invalid argument";
+    case GD_ERANGE: return "value out of range";
+    case GD_ENOMEM: return "out of memory";
+    default: return "unknown error";
+    }
+}
+
+GDELTADEF gd_saved gd_saved_init(void)
+{
+    gd_saved s;
+    memset(&s, 0, sizeof s);
+    return s;
+}
+
+GDELTADEF void gd_saved_free(gd_saved *s)
+{
+    if (!s) return;
+    if (s->mem) GDELTA_FREE(s->mem);
+    memset(s, 0, sizeof *s);
+}
+
+static int gd__finite(float x) { return x == x && x - x == 0.0f; }
+
+static int gd__check_cfg(const gd_config *cfg)
+{
+    if (!cfg) return GD_EINVAL;
+    if (cfg->algo != GD_ALGO_CHUNKED && cfg->algo != GD_ALGO_RECURRENT)
+        return gd__err(cfg, GD_EINVAL, "gdelta: algo %d unknown", cfg->algo);
+    if (cfg->chunk_size < 1 || cfg->chunk_size > GD__MAXC)
+        return gd__err(cfg, GD_EINVAL, "gdelta: chunk_size %d outside [1,%d]",
+                       cfg->chunk_size, GD__MAXC);
+    if (cfg->checkpoint < 1)
+        return gd__err(cfg, GD_EINVAL, "gdelta: checkpoint %d < 1", cfg->checkpoint);
+    if (!gd__finite(cfg->norm_eps) || cfg->norm_eps < 0.0f)
+        return gd__err(cfg, GD_EINVAL, "gdelta: norm_eps must be finite and >= 0");
+    if (!gd__finite(cfg->scale))
+        return gd__err(cfg, GD_EINVAL, "gdelta: scale must be finite");
+    if (!gd__finite(cfg->log_gate_floor) || cfg->log_gate_floor > 0.0f ||
+        cfg->log_gate_floor < -103.0f)
+        return gd__err(cfg, GD_EINVAL, "gdelta: log_gate_floor must be in [-103,0]");
+    if (!gd__finite(cfg->rms_eps) || cfg->rms_eps < 0.0f)
+        return gd__err(cfg, GD_EINVAL, "gdelta: rms_eps must be finite and >= 0");
+    return GD_OK;
+}
+
+/* ---------------------------------------------------------------- small GEMM */
+/* C (M,N; ldc) = acc*C + alpha * A B, A element (i,p) at A[i*a_rs + p*a_cs] (so a
+   transposed A costs nothing), B (K,N; ldb) row-major. Register-blocked 4 x 32
+   tiles with contiguous inner loops the compiler vectorises. acc is 0 or 1; with 0,
+   C is never read. */
+static void gd__gemm(int M, int N, int K, float alpha, const float *A, long a_rs,
+                     long a_cs, const float *B, long ldb, int acc, float *C, long ldc)
+{
+    int i, j, p, jj;
+    for (i = 0; i + 4 <= M; i += 4) {
+        const float *a0 = A + (long)i * a_rs, *a1 = a0 + a_rs, *a2 = a1 + a_rs,
+                    *a3 = a2 + a_rs;
+        for (j = 0; j < N; j += 32) {
+            int nb = N - j < 32 ? N - j : 32;
+            float c0[32], c1[32], c2[32], c3[32];
+            float *C0 = C + (long)i * ldc + j, *C1 = C0 + ldc, *C2 = C1 + ldc,
+                  *C3 = C2 + ldc;
+            if (nb == 32) {
+                for (jj = 0; jj < 32; jj++) c0[jj] = c1[jj] = c2[jj] = c3[jj] = 0.0f;
+                for (p = 0; p < K; p++) {
+                    const float *GD__RESTRICT b = B + (long)p * ldb + j;
+                    float x0 = a0[p * a_cs], x1 = a1[p * a_cs], x2 = a2[p * a_cs],
+                          x3 = a3[p * a_cs];
+                    for (jj = 0; jj < 32; jj++) {
+                        c0[jj] += x0 * b[jj];
+                        c1[jj] += x1 * b[jj];
+                        c2[jj] += x2 * b[jj];
+                        c3[jj] += x3 * b[jj];
+                    }
+                }
+                if (acc) {
+                    for (jj = 0; jj < 32; jj++) {
+                        C0[jj] += alpha * c0[jj];
+                        C1[jj] += alpha * c1[jj];
+                        C2[jj] += alpha * c2[jj];
+                        C3[jj] += alpha * c3[jj];
+                    }
+                } else {
+                    for (jj = 0; jj < 32; jj++) {
+                        C0[jj] = alpha * c0[jj];
+                        C1[jj] = alpha * c1[jj];
+                        C2[jj] = alpha * c2[jj];
+                        C3[jj] = alpha * c3[jj];
+                    }
+                }
+            } else {
+                for (jj = 0; jj < nb; jj++) c0[jj] = c1[jj] = c2[jj] = c3[jj] = 0.0f;
+                for (p = 0; p < K; p++) {
+                    const float *b = B + (long)p * ldb + j;
+                    float x0 = a0[p * a_cs], x1 = a1[p * a_cs], x2 = a2[p * a_cs],
+                          x3 = a3[p * a_cs];
+                    for (jj = 0; jj < nb; jj++) {
+                        c0[jj] += x0 * b[jj];
+                        c1[jj] += x1 * b[jj];
+                        c2[jj] += x2 * b[jj];
+                        c3[jj] += x3 * b[jj];
+                    }
+                }
+                for (jj = 0; jj < nb; jj++) {
+                    C0[jj] = (acc ? C0[jj] : 0.0f) + alpha * c0[jj];
+                    C1[jj] = (acc ? C1[jj] : 0.0f) + alpha * c1[jj];
+                    C2[jj] = (acc ? C2[jj] : 0.0f) + alpha * c2[jj];
+                    C3[jj] = (acc ? C3[jj] : 0.0f) + alpha * c3[jj];
+                }
+            }
+        }
+    }
+    for (; i < M; i++) {
+        const float *a0 = A + (long)i * a_rs;
+        for (j = 0; j < N; j += 32) {
+            int nb = N - j < 32 ? N - j : 32;
+            float c0[32];
+            float *C0 = C + (long)i * ldc + j;
+            for (jj = 0; jj < nb; jj++) c0[jj] = 0.0f;
+            for (p = 0; p < K; p++) {
+                const float *b = B + (long)p * ldb + j;
+                float x0 = a0[p * a_cs];
+                for (jj = 0; jj < nb; jj++) c0[jj] += x0 * b[jj];
+            }
+            for (jj = 0; jj < nb; jj++) C0[jj] = (acc ? C0[jj] : 0.0f) + alpha * c0[jj];
+        }
+    }
+}
+
+/* dst (cols, rows) = src (rows, cols)^T with leading dims */
+static void gd__transpose(float *GD__RESTRICT dst, long ldd, const float *GD__RESTRICT src,
+                          long lds, int rows, int cols)
+{
+    int i, j, i0, j0;
+    for (i0 = 0; i0 < rows; i0 += 16)
+        for (j0 = 0; j0 < cols; j0 += 16) {
+            int ie = i0 + 16 < rows ? i0 + 16 : rows, je = j0 + 16 < cols ? j0 + 16 : cols;
+            for (i = i0; i < ie; i++)
+                for (j = j0; j < je; j++) dst[(long)j * ldd + i] = src[(long)i * lds + j];
+        }
+}
+
+static float gd__dot(const float *GD__RESTRICT a, const float *GD__RESTRICT b, int n)
+{
+    float s = 0.0f;
+    int i;
+    for (i = 0; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+/* y = x / sqrt(|x|^2 + eps) (or a copy); returns the inverse norm used. */
+static float gd__l2norm(float *GD__RESTRICT y, const float *GD__RESTRICT x, int n,
+                        const gd_config *cfg)
+{
+    int i;
+    float inv = 1.0f;
+    if (cfg->normalize_qk) {
+        double s = 0.0;
+        for (i = 0; i < n; i++) s += (double)x[i] * x[i];
+        s += cfg->norm_eps;
+        inv = s > 0.0 ? (float)(1.0 / sqrt(s)) : 0.0f;
+    }
+    for (i = 0; i < n; i++) y[i] = x[i] * inv;
+    return inv;
+}
+
+/* dx += d(normalise)/dx^T dy, with y the normalised vector and inv its 1/norm */
+static void gd__l2norm_back(float *GD__RESTRICT dx, const float *GD__RESTRICT dy,
+                            const float *GD__RESTRICT y, float inv, int n,
+                            const gd_config *cfg)
+{
+    int i;
+    if (!cfg->normalize_qk) {
+        for (i = 0; i < n; i++) dx[i] += dy[i];
+        return;
+    }
+    {
+        float yd = gd__dot(y, dy, n);
+        for (i = 0; i < n; i++) dx[i] += inv * (dy[i] - y[i] * yd);
+    }
+}
+
+/* floored log-gate and gamma from a gate value in the configured form */
+static float gd__lg(const gd_config *cfg, float g)
+{
+    float lg;
+    if (cfg->gate_is_log) lg = g;
+    else lg = g > 0.0f ? logf(g) : cfg->log_gate_floor;
+    return lg < cfg->log_gate_floor ? cfg->log_gate_floor : lg;
+}
+static float gd__gamma(const gd_config *cfg, float g)
+{
+    if (cfg->gate_is_log) return expf(g < cfg->log_gate_floor ? cfg->log_gate_floor : g);
+    return g;
+}
+
+/* ---------------------------------------------------------------- validation */
+static int gd__check_data(const gd_config *cfg, const char *fn, const float *q,
+                          const float *k, const float *v, const float *gates,
+                          const float *beta, const float *state0, long nqk, long nv,
+                          long ng, long ns)
+{
+    long i;
+    for (i = 0; i < nqk; i++)
+        if (!gd__finite(q[i]) || !gd__finite(k[i]))
+            return gd__err(cfg, GD_ERANGE, "%s: non-finite q or k at %ld", fn, i);
+    for (i = 0; i < nv; i++)
+        if (!gd__finite(v[i])) return gd__err(cfg, GD_ERANGE, "%s: non-finite v at %ld", fn, i);
+    for (i = 0; i < ng; i++) {
+        float g = gates[i], b = beta[i];
+        if (cfg->gate_is_log) {
+            if (!(g <= 0.0f))
+                return gd__err(cfg, GD_ERANGE, "%s: log gate %g at %ld not <= 0", fn, g, i);
+        } else if (!(g >= 0.0f && g <= 1.0f))
+            return gd__err(cfg, GD_ERANGE, "%s: gate %g at %ld outside [0,1]", fn, g, i);
+        if (!(b >= 0.0f && b <= 1.0f))
+            return gd__err(cfg, GD_ERANGE, "%s: beta %g at %ld outside [0,1]", fn, b, i);
+    }
+    if (state0)
+        for (i = 0; i < ns; i++)
+            if (!gd__finite(state0[i]))
+                return gd__err(cfg, GD_ERANGE, "%s: non-finite state0 at %ld", fn, i);
+    return GD_OK;
+}
+
+static int gd__check_shapes(const gd_config *cfg, const char *fn, int B, int H, int T,
+                            int Dk, int Dv)
+{
+    if (B < 1 || H < 1 || T < 1 || Dk < 1 || Dv < 1)
+        return gd__err(cfg, GD_EINVAL, "%s: B=%d H=%d T=%d Dk=%d Dv=%d must be >= 1", fn,
+                       B, H, T, Dk, Dv);
+    if ((double)B * H * T * (Dk > Dv ? Dk : Dv) > 1e15 || (double)Dk * Dv > 1e12)
+        return gd__err(cfg, GD_EINVAL, "%s: shapes too large", fn);
+    return GD_OK;
+}
+
+/* ---------------------------------------------------------------- workspace */
+static size_t gd__al(size_t n) { return (n + 15) & ~(size_t)15; } /* floats, 64-byte */
+
+/* floats per thread */
+static size_t gd__thread_floats(const gd_config *cfg, int T, int Dk, int Dv)
+{
+    size_t C = (size_t)(cfg->chunk_size < T ? cfg->chunk_size : T);
+    size_t K = (size_t)(cfg->checkpoint < T ? cfg->checkpoint : T);
+    size_t dk = (size_t)Dk, dv = (size_t)Dv, D2 = dk * dv;
+    size_t ch, rec;
+    /* chunked: 8 (C,Dk) + 8 (C,Dv) + 12 (C,C) + 4 D2 + 8 (C) + (Dv,C) + Dk + Dv */
+    ch = 8 * gd__al(C * dk) + 8 * gd__al(C * dv) + 12 * gd__al(C * C) + 4 * gd__al(D2) +
+         8 * gd__al(C) + gd__al(dv * C) + gd__al(dk) + gd__al(dv);
+    /* recurrent: K states + dS + 6 (Dk) + 4 (Dv) */
+    rec = (K + 1) * gd__al(D2) + 6 * gd__al(dk) + 4 * gd__al(dv);
+    return (ch > rec ? ch : rec) + 16;
+}
+
+GDELTADEF size_t gd_workspace_size(const gd_config *cfg, int B, int H, int T, int Dk, int Dv)
+{
+    if (gd__check_cfg(cfg) != GD_OK || B < 1 || H < 1 || T < 1 || Dk < 1 || Dv < 1)
+        return 0;
+    return gd__thread_floats(cfg, T, Dk, Dv) * sizeof(float) * (size_t)gd__max_threads();
+}
+
+typedef struct gd__arena {
+    float *p;
+} gd__arena;
+static float *gd__take(gd__arena *a, size_t n)
+{
+    float *r = a->p;
+    a->p += gd__al(n);
+    return r;
+}
+
+static int gd__saved_prepare(const gd_config *cfg, gd_saved *s, int B, int H, int T,
+                             int Dk, int Dv)
+{
+    int step = cfg->algo == GD_ALGO_CHUNKED ? cfg->chunk_size : cfg->checkpoint;
+    int ns = (T + step - 1) / step;
+    size_t nst = (size_t)B * H * ns * (size_t)Dk * Dv;
+    size_t nu = cfg->algo == GD_ALGO_CHUNKED ? (size_t)B * H * T * (size_t)Dv : 0;
+    size_t bytes = (gd__al(nst) + gd__al(nu) + 16) * sizeof(float);
+    if (s->cap < bytes || !s->mem) {
+        if (s->mem) GDELTA_FREE(s->mem);
+        s->mem = GDELTA_MALLOC(bytes);
+        s->cap = s->mem ? bytes : 0;
+        if (!s->mem) return gd__err(cfg, GD_ENOMEM, "gd_forward: saved state alloc failed");
+    }
+    {
+        float *base = (float *)s->mem;
+        size_t off = ((size_t)(-(ptrdiff_t)(size_t)base) / sizeof(float)) & 15; /* align */
+        if (off * sizeof(float) + gd__al(nst) * sizeof(float) + gd__al(nu) * sizeof(float) >
+            bytes)
+            off = 0;
+        s->states = base + off;
+        s->u = nu ? s->states + gd__al(nst) : NULL;
+    }
+    s->algo = cfg->algo;
+    s->B = B; s->H = H; s->T = T; s->Dk = Dk; s->Dv = Dv;
+    s->step = step;
+    s->nstates = ns;
+    return GD_OK;
+}
+
+/* ---------------------------------------------------------------- recurrent */
+/* One step on M (Dv,Dk) in place; r (Dv) or NULL. kn, qn normalised. */
+static void gd__rec_step(float *GD__RESTRICT M, int Dk, int Dv, const float *GD__RESTRICT kn,
+                         const float *GD__RESTRICT qn, const float *GD__RESTRICT v,
+                         float gam, float bet, float scale, float *GD__RESTRICT r)
+{
+    int i, j;
+    for (i = 0; i < Dv; i++) {
+        float *GD__RESTRICT row = M + (long)i * Dk;
+        float p = 0.0f, u, o = 0.0f;
+        for (j = 0; j < Dk; j++) {
+            row[j] *= gam;
+            p += row[j] * kn[j];
+        }
+        u = bet * (v[i] - p);
+        for (j = 0; j < Dk; j++) {
+            row[j] += u * kn[j];
+            o += row[j] * qn[j];
+        }
+        if (r) r[i] = scale * o;
+    }
+}
+
+/* Backward through one step. Mp = M_{t-1} (Dv,Dk); dS (Dv,Dk): in = dL/dM_t, out =
+   dL/dM_{t-1}. dqn, dkn (Dk) accumulate; dv (Dv) written; *dbet, *da (= dL/dgamma)
+   written. */
+static void gd__rec_step_back(const float *GD__RESTRICT Mp, float *GD__RESTRICT dS, int Dk,
+                              int Dv, const float *GD__RESTRICT kn,
+                              const float *GD__RESTRICT qn, const float *GD__RESTRICT v,
+                              const float *GD__RESTRICT dr, float gam, float bet,
+                              float scale, float *GD__RESTRICT dqn, float *GD__RESTRICT dkn,
+                              float *GD__RESTRICT dv, float *dbet, float *da)
+{
+    int i, j;
+    float sb = 0.0f, sa = 0.0f;
+    for (i = 0; i < Dv; i++) {
+        const float *GD__RESTRICT mp = Mp + (long)i * Dk;
+        float *GD__RESTRICT ds = dS + (long)i * Dk;
+        float p = 0.0f, u, du = 0.0f, dp, sdo = scale * dr[i], a = 0.0f;
+        for (j = 0; j < Dk; j++) p += mp[j] * kn[j];
+        p *= gam;
+        u = bet * (v[i] - p);
+        for (j = 0; j < Dk; j++) {
+            float st = gam * mp[j] + u * kn[j];
+            ds[j] += sdo * qn[j];
+            dqn[j] += sdo * st;
+            du += ds[j] * kn[j];
+            dkn[j] += u * ds[j];
+        }
+        dv[i] = bet * du;
+        sb += du * (v[i] - p);
+        dp = -bet * du;
+        for (j = 0; j < Dk; j++) {
+            float dsp = ds[j] + dp * kn[j];
+            dkn[j] += dp * gam * mp[j];
+            a += dsp * mp[j];
+            ds[j] = gam * dsp;
+        }
+        sa += a;
+    }
+    *dbet = sb;
+    *da = sa;
+}
+
+static void gd__rec_forward_bh(const gd_config *cfg, float *r, float *state_out,
+                               const float *q, const float *k, const float *v,
+                               const float *g, const float *be, const float *s0, int T,
+                               int Dk, int Dv, float *saved_states, float *ws)
+{
+    gd__arena ar;
+    float *M, *qn, *kn;
+    int t, K = cfg->checkpoint;
+    size_t D2 = (size_t)Dk * Dv;
+    ar.p = ws;
+    M = gd__take(&ar, D2);
+    qn = gd__take(&ar, (size_t)Dk);
+    kn = gd__take(&ar, (size_t)Dk);
+    if (s0) memcpy(M, s0, D2 * sizeof(float));
+    else memset(M, 0, D2 * sizeof(float));
+    for (t = 0; t < T; t++) {
+        if (saved_states && t % K == 0)
+            memcpy(saved_states + (size_t)(t / K) * D2, M, D2 * sizeof(float));
+        gd__l2norm(qn, q + (long)t * Dk, Dk, cfg);
+        gd__l2norm(kn, k + (long)t * Dk, Dk, cfg);
+        gd__rec_step(M, Dk, Dv, kn, qn, v + (long)t * Dv, gd__gamma(cfg, g[t]), be[t],
+                     cfg->scale, r + (long)t * Dv);
+    }
+    if (state_out) memcpy(state_out, M, D2 * sizeof(float));
+}
+
+static void gd__rec_backward_bh(const gd_config *cfg, const float *saved_states,
+                                float *dq, float *dk, float *dv, float *dg, float *dbeta,
+                                float *ds0, const float *dr, const float *dsout,
+                                const float *q, const float *k, const float *v,
+                                const float *g, const float *be, int T, int Dk, int Dv,
+                                float *ws)
+{
+    gd__arena ar;
+    float *dS, *Ms, *qn, *kn, *dqn, *dkn, *dvt;
+    int K = cfg->checkpoint, seg, nseg = (T + K - 1) / K, t, i;
+    size_t D2 = (size_t)Dk * Dv;
+    ar.p = ws;
+    dS = gd__take(&ar, D2);
+    qn = gd__take(&ar, (size_t)Dk);
+    kn = gd__take(&ar, (size_t)Dk);
+    dqn = gd__take(&ar, (size_t)Dk);
+    dkn = gd__take(&ar, (size_t)Dk);
+    dvt = gd__take(&ar, (size_t)Dv);
+    Ms = ar.p; /* (K, D2): states before each step of the segment */
+    if (dsout) memcpy(dS, dsout, D2 * sizeof(float));
+    else memset(dS, 0, D2 * sizeof(float));
+    for (seg = nseg - 1; seg >= 0; seg--) {
+        int t0 = seg * K, t1 = t0 + K < T ? t0 + K : T;
+        memcpy(Ms, saved_states + (size_t)seg * D2, D2 * sizeof(float));
+        for (t = t0; t + 1 < t1; t++) { /* recompute states inside the segment */
+            float *dst = Ms + (size_t)(t - t0 + 1) * D2;
+            memcpy(dst, Ms + (size_t)(t - t0) * D2, D2 * sizeof(float));
+            gd__l2norm(qn, q + (long)t * Dk, Dk, cfg);
+            gd__l2norm(kn, k + (long)t * Dk, Dk, cfg);
+            gd__rec_step(dst, Dk, Dv, kn, qn, v + (long)t * Dv, gd__gamma(cfg, g[t]), be[t],
+                         cfg->scale, NULL);
+        }
+        for (t = t1 - 1; t >= t0; t--) {
+            float dbt, da, gam = gd__gamma(cfg, g[t]);
+            float qinv = gd__l2norm(qn, q + (long)t * Dk, Dk, cfg);
+            float kinv = gd__l2norm(kn, k + (long)t * Dk, Dk, cfg);
+            memset(dqn, 0, (size_t)Dk * sizeof(float));
+            memset(dkn, 0, (size_t)Dk * sizeof(float));
+            gd__rec_step_back(Ms + (size_t)(t - t0) * D2, dS, Dk, Dv, kn, qn,
+                              v + (long)t * Dv, dr + (long)t * Dv, gam, be[t], cfg->scale,
+                              dqn, dkn, dvt, &dbt, &da);
+            gd__l2norm_back(dq + (long)t * Dk, dqn, qn, qinv, Dk, cfg);
+            gd__l2norm_back(dk + (long)t * Dk, dkn, kn, kinv, Dk, cfg);
+            for (i = 0; i < Dv; i++) dv[(long)t * Dv + i] += dvt[i];
+            dbeta[t] += dbt;
+            if (cfg->gate_is_log) {
+                if (g[t] > cfg->log_gate_floor) dg[t] += gam * da;
+            } else
+                dg[t] += da;
+        }
+    }
+    if (ds0)
+        for (i = 0; i < (int)D2; i++) ds0[i] += dS[i];
+}
+
+/* ---------------------------------------------------------------- chunked */
+/* Per-chunk quantities shared by forward and backward. */
+typedef struct gd__chunk {
+    int L, C, Dk, Dv;
+    float *qn, *kn;           /* (C,Dk) */
+    float *qt, *kt;           /* (Dk,C) */
+    float *KK, *QK, *P, *A;   /* (C,C) */
+    float *G, *e, *c, *bet, *qinv, *kinv, *lg;  /* (C) */
+} gd__chunk;
+
+static void gd__chunk_alloc(gd__chunk *ch, gd__arena *ar, int C, int Dk, int Dv)
+{
+    size_t cc = (size_t)C * C;
+    ch->C = C; ch->Dk = Dk; ch->Dv = Dv;
+    ch->qn = gd__take(ar, (size_t)C * Dk);
+    ch->kn = gd__take(ar, (size_t)C * Dk);
+    ch->qt = gd__take(ar, (size_t)C * Dk);
+    ch->kt = gd__take(ar, (size_t)C * Dk);
+    ch->KK = gd__take(ar, cc);
+    ch->QK = gd__take(ar, cc);
+    ch->P = gd__take(ar, cc);
+    ch->A = gd__take(ar, cc);
+    ch->G = gd__take(ar, (size_t)C);
+    ch->e = gd__take(ar, (size_t)C);
+    ch->c = gd__take(ar, (size_t)C);
+    ch->bet = gd__take(ar, (size_t)C);
+    ch->qinv = gd__take(ar, (size_t)C);
+    ch->kinv = gd__take(ar, (size_t)C);
+    ch->lg = gd__take(ar, (size_t)C);
+}
+
+/* Loads chunk [t0, t0+L): normalised q, k, their transposes, cumulative log-decay G,
+   e = exp(G), c = exp(G_last - G), KK = K K^T, QK = Q K^T, P (lower incl. diagonal)
+   = exp(G_i - G_j), A (strictly lower) = beta_i KK_ij P_ij. */
+static void gd__chunk_load(const gd_config *cfg, gd__chunk *ch, int L, const float *q,
+                           const float *k, const float *g, const float *be)
+{
+    int i, j, C = ch->C, Dk = ch->Dk;
+    float acc = 0.0f;
+    ch->L = L;
+    for (i = 0; i < L; i++) {
+        ch->qinv[i] = gd__l2norm(ch->qn + (long)i * Dk, q + (long)i * Dk, Dk, cfg);
+        ch->kinv[i] = gd__l2norm(ch->kn + (long)i * Dk, k + (long)i * Dk, Dk, cfg);
+        ch->lg[i] = gd__lg(cfg, g[i]);
+        acc += ch->lg[i];
+        ch->G[i] = acc;
+        ch->bet[i] = be[i];
+    }
+    for (i = 0; i < L; i++) {
+        ch->e[i] = expf(ch->G[i]);
+        ch->c[i] = expf(ch->G[L - 1] - ch->G[i]);
+    }
+    gd__transpose(ch->qt, C, ch->qn, Dk, L, Dk);
+    gd__transpose(ch->kt, C, ch->kn, Dk, L, Dk);
+    gd__gemm(L, L, Dk, 1.0f, ch->kn, Dk, 1, ch->kt, C, 0, ch->KK, C);
+    gd__gemm(L, L, Dk, 1.0f, ch->qn, Dk, 1, ch->kt, C, 0, ch->QK, C);
+    for (i = 0; i < L; i++) {
+        float *Pi = ch->P + (long)i * C, *Ai = ch->A + (long)i * C;
+        for (j = 0; j <= i; j++) Pi[j] = expf(ch->G[i] - ch->G[j]);
+        for (j = i + 1; j < L; j++) Pi[j] = 0.0f;
+        for (j = 0; j < i; j++) Ai[j] = ch->bet[i] * ch->KK[(long)i * C + j] * Pi[j];
+        for (j = i; j < L; j++) Ai[j] = 0.0f;
+    }
+}
+
+static void gd__chunk_forward_bh(const gd_config *cfg, float *r, float *state_out,
+                                 const float *q, const float *k, const float *v,
+                                 const float *g, const float *be, const float *s0, int T,
+                                 int Dk, int Dv, float *saved_states, float *saved_u,
+                                 float *ws)
+{
+    gd__arena ar;
+    gd__chunk ch;
+    int C = cfg->chunk_size < T ? cfg->chunk_size : T;
+    float *St, *KS, *QS, *U0, *cU, *QKP;
+    int t0, i, j, ci = 0;
+    size_t D2 = (size_t)Dk * Dv;
+    ar.p = ws;
+    gd__chunk_alloc(&ch, &ar, C, Dk, Dv);
+    St = gd__take(&ar, D2);
+    KS = gd__take(&ar, (size_t)C * Dv);
+    QS = gd__take(&ar, (size_t)C * Dv);
+    U0 = gd__take(&ar, (size_t)C * Dv);
+    cU = gd__take(&ar, (size_t)C * Dv);
+    QKP = gd__take(&ar, (size_t)C * C);
+    if (s0) gd__transpose(St, Dv, s0, Dk, Dv, Dk);
+    else memset(St, 0, D2 * sizeof(float));
+    for (t0 = 0; t0 < T; t0 += C, ci++) {
+        int L = T - t0 < C ? T - t0 : C;
+        float *U = saved_u ? saved_u + (long)t0 * Dv : U0;
+        const float *vv = v + (long)t0 * Dv;
+        float *rr = r + (long)t0 * Dv;
+        if (saved_states) memcpy(saved_states + (size_t)ci * D2, St, D2 * sizeof(float));
+        gd__chunk_load(cfg, &ch, L, q + (long)t0 * Dk, k + (long)t0 * Dk, g + t0, be + t0);
+        gd__gemm(L, Dv, Dk, 1.0f, ch.kn, Dk, 1, St, Dv, 0, KS, Dv); /* KS_i = M k_i */
+        gd__gemm(L, Dv, Dk, 1.0f, ch.qn, Dk, 1, St, Dv, 0, QS, Dv); /* QS_i = M q_i */
+        /* U = (I + A)^-1 diag(beta) (V - diag(e) KS), by forward substitution */
+        for (i = 0; i < L; i++) {
+            float *Ui = U + (long)i * Dv;
+            const float *Ai = ch.A + (long)i * C;
+            float bi = ch.bet[i], ei = ch.e[i];
+            for (j = 0; j < Dv; j++) Ui[j] = bi * (vv[(long)i * Dv + j] - ei * KS[(long)i * Dv + j]);
+            for (j = 0; j < i; j++) {
+                const float *GD__RESTRICT Uj = U + (long)j * Dv;
+                float a = Ai[j];
+                int d;
+                for (d = 0; d < Dv; d++) Ui[d] -= a * Uj[d];
+            }
+        }
+        /* r = scale (diag(e) QS + (P o QK) U) */
+        for (i = 0; i < L; i++) {
+            for (j = 0; j < L; j++)
+                QKP[(long)i * C + j] = ch.P[(long)i * C + j] * ch.QK[(long)i * C + j];
+            for (j = 0; j < Dv; j++) rr[(long)i * Dv + j] = ch.e[i] * QS[(long)i * Dv + j];
+        }
+        gd__gemm(L, Dv, L, 1.0f, QKP, C, 1, U, Dv, 1, rr, Dv);
+        if (cfg->scale != 1.0f)
+            for (i = 0; i < L * Dv; i++) rr[i] *= cfg->scale;
+        /* state: St = e_last St + K^T diag(c) U */
+        {
+            float el = ch.e[L - 1];
+            for (i = 0; i < L; i++)
+                for (j = 0; j < Dv; j++) cU[(long)i * Dv + j] = ch.c[i] * U[(long)i * Dv + j];
+            for (i = 0; i < (int)D2; i++) St[i] *= el;
+            gd__gemm(Dk, Dv, L, 1.0f, ch.kt, C, 1, cU, Dv, 1, St, Dv);
+        }
+    }
+    if (state_out) gd__transpose(state_out, Dk, St, Dv, Dk, Dv);
+}
+
+static void gd__chunk_backward_bh(const gd_config *cfg, const float *saved_states,
+                                  const float *saved_u, float *dq, float *dk, float *dv,
+                                  float *dg, float *dbeta, float *ds0, const float *dr,
+                                  const float *dsout, const float *q, const float *k,
+                                  const float *v, const float *g, const float *be, int T,
+                                  int Dk, int Dv, float *ws)
+{
+    gd__arena ar;
+    gd__chunk ch;
+    int C = cfg->chunk_size < T ? cfg->chunk_size : T;
+    int nck = (T + C - 1) / C, ci, i, j;
+    float *S, *dSt, *dS, *Ut, *dU, *dB, *Y, *W, *Z, *X, *dQn, *dKn, *QKP, *DOU, *Dm,
+        *dBU, *dKK, *dG;
+    float scale = cfg->scale;
+    size_t D2 = (size_t)Dk * Dv;
+    ar.p = ws;
+    gd__chunk_alloc(&ch, &ar, C, Dk, Dv);
+    S = gd__take(&ar, D2);
+    dSt = gd__take(&ar, D2);
+    dS = gd__take(&ar, D2);
+    Ut = gd__take(&ar, (size_t)C * Dv);
+    dU = gd__take(&ar, (size_t)C * Dv);
+    dB = gd__take(&ar, (size_t)C * Dv);
+    Y = gd__take(&ar, (size_t)C * Dv);
+    W = gd__take(&ar, (size_t)C * Dv);
+    Z = gd__take(&ar, (size_t)C * Dk);
+    X = gd__take(&ar, (size_t)C * Dk);
+    dQn = gd__take(&ar, (size_t)C * Dk);
+    dKn = gd__take(&ar, (size_t)C * Dk);
+    QKP = gd__take(&ar, (size_t)C * C);
+    DOU = gd__take(&ar, (size_t)C * C);
+    Dm = gd__take(&ar, (size_t)C * C);
+    dBU = gd__take(&ar, (size_t)C * C);
+    dKK = gd__take(&ar, (size_t)C * C);
+    dG = gd__take(&ar, (size_t)C);
+    if (dsout) gd__transpose(dSt, Dv, dsout, Dk, Dv, Dk);
+    else memset(dSt, 0, D2 * sizeof(float));
+    for (ci = nck - 1; ci >= 0; ci--) {
+        int t0 = ci * C, L = T - t0 < C ? T - t0 : C;
+        const float *St = saved_states + (size_t)ci * D2;
+        const float *U = saved_u + (long)t0 * Dv;
+        const float *dO = dr + (long)t0 * Dv, *vv = v + (long)t0 * Dv;
+        float el, acc;
+        gd__chunk_load(cfg, &ch, L, q + (long)t0 * Dk, k + (long)t0 * Dk, g + t0, be + t0);
+        el = ch.e[L - 1];
+        gd__transpose(S, Dk, St, Dv, Dk, Dv);  /* S = M (Dv,Dk) at chunk start */
+        gd__transpose(dS, Dk, dSt, Dv, Dk, Dv); /* dS = dL/dM_end (Dv,Dk) */
+        gd__transpose(Ut, C, U, Dv, L, Dv);
+        for (i = 0; i < L; i++) {
+            dG[i] = 0.0f;
+            for (j = 0; j < L; j++)
+                QKP[(long)i * C + j] = ch.P[(long)i * C + j] * ch.QK[(long)i * C + j];
+        }
+        /* --- through the state carried out: M_end = e_last M + sum_j c_j u_j k_j^T */
+        gd__gemm(L, Dv, Dk, 1.0f, ch.kn, Dk, 1, dSt, Dv, 0, Y, Dv); /* Y_j = dM^T.. */
+        for (j = 0; j < L; j++) {
+            float dcj = gd__dot(U + (long)j * Dv, Y + (long)j * Dv, Dv) * ch.c[j];
+            dG[L - 1] += dcj;
+            dG[j] -= dcj;
+        }
+        dG[L - 1] += el * gd__dot(dSt, St, (int)D2);
+        /* dU = scale (P o QK)^T dO + diag(c) Y */
+        for (j = 0; j < L; j++)
+            for (i = 0; i < Dv; i++) dU[(long)j * Dv + i] = ch.c[j] * Y[(long)j * Dv + i];
+        gd__gemm(L, Dv, L, scale, QKP, 1, C, dO, Dv, 1, dU, Dv);
+        /* dKn = diag(c) U dS */
+        gd__gemm(L, Dk, Dv, 1.0f, U, Dv, 1, dS, Dk, 0, dKn, Dk);
+        for (j = 0; j < L; j++)
+            for (i = 0; i < Dk; i++) dKn[(long)j * Dk + i] *= ch.c[j];
+        /* --- inter-chunk readout r_i += scale e_i M q_i */
+        gd__gemm(L, Dk, Dv, 1.0f, dO, Dv, 1, S, Dk, 0, Z, Dk); /* Z_i = M^T do_i */
+        for (i = 0; i < L; i++) {
+            float se = scale * ch.e[i];
+            dG[i] += se * gd__dot(ch.qn + (long)i * Dk, Z + (long)i * Dk, Dk);
+            for (j = 0; j < Dk; j++) dQn[(long)i * Dk + j] = se * Z[(long)i * Dk + j];
+        }
+        /* --- intra-chunk readout r_i += scale sum_{j<=i} P_ij (q_i.k_j) u_j */
+        gd__gemm(L, L, Dv, 1.0f, dO, Dv, 1, Ut, C, 0, DOU, C);
+        for (i = 0; i < L; i++)
+            for (j = 0; j < L; j++) {
+                float d = scale * ch.P[(long)i * C + j] * DOU[(long)i * C + j];
+                float w = d * ch.QK[(long)i * C + j];
+                Dm[(long)i * C + j] = d;
+                dG[i] += w;
+                dG[j] -= w;
+            }
+        gd__gemm(L, Dk, L, 1.0f, Dm, C, 1, ch.kn, Dk, 1, dQn, Dk);
+        gd__gemm(L, Dk, L, 1.0f, Dm, 1, C, ch.qn, Dk, 1, dKn, Dk);
+        /* --- WY: U = (I + A)^-1 Bm: dB = (I + A)^-T dU (back substitution) */
+        for (i = L - 1; i >= 0; i--) {
+            float *dBi = dB + (long)i * Dv;
+            memcpy(dBi, dU + (long)i * Dv, (size_t)Dv * sizeof(float));
+            for (j = i + 1; j < L; j++) {
+                const float *GD__RESTRICT dBj = dB + (long)j * Dv;
+                float a = ch.A[(long)j * C + i];
+                int d;
+                for (d = 0; d < Dv; d++) dBi[d] -= a * dBj[d];
+            }
+        }
+        gd__gemm(L, L, Dv, 1.0f, dB, Dv, 1, Ut, C, 0, dBU, C); /* dA = -dB U^T */
+        /* Bm_i = beta_i (v_i - e_i M k_i) */
+        gd__gemm(L, Dk, Dv, 1.0f, dB, Dv, 1, S, Dk, 0, X, Dk); /* X_i = M^T dB_i */
+        for (i = 0; i < L; i++) {
+            float bi = ch.bet[i], ei = ch.e[i];
+            const float *dBi = dB + (long)i * Dv;
+            float kx = gd__dot(ch.kn + (long)i * Dk, X + (long)i * Dk, Dk);
+            float db = gd__dot(dBi, vv + (long)i * Dv, Dv) - ei * kx;
+            for (j = 0; j < Dv; j++) dv[(long)(t0 + i) * Dv + j] += bi * dBi[j];
+            for (j = 0; j < Dk; j++) dKn[(long)i * Dk + j] -= bi * ei * X[(long)i * Dk + j];
+            dG[i] -= bi * ei * kx;
+            /* A_ij = beta_i KK_ij P_ij (j < i) */
+            for (j = 0; j < i; j++) {
+                float dA = -dBU[(long)i * C + j];
+                float kp = ch.KK[(long)i * C + j] * ch.P[(long)i * C + j];
+                float w = dA * ch.A[(long)i * C + j];
+                db += dA * kp;
+                dKK[(long)i * C + j] = dA * bi * ch.P[(long)i * C + j];
+                dG[i] += w;
+                dG[j] -= w;
+            }
+            for (j = i; j < L; j++) dKK[(long)i * C + j] = 0.0f;
+            dbeta[t0 + i] += db;
+        }
+        gd__gemm(L, Dk, L, 1.0f, dKK, C, 1, ch.kn, Dk, 1, dKn, Dk);
+        gd__gemm(L, Dk, L, 1.0f, dKK, 1, C, ch.kn, Dk, 1, dKn, Dk);
+        /* --- dM at the chunk start: e_last dM_end + scale Q^T diag(e) dO - K^T diag(beta e) dB */
+        for (i = 0; i < (int)D2; i++) dSt[i] *= el;
+        for (i = 0; i < L; i++) {
+            float se = scale * ch.e[i], be_ = -ch.bet[i] * ch.e[i];
+            for (j = 0; j < Dv; j++) {
+                W[(long)i * Dv + j] = se * dO[(long)i * Dv + j];
+                Y[(long)i * Dv + j] = be_ * dB[(long)i * Dv + j];
+            }
+        }
+        gd__gemm(Dk, Dv, L, 1.0f, ch.qt, C, 1, W, Dv, 1, dSt, Dv);
+        gd__gemm(Dk, Dv, L, 1.0f, ch.kt, C, 1, Y, Dv, 1, dSt, Dv);
+        /* --- log-decay: G_i = sum_{t<=i} lg_t; normalisation; gates */
+        acc = 0.0f;
+        for (i = L - 1; i >= 0; i--) {
+            long t = t0 + i;
+            acc += dG[i];
+            if (cfg->gate_is_log) {
+                if (g[t] > cfg->log_gate_floor) dg[t] += acc;
+            } else if (g[t] > 0.0f && logf(g[t]) > cfg->log_gate_floor)
+                dg[t] += acc / g[t];
+            gd__l2norm_back(dq + t * Dk, dQn + (long)i * Dk, ch.qn + (long)i * Dk, ch.qinv[i],
+                            Dk, cfg);
+            gd__l2norm_back(dk + t * Dk, dKn + (long)i * Dk, ch.kn + (long)i * Dk, ch.kinv[i],
+                            Dk, cfg);
+        }
+    }
+    if (ds0) {
+        for (i = 0; i < Dv; i++)
+            for (j = 0; j < Dk; j++) ds0[(long)i * Dk + j] += dSt[(long)j * Dv + i];
+    }
+}
+
+/* ---------------------------------------------------------------- public */
+GDELTADEF int gd_forward(const gd_config *cfg, float *r, float *state_out,
+                         const float *q, const float *k, const float *v,
+                         const float *gates, const float *beta, const float *state0,
+                         int B, int H, int T, int Dk, int Dv, gd_saved *saved,
+                         void *workspace)
+{
+    int rc, bh, nbh, nt;
+    size_t per;
+    float *ws;
+    void *own = NULL;
+    if ((rc = gd__check_cfg(cfg)) != GD_OK) return rc;
+    if (!r || !q || !k || !v || !gates || !beta)
+        return gd__err(cfg, GD_EINVAL, "gd_forward: NULL buffer");
+    if ((rc = gd__check_shapes(cfg, "gd_forward", B, H, T, Dk, Dv)) != GD_OK) return rc;
+    if ((rc = gd__check_data(cfg, "gd_forward", q, k, v, gates, beta, state0,
+                             (long)B * H * T * Dk, (long)B * H * T * Dv, (long)B * H * T,
+                             (long)B * H * Dk * Dv)) != GD_OK)
+        return rc;
+    if (saved && (rc = gd__saved_prepare(cfg, saved, B, H, T, Dk, Dv)) != GD_OK) return rc;
+    nt = gd__max_threads();
+    per = gd__thread_floats(cfg, T, Dk, Dv);
+    if (workspace) ws = (float *)workspace;
+    else {
+        own = GDELTA_MALLOC(per * sizeof(float) * (size_t)nt + 64);
+        if (!own) return gd__err(cfg, GD_ENOMEM, "gd_forward: workspace alloc failed");
+        ws = (float *)own;
+    }
+    nbh = B * H;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) num_threads(nt)
+#endif
+    for (bh = 0; bh < nbh; bh++) {
+        float *w = ws + per * (size_t)gd__thread_num();
+        size_t oq = (size_t)bh * T * Dk, ov = (size_t)bh * T * Dv, og = (size_t)bh * T;
+        size_t os = (size_t)bh * Dk * Dv;
+        float *sst = saved ? saved->states + (size_t)bh * saved->nstates * Dk * Dv : NULL;
+        if (cfg->algo == GD_ALGO_RECURRENT)
+            gd__rec_forward_bh(cfg, r + ov, state_out ? state_out + os : NULL, q + oq, k + oq,
+                               v + ov, gates + og, beta + og, state0 ? state0 + os : NULL, T,
+                               Dk, Dv, sst, w);
+        else
+            gd__chunk_forward_bh(cfg, r + ov, state_out ? state_out + os : NULL, q + oq,
+                                 k + oq, v + ov, gates + og, beta + og,
+                                 state0 ? state0 + os : NULL, T, Dk, Dv, sst,
+                                 saved ? saved->u + ov : NULL, w);
+    }
+    if (own) GDELTA_FREE(own);
+    return GD_OK;
+}
+
+GDELTADEF int gd_backward(const gd_config *cfg, const gd_saved *saved,
+                          float *dq, float *dk, float *dv, float *dgates,
+                          float *dbeta, float *dstate0,
+                          const float *dr, const float *dstate_out,
+                          const float *q, const float *k, const float *v,
+                          const float *gates, const float *beta, const float *state0,
+                          int B, int H, int T, int Dk, int Dv, void *workspace)
+{
+    int rc, bh, nbh, nt, step;
+    size_t per;
+    float *ws;
+    void *own = NULL;
+    (void)state0; /* the saved chunk / checkpoint states already hold it */
+    if ((rc = gd__check_cfg(cfg)) != GD_OK) return rc;
+    if (!saved || !dq || !dk || !dv || !dgates || !dbeta || !dr || !q || !k || !v ||
+        !gates || !beta)
+        return gd__err(cfg, GD_EINVAL, "gd_backward: NULL buffer");
+    if ((rc = gd__check_shapes(cfg, "gd_backward", B, H, T, Dk, Dv)) != GD_OK) return rc;
+    step = cfg->algo == GD_ALGO_CHUNKED ? cfg->chunk_size : cfg->checkpoint;
+    if (!saved->states || saved->algo != cfg->algo || saved->B != B || saved->H != H ||
+        saved->T != T || saved->Dk != Dk || saved->Dv != Dv || saved->step != step ||
+        (cfg->algo == GD_ALGO_CHUNKED && !saved->u))
+        return gd__err(cfg, GD_EINVAL, "gd_backward: saved state does not match the call");
+    if ((rc = gd__check_data(cfg, "gd_backward", q, k, v, gates, beta, NULL,
+                             (long)B * H * T * Dk, (long)B * H * T * Dv, (long)B * H * T,
+                             0)) != GD_OK)
+        return rc;
+    nt = gd__max_threads();
+    per = gd__thread_floats(cfg, T, Dk, Dv);
+    if (workspace) ws = (float *)workspace;
+    else {
+        own = GDELTA_MALLOC(per * sizeof(float) * (size_t)nt + 64);
+        if (!own) return gd__err(cfg, GD_ENOMEM, "gd_backward: workspace alloc failed");
+        ws = (float *)own;
+    }
+    nbh = B * H;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) num_threads(nt)
+#endif
+    for (bh = 0; bh < nbh; bh++) {
+        float *w = ws + per * (size_t)gd__thread_num();
+        size_t oq = (size_t)bh * T * Dk, ov = (size_t)bh * T * Dv, og = (size_t)bh * T;
+        size_t os = (size_t)bh * Dk * Dv;
+        const float *sst = saved->states + (size_t)bh * saved->nstates * Dk * Dv;
+        if (cfg->algo == GD_ALGO_RECURRENT)
+            gd__rec_backward_bh(cfg, sst, dq + oq, dk + oq, dv + ov, dgates + og, dbeta + og,
+                                dstate0 ? dstate0 + os : NULL, dr + ov,
+                                dstate_out ? dstate_out + os : NULL, q + oq, k + oq, v + ov,
+                                gates + og, beta + og, T, Dk, Dv, w);
+        else
+            gd__chunk_backward_bh(cfg, sst, saved->u + ov, dq + oq, dk + oq, dv + ov,
+                                  dgates + og, dbeta + og, dstate0 ? dstate0 + os : NULL,
+                                  dr + ov, dstate_out ? dstate_out + os : NULL, q + oq,
+                                  k + oq, v + ov, gates + og, beta + og, T, Dk, Dv, w);
+    }
+    if (own) GDELTA_FREE(own);
+    return GD_OK;
+}
+
+GDELTADEF int gd_step(const gd_config *cfg, float *table, int n_slots, const int *slots,
+                      int N, int H, int Dk, int Dv, const float *q, const float *k,
+                      const float *v, const float *gates, const float *beta, float *r)
+{
+    int rc, n, m, nh;
+    if ((rc = gd__check_cfg(cfg)) != GD_OK) return rc;
+    if (!table || !slots || !q || !k || !v || !gates || !beta || !r)
+        return gd__err(cfg, GD_EINVAL, "gd_step: NULL buffer");
+    if (n_slots < 1 || N < 1 || H < 1 || Dk < 1 || Dv < 1 || Dk > 65536 || Dv > 65536)
+        return gd__err(cfg, GD_EINVAL, "gd_step: bad dimensions");
+    for (n = 0; n < N; n++) {
+        if (slots[n] < 0 || slots[n] >= n_slots)
+            return gd__err(cfg, GD_ERANGE, "gd_step: slot %d (row %d) outside [0,%d)",
+                           slots[n], n, n_slots);
+        for (m = 0; m < n; m++)
+            if (slots[m] == slots[n])
+                return gd__err(cfg, GD_ERANGE, "gd_step: slot %d repeated", slots[n]);
+    }
+    if ((rc = gd__check_data(cfg, "gd_step", q, k, v, gates, beta, NULL, (long)N * H * Dk,
+                             (long)N * H * Dv, (long)N * H, 0)) != GD_OK)
+        return rc;
+    nh = N * H;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static)
+#endif
+    for (n = 0; n < nh; n++) {
+        int b = n / H, h = n % H;
+        float qn[1024], kn[1024];
+        float *qb = qn, *kb = kn, *heap = NULL;
+        float *M = table + ((size_t)slots[b] * H + h) * (size_t)Dk * Dv;
+        if (Dk > 1024) {
+            heap = (float *)GDELTA_MALLOC(2 * (size_t)Dk * sizeof(float));
+            if (!heap) continue; /* reported below */
+            qb = heap;
+            kb = heap + Dk;
+        }
+        gd__l2norm(qb, q + (size_t)n * Dk, Dk, cfg);
+        gd__l2norm(kb, k + (size_t)n * Dk, Dk, cfg);
+        gd__rec_step(M, Dk, Dv, kb, qb, v + (size_t)n * Dv, gd__gamma(cfg, gates[n]),
+                     beta[n], cfg->scale, r + (size_t)n * Dv);
+        if (heap) GDELTA_FREE(heap);
+    }
+    return GD_OK;
+}
+
+/* ---------------------------------------------------------------- gates */
+static float gd__sigmoid(float z) { return 1.0f / (1.0f + expf(-z)); }
+/* log sigma(z) = -softplus(-z), stable both ways */
+static float gd__logsigmoid(float z)
+{
+    return z >= 0.0f ? -log1pf(expf(-z)) : z - log1pf(expf(z));
+}
+
+GDELTADEF int gd_gates_init_bias(const gd_config *cfg, float *b_gamma, float *b_beta, int H)
+{
+    int h;
+    if (!cfg || H < 1) return gd__err(cfg, GD_EINVAL, "gd_gates_init_bias: bad arguments");
+    for (h = 0; h < H; h++) {
+        if (b_gamma) b_gamma[h] = cfg->b_gamma_init;
+        if (b_beta) b_beta[h] = cfg->b_beta_init;
+    }
+    return GD_OK;
+}
+
+GDELTADEF int gd_gates_forward(const gd_config *cfg, float *gates, float *beta,
+                               const float *x, const float *W_gamma, const float *b_gamma,
+                               const float *W_beta, const float *b_beta,
+                               int B, int T, int Dx, int H)
+{
+    int rc, bt, NT;
+    if ((rc = gd__check_cfg(cfg)) != GD_OK) return rc;
+    if (!x || (!gates && !beta) || (gates && !W_gamma) || (beta && !W_beta))
+        return gd__err(cfg, GD_EINVAL, "gd_gates_forward: NULL buffer");
+    if (B < 1 || T < 1 || Dx < 1 || H < 1 || (double)B * T * (Dx > H ? Dx : H) > 1e15)
+        return gd__err(cfg, GD_EINVAL, "gd_gates_forward: bad dimensions");
+    NT = B * T;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static)
+#endif
+    for (bt = 0; bt < NT; bt++) {
+        int b = bt / T, t = bt % T, h;
+        const float *xr = x + (size_t)bt * Dx;
+        for (h = 0; h < H; h++) {
+            size_t o = ((size_t)b * H + h) * T + t;
+            if (gates) {
+                float z = gd__dot(W_gamma + (size_t)h * Dx, xr, Dx) + (b_gamma ? b_gamma[h] : 0.0f);
+                gates[o] = cfg->gate_is_log ? gd__logsigmoid(z) : gd__sigmoid(z);
+            }
+            if (beta) {
+                float z = gd__dot(W_beta + (size_t)h * Dx, xr, Dx) + (b_beta ? b_beta[h] : 0.0f);
+                beta[o] = gd__sigmoid(z);
+            }
+        }
+    }
+    return GD_OK;
+}
+
+GDELTADEF int gd_gates_backward(const gd_config *cfg, float *dx, float *dW_gamma,
+                                float *db_gamma, float *dW_beta, float *db_beta,
+                                const float *dgates, const float *dbeta, const float *x,
+                                const float *W_gamma, const float *b_gamma,
+                                const float *W_beta, const float *b_beta,
+                                int B, int T, int Dx, int H)
+{
+    int rc, which;
+    if ((rc = gd__check_cfg(cfg)) != GD_OK) return rc;
+    if (!x || (dgates && !W_gamma) || (dbeta && !W_beta))
+        return gd__err(cfg, GD_EINVAL, "gd_gates_backward: NULL buffer");
+    if (B < 1 || T < 1 || Dx < 1 || H < 1 || (double)B * T * (Dx > H ? Dx : H) > 1e15)
+        return gd__err(cfg, GD_EINVAL, "gd_gates_backward: bad dimensions");
+    for (which = 0; which < 2; which++) {
+        const float *dy = which ? dbeta : dgates;
+        const float *W = which ? W_beta : W_gamma, *bb = which ? b_beta : b_gamma;
+        float *dW = which ? dW_beta : dW_gamma, *db = which ? db_beta : db_gamma;
+        int h, bt, NT = B * T;
+        if (!dy) continue;
+        /* dz per (h, b, t), recomputed; weight grads owned per head (deterministic) */
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static)
+#endif
+        for (h = 0; h < H; h++) {
+            int b, t;
+            for (b = 0; b < B; b++)
+                for (t = 0; t < T; t++) {
+                    const float *xr = x + ((size_t)b * T + t) * Dx;
+                    float z = gd__dot(W + (size_t)h * Dx, xr, Dx) + (bb ? bb[h] : 0.0f);
+                    float d = dy[((size_t)b * H + h) * T + t], dz;
+                    if (!which && cfg->gate_is_log) dz = d * gd__sigmoid(-z);
+                    else {
+                        float s = gd__sigmoid(z);
+                        dz = d * s * (1.0f - s);
+                    }
+                    if (dW) {
+                        float *dWh = dW + (size_t)h * Dx;
+                        int i;
+                        for (i = 0; i < Dx; i++) dWh[i] += dz * xr[i];
+                    }
+                    if (db) db[h] += dz;
+                }
+        }
+        if (dx) {
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static)
+#endif
+            for (bt = 0; bt < NT; bt++) {
+                int b = bt / T, t = bt % T, hh, i;
+                const float *xr = x + (size_t)bt * Dx;
+                float *dxr = dx + (size_t)bt * Dx;
+                for (hh = 0; hh < H; hh++) {
+                    const float *Wh = W + (size_t)hh * Dx;
+                    float z = gd__dot(Wh, xr, Dx) + (bb ? bb[hh] : 0.0f);
+                    float d = dy[((size_t)b * H + hh) * T + t], dz;
+                    if (!which && cfg->gate_is_log) dz = d * gd__sigmoid(-z);
+                    else {
+                        float s = gd__sigmoid(z);
+                        dz = d * s * (1.0f - s);
+                    }
+                    for (i = 0; i < Dx; i++) dxr[i] += dz * Wh[i];
+                }
+            }
+        }
+    }
+    return GD_OK;
+}
+
+/* ---------------------------------------------------------------- readout */
+GDELTADEF size_t gd_readout_workspace_size(int B, int T, int H, int Dv)
+{
+    if (B < 1 || T < 1 || H < 1 || Dv < 1) return 0;
+    return (3 * gd__al((size_t)B * T * H * Dv) + gd__al((size_t)B * T * H) + 16) * sizeof(float);
+}
+
+static int gd__readout_check(const gd_config *cfg, const char *fn, const float *r,
+                             const float *x, const float *W_g, const float *W_proj, int B,
+                             int T, int H, int Dv, int Dx, int Dout)
+{
+    int rc;
+    if ((rc = gd__check_cfg(cfg)) != GD_OK) return rc;
+    if (!r || !x || !W_g || !W_proj) return gd__err(cfg, GD_EINVAL, "%s: NULL buffer", fn);
+    if (B < 1 || T < 1 || H < 1 || Dv < 1 || Dx < 1 || Dout < 1 ||
+        (double)B * T * H * Dv > 1e15 || (double)Dout * H * Dv > 1e15)
+        return gd__err(cfg, GD_EINVAL, "%s: bad dimensions", fn);
+    return GD_OK;
+}
+
+/* For row bt: z (H*Dv) = RMSNorm(r) * w * sigma(gate); optionally rhat (r / rms), s
+   (sigmoid of the gate) and inv (H) the inverse rms per head. */
+static void gd__readout_row(const gd_config *cfg, float *z, float *rhat, float *s,
+                            float *inv, const float *r, const float *xr,
+                            const float *norm_w, const float *W_g, const float *b_g,
+                            int b, int t, int T, int H, int Dv, int Dx)
+{
+    int h, d;
+    for (h = 0; h < H; h++) {
+        const float *rr = r + (((size_t)b * H + h) * T + t) * Dv;
+        double ms = 0.0;
+        float iv;
+        for (d = 0; d < Dv; d++) ms += (double)rr[d] * rr[d];
+        iv = (float)(1.0 / sqrt(ms / Dv + cfg->rms_eps));
+        if (inv) inv[h] = iv;
+        for (d = 0; d < Dv; d++) {
+            size_t hd = (size_t)h * Dv + d;
+            float rh = rr[d] * iv;
+            float pre = gd__dot(W_g + hd * Dx, xr, Dx) + (b_g ? b_g[hd] : 0.0f);
+            float sg = gd__sigmoid(pre);
+            z[hd] = rh * (norm_w ? norm_w[d] : 1.0f) * sg;
+            if (rhat) rhat[hd] = rh;
+            if (s) s[hd] = sg;
+        }
+    }
+}
+
+GDELTADEF int gd_readout_forward(const gd_config *cfg, float *out, const float *r,
+                                 const float *x, const float *norm_w, const float *W_g,
+                                 const float *b_g, const float *W_proj,
+                                 int B, int T, int H, int Dv, int Dx, int Dout,
+                                 void *workspace)
+{
+    int rc, bt, NT;
+    size_t HD = (size_t)H * Dv;
+    float *ws;
+    void *own = NULL;
+    if ((rc = gd__readout_check(cfg, "gd_readout_forward", r, x, W_g, W_proj, B, T, H, Dv,
+                                Dx, Dout)) != GD_OK)
+        return rc;
+    if (!out) return gd__err(cfg, GD_EINVAL, "gd_readout_forward: NULL out");
+    if (workspace) ws = (float *)workspace;
+    else {
+        own = GDELTA_MALLOC(gd_readout_workspace_size(B, T, H, Dv));
+        if (!own) return gd__err(cfg, GD_ENOMEM, "gd_readout_forward: alloc failed");
+        ws = (float *)own;
+    }
+    NT = B * T;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static)
+#endif
+    for (bt = 0; bt < NT; bt++) {
+        float *z = ws + (size_t)bt * HD;
+        int o;
+        gd__readout_row(cfg, z, NULL, NULL, NULL, r, x + (size_t)bt * Dx, norm_w, W_g, b_g,
+                        bt / T, bt % T, T, H, Dv, Dx);
+        for (o = 0; o < Dout; o++)
+            out[(size_t)bt * Dout + o] = gd__dot(W_proj + (size_t)o * HD, z, (int)HD);
+    }
+    if (own) GDELTA_FREE(own);
+    return GD_OK;
+}
+
+GDELTADEF int gd_readout_backward(const gd_config *cfg, float *dr, float *dx,
+                                  float *dnorm_w, float *dW_g, float *db_g,
+                                  float *dW_proj, const float *dout, const float *r,
+                                  const float *x, const float *norm_w, const float *W_g,
+                                  const float *b_g, const float *W_proj,
+                                  int B, int T, int H, int Dv, int Dx, int Dout,
+                                  void *workspace)
+{
+    int rc, bt, NT, i;
+    size_t HD = (size_t)H * Dv, nz;
+    float *ws, *Zb, *Gb, *Yb;
+    void *own = NULL;
+    if ((rc = gd__readout_check(cfg, "gd_readout_backward", r, x, W_g, W_proj, B, T, H, Dv,
+                                Dx, Dout)) != GD_OK)
+        return rc;
+    if (!dout) return gd__err(cfg, GD_EINVAL, "gd_readout_backward: NULL dout");
+    if (workspace) ws = (float *)workspace;
+    else {
+        own = GDELTA_MALLOC(gd_readout_workspace_size(B, T, H, Dv));
+        if (!own) return gd__err(cfg, GD_ENOMEM, "gd_readout_backward: alloc failed");
+        ws = (float *)own;
+    }
+    NT = B * T;
+    nz = gd__al((size_t)NT * HD);
+    Zb = ws;          /* z (BT, HD) */
+    Gb = ws + nz;     /* d gate pre-activation (BT, HD) */
+    Yb = ws + 2 * nz; /* dy * rhat (BT, HD), for dnorm_w */
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static)
+#endif
+    for (bt = 0; bt < NT; bt++) {
+        int b = bt / T, t = bt % T, h, d, o;
+        float *z = Zb + (size_t)bt * HD, *dgp = Gb + (size_t)bt * HD, *yr = Yb + (size_t)bt * HD;
+        const float *xr = x + (size_t)bt * Dx;
+        const float *dor = dout + (size_t)bt * Dout;
+        float *rhat = yr, *s = dgp; /* dy parked in yr, then dy * rhat; s: d pre-act */
+        for (h = 0; h < H; h++) {
+            const float *rr = r + (((size_t)b * H + h) * T + t) * Dv;
+            double ms = 0.0;
+            float iv, dot = 0.0f;
+            for (d = 0; d < Dv; d++) ms += (double)rr[d] * rr[d];
+            iv = (float)(1.0 / sqrt(ms / Dv + cfg->rms_eps));
+            for (d = 0; d < Dv; d++) {
+                size_t hd = (size_t)h * Dv + d;
+                float pre = gd__dot(W_g + hd * Dx, xr, Dx) + (b_g ? b_g[hd] : 0.0f);
+                float w = norm_w ? norm_w[d] : 1.0f;
+                float dzv = 0.0f, sg, rh, dy;
+                for (o = 0; o < Dout; o++) dzv += dor[o] * W_proj[(size_t)o * HD + hd];
+                sg = gd__sigmoid(pre);
+                rh = rr[d] * iv;
+                z[hd] = rh * w * sg;
+                dy = dzv * sg;                 /* d(RMSNorm(r) * w) */
+                s[hd] = dzv * rh * w * sg * (1.0f - sg); /* d pre-activation */
+                rhat[hd] = dy;                 /* park dy; turned into dy*rhat below */
+                dot += dy * w * rr[d];
+            }
+            /* RMS backward: rh = r iv; d r = iv (w dy) - iv^3 / Dv (r . w dy) r */
+            for (d = 0; d < Dv; d++) {
+                size_t hd = (size_t)h * Dv + d;
+                float w = norm_w ? norm_w[d] : 1.0f;
+                float dy = rhat[hd];
+                if (dr)
+                    dr[(((size_t)b * H + h) * T + t) * Dv + d] +=
+                        iv * w * dy - iv * iv * iv / (float)Dv * dot * rr[d];
+                rhat[hd] = dy * rr[d] * iv;
+            }
+        }
+        if (dx)
+            for (i = 0; i < (int)HD; i++) {
+                const float *Wr = W_g + (size_t)i * Dx;
+                float gv = dgp[i];
+                int j;
+                for (j = 0; j < Dx; j++) dx[(size_t)bt * Dx + j] += gv * Wr[j];
+            }
+    }
+    if (dW_proj) {
+        int o;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static)
+#endif
+        for (o = 0; o < Dout; o++) {
+            float *dWr = dW_proj + (size_t)o * HD;
+            int b2;
+            for (b2 = 0; b2 < NT; b2++) {
+                float g2 = dout[(size_t)b2 * Dout + o];
+                const float *z = Zb + (size_t)b2 * HD;
+                size_t j;
+                for (j = 0; j < HD; j++) dWr[j] += g2 * z[j];
+            }
+        }
+    }
+    if (dW_g || db_g) {
+        int hd;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static)
+#endif
+        for (hd = 0; hd < (int)HD; hd++) {
+            int b2, j;
+            for (b2 = 0; b2 < NT; b2++) {
+                float gv = Gb[(size_t)b2 * HD + hd];
+                if (dW_g) {
+                    const float *xr = x + (size_t)b2 * Dx;
+                    float *dWr = dW_g + (size_t)hd * Dx;
+                    for (j = 0; j < Dx; j++) dWr[j] += gv * xr[j];
+                }
+                if (db_g) db_g[hd] += gv;
+            }
+        }
+    }
+    if (dnorm_w) {
+        int d;
+        for (d = 0; d < Dv; d++) {
+            int b2, h;
+            float acc = 0.0f;
+            for (b2 = 0; b2 < NT; b2++)
+                for (h = 0; h < H; h++) acc += Yb[(size_t)b2 * HD + (size_t)h * Dv + d];
+            dnorm_w[d] += acc;
+        }
+    }
+    if (own) GDELTA_FREE(own);
+    return GD_OK;
+}
+
+#endif /* GDELTA_IMPLEMENTATION_DONE */
+#endif /* GDELTA_IMPLEMENTATION */
+
+/*
+MIT License
+
+Copyright (c) 2026 attnkit contributors
+
+Permission is hereby granted, free of charge, to any person obtaining a copy of this
+software and associated documentation files (the "Software"), to deal in the Software
+without restriction, including without limitation the rights to use, copy, modify,
+merge, publish, distribute, sublicense, and/or sell copies of the Software, and to
+permit persons to whom the Software is furnished to do so, subject to the following
+conditions:
+
+The above copyright notice and this permission notice shall be included in all copies
+or substantial portions of the Software.
+
+THE SOFTWARE IS PROVIDED "AS IS", WITHOUT WARRANTY OF ANY KIND, EXPRESS OR IMPLIED,
+INCLUDING BUT NOT LIMITED TO THE WARRANTIES OF MERCHANTABILITY, FITNESS FOR A
+PARTICULAR PURPOSE AND NONINFRINGEMENT. IN NO EVENT SHALL THE AUTHORS OR COPYRIGHT
+HOLDERS BE LIABLE FOR ANY CLAIM, DAMAGES OR OTHER LIABILITY, WHETHER IN AN ACTION OF
+CONTRACT, TORT OR OTHERWISE, ARISING FROM, OUT OF OR IN CONNECTION WITH THE SOFTWARE OR
+THE USE OR OTHER DEALINGS IN THE SOFTWARE.
+*/
