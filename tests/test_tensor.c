@@ -1,0 +1,1394 @@
+/* test_tensor.c - tensor.h ops (everything but the GEMM kernels, see test_gemm.c).
+
+   Method. Every backward is checked against central finite differences of a
+   double-precision re-implementation of its forward: the objective is
+   L = sum(R * out) for a fixed random R, the analytic gradient comes from the fp32
+   backward called with dout = R, the numerical one from (L(x+h) - L(x-h)) / 2h in
+   double with h = 1e-6 (truncation and rounding error ~1e-9, far below the fp32
+   error of the backward). Tolerance for fp32-vs-double gradients: rtol 1e-3,
+   atol 1e-4 (values are O(1)). Gradient buffers start from random values, and the
+   analytic gradient is (after - before), so the += semantics is checked everywhere.
+   Forwards are compared with the same double code (rtol 1e-5, atol 1e-6).
+   Sizes are small and odd on purpose (fast under ASan, catch index slips). */
+#define TENSOR_IMPLEMENTATION
+#include "attnkit_test.h"
+
+#include "tensor.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#define G_RTOL 1e-3
+#define G_ATOL 1e-4
+#define F_RTOL 1e-5
+#define F_ATOL 1e-6
+
+/* ------------------------------------------------------------------ helpers */
+static float *fbuf(long n)
+{
+    float *p = (float *)calloc((size_t)(n > 0 ? n : 1), sizeof(float));
+    if (!p) abort();
+    return p;
+}
+static double *dbuf(long n)
+{
+    double *p = (double *)calloc((size_t)(n > 0 ? n : 1), sizeof(double));
+    if (!p) abort();
+    return p;
+}
+static float *frand(long n, double scale)
+{
+    float *p = fbuf(n);
+    tt_fill_normal(p, n, scale);
+    return p;
+}
+static double *todbl(const float *f, long n)
+{
+    double *d = dbuf(n);
+    long i;
+    for (i = 0; i < n; i++) d[i] = f[i];
+    return d;
+}
+static float *fcopy(const float *f, long n)
+{
+    float *p = fbuf(n);
+    memcpy(p, f, (size_t)n * sizeof(float));
+    return p;
+}
+/* out[i] = a[i] - b[i] (analytic gradient from an accumulated buffer) */
+static float *fdiff(const float *a, const float *b, long n)
+{
+    float *p = fbuf(n);
+    long i;
+    for (i = 0; i < n; i++) p[i] = a[i] - b[i];
+    return p;
+}
+static int all_equal(const float *a, float v, long n)
+{
+    long i;
+    for (i = 0; i < n; i++)
+        if (a[i] != v) return 0;
+    return 1;
+}
+static int same_bits(const float *a, const float *b, long n)
+{
+    return memcmp(a, b, (size_t)n * sizeof(float)) == 0;
+}
+
+typedef double (*lossfn)(void *ctx);
+/* g[i] = dL/dx[i] by central differences; x is perturbed in place and restored */
+static void numgrad(lossfn f, void *ctx, double *x, long n, double *g)
+{
+    const double h = 1e-6;
+    long i;
+    for (i = 0; i < n; i++) {
+        double s = x[i], fp, fm;
+        x[i] = s + h;
+        fp = f(ctx);
+        x[i] = s - h;
+        fm = f(ctx);
+        x[i] = s;
+        g[i] = (fp - fm) / (2.0 * h);
+    }
+}
+
+static void set_threads(int n)
+{
+#ifdef _OPENMP
+    omp_set_num_threads(n);
+#else
+    (void)n;
+#endif
+}
+
+/* ------------------------------------------------------------------ RNG */
+static void test_rng_pcg32_reference(void)
+{
+    /* pcg32_srandom_r(&rng, 42, 54) from the PCG reference demo prints these */
+    static const uint32_t want[6] = {0xa15c02b7u, 0x7b47f409u, 0xba1d3330u,
+                                     0x83d2f293u, 0xbfa4784bu, 0xcbed606eu};
+    tk_rng r;
+    int i;
+    tk_rng_seed(&r, 42u, 54u);
+    for (i = 0; i < 6; i++) CHECK_INT_EQ(tk_rng_u32(&r), want[i]);
+    CHECK_INT_EQ(tk_rng_u32(NULL), 0); /* NULL never crashes */
+}
+
+static void test_rng_determinism_and_streams(void)
+{
+    tk_rng a, b, c;
+    int i, same_ab = 1, same_ac = 1;
+    tk_rng_seed(&a, 1234u, 7u);
+    tk_rng_seed(&b, 1234u, 7u);
+    tk_rng_seed(&c, 1234u, 8u);
+    for (i = 0; i < 1000; i++) {
+        uint32_t x = tk_rng_u32(&a), y = tk_rng_u32(&b), z = tk_rng_u32(&c);
+        if (x != y) same_ab = 0;
+        if (x != z) same_ac = 0;
+    }
+    CHECK(same_ab);
+    CHECK(!same_ac);
+}
+
+static void test_rng_moments(void)
+{
+    const int n = 200000;
+    tk_rng r;
+    double s = 0, s2 = 0, mn = 1, mx = 0, ns = 0, ns2 = 0;
+    int i, bad = 0;
+    tk_rng_seed(&r, 99u, 1u);
+    for (i = 0; i < n; i++) {
+        double u = tk_rng_uniform(&r);
+        s += u;
+        s2 += u * u;
+        if (u < mn) mn = u;
+        if (u > mx) mx = u;
+    }
+    /* 5-sigma bounds: se(mean) = sqrt(1/12/n) ~ 6.5e-4, se(var) ~ 1.9e-4 */
+    CHECK(mn >= 0.0 && mx < 1.0);
+    CHECK_NEAR(s / n, 0.5, 3.3e-3);
+    CHECK_NEAR(s2 / n - (s / n) * (s / n), 1.0 / 12.0, 1.0e-3);
+    for (i = 0; i < n; i++) {
+        double z = tk_rng_normal(&r);
+        if (!(z == z && fabs(z) < 10.0)) bad++;
+        ns += z;
+        ns2 += z * z;
+    }
+    CHECK_INT_EQ(bad, 0); /* finite, |z| < 10 */
+    /* se(mean) ~ 2.2e-3, se(var) ~ 3.2e-3 */
+    CHECK_NEAR(ns / n, 0.0, 0.012);
+    CHECK_NEAR(ns2 / n - (ns / n) * (ns / n), 1.0, 0.017);
+}
+
+static void test_init_helpers(void)
+{
+    const long n = 50000;
+    float *x = fbuf(n);
+    tk_rng r;
+    double s = 0, s2 = 0;
+    long i;
+    int lo_ok = 1;
+    tk_rng_seed(&r, 5u, 0u);
+    CHECK_INT_EQ(tk_init_normal(x, (size_t)n, 2.0f, 0.5f, &r), TK_OK);
+    for (i = 0; i < n; i++) {
+        s += x[i];
+        s2 += (double)x[i] * x[i];
+    }
+    CHECK_NEAR(s / n, 2.0, 0.012);               /* 5 se of 0.5/sqrt(n) */
+    CHECK_NEAR(sqrt(s2 / n - (s / n) * (s / n)), 0.5, 0.008);
+    CHECK_INT_EQ(tk_init_uniform(x, (size_t)n, -3.0f, -1.0f, &r), TK_OK);
+    s = 0;
+    for (i = 0; i < n; i++) {
+        if (x[i] < -3.0f || x[i] >= -1.0f) lo_ok = 0;
+        s += x[i];
+    }
+    CHECK(lo_ok);
+    CHECK_NEAR(s / n, -2.0, 0.013);
+    CHECK_INT_EQ(tk_init_constant(x, (size_t)n, 0.25f), TK_OK);
+    CHECK(all_equal(x, 0.25f, n));
+    free(x);
+}
+
+/* ------------------------------------------------------------------ matmul */
+typedef struct {
+    double *inp, *W, *b, *R;
+    int N, C, OC;
+} mm_ctx;
+static void mm_fwd(const mm_ctx *c, double *out)
+{
+    int i, o, k;
+    for (i = 0; i < c->N; i++)
+        for (o = 0; o < c->OC; o++) {
+            double s = c->b ? c->b[o] : 0.0;
+            for (k = 0; k < c->C; k++) s += c->inp[i * c->C + k] * c->W[o * c->C + k];
+            out[i * c->OC + o] = s;
+        }
+}
+static double mm_loss(void *p)
+{
+    mm_ctx *c = (mm_ctx *)p;
+    double *out = dbuf((long)c->N * c->OC), L = 0;
+    long i;
+    mm_fwd(c, out);
+    for (i = 0; i < (long)c->N * c->OC; i++) L += c->R[i] * out[i];
+    free(out);
+    return L;
+}
+
+static void check_matmul(int N, int C, int OC, int with_bias)
+{
+    float *inp = frand((long)N * C, 1), *W = frand((long)OC * C, 1), *b = frand(OC, 1);
+    float *R = frand((long)N * OC, 1), *out = fbuf((long)N * OC);
+    float *dinp = frand((long)N * C, 0.5), *dW = frand((long)OC * C, 0.5), *db = frand(OC, 0.5);
+    float *dinp0 = fcopy(dinp, (long)N * C), *dW0 = fcopy(dW, (long)OC * C), *db0 = fcopy(db, OC);
+    mm_ctx c;
+    double *ref = dbuf((long)N * OC), *g;
+    float *an;
+    c.inp = todbl(inp, (long)N * C);
+    c.W = todbl(W, (long)OC * C);
+    c.b = with_bias ? todbl(b, OC) : NULL;
+    c.R = todbl(R, (long)N * OC);
+    c.N = N;
+    c.C = C;
+    c.OC = OC;
+    CHECK_INT_EQ(tk_matmul_forward(out, inp, W, with_bias ? b : NULL, N, C, OC), TK_OK);
+    mm_fwd(&c, ref);
+    CHECK_ALL_CLOSE(out, ref, (long)N * OC, F_RTOL, 1e-5);
+    CHECK_INT_EQ(tk_matmul_backward(dinp, dW, with_bias ? db : NULL, R, inp, W, N, C, OC), TK_OK);
+    g = dbuf((long)N * C);
+    numgrad(mm_loss, &c, c.inp, (long)N * C, g);
+    an = fdiff(dinp, dinp0, (long)N * C);
+    CHECK_ALL_CLOSE(an, g, (long)N * C, G_RTOL, G_ATOL);
+    free(an);
+    free(g);
+    g = dbuf((long)OC * C);
+    numgrad(mm_loss, &c, c.W, (long)OC * C, g);
+    an = fdiff(dW, dW0, (long)OC * C);
+    CHECK_ALL_CLOSE(an, g, (long)OC * C, G_RTOL, G_ATOL);
+    free(an);
+    free(g);
+    if (with_bias) {
+        g = dbuf(OC);
+        numgrad(mm_loss, &c, c.b, OC, g);
+        an = fdiff(db, db0, OC);
+        CHECK_ALL_CLOSE(an, g, OC, G_RTOL, G_ATOL);
+        free(an);
+        free(g);
+    } else {
+        CHECK(same_bits(db, db0, OC));
+    }
+    free(inp); free(W); free(b); free(R); free(out); free(dinp); free(dW); free(db);
+    free(dinp0); free(dW0); free(db0); free(ref);
+    free(c.inp); free(c.W); free(c.b); free(c.R);
+}
+
+static void test_matmul(void)
+{
+    check_matmul(5, 7, 3, 1);
+    check_matmul(1, 1, 1, 1);
+    check_matmul(6, 3, 9, 0);
+    check_matmul(3, 70, 67, 1); /* > one 64-column block for db */
+}
+
+static void test_matmul_optional_grads(void)
+{
+    const int N = 4, C = 3, OC = 5;
+    float *inp = frand(N * C, 1), *W = frand(OC * C, 1), *dout = frand(N * OC, 1);
+    float *dW = fbuf(OC * C), *db = fbuf(OC), *dinp = fbuf(N * C);
+    float *dW2 = fbuf(OC * C), *db2 = fbuf(OC), *dinp2 = fbuf(N * C);
+    /* each gradient alone equals the same gradient computed together */
+    CHECK_INT_EQ(tk_matmul_backward(dinp, dW, db, dout, inp, W, N, C, OC), TK_OK);
+    CHECK_INT_EQ(tk_matmul_backward(dinp2, NULL, NULL, dout, NULL, W, N, C, OC), TK_OK);
+    CHECK_INT_EQ(tk_matmul_backward(NULL, dW2, NULL, dout, inp, NULL, N, C, OC), TK_OK);
+    CHECK_INT_EQ(tk_matmul_backward(NULL, NULL, db2, dout, NULL, NULL, N, C, OC), TK_OK);
+    CHECK(same_bits(dinp, dinp2, N * C));
+    CHECK(same_bits(dW, dW2, OC * C));
+    CHECK(same_bits(db, db2, OC));
+    free(inp); free(W); free(dout); free(dW); free(db); free(dinp);
+    free(dW2); free(db2); free(dinp2);
+}
+
+/* ------------------------------------------------------------------ embedding */
+static void test_embedding(void)
+{
+    enum { B = 2, T = 3, C = 5, V = 7 };
+    int ids[B * T] = {3, 0, 3, 6, 3, 1}; /* repeats on purpose */
+    float *wte = frand(V * C, 1), *wpe = frand(T * C, 1), *out = fbuf(B * T * C);
+    float *dout = frand(B * T * C, 1), *dwte = frand(V * C, 0.5), *dwpe = frand(T * C, 0.5);
+    float *dwte0 = fcopy(dwte, V * C), *dwpe0 = fcopy(dwpe, T * C);
+    double ref[B * T * C], gte[V * C], gpe[T * C];
+    int b, t, c, v;
+    float *an;
+    CHECK_INT_EQ(tk_embedding_forward(out, ids, wte, wpe, B, T, C, V), TK_OK);
+    for (b = 0; b < B; b++)
+        for (t = 0; t < T; t++)
+            for (c = 0; c < C; c++)
+                ref[(b * T + t) * C + c] = (double)wte[ids[b * T + t] * C + c] + wpe[t * C + c];
+    CHECK_ALL_CLOSE(out, ref, B * T * C, F_RTOL, F_ATOL);
+    CHECK_INT_EQ(tk_embedding_forward(out, ids, wte, NULL, B, T, C, V), TK_OK);
+    for (b = 0; b < B * T; b++)
+        for (c = 0; c < C; c++) ref[b * C + c] = wte[ids[b] * C + c];
+    CHECK_ALL_CLOSE(out, ref, B * T * C, 0, 0);
+    /* L = sum dout * out is linear: dL/dwte[v] = sum of dout rows with id v,
+       dL/dwpe[t] = sum over b of dout[b,t] (exact, so exact-ish tolerance) */
+    CHECK_INT_EQ(tk_embedding_backward(dwte, dwpe, dout, ids, B, T, C, V), TK_OK);
+    for (v = 0; v < V * C; v++) gte[v] = 0;
+    for (v = 0; v < T * C; v++) gpe[v] = 0;
+    for (b = 0; b < B * T; b++)
+        for (c = 0; c < C; c++) {
+            gte[ids[b] * C + c] += dout[b * C + c];
+            gpe[(b % T) * C + c] += dout[b * C + c];
+        }
+    an = fdiff(dwte, dwte0, V * C);
+    CHECK_ALL_CLOSE(an, gte, V * C, 1e-5, 1e-5);
+    free(an);
+    an = fdiff(dwpe, dwpe0, T * C);
+    CHECK_ALL_CLOSE(an, gpe, T * C, 1e-5, 1e-5);
+    free(an);
+    free(wte); free(wpe); free(out); free(dout); free(dwte); free(dwpe); free(dwte0); free(dwpe0);
+}
+
+static void test_embedding_wide(void)
+{
+    /* C > 64: several channel blocks in the dwte scatter */
+    enum { B = 3, T = 4, C = 130, V = 5 };
+    int ids[B * T], i, c;
+    float *dout = frand(B * T * C, 1), *dwte = fbuf(V * C);
+    double *ref = dbuf(V * C);
+    for (i = 0; i < B * T; i++) ids[i] = (i * 3) % V;
+    CHECK_INT_EQ(tk_embedding_backward(dwte, NULL, dout, ids, B, T, C, V), TK_OK);
+    for (i = 0; i < B * T; i++)
+        for (c = 0; c < C; c++) ref[ids[i] * C + c] += dout[i * C + c];
+    CHECK_ALL_CLOSE(dwte, ref, V * C, 1e-5, 1e-5);
+    free(dout); free(dwte); free(ref);
+}
+
+static void test_embedding_out_of_range(void)
+{
+    enum { B = 2, T = 2, C = 3, V = 4 };
+    int bad_hi[B * T] = {0, 1, 4, 2}, bad_lo[B * T] = {0, -1, 1, 2};
+    float *wte = frand(V * C, 1), *wpe = frand(T * C, 1), *out = fbuf(B * T * C);
+    float *dout = frand(B * T * C, 1), *dwte = fbuf(V * C), *dwpe = fbuf(T * C);
+    tk_init_constant(out, B * T * C, 7.0f);
+    CHECK_INT_EQ(tk_embedding_forward(out, bad_hi, wte, wpe, B, T, C, V), TK_ERANGE);
+    CHECK_INT_EQ(tk_embedding_forward(out, bad_lo, wte, wpe, B, T, C, V), TK_ERANGE);
+    CHECK(all_equal(out, 7.0f, B * T * C)); /* nothing written */
+    CHECK_INT_EQ(tk_embedding_backward(dwte, dwpe, dout, bad_hi, B, T, C, V), TK_ERANGE);
+    CHECK_INT_EQ(tk_embedding_backward(dwte, dwpe, dout, bad_lo, B, T, C, V), TK_ERANGE);
+    CHECK(all_equal(dwte, 0.0f, V * C));
+    CHECK(all_equal(dwpe, 0.0f, T * C));
+    free(wte); free(wpe); free(out); free(dout); free(dwte); free(dwpe);
+}
+
+/* ------------------------------------------------------------------ norms */
+typedef struct {
+    double *inp, *w, *b, *R;
+    int N, C, rms;
+    double eps;
+} ln_ctx;
+static void ln_fwd(const ln_ctx *c, double *out)
+{
+    int i, k;
+    for (i = 0; i < c->N; i++) {
+        const double *x = c->inp + i * c->C;
+        double m = 0, v = 0, s;
+        if (c->rms) {
+            for (k = 0; k < c->C; k++) v += x[k] * x[k];
+            s = 1.0 / sqrt(v / c->C + c->eps);
+            for (k = 0; k < c->C; k++) out[i * c->C + k] = x[k] * s * (c->w ? c->w[k] : 1.0);
+            continue;
+        }
+        for (k = 0; k < c->C; k++) m += x[k];
+        m /= c->C;
+        for (k = 0; k < c->C; k++) v += (x[k] - m) * (x[k] - m);
+        s = 1.0 / sqrt(v / c->C + c->eps);
+        for (k = 0; k < c->C; k++)
+            out[i * c->C + k] = (x[k] - m) * s * c->w[k] + (c->b ? c->b[k] : 0.0);
+    }
+}
+static double ln_loss(void *p)
+{
+    ln_ctx *c = (ln_ctx *)p;
+    long n = (long)c->N * c->C, i;
+    double *out = dbuf(n), L = 0;
+    ln_fwd(c, out);
+    for (i = 0; i < n; i++) L += c->R[i] * out[i];
+    free(out);
+    return L;
+}
+
+static void check_norm(int rms, int N, int C, int with_w, int with_b)
+{
+    const long n = (long)N * C;
+    const float eps = 1e-5f;
+    float *inp = frand(n, 1.5), *w = frand(C, 1), *b = frand(C, 1), *R = frand(n, 1);
+    float *out = fbuf(n), *mean = fbuf(N), *rstd = fbuf(N);
+    float *dinp = frand(n, 0.5), *dw = frand(C, 0.5), *db = frand(C, 0.5);
+    float *dinp0 = fcopy(dinp, n), *dw0 = fcopy(dw, C), *db0 = fcopy(db, C), *an;
+    double *ref = dbuf(n), *g = dbuf(n);
+    ln_ctx c;
+    int i;
+    c.inp = todbl(inp, n);
+    c.w = with_w ? todbl(w, C) : NULL;
+    c.b = with_b ? todbl(b, C) : NULL;
+    c.R = todbl(R, n);
+    c.N = N;
+    c.C = C;
+    c.rms = rms;
+    c.eps = eps;
+    if (rms) {
+        CHECK_INT_EQ(tk_rmsnorm_forward(out, rstd, inp, with_w ? w : NULL, N, C, eps), TK_OK);
+        CHECK_INT_EQ(tk_rmsnorm_backward(dinp, dw, R, inp, with_w ? w : NULL, rstd, N, C), TK_OK);
+    } else {
+        CHECK_INT_EQ(tk_layernorm_forward(out, mean, rstd, inp, w, with_b ? b : NULL, N, C, eps),
+                     TK_OK);
+        for (i = 0; i < N; i++) { /* saved statistics */
+            double m = 0, v = 0;
+            int k;
+            for (k = 0; k < C; k++) m += c.inp[i * C + k];
+            m /= C;
+            for (k = 0; k < C; k++) v += (c.inp[i * C + k] - m) * (c.inp[i * C + k] - m);
+            CHECK_CLOSE(mean[i], m, 1e-5, 1e-6);
+            CHECK_CLOSE(rstd[i], 1.0 / sqrt(v / C + eps), 1e-5, 1e-6);
+        }
+        CHECK_INT_EQ(tk_layernorm_backward(dinp, dw, with_b ? db : NULL, R, inp, w, mean, rstd,
+                                           N, C), TK_OK);
+    }
+    ln_fwd(&c, ref);
+    CHECK_ALL_CLOSE(out, ref, n, 1e-5, 1e-5);
+    numgrad(ln_loss, &c, c.inp, n, g);
+    an = fdiff(dinp, dinp0, n);
+    CHECK_ALL_CLOSE(an, g, n, G_RTOL, G_ATOL);
+    free(an);
+    if (with_w) {
+        numgrad(ln_loss, &c, c.w, C, g);
+        an = fdiff(dw, dw0, C);
+        CHECK_ALL_CLOSE(an, g, C, G_RTOL, G_ATOL);
+        free(an);
+    }
+    if (with_b) {
+        numgrad(ln_loss, &c, c.b, C, g);
+        an = fdiff(db, db0, C);
+        CHECK_ALL_CLOSE(an, g, C, G_RTOL, G_ATOL);
+        free(an);
+    } else {
+        CHECK(same_bits(db, db0, C));
+    }
+    free(inp); free(w); free(b); free(R); free(out); free(mean); free(rstd);
+    free(dinp); free(dw); free(db); free(dinp0); free(dw0); free(db0); free(ref); free(g);
+    free(c.inp); free(c.w); free(c.b); free(c.R);
+}
+
+static void test_layernorm(void)
+{
+    check_norm(0, 4, 9, 1, 1);
+    check_norm(0, 3, 1, 1, 1); /* C = 1: out = b, dinp = 0 */
+    check_norm(0, 2, 5, 1, 0);
+    check_norm(0, 3, 70, 1, 1); /* two column blocks for dw/db */
+}
+
+static void test_layernorm_optional_stats(void)
+{
+    /* mean/rstd NULL: inference, same output */
+    const int N = 3, C = 6;
+    float *inp = frand(N * C, 1), *w = frand(C, 1), *o1 = fbuf(N * C), *o2 = fbuf(N * C);
+    float mean[3], rstd[3];
+    CHECK_INT_EQ(tk_layernorm_forward(o1, mean, rstd, inp, w, NULL, N, C, 1e-5f), TK_OK);
+    CHECK_INT_EQ(tk_layernorm_forward(o2, NULL, NULL, inp, w, NULL, N, C, 1e-5f), TK_OK);
+    CHECK(same_bits(o1, o2, N * C));
+    free(inp); free(w); free(o1); free(o2);
+}
+
+static void test_rmsnorm(void)
+{
+    check_norm(1, 4, 9, 1, 0);
+    check_norm(1, 3, 7, 0, 0); /* w = NULL means 1 */
+    check_norm(1, 2, 1, 1, 0);
+    check_norm(1, 2, 69, 1, 0);
+}
+
+/* ------------------------------------------------------------------ activations */
+static double gelu_d(double x)
+{
+    return 0.5 * x * (1.0 + tanh(sqrt(2.0 / 3.141592653589793) * (x + 0.044715 * x * x * x)));
+}
+static double relu2_d(double x) { return x > 0 ? x * x : 0.0; }
+static double silu_d(double x) { return x / (1.0 + exp(-x)); }
+
+typedef int (*act_fwd_fn)(float *, const float *, size_t);
+typedef int (*act_bwd_fn)(float *, const float *, const float *, size_t);
+
+static void check_activation(act_fwd_fn fwd, act_bwd_fn bwd, double (*ref)(double))
+{
+    enum { n = 41 };
+    float *x = frand(n, 2.0), *out = fbuf(n), *R = frand(n, 1);
+    float *dx = frand(n, 0.5), *dx0 = fcopy(dx, n), *an, *alias = fcopy(x, n);
+    double want[n], g[n];
+    int i;
+    x[0] = 40.0f; /* saturated tails stay finite */
+    x[1] = -40.0f;
+    x[2] = 1e-3f;
+    alias[0] = 40.0f;
+    alias[1] = -40.0f;
+    alias[2] = 1e-3f;
+    CHECK_INT_EQ(fwd(out, x, n), TK_OK);
+    for (i = 0; i < n; i++) want[i] = ref(x[i]);
+    CHECK_ALL_CLOSE(out, want, n, 1e-5, 1e-6);
+    CHECK_INT_EQ(fwd(alias, alias, n), TK_OK); /* in place */
+    CHECK(same_bits(alias, out, n));
+    CHECK_INT_EQ(bwd(dx, x, R, n), TK_OK);
+    for (i = 0; i < n; i++) {
+        double h = 1e-6;
+        g[i] = R[i] * (ref(x[i] + h) - ref(x[i] - h)) / (2 * h);
+    }
+    an = fdiff(dx, dx0, n);
+    CHECK_ALL_CLOSE(an, g, n, G_RTOL, G_ATOL);
+    free(x); free(out); free(R); free(dx); free(dx0); free(an); free(alias);
+}
+
+static void test_gelu(void) { check_activation(tk_gelu_forward, tk_gelu_backward, gelu_d); }
+static void test_relu2(void) { check_activation(tk_relu2_forward, tk_relu2_backward, relu2_d); }
+static void test_silu(void) { check_activation(tk_silu_forward, tk_silu_backward, silu_d); }
+
+/* ------------------------------------------------------------------ softmax */
+typedef struct {
+    double *x, *R;
+    int N, C, log;
+} sm_ctx;
+static void sm_fwd(const sm_ctx *c, double *out)
+{
+    int i, k;
+    for (i = 0; i < c->N; i++) {
+        const double *x = c->x + i * c->C;
+        double mx = x[0], s = 0;
+        for (k = 1; k < c->C; k++) mx = x[k] > mx ? x[k] : mx;
+        for (k = 0; k < c->C; k++) s += exp(x[k] - mx);
+        for (k = 0; k < c->C; k++)
+            out[i * c->C + k] = c->log ? x[k] - mx - log(s) : exp(x[k] - mx) / s;
+    }
+}
+static double sm_loss(void *p)
+{
+    sm_ctx *c = (sm_ctx *)p;
+    long n = (long)c->N * c->C, i;
+    double *out = dbuf(n), L = 0;
+    sm_fwd(c, out);
+    for (i = 0; i < n; i++) L += c->R[i] * out[i];
+    free(out);
+    return L;
+}
+static void check_softmax(int logf, int N, int C)
+{
+    long n = (long)N * C;
+    float *x = frand(n, 2), *out = fbuf(n), *R = frand(n, 1), *dx = frand(n, 0.5);
+    float *dx0 = fcopy(dx, n), *an;
+    double *ref = dbuf(n), *g = dbuf(n);
+    sm_ctx c;
+    x[0] = 80.0f; /* large logit: exp would overflow without max subtraction */
+    c.x = todbl(x, n);
+    c.R = todbl(R, n);
+    c.N = N;
+    c.C = C;
+    c.log = logf;
+    CHECK_INT_EQ((logf ? tk_logsoftmax_forward : tk_softmax_forward)(out, x, N, C), TK_OK);
+    sm_fwd(&c, ref);
+    CHECK_ALL_CLOSE(out, ref, n, 1e-5, 1e-6);
+    CHECK_INT_EQ((logf ? tk_logsoftmax_backward : tk_softmax_backward)(dx, R, out, N, C), TK_OK);
+    numgrad(sm_loss, &c, c.x, n, g);
+    an = fdiff(dx, dx0, n);
+    CHECK_ALL_CLOSE(an, g, n, G_RTOL, G_ATOL);
+    free(x); free(out); free(R); free(dx); free(dx0); free(an); free(ref); free(g);
+    free(c.x); free(c.R);
+}
+static void test_softmax(void)
+{
+    check_softmax(0, 3, 6);
+    check_softmax(0, 2, 1);
+    check_softmax(0, 1, 13);
+}
+static void test_logsoftmax(void)
+{
+    check_softmax(1, 3, 6);
+    check_softmax(1, 2, 1);
+    check_softmax(1, 1, 13);
+}
+
+/* ------------------------------------------------------------------ residual */
+static void test_residual(void)
+{
+    enum { n = 17 };
+    float *a = frand(n, 1), *b = frand(n, 1), *out = fbuf(n), *g = frand(n, 1);
+    float *da = frand(n, 1), *db = frand(n, 1), *da0 = fcopy(da, n), *db0 = fcopy(db, n);
+    double want[n];
+    int i;
+    CHECK_INT_EQ(tk_residual_forward(out, a, b, n), TK_OK);
+    for (i = 0; i < n; i++) want[i] = (double)a[i] + b[i];
+    CHECK_ALL_CLOSE(out, want, n, 1e-6, 0);
+    CHECK_INT_EQ(tk_residual_backward(da, db, g, n), TK_OK);
+    for (i = 0; i < n; i++) want[i] = (double)da0[i] + g[i];
+    CHECK_ALL_CLOSE(da, want, n, 1e-6, 1e-7);
+    for (i = 0; i < n; i++) want[i] = (double)db0[i] + g[i];
+    CHECK_ALL_CLOSE(db, want, n, 1e-6, 1e-7);
+    CHECK_INT_EQ(tk_residual_backward(NULL, db, g, n), TK_OK);
+    CHECK_INT_EQ(tk_residual_forward(a, a, b, n), TK_OK); /* out aliasing a */
+    CHECK(same_bits(a, out, n));
+    free(a); free(b); free(out); free(g); free(da); free(db); free(da0); free(db0);
+}
+
+/* ------------------------------------------------------------------ dropout */
+static void test_dropout(void)
+{
+    const long n = 100000;
+    const float p = 0.3f;
+    float *x = frand(n, 1), *out = fbuf(n), *out2 = fbuf(n), *dx = frand(n, 1);
+    float *dx0 = fcopy(dx, n), *g = frand(n, 1);
+    uint8_t *mask = (uint8_t *)calloc((size_t)n, 1), *mask2 = (uint8_t *)calloc((size_t)n, 1);
+    tk_rng r;
+    long i, kept = 0, bad_out = 0, bad_grad = 0, bad_mask = 0;
+    int differ = 0;
+    float scale = 1.0f / (1.0f - p);
+    tk_rng_seed(&r, 11u, 3u);
+    CHECK_INT_EQ(tk_dropout_forward(out, mask, x, (size_t)n, p, &r), TK_OK);
+    for (i = 0; i < n; i++) {
+        if (mask[i] > 1) bad_mask++;
+        kept += mask[i];
+        if (out[i] != (mask[i] ? x[i] * scale : 0.0f)) bad_out++;
+    }
+    CHECK_INT_EQ(bad_mask, 0);
+    CHECK_INT_EQ(bad_out, 0);
+    /* keep rate 1-p; se = sqrt(p(1-p)/n) ~ 1.45e-3, 5 se */
+    CHECK_NEAR((double)kept / n, 1.0 - p, 7.3e-3);
+    CHECK_INT_EQ(tk_dropout_backward(dx, g, mask, (size_t)n, p), TK_OK);
+    for (i = 0; i < n; i++)
+        if (dx[i] != dx0[i] + (mask[i] ? g[i] * scale : 0.0f)) bad_grad++;
+    CHECK_INT_EQ(bad_grad, 0);
+    /* same seed: same mask; another seed: another mask */
+    tk_rng_seed(&r, 11u, 3u);
+    CHECK_INT_EQ(tk_dropout_forward(out2, mask2, x, (size_t)n, p, &r), TK_OK);
+    CHECK(memcmp(mask, mask2, (size_t)n) == 0);
+    CHECK(same_bits(out, out2, n));
+    tk_rng_seed(&r, 12u, 3u);
+    CHECK_INT_EQ(tk_dropout_forward(out2, mask2, x, (size_t)n, p, &r), TK_OK);
+    for (i = 0; i < n && !differ; i++) differ = mask[i] != mask2[i];
+    CHECK(differ);
+    /* p = 0: identity, mask all 1, rng may be NULL */
+    CHECK_INT_EQ(tk_dropout_forward(out2, mask2, x, (size_t)n, 0.0f, NULL), TK_OK);
+    CHECK(same_bits(out2, x, n));
+    for (i = 0, bad_mask = 0; i < n; i++) bad_mask += mask2[i] != 1;
+    CHECK_INT_EQ(bad_mask, 0);
+    free(x); free(out); free(out2); free(dx); free(dx0); free(g); free(mask); free(mask2);
+}
+
+/* ------------------------------------------------------------------ cross-entropy */
+typedef struct {
+    double *x;
+    const int *y;
+    int N, V;
+    double eps, dloss;
+} ce_ctx;
+/* sum over rows of the smoothed loss -sum_v q_v log p_v, written the direct way */
+static double ce_row(const double *x, int y, int V, double eps, double *pure)
+{
+    double mx = x[0], s = 0, loss = 0;
+    int v;
+    for (v = 1; v < V; v++) mx = x[v] > mx ? x[v] : mx;
+    for (v = 0; v < V; v++) s += exp(x[v] - mx);
+    for (v = 0; v < V; v++) {
+        double logp = x[v] - mx - log(s);
+        double q = (v == y ? 1.0 - eps : 0.0) + eps / V;
+        loss -= q * logp;
+        if (v == y && pure) *pure = -logp;
+    }
+    return loss;
+}
+static double ce_loss(void *p)
+{
+    ce_ctx *c = (ce_ctx *)p;
+    double L = 0;
+    int i;
+    for (i = 0; i < c->N; i++) L += ce_row(c->x + i * c->V, c->y[i], c->V, c->eps, NULL);
+    return c->dloss * L;
+}
+
+static void test_crossentropy_hand_values(void)
+{
+    /* logits (1,2,3), target 0: lse = log(e + e^2 + e^3) = 3.40760596444438
+       pure ce = lse - 1; smoothed (eps = 0.1) = 0.9 ce + 0.1 (lse - mean(x))
+       = ce + 0.1 (x_y - mean x) = ce - 0.1 */
+    const float logits[3] = {1.0f, 2.0f, 3.0f};
+    const int y = 0;
+    const double lse = 3.40760596444438;
+    float probs[3], loss, mce, mloss;
+    CHECK_INT_EQ(tk_crossentropy_forward(probs, &loss, &mce, &mloss, logits, &y, 1, 3, 0.1f),
+                 TK_OK);
+    CHECK_CLOSE(mce, lse - 1.0, 1e-6, 0);
+    CHECK_CLOSE(loss, lse - 1.0 - 0.1, 1e-6, 0);
+    CHECK_CLOSE(mloss, lse - 1.0 - 0.1, 1e-6, 0);
+    CHECK_CLOSE(probs[0], exp(1.0 - lse), 1e-6, 0);
+    CHECK_CLOSE(probs[2], exp(3.0 - lse), 1e-6, 0);
+    /* eps = 0: smoothed == pure */
+    CHECK_INT_EQ(tk_crossentropy_forward(NULL, &loss, &mce, &mloss, logits, &y, 1, 3, 0.0f),
+                 TK_OK);
+    CHECK_CLOSE(loss, lse - 1.0, 1e-6, 0);
+    CHECK_CLOSE(mloss, mce, 1e-7, 0);
+}
+
+static void test_crossentropy_values(void)
+{
+    enum { N = 5, V = 11 };
+    const float eps = 0.015f; /* the paper's representative value */
+    int y[N] = {0, 10, 3, 3, 7}, i;
+    float *x = frand(N * V, 3), *probs = fbuf(N * V), losses[N], mce, mloss;
+    double sum_pure = 0, sum_sm = 0;
+    x[V + 2] = 90.0f; /* large logit */
+    CHECK_INT_EQ(tk_crossentropy_forward(probs, losses, &mce, &mloss, x, y, N, V, eps), TK_OK);
+    for (i = 0; i < N; i++) {
+        double xd[V], pure = 0, sm;
+        int v;
+        double psum = 0;
+        for (v = 0; v < V; v++) xd[v] = x[i * V + v];
+        sm = ce_row(xd, y[i], V, eps, &pure);
+        CHECK_CLOSE(losses[i], sm, 1e-5, 1e-6);
+        sum_pure += pure;
+        sum_sm += sm;
+        for (v = 0; v < V; v++) psum += probs[i * V + v];
+        CHECK_CLOSE(psum, 1.0, 1e-5, 0);
+    }
+    CHECK_CLOSE(mce, sum_pure / N, 1e-5, 1e-6);
+    CHECK_CLOSE(mloss, sum_sm / N, 1e-5, 1e-6);
+    free(x); free(probs);
+}
+
+static void check_ce_backward(float eps)
+{
+    enum { N = 4, V = 7 };
+    int y[N] = {6, 0, 2, 2};
+    float *x = frand(N * V, 2), *probs = fbuf(N * V), *dx = frand(N * V, 0.5);
+    float *dx0 = fcopy(dx, N * V), *an;
+    const float dloss = 1.0f / N;
+    double g[N * V];
+    ce_ctx c;
+    c.x = todbl(x, N * V);
+    c.y = y;
+    c.N = N;
+    c.V = V;
+    c.eps = eps;
+    c.dloss = dloss;
+    CHECK_INT_EQ(tk_crossentropy_forward(probs, NULL, NULL, NULL, x, y, N, V, eps), TK_OK);
+    CHECK_INT_EQ(tk_crossentropy_backward(dx, probs, y, N, V, eps, dloss), TK_OK);
+    numgrad(ce_loss, &c, c.x, N * V, g);
+    an = fdiff(dx, dx0, N * V);
+    CHECK_ALL_CLOSE(an, g, N * V, G_RTOL, 1e-5);
+    free(x); free(probs); free(dx); free(dx0); free(an); free(c.x);
+}
+static void test_crossentropy_backward(void)
+{
+    check_ce_backward(0.0f);
+    check_ce_backward(0.1f);
+    check_ce_backward(0.015f);
+}
+
+static void test_crossentropy_out_of_range(void)
+{
+    float x[6] = {0}, probs[6], loss[2] = {5.0f, 5.0f}, m = 5.0f, d[6];
+    int y_hi[2] = {0, 3}, y_lo[2] = {-1, 0};
+    int k;
+    for (k = 0; k < 6; k++) probs[k] = d[k] = 5.0f;
+    CHECK_INT_EQ(tk_crossentropy_forward(probs, loss, &m, &m, x, y_hi, 2, 3, 0.1f), TK_ERANGE);
+    CHECK_INT_EQ(tk_crossentropy_forward(probs, loss, &m, &m, x, y_lo, 2, 3, 0.1f), TK_ERANGE);
+    CHECK(all_equal(probs, 5.0f, 6) && all_equal(loss, 5.0f, 2) && m == 5.0f);
+    CHECK_INT_EQ(tk_crossentropy_backward(d, probs, y_hi, 2, 3, 0.1f, 1.0f), TK_ERANGE);
+    CHECK_INT_EQ(tk_crossentropy_backward(d, probs, y_lo, 2, 3, 0.1f, 1.0f), TK_ERANGE);
+    CHECK(all_equal(d, 5.0f, 6));
+}
+
+/* ------------------------------------------------------------------ attention */
+typedef struct {
+    double *q, *k, *v, *bias, *temp, *R;
+    int per_head, B, H, T, D;
+} at_ctx;
+/* the direct per-element loop, in double */
+static void at_fwd(const at_ctx *c, double *out, double *probs)
+{
+    int B = c->B, H = c->H, T = c->T, D = c->D, b, h, i, j, d;
+    double *row = dbuf(T);
+    for (b = 0; b < B; b++)
+        for (h = 0; h < H; h++) {
+            long bh = (long)b * H + h;
+            double th = c->temp ? c->temp[h] : 1.0;
+            for (i = 0; i < T; i++) {
+                double mx = -HUGE_VAL, s = 0;
+                for (j = 0; j <= i; j++) {
+                    double dot = 0;
+                    for (d = 0; d < D; d++)
+                        dot += c->q[(bh * T + i) * D + d] * c->k[(bh * T + j) * D + d];
+                    row[j] = dot / (sqrt((double)D) * th);
+                    if (c->bias) row[j] += c->bias[(c->per_head ? (long)h * T * T : 0) + i * T + j];
+                    if (row[j] > mx) mx = row[j];
+                }
+                for (j = 0; j <= i; j++) s += exp(row[j] - mx);
+                for (j = 0; j < T; j++) {
+                    double p = j <= i ? exp(row[j] - mx) / s : 0.0;
+                    if (probs) probs[(bh * T + i) * T + j] = p;
+                    row[j] = p;
+                }
+                for (d = 0; d < D; d++) {
+                    double acc = 0;
+                    for (j = 0; j <= i; j++) acc += row[j] * c->v[(bh * T + j) * D + d];
+                    out[(bh * T + i) * D + d] = acc;
+                }
+            }
+        }
+    free(row);
+}
+static double at_loss(void *p)
+{
+    at_ctx *c = (at_ctx *)p;
+    long n = (long)c->B * c->H * c->T * c->D, i;
+    double *out = dbuf(n), L = 0;
+    at_fwd(c, out, NULL);
+    for (i = 0; i < n; i++) L += c->R[i] * out[i];
+    free(out);
+    return L;
+}
+
+/* bias_mode: 0 none, 1 shared (T,T), 2 per head (H,T,T) */
+static void check_attention(int B, int H, int T, int D, int bias_mode, int with_temp,
+                            int grads)
+{
+    long n = (long)B * H * T * D, np = (long)B * H * T * T;
+    long nb = bias_mode == 2 ? (long)H * T * T : (long)T * T;
+    float *q = frand(n, 1), *k = frand(n, 1), *v = frand(n, 1), *bias = frand(nb, 1);
+    float *temp = fbuf(H), *out = fbuf(n), *probs = fbuf(np), *R = frand(n, 1);
+    double *ref = dbuf(n), *pref = dbuf(np);
+    at_ctx c;
+    int h;
+    for (h = 0; h < H; h++) temp[h] = 0.5f + 0.37f * h; /* 0.5 .. */
+    c.q = todbl(q, n);
+    c.k = todbl(k, n);
+    c.v = todbl(v, n);
+    c.bias = bias_mode ? todbl(bias, nb) : NULL;
+    c.temp = with_temp ? todbl(temp, H) : NULL;
+    c.R = todbl(R, n);
+    c.per_head = bias_mode == 2;
+    c.B = B;
+    c.H = H;
+    c.T = T;
+    c.D = D;
+    tk_init_constant(probs, (size_t)np, 9.0f); /* stale values above the diagonal */
+    CHECK_INT_EQ(tk_attention_forward(out, probs, q, k, v, bias_mode ? bias : NULL,
+                                      bias_mode == 2, with_temp ? temp : NULL, B, H, T, D),
+                 TK_OK);
+    at_fwd(&c, ref, pref);
+    CHECK_ALL_CLOSE(out, ref, n, 1e-4, 1e-5);
+    CHECK_ALL_CLOSE(probs, pref, np, 1e-4, 1e-6); /* includes the zeros above the diagonal */
+    if (grads) {
+        float *dq = frand(n, 0.5), *dk = frand(n, 0.5), *dv = frand(n, 0.5);
+        float *dbias = frand(nb, 0.5), *dtemp = frand(H, 0.5);
+        float *dq0 = fcopy(dq, n), *dk0 = fcopy(dk, n), *dv0 = fcopy(dv, n);
+        float *dbias0 = fcopy(dbias, nb), *dtemp0 = fcopy(dtemp, H), *an;
+        double *g = dbuf(n > nb ? n : nb);
+        CHECK_INT_EQ(tk_attention_backward(dq, dk, dv, bias_mode ? dbias : NULL,
+                                           with_temp ? dtemp : NULL, R, probs, q, k, v,
+                                           bias_mode == 2, with_temp ? temp : NULL, B, H, T, D),
+                     TK_OK);
+        numgrad(at_loss, &c, c.q, n, g);
+        an = fdiff(dq, dq0, n);
+        CHECK_ALL_CLOSE(an, g, n, G_RTOL, G_ATOL);
+        free(an);
+        numgrad(at_loss, &c, c.k, n, g);
+        an = fdiff(dk, dk0, n);
+        CHECK_ALL_CLOSE(an, g, n, G_RTOL, G_ATOL);
+        free(an);
+        numgrad(at_loss, &c, c.v, n, g);
+        an = fdiff(dv, dv0, n);
+        CHECK_ALL_CLOSE(an, g, n, G_RTOL, G_ATOL);
+        free(an);
+        if (bias_mode) { /* includes 0 above the diagonal: the bias there is masked */
+            numgrad(at_loss, &c, c.bias, nb, g);
+            an = fdiff(dbias, dbias0, nb);
+            CHECK_ALL_CLOSE(an, g, nb, G_RTOL, G_ATOL);
+            free(an);
+        } else {
+            CHECK(same_bits(dbias, dbias0, nb));
+        }
+        if (with_temp) {
+            numgrad(at_loss, &c, c.temp, H, g);
+            an = fdiff(dtemp, dtemp0, H);
+            CHECK_ALL_CLOSE(an, g, H, G_RTOL, G_ATOL);
+            free(an);
+        } else {
+            CHECK(same_bits(dtemp, dtemp0, H));
+        }
+        free(dq); free(dk); free(dv); free(dbias); free(dtemp);
+        free(dq0); free(dk0); free(dv0); free(dbias0); free(dtemp0); free(g);
+    }
+    free(q); free(k); free(v); free(bias); free(temp); free(out); free(probs); free(R);
+    free(ref); free(pref);
+    free(c.q); free(c.k); free(c.v); free(c.bias); free(c.temp); free(c.R);
+}
+
+static void test_attention_forward_reference(void)
+{
+    static const int shapes[][4] = {{1, 1, 1, 1}, {1, 2, 1, 5}, {2, 3, 5, 3},
+                                    {1, 2, 7, 1}, {2, 1, 4, 8}, {1, 1, 13, 9}};
+    int s, bm, tm;
+    for (s = 0; s < (int)(sizeof shapes / sizeof shapes[0]); s++)
+        for (bm = 0; bm < 3; bm++)
+            for (tm = 0; tm < 2; tm++)
+                check_attention(shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3], bm, tm, 0);
+}
+
+static void test_attention_backward(void)
+{
+    check_attention(2, 2, 5, 3, 0, 0, 1);
+    check_attention(2, 2, 5, 3, 1, 1, 1); /* shared bias + temperature */
+    check_attention(1, 3, 4, 2, 2, 1, 1); /* per-head bias + temperature */
+    check_attention(2, 2, 1, 1, 2, 1, 1); /* T = 1, D = 1: dq = dk = 0, dtemp = 0 */
+    check_attention(1, 2, 7, 1, 1, 0, 1);
+}
+
+static void test_attention_bias_shift_invariance(void)
+{
+    /* a bias constant along each row leaves the output unchanged (softmax shift) */
+    enum { B = 1, H = 2, T = 6, D = 4 };
+    float *q = frand(B * H * T * D, 1), *k = frand(B * H * T * D, 1), *v = frand(B * H * T * D, 1);
+    float bias[T * T], o1[B * H * T * D], o2[B * H * T * D], p[B * H * T * T];
+    int i, j;
+    for (i = 0; i < T; i++)
+        for (j = 0; j < T; j++) bias[i * T + j] = 3.0f * i;
+    CHECK_INT_EQ(tk_attention_forward(o1, p, q, k, v, NULL, 0, NULL, B, H, T, D), TK_OK);
+    CHECK_INT_EQ(tk_attention_forward(o2, p, q, k, v, bias, 0, NULL, B, H, T, D), TK_OK);
+    CHECK_ALL_CLOSE(o2, o1, B * H * T * D, 1e-5, 1e-6);
+    free(q); free(k); free(v);
+}
+
+/* ------------------------------------------------------------------ heads */
+static void test_split_merge_heads(void)
+{
+    enum { B = 2, T = 3, H = 2, D = 5, C = H * D };
+    float *qkv = frand(B * T * 3 * C, 1), *q = fbuf(B * H * T * D), *k = fbuf(B * H * T * D);
+    float *v = fbuf(B * H * T * D), *m = fbuf(B * T * C), *dqkv = frand(B * T * 3 * C, 1);
+    float *dqkv0 = fcopy(dqkv, B * T * 3 * C), *dm = frand(B * H * T * D, 1);
+    float *dm0 = fcopy(dm, B * H * T * D), *g = frand(B * T * C, 1);
+    int b, t, h, d, bad = 0;
+    CHECK_INT_EQ(tk_split_heads_forward(q, k, v, qkv, B, T, H, D), TK_OK);
+    for (b = 0; b < B; b++)
+        for (t = 0; t < T; t++)
+            for (h = 0; h < H; h++)
+                for (d = 0; d < D; d++) {
+                    int o = ((b * H + h) * T + t) * D + d, s = (b * T + t) * 3 * C + h * D + d;
+                    bad += q[o] != qkv[s] || k[o] != qkv[s + C] || v[o] != qkv[s + 2 * C];
+                }
+    CHECK_INT_EQ(bad, 0);
+    /* backward of a permutation: dqkv += the inverse scatter */
+    CHECK_INT_EQ(tk_split_heads_backward(dqkv, q, k, v, B, T, H, D), TK_OK);
+    for (b = 0, bad = 0; b < B * T * 3 * C; b++) bad += dqkv[b] != dqkv0[b] + qkv[b];
+    CHECK_INT_EQ(bad, 0);
+    CHECK_INT_EQ(tk_merge_heads_forward(m, q, B, T, H, D), TK_OK);
+    for (b = 0, bad = 0; b < B; b++) /* merge(split(qkv).q) is the q third of qkv */
+        for (t = 0; t < T; t++)
+            for (d = 0; d < C; d++) bad += m[(b * T + t) * C + d] != qkv[(b * T + t) * 3 * C + d];
+    CHECK_INT_EQ(bad, 0);
+    CHECK_INT_EQ(tk_merge_heads_backward(dm, g, B, T, H, D), TK_OK);
+    for (b = 0, bad = 0; b < B; b++)
+        for (t = 0; t < T; t++)
+            for (h = 0; h < H; h++)
+                for (d = 0; d < D; d++) {
+                    int o = ((b * H + h) * T + t) * D + d;
+                    bad += dm[o] != dm0[o] + g[(b * T + t) * C + h * D + d];
+                }
+    CHECK_INT_EQ(bad, 0);
+    free(qkv); free(q); free(k); free(v); free(m); free(dqkv); free(dqkv0); free(dm);
+    free(dm0); free(g);
+}
+
+/* ------------------------------------------------------------------ optimiser */
+static void test_adamw_hand_step(void)
+{
+    /* p = 1, g = 0.5, m = v = 0, lr 0.1, b1 0.9, b2 0.99, eps 1e-8, wd 0.01, t = 1:
+       m = 0.05, v = 0.0025, mhat = 0.5, vhat = 0.25, step = 0.5 / (0.5 + 1e-8),
+       p = 1 - 0.1 (step + 0.01 * 1) = 0.899 (to 2e-9) */
+    tk_adamw_config cfg = tk_adamw_config_default();
+    float p = 1.0f, g = 0.5f, m = 0.0f, v = 0.0f;
+    cfg.lr = 0.1f;
+    cfg.beta1 = 0.9f;
+    cfg.beta2 = 0.99f;
+    cfg.eps = 1e-8f;
+    cfg.weight_decay = 0.01f;
+    CHECK_INT_EQ(tk_adamw_update(&p, &g, &m, &v, 1, &cfg, 1), TK_OK);
+    CHECK_CLOSE(m, 0.05, 1e-6, 0);
+    CHECK_CLOSE(v, 0.0025, 1e-6, 0);
+    CHECK_CLOSE(p, 0.899, 0, 1e-6);
+    /* defaults */
+    cfg = tk_adamw_config_default();
+    CHECK_CLOSE(cfg.lr, 3e-4, 1e-6, 0);
+    CHECK_CLOSE(cfg.beta1, 0.9, 1e-7, 0);
+    CHECK_CLOSE(cfg.beta2, 0.95, 1e-7, 0);
+    CHECK_CLOSE(cfg.weight_decay, 0.1, 1e-7, 0);
+}
+
+static void test_adamw_multi_step(void)
+{
+    enum { n = 9, steps = 5 };
+    tk_adamw_config cfg = tk_adamw_config_default();
+    float *p = frand(n, 1), m[n] = {0}, v[n] = {0}, g[n];
+    double pd[n], md[n] = {0}, vd[n] = {0};
+    int i, t;
+    cfg.lr = 0.01f;
+    for (i = 0; i < n; i++) pd[i] = p[i];
+    for (t = 1; t <= steps; t++) {
+        tt_fill_normal(g, n, 1);
+        CHECK_INT_EQ(tk_adamw_update(p, g, m, v, n, &cfg, t), TK_OK);
+        for (i = 0; i < n; i++) {
+            double b1 = cfg.beta1, b2 = cfg.beta2;
+            md[i] = b1 * md[i] + (1 - b1) * g[i];
+            vd[i] = b2 * vd[i] + (1 - b2) * (double)g[i] * g[i];
+            pd[i] -= cfg.lr * ((md[i] / (1 - pow(b1, t))) / (sqrt(vd[i] / (1 - pow(b2, t))) + cfg.eps)
+                               + cfg.weight_decay * pd[i]);
+        }
+    }
+    CHECK_ALL_CLOSE(p, pd, n, 1e-5, 1e-6);
+    CHECK_ALL_CLOSE(m, md, n, 1e-5, 1e-7);
+    CHECK_ALL_CLOSE(v, vd, n, 1e-5, 1e-8);
+    free(p);
+}
+
+static void test_grad_norm_and_clip(void)
+{
+    float g[2] = {3.0f, 4.0f}, norm = 0.0f;
+    const long n = 100003;
+    float *big = frand(n, 1), *big2;
+    double s = 0;
+    long i;
+    CHECK_INT_EQ(tk_grad_norm(g, 2, &norm), TK_OK);
+    CHECK_CLOSE(norm, 5.0, 1e-7, 0);
+    CHECK_INT_EQ(tk_clip_grad_norm(g, 2, 1.0f, &norm), TK_OK);
+    CHECK_CLOSE(norm, 5.0, 1e-7, 0);  /* the norm before clipping */
+    CHECK_CLOSE(g[0], 0.6, 1e-6, 0);
+    CHECK_CLOSE(g[1], 0.8, 1e-6, 0);
+    CHECK_INT_EQ(tk_clip_grad_norm(g, 2, 2.0f, NULL), TK_OK); /* below max: unchanged */
+    CHECK_CLOSE(g[0], 0.6, 1e-6, 0);
+    CHECK_CLOSE(g[1], 0.8, 1e-6, 0);
+    for (i = 0; i < n; i++) s += (double)big[i] * big[i];
+    CHECK_INT_EQ(tk_grad_norm(big, (size_t)n, &norm), TK_OK);
+    CHECK_CLOSE(norm, sqrt(s), 1e-6, 0);
+    /* fixed-order accumulation: the same bits for 1 and 2 threads */
+    big2 = fcopy(big, n);
+    {
+        float n1, n2;
+        set_threads(1);
+        tk_grad_norm(big, (size_t)n, &n1);
+        set_threads(2);
+        tk_grad_norm(big, (size_t)n, &n2);
+        CHECK(memcmp(&n1, &n2, sizeof n1) == 0);
+    }
+    CHECK_INT_EQ(tk_clip_grad_norm(big, (size_t)n, 10.0f, &norm), TK_OK);
+    CHECK_INT_EQ(tk_grad_norm(big, (size_t)n, &norm), TK_OK);
+    CHECK_CLOSE(norm, 10.0, 1e-5, 0);
+    CHECK_CLOSE(big[7], big2[7] * 10.0 / sqrt(s), 1e-5, 1e-7);
+    /* a NaN gradient: reported, not spread */
+    g[0] = NAN;
+    g[1] = 1.0f;
+    CHECK_INT_EQ(tk_clip_grad_norm(g, 2, 1.0f, &norm), TK_OK);
+    CHECK(norm != norm);
+    CHECK(g[1] == 1.0f);
+    free(big); free(big2);
+}
+
+/* ------------------------------------------------------------------ determinism */
+static void test_thread_count_determinism(void)
+{
+    /* every reduction has a fixed order: 1 and 2 threads give the same bits */
+    enum { B = 2, H = 2, T = 40, D = 16, N = 700, C = 67 };
+    long n = (long)B * H * T * D, np = (long)B * H * T * T;
+    float *q = frand(n, 1), *k = frand(n, 1), *v = frand(n, 1), *R = frand(n, 1);
+    float *o1 = fbuf(n), *o2 = fbuf(n), *p1 = fbuf(np), *p2 = fbuf(np), temp[H] = {0.7f, 1.3f};
+    float *dq1 = fbuf(n), *dq2 = fbuf(n), *dk1 = fbuf(n), *dk2 = fbuf(n), *dv1 = fbuf(n), *dv2 = fbuf(n);
+    float dt1[H] = {0}, dt2[H] = {0};
+    float *x = frand((long)N * C, 1), *g = frand((long)N * C, 1), w[C], mean[N], rstd[N];
+    float *y = fbuf((long)N * C), dw1[C] = {0}, dw2[C] = {0}, db1[C] = {0}, db2[C] = {0};
+    float *dx1 = fbuf((long)N * C), *dx2 = fbuf((long)N * C);
+    int i;
+    for (i = 0; i < C; i++) w[i] = 1.0f + 0.01f * i;
+    set_threads(1);
+    tk_attention_forward(o1, p1, q, k, v, NULL, 0, temp, B, H, T, D);
+    tk_attention_backward(dq1, dk1, dv1, NULL, dt1, R, p1, q, k, v, 0, temp, B, H, T, D);
+    tk_layernorm_forward(y, mean, rstd, x, w, NULL, N, C, 1e-5f);
+    tk_layernorm_backward(dx1, dw1, db1, g, x, w, mean, rstd, N, C);
+    set_threads(2);
+    tk_attention_forward(o2, p2, q, k, v, NULL, 0, temp, B, H, T, D);
+    tk_attention_backward(dq2, dk2, dv2, NULL, dt2, R, p2, q, k, v, 0, temp, B, H, T, D);
+    tk_layernorm_backward(dx2, dw2, db2, g, x, w, mean, rstd, N, C);
+    CHECK(same_bits(o1, o2, n) && same_bits(p1, p2, np));
+    CHECK(same_bits(dq1, dq2, n) && same_bits(dk1, dk2, n) && same_bits(dv1, dv2, n));
+    CHECK(same_bits(dt1, dt2, H));
+    CHECK(same_bits(dx1, dx2, (long)N * C) && same_bits(dw1, dw2, C) && same_bits(db1, db2, C));
+    free(q); free(k); free(v); free(R); free(o1); free(o2); free(p1); free(p2);
+    free(dq1); free(dq2); free(dk1); free(dk2); free(dv1); free(dv2);
+    free(x); free(g); free(y); free(dx1); free(dx2);
+}
+
+/* ------------------------------------------------------------------ bad input */
+static void test_bad_input(void)
+{
+    float a[64], b[64], c[64], d[64], e[64], f[64], nanf_ = NAN, inff = INFINITY;
+    uint8_t mask[64];
+    int ids[4] = {0, 1, 2, 3};
+    tk_rng r;
+    tk_adamw_config cfg = tk_adamw_config_default(), bad;
+    int i;
+    for (i = 0; i < 64; i++) a[i] = b[i] = c[i] = d[i] = e[i] = f[i] = 0.5f;
+    tk_rng_seed(&r, 1, 1);
+    tk_rng_seed(NULL, 1, 1); /* no crash */
+
+    /* RNG / init */
+    CHECK_INT_EQ(tk_init_normal(NULL, 4, 0, 1, &r), TK_EINVAL);
+    CHECK_INT_EQ(tk_init_normal(a, 4, 0, 1, NULL), TK_EINVAL);
+    CHECK_INT_EQ(tk_init_normal(a, 0, 0, 1, &r), TK_EINVAL);
+    CHECK_INT_EQ(tk_init_normal(a, 4, nanf_, 1, &r), TK_EINVAL);
+    CHECK_INT_EQ(tk_init_normal(a, 4, 0, -1, &r), TK_EINVAL);
+    CHECK_INT_EQ(tk_init_normal(a, 4, 0, inff, &r), TK_EINVAL);
+    CHECK_INT_EQ(tk_init_uniform(a, 4, 1, 0, &r), TK_EINVAL);
+    CHECK_INT_EQ(tk_init_uniform(a, 4, nanf_, 1, &r), TK_EINVAL);
+    CHECK_INT_EQ(tk_init_uniform(NULL, 4, 0, 1, &r), TK_EINVAL);
+    CHECK_INT_EQ(tk_init_constant(a, 4, nanf_), TK_EINVAL);
+    CHECK_INT_EQ(tk_init_constant(NULL, 4, 1), TK_EINVAL);
+    CHECK_INT_EQ(tk_init_constant(a, 0, 1), TK_EINVAL);
+    CHECK(all_equal(a, 0.5f, 64));
+
+    /* matmul */
+    CHECK_INT_EQ(tk_matmul_forward(NULL, a, b, c, 2, 2, 2), TK_EINVAL);
+    CHECK_INT_EQ(tk_matmul_forward(d, NULL, b, c, 2, 2, 2), TK_EINVAL);
+    CHECK_INT_EQ(tk_matmul_forward(d, a, NULL, c, 2, 2, 2), TK_EINVAL);
+    CHECK_INT_EQ(tk_matmul_forward(d, a, b, c, 0, 2, 2), TK_EINVAL);
+    CHECK_INT_EQ(tk_matmul_forward(d, a, b, c, 2, -1, 2), TK_EINVAL);
+    CHECK_INT_EQ(tk_matmul_forward(d, a, b, c, 2, 2, 0), TK_EINVAL);
+    CHECK_INT_EQ(tk_matmul_backward(d, e, f, NULL, a, b, 2, 2, 2), TK_EINVAL);
+    CHECK_INT_EQ(tk_matmul_backward(d, e, f, c, a, NULL, 2, 2, 2), TK_EINVAL);
+    CHECK_INT_EQ(tk_matmul_backward(d, e, f, c, NULL, b, 2, 2, 2), TK_EINVAL);
+    CHECK_INT_EQ(tk_matmul_backward(d, e, f, c, a, b, -3, 2, 2), TK_EINVAL);
+    CHECK_INT_EQ(tk_matmul_backward(d, e, f, c, a, b, 2, 0, 2), TK_EINVAL);
+    CHECK_INT_EQ(tk_matmul_backward(d, e, f, c, a, b, 2, 2, 0), TK_EINVAL);
+    CHECK(all_equal(d, 0.5f, 64) && all_equal(e, 0.5f, 64) && all_equal(f, 0.5f, 64));
+
+    /* embedding */
+    CHECK_INT_EQ(tk_embedding_forward(NULL, ids, a, b, 1, 4, 2, 4), TK_EINVAL);
+    CHECK_INT_EQ(tk_embedding_forward(d, NULL, a, b, 1, 4, 2, 4), TK_EINVAL);
+    CHECK_INT_EQ(tk_embedding_forward(d, ids, NULL, b, 1, 4, 2, 4), TK_EINVAL);
+    CHECK_INT_EQ(tk_embedding_forward(d, ids, a, b, 0, 4, 2, 4), TK_EINVAL);
+    CHECK_INT_EQ(tk_embedding_forward(d, ids, a, b, 1, -4, 2, 4), TK_EINVAL);
+    CHECK_INT_EQ(tk_embedding_forward(d, ids, a, b, 1, 4, 0, 4), TK_EINVAL);
+    CHECK_INT_EQ(tk_embedding_forward(d, ids, a, b, 1, 4, 2, 0), TK_EINVAL);
+    CHECK_INT_EQ(tk_embedding_forward(d, ids, a, b, 1, 4, 2, 3), TK_ERANGE); /* id 3 >= V */
+    CHECK_INT_EQ(tk_embedding_backward(d, e, NULL, ids, 1, 4, 2, 4), TK_EINVAL);
+    CHECK_INT_EQ(tk_embedding_backward(d, e, c, NULL, 1, 4, 2, 4), TK_EINVAL);
+    CHECK_INT_EQ(tk_embedding_backward(d, e, c, ids, 1, 4, 2, -1), TK_EINVAL);
+    CHECK_INT_EQ(tk_embedding_backward(d, e, c, ids, 1, 0, 2, 4), TK_EINVAL);
+    CHECK(all_equal(d, 0.5f, 64) && all_equal(e, 0.5f, 64));
+
+    /* norms */
+    CHECK_INT_EQ(tk_layernorm_forward(NULL, e, f, a, b, c, 2, 3, 1e-5f), TK_EINVAL);
+    CHECK_INT_EQ(tk_layernorm_forward(d, e, f, NULL, b, c, 2, 3, 1e-5f), TK_EINVAL);
+    CHECK_INT_EQ(tk_layernorm_forward(d, e, f, a, NULL, c, 2, 3, 1e-5f), TK_EINVAL);
+    CHECK_INT_EQ(tk_layernorm_forward(d, e, f, a, b, c, 0, 3, 1e-5f), TK_EINVAL);
+    CHECK_INT_EQ(tk_layernorm_forward(d, e, f, a, b, c, 2, -3, 1e-5f), TK_EINVAL);
+    CHECK_INT_EQ(tk_layernorm_forward(d, e, f, a, b, c, 2, 3, nanf_), TK_EINVAL);
+    CHECK_INT_EQ(tk_layernorm_forward(d, e, f, a, b, c, 2, 3, 0.0f), TK_EINVAL);
+    CHECK_INT_EQ(tk_layernorm_forward(d, e, f, a, b, c, 2, 3, inff), TK_EINVAL);
+    CHECK_INT_EQ(tk_layernorm_backward(d, e, f, a, b, c, NULL, c, 2, 3), TK_EINVAL);
+    CHECK_INT_EQ(tk_layernorm_backward(d, e, f, a, b, c, c, NULL, 2, 3), TK_EINVAL);
+    CHECK_INT_EQ(tk_layernorm_backward(NULL, e, f, a, b, c, c, c, 2, 3), TK_EINVAL);
+    CHECK_INT_EQ(tk_layernorm_backward(d, e, f, a, b, c, c, c, 2, 0), TK_EINVAL);
+    CHECK_INT_EQ(tk_rmsnorm_forward(NULL, e, a, b, 2, 3, 1e-5f), TK_EINVAL);
+    CHECK_INT_EQ(tk_rmsnorm_forward(d, e, NULL, b, 2, 3, 1e-5f), TK_EINVAL);
+    CHECK_INT_EQ(tk_rmsnorm_forward(d, e, a, b, 2, 0, 1e-5f), TK_EINVAL);
+    CHECK_INT_EQ(tk_rmsnorm_forward(d, e, a, b, 2, 3, nanf_), TK_EINVAL);
+    CHECK_INT_EQ(tk_rmsnorm_forward(d, e, a, b, 2, 3, -1.0f), TK_EINVAL);
+    CHECK_INT_EQ(tk_rmsnorm_backward(d, e, a, b, c, NULL, 2, 3), TK_EINVAL);
+    CHECK_INT_EQ(tk_rmsnorm_backward(d, e, NULL, b, c, c, 2, 3), TK_EINVAL);
+    CHECK_INT_EQ(tk_rmsnorm_backward(d, e, a, b, c, c, -2, 3), TK_EINVAL);
+    CHECK(all_equal(d, 0.5f, 64) && all_equal(e, 0.5f, 64) && all_equal(f, 0.5f, 64));
+
+    /* element-wise */
+    CHECK_INT_EQ(tk_gelu_forward(NULL, a, 4), TK_EINVAL);
+    CHECK_INT_EQ(tk_gelu_forward(d, NULL, 4), TK_EINVAL);
+    CHECK_INT_EQ(tk_gelu_forward(d, a, 0), TK_EINVAL);
+    CHECK_INT_EQ(tk_gelu_backward(d, a, NULL, 4), TK_EINVAL);
+    CHECK_INT_EQ(tk_gelu_backward(NULL, a, b, 4), TK_EINVAL);
+    CHECK_INT_EQ(tk_relu2_forward(d, NULL, 4), TK_EINVAL);
+    CHECK_INT_EQ(tk_relu2_backward(d, a, b, 0), TK_EINVAL);
+    CHECK_INT_EQ(tk_relu2_backward(d, NULL, b, 4), TK_EINVAL);
+    CHECK_INT_EQ(tk_silu_forward(NULL, a, 4), TK_EINVAL);
+    CHECK_INT_EQ(tk_silu_backward(d, a, NULL, 4), TK_EINVAL);
+    CHECK_INT_EQ(tk_silu_backward(d, a, b, 0), TK_EINVAL);
+    CHECK_INT_EQ(tk_softmax_forward(NULL, a, 2, 2), TK_EINVAL);
+    CHECK_INT_EQ(tk_softmax_forward(d, a, 0, 2), TK_EINVAL);
+    CHECK_INT_EQ(tk_softmax_forward(d, a, 2, -2), TK_EINVAL);
+    CHECK_INT_EQ(tk_softmax_backward(d, NULL, b, 2, 2), TK_EINVAL);
+    CHECK_INT_EQ(tk_softmax_backward(d, a, NULL, 2, 2), TK_EINVAL);
+    CHECK_INT_EQ(tk_softmax_backward(d, a, b, 2, 0), TK_EINVAL);
+    CHECK_INT_EQ(tk_logsoftmax_forward(d, NULL, 2, 2), TK_EINVAL);
+    CHECK_INT_EQ(tk_logsoftmax_forward(d, a, -1, 2), TK_EINVAL);
+    CHECK_INT_EQ(tk_logsoftmax_backward(NULL, a, b, 2, 2), TK_EINVAL);
+    CHECK_INT_EQ(tk_logsoftmax_backward(d, a, b, 0, 2), TK_EINVAL);
+    CHECK_INT_EQ(tk_residual_forward(d, NULL, b, 4), TK_EINVAL);
+    CHECK_INT_EQ(tk_residual_forward(d, a, NULL, 4), TK_EINVAL);
+    CHECK_INT_EQ(tk_residual_forward(NULL, a, b, 4), TK_EINVAL);
+    CHECK_INT_EQ(tk_residual_forward(d, a, b, 0), TK_EINVAL);
+    CHECK_INT_EQ(tk_residual_backward(d, e, NULL, 4), TK_EINVAL);
+    CHECK_INT_EQ(tk_residual_backward(d, e, a, 0), TK_EINVAL);
+    CHECK(all_equal(d, 0.5f, 64) && all_equal(e, 0.5f, 64));
+
+    /* dropout */
+    CHECK_INT_EQ(tk_dropout_forward(d, mask, a, 4, nanf_, &r), TK_EINVAL);
+    CHECK_INT_EQ(tk_dropout_forward(d, mask, a, 4, 1.0f, &r), TK_EINVAL);
+    CHECK_INT_EQ(tk_dropout_forward(d, mask, a, 4, -0.1f, &r), TK_EINVAL);
+    CHECK_INT_EQ(tk_dropout_forward(d, mask, a, 4, 0.5f, NULL), TK_EINVAL);
+    CHECK_INT_EQ(tk_dropout_forward(d, NULL, a, 4, 0.5f, &r), TK_EINVAL);
+    CHECK_INT_EQ(tk_dropout_forward(NULL, mask, a, 4, 0.5f, &r), TK_EINVAL);
+    CHECK_INT_EQ(tk_dropout_forward(d, mask, NULL, 4, 0.5f, &r), TK_EINVAL);
+    CHECK_INT_EQ(tk_dropout_forward(d, mask, a, 0, 0.5f, &r), TK_EINVAL);
+    CHECK_INT_EQ(tk_dropout_backward(d, a, mask, 4, inff), TK_EINVAL);
+    CHECK_INT_EQ(tk_dropout_backward(d, a, NULL, 4, 0.5f), TK_EINVAL);
+    CHECK_INT_EQ(tk_dropout_backward(d, NULL, mask, 4, 0.5f), TK_EINVAL);
+    CHECK_INT_EQ(tk_dropout_backward(d, a, mask, 0, 0.5f), TK_EINVAL);
+    CHECK(all_equal(d, 0.5f, 64));
+
+    /* cross-entropy */
+    CHECK_INT_EQ(tk_crossentropy_forward(d, e, f, f, NULL, ids, 2, 4, 0.1f), TK_EINVAL);
+    CHECK_INT_EQ(tk_crossentropy_forward(d, e, f, f, a, NULL, 2, 4, 0.1f), TK_EINVAL);
+    CHECK_INT_EQ(tk_crossentropy_forward(d, e, f, f, a, ids, 0, 4, 0.1f), TK_EINVAL);
+    CHECK_INT_EQ(tk_crossentropy_forward(d, e, f, f, a, ids, 2, -4, 0.1f), TK_EINVAL);
+    CHECK_INT_EQ(tk_crossentropy_forward(d, e, f, f, a, ids, 2, 4, nanf_), TK_EINVAL);
+    CHECK_INT_EQ(tk_crossentropy_forward(d, e, f, f, a, ids, 2, 4, 1.0f), TK_EINVAL);
+    CHECK_INT_EQ(tk_crossentropy_forward(d, e, f, f, a, ids, 2, 4, -0.1f), TK_EINVAL);
+    CHECK_INT_EQ(tk_crossentropy_forward(d, e, f, f, a, ids, 4, 3, 0.1f), TK_ERANGE);
+    CHECK_INT_EQ(tk_crossentropy_backward(NULL, b, ids, 2, 4, 0.1f, 1.0f), TK_EINVAL);
+    CHECK_INT_EQ(tk_crossentropy_backward(d, NULL, ids, 2, 4, 0.1f, 1.0f), TK_EINVAL);
+    CHECK_INT_EQ(tk_crossentropy_backward(d, b, NULL, 2, 4, 0.1f, 1.0f), TK_EINVAL);
+    CHECK_INT_EQ(tk_crossentropy_backward(d, b, ids, 2, 0, 0.1f, 1.0f), TK_EINVAL);
+    CHECK_INT_EQ(tk_crossentropy_backward(d, b, ids, 2, 4, nanf_, 1.0f), TK_EINVAL);
+    CHECK_INT_EQ(tk_crossentropy_backward(d, b, ids, 2, 4, 0.1f, nanf_), TK_EINVAL);
+    CHECK_INT_EQ(tk_crossentropy_backward(d, b, ids, 4, 3, 0.1f, 1.0f), TK_ERANGE);
+    CHECK(all_equal(d, 0.5f, 64) && all_equal(e, 0.5f, 64) && all_equal(f, 0.5f, 64));
+
+    /* attention: a..f hold (B,H,T,D) = (1,2,2,2) tensors and (H,T,T) bias */
+    {
+        float tbad[2] = {1.0f, 0.0f}, tnan[2] = {1.0f, NAN}, tok[2] = {1.0f, 2.0f};
+        CHECK_INT_EQ(tk_attention_forward(NULL, e, a, b, c, NULL, 0, NULL, 1, 2, 2, 2), TK_EINVAL);
+        CHECK_INT_EQ(tk_attention_forward(d, NULL, a, b, c, NULL, 0, NULL, 1, 2, 2, 2), TK_EINVAL);
+        CHECK_INT_EQ(tk_attention_forward(d, e, NULL, b, c, NULL, 0, NULL, 1, 2, 2, 2), TK_EINVAL);
+        CHECK_INT_EQ(tk_attention_forward(d, e, a, NULL, c, NULL, 0, NULL, 1, 2, 2, 2), TK_EINVAL);
+        CHECK_INT_EQ(tk_attention_forward(d, e, a, b, NULL, NULL, 0, NULL, 1, 2, 2, 2), TK_EINVAL);
+        CHECK_INT_EQ(tk_attention_forward(d, e, a, b, c, NULL, 0, NULL, 0, 2, 2, 2), TK_EINVAL);
+        CHECK_INT_EQ(tk_attention_forward(d, e, a, b, c, NULL, 0, NULL, 1, -2, 2, 2), TK_EINVAL);
+        CHECK_INT_EQ(tk_attention_forward(d, e, a, b, c, NULL, 0, NULL, 1, 2, 0, 2), TK_EINVAL);
+        CHECK_INT_EQ(tk_attention_forward(d, e, a, b, c, NULL, 0, NULL, 1, 2, 2, 0), TK_EINVAL);
+        CHECK_INT_EQ(tk_attention_forward(d, e, a, b, c, f, 2, NULL, 1, 2, 2, 2), TK_EINVAL);
+        CHECK_INT_EQ(tk_attention_forward(d, e, a, b, c, NULL, 0, tbad, 1, 2, 2, 2), TK_EINVAL);
+        CHECK_INT_EQ(tk_attention_forward(d, e, a, b, c, NULL, 0, tnan, 1, 2, 2, 2), TK_EINVAL);
+        CHECK(all_equal(d, 0.5f, 64) && all_equal(e, 0.5f, 64));
+        CHECK_INT_EQ(tk_attention_backward(d, e, f, NULL, NULL, a, b, NULL, c, c, 0, NULL, 1, 2, 2, 2),
+                     TK_EINVAL);
+        CHECK_INT_EQ(tk_attention_backward(d, e, f, NULL, NULL, NULL, b, c, c, c, 0, NULL, 1, 2, 2, 2),
+                     TK_EINVAL);
+        CHECK_INT_EQ(tk_attention_backward(NULL, e, f, NULL, NULL, a, b, c, c, c, 0, NULL, 1, 2, 2, 2),
+                     TK_EINVAL);
+        CHECK_INT_EQ(tk_attention_backward(d, e, f, NULL, NULL, a, NULL, c, c, c, 0, NULL, 1, 2, 2, 2),
+                     TK_EINVAL);
+        CHECK_INT_EQ(tk_attention_backward(d, e, f, NULL, NULL, a, b, c, c, c, 0, NULL, 1, 2, 2, -1),
+                     TK_EINVAL);
+        CHECK_INT_EQ(tk_attention_backward(d, e, f, NULL, NULL, a, b, c, c, c, 0, tbad, 1, 2, 2, 2),
+                     TK_EINVAL);
+        CHECK_INT_EQ(tk_attention_backward(d, e, f, b, NULL, a, b, c, c, c, -1, tok, 1, 2, 2, 2),
+                     TK_EINVAL);
+        CHECK(all_equal(d, 0.5f, 64) && all_equal(e, 0.5f, 64) && all_equal(f, 0.5f, 64));
+    }
+
+    /* heads */
+    CHECK_INT_EQ(tk_split_heads_forward(NULL, d, e, a, 1, 2, 2, 2), TK_EINVAL);
+    CHECK_INT_EQ(tk_split_heads_forward(d, d, e, NULL, 1, 2, 2, 2), TK_EINVAL);
+    CHECK_INT_EQ(tk_split_heads_forward(d, d, e, a, 1, 2, 0, 2), TK_EINVAL);
+    CHECK_INT_EQ(tk_split_heads_backward(d, NULL, a, a, 1, 2, 2, 2), TK_EINVAL);
+    CHECK_INT_EQ(tk_split_heads_backward(d, a, a, a, 1, -2, 2, 2), TK_EINVAL);
+    CHECK_INT_EQ(tk_merge_heads_forward(d, NULL, 1, 2, 2, 2), TK_EINVAL);
+    CHECK_INT_EQ(tk_merge_heads_forward(d, a, 1, 2, 2, 0), TK_EINVAL);
+    CHECK_INT_EQ(tk_merge_heads_backward(NULL, a, 1, 2, 2, 2), TK_EINVAL);
+    CHECK_INT_EQ(tk_merge_heads_backward(d, a, 0, 2, 2, 2), TK_EINVAL);
+    CHECK(all_equal(d, 0.5f, 64) && all_equal(e, 0.5f, 64));
+
+    /* optimiser */
+    CHECK_INT_EQ(tk_adamw_update(NULL, b, c, e, 4, &cfg, 1), TK_EINVAL);
+    CHECK_INT_EQ(tk_adamw_update(d, NULL, c, e, 4, &cfg, 1), TK_EINVAL);
+    CHECK_INT_EQ(tk_adamw_update(d, b, NULL, e, 4, &cfg, 1), TK_EINVAL);
+    CHECK_INT_EQ(tk_adamw_update(d, b, c, NULL, 4, &cfg, 1), TK_EINVAL);
+    CHECK_INT_EQ(tk_adamw_update(d, b, c, e, 4, NULL, 1), TK_EINVAL);
+    CHECK_INT_EQ(tk_adamw_update(d, b, c, e, 0, &cfg, 1), TK_EINVAL);
+    CHECK_INT_EQ(tk_adamw_update(d, b, c, e, 4, &cfg, 0), TK_EINVAL);
+    bad = cfg; bad.lr = nanf_;
+    CHECK_INT_EQ(tk_adamw_update(d, b, c, e, 4, &bad, 1), TK_EINVAL);
+    bad = cfg; bad.lr = -1e-3f;
+    CHECK_INT_EQ(tk_adamw_update(d, b, c, e, 4, &bad, 1), TK_EINVAL);
+    bad = cfg; bad.beta1 = 1.0f;
+    CHECK_INT_EQ(tk_adamw_update(d, b, c, e, 4, &bad, 1), TK_EINVAL);
+    bad = cfg; bad.beta2 = nanf_;
+    CHECK_INT_EQ(tk_adamw_update(d, b, c, e, 4, &bad, 1), TK_EINVAL);
+    bad = cfg; bad.eps = 0.0f;
+    CHECK_INT_EQ(tk_adamw_update(d, b, c, e, 4, &bad, 1), TK_EINVAL);
+    bad = cfg; bad.weight_decay = inff;
+    CHECK_INT_EQ(tk_adamw_update(d, b, c, e, 4, &bad, 1), TK_EINVAL);
+    CHECK(all_equal(d, 0.5f, 64) && all_equal(c, 0.5f, 64) && all_equal(e, 0.5f, 64));
+    {
+        float nrm = 0.5f;
+        CHECK_INT_EQ(tk_grad_norm(NULL, 4, &nrm), TK_EINVAL);
+        CHECK_INT_EQ(tk_grad_norm(a, 4, NULL), TK_EINVAL);
+        CHECK_INT_EQ(tk_grad_norm(a, 0, &nrm), TK_EINVAL);
+        CHECK_INT_EQ(tk_clip_grad_norm(NULL, 4, 1.0f, &nrm), TK_EINVAL);
+        CHECK_INT_EQ(tk_clip_grad_norm(d, 0, 1.0f, &nrm), TK_EINVAL);
+        CHECK_INT_EQ(tk_clip_grad_norm(d, 4, 0.0f, &nrm), TK_EINVAL);
+        CHECK_INT_EQ(tk_clip_grad_norm(d, 4, nanf_, &nrm), TK_EINVAL);
+        CHECK(nrm == 0.5f && all_equal(d, 0.5f, 64));
+    }
+}
+
+static int log_calls = 0;
+static char log_last[256];
+static void log_cb(const char *msg, void *user)
+{
+    (void)user;
+    log_calls++;
+    strncpy(log_last, msg, sizeof log_last - 1);
+}
+static void test_error_log(void)
+{
+    float a[4] = {0};
+    log_calls = 0;
+    tk_set_log(log_cb, NULL);
+    CHECK_INT_EQ(tk_layernorm_forward(a, NULL, NULL, a, a, NULL, 1, 0, 1e-5f), TK_EINVAL);
+    tk_set_log(NULL, NULL);
+    CHECK_INT_EQ(log_calls, 1);
+    CHECK(strstr(log_last, "tk_layernorm_forward") != NULL);
+    CHECK(strstr(log_last, "C must be > 0") != NULL);
+}
+
+int main(int argc, char **argv)
+{
+    TEST_INIT(argc, argv);
+    tt_seed(20261123u);
+    TEST_RUN(test_rng_pcg32_reference);
+    TEST_RUN(test_rng_determinism_and_streams);
+    TEST_RUN(test_rng_moments);
+    TEST_RUN(test_init_helpers);
+    TEST_RUN(test_matmul);
+    TEST_RUN(test_matmul_optional_grads);
+    TEST_RUN(test_embedding);
+    TEST_RUN(test_embedding_wide);
+    TEST_RUN(test_embedding_out_of_range);
+    TEST_RUN(test_layernorm);
+    TEST_RUN(test_layernorm_optional_stats);
+    TEST_RUN(test_rmsnorm);
+    TEST_RUN(test_gelu);
+    TEST_RUN(test_relu2);
+    TEST_RUN(test_silu);
+    TEST_RUN(test_softmax);
+    TEST_RUN(test_logsoftmax);
+    TEST_RUN(test_residual);
+    TEST_RUN(test_dropout);
+    TEST_RUN(test_crossentropy_hand_values);
+    TEST_RUN(test_crossentropy_values);
+    TEST_RUN(test_crossentropy_backward);
+    TEST_RUN(test_crossentropy_out_of_range);
+    TEST_RUN(test_attention_forward_reference);
+    TEST_RUN(test_attention_backward);
+    TEST_RUN(test_attention_bias_shift_invariance);
+    TEST_RUN(test_split_merge_heads);
+    TEST_RUN(test_adamw_hand_step);
+    TEST_RUN(test_adamw_multi_step);
+    TEST_RUN(test_grad_norm_and_clip);
+    TEST_RUN(test_thread_count_determinism);
+    TEST_RUN(test_bad_input);
+    TEST_RUN(test_error_log);
+    return TEST_END();
+}
