@@ -288,7 +288,7 @@ typedef struct era_era_state {
     float *cost;         /* (R,nb) */
     float *plan;         /* (R,nb) */
     float *Q;            /* (T,nb) = mu plan */
-    float *rmean, *rstd; /* (T) row statistics of log(Q + delta) */
+    double *rmean, *rstd; /* (T) row statistics of log(Q + delta) */
     int *bstart;         /* (nb + 1) first position of each block */
     void *mem;
     size_t cap;
@@ -1456,7 +1456,7 @@ static size_t era__era_state_bytes(int T, int R, int nb, int L)
 {
     return era__align(sizeof(float) * (size_t)T * R) + era__align(sizeof(float) * (size_t)L * R) +
            era__align(sizeof(float) * (size_t)(L + 1) * nb) + 2 * era__align(sizeof(float) * (size_t)R * nb) +
-           era__align(sizeof(float) * (size_t)T * nb) + 2 * era__align(sizeof(float) * (size_t)T) +
+           era__align(sizeof(float) * (size_t)T * nb) + 2 * era__align(sizeof(double) * (size_t)T) +
            era__align(sizeof(int) * (size_t)(nb + 1));
 }
 
@@ -1517,8 +1517,8 @@ ERADEF int era_era_forward(const era_era_config *cfg, const era_era_params *p, i
     st->cost = (float *)q; q += era__align(sizeof(float) * (size_t)R * nb);
     st->plan = (float *)q; q += era__align(sizeof(float) * (size_t)R * nb);
     st->Q = (float *)q; q += era__align(sizeof(float) * (size_t)T * nb);
-    st->rmean = (float *)q; q += era__align(sizeof(float) * (size_t)T);
-    st->rstd = (float *)q; q += era__align(sizeof(float) * (size_t)T);
+    st->rmean = (double *)q; q += era__align(sizeof(double) * (size_t)T);
+    st->rstd = (double *)q; q += era__align(sizeof(double) * (size_t)T);
     st->bstart = (int *)q;
     buf = (double *)ERA_MALLOC(sizeof(double) * (size_t)(R > nb ? R : nb));
     if (!buf) return ERA_ENOMEM;
@@ -1618,8 +1618,8 @@ ERADEF int era_era_forward(const era_era_config *cfg, const era_era_params *p, i
                 s2 += c * y * y;
             }
             var = s2 / n;
-            st->rmean[t] = (float)mean;
-            st->rstd[t] = (float)sqrt(var);
+            st->rmean[t] = mean;
+            st->rstd[t] = sqrt(var);
         }
         for (t = 0; t < T; t++) {
             double sd = st->rstd[t], o = fabs((double)st->alpha) * sd / (sd + st->zeps);
