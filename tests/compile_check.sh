@@ -26,12 +26,12 @@ gen() { # gen <file> <headers...>
 }
 
 check() { # check <label> <compiler> <flags> <src>
-    label=$1; cc=$2; flags=$3; src=$4
-    exe="$D/$(echo "$label" | tr '/ +' '___')"
-    if $cc $flags -isystem /usr/include/stb "$src" -o "$exe" -lm 2> "$exe.log" && "$exe"; then
-        echo "ok $label"; P=$((P + 1))
+    c_label=$1; c_cc=$2; c_flags=$3; c_src=$4
+    exe="$D/$(echo "$c_label" | tr '/ +' '___')"
+    if $c_cc $c_flags -isystem /usr/include/stb "$c_src" -o "$exe" -lm 2> "$exe.log" && "$exe"; then
+        echo "ok $c_label"; P=$((P + 1))
     else
-        echo "FAIL $label"; cat "$exe.log"; F=$((F + 1))
+        echo "FAIL $c_label"; cat "$exe.log"; F=$((F + 1))
     fi
 }
 
