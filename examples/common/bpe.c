@@ -704,7 +704,9 @@ int bpe_load_mem(bpe_tokenizer **out, const char *json, size_t json_len, const c
     tok->eot = -1;
     tok->cache_limit = (size_t)64 << 20;
     memset(&L, 0, sizeof L);
-    sh_new_arena(L.map);
+    /* strdup mode, not sh_new_arena: the arena's char[8] trailing-array trick trips
+       clang's -fsanitize=bounds */
+    sh_new_strdup(L.map);
     rc = bpe__parse_encoder(tok, &L, (const unsigned char *)json, json_len, err, errlen);
     if (rc) goto fail;
     /* every single byte must be a token */
@@ -900,7 +902,10 @@ static uint64_t bpe__hash(const unsigned char *s, size_t n)
     uint64_t h = 0xcbf29ce484222325ULL;
     size_t i;
     for (i = 0; i < n; i++) h = (h ^ s[i]) * 0x100000001b3ULL;
-    return h ^ (uint64_t)n;
+    /* stb_ds hashes 8-byte keys with (byte << 24) on int, which is undefined (UBSan)
+       when byte 3 or byte 7 is >= 0x80: keep those bits clear. (Merge keys are safe:
+       ids < 2^24.) */
+    return (h ^ (uint64_t)n) & 0x7FFFFFFF7FFFFFFFULL;
 }
 
 int bpe_encode(bpe_tokenizer *t, const void *text, size_t len, bpe_ids *out)
