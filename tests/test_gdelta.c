@@ -289,7 +289,11 @@ static void cmp_paths(int T, int C, int regime, int gate_is_log, int Dk, int Dv,
     tt_fill_normal(dso, (long)ns, 1.0);
     R = run_fb(&cr, &P, dr, dso, 1);
     K = run_fb(&cc, &P, dr, dso, 1);
-#define CMP(f, n) CHECK_ALL_CLOSE(K.f, R.f, n, 1e-4, 1e-4 * maxabs(R.f, n) + 1e-7)
+#define CMP(f, n)                                                                  \
+    do {                                                                           \
+        double atol_ = 1e-4 * maxabs(R.f, n) + 1e-7;                               \
+        CHECK_ALL_CLOSE(K.f, R.f, n, 1e-4, atol_);                                 \
+    } while (0)
     CMP(r, nv);
     CMP(sout, ns);
     CMP(dq, nq);
