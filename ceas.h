@@ -53,6 +53,12 @@
        sqrt(2 ln N)/sigma_qk, where the entropy of Gaussian scores collapses;
        cfg.beta_c > 0 fixes it instead. The margin projects a step that lands
        inside (1 +- u_min) beta_c to the edge on the side it came from.
+     * Newton safeguard (ceas's addition): far from the target H(beta) is flat
+       (beta Var_p[s] -> 0 when attention is nearly one-hot), so the raw step can
+       be huge. It is clipped to |dbeta| <= dbeta_max (the paper's clip) and to a
+       trust region beta/max_ratio <= beta' <= beta*max_ratio (default 2; 0 turns
+       it off), which also keeps beta > 0. Near the target neither binds and the
+       step is Newton's (quadratic convergence at kappa = 1).
      * H_freeze = (mean over the layer's heads of H) - freeze_drop (default 0.9):
        a head freezes when it is persistently sharper than its layer. With
        freeze_ref = CEAS_FREEZE_UNIFORM it is ln N - freeze_drop instead (the
@@ -97,6 +103,8 @@
      kappa_inf        1.0     1.0     1.0     gain as t -> inf
      tau_kappa        750     1500    3500    gain decay (paper: 500-1k, 1-2k, 2-5k)
      dbeta_max        0.75    0.5     0.3     |dbeta| clip per update
+     max_ratio        2                       trust region: beta/max_ratio <= beta_new
+                                              <= beta*max_ratio (0: off; not in the paper)
      u_min            0.06    0.05    0.04    pseudo-critical margin
      nu               0.75                    zeta_CE exponent (paper: [0.5, 1])
      beta_c           0                       > 0: fixed beta_c; 0: sqrt(2 ln N)/sigma_qk
@@ -191,7 +199,7 @@ typedef struct ceas_obs {
 typedef struct ceas_config {
     float target_drop, eps;
     float kappa_max, kappa_inf, tau_kappa;
-    float dbeta_max, u_min, nu, beta_c, beta_min, beta_max;
+    float dbeta_max, max_ratio, u_min, nu, beta_c, beta_min, beta_max;
     float t_max, t_inf, tau_t, q_init, q_final;
     float freeze_drop;
     float backoff_sigma, backoff_dt, backoff_kappa;
@@ -263,7 +271,8 @@ CEASDEF float ceas_kappa_at(const ceas_config *cfg, long long t);
 /* zeta_CE = 1 / max(u, u_min)^nu; u = |beta - beta_c| / beta_c. */
 CEASDEF float ceas_zeta(float u, float u_min, float nu);
 /* One controlled update: step = kappa (H - h_target) / (beta var_s + eps),
-   clipped to |step| <= cfg->dbeta_max, then the margin about beta_c (skipped
+   clipped to |step| <= cfg->dbeta_max, then to the trust region
+   [beta/max_ratio, beta*max_ratio] (max_ratio > 1), then the margin about beta_c (skipped
    when beta_c <= 0 or cfg->u_min == 0), then [beta_min, beta_max]. */
 CEASDEF int ceas_newton_update(const ceas_config *cfg, float beta, float H, float var_s,
                                float h_target, float kappa, float beta_c, float *beta_out);
@@ -294,7 +303,8 @@ CEASDEF float ceas_gate_score(float beta, float sigma_qk, float n_eff);
 CEASDEF int ceas_gate_scores(float *score, const ceas_obs *rows, const float *beta, int B,
                              int H, int T);
 /* keep: (B, H, T) 1/0. Per (b, h): keeps every token with score >= t_gate and
-   the top max(ceil(q T), min(m_min, T)) by score (ties: lower index).
+   the top max(ceil(q T), min(m_min, T)) by score (ties: lower index; q T
+   within 1e-4 of an integer counts as that integer).
    score: (B, H, T) finite. n_kept: optional total. workspace:
    ceas_token_mask_workspace_size(T) bytes or NULL. */
 CEASDEF size_t ceas_token_mask_workspace_size(int T);
@@ -398,7 +408,7 @@ CEASDEF const char *ceas_strerror(int err)
 
 /* config fields in serialisation order */
 #define CEAS__CFG_FLOATS(X) X(target_drop) X(eps) X(kappa_max) X(kappa_inf) X(tau_kappa) \
-    X(dbeta_max) X(u_min) X(nu) X(beta_c) X(beta_min) X(beta_max) X(t_max) X(t_inf)      \
+    X(dbeta_max) X(max_ratio) X(u_min) X(nu) X(beta_c) X(beta_min) X(beta_max) X(t_max) X(t_inf)      \
     X(tau_t) X(q_init) X(q_final) X(freeze_drop) X(backoff_sigma) X(backoff_dt)           \
     X(backoff_kappa)
 #define CEAS__CFG_INTS(X) X(ema_h) X(ema_sigma) X(q_steps) X(m_min) X(h_min)               \
@@ -416,6 +426,7 @@ CEASDEF int ceas_config_preset(int preset, ceas_config *out)
     c.eps = 1e-6f;
     c.kappa_inf = 1.0f;
     c.nu = 0.75f;
+    c.max_ratio = 2.0f;
     c.beta_c = 0.0f;
     c.beta_min = 1e-4f;
     c.beta_max = 1e4f;
@@ -462,7 +473,7 @@ CEASDEF int ceas_config_validate(const ceas_config *c)
     CEAS__CFG_FLOATS(CEAS__VF)
 #undef CEAS__VF
     if (!(c->eps > 0) || c->kappa_max < 0 || c->kappa_inf < 0 || !(c->tau_kappa > 0) ||
-        !(c->dbeta_max > 0) || c->u_min < 0 || !(c->u_min < 1) || !(c->nu > 0) ||
+        !(c->dbeta_max > 0) || !(c->max_ratio == 0 || c->max_ratio > 1) || c->u_min < 0 || !(c->u_min < 1) || !(c->nu > 0) ||
         c->beta_c < 0 || !(c->beta_min > 0) || !(c->beta_min <= c->beta_max) ||
         c->t_max < 0 || c->t_inf < 0 || !(c->tau_t > 0) || c->q_init < 0 ||
         c->q_init > 1 || c->q_final < 0 || c->q_final > 1 || c->backoff_sigma < 0 ||
@@ -796,7 +807,8 @@ CEASDEF int ceas_newton_update(const ceas_config *c, float beta, float H, float 
         !(beta > 0) || var_s < 0 || kappa < 0 || beta_c < 0)
         return CEAS_EINVAL;
     if (!ceas__finite(c->eps) || !(c->eps > 0) || !ceas__finite(c->dbeta_max) ||
-        !(c->dbeta_max > 0) || !ceas__finite(c->u_min) || c->u_min < 0 || !(c->u_min < 1) ||
+        !(c->dbeta_max > 0) || !ceas__finite(c->max_ratio) ||
+        !(c->max_ratio == 0 || c->max_ratio > 1) || !ceas__finite(c->u_min) || c->u_min < 0 || !(c->u_min < 1) ||
         !ceas__finite(c->beta_min) || !ceas__finite(c->beta_max) || !(c->beta_min > 0) ||
         !(c->beta_min <= c->beta_max))
         return CEAS_EINVAL;
@@ -804,6 +816,10 @@ CEASDEF int ceas_newton_update(const ceas_config *c, float beta, float H, float 
     if (step > c->dbeta_max) step = c->dbeta_max;
     if (step < -c->dbeta_max) step = -c->dbeta_max;
     b = (double)beta + step;
+    if (c->max_ratio > 1) { /* trust region: beta moves by at most a factor */
+        double lo = (double)beta / c->max_ratio, hi = (double)beta * c->max_ratio;
+        b = b < lo ? lo : (b > hi ? hi : b);
+    }
     if (beta_c > 0 && c->u_min > 0) {
         double lo = (double)beta_c * (1.0 - c->u_min), hi = (double)beta_c * (1.0 + c->u_min);
         if (b > lo && b < hi) {
@@ -1162,7 +1178,7 @@ CEASDEF int ceas_token_mask(unsigned char *keep, const float *score, int B, int 
         if (!own) return CEAS_ENOMEM;
         pr = (ceas__pair *)own;
     }
-    k = (int)ceil((double)q * T - 1e-9);
+    k = (int)ceil((double)q * T - 1e-4); /* 0.55f * 40 keeps 22 */
     if (k < (m_min < T ? m_min : T)) k = m_min < T ? m_min : T;
     if (k > T) k = T;
     for (bh = 0; bh < B * H; bh++) {
