@@ -1615,11 +1615,15 @@ GUARDIANDEF int guardian_swa_offer(guardian_swa *s, float *avg, const float *w, 
     s->n_offered++;
     if (taken) *taken = take;
     if (!take) return GUARDIAN_OK;
-    k = (float)(1.0 / (double)(s->n_averaged + 1));
+    if (s->n_averaged == 0) {
+        memcpy(avg, w, sizeof(float) * (size_t)n); /* exact: avg may hold garbage */
+    } else {
+        k = (float)(1.0 / (double)(s->n_averaged + 1));
 #ifdef _OPENMP
 #pragma omp parallel for schedule(static) if (n > 65536)
 #endif
-    for (i = 0; i < n; i++) avg[i] += (w[i] - avg[i]) * k;
+        for (i = 0; i < n; i++) avg[i] += (w[i] - avg[i]) * k;
+    }
     s->n_averaged++;
     return GUARDIAN_OK;
 }
