@@ -632,7 +632,7 @@ ERADEF int era_membership_forward(const era_rpa_config *cfg, const era_rpa_param
     D = p->D;
     P = p->P;
     n = (long long)B * T;
-    ERA__OMP(omp parallel for schedule(static) reduction(+:nan_rows))
+    ERA__OMP(omp parallel for schedule(static) if(n * (long long)P * D > 65536) reduction(+:nan_rows))
     for (i = 0; i < n; i++) {
         const float *x = h + (size_t)i * D;
         float *z = zproj + (size_t)i * P;
@@ -729,7 +729,7 @@ ERADEF int era_membership_backward(const era_rpa_config *cfg, const era_rpa_para
         for (r = 0; r < R; r++) s2[r] = era__inv2sig2(cfg, p->log_sigma[r], &s2free[r]);
     }
     /* per token: dlogit -> dd2 (stored, row of 64) and dz */
-    ERA__OMP(omp parallel for schedule(static))
+    ERA__OMP(omp parallel for schedule(static) if(n * (long long)P * R > 65536))
     for (i = 0; i < n; i++) {
         const float *m = mu + (size_t)i * R;
         const float *z = zproj + (size_t)i * P;
@@ -778,7 +778,7 @@ ERADEF int era_membership_backward(const era_rpa_config *cfg, const era_rpa_para
     /* centres and log-scales: reduce over tokens in a fixed order per regime */
     if (g->dcenters || g->dlog_sigma) {
         int r;
-        ERA__OMP(omp parallel for schedule(static))
+        ERA__OMP(omp parallel for schedule(static) if(n * (long long)P * R > 65536))
         for (r = 0; r < R; r++) {
             const float *c = p->centers + (size_t)r * P;
             double dls = 0.0;
@@ -809,7 +809,7 @@ ERADEF int era_membership_backward(const era_rpa_config *cfg, const era_rpa_para
     /* projection: dW[q,:] += sum_i dz[i,q] h[i,:]; db[q] += sum_i dz[i,q] */
     if (g->dW || g->db) {
         int q;
-        ERA__OMP(omp parallel for schedule(static))
+        ERA__OMP(omp parallel for schedule(static) if(n * (long long)P * D > 65536))
         for (q = 0; q < P; q++) {
             long long j;
             double sb = 0.0;
@@ -827,7 +827,7 @@ ERADEF int era_membership_backward(const era_rpa_config *cfg, const era_rpa_para
         }
     }
     if (dh) {
-        ERA__OMP(omp parallel for schedule(static))
+        ERA__OMP(omp parallel for schedule(static) if(n * (long long)P * D > 65536))
         for (i = 0; i < n; i++) {
             const float *dzi = dz + (size_t)i * P;
             float *o = dh + (size_t)i * D;
@@ -852,7 +852,7 @@ ERADEF int era_type2_forward(float *u, const float *h, const float *U1, const fl
     if (!u || !h || !U1 || !U2 || B <= 0 || T <= 0 || D <= 0 || Dh <= 0) return ERA_EINVAL;
     if (!era__finite(c2)) return ERA_EINVAL;
     n = (long long)B * T;
-    ERA__OMP(omp parallel for schedule(static))
+    ERA__OMP(omp parallel for schedule(static) if(n * (long long)D * Dh > 65536))
     for (i = 0; i < n; i++) {
         const float *x = h + (size_t)i * D;
         double acc = c2;
@@ -1015,7 +1015,7 @@ ERADEF int era_rpa_forward(const era_rpa_config *cfg, const era_rpa_params *p,
 
     /* batch mean of mu: B(T) is linear in mu; a non-finite entry counts as 1/R (the
        membership's own NaN guard) */
-    ERA__OMP(omp parallel for schedule(static))
+    ERA__OMP(omp parallel for schedule(static) if((long long)T * R * B > 65536))
     for (t = 0; t < T; t++) {
         int rr, b;
         for (rr = 0; rr < R; rr++) {
@@ -1079,7 +1079,7 @@ ERADEF int era_rpa_forward(const era_rpa_config *cfg, const era_rpa_params *p,
             }
     }
     /* statistics pass (writes x into bias when given) */
-    ERA__OMP(omp parallel for schedule(static))
+    ERA__OMP(omp parallel for schedule(static) if((long long)T * T > 4096))
     for (t = 0; t < T; t++) {
         float *row = bias ? bias + (size_t)t * T : rowbuf + (size_t)era__tid() * T;
         int j, jn = st->zscore_causal ? t + 1 : T;
@@ -1106,7 +1106,7 @@ ERADEF int era_rpa_forward(const era_rpa_config *cfg, const era_rpa_params *p,
     /* output pass, and the std of the final bias over the statistics set */
     {
         double inv_d = era__rpa_inv_d(st);
-        ERA__OMP(omp parallel for schedule(static))
+        ERA__OMP(omp parallel for schedule(static) if((long long)T * T > 4096))
         for (t = 0; t < T; t++) {
             float *row = bias ? bias + (size_t)t * T : rowbuf + (size_t)era__tid() * T;
             int j, jn = st->zscore_causal ? t + 1 : T;
@@ -1139,7 +1139,7 @@ ERADEF int era_rpa_rows(const era_rpa_state *st, int row0, int nrows, float *out
     if (!st || !out || !st->valid) return ERA_EINVAL;
     if (row0 < 0 || nrows < 0 || row0 > st->T || nrows > st->T - row0) return ERA_EINVAL;
     inv_d = era__rpa_inv_d(st);
-    ERA__OMP(omp parallel for schedule(static))
+    ERA__OMP(omp parallel for schedule(static) if((long long)nrows * st->T > 4096))
     for (t = row0; t < row0 + nrows; t++) {
         float *row = out + (size_t)(t - row0) * st->T;
         int j;
@@ -1195,7 +1195,7 @@ ERADEF int era_rpa_backward(const era_rpa_config *cfg, const era_rpa_params *p,
     n = (double)st->count;
     den = T - 1 > 1 ? (double)(T - 1) : 1.0;
     /* pass 1: g = dL/d(standardised value), sums A = sum g, Bs = sum g (x - m) */
-    ERA__OMP(omp parallel for schedule(static))
+    ERA__OMP(omp parallel for schedule(static) if((long long)T * T > 4096))
     for (t = 0; t < T; t++) {
         float *xr = rowbuf + (size_t)era__tid() * 3 * T;
         const float *db = dbias + (size_t)t * T;
@@ -1229,7 +1229,7 @@ ERADEF int era_rpa_backward(const era_rpa_config *cfg, const era_rpa_params *p,
         dbeta += part[6 * (size_t)t + 4];
     }
     /* pass 2: dx, then dM rows (non-legacy) or dF rows (legacy) */
-    ERA__OMP(omp parallel for schedule(static))
+    ERA__OMP(omp parallel for schedule(static) if((long long)T * T > 4096))
     for (t = 0; t < T; t++) {
         float *xr = rowbuf + (size_t)era__tid() * 3 * T;
         float *dx = xr + T;
@@ -1281,7 +1281,7 @@ ERADEF int era_rpa_backward(const era_rpa_config *cfg, const era_rpa_params *p,
         /* F = (1/B) sum_b mu_b mu_b^T: dmu_b[i,r] += (1/B) sum_j (dF_ij + dF_ji) mu_b[j,r] */
         int b;
         double invB = 1.0 / (double)B;
-        ERA__OMP(omp parallel for schedule(static))
+        ERA__OMP(omp parallel for schedule(static) if((long long)T * T * B > 4096))
         for (t = 0; t < T; t++) {
             int j, bb, rr;
             for (bb = 0; bb < B; bb++) {
@@ -1527,7 +1527,7 @@ ERADEF int era_era_forward(const era_era_config *cfg, const era_era_params *p, i
     /* memberships mu[t,r] = softmax_r(-(t/T - c_r)^2 / (2 sigma^2)) */
     {
         double is2 = 1.0 / (2.0 * (double)p->sigma * (double)p->sigma);
-        ERA__OMP(omp parallel for schedule(static))
+        ERA__OMP(omp parallel for schedule(static) if((long long)T * R > 65536))
         for (t = 0; t < T; t++) {
             double ph = (double)t / (double)T, mx = -HUGE_VAL, s = 0.0;
             float *m = st->mu + (size_t)t * R;
@@ -1592,7 +1592,7 @@ ERADEF int era_era_forward(const era_era_config *cfg, const era_era_params *p, i
     /* Q = mu plan and the row statistics of log(Q + delta) over the statistics set */
     {
         double pre = 0.0, post = 0.0;
-        ERA__OMP(omp parallel for schedule(static))
+        ERA__OMP(omp parallel for schedule(static) if((long long)T * R * nb > 65536))
         for (t = 0; t < T; t++) {
             float *Qt = st->Q + (size_t)t * nb;
             const float *m = st->mu + (size_t)t * R;
@@ -1639,7 +1639,7 @@ ERADEF int era_era_rows(const era_era_state *st, int row0, int nrows, float *out
     int t;
     if (!st || !out || !st->valid) return ERA_EINVAL;
     if (row0 < 0 || nrows < 0 || row0 > st->T || nrows > st->T - row0) return ERA_EINVAL;
-    ERA__OMP(omp parallel for schedule(static))
+    ERA__OMP(omp parallel for schedule(static) if((long long)nrows * st->T > 16384))
     for (t = row0; t < row0 + nrows; t++) {
         float *row = out + (size_t)(t - row0) * st->T;
         const float *Qt = st->Q + (size_t)t * st->nb;
@@ -1687,7 +1687,7 @@ ERADEF int era_era_backward(const era_era_config *cfg, const era_era_params *p,
     (void)dmu;
     eps = st->eps;
     /* rows: dalpha, and dQ via the row z-score (population std) */
-    ERA__OMP(omp parallel for schedule(static))
+    ERA__OMP(omp parallel for schedule(static) if((long long)T * T > 16384))
     for (t = 0; t < T; t++) {
         const float *db = dbias + (size_t)t * T;
         const float *Qt = st->Q + (size_t)t * nb;
@@ -1812,7 +1812,7 @@ ERADEF int era_apply(float *scores, const float *bias, int per_head, int B, int 
     if ((double)B * H * (double)T * T > (double)((size_t)-1) / 8) return ERA_ERANGE;
     TT = (size_t)T * (size_t)T;
     n = (long long)B * H;
-    ERA__OMP(omp parallel for schedule(static))
+    ERA__OMP(omp parallel for schedule(static) if(n * (long long)TT > 65536))
     for (bh = 0; bh < n; bh++) {
         float *ERA_RESTRICT s = scores + (size_t)bh * TT;
         const float *ERA_RESTRICT b = bias + (per_head ? (size_t)(bh % H) * TT : 0);
@@ -1831,7 +1831,7 @@ ERADEF int era_reduce_grad(float *dbias, const float *dscores, int per_head, int
     if ((double)B * H * (double)T * T > (double)((size_t)-1) / 8) return ERA_ERANGE;
     TT = (long long)T * T;
     nh = per_head ? H : 1;
-    ERA__OMP(omp parallel for schedule(static))
+    ERA__OMP(omp parallel for schedule(static) if(TT * nh * B * H > 65536))
     for (i = 0; i < TT * nh; i++) {
         long long hh = i / TT, e = i % TT;
         double acc = 0.0;
