@@ -1,0 +1,1518 @@
+/* polar.h - Polar Attention: a length-invariant replacement for softmax attention,
+   split into a unit-norm direction channel c and a bounded magnitude channel mag.
+   v0.1 - MIT license (see the end of the file).
+
+   Implements seed 002 ("ATMA", section 3.2, eqs. 5-15; kernels of section 5.4.1-5.4.2;
+   algorithms of Appendix B) on the CPU, in fp32:
+
+     sigma_ij = q_i . k_j / sqrt(D)                 keys j visible to query i (causal,
+                                                     optionally a sliding window W)
+     n_i      = i + 1   (or min(i + 1, W))          number of visible keys
+     temp_i   = 1 + softplus(len_gain_raw) * log(n_i)
+     null_i   = null_base + softplus(null_slope_raw) * sqrt(log(n_i + 1))
+     w        = softmax([temp_i * sigma_i., temp_i * null_i])   (last entry: the null sink)
+     s_i      = sum_j w_ij v_j + w_iN v_null
+     c_i      = s_i / max(|s_i|, norm_eps)                           direction ("what")
+     n_eff    = (sum_j w_ij)^2 / sum_j w_ij^2     participation ratio over the real keys
+     m_eff    = n_eff * (1 - w_iN)
+     mag_i    = tanh(softplus(mag_beta_raw) * log(1 + m_eff))  in [0, 1)   ("how much")
+
+   Two paths compute exactly this:
+     polar_forward_ref / polar_backward_ref   materialised (T x T+1 weights): the oracle.
+     polar_forward / polar_backward           streaming, FlashAttention-2 style: key blocks
+        with a running max M, L = sum p, Q2 = sum p^2 (rescaled by alpha^2 when M moves) and
+        S = sum p v; the null logit folded in last; n_eff = L^2 / Q2. The backward recomputes
+        scores block by block from the saved per-row (M, L, Q2, |s|): one pass over query
+        blocks (dq, temperature/null grads), one over key blocks (dk, dv). Memory O(block)
+        per thread plus O(B*H*T*(D+10)) row buffers, never O(T^2).
+   Also: polar_decode (one new token per sequence over a paged, GQA-grouped KV cache),
+   polar_assemble_forward/backward (eq. 14 output assembly) and the distractor alignment
+   loss polar_distractor_forward/backward (eq. 15, off by default).
+
+   Backward maths (per query row, p_j = exp(temp*sigma_j - M), L = sum p_j, Q2 = sum p_j^2,
+   Z = L + p_N): the outputs are invariant to a common scale of (p, p_N), so the logit
+   gradients sum to zero and no softmax row-sum term is needed:
+     ds   = (I - c c^T) dc / |s|                   (dc / norm_eps when |s| < norm_eps)
+     m_eff = L^3 / (Q2 Z),  K = dmag * (1 - mag^2) * softplus(beta) / (1 + m_eff) * m_eff
+     g_j  = p_j/Z (ds.v_j - ds.s) + K (3 p_j/L - 2 p_j^2/Q2 - p_j/Z)      (real key j)
+     g_N  = p_N/Z (ds.v_null - ds.s - K)                                  (null sink)
+   then sigma_j gets temp*g_j, temp gets sum_j g_j sigma_j + g_N null, null gets temp*g_N.
+
+   USAGE
+     In exactly one C or C++ file:
+        #define POLAR_IMPLEMENTATION
+        #include "polar.h"
+     Example (B=1, H=Hkv=1, T=4, D=2):
+
+        polar_config cfg = polar_config_default();
+        float lg[1], nb[1], ns[1], mb[1], vn[2];
+        float q[8] = {1, 0, 0, 1, 1, 1, 0, 1}, k[8] = {1, 0, 1, 0, 0, 1, 1, 1};
+        float v[8] = {1, 2, 3, 4, 5, 6, 7, 8}, c[8], mag[4], stats[4 * POLAR_NSTAT];
+        polar_params prm;
+        polar_state st;
+        int rc;
+        polar_params_init(&cfg, 1, 2, lg, nb, ns, mb, vn);   // the paper's initial values
+        prm.len_gain_raw = lg; prm.null_base = nb; prm.null_slope_raw = ns;
+        prm.mag_beta_raw = mb; prm.v_null = vn;
+        st.stats = stats; st.probs = NULL;
+        rc = polar_forward(&cfg, c, mag, &st, q, k, v, &prm, 1, 1, 1, 4, 2, NULL);
+        if (rc != POLAR_OK) fprintf(stderr, "%s\n", polar_strerror(rc));
+
+   COMPILE-TIME OPTIONS
+     POLAR_STATIC             all functions static
+     POLAR_MALLOC/POLAR_FREE  allocator (define both or neither)
+     POLAR_ASSERT             internal-invariant assert (never used on user input)
+     -fopenmp                 parallel over (batch, head, query block) / (batch, kv head,
+                              key block); bit-identical results run to run for a fixed
+                              thread count (static schedules, fixed-order reductions).
+
+   CONFIG (polar_config, from polar_config_default())
+     window              -1   POLAR_NO_WINDOW: full causal; W >= 1: sliding window of W
+                              keys (n_i = min(i+1, W)); 0 and < -1 are invalid
+     block_q, block_k    64   streaming tile sizes (1..4096)
+     num_threads          0   0: omp_get_max_threads() (1 without OpenMP)
+     norm_eps          1e-6   floor on |s| in c = s / max(|s|, eps)
+     stat_floor       1e-30   floor on Q2 and Z (a tiny floor keeps the scale invariance)
+     init_len_gain_raw   -1.0   paper initial values, used by polar_params_init
+     init_null_base       2.0
+     init_null_slope_raw  0.5
+     init_mag_beta_raw   -1.5   (v_null starts at 0)
+     distractor_keys      0   R random keys for the alignment loss; 0 = off
+     distractor_weight 0.01   weight of the alignment loss
+
+   SHAPES (legend)
+     B batch, H query heads, Hkv key/value heads (H a multiple of Hkv; query head h reads
+     kv head h / (H/Hkv)), T sequence length, D head dim, C model width, R distractor keys.
+     q (B,H,T,D); k, v (B,Hkv,T,D); c (B,H,T,D); mag (B,H,T); per-head parameters (H),
+     v_null (H,D); saved stats (B,H,T,POLAR_NSTAT); materialised weights (B,H,T,T+1).
+     All buffers caller-owned, contiguous, row-major float32. Backward functions
+     ACCUMULATE (+=) into gradient buffers.
+
+   ERRORS
+     POLAR_OK 0; POLAR_EINVAL (-1) NULL pointer, bad dimension or config, NaN/Inf parameter;
+     POLAR_ENOMEM (-2) allocation failed; POLAR_ERANGE (-3) a block table entry or sequence
+     length outside the cache. polar_strerror() names them. Nothing aborts on user input.
+*/
+#ifndef POLAR_H
+#define POLAR_H
+
+#include <stddef.h>
+
+#ifdef POLAR_STATIC
+#define POLARDEF static
+#else
+#define POLARDEF extern
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define POLAR_VERSION "0.1"
+
+#define POLAR_OK 0
+#define POLAR_EINVAL (-1)
+#define POLAR_ENOMEM (-2)
+#define POLAR_ERANGE (-3)
+
+#define POLAR_NO_WINDOW (-1)
+/* per-row saved statistics: running max M, L = sum p, Q2 = sum p^2, |s| */
+#define POLAR_NSTAT 4
+
+typedef struct polar_config {
+    int window;          /* POLAR_NO_WINDOW (-1) or W >= 1 */
+    int block_q;         /* streaming query tile (rows) */
+    int block_k;         /* streaming key tile (columns) */
+    int num_threads;     /* 0: omp_get_max_threads() */
+    float norm_eps;      /* floor on |s| */
+    float stat_floor;    /* floor on Q2 and Z */
+    float init_len_gain_raw;
+    float init_null_base;
+    float init_null_slope_raw;
+    float init_mag_beta_raw;
+    int distractor_keys;     /* R; 0 = alignment loss off */
+    float distractor_weight; /* 0.01 */
+} polar_config;
+
+/* Per-head learned parameters (read-only in forward/backward). */
+typedef struct polar_params {
+    const float *len_gain_raw;   /* (H) alpha, through softplus */
+    const float *null_base;      /* (H) */
+    const float *null_slope_raw; /* (H) gamma, through softplus */
+    const float *mag_beta_raw;   /* (H) beta, through softplus */
+    const float *v_null;         /* (H, D) null value vector */
+} polar_params;
+
+/* Gradients of the per-head parameters; += into each; any pointer may be NULL. */
+typedef struct polar_grads {
+    float *len_gain_raw;   /* (H) */
+    float *null_base;      /* (H) */
+    float *null_slope_raw; /* (H) */
+    float *mag_beta_raw;   /* (H) */
+    float *v_null;         /* (H, D) */
+} polar_grads;
+
+/* What forward saves for backward. */
+typedef struct polar_state {
+    float *stats; /* (B, H, T, POLAR_NSTAT): M, L, Q2, |s| per row; always required */
+    float *probs; /* (B, H, T, T+1): weights w (null in the last column); materialised
+                     path only (NULL for the streaming path) */
+} polar_state;
+
+POLARDEF polar_config polar_config_default(void);
+POLARDEF const char *polar_strerror(int status);
+
+/* Fill the per-head parameters with the config's initial values (v_null = 0).
+   Any pointer may be NULL (skipped). len_gain_raw..mag_beta_raw: (H); v_null: (H, D). */
+POLARDEF int polar_params_init(const polar_config *cfg, int H, int D, float *len_gain_raw,
+                               float *null_base, float *null_slope_raw, float *mag_beta_raw,
+                               float *v_null);
+
+/* Bytes of scratch the streaming forward/backward and the materialised backward need
+   for these dimensions and this config (its num_threads). 0 on invalid input. */
+POLARDEF size_t polar_workspace_size(const polar_config *cfg, int B, int H, int Hkv, int T,
+                                     int D);
+
+/* Streaming forward. c: (B,H,T,D) out; mag: (B,H,T) out; st->stats: (B,H,T,NSTAT) out;
+   q: (B,H,T,D); k, v: (B,Hkv,T,D). workspace: polar_workspace_size() bytes or NULL. */
+POLARDEF int polar_forward(const polar_config *cfg, float *c, float *mag, polar_state *st,
+                           const float *q, const float *k, const float *v,
+                           const polar_params *prm, int B, int H, int Hkv, int T, int D,
+                           void *workspace);
+
+/* Streaming backward. dq: (B,H,T,D) +=; dk, dv: (B,Hkv,T,D) +=; grads +=; dc: (B,H,T,D);
+   dmag: (B,H,T) or NULL (zero); c, mag: the forward's outputs; st: the forward's state
+   (stats; from either path). */
+POLARDEF int polar_backward(const polar_config *cfg, float *dq, float *dk, float *dv,
+                            polar_grads *grads, const float *dc, const float *dmag,
+                            const float *c, const float *mag, const polar_state *st,
+                            const float *q, const float *k, const float *v,
+                            const polar_params *prm, int B, int H, int Hkv, int T, int D,
+                            void *workspace);
+
+/* Materialised reference forward: as polar_forward, and st->probs (B,H,T,T+1) is
+   filled with w (zeros outside the visible keys, the null weight in column T). */
+POLARDEF int polar_forward_ref(const polar_config *cfg, float *c, float *mag,
+                               polar_state *st, const float *q, const float *k,
+                               const float *v, const polar_params *prm, int B, int H,
+                               int Hkv, int T, int D);
+
+/* Materialised reference backward from st->probs and st->stats. Same accumulation
+   contract as polar_backward. */
+POLARDEF int polar_backward_ref(const polar_config *cfg, float *dq, float *dk, float *dv,
+                                polar_grads *grads, const float *dc, const float *dmag,
+                                const float *c, const float *mag, const polar_state *st,
+                                const float *q, const float *k, const float *v,
+                                const polar_params *prm, int B, int H, int Hkv, int T,
+                                int D, void *workspace);
+
+/* Decode one new token per sequence over a paged KV cache. The new token's k, v must
+   already be in the cache; seq_lens[b] is the live length (keys 0..len-1, the query sits at
+   position len-1; len 0 drains to the null sink). Key t of sequence b lives in cache block
+   block_table[b*max_blocks + t/block_size], slot t%block_size. Each (sequence, kv head)
+   reads every cached block once for all H/Hkv query heads of its group.
+   c: (B,H,D) out; mag: (B,H) out; q: (B,H,D);
+   k_cache, v_cache: (num_blocks, Hkv, block_size, D); block_table: (B, max_blocks);
+   seq_lens: (B), each in [0, max_blocks*block_size]. Equals the last row of the forward. */
+POLARDEF int polar_decode(const polar_config *cfg, float *c, float *mag, const float *q,
+                          const float *k_cache, const float *v_cache,
+                          const int *block_table, const int *seq_lens,
+                          const polar_params *prm, int B, int H, int Hkv, int D,
+                          int block_size, int num_blocks, int max_blocks);
+
+/* Output assembly (eq. 14): out[b,t,:] = W_o (c[b,:,t,:] * sigmoid(gate[b,t,h]) over heads,
+   flattened h*D+d) + W_mu mag[b,:,t].
+   out: (B,T,C) written; c: (B,H,T,D); mag: (B,H,T); gate: (B,T,H) or NULL (no gating);
+   W_o: (C, H*D); W_mu: (C, H). */
+POLARDEF int polar_assemble_forward(float *out, const float *c, const float *mag,
+                                    const float *gate, const float *W_o, const float *W_mu,
+                                    int B, int H, int T, int D, int C);
+/* dc: (B,H,T,D) +=; dmag: (B,H,T) +=; dgate: (B,T,H) += (NULL allowed, must be NULL when
+   gate is NULL); dW_o: (C,H*D) +=; dW_mu: (C,H) +=; dout: (B,T,C). Any grad may be NULL. */
+POLARDEF int polar_assemble_backward(float *dc, float *dmag, float *dgate, float *dW_o,
+                                     float *dW_mu, const float *dout, const float *c,
+                                     const float *mag, const float *gate, const float *W_o,
+                                     const float *W_mu, int B, int H, int T, int D, int C);
+
+/* Distractor alignment loss (eq. 15): R = cfg->distractor_keys random keys per kv head
+   are scored by every query with the query's temperature and null floor; the loss is
+   distractor_weight * mean over (b, h, i, r) of the random keys' softmax weight against
+   the null sink. *loss = 0 and nothing else happens when R == 0 (the default).
+   loss: scalar out; q: (B,H,T,D); k_rand: (B,Hkv,R,D). */
+POLARDEF int polar_distractor_forward(const polar_config *cfg, float *loss, const float *q,
+                                      const float *k_rand, const polar_params *prm, int B,
+                                      int H, int Hkv, int T, int D);
+/* dq: (B,H,T,D) +=; dk_rand: (B,Hkv,R,D) += (may be NULL); grads += (len_gain_raw,
+   null_base, null_slope_raw); dloss: the upstream gradient of *loss. */
+POLARDEF int polar_distractor_backward(const polar_config *cfg, float *dq, float *dk_rand,
+                                       polar_grads *grads, float dloss, const float *q,
+                                       const float *k_rand, const polar_params *prm, int B,
+                                       int H, int Hkv, int T, int D);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* POLAR_H */
+
+/* ======================================================================= */
+#ifdef POLAR_IMPLEMENTATION
+#ifndef POLAR_IMPLEMENTATION_DONE
+#define POLAR_IMPLEMENTATION_DONE
+
+#include <float.h>
+#include <limits.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#if defined(POLAR_MALLOC) && !defined(POLAR_FREE) || !defined(POLAR_MALLOC) && defined(POLAR_FREE)
+#error "polar.h: define both POLAR_MALLOC and POLAR_FREE, or neither"
+#endif
+#ifndef POLAR_MALLOC
+#include <stdlib.h>
+#define POLAR_MALLOC(sz) malloc(sz)
+#define POLAR_FREE(p) free(p)
+#endif
+#ifndef POLAR_ASSERT
+#include <assert.h>
+#define POLAR_ASSERT(x) assert(x)
+#endif
+
+#if defined(__cplusplus) || !defined(__STDC_VERSION__) || __STDC_VERSION__ < 199901L
+#define POLAR__RESTRICT
+#else
+#define POLAR__RESTRICT restrict
+#endif
+
+/* tile padding of the micro-kernel: rows by 4, columns by 16 */
+#define POLAR__MR 4
+#define POLAR__NR 16
+/* per-row scalars of the streaming backward */
+#define POLAR__NROW 10
+enum { POLAR__R_M, POLAR__R_T, POLAR__R_A, POLAR__R_B, POLAR__R_C, POLAR__R_WN,
+       POLAR__R_DT, POLAR__R_DU, POLAR__R_DBETA, POLAR__R_LO };
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+POLARDEF polar_config polar_config_default(void)
+{
+    polar_config c;
+    memset(&c, 0, sizeof c);
+    c.window = POLAR_NO_WINDOW;
+    c.block_q = 64;
+    c.block_k = 64;
+    c.num_threads = 0;
+    c.norm_eps = 1e-6f;
+    c.stat_floor = 1e-30f;
+    c.init_len_gain_raw = -1.0f;
+    c.init_null_base = 2.0f;
+    c.init_null_slope_raw = 0.5f;
+    c.init_mag_beta_raw = -1.5f;
+    c.distractor_keys = 0;
+    c.distractor_weight = 0.01f;
+    return c;
+}
+
+POLARDEF const char *polar_strerror(int status)
+{
+    switch (status) {
+    case POLAR_OK: return "ok";
+    case POLAR_EINVAL: return "invalid argument (NULL pointer, bad dimension, config or NaN/Inf parameter)";
+    case POLAR_ENOMEM: return "out of memory";
+    case POLAR_ERANGE: return "index out of range (block table or sequence length)";
+    default: return "unknown polar error";
+    }
+}
+
+/* ------------------------------------------------------------ small helpers */
+static double polar__softplus(double x) { return x > 30.0 ? x : log1p(exp(x)); }
+static double polar__sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
+static int polar__finite(double x) { return x == x && x - x == 0.0; }
+static size_t polar__rup(size_t x, size_t m) { return (x + m - 1) / m * m; }
+
+static int polar__nthreads(const polar_config *cfg)
+{
+    int n = cfg->num_threads;
+#ifdef _OPENMP
+    if (n <= 0) n = omp_get_max_threads();
+#else
+    n = 1;
+#endif
+    return n < 1 ? 1 : n;
+}
+
+static int polar__check_cfg(const polar_config *cfg)
+{
+    if (!cfg) return 0;
+    if (cfg->window == 0 || cfg->window < -1) return 0;
+    if (cfg->block_q < 1 || cfg->block_q > 4096 || cfg->block_k < 1 || cfg->block_k > 4096)
+        return 0;
+    if (cfg->num_threads < 0 || cfg->num_threads > 4096) return 0;
+    if (!polar__finite(cfg->norm_eps) || !(cfg->norm_eps > 0)) return 0;
+    if (!polar__finite(cfg->stat_floor) || !(cfg->stat_floor > 0)) return 0;
+    if (cfg->distractor_keys < 0) return 0;
+    if (!polar__finite(cfg->distractor_weight)) return 0;
+    return 1;
+}
+
+/* dims valid and B*H*T*(T+1) and B*H*T*D fit comfortably in size_t */
+static int polar__check_dims(int B, int H, int Hkv, int T, int D)
+{
+    double n;
+    if (B < 1 || H < 1 || Hkv < 1 || T < 1 || D < 1) return 0;
+    if (H % Hkv != 0) return 0;
+    n = (double)B * H * T * ((double)D + T + 16);
+    if (n * 8.0 > (double)SIZE_MAX / 4) return 0;
+    return 1;
+}
+
+static int polar__check_params(const polar_params *p, int H, int D)
+{
+    int h;
+    long i;
+    if (!p || !p->len_gain_raw || !p->null_base || !p->null_slope_raw || !p->mag_beta_raw ||
+        !p->v_null)
+        return 0;
+    for (h = 0; h < H; h++)
+        if (!polar__finite(p->len_gain_raw[h]) || !polar__finite(p->null_base[h]) ||
+            !polar__finite(p->null_slope_raw[h]) || !polar__finite(p->mag_beta_raw[h]))
+            return 0;
+    for (i = 0; i < (long)H * D; i++)
+        if (!polar__finite(p->v_null[i])) return 0;
+    return 1;
+}
+
+/* number of keys visible to query i and the first of them */
+static int polar__nkeys(int window, int i)
+{
+    return (window > 0 && i + 1 > window) ? window : i + 1;
+}
+
+/* temperature and null logit for n visible keys (n >= 1 used in the logs) */
+static void polar__row_tn(const polar_params *p, int h, int n, double *temp, double *null_)
+{
+    double nn = n < 1 ? 1.0 : (double)n;
+    *temp = 1.0 + polar__softplus(p->len_gain_raw[h]) * log(nn);
+    *null_ = p->null_base[h] + polar__softplus(p->null_slope_raw[h]) * sqrt(log(nn + 1.0));
+}
+
+/* The shared epilogue: from the streamed sums of one row, write c and mag.
+   S: (D) unnormalised sum p v + p_N v_null (scaled relative to M). Returns |s|. */
+static double polar__finish_row(float *c, float *mag, const float *S, double L, double Q2,
+                                double Z, int D, double beta_raw, const polar_config *cfg)
+{
+    double r2 = 0, r, inv, meff, f = cfg->stat_floor;
+    int d;
+    double Zf = Z > f ? Z : f, Qf = Q2 > f ? Q2 : f;
+    for (d = 0; d < D; d++) {
+        double s = S[d] / Zf;
+        r2 += s * s;
+    }
+    r = sqrt(r2);
+    inv = 1.0 / (Zf * (r > cfg->norm_eps ? r : (double)cfg->norm_eps));
+    for (d = 0; d < D; d++) c[d] = (float)(S[d] * inv);
+    meff = L * L * L / (Qf * Zf);
+    *mag = (float)tanh(polar__softplus(beta_raw) * log1p(meff));
+    return r;
+}
+
+/* C[M x N] (+)= A[M x K] * Bm[K x N]; M % 4 == 0, N % 16 == 0 (tiles are padded).
+   Plain C written so that -O3 keeps the 4x16 accumulator block in vector registers. */
+static void polar__gemm(float *POLAR__RESTRICT C, int ldc, const float *POLAR__RESTRICT A,
+                        int lda, const float *POLAR__RESTRICT Bm, int ldb, int M, int N, int K,
+                        int accumulate)
+{
+    int i, j, kk, y;
+    for (i = 0; i < M; i += POLAR__MR)
+        for (j = 0; j < N; j += POLAR__NR) {
+            float a0[POLAR__NR], a1[POLAR__NR], a2[POLAR__NR], a3[POLAR__NR];
+            float *c0 = C + (size_t)i * ldc + j, *c1 = c0 + ldc, *c2 = c1 + ldc, *c3 = c2 + ldc;
+            const float *r0 = A + (size_t)i * lda, *r1 = r0 + lda, *r2 = r1 + lda, *r3 = r2 + lda;
+            if (accumulate) {
+                for (y = 0; y < POLAR__NR; y++) {
+                    a0[y] = c0[y]; a1[y] = c1[y]; a2[y] = c2[y]; a3[y] = c3[y];
+                }
+            } else {
+                for (y = 0; y < POLAR__NR; y++) a0[y] = a1[y] = a2[y] = a3[y] = 0.0f;
+            }
+            for (kk = 0; kk < K; kk++) {
+                const float *b = Bm + (size_t)kk * ldb + j;
+                float x0 = r0[kk], x1 = r1[kk], x2 = r2[kk], x3 = r3[kk];
+                for (y = 0; y < POLAR__NR; y++) {
+                    a0[y] += x0 * b[y];
+                    a1[y] += x1 * b[y];
+                    a2[y] += x2 * b[y];
+                    a3[y] += x3 * b[y];
+                }
+            }
+            for (y = 0; y < POLAR__NR; y++) {
+                c0[y] = a0[y]; c1[y] = a1[y]; c2[y] = a2[y]; c3[y] = a3[y];
+            }
+        }
+}
+
+/* copy rows [r0, r0+n) of a (rows x D) matrix into a zero-padded (np x Dp) tile */
+static void polar__load_rows(float *dst, int Dp, int np, const float *src, int D, int n)
+{
+    int r;
+    for (r = 0; r < np; r++) {
+        float *o = dst + (size_t)r * Dp;
+        if (r < n) {
+            memcpy(o, src + (size_t)r * D, (size_t)D * sizeof(float));
+            if (Dp > D) memset(o + D, 0, (size_t)(Dp - D) * sizeof(float));
+        } else {
+            memset(o, 0, (size_t)Dp * sizeof(float));
+        }
+    }
+}
+
+/* transpose n rows of a (rows x D) matrix into a zero-padded (Dp x np) tile */
+static void polar__load_cols(float *dst, int np, int Dp, const float *src, int D, int n)
+{
+    int r, d;
+    memset(dst, 0, (size_t)Dp * np * sizeof(float));
+    for (r = 0; r < n; r++)
+        for (d = 0; d < D; d++) dst[(size_t)d * np + r] = src[(size_t)r * D + d];
+}
+
+/* ------------------------------------------------------------ sizes */
+typedef struct polar__geom {
+    int BQ, BK, BQp, BKp, Dp;
+    size_t fwd_thread, bwd_thread; /* floats per thread */
+    size_t rows;                   /* floats in the global row buffers of the backward */
+    size_t ref_thread;             /* floats per thread, materialised backward */
+    int nthreads;
+} polar__geom;
+
+static void polar__geometry(polar__geom *g, const polar_config *cfg, int B, int H, int T,
+                            int D)
+{
+    size_t BQp, BKp, Dp;
+    g->BQ = cfg->block_q < T ? cfg->block_q : T;
+    g->BK = cfg->block_k < T ? cfg->block_k : T;
+    g->BQp = (int)polar__rup((size_t)g->BQ, POLAR__MR);
+    g->BKp = (int)polar__rup((size_t)g->BK, POLAR__NR);
+    g->Dp = (int)polar__rup((size_t)D, POLAR__NR);
+    BQp = (size_t)g->BQp; BKp = (size_t)g->BKp; Dp = (size_t)g->Dp;
+    /* Tile products are summed in float within a tile; the running sums across tiles
+       are double (so the streaming error does not grow with T).
+       forward, doubles: acc (BQp x Dp), L, Q2 (BQp); floats: Qt (BQp x Dp),
+       Kt (Dp x BKp), Vt (BKp x Dp), S (BQp x BKp), tmp (BQp x Dp), M, alpha (BQp), row (Dp) */
+    g->fwd_thread = polar__rup(2 * (BQp * Dp + 2 * BQp) + BQp * Dp + Dp * BKp + BKp * Dp +
+                               BQp * BKp + BQp * Dp + 2 * BQp + Dp + 16, 16);
+    /* backward, doubles: G (BQp x Dp), dK, dV (BKp x Dp); floats: Q, DS (BQp x Dp),
+       Kt, Vt (Dp x BKp), Kr (BKp x Dp), S, dsv (BQp x BKp), tmp (max(BQp,BKp) x Dp),
+       gT, wT (BKp x BQp) */
+    g->bwd_thread = polar__rup(2 * (BQp * Dp + 2 * BKp * Dp) + 2 * BQp * Dp + 2 * Dp * BKp +
+                               BKp * Dp + 2 * BQp * BKp + (BQp > BKp ? BQp : BKp) * Dp +
+                               2 * BKp * BQp + 16, 16);
+    g->rows = polar__rup((size_t)B * H * T * ((size_t)D + POLAR__NROW), 16);
+    g->ref_thread = (size_t)T + 1 + 2 * (size_t)D + 16;
+    g->nthreads = polar__nthreads(cfg);
+}
+
+POLARDEF size_t polar_workspace_size(const polar_config *cfg, int B, int H, int Hkv, int T,
+                                     int D)
+{
+    polar__geom g;
+    size_t a, b, r;
+    if (!polar__check_cfg(cfg) || !polar__check_dims(B, H, Hkv, T, D)) return 0;
+    polar__geometry(&g, cfg, B, H, T, D);
+    a = g.fwd_thread * g.nthreads;
+    b = g.bwd_thread * g.nthreads + g.rows;
+    r = g.ref_thread * g.nthreads;
+    if (b > a) a = b;
+    if (r > a) a = r;
+    return a * sizeof(float) + 64;
+}
+
+POLARDEF int polar_params_init(const polar_config *cfg, int H, int D, float *len_gain_raw,
+                               float *null_base, float *null_slope_raw, float *mag_beta_raw,
+                               float *v_null)
+{
+    int h;
+    if (!cfg || H < 1 || D < 1) return POLAR_EINVAL;
+    if (!polar__finite(cfg->init_len_gain_raw) || !polar__finite(cfg->init_null_base) ||
+        !polar__finite(cfg->init_null_slope_raw) || !polar__finite(cfg->init_mag_beta_raw))
+        return POLAR_EINVAL;
+    for (h = 0; h < H; h++) {
+        if (len_gain_raw) len_gain_raw[h] = cfg->init_len_gain_raw;
+        if (null_base) null_base[h] = cfg->init_null_base;
+        if (null_slope_raw) null_slope_raw[h] = cfg->init_null_slope_raw;
+        if (mag_beta_raw) mag_beta_raw[h] = cfg->init_mag_beta_raw;
+    }
+    if (v_null) memset(v_null, 0, (size_t)H * D * sizeof(float));
+    return POLAR_OK;
+}
+
+/* ------------------------------------------------------------ materialised path */
+POLARDEF int polar_forward_ref(const polar_config *cfg, float *c, float *mag,
+                               polar_state *st, const float *q, const float *k,
+                               const float *v, const polar_params *prm, int B, int H,
+                               int Hkv, int T, int D)
+{
+    int bh;
+    double sc;
+    if (!polar__check_cfg(cfg) || !polar__check_dims(B, H, Hkv, T, D)) return POLAR_EINVAL;
+    if (!c || !mag || !st || !st->stats || !st->probs || !q || !k || !v) return POLAR_EINVAL;
+    if (!polar__check_params(prm, H, D)) return POLAR_EINVAL;
+    sc = 1.0 / sqrt((double)D);
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static)
+#endif
+    for (bh = 0; bh < B * H; bh++) {
+        int b = bh / H, h = bh % H, i, j, d;
+        int hk = h / (H / Hkv);
+        const float *kb = k + ((size_t)b * Hkv + hk) * T * D;
+        const float *vb = v + ((size_t)b * Hkv + hk) * T * D;
+        const float *vn = prm->v_null + (size_t)h * D;
+        for (i = 0; i < T; i++) {
+            size_t row = (size_t)bh * T + i;
+            const float *qi = q + row * D;
+            float *w = st->probs + row * (size_t)(T + 1);
+            float *ci = c + row * D, *sti = st->stats + row * POLAR_NSTAT;
+            int n = polar__nkeys(cfg->window, i), lo = i + 1 - n;
+            double temp, nul, M, aN, pN, L = 0, Q2 = 0, Z, r2 = 0, r, meff, f = cfg->stat_floor;
+            polar__row_tn(prm, h, n, &temp, &nul);
+            aN = temp * nul;
+            /* logits of the visible keys, kept in w for now */
+            M = aN;
+            for (j = 0; j < T + 1; j++) w[j] = 0.0f;
+            for (j = lo; j <= i; j++) {
+                double dot = 0;
+                for (d = 0; d < D; d++) dot += (double)qi[d] * kb[(size_t)j * D + d];
+                w[j] = (float)(temp * (float)(dot * sc));
+                if (w[j] > M) M = w[j];
+            }
+            for (j = lo; j <= i; j++) {
+                double p = exp(w[j] - M);
+                w[j] = (float)p;
+                L += p;
+                Q2 += p * p;
+            }
+            pN = exp(aN - M);
+            Z = L + pN;
+            /* normalise: w is the softmax over [real, null] */
+            for (j = lo; j <= i; j++) w[j] = (float)(w[j] / Z);
+            w[T] = (float)(pN / Z);
+            for (d = 0; d < D; d++) {
+                double s = (double)w[T] * vn[d];
+                for (j = lo; j <= i; j++) s += (double)w[j] * vb[(size_t)j * D + d];
+                ci[d] = (float)s;
+                r2 += s * s;
+            }
+            r = sqrt(r2);
+            for (d = 0; d < D; d++)
+                ci[d] = (float)(ci[d] / (r > cfg->norm_eps ? r : (double)cfg->norm_eps));
+            meff = L * L * L / ((Q2 > f ? Q2 : f) * (Z > f ? Z : f));
+            mag[row] = (float)tanh(polar__softplus(prm->mag_beta_raw[h]) * log1p(meff));
+            sti[0] = (float)M;
+            sti[1] = (float)L;
+            sti[2] = (float)Q2;
+            sti[3] = (float)r;
+        }
+    }
+    return POLAR_OK;
+}
+
+/* per-row backward scalars shared by both paths: ds (D) out, *Dss = ds.s, *dm = dL/dm_eff,
+   *K = dm * m_eff, *dbeta = grad of mag_beta_raw. */
+static void polar__row_ds(float *ds, double *Dss, double *dm, double *K, double *dbeta,
+                          const float *ci,
+                          const float *dci, double r, double magv, double dmagv, double meff,
+                          double beta_raw, int D, double eps)
+{
+    double cdc = 0, rr = r > eps ? r : eps, dot = 0, bsp;
+    int d;
+    if (r > eps)
+        for (d = 0; d < D; d++) cdc += (double)ci[d] * dci[d];
+    for (d = 0; d < D; d++) {
+        ds[d] = (float)((dci[d] - ci[d] * cdc) / rr);
+        dot += (double)ds[d] * ci[d] * rr; /* s = c * max(r, eps) */
+    }
+    *Dss = dot;
+    bsp = polar__softplus(beta_raw);
+    *dm = dmagv * (1.0 - magv * magv) * bsp / (1.0 + meff);
+    *K = *dm * meff;
+    *dbeta = dmagv * (1.0 - magv * magv) * log1p(meff) * polar__sigmoid(beta_raw);
+}
+
+static int polar__check_bwd(const polar_config *cfg, float *dq, float *dk, float *dv,
+                            const float *dc, const float *c, const float *mag,
+                            const polar_state *st, const float *q, const float *k,
+                            const float *v, const polar_params *prm, int B, int H, int Hkv,
+                            int T, int D)
+{
+    if (!polar__check_cfg(cfg) || !polar__check_dims(B, H, Hkv, T, D)) return 0;
+    if (!dq || !dk || !dv || !dc || !c || !mag || !st || !st->stats || !q || !k || !v)
+        return 0;
+    return polar__check_params(prm, H, D);
+}
+
+/* fixed-order reduction of the per-head parameter grads from per-row values */
+static void polar__reduce_param_grads(polar_grads *gr, const float *rows, const float *ds,
+                                      const polar_params *prm, const polar_config *cfg, int B,
+                                      int H, int T, int D)
+{
+    int h, b, i, d;
+    if (!gr) return;
+    for (h = 0; h < H; h++) {
+        double dlg = 0, dnb = 0, dns = 0, dbeta = 0;
+        double sl = polar__sigmoid(prm->len_gain_raw[h]);
+        double ss = polar__sigmoid(prm->null_slope_raw[h]);
+        for (b = 0; b < B; b++)
+            for (i = 0; i < T; i++) {
+                size_t row = ((size_t)b * H + h) * T + i;
+                const float *ro = rows + row * POLAR__NROW;
+                double n = (double)polar__nkeys(cfg->window, i);
+                dlg += ro[POLAR__R_DT] * log(n) * sl;
+                dnb += ro[POLAR__R_DU];
+                dns += ro[POLAR__R_DU] * sqrt(log(n + 1.0)) * ss;
+                dbeta += ro[POLAR__R_DBETA];
+                if (gr->v_null) {
+                    float wn = ro[POLAR__R_WN];
+                    const float *dsr = ds + row * D;
+                    float *o = gr->v_null + (size_t)h * D;
+                    for (d = 0; d < D; d++) o[d] += wn * dsr[d];
+                }
+            }
+        if (gr->len_gain_raw) gr->len_gain_raw[h] += (float)dlg;
+        if (gr->null_base) gr->null_base[h] += (float)dnb;
+        if (gr->null_slope_raw) gr->null_slope_raw[h] += (float)dns;
+        if (gr->mag_beta_raw) gr->mag_beta_raw[h] += (float)dbeta;
+    }
+}
+
+POLARDEF int polar_backward_ref(const polar_config *cfg, float *dq, float *dk, float *dv,
+                                polar_grads *grads, const float *dc, const float *dmag,
+                                const float *c, const float *mag, const polar_state *st,
+                                const float *q, const float *k, const float *v,
+                                const polar_params *prm, int B, int H, int Hkv, int T,
+                                int D, void *workspace)
+{
+    polar__geom g;
+    float *ws, *rows, *dsall;
+    int gi, G;
+    double sc;
+    if (!polar__check_bwd(cfg, dq, dk, dv, dc, c, mag, st, q, k, v, prm, B, H, Hkv, T, D) ||
+        !st->probs)
+        return POLAR_EINVAL;
+    polar__geometry(&g, cfg, B, H, T, D);
+    ws = (float *)workspace;
+    if (!ws) {
+        ws = (float *)POLAR_MALLOC(polar_workspace_size(cfg, B, H, Hkv, T, D));
+        if (!ws) return POLAR_ENOMEM;
+    }
+    /* the ref keeps its per-row results in the same row buffers as the streaming path */
+    rows = ws;
+    dsall = rows + (size_t)B * H * T * POLAR__NROW;
+    sc = 1.0 / sqrt((double)D);
+    G = H / Hkv;
+    /* one kv group per iteration: it owns dk/dv of that group and dq of its heads */
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static)
+#endif
+    for (gi = 0; gi < B * Hkv; gi++) {
+        int b = gi / Hkv, hk = gi % Hkv, hh, i, j, d;
+        const float *kb = k + (size_t)gi * T * D, *vb = v + (size_t)gi * T * D;
+        float *dkb = dk + (size_t)gi * T * D, *dvb = dv + (size_t)gi * T * D;
+        for (hh = 0; hh < G; hh++) {
+            int h = hk * G + hh;
+            const float *vn = prm->v_null + (size_t)h * D;
+            for (i = 0; i < T; i++) {
+                size_t row = ((size_t)b * H + h) * T + i;
+                const float *w = st->probs + row * (size_t)(T + 1);
+                const float *qi = q + row * D;
+                float *dqi = dq + row * D, *ds = dsall + row * D;
+                float *ro = rows + row * POLAR__NROW;
+                int n = polar__nkeys(cfg->window, i), lo = i + 1 - n;
+                double temp, nul, Lw = 0, Q2w = 0, meff, Dss, dm, K, dbeta, wN = w[T];
+                double dvn = 0, gN, dt = 0;
+                polar__row_tn(prm, h, n, &temp, &nul);
+                for (j = lo; j <= i; j++) {
+                    Lw += w[j];
+                    Q2w += (double)w[j] * w[j];
+                }
+                meff = Q2w > 0 ? Lw * Lw * Lw / Q2w : 0.0;
+                polar__row_ds(ds, &Dss, &dm, &K, &dbeta, c + row * D, dc + row * D,
+                              st->stats[row * POLAR_NSTAT + 3], mag[row],
+                              dmag ? dmag[row] : 0.0, meff, prm->mag_beta_raw[h], D,
+                              cfg->norm_eps);
+                for (j = lo; j <= i; j++) {
+                    const float *kj = kb + (size_t)j * D, *vj = vb + (size_t)j * D;
+                    double dsv = 0, dot = 0, gj;
+                    for (d = 0; d < D; d++) {
+                        dsv += (double)ds[d] * vj[d];
+                        dot += (double)qi[d] * kj[d];
+                    }
+                    gj = w[j] * (dsv - Dss);
+                    if (Lw > 0) gj += K * (3.0 * w[j] / Lw - 2.0 * w[j] * w[j] / Q2w - w[j]);
+                    dt += gj * dot * sc;
+                    for (d = 0; d < D; d++) {
+                        dqi[d] += (float)(sc * temp * gj * kj[d]);
+                        dkb[(size_t)j * D + d] += (float)(sc * temp * gj * qi[d]);
+                        dvb[(size_t)j * D + d] += (float)(w[j] * ds[d]);
+                    }
+                }
+                for (d = 0; d < D; d++) dvn += (double)ds[d] * vn[d];
+                gN = wN * (dvn - Dss - K);
+                ro[POLAR__R_DT] = (float)(dt + gN * nul);
+                ro[POLAR__R_DU] = (float)(temp * gN);
+                ro[POLAR__R_DBETA] = (float)dbeta;
+                ro[POLAR__R_WN] = (float)wN;
+            }
+        }
+    }
+    polar__reduce_param_grads(grads, rows, dsall, prm, cfg, B, H, T, D);
+    if (!workspace) POLAR_FREE(ws);
+    return POLAR_OK;
+}
+
+/* ------------------------------------------------------------ streaming path */
+POLARDEF int polar_forward(const polar_config *cfg, float *c, float *mag, polar_state *st,
+                           const float *q, const float *k, const float *v,
+                           const polar_params *prm, int B, int H, int Hkv, int T, int D,
+                           void *workspace)
+{
+    polar__geom g;
+    float *ws;
+    int nqb, nitems, nth, it;
+    float scf;
+    if (!polar__check_cfg(cfg) || !polar__check_dims(B, H, Hkv, T, D)) return POLAR_EINVAL;
+    if (!c || !mag || !st || !st->stats || !q || !k || !v) return POLAR_EINVAL;
+    if (!polar__check_params(prm, H, D)) return POLAR_EINVAL;
+    polar__geometry(&g, cfg, B, H, T, D);
+    ws = (float *)workspace;
+    if (!ws) {
+        ws = (float *)POLAR_MALLOC(polar_workspace_size(cfg, B, H, Hkv, T, D));
+        if (!ws) return POLAR_ENOMEM;
+    }
+    nqb = (T + g.BQ - 1) / g.BQ;
+    nitems = B * H * nqb;
+    nth = g.nthreads;
+    scf = (float)(1.0 / sqrt((double)D));
+    (void)nth;
+#ifdef _OPENMP
+#pragma omp parallel num_threads(nth)
+#endif
+    {
+        int tid = 0;
+        float *Qt, *Kt, *Vt, *S, *tmp, *mrow, *arow, *Srow;
+        double *acc, *lrow, *q2row;
+        int BQp = g.BQp, BKp = g.BKp, Dp = g.Dp;
+#ifdef _OPENMP
+        tid = omp_get_thread_num();
+#endif
+        acc = (double *)(void *)(ws + (size_t)tid * g.fwd_thread);
+        lrow = acc + (size_t)BQp * Dp;
+        q2row = lrow + BQp;
+        Qt = (float *)(void *)(q2row + BQp);
+        Kt = Qt + (size_t)BQp * Dp;
+        Vt = Kt + (size_t)Dp * BKp;
+        S = Vt + (size_t)BKp * Dp;
+        tmp = S + (size_t)BQp * BKp;
+        mrow = tmp + (size_t)BQp * Dp;
+        arow = mrow + BQp;
+        Srow = arow + BQp;
+#ifdef _OPENMP
+#pragma omp for schedule(static, 1)
+#endif
+        for (it = 0; it < nitems; it++) {
+            /* interleave query blocks so that static chunks balance the causal work */
+            int qb = nqb - 1 - it % nqb, bh = it / nqb;
+            int b = bh / H, h = bh % H, hk = h / (H / Hkv);
+            int i0 = qb * g.BQ, nr = (T - i0) < g.BQ ? (T - i0) : g.BQ;
+            int i1 = i0 + nr - 1, r, cc, d, j0, jstart;
+            const float *kb = k + ((size_t)b * Hkv + hk) * T * D;
+            const float *vb = v + ((size_t)b * Hkv + hk) * T * D;
+            polar__load_rows(Qt, Dp, BQp, q + ((size_t)bh * T + i0) * D, D, nr);
+            for (r = 0; r < BQp; r++) {
+                mrow[r] = -INFINITY;
+                lrow[r] = 0.0;
+                q2row[r] = 0.0;
+            }
+            for (r = 0; r < BQp * Dp; r++) acc[r] = 0.0;
+            jstart = i0 + 1 - polar__nkeys(cfg->window, i0);
+            jstart = jstart / g.BK * g.BK;
+            for (j0 = jstart; j0 <= i1; j0 += g.BK) {
+                int nc = (T - j0) < g.BK ? (T - j0) : g.BK;
+                polar__load_cols(Kt, BKp, Dp, kb + (size_t)j0 * D, D, nc);
+                polar__load_rows(Vt, Dp, BKp, vb + (size_t)j0 * D, D, nc);
+                polar__gemm(S, BKp, Qt, Dp, Kt, BKp, BQp, BKp, Dp, 0);
+                for (r = 0; r < nr; r++) {
+                    int i = i0 + r, lo = i + 1 - polar__nkeys(cfg->window, i);
+                    int c0 = lo - j0, c1 = i - j0; /* visible columns [c0, c1] */
+                    double temp, nul;
+                    float tf, mx, mnew, alpha, l = 0, q2 = 0;
+                    float *sr = S + (size_t)r * BKp;
+                    if (c0 < 0) c0 = 0;
+                    if (c1 > nc - 1) c1 = nc - 1;
+                    arow[r] = 1.0f;
+                    if (c0 > c1) { /* nothing visible in this block: p = 0 */
+                        for (cc = 0; cc < BKp; cc++) sr[cc] = 0.0f;
+                        continue;
+                    }
+                    polar__row_tn(prm, h, polar__nkeys(cfg->window, i), &temp, &nul);
+                    tf = (float)temp * scf;
+                    mx = -INFINITY;
+                    for (cc = c0; cc <= c1; cc++) {
+                        float a = sr[cc] * tf;
+                        sr[cc] = a;
+                        mx = a > mx ? a : mx;
+                    }
+                    mnew = mrow[r] > mx ? mrow[r] : mx;
+                    alpha = expf(mrow[r] - mnew);
+                    for (cc = 0; cc < c0; cc++) sr[cc] = 0.0f;
+                    for (cc = c0; cc <= c1; cc++) {
+                        float p = expf(sr[cc] - mnew);
+                        sr[cc] = p;
+                        l += p;
+                        q2 += p * p;
+                    }
+                    for (cc = c1 + 1; cc < BKp; cc++) sr[cc] = 0.0f;
+                    lrow[r] = lrow[r] * alpha + l;
+                    q2row[r] = q2row[r] * ((double)alpha * alpha) + q2;
+                    mrow[r] = mnew;
+                    arow[r] = alpha;
+                }
+                for (r = nr; r < BQp; r++) memset(S + (size_t)r * BKp, 0, (size_t)BKp * sizeof(float));
+                polar__gemm(tmp, Dp, S, BKp, Vt, Dp, BQp, Dp, BKp, 0);
+                for (r = 0; r < nr; r++) {
+                    double *ar = acc + (size_t)r * Dp, al = arow[r];
+                    const float *tr = tmp + (size_t)r * Dp;
+                    if (al != 1.0)
+                        for (d = 0; d < D; d++) ar[d] = ar[d] * al + tr[d];
+                    else
+                        for (d = 0; d < D; d++) ar[d] += tr[d];
+                }
+            }
+            /* fold in the null sink and finish each row */
+            for (r = 0; r < nr; r++) {
+                int i = i0 + r, n = polar__nkeys(cfg->window, i);
+                size_t row = (size_t)bh * T + i;
+                double temp, nul, aN, M, alpha, pN, L, Q2, Z, rn;
+                const double *ar = acc + (size_t)r * Dp;
+                const float *vn = prm->v_null + (size_t)h * D;
+                polar__row_tn(prm, h, n, &temp, &nul);
+                aN = temp * nul;
+                M = mrow[r] > aN ? (double)mrow[r] : aN;
+                alpha = exp((double)mrow[r] - M);
+                pN = exp(aN - M);
+                L = lrow[r] * alpha;
+                Q2 = q2row[r] * alpha * alpha;
+                Z = L + pN;
+                for (d = 0; d < D; d++) Srow[d] = (float)(ar[d] * alpha + pN * vn[d]);
+                rn = polar__finish_row(c + row * D, mag + row, Srow, L, Q2, Z, D,
+                                       prm->mag_beta_raw[h], cfg);
+                st->stats[row * POLAR_NSTAT + 0] = (float)M;
+                st->stats[row * POLAR_NSTAT + 1] = (float)L;
+                st->stats[row * POLAR_NSTAT + 2] = (float)Q2;
+                st->stats[row * POLAR_NSTAT + 3] = (float)rn;
+            }
+        }
+    }
+    if (!workspace) POLAR_FREE(ws);
+    return POLAR_OK;
+}
+
+/* Recompute the p tile of one (query block, key block) pair from the saved per-row M and
+   temperature, and the logit gradients g (in place of dsv) and, if wT is given, the
+   transposed weights w = p/Z and transposed g for the key pass.
+   S (BQp x BKp) in: q.k raw; out: p. dsv (BQp x BKp) in: ds.v; out: g. */
+static void polar__bwd_tile(float *S, float *dsv, const float *rows, int BKp, int nr, int nc,
+                            int i0, int j0, int window, float scf)
+{
+    int r, cc;
+    for (r = 0; r < nr; r++) {
+        const float *ro = rows + (size_t)r * POLAR__NROW;
+        int i = i0 + r, lo = i + 1 - polar__nkeys(window, i);
+        int c0 = lo - j0, c1 = i - j0;
+        float *sr = S + (size_t)r * BKp, *gr = dsv + (size_t)r * BKp;
+        float tf = ro[POLAR__R_T] * scf, M = ro[POLAR__R_M];
+        float A = ro[POLAR__R_A], Bc = ro[POLAR__R_B], Cc = ro[POLAR__R_C];
+        if (c0 < 0) c0 = 0;
+        if (c1 > nc - 1) c1 = nc - 1;
+        for (cc = 0; cc < c0 && cc < BKp; cc++) sr[cc] = gr[cc] = 0.0f;
+        for (cc = c0; cc <= c1; cc++) {
+            float p = expf(sr[cc] * tf - M);
+            sr[cc] = p;
+            gr[cc] = p * (A * gr[cc] + Bc) - Cc * p * p;
+        }
+        for (cc = (c1 + 1 > c0 ? c1 + 1 : c0); cc < BKp; cc++) sr[cc] = gr[cc] = 0.0f;
+    }
+}
+
+POLARDEF int polar_backward(const polar_config *cfg, float *dq, float *dk, float *dv,
+                            polar_grads *grads, const float *dc, const float *dmag,
+                            const float *c, const float *mag, const polar_state *st,
+                            const float *q, const float *k, const float *v,
+                            const polar_params *prm, int B, int H, int Hkv, int T, int D,
+                            void *workspace)
+{
+    polar__geom g;
+    float *ws, *rows, *dsall, *tws;
+    int nqb, nkb, nth, it, bh, G;
+    float scf;
+    if (!polar__check_bwd(cfg, dq, dk, dv, dc, c, mag, st, q, k, v, prm, B, H, Hkv, T, D))
+        return POLAR_EINVAL;
+    polar__geometry(&g, cfg, B, H, T, D);
+    ws = (float *)workspace;
+    if (!ws) {
+        ws = (float *)POLAR_MALLOC(polar_workspace_size(cfg, B, H, Hkv, T, D));
+        if (!ws) return POLAR_ENOMEM;
+    }
+    rows = ws;
+    dsall = rows + (size_t)B * H * T * POLAR__NROW;
+    tws = rows + g.rows;
+    nqb = (T + g.BQ - 1) / g.BQ;
+    nkb = (T + g.BK - 1) / g.BK;
+    nth = g.nthreads;
+    scf = (float)(1.0 / sqrt((double)D));
+    G = H / Hkv;
+    (void)nth;
+
+    /* 1. per-row preamble: ds, the scalars of g, the null-sink and beta grads */
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) num_threads(nth)
+#endif
+    for (bh = 0; bh < B * H; bh++) {
+        int h = bh % H, i, d;
+        const float *vn = prm->v_null + (size_t)h * D;
+        double f = cfg->stat_floor;
+        for (i = 0; i < T; i++) {
+            size_t row = (size_t)bh * T + i;
+            const float *sti = st->stats + row * POLAR_NSTAT;
+            float *ro = rows + row * POLAR__NROW, *ds = dsall + row * D;
+            int n = polar__nkeys(cfg->window, i);
+            double temp, nul, M = sti[0], L = sti[1], Q2 = sti[2], pN, Z, Zf, Qf, meff;
+            double Dss, K, dbeta, dvn = 0, gN, dm;
+            polar__row_tn(prm, h, n, &temp, &nul);
+            pN = exp(temp * nul - M);
+            Z = L + pN;
+            Zf = Z > f ? Z : f;
+            Qf = Q2 > f ? Q2 : f;
+            meff = L * L * L / (Qf * Zf);
+            polar__row_ds(ds, &Dss, &dm, &K, &dbeta, c + row * D, dc + row * D, sti[3], mag[row],
+                          dmag ? dmag[row] : 0.0, meff, prm->mag_beta_raw[h], D,
+                          cfg->norm_eps);
+            /* the K terms are written without dividing by L or m_eff */
+            ro[POLAR__R_M] = (float)M;
+            ro[POLAR__R_T] = (float)temp;
+            ro[POLAR__R_A] = (float)(1.0 / Zf);
+            /* g_j = p_j (ds.v_j / Z + 3K/L - K/Z - Dss/Z) - (2K/Q2) p_j^2 */
+            ro[POLAR__R_B] = (float)(dm * 3.0 * L * L / (Qf * Zf) - (K + Dss) / Zf);
+            ro[POLAR__R_C] = (float)(Q2 >= f ? 2.0 * dm * L * L * L / (Qf * Qf * Zf) : 0.0);
+            for (d = 0; d < D; d++) dvn += (double)ds[d] * vn[d];
+            gN = pN / Zf * (dvn - Dss - K);
+            ro[POLAR__R_WN] = (float)(pN / Zf);
+            ro[POLAR__R_DT] = (float)(gN * nul); /* the real-key part is added in pass 2 */
+            ro[POLAR__R_DU] = (float)(temp * gN);
+            ro[POLAR__R_DBETA] = (float)dbeta;
+        }
+    }
+
+    /* 2. query pass: dq and the real-key part of the temperature grad */
+#ifdef _OPENMP
+#pragma omp parallel num_threads(nth)
+#endif
+    {
+        int tid = 0, BQp = g.BQp, BKp = g.BKp, Dp = g.Dp;
+        float *Qt, *DS, *Kt, *Vt, *Kr, *S, *dsv, *tmp;
+        double *Gq;
+#ifdef _OPENMP
+        tid = omp_get_thread_num();
+#endif
+        Gq = (double *)(void *)(tws + (size_t)tid * g.bwd_thread);
+        Qt = (float *)(void *)(Gq + (size_t)BQp * Dp + 2 * (size_t)BKp * Dp);
+        DS = Qt + (size_t)BQp * Dp;
+        Kt = DS + (size_t)BQp * Dp;
+        Vt = Kt + (size_t)Dp * BKp;
+        Kr = Vt + (size_t)Dp * BKp;
+        S = Kr + (size_t)BKp * Dp;
+        dsv = S + (size_t)BQp * BKp;
+        tmp = dsv + (size_t)BQp * BKp;
+#ifdef _OPENMP
+#pragma omp for schedule(static, 1)
+#endif
+        for (it = 0; it < B * H * nqb; it++) {
+            int qb = nqb - 1 - it % nqb, bhq = it / nqb;
+            int b = bhq / H, h = bhq % H, hk = h / G;
+            int i0 = qb * g.BQ, nr = (T - i0) < g.BQ ? (T - i0) : g.BQ;
+            int i1 = i0 + nr - 1, r, d, j0, jstart;
+            const float *kb = k + ((size_t)b * Hkv + hk) * T * D;
+            const float *vb = v + ((size_t)b * Hkv + hk) * T * D;
+            const float *rws = rows + ((size_t)bhq * T + i0) * POLAR__NROW;
+            polar__load_rows(Qt, Dp, BQp, q + ((size_t)bhq * T + i0) * D, D, nr);
+            polar__load_rows(DS, Dp, BQp, dsall + ((size_t)bhq * T + i0) * D, D, nr);
+            for (r = 0; r < BQp * Dp; r++) Gq[r] = 0.0;
+            jstart = i0 + 1 - polar__nkeys(cfg->window, i0);
+            jstart = jstart / g.BK * g.BK;
+            for (j0 = jstart; j0 <= i1; j0 += g.BK) {
+                int nc = (T - j0) < g.BK ? (T - j0) : g.BK;
+                polar__load_cols(Kt, BKp, Dp, kb + (size_t)j0 * D, D, nc);
+                polar__load_cols(Vt, BKp, Dp, vb + (size_t)j0 * D, D, nc);
+                polar__load_rows(Kr, Dp, BKp, kb + (size_t)j0 * D, D, nc);
+                polar__gemm(S, BKp, Qt, Dp, Kt, BKp, BQp, BKp, Dp, 0);
+                polar__gemm(dsv, BKp, DS, Dp, Vt, BKp, BQp, BKp, Dp, 0);
+                polar__bwd_tile(S, dsv, rws, BKp, nr, nc, i0, j0, cfg->window, scf);
+                for (r = nr; r < BQp; r++) memset(dsv + (size_t)r * BKp, 0, (size_t)BKp * sizeof(float));
+                polar__gemm(tmp, Dp, dsv, BKp, Kr, Dp, BQp, Dp, BKp, 0);
+                for (r = 0; r < nr * Dp; r++) Gq[r] += tmp[r];
+            }
+            for (r = 0; r < nr; r++) {
+                size_t row = (size_t)bhq * T + i0 + r;
+                float *ro = rows + row * POLAR__NROW, *dqi = dq + row * D;
+                const float *qi = q + row * D;
+                const double *gq = Gq + (size_t)r * Dp;
+                double dot = 0, f = (double)ro[POLAR__R_T] * scf;
+                for (d = 0; d < D; d++) {
+                    dot += qi[d] * gq[d];
+                    dqi[d] += (float)(f * gq[d]);
+                }
+                ro[POLAR__R_DT] += (float)(dot * scf);
+            }
+        }
+    }
+
+    /* 3. key pass: dk, dv; one (batch, kv head, key block) per item, over its group */
+#ifdef _OPENMP
+#pragma omp parallel num_threads(nth)
+#endif
+    {
+        int tid = 0, BQp = g.BQp, BKp = g.BKp, Dp = g.Dp;
+        float *Qt, *DS, *Kt, *Vt, *S, *dsv, *gT, *wT, *tmp;
+        double *dK, *dV;
+#ifdef _OPENMP
+        tid = omp_get_thread_num();
+#endif
+        dK = (double *)(void *)(tws + (size_t)tid * g.bwd_thread) + (size_t)BQp * Dp;
+        dV = dK + (size_t)BKp * Dp;
+        Qt = (float *)(void *)(dV + (size_t)BKp * Dp);
+        DS = Qt + (size_t)BQp * Dp;
+        Kt = DS + (size_t)BQp * Dp;
+        Vt = Kt + (size_t)Dp * BKp;
+        S = Vt + (size_t)Dp * BKp + (size_t)BKp * Dp; /* skip the query pass's Kr */
+        dsv = S + (size_t)BQp * BKp;
+        tmp = dsv + (size_t)BQp * BKp;
+        gT = tmp + (size_t)(BQp > BKp ? BQp : BKp) * Dp;
+        wT = gT + (size_t)BKp * BQp;
+#ifdef _OPENMP
+#pragma omp for schedule(static, 1)
+#endif
+        for (it = 0; it < B * Hkv * nkb; it++) {
+            int kb_i = it % nkb, bk = it / nkb;
+            int b = bk / Hkv, hk = bk % Hkv, hh, r, cc, d;
+            int j0 = kb_i * g.BK, nc = (T - j0) < g.BK ? (T - j0) : g.BK, j1 = j0 + nc - 1;
+            int ilast = T - 1;
+            const float *kb = k + (size_t)bk * T * D, *vb = v + (size_t)bk * T * D;
+            if (cfg->window > 0 && (long)j1 + cfg->window - 1 < ilast) ilast = j1 + cfg->window - 1;
+            polar__load_cols(Kt, BKp, Dp, kb + (size_t)j0 * D, D, nc);
+            polar__load_cols(Vt, BKp, Dp, vb + (size_t)j0 * D, D, nc);
+            for (r = 0; r < BKp * Dp; r++) dK[r] = dV[r] = 0.0;
+            for (hh = 0; hh < G; hh++) {
+                int h = hk * G + hh, bhq = b * H + h, qb;
+                for (qb = j0 / g.BQ; qb * g.BQ <= ilast; qb++) {
+                    int i0 = qb * g.BQ, nr = (T - i0) < g.BQ ? (T - i0) : g.BQ;
+                    const float *rws = rows + ((size_t)bhq * T + i0) * POLAR__NROW;
+                    polar__load_rows(Qt, Dp, BQp, q + ((size_t)bhq * T + i0) * D, D, nr);
+                    polar__load_rows(DS, Dp, BQp, dsall + ((size_t)bhq * T + i0) * D, D, nr);
+                    polar__gemm(S, BKp, Qt, Dp, Kt, BKp, BQp, BKp, Dp, 0);
+                    polar__gemm(dsv, BKp, DS, Dp, Vt, BKp, BQp, BKp, Dp, 0);
+                    polar__bwd_tile(S, dsv, rws, BKp, nr, nc, i0, j0, cfg->window, scf);
+                    /* transpose: gT[c][r] = temp_r * scale * g[r][c], wT[c][r] = p[r][c] / Z_r */
+                    for (r = 0; r < BQp; r++) {
+                        float fg = 0.0f, fw = 0.0f;
+                        if (r < nr) {
+                            fg = rws[(size_t)r * POLAR__NROW + POLAR__R_T] * scf;
+                            fw = rws[(size_t)r * POLAR__NROW + POLAR__R_A];
+                        }
+                        for (cc = 0; cc < BKp; cc++) {
+                            gT[(size_t)cc * BQp + r] = fg * dsv[(size_t)r * BKp + cc];
+                            wT[(size_t)cc * BQp + r] = fw * S[(size_t)r * BKp + cc];
+                        }
+                    }
+                    polar__gemm(tmp, Dp, gT, BQp, Qt, Dp, BKp, Dp, BQp, 0);
+                    for (r = 0; r < nc * Dp; r++) dK[r] += tmp[r];
+                    polar__gemm(tmp, Dp, wT, BQp, DS, Dp, BKp, Dp, BQp, 0);
+                    for (r = 0; r < nc * Dp; r++) dV[r] += tmp[r];
+                }
+            }
+            for (cc = 0; cc < nc; cc++) {
+                float *dkj = dk + ((size_t)bk * T + j0 + cc) * D;
+                float *dvj = dv + ((size_t)bk * T + j0 + cc) * D;
+                for (d = 0; d < D; d++) {
+                    dkj[d] += (float)dK[(size_t)cc * Dp + d];
+                    dvj[d] += (float)dV[(size_t)cc * Dp + d];
+                }
+            }
+        }
+    }
+
+    /* 4. per-head parameter grads, fixed order */
+    polar__reduce_param_grads(grads, rows, dsall, prm, cfg, B, H, T, D);
+    if (!workspace) POLAR_FREE(ws);
+    return POLAR_OK;
+}
+
+/* ------------------------------------------------------------ paged decode */
+POLARDEF int polar_decode(const polar_config *cfg, float *c, float *mag, const float *q,
+                          const float *k_cache, const float *v_cache,
+                          const int *block_table, const int *seq_lens,
+                          const polar_params *prm, int B, int H, int Hkv, int D,
+                          int block_size, int num_blocks, int max_blocks)
+{
+    int b, gi, G, rc = POLAR_OK;
+    double *ws;
+    size_t per;
+    int nth, sb;
+    double sc;
+    if (!polar__check_cfg(cfg) || !polar__check_dims(B, H, Hkv, 1, D)) return POLAR_EINVAL;
+    if (!c || !mag || !q || !k_cache || !v_cache || !block_table || !seq_lens)
+        return POLAR_EINVAL;
+    if (block_size < 1 || num_blocks < 1 || max_blocks < 1) return POLAR_EINVAL;
+    if ((double)num_blocks * Hkv * block_size * D > (double)SIZE_MAX / 8) return POLAR_EINVAL;
+    if (!polar__check_params(prm, H, D)) return POLAR_EINVAL;
+    for (b = 0; b < B; b++) {
+        int len = seq_lens[b], nb, x;
+        if (len < 0 || (double)len > (double)max_blocks * block_size) return POLAR_ERANGE;
+        nb = (len + block_size - 1) / block_size;
+        for (x = 0; x < nb; x++) {
+            int e = block_table[(size_t)b * max_blocks + x];
+            if (e < 0 || e >= num_blocks) return POLAR_ERANGE;
+        }
+    }
+    G = H / Hkv;
+    nth = polar__nthreads(cfg);
+    /* per thread: G rows of (m, l, q2, acc[D]) and a score row of block_size per head */
+    sb = block_size > D ? block_size : D; /* score row; reused for the final s (D floats) */
+    per = (size_t)G * (3 + (size_t)D + (size_t)sb) + 16;
+    ws = (double *)POLAR_MALLOC(per * nth * sizeof(double));
+    if (!ws) return POLAR_ENOMEM;
+    sc = 1.0 / sqrt((double)D);
+    (void)nth;
+#ifdef _OPENMP
+#pragma omp parallel num_threads(nth)
+#endif
+    {
+        int tid = 0;
+#ifdef _OPENMP
+        tid = omp_get_thread_num();
+#endif
+#ifdef _OPENMP
+#pragma omp for schedule(static)
+#endif
+        for (gi = 0; gi < B * Hkv; gi++) {
+            double *tw = ws + (size_t)tid * per;
+            double *ms = tw, *ls = ms + G, *q2s = ls + G, *acc = q2s + G;
+            double *sco = acc + (size_t)G * D;
+            int bb = gi / Hkv, hk = gi % Hkv, hh, x, j, d;
+            int len = seq_lens[bb], n = len < 1 ? 0 : polar__nkeys(cfg->window, len - 1);
+            int lo = len - n, nblk = (len + block_size - 1) / block_size;
+            for (hh = 0; hh < G; hh++) {
+                ms[hh] = -INFINITY;
+                ls[hh] = q2s[hh] = 0.0;
+            }
+            for (j = 0; j < G * D; j++) acc[j] = 0.0;
+            for (x = lo / block_size; x < nblk; x++) {
+                int blk = block_table[(size_t)bb * max_blocks + x];
+                const float *kc = k_cache + ((size_t)blk * Hkv + hk) * block_size * D;
+                const float *vc = v_cache + ((size_t)blk * Hkv + hk) * block_size * D;
+                int ja = x * block_size, jb = ja + block_size;
+                int s0 = (lo > ja ? lo : ja) - ja, s1 = (len < jb ? len : jb) - ja; /* [s0,s1) */
+                if (s0 >= s1) continue;
+                /* one pass over the cached block serves all G heads of the group */
+                for (hh = 0; hh < G; hh++) {
+                    int h = hk * G + hh;
+                    const float *qh = q + ((size_t)bb * H + h) * D;
+                    double *sr = sco + (size_t)hh * sb, mx = -INFINITY, mnew, al;
+                    double l = 0, q2 = 0, *ah = acc + (size_t)hh * D;
+                    double temp, nul, tf;
+                    polar__row_tn(prm, h, n, &temp, &nul);
+                    tf = temp * sc;
+                    for (j = s0; j < s1; j++) {
+                        float dot = 0;
+                        for (d = 0; d < D; d++) dot += qh[d] * kc[(size_t)j * D + d];
+                        sr[j] = dot * tf;
+                        mx = sr[j] > mx ? sr[j] : mx;
+                    }
+                    mnew = ms[hh] > mx ? ms[hh] : mx;
+                    al = exp(ms[hh] - mnew);
+                    if (al != 1.0)
+                        for (d = 0; d < D; d++) ah[d] *= al;
+                    for (j = s0; j < s1; j++) {
+                        double p = exp(sr[j] - mnew);
+                        l += p;
+                        q2 += p * p;
+                        for (d = 0; d < D; d++) ah[d] += p * vc[(size_t)j * D + d];
+                    }
+                    ls[hh] = ls[hh] * al + l;
+                    q2s[hh] = q2s[hh] * al * al + q2;
+                    ms[hh] = mnew;
+                }
+            }
+            for (hh = 0; hh < G; hh++) {
+                int h = hk * G + hh;
+                const float *vn = prm->v_null + (size_t)h * D;
+                double temp, nul, aN, M, al, pN, L, Q2;
+                double *ah = acc + (size_t)hh * D;
+                float *Sf = (float *)(void *)(sco + (size_t)hh * sb);
+                polar__row_tn(prm, h, n, &temp, &nul);
+                aN = temp * nul;
+                M = ms[hh] > aN ? ms[hh] : aN;
+                al = exp(ms[hh] - M);
+                pN = exp(aN - M);
+                L = ls[hh] * al;
+                Q2 = q2s[hh] * al * al;
+                for (d = 0; d < D; d++) Sf[d] = (float)(ah[d] * al + pN * vn[d]);
+                polar__finish_row(c + ((size_t)bb * H + h) * D, mag + (size_t)bb * H + h, Sf,
+                                  L, Q2, L + pN, D, prm->mag_beta_raw[h], cfg);
+            }
+        }
+    }
+    POLAR_FREE(ws);
+    return rc;
+}
+
+/* ------------------------------------------------------------ output assembly */
+POLARDEF int polar_assemble_forward(float *out, const float *c, const float *mag,
+                                    const float *gate, const float *W_o, const float *W_mu,
+                                    int B, int H, int T, int D, int C)
+{
+    int bt;
+    if (!out || !c || !mag || !W_o || !W_mu) return POLAR_EINVAL;
+    if (!polar__check_dims(B, H, H, T, D) || C < 1) return POLAR_EINVAL;
+    if ((double)C * H * D > (double)SIZE_MAX / 8 || (double)B * T * C > (double)SIZE_MAX / 8)
+        return POLAR_EINVAL;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static)
+#endif
+    for (bt = 0; bt < B * T; bt++) {
+        int b = bt / T, t = bt % T, o, h, d;
+        float *ot = out + (size_t)bt * C;
+        for (o = 0; o < C; o++) {
+            const float *wo = W_o + (size_t)o * H * D, *wm = W_mu + (size_t)o * H;
+            double acc = 0;
+            for (h = 0; h < H; h++) {
+                size_t row = ((size_t)b * H + h) * T + t;
+                const float *ch = c + row * D;
+                double dot = 0, gs = gate ? polar__sigmoid(gate[(size_t)bt * H + h]) : 1.0;
+                for (d = 0; d < D; d++) dot += (double)wo[(size_t)h * D + d] * ch[d];
+                acc += gs * dot + (double)wm[h] * mag[row];
+            }
+            ot[o] = (float)acc;
+        }
+    }
+    return POLAR_OK;
+}
+
+POLARDEF int polar_assemble_backward(float *dc, float *dmag, float *dgate, float *dW_o,
+                                     float *dW_mu, const float *dout, const float *c,
+                                     const float *mag, const float *gate, const float *W_o,
+                                     const float *W_mu, int B, int H, int T, int D, int C)
+{
+    int bt, o;
+    if (!dout || !c || !mag || !W_o || !W_mu) return POLAR_EINVAL;
+    if (dgate && !gate) return POLAR_EINVAL;
+    if (!polar__check_dims(B, H, H, T, D) || C < 1) return POLAR_EINVAL;
+    if ((double)C * H * D > (double)SIZE_MAX / 8 || (double)B * T * C > (double)SIZE_MAX / 8)
+        return POLAR_EINVAL;
+    /* activation grads: parallel over (b, t); each owns its rows */
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static)
+#endif
+    for (bt = 0; bt < B * T; bt++) {
+        int b = bt / T, t = bt % T, h, d;
+        const float *go = dout + (size_t)bt * C;
+        for (h = 0; h < H; h++) {
+            size_t row = ((size_t)b * H + h) * T + t;
+            const float *ch = c + row * D;
+            double gs = gate ? polar__sigmoid(gate[(size_t)bt * H + h]) : 1.0, dgs = 0, dm = 0;
+            for (d = 0; d < D; d++) {
+                double acc = 0;
+                for (o = 0; o < C; o++) acc += (double)go[o] * W_o[(size_t)o * H * D + (size_t)h * D + d];
+                if (dc) dc[row * D + d] += (float)(acc * gs);
+                dgs += acc * ch[d];
+            }
+            for (o = 0; o < C; o++) dm += (double)go[o] * W_mu[(size_t)o * H + h];
+            if (dmag) dmag[row] += (float)dm;
+            if (dgate) dgate[(size_t)bt * H + h] += (float)(dgs * gs * (1.0 - gs));
+        }
+    }
+    /* weight grads: parallel over output rows; each owns its weight rows */
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static)
+#endif
+    for (o = 0; o < C; o++) {
+        int b2, t, h, d;
+        for (b2 = 0; b2 < B; b2++)
+            for (t = 0; t < T; t++) {
+                size_t bt2 = (size_t)b2 * T + t;
+                float go = dout[bt2 * C + o];
+                if (go == 0.0f) continue;
+                for (h = 0; h < H; h++) {
+                    size_t row = ((size_t)b2 * H + h) * T + t;
+                    float gs = gate ? (float)polar__sigmoid(gate[bt2 * H + h]) : 1.0f;
+                    if (dW_o) {
+                        float *wr = dW_o + (size_t)o * H * D + (size_t)h * D;
+                        for (d = 0; d < D; d++) wr[d] += go * gs * c[row * D + d];
+                    }
+                    if (dW_mu) dW_mu[(size_t)o * H + h] += go * mag[row];
+                }
+            }
+    }
+    return POLAR_OK;
+}
+
+/* ------------------------------------------------------------ distractor loss */
+/* per (b, h, i): softmax over [temp*sigma_r (R of them), temp*null]; w_N out, the R
+   weights into w (R), raw scores into sg (R). */
+static void polar__distractor_row(double *w, double *sg, double *wN, const float *qi,
+                                  const float *kr, int R, int D, double temp, double nul,
+                                  double sc)
+{
+    int r, d;
+    double M = temp * nul, Z;
+    for (r = 0; r < R; r++) {
+        double dot = 0;
+        for (d = 0; d < D; d++) dot += (double)qi[d] * kr[(size_t)r * D + d];
+        sg[r] = dot * sc;
+        if (temp * sg[r] > M) M = temp * sg[r];
+    }
+    Z = exp(temp * nul - M);
+    for (r = 0; r < R; r++) {
+        w[r] = exp(temp * sg[r] - M);
+        Z += w[r];
+    }
+    for (r = 0; r < R; r++) w[r] /= Z;
+    *wN = exp(temp * nul - M) / Z;
+}
+
+static int polar__check_distractor(const polar_config *cfg, const float *q,
+                                   const float *k_rand, const polar_params *prm, int B, int H,
+                                   int Hkv, int T, int D)
+{
+    if (!polar__check_cfg(cfg) || !polar__check_dims(B, H, Hkv, T, D)) return 0;
+    if (!q || !polar__check_params(prm, H, D)) return 0;
+    if (cfg->distractor_keys > 0 && !k_rand) return 0;
+    if (cfg->distractor_keys > 65536) return 0;
+    return 1;
+}
+
+POLARDEF int polar_distractor_forward(const polar_config *cfg, float *loss, const float *q,
+                                      const float *k_rand, const polar_params *prm, int B,
+                                      int H, int Hkv, int T, int D)
+{
+    int R, bh;
+    double total = 0, sc;
+    double *buf;
+    if (!loss) return POLAR_EINVAL;
+    *loss = 0.0f;
+    if (!polar__check_distractor(cfg, q, k_rand, prm, B, H, Hkv, T, D)) return POLAR_EINVAL;
+    R = cfg->distractor_keys;
+    if (R == 0) return POLAR_OK;
+    buf = (double *)POLAR_MALLOC(sizeof(double) * 2 * R);
+    if (!buf) return POLAR_ENOMEM;
+    sc = 1.0 / sqrt((double)D);
+    for (bh = 0; bh < B * H; bh++) {
+        int b = bh / H, h = bh % H, hk = h / (H / Hkv), i, r;
+        const float *kr = k_rand + ((size_t)b * Hkv + hk) * R * D;
+        for (i = 0; i < T; i++) {
+            double temp, nul, wN;
+            polar__row_tn(prm, h, polar__nkeys(cfg->window, i), &temp, &nul);
+            polar__distractor_row(buf, buf + R, &wN, q + ((size_t)bh * T + i) * D, kr, R, D,
+                                  temp, nul, sc);
+            for (r = 0; r < R; r++) total += buf[r];
+        }
+    }
+    POLAR_FREE(buf);
+    *loss = (float)(cfg->distractor_weight * total / ((double)B * H * T * R));
+    return POLAR_OK;
+}
+
+POLARDEF int polar_distractor_backward(const polar_config *cfg, float *dq, float *dk_rand,
+                                       polar_grads *grads, float dloss, const float *q,
+                                       const float *k_rand, const polar_params *prm, int B,
+                                       int H, int Hkv, int T, int D)
+{
+    int R, bh;
+    double sc, coef;
+    double *buf;
+    if (!dq || !polar__finite(dloss)) return POLAR_EINVAL;
+    if (!polar__check_distractor(cfg, q, k_rand, prm, B, H, Hkv, T, D)) return POLAR_EINVAL;
+    R = cfg->distractor_keys;
+    if (R == 0) return POLAR_OK;
+    buf = (double *)POLAR_MALLOC(sizeof(double) * 2 * R);
+    if (!buf) return POLAR_ENOMEM;
+    sc = 1.0 / sqrt((double)D);
+    coef = dloss * cfg->distractor_weight / ((double)B * H * T * R);
+    /* serial: dk_rand and the per-head grads are shared across rows (fixed order) */
+    for (bh = 0; bh < B * H; bh++) {
+        int b = bh / H, h = bh % H, hk = h / (H / Hkv), i, r, d;
+        const float *kr = k_rand + ((size_t)b * Hkv + hk) * R * D;
+        float *dkr = dk_rand ? dk_rand + ((size_t)b * Hkv + hk) * R * D : NULL;
+        double dlg = 0, dnb = 0, dns = 0;
+        for (i = 0; i < T; i++) {
+            size_t row = (size_t)bh * T + i;
+            int n = polar__nkeys(cfg->window, i);
+            double temp, nul, wN, dt = 0, gN;
+            const float *qi = q + row * D;
+            float *dqi = dq + row * D;
+            polar__row_tn(prm, h, n, &temp, &nul);
+            polar__distractor_row(buf, buf + R, &wN, qi, kr, R, D, temp, nul, sc);
+            /* loss row = sum_r w_r = 1 - w_N: d/da_r = w_r w_N, d/da_N = -w_N (1 - w_N) */
+            for (r = 0; r < R; r++) {
+                double gr = coef * buf[r] * wN, f = gr * temp * sc;
+                dt += gr * buf[R + r];
+                for (d = 0; d < D; d++) {
+                    dqi[d] += (float)(f * kr[(size_t)r * D + d]);
+                    if (dkr) dkr[(size_t)r * D + d] += (float)(f * qi[d]);
+                }
+            }
+            gN = -coef * wN * (1.0 - wN);
+            dt += gN * nul;
+            dlg += dt * log((double)n) * polar__sigmoid(prm->len_gain_raw[h]);
+            dnb += temp * gN;
+            dns += temp * gN * sqrt(log((double)n + 1.0)) * polar__sigmoid(prm->null_slope_raw[h]);
+        }
+        if (grads) {
+            if (grads->len_gain_raw) grads->len_gain_raw[h] += (float)dlg;
+            if (grads->null_base) grads->null_base[h] += (float)dnb;
+            if (grads->null_slope_raw) grads->null_slope_raw[h] += (float)dns;
+        }
+    }
+    POLAR_FREE(buf);
+    return POLAR_OK;
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* POLAR_IMPLEMENTATION_DONE */
+#endif /* POLAR_IMPLEMENTATION */
+
+/*
+MIT License
+
+Copyright (c) 2026 attnkit contributors
+
+Permission is hereby granted, free of charge, to any person obtaining a copy of this
+software and associated documentation files (the "Software"), to deal in the Software
+without restriction, including without limitation the rights to use, copy, modify, merge,
+publish, distribute, sublicense, and/or sell copies of the Software, and to permit persons
+to whom the Software is furnished to do so, subject to the following conditions:
+
+The above copyright notice and this permission notice shall be included in all copies or
+substantial portions of the Software.
+
+THE SOFTWARE IS PROVIDED "AS IS", WITHOUT WARRANTY OF ANY KIND, EXPRESS OR IMPLIED,
+INCLUDING BUT NOT LIMITED TO THE WARRANTIES OF MERCHANTABILITY, FITNESS FOR A PARTICULAR
+PURPOSE AND NONINFRINGEMENT. IN NO EVENT SHALL THE AUTHORS OR COPYRIGHT HOLDERS BE LIABLE
+FOR ANY CLAIM, DIRECT, INDIRECT, INCIDENTAL, SPECIAL, EXEMPTIONS, CONSEQUENTIAL DAMAGES OR
+OTHER LIABILITY, WHETHER IN AN ACTION OF CONTRACT, TORT OR OTHERWISE, ARISING FROM, OUT OF
+OR IN CONNECTION WITH THE SOFTWARE OR THE USE OR OTHER DEALINGS IN THE SOFTWARE.
+*/
