@@ -619,7 +619,7 @@ static void test_residual(void)
 /* ------------------------------------------------------------------ dropout */
 static void test_dropout(void)
 {
-    const long n = 100000;
+    const long n = 1000000;
     const float p = 0.3f;
     float *x = frand(n, 1), *out = fbuf(n), *out2 = fbuf(n), *dx = frand(n, 1);
     float *dx0 = fcopy(dx, n), *g = frand(n, 1);
@@ -637,11 +637,13 @@ static void test_dropout(void)
     }
     CHECK_INT_EQ(bad_mask, 0);
     CHECK_INT_EQ(bad_out, 0);
-    /* keep rate 1-p; se = sqrt(p(1-p)/n) ~ 1.45e-3, 5 se */
-    CHECK_NEAR((double)kept / n, 1.0 - p, 7.3e-3);
+    /* keep rate 1-p; se = sqrt(p(1-p)/n) ~ 4.6e-4, 5 se */
+    CHECK_NEAR((double)kept / n, 1.0 - p, 2.3e-3);
     CHECK_INT_EQ(tk_dropout_backward(dx, g, mask, (size_t)n, p), TK_OK);
-    for (i = 0; i < n; i++)
-        if (dx[i] != dx0[i] + (mask[i] ? g[i] * scale : 0.0f)) bad_grad++;
+    for (i = 0; i < n; i++) { /* 1-ulp slack: the compiler may fuse the multiply-add */
+        double want = (double)dx0[i] + (mask[i] ? (double)g[i] * scale : 0.0);
+        if (fabs(dx[i] - want) > 2.4e-7 * (fabs(dx0[i]) + 2.0 * fabs(g[i]))) bad_grad++;
+    }
     CHECK_INT_EQ(bad_grad, 0);
     /* same seed: same mask; another seed: another mask */
     tk_rng_seed(&r, 11u, 3u);
