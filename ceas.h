@@ -386,6 +386,14 @@ CEASDEF int ceas_ls_update(const ceas_knob_config *kc, long long t, float p, flo
 #define CEAS__RESTRICT restrict
 #endif
 
+/* fused multiply-add where the target has it (a call to fmaf would be a slow
+   software routine elsewhere); only the rounding of the last bit differs */
+#if defined(__FMA__) || defined(__AVX512F__)
+#define CEAS__FMA(a, b, c) fmaf((a), (b), (c))
+#else
+#define CEAS__FMA(a, b, c) ((a) * (b) + (c))
+#endif
+
 #define CEAS__LANES 16
 #define CEAS__CHUNK 128
 
@@ -495,20 +503,20 @@ CEASDEF int ceas_config_validate(const ceas_config *c)
 static inline float ceas__expneg(float x)
 {
     const float magic = 12582912.0f; /* 1.5 * 2^23 */
-    float kf = x * 1.44269504088896341f + magic;
+    float kf = CEAS__FMA(x, 1.44269504088896341f, magic);
     float n = kf - magic, r, r2, p, s;
     unsigned int bits, kb;
     memcpy(&kb, &kf, sizeof kb);
-    r = x - n * 0.693359375f;
-    r = r + n * 2.12194440e-4f;
+    r = CEAS__FMA(n, -0.693359375f, x);
+    r = CEAS__FMA(n, 2.12194440e-4f, r);
     r2 = r * r;
     p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r2 + r + 1.0f;
+    p = CEAS__FMA(p, r, 1.3981999507e-3f);
+    p = CEAS__FMA(p, r, 8.3334519073e-3f);
+    p = CEAS__FMA(p, r, 4.1665795894e-2f);
+    p = CEAS__FMA(p, r, 1.6666665459e-1f);
+    p = CEAS__FMA(p, r, 5.0000001201e-1f);
+    p = CEAS__FMA(p, r2, r) + 1.0f;
     /* kb's low bits hold n + 0x400000; 2^n has exponent field n + 127 */
     bits = (kb - 0x4B400000u + 127u) << 23;
     memcpy(&s, &bits, sizeof s);
@@ -563,15 +571,16 @@ static void ceas__row_pass(const float *CEAS__RESTRICT x, int n, double *res)
             for (l = 0; l < CEAS__LANES; l++) {
                 float v = x[j + l];
                 float t = v - A.m[l];
-                float e, u;
-                t = t < CEAS__XMIN ? CEAS__XMIN : t;
+                float e, et, u;
+                t = t > CEAS__XMIN ? t : CEAS__XMIN;
                 e = ceas__expneg(t);
+                et = e * t;
                 A.z[l] += e;
-                A.a[l] += e * t;
-                A.b[l] += e * t * t;
+                A.a[l] += et;
+                A.b[l] = CEAS__FMA(et, t, A.b[l]);
                 u = v - x0;
                 A.s1[l] += u;
-                A.s2[l] += u * u;
+                A.s2[l] = CEAS__FMA(u, u, A.s2[l]);
             }
         j0 += len;
     }
@@ -598,16 +607,25 @@ static void ceas__row_pass(const float *CEAS__RESTRICT x, int n, double *res)
         A.s1[l] += u;
         A.s2[l] += u * u;
     }
-    M = A.m[0];
-    for (l = 1; l < CEAS__LANES; l++) if (A.m[l] > M) M = A.m[l];
-    for (l = 0; l < CEAS__LANES; l++) {
-        double d = (double)A.m[l] - M, c = exp(d);
-        double z = A.z[l], a = A.a[l], b = A.b[l];
-        Z += c * z;
-        Az += c * (a + d * z);
-        Bz += c * (b + 2.0 * d * a + d * d * z);
-        S1 += A.s1[l];
-        S2 += A.s2[l];
+    {   /* merge the lanes: rescale to the row max (vectorised), sum in double */
+        float mf = A.m[0];
+        for (l = 1; l < CEAS__LANES; l++) mf = A.m[l] > mf ? A.m[l] : mf;
+        for (l = 0; l < CEAS__LANES; l++) {
+            float d = A.m[l] - mf;
+            float c = ceas__expneg(d > CEAS__XMIN ? d : CEAS__XMIN);
+            float z = A.z[l], a = A.a[l], b = A.b[l];
+            A.b[l] = c * (b + 2.0f * d * a + d * d * z);
+            A.a[l] = c * (a + d * z);
+            A.z[l] = c * z;
+        }
+        M = mf;
+        for (l = 0; l < CEAS__LANES; l++) {
+            Z += A.z[l];
+            Az += A.a[l];
+            Bz += A.b[l];
+            S1 += A.s1[l];
+            S2 += A.s2[l];
+        }
     }
     res[0] = M; res[1] = Z; res[2] = Az; res[3] = Bz; res[4] = S1; res[5] = S2;
     res[6] = x0;
