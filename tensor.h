@@ -79,10 +79,15 @@ typedef struct tk_rng {
     uint64_t inc;
 } tk_rng;
 
+/* Seeding is pcg32_srandom_r's: (42, 54) gives the reference demo's sequence
+   0xa15c02b7, 0x7b47f409, ... The generator functions cannot report errors: a NULL
+   rng is a no-op for tk_rng_seed and yields 0 from the others. */
 TKDEF void tk_rng_seed(tk_rng *rng, uint64_t seed, uint64_t stream);
 TKDEF uint32_t tk_rng_u32(tk_rng *rng);
 TKDEF float tk_rng_uniform(tk_rng *rng);          /* [0, 1) with 24 random bits */
-TKDEF float tk_rng_normal(tk_rng *rng);           /* N(0, 1), Box-Muller */
+TKDEF float tk_rng_normal(tk_rng *rng);           /* N(0, 1), Box-Muller, 2 draws */
+/* x (n), n >= 1, filled in index order from rng (deterministic for a seed).
+   normal: mean finite, std finite >= 0; uniform: [lo, hi), lo <= hi, both finite. */
 TKDEF int tk_init_normal(float *x, size_t n, float mean, float std, tk_rng *rng);
 TKDEF int tk_init_uniform(float *x, size_t n, float lo, float hi, tk_rng *rng);
 TKDEF int tk_init_constant(float *x, size_t n, float value);
@@ -104,11 +109,16 @@ TKDEF void tk_gemm_set_kernel(int kernel);
 TKDEF const char *tk_gemm_kernel_name(void);
 
 /* ---------------------------------------------------------------- layers */
-/* out (N,OC) = inp (N,C) . W^T + b;  W (OC,C), b (OC) or NULL */
+/* Common rules for everything below: int dimensions must be >= 1 and size_t counts
+   n >= 1 (else TK_EINVAL); a rejected input writes nothing. Outputs must not alias
+   inputs unless a comment says they may. Backward functions ACCUMULATE (+=). */
+
+/* out (N,OC) = inp (N,C) . W^T + b;  W (OC,C), b (OC) or NULL. Uses tk_sgemm. */
 TKDEF int tk_matmul_forward(float *out, const float *inp, const float *W,
                             const float *b, int N, int C, int OC);
-/* dinp (N,C) += dout . W;  dW (OC,C) += dout^T . inp;  db (OC) += sum_rows dout.
-   Any of dinp, dW, db may be NULL (not computed). */
+/* dinp (N,C) += dout (N,OC) . W;  dW (OC,C) += dout^T . inp;  db (OC) += sum_rows dout.
+   Any of dinp, dW, db may be NULL (not computed); W is needed only for dinp and inp
+   only for dW (either may be NULL otherwise). */
 TKDEF int tk_matmul_backward(float *dinp, float *dW, float *db, const float *dout,
                              const float *inp, const float *W, int N, int C, int OC);
 
@@ -116,27 +126,32 @@ TKDEF int tk_matmul_backward(float *dinp, float *dW, float *db, const float *dou
    An id outside [0,V) returns TK_ERANGE and writes nothing. */
 TKDEF int tk_embedding_forward(float *out, const int *ids, const float *wte,
                                const float *wpe, int B, int T, int C, int V);
-/* dwte (V,C) += scatter of dout; dwpe (T,C) += sum over batch (either may be NULL) */
+/* dout (B,T,C); dwte (V,C) += scatter of dout by ids; dwpe (T,C) += sum over batch.
+   Either may be NULL; ids are needed (and range-checked first) only for dwte. */
 TKDEF int tk_embedding_backward(float *dwte, float *dwpe, const float *dout,
                                 const int *ids, int B, int T, int C, int V);
 
 /* LayerNorm over the last dim. out, inp (N,C); w, b (C) (b may be NULL);
-   mean, rstd (N) saved for backward. eps > 0. */
+   mean, rstd (N) saved for backward (may be NULL for inference). eps finite > 0. */
 TKDEF int tk_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
                                const float *w, const float *b, int N, int C, float eps);
-/* dinp (N,C), dw (C), db (C) accumulate; dw/db may be NULL */
+/* dinp (N,C), dw (C), db (C) accumulate; dw/db may be NULL. dout, inp (N,C). */
 TKDEF int tk_layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
                                 const float *inp, const float *w, const float *mean,
                                 const float *rstd, int N, int C);
 
-/* RMSNorm: out = inp * rstd * w, rstd = 1/sqrt(mean(inp^2) + eps). w (C) or NULL (=1). */
+/* RMSNorm: out = inp * rstd * w, rstd = 1/sqrt(mean(inp^2) + eps). out, inp (N,C);
+   w (C) or NULL (all 1); rstd (N) saved for backward (may be NULL); eps finite > 0.
+   Backward: dinp (N,C) +=, dw (C) += (may be NULL; with w NULL it is the gradient
+   of an implicit unit weight). */
 TKDEF int tk_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *w,
                              int N, int C, float eps);
 TKDEF int tk_rmsnorm_backward(float *dinp, float *dw, const float *dout, const float *inp,
                               const float *w, const float *rstd, int N, int C);
 
 /* Element-wise activations over n elements. GELU is the tanh approximation;
-   relu2(x) = max(x,0)^2; silu(x) = x * sigmoid(x). out may alias inp. */
+   relu2(x) = max(x,0)^2; silu(x) = x * sigmoid(x). out may alias inp.
+   Backward: dinp (n) += f'(inp) * dout. */
 TKDEF int tk_gelu_forward(float *out, const float *inp, size_t n);
 TKDEF int tk_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);
 TKDEF int tk_relu2_forward(float *out, const float *inp, size_t n);
@@ -144,19 +159,23 @@ TKDEF int tk_relu2_backward(float *dinp, const float *inp, const float *dout, si
 TKDEF int tk_silu_forward(float *out, const float *inp, size_t n);
 TKDEF int tk_silu_backward(float *dinp, const float *inp, const float *dout, size_t n);
 
-/* Row softmax / log-softmax over the last dim: out, inp (N,C). Backward uses the
-   forward output: dinp (N,C) += J^T dout. */
+/* Row softmax / log-softmax over the last dim: out, inp (N,C), max-subtracted (no
+   overflow for large logits); out may alias inp. Backward uses the forward output:
+   dinp (N,C) += J^T dout. */
 TKDEF int tk_softmax_forward(float *out, const float *inp, int N, int C);
 TKDEF int tk_softmax_backward(float *dinp, const float *dout, const float *out, int N, int C);
 TKDEF int tk_logsoftmax_forward(float *out, const float *inp, int N, int C);
 TKDEF int tk_logsoftmax_backward(float *dinp, const float *dout, const float *out, int N, int C);
 
-/* out (n) = a + b;  da, db (n) += dout (either may be NULL) */
+/* out (n) = a + b (out may alias a or b);  da, db (n) += dout (either may be NULL) */
 TKDEF int tk_residual_forward(float *out, const float *a, const float *b, size_t n);
 TKDEF int tk_residual_backward(float *da, float *db, const float *dout, size_t n);
 
 /* Inverted dropout: out = inp * keep / (1-p), keep ~ Bernoulli(1-p) from rng, saved in
-   mask (n bytes, 0/1). p in [0,1). p == 0 copies and sets mask to 1. */
+   mask (n bytes, 0/1). p in [0,1). p == 0 copies and sets mask to 1 (rng may then be
+   NULL and is not advanced). One draw per element, in index order: the mask depends
+   only on the rng state, never on the thread count. Backward: dinp (n) +=
+   dout * mask / (1-p), with the forward's p. */
 TKDEF int tk_dropout_forward(float *out, uint8_t *mask, const float *inp, size_t n,
                              float p, tk_rng *rng);
 TKDEF int tk_dropout_backward(float *dinp, const float *dout, const uint8_t *mask,
@@ -170,12 +189,15 @@ TKDEF int tk_dropout_backward(float *dinp, const float *dout, const uint8_t *mas
    logits (N,V); targets (N) in [0,V) (else TK_ERANGE); probs (N,V) receives the
    softmax (saved for backward, may be NULL if backward is not needed);
    losses (N) per-row smoothed loss or NULL. *mean_ce / *mean_loss (either may be NULL)
-   receive the means over rows. */
+   receive the means over rows (summed in double, in row order; needs 16N bytes from
+   TK_MALLOC, else TK_ENOMEM). Log-sum-exp is max-subtracted; with eps == 0 the two
+   losses are equal. loss = (1-eps) ce + eps (lse - mean_v logits_v). */
 TKDEF int tk_crossentropy_forward(float *probs, float *losses, float *mean_ce,
                                   float *mean_loss, const float *logits,
                                   const int *targets, int N, int V, float eps);
 /* Fused softmax + CE backward: dlogits (N,V) += dloss * (probs - q).
-   dloss is the gradient of the objective w.r.t. each row's loss (1/N for a mean). */
+   dloss is the gradient of the objective w.r.t. each row's loss (1/N for a mean);
+   finite. probs (N,V) from the forward; eps must be the forward's. */
 TKDEF int tk_crossentropy_backward(float *dlogits, const float *probs, const int *targets,
                                    int N, int V, float eps, float dloss);
 
@@ -186,12 +208,16 @@ TKDEF int tk_crossentropy_backward(float *dlogits, const float *probs, const int
    (bias_per_head = 0) or (H,T,T) (bias_per_head = 1); temp: NULL (all 1) or (H), > 0.
      logits[b,h,i,j] = (q_i . k_j) / (sqrt(D) * temp[h]) + bias[(h,)i,j],  j <= i
    The bias is added before the causal mask: it is the hook for the RPA/ERA priors;
-   temp is the hook for per-head temperature controllers. */
+   temp is the hook for per-head temperature controllers. Bias entries above the
+   diagonal are never read; the others must be finite or -INFINITY with at least one
+   finite entry per row. QK^T and PV go through tk_sgemm, one (b,h) at a time. */
 TKDEF int tk_attention_forward(float *out, float *probs, const float *q, const float *k,
                                const float *v, const float *bias, int bias_per_head,
                                const float *temp, int B, int H, int T, int D);
 /* dq, dk, dv (B,H,T,D) += ; dbias (same shape as bias) += (summed over batch, and over
-   heads when shared); dtemp (H) += ; dbias/dtemp may be NULL. */
+   heads when shared; 0 above the diagonal); dtemp (H) += ; dbias/dtemp may be NULL.
+   dout (B,H,T,D); probs from the forward; bias_per_head, temp as in the forward.
+   Scratch from TK_MALLOC: T*T floats (2*T*T + T with dtemp), else TK_ENOMEM. */
 TKDEF int tk_attention_backward(float *dq, float *dk, float *dv, float *dbias, float *dtemp,
                                 const float *dout, const float *probs, const float *q,
                                 const float *k, const float *v, int bias_per_head,
@@ -215,13 +241,18 @@ typedef struct tk_adamw_config {
     float weight_decay; /* 0.1, decoupled: p -= lr * wd * p */
 } tk_adamw_config;
 TKDEF tk_adamw_config tk_adamw_config_default(void);
-/* One AdamW step with bias correction. params, grads, m, v (n); step t >= 1. */
+/* One AdamW step with bias correction. params, grads, m, v (n); step t >= 1.
+     m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;
+     p -= lr * ( (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps) + wd * p )
+   lr >= 0, wd >= 0, eps > 0 (all finite), beta1/beta2 in [0,1), else TK_EINVAL. */
 TKDEF int tk_adamw_update(float *params, const float *grads, float *m, float *v, size_t n,
                           const tk_adamw_config *cfg, long t);
-/* Global L2 norm of g (n) (accumulated in double, fixed order) into *norm. */
+/* Global L2 norm of g (n) into *norm: squares summed in double over 64 fixed blocks,
+   added in order, so the result is bit-identical for any thread count. */
 TKDEF int tk_grad_norm(const float *g, size_t n, float *norm);
-/* Scale g so its L2 norm is at most max_norm (> 0); *norm_out (may be NULL) gets the
-   norm before clipping. */
+/* Scale g so its L2 norm is at most max_norm (finite, > 0); *norm_out (may be NULL)
+   gets the norm before clipping. A non-finite norm (NaN/Inf in g) leaves g unchanged
+   and is reported in *norm_out: check it before the optimiser step. */
 TKDEF int tk_clip_grad_norm(float *g, size_t n, float max_norm, float *norm_out);
 
 /* ---------------------------------------------------------------- CUDA */
