@@ -547,7 +547,8 @@ static int gd__check_shapes(const gd_config *cfg, const char *fn, int B, int H, 
     if (B < 1 || H < 1 || T < 1 || Dk < 1 || Dv < 1)
         return gd__err(cfg, GD_EINVAL, "%s: B=%d H=%d T=%d Dk=%d Dv=%d must be >= 1", fn,
                        B, H, T, Dk, Dv);
-    if ((double)B * H * T * (Dk > Dv ? Dk : Dv) > 1e15 || (double)Dk * Dv > 1e12)
+    if ((double)B * H * T * (Dk > Dv ? Dk : Dv) > 1e15 || (double)Dk * Dv > 1e12 ||
+        (double)B * H > 2e9)
         return gd__err(cfg, GD_EINVAL, "%s: shapes too large", fn);
     return GD_OK;
 }
@@ -800,19 +801,21 @@ static void gd__chunk_load(const gd_config *cfg, gd__chunk *ch, int L, const flo
                            const float *k, const float *g, const float *be)
 {
     int i, j, C = ch->C, Dk = ch->Dk;
-    float acc = 0.0f;
+    double acc = 0.0, Gd[GD__MAXC]; /* cumulative log-decay in double: differences of
+                                       large G stay exact to fp32 precision */
     ch->L = L;
     for (i = 0; i < L; i++) {
         ch->qinv[i] = gd__l2norm(ch->qn + (long)i * Dk, q + (long)i * Dk, Dk, cfg);
         ch->kinv[i] = gd__l2norm(ch->kn + (long)i * Dk, k + (long)i * Dk, Dk, cfg);
         ch->lg[i] = gd__lg(cfg, g[i]);
         acc += ch->lg[i];
-        ch->G[i] = acc;
+        Gd[i] = acc;
+        ch->G[i] = (float)acc;
         ch->bet[i] = be[i];
     }
     for (i = 0; i < L; i++) {
-        ch->e[i] = expf(ch->G[i]);
-        ch->c[i] = expf(ch->G[L - 1] - ch->G[i]);
+        ch->e[i] = (float)exp(Gd[i]);
+        ch->c[i] = (float)exp(Gd[L - 1] - Gd[i]);
     }
     gd__transpose(ch->qt, C, ch->qn, Dk, L, Dk);
     gd__transpose(ch->kt, C, ch->kn, Dk, L, Dk);
@@ -820,7 +823,7 @@ static void gd__chunk_load(const gd_config *cfg, gd__chunk *ch, int L, const flo
     gd__gemm(L, L, Dk, 1.0f, ch->qn, Dk, 1, ch->kt, C, 0, ch->QK, C);
     for (i = 0; i < L; i++) {
         float *Pi = ch->P + (long)i * C, *Ai = ch->A + (long)i * C;
-        for (j = 0; j <= i; j++) Pi[j] = expf(ch->G[i] - ch->G[j]);
+        for (j = 0; j <= i; j++) Pi[j] = expf((float)(Gd[i] - Gd[j]));
         for (j = i + 1; j < L; j++) Pi[j] = 0.0f;
         for (j = 0; j < i; j++) Ai[j] = ch->bet[i] * ch->KK[(long)i * C + j] * Pi[j];
         for (j = i; j < L; j++) Ai[j] = 0.0f;
@@ -1163,11 +1166,13 @@ GDELTADEF int gd_step(const gd_config *cfg, float *table, int n_slots, const int
                       int N, int H, int Dk, int Dv, const float *q, const float *k,
                       const float *v, const float *gates, const float *beta, float *r)
 {
-    int rc, n, m, nh;
+    int rc, n, m, nh, nt;
+    float *heap = NULL;
     if ((rc = gd__check_cfg(cfg)) != GD_OK) return rc;
     if (!table || !slots || !q || !k || !v || !gates || !beta || !r)
         return gd__err(cfg, GD_EINVAL, "gd_step: NULL buffer");
-    if (n_slots < 1 || N < 1 || H < 1 || Dk < 1 || Dv < 1 || Dk > 65536 || Dv > 65536)
+    if (n_slots < 1 || N < 1 || H < 1 || Dk < 1 || Dv < 1 || (double)N * H > 2e9 ||
+        (double)N * H * (Dk > Dv ? Dk : Dv) > 1e15 || (double)Dk * Dv > 1e12)
         return gd__err(cfg, GD_EINVAL, "gd_step: bad dimensions");
     for (n = 0; n < N; n++) {
         if (slots[n] < 0 || slots[n] >= n_slots)
@@ -1181,26 +1186,29 @@ GDELTADEF int gd_step(const gd_config *cfg, float *table, int n_slots, const int
                              (long)N * H * Dv, (long)N * H, 0)) != GD_OK)
         return rc;
     nh = N * H;
+    nt = gd__max_threads();
+    if (Dk > 512) { /* normalised q, k: on the stack up to 512, else one heap block */
+        heap = (float *)GDELTA_MALLOC(2 * (size_t)Dk * (size_t)nt * sizeof(float));
+        if (!heap) return gd__err(cfg, GD_ENOMEM, "gd_step: alloc failed");
+    }
 #ifdef _OPENMP
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) num_threads(nt)
 #endif
     for (n = 0; n < nh; n++) {
         int b = n / H, h = n % H;
-        float qn[1024], kn[1024];
-        float *qb = qn, *kb = kn, *heap = NULL;
+        float qn[512], kn[512];
+        float *qb = qn, *kb = kn;
         float *M = table + ((size_t)slots[b] * H + h) * (size_t)Dk * Dv;
-        if (Dk > 1024) {
-            heap = (float *)GDELTA_MALLOC(2 * (size_t)Dk * sizeof(float));
-            if (!heap) continue; /* reported below */
-            qb = heap;
-            kb = heap + Dk;
+        if (heap) {
+            qb = heap + 2 * (size_t)Dk * (size_t)gd__thread_num();
+            kb = qb + Dk;
         }
         gd__l2norm(qb, q + (size_t)n * Dk, Dk, cfg);
         gd__l2norm(kb, k + (size_t)n * Dk, Dk, cfg);
         gd__rec_step(M, Dk, Dv, kb, qb, v + (size_t)n * Dv, gd__gamma(cfg, gates[n]),
                      beta[n], cfg->scale, r + (size_t)n * Dv);
-        if (heap) GDELTA_FREE(heap);
     }
+    if (heap) GDELTA_FREE(heap);
     return GD_OK;
 }
 
@@ -1232,7 +1240,8 @@ GDELTADEF int gd_gates_forward(const gd_config *cfg, float *gates, float *beta,
     if ((rc = gd__check_cfg(cfg)) != GD_OK) return rc;
     if (!x || (!gates && !beta) || (gates && !W_gamma) || (beta && !W_beta))
         return gd__err(cfg, GD_EINVAL, "gd_gates_forward: NULL buffer");
-    if (B < 1 || T < 1 || Dx < 1 || H < 1 || (double)B * T * (Dx > H ? Dx : H) > 1e15)
+    if (B < 1 || T < 1 || Dx < 1 || H < 1 || (double)B * T * (Dx > H ? Dx : H) > 1e15 ||
+        (double)B * T > 2e9)
         return gd__err(cfg, GD_EINVAL, "gd_gates_forward: bad dimensions");
     NT = B * T;
 #ifdef _OPENMP
@@ -1267,7 +1276,8 @@ GDELTADEF int gd_gates_backward(const gd_config *cfg, float *dx, float *dW_gamma
     if ((rc = gd__check_cfg(cfg)) != GD_OK) return rc;
     if (!x || (dgates && !W_gamma) || (dbeta && !W_beta))
         return gd__err(cfg, GD_EINVAL, "gd_gates_backward: NULL buffer");
-    if (B < 1 || T < 1 || Dx < 1 || H < 1 || (double)B * T * (Dx > H ? Dx : H) > 1e15)
+    if (B < 1 || T < 1 || Dx < 1 || H < 1 || (double)B * T * (Dx > H ? Dx : H) > 1e15 ||
+        (double)B * T > 2e9)
         return gd__err(cfg, GD_EINVAL, "gd_gates_backward: bad dimensions");
     for (which = 0; which < 2; which++) {
         const float *dy = which ? dbeta : dgates;
@@ -1339,7 +1349,8 @@ static int gd__readout_check(const gd_config *cfg, const char *fn, const float *
     if ((rc = gd__check_cfg(cfg)) != GD_OK) return rc;
     if (!r || !x || !W_g || !W_proj) return gd__err(cfg, GD_EINVAL, "%s: NULL buffer", fn);
     if (B < 1 || T < 1 || H < 1 || Dv < 1 || Dx < 1 || Dout < 1 ||
-        (double)B * T * H * Dv > 1e15 || (double)Dout * H * Dv > 1e15)
+        (double)B * T * H * Dv > 1e15 || (double)Dout * H * Dv > 1e15 ||
+        (double)B * T > 2e9 || (double)H * Dv > 2e9)
         return gd__err(cfg, GD_EINVAL, "%s: bad dimensions", fn);
     return GD_OK;
 }

@@ -475,6 +475,38 @@ static void test_decode_step(void)
     }
 }
 
+/* gd_step with Dk beyond the on-stack buffer (heap path) */
+static void test_decode_large_dk(void)
+{
+    const int N = 2, H = 1, Dk = 600, Dv = 3, T = 4;
+    gd_config c = gd_config_default();
+    prob P = prob_make(N, H, T, Dk, Dv, GATES_RANDOM, 0, 88);
+    static const int slots[2] = {1, 0};
+    float *table = (float *)calloc((size_t)2 * Dk * Dv, sizeof(float));
+    float *rf = (float *)malloc(sizeof(float) * N * T * Dv), *sf = (float *)malloc(sizeof(float) * N * Dk * Dv);
+    float *q1 = (float *)malloc(sizeof(float) * N * Dk), *k1 = (float *)malloc(sizeof(float) * N * Dk);
+    float v1[6], g1[2], b1[2], r1[6];
+    int t, n;
+    CHECK_INT_EQ(gd_forward(&c, rf, sf, P.q, P.k, P.v, P.g, P.be, NULL, N, H, T, Dk, Dv, NULL, NULL), GD_OK);
+    for (t = 0; t < T; t++) {
+        for (n = 0; n < N; n++) {
+            size_t o = (size_t)n * T + t;
+            memcpy(q1 + n * Dk, P.q + o * Dk, sizeof(float) * Dk);
+            memcpy(k1 + n * Dk, P.k + o * Dk, sizeof(float) * Dk);
+            memcpy(v1 + n * Dv, P.v + o * Dv, sizeof(float) * Dv);
+            g1[n] = P.g[o];
+            b1[n] = P.be[o];
+        }
+        CHECK_INT_EQ(gd_step(&c, table, 2, slots, N, H, Dk, Dv, q1, k1, v1, g1, b1, r1), GD_OK);
+        for (n = 0; n < N; n++)
+            CHECK_ALL_CLOSE(r1 + n * Dv, rf + ((size_t)n * T + t) * Dv, Dv, 1e-4, 1e-5);
+    }
+    CHECK_ALL_CLOSE(table + (size_t)Dk * Dv, sf, Dk * Dv, 1e-4, 1e-5);
+    CHECK_ALL_CLOSE(table, sf + (size_t)Dk * Dv, Dk * Dv, 1e-4, 1e-5);
+    free(table); free(rf); free(sf); free(q1); free(k1);
+    prob_free(&P);
+}
+
 /* ------------------------------------------------------------ gate helpers */
 static double ref_gates(const double *x, const double *Wg, const double *bg, const double *Wb,
                         const double *bb, int B, int T, int Dx, int H, int lg, double *g,
@@ -807,6 +839,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_finding1_key_norm);
     TEST_RUN(test_finding2_self_stabilising);
     TEST_RUN(test_decode_step);
+    TEST_RUN(test_decode_large_dk);
     TEST_RUN(test_gates);
     TEST_RUN(test_readout);
     TEST_RUN(test_bad_input);

@@ -1,0 +1,170 @@
+/* bench_gdelta.c - gated-delta memory: chunked (WY) vs recurrent forward+backward, and
+   the in-place decode step's throughput.
+
+   Build: make build/bench/bench_gdelta     (-O3 -march=native -fopenmp)
+   Run:   build/bench/bench_gdelta [rounds]   (default 2)
+
+   Training: B = 1, H = 8, Dk = Dv = 64 and 128, T = 1K, 4K, 16K. Each path runs
+   gd_forward then gd_backward (saved state and workspace allocated once, outside the
+   timing). Chunked: chunk 64 (one state per chunk + the WY vectors saved). Recurrent:
+   the reference step loop; its backward stores a state every 64 steps and recomputes
+   the states inside each 64-step segment (one extra forward). Rounds alternate the two
+   paths; each figure is the best round. Peer in the same run: tensor.h's causal
+   softmax attention forward (tk_attention_forward, T^2 probabilities) at T <= 4K.
+
+   Decode: gd_step for 256 sequences x 8 heads x (128 x 128) states in a 256-slot
+   table, one token each; tokens/s = 256 / seconds per step.
+
+   Last line: bench_gdelta: chunked_speedup_4k=X (recurrent time / chunked time,
+   fwd+bwd, T = 4096, D = 128). */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#define GDELTA_IMPLEMENTATION
+#include "gdelta.h"
+#define TENSOR_IMPLEMENTATION
+#include "tensor.h"
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static unsigned long long rng = 0x243F6A8885A308D3ULL;
+static float urand(void) /* [-1, 1) */
+{
+    rng ^= rng >> 12; rng ^= rng << 25; rng ^= rng >> 27;
+    return (float)((double)((rng * 0x2545F4914F6CDD1DULL) >> 11) / 4503599627370496.0 - 1.0);
+}
+
+static float *alloc_fill(size_t n, float lo, float hi)
+{
+    float *p = (float *)malloc(n * sizeof(float));
+    size_t i;
+    if (!p) { fprintf(stderr, "out of memory\n"); exit(1); }
+    for (i = 0; i < n; i++) p[i] = lo + (hi - lo) * 0.5f * (urand() + 1.0f);
+    return p;
+}
+
+/* one fwd+bwd, seconds */
+static double run_fb(const gd_config *c, gd_saved *sv, void *ws, float *r, const float *q,
+                     const float *k, const float *v, const float *g, const float *be,
+                     const float *dr, float *dq, float *dk, float *dv, float *dg, float *db,
+                     int H, int T, int D, double *t_fwd)
+{
+    double t0 = now_s(), t1;
+    int rc = gd_forward(c, r, NULL, q, k, v, g, be, NULL, 1, H, T, D, D, sv, ws);
+    t1 = now_s();
+    if (rc == GD_OK)
+        rc = gd_backward(c, sv, dq, dk, dv, dg, db, NULL, dr, NULL, q, k, v, g, be, NULL, 1,
+                         H, T, D, D, ws);
+    if (rc != GD_OK) { fprintf(stderr, "gdelta: %s\n", gd_strerror(rc)); exit(1); }
+    *t_fwd = t1 - t0;
+    return now_s() - t0;
+}
+
+int main(int argc, char **argv)
+{
+    int rounds = argc > 1 ? atoi(argv[1]) : 2;
+    static const int Ds[2] = {64, 128}, Ts[3] = {1024, 4096, 16384};
+    const int H = 8;
+    int di, ti, nt = 1;
+    double speed4k = 0.0;
+#ifdef _OPENMP
+    nt = omp_get_max_threads();
+#endif
+    if (rounds < 1) rounds = 1;
+    printf("bench_gdelta: %d threads, %d rounds (best), B=1 H=%d, chunk 64, recurrent "
+           "checkpoint 64 (recompute)\n", nt, rounds, H);
+    printf("%5s %6s | %12s %12s | %12s %12s | %8s | %14s\n", "D", "T", "rec fwd ms",
+           "rec f+b ms", "chunk fwd ms", "chunk f+b ms", "speedup", "softmax fwd ms");
+    for (di = 0; di < 2; di++)
+        for (ti = 0; ti < 3; ti++) {
+            int D = Ds[di], T = Ts[ti], rd;
+            size_t nqk = (size_t)H * T * D, ng = (size_t)H * T;
+            float *q = alloc_fill(nqk, -1, 1), *k = alloc_fill(nqk, -1, 1),
+                  *v = alloc_fill(nqk, -1, 1), *dr = alloc_fill(nqk, -1, 1);
+            float *g = alloc_fill(ng, 0.9f, 1.0f), *be = alloc_fill(ng, 0.1f, 0.9f);
+            float *r = (float *)calloc(nqk, sizeof(float)), *dq = (float *)calloc(nqk, sizeof(float));
+            float *dk = (float *)calloc(nqk, sizeof(float)), *dv = (float *)calloc(nqk, sizeof(float));
+            float *dg = (float *)calloc(ng, sizeof(float)), *db = (float *)calloc(ng, sizeof(float));
+            gd_config cc = gd_config_default(), cr = gd_config_default();
+            gd_saved sc = gd_saved_init(), srec = gd_saved_init();
+            size_t wsz;
+            void *ws;
+            double bc = 1e30, br = 1e30, bcf = 1e30, brf = 1e30, tf, t, att = -1.0;
+            cr.algo = GD_ALGO_RECURRENT;
+            cr.checkpoint = 64;
+            cc.chunk_size = 64;
+            wsz = gd_workspace_size(&cr, 1, H, T, D, D);
+            if (gd_workspace_size(&cc, 1, H, T, D, D) > wsz) wsz = gd_workspace_size(&cc, 1, H, T, D, D);
+            ws = malloc(wsz);
+            for (rd = 0; rd < rounds; rd++) {
+                t = run_fb(&cc, &sc, ws, r, q, k, v, g, be, dr, dq, dk, dv, dg, db, H, T, D, &tf);
+                if (t < bc) bc = t;
+                if (tf < bcf) bcf = tf;
+                t = run_fb(&cr, &srec, ws, r, q, k, v, g, be, dr, dq, dk, dv, dg, db, H, T, D, &tf);
+                if (t < br) br = t;
+                if (tf < brf) brf = tf;
+            }
+            if (T <= 4096) {
+                float *probs = (float *)malloc((size_t)H * T * T * sizeof(float));
+                if (probs) {
+                    for (rd = 0; rd < rounds; rd++) {
+                        double t0 = now_s();
+                        if (tk_attention_forward(r, probs, q, k, v, NULL, 0, NULL, 1, H, T, D) != TK_OK)
+                            break;
+                        t = now_s() - t0;
+                        if (att < 0 || t < att) att = t;
+                    }
+                    free(probs);
+                }
+            }
+            printf("%5d %6d | %12.1f %12.1f | %12.1f %12.1f | %7.2fx | ", D, T, brf * 1e3,
+                   br * 1e3, bcf * 1e3, bc * 1e3, br / bc);
+            if (att >= 0) printf("%14.1f\n", att * 1e3);
+            else printf("%14s\n", "n/a");
+            fflush(stdout);
+            if (D == 128 && T == 4096) speed4k = br / bc;
+            gd_saved_free(&sc);
+            gd_saved_free(&srec);
+            free(ws);
+            free(q); free(k); free(v); free(dr); free(g); free(be); free(r); free(dq);
+            free(dk); free(dv); free(dg); free(db);
+        }
+    /* decode */
+    {
+        const int N = 256, D = 128, steps = 20;
+        size_t tsz = (size_t)N * H * D * D;
+        float *table = (float *)calloc(tsz, sizeof(float));
+        float *q = alloc_fill((size_t)N * H * D, -1, 1), *k = alloc_fill((size_t)N * H * D, -1, 1);
+        float *v = alloc_fill((size_t)N * H * D, -1, 1), *r = (float *)calloc((size_t)N * H * D, sizeof(float));
+        float *g = alloc_fill((size_t)N * H, 0.9f, 1.0f), *be = alloc_fill((size_t)N * H, 0.1f, 0.9f);
+        int *slots = (int *)malloc(sizeof(int) * N), i, s;
+        gd_config c = gd_config_default();
+        double best = 1e30;
+        for (i = 0; i < N; i++) slots[i] = (i * 37) % N; /* a permutation: 37 is odd */
+        for (s = 0; s < steps; s++) {
+            double t0 = now_s(), t;
+            if (gd_step(&c, table, N, slots, N, H, D, D, q, k, v, g, be, r) != GD_OK) {
+                fprintf(stderr, "gd_step failed\n");
+                return 1;
+            }
+            t = now_s() - t0;
+            if (t < best) best = t;
+        }
+        printf("decode gd_step: %d seqs x %d heads x %dx%d state (%.0f MB table): %.2f ms/step, "
+               "%.0f tokens/s (state traffic %.1f GB/s)\n", N, H, D, D,
+               tsz * 4.0 / 1048576.0, best * 1e3, N / best, 2.0 * tsz * 4.0 / best / 1e9);
+        free(table); free(q); free(k); free(v); free(r); free(g); free(be); free(slots);
+    }
+    printf("bench_gdelta: chunked_speedup_4k=%.2f\n", speed4k);
+    return 0;
+}
