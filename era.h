@@ -632,20 +632,40 @@ ERADEF int era_membership_forward(const era_rpa_config *cfg, const era_rpa_param
     D = p->D;
     P = p->P;
     n = (long long)B * T;
-    ERA__OMP(omp parallel for schedule(static) if(n * (long long)P * D > 65536) reduction(+:nan_rows))
+    {
+        /* projection z = W h + b with W transposed once, four tokens per pass over it:
+           contiguous axpy inner loops that vectorise without -ffast-math */
+        long long nblk = (n + 3) / 4, ib;
+        float *Wt = (float *)ERA_MALLOC(sizeof(float) * (size_t)D * (size_t)P);
+        int q0, d0;
+        if (!Wt) return ERA_ENOMEM;
+        for (q0 = 0; q0 < P; q0++)
+            for (d0 = 0; d0 < D; d0++) Wt[(size_t)d0 * P + q0] = p->W[(size_t)q0 * D + d0];
+        ERA__OMP(omp parallel for schedule(static) if(n * (long long)P * D > 65536))
+        for (ib = 0; ib < nblk; ib++) {
+            long long i0 = ib * 4;
+            int nu = n - i0 < 4 ? (int)(n - i0) : 4, u, d, q;
+            for (u = 0; u < nu; u++) {
+                float *z = zproj + (size_t)(i0 + u) * P;
+                for (q = 0; q < P; q++) z[q] = p->b ? p->b[q] : 0.0f;
+            }
+            for (d = 0; d < D; d++) {
+                const float *ERA_RESTRICT wt = Wt + (size_t)d * P;
+                for (u = 0; u < nu; u++) {
+                    float xv = h[(size_t)(i0 + u) * D + d];
+                    float *ERA_RESTRICT z = zproj + (size_t)(i0 + u) * P;
+                    for (q = 0; q < P; q++) z[q] += xv * wt[q];
+                }
+            }
+        }
+        ERA_FREE(Wt);
+    }
+    ERA__OMP(omp parallel for schedule(static) if(n * (long long)P * R > 65536) reduction(+:nan_rows))
     for (i = 0; i < n; i++) {
-        const float *x = h + (size_t)i * D;
-        float *z = zproj + (size_t)i * P;
+        const float *z = zproj + (size_t)i * P;
         float *m = mu + (size_t)i * R;
         double mx = -HUGE_VAL, s = 0.0;
         int q, r, bad = 0;
-        for (q = 0; q < P; q++) {
-            const float *w = p->W + (size_t)q * D;
-            float acc = p->b ? p->b[q] : 0.0f;
-            int d;
-            for (d = 0; d < D; d++) acc += w[d] * x[d];
-            z[q] = acc;
-        }
         for (r = 0; r < R; r++) {
             const float *c = p->centers + (size_t)r * P;
             double d2 = 0.0, lg;
