@@ -54,8 +54,9 @@
      GUARDIAN_STATIC             all functions static (private copy per translation unit)
      GUARDIAN_MALLOC/GUARDIAN_FREE   allocator (define both or neither)
      GUARDIAN_ASSERT             internal-invariant assert (never used on user input)
-     -fopenmp                    parallel EMA / SWA loops over long weight vectors
-                                 (element-wise: results identical for any thread count)
+     -fopenmp                    parallel EMA / SWA loops over long weight vectors and
+                                 CE rows (element- or row-wise: results identical for
+                                 any thread count)
 
    CONFIG KNOBS (defaults; [paper] = value stated by the paper, [ours] = our choice
    where the paper gives none)
@@ -381,7 +382,9 @@ GUARDIANDEF int guardian_cg_sample(guardian_cg *cg, int *index);
    and label-smoothed (eps in [0,1)): smoothed = (1 - eps)(-log p_y) + eps mean_j(-log p_j),
    as PyTorch's label_smoothing. Sums over rows into *ce_pure_sum, *ce_smooth_sum,
    counted rows into *ntok (any may be NULL). dlogits (N,V) += grad_scale *
-   d(smoothed sum)/dlogits (NULL: skipped). A target >= V is GUARDIAN_ERANGE. */
+   d(smoothed sum)/dlogits (NULL: skipped). A target >= V is GUARDIAN_ERANGE. The sums
+   use a double log-sum-exp and are added in row order (identical for any thread count);
+   N doubles of scratch come from GUARDIAN_MALLOC (GUARDIAN_ENOMEM if that fails). */
 GUARDIANDEF int guardian_ce_smoothed(const float *logits, const int *targets, int N, int V,
                                      float eps, double *ce_pure_sum, double *ce_smooth_sum,
                                      int64_t *ntok, float *dlogits, float grad_scale);
@@ -606,15 +609,19 @@ static void guardian__io_f32s(guardian__io *io, float *a, size_t n)
     for (i = 0; i < n && !io->err; i++) guardian__io_f32(io, &a[i]);
 }
 
+/* CRC-32 (IEEE, reflected 0xEDB88320), table built per call (1 KB, 2k operations) */
 static uint32_t guardian__crc32(uint32_t crc, const unsigned char *p, size_t n)
 {
+    uint32_t tab[256], c;
     size_t i;
     int k;
-    crc = ~crc;
-    for (i = 0; i < n; i++) {
-        crc ^= p[i];
-        for (k = 0; k < 8; k++) crc = (crc >> 1) ^ (0xEDB88320u & (0u - (crc & 1u)));
+    for (i = 0; i < 256; i++) {
+        c = (uint32_t)i;
+        for (k = 0; k < 8; k++) c = (c >> 1) ^ (0xEDB88320u & (0u - (c & 1u)));
+        tab[i] = c;
     }
+    crc = ~crc;
+    for (i = 0; i < n; i++) crc = tab[(crc ^ p[i]) & 0xFFu] ^ (crc >> 8);
     return ~crc;
 }
 
@@ -791,7 +798,8 @@ GUARDIANDEF int guardian_init(guardian *g, const guardian_config *cfg)
     h = cfg->hidden;
     np = guardian__n_params(h);
     mem = (float *)GUARDIAN_MALLOC(sizeof(float) * (size_t)np * 3);
-    work = (double *)GUARDIAN_MALLOC(sizeof(double) * (size_t)(6 * h + 16));
+    /* h1, h2, d2, d1 (H each) and the gradient (np) */
+    work = (double *)GUARDIAN_MALLOC(sizeof(double) * ((size_t)4 * h + (size_t)np + 16));
     if (!mem || !work) {
         if (mem) GUARDIAN_FREE(mem);
         if (work) GUARDIAN_FREE(work);
@@ -927,9 +935,15 @@ GUARDIANDEF int guardian_step(guardian *g, const guardian_obs *obs, float *tau,
     s[0] = obs->gate_delta; s[1] = obs->sat_frac; s[2] = obs->mu_entropy; s[3] = obs->val_ce;
     guardian__forward(g, s, g->work, g->work + g->cfg.hidden, m);
     ls = guardian__log_std(g);
-    for (i = 0; i < GUARDIAN__NA; i++) {
-        a[i] = m[i] + exp((double)ls[i]) * guardian_rng_normal(&g->rng);
-        if (!guardian__finite(a[i]) || !guardian__finite((float)a[i])) return GUARDIAN_EINVAL;
+    {
+        guardian_rng saved = g->rng;
+        for (i = 0; i < GUARDIAN__NA; i++) {
+            a[i] = m[i] + exp((double)ls[i]) * guardian_rng_normal(&g->rng);
+            if (!guardian__finite(a[i]) || !guardian__finite((float)a[i])) {
+                g->rng = saved; /* all-or-nothing */
+                return GUARDIAN_EINVAL;
+            }
+        }
     }
     {
         double scale = g->beta, tmax = g->cfg.tau_max, tmin = g->cfg.tau_min;
@@ -975,7 +989,7 @@ GUARDIANDEF int guardian_update(guardian *g, float reward)
 {
     int H, np, i, j;
     double m[3], dm[3], dls[3], adv;
-    double *h1, *h2, *d2, *d1;
+    double *h1, *h2, *d2, *d1, *gr;
     float *W2, *W3;
     const float *ls;
     if (!g || !g->params) return GUARDIAN_EINVAL;
@@ -1001,8 +1015,7 @@ GUARDIANDEF int guardian_update(guardian *g, float reward)
         dm[i] = -adv * z / s;
         dls[i] = -adv * (z * z - 1.0);
     }
-    /* backprop to the hidden pre-activations; parameter gradients are formed on the
-       fly inside the Adam loop (no gradient buffer) */
+    /* backprop through the MLP into the gradient buffer (parameter order) */
     W2 = g->params + H * GUARDIAN__NS + H;
     W3 = W2 + H * H + H;
     for (j = 0; j < H; j++) {
@@ -1019,27 +1032,32 @@ GUARDIANDEF int guardian_update(guardian *g, float reward)
         if (!guardian__finite(dm[i]) || !guardian__finite(dls[i])) return GUARDIAN_EINVAL;
     for (j = 0; j < H; j++)
         if (!guardian__finite(d1[j]) || !guardian__finite(d2[j])) return GUARDIAN_EINVAL;
-    /* Adam (PyTorch form, bias-corrected) over the parameter blocks in order. */
+    gr = d1 + H;
+    {
+        double *q = gr;
+        for (i = 0; i < H; i++)                     /* W1 (H,4) */
+            for (j = 0; j < GUARDIAN__NS; j++) *q++ = d1[i] * (double)g->last_obs[j];
+        for (i = 0; i < H; i++) *q++ = d1[i];       /* b1 */
+        for (i = 0; i < H; i++)                     /* W2 (H,H) */
+            for (j = 0; j < H; j++) *q++ = d2[i] * h1[j];
+        for (i = 0; i < H; i++) *q++ = d2[i];       /* b2 */
+        for (i = 0; i < GUARDIAN__NA; i++)          /* W3 (3,H) */
+            for (j = 0; j < H; j++) *q++ = dm[i] * h2[j];
+        for (i = 0; i < GUARDIAN__NA; i++) *q++ = dm[i];  /* b3 */
+        for (i = 0; i < GUARDIAN__NA; i++) *q++ = dls[i]; /* log-std */
+        GUARDIAN_ASSERT(q == gr + np);
+    }
+    /* Adam (PyTorch form, bias-corrected) */
     {
         double b1 = g->cfg.adam_beta1, b2 = g->cfg.adam_beta2, lr = g->cfg.lr;
         double eps = g->cfg.adam_eps, c1, c2;
         int64_t t = g->adam_t + 1;
-        int k = 0;
+        int k;
         c1 = 1.0 - pow(b1, (double)t);
         c2 = 1.0 - pow(b2, (double)t);
         for (k = 0; k < np; k++) {
-            double gr, mm, vv;
-            /* gradient of parameter k */
-            int o = k;
-            if (o < H * GUARDIAN__NS) { gr = d1[o / GUARDIAN__NS] * g->last_obs[o % GUARDIAN__NS]; }
-            else if ((o -= H * GUARDIAN__NS) < H) { gr = d1[o]; }
-            else if ((o -= H) < H * H) { gr = d2[o / H] * h1[o % H]; }
-            else if ((o -= H * H) < H) { gr = d2[o]; }
-            else if ((o -= H) < GUARDIAN__NA * H) { gr = dm[o / H] * h2[o % H]; }
-            else if ((o -= GUARDIAN__NA * H) < GUARDIAN__NA) { gr = dm[o]; }
-            else { o -= GUARDIAN__NA; gr = dls[o]; }
-            mm = b1 * g->adam_m[k] + (1.0 - b1) * gr;
-            vv = b2 * g->adam_v[k] + (1.0 - b2) * gr * gr;
+            double mm = b1 * g->adam_m[k] + (1.0 - b1) * gr[k];
+            double vv = b2 * g->adam_v[k] + (1.0 - b2) * gr[k] * gr[k];
             g->adam_m[k] = (float)mm;
             g->adam_v[k] = (float)vv;
             g->params[k] = (float)((double)g->params[k] -
@@ -1851,57 +1869,63 @@ GUARDIANDEF int guardian_ce_smoothed(const float *logits, const int *targets, in
                                      float eps, double *ce_pure_sum, double *ce_smooth_sum,
                                      int64_t *ntok, float *dlogits, float grad_scale)
 {
-    int r, j;
-    double ps = 0, ss = 0;
+    int r;
+    size_t i;
+    double ps = 0, ss = 0, *rv;
     int64_t cnt = 0;
     if (!logits || !targets || N < 1 || V < 1 || !guardian__finite(eps) || eps < 0 ||
         eps >= 1 || (dlogits && !guardian__finite(grad_scale)))
         return GUARDIAN_EINVAL;
     for (r = 0; r < N; r++)
         if (targets[r] >= V) return GUARDIAN_ERANGE;
-    /* pass 1: sums (serial, fixed order); rejects non-finite logits before any write */
+    /* reject non-finite logits (of counted rows) before anything is written */
     for (r = 0; r < N; r++) {
         const float *x = logits + (size_t)r * V;
-        double mx, se = 0, lse, sumlp = 0, lpy;
+        float acc = 0.0f;
         if (targets[r] < 0) continue;
-        mx = x[0];
-        for (j = 0; j < V; j++) {
-            if (!guardian__finite(x[j])) return GUARDIAN_EINVAL;
-            if (x[j] > mx) mx = x[j];
-        }
-        for (j = 0; j < V; j++) se += exp((double)x[j] - mx);
-        lse = mx + log(se);
-        for (j = 0; j < V; j++) sumlp += (double)x[j] - lse;
-        lpy = (double)x[targets[r]] - lse;
-        ps += -lpy;
-        ss += (1.0 - eps) * (-lpy) + eps * (-sumlp / V);
-        cnt++;
+        for (i = 0; i < (size_t)V; i++) acc += x[i] - x[i]; /* NaN iff some x is NaN/Inf */
+        if (acc != 0.0f) return GUARDIAN_EINVAL;
     }
-    if (ce_pure_sum) *ce_pure_sum = ps;
-    if (ce_smooth_sum) *ce_smooth_sum = ss;
-    if (ntok) *ntok = cnt;
-    if (!dlogits) return GUARDIAN_OK;
-    /* pass 2: d smoothed / d logits = softmax - (1 - eps) onehot - eps / V */
+    rv = (double *)GUARDIAN_MALLOC(sizeof(double) * 2 * (size_t)N);
+    if (!rv) return GUARDIAN_ENOMEM;
+    /* one pass per row: log-sum-exp in double (exact bookkeeping), then the gradient
+       d smoothed / d logits = softmax - (1 - eps) onehot - eps / V (softmax in float).
+       Rows are independent; the sums are added serially below (deterministic). */
 #ifdef _OPENMP
-#pragma omp parallel for schedule(static) if ((double)N * V > 65536.0)
+#pragma omp parallel for schedule(static) if ((double)N * V > 32768.0)
 #endif
     for (r = 0; r < N; r++) {
         const float *x = logits + (size_t)r * V;
-        float *d = dlogits + (size_t)r * V;
-        double mx, se = 0, inv;
-        int jj;
-        if (targets[r] < 0) continue;
+        double mx, se = 0, sx = 0, lse, lpy;
+        int j, y = targets[r];
+        if (y < 0) { rv[2 * (size_t)r] = 0; rv[2 * (size_t)r + 1] = 0; continue; }
         mx = x[0];
-        for (jj = 1; jj < V; jj++)
-            if (x[jj] > mx) mx = x[jj];
-        for (jj = 0; jj < V; jj++) se += exp((double)x[jj] - mx);
-        inv = 1.0 / se;
-        for (jj = 0; jj < V; jj++) {
-            double gj = exp((double)x[jj] - mx) * inv - (double)eps / V;
-            if (jj == targets[r]) gj -= 1.0 - eps;
-            d[jj] += (float)(grad_scale * gj);
+        for (j = 0; j < V; j++) {
+            if (x[j] > mx) mx = x[j];
+            sx += x[j];
+        }
+        for (j = 0; j < V; j++) se += exp((double)x[j] - mx);
+        lse = mx + log(se);
+        lpy = (double)x[y] - lse;
+        rv[2 * (size_t)r] = -lpy;
+        rv[2 * (size_t)r + 1] = (1.0 - eps) * (-lpy) + (double)eps * (lse - sx / V);
+        if (dlogits) {
+            float *d = dlogits + (size_t)r * V;
+            float fl = (float)lse, sc = grad_scale, u = eps / (float)V;
+            for (j = 0; j < V; j++) d[j] += sc * (expf(x[j] - fl) - u);
+            d[y] -= sc * (1.0f - eps);
         }
     }
+    for (r = 0; r < N; r++) {
+        if (targets[r] < 0) continue;
+        ps += rv[2 * (size_t)r];
+        ss += rv[2 * (size_t)r + 1];
+        cnt++;
+    }
+    GUARDIAN_FREE(rv);
+    if (ce_pure_sum) *ce_pure_sum = ps;
+    if (ce_smooth_sum) *ce_smooth_sum = ss;
+    if (ntok) *ntok = cnt;
     return GUARDIAN_OK;
 }
 
