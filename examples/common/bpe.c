@@ -23,9 +23,9 @@
 #define BPE__MAX_VOCAB (1 << 24)
 #define BPE__NO_RANK INT32_MAX
 
-typedef struct { int32_t rank, id; } bpe__merge;
-typedef struct { uint64_t key; bpe__merge value; } bpe__merge_kv;
-typedef struct { uint64_t key; uint32_t value; } bpe__cache_kv;
+/* merge table: open addressing on the pair key (left << 32 | right); empty: key ~0 */
+typedef struct { uint64_t key; int32_t rank, id; } bpe__merge;
+typedef struct { uint64_t h; uint32_t e; } bpe__slot; /* e: entry index + 1; 0 empty */
 typedef struct { size_t boff, ioff; uint32_t blen, nids; } bpe__centry;
 
 struct bpe_tokenizer {
@@ -33,9 +33,12 @@ struct bpe_tokenizer {
     int32_t byte_id[256];        /* id of each single-byte token */
     unsigned char *tok_bytes;    /* all token bytes, concatenated */
     size_t *tok_off;             /* (n_vocab + 1) offsets into tok_bytes */
-    bpe__merge_kv *merges;       /* stb_ds map (left << 32 | right) -> rank, merged id */
+    bpe__merge *merges;          /* nmslots slots (power of 2), at most half full */
+    size_t nmslots;
+    int mbits;
     /* word cache */
-    bpe__cache_kv *cache;        /* stb_ds map hash(word) -> entry index */
+    bpe__slot *slots;            /* open addressing, hash(word) -> entry; cap a power of 2 */
+    size_t nslots, nused;
     bpe__centry *centries;       /* stb_ds array */
     unsigned char *cbytes;       /* stb_ds array */
     int32_t *cids;               /* stb_ds array */
@@ -608,6 +611,34 @@ static int bpe__lookup(bpe__loader *L, const unsigned char *s, size_t n)
     return i < 0 ? -1 : L->map[i].value;
 }
 
+/* The slot holding key, or the empty slot where it would go. */
+static bpe__merge *bpe__merge_slot(const bpe_tokenizer *t, uint64_t key)
+{
+    size_t mask = t->nmslots - 1, k = (size_t)((key * 0x9E3779B97F4A7C15ULL) >> (64 - t->mbits));
+    for (;; k = (k + 1) & mask) {
+        bpe__merge *m = &t->merges[k];
+        if (m->key == key || m->key == UINT64_MAX) return m;
+    }
+}
+
+static int bpe__merges_grow(bpe_tokenizer *t)
+{
+    size_t old = t->nmslots, i;
+    bpe__merge *om = t->merges, *nm;
+    size_t nc = old ? old * 2 : 1024;
+    nm = (bpe__merge *)malloc(nc * sizeof(bpe__merge));
+    if (!nm) return BPE_ENOMEM;
+    for (i = 0; i < nc; i++) nm[i].key = UINT64_MAX;
+    t->merges = nm;
+    t->nmslots = nc;
+    t->mbits = 0;
+    while (((size_t)1 << t->mbits) < nc) t->mbits++;
+    for (i = 0; i < old; i++)
+        if (om[i].key != UINT64_MAX) *bpe__merge_slot(t, om[i].key) = om[i];
+    free(om);
+    return BPE_OK;
+}
+
 static int bpe__parse_merges(bpe_tokenizer *tok, bpe__loader *L, const unsigned char *s,
                              size_t n, char *err, size_t errlen)
 {
@@ -663,15 +694,21 @@ static int bpe__parse_merges(bpe_tokenizer *tok, bpe__loader *L, const unsigned 
             return bpe__err(err, errlen, BPE_EFORMAT, "vocab.bpe line %zu: merged token not in encoder.json", line);
         }
         key = ((uint64_t)(uint32_t)a << 32) | (uint32_t)b;
-        if (hmgeti(tok->merges, key) >= 0) {
-            arrfree(cat);
-            return bpe__err(err, errlen, BPE_EFORMAT, "vocab.bpe line %zu: duplicate merge", line);
+        if (tok->merges == NULL || (size_t)rank * 2 >= tok->nmslots) {
+            if (bpe__merges_grow(tok) != BPE_OK) {
+                arrfree(cat);
+                return bpe__err(err, errlen, BPE_ENOMEM, "vocab.bpe: out of memory");
+            }
         }
         {
-            bpe__merge m;
-            m.rank = rank;
-            m.id = c;
-            hmput(tok->merges, key, m);
+            bpe__merge *m = bpe__merge_slot(tok, key);
+            if (m->key == key) {
+                arrfree(cat);
+                return bpe__err(err, errlen, BPE_EFORMAT, "vocab.bpe line %zu: duplicate merge", line);
+            }
+            m->key = key;
+            m->rank = rank;
+            m->id = c;
         }
         if (rank == INT32_MAX - 1) {
             arrfree(cat);
@@ -767,9 +804,9 @@ int bpe_load(bpe_tokenizer **out, const char *encoder_json_path, const char *voc
         char tmp[512];
         snprintf(tmp, sizeof tmp, "%s", err);
         if (strncmp(tmp, "vocab.bpe", 9) == 0)
-            snprintf(err, errlen, "%s: %s", vocab_bpe_path, tmp + (tmp[9] == ':' ? 11 : 10));
+            bpe__err(err, errlen, rc, "%s: %s", vocab_bpe_path, tmp + (tmp[9] == ':' ? 11 : 10));
         else if (strncmp(tmp, "encoder.json", 12) == 0)
-            snprintf(err, errlen, "%s: %s", encoder_json_path, tmp + (tmp[12] == ':' ? 14 : 13));
+            bpe__err(err, errlen, rc, "%s: %s", encoder_json_path, tmp + (tmp[12] == ':' ? 14 : 13));
     }
     free(js);
     free(mg);
@@ -793,8 +830,8 @@ int bpe_load_dir(bpe_tokenizer **out, const char *dir, char *err, size_t errlen)
 
 static void bpe__cache_clear(bpe_tokenizer *t)
 {
-    hmfree(t->cache);
-    t->cache = NULL;
+    if (t->slots) memset(t->slots, 0, t->nslots * sizeof(bpe__slot));
+    t->nused = 0;
     arrsetlen(t->centries, 0);
     arrsetlen(t->cbytes, 0);
     arrsetlen(t->cids, 0);
@@ -805,8 +842,8 @@ void bpe_free(bpe_tokenizer *tok)
     if (!tok) return;
     free(tok->tok_bytes);
     free(tok->tok_off);
-    hmfree(tok->merges);
-    hmfree(tok->cache);
+    free(tok->merges);
+    free(tok->slots);
     arrfree(tok->centries);
     arrfree(tok->cbytes);
     arrfree(tok->cids);
@@ -837,10 +874,12 @@ void bpe_cache_stats(const bpe_tokenizer *tok, size_t *hits, size_t *misses)
 static int32_t bpe__rank(const bpe_tokenizer *t, int32_t a, int32_t b, int32_t *merged)
 {
     uint64_t key = ((uint64_t)(uint32_t)a << 32) | (uint32_t)b;
-    ptrdiff_t i = hmgeti(((bpe_tokenizer *)t)->merges, key);
-    if (i < 0) return BPE__NO_RANK;
-    if (merged) *merged = t->merges[i].value.id;
-    return t->merges[i].value.rank;
+    const bpe__merge *m;
+    if (!t->merges) return BPE__NO_RANK;
+    m = bpe__merge_slot(t, key);
+    if (m->key != key) return BPE__NO_RANK;
+    if (merged) *merged = m->id;
+    return m->rank;
 }
 
 /* BPE of one word s[0..n) (n >= 1); the result is in t->sym[0..*m). Same merge order
@@ -908,6 +947,24 @@ static uint64_t bpe__hash(const unsigned char *s, size_t n)
     return (h ^ (uint64_t)n) & 0x7FFFFFFF7FFFFFFFULL;
 }
 
+/* Double the slot table (or create it) and re-insert the live entries. */
+static int bpe__cache_grow(bpe_tokenizer *t)
+{
+    size_t nc = t->nslots ? t->nslots * 2 : 4096, i, mask = nc - 1;
+    bpe__slot *ns = (bpe__slot *)calloc(nc, sizeof(bpe__slot));
+    if (!ns) return BPE_ENOMEM;
+    for (i = 0; i < t->nslots; i++) {
+        size_t k;
+        if (t->slots[i].e == 0) continue;
+        for (k = (size_t)t->slots[i].h & mask; ns[k].e != 0; k = (k + 1) & mask) {}
+        ns[k] = t->slots[i];
+    }
+    free(t->slots);
+    t->slots = ns;
+    t->nslots = nc;
+    return BPE_OK;
+}
+
 int bpe_encode(bpe_tokenizer *t, const void *text, size_t len, bpe_ids *out)
 {
     const unsigned char *s = (const unsigned char *)text;
@@ -918,36 +975,49 @@ int bpe_encode(bpe_tokenizer *t, const void *text, size_t len, bpe_ids *out)
         size_t e = bpe_next_piece(s, len, p), n = e - p, m;
         const unsigned char *w = s + p;
         uint64_t h;
-        ptrdiff_t ci;
+        bpe__slot *slot;
         p = e;
         if (n == 1) {
             if ((rc = bpe_ids_push(out, t->byte_id[w[0]])) != BPE_OK) return rc;
             continue;
         }
         h = bpe__hash(w, n);
-        if (t->cache_limit) {
-            ci = hmgeti(t->cache, h);
-            if (ci >= 0) {
-                const bpe__centry *ce = &t->centries[t->cache[ci].value];
-                if (ce->blen == n && memcmp(t->cbytes + ce->boff, w, n) == 0) {
-                    if ((rc = bpe__ids_reserve(out, ce->nids)) != BPE_OK) return rc;
-                    memcpy(out->data + out->n, t->cids + ce->ioff, ce->nids * sizeof(int32_t));
-                    out->n += ce->nids;
-                    t->hits++;
-                    continue;
+        slot = NULL;
+        if (t->cache_limit && n <= 256) {
+            size_t mask, k;
+            if (t->nused * 2 >= t->nslots && (rc = bpe__cache_grow(t)) != BPE_OK) return rc;
+            mask = t->nslots - 1;
+            for (k = (size_t)h & mask;; k = (k + 1) & mask) {
+                bpe__slot *sl = &t->slots[k];
+                if (sl->e == 0) {
+                    slot = sl; /* not cached: insert here below */
+                    break;
+                }
+                if (sl->h == h) {
+                    const bpe__centry *ce = &t->centries[sl->e - 1];
+                    if (ce->blen == n && memcmp(t->cbytes + ce->boff, w, n) == 0) {
+                        if ((rc = bpe__ids_reserve(out, ce->nids)) != BPE_OK) return rc;
+                        memcpy(out->data + out->n, t->cids + ce->ioff, ce->nids * sizeof(int32_t));
+                        out->n += ce->nids;
+                        t->hits++;
+                        break;
+                    }
                 }
             }
+            if (!slot) continue; /* hit */
         }
         t->misses++;
         if ((rc = bpe__word(t, w, n, &m)) != BPE_OK) return rc;
         if ((rc = bpe__ids_reserve(out, m)) != BPE_OK) return rc;
         memcpy(out->data + out->n, t->sym, m * sizeof(int32_t));
         out->n += m;
-        if (t->cache_limit && n <= 256 && hmgeti(t->cache, h) < 0) {
+        if (slot) {
             bpe__centry ce;
             if ((size_t)arrlen(t->cbytes) + (size_t)arrlen(t->cids) * 4 +
-                    (size_t)arrlen(t->centries) * 48 > t->cache_limit)
-                bpe__cache_clear(t);
+                    (size_t)arrlen(t->centries) * sizeof(bpe__centry) > t->cache_limit) {
+                bpe__cache_clear(t); /* full: start again */
+                slot = &t->slots[(size_t)h & (t->nslots - 1)];
+            }
             ce.boff = (size_t)arrlen(t->cbytes);
             ce.ioff = (size_t)arrlen(t->cids);
             ce.blen = (uint32_t)n;
@@ -955,7 +1025,9 @@ int bpe_encode(bpe_tokenizer *t, const void *text, size_t len, bpe_ids *out)
             memcpy(arraddnptr(t->cbytes, n), w, n);
             memcpy(arraddnptr(t->cids, m), t->sym, m * sizeof(int32_t));
             arrput(t->centries, ce);
-            hmput(t->cache, h, (uint32_t)(arrlen(t->centries) - 1));
+            slot->h = h;
+            slot->e = (uint32_t)arrlen(t->centries);
+            t->nused++;
         }
     }
     return BPE_OK;
