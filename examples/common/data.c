@@ -358,7 +358,8 @@ int wt2_load_split(const char *dir, int split, bpe_tokenizer *tok, wt2_tokens *o
         bpe_tokenizer *own = NULL;
         unsigned char *text = NULL;
         size_t len = 0, i;
-        bpe_ids ids = {0};
+        bpe_ids ids;
+        memset(&ids, 0, sizeof ids);
         if (!tok) {
             char vd[1100];
             snprintf(vd, sizeof vd, "%s/gpt2", dir);
