@@ -120,6 +120,9 @@ int main(int argc, char **argv)
         }
         printf("%-5s %zu bytes, %zu rows kept, %zu ids (incl. one <|endoftext|> per row) -> %s (%.2f s)\n",
                wt2_split_name(s), len, rows, ids.n, outp, sec);
+        printf("      sequential chunks: T=256 %zu (%.2f%% of targets), T=1024 %zu (%.2f%%)\n",
+               wt2_num_chunks(ids.n, 256), 100.0 * wt2_coverage(ids.n, 256), wt2_num_chunks(ids.n, 1024),
+               100.0 * wt2_coverage(ids.n, 1024));
         nprepared++;
         if (inv.has_u16[s]) {
             uint16_t *ref = NULL;
