@@ -5,6 +5,9 @@
 #include "attnkit_test.h"
 
 #include <stdint.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 /* ------------------------------------------------------------ helpers */
 static int all_finite_f(const float *x, long n)
@@ -1018,6 +1021,45 @@ static void test_ce_smoothed(void)
     CHECK_INT_EQ(guardian_ce_smoothed(logits, tg, N, V, 1.0f, &ps, &ss, &ntok, dl, 1), GUARDIAN_EINVAL);
 }
 
+static void set_threads(int n)
+{
+#ifdef _OPENMP
+    omp_set_num_threads(n);
+#else
+    (void)n;
+#endif
+}
+
+static void test_ce_threads_deterministic(void)
+{
+    /* large enough to take the parallel row loop: sums and gradients must not depend
+       on the thread count (rows are independent, sums added in row order) */
+    enum { N = 48, V = 1024 };
+    float *x = (float *)malloc(sizeof(float) * N * V);
+    float *d1 = (float *)calloc((size_t)N * V, sizeof(float));
+    float *d2 = (float *)calloc((size_t)N * V, sizeof(float));
+    int tg[N], i, j;
+    double p1, s1, p2, s2, rs = 0;
+    tt_seed(77);
+    tt_fill_normal(x, (long)N * V, 3.0);
+    for (i = 0; i < N; i++) tg[i] = (i * 37) % V;
+    tg[5] = -1;
+    set_threads(1);
+    CHECK_INT_EQ(guardian_ce_smoothed(x, tg, N, V, 0.015f, &p1, &s1, NULL, d1, 0.5f), GUARDIAN_OK);
+    set_threads(3);
+    CHECK_INT_EQ(guardian_ce_smoothed(x, tg, N, V, 0.015f, &p2, &s2, NULL, d2, 0.5f), GUARDIAN_OK);
+    set_threads(2);
+    CHECK(p1 == p2 && s1 == s2);
+    CHECK(memcmp(d1, d2, sizeof(float) * N * V) == 0);
+    /* a gradient row sums to ~0 (softmax minus a distribution); padding rows untouched */
+    for (j = 0; j < V; j++) rs += d1[j];
+    CHECK_NEAR(rs, 0.0, 1e-5);
+    for (j = 0; j < V; j++)
+        if (d1[5 * V + j] != 0.0f) break;
+    CHECK_INT_EQ(j, V);
+    free(x); free(d1); free(d2);
+}
+
 static double ref_floor(double H, double lam_sat)
 {
     double gap = 0.5 * log(4.0) - H;
@@ -1374,6 +1416,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_context_game_nash);
     TEST_RUN(test_context_game_utility);
     TEST_RUN(test_ce_smoothed);
+    TEST_RUN(test_ce_threads_deterministic);
     TEST_RUN(test_entropy_floor);
     TEST_RUN(test_mu_entropy);
     TEST_RUN(test_state_guardian_roundtrip);
