@@ -194,6 +194,7 @@ typedef struct era_rpa_state {
     const float *mu;     /* (B,T,R) pointer given to forward (legacy path re-reads it) */
     float *mbar;         /* (T,R) */
     float *phi;          /* (T,K) */
+    float *phiT;         /* (K,T) the same basis, transposed */
     float *X;            /* (2 iters + 1, R, K) Sinkhorn iterates; P = last */
     float *M;            /* (T,K) = mbar P */
     void *mem;
@@ -216,7 +217,8 @@ ERADEF int era_membership_forward(const era_rpa_config *cfg, const era_rpa_param
                                   era_mu_stats *stats, const float *h /* (B,T,D) */,
                                   int B, int T);
 /* Accumulates into dh (may be NULL) and g. dmu: (B,T,R) gradient on mu (may be NULL);
-   dentropy: gradient on stats.entropy (the mean membership entropy). */
+   dentropy: gradient on stats.entropy (the mean membership entropy). Supports R <= 64
+   (ERA_EINVAL above). Tokens whose logits were not finite get no gradient. */
 ERADEF int era_membership_backward(const era_rpa_config *cfg, const era_rpa_params *p,
                                    float *dh /* (B,T,D) */, era_rpa_grads *g,
                                    const float *dmu /* (B,T,R) */, float dentropy,
@@ -236,14 +238,20 @@ ERADEF int era_type2_forward(float *u /* (B,T) */, const float *h /* (B,T,D) */,
                              int Dh);
 
 /* RPA prior from memberships. bias: (T,T) output, or NULL to build only the factored
-   state (O(T K) memory; then read rows with era_rpa_rows). mu must stay unchanged until
-   era_rpa_backward when cfg->legacy. workspace: NULL or era_rpa_workspace_size bytes. */
+   state (O(T (R + K)) memory; then read rows with era_rpa_rows). The state keeps the mu
+   pointer: mu must stay valid and unchanged until era_rpa_backward (and, with
+   cfg->legacy, until the last era_rpa_rows). workspace: NULL or era_rpa_workspace_size
+   bytes, queried with the same OpenMP thread count as the call (per-thread rows). */
 ERADEF int era_rpa_forward(const era_rpa_config *cfg, const era_rpa_params *p,
                            const float *mu /* (B,T,R) */, int B, int T,
                            float *bias /* (T,T) or NULL */, era_rpa_state *st,
                            void *workspace);
 /* dbias: (T,T) gradient on the bias (summed over batch and heads: era_reduce_grad).
-   Accumulates dmu (B,T,R) (may be NULL) and g->dtau_att, g->dpos_beta, g->dkappa. */
+   Accumulates dmu (B,T,R) (may be NULL) and g->dtau_att, g->dpos_beta, g->dkappa.
+   cfg must match the forward's (ERA_ESTATE otherwise). With cfg->detach the plan P is a
+   constant (no gradient through S and Sinkhorn), as in the reference's S.detach().
+   The warm-in scale and the clip are differentiated (clipped entries pass nothing);
+   the legacy path's dmu supports R <= 64. */
 ERADEF int era_rpa_backward(const era_rpa_config *cfg, const era_rpa_params *p,
                             const era_rpa_state *st, const float *dbias /* (T,T) */,
                             float *dmu /* (B,T,R) */, era_rpa_grads *g, void *workspace);
@@ -892,7 +900,7 @@ ERADEF int era_type2_forward(float *u, const float *h, const float *U1, const fl
 /* layout of the RPA state blob */
 static size_t era__rpa_state_bytes(int T, int R, int K, int iters)
 {
-    return era__align(sizeof(float) * (size_t)T * R) + era__align(sizeof(float) * (size_t)T * K) * 2 +
+    return era__align(sizeof(float) * (size_t)T * R) + era__align(sizeof(float) * (size_t)T * K) * 3 +
            era__align(sizeof(float) * (size_t)(2 * iters + 1) * R * K);
 }
 
@@ -905,17 +913,16 @@ static void era__rpa_xrow(const era_rpa_state *st, int i, float *ERA_RESTRICT ou
         float pm = st->posmix;
         double beta = st->pos_beta > 0.0f ? st->pos_beta : 0.0;
         double den = T - 1 > 1 ? (double)(T - 1) : 1.0;
-        for (j = 0; j < T; j++) {
-            const float *Pj = st->phi + (size_t)j * K;
-            float acc = 0.0f;
-            for (k = 0; k < K; k++) acc += Mi[k] * Pj[k];
-            out[j] = acc;
+        /* row i of M Phi^T as K contiguous axpys (vectorises) */
+        for (j = 0; j < T; j++) out[j] = 0.0f;
+        for (k = 0; k < K; k++) {
+            const float *ERA_RESTRICT pk = st->phiT + (size_t)k * T;
+            float mk = Mi[k];
+            for (j = 0; j < T; j++) out[j] += mk * pk[j];
         }
         if (pm > 0.0f) {
-            for (j = 0; j < T; j++) {
-                double pos = -beta * (double)abs(i - j) / den;
-                out[j] = (float)((1.0 - pm) * (double)out[j] + pm * pos);
-            }
+            float keep = 1.0f - pm, cpos = (float)(-(double)pm * beta / den);
+            for (j = 0; j < T; j++) out[j] = keep * out[j] + cpos * (float)(i > j ? i - j : j - i);
         }
     } else {
         int B = st->B, R = st->R, b, r;
@@ -967,6 +974,30 @@ static double era__rpa_inv_d(const era_rpa_state *st)
     return 1.0 / (st->std + (double)st->zeps);
 }
 
+/* row i of the final bias into row (T) */
+static void era__rpa_final_row(const era_rpa_state *st, int i, float *ERA_RESTRICT row)
+{
+    int j, T = st->T;
+    double inv_d = era__rpa_inv_d(st);
+    era__rpa_xrow(st, i, row);
+    if (st->legacy || st->count < 2) {
+        for (j = 0; j < T; j++) row[j] = era__rpa_finish(st, era__rpa_y(st, i, j, row[j], inv_d, NULL));
+    } else {
+        /* the same steps as era__rpa_y + era__rpa_finish, in float (vectorises) */
+        float m = (float)st->mean, id = (float)inv_d, c = st->clip, it = 1.0f / st->tau;
+        float sc = st->scale;
+        for (j = 0; j < T; j++) {
+            float y = (row[j] - m) * id, v;
+            if (y != y) y = 0.0f;
+            if (y > FLT_MAX) y = c;
+            if (y < -FLT_MAX) y = -c;
+            v = y * it;
+            v = v > c ? c : (v < -c ? -c : v);
+            row[j] = v * sc;
+        }
+    }
+}
+
 ERADEF size_t era_rpa_workspace_size(const era_rpa_config *cfg, int B, int T)
 {
     size_t nt = (size_t)era__nthreads();
@@ -1011,7 +1042,8 @@ ERADEF int era_rpa_forward(const era_rpa_config *cfg, const era_rpa_params *p,
     st->mbar = (float *)st->mem;
     st->phi = (float *)((char *)st->mbar + era__align(sizeof(float) * (size_t)T * R));
     st->M = (float *)((char *)st->phi + era__align(sizeof(float) * (size_t)T * K));
-    st->X = (float *)((char *)st->M + era__align(sizeof(float) * (size_t)T * K));
+    st->phiT = (float *)((char *)st->M + era__align(sizeof(float) * (size_t)T * K));
+    st->X = (float *)((char *)st->phiT + era__align(sizeof(float) * (size_t)T * K));
     st->posmix = cfg->posmix;
     st->pos_beta = p->pos_beta;
     st->clip = cfg->bias_clip;
@@ -1048,6 +1080,8 @@ ERADEF int era_rpa_forward(const era_rpa_config *cfg, const era_rpa_params *p,
         }
     }
     era_rpa_basis(st->phi, T, K);
+    for (t = 0; t < T; t++)
+        for (k = 0; k < K; k++) st->phiT[(size_t)k * T + t] = st->phi[(size_t)t * K + k];
     /* S = mbar^T Phi, X0 = clamp(exp(S / tau_align)) */
     tau_a = cfg->tau_align > 1e-6f ? (double)cfg->tau_align : 1e-6;
     for (r = 0; r < R; r++)
@@ -1098,10 +1132,10 @@ ERADEF int era_rpa_forward(const era_rpa_config *cfg, const era_rpa_params *p,
                 st->M[(size_t)t * K + k] = acc;
             }
     }
-    /* statistics pass (writes x into bias when given) */
+    /* statistics pass (x in a per-thread row buffer) */
     ERA__OMP(omp parallel for schedule(static) if((long long)T * T > 4096))
     for (t = 0; t < T; t++) {
-        float *row = bias ? bias + (size_t)t * T : rowbuf + (size_t)era__tid() * T;
+        float *row = rowbuf + (size_t)era__tid() * T;
         int j, jn = st->zscore_causal ? t + 1 : T;
         double s = 0.0, s2 = 0.0;
         era__rpa_xrow(st, t, row);
@@ -1125,14 +1159,12 @@ ERADEF int era_rpa_forward(const era_rpa_config *cfg, const era_rpa_params *p,
     }
     /* output pass, and the std of the final bias over the statistics set */
     {
-        double inv_d = era__rpa_inv_d(st);
         ERA__OMP(omp parallel for schedule(static) if((long long)T * T > 4096))
         for (t = 0; t < T; t++) {
             float *row = bias ? bias + (size_t)t * T : rowbuf + (size_t)era__tid() * T;
             int j, jn = st->zscore_causal ? t + 1 : T;
             double s = 0.0, s2 = 0.0;
-            if (!bias) era__rpa_xrow(st, t, row);
-            for (j = 0; j < T; j++) row[j] = era__rpa_finish(st, era__rpa_y(st, t, j, row[j], inv_d, NULL));
+            era__rpa_final_row(st, t, row);
             for (j = 0; j < jn; j++) {
                 s += row[j];
                 s2 += (double)row[j] * row[j];
@@ -1155,17 +1187,10 @@ ERADEF int era_rpa_forward(const era_rpa_config *cfg, const era_rpa_params *p,
 ERADEF int era_rpa_rows(const era_rpa_state *st, int row0, int nrows, float *out)
 {
     int t;
-    double inv_d;
     if (!st || !out || !st->valid) return ERA_EINVAL;
     if (row0 < 0 || nrows < 0 || row0 > st->T || nrows > st->T - row0) return ERA_EINVAL;
-    inv_d = era__rpa_inv_d(st);
     ERA__OMP(omp parallel for schedule(static) if((long long)nrows * st->T > 4096))
-    for (t = row0; t < row0 + nrows; t++) {
-        float *row = out + (size_t)(t - row0) * st->T;
-        int j;
-        era__rpa_xrow(st, t, row);
-        for (j = 0; j < st->T; j++) row[j] = era__rpa_finish(st, era__rpa_y(st, t, j, row[j], inv_d, NULL));
-    }
+    for (t = row0; t < row0 + nrows; t++) era__rpa_final_row(st, t, out + (size_t)(t - row0) * st->T);
     return ERA_OK;
 }
 
@@ -1856,11 +1881,13 @@ ERADEF int era_reduce_grad(float *dbias, const float *dscores, int per_head, int
         long long hh = i / TT, e = i % TT;
         double acc = 0.0;
         int b, h;
-        for (b = 0; b < B; b++)
-            for (h = 0; h < H; h++) {
-                if (per_head && h != hh) continue;
-                acc += dscores[((size_t)b * H + h) * (size_t)TT + (size_t)e];
+        for (b = 0; b < B; b++) {
+            if (per_head) {
+                acc += dscores[((size_t)b * H + (size_t)hh) * (size_t)TT + (size_t)e];
+            } else {
+                for (h = 0; h < H; h++) acc += dscores[((size_t)b * H + h) * (size_t)TT + (size_t)e];
             }
+        }
         dbias[i] += (float)acc;
     }
     return ERA_OK;
