@@ -15,6 +15,9 @@ static bpe_tokenizer *gpt2(void) { return g_gpt2; }
 
 /* ---- helpers */
 
+static void roundtrip(bpe_tokenizer *t, const unsigned char *s, size_t n);
+static void random_text(unsigned char *s, size_t n, int mode);
+
 static void fill_ids(bpe_tokenizer *t, const char *s, size_t n, bpe_ids *ids)
 {
     ids->n = 0;
@@ -261,6 +264,72 @@ static void test_merge_semantics(void)
     CHECK_ENCODES(t, "hello", 263);
     CHECK_ENCODES(t, "hello world", 263, 264, 'o', 'r', 'l', 'd');
     bpe_free(t);
+}
+
+/* The array-pass and heap implementations of the merge loop agree (they are chosen by
+   word length; heap_min forces one or the other). */
+static void test_heap_path(void)
+{
+    const char *extra[] = {"ab", "aba", "aa", "aaaa", "he", "ll", "hell", "hello", "\xc4\xa0w"};
+    bpe_tokenizer *small = small_vocab(extra, 9, "ab a\na b\na a\naa aa\nh e\nl l\nhe ll\nhell o\n\xc4\xa0 w\n");
+    bpe_tokenizer *ts[2];
+    unsigned char buf[700];
+    bpe_ids a = {0}, b = {0};
+    int k, it;
+    if (!small) return;
+    small->heap_min = 2;
+    bpe_set_cache_limit(small, 0);
+    CHECK_ENCODES(small, "abab", 256, 256);
+    CHECK_ENCODES(small, "aba", 257);
+    CHECK_ENCODES(small, "aaa", 258, 'a');
+    CHECK_ENCODES(small, "aaaaaaaaa", 259, 259, 'a');
+    CHECK_ENCODES(small, "hello", 263);
+    ts[0] = small;
+    ts[1] = gpt2();
+    tt_seed(99);
+    for (k = 0; k < 2; k++) {
+        bpe_tokenizer *t = ts[k];
+        size_t save_limit;
+        if (!t) continue;
+        save_limit = t->cache_limit;
+        bpe_set_cache_limit(t, 0);
+        for (it = 0; it < 200; it++) {
+            size_t n = (size_t)(tt_uniform() * sizeof buf);
+            int mode = it % 3;
+            if (mode == 2) {
+                size_t i;
+                for (i = 0; i < n; i++) buf[i] = (unsigned char)("abhelo w="[(int)(tt_uniform() * 9)]);
+            } else {
+                random_text(buf, n, mode);
+            }
+            a.n = b.n = 0;
+            t->heap_min = 2;
+            CHECK_INT_EQ(bpe_encode(t, buf, n, &a), BPE_OK);
+            t->heap_min = (size_t)-1;
+            CHECK_INT_EQ(bpe_encode(t, buf, n, &b), BPE_OK);
+            CHECK(a.n == b.n && (a.n == 0 || memcmp(a.data, b.data, a.n * sizeof(int32_t)) == 0));
+        }
+        t->heap_min = 128;
+        bpe_set_cache_limit(t, save_limit);
+    }
+    /* one 20,000-byte word of random letters: heap by default, array forced */
+    if (ts[1]) {
+        bpe_tokenizer *t = ts[1];
+        unsigned char *w = (unsigned char *)malloc(20000);
+        int i;
+        for (i = 0; i < 20000; i++) w[i] = (unsigned char)('a' + (int)(tt_uniform() * 26));
+        a.n = b.n = 0;
+        CHECK_INT_EQ(bpe_encode(t, w, 20000, &a), BPE_OK);
+        t->heap_min = (size_t)-1;
+        CHECK_INT_EQ(bpe_encode(t, w, 20000, &b), BPE_OK);
+        t->heap_min = 128;
+        CHECK(a.n == b.n && memcmp(a.data, b.data, a.n * sizeof(int32_t)) == 0);
+        roundtrip(t, w, 20000);
+        free(w);
+    }
+    bpe_ids_free(&a);
+    bpe_ids_free(&b);
+    bpe_free(small);
 }
 
 static void roundtrip(bpe_tokenizer *t, const unsigned char *s, size_t n)
@@ -582,6 +651,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_special_text_is_ordinary);
     TEST_RUN(test_merge_semantics);
     TEST_RUN(test_roundtrip_random);
+    TEST_RUN(test_heap_path);
     TEST_RUN(test_cache_equivalence);
     TEST_RUN(test_malformed_vocab);
     TEST_RUN(test_malformed_merges);

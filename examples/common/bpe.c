@@ -46,6 +46,7 @@ struct bpe_tokenizer {
     /* scratch for one word */
     int32_t *sym, *rk;
     size_t scratch_cap;
+    size_t heap_min;             /* words of at least this many bytes use the heap path */
 };
 
 /* ------------------------------------------------------------------ utilities */
@@ -740,6 +741,7 @@ int bpe_load_mem(bpe_tokenizer **out, const char *json, size_t json_len, const c
     if (!tok) return bpe__err(err, errlen, BPE_ENOMEM, "bpe_load: out of memory");
     tok->eot = -1;
     tok->cache_limit = (size_t)64 << 20;
+    tok->heap_min = 128;
     memset(&L, 0, sizeof L);
     /* strdup mode, not sh_new_arena: the arena's char[8] trailing-array trick trips
        clang's -fsanitize=bounds */
@@ -886,10 +888,99 @@ static int32_t bpe__rank(const bpe_tokenizer *t, int32_t a, int32_t b, int32_t *
    as GPT-2's encoder.py: take the lowest-rank adjacent pair (A, B), replace every
    occurrence of A B, scanning left to right, by the merged token; repeat. rk[i] caches
    the rank of pair (sym[i], sym[i+1]); only pairs next to a merge are looked up again. */
+typedef struct { int32_t rank, pos; } bpe__hent;
+
+static int bpe__hless(const bpe__hent *a, const bpe__hent *b)
+{
+    return a->rank < b->rank || (a->rank == b->rank && a->pos < b->pos);
+}
+
+static void bpe__hpush(bpe__hent *h, size_t *n, int32_t rank, int32_t pos)
+{
+    size_t i = (*n)++;
+    bpe__hent e;
+    e.rank = rank;
+    e.pos = pos;
+    while (i > 0 && bpe__hless(&e, &h[(i - 1) / 2])) {
+        h[i] = h[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    h[i] = e;
+}
+
+static bpe__hent bpe__hpop(bpe__hent *h, size_t *n)
+{
+    bpe__hent top = h[0], last = h[--*n];
+    size_t i = 0, m = *n;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= m) break;
+        if (c + 1 < m && bpe__hless(&h[c + 1], &h[c])) c++;
+        if (!bpe__hless(&h[c], &last)) break;
+        h[i] = h[c];
+        i = c;
+    }
+    if (m) h[i] = last;
+    return top;
+}
+
+/* The same merges as bpe__word's array passes, in O(n log n) for long words: symbols
+   in a linked list, candidate pairs in a min-heap keyed by (rank, position). Each pass
+   takes ALL heap entries of the lowest rank r (in position order) and merges those
+   still valid, left to right; pairs created by the pass are pushed and wait for later
+   passes (a new pair never has rank r: it contains the merged token, which is neither
+   part of the pair). This is exactly encoder.py's "merge every occurrence" pass. */
+static int bpe__word_heap(bpe_tokenizer *t, size_t n, size_t *m_out)
+{
+    int32_t *sym = t->sym, *nxt, *prv, *cand, N = (int32_t)n, i, p;
+    bpe__hent *heap;
+    size_t hn = 0, m = 0;
+    char *mem = (char *)malloc(n * (3 * sizeof(int32_t) + 3 * sizeof(bpe__hent)));
+    if (!mem) return BPE_ENOMEM;
+    nxt = (int32_t *)mem;
+    prv = nxt + n;
+    cand = prv + n;
+    heap = (bpe__hent *)(cand + n);
+    for (i = 0; i < N; i++) {
+        nxt[i] = i + 1;
+        prv[i] = i - 1;
+    }
+    for (i = 0; i + 1 < N; i++) {
+        int32_t r = bpe__rank(t, sym[i], sym[i + 1], NULL);
+        if (r != BPE__NO_RANK) bpe__hpush(heap, &hn, r, i);
+    }
+    while (hn > 0) {
+        int32_t r = heap[0].rank, nc = 0, k;
+        while (hn > 0 && heap[0].rank == r) {
+            bpe__hent e = bpe__hpop(heap, &hn);
+            if (nc == 0 || cand[nc - 1] != e.pos) cand[nc++] = e.pos; /* drop exact repeats */
+        }
+        for (k = 0; k < nc; k++) {
+            int32_t q, C = -1, rr;
+            p = cand[k];
+            if (sym[p] < 0 || (q = nxt[p]) >= N) continue;
+            if (bpe__rank(t, sym[p], sym[q], &C) != r) continue; /* stale entry */
+            sym[p] = C;
+            sym[q] = -1;
+            nxt[p] = nxt[q];
+            if (nxt[q] < N) prv[nxt[q]] = p;
+            if (prv[p] >= 0 && (rr = bpe__rank(t, sym[prv[p]], C, NULL)) != BPE__NO_RANK)
+                bpe__hpush(heap, &hn, rr, prv[p]);
+            if (nxt[p] < N && (rr = bpe__rank(t, C, sym[nxt[p]], NULL)) != BPE__NO_RANK)
+                bpe__hpush(heap, &hn, rr, p);
+        }
+    }
+    for (p = 0; p < N; p = nxt[p]) sym[m++] = sym[p]; /* node 0 is always alive */
+    free(mem);
+    *m_out = m;
+    return BPE_OK;
+}
+
 static int bpe__word(bpe_tokenizer *t, const unsigned char *s, size_t n, size_t *m_out)
 {
     int32_t *sym, *rk;
     size_t m = n, i;
+    if (n > (size_t)INT32_MAX / 4) return BPE_ERANGE;
     if (n > t->scratch_cap) {
         size_t nc = n < 64 ? 64 : n;
         int32_t *a = (int32_t *)realloc(t->sym, nc * sizeof(int32_t));
@@ -903,6 +994,7 @@ static int bpe__word(bpe_tokenizer *t, const unsigned char *s, size_t n, size_t 
     sym = t->sym;
     rk = t->rk;
     for (i = 0; i < n; i++) sym[i] = t->byte_id[s[i]];
+    if (n >= 2 && n >= t->heap_min) return bpe__word_heap(t, n, m_out);
     for (i = 0; i + 1 < n; i++) rk[i] = bpe__rank(t, sym[i], sym[i + 1], NULL);
     while (m > 1) {
         int32_t best = BPE__NO_RANK, A, B, C = -1;
@@ -941,10 +1033,7 @@ static uint64_t bpe__hash(const unsigned char *s, size_t n)
     uint64_t h = 0xcbf29ce484222325ULL;
     size_t i;
     for (i = 0; i < n; i++) h = (h ^ s[i]) * 0x100000001b3ULL;
-    /* stb_ds hashes 8-byte keys with (byte << 24) on int, which is undefined (UBSan)
-       when byte 3 or byte 7 is >= 0x80: keep those bits clear. (Merge keys are safe:
-       ids < 2^24.) */
-    return (h ^ (uint64_t)n) & 0x7FFFFFFF7FFFFFFFULL;
+    return h ^ (uint64_t)n;
 }
 
 /* Double the slot table (or create it) and re-insert the live entries. */

@@ -5,7 +5,8 @@
    (../shared/data/gpt2 from the repository root); without it, a small built-in
    vocabulary (the 256 bytes, a few merges, <|endoftext|>). Checks per input:
      - decode(encode(x)) == x and every id is in range (x: any bytes, invalid UTF-8 too);
-     - encoding with the word cache (small, so it is flushed often) == without cache;
+     - encoding with the word cache (small, so it is flushed often) and the default
+       merge loop == without cache and with the heap merge loop for every word;
      - the pre-tokeniser's pieces tile the input and are non-empty;
      - wt2_tokenize(x) decodes to the non-blank rows of x, each followed by EOT;
      - bpe_decode of the input read as uint16 ids: OK or BPE_ERANGE, never a crash;
@@ -70,6 +71,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
         g_nocache = load_one();
         bpe_set_cache_limit(g_tok, 64 << 10);
         bpe_set_cache_limit(g_nocache, 0);
+        g_nocache->heap_min = 2;
     }
     /* round trip + cache equivalence */
     if (bpe_encode(g_tok, data, size, &ids) != BPE_OK) abort();
