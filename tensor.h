@@ -1173,13 +1173,53 @@ static int tk__check_attn(const char *fn, const float *bias, int bias_per_head,
     return TK_OK;
 }
 
+/* Threads: tk_attention_forward splits the (b,h) pairs over the threads when there
+   are at least two per thread (each pair then runs its GEMMs on one thread), else it
+   walks them in order and lets tk_sgemm and the row loops use the threads. The
+   backward splits the heads the same way (batch walked in order inside a head), so
+   every reduction (dtemp, dbias) has a fixed order. tk_sgemm is bit-identical for
+   any thread count, so both paths give the same bits. */
+static int tk__omp_threads(void)
+{
+#ifdef _OPENMP
+    return omp_in_parallel() ? 1 : omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
+/* One (b,h): P (T,T) = softmax(alpha Q K^T + bias, causal); O (T,D) = P V. */
+static int tk__attn_fwd_head(float *O, float *P, const float *Q, const float *K,
+                             const float *Vv, const float *bb, float alpha, int T, int D,
+                             int par)
+{
+    size_t TT = (size_t)T * T;
+    int rc, i;
+    (void)TT; /* only in the OpenMP clause */
+    (void)par;
+    /* P = alpha Q K^T (the upper triangle is computed, then masked) */
+    rc = tk_sgemm(0, 1, T, T, D, alpha, Q, D, K, D, 0.0f, P, T);
+    if (rc != TK_OK) return rc;
+    TK__OPS_OMP(omp parallel for schedule(static) if(par && TT > TK__PAR_MIN))
+    for (i = 0; i < T; i++) {
+        float *row = P + (size_t)i * T;
+        int j;
+        if (bb)
+            for (j = 0; j <= i; j++) row[j] += bb[(size_t)i * T + j];
+        tk__softmax_row(row, row, i + 1);
+        for (j = i + 1; j < T; j++) row[j] = 0.0f;
+    }
+    /* O (T,D) = P (T,T) . V (T,D) */
+    return tk_sgemm(0, 0, T, D, T, 1.0f, P, T, Vv, D, 0.0f, O, D);
+}
+
 TKDEF int tk_attention_forward(float *out, float *probs, const float *q, const float *k,
                                const float *v, const float *bias, int bias_per_head,
                                const float *temp, int B, int H, int T, int D)
 {
     static const char *fn = "tk_attention_forward";
     size_t TD = (size_t)T * D, TT = (size_t)T * T;
-    int rc, bh;
+    int rc, bh, err = TK_OK, nt, outer;
     TK__NONNULL(fn, out);
     TK__NONNULL(fn, probs);
     TK__NONNULL(fn, q);
@@ -1187,30 +1227,67 @@ TKDEF int tk_attention_forward(float *out, float *probs, const float *q, const f
     TK__NONNULL(fn, v);
     rc = tk__check_attn(fn, bias, bias_per_head, temp, B, H, T, D);
     if (rc != TK_OK) return rc;
-    /* One (b,h) at a time; the GEMMs and the row loop parallelise inside. */
+    nt = tk__omp_threads();
+    outer = nt > 1 && B * H >= 2 * nt;
+    (void)nt;
+    TK__OPS_OMP(omp parallel for schedule(static) if(outer))
     for (bh = 0; bh < B * H; bh++) {
-        int h = bh % H, i;
-        const float *Q = q + bh * TD, *K = k + bh * TD, *Vv = v + bh * TD; /* (T,D) */
-        float *P = probs + bh * TT;                                       /* (T,T) */
+        int h = bh % H, r;
         const float *bb = bias ? bias + (bias_per_head ? (size_t)h * TT : 0) : NULL;
         float alpha = 1.0f / (sqrtf((float)D) * (temp ? temp[h] : 1.0f));
-        /* P = alpha Q K^T (the upper triangle is computed, then masked) */
-        rc = tk_sgemm(0, 1, T, T, D, alpha, Q, D, K, D, 0.0f, P, T);
-        if (rc != TK_OK) return rc;
-        TK__OPS_OMP(omp parallel for schedule(static) if(TT > TK__PAR_MIN))
-        for (i = 0; i < T; i++) {
-            float *row = P + (size_t)i * T;
-            int j;
-            if (bb)
-                for (j = 0; j <= i; j++) row[j] += bb[(size_t)i * T + j];
-            tk__softmax_row(row, row, i + 1);
-            for (j = i + 1; j < T; j++) row[j] = 0.0f;
+        r = tk__attn_fwd_head(out + bh * TD, probs + bh * TT, q + bh * TD, k + bh * TD,
+                              v + bh * TD, bb, alpha, T, D, !outer);
+        if (r != TK_OK) {
+            TK__OPS_OMP(omp critical(tk__attn_err))
+            err = r;
         }
-        /* out (T,D) = P (T,T) . V (T,D) */
-        rc = tk_sgemm(0, 0, T, D, T, 1.0f, P, T, Vv, D, 0.0f, out + bh * TD, D);
-        if (rc != TK_OK) return rc;
     }
-    return TK_OK;
+    return err;
+}
+
+/* One (b,h) backward. dS (T,T) scratch; S (T,T) and rowacc (T) scratch when tsum is
+   wanted (it receives sum_ij dS_ij S_ij, S = Q K^T unscaled). db (T,T) += dS. */
+static int tk__attn_bwd_head(float *dQ, float *dK, float *dV, float *db, double *tsum,
+                             const float *dO, const float *P, const float *Q, const float *K,
+                             const float *Vv, float alpha, int T, int D, float *dS, float *S,
+                             float *rowacc, int par)
+{
+    size_t TT = (size_t)T * T;
+    int rc, i;
+    (void)TT; /* only in the OpenMP clause */
+    (void)par;
+    /* dP (T,T) = dO (T,D) . V^T, computed into dS */
+    rc = tk_sgemm(0, 1, T, T, D, 1.0f, dO, D, Vv, D, 0.0f, dS, T);
+    if (rc == TK_OK && tsum) rc = tk_sgemm(0, 1, T, T, D, 1.0f, Q, D, K, D, 0.0f, S, T);
+    if (rc != TK_OK) return rc;
+    /* dS = P * (dP - rowsum(P * dP)) on the causal part; 0 above the diagonal */
+    TK__OPS_OMP(omp parallel for schedule(static) if(par && TT > TK__PAR_MIN))
+    for (i = 0; i < T; i++) {
+        const float *p = P + (size_t)i * T;
+        float *d = dS + (size_t)i * T, dot = 0.0f;
+        int j;
+        for (j = 0; j <= i; j++) dot += p[j] * d[j];
+        for (j = 0; j <= i; j++) d[j] = p[j] * (d[j] - dot);
+        for (j = i + 1; j < T; j++) d[j] = 0.0f;
+        if (db)
+            for (j = 0; j <= i; j++) db[(size_t)i * T + j] += d[j];
+        if (tsum) {
+            const float *s = S + (size_t)i * T;
+            float acc = 0.0f;
+            for (j = 0; j <= i; j++) acc += d[j] * s[j];
+            rowacc[i] = acc;
+        }
+    }
+    if (tsum) {
+        double acc = 0.0;
+        for (i = 0; i < T; i++) acc += (double)rowacc[i];
+        *tsum += acc;
+    }
+    /* dV += P^T dO;  dQ += alpha dS K;  dK += alpha dS^T Q */
+    rc = tk_sgemm(1, 0, T, D, T, 1.0f, P, T, dO, D, 1.0f, dV, D);
+    if (rc == TK_OK) rc = tk_sgemm(0, 0, T, D, T, alpha, dS, T, K, D, 1.0f, dQ, D);
+    if (rc == TK_OK) rc = tk_sgemm(1, 0, T, D, T, alpha, dS, T, Q, D, 1.0f, dK, D);
+    return rc;
 }
 
 TKDEF int tk_attention_backward(float *dq, float *dk, float *dv, float *dbias, float *dtemp,
@@ -1219,9 +1296,9 @@ TKDEF int tk_attention_backward(float *dq, float *dk, float *dv, float *dbias, f
                                 const float *temp, int B, int H, int T, int D)
 {
     static const char *fn = "tk_attention_backward";
-    size_t TD = (size_t)T * D, TT = (size_t)T * T;
-    float *scratch, *dS, *S = NULL, *rowacc = NULL;
-    int rc, bh;
+    size_t TD = (size_t)T * D, TT = (size_t)T * T, per, total;
+    float *scratch, *acc = NULL; /* acc (H,T,T): per-head dS sums for a shared dbias */
+    int rc, h, err = TK_OK, nt, outer;
     TK__NONNULL(fn, dq);
     TK__NONNULL(fn, dk);
     TK__NONNULL(fn, dv);
@@ -1232,56 +1309,58 @@ TKDEF int tk_attention_backward(float *dq, float *dk, float *dv, float *dbias, f
     TK__NONNULL(fn, v);
     rc = tk__check_attn(fn, dbias, bias_per_head, temp, B, H, T, D);
     if (rc != TK_OK) return rc;
-    /* scratch: dS (T,T); with dtemp also S = Q K^T (T,T) and per-row sums (T) */
-    scratch = (float *)TK_MALLOC((dtemp ? 2 * TT + (size_t)T : TT) * sizeof(float));
+    nt = tk__omp_threads();
+    outer = nt > 1 && H >= nt;
+    if (!outer) nt = 1;
+    /* per thread: dS (T,T), and with dtemp S (T,T) + row sums (T) */
+    per = dtemp ? 2 * TT + (size_t)T : TT;
+    total = (size_t)nt * per + (dbias && !bias_per_head ? (size_t)H * TT : 0);
+    scratch = (float *)TK_MALLOC(total * sizeof(float));
     if (!scratch) return tk__fail(TK_ENOMEM, "%s: no memory for T = %d scratch", fn, T);
-    dS = scratch;
-    if (dtemp) {
-        S = scratch + TT;
-        rowacc = S + TT;
+    if (dbias && !bias_per_head) {
+        acc = scratch + (size_t)nt * per;
+        memset(acc, 0, (size_t)H * TT * sizeof(float));
     }
-    for (bh = 0; bh < B * H; bh++) {
-        int h = bh % H, i;
-        const float *Q = q + bh * TD, *K = k + bh * TD, *Vv = v + bh * TD;
-        const float *dO = dout + bh * TD, *P = probs + bh * TT;
+    TK__OPS_OMP(omp parallel for schedule(static) num_threads(nt) if(outer))
+    for (h = 0; h < H; h++) {
+        int tid = 0, b, r = TK_OK;
+        float *dS, *S, *rowacc, *db;
         float th = temp ? temp[h] : 1.0f;
         float alpha = 1.0f / (sqrtf((float)D) * th);
-        float *db = dbias ? dbias + (bias_per_head ? (size_t)h * TT : 0) : NULL;
-        /* dP (T,T) = dO (T,D) . V^T */
-        rc = tk_sgemm(0, 1, T, T, D, 1.0f, dO, D, Vv, D, 0.0f, dS, T);
-        if (rc == TK_OK && dtemp) rc = tk_sgemm(0, 1, T, T, D, 1.0f, Q, D, K, D, 0.0f, S, T);
-        if (rc != TK_OK) break;
-        /* dS = P * (dP - rowsum(P * dP)), causal part only; the rest is 0 */
+        double tsum = 0.0;
+#ifdef _OPENMP
+        if (outer) tid = omp_get_thread_num();
+#endif
+        dS = scratch + (size_t)tid * per;
+        S = dS + TT;
+        rowacc = S + TT;
+        db = dbias ? (bias_per_head ? dbias + (size_t)h * TT : acc + (size_t)h * TT) : NULL;
+        for (b = 0; b < B && r == TK_OK; b++) {
+            size_t bh = (size_t)b * H + h;
+            r = tk__attn_bwd_head(dq + bh * TD, dk + bh * TD, dv + bh * TD, db,
+                                  dtemp ? &tsum : NULL, dout + bh * TD, probs + bh * TT,
+                                  q + bh * TD, k + bh * TD, v + bh * TD, alpha, T, D, dS, S,
+                                  rowacc, !outer);
+        }
+        if (r != TK_OK) {
+            TK__OPS_OMP(omp critical(tk__attn_err))
+            err = r;
+        } else if (dtemp) { /* logit = alpha S + bias, d alpha / d temp = -alpha / temp */
+            dtemp[h] += (float)(-(double)alpha / (double)th * tsum);
+        }
+    }
+    if (acc && err == TK_OK) { /* shared dbias += sum over heads, in head order */
+        ptrdiff_t ij, ntt = (ptrdiff_t)TT;
         TK__OPS_OMP(omp parallel for schedule(static) if(TT > TK__PAR_MIN))
-        for (i = 0; i < T; i++) {
-            const float *p = P + (size_t)i * T;
-            float *d = dS + (size_t)i * T, dot = 0.0f;
-            int j;
-            for (j = 0; j <= i; j++) dot += p[j] * d[j];
-            for (j = 0; j <= i; j++) d[j] = p[j] * (d[j] - dot);
-            for (j = i + 1; j < T; j++) d[j] = 0.0f;
-            if (db)
-                for (j = 0; j <= i; j++) db[(size_t)i * T + j] += d[j];
-            if (rowacc) { /* sum_j dS_ij * S_ij */
-                const float *s = S + (size_t)i * T;
-                float acc = 0.0f;
-                for (j = 0; j <= i; j++) acc += d[j] * s[j];
-                rowacc[i] = acc;
-            }
+        for (ij = 0; ij < ntt; ij++) {
+            float s = 0.0f;
+            int hh;
+            for (hh = 0; hh < H; hh++) s += acc[(size_t)hh * TT + (size_t)ij];
+            dbias[ij] += s;
         }
-        if (dtemp) { /* logit = alpha S + bias, d alpha / d temp = -alpha / temp */
-            double acc = 0.0;
-            for (i = 0; i < T; i++) acc += (double)rowacc[i];
-            dtemp[h] += (float)(-(double)alpha / (double)th * acc);
-        }
-        /* dV += P^T dO;  dQ += alpha dS K;  dK += alpha dS^T Q */
-        rc = tk_sgemm(1, 0, T, D, T, 1.0f, P, T, dO, D, 1.0f, dv + bh * TD, D);
-        if (rc == TK_OK) rc = tk_sgemm(0, 0, T, D, T, alpha, dS, T, K, D, 1.0f, dq + bh * TD, D);
-        if (rc == TK_OK) rc = tk_sgemm(1, 0, T, D, T, alpha, dS, T, Q, D, 1.0f, dk + bh * TD, D);
-        if (rc != TK_OK) break;
     }
     TK_FREE(scratch);
-    return rc;
+    return err;
 }
 
 /* ---------------------------------------------------------------- heads */

@@ -1112,6 +1112,42 @@ static void test_thread_count_determinism(void)
     free(x); free(g); free(y); free(dx1); free(dx2);
 }
 
+/* attention with bias gradients: heads split over threads (H >= threads) and a single
+   long head (row loops and GEMMs threaded) give the 1-thread bits */
+static void check_attention_threads(int B, int H, int T, int D, int per_head)
+{
+    long n = (long)B * H * T * D, np = (long)B * H * T * T;
+    long nb = per_head ? (long)H * T * T : (long)T * T;
+    float *q = frand(n, 1), *k = frand(n, 1), *v = frand(n, 1), *R = frand(n, 1);
+    float *bias = frand(nb, 1), *temp = fbuf(H), *o[2], *p[2], *dq[2], *dk[2], *dv[2];
+    float *db[2], *dt[2];
+    int t, h;
+    for (h = 0; h < H; h++) temp[h] = 0.6f + 0.2f * h;
+    for (t = 0; t < 2; t++) {
+        o[t] = fbuf(n); p[t] = fbuf(np); dq[t] = fbuf(n); dk[t] = fbuf(n); dv[t] = fbuf(n);
+        db[t] = fbuf(nb); dt[t] = fbuf(H);
+        set_threads(t + 1);
+        CHECK_INT_EQ(tk_attention_forward(o[t], p[t], q, k, v, bias, per_head, temp, B, H, T, D),
+                     TK_OK);
+        CHECK_INT_EQ(tk_attention_backward(dq[t], dk[t], dv[t], db[t], dt[t], R, p[t], q, k, v,
+                                           per_head, temp, B, H, T, D), TK_OK);
+    }
+    CHECK(same_bits(o[0], o[1], n) && same_bits(p[0], p[1], np));
+    CHECK(same_bits(dq[0], dq[1], n) && same_bits(dk[0], dk[1], n) && same_bits(dv[0], dv[1], n));
+    CHECK(same_bits(db[0], db[1], nb) && same_bits(dt[0], dt[1], H));
+    for (t = 0; t < 2; t++) {
+        free(o[t]); free(p[t]); free(dq[t]); free(dk[t]); free(dv[t]); free(db[t]); free(dt[t]);
+    }
+    free(q); free(k); free(v); free(R); free(bias); free(temp);
+    set_threads(2);
+}
+static void test_attention_thread_count_determinism(void)
+{
+    check_attention_threads(2, 3, 33, 8, 0); /* heads over threads, shared bias */
+    check_attention_threads(3, 2, 17, 5, 1); /* per-head bias */
+    check_attention_threads(1, 1, 200, 16, 0); /* one head: threaded rows + GEMMs */
+}
+
 /* ------------------------------------------------------------------ bad input */
 static void test_bad_input(void)
 {
@@ -1390,6 +1426,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_adamw_multi_step);
     TEST_RUN(test_grad_norm_and_clip);
     TEST_RUN(test_thread_count_determinism);
+    TEST_RUN(test_attention_thread_count_determinism);
     TEST_RUN(test_bad_input);
     TEST_RUN(test_error_log);
     return TEST_END();
