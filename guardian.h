@@ -89,7 +89,12 @@
      with lambda_1 = reward_gain, lambda_2 = reward_sig, k = reward_sig_scale. The
      sigmoid of the *relative* gain makes the same absolute improvement worth more at
      already-low CE, as §4 asks; it is smooth in tau. guardian_update() subtracts an
-     EMA baseline of past rewards (baseline_momentum) before the REINFORCE step.
+     EMA baseline of past rewards (baseline_momentum) before the REINFORCE step (the
+     first update only seeds the baseline); baseline_momentum = 0 gives Listing 6's
+     plain loss -reward * log p(a).
+     Policy lr: the paper's 1e-3 is the default; on the toy problem in the tests it
+     overshoots into the tau_max wall on some seeds (where the policy gradient
+     vanishes), and 3e-4 converges on every seed tried.
 
    SHAPES (legend)
      L layers (or layers*heads for per-head temperatures), H_pol policy width,
@@ -477,6 +482,14 @@ GUARDIANDEF int guardian_cg_load(guardian_cg *cg, const void *buf, size_t len);
 #ifndef GUARDIAN_ASSERT
 #include <assert.h>
 #define GUARDIAN_ASSERT(x) assert(x)
+#endif
+
+#ifndef GUARDIAN_RESTRICT
+#if defined(__GNUC__) || defined(__clang__) || defined(_MSC_VER)
+#define GUARDIAN_RESTRICT __restrict
+#else
+#define GUARDIAN_RESTRICT
+#endif
 #endif
 
 #ifdef __cplusplus
@@ -1053,15 +1066,18 @@ GUARDIANDEF int guardian_update(guardian *g, float reward)
         double eps = g->cfg.adam_eps, c1, c2;
         int64_t t = g->adam_t + 1;
         int k;
-        c1 = 1.0 - pow(b1, (double)t);
-        c2 = 1.0 - pow(b2, (double)t);
+        float *GUARDIAN_RESTRICT P = g->params;
+        float *GUARDIAN_RESTRICT M = g->adam_m;
+        float *GUARDIAN_RESTRICT Q = g->adam_v;
+        const double *GUARDIAN_RESTRICT G = gr;
+        c1 = 1.0 / (1.0 - pow(b1, (double)t)); /* bias corrections, as factors */
+        c2 = 1.0 / (1.0 - pow(b2, (double)t));
         for (k = 0; k < np; k++) {
-            double mm = b1 * g->adam_m[k] + (1.0 - b1) * gr[k];
-            double vv = b2 * g->adam_v[k] + (1.0 - b2) * gr[k] * gr[k];
-            g->adam_m[k] = (float)mm;
-            g->adam_v[k] = (float)vv;
-            g->params[k] = (float)((double)g->params[k] -
-                                   lr * (mm / c1) / (sqrt(vv / c2) + eps));
+            double mm = b1 * M[k] + (1.0 - b1) * G[k];
+            double vv = b2 * Q[k] + (1.0 - b2) * G[k] * G[k];
+            M[k] = (float)mm;
+            Q[k] = (float)vv;
+            P[k] = (float)((double)P[k] - lr * (mm * c1) / (sqrt(vv * c2) + eps));
         }
         g->adam_t = t;
     }
