@@ -169,7 +169,11 @@ POLARDEF int polar_params_init(const polar_config *cfg, int H, int D, float *len
                                float *v_null);
 
 /* Bytes of scratch the streaming forward/backward and the materialised backward need
-   for these dimensions and this config (its num_threads). 0 on invalid input. */
+   for these dimensions and this config (its num_threads; keep the OpenMP thread count
+   unchanged between this call and the calls using the workspace). The forward alone
+   uses only per-thread tiles (O(block_q*block_k + block*D) floats per thread); the
+   backwards add row buffers of B*H*T*(D+10) floats. The workspace must be aligned to
+   8 bytes (malloc's is). 0 on invalid input. */
 POLARDEF size_t polar_workspace_size(const polar_config *cfg, int B, int H, int Hkv, int T,
                                      int D);
 
@@ -454,6 +458,72 @@ static void polar__gemm(float *POLAR__RESTRICT C, int ldc, const float *POLAR__R
                 c0[y] = a0[y]; c1[y] = a1[y]; c2[y] = a2[y]; c3[y] = a3[y];
             }
         }
+}
+
+/* exp for the tiles. With AVX2 (and without -ffast-math, which would fold the rounding
+   trick) a Cephes-style polynomial exp that vectorises (max relative error ~1.4 ulp on
+   [-87, 0]); otherwise libm's expf. Arguments below -87 give 0. */
+#if defined(__AVX2__) && !defined(__FAST_MATH__) && !defined(POLAR_NO_VEXP)
+#define POLAR__VEXP 1
+static float polar__expf(float x)
+{
+    float n, r, p, y, sc;
+    int32_t e;
+    float xc = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
+    n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f; /* round to nearest */
+    r = xc - n * 0.693359375f;
+    r = r - n * -2.12194440e-4f;
+    p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    y = p * r * r + r + 1.0f;
+    e = ((int32_t)n + 127) << 23;
+    memcpy(&sc, &e, sizeof sc);
+    return x < -87.0f ? 0.0f : y * sc;
+}
+#else
+#define POLAR__VEXP 0
+static float polar__expf(float x) { return expf(x); }
+#endif
+
+/* x[i] = exp(x[i] * mul - sub) for i in [0, n) */
+static void polar__vexp(float *POLAR__RESTRICT x, int n, float mul, float sub)
+{
+    int i;
+    for (i = 0; i < n; i++) x[i] = polar__expf(x[i] * mul - sub);
+}
+/* max of x[0..n) with 8 fixed partials (vectorises; order fixed, so deterministic) */
+static float polar__vmax(const float *POLAR__RESTRICT x, int n)
+{
+    float m[8];
+    int i, j;
+    for (j = 0; j < 8; j++) m[j] = -INFINITY;
+    for (i = 0; i + 8 <= n; i += 8)
+        for (j = 0; j < 8; j++) m[j] = x[i + j] > m[j] ? x[i + j] : m[j];
+    for (; i < n; i++) m[0] = x[i] > m[0] ? x[i] : m[0];
+    for (j = 1; j < 8; j++) m[0] = m[j] > m[0] ? m[j] : m[0];
+    return m[0];
+}
+/* sum and sum of squares of x[0..n) with 8 fixed partials */
+static void polar__vsum2(const float *POLAR__RESTRICT x, int n, float *sum, float *sum2)
+{
+    float a[8], b[8];
+    int i, j;
+    for (j = 0; j < 8; j++) a[j] = b[j] = 0.0f;
+    for (i = 0; i + 8 <= n; i += 8)
+        for (j = 0; j < 8; j++) {
+            a[j] += x[i + j];
+            b[j] += x[i + j] * x[i + j];
+        }
+    for (; i < n; i++) {
+        a[0] += x[i];
+        b[0] += x[i] * x[i];
+    }
+    *sum = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+    *sum2 = ((b[0] + b[1]) + (b[2] + b[3])) + ((b[4] + b[5]) + (b[6] + b[7]));
 }
 
 /* copy rows [r0, r0+n) of a (rows x D) matrix into a zero-padded (np x Dp) tile */
@@ -788,8 +858,8 @@ POLARDEF int polar_forward(const polar_config *cfg, float *c, float *mag, polar_
     if (!polar__check_params(prm, H, D)) return POLAR_EINVAL;
     polar__geometry(&g, cfg, B, H, T, D);
     ws = (float *)workspace;
-    if (!ws) {
-        ws = (float *)POLAR_MALLOC(polar_workspace_size(cfg, B, H, Hkv, T, D));
+    if (!ws) { /* only the per-thread tiles: O(block) */
+        ws = (float *)POLAR_MALLOC(g.fwd_thread * g.nthreads * sizeof(float) + 64);
         if (!ws) return POLAR_ENOMEM;
     }
     nqb = (T + g.BQ - 1) / g.BQ;
@@ -859,22 +929,14 @@ POLARDEF int polar_forward(const polar_config *cfg, float *c, float *mag, polar_
                     }
                     polar__row_tn(prm, h, polar__nkeys(cfg->window, i), &temp, &nul);
                     tf = (float)temp * scf;
-                    mx = -INFINITY;
-                    for (cc = c0; cc <= c1; cc++) {
-                        float a = sr[cc] * tf;
-                        sr[cc] = a;
-                        mx = a > mx ? a : mx;
-                    }
+                    for (cc = c0; cc <= c1; cc++) sr[cc] *= tf;
+                    mx = polar__vmax(sr + c0, c1 - c0 + 1);
                     mnew = mrow[r] > mx ? mrow[r] : mx;
                     alpha = expf(mrow[r] - mnew);
                     for (cc = 0; cc < c0; cc++) sr[cc] = 0.0f;
-                    for (cc = c0; cc <= c1; cc++) {
-                        float p = expf(sr[cc] - mnew);
-                        sr[cc] = p;
-                        l += p;
-                        q2 += p * p;
-                    }
+                    polar__vexp(sr + c0, c1 - c0 + 1, 1.0f, mnew);
                     for (cc = c1 + 1; cc < BKp; cc++) sr[cc] = 0.0f;
+                    polar__vsum2(sr, BKp, &l, &q2);
                     lrow[r] = lrow[r] * alpha + l;
                     q2row[r] = q2row[r] * ((double)alpha * alpha) + q2;
                     mrow[r] = mnew;
@@ -938,9 +1000,9 @@ static void polar__bwd_tile(float *S, float *dsv, const float *rows, int BKp, in
         if (c0 < 0) c0 = 0;
         if (c1 > nc - 1) c1 = nc - 1;
         for (cc = 0; cc < c0 && cc < BKp; cc++) sr[cc] = gr[cc] = 0.0f;
+        if (c0 <= c1) polar__vexp(sr + c0, c1 - c0 + 1, tf, M);
         for (cc = c0; cc <= c1; cc++) {
-            float p = expf(sr[cc] * tf - M);
-            sr[cc] = p;
+            float p = sr[cc];
             gr[cc] = p * (A * gr[cc] + Bc) - Cc * p * p;
         }
         for (cc = (c1 + 1 > c0 ? c1 + 1 : c0); cc < BKp; cc++) sr[cc] = gr[cc] = 0.0f;
