@@ -16,8 +16,10 @@
        table (unicode_tables.h, Unicode version in BPE_UNICODE_VERSION; \s is the
        Unicode White_Space property, as in the Python `regex` module and tiktoken);
      - BPE merges by rank exactly as GPT-2's encoder.py does (repeatedly take the
-       lowest-rank adjacent pair and merge all of its occurrences left to right), with an
-       stb_ds hash map of (left id, right id) -> (rank, merged id) and a word cache.
+       lowest-rank adjacent pair and merge all of its occurrences left to right), with a
+       hash table of (left id, right id) -> (rank, merged id) and a word cache (both
+       open addressing; stb_ds holds the token map while loading). Words of 128 bytes or
+       more use an O(n log n) heap version of the same loop.
 
    Text is bytes. Invalid UTF-8 is never rejected: each byte of an ill-formed sequence
    is a code point of class "other" for pre-tokenisation, and BPE works on the bytes,
