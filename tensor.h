@@ -793,6 +793,101 @@ TKDEF int tk_rmsnorm_backward(float *dinp, float *dw, const float *dout, const f
     return TK_OK;
 }
 
+/* ---------------------------------------------------------------- ops: row helpers */
+/* exp(x) in plain C that compilers vectorise (libm's expf is a scalar call): Cody-Waite
+   reduction x = n ln2 + r, |r| <= ln2/2, degree-6 polynomial (Cephes' coefficients),
+   2^n built in the exponent bits. Max relative error ~2 ulp (tested against libm);
+   exp(x) = 0 for x < -87 (and for -INFINITY), x > 88 saturates at exp(88), NaN -> NaN. */
+static float tk__expf(float x)
+{
+    float xc = x > -87.0f ? x : -87.0f; /* also maps NaN to -87: fixed below */
+    float t, n, r, p, scale;
+    uint32_t bits;
+    xc = xc < 88.0f ? xc : 88.0f;
+    t = xc * 1.44269504088896341f;
+    n = (t + 12582912.0f) - 12582912.0f; /* round to nearest integer, |t| < 2^22 */
+    r = xc - n * 0.693359375f;
+    r = r - n * -2.12194440e-4f;
+    p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    bits = (uint32_t)((int32_t)n + 127) << 23; /* n in [-126, 127] */
+    memcpy(&scale, &bits, sizeof scale);
+    p *= scale;
+    p = x < -87.0f ? 0.0f : p;
+    return x == x ? p : x;
+}
+
+#define TK__LANES 16
+#define TK__CHUNK 256
+/* max over x (n >= 1). Lane-wise, so it vectorises; NaNs are skipped unless x[0]. */
+static float tk__row_max(const float *x, int n)
+{
+    float lane[TK__LANES], mx;
+    int j, l;
+    for (l = 0; l < TK__LANES; l++) lane[l] = x[0];
+    for (j = 0; j + TK__LANES <= n; j += TK__LANES)
+        for (l = 0; l < TK__LANES; l++) lane[l] = x[j + l] > lane[l] ? x[j + l] : lane[l];
+    for (; j < n; j++) lane[0] = x[j] > lane[0] ? x[j] : lane[0];
+    mx = lane[0];
+    for (l = 1; l < TK__LANES; l++) mx = lane[l] > mx ? lane[l] : mx;
+    return mx;
+}
+
+/* Sum of y (n): 16 float lanes per chunk of 256, chunks added in double. Fixed order. */
+static double tk__chunk_sum(const float *y, int m)
+{
+    float lane[TK__LANES];
+    double s = 0.0;
+    int j, l;
+    for (l = 0; l < TK__LANES; l++) lane[l] = 0.0f;
+    for (j = 0; j + TK__LANES <= m; j += TK__LANES)
+        for (l = 0; l < TK__LANES; l++) lane[l] += y[j + l];
+    for (; j < m; j++) lane[0] += y[j];
+    for (l = 0; l < TK__LANES; l++) s += (double)lane[l];
+    return s;
+}
+
+/* out[v] = exp(x[v] - mx) (out NULL: not stored); returns the sum of those values.
+   out may alias x. */
+static double tk__exp_sum(float *out, const float *x, float mx, int n)
+{
+    float buf[TK__CHUNK];
+    double s = 0.0;
+    int c0, j;
+    for (c0 = 0; c0 < n; c0 += TK__CHUNK) {
+        int m = n - c0 < TK__CHUNK ? n - c0 : TK__CHUNK;
+        float *dst = out ? out + c0 : buf;
+        const float *src = x + c0;
+        for (j = 0; j < m; j++) dst[j] = tk__expf(src[j] - mx);
+        s += tk__chunk_sum(dst, m);
+    }
+    return s;
+}
+
+/* sum of x (n), same fixed order as tk__exp_sum */
+static double tk__row_sum(const float *x, int n)
+{
+    double s = 0.0;
+    int c0;
+    for (c0 = 0; c0 < n; c0 += TK__CHUNK)
+        s += tk__chunk_sum(x + c0, n - c0 < TK__CHUNK ? n - c0 : TK__CHUNK);
+    return s;
+}
+
+/* One row: out = softmax(x), max-subtracted. out may alias x. */
+static void tk__softmax_row(float *out, const float *x, int C)
+{
+    float mx = tk__row_max(x, C), inv;
+    int c;
+    inv = (float)(1.0 / tk__exp_sum(out, x, mx, C));
+    for (c = 0; c < C; c++) out[c] *= inv;
+}
+
 /* ---------------------------------------------------------------- activations */
 #define TK__GELU_K 0.7978845608028654f /* sqrt(2/pi) */
 #define TK__GELU_A 0.044715f
@@ -891,21 +986,6 @@ TKDEF int tk_silu_backward(float *dinp, const float *inp, const float *dout, siz
 }
 
 /* ---------------------------------------------------------------- softmax */
-/* One row: out = softmax(x), max-subtracted. out may alias x. */
-static void tk__softmax_row(float *out, const float *x, int C)
-{
-    float mx = x[0], sum = 0.0f, inv;
-    int c;
-    for (c = 1; c < C; c++) mx = x[c] > mx ? x[c] : mx;
-    for (c = 0; c < C; c++) {
-        float e = expf(x[c] - mx);
-        out[c] = e;
-        sum += e;
-    }
-    inv = 1.0f / sum;
-    for (c = 0; c < C; c++) out[c] *= inv;
-}
-
 TKDEF int tk_softmax_forward(float *out, const float *inp, int N, int C)
 {
     static const char *fn = "tk_softmax_forward";
@@ -951,12 +1031,9 @@ TKDEF int tk_logsoftmax_forward(float *out, const float *inp, int N, int C)
     TK__OPS_OMP(omp parallel for schedule(static) if((size_t)N * C > TK__PAR_MIN))
     for (i = 0; i < N; i++) {
         const float *x = inp + (size_t)i * C;
-        float *o = out + (size_t)i * C, mx = x[0], lse;
-        double sum = 0.0;
+        float *o = out + (size_t)i * C, mx = tk__row_max(x, C), lse;
         int c;
-        for (c = 1; c < C; c++) mx = x[c] > mx ? x[c] : mx;
-        for (c = 0; c < C; c++) sum += (double)expf(x[c] - mx);
-        lse = mx + (float)log(sum);
+        lse = mx + (float)log(tk__exp_sum(NULL, x, mx, C));
         for (c = 0; c < C; c++) o[c] = x[c] - lse;
     }
     return TK_OK;
@@ -978,7 +1055,7 @@ TKDEF int tk_logsoftmax_backward(float *dinp, const float *dout, const float *ou
         float *dx = dinp + (size_t)i * C, sum = 0.0f;
         int c;
         for (c = 0; c < C; c++) sum += g[c];
-        for (c = 0; c < C; c++) dx[c] += g[c] - expf(y[c]) * sum;
+        for (c = 0; c < C; c++) dx[c] += g[c] - tk__expf(y[c]) * sum;
     }
     return TK_OK;
 }
@@ -1088,16 +1165,9 @@ TKDEF int tk_crossentropy_forward(float *probs, float *losses, float *mean_ce,
     for (i = 0; i < N; i++) {
         const float *x = logits + (size_t)i * V; /* (V) */
         float *p = probs ? probs + (size_t)i * V : NULL;
-        float mx = x[0];
-        double sum = 0.0, sumx = 0.0, lse, ce, loss;
+        float mx = tk__row_max(x, V);
+        double sum = tk__exp_sum(p, x, mx, V), sumx = tk__row_sum(x, V), lse, ce, loss;
         int v;
-        for (v = 1; v < V; v++) mx = x[v] > mx ? x[v] : mx;
-        for (v = 0; v < V; v++) {
-            float e = expf(x[v] - mx);
-            if (p) p[v] = e;
-            sum += (double)e;
-            sumx += (double)x[v];
-        }
         lse = (double)mx + log(sum);
         /* -log p_y = lse - x_y; -sum_v (eps/V) log p_v = eps (lse - mean_v x_v) */
         ce = lse - (double)x[targets[i]];

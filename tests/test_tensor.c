@@ -532,6 +532,24 @@ static void test_relu2(void) { check_activation(tk_relu2_forward, tk_relu2_backw
 static void test_silu(void) { check_activation(tk_silu_forward, tk_silu_backward, silu_d); }
 
 /* ------------------------------------------------------------------ softmax */
+static void test_fast_exp(void)
+{
+    /* tk__expf (private; softmax, log-softmax and the CE use it) against libm */
+    double worst = 0;
+    long i, n = 400000;
+    for (i = 0; i <= n; i++) {
+        float x = (float)(-87.0 + 175.0 * (double)i / n);
+        double want = exp((double)x), rel = fabs(tk__expf(x) - want) / want;
+        if (rel > worst) worst = rel;
+    }
+    CHECK(worst < 3.6e-7); /* ~3 ulp */
+    CHECK(tk__expf(0.0f) == 1.0f);
+    CHECK(tk__expf(-INFINITY) == 0.0f);
+    CHECK(tk__expf(-100.0f) == 0.0f);
+    CHECK(tk__expf(NAN) != tk__expf(NAN));
+    CHECK(tk__expf(1000.0f) > 1e38f);
+}
+
 typedef struct {
     double *x, *R;
     int N, C, log;
@@ -1410,6 +1428,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_gelu);
     TEST_RUN(test_relu2);
     TEST_RUN(test_silu);
+    TEST_RUN(test_fast_exp);
     TEST_RUN(test_softmax);
     TEST_RUN(test_logsoftmax);
     TEST_RUN(test_residual);
