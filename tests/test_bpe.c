@@ -515,6 +515,18 @@ static void test_malformed_merges(void)
         CHECK(strstr(err, cases[i].msg) != NULL);
         if (!strstr(err, cases[i].msg)) fprintf(stderr, "    merges case %zu: \"%s\"\n", i, err);
     }
+    /* a NUL inside a merge token must not match a shorter token (fuzz_json finding:
+       "h\0x e" was read as "h e" and merged h+e into "h", losing bytes) */
+    {
+        static const char nul[] = "h\0x e\n";
+        bpe_tokenizer *t = NULL;
+        int rc = bpe_load_mem(&t, (const char *)js.data, js.n, nul, sizeof nul - 1, err, sizeof err);
+        CHECK_INT_EQ(rc, BPE_EFORMAT);
+        CHECK(t == NULL && strstr(err, "left token not in encoder.json") != NULL);
+        rc = bpe_load_mem(&t, (const char *)js.data, js.n, "h e\0\n", 5, err, sizeof err);
+        CHECK_INT_EQ(rc, BPE_EFORMAT);
+        CHECK(t == NULL && strstr(err, "right token not in encoder.json") != NULL);
+    }
     /* accepted variations: CRLF line ends, no final newline, blank lines, no #version */
     {
         const char *ok[] = {"#version: 0.2\r\nh e\r\nl l\r\n", "h e\nl l", "h e\n\n\nl l\n\n", ""};

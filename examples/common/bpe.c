@@ -605,6 +605,9 @@ static int bpe__parse_encoder(bpe_tokenizer *tok, bpe__loader *L, const unsigned
 static int bpe__lookup(bpe__loader *L, const unsigned char *s, size_t n)
 {
     ptrdiff_t i;
+    /* keys are C strings: a NUL byte (never part of the byte alphabet) would truncate
+       the key and match a shorter token (found by fuzz_json) */
+    if (n == 0 || memchr(s, 0, n) != NULL) return -1;
     arrsetlen(L->key, 0);
     if (n) memcpy(arraddnptr(L->key, n), s, n);
     arrput(L->key, 0);
