@@ -899,15 +899,12 @@ static void tk__softmax_row(float *out, const float *x, int C)
         TK__NONZERO(fn, n);                                                        \
     } while (0)
 
-static float tk__sigmoid(float x)
-{
-    if (x >= 0.0f) return 1.0f / (1.0f + expf(-x));
-    else {
-        float e = expf(x);
-        return e / (1.0f + e);
-    }
-}
+/* 1 / (1 + exp(-x)) through tk__expf (vectorisable); exact limits 0 and 1 up to
+   ~1e-38. */
+static float tk__sigmoid(float x) { return 1.0f / (1.0f + tk__expf(-x)); }
 
+/* GELU (tanh form) uses 0.5 (1 + tanh(u)) = sigmoid(2u), u = k (x + a x^3):
+   gelu(x) = x s, gelu'(x) = s + 2 x s (1 - s) du/dx. */
 TKDEF int tk_gelu_forward(float *out, const float *inp, size_t n)
 {
     ptrdiff_t i, nn = (ptrdiff_t)n;
@@ -916,7 +913,7 @@ TKDEF int tk_gelu_forward(float *out, const float *inp, size_t n)
     for (i = 0; i < nn; i++) {
         float x = inp[i];
         float u = TK__GELU_K * (x + TK__GELU_A * x * x * x);
-        out[i] = 0.5f * x * (1.0f + tanhf(u));
+        out[i] = x * tk__sigmoid(2.0f * u);
     }
     return TK_OK;
 }
@@ -930,9 +927,9 @@ TKDEF int tk_gelu_backward(float *dinp, const float *inp, const float *dout, siz
     for (i = 0; i < nn; i++) {
         float x = inp[i];
         float u = TK__GELU_K * (x + TK__GELU_A * x * x * x);
-        float th = tanhf(u);
+        float sg = tk__sigmoid(2.0f * u);
         float du = TK__GELU_K * (1.0f + 3.0f * TK__GELU_A * x * x);
-        float g = 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * du;
+        float g = sg + 2.0f * x * sg * (1.0f - sg) * du;
         dinp[i] += g * dout[i];
     }
     return TK_OK;
