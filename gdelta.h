@@ -363,87 +363,124 @@ static int gd__check_cfg(const gd_config *cfg)
 
 /* ---------------------------------------------------------------- small GEMM */
 /* C (M,N; ldc) = acc*C + alpha * A B, A element (i,p) at A[i*a_rs + p*a_cs] (so a
-   transposed A costs nothing), B (K,N; ldb) row-major. Register-blocked 4 x 32
-   tiles with contiguous inner loops the compiler vectorises. acc is 0 or 1; with 0,
-   C is never read. */
+   transposed A costs nothing), B (K,N; ldb) row-major. acc is 0 or 1; with 0, C is
+   never read. Blocked 8 x 32 register tiles: an AVX-512 kernel when the compiler
+   targets AVX-512F (unless GDELTA_NO_SIMD), else portable C with contiguous inner
+   loops the compiler vectorises (fmaf when the target has FMA). */
+#if (defined(__FMA__) || defined(__AVX512F__)) && !defined(GDELTA_NO_SIMD)
+#define GD__FMA(a, b, c) fmaf((a), (b), (c))
+#else
+#define GD__FMA(a, b, c) ((a) * (b) + (c))
+#endif
+
+#if defined(__AVX512F__) && !defined(GDELTA_NO_SIMD)
+#include <immintrin.h>
+#define GD__ROW8(X)                                                                    \
+    X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
 static void gd__gemm(int M, int N, int K, float alpha, const float *A, long a_rs,
                      long a_cs, const float *B, long ldb, int acc, float *C, long ldc)
 {
-    int i, j, p, jj;
-    for (i = 0; i + 4 <= M; i += 4) {
-        const float *a0 = A + (long)i * a_rs, *a1 = a0 + a_rs, *a2 = a1 + a_rs,
-                    *a3 = a2 + a_rs;
-        for (j = 0; j < N; j += 32) {
-            int nb = N - j < 32 ? N - j : 32;
-            float c0[32], c1[32], c2[32], c3[32];
-            float *C0 = C + (long)i * ldc + j, *C1 = C0 + ldc, *C2 = C1 + ldc,
-                  *C3 = C2 + ldc;
-            if (nb == 32) {
-                for (jj = 0; jj < 32; jj++) c0[jj] = c1[jj] = c2[jj] = c3[jj] = 0.0f;
-                for (p = 0; p < K; p++) {
-                    const float *GD__RESTRICT b = B + (long)p * ldb + j;
-                    float x0 = a0[p * a_cs], x1 = a1[p * a_cs], x2 = a2[p * a_cs],
-                          x3 = a3[p * a_cs];
-                    for (jj = 0; jj < 32; jj++) {
-                        c0[jj] += x0 * b[jj];
-                        c1[jj] += x1 * b[jj];
-                        c2[jj] += x2 * b[jj];
-                        c3[jj] += x3 * b[jj];
-                    }
-                }
-                if (acc) {
-                    for (jj = 0; jj < 32; jj++) {
-                        C0[jj] += alpha * c0[jj];
-                        C1[jj] += alpha * c1[jj];
-                        C2[jj] += alpha * c2[jj];
-                        C3[jj] += alpha * c3[jj];
-                    }
-                } else {
-                    for (jj = 0; jj < 32; jj++) {
-                        C0[jj] = alpha * c0[jj];
-                        C1[jj] = alpha * c1[jj];
-                        C2[jj] = alpha * c2[jj];
-                        C3[jj] = alpha * c3[jj];
-                    }
-                }
-            } else {
-                for (jj = 0; jj < nb; jj++) c0[jj] = c1[jj] = c2[jj] = c3[jj] = 0.0f;
-                for (p = 0; p < K; p++) {
-                    const float *b = B + (long)p * ldb + j;
-                    float x0 = a0[p * a_cs], x1 = a1[p * a_cs], x2 = a2[p * a_cs],
-                          x3 = a3[p * a_cs];
-                    for (jj = 0; jj < nb; jj++) {
-                        c0[jj] += x0 * b[jj];
-                        c1[jj] += x1 * b[jj];
-                        c2[jj] += x2 * b[jj];
-                        c3[jj] += x3 * b[jj];
-                    }
-                }
-                for (jj = 0; jj < nb; jj++) {
-                    C0[jj] = (acc ? C0[jj] : 0.0f) + alpha * c0[jj];
-                    C1[jj] = (acc ? C1[jj] : 0.0f) + alpha * c1[jj];
-                    C2[jj] = (acc ? C2[jj] : 0.0f) + alpha * c2[jj];
-                    C3[jj] = (acc ? C3[jj] : 0.0f) + alpha * c3[jj];
-                }
-            }
-        }
-    }
-    for (; i < M; i++) {
-        const float *a0 = A + (long)i * a_rs;
-        for (j = 0; j < N; j += 32) {
-            int nb = N - j < 32 ? N - j : 32;
-            float c0[32];
-            float *C0 = C + (long)i * ldc + j;
-            for (jj = 0; jj < nb; jj++) c0[jj] = 0.0f;
+    int i, j, p;
+    const __m512 va = _mm512_set1_ps(alpha);
+    for (j = 0; j < N; j += 32) {
+        int nb = N - j < 32 ? N - j : 32;
+        const __mmask16 m0 = (__mmask16)(nb >= 16 ? 0xFFFFu : ((1u << nb) - 1u));
+        const __mmask16 m1 =
+            (__mmask16)(nb >= 32 ? 0xFFFFu : nb > 16 ? ((1u << (nb - 16)) - 1u) : 0u);
+        const float *Bj = B + j;
+        for (i = 0; i + 8 <= M; i += 8) {
+            const float *a = A + (long)i * a_rs;
+#define GD__DECL(r) __m512 c##r##0 = _mm512_setzero_ps(), c##r##1 = _mm512_setzero_ps();
+            GD__ROW8(GD__DECL)
+#undef GD__DECL
             for (p = 0; p < K; p++) {
-                const float *b = B + (long)p * ldb + j;
-                float x0 = a0[p * a_cs];
-                for (jj = 0; jj < nb; jj++) c0[jj] += x0 * b[jj];
+                const float *b = Bj + (long)p * ldb, *ap = a + (long)p * a_cs;
+                const __m512 b0 = _mm512_maskz_loadu_ps(m0, b);
+                const __m512 b1 = _mm512_maskz_loadu_ps(m1, b + 16);
+                __m512 x;
+#define GD__FM(r)                                                                      \
+    x = _mm512_set1_ps(ap[(r) * a_rs]);                                                \
+    c##r##0 = _mm512_fmadd_ps(x, b0, c##r##0);                                         \
+    c##r##1 = _mm512_fmadd_ps(x, b1, c##r##1);
+                GD__ROW8(GD__FM)
+#undef GD__FM
             }
-            for (jj = 0; jj < nb; jj++) C0[jj] = (acc ? C0[jj] : 0.0f) + alpha * c0[jj];
+#define GD__ST(r)                                                                      \
+    {                                                                                  \
+        float *Cr = C + (long)(i + (r)) * ldc + j;                                     \
+        __m512 o0 = _mm512_mul_ps(va, c##r##0), o1 = _mm512_mul_ps(va, c##r##1);       \
+        if (acc) {                                                                     \
+            o0 = _mm512_add_ps(o0, _mm512_maskz_loadu_ps(m0, Cr));                     \
+            o1 = _mm512_add_ps(o1, _mm512_maskz_loadu_ps(m1, Cr + 16));                \
+        }                                                                              \
+        _mm512_mask_storeu_ps(Cr, m0, o0);                                             \
+        _mm512_mask_storeu_ps(Cr + 16, m1, o1);                                        \
+    }
+            GD__ROW8(GD__ST)
+#undef GD__ST
+        }
+        for (; i < M; i++) {
+            const float *a = A + (long)i * a_rs;
+            float *Cr = C + (long)i * ldc + j;
+            __m512 c0 = _mm512_setzero_ps(), c1 = _mm512_setzero_ps(), o0, o1;
+            for (p = 0; p < K; p++) {
+                const float *b = Bj + (long)p * ldb;
+                const __m512 x = _mm512_set1_ps(a[(long)p * a_cs]);
+                c0 = _mm512_fmadd_ps(x, _mm512_maskz_loadu_ps(m0, b), c0);
+                c1 = _mm512_fmadd_ps(x, _mm512_maskz_loadu_ps(m1, b + 16), c1);
+            }
+            o0 = _mm512_mul_ps(va, c0);
+            o1 = _mm512_mul_ps(va, c1);
+            if (acc) {
+                o0 = _mm512_add_ps(o0, _mm512_maskz_loadu_ps(m0, Cr));
+                o1 = _mm512_add_ps(o1, _mm512_maskz_loadu_ps(m1, Cr + 16));
+            }
+            _mm512_mask_storeu_ps(Cr, m0, o0);
+            _mm512_mask_storeu_ps(Cr + 16, m1, o1);
         }
     }
 }
+#undef GD__ROW8
+#else
+static void gd__gemm(int M, int N, int K, float alpha, const float *A, long a_rs,
+                     long a_cs, const float *B, long ldb, int acc, float *C, long ldc)
+{
+    int i, j, p, r, u;
+    for (j = 0; j < N; j += 32) {
+        int nb = N - j < 32 ? N - j : 32;
+        for (i = 0; i < M; i += 4) {
+            int mr = M - i < 4 ? M - i : 4;
+            float c[4][32];
+            for (r = 0; r < 4; r++)
+                for (u = 0; u < 32; u++) c[r][u] = 0.0f;
+            if (mr == 4 && nb == 32) {
+                for (p = 0; p < K; p++) {
+                    const float *GD__RESTRICT b = B + (long)p * ldb + j;
+                    for (r = 0; r < 4; r++) {
+                        const float x = A[(long)(i + r) * a_rs + (long)p * a_cs];
+                        for (u = 0; u < 32; u++) c[r][u] = GD__FMA(x, b[u], c[r][u]);
+                    }
+                }
+            } else {
+                for (p = 0; p < K; p++) {
+                    const float *GD__RESTRICT b = B + (long)p * ldb + j;
+                    for (r = 0; r < mr; r++) {
+                        const float x = A[(long)(i + r) * a_rs + (long)p * a_cs];
+                        for (u = 0; u < nb; u++) c[r][u] = GD__FMA(x, b[u], c[r][u]);
+                    }
+                }
+            }
+            for (r = 0; r < mr; r++) {
+                float *Cr = C + (long)(i + r) * ldc + j;
+                if (acc)
+                    for (u = 0; u < nb; u++) Cr[u] += alpha * c[r][u];
+                else
+                    for (u = 0; u < nb; u++) Cr[u] = alpha * c[r][u];
+            }
+        }
+    }
+}
+#endif
 
 /* dst (cols, rows) = src (rows, cols)^T with leading dims */
 static void gd__transpose(float *GD__RESTRICT dst, long ldd, const float *GD__RESTRICT src,
@@ -458,11 +495,28 @@ static void gd__transpose(float *GD__RESTRICT dst, long ldd, const float *GD__RE
         }
 }
 
+/* Reductions use GD__W independent partial sums (a fixed order: deterministic), so the
+   compiler can vectorise them without -ffast-math. */
+#define GD__W 16
+static float gd__hsum(float *acc)
+{
+    int w;
+    for (w = GD__W / 2; w >= 1; w /= 2) {
+        int u;
+        for (u = 0; u < w; u++) acc[u] += acc[u + w];
+    }
+    return acc[0];
+}
+
 static float gd__dot(const float *GD__RESTRICT a, const float *GD__RESTRICT b, int n)
 {
-    float s = 0.0f;
-    int i;
-    for (i = 0; i < n; i++) s += a[i] * b[i];
+    float acc[GD__W], s;
+    int i = 0, u;
+    for (u = 0; u < GD__W; u++) acc[u] = 0.0f;
+    for (; i + GD__W <= n; i += GD__W)
+        for (u = 0; u < GD__W; u++) acc[u] += a[i + u] * b[i + u];
+    s = gd__hsum(acc);
+    for (; i < n; i++) s += a[i] * b[i];
     return s;
 }
 
@@ -513,17 +567,29 @@ static float gd__gamma(const gd_config *cfg, float g)
 }
 
 /* ---------------------------------------------------------------- validation */
+/* 1 if every x[i] is finite: x * 0 is 0 for finite x and NaN for NaN/Inf; GD__W
+   partial sums so the scan vectorises. */
+static int gd__all_finite(const float *x, long n)
+{
+    float acc[GD__W];
+    long i = 0;
+    int w;
+    for (w = 0; w < GD__W; w++) acc[w] = 0.0f;
+    for (; i + GD__W <= n; i += GD__W)
+        for (w = 0; w < GD__W; w++) acc[w] += x[i + w] * 0.0f;
+    for (; i < n; i++) acc[0] += x[i] * 0.0f;
+    return gd__hsum(acc) == 0.0f;
+}
+
 static int gd__check_data(const gd_config *cfg, const char *fn, const float *q,
                           const float *k, const float *v, const float *gates,
                           const float *beta, const float *state0, long nqk, long nv,
                           long ng, long ns)
 {
     long i;
-    for (i = 0; i < nqk; i++)
-        if (!gd__finite(q[i]) || !gd__finite(k[i]))
-            return gd__err(cfg, GD_ERANGE, "%s: non-finite q or k at %ld", fn, i);
-    for (i = 0; i < nv; i++)
-        if (!gd__finite(v[i])) return gd__err(cfg, GD_ERANGE, "%s: non-finite v at %ld", fn, i);
+    if (!gd__all_finite(q, nqk) || !gd__all_finite(k, nqk))
+        return gd__err(cfg, GD_ERANGE, "%s: non-finite q or k", fn);
+    if (!gd__all_finite(v, nv)) return gd__err(cfg, GD_ERANGE, "%s: non-finite v", fn);
     for (i = 0; i < ng; i++) {
         float g = gates[i], b = beta[i];
         if (cfg->gate_is_log) {
@@ -534,10 +600,8 @@ static int gd__check_data(const gd_config *cfg, const char *fn, const float *q,
         if (!(b >= 0.0f && b <= 1.0f))
             return gd__err(cfg, GD_ERANGE, "%s: beta %g at %ld outside [0,1]", fn, b, i);
     }
-    if (state0)
-        for (i = 0; i < ns; i++)
-            if (!gd__finite(state0[i]))
-                return gd__err(cfg, GD_ERANGE, "%s: non-finite state0 at %ld", fn, i);
+    if (state0 && !gd__all_finite(state0, ns))
+        return gd__err(cfg, GD_ERANGE, "%s: non-finite state0", fn);
     return GD_OK;
 }
 
@@ -619,21 +683,39 @@ static int gd__saved_prepare(const gd_config *cfg, gd_saved *s, int B, int H, in
 }
 
 /* ---------------------------------------------------------------- recurrent */
-/* One step on M (Dv,Dk) in place; r (Dv) or NULL. kn, qn normalised. */
+/* One step on M (Dv,Dk) in place; r (Dv) or NULL. kn, qn normalised. Row i of M
+   only meets row i: decay + prediction in one pass, write + readout in a second. */
 static void gd__rec_step(float *GD__RESTRICT M, int Dk, int Dv, const float *GD__RESTRICT kn,
                          const float *GD__RESTRICT qn, const float *GD__RESTRICT v,
                          float gam, float bet, float scale, float *GD__RESTRICT r)
 {
-    int i, j;
+    int i, j, w;
+    float acc[GD__W];
     for (i = 0; i < Dv; i++) {
         float *GD__RESTRICT row = M + (long)i * Dk;
-        float p = 0.0f, u, o = 0.0f;
-        for (j = 0; j < Dk; j++) {
+        float p, u, o;
+        for (w = 0; w < GD__W; w++) acc[w] = 0.0f;
+        for (j = 0; j + GD__W <= Dk; j += GD__W)
+            for (w = 0; w < GD__W; w++) {
+                float x = row[j + w] * gam;
+                row[j + w] = x;
+                acc[w] += x * kn[j + w];
+            }
+        p = gd__hsum(acc);
+        for (; j < Dk; j++) {
             row[j] *= gam;
             p += row[j] * kn[j];
         }
         u = bet * (v[i] - p);
-        for (j = 0; j < Dk; j++) {
+        for (w = 0; w < GD__W; w++) acc[w] = 0.0f;
+        for (j = 0; j + GD__W <= Dk; j += GD__W)
+            for (w = 0; w < GD__W; w++) {
+                float x = row[j + w] + u * kn[j + w];
+                row[j + w] = x;
+                acc[w] += x * qn[j + w];
+            }
+        o = gd__hsum(acc);
+        for (; j < Dk; j++) {
             row[j] += u * kn[j];
             o += row[j] * qn[j];
         }
@@ -651,16 +733,26 @@ static void gd__rec_step_back(const float *GD__RESTRICT Mp, float *GD__RESTRICT 
                               float scale, float *GD__RESTRICT dqn, float *GD__RESTRICT dkn,
                               float *GD__RESTRICT dv, float *dbet, float *da)
 {
-    int i, j;
-    float sb = 0.0f, sa = 0.0f;
+    int i, j, w;
+    float sb = 0.0f, sa = 0.0f, acc[GD__W];
     for (i = 0; i < Dv; i++) {
         const float *GD__RESTRICT mp = Mp + (long)i * Dk;
         float *GD__RESTRICT ds = dS + (long)i * Dk;
-        float p = 0.0f, u, du = 0.0f, dp, sdo = scale * dr[i], a = 0.0f;
-        for (j = 0; j < Dk; j++) p += mp[j] * kn[j];
-        p *= gam;
+        float p, u, du, dp, sdo = scale * dr[i], a;
+        p = gam * gd__dot(mp, kn, Dk);
         u = bet * (v[i] - p);
-        for (j = 0; j < Dk; j++) {
+        for (w = 0; w < GD__W; w++) acc[w] = 0.0f;
+        for (j = 0; j + GD__W <= Dk; j += GD__W)
+            for (w = 0; w < GD__W; w++) {
+                float st = gam * mp[j + w] + u * kn[j + w];
+                float d = ds[j + w] + sdo * qn[j + w];
+                ds[j + w] = d;
+                dqn[j + w] += sdo * st;
+                acc[w] += d * kn[j + w];
+                dkn[j + w] += u * d;
+            }
+        du = gd__hsum(acc);
+        for (; j < Dk; j++) {
             float st = gam * mp[j] + u * kn[j];
             ds[j] += sdo * qn[j];
             dqn[j] += sdo * st;
@@ -670,7 +762,16 @@ static void gd__rec_step_back(const float *GD__RESTRICT Mp, float *GD__RESTRICT 
         dv[i] = bet * du;
         sb += du * (v[i] - p);
         dp = -bet * du;
-        for (j = 0; j < Dk; j++) {
+        for (w = 0; w < GD__W; w++) acc[w] = 0.0f;
+        for (j = 0; j + GD__W <= Dk; j += GD__W)
+            for (w = 0; w < GD__W; w++) {
+                float dsp = ds[j + w] + dp * kn[j + w];
+                dkn[j + w] += dp * gam * mp[j + w];
+                acc[w] += dsp * mp[j + w];
+                ds[j + w] = gam * dsp;
+            }
+        a = gd__hsum(acc);
+        for (; j < Dk; j++) {
             float dsp = ds[j] + dp * kn[j];
             dkn[j] += dp * gam * mp[j];
             a += dsp * mp[j];
@@ -770,6 +871,7 @@ typedef struct gd__chunk {
     float *qn, *kn;           /* (C,Dk) */
     float *qt, *kt;           /* (Dk,C) */
     float *KK, *QK, *P, *A;   /* (C,C) */
+    float *Tm;                /* (C,C) (I + A)^-1, unit lower triangular */
     float *G, *e, *c, *bet, *qinv, *kinv, *lg;  /* (C) */
 } gd__chunk;
 
@@ -785,6 +887,7 @@ static void gd__chunk_alloc(gd__chunk *ch, gd__arena *ar, int C, int Dk, int Dv)
     ch->QK = gd__take(ar, cc);
     ch->P = gd__take(ar, cc);
     ch->A = gd__take(ar, cc);
+    ch->Tm = gd__take(ar, cc);
     ch->G = gd__take(ar, (size_t)C);
     ch->e = gd__take(ar, (size_t)C);
     ch->c = gd__take(ar, (size_t)C);
@@ -828,6 +931,21 @@ static void gd__chunk_load(const gd_config *cfg, gd__chunk *ch, int L, const flo
         for (j = 0; j < i; j++) Ai[j] = ch->bet[i] * ch->KK[(long)i * C + j] * Pi[j];
         for (j = i; j < L; j++) Ai[j] = 0.0f;
     }
+    /* Tm = (I + A)^-1 by forward substitution on the identity: row i = e_i - sum_{j<i}
+       A_ij Tm_j (row j is zero right of j). L^3/6 multiply-adds, then U = Tm Bm and
+       dBm = Tm^T dU are plain matrix products. */
+    for (i = 0; i < L; i++) {
+        float *Ti = ch->Tm + (long)i * C;
+        const float *Ai = ch->A + (long)i * C;
+        for (j = 0; j < L; j++) Ti[j] = 0.0f;
+        Ti[i] = 1.0f;
+        for (j = 0; j < i; j++) {
+            const float *GD__RESTRICT Tj = ch->Tm + (long)j * C;
+            const float a = Ai[j];
+            int m;
+            for (m = 0; m <= j; m++) Ti[m] -= a * Tj[m];
+        }
+    }
 }
 
 static void gd__chunk_forward_bh(const gd_config *cfg, float *r, float *state_out,
@@ -861,19 +979,14 @@ static void gd__chunk_forward_bh(const gd_config *cfg, float *r, float *state_ou
         gd__chunk_load(cfg, &ch, L, q + (long)t0 * Dk, k + (long)t0 * Dk, g + t0, be + t0);
         gd__gemm(L, Dv, Dk, 1.0f, ch.kn, Dk, 1, St, Dv, 0, KS, Dv); /* KS_i = M k_i */
         gd__gemm(L, Dv, Dk, 1.0f, ch.qn, Dk, 1, St, Dv, 0, QS, Dv); /* QS_i = M q_i */
-        /* U = (I + A)^-1 diag(beta) (V - diag(e) KS), by forward substitution */
+        /* U = (I + A)^-1 Bm, Bm = diag(beta) (V - diag(e) KS) (built in KS) */
         for (i = 0; i < L; i++) {
-            float *Ui = U + (long)i * Dv;
-            const float *Ai = ch.A + (long)i * C;
+            float *Bi = KS + (long)i * Dv;
+            const float *vi = vv + (long)i * Dv;
             float bi = ch.bet[i], ei = ch.e[i];
-            for (j = 0; j < Dv; j++) Ui[j] = bi * (vv[(long)i * Dv + j] - ei * KS[(long)i * Dv + j]);
-            for (j = 0; j < i; j++) {
-                const float *GD__RESTRICT Uj = U + (long)j * Dv;
-                float a = Ai[j];
-                int d;
-                for (d = 0; d < Dv; d++) Ui[d] -= a * Uj[d];
-            }
+            for (j = 0; j < Dv; j++) Bi[j] = bi * (vi[j] - ei * Bi[j]);
         }
+        gd__gemm(L, Dv, L, 1.0f, ch.Tm, C, 1, KS, Dv, 0, U, Dv);
         /* r = scale (diag(e) QS + (P o QK) U) */
         for (i = 0; i < L; i++) {
             for (j = 0; j < L; j++)
@@ -983,17 +1096,8 @@ static void gd__chunk_backward_bh(const gd_config *cfg, const float *saved_state
             }
         gd__gemm(L, Dk, L, 1.0f, Dm, C, 1, ch.kn, Dk, 1, dQn, Dk);
         gd__gemm(L, Dk, L, 1.0f, Dm, 1, C, ch.qn, Dk, 1, dKn, Dk);
-        /* --- WY: U = (I + A)^-1 Bm: dB = (I + A)^-T dU (back substitution) */
-        for (i = L - 1; i >= 0; i--) {
-            float *dBi = dB + (long)i * Dv;
-            memcpy(dBi, dU + (long)i * Dv, (size_t)Dv * sizeof(float));
-            for (j = i + 1; j < L; j++) {
-                const float *GD__RESTRICT dBj = dB + (long)j * Dv;
-                float a = ch.A[(long)j * C + i];
-                int d;
-                for (d = 0; d < Dv; d++) dBi[d] -= a * dBj[d];
-            }
-        }
+        /* --- WY: U = (I + A)^-1 Bm: dBm = (I + A)^-T dU = Tm^T dU */
+        gd__gemm(L, Dv, L, 1.0f, ch.Tm, 1, C, dU, Dv, 0, dB, Dv);
         gd__gemm(L, L, Dv, 1.0f, dB, Dv, 1, Ut, C, 0, dBU, C); /* dA = -dB U^T */
         /* Bm_i = beta_i (v_i - e_i M k_i) */
         gd__gemm(L, Dk, Dv, 1.0f, dB, Dv, 1, S, Dk, 0, X, Dk); /* X_i = M^T dB_i */
