@@ -75,18 +75,32 @@
      #define CEAS_IMPLEMENTATION   (in exactly one C or C++ file)
      #include "ceas.h"
 
-        ceas_config cfg = ceas_config_default();      // 14.4M preset
-        ceas_state st;
-        if (ceas_init(&st, &cfg, n_layers, n_heads, d_k) != CEAS_OK) ...;
-        for (step ...) {
-            for (l = 0; l < n_layers; l++)            // logits_l: (B, H, T, T)
-                ceas_attention_observables(logits_l, B, n_heads, T, 1,
-                                           st.beta + l * n_heads, NULL,
-                                           heads + l * n_heads, NULL);
-            ceas_step(&st, heads);                   // st.beta, st.frozen updated
-            ...
-        }
-        ceas_free(&st);
+     // One controller for L layers of H heads (head dim D). logits: (L, B, H,
+     // T, T), each step's causal attention logits, made with beta = st.beta
+     // (tensor.h: temp[h] = ceas_beta_to_temp(beta[h], D)). In a trainer the
+     // logits change every step; here they are fixed for brevity.
+     int ceas_example(const float *logits, int L, int B, int H, int T, int D, int steps)
+     {
+         ceas_config cfg = ceas_config_default();      // the 14.4M preset
+         ceas_state st;
+         ceas_obs *heads = (ceas_obs *)malloc(sizeof(ceas_obs) * (size_t)L * H);
+         int l, t, rc = heads ? ceas_init(&st, &cfg, L, H, D) : CEAS_ENOMEM;
+         if (rc != CEAS_OK) { free(heads); return rc; }
+         for (t = 0; t < steps && rc == CEAS_OK; t++) {
+             for (l = 0; l < L && rc == CEAS_OK; l++)   // per-head observables
+                 rc = ceas_attention_observables(logits + (size_t)l * B * H * T * T,
+                                                 B, H, T, 1, st.beta + l * H,
+                                                 NULL, heads + l * H, NULL);
+             if (rc == CEAS_OK) rc = ceas_step(&st, heads); // new st.beta, st.frozen
+             // token gating for this step: ceas_gate_scores on the row
+             // observables, then ceas_token_mask(keep, score, B, H, T,
+             // ceas_t_gate(&st), ceas_keep_q_at(&st.cfg, st.step), st.cfg.m_min, ...)
+             // on validation: ceas_report_val_loss(&st, val_loss, &fired)
+         }
+         ceas_free(&st);
+         free(heads);
+         return rc;
+     }
 
    COMPILE-TIME OPTIONS
      CEAS_STATIC            all functions static
@@ -278,6 +292,7 @@ CEASDEF int ceas_newton_update(const ceas_config *cfg, float beta, float H, floa
                                float h_target, float kappa, float beta_c, float *beta_out);
 
 /* ---- the controller ---- */
+/* cfg NULL: ceas_config_default(). beta starts at 1/sqrt(d_k). */
 CEASDEF int ceas_init(ceas_state *st, const ceas_config *cfg, int n_layers, int n_heads,
                       int d_k);
 CEASDEF void ceas_free(ceas_state *st);
@@ -1521,21 +1536,22 @@ CEASDEF int ceas_wd_update(const ceas_knob_config *k, float wd, float h_param, f
 CEASDEF int ceas_logit_entropy(const float *logits, int R, int V, float *h_norm)
 {
     double s = 0;
+    float *hr;
     int r, bad = 0;
     if (!logits || R <= 0 || V <= 1 || !h_norm) return CEAS_EINVAL;
+    hr = (float *)CEAS_MALLOC((size_t)R * sizeof(float));
+    if (!hr) return CEAS_ENOMEM;
 #if defined(_OPENMP)
 #pragma omp parallel for schedule(static) reduction(| : bad)
 #endif
     for (r = 0; r < R; r++) {
         ceas_obs o;
         bad |= ceas__row_obs(&o, logits + (size_t)r * V, V, 1.0f) != CEAS_OK;
+        hr[r] = o.H;
     }
+    for (r = 0; r < R; r++) s += hr[r]; /* fixed summation order */
+    CEAS_FREE(hr);
     if (bad) return CEAS_EINVAL;
-    for (r = 0; r < R; r++) { /* second, serial pass: fixed summation order */
-        ceas_obs o;
-        ceas__row_obs(&o, logits + (size_t)r * V, V, 1.0f);
-        s += o.H;
-    }
     *h_norm = (float)(s / R / log((double)V));
     return CEAS_OK;
 }

@@ -942,6 +942,40 @@ static void test_multiknob(void)
     CHECK(out == 3.0f);
 }
 
+/* ---- the doc block's usage example, verbatim ---- */
+
+int ceas_example(const float *logits, int L, int B, int H, int T, int D, int steps);
+int ceas_example(const float *logits, int L, int B, int H, int T, int D, int steps)
+{
+    ceas_config cfg = ceas_config_default();      // the 14.4M preset
+    ceas_state st;
+    ceas_obs *heads = (ceas_obs *)malloc(sizeof(ceas_obs) * (size_t)L * H);
+    int l, t, rc = heads ? ceas_init(&st, &cfg, L, H, D) : CEAS_ENOMEM;
+    if (rc != CEAS_OK) { free(heads); return rc; }
+    for (t = 0; t < steps && rc == CEAS_OK; t++) {
+        for (l = 0; l < L && rc == CEAS_OK; l++)   // per-head observables
+            rc = ceas_attention_observables(logits + (size_t)l * B * H * T * T,
+                                            B, H, T, 1, st.beta + l * H,
+                                            NULL, heads + l * H, NULL);
+        if (rc == CEAS_OK) rc = ceas_step(&st, heads); // new st.beta, st.frozen
+    }
+    ceas_free(&st);
+    free(heads);
+    return rc;
+}
+
+static void test_doc_example(void)
+{
+    enum { L = 2, B = 1, H = 2, T = 20 };
+    static float lg[L * B * H * T * T];
+    tt_seed(11);
+    tt_fill_normal(lg, L * B * H * T * T, 1.0);
+    CHECK_INT_EQ(ceas_example(lg, L, B, H, T, 16, 3), CEAS_OK);
+    lg[T * T - 1] = (float)NAN; /* last key of the last row of layer 0, head 0 */
+    CHECK_INT_EQ(ceas_example(lg, L, B, H, T, 16, 3), CEAS_EINVAL);
+    CHECK_INT_EQ(ceas_example(lg, L, B, H, T, 0, 3), CEAS_EINVAL);
+}
+
 int main(int argc, char **argv)
 {
     TEST_INIT(argc, argv);
@@ -959,5 +993,6 @@ int main(int argc, char **argv)
     TEST_RUN(test_state_roundtrip);
     TEST_RUN(test_bad_input);
     TEST_RUN(test_multiknob);
+    TEST_RUN(test_doc_example);
     return TEST_END();
 }
