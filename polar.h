@@ -370,6 +370,8 @@ static int polar__check_dims(int B, int H, int Hkv, int T, int D)
     double n;
     if (B < 1 || H < 1 || Hkv < 1 || T < 1 || D < 1) return 0;
     if (H % Hkv != 0) return 0;
+    if ((double)B * H * T > (double)INT_MAX / 2 || (double)B * H * D > (double)INT_MAX / 2)
+        return 0;
     n = (double)B * H * T * ((double)D + T + 16);
     if (n * 8.0 > (double)SIZE_MAX / 4) return 0;
     return 1;
@@ -572,9 +574,10 @@ static void polar__geometry(polar__geom *g, const polar_config *cfg, int B, int 
     /* Tile products are summed in float within a tile; the running sums across tiles
        are double (so the streaming error does not grow with T).
        forward, doubles: acc (BQp x Dp), L, Q2 (BQp); floats: Qt (BQp x Dp),
-       Kt (Dp x BKp), Vt (BKp x Dp), S (BQp x BKp), tmp (BQp x Dp), M, alpha (BQp), row (Dp) */
+       Kt (Dp x BKp), Vt (BKp x Dp), S (BQp x BKp), tmp (BQp x Dp), M, alpha, temp (BQp),
+       row (Dp) */
     g->fwd_thread = polar__rup(2 * (BQp * Dp + 2 * BQp) + BQp * Dp + Dp * BKp + BKp * Dp +
-                               BQp * BKp + BQp * Dp + 2 * BQp + Dp + 16, 16);
+                               BQp * BKp + BQp * Dp + 3 * BQp + Dp + 16, 16);
     /* backward, doubles: G (BQp x Dp), dK, dV (BKp x Dp); floats: Q, DS (BQp x Dp),
        Kt, Vt (Dp x BKp), Kr (BKp x Dp), S, dsv (BQp x BKp), tmp (max(BQp,BKp) x Dp),
        gT, wT (BKp x BQp) */
@@ -872,7 +875,7 @@ POLARDEF int polar_forward(const polar_config *cfg, float *c, float *mag, polar_
 #endif
     {
         int tid = 0;
-        float *Qt, *Kt, *Vt, *S, *tmp, *mrow, *arow, *Srow;
+        float *Qt, *Kt, *Vt, *S, *tmp, *mrow, *arow, *trow, *Srow;
         double *acc, *lrow, *q2row;
         int BQp = g.BQp, BKp = g.BKp, Dp = g.Dp;
 #ifdef _OPENMP
@@ -888,7 +891,8 @@ POLARDEF int polar_forward(const polar_config *cfg, float *c, float *mag, polar_
         tmp = S + (size_t)BQp * BKp;
         mrow = tmp + (size_t)BQp * Dp;
         arow = mrow + BQp;
-        Srow = arow + BQp;
+        trow = arow + BQp;
+        Srow = trow + BQp;
 #ifdef _OPENMP
 #pragma omp for schedule(static, 1)
 #endif
@@ -907,6 +911,11 @@ POLARDEF int polar_forward(const polar_config *cfg, float *c, float *mag, polar_
                 q2row[r] = 0.0;
             }
             for (r = 0; r < BQp * Dp; r++) acc[r] = 0.0;
+            for (r = 0; r < nr; r++) { /* temp * scale per row, once per query block */
+                double temp, nul;
+                polar__row_tn(prm, h, polar__nkeys(cfg->window, i0 + r), &temp, &nul);
+                trow[r] = (float)temp * scf;
+            }
             jstart = i0 + 1 - polar__nkeys(cfg->window, i0);
             jstart = jstart / g.BK * g.BK;
             for (j0 = jstart; j0 <= i1; j0 += g.BK) {
@@ -917,8 +926,7 @@ POLARDEF int polar_forward(const polar_config *cfg, float *c, float *mag, polar_
                 for (r = 0; r < nr; r++) {
                     int i = i0 + r, lo = i + 1 - polar__nkeys(cfg->window, i);
                     int c0 = lo - j0, c1 = i - j0; /* visible columns [c0, c1] */
-                    double temp, nul;
-                    float tf, mx, mnew, alpha, l = 0, q2 = 0;
+                    float tf = trow[r], mx, mnew, alpha, l = 0, q2 = 0;
                     float *sr = S + (size_t)r * BKp;
                     if (c0 < 0) c0 = 0;
                     if (c1 > nc - 1) c1 = nc - 1;
@@ -927,8 +935,6 @@ POLARDEF int polar_forward(const polar_config *cfg, float *c, float *mag, polar_
                         for (cc = 0; cc < BKp; cc++) sr[cc] = 0.0f;
                         continue;
                     }
-                    polar__row_tn(prm, h, polar__nkeys(cfg->window, i), &temp, &nul);
-                    tf = (float)temp * scf;
                     for (cc = c0; cc <= c1; cc++) sr[cc] *= tf;
                     mx = polar__vmax(sr + c0, c1 - c0 + 1);
                     mnew = mrow[r] > mx ? mrow[r] : mx;
