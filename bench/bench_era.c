@@ -52,6 +52,14 @@ static double median(double *v, int n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+static double minimum(const double *v, int n)
+{
+    double m = v[0];
+    int i;
+    for (i = 1; i < n; i++) if (v[i] < m) m = v[i];
+    return m;
+}
+
 static unsigned long long rng = 0x243F6A8885A308D3ULL;
 static double urand(void)
 {
@@ -89,7 +97,7 @@ int main(int argc, char **argv)
     const int B = 8, H = 8, D = 64, R = 8, K = 8, DM = 512;
     size_t TT, nqkv, nprobs;
     float *q, *k, *v, *out, *probs, *mu, *bias, *h, *W, *bw, *cen, *ls, *z, *ecen;
-    double *t_build, *t_attn, *t_mu, *t_era, *t_plain, *t_biased;
+    double *t_build, *t_attn, *t_mu, *t_era, *t_plain, *t_biased, *t_add;
     void *ws;
     era_rpa_config cfg;
     era_rpa_params p;
@@ -125,12 +133,13 @@ int main(int argc, char **argv)
     ls = (float *)xmalloc(sizeof(float) * R);
     z = (float *)xmalloc(sizeof(float) * (size_t)B * T * DM);
     ecen = (float *)xmalloc(sizeof(float) * 32);
-    t_build = (double *)xmalloc(sizeof(double) * rounds * 6);
+    t_build = (double *)xmalloc(sizeof(double) * rounds * 7);
     t_attn = t_build + rounds;
     t_mu = t_attn + rounds;
     t_era = t_mu + rounds;
     t_plain = t_era + rounds;
     t_biased = t_plain + rounds;
+    t_add = t_biased + rounds;
     fill(q, nqkv, 1.0); fill(k, nqkv, 1.0); fill(v, nqkv, 1.0);
     fill(h, (size_t)B * T * DM, 1.0);
     fill(W, (size_t)DM * DM, 1.0 / 22.6);
@@ -179,6 +188,8 @@ int main(int argc, char **argv)
         era_era_forward(&ec, &ep, T, bias, &es, NULL);
         t_era[r] = now_s() - t0;
     }
+    printf("  minima: attention %.3f ms, RPA build %.3f ms (%.4f x)\n", 1e3 * minimum(t_attn, rounds),
+           1e3 * minimum(t_build, rounds), minimum(t_build, rounds) / minimum(t_attn, rounds));
     build_m = median(t_build, rounds);
     attn_m = median(t_attn, rounds);
     mu_m = median(t_mu, rounds);
@@ -225,7 +236,15 @@ int main(int argc, char **argv)
                 tk_attention_forward(out, probs, q, k, v, NULL, 0, NULL, B, H, T, D);
                 t_plain[r] = now_s() - t0;
             }
+            /* the add alone: era_apply of the (T,T) prior onto all (B,H,T,T) scores */
+            t0 = now_s();
+            era_apply(probs, cached, 0, B, H, T);
+            t_add[r] = now_s() - t0;
         }
+        printf("  minima: no bias %.3f ms, cached bias %.3f ms (ratio %.4f)\n", 1e3 * minimum(t_plain, rounds),
+               1e3 * minimum(t_biased, rounds), minimum(t_biased, rounds) / minimum(t_plain, rounds));
+        printf("  era_apply alone, full (B,H,T,T) add    %8.3f ms  (%.4f x attention)\n",
+               1e3 * median(t_add, rounds), median(t_add, rounds) / median(t_plain, rounds));
         plain_m = median(t_plain, rounds);
         biased_m = median(t_biased, rounds);
         printf("  tk_attention_forward, no bias          %8.3f ms\n", 1e3 * plain_m);
