@@ -42,7 +42,7 @@
         #define GDELTA_IMPLEMENTATION
         #include "gdelta.h"
 
-        gd_config cfg = gd_config_default();          // chunked, C = 64, gates as gamma
+        gd_config cfg = gd_config_default();          // chunked, C = 32, gates as gamma
         gd_saved saved = gd_saved_init();
         int rc = gd_forward(&cfg, r, state_out, q, k, v, gamma, beta, NULL,
                             B, H, T, Dk, Dv, &saved, NULL);
@@ -64,7 +64,8 @@
 
    CONFIG (gd_config, gd_config_default())
      algo            GD_ALGO_CHUNKED      GD_ALGO_CHUNKED or GD_ALGO_RECURRENT
-     chunk_size      64                   chunked path, 1..256 (16, 32, 64 are usual)
+     chunk_size      32                   chunked path, 1..256 (16, 32, 64 are usual;
+                                          32 was fastest in bench/bench_gdelta.c)
      checkpoint      64                   recurrent backward: a state saved every
                                           `checkpoint` steps, the rest recomputed
                                           (1: every state saved, no recomputation)
@@ -114,7 +115,7 @@ enum { GD_ALGO_CHUNKED = 0, GD_ALGO_RECURRENT = 1 };
 
 typedef struct gd_config {
     int algo;             /* GD_ALGO_CHUNKED (default) or GD_ALGO_RECURRENT */
-    int chunk_size;       /* chunked path chunk length C, 1..256; default 64 */
+    int chunk_size;       /* chunked path chunk length C, 1..256; default 32 */
     int checkpoint;       /* recurrent backward: state saved every `checkpoint` steps; 64 */
     int gate_is_log;      /* 0: gates are gamma in [0,1]; 1: gates are log gamma <= 0 */
     int normalize_qk;     /* 1: L2-normalise q and k inside (Finding 1); default 1 */
@@ -297,7 +298,7 @@ GDELTADEF gd_config gd_config_default(void)
     gd_config c;
     memset(&c, 0, sizeof c);
     c.algo = GD_ALGO_CHUNKED;
-    c.chunk_size = 64;
+    c.chunk_size = 32;
     c.checkpoint = 64;
     c.gate_is_log = 0;
     c.normalize_qk = 1;

@@ -6,7 +6,7 @@
 
    Training: B = 1, H = 8, Dk = Dv = 64 and 128, T = 1K, 4K, 16K. Each path runs
    gd_forward then gd_backward (saved state and workspace allocated once, outside the
-   timing). Chunked: chunk 64 (one state per chunk + the WY vectors saved). Recurrent:
+   timing). Chunked: chunk 64 and chunk 32 (one state per chunk + the WY vectors saved). Recurrent:
    the reference step loop; its backward stores a state every 64 steps and recomputes
    the states inside each 64-step segment (one extra forward). Rounds alternate the two
    paths; each figure is the best round. Peer in the same run: tensor.h's causal
@@ -15,8 +15,8 @@
    Decode: gd_step for 256 sequences x 8 heads x (128 x 128) states in a 256-slot
    table, one token each; tokens/s = 256 / seconds per step.
 
-   Last line: bench_gdelta: chunked_speedup_4k=X (recurrent time / chunked time,
-   fwd+bwd, T = 4096, D = 128). */
+   Last line: bench_gdelta: chunked_speedup_4k=X (recurrent time / chunked time at
+   the default chunk 32, fwd+bwd, T = 4096, D = 128). */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,10 +81,11 @@ int main(int argc, char **argv)
     nt = omp_get_max_threads();
 #endif
     if (rounds < 1) rounds = 1;
-    printf("bench_gdelta: %d threads, %d rounds (best), B=1 H=%d, chunk 64, recurrent "
-           "checkpoint 64 (recompute)\n", nt, rounds, H);
-    printf("%5s %6s | %12s %12s | %12s %12s | %8s | %14s\n", "D", "T", "rec fwd ms",
-           "rec f+b ms", "chunk fwd ms", "chunk f+b ms", "speedup", "softmax fwd ms");
+    printf("bench_gdelta: %d threads, %d rounds (best), B=1 H=%d, recurrent checkpoint 64 "
+           "(recompute); times in ms\n", nt, rounds, H);
+    printf("%5s %6s | %10s %10s | %10s %10s %8s | %10s %8s | %14s\n", "D", "T", "rec fwd",
+           "rec f+b", "C64 fwd", "C64 f+b", "speedup", "C32 f+b", "speedup",
+           "softmax fwd ms");
     for (di = 0; di < 2; di++)
         for (ti = 0; ti < 3; ti++) {
             int D = Ds[di], T = Ts[ti], rd;
@@ -95,14 +96,16 @@ int main(int argc, char **argv)
             float *r = (float *)calloc(nqk, sizeof(float)), *dq = (float *)calloc(nqk, sizeof(float));
             float *dk = (float *)calloc(nqk, sizeof(float)), *dv = (float *)calloc(nqk, sizeof(float));
             float *dg = (float *)calloc(ng, sizeof(float)), *db = (float *)calloc(ng, sizeof(float));
-            gd_config cc = gd_config_default(), cr = gd_config_default();
-            gd_saved sc = gd_saved_init(), srec = gd_saved_init();
+            gd_config cc = gd_config_default(), cr = gd_config_default(), c32;
+            gd_saved sc = gd_saved_init(), srec = gd_saved_init(), s32 = gd_saved_init();
             size_t wsz;
             void *ws;
-            double bc = 1e30, br = 1e30, bcf = 1e30, brf = 1e30, tf, t, att = -1.0;
+            double bc = 1e30, br = 1e30, bcf = 1e30, brf = 1e30, b32 = 1e30, tf, t, att = -1.0;
             cr.algo = GD_ALGO_RECURRENT;
             cr.checkpoint = 64;
             cc.chunk_size = 64;
+            c32 = cc;
+            c32.chunk_size = 32;
             wsz = gd_workspace_size(&cr, 1, H, T, D, D);
             if (gd_workspace_size(&cc, 1, H, T, D, D) > wsz) wsz = gd_workspace_size(&cc, 1, H, T, D, D);
             ws = malloc(wsz);
@@ -113,6 +116,8 @@ int main(int argc, char **argv)
                 t = run_fb(&cr, &srec, ws, r, q, k, v, g, be, dr, dq, dk, dv, dg, db, H, T, D, &tf);
                 if (t < br) br = t;
                 if (tf < brf) brf = tf;
+                t = run_fb(&c32, &s32, ws, r, q, k, v, g, be, dr, dq, dk, dv, dg, db, H, T, D, &tf);
+                if (t < b32) b32 = t;
             }
             if (T <= 4096) {
                 float *probs = (float *)malloc((size_t)H * T * T * sizeof(float));
@@ -127,14 +132,15 @@ int main(int argc, char **argv)
                     free(probs);
                 }
             }
-            printf("%5d %6d | %12.1f %12.1f | %12.1f %12.1f | %7.2fx | ", D, T, brf * 1e3,
-                   br * 1e3, bcf * 1e3, bc * 1e3, br / bc);
+            printf("%5d %6d | %10.1f %10.1f | %10.1f %10.1f %7.2fx | %10.1f %7.2fx | ", D, T,
+                   brf * 1e3, br * 1e3, bcf * 1e3, bc * 1e3, br / bc, b32 * 1e3, br / b32);
             if (att >= 0) printf("%14.1f\n", att * 1e3);
             else printf("%14s\n", "n/a");
             fflush(stdout);
-            if (D == 128 && T == 4096) speed4k = br / bc;
+            if (D == 128 && T == 4096) speed4k = br / b32;
             gd_saved_free(&sc);
             gd_saved_free(&srec);
+            gd_saved_free(&s32);
             free(ws);
             free(q); free(k); free(v); free(dr); free(g); free(be); free(r); free(dq);
             free(dk); free(dv); free(dg); free(db);
