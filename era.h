@@ -41,8 +41,9 @@
    causal mask later removes. That is the default (zscore_causal = 0). With
    zscore_causal = 1 the mean and standard deviation are taken over j <= i only (RPA: the
    lower triangle including the diagonal; ERA: s <= t in each row); the normalisation is
-   still applied to every entry, so the entries that survive the mask are exactly
-   standardised.
+   applied to every entry for RPA (so the entries that survive the mask are exactly
+   standardised); for ERA the causal option writes 0 at s > t (a row's causal set can be
+   constant, and those masked entries would otherwise be arbitrarily large).
 
    USAGE (compiles as C99 and C++11)
 
@@ -1694,6 +1695,11 @@ ERADEF int era_era_rows(const era_era_state *st, int row0, int nrows, float *out
             float v = (float)((log((double)Qt[bb] + st->delta) - m) * inv);
             for (s = st->bstart[bb]; s < st->bstart[bb + 1]; s++) row[s] = v;
         }
+        /* causal z-score: the future (s > t) is outside the statistics and masked
+           later; it is written as 0 (standardised with a row std that can be ~0, it
+           would otherwise be arbitrarily large) */
+        if (st->zscore_causal)
+            for (s = t + 1; s < st->T; s++) row[s] = 0.0f;
     }
     return ERA_OK;
 }
@@ -1743,7 +1749,9 @@ ERADEF int era_era_backward(const era_era_config *cfg, const era_era_params *p,
         int bb, s;
         for (bb = 0; bb < nb; bb++) {
             double acc = 0.0, y = log((double)Qt[bb] + st->delta) - mean;
-            for (s = st->bstart[bb]; s < st->bstart[bb + 1]; s++) acc += db[s];
+            int send = st->bstart[bb + 1];
+            if (st->zscore_causal && send > t + 1) send = t + 1; /* the future is 0 */
+            for (s = st->bstart[bb]; s < send; s++) acc += db[s];
             sz[bb] = acc * st->alpha;   /* sum over the block of dz */
             da += acc * y / d;
             A += sz[bb];

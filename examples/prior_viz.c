@@ -65,8 +65,8 @@ static int write_png(const char *path, const float *m, int T, int min_px, int ma
     long i;
     while (T * scale < min_px) scale++;
     W = T * scale;
-    for (i = 0; i < (long)T * T; i++)
-        if (fabsf(m[i]) > vmax) vmax = fabsf(m[i]);
+    for (i = 0; i < (long)T * T; i++) /* scale to the entries that are drawn */
+        if ((!mask || i % T <= i / T) && fabsf(m[i]) > vmax) vmax = fabsf(m[i]);
     if (vmax <= 0.0f) vmax = 1.0f;
     img = (unsigned char *)malloc((size_t)W * W * 3);
     if (!img) return -1;

@@ -232,7 +232,7 @@ static void ref_era_bias(const era_ref_cfg *c, const double *cen, int T, double 
         m /= n;
         for (s = 0; s < (c->causal ? t + 1 : T); s++) v += (row[s] - m) * (row[s] - m);
         sd = sqrt(v / n);
-        for (s = 0; s < T; s++) bias[t * T + s] = c->alpha * (row[s] - m) / (sd + c->zeps);
+        for (s = 0; s < T; s++) bias[t * T + s] = c->causal && s > t ? 0.0 : c->alpha * (row[s] - m) / (sd + c->zeps);
     }
     free(mu); free(C); free(f); free(g); free(buf); free(Pl); free(row);
 }
