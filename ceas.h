@@ -409,6 +409,14 @@ CEASDEF int ceas_ls_update(const ceas_knob_config *kc, long long t, float p, flo
 #define CEAS__FMA(a, b, c) ((a) * (b) + (c))
 #endif
 
+/* software prefetch (a hint; rows of attention logits start a new page each,
+   where hardware stream prefetchers restart) */
+#if defined(__GNUC__) || defined(__clang__)
+#define CEAS__PREFETCH(p) __builtin_prefetch((const void *)(p), 0, 0)
+#else
+#define CEAS__PREFETCH(p) ((void)0)
+#endif
+
 #define CEAS__LANES 16
 #define CEAS__CHUNK 128
 
@@ -567,6 +575,8 @@ static void ceas__row_pass(const float *CEAS__RESTRICT x, int n, double *res)
         if (len > CEAS__CHUNK) len = CEAS__CHUNK;
         len -= len % CEAS__LANES;
         for (l = 0; l < CEAS__LANES; l++) cm[l] = A.m[l];
+        for (j = j0 + 2 * CEAS__CHUNK; j < j0 + 2 * CEAS__CHUNK + len && j < n; j += 16)
+            CEAS__PREFETCH(x + j); /* two chunks ahead, one 64-byte line per 16 */
         for (j = j0; j < j0 + len; j += CEAS__LANES)
             for (l = 0; l < CEAS__LANES; l++) {
                 float v = x[j + l];
@@ -776,7 +786,10 @@ CEASDEF int ceas_attention_observables(const float *logits, int B, int H, int T,
 #pragma omp parallel for schedule(static, 8) reduction(| : bad)
 #endif
     for (r = 0; r < nrows; r++) {
-        int i = (int)(r % T);
+        int i = (int)(r % T), pf;
+        if (r + 1 < nrows) /* the next row's first two chunks */
+            for (pf = 0; pf < 2 * CEAS__CHUNK && pf < T; pf += 16)
+                CEAS__PREFETCH(logits + (size_t)(r + 1) * (size_t)T + pf);
         int hh = (int)((r / T) % H);
         int n = causal ? i + 1 : T;
         float bt = beta ? beta[hh] : 1.0f;
