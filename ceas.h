@@ -63,6 +63,9 @@
        a head freezes when it is persistently sharper than its layer. With
        freeze_ref = CEAS_FREEZE_UNIFORM it is ln N - freeze_drop instead (the
        literal reading; note that it lies above H_target).
+     * Token gating works per (b, h): a token's score is that of its query row;
+       the m_min floor holds for every head of every sequence, so also per
+       sequence.
      * EMA "window" w means weight alpha = 2/(w+1), started at the first value.
      * Back-off: on each validation report x the short EMA m (window val_window)
        and the EMA variance v are updated; it fires when the new m exceeds the
