@@ -174,7 +174,12 @@
 #include <stddef.h>
 
 #ifdef CEAS_STATIC
+/* unused is expected in a static copy: silence -Wunused-function */
+#if defined(__GNUC__) || defined(__clang__)
+#define CEASDEF static __attribute__((unused))
+#else
 #define CEASDEF static
+#endif
 #else
 #define CEASDEF extern
 #endif

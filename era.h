@@ -110,7 +110,12 @@
 #define ERA_VERSION_PATCH 0
 
 #ifdef ERA_STATIC
+/* unused is expected in a static copy: silence -Wunused-function */
+#if defined(__GNUC__) || defined(__clang__)
+#define ERADEF static __attribute__((unused))
+#else
 #define ERADEF static
+#endif
 #else
 #define ERADEF extern
 #endif

@@ -106,7 +106,12 @@
 #include <stddef.h>
 
 #ifdef GDELTA_STATIC
+/* unused is expected in a static copy: silence -Wunused-function */
+#if defined(__GNUC__) || defined(__clang__)
+#define GDELTADEF static __attribute__((unused))
+#else
 #define GDELTADEF static
+#endif
 #else
 #define GDELTADEF extern
 #endif

@@ -131,7 +131,12 @@
 #define GUARDIAN_CG_MAX 16               /* most candidate context lengths */
 
 #ifdef GUARDIAN_STATIC
+/* unused is expected in a static copy: silence -Wunused-function */
+#if defined(__GNUC__) || defined(__clang__)
+#define GUARDIANDEF static __attribute__((unused))
+#else
 #define GUARDIANDEF static
+#endif
 #else
 #define GUARDIANDEF extern
 #endif

@@ -99,7 +99,12 @@
 #include <stddef.h>
 
 #ifdef POLAR_STATIC
+/* unused is expected in a static copy: silence -Wunused-function */
+#if defined(__GNUC__) || defined(__clang__)
+#define POLARDEF static __attribute__((unused))
+#else
 #define POLARDEF static
+#endif
 #else
 #define POLARDEF extern
 #endif

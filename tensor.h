@@ -19,7 +19,7 @@
         if (rc != TK_OK) fprintf(stderr, "%s\n", tk_strerror(rc));
 
    COMPILE-TIME OPTIONS
-     TK_STATIC            all functions static (private copy per translation unit)
+     TK_STATIC (or TENSOR_STATIC) all functions static (private copy per translation unit)
      TK_MALLOC/TK_FREE    allocator (define both or neither)
      TK_ASSERT            internal-invariant assert (never used on user input)
      TK_GEMM_NO_SIMD      build only the portable scalar GEMM micro-kernel
@@ -49,8 +49,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#ifdef TK_STATIC
+#if defined(TK_STATIC) || defined(TENSOR_STATIC)
+/* unused is expected in a static copy: silence -Wunused-function */
+#if defined(__GNUC__) || defined(__clang__)
+#define TKDEF static __attribute__((unused))
+#else
 #define TKDEF static
+#endif
 #else
 #define TKDEF extern
 #endif
