@@ -62,7 +62,16 @@ else
     echo "FAIL compile checks: no RESULT line"; F=$((F + 1))
 fi
 
-# 3. CUDA parity tests: compiled whenever nvcc exists; they skip without a GPU
+# 3. the examples and benchmarks build warning-free (-Werror); they are not run here
+for target in examples bench; do
+    if $MAKE -k -j"$JOBS" --no-print-directory "$target" > "$LOG/build-$target.log" 2>&1; then
+        echo "$target build: 1 passed, 0 failed"; P=$((P + 1))
+    else
+        echo "FAIL $target build:"; grep -E 'error' "$LOG/build-$target.log" | head -n 20; F=$((F + 1))
+    fi
+done
+
+# 4. CUDA parity tests: compiled whenever nvcc exists; they skip without a GPU
 if ls tests/parity_*.cu >/dev/null 2>&1; then
     if command -v "$NVCC" >/dev/null 2>&1; then
         $MAKE -k -j"$JOBS" --no-print-directory cuda NVCC="$NVCC" > "$LOG/build-cuda.log" 2>&1 \
