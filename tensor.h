@@ -381,8 +381,605 @@ static int tk__fail(int code, const char *fmt, ...)
 }
 
 /* ---------------------------------------------------------------- GEMM */
-/* The GEMM lives in tensor_gemm.inc during development; merged here before release. */
-#include "tensor_gemm.inc"
+/* tk_sgemm, the blocked SIMD GEMM.
+
+   Design (GotoBLAS / BLIS layering, row-major C):
+     for jc over N in steps of NC            B panel  op(B)[pc:pc+KC, jc:jc+NC] packed,
+       for pc over K in steps of KC            shared by the threads (lives in L3)
+         pack the B panel cooperatively
+         for ic over this thread's rows      A block  op(A)[ic:ic+MC, pc:pc+KC] packed,
+           pack the A block                    private to the thread (lives in L2)
+           for jr over NR column panels      B micro-panel (KC x NR) stays in L1
+             for ir over MR row panels
+               micro-kernel: C[ir:ir+MR, jr:jr+NR] (+)= A micro-panel . B micro-panel
+   Packing pads partial panels with zeros, so the micro-kernel always runs a full
+   MR x NR x kc product in registers; it writes back only the valid mr x nr corner
+   (masked stores), as alpha * acc + beta * C for the first K block (beta == 0 never
+   reads C) and C + alpha * acc for the later ones.
+
+   Micro-kernels (chosen at compile time; TK_GEMM_NO_SIMD keeps only the scalar one):
+     AVX-512F    MR = 12, NR = 32: 24 zmm accumulators
+     AVX2 + FMA  MR =  6, NR = 16: 12 ymm accumulators
+     scalar C    MR =  4, NR = 16: portable, also selectable at run time
+                 (tk_gemm_set_kernel(TK_GEMM_SCALAR)) so the tests cover it.
+
+   Determinism: the tile grid (MR x NR tiles, KC blocks of K) does not depend on the
+   thread count; threads split whole tiles, so every C element is computed by one
+   thread with the same instruction sequence and K order. Results are bit-identical
+   run to run AND for any number of OpenMP threads (for a given kernel). */
+
+#if !defined(TK_GEMM_NO_SIMD) && defined(__AVX512F__)
+#include <immintrin.h>
+#define TK__GEMM_HAVE_AVX512 1
+#elif !defined(TK_GEMM_NO_SIMD) && defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#define TK__GEMM_HAVE_AVX2 1
+#endif
+
+/* Cache blocking for AMD Zen 4 (L1d 32 KiB, L2 1 MiB per core, L3 32 MiB shared);
+   reasonable on other x86-64 parts. MC must be a multiple of every MR (12, 6, 4)
+   and NC of every NR (32, 16). */
+#ifndef TK__GEMM_KC
+#define TK__GEMM_KC 512
+#endif
+#ifndef TK__GEMM_MC
+#define TK__GEMM_MC 96
+#endif
+#ifndef TK__GEMM_NC
+#define TK__GEMM_NC 3072
+#endif
+/* Below this many multiply-adds (M*N*K) a direct loop beats packing. */
+#define TK__GEMM_SMALL 4096.0
+/* Below this many multiply-adds the GEMM runs on one thread. */
+#define TK__GEMM_PAR_MIN (48.0 * 48.0 * 48.0)
+
+typedef void (*tk__gemm_ukr_fn)(int kc, const float *TK_RESTRICT a,
+                                const float *TK_RESTRICT b, float *c, size_t ldc,
+                                int mr, int nr, float alpha, float beta);
+typedef struct tk__gemm_kernel {
+    int mr, nr;
+    tk__gemm_ukr_fn fn;
+    const char *name;
+} tk__gemm_kernel;
+
+/* ---- portable scalar micro-kernel: MR = 4, NR = 16 ---------------------- */
+#define TK__GEMM_SMR 4
+#define TK__GEMM_SNR 16
+static void tk__gemm_ukr_scalar(int kc, const float *TK_RESTRICT a,
+                                const float *TK_RESTRICT b, float *c, size_t ldc,
+                                int mr, int nr, float alpha, float beta)
+{
+    float acc0[TK__GEMM_SNR], acc1[TK__GEMM_SNR], acc2[TK__GEMM_SNR], acc3[TK__GEMM_SNR];
+    float *accs[TK__GEMM_SMR];
+    int i, j, p;
+    for (j = 0; j < TK__GEMM_SNR; j++) acc0[j] = acc1[j] = acc2[j] = acc3[j] = 0.0f;
+    for (p = 0; p < kc; p++) {
+        const float a0 = a[0], a1 = a[1], a2 = a[2], a3 = a[3];
+        for (j = 0; j < TK__GEMM_SNR; j++) {
+            const float bj = b[j];
+            acc0[j] += a0 * bj;
+            acc1[j] += a1 * bj;
+            acc2[j] += a2 * bj;
+            acc3[j] += a3 * bj;
+        }
+        a += TK__GEMM_SMR;
+        b += TK__GEMM_SNR;
+    }
+    accs[0] = acc0;
+    accs[1] = acc1;
+    accs[2] = acc2;
+    accs[3] = acc3;
+    for (i = 0; i < mr; i++) {
+        float *cr = c + (size_t)i * ldc;
+        const float *acc = accs[i];
+        if (beta == 0.0f)
+            for (j = 0; j < nr; j++) cr[j] = alpha * acc[j];
+        else
+            for (j = 0; j < nr; j++) cr[j] = alpha * acc[j] + beta * cr[j];
+    }
+}
+
+#if defined(TK__GEMM_HAVE_AVX512)
+/* ---- AVX-512F micro-kernel: MR = 12, NR = 32 ---------------------------- */
+#define TK__GEMM_AVX512_STEP(off)                                                   \
+    do {                                                                            \
+        const __m512 b0_ = _mm512_load_ps(b + (off) * 32);                          \
+        const __m512 b1_ = _mm512_load_ps(b + (off) * 32 + 16);                     \
+        const float *ap_ = a + (off) * 12;                                          \
+        __m512 av_;                                                                 \
+        av_ = _mm512_set1_ps(ap_[0]);                                               \
+        c0_0 = _mm512_fmadd_ps(av_, b0_, c0_0); c0_1 = _mm512_fmadd_ps(av_, b1_, c0_1); \
+        av_ = _mm512_set1_ps(ap_[1]);                                               \
+        c1_0 = _mm512_fmadd_ps(av_, b0_, c1_0); c1_1 = _mm512_fmadd_ps(av_, b1_, c1_1); \
+        av_ = _mm512_set1_ps(ap_[2]);                                               \
+        c2_0 = _mm512_fmadd_ps(av_, b0_, c2_0); c2_1 = _mm512_fmadd_ps(av_, b1_, c2_1); \
+        av_ = _mm512_set1_ps(ap_[3]);                                               \
+        c3_0 = _mm512_fmadd_ps(av_, b0_, c3_0); c3_1 = _mm512_fmadd_ps(av_, b1_, c3_1); \
+        av_ = _mm512_set1_ps(ap_[4]);                                               \
+        c4_0 = _mm512_fmadd_ps(av_, b0_, c4_0); c4_1 = _mm512_fmadd_ps(av_, b1_, c4_1); \
+        av_ = _mm512_set1_ps(ap_[5]);                                               \
+        c5_0 = _mm512_fmadd_ps(av_, b0_, c5_0); c5_1 = _mm512_fmadd_ps(av_, b1_, c5_1); \
+        av_ = _mm512_set1_ps(ap_[6]);                                               \
+        c6_0 = _mm512_fmadd_ps(av_, b0_, c6_0); c6_1 = _mm512_fmadd_ps(av_, b1_, c6_1); \
+        av_ = _mm512_set1_ps(ap_[7]);                                               \
+        c7_0 = _mm512_fmadd_ps(av_, b0_, c7_0); c7_1 = _mm512_fmadd_ps(av_, b1_, c7_1); \
+        av_ = _mm512_set1_ps(ap_[8]);                                               \
+        c8_0 = _mm512_fmadd_ps(av_, b0_, c8_0); c8_1 = _mm512_fmadd_ps(av_, b1_, c8_1); \
+        av_ = _mm512_set1_ps(ap_[9]);                                               \
+        c9_0 = _mm512_fmadd_ps(av_, b0_, c9_0); c9_1 = _mm512_fmadd_ps(av_, b1_, c9_1); \
+        av_ = _mm512_set1_ps(ap_[10]);                                              \
+        c10_0 = _mm512_fmadd_ps(av_, b0_, c10_0); c10_1 = _mm512_fmadd_ps(av_, b1_, c10_1); \
+        av_ = _mm512_set1_ps(ap_[11]);                                              \
+        c11_0 = _mm512_fmadd_ps(av_, b0_, c11_0); c11_1 = _mm512_fmadd_ps(av_, b1_, c11_1); \
+    } while (0)
+
+/* Write back one row: c[0:nr] = alpha * acc + beta * c (beta == 0: c not read). */
+#define TK__GEMM_AVX512_ROW(i)                                                      \
+    do {                                                                            \
+        if ((i) < mr) {                                                             \
+            float *cr_ = c + (size_t)(i) * ldc;                                     \
+            __m512 r0_ = _mm512_mul_ps(va, c##i##_0), r1_ = _mm512_mul_ps(va, c##i##_1); \
+            if (beta != 0.0f) {                                                     \
+                r0_ = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m0, cr_), r0_);     \
+                r1_ = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m1, cr_ + 16), r1_); \
+            }                                                                       \
+            _mm512_mask_storeu_ps(cr_, m0, r0_);                                    \
+            _mm512_mask_storeu_ps(cr_ + 16, m1, r1_);                               \
+        }                                                                           \
+    } while (0)
+
+static void tk__gemm_ukr_avx512(int kc, const float *TK_RESTRICT a,
+                                const float *TK_RESTRICT b, float *c, size_t ldc,
+                                int mr, int nr, float alpha, float beta)
+{
+    __m512 c0_0 = _mm512_setzero_ps(), c0_1 = _mm512_setzero_ps();
+    __m512 c1_0 = c0_0, c1_1 = c0_0, c2_0 = c0_0, c2_1 = c0_0, c3_0 = c0_0, c3_1 = c0_0;
+    __m512 c4_0 = c0_0, c4_1 = c0_0, c5_0 = c0_0, c5_1 = c0_0, c6_0 = c0_0, c6_1 = c0_0;
+    __m512 c7_0 = c0_0, c7_1 = c0_0, c8_0 = c0_0, c8_1 = c0_0, c9_0 = c0_0, c9_1 = c0_0;
+    __m512 c10_0 = c0_0, c10_1 = c0_0, c11_0 = c0_0, c11_1 = c0_0;
+    const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+    const __mmask16 m0 = (__mmask16)(nr >= 16 ? 0xFFFFu : (1u << nr) - 1u);
+    const __mmask16 m1 = (__mmask16)(nr >= 32 ? 0xFFFFu : nr > 16 ? (1u << (nr - 16)) - 1u : 0u);
+    int p, i;
+    for (i = 0; i < mr; i++) {
+        _mm_prefetch((const char *)(c + (size_t)i * ldc), _MM_HINT_T0);
+        _mm_prefetch((const char *)(c + (size_t)i * ldc + 16), _MM_HINT_T0);
+    }
+    for (p = 0; p + 4 <= kc; p += 4) {
+        TK__GEMM_AVX512_STEP(0);
+        TK__GEMM_AVX512_STEP(1);
+        TK__GEMM_AVX512_STEP(2);
+        TK__GEMM_AVX512_STEP(3);
+        a += 4 * 12;
+        b += 4 * 32;
+    }
+    for (; p < kc; p++) {
+        TK__GEMM_AVX512_STEP(0);
+        a += 12;
+        b += 32;
+    }
+    TK__GEMM_AVX512_ROW(0); TK__GEMM_AVX512_ROW(1); TK__GEMM_AVX512_ROW(2);
+    TK__GEMM_AVX512_ROW(3); TK__GEMM_AVX512_ROW(4); TK__GEMM_AVX512_ROW(5);
+    TK__GEMM_AVX512_ROW(6); TK__GEMM_AVX512_ROW(7); TK__GEMM_AVX512_ROW(8);
+    TK__GEMM_AVX512_ROW(9); TK__GEMM_AVX512_ROW(10); TK__GEMM_AVX512_ROW(11);
+}
+#undef TK__GEMM_AVX512_STEP
+#undef TK__GEMM_AVX512_ROW
+#endif /* TK__GEMM_HAVE_AVX512 */
+
+#if defined(TK__GEMM_HAVE_AVX2)
+/* ---- AVX2 + FMA micro-kernel: MR = 6, NR = 16 --------------------------- */
+#define TK__GEMM_AVX2_STEP(off)                                                     \
+    do {                                                                            \
+        const __m256 b0_ = _mm256_load_ps(b + (off) * 16);                          \
+        const __m256 b1_ = _mm256_load_ps(b + (off) * 16 + 8);                      \
+        const float *ap_ = a + (off) * 6;                                           \
+        __m256 av_;                                                                 \
+        av_ = _mm256_broadcast_ss(ap_ + 0);                                         \
+        c0_0 = _mm256_fmadd_ps(av_, b0_, c0_0); c0_1 = _mm256_fmadd_ps(av_, b1_, c0_1); \
+        av_ = _mm256_broadcast_ss(ap_ + 1);                                         \
+        c1_0 = _mm256_fmadd_ps(av_, b0_, c1_0); c1_1 = _mm256_fmadd_ps(av_, b1_, c1_1); \
+        av_ = _mm256_broadcast_ss(ap_ + 2);                                         \
+        c2_0 = _mm256_fmadd_ps(av_, b0_, c2_0); c2_1 = _mm256_fmadd_ps(av_, b1_, c2_1); \
+        av_ = _mm256_broadcast_ss(ap_ + 3);                                         \
+        c3_0 = _mm256_fmadd_ps(av_, b0_, c3_0); c3_1 = _mm256_fmadd_ps(av_, b1_, c3_1); \
+        av_ = _mm256_broadcast_ss(ap_ + 4);                                         \
+        c4_0 = _mm256_fmadd_ps(av_, b0_, c4_0); c4_1 = _mm256_fmadd_ps(av_, b1_, c4_1); \
+        av_ = _mm256_broadcast_ss(ap_ + 5);                                         \
+        c5_0 = _mm256_fmadd_ps(av_, b0_, c5_0); c5_1 = _mm256_fmadd_ps(av_, b1_, c5_1); \
+    } while (0)
+
+#define TK__GEMM_AVX2_ROW(i)                                                        \
+    do {                                                                            \
+        if ((i) < mr) {                                                             \
+            float *cr_ = c + (size_t)(i) * ldc;                                     \
+            __m256 r0_ = _mm256_mul_ps(va, c##i##_0), r1_ = _mm256_mul_ps(va, c##i##_1); \
+            if (beta != 0.0f) {                                                     \
+                r0_ = _mm256_fmadd_ps(vb, _mm256_maskload_ps(cr_, m0), r0_);        \
+                r1_ = _mm256_fmadd_ps(vb, _mm256_maskload_ps(cr_ + 8, m1), r1_);    \
+            }                                                                       \
+            _mm256_maskstore_ps(cr_, m0, r0_);                                      \
+            _mm256_maskstore_ps(cr_ + 8, m1, r1_);                                  \
+        }                                                                           \
+    } while (0)
+
+static void tk__gemm_ukr_avx2(int kc, const float *TK_RESTRICT a,
+                              const float *TK_RESTRICT b, float *c, size_t ldc,
+                              int mr, int nr, float alpha, float beta)
+{
+    /* lanes j < n of mask(n) are set: load 8 ints starting at tbl + 8 - n */
+    static const int tbl[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+    __m256 c0_0 = _mm256_setzero_ps(), c0_1 = _mm256_setzero_ps();
+    __m256 c1_0 = c0_0, c1_1 = c0_0, c2_0 = c0_0, c2_1 = c0_0;
+    __m256 c3_0 = c0_0, c3_1 = c0_0, c4_0 = c0_0, c4_1 = c0_0, c5_0 = c0_0, c5_1 = c0_0;
+    const __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
+    const int n0 = nr >= 8 ? 8 : nr, n1 = nr >= 16 ? 8 : nr > 8 ? nr - 8 : 0;
+    const __m256i m0 = _mm256_loadu_si256((const __m256i *)(const void *)(tbl + 8 - n0));
+    const __m256i m1 = _mm256_loadu_si256((const __m256i *)(const void *)(tbl + 8 - n1));
+    int p, i;
+    for (i = 0; i < mr; i++)
+        _mm_prefetch((const char *)(c + (size_t)i * ldc), _MM_HINT_T0);
+    for (p = 0; p + 4 <= kc; p += 4) {
+        TK__GEMM_AVX2_STEP(0);
+        TK__GEMM_AVX2_STEP(1);
+        TK__GEMM_AVX2_STEP(2);
+        TK__GEMM_AVX2_STEP(3);
+        a += 4 * 6;
+        b += 4 * 16;
+    }
+    for (; p < kc; p++) {
+        TK__GEMM_AVX2_STEP(0);
+        a += 6;
+        b += 16;
+    }
+    TK__GEMM_AVX2_ROW(0); TK__GEMM_AVX2_ROW(1); TK__GEMM_AVX2_ROW(2);
+    TK__GEMM_AVX2_ROW(3); TK__GEMM_AVX2_ROW(4); TK__GEMM_AVX2_ROW(5);
+}
+#undef TK__GEMM_AVX2_STEP
+#undef TK__GEMM_AVX2_ROW
+#endif /* TK__GEMM_HAVE_AVX2 */
+
+static int tk__gemm_kernel_choice = TK_GEMM_AUTO;
+
+static tk__gemm_kernel tk__gemm_pick(void)
+{
+    tk__gemm_kernel k;
+    k.mr = TK__GEMM_SMR;
+    k.nr = TK__GEMM_SNR;
+    k.fn = tk__gemm_ukr_scalar;
+    k.name = "scalar";
+    if (tk__gemm_kernel_choice == TK_GEMM_SCALAR) return k;
+#if defined(TK__GEMM_HAVE_AVX512)
+    k.mr = 12;
+    k.nr = 32;
+    k.fn = tk__gemm_ukr_avx512;
+    k.name = "avx512";
+#elif defined(TK__GEMM_HAVE_AVX2)
+    k.mr = 6;
+    k.nr = 16;
+    k.fn = tk__gemm_ukr_avx2;
+    k.name = "avx2";
+#endif
+    return k;
+}
+
+TKDEF void tk_gemm_set_kernel(int kernel)
+{
+    tk__gemm_kernel_choice = (kernel == TK_GEMM_SCALAR) ? TK_GEMM_SCALAR : TK_GEMM_AUTO;
+}
+
+TKDEF const char *tk_gemm_kernel_name(void) { return tk__gemm_pick().name; }
+
+/* ---- packing -------------------------------------------------------------- */
+#if defined(TK__GEMM_HAVE_AVX512) || defined(TK__GEMM_HAVE_AVX2)
+/* dst[c * ld + r] = src[r * ls + c] for r, c < 8 (an 8 x 8 transpose). */
+static void tk__gemm_tr8x8(float *dst, size_t ld, const float *src, size_t ls)
+{
+    const __m256 r0 = _mm256_loadu_ps(src), r1 = _mm256_loadu_ps(src + ls);
+    const __m256 r2 = _mm256_loadu_ps(src + 2 * ls), r3 = _mm256_loadu_ps(src + 3 * ls);
+    const __m256 r4 = _mm256_loadu_ps(src + 4 * ls), r5 = _mm256_loadu_ps(src + 5 * ls);
+    const __m256 r6 = _mm256_loadu_ps(src + 6 * ls), r7 = _mm256_loadu_ps(src + 7 * ls);
+    const __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+    const __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+    const __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
+    const __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+    /* u0: column 0 (rows 0-3) | column 4; u1: 1 | 5; u2: 2 | 6; u3: 3 | 7 */
+    const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+    const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+    const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+    const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    _mm256_storeu_ps(dst, _mm256_permute2f128_ps(u0, u4, 0x20));
+    _mm256_storeu_ps(dst + ld, _mm256_permute2f128_ps(u1, u5, 0x20));
+    _mm256_storeu_ps(dst + 2 * ld, _mm256_permute2f128_ps(u2, u6, 0x20));
+    _mm256_storeu_ps(dst + 3 * ld, _mm256_permute2f128_ps(u3, u7, 0x20));
+    _mm256_storeu_ps(dst + 4 * ld, _mm256_permute2f128_ps(u0, u4, 0x31));
+    _mm256_storeu_ps(dst + 5 * ld, _mm256_permute2f128_ps(u1, u5, 0x31));
+    _mm256_storeu_ps(dst + 6 * ld, _mm256_permute2f128_ps(u2, u6, 0x31));
+    _mm256_storeu_ps(dst + 7 * ld, _mm256_permute2f128_ps(u3, u7, 0x31));
+}
+
+/* dst[c * ld + r] = src[r * ls + c] for r < 4, c < 8. */
+static void tk__gemm_tr4x8(float *dst, size_t ld, const float *src, size_t ls)
+{
+    const __m256 r0 = _mm256_loadu_ps(src), r1 = _mm256_loadu_ps(src + ls);
+    const __m256 r2 = _mm256_loadu_ps(src + 2 * ls), r3 = _mm256_loadu_ps(src + 3 * ls);
+    const __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+    const __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+    const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+    const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+    _mm_storeu_ps(dst, _mm256_castps256_ps128(u0));
+    _mm_storeu_ps(dst + ld, _mm256_castps256_ps128(u1));
+    _mm_storeu_ps(dst + 2 * ld, _mm256_castps256_ps128(u2));
+    _mm_storeu_ps(dst + 3 * ld, _mm256_castps256_ps128(u3));
+    _mm_storeu_ps(dst + 4 * ld, _mm256_extractf128_ps(u0, 1));
+    _mm_storeu_ps(dst + 5 * ld, _mm256_extractf128_ps(u1, 1));
+    _mm_storeu_ps(dst + 6 * ld, _mm256_extractf128_ps(u2, 1));
+    _mm_storeu_ps(dst + 7 * ld, _mm256_extractf128_ps(u3, 1));
+}
+#endif
+
+/* Interleave r source rows (row i at src + i*ls, contiguous in p) into a w-wide
+   micro-panel: dst[p*w + i] = src[i*ls + p] for p < kc, i < r; zero for r <= i < w. */
+static void tk__gemm_pack_rows(float *TK_RESTRICT dst, int w, const float *src, size_t ls,
+                               int r, int kc)
+{
+    int i = 0, p;
+#if defined(TK__GEMM_HAVE_AVX512) || defined(TK__GEMM_HAVE_AVX2)
+    if (r == w) {
+        const int kc8 = kc & ~7;
+        for (; i + 8 <= r; i += 8)
+            for (p = 0; p < kc8; p += 8)
+                tk__gemm_tr8x8(dst + (size_t)p * w + i, (size_t)w, src + (size_t)i * ls + p, ls);
+        for (; i + 4 <= r; i += 4)
+            for (p = 0; p < kc8; p += 8)
+                tk__gemm_tr4x8(dst + (size_t)p * w + i, (size_t)w, src + (size_t)i * ls + p, ls);
+        for (; i < r; i++) {
+            const float *sr = src + (size_t)i * ls;
+            for (p = 0; p < kc8; p++) dst[(size_t)p * w + i] = sr[p];
+        }
+        for (p = kc8; p < kc; p++)
+            for (i = 0; i < r; i++) dst[(size_t)p * w + i] = src[(size_t)i * ls + p];
+        return;
+    }
+#endif
+    for (; i < r; i++) {
+        const float *sr = src + (size_t)i * ls;
+        for (p = 0; p < kc; p++) dst[(size_t)p * w + i] = sr[p];
+    }
+    for (; i < w; i++)
+        for (p = 0; p < kc; p++) dst[(size_t)p * w + i] = 0.0f;
+}
+
+/* Copy kc source rows of c contiguous values (row p at src + p*ls) into a w-wide
+   micro-panel: dst[p*w + j] = src[p*ls + j] for j < c; zero for c <= j < w. */
+static void tk__gemm_pack_cols(float *TK_RESTRICT dst, int w, const float *src, size_t ls,
+                               int c, int kc)
+{
+    int p, j;
+    if (c == w && w == 32) {
+        for (p = 0; p < kc; p++) memcpy(dst + (size_t)p * 32, src + (size_t)p * ls, 32 * sizeof(float));
+    } else if (c == w && w == 16) {
+        for (p = 0; p < kc; p++) memcpy(dst + (size_t)p * 16, src + (size_t)p * ls, 16 * sizeof(float));
+    } else if (c == w && w == 12) {
+        for (p = 0; p < kc; p++) memcpy(dst + (size_t)p * 12, src + (size_t)p * ls, 12 * sizeof(float));
+    } else {
+        for (p = 0; p < kc; p++) {
+            const float *sp = src + (size_t)p * ls;
+            float *dp = dst + (size_t)p * w;
+            for (j = 0; j < c; j++) dp[j] = sp[j];
+            for (; j < w; j++) dp[j] = 0.0f;
+        }
+    }
+}
+
+/* Pack op(A)[i0:i0+mc, p0:p0+kc] into mr-row micro-panels: panel q holds rows
+   i0+q*mr .. +mr, laid out p-major (dst[p*mr + i]); rows past mc are zero. */
+static void tk__gemm_pack_a(float *TK_RESTRICT dst, const float *A, size_t lda, int transA,
+                            int i0, int mc, int p0, int kc, int mr)
+{
+    int ir;
+    for (ir = 0; ir < mc; ir += mr) {
+        const int m = mc - ir < mr ? mc - ir : mr;
+        if (!transA) /* A (M, lda): row r contiguous in p */
+            tk__gemm_pack_rows(dst + (size_t)ir * kc, mr, A + (size_t)(i0 + ir) * lda + p0, lda,
+                               m, kc);
+        else /* A stored (K, lda): op(A)[r, p] = A[p*lda + r], contiguous in r */
+            tk__gemm_pack_cols(dst + (size_t)ir * kc, mr, A + (size_t)p0 * lda + i0 + ir, lda,
+                               m, kc);
+    }
+}
+
+/* Pack column panels q0..q1 of op(B)[p0:p0+kc, j0:j0+nc] into nr-column micro-panels
+   laid out p-major (dst[p*nr + j]); columns past nc are zero. */
+static void tk__gemm_pack_b(float *TK_RESTRICT dst, const float *B, size_t ldb, int transB,
+                            int p0, int kc, int j0, int nc, int nr, int q0, int q1)
+{
+    int q;
+    for (q = q0; q < q1; q++) {
+        const int jr = q * nr;
+        const int n = nc - jr < nr ? nc - jr : nr;
+        if (!transB) /* B (K, ldb): row p contiguous in j */
+            tk__gemm_pack_cols(dst + (size_t)jr * kc, nr, B + (size_t)p0 * ldb + j0 + jr, ldb,
+                               n, kc);
+        else /* B stored (N, ldb): op(B)[p, j] = B[j*ldb + p], contiguous in p */
+            tk__gemm_pack_rows(dst + (size_t)jr * kc, nr, B + (size_t)(j0 + jr) * ldb + p0, ldb,
+                               n, kc);
+    }
+}
+
+/* C (M,N) = alpha * acc + beta * C by direct loops: tiny products. */
+static void tk__gemm_small(int transA, int transB, int M, int N, int K, float alpha,
+                           const float *A, size_t lda, const float *B, size_t ldb,
+                           float beta, float *C, size_t ldc)
+{
+    int i, j, p;
+    for (i = 0; i < M; i++)
+        for (j = 0; j < N; j++) {
+            float acc = 0.0f, *c = C + (size_t)i * ldc + j;
+            for (p = 0; p < K; p++) {
+                const float a = transA ? A[(size_t)p * lda + i] : A[(size_t)i * lda + p];
+                const float b = transB ? B[(size_t)j * ldb + p] : B[(size_t)p * ldb + j];
+                acc += a * b;
+            }
+            *c = beta == 0.0f ? alpha * acc : alpha * acc + beta * *c;
+        }
+}
+
+/* The sequential GotoBLAS loops over one block of C: rows [m0, m1), columns
+   [n0, n1), all of K. m0 is a multiple of MR and n0 of NR, so the tile grid, and with
+   it every element's arithmetic, is the same whatever the partition. Ap holds
+   KC x round_up(MC, MR) floats, Bp KC x round_up(NC, NR), both 64-byte aligned. */
+static void tk__gemm_serial(const tk__gemm_kernel *ker, float *Ap, float *Bp, int transA,
+                            int transB, int m0, int m1, int n0, int n1, int K, float alpha,
+                            const float *A, size_t lda, const float *B, size_t ldb,
+                            float beta, float *C, size_t ldc)
+{
+    const int mr = ker->mr, nr = ker->nr;
+    int jc, pc, ic, q, ir;
+    for (jc = n0; jc < n1; jc += TK__GEMM_NC) {
+        const int nc = n1 - jc < TK__GEMM_NC ? n1 - jc : TK__GEMM_NC;
+        const int panels = (nc + nr - 1) / nr;
+        for (pc = 0; pc < K; pc += TK__GEMM_KC) {
+            const int kc = K - pc < TK__GEMM_KC ? K - pc : TK__GEMM_KC;
+            /* the first K block applies beta, the later ones accumulate */
+            const float beta_k = pc == 0 ? beta : 1.0f;
+            tk__gemm_pack_b(Bp, B, ldb, transB, pc, kc, jc, nc, nr, 0, panels);
+            for (ic = m0; ic < m1; ic += TK__GEMM_MC) {
+                const int mc = m1 - ic < TK__GEMM_MC ? m1 - ic : TK__GEMM_MC;
+                tk__gemm_pack_a(Ap, A, lda, transA, ic, mc, pc, kc, mr);
+#ifdef TK__GEMM_IR_OUTER
+                for (ir = 0; ir < mc; ir += mr) {
+                    const int m = mc - ir < mr ? mc - ir : mr;
+                    for (q = 0; q < panels; q++) {
+                        const int jr = q * nr;
+                        const int n = nc - jr < nr ? nc - jr : nr;
+#else
+                for (q = 0; q < panels; q++) {
+                    const int jr = q * nr;
+                    const int n = nc - jr < nr ? nc - jr : nr;
+                    for (ir = 0; ir < mc; ir += mr) {
+                        const int m = mc - ir < mr ? mc - ir : mr;
+#endif
+                        ker->fn(kc, Ap + (size_t)ir * kc, Bp + (size_t)jr * kc,
+                                C + (size_t)(ic + ir) * ldc + jc + jr, ldc, m, n, alpha,
+                                beta_k);
+                    }
+                }
+            }
+        }
+    }
+}
+
+static size_t tk__gemm_round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
+
+static int tk__gemm_blocked(int transA, int transB, int M, int N, int K, float alpha,
+                            const float *A, size_t lda, const float *B, size_t ldb,
+                            float beta, float *C, size_t ldc)
+{
+    const tk__gemm_kernel ker = tk__gemm_pick();
+    const int mr = ker.mr, nr = ker.nr;
+    const int m_tiles = (M + mr - 1) / mr, n_tiles = (N + nr - 1) / nr;
+    int nt = 1, tm = 1, tn = 1, d;
+    size_t a_size, b_size, per;
+    void *raw;
+    float *buf;
+#ifdef _OPENMP
+    if ((double)M * N * K >= TK__GEMM_PAR_MIN) nt = omp_get_max_threads();
+    if (nt > m_tiles * n_tiles) nt = m_tiles * n_tiles;
+    if (nt < 1) nt = 1;
+#endif
+    /* Threads own disjoint blocks of C on a tm x tn grid and run independently (no
+       barrier, private packing buffers). Choose the grid that packs the least:
+       per thread ~ K * (rows * column_panels + cols). */
+    {
+        double best = -1.0;
+        for (d = 1; d <= nt; d++) {
+            if (nt % d || d > m_tiles || nt / d > n_tiles) continue;
+            {
+                const double rows = (double)((m_tiles + d - 1) / d) * mr;
+                const double cols = (double)((n_tiles + nt / d - 1) / (nt / d)) * nr;
+                const double cost = rows * ((int)((cols + TK__GEMM_NC - 1) / TK__GEMM_NC)) + cols;
+                if (best < 0.0 || cost < best) {
+                    best = cost;
+                    tm = d;
+                    tn = nt / d;
+                }
+            }
+        }
+        if (best < 0.0) { /* no exact grid (nt > tiles in both ways): rows only */
+            tm = nt < m_tiles ? nt : m_tiles;
+            tn = 1;
+            nt = tm;
+        }
+    }
+    {
+        const int mpt = (m_tiles + tm - 1) / tm, npt = (n_tiles + tn - 1) / tn;
+        const int kcm = K < TK__GEMM_KC ? K : TK__GEMM_KC;
+        const size_t mcm = (size_t)(mpt * mr < TK__GEMM_MC ? mpt * mr : TK__GEMM_MC);
+        const size_t ncm = (size_t)(npt * nr < TK__GEMM_NC ? npt * nr : TK__GEMM_NC);
+        /* sizes in floats, multiples of 16: every buffer stays 64-byte aligned */
+        a_size = tk__gemm_round_up((size_t)kcm * tk__gemm_round_up(mcm, (size_t)mr), 16);
+        b_size = tk__gemm_round_up((size_t)kcm * tk__gemm_round_up(ncm, (size_t)nr), 16);
+        per = a_size + b_size + 16; /* + one cache line between threads */
+    }
+    raw = TK_MALLOC((size_t)nt * per * sizeof(float) + 64);
+    if (!raw) return tk__fail(TK_ENOMEM, "tk_sgemm: cannot allocate packing buffers");
+    buf = (float *)(void *)(((uintptr_t)raw + 63) & ~(uintptr_t)63);
+
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static, 1) num_threads(nt) if (nt > 1)
+#endif
+    for (d = 0; d < nt; d++) {
+        const int ti = d / tn, tj = d % tn;
+        const int m0 = (int)((long)m_tiles * ti / tm) * mr;
+        const int m1t = (int)((long)m_tiles * (ti + 1) / tm) * mr;
+        const int n0 = (int)((long)n_tiles * tj / tn) * nr;
+        const int n1t = (int)((long)n_tiles * (tj + 1) / tn) * nr;
+        const int m1 = m1t < M ? m1t : M, n1 = n1t < N ? n1t : N;
+        float *Ap = buf + (size_t)d * per, *Bp = Ap + a_size;
+        if (m0 < m1 && n0 < n1)
+            tk__gemm_serial(&ker, Ap, Bp, transA, transB, m0, m1, n0, n1, K, alpha, A, lda, B,
+                            ldb, beta, C, ldc);
+    }
+    TK_FREE(raw);
+    return TK_OK;
+}
+
+TKDEF int tk_sgemm(int transA, int transB, int M, int N, int K, float alpha,
+                   const float *A, int lda, const float *B, int ldb, float beta,
+                   float *C, int ldc)
+{
+    if (!A || !B || !C) return tk__fail(TK_EINVAL, "tk_sgemm: NULL pointer");
+    if (M <= 0 || N <= 0 || K <= 0)
+        return tk__fail(TK_EINVAL, "tk_sgemm: M, N, K must be > 0 (got %d, %d, %d)", M, N, K);
+    if (lda < (transA ? M : K))
+        return tk__fail(TK_EINVAL, "tk_sgemm: lda %d < %d", lda, transA ? M : K);
+    if (ldb < (transB ? K : N))
+        return tk__fail(TK_EINVAL, "tk_sgemm: ldb %d < %d", ldb, transB ? K : N);
+    if (ldc < N) return tk__fail(TK_EINVAL, "tk_sgemm: ldc %d < N = %d", ldc, N);
+    if (alpha != alpha || beta != beta || alpha - alpha != 0.0f || beta - beta != 0.0f)
+        return tk__fail(TK_EINVAL, "tk_sgemm: alpha and beta must be finite");
+    transA = transA != 0;
+    transB = transB != 0;
+    if (alpha == 0.0f) { /* BLAS semantics: A and B are not read */
+        int i, j;
+        for (i = 0; i < M; i++) {
+            float *c = C + (size_t)i * ldc;
+            if (beta == 0.0f)
+                for (j = 0; j < N; j++) c[j] = 0.0f;
+            else if (beta != 1.0f)
+                for (j = 0; j < N; j++) c[j] *= beta;
+        }
+        return TK_OK;
+    }
+    if ((double)M * N * K < TK__GEMM_SMALL) {
+        tk__gemm_small(transA, transB, M, N, K, alpha, A, (size_t)lda, B, (size_t)ldb, beta,
+                       C, (size_t)ldc);
+        return TK_OK;
+    }
+    return tk__gemm_blocked(transA, transB, M, N, K, alpha, A, (size_t)lda, B, (size_t)ldb,
+                            beta, C, (size_t)ldc);
+}
 
 /* ==== IMPLEMENTATION BODY (tensor ops) BEGIN ==== */
 /* ---------------------------------------------------------------- ops: helpers */
