@@ -21,6 +21,7 @@
    Last line: bench_ceas: observables_over_attention=X (the largest ratio over
    the shapes). */
 #define _POSIX_C_SOURCE 200809L
+#include "bench/bench_util.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,25 +33,6 @@
 #include "tensor.h"
 #define CEAS_IMPLEMENTATION
 #include "ceas.h"
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double best(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_d);
-    return v[0];
-}
 
 static unsigned long long rng = 0x243F6A8885A308D3ULL;
 static float randn(void)
@@ -125,9 +107,9 @@ static double bench_shape(int B, int H, int T, int D, int rounds)
         }
         sink = heads[0].H + out[0] + rws[0].H;
     }
-    ma = best(ta, rounds);
-    mo = best(to, rounds);
-    mh = best(th, rounds);
+    ma = minimum(ta, rounds);
+    mo = minimum(to, rounds);
+    mh = minimum(th, rounds);
     flops = 4.0 * B * H * (double)T * T * D; /* the two T x T x D products as computed */
     printf("  B=%d H=%d T=%-5d D=%-3d  attention %9.3f ms (%5.1f GFLOP/s)  observables "
            "%8.3f ms (%6.2f Gelem/s over %zu causal logits)  ratio %.4f   head0 H=%.3f "

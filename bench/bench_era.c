@@ -19,6 +19,7 @@
    (T,T) bias, in alternating order, same q, k, v. Last line:
      bench_era: cached_bias_attention_ratio=Y  (target <= 1.02) */
 #define _POSIX_C_SOURCE 200809L
+#include "bench/bench_util.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,33 +34,6 @@
 #define ERA_IMPLEMENTATION
 #include "era.h"
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_d);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-static double minimum(const double *v, int n)
-{
-    double m = v[0];
-    int i;
-    for (i = 1; i < n; i++) if (v[i] < m) m = v[i];
-    return m;
-}
-
 static unsigned long long rng = 0x243F6A8885A308D3ULL;
 static double urand(void)
 {
@@ -70,16 +44,6 @@ static void fill(float *x, size_t n, double scale)
 {
     size_t i;
     for (i = 0; i < n; i++) x[i] = (float)(scale * (2.0 * urand() - 1.0));
-}
-
-static void *xmalloc(size_t n)
-{
-    void *p = malloc(n ? n : 1);
-    if (!p) {
-        fprintf(stderr, "bench_era: out of memory (%zu bytes)\n", n);
-        exit(1);
-    }
-    return p;
 }
 
 static int calib_mu(void *user, int T, float *mbar)

@@ -18,6 +18,7 @@
    Last line: bench_gdelta: chunked_speedup_4k=X (recurrent time / chunked time at
    the default chunk 32, fwd+bwd, T = 4096, D = 128). */
 #define _POSIX_C_SOURCE 200809L
+#include "bench/bench_util.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,13 +30,6 @@
 #include "gdelta.h"
 #define TENSOR_IMPLEMENTATION
 #include "tensor.h"
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static unsigned long long rng = 0x243F6A8885A308D3ULL;
 static float urand(void) /* [-1, 1) */

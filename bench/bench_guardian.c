@@ -24,6 +24,7 @@
 
    Last line: bench_guardian: controllers_over_attention=X */
 #define _POSIX_C_SOURCE 200809L
+#include "bench/bench_util.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,25 +37,6 @@
 #define GUARDIAN_IMPLEMENTATION
 #include "guardian.h"
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_d);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 static volatile float sink;
 static guardian_rng data_rng;
 
@@ -62,16 +44,6 @@ static void fill_normal(float *x, size_t n, float scale)
 {
     size_t i;
     for (i = 0; i < n; i++) x[i] = scale * (float)guardian_rng_normal(&data_rng);
-}
-
-static void *xmalloc(size_t n)
-{
-    void *p = malloc(n);
-    if (!p) {
-        fprintf(stderr, "bench_guardian: out of memory\n");
-        exit(1);
-    }
-    return p;
 }
 
 static void check(int rc, const char *what)

@@ -20,6 +20,7 @@
    round. Ratios are within the same run. Last line:
      bench_polar: stream_over_softmax_4k=X     (target <= 1.5) */
 #define _POSIX_C_SOURCE 200809L
+#include "bench/bench_util.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,22 +34,6 @@
 #define POLAR_IMPLEMENTATION
 #include "polar.h"
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_d);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 static unsigned long long rng = 0x243F6A8885A308D3ULL;
 static double urand(void)
 {
