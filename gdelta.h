@@ -146,6 +146,8 @@ typedef struct gd_saved {
     int nstates;                     /* states saved per (b,h) */
     float *states;                   /* (B,H,nstates,Dk*Dv) */
     float *u;                        /* chunked only: WY write vectors (B,H,T,Dv) */
+    float *wy;                       /* chunked only: per chunk K K^T, Q K^T, decay P,
+                                        A, (I + A)^-1: (B,H,nstates,5,C,C) */
     void *mem;
     size_t cap;                      /* bytes at mem */
 } gd_saved;
@@ -373,9 +375,9 @@ static int gd__check_cfg(const gd_config *cfg)
 }
 
 /* ---------------------------------------------------------------- small GEMM */
-/* C (M,N; ldc) = acc*C + alpha * A B, A element (i,p) at A[i*a_rs + p*a_cs] (so a
-   transposed A costs nothing), B (K,N; ldb) row-major. acc is 0 or 1; with 0, C is
-   never read. Blocked 8 x 32 register tiles: an AVX-512 kernel when the compiler
+/* C (M,N; ldc) = beta*C + alpha * A B, A element (i,p) at A[i*a_rs + p*a_cs] (so a
+   transposed A costs nothing), B (K,N; ldb) row-major. With beta == 0, C is never
+   read. Blocked 8 x 32 register tiles: an AVX-512 kernel when the compiler
    targets AVX-512F (unless GDELTA_NO_SIMD), else portable C with contiguous inner
    loops the compiler vectorises (fmaf when the target has FMA). */
 #if (defined(__FMA__) || defined(__AVX512F__)) && !defined(GDELTA_NO_SIMD)
@@ -389,10 +391,10 @@ static int gd__check_cfg(const gd_config *cfg)
 #define GD__ROW8(X)                                                                    \
     X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
 static void gd__gemm(int M, int N, int K, float alpha, const float *A, long a_rs,
-                     long a_cs, const float *B, long ldb, int acc, float *C, long ldc)
+                     long a_cs, const float *B, long ldb, float beta, float *C, long ldc)
 {
     int i, j, p;
-    const __m512 va = _mm512_set1_ps(alpha);
+    const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
     for (j = 0; j < N; j += 32) {
         int nb = N - j < 32 ? N - j : 32;
         const __mmask16 m0 = (__mmask16)(nb >= 16 ? 0xFFFFu : ((1u << nb) - 1u));
@@ -420,9 +422,9 @@ static void gd__gemm(int M, int N, int K, float alpha, const float *A, long a_rs
     {                                                                                  \
         float *Cr = C + (long)(i + (r)) * ldc + j;                                     \
         __m512 o0 = _mm512_mul_ps(va, c##r##0), o1 = _mm512_mul_ps(va, c##r##1);       \
-        if (acc) {                                                                     \
-            o0 = _mm512_add_ps(o0, _mm512_maskz_loadu_ps(m0, Cr));                     \
-            o1 = _mm512_add_ps(o1, _mm512_maskz_loadu_ps(m1, Cr + 16));                \
+        if (beta != 0.0f) {                                                            \
+            o0 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m0, Cr), o0);               \
+            o1 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m1, Cr + 16), o1);          \
         }                                                                              \
         _mm512_mask_storeu_ps(Cr, m0, o0);                                             \
         _mm512_mask_storeu_ps(Cr + 16, m1, o1);                                        \
@@ -442,9 +444,9 @@ static void gd__gemm(int M, int N, int K, float alpha, const float *A, long a_rs
             }
             o0 = _mm512_mul_ps(va, c0);
             o1 = _mm512_mul_ps(va, c1);
-            if (acc) {
-                o0 = _mm512_add_ps(o0, _mm512_maskz_loadu_ps(m0, Cr));
-                o1 = _mm512_add_ps(o1, _mm512_maskz_loadu_ps(m1, Cr + 16));
+            if (beta != 0.0f) {
+                o0 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m0, Cr), o0);
+                o1 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m1, Cr + 16), o1);
             }
             _mm512_mask_storeu_ps(Cr, m0, o0);
             _mm512_mask_storeu_ps(Cr + 16, m1, o1);
@@ -454,7 +456,7 @@ static void gd__gemm(int M, int N, int K, float alpha, const float *A, long a_rs
 #undef GD__ROW8
 #else
 static void gd__gemm(int M, int N, int K, float alpha, const float *A, long a_rs,
-                     long a_cs, const float *B, long ldb, int acc, float *C, long ldc)
+                     long a_cs, const float *B, long ldb, float beta, float *C, long ldc)
 {
     int i, j, p, r, u;
     for (j = 0; j < N; j += 32) {
@@ -483,13 +485,47 @@ static void gd__gemm(int M, int N, int K, float alpha, const float *A, long a_rs
             }
             for (r = 0; r < mr; r++) {
                 float *Cr = C + (long)(i + r) * ldc + j;
-                if (acc)
+                if (beta == 1.0f)
                     for (u = 0; u < nb; u++) Cr[u] += alpha * c[r][u];
+                else if (beta != 0.0f)
+                    for (u = 0; u < nb; u++) Cr[u] = beta * Cr[u] + alpha * c[r][u];
                 else
                     for (u = 0; u < nb; u++) Cr[u] = alpha * c[r][u];
             }
         }
     }
+}
+#endif
+
+#if defined(__AVX512F__) && !defined(GDELTA_NO_SIMD)
+/* 16 x 16 block transpose in registers: d (16 rows, ldd) = s (16 rows, lds)^T */
+static void gd__tr16(float *GD__RESTRICT d, long ldd, const float *GD__RESTRICT s, long lds)
+{
+    __m512 r[16], t[16];
+    int i;
+    for (i = 0; i < 16; i++) r[i] = _mm512_loadu_ps(s + (long)i * lds);
+    for (i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    for (i = 0; i < 4; i++) {
+        r[4 * i] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+        r[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
+        r[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+        r[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
+    }
+    for (i = 0; i < 2; i++) {
+        int b = 8 * i, u;
+        for (u = 0; u < 4; u++) {
+            t[b + u] = _mm512_shuffle_f32x4(r[b + u], r[b + u + 4], 0x88);
+            t[b + u + 4] = _mm512_shuffle_f32x4(r[b + u], r[b + u + 4], 0xDD);
+        }
+    }
+    for (i = 0; i < 8; i++) {
+        r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
+        r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xDD);
+    }
+    for (i = 0; i < 16; i++) _mm512_storeu_ps(d + (long)i * ldd, r[i]);
 }
 #endif
 
@@ -501,6 +537,12 @@ static void gd__transpose(float *GD__RESTRICT dst, long ldd, const float *GD__RE
     for (i0 = 0; i0 < rows; i0 += 16)
         for (j0 = 0; j0 < cols; j0 += 16) {
             int ie = i0 + 16 < rows ? i0 + 16 : rows, je = j0 + 16 < cols ? j0 + 16 : cols;
+#if defined(__AVX512F__) && !defined(GDELTA_NO_SIMD)
+            if (ie - i0 == 16 && je - j0 == 16) {
+                gd__tr16(dst + (long)j0 * ldd + i0, ldd, src + (long)i0 * lds + j0, lds);
+                continue;
+            }
+#endif
             for (i = i0; i < ie; i++)
                 for (j = j0; j < je; j++) dst[(long)j * ldd + i] = src[(long)i * lds + j];
         }
@@ -538,8 +580,13 @@ static float gd__l2norm(float *GD__RESTRICT y, const float *GD__RESTRICT x, int 
     int i;
     float inv = 1.0f;
     if (cfg->normalize_qk) {
-        double s = 0.0;
-        for (i = 0; i < n; i++) s += (double)x[i] * x[i];
+        double s, acc[8];
+        int u;
+        for (u = 0; u < 8; u++) acc[u] = 0.0;
+        for (i = 0; i + 8 <= n; i += 8) /* 8 fixed partial sums: vectorises, deterministic */
+            for (u = 0; u < 8; u++) acc[u] += (double)x[i + u] * x[i + u];
+        s = ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+        for (; i < n; i++) s += (double)x[i] * x[i];
         s += cfg->norm_eps;
         inv = s > 0.0 ? (float)(1.0 / sqrt(s)) : 0.0f;
     }
@@ -638,8 +685,8 @@ static size_t gd__thread_floats(const gd_config *cfg, int T, int Dk, int Dv)
     size_t K = (size_t)(cfg->checkpoint < T ? cfg->checkpoint : T);
     size_t dk = (size_t)Dk, dv = (size_t)Dv, D2 = dk * dv;
     size_t ch, rec;
-    /* chunked: 8 (C,Dk) + 8 (C,Dv) + 12 (C,C) + 4 D2 + 8 (C) + (Dv,C) + Dk + Dv */
-    ch = 8 * gd__al(C * dk) + 8 * gd__al(C * dv) + 12 * gd__al(C * C) + 4 * gd__al(D2) +
+    /* chunked: 9 (C,Dk) + 8 (C,Dv) + 12 (C,C) + 3 D2 + 8 (C) + (Dv,C) + Dk + Dv */
+    ch = 9 * gd__al(C * dk) + 8 * gd__al(C * dv) + 12 * gd__al(C * C) + 3 * gd__al(D2) +
          8 * gd__al(C) + gd__al(dv * C) + gd__al(dk) + gd__al(dv);
     /* recurrent: K states + dS + 6 (Dk) + 4 (Dv) */
     rec = (K + 1) * gd__al(D2) + 6 * gd__al(dk) + 4 * gd__al(dv);
@@ -670,7 +717,9 @@ static int gd__saved_prepare(const gd_config *cfg, gd_saved *s, int B, int H, in
     int ns = (T + step - 1) / step;
     size_t nst = (size_t)B * H * ns * (size_t)Dk * Dv;
     size_t nu = cfg->algo == GD_ALGO_CHUNKED ? (size_t)B * H * T * (size_t)Dv : 0;
-    size_t bytes = (gd__al(nst) + gd__al(nu) + 16) * sizeof(float);
+    size_t nw = cfg->algo == GD_ALGO_CHUNKED ? (size_t)B * H * ns * 5 * (size_t)step * step
+                                             : 0;
+    size_t bytes = (gd__al(nst) + gd__al(nu) + gd__al(nw) + 16) * sizeof(float);
     if (s->cap < bytes || !s->mem) {
         if (s->mem) GDELTA_FREE(s->mem);
         s->mem = GDELTA_MALLOC(bytes);
@@ -680,11 +729,10 @@ static int gd__saved_prepare(const gd_config *cfg, gd_saved *s, int B, int H, in
     {
         float *base = (float *)s->mem;
         size_t off = ((size_t)(-(ptrdiff_t)(size_t)base) / sizeof(float)) & 15; /* align */
-        if (off * sizeof(float) + gd__al(nst) * sizeof(float) + gd__al(nu) * sizeof(float) >
-            bytes)
-            off = 0;
+        if ((off + gd__al(nst) + gd__al(nu) + gd__al(nw)) * sizeof(float) > bytes) off = 0;
         s->states = base + off;
         s->u = nu ? s->states + gd__al(nst) : NULL;
+        s->wy = nw ? s->states + gd__al(nst) + gd__al(nu) : NULL;
     }
     s->algo = cfg->algo;
     s->B = B; s->H = H; s->T = T; s->Dk = Dk; s->Dv = Dv;
@@ -908,11 +956,22 @@ static void gd__chunk_alloc(gd__chunk *ch, gd__arena *ar, int C, int Dk, int Dv)
     ch->lg = gd__take(ar, (size_t)C);
 }
 
+/* Points the (C,C) matrices of ch at a saved block of 5 C^2 floats. */
+static void gd__chunk_point(gd__chunk *ch, float *w)
+{
+    size_t cc = (size_t)ch->C * ch->C;
+    ch->KK = w;
+    ch->QK = w + cc;
+    ch->P = w + 2 * cc;
+    ch->A = w + 3 * cc;
+    ch->Tm = w + 4 * cc;
+}
+
 /* Loads chunk [t0, t0+L): normalised q, k, their transposes, cumulative log-decay G,
    e = exp(G), c = exp(G_last - G), KK = K K^T, QK = Q K^T, P (lower incl. diagonal)
    = exp(G_i - G_j), A (strictly lower) = beta_i KK_ij P_ij. */
 static void gd__chunk_load(const gd_config *cfg, gd__chunk *ch, int L, const float *q,
-                           const float *k, const float *g, const float *be)
+                           const float *k, const float *g, const float *be, int full)
 {
     int i, j, C = ch->C, Dk = ch->Dk;
     double acc = 0.0, Gd[GD__MAXC]; /* cumulative log-decay in double: differences of
@@ -931,6 +990,7 @@ static void gd__chunk_load(const gd_config *cfg, gd__chunk *ch, int L, const flo
         ch->e[i] = (float)exp(Gd[i]);
         ch->c[i] = (float)exp(Gd[L - 1] - Gd[i]);
     }
+    if (!full) return; /* backward: the matrices below were saved by the forward */
     gd__transpose(ch->qt, C, ch->qn, Dk, L, Dk);
     gd__transpose(ch->kt, C, ch->kn, Dk, L, Dk);
     gd__gemm(L, L, Dk, 1.0f, ch->kn, Dk, 1, ch->kt, C, 0, ch->KK, C);
@@ -963,7 +1023,7 @@ static void gd__chunk_forward_bh(const gd_config *cfg, float *r, float *state_ou
                                  const float *q, const float *k, const float *v,
                                  const float *g, const float *be, const float *s0, int T,
                                  int Dk, int Dv, float *saved_states, float *saved_u,
-                                 float *ws)
+                                 float *saved_wy, float *ws)
 {
     gd__arena ar;
     gd__chunk ch;
@@ -987,7 +1047,8 @@ static void gd__chunk_forward_bh(const gd_config *cfg, float *r, float *state_ou
         const float *vv = v + (long)t0 * Dv;
         float *rr = r + (long)t0 * Dv;
         if (saved_states) memcpy(saved_states + (size_t)ci * D2, St, D2 * sizeof(float));
-        gd__chunk_load(cfg, &ch, L, q + (long)t0 * Dk, k + (long)t0 * Dk, g + t0, be + t0);
+        if (saved_wy) gd__chunk_point(&ch, saved_wy + (size_t)ci * 5 * C * C);
+        gd__chunk_load(cfg, &ch, L, q + (long)t0 * Dk, k + (long)t0 * Dk, g + t0, be + t0, 1);
         gd__gemm(L, Dv, Dk, 1.0f, ch.kn, Dk, 1, St, Dv, 0, KS, Dv); /* KS_i = M k_i */
         gd__gemm(L, Dv, Dk, 1.0f, ch.qn, Dk, 1, St, Dv, 0, QS, Dv); /* QS_i = M q_i */
         /* U = (I + A)^-1 Bm, Bm = diag(beta) (V - diag(e) KS) (built in KS) */
@@ -1012,15 +1073,14 @@ static void gd__chunk_forward_bh(const gd_config *cfg, float *r, float *state_ou
             float el = ch.e[L - 1];
             for (i = 0; i < L; i++)
                 for (j = 0; j < Dv; j++) cU[(long)i * Dv + j] = ch.c[i] * U[(long)i * Dv + j];
-            for (i = 0; i < (int)D2; i++) St[i] *= el;
-            gd__gemm(Dk, Dv, L, 1.0f, ch.kt, C, 1, cU, Dv, 1, St, Dv);
+            gd__gemm(Dk, Dv, L, 1.0f, ch.kt, C, 1, cU, Dv, el, St, Dv);
         }
     }
     if (state_out) gd__transpose(state_out, Dk, St, Dv, Dk, Dv);
 }
 
 static void gd__chunk_backward_bh(const gd_config *cfg, const float *saved_states,
-                                  const float *saved_u, float *dq, float *dk, float *dv,
+                                  const float *saved_u, const float *saved_wy, float *dq, float *dk, float *dv,
                                   float *dg, float *dbeta, float *ds0, const float *dr,
                                   const float *dsout, const float *q, const float *k,
                                   const float *v, const float *g, const float *be, int T,
@@ -1038,7 +1098,7 @@ static void gd__chunk_backward_bh(const gd_config *cfg, const float *saved_state
     gd__chunk_alloc(&ch, &ar, C, Dk, Dv);
     S = gd__take(&ar, D2);
     dSt = gd__take(&ar, D2);
-    dS = gd__take(&ar, D2);
+    dS = gd__take(&ar, (size_t)Dk * C);
     Ut = gd__take(&ar, (size_t)C * Dv);
     dU = gd__take(&ar, (size_t)C * Dv);
     dB = gd__take(&ar, (size_t)C * Dv);
@@ -1062,10 +1122,10 @@ static void gd__chunk_backward_bh(const gd_config *cfg, const float *saved_state
         const float *U = saved_u + (long)t0 * Dv;
         const float *dO = dr + (long)t0 * Dv, *vv = v + (long)t0 * Dv;
         float el, acc;
-        gd__chunk_load(cfg, &ch, L, q + (long)t0 * Dk, k + (long)t0 * Dk, g + t0, be + t0);
+        gd__chunk_point(&ch, (float *)saved_wy + (size_t)ci * 5 * C * C);
+        gd__chunk_load(cfg, &ch, L, q + (long)t0 * Dk, k + (long)t0 * Dk, g + t0, be + t0, 0);
         el = ch.e[L - 1];
         gd__transpose(S, Dk, St, Dv, Dk, Dv);  /* S = M (Dv,Dk) at chunk start */
-        gd__transpose(dS, Dk, dSt, Dv, Dk, Dv); /* dS = dL/dM_end (Dv,Dk) */
         gd__transpose(Ut, C, U, Dv, L, Dv);
         for (i = 0; i < L; i++) {
             dG[i] = 0.0f;
@@ -1084,8 +1144,10 @@ static void gd__chunk_backward_bh(const gd_config *cfg, const float *saved_state
         for (j = 0; j < L; j++)
             for (i = 0; i < Dv; i++) dU[(long)j * Dv + i] = ch.c[j] * Y[(long)j * Dv + i];
         gd__gemm(L, Dv, L, scale, QKP, 1, C, dO, Dv, 1, dU, Dv);
-        /* dKn = diag(c) U dS */
-        gd__gemm(L, Dk, Dv, 1.0f, U, Dv, 1, dS, Dk, 0, dKn, Dk);
+        /* dKn = diag(c) U dM_end, formed transposed (dS (Dk,L) = dSt U^T) so the state
+           gradient is never transposed */
+        gd__gemm(Dk, L, Dv, 1.0f, dSt, Dv, 1, Ut, C, 0, dS, C);
+        gd__transpose(dKn, Dk, dS, C, Dk, L);
         for (j = 0; j < L; j++)
             for (i = 0; i < Dk; i++) dKn[(long)j * Dk + i] *= ch.c[j];
         /* --- inter-chunk readout r_i += scale e_i M q_i */
@@ -1136,7 +1198,6 @@ static void gd__chunk_backward_bh(const gd_config *cfg, const float *saved_state
         gd__gemm(L, Dk, L, 1.0f, dKK, C, 1, ch.kn, Dk, 1, dKn, Dk);
         gd__gemm(L, Dk, L, 1.0f, dKK, 1, C, ch.kn, Dk, 1, dKn, Dk);
         /* --- dM at the chunk start: e_last dM_end + scale Q^T diag(e) dO - K^T diag(beta e) dB */
-        for (i = 0; i < (int)D2; i++) dSt[i] *= el;
         for (i = 0; i < L; i++) {
             float se = scale * ch.e[i], be_ = -ch.bet[i] * ch.e[i];
             for (j = 0; j < Dv; j++) {
@@ -1144,8 +1205,8 @@ static void gd__chunk_backward_bh(const gd_config *cfg, const float *saved_state
                 Y[(long)i * Dv + j] = be_ * dB[(long)i * Dv + j];
             }
         }
-        gd__gemm(Dk, Dv, L, 1.0f, ch.qt, C, 1, W, Dv, 1, dSt, Dv);
-        gd__gemm(Dk, Dv, L, 1.0f, ch.kt, C, 1, Y, Dv, 1, dSt, Dv);
+        gd__gemm(Dk, Dv, L, 1.0f, ch.qn, 1, Dk, W, Dv, el, dSt, Dv);
+        gd__gemm(Dk, Dv, L, 1.0f, ch.kn, 1, Dk, Y, Dv, 1, dSt, Dv);
         /* --- log-decay: G_i = sum_{t<=i} lg_t; normalisation; gates */
         acc = 0.0f;
         for (i = L - 1; i >= 0; i--) {
@@ -1212,7 +1273,11 @@ GDELTADEF int gd_forward(const gd_config *cfg, float *r, float *state_out,
             gd__chunk_forward_bh(cfg, r + ov, state_out ? state_out + os : NULL, q + oq,
                                  k + oq, v + ov, gates + og, beta + og,
                                  state0 ? state0 + os : NULL, T, Dk, Dv, sst,
-                                 saved ? saved->u + ov : NULL, w);
+                                 saved ? saved->u + ov : NULL,
+                                 saved ? saved->wy + (size_t)bh * saved->nstates * 5 *
+                                                         saved->step * saved->step
+                                       : NULL,
+                                 w);
     }
     if (own) GDELTA_FREE(own);
     return GD_OK;
@@ -1239,7 +1304,7 @@ GDELTADEF int gd_backward(const gd_config *cfg, const gd_saved *saved,
     step = cfg->algo == GD_ALGO_CHUNKED ? cfg->chunk_size : cfg->checkpoint;
     if (!saved->states || saved->algo != cfg->algo || saved->B != B || saved->H != H ||
         saved->T != T || saved->Dk != Dk || saved->Dv != Dv || saved->step != step ||
-        (cfg->algo == GD_ALGO_CHUNKED && !saved->u))
+        (cfg->algo == GD_ALGO_CHUNKED && (!saved->u || !saved->wy)))
         return gd__err(cfg, GD_EINVAL, "gd_backward: saved state does not match the call");
     if ((rc = gd__check_data(cfg, "gd_backward", q, k, v, gates, beta, NULL,
                              (long)B * H * T * Dk, (long)B * H * T * Dv, (long)B * H * T,
@@ -1268,7 +1333,10 @@ GDELTADEF int gd_backward(const gd_config *cfg, const gd_saved *saved,
                                 dstate_out ? dstate_out + os : NULL, q + oq, k + oq, v + ov,
                                 gates + og, beta + og, T, Dk, Dv, w);
         else
-            gd__chunk_backward_bh(cfg, sst, saved->u + ov, dq + oq, dk + oq, dv + ov,
+            gd__chunk_backward_bh(cfg, sst, saved->u + ov,
+                                  saved->wy + (size_t)bh * saved->nstates * 5 * saved->step *
+                                                  saved->step,
+                                  dq + oq, dk + oq, dv + ov,
                                   dgates + og, dbeta + og, dstate0 ? dstate0 + os : NULL,
                                   dr + ov, dstate_out ? dstate_out + os : NULL, q + oq,
                                   k + oq, v + ov, gates + og, beta + og, T, Dk, Dv, w);
