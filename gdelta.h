@@ -28,8 +28,10 @@
                           solved by forward substitution for the WY/UT write vectors
                           U, outputs as inter-chunk (q . state) plus intra-chunk causal
                           terms, the state carried across chunks. Saves one state per
-                          chunk and U: memory O(T D + (T/C) D^2). Backward is the
-                          reverse chunk loop plus the WY backward.
+                          chunk, U and the chunk's (C,C) matrices (K K^T, Q K^T, decay,
+                          A, (I + A)^-1: 5 T C floats, C <= 256 a constant): memory
+                          O(T D + T C + (T/C) D^2). Backward is the reverse chunk loop
+                          plus the WY backward.
      Both agree within 1e-4 relative in fp32 on outputs, final state and every
      gradient (tests/test_gdelta.c checks T = 1..300, C = 16/32/64, gamma = 1, gamma
      near 0, beta near 0 and 1, Dk != Dv).
@@ -928,7 +930,7 @@ static void gd__rec_backward_bh(const gd_config *cfg, const float *saved_states,
 typedef struct gd__chunk {
     int L, C, Dk, Dv;
     float *qn, *kn;           /* (C,Dk) */
-    float *qt, *kt;           /* (Dk,C) */
+    float *kt;                /* (Dk,C) */
     float *KK, *QK, *P, *A;   /* (C,C) */
     float *Tm;                /* (C,C) (I + A)^-1, unit lower triangular */
     float *G, *e, *c, *bet, *qinv, *kinv, *lg;  /* (C) */
@@ -940,7 +942,6 @@ static void gd__chunk_alloc(gd__chunk *ch, gd__arena *ar, int C, int Dk, int Dv)
     ch->C = C; ch->Dk = Dk; ch->Dv = Dv;
     ch->qn = gd__take(ar, (size_t)C * Dk);
     ch->kn = gd__take(ar, (size_t)C * Dk);
-    ch->qt = gd__take(ar, (size_t)C * Dk);
     ch->kt = gd__take(ar, (size_t)C * Dk);
     ch->KK = gd__take(ar, cc);
     ch->QK = gd__take(ar, cc);
@@ -967,7 +968,7 @@ static void gd__chunk_point(gd__chunk *ch, float *w)
     ch->Tm = w + 4 * cc;
 }
 
-/* Loads chunk [t0, t0+L): normalised q, k, their transposes, cumulative log-decay G,
+/* Loads chunk [t0, t0+L): normalised q, k, the transpose of k, cumulative log-decay G,
    e = exp(G), c = exp(G_last - G), KK = K K^T, QK = Q K^T, P (lower incl. diagonal)
    = exp(G_i - G_j), A (strictly lower) = beta_i KK_ij P_ij. */
 static void gd__chunk_load(const gd_config *cfg, gd__chunk *ch, int L, const float *q,
@@ -991,7 +992,6 @@ static void gd__chunk_load(const gd_config *cfg, gd__chunk *ch, int L, const flo
         ch->c[i] = (float)exp(Gd[L - 1] - Gd[i]);
     }
     if (!full) return; /* backward: the matrices below were saved by the forward */
-    gd__transpose(ch->qt, C, ch->qn, Dk, L, Dk);
     gd__transpose(ch->kt, C, ch->kn, Dk, L, Dk);
     gd__gemm(L, L, Dk, 1.0f, ch->kn, Dk, 1, ch->kt, C, 0, ch->KK, C);
     gd__gemm(L, L, Dk, 1.0f, ch->qn, Dk, 1, ch->kt, C, 0, ch->QK, C);
