@@ -426,7 +426,7 @@ CEASDEF int ceas_ls_update(const ceas_knob_config *kc, long long t, float p, flo
 #endif
 
 #define CEAS__LANES 16
-#define CEAS__CHUNK 128
+#define CEAS__CHUNK 1024
 
 static int ceas__finite(double x) { return x == x && x - x == 0.0; }
 
@@ -528,26 +528,26 @@ CEASDEF int ceas_config_validate(const ceas_config *c)
 
 /* ---------------------------------------------------------- observables */
 
-/* e^x for x in [-87, 0] (callers clamp), ~2 ulp, branch-free and written so
-   that a compiler vectorises it in a loop: round-to-nearest by the 1.5*2^23
-   trick, Cody-Waite reduction, degree-6 polynomial, 2^n from the bits. */
+/* e^x for x in [-87, 0] (callers clamp), relative error < 2e-7, branch-free
+   and written so that a compiler vectorises it in a loop: n = round(x/ln 2)
+   by the 1.5*2^23 trick, r = x - n ln 2 in one fused step (|r| <= ln2/2; the
+   error of ln 2 in float, |n| * 2e-9, only matters where e^x < 2^-60), a
+   degree-5 polynomial fitted for relative error on that interval (Lawson
+   iterations), 2^n from the bits. */
 static inline float ceas__expneg(float x)
 {
     const float magic = 12582912.0f; /* 1.5 * 2^23 */
     float kf = CEAS__FMA(x, 1.44269504088896341f, magic);
-    float n = kf - magic, r, r2, p, s;
+    float n = kf - magic, r, p, s;
     unsigned int bits, kb;
     memcpy(&kb, &kf, sizeof kb);
-    r = CEAS__FMA(n, -0.693359375f, x);
-    r = CEAS__FMA(n, 2.12194440e-4f, r);
-    r2 = r * r;
-    p = 1.9875691500e-4f;
-    p = CEAS__FMA(p, r, 1.3981999507e-3f);
-    p = CEAS__FMA(p, r, 8.3334519073e-3f);
-    p = CEAS__FMA(p, r, 4.1665795894e-2f);
-    p = CEAS__FMA(p, r, 1.6666665459e-1f);
-    p = CEAS__FMA(p, r, 5.0000001201e-1f);
-    p = CEAS__FMA(p, r2, r) + 1.0f;
+    r = CEAS__FMA(n, -0.693147180559945309f, x);
+    p = 8.3125270903e-3f;
+    p = CEAS__FMA(p, r, 4.1890114546e-2f);
+    p = CEAS__FMA(p, r, 1.6667114198e-1f);
+    p = CEAS__FMA(p, r, 4.9999231100e-1f);
+    p = CEAS__FMA(p, r, 1.0f);
+    p = CEAS__FMA(p, r, 1.0f);
     /* kb's low bits hold n + 0x400000; 2^n has exponent field n + 127 */
     bits = (kb - 0x4B400000u + 127u) << 23;
     memcpy(&s, &bits, sizeof s);
@@ -556,112 +556,143 @@ static inline float ceas__expneg(float x)
 
 #define CEAS__XMIN (-87.0f)
 
-/* Accumulators of one row, per lane: running max m (start: x0), z = sum e,
-   a = sum e t, b = sum e t^2 with e = exp(t), t = x - m; s1, s2 = sums of
-   (x - x0) and its square. */
-typedef struct ceas__acc {
-    float m[CEAS__LANES], z[CEAS__LANES], a[CEAS__LANES], b[CEAS__LANES];
-    float s1[CEAS__LANES], s2[CEAS__LANES];
-} ceas__acc;
+/* keeps GCC from unrolling a 16-lane loop into scalars before vectorising it */
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 8
+#define CEAS__NOUNROLL _Pragma("GCC unroll 1")
+#else
+#define CEAS__NOUNROLL
+#endif
 
-/* The one pass over a row: chunks of CEAS__CHUNK values; per chunk a lane-wise
-   max, a lane-wise rescale of the accumulators to the new max, and the
-   accumulation. Every loop over l is lane-independent (vectorisable without
-   reassociation). Results as double: m, z, a, b, s1, s2 merged. */
+/* horizontal max and sum of CEAS__LANES (16) lanes: in registers with
+   AVX-512 (a tree through memory stalls on store forwarding), else a
+   fixed-order tree */
+#if defined(__AVX512F__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+static inline float ceas__hmax(const float *v) { return _mm512_reduce_max_ps(_mm512_loadu_ps(v)); }
+static inline float ceas__hsum(const float *v) { return _mm512_reduce_add_ps(_mm512_loadu_ps(v)); }
+#else
+static inline float ceas__hmax(const float *v)
+{
+    float t[CEAS__LANES];
+    int h, l;
+    for (l = 0; l < CEAS__LANES; l++) t[l] = v[l];
+    for (h = CEAS__LANES / 2; h >= 1; h /= 2)
+        for (l = 0; l < h; l++) t[l] = t[l + h] > t[l] ? t[l + h] : t[l];
+    return t[0];
+}
+static inline float ceas__hsum(const float *v)
+{
+    float t[CEAS__LANES];
+    int h, l;
+    for (l = 0; l < CEAS__LANES; l++) t[l] = v[l];
+    for (h = CEAS__LANES / 2; h >= 1; h /= 2)
+        for (l = 0; l < h; l++) t[l] += t[l + h];
+    return t[0];
+}
+#endif
+
+/* weights of the last, overlapping block of a row: ceas__tailw + (n % LANES)
+   is 1 on the lanes l >= LANES - n % LANES (the values not yet counted) */
+static const float ceas__tailw[2 * CEAS__LANES] = {
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+
+/* The one pass over a row (n values, in lanes of CEAS__LANES; every loop over
+   l is lane-independent and vectorisable without reassociation). Per chunk
+   of up to CEAS__CHUNK values: the chunk's max; when it exceeds the running
+   max m, the accumulators move to it (one e^d per chunk, d = m_old - m_new);
+   then, with t = x - m and e = e^t (branch-free exponential, t clamped at
+   XMIN), per lane z = sum e, a = sum e t, b = sum e t^2, s1 = sum t,
+   s2 = sum t^2. The last n % LANES values: one weighted block, overlapping
+   the previous (n >= LANES) or padded with x[0] (n < LANES). Lanes merge in
+   a fixed-order tree. Results: m, z, a, b, s1, s2, m. */
 static void ceas__row_pass(const float *CEAS__RESTRICT x, int n, double *res)
 {
-    ceas__acc A;
-    float x0 = x[0];
-    int l, j0 = 0, j;
-    double M, Z = 0, Az = 0, Bz = 0, S1 = 0, S2 = 0;
+    float z[CEAS__LANES], a[CEAS__LANES], b[CEAS__LANES];
+    float s1[CEAS__LANES], s2[CEAS__LANES], cm[CEAS__LANES], cm2[CEAS__LANES];
+    float pad[CEAS__LANES];
+    const float *CEAS__RESTRICT xt = NULL;
+    const float *CEAS__RESTRICT w = ceas__tailw + n % CEAS__LANES;
+    float m = x[0], k = 0;
+    int nfull = n - n % CEAS__LANES, j0 = 0, j, l;
+    if (n % CEAS__LANES) {
+        if (n >= CEAS__LANES) xt = x + (n - CEAS__LANES);
+        else {
+            for (l = 0; l < CEAS__LANES; l++)
+                pad[l] = l >= CEAS__LANES - n ? x[l - (CEAS__LANES - n)] : x[0];
+            xt = pad;
+        }
+    }
     for (l = 0; l < CEAS__LANES; l++) {
-        A.m[l] = x0; A.z[l] = 0; A.a[l] = 0; A.b[l] = 0; A.s1[l] = 0; A.s2[l] = 0;
+        z[l] = 0; a[l] = 0; b[l] = 0; s1[l] = 0; s2[l] = 0;
     }
-    while (n - j0 >= CEAS__LANES) {
-        int len = n - j0;
-        float cm[CEAS__LANES];
+    do {
+        int len = nfull - j0;
+        float mc;
         if (len > CEAS__CHUNK) len = CEAS__CHUNK;
-        len -= len % CEAS__LANES;
-        for (l = 0; l < CEAS__LANES; l++) cm[l] = A.m[l];
-        for (j = j0 + 2 * CEAS__CHUNK; j < j0 + 2 * CEAS__CHUNK + len && j < n; j += 16)
-            CEAS__PREFETCH(x + j); /* two chunks ahead, one 64-byte line per 16 */
-        for (j = j0; j < j0 + len; j += CEAS__LANES)
-            for (l = 0; l < CEAS__LANES; l++) {
-                float v = x[j + l];
-                cm[l] = v > cm[l] ? v : cm[l];
-            }
-        for (l = 0; l < CEAS__LANES; l++) {
-            float d = A.m[l] - cm[l]; /* <= 0 */
-            float dc = d < CEAS__XMIN ? CEAS__XMIN : d;
-            float c = ceas__expneg(dc);
-            float z = A.z[l], a = A.a[l], b = A.b[l];
-            A.b[l] = c * (b + 2.0f * d * a + d * d * z);
-            A.a[l] = c * (a + d * z);
-            A.z[l] = c * z;
-            A.m[l] = cm[l];
+        for (j = j0 + CEAS__CHUNK; j < j0 + CEAS__CHUNK + len && j < n; j += 16)
+            CEAS__PREFETCH(x + j); /* the next chunk, one 64-byte line per 16 */
+        for (l = 0; l < CEAS__LANES; l++) { cm[l] = m; cm2[l] = m; }
+        for (j = j0; j + 2 * CEAS__LANES <= j0 + len; j += 2 * CEAS__LANES) {
+            const float *CEAS__RESTRICT xb = x + j;  /* two chains: latency */
+            CEAS__NOUNROLL
+            for (l = 0; l < CEAS__LANES; l++) cm[l] = xb[l] > cm[l] ? xb[l] : cm[l];
+            CEAS__NOUNROLL
+            for (l = 0; l < CEAS__LANES; l++)
+                cm2[l] = xb[CEAS__LANES + l] > cm2[l] ? xb[CEAS__LANES + l] : cm2[l];
         }
-        for (j = j0; j < j0 + len; j += CEAS__LANES)
-            for (l = 0; l < CEAS__LANES; l++) {
-                float v = x[j + l];
-                float t = v - A.m[l];
-                float e, et, u;
-                t = t > CEAS__XMIN ? t : CEAS__XMIN;
-                e = ceas__expneg(t);
-                et = e * t;
-                A.z[l] += e;
-                A.a[l] += et;
-                A.b[l] = CEAS__FMA(et, t, A.b[l]);
-                u = v - x0;
-                A.s1[l] += u;
-                A.s2[l] = CEAS__FMA(u, u, A.s2[l]);
+        if (j < j0 + len)
+            for (l = 0; l < CEAS__LANES; l++) cm[l] = x[j + l] > cm[l] ? x[j + l] : cm[l];
+        for (l = 0; l < CEAS__LANES; l++) cm[l] = cm2[l] > cm[l] ? cm2[l] : cm[l];
+        if (j0 + len == nfull && xt)
+            for (l = 0; l < CEAS__LANES; l++) cm[l] = xt[l] > cm[l] ? xt[l] : cm[l];
+        mc = ceas__hmax(cm);
+        if (mc > m) {
+            if (k > 0) { /* move the accumulators from m to mc */
+                float d = m - mc, dc = d < CEAS__XMIN ? CEAS__XMIN : d;
+                float c = ceas__expneg(dc);
+                for (l = 0; l < CEAS__LANES; l++) {
+                    float zz = z[l], aa = a[l];
+                    b[l] = c * (b[l] + dc * (2.0f * aa + dc * zz));
+                    a[l] = c * (aa + dc * zz);
+                    z[l] = c * zz;
+                    s2[l] += d * (2.0f * s1[l] + k * d);
+                    s1[l] += k * d;
+                }
             }
+            m = mc;
+        }
+        for (j = j0; j < j0 + len; j += CEAS__LANES) {
+            const float *CEAS__RESTRICT xb = x + j;
+            for (l = 0; l < CEAS__LANES; l++) {
+                float t = xb[l] - m;
+                float tc = t > CEAS__XMIN ? t : CEAS__XMIN;
+                float e = ceas__expneg(tc);
+                float et = e * tc;
+                z[l] += e;
+                a[l] += et;
+                b[l] = CEAS__FMA(et, tc, b[l]);
+                s1[l] += t;
+                s2[l] = CEAS__FMA(t, t, s2[l]);
+            }
+        }
+        k += (float)(len / CEAS__LANES);
         j0 += len;
-    }
-    for (j = j0; j < n; j++) { /* remainder (< LANES values): scalar */
-        float v = x[j], t, e, u;
-        l = j % CEAS__LANES;
-        if (v > A.m[l]) {
-            float d = A.m[l] - v;
-            float dc = d < CEAS__XMIN ? CEAS__XMIN : d;
-            float c = ceas__expneg(dc);
-            float z = A.z[l], a = A.a[l], b = A.b[l];
-            A.b[l] = c * (b + 2.0f * d * a + d * d * z);
-            A.a[l] = c * (a + d * z);
-            A.z[l] = c * z;
-            A.m[l] = v;
-        }
-        t = v - A.m[l];
-        t = t < CEAS__XMIN ? CEAS__XMIN : t;
-        e = ceas__expneg(t);
-        A.z[l] += e;
-        A.a[l] += e * t;
-        A.b[l] += e * t * t;
-        u = v - x0;
-        A.s1[l] += u;
-        A.s2[l] += u * u;
-    }
-    {   /* merge the lanes: rescale to the row max (vectorised), sum in double */
-        float mf = A.m[0];
-        for (l = 1; l < CEAS__LANES; l++) mf = A.m[l] > mf ? A.m[l] : mf;
+    } while (j0 < nfull);
+    if (xt)
         for (l = 0; l < CEAS__LANES; l++) {
-            float d = A.m[l] - mf;
-            float c = ceas__expneg(d > CEAS__XMIN ? d : CEAS__XMIN);
-            float z = A.z[l], a = A.a[l], b = A.b[l];
-            A.b[l] = c * (b + 2.0f * d * a + d * d * z);
-            A.a[l] = c * (a + d * z);
-            A.z[l] = c * z;
+            float t = xt[l] - m;
+            float tc = t > CEAS__XMIN ? t : CEAS__XMIN;
+            float e = ceas__expneg(tc) * w[l];
+            float et = e * tc, tw = t * w[l];
+            z[l] += e;
+            a[l] += et;
+            b[l] = CEAS__FMA(et, tc, b[l]);
+            s1[l] += tw;
+            s2[l] = CEAS__FMA(tw, t, s2[l]);
         }
-        M = mf;
-        for (l = 0; l < CEAS__LANES; l++) {
-            Z += A.z[l];
-            Az += A.a[l];
-            Bz += A.b[l];
-            S1 += A.s1[l];
-            S2 += A.s2[l];
-        }
-    }
-    res[0] = M; res[1] = Z; res[2] = Az; res[3] = Bz; res[4] = S1; res[5] = S2;
-    res[6] = x0;
+    res[0] = m; res[1] = ceas__hsum(z); res[2] = ceas__hsum(a); res[3] = ceas__hsum(b);
+    res[4] = ceas__hsum(s1); res[5] = ceas__hsum(s2); res[6] = m;
 }
 
 static int ceas__row_obs(ceas_obs *o, const float *x, int n, float beta)
@@ -672,17 +703,17 @@ static int ceas__row_obs(ceas_obs *o, const float *x, int n, float beta)
     eb = r[3] / r[1];
     varx = eb - ea * ea;
     if (varx < 0) varx = 0;
-    H = log(r[1]) - ea;
+    H = (double)logf((float)r[1]) - ea; /* z is a float sum */
     if (H < 0) H = 0;
     mu = r[4] / n;
     var = r[5] / n - mu * mu;
     if (var < 0) var = 0;
     o->H = (float)H;
-    o->n_eff = (float)exp(H);
+    o->n_eff = expf((float)H);
     o->var_s = (float)(varx * ib * ib);
     o->sigma_qk = (float)(sqrt(var) * ib);
     o->mean_s = (float)((r[6] + mu) * ib);
-    o->log_n = (float)log((double)n);
+    o->log_n = logf((float)n);
     o->n = n;
     if (!ceas__finite(o->H) || !ceas__finite(o->var_s) || !ceas__finite(o->sigma_qk) ||
         !ceas__finite(o->mean_s) || !ceas__finite(o->n_eff)) {
@@ -795,7 +826,7 @@ CEASDEF int ceas_attention_observables(const float *logits, int B, int H, int T,
 #endif
     for (r = 0; r < nrows; r++) {
         int i = (int)(r % T), pf;
-        if (r + 1 < nrows) /* the next row's first two chunks */
+        if (r + 1 < nrows) /* the next row, ahead of the hardware prefetcher */
             for (pf = 0; pf < 2 * CEAS__CHUNK && pf < T; pf += 16)
                 CEAS__PREFETCH(logits + (size_t)(r + 1) * (size_t)T + pf);
         int hh = (int)((r / T) % H);
