@@ -427,6 +427,7 @@ CEASDEF int ceas_ls_update(const ceas_knob_config *kc, long long t, float p, flo
 
 #define CEAS__LANES 16
 #define CEAS__CHUNK 1024
+#define CEAS__GROUP 8
 
 static int ceas__finite(double x) { return x == x && x - x == 0.0; }
 
@@ -695,10 +696,10 @@ static void ceas__row_pass(const float *CEAS__RESTRICT x, int n, double *res)
     res[4] = ceas__hsum(s1); res[5] = ceas__hsum(s2); res[6] = m;
 }
 
-static int ceas__row_obs(ceas_obs *o, const float *x, int n, float beta)
+/* The observables of one row from its pass's sums r. */
+static int ceas__row_fin(ceas_obs *o, const double *r, int n, float beta)
 {
-    double r[7], ea, eb, varx, mu, var, H, ib = 1.0 / beta;
-    ceas__row_pass(x, n, r);
+    double ea, eb, varx, mu, var, H, ib = 1.0 / beta;
     ea = r[2] / r[1];
     eb = r[3] / r[1];
     varx = eb - ea * ea;
@@ -721,6 +722,13 @@ static int ceas__row_obs(ceas_obs *o, const float *x, int n, float beta)
         return CEAS_EINVAL;
     }
     return CEAS_OK;
+}
+
+static int ceas__row_obs(ceas_obs *o, const float *x, int n, float beta)
+{
+    double r[7];
+    ceas__row_pass(x, n, r);
+    return ceas__row_fin(o, r, n, beta);
 }
 
 CEASDEF int ceas_row_observables(ceas_obs *out, const float *logits, int n, float beta)
@@ -802,7 +810,7 @@ CEASDEF int ceas_attention_observables(const float *logits, int B, int H, int T,
                                        const float *beta, ceas_obs *rows, ceas_obs *heads,
                                        void *workspace)
 {
-    long long nrows, r;
+    long long nrows, g, ngroups;
     ceas_obs *ro = rows;
     void *own = NULL;
     int h, bad = 0;
@@ -819,20 +827,31 @@ CEASDEF int ceas_attention_observables(const float *logits, int B, int H, int T,
             ro = (ceas_obs *)own;
         }
     }
-    /* static chunks of 8 rows dealt round-robin: balances causal triangles;
-       each row's result is independent of the thread count */
+    /* groups of CEAS__GROUP rows dealt round-robin (static): balances causal
+       triangles; each row's result is independent of the thread count. A
+       group's passes run back to back, then its rows are finalised: the
+       short dependent tail of one row (reductions, log, exp) overlaps the
+       next row's pass instead of stalling it. */
+    ngroups = (nrows + CEAS__GROUP - 1) / CEAS__GROUP;
 #if defined(_OPENMP)
-#pragma omp parallel for schedule(static, 8) reduction(| : bad)
+#pragma omp parallel for schedule(static, 1) reduction(| : bad)
 #endif
-    for (r = 0; r < nrows; r++) {
-        int i = (int)(r % T), pf;
-        if (r + 1 < nrows) /* the next row, ahead of the hardware prefetcher */
-            for (pf = 0; pf < 2 * CEAS__CHUNK && pf < T; pf += 16)
-                CEAS__PREFETCH(logits + (size_t)(r + 1) * (size_t)T + pf);
-        int hh = (int)((r / T) % H);
-        int n = causal ? i + 1 : T;
-        float bt = beta ? beta[hh] : 1.0f;
-        bad |= ceas__row_obs(ro + r, logits + (size_t)r * (size_t)T, n, bt) != CEAS_OK;
+    for (g = 0; g < ngroups; g++) {
+        double sums[CEAS__GROUP][7];
+        long long q; /* private: declared in the loop */
+        long long r0 = g * CEAS__GROUP, r1 = r0 + CEAS__GROUP < nrows ? r0 + CEAS__GROUP : nrows;
+        for (q = r0; q < r1; q++) {
+            int pf, i = (int)(q % T), n = causal ? i + 1 : T;
+            if (q + 1 < nrows) /* the next row, ahead of the hardware prefetcher */
+                for (pf = 0; pf < 2 * CEAS__CHUNK && pf < T; pf += 16)
+                    CEAS__PREFETCH(logits + (size_t)(q + 1) * (size_t)T + pf);
+            ceas__row_pass(logits + (size_t)q * (size_t)T, n, sums[q - r0]);
+        }
+        for (q = r0; q < r1; q++) {
+            int i = (int)(q % T), n = causal ? i + 1 : T, hh = (int)((q / T) % H);
+            float bt = beta ? beta[hh] : 1.0f;
+            bad |= ceas__row_fin(ro + q, sums[q - r0], n, bt) != CEAS_OK;
+        }
     }
     if (heads)
         for (h = 0; h < H; h++)
