@@ -387,6 +387,9 @@ CEASDEF int ceas_ls_update(const ceas_knob_config *kc, long long t, float p, flo
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
 
 #if defined(CEAS_MALLOC) && !defined(CEAS_FREE)
 #error "define CEAS_MALLOC and CEAS_FREE together"
@@ -800,6 +803,26 @@ CEASDEF int ceas_pool_observables(ceas_obs *out, const ceas_obs *rows, int R)
     return ceas__pool(out, rows, R, 1, 1, 0);
 }
 
+/* First row of part t of nt of nrows rows (rows of T keys, or causal
+   triangles of T rows with i + 1 keys in row i), parts of equal keys. */
+static long long ceas__split(long long nrows, int T, int causal, int t, int nt)
+{
+    double tri, target, rem;
+    long long k, i;
+    if (t <= 0) return 0;
+    if (t >= nt) return nrows;
+    if (!causal) return nrows * t / nt;
+    tri = 0.5 * (double)T * ((double)T + 1.0);
+    target = tri * (double)(nrows / T) * t / nt;
+    k = (long long)(target / tri);
+    rem = target - (double)k * tri;
+    i = (long long)ceil((sqrt(8.0 * rem + 1.0) - 1.0) * 0.5);
+    if (i < 0) i = 0;
+    if (i > T) i = T;
+    k = k * T + i;
+    return k < nrows ? k : nrows;
+}
+
 CEASDEF size_t ceas_attention_observables_workspace_size(int B, int H, int T)
 {
     if (B <= 0 || H <= 0 || T <= 0) return 0;
@@ -810,7 +833,7 @@ CEASDEF int ceas_attention_observables(const float *logits, int B, int H, int T,
                                        const float *beta, ceas_obs *rows, ceas_obs *heads,
                                        void *workspace)
 {
-    long long nrows, g, ngroups;
+    long long nrows;
     ceas_obs *ro = rows;
     void *own = NULL;
     int h, bad = 0;
@@ -827,30 +850,40 @@ CEASDEF int ceas_attention_observables(const float *logits, int B, int H, int T,
             ro = (ceas_obs *)own;
         }
     }
-    /* groups of CEAS__GROUP rows dealt round-robin (static): balances causal
-       triangles; each row's result is independent of the thread count. A
-       group's passes run back to back, then its rows are finalised: the
-       short dependent tail of one row (reductions, log, exp) overlaps the
-       next row's pass instead of stalling it. */
-    ngroups = (nrows + CEAS__GROUP - 1) / CEAS__GROUP;
+    /* each thread takes one contiguous range of rows holding an equal share
+       of the keys (causal triangles weighted): contiguous rows stream from
+       memory far better than interleaved ones; each row's result is
+       independent of the thread count. Within a range, groups of CEAS__GROUP
+       rows: their passes run back to back, then they are finalised, so that
+       one row's short dependent tail (reductions, log, exp) overlaps the next
+       row's pass instead of stalling it. */
 #if defined(_OPENMP)
-#pragma omp parallel for schedule(static, 1) reduction(| : bad)
+#pragma omp parallel reduction(| : bad)
 #endif
-    for (g = 0; g < ngroups; g++) {
-        double sums[CEAS__GROUP][7];
-        long long q; /* private: declared in the loop */
-        long long r0 = g * CEAS__GROUP, r1 = r0 + CEAS__GROUP < nrows ? r0 + CEAS__GROUP : nrows;
-        for (q = r0; q < r1; q++) {
-            int pf, i = (int)(q % T), n = causal ? i + 1 : T;
-            if (q + 1 < nrows) /* the next row, ahead of the hardware prefetcher */
-                for (pf = 0; pf < 2 * CEAS__CHUNK && pf < T; pf += 16)
-                    CEAS__PREFETCH(logits + (size_t)(q + 1) * (size_t)T + pf);
-            ceas__row_pass(logits + (size_t)q * (size_t)T, n, sums[q - r0]);
-        }
-        for (q = r0; q < r1; q++) {
-            int i = (int)(q % T), n = causal ? i + 1 : T, hh = (int)((q / T) % H);
-            float bt = beta ? beta[hh] : 1.0f;
-            bad |= ceas__row_fin(ro + q, sums[q - r0], n, bt) != CEAS_OK;
+    {
+        int nt = 1, tid = 0;
+        long long lo, hi, r0, q;
+#if defined(_OPENMP)
+        nt = omp_get_num_threads();
+        tid = omp_get_thread_num();
+#endif
+        lo = ceas__split(nrows, T, causal, tid, nt);
+        hi = ceas__split(nrows, T, causal, tid + 1, nt);
+        for (r0 = lo; r0 < hi; r0 += CEAS__GROUP) {
+            double sums[CEAS__GROUP][7];
+            long long r1 = r0 + CEAS__GROUP < hi ? r0 + CEAS__GROUP : hi;
+            for (q = r0; q < r1; q++) {
+                int pf, i = (int)(q % T), n = causal ? i + 1 : T;
+                if (q + 1 < hi) /* the next row, ahead of the hardware prefetcher */
+                    for (pf = 0; pf < 2 * CEAS__CHUNK && pf < T; pf += 16)
+                        CEAS__PREFETCH(logits + (size_t)(q + 1) * (size_t)T + pf);
+                ceas__row_pass(logits + (size_t)q * (size_t)T, n, sums[q - r0]);
+            }
+            for (q = r0; q < r1; q++) {
+                int i = (int)(q % T), n = causal ? i + 1 : T, hh = (int)((q / T) % H);
+                float bt = beta ? beta[hh] : 1.0f;
+                bad |= ceas__row_fin(ro + q, sums[q - r0], n, bt) != CEAS_OK;
+            }
         }
     }
     if (heads)
