@@ -7,6 +7,8 @@
 #                    nvcc exists; run them all. Last line: `N passed, N failed, N skipped`.
 #   make cuda        build the CUDA parity tests for sm_80 and sm_90 (needs nvcc)
 #   make bench       build the benchmarks in bench/ (optimised, OpenMP, OpenBLAS peer)
+#   make run         build examples/wt2_train and train the tiny preset on $(WT2_DIR)
+#                    (RUN_ARGS="--seed 2 --json" adds flags)
 #   make clean
 #
 # Variables: COMPILERS (default "gcc clang"), ARCH (default -march=native),
@@ -30,7 +32,7 @@ TEST_NAMES := $(patsubst tests/%.c,%,$(wildcard tests/test_*.c))
 PARITY_NAMES := $(patsubst tests/%.cu,%,$(wildcard tests/parity_*.cu))
 BENCH_NAMES  := $(patsubst bench/%.c,%,$(wildcard bench/bench_*.c))
 
-.PHONY: test tests-build cuda bench examples fuzz clean
+.PHONY: test tests-build cuda bench examples fuzz clean run
 .DELETE_ON_ERROR:
 
 test:
@@ -75,6 +77,12 @@ build/%: examples/%.c $(DEPS)
 	$(CC) $(EX_CFLAGS) $< $(COMMON_SRCS) -o $@ $(LIBS)
 
 examples: $(foreach e,$(EXAMPLE_NAMES),build/$(e))
+
+# The tiny preset on WikiText-2 (<= 10 minutes on 2 cores, evaluation included).
+RUN_ARGS ?=
+run: build/wt2_train
+	@test -d "$(WT2_DIR)" || { echo "make run: data directory '$(WT2_DIR)' not found (set WT2_DIR=/path/to/wikitext-2)"; exit 1; }
+	build/wt2_train --preset tiny --data-dir "$(WT2_DIR)" $(RUN_ARGS)
 
 # Fuzzing: tests/fuzz/fuzz_<x>.c are libFuzzer targets (each a single TU that
 # includes what it needs). `make fuzz FUZZ_SECONDS=600` runs each for that long.

@@ -205,6 +205,19 @@ TKDEF int tk_crossentropy_forward(float *probs, float *losses, float *mean_ce,
    finite. probs (N,V) from the forward; eps must be the forward's. */
 TKDEF int tk_crossentropy_backward(float *dlogits, const float *probs, const int *targets,
                                    int N, int V, float eps, float dloss);
+/* In-place cross-entropy for the LM head (no second (N,V) buffer): logits (N,V) are
+   overwritten with the softmax probs; losses (N) receive the label-smoothed per-row
+   loss (eps as tk_crossentropy_forward; may be NULL); ce (N) the pure CE per row (may
+   be NULL). Two passes per row, exp evaluated once: pass 1 writes exp(x - running
+   max) chunk by chunk and sums it (online rescale), pass 2 scales each chunk to the
+   probs. Rows are split over the OpenMP threads (static); no allocation.
+   Errors as tk_crossentropy_forward (logits is not modified on error). */
+TKDEF int tk_crossentropy_forward_inplace(float *logits, float *losses, float *ce,
+                                          const int *targets, int N, int V, float eps);
+/* probs (N,V) from the in-place forward -> dlogits = dloss * (probs - q) in place
+   (OVERWRITES, does not accumulate), q the smoothed target. One pass per row. */
+TKDEF int tk_crossentropy_backward_inplace(float *probs, const int *targets, int N, int V,
+                                           float eps, float dloss);
 
 /* ---------------------------------------------------------------- attention */
 /* Causal multi-head softmax attention, materialised reference.
@@ -215,14 +228,20 @@ TKDEF int tk_crossentropy_backward(float *dlogits, const float *probs, const int
    The bias is added before the causal mask: it is the hook for the RPA/ERA priors;
    temp is the hook for per-head temperature controllers. Bias entries above the
    diagonal are never read; the others must be finite or -INFINITY with at least one
-   finite entry per row. QK^T and PV go through tk_sgemm, one (b,h) at a time. */
+   finite entry per row. Computed in blocks of 64 query rows against keys [0, end of
+   block) only (the masked blocks are skipped), QK^T and PV through tk_sgemm, bias +
+   scale + mask + softmax fused per block while it is in cache; threads split the
+   (b, row block) pairs, heads inside (a shared bias block is reused by every head).
+   Bit-identical for any thread count. No scratch. */
 TKDEF int tk_attention_forward(float *out, float *probs, const float *q, const float *k,
                                const float *v, const float *bias, int bias_per_head,
                                const float *temp, int B, int H, int T, int D);
 /* dq, dk, dv (B,H,T,D) += ; dbias (same shape as bias) += (summed over batch, and over
    heads when shared; 0 above the diagonal); dtemp (H) += ; dbias/dtemp may be NULL.
    dout (B,H,T,D); probs from the forward; bias_per_head, temp as in the forward.
-   Scratch from TK_MALLOC: T*T floats (2*T*T + T with dtemp), else TK_ENOMEM. */
+   Blocks of 128 query rows (masked blocks skipped); threads split the heads.
+   Scratch from TK_MALLOC: per thread min(T,128)*T floats (twice that + T with dtemp),
+   plus H*T*T for a shared dbias, else TK_ENOMEM. */
 TKDEF int tk_attention_backward(float *dq, float *dk, float *dv, float *dbias, float *dtemp,
                                 const float *dout, const float *probs, const float *q,
                                 const float *k, const float *v, int bias_per_head,
@@ -993,6 +1012,9 @@ TKDEF int tk_sgemm(int transA, int transB, int M, int N, int K, float alpha,
 #endif
 /* Loops below this many elements (or rows * cols) stay on one thread. */
 #define TK__PAR_MIN 32768
+#define TK__LANES 16  /* float lanes of the ordered row reductions */
+#define TK__CHUNK 256 /* row chunk of those reductions and of the chunked loops */
+static double tk__row_sum(const float *x, int n);
 
 static int tk__finite(float x) { return x == x && x - x == 0.0f; }
 
@@ -1257,17 +1279,25 @@ TKDEF int tk_layernorm_forward(float *out, float *mean, float *rstd, const float
     for (i = 0; i < N; i++) {
         const float *x = inp + (size_t)i * C; /* (C) */
         float *o = out + (size_t)i * C;       /* (C) */
-        float m = 0.0f, var = 0.0f, s;
-        int c;
-        for (c = 0; c < C; c++) m += x[c];
-        m /= (float)C;
-        for (c = 0; c < C; c++) {
-            float d = x[c] - m;
-            var += d * d;
-        }
+        float m, var, s, lane[TK__LANES];
+        int c, l;
+        m = (float)(tk__row_sum(x, C) / (double)C);
+        /* variance: 16 float lanes (vectorised), fixed order */
+        for (l = 0; l < TK__LANES; l++) lane[l] = 0.0f;
+        for (c = 0; c + TK__LANES <= C; c += TK__LANES)
+            for (l = 0; l < TK__LANES; l++) {
+                float d = x[c + l] - m;
+                lane[l] += d * d;
+            }
+        for (; c < C; c++) lane[0] += (x[c] - m) * (x[c] - m);
+        var = 0.0f;
+        for (l = 0; l < TK__LANES; l++) var += lane[l];
         var /= (float)C;
         s = 1.0f / sqrtf(var + eps);
-        for (c = 0; c < C; c++) o[c] = (x[c] - m) * s * w[c] + (b ? b[c] : 0.0f);
+        if (b)
+            for (c = 0; c < C; c++) o[c] = (x[c] - m) * s * w[c] + b[c];
+        else
+            for (c = 0; c < C; c++) o[c] = (x[c] - m) * s * w[c];
         if (mean) mean[i] = m;
         if (rstd) rstd[i] = s;
     }
@@ -1424,8 +1454,6 @@ static float tk__expf(float x)
     return x == x ? p : x;
 }
 
-#define TK__LANES 16
-#define TK__CHUNK 256
 /* max over x (n >= 1). Lane-wise, so it vectorises; NaNs are skipped unless x[0]. */
 static float tk__row_max(const float *x, int n)
 {
@@ -1509,30 +1537,51 @@ static float tk__sigmoid(float x) { return 1.0f / (1.0f + tk__expf(-x)); }
    gelu(x) = x s, gelu'(x) = s + 2 x s (1 - s) du/dx. */
 TKDEF int tk_gelu_forward(float *out, const float *inp, size_t n)
 {
-    ptrdiff_t i, nn = (ptrdiff_t)n;
+    ptrdiff_t c0, nn = (ptrdiff_t)n;
     TK__ELEMWISE_CHECK("tk_gelu_forward", out, inp, n);
+    /* chunks: exp(-2u) through the vectorised exp loop, then x sigmoid(2u) */
     TK__OPS_OMP(omp parallel for schedule(static) if(n > TK__PAR_MIN))
-    for (i = 0; i < nn; i++) {
-        float x = inp[i];
-        float u = TK__GELU_K * (x + TK__GELU_A * x * x * x);
-        out[i] = x * tk__sigmoid(2.0f * u);
+    for (c0 = 0; c0 < nn; c0 += TK__CHUNK) {
+        float e[TK__CHUNK];
+        const float *x = inp + c0;
+        int m = nn - c0 < TK__CHUNK ? (int)(nn - c0) : TK__CHUNK, j;
+        for (j = 0; j < m; j++) /* -2u */
+            e[j] = -2.0f * (TK__GELU_K * (x[j] + TK__GELU_A * x[j] * x[j] * x[j]));
+        (void)tk__exp_sum(e, e, 0.0f, m);
+        for (j = 0; j < m; j++) out[c0 + j] = x[j] / (1.0f + e[j]);
     }
     return TK_OK;
 }
 
+/* g (m) = d gelu / dx at x (m), m <= TK__CHUNK. A function of its own: inside the
+   OpenMP-outlined loop GCC leaves the exp loop scalar. */
+static void tk__gelu_grad_chunk(float *g, const float *x, int m)
+{
+    float e[TK__CHUNK];
+    int j;
+    for (j = 0; j < m; j++) /* -2u */
+        g[j] = -2.0f * (TK__GELU_K * (x[j] + TK__GELU_A * x[j] * x[j] * x[j]));
+    (void)tk__exp_sum(e, g, 0.0f, m); /* e = exp(-2u) (the sum is not needed) */
+    for (j = 0; j < m; j++) {
+        float xj = x[j], sg = 1.0f / (1.0f + e[j]); /* sigmoid(2u) */
+        float du = TK__GELU_K * (1.0f + 3.0f * TK__GELU_A * xj * xj);
+        g[j] = sg + 2.0f * xj * sg * (1.0f - sg) * du;
+    }
+}
+
 TKDEF int tk_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n)
 {
-    ptrdiff_t i, nn = (ptrdiff_t)n;
+    ptrdiff_t c0, nn = (ptrdiff_t)n;
     TK__ELEMWISE_CHECK("tk_gelu_backward", dinp, inp, n);
     TK__NONNULL("tk_gelu_backward", dout);
+    /* chunks of TK__CHUNK: the derivative goes to a local buffer first (a loop the
+       compiler vectorises: no aliasing), then dinp += g * dout */
     TK__OPS_OMP(omp parallel for schedule(static) if(n > TK__PAR_MIN))
-    for (i = 0; i < nn; i++) {
-        float x = inp[i];
-        float u = TK__GELU_K * (x + TK__GELU_A * x * x * x);
-        float sg = tk__sigmoid(2.0f * u);
-        float du = TK__GELU_K * (1.0f + 3.0f * TK__GELU_A * x * x);
-        float g = sg + 2.0f * x * sg * (1.0f - sg) * du;
-        dinp[i] += g * dout[i];
+    for (c0 = 0; c0 < nn; c0 += TK__CHUNK) {
+        float g[TK__CHUNK];
+        int m = nn - c0 < TK__CHUNK ? (int)(nn - c0) : TK__CHUNK, j;
+        tk__gelu_grad_chunk(g, inp + c0, m);
+        for (j = 0; j < m; j++) dinp[c0 + j] += g[j] * dout[c0 + j];
     }
     return TK_OK;
 }
@@ -1822,6 +1871,107 @@ TKDEF int tk_crossentropy_backward(float *dlogits, const float *probs, const int
     return TK_OK;
 }
 
+/* One row in place, pass 1: x[v] <- exp(x[v] - m_c) chunk by chunk, m_c the running
+   max after chunk c (kept in cmax; the running sum is rescaled when a chunk raises
+   it); also sum(x) and the row max. Pass 2 (the caller) multiplies chunk c by
+   exp(m_c - max) / sum. So exp is evaluated once per element. At most TK__CE_MAXCH
+   chunks: the chunk grows (a multiple of 16) for very wide rows. */
+#define TK__CE_MAXCH 512
+static int tk__ce_chunk(int V)
+{
+    int ch = TK__CHUNK;
+    if ((V + ch - 1) / ch > TK__CE_MAXCH)
+        ch = ((V + TK__CE_MAXCH - 1) / TK__CE_MAXCH + 15) / 16 * 16;
+    return ch;
+}
+static void tk__ce_row_exp(float *x, int V, int ch, float *cmax, float *mx_out,
+                           double *sum_out, double *sumx_out)
+{
+    float mx = 0.0f;
+    double sum = 0.0, sumx = 0.0;
+    int c0, c, j;
+    for (c0 = 0, c = 0; c0 < V; c0 += ch, c++) {
+        int m = V - c0 < ch ? V - c0 : ch;
+        float *src = x + c0;
+        float cm = tk__row_max(src, m);
+        if (c0 == 0) {
+            mx = cm;
+        } else if (cm > mx) {
+            sum *= (double)tk__expf(mx - cm);
+            mx = cm;
+        }
+        cmax[c] = mx;
+        sumx += tk__chunk_sum(src, m);
+        for (j = 0; j < m; j++) src[j] = tk__expf(src[j] - mx);
+        sum += tk__chunk_sum(src, m);
+    }
+    *mx_out = mx;
+    *sum_out = sum;
+    *sumx_out = sumx;
+}
+
+TKDEF int tk_crossentropy_forward_inplace(float *logits, float *losses, float *ce,
+                                          const int *targets, int N, int V, float eps)
+{
+    static const char *fn = "tk_crossentropy_forward_inplace";
+    int rc, i, ch;
+    TK__NONNULL(fn, logits);
+    TK__NONNULL(fn, targets);
+    TK__POSDIM(fn, N);
+    TK__POSDIM(fn, V);
+    if (!tk__finite(eps) || eps < 0.0f || eps >= 1.0f)
+        return tk__fail(TK_EINVAL, "%s: eps must be in [0, 1) (got %g)", fn, (double)eps);
+    rc = tk__check_ids(fn, "targets", targets, (size_t)N, V);
+    if (rc != TK_OK) return rc;
+    ch = tk__ce_chunk(V);
+    TK__OPS_OMP(omp parallel for schedule(static) if((size_t)N * V > TK__PAR_MIN))
+    for (i = 0; i < N; i++) {
+        float *x = logits + (size_t)i * V; /* (V) */
+        float mx, cmax[TK__CE_MAXCH], xt = x[targets[i]];
+        double sum, sumx, lse, c;
+        int c0, cc, v;
+        tk__ce_row_exp(x, V, ch, cmax, &mx, &sum, &sumx);
+        lse = (double)mx + log(sum);
+        c = lse - (double)xt;
+        if (ce) ce[i] = (float)c;
+        if (losses)
+            losses[i] = (float)((1.0 - (double)eps) * c +
+                                (double)eps * (lse - sumx / (double)V));
+        for (c0 = 0, cc = 0; c0 < V; c0 += ch, cc++) {
+            int m = V - c0 < ch ? V - c0 : ch;
+            float sc = (float)((double)tk__expf(cmax[cc] - mx) / sum);
+            float *dst = x + c0;
+            for (v = 0; v < m; v++) dst[v] *= sc;
+        }
+    }
+    return TK_OK;
+}
+
+TKDEF int tk_crossentropy_backward_inplace(float *probs, const int *targets, int N, int V,
+                                           float eps, float dloss)
+{
+    static const char *fn = "tk_crossentropy_backward_inplace";
+    int rc, i;
+    TK__NONNULL(fn, probs);
+    TK__NONNULL(fn, targets);
+    TK__POSDIM(fn, N);
+    TK__POSDIM(fn, V);
+    if (!tk__finite(eps) || eps < 0.0f || eps >= 1.0f)
+        return tk__fail(TK_EINVAL, "%s: eps must be in [0, 1) (got %g)", fn, (double)eps);
+    if (!tk__finite(dloss))
+        return tk__fail(TK_EINVAL, "%s: dloss must be finite (got %g)", fn, (double)dloss);
+    rc = tk__check_ids(fn, "targets", targets, (size_t)N, V);
+    if (rc != TK_OK) return rc;
+    TK__OPS_OMP(omp parallel for schedule(static) if((size_t)N * V > TK__PAR_MIN))
+    for (i = 0; i < N; i++) {
+        float *d = probs + (size_t)i * V, u = eps / (float)V;
+        int v;
+        for (v = 0; v < V; v++) d[v] = dloss * (d[v] - u);
+        d[targets[i]] -= dloss * (1.0f - eps);
+    }
+    return TK_OK;
+}
+
 /* ---------------------------------------------------------------- attention */
 static int tk__check_attn(const char *fn, const float *bias, int bias_per_head,
                           const float *temp, int B, int H, int T, int D)
@@ -1842,12 +1992,22 @@ static int tk__check_attn(const char *fn, const float *bias, int bias_per_head,
     return TK_OK;
 }
 
-/* Threads: tk_attention_forward splits the (b,h) pairs over the threads when there
-   are at least two per thread (each pair then runs its GEMMs on one thread), else it
-   walks them in order and lets tk_sgemm and the row loops use the threads. The
-   backward splits the heads the same way (batch walked in order inside a head), so
-   every reduction (dtemp, dbias) has a fixed order. tk_sgemm is bit-identical for
-   any thread count, so both paths give the same bits. */
+/* Causal attention is done in row blocks of TK__ATTN_BR query rows: block [i0, i1)
+   only needs key/value rows [0, i1), so the fully masked blocks above the diagonal
+   are never computed (about half the work of the full T x T products). The forward
+   splits the (b, row block) pairs over the threads (static, interleaved so the
+   triangular costs balance) and walks the heads inside, so the bias rows of a block
+   stay in cache for every head. The backward splits the heads (batch walked in order
+   inside a head, row blocks in order inside a (b,h)), so every reduction (dK, dV,
+   dtemp, dbias) has a fixed order. tk_sgemm is bit-identical for any thread count, so
+   when there are too few units to split (then tk_sgemm and the row loops take the
+   threads instead) the bits are the same. */
+#ifndef TK__ATTN_BR
+#define TK__ATTN_BR 64
+#endif
+#ifndef TK__ATTN_BWD_BR
+#define TK__ATTN_BWD_BR 128
+#endif
 static int tk__omp_threads(void)
 {
 #ifdef _OPENMP
@@ -1857,29 +2017,63 @@ static int tk__omp_threads(void)
 #endif
 }
 
-/* One (b,h): P (T,T) = softmax(alpha Q K^T + bias, causal); O (T,D) = P V. */
-static int tk__attn_fwd_head(float *O, float *P, const float *Q, const float *K,
-                             const float *Vv, const float *bb, float alpha, int T, int D,
-                             int par)
+/* row (n) = softmax(row + brow) in place (brow NULL: no bias). The bias add is fused
+   into the max pass (lane-wise, vectorised), so a bias costs one more load per
+   element and no extra pass over the row: the same bits as adding first. */
+static void tk__attn_softmax_row(float *row, const float *brow, int n)
 {
-    size_t TT = (size_t)T * T;
+    float mx, inv;
+    int j;
+    if (brow) {
+        float lane[TK__LANES];
+        int l;
+        row[0] += brow[0];
+        for (l = 0; l < TK__LANES; l++) lane[l] = row[0];
+        for (j = 1; j < n && j < TK__LANES; j++) { /* head: scalar up to one lane set */
+            row[j] += brow[j];
+            lane[0] = row[j] > lane[0] ? row[j] : lane[0];
+        }
+        for (; j + TK__LANES <= n; j += TK__LANES)
+            for (l = 0; l < TK__LANES; l++) {
+                float v = row[j + l] + brow[j + l];
+                row[j + l] = v;
+                lane[l] = v > lane[l] ? v : lane[l];
+            }
+        for (; j < n; j++) {
+            row[j] += brow[j];
+            lane[0] = row[j] > lane[0] ? row[j] : lane[0];
+        }
+        mx = lane[0];
+        for (l = 1; l < TK__LANES; l++) mx = lane[l] > mx ? lane[l] : mx;
+    } else {
+        mx = tk__row_max(row, n);
+    }
+    inv = (float)(1.0 / tk__exp_sum(row, row, mx, n));
+    for (j = 0; j < n; j++) row[j] *= inv;
+}
+
+/* Rows [i0, i1) of one (b,h): P (T,T) rows = softmax(alpha Q K^T + bias, causal),
+   zeros above the diagonal; O (T,D) rows = P V. bb: the (T,T) bias of this head or
+   NULL. */
+static int tk__attn_fwd_block(float *O, float *P, const float *Q, const float *K,
+                              const float *Vv, const float *bb, float alpha, int T, int D,
+                              int i0, int i1, int par)
+{
+    const int m = i1 - i0, n = i1;
+    float *Pb = P + (size_t)i0 * T;
     int rc, i;
-    (void)TT; /* only in the OpenMP clause */
     (void)par;
-    /* P = alpha Q K^T (the upper triangle is computed, then masked) */
-    rc = tk_sgemm(0, 1, T, T, D, alpha, Q, D, K, D, 0.0f, P, T);
+    rc = tk_sgemm(0, 1, m, n, D, alpha, Q + (size_t)i0 * D, D, K, D, 0.0f, Pb, T);
     if (rc != TK_OK) return rc;
-    TK__OPS_OMP(omp parallel for schedule(static) if(par && TT > TK__PAR_MIN))
-    for (i = 0; i < T; i++) {
+    TK__OPS_OMP(omp parallel for schedule(static) if(par && (size_t)m * n > TK__PAR_MIN))
+    for (i = i0; i < i1; i++) {
         float *row = P + (size_t)i * T;
         int j;
-        if (bb)
-            for (j = 0; j <= i; j++) row[j] += bb[(size_t)i * T + j];
-        tk__softmax_row(row, row, i + 1);
+        tk__attn_softmax_row(row, bb ? bb + (size_t)i * T : NULL, i + 1);
         for (j = i + 1; j < T; j++) row[j] = 0.0f;
     }
-    /* O (T,D) = P (T,T) . V (T,D) */
-    return tk_sgemm(0, 0, T, D, T, 1.0f, P, T, Vv, D, 0.0f, O, D);
+    /* O rows (m,D) = P rows (m, n) . V (n, D) */
+    return tk_sgemm(0, 0, m, D, n, 1.0f, Pb, T, Vv, D, 0.0f, O + (size_t)i0 * D, D);
 }
 
 TKDEF int tk_attention_forward(float *out, float *probs, const float *q, const float *k,
@@ -1888,7 +2082,7 @@ TKDEF int tk_attention_forward(float *out, float *probs, const float *q, const f
 {
     static const char *fn = "tk_attention_forward";
     size_t TD = (size_t)T * D, TT = (size_t)T * T;
-    int rc, bh, err = TK_OK, nt, outer;
+    int rc, u, err = TK_OK, nt, outer, nrb, units;
     TK__NONNULL(fn, out);
     TK__NONNULL(fn, probs);
     TK__NONNULL(fn, q);
@@ -1896,16 +2090,25 @@ TKDEF int tk_attention_forward(float *out, float *probs, const float *q, const f
     TK__NONNULL(fn, v);
     rc = tk__check_attn(fn, bias, bias_per_head, temp, B, H, T, D);
     if (rc != TK_OK) return rc;
+    nrb = (T + TK__ATTN_BR - 1) / TK__ATTN_BR;
+    units = B * nrb;
     nt = tk__omp_threads();
-    outer = nt > 1 && B * H >= 2 * nt;
+    outer = nt > 1 && units >= 2 * nt;
     (void)nt;
-    TK__OPS_OMP(omp parallel for schedule(static) if(outer))
-    for (bh = 0; bh < B * H; bh++) {
-        int h = bh % H, r;
-        const float *bb = bias ? bias + (bias_per_head ? (size_t)h * TT : 0) : NULL;
-        float alpha = 1.0f / (sqrtf((float)D) * (temp ? temp[h] : 1.0f));
-        r = tk__attn_fwd_head(out + bh * TD, probs + bh * TT, q + bh * TD, k + bh * TD,
-                              v + bh * TD, bb, alpha, T, D, !outer);
+    /* unit u: row block u / B of batch u % B (neighbouring units, same cost) */
+    TK__OPS_OMP(omp parallel for schedule(static, 1) if(outer))
+    for (u = 0; u < units; u++) {
+        const int rb = u / B, b = u % B;
+        const int i0 = rb * TK__ATTN_BR;
+        const int i1 = i0 + TK__ATTN_BR < T ? i0 + TK__ATTN_BR : T;
+        int h, r = TK_OK;
+        for (h = 0; h < H && r == TK_OK; h++) {
+            const size_t bh = (size_t)b * H + h;
+            const float *bb = bias ? bias + (bias_per_head ? (size_t)h * TT : 0) : NULL;
+            const float alpha = 1.0f / (sqrtf((float)D) * (temp ? temp[h] : 1.0f));
+            r = tk__attn_fwd_block(out + bh * TD, probs + bh * TT, q + bh * TD, k + bh * TD,
+                                   v + bh * TD, bb, alpha, T, D, i0, i1, !outer);
+        }
         if (r != TK_OK) {
             TK__OPS_OMP(omp critical(tk__attn_err))
             err = r;
@@ -1914,48 +2117,56 @@ TKDEF int tk_attention_forward(float *out, float *probs, const float *q, const f
     return err;
 }
 
-/* One (b,h) backward. dS (T,T) scratch; S (T,T) and rowacc (T) scratch when tsum is
-   wanted (it receives sum_ij dS_ij S_ij, S = Q K^T unscaled). db (T,T) += dS. */
+/* One (b,h) backward, row block by row block. dS (BWD_BR, T) scratch; S (BWD_BR, T)
+   and rowacc (T) scratch when tsum is wanted (it receives sum_ij dS_ij S_ij,
+   S = Q K^T unscaled). db (T,T) += dS. */
 static int tk__attn_bwd_head(float *dQ, float *dK, float *dV, float *db, double *tsum,
                              const float *dO, const float *P, const float *Q, const float *K,
                              const float *Vv, float alpha, int T, int D, float *dS, float *S,
                              float *rowacc, int par)
 {
-    size_t TT = (size_t)T * T;
-    int rc, i;
-    (void)TT; /* only in the OpenMP clause */
+    int rc = TK_OK, i, i0;
     (void)par;
-    /* dP (T,T) = dO (T,D) . V^T, computed into dS */
-    rc = tk_sgemm(0, 1, T, T, D, 1.0f, dO, D, Vv, D, 0.0f, dS, T);
-    if (rc == TK_OK && tsum) rc = tk_sgemm(0, 1, T, T, D, 1.0f, Q, D, K, D, 0.0f, S, T);
-    if (rc != TK_OK) return rc;
-    /* dS = P * (dP - rowsum(P * dP)) on the causal part; 0 above the diagonal */
-    TK__OPS_OMP(omp parallel for schedule(static) if(par && TT > TK__PAR_MIN))
-    for (i = 0; i < T; i++) {
-        const float *p = P + (size_t)i * T;
-        float *d = dS + (size_t)i * T, dot = 0.0f;
-        int j;
-        for (j = 0; j <= i; j++) dot += p[j] * d[j];
-        for (j = 0; j <= i; j++) d[j] = p[j] * (d[j] - dot);
-        for (j = i + 1; j < T; j++) d[j] = 0.0f;
-        if (db)
-            for (j = 0; j <= i; j++) db[(size_t)i * T + j] += d[j];
-        if (tsum) {
-            const float *s = S + (size_t)i * T;
-            float acc = 0.0f;
-            for (j = 0; j <= i; j++) acc += d[j] * s[j];
-            rowacc[i] = acc;
+    for (i0 = 0; i0 < T && rc == TK_OK; i0 += TK__ATTN_BWD_BR) {
+        const int i1 = i0 + TK__ATTN_BWD_BR < T ? i0 + TK__ATTN_BWD_BR : T;
+        const int m = i1 - i0, n = i1;
+        const float *Pb = P + (size_t)i0 * T, *dOb = dO + (size_t)i0 * D;
+        const float *Qb = Q + (size_t)i0 * D;
+        /* dP (m,n) = dO rows . V^T, computed into dS (ld n) */
+        rc = tk_sgemm(0, 1, m, n, D, 1.0f, dOb, D, Vv, D, 0.0f, dS, n);
+        if (rc == TK_OK && tsum) rc = tk_sgemm(0, 1, m, n, D, 1.0f, Qb, D, K, D, 0.0f, S, n);
+        if (rc != TK_OK) break;
+        /* dS = P * (dP - rowsum(P * dP)) on the causal part; 0 above the diagonal */
+        TK__OPS_OMP(omp parallel for schedule(static) if(par && (size_t)m * n > TK__PAR_MIN))
+        for (i = i0; i < i1; i++) {
+            const float *p = P + (size_t)i * T;
+            float *d = dS + (size_t)(i - i0) * n, dot = 0.0f;
+            int j;
+            for (j = 0; j <= i; j++) dot += p[j] * d[j];
+            for (j = 0; j <= i; j++) d[j] = p[j] * (d[j] - dot);
+            for (j = i + 1; j < n; j++) d[j] = 0.0f;
+            if (db) {
+                float *dbr = db + (size_t)i * T;
+                for (j = 0; j <= i; j++) dbr[j] += d[j];
+            }
+            if (tsum) {
+                const float *s = S + (size_t)(i - i0) * n;
+                float acc = 0.0f;
+                for (j = 0; j <= i; j++) acc += d[j] * s[j];
+                rowacc[i] = acc;
+            }
         }
+        /* dV[0:n] += P_b^T dO_b;  dQ_b += alpha dS K[0:n];  dK[0:n] += alpha dS^T Q_b */
+        rc = tk_sgemm(1, 0, n, D, m, 1.0f, Pb, T, dOb, D, 1.0f, dV, D);
+        if (rc == TK_OK)
+            rc = tk_sgemm(0, 0, m, D, n, alpha, dS, n, K, D, 1.0f, dQ + (size_t)i0 * D, D);
+        if (rc == TK_OK) rc = tk_sgemm(1, 0, n, D, m, alpha, dS, n, Qb, D, 1.0f, dK, D);
     }
-    if (tsum) {
+    if (rc == TK_OK && tsum) {
         double acc = 0.0;
         for (i = 0; i < T; i++) acc += (double)rowacc[i];
         *tsum += acc;
     }
-    /* dV += P^T dO;  dQ += alpha dS K;  dK += alpha dS^T Q */
-    rc = tk_sgemm(1, 0, T, D, T, 1.0f, P, T, dO, D, 1.0f, dV, D);
-    if (rc == TK_OK) rc = tk_sgemm(0, 0, T, D, T, alpha, dS, T, K, D, 1.0f, dQ, D);
-    if (rc == TK_OK) rc = tk_sgemm(1, 0, T, D, T, alpha, dS, T, Q, D, 1.0f, dK, D);
     return rc;
 }
 
@@ -1965,7 +2176,7 @@ TKDEF int tk_attention_backward(float *dq, float *dk, float *dv, float *dbias, f
                                 const float *temp, int B, int H, int T, int D)
 {
     static const char *fn = "tk_attention_backward";
-    size_t TD = (size_t)T * D, TT = (size_t)T * T, per, total;
+    size_t TD = (size_t)T * D, TT = (size_t)T * T, per, total, blk;
     float *scratch, *acc = NULL; /* acc (H,T,T): per-head dS sums for a shared dbias */
     int rc, h, err = TK_OK, nt, outer;
     TK__NONNULL(fn, dq);
@@ -1981,8 +2192,9 @@ TKDEF int tk_attention_backward(float *dq, float *dk, float *dv, float *dbias, f
     nt = tk__omp_threads();
     outer = nt > 1 && H >= nt;
     if (!outer) nt = 1;
-    /* per thread: dS (T,T), and with dtemp S (T,T) + row sums (T) */
-    per = dtemp ? 2 * TT + (size_t)T : TT;
+    /* per thread: dS (BWD_BR,T), and with dtemp S (BWD_BR,T) + row sums (T) */
+    blk = (size_t)(T < TK__ATTN_BWD_BR ? T : TK__ATTN_BWD_BR) * T;
+    per = dtemp ? 2 * blk + (size_t)T : blk;
     total = (size_t)nt * per + (dbias && !bias_per_head ? (size_t)H * TT : 0);
     scratch = (float *)TK_MALLOC(total * sizeof(float));
     if (!scratch) return tk__fail(TK_ENOMEM, "%s: no memory for T = %d scratch", fn, T);
@@ -2001,8 +2213,8 @@ TKDEF int tk_attention_backward(float *dq, float *dk, float *dv, float *dbias, f
         if (outer) tid = omp_get_thread_num();
 #endif
         dS = scratch + (size_t)tid * per;
-        S = dS + TT;
-        rowacc = S + TT;
+        S = dS + blk;
+        rowacc = S + blk;
         db = dbias ? (bias_per_head ? dbias + (size_t)h * TT : acc + (size_t)h * TT) : NULL;
         for (b = 0; b < B && r == TK_OK; b++) {
             size_t bh = (size_t)b * H + h;
@@ -2149,6 +2361,49 @@ TKDEF tk_adamw_config tk_adamw_config_default(void)
     return c;
 }
 
+/* One AdamW chunk. GCC keeps a loop with sqrtf scalar (errno), so with AVX-512 the
+   chunk runs 16 lanes by intrinsics: the same IEEE operations in the same order as
+   the scalar tail (mul and add kept separate, div and sqrt correctly rounded), so
+   every element gets the same bits either way. */
+static void tk__adamw_chunk(float *TK_RESTRICT params, const float *TK_RESTRICT grads,
+                            float *TK_RESTRICT m, float *TK_RESTRICT v, int n, float lr,
+                            float b1, float b2, float eps, float wd, float c1, float c2)
+{
+    int i = 0;
+#if defined(TK__GEMM_HAVE_AVX512)
+    {
+        const __m512 vb1 = _mm512_set1_ps(b1), vb2 = _mm512_set1_ps(b2);
+        const __m512 va1 = _mm512_set1_ps(1.0f - b1), va2 = _mm512_set1_ps(1.0f - b2);
+        const __m512 vc1 = _mm512_set1_ps(c1), vc2 = _mm512_set1_ps(c2);
+        const __m512 veps = _mm512_set1_ps(eps), vwd = _mm512_set1_ps(wd);
+        const __m512 vlr = _mm512_set1_ps(lr);
+        for (; i + 16 <= n; i += 16) {
+            __m512 g = _mm512_loadu_ps(grads + i), p = _mm512_loadu_ps(params + i);
+            __m512 mi = _mm512_add_ps(_mm512_mul_ps(vb1, _mm512_loadu_ps(m + i)),
+                                      _mm512_mul_ps(va1, g));
+            __m512 vi = _mm512_add_ps(_mm512_mul_ps(vb2, _mm512_loadu_ps(v + i)),
+                                      _mm512_mul_ps(_mm512_mul_ps(va2, g), g));
+            __m512 mhat = _mm512_div_ps(mi, vc1), vhat = _mm512_div_ps(vi, vc2);
+            __m512 step = _mm512_div_ps(mhat, _mm512_add_ps(_mm512_sqrt_ps(vhat), veps));
+            step = _mm512_add_ps(step, _mm512_mul_ps(vwd, p));
+            _mm512_storeu_ps(m + i, mi);
+            _mm512_storeu_ps(v + i, vi);
+            _mm512_storeu_ps(params + i, _mm512_sub_ps(p, _mm512_mul_ps(vlr, step)));
+        }
+    }
+#endif
+    for (; i < n; i++) {
+        float g = grads[i];
+        float mi = b1 * m[i] + (1.0f - b1) * g;
+        float vi = b2 * v[i] + (1.0f - b2) * g * g;
+        float mhat = mi / c1, vhat = vi / c2;
+        m[i] = mi;
+        v[i] = vi;
+        /* decoupled weight decay: p -= lr * (adam step + wd * p) */
+        params[i] -= lr * (mhat / (sqrtf(vhat) + eps) + wd * params[i]);
+    }
+}
+
 TKDEF int tk_adamw_update(float *params, const float *grads, float *m, float *v, size_t n,
                           const tk_adamw_config *cfg, long t)
 {
@@ -2182,16 +2437,10 @@ TKDEF int tk_adamw_update(float *params, const float *grads, float *m, float *v,
     c1 = (float)(1.0 - pow((double)b1, (double)t));
     c2 = (float)(1.0 - pow((double)b2, (double)t));
     TK__OPS_OMP(omp parallel for schedule(static) if(n > TK__PAR_MIN))
-    for (i = 0; i < nn; i++) {
-        float g = grads[i];
-        float mi = b1 * m[i] + (1.0f - b1) * g;
-        float vi = b2 * v[i] + (1.0f - b2) * g * g;
-        float mhat = mi / c1, vhat = vi / c2;
-        m[i] = mi;
-        v[i] = vi;
-        /* decoupled weight decay: p -= lr * (adam step + wd * p) */
-        params[i] -= lr * (mhat / (sqrtf(vhat) + eps) + wd * params[i]);
-    }
+    for (i = 0; i < nn; i += TK__CHUNK)
+        tk__adamw_chunk(params + i, grads + i, m + i, v + i,
+                        nn - i < TK__CHUNK ? (int)(nn - i) : TK__CHUNK, lr, b1, b2, eps, wd,
+                        c1, c2);
     return TK_OK;
 }
 

@@ -14,7 +14,7 @@
    and width, mu[t] is the softmax of Gaussian bumps at t/T, plus i.i.d. logit noise
    (--noise); --mu FILE loads raw little-endian float32 memberships of shape (Tm,R)
    (--mu-R R; rows are resampled to every T by nearest position and renormalised). */
-#define ERA_IMPLEMENTATION
+
 #include "era.h"
 #include <stb_image_write.h>
 

@@ -71,6 +71,27 @@ for target in examples bench; do
     fi
 done
 
+# 3b. wt2_train end to end on the real data (when present): a short run with --json, a
+#     resume, and Ctrl-C (SIGINT must save a checkpoint and exit 130)
+WT2_DATA=${WT2_DIR:-../shared/data}
+if [ -x build/wt2_train ] && [ -f "$WT2_DATA/wt2.valid.gpt2.u16" ]; then
+    SM="$LOG/wt2_smoke"; rm -rf "$SM"
+    SMALL="--d-model 32 --layers 2 --heads 2 --context 32 --batch 4 --steps 6 --eval-every 3 --eval-chunks 4 --final-chunks 8 --cg-lengths 16,32 --threads 2 --data-dir $WT2_DATA"
+    ok=1
+    build/wt2_train --preset tiny $SMALL --max-steps 3 --out-dir "$SM" --json > "$SM.a.json" 2> "$SM.a.err" || ok=0
+    build/wt2_train --preset tiny $SMALL --resume "$SM/ckpt.safetensors" --out-dir "$SM" --json > "$SM.b.json" 2> "$SM.b.err" || ok=0
+    grep -q '"val_ce":[0-9]' "$SM.b.json" || ok=0
+    grep -q 'training on the first\|training on train' "$SM.a.err" || ok=0
+    [ -s "$SM/loss.png" ] && [ -s "$SM/metrics.jsonl" ] || ok=0
+    build/wt2_train --preset tiny $SMALL --steps 100000 --out-dir "$SM.int" > /dev/null 2> "$SM.int.err" &
+    pid=$!; sleep 4; kill -INT $pid; wait $pid; code=$?
+    [ "$code" -eq 130 ] && [ -s "$SM.int/ckpt.safetensors" ] || ok=0
+    build/wt2_train --preset tiny $SMALL --d-model 48 --resume "$SM/ckpt.safetensors" --out-dir "$SM.bad" > /dev/null 2> "$SM.bad.err" && ok=0
+    grep -q 'd-model' "$SM.bad.err" || ok=0
+    if [ $ok -eq 1 ]; then echo "wt2_train smoke: 1 passed, 0 failed"; P=$((P + 1))
+    else echo "FAIL wt2_train smoke (logs in $SM.*)"; tail -n 5 "$SM".*.err; F=$((F + 1)); fi
+fi
+
 # 4. CUDA parity tests: compiled whenever nvcc exists; they skip without a GPU
 if ls tests/parity_*.cu >/dev/null 2>&1; then
     if command -v "$NVCC" >/dev/null 2>&1; then

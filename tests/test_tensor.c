@@ -499,12 +499,11 @@ static double silu_d(double x) { return x / (1.0 + exp(-x)); }
 typedef int (*act_fwd_fn)(float *, const float *, size_t);
 typedef int (*act_bwd_fn)(float *, const float *, const float *, size_t);
 
-static void check_activation(act_fwd_fn fwd, act_bwd_fn bwd, double (*ref)(double))
+static void check_activation_n(act_fwd_fn fwd, act_bwd_fn bwd, double (*ref)(double), int n)
 {
-    enum { n = 41 };
     float *x = frand(n, 2.0), *out = fbuf(n), *R = frand(n, 1);
     float *dx = frand(n, 0.5), *dx0 = fcopy(dx, n), *an, *alias = fcopy(x, n);
-    double want[n], g[n];
+    double *want = dbuf(n), *g = dbuf(n);
     int i;
     x[0] = 40.0f; /* saturated tails stay finite */
     x[1] = -40.0f;
@@ -525,6 +524,13 @@ static void check_activation(act_fwd_fn fwd, act_bwd_fn bwd, double (*ref)(doubl
     an = fdiff(dx, dx0, n);
     CHECK_ALL_CLOSE(an, g, n, G_RTOL, G_ATOL);
     free(x); free(out); free(R); free(dx); free(dx0); free(an); free(alias);
+    free(want); free(g);
+}
+/* 41: one partial chunk; 600: two full chunks of 256 and a tail (chunked loops) */
+static void check_activation(act_fwd_fn fwd, act_bwd_fn bwd, double (*ref)(double))
+{
+    check_activation_n(fwd, bwd, ref, 41);
+    check_activation_n(fwd, bwd, ref, 600);
 }
 
 static void test_gelu(void) { check_activation(tk_gelu_forward, tk_gelu_backward, gelu_d); }
@@ -949,6 +955,100 @@ static void test_attention_backward(void)
     check_attention(1, 2, 7, 1, 1, 0, 1);
 }
 
+/* Directional derivative of at_loss along a random u over x (n): (L(x+hu)-L(x-hu))/2h */
+static double at_dirgrad(at_ctx *c, double *x, long n, const double *u)
+{
+    const double h = 1e-6;
+    double *s = dbuf(n), fp, fm;
+    long i;
+    memcpy(s, x, (size_t)n * sizeof(double));
+    for (i = 0; i < n; i++) x[i] = s[i] + h * u[i];
+    fp = at_loss(c);
+    for (i = 0; i < n; i++) x[i] = s[i] - h * u[i];
+    fm = at_loss(c);
+    memcpy(x, s, (size_t)n * sizeof(double));
+    free(s);
+    return (fp - fm) / (2.0 * h);
+}
+static double dot_fd(const float *a, const double *u, long n)
+{
+    double s = 0;
+    long i;
+    for (i = 0; i < n; i++) s += (double)a[i] * u[i];
+    return s;
+}
+
+/* T over several row blocks (64 forward, 128 backward, remainders): forward against
+   the double reference, every gradient as a directional derivative (a full
+   finite-difference Jacobian is too slow at this T under ASan). */
+static void check_attention_blocks(int B, int H, int T, int D, int bias_mode, int with_temp)
+{
+    long n = (long)B * H * T * D, np = (long)B * H * T * T;
+    long nb = bias_mode == 2 ? (long)H * T * T : (long)T * T;
+    float *q = frand(n, 1), *k = frand(n, 1), *v = frand(n, 1), *bias = frand(nb, 1);
+    float *temp = fbuf(H), *out = fbuf(n), *probs = fbuf(np), *R = frand(n, 1);
+    float *dq = fbuf(n), *dk = fbuf(n), *dv = fbuf(n), *dbias = fbuf(nb), *dtemp = fbuf(H);
+    double *ref = dbuf(n), *pref = dbuf(np), *u = dbuf(n > nb ? n : nb);
+    at_ctx c;
+    long i;
+    int h;
+    for (h = 0; h < H; h++) temp[h] = 0.7f + 0.29f * h;
+    for (i = 0; i < (n > nb ? n : nb); i++) u[i] = tt_normal();
+    c.q = todbl(q, n);
+    c.k = todbl(k, n);
+    c.v = todbl(v, n);
+    c.bias = bias_mode ? todbl(bias, nb) : NULL;
+    c.temp = with_temp ? todbl(temp, H) : NULL;
+    c.R = todbl(R, n);
+    c.per_head = bias_mode == 2;
+    c.B = B;
+    c.H = H;
+    c.T = T;
+    c.D = D;
+    tk_init_constant(probs, (size_t)np, 9.0f);
+    CHECK_INT_EQ(tk_attention_forward(out, probs, q, k, v, bias_mode ? bias : NULL,
+                                      bias_mode == 2, with_temp ? temp : NULL, B, H, T, D),
+                 TK_OK);
+    at_fwd(&c, ref, pref);
+    CHECK_ALL_CLOSE(out, ref, n, 1e-4, 1e-5);
+    CHECK_ALL_CLOSE(probs, pref, np, 1e-4, 1e-6);
+    CHECK_INT_EQ(tk_attention_backward(dq, dk, dv, bias_mode ? dbias : NULL,
+                                       with_temp ? dtemp : NULL, R, probs, q, k, v,
+                                       bias_mode == 2, with_temp ? temp : NULL, B, H, T, D),
+                 TK_OK);
+    CHECK_CLOSE(dot_fd(dq, u, n), at_dirgrad(&c, c.q, n, u), G_RTOL, G_ATOL);
+    CHECK_CLOSE(dot_fd(dk, u, n), at_dirgrad(&c, c.k, n, u), G_RTOL, G_ATOL);
+    CHECK_CLOSE(dot_fd(dv, u, n), at_dirgrad(&c, c.v, n, u), G_RTOL, G_ATOL);
+    if (bias_mode) {
+        CHECK_CLOSE(dot_fd(dbias, u, nb), at_dirgrad(&c, c.bias, nb, u), G_RTOL, G_ATOL);
+        for (h = 0; h < (bias_mode == 2 ? H : 1); h++) { /* 0 above the diagonal */
+            int a, b2, zero = 1;
+            for (a = 0; a < T; a++)
+                for (b2 = a + 1; b2 < T; b2++)
+                    zero &= dbias[(size_t)h * T * T + (size_t)a * T + b2] == 0.0f;
+            CHECK(zero);
+        }
+    }
+    if (with_temp)
+        for (h = 0; h < H; h++) {
+            double *e = dbuf(H);
+            e[h] = 1.0;
+            CHECK_CLOSE(dtemp[h], at_dirgrad(&c, c.temp, H, e), G_RTOL, G_ATOL);
+            free(e);
+        }
+    free(q); free(k); free(v); free(bias); free(temp); free(out); free(probs); free(R);
+    free(dq); free(dk); free(dv); free(dbias); free(dtemp); free(ref); free(pref); free(u);
+    free(c.q); free(c.k); free(c.v); free(c.bias); free(c.temp); free(c.R);
+}
+static void test_attention_blocks(void)
+{
+    check_attention_blocks(2, 2, 150, 5, 0, 0);  /* 3 forward blocks, 2 backward */
+    check_attention_blocks(1, 3, 129, 4, 2, 1);  /* per-head bias + temp, 1-row tail */
+    check_attention_blocks(3, 2, 64, 3, 1, 1);   /* exactly one forward block, shared bias */
+    check_attention_blocks(1, 2, 257, 2, 1, 0);  /* 5 forward / 3 backward blocks */
+    check_attention_blocks(2, 1, 1, 3, 1, 1);    /* T = 1 */
+}
+
 static void test_attention_bias_shift_invariance(void)
 {
     /* a bias constant along each row leaves the output unchanged (softmax shift) */
@@ -1053,6 +1153,30 @@ static void test_adamw_multi_step(void)
     CHECK_ALL_CLOSE(m, md, n, 1e-5, 1e-7);
     CHECK_ALL_CLOSE(v, vd, n, 1e-5, 1e-8);
     free(p);
+}
+
+/* AdamW over n = 101 (16-lane vector body + tail) against the same update applied one
+   element at a time (the scalar path), 3 steps */
+static void test_adamw_vector_vs_scalar(void)
+{
+    enum { n = 101 };
+    float *p = frand(n, 1), *g = frand(n, 1), *m = frand(n, 0.1), *v = fbuf(n);
+    float *p1 = fcopy(p, n), *m1 = fcopy(m, n), *v1;
+    tk_adamw_config cfg = tk_adamw_config_default();
+    long t;
+    int i;
+    for (i = 0; i < n; i++) v[i] = 0.01f * (float)(i % 7);
+    v1 = fcopy(v, n);
+    cfg.lr = 1e-2f;
+    for (t = 1; t <= 3; t++) {
+        CHECK_INT_EQ(tk_adamw_update(p, g, m, v, n, &cfg, t), TK_OK);
+        for (i = 0; i < n; i++)
+            CHECK_INT_EQ(tk_adamw_update(p1 + i, g + i, m1 + i, v1 + i, 1, &cfg, t), TK_OK);
+    }
+    CHECK_ALL_CLOSE(p, p1, n, 1e-6, 1e-7);
+    CHECK_ALL_CLOSE(m, m1, n, 1e-6, 1e-7);
+    CHECK_ALL_CLOSE(v, v1, n, 1e-6, 1e-7);
+    free(p); free(g); free(m); free(v); free(p1); free(m1); free(v1);
 }
 
 static void test_grad_norm_and_clip(void)
@@ -1164,6 +1288,8 @@ static void test_attention_thread_count_determinism(void)
     check_attention_threads(2, 3, 33, 8, 0); /* heads over threads, shared bias */
     check_attention_threads(3, 2, 17, 5, 1); /* per-head bias */
     check_attention_threads(1, 1, 200, 16, 0); /* one head: threaded rows + GEMMs */
+    check_attention_threads(2, 3, 150, 8, 0);  /* several row blocks, shared bias */
+    check_attention_threads(1, 1, 131, 4, 1);  /* (b, row block) units over threads */
 }
 
 /* ------------------------------------------------------------------ bad input */
@@ -1397,6 +1523,82 @@ static void log_cb(const char *msg, void *user)
     log_calls++;
     strncpy(log_last, msg, sizeof log_last - 1);
 }
+/* In-place CE: same values as the two-buffer reference (several chunks of 256, a max
+   that arrives late so the online rescale runs, V not a multiple of the chunk). */
+static void check_ce_inplace(int N, int V, float eps)
+{
+    float *x = frand((long)N * V, 3), *probs = fbuf((long)N * V), *xi, *d;
+    float *losses = fbuf(N), *lref = fbuf(N), *ce = fbuf(N), mce, mloss;
+    int *y = (int *)calloc((size_t)N, sizeof(int)), i;
+    double sce = 0;
+    if (!y) abort();
+    for (i = 0; i < N; i++) {
+        y[i] = (int)(tt_uniform() * V) % V;
+        x[(size_t)i * V + (size_t)(V - 1 - i % V)] = 40.0f + (float)i; /* late max */
+    }
+    x[0] = -1e30f; /* a hugely negative first entry (the online start value) */
+    xi = fcopy(x, (long)N * V);
+    CHECK_INT_EQ(tk_crossentropy_forward(probs, lref, &mce, &mloss, x, y, N, V, eps), TK_OK);
+    CHECK_INT_EQ(tk_crossentropy_forward_inplace(xi, losses, ce, y, N, V, eps), TK_OK);
+    /* probs: 1e-6 relative, or 1e-12 absolute. The in-place path evaluates exp once,
+       as exp(x - m_c) exp(m_c - max) for a chunk whose running max m_c was below the
+       row max by g: the extra rounding is ~g 2^-24 relative, over 1e-6 only for
+       g > 16, where every prob of the chunk is < e^-g and the error < 1e-13. */
+    CHECK_ALL_CLOSE(xi, probs, (long)N * V, 1e-6, 1e-12);
+    CHECK_ALL_CLOSE(losses, lref, N, 1e-6, 0);
+    for (i = 0; i < N; i++) sce += ce[i];
+    CHECK_CLOSE(sce / N, mce, 1e-6, 0);
+    if (eps == 0.0f) CHECK_ALL_CLOSE(ce, losses, N, 1e-6, 0);
+    /* ce and losses may be NULL: the probs are the same bits */
+    d = fcopy(x, (long)N * V);
+    CHECK_INT_EQ(tk_crossentropy_forward_inplace(d, NULL, NULL, y, N, V, eps), TK_OK);
+    CHECK(memcmp(d, xi, (size_t)N * V * sizeof(float)) == 0);
+    /* backward from the same probs: bit-identical to the reference into zeros */
+    memcpy(d, probs, (size_t)N * V * sizeof(float));
+    memset(xi, 0, (size_t)N * V * sizeof(float));
+    CHECK_INT_EQ(tk_crossentropy_backward(xi, probs, y, N, V, eps, 0.37f), TK_OK);
+    CHECK_INT_EQ(tk_crossentropy_backward_inplace(d, y, N, V, eps, 0.37f), TK_OK);
+    CHECK(memcmp(d, xi, (size_t)N * V * sizeof(float)) == 0);
+    free(x); free(probs); free(xi); free(d); free(losses); free(lref); free(ce); free(y);
+}
+static void test_crossentropy_inplace(void)
+{
+    check_ce_inplace(7, 1000, 0.015f);
+    check_ce_inplace(3, 256, 0.1f);
+    check_ce_inplace(5, 1, 0.0f);
+    check_ce_inplace(2, 17, 0.0f);
+    check_ce_inplace(33, 1031, 0.015f); /* enough work for the OpenMP path */
+    check_ce_inplace(2, 140001, 0.015f); /* > 512 chunks of 256: wider chunks */
+}
+
+static void test_crossentropy_inplace_bad_input(void)
+{
+    float x[6], l[2], nanf_ = (float)NAN;
+    int y[2] = {0, 2}, y_hi[2] = {0, 3}, y_lo[2] = {-1, 0}, k;
+    for (k = 0; k < 6; k++) x[k] = 5.0f;
+    CHECK_INT_EQ(tk_crossentropy_forward_inplace(NULL, l, l, y, 2, 3, 0.1f), TK_EINVAL);
+    CHECK_INT_EQ(tk_crossentropy_forward_inplace(x, l, l, NULL, 2, 3, 0.1f), TK_EINVAL);
+    CHECK_INT_EQ(tk_crossentropy_forward_inplace(x, l, l, y, 0, 3, 0.1f), TK_EINVAL);
+    CHECK_INT_EQ(tk_crossentropy_forward_inplace(x, l, l, y, 2, -3, 0.1f), TK_EINVAL);
+    CHECK_INT_EQ(tk_crossentropy_forward_inplace(x, l, l, y, 2, 3, nanf_), TK_EINVAL);
+    CHECK_INT_EQ(tk_crossentropy_forward_inplace(x, l, l, y, 2, 3, 1.0f), TK_EINVAL);
+    CHECK_INT_EQ(tk_crossentropy_forward_inplace(x, l, l, y, 2, 3, -0.1f), TK_EINVAL);
+    CHECK_INT_EQ(tk_crossentropy_forward_inplace(x, l, l, y_hi, 2, 3, 0.1f), TK_ERANGE);
+    CHECK_INT_EQ(tk_crossentropy_forward_inplace(x, l, l, y_lo, 2, 3, 0.1f), TK_ERANGE);
+    CHECK(all_equal(x, 5.0f, 6));
+    CHECK_INT_EQ(tk_crossentropy_backward_inplace(NULL, y, 2, 3, 0.1f, 1.0f), TK_EINVAL);
+    CHECK_INT_EQ(tk_crossentropy_backward_inplace(x, NULL, 2, 3, 0.1f, 1.0f), TK_EINVAL);
+    CHECK_INT_EQ(tk_crossentropy_backward_inplace(x, y, -1, 3, 0.1f, 1.0f), TK_EINVAL);
+    CHECK_INT_EQ(tk_crossentropy_backward_inplace(x, y, 2, 0, 0.1f, 1.0f), TK_EINVAL);
+    CHECK_INT_EQ(tk_crossentropy_backward_inplace(x, y, 2, 3, nanf_, 1.0f), TK_EINVAL);
+    CHECK_INT_EQ(tk_crossentropy_backward_inplace(x, y, 2, 3, 0.1f, nanf_), TK_EINVAL);
+    CHECK_INT_EQ(tk_crossentropy_backward_inplace(x, y, 2, 3, 0.1f, (float)INFINITY),
+                 TK_EINVAL);
+    CHECK_INT_EQ(tk_crossentropy_backward_inplace(x, y_hi, 2, 3, 0.1f, 1.0f), TK_ERANGE);
+    CHECK_INT_EQ(tk_crossentropy_backward_inplace(x, y_lo, 2, 3, 0.1f, 1.0f), TK_ERANGE);
+    CHECK(all_equal(x, 5.0f, 6));
+}
+
 static void test_error_log(void)
 {
     float a[4] = {0};
@@ -1437,12 +1639,16 @@ int main(int argc, char **argv)
     TEST_RUN(test_crossentropy_values);
     TEST_RUN(test_crossentropy_backward);
     TEST_RUN(test_crossentropy_out_of_range);
+    TEST_RUN(test_crossentropy_inplace);
+    TEST_RUN(test_crossentropy_inplace_bad_input);
     TEST_RUN(test_attention_forward_reference);
     TEST_RUN(test_attention_backward);
     TEST_RUN(test_attention_bias_shift_invariance);
+    TEST_RUN(test_attention_blocks);
     TEST_RUN(test_split_merge_heads);
     TEST_RUN(test_adamw_hand_step);
     TEST_RUN(test_adamw_multi_step);
+    TEST_RUN(test_adamw_vector_vs_scalar);
     TEST_RUN(test_grad_norm_and_clip);
     TEST_RUN(test_thread_count_determinism);
     TEST_RUN(test_attention_thread_count_determinism);

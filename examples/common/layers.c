@@ -1,0 +1,1229 @@
+/* layers.c - the fuzzy MoE FFN, the polar attention mixer and the gated-delta memory
+   channel of the attnkit language model (see layers.h for the maths and the protocol).
+   License: MIT. */
+#include "layers.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#ifdef _OPENMP
+#define LYR__OMP(...) _Pragma(#__VA_ARGS__)
+#else
+#define LYR__OMP(...)
+#endif
+/* per-row loops below this many floats of work stay on one thread */
+#define LYR__PAR_MIN 16384
+
+/* sub-buffers are carved at 16-float (64-byte) steps */
+static size_t lyr__al(size_t n) { return (n + 15) & ~(size_t)15; }
+static float *lyr__take(float **p, size_t n)
+{
+    float *r = *p;
+    *p += lyr__al(n);
+    return r;
+}
+static int lyr__finite(double x) { return x == x && x - x == 0.0; }
+static size_t lyr__bytes_to_floats(size_t bytes) { return (bytes + sizeof(float) - 1) / sizeof(float); }
+
+const char *lyr_strerror(int err)
+{
+    switch (err) {
+    case LYR_OK: return "ok";
+    case LYR_EINVAL: return "invalid argument (NULL pointer, bad dimension, NaN/Inf hyper-parameter)";
+    case LYR_ENOMEM: return "out of memory";
+    case LYR_EFAIL: return "a tensor.h / polar.h / gdelta.h call failed";
+    default: return "unknown layers error";
+    }
+}
+
+size_t lyr_pspec_numel(const lyr_pspec *s)
+{
+    size_t n = 1;
+    int i;
+    if (!s || s->ndim < 1 || s->ndim > 4) return 0;
+    for (i = 0; i < s->ndim; i++) n *= (size_t)(s->shape[i] > 0 ? s->shape[i] : 0);
+    return n;
+}
+
+static void lyr__spec(lyr_pspec *s, const char *suffix, int decay, int ndim, int d0, int d1,
+                      int d2)
+{
+    memset(s, 0, sizeof *s);
+    snprintf(s->suffix, sizeof s->suffix, "%s", suffix);
+    s->ndim = ndim;
+    s->shape[0] = d0;
+    s->shape[1] = d1;
+    s->shape[2] = d2;
+    s->decay = decay;
+}
+
+/* P / G arrays: n non-NULL pointers */
+static int lyr__ptrs_ok(const void *const *P, int n)
+{
+    int i;
+    if (!P) return 0;
+    for (i = 0; i < n; i++)
+        if (!P[i]) return 0;
+    return 1;
+}
+
+/* B, T >= 1 and B*T*w fits easily in int arithmetic of the helpers */
+static int lyr__bt_ok(int B, int T, double w)
+{
+    if (B < 1 || T < 1) return 0;
+    if ((double)B * T * (w > 1 ? w : 1) > 1.5e9) return 0;
+    return 1;
+}
+
+/* counter-based hash -> uniform in [0,1) (24 bits) */
+static uint64_t lyr__mix(uint64_t x)
+{
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ULL;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebULL;
+    x ^= x >> 31;
+    return x;
+}
+static double lyr__unif(uint64_t seed, uint64_t stream, uint64_t idx)
+{
+    uint64_t h = lyr__mix(seed + 0x9e3779b97f4a7c15ULL * (idx + 1));
+    h = lyr__mix(h ^ (stream * 0xd6e8feb86659fd93ULL + 0x632be59bd9b4e019ULL));
+    return (double)(h >> 40) * (1.0 / 16777216.0);
+}
+/* Gumbel(0,1) for (seed, token n, expert e) of an E-expert layer */
+static double lyr__gumbel(uint64_t seed, size_t n, int e, int E)
+{
+    double u = lyr__unif(seed, 1, (uint64_t)n * (uint64_t)E + (uint64_t)e);
+    if (u < 1e-6) u = 1e-6;
+    if (u > 1.0 - 1e-6) u = 1.0 - 1e-6;
+    return -log(-log(u));
+}
+/* N(0,1) for (seed, index), Box-Muller from two hashed uniforms */
+static double lyr__normal(uint64_t seed, uint64_t idx)
+{
+    double u1 = lyr__unif(seed, 2, 2 * idx), u2 = lyr__unif(seed, 2, 2 * idx + 1);
+    if (u1 < 1e-12) u1 = 1e-12;
+    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+}
+
+/* =================================================================== fuzzy MoE */
+lyr_moe_dims lyr_moe_dims_make(int C, int F, int E, int top_k, int R)
+{
+    lyr_moe_dims d;
+    memset(&d, 0, sizeof d);
+    d.C = C;
+    d.F = F;
+    d.E = E;
+    d.top_k = top_k;
+    d.R = R;
+    d.gumbel_tau = 0.5f;
+    d.renorm = 1;
+    d.resid_scale = 1.0f;
+    return d;
+}
+
+int lyr_moe_validate(const lyr_moe_dims *d)
+{
+    if (!d) return LYR_EINVAL;
+    if (d->C < 1 || d->F < 1 || d->E < 1 || d->R < 1) return LYR_EINVAL;
+    if (d->top_k < 1 || d->top_k > d->E) return LYR_EINVAL;
+    if (d->E > 4096 || d->C > (1 << 20) || d->F > (1 << 22) || d->R > 4096) return LYR_EINVAL;
+    if (!lyr__finite(d->gumbel_tau) || !(d->gumbel_tau > 0)) return LYR_EINVAL;
+    if (d->renorm != 0 && d->renorm != 1) return LYR_EINVAL;
+    if (!lyr__finite(d->resid_scale) || d->resid_scale < 0) return LYR_EINVAL;
+    return LYR_OK;
+}
+
+int lyr_moe_params(const lyr_moe_dims *d, lyr_pspec *out, int cap)
+{
+    if (lyr_moe_validate(d) != LYR_OK || !out) return LYR_EINVAL;
+    if (cap < LYR_MOE_NPARAMS) return LYR_EINVAL;
+    lyr__spec(&out[LYR_MOE_GATE], "gate", 1, 2, d->E, d->R, 0);
+    lyr__spec(&out[LYR_MOE_W1], "w1", 1, 3, d->E, d->F, d->C);
+    lyr__spec(&out[LYR_MOE_B1], "b1", 0, 2, d->E, d->F, 0);
+    lyr__spec(&out[LYR_MOE_W2], "w2", 1, 3, d->E, d->C, d->F);
+    lyr__spec(&out[LYR_MOE_B2], "b2", 0, 2, d->E, d->C, 0);
+    return LYR_MOE_NPARAMS;
+}
+
+int lyr_moe_init(const lyr_moe_dims *d, float *const *P, tk_rng *rng, float init_std)
+{
+    size_t E, C, F;
+    if (lyr_moe_validate(d) != LYR_OK || !lyr__ptrs_ok((const void *const *)P, LYR_MOE_NPARAMS) ||
+        !rng || !lyr__finite(init_std) || init_std < 0)
+        return LYR_EINVAL;
+    E = (size_t)d->E;
+    C = (size_t)d->C;
+    F = (size_t)d->F;
+    if (tk_init_normal(P[LYR_MOE_GATE], E * (size_t)d->R, 0.0f, init_std, rng) != TK_OK ||
+        tk_init_normal(P[LYR_MOE_W1], E * F * C, 0.0f, init_std, rng) != TK_OK ||
+        tk_init_constant(P[LYR_MOE_B1], E * F, 0.0f) != TK_OK ||
+        tk_init_normal(P[LYR_MOE_W2], E * C * F, 0.0f, init_std * d->resid_scale, rng) != TK_OK ||
+        tk_init_constant(P[LYR_MOE_B2], E * C, 0.0f) != TK_OK)
+        return LYR_EFAIL;
+    return LYR_OK;
+}
+
+/* saved layout: mu (N,R), lraw (N,E), y (N,E), w (N,K), idx (N,K), pos (N,K), off (E+1),
+   xg (NK,C), hpre (NK,F), eo (NK,C). Indices are stored as exact floats (< 2^24). */
+typedef struct lyr__moe_saved {
+    float *mu, *lraw, *y, *w, *idx, *pos, *off, *xg, *hpre, *eo;
+} lyr__moe_saved;
+
+static void lyr__moe_carve(const lyr_moe_dims *d, float *base, size_t N, lyr__moe_saved *s)
+{
+    size_t K = (size_t)d->top_k, E = (size_t)d->E;
+    float *p = base;
+    s->mu = lyr__take(&p, N * (size_t)d->R);
+    s->lraw = lyr__take(&p, N * E);
+    s->y = lyr__take(&p, N * E);
+    s->w = lyr__take(&p, N * K);
+    s->idx = lyr__take(&p, N * K);
+    s->pos = lyr__take(&p, N * K);
+    s->off = lyr__take(&p, E + 1);
+    s->xg = lyr__take(&p, N * K * (size_t)d->C);
+    s->hpre = lyr__take(&p, N * K * (size_t)d->F);
+    s->eo = lyr__take(&p, N * K * (size_t)d->C);
+}
+
+static int lyr__moe_bt_ok(const lyr_moe_dims *d, int B, int T)
+{
+    double NK;
+    if (!lyr__bt_ok(B, T, (double)d->top_k * (d->C > d->F ? d->C : d->F))) return 0;
+    NK = (double)B * T * d->top_k;
+    return NK < 16777216.0; /* row indices stored exactly in float */
+}
+
+size_t lyr_moe_saved_floats(const lyr_moe_dims *d, int B, int T)
+{
+    size_t N, K, E;
+    if (lyr_moe_validate(d) != LYR_OK || !lyr__moe_bt_ok(d, B, T)) return 0;
+    N = (size_t)B * T;
+    K = (size_t)d->top_k;
+    E = (size_t)d->E;
+    return lyr__al(N * (size_t)d->R) + 2 * lyr__al(N * E) + 3 * lyr__al(N * K) +
+           lyr__al(E + 1) + 2 * lyr__al(N * K * (size_t)d->C) + lyr__al(N * K * (size_t)d->F);
+}
+
+size_t lyr_moe_work_floats(const lyr_moe_dims *d, int B, int T)
+{
+    size_t N, K, E;
+    if (lyr_moe_validate(d) != LYR_OK || !lyr__moe_bt_ok(d, B, T)) return 0;
+    N = (size_t)B * T;
+    K = (size_t)d->top_k;
+    E = (size_t)d->E;
+    /* backward: a, da, dh (NK,F); deo, dxg (NK,C); dw (N,K); dl (N,E); p, cursor (E) */
+    return 3 * lyr__al(N * K * (size_t)d->F) + 2 * lyr__al(N * K * (size_t)d->C) +
+           lyr__al(N * K) + lyr__al(N * E) + 2 * lyr__al(E + 1);
+}
+
+int lyr_moe_forward(const lyr_moe_dims *d, const float *const *P, const float *x,
+                    const float *mu, float *out, float *saved, float *work, int B, int T,
+                    int train, uint64_t seed, float *lb_stat)
+{
+    lyr__moe_saved s;
+    const float *gate;
+    size_t N, K, E, R, C, F, i;
+    int n, e, E_ = 0;
+    float *a, *cursor;
+    double inv_tau;
+    if (lyr_moe_validate(d) != LYR_OK) return LYR_EINVAL;
+    if (!lyr__ptrs_ok((const void *const *)P, LYR_MOE_NPARAMS) || !x || !mu || !out || !saved ||
+        !work || !lyr__moe_bt_ok(d, B, T))
+        return LYR_EINVAL;
+    N = (size_t)B * T;
+    K = (size_t)d->top_k;
+    E = (size_t)d->E;
+    R = (size_t)d->R;
+    C = (size_t)d->C;
+    F = (size_t)d->F;
+    E_ = d->E;
+    for (i = 0; i < N * R; i++)
+        if (!lyr__finite(mu[i])) return LYR_EINVAL;
+    for (i = 0; i < E * R; i++)
+        if (!lyr__finite(P[LYR_MOE_GATE][i])) return LYR_EINVAL;
+    lyr__moe_carve(d, saved, N, &s);
+    a = work;
+    cursor = work + lyr__al(N * K * F);
+    gate = P[LYR_MOE_GATE];
+    inv_tau = 1.0 / (double)d->gumbel_tau;
+    memcpy(s.mu, mu, N * R * sizeof(float));
+
+    /* routing, per token (independent rows) */
+    LYR__OMP(omp parallel for schedule(static) if(N * E * (R + K) > LYR__PAR_MIN))
+    for (n = 0; n < (int)N; n++) {
+        const float *m = mu + (size_t)n * R;
+        float *lr = s.lraw + (size_t)n * E, *y = s.y + (size_t)n * E;
+        float *w = s.w + (size_t)n * K, *ix = s.idx + (size_t)n * K;
+        double mx = -1e300, sum = 0, kept = 0, norm;
+        int ee, k, r;
+        for (ee = 0; ee < E_; ee++) {
+            double l = 0, z;
+            for (r = 0; r < (int)R; r++) l += (double)m[r] * gate[(size_t)ee * R + r];
+            lr[ee] = (float)l;
+            if (l > 30.0) l = 30.0;
+            if (l < -30.0) l = -30.0;
+            z = (double)(float)l;
+            if (train) z += lyr__gumbel(seed, (size_t)n, ee, E_);
+            z *= inv_tau;
+            y[ee] = (float)z; /* logit, turned into a probability below */
+            if (z > mx) mx = z;
+        }
+        for (ee = 0; ee < E_; ee++) {
+            double p = exp((double)y[ee] - mx);
+            y[ee] = (float)p;
+            sum += p;
+        }
+        for (ee = 0; ee < E_; ee++) y[ee] = (float)((double)y[ee] / sum);
+        /* top-k by repeated arg-max (ties: lower index) */
+        for (k = 0; k < (int)K; k++) {
+            int best = -1, j;
+            for (ee = 0; ee < E_; ee++) {
+                int taken = 0;
+                for (j = 0; j < k; j++)
+                    if ((int)ix[j] == ee) taken = 1;
+                if (taken) continue;
+                if (best < 0 || y[ee] > y[best]) best = ee;
+            }
+            ix[k] = (float)best;
+            kept += y[best];
+        }
+        if (d->renorm) norm = kept > 0 ? 1.0 / kept : 0.0;
+        else {
+            double all = 0;
+            for (ee = 0; ee < E_; ee++) all += y[ee];
+            norm = 1.0 / (all + 1e-6);
+        }
+        for (k = 0; k < (int)K; k++) w[k] = (float)((double)y[(int)ix[k]] * norm);
+    }
+
+    /* per-expert row lists: off[e] = first gathered row of expert e (token order kept) */
+    for (e = 0; e <= E_; e++) cursor[e] = 0;
+    for (i = 0; i < N * K; i++) cursor[(int)s.idx[i]] += 1;
+    {
+        float acc = 0;
+        for (e = 0; e < E_; e++) {
+            float c = cursor[e];
+            s.off[e] = acc;
+            cursor[e] = acc;
+            acc += c;
+        }
+        s.off[E_] = acc;
+    }
+    for (i = 0; i < N * K; i++) {
+        int ee = (int)s.idx[i];
+        s.pos[i] = cursor[ee];
+        cursor[ee] += 1;
+    }
+    LYR__OMP(omp parallel for schedule(static) if(N * K * C > LYR__PAR_MIN))
+    for (n = 0; n < (int)(N * K); n++)
+        memcpy(s.xg + (size_t)s.pos[n] * C, x + (size_t)(n / (int)K) * C, C * sizeof(float));
+
+    /* experts: one GEMM pair per expert over its gathered rows */
+    for (e = 0; e < E_; e++) {
+        size_t r0 = (size_t)s.off[e], cnt = (size_t)s.off[e + 1] - r0;
+        if (cnt == 0) continue;
+        if (tk_matmul_forward(s.hpre + r0 * F, s.xg + r0 * C, P[LYR_MOE_W1] + (size_t)e * F * C,
+                              P[LYR_MOE_B1] + (size_t)e * F, (int)cnt, (int)C, (int)F) != TK_OK)
+            return LYR_EFAIL;
+        if (tk_gelu_forward(a + r0 * F, s.hpre + r0 * F, cnt * F) != TK_OK) return LYR_EFAIL;
+        if (tk_matmul_forward(s.eo + r0 * C, a + r0 * F, P[LYR_MOE_W2] + (size_t)e * C * F,
+                              P[LYR_MOE_B2] + (size_t)e * C, (int)cnt, (int)F, (int)C) != TK_OK)
+            return LYR_EFAIL;
+    }
+
+    /* combine, per token in slot order */
+    LYR__OMP(omp parallel for schedule(static) if(N * K * C > LYR__PAR_MIN))
+    for (n = 0; n < (int)N; n++) {
+        float *o = out + (size_t)n * C;
+        size_t c, k;
+        for (c = 0; c < C; c++) o[c] = 0;
+        for (k = 0; k < K; k++) {
+            float wk = s.w[(size_t)n * K + k];
+            const float *eo = s.eo + (size_t)s.pos[(size_t)n * K + k] * C;
+            for (c = 0; c < C; c++) o[c] += wk * eo[c];
+        }
+    }
+
+    if (lb_stat) {
+        double lb = 0;
+        for (e = 0; e < E_; e++) {
+            double p = 0;
+            for (i = 0; i < N * K; i++)
+                if ((int)s.idx[i] == e) p += s.w[i];
+            p /= (double)N;
+            lb += (p - 1.0 / E_) * (p - 1.0 / E_);
+        }
+        *lb_stat = (float)(lb / E_);
+    }
+    return LYR_OK;
+}
+
+int lyr_moe_backward(const lyr_moe_dims *d, const float *const *P, float *const *G,
+                     const float *dout, float *dx, float *dmu, const float *saved,
+                     float *work, int B, int T, float lb_coef)
+{
+    lyr__moe_saved s;
+    size_t N, K, E, R, C, F, i;
+    int n, e, E_;
+    float *a, *da, *dh, *deo, *dxg, *dw, *dl, *pe, *wp;
+    double inv_tau;
+    if (lyr_moe_validate(d) != LYR_OK) return LYR_EINVAL;
+    if (!lyr__ptrs_ok((const void *const *)P, LYR_MOE_NPARAMS) ||
+        !lyr__ptrs_ok((const void *const *)G, LYR_MOE_NPARAMS) || !dout || !saved || !work ||
+        !lyr__moe_bt_ok(d, B, T) || !lyr__finite(lb_coef))
+        return LYR_EINVAL;
+    N = (size_t)B * T;
+    K = (size_t)d->top_k;
+    E = (size_t)d->E;
+    R = (size_t)d->R;
+    C = (size_t)d->C;
+    F = (size_t)d->F;
+    E_ = d->E;
+    lyr__moe_carve(d, (float *)saved, N, &s); /* read-only use below */
+    wp = work;
+    a = lyr__take(&wp, N * K * F);
+    da = lyr__take(&wp, N * K * F);
+    dh = lyr__take(&wp, N * K * F);
+    deo = lyr__take(&wp, N * K * C);
+    dxg = lyr__take(&wp, N * K * C);
+    dw = lyr__take(&wp, N * K);
+    dl = lyr__take(&wp, N * E);
+    pe = lyr__take(&wp, E + 1);
+    inv_tau = 1.0 / (double)d->gumbel_tau;
+
+    /* load-balance term: d(lb_coef * mean_e (p_e - 1/E)^2)/dw = lb_coef 2 (p_e - 1/E) / (E N) */
+    for (e = 0; e < E_; e++) pe[e] = 0;
+    if (lb_coef != 0) {
+        for (e = 0; e < E_; e++) {
+            double p = 0;
+            for (i = 0; i < N * K; i++)
+                if ((int)s.idx[i] == e) p += s.w[i];
+            p /= (double)N;
+            pe[e] = (float)(lb_coef * 2.0 * (p - 1.0 / E_) / ((double)E_ * (double)N));
+        }
+    }
+
+    /* dw (N,K) and deo (gathered rows) */
+    LYR__OMP(omp parallel for schedule(static) if(N * K * C > LYR__PAR_MIN))
+    for (n = 0; n < (int)N; n++) {
+        const float *go = dout + (size_t)n * C;
+        size_t k, c;
+        for (k = 0; k < K; k++) {
+            size_t row = (size_t)s.pos[(size_t)n * K + k];
+            const float *eo = s.eo + row * C;
+            float *g = deo + row * C, wk = s.w[(size_t)n * K + k];
+            double acc = 0;
+            for (c = 0; c < C; c++) {
+                acc += (double)go[c] * eo[c];
+                g[c] = wk * go[c];
+            }
+            dw[(size_t)n * K + k] = (float)acc + pe[(int)s.idx[(size_t)n * K + k]];
+        }
+    }
+
+    /* experts backward */
+    for (e = 0; e < E_; e++) {
+        size_t r0 = (size_t)s.off[e], cnt = (size_t)s.off[e + 1] - r0;
+        const float *W1 = P[LYR_MOE_W1] + (size_t)e * F * C, *W2 = P[LYR_MOE_W2] + (size_t)e * C * F;
+        float *ae = a + r0 * F, *dae = da + r0 * F, *dhe = dh + r0 * F;
+        if (cnt == 0) continue;
+        if (tk_gelu_forward(ae, s.hpre + r0 * F, cnt * F) != TK_OK) return LYR_EFAIL;
+        /* da = deo W2 (cnt,F); dW2 += deo^T a; db2 += colsum deo */
+        if (tk_sgemm(0, 0, (int)cnt, (int)F, (int)C, 1.0f, deo + r0 * C, (int)C, W2, (int)F, 0.0f,
+                     dae, (int)F) != TK_OK ||
+            tk_matmul_backward(NULL, G[LYR_MOE_W2] + (size_t)e * C * F,
+                               G[LYR_MOE_B2] + (size_t)e * C, deo + r0 * C, ae, NULL, (int)cnt,
+                               (int)F, (int)C) != TK_OK)
+            return LYR_EFAIL;
+        memset(dhe, 0, cnt * F * sizeof(float));
+        if (tk_gelu_backward(dhe, s.hpre + r0 * F, dae, cnt * F) != TK_OK) return LYR_EFAIL;
+        /* dxg = dh W1 (cnt,C); dW1 += dh^T xg; db1 += colsum dh */
+        if (dx && tk_sgemm(0, 0, (int)cnt, (int)C, (int)F, 1.0f, dhe, (int)F, W1, (int)C, 0.0f,
+                           dxg + r0 * C, (int)C) != TK_OK)
+            return LYR_EFAIL;
+        if (tk_matmul_backward(NULL, G[LYR_MOE_W1] + (size_t)e * F * C,
+                               G[LYR_MOE_B1] + (size_t)e * F, dhe, s.xg + r0 * C, NULL, (int)cnt,
+                               (int)C, (int)F) != TK_OK)
+            return LYR_EFAIL;
+    }
+    if (dx) {
+        LYR__OMP(omp parallel for schedule(static) if(N * K * C > LYR__PAR_MIN))
+        for (n = 0; n < (int)N; n++) {
+            float *g = dx + (size_t)n * C;
+            size_t k, c;
+            for (k = 0; k < K; k++) {
+                const float *src = dxg + (size_t)s.pos[(size_t)n * K + k] * C;
+                for (c = 0; c < C; c++) g[c] += src[c];
+            }
+        }
+    }
+
+    /* routing backward: dz over the experts, then through the clamp and 1/tau */
+    LYR__OMP(omp parallel for schedule(static) if(N * E * K > LYR__PAR_MIN))
+    for (n = 0; n < (int)N; n++) {
+        const float *w = s.w + (size_t)n * K, *ix = s.idx + (size_t)n * K;
+        const float *y = s.y + (size_t)n * E, *lr = s.lraw + (size_t)n * E;
+        const float *gw = dw + (size_t)n * K;
+        float *g = dl + (size_t)n * E;
+        int ee;
+        size_t k;
+        for (ee = 0; ee < E_; ee++) g[ee] = 0;
+        if (d->renorm) { /* w = softmax of z over the kept experts */
+            double sdot = 0;
+            for (k = 0; k < K; k++) sdot += (double)w[k] * gw[k];
+            for (k = 0; k < K; k++) g[(int)ix[k]] = (float)((double)w[k] * ((double)gw[k] - sdot));
+        } else { /* w_e = y_e / (sum y + 1e-6), sum y == 1: dy_e = dw_e / (1 + 1e-6) */
+            double all = 0, ydy = 0, cst;
+            for (ee = 0; ee < E_; ee++) all += y[ee];
+            cst = 1.0 / (all + 1e-6);
+            for (k = 0; k < K; k++) {
+                g[(int)ix[k]] = (float)(gw[k] * cst); /* dy */
+                ydy += (double)y[(int)ix[k]] * gw[k] * cst;
+            }
+            for (ee = 0; ee < E_; ee++) g[ee] = (float)((double)y[ee] * ((double)g[ee] - ydy));
+        }
+        for (ee = 0; ee < E_; ee++) {
+            double l = lr[ee];
+            g[ee] = (l > 30.0 || l < -30.0) ? 0.0f : (float)(g[ee] * inv_tau);
+        }
+    }
+    if (tk_matmul_backward(dmu, G[LYR_MOE_GATE], NULL, dl, s.mu, P[LYR_MOE_GATE], (int)N, (int)R,
+                           (int)E) != TK_OK)
+        return LYR_EFAIL;
+    return LYR_OK;
+}
+
+/* =================================================================== polar mixer */
+lyr_polar_dims lyr_polar_dims_make(int C, int H)
+{
+    lyr_polar_dims d;
+    memset(&d, 0, sizeof d);
+    d.C = C;
+    d.H = H;
+    d.Hkv = H;
+    d.qk_norm = 1;
+    d.qk_norm_eps = 1e-6f;
+    d.resid_scale = 1.0f;
+    d.cfg = polar_config_default();
+    return d;
+}
+
+int lyr_polar_validate(const lyr_polar_dims *d)
+{
+    if (!d) return LYR_EINVAL;
+    if (d->C < 1 || d->H < 1 || d->Hkv < 1 || d->C % d->H != 0 || d->H % d->Hkv != 0)
+        return LYR_EINVAL;
+    if (d->C > (1 << 20)) return LYR_EINVAL;
+    if (d->qk_norm != 0 && d->qk_norm != 1) return LYR_EINVAL;
+    if (!lyr__finite(d->qk_norm_eps) || !(d->qk_norm_eps > 0)) return LYR_EINVAL;
+    if (!lyr__finite(d->resid_scale) || d->resid_scale < 0) return LYR_EINVAL;
+    if (polar_workspace_size(&d->cfg, 1, d->H, d->Hkv, 1, d->C / d->H) == 0) return LYR_EINVAL;
+    return LYR_OK;
+}
+
+static int lyr__polar_P(const lyr_polar_dims *d) /* rows of qkv.weight */
+{
+    int D = d->C / d->H;
+    return (d->H + 2 * d->Hkv) * D + d->H;
+}
+
+int lyr_polar_params(const lyr_polar_dims *d, lyr_pspec *out, int cap)
+{
+    int D;
+    if (lyr_polar_validate(d) != LYR_OK || !out) return LYR_EINVAL;
+    if (cap < LYR_POLAR_NPARAMS) return LYR_EINVAL;
+    D = d->C / d->H;
+    lyr__spec(&out[LYR_POLAR_QKV], "qkv.weight", 1, 2, lyr__polar_P(d), d->C, 0);
+    lyr__spec(&out[LYR_POLAR_LEN_GAIN], "len_gain_raw", 0, 1, d->H, 0, 0);
+    lyr__spec(&out[LYR_POLAR_NULL_BASE], "null_base", 0, 1, d->H, 0, 0);
+    lyr__spec(&out[LYR_POLAR_NULL_SLOPE], "null_slope_raw", 0, 1, d->H, 0, 0);
+    lyr__spec(&out[LYR_POLAR_MAG_BETA], "mag_beta_raw", 0, 1, d->H, 0, 0);
+    lyr__spec(&out[LYR_POLAR_V_NULL], "v_null", 0, 2, d->H, D, 0);
+    lyr__spec(&out[LYR_POLAR_O], "o.weight", 1, 2, d->C, d->H * D, 0);
+    lyr__spec(&out[LYR_POLAR_MU], "mu.weight", 1, 2, d->C, d->H, 0);
+    return LYR_POLAR_NPARAMS;
+}
+
+int lyr_polar_init(const lyr_polar_dims *d, float *const *P, tk_rng *rng, float init_std)
+{
+    size_t C;
+    int D;
+    if (lyr_polar_validate(d) != LYR_OK || !lyr__ptrs_ok((const void *const *)P, LYR_POLAR_NPARAMS) ||
+        !rng || !lyr__finite(init_std) || init_std < 0)
+        return LYR_EINVAL;
+    C = (size_t)d->C;
+    D = d->C / d->H;
+    if (tk_init_normal(P[LYR_POLAR_QKV], (size_t)lyr__polar_P(d) * C, 0.0f, init_std, rng) != TK_OK ||
+        tk_init_normal(P[LYR_POLAR_O], C * C, 0.0f, init_std * d->resid_scale, rng) != TK_OK ||
+        tk_init_normal(P[LYR_POLAR_MU], C * (size_t)d->H, 0.0f, init_std * d->resid_scale, rng) !=
+            TK_OK)
+        return LYR_EFAIL;
+    if (polar_params_init(&d->cfg, d->H, D, P[LYR_POLAR_LEN_GAIN], P[LYR_POLAR_NULL_BASE],
+                          P[LYR_POLAR_NULL_SLOPE], P[LYR_POLAR_MAG_BETA], P[LYR_POLAR_V_NULL]) !=
+        POLAR_OK)
+        return LYR_EFAIL;
+    return LYR_OK;
+}
+
+/* saved layout: hdr (16: [0] distractor keys drawn), xn (N,C), q (B,H,T,D), k, v
+   (B,Hkv,T,D), gl (B,T,H), rq (B,H,T), rk (B,Hkv,T), c (B,H,T,D), mag (B,H,T),
+   stats (B,H,T,NSTAT), krand (B,Hkv,R,D) */
+typedef struct lyr__polar_saved {
+    float *hdr, *xn, *q, *k, *v, *gl, *rq, *rk, *c, *mag, *stats, *krand;
+} lyr__polar_saved;
+
+static void lyr__polar_carve(const lyr_polar_dims *d, float *base, int B, int T,
+                             lyr__polar_saved *s)
+{
+    size_t N = (size_t)B * T, D = (size_t)(d->C / d->H), H = (size_t)d->H, Hkv = (size_t)d->Hkv;
+    size_t Rk = d->cfg.distractor_keys > 0 ? (size_t)d->cfg.distractor_keys : 0;
+    float *p = base;
+    s->hdr = lyr__take(&p, 16);
+    s->xn = lyr__take(&p, N * (size_t)d->C);
+    s->q = lyr__take(&p, N * H * D);
+    s->k = lyr__take(&p, N * Hkv * D);
+    s->v = lyr__take(&p, N * Hkv * D);
+    s->gl = lyr__take(&p, N * H);
+    s->rq = lyr__take(&p, N * H);
+    s->rk = lyr__take(&p, N * Hkv);
+    s->c = lyr__take(&p, N * H * D);
+    s->mag = lyr__take(&p, N * H);
+    s->stats = lyr__take(&p, N * H * POLAR_NSTAT);
+    s->krand = Rk ? lyr__take(&p, (size_t)B * Hkv * Rk * D) : NULL;
+}
+
+static int lyr__polar_bt_ok(const lyr_polar_dims *d, int B, int T)
+{
+    return lyr__bt_ok(B, T, (double)lyr__polar_P(d) + d->C);
+}
+
+size_t lyr_polar_saved_floats(const lyr_polar_dims *d, int B, int T)
+{
+    if (lyr_polar_validate(d) != LYR_OK || !lyr__polar_bt_ok(d, B, T)) return 0;
+    {
+        size_t D = (size_t)(d->C / d->H), Rk = d->cfg.distractor_keys > 0 ? (size_t)d->cfg.distractor_keys : 0;
+        size_t N = (size_t)B * T, H = (size_t)d->H, Hkv = (size_t)d->Hkv;
+        return lyr__al(16) + lyr__al(N * (size_t)d->C) + 2 * lyr__al(N * H * D) +
+               2 * lyr__al(N * Hkv * D) + 3 * lyr__al(N * H) + lyr__al(N * Hkv) +
+               lyr__al(N * H * POLAR_NSTAT) + (Rk ? lyr__al((size_t)B * Hkv * Rk * D) : 0);
+    }
+}
+
+size_t lyr_polar_work_floats(const lyr_polar_dims *d, int B, int T)
+{
+    size_t N, D, H, Hkv, ws;
+    if (lyr_polar_validate(d) != LYR_OK || !lyr__polar_bt_ok(d, B, T)) return 0;
+    N = (size_t)B * T;
+    D = (size_t)(d->C / d->H);
+    H = (size_t)d->H;
+    Hkv = (size_t)d->Hkv;
+    ws = polar_workspace_size(&d->cfg, B, d->H, d->Hkv, T, (int)D);
+    if (ws == 0) return 0;
+    /* backward: dqkvg (N,P), dc, dq (N,H,D), dk, dv (N,Hkv,D), dmag, dgl, magT, dmagT
+       (N,H), ws */
+    return lyr__al(N * (size_t)lyr__polar_P(d)) + 2 * lyr__al(N * H * D) +
+           2 * lyr__al(N * Hkv * D) + 4 * lyr__al(N * H) + lyr__al(lyr__bytes_to_floats(ws));
+}
+
+static polar_params lyr__polar_prm(const float *const *P)
+{
+    polar_params p;
+    p.len_gain_raw = P[LYR_POLAR_LEN_GAIN];
+    p.null_base = P[LYR_POLAR_NULL_BASE];
+    p.null_slope_raw = P[LYR_POLAR_NULL_SLOPE];
+    p.mag_beta_raw = P[LYR_POLAR_MAG_BETA];
+    p.v_null = P[LYR_POLAR_V_NULL];
+    return p;
+}
+
+/* RMSNorm rows of length D in place (no weight): x <- x r, r = 1/sqrt(mean x^2 + eps) */
+static void lyr__rms_rows(float *x, float *rs, size_t rows, int D, float eps)
+{
+    int i;
+    LYR__OMP(omp parallel for schedule(static) if(rows * (size_t)D > LYR__PAR_MIN))
+    for (i = 0; i < (int)rows; i++) {
+        float *row = x + (size_t)i * D;
+        double ss = 0, r;
+        int j;
+        for (j = 0; j < D; j++) ss += (double)row[j] * row[j];
+        r = 1.0 / sqrt(ss / D + eps);
+        for (j = 0; j < D; j++) row[j] = (float)(row[j] * r);
+        rs[i] = (float)r;
+    }
+}
+
+static float lyr__sigmoidf(float x) { return (float)(1.0 / (1.0 + exp(-(double)x))); }
+
+/* z (N, H*D) = c (B,H,T,D) merged per token times sigmoid(gl (N,H)) per head;
+   magT (N,H) = mag (B,H,T) per token */
+static void lyr__polar_gate_c(const float *c, const float *gl, const float *mag, float *z,
+                              float *magT, int B, int T, int H, int D)
+{
+    int n;
+    LYR__OMP(omp parallel for schedule(static) if((size_t)B * T * H * D > LYR__PAR_MIN))
+    for (n = 0; n < B * T; n++) {
+        size_t b = (size_t)n / (size_t)T, t = (size_t)n % (size_t)T, h, j;
+        for (h = 0; h < (size_t)H; h++) {
+            size_t row = (b * H + h) * (size_t)T + t;
+            const float *ch = c + row * D;
+            float *zh = z + ((size_t)n * H + h) * D;
+            float sg = lyr__sigmoidf(gl[(size_t)n * H + h]);
+            for (j = 0; j < (size_t)D; j++) zh[j] = ch[j] * sg;
+            magT[(size_t)n * H + h] = mag[row];
+        }
+    }
+}
+
+int lyr_polar_forward(const lyr_polar_dims *d, const float *const *P, const float *xn,
+                      float *out, float *saved, float *work, int B, int T, int train,
+                      uint64_t seed, lyr_polar_stats *stats)
+{
+    lyr__polar_saved s;
+    polar_params prm;
+    polar_state st;
+    size_t N, D, H, Hkv, C, Pq;
+    float *qkvg, *ws;
+    int n, rc, use_dist;
+    if (lyr_polar_validate(d) != LYR_OK) return LYR_EINVAL;
+    if (!lyr__ptrs_ok((const void *const *)P, LYR_POLAR_NPARAMS) || !xn || !out || !saved ||
+        !work || !lyr__polar_bt_ok(d, B, T))
+        return LYR_EINVAL;
+    N = (size_t)B * T;
+    D = (size_t)(d->C / d->H);
+    H = (size_t)d->H;
+    Hkv = (size_t)d->Hkv;
+    C = (size_t)d->C;
+    Pq = (size_t)lyr__polar_P(d);
+    lyr__polar_carve(d, saved, B, T, &s);
+    qkvg = work;
+    ws = work + lyr__al(N * Pq) + 2 * lyr__al(N * H * D) + 2 * lyr__al(N * Hkv * D) +
+         4 * lyr__al(N * H);
+    prm = lyr__polar_prm(P);
+    memcpy(s.xn, xn, N * C * sizeof(float));
+    if (tk_matmul_forward(qkvg, xn, P[LYR_POLAR_QKV], NULL, (int)N, (int)C, (int)Pq) != TK_OK)
+        return LYR_EFAIL;
+    /* split rows [q | k | v | gate] into head-major q, k, v and (B,T,H) gate logits */
+    LYR__OMP(omp parallel for schedule(static) if(N * Pq > LYR__PAR_MIN))
+    for (n = 0; n < (int)N; n++) {
+        size_t b = (size_t)n / (size_t)T, t = (size_t)n % (size_t)T, h;
+        const float *row = qkvg + (size_t)n * Pq;
+        for (h = 0; h < H; h++)
+            memcpy(s.q + ((b * H + h) * (size_t)T + t) * D, row + h * D, D * sizeof(float));
+        for (h = 0; h < Hkv; h++) {
+            memcpy(s.k + ((b * Hkv + h) * (size_t)T + t) * D, row + (H + h) * D, D * sizeof(float));
+            memcpy(s.v + ((b * Hkv + h) * (size_t)T + t) * D, row + (H + Hkv + h) * D,
+                   D * sizeof(float));
+        }
+        memcpy(s.gl + (size_t)n * H, row + (H + 2 * Hkv) * D, H * sizeof(float));
+    }
+    if (d->qk_norm) {
+        lyr__rms_rows(s.q, s.rq, N * H, (int)D, d->qk_norm_eps);
+        lyr__rms_rows(s.k, s.rk, N * Hkv, (int)D, d->qk_norm_eps);
+    }
+    st.stats = s.stats;
+    st.probs = NULL;
+    rc = polar_forward(&d->cfg, s.c, s.mag, &st, s.q, s.k, s.v, &prm, B, (int)H, (int)Hkv, T,
+                       (int)D, ws);
+    if (rc != POLAR_OK) return rc == POLAR_ENOMEM ? LYR_ENOMEM : LYR_EFAIL;
+    /* eq. 14 as two GEMMs: out = z W_o^T + magT W_mu^T, z = merged c * sigmoid(gate)
+       (the same function as polar_assemble_forward, which loops per token) */
+    {
+        float *z = qkvg, *magT = ws - lyr__al(N * H);
+        lyr__polar_gate_c(s.c, s.gl, s.mag, z, magT, B, T, (int)H, (int)D);
+        if (tk_matmul_forward(out, z, P[LYR_POLAR_O], NULL, (int)N, (int)(H * D), (int)C) != TK_OK ||
+            tk_sgemm(0, 1, (int)N, (int)C, (int)H, 1.0f, magT, (int)H, P[LYR_POLAR_MU], (int)H, 1.0f,
+                     out, (int)C) != TK_OK)
+            return LYR_EFAIL;
+    }
+    use_dist = train && d->cfg.distractor_keys > 0;
+    s.hdr[0] = use_dist ? 1.0f : 0.0f;
+    if (stats) stats->align_loss = 0;
+    if (use_dist) {
+        size_t nk = (size_t)B * Hkv * (size_t)d->cfg.distractor_keys * D, i;
+        float loss = 0;
+        for (i = 0; i < nk; i++) s.krand[i] = (float)lyr__normal(seed, i);
+        rc = polar_distractor_forward(&d->cfg, &loss, s.q, s.krand, &prm, B, (int)H, (int)Hkv, T,
+                                      (int)D);
+        if (rc != POLAR_OK) return rc == POLAR_ENOMEM ? LYR_ENOMEM : LYR_EFAIL;
+        if (stats) stats->align_loss = loss;
+    }
+    if (stats) {
+        double ms = 0, ns = 0;
+        size_t b, h, t;
+        const int W = d->cfg.window;
+        for (b = 0; b < (size_t)B; b++)
+            for (h = 0; h < H; h++) {
+                double a = (double)prm.len_gain_raw[h], g = (double)prm.null_slope_raw[h];
+                double spa = a > 30 ? a : log1p(exp(a)), spg = g > 30 ? g : log1p(exp(g));
+                for (t = 0; t < (size_t)T; t++) {
+                    size_t row = (b * H + h) * (size_t)T + t;
+                    const float *stt = s.stats + row * POLAR_NSTAT;
+                    double nv = (double)(t + 1), temp, nul, pN;
+                    if (W > 0 && nv > W) nv = W;
+                    temp = 1.0 + spa * log(nv);
+                    nul = (double)prm.null_base[h] + spg * sqrt(log(nv + 1.0));
+                    pN = exp(temp * nul - (double)stt[0]);
+                    ns += pN / ((double)stt[1] + pN);
+                    ms += s.mag[row];
+                }
+            }
+        stats->mag_mean = (float)(ms / ((double)N * H));
+        stats->null_mean = (float)(ns / ((double)N * H));
+    }
+    return LYR_OK;
+}
+
+int lyr_polar_backward(const lyr_polar_dims *d, const float *const *P, float *const *G,
+                       const float *dout, float *dxn, const float *saved, float *work,
+                       int B, int T)
+{
+    lyr__polar_saved s;
+    polar_params prm;
+    polar_grads gr;
+    polar_state st;
+    size_t N, D, H, Hkv, C, Pq;
+    float *dqkvg, *dc, *dq, *dk, *dv, *dmag, *dgl, *magT, *dmagT, *ws, *wp;
+    int n, rc;
+    if (lyr_polar_validate(d) != LYR_OK) return LYR_EINVAL;
+    if (!lyr__ptrs_ok((const void *const *)P, LYR_POLAR_NPARAMS) ||
+        !lyr__ptrs_ok((const void *const *)G, LYR_POLAR_NPARAMS) || !dout || !saved || !work ||
+        !lyr__polar_bt_ok(d, B, T))
+        return LYR_EINVAL;
+    N = (size_t)B * T;
+    D = (size_t)(d->C / d->H);
+    H = (size_t)d->H;
+    Hkv = (size_t)d->Hkv;
+    C = (size_t)d->C;
+    Pq = (size_t)lyr__polar_P(d);
+    lyr__polar_carve(d, (float *)saved, B, T, &s); /* read-only use below */
+    wp = work;
+    dqkvg = lyr__take(&wp, N * Pq);
+    dc = lyr__take(&wp, N * H * D);
+    dq = lyr__take(&wp, N * H * D);
+    dk = lyr__take(&wp, N * Hkv * D);
+    dv = lyr__take(&wp, N * Hkv * D);
+    dmag = lyr__take(&wp, N * H);
+    dgl = lyr__take(&wp, N * H);
+    magT = lyr__take(&wp, N * H);
+    dmagT = lyr__take(&wp, N * H);
+    ws = wp;
+    prm = lyr__polar_prm(P);
+    /* eq. 14 backward with GEMMs: z in dqkvg's room, dz in dq's (both free until later) */
+    {
+        float *z = dqkvg, *dz = dq;
+        lyr__polar_gate_c(s.c, s.gl, s.mag, z, magT, B, T, (int)H, (int)D);
+        if (tk_matmul_backward(NULL, G[LYR_POLAR_O], NULL, dout, z, NULL, (int)N, (int)(H * D),
+                               (int)C) != TK_OK ||
+            tk_matmul_backward(NULL, G[LYR_POLAR_MU], NULL, dout, magT, NULL, (int)N, (int)H,
+                               (int)C) != TK_OK ||
+            tk_sgemm(0, 0, (int)N, (int)(H * D), (int)C, 1.0f, dout, (int)C, P[LYR_POLAR_O],
+                     (int)(H * D), 0.0f, dz, (int)(H * D)) != TK_OK ||
+            tk_sgemm(0, 0, (int)N, (int)H, (int)C, 1.0f, dout, (int)C, P[LYR_POLAR_MU], (int)H,
+                     0.0f, dmagT, (int)H) != TK_OK)
+            return LYR_EFAIL;
+        LYR__OMP(omp parallel for schedule(static) if(N * H * D > LYR__PAR_MIN))
+        for (n = 0; n < (int)N; n++) {
+            size_t b = (size_t)n / (size_t)T, t = (size_t)n % (size_t)T, h, j;
+            for (h = 0; h < H; h++) {
+                size_t row = (b * H + h) * (size_t)T + t;
+                const float *ch = s.c + row * D, *dzh = dz + ((size_t)n * H + h) * D;
+                float *dch = dc + row * D;
+                float sg = lyr__sigmoidf(s.gl[(size_t)n * H + h]);
+                double acc = 0;
+                for (j = 0; j < D; j++) {
+                    dch[j] = dzh[j] * sg;
+                    acc += (double)dzh[j] * ch[j];
+                }
+                dgl[(size_t)n * H + h] = (float)(acc * sg * (1.0 - sg));
+                dmag[row] = dmagT[(size_t)n * H + h];
+            }
+        }
+    }
+    memset(dq, 0, N * H * D * sizeof(float));
+    memset(dk, 0, N * Hkv * D * sizeof(float));
+    memset(dv, 0, N * Hkv * D * sizeof(float));
+    gr.len_gain_raw = G[LYR_POLAR_LEN_GAIN];
+    gr.null_base = G[LYR_POLAR_NULL_BASE];
+    gr.null_slope_raw = G[LYR_POLAR_NULL_SLOPE];
+    gr.mag_beta_raw = G[LYR_POLAR_MAG_BETA];
+    gr.v_null = G[LYR_POLAR_V_NULL];
+    st.stats = s.stats;
+    st.probs = NULL;
+    rc = polar_backward(&d->cfg, dq, dk, dv, &gr, dc, dmag, s.c, s.mag, &st, s.q, s.k, s.v, &prm,
+                        B, (int)H, (int)Hkv, T, (int)D, ws);
+    if (rc != POLAR_OK) return rc == POLAR_ENOMEM ? LYR_ENOMEM : LYR_EFAIL;
+    if (s.hdr[0] != 0.0f && d->cfg.distractor_keys > 0) {
+        rc = polar_distractor_backward(&d->cfg, dq, NULL, &gr, 1.0f, s.q, s.krand, &prm, B, (int)H,
+                                       (int)Hkv, T, (int)D);
+        if (rc != POLAR_OK) return rc == POLAR_ENOMEM ? LYR_ENOMEM : LYR_EFAIL;
+    }
+    /* back through the per-head RMSNorm and into the fused projection rows */
+    LYR__OMP(omp parallel for schedule(static) if(N * Pq > LYR__PAR_MIN))
+    for (n = 0; n < (int)N; n++) {
+        size_t b = (size_t)n / (size_t)T, t = (size_t)n % (size_t)T, h, j;
+        float *row = dqkvg + (size_t)n * Pq;
+        for (h = 0; h < H + 2 * Hkv; h++) {
+            const float *g, *y;
+            float r = 1.0f;
+            float *o = row + h * D;
+            size_t idx;
+            if (h < H) {
+                idx = (b * H + h) * (size_t)T + t;
+                g = dq + idx * D;
+                y = s.q + idx * D;
+                if (d->qk_norm) r = s.rq[idx];
+            } else if (h < H + Hkv) {
+                idx = (b * Hkv + (h - H)) * (size_t)T + t;
+                g = dk + idx * D;
+                y = s.k + idx * D;
+                if (d->qk_norm) r = s.rk[idx];
+            } else {
+                idx = (b * Hkv + (h - H - Hkv)) * (size_t)T + t;
+                g = dv + idx * D;
+                y = s.v + idx * D;
+            }
+            if (h < H + Hkv && d->qk_norm) { /* dx = r (g - y mean(g y)) */
+                double gy = 0;
+                for (j = 0; j < D; j++) gy += (double)g[j] * y[j];
+                gy /= (double)D;
+                for (j = 0; j < D; j++) o[j] = (float)(r * ((double)g[j] - y[j] * gy));
+            } else {
+                memcpy(o, g, D * sizeof(float));
+            }
+        }
+        memcpy(row + (H + 2 * Hkv) * D, dgl + (size_t)n * H, H * sizeof(float));
+    }
+    if (tk_matmul_backward(dxn, G[LYR_POLAR_QKV], NULL, dqkvg, s.xn, P[LYR_POLAR_QKV], (int)N,
+                           (int)C, (int)Pq) != TK_OK)
+        return LYR_EFAIL;
+    return LYR_OK;
+}
+
+/* =================================================================== gated-delta memory */
+lyr_gdelta_dims lyr_gdelta_dims_make(int C, int Hm, int Dk)
+{
+    lyr_gdelta_dims d;
+    memset(&d, 0, sizeof d);
+    d.C = C;
+    d.Hm = Hm;
+    d.Dk = Dk;
+    d.resid_scale = 1.0f;
+    d.cfg = gd_config_default();
+    return d;
+}
+
+int lyr_gdelta_validate(const lyr_gdelta_dims *d)
+{
+    if (!d) return LYR_EINVAL;
+    if (d->C < 1 || d->Hm < 1 || d->Dk < 1) return LYR_EINVAL;
+    if (d->C > (1 << 20) || (double)d->Hm * d->Dk > (double)(1 << 20)) return LYR_EINVAL;
+    if (!lyr__finite(d->resid_scale) || d->resid_scale < 0) return LYR_EINVAL;
+    if (gd_workspace_size(&d->cfg, 1, d->Hm, 1, d->Dk, d->Dk) == 0) return LYR_EINVAL;
+    return LYR_OK;
+}
+
+int lyr_gdelta_params(const lyr_gdelta_dims *d, lyr_pspec *out, int cap)
+{
+    int HD;
+    if (lyr_gdelta_validate(d) != LYR_OK || !out) return LYR_EINVAL;
+    if (cap < LYR_GD_NPARAMS) return LYR_EINVAL;
+    HD = d->Hm * d->Dk;
+    lyr__spec(&out[LYR_GD_QKV], "qkv.weight", 1, 2, 3 * HD, d->C, 0);
+    lyr__spec(&out[LYR_GD_W_GAMMA], "w_gamma", 1, 2, d->Hm, d->C, 0);
+    lyr__spec(&out[LYR_GD_B_GAMMA], "b_gamma", 0, 1, d->Hm, 0, 0);
+    lyr__spec(&out[LYR_GD_W_BETA], "w_beta", 1, 2, d->Hm, d->C, 0);
+    lyr__spec(&out[LYR_GD_B_BETA], "b_beta", 0, 1, d->Hm, 0, 0);
+    lyr__spec(&out[LYR_GD_NORM], "norm.weight", 0, 1, d->Dk, 0, 0);
+    lyr__spec(&out[LYR_GD_G_W], "g.weight", 1, 2, HD, d->C, 0);
+    lyr__spec(&out[LYR_GD_G_B], "g.bias", 0, 1, HD, 0, 0);
+    lyr__spec(&out[LYR_GD_PROJ], "proj.weight", 1, 2, d->C, HD, 0);
+    return LYR_GD_NPARAMS;
+}
+
+int lyr_gdelta_init(const lyr_gdelta_dims *d, float *const *P, tk_rng *rng, float init_std)
+{
+    size_t C, HD, Hm;
+    if (lyr_gdelta_validate(d) != LYR_OK || !lyr__ptrs_ok((const void *const *)P, LYR_GD_NPARAMS) ||
+        !rng || !lyr__finite(init_std) || init_std < 0)
+        return LYR_EINVAL;
+    C = (size_t)d->C;
+    Hm = (size_t)d->Hm;
+    HD = Hm * (size_t)d->Dk;
+    if (tk_init_normal(P[LYR_GD_QKV], 3 * HD * C, 0.0f, init_std, rng) != TK_OK ||
+        tk_init_normal(P[LYR_GD_W_GAMMA], Hm * C, 0.0f, init_std, rng) != TK_OK ||
+        tk_init_normal(P[LYR_GD_W_BETA], Hm * C, 0.0f, init_std, rng) != TK_OK ||
+        tk_init_constant(P[LYR_GD_NORM], (size_t)d->Dk, 1.0f) != TK_OK ||
+        tk_init_normal(P[LYR_GD_G_W], HD * C, 0.0f, init_std, rng) != TK_OK ||
+        tk_init_constant(P[LYR_GD_G_B], HD, 0.0f) != TK_OK ||
+        tk_init_constant(P[LYR_GD_PROJ], C * HD, 0.0f) != TK_OK)
+        return LYR_EFAIL;
+    if (gd_gates_init_bias(&d->cfg, P[LYR_GD_B_GAMMA], P[LYR_GD_B_BETA], d->Hm) != GD_OK)
+        return LYR_EFAIL;
+    return LYR_OK;
+}
+
+/* bytes gd_forward's saved state needs (its layout: states, u, wy, each at 16 floats,
+   plus 16 floats of alignment slack) */
+static size_t lyr__gd_saved_bytes(const gd_config *cfg, int B, int H, int T, int Dk, int Dv)
+{
+    int step = cfg->algo == GD_ALGO_CHUNKED ? cfg->chunk_size : cfg->checkpoint;
+    size_t ns = (size_t)((T + step - 1) / step);
+    size_t nst = (size_t)B * H * ns * (size_t)Dk * Dv;
+    size_t nu = cfg->algo == GD_ALGO_CHUNKED ? (size_t)B * H * T * (size_t)Dv : 0;
+    size_t nw = cfg->algo == GD_ALGO_CHUNKED ? (size_t)B * H * ns * 5 * (size_t)step * step : 0;
+    return (lyr__al(nst) + lyr__al(nu) + lyr__al(nw) + 16) * sizeof(float);
+}
+
+#define LYR__GD_HDR (lyr__al(lyr__bytes_to_floats(sizeof(gd_saved))))
+
+/* saved layout: hdr (a gd_saved copy), xn (N,C), q, k, v (B,Hm,T,Dk), gates, beta
+   (B,Hm,T), r (B,Hm,T,Dk), readout gate sigmoid(xn W_g^T + b_g) (N,Hm*Dk), readout
+   RMSNorm rstd (N,Hm), gd memory */
+typedef struct lyr__gd_saved {
+    float *hdr, *xn, *q, *k, *v, *gates, *beta, *r, *g, *rs, *mem;
+    size_t mem_bytes;
+} lyr__gd_saved;
+
+static void lyr__gd_carve(const lyr_gdelta_dims *d, float *base, int B, int T, lyr__gd_saved *s)
+{
+    size_t N = (size_t)B * T, HD = (size_t)d->Hm * d->Dk;
+    float *p = base;
+    s->hdr = lyr__take(&p, LYR__GD_HDR);
+    s->xn = lyr__take(&p, N * (size_t)d->C);
+    s->q = lyr__take(&p, N * HD);
+    s->k = lyr__take(&p, N * HD);
+    s->v = lyr__take(&p, N * HD);
+    s->gates = lyr__take(&p, N * (size_t)d->Hm);
+    s->beta = lyr__take(&p, N * (size_t)d->Hm);
+    s->r = lyr__take(&p, N * HD);
+    s->g = lyr__take(&p, N * HD);
+    s->rs = lyr__take(&p, N * (size_t)d->Hm);
+    s->mem_bytes = lyr__gd_saved_bytes(&d->cfg, B, d->Hm, T, d->Dk, d->Dk);
+    s->mem = lyr__take(&p, lyr__bytes_to_floats(s->mem_bytes));
+}
+
+static int lyr__gd_bt_ok(const lyr_gdelta_dims *d, int B, int T)
+{
+    return lyr__bt_ok(B, T, 3.0 * d->Hm * d->Dk + d->C);
+}
+
+size_t lyr_gdelta_saved_floats(const lyr_gdelta_dims *d, int B, int T)
+{
+    size_t N, HD;
+    if (lyr_gdelta_validate(d) != LYR_OK || !lyr__gd_bt_ok(d, B, T)) return 0;
+    N = (size_t)B * T;
+    HD = (size_t)d->Hm * d->Dk;
+    return LYR__GD_HDR + lyr__al(N * (size_t)d->C) + 5 * lyr__al(N * HD) +
+           3 * lyr__al(N * (size_t)d->Hm) +
+           lyr__al(lyr__bytes_to_floats(lyr__gd_saved_bytes(&d->cfg, B, d->Hm, T, d->Dk, d->Dk)));
+}
+
+size_t lyr_gdelta_work_floats(const lyr_gdelta_dims *d, int B, int T)
+{
+    size_t N, HD, ws;
+    if (lyr_gdelta_validate(d) != LYR_OK || !lyr__gd_bt_ok(d, B, T)) return 0;
+    N = (size_t)B * T;
+    HD = (size_t)d->Hm * d->Dk;
+    ws = gd_workspace_size(&d->cfg, B, d->Hm, T, d->Dk, d->Dk);
+    if (ws == 0) return 0;
+    /* backward: dqkv (N,3HD) (first the readout's z, dz, dz_gate), dq, dk, dv, dr (N,HD),
+       dgates, dbeta (N,Hm), the recurrence's workspace */
+    return lyr__al(3 * N * HD) + 4 * lyr__al(N * HD) + 2 * lyr__al(N * (size_t)d->Hm) +
+           lyr__al(lyr__bytes_to_floats(ws));
+}
+
+/* z (N,Hm*Dk) = r (B,Hm,T,Dk) * rs * norm_w * g, per token and head. first: g holds the
+   gate pre-activations (turned into sigmoids in place) and rs is computed; else both are
+   read. */
+static void lyr__gd_readout_z(const lyr_gdelta_dims *d, const float *r, float *g, float *rs,
+                              const float *nw, float *z, int B, int T, int first)
+{
+    int n, Hm = d->Hm, Dk = d->Dk;
+    float eps = d->cfg.rms_eps;
+    LYR__OMP(omp parallel for schedule(static) if((size_t)B * T * Hm * Dk > LYR__PAR_MIN))
+    for (n = 0; n < B * T; n++) {
+        size_t b = (size_t)n / (size_t)T, t = (size_t)n % (size_t)T;
+        int h, j;
+        for (h = 0; h < Hm; h++) {
+            const float *rr = r + ((b * Hm + h) * (size_t)T + t) * Dk;
+            float *gg = g + ((size_t)n * Hm + h) * Dk, *zz = z + ((size_t)n * Hm + h) * Dk;
+            float rsv;
+            if (first) {
+                double ss = 0;
+                for (j = 0; j < Dk; j++) ss += (double)rr[j] * rr[j];
+                rsv = (float)(1.0 / sqrt(ss / Dk + (double)eps));
+                rs[(size_t)n * Hm + h] = rsv;
+                for (j = 0; j < Dk; j++) gg[j] = lyr__sigmoidf(gg[j]);
+            } else {
+                rsv = rs[(size_t)n * Hm + h];
+            }
+            for (j = 0; j < Dk; j++) zz[j] = rr[j] * rsv * nw[j] * gg[j];
+        }
+    }
+}
+
+int lyr_gdelta_forward(const lyr_gdelta_dims *d, const float *const *P, const float *xn,
+                       float *out, float *saved, float *work, int B, int T, int train,
+                       uint64_t seed, lyr_gdelta_stats *stats)
+{
+    lyr__gd_saved s;
+    gd_saved gs;
+    size_t N, HD, C;
+    float *qkv, *ws;
+    int rc;
+    (void)train;
+    (void)seed;
+    if (lyr_gdelta_validate(d) != LYR_OK) return LYR_EINVAL;
+    if (!lyr__ptrs_ok((const void *const *)P, LYR_GD_NPARAMS) || !xn || !out || !saved || !work ||
+        !lyr__gd_bt_ok(d, B, T))
+        return LYR_EINVAL;
+    N = (size_t)B * T;
+    HD = (size_t)d->Hm * d->Dk;
+    C = (size_t)d->C;
+    lyr__gd_carve(d, saved, B, T, &s);
+    qkv = work;
+    ws = work + lyr__al(3 * N * HD) + 4 * lyr__al(N * HD) + 2 * lyr__al(N * (size_t)d->Hm);
+    memcpy(s.xn, xn, N * C * sizeof(float));
+    if (tk_matmul_forward(qkv, xn, P[LYR_GD_QKV], NULL, (int)N, (int)C, (int)(3 * HD)) != TK_OK ||
+        tk_split_heads_forward(s.q, s.k, s.v, qkv, B, T, d->Hm, d->Dk) != TK_OK)
+        return LYR_EFAIL;
+    rc = gd_gates_forward(&d->cfg, s.gates, s.beta, xn, P[LYR_GD_W_GAMMA], P[LYR_GD_B_GAMMA],
+                          P[LYR_GD_W_BETA], P[LYR_GD_B_BETA], B, T, (int)C, d->Hm);
+    if (rc != GD_OK) return rc == GD_ENOMEM ? LYR_ENOMEM : LYR_EFAIL;
+    gs = gd_saved_init();
+    gs.mem = s.mem;
+    gs.cap = s.mem_bytes;
+    rc = gd_forward(&d->cfg, s.r, NULL, s.q, s.k, s.v, s.gates, s.beta, NULL, B, d->Hm, T, d->Dk,
+                    d->Dk, &gs, ws);
+    if (gs.mem != (void *)s.mem) { /* gdelta grew its buffer: our size is out of date */
+        gd_saved_free(&gs);
+        return LYR_EFAIL;
+    }
+    if (rc != GD_OK) return rc == GD_ENOMEM ? LYR_ENOMEM : LYR_EFAIL;
+    memcpy(s.hdr, &gs, sizeof gs);
+    /* readout (eq. 25, the function of gd_readout_forward) with GEMMs:
+       g = sigmoid(xn W_g^T + b_g), z = RMSNorm(r) * norm_w * g (in qkv's room), out = z W_proj^T */
+    if (tk_matmul_forward(s.g, xn, P[LYR_GD_G_W], P[LYR_GD_G_B], (int)N, (int)C, (int)HD) != TK_OK)
+        return LYR_EFAIL;
+    lyr__gd_readout_z(d, s.r, s.g, s.rs, P[LYR_GD_NORM], qkv, B, T, 1);
+    if (tk_matmul_forward(out, qkv, P[LYR_GD_PROJ], NULL, (int)N, (int)HD, (int)C) != TK_OK)
+        return LYR_EFAIL;
+    if (stats) {
+        double sg = 0, sb = 0;
+        size_t i, n = N * (size_t)d->Hm;
+        for (i = 0; i < n; i++) {
+            sg += d->cfg.gate_is_log ? exp((double)s.gates[i]) : (double)s.gates[i];
+            sb += s.beta[i];
+        }
+        stats->gamma_mean = (float)(sg / (double)n);
+        stats->beta_mean = (float)(sb / (double)n);
+    }
+    return LYR_OK;
+}
+
+int lyr_gdelta_backward(const lyr_gdelta_dims *d, const float *const *P, float *const *G,
+                        const float *dout, float *dxn, const float *saved, float *work,
+                        int B, int T)
+{
+    lyr__gd_saved s;
+    gd_saved gs;
+    size_t N, HD, C, Hm;
+    float *dqkv, *dq, *dk, *dv, *dr, *dg, *db, *ws, *wp;
+    int rc;
+    if (lyr_gdelta_validate(d) != LYR_OK) return LYR_EINVAL;
+    if (!lyr__ptrs_ok((const void *const *)P, LYR_GD_NPARAMS) ||
+        !lyr__ptrs_ok((const void *const *)G, LYR_GD_NPARAMS) || !dout || !saved || !work ||
+        !lyr__gd_bt_ok(d, B, T))
+        return LYR_EINVAL;
+    N = (size_t)B * T;
+    Hm = (size_t)d->Hm;
+    HD = Hm * d->Dk;
+    C = (size_t)d->C;
+    lyr__gd_carve(d, (float *)saved, B, T, &s); /* read-only use below */
+    memcpy(&gs, s.hdr, sizeof gs);
+    /* the saved state must be this buffer's, from a forward of these sizes */
+    if (gs.mem != (void *)s.mem || gs.B != B || gs.T != T || gs.H != d->Hm || gs.Dk != d->Dk)
+        return LYR_EINVAL;
+    wp = work;
+    dqkv = lyr__take(&wp, 3 * N * HD);
+    dq = lyr__take(&wp, N * HD);
+    dk = lyr__take(&wp, N * HD);
+    dv = lyr__take(&wp, N * HD);
+    dr = lyr__take(&wp, N * HD);
+    dg = lyr__take(&wp, N * Hm);
+    db = lyr__take(&wp, N * Hm);
+    ws = wp;
+    /* readout backward with GEMMs; z, dz, dgate in dqkv's room (free until the end) */
+    {
+        float *z = dqkv, *dz = dqkv + N * HD, *dgp = dqkv + 2 * N * HD;
+        const float *nw = P[LYR_GD_NORM];
+        float *dnw = G[LYR_GD_NORM];
+        int Dk = d->Dk, Hmi = d->Hm, j;
+        lyr__gd_readout_z(d, s.r, s.g, s.rs, nw, z, B, T, 0);
+        if (tk_matmul_backward(NULL, G[LYR_GD_PROJ], NULL, dout, z, NULL, (int)N, (int)HD,
+                               (int)C) != TK_OK ||
+            tk_sgemm(0, 0, (int)N, (int)HD, (int)C, 1.0f, dout, (int)C, P[LYR_GD_PROJ], (int)HD,
+                     0.0f, dz, (int)HD) != TK_OK)
+            return LYR_EFAIL;
+        /* dnorm_w (Dk) += sum over tokens and heads of dz g yhat (fixed order) */
+        for (j = 0; j < Dk; j++) {
+            double acc = 0;
+            size_t n2;
+            int h;
+            for (n2 = 0; n2 < N; n2++) {
+                size_t b = n2 / (size_t)T, t = n2 % (size_t)T;
+                for (h = 0; h < Hmi; h++) {
+                    size_t o = (n2 * Hmi + h) * Dk + j;
+                    float yh = s.r[((b * Hmi + h) * (size_t)T + t) * Dk + j] * s.rs[n2 * Hmi + h];
+                    acc += (double)dz[o] * s.g[o] * yh;
+                }
+            }
+            dnw[j] += (float)acc;
+        }
+        LYR__OMP(omp parallel for schedule(static) if(N * HD > LYR__PAR_MIN))
+        for (j = 0; j < (int)N; j++) {
+            size_t b = (size_t)j / (size_t)T, t = (size_t)j % (size_t)T;
+            int h, i;
+            for (h = 0; h < Hmi; h++) {
+                size_t o = ((size_t)j * Hmi + h) * Dk, ro = ((b * Hmi + h) * (size_t)T + t) * Dk;
+                const float *rr = s.r + ro, *gg = s.g + o, *dzz = dz + o;
+                float *dgg = dgp + o, *drr = dr + ro, rsv = s.rs[(size_t)j * Hmi + h];
+                double m = 0;
+                for (i = 0; i < Dk; i++) {
+                    double yh = (double)rr[i] * rsv, dyh = (double)dzz[i] * gg[i] * nw[i];
+                    dgg[i] = (float)((double)dzz[i] * yh * nw[i] * gg[i] * (1.0 - gg[i]));
+                    m += dyh * yh;
+                }
+                m /= Dk;
+                for (i = 0; i < Dk; i++) { /* RMSNorm backward: rs (dyh - yh mean(dyh yh)) */
+                    double yh = (double)rr[i] * rsv, dyh = (double)dzz[i] * gg[i] * nw[i];
+                    drr[i] = (float)(rsv * (dyh - yh * m));
+                }
+            }
+        }
+        if (tk_matmul_backward(dxn, G[LYR_GD_G_W], G[LYR_GD_G_B], dgp, s.xn, P[LYR_GD_G_W],
+                               (int)N, (int)C, (int)HD) != TK_OK)
+            return LYR_EFAIL;
+    }
+    memset(dq, 0, N * HD * sizeof(float));
+    memset(dk, 0, N * HD * sizeof(float));
+    memset(dv, 0, N * HD * sizeof(float));
+    memset(dg, 0, N * Hm * sizeof(float));
+    memset(db, 0, N * Hm * sizeof(float));
+    rc = gd_backward(&d->cfg, &gs, dq, dk, dv, dg, db, NULL, dr, NULL, s.q, s.k, s.v, s.gates,
+                     s.beta, NULL, B, d->Hm, T, d->Dk, d->Dk, ws);
+    if (rc != GD_OK) return rc == GD_ENOMEM ? LYR_ENOMEM : LYR_EFAIL;
+    rc = gd_gates_backward(&d->cfg, dxn, G[LYR_GD_W_GAMMA], G[LYR_GD_B_GAMMA], G[LYR_GD_W_BETA],
+                           G[LYR_GD_B_BETA], dg, db, s.xn, P[LYR_GD_W_GAMMA], P[LYR_GD_B_GAMMA],
+                           P[LYR_GD_W_BETA], P[LYR_GD_B_BETA], B, T, (int)C, d->Hm);
+    if (rc != GD_OK) return rc == GD_ENOMEM ? LYR_ENOMEM : LYR_EFAIL;
+    memset(dqkv, 0, 3 * N * HD * sizeof(float));
+    if (tk_split_heads_backward(dqkv, dq, dk, dv, B, T, d->Hm, d->Dk) != TK_OK ||
+        tk_matmul_backward(dxn, G[LYR_GD_QKV], NULL, dqkv, s.xn, P[LYR_GD_QKV], (int)N, (int)C,
+                           (int)(3 * HD)) != TK_OK)
+        return LYR_EFAIL;
+    return LYR_OK;
+}

@@ -1,0 +1,228 @@
+/* layers.h - pluggable block components of the attnkit language model (examples/common):
+   the fuzzy mixture-of-experts FFN (seed 000 Listing 5, §3, §6.2), the polar attention
+   mixer (seed 002 §3.2, built on polar.h) and the gated-delta memory channel (seed 002
+   §3.3, built on gdelta.h). Each is a self-contained layer with forward and backward;
+   model.c plugs them into its pre-norm blocks. CPU, fp32, on tensor.h. License: MIT.
+
+   PROTOCOL (every layer kind X in {moe, polar, gdelta})
+     lyr_X_params(d, out, cap)       the parameter tensors, in order: suffix (the model
+                                     names them "blocks.<l>.<component>.<suffix>"), shape,
+                                     decay flag. Returns the count (<= cap) or < 0.
+     lyr_X_init(d, P, rng, std)      P[i] points at tensor i (numel from its shape);
+                                     deterministic for an rng state.
+     lyr_X_saved_floats(d, B, T)     floats forward keeps for backward ("saved"); the
+                                     same buffer (same address) must reach backward.
+     lyr_X_work_floats(d, B, T)      scratch floats any call may overwrite ("work").
+                                     For polar and gdelta it depends on the OpenMP thread
+                                     count at the time of the call (keep it unchanged).
+     lyr_X_forward(...)              writes the outputs and fills saved.
+     lyr_X_backward(...)             ACCUMULATES (+=) into G[i] (parameter gradients, same
+                                     order as P) and into the input gradients.
+     saved and work: float buffers the caller carves from its allocations; 64-byte
+     alignment is best, 8-byte alignment is required. The layers allocate nothing in
+     forward or backward (tk_sgemm's packing buffers inside tensor.h, and polar.h's
+     optional distractor loss, do their own small allocations). forward and backward may
+     run at any B, T whose saved/work counts fit the buffers (the counts grow with B and
+     T), backward at the B, T of the forward that filled saved. Results are bit-identical
+     run to run for a fixed thread count (the MoE noise does not depend on it at all).
+     Shapes: B batch, T time, C model width, N = B*T rows; every activation is (B,T,C)
+     row-major float32 unless stated.
+
+   1. FUZZY MoE FFN (lyr_moe_*): out = sum_{e in top-k} y_e expert_e(x),
+        expert_e(x) = W2_e gelu(W1_e x + b1_e) + b2_e     (GELU: tanh approximation)
+        logits = clamp(mu gate^T, -30, 30)                  mu: (B,T,R) memberships
+        y      = softmax((logits + g) / gumbel_tau)         g: Gumbel noise when train
+        kept   = the top_k largest y (ties: the lower expert index)
+        renorm = 1 (default): y_e / sum_{kept} y (the kept weights sum to 1).
+                 Listing 5 divides by the sum over ALL experts (+1e-6), which is 1: its
+                 kept weights sum to less than 1. renorm = 0 reproduces that.
+      Gumbel noise: u from a counter-based hash of (seed, token index b*T+t, expert),
+      clamped to [1e-6, 1-1e-6], g = -log(-log u): deterministic and independent of the
+      thread count. Listing 5 also draws noise in evaluation; here only when train != 0.
+      Pass a different seed per layer and per step. Experts run sparsely: the rows routed
+      to expert e are gathered and go through one GEMM pair per expert. There is no
+      dropout inside the experts (the model's residual dropout follows the layer).
+      Statistic (lb_stat): mean_e (p_e - 1/E)^2, p = mean over tokens of the kept weights.
+      lyr_moe_backward's lb_coef > 0 adds lb_coef * that statistic to the objective (its
+      gradient flows into the routing); 0 = statistic only, as seed 000.
+      Backward: dx, dmu (through the softmax of the kept weights; the top-k selection is
+      piecewise constant and the clamp passes no gradient outside [-30, 30]), dgate and
+      the expert weights.
+      Params: gate (E,R) [no bias], w1 (E,F,C), b1 (E,F), w2 (E,C,F), b2 (E,C).
+      Init: gate, w1 normal(0, std); w2 normal(0, std * resid_scale); biases 0.
+
+   2. POLAR ATTENTION MIXER (lyr_polar_*), seed 002 §3.2, eqs. 5-14:
+        [q | k | v | gate] = xn Wqkv^T        q (B,H,T,D), k, v (B,Hkv,T,D) (GQA: query
+                                              head h reads kv head h/(H/Hkv)), gate (B,T,H)
+                                              "carried in the q projection" (eq. 14)
+        q, k <- RMSNorm over D per head (no weight) when qk_norm (the paper normalises
+                                              queries and keys before scoring)
+        c, mag = polar_forward (streaming, FlashAttention-style: memory O(T), never T^2)
+        out = W_o (c * sigmoid(gate)) + W_mu mag     (eq. 14: polar_assemble_forward's
+                                              function, computed as two tk_sgemm GEMMs)
+      Optional distractor loss (eq. 15; cfg.distractor_keys = R > 0, off by default):
+      R random keys per (batch, kv head), N(0,1) per coordinate (the scale of an
+      RMS-normed key) from the forward's seed, scored against the null sink; its value
+      (already times cfg.distractor_weight) goes to stats->align_loss, and backward adds
+      its gradient (upstream gradient 1): the model adds align_loss to its objective.
+      Not implemented from seed 002: the Canon causal convolutions on q/k/v.
+      Params: qkv.weight ((H + 2 Hkv) D + H, C) rows [q | k | v | gate], len_gain_raw (H),
+      null_base (H), null_slope_raw (H), mag_beta_raw (H), v_null (H,D), o.weight (C,H D),
+      mu.weight (C,H). No biases. Init: qkv.weight normal(0, std); o.weight and mu.weight
+      normal(0, std * resid_scale); the per-head scalars and v_null from polar_params_init
+      (the paper's values).
+
+   3. GATED-DELTA MEMORY CHANNEL (lyr_gdelta_*), seed 002 §3.3, eqs. 16-25:
+        [q | k | v] = xn Wqkv^T                (B,Hm,T,Dk) each (Dv = Dk)
+        gamma, beta = sigmoid(xn W_gamma^T + b_gamma), sigmoid(xn W_beta^T + b_beta)
+        r = gated-delta recurrence (gd_forward, chunked by default; q, k L2-normalised
+            inside, cfg.normalize_qk)
+        out = W_proj (RMSNorm(r) * norm_w * sigmoid(xn W_g^T + b_g))   (eq. 25:
+            gd_readout_forward's function, computed with tk_sgemm GEMMs; RMSNorm per head
+            over Dk with cfg.rms_eps)
+      How seed 002 combines it (eq. 16): out = out_polar + out_mem, a plain sum with no
+      learned mixing gate (the readout's sigmoid gate is the only gate); the model ADDS this
+      layer's out to the attention output. W_proj starts at zero, so the channel is a no-op
+      at step 0. Deviation: seed 002 reuses the attention layer's q/k/v projections; here
+      the channel has its own (so it also composes with softmax attention and with GQA).
+      Params: qkv.weight (3 Hm Dk, C), w_gamma (Hm,C), b_gamma (Hm), w_beta (Hm,C),
+      b_beta (Hm), norm.weight (Dk), g.weight (Hm Dk, C), g.bias (Hm Dk),
+      proj.weight (C, Hm Dk). Init: matrices normal(0, std), b_gamma = cfg.b_gamma_init
+      (3.9), b_beta = cfg.b_beta_init (0), norm.weight 1, g.bias 0, proj.weight 0.
+
+   ERRORS: LYR_OK 0; LYR_EINVAL (NULL pointer, bad dimension, NaN/Inf hyper-parameter);
+   LYR_ENOMEM; LYR_EFAIL (a tensor.h / polar.h / gdelta.h call failed, e.g. a NaN/Inf
+   activation refused by gdelta). lyr_strerror() names them. */
+#ifndef ATTNKIT_LAYERS_H
+#define ATTNKIT_LAYERS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tensor.h"
+#include "polar.h"
+#include "gdelta.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum { LYR_OK = 0, LYR_EINVAL = -1, LYR_ENOMEM = -2, LYR_EFAIL = -4 };
+
+#define LYR_MAX_PARAMS 16
+
+typedef struct lyr_pspec {
+    char suffix[48];
+    int ndim;
+    int shape[4];
+    int decay;      /* 1: AdamW weight decay applies */
+} lyr_pspec;
+
+const char *lyr_strerror(int err);
+/* numel of a spec (product of its shape) */
+size_t lyr_pspec_numel(const lyr_pspec *s);
+
+/* ------------------------------------------------------------ fuzzy MoE */
+enum { LYR_MOE_GATE = 0, LYR_MOE_W1, LYR_MOE_B1, LYR_MOE_W2, LYR_MOE_B2, LYR_MOE_NPARAMS };
+
+typedef struct lyr_moe_dims {
+    int C;            /* model width */
+    int F;            /* expert hidden width (d_ff_mult * C) */
+    int E;            /* experts, 4 */
+    int top_k;        /* 2, 1..E */
+    int R;            /* regimes (membership width) */
+    float gumbel_tau; /* 0.5 */
+    int renorm;       /* 1: kept weights renormalised to sum 1; 0: Listing 5 */
+    float resid_scale;/* init std multiplier of w2 (e.g. 1/sqrt(2 L)), 1 */
+} lyr_moe_dims;
+
+/* Defaults above for these sizes. */
+lyr_moe_dims lyr_moe_dims_make(int C, int F, int E, int top_k, int R);
+int lyr_moe_validate(const lyr_moe_dims *d);
+int lyr_moe_params(const lyr_moe_dims *d, lyr_pspec *out, int cap);
+int lyr_moe_init(const lyr_moe_dims *d, float *const *P, tk_rng *rng, float init_std);
+size_t lyr_moe_saved_floats(const lyr_moe_dims *d, int B, int T);
+size_t lyr_moe_work_floats(const lyr_moe_dims *d, int B, int T);
+/* x: (B,T,C) normed input; mu: (B,T,R); out: (B,T,C) written; lb_stat: scalar or NULL. */
+int lyr_moe_forward(const lyr_moe_dims *d, const float *const *P, const float *x,
+                    const float *mu, float *out, float *saved, float *work, int B, int T,
+                    int train, uint64_t seed, float *lb_stat);
+/* dout: (B,T,C); dx: (B,T,C) += or NULL; dmu: (B,T,R) += or NULL; G[i] +=. */
+int lyr_moe_backward(const lyr_moe_dims *d, const float *const *P, float *const *G,
+                     const float *dout, float *dx, float *dmu, const float *saved,
+                     float *work, int B, int T, float lb_coef);
+
+/* ------------------------------------------------------------ polar attention */
+enum { LYR_POLAR_QKV = 0, LYR_POLAR_LEN_GAIN, LYR_POLAR_NULL_BASE, LYR_POLAR_NULL_SLOPE,
+       LYR_POLAR_MAG_BETA, LYR_POLAR_V_NULL, LYR_POLAR_O, LYR_POLAR_MU, LYR_POLAR_NPARAMS };
+
+typedef struct lyr_polar_dims {
+    int C;            /* model width */
+    int H;            /* query heads; head dim D = C / H */
+    int Hkv;          /* key/value heads, divides H (H: no GQA) */
+    int qk_norm;      /* 1: RMSNorm q and k per head before scoring */
+    float qk_norm_eps;/* 1e-6 */
+    float resid_scale;/* init std multiplier of o.weight and mu.weight, 1 */
+    polar_config cfg; /* polar_config_default(); window, tiles, distractor loss, ... */
+} lyr_polar_dims;
+
+typedef struct lyr_polar_stats {
+    float align_loss; /* distractor loss (times its weight), 0 when off */
+    float mag_mean;   /* mean magnitude channel over (B,H,T) */
+    float null_mean;  /* mean null-sink weight w_iN over (B,H,T) */
+} lyr_polar_stats;
+
+lyr_polar_dims lyr_polar_dims_make(int C, int H);
+int lyr_polar_validate(const lyr_polar_dims *d);
+int lyr_polar_params(const lyr_polar_dims *d, lyr_pspec *out, int cap);
+int lyr_polar_init(const lyr_polar_dims *d, float *const *P, tk_rng *rng, float init_std);
+size_t lyr_polar_saved_floats(const lyr_polar_dims *d, int B, int T);
+size_t lyr_polar_work_floats(const lyr_polar_dims *d, int B, int T);
+/* xn: (B,T,C); out: (B,T,C) written; stats: NULL or filled. train only matters for the
+   distractor loss (drawn and saved only when train and cfg.distractor_keys > 0). */
+int lyr_polar_forward(const lyr_polar_dims *d, const float *const *P, const float *xn,
+                      float *out, float *saved, float *work, int B, int T, int train,
+                      uint64_t seed, lyr_polar_stats *stats);
+/* dout: (B,T,C); dxn: (B,T,C) += or NULL; G[i] +=. */
+int lyr_polar_backward(const lyr_polar_dims *d, const float *const *P, float *const *G,
+                       const float *dout, float *dxn, const float *saved, float *work,
+                       int B, int T);
+
+/* ------------------------------------------------------------ gated-delta memory */
+enum { LYR_GD_QKV = 0, LYR_GD_W_GAMMA, LYR_GD_B_GAMMA, LYR_GD_W_BETA, LYR_GD_B_BETA,
+       LYR_GD_NORM, LYR_GD_G_W, LYR_GD_G_B, LYR_GD_PROJ, LYR_GD_NPARAMS };
+
+typedef struct lyr_gdelta_dims {
+    int C;            /* model width */
+    int Hm;           /* memory heads */
+    int Dk;           /* key = value width per head */
+    float resid_scale;/* unused by init (proj.weight starts at 0); kept for symmetry, 1 */
+    gd_config cfg;    /* gd_config_default(): chunked, chunk 32, gates as gamma */
+} lyr_gdelta_dims;
+
+typedef struct lyr_gdelta_stats {
+    float gamma_mean; /* mean retention gate */
+    float beta_mean;  /* mean write strength */
+} lyr_gdelta_stats;
+
+lyr_gdelta_dims lyr_gdelta_dims_make(int C, int Hm, int Dk);
+int lyr_gdelta_validate(const lyr_gdelta_dims *d);
+int lyr_gdelta_params(const lyr_gdelta_dims *d, lyr_pspec *out, int cap);
+int lyr_gdelta_init(const lyr_gdelta_dims *d, float *const *P, tk_rng *rng, float init_std);
+size_t lyr_gdelta_saved_floats(const lyr_gdelta_dims *d, int B, int T);
+size_t lyr_gdelta_work_floats(const lyr_gdelta_dims *d, int B, int T);
+/* xn: (B,T,C); out: (B,T,C) written (the model adds it to the attention output);
+   train, seed: unused (no noise), kept for the protocol; stats: NULL or filled. */
+int lyr_gdelta_forward(const lyr_gdelta_dims *d, const float *const *P, const float *xn,
+                       float *out, float *saved, float *work, int B, int T, int train,
+                       uint64_t seed, lyr_gdelta_stats *stats);
+/* dout: (B,T,C); dxn: (B,T,C) += or NULL; G[i] +=. */
+int lyr_gdelta_backward(const lyr_gdelta_dims *d, const float *const *P, float *const *G,
+                        const float *dout, float *dxn, const float *saved, float *work,
+                        int B, int T);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ATTNKIT_LAYERS_H */

@@ -1,0 +1,1770 @@
+/* model.c - the decoder-only language model of the attnkit examples (see model.h).
+
+   Architecture as built here (PyTorch-style tensor names in brackets):
+     x0  = wte[ids] + wpe[t]                       ["wte" (V,C), "wpe" (max_T,C)]
+     block l (pre-norm), x = its input (B,T,C):
+       mu  = memberships(x) (seed 000 Listing 3: z = P x + b, Gaussian distances to R
+             centres, softmax)                     ["blocks.l.mem.proj.weight" (C,C),
+             only when the RPA prior, the fuzzy     "...mem.proj.bias" (C),
+             MoE, res_gate or value_gate use it     "...mem.centers" (R,C), "...mem.log_sigma" (R)]
+       eta = sigmoid(W_eta mu) (N,1) if res_gate   ["blocks.l.res_gate.weight" (1,R)], else 1
+       n1  = norm1(x)                              ["blocks.l.ln1.weight" (C) (+ ".bias" LN)]
+       softmax attention: qkv = n1 Wqkv^T (one GEMM, no bias) ["blocks.l.attn.qkv.weight" (3C,C)]
+             logits = q k^T / (sqrt(D) temp_h) + prior bias, causal softmax, merge heads,
+             a = y Wo^T (no bias)                   ["blocks.l.attn.proj.weight" (C,C)]
+             temp_h = attn_temp_mul * head_temp[l,h]
+             RPA prior (era.h era_rpa_forward, batch-mean memberships, warm-in =
+               opts.prior_scale, learned per-layer tau_att and pos_beta)
+                                                   ["blocks.l.attn.tau_att" (1), "...pos_beta" (1)]
+             ERA prior (era.h era_era_forward, one (T,T) bias per length, times prior_scale)
+                                                   ["blocks.l.attn.era.centers" (R_era),
+                                                    "...era.log_sigma" (1), "...era.alpha" (1)]
+             value gate (Listing 4): a *= mean_h sigmoid(mean_{s<=t} (W_gamma mu_s)_h)
+                                                   ["blocks.l.attn.value_gamma.weight" (H,R)]
+             NOTE: Listing 4 averages W_gamma mu over the whole sequence, which lets every
+             position see the memberships of future tokens; here the mean runs over the
+             prefix s <= t (causal), the only form a language model can use.
+       x   = x + eta * dropout(a)
+       n2  = norm2(x)                              ["blocks.l.ln2.weight" (+ ".bias")]
+       f   = GELU MLP: gelu(n2 W1^T + b1) W2^T + b2 ["blocks.l.mlp.fc.weight" (F,C), ".fc.bias" (F),
+                                                    "...mlp.proj.weight" (C,F), ".proj.bias" (C)]
+           | relu2 gated MLP: (relu(n2 W1^T)^2 * (n2 W3^T)) W2^T, no biases; W1 and W3 are
+             stacked in one (2F,C) matrix (rows 0..F-1 = W1) so one GEMM computes both
+                                                   ["blocks.l.mlp.fc.weight" (2F,C),
+                                                    "blocks.l.mlp.proj.weight" (C,F)]
+       x   = x + eta * dropout(f)
+     logits = normf(x) wte^T (tied head)           ["lnf.weight" (+ "lnf.bias")]
+     loss   = mean over targets of the label-smoothed CE
+              + (opts.train only, Listing 8) alpha/2 (1 + lambda_sat) relu(eta_floor log R - Hbar)
+              where Hbar = mean over layers of each layer's mean membership entropy H(mu)
+              (Listing 8 adds the penalty to the summed CE; here the CE is a mean, so the
+              penalty weight is relative to a per-token loss)
+              + moe_lb_coef * (mean over layers of the MoE load-balance statistic)
+   F = d_ff_mult * C. LayerNorm: weight and bias, eps 1e-5; RMSNorm: weight only, eps 1e-5.
+   Dropout (cfg.dropout, training only) acts on a and f before the residual add.
+
+   Init (deterministic from the seed; tensor i draws from tk_rng stream i): matrices and
+   embeddings N(0, init_std), the residual output projections (attn.proj, mlp.proj)
+   N(0, init_std / sqrt(2 L)), biases 0, norm weights 1; the membership layer and the small
+   gates follow PyTorch's nn.Linear default U(-1/sqrt(fan_in), 1/sqrt(fan_in)), centres
+   N(0, 1/C), log_sigma 0 (Listing 3); tau_att = cfg.tau_att_init, pos_beta 0.2, ERA centres
+   (r + 0.5)/R, sigma 0.1, alpha 1.
+
+   Memory: parameters and gradients are one allocation each; every activation and every
+   backward scratch buffer is carved from one allocation sized by mdl_reserve. With
+   opts.train = 0 the forward keeps one block's buffers and updates the residual stream in
+   place; with train it keeps per block what the backward reads, and the head's loss pass
+   turns the (N,V) logits into dlogits in place (softmax minus the smoothed target, over N),
+   which mdl_backward consumes (no separate (N,V) probabilities buffer, no extra sweep).
+
+   License: MIT. */
+#include "model.h"
+#include "layers.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#ifdef _OPENMP
+#define MDL__OMP(x) _Pragma(#x)
+#else
+#define MDL__OMP(x)
+#endif
+
+#define MDL__ALIGN 64
+#define MDL__NORM_EPS 1e-5f
+#define MDL__ABSENT ((size_t)-1)
+
+/* ------------------------------------------------------------------ structures */
+
+/* Offsets (floats) of one block's parameters in the parameter buffer; MDL__ABSENT when
+   the configuration has no such tensor. */
+typedef struct mdl__bp {
+    size_t ln1w, ln1b, ln2w, ln2b;
+    size_t memw, memb, memc, mems;
+    size_t resg, vgam;
+    size_t qkv, proj, tau, posb, kappa;
+    size_t erac, eras, eraa;
+    size_t fcw, fcb, pw, pb;
+    size_t pol[LYR_MAX_PARAMS], gdl[LYR_MAX_PARAMS], moe[LYR_MAX_PARAMS]; /* layers.h tensors */
+} mdl__bp;
+
+/* One block's activations (train: one set per layer; eval: one shared set). */
+typedef struct mdl__ba {
+    float *xmid;            /* (N,C) x after the attention residual (input of norm2) */
+    float *zproj, *mu;      /* (N,C), (N,R) memberships */
+    float *eta;             /* (N) residual gates */
+    float *n1, *n1m, *n1r;  /* (N,C), (N), (N) norm1 output and statistics */
+    float *q, *k, *v;       /* (B,H,T,D) each */
+    float *probs;           /* (B,H,T,T) */
+    float *attm;            /* (N,C) merged heads (input of the output projection) */
+    float *ap;              /* (N,C) output projection, before gate and dropout */
+    float *ao;              /* (N,C) eta-less branch output: dropout(g * ap) (or == ap) */
+    float *vsig, *vg;       /* (N,H) sigmoids, (N) value gate */
+    float *bias;            /* (T,T) prior bias */
+    uint8_t *mask_a, *mask_f; /* (N,C) dropout masks */
+    float *n2, *n2m, *n2r;  /* norm2 */
+    float *h;               /* (N,F) GELU pre-activation | (N,2F) relu2 [W1 | W3] outputs */
+    float *hg;              /* (N,F) gelu(h) | relu(h1)^2 * h3 */
+    float *fp;              /* (N,C) FFN output before dropout */
+    float *fo;              /* (N,C) dropout(fp) (or == fp) */
+    float *sv_pol, *sv_gd, *sv_moe; /* layers.h saved buffers */
+} mdl__ba;
+
+struct mdl_model {
+    mdl_config cfg;
+    int L, C, H, D, F, V, R, need_mu;
+    lyr_polar_dims pd;
+    lyr_gdelta_dims gdd;
+    lyr_moe_dims md;
+    int npol, ngd, nmoe;     /* layers.h tensor counts per block */
+    float *params, *grads;
+    size_t nparams;
+    mdl_tensor *tensors;
+    int ntensors, tcap;
+    int *tinit;             /* per tensor: init kind */
+    float *tinit_a;         /* per tensor: init argument */
+    mdl__bp bp[MDL_MAX_LAYERS];
+    size_t wte, wpe, lnfw, lnfb;
+    era_rpa_state rpa_st[MDL_MAX_LAYERS];
+    era_era_state era_st[MDL_MAX_LAYERS];
+    era_rpa_config rpa_used; /* the config of the last forward (scale = prior_scale) */
+    float era_scale_used;
+    /* activations */
+    void *act;
+    size_t act_bytes;
+    int resB, resT;          /* mdl_reserve's request (kept as a floor) */
+    /* per-forward carve */
+    int B, T, train, obs;
+    mdl__ba ba[MDL_MAX_LAYERS];
+    float *res;              /* train: (L+1, N, C) residual stream per block input; eval: (N,C) */
+    float *nf, *nfm, *nfr;   /* (N,C), (N), (N) final norm */
+    float *logits;           /* (N,V) logits, or probs -> dlogits with train */
+    double *rowce, *rowloss; /* (N) */
+    int *ids, *tgt;          /* (N) copies for the backward */
+    float *temp;             /* (L,H) per-head temperature used */
+    /* backward scratch */
+    float *dres, *dln, *dbr, *dq, *dk, *dv, *datt, *dqkv, *dh, *dhg, *dmu, *deta, *dbias, *dvg;
+    float *qkv;              /* (N,3C) scratch of the forward */
+    float *atty;             /* (B,H,T,D) scratch of the forward */
+    void *mem_ws, *rpa_ws, *era_ws, *obs_ws;
+    size_t mem_ws_n, rpa_ws_n, era_ws_n, obs_ws_n;
+    float *obs_logits;       /* (H,T,T) */
+    float *lwork;            /* layers.h work (max over the kinds in use) */
+    float *gm;               /* (N,C) memory-channel output (forward scratch) */
+    float lyr_loss;          /* polar distractor loss + MoE load-balance term of the last forward */
+    ceas_obs *obs_heads;     /* (L,H) */
+    /* last forward */
+    int have_bwd;            /* a training forward with targets is ready for backward */
+    mdl_opts opts;
+    float ent_dH;            /* d loss / d Hbar of the last forward */
+    float layer_H[MDL_MAX_LAYERS];
+    char err[256];
+};
+
+enum { MDL__INIT_ZERO = 0, MDL__INIT_ONE, MDL__INIT_NORMAL, MDL__INIT_UNIFORM, MDL__INIT_CONST,
+       MDL__INIT_ERAC, MDL__INIT_LAYER };
+
+/* ------------------------------------------------------------------ helpers */
+
+static int mdl__fail(mdl_model *m, int code, const char *fmt, ...)
+{
+    if (m) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(m->err, sizeof m->err, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+
+static int mdl__errf(char *err, size_t errlen, int code, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+
+static int mdl__finite(double x) { return x == x && x - x == 0.0; }
+
+static size_t mdl__align(size_t n) { return (n + MDL__ALIGN - 1) & ~(size_t)(MDL__ALIGN - 1); }
+
+mdl_config mdl_config_default(void)
+{
+    mdl_config c;
+    memset(&c, 0, sizeof c);
+    c.vocab = 50257;
+    c.d_model = 128;
+    c.n_layers = 4;
+    c.n_heads = 4;
+    c.max_T = 256;
+    c.d_ff_mult = 4;
+    c.pos = MDL_POS_LEARNED;
+    c.norm = MDL_NORM_LAYER;
+    c.attn = MDL_ATTN_SOFTMAX;
+    c.prior = MDL_PRIOR_NONE;
+    c.memory = MDL_MEM_NONE;
+    c.ffn = MDL_FFN_GELU;
+    c.dropout = 0.0f;
+    c.init_std = 0.02f;
+    c.R = 4;
+    c.res_gate = 0;
+    c.value_gate = 0;
+    c.rpa = era_rpa_config_default(4);
+    c.tau_att_init = 1.0f;
+    c.era = era_era_config_default();
+    c.polar = polar_config_default();
+    c.gd = gd_config_default();
+    c.gd_heads = 0;
+    c.gd_dk = 0;
+    c.moe_experts = 4;
+    c.moe_topk = 2;
+    c.moe_gumbel_tau = 0.5f;
+    return c;
+}
+
+mdl_opts mdl_opts_default(void)
+{
+    mdl_opts o;
+    memset(&o, 0, sizeof o);
+    o.train = 0;
+    o.label_smoothing = 0.0f;
+    o.ent_floor_alpha = 0.0f;
+    o.ent_floor_eta = 0.02f;
+    o.lambda_sat = 0.0f;
+    o.moe_lb_coef = 0.0f;
+    o.prior_scale = 1.0f;
+    o.attn_temp_mul = 1.0f;
+    o.head_temp = NULL;
+    o.want_attn_obs = 0;
+    o.seed = 0;
+    return o;
+}
+
+static int mdl__need_mu(const mdl_config *c)
+{
+    return c->prior == MDL_PRIOR_RPA || c->ffn == MDL_FFN_MOE || c->res_gate || c->value_gate;
+}
+
+/* layers.h dimensions of a configuration */
+static void mdl__dims(const mdl_config *c, lyr_polar_dims *pd, lyr_gdelta_dims *gd, lyr_moe_dims *md)
+{
+    int C = c->d_model, H = c->n_heads > 0 ? c->n_heads : 1, L = c->n_layers > 0 ? c->n_layers : 1;
+    int Hm = c->gd_heads > 0 ? c->gd_heads : H;
+    int Dk = c->gd_dk > 0 ? c->gd_dk : (Hm > 0 ? C / Hm : 0);
+    float rs = 1.0f / sqrtf(2.0f * (float)L);
+    *pd = lyr_polar_dims_make(C, H);
+    pd->cfg = c->polar;
+    pd->resid_scale = rs;
+    *gd = lyr_gdelta_dims_make(C, Hm, Dk);
+    gd->cfg = c->gd;
+    *md = lyr_moe_dims_make(C, c->d_ff_mult * C, c->moe_experts, c->moe_topk, c->R);
+    md->gumbel_tau = c->moe_gumbel_tau;
+    md->resid_scale = rs;
+}
+
+int mdl_config_validate(const mdl_config *c, char *err, size_t errlen)
+{
+    if (!c) return mdl__errf(err, errlen, MDL_EINVAL, "model config is NULL");
+    if (c->vocab < 2 || c->vocab > (1 << 24))
+        return mdl__errf(err, errlen, MDL_EINVAL, "vocab must be in [2, 2^24] (got %d)", c->vocab);
+    if (c->d_model < 1 || c->d_model > 65536)
+        return mdl__errf(err, errlen, MDL_EINVAL, "d_model must be in [1, 65536] (got %d)", c->d_model);
+    if (c->n_layers < 1 || c->n_layers > MDL_MAX_LAYERS)
+        return mdl__errf(err, errlen, MDL_EINVAL, "n_layers must be in [1, %d] (got %d)",
+                         MDL_MAX_LAYERS, c->n_layers);
+    if (c->n_heads < 1 || c->d_model % c->n_heads != 0)
+        return mdl__errf(err, errlen, MDL_EINVAL,
+                         "n_heads must be >= 1 and divide d_model (got %d heads, d_model %d)",
+                         c->n_heads, c->d_model);
+    if (c->max_T < 1 || c->max_T > 65536)
+        return mdl__errf(err, errlen, MDL_EINVAL, "max_T must be in [1, 65536] (got %d)", c->max_T);
+    if (c->d_ff_mult < 1 || c->d_ff_mult > 64)
+        return mdl__errf(err, errlen, MDL_EINVAL, "d_ff_mult must be in [1, 64] (got %d)", c->d_ff_mult);
+    if (c->pos != MDL_POS_NONE && c->pos != MDL_POS_LEARNED)
+        return mdl__errf(err, errlen, MDL_EINVAL, "pos must be MDL_POS_NONE or MDL_POS_LEARNED (got %d)", c->pos);
+    if (c->norm != MDL_NORM_LAYER && c->norm != MDL_NORM_RMS)
+        return mdl__errf(err, errlen, MDL_EINVAL, "norm must be MDL_NORM_LAYER or MDL_NORM_RMS (got %d)", c->norm);
+    if (c->attn != MDL_ATTN_SOFTMAX && c->attn != MDL_ATTN_POLAR)
+        return mdl__errf(err, errlen, MDL_EINVAL, "attn must be softmax or polar (got %d)", c->attn);
+    if (c->prior < MDL_PRIOR_NONE || c->prior > MDL_PRIOR_ERA)
+        return mdl__errf(err, errlen, MDL_EINVAL, "prior must be none, rpa or era (got %d)", c->prior);
+    if (c->prior != MDL_PRIOR_NONE && c->attn != MDL_ATTN_SOFTMAX)
+        return mdl__errf(err, errlen, MDL_EINVAL, "the rpa/era prior needs softmax attention");
+    if (c->memory != MDL_MEM_NONE && c->memory != MDL_MEM_GDELTA)
+        return mdl__errf(err, errlen, MDL_EINVAL, "memory must be none or gdelta (got %d)", c->memory);
+    if (c->ffn < MDL_FFN_GELU || c->ffn > MDL_FFN_MOE)
+        return mdl__errf(err, errlen, MDL_EINVAL, "ffn must be gelu, relu2 or moe (got %d)", c->ffn);
+    {
+        lyr_polar_dims pd;
+        lyr_gdelta_dims gd;
+        lyr_moe_dims md;
+        mdl__dims(c, &pd, &gd, &md);
+        if (c->attn == MDL_ATTN_POLAR && lyr_polar_validate(&pd) != LYR_OK)
+            return mdl__errf(err, errlen, MDL_EINVAL, "invalid polar attention config (polar: see polar.h)");
+        if (c->memory == MDL_MEM_GDELTA) {
+            if (c->gd_heads < 0 || c->gd_dk < 0)
+                return mdl__errf(err, errlen, MDL_EINVAL, "gd_heads and gd_dk must be >= 0 (0: defaults)");
+            if (gd.Dk < 1 || lyr_gdelta_validate(&gd) != LYR_OK)
+                return mdl__errf(err, errlen, MDL_EINVAL,
+                                 "invalid gated-delta memory config (gd_heads %d, gd_dk %d, gd: see gdelta.h)",
+                                 gd.Hm, gd.Dk);
+        }
+        if (c->ffn == MDL_FFN_MOE &&
+            (c->moe_experts < 1 || c->moe_topk < 1 || c->moe_topk > c->moe_experts ||
+             !mdl__finite(c->moe_gumbel_tau) || c->moe_gumbel_tau <= 0.0f || c->R < 1 ||
+             lyr_moe_validate(&md) != LYR_OK))
+            return mdl__errf(err, errlen, MDL_EINVAL,
+                             "invalid fuzzy MoE config: need moe_experts >= 1, 1 <= moe_topk <= moe_experts, "
+                             "moe_gumbel_tau > 0 (got %d, %d, %g)", c->moe_experts, c->moe_topk,
+                             (double)c->moe_gumbel_tau);
+    }
+    if (!mdl__finite(c->dropout) || c->dropout < 0.0f || c->dropout >= 1.0f)
+        return mdl__errf(err, errlen, MDL_EINVAL, "dropout must be in [0, 1) (got %g)", (double)c->dropout);
+    if (!mdl__finite(c->init_std) || c->init_std < 0.0f)
+        return mdl__errf(err, errlen, MDL_EINVAL, "init_std must be finite and >= 0 (got %g)", (double)c->init_std);
+    if (c->res_gate != 0 && c->res_gate != 1)
+        return mdl__errf(err, errlen, MDL_EINVAL, "res_gate must be 0 or 1 (got %d)", c->res_gate);
+    if (c->value_gate != 0 && c->value_gate != 1)
+        return mdl__errf(err, errlen, MDL_EINVAL, "value_gate must be 0 or 1 (got %d)", c->value_gate);
+    if (mdl__need_mu(c)) {
+        era_rpa_config rc = c->rpa;
+        if (c->R < 2 || c->R > 64)
+            return mdl__errf(err, errlen, MDL_EINVAL, "R (regimes) must be in [2, 64] (got %d)", c->R);
+        rc.R = c->R;
+        rc.scale = 1.0f;
+        if (rc.max_T < c->max_T) rc.max_T = c->max_T;
+        if (!mdl__finite(rc.tau_align) || rc.tau_align <= 0.0f || rc.sinkhorn_iters < 0 ||
+            rc.sinkhorn_iters > 10000 || !mdl__finite(rc.posmix) || rc.posmix < 0.0f ||
+            rc.posmix > 1.0f || !mdl__finite(rc.bias_clip) || rc.bias_clip <= 0.0f ||
+            !mdl__finite(rc.tau_min) || !mdl__finite(rc.tau_max) || rc.tau_min <= 0.0f ||
+            rc.tau_max < rc.tau_min || !mdl__finite(rc.zscore_eps) || rc.zscore_eps < 0.0f ||
+            !mdl__finite(rc.logit_clamp) || rc.logit_clamp <= 0.0f ||
+            !mdl__finite(rc.inv2sig2_min) || !mdl__finite(rc.inv2sig2_max) ||
+            rc.inv2sig2_min <= 0.0f || rc.inv2sig2_max < rc.inv2sig2_min ||
+            !mdl__finite(rc.entropy_floor) || rc.entropy_floor <= 0.0f ||
+            !mdl__finite(rc.sat_threshold) || rc.K > 4096)
+            return mdl__errf(err, errlen, MDL_EINVAL,
+                             "invalid rpa/membership config (tau_align > 0, sinkhorn_iters >= 0, "
+                             "posmix in [0,1], bias_clip > 0, 0 < tau_min <= tau_max, ...)");
+    }
+    if (c->prior == MDL_PRIOR_RPA) {
+        if (!mdl__finite(c->tau_att_init) || c->tau_att_init <= 0.0f)
+            return mdl__errf(err, errlen, MDL_EINVAL, "tau_att_init must be finite and > 0 (got %g)",
+                             (double)c->tau_att_init);
+        if (c->rpa.legacy)
+            return mdl__errf(err, errlen, MDL_EINVAL, "the legacy RPA bias (rpa.legacy) is not supported by the model");
+    }
+    if (c->prior == MDL_PRIOR_ERA) {
+        const era_era_config *e = &c->era;
+        if (e->R < 1 || e->R > 4096 || e->nb < 1 || e->nb > 1000000 || !mdl__finite(e->eps) ||
+            e->eps <= 0.0f || e->iters < 1 || e->iters > 100000 || !mdl__finite(e->delta) ||
+            e->delta <= 0.0f || !mdl__finite(e->zscore_eps) || e->zscore_eps < 0.0f)
+            return mdl__errf(err, errlen, MDL_EINVAL,
+                             "invalid era config (R >= 1, nb >= 1, eps > 0, iters >= 1, delta > 0)");
+    }
+    {
+        double f = (double)c->d_model * c->d_ff_mult;
+        if (f > 4194304.0)
+            return mdl__errf(err, errlen, MDL_EINVAL, "d_ff_mult * d_model too large");
+    }
+    return mdl__errf(err, errlen, MDL_OK, "ok");
+}
+
+/* ------------------------------------------------------------------ parameters */
+
+static size_t mdl__add_shape(mdl_model *m, const char *name, int ndim, const int *shape, int decay,
+                             int init, float arg)
+{
+    mdl_tensor *t;
+    size_t n = 1;
+    int d;
+    for (d = 0; d < ndim; d++) n *= (size_t)shape[d];
+    if (m->ntensors == m->tcap) {
+        int nc = m->tcap ? 2 * m->tcap : 64;
+        mdl_tensor *nt = (mdl_tensor *)realloc(m->tensors, sizeof(mdl_tensor) * (size_t)nc);
+        int *ni = (int *)realloc(m->tinit, sizeof(int) * (size_t)nc);
+        float *na;
+        if (nt) m->tensors = nt;
+        if (ni) m->tinit = ni;
+        na = (float *)realloc(m->tinit_a, sizeof(float) * (size_t)nc);
+        if (na) m->tinit_a = na;
+        if (!nt || !ni || !na) return MDL__ABSENT;
+        m->tcap = nc;
+    }
+    t = &m->tensors[m->ntensors];
+    memset(t, 0, sizeof *t);
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->ndim = ndim;
+    for (d = 0; d < ndim; d++) t->shape[d] = shape[d];
+    t->offset = m->nparams;
+    t->numel = n;
+    t->decay = decay;
+    m->tinit[m->ntensors] = init;
+    m->tinit_a[m->ntensors] = arg;
+    m->ntensors++;
+    m->nparams += n;
+    return t->offset;
+}
+
+static size_t mdl__add(mdl_model *m, const char *name, int ndim, int s0, int s1, int decay,
+                       int init, float arg)
+{
+    int sh[2];
+    sh[0] = s0;
+    sh[1] = s1;
+    return mdl__add_shape(m, name, ndim, sh, decay, init, arg);
+}
+
+/* the tensors of a layers.h component, named prefix.<suffix> */
+static int mdl__add_specs(mdl_model *m, const char *prefix, const lyr_pspec *sp, int n, size_t *off)
+{
+    char nm[MDL_NAME_MAX];
+    int i;
+    for (i = 0; i < n; i++) {
+        snprintf(nm, sizeof nm, "%s.%s", prefix, sp[i].suffix);
+        off[i] = mdl__add_shape(m, nm, sp[i].ndim, sp[i].shape, sp[i].decay, MDL__INIT_LAYER, 0);
+        if (off[i] == MDL__ABSENT) return MDL_ENOMEM;
+    }
+    return MDL_OK;
+}
+
+static int mdl__build_table(mdl_model *m)
+{
+    lyr_pspec sp_pol[LYR_MAX_PARAMS], sp_gd[LYR_MAX_PARAMS], sp_moe[LYR_MAX_PARAMS];
+    const mdl_config *c = &m->cfg;
+    int l, C = m->C, F = m->F, R = m->R, H = m->H;
+    char nm[MDL_NAME_MAX];
+    float std = c->init_std, pstd = c->init_std / sqrtf(2.0f * (float)m->L);
+    float uC = 1.0f / sqrtf((float)C), uR = 1.0f / sqrtf((float)R);
+    int lnb = c->norm == MDL_NORM_LAYER;
+#define MDL__ADD(var, ndim, s0, s1, decay, init, arg)                                    \
+    do {                                                                                 \
+        var = mdl__add(m, nm, ndim, s0, s1, decay, init, arg);                           \
+        if (var == MDL__ABSENT) return MDL_ENOMEM;                                       \
+    } while (0)
+    snprintf(nm, sizeof nm, "wte");
+    MDL__ADD(m->wte, 2, m->V, C, 1, MDL__INIT_NORMAL, std);
+    m->wpe = MDL__ABSENT;
+    if (c->pos == MDL_POS_LEARNED) {
+        snprintf(nm, sizeof nm, "wpe");
+        MDL__ADD(m->wpe, 2, c->max_T, C, 1, MDL__INIT_NORMAL, std);
+    }
+    m->npol = m->ngd = m->nmoe = 0;
+    if (c->attn == MDL_ATTN_POLAR) m->npol = lyr_polar_params(&m->pd, sp_pol, LYR_MAX_PARAMS);
+    if (c->memory == MDL_MEM_GDELTA) m->ngd = lyr_gdelta_params(&m->gdd, sp_gd, LYR_MAX_PARAMS);
+    if (c->ffn == MDL_FFN_MOE) m->nmoe = lyr_moe_params(&m->md, sp_moe, LYR_MAX_PARAMS);
+    if (m->npol < 0 || m->ngd < 0 || m->nmoe < 0) return MDL_EINVAL;
+    for (l = 0; l < m->L; l++) {
+        mdl__bp *b = &m->bp[l];
+        size_t *all = (size_t *)b;
+        size_t k;
+        for (k = 0; k < sizeof(mdl__bp) / sizeof(size_t); k++) all[k] = MDL__ABSENT;
+        snprintf(nm, sizeof nm, "blocks.%d.ln1.weight", l);
+        MDL__ADD(b->ln1w, 1, C, 0, 0, MDL__INIT_ONE, 0);
+        if (lnb) {
+            snprintf(nm, sizeof nm, "blocks.%d.ln1.bias", l);
+            MDL__ADD(b->ln1b, 1, C, 0, 0, MDL__INIT_ZERO, 0);
+        }
+        if (m->need_mu) {
+            snprintf(nm, sizeof nm, "blocks.%d.mem.proj.weight", l);
+            MDL__ADD(b->memw, 2, C, C, 1, MDL__INIT_UNIFORM, uC);
+            snprintf(nm, sizeof nm, "blocks.%d.mem.proj.bias", l);
+            MDL__ADD(b->memb, 1, C, 0, 0, MDL__INIT_UNIFORM, uC);
+            snprintf(nm, sizeof nm, "blocks.%d.mem.centers", l);
+            MDL__ADD(b->memc, 2, R, C, 0, MDL__INIT_NORMAL, uC);
+            snprintf(nm, sizeof nm, "blocks.%d.mem.log_sigma", l);
+            MDL__ADD(b->mems, 1, R, 0, 0, MDL__INIT_ZERO, 0);
+        }
+        if (c->res_gate) {
+            snprintf(nm, sizeof nm, "blocks.%d.res_gate.weight", l);
+            MDL__ADD(b->resg, 2, 1, R, 0, MDL__INIT_UNIFORM, uR);
+        }
+        if (c->attn == MDL_ATTN_SOFTMAX) {
+            snprintf(nm, sizeof nm, "blocks.%d.attn.qkv.weight", l);
+            MDL__ADD(b->qkv, 2, 3 * C, C, 1, MDL__INIT_NORMAL, std);
+            snprintf(nm, sizeof nm, "blocks.%d.attn.proj.weight", l);
+            MDL__ADD(b->proj, 2, C, C, 1, MDL__INIT_NORMAL, pstd);
+        } else {
+            snprintf(nm, sizeof nm, "blocks.%d.attn", l);
+            if (mdl__add_specs(m, nm, sp_pol, m->npol, b->pol)) return MDL_ENOMEM;
+        }
+        if (m->ngd) {
+            snprintf(nm, sizeof nm, "blocks.%d.gdelta", l);
+            if (mdl__add_specs(m, nm, sp_gd, m->ngd, b->gdl)) return MDL_ENOMEM;
+        }
+        if (c->prior == MDL_PRIOR_RPA) {
+            snprintf(nm, sizeof nm, "blocks.%d.attn.tau_att", l);
+            MDL__ADD(b->tau, 1, 1, 0, 0, MDL__INIT_CONST, c->tau_att_init);
+            snprintf(nm, sizeof nm, "blocks.%d.attn.pos_beta", l);
+            MDL__ADD(b->posb, 1, 1, 0, 0, MDL__INIT_CONST, 0.2f);
+        }
+        if (c->prior == MDL_PRIOR_ERA) {
+            snprintf(nm, sizeof nm, "blocks.%d.attn.era.centers", l);
+            MDL__ADD(b->erac, 1, c->era.R, 0, 0, MDL__INIT_ERAC, 0);
+            snprintf(nm, sizeof nm, "blocks.%d.attn.era.log_sigma", l);
+            MDL__ADD(b->eras, 1, 1, 0, 0, MDL__INIT_CONST, logf(0.1f));
+            snprintf(nm, sizeof nm, "blocks.%d.attn.era.alpha", l);
+            MDL__ADD(b->eraa, 1, 1, 0, 0, MDL__INIT_CONST, 1.0f);
+        }
+        if (c->value_gate) {
+            snprintf(nm, sizeof nm, "blocks.%d.attn.value_gamma.weight", l);
+            MDL__ADD(b->vgam, 2, H, R, 0, MDL__INIT_UNIFORM, uR);
+        }
+        snprintf(nm, sizeof nm, "blocks.%d.ln2.weight", l);
+        MDL__ADD(b->ln2w, 1, C, 0, 0, MDL__INIT_ONE, 0);
+        if (lnb) {
+            snprintf(nm, sizeof nm, "blocks.%d.ln2.bias", l);
+            MDL__ADD(b->ln2b, 1, C, 0, 0, MDL__INIT_ZERO, 0);
+        }
+        if (c->ffn == MDL_FFN_GELU) {
+            snprintf(nm, sizeof nm, "blocks.%d.mlp.fc.weight", l);
+            MDL__ADD(b->fcw, 2, F, C, 1, MDL__INIT_NORMAL, std);
+            snprintf(nm, sizeof nm, "blocks.%d.mlp.fc.bias", l);
+            MDL__ADD(b->fcb, 1, F, 0, 0, MDL__INIT_ZERO, 0);
+            snprintf(nm, sizeof nm, "blocks.%d.mlp.proj.weight", l);
+            MDL__ADD(b->pw, 2, C, F, 1, MDL__INIT_NORMAL, pstd);
+            snprintf(nm, sizeof nm, "blocks.%d.mlp.proj.bias", l);
+            MDL__ADD(b->pb, 1, C, 0, 0, MDL__INIT_ZERO, 0);
+        } else if (c->ffn == MDL_FFN_RELU2) {
+            snprintf(nm, sizeof nm, "blocks.%d.mlp.fc.weight", l);
+            MDL__ADD(b->fcw, 2, 2 * F, C, 1, MDL__INIT_NORMAL, std);
+            snprintf(nm, sizeof nm, "blocks.%d.mlp.proj.weight", l);
+            MDL__ADD(b->pw, 2, C, F, 1, MDL__INIT_NORMAL, pstd);
+        } else {
+            snprintf(nm, sizeof nm, "blocks.%d.moe", l);
+            if (mdl__add_specs(m, nm, sp_moe, m->nmoe, b->moe)) return MDL_ENOMEM;
+        }
+    }
+    snprintf(nm, sizeof nm, "lnf.weight");
+    MDL__ADD(m->lnfw, 1, C, 0, 0, MDL__INIT_ONE, 0);
+    m->lnfb = MDL__ABSENT;
+    if (lnb) {
+        snprintf(nm, sizeof nm, "lnf.bias");
+        MDL__ADD(m->lnfb, 1, C, 0, 0, MDL__INIT_ZERO, 0);
+    }
+#undef MDL__ADD
+    return MDL_OK;
+}
+
+static void mdl__init_params(mdl_model *m, uint64_t seed)
+{
+    int i;
+    for (i = 0; i < m->ntensors; i++) {
+        const mdl_tensor *t = &m->tensors[i];
+        float *p = m->params + t->offset, a = m->tinit_a[i];
+        tk_rng rng;
+        tk_rng_seed(&rng, seed, (uint64_t)i + 1);
+        switch (m->tinit[i]) {
+        case MDL__INIT_ONE: tk_init_constant(p, t->numel, 1.0f); break;
+        case MDL__INIT_NORMAL: tk_init_normal(p, t->numel, 0.0f, a, &rng); break;
+        case MDL__INIT_UNIFORM: tk_init_uniform(p, t->numel, -a, a, &rng); break;
+        case MDL__INIT_CONST: tk_init_constant(p, t->numel, a); break;
+        case MDL__INIT_ERAC: era_era_init_centers((int)t->numel, p); break;
+        case MDL__INIT_LAYER: break; /* below */
+        default: memset(p, 0, t->numel * sizeof(float)); break;
+        }
+    }
+    for (i = 0; i < m->L; i++) {
+        const mdl__bp *b = &m->bp[i];
+        float *Pp[LYR_MAX_PARAMS];
+        tk_rng rng;
+        int k;
+        if (m->npol) {
+            for (k = 0; k < m->npol; k++) Pp[k] = m->params + b->pol[k];
+            tk_rng_seed(&rng, seed, 100000u + (uint64_t)i * 4);
+            lyr_polar_init(&m->pd, Pp, &rng, m->cfg.init_std);
+        }
+        if (m->ngd) {
+            for (k = 0; k < m->ngd; k++) Pp[k] = m->params + b->gdl[k];
+            tk_rng_seed(&rng, seed, 100001u + (uint64_t)i * 4);
+            lyr_gdelta_init(&m->gdd, Pp, &rng, m->cfg.init_std);
+        }
+        if (m->nmoe) {
+            for (k = 0; k < m->nmoe; k++) Pp[k] = m->params + b->moe[k];
+            tk_rng_seed(&rng, seed, 100002u + (uint64_t)i * 4);
+            lyr_moe_init(&m->md, Pp, &rng, m->cfg.init_std);
+        }
+    }
+}
+
+int mdl_create(mdl_model **out, const mdl_config *cfg, uint64_t seed, char *err, size_t errlen)
+{
+    mdl_model *m;
+    int rc, l;
+    if (out) *out = NULL;
+    if (!out) return mdl__errf(err, errlen, MDL_EINVAL, "mdl_create: out is NULL");
+    rc = mdl_config_validate(cfg, err, errlen);
+    if (rc != MDL_OK) return rc;
+    m = (mdl_model *)calloc(1, sizeof *m);
+    if (!m) return mdl__errf(err, errlen, MDL_ENOMEM, "mdl_create: out of memory");
+    m->cfg = *cfg;
+    m->L = cfg->n_layers;
+    m->C = cfg->d_model;
+    m->H = cfg->n_heads;
+    m->D = m->C / m->H;
+    m->F = cfg->d_ff_mult * cfg->d_model;
+    m->V = cfg->vocab;
+    m->R = cfg->R;
+    m->need_mu = mdl__need_mu(cfg);
+    mdl__dims(cfg, &m->pd, &m->gdd, &m->md);
+    m->cfg.rpa.R = cfg->R;
+    if (m->cfg.rpa.max_T < cfg->max_T) m->cfg.rpa.max_T = cfg->max_T;
+    if (m->cfg.era.max_T < cfg->max_T) m->cfg.era.max_T = cfg->max_T;
+    for (l = 0; l < MDL_MAX_LAYERS; l++) {
+        m->rpa_st[l] = era_rpa_state_init();
+        m->era_st[l] = era_era_state_init();
+    }
+    rc = mdl__build_table(m);
+    if (rc != MDL_OK) {
+        mdl_destroy(m);
+        return mdl__errf(err, errlen, rc, "mdl_create: out of memory (tensor table)");
+    }
+    m->params = (float *)malloc(sizeof(float) * m->nparams);
+    m->grads = (float *)calloc(m->nparams, sizeof(float));
+    if (!m->params || !m->grads) {
+        unsigned long np = (unsigned long)m->nparams;
+        mdl_destroy(m);
+        return mdl__errf(err, errlen, MDL_ENOMEM, "mdl_create: out of memory (%lu parameters)", np);
+    }
+    mdl__init_params(m, seed);
+    snprintf(m->err, sizeof m->err, "ok");
+    *out = m;
+    return mdl__errf(err, errlen, MDL_OK, "ok");
+}
+
+void mdl_destroy(mdl_model *m)
+{
+    int l;
+    if (!m) return;
+    for (l = 0; l < MDL_MAX_LAYERS; l++) {
+        era_rpa_state_free(&m->rpa_st[l]);
+        era_era_state_free(&m->era_st[l]);
+    }
+    free(m->params);
+    free(m->grads);
+    free(m->tensors);
+    free(m->tinit);
+    free(m->tinit_a);
+    free(m->act);
+    free(m);
+}
+
+const mdl_config *mdl_get_config(const mdl_model *m) { return m ? &m->cfg : NULL; }
+const char *mdl_last_error(const mdl_model *m) { return m ? m->err : "model is NULL"; }
+size_t mdl_num_params(const mdl_model *m) { return m ? m->nparams : 0; }
+float *mdl_params(mdl_model *m) { return m ? m->params : NULL; }
+float *mdl_grads(mdl_model *m) { return m ? m->grads : NULL; }
+int mdl_num_tensors(const mdl_model *m) { return m ? m->ntensors : 0; }
+
+const mdl_tensor *mdl_tensor_at(const mdl_model *m, int i)
+{
+    if (!m || i < 0 || i >= m->ntensors) return NULL;
+    return &m->tensors[i];
+}
+
+const mdl_tensor *mdl_find_tensor(const mdl_model *m, const char *name)
+{
+    int i;
+    if (!m || !name) return NULL;
+    for (i = 0; i < m->ntensors; i++)
+        if (!strcmp(m->tensors[i].name, name)) return &m->tensors[i];
+    return NULL;
+}
+
+void mdl_zero_grad(mdl_model *m)
+{
+    if (m && m->grads) memset(m->grads, 0, sizeof(float) * m->nparams);
+}
+
+/* ------------------------------------------------------------------ activations */
+
+typedef struct mdl__carver {
+    char *base;  /* NULL: count only */
+    size_t off;
+} mdl__carver;
+
+static void *mdl__take(mdl__carver *cv, size_t bytes)
+{
+    void *p = cv->base ? (void *)(cv->base + cv->off) : NULL;
+    cv->off += mdl__align(bytes ? bytes : 1);
+    return p;
+}
+
+#define MDL__TF(cv, n) ((float *)mdl__take(cv, sizeof(float) * (size_t)(n)))
+
+/* Lay out every buffer for (B,T); train selects per-layer storage and the backward
+   scratch; obs adds the CEAS observables scratch. Returns the bytes needed. */
+static size_t mdl__carve(mdl_model *m, int B, int T, int train, int obs, char *base)
+{
+    mdl__carver cv;
+    size_t N = (size_t)B * T, C = (size_t)m->C, F = (size_t)m->F, H = (size_t)m->H;
+    size_t R = (size_t)m->R, TT = (size_t)T * T, V = (size_t)m->V, L = (size_t)m->L;
+    const mdl_config *c = &m->cfg;
+    int l, nsets = train ? m->L : 1, drop = train && c->dropout > 0.0f;
+    int sep_ao = c->value_gate || drop, sep_fo = drop;
+    size_t hw = c->ffn == MDL_FFN_RELU2 ? 2 * F : F;
+    cv.base = base;
+    cv.off = 0;
+    m->res = MDL__TF(&cv, (train ? (L + 1) : 1) * N * C);
+    for (l = 0; l < nsets; l++) {
+        mdl__ba *a = &m->ba[l];
+        memset(a, 0, sizeof *a);
+        a->xmid = train ? MDL__TF(&cv, N * C) : NULL;
+        if (m->need_mu) {
+            a->zproj = MDL__TF(&cv, N * C);
+            a->mu = MDL__TF(&cv, N * R);
+        }
+        if (c->res_gate) a->eta = MDL__TF(&cv, N);
+        a->n1 = MDL__TF(&cv, N * C);
+        a->n1m = MDL__TF(&cv, N);
+        a->n1r = MDL__TF(&cv, N);
+        if (c->attn == MDL_ATTN_SOFTMAX) {
+            a->q = MDL__TF(&cv, N * C);
+            a->k = MDL__TF(&cv, N * C);
+            a->v = MDL__TF(&cv, N * C);
+            a->probs = MDL__TF(&cv, (size_t)B * H * TT);
+            a->attm = MDL__TF(&cv, N * C);
+        } else {
+            a->sv_pol = MDL__TF(&cv, lyr_polar_saved_floats(&m->pd, B, T));
+        }
+        if (m->ngd) a->sv_gd = MDL__TF(&cv, lyr_gdelta_saved_floats(&m->gdd, B, T));
+        a->ap = MDL__TF(&cv, N * C);
+        a->ao = sep_ao ? MDL__TF(&cv, N * C) : a->ap;
+        if (c->value_gate) {
+            a->vsig = MDL__TF(&cv, N * H);
+            a->vg = MDL__TF(&cv, N);
+        }
+        if (c->prior != MDL_PRIOR_NONE) a->bias = MDL__TF(&cv, TT);
+        if (drop) {
+            a->mask_a = (uint8_t *)mdl__take(&cv, N * C);
+            a->mask_f = (uint8_t *)mdl__take(&cv, N * C);
+        }
+        a->n2 = MDL__TF(&cv, N * C);
+        a->n2m = MDL__TF(&cv, N);
+        a->n2r = MDL__TF(&cv, N);
+        if (c->ffn == MDL_FFN_MOE) {
+            a->sv_moe = MDL__TF(&cv, lyr_moe_saved_floats(&m->md, B, T));
+        } else {
+            a->h = MDL__TF(&cv, N * hw);
+            a->hg = MDL__TF(&cv, N * F);
+        }
+        a->fp = MDL__TF(&cv, N * C);
+        a->fo = sep_fo ? MDL__TF(&cv, N * C) : a->fp;
+    }
+    for (l = nsets; l < m->L; l++) m->ba[l] = m->ba[0];
+    m->qkv = m->atty = m->lwork = m->gm = NULL;
+    if (c->attn == MDL_ATTN_SOFTMAX) {
+        m->qkv = MDL__TF(&cv, N * 3 * C);
+        m->atty = MDL__TF(&cv, N * C);
+    }
+    {
+        size_t w = 0, x;
+        if (m->npol) w = lyr_polar_work_floats(&m->pd, B, T);
+        if (m->ngd) {
+            x = lyr_gdelta_work_floats(&m->gdd, B, T);
+            w = x > w ? x : w;
+            m->gm = MDL__TF(&cv, N * C);
+        }
+        if (m->nmoe) {
+            x = lyr_moe_work_floats(&m->md, B, T);
+            w = x > w ? x : w;
+        }
+        if (w) m->lwork = MDL__TF(&cv, w);
+    }
+    m->nf = MDL__TF(&cv, N * C);
+    m->nfm = MDL__TF(&cv, N);
+    m->nfr = MDL__TF(&cv, N);
+    m->logits = MDL__TF(&cv, N * V);
+    m->rowce = (double *)mdl__take(&cv, sizeof(double) * N);
+    m->rowloss = (double *)mdl__take(&cv, sizeof(double) * N);
+    m->ids = (int *)mdl__take(&cv, sizeof(int) * N);
+    m->tgt = (int *)mdl__take(&cv, sizeof(int) * N);
+    m->temp = MDL__TF(&cv, L * H);
+    m->mem_ws = m->rpa_ws = m->era_ws = m->obs_ws = NULL;
+    m->mem_ws_n = m->rpa_ws_n = m->era_ws_n = m->obs_ws_n = 0;
+    if (c->prior == MDL_PRIOR_RPA) {
+        era_rpa_config rc = m->cfg.rpa;
+        m->rpa_ws_n = era_rpa_workspace_size(&rc, B, T);
+        m->rpa_ws = mdl__take(&cv, m->rpa_ws_n);
+    }
+    if (c->prior == MDL_PRIOR_ERA) {
+        m->era_ws_n = era_era_workspace_size(&m->cfg.era, T);
+        m->era_ws = mdl__take(&cv, m->era_ws_n);
+    }
+    if (obs) {
+        m->obs_logits = MDL__TF(&cv, H * TT);
+        m->obs_heads = (ceas_obs *)mdl__take(&cv, sizeof(ceas_obs) * L * H);
+        m->obs_ws_n = ceas_attention_observables_workspace_size(1, (int)H, T);
+        m->obs_ws = mdl__take(&cv, m->obs_ws_n);
+    } else {
+        m->obs_logits = NULL;
+        m->obs_heads = NULL;
+    }
+    m->dres = m->dln = m->dbr = m->dq = m->dk = m->dv = m->datt = m->dqkv = m->dh = m->dhg = NULL;
+    m->dmu = m->deta = m->dbias = m->dvg = NULL;
+    if (train) {
+        m->dres = MDL__TF(&cv, N * C);
+        m->dln = MDL__TF(&cv, N * C);
+        m->dbr = MDL__TF(&cv, N * C);
+        if (c->attn == MDL_ATTN_SOFTMAX) {
+            m->dq = MDL__TF(&cv, N * C);
+            m->dk = MDL__TF(&cv, N * C);
+            m->dv = MDL__TF(&cv, N * C);
+            m->datt = MDL__TF(&cv, N * C);
+            m->dqkv = MDL__TF(&cv, N * 3 * C);
+        }
+        if (c->ffn != MDL_FFN_MOE) m->dh = MDL__TF(&cv, N * hw);
+        m->dhg = c->ffn == MDL_FFN_RELU2 ? MDL__TF(&cv, N * F) : NULL;
+        if (m->need_mu) {
+            era_rpa_params p;
+            memset(&p, 0, sizeof p);
+            p.D = m->C;
+            p.P = m->C;
+            m->dmu = MDL__TF(&cv, N * R);
+            m->mem_ws_n = era_membership_workspace_size(&p, B, T);
+            m->mem_ws = mdl__take(&cv, m->mem_ws_n);
+        }
+        if (c->res_gate) m->deta = MDL__TF(&cv, N);
+        if (c->value_gate) m->dvg = MDL__TF(&cv, N * (H + 1));
+        if (c->prior != MDL_PRIOR_NONE) m->dbias = MDL__TF(&cv, TT);
+    }
+    return cv.off;
+}
+
+static int mdl__ensure(mdl_model *m, int B, int T, int train, int obs)
+{
+    size_t need = mdl__carve(m, B, T, train, obs, NULL);
+    if (need > m->act_bytes) {
+        void *p;
+        free(m->act);
+        m->act = NULL;
+        m->act_bytes = 0;
+        p = malloc(need);
+        if (!p) return mdl__fail(m, MDL_ENOMEM, "out of memory for activations (%.1f MB at B %d, T %d)",
+                                 (double)need / 1048576.0, B, T);
+        m->act = p;
+        m->act_bytes = need;
+    }
+    mdl__carve(m, B, T, train, obs, (char *)m->act);
+    return MDL_OK;
+}
+
+int mdl_reserve(mdl_model *m, int B, int T)
+{
+    size_t need;
+    if (!m) return MDL_EINVAL;
+    if (B <= 0 || T <= 0 || T > m->cfg.max_T)
+        return mdl__fail(m, MDL_EINVAL, "mdl_reserve: need B >= 1 and 1 <= T <= max_T %d (got B %d, T %d)",
+                         m->cfg.max_T, B, T);
+    m->have_bwd = 0; /* the buffers may move */
+    need = mdl__carve(m, B, T, 1, 1, NULL);
+    if (need > m->act_bytes) {
+        void *p;
+        free(m->act);
+        m->act = NULL;
+        m->act_bytes = 0;
+        p = malloc(need);
+        if (!p) return mdl__fail(m, MDL_ENOMEM, "mdl_reserve: out of memory (%.1f MB at B %d, T %d)",
+                                 (double)need / 1048576.0, B, T);
+        m->act = p;
+        m->act_bytes = need;
+    }
+    m->resB = B;
+    m->resT = T;
+    return MDL_OK;
+}
+
+size_t mdl_activation_bytes(const mdl_model *m) { return m ? m->act_bytes : 0; }
+
+/* ------------------------------------------------------------------ small kernels */
+
+#define MDL__GELU_K 0.7978845608028654f
+#define MDL__GELU_A 0.044715f
+
+/* exp in plain C that vectorises: x = n ln2 + r, degree-6 polynomial, 2^n via the
+   exponent bits; 0 below -87, saturated above 88. */
+static float mdl__expf(float x)
+{
+    float xc = x > -87.0f ? x : -87.0f, t, n, r, p, s;
+    uint32_t bits;
+    xc = xc < 88.0f ? xc : 88.0f;
+    t = xc * 1.44269504088896341f;
+    n = (t + 12582912.0f) - 12582912.0f;
+    r = xc - n * 0.693359375f;
+    r = r - n * -2.12194440e-4f;
+    p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    bits = (uint32_t)((int32_t)n + 127) << 23;
+    memcpy(&s, &bits, sizeof s);
+    p *= s;
+    return x < -87.0f ? 0.0f : p;
+}
+
+/* tanh via exp: 1 - 2 / (exp(2x) + 1), exact enough in fp32 for GELU */
+static float mdl__tanhf(float x)
+{
+    float e = mdl__expf(2.0f * x);
+    return 1.0f - 2.0f / (e + 1.0f);
+}
+
+/* hg (n) = gelu(h) (tanh form) */
+static void mdl__gelu_fwd(float *hg, const float *h, size_t n)
+{
+    long long i, nn = (long long)n;
+    MDL__OMP(omp parallel for schedule(static) if(nn > 65536))
+    for (i = 0; i < nn; i++) {
+        float x = h[i], u = MDL__GELU_K * (x + MDL__GELU_A * x * x * x);
+        hg[i] = 0.5f * x * (1.0f + mdl__tanhf(u));
+    }
+}
+
+/* dh (n) *= gelu'(h), in place */
+static void mdl__gelu_bwd(float *dh, const float *h, size_t n)
+{
+    long long i, nn = (long long)n;
+    MDL__OMP(omp parallel for schedule(static) if(nn > 65536))
+    for (i = 0; i < nn; i++) {
+        float x = h[i], u = MDL__GELU_K * (x + MDL__GELU_A * x * x * x);
+        float th = mdl__tanhf(u), sech2 = 1.0f - th * th;
+        float g = 0.5f * (1.0f + th) + 0.5f * x * sech2 * MDL__GELU_K * (1.0f + 3.0f * MDL__GELU_A * x * x);
+        dh[i] *= g;
+    }
+}
+
+/* relu2 gate: hg (N,F) = relu(h1)^2 * h3, h (N,2F) rows [h1 | h3] */
+static void mdl__relu2_fwd(float *hg, const float *h, int N, int F)
+{
+    int i;
+    MDL__OMP(omp parallel for schedule(static) if((long long)N * F > 65536))
+    for (i = 0; i < N; i++) {
+        const float *h1 = h + (size_t)i * 2 * F, *h3 = h1 + F;
+        float *o = hg + (size_t)i * F;
+        int j;
+        for (j = 0; j < F; j++) {
+            float r = h1[j] > 0.0f ? h1[j] : 0.0f;
+            o[j] = r * r * h3[j];
+        }
+    }
+}
+
+/* dhg (N,F) -> dh (N,2F) */
+static void mdl__relu2_bwd(float *dh, const float *dhg, const float *h, int N, int F)
+{
+    int i;
+    MDL__OMP(omp parallel for schedule(static) if((long long)N * F > 65536))
+    for (i = 0; i < N; i++) {
+        const float *h1 = h + (size_t)i * 2 * F, *h3 = h1 + F, *g = dhg + (size_t)i * F;
+        float *d1 = dh + (size_t)i * 2 * F, *d3 = d1 + F;
+        int j;
+        for (j = 0; j < F; j++) {
+            float r = h1[j] > 0.0f ? h1[j] : 0.0f;
+            d1[j] = g[j] * 2.0f * r * h3[j];
+            d3[j] = g[j] * r * r;
+        }
+    }
+}
+
+/* out (N,OC) = inp (N,K) W^T (+ b); W (OC,K) */
+static int mdl__linear(float *out, const float *inp, const float *W, const float *b, int N, int K,
+                       int OC)
+{
+    if (b) {
+        int i;
+        MDL__OMP(omp parallel for schedule(static) if((long long)N * OC > 65536))
+        for (i = 0; i < N; i++) memcpy(out + (size_t)i * OC, b, sizeof(float) * (size_t)OC);
+        return tk_sgemm(0, 1, N, OC, K, 1.0f, inp, K, W, K, 1.0f, out, OC);
+    }
+    return tk_sgemm(0, 1, N, OC, K, 1.0f, inp, K, W, K, 0.0f, out, OC);
+}
+
+/* dinp (N,K) = beta dinp + dout W (dinp may be NULL); dW (OC,K) += dout^T inp;
+   db (OC) += column sums of dout (may be NULL) */
+static int mdl__linear_bwd(float *dinp, float beta, float *dW, float *db, const float *dout,
+                           const float *inp, const float *W, int N, int K, int OC)
+{
+    int rc = TK_OK;
+    if (dinp) rc = tk_sgemm(0, 0, N, K, OC, 1.0f, dout, OC, W, K, beta, dinp, K);
+    if (rc == TK_OK) rc = tk_sgemm(1, 0, OC, K, N, 1.0f, dout, OC, inp, K, 1.0f, dW, K);
+    if (rc == TK_OK && db) {
+        /* column sums in chunks of 64 columns: rows walked in order inside a chunk */
+        int nch = (OC + 63) / 64, ch;
+        MDL__OMP(omp parallel for schedule(static) if((long long)N * OC > 65536))
+        for (ch = 0; ch < nch; ch++) {
+            int o0 = ch * 64, w = OC - o0 < 64 ? OC - o0 : 64, i, j;
+            float acc[64];
+            for (j = 0; j < w; j++) acc[j] = 0.0f;
+            for (i = 0; i < N; i++) {
+                const float *d = dout + (size_t)i * OC + o0;
+                for (j = 0; j < w; j++) acc[j] += d[j];
+            }
+            for (j = 0; j < w; j++) db[o0 + j] += acc[j];
+        }
+    }
+    return rc;
+}
+
+static int mdl__norm_fwd(const mdl_model *m, float *out, float *mean, float *rstd, const float *inp,
+                         const float *w, const float *b, int N)
+{
+    if (m->cfg.norm == MDL_NORM_LAYER)
+        return tk_layernorm_forward(out, mean, rstd, inp, w, b, N, m->C, MDL__NORM_EPS);
+    return tk_rmsnorm_forward(out, rstd, inp, w, N, m->C, MDL__NORM_EPS);
+}
+
+/* dinp += norm backward */
+static int mdl__norm_bwd(const mdl_model *m, float *dinp, float *dw, float *db, const float *dout,
+                         const float *inp, const float *w, const float *mean, const float *rstd,
+                         int N)
+{
+    if (m->cfg.norm == MDL_NORM_LAYER)
+        return tk_layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, m->C);
+    return tk_rmsnorm_backward(dinp, dw, dout, inp, w, rstd, N, m->C);
+}
+
+/* Inverted dropout in place of x (n) with a fresh mask; one draw per element in order. */
+static void mdl__dropout(float *x, uint8_t *mask, size_t n, float p, tk_rng *rng)
+{
+    size_t i;
+    float s = 1.0f / (1.0f - p);
+    for (i = 0; i < n; i++) {
+        uint8_t keep = tk_rng_uniform(rng) >= p;
+        mask[i] = keep;
+        x[i] = keep ? x[i] * s : 0.0f;
+    }
+}
+
+static float mdl__sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+/* ------------------------------------------------------------------ forward */
+
+static era_rpa_params mdl__rpa_params(const mdl_model *m, int l, const float *P)
+{
+    const mdl__bp *b = &m->bp[l];
+    era_rpa_params p = era_rpa_params_default();
+    p.D = m->C;
+    p.P = m->C;
+    p.W = P + b->memw;
+    p.b = P + b->memb;
+    p.centers = P + b->memc;
+    p.log_sigma = P + b->mems;
+    if (b->tau != MDL__ABSENT) p.tau_att = P[b->tau];
+    if (b->posb != MDL__ABSENT) p.pos_beta = P[b->posb];
+    return p;
+}
+
+static era_era_params mdl__era_params(const mdl_model *m, int l)
+{
+    const mdl__bp *b = &m->bp[l];
+    era_era_params p = era_era_params_default(m->params + b->erac);
+    p.sigma = expf(m->params[b->eras]);
+    p.alpha = m->params[b->eraa];
+    return p;
+}
+
+static int mdl__check_ids(mdl_model *m, const int *ids, size_t n, const char *what)
+{
+    size_t i;
+    for (i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= m->V)
+            return mdl__fail(m, MDL_ERANGE, "%s[%lu] = %d is outside [0, %d)", what,
+                             (unsigned long)i, ids[i], m->V);
+    return MDL_OK;
+}
+
+#define MDL__TRY(expr, what)                                                             \
+    do {                                                                                 \
+        int rc_ = (expr);                                                                \
+        if (rc_ != 0) return mdl__fail(m, MDL_EFAIL, "%s failed (code %d)", what, rc_);  \
+    } while (0)
+
+/* Softmax attention of block l: a->n1 -> a->ap (the prior bias, the observables). */
+static int mdl__softmax_fwd(mdl_model *m, int l, const mdl_opts *o, mdl_stats *st)
+{
+    const mdl_config *c = &m->cfg;
+    const mdl__bp *b = &m->bp[l];
+    mdl__ba *a = &m->ba[l];
+    float *P = m->params;
+    int B = m->B, T = m->T, N = B * T, C = m->C, H = m->H, D = m->D;
+    const float *bias = NULL;
+    MDL__TRY(mdl__linear(m->qkv, a->n1, P + b->qkv, NULL, N, C, 3 * C), "qkv GEMM");
+    MDL__TRY(tk_split_heads_forward(a->q, a->k, a->v, m->qkv, B, T, H, D), "split heads");
+    if (c->prior == MDL_PRIOR_RPA) {
+        era_rpa_params rp = mdl__rpa_params(m, l, P);
+        MDL__TRY(era_rpa_forward(&m->rpa_used, &rp, a->mu, B, T, a->bias, &m->rpa_st[l], m->rpa_ws),
+                 "era_rpa_forward");
+        bias = a->bias;
+    } else if (c->prior == MDL_PRIOR_ERA) {
+        era_era_params ep = mdl__era_params(m, l);
+        size_t i, TT = (size_t)T * T;
+        MDL__TRY(era_era_forward(&c->era, &ep, T, a->bias, &m->era_st[l], m->era_ws), "era_era_forward");
+        if (m->era_scale_used != 1.0f)
+            for (i = 0; i < TT; i++) a->bias[i] *= m->era_scale_used;
+        bias = a->bias;
+    }
+    if (c->prior == MDL_PRIOR_RPA) st->layer_tau_att[l] = P[b->tau];
+    MDL__TRY(tk_attention_forward(m->atty, a->probs, a->q, a->k, a->v, bias, 0, m->temp + (size_t)l * H,
+                                  B, H, T, D), "tk_attention_forward");
+    if (o->want_attn_obs) {
+        /* pre-softmax logits of batch row 0, head by head */
+        int h;
+        size_t TT = (size_t)T * T, TD = (size_t)T * D;
+        float beta[MDL_MAX_LAYERS > 256 ? MDL_MAX_LAYERS : 256];
+        float *betap = H <= 256 ? beta : NULL;
+        for (h = 0; h < H; h++) {
+            float al = 1.0f / (sqrtf((float)D) * m->temp[(size_t)l * H + h]);
+            float *lg = m->obs_logits + (size_t)h * TT;
+            MDL__TRY(tk_sgemm(0, 1, T, T, D, al, a->q + (size_t)h * TD, D, a->k + (size_t)h * TD, D,
+                              0.0f, lg, T), "obs GEMM");
+            if (bias) {
+                size_t e;
+                for (e = 0; e < TT; e++) lg[e] += bias[e];
+            }
+            if (betap) betap[h] = al;
+        }
+        MDL__TRY(ceas_attention_observables(m->obs_logits, 1, H, T, 1, betap, NULL,
+                                            m->obs_heads + (size_t)l * H, m->obs_ws),
+                 "ceas_attention_observables");
+    }
+    MDL__TRY(tk_merge_heads_forward(a->attm, m->atty, B, T, H, D), "merge heads");
+    MDL__TRY(mdl__linear(a->ap, a->attm, P + b->proj, NULL, N, C, C), "attention projection");
+    return MDL_OK;
+}
+
+/* One block forward. x (N,C): block input; xo (N,C): output (may equal x in eval). */
+static int mdl__block_fwd(mdl_model *m, int l, const float *x, float *xo, const mdl_opts *o,
+                          mdl_stats *st)
+{
+    const mdl_config *c = &m->cfg;
+    const mdl__bp *b = &m->bp[l];
+    mdl__ba *a = &m->ba[l];
+    float *P = m->params;
+    int B = m->B, T = m->T, N = B * T, C = m->C, H = m->H, F = m->F, R = m->R, rc;
+    size_t NC = (size_t)N * C;
+    int drop = o->train && c->dropout > 0.0f;
+    float *xm = m->train ? a->xmid : xo;
+    tk_rng rng;
+    /* memberships */
+    if (m->need_mu) {
+        era_rpa_params rp = mdl__rpa_params(m, l, P);
+        era_mu_stats ms;
+        MDL__TRY(era_membership_forward(&m->rpa_used, &rp, a->mu, a->zproj, &ms, x, B, T),
+                 "era_membership_forward");
+        m->layer_H[l] = ms.entropy;
+        st->layer_mu_entropy[l] = ms.entropy;
+        st->mu_entropy += ms.entropy / (float)m->L;
+        st->sat_frac += ms.sat_frac / (float)m->L;
+    }
+    if (c->res_gate) {
+        const float *w = P + b->resg;
+        int i;
+        for (i = 0; i < N; i++) {
+            const float *mu = a->mu + (size_t)i * R;
+            float z = 0.0f;
+            int r;
+            for (r = 0; r < R; r++) z += w[r] * mu[r];
+            a->eta[i] = mdl__sigmoid(z);
+        }
+    }
+    /* attention */
+    MDL__TRY(mdl__norm_fwd(m, a->n1, a->n1m, a->n1r, x, P + b->ln1w,
+                           b->ln1b != MDL__ABSENT ? P + b->ln1b : NULL, N), "norm1");
+    if (c->attn == MDL_ATTN_POLAR) {
+        const float *Pp[LYR_MAX_PARAMS];
+        lyr_polar_stats ps;
+        int k;
+        for (k = 0; k < m->npol; k++) Pp[k] = P + b->pol[k];
+        MDL__TRY(lyr_polar_forward(&m->pd, Pp, a->n1, a->ap, a->sv_pol, m->lwork, B, T, o->train,
+                                   o->seed * 0x9E3779B97F4A7C15ULL + (uint64_t)l * 2 + 1, &ps),
+                 "lyr_polar_forward");
+        if (o->train) m->lyr_loss += ps.align_loss;
+    } else {
+        rc = mdl__softmax_fwd(m, l, o, st);
+        if (rc) return rc;
+    }
+    if (m->ngd) {
+        const float *Pp[LYR_MAX_PARAMS];
+        size_t e;
+        int k;
+        for (k = 0; k < m->ngd; k++) Pp[k] = P + b->gdl[k];
+        MDL__TRY(lyr_gdelta_forward(&m->gdd, Pp, a->n1, m->gm, a->sv_gd, m->lwork, B, T, o->train, o->seed,
+                                    NULL), "lyr_gdelta_forward");
+        for (e = 0; e < NC; e++) a->ap[e] += m->gm[e];
+    }
+    if (c->value_gate) {
+        /* g[b,t] = mean_h sigmoid(mean_{s<=t} (W mu_s)_h) */
+        const float *W = P + b->vgam;
+        int bb;
+        MDL__OMP(omp parallel for schedule(static) if(B > 1 && (long long)N * H * R > 65536))
+        for (bb = 0; bb < B; bb++) {
+            double acc[256];
+            int t, h, r;
+            for (h = 0; h < H; h++) acc[h] = 0.0;
+            for (t = 0; t < T; t++) {
+                size_t n = (size_t)bb * T + t;
+                const float *mu = a->mu + n * R;
+                float g = 0.0f;
+                for (h = 0; h < H; h++) {
+                    double z = 0.0;
+                    float s;
+                    for (r = 0; r < R; r++) z += (double)W[h * R + r] * mu[r];
+                    acc[h] += z;
+                    s = mdl__sigmoid((float)(acc[h] / (double)(t + 1)));
+                    a->vsig[n * H + h] = s;
+                    g += s;
+                }
+                a->vg[n] = g / (float)H;
+            }
+        }
+        {
+            int i;
+            MDL__OMP(omp parallel for schedule(static) if(NC > 65536))
+            for (i = 0; i < N; i++) {
+                const float *s = a->ap + (size_t)i * C;
+                float *d = a->ao + (size_t)i * C, g = a->vg[i];
+                int j;
+                for (j = 0; j < C; j++) d[j] = g * s[j];
+            }
+        }
+    } else if (a->ao != a->ap) {
+        memcpy(a->ao, a->ap, sizeof(float) * NC);
+    }
+    if (drop) {
+        tk_rng_seed(&rng, o->seed, (uint64_t)l * 4 + 1);
+        mdl__dropout(a->ao, a->mask_a, NC, c->dropout, &rng);
+    }
+    {
+        int i;
+        MDL__OMP(omp parallel for schedule(static) if(NC > 65536))
+        for (i = 0; i < N; i++) {
+            const float *xi = x + (size_t)i * C, *ai = a->ao + (size_t)i * C;
+            float *oi = xm + (size_t)i * C, e = a->eta ? a->eta[i] : 1.0f;
+            int j;
+            for (j = 0; j < C; j++) oi[j] = xi[j] + e * ai[j];
+        }
+    }
+    /* FFN */
+    MDL__TRY(mdl__norm_fwd(m, a->n2, a->n2m, a->n2r, xm, P + b->ln2w,
+                           b->ln2b != MDL__ABSENT ? P + b->ln2b : NULL, N), "norm2");
+    if (c->ffn == MDL_FFN_MOE) {
+        const float *Pp[LYR_MAX_PARAMS];
+        float lb = 0.0f;
+        int k;
+        for (k = 0; k < m->nmoe; k++) Pp[k] = P + b->moe[k];
+        MDL__TRY(lyr_moe_forward(&m->md, Pp, a->n2, a->mu, a->fp, a->sv_moe, m->lwork, B, T, o->train,
+                                 o->seed * 0x9E3779B97F4A7C15ULL + (uint64_t)l * 2 + 2, &lb),
+                 "lyr_moe_forward");
+        st->moe_lb += lb / (float)m->L;
+    } else if (c->ffn == MDL_FFN_GELU) {
+        MDL__TRY(mdl__linear(a->h, a->n2, P + b->fcw, P + b->fcb, N, C, F), "fc GEMM");
+        mdl__gelu_fwd(a->hg, a->h, (size_t)N * F);
+        MDL__TRY(mdl__linear(a->fp, a->hg, P + b->pw, P + b->pb, N, F, C), "mlp projection");
+    } else {
+        MDL__TRY(mdl__linear(a->h, a->n2, P + b->fcw, NULL, N, C, 2 * F), "fc GEMM");
+        mdl__relu2_fwd(a->hg, a->h, N, F);
+        MDL__TRY(mdl__linear(a->fp, a->hg, P + b->pw, NULL, N, F, C), "mlp projection");
+    }
+    if (a->fo != a->fp) memcpy(a->fo, a->fp, sizeof(float) * NC);
+    if (drop) {
+        tk_rng_seed(&rng, o->seed, (uint64_t)l * 4 + 2);
+        mdl__dropout(a->fo, a->mask_f, NC, c->dropout, &rng);
+    }
+    {
+        int i;
+        MDL__OMP(omp parallel for schedule(static) if(NC > 65536))
+        for (i = 0; i < N; i++) {
+            const float *xi = xm + (size_t)i * C, *fi = a->fo + (size_t)i * C;
+            float *oi = xo + (size_t)i * C, e = a->eta ? a->eta[i] : 1.0f;
+            int j;
+            for (j = 0; j < C; j++) oi[j] = xi[j] + e * fi[j];
+        }
+    }
+    (void)F;
+    return MDL_OK;
+}
+
+/* Cross-entropy over the (N,V) logits in place: per-row pure CE and smoothed loss; with
+   keep the row becomes d(mean loss)/d(logits) = (softmax - q) / N, q = (1-eps) onehot +
+   eps/V: the backward's dlogits, computed in the pass that normalises the softmax (one
+   fewer sweep over the (N,V) buffer than a separate backward pass). */
+static void mdl__ce(mdl_model *m, const int *tgt, int N, float eps, int keep)
+{
+    int V = m->V, i;
+    MDL__OMP(omp parallel for schedule(static) if((long long)N * V > 65536))
+    for (i = 0; i < N; i++) {
+        float *x = m->logits + (size_t)i * V;
+        float mx = x[0], lane[16], ls[16], inv;
+        double sum = 0.0, sx = 0.0, lse, xy = tgt ? (double)x[tgt[i]] : 0.0;
+        int v, j;
+        for (j = 0; j < 16; j++) lane[j] = x[0];
+        for (v = 0; v + 16 <= V; v += 16)
+            for (j = 0; j < 16; j++) lane[j] = x[v + j] > lane[j] ? x[v + j] : lane[j];
+        for (; v < V; v++) lane[0] = x[v] > lane[0] ? x[v] : lane[0];
+        for (j = 0; j < 16; j++) mx = lane[j] > mx ? lane[j] : mx;
+        for (v = 0; v < V; v += 256) {
+            int e = V - v < 256 ? V - v : 256, k;
+            for (j = 0; j < 16; j++) lane[j] = ls[j] = 0.0f;
+            for (k = 0; k + 16 <= e; k += 16)
+                for (j = 0; j < 16; j++) {
+                    float xv = x[v + k + j], ev = mdl__expf(xv - mx);
+                    ls[j] += xv;
+                    lane[j] += ev;
+                    if (keep) x[v + k + j] = ev;
+                }
+            for (; k < e; k++) {
+                float xv = x[v + k], ev = mdl__expf(xv - mx);
+                ls[0] += xv;
+                lane[0] += ev;
+                if (keep) x[v + k] = ev;
+            }
+            for (j = 0; j < 16; j++) {
+                sum += lane[j];
+                sx += ls[j];
+            }
+        }
+        lse = (double)mx + log(sum);
+        if (tgt) {
+            double ce = lse - xy;
+            m->rowce[i] = ce;
+            m->rowloss[i] = (1.0 - (double)eps) * ce + (double)eps * (lse - sx / (double)V);
+        }
+        if (keep) {
+            float dl = 1.0f / (float)N, u = eps / (float)V;
+            inv = (float)(1.0 / sum) * dl;
+            u *= dl;
+            for (v = 0; v < V; v++) x[v] = x[v] * inv - u;
+            x[tgt[i]] -= dl * (1.0f - eps);
+        }
+    }
+}
+
+int mdl_forward(mdl_model *m, const int *inputs, const int *targets, int B, int T,
+                const mdl_opts *opts, mdl_stats *stats)
+{
+    mdl_opts o = opts ? *opts : mdl_opts_default();
+    mdl_stats st;
+    const mdl_config *c;
+    int rc, l, N, C, H, L;
+    size_t NC;
+    if (!m) return MDL_EINVAL;
+    c = &m->cfg;
+    m->have_bwd = 0;
+    if (!inputs) return mdl__fail(m, MDL_EINVAL, "mdl_forward: inputs is NULL");
+    if (B <= 0 || T <= 0) return mdl__fail(m, MDL_EINVAL, "mdl_forward: need B >= 1 and T >= 1 (got %d, %d)", B, T);
+    if (T > c->max_T) return mdl__fail(m, MDL_EINVAL, "mdl_forward: T %d exceeds max_T %d", T, c->max_T);
+    if ((long long)B * T > (1LL << 26))
+        return mdl__fail(m, MDL_EINVAL, "mdl_forward: B*T %lld too large", (long long)B * T);
+    if (o.train != 0 && o.train != 1) return mdl__fail(m, MDL_EINVAL, "mdl_forward: opts.train must be 0 or 1");
+    if (!mdl__finite(o.label_smoothing) || o.label_smoothing < 0.0f || o.label_smoothing >= 1.0f)
+        return mdl__fail(m, MDL_EINVAL, "mdl_forward: label_smoothing must be in [0, 1) (got %g)", (double)o.label_smoothing);
+    if (!mdl__finite(o.ent_floor_alpha) || o.ent_floor_alpha < 0.0f || !mdl__finite(o.ent_floor_eta) ||
+        !mdl__finite(o.lambda_sat) || !mdl__finite(o.moe_lb_coef) || o.moe_lb_coef < 0.0f)
+        return mdl__fail(m, MDL_EINVAL, "mdl_forward: ent_floor_alpha, moe_lb_coef must be finite >= 0; ent_floor_eta, lambda_sat finite");
+    if (!mdl__finite(o.prior_scale))
+        return mdl__fail(m, MDL_EINVAL, "mdl_forward: prior_scale must be finite");
+    if (!mdl__finite(o.attn_temp_mul) || !(o.attn_temp_mul > 0.0f))
+        return mdl__fail(m, MDL_EINVAL, "mdl_forward: attn_temp_mul must be finite and > 0 (got %g)", (double)o.attn_temp_mul);
+    if (o.want_attn_obs && m->H > 256)
+        return mdl__fail(m, MDL_EINVAL, "mdl_forward: attention observables support at most 256 heads");
+    L = m->L;
+    H = m->H;
+    C = m->C;
+    if (o.head_temp) {
+        int i;
+        for (i = 0; i < L * H; i++)
+            if (!mdl__finite(o.head_temp[i]) || !(o.head_temp[i] > 0.0f))
+                return mdl__fail(m, MDL_EINVAL, "mdl_forward: head_temp[%d] must be finite and > 0 (got %g)", i,
+                                 (double)o.head_temp[i]);
+    }
+    N = B * T;
+    rc = mdl__check_ids(m, inputs, (size_t)N, "inputs");
+    if (rc) return rc;
+    if (targets) {
+        rc = mdl__check_ids(m, targets, (size_t)N, "targets");
+        if (rc) return rc;
+    }
+    {
+        /* keep mdl_reserve's size as a floor so the buffers do not shrink and move */
+        rc = mdl__ensure(m, B, T, o.train, o.want_attn_obs);
+        if (rc) return rc;
+    }
+    m->B = B;
+    m->T = T;
+    m->train = o.train;
+    m->obs = o.want_attn_obs;
+    m->opts = o;
+    NC = (size_t)N * C;
+    memset(&st, 0, sizeof st);
+    memcpy(m->ids, inputs, sizeof(int) * (size_t)N);
+    if (targets) memcpy(m->tgt, targets, sizeof(int) * (size_t)N);
+    {
+        int i;
+        for (i = 0; i < L * H; i++)
+            m->temp[i] = o.attn_temp_mul * (o.head_temp ? o.head_temp[i] : 1.0f);
+    }
+    m->rpa_used = c->rpa;
+    m->rpa_used.R = m->R;
+    m->rpa_used.legacy = 0;
+    m->rpa_used.scale = o.prior_scale < 0.0f ? 0.0f : (o.prior_scale > 1.0f ? 1.0f : o.prior_scale);
+    m->era_scale_used = m->rpa_used.scale;
+    m->lyr_loss = 0.0f;
+    MDL__TRY(tk_embedding_forward(m->res, m->ids, m->params + m->wte,
+                                  m->wpe != MDL__ABSENT ? m->params + m->wpe : NULL, B, T, C, m->V),
+             "embedding");
+    for (l = 0; l < L; l++) {
+        const float *x = m->train ? m->res + (size_t)l * NC : m->res;
+        float *xo = m->train ? m->res + (size_t)(l + 1) * NC : m->res;
+        rc = mdl__block_fwd(m, l, x, xo, &o, &st);
+        if (rc) return rc;
+    }
+    {
+        const float *x = m->res + (m->train ? (size_t)L * NC : 0);
+        MDL__TRY(mdl__norm_fwd(m, m->nf, m->nfm, m->nfr, x, m->params + m->lnfw,
+                               m->lnfb != MDL__ABSENT ? m->params + m->lnfb : NULL, N), "final norm");
+        MDL__TRY(tk_sgemm(0, 1, N, m->V, C, 1.0f, m->nf, C, m->params + m->wte, C, 0.0f, m->logits, m->V),
+                 "head GEMM");
+    }
+    if (targets) {
+        double sce = 0.0, sl = 0.0;
+        int i;
+        float pen = 0.0f;
+        mdl__ce(m, m->tgt, N, o.label_smoothing, o.train);
+        /* with train the buffer now holds dlogits (keep requires targets) */
+        for (i = 0; i < N; i++) {
+            sce += m->rowce[i];
+            sl += m->rowloss[i];
+        }
+        st.ce_sum = sce;
+        st.ce = sce / N;
+        st.ntok = N;
+        st.loss = sl / N;
+        if (o.train) st.loss += (double)m->lyr_loss + (double)o.moe_lb_coef * st.moe_lb;
+        m->ent_dH = 0.0f;
+        if (m->need_mu) {
+            float hb = 0.0f, thr = o.ent_floor_eta * logf((float)m->R);
+            for (l = 0; l < L; l++) hb += m->layer_H[l];
+            hb /= (float)L;
+            pen = thr - hb > 0.0f ? thr - hb : 0.0f;
+            st.ent_pen = pen;
+            if (o.train && o.ent_floor_alpha > 0.0f) {
+                float w = 0.5f * o.ent_floor_alpha * (1.0f + o.lambda_sat);
+                st.loss += (double)(w * pen);
+                if (pen > 0.0f) m->ent_dH = -w;
+            }
+        }
+        m->have_bwd = o.train;
+    } else if (o.train) {
+        /* nothing to differentiate */
+        m->have_bwd = 0;
+    }
+    st.attn_obs = o.want_attn_obs && c->attn == MDL_ATTN_SOFTMAX ? m->obs_heads : NULL;
+    if (stats) *stats = st;
+    return MDL_OK;
+}
+
+const float *mdl_logits(const mdl_model *m)
+{
+    if (!m || !m->act || m->train) return NULL;
+    return m->logits;
+}
+
+/* ------------------------------------------------------------------ backward */
+
+static int mdl__block_bwd(mdl_model *m, int l)
+{
+    const mdl_config *c = &m->cfg;
+    const mdl__bp *b = &m->bp[l];
+    mdl__ba *a = &m->ba[l];
+    float *P = m->params, *G = m->grads;
+    int B = m->B, T = m->T, N = B * T, C = m->C, H = m->H, D = m->D, F = m->F, R = m->R;
+    size_t NC = (size_t)N * C;
+    const float *x = m->res + (size_t)l * NC;
+    float *dres = m->dres, *dbr = m->dbr;
+    int drop = c->dropout > 0.0f, i;
+    float ps = 1.0f / (1.0f - c->dropout);
+    if (m->need_mu) memset(m->dmu, 0, sizeof(float) * (size_t)N * R);
+    if (m->deta) memset(m->deta, 0, sizeof(float) * (size_t)N);
+    /* ---- FFN branch: x_out = x_mid + eta * fo */
+    MDL__OMP(omp parallel for schedule(static) if(NC > 65536))
+    for (i = 0; i < N; i++) {
+        const float *d = dres + (size_t)i * C, *f = a->fo + (size_t)i * C;
+        float *o = dbr + (size_t)i * C, e = a->eta ? a->eta[i] : 1.0f, s = 0.0f;
+        const uint8_t *mk = drop ? a->mask_f + (size_t)i * C : NULL;
+        int j;
+        if (m->deta)
+            for (j = 0; j < C; j++) s += d[j] * f[j];
+        if (mk)
+            for (j = 0; j < C; j++) o[j] = mk[j] ? e * d[j] * ps : 0.0f;
+        else
+            for (j = 0; j < C; j++) o[j] = e * d[j];
+        if (m->deta) m->deta[i] += s;
+    }
+    if (c->ffn == MDL_FFN_MOE) {
+        const float *Pp[LYR_MAX_PARAMS];
+        float *Gp[LYR_MAX_PARAMS];
+        int k;
+        for (k = 0; k < m->nmoe; k++) {
+            Pp[k] = P + b->moe[k];
+            Gp[k] = G + b->moe[k];
+        }
+        memset(m->dln, 0, sizeof(float) * NC);
+        MDL__TRY(lyr_moe_backward(&m->md, Pp, Gp, dbr, m->dln, m->dmu, a->sv_moe, m->lwork, B, T,
+                                  m->opts.moe_lb_coef / (float)m->L),
+                 "lyr_moe_backward");
+    } else if (c->ffn == MDL_FFN_GELU) {
+        MDL__TRY(mdl__linear_bwd(m->dh, 0.0f, G + b->pw, G + b->pb, dbr, a->hg, P + b->pw, N, F, C),
+                 "mlp projection backward");
+        mdl__gelu_bwd(m->dh, a->h, (size_t)N * F);
+        MDL__TRY(mdl__linear_bwd(m->dln, 0.0f, G + b->fcw, G + b->fcb, m->dh, a->n2, P + b->fcw, N, C, F),
+                 "fc backward");
+    } else {
+        float *dhg = m->dhg;
+        MDL__TRY(tk_sgemm(0, 0, N, F, C, 1.0f, dbr, C, P + b->pw, F, 0.0f, dhg, F), "mlp projection backward");
+        MDL__TRY(tk_sgemm(1, 0, C, F, N, 1.0f, dbr, C, a->hg, F, 1.0f, G + b->pw, F), "mlp projection dW");
+        mdl__relu2_bwd(m->dh, dhg, a->h, N, F);
+        MDL__TRY(mdl__linear_bwd(m->dln, 0.0f, G + b->fcw, NULL, m->dh, a->n2, P + b->fcw, N, C, 2 * F),
+                 "fc backward");
+    }
+    MDL__TRY(mdl__norm_bwd(m, dres, G + b->ln2w, b->ln2b != MDL__ABSENT ? G + b->ln2b : NULL, m->dln,
+                           a->xmid, P + b->ln2w, a->n2m, a->n2r, N), "norm2 backward");
+    /* ---- attention branch: x_mid = x + eta * ao, ao = dropout(g * ap) */
+    MDL__OMP(omp parallel for schedule(static) if(NC > 65536))
+    for (i = 0; i < N; i++) {
+        const float *d = dres + (size_t)i * C, *f = a->ao + (size_t)i * C;
+        float *o = dbr + (size_t)i * C, e = a->eta ? a->eta[i] : 1.0f, s = 0.0f;
+        const uint8_t *mk = drop ? a->mask_a + (size_t)i * C : NULL;
+        int j;
+        if (m->deta)
+            for (j = 0; j < C; j++) s += d[j] * f[j];
+        if (mk)
+            for (j = 0; j < C; j++) o[j] = mk[j] ? e * d[j] * ps : 0.0f;
+        else
+            for (j = 0; j < C; j++) o[j] = e * d[j];
+        if (m->deta) m->deta[i] += s;
+    }
+    if (c->value_gate) {
+        /* dbr = d(g * ap): dg[n] = sum_c dbr * ap; dap = g * dbr */
+        float *dsig = m->dvg; /* (N,H) then (N) */
+        const float *W = P + b->vgam;
+        float *dW = G + b->vgam;
+        int bb;
+        MDL__OMP(omp parallel for schedule(static) if(NC > 65536))
+        for (i = 0; i < N; i++) {
+            float *d = dbr + (size_t)i * C, g = a->vg[i], s = 0.0f;
+            const float *ap = a->ap + (size_t)i * C;
+            int j, h;
+            for (j = 0; j < C; j++) {
+                s += d[j] * ap[j];
+                d[j] *= g;
+            }
+            /* d pre[n,h] = dg / H * sig (1 - sig) */
+            for (h = 0; h < H; h++) {
+                float sg = a->vsig[(size_t)i * H + h];
+                dsig[(size_t)i * H + h] = s / (float)H * sg * (1.0f - sg);
+            }
+        }
+        /* pre[b,t,h] = (1/(t+1)) sum_{s<=t} z[b,s,h]: dz[b,s,h] = sum_{t>=s} dpre[b,t,h]/(t+1) */
+        for (bb = 0; bb < B; bb++) {
+            double acc[256];
+            int t, h, r;
+            for (h = 0; h < H; h++) acc[h] = 0.0;
+            for (t = T - 1; t >= 0; t--) {
+                size_t n = (size_t)bb * T + t;
+                const float *mu = a->mu + n * R;
+                float *dmu = m->dmu + n * R;
+                for (h = 0; h < H; h++) {
+                    float dz;
+                    acc[h] += (double)dsig[n * H + h] / (double)(t + 1);
+                    dz = (float)acc[h];
+                    for (r = 0; r < R; r++) {
+                        dW[h * R + r] += dz * mu[r];
+                        dmu[r] += dz * W[h * R + r];
+                    }
+                }
+            }
+        }
+    }
+    /* dbr = d(attention output [+ memory channel]); dln collects d(norm1 output) */
+    memset(m->dln, 0, sizeof(float) * NC);
+    if (m->ngd) {
+        const float *Pp[LYR_MAX_PARAMS];
+        float *Gp[LYR_MAX_PARAMS];
+        int k;
+        for (k = 0; k < m->ngd; k++) {
+            Pp[k] = P + b->gdl[k];
+            Gp[k] = G + b->gdl[k];
+        }
+        MDL__TRY(lyr_gdelta_backward(&m->gdd, Pp, Gp, dbr, m->dln, a->sv_gd, m->lwork, B, T),
+                 "lyr_gdelta_backward");
+    }
+    if (c->attn == MDL_ATTN_POLAR) {
+        const float *Pp[LYR_MAX_PARAMS];
+        float *Gp[LYR_MAX_PARAMS];
+        int k;
+        for (k = 0; k < m->npol; k++) {
+            Pp[k] = P + b->pol[k];
+            Gp[k] = G + b->pol[k];
+        }
+        MDL__TRY(lyr_polar_backward(&m->pd, Pp, Gp, dbr, m->dln, a->sv_pol, m->lwork, B, T),
+                 "lyr_polar_backward");
+    } else {
+        /* output projection: dattm (datt) = dap Wo; dWo += dap^T attm */
+        MDL__TRY(mdl__linear_bwd(m->datt, 0.0f, G + b->proj, NULL, dbr, a->attm, P + b->proj, N, C, C),
+                 "attention projection backward");
+        /* merge heads backward: atty (B,H,T,D) gradient into dbr (reused) */
+        memset(dbr, 0, sizeof(float) * NC);
+        MDL__TRY(tk_merge_heads_backward(dbr, m->datt, B, T, H, D), "merge heads backward");
+        memset(m->dq, 0, sizeof(float) * NC);
+        memset(m->dk, 0, sizeof(float) * NC);
+        memset(m->dv, 0, sizeof(float) * NC);
+        if (m->dbias) memset(m->dbias, 0, sizeof(float) * (size_t)T * T);
+        MDL__TRY(tk_attention_backward(m->dq, m->dk, m->dv, c->prior != MDL_PRIOR_NONE ? m->dbias : NULL, NULL,
+                                       dbr, a->probs, a->q, a->k, a->v, 0, m->temp + (size_t)l * H, B, H, T, D),
+                 "tk_attention_backward");
+        memset(m->dqkv, 0, sizeof(float) * NC * 3);
+        MDL__TRY(tk_split_heads_backward(m->dqkv, m->dq, m->dk, m->dv, B, T, H, D), "split heads backward");
+        MDL__TRY(mdl__linear_bwd(m->dln, 1.0f, G + b->qkv, NULL, m->dqkv, a->n1, P + b->qkv, N, C, 3 * C),
+                 "qkv backward");
+    }
+    MDL__TRY(mdl__norm_bwd(m, dres, G + b->ln1w, b->ln1b != MDL__ABSENT ? G + b->ln1b : NULL, m->dln, x,
+                           P + b->ln1w, a->n1m, a->n1r, N), "norm1 backward");
+    /* priors */
+    if (c->prior == MDL_PRIOR_RPA) {
+        era_rpa_params rp = mdl__rpa_params(m, l, P);
+        era_rpa_grads g;
+        memset(&g, 0, sizeof g);
+        MDL__TRY(era_rpa_backward(&m->rpa_used, &rp, &m->rpa_st[l], m->dbias, m->dmu, &g, m->rpa_ws),
+                 "era_rpa_backward");
+        G[b->tau] += g.dtau_att;
+        G[b->posb] += g.dpos_beta;
+    } else if (c->prior == MDL_PRIOR_ERA) {
+        era_era_params ep = mdl__era_params(m, l);
+        era_era_grads g;
+        size_t e, TT = (size_t)T * T;
+        memset(&g, 0, sizeof g);
+        g.dcenters = G + b->erac;
+        if (m->era_scale_used != 1.0f)
+            for (e = 0; e < TT; e++) m->dbias[e] *= m->era_scale_used;
+        MDL__TRY(era_era_backward(&c->era, &ep, &m->era_st[l], m->dbias, &g, m->era_ws), "era_era_backward");
+        G[b->eras] += g.dsigma * ep.sigma;
+        G[b->eraa] += g.dalpha;
+    }
+    /* residual gates: eta = sigmoid(w . mu) */
+    if (c->res_gate) {
+        const float *w = P + b->resg;
+        float *dw = G + b->resg;
+        double accw[64];
+        int r;
+        for (r = 0; r < R; r++) accw[r] = 0.0;
+        for (i = 0; i < N; i++) {
+            float e = a->eta[i], dz = m->deta[i] * e * (1.0f - e);
+            const float *mu = a->mu + (size_t)i * R;
+            float *dmu = m->dmu + (size_t)i * R;
+            for (r = 0; r < R; r++) {
+                accw[r] += (double)dz * mu[r];
+                dmu[r] += dz * w[r];
+            }
+        }
+        for (r = 0; r < R; r++) dw[r] += (float)accw[r];
+    }
+    if (m->need_mu) {
+        era_rpa_params rp = mdl__rpa_params(m, l, P);
+        era_rpa_grads g;
+        memset(&g, 0, sizeof g);
+        g.dW = G + b->memw;
+        g.db = G + b->memb;
+        g.dcenters = G + b->memc;
+        g.dlog_sigma = G + b->mems;
+        MDL__TRY(era_membership_backward(&m->rpa_used, &rp, dres, &g, m->dmu, m->ent_dH / (float)m->L, x,
+                                         a->zproj, a->mu, B, T, m->mem_ws),
+                 "era_membership_backward");
+    }
+    return MDL_OK;
+}
+
+int mdl_backward(mdl_model *m)
+{
+    int l, N, rc;
+    size_t NC;
+    if (!m) return MDL_EINVAL;
+    if (!m->have_bwd)
+        return mdl__fail(m, MDL_EINVAL, "mdl_backward: no training forward with targets to differentiate "
+                                        "(call mdl_forward with opts.train = 1 and targets first; one backward per forward)");
+    m->have_bwd = 0;
+    N = m->B * m->T;
+    NC = (size_t)N * m->C;
+    /* head: the training forward left dlogits (N,V) in the logits buffer */
+    MDL__TRY(tk_sgemm(0, 0, N, m->C, m->V, 1.0f, m->logits, m->V, m->params + m->wte, m->C, 0.0f, m->dln, m->C),
+             "head backward (dx)");
+    MDL__TRY(tk_sgemm(1, 0, m->V, m->C, N, 1.0f, m->logits, m->V, m->nf, m->C, 1.0f, m->grads + m->wte, m->C),
+             "head backward (dwte)");
+    memset(m->dres, 0, sizeof(float) * NC);
+    MDL__TRY(mdl__norm_bwd(m, m->dres, m->grads + m->lnfw, m->lnfb != MDL__ABSENT ? m->grads + m->lnfb : NULL,
+                           m->dln, m->res + (size_t)m->L * NC, m->params + m->lnfw, m->nfm, m->nfr, N),
+             "final norm backward");
+    for (l = m->L - 1; l >= 0; l--) {
+        rc = mdl__block_bwd(m, l);
+        if (rc) return rc;
+    }
+    MDL__TRY(tk_embedding_backward(m->grads + m->wte, m->wpe != MDL__ABSENT ? m->grads + m->wpe : NULL, m->dres,
+                                   m->ids, m->B, m->T, m->C, m->V),
+             "embedding backward");
+    return MDL_OK;
+}
+
+/* ------------------------------------------------------------------ FLOPs */
+
+double mdl_flops_per_token(const mdl_config *cfg, int T)
+{
+    /* 6 x (matmul parameters: every weight matrix a token's activations multiply, the
+       tied head counted once as a matmul, embeddings excluded) + attention at its causal
+       cost: per layer and token, a query sees (T+1)/2 keys on average; QK^T and PV each
+       take 2 C (T+1)/2 FLOPs forward, so 2 C (T+1) forward and 3x that for forward +
+       backward: 6 C (T+1) per layer. */
+    double C, F, L, V, per_layer, mm;
+    if (!cfg || T <= 0) return 0.0;
+    C = cfg->d_model;
+    F = (double)cfg->d_ff_mult * C;
+    L = cfg->n_layers;
+    V = cfg->vocab;
+    {
+        lyr_polar_dims pd;
+        lyr_gdelta_dims gd;
+        lyr_moe_dims md;
+        double extra = 0.0;
+        mdl__dims(cfg, &pd, &gd, &md);
+        if (cfg->attn == MDL_ATTN_POLAR) {
+            double Dh = C / (double)pd.H;
+            /* [q | k | v | gate] projection, o and mu read-outs */
+            per_layer = (((double)pd.H + 2.0 * pd.Hkv) * Dh + pd.H) * C + C * pd.H * Dh + C * pd.H;
+        } else {
+            per_layer = 4.0 * C * C; /* qkv + output projection */
+        }
+        if (cfg->ffn == MDL_FFN_RELU2) per_layer += 3.0 * C * F;
+        else if (cfg->ffn == MDL_FFN_MOE) per_layer += (double)md.top_k * 2.0 * C * F + (double)md.R * md.E;
+        else per_layer += 2.0 * C * F;
+        if (mdl__need_mu(cfg)) per_layer += C * C; /* membership projection */
+        if (cfg->memory == MDL_MEM_GDELTA) {
+            double hd = (double)gd.Hm * gd.Dk;
+            per_layer += 5.0 * hd * C + 2.0 * gd.Hm * C; /* qkv, read-out gate, proj, gamma/beta */
+            /* recurrence: state read, delta write and query read, ~4 Hm Dk^2 FLOPs forward */
+            extra += 3.0 * 4.0 * hd * gd.Dk;
+        }
+        mm = L * per_layer + V * C;
+        return 6.0 * mm + L * (6.0 * C * ((double)T + 1.0) + extra);
+    }
+}

@@ -1,0 +1,175 @@
+/* model.h - the decoder-only language model the attnkit examples train (wt2_train,
+   bench_train, the model tests). CPU, fp32, built on tensor.h and the mechanism headers.
+
+   Architecture (seed 000 §3, §6.2, Listing 5; seed 002 §3; seed 003 §3):
+     x0 = wte[ids] (+ wpe[t] with learned positions)
+     per block l (pre-norm):
+       mu   = memberships(x)            (B,T,R)  only when something uses them (RPA prior,
+                                                 fuzzy MoE, residual gates, value gate)
+       eta  = sigmoid(W_eta mu)          (B,T,1)  residual gates (cfg.res_gate), else 1
+       a    = mixer(norm1(x), mu)        (B,T,C)  softmax attention (+ RPA/ERA prior, per-
+                                                 layer tau_att) or polar attention;
+                                                 + gated-delta memory channel (cfg.memory)
+       x    = x + eta * dropout(a)
+       f    = ffn(norm2(x), mu)          (B,T,C)  GELU MLP, squared-ReLU gated MLP or fuzzy MoE
+       x    = x + eta * dropout(f)
+     logits = normf(x) wte^T (tied head), loss = label-smoothed CE (+ entropy floor).
+
+   Memory: parameters, gradients and activations each come from one allocation. The
+   parameter buffer is a list of named tensors (mdl_tensor) so checkpoints can save them
+   by name (names follow PyTorch's style: "wte", "blocks.0.attn.qkv.weight", ...).
+
+   Threads: OpenMP inside tensor.h and the headers; for a fixed thread count every result is
+   bit-identical run to run.
+
+   Errors: MDL_OK (0) or a negative MDL_E* code; messages go to the err buffer of
+   mdl_init / mdl_config_validate and to mdl_last_error(m) after a failed call.
+   License: MIT. */
+#ifndef ATTNKIT_MODEL_H
+#define ATTNKIT_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tensor.h"
+#include "era.h"
+#include "polar.h"
+#include "gdelta.h"
+#include "ceas.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum { MDL_OK = 0, MDL_EINVAL = -1, MDL_ENOMEM = -2, MDL_ERANGE = -3, MDL_EFAIL = -4 };
+enum { MDL_ATTN_SOFTMAX = 0, MDL_ATTN_POLAR = 1 };
+enum { MDL_PRIOR_NONE = 0, MDL_PRIOR_RPA = 1, MDL_PRIOR_ERA = 2 };
+enum { MDL_MEM_NONE = 0, MDL_MEM_GDELTA = 1 };
+enum { MDL_FFN_GELU = 0, MDL_FFN_RELU2 = 1, MDL_FFN_MOE = 2 };
+enum { MDL_NORM_LAYER = 0, MDL_NORM_RMS = 1 };
+enum { MDL_POS_NONE = 0, MDL_POS_LEARNED = 1 };
+
+#define MDL_MAX_LAYERS 64
+#define MDL_NAME_MAX 96
+
+typedef struct mdl_config {
+    int vocab;          /* 50257 */
+    int d_model;        /* C, 128 */
+    int n_layers;       /* 4 */
+    int n_heads;        /* 4 (head dim C / H) */
+    int max_T;          /* longest context the model runs (positions table), 256 */
+    int d_ff_mult;      /* FFN hidden width = d_ff_mult * C, 4 */
+    int pos;            /* MDL_POS_LEARNED */
+    int norm;           /* MDL_NORM_LAYER */
+    int attn;           /* MDL_ATTN_SOFTMAX */
+    int prior;          /* MDL_PRIOR_NONE (only with softmax attention) */
+    int memory;         /* MDL_MEM_NONE */
+    int ffn;            /* MDL_FFN_GELU */
+    float dropout;      /* 0 (residual and attention-output dropout when training) */
+    float init_std;     /* 0.02; residual output projections scaled by 1/sqrt(2 L) */
+    /* fuzzy memberships (seed 000 Listing 3): used by RPA, the MoE gate, res_gate, value_gate */
+    int R;              /* regimes, 4 */
+    int res_gate;       /* 0: eta = sigmoid(W_eta mu) residual gates of Listing 5 */
+    int value_gate;     /* 0: attention output times sigmoid(mean over s <= t of W_gamma mu) (Listing 4, made causal) */
+    /* softmax attention prior */
+    era_rpa_config rpa; /* K, tau_align, sinkhorn_iters, detach, posmix, clip, ... */
+    float tau_att_init; /* per-layer learned tau_att (RPA), 0.68 in seed 000 §7; 1 default */
+    era_era_config era; /* ERA (seed 003): R, blocks, eps, iterations */
+    /* polar attention (seed 002) */
+    polar_config polar;
+    /* gated-delta memory channel (seed 002 §3) */
+    gd_config gd;
+    int gd_heads;       /* memory heads, 0 = n_heads */
+    int gd_dk;          /* key/value width per memory head, 0 = C / gd_heads */
+    /* fuzzy MoE (seed 000 Listing 5) */
+    int moe_experts;    /* E, 4 */
+    int moe_topk;       /* 2 */
+    float moe_gumbel_tau; /* 0.5 */
+} mdl_config;
+
+/* Defaults above: softmax attention, no prior, no memory, GELU MLP, LayerNorm, learned
+   positions, d 128, 4 layers, 4 heads, context 256, vocab 50257. */
+mdl_config mdl_config_default(void);
+/* MDL_OK or MDL_EINVAL with a sentence in err (may be NULL). */
+int mdl_config_validate(const mdl_config *cfg, char *err, size_t errlen);
+
+/* One named parameter tensor: params + offset, numel floats, row-major shape. */
+typedef struct mdl_tensor {
+    char name[MDL_NAME_MAX];
+    int ndim;
+    int shape[4];
+    size_t offset, numel;
+    int decay;          /* 1: AdamW weight decay applies (matrices), 0: norms, biases, scalars */
+} mdl_tensor;
+
+/* Per-forward options: what the trainer changes from step to step. */
+typedef struct mdl_opts {
+    int train;              /* 1: dropout and Gumbel noise on, activations kept for backward */
+    float label_smoothing;  /* 0; the optimised loss uses it, stats.ce is always pure CE */
+    float ent_floor_alpha;  /* 0: entropy-floor penalty weight (seed 000 Listing 8) */
+    float ent_floor_eta;    /* 0.02 fraction of H_max = log R below which it bites */
+    float lambda_sat;       /* 0: Guardian's saturation multiplier (1 + lambda_sat) */
+    float moe_lb_coef;      /* 0: load-balance loss weight (0: statistic only, as seed 000) */
+    float prior_scale;      /* 1: RPA/ERA bias warm-in scale in [0,1] */
+    float attn_temp_mul;    /* 1: global attention temperature multiplier (chaos warm-in) */
+    const float *head_temp; /* (L,H) per-head temperature multipliers (CEAS), NULL = 1 */
+    int want_attn_obs;      /* 1: fill stats.attn_obs (CEAS observables per layer and head) */
+    uint64_t seed;          /* dropout / Gumbel noise stream for this forward */
+} mdl_opts;
+mdl_opts mdl_opts_default(void);
+
+typedef struct mdl_stats {
+    double loss;            /* optimised objective (mean over targets, + penalties) */
+    double ce;              /* pure CE, mean over the targets */
+    double ce_sum;          /* pure CE, summed (evaluation weighs by tokens) */
+    long long ntok;         /* targets counted */
+    float mu_entropy;       /* mean membership entropy over layers (0 without memberships) */
+    float sat_frac;         /* mean membership saturation fraction */
+    float ent_pen;          /* entropy-floor penalty value (before its weight) */
+    float moe_lb;           /* MoE load-balance statistic mean over layers */
+    float layer_mu_entropy[MDL_MAX_LAYERS];
+    float layer_tau_att[MDL_MAX_LAYERS];
+    const ceas_obs *attn_obs; /* (L,H) when want_attn_obs, else NULL; owned by the model */
+} mdl_stats;
+
+typedef struct mdl_model mdl_model; /* opaque */
+
+/* Allocate and initialise (seeded, deterministic). *out is NULL on failure. */
+int mdl_create(mdl_model **out, const mdl_config *cfg, uint64_t seed, char *err,
+               size_t errlen);
+void mdl_destroy(mdl_model *m);
+const mdl_config *mdl_get_config(const mdl_model *m);
+const char *mdl_last_error(const mdl_model *m);
+
+/* The parameter and gradient buffers (n floats each) and their tensor table. */
+size_t mdl_num_params(const mdl_model *m);
+float *mdl_params(mdl_model *m);
+float *mdl_grads(mdl_model *m);
+int mdl_num_tensors(const mdl_model *m);
+const mdl_tensor *mdl_tensor_at(const mdl_model *m, int i);
+const mdl_tensor *mdl_find_tensor(const mdl_model *m, const char *name);
+
+/* Activation capacity for batches up to B x T (T <= max_T); one allocation, grown on
+   demand by mdl_forward too. Returns MDL_ENOMEM if it cannot. */
+int mdl_reserve(mdl_model *m, int B, int T);
+size_t mdl_activation_bytes(const mdl_model *m);
+
+/* inputs, targets: (B,T) token ids in [0, vocab); targets may be NULL (then no loss; the
+   forward is still complete). With opts->train it keeps what mdl_backward needs. */
+int mdl_forward(mdl_model *m, const int *inputs, const int *targets, int B, int T,
+                const mdl_opts *opts, mdl_stats *stats);
+/* grads += d(stats.loss)/d(params) for the last training forward (same opts). */
+int mdl_backward(mdl_model *m);
+void mdl_zero_grad(mdl_model *m);
+/* Logits of the last forward, (B,T,V), or NULL when the head did not keep them. */
+const float *mdl_logits(const mdl_model *m);
+
+/* Model FLOPs of one training step (forward + backward) per token at context T: the
+   figure MFU uses (matmuls, attention at its causal cost, head). */
+double mdl_flops_per_token(const mdl_config *cfg, int T);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ATTNKIT_MODEL_H */

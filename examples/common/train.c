@@ -1,0 +1,1476 @@
+/* train.c - the WikiText-2 trainer (see train.h). License: MIT. */
+#include "train.h"
+#include "ckpt.h"
+#include "data.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+/* ------------------------------------------------------------------ errors */
+const char *trn_strerror(int err)
+{
+    switch (err) {
+    case TRN_OK: return "ok";
+    case TRN_EINVAL: return "invalid argument";
+    case TRN_ENOMEM: return "out of memory";
+    case TRN_EIO: return "I/O error";
+    case TRN_EFORMAT: return "malformed checkpoint";
+    case TRN_EMISMATCH: return "checkpoint does not match the configuration";
+    case TRN_ENAN: return "non-finite loss";
+    default: return "unknown error";
+    }
+}
+
+static int trn__fail(char *err, size_t errlen, int code, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+
+/* ------------------------------------------------------------------ presets */
+static void trn__base(trn_config *c)
+{
+    memset(c, 0, sizeof *c);
+    c->model = mdl_config_default();
+    c->context = 128;
+    c->batch = 8;
+    c->steps = 0;
+    c->epochs = 1;
+    c->max_steps = 0;
+    c->final_weights = -1;
+    c->holdout = 0.1f;
+    c->eval_every = 0;
+    c->eval_max_chunks = 0;
+    c->log_every = 10;
+    c->ckpt_every = 0;
+    c->lr = 3e-4f;
+    c->lr_flat_frac = 0.3f;
+    c->lr_floor_frac = 0.1f;
+    c->beta1 = 0.9f;
+    c->beta2 = 0.95f;
+    c->adam_eps = 1e-8f;
+    c->weight_decay = 0.1f;
+    c->grad_clip = 1.0f;
+    c->label_smoothing = 0.0f;
+    c->ent_floor_alpha = 0.0f;
+    c->ent_floor_eta = 0.02f;
+    c->moe_lb_coef = 0.0f;
+    c->warmin_steps = 0;
+    c->chaos = 0;
+    c->chaos_amp = 0.25f;
+    c->chaos_decay = 5e-4f;
+    c->chaos_r = 3.9f;
+    c->chaos_x0 = 0.721f;
+    c->ema = 0;
+    c->ema_decay = 0.999f;
+    c->swa = 0;
+    c->swa_start_epoch = 0;
+    c->swa_ce_lo = 0.0f;
+    c->swa_ce_hi = 100.0f;
+    c->swa_min_gain = 0.0f;
+    c->cg = 0;
+    c->n_cg = 0;
+    c->cg_eta = 0.5f;
+    c->controller = TRN_CTRL_NONE;
+    c->guardian_start = 0;
+    c->guardian_ramp = 0;
+    c->seed = 1;
+    c->threads = 0;
+    snprintf(c->data_dir, sizeof c->data_dir, "%s", "");
+    snprintf(c->out_dir, sizeof c->out_dir, "%s", "runs/wt2");
+}
+
+/* The seed-000 recipe switches (prior, memberships, MoE, gates, schedules, controller). */
+static void trn__recipe(trn_config *c, int R)
+{
+    c->model.prior = MDL_PRIOR_RPA;
+    c->model.R = R;
+    c->model.res_gate = 1;
+    c->model.value_gate = 1;
+    c->model.ffn = MDL_FFN_MOE;
+    c->model.rpa = era_rpa_config_default(R);
+    c->model.rpa.K = R;
+    c->model.rpa.tau_align = 0.70f;
+    c->model.rpa.sinkhorn_iters = 6;
+    c->model.rpa.posmix = 0.10f;
+    c->model.tau_att_init = 0.68f;
+    c->label_smoothing = 0.015f;
+    c->ent_floor_alpha = 0.02f;
+    c->ent_floor_eta = 0.5f;
+    c->chaos = 1;
+    c->ema = 1;
+    c->swa = 1;
+    c->cg = 1;
+    c->controller = TRN_CTRL_GUARDIAN;
+}
+
+static void trn__recipe_off(trn_config *c)
+{
+    c->model.prior = MDL_PRIOR_NONE;
+    c->controller = TRN_CTRL_NONE;
+    c->swa = 0;
+    c->cg = 0;
+    c->chaos = 0;
+}
+
+int trn_preset(const char *name, trn_config *c)
+{
+    if (!name || !c) return TRN_EINVAL;
+    trn__base(c);
+    if (!strcmp(name, "tiny") || !strcmp(name, "tiny-baseline")) {
+        /* the seed-000 recipe at a size that trains in minutes on 2 cores: 300 steps of
+           1,024 tokens (~1.4 passes over the 225K training tokens of ../shared/data), with
+           "epochs" of 50 steps for the context game and SWA-select */
+        c->model.d_model = 128;
+        c->model.n_layers = 4;
+        c->model.n_heads = 4;
+        c->model.max_T = 128;
+        c->context = 128;
+        c->batch = 8;
+        c->steps = 300;
+        c->epoch_steps = 50;
+        c->lr = 2e-3f;
+        c->lr_flat_frac = 0.2f;
+        c->lr_floor_frac = 0.1f;
+        c->eval_every = 50;
+        c->eval_max_chunks = 100;
+        c->log_every = 10;
+        trn__recipe(c, 4);
+        c->warmin_steps = 60;
+        c->chaos_decay = 1e-2f;
+        c->cg_lengths[0] = 64;
+        c->cg_lengths[1] = 128;
+        c->n_cg = 2;
+        c->ema_decay = 0.99f;
+        c->swa_start_epoch = 3;
+        c->guardian_start = 50;
+        c->guardian_ramp = 100;
+        if (!strcmp(name, "tiny-baseline")) trn__recipe_off(c);
+    } else if (!strcmp(name, "paper") || !strcmp(name, "baseline")) {
+        c->model.d_model = 510;
+        c->model.n_layers = 12;
+        c->model.n_heads = 6;
+        c->model.max_T = 768;
+        c->model.dropout = 0.09f;
+        c->context = 768;
+        c->batch = 32; /* 24,576 tokens per step */
+        c->epochs = 110;
+        c->lr = 6e-4f;
+        c->lr_flat_frac = 0.3f;
+        c->lr_floor_frac = 0.08f;
+        c->eval_every = 0;
+        c->log_every = 10;
+        c->ckpt_every = 500;
+        trn__recipe(c, 4);
+        c->warmin_steps = 1200;
+        c->cg_lengths[0] = 384;
+        c->cg_lengths[1] = 768;
+        c->n_cg = 2;
+        c->swa_start_epoch = 60;
+        c->guardian_start = 1200;
+        c->guardian_ramp = 1200;
+        if (!strcmp(name, "baseline")) trn__recipe_off(c);
+    } else {
+        return TRN_EINVAL;
+    }
+    snprintf(c->preset, sizeof c->preset, "%s", name);
+    return TRN_OK;
+}
+
+/* ------------------------------------------------------------------ flags */
+enum { K_INT, K_LL, K_F, K_U64, K_STR, K_ENUM, K_LIST, K_WENUM };
+static const char *const trn__attn_names[] = {"softmax", "polar", NULL};
+static const char *const trn__prior_names[] = {"none", "rpa", "era", NULL};
+static const char *const trn__mem_names[] = {"none", "gdelta", NULL};
+static const char *const trn__ffn_names[] = {"gelu", "relu2", "moe", NULL};
+static const char *const trn__norm_names[] = {"layernorm", "rmsnorm", NULL};
+static const char *const trn__pos_names[] = {"none", "learned", NULL};
+static const char *const trn__weights_names[] = {"raw", "ema", "swa", NULL};
+static const char *const trn__ctrl_names[] = {"none", "scripted", "guardian", "gac", "ceas", NULL};
+
+typedef struct trn__opt {
+    const char *flag;
+    int kind;
+    size_t off;
+    const char *const *names;
+    int arch;   /* 1: part of what a checkpoint must match */
+    const char *help;
+} trn__opt;
+
+#define TO(f) offsetof(trn_config, f)
+static const trn__opt trn__opts[] = {
+    {"vocab", K_INT, TO(model.vocab), NULL, 1, "vocabulary size"},
+    {"d-model", K_INT, TO(model.d_model), NULL, 1, "model width C"},
+    {"layers", K_INT, TO(model.n_layers), NULL, 1, "transformer blocks"},
+    {"heads", K_INT, TO(model.n_heads), NULL, 1, "attention heads"},
+    {"max-t", K_INT, TO(model.max_T), NULL, 1, "longest context (0: the longest used)"},
+    {"ff-mult", K_INT, TO(model.d_ff_mult), NULL, 1, "FFN hidden width / C"},
+    {"pos", K_ENUM, TO(model.pos), trn__pos_names, 1, "positions: none|learned"},
+    {"norm", K_ENUM, TO(model.norm), trn__norm_names, 1, "layernorm|rmsnorm"},
+    {"attn", K_ENUM, TO(model.attn), trn__attn_names, 1, "attention: softmax|polar"},
+    {"prior", K_ENUM, TO(model.prior), trn__prior_names, 1, "softmax prior: none|rpa|era"},
+    {"memory", K_ENUM, TO(model.memory), trn__mem_names, 1, "memory channel: none|gdelta"},
+    {"ffn", K_ENUM, TO(model.ffn), trn__ffn_names, 1, "FFN: gelu|relu2|moe"},
+    {"dropout", K_F, TO(model.dropout), NULL, 1, "dropout probability"},
+    {"init-std", K_F, TO(model.init_std), NULL, 1, "weight init std"},
+    {"regimes", K_INT, TO(model.R), NULL, 1, "fuzzy regimes R"},
+    {"res-gate", K_INT, TO(model.res_gate), NULL, 1, "residual gates eta = sigmoid(W mu) (0/1)"},
+    {"value-gate", K_INT, TO(model.value_gate), NULL, 1, "attention value gate (0/1)"},
+    {"rpa-k", K_INT, TO(model.rpa.K), NULL, 1, "RPA blocks K (<= 0: R)"},
+    {"tau-align", K_F, TO(model.rpa.tau_align), NULL, 1, "RPA Sinkhorn temperature"},
+    {"sinkhorn-iters", K_INT, TO(model.rpa.sinkhorn_iters), NULL, 1, "RPA Sinkhorn iterations"},
+    {"rpa-detach", K_INT, TO(model.rpa.detach), NULL, 1, "no gradient through Sinkhorn (0/1)"},
+    {"posmix", K_F, TO(model.rpa.posmix), NULL, 1, "RPA position mix"},
+    {"bias-clip", K_F, TO(model.rpa.bias_clip), NULL, 1, "RPA bias clip"},
+    {"zscore-causal", K_INT, TO(model.rpa.zscore_causal), NULL, 1, "z-score over j <= i only (0/1)"},
+    {"tau-att", K_F, TO(model.tau_att_init), NULL, 1, "initial per-layer tau_att"},
+    {"era-regimes", K_INT, TO(model.era.R), NULL, 1, "ERA regimes"},
+    {"era-blocks", K_INT, TO(model.era.nb), NULL, 1, "ERA blocks"},
+    {"era-eps", K_F, TO(model.era.eps), NULL, 1, "ERA entropic regularisation"},
+    {"era-iters", K_INT, TO(model.era.iters), NULL, 1, "ERA Sinkhorn iterations"},
+    {"gd-heads", K_INT, TO(model.gd_heads), NULL, 1, "memory heads (0: heads)"},
+    {"gd-dk", K_INT, TO(model.gd_dk), NULL, 1, "memory key width (0: C / gd-heads)"},
+    {"gd-chunk", K_INT, TO(model.gd.chunk_size), NULL, 1, "gated-delta chunk length"},
+    {"experts", K_INT, TO(model.moe_experts), NULL, 1, "MoE experts E"},
+    {"topk", K_INT, TO(model.moe_topk), NULL, 1, "MoE experts per token"},
+    {"gumbel-tau", K_F, TO(model.moe_gumbel_tau), NULL, 1, "MoE Gumbel softmax temperature"},
+    {"context", K_INT, TO(context), NULL, 1, "training context T"},
+    {"batch", K_INT, TO(batch), NULL, 1, "batch at --context (tokens/step = batch * context)"},
+    {"steps", K_LL, TO(steps), NULL, 1, "schedule length in steps (0: epochs * steps/epoch)"},
+    {"epochs", K_INT, TO(epochs), NULL, 1, "epochs when --steps is 0"},
+    {"epoch-steps", K_INT, TO(epoch_steps), NULL, 1, "steps per epoch (0: one pass over the training split)"},
+    {"max-steps", K_LL, TO(max_steps), NULL, 0, "stop after N optimizer steps, then evaluate (0: all)"},
+    {"holdout", K_F, TO(holdout), NULL, 1, "held-out tail of the train split when train is absent"},
+    {"eval-every", K_INT, TO(eval_every), NULL, 1, "steps between evaluations (0: each epoch)"},
+    {"eval-chunks", K_INT, TO(eval_max_chunks), NULL, 1, "periodic eval chunk cap (0: all)"},
+    {"final-chunks", K_INT, TO(final_max_chunks), NULL, 0, "cap on final-eval chunks (0: the whole splits)"},
+    {"final-weights", K_WENUM, TO(final_weights), trn__weights_names, 0, "final-eval weights: auto|raw|ema|swa"},
+    {"log-every", K_INT, TO(log_every), NULL, 0, "steps between metrics lines"},
+    {"ckpt-every", K_INT, TO(ckpt_every), NULL, 0, "steps between checkpoints (0: end only)"},
+    {"lr", K_F, TO(lr), NULL, 1, "peak learning rate"},
+    {"lr-flat", K_F, TO(lr_flat_frac), NULL, 1, "flat fraction of the schedule"},
+    {"lr-floor", K_F, TO(lr_floor_frac), NULL, 1, "cosine floor as a fraction of the peak"},
+    {"beta1", K_F, TO(beta1), NULL, 1, "AdamW beta1"},
+    {"beta2", K_F, TO(beta2), NULL, 1, "AdamW beta2"},
+    {"adam-eps", K_F, TO(adam_eps), NULL, 1, "AdamW epsilon"},
+    {"wd", K_F, TO(weight_decay), NULL, 1, "weight decay (matrices)"},
+    {"clip", K_F, TO(grad_clip), NULL, 1, "gradient-norm clip (0: off)"},
+    {"label-smoothing", K_F, TO(label_smoothing), NULL, 1, "label smoothing eps"},
+    {"ent-floor", K_F, TO(ent_floor_alpha), NULL, 1, "membership entropy-floor weight"},
+    {"ent-floor-eta", K_F, TO(ent_floor_eta), NULL, 1, "floor as a fraction of log R"},
+    {"moe-lb", K_F, TO(moe_lb_coef), NULL, 1, "MoE load-balance loss weight"},
+    {"warmin", K_LL, TO(warmin_steps), NULL, 1, "prior warm-in steps"},
+    {"chaos", K_INT, TO(chaos), NULL, 1, "chaos warm-in on LR and bias scale (0/1)"},
+    {"chaos-amp", K_F, TO(chaos_amp), NULL, 1, "chaos amplitude"},
+    {"chaos-decay", K_F, TO(chaos_decay), NULL, 1, "chaos amplitude decay per step"},
+    {"ema", K_INT, TO(ema), NULL, 1, "keep an EMA of the weights (0/1)"},
+    {"ema-decay", K_F, TO(ema_decay), NULL, 1, "EMA decay"},
+    {"swa", K_INT, TO(swa), NULL, 1, "SWA-select at epoch ends (0/1)"},
+    {"swa-start", K_INT, TO(swa_start_epoch), NULL, 1, "first epoch SWA may average"},
+    {"swa-ce-lo", K_F, TO(swa_ce_lo), NULL, 1, "SWA helpful CE zone, low end"},
+    {"swa-ce-hi", K_F, TO(swa_ce_hi), NULL, 1, "SWA helpful CE zone, high end"},
+    {"swa-gain", K_F, TO(swa_min_gain), NULL, 1, "SWA minimum relative gain over the entry"},
+    {"cg", K_INT, TO(cg), NULL, 1, "context game over --cg-lengths (0/1)"},
+    {"cg-lengths", K_LIST, TO(cg_lengths), NULL, 1, "context-game lengths, comma-separated"},
+    {"cg-eta", K_F, TO(cg_eta), NULL, 1, "context-game step"},
+    {"controller", K_ENUM, TO(controller), trn__ctrl_names, 1, "none|scripted|guardian|gac|ceas"},
+    {"guardian-start", K_INT, TO(guardian_start), NULL, 1, "Guardian ramp start (steps)"},
+    {"guardian-ramp", K_INT, TO(guardian_ramp), NULL, 1, "Guardian ramp length (steps)"},
+    {"seed", K_U64, TO(seed), NULL, 1, "random seed"},
+    {"threads", K_INT, TO(threads), NULL, 0, "OpenMP threads (0: default)"},
+    {"data-dir", K_STR, TO(data_dir), NULL, 0, "WikiText-2 directory (default $WT2_DIR or the built-in path)"},
+    {"out-dir", K_STR, TO(out_dir), NULL, 0, "output directory (metrics, PNG, checkpoints)"},
+};
+#undef TO
+#define TRN__NOPTS ((int)(sizeof trn__opts / sizeof trn__opts[0]))
+
+static int trn__format_opt(const trn_config *c, const trn__opt *o, char *buf, size_t cap)
+{
+    const char *p = (const char *)c + o->off;
+    switch (o->kind) {
+    case K_INT: return snprintf(buf, cap, "%d", *(const int *)p);
+    case K_LL: return snprintf(buf, cap, "%lld", *(const long long *)p);
+    case K_F: return snprintf(buf, cap, "%.9g", (double)*(const float *)p);
+    case K_U64: return snprintf(buf, cap, "%llu", (unsigned long long)*(const uint64_t *)p);
+    case K_STR: return snprintf(buf, cap, "%s", p);
+    case K_ENUM: {
+        int v = *(const int *)p, n = 0;
+        while (o->names[n]) n++;
+        return snprintf(buf, cap, "%s", (v >= 0 && v < n) ? o->names[v] : "?");
+    }
+    case K_WENUM: {
+        int v = *(const int *)p;
+        return snprintf(buf, cap, "%s", v < 0 ? "auto" : v <= 2 ? o->names[v] : "?");
+    }
+    case K_LIST: {
+        int i, w = 0;
+        buf[0] = 0;
+        for (i = 0; i < c->n_cg && (size_t)w < cap; i++)
+            w += snprintf(buf + w, cap - (size_t)w, "%s%d", i ? "," : "", c->cg_lengths[i]);
+        return w;
+    }
+    }
+    return 0;
+}
+
+static int trn__parse_value(trn_config *c, const trn__opt *o, const char *v, char *err,
+                            size_t errlen)
+{
+    char *p = (char *)c + o->off, *end = NULL;
+    errno = 0;
+    switch (o->kind) {
+    case K_INT: {
+        long x = strtol(v, &end, 10);
+        if (!*v || *end || errno || x < -2147483647L || x > 2147483647L) break;
+        *(int *)p = (int)x;
+        return TRN_OK;
+    }
+    case K_LL: {
+        long long x = strtoll(v, &end, 10);
+        if (!*v || *end || errno) break;
+        *(long long *)p = x;
+        return TRN_OK;
+    }
+    case K_F: {
+        double x = strtod(v, &end);
+        if (!*v || *end || errno || !(x == x) || x > 3.0e38 || x < -3.0e38) break;
+        *(float *)p = (float)x;
+        return TRN_OK;
+    }
+    case K_U64: {
+        unsigned long long x;
+        if (*v == '-') break;
+        x = strtoull(v, &end, 10);
+        if (!*v || *end || errno) break;
+        *(uint64_t *)p = (uint64_t)x;
+        return TRN_OK;
+    }
+    case K_STR:
+        if (strlen(v) >= TRN_PATH_MAX)
+            return trn__fail(err, errlen, TRN_EINVAL, "--%s: path longer than %d bytes",
+                             o->flag, TRN_PATH_MAX - 1);
+        memcpy(p, v, strlen(v) + 1);
+        return TRN_OK;
+    case K_WENUM:
+        if (!strcmp(v, "auto")) {
+            *(int *)p = -1;
+            return TRN_OK;
+        }
+        /* fall through */
+    case K_ENUM: {
+        int i;
+        for (i = 0; o->names[i]; i++)
+            if (!strcmp(o->names[i], v)) {
+                *(int *)p = i;
+                return TRN_OK;
+            }
+        break;
+    }
+    case K_LIST: {
+        int n = 0;
+        const char *s = v;
+        while (*s) {
+            long x;
+            if (n == TRN_MAX_CG) break;
+            errno = 0;
+            x = strtol(s, &end, 10);
+            if (end == s || errno || x < 1 || x > 1000000) { n = -1; break; }
+            c->cg_lengths[n++] = (int)x;
+            s = end;
+            if (*s == ',') s++;
+            else if (*s) { n = -1; break; }
+        }
+        if (n <= 0 || *s) break;
+        c->n_cg = n;
+        return TRN_OK;
+    }
+    }
+    if (o->kind == K_ENUM || o->kind == K_WENUM) {
+        char list[128];
+        int i, w = 0;
+        list[0] = 0;
+        for (i = 0; o->names[i] && w < (int)sizeof list; i++)
+            w += snprintf(list + w, sizeof list - (size_t)w, "%s%s", i ? "|" : "", o->names[i]);
+        return trn__fail(err, errlen, TRN_EINVAL, "--%s: '%s' is not one of %s", o->flag, v,
+                         list);
+    }
+    return trn__fail(err, errlen, TRN_EINVAL, "--%s: cannot parse '%s'", o->flag, v);
+}
+
+int trn_parse_flag(trn_config *c, int argc, char **argv, int i, char *err, size_t errlen)
+{
+    const char *a, *eq, *val;
+    size_t nlen;
+    int k;
+    if (!c || !argv || i < 0 || i >= argc || !argv[i]) return TRN_EINVAL;
+    a = argv[i];
+    if (a[0] != '-' || a[1] != '-') return 0;
+    a += 2;
+    eq = strchr(a, '=');
+    nlen = eq ? (size_t)(eq - a) : strlen(a);
+    for (k = 0; k < TRN__NOPTS; k++) {
+        const trn__opt *o = &trn__opts[k];
+        if (strlen(o->flag) != nlen || strncmp(o->flag, a, nlen)) continue;
+        if (eq) val = eq + 1;
+        else if (i + 1 < argc && argv[i + 1]) val = argv[i + 1];
+        else return trn__fail(err, errlen, TRN_EINVAL, "--%s needs a value", o->flag);
+        {
+            int rc = trn__parse_value(c, o, val, err, errlen);
+            if (rc != TRN_OK) return rc;
+        }
+        return eq ? 1 : 2;
+    }
+    return 0;
+}
+
+void trn_print_help(const trn_config *c, FILE *f)
+{
+    int k;
+    char buf[256];
+    if (!c || !f) return;
+    for (k = 0; k < TRN__NOPTS; k++) {
+        const trn__opt *o = &trn__opts[k];
+        trn__format_opt(c, o, buf, sizeof buf);
+        fprintf(f, "  --%-16s %s [%s]\n", o->flag, o->help, buf);
+    }
+}
+
+/* JSON of the options; arch_only: only those a checkpoint must match. */
+static int trn__json(const trn_config *c, char *buf, size_t cap, int arch_only)
+{
+    int k;
+    size_t w = 0;
+    char v[TRN_PATH_MAX + 8];
+    if (!c || !buf || cap < 3) return TRN_EINVAL;
+    buf[w++] = '{';
+    for (k = 0; k < TRN__NOPTS; k++) {
+        const trn__opt *o = &trn__opts[k];
+        int n, numeric = o->kind == K_INT || o->kind == K_LL || o->kind == K_F ||
+                         o->kind == K_U64;
+        const char *s;
+        if (arch_only && !o->arch) continue;
+        trn__format_opt(c, o, v, sizeof v);
+        n = snprintf(buf + w, cap - w, "%s\"%s\":%s", w > 1 ? "," : "", o->flag,
+                     numeric ? "" : "\"");
+        if (n < 0 || (size_t)n >= cap - w) return TRN_EINVAL;
+        w += (size_t)n;
+        for (s = v; *s; s++) { /* escape strings (paths) */
+            if (w + 8 >= cap) return TRN_EINVAL;
+            if (*s == '"' || *s == '\\') { buf[w++] = '\\'; buf[w++] = *s; }
+            else if ((unsigned char)*s < 0x20) w += (size_t)snprintf(buf + w, cap - w, "\\u%04x", (unsigned char)*s);
+            else buf[w++] = *s;
+        }
+        if (!numeric) {
+            if (w + 2 >= cap) return TRN_EINVAL;
+            buf[w++] = '"';
+        }
+    }
+    if (w + 2 > cap) return TRN_EINVAL;
+    buf[w++] = '}';
+    buf[w] = 0;
+    return TRN_OK;
+}
+
+int trn_config_json(const trn_config *c, char *buf, size_t cap)
+{
+    return trn__json(c, buf, cap, 0);
+}
+
+static int trn__max_len(const trn_config *c)
+{
+    int i, T = c->context;
+    if (c->cg)
+        for (i = 0; i < c->n_cg; i++)
+            if (c->cg_lengths[i] > T) T = c->cg_lengths[i];
+    return T;
+}
+
+int trn_config_validate(const trn_config *c, char *err, size_t errlen)
+{
+    mdl_config mc;
+    int i, rc;
+    if (!c) return trn__fail(err, errlen, TRN_EINVAL, "configuration is NULL");
+    if (c->context < 1) return trn__fail(err, errlen, TRN_EINVAL, "--context must be >= 1");
+    if (c->batch < 1) return trn__fail(err, errlen, TRN_EINVAL, "--batch must be >= 1");
+    if (c->steps < 0) return trn__fail(err, errlen, TRN_EINVAL, "--steps must be >= 0");
+    if (c->epoch_steps < 0) return trn__fail(err, errlen, TRN_EINVAL, "--epoch-steps must be >= 0");
+    if (c->steps == 0 && c->epochs < 1)
+        return trn__fail(err, errlen, TRN_EINVAL, "--epochs must be >= 1 when --steps is 0");
+    if (c->max_steps < 0) return trn__fail(err, errlen, TRN_EINVAL, "--max-steps must be >= 0");
+    if (!(c->holdout >= 0 && c->holdout < 0.9f))
+        return trn__fail(err, errlen, TRN_EINVAL, "--holdout must be in [0, 0.9)");
+    if (c->eval_every < 0 || c->eval_max_chunks < 0 || c->final_max_chunks < 0 || c->log_every < 0 || c->ckpt_every < 0)
+        return trn__fail(err, errlen, TRN_EINVAL, "--eval-every, --eval-chunks, --log-every and --ckpt-every must be >= 0");
+#define TRN__POS(x, name) if (!(isfinite((double)(x)) && (x) > 0)) return trn__fail(err, errlen, TRN_EINVAL, "--%s must be finite and > 0", name)
+#define TRN__RANGE(x, lo, hi, name) if (!(isfinite((double)(x)) && (x) >= (lo) && (x) <= (hi))) return trn__fail(err, errlen, TRN_EINVAL, "--%s must be in [%g, %g]", name, (double)(lo), (double)(hi))
+    TRN__POS(c->lr, "lr");
+    TRN__RANGE(c->lr_flat_frac, 0.0f, 0.999f, "lr-flat");
+    TRN__RANGE(c->lr_floor_frac, 0.0f, 1.0f, "lr-floor");
+    TRN__RANGE(c->beta1, 0.0f, 0.999999f, "beta1");
+    TRN__RANGE(c->beta2, 0.0f, 0.999999f, "beta2");
+    TRN__POS(c->adam_eps, "adam-eps");
+    TRN__RANGE(c->weight_decay, 0.0f, 10.0f, "wd");
+    TRN__RANGE(c->grad_clip, 0.0f, 1e30f, "clip");
+    TRN__RANGE(c->label_smoothing, 0.0f, 0.999f, "label-smoothing");
+    TRN__RANGE(c->ent_floor_alpha, 0.0f, 1e6f, "ent-floor");
+    TRN__RANGE(c->ent_floor_eta, 0.0f, 1.0f, "ent-floor-eta");
+    TRN__RANGE(c->moe_lb_coef, 0.0f, 1e6f, "moe-lb");
+    TRN__RANGE(c->chaos_amp, 0.0f, 1.0f, "chaos-amp");
+    TRN__RANGE(c->chaos_decay, 0.0f, 1e6f, "chaos-decay");
+    TRN__RANGE(c->ema_decay, 0.0f, 1.0f, "ema-decay");
+    TRN__RANGE(c->swa_ce_lo, -1e30f, 1e30f, "swa-ce-lo");
+    TRN__RANGE(c->swa_ce_hi, -1e30f, 1e30f, "swa-ce-hi");
+    TRN__RANGE(c->swa_min_gain, -1e30f, 1e30f, "swa-gain");
+    TRN__RANGE(c->cg_eta, 0.0f, 1e6f, "cg-eta");
+#undef TRN__POS
+#undef TRN__RANGE
+    if (c->warmin_steps < 0) return trn__fail(err, errlen, TRN_EINVAL, "--warmin must be >= 0");
+    if (c->final_weights < -1 || c->final_weights > TRN_W_SWA)
+        return trn__fail(err, errlen, TRN_EINVAL, "--final-weights must be auto, raw, ema or swa");
+    if (c->controller < TRN_CTRL_NONE || c->controller > TRN_CTRL_CEAS)
+        return trn__fail(err, errlen, TRN_EINVAL, "unknown controller %d", c->controller);
+    if (c->cg) {
+        if (c->n_cg < 1 || c->n_cg > TRN_MAX_CG)
+            return trn__fail(err, errlen, TRN_EINVAL, "--cg needs 1..%d --cg-lengths", TRN_MAX_CG);
+        for (i = 0; i < c->n_cg; i++)
+            if (c->cg_lengths[i] < 1 || c->cg_lengths[i] > c->context)
+                return trn__fail(err, errlen, TRN_EINVAL,
+                                 "--cg-lengths: %d must be in [1, --context %d] (the batch at --context sets the tokens per step)",
+                                 c->cg_lengths[i], c->context);
+    }
+    if (c->controller == TRN_CTRL_GAC && c->model.prior != MDL_PRIOR_RPA)
+        return trn__fail(err, errlen, TRN_EINVAL, "--controller gac moves the per-layer tau_att of the RPA prior: it needs --prior rpa");
+    if (c->controller == TRN_CTRL_CEAS && c->model.attn != MDL_ATTN_SOFTMAX)
+        return trn__fail(err, errlen, TRN_EINVAL, "--controller ceas controls softmax attention temperatures: it needs --attn softmax");
+    mc = c->model;
+    if (mc.max_T < trn__max_len(c)) mc.max_T = trn__max_len(c);
+    rc = mdl_config_validate(&mc, err, errlen);
+    if (rc != MDL_OK) return TRN_EINVAL;
+    return TRN_OK;
+}
+
+/* ------------------------------------------------------------------ trainer */
+struct trn {
+    trn_config cfg;
+    mdl_model *m;
+    size_t n;                   /* parameters */
+    int L, H, D;
+    float *adam_m, *adam_v;     /* (n) each */
+    float *ema, *swa, *backup;  /* (n) each, NULL when unused */
+    const uint16_t *train_ids, *val_ids;
+    size_t n_train, n_val;
+    wt2_loader loader;
+    int32_t *chunk;             /* (Bmax, Tmax + 1) */
+    int *inp, *tgt;             /* (Bmax, Tmax) */
+    int tokens_per_step;
+    long long step, total, per_epoch, skipped;
+    int epoch;
+    long long adam_t;
+    /* controllers */
+    guardian g;
+    int have_g;
+    gac gc;
+    int have_gac;
+    ceas_state cs;
+    int have_ceas, ceas_started;
+    guardian_cg cg;
+    guardian_chaos chaos;
+    guardian_swa swa_state;
+    float *head_temp;           /* (L, H) */
+    float ctrl_tau[MDL_MAX_LAYERS]; /* per-layer temperature when the model has no tau_att */
+    size_t tau_off[MDL_MAX_LAYERS];
+    int n_tau;                  /* L when the model has tau_att tensors, else 0 */
+    float lambda_sat;
+    /* evaluation memory */
+    double val_ce, val_ce_prev, swa_entry_ce;
+    int have_val, have_val_prev, have_swa_entry;
+    double mu_H_at_eval;
+    /* running sums since the last eval (Guardian's state) and per CG length (epoch) */
+    double run_sat, run_H;
+    long long run_n;
+    double cg_loss[TRN_MAX_CG], cg_sat[TRN_MAX_CG], cg_H[TRN_MAX_CG];
+    long long cg_cnt[TRN_MAX_CG];
+    FILE *metrics;
+};
+
+static uint64_t trn__mix(uint64_t x)
+{
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+static void *trn__alloc(size_t n)
+{
+    return n ? calloc(n, 1) : NULL;
+}
+
+mdl_model *trn_model(trn *t) { return t ? t->m : NULL; }
+long long trn_steps_done(const trn *t) { return t ? t->step : 0; }
+long long trn_total_steps(const trn *t) { return t ? t->total : 0; }
+long long trn_steps_per_epoch(const trn *t) { return t ? t->per_epoch : 0; }
+void trn_set_metrics(trn *t, FILE *f) { if (t) t->metrics = f; }
+
+const char *trn_weights_name(int w)
+{
+    return w == TRN_W_SWA ? "swa" : w == TRN_W_EMA ? "ema" : "raw";
+}
+
+int trn_final_weights(const trn *t)
+{
+    if (!t) return TRN_W_RAW;
+    if (t->swa && t->swa_state.n_averaged > 0) return TRN_W_SWA;
+    if (t->ema) return TRN_W_EMA;
+    return TRN_W_RAW;
+}
+
+void trn_destroy(trn *t)
+{
+    if (!t) return;
+    mdl_destroy(t->m);
+    free(t->adam_m);
+    free(t->adam_v);
+    free(t->ema);
+    free(t->swa);
+    free(t->backup);
+    free(t->chunk);
+    free(t->inp);
+    free(t->tgt);
+    free(t->head_temp);
+    if (t->have_g) guardian_free(&t->g);
+    if (t->have_ceas) ceas_free(&t->cs);
+    free(t);
+}
+
+/* Locate the per-layer tau_att tensors (named blocks.<l>....tau_att). */
+static void trn__find_tau(trn *t)
+{
+    int i, l, nt = mdl_num_tensors(t->m), found = 0;
+    for (l = 0; l < t->L; l++) {
+        char pre[32];
+        int hit = 0;
+        snprintf(pre, sizeof pre, "blocks.%d.", l);
+        for (i = 0; i < nt; i++) {
+            const mdl_tensor *e = mdl_tensor_at(t->m, i);
+            size_t nl = strlen(e->name);
+            if (!strncmp(e->name, pre, strlen(pre)) && nl >= 7 &&
+                !strcmp(e->name + nl - 7, "tau_att") && e->numel == 1) {
+                t->tau_off[l] = e->offset;
+                hit = 1;
+                break;
+            }
+        }
+        found += hit;
+    }
+    t->n_tau = found == t->L ? t->L : 0;
+}
+
+static void trn__get_tau(trn *t, float *tau)
+{
+    int l;
+    for (l = 0; l < t->L; l++)
+        tau[l] = t->n_tau ? mdl_params(t->m)[t->tau_off[l]] : t->ctrl_tau[l];
+}
+
+static void trn__set_tau(trn *t, const float *tau)
+{
+    int l;
+    for (l = 0; l < t->L; l++) {
+        if (t->n_tau) mdl_params(t->m)[t->tau_off[l]] = tau[l];
+        else t->ctrl_tau[l] = tau[l];
+    }
+}
+
+int trn_create(trn **out, const trn_config *cfg, const uint16_t *train_ids, size_t n_train,
+               const uint16_t *val_ids, size_t n_val, char *err, size_t errlen)
+{
+    trn *t;
+    int rc, Tmax, Bmax, i;
+    mdl_config mc;
+    if (!out) return TRN_EINVAL;
+    *out = NULL;
+    if (!cfg || !train_ids || !val_ids)
+        return trn__fail(err, errlen, TRN_EINVAL, "trn_create: NULL argument");
+    rc = trn_config_validate(cfg, err, errlen);
+    if (rc != TRN_OK) return rc;
+    Tmax = trn__max_len(cfg);
+    if (n_train < (size_t)cfg->context + 1)
+        return trn__fail(err, errlen, TRN_EINVAL, "training split has %zu tokens, fewer than context + 1 = %d",
+                         n_train, cfg->context + 1);
+    if (n_val < 2)
+        return trn__fail(err, errlen, TRN_EINVAL, "evaluation split has %zu tokens (need >= 2)", n_val);
+    t = (trn *)calloc(1, sizeof *t);
+    if (!t) return trn__fail(err, errlen, TRN_ENOMEM, "out of memory");
+    t->cfg = *cfg;
+    mc = cfg->model;
+    if (mc.max_T < Tmax) mc.max_T = Tmax;
+    t->cfg.model.max_T = mc.max_T;
+    rc = mdl_create(&t->m, &mc, cfg->seed, err, errlen);
+    if (rc != MDL_OK) { trn_destroy(t); return TRN_EINVAL; }
+    t->n = mdl_num_params(t->m);
+    t->L = mc.n_layers;
+    t->H = mc.n_heads;
+    t->D = mc.d_model / mc.n_heads;
+    t->train_ids = train_ids;
+    t->n_train = n_train;
+    t->val_ids = val_ids;
+    t->n_val = n_val;
+    t->tokens_per_step = cfg->batch * cfg->context;
+    Bmax = cfg->batch;
+    if (cfg->cg)
+        for (i = 0; i < cfg->n_cg; i++) {
+            int b = t->tokens_per_step / cfg->cg_lengths[i];
+            if (b > Bmax) Bmax = b;
+        }
+    t->per_epoch = cfg->epoch_steps > 0 ? (long long)cfg->epoch_steps
+                                         : (long long)(n_train / (size_t)t->tokens_per_step);
+    if (t->per_epoch < 1) t->per_epoch = 1;
+    t->total = cfg->steps > 0 ? cfg->steps : (long long)cfg->epochs * t->per_epoch;
+    t->adam_m = (float *)trn__alloc(t->n * sizeof(float));
+    t->adam_v = (float *)trn__alloc(t->n * sizeof(float));
+    t->backup = (float *)trn__alloc(t->n * sizeof(float));
+    if (cfg->ema) t->ema = (float *)trn__alloc(t->n * sizeof(float));
+    if (cfg->swa) t->swa = (float *)trn__alloc(t->n * sizeof(float));
+    t->chunk = (int32_t *)trn__alloc((size_t)Bmax * (size_t)(Tmax + 1) * sizeof(int32_t));
+    t->inp = (int *)trn__alloc((size_t)Bmax * (size_t)Tmax * sizeof(int));
+    t->tgt = (int *)trn__alloc((size_t)Bmax * (size_t)Tmax * sizeof(int));
+    t->head_temp = (float *)trn__alloc((size_t)t->L * (size_t)t->H * sizeof(float));
+    if (!t->adam_m || !t->adam_v || !t->backup || (cfg->ema && !t->ema) ||
+        (cfg->swa && !t->swa) || !t->chunk || !t->inp || !t->tgt || !t->head_temp) {
+        size_t np = t->n;
+        trn_destroy(t);
+        return trn__fail(err, errlen, TRN_ENOMEM, "out of memory for the optimizer state (%zu parameters)", np);
+    }
+    if (t->ema) memcpy(t->ema, mdl_params(t->m), t->n * sizeof(float));
+    for (i = 0; i < t->L * t->H; i++) t->head_temp[i] = 1.0f;
+    for (i = 0; i < t->L; i++) t->ctrl_tau[i] = 1.0f;
+    trn__find_tau(t);
+    if (wt2_loader_init(&t->loader, train_ids, n_train, WT2_RANDOM, trn__mix(cfg->seed ^ 0x5EEDull)) != 0) {
+        trn_destroy(t);
+        return trn__fail(err, errlen, TRN_EINVAL, "cannot initialise the data loader");
+    }
+    /* controllers */
+    {
+        guardian_chaos_config cc = guardian_chaos_config_default();
+        cc.r = cfg->chaos_r;
+        cc.x0 = cfg->chaos_x0;
+        cc.amp = cfg->chaos_amp;
+        cc.decay = cfg->chaos_decay;
+        if (guardian_chaos_init(&t->chaos, &cc) != GUARDIAN_OK) {
+            trn_destroy(t);
+            return trn__fail(err, errlen, TRN_EINVAL, "invalid chaos settings");
+        }
+    }
+    {
+        guardian_swa_config sc = guardian_swa_config_default();
+        sc.start_epoch = cfg->swa_start_epoch;
+        sc.ce_lo = cfg->swa_ce_lo;
+        sc.ce_hi = cfg->swa_ce_hi;
+        sc.min_rel_gain = cfg->swa_min_gain;
+        if (guardian_swa_init(&t->swa_state, &sc) != GUARDIAN_OK) {
+            trn_destroy(t);
+            return trn__fail(err, errlen, TRN_EINVAL, "invalid SWA settings");
+        }
+    }
+    if (cfg->cg) {
+        guardian_cg_config gc = guardian_cg_config_default();
+        gc.n = cfg->n_cg;
+        for (i = 0; i < cfg->n_cg; i++) gc.lengths[i] = cfg->cg_lengths[i];
+        gc.eta = cfg->cg_eta;
+        gc.h_max = (float)log((double)(mc.R > 1 ? mc.R : 2));
+        gc.seed = trn__mix(cfg->seed ^ 0xC6ull);
+        if (guardian_cg_init(&t->cg, &gc) != GUARDIAN_OK) {
+            trn_destroy(t);
+            return trn__fail(err, errlen, TRN_EINVAL, "invalid context-game settings");
+        }
+    }
+    if (cfg->controller == TRN_CTRL_GUARDIAN) {
+        guardian_config gcfg = guardian_config_default();
+        gcfg.n_layers = t->L;
+        gcfg.seed = trn__mix(cfg->seed ^ 0x6A4Dull);
+        if (guardian_init(&t->g, &gcfg) != GUARDIAN_OK) {
+            trn_destroy(t);
+            return trn__fail(err, errlen, TRN_EINVAL, "cannot initialise Guardian");
+        }
+        t->have_g = 1;
+        if (!t->n_tau)
+            for (i = 0; i < t->L; i++) t->ctrl_tau[i] = 1.0f;
+    } else if (cfg->controller == TRN_CTRL_GAC) {
+        gac_config gcfg = gac_config_default();
+        if (gac_init(&t->gc, &gcfg) != GUARDIAN_OK || !t->n_tau) {
+            trn_destroy(t);
+            return trn__fail(err, errlen, TRN_EINVAL, "cannot initialise GAC (the model has no tau_att tensors)");
+        }
+        t->have_gac = 1;
+    } else if (cfg->controller == TRN_CTRL_CEAS) {
+        ceas_config ccfg = ceas_config_default();
+        if (ceas_init(&t->cs, &ccfg, t->L, t->H, t->D) != CEAS_OK) {
+            trn_destroy(t);
+            return trn__fail(err, errlen, TRN_EINVAL, "cannot initialise CEAS");
+        }
+        t->have_ceas = 1;
+    }
+    if (mdl_reserve(t->m, Bmax, Tmax) != MDL_OK) {
+        trn_destroy(t);
+        return trn__fail(err, errlen, TRN_ENOMEM, "out of memory for activations (batch %d x %d)", Bmax, Tmax);
+    }
+    *out = t;
+    return TRN_OK;
+}
+
+/* ------------------------------------------------------------------ step */
+static float trn__prior_scale(const trn *t, long long step)
+{
+    float s = 1.0f;
+    if (t->cfg.warmin_steps > 0 && guardian_warm_in(step, t->cfg.warmin_steps, &s) != GUARDIAN_OK)
+        s = 1.0f;
+    return s;
+}
+
+static void trn__mkopts(trn *t, int train, float prior_scale, mdl_opts *o)
+{
+    int l, h;
+    *o = mdl_opts_default();
+    o->train = train;
+    o->label_smoothing = t->cfg.label_smoothing;
+    o->ent_floor_alpha = t->cfg.ent_floor_alpha;
+    o->ent_floor_eta = t->cfg.ent_floor_eta;
+    o->lambda_sat = t->lambda_sat;
+    o->moe_lb_coef = t->cfg.moe_lb_coef;
+    o->prior_scale = prior_scale;
+    /* per-head temperatures: CEAS's beta, or the controller's per-layer tau when the model
+       has no tau_att of its own */
+    if (t->have_ceas) {
+        for (l = 0; l < t->L * t->H; l++) t->head_temp[l] = ceas_beta_to_temp(t->cs.beta[l], t->D);
+        o->head_temp = t->head_temp;
+    } else if (!t->n_tau && (t->have_g || t->cfg.controller == TRN_CTRL_SCRIPTED)) {
+        for (l = 0; l < t->L; l++)
+            for (h = 0; h < t->H; h++) t->head_temp[l * t->H + h] = t->ctrl_tau[l];
+        o->head_temp = t->head_temp;
+    }
+    o->seed = trn__mix(t->cfg.seed * 0x100000001B3ull + (uint64_t)t->step);
+}
+
+int trn_evaluate(trn *t, const uint16_t *ids, size_t n, int T, int weights, int max_chunks,
+                 double *ce, long long *ntok, int *used)
+{
+    wt2_loader L;
+    const float *src = NULL;
+    double sum = 0;
+    long long cnt = 0, chunks = 0;
+    int B, rc = TRN_OK, w = TRN_W_RAW;
+    mdl_opts o;
+    if (!t || !ids || T < 1 || T > t->cfg.model.max_T || max_chunks < 0) return TRN_EINVAL;
+    if (weights == TRN_W_SWA && t->swa && t->swa_state.n_averaged > 0) { src = t->swa; w = TRN_W_SWA; }
+    else if ((weights == TRN_W_EMA || weights == TRN_W_SWA) && t->ema) { src = t->ema; w = TRN_W_EMA; }
+    if (weights == TRN_W_SWA && w != TRN_W_SWA && !t->ema) w = TRN_W_RAW;
+    if (weights == TRN_W_SWA && w == TRN_W_EMA) { /* SWA asked but none averaged: EMA */ }
+    if (used) *used = w;
+    if (wt2_loader_init(&L, ids, n, WT2_SEQUENTIAL, 0) != 0) return TRN_EINVAL;
+    B = t->tokens_per_step / T;
+    if (B < 1) B = 1;
+    if (B > 64) B = 64;
+    if (src) {
+        memcpy(t->backup, mdl_params(t->m), t->n * sizeof(float));
+        memcpy(mdl_params(t->m), src, t->n * sizeof(float));
+    }
+    trn__mkopts(t, 0, trn__prior_scale(t, t->step), &o);
+    for (;;) {
+        int rows, b, j;
+        mdl_stats st;
+        if (max_chunks && chunks >= max_chunks) break;
+        if (max_chunks && chunks + B > max_chunks) B = (int)(max_chunks - chunks);
+        rows = wt2_loader_next(&L, B, T, t->chunk);
+        if (rows < 0) { rc = TRN_EINVAL; break; }
+        if (rows == 0) break;
+        for (b = 0; b < rows; b++)
+            for (j = 0; j < T; j++) {
+                t->inp[(size_t)b * T + j] = t->chunk[(size_t)b * (T + 1) + j];
+                t->tgt[(size_t)b * T + j] = t->chunk[(size_t)b * (T + 1) + j + 1];
+            }
+        if (mdl_forward(t->m, t->inp, t->tgt, rows, T, &o, &st) != MDL_OK) { rc = TRN_EINVAL; break; }
+        sum += st.ce_sum;
+        cnt += st.ntok;
+        chunks += rows;
+    }
+    if (src) memcpy(mdl_params(t->m), t->backup, t->n * sizeof(float));
+    if (ce) *ce = cnt ? sum / (double)cnt : NAN;
+    if (ntok) *ntok = cnt;
+    return rc;
+}
+
+static void trn__metrics_train(trn *t, const trn_step_info *in)
+{
+    if (!t->metrics) return;
+    fprintf(t->metrics,
+            "{\"type\":\"train\",\"step\":%lld,\"epoch\":%d,\"T\":%d,\"B\":%d,\"loss\":%.6f,"
+            "\"ce\":%.6f,\"lr\":%.6g,\"grad_norm\":%.6g,\"prior_scale\":%.4f,\"mu_entropy\":%.5f,"
+            "\"sat_frac\":%.5f,\"tau_mean\":%.5f,\"beta_mean\":%.5f,\"lambda_sat\":%.5f,"
+            "\"moe_lb\":%.6g,\"skipped\":%d}\n",
+            in->step, in->epoch, in->T, in->B, in->loss, in->ce, (double)in->lr,
+            (double)in->grad_norm, (double)in->prior_scale, (double)in->mu_entropy,
+            (double)in->sat_frac, (double)in->tau_mean, (double)in->beta_mean,
+            (double)in->lambda_sat, (double)in->moe_lb, in->skipped);
+    fflush(t->metrics);
+}
+
+/* Periodic evaluation on the held-out split with the raw weights; feeds the controllers. */
+static int trn__periodic_eval(trn *t, trn_step_info *info)
+{
+    double ce;
+    long long nt;
+    int used, rc, l;
+    float tau[MDL_MAX_LAYERS];
+    rc = trn_evaluate(t, t->val_ids, t->n_val, t->cfg.context, TRN_W_RAW,
+                      t->cfg.eval_max_chunks, &ce, &nt, &used);
+    if (rc != TRN_OK) return rc;
+    t->val_ce_prev = t->val_ce;
+    t->have_val_prev = t->have_val;
+    t->val_ce = ce;
+    t->have_val = 1;
+    info->evaluated = 1;
+    info->val_ce = ce;
+    if (t->have_g) {
+        guardian_obs obs;
+        guardian_knobs k;
+        float mH = t->run_n ? (float)(t->run_H / (double)t->run_n) : 0.0f;
+        if (t->have_val_prev && t->g.pending) {
+            float r = guardian_reward(&t->g.cfg, (float)ce, (float)t->val_ce_prev);
+            if (isfinite(r)) guardian_update(&t->g, r);
+        }
+        obs.gate_delta = (float)fabs((double)mH - t->mu_H_at_eval);
+        obs.sat_frac = t->run_n ? (float)(t->run_sat / (double)t->run_n) : 0.0f;
+        obs.mu_entropy = mH;
+        obs.val_ce = (float)ce;
+        t->mu_H_at_eval = mH;
+        guardian_set_beta(&t->g, guardian_ramp(t->step, t->cfg.guardian_start, t->cfg.guardian_ramp));
+        trn__get_tau(t, tau);
+        if (guardian_step(&t->g, &obs, tau, &k) == GUARDIAN_OK) {
+            trn__set_tau(t, tau);
+            t->lambda_sat = k.lambda_sat;
+        }
+    }
+    if (t->have_gac) gac_observe(&t->gc, (float)-ce, NULL);
+    if (t->have_ceas) {
+        int fired = 0;
+        ceas_report_val_loss(&t->cs, (float)ce, &fired);
+    }
+    if (t->cfg.controller == TRN_CTRL_SCRIPTED) {
+        guardian_sched_config sc = guardian_sched_config_default();
+        float tv;
+        sc.warmup = t->total / 10 > 0 ? t->total / 10 : 1;
+        sc.total = t->total > sc.warmup ? t->total : sc.warmup + 1;
+        if (guardian_sched_tau(&sc, t->step, t->have_val_prev, (float)ce,
+                               t->have_val_prev ? (float)(t->val_ce_prev - ce) : 0.0f, &tv) == GUARDIAN_OK) {
+            for (l = 0; l < t->L; l++) tau[l] = tv;
+            trn__set_tau(t, tau);
+        }
+    }
+    t->run_sat = t->run_H = 0;
+    t->run_n = 0;
+    if (t->metrics) {
+        fprintf(t->metrics, "{\"type\":\"eval\",\"step\":%lld,\"epoch\":%d,\"split\":\"val\","
+                            "\"weights\":\"raw\",\"val_ce\":%.6f,\"val_ppl\":%.4f,\"tokens\":%lld,"
+                            "\"lambda_sat\":%.5f}\n",
+                t->step, t->epoch, ce, exp(ce), nt, (double)t->lambda_sat);
+        fflush(t->metrics);
+    }
+    return TRN_OK;
+}
+
+static void trn__epoch_end(trn *t)
+{
+    int i, n = t->cfg.n_cg;
+    if (t->cfg.cg) {
+        float loss[TRN_MAX_CG], sat[TRN_MAX_CG], H[TRN_MAX_CG];
+        double ml = 0, ms = 0, mh = 0;
+        long long c = 0;
+        for (i = 0; i < n; i++)
+            if (t->cg_cnt[i]) {
+                ml += t->cg_loss[i]; ms += t->cg_sat[i]; mh += t->cg_H[i]; c += t->cg_cnt[i];
+            }
+        for (i = 0; i < n; i++) {
+            long long k = t->cg_cnt[i];
+            /* a length not played this epoch is scored at the epoch's mean */
+            loss[i] = (float)(k ? t->cg_loss[i] / (double)k : (c ? ml / (double)c : 0));
+            sat[i] = (float)(k ? t->cg_sat[i] / (double)k : (c ? ms / (double)c : 0));
+            H[i] = (float)(k ? t->cg_H[i] / (double)k : (c ? mh / (double)c : 0));
+            t->cg_loss[i] = t->cg_sat[i] = t->cg_H[i] = 0;
+            t->cg_cnt[i] = 0;
+        }
+        if (c) guardian_cg_update(&t->cg, loss, sat, H);
+    }
+    if (t->swa && t->have_val) {
+        if (t->have_swa_entry) {
+            int taken = 0;
+            guardian_swa_offer(&t->swa_state, t->swa, mdl_params(t->m), (int64_t)t->n, t->epoch,
+                               (float)t->swa_entry_ce, (float)t->val_ce, &taken);
+            if (t->metrics) {
+                fprintf(t->metrics, "{\"type\":\"swa\",\"step\":%lld,\"epoch\":%d,\"val_ce\":%.6f,"
+                                    "\"entry_ce\":%.6f,\"taken\":%d,\"averaged\":%lld}\n",
+                        t->step, t->epoch, t->val_ce, t->swa_entry_ce, taken,
+                        (long long)t->swa_state.n_averaged);
+                fflush(t->metrics);
+            }
+        }
+        t->swa_entry_ce = t->val_ce;
+        t->have_swa_entry = 1;
+    }
+}
+
+int trn_step(trn *t, trn_step_info *info)
+{
+    trn_step_info tmp;
+    mdl_opts o;
+    mdl_stats st;
+    tk_adamw_config ac;
+    guardian_lr_config lc;
+    float lr = t ? t->cfg.lr : 0, f = 1.0f, ps, gn = 0, tau[MDL_MAX_LAYERS];
+    int T, B, rows, b, j, li = -1, i, l, rc;
+    if (!t) return TRN_EINVAL;
+    if (!info) info = &tmp;
+    memset(info, 0, sizeof *info);
+    info->val_ce = NAN;
+    T = t->cfg.context;
+    if (t->cfg.cg && guardian_cg_sample(&t->cg, &li) == GUARDIAN_OK) T = t->cfg.cg_lengths[li];
+    B = t->tokens_per_step / T;
+    if (B < 1) B = 1;
+    rows = wt2_loader_next(&t->loader, B, T, t->chunk);
+    if (rows != B) return TRN_EINVAL;
+    for (b = 0; b < B; b++)
+        for (j = 0; j < T; j++) {
+            t->inp[(size_t)b * T + j] = t->chunk[(size_t)b * (T + 1) + j];
+            t->tgt[(size_t)b * T + j] = t->chunk[(size_t)b * (T + 1) + j + 1];
+        }
+    lc = guardian_lr_config_default();
+    lc.peak = t->cfg.lr;
+    lc.total = t->total;
+    lc.flat_frac = t->cfg.lr_flat_frac;
+    lc.floor_frac = t->cfg.lr_floor_frac;
+    if (guardian_lr(&lc, t->step, &lr) != GUARDIAN_OK) lr = t->cfg.lr;
+    if (t->cfg.chaos) guardian_chaos_step(&t->chaos, &f);
+    lr *= f;
+    ps = trn__prior_scale(t, t->step) * f;
+    trn__mkopts(t, 1, ps, &o);
+    o.want_attn_obs = t->have_ceas;
+    mdl_zero_grad(t->m);
+    rc = mdl_forward(t->m, t->inp, t->tgt, B, T, &o, &st);
+    if (rc != MDL_OK) return TRN_EINVAL;
+    info->loss = st.loss;
+    info->ce = st.ce;
+    if (!isfinite(st.loss)) {
+        info->skipped = 1;
+        t->skipped++;
+    } else {
+        float *P = mdl_params(t->m), *G = mdl_grads(t->m);
+        float gtau[MDL_MAX_LAYERS];
+        int nt = mdl_num_tensors(t->m), ctrl_tau = t->have_gac;
+        if (mdl_backward(t->m) != MDL_OK) return TRN_EINVAL;
+        if (t->cfg.grad_clip > 0) tk_clip_grad_norm(G, t->n, t->cfg.grad_clip, &gn);
+        else tk_grad_norm(G, t->n, &gn);
+        if (!isfinite(gn)) {
+            info->skipped = 1;
+            t->skipped++;
+        } else {
+            for (l = 0; l < t->n_tau; l++) gtau[l] = G[t->tau_off[l]];
+            t->adam_t++;
+            ac = tk_adamw_config_default();
+            ac.lr = lr;
+            ac.beta1 = t->cfg.beta1;
+            ac.beta2 = t->cfg.beta2;
+            ac.eps = t->cfg.adam_eps;
+            for (i = 0; i < nt; i++) {
+                const mdl_tensor *e = mdl_tensor_at(t->m, i);
+                int is_tau = 0;
+                for (l = 0; l < t->n_tau; l++) if (t->tau_off[l] == e->offset) is_tau = 1;
+                if (is_tau && ctrl_tau) continue; /* GAC moves tau_att, not AdamW */
+                ac.weight_decay = e->decay ? t->cfg.weight_decay : 0.0f;
+                tk_adamw_update(P + e->offset, G + e->offset, t->adam_m + e->offset,
+                                t->adam_v + e->offset, e->numel, &ac, (long)t->adam_t);
+            }
+            if (t->have_gac) {
+                trn__get_tau(t, tau);
+                gac_update(&t->gc, tau, gtau, t->L);
+                trn__set_tau(t, tau);
+            }
+            if (t->have_ceas && st.attn_obs) ceas_step(&t->cs, st.attn_obs);
+            if (t->ema) guardian_ema_update(t->ema, P, (int64_t)t->n, t->cfg.ema_decay);
+        }
+    }
+    t->step++;
+    t->run_sat += st.sat_frac;
+    t->run_H += st.mu_entropy;
+    t->run_n++;
+    if (li >= 0 && isfinite(st.loss)) {
+        t->cg_loss[li] += st.ce;
+        t->cg_sat[li] += st.sat_frac;
+        t->cg_H[li] += st.mu_entropy;
+        t->cg_cnt[li]++;
+    }
+    info->step = t->step;
+    info->T = T;
+    info->B = B;
+    info->lr = lr;
+    info->grad_norm = gn;
+    info->prior_scale = ps;
+    info->mu_entropy = st.mu_entropy;
+    info->sat_frac = st.sat_frac;
+    info->moe_lb = st.moe_lb;
+    info->lambda_sat = t->lambda_sat;
+    trn__get_tau(t, tau);
+    for (l = 0; l < t->L; l++) info->tau_mean += tau[l] / (float)t->L;
+    if (t->have_ceas) {
+        for (i = 0; i < t->L * t->H; i++) info->beta_mean += t->cs.beta[i] / (float)(t->L * t->H);
+    }
+    info->epoch_end = (t->step % t->per_epoch) == 0;
+    if (info->epoch_end) t->epoch++;
+    info->epoch = t->epoch;
+    if ((t->cfg.eval_every > 0 && t->step % t->cfg.eval_every == 0) ||
+        (info->epoch_end && (t->cfg.eval_every == 0 || t->swa))) {
+        rc = trn__periodic_eval(t, info);
+        if (rc != TRN_OK) return rc;
+    }
+    if (info->epoch_end) trn__epoch_end(t);
+    if (t->cfg.log_every > 0 && t->step % t->cfg.log_every == 0) trn__metrics_train(t, info);
+    return TRN_OK;
+}
+
+/* ------------------------------------------------------------------ checkpoints */
+#define TRN__I64_N 48
+#define TRN__F64_N (16 + MDL_MAX_LAYERS + 5 * TRN_MAX_CG)
+#define TRN__STATE_VERSION 1
+
+static void trn__pack(const trn *t, int64_t *I, double *F)
+{
+    int i, k = 0, q = 0;
+    memset(I, 0, sizeof(int64_t) * TRN__I64_N);
+    memset(F, 0, sizeof(double) * TRN__F64_N);
+    I[k++] = TRN__STATE_VERSION;
+    I[k++] = t->step;
+    I[k++] = t->epoch;
+    I[k++] = t->adam_t;
+    I[k++] = t->skipped;
+    memcpy(&I[k++], &t->loader.rng, sizeof(int64_t));
+    I[k++] = (int64_t)t->loader.pos;
+    I[k++] = (int64_t)t->loader.rows;
+    I[k++] = (int64_t)t->loader.tokens;
+    I[k++] = t->swa_state.n_averaged;
+    I[k++] = t->swa_state.n_offered;
+    I[k++] = t->cg.rounds;
+    memcpy(&I[k++], &t->cg.rng.s, sizeof(int64_t));
+    I[k++] = t->chaos.t;
+    I[k++] = t->have_val;
+    I[k++] = t->have_val_prev;
+    I[k++] = t->have_swa_entry;
+    I[k++] = t->run_n;
+    I[k++] = (int64_t)t->n;
+    for (i = 0; i < TRN_MAX_CG; i++) I[k++] = t->cg_cnt[i];
+    F[q++] = t->val_ce;
+    F[q++] = t->val_ce_prev;
+    F[q++] = t->swa_entry_ce;
+    F[q++] = t->mu_H_at_eval;
+    F[q++] = t->run_sat;
+    F[q++] = t->run_H;
+    F[q++] = t->lambda_sat;
+    F[q++] = t->chaos.x;
+    F[q++] = t->chaos.last;
+    q = 16;
+    for (i = 0; i < MDL_MAX_LAYERS; i++) F[q++] = t->ctrl_tau[i];
+    for (i = 0; i < TRN_MAX_CG; i++) {
+        F[q++] = t->cg.logw[i];
+        F[q++] = t->cg.q[i];
+        F[q++] = t->cg_loss[i];
+        F[q++] = t->cg_sat[i];
+        F[q++] = t->cg_H[i];
+    }
+}
+
+static void trn__unpack(trn *t, const int64_t *I, const double *F)
+{
+    int i, k = 1, q = 0;
+    t->step = I[k++];
+    t->epoch = (int)I[k++];
+    t->adam_t = I[k++];
+    t->skipped = I[k++];
+    memcpy(&t->loader.rng, &I[k++], sizeof(int64_t));
+    t->loader.pos = (size_t)I[k++];
+    t->loader.rows = (unsigned long long)I[k++];
+    t->loader.tokens = (unsigned long long)I[k++];
+    t->swa_state.n_averaged = I[k++];
+    t->swa_state.n_offered = I[k++];
+    t->cg.rounds = I[k++];
+    memcpy(&t->cg.rng.s, &I[k++], sizeof(int64_t));
+    t->chaos.t = I[k++];
+    t->have_val = (int)I[k++];
+    t->have_val_prev = (int)I[k++];
+    t->have_swa_entry = (int)I[k++];
+    t->run_n = I[k++];
+    k++; /* n, checked by the caller */
+    for (i = 0; i < TRN_MAX_CG; i++) t->cg_cnt[i] = I[k++];
+    t->val_ce = F[q++];
+    t->val_ce_prev = F[q++];
+    t->swa_entry_ce = F[q++];
+    t->mu_H_at_eval = F[q++];
+    t->run_sat = F[q++];
+    t->run_H = F[q++];
+    t->lambda_sat = (float)F[q++];
+    t->chaos.x = F[q++];
+    t->chaos.last = (float)F[q++];
+    q = 16;
+    for (i = 0; i < MDL_MAX_LAYERS; i++) t->ctrl_tau[i] = (float)F[q++];
+    for (i = 0; i < TRN_MAX_CG; i++) {
+        t->cg.logw[i] = F[q++];
+        t->cg.q[i] = (float)F[q++];
+        t->cg_loss[i] = F[q++];
+        t->cg_sat[i] = F[q++];
+        t->cg_H[i] = F[q++];
+    }
+}
+
+int trn_save(trn *t, const char *path, char *err, size_t errlen)
+{
+    int nt, i, ne = 0, rc = TRN_OK;
+    ckpt_entry *E = NULL;
+    int64_t I[TRN__I64_N];
+    double F[TRN__F64_N];
+    unsigned char *gblob = NULL, *cblob = NULL, *eblob = NULL;
+    size_t gsz = 0, csz = 0, esz = 0;
+    char *arch = NULL, *full = NULL, stepbuf[32];
+    const char *keys[4], *vals[4];
+    if (!t || !path) return trn__fail(err, errlen, TRN_EINVAL, "trn_save: NULL argument");
+    nt = mdl_num_tensors(t->m);
+    E = (ckpt_entry *)calloc((size_t)nt + 12, sizeof *E);
+    arch = (char *)malloc(16384);
+    full = (char *)malloc(16384);
+    if (!E || !arch || !full) { rc = trn__fail(err, errlen, TRN_ENOMEM, "out of memory"); goto done; }
+    for (i = 0; i < nt; i++) {
+        const mdl_tensor *e = mdl_tensor_at(t->m, i);
+        int d;
+        E[ne].name = e->name;
+        E[ne].dtype = CKPT_F32;
+        E[ne].ndim = e->ndim;
+        for (d = 0; d < e->ndim && d < 4; d++) E[ne].shape[d] = e->shape[d];
+        E[ne].data = mdl_params(t->m) + e->offset;
+        ne++;
+    }
+#define TRN__FLAT(nm, ptr) do { E[ne].name = nm; E[ne].dtype = CKPT_F32; E[ne].ndim = 1; \
+        E[ne].shape[0] = (int64_t)t->n; E[ne].data = ptr; ne++; } while (0)
+    TRN__FLAT("optim.adam_m", t->adam_m);
+    TRN__FLAT("optim.adam_v", t->adam_v);
+    if (t->ema) TRN__FLAT("optim.ema", t->ema);
+    if (t->swa) TRN__FLAT("optim.swa", t->swa);
+#undef TRN__FLAT
+    trn__pack(t, I, F);
+    E[ne].name = "trainer.i64"; E[ne].dtype = CKPT_I64; E[ne].ndim = 1;
+    E[ne].shape[0] = TRN__I64_N; E[ne].data = I; ne++;
+    E[ne].name = "trainer.f64"; E[ne].dtype = CKPT_F64; E[ne].ndim = 1;
+    E[ne].shape[0] = TRN__F64_N; E[ne].data = F; ne++;
+    if (t->have_g) {
+        gsz = guardian_state_size(&t->g);
+        gblob = (unsigned char *)malloc(gsz ? gsz : 1);
+        if (!gblob || guardian_save(&t->g, gblob, gsz, NULL) != GUARDIAN_OK) {
+            rc = trn__fail(err, errlen, TRN_ENOMEM, "cannot serialise Guardian"); goto done;
+        }
+        E[ne].name = "state.guardian"; E[ne].dtype = CKPT_U8; E[ne].ndim = 1;
+        E[ne].shape[0] = (int64_t)gsz; E[ne].data = gblob; ne++;
+    }
+    if (t->have_gac) {
+        csz = gac_state_size(&t->gc);
+        cblob = (unsigned char *)malloc(csz ? csz : 1);
+        if (!cblob || gac_save(&t->gc, cblob, csz, NULL) != GUARDIAN_OK) {
+            rc = trn__fail(err, errlen, TRN_ENOMEM, "cannot serialise GAC"); goto done;
+        }
+        E[ne].name = "state.gac"; E[ne].dtype = CKPT_U8; E[ne].ndim = 1;
+        E[ne].shape[0] = (int64_t)csz; E[ne].data = cblob; ne++;
+    }
+    if (t->have_ceas) {
+        esz = ceas_state_size(&t->cs);
+        eblob = (unsigned char *)malloc(esz ? esz : 1);
+        if (!eblob || ceas_state_save(&t->cs, eblob, esz, NULL) != CEAS_OK) {
+            rc = trn__fail(err, errlen, TRN_ENOMEM, "cannot serialise CEAS"); goto done;
+        }
+        E[ne].name = "state.ceas"; E[ne].dtype = CKPT_U8; E[ne].ndim = 1;
+        E[ne].shape[0] = (int64_t)esz; E[ne].data = eblob; ne++;
+    }
+    if (trn__json(&t->cfg, arch, 16384, 1) != TRN_OK || trn__json(&t->cfg, full, 16384, 0) != TRN_OK) {
+        rc = trn__fail(err, errlen, TRN_EINVAL, "configuration too long to serialise"); goto done;
+    }
+    snprintf(stepbuf, sizeof stepbuf, "%lld", t->step);
+    keys[0] = "attnkit.kind"; vals[0] = "wt2_train";
+    keys[1] = "attnkit.arch"; vals[1] = arch;
+    keys[2] = "attnkit.config"; vals[2] = full;
+    keys[3] = "attnkit.step"; vals[3] = stepbuf;
+    {
+        char cerr[512];
+        int c = ckpt_write(path, E, ne, keys, vals, 4, cerr, sizeof cerr);
+        if (c != CKPT_OK) rc = trn__fail(err, errlen, TRN_EIO, "cannot write checkpoint %s: %s", path, cerr);
+    }
+done:
+    free(E);
+    free(arch);
+    free(full);
+    free(gblob);
+    free(cblob);
+    free(eblob);
+    return rc;
+}
+
+/* First option whose value differs between two arch JSON strings. */
+static void trn__arch_diff(const char *file, const trn_config *c, char *err, size_t errlen)
+{
+    int k;
+    char want[TRN_PATH_MAX + 8], key[64];
+    for (k = 0; k < TRN__NOPTS; k++) {
+        const trn__opt *o = &trn__opts[k];
+        const char *p, *v;
+        size_t n;
+        if (!o->arch) continue;
+        trn__format_opt(c, o, want, sizeof want);
+        snprintf(key, sizeof key, "\"%s\":", o->flag);
+        p = strstr(file, key);
+        if (!p) {
+            trn__fail(err, errlen, TRN_EMISMATCH, "checkpoint has no --%s (written by another version?)", o->flag);
+            return;
+        }
+        v = p + strlen(key);
+        if (*v == '"') { v++; n = strcspn(v, "\""); }
+        else n = strcspn(v, ",}");
+        if (strlen(want) != n || strncmp(want, v, n)) {
+            trn__fail(err, errlen, TRN_EMISMATCH, "checkpoint was trained with --%s %.*s, this run has --%s %s",
+                      o->flag, (int)n, v, o->flag, want);
+            return;
+        }
+    }
+    trn__fail(err, errlen, TRN_EMISMATCH, "checkpoint configuration differs from this run's");
+}
+
+int trn_load(trn *t, const char *path, char *err, size_t errlen)
+{
+    ckpt_file *f = NULL;
+    char cerr[512], *arch = NULL;
+    const char *meta;
+    float *P = NULL, *M = NULL, *V = NULL, *EM = NULL, *SW = NULL;
+    int64_t I[TRN__I64_N];
+    double F[TRN__F64_N];
+    guardian g2;
+    gac gc2;
+    ceas_state cs2;
+    int have_g2 = 0, have_cs2 = 0, rc = TRN_OK, i, nt;
+    int64_t sh[4];
+    ckpt_entry e;
+    if (!t || !path) return trn__fail(err, errlen, TRN_EINVAL, "trn_load: NULL argument");
+    memset(&g2, 0, sizeof g2);
+    memset(&gc2, 0, sizeof gc2);
+    memset(&cs2, 0, sizeof cs2);
+    if (ckpt_open(&f, path, cerr, sizeof cerr) != CKPT_OK)
+        return trn__fail(err, errlen, TRN_EFORMAT, "cannot resume from %s: %s", path, cerr);
+    meta = ckpt_meta(f, "attnkit.kind");
+    if (!meta || strcmp(meta, "wt2_train")) {
+        rc = trn__fail(err, errlen, TRN_EFORMAT, "%s is not a wt2_train checkpoint (no attnkit.kind)", path);
+        goto done;
+    }
+    arch = (char *)malloc(16384);
+    if (!arch || trn__json(&t->cfg, arch, 16384, 1) != TRN_OK) { rc = trn__fail(err, errlen, TRN_ENOMEM, "out of memory"); goto done; }
+    meta = ckpt_meta(f, "attnkit.arch");
+    if (!meta || strcmp(meta, arch)) {
+        char d[600];
+        trn__arch_diff(meta ? meta : "", &t->cfg, d, sizeof d);
+        rc = trn__fail(err, errlen, TRN_EMISMATCH, "cannot resume from %s: %s", path, d);
+        goto done;
+    }
+    P = (float *)malloc(t->n * sizeof(float));
+    M = (float *)malloc(t->n * sizeof(float));
+    V = (float *)malloc(t->n * sizeof(float));
+    if (t->ema) EM = (float *)malloc(t->n * sizeof(float));
+    if (t->swa) SW = (float *)malloc(t->n * sizeof(float));
+    if (!P || !M || !V || (t->ema && !EM) || (t->swa && !SW)) { rc = trn__fail(err, errlen, TRN_ENOMEM, "out of memory"); goto done; }
+    nt = mdl_num_tensors(t->m);
+    for (i = 0; i < nt; i++) {
+        const mdl_tensor *te = mdl_tensor_at(t->m, i);
+        int d;
+        for (d = 0; d < 4; d++) sh[d] = d < te->ndim ? te->shape[d] : 0;
+        if (ckpt_read_into(f, te->name, CKPT_F32, te->ndim, sh, P + te->offset, cerr, sizeof cerr) != CKPT_OK) {
+            rc = trn__fail(err, errlen, TRN_EMISMATCH, "cannot resume from %s: %s", path, cerr);
+            goto done;
+        }
+    }
+    sh[0] = (int64_t)t->n;
+#define TRN__READ(nm, dst, dt, len) do { sh[0] = (int64_t)(len); \
+        if (ckpt_read_into(f, nm, dt, 1, sh, dst, cerr, sizeof cerr) != CKPT_OK) { \
+            rc = trn__fail(err, errlen, TRN_EMISMATCH, "cannot resume from %s: %s", path, cerr); goto done; } } while (0)
+    TRN__READ("optim.adam_m", M, CKPT_F32, t->n);
+    TRN__READ("optim.adam_v", V, CKPT_F32, t->n);
+    if (EM) TRN__READ("optim.ema", EM, CKPT_F32, t->n);
+    if (SW) TRN__READ("optim.swa", SW, CKPT_F32, t->n);
+    TRN__READ("trainer.i64", I, CKPT_I64, TRN__I64_N);
+    TRN__READ("trainer.f64", F, CKPT_F64, TRN__F64_N);
+#undef TRN__READ
+    if (I[0] != TRN__STATE_VERSION || I[18] != (int64_t)t->n || I[1] < 0 || I[2] < 0 || I[3] < 0 ||
+        I[6] < 0 || (uint64_t)I[6] > t->n_train) {
+        rc = trn__fail(err, errlen, TRN_EFORMAT, "cannot resume from %s: trainer state is inconsistent (version %lld)",
+                       path, (long long)I[0]);
+        goto done;
+    }
+    if (t->have_g) {
+        if (ckpt_find(f, "state.guardian", &e) != CKPT_OK || e.dtype != CKPT_U8 ||
+            guardian_init(&g2, &t->g.cfg) != GUARDIAN_OK) {
+            rc = trn__fail(err, errlen, TRN_EFORMAT, "cannot resume from %s: no Guardian state", path);
+            goto done;
+        }
+        have_g2 = 1;
+        if (guardian_load(&g2, e.data, (size_t)e.shape[0]) != GUARDIAN_OK) {
+            rc = trn__fail(err, errlen, TRN_EFORMAT, "cannot resume from %s: Guardian state is corrupted", path);
+            goto done;
+        }
+    }
+    if (t->have_gac) {
+        gc2 = t->gc;
+        if (ckpt_find(f, "state.gac", &e) != CKPT_OK || e.dtype != CKPT_U8 ||
+            gac_load(&gc2, e.data, (size_t)e.shape[0]) != GUARDIAN_OK) {
+            rc = trn__fail(err, errlen, TRN_EFORMAT, "cannot resume from %s: GAC state missing or corrupted", path);
+            goto done;
+        }
+    }
+    if (t->have_ceas) {
+        if (ckpt_find(f, "state.ceas", &e) != CKPT_OK || e.dtype != CKPT_U8 ||
+            ceas_init(&cs2, &t->cs.cfg, t->L, t->H, t->D) != CEAS_OK) {
+            rc = trn__fail(err, errlen, TRN_EFORMAT, "cannot resume from %s: no CEAS state", path);
+            goto done;
+        }
+        have_cs2 = 1;
+        if (ceas_state_load(&cs2, e.data, (size_t)e.shape[0]) != CEAS_OK) {
+            rc = trn__fail(err, errlen, TRN_EFORMAT, "cannot resume from %s: CEAS state is corrupted", path);
+            goto done;
+        }
+    }
+    /* everything read: commit */
+    memcpy(mdl_params(t->m), P, t->n * sizeof(float));
+    memcpy(t->adam_m, M, t->n * sizeof(float));
+    memcpy(t->adam_v, V, t->n * sizeof(float));
+    if (EM) memcpy(t->ema, EM, t->n * sizeof(float));
+    if (SW) memcpy(t->swa, SW, t->n * sizeof(float));
+    trn__unpack(t, I, F);
+    if (have_g2) { guardian_free(&t->g); t->g = g2; have_g2 = 0; }
+    if (t->have_gac) t->gc = gc2;
+    if (have_cs2) { ceas_free(&t->cs); t->cs = cs2; have_cs2 = 0; }
+done:
+    if (have_g2) guardian_free(&g2);
+    if (have_cs2) ceas_free(&cs2);
+    free(P); free(M); free(V); free(EM); free(SW);
+    free(arch);
+    ckpt_close(f);
+    return rc;
+}

@@ -1,0 +1,147 @@
+/* train.h - the WikiText-2 trainer behind examples/wt2_train.c: configuration and presets,
+   the training step (AdamW, clipping, label smoothing, entropy floor, LR flat + cosine to a
+   floor, bias warm-in, chaos warm-in, EMA, SWA-select, the context game, controllers
+   none|scripted|guardian|gac|ceas), evaluation, and bit-exact checkpoints.
+
+   Protocol (seed 000 §7): training draws random contiguous chunks; evaluation walks a split
+   in sequential non-overlapping chunks (stride = context), counting every target of every
+   full chunk once: chunks = floor((n - 1) / T), tokens = chunks * T.
+
+   Splits: with a full WikiText-2 directory: train / validation / test. Where the train
+   split is missing (../shared/data), the trainer trains on the validation split minus its
+   last `holdout` fraction, uses that held-out tail for the periodic evaluations the
+   controllers and SWA-select see, and reports the final figure on test (so the test split
+   never steers training). trn_describe_splits() says which is which.
+
+   Determinism: for a fixed thread count, a run is a pure function of its configuration;
+   N steps, save, resume, N more steps gives bit-identical weights to 2N steps in one go.
+   License: MIT. */
+#ifndef ATTNKIT_TRAIN_H
+#define ATTNKIT_TRAIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "model.h"
+#include "guardian.h"
+#include "ceas.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum { TRN_OK = 0, TRN_EINVAL = -1, TRN_ENOMEM = -2, TRN_EIO = -3, TRN_EFORMAT = -4,
+       TRN_EMISMATCH = -5, TRN_ENAN = -6 };
+enum { TRN_CTRL_NONE = 0, TRN_CTRL_SCRIPTED, TRN_CTRL_GUARDIAN, TRN_CTRL_GAC, TRN_CTRL_CEAS };
+enum { TRN_W_RAW = 0, TRN_W_EMA = 1, TRN_W_SWA = 2 };
+#define TRN_MAX_CG 8
+#define TRN_PATH_MAX 1024
+
+typedef struct trn_config {
+    mdl_config model;
+    /* data and budget */
+    int context;            /* T: training context (the longest context-game length if on) */
+    int batch;              /* B at `context`: tokens per step = batch * context */
+    long long steps;        /* schedule length in optimizer steps (0: epochs * steps/epoch) */
+    int epochs;             /* used when steps == 0 */
+    int epoch_steps;        /* steps per epoch (0: training tokens / tokens per step); epoch
+                               ends drive the context game and SWA-select */
+    long long max_steps;    /* stop after this many steps (0: run the schedule), then eval */
+    float holdout;          /* fraction of the training split held out when train is absent */
+    int eval_every;         /* steps between evaluations (0: at the end of each epoch) */
+    int eval_max_chunks;    /* cap on periodic-eval chunks (0: the whole split) */
+    int final_max_chunks;   /* cap on the final evaluation's chunks (0: all; smoke tests) */
+    int final_weights;      /* -1: auto (SWA if averaged, else EMA if on, else raw), or TRN_W_* */
+    int log_every;          /* steps between metrics lines */
+    int ckpt_every;         /* steps between checkpoints (0: only at the end) */
+    /* optimisation */
+    float lr, lr_flat_frac, lr_floor_frac;
+    float beta1, beta2, adam_eps, weight_decay;
+    float grad_clip;        /* 0: off */
+    float label_smoothing, ent_floor_alpha, ent_floor_eta;
+    float moe_lb_coef;
+    long long warmin_steps; /* RPA/ERA bias warm-in (0: full scale from step 0) */
+    int chaos;              /* chaos warm-in on LR and bias scale */
+    float chaos_amp, chaos_decay, chaos_r, chaos_x0;
+    int ema; float ema_decay;
+    int swa;                /* SWA-select at epoch ends */
+    int swa_start_epoch; float swa_ce_lo, swa_ce_hi, swa_min_gain;
+    int cg;                 /* context game over cg_lengths at constant tokens per step */
+    int n_cg, cg_lengths[TRN_MAX_CG];
+    float cg_eta;
+    int controller;         /* TRN_CTRL_* */
+    int guardian_start;     /* Guardian beta ramp start (steps) and length */
+    int guardian_ramp;
+    /* run */
+    uint64_t seed;
+    int threads;            /* 0: OpenMP default */
+    char data_dir[TRN_PATH_MAX];
+    char out_dir[TRN_PATH_MAX];
+    char preset[32];
+} trn_config;
+
+/* Presets: "tiny" (the make-run default, the seed-000 recipe at a size that trains in
+   minutes on 2 cores), "paper" (seed 000 §7), "baseline" (paper budget with the prior,
+   controller, SWA-select and context game off). TRN_EINVAL for an unknown name. */
+int trn_preset(const char *name, trn_config *out);
+/* MDL / TRN validation with a sentence in err. */
+int trn_config_validate(const trn_config *c, char *err, size_t errlen);
+
+/* Command-line options: every field above has a --flag. trn_parse_flag consumes argv[i]
+   (and argv[i+1] for a value) and returns the number consumed (1 or 2), 0 if the flag is
+   not a config flag, or TRN_EINVAL with a message. trn_print_help lists them with the
+   current values as defaults. */
+int trn_parse_flag(trn_config *c, int argc, char **argv, int i, char *err, size_t errlen);
+void trn_print_help(const trn_config *c, FILE *f);
+/* One-line JSON of the whole configuration (for metrics and checkpoints). */
+int trn_config_json(const trn_config *c, char *buf, size_t cap);
+
+typedef struct trn_step_info {
+    long long step;         /* steps completed after this one */
+    int epoch;
+    int T, B;
+    double loss, ce;        /* optimised loss and pure CE of this step's batch */
+    float lr, grad_norm, prior_scale;
+    float mu_entropy, sat_frac, tau_mean, beta_mean, lambda_sat, moe_lb;
+    int skipped;            /* non-finite loss: no update */
+    int evaluated;          /* a periodic evaluation ran after this step */
+    double val_ce;          /* its result (NaN if none) */
+    int epoch_end;
+} trn_step_info;
+
+typedef struct trn trn; /* opaque */
+
+/* Creates the model and all training state from cfg; train / val token ids are borrowed
+   (they must outlive the trainer). */
+int trn_create(trn **out, const trn_config *cfg, const uint16_t *train_ids, size_t n_train,
+               const uint16_t *val_ids, size_t n_val, char *err, size_t errlen);
+void trn_destroy(trn *t);
+mdl_model *trn_model(trn *t);
+long long trn_steps_done(const trn *t);
+long long trn_total_steps(const trn *t);
+long long trn_steps_per_epoch(const trn *t);
+/* One optimizer step (plus the evaluation / epoch-end work that falls after it). */
+int trn_step(trn *t, trn_step_info *info);
+/* Sequential non-overlapping evaluation of ids (n) at context T with the chosen weights
+   (TRN_W_EMA / TRN_W_SWA fall back to raw when not available: *used says which);
+   max_chunks 0 = all. */
+int trn_evaluate(trn *t, const uint16_t *ids, size_t n, int T, int weights, int max_chunks,
+                 double *ce, long long *ntok, int *used);
+/* Weights the final evaluation uses: SWA if snapshots were averaged, else EMA if on,
+   else raw. */
+int trn_final_weights(const trn *t);
+const char *trn_weights_name(int w);
+/* Checkpoints (safetensors; atomic). Load refuses corrupted, truncated and mismatched
+   files with a message, and leaves the trainer unchanged on failure. */
+int trn_save(trn *t, const char *path, char *err, size_t errlen);
+int trn_load(trn *t, const char *path, char *err, size_t errlen);
+/* Metrics sink: one JSON line per log step and per evaluation (NULL: none). */
+void trn_set_metrics(trn *t, FILE *f);
+const char *trn_strerror(int err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ATTNKIT_TRAIN_H */

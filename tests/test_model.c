@@ -1,0 +1,592 @@
+/* test_model.c - the examples' language model (examples/common/model.c): whole-model
+   gradients against central finite differences for every attention / FFN / norm / gate
+   combination the model supports, a micro model that overfits one batch, bit-identical
+   determinism, train = 0 vs train = 1 agreement, refused inputs and configs. */
+#define STB_DS_IMPLEMENTATION
+#include <stb_ds.h>
+#undef STB_DS_IMPLEMENTATION
+#include "../examples/common/impl.c"
+#include "../examples/common/layers.c"
+#include "../examples/common/model.c"
+#include "attnkit_test.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MB 2
+#define MT 6
+#define MV 37
+
+/* micro configuration: vocab 37, C 16, 2 layers, 2 heads, T 6, dropout 0 */
+static mdl_config micro(void)
+{
+    mdl_config c = mdl_config_default();
+    c.vocab = MV;
+    c.d_model = 16;
+    c.n_layers = 2;
+    c.n_heads = 2;
+    c.max_T = 8;
+    c.d_ff_mult = 2;
+    c.init_std = 0.3f; /* large weights: gradients well above fp32 noise */
+    c.R = 3;
+    c.rpa.K = 3;
+    c.era.R = 4;
+    c.era.nb = 4;
+    return c;
+}
+
+static void batch(int *x, int *y, unsigned long long seed)
+{
+    int i;
+    tt_seed(seed);
+    for (i = 0; i < MB * MT; i++) {
+        x[i] = (int)(tt_uniform() * MV);
+        y[i] = (int)(tt_uniform() * MV);
+    }
+}
+
+static double loss_at(mdl_model *m, const int *x, const int *y, const mdl_opts *o)
+{
+    mdl_stats st;
+    int rc = mdl_forward(m, x, y, MB, MT, o, &st);
+    CHECK_INT_EQ(rc, MDL_OK);
+    return st.loss;
+}
+
+/* Finite-difference check of every tensor: all coordinates of tensors with <= 8
+   entries, 8 sampled ones (spread over the tensor) of larger tensors (3-4 in the
+   costliest combinations, to keep the test fast under sanitizers). Central
+   differences in fp32 with Richardson extrapolation, fd = (4 D(h/2) - D(h)) / 3 with
+   D(h) = (L(p+h) - L(p-h)) / 2h, h = 4e-3: the h^2 error term cancels (the polar
+   null-sink parameters are curved enough that plain D(h) is off by 5-10% there). A
+   coordinate passes when |fd - an| <= atol + rtol |an| (atol 1.5e-3, rtol 3%); the
+   sampled vector must also agree in norm: ||fd - an|| <= 5% ||an|| + atol. */
+static double gradcheck_n(const mdl_config *c, const mdl_opts *o, const char *what, size_t samples)
+{
+    mdl_model *m = NULL;
+    char err[256];
+    int x[MB * MT], y[MB * MT], ti, rc;
+    float *g;
+    double worst = 0.0;
+    const double h = 4e-3, atol = 1.5e-3, rtol = 0.03;
+#ifdef _OPENMP
+    /* the finite differences run thousands of micro forwards: one thread (parallel
+       regions on a busy 2-core machine cost more than the work); the determinism and
+       overfit cases below run with the default thread count */
+    int nthr = omp_get_max_threads();
+    omp_set_num_threads(1);
+#endif
+    rc = mdl_create(&m, c, 7, err, sizeof err);
+    CHECK_INT_EQ(rc, MDL_OK);
+    if (rc) {
+        fprintf(stderr, "%s: %s\n", what, err);
+#ifdef _OPENMP
+        omp_set_num_threads(nthr);
+#endif
+        return 1e9;
+    }
+    batch(x, y, 11);
+    mdl_zero_grad(m);
+    loss_at(m, x, y, o);
+    CHECK_INT_EQ(mdl_backward(m), MDL_OK);
+    g = (float *)malloc(sizeof(float) * mdl_num_params(m));
+    memcpy(g, mdl_grads(m), sizeof(float) * mdl_num_params(m));
+    for (ti = 0; ti < mdl_num_tensors(m); ti++) {
+        const mdl_tensor *t = mdl_tensor_at(m, ti);
+        size_t n = t->numel, k, cnt = n <= samples ? n : samples;
+        double dd = 0.0, na = 0.0;
+        int bad = 0;
+        for (k = 0; k < cnt; k++) {
+            size_t idx = n <= samples ? k : (size_t)(((unsigned long long)k * 2654435761ULL + 17) % n);
+            float *p = mdl_params(m) + t->offset + idx, p0 = *p;
+            double lp, lm, d1, d2, fd, an = g[t->offset + idx], e;
+            *p = (float)(p0 + h);
+            lp = loss_at(m, x, y, o);
+            *p = (float)(p0 - h);
+            lm = loss_at(m, x, y, o);
+            d1 = (lp - lm) / (2 * h);
+            *p = (float)(p0 + h / 2);
+            lp = loss_at(m, x, y, o);
+            *p = (float)(p0 - h / 2);
+            lm = loss_at(m, x, y, o);
+            d2 = (lp - lm) / h;
+            *p = p0;
+            fd = (4 * d2 - d1) / 3;
+            e = fabs(fd - an);
+            dd += e * e;
+            na += an * an;
+            if (e > atol + rtol * fabs(an)) {
+                if (bad < 3)
+                    fprintf(stderr, "  %s %s[%lu]: fd %.6g an %.6g\n", what, t->name, (unsigned long)idx, fd, an);
+                bad++;
+            }
+            if (e / (atol + rtol * fabs(an)) > worst) worst = e / (atol + rtol * fabs(an));
+        }
+        CHECK(bad == 0);
+        CHECK(sqrt(dd) <= 0.05 * sqrt(na) + atol);
+    }
+    free(g);
+    mdl_destroy(m);
+#ifdef _OPENMP
+    omp_set_num_threads(nthr);
+#endif
+    if (getenv("MODEL_TEST_VERBOSE")) fprintf(stderr, "  %s: worst error / tolerance %.3f\n", what, worst);
+    return worst;
+}
+
+static double gradcheck(const mdl_config *c, const mdl_opts *o, const char *what)
+{
+    return gradcheck_n(c, o, what, 8);
+}
+
+static mdl_opts train_opts(void)
+{
+    mdl_opts o = mdl_opts_default();
+    o.train = 1;
+    o.label_smoothing = 0.1f;
+    return o;
+}
+
+static void test_grad_softmax_gelu(void)
+{
+    mdl_config c = micro();
+    mdl_opts o = train_opts();
+    gradcheck(&c, &o, "softmax+gelu");
+}
+
+static void test_grad_softmax_rms_relu2(void)
+{
+    mdl_config c = micro();
+    mdl_opts o = train_opts();
+    c.norm = MDL_NORM_RMS;
+    c.pos = MDL_POS_NONE;
+    gradcheck(&c, &o, "softmax+rms");
+    c = micro();
+    c.ffn = MDL_FFN_RELU2;
+    gradcheck(&c, &o, "softmax+relu2");
+    c.norm = MDL_NORM_RMS;
+    c.pos = MDL_POS_NONE;
+    gradcheck(&c, &o, "softmax+rms+relu2");
+}
+
+static void test_grad_head_temp(void)
+{
+    mdl_config c = micro();
+    mdl_opts o = train_opts();
+    float ht[4] = {0.7f, 1.3f, 1.1f, 0.9f};
+    o.head_temp = ht;
+    o.attn_temp_mul = 1.2f;
+    gradcheck(&c, &o, "softmax+head_temp");
+}
+
+static void test_grad_gates(void)
+{
+    mdl_config c = micro();
+    mdl_opts o = train_opts();
+    c.res_gate = 1;
+    c.value_gate = 1;
+    o.ent_floor_alpha = 2.0f;
+    o.ent_floor_eta = 0.999f; /* the floor bites: its gradient is checked too */
+    o.lambda_sat = 0.3f;
+    gradcheck(&c, &o, "gates+entropy floor");
+}
+
+static void test_grad_rpa_detach(void)
+{
+    mdl_config c = micro();
+    mdl_opts o = train_opts();
+    c.prior = MDL_PRIOR_RPA;
+    c.rpa.detach = 1;
+    /* detach treats the Sinkhorn plan P as a constant, which finite differences cannot:
+       a very high tau_align makes P (nearly) independent of the memberships, so the
+       detached gradient is then the true one */
+    c.rpa.tau_align = 1e4f;
+    c.rpa.posmix = 0.1f;
+    c.tau_att_init = 0.9f;
+    o.prior_scale = 0.7f;
+    gradcheck(&c, &o, "rpa detach");
+}
+
+static void test_grad_rpa_full(void)
+{
+    mdl_config c = micro();
+    mdl_opts o = train_opts();
+    c.prior = MDL_PRIOR_RPA;
+    c.rpa.detach = 0;
+    c.rpa.posmix = 0.1f;
+    c.res_gate = 1;
+    c.value_gate = 1;
+    c.norm = MDL_NORM_RMS;
+    c.ffn = MDL_FFN_RELU2;
+    o.ent_floor_alpha = 1.0f;
+    o.ent_floor_eta = 0.999f;
+    gradcheck(&c, &o, "rpa no detach + gates");
+}
+
+static void test_grad_era(void)
+{
+    mdl_config c = micro();
+    mdl_opts o = train_opts();
+    c.prior = MDL_PRIOR_ERA;
+    o.prior_scale = 0.8f;
+    gradcheck(&c, &o, "era");
+}
+
+static void test_grad_polar(void)
+{
+    mdl_config c = micro();
+    mdl_opts o = train_opts();
+    c.attn = MDL_ATTN_POLAR;
+    gradcheck(&c, &o, "polar+gelu");
+}
+
+static void test_grad_polar_gdelta(void)
+{
+    mdl_config c = micro();
+    mdl_opts o = train_opts();
+    c.attn = MDL_ATTN_POLAR;
+    c.memory = MDL_MEM_GDELTA;
+    c.gd.chunk_size = 4;
+    gradcheck(&c, &o, "polar+gdelta");
+    c.ffn = MDL_FFN_RELU2;
+    c.norm = MDL_NORM_RMS;
+    gradcheck_n(&c, &o, "polar+gdelta+relu2+rms", 3);
+}
+
+/* MoE routing is fixed for a given opts.seed (counter-based Gumbel noise): the finite
+   differences see the same expert choice unless a perturbation flips a top-k tie */
+static void test_grad_moe(void)
+{
+    mdl_config c = micro();
+    mdl_opts o = train_opts();
+    c.ffn = MDL_FFN_MOE;
+    c.moe_experts = 3;
+    c.moe_topk = 2;
+    o.seed = 5;
+    o.moe_lb_coef = 0.5f;
+    gradcheck(&c, &o, "softmax+moe");
+    c.attn = MDL_ATTN_POLAR;
+    c.res_gate = 1;
+    o.seed = 6;
+    gradcheck_n(&c, &o, "polar+moe+res_gate", 4);
+}
+
+/* ---- overfit one batch */
+static void overfit(mdl_config c, const char *what, int steps, double bound)
+{
+    mdl_model *m = NULL;
+    char err[256];
+    int x[MB * MT], y[MB * MT], s;
+    float *mm, *vv;
+    double loss = 0.0, first = 0.0;
+    tk_adamw_config ac = tk_adamw_config_default();
+    mdl_opts o = mdl_opts_default();
+#ifdef _OPENMP
+    int nthr = omp_get_max_threads();
+    omp_set_num_threads(1); /* 150 micro steps: see gradcheck_n */
+#endif
+    c.init_std = 0.02f;
+    CHECK_INT_EQ(mdl_create(&m, &c, 3, err, sizeof err), MDL_OK);
+    if (!m) {
+#ifdef _OPENMP
+        omp_set_num_threads(nthr);
+#endif
+        return;
+    }
+    mm = (float *)calloc(mdl_num_params(m), sizeof(float));
+    vv = (float *)calloc(mdl_num_params(m), sizeof(float));
+    ac.lr = 1e-2f;
+    ac.weight_decay = 0.0f;
+    o.train = 1;
+    batch(x, y, 5);
+    for (s = 1; s <= steps; s++) {
+        mdl_stats st;
+        mdl_zero_grad(m);
+        CHECK_INT_EQ(mdl_forward(m, x, y, MB, MT, &o, &st), MDL_OK);
+        CHECK_INT_EQ(mdl_backward(m), MDL_OK);
+        CHECK_INT_EQ(tk_adamw_update(mdl_params(m), mdl_grads(m), mm, vv, mdl_num_params(m), &ac, s), TK_OK);
+        if (s == 1) first = st.loss;
+        loss = st.loss;
+    }
+    if (!(loss < bound)) fprintf(stderr, "  %s: loss %g -> %g after %d steps\n", what, first, loss, steps);
+    CHECK(first > 3.0);
+    CHECK(loss < bound);
+    free(mm);
+    free(vv);
+    mdl_destroy(m);
+#ifdef _OPENMP
+    omp_set_num_threads(nthr);
+#endif
+}
+
+static void test_overfit_softmax(void)
+{
+    overfit(micro(), "softmax", 150, 0.5);
+}
+
+static void test_overfit_polar_gdelta(void)
+{
+    mdl_config c = micro();
+    c.attn = MDL_ATTN_POLAR;
+    c.memory = MDL_MEM_GDELTA;
+    overfit(c, "polar+gdelta", 150, 0.5);
+}
+
+/* ---- determinism, train/eval agreement (default thread count) */
+static void test_determinism(void)
+{
+    mdl_config c = micro();
+    mdl_model *a = NULL, *b = NULL;
+    char err[256];
+    int x[MB * MT], y[MB * MT];
+    mdl_opts o = train_opts();
+    mdl_stats sa, sb;
+    c.prior = MDL_PRIOR_RPA;
+    c.res_gate = 1;
+    c.value_gate = 1;
+    c.dropout = 0.1f;
+    o.seed = 99;
+    batch(x, y, 4);
+    CHECK_INT_EQ(mdl_create(&a, &c, 5, err, sizeof err), MDL_OK);
+    CHECK_INT_EQ(mdl_create(&b, &c, 5, err, sizeof err), MDL_OK);
+    if (!a || !b) return;
+    CHECK(!memcmp(mdl_params(a), mdl_params(b), sizeof(float) * mdl_num_params(a)));
+    CHECK_INT_EQ(mdl_forward(a, x, y, MB, MT, &o, &sa), MDL_OK);
+    CHECK_INT_EQ(mdl_backward(a), MDL_OK);
+    CHECK_INT_EQ(mdl_forward(b, x, y, MB, MT, &o, &sb), MDL_OK);
+    CHECK_INT_EQ(mdl_backward(b), MDL_OK);
+    CHECK(sa.loss == sb.loss);
+    CHECK(!memcmp(mdl_grads(a), mdl_grads(b), sizeof(float) * mdl_num_params(a)));
+    /* a second backward without a forward is refused; forward never touches grads */
+    CHECK_INT_EQ(mdl_backward(a), MDL_EINVAL);
+    CHECK_INT_EQ(mdl_forward(a, x, y, MB, MT, &o, &sa), MDL_OK);
+    CHECK(!memcmp(mdl_grads(a), mdl_grads(b), sizeof(float) * mdl_num_params(a)));
+    /* another dropout seed changes the loss */
+    o.seed = 100;
+    CHECK_INT_EQ(mdl_forward(b, x, y, MB, MT, &o, &sb), MDL_OK);
+    CHECK(sa.loss != sb.loss);
+    mdl_destroy(a);
+    mdl_destroy(b);
+}
+
+static void test_train_eval_agree(void)
+{
+    mdl_config c = micro();
+    mdl_model *m = NULL;
+    char err[256];
+    int x[MB * MT], y[MB * MT], i;
+    mdl_opts o = train_opts();
+    mdl_stats s1, s0;
+    const float *lg;
+    double ce = 0.0;
+    c.prior = MDL_PRIOR_ERA;
+    c.res_gate = 1;
+    batch(x, y, 8);
+    CHECK_INT_EQ(mdl_create(&m, &c, 5, err, sizeof err), MDL_OK);
+    if (!m) return;
+    CHECK_INT_EQ(mdl_forward(m, x, y, MB, MT, &o, &s1), MDL_OK);
+    CHECK(mdl_logits(m) == NULL);
+    o.train = 0;
+    CHECK_INT_EQ(mdl_forward(m, x, y, MB, MT, &o, &s0), MDL_OK);
+    CHECK(s1.loss == s0.loss);
+    CHECK(s1.ce == s0.ce);
+    CHECK_INT_EQ(s0.ntok, MB * MT);
+    CHECK_CLOSE(s0.ce_sum, s0.ce * MB * MT, 1e-12, 0);
+    CHECK(s0.loss > s0.ce); /* label smoothing 0.1 on near-uniform predictions */
+    /* the logits reproduce the pure CE */
+    lg = mdl_logits(m);
+    CHECK(lg != NULL);
+    if (lg) {
+        for (i = 0; i < MB * MT; i++) {
+            double mx = -1e30, s = 0.0;
+            int v;
+            for (v = 0; v < MV; v++) mx = lg[i * MV + v] > mx ? lg[i * MV + v] : mx;
+            for (v = 0; v < MV; v++) s += exp(lg[i * MV + v] - mx);
+            ce += mx + log(s) - lg[i * MV + y[i]];
+        }
+        CHECK_CLOSE(ce / (MB * MT), s0.ce, 1e-5, 1e-6);
+    }
+    /* backward after an eval forward is refused */
+    CHECK_INT_EQ(mdl_backward(m), MDL_EINVAL);
+    mdl_destroy(m);
+}
+
+static void test_bad_inputs(void)
+{
+    mdl_config c = micro();
+    mdl_model *m = NULL;
+    char err[256];
+    int x[MB * MT], y[MB * MT];
+    mdl_opts o = train_opts();
+    mdl_stats st;
+    batch(x, y, 2);
+    CHECK_INT_EQ(mdl_create(&m, &c, 1, err, sizeof err), MDL_OK);
+    if (!m) return;
+    x[3] = MV;
+    CHECK_INT_EQ(mdl_forward(m, x, y, MB, MT, &o, &st), MDL_ERANGE);
+    x[3] = -1;
+    CHECK_INT_EQ(mdl_forward(m, x, y, MB, MT, &o, &st), MDL_ERANGE);
+    x[3] = 0;
+    y[5] = 1000;
+    CHECK_INT_EQ(mdl_forward(m, x, y, MB, MT, &o, &st), MDL_ERANGE);
+    CHECK(strstr(mdl_last_error(m), "targets") != NULL);
+    y[5] = 0;
+    CHECK_INT_EQ(mdl_forward(m, x, y, MB, 9, &o, &st), MDL_EINVAL); /* T > max_T 8 */
+    CHECK_INT_EQ(mdl_forward(m, NULL, y, MB, MT, &o, &st), MDL_EINVAL);
+    CHECK_INT_EQ(mdl_forward(m, x, y, 0, MT, &o, &st), MDL_EINVAL);
+    CHECK_INT_EQ(mdl_forward(m, x, y, -1, MT, &o, &st), MDL_EINVAL);
+    CHECK_INT_EQ(mdl_forward(m, x, y, MB, 0, &o, &st), MDL_EINVAL);
+    CHECK_INT_EQ(mdl_forward(NULL, x, y, MB, MT, &o, &st), MDL_EINVAL);
+    o.label_smoothing = 1.0f;
+    CHECK_INT_EQ(mdl_forward(m, x, y, MB, MT, &o, &st), MDL_EINVAL);
+    o.label_smoothing = 0.0f;
+    o.attn_temp_mul = 0.0f;
+    CHECK_INT_EQ(mdl_forward(m, x, y, MB, MT, &o, &st), MDL_EINVAL);
+    o.attn_temp_mul = NAN;
+    CHECK_INT_EQ(mdl_forward(m, x, y, MB, MT, &o, &st), MDL_EINVAL);
+    o.attn_temp_mul = 1.0f;
+    CHECK_INT_EQ(mdl_backward(m), MDL_EINVAL); /* failed forwards leave nothing to differentiate */
+    CHECK_INT_EQ(mdl_backward(NULL), MDL_EINVAL);
+    CHECK_INT_EQ(mdl_reserve(m, 0, 4), MDL_EINVAL);
+    CHECK_INT_EQ(mdl_reserve(m, 2, 9), MDL_EINVAL);
+    CHECK_INT_EQ(mdl_reserve(m, 2, 8), MDL_OK);
+    CHECK(mdl_activation_bytes(m) > 0);
+    /* forward without targets: no loss, complete forward, logits kept in eval */
+    o.train = 0;
+    CHECK_INT_EQ(mdl_forward(m, x, NULL, MB, MT, &o, &st), MDL_OK);
+    CHECK_INT_EQ(st.ntok, 0);
+    CHECK(mdl_logits(m) != NULL);
+    mdl_destroy(m);
+    /* invalid configs, each with a message */
+    {
+        mdl_config b;
+        err[0] = 0;
+        b = c; b.vocab = 0;
+        CHECK_INT_EQ(mdl_create(&m, &b, 1, err, sizeof err), MDL_EINVAL);
+        CHECK(m == NULL);
+        CHECK(strstr(err, "vocab") != NULL);
+        b = c; b.n_heads = 3;
+        CHECK_INT_EQ(mdl_config_validate(&b, err, sizeof err), MDL_EINVAL);
+        CHECK(strstr(err, "n_heads") != NULL);
+        b = c; b.n_layers = MDL_MAX_LAYERS + 1;
+        CHECK_INT_EQ(mdl_config_validate(&b, err, sizeof err), MDL_EINVAL);
+        b = c; b.dropout = 1.0f;
+        CHECK_INT_EQ(mdl_config_validate(&b, err, sizeof err), MDL_EINVAL);
+        CHECK(strstr(err, "dropout") != NULL);
+        b = c; b.attn = MDL_ATTN_POLAR; b.prior = MDL_PRIOR_RPA;
+        CHECK_INT_EQ(mdl_config_validate(&b, err, sizeof err), MDL_EINVAL);
+        CHECK(strstr(err, "softmax") != NULL);
+        b = c; b.prior = MDL_PRIOR_RPA; b.R = 1;
+        CHECK_INT_EQ(mdl_config_validate(&b, err, sizeof err), MDL_EINVAL);
+        b = c; b.norm = 7;
+        CHECK_INT_EQ(mdl_config_validate(&b, err, sizeof err), MDL_EINVAL);
+        CHECK_INT_EQ(mdl_config_validate(NULL, err, sizeof err), MDL_EINVAL);
+        CHECK_INT_EQ(mdl_config_validate(&c, err, sizeof err), MDL_OK);
+        CHECK_INT_EQ(mdl_create(NULL, &c, 1, err, sizeof err), MDL_EINVAL);
+    }
+}
+
+/* ---- tensor table, FLOPs, observables */
+static void test_table(void)
+{
+    mdl_config c = mdl_config_default();
+    mdl_model *m = NULL;
+    char err[256];
+    int i;
+    size_t tot = 0;
+    c.vocab = 50;
+    c.d_model = 32;
+    c.n_layers = 2;
+    c.n_heads = 4;
+    c.max_T = 16;
+    CHECK_INT_EQ(mdl_create(&m, &c, 1, err, sizeof err), MDL_OK);
+    if (!m) return;
+    CHECK(mdl_find_tensor(m, "wte") != NULL);
+    CHECK(mdl_find_tensor(m, "wpe") != NULL);
+    CHECK(mdl_find_tensor(m, "blocks.1.attn.qkv.weight") != NULL);
+    CHECK(mdl_find_tensor(m, "lnf.weight") != NULL);
+    CHECK(mdl_find_tensor(m, "nope") == NULL);
+    for (i = 0; i < mdl_num_tensors(m); i++) {
+        const mdl_tensor *t = mdl_tensor_at(m, i);
+        CHECK(t->offset == tot);
+        tot += t->numel;
+        CHECK_INT_EQ(t->decay, t->ndim == 2);
+    }
+    CHECK(tot == mdl_num_params(m));
+    /* GPT-style count: V C + T C + L (12 C^2 + 13 C) + 2 C (qkv/proj without biases) */
+    CHECK_INT_EQ(mdl_num_params(m), 50 * 32 + 16 * 32 + 2 * (12 * 32 * 32 + 4 * 32 + 4 * 32 + 32) + 2 * 32 -
+                                        0 * 1);
+    CHECK_CLOSE(mdl_flops_per_token(&c, 16), 6.0 * (2 * 12 * 32 * 32 + 50 * 32) + 2 * 6.0 * 32 * 17, 1e-12, 0);
+    CHECK(mdl_tensor_at(m, -1) == NULL);
+    CHECK(mdl_tensor_at(m, mdl_num_tensors(m)) == NULL);
+    /* same seed, same weights; another seed, other weights */
+    {
+        mdl_model *m2 = NULL;
+        CHECK_INT_EQ(mdl_create(&m2, &c, 2, err, sizeof err), MDL_OK);
+        if (m2) {
+            CHECK(memcmp(mdl_params(m), mdl_params(m2), sizeof(float) * mdl_num_params(m)) != 0);
+            mdl_destroy(m2);
+        }
+    }
+    mdl_destroy(m);
+}
+
+static void test_attn_obs(void)
+{
+    mdl_config c = micro();
+    mdl_model *m = NULL;
+    char err[256];
+    int x[MB * MT], y[MB * MT], l, h;
+    mdl_opts o = mdl_opts_default();
+    mdl_stats st;
+    float ht[4] = {1.0f, 1.0f, 0.25f, 1.0f};
+    batch(x, y, 3);
+    CHECK_INT_EQ(mdl_create(&m, &c, 1, err, sizeof err), MDL_OK);
+    if (!m) return;
+    o.want_attn_obs = 1;
+    CHECK_INT_EQ(mdl_forward(m, x, y, MB, MT, &o, &st), MDL_OK);
+    CHECK(st.attn_obs != NULL);
+    if (st.attn_obs) {
+        for (l = 0; l < 2; l++)
+            for (h = 0; h < 2; h++) {
+                const ceas_obs *ob = &st.attn_obs[l * 2 + h];
+                CHECK(ob->H >= 0.0f && ob->H <= logf((float)MT) + 1e-4f);
+                CHECK_CLOSE(ob->n_eff, expf(ob->H), 1e-4, 0);
+            }
+        /* a sharper head (temperature 0.25) has lower entropy than with temperature 1 */
+        {
+            float H1 = st.attn_obs[2].H;
+            o.head_temp = ht;
+            CHECK_INT_EQ(mdl_forward(m, x, y, MB, MT, &o, &st), MDL_OK);
+            CHECK(st.attn_obs[2].H < H1);
+        }
+    }
+    o.want_attn_obs = 0;
+    CHECK_INT_EQ(mdl_forward(m, x, y, MB, MT, &o, &st), MDL_OK);
+    CHECK(st.attn_obs == NULL);
+    mdl_destroy(m);
+}
+
+int main(int argc, char **argv)
+{
+    TEST_INIT(argc, argv);
+    TEST_RUN(test_grad_softmax_gelu);
+    TEST_RUN(test_grad_softmax_rms_relu2);
+    TEST_RUN(test_grad_head_temp);
+    TEST_RUN(test_grad_gates);
+    TEST_RUN(test_grad_rpa_detach);
+    TEST_RUN(test_grad_rpa_full);
+    TEST_RUN(test_grad_era);
+    TEST_RUN(test_grad_polar);
+    TEST_RUN(test_grad_polar_gdelta);
+    TEST_RUN(test_grad_moe);
+    TEST_RUN(test_overfit_softmax);
+    TEST_RUN(test_overfit_polar_gdelta);
+    TEST_RUN(test_determinism);
+    TEST_RUN(test_train_eval_agree);
+    TEST_RUN(test_bad_inputs);
+    TEST_RUN(test_table);
+    TEST_RUN(test_attn_obs);
+    return TEST_END();
+}
