@@ -911,24 +911,30 @@ static size_t era__rpa_state_bytes(int T, int R, int K, int iters)
 }
 
 /* x (non-legacy) or F (legacy) for row i into out (T) */
-/* Sum and sum of squares of x (n) into *s, *s2: float partials in 8 lanes over blocks of
-   256 (vectorisable), folded into doubles per block. Fixed order: deterministic. */
+/* Sum and sum of squares of x (n) into *s, *s2. The rows of a prior have a mean far
+   above their spread, so a plain float sum of squares would cancel catastrophically
+   in var = E[x^2] - E[x]^2: the partials are taken of x - p (p = x[0], a shift that
+   keeps the float sums at the scale of the spread), in 8 float lanes over blocks of
+   256 (vectorisable), folded into doubles per block and shifted back exactly in double.
+   Fixed order: deterministic. */
 static void era__sum_sq(const float *ERA_RESTRICT x, int n, double *s, double *s2)
 {
     double S = 0.0, S2 = 0.0;
+    const float p = n > 0 ? x[0] : 0.0f;
     int j = 0;
     while (j < n) {
         int m = n - j < 256 ? n - j : 256, i, l;
         float a[8] = {0, 0, 0, 0, 0, 0, 0, 0}, b[8] = {0, 0, 0, 0, 0, 0, 0, 0};
         for (i = 0; i + 8 <= m; i += 8)
             for (l = 0; l < 8; l++) {
-                float v = x[j + i + l];
+                float v = x[j + i + l] - p;
                 a[l] += v;
                 b[l] += v * v;
             }
         for (; i < m; i++) {
-            a[0] += x[j + i];
-            b[0] += x[j + i] * x[j + i];
+            float v = x[j + i] - p;
+            a[0] += v;
+            b[0] += v * v;
         }
         for (l = 0; l < 8; l++) {
             S += a[l];
@@ -936,8 +942,9 @@ static void era__sum_sq(const float *ERA_RESTRICT x, int n, double *s, double *s
         }
         j += m;
     }
-    *s = S;
-    *s2 = S2;
+    /* sum x = S + n p;  sum x^2 = S2 + 2 p S + n p^2 */
+    *s = S + (double)n * p;
+    *s2 = S2 + 2.0 * (double)p * S + (double)n * (double)p * p;
 }
 
 static void era__rpa_xrow(const era_rpa_state *st, int i, float *ERA_RESTRICT out)

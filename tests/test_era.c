@@ -1440,6 +1440,31 @@ static void test_type2(void)
     CHECK_INT_EQ(era_type2_forward(u, h, U1, NULL, NULL, 0.0f, 1, 2, 3, 2), ERA_EINVAL);
 }
 
+/* The z-score statistics of a row whose mean is far above its spread (a prior's rows
+   are all positive, near 1/K): the partial sums must not cancel. Against a two-pass
+   double variance, at several lengths (tails of the 8-lane / 256-block loop too). */
+static void test_zscore_sums_no_cancellation(void)
+{
+    static const int ns[] = {1, 7, 8, 255, 256, 257, 1000, 4099};
+    int k;
+    for (k = 0; k < (int)(sizeof ns / sizeof ns[0]); k++) {
+        int n = ns[k], i;
+        float *x = (float *)malloc(sizeof(float) * (size_t)n);
+        double s, s2, m = 0.0, v = 0.0, var;
+        tt_seed(100 + (unsigned long long)n);
+        for (i = 0; i < n; i++) x[i] = (float)(1000.0 + 1e-2 * tt_normal());
+        era__sum_sq(x, n, &s, &s2);
+        for (i = 0; i < n; i++) m += x[i];
+        m /= n;
+        for (i = 0; i < n; i++) v += (x[i] - m) * (x[i] - m);
+        v /= n;
+        CHECK_CLOSE(s / n, m, 1e-9, 1e-9);
+        var = s2 / n - (s / n) * (s / n);
+        if (n > 1) CHECK_CLOSE(var, v, 1e-3, 1e-12);
+        free(x);
+    }
+}
+
 int main(int argc, char **argv)
 {
     TEST_INIT(argc, argv);
@@ -1470,5 +1495,6 @@ int main(int argc, char **argv)
     TEST_RUN(test_nan_hidden_states);
     TEST_RUN(test_streaming_rows_large_T);
     TEST_RUN(test_type2);
+    TEST_RUN(test_zscore_sums_no_cancellation);
     return TEST_END();
 }
