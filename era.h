@@ -914,7 +914,7 @@ static size_t era__rpa_state_bytes(int T, int R, int K, int iters)
 /* Sum and sum of squares of x (n) into *s, *s2. The rows of a prior have a mean far
    above their spread, so a plain float sum of squares would cancel catastrophically
    in var = E[x^2] - E[x]^2: the partials are taken of x - p (p = x[0], a shift that
-   keeps the float sums at the scale of the spread), in 8 float lanes over blocks of
+   keeps the float sums at the scale of the spread), in 16 float lanes over blocks of
    256 (vectorisable), folded into doubles per block and shifted back exactly in double.
    Fixed order: deterministic. */
 static void era__sum_sq(const float *ERA_RESTRICT x, int n, double *s, double *s2)
@@ -924,19 +924,21 @@ static void era__sum_sq(const float *ERA_RESTRICT x, int n, double *s, double *s
     int j = 0;
     while (j < n) {
         int m = n - j < 256 ? n - j : 256, i, l;
-        float a[8] = {0, 0, 0, 0, 0, 0, 0, 0}, b[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-        for (i = 0; i + 8 <= m; i += 8)
-            for (l = 0; l < 8; l++) {
-                float v = x[j + i + l] - p;
-                a[l] += v;
-                b[l] += v * v;
-            }
-        for (; i < m; i++) {
-            float v = x[j + i] - p;
-            a[0] += v;
-            b[0] += v * v;
+        const float *ERA_RESTRICT xb = x + j;
+        float a[16], b[16], d[256];
+        /* three simple loops (shift, sum, sum of squares): each one vectorises cleanly
+           with gcc and clang, where one fused loop with two lane arrays does not */
+        for (i = 0; i < m; i++) d[i] = xb[i] - p;
+        for (l = 0; l < 16; l++) a[l] = b[l] = 0.0f;
+        for (i = 0; i + 16 <= m; i += 16)
+            for (l = 0; l < 16; l++) a[l] += d[i + l];
+        for (i = 0; i + 16 <= m; i += 16)
+            for (l = 0; l < 16; l++) b[l] += d[i + l] * d[i + l];
+        for (i = m & ~15; i < m; i++) {
+            a[0] += d[i];
+            b[0] += d[i] * d[i];
         }
-        for (l = 0; l < 8; l++) {
+        for (l = 0; l < 16; l++) {
             S += a[l];
             S2 += b[l];
         }
@@ -955,12 +957,31 @@ static void era__rpa_xrow(const era_rpa_state *st, int i, float *ERA_RESTRICT ou
         float pm = st->posmix;
         double beta = st->pos_beta > 0.0f ? st->pos_beta : 0.0;
         double den = T - 1 > 1 ? (double)(T - 1) : 1.0;
-        /* row i of M Phi^T as K contiguous axpys (vectorises) */
-        for (j = 0; j < T; j++) out[j] = 0.0f;
-        for (k = 0; k < K; k++) {
-            const float *ERA_RESTRICT pk = st->phiT + (size_t)k * T;
-            float mk = Mi[k];
-            for (j = 0; j < T; j++) out[j] += mk * pk[j];
+        /* row i of M Phi^T: contiguous passes over the transposed basis, four
+           columns per pass (vectorises; K = 8 is two passes) */
+        for (k = 0; k < K; k += 4) {
+            const float *ERA_RESTRICT p0 = st->phiT + (size_t)k * T;
+            const int kn = K - k < 4 ? K - k : 4;
+            const float m0 = Mi[k];
+            if (kn == 4) {
+                const float *ERA_RESTRICT p1 = p0 + T, *ERA_RESTRICT p2 = p1 + T, *ERA_RESTRICT p3 = p2 + T;
+                const float m1 = Mi[k + 1], m2 = Mi[k + 2], m3 = Mi[k + 3];
+                if (k == 0)
+                    for (j = 0; j < T; j++) out[j] = m0 * p0[j] + m1 * p1[j] + m2 * p2[j] + m3 * p3[j];
+                else
+                    for (j = 0; j < T; j++) out[j] += m0 * p0[j] + m1 * p1[j] + m2 * p2[j] + m3 * p3[j];
+            } else {
+                int kk;
+                if (k == 0)
+                    for (j = 0; j < T; j++) out[j] = m0 * p0[j];
+                else
+                    for (j = 0; j < T; j++) out[j] += m0 * p0[j];
+                for (kk = 1; kk < kn; kk++) {
+                    const float *ERA_RESTRICT pk = p0 + (size_t)kk * T;
+                    const float mk = Mi[k + kk];
+                    for (j = 0; j < T; j++) out[j] += mk * pk[j];
+                }
+            }
         }
         if (pm > 0.0f) {
             float keep = 1.0f - pm, cpos = (float)(-(double)pm * beta / den);
@@ -1040,14 +1061,89 @@ static void era__rpa_final_row(const era_rpa_state *st, int i, float *ERA_RESTRI
     }
 }
 
+/* Sum and sum of squares of x over the statistics set, in closed form (non-legacy):
+   x_ij = keep (M_i . Phi_j) + cpos |i - j| (keep 1, cpos 0 without the position mix, the
+   same float constants era__rpa_xrow uses), so with, over the set J_i of row i,
+     S_i = sum Phi_j,  G_i = sum Phi_j Phi_j^T,  E_i = sum |i-j| Phi_j,
+     D_i = sum |i-j|,  D2_i = sum |i-j|^2,
+   sum_j x_ij = keep M_i.S_i + cpos D_i and
+   sum_j x_ij^2 = keep^2 M_i G_i M_i^T + 2 keep cpos M_i.E_i + cpos^2 D2_i.
+   Prefix sums over j make it O(T K^2) instead of a pass over the (T,T) matrix; all in
+   double. scratch: 4 K + 2 K^2 doubles. */
+static void era__rpa_stats_closed(const era_rpa_state *st, double *scratch, double *sum_out,
+                                  double *sumsq_out)
+{
+    const int T = st->T, K = st->K, causal = st->zscore_causal;
+    double *P0 = scratch, *P1 = P0 + K, *T0 = P1 + K, *T1 = T0 + K;
+    double *G = T1 + K, *Gt = G + (size_t)K * K;
+    double keep = 1.0, cpos = 0.0, S = 0.0, S2 = 0.0;
+    int i, k, l;
+    if (st->posmix > 0.0f) {
+        double beta = st->pos_beta > 0.0f ? st->pos_beta : 0.0;
+        double den = T - 1 > 1 ? (double)(T - 1) : 1.0;
+        keep = (double)(1.0f - st->posmix);
+        cpos = (double)(float)(-(double)st->posmix * beta / den);
+    }
+    for (k = 0; k < K; k++) P0[k] = P1[k] = T0[k] = T1[k] = 0.0;
+    for (k = 0; k < K * K; k++) G[k] = Gt[k] = 0.0;
+    if (!causal)
+        for (i = 0; i < T; i++) {
+            const float *ph = st->phi + (size_t)i * K;
+            for (k = 0; k < K; k++) {
+                T0[k] += ph[k];
+                T1[k] += (double)i * ph[k];
+                for (l = 0; l < K; l++) Gt[(size_t)k * K + l] += (double)ph[k] * ph[l];
+            }
+        }
+    for (i = 0; i < T; i++) {
+        const float *ph = st->phi + (size_t)i * K, *Mi = st->M + (size_t)i * K;
+        const double di = (double)i, a = (double)(T - 1 - i);
+        const double *Gs = causal ? G : Gt;
+        double D = 0.5 * di * (di + 1.0), D2 = di * (di + 1.0) * (2.0 * di + 1.0) / 6.0;
+        double ms = 0.0, mgm = 0.0, me = 0.0;
+        for (k = 0; k < K; k++) {
+            P0[k] += ph[k];
+            P1[k] += di * ph[k];
+            if (causal)
+                for (l = 0; l < K; l++) G[(size_t)k * K + l] += (double)ph[k] * ph[l];
+        }
+        if (!causal) {
+            D += 0.5 * a * (a + 1.0);
+            D2 += a * (a + 1.0) * (2.0 * a + 1.0) / 6.0;
+        }
+        for (k = 0; k < K; k++) {
+            double Sk = causal ? P0[k] : T0[k];
+            double Ek = di * P0[k] - P1[k], g = 0.0;
+            if (!causal) Ek += (T1[k] - P1[k]) - di * (T0[k] - P0[k]);
+            for (l = 0; l < K; l++) g += Gs[(size_t)k * K + l] * Mi[l];
+            ms += (double)Mi[k] * Sk;
+            me += (double)Mi[k] * Ek;
+            mgm += (double)Mi[k] * g;
+        }
+        S += keep * ms + cpos * D;
+        S2 += keep * keep * mgm + 2.0 * keep * cpos * me + cpos * cpos * D2;
+    }
+    *sum_out = S;
+    *sumsq_out = S2;
+}
+
+/* doubles of the partial-sum area: 6 per row, at least the closed-form statistics'
+   scratch (4 K + 2 K^2) */
+static size_t era__rpa_part_doubles(int T, int K)
+{
+    size_t a = 6 * (size_t)T, b = 4 * (size_t)K + 2 * (size_t)K * (size_t)K;
+    return a > b ? a : b;
+}
+
 ERADEF size_t era_rpa_workspace_size(const era_rpa_config *cfg, int B, int T)
 {
     size_t nt = (size_t)era__nthreads();
     (void)B;
     if (!cfg || T <= 0) return 0;
-    /* per-thread row buffers (3 rows) + per-row partial sums (6 doubles) + dM (T,K) +
-       legacy dF (T,T) */
-    return era__align(sizeof(float) * 3 * (size_t)T * nt) + era__align(sizeof(double) * 6 * (size_t)T) +
+    /* per-thread row buffers (3 rows) + per-row partial sums (6 doubles, or the
+       closed-form statistics' scratch) + dM (T,K) + legacy dF (T,T) */
+    return era__align(sizeof(float) * 3 * (size_t)T * nt) +
+           era__align(sizeof(double) * era__rpa_part_doubles(T, era__rpa_K(cfg))) +
            era__align(sizeof(float) * (size_t)T * (size_t)(era__rpa_K(cfg))) +
            (cfg->legacy ? era__align(sizeof(float) * (size_t)T * (size_t)T) : 0);
 }
@@ -1061,7 +1157,7 @@ ERADEF int era_rpa_forward(const era_rpa_config *cfg, const era_rpa_params *p,
     void *own = NULL;
     float *rowbuf;
     double *part;
-    double tau_a;
+    double tau_a, cs = 0.0, cs2 = 0.0;
     rc = era__rpa_check_cfg(cfg);
     if (rc) return rc;
     if (!p || !mu || !st) return ERA_EINVAL;
@@ -1174,20 +1270,30 @@ ERADEF int era_rpa_forward(const era_rpa_config *cfg, const era_rpa_params *p,
                 st->M[(size_t)t * K + k] = acc;
             }
     }
-    /* statistics pass (x in a per-thread row buffer) */
-    ERA__OMP(omp parallel for schedule(static) if((long long)T * T > 4096))
-    for (t = 0; t < T; t++) {
-        float *row = rowbuf + (size_t)era__tid() * T;
-        int jn = st->zscore_causal ? t + 1 : T;
-        double s = 0.0, s2 = 0.0;
-        era__rpa_xrow(st, t, row);
-        era__sum_sq(row, jn, &s, &s2);
-        part[2 * (size_t)t] = s;
-        part[2 * (size_t)t + 1] = s2;
+    /* statistics of x: closed form (O(T K^2)) for the prior, a pass over the rows (x in
+       a per-thread row buffer) for the legacy bias */
+    if (!st->legacy) {
+        era__rpa_stats_closed(st, part, &cs, &cs2);
+    } else {
+        ERA__OMP(omp parallel for schedule(static) if((long long)T * T > 4096))
+        for (t = 0; t < T; t++) {
+            float *row = rowbuf + (size_t)era__tid() * T;
+            int jn = st->zscore_causal ? t + 1 : T;
+            double s = 0.0, s2 = 0.0;
+            era__rpa_xrow(st, t, row);
+            era__sum_sq(row, jn, &s, &s2);
+            part[2 * (size_t)t] = s;
+            part[2 * (size_t)t + 1] = s2;
+        }
     }
     {
         double s = 0.0, s2 = 0.0, n, var;
-        for (t = 0; t < T; t++) { s += part[2 * (size_t)t]; s2 += part[2 * (size_t)t + 1]; }
+        if (!st->legacy) {
+            s = cs;
+            s2 = cs2;
+        } else {
+            for (t = 0; t < T; t++) { s += part[2 * (size_t)t]; s2 += part[2 * (size_t)t + 1]; }
+        }
         n = st->zscore_causal ? 0.5 * (double)T * (double)(T + 1) : (double)T * (double)T;
         st->count = (long long)n;
         st->mean = s / n;
@@ -1270,7 +1376,7 @@ ERADEF int era_rpa_backward(const era_rpa_config *cfg, const era_rpa_params *p,
     nt = era__nthreads();
     rowbuf = (float *)workspace;
     part = (double *)((char *)workspace + era__align(sizeof(float) * 3 * (size_t)T * nt));
-    dM = (float *)((char *)part + era__align(sizeof(double) * 6 * (size_t)T));
+    dM = (float *)((char *)part + era__align(sizeof(double) * era__rpa_part_doubles(T, K)));
     if (st->legacy) dF = (float *)((char *)dM + era__align(sizeof(float) * (size_t)T * K));
     inv_d = era__rpa_inv_d(st);
     n = (double)st->count;

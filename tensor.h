@@ -355,6 +355,13 @@ TKDEF int tk_adamw_update_cuda(float *params, const float *grads, float *m, floa
 #include <assert.h>
 #define TK_ASSERT(x) assert(x)
 #endif
+/* keeps a small hot loop out of its (large) caller so that the caller's inlining
+   budget cannot leave tk__expf un-inlined (and the loop scalar) inside it */
+#if defined(__GNUC__) || defined(__clang__)
+#define TK__NOINLINE __attribute__((noinline))
+#else
+#define TK__NOINLINE
+#endif
 #if defined(__cplusplus)
 #define TK_RESTRICT __restrict
 #else
@@ -1499,6 +1506,22 @@ static double tk__exp_sum(float *out, const float *x, float mx, int n)
     return s;
 }
 
+/* x (n) = exp(x + b - mx) in place, returns the sum: tk__exp_sum with a bias folded
+   in (same chunks, same summation order). b never aliases x. */
+TK__NOINLINE static double tk__exp_sum_bias(float *x, const float *b, float mx, int n)
+{
+    double s = 0.0;
+    int c0, j;
+    for (c0 = 0; c0 < n; c0 += TK__CHUNK) {
+        int m = n - c0 < TK__CHUNK ? n - c0 : TK__CHUNK;
+        float *dst = x + c0;
+        const float *src = b + c0;
+        for (j = 0; j < m; j++) dst[j] = tk__expf((dst[j] + src[j]) - mx);
+        s += tk__chunk_sum(dst, m);
+    }
+    return s;
+}
+
 /* sum of x (n), same fixed order as tk__exp_sum */
 static double tk__row_sum(const float *x, int n)
 {
@@ -2017,9 +2040,11 @@ static int tk__omp_threads(void)
 #endif
 }
 
-/* row (n) = softmax(row + brow) in place (brow NULL: no bias). The bias add is fused
-   into the max pass (lane-wise, vectorised), so a bias costs one more load per
-   element and no extra pass over the row: the same bits as adding first. */
+/* row (n) = softmax(row + brow) in place (brow NULL: no bias). The bias is added on
+   the fly twice, in the max pass (loads only, lane-wise, vectorised) and in the exp
+   pass, which stores exp(row + brow - max): a bias costs one more L1 load per element
+   in each pass and no extra store or pass over the row. (row + brow) is the same float
+   in both passes, so the bits are those of adding first. */
 static void tk__attn_softmax_row(float *row, const float *brow, int n)
 {
     float mx, inv;
@@ -2027,28 +2052,23 @@ static void tk__attn_softmax_row(float *row, const float *brow, int n)
     if (brow) {
         float lane[TK__LANES];
         int l;
-        row[0] += brow[0];
-        for (l = 0; l < TK__LANES; l++) lane[l] = row[0];
-        for (j = 1; j < n && j < TK__LANES; j++) { /* head: scalar up to one lane set */
-            row[j] += brow[j];
-            lane[0] = row[j] > lane[0] ? row[j] : lane[0];
-        }
-        for (; j + TK__LANES <= n; j += TK__LANES)
+        for (l = 0; l < TK__LANES; l++) lane[l] = row[0] + brow[0];
+        for (j = 0; j + TK__LANES <= n; j += TK__LANES)
             for (l = 0; l < TK__LANES; l++) {
                 float v = row[j + l] + brow[j + l];
-                row[j + l] = v;
                 lane[l] = v > lane[l] ? v : lane[l];
             }
         for (; j < n; j++) {
-            row[j] += brow[j];
-            lane[0] = row[j] > lane[0] ? row[j] : lane[0];
+            float v = row[j] + brow[j];
+            lane[0] = v > lane[0] ? v : lane[0];
         }
         mx = lane[0];
         for (l = 1; l < TK__LANES; l++) mx = lane[l] > mx ? lane[l] : mx;
+        inv = (float)(1.0 / tk__exp_sum_bias(row, brow, mx, n));
     } else {
         mx = tk__row_max(row, n);
+        inv = (float)(1.0 / tk__exp_sum(row, row, mx, n));
     }
-    inv = (float)(1.0 / tk__exp_sum(row, row, mx, n));
     for (j = 0; j < n; j++) row[j] *= inv;
 }
 
