@@ -1064,6 +1064,45 @@ static void test_attention_bias_shift_invariance(void)
     free(q); free(k); free(v);
 }
 
+/* -INFINITY bias entries mask keys out: a sliding window of W keys (bias 0 for
+   i - W < j <= i, -inf before) against a double reference over the window only;
+   rows long enough to cross the 16-lane and 256-chunk boundaries */
+static void test_attention_bias_neg_inf_window(void)
+{
+    enum { B = 1, H = 2, T = 300, D = 8, W = 37 };
+    float *q = frand(B * H * T * D, 1), *k = frand(B * H * T * D, 1), *v = frand(B * H * T * D, 1);
+    float *bias = fbuf(T * T), *o = fbuf(B * H * T * D), *p = fbuf(B * H * T * T);
+    int h, i, j, d, bad = 0;
+    for (i = 0; i < T; i++)
+        for (j = 0; j < T; j++) bias[i * T + j] = (j > i - W) ? 0.0f : -INFINITY;
+    CHECK_INT_EQ(tk_attention_forward(o, p, q, k, v, bias, 0, NULL, B, H, T, D), TK_OK);
+    for (h = 0; h < H; h++)
+        for (i = 0; i < T; i++) {
+            const float *qi = q + ((size_t)h * T + i) * D;
+            double l[T], mx = -1e300, s = 0.0;
+            int j0 = i - W + 1 > 0 ? i - W + 1 : 0;
+            for (j = j0; j <= i; j++) {
+                double a = 0.0;
+                for (d = 0; d < D; d++) a += (double)qi[d] * k[((size_t)h * T + j) * D + d];
+                l[j] = a / sqrt((double)D);
+                if (l[j] > mx) mx = l[j];
+            }
+            for (j = j0; j <= i; j++) s += exp(l[j] - mx);
+            for (j = 0; j < T; j++) {
+                double pr = (j >= j0 && j <= i) ? exp(l[j] - mx) / s : 0.0;
+                float got = p[((size_t)h * T + i) * T + j];
+                if (!(fabs(got - pr) <= 1e-5 + 1e-4 * pr)) bad++;
+            }
+            for (d = 0; d < D; d++) {
+                double acc = 0.0;
+                for (j = j0; j <= i; j++) acc += exp(l[j] - mx) / s * v[((size_t)h * T + j) * D + d];
+                if (!(fabs(o[((size_t)h * T + i) * D + d] - acc) <= 1e-5 + 1e-4 * fabs(acc))) bad++;
+            }
+        }
+    CHECK_INT_EQ(bad, 0);
+    free(q); free(k); free(v); free(bias); free(o); free(p);
+}
+
 /* ------------------------------------------------------------------ heads */
 static void test_split_merge_heads(void)
 {
@@ -1644,6 +1683,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_attention_forward_reference);
     TEST_RUN(test_attention_backward);
     TEST_RUN(test_attention_bias_shift_invariance);
+    TEST_RUN(test_attention_bias_neg_inf_window);
     TEST_RUN(test_attention_blocks);
     TEST_RUN(test_split_merge_heads);
     TEST_RUN(test_adamw_hand_step);
