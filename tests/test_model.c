@@ -224,6 +224,29 @@ static void test_grad_rpa_full(void)
     gradcheck(&c, &o, "rpa no detach + gates");
 }
 
+/* the seed-000 recipe's block: RPA prior (through Sinkhorn) + fuzzy MoE gated by the
+   same memberships + residual and value gates + entropy floor */
+static void test_grad_rpa_moe_recipe(void)
+{
+    mdl_config c = micro();
+    mdl_opts o = train_opts();
+    c.prior = MDL_PRIOR_RPA;
+    c.rpa.detach = 0;
+    c.rpa.posmix = 0.1f;
+    c.ffn = MDL_FFN_MOE;
+    c.moe_experts = 3;
+    c.moe_topk = 2;
+    c.res_gate = 1;
+    c.value_gate = 1;
+    o.seed = 9;
+    o.moe_lb_coef = 0.5f;
+    o.ent_floor_alpha = 1.0f;
+    o.ent_floor_eta = 0.999f;
+    gradcheck_n(&c, &o, "rpa+moe+gates", 4);
+    c.prior = MDL_PRIOR_ERA;
+    gradcheck_n(&c, &o, "era+moe+gates", 4);
+}
+
 static void test_grad_era(void)
 {
     mdl_config c = micro();
@@ -578,6 +601,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_grad_rpa_detach);
     TEST_RUN(test_grad_rpa_full);
     TEST_RUN(test_grad_era);
+    TEST_RUN(test_grad_rpa_moe_recipe);
     TEST_RUN(test_grad_polar);
     TEST_RUN(test_grad_polar_gdelta);
     TEST_RUN(test_grad_moe);
