@@ -94,6 +94,11 @@
      a cache entry larger than the budget), ERA_ESTATE -4 (backward with a state that does
      not match). era_strerror(code) names them.
 
+   COST: the RPA mean and standard deviation of x come in closed form from prefix sums
+     of the basis (sum Phi_j, sum Phi_j Phi_j^T, sum |i-j| Phi_j; O(T K^2), in double),
+     so building B(T) is one pass over the (T,T) output; the legacy bias, whose F is
+     not low-rank in this sense, still takes a statistics pass over its rows.
+
    NUMERICS: fp32 storage, double accumulation for global statistics. Row-parallel
    OpenMP loops with static schedules; every reduction goes through per-row partials
    summed in a fixed order, so results are bit-identical run to run for a fixed thread

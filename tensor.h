@@ -1866,6 +1866,19 @@ TKDEF int tk_crossentropy_forward(float *probs, float *losses, float *mean_ce,
     return TK_OK;
 }
 
+/* the shared argument checks of the two cross-entropy backward entry points */
+static int tk__check_ce_bwd(const char *fn, const int *targets, int N, int V, float eps,
+                            float dloss)
+{
+    TK__POSDIM(fn, N);
+    TK__POSDIM(fn, V);
+    if (!tk__finite(eps) || eps < 0.0f || eps >= 1.0f)
+        return tk__fail(TK_EINVAL, "%s: eps must be in [0, 1) (got %g)", fn, (double)eps);
+    if (!tk__finite(dloss))
+        return tk__fail(TK_EINVAL, "%s: dloss must be finite (got %g)", fn, (double)dloss);
+    return tk__check_ids(fn, "targets", targets, (size_t)N, V);
+}
+
 TKDEF int tk_crossentropy_backward(float *dlogits, const float *probs, const int *targets,
                                    int N, int V, float eps, float dloss)
 {
@@ -1874,13 +1887,7 @@ TKDEF int tk_crossentropy_backward(float *dlogits, const float *probs, const int
     TK__NONNULL(fn, dlogits);
     TK__NONNULL(fn, probs);
     TK__NONNULL(fn, targets);
-    TK__POSDIM(fn, N);
-    TK__POSDIM(fn, V);
-    if (!tk__finite(eps) || eps < 0.0f || eps >= 1.0f)
-        return tk__fail(TK_EINVAL, "%s: eps must be in [0, 1) (got %g)", fn, (double)eps);
-    if (!tk__finite(dloss))
-        return tk__fail(TK_EINVAL, "%s: dloss must be finite (got %g)", fn, (double)dloss);
-    rc = tk__check_ids(fn, "targets", targets, (size_t)N, V);
+    rc = tk__check_ce_bwd(fn, targets, N, V, eps, dloss);
     if (rc != TK_OK) return rc;
     /* d loss / d logit_v = p_v - q_v, q = (1-eps) onehot(y) + eps/V */
     TK__OPS_OMP(omp parallel for schedule(static) if((size_t)N * V > TK__PAR_MIN))
@@ -1977,13 +1984,7 @@ TKDEF int tk_crossentropy_backward_inplace(float *probs, const int *targets, int
     int rc, i;
     TK__NONNULL(fn, probs);
     TK__NONNULL(fn, targets);
-    TK__POSDIM(fn, N);
-    TK__POSDIM(fn, V);
-    if (!tk__finite(eps) || eps < 0.0f || eps >= 1.0f)
-        return tk__fail(TK_EINVAL, "%s: eps must be in [0, 1) (got %g)", fn, (double)eps);
-    if (!tk__finite(dloss))
-        return tk__fail(TK_EINVAL, "%s: dloss must be finite (got %g)", fn, (double)dloss);
-    rc = tk__check_ids(fn, "targets", targets, (size_t)N, V);
+    rc = tk__check_ce_bwd(fn, targets, N, V, eps, dloss);
     if (rc != TK_OK) return rc;
     TK__OPS_OMP(omp parallel for schedule(static) if((size_t)N * V > TK__PAR_MIN))
     for (i = 0; i < N; i++) {

@@ -1484,6 +1484,30 @@ const float *mdl_logits(const mdl_model *m)
 
 /* ------------------------------------------------------------------ backward */
 
+/* Backward of a gated residual branch x_out = x_in + eta * dropout(br):
+   dbr (N,C) = eta * dropout'(dres); deta (N) += sum_c dres * br_out (br_out: the branch
+   output after dropout, as saved) when deta is not NULL; eta NULL means 1; mask NULL
+   means no dropout (ps: the 1/(1-p) dropout scale). */
+static void mdl__branch_bwd(float *dbr, float *deta, const float *dres, const float *br_out,
+                            const float *eta, const uint8_t *mask, float ps, int N, int C)
+{
+    int i;
+    MDL__OMP(omp parallel for schedule(static) if((size_t)N * C > 65536))
+    for (i = 0; i < N; i++) {
+        const float *d = dres + (size_t)i * C, *f = br_out + (size_t)i * C;
+        float *o = dbr + (size_t)i * C, e = eta ? eta[i] : 1.0f, s = 0.0f;
+        const uint8_t *mk = mask ? mask + (size_t)i * C : NULL;
+        int j;
+        if (deta)
+            for (j = 0; j < C; j++) s += d[j] * f[j];
+        if (mk)
+            for (j = 0; j < C; j++) o[j] = mk[j] ? e * d[j] * ps : 0.0f;
+        else
+            for (j = 0; j < C; j++) o[j] = e * d[j];
+        if (deta) deta[i] += s;
+    }
+}
+
 static int mdl__block_bwd(mdl_model *m, int l)
 {
     const mdl_config *c = &m->cfg;
@@ -1499,20 +1523,7 @@ static int mdl__block_bwd(mdl_model *m, int l)
     if (m->need_mu) memset(m->dmu, 0, sizeof(float) * (size_t)N * R);
     if (m->deta) memset(m->deta, 0, sizeof(float) * (size_t)N);
     /* ---- FFN branch: x_out = x_mid + eta * fo */
-    MDL__OMP(omp parallel for schedule(static) if(NC > 65536))
-    for (i = 0; i < N; i++) {
-        const float *d = dres + (size_t)i * C, *f = a->fo + (size_t)i * C;
-        float *o = dbr + (size_t)i * C, e = a->eta ? a->eta[i] : 1.0f, s = 0.0f;
-        const uint8_t *mk = drop ? a->mask_f + (size_t)i * C : NULL;
-        int j;
-        if (m->deta)
-            for (j = 0; j < C; j++) s += d[j] * f[j];
-        if (mk)
-            for (j = 0; j < C; j++) o[j] = mk[j] ? e * d[j] * ps : 0.0f;
-        else
-            for (j = 0; j < C; j++) o[j] = e * d[j];
-        if (m->deta) m->deta[i] += s;
-    }
+    mdl__branch_bwd(dbr, m->deta, dres, a->fo, a->eta, drop ? a->mask_f : NULL, ps, N, C);
     if (c->ffn == MDL_FFN_MOE) {
         const float *Pp[LYR_MAX_PARAMS];
         float *Gp[LYR_MAX_PARAMS];
@@ -1542,20 +1553,7 @@ static int mdl__block_bwd(mdl_model *m, int l)
     MDL__TRY(mdl__norm_bwd(m, dres, G + b->ln2w, b->ln2b != MDL__ABSENT ? G + b->ln2b : NULL, m->dln,
                            a->xmid, P + b->ln2w, a->n2m, a->n2r, N), "norm2 backward");
     /* ---- attention branch: x_mid = x + eta * ao, ao = dropout(g * ap) */
-    MDL__OMP(omp parallel for schedule(static) if(NC > 65536))
-    for (i = 0; i < N; i++) {
-        const float *d = dres + (size_t)i * C, *f = a->ao + (size_t)i * C;
-        float *o = dbr + (size_t)i * C, e = a->eta ? a->eta[i] : 1.0f, s = 0.0f;
-        const uint8_t *mk = drop ? a->mask_a + (size_t)i * C : NULL;
-        int j;
-        if (m->deta)
-            for (j = 0; j < C; j++) s += d[j] * f[j];
-        if (mk)
-            for (j = 0; j < C; j++) o[j] = mk[j] ? e * d[j] * ps : 0.0f;
-        else
-            for (j = 0; j < C; j++) o[j] = e * d[j];
-        if (m->deta) m->deta[i] += s;
-    }
+    mdl__branch_bwd(dbr, m->deta, dres, a->ao, a->eta, drop ? a->mask_a : NULL, ps, N, C);
     if (c->value_gate) {
         /* dbr = d(g * ap): dg[n] = sum_c dbr * ap; dap = g * dbr */
         float *dsig = m->dvg; /* (N,H) then (N) */
