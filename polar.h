@@ -62,6 +62,10 @@
      POLAR_STATIC             all functions static
      POLAR_MALLOC/POLAR_FREE  allocator (define both or neither)
      POLAR_ASSERT             internal-invariant assert (never used on user input)
+     POLAR_NO_SIMD            plain-C tile products even where AVX-512 is enabled (the
+                              default there is an FMA micro-kernel; the two agree to
+                              float rounding)
+     POLAR_NO_VEXP            libm expf in the tiles instead of the vectorised polynomial
      -fopenmp                 parallel over (batch, head, query block) / (batch, kv head,
                               key block); bit-identical results run to run for a fixed
                               thread count (static schedules, fixed-order reductions).
@@ -433,15 +437,56 @@ static double polar__finish_row(float *c, float *mag, const float *S, double L, 
 }
 
 /* C[M x N] (+)= A[M x K] * Bm[K x N]; M % MR == 0, N % NR == 0 (tiles are padded).
-   Plain C written so that -O3 keeps the 8x32 accumulator block in vector registers
-   (16 zmm with AVX-512) with gcc and clang alike: each accumulator sums over k in
-   order, so the result does not depend on the block shape. (A 4x16 block with named
-   row arrays ran ~10x slower under clang, which left the accumulators in memory.) */
+   An 8x32 accumulator block: with AVX-512 (and without POLAR_NO_SIMD) 16 zmm registers
+   updated by fused multiply-adds from one broadcast of A and two loads of Bm per k;
+   otherwise plain C that gcc and clang both keep in vector registers (a 4x16 block with
+   named row arrays ran ~10x slower under clang, which left the accumulators in memory).
+   Each accumulator sums over k in order in both versions; the SIMD one rounds once per
+   multiply-add (FMA), so the two differ by float rounding only. */
+#if defined(__AVX512F__) && !defined(POLAR_NO_SIMD)
+#include <immintrin.h>
+#define POLAR__GEMM_SIMD 1
+#endif
 static void polar__gemm(float *POLAR__RESTRICT C, int ldc, const float *POLAR__RESTRICT A,
                         int lda, const float *POLAR__RESTRICT Bm, int ldb, int M, int N, int K,
                         int accumulate)
 {
-    int i, j, kk, x, y;
+    int i, j, kk;
+#ifdef POLAR__GEMM_SIMD
+    for (i = 0; i < M; i += POLAR__MR)
+        for (j = 0; j < N; j += POLAR__NR) {
+            float *c = C + (size_t)i * ldc + j;
+            const float *a = A + (size_t)i * lda;
+            __m512 c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51, c60, c61, c70, c71;
+            if (accumulate) {
+#define POLAR__LD(r) c##r##0 = _mm512_loadu_ps(c + (size_t)r * ldc); \
+                     c##r##1 = _mm512_loadu_ps(c + (size_t)r * ldc + 16);
+                POLAR__LD(0) POLAR__LD(1) POLAR__LD(2) POLAR__LD(3)
+                POLAR__LD(4) POLAR__LD(5) POLAR__LD(6) POLAR__LD(7)
+#undef POLAR__LD
+            } else {
+                c00 = c01 = c10 = c11 = c20 = c21 = c30 = c31 = _mm512_setzero_ps();
+                c40 = c41 = c50 = c51 = c60 = c61 = c70 = c71 = _mm512_setzero_ps();
+            }
+            for (kk = 0; kk < K; kk++) {
+                const float *b = Bm + (size_t)kk * ldb + j;
+                const __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
+                __m512 x;
+#define POLAR__FMA(r) x = _mm512_set1_ps(a[(size_t)r * lda + kk]); \
+                      c##r##0 = _mm512_fmadd_ps(x, b0, c##r##0); \
+                      c##r##1 = _mm512_fmadd_ps(x, b1, c##r##1);
+                POLAR__FMA(0) POLAR__FMA(1) POLAR__FMA(2) POLAR__FMA(3)
+                POLAR__FMA(4) POLAR__FMA(5) POLAR__FMA(6) POLAR__FMA(7)
+#undef POLAR__FMA
+            }
+#define POLAR__ST(r) _mm512_storeu_ps(c + (size_t)r * ldc, c##r##0); \
+                     _mm512_storeu_ps(c + (size_t)r * ldc + 16, c##r##1);
+            POLAR__ST(0) POLAR__ST(1) POLAR__ST(2) POLAR__ST(3)
+            POLAR__ST(4) POLAR__ST(5) POLAR__ST(6) POLAR__ST(7)
+#undef POLAR__ST
+        }
+#else
+    int x, y;
     for (i = 0; i < M; i += POLAR__MR)
         for (j = 0; j < N; j += POLAR__NR) {
             float acc[POLAR__MR][POLAR__NR];
@@ -455,13 +500,14 @@ static void polar__gemm(float *POLAR__RESTRICT C, int ldc, const float *POLAR__R
             for (kk = 0; kk < K; kk++) {
                 const float *b = Bm + (size_t)kk * ldb + j;
                 for (x = 0; x < POLAR__MR; x++) {
-                    const float a = A[(size_t)(i + x) * lda + kk];
-                    for (y = 0; y < POLAR__NR; y++) acc[x][y] += a * b[y];
+                    const float av = A[(size_t)(i + x) * lda + kk];
+                    for (y = 0; y < POLAR__NR; y++) acc[x][y] += av * b[y];
                 }
             }
             for (x = 0; x < POLAR__MR; x++)
                 for (y = 0; y < POLAR__NR; y++) C[(size_t)(i + x) * ldc + j + y] = acc[x][y];
         }
+#endif
 }
 
 /* exp for the tiles. With AVX2 (and without -ffast-math, which would fold the rounding

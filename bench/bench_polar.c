@@ -3,7 +3,9 @@
    memory of a T = 65,536 streaming forward.
 
    Build: make build/bench/bench_polar      (-O3 -march=native -fopenmp)
-   Run:   build/bench/bench_polar [rounds] [H_64k]      (defaults 3, 8; H_64k 0 skips part 1)
+   Run:   build/bench/bench_polar [rounds] [H_64k] [nT] [mat]
+          (defaults 3, 8, 3, 1; H_64k 0 skips part 1; nT: how many of the lengths;
+          mat 0 skips the materialised path, for quick ratio runs with many rounds)
 
    Part 1 (memory, runs first so the RSS high-water mark is its own). B = 1, H = H_64k,
    Hkv = H, T = 65,536, D = 64: q, k, v, c, mag and the saved stats are allocated and
@@ -16,8 +18,10 @@
      stream   polar_forward + polar_backward
      mat      polar_forward_ref + polar_backward_ref (weights (B,H,T,T+1)); T <= 4096
      softmax  tk_attention_forward + tk_attention_backward (probs (B,H,T,T)); T <= 4096
-   Times are medians over `rounds` (1 round at 16K), the three run back to back in each
-   round. Ratios are within the same run. Last line:
+   Times are medians over `rounds` (at most 31; 1 round at 16K), the three run back to
+   back in each round. Ratios are within the same run; stream/softmax is the median over
+   rounds of the paired ratio (the two of the same round), robust to the machine's speed
+   drifting between rounds. Last line:
      bench_polar: stream_over_softmax_4k=X     (target <= 1.5) */
 #define _POSIX_C_SOURCE 200809L
 #include "bench/bench_util.h"
@@ -111,6 +115,7 @@ int main(int argc, char **argv)
     int rounds = argc > 1 ? atoi(argv[1]) : 3, H64 = argc > 2 ? atoi(argv[2]) : 8;
     const int B = 1, H = 8, D = 64, Ts[3] = {1024, 4096, 16384};
     int nT = argc > 3 ? atoi(argv[3]) : 3; /* how many of Ts to run */
+    int want_mat = argc > 4 ? atoi(argv[4]) != 0 : 1;
     double ratio4k = -1;
     int ti, nth = 1;
     if (rounds < 1) rounds = 1;
@@ -135,7 +140,7 @@ int main(int argc, char **argv)
         float *c = zeros(nq), *mag = zeros(nr), *dq = zeros(nq), *dk = zeros(nq), *dv = zeros(nq);
         float *dlg = zeros(H), *dnb = zeros(H), *dns = zeros(H), *dmb = zeros(H), *dvn = zeros((size_t)H * D);
         float *out = NULL, *probs = NULL, *wprobs = NULL;
-        double ts[8], tm[8], tsm[8], s_med, m_med = -1, sm_med = -1;
+        double ts[32], tm[32], tsm[32], pr[32], s_med, m_med = -1, sm_med = -1, pr_med = -1;
         void *ws;
         params_make(&P, &cfg, H, D);
         g.len_gain_raw = dlg; g.null_base = dnb; g.null_slope_raw = dns; g.mag_beta_raw = dmb;
@@ -148,33 +153,37 @@ int main(int argc, char **argv)
             wprobs = zeros((size_t)B * H * T * (T + 1));
         }
         str.stats = st.stats; str.probs = wprobs;
-        if (R > 8) R = 8;
+        if (R > 31) R = 31;
         for (r = 0; r < R; r++) {
             double t0 = now_s();
             die(polar_forward(&cfg, c, mag, &st, q, k, v, &P.p, B, H, H, T, D, ws), "polar_forward");
             die(polar_backward(&cfg, dq, dk, dv, &g, dc, dmag, c, mag, &st, q, k, v, &P.p, B, H,
                                H, T, D, ws), "polar_backward");
             ts[r] = now_s() - t0;
-            if (big) {
+            if (big && want_mat) {
                 t0 = now_s();
                 die(polar_forward_ref(&cfg, c, mag, &str, q, k, v, &P.p, B, H, H, T, D), "ref fwd");
                 die(polar_backward_ref(&cfg, dq, dk, dv, &g, dc, dmag, c, mag, &str, q, k, v, &P.p,
                                        B, H, H, T, D, ws), "ref bwd");
                 tm[r] = now_s() - t0;
+            }
+            if (big) {
                 t0 = now_s();
                 die(tk_attention_forward(out, probs, q, k, v, NULL, 0, NULL, B, H, T, D), "tk fwd");
                 die(tk_attention_backward(dq, dk, dv, NULL, NULL, dc, probs, q, k, v, 0, NULL, B,
                                           H, T, D), "tk bwd");
                 tsm[r] = now_s() - t0;
+                pr[r] = ts[r] / tsm[r];
             }
         }
         s_med = median(ts, R);
         if (big) {
-            m_med = median(tm, R);
+            m_med = want_mat ? median(tm, R) : -1.0;
             sm_med = median(tsm, R);
-            printf("%7d %12.4f %12.4f %12.4f %14.2f %14.2f\n", T, s_med, m_med, sm_med,
-                   m_med / s_med, s_med / sm_med);
-            if (T == 4096) ratio4k = s_med / sm_med;
+            pr_med = median(pr, R);
+            printf("%7d %12.4f %12.4f %12.4f %14.2f %14.2f   (ratio of the medians %.3f)\n", T,
+                   s_med, m_med, sm_med, want_mat ? m_med / s_med : -1.0, pr_med, s_med / sm_med);
+            if (T == 4096) ratio4k = pr_med;
         } else {
             printf("%7d %12.4f %12s %12s %14s %14s   (T^2 buffers: %.1f GiB, skipped)\n", T,
                    s_med, "n/a", "n/a", "n/a", "n/a",
