@@ -1491,7 +1491,7 @@ static double tk__chunk_sum(const float *y, int m)
 
 /* out[v] = exp(x[v] - mx) (out NULL: not stored); returns the sum of those values.
    out may alias x. */
-static double tk__exp_sum(float *out, const float *x, float mx, int n)
+TK__NOINLINE static double tk__exp_sum(float *out, const float *x, float mx, int n)
 {
     float buf[TK__CHUNK];
     double s = 0.0;
@@ -2042,29 +2042,41 @@ static int tk__omp_threads(void)
 }
 
 /* row (n) = softmax(row + brow) in place (brow NULL: no bias). The bias is added on
-   the fly twice, in the max pass (loads only, lane-wise, vectorised) and in the exp
-   pass, which stores exp(row + brow - max): a bias costs one more L1 load per element
-   in each pass and no extra store or pass over the row. (row + brow) is the same float
-   in both passes, so the bits are those of adding first. */
-static void tk__attn_softmax_row(float *row, const float *brow, int n)
+   the fly in the exp pass, which stores exp(row + brow - mx): no extra store or pass
+   over the row. The shift mx: given bmax, the row's bias maximum (shared by every head
+   of a shared bias, so found once per row block), mx = max(row) + bmax bounds
+   max(row + brow) from above and needs no bias loads in the max pass; every term is
+   then <= 1 (no overflow), and the terms at the first and the last position (the
+   diagonal) are at least exp(-(mx - row[j] - brow[j])), so the bound is used only when
+   one of them is within 40 of it (no precision lost to underflow); otherwise, and
+   without bmax, mx is the exact maximum of row + brow. Softmax is shift-invariant: the
+   two shifts differ in rounding only, and the choice depends on the row alone
+   (deterministic). */
+static void tk__attn_softmax_row(float *row, const float *brow, const float *bmax, int n)
 {
     float mx, inv;
     int j;
     if (brow) {
-        float lane[TK__LANES];
-        int l;
-        for (l = 0; l < TK__LANES; l++) lane[l] = row[0] + brow[0];
-        for (j = 0; j + TK__LANES <= n; j += TK__LANES)
-            for (l = 0; l < TK__LANES; l++) {
-                float v = row[j + l] + brow[j + l];
-                lane[l] = v > lane[l] ? v : lane[l];
+        const float bound = bmax ? tk__row_max(row, n) + *bmax : 0.0f;
+        const float lo0 = row[0] + brow[0], lo1 = row[n - 1] + brow[n - 1];
+        if (bmax && (bound - lo0 <= 40.0f || bound - lo1 <= 40.0f)) {
+            mx = bound;
+        } else {
+            float lane[TK__LANES];
+            int l;
+            for (l = 0; l < TK__LANES; l++) lane[l] = row[0] + brow[0];
+            for (j = 0; j + TK__LANES <= n; j += TK__LANES)
+                for (l = 0; l < TK__LANES; l++) {
+                    float v = row[j + l] + brow[j + l];
+                    lane[l] = v > lane[l] ? v : lane[l];
+                }
+            for (; j < n; j++) {
+                float v = row[j] + brow[j];
+                lane[0] = v > lane[0] ? v : lane[0];
             }
-        for (; j < n; j++) {
-            float v = row[j] + brow[j];
-            lane[0] = v > lane[0] ? v : lane[0];
+            mx = lane[0];
+            for (l = 1; l < TK__LANES; l++) mx = lane[l] > mx ? lane[l] : mx;
         }
-        mx = lane[0];
-        for (l = 1; l < TK__LANES; l++) mx = lane[l] > mx ? lane[l] : mx;
         inv = (float)(1.0 / tk__exp_sum_bias(row, brow, mx, n));
     } else {
         mx = tk__row_max(row, n);
@@ -2077,8 +2089,8 @@ static void tk__attn_softmax_row(float *row, const float *brow, int n)
    zeros above the diagonal; O (T,D) rows = P V. bb: the (T,T) bias of this head or
    NULL. */
 static int tk__attn_fwd_block(float *O, float *P, const float *Q, const float *K,
-                              const float *Vv, const float *bb, float alpha, int T, int D,
-                              int i0, int i1, int par)
+                              const float *Vv, const float *bb, const float *bmax, float alpha,
+                              int T, int D, int i0, int i1, int par)
 {
     const int m = i1 - i0, n = i1;
     float *Pb = P + (size_t)i0 * T;
@@ -2090,7 +2102,8 @@ static int tk__attn_fwd_block(float *O, float *P, const float *Q, const float *K
     for (i = i0; i < i1; i++) {
         float *row = P + (size_t)i * T;
         int j;
-        tk__attn_softmax_row(row, bb ? bb + (size_t)i * T : NULL, i + 1);
+        tk__attn_softmax_row(row, bb ? bb + (size_t)i * T : NULL, bmax ? bmax + (i - i0) : NULL,
+                             i + 1);
         for (j = i + 1; j < T; j++) row[j] = 0.0f;
     }
     /* O rows (m,D) = P rows (m, n) . V (n, D) */
@@ -2122,13 +2135,20 @@ TKDEF int tk_attention_forward(float *out, float *probs, const float *q, const f
         const int rb = u / B, b = u % B;
         const int i0 = rb * TK__ATTN_BR;
         const int i1 = i0 + TK__ATTN_BR < T ? i0 + TK__ATTN_BR : T;
-        int h, r = TK_OK;
+        int h, r = TK_OK, i;
+        float bmax[TK__ATTN_BR];
+        /* a shared bias: each row's bias maximum once for all heads (see
+           tk__attn_softmax_row); a row whose maximum is not finite (NaN-led, or
+           all -inf: invalid input) takes the exact path */
+        if (bias && !bias_per_head)
+            for (i = i0; i < i1; i++) bmax[i - i0] = tk__row_max(bias + (size_t)i * T, i + 1);
         for (h = 0; h < H && r == TK_OK; h++) {
             const size_t bh = (size_t)b * H + h;
             const float *bb = bias ? bias + (bias_per_head ? (size_t)h * TT : 0) : NULL;
             const float alpha = 1.0f / (sqrtf((float)D) * (temp ? temp[h] : 1.0f));
             r = tk__attn_fwd_block(out + bh * TD, probs + bh * TT, q + bh * TD, k + bh * TD,
-                                   v + bh * TD, bb, alpha, T, D, i0, i1, !outer);
+                                   v + bh * TD, bb, bias && !bias_per_head ? bmax : NULL, alpha,
+                                   T, D, i0, i1, !outer);
         }
         if (r != TK_OK) {
             TK__OPS_OMP(omp critical(tk__attn_err))
