@@ -231,8 +231,10 @@ TKDEF int tk_crossentropy_backward_inplace(float *probs, const int *targets, int
    finite entry per row. Computed in blocks of 64 query rows against keys [0, end of
    block) only (the masked blocks are skipped), QK^T and PV through tk_sgemm, bias +
    scale + mask + softmax fused per block while it is in cache; threads split the
-   (b, row block) pairs, heads inside (a shared bias block is reused by every head).
-   Bit-identical for any thread count. No scratch. */
+   (b, row block) pairs, heads inside (a shared bias block is reused by every head, and
+   its row maxima, found once, give each head's softmax shift as max(scores) + max(bias)
+   so the bias is read once per element: see tk__attn_softmax_row). Bit-identical for
+   any thread count. No scratch. */
 TKDEF int tk_attention_forward(float *out, float *probs, const float *q, const float *k,
                                const float *v, const float *bias, int bias_per_head,
                                const float *temp, int B, int H, int T, int D);
