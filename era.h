@@ -1162,7 +1162,7 @@ ERADEF int era_rpa_forward(const era_rpa_config *cfg, const era_rpa_params *p,
     void *own = NULL;
     float *rowbuf;
     double *part;
-    double tau_a, cs = 0.0, cs2 = 0.0;
+    double tau_a;
     rc = era__rpa_check_cfg(cfg);
     if (rc) return rc;
     if (!p || !mu || !st) return ERA_EINVAL;
@@ -1277,26 +1277,21 @@ ERADEF int era_rpa_forward(const era_rpa_config *cfg, const era_rpa_params *p,
     }
     /* statistics of x: closed form (O(T K^2)) for the prior, a pass over the rows (x in
        a per-thread row buffer) for the legacy bias */
-    if (!st->legacy) {
-        era__rpa_stats_closed(st, part, &cs, &cs2);
-    } else {
-        ERA__OMP(omp parallel for schedule(static) if((long long)T * T > 4096))
-        for (t = 0; t < T; t++) {
-            float *row = rowbuf + (size_t)era__tid() * T;
-            int jn = st->zscore_causal ? t + 1 : T;
-            double s = 0.0, s2 = 0.0;
-            era__rpa_xrow(st, t, row);
-            era__sum_sq(row, jn, &s, &s2);
-            part[2 * (size_t)t] = s;
-            part[2 * (size_t)t + 1] = s2;
-        }
-    }
     {
         double s = 0.0, s2 = 0.0, n, var;
         if (!st->legacy) {
-            s = cs;
-            s2 = cs2;
+            era__rpa_stats_closed(st, part, &s, &s2);
         } else {
+            ERA__OMP(omp parallel for schedule(static) if((long long)T * T > 4096))
+            for (t = 0; t < T; t++) {
+                float *row = rowbuf + (size_t)era__tid() * T;
+                int jn = st->zscore_causal ? t + 1 : T;
+                double rs = 0.0, rs2 = 0.0;
+                era__rpa_xrow(st, t, row);
+                era__sum_sq(row, jn, &rs, &rs2);
+                part[2 * (size_t)t] = rs;
+                part[2 * (size_t)t + 1] = rs2;
+            }
             for (t = 0; t < T; t++) { s += part[2 * (size_t)t]; s2 += part[2 * (size_t)t + 1]; }
         }
         n = st->zscore_causal ? 0.5 * (double)T * (double)(T + 1) : (double)T * (double)T;

@@ -64,7 +64,7 @@ int main(int argc, char **argv)
     const int B = 8, H = 8, D = 64, R = 8, K = 8, DM = 512;
     size_t TT, nqkv, nprobs;
     float *q, *k, *v, *out, *probs, *mu, *bias, *h, *W, *bw, *cen, *ls, *z, *ecen;
-    double *t_build, *t_attn, *t_mu, *t_era, *t_plain, *t_biased, *t_add;
+    double *t_build, *t_attn, *t_mu, *t_era, *t_plain, *t_biased, *t_add, *t_pair;
     void *ws;
     era_rpa_config cfg;
     era_rpa_params p;
@@ -100,13 +100,14 @@ int main(int argc, char **argv)
     ls = (float *)xmalloc(sizeof(float) * R);
     z = (float *)xmalloc(sizeof(float) * (size_t)B * T * DM);
     ecen = (float *)xmalloc(sizeof(float) * 32);
-    t_build = (double *)xmalloc(sizeof(double) * rounds * 7);
+    t_build = (double *)xmalloc(sizeof(double) * rounds * 8);
     t_attn = t_build + rounds;
     t_mu = t_attn + rounds;
     t_era = t_mu + rounds;
     t_plain = t_era + rounds;
     t_biased = t_plain + rounds;
     t_add = t_biased + rounds;
+    t_pair = t_add + rounds;
     fill(q, nqkv, 1.0); fill(k, nqkv, 1.0); fill(v, nqkv, 1.0);
     fill(h, (size_t)B * T * DM, 1.0);
     fill(W, (size_t)DM * DM, 1.0 / 22.6);
@@ -214,8 +215,8 @@ int main(int argc, char **argv)
                1e3 * median(t_add, rounds), median(t_add, rounds) / median(t_plain, rounds));
         /* the headline: median over rounds of the back-to-back ratio biased / plain (a
            paired statistic: machine-speed drifts between rounds cancel within a pair) */
-        for (r = 0; r < rounds; r++) t_add[r] = t_biased[r] / t_plain[r];
-        pair_m = median(t_add, rounds);
+        for (r = 0; r < rounds; r++) t_pair[r] = t_biased[r] / t_plain[r];
+        pair_m = median(t_pair, rounds);
         plain_m = median(t_plain, rounds);
         biased_m = median(t_biased, rounds);
         printf("  tk_attention_forward, no bias          %8.3f ms\n", 1e3 * plain_m);

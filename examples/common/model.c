@@ -1145,6 +1145,21 @@ static int mdl__softmax_fwd(mdl_model *m, int l, const mdl_opts *o, mdl_stats *s
     return MDL_OK;
 }
 
+/* A gated residual branch: out (N,C) = x + eta * br (eta (N) per token, NULL means 1);
+   its backward is mdl__branch_bwd. */
+static void mdl__branch_fwd(float *out, const float *x, const float *br, const float *eta,
+                            int N, int C)
+{
+    int i;
+    MDL__OMP(omp parallel for schedule(static) if((size_t)N * C > 65536))
+    for (i = 0; i < N; i++) {
+        const float *xi = x + (size_t)i * C, *bi = br + (size_t)i * C;
+        float *oi = out + (size_t)i * C, e = eta ? eta[i] : 1.0f;
+        int j;
+        for (j = 0; j < C; j++) oi[j] = xi[j] + e * bi[j];
+    }
+}
+
 /* One block forward. x (N,C): block input; xo (N,C): output (may equal x in eval). */
 static int mdl__block_fwd(mdl_model *m, int l, const float *x, float *xo, const mdl_opts *o,
                           mdl_stats *st)
@@ -1247,16 +1262,7 @@ static int mdl__block_fwd(mdl_model *m, int l, const float *x, float *xo, const 
         tk_rng_seed(&rng, o->seed, (uint64_t)l * 4 + 1);
         mdl__dropout(a->ao, a->mask_a, NC, c->dropout, &rng);
     }
-    {
-        int i;
-        MDL__OMP(omp parallel for schedule(static) if(NC > 65536))
-        for (i = 0; i < N; i++) {
-            const float *xi = x + (size_t)i * C, *ai = a->ao + (size_t)i * C;
-            float *oi = xm + (size_t)i * C, e = a->eta ? a->eta[i] : 1.0f;
-            int j;
-            for (j = 0; j < C; j++) oi[j] = xi[j] + e * ai[j];
-        }
-    }
+    mdl__branch_fwd(xm, x, a->ao, a->eta, N, C);
     /* FFN */
     MDL__TRY(mdl__norm_fwd(m, a->n2, a->n2m, a->n2r, xm, P + b->ln2w,
                            b->ln2b != MDL__ABSENT ? P + b->ln2b : NULL, N), "norm2");
@@ -1283,16 +1289,7 @@ static int mdl__block_fwd(mdl_model *m, int l, const float *x, float *xo, const 
         tk_rng_seed(&rng, o->seed, (uint64_t)l * 4 + 2);
         mdl__dropout(a->fo, a->mask_f, NC, c->dropout, &rng);
     }
-    {
-        int i;
-        MDL__OMP(omp parallel for schedule(static) if(NC > 65536))
-        for (i = 0; i < N; i++) {
-            const float *xi = xm + (size_t)i * C, *fi = a->fo + (size_t)i * C;
-            float *oi = xo + (size_t)i * C, e = a->eta ? a->eta[i] : 1.0f;
-            int j;
-            for (j = 0; j < C; j++) oi[j] = xi[j] + e * fi[j];
-        }
-    }
+    mdl__branch_fwd(xo, xm, a->fo, a->eta, N, C);
     (void)F;
     return MDL_OK;
 }
