@@ -345,7 +345,13 @@ POLARDEF const char *polar_strerror(int status)
 /* ------------------------------------------------------------ small helpers */
 static double polar__softplus(double x) { return x > 30.0 ? x : log1p(exp(x)); }
 static double polar__sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
-static int polar__finite(double x) { return x == x && x - x == 0.0; }
+/* finite test on the IEEE bits: survives -ffast-math / -Ofast, which fold x == x */
+static int polar__finite(double x)
+{
+    uint64_t u;
+    memcpy(&u, &x, sizeof u);
+    return (u & 0x7FF0000000000000ULL) != 0x7FF0000000000000ULL;
+}
 static size_t polar__rup(size_t x, size_t m) { return (x + m - 1) / m * m; }
 
 static int polar__nthreads(const polar_config *cfg)
@@ -902,7 +908,7 @@ POLARDEF int polar_forward(const polar_config *cfg, float *c, float *mag, polar_
 {
     polar__geom g;
     float *ws;
-    int nqb, nitems, nth, it;
+    int nqb, nitems, nth, ch;
     float scf;
     if (!polar__check_cfg(cfg) || !polar__check_dims(B, H, Hkv, T, D)) return POLAR_EINVAL;
     if (!c || !mag || !st || !st->stats || !q || !k || !v) return POLAR_EINVAL;
@@ -919,16 +925,13 @@ POLARDEF int polar_forward(const polar_config *cfg, float *c, float *mag, polar_
     scf = (float)(1.0 / sqrt((double)D));
     (void)nth;
 #ifdef _OPENMP
-#pragma omp parallel num_threads(nth)
+#pragma omp parallel for schedule(static, 1) num_threads(nth)
 #endif
-    {
-        int tid = 0;
+    for (ch = 0; ch < nth; ch++) { /* chunk ch: its own scratch, items ch, ch+nth, ... */
+        int tid = ch, it;
         float *Qt, *Kt, *Vt, *S, *tmp, *mrow, *arow, *trow, *Srow;
         double *acc, *lrow, *q2row;
         int BQp = g.BQp, BKp = g.BKp, Dp = g.Dp;
-#ifdef _OPENMP
-        tid = omp_get_thread_num();
-#endif
         acc = (double *)(void *)(ws + (size_t)tid * g.fwd_thread);
         lrow = acc + (size_t)BQp * Dp;
         q2row = lrow + BQp;
@@ -941,10 +944,7 @@ POLARDEF int polar_forward(const polar_config *cfg, float *c, float *mag, polar_
         arow = mrow + BQp;
         trow = arow + BQp;
         Srow = trow + BQp;
-#ifdef _OPENMP
-#pragma omp for schedule(static, 1)
-#endif
-        for (it = 0; it < nitems; it++) {
+        for (it = ch; it < nitems; it += nth) {
             /* interleave query blocks so that static chunks balance the causal work */
             int qb = nqb - 1 - it % nqb, bh = it / nqb;
             int b = bh / H, h = bh % H, hk = h / (H / Hkv);
@@ -1072,7 +1072,7 @@ POLARDEF int polar_backward(const polar_config *cfg, float *dq, float *dk, float
 {
     polar__geom g;
     float *ws, *rows, *dsall, *tws;
-    int nqb, nkb, nth, it, bh, G;
+    int nqb, nkb, nth, ch, bh, G;
     float scf;
     if (!polar__check_bwd(cfg, dq, dk, dv, dc, c, mag, st, q, k, v, prm, B, H, Hkv, T, D))
         return POLAR_EINVAL;
@@ -1134,15 +1134,12 @@ POLARDEF int polar_backward(const polar_config *cfg, float *dq, float *dk, float
 
     /* 2. query pass: dq and the real-key part of the temperature grad */
 #ifdef _OPENMP
-#pragma omp parallel num_threads(nth)
+#pragma omp parallel for schedule(static, 1) num_threads(nth)
 #endif
-    {
-        int tid = 0, BQp = g.BQp, BKp = g.BKp, Dp = g.Dp;
+    for (ch = 0; ch < nth; ch++) { /* chunk ch: its own scratch, items ch, ch+nth, ... */
+        int tid = ch, it, BQp = g.BQp, BKp = g.BKp, Dp = g.Dp;
         float *Qt, *DS, *Kt, *Vt, *Kr, *S, *dsv, *tmp;
         double *Gq;
-#ifdef _OPENMP
-        tid = omp_get_thread_num();
-#endif
         Gq = (double *)(void *)(tws + (size_t)tid * g.bwd_thread);
         Qt = (float *)(void *)(Gq + (size_t)BQp * Dp + 2 * (size_t)BKp * Dp);
         DS = Qt + (size_t)BQp * Dp;
@@ -1152,10 +1149,7 @@ POLARDEF int polar_backward(const polar_config *cfg, float *dq, float *dk, float
         S = Kr + (size_t)BKp * Dp;
         dsv = S + (size_t)BQp * BKp;
         tmp = dsv + (size_t)BQp * BKp;
-#ifdef _OPENMP
-#pragma omp for schedule(static, 1)
-#endif
-        for (it = 0; it < B * H * nqb; it++) {
+        for (it = ch; it < B * H * nqb; it += nth) {
             int qb = nqb - 1 - it % nqb, bhq = it / nqb;
             int b = bhq / H, h = bhq % H, hk = h / G;
             int i0 = qb * g.BQ, nr = (T - i0) < g.BQ ? (T - i0) : g.BQ;
@@ -1197,15 +1191,12 @@ POLARDEF int polar_backward(const polar_config *cfg, float *dq, float *dk, float
 
     /* 3. key pass: dk, dv; one (batch, kv head, key block) per item, over its group */
 #ifdef _OPENMP
-#pragma omp parallel num_threads(nth)
+#pragma omp parallel for schedule(static, 1) num_threads(nth)
 #endif
-    {
-        int tid = 0, BQp = g.BQp, BKp = g.BKp, Dp = g.Dp;
+    for (ch = 0; ch < nth; ch++) { /* chunk ch: its own scratch, items ch, ch+nth, ... */
+        int tid = ch, it, BQp = g.BQp, BKp = g.BKp, Dp = g.Dp;
         float *Qt, *DS, *Kt, *Vt, *S, *dsv, *gT, *wT, *tmp;
         double *dK, *dV;
-#ifdef _OPENMP
-        tid = omp_get_thread_num();
-#endif
         dK = (double *)(void *)(tws + (size_t)tid * g.bwd_thread) + (size_t)BQp * Dp;
         dV = dK + (size_t)BKp * Dp;
         Qt = (float *)(void *)(dV + (size_t)BKp * Dp);
@@ -1217,10 +1208,7 @@ POLARDEF int polar_backward(const polar_config *cfg, float *dq, float *dk, float
         tmp = dsv + (size_t)BQp * BKp;
         gT = tmp + (size_t)(BQp > BKp ? BQp : BKp) * Dp;
         wT = gT + (size_t)BKp * BQp;
-#ifdef _OPENMP
-#pragma omp for schedule(static, 1)
-#endif
-        for (it = 0; it < B * Hkv * nkb; it++) {
+        for (it = ch; it < B * Hkv * nkb; it += nth) {
             int kb_i = it % nkb, bk = it / nkb;
             int b = bk / Hkv, hk = bk % Hkv, hh, r, cc, d;
             int j0 = kb_i * g.BK, nc = (T - j0) < g.BK ? (T - j0) : g.BK, j1 = j0 + nc - 1;
@@ -1282,7 +1270,7 @@ POLARDEF int polar_decode(const polar_config *cfg, float *c, float *mag, const f
                           const polar_params *prm, int B, int H, int Hkv, int D,
                           int block_size, int num_blocks, int max_blocks)
 {
-    int b, gi, G, rc = POLAR_OK;
+    int b, ch, G, rc = POLAR_OK;
     double *ws;
     size_t per;
     int nth, sb;
@@ -1312,17 +1300,11 @@ POLARDEF int polar_decode(const polar_config *cfg, float *c, float *mag, const f
     sc = 1.0 / sqrt((double)D);
     (void)nth;
 #ifdef _OPENMP
-#pragma omp parallel num_threads(nth)
+#pragma omp parallel for schedule(static, 1) num_threads(nth)
 #endif
-    {
-        int tid = 0;
-#ifdef _OPENMP
-        tid = omp_get_thread_num();
-#endif
-#ifdef _OPENMP
-#pragma omp for schedule(static)
-#endif
-        for (gi = 0; gi < B * Hkv; gi++) {
+    for (ch = 0; ch < nth; ch++) { /* chunk ch: its own scratch, groups ch, ch+nth, ... */
+        int tid = ch, gi;
+        for (gi = ch; gi < B * Hkv; gi += nth) {
             double *tw = ws + (size_t)tid * per;
             double *ms = tw, *ls = ms + G, *q2s = ls + G, *acc = q2s + G;
             double *sco = acc + (size_t)G * D;
