@@ -247,6 +247,7 @@ GDELTADEF int gd_readout_backward(const gd_config *cfg, float *dr, float *dx,
 #include <stdio.h>
 #include <string.h>
 #include <stdarg.h>
+#include <stdint.h>
 
 #if defined(GDELTA_MALLOC) && defined(GDELTA_FREE)
 #elif !defined(GDELTA_MALLOC) && !defined(GDELTA_FREE)
@@ -283,14 +284,6 @@ static int gd__max_threads(void)
     return n > 0 ? n : 1;
 #else
     return 1;
-#endif
-}
-static int gd__thread_num(void)
-{
-#ifdef _OPENMP
-    return omp_get_thread_num();
-#else
-    return 0;
 #endif
 }
 
@@ -352,7 +345,20 @@ GDELTADEF void gd_saved_free(gd_saved *s)
     memset(s, 0, sizeof *s);
 }
 
-static int gd__finite(float x) { return x == x && x - x == 0.0f; }
+/* finite tests on the IEEE bits: they survive -ffast-math / -Ofast, which fold x == x
+   and x * 0 == 0 to true */
+static int gd__finite(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return (u & 0x7F800000u) != 0x7F800000u;
+}
+static int gd__isnan(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return (u & 0x7FFFFFFFu) > 0x7F800000u;
+}
 
 static int gd__check_cfg(const gd_config *cfg)
 {
@@ -627,18 +633,19 @@ static float gd__gamma(const gd_config *cfg, float g)
 }
 
 /* ---------------------------------------------------------------- validation */
-/* 1 if every x[i] is finite: x * 0 is 0 for finite x and NaN for NaN/Inf; GD__W
-   partial sums so the scan vectorises. */
+/* 1 if every x[i] is finite, read from the bits (exponent all ones = NaN/Inf; adding
+   one exponent unit carries into bit 31 exactly then), so -ffast-math cannot fold it;
+   an OR over integers, which vectorises. */
 static int gd__all_finite(const float *x, long n)
 {
-    float acc[GD__W];
-    long i = 0;
-    int w;
-    for (w = 0; w < GD__W; w++) acc[w] = 0.0f;
-    for (; i + GD__W <= n; i += GD__W)
-        for (w = 0; w < GD__W; w++) acc[w] += x[i + w] * 0.0f;
-    for (; i < n; i++) acc[0] += x[i] * 0.0f;
-    return gd__hsum(acc) == 0.0f;
+    uint32_t bad = 0;
+    long i;
+    for (i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, x + i, sizeof u);
+        bad |= (u & 0x7F800000u) + 0x00800000u;
+    }
+    return (bad & 0x80000000u) == 0;
 }
 
 static int gd__check_data(const gd_config *cfg, const char *fn, const float *q,
@@ -652,6 +659,8 @@ static int gd__check_data(const gd_config *cfg, const char *fn, const float *q,
     if (!gd__all_finite(v, nv)) return gd__err(cfg, GD_ERANGE, "%s: non-finite v", fn);
     for (i = 0; i < ng; i++) {
         float g = gates[i], b = beta[i];
+        if (gd__isnan(g) || gd__isnan(b)) /* the range tests below miss NaN under -ffast-math */
+            return gd__err(cfg, GD_ERANGE, "%s: NaN gate or beta at %ld", fn, i);
         if (cfg->gate_is_log) {
             if (!(g <= 0.0f))
                 return gd__err(cfg, GD_ERANGE, "%s: log gate %g at %ld not <= 0", fn, g, i);
@@ -1235,7 +1244,7 @@ GDELTADEF int gd_forward(const gd_config *cfg, float *r, float *state_out,
                          int B, int H, int T, int Dk, int Dv, gd_saved *saved,
                          void *workspace)
 {
-    int rc, bh, nbh, nt;
+    int rc, ch, nbh, nt;
     size_t per;
     float *ws;
     void *own = NULL;
@@ -1260,24 +1269,28 @@ GDELTADEF int gd_forward(const gd_config *cfg, float *r, float *state_out,
 #ifdef _OPENMP
 #pragma omp parallel for schedule(static) num_threads(nt)
 #endif
-    for (bh = 0; bh < nbh; bh++) {
-        float *w = ws + per * (size_t)gd__thread_num();
-        size_t oq = (size_t)bh * T * Dk, ov = (size_t)bh * T * Dv, og = (size_t)bh * T;
-        size_t os = (size_t)bh * Dk * Dv;
-        float *sst = saved ? saved->states + (size_t)bh * saved->nstates * Dk * Dv : NULL;
-        if (cfg->algo == GD_ALGO_RECURRENT)
-            gd__rec_forward_bh(cfg, r + ov, state_out ? state_out + os : NULL, q + oq, k + oq,
-                               v + ov, gates + og, beta + og, state0 ? state0 + os : NULL, T,
-                               Dk, Dv, sst, w);
-        else
-            gd__chunk_forward_bh(cfg, r + ov, state_out ? state_out + os : NULL, q + oq,
-                                 k + oq, v + ov, gates + og, beta + og,
-                                 state0 ? state0 + os : NULL, T, Dk, Dv, sst,
-                                 saved ? saved->u + ov : NULL,
-                                 saved ? saved->wy + (size_t)bh * saved->nstates * 5 *
-                                                         saved->step * saved->step
-                                       : NULL,
-                                 w);
+    for (ch = 0; ch < nt; ch++) { /* chunk ch: a contiguous range, its own scratch */
+        int bh, bh_lo = (int)((long long)nbh * ch / nt);
+        int bh_hi = (int)((long long)nbh * (ch + 1) / nt);
+        for (bh = bh_lo; bh < bh_hi; bh++) {
+            float *w = ws + per * (size_t)ch;
+            size_t oq = (size_t)bh * T * Dk, ov = (size_t)bh * T * Dv, og = (size_t)bh * T;
+            size_t os = (size_t)bh * Dk * Dv;
+            float *sst = saved ? saved->states + (size_t)bh * saved->nstates * Dk * Dv : NULL;
+            if (cfg->algo == GD_ALGO_RECURRENT)
+                gd__rec_forward_bh(cfg, r + ov, state_out ? state_out + os : NULL, q + oq, k + oq,
+                                   v + ov, gates + og, beta + og, state0 ? state0 + os : NULL, T,
+                                   Dk, Dv, sst, w);
+            else
+                gd__chunk_forward_bh(cfg, r + ov, state_out ? state_out + os : NULL, q + oq,
+                                     k + oq, v + ov, gates + og, beta + og,
+                                     state0 ? state0 + os : NULL, T, Dk, Dv, sst,
+                                     saved ? saved->u + ov : NULL,
+                                     saved ? saved->wy + (size_t)bh * saved->nstates * 5 *
+                                                             saved->step * saved->step
+                                           : NULL,
+                                     w);
+        }
     }
     if (own) GDELTA_FREE(own);
     return GD_OK;
@@ -1291,7 +1304,7 @@ GDELTADEF int gd_backward(const gd_config *cfg, const gd_saved *saved,
                           const float *gates, const float *beta, const float *state0,
                           int B, int H, int T, int Dk, int Dv, void *workspace)
 {
-    int rc, bh, nbh, nt, step;
+    int rc, ch, nbh, nt, step;
     size_t per;
     float *ws;
     void *own = NULL;
@@ -1322,24 +1335,28 @@ GDELTADEF int gd_backward(const gd_config *cfg, const gd_saved *saved,
 #ifdef _OPENMP
 #pragma omp parallel for schedule(static) num_threads(nt)
 #endif
-    for (bh = 0; bh < nbh; bh++) {
-        float *w = ws + per * (size_t)gd__thread_num();
-        size_t oq = (size_t)bh * T * Dk, ov = (size_t)bh * T * Dv, og = (size_t)bh * T;
-        size_t os = (size_t)bh * Dk * Dv;
-        const float *sst = saved->states + (size_t)bh * saved->nstates * Dk * Dv;
-        if (cfg->algo == GD_ALGO_RECURRENT)
-            gd__rec_backward_bh(cfg, sst, dq + oq, dk + oq, dv + ov, dgates + og, dbeta + og,
-                                dstate0 ? dstate0 + os : NULL, dr + ov,
-                                dstate_out ? dstate_out + os : NULL, q + oq, k + oq, v + ov,
-                                gates + og, beta + og, T, Dk, Dv, w);
-        else
-            gd__chunk_backward_bh(cfg, sst, saved->u + ov,
-                                  saved->wy + (size_t)bh * saved->nstates * 5 * saved->step *
-                                                  saved->step,
-                                  dq + oq, dk + oq, dv + ov,
-                                  dgates + og, dbeta + og, dstate0 ? dstate0 + os : NULL,
-                                  dr + ov, dstate_out ? dstate_out + os : NULL, q + oq,
-                                  k + oq, v + ov, gates + og, beta + og, T, Dk, Dv, w);
+    for (ch = 0; ch < nt; ch++) { /* chunk ch: a contiguous range, its own scratch */
+        int bh, bh_lo = (int)((long long)nbh * ch / nt);
+        int bh_hi = (int)((long long)nbh * (ch + 1) / nt);
+        for (bh = bh_lo; bh < bh_hi; bh++) {
+            float *w = ws + per * (size_t)ch;
+            size_t oq = (size_t)bh * T * Dk, ov = (size_t)bh * T * Dv, og = (size_t)bh * T;
+            size_t os = (size_t)bh * Dk * Dv;
+            const float *sst = saved->states + (size_t)bh * saved->nstates * Dk * Dv;
+            if (cfg->algo == GD_ALGO_RECURRENT)
+                gd__rec_backward_bh(cfg, sst, dq + oq, dk + oq, dv + ov, dgates + og, dbeta + og,
+                                    dstate0 ? dstate0 + os : NULL, dr + ov,
+                                    dstate_out ? dstate_out + os : NULL, q + oq, k + oq, v + ov,
+                                    gates + og, beta + og, T, Dk, Dv, w);
+            else
+                gd__chunk_backward_bh(cfg, sst, saved->u + ov,
+                                      saved->wy + (size_t)bh * saved->nstates * 5 * saved->step *
+                                                      saved->step,
+                                      dq + oq, dk + oq, dv + ov,
+                                      dgates + og, dbeta + og, dstate0 ? dstate0 + os : NULL,
+                                      dr + ov, dstate_out ? dstate_out + os : NULL, q + oq,
+                                      k + oq, v + ov, gates + og, beta + og, T, Dk, Dv, w);
+        }
     }
     if (own) GDELTA_FREE(own);
     return GD_OK;
@@ -1349,7 +1366,7 @@ GDELTADEF int gd_step(const gd_config *cfg, float *table, int n_slots, const int
                       int N, int H, int Dk, int Dv, const float *q, const float *k,
                       const float *v, const float *gates, const float *beta, float *r)
 {
-    int rc, n, m, nh, nt;
+    int rc, ch, n, m, nh, nt;
     float *heap = NULL;
     if ((rc = gd__check_cfg(cfg)) != GD_OK) return rc;
     if (!table || !slots || !q || !k || !v || !gates || !beta || !r)
@@ -1377,19 +1394,23 @@ GDELTADEF int gd_step(const gd_config *cfg, float *table, int n_slots, const int
 #ifdef _OPENMP
 #pragma omp parallel for schedule(static) num_threads(nt)
 #endif
-    for (n = 0; n < nh; n++) {
-        int b = n / H, h = n % H;
-        float qn[512], kn[512];
-        float *qb = qn, *kb = kn;
-        float *M = table + ((size_t)slots[b] * H + h) * (size_t)Dk * Dv;
-        if (heap) {
-            qb = heap + 2 * (size_t)Dk * (size_t)gd__thread_num();
-            kb = qb + Dk;
+    for (ch = 0; ch < nt; ch++) { /* chunk ch: a contiguous range, its own scratch */
+        int n, n_lo = (int)((long long)nh * ch / nt);
+        int n_hi = (int)((long long)nh * (ch + 1) / nt);
+        for (n = n_lo; n < n_hi; n++) {
+            int b = n / H, h = n % H;
+            float qn[512], kn[512];
+            float *qb = qn, *kb = kn;
+            float *M = table + ((size_t)slots[b] * H + h) * (size_t)Dk * Dv;
+            if (heap) {
+                qb = heap + 2 * (size_t)Dk * (size_t)ch;
+                kb = qb + Dk;
+            }
+            gd__l2norm(qb, q + (size_t)n * Dk, Dk, cfg);
+            gd__l2norm(kb, k + (size_t)n * Dk, Dk, cfg);
+            gd__rec_step(M, Dk, Dv, kb, qb, v + (size_t)n * Dv, gd__gamma(cfg, gates[n]),
+                         beta[n], cfg->scale, r + (size_t)n * Dv);
         }
-        gd__l2norm(qb, q + (size_t)n * Dk, Dk, cfg);
-        gd__l2norm(kb, k + (size_t)n * Dk, Dk, cfg);
-        gd__rec_step(M, Dk, Dv, kb, qb, v + (size_t)n * Dv, gd__gamma(cfg, gates[n]),
-                     beta[n], cfg->scale, r + (size_t)n * Dv);
     }
     if (heap) GDELTA_FREE(heap);
     return GD_OK;
