@@ -49,6 +49,9 @@
 
      #define ERA_IMPLEMENTATION
      #include "era.h"
+     Needs only the C library and libm (OpenMP optional): no stb_ds or other container
+     library (the inference cache is a plain array), and it defines no short macro names,
+     so it sits beside a host's own stb_ds.h, with or without STBDS_NO_SHORT_NAMES.
      // ERA: bias for length T, then add it to attention scores (B,H,T,T)
      era_era_config ec = era_era_config_default();        // R = nb = 32
      float centers[32]; era_era_init_centers(ec.R, centers);
@@ -340,7 +343,8 @@ ERADEF int era_apply(float *scores /* (B,H,T,T) */, const float *bias, int per_h
 ERADEF int era_reduce_grad(float *dbias, const float *dscores /* (B,H,T,T) */,
                            int per_head, int B, int H, int T);
 
-/* Inference cache keyed by T (stb_ds hash map), bounded by a byte budget; least
+/* Inference cache keyed by T (a plain array of entries, searched linearly: meant for a
+   handful of lengths; no container library), bounded by a byte budget; least
    recently used entries are evicted. A pointer from era_cache_get stays valid until the
    next era_cache_get or era_cache_free on the same cache. Not thread-safe. */
 typedef int (*era_build_fn)(void *user, int T, float *bias /* (T,T) */);
@@ -354,7 +358,8 @@ typedef struct era_cache {
     long builds, hits, evictions;
     era_build_fn build;
     void *user;
-    struct era__cache_kv *map;  /* stb_ds hash map T -> entry */
+    struct era__cache_kv *map;  /* (cap) entries, the first n live: T -> entry */
+    int n, cap;
     /* frozen copies used by the built-in builders */
     int kind;                   /* 0 custom, 1 ERA, 2 RPA */
     era_era_config ecfg;
@@ -393,9 +398,8 @@ ERADEF const char *era_strerror(int code);
 #include <string.h>
 #include <stdlib.h>
 #include <float.h>
-#ifndef INCLUDE_STB_DS_H
-#include <stb_ds.h> /* include it before era.h in the TU that defines STB_DS_IMPLEMENTATION */
-#endif
+#include <stdint.h>
+#include <limits.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -439,7 +443,37 @@ struct era__cache_kv {
     struct era__cache_entry value;
 };
 
-static int era__finite(double x) { return x == x && x - x == 0.0; }
+/* IEEE tests on the bits: they survive -ffast-math / -Ofast, which fold x != x,
+   x - x == 0 and comparisons with +-DBL_MAX or +-HUGE_VAL */
+static int era__finite(double x)
+{
+    uint64_t u;
+    memcpy(&u, &x, sizeof u);
+    return (u & 0x7FF0000000000000ULL) != 0x7FF0000000000000ULL;
+}
+static int era__isnan(double x)
+{
+    uint64_t u;
+    memcpy(&u, &x, sizeof u);
+    return (u & 0x7FFFFFFFFFFFFFFFULL) > 0x7FF0000000000000ULL;
+}
+/* +1 for +Inf, -1 for -Inf, 0 otherwise */
+static int era__infsign(double x)
+{
+    uint64_t u;
+    memcpy(&u, &x, sizeof u);
+    if ((u & 0x7FFFFFFFFFFFFFFFULL) != 0x7FF0000000000000ULL) return 0;
+    return (u >> 63) ? -1 : 1;
+}
+/* float bits for the vectorised row loop: 0 finite, 1 NaN, 2 +Inf, 3 -Inf */
+static int era__fclass(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    if ((u & 0x7F800000u) != 0x7F800000u) return 0;
+    if (u & 0x007FFFFFu) return 1;
+    return (u >> 31) ? 3 : 2;
+}
 static size_t era__align(size_t n) { return (n + 63u) & ~(size_t)63u; }
 static int era__nthreads(void)
 {
@@ -447,14 +481,6 @@ static int era__nthreads(void)
     return omp_get_max_threads();
 #else
     return 1;
-#endif
-}
-static int era__tid(void)
-{
-#ifdef _OPENMP
-    return omp_get_thread_num();
-#else
-    return 0;
 #endif
 }
 
@@ -694,7 +720,7 @@ ERADEF int era_membership_forward(const era_rpa_config *cfg, const era_rpa_param
                 d2 += e * e;
             }
             lg = -0.5 * d2 * (double)s2;
-            if (lg != lg) bad = 1;
+            if (era__isnan(lg)) bad = 1;
             if (lg < -cfg->logit_clamp) lg = -cfg->logit_clamp;
             if (lg > cfg->logit_clamp) lg = cfg->logit_clamp;
             m[r] = (float)lg;
@@ -799,7 +825,7 @@ ERADEF int era_membership_backward(const era_rpa_config *cfg, const era_rpa_para
                 d2 += e * e;
             }
             lg = -0.5 * d2 * (double)s2[r];
-            if (lg != lg) { bad = 1; break; }
+            if (era__isnan(lg)) { bad = 1; break; }
             dl = (double)m[r] * (dm[r] - dot);
             if (lg < -cfg->logit_clamp || lg > cfg->logit_clamp) dl = 0.0;
             dd[r] = (float)dl; /* gradient on the unclamped logit */
@@ -902,7 +928,7 @@ ERADEF int era_type2_forward(float *u, const float *h, const float *U1, const fl
             for (d = 0; d < D; d++) a += (double)w[d] * x[d];
             if (a > 0.0) acc += (double)U2[k] * a;
         }
-        if (acc != acc) acc = 0.0;
+        if (era__isnan(acc)) acc = 0.0;
         u[i] = (float)(1.0 / (1.0 + exp(-acc)));
     }
     return ERA_OK;
@@ -1028,9 +1054,8 @@ static double era__rpa_y(const era_rpa_state *st, int i, int j, float x, double 
 static float era__rpa_finish(const era_rpa_state *st, double y)
 {
     double c = st->clip, v;
-    if (y != y) y = 0.0;
-    else if (y > DBL_MAX) y = c;
-    else if (y < -DBL_MAX) y = -c;
+    if (era__isnan(y)) y = 0.0;
+    else if (era__infsign(y)) y = era__infsign(y) > 0 ? c : -c;
     v = y / (double)st->tau;
     if (v > c) v = c;
     if (v < -c) v = -c;
@@ -1056,9 +1081,8 @@ static void era__rpa_final_row(const era_rpa_state *st, int i, float *ERA_RESTRI
         float sc = st->scale;
         for (j = 0; j < T; j++) {
             float y = (row[j] - m) * id, v;
-            if (y != y) y = 0.0f;
-            if (y > FLT_MAX) y = c;
-            if (y < -FLT_MAX) y = -c;
+            int cls = era__fclass(y);
+            if (cls) y = cls == 1 ? 0.0f : (cls == 2 ? c : -c);
             v = y * it;
             v = v > c ? c : (v < -c ? -c : v);
             row[j] = v * sc;
@@ -1157,7 +1181,7 @@ ERADEF int era_rpa_forward(const era_rpa_config *cfg, const era_rpa_params *p,
                            const float *mu, int B, int T, float *bias, era_rpa_state *st,
                            void *workspace)
 {
-    int rc, R, K, L, t, r, k, it, nt;
+    int rc, R, K, L, t, r, k, it, nt, ch;
     size_t need;
     void *own = NULL;
     float *rowbuf;
@@ -1258,13 +1282,13 @@ ERADEF int era_rpa_forward(const era_rpa_config *cfg, const era_rpa_params *p,
             double s = 0.0;
             for (k = 0; k < K; k++) s += Pm[(size_t)r * K + k];
             s = fabs(s - (double)K / (double)R);
-            if (s > err || s != s) err = s;
+            if (s > err || era__isnan(s)) err = s;
         }
         for (k = 0; k < K; k++) {
             double s = 0.0;
             for (r = 0; r < R; r++) s += Pm[(size_t)r * K + k];
             s = fabs(s - 1.0);
-            if (s > err || s != s) err = s;
+            if (s > err || era__isnan(s)) err = s;
         }
         st->marginal_err = (float)err;
         /* M = mbar P */
@@ -1283,14 +1307,18 @@ ERADEF int era_rpa_forward(const era_rpa_config *cfg, const era_rpa_params *p,
             era__rpa_stats_closed(st, part, &s, &s2);
         } else {
             ERA__OMP(omp parallel for schedule(static) if((long long)T * T > 4096))
-            for (t = 0; t < T; t++) {
-                float *row = rowbuf + (size_t)era__tid() * T;
-                int jn = st->zscore_causal ? t + 1 : T;
-                double rs = 0.0, rs2 = 0.0;
-                era__rpa_xrow(st, t, row);
-                era__sum_sq(row, jn, &rs, &rs2);
-                part[2 * (size_t)t] = rs;
-                part[2 * (size_t)t + 1] = rs2;
+            for (ch = 0; ch < nt; ch++) { /* chunk ch: a contiguous range, its own scratch */
+                int t, t_lo = (int)((long long)T * ch / nt);
+                int t_hi = (int)((long long)T * (ch + 1) / nt);
+                for (t = t_lo; t < t_hi; t++) {
+                    float *row = rowbuf + (size_t)ch * T;
+                    int jn = st->zscore_causal ? t + 1 : T;
+                    double rs = 0.0, rs2 = 0.0;
+                    era__rpa_xrow(st, t, row);
+                    era__sum_sq(row, jn, &rs, &rs2);
+                    part[2 * (size_t)t] = rs;
+                    part[2 * (size_t)t + 1] = rs2;
+                }
             }
             for (t = 0; t < T; t++) { s += part[2 * (size_t)t]; s2 += part[2 * (size_t)t + 1]; }
         }
@@ -1305,14 +1333,18 @@ ERADEF int era_rpa_forward(const era_rpa_config *cfg, const era_rpa_params *p,
     /* output pass, and the std of the final bias over the statistics set */
     {
         ERA__OMP(omp parallel for schedule(static) if((long long)T * T > 4096))
-        for (t = 0; t < T; t++) {
-            float *row = bias ? bias + (size_t)t * T : rowbuf + (size_t)era__tid() * T;
-            int jn = st->zscore_causal ? t + 1 : T;
-            double s = 0.0, s2 = 0.0;
-            era__rpa_final_row(st, t, row);
-            era__sum_sq(row, jn, &s, &s2);
-            part[2 * (size_t)t] = s;
-            part[2 * (size_t)t + 1] = s2;
+        for (ch = 0; ch < nt; ch++) { /* chunk ch: a contiguous range, its own scratch */
+            int t, t_lo = (int)((long long)T * ch / nt);
+            int t_hi = (int)((long long)T * (ch + 1) / nt);
+            for (t = t_lo; t < t_hi; t++) {
+                float *row = bias ? bias + (size_t)t * T : rowbuf + (size_t)ch * T;
+                int jn = st->zscore_causal ? t + 1 : T;
+                double s = 0.0, s2 = 0.0;
+                era__rpa_final_row(st, t, row);
+                era__sum_sq(row, jn, &s, &s2);
+                part[2 * (size_t)t] = s;
+                part[2 * (size_t)t + 1] = s2;
+            }
         }
         {
             double s = 0.0, s2 = 0.0, n = (double)st->count, var;
@@ -1352,7 +1384,7 @@ ERADEF int era_rpa_backward(const era_rpa_config *cfg, const era_rpa_params *p,
                             const era_rpa_state *st, const float *dbias, float *dmu,
                             era_rpa_grads *g, void *workspace)
 {
-    int rc, T, R, K, L, B, t, r, k, nt;
+    int rc, T, R, K, L, B, t, r, k, nt, ch;
     size_t need;
     void *own = NULL;
     float *rowbuf, *dM, *dF = NULL;
@@ -1383,30 +1415,34 @@ ERADEF int era_rpa_backward(const era_rpa_config *cfg, const era_rpa_params *p,
     den = T - 1 > 1 ? (double)(T - 1) : 1.0;
     /* pass 1: g = dL/d(standardised value), sums A = sum g, Bs = sum g (x - m) */
     ERA__OMP(omp parallel for schedule(static) if((long long)T * T > 4096))
-    for (t = 0; t < T; t++) {
-        float *xr = rowbuf + (size_t)era__tid() * 3 * T;
-        const float *db = dbias + (size_t)t * T;
-        double a = 0.0, bs = 0.0, dt = 0.0, dk = 0.0, dbt = 0.0;
-        int j;
-        era__rpa_xrow(st, t, xr);
-        for (j = 0; j < T; j++) {
-            double pos, y = era__rpa_y(st, t, j, xr[j], inv_d, &pos);
-            double gy = era__rpa_dfinish(st, y, db[j], &dt);
-            if (st->count < 2) gy = 0.0;
-            if (st->legacy) {
-                double yF = ((double)xr[j] - st->mean) * inv_d;
-                dk += gy * (yF - pos);
-                if (st->pos_beta > 0.0f) dbt += gy * (1.0 - st->sig_kappa) * (-(double)abs(t - j) / den);
-                gy *= st->sig_kappa;
+    for (ch = 0; ch < nt; ch++) { /* chunk ch: a contiguous range, its own scratch */
+        int t, t_lo = (int)((long long)T * ch / nt);
+        int t_hi = (int)((long long)T * (ch + 1) / nt);
+        for (t = t_lo; t < t_hi; t++) {
+            float *xr = rowbuf + (size_t)ch * 3 * T;
+            const float *db = dbias + (size_t)t * T;
+            double a = 0.0, bs = 0.0, dt = 0.0, dk = 0.0, dbt = 0.0;
+            int j;
+            era__rpa_xrow(st, t, xr);
+            for (j = 0; j < T; j++) {
+                double pos, y = era__rpa_y(st, t, j, xr[j], inv_d, &pos);
+                double gy = era__rpa_dfinish(st, y, db[j], &dt);
+                if (st->count < 2) gy = 0.0;
+                if (st->legacy) {
+                    double yF = ((double)xr[j] - st->mean) * inv_d;
+                    dk += gy * (yF - pos);
+                    if (st->pos_beta > 0.0f) dbt += gy * (1.0 - st->sig_kappa) * (-(double)abs(t - j) / den);
+                    gy *= st->sig_kappa;
+                }
+                a += gy;
+                bs += gy * ((double)xr[j] - st->mean);
             }
-            a += gy;
-            bs += gy * ((double)xr[j] - st->mean);
+            part[6 * (size_t)t] = a;
+            part[6 * (size_t)t + 1] = bs;
+            part[6 * (size_t)t + 2] = dt;
+            part[6 * (size_t)t + 3] = dk;
+            part[6 * (size_t)t + 4] = dbt;
         }
-        part[6 * (size_t)t] = a;
-        part[6 * (size_t)t + 1] = bs;
-        part[6 * (size_t)t + 2] = dt;
-        part[6 * (size_t)t + 3] = dk;
-        part[6 * (size_t)t + 4] = dbt;
     }
     for (t = 0; t < T; t++) {
         A += part[6 * (size_t)t];
@@ -1417,41 +1453,45 @@ ERADEF int era_rpa_backward(const era_rpa_config *cfg, const era_rpa_params *p,
     }
     /* pass 2: dx, then dM rows (non-legacy) or dF rows (legacy) */
     ERA__OMP(omp parallel for schedule(static) if((long long)T * T > 4096))
-    for (t = 0; t < T; t++) {
-        float *xr = rowbuf + (size_t)era__tid() * 3 * T;
-        float *dx = xr + T;
-        const float *db = dbias + (size_t)t * T;
-        int j, kk, jn = st->zscore_causal ? t + 1 : T;
-        double dbt = 0.0, dummy = 0.0;
-        double cA = n > 0.0 ? A * inv_d / n : 0.0;
-        double cB = (n > 1.0 && st->std > 0.0) ? Bs * inv_d * inv_d / ((n - 1.0) * st->std) : 0.0;
-        era__rpa_xrow(st, t, xr);
-        for (j = 0; j < T; j++) {
-            double pos, y = era__rpa_y(st, t, j, xr[j], inv_d, &pos);
-            double gy = era__rpa_dfinish(st, y, db[j], &dummy);
-            double d;
-            if (st->count < 2) gy = 0.0;
-            if (st->legacy) gy *= st->sig_kappa;
-            d = gy * inv_d;
-            if (j < jn && st->count >= 2) d -= cA + cB * ((double)xr[j] - st->mean);
-            dx[j] = (float)d;
-        }
-        if (st->legacy) {
-            memcpy(dF + (size_t)t * T, dx, sizeof(float) * T);
-        } else {
-            float *dm = dM + (size_t)t * K;
-            double pm = st->posmix;
-            for (kk = 0; kk < K; kk++) dm[kk] = 0.0f;
+    for (ch = 0; ch < nt; ch++) { /* chunk ch: a contiguous range, its own scratch */
+        int t, t_lo = (int)((long long)T * ch / nt);
+        int t_hi = (int)((long long)T * (ch + 1) / nt);
+        for (t = t_lo; t < t_hi; t++) {
+            float *xr = rowbuf + (size_t)ch * 3 * T;
+            float *dx = xr + T;
+            const float *db = dbias + (size_t)t * T;
+            int j, kk, jn = st->zscore_causal ? t + 1 : T;
+            double dbt = 0.0, dummy = 0.0;
+            double cA = n > 0.0 ? A * inv_d / n : 0.0;
+            double cB = (n > 1.0 && st->std > 0.0) ? Bs * inv_d * inv_d / ((n - 1.0) * st->std) : 0.0;
+            era__rpa_xrow(st, t, xr);
             for (j = 0; j < T; j++) {
-                const float *Pj = st->phi + (size_t)j * K;
-                double v = dx[j];
-                if (pm > 0.0) {
-                    if (st->pos_beta > 0.0f) dbt += v * pm * (-(double)abs(t - j) / den);
-                    v *= 1.0 - pm;
-                }
-                for (kk = 0; kk < K; kk++) dm[kk] += (float)(v * Pj[kk]);
+                double pos, y = era__rpa_y(st, t, j, xr[j], inv_d, &pos);
+                double gy = era__rpa_dfinish(st, y, db[j], &dummy);
+                double d;
+                if (st->count < 2) gy = 0.0;
+                if (st->legacy) gy *= st->sig_kappa;
+                d = gy * inv_d;
+                if (j < jn && st->count >= 2) d -= cA + cB * ((double)xr[j] - st->mean);
+                dx[j] = (float)d;
             }
-            part[6 * (size_t)t + 5] = dbt;
+            if (st->legacy) {
+                memcpy(dF + (size_t)t * T, dx, sizeof(float) * T);
+            } else {
+                float *dm = dM + (size_t)t * K;
+                double pm = st->posmix;
+                for (kk = 0; kk < K; kk++) dm[kk] = 0.0f;
+                for (j = 0; j < T; j++) {
+                    const float *Pj = st->phi + (size_t)j * K;
+                    double v = dx[j];
+                    if (pm > 0.0) {
+                        if (st->pos_beta > 0.0f) dbt += v * pm * (-(double)abs(t - j) / den);
+                        v *= 1.0 - pm;
+                    }
+                    for (kk = 0; kk < K; kk++) dm[kk] += (float)(v * Pj[kk]);
+                }
+                part[6 * (size_t)t + 5] = dbt;
+            }
         }
     }
     if (!st->legacy)
@@ -1652,7 +1692,7 @@ static double era__lse(const double *v, int n)
     double m = -HUGE_VAL, s = 0.0;
     int i;
     for (i = 0; i < n; i++) if (v[i] > m) m = v[i];
-    if (!(m > -HUGE_VAL)) return m;
+    if (era__isnan(m) || era__infsign(m) < 0) return m;
     for (i = 0; i < n; i++) s += exp(v[i] - m);
     return m + log(s);
 }
@@ -2042,12 +2082,6 @@ ERADEF int era_reduce_grad(float *dbias, const float *dscores, int per_head, int
     return ERA_OK;
 }
 
-/* stb_ds's hm* macros spell `typeof`, which strict -std=c99 gcc does not know. */
-#if defined(__GNUC__) && !defined(__clang__) && !defined(__cplusplus) && !defined(typeof)
-#define typeof __typeof__
-#define ERA__UNDEF_TYPEOF
-#endif
-
 static int era__build_era(void *user, int T, float *bias)
 {
     era_cache *c = (era_cache *)user;
@@ -2138,8 +2172,9 @@ ERADEF int era_cache_get(era_cache *c, int T, const float **bias)
     rc = era__check_T(T, max_T);
     if (rc) return rc;
     c->tick++;
-    idx = hmgeti(c->map, T);
-    if (idx >= 0) {
+    for (idx = 0; idx < c->n; idx++)
+        if (c->map[idx].key == T) break;
+    if (idx < c->n) {
         c->map[idx].value.last = c->tick;
         c->hits++;
         *bias = c->map[idx].value.bias;
@@ -2148,14 +2183,26 @@ ERADEF int era_cache_get(era_cache *c, int T, const float **bias)
     bytes = sizeof(float) * (size_t)T * (size_t)T;
     if (bytes > c->budget) return ERA_ERANGE;
     /* evict least recently used entries until the new one fits */
-    while (c->bytes + bytes > c->budget && hmlen(c->map) > 0) {
-        ptrdiff_t i, lru = 0, n = hmlen(c->map);
-        for (i = 1; i < n; i++)
+    while (c->bytes + bytes > c->budget && c->n > 0) {
+        ptrdiff_t i, lru = 0;
+        for (i = 1; i < c->n; i++)
             if (c->map[i].value.last < c->map[lru].value.last) lru = i;
         c->bytes -= c->map[lru].value.bytes;
         ERA_FREE(c->map[lru].value.bias);
-        (void)hmdel(c->map, c->map[lru].key);
+        c->map[lru] = c->map[c->n - 1]; /* order does not matter: move the last one in */
+        c->n--;
         c->evictions++;
+    }
+    if (c->n == c->cap) { /* grow the entry array (doubling) */
+        int ncap = c->cap ? 2 * c->cap : 8;
+        struct era__cache_kv *nm;
+        if (c->cap > INT_MAX / 2) return ERA_ENOMEM;
+        nm = (struct era__cache_kv *)ERA_MALLOC(sizeof(*nm) * (size_t)ncap);
+        if (!nm) return ERA_ENOMEM;
+        if (c->n) memcpy(nm, c->map, sizeof(*nm) * (size_t)c->n);
+        if (c->map) ERA_FREE(c->map);
+        c->map = nm;
+        c->cap = ncap;
     }
     e.bias = (float *)ERA_MALLOC(bytes);
     if (!e.bias) return ERA_ENOMEM;
@@ -2166,7 +2213,9 @@ ERADEF int era_cache_get(era_cache *c, int T, const float **bias)
     }
     e.bytes = bytes;
     e.last = c->tick;
-    hmput(c->map, T, e);
+    c->map[c->n].key = T;
+    c->map[c->n].value = e;
+    c->n++;
     c->bytes += bytes;
     c->builds++;
     *bias = e.bias;
@@ -2177,16 +2226,11 @@ ERADEF void era_cache_free(era_cache *c)
 {
     ptrdiff_t i;
     if (!c) return;
-    for (i = 0; i < hmlen(c->map); i++) ERA_FREE(c->map[i].value.bias);
-    hmfree(c->map);
+    for (i = 0; i < c->n; i++) ERA_FREE(c->map[i].value.bias);
+    if (c->map) ERA_FREE(c->map);
     if (c->frozen) ERA_FREE(c->frozen);
     memset(c, 0, sizeof *c);
 }
-
-#ifdef ERA__UNDEF_TYPEOF
-#undef typeof
-#undef ERA__UNDEF_TYPEOF
-#endif
 
 #ifdef __cplusplus
 }
