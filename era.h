@@ -205,6 +205,8 @@ typedef struct era_rpa_state {
     float std_pre;       /* std of x (legacy: F) before the z-score */
     float std_post;      /* std of the final bias over the statistics set */
     float marginal_err;  /* Sinkhorn: max(|row sum - K/R|, |col sum - 1|) */
+    float clamp_frac;    /* share of the R*K entries of exp(S / tau_align) at the clamp
+                            [1e-9, 1e9]: 1 means the plan no longer sees the memberships */
     const float *mu;     /* (B,T,R) pointer given to forward (legacy path re-reads it) */
     float *mbar;         /* (T,R) */
     float *phi;          /* (T,K) */
@@ -1181,7 +1183,7 @@ ERADEF int era_rpa_forward(const era_rpa_config *cfg, const era_rpa_params *p,
                            const float *mu, int B, int T, float *bias, era_rpa_state *st,
                            void *workspace)
 {
-    int rc, R, K, L, t, r, k, it, nt, ch;
+    int rc, R, K, L, t, r, k, it, nt, ch, nclamp = 0;
     size_t need;
     void *own = NULL;
     float *rowbuf;
@@ -1256,6 +1258,7 @@ ERADEF int era_rpa_forward(const era_rpa_config *cfg, const era_rpa_params *p,
             double s = 0.0, e;
             for (t = 0; t < T; t++) s += (double)st->mbar[(size_t)t * R + r] * st->phi[(size_t)t * K + k];
             e = exp(s / tau_a);
+            if (e < 1e-9 || e > 1e9 || e != e) nclamp++;
             if (e < 1e-9) e = 1e-9;
             if (e > 1e9) e = 1e9;
             st->X[(size_t)r * K + k] = (float)e;
@@ -1291,6 +1294,7 @@ ERADEF int era_rpa_forward(const era_rpa_config *cfg, const era_rpa_params *p,
             if (s > err || era__isnan(s)) err = s;
         }
         st->marginal_err = (float)err;
+        st->clamp_frac = (float)nclamp / (float)(R * K);
         /* M = mbar P */
         for (t = 0; t < T; t++)
             for (k = 0; k < K; k++) {

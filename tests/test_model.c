@@ -591,6 +591,240 @@ static void test_attn_obs(void)
     mdl_destroy(m);
 }
 
+/* ---- leak-free evaluation (issue 18 §1): the RPA prior at evaluation comes from the
+   running statistics, so a token's loss depends on its own prefix only */
+
+/* a micro RPA model whose running statistics have seen a few training batches */
+static mdl_model *rpa_trained_micro(int moe)
+{
+    mdl_config c = micro();
+    mdl_model *m = NULL;
+    char err[256];
+    int x[MB * MT], y[MB * MT], k;
+    mdl_opts o = train_opts();
+    mdl_stats st;
+    c.prior = MDL_PRIOR_RPA;
+    c.rpa.posmix = 0.1f;
+    c.rpa.tau_align = 0.05f; /* a sharp plan: the memberships matter for the prior */
+    c.tau_att_init = 0.6f;
+    c.res_gate = 1;
+    c.value_gate = 1;
+    if (moe) c.ffn = MDL_FFN_MOE;
+    if (mdl_create(&m, &c, 11, err, sizeof err) != MDL_OK) {
+        CHECK(0);
+        return NULL;
+    }
+    for (k = 0; k < 3; k++) {
+        batch(x, y, 100 + (unsigned long long)k);
+        CHECK_INT_EQ(mdl_forward(m, x, y, MB, MT, &o, &st), MDL_OK);
+        CHECK_INT_EQ(mdl_prior_stats_update(m, 0.5f), MDL_OK);
+    }
+    return m;
+}
+
+/* per-token CE of row `row` of a (B, MT) eval forward */
+static void row_ce(mdl_model *m, const int *x, const int *y, int B, int row, int src, double *out)
+{
+    mdl_opts o = mdl_opts_default();
+    mdl_stats st;
+    const double *tce;
+    int j;
+    o.prior_source = src;
+    CHECK_INT_EQ(mdl_forward(m, x, y, B, MT, &o, &st), MDL_OK);
+    CHECK_INT_EQ(st.prior_running, src != MDL_PSRC_BATCH);
+    tce = mdl_token_ce(m);
+    CHECK(tce != NULL);
+    for (j = 0; j < MT; j++) out[j] = tce ? tce[(size_t)row * MT + j] : NAN;
+}
+
+static double max_abs_diff(const double *a, const double *b, int n)
+{
+    double d = 0.0;
+    int i;
+    for (i = 0; i < n; i++) d = fabs(a[i] - b[i]) > d ? fabs(a[i] - b[i]) : d;
+    return d;
+}
+
+static void test_eval_batch_independent(void)
+{
+    int moe;
+    for (moe = 0; moe < 2; moe++) {
+        mdl_model *m = rpa_trained_micro(moe);
+        int cx[MT], cy[MT], x[3 * MT], y[3 * MT], i, src;
+        double alone[MT], inb[MT], inb2[MT], dbatch = 0.0;
+        if (!m) return;
+        tt_seed(900);
+        for (i = 0; i < MT; i++) {
+            cx[i] = (int)(tt_uniform() * MV);
+            cy[i] = (int)(tt_uniform() * MV);
+        }
+        for (src = MDL_PSRC_AUTO; src <= MDL_PSRC_BATCH; src++) {
+            /* alone */
+            row_ce(m, cx, cy, 1, 0, src, alone);
+            /* row 1 of a batch of 3 */
+            tt_seed(901);
+            for (i = 0; i < 3 * MT; i++) {
+                x[i] = (int)(tt_uniform() * MV);
+                y[i] = (int)(tt_uniform() * MV);
+            }
+            memcpy(x + MT, cx, sizeof cx);
+            memcpy(y + MT, cy, sizeof cy);
+            row_ce(m, x, y, 3, 1, src, inb);
+            /* row 0 of a different batch of 2 */
+            tt_seed(902);
+            for (i = 0; i < 2 * MT; i++) {
+                x[i] = (int)(tt_uniform() * MV);
+                y[i] = (int)(tt_uniform() * MV);
+            }
+            memcpy(x, cx, sizeof cx);
+            memcpy(y, cy, sizeof cy);
+            row_ce(m, x, y, 2, 0, src, inb2);
+            if (src == MDL_PSRC_AUTO) {
+                /* the same chunk scores the same wherever it sits (fp32 GEMM rounding only) */
+                CHECK_ALL_CLOSE(inb, alone, MT, 1e-6, 1e-6);
+                CHECK_ALL_CLOSE(inb2, alone, MT, 1e-6, 1e-6);
+            } else {
+                dbatch = max_abs_diff(inb, alone, MT);
+                if (max_abs_diff(inb2, alone, MT) > dbatch) dbatch = max_abs_diff(inb2, alone, MT);
+            }
+        }
+        /* the old per-batch prior fails the same check: the test can fail */
+        CHECK(dbatch > 1e-4);
+        printf("    moe %d: per-batch prior moves a chunk's token losses by %.3g\n", moe, dbatch);
+        mdl_destroy(m);
+    }
+}
+
+static void test_eval_causal(void)
+{
+    mdl_model *m = rpa_trained_micro(1);
+    int x[MT], y[MT], x2[MT], i, pos, src;
+    double a[MT], b[MT];
+    if (!m) return;
+    tt_seed(903);
+    for (i = 0; i < MT; i++) {
+        x[i] = (int)(tt_uniform() * MV);
+        y[i] = (int)(tt_uniform() * MV);
+    }
+    for (pos = 1; pos < MT; pos++) {
+        double dpast_batch = 0.0;
+        memcpy(x2, x, sizeof x);
+        x2[pos] = (x[pos] + 5) % MV; /* a different future token */
+        for (src = MDL_PSRC_AUTO; src <= MDL_PSRC_BATCH; src++) {
+            row_ce(m, x, y, 1, 0, src, a);
+            row_ce(m, x2, y, 1, 0, src, b);
+            if (src == MDL_PSRC_AUTO) {
+                /* positions before pos: bit-identical; pos itself changes */
+                for (i = 0; i < pos; i++) CHECK(a[i] == b[i]);
+                CHECK(a[pos] != b[pos]);
+            } else {
+                dpast_batch = max_abs_diff(a, b, pos);
+            }
+        }
+        /* with the per-batch prior a future token reaches earlier losses (from pos 2 on:
+           row 0 of a causal softmax has one key, so no bias can move position 0) */
+        if (pos >= 2) CHECK(dpast_batch > 1e-3);
+    }
+    mdl_destroy(m);
+}
+
+/* the running statistics: first update = the batch mean; then w = max(1 - mom, 1/(n+1));
+   rows beyond the trained length stay uniform; set/get round trip and refusals */
+static void test_prior_stats(void)
+{
+    mdl_config c = micro();
+    mdl_model *m = NULL;
+    char err[256];
+    int x[MB * MT], y[MB * MT], l, t, r, b;
+    mdl_opts o = train_opts();
+    mdl_stats st;
+    size_t n = 0;
+    const float *ps;
+    float *copy, mean1[2][MT][3];
+    long builds = 0, hits = 0;
+    c.prior = MDL_PRIOR_RPA;
+    CHECK_INT_EQ(mdl_create(&m, &c, 3, err, sizeof err), MDL_OK);
+    if (!m) return;
+    ps = mdl_prior_stats(m, &n);
+    CHECK(ps != NULL);
+    CHECK_INT_EQ((long long)n, (long long)(2 * 8 * 3 + 8));
+    /* before any training forward: refused */
+    CHECK_INT_EQ(mdl_prior_stats_update(m, 0.9f), MDL_EINVAL);
+    batch(x, y, 31);
+    CHECK_INT_EQ(mdl_forward(m, x, y, MB, MT, &o, &st), MDL_OK);
+    CHECK_INT_EQ(mdl_prior_stats_update(m, -0.1f), MDL_EINVAL);
+    CHECK_INT_EQ(mdl_prior_stats_update(m, 1.0f), MDL_EINVAL);
+    CHECK_INT_EQ(mdl_prior_stats_update(m, 0.9f), MDL_OK);
+    for (l = 0; l < 2; l++)
+        for (t = 0; t < MT; t++)
+            for (r = 0; r < 3; r++) {
+                double s = 0.0;
+                for (b = 0; b < MB; b++) s += m->ba[l].mu[((size_t)b * MT + t) * 3 + r];
+                mean1[l][t][r] = (float)(s / MB);
+                CHECK_CLOSE(ps[((size_t)l * 8 + t) * 3 + r], s / MB, 1e-6, 1e-7);
+            }
+    for (l = 0; l < 2; l++)
+        for (t = MT; t < 8; t++)
+            for (r = 0; r < 3; r++) CHECK(ps[((size_t)l * 8 + t) * 3 + r] == 1.0f / 3.0f);
+    CHECK(ps[48] == 1.0f && ps[48 + MT - 1] == 1.0f && ps[48 + MT] == 0.0f);
+    /* second update at momentum 0.9: w = max(0.1, 1/2) = 1/2 */
+    batch(x, y, 32);
+    CHECK_INT_EQ(mdl_forward(m, x, y, MB, MT, &o, &st), MDL_OK);
+    CHECK_INT_EQ(mdl_prior_stats_update(m, 0.9f), MDL_OK);
+    for (l = 0; l < 2; l++)
+        for (t = 0; t < MT; t++)
+            for (r = 0; r < 3; r++) {
+                double s = 0.0;
+                for (b = 0; b < MB; b++) s += m->ba[l].mu[((size_t)b * MT + t) * 3 + r];
+                CHECK_CLOSE(ps[((size_t)l * 8 + t) * 3 + r], 0.5 * mean1[l][t][r] + 0.5 * s / MB, 1e-6, 1e-7);
+            }
+    /* evaluation builds once per length and layer, then hits; an update invalidates */
+    o.train = 0;
+    CHECK_INT_EQ(mdl_forward(m, x, y, MB, MT, &o, &st), MDL_OK);
+    CHECK_INT_EQ(mdl_forward(m, x, y, 1, MT, &o, &st), MDL_OK);
+    mdl_prior_cache_counts(m, &builds, &hits);
+    CHECK_INT_EQ(builds, 2);
+    CHECK_INT_EQ(hits, 2);
+    for (l = 0; l < 2; l++) CHECK(st.layer_prior_marg_err[l] >= 0.0f && st.layer_prior_std_pre[l] > 0.0f);
+    /* round trip and refusals */
+    copy = (float *)malloc(sizeof(float) * n);
+    if (copy) {
+        memcpy(copy, ps, sizeof(float) * n);
+        CHECK_INT_EQ(mdl_prior_stats_set(m, copy, n - 1), MDL_EINVAL);
+        copy[5] = 1.5f;
+        CHECK_INT_EQ(mdl_prior_stats_set(m, copy, n), MDL_EINVAL);
+        copy[5] = ps[5];
+        copy[n - 1] = 0.5f; /* not a count */
+        CHECK_INT_EQ(mdl_prior_stats_set(m, copy, n), MDL_EINVAL);
+        copy[n - 1] = ps[n - 1];
+        copy[7] = NAN;
+        CHECK_INT_EQ(mdl_prior_stats_set(m, copy, n), MDL_EINVAL);
+        copy[7] = 0.25f;
+        CHECK_INT_EQ(mdl_prior_stats_set(m, copy, n), MDL_OK);
+        CHECK(ps[7] == 0.25f);
+        CHECK_INT_EQ(mdl_forward(m, x, y, MB, MT, &o, &st), MDL_OK);
+        mdl_prior_cache_counts(m, &builds, &hits);
+        CHECK_INT_EQ(builds, 4); /* rebuilt after the set */
+        free(copy);
+    }
+    mdl_destroy(m);
+}
+
+/* training with the running prior (the leak-free option): exact gradients (the prior is a
+   constant of the memberships; tau_att and pos_beta still get theirs) */
+static void test_grad_rpa_running(void)
+{
+    mdl_config c = micro();
+    mdl_opts o = train_opts();
+    c.prior = MDL_PRIOR_RPA;
+    c.rpa.posmix = 0.1f;
+    c.tau_att_init = 0.9f;
+    c.res_gate = 1;
+    o.prior_source = MDL_PSRC_RUNNING;
+    o.prior_scale = 0.8f;
+    gradcheck(&c, &o, "rpa running prior");
+}
+
 int main(int argc, char **argv)
 {
     TEST_INIT(argc, argv);
@@ -612,5 +846,9 @@ int main(int argc, char **argv)
     TEST_RUN(test_bad_inputs);
     TEST_RUN(test_table);
     TEST_RUN(test_attn_obs);
+    TEST_RUN(test_eval_batch_independent);
+    TEST_RUN(test_eval_causal);
+    TEST_RUN(test_prior_stats);
+    TEST_RUN(test_grad_rpa_running);
     return TEST_END();
 }

@@ -135,6 +135,18 @@ struct mdl_model {
     era_era_state era_st[MDL_MAX_LAYERS];
     era_rpa_config rpa_used; /* the config of the last forward (scale = prior_scale) */
     float era_scale_used;
+    /* RPA running statistics (model.h, mdl_prior_stats_update) and the evaluation cache */
+    float *pstats;           /* L*max_T*R running memberships, then max_T counts; NULL: no RPA */
+    size_t npstats;
+    unsigned long pgen;      /* bumped whenever pstats changes (invalidates the caches) */
+    int prior_running;       /* the last forward's RPA prior came from pstats */
+    era_cache pcache[MDL_MAX_LAYERS];
+    int pcache_on[MDL_MAX_LAYERS], pdiag_T[MDL_MAX_LAYERS];
+    unsigned long pcache_gen[MDL_MAX_LAYERS];
+    struct mdl__pctx { mdl_model *m; int l; } pctx[MDL_MAX_LAYERS];
+    float pdiag[MDL_MAX_LAYERS][3];   /* cached prior: marginal error, std_pre, clamp share */
+    long pc_builds, pc_hits;          /* of caches already released */
+    int have_tce;            /* rowce holds the last forward's per-token CE */
     /* activations */
     void *act;
     size_t act_bytes;
@@ -247,6 +259,10 @@ mdl_opts mdl_opts_default(void)
     o.head_temp = NULL;
     o.want_attn_obs = 0;
     o.seed = 0;
+    o.prior_source = MDL_PSRC_AUTO;
+    o.ent_band_lambda = 0.0f;
+    o.ent_band_hmin = 2.0f;
+    o.ent_band_hmax = 5.0f;
     return o;
 }
 
@@ -637,6 +653,21 @@ int mdl_create(mdl_model **out, const mdl_config *cfg, uint64_t seed, char *err,
         return mdl__errf(err, errlen, MDL_ENOMEM, "mdl_create: out of memory (%lu parameters)", np);
     }
     mdl__init_params(m, seed);
+    if (cfg->prior == MDL_PRIOR_RPA) {
+        size_t i, nmu = (size_t)m->L * (size_t)cfg->max_T * (size_t)m->R;
+        m->npstats = nmu + (size_t)cfg->max_T;
+        m->pstats = (float *)malloc(sizeof(float) * m->npstats);
+        if (!m->pstats) {
+            mdl_destroy(m);
+            return mdl__errf(err, errlen, MDL_ENOMEM, "mdl_create: out of memory (prior statistics)");
+        }
+        for (i = 0; i < nmu; i++) m->pstats[i] = 1.0f / (float)m->R;
+        for (; i < m->npstats; i++) m->pstats[i] = 0.0f;
+        for (l = 0; l < MDL_MAX_LAYERS; l++) {
+            m->pctx[l].m = m;
+            m->pctx[l].l = l;
+        }
+    }
     snprintf(m->err, sizeof m->err, "ok");
     *out = m;
     return mdl__errf(err, errlen, MDL_OK, "ok");
@@ -649,7 +680,9 @@ void mdl_destroy(mdl_model *m)
     for (l = 0; l < MDL_MAX_LAYERS; l++) {
         era_rpa_state_free(&m->rpa_st[l]);
         era_era_state_free(&m->era_st[l]);
+        if (m->pcache_on[l]) era_cache_free(&m->pcache[l]);
     }
+    free(m->pstats);
     free(m->params);
     free(m->grads);
     free(m->tensors);
@@ -1092,6 +1125,54 @@ static int mdl__check_ids(mdl_model *m, const int *ids, size_t n, const char *wh
         if (rc_ != 0) return mdl__fail(m, MDL_EFAIL, "%s failed (code %d)", what, rc_);  \
     } while (0)
 
+/* era_cache membership source: the running table of layer l, rows 0..T-1. */
+static int mdl__prior_mu(void *user, int T, float *mbar)
+{
+    const struct mdl__pctx *p = (const struct mdl__pctx *)user;
+    const mdl_model *m = p->m;
+    if (!m->pstats || T > m->cfg.max_T) return ERA_EINVAL;
+    memcpy(mbar, m->pstats + (size_t)p->l * m->cfg.max_T * m->R, sizeof(float) * (size_t)T * m->R);
+    return ERA_OK;
+}
+
+/* The cached prior of layer l at length T: a layer's cache is rebuilt whenever what the
+   bias depends on changed (running statistics, tau_att, pos_beta, warm-in scale). */
+static int mdl__prior_cached(mdl_model *m, int l, const era_rpa_params *rp, int T, const float **out)
+{
+    era_cache *pc = &m->pcache[l];
+    int rc;
+    if (m->pcache_on[l] &&
+        (m->pcache_gen[l] != m->pgen || pc->rpar.tau_att != rp->tau_att || pc->rpar.pos_beta != rp->pos_beta ||
+         pc->rcfg.scale != m->rpa_used.scale)) {
+        m->pc_builds += pc->builds;
+        m->pc_hits += pc->hits;
+        era_cache_free(pc);
+        m->pcache_on[l] = 0;
+    }
+    if (!m->pcache_on[l]) {
+        size_t budget = (size_t)2 * (size_t)m->cfg.max_T * (size_t)m->cfg.max_T * sizeof(float);
+        rc = era_cache_init_rpa(pc, budget, &m->rpa_used, rp, mdl__prior_mu, &m->pctx[l]);
+        if (rc) return rc;
+        m->pcache_on[l] = 1;
+        m->pcache_gen[l] = m->pgen;
+        m->pdiag_T[l] = 0;
+    }
+    if (m->pdiag_T[l] != T) {
+        /* diagnostics of the cached prior (factored state only, no (T,T) pass) */
+        era_rpa_state ds = era_rpa_state_init();
+        rc = era_rpa_forward(&m->rpa_used, rp, m->pstats + (size_t)l * m->cfg.max_T * m->R, 1, T, NULL, &ds, NULL);
+        if (rc == ERA_OK) {
+            m->pdiag[l][0] = ds.marginal_err;
+            m->pdiag[l][1] = ds.std_pre;
+            m->pdiag[l][2] = ds.clamp_frac;
+            m->pdiag_T[l] = T;
+        }
+        era_rpa_state_free(&ds);
+        if (rc) return rc;
+    }
+    return era_cache_get(pc, T, out);
+}
+
 /* Softmax attention of block l: a->n1 -> a->ap (the prior bias, the observables). */
 static int mdl__softmax_fwd(mdl_model *m, int l, const mdl_opts *o, mdl_stats *st)
 {
@@ -1105,9 +1186,27 @@ static int mdl__softmax_fwd(mdl_model *m, int l, const mdl_opts *o, mdl_stats *s
     MDL__TRY(tk_split_heads_forward(a->q, a->k, a->v, m->qkv, B, T, H, D), "split heads");
     if (c->prior == MDL_PRIOR_RPA) {
         era_rpa_params rp = mdl__rpa_params(m, l, P);
-        MDL__TRY(era_rpa_forward(&m->rpa_used, &rp, a->mu, B, T, a->bias, &m->rpa_st[l], m->rpa_ws),
-                 "era_rpa_forward");
-        bias = a->bias;
+        if (m->prior_running && !m->train) {
+            /* evaluation: B(T) from the running statistics, built once per (T, parameters) */
+            const float *cb = NULL;
+            int rc = mdl__prior_cached(m, l, &rp, T, &cb);
+            if (rc) return mdl__fail(m, MDL_EFAIL, "cached RPA prior of layer %d failed (%s)", l, era_strerror(rc));
+            bias = cb;
+            st->layer_prior_marg_err[l] = m->pdiag[l][0];
+            st->layer_prior_std_pre[l] = m->pdiag[l][1];
+            st->layer_prior_clamp_frac[l] = m->pdiag[l][2];
+        } else {
+            /* training (or the old per-batch evaluation): batch means of this forward, or
+               the running table as a batch of one (state keeps the pointer until backward) */
+            const float *mu = m->prior_running ? m->pstats + (size_t)l * c->max_T * m->R : a->mu;
+            MDL__TRY(era_rpa_forward(&m->rpa_used, &rp, mu, m->prior_running ? 1 : B, T, a->bias, &m->rpa_st[l],
+                                     m->rpa_ws),
+                     "era_rpa_forward");
+            bias = a->bias;
+            st->layer_prior_marg_err[l] = m->rpa_st[l].marginal_err;
+            st->layer_prior_std_pre[l] = m->rpa_st[l].std_pre;
+            st->layer_prior_clamp_frac[l] = m->rpa_st[l].clamp_frac;
+        }
     } else if (c->prior == MDL_PRIOR_ERA) {
         era_era_params ep = mdl__era_params(m, l);
         size_t i, TT = (size_t)T * T;
@@ -1373,6 +1472,13 @@ int mdl_forward(mdl_model *m, const int *inputs, const int *targets, int B, int 
         return mdl__fail(m, MDL_EINVAL, "mdl_forward: ent_floor_alpha, moe_lb_coef must be finite >= 0; ent_floor_eta, lambda_sat finite");
     if (!mdl__finite(o.prior_scale))
         return mdl__fail(m, MDL_EINVAL, "mdl_forward: prior_scale must be finite");
+    if (o.prior_source < MDL_PSRC_AUTO || o.prior_source > MDL_PSRC_RUNNING)
+        return mdl__fail(m, MDL_EINVAL, "mdl_forward: prior_source must be MDL_PSRC_AUTO, _BATCH or _RUNNING (got %d)",
+                         o.prior_source);
+    if (!mdl__finite(o.ent_band_lambda) || o.ent_band_lambda < 0.0f || !mdl__finite(o.ent_band_hmin) ||
+        !mdl__finite(o.ent_band_hmax) || o.ent_band_hmin > o.ent_band_hmax)
+        return mdl__fail(m, MDL_EINVAL, "mdl_forward: ent_band_lambda must be finite >= 0 and ent_band_hmin <= "
+                                        "ent_band_hmax (finite)");
     if (!mdl__finite(o.attn_temp_mul) || !(o.attn_temp_mul > 0.0f))
         return mdl__fail(m, MDL_EINVAL, "mdl_forward: attn_temp_mul must be finite and > 0 (got %g)", (double)o.attn_temp_mul);
     if (o.want_attn_obs && m->H > 256)
@@ -1418,6 +1524,10 @@ int mdl_forward(mdl_model *m, const int *inputs, const int *targets, int B, int 
     m->rpa_used.legacy = 0;
     m->rpa_used.scale = o.prior_scale < 0.0f ? 0.0f : (o.prior_scale > 1.0f ? 1.0f : o.prior_scale);
     m->era_scale_used = m->rpa_used.scale;
+    m->prior_running = c->prior == MDL_PRIOR_RPA &&
+                       (o.prior_source == MDL_PSRC_RUNNING || (o.prior_source == MDL_PSRC_AUTO && !o.train));
+    st.prior_running = m->prior_running;
+    m->have_tce = 0;
     m->lyr_loss = 0.0f;
     MDL__TRY(tk_embedding_forward(m->res, m->ids, m->params + m->wte,
                                   m->wpe != MDL__ABSENT ? m->params + m->wpe : NULL, B, T, C, m->V),
@@ -1446,6 +1556,7 @@ int mdl_forward(mdl_model *m, const int *inputs, const int *targets, int B, int 
             sl += m->rowloss[i];
         }
         st.ce_sum = sce;
+        m->have_tce = 1;
         st.ce = sce / N;
         st.ntok = N;
         st.loss = sl / N;
@@ -1471,6 +1582,92 @@ int mdl_forward(mdl_model *m, const int *inputs, const int *targets, int B, int 
     st.attn_obs = o.want_attn_obs && c->attn == MDL_ATTN_SOFTMAX ? m->obs_heads : NULL;
     if (stats) *stats = st;
     return MDL_OK;
+}
+
+const double *mdl_token_ce(const mdl_model *m)
+{
+    return m && m->act && m->have_tce ? m->rowce : NULL;
+}
+
+int mdl_prior_stats_update(mdl_model *m, float momentum)
+{
+    int l, t, b, r, B, T, R, maxT;
+    float *cnt;
+    if (!m) return MDL_EINVAL;
+    if (!mdl__finite(momentum) || momentum < 0.0f || momentum >= 1.0f)
+        return mdl__fail(m, MDL_EINVAL, "mdl_prior_stats_update: momentum must be in [0, 1) (got %g)", (double)momentum);
+    if (m->cfg.prior != MDL_PRIOR_RPA || !m->pstats) return MDL_OK;
+    if (!m->act || !m->train || m->B < 1)
+        return mdl__fail(m, MDL_EINVAL, "mdl_prior_stats_update: needs a training forward first");
+    B = m->B;
+    T = m->T;
+    R = m->R;
+    maxT = m->cfg.max_T;
+    cnt = m->pstats + (size_t)m->L * maxT * R;
+    for (l = 0; l < m->L; l++) {
+        const float *mu = m->ba[l].mu;
+        float *run = m->pstats + (size_t)l * maxT * R;
+        for (t = 0; t < T; t++) {
+            double w = 1.0 / ((double)cnt[t] + 1.0);
+            if (w < 1.0 - (double)momentum) w = 1.0 - (double)momentum;
+            for (r = 0; r < R; r++) {
+                double s = 0.0, mean;
+                for (b = 0; b < B; b++) {
+                    double v = mu[((size_t)b * T + t) * R + r];
+                    s += mdl__finite(v) ? v : 1.0 / R;
+                }
+                mean = s / (double)B;
+                run[(size_t)t * R + r] = (float)(run[(size_t)t * R + r] + w * (mean - run[(size_t)t * R + r]));
+            }
+        }
+    }
+    for (t = 0; t < T; t++) cnt[t] += 1.0f;
+    m->pgen++;
+    return MDL_OK;
+}
+
+const float *mdl_prior_stats(const mdl_model *m, size_t *n)
+{
+    if (n) *n = m ? m->npstats : 0;
+    return m ? m->pstats : NULL;
+}
+
+int mdl_prior_stats_set(mdl_model *m, const float *buf, size_t n)
+{
+    size_t i, nmu;
+    if (!m) return MDL_EINVAL;
+    if (n != m->npstats)
+        return mdl__fail(m, MDL_EINVAL, "mdl_prior_stats_set: %lu floats given, the model keeps %lu",
+                         (unsigned long)n, (unsigned long)m->npstats);
+    if (!n) return MDL_OK;
+    if (!buf) return mdl__fail(m, MDL_EINVAL, "mdl_prior_stats_set: buf is NULL");
+    nmu = (size_t)m->L * (size_t)m->cfg.max_T * (size_t)m->R;
+    for (i = 0; i < n; i++) {
+        float v = buf[i];
+        if (!mdl__finite(v) || v < 0.0f || (i < nmu && v > 1.0f) || (i >= nmu && (v != floorf(v) || v > 16777216.0f)))
+            return mdl__fail(m, MDL_EINVAL, "mdl_prior_stats_set: entry %lu = %g is not a %s", (unsigned long)i,
+                             (double)v, i < nmu ? "membership in [0, 1]" : "count");
+    }
+    memcpy(m->pstats, buf, sizeof(float) * n);
+    m->pgen++;
+    return MDL_OK;
+}
+
+void mdl_prior_cache_counts(const mdl_model *m, long *builds, long *hits)
+{
+    long b = 0, h = 0;
+    int l;
+    if (m) {
+        b = m->pc_builds;
+        h = m->pc_hits;
+        for (l = 0; l < MDL_MAX_LAYERS; l++)
+            if (m->pcache_on[l]) {
+                b += m->pcache[l].builds;
+                h += m->pcache[l].hits;
+            }
+    }
+    if (builds) *builds = b;
+    if (hits) *hits = h;
 }
 
 const float *mdl_logits(const mdl_model *m)
@@ -1642,7 +1839,8 @@ static int mdl__block_bwd(mdl_model *m, int l)
         era_rpa_params rp = mdl__rpa_params(m, l, P);
         era_rpa_grads g;
         memset(&g, 0, sizeof g);
-        MDL__TRY(era_rpa_backward(&m->rpa_used, &rp, &m->rpa_st[l], m->dbias, m->dmu, &g, m->rpa_ws),
+        MDL__TRY(era_rpa_backward(&m->rpa_used, &rp, &m->rpa_st[l], m->dbias,
+                                  m->prior_running ? NULL : m->dmu, &g, m->rpa_ws),
                  "era_rpa_backward");
         G[b->tau] += g.dtau_att;
         G[b->posb] += g.dpos_beta;

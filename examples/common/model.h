@@ -48,6 +48,18 @@ enum { MDL_MEM_NONE = 0, MDL_MEM_GDELTA = 1 };
 enum { MDL_FFN_GELU = 0, MDL_FFN_RELU2 = 1, MDL_FFN_MOE = 2 };
 enum { MDL_NORM_LAYER = 0, MDL_NORM_RMS = 1 };
 enum { MDL_POS_NONE = 0, MDL_POS_LEARNED = 1 };
+/* Where the RPA prior's memberships come from (mdl_opts.prior_source):
+   AUTO     training forwards: BATCH (seed 000's method); other forwards: RUNNING.
+   BATCH    the batch mean of this forward's memberships (S sums over all T positions, the
+            mean runs over the batch): the bias at (t, s) depends on tokens after t and on
+            the other rows of the batch. The seed's training prior; never an honest
+            evaluation.
+   RUNNING  the model's running statistics (see mdl_prior_stats_update): the bias depends
+            on T, the parameters and past training batches only, never on the text being
+            scored. Evaluation builds it once per (T, parameters) through era.h's cache.
+            In training it is the leak-free "causal" option (the prior then passes no
+            gradient to the memberships; tau_att and pos_beta still learn). */
+enum { MDL_PSRC_AUTO = 0, MDL_PSRC_BATCH = 1, MDL_PSRC_RUNNING = 2 };
 
 #define MDL_MAX_LAYERS 64
 #define MDL_NAME_MAX 96
@@ -73,7 +85,12 @@ typedef struct mdl_config {
     int value_gate;     /* 0: attention output times sigmoid(mean over s <= t of W_gamma mu) (Listing 4, made causal) */
     /* softmax attention prior */
     era_rpa_config rpa; /* K, tau_align, sinkhorn_iters, detach, posmix, clip, ... */
-    float tau_att_init; /* per-layer learned tau_att (RPA), 0.68 in seed 000 §7; 1 default */
+    float tau_att_init; /* per-layer learned tau_att (RPA), 0.68 in seed 000 §7; 1 default.
+                           Seed 000's temperature: it divides the PRIOR only (Listing 4),
+                           clamped to [rpa.tau_min, rpa.tau_max] inside era.h. */
+    int gac_tau;        /* 0; 1: per-layer GAC temperature tau_gac ("blocks.l.attn.gac_tau",
+                           init 1) dividing the WHOLE logits, softmax((qk/sqrt(D) + B)/tau_gac)
+                           (seed 003 eq. 8); no clamp inside the model (GAC projects it) */
     era_era_config era; /* ERA (seed 003): R, blocks, eps, iterations */
     /* polar attention (seed 002) */
     polar_config polar;
@@ -115,6 +132,13 @@ typedef struct mdl_opts {
     const float *head_temp; /* (L,H) per-head temperature multipliers (CEAS), NULL = 1 */
     int want_attn_obs;      /* 1: fill stats.attn_obs (CEAS observables per layer and head) */
     uint64_t seed;          /* dropout / Gumbel noise stream for this forward */
+    int prior_source;       /* MDL_PSRC_AUTO (RPA prior only; see the enum) */
+    /* GAC entropy band (seed 003 eq. 12), training forwards with softmax attention:
+       loss += ent_band_lambda * sum_l [relu(h_min - H_l)^2 + relu(H_l - h_max)^2],
+       H_l = mean attention entropy of layer l (nats) over batch, heads and query rows */
+    float ent_band_lambda;  /* 0: off */
+    float ent_band_hmin;    /* 2 */
+    float ent_band_hmax;    /* 5 */
 } mdl_opts;
 mdl_opts mdl_opts_default(void);
 
@@ -130,6 +154,18 @@ typedef struct mdl_stats {
     float layer_mu_entropy[MDL_MAX_LAYERS];
     float layer_tau_att[MDL_MAX_LAYERS];
     const ceas_obs *attn_obs; /* (L,H) when want_attn_obs, else NULL; owned by the model */
+    /* RPA prior diagnostics of this forward's prior, per layer (0 without an RPA prior):
+       Sinkhorn marginal error, std of the bias before the z-score, share of exp(S/tau_align)
+       entries at era.h's clamp (1: the plan ignores the memberships, only the position
+       structure of the basis is left) */
+    float layer_prior_marg_err[MDL_MAX_LAYERS];
+    float layer_prior_std_pre[MDL_MAX_LAYERS];
+    float layer_prior_clamp_frac[MDL_MAX_LAYERS];
+    int prior_running;       /* 1: the RPA prior came from the running statistics */
+    /* attention entropy (softmax attention; filled when ent_band_lambda > 0 or !train) */
+    float layer_attn_H[MDL_MAX_LAYERS];
+    float ent_band;          /* the entropy-band penalty (before its weight lambda) */
+    float layer_tau_gac[MDL_MAX_LAYERS];
 } mdl_stats;
 
 typedef struct mdl_model mdl_model; /* opaque */
@@ -163,6 +199,29 @@ int mdl_backward(mdl_model *m);
 void mdl_zero_grad(mdl_model *m);
 /* Logits of the last forward, (B,T,V), or NULL when the head did not keep them. */
 const float *mdl_logits(const mdl_model *m);
+/* Per-token pure CE of the last forward with targets, (B,T) doubles, or NULL. */
+const double *mdl_token_ce(const mdl_model *m);
+
+/* RPA running statistics (the leak-free prior). The model keeps, per layer and position
+   t < max_T, a running average of the batch-mean memberships mbar[t] (R) of the training
+   forwards, and per position how many updates it has seen. Memberships at position t
+   depend on tokens <= t only, so the table is the same for every training length (the
+   context game's shorter lengths update the first rows). Update rule, per row seen:
+     w = max(1 - momentum, 1 / (n_t + 1)); run[t] += w (mbar[t] - run[t]); n_t += 1
+   (a plain average for the first 1/(1-momentum) updates, an EMA after: no start-up bias).
+   Rows never seen hold 1/R (uniform memberships). mdl_prior_stats_update reads the last
+   training forward's memberships: call it after mdl_backward (a RUNNING-source training
+   forward reads the table until its backward). No-op (MDL_OK) without an RPA prior. */
+int mdl_prior_stats_update(mdl_model *m, float momentum);
+/* The statistics as one float buffer (*n floats, 0 without an RPA prior):
+   [L * max_T * R running memberships (layer-major, then position, then regime)]
+   [max_T update counts (integers stored as floats)]. For checkpoints. */
+const float *mdl_prior_stats(const mdl_model *m, size_t *n);
+/* Replace them (checkpoint load): n must match, memberships finite in [0, 1], counts
+   finite integers >= 0; MDL_EINVAL otherwise (the model is unchanged). */
+int mdl_prior_stats_set(mdl_model *m, const float *buf, size_t n);
+/* Cached prior builds and hits since creation (evaluation with the RUNNING source). */
+void mdl_prior_cache_counts(const mdl_model *m, long *builds, long *hits);
 
 /* Model FLOPs of one training step (forward + backward) per token at context T: the
    figure MFU uses (matmuls, attention at its causal cost, head). */
