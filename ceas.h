@@ -387,6 +387,7 @@ CEASDEF int ceas_ls_update(const ceas_knob_config *kc, long long t, float p, flo
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdint.h>
 #if defined(_OPENMP)
 #include <omp.h>
 #endif
@@ -432,7 +433,13 @@ CEASDEF int ceas_ls_update(const ceas_knob_config *kc, long long t, float p, flo
 #define CEAS__CHUNK 1024
 #define CEAS__GROUP 8
 
-static int ceas__finite(double x) { return x == x && x - x == 0.0; }
+/* finite test on the IEEE bits: survives -ffast-math / -Ofast, which fold x == x */
+static int ceas__finite(double x)
+{
+    uint64_t u;
+    memcpy(&u, &x, sizeof u);
+    return (u & 0x7FF0000000000000ULL) != 0x7FF0000000000000ULL;
+}
 
 CEASDEF const char *ceas_strerror(int err)
 {
@@ -836,7 +843,7 @@ CEASDEF int ceas_attention_observables(const float *logits, int B, int H, int T,
     long long nrows;
     ceas_obs *ro = rows;
     void *own = NULL;
-    int h, bad = 0;
+    int h, bad = 0, ch, nch = 1;
     if (!logits || B <= 0 || H <= 0 || T <= 0 || (!rows && !heads)) return CEAS_EINVAL;
     if (beta)
         for (h = 0; h < H; h++)
@@ -858,15 +865,17 @@ CEASDEF int ceas_attention_observables(const float *logits, int B, int H, int T,
        one row's short dependent tail (reductions, log, exp) overlaps the next
        row's pass instead of stalling it. */
 #if defined(_OPENMP)
-#pragma omp parallel reduction(| : bad)
+    nch = omp_get_max_threads();
+    if (nch < 1) nch = 1;
 #endif
-    {
-        int nt = 1, tid = 0;
-        long long lo, hi, r0, q;
+    /* ranges are explicit chunks (never omp_get_thread_num(), which a host linking a
+       second OpenMP runtime can answer with 0 on every thread) */
 #if defined(_OPENMP)
-        nt = omp_get_num_threads();
-        tid = omp_get_thread_num();
+#pragma omp parallel for schedule(static) reduction(| : bad)
 #endif
+    for (ch = 0; ch < nch; ch++) {
+        int nt = nch, tid = ch;
+        long long lo, hi, r0, q;
         lo = ceas__split(nrows, T, causal, tid, nt);
         hi = ceas__split(nrows, T, causal, tid + 1, nt);
         for (r0 = lo; r0 < hi; r0 += CEAS__GROUP) {
