@@ -21,8 +21,15 @@
 
    A single cuBLAS handle is created on first use (not thread-safe to create from
    two host threads at once) and reused; each call binds it to the caller's stream. */
+#ifdef ATTNKIT_CUDA_SIM
+/* CPU simulation (tests/cuda_sim.h, included by the test before this file): same source. */
+#define TK__LAUNCH(k, grid, block, smem, stream, ...) ATTNKIT_SIM_LAUNCH(k, grid, block, smem, stream, __VA_ARGS__)
+#else
 #include <cuda_runtime.h>
 #include <cublas_v2.h>
+/* k<<<grid, block, smem, stream>>>(args...), written so the CPU simulation can run it too */
+#define TK__LAUNCH(k, grid, block, smem, stream, ...) k<<<(grid), (block), (smem), (stream)>>>(__VA_ARGS__)
+#endif
 
 static cublasHandle_t tk__cublas = NULL;
 
@@ -115,7 +122,7 @@ TKDEF int tk_matmul_forward_cuda(float *out, const float *inp, const float *W,
     if (N <= 0 || C <= 0 || OC <= 0)
         return tk__fail(TK_EINVAL, "tk_matmul_forward_cuda: N, C, OC must be > 0");
     if (b) {
-        tk__k_rows_set<<<tk__blocks((size_t)N * OC, 256), 256, 0, s>>>(out, b, N, OC);
+        TK__LAUNCH(tk__k_rows_set, tk__blocks((size_t)N * OC, 256), 256, 0, s, out, b, N, OC);
         if ((rc = tk__launched("tk_matmul_forward_cuda")) != TK_OK) return rc;
     }
     return tk_sgemm_cuda(0, 1, N, OC, C, 1.0f, inp, C, W, C, b ? 1.0f : 0.0f, out, OC, stream);
@@ -134,7 +141,7 @@ TKDEF int tk_matmul_backward_cuda(float *dinp, float *dW, float *db, const float
     if (dW && (rc = tk_sgemm_cuda(1, 0, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dW, C, stream)) != TK_OK)
         return rc;
     if (db) {
-        tk__k_colsum_add<<<tk__blocks((size_t)OC, 256), 256, 0, (cudaStream_t)stream>>>(db, dout, N, OC);
+        TK__LAUNCH(tk__k_colsum_add, tk__blocks((size_t)OC, 256), 256, 0, (cudaStream_t)stream, db, dout, N, OC);
         if ((rc = tk__launched("tk_matmul_backward_cuda")) != TK_OK) return rc;
     }
     return TK_OK;
@@ -156,7 +163,7 @@ static int tk__cuda_ids_in_range(const int *ids, size_t n, int V, cudaStream_t s
     if ((rc = tk__cuda_check(cudaMallocAsync((void **)&dbad, sizeof(int), s), who)) != TK_OK) return rc;
     rc = tk__cuda_check(cudaMemsetAsync(dbad, 0, sizeof(int), s), who);
     if (rc == TK_OK) {
-        tk__k_check_ids<<<tk__blocks(n, 256), 256, 0, s>>>(dbad, ids, n, V);
+        TK__LAUNCH(tk__k_check_ids, tk__blocks(n, 256), 256, 0, s, dbad, ids, n, V);
         rc = tk__launched(who);
     }
     if (rc == TK_OK) rc = tk__cuda_check(cudaMemcpyAsync(&hbad, dbad, sizeof(int), cudaMemcpyDeviceToHost, s), who);
@@ -212,7 +219,7 @@ TKDEF int tk_embedding_forward_cuda(float *out, const int *ids, const float *wte
         return tk__fail(TK_EINVAL, "tk_embedding_forward_cuda: B, T, C, V must be > 0");
     if ((rc = tk__cuda_ids_in_range(ids, (size_t)B * T, V, s, "tk_embedding_forward_cuda")) != TK_OK)
         return rc;
-    tk__k_embed_fwd<<<tk__blocks((size_t)B * T * C, 256), 256, 0, s>>>(out, ids, wte, wpe, B * T, T, C);
+    TK__LAUNCH(tk__k_embed_fwd, tk__blocks((size_t)B * T * C, 256), 256, 0, s, out, ids, wte, wpe, B * T, T, C);
     return tk__launched("tk_embedding_forward_cuda");
 }
 
@@ -228,11 +235,11 @@ TKDEF int tk_embedding_backward_cuda(float *dwte, float *dwpe, const float *dout
     if (dwte) {
         if ((rc = tk__cuda_ids_in_range(ids, (size_t)B * T, V, s, "tk_embedding_backward_cuda")) != TK_OK)
             return rc;
-        tk__k_embed_bwd_wte<<<tk__blocks((size_t)C, 128), 128, 0, s>>>(dwte, dout, ids, B * T, C);
+        TK__LAUNCH(tk__k_embed_bwd_wte, tk__blocks((size_t)C, 128), 128, 0, s, dwte, dout, ids, B * T, C);
         if ((rc = tk__launched("tk_embedding_backward_cuda")) != TK_OK) return rc;
     }
     if (dwpe) {
-        tk__k_embed_bwd_wpe<<<tk__blocks((size_t)T * C, 256), 256, 0, s>>>(dwpe, dout, B, T, C);
+        TK__LAUNCH(tk__k_embed_bwd_wpe, tk__blocks((size_t)T * C, 256), 256, 0, s, dwpe, dout, B, T, C);
         if ((rc = tk__launched("tk_embedding_backward_cuda")) != TK_OK) return rc;
     }
     return TK_OK;
@@ -341,7 +348,7 @@ TKDEF int tk_layernorm_forward_cuda(float *out, float *mean, float *rstd, const 
     if (N <= 0 || C <= 0) return tk__fail(TK_EINVAL, "tk_layernorm_forward_cuda: N, C must be > 0");
     if (!(eps > 0.0f) || !isfinite(eps))
         return tk__fail(TK_EINVAL, "tk_layernorm_forward_cuda: eps must be finite and > 0");
-    tk__k_ln_fwd<<<N, TK__CUDA_THREADS, 0, (cudaStream_t)stream>>>(out, mean, rstd, inp, w, b, C, eps);
+    TK__LAUNCH(tk__k_ln_fwd, N, TK__CUDA_THREADS, 0, (cudaStream_t)stream, out, mean, rstd, inp, w, b, C, eps);
     return tk__launched("tk_layernorm_forward_cuda");
 }
 
@@ -355,11 +362,11 @@ TKDEF int tk_layernorm_backward_cuda(float *dinp, float *dw, float *db, const fl
         return tk__fail(TK_EINVAL, "tk_layernorm_backward_cuda: NULL pointer");
     if (N <= 0 || C <= 0) return tk__fail(TK_EINVAL, "tk_layernorm_backward_cuda: N, C must be > 0");
     if (dinp) {
-        tk__k_ln_bwd_inp<<<N, TK__CUDA_THREADS, 0, s>>>(dinp, dout, inp, w, mean, rstd, C);
+        TK__LAUNCH(tk__k_ln_bwd_inp, N, TK__CUDA_THREADS, 0, s, dinp, dout, inp, w, mean, rstd, C);
         if ((rc = tk__launched("tk_layernorm_backward_cuda")) != TK_OK) return rc;
     }
     if (dw || db) {
-        tk__k_ln_bwd_w<<<tk__blocks((size_t)C, 128), 128, 0, s>>>(dw, db, dout, inp, mean, rstd, N, C);
+        TK__LAUNCH(tk__k_ln_bwd_w, tk__blocks((size_t)C, 128), 128, 0, s, dw, db, dout, inp, mean, rstd, N, C);
         if ((rc = tk__launched("tk_layernorm_backward_cuda")) != TK_OK) return rc;
     }
     return TK_OK;
@@ -381,10 +388,12 @@ static __global__ void tk__k_gelu_bwd(float *dinp, const float *inp, const float
 {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) {
+        /* the CPU form: sigmoid(2u) = 1 / (1 + e), e = exp(-2u), and 1 - sigmoid = e sigmoid
+           (1 - tanh^2 cancels for large x) */
         float x = inp[i], u = TK__GELU_K * (x + 0.044715f * x * x * x);
-        float t = tanhf(u), sech2 = 1.0f - t * t;
+        float e = expf(fminf(-2.0f * u, 80.0f)), sg = 1.0f / (1.0f + e);
         float du = TK__GELU_K * (1.0f + 3.0f * 0.044715f * x * x);
-        dinp[i] += dout[i] * (0.5f * (1.0f + t) + 0.5f * x * sech2 * du);
+        dinp[i] += dout[i] * (sg + 2.0f * x * sg * (e * sg) * du);
     }
 }
 
@@ -392,7 +401,7 @@ TKDEF int tk_gelu_forward_cuda(float *out, const float *inp, size_t n, tk_stream
 {
     if (!out || !inp) return tk__fail(TK_EINVAL, "tk_gelu_forward_cuda: NULL pointer");
     if (n == 0) return tk__fail(TK_EINVAL, "tk_gelu_forward_cuda: n must be > 0");
-    tk__k_gelu_fwd<<<tk__blocks(n, 256), 256, 0, (cudaStream_t)stream>>>(out, inp, n);
+    TK__LAUNCH(tk__k_gelu_fwd, tk__blocks(n, 256), 256, 0, (cudaStream_t)stream, out, inp, n);
     return tk__launched("tk_gelu_forward_cuda");
 }
 
@@ -401,7 +410,7 @@ TKDEF int tk_gelu_backward_cuda(float *dinp, const float *inp, const float *dout
 {
     if (!dinp || !inp || !dout) return tk__fail(TK_EINVAL, "tk_gelu_backward_cuda: NULL pointer");
     if (n == 0) return tk__fail(TK_EINVAL, "tk_gelu_backward_cuda: n must be > 0");
-    tk__k_gelu_bwd<<<tk__blocks(n, 256), 256, 0, (cudaStream_t)stream>>>(dinp, inp, dout, n);
+    TK__LAUNCH(tk__k_gelu_bwd, tk__blocks(n, 256), 256, 0, (cudaStream_t)stream, dinp, inp, dout, n);
     return tk__launched("tk_gelu_backward_cuda");
 }
 
@@ -426,7 +435,7 @@ TKDEF int tk_softmax_forward_cuda(float *out, const float *inp, int N, int C,
 {
     if (!out || !inp) return tk__fail(TK_EINVAL, "tk_softmax_forward_cuda: NULL pointer");
     if (N <= 0 || C <= 0) return tk__fail(TK_EINVAL, "tk_softmax_forward_cuda: N, C must be > 0");
-    tk__k_softmax_fwd<<<N, TK__CUDA_THREADS, 0, (cudaStream_t)stream>>>(out, inp, C);
+    TK__LAUNCH(tk__k_softmax_fwd, N, TK__CUDA_THREADS, 0, (cudaStream_t)stream, out, inp, C);
     return tk__launched("tk_softmax_forward_cuda");
 }
 
@@ -484,7 +493,7 @@ TKDEF int tk_crossentropy_forward_cuda(float *probs, float *losses, float *ce,
         return tk__fail(TK_EINVAL, "tk_crossentropy_forward_cuda: eps must be in [0, 1)");
     if ((rc = tk__cuda_ids_in_range(targets, (size_t)N, V, s, "tk_crossentropy_forward_cuda")) != TK_OK)
         return rc;
-    tk__k_ce_fwd<<<N, TK__CUDA_THREADS, 0, s>>>(probs, losses, ce, logits, targets, V, eps);
+    TK__LAUNCH(tk__k_ce_fwd, N, TK__CUDA_THREADS, 0, s, probs, losses, ce, logits, targets, V, eps);
     return tk__launched("tk_crossentropy_forward_cuda");
 }
 
@@ -501,7 +510,7 @@ TKDEF int tk_crossentropy_backward_cuda(float *dlogits, const float *probs,
         return tk__fail(TK_EINVAL, "tk_crossentropy_backward_cuda: eps in [0,1) and finite dloss");
     if ((rc = tk__cuda_ids_in_range(targets, (size_t)N, V, s, "tk_crossentropy_backward_cuda")) != TK_OK)
         return rc;
-    tk__k_ce_bwd<<<tk__blocks((size_t)N * V, 256), 256, 0, s>>>(dlogits, probs, targets, N, V, eps, dloss);
+    TK__LAUNCH(tk__k_ce_bwd, tk__blocks((size_t)N * V, 256), 256, 0, s, dlogits, probs, targets, N, V, eps, dloss);
     return tk__launched("tk_crossentropy_backward_cuda");
 }
 
@@ -536,7 +545,7 @@ TKDEF int tk_adamw_update_cuda(float *params, const float *grads, float *m, floa
         return tk__fail(TK_EINVAL, "tk_adamw_update_cuda: bad hyper-parameter");
     bc1 = (float)(1.0 - pow((double)cfg->beta1, (double)t));
     bc2 = (float)(1.0 - pow((double)cfg->beta2, (double)t));
-    tk__k_adamw<<<tk__blocks(n, 256), 256, 0, (cudaStream_t)stream>>>(
+    TK__LAUNCH(tk__k_adamw, tk__blocks(n, 256), 256, 0, (cudaStream_t)stream, 
         params, grads, m, v, n, cfg->lr, cfg->beta1, cfg->beta2, cfg->eps, cfg->weight_decay, bc1, bc2);
     return tk__launched("tk_adamw_update_cuda");
 }

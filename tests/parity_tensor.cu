@@ -1,13 +1,12 @@
 /* parity_tensor.cu - tensor.h's CUDA ops (cuda/tensor.cuh) against its CPU path.
-   Built by `make cuda` (nvcc, sm_80 + sm_90). Without a usable GPU every case is
-   skipped and the binary prints `SKIP: no GPU`. Tolerances are the ones documented
-   at the top of cuda/tensor.cuh. */
+   Built twice: by g++/clang++ against the CPU simulation (tests/cuda_sim.h; `make test`
+   runs it on every machine) and by nvcc for the GPU (`make cuda`, `make gpu-check`).
+   Under nvcc without a usable GPU the device cases are skipped (`SKIP: no GPU`).
+   Tolerances are the ones documented at the top of cuda/tensor.cuh. */
+#include "tests/cuda_test.h"
 #define TENSOR_IMPLEMENTATION
 #include "tensor.h"
 #include "tests/attnkit_test.h"
-
-#include <cuda_runtime.h>
-#include <vector>
 
 static int g_gpu = 0;
 
@@ -250,10 +249,7 @@ int main(int argc, char **argv)
     TEST_INIT(argc, argv);
     g_gpu = tk_cuda_available();
     if (!g_gpu) printf("SKIP: no GPU\n");
-    else {
-        cudaDeviceProp prop;
-        if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess) printf("GPU: %s\n", prop.name);
-    }
+    else parity_print_device();
     TEST_RUN(test_cuda_bad_input);
     TEST_RUN(test_sgemm_shapes);
     TEST_RUN(test_matmul);

@@ -1,0 +1,858 @@
+/* cuda_sim.h - run attnkit's CUDA kernels on the CPU (the simulation back end of `make test`).
+
+   The kernels in cuda/ (the X.cuh files) are written once. Compiled by nvcc they run on a GPU; compiled
+   by a C++17 compiler (g++ or clang++) with ATTNKIT_CUDA_SIM defined and this header
+   included first, the same source runs here, on the CPU, so every CUDA line is exercised
+   and checked against the CPU reference on machines without a GPU. Test-only: no attnkit
+   header includes it; tests include it through tests/cuda_test.h.
+
+   Execution model
+     - A launch runs the grid's blocks one after another (x fastest, then y, then z).
+     - A block's threads are fibers (one stack each, ucontext) run by a cooperative
+       scheduler on the calling host thread. A fiber runs until it reaches a
+       synchronisation point (__syncthreads*, __syncwarp, a warp shuffle/vote) or returns;
+       then the scheduler runs the others. At every round the order of the runnable
+       fibers is a fresh pseudo-random permutation (seeded, see AK_SIM_SEED below), so
+       code that reads shared data another thread writes without a barrier sees the
+       write or not depending on the order, and fails a parity check in most runs.
+     - __syncthreads() releases when every thread of the block that has not returned is
+       waiting at it (threads that returned count as arrived, as on Volta and later).
+     - Warp primitives (__shfl_sync, __shfl_xor_sync, __shfl_up_sync, __shfl_down_sync,
+       __ballot_sync, __any_sync, __all_sync, __syncwarp) release when every lane named in
+       the mask is waiting at a warp primitive with the same mask; values are exchanged at
+       that moment. A lane that reads from a lane outside the mask, a mask that does not
+       contain the caller, or a lane of the mask that has returned is reported as an error.
+     - Deadlock (no fiber can run but some have not finished: a __syncthreads in divergent
+       code, a shuffle whose mask names lanes that never arrive) is detected: the launch
+       fails (cudaGetLastError returns cudaErrorLaunchFailure) with a message on stderr.
+     - __shared__ is function-static storage (one copy, reused block after block; not
+       poisoned between blocks). Dynamic shared memory (AK_SIM_DYNAMIC_SHARED) is a fresh
+       heap block of exactly the launch's size per block, filled with 0xFF bytes (NaN as
+       float) so a read before a write shows up; ASan catches accesses past its end.
+     - Atomics are atomic: fibers never interleave inside one operation.
+     - Launch limits are checked as on an sm_90 device: at most 1024 threads per block,
+       blockDim.z <= 64, gridDim.y/z <= 65535, dynamic shared memory <= 48 KiB unless
+       cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, n) raised it
+       (<= 227 KiB). A bad launch sets cudaErrorInvalidConfiguration and runs nothing.
+     - Memory: cudaMalloc returns host memory (ASan watches it) and records the range;
+       cudaMemcpy/cudaMemset check that the device side lies inside one live allocation,
+       cudaFree refuses unknown pointers, and cudaPointerGetAttributes tells device
+       pointers from host ones, so "host pointer passed to a _cuda function" is testable.
+     - Streams and events: created and destroyed; work runs synchronously at the launch,
+       so every stream operation is already complete; event times are host wall-clock.
+     - cuBLAS: cublasSgemm (column-major, FP32 accumulation) is a plain reference loop.
+
+   What it cannot catch: the CUDA memory model beyond barriers (a missing __threadfence,
+   stale L1 reads, volatile), races between blocks (blocks never overlap here), code that
+   relies on implicit warp lock-step without __syncwarp (it fails here, as it may on
+   Volta+), occupancy, register pressure, bank conflicts, timing and performance,
+   kernels that read host memory (every pointer is a host pointer here), and
+   static-shared-memory reads before writes (statics keep the last block's values).
+
+   Environment: AK_SIM_SEED=n changes the scheduling permutations (default 1, so a run is
+   reproducible); AK_SIM_VERBOSE=1 prints each launch.
+
+   Requires C++17 and POSIX (ucontext, mmap). */
+#ifndef ATTNKIT_CUDA_SIM_H
+#define ATTNKIT_CUDA_SIM_H
+#ifndef ATTNKIT_CUDA_SIM
+#define ATTNKIT_CUDA_SIM 1
+#endif
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <chrono>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <tuple>
+#include <utility>
+#include <vector>
+#include <sys/mman.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#if defined(__SANITIZE_ADDRESS__)
+#define AK_SIM_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define AK_SIM_ASAN 1
+#endif
+#endif
+#ifdef AK_SIM_ASAN
+#include <sanitizer/common_interface_defs.h>
+#endif
+
+/* ----------------------------------------------------------- qualifiers */
+#define __global__
+#define __device__
+#define __host__
+#define __shared__ static
+#define __constant__ static
+#define __forceinline__ inline
+#define __noinline__
+#define __launch_bounds__(...)
+#define __align__(n) alignas(n)
+#ifndef __restrict__
+#define __restrict__ __restrict
+#endif
+
+/* --------------------------------------------------------------- types */
+struct uint3 { unsigned x, y, z; };
+struct dim3 {
+    unsigned x, y, z;
+    dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
+};
+struct float2 { float x, y; };
+struct float4 { float x, y, z, w; };
+struct int2 { int x, y; };
+struct int4 { int x, y, z, w; };
+static inline float2 make_float2(float x, float y) { float2 r = {x, y}; return r; }
+static inline float4 make_float4(float x, float y, float z, float w) { float4 r = {x, y, z, w}; return r; }
+static inline int2 make_int2(int x, int y) { int2 r = {x, y}; return r; }
+
+typedef enum cudaError {
+    cudaSuccess = 0,
+    cudaErrorInvalidValue = 1,
+    cudaErrorMemoryAllocation = 2,
+    cudaErrorInvalidConfiguration = 9,
+    cudaErrorInvalidDevicePointer = 17,
+    cudaErrorInvalidMemcpyDirection = 21,
+    cudaErrorNoDevice = 100,
+    cudaErrorInvalidResourceHandle = 400,
+    cudaErrorLaunchFailure = 719
+} cudaError_t;
+typedef struct CUstream_st *cudaStream_t;
+typedef struct CUevent_st *cudaEvent_t;
+enum cudaMemcpyKind {
+    cudaMemcpyHostToHost = 0, cudaMemcpyHostToDevice = 1, cudaMemcpyDeviceToHost = 2,
+    cudaMemcpyDeviceToDevice = 3, cudaMemcpyDefault = 4
+};
+enum cudaMemoryType { cudaMemoryTypeUnregistered = 0, cudaMemoryTypeHost = 1, cudaMemoryTypeDevice = 2, cudaMemoryTypeManaged = 3 };
+struct cudaPointerAttributes { enum cudaMemoryType type; int device; void *devicePointer; void *hostPointer; };
+enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
+struct cudaDeviceProp {
+    char name[256];
+    size_t totalGlobalMem, sharedMemPerBlock, sharedMemPerBlockOptin;
+    int major, minor, multiProcessorCount, warpSize, maxThreadsPerBlock, clockRate, memoryClockRate, memoryBusWidth;
+};
+#define cudaStreamNonBlocking 0x01
+#define cudaEventDefault 0x00
+
+namespace ak_sim {
+
+/* ------------------------------------------------------------ fibers */
+enum fstate { F_RUN, F_BAR, F_WARP, F_DONE };
+enum wop { W_SYNC, W_IDX, W_XOR, W_UP, W_DOWN, W_BALLOT, W_ANY, W_ALL };
+
+struct fiber {
+    ucontext_t ctx;
+    void *stack;
+    size_t stack_size;
+    uint3 tid;
+    int lin, lane, warp;
+    fstate state;
+    /* warp primitive in progress */
+    unsigned mask;
+    wop op;
+    int arg, width;
+    uint64_t val, recv;
+    /* __syncthreads_count/and/or */
+    int pred, bar_result;
+    int stall; /* rounds this fiber sits out although it could run (race exposure) */
+    const char *file; /* where it waits */
+    int line;
+};
+
+struct state {
+    std::vector<fiber> fibers;
+    ucontext_t sched;
+    fiber *cur = nullptr;
+    uint3 block = {0, 0, 0};
+    dim3 bdim, gdim;
+    const std::function<void()> *body = nullptr;
+    unsigned char *dsmem = nullptr;
+    size_t dsmem_bytes = 0;
+    uint64_t rng = 0x853c49e6748fea9bULL;
+    bool failed = false;
+    char msg[512];
+#ifdef AK_SIM_ASAN
+    void *fake_stack = nullptr;
+    const void *main_bottom = nullptr;
+    size_t main_size = 0;
+#endif
+};
+
+inline state &st()
+{
+    static thread_local state s;
+    return s;
+}
+
+inline std::mutex &launch_mutex()
+{
+    static std::mutex m;
+    return m;
+}
+
+struct alloc_info { size_t size; };
+inline std::map<uintptr_t, alloc_info> &allocs()
+{
+    static std::map<uintptr_t, alloc_info> m;
+    return m;
+}
+inline std::mutex &alloc_mutex()
+{
+    static std::mutex m;
+    return m;
+}
+inline cudaError_t &last_error()
+{
+    static thread_local cudaError_t e = cudaSuccess;
+    return e;
+}
+inline std::map<const void *, size_t> &func_smem_limit()
+{
+    static std::map<const void *, size_t> m;
+    return m;
+}
+
+inline uint32_t rand32()
+{
+    state &s = st();
+    uint64_t old = s.rng;
+    s.rng = old * 6364136223846793005ULL + 1442695040888963407ULL;
+    uint32_t xs = (uint32_t)(((old >> 18u) ^ old) >> 27u), rot = (uint32_t)(old >> 59u);
+    return (xs >> rot) | (xs << ((-rot) & 31));
+}
+
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((format(printf, 1, 2)))
+#endif
+inline void fail(const char *fmt, ...)
+{
+    state &s = st();
+    if (!s.failed) {
+        va_list ap;
+        va_start(ap, fmt);
+        s.failed = true;
+        vsnprintf(s.msg, sizeof s.msg, fmt, ap);
+        va_end(ap);
+    }
+}
+
+/* switch from a fiber back to the scheduler */
+inline void yield_to_sched()
+{
+    state &s = st();
+    fiber *f = s.cur;
+#ifdef AK_SIM_ASAN
+    void *fs = nullptr;
+    __sanitizer_start_switch_fiber(&fs, s.main_bottom, s.main_size);
+    swapcontext(&f->ctx, &s.sched);
+    __sanitizer_finish_switch_fiber(fs, nullptr, nullptr);
+#else
+    swapcontext(&f->ctx, &s.sched);
+#endif
+}
+
+inline void fiber_entry()
+{
+    state &s = st();
+#ifdef AK_SIM_ASAN
+    __sanitizer_finish_switch_fiber(nullptr, &s.main_bottom, &s.main_size);
+#endif
+    (*s.body)();
+    s.cur->state = F_DONE;
+    /* final switch: this fiber is never resumed (its context is rebuilt for the next block) */
+#ifdef AK_SIM_ASAN
+    __sanitizer_start_switch_fiber(nullptr, s.main_bottom, s.main_size);
+#endif
+    setcontext(&s.sched);
+}
+
+inline size_t stack_bytes()
+{
+#ifdef AK_SIM_ASAN
+    return (size_t)64 << 10;
+#else
+    return (size_t)64 << 10;
+#endif
+}
+
+inline bool ensure_fibers(int n)
+{
+    state &s = st();
+    while ((int)s.fibers.size() < n) {
+        fiber f;
+        memset(&f, 0, sizeof f);
+        size_t page = (size_t)sysconf(_SC_PAGESIZE);
+        f.stack_size = stack_bytes();
+        void *p = mmap(nullptr, f.stack_size + page, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (p == MAP_FAILED) return false;
+        mprotect(p, page, PROT_NONE); /* guard page below the stack */
+        f.stack = (char *)p + page;
+        s.fibers.push_back(f);
+    }
+    return true;
+}
+
+inline void run_fiber(fiber *f)
+{
+    state &s = st();
+    s.cur = f;
+#ifdef AK_SIM_ASAN
+    __sanitizer_start_switch_fiber(&s.fake_stack, f->stack, f->stack_size);
+    swapcontext(&s.sched, &f->ctx);
+    __sanitizer_finish_switch_fiber(s.fake_stack, nullptr, nullptr);
+#else
+    swapcontext(&s.sched, &f->ctx);
+#endif
+    s.cur = nullptr;
+}
+
+/* source lane of a shuffle, or -1 for "the caller's own value" */
+inline int shfl_src(const fiber &f)
+{
+    int w = f.width, base = f.lane & ~(w - 1), l = f.lane, src;
+    switch (f.op) {
+    case W_IDX: src = base + (f.arg & (w - 1)); break;
+    case W_XOR: src = l ^ f.arg; if (src < base || src >= base + w) return -1; break;
+    case W_UP: src = l - f.arg; if (src < base) return -1; break;
+    case W_DOWN: src = l + f.arg; if (src >= base + w) return -1; break;
+    default: return -1;
+    }
+    return src;
+}
+
+/* Release the warps whose masks are complete; returns how many fibers were released. */
+inline int release_warps(int nthreads)
+{
+    state &s = st();
+    int released = 0, nwarps = (nthreads + 31) / 32, w, l;
+    for (w = 0; w < nwarps; w++) {
+        fiber *lanes[32] = {nullptr};
+        for (l = 0; l < 32 && w * 32 + l < nthreads; l++) lanes[l] = &s.fibers[(size_t)w * 32 + l];
+        for (l = 0; l < 32; l++) {
+            fiber *f = lanes[l];
+            if (!f || f->state != F_WARP) continue;
+            unsigned m = f->mask;
+            bool ready = true;
+            int k;
+            for (k = 0; k < 32; k++) {
+                if (!(m & (1u << k))) continue;
+                fiber *g = lanes[k];
+                if (!g) { fail("warp primitive at %s:%d: the mask names thread %d, beyond the block", f->file, f->line, w * 32 + k); return 0; }
+                if (g->state == F_DONE) {
+                    fail("warp primitive at %s:%d: lane %d of the mask (thread %d) has returned", f->file, f->line, k, w * 32 + k);
+                    return 0;
+                }
+                if (g->state != F_WARP || g->mask != m) { ready = false; break; }
+            }
+            if (!ready) continue;
+            /* every lane of m is here with the same mask: exchange */
+            uint32_t ballot = 0;
+            for (k = 0; k < 32; k++)
+                if ((m & (1u << k)) && (uint32_t)lanes[k]->val) ballot |= 1u << k;
+            for (k = 0; k < 32; k++) {
+                if (!(m & (1u << k))) continue;
+                fiber *g = lanes[k];
+                switch (g->op) {
+                case W_SYNC: break;
+                case W_BALLOT: g->recv = ballot; break;
+                case W_ANY: g->recv = ballot != 0; break;
+                case W_ALL: g->recv = ballot == m; break;
+                default: {
+                    int src = shfl_src(*g);
+                    if (src < 0) g->recv = g->val;
+                    else if (!(m & (1u << src))) {
+                        fail("shuffle at %s:%d: lane %d reads lane %d, which is not in the mask", g->file, g->line, k, src);
+                        return 0;
+                    } else g->recv = lanes[src]->val;
+                }
+                }
+            }
+            for (k = 0; k < 32; k++)
+                if (m & (1u << k)) { lanes[k]->state = F_RUN; released++; }
+        }
+    }
+    return released;
+}
+
+/* Delay whole warps at random after a release: a warp that sits out a few rounds lets
+   the others run ahead through later shuffles and barrier-free code, which is what
+   exposes a missing __syncthreads (a fast thread overwriting shared data a slow one has
+   not read yet). Warps are delayed whole so delays never split a warp's shuffles. */
+inline void stall_some_warps(int nthreads, int per_mille, int max_rounds)
+{
+    state &s = st();
+    int nwarps = (nthreads + 31) / 32, w, l;
+    for (w = 0; w < nwarps; w++) {
+        if ((int)(rand32() % 1000u) >= per_mille) continue;
+        int r = 1 + (int)(rand32() % (uint32_t)max_rounds);
+        for (l = w * 32; l < nthreads && l < w * 32 + 32; l++) s.fibers[(size_t)l].stall = r;
+    }
+}
+
+inline void run_block(int nthreads)
+{
+    state &s = st();
+    int t;
+    std::vector<int> order((size_t)nthreads);
+    for (t = 0; t < nthreads; t++) {
+        fiber &f = s.fibers[(size_t)t];
+        f.lin = t;
+        f.lane = t & 31;
+        f.warp = t >> 5;
+        f.tid.x = (unsigned)t % s.bdim.x;
+        f.tid.y = ((unsigned)t / s.bdim.x) % s.bdim.y;
+        f.tid.z = (unsigned)t / (s.bdim.x * s.bdim.y);
+        f.state = F_RUN;
+        f.stall = 0;
+        getcontext(&f.ctx);
+        f.ctx.uc_stack.ss_sp = f.stack;
+        f.ctx.uc_stack.ss_size = f.stack_size;
+        f.ctx.uc_link = nullptr;
+        makecontext(&f.ctx, (void (*)())fiber_entry, 0);
+    }
+    if (nthreads > 32) stall_some_warps(nthreads, 500, 16);
+    for (;;) {
+        int n = 0, done = 0, at_bar = 0, stalled = 0;
+        for (t = 0; t < nthreads; t++) {
+            fiber &f = s.fibers[(size_t)t];
+            if (f.state != F_RUN) continue;
+            if (f.stall > 0) { f.stall--; stalled++; continue; }
+            order[(size_t)n++] = t;
+        }
+        /* a fresh random order each round */
+        for (t = n - 1; t > 0; t--) {
+            int j = (int)(rand32() % (uint32_t)(t + 1));
+            std::swap(order[(size_t)t], order[(size_t)j]);
+        }
+        for (t = 0; t < n; t++) run_fiber(&s.fibers[(size_t)order[(size_t)t]]);
+        if (s.failed) return;
+        for (t = 0; t < nthreads; t++) {
+            fstate q = s.fibers[(size_t)t].state;
+            done += q == F_DONE;
+            at_bar += q == F_BAR;
+        }
+        if (done == nthreads) return;
+        if (release_warps(nthreads) > 0) continue;
+        if (s.failed) return;
+        if (at_bar + done == nthreads) {
+            int cnt = 0;
+            for (t = 0; t < nthreads; t++)
+                if (s.fibers[(size_t)t].state == F_BAR) cnt += s.fibers[(size_t)t].pred != 0;
+            for (t = 0; t < nthreads; t++)
+                if (s.fibers[(size_t)t].state == F_BAR) {
+                    s.fibers[(size_t)t].state = F_RUN;
+                    s.fibers[(size_t)t].bar_result = cnt;
+                }
+            if (nthreads > 32) stall_some_warps(nthreads, 500, 16);
+            continue;
+        }
+        if (stalled) continue; /* nothing to release yet: the delayed warps come back */
+        for (t = 0; t < nthreads; t++) {
+            fiber &f = s.fibers[(size_t)t];
+            if (f.state == F_BAR || f.state == F_WARP) {
+                fail("deadlock: thread %d waits at %s:%d while others wait elsewhere (divergent barrier or incomplete warp mask)",
+                     t, f.file, f.line);
+                return;
+            }
+        }
+        fail("deadlock: no runnable thread");
+        return;
+    }
+}
+
+inline bool verbose()
+{
+    static int v = -1;
+    if (v < 0) { const char *e = getenv("AK_SIM_VERBOSE"); v = e && *e && *e != '0'; }
+    return v != 0;
+}
+
+inline void seed_once()
+{
+    static thread_local bool done = false;
+    if (!done) {
+        const char *e = getenv("AK_SIM_SEED");
+        uint64_t sd = e ? strtoull(e, nullptr, 10) : 1;
+        st().rng = 0x853c49e6748fea9bULL ^ (sd * 0x9E3779B97F4A7C15ULL);
+        done = true;
+    }
+}
+
+inline void run_grid(const char *name, const void *fn, dim3 g, dim3 b, size_t smem, const std::function<void()> &body)
+{
+    std::lock_guard<std::mutex> lock(launch_mutex());
+    state &s = st();
+    unsigned long long nthreads = (unsigned long long)b.x * b.y * b.z;
+    size_t limit = 48u << 10;
+    seed_once();
+    {
+        auto it = func_smem_limit().find(fn);
+        if (it != func_smem_limit().end()) limit = it->second;
+    }
+    if (nthreads == 0 || nthreads > 1024 || b.z > 64 || g.x == 0 || g.y == 0 || g.z == 0 || g.x > 2147483647u ||
+        g.y > 65535 || g.z > 65535 || smem > limit) {
+        fprintf(stderr, "cuda_sim: %s: invalid launch configuration grid (%u,%u,%u) block (%u,%u,%u) smem %zu (limit %zu)\n",
+                name, g.x, g.y, g.z, b.x, b.y, b.z, smem, limit);
+        last_error() = cudaErrorInvalidConfiguration;
+        return;
+    }
+    if (!ensure_fibers((int)nthreads)) { last_error() = cudaErrorMemoryAllocation; return; }
+    if (verbose())
+        fprintf(stderr, "cuda_sim: launch %s grid (%u,%u,%u) block (%u,%u,%u) smem %zu\n", name, g.x, g.y, g.z, b.x, b.y, b.z, smem);
+    s.bdim = b;
+    s.gdim = g;
+    s.body = &body;
+    s.failed = false;
+    s.dsmem_bytes = smem;
+    for (unsigned z = 0; z < g.z; z++)
+        for (unsigned y = 0; y < g.y; y++)
+            for (unsigned x = 0; x < g.x; x++) {
+                s.block.x = x; s.block.y = y; s.block.z = z;
+                s.dsmem = smem ? (unsigned char *)malloc(smem) : nullptr;
+                if (smem && !s.dsmem) { last_error() = cudaErrorMemoryAllocation; return; }
+                if (smem) memset(s.dsmem, 0xFF, smem);
+                run_block((int)nthreads);
+                free(s.dsmem);
+                s.dsmem = nullptr;
+                if (s.failed) {
+                    fprintf(stderr, "cuda_sim: %s: block (%u,%u,%u): %s\n", name, x, y, z, s.msg);
+                    last_error() = cudaErrorLaunchFailure;
+                    s.body = nullptr;
+                    return;
+                }
+            }
+    s.body = nullptr;
+}
+
+template <typename... P, typename... A>
+inline void launch(const char *name, void (*k)(P...), dim3 g, dim3 b, size_t smem, cudaStream_t stream, A &&...a)
+{
+    (void)stream;
+    std::tuple<typename std::decay<P>::type...> args(std::forward<A>(a)...);
+    std::function<void()> body = [&]() { std::apply(k, args); /* each thread: its own copies */ };
+    run_grid(name, (const void *)k, g, b, smem, body);
+}
+
+/* ---------------------------------------------------- warp primitives */
+template <typename T> inline uint64_t to_bits(T v)
+{
+    static_assert(sizeof(T) <= 8, "shuffle of a type wider than 8 bytes");
+    uint64_t u = 0;
+    memcpy(&u, &v, sizeof v);
+    return u;
+}
+template <typename T> inline T from_bits(uint64_t u)
+{
+    T v;
+    memcpy(&v, &u, sizeof v);
+    return v;
+}
+
+inline uint64_t warp_op(const char *file, int line, unsigned mask, wop op, uint64_t val, int arg, int width)
+{
+    state &s = st();
+    fiber *f = s.cur;
+    if (!f) { fprintf(stderr, "cuda_sim: %s:%d: warp primitive called outside a kernel\n", file, line); abort(); }
+    if (width <= 0 || width > 32 || (width & (width - 1))) {
+        fail("warp primitive at %s:%d: width %d is not a power of two in [1, 32]", file, line, width);
+        width = 32;
+    }
+    if (!(mask & (1u << f->lane))) fail("warp primitive at %s:%d: the mask does not contain the calling lane %d", file, line, f->lane);
+    f->mask = mask;
+    f->op = op;
+    f->val = val;
+    f->arg = arg;
+    f->width = width;
+    f->file = file;
+    f->line = line;
+    f->state = F_WARP;
+    yield_to_sched();
+    return f->recv;
+}
+
+inline void syncthreads_at(const char *file, int line, int pred)
+{
+    state &s = st();
+    fiber *f = s.cur;
+    if (!f) { fprintf(stderr, "cuda_sim: %s:%d: __syncthreads called outside a kernel\n", file, line); abort(); }
+    f->file = file;
+    f->line = line;
+    f->pred = pred;
+    f->state = F_BAR;
+    yield_to_sched();
+}
+
+} /* namespace ak_sim */
+
+/* --------------------------------------------------- built-in variables */
+#define threadIdx (ak_sim::st().cur->tid)
+#define blockIdx (ak_sim::st().block)
+#define blockDim (ak_sim::st().bdim)
+#define gridDim (ak_sim::st().gdim)
+static constexpr int warpSize = 32;
+
+/* dynamic shared memory: `AK_SIM_DYNAMIC_SHARED(float, buf);` declares `float *buf` */
+#define AK_SIM_DYNAMIC_SHARED(T, name) T *name = (T *)(void *)ak_sim::st().dsmem
+
+/* the launch: what `k<<<g, b, smem, stream>>>(args...)` means under nvcc */
+#define ATTNKIT_SIM_LAUNCH(k, g, b, smem, stream, ...) ak_sim::launch(#k, k, dim3(g), dim3(b), (size_t)(smem), stream, __VA_ARGS__)
+
+/* Synchronisation and warp primitives: functions whose defaulted trailing arguments
+   record the caller's file and line for the simulation's error messages. */
+#define AK_SIM_LOC const char *ak_file_ = __builtin_FILE(), int ak_line_ = __builtin_LINE()
+static inline void __syncthreads(AK_SIM_LOC) { ak_sim::syncthreads_at(ak_file_, ak_line_, 0); }
+static inline int __syncthreads_count(int p, AK_SIM_LOC) { ak_sim::syncthreads_at(ak_file_, ak_line_, p != 0); return ak_sim::st().cur->bar_result; }
+static inline int __syncthreads_or(int p, AK_SIM_LOC) { return __syncthreads_count(p, ak_file_, ak_line_) != 0; }
+static inline int __syncthreads_and(int p, AK_SIM_LOC)
+{
+    dim3 b = ak_sim::st().bdim;
+    return __syncthreads_count(p, ak_file_, ak_line_) == (int)(b.x * b.y * b.z);
+}
+static inline void __syncwarp(unsigned m = 0xffffffffu, AK_SIM_LOC) { (void)ak_sim::warp_op(ak_file_, ak_line_, m, ak_sim::W_SYNC, 0, 0, 32); }
+template <typename T> static inline T __shfl_sync(unsigned m, T v, int l, int w = 32, AK_SIM_LOC)
+{ return ak_sim::from_bits<T>(ak_sim::warp_op(ak_file_, ak_line_, m, ak_sim::W_IDX, ak_sim::to_bits(v), l, w)); }
+template <typename T> static inline T __shfl_xor_sync(unsigned m, T v, int l, int w = 32, AK_SIM_LOC)
+{ return ak_sim::from_bits<T>(ak_sim::warp_op(ak_file_, ak_line_, m, ak_sim::W_XOR, ak_sim::to_bits(v), l, w)); }
+template <typename T> static inline T __shfl_up_sync(unsigned m, T v, unsigned d, int w = 32, AK_SIM_LOC)
+{ return ak_sim::from_bits<T>(ak_sim::warp_op(ak_file_, ak_line_, m, ak_sim::W_UP, ak_sim::to_bits(v), (int)d, w)); }
+template <typename T> static inline T __shfl_down_sync(unsigned m, T v, unsigned d, int w = 32, AK_SIM_LOC)
+{ return ak_sim::from_bits<T>(ak_sim::warp_op(ak_file_, ak_line_, m, ak_sim::W_DOWN, ak_sim::to_bits(v), (int)d, w)); }
+static inline unsigned __ballot_sync(unsigned m, int p, AK_SIM_LOC) { return (unsigned)ak_sim::warp_op(ak_file_, ak_line_, m, ak_sim::W_BALLOT, p != 0, 0, 32); }
+static inline int __any_sync(unsigned m, int p, AK_SIM_LOC) { return (int)ak_sim::warp_op(ak_file_, ak_line_, m, ak_sim::W_ANY, p != 0, 0, 32); }
+static inline int __all_sync(unsigned m, int p, AK_SIM_LOC) { return (int)ak_sim::warp_op(ak_file_, ak_line_, m, ak_sim::W_ALL, p != 0, 0, 32); }
+/* the active mask is the set of lanes executing together, which fibers cannot know */
+static inline unsigned __activemask(void) { return 0xffffffffu; }
+static inline void __threadfence(void) {}
+static inline void __threadfence_block(void) {}
+
+/* ------------------------------------------------------------- atomics */
+template <typename T> static inline T atomicAdd(T *p, T v) { T o = *p; *p = o + v; return o; }
+template <typename T> static inline T atomicSub(T *p, T v) { T o = *p; *p = o - v; return o; }
+template <typename T> static inline T atomicExch(T *p, T v) { T o = *p; *p = v; return o; }
+template <typename T> static inline T atomicMax(T *p, T v) { T o = *p; if (v > o) *p = v; return o; }
+template <typename T> static inline T atomicMin(T *p, T v) { T o = *p; if (v < o) *p = v; return o; }
+template <typename T> static inline T atomicCAS(T *p, T cmp, T v) { T o = *p; if (o == cmp) *p = v; return o; }
+template <typename T> static inline T atomicOr(T *p, T v) { T o = *p; *p = o | v; return o; }
+template <typename T> static inline T atomicAnd(T *p, T v) { T o = *p; *p = o & v; return o; }
+
+/* ------------------------------------------------ device math intrinsics */
+static inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
+/* glibc declares __expf/__logf itself: macros, so they stay glibc's exact expf/logf */
+#define __expf(x) expf(x)
+#define __logf(x) logf(x)
+static inline float __fdividef(float a, float b) { return a / b; }
+static inline float __frcp_rn(float x) { return 1.0f / x; }
+static inline float __fsqrt_rn(float x) { return std::sqrt(x); }
+static inline float __saturatef(float x) { return x < 0.0f ? 0.0f : (x > 1.0f ? 1.0f : x); }
+static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
+static inline int __float_as_int(float f) { int i; memcpy(&i, &f, 4); return i; }
+static inline unsigned __float_as_uint(float f) { unsigned i; memcpy(&i, &f, 4); return i; }
+static inline float __uint_as_float(unsigned i) { float f; memcpy(&f, &i, 4); return f; }
+static inline int __popc(unsigned x) { return __builtin_popcount(x); }
+static inline int __ffs(int x) { return __builtin_ffs(x); }
+static inline int __clz(int x) { return x ? __builtin_clz((unsigned)x) : 32; }
+template <typename T> static inline T __ldg(const T *p) { return *p; }
+
+/* --------------------------------------------------------------- runtime */
+static inline const char *cudaGetErrorString(cudaError_t e)
+{
+    switch (e) {
+    case cudaSuccess: return "no error (simulation)";
+    case cudaErrorInvalidValue: return "invalid argument (simulation)";
+    case cudaErrorMemoryAllocation: return "out of memory (simulation)";
+    case cudaErrorInvalidConfiguration: return "invalid configuration argument (simulation)";
+    case cudaErrorInvalidDevicePointer: return "invalid device pointer (simulation)";
+    case cudaErrorInvalidMemcpyDirection: return "invalid copy direction (simulation)";
+    case cudaErrorNoDevice: return "no CUDA-capable device (simulation)";
+    case cudaErrorInvalidResourceHandle: return "invalid resource handle (simulation)";
+    case cudaErrorLaunchFailure: return "unspecified launch failure (simulation: see stderr)";
+    }
+    return "unknown error (simulation)";
+}
+static inline cudaError_t cudaGetLastError(void) { cudaError_t e = ak_sim::last_error(); ak_sim::last_error() = cudaSuccess; return e; }
+static inline cudaError_t cudaPeekAtLastError(void) { return ak_sim::last_error(); }
+static inline cudaError_t ak_sim__ret(cudaError_t e) { if (e != cudaSuccess) ak_sim::last_error() = e; return e; }
+
+static inline cudaError_t cudaGetDeviceCount(int *n) { if (!n) return cudaErrorInvalidValue; *n = 1; return cudaSuccess; }
+static inline cudaError_t cudaSetDevice(int d) { return d == 0 ? cudaSuccess : ak_sim__ret(cudaErrorInvalidValue); }
+static inline cudaError_t cudaGetDevice(int *d) { if (d) *d = 0; return cudaSuccess; }
+static inline cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+static inline cudaError_t cudaDeviceReset(void) { return cudaSuccess; }
+static inline cudaError_t cudaDriverGetVersion(int *v) { if (v) *v = 0; return cudaSuccess; }
+static inline cudaError_t cudaRuntimeGetVersion(int *v) { if (v) *v = 0; return cudaSuccess; }
+static inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int d)
+{
+    if (!p || d != 0) return ak_sim__ret(cudaErrorInvalidValue);
+    memset(p, 0, sizeof *p);
+    snprintf(p->name, sizeof p->name, "attnkit CPU simulation (tests/cuda_sim.h)");
+    p->totalGlobalMem = (size_t)1 << 34;
+    p->sharedMemPerBlock = 48u << 10;
+    p->sharedMemPerBlockOptin = 227u << 10;
+    p->major = 9; p->minor = 0; p->multiProcessorCount = 1; p->warpSize = 32; p->maxThreadsPerBlock = 1024;
+    return cudaSuccess;
+}
+
+/* allocations: host memory, ranges recorded */
+static inline bool ak_sim__dev_range(const void *p, size_t n)
+{
+    std::lock_guard<std::mutex> lock(ak_sim::alloc_mutex());
+    auto &m = ak_sim::allocs();
+    uintptr_t a = (uintptr_t)p;
+    auto it = m.upper_bound(a);
+    if (it == m.begin()) return false;
+    --it;
+    return a >= it->first && a + n <= it->first + it->second.size && (n > 0 || a < it->first + it->second.size + 1);
+}
+static inline cudaError_t cudaMalloc(void **p, size_t n)
+{
+    if (!p) return ak_sim__ret(cudaErrorInvalidValue);
+    *p = nullptr;
+    void *q = nullptr;
+    /* exactly n bytes (256-aligned like cudaMalloc), so ASan sees one past the end */
+    if (posix_memalign(&q, 256, n ? n : 1) != 0 || !q) return ak_sim__ret(cudaErrorMemoryAllocation);
+    {
+        std::lock_guard<std::mutex> lock(ak_sim::alloc_mutex());
+        ak_sim::allocs()[(uintptr_t)q].size = n;
+    }
+    *p = q;
+    return cudaSuccess;
+}
+template <typename T> static inline cudaError_t cudaMalloc(T **p, size_t n) { return cudaMalloc((void **)p, n); }
+static inline cudaError_t cudaFree(void *p)
+{
+    if (!p) return cudaSuccess;
+    {
+        std::lock_guard<std::mutex> lock(ak_sim::alloc_mutex());
+        auto &m = ak_sim::allocs();
+        auto it = m.find((uintptr_t)p);
+        if (it == m.end()) {
+            fprintf(stderr, "cuda_sim: cudaFree of a pointer cudaMalloc did not return\n");
+            return ak_sim__ret(cudaErrorInvalidDevicePointer);
+        }
+        m.erase(it);
+    }
+    free(p);
+    return cudaSuccess;
+}
+static inline cudaError_t cudaMallocAsync(void **p, size_t n, cudaStream_t) { return cudaMalloc(p, n); }
+template <typename T> static inline cudaError_t cudaMallocAsync(T **p, size_t n, cudaStream_t s) { return cudaMallocAsync((void **)p, n, s); }
+static inline cudaError_t cudaFreeAsync(void *p, cudaStream_t) { return cudaFree(p); }
+static inline cudaError_t cudaMallocHost(void **p, size_t n) { if (!p) return cudaErrorInvalidValue; *p = malloc(n ? n : 1); return *p ? cudaSuccess : cudaErrorMemoryAllocation; }
+static inline cudaError_t cudaFreeHost(void *p) { free(p); return cudaSuccess; }
+
+static inline cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKind kind)
+{
+    if (n == 0) return cudaSuccess;
+    if (!dst || !src) return ak_sim__ret(cudaErrorInvalidValue);
+    bool dd = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
+    bool sd = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
+    if ((dd && !ak_sim__dev_range(dst, n)) || (sd && !ak_sim__dev_range(src, n))) {
+        fprintf(stderr, "cuda_sim: cudaMemcpy of %zu bytes: the device side is not inside one live allocation\n", n);
+        return ak_sim__ret(cudaErrorInvalidValue);
+    }
+    memmove(dst, src, n);
+    return cudaSuccess;
+}
+static inline cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind kind, cudaStream_t) { return cudaMemcpy(dst, src, n, kind); }
+static inline cudaError_t cudaMemset(void *p, int v, size_t n)
+{
+    if (n == 0) return cudaSuccess;
+    if (!ak_sim__dev_range(p, n)) {
+        fprintf(stderr, "cuda_sim: cudaMemset of %zu bytes outside a live allocation\n", n);
+        return ak_sim__ret(cudaErrorInvalidValue);
+    }
+    memset(p, v, n);
+    return cudaSuccess;
+}
+static inline cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t) { return cudaMemset(p, v, n); }
+static inline cudaError_t cudaPointerGetAttributes(cudaPointerAttributes *a, const void *p)
+{
+    if (!a) return ak_sim__ret(cudaErrorInvalidValue);
+    memset(a, 0, sizeof *a);
+    if (p && ak_sim__dev_range(p, 0)) {
+        a->type = cudaMemoryTypeDevice;
+        a->devicePointer = (void *)p;
+    } else {
+        a->type = cudaMemoryTypeUnregistered;
+        a->hostPointer = (void *)p;
+    }
+    return cudaSuccess;
+}
+static inline cudaError_t cudaMemGetInfo(size_t *fr, size_t *tot) { if (fr) *fr = (size_t)1 << 33; if (tot) *tot = (size_t)1 << 34; return cudaSuccess; }
+
+/* streams and events: everything has already run when the call returns */
+struct CUstream_st { int dummy; };
+struct CUevent_st { std::chrono::steady_clock::time_point t; };
+static inline cudaError_t cudaStreamCreate(cudaStream_t *s) { if (!s) return cudaErrorInvalidValue; *s = new CUstream_st(); return cudaSuccess; }
+static inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned) { return cudaStreamCreate(s); }
+static inline cudaError_t cudaStreamDestroy(cudaStream_t s) { delete s; return cudaSuccess; }
+static inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+static inline cudaError_t cudaEventCreate(cudaEvent_t *e) { if (!e) return cudaErrorInvalidValue; *e = new CUevent_st(); return cudaSuccess; }
+static inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned) { return cudaEventCreate(e); }
+static inline cudaError_t cudaEventDestroy(cudaEvent_t e) { delete e; return cudaSuccess; }
+static inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t = nullptr) { if (!e) return cudaErrorInvalidResourceHandle; e->t = std::chrono::steady_clock::now(); return cudaSuccess; }
+static inline cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
+static inline cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned = 0) { return cudaSuccess; }
+static inline cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b)
+{
+    if (!ms || !a || !b) return cudaErrorInvalidValue;
+    *ms = std::chrono::duration<float, std::milli>(b->t - a->t).count();
+    return cudaSuccess;
+}
+template <typename K> static inline cudaError_t cudaFuncSetAttribute(K *k, cudaFuncAttribute attr, int v)
+{
+    if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize || v < 0 || v > (227 << 10)) return ak_sim__ret(cudaErrorInvalidValue);
+    ak_sim::func_smem_limit()[(const void *)k] = (size_t)v;
+    return cudaSuccess;
+}
+
+/* ---------------------------------------------------------------- cuBLAS */
+typedef struct cublasContext *cublasHandle_t;
+struct cublasContext { cudaStream_t stream; };
+typedef enum { CUBLAS_STATUS_SUCCESS = 0, CUBLAS_STATUS_NOT_INITIALIZED = 1, CUBLAS_STATUS_ALLOC_FAILED = 3,
+               CUBLAS_STATUS_INVALID_VALUE = 7, CUBLAS_STATUS_EXECUTION_FAILED = 13 } cublasStatus_t;
+typedef enum { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1, CUBLAS_OP_C = 2 } cublasOperation_t;
+typedef enum { CUBLAS_DEFAULT_MATH = 0, CUBLAS_TF32_TENSOR_OP_MATH = 3 } cublasMath_t;
+static inline cublasStatus_t cublasCreate(cublasHandle_t *h) { if (!h) return CUBLAS_STATUS_INVALID_VALUE; *h = new cublasContext(); (*h)->stream = nullptr; return CUBLAS_STATUS_SUCCESS; }
+static inline cublasStatus_t cublasDestroy(cublasHandle_t h) { delete h; return CUBLAS_STATUS_SUCCESS; }
+static inline cublasStatus_t cublasSetStream(cublasHandle_t h, cudaStream_t s) { if (!h) return CUBLAS_STATUS_NOT_INITIALIZED; h->stream = s; return CUBLAS_STATUS_SUCCESS; }
+static inline cublasStatus_t cublasSetMathMode(cublasHandle_t h, cublasMath_t) { return h ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_NOT_INITIALIZED; }
+/* column-major C = alpha op(A) op(B) + beta C; FP32 accumulation in k order */
+static inline cublasStatus_t cublasSgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                                         const float *alpha, const float *A, int lda, const float *B, int ldb,
+                                         const float *beta, float *C, int ldc)
+{
+    if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+    if (m < 0 || n < 0 || k < 0 || !alpha || !beta || lda < (ta == CUBLAS_OP_N ? (m > 1 ? m : 1) : (k > 1 ? k : 1)) ||
+        ldb < (tb == CUBLAS_OP_N ? (k > 1 ? k : 1) : (n > 1 ? n : 1)) || ldc < (m > 1 ? m : 1))
+        return CUBLAS_STATUS_INVALID_VALUE;
+    if ((m && k && !ak_sim__dev_range(A, 1)) || (n && k && !ak_sim__dev_range(B, 1)) || (m && n && !ak_sim__dev_range(C, 1))) {
+        fprintf(stderr, "cuda_sim: cublasSgemm: an operand is not device memory\n");
+        return CUBLAS_STATUS_INVALID_VALUE;
+    }
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < m; i++) {
+            float acc = 0.0f;
+            for (int p = 0; p < k; p++) {
+                float a = ta == CUBLAS_OP_N ? A[(size_t)p * lda + i] : A[(size_t)i * lda + p];
+                float b = tb == CUBLAS_OP_N ? B[(size_t)j * ldb + p] : B[(size_t)p * ldb + j];
+                acc += a * b;
+            }
+            float *c = &C[(size_t)j * ldc + i];
+            *c = *beta == 0.0f ? *alpha * acc : *alpha * acc + *beta * *c;
+        }
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+#endif /* ATTNKIT_CUDA_SIM_H */
