@@ -228,8 +228,10 @@ TKDEF int tk_crossentropy_backward_inplace(float *probs, const int *targets, int
    The bias is added before the causal mask: it is the hook for the RPA/ERA priors;
    temp is the hook for per-head temperature controllers. Bias entries above the
    diagonal are never read; the others must be finite or -INFINITY with at least one
-   finite entry per row. Computed in blocks of 64 query rows against keys [0, end of
-   block) only (the masked blocks are skipped), QK^T and PV through tk_sgemm, bias +
+   finite entry per row: a row that breaks this (or a NaN/Inf in q, k) is caught by one
+   test of its softmax normaliser and the call returns TK_EINVAL. Computed in blocks of
+   64 query rows against keys [0, end of block) only (the masked blocks are skipped),
+   QK^T and PV through tk_sgemm, bias +
    scale + mask + softmax fused per block while it is in cache; threads split the
    (b, row block) pairs, heads inside (a shared bias block is reused by every head, and
    its row maxima, found once, give each head's softmax shift as max(scores) + max(bias)
@@ -406,6 +408,27 @@ static int tk__fail(int code, const char *fmt, ...)
         tk__log_fn(buf, tk__log_user);
     }
     return code;
+}
+
+/* IEEE tests on the bits: they survive -ffast-math / -Ofast, which fold x == x and
+   x - x == 0 to true (and would let NaN/Inf through every check) */
+static int tk__finite(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return (u & 0x7F800000u) != 0x7F800000u;
+}
+static int tk__isnan(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return (u & 0x7FFFFFFFu) > 0x7F800000u;
+}
+static int tk__finite_d(double x)
+{
+    uint64_t u;
+    memcpy(&u, &x, sizeof u);
+    return (u & 0x7FF0000000000000ULL) != 0x7FF0000000000000ULL;
 }
 
 /* ---------------------------------------------------------------- GEMM */
@@ -857,6 +880,18 @@ static void tk__gemm_small(int transA, int transB, int M, int N, int K, float al
    [n0, n1), all of K. m0 is a multiple of MR and n0 of NR, so the tile grid, and with
    it every element's arithmetic, is the same whatever the partition. Ap holds
    KC x round_up(MC, MR) floats, Bp KC x round_up(NC, NR), both 64-byte aligned. */
+/* Tile arithmetic that cannot overflow for any dimension up to INT_MAX: the number of
+   tiles of size t covering n; the next block start (x + step, or end when that would
+   pass it); and the bound of part idx of parts over tiles tiles of size t, clamped to n
+   (the products go through long long). */
+static int tk__gemm_ntiles(int n, int t) { return n / t + (n % t != 0); }
+static int tk__gemm_next(int x, int end, int step) { return end - x > step ? x + step : end; }
+static int tk__gemm_bound(int tiles, int idx, int parts, int t, int n)
+{
+    const long long b = (long long)tiles * idx / parts * t;
+    return b < n ? (int)b : n;
+}
+
 static void tk__gemm_serial(const tk__gemm_kernel *ker, float *Ap, float *Bp, int transA,
                             int transB, int m0, int m1, int n0, int n1, int K, float alpha,
                             const float *A, size_t lda, const float *B, size_t ldb,
@@ -864,15 +899,15 @@ static void tk__gemm_serial(const tk__gemm_kernel *ker, float *Ap, float *Bp, in
 {
     const int mr = ker->mr, nr = ker->nr;
     int jc, pc, ic, q, ir;
-    for (jc = n0; jc < n1; jc += TK__GEMM_NC) {
+    for (jc = n0; jc < n1; jc = tk__gemm_next(jc, n1, TK__GEMM_NC)) {
         const int nc = n1 - jc < TK__GEMM_NC ? n1 - jc : TK__GEMM_NC;
         const int panels = (nc + nr - 1) / nr;
-        for (pc = 0; pc < K; pc += TK__GEMM_KC) {
+        for (pc = 0; pc < K; pc = tk__gemm_next(pc, K, TK__GEMM_KC)) {
             const int kc = K - pc < TK__GEMM_KC ? K - pc : TK__GEMM_KC;
             /* the first K block applies beta, the later ones accumulate */
             const float beta_k = pc == 0 ? beta : 1.0f;
             tk__gemm_pack_b(Bp, B, ldb, transB, pc, kc, jc, nc, nr, 0, panels);
-            for (ic = m0; ic < m1; ic += TK__GEMM_MC) {
+            for (ic = m0; ic < m1; ic = tk__gemm_next(ic, m1, TK__GEMM_MC)) {
                 const int mc = m1 - ic < TK__GEMM_MC ? m1 - ic : TK__GEMM_MC;
                 tk__gemm_pack_a(Ap, A, lda, transA, ic, mc, pc, kc, mr);
 #ifdef TK__GEMM_IR_OUTER
@@ -906,14 +941,14 @@ static int tk__gemm_blocked(int transA, int transB, int M, int N, int K, float a
 {
     const tk__gemm_kernel ker = tk__gemm_pick();
     const int mr = ker.mr, nr = ker.nr;
-    const int m_tiles = (M + mr - 1) / mr, n_tiles = (N + nr - 1) / nr;
+    const int m_tiles = tk__gemm_ntiles(M, mr), n_tiles = tk__gemm_ntiles(N, nr);
     int nt = 1, tm = 1, tn = 1, d;
     size_t a_size, b_size, per;
     void *raw;
     float *buf;
 #ifdef _OPENMP
     if ((double)M * N * K >= TK__GEMM_PAR_MIN) nt = omp_get_max_threads();
-    if (nt > m_tiles * n_tiles) nt = m_tiles * n_tiles;
+    if ((long long)nt > (long long)m_tiles * n_tiles) nt = (int)((long long)m_tiles * n_tiles);
     if (nt < 1) nt = 1;
 #endif
     /* Threads own disjoint blocks of C on a tm x tn grid and run independently (no
@@ -924,8 +959,8 @@ static int tk__gemm_blocked(int transA, int transB, int M, int N, int K, float a
         for (d = 1; d <= nt; d++) {
             if (nt % d || d > m_tiles || nt / d > n_tiles) continue;
             {
-                const double rows = (double)((m_tiles + d - 1) / d) * mr;
-                const double cols = (double)((n_tiles + nt / d - 1) / (nt / d)) * nr;
+                const double rows = (double)tk__gemm_ntiles(m_tiles, d) * mr;
+                const double cols = (double)tk__gemm_ntiles(n_tiles, nt / d) * nr;
                 const double cost = rows * ((int)((cols + TK__GEMM_NC - 1) / TK__GEMM_NC)) + cols;
                 if (best < 0.0 || cost < best) {
                     best = cost;
@@ -941,10 +976,10 @@ static int tk__gemm_blocked(int transA, int transB, int M, int N, int K, float a
         }
     }
     {
-        const int mpt = (m_tiles + tm - 1) / tm, npt = (n_tiles + tn - 1) / tn;
+        const int mpt = tk__gemm_ntiles(m_tiles, tm), npt = tk__gemm_ntiles(n_tiles, tn);
         const int kcm = K < TK__GEMM_KC ? K : TK__GEMM_KC;
-        const size_t mcm = (size_t)(mpt * mr < TK__GEMM_MC ? mpt * mr : TK__GEMM_MC);
-        const size_t ncm = (size_t)(npt * nr < TK__GEMM_NC ? npt * nr : TK__GEMM_NC);
+        const size_t mcm = (size_t)((long long)mpt * mr < TK__GEMM_MC ? mpt * mr : TK__GEMM_MC);
+        const size_t ncm = (size_t)((long long)npt * nr < TK__GEMM_NC ? npt * nr : TK__GEMM_NC);
         /* sizes in floats, multiples of 16: every buffer stays 64-byte aligned */
         a_size = tk__gemm_round_up((size_t)kcm * tk__gemm_round_up(mcm, (size_t)mr), 16);
         b_size = tk__gemm_round_up((size_t)kcm * tk__gemm_round_up(ncm, (size_t)nr), 16);
@@ -959,11 +994,10 @@ static int tk__gemm_blocked(int transA, int transB, int M, int N, int K, float a
 #endif
     for (d = 0; d < nt; d++) {
         const int ti = d / tn, tj = d % tn;
-        const int m0 = (int)((long)m_tiles * ti / tm) * mr;
-        const int m1t = (int)((long)m_tiles * (ti + 1) / tm) * mr;
-        const int n0 = (int)((long)n_tiles * tj / tn) * nr;
-        const int n1t = (int)((long)n_tiles * (tj + 1) / tn) * nr;
-        const int m1 = m1t < M ? m1t : M, n1 = n1t < N ? n1t : N;
+        const int m0 = tk__gemm_bound(m_tiles, ti, tm, mr, M);
+        const int m1 = tk__gemm_bound(m_tiles, ti + 1, tm, mr, M);
+        const int n0 = tk__gemm_bound(n_tiles, tj, tn, nr, N);
+        const int n1 = tk__gemm_bound(n_tiles, tj + 1, tn, nr, N);
         float *Ap = buf + (size_t)d * per, *Bp = Ap + a_size;
         if (m0 < m1 && n0 < n1)
             tk__gemm_serial(&ker, Ap, Bp, transA, transB, m0, m1, n0, n1, K, alpha, A, lda, B,
@@ -985,7 +1019,7 @@ TKDEF int tk_sgemm(int transA, int transB, int M, int N, int K, float alpha,
     if (ldb < (transB ? K : N))
         return tk__fail(TK_EINVAL, "tk_sgemm: ldb %d < %d", ldb, transB ? K : N);
     if (ldc < N) return tk__fail(TK_EINVAL, "tk_sgemm: ldc %d < N = %d", ldc, N);
-    if (alpha != alpha || beta != beta || alpha - alpha != 0.0f || beta - beta != 0.0f)
+    if (!tk__finite(alpha) || !tk__finite(beta))
         return tk__fail(TK_EINVAL, "tk_sgemm: alpha and beta must be finite");
     transA = transA != 0;
     transB = transB != 0;
@@ -1025,7 +1059,6 @@ TKDEF int tk_sgemm(int transA, int transB, int M, int N, int K, float alpha,
 #define TK__CHUNK 256 /* row chunk of those reductions and of the chunked loops */
 static double tk__row_sum(const float *x, int n);
 
-static int tk__finite(float x) { return x == x && x - x == 0.0f; }
 
 #define TK__NONNULL(fn, p)                                                         \
     do {                                                                           \
@@ -1460,7 +1493,7 @@ static float tk__expf(float x)
     memcpy(&scale, &bits, sizeof scale);
     p *= scale;
     p = x < -87.0f ? 0.0f : p;
-    return x == x ? p : x;
+    return tk__isnan(x) ? x : p;
 }
 
 /* max over x (n >= 1). Lane-wise, so it vectorises; NaNs are skipped unless x[0]. */
@@ -2016,6 +2049,19 @@ static int tk__check_attn(const char *fn, const float *bias, int bias_per_head,
     if (bias && bias_per_head != 0 && bias_per_head != 1)
         return tk__fail(TK_EINVAL, "%s: bias_per_head must be 0 or 1 (got %d)", fn,
                         bias_per_head);
+    { /* every buffer (B,H,T,T) and (B,H,T,D) addressable in bytes: exact size_t
+         products */
+        const size_t lim = ((size_t)-1 >> 1) / sizeof(float);
+        size_t bht = (size_t)B;
+        int ok = (size_t)H <= lim / bht;
+        if (ok) bht *= (size_t)H;
+        ok = ok && (size_t)T <= lim / bht;
+        if (ok) bht *= (size_t)T;
+        ok = ok && (size_t)T <= lim / bht && (size_t)D <= lim / bht;
+        if (!ok)
+            return tk__fail(TK_EINVAL, "%s: B %d, H %d, T %d, D %d: buffers too large to "
+                            "address", fn, B, H, T, D);
+    }
     if (temp)
         for (h = 0; h < H; h++)
             if (!tk__finite(temp[h]) || !(temp[h] > 0.0f))
@@ -2059,10 +2105,13 @@ static int tk__omp_threads(void)
    one of them is within 40 of it (no precision lost to underflow); otherwise, and
    without bmax, mx is the exact maximum of row + brow. Softmax is shift-invariant: the
    two shifts differ in rounding only, and the choice depends on the row alone
-   (deterministic). */
-static void tk__attn_softmax_row(float *row, const float *brow, const float *bmax, int n)
+   (deterministic). Returns 1 when the normaliser is not finite and positive (a NaN or
+   +Inf logit or bias entry, or a row whose visible entries are all -inf): one test per
+   row, which is all the checking the inputs get. */
+static int tk__attn_softmax_row(float *row, const float *brow, const float *bmax, int n)
 {
     float mx, inv;
+    double sum;
     int j;
     if (brow) {
         const float bound = bmax ? tk__row_max(row, n) + *bmax : 0.0f;
@@ -2085,12 +2134,15 @@ static void tk__attn_softmax_row(float *row, const float *brow, const float *bma
             mx = lane[0];
             for (l = 1; l < TK__LANES; l++) mx = lane[l] > mx ? lane[l] : mx;
         }
-        inv = (float)(1.0 / tk__exp_sum_bias(row, brow, mx, n));
+        sum = tk__exp_sum_bias(row, brow, mx, n);
     } else {
         mx = tk__row_max(row, n);
-        inv = (float)(1.0 / tk__exp_sum(row, row, mx, n));
+        sum = tk__exp_sum(row, row, mx, n);
     }
+    if (!tk__finite_d(sum) || !(sum > 0.0)) return 1;
+    inv = (float)(1.0 / sum);
     for (j = 0; j < n; j++) row[j] *= inv;
+    return 0;
 }
 
 /* Rows [i0, i1) of one (b,h): P (T,T) rows = softmax(alpha Q K^T + bias, causal),
@@ -2102,18 +2154,21 @@ static int tk__attn_fwd_block(float *O, float *P, const float *Q, const float *K
 {
     const int m = i1 - i0, n = i1;
     float *Pb = P + (size_t)i0 * T;
-    int rc, i;
+    int rc, i, bad = 0;
     (void)par;
     rc = tk_sgemm(0, 1, m, n, D, alpha, Q + (size_t)i0 * D, D, K, D, 0.0f, Pb, T);
     if (rc != TK_OK) return rc;
-    TK__OPS_OMP(omp parallel for schedule(static) if(par && (size_t)m * n > TK__PAR_MIN))
+    TK__OPS_OMP(omp parallel for schedule(static) reduction(| : bad) if(par && (size_t)m * n > TK__PAR_MIN))
     for (i = i0; i < i1; i++) {
         float *row = P + (size_t)i * T;
         int j;
-        tk__attn_softmax_row(row, bb ? bb + (size_t)i * T : NULL, bmax ? bmax + (i - i0) : NULL,
-                             i + 1);
+        bad |= tk__attn_softmax_row(row, bb ? bb + (size_t)i * T : NULL,
+                                    bmax ? bmax + (i - i0) : NULL, i + 1);
         for (j = i + 1; j < T; j++) row[j] = 0.0f;
     }
+    if (bad)
+        return tk__fail(TK_EINVAL, "tk_attention_forward: a row of logits + bias is not "
+                                   "finite (NaN or +Inf in q, k or the bias, or all -inf)");
     /* O rows (m,D) = P rows (m, n) . V (n, D) */
     return tk_sgemm(0, 0, m, D, n, 1.0f, Pb, T, Vv, D, 0.0f, O + (size_t)i0 * D, D);
 }
@@ -2132,7 +2187,9 @@ TKDEF int tk_attention_forward(float *out, float *probs, const float *q, const f
     TK__NONNULL(fn, v);
     rc = tk__check_attn(fn, bias, bias_per_head, temp, B, H, T, D);
     if (rc != TK_OK) return rc;
-    nrb = (T + TK__ATTN_BR - 1) / TK__ATTN_BR;
+    nrb = T / TK__ATTN_BR + (T % TK__ATTN_BR != 0);
+    if ((long long)B * nrb > 0x7FFFFFFFLL)
+        return tk__fail(TK_EINVAL, "%s: B %d x %d row blocks overflow an int", fn, B, nrb);
     units = B * nrb;
     nt = tk__omp_threads();
     outer = nt > 1 && units >= 2 * nt;
@@ -2227,7 +2284,7 @@ TKDEF int tk_attention_backward(float *dq, float *dk, float *dv, float *dbias, f
     static const char *fn = "tk_attention_backward";
     size_t TD = (size_t)T * D, TT = (size_t)T * T, per, total, blk;
     float *scratch, *acc = NULL; /* acc (H,T,T): per-head dS sums for a shared dbias */
-    int rc, h, err = TK_OK, nt, outer;
+    int rc, ch, err = TK_OK, nt, outer;
     TK__NONNULL(fn, dq);
     TK__NONNULL(fn, dk);
     TK__NONNULL(fn, dv);
@@ -2252,31 +2309,32 @@ TKDEF int tk_attention_backward(float *dq, float *dk, float *dv, float *dbias, f
         memset(acc, 0, (size_t)H * TT * sizeof(float));
     }
     TK__OPS_OMP(omp parallel for schedule(static) num_threads(nt) if(outer))
-    for (h = 0; h < H; h++) {
-        int tid = 0, b, r = TK_OK;
-        float *dS, *S, *rowacc, *db;
-        float th = temp ? temp[h] : 1.0f;
-        float alpha = 1.0f / (sqrtf((float)D) * th);
-        double tsum = 0.0;
-#ifdef _OPENMP
-        if (outer) tid = omp_get_thread_num();
-#endif
-        dS = scratch + (size_t)tid * per;
-        S = dS + blk;
-        rowacc = S + blk;
-        db = dbias ? (bias_per_head ? dbias + (size_t)h * TT : acc + (size_t)h * TT) : NULL;
-        for (b = 0; b < B && r == TK_OK; b++) {
-            size_t bh = (size_t)b * H + h;
-            r = tk__attn_bwd_head(dq + bh * TD, dk + bh * TD, dv + bh * TD, db,
-                                  dtemp ? &tsum : NULL, dout + bh * TD, probs + bh * TT,
-                                  q + bh * TD, k + bh * TD, v + bh * TD, alpha, T, D, dS, S,
-                                  rowacc, !outer);
-        }
-        if (r != TK_OK) {
-            TK__OPS_OMP(omp critical(tk__attn_err))
-            err = r;
-        } else if (dtemp) { /* logit = alpha S + bias, d alpha / d temp = -alpha / temp */
-            dtemp[h] += (float)(-(double)alpha / (double)th * tsum);
+    for (ch = 0; ch < nt; ch++) { /* chunk ch: a contiguous range, its own scratch */
+        int h, h_lo = (int)((long long)H * ch / nt);
+        int h_hi = (int)((long long)H * (ch + 1) / nt);
+        for (h = h_lo; h < h_hi; h++) {
+            int tid = ch, b, r = TK_OK;
+            float *dS, *S, *rowacc, *db;
+            float th = temp ? temp[h] : 1.0f;
+            float alpha = 1.0f / (sqrtf((float)D) * th);
+            double tsum = 0.0;
+            dS = scratch + (size_t)tid * per;
+            S = dS + blk;
+            rowacc = S + blk;
+            db = dbias ? (bias_per_head ? dbias + (size_t)h * TT : acc + (size_t)h * TT) : NULL;
+            for (b = 0; b < B && r == TK_OK; b++) {
+                size_t bh = (size_t)b * H + h;
+                r = tk__attn_bwd_head(dq + bh * TD, dk + bh * TD, dv + bh * TD, db,
+                                      dtemp ? &tsum : NULL, dout + bh * TD, probs + bh * TT,
+                                      q + bh * TD, k + bh * TD, v + bh * TD, alpha, T, D, dS, S,
+                                      rowacc, !outer);
+            }
+            if (r != TK_OK) {
+                TK__OPS_OMP(omp critical(tk__attn_err))
+                err = r;
+            } else if (dtemp) { /* logit = alpha S + bias, d alpha / d temp = -alpha / temp */
+                dtemp[h] += (float)(-(double)alpha / (double)th * tsum);
+            }
         }
     }
     if (acc && err == TK_OK) { /* shared dbias += sum over heads, in head order */
