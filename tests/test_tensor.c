@@ -1650,6 +1650,86 @@ static void test_error_log(void)
     CHECK(strstr(log_last, "C must be > 0") != NULL);
 }
 
+/* GEMM tile arithmetic near INT_MAX (issue 23): the helpers give exact results where
+   the former (M + mr - 1) / mr and m_tiles * mr products overflowed int (UBSan turns
+   such an overflow into a failure). Whole GEMMs of that size need 8 GB per operand,
+   so the arithmetic is tested directly. */
+static void test_gemm_tile_arithmetic_int_max(void)
+{
+    const int big = 2147483647, mr = 8;
+    int nt = tk__gemm_ntiles(big, mr), part, prev;
+    CHECK_INT_EQ(nt, 268435456);            /* ceil((2^31 - 1) / 8) = 2^28 */
+    CHECK_INT_EQ(tk__gemm_ntiles(big, 1), big);
+    CHECK_INT_EQ(tk__gemm_ntiles(big - 7, 8), 268435455);
+    CHECK_INT_EQ(tk__gemm_ntiles(1, 12), 1);
+    /* blocks of 3072 up to INT_MAX: the last step stops at the end, never wraps */
+    CHECK_INT_EQ(tk__gemm_next(big - 100, big, 3072), big);
+    CHECK_INT_EQ(tk__gemm_next(0, big, 3072), 3072);
+    CHECK_INT_EQ(tk__gemm_next(big - 3072, big, 3072), big);
+    CHECK_INT_EQ(tk__gemm_next(big - 3073, big, 3072), big - 1);
+    /* thread bounds: nt tiles of 8 rows cover 2^31 rows, clamped to M = INT_MAX */
+    prev = 0;
+    for (part = 1; part <= 7; part++) {
+        int b = tk__gemm_bound(nt, part, 7, mr, big);
+        CHECK(b > prev);
+        CHECK(b % mr == 0 || b == big);
+        prev = b;
+    }
+    CHECK_INT_EQ(prev, big);
+    CHECK_INT_EQ(tk__gemm_bound(nt, 0, 7, mr, big), 0);
+    CHECK_INT_EQ(tk__gemm_bound(3, 2, 2, 6, 17), 17);
+}
+
+/* Attention inputs the docs exclude are refused, not turned into NaN silently
+   (issue 23): a NaN or +Inf in the bias or q, a row whose visible bias is all -inf;
+   dimensions whose buffers cannot be addressed are refused before anything is read. */
+static void test_attention_bad_rows(void)
+{
+    enum { B = 1, H = 2, T = 5, D = 3 };
+    float q[B * H * T * D], k[B * H * T * D], v[B * H * T * D], out[B * H * T * D];
+    float probs[B * H * T * T], bias[H * T * T];
+    int per, i;
+    tt_seed(41);
+    tt_fill_normal(q, B * H * T * D, 1.0);
+    tt_fill_normal(k, B * H * T * D, 1.0);
+    tt_fill_normal(v, B * H * T * D, 1.0);
+    for (per = 0; per <= 1; per++) {
+        int nb = per ? H * T * T : T * T;
+        tt_fill_normal(bias, nb, 1.0);
+        CHECK_INT_EQ(tk_attention_forward(out, probs, q, k, v, bias, per, NULL, B, H, T, D),
+                     TK_OK);
+        bias[3 * T + 1] = NAN;
+        CHECK_INT_EQ(tk_attention_forward(out, probs, q, k, v, bias, per, NULL, B, H, T, D),
+                     TK_EINVAL);
+        bias[3 * T + 1] = INFINITY;
+        CHECK_INT_EQ(tk_attention_forward(out, probs, q, k, v, bias, per, NULL, B, H, T, D),
+                     TK_EINVAL);
+        bias[3 * T + 1] = 0.5f;
+        for (i = 0; i <= 2; i++) bias[2 * T + i] = -INFINITY; /* row 2: all visible -inf */
+        CHECK_INT_EQ(tk_attention_forward(out, probs, q, k, v, bias, per, NULL, B, H, T, D),
+                     TK_EINVAL);
+        bias[2 * T + 1] = 0.0f; /* one finite entry left: valid (sliding-window style) */
+        CHECK_INT_EQ(tk_attention_forward(out, probs, q, k, v, bias, per, NULL, B, H, T, D),
+                     TK_OK);
+        for (i = 0; i < B * H * T * D; i++) CHECK(tk__finite(out[i]));
+        /* entries above the diagonal are never read: NaN there is fine */
+        bias[0 * T + 4] = NAN;
+        CHECK_INT_EQ(tk_attention_forward(out, probs, q, k, v, bias, per, NULL, B, H, T, D),
+                     TK_OK);
+    }
+    q[7] = NAN;
+    CHECK_INT_EQ(tk_attention_forward(out, probs, q, k, v, NULL, 0, NULL, B, H, T, D),
+                 TK_EINVAL);
+    q[7] = 0.25f;
+    /* (B,H,T,T) and (B,H,T,D) beyond addressable memory: refused before any access */
+    CHECK_INT_EQ(tk_attention_forward(out, probs, q, k, v, NULL, 0, NULL, 65536, 65536,
+                                      65536, 64), TK_EINVAL);
+    CHECK_INT_EQ(tk_attention_forward(out, probs, q, k, v, NULL, 0, NULL, 1, 1, 2147483647,
+                                      1 << 30), TK_EINVAL);
+    CHECK_INT_EQ(tk_attention_backward(out, out, out, NULL, NULL, out, probs, q, k, v, 0,
+                                       NULL, 65536, 65536, 65536, 64), TK_EINVAL);
+}
+
 int main(int argc, char **argv)
 {
     TEST_INIT(argc, argv);
@@ -1694,5 +1774,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_attention_thread_count_determinism);
     TEST_RUN(test_bad_input);
     TEST_RUN(test_error_log);
+    TEST_RUN(test_gemm_tile_arithmetic_int_max);
+    TEST_RUN(test_attention_bad_rows);
     return TEST_END();
 }
