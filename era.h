@@ -1200,6 +1200,14 @@ ERADEF int era_rpa_forward(const era_rpa_config *cfg, const era_rpa_params *p,
     R = cfg->R;
     K = era__rpa_K(cfg);
     L = cfg->sinkhorn_iters;
+    { /* mu (B,T,R), the (T,R) / (T,K) state and the (2L+1,R,K) Sinkhorn history must be
+         addressable: exact size_t products (R, K <= 4096, L <= 10000 by the config) */
+        const size_t lim = ((size_t)-1 >> 1) / sizeof(float);
+        const size_t rk = (size_t)R * (size_t)K, rmax = (size_t)(R > K ? R : K);
+        if (rmax > lim / (size_t)T || (size_t)B > lim / ((size_t)T * (size_t)R) ||
+            (size_t)(2 * L + 1) > lim / rk)
+            return ERA_ERANGE;
+    }
     st->valid = 0;
     need = era__rpa_state_bytes(T, R, K, L);
     rc = era__reserve(&st->mem, &st->cap, need);
