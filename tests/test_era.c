@@ -1319,6 +1319,13 @@ static void test_edge_bad_input(void)
     CHECK_INT_EQ(era_rpa_forward(&cfg, &p, mu, 1, 1 << 20, NULL, &st, NULL), ERA_ERANGE);
     cfg.max_T = 0x7fffffff;
     CHECK_INT_EQ(era_rpa_forward(&cfg, &p, mu, 1, 0x7fffffff, NULL, &st, NULL) != ERA_OK, 1);
+    /* mu (B,T,R) beyond addressable memory with an allowed T: ERA_ERANGE from the
+       size_t checks, before mu is read or the state allocated (issue 23) */
+    cfg = era_rpa_config_default(4096);
+    cfg.max_T = 1 << 30;
+    CHECK_INT_EQ(era_rpa_forward(&cfg, &p, mu, 1 << 20, 1 << 30, NULL, &st, NULL), ERA_ERANGE);
+    CHECK_INT_EQ(era_rpa_forward(&cfg, &p, mu, 0x7fffffff, 1 << 29, NULL, &st, NULL),
+                 ERA_ERANGE);
     /* rows out of range */
     cfg = era_rpa_config_default(2);
     CHECK_INT_EQ(era_rpa_forward(&cfg, &p, mu, 1, 4, b, &st, NULL), ERA_OK);
