@@ -5,7 +5,11 @@
 #                    neither: the portable path), the header compile checks (C and C++,
 #                    every header alone and all together), the CUDA parity tests when
 #                    nvcc exists; run them all. Last line: `N passed, N failed, N skipped`.
+#   make sim         build every tests/parity_*.cu against the CPU simulation of CUDA
+#                    (tests/cuda_sim.h) with g++ and clang++ under ASan + UBSan
 #   make cuda        build the CUDA parity tests for sm_80 and sm_90 (needs nvcc)
+#   make gpu-check OUT=dir   on a GPU machine: build for the detected GPU, run the parity
+#                    suite, compute-sanitizer and the GPU benchmarks; report in OUT
 #   make bench       build the benchmarks in bench/ (optimised, OpenMP, OpenBLAS peer)
 #   make run         build examples/wt2_train and train the tiny preset on $(WT2_DIR)
 #                    (RUN_ARGS="--seed 2 --json" adds flags)
@@ -32,7 +36,7 @@ TEST_NAMES := $(patsubst tests/%.c,%,$(wildcard tests/test_*.c))
 PARITY_NAMES := $(patsubst tests/%.cu,%,$(wildcard tests/parity_*.cu))
 BENCH_NAMES  := $(patsubst bench/%.c,%,$(wildcard bench/bench_*.c))
 
-.PHONY: test tests-build cuda bench examples fuzz clean run
+.PHONY: test tests-build cuda sim gpu-check bench examples fuzz clean run
 .DELETE_ON_ERROR:
 
 test:
@@ -59,6 +63,23 @@ build/cuda/%: tests/%.cu $(DEPS)
 	    -Xcompiler -Wall,-Wextra,-fopenmp $< -o $@ -lcublas -lgomp -lm
 
 cuda: $(foreach p,$(PARITY_NAMES),build/cuda/$(p))
+
+# The same parity sources against the CPU simulation: build/sim-<c++>/parity_x.
+SIM_CXXFLAGS := -std=c++17 -x c++ -Wall -Wextra -Werror -pedantic -O1 -g $(SAN) $(INC) -DATTNKIT_CUDA_SIM
+SIM_CXX := $(patsubst gcc,g++,$(patsubst clang,clang++,$(COMPILERS)))
+define SIM_RULES
+build/sim-$(1)/%: tests/%.cu $$(DEPS)
+	@mkdir -p build/sim-$(1)
+	$(1) $$(SIM_CXXFLAGS) $$< -o $$@ -lm -lpthread
+sim-$(1): $(foreach p,$(PARITY_NAMES),build/sim-$(1)/$(p))
+endef
+$(foreach c,$(SIM_CXX),$(eval $(call SIM_RULES,$(c))))
+sim: $(foreach c,$(SIM_CXX),sim-$(c))
+
+# Everything a GPU machine should run, one report in $(OUT) (see tools/gpu_check.sh).
+OUT ?= build/gpu-check
+gpu-check:
+	@NVCC="$(NVCC)" sh tools/gpu_check.sh "$(OUT)"
 
 build/bench/%: bench/%.c $(DEPS)
 	@mkdir -p build/bench

@@ -15,8 +15,10 @@
        fibers is a fresh pseudo-random permutation (seeded, see AK_SIM_SEED below), so
        code that reads shared data another thread writes without a barrier sees the
        write or not depending on the order, and fails a parity check in most runs.
-     - __syncthreads() releases when every thread of the block that has not returned is
-       waiting at it (threads that returned count as arrived, as on Volta and later).
+     - __syncthreads() releases when every thread of the block waits at the same
+       __syncthreads (same file and line). A thread that has returned while others wait
+       at a barrier, or threads waiting at different barriers, fail the launch: CUDA
+       leaves both undefined (newer GPUs often tolerate the first; this does not).
      - Warp primitives (__shfl_sync, __shfl_xor_sync, __shfl_up_sync, __shfl_down_sync,
        __ballot_sync, __any_sync, __all_sync, __syncwarp) release when every lane named in
        the mask is waiting at a warp primitive with the same mask; values are exchanged at
@@ -446,7 +448,22 @@ inline void run_block(int nthreads)
         if (release_warps(nthreads) > 0) continue;
         if (s.failed) return;
         if (at_bar + done == nthreads) {
-            int cnt = 0;
+            int cnt = 0, first = -1;
+            for (t = 0; t < nthreads; t++) {
+                fiber &f = s.fibers[(size_t)t];
+                if (f.state != F_BAR) continue;
+                if (done) {
+                    fail("divergent __syncthreads: thread %d waits at %s:%d but %d thread(s) of the block have returned", t,
+                         f.file, f.line, done);
+                    return;
+                }
+                if (first < 0) first = t;
+                else if (f.line != s.fibers[(size_t)first].line || strcmp(f.file, s.fibers[(size_t)first].file)) {
+                    fail("divergent __syncthreads: thread %d waits at %s:%d, thread %d at %s:%d", first,
+                         s.fibers[(size_t)first].file, s.fibers[(size_t)first].line, t, f.file, f.line);
+                    return;
+                }
+            }
             for (t = 0; t < nthreads; t++)
                 if (s.fibers[(size_t)t].state == F_BAR) cnt += s.fibers[(size_t)t].pred != 0;
             for (t = 0; t < nthreads; t++)

@@ -10,10 +10,15 @@
 #ifdef ATTNKIT_CUDA_SIM
 #include "tests/cuda_sim.h"
 #define PARITY_BACKEND "simulation"
+#define PARITY_LAUNCH(k, grid, block, smem, stream, ...) ATTNKIT_SIM_LAUNCH(k, grid, block, smem, stream, __VA_ARGS__)
+#define PARITY_DYNAMIC_SHARED(T, name) AK_SIM_DYNAMIC_SHARED(T, name)
 #else
 #include <cuda_runtime.h>
 #define PARITY_BACKEND "gpu"
+#define PARITY_LAUNCH(k, grid, block, smem, stream, ...) k<<<(grid), (block), (smem), (stream)>>>(__VA_ARGS__)
+#define PARITY_DYNAMIC_SHARED(T, name) extern __shared__ __align__(16) unsigned char parity_dsmem_[]; T *name = (T *)parity_dsmem_
 #endif
+#include <stdio.h>
 #include <vector>
 
 /* 1 if kernels can run here: always in simulation, with a usable device under nvcc */

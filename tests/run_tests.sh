@@ -21,7 +21,7 @@ run_one() { # run_one <label> <binary> [args]
     out="$LOG/$(echo "$label" | tr '/ ' '__').out"
     timeout "$TIMEOUT" "$@" > "$out" 2> "$out.err"
     rc=$?
-    cat "$out.err" | grep -v '^  ok ' >&2
+    cat "$out.err" | grep -v '^  ok \|makecontext/swapcontext' >&2
     res=$(grep '^RESULT ' "$out" | tail -n 1)
     if [ -z "$res" ]; then
         echo "FAIL $label: no RESULT line (exit $rc)"; F=$((F + 1)); return
@@ -92,8 +92,29 @@ if [ -x build/wt2_train ] && [ -f "$WT2_DATA/wt2.valid.gpt2.u16" ]; then
     else echo "FAIL wt2_train smoke (logs in $SM.*)"; tail -n 5 "$SM".*.err; F=$((F + 1)); fi
 fi
 
-# 4. CUDA parity tests: compiled whenever nvcc exists; they skip without a GPU
+# 4. CUDA kernels. (a) In the CPU simulation (tests/cuda_sim.h), on every machine: each
+#    tests/parity_*.cu built with g++ and clang++ under ASan + UBSan runs every kernel
+#    against the CPU reference; a planted out-of-bounds write (global and shared memory)
+#    must be caught by ASan. (b) With nvcc: the same tests built for sm_80/sm_90, run on
+#    the GPU when there is one (they skip without).
 if ls tests/parity_*.cu >/dev/null 2>&1; then
+    for cc in $COMPILERS; do
+        case $cc in gcc) cxx=g++ ;; clang) cxx=clang++ ;; *) continue ;; esac
+        $MAKE -k -j"$JOBS" --no-print-directory sim-"$cxx" COMPILERS="$cc" > "$LOG/build-sim-$cxx.log" 2>&1 \
+            || { echo "simulation build errors with $cxx:"; grep -E 'error' "$LOG/build-sim-$cxx.log" | head -n 40; }
+        for src in tests/parity_*.cu; do
+            t=$(basename "$src" .cu)
+            run_one "sim-$cxx/$t" "build/sim-$cxx/$t"
+        done
+        for mode in --oob-global --oob-shared; do
+            if [ -x "build/sim-$cxx/parity_sim" ] && ! build/sim-$cxx/parity_sim $mode > "$LOG/oob$mode-$cxx.out" 2>&1 \
+                && grep -q 'heap-buffer-overflow' "$LOG/oob$mode-$cxx.out"; then
+                echo "sim-$cxx/parity_sim $mode: ASan caught the planted out-of-bounds access: 1 passed"; P=$((P + 1))
+            else
+                echo "FAIL sim-$cxx/parity_sim $mode: the planted out-of-bounds access went unnoticed"; F=$((F + 1))
+            fi
+        done
+    done
     if command -v "$NVCC" >/dev/null 2>&1; then
         $MAKE -k -j"$JOBS" --no-print-directory cuda NVCC="$NVCC" > "$LOG/build-cuda.log" 2>&1 \
             || { echo "CUDA build errors:"; grep -E 'error' "$LOG/build-cuda.log" | head -n 40; }
@@ -102,7 +123,7 @@ if ls tests/parity_*.cu >/dev/null 2>&1; then
             run_one "cuda/$t" "build/cuda/$t"
         done
     else
-        echo "SKIP CUDA parity tests: nvcc not found"
+        echo "SKIP CUDA parity tests on the GPU: nvcc not found"
         S=$((S + 1))
     fi
 fi

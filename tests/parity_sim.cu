@@ -1,0 +1,352 @@
+/* parity_sim.cu - tests of the CUDA simulation itself (tests/cuda_sim.h).
+
+   Small kernels with known answers check what the simulation promises: 3-D indices,
+   shuffles of every kind with widths and masks, votes, __syncthreads_count, dynamic shared
+   memory, atomics, launch limits, the checked memory API. Then what it must catch: a block
+   reversal through shared memory without its barrier, and a block reduction missing its
+   trailing barrier, must give wrong answers in most launches; a barrier in divergent code
+   and a shuffle naming an absent lane must fail the launch instead of hanging.
+   Built with nvcc the correct kernels run on the GPU too; the simulation-only cases skip.
+
+   `parity_sim --oob-global` / `--oob-shared` run a kernel that writes one element past a
+   device buffer / the dynamic shared memory: under ASan the process must die with a
+   heap-buffer-overflow report (tests/run_tests.sh checks that it does). */
+#include "tests/cuda_test.h"
+#include "tests/attnkit_test.h"
+
+#include <string.h>
+
+#define NEED_DEVICE()                                                          \
+    do {                                                                       \
+        if (!parity_device_ok()) TEST_SKIP("no GPU");                          \
+    } while (0)
+
+template <typename X> static X *dalloc(size_t n)
+{
+    X *d = NULL;
+    if (cudaMalloc((void **)&d, n * sizeof(X) + (n == 0)) != cudaSuccess) return NULL;
+    cudaMemset(d, 0, n * sizeof(X));
+    return d;
+}
+template <typename X> static std::vector<X> dget(const X *d, size_t n)
+{
+    std::vector<X> h(n);
+    cudaDeviceSynchronize();
+    cudaMemcpy(h.data(), d, n * sizeof(X), cudaMemcpyDeviceToHost);
+    return h;
+}
+
+/* ------------------------------------------------------------ indices */
+static __global__ void k_index3d(int *out, int nx, int ny)
+{
+    int x = blockIdx.x * blockDim.x + threadIdx.x;
+    int y = blockIdx.y * blockDim.y + threadIdx.y;
+    int z = blockIdx.z * blockDim.z + threadIdx.z;
+    int lin = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+    out[(z * ny + y) * nx + x] = lin * 1000000 + (int)(gridDim.x * 10000 + gridDim.y * 100 + gridDim.z);
+}
+
+static void test_indices_3d(void)
+{
+    const int bx = 4, by = 3, bz = 2, gx = 3, gy = 2, gz = 5, nx = bx * gx, ny = by * gy, nz = bz * gz;
+    int x, y, z, bad = 0;
+    NEED_DEVICE();
+    int *d = dalloc<int>((size_t)nx * ny * nz);
+    PARITY_LAUNCH(k_index3d, dim3(gx, gy, gz), dim3(bx, by, bz), 0, (cudaStream_t)0, d, nx, ny);
+    CHECK_INT_EQ(cudaGetLastError(), cudaSuccess);
+    std::vector<int> h = dget(d, (size_t)nx * ny * nz);
+    for (z = 0; z < nz; z++)
+        for (y = 0; y < ny; y++)
+            for (x = 0; x < nx; x++) {
+                int lin = x % bx + bx * (y % by + by * (z % bz));
+                bad += h[(size_t)(z * ny + y) * nx + x] != lin * 1000000 + gx * 10000 + gy * 100 + gz;
+            }
+    CHECK_INT_EQ(bad, 0);
+    cudaFree(d);
+}
+
+/* ------------------------------------------------------------- shuffles */
+/* per thread: [0] xor-butterfly warp sum, [1] shfl_down tree sum (lane 0), [2] shfl idx
+   width 8 from lane 3 of the segment, [3] shfl_up by 2 width 16, [4] ballot of odd
+   lanes, [5] any(lane == 7), [6] all(lane < 40), [7] __syncthreads_count(even thread) */
+static __global__ void k_warp_ops(int *out, const int *in)
+{
+    int t = threadIdx.x, lane = t & 31, v = in[blockIdx.x * blockDim.x + t], s = v, d = v, o;
+    int *r = out + (size_t)(blockIdx.x * blockDim.x + t) * 8;
+    for (o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    for (o = 16; o > 0; o >>= 1) d += __shfl_down_sync(0xffffffffu, d, o);
+    r[0] = s;
+    r[1] = d;
+    r[2] = __shfl_sync(0xffffffffu, v, 3, 8);
+    r[3] = __shfl_up_sync(0xffffffffu, v, 2, 16);
+    r[4] = (int)__ballot_sync(0xffffffffu, lane & 1);
+    r[5] = __any_sync(0xffffffffu, lane == 7);
+    r[6] = __all_sync(0xffffffffu, lane < 40);
+    r[7] = __syncthreads_count((t & 1) == 0);
+}
+
+static void test_warp_primitives(void)
+{
+    const int nb = 3, nt = 96;
+    int b, t, bad = 0;
+    NEED_DEVICE();
+    std::vector<int> in((size_t)nb * nt);
+    for (t = 0; t < nb * nt; t++) in[t] = (t * 7919) % 101 - 50;
+    int *din = dalloc<int>(in.size()), *dout = dalloc<int>(in.size() * 8);
+    cudaMemcpy(din, in.data(), in.size() * sizeof(int), cudaMemcpyHostToDevice);
+    PARITY_LAUNCH(k_warp_ops, nb, nt, 0, (cudaStream_t)0, dout, din);
+    CHECK_INT_EQ(cudaGetLastError(), cudaSuccess);
+    std::vector<int> h = dget(dout, in.size() * 8);
+    for (b = 0; b < nb; b++)
+        for (t = 0; t < nt; t++) {
+            const int *r = &h[(size_t)(b * nt + t) * 8];
+            int lane = t & 31, w0 = b * nt + (t & ~31), sum = 0, dsum = 0, k;
+            for (k = 0; k < 32; k++) sum += in[w0 + k];
+            /* shfl_down tree: lane l ends with the sum of lanes l .. l + 31 clipped the
+               way the down-shifts clip (a lane past the warp keeps its own value) */
+            {
+                int vals[32], o2;
+                for (k = 0; k < 32; k++) vals[k] = in[w0 + k];
+                for (o2 = 16; o2 > 0; o2 >>= 1) {
+                    int nv[32];
+                    for (k = 0; k < 32; k++) nv[k] = vals[k] + (k + o2 < 32 ? vals[k + o2] : vals[k]);
+                    memcpy(vals, nv, sizeof vals);
+                }
+                dsum = vals[lane];
+            }
+            bad += r[0] != sum;
+            bad += r[1] != dsum;
+            bad += r[2] != in[w0 + (lane & ~7) + 3];
+            bad += r[3] != ((lane & 15) >= 2 ? in[w0 + lane - 2] : in[w0 + lane]);
+            bad += (unsigned)r[4] != 0xaaaaaaaau;
+            bad += r[5] != 1;
+            bad += r[6] != 1;
+            bad += r[7] != nt / 2;
+        }
+    CHECK_INT_EQ(bad, 0);
+    cudaFree(din);
+    cudaFree(dout);
+}
+
+/* ------------------------------------------ dynamic shared memory, barriers */
+/* reverse each block's slice through dynamic shared memory */
+static __global__ void k_reverse(float *out, const float *in, int with_barrier)
+{
+    PARITY_DYNAMIC_SHARED(float, buf);
+    int t = threadIdx.x, n = blockDim.x;
+    buf[t] = in[blockIdx.x * n + t];
+    if (with_barrier) __syncthreads();
+    out[blockIdx.x * n + t] = buf[n - 1 - t];
+}
+
+/* block sum through shared memory, twice in a row, the classic way; `trailing` = 0
+   drops the barrier that keeps the second call from overwriting sh[0] before every
+   thread has read the first result */
+static __device__ float block_sum(float v, float *sh, int trailing)
+{
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5, o;
+    for (o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    if (lane == 0) sh[warp] = v;
+    __syncthreads();
+    v = (threadIdx.x < (unsigned)nw) ? sh[threadIdx.x] : 0.0f;
+    if (warp == 0)
+        for (o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    if (threadIdx.x == 0) sh[0] = v;
+    __syncthreads();
+    v = sh[0];
+    if (trailing) __syncthreads();
+    return v;
+}
+
+static __global__ void k_two_sums(float *out, const float *in, int trailing)
+{
+    __shared__ float sh[32];
+    float x = in[blockIdx.x * blockDim.x + threadIdx.x];
+    float a = block_sum(x, sh, trailing);
+    float b = block_sum(2.0f * x, sh, trailing);
+    out[blockIdx.x * blockDim.x + threadIdx.x] = a + 1000.0f * b;
+}
+
+static int run_reverse(int with_barrier, int nb, int nt, float *din, float *dout, const std::vector<float> &in)
+{
+    int i, bad = 0;
+    cudaMemset(dout, 0, in.size() * sizeof(float));
+    PARITY_LAUNCH(k_reverse, nb, nt, nt * sizeof(float), (cudaStream_t)0, dout, din, with_barrier);
+    if (cudaGetLastError() != cudaSuccess) return -1;
+    std::vector<float> h = dget(dout, in.size());
+    for (i = 0; i < nb * nt; i++) bad += h[i] != in[(i / nt) * nt + nt - 1 - i % nt];
+    return bad;
+}
+
+static int run_two_sums(int trailing, int nb, int nt, float *din, float *dout, const std::vector<float> &in)
+{
+    int b, t, bad = 0;
+    PARITY_LAUNCH(k_two_sums, nb, nt, 0, (cudaStream_t)0, dout, din, trailing);
+    if (cudaGetLastError() != cudaSuccess) return -1;
+    std::vector<float> h = dget(dout, in.size());
+    for (b = 0; b < nb; b++) {
+        float s = 0.0f;
+        for (t = 0; t < nt; t++) s += in[b * nt + t]; /* small integers: exact in any order */
+        for (t = 0; t < nt; t++) bad += h[b * nt + t] != s + 1000.0f * 2.0f * s;
+    }
+    return bad;
+}
+
+static void test_barriers_and_races(void)
+{
+    const int nb = 4, nt = 256, runs = 20;
+    int i;
+    NEED_DEVICE();
+    std::vector<float> in((size_t)nb * nt);
+    for (i = 0; i < nb * nt; i++) in[i] = (float)((i * 37) % 19 - 9);
+    float *din = dalloc<float>(in.size()), *dout = dalloc<float>(in.size());
+    cudaMemcpy(din, in.data(), in.size() * sizeof(float), cudaMemcpyHostToDevice);
+    /* the correct kernels are right every time */
+    for (i = 0; i < runs; i++) {
+        CHECK_INT_EQ(run_reverse(1, nb, nt, din, dout, in), 0);
+        CHECK_INT_EQ(run_two_sums(1, nb, nt, din, dout, in), 0);
+    }
+#ifdef ATTNKIT_CUDA_SIM
+    /* the racy ones are wrong in most launches (on a GPU they may well pass) */
+    int wrong_rev = 0, wrong_sum = 0;
+    for (i = 0; i < runs; i++) {
+        wrong_rev += run_reverse(0, nb, nt, din, dout, in) != 0;
+        wrong_sum += run_two_sums(0, nb, nt, din, dout, in) != 0;
+    }
+    printf("missing barrier caught in %d/%d (reversal) and %d/%d (reduction) launches\n", wrong_rev, runs, wrong_sum, runs);
+    CHECK(wrong_rev > runs / 2);
+    CHECK(wrong_sum > runs / 2);
+#endif
+    cudaFree(din);
+    cudaFree(dout);
+}
+
+/* ----------------------------------------------------------------- atomics */
+static __global__ void k_histogram(int *hist, const int *v, int n, int nbins)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) atomicAdd(&hist[v[i] % nbins], 1);
+}
+
+static void test_atomics(void)
+{
+    const int n = 5000, nbins = 17;
+    int i, bad = 0;
+    NEED_DEVICE();
+    std::vector<int> v(n), want(nbins, 0);
+    for (i = 0; i < n; i++) { v[i] = (i * 2654435761u) % 1000; want[v[i] % nbins]++; }
+    int *dv = dalloc<int>(n), *dh = dalloc<int>(nbins);
+    cudaMemcpy(dv, v.data(), n * sizeof(int), cudaMemcpyHostToDevice);
+    PARITY_LAUNCH(k_histogram, (n + 127) / 128, 128, 0, (cudaStream_t)0, dh, dv, n, nbins);
+    std::vector<int> h = dget(dh, nbins);
+    for (i = 0; i < nbins; i++) bad += h[i] != want[i];
+    CHECK_INT_EQ(bad, 0);
+    cudaFree(dv);
+    cudaFree(dh);
+}
+
+/* -------------------------------------------- what the simulation refuses */
+#ifdef ATTNKIT_CUDA_SIM
+static __global__ void k_divergent_barrier(int *out)
+{
+    if (threadIdx.x < 16) __syncthreads(); /* half the block never arrives */
+    out[threadIdx.x] = 1;
+}
+
+static __global__ void k_bad_shuffle(int *out)
+{
+    int v = (int)threadIdx.x;
+    if (threadIdx.x < 16) v = __shfl_sync(0x0000ffffu, v, 20); /* lane 20 is not in the mask */
+    out[threadIdx.x] = v;
+}
+
+static __global__ void k_absent_lane(int *out)
+{
+    int v = (int)threadIdx.x;
+    if (threadIdx.x < 16) v = __shfl_xor_sync(0xffffffffu, v, 1); /* lanes 16..31 never come */
+    out[threadIdx.x] = v;
+}
+
+static __global__ void k_big_smem(float *out)
+{
+    PARITY_DYNAMIC_SHARED(float, buf);
+    buf[threadIdx.x] = 1.0f;
+    out[threadIdx.x] = buf[threadIdx.x];
+}
+
+static void test_simulation_refuses(void)
+{
+    int *d = dalloc<int>(1024);
+    float *f = dalloc<float>(1024), host[4];
+    cudaPointerAttributes at;
+    (void)cudaGetLastError();
+    PARITY_LAUNCH(k_divergent_barrier, 1, 64, 0, (cudaStream_t)0, d);
+    CHECK_INT_EQ(cudaGetLastError(), cudaErrorLaunchFailure);
+    PARITY_LAUNCH(k_bad_shuffle, 1, 32, 0, (cudaStream_t)0, d);
+    CHECK_INT_EQ(cudaGetLastError(), cudaErrorLaunchFailure);
+    PARITY_LAUNCH(k_absent_lane, 1, 32, 0, (cudaStream_t)0, d);
+    CHECK_INT_EQ(cudaGetLastError(), cudaErrorLaunchFailure);
+    /* launch limits */
+    PARITY_LAUNCH(k_divergent_barrier, 1, 2048, 0, (cudaStream_t)0, d);
+    CHECK_INT_EQ(cudaGetLastError(), cudaErrorInvalidConfiguration);
+    PARITY_LAUNCH(k_big_smem, 1, 32, 64 << 10, (cudaStream_t)0, f);
+    CHECK_INT_EQ(cudaGetLastError(), cudaErrorInvalidConfiguration);
+    CHECK_INT_EQ(cudaFuncSetAttribute(k_big_smem, cudaFuncAttributeMaxDynamicSharedMemorySize, 64 << 10), cudaSuccess);
+    PARITY_LAUNCH(k_big_smem, 1, 32, 64 << 10, (cudaStream_t)0, f);
+    CHECK_INT_EQ(cudaGetLastError(), cudaSuccess);
+    /* memory API: host pointers are not device pointers */
+    CHECK_INT_EQ(cudaMemcpy(host, f, sizeof host, cudaMemcpyDeviceToHost), cudaSuccess);
+    CHECK(cudaMemcpy(host, f, sizeof host, cudaMemcpyHostToDevice) != cudaSuccess);
+    CHECK(cudaMemcpy(f + 1022, host, sizeof host, cudaMemcpyHostToDevice) != cudaSuccess); /* runs past the end */
+    CHECK(cudaFree(host) != cudaSuccess);
+    (void)cudaGetLastError();
+    CHECK_INT_EQ(cudaPointerGetAttributes(&at, f + 7), cudaSuccess);
+    CHECK_INT_EQ(at.type, cudaMemoryTypeDevice);
+    CHECK_INT_EQ(cudaPointerGetAttributes(&at, host), cudaSuccess);
+    CHECK(at.type != cudaMemoryTypeDevice);
+    cudaFree(d);
+    cudaFree(f);
+}
+#else
+static void test_simulation_refuses(void) { TEST_SKIP("simulation-only checks"); }
+#endif
+
+/* ------------------------------------------- out of bounds (ASan must see) */
+static __global__ void k_write_past(float *p, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i <= n) p[i] = 1.0f; /* planted off-by-one */
+}
+
+static __global__ void k_shared_past(float *out)
+{
+    PARITY_DYNAMIC_SHARED(float, buf);
+    buf[threadIdx.x + 1] = 1.0f; /* planted off-by-one: one past the dynamic shared memory */
+    __syncthreads();
+    out[threadIdx.x] = buf[threadIdx.x];
+}
+
+static int oob_mode(const char *which)
+{
+    float *d = dalloc<float>(100);
+    if (!strcmp(which, "--oob-global")) PARITY_LAUNCH(k_write_past, 1, 128, 0, (cudaStream_t)0, d, 100);
+    else PARITY_LAUNCH(k_shared_past, 1, 64, 64 * sizeof(float), (cudaStream_t)0, d);
+    cudaDeviceSynchronize();
+    printf("%s: the out-of-bounds kernel ran to the end (nothing caught it)\n", which);
+    cudaFree(d);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && (!strcmp(argv[1], "--oob-global") || !strcmp(argv[1], "--oob-shared"))) return oob_mode(argv[1]);
+    TEST_INIT(argc, argv);
+    if (parity_device_ok()) parity_print_device();
+    else printf("SKIP: no GPU\n");
+    TEST_RUN(test_indices_3d);
+    TEST_RUN(test_warp_primitives);
+    TEST_RUN(test_barriers_and_races);
+    TEST_RUN(test_atomics);
+    TEST_RUN(test_simulation_refuses);
+    return TEST_END();
+}
