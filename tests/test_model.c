@@ -62,6 +62,22 @@ static double loss_at(mdl_model *m, const int *x, const int *y, const mdl_opts *
    null-sink parameters are curved enough that plain D(h) is off by 5-10% there). A
    coordinate passes when |fd - an| <= atol + rtol |an| (atol 1.5e-3, rtol 3%); the
    sampled vector must also agree in norm: ||fd - an|| <= 5% ||an|| + atol. */
+/* > 0: gradcheck_n sets layer l's gac_tau to tau_gac_init * 1.3 (even l) or * 0.7 (odd l) after creation */
+static float tau_gac_init = 0.0f;
+
+static void set_gac_tau(mdl_model *m, float v)
+{
+    int i, l = 0;
+    for (i = 0; i < mdl_num_tensors(m); i++) {
+        const mdl_tensor *t = mdl_tensor_at(m, i);
+        size_t nl = strlen(t->name);
+        if (nl >= 7 && !strcmp(t->name + nl - 7, "gac_tau")) {
+            mdl_params(m)[t->offset] = v * (l % 2 ? 0.7f : 1.3f);
+            l++;
+        }
+    }
+}
+
 static double gradcheck_n(const mdl_config *c, const mdl_opts *o, const char *what, size_t samples)
 {
     mdl_model *m = NULL;
@@ -86,6 +102,7 @@ static double gradcheck_n(const mdl_config *c, const mdl_opts *o, const char *wh
 #endif
         return 1e9;
     }
+    if (tau_gac_init > 0.0f) set_gac_tau(m, tau_gac_init);
     batch(x, y, 11);
     mdl_zero_grad(m);
     loss_at(m, x, y, o);
@@ -825,6 +842,133 @@ static void test_grad_rpa_running(void)
     gradcheck(&c, &o, "rpa running prior");
 }
 
+/* ---- GAC (issue 18 §2, seed 003 §3.3) */
+
+/* tau_gac divides the whole logits: probs = softmax((q k / sqrt(D) + B) / tau_gac), with
+   B the unscaled ERA prior; tau_att (RPA) stays a prior-only temperature */
+static void test_gac_scope(void)
+{
+    mdl_config c = micro();
+    mdl_model *m = NULL;
+    char err[256];
+    int x[MB * MT], y[MB * MT], l, h, t, j, bb;
+    mdl_opts o = train_opts();
+    mdl_stats st;
+    float *Bera = (float *)malloc(sizeof(float) * MT * MT);
+    double worst = 0.0;
+    c.prior = MDL_PRIOR_ERA;
+    c.gac_tau = 1;
+    CHECK_INT_EQ(mdl_create(&m, &c, 5, err, sizeof err), MDL_OK);
+    if (!m || !Bera) { free(Bera); mdl_destroy(m); return; }
+    CHECK(mdl_find_tensor(m, "blocks.0.attn.gac_tau") != NULL);
+    CHECK(mdl_find_tensor(m, "blocks.1.attn.gac_tau") != NULL);
+    set_gac_tau(m, 1.5f); /* layer 0: 1.95, layer 1: 1.05 */
+    batch(x, y, 21);
+    CHECK_INT_EQ(mdl_forward(m, x, y, MB, MT, &o, &st), MDL_OK);
+    for (l = 0; l < 2; l++) {
+        const mdl__ba *a = &m->ba[l];
+        float g = mdl_params(m)[m->bp[l].gtau];
+        era_era_params ep = mdl__era_params(m, l);
+        era_era_state es = era_era_state_init();
+        CHECK(st.layer_tau_gac[l] == g);
+        CHECK_INT_EQ(era_era_forward(&c.era, &ep, MT, Bera, &es, NULL), ERA_OK);
+        era_era_state_free(&es);
+        for (bb = 0; bb < MB; bb++)
+            for (h = 0; h < 2; h++) {
+                size_t u = (size_t)bb * 2 + h;
+                const float *q = a->q + u * MT * 8, *k = a->k + u * MT * 8;
+                for (t = 0; t < MT; t++) {
+                    double z[MT], mx = -1e30, se = 0.0;
+                    for (j = 0; j <= t; j++) {
+                        double d = 0.0;
+                        int e;
+                        for (e = 0; e < 8; e++) d += (double)q[t * 8 + e] * k[j * 8 + e];
+                        z[j] = (d / sqrt(8.0) + Bera[t * MT + j]) / g;
+                        mx = z[j] > mx ? z[j] : mx;
+                    }
+                    for (j = 0; j <= t; j++) se += exp(z[j] - mx);
+                    for (j = 0; j <= t; j++) {
+                        double p = exp(z[j] - mx) / se, err1 = fabs(p - a->probs[(u * MT + t) * MT + j]);
+                        worst = err1 > worst ? err1 : worst;
+                    }
+                }
+            }
+    }
+    CHECK(worst < 2e-6);
+    /* attention entropy statistics are filled with GAC on */
+    CHECK(st.layer_attn_H[0] > 0.0f && st.layer_attn_H[0] < logf((float)MT));
+    free(Bera);
+    mdl_destroy(m);
+}
+
+/* the entropy band joins the training loss: loss = (loss without it) + lambda * sum_l
+   [relu(hmin - H_l)^2 + relu(H_l - hmax)^2] with H_l the reported mean entropies; no
+   penalty inside the band; evaluation forwards report it without adding it */
+static void test_gac_entropy_band_loss(void)
+{
+    mdl_config c = micro();
+    mdl_model *m = NULL;
+    char err[256];
+    int x[MB * MT], y[MB * MT], l;
+    mdl_opts o = train_opts();
+    mdl_stats s0, s1, s2;
+    double pen = 0.0;
+    c.gac_tau = 1;
+    CHECK_INT_EQ(mdl_create(&m, &c, 9, err, sizeof err), MDL_OK);
+    if (!m) return;
+    batch(x, y, 22);
+    CHECK_INT_EQ(mdl_forward(m, x, y, MB, MT, &o, &s0), MDL_OK);
+    o.ent_band_lambda = 0.7f; /* H <= log 6 = 1.79 < h_min = 2: the lower band bites */
+    CHECK_INT_EQ(mdl_forward(m, x, y, MB, MT, &o, &s1), MDL_OK);
+    for (l = 0; l < 2; l++) {
+        double lo = 2.0 - s1.layer_attn_H[l];
+        CHECK(lo > 0.0);
+        pen += lo * lo;
+    }
+    CHECK_CLOSE(s1.ent_band, pen, 1e-5, 1e-7);
+    CHECK_CLOSE(s1.loss - s0.loss, 0.7 * pen, 1e-5, 1e-6);
+    CHECK(s1.ce == s0.ce);
+    /* a band containing the entropies: no penalty, loss unchanged */
+    o.ent_band_hmin = 0.0f;
+    o.ent_band_hmax = 5.0f;
+    CHECK_INT_EQ(mdl_forward(m, x, y, MB, MT, &o, &s2), MDL_OK);
+    CHECK(s2.ent_band == 0.0f);
+    CHECK(s2.loss == s0.loss);
+    /* refused band settings */
+    o.ent_band_hmin = 3.0f;
+    o.ent_band_hmax = 2.0f;
+    CHECK_INT_EQ(mdl_forward(m, x, y, MB, MT, &o, &s2), MDL_EINVAL);
+    o = train_opts();
+    o.ent_band_lambda = -1.0f;
+    CHECK_INT_EQ(mdl_forward(m, x, y, MB, MT, &o, &s2), MDL_EINVAL);
+    mdl_destroy(m);
+    /* gac_tau with polar attention is refused */
+    c.attn = MDL_ATTN_POLAR;
+    CHECK_INT_EQ(mdl_config_validate(&c, err, sizeof err), MDL_EINVAL);
+}
+
+/* gradients with tau_gac (values away from 1) and the entropy band active: ERA + GAC
+   (seed 003's pairing), RPA + GAC, and GAC alone */
+static void test_grad_gac(void)
+{
+    mdl_config c = micro();
+    mdl_opts o = train_opts();
+    c.gac_tau = 1;
+    o.ent_band_lambda = 0.5f;
+    tau_gac_init = 1.2f;
+    c.prior = MDL_PRIOR_ERA;
+    gradcheck(&c, &o, "era + gac tau + entropy band");
+    c.prior = MDL_PRIOR_RPA;
+    c.rpa.tau_align = 1e4f; /* see test_grad_rpa_detach */
+    c.rpa.posmix = 0.1f;
+    c.tau_att_init = 0.9f;
+    gradcheck(&c, &o, "rpa + gac tau + entropy band");
+    c.prior = MDL_PRIOR_NONE;
+    o.ent_band_hmin = 0.1f; /* no penalty: tau_gac's own gradient */
+    gradcheck(&c, &o, "gac tau alone");
+    tau_gac_init = 0.0f;
+}
+
 int main(int argc, char **argv)
 {
     TEST_INIT(argc, argv);
@@ -850,5 +994,8 @@ int main(int argc, char **argv)
     TEST_RUN(test_eval_causal);
     TEST_RUN(test_prior_stats);
     TEST_RUN(test_grad_rpa_running);
+    TEST_RUN(test_gac_scope);
+    TEST_RUN(test_gac_entropy_band_loss);
+    TEST_RUN(test_grad_gac);
     return TEST_END();
 }

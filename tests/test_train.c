@@ -115,6 +115,14 @@ static void check_resume(const trn_config *c, const char *tag)
     CHECK(memcmp(a->adam_v, r->adam_v, n * sizeof(float)) == 0);
     if (a->ema) CHECK(memcmp(a->ema, r->ema, n * sizeof(float)) == 0);
     if (a->swa) CHECK(memcmp(a->swa, r->swa, n * sizeof(float)) == 0);
+    {
+        /* the RPA running statistics (what rebuilds the evaluation prior) resume too */
+        size_t npa = 0, npr = 0;
+        const float *pa = mdl_prior_stats(trn_model(a), &npa), *pr = mdl_prior_stats(trn_model(r), &npr);
+        CHECK(npa == npr);
+        if (npa && npa == npr) CHECK(memcmp(pa, pr, npa * sizeof(float)) == 0);
+        CHECK((npa > 0) == (c->model.prior == MDL_PRIOR_RPA));
+    }
     CHECK_INT_EQ(trn_evaluate(a, va, NTOK - 3200, 8, trn_final_weights(a), 0, &ca, &na, NULL), TRN_OK);
     CHECK_INT_EQ(trn_evaluate(r, va, NTOK - 3200, 8, trn_final_weights(r), 0, &cr, &nr, NULL), TRN_OK);
     CHECK(ca == cr);
@@ -135,6 +143,9 @@ static void test_resume_recipe_guardian(void)
     trn_config c;
     micro(&c); /* RPA prior, fuzzy MoE, gates, chaos, EMA, SWA, context game, Guardian */
     check_resume(&c, "guardian");
+    micro(&c);
+    c.prior_train = 1; /* the leak-free training prior */
+    check_resume(&c, "guardian_running");
 }
 
 static void test_resume_gac_scripted(void)
@@ -144,6 +155,10 @@ static void test_resume_gac_scripted(void)
     c.controller = TRN_CTRL_GAC;
     c.model.ffn = MDL_FFN_RELU2;
     check_resume(&c, "gac");
+    micro(&c);
+    c.controller = TRN_CTRL_GAC; /* seed 003's pairing */
+    c.model.prior = MDL_PRIOR_ERA;
+    check_resume(&c, "era_gac");
     micro(&c);
     c.controller = TRN_CTRL_SCRIPTED;
     c.model.prior = MDL_PRIOR_ERA;
@@ -362,9 +377,17 @@ static void test_flags_presets(void)
     CHECK_INT_EQ(trn_config_validate(&c, err, sizeof err), TRN_EINVAL);
     trn_preset("tiny", &c);
     c.model.prior = MDL_PRIOR_NONE;
-    c.controller = TRN_CTRL_GAC;
+    c.controller = TRN_CTRL_GAC; /* GAC scales the logits: no prior needed */
+    CHECK_INT_EQ(trn_config_validate(&c, err, sizeof err), TRN_OK);
+    c.model.attn = MDL_ATTN_POLAR;
     CHECK_INT_EQ(trn_config_validate(&c, err, sizeof err), TRN_EINVAL);
     CHECK(strstr(err, "gac") != NULL);
+    trn_preset("tiny", &c);
+    c.prior_momentum = 1.0f;
+    CHECK_INT_EQ(trn_config_validate(&c, err, sizeof err), TRN_EINVAL);
+    trn_preset("tiny", &c);
+    c.gac_hmin = 6.0f;
+    CHECK_INT_EQ(trn_config_validate(&c, err, sizeof err), TRN_EINVAL);
     trn_preset("tiny", &c);
     c.cg_lengths[1] = 4096;
     CHECK_INT_EQ(trn_config_validate(&c, err, sizeof err), TRN_EINVAL);
@@ -394,6 +417,74 @@ static void test_learns(void)
     trn_destroy(t);
 }
 
+/* Honest evaluation through the trainer: the same split scored with 1, 3 or 5 chunks per
+   forward gives the same CE (the cached prior does not depend on the batch); the old
+   per-batch prior (--eval-prior batch) does not, and differs from the honest figure */
+static void test_eval_batch_invariant(void)
+{
+    trn_config c;
+    trn *t = NULL;
+    char err[256];
+    double ce[3], old[3];
+    int k, bs[3] = {1, 3, 5};
+    uint16_t *va = g_ids + 3200;
+    size_t nva = NTOK - 3200;
+    micro(&c);
+    c.model.rpa.tau_align = 0.05f; /* a sharp plan: the memberships shape the prior */
+    c.model.tau_att_init = 0.6f;
+    CHECK_INT_EQ(trn_create(&t, &c, g_ids, 3200, va, nva, err, sizeof err), TRN_OK);
+    if (!t) return;
+    CHECK_INT_EQ(run_steps(t, 8), TRN_OK);
+    for (k = 0; k < 3; k++) {
+        t->tokens_per_step = bs[k] * 8;
+        t->cfg.eval_prior = 0;
+        CHECK_INT_EQ(trn_evaluate(t, va, nva, 8, TRN_W_RAW, 0, &ce[k], NULL, NULL), TRN_OK);
+        t->cfg.eval_prior = 1;
+        CHECK_INT_EQ(trn_evaluate(t, va, nva, 8, TRN_W_RAW, 0, &old[k], NULL, NULL), TRN_OK);
+    }
+    CHECK_CLOSE(ce[1], ce[0], 1e-9, 0);
+    CHECK_CLOSE(ce[2], ce[0], 1e-9, 0);
+    CHECK(fabs(old[1] - old[0]) > 1e-6 || fabs(old[2] - old[0]) > 1e-6);
+    CHECK(fabs(old[0] - ce[0]) > 1e-6);
+    fprintf(stderr, "  eval CE cached prior %.6f %.6f %.6f | per-batch prior %.6f %.6f %.6f\n", ce[0], ce[1], ce[2],
+            old[0], old[1], old[2]);
+    trn_destroy(t);
+}
+
+/* GAC reads dL/dtau before clipping: with the controller's gate open, one step moves
+   tau_gac the same way whatever the clip (the clipped gradient would be ~1e4 x smaller);
+   tau_gac is the controller's alone (AdamW leaves it), and stays in [0.5, 2.5] */
+static void test_gac_preclip(void)
+{
+    trn_config c;
+    trn *t[2] = {NULL, NULL};
+    char err[256];
+    float tau[2][MDL_MAX_LAYERS];
+    int k, l;
+    for (k = 0; k < 2; k++) {
+        micro(&c);
+        c.controller = TRN_CTRL_GAC;
+        c.model.prior = MDL_PRIOR_ERA;
+        c.cg = 0;
+        c.chaos = 0;
+        c.grad_clip = k ? 1e-6f : 0.0f;
+        CHECK_INT_EQ(trn_create(&t[k], &c, g_ids, 3200, g_ids + 3200, NTOK - 3200, err, sizeof err), TRN_OK);
+        if (!t[k]) { trn_destroy(t[0]); return; }
+        CHECK_INT_EQ(t[k]->n_tau, 2);
+        t[k]->gc.u = 1; /* validation improving: the gate is open */
+        t[k]->gc.cfg.eta = 50.0f; /* a visible move */
+        CHECK_INT_EQ(trn_step(t[k], NULL), TRN_OK);
+        trn__get_tau(t[k], tau[k]);
+    }
+    for (l = 0; l < 2; l++) {
+        CHECK(tau[0][l] == tau[1][l]);
+        CHECK(tau[0][l] != 1.0f);
+        CHECK(tau[0][l] >= 0.5f && tau[0][l] <= 2.5f);
+    }
+    trn_destroy(t[0]);
+    trn_destroy(t[1]);
+}
+
 int main(int argc, char **argv)
 {
     TEST_INIT(argc, argv);
@@ -407,6 +498,8 @@ int main(int argc, char **argv)
     TEST_RUN(test_resume_ceas_softmax);
     TEST_RUN(test_resume_polar_gdelta);
     TEST_RUN(test_learns);
+    TEST_RUN(test_eval_batch_invariant);
+    TEST_RUN(test_gac_preclip);
     rmdir(g_dir);
     return TEST_END();
 }

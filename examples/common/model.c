@@ -88,7 +88,7 @@ typedef struct mdl__bp {
     size_t ln1w, ln1b, ln2w, ln2b;
     size_t memw, memb, memc, mems;
     size_t resg, vgam;
-    size_t qkv, proj, tau, posb, kappa;
+    size_t qkv, proj, tau, posb, kappa, gtau;
     size_t erac, eras, eraa;
     size_t fcw, fcb, pw, pb;
     size_t pol[LYR_MAX_PARAMS], gdl[LYR_MAX_PARAMS], moe[LYR_MAX_PARAMS]; /* layers.h tensors */
@@ -147,6 +147,7 @@ struct mdl_model {
     float pdiag[MDL_MAX_LAYERS][3];   /* cached prior: marginal error, std_pre, clamp share */
     long pc_builds, pc_hits;          /* of caches already released */
     int have_tce;            /* rowce holds the last forward's per-token CE */
+    float ent_dHl[MDL_MAX_LAYERS]; /* d loss / d H_l of the entropy band (0: inactive) */
     /* activations */
     void *act;
     size_t act_bytes;
@@ -233,6 +234,7 @@ mdl_config mdl_config_default(void)
     c.value_gate = 0;
     c.rpa = era_rpa_config_default(4);
     c.tau_att_init = 1.0f;
+    c.gac_tau = 0;
     c.era = era_era_config_default();
     c.polar = polar_config_default();
     c.gd = gd_config_default();
@@ -352,6 +354,12 @@ int mdl_config_validate(const mdl_config *c, char *err, size_t errlen)
         return mdl__errf(err, errlen, MDL_EINVAL, "res_gate must be 0 or 1 (got %d)", c->res_gate);
     if (c->value_gate != 0 && c->value_gate != 1)
         return mdl__errf(err, errlen, MDL_EINVAL, "value_gate must be 0 or 1 (got %d)", c->value_gate);
+    if (c->gac_tau != 0 && c->gac_tau != 1)
+        return mdl__errf(err, errlen, MDL_EINVAL, "gac_tau must be 0 or 1 (got %d)", c->gac_tau);
+    if (c->gac_tau && c->attn != MDL_ATTN_SOFTMAX)
+        return mdl__errf(err, errlen, MDL_EINVAL, "gac_tau scales softmax attention logits: it needs softmax attention");
+    if (c->gac_tau && c->n_heads > 256)
+        return mdl__errf(err, errlen, MDL_EINVAL, "gac_tau supports at most 256 heads (got %d)", c->n_heads);
     if (mdl__need_mu(c)) {
         era_rpa_config rc = c->rpa;
         if (c->R < 2 || c->R > 64)
@@ -517,6 +525,10 @@ static int mdl__build_table(mdl_model *m)
         if (m->ngd) {
             snprintf(nm, sizeof nm, "blocks.%d.gdelta", l);
             if (mdl__add_specs(m, nm, sp_gd, m->ngd, b->gdl)) return MDL_ENOMEM;
+        }
+        if (c->gac_tau) {
+            snprintf(nm, sizeof nm, "blocks.%d.attn.gac_tau", l);
+            MDL__ADD(b->gtau, 1, 1, 0, 0, MDL__INIT_CONST, 1.0f);
         }
         if (c->prior == MDL_PRIOR_RPA) {
             snprintf(nm, sizeof nm, "blocks.%d.attn.tau_att", l);
@@ -1216,8 +1228,47 @@ static int mdl__softmax_fwd(mdl_model *m, int l, const mdl_opts *o, mdl_stats *s
         bias = a->bias;
     }
     if (c->prior == MDL_PRIOR_RPA) st->layer_tau_att[l] = P[b->tau];
+    if (c->gac_tau) {
+        /* GAC (seed 003 eq. 8): softmax((qk/sqrt(D) + B) / tau_gac): the temperature of
+           every head of the layer times tau_gac, the bias divided by it */
+        float g = P[b->gtau];
+        int h;
+        if (!mdl__finite(g) || !(g > 0.0f))
+            return mdl__fail(m, MDL_EINVAL, "layer %d: gac_tau must be finite and > 0 (got %g)", l, (double)g);
+        for (h = 0; h < H; h++) m->temp[(size_t)l * H + h] *= g;
+        if (bias && g != 1.0f) {
+            size_t e, TT = (size_t)T * T;
+            float ig = 1.0f / g;
+            for (e = 0; e < TT; e++) a->bias[e] = bias[e] * ig;
+            bias = a->bias;
+        }
+        st->layer_tau_gac[l] = g;
+    }
     MDL__TRY(tk_attention_forward(m->atty, a->probs, a->q, a->k, a->v, bias, 0, m->temp + (size_t)l * H,
                                   B, H, T, D), "tk_attention_forward");
+    if (c->gac_tau || o->ent_band_lambda > 0.0f) {
+        /* mean attention entropy of the layer over batch, heads and query rows (nats);
+           per (b,h) partial sums added in a fixed order: thread-count independent */
+        int nbh = B * H, u;
+        long long nrow = (long long)B * H * T;
+        double hs = 0.0, *part = (double *)malloc(sizeof(double) * (size_t)nbh);
+        if (!part) return mdl__fail(m, MDL_ENOMEM, "attention entropy: out of memory");
+        MDL__OMP(omp parallel for schedule(static) if(nrow * T > 65536))
+        for (u = 0; u < nbh; u++) {
+            const float *pu = a->probs + (size_t)u * T * T;
+            double su = 0.0;
+            int t, j;
+            for (t = 0; t < T; t++) {
+                const float *pr = pu + (size_t)t * T;
+                for (j = 0; j <= t; j++)
+                    if (pr[j] > 0.0f) su -= (double)pr[j] * log((double)pr[j]);
+            }
+            part[u] = su;
+        }
+        for (u = 0; u < nbh; u++) hs += part[u];
+        free(part);
+        st->layer_attn_H[l] = (float)(hs / (double)nrow);
+    }
     if (o->want_attn_obs) {
         /* pre-softmax logits of batch row 0, head by head */
         int h;
@@ -1528,6 +1579,7 @@ int mdl_forward(mdl_model *m, const int *inputs, const int *targets, int B, int 
                        (o.prior_source == MDL_PSRC_RUNNING || (o.prior_source == MDL_PSRC_AUTO && !o.train));
     st.prior_running = m->prior_running;
     m->have_tce = 0;
+    memset(m->ent_dHl, 0, sizeof m->ent_dHl);
     m->lyr_loss = 0.0f;
     MDL__TRY(tk_embedding_forward(m->res, m->ids, m->params + m->wte,
                                   m->wpe != MDL__ABSENT ? m->params + m->wpe : NULL, B, T, C, m->V),
@@ -1573,6 +1625,19 @@ int mdl_forward(mdl_model *m, const int *inputs, const int *targets, int B, int 
                 st.loss += (double)(w * pen);
                 if (pen > 0.0f) m->ent_dH = -w;
             }
+        }
+        if (c->attn == MDL_ATTN_SOFTMAX && (c->gac_tau || o.ent_band_lambda > 0.0f)) {
+            /* GAC's entropy band (seed 003 eq. 12) on each layer's mean attention entropy */
+            double pen = 0.0;
+            for (l = 0; l < L; l++) {
+                double Hl = st.layer_attn_H[l], lo = (double)o.ent_band_hmin - Hl, hi = Hl - (double)o.ent_band_hmax;
+                double d = 0.0;
+                if (lo > 0.0) { pen += lo * lo; d -= 2.0 * lo; }
+                if (hi > 0.0) { pen += hi * hi; d += 2.0 * hi; }
+                if (o.train) m->ent_dHl[l] = (float)((double)o.ent_band_lambda * d);
+            }
+            st.ent_band = (float)pen;
+            if (o.train) st.loss += (double)o.ent_band_lambda * pen;
         }
         m->have_bwd = o.train;
     } else if (o.train) {
@@ -1702,6 +1767,56 @@ static void mdl__branch_bwd(float *dbr, float *deta, const float *dres, const fl
     }
 }
 
+/* The entropy band's gradient through layer l's attention: with z the pre-softmax logits
+   (z = q k / (sqrt(D) temp_h) + bias) and H_row = -sum_j p_j log p_j,
+   dH_row/dz_j = -p_j (log p_j + H_row); H_l is the mean over the B H T rows. Accumulates
+   into m->dq, m->dk (B,H,T,D), dbias (T,T) (may be NULL) and dtemp (H) (may be NULL). */
+static int mdl__ent_band_bwd(mdl_model *m, int l, float *dbias, float *dtemp)
+{
+    const mdl__ba *a = &m->ba[l];
+    int B = m->B, T = m->T, H = m->H, D = m->D, b, h, t, j;
+    size_t TT = (size_t)T * T, TD = (size_t)T * D;
+    float coef = (float)((double)m->ent_dHl[l] / ((double)B * H * T));
+    float *G = (float *)malloc(sizeof(float) * (TT + TD));
+    float *tmp = G ? G + TT : NULL;
+    if (!G) return mdl__fail(m, MDL_ENOMEM, "entropy band backward: out of memory");
+    for (b = 0; b < B; b++)
+        for (h = 0; h < H; h++) {
+            size_t u = (size_t)b * H + h;
+            const float *pu = a->probs + u * TT, *q = a->q + u * TD, *k = a->k + u * TD;
+            float temp = m->temp[(size_t)l * H + h], al = 1.0f / (sqrtf((float)D) * temp);
+            for (t = 0; t < T; t++) {
+                const float *pr = pu + (size_t)t * T;
+                float *g = G + (size_t)t * T;
+                double hr = 0.0;
+                for (j = 0; j <= t; j++)
+                    if (pr[j] > 0.0f) hr -= (double)pr[j] * log((double)pr[j]);
+                for (j = 0; j <= t; j++)
+                    g[j] = pr[j] > 0.0f ? (float)(-(double)coef * pr[j] * (log((double)pr[j]) + hr)) : 0.0f;
+                for (; j < T; j++) g[j] = 0.0f;
+            }
+            if (tk_sgemm(0, 0, T, D, T, al, G, T, k, D, 0.0f, tmp, D) != TK_OK ||
+                tk_sgemm(1, 0, T, D, T, al, G, T, q, D, 1.0f, m->dk + u * TD, D) != TK_OK) {
+                free(G);
+                return mdl__fail(m, MDL_EFAIL, "entropy band backward GEMM failed");
+            }
+            {
+                float *dq = m->dq + u * TD;
+                double s = 0.0;
+                size_t e;
+                for (e = 0; e < TD; e++) {
+                    dq[e] += tmp[e];
+                    s += (double)q[e] * tmp[e];
+                }
+                if (dtemp) dtemp[h] += (float)(-s / temp);
+                if (dbias)
+                    for (e = 0; e < TT; e++) dbias[e] += G[e];
+            }
+        }
+    free(G);
+    return MDL_OK;
+}
+
 static int mdl__block_bwd(mdl_model *m, int l)
 {
     const mdl_config *c = &m->cfg;
@@ -1824,9 +1939,38 @@ static int mdl__block_bwd(mdl_model *m, int l)
         memset(m->dk, 0, sizeof(float) * NC);
         memset(m->dv, 0, sizeof(float) * NC);
         if (m->dbias) memset(m->dbias, 0, sizeof(float) * (size_t)T * T);
-        MDL__TRY(tk_attention_backward(m->dq, m->dk, m->dv, c->prior != MDL_PRIOR_NONE ? m->dbias : NULL, NULL,
-                                       dbr, a->probs, a->q, a->k, a->v, 0, m->temp + (size_t)l * H, B, H, T, D),
-                 "tk_attention_backward");
+        {
+            float dtemp[256], *dtp = NULL, *dbp = c->prior != MDL_PRIOR_NONE ? m->dbias : NULL;
+            int h;
+            if (c->gac_tau) {
+                for (h = 0; h < H; h++) dtemp[h] = 0.0f;
+                dtp = dtemp;
+            }
+            MDL__TRY(tk_attention_backward(m->dq, m->dk, m->dv, dbp, dtp, dbr, a->probs, a->q, a->k, a->v, 0,
+                                           m->temp + (size_t)l * H, B, H, T, D),
+                     "tk_attention_backward");
+            if (m->ent_dHl[l] != 0.0f) {
+                int rc = mdl__ent_band_bwd(m, l, dbp, dtp);
+                if (rc) return rc;
+            }
+            if (c->gac_tau) {
+                /* temp_h = base_h * g and bias' = bias / g: dg = sum_h dtemp_h base_h
+                   - sum dbias' bias' / g; the prior then gets dbias' / g */
+                float g = P[b->gtau], ig = 1.0f / g;
+                double dg = 0.0;
+                for (h = 0; h < H; h++) dg += (double)dtemp[h] * (m->temp[(size_t)l * H + h] * ig);
+                if (dbp) {
+                    size_t e, TT = (size_t)T * T;
+                    double sb = 0.0;
+                    for (e = 0; e < TT; e++) {
+                        sb += (double)dbp[e] * a->bias[e];
+                        dbp[e] *= ig;
+                    }
+                    dg -= sb * ig;
+                }
+                G[b->gtau] += (float)dg;
+            }
+        }
         memset(m->dqkv, 0, sizeof(float) * NC * 3);
         MDL__TRY(tk_split_heads_backward(m->dqkv, m->dq, m->dk, m->dv, B, T, H, D), "split heads backward");
         MDL__TRY(mdl__linear_bwd(m->dln, 1.0f, G + b->qkv, NULL, m->dqkv, a->n1, P + b->qkv, N, C, 3 * C),

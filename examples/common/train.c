@@ -86,6 +86,12 @@ static void trn__base(trn_config *c)
     c->controller = TRN_CTRL_NONE;
     c->guardian_start = 0;
     c->guardian_ramp = 0;
+    c->prior_train = MDL_PSRC_BATCH - 1;   /* 0: batch (seed 000) */
+    c->eval_prior = 0;                     /* running: the cached, leak-free prior */
+    c->prior_momentum = 0.99f;
+    c->gac_lambda = 1.0f;
+    c->gac_hmin = 2.0f;
+    c->gac_hmax = 5.0f;
     c->seed = 1;
     c->threads = 0;
     snprintf(c->data_dir, sizeof c->data_dir, "%s", "");
@@ -199,6 +205,8 @@ static const char *const trn__norm_names[] = {"layernorm", "rmsnorm", NULL};
 static const char *const trn__pos_names[] = {"none", "learned", NULL};
 static const char *const trn__weights_names[] = {"raw", "ema", "swa", NULL};
 static const char *const trn__ctrl_names[] = {"none", "scripted", "guardian", "gac", "ceas", NULL};
+static const char *const trn__ptrain_names[] = {"batch", "running", NULL};
+static const char *const trn__peval_names[] = {"running", "batch", NULL};
 
 typedef struct trn__opt {
     const char *flag;
@@ -288,6 +296,17 @@ static const trn__opt trn__opts[] = {
     {"controller", K_ENUM, TO(controller), trn__ctrl_names, 1, "none|scripted|guardian|gac|ceas"},
     {"guardian-start", K_INT, TO(guardian_start), NULL, 1, "Guardian ramp start (steps)"},
     {"guardian-ramp", K_INT, TO(guardian_ramp), NULL, 1, "Guardian ramp length (steps)"},
+    {"prior-train", K_ENUM, TO(prior_train), trn__ptrain_names, 1,
+     "RPA prior in training: batch (seed 000: batch-mean memberships; sees the batch's later tokens) | "
+     "running (leak-free: the running statistics, as at evaluation)"},
+    {"eval-prior", K_ENUM, TO(eval_prior), trn__peval_names, 0,
+     "RPA prior at evaluation: running (B(T) cached from the running statistics: honest) | batch (the old "
+     "per-batch prior, which sees the scored text: for comparisons only)"},
+    {"prior-momentum", K_F, TO(prior_momentum), NULL, 1, "momentum of the RPA running statistics [ours]"},
+    {"gac-lambda", K_F, TO(gac_lambda), NULL, 1,
+     "GAC entropy-band weight lambda (seed 003 gives no value: ours)"},
+    {"gac-hmin", K_F, TO(gac_hmin), NULL, 1, "GAC entropy band, low end (nats; seed 003: 2)"},
+    {"gac-hmax", K_F, TO(gac_hmax), NULL, 1, "GAC entropy band, high end (nats; seed 003: 5)"},
     {"seed", K_U64, TO(seed), NULL, 1, "random seed"},
     {"threads", K_INT, TO(threads), NULL, 0, "OpenMP threads (0: default)"},
     {"data-dir", K_STR, TO(data_dir), NULL, 0, "WikiText-2 directory (default $WT2_DIR or the built-in path)"},
@@ -550,8 +569,13 @@ int trn_config_validate(const trn_config *c, char *err, size_t errlen)
                                  "--cg-lengths: %d must be in [1, --context %d] (the batch at --context sets the tokens per step)",
                                  c->cg_lengths[i], c->context);
     }
-    if (c->controller == TRN_CTRL_GAC && c->model.prior != MDL_PRIOR_RPA)
-        return trn__fail(err, errlen, TRN_EINVAL, "--controller gac moves the per-layer tau_att of the RPA prior: it needs --prior rpa");
+    if (c->controller == TRN_CTRL_GAC && c->model.attn != MDL_ATTN_SOFTMAX)
+        return trn__fail(err, errlen, TRN_EINVAL, "--controller gac scales softmax attention logits: it needs --attn softmax");
+    if (!(c->prior_momentum >= 0.0f && c->prior_momentum < 1.0f))
+        return trn__fail(err, errlen, TRN_EINVAL, "--prior-momentum must be in [0, 1)");
+    if (!(c->gac_lambda >= 0.0f) || !isfinite(c->gac_lambda) || !isfinite(c->gac_hmin) || !isfinite(c->gac_hmax) ||
+        c->gac_hmin > c->gac_hmax)
+        return trn__fail(err, errlen, TRN_EINVAL, "--gac-lambda must be finite >= 0 and --gac-hmin <= --gac-hmax");
     if (c->controller == TRN_CTRL_CEAS && c->model.attn != MDL_ATTN_SOFTMAX)
         return trn__fail(err, errlen, TRN_EINVAL, "--controller ceas controls softmax attention temperatures: it needs --attn softmax");
     mc = c->model;
@@ -593,6 +617,7 @@ struct trn {
     size_t tau_off[MDL_MAX_LAYERS];
     int n_tau;                  /* L when the model has tau_att tensors, else 0 */
     float lambda_sat;
+    mdl_stats last_st, eval_st;   /* the last training / evaluation forward's statistics */
     /* evaluation memory */
     double val_ce, val_ce_prev, swa_entry_ce;
     int have_val, have_val_prev, have_swa_entry;
@@ -667,7 +692,8 @@ static void trn__find_tau(trn *t)
             const mdl_tensor *e = mdl_tensor_at(t->m, i);
             size_t nl = strlen(e->name);
             if (!strncmp(e->name, pre, strlen(pre)) && nl >= 7 &&
-                !strcmp(e->name + nl - 7, "tau_att") && e->numel == 1) {
+                !strcmp(e->name + nl - 7, t->cfg.controller == TRN_CTRL_GAC ? "gac_tau" : "tau_att") &&
+                e->numel == 1) {
                 t->tau_off[l] = e->offset;
                 hit = 1;
                 break;
@@ -717,6 +743,9 @@ int trn_create(trn **out, const trn_config *cfg, const uint16_t *train_ids, size
     t->cfg = *cfg;
     mc = cfg->model;
     if (mc.max_T < Tmax) mc.max_T = Tmax;
+    /* GAC's temperature divides the whole logits (seed 003 eq. 8): its own tensors */
+    mc.gac_tau = cfg->controller == TRN_CTRL_GAC;
+    t->cfg.model.gac_tau = mc.gac_tau;
     t->cfg.model.max_T = mc.max_T;
     rc = mdl_create(&t->m, &mc, cfg->seed, err, errlen);
     if (rc != MDL_OK) { trn_destroy(t); return TRN_EINVAL; }
@@ -810,9 +839,12 @@ int trn_create(trn **out, const trn_config *cfg, const uint16_t *train_ids, size
             for (i = 0; i < t->L; i++) t->ctrl_tau[i] = 1.0f;
     } else if (cfg->controller == TRN_CTRL_GAC) {
         gac_config gcfg = gac_config_default();
+        gcfg.lambda_ent = cfg->gac_lambda;
+        gcfg.h_min = cfg->gac_hmin;
+        gcfg.h_max = cfg->gac_hmax;
         if (gac_init(&t->gc, &gcfg) != GUARDIAN_OK || !t->n_tau) {
             trn_destroy(t);
-            return trn__fail(err, errlen, TRN_EINVAL, "cannot initialise GAC (the model has no tau_att tensors)");
+            return trn__fail(err, errlen, TRN_EINVAL, "cannot initialise GAC (the model has no gac_tau tensors)");
         }
         t->have_gac = 1;
     } else if (cfg->controller == TRN_CTRL_CEAS) {
@@ -851,6 +883,15 @@ static void trn__mkopts(trn *t, int train, float prior_scale, mdl_opts *o)
     o->lambda_sat = t->lambda_sat;
     o->moe_lb_coef = t->cfg.moe_lb_coef;
     o->prior_scale = prior_scale;
+    /* RPA prior source: training as configured, evaluation from the running statistics
+       unless the old per-batch prior is asked for (comparisons) */
+    o->prior_source = train ? (t->cfg.prior_train ? MDL_PSRC_RUNNING : MDL_PSRC_BATCH)
+                            : (t->cfg.eval_prior ? MDL_PSRC_BATCH : MDL_PSRC_RUNNING);
+    if (train && t->have_gac) {
+        o->ent_band_lambda = t->cfg.gac_lambda;
+        o->ent_band_hmin = t->cfg.gac_hmin;
+        o->ent_band_hmax = t->cfg.gac_hmax;
+    }
     /* per-head temperatures: CEAS's beta, or the controller's per-layer tau when the model
        has no tau_att of its own */
     if (t->have_ceas) {
@@ -901,7 +942,15 @@ int trn_evaluate(trn *t, const uint16_t *ids, size_t n, int T, int weights, int 
                 t->inp[(size_t)b * T + j] = t->chunk[(size_t)b * (T + 1) + j];
                 t->tgt[(size_t)b * T + j] = t->chunk[(size_t)b * (T + 1) + j + 1];
             }
-        if (mdl_forward(t->m, t->inp, t->tgt, rows, T, &o, &st) != MDL_OK) { rc = TRN_EINVAL; break; }
+        rc = mdl_forward(t->m, t->inp, t->tgt, rows, T, &o, &st);
+        if (rc == MDL_EFAIL) { /* a kernel refused non-finite values: diverged weights */
+            rc = TRN_OK;
+            sum = NAN;
+            cnt += (long long)rows * T;
+            break;
+        }
+        if (rc != MDL_OK) { rc = TRN_EINVAL; break; }
+        t->eval_st = st;
         sum += st.ce_sum;
         cnt += st.ntok;
         chunks += rows;
@@ -924,6 +973,39 @@ static void trn__metrics_train(trn *t, const trn_step_info *in)
             (double)in->grad_norm, (double)in->prior_scale, (double)in->mu_entropy,
             (double)in->sat_frac, (double)in->tau_mean, (double)in->beta_mean,
             (double)in->lambda_sat, (double)in->moe_lb, in->skipped);
+    fflush(t->metrics);
+}
+
+/* One "prior" metrics line: the RPA prior's diagnostics per layer (where: "train" for the
+   training batch's prior, "eval" for the cached prior the evaluation used), and GAC's
+   per-layer attention entropy and tau_gac when GAC is on. Non-finite values are null. */
+static void trn__jarr(FILE *f, const char *key, const float *v, int n)
+{
+    int i;
+    fprintf(f, ",\"%s\":[", key);
+    for (i = 0; i < n; i++) {
+        if (isfinite(v[i])) fprintf(f, "%s%.6g", i ? "," : "", (double)v[i]);
+        else fprintf(f, "%snull", i ? "," : "");
+    }
+    fputc(']', f);
+}
+
+static void trn__metrics_prior(trn *t, const char *where, const mdl_stats *st)
+{
+    if (!t->metrics || (t->cfg.model.prior != MDL_PRIOR_RPA && !t->have_gac)) return;
+    fprintf(t->metrics, "{\"type\":\"prior\",\"step\":%lld,\"where\":\"%s\"", t->step, where);
+    if (t->cfg.model.prior == MDL_PRIOR_RPA) {
+        fprintf(t->metrics, ",\"source\":\"%s\"", st->prior_running ? "running" : "batch");
+        trn__jarr(t->metrics, "sinkhorn_marginal_err", st->layer_prior_marg_err, t->L);
+        trn__jarr(t->metrics, "bias_std_pre_zscore", st->layer_prior_std_pre, t->L);
+        trn__jarr(t->metrics, "exp_s_clamp_share", st->layer_prior_clamp_frac, t->L);
+    }
+    if (t->have_gac) {
+        trn__jarr(t->metrics, "attn_entropy", st->layer_attn_H, t->L);
+        trn__jarr(t->metrics, "tau_gac", st->layer_tau_gac, t->L);
+        if (isfinite(st->ent_band)) fprintf(t->metrics, ",\"ent_band\":%.6g", (double)st->ent_band);
+    }
+    fputs("}\n", t->metrics);
     fflush(t->metrics);
 }
 
@@ -981,6 +1063,7 @@ static int trn__periodic_eval(trn *t, trn_step_info *info)
     }
     t->run_sat = t->run_H = 0;
     t->run_n = 0;
+    trn__metrics_prior(t, "eval", &t->eval_st);
     if (t->metrics) {
         fprintf(t->metrics, "{\"type\":\"eval\",\"step\":%lld,\"epoch\":%d,\"split\":\"val\","
                             "\"weights\":\"raw\",\"val_ce\":%.6f,\"val_ppl\":%.4f,\"tokens\":%lld,"
@@ -1068,7 +1151,14 @@ int trn_step(trn *t, trn_step_info *info)
     o.want_attn_obs = t->have_ceas;
     mdl_zero_grad(t->m);
     rc = mdl_forward(t->m, t->inp, t->tgt, B, T, &o, &st);
-    if (rc != MDL_OK) return TRN_EINVAL;
+    if (rc == MDL_EFAIL) {
+        /* the sizes and ids were checked when the trainer was made: a kernel that fails
+           now refused non-finite values (weights blown up): a non-finite step, skipped */
+        memset(&st, 0, sizeof st);
+        st.loss = st.ce = NAN;
+    } else if (rc != MDL_OK) {
+        return TRN_EINVAL;
+    }
     info->loss = st.loss;
     info->ce = st.ce;
     if (!isfinite(st.loss)) {
@@ -1079,13 +1169,14 @@ int trn_step(trn *t, trn_step_info *info)
         float gtau[MDL_MAX_LAYERS];
         int nt = mdl_num_tensors(t->m), ctrl_tau = t->have_gac;
         if (mdl_backward(t->m) != MDL_OK) return TRN_EINVAL;
+        /* GAC reads dL_train/dtau before clipping (seed 003 eq. 11: the raw gradient) */
+        for (l = 0; l < t->n_tau; l++) gtau[l] = G[t->tau_off[l]];
         if (t->cfg.grad_clip > 0) tk_clip_grad_norm(G, t->n, t->cfg.grad_clip, &gn);
         else tk_grad_norm(G, t->n, &gn);
         if (!isfinite(gn)) {
             info->skipped = 1;
             t->skipped++;
         } else {
-            for (l = 0; l < t->n_tau; l++) gtau[l] = G[t->tau_off[l]];
             t->adam_t++;
             ac = tk_adamw_config_default();
             ac.lr = lr;
@@ -1108,6 +1199,8 @@ int trn_step(trn *t, trn_step_info *info)
             }
             if (t->have_ceas && st.attn_obs) ceas_step(&t->cs, st.attn_obs);
             if (t->ema) guardian_ema_update(t->ema, P, (int64_t)t->n, t->cfg.ema_decay);
+            /* the RPA running statistics follow every applied step */
+            if (mdl_prior_stats_update(t->m, t->cfg.prior_momentum) != MDL_OK) return TRN_EINVAL;
         }
     }
     t->step++;
@@ -1130,6 +1223,14 @@ int trn_step(trn *t, trn_step_info *info)
     info->sat_frac = st.sat_frac;
     info->moe_lb = st.moe_lb;
     info->lambda_sat = t->lambda_sat;
+    for (l = 0; l < t->L; l++) {
+        info->prior_marg_err += st.layer_prior_marg_err[l] / (float)t->L;
+        info->prior_std_pre += st.layer_prior_std_pre[l] / (float)t->L;
+        info->prior_clamp_frac += st.layer_prior_clamp_frac[l] / (float)t->L;
+        info->attn_entropy += st.layer_attn_H[l] / (float)t->L;
+    }
+    info->ent_band = st.ent_band;
+    t->last_st = st;
     trn__get_tau(t, tau);
     for (l = 0; l < t->L; l++) info->tau_mean += tau[l] / (float)t->L;
     if (t->have_ceas) {
@@ -1144,7 +1245,10 @@ int trn_step(trn *t, trn_step_info *info)
         if (rc != TRN_OK) return rc;
     }
     if (info->epoch_end) trn__epoch_end(t);
-    if (t->cfg.log_every > 0 && t->step % t->cfg.log_every == 0) trn__metrics_train(t, info);
+    if (t->cfg.log_every > 0 && t->step % t->cfg.log_every == 0) {
+        trn__metrics_train(t, info);
+        trn__metrics_prior(t, "train", &t->last_st);
+    }
     return TRN_OK;
 }
 
@@ -1273,6 +1377,15 @@ int trn_save(trn *t, const char *path, char *err, size_t errlen)
     if (t->ema) TRN__FLAT("optim.ema", t->ema);
     if (t->swa) TRN__FLAT("optim.swa", t->swa);
 #undef TRN__FLAT
+    {
+        /* the RPA running statistics: what rebuilds the evaluation prior B(T) */
+        size_t nps = 0;
+        const float *ps = mdl_prior_stats(t->m, &nps);
+        if (nps) {
+            E[ne].name = "state.prior_stats"; E[ne].dtype = CKPT_F32; E[ne].ndim = 1;
+            E[ne].shape[0] = (int64_t)nps; E[ne].data = ps; ne++;
+        }
+    }
     trn__pack(t, I, F);
     E[ne].name = "trainer.i64"; E[ne].dtype = CKPT_I64; E[ne].ndim = 1;
     E[ne].shape[0] = TRN__I64_N; E[ne].data = I; ne++;
@@ -1362,7 +1475,8 @@ int trn_load(trn *t, const char *path, char *err, size_t errlen)
     ckpt_file *f = NULL;
     char cerr[512], *arch = NULL;
     const char *meta;
-    float *P = NULL, *M = NULL, *V = NULL, *EM = NULL, *SW = NULL;
+    float *P = NULL, *M = NULL, *V = NULL, *EM = NULL, *SW = NULL, *PS = NULL;
+    size_t nps = 0;
     int64_t I[TRN__I64_N];
     double F[TRN__F64_N];
     guardian g2;
@@ -1417,6 +1531,12 @@ int trn_load(trn *t, const char *path, char *err, size_t errlen)
     if (SW) TRN__READ("optim.swa", SW, CKPT_F32, t->n);
     TRN__READ("trainer.i64", I, CKPT_I64, TRN__I64_N);
     TRN__READ("trainer.f64", F, CKPT_F64, TRN__F64_N);
+    (void)mdl_prior_stats(t->m, &nps);
+    if (nps) {
+        PS = (float *)malloc(nps * sizeof(float));
+        if (!PS) { rc = trn__fail(err, errlen, TRN_ENOMEM, "out of memory"); goto done; }
+        TRN__READ("state.prior_stats", PS, CKPT_F32, nps);
+    }
 #undef TRN__READ
     if (I[0] != TRN__STATE_VERSION || I[18] != (int64_t)t->n || I[1] < 0 || I[2] < 0 || I[3] < 0 ||
         I[6] < 0 || (uint64_t)I[6] > t->n_train) {
@@ -1456,6 +1576,11 @@ int trn_load(trn *t, const char *path, char *err, size_t errlen)
             goto done;
         }
     }
+    if (PS && mdl_prior_stats_set(t->m, PS, nps) != MDL_OK) {
+        rc = trn__fail(err, errlen, TRN_EFORMAT, "cannot resume from %s: RPA prior statistics are corrupted (%s)", path,
+                       mdl_last_error(t->m));
+        goto done;
+    }
     /* everything read: commit */
     memcpy(mdl_params(t->m), P, t->n * sizeof(float));
     memcpy(t->adam_m, M, t->n * sizeof(float));
@@ -1469,7 +1594,7 @@ int trn_load(trn *t, const char *path, char *err, size_t errlen)
 done:
     if (have_g2) guardian_free(&g2);
     if (have_cs2) ceas_free(&cs2);
-    free(P); free(M); free(V); free(EM); free(SW);
+    free(P); free(M); free(V); free(EM); free(SW); free(PS);
     free(arch);
     ckpt_close(f);
     return rc;

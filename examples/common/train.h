@@ -73,6 +73,18 @@ typedef struct trn_config {
     int controller;         /* TRN_CTRL_* */
     int guardian_start;     /* Guardian beta ramp start (steps) and length */
     int guardian_ramp;
+    /* RPA prior sources (model.h MDL_PSRC_*): training uses the batch statistics of seed
+       000 (prior_train 0) or the running statistics (1: the leak-free option); every
+       evaluation uses the running statistics through the cached B(T) (eval_prior 0);
+       eval_prior 1 re-creates the old per-batch evaluation, which sees the evaluated
+       text (for comparisons only) */
+    int prior_train;
+    int eval_prior;
+    float prior_momentum;   /* running-statistics momentum (0.99) */
+    /* GAC (seed 003 §3.3): the per-layer tau_gac divides the whole logits (model.gac_tau,
+       on by --controller gac); the entropy-band penalty joins the training loss */
+    float gac_lambda;       /* lambda of L_ent (1) */
+    float gac_hmin, gac_hmax; /* entropy band in nats (2, 5) */
     /* run */
     uint64_t seed;
     int threads;            /* 0: OpenMP default */
@@ -108,6 +120,9 @@ typedef struct trn_step_info {
     int evaluated;          /* a periodic evaluation ran after this step */
     double val_ce;          /* its result (NaN if none) */
     int epoch_end;
+    /* RPA prior of this step (means over layers; 0 without the prior) */
+    float prior_marg_err, prior_std_pre, prior_clamp_frac;
+    float attn_entropy, ent_band;   /* mean attention entropy (GAC), band penalty */
 } trn_step_info;
 
 typedef struct trn trn; /* opaque */
