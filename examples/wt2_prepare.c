@@ -110,6 +110,15 @@ int main(int argc, char **argv)
             return 1;
         }
         sec = (double)(clock() - t0) / CLOCKS_PER_SEC;
+        if (ids.n == 0) {
+            /* an empty (or all-blank) split would become a 0-byte token file that every
+               loader refuses: say so here instead of reporting success */
+            fprintf(stderr, "wt2_prepare: %s: no tokens (%zu bytes, no non-blank row): refusing to write an empty "
+                            "token file\n", inv.raw_path[s], len);
+            bpe_ids_free(&ids);
+            bpe_free(tok);
+            return 1;
+        }
         snprintf(outp, sizeof outp, "%s/wt2.%s.gpt2.u16", outdir, wt2_split_name(s));
         rc = wt2_write_u16(outp, ids.data, ids.n, err, sizeof err);
         if (rc) {

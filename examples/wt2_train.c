@@ -32,9 +32,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <time.h>
+#include <unistd.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -61,7 +64,10 @@ static int mkdirs(const char *path)
 {
     char buf[TRN_PATH_MAX];
     size_t i, n = strlen(path);
-    if (n == 0 || n >= sizeof buf) return -1;
+    if (n == 0 || n >= sizeof buf) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
     memcpy(buf, path, n + 1);
     for (i = 1; i <= n; i++) {
         if (buf[i] == '/' || buf[i] == 0) {
@@ -71,6 +77,118 @@ static int mkdirs(const char *path)
             buf[i] = c;
         }
     }
+    return 0;
+}
+
+/* Create the output directory and prove that a file can be written there (EEXIST on a
+   plain file, a read-only directory or mount all fail here, before any training). */
+static int prepare_out_dir(const char *dir, char *err, size_t errlen)
+{
+    struct stat st;
+    char probe[TRN_PATH_MAX + 64];
+    int fd, e;
+    if (mkdirs(dir) != 0) {
+        snprintf(err, errlen, "cannot create the output directory '%s': %s", dir, strerror(errno));
+        return -1;
+    }
+    if (stat(dir, &st) != 0) {
+        snprintf(err, errlen, "cannot use the output directory '%s': %s", dir, strerror(errno));
+        return -1;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        snprintf(err, errlen, "the output directory '%s' exists and is not a directory", dir);
+        return -1;
+    }
+    snprintf(probe, sizeof probe, "%s/.wt2_train.probe.%ld", dir, (long)getpid());
+    fd = open(probe, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0 || write(fd, "ok\n", 3) != 3 || fsync(fd) != 0) {
+        e = errno;
+        if (fd >= 0) {
+            close(fd);
+            unlink(probe);
+        }
+        snprintf(err, errlen, "the output directory '%s' is not writable: %s", dir, strerror(e));
+        return -1;
+    }
+    e = close(fd) != 0 ? errno : 0;
+    unlink(probe);
+    if (e) {
+        snprintf(err, errlen, "the output directory '%s' is not writable: %s", dir, strerror(e));
+        return -1;
+    }
+    return 0;
+}
+
+/* Remove the temporary checkpoints (ckpt.safetensors.tmp.<pid>) that a killed run left
+   behind: those whose process no longer exists. */
+static void clean_stale_tmp(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    static const char pre[] = "ckpt.safetensors.tmp.";
+    if (!d) return;
+    while ((de = readdir(d)) != NULL) {
+        char *end = NULL, path[TRN_PATH_MAX + 300];
+        long pid;
+        if (strncmp(de->d_name, pre, sizeof pre - 1) != 0) continue;
+        errno = 0;
+        pid = strtol(de->d_name + sizeof pre - 1, &end, 10);
+        if (errno || !end || *end || pid <= 0 || pid == (long)getpid()) continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue; /* its writer still runs */
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        if (unlink(path) == 0) fprintf(stderr, "wt2_train: removed %s (left by an interrupted run)\n", path);
+    }
+    closedir(d);
+}
+
+/* "step":N of a metrics line, or -1 when it has none. */
+static long long line_step(const char *line)
+{
+    const char *s = strstr(line, "\"step\":");
+    return s ? atoll(s + 7) : -1;
+}
+
+/* On resume: drop the metrics lines of steps after the checkpoint's (they will be run
+   again), so that metrics.jsonl holds each step once. Written to a temporary file and
+   renamed. Returns 0, or -1 with a message. */
+static int metrics_truncate(const char *path, long long step, char *err, size_t errlen)
+{
+    char tmp[TRN_PATH_MAX + 96], *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    long long dropped = 0;
+    FILE *in = fopen(path, "r"), *out;
+    if (!in) return errno == ENOENT ? 0 : (snprintf(err, errlen, "cannot read %s: %s", path, strerror(errno)), -1);
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    out = fopen(tmp, "w");
+    if (!out) {
+        snprintf(err, errlen, "cannot write %s: %s", tmp, strerror(errno));
+        fclose(in);
+        return -1;
+    }
+    while ((len = getline(&line, &cap, in)) > 0) {
+        if (line_step(line) > step || line[len - 1] != '\n') { /* later steps, or a torn last line */
+            dropped++;
+            continue;
+        }
+        fputs(line, out);
+    }
+    free(line);
+    fclose(in);
+    if (fflush(out) != 0 || ferror(out) || fsync(fileno(out)) != 0) {
+        snprintf(err, errlen, "cannot write %s: %s", tmp, strerror(errno));
+        fclose(out);
+        unlink(tmp);
+        return -1;
+    }
+    if (fclose(out) != 0 || rename(tmp, path) != 0) {
+        snprintf(err, errlen, "cannot replace %s: %s", path, strerror(errno));
+        unlink(tmp);
+        return -1;
+    }
+    if (dropped)
+        fprintf(stderr, "wt2_train: %s: dropped %lld line(s) after step %lld (they are run again from the checkpoint)\n",
+                path, dropped, step);
     return 0;
 }
 
@@ -84,6 +202,7 @@ static void usage(const trn_config *c, FILE *f)
             "  --preset NAME      start from a preset (default tiny); later flags override it\n"
             "  --json             print one JSON line of results on stdout at the end\n"
             "  --resume PATH      continue a run from its checkpoint (same options)\n"
+            "  --allow-no-crc     let --resume accept a checkpoint without its CRC-32 entry\n"
             "  --help             this text\n\n"
             "Options (defaults shown are those of preset '%s'):\n",
             c->preset);
@@ -158,9 +277,10 @@ static void plot_metrics(const char *dir)
 int main(int argc, char **argv)
 {
     trn_config cfg;
-    const char *preset = "tiny", *resume = NULL, *env;
-    int json = 0, i, rc, train_split, eval_split, have_full;
-    char err[1024], msg[512], dir[TRN_PATH_MAX], path[TRN_PATH_MAX + 64];
+    const char *preset = "tiny", *resume = NULL;
+    int json = 0, i, rc, train_split, eval_split, have_full, allow_no_crc = 0, save_failures = 0;
+    int final_saved = 0, tty = isatty(fileno(stderr));
+    char err[4096], msg[512], dir[TRN_PATH_MAX], path[TRN_PATH_MAX + 64];
     wt2_inventory inv;
     wt2_tokens tok_train, tok_eval, tok_test;
     const uint16_t *train_ids, *val_ids;
@@ -168,8 +288,9 @@ int main(int argc, char **argv)
     trn *t = NULL;
     FILE *metrics = NULL;
     double t0, t_train = 0, val_ce, test_ce = NAN;
-    long long val_tok = 0, test_tok = 0, steps0, limit, tokens = 0;
+    long long val_tok = 0, test_tok = 0, steps0, limit, tokens = 0, skipped0 = 0, ran, skipped;
     int used, wsel;
+    char jb[4][40];
 
     memset(&tok_train, 0, sizeof tok_train);
     memset(&tok_eval, 0, sizeof tok_eval);
@@ -195,6 +316,7 @@ int main(int argc, char **argv)
             continue;
         }
         if (!strncmp(a, "--resume=", 9)) { resume = a + 9; continue; }
+        if (!strcmp(a, "--allow-no-crc")) { allow_no_crc = 1; continue; }
         rc = trn_parse_flag(&cfg, argc, argv, i, err, sizeof err);
         if (rc < 0) { fprintf(stderr, "wt2_train: %s\n", err); return 2; }
         if (rc == 0) {
@@ -213,8 +335,7 @@ int main(int argc, char **argv)
 
     /* data */
     if (cfg.data_dir[0]) snprintf(dir, sizeof dir, "%s", cfg.data_dir);
-    else if ((env = getenv("WT2_DIR")) && *env) snprintf(dir, sizeof dir, "%s", env);
-    else snprintf(dir, sizeof dir, "%s", ATTNKIT_DATA_DIR);
+    else snprintf(dir, sizeof dir, "%s", bpe_default_data_dir()); /* $WT2_DIR, else the built-in path */
     if (wt2_scan(dir, &inv) <= 0) {
         fprintf(stderr, "wt2_train: no WikiText-2 data in '%s'.\n"
                         "  Point --data-dir or WT2_DIR at a WikiText-2 directory holding wt2.{valid,test}.gpt2.u16\n"
@@ -262,11 +383,30 @@ int main(int argc, char **argv)
                 100.0 * cfg.holdout, n_val, wt2_split_name(eval_split), tok_test.n);
     }
 
-    if (mkdirs(cfg.out_dir) != 0) {
-        fprintf(stderr, "wt2_train: cannot create the output directory '%s': %s\n", cfg.out_dir, strerror(errno));
+    /* every id against the model's vocabulary, now, naming the file and the offset */
+    {
+        const wt2_tokens *all[3];
+        int k;
+        all[0] = &tok_train;
+        all[1] = &tok_eval;
+        all[2] = &tok_test;
+        for (k = 0; k < 3; k++)
+            if (all[k]->ids && wt2_check_ids(all[k]->ids, all[k]->n, cfg.model.vocab, all[k]->source, err,
+                                             sizeof err) != BPE_OK) {
+                fprintf(stderr, "wt2_train: %s (--vocab %d)\n", err, cfg.model.vocab);
+                rc = 1;
+                goto out;
+            }
+    }
+    if (cfg.model.max_T > 0 && cfg.model.max_T < cfg.context)
+        fprintf(stderr, "wt2_train: note: --max-t %d is shorter than --context %d: the model is built with max-t %d\n",
+                cfg.model.max_T, cfg.context, cfg.context);
+    if (prepare_out_dir(cfg.out_dir, err, sizeof err) != 0) {
+        fprintf(stderr, "wt2_train: %s\n", err);
         rc = 1;
         goto out;
     }
+    clean_stale_tmp(cfg.out_dir);
     rc = trn_create(&t, &cfg, train_ids, n_train, val_ids, n_val, err, sizeof err);
     if (rc != TRN_OK) {
         fprintf(stderr, "wt2_train: %s\n", err);
@@ -274,7 +414,7 @@ int main(int argc, char **argv)
         goto out;
     }
     if (resume) {
-        rc = trn_load(t, resume, err, sizeof err);
+        rc = trn_load_flags(t, resume, allow_no_crc ? TRN_LOAD_ALLOW_NO_CRC : 0u, err, sizeof err);
         if (rc != TRN_OK) {
             fprintf(stderr, "wt2_train: %s\n", err);
             rc = 1;
@@ -283,67 +423,111 @@ int main(int argc, char **argv)
         fprintf(stderr, "wt2_train: resumed from %s at step %lld\n", resume, trn_steps_done(t));
     }
     snprintf(path, sizeof path, "%s/metrics.jsonl", cfg.out_dir);
+    if (resume && metrics_truncate(path, trn_steps_done(t), err, sizeof err) != 0) {
+        fprintf(stderr, "wt2_train: %s\n", err);
+        rc = 1;
+        goto out;
+    }
     metrics = fopen(path, resume ? "a" : "w");
-    if (!metrics) fprintf(stderr, "wt2_train: cannot write %s: %s (continuing without metrics)\n", path, strerror(errno));
+    if (!metrics) {
+        fprintf(stderr, "wt2_train: cannot write %s: %s\n", path, strerror(errno));
+        rc = 1;
+        goto out;
+    }
     trn_set_metrics(t, metrics);
-    if (metrics) {
+    {
         char *js = (char *)malloc(16384);
         if (js && trn_config_json(&cfg, js, 16384) == TRN_OK)
-            fprintf(metrics, "{\"type\":\"config\",\"step\":%lld,\"params\":%zu,\"config\":%s}\n",
-                    trn_steps_done(t), mdl_num_params(trn_model(t)), js);
+            fprintf(metrics, "{\"type\":\"%s\",\"step\":%lld,\"params\":%zu,\"config\":%s}\n",
+                    resume ? "resume" : "config", trn_steps_done(t), mdl_num_params(trn_model(t)), js);
         free(js);
-        fflush(metrics);
+        if (fflush(metrics) != 0 || ferror(metrics)) {
+            fprintf(stderr, "wt2_train: cannot write %s: %s\n", path, strerror(errno));
+            rc = 1;
+            goto out;
+        }
     }
-    fprintf(stderr, "wt2_train: preset %s, %zu parameters, %lld steps (%lld per epoch), %d tokens/step%s\n",
+    fprintf(stderr, "wt2_train: preset %s, %zu parameters, %lld steps (%lld per epoch), %lld tokens/step%s\n",
             cfg.preset, mdl_num_params(trn_model(t)), trn_total_steps(t), trn_steps_per_epoch(t),
-            cfg.batch * cfg.context, cfg.max_steps ? " (stopping early at --max-steps)" : "");
+            (long long)cfg.batch * cfg.context, cfg.max_steps ? " (stopping early at --max-steps)" : "");
 
     signal(SIGINT, on_sigint);
     steps0 = trn_steps_done(t);
+    skipped0 = trn_steps_skipped(t);
     limit = trn_total_steps(t);
     if (cfg.max_steps > 0 && cfg.max_steps < limit) limit = cfg.max_steps;
     t0 = now_s();
     {
-        double last_print = 0, ema_loss = NAN;
+        /* progress: a redrawn bar on a terminal; plain lines at a modest rate in a log */
+        double last_print = 0, ema_loss = NAN, every = tty ? 0.5 : 10.0;
+        int bar = 0;
         while (trn_steps_done(t) < limit && !g_stop) {
             trn_step_info in;
             double el;
             rc = trn_step(t, &in);
             if (rc != TRN_OK) {
-                fprintf(stderr, "\nwt2_train: training step failed: %s\n", trn_strerror(rc));
+                fprintf(stderr, "%swt2_train: training step failed: %s\n", bar ? "\n" : "", trn_strerror(rc));
                 rc = 1;
                 goto out;
             }
             tokens += (long long)in.T * in.B;
-            ema_loss = isnan(ema_loss) ? in.ce : 0.9 * ema_loss + 0.1 * in.ce;
+            if (isfinite(in.ce)) ema_loss = isnan(ema_loss) ? in.ce : 0.9 * ema_loss + 0.1 * in.ce;
             el = now_s() - t0;
-            if (el - last_print > 0.5 || trn_steps_done(t) == limit || in.evaluated) {
+            if (el - last_print > every || trn_steps_done(t) == limit || in.evaluated) {
                 double tps = tokens / (el > 0 ? el : 1e-9);
                 double left = (double)(limit - trn_steps_done(t)) * (el / (double)(trn_steps_done(t) - steps0));
-                int w = 24, k, fill = (int)((double)w * (double)trn_steps_done(t) / (double)limit);
-                fprintf(stderr, "\r[");
-                for (k = 0; k < w; k++) fputc(k < fill ? '#' : '.', stderr);
-                fprintf(stderr, "] step %lld/%lld ce %.3f %.0f tok/s ETA %.0fs", trn_steps_done(t), limit,
-                        ema_loss, tps, left);
-                if (in.evaluated) fprintf(stderr, " | eval CE %.4f (PPL %.1f)\n", in.val_ce, exp(in.val_ce));
+                long long sk = trn_steps_skipped(t) - skipped0;
+                if (tty) {
+                    int w = 24, k, fill = (int)((double)w * (double)trn_steps_done(t) / (double)limit);
+                    fprintf(stderr, "\r[");
+                    for (k = 0; k < w; k++) fputc(k < fill ? '#' : '.', stderr);
+                    fprintf(stderr, "] ");
+                    bar = 1;
+                } else {
+                    fprintf(stderr, "wt2_train: ");
+                }
+                fprintf(stderr, "step %lld/%lld ce %.3f %.0f tok/s ETA %.0fs", trn_steps_done(t), limit, ema_loss,
+                        tps, left);
+                if (sk) fprintf(stderr, " (%lld skipped: non-finite)", sk);
+                if (in.evaluated) fprintf(stderr, " | eval CE %.4f (PPL %.1f)", in.val_ce, exp(in.val_ce));
+                if (!tty || in.evaluated) {
+                    fputc('\n', stderr);
+                    bar = 0;
+                }
                 last_print = el;
             }
             if (cfg.ckpt_every > 0 && trn_steps_done(t) % cfg.ckpt_every == 0) {
                 snprintf(path, sizeof path, "%s/ckpt.safetensors", cfg.out_dir);
-                if (trn_save(t, path, err, sizeof err) != TRN_OK) fprintf(stderr, "\nwt2_train: %s\n", err);
+                if (trn_save(t, path, err, sizeof err) != TRN_OK) {
+                    fprintf(stderr, "%swt2_train: WARNING: periodic checkpoint at step %lld FAILED: %s\n",
+                            bar ? "\n" : "", trn_steps_done(t), err);
+                    bar = 0;
+                    save_failures++;
+                }
             }
         }
-        fprintf(stderr, "\n");
+        if (bar) fprintf(stderr, "\n");
     }
     t_train = now_s() - t0;
+    ran = trn_steps_done(t) - steps0;
+    skipped = trn_steps_skipped(t) - skipped0;
     snprintf(path, sizeof path, "%s/ckpt.safetensors", cfg.out_dir);
-    if (trn_save(t, path, err, sizeof err) != TRN_OK) fprintf(stderr, "wt2_train: %s\n", err);
-    else fprintf(stderr, "wt2_train: checkpoint %s (step %lld)\n", path, trn_steps_done(t));
+    if (trn_save(t, path, err, sizeof err) != TRN_OK) {
+        fprintf(stderr, "wt2_train: ERROR: the checkpoint at step %lld could not be written: %s\n", trn_steps_done(t),
+                err);
+    } else {
+        final_saved = 1;
+        fprintf(stderr, "wt2_train: checkpoint %s (step %lld)\n", path, trn_steps_done(t));
+    }
     if (g_stop) {
-        fprintf(stderr, "wt2_train: interrupted at step %lld; resume with --resume %s and the same options\n",
-                trn_steps_done(t), path);
+        if (final_saved)
+            fprintf(stderr, "wt2_train: interrupted at step %lld; resume with --resume %s and the same options\n",
+                    trn_steps_done(t), path);
+        else
+            fprintf(stderr, "wt2_train: interrupted at step %lld; NO checkpoint was written, there is nothing to "
+                            "resume from\n", trn_steps_done(t));
         plot_metrics(cfg.out_dir);
-        rc = 130;
+        rc = final_saved ? 130 : 1;
         goto out;
     }
 
@@ -357,13 +541,13 @@ int main(int argc, char **argv)
         rc = 1;
         goto out;
     }
-    if (metrics) {
-        fprintf(metrics, "{\"type\":\"final\",\"step\":%lld,\"weights\":\"%s\",\"val_ce\":%.6f,\"val_ppl\":%.4f,"
-                         "\"val_tokens\":%lld,\"test_ce\":%.6f,\"test_ppl\":%.4f,\"test_tokens\":%lld}\n",
-                trn_steps_done(t), trn_weights_name(used), val_ce, exp(val_ce), val_tok, test_ce,
-                exp(test_ce), test_tok);
-        fflush(metrics);
-    }
+    /* non-finite numbers are null: every line stays JSON */
+    fprintf(metrics, "{\"type\":\"final\",\"step\":%lld,\"weights\":\"%s\",\"val_ce\":%s,\"val_ppl\":%s,"
+                     "\"val_tokens\":%lld,\"test_ce\":%s,\"test_ppl\":%s,\"test_tokens\":%lld,\"skipped\":%lld}\n",
+            trn_steps_done(t), trn_weights_name(used), trn_json_num(jb[0], 40, 6, val_ce),
+            trn_json_num(jb[1], 40, 4, exp(val_ce)), val_tok, trn_json_num(jb[2], 40, 6, test_ce),
+            trn_json_num(jb[3], 40, 4, exp(test_ce)), test_tok, skipped);
+    fflush(metrics);
     plot_metrics(cfg.out_dir);
     fprintf(stderr, "wt2_train: %lld steps, %lld tokens in %.1f s (%.0f tok/s); evaluated with %s weights\n",
             trn_steps_done(t), tokens, t_train, tokens / (t_train > 0 ? t_train : 1e-9), trn_weights_name(used));
@@ -371,16 +555,49 @@ int main(int argc, char **argv)
             have_full ? "validation" : "held-out validation tail", val_ce, exp(val_ce), val_tok, cfg.context, cfg.context);
     fprintf(stderr, "wt2_train: test CE %.4f  PPL %.2f  (%lld tokens)\n", test_ce, exp(test_ce), test_tok);
     if (json)
-        printf("{\"val_ce\":%.6f,\"val_ppl\":%.4f,\"test_ce\":%.6f,\"test_ppl\":%.4f,\"tokens\":%lld,"
-               "\"tokens_per_s\":%.1f,\"params\":%zu,\"steps\":%lld,\"weights\":\"%s\",\"train_split\":\"%s\","
-               "\"val_split\":\"%s\",\"preset\":\"%s\",\"seed\":%llu}\n",
-               val_ce, exp(val_ce), test_ce, exp(test_ce), tokens, tokens / (t_train > 0 ? t_train : 1e-9),
-               mdl_num_params(trn_model(t)), trn_steps_done(t), trn_weights_name(used),
-               have_full ? "train" : "valid (head)", have_full ? "valid" : "valid (held-out tail)", cfg.preset,
-               (unsigned long long)cfg.seed);
+        printf("{\"val_ce\":%s,\"val_ppl\":%s,\"test_ce\":%s,\"test_ppl\":%s,\"tokens\":%lld,"
+               "\"tokens_per_s\":%.1f,\"params\":%zu,\"steps\":%lld,\"skipped\":%lld,\"weights\":\"%s\","
+               "\"train_split\":\"%s\",\"val_split\":\"%s\",\"preset\":\"%s\",\"seed\":%llu}\n",
+               trn_json_num(jb[0], 40, 6, val_ce), trn_json_num(jb[1], 40, 4, exp(val_ce)),
+               trn_json_num(jb[2], 40, 6, test_ce), trn_json_num(jb[3], 40, 4, exp(test_ce)), tokens,
+               tokens / (t_train > 0 ? t_train : 1e-9), mdl_num_params(trn_model(t)), trn_steps_done(t), skipped,
+               trn_weights_name(used), have_full ? "train" : "valid (head)",
+               have_full ? "valid" : "valid (held-out tail)", cfg.preset, (unsigned long long)cfg.seed);
     rc = 0;
+    /* what did not work makes the exit status non-zero, with the reason */
+    if (!isfinite(val_ce) || (tok_test.n > 1 && !isfinite(test_ce))) {
+        fprintf(stderr, "wt2_train: FAILED: the final loss is not finite (the run diverged: %lld of %lld steps skipped)\n",
+                skipped, ran);
+        rc = 1;
+    } else if (ran > 0 && 2 * skipped > ran) {
+        fprintf(stderr, "wt2_train: FAILED: %lld of the %lld steps of this run were skipped (non-finite loss or "
+                        "gradient): the run diverged\n", skipped, ran);
+        rc = 1;
+    } else if (skipped > 0) {
+        fprintf(stderr, "wt2_train: warning: %lld of %lld steps were skipped (non-finite loss or gradient)\n", skipped,
+                ran);
+    }
+    if (!final_saved) {
+        fprintf(stderr, "wt2_train: FAILED: the final checkpoint was not written (see above)\n");
+        rc = 1;
+    }
+    if (save_failures) {
+        fprintf(stderr, "wt2_train: FAILED: %d periodic checkpoint(s) could not be written\n", save_failures);
+        rc = 1;
+    }
 out:
-    if (metrics) fclose(metrics);
+    if (metrics) {
+        int bad = fflush(metrics) != 0 || ferror(metrics);
+        int e = errno;
+        if (fclose(metrics) != 0 && !bad) {
+            bad = 1;
+            e = errno;
+        }
+        if (bad) {
+            fprintf(stderr, "wt2_train: FAILED: writing %s/metrics.jsonl failed: %s\n", cfg.out_dir, strerror(e));
+            if (rc == 0 || rc == 130) rc = 1;
+        }
+    }
     trn_destroy(t);
     wt2_tokens_free(&tok_train);
     wt2_tokens_free(&tok_eval);

@@ -92,6 +92,17 @@ if [ -x build/wt2_train ] && [ -f "$WT2_DATA/wt2.valid.gpt2.u16" ]; then
     else echo "FAIL wt2_train smoke (logs in $SM.*)"; tail -n 5 "$SM".*.err; F=$((F + 1)); fi
 fi
 
+# 3c. the programs never report success they did not have: unwritable output, divergence,
+#     bad ids, bad tokenizer files, empty splits (tests/programs_check.sh, tiny runs)
+if [ -x build/wt2_train ]; then
+    if sh tests/programs_check.sh build "$WT2_DATA" > "$LOG/programs_check.out" 2>&1 \
+        && grep -q '^RESULT programs_check .*failed=0' "$LOG/programs_check.out"; then
+        echo "programs check: 1 passed, 0 failed"; P=$((P + 1))
+    else
+        echo "FAIL programs check (log in $LOG/programs_check.out):"; grep '^FAIL' "$LOG/programs_check.out"; F=$((F + 1))
+    fi
+fi
+
 # 4. CUDA kernels. (a) In the CPU simulation (tests/cuda_sim.h), on every machine: each
 #    tests/parity_*.cu built with g++ and clang++ under ASan + UBSan runs every kernel
 #    against the CPU reference; a planted out-of-bounds write (global and shared memory)

@@ -8,10 +8,20 @@
 #include "../examples/common/bpe.c"
 #include "attnkit_test.h"
 
+#include <time.h>
+
 static bpe_tokenizer *g_gpt2;      /* NULL when the data directory is absent */
 static char g_gpt2_err[1024];
 
 static bpe_tokenizer *gpt2(void) { return g_gpt2; }
+
+/* start of the line before the final newline at s[end] (the last line of a file) */
+static const unsigned char *memrchr_compat(const unsigned char *s, size_t end)
+{
+    size_t i = end;
+    while (i > 0 && s[i - 1] != '\n') i--;
+    return s + (i ? i - 1 : 0);
+}
 
 /* ---- helpers */
 
@@ -609,6 +619,62 @@ static void test_files(void)
     free(mg);
 }
 
+/* A merges FILE must be whole (bpe_load): empty, without its #version line, cut inside
+   its last line or cut at a line end (fewer merges than encoder.json needs) are refused,
+   naming the file. */
+static void test_merges_file_checked(void)
+{
+    char err[2048], ej[1100], vb[1100], tmp[1300];
+    unsigned char *mg = NULL;
+    size_t ml = 0, half;
+    const char *td = getenv("TMPDIR");
+    bpe_tokenizer *t = NULL;
+    int i, rc;
+    if (!gpt2()) TEST_SKIP(g_gpt2_err);
+    snprintf(ej, sizeof ej, "%s/gpt2/encoder.json", bpe_default_data_dir());
+    snprintf(vb, sizeof vb, "%s/gpt2/vocab.bpe", bpe_default_data_dir());
+    snprintf(tmp, sizeof tmp, "%s/attnkit_bpe_%lu_%p.bpe", td && *td ? td : "/tmp", (unsigned long)time(NULL),
+             (void *)&t);
+    CHECK_INT_EQ(bpe_read_file(vb, (size_t)1 << 30, &mg, &ml, err, sizeof err), BPE_OK);
+    if (!mg) return;
+    half = (size_t)((const unsigned char *)memchr(mg + ml / 2, '\n', ml / 2) - mg) + 1;
+    for (i = 0; i < 6; i++) {
+        /* 0 whole, 1 empty, 2 half (at a line end), 3 cut inside the last line,
+           4 without the #version line, 5 without the last merge */
+        size_t off = 0, n = ml;
+        FILE *f;
+        if (i == 1) n = 0;
+        if (i == 2) n = half;
+        if (i == 3) n = ml - 3;
+        if (i == 4) {
+            off = (size_t)((const unsigned char *)memchr(mg, '\n', ml) - mg) + 1;
+            n = ml - off;
+        }
+        if (i == 5) n = (size_t)((const unsigned char *)memrchr_compat(mg, ml - 1) - mg) + 1;
+        f = fopen(tmp, "wb");
+        CHECK(f != NULL);
+        if (!f) break;
+        CHECK(n == 0 || fwrite(mg + off, 1, n, f) == n);
+        CHECK(fclose(f) == 0);
+        t = NULL;
+        err[0] = 0;
+        rc = bpe_load(&t, ej, tmp, err, sizeof err);
+        if (i == 0) {
+            CHECK_INT_EQ(rc, BPE_OK);
+            CHECK(t != NULL && bpe_num_merges(t) == 50000);
+        } else {
+            CHECK_INT_EQ(rc, BPE_EFORMAT);
+            CHECK(t == NULL && strstr(err, tmp) != NULL);
+        }
+        if (i == 1 || i == 4) CHECK(strstr(err, "#version") != NULL);
+        if (i == 3) CHECK(strstr(err, "truncated") != NULL);
+        if (i == 2 || i == 5) CHECK(strstr(err, "merges, but the 50257 tokens") != NULL);
+        bpe_free(t);
+    }
+    remove(tmp);
+    free(mg);
+}
+
 static void test_api_errors(void)
 {
     const char *extra[] = {"he"};
@@ -668,6 +734,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_malformed_vocab);
     TEST_RUN(test_malformed_merges);
     TEST_RUN(test_files);
+    TEST_RUN(test_merges_file_checked);
     TEST_RUN(test_api_errors);
     bpe_free(g_gpt2);
     return TEST_END();

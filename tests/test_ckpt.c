@@ -460,6 +460,16 @@ static void test_truncated_every_prefix(void)
     CHECK_INT_EQ(ckpt_open(&f, path, err, sizeof err), CKPT_EIO);
     CHECK(strstr(err, "nope.safetensors") != NULL);
     CHECK_INT_EQ(ckpt_open(&f, g_tmp, err, sizeof err), CKPT_EIO);
+    /* a FIFO with no writer: refused at once (a blocking open would wait forever; the
+       alarm turns a hang into a failed run) */
+    tmp_path(path, sizeof path, "fifo.safetensors");
+    if (mkfifo(path, 0600) == 0) {
+        alarm(20);
+        CHECK_INT_EQ(ckpt_open(&f, path, err, sizeof err), CKPT_EIO);
+        alarm(0);
+        CHECK(f == NULL && strstr(err, "not a regular file") != NULL);
+        unlink(path);
+    }
 }
 
 static void test_flipped_data_byte(void)

@@ -256,7 +256,16 @@ static void test_u16_files(void)
         free(raw);
     }
     CHECK_INT_EQ(wt2_load_u16(p, 50257, &back, &n, err, sizeof err), BPE_EFORMAT); /* 65535 >= vocab */
-    CHECK(back == NULL && strstr(err, "65535 at position 3"));
+    CHECK(back == NULL && strstr(err, "65535 at byte offset 6 (token 3)"));
+    {   /* the same check on ids in memory, against a model's vocabulary */
+        uint16_t v[4] = {0, 99, 100, 5};
+        CHECK_INT_EQ(wt2_check_ids(v, 2, 100, "a.u16", err, sizeof err), BPE_OK);
+        CHECK_INT_EQ(wt2_check_ids(v, 4, 100, "a.u16", err, sizeof err), BPE_ERANGE);
+        CHECK(strstr(err, "a.u16: token id 100 at byte offset 4 (token 2)") != NULL);
+        CHECK_INT_EQ(wt2_check_ids(v, 4, 101, NULL, err, sizeof err), BPE_OK);
+        CHECK_INT_EQ(wt2_check_ids(v, 4, 0, NULL, err, sizeof err), BPE_EINVAL);
+        CHECK_INT_EQ(wt2_check_ids(NULL, 4, 10, NULL, err, sizeof err), BPE_EINVAL);
+    }
     CHECK_INT_EQ(wt2_write_u16(p, bad, 2, err, sizeof err), BPE_ERANGE);
     CHECK_INT_EQ(wt2_load_u16(p, 0, &back, &n, err, sizeof err), BPE_OK); /* old file intact */
     CHECK_INT_EQ(n, 5);

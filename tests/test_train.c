@@ -485,6 +485,143 @@ static void test_gac_preclip(void)
     trn_destroy(t[1]);
 }
 
+/* Ids outside the model's vocabulary are refused when the trainer is made (naming the
+   split and the position), not when a batch happens to sample them; a batch * context
+   that does not fit an int is refused by the validation, not reported as out of memory. */
+static void test_refused_at_create(void)
+{
+    trn_config c;
+    trn *t = NULL;
+    char err[512];
+    static uint16_t ids[NTOK];
+    micro(&c);
+    memcpy(ids, g_ids, sizeof ids);
+    ids[100] = 37; /* vocab is 37 */
+    err[0] = 0;
+    CHECK_INT_EQ(trn_create(&t, &c, ids, 3200, ids + 3200, NTOK - 3200, err, sizeof err), TRN_EINVAL);
+    CHECK(t == NULL && strstr(err, "training split: token id 37 at position 100") != NULL);
+    CHECK(strstr(err, "--vocab 37") != NULL);
+    ids[100] = g_ids[100];
+    ids[3200 + 7] = 65535;
+    CHECK_INT_EQ(trn_create(&t, &c, ids, 3200, ids + 3200, NTOK - 3200, err, sizeof err), TRN_EINVAL);
+    CHECK(t == NULL && strstr(err, "evaluation split: token id 65535 at position 7") != NULL);
+    ids[3200 + 7] = g_ids[3200 + 7];
+    CHECK_INT_EQ(trn_create(&t, &c, ids, 3200, ids + 3200, NTOK - 3200, err, sizeof err), TRN_OK);
+    trn_destroy(t);
+    /* 134217728 x 16 = 2^31 tokens per step */
+    c.batch = 134217728;
+    c.context = 16;
+    c.model.max_T = 16;
+    c.cg = 0;
+    err[0] = 0;
+    CHECK_INT_EQ(trn_config_validate(&c, err, sizeof err), TRN_EINVAL);
+    CHECK(strstr(err, "tokens per step") != NULL);
+    c.batch = 134217727; /* fits: validation passes (memory is trn_create's business) */
+    CHECK_INT_EQ(trn_config_validate(&c, err, sizeof err), TRN_OK);
+}
+
+/* trn_save always writes the CRC entry: a checkpoint without it is refused, unless the
+   caller passes TRN_LOAD_ALLOW_NO_CRC. */
+static void test_crc_required(void)
+{
+    trn_config c;
+    trn *t = NULL;
+    char err[512], good[400], bad[400];
+    unsigned char *buf;
+    long n;
+    micro(&c);
+    snprintf(good, sizeof good, "%s/crc.safetensors", g_dir);
+    snprintf(bad, sizeof bad, "%s/nocrc.safetensors", g_dir);
+    CHECK_INT_EQ(trn_create(&t, &c, g_ids, 3200, g_ids + 3200, NTOK - 3200, err, sizeof err), TRN_OK);
+    if (!t) return;
+    CHECK_INT_EQ(run_steps(t, 2), TRN_OK);
+    CHECK_INT_EQ(trn_save(t, good, err, sizeof err), TRN_OK);
+    buf = slurp(good, &n);
+    CHECK(buf != NULL);
+    if (buf) {
+        /* blank out ,"attnkit.crc32":"xxxxxxxx" (or the pair and its comma): still JSON */
+        uint64_t hl = 0;
+        int k;
+        char *h, *p;
+        for (k = 7; k >= 0; k--) hl = (hl << 8) | buf[k];
+        h = (char *)malloc((size_t)hl + 1);
+        memcpy(h, buf + 8, (size_t)hl);
+        h[hl] = 0;
+        p = strstr(h, "\"attnkit.crc32\":\"");
+        CHECK(p != NULL);
+        if (p) {
+            size_t at = (size_t)(p - h), len = strlen("\"attnkit.crc32\":\"") + 9;
+            if (at > 0 && h[at - 1] == ',') { at--; len++; }
+            else if (h[at + len] == ',') len++;
+            memset(buf + 8 + at, ' ', len);
+        }
+        free(h);
+        spit(bad, buf, n);
+        err[0] = 0;
+        CHECK_INT_EQ(trn_load(t, bad, err, sizeof err), TRN_EFORMAT);
+        CHECK(strstr(err, "crc32") != NULL && strstr(err, "nocrc.safetensors") != NULL);
+        CHECK_INT_EQ(trn_load_flags(t, bad, TRN_LOAD_ALLOW_NO_CRC, err, sizeof err), TRN_OK);
+        CHECK_INT_EQ(trn_steps_done(t), 2);
+        CHECK_INT_EQ(trn_load(t, good, err, sizeof err), TRN_OK);
+        free(buf);
+    }
+    trn_destroy(t);
+    remove(good);
+    remove(bad);
+}
+
+/* A diverging run (lr 1e30): every step returns TRN_OK, the non-finite ones are skipped
+   and counted, the evaluation says NaN instead of failing, and every metrics line stays
+   JSON (null for the non-finite numbers). */
+static void test_divergence(void)
+{
+    trn_config c;
+    trn *t = NULL;
+    char err[512], path[400], line[4096], b[40];
+    FILE *f;
+    double ce = 0;
+    long long nt = 0;
+    int rc = TRN_OK, i, nulls = 0, lines = 0, bad = 0;
+    CHECK(strcmp(trn_json_num(b, sizeof b, 6, NAN), "null") == 0);
+    CHECK(strcmp(trn_json_num(b, sizeof b, 6, -INFINITY), "null") == 0);
+    CHECK(strcmp(trn_json_num(b, sizeof b, 3, 1.5), "1.500") == 0);
+    CHECK(strcmp(trn_json_num(b, sizeof b, 2, 1e30), "1.00e+30") == 0);
+    CHECK(strcmp(trn_json_gnum(b, sizeof b, 6, INFINITY), "null") == 0);
+    CHECK(strcmp(trn_json_gnum(b, sizeof b, 3, 0.00012345), "0.000123") == 0);
+    micro(&c);
+    c.lr = 1e30f;
+    c.grad_clip = 0;
+    snprintf(path, sizeof path, "%s/div.jsonl", g_dir);
+    f = fopen(path, "w");
+    CHECK_INT_EQ(trn_create(&t, &c, g_ids, 3200, g_ids + 3200, NTOK - 3200, err, sizeof err), TRN_OK);
+    if (!t || !f) {
+        if (f) fclose(f);
+        trn_destroy(t);
+        return;
+    }
+    trn_set_metrics(t, f);
+    for (i = 0; i < 12 && rc == TRN_OK; i++) rc = trn_step(t, NULL);
+    CHECK_INT_EQ(rc, TRN_OK);
+    CHECK(trn_steps_skipped(t) >= 6);
+    CHECK_INT_EQ(trn_evaluate(t, g_ids + 3200, NTOK - 3200, 8, TRN_W_RAW, 0, &ce, &nt, NULL), TRN_OK);
+    CHECK(!isfinite(ce));
+    trn_set_metrics(t, NULL);
+    fclose(f);
+    trn_destroy(t);
+    f = fopen(path, "r");
+    CHECK(f != NULL);
+    while (f && fgets(line, sizeof line, f)) {
+        lines++;
+        if (strstr(line, "null")) nulls++;
+        if (strstr(line, "nan") || strstr(line, "inf") || strstr(line, "NaN")) bad++;
+    }
+    if (f) fclose(f);
+    CHECK(lines >= 12);
+    CHECK(nulls >= 6);
+    CHECK_INT_EQ(bad, 0);
+    remove(path);
+}
+
 int main(int argc, char **argv)
 {
     TEST_INIT(argc, argv);
@@ -500,6 +637,9 @@ int main(int argc, char **argv)
     TEST_RUN(test_learns);
     TEST_RUN(test_eval_batch_invariant);
     TEST_RUN(test_gac_preclip);
+    TEST_RUN(test_refused_at_create);
+    TEST_RUN(test_crc_required);
+    TEST_RUN(test_divergence);
     rmdir(g_dir);
     return TEST_END();
 }

@@ -803,8 +803,37 @@ int bpe_load(bpe_tokenizer **out, const char *encoder_json_path, const char *voc
         free(js);
         return rc;
     }
+    /* A merges FILE must be whole: the first line is "#version ...", the last line ends
+       with its newline, and there is one merge per token that is neither a byte nor
+       <|endoftext|> (as in GPT-2: 50,257 = 256 + 50,000 + 1). An empty, cut or half-length
+       file would otherwise load and give different ids silently. bpe_load_mem (small
+       vocabularies built in memory) does not ask this. */
+    {
+        size_t p0 = ml >= 3 && mg[0] == 0xEF && mg[1] == 0xBB && mg[2] == 0xBF ? 3 : 0;
+        if (ml - p0 < 8 || memcmp(mg + p0, "#version", 8) != 0)
+            rc = bpe__err(err, errlen, BPE_EFORMAT, "%s: %s: not a GPT-2 merges file (no '#version' first line)",
+                          vocab_bpe_path, ml == 0 ? "empty" : "incomplete");
+        else if (mg[ml - 1] != '\n')
+            rc = bpe__err(err, errlen, BPE_EFORMAT,
+                          "%s: the last line has no newline: the file is truncated (%zu bytes)", vocab_bpe_path, ml);
+        if (rc) {
+            free(js);
+            free(mg);
+            return rc;
+        }
+    }
     rc = bpe_load_mem(out, (const char *)js, jl, (const char *)mg, ml, err, errlen);
-    if (rc && err && errlen) {
+    if (rc == BPE_OK) {
+        int nv = bpe_vocab_size(*out), nm = bpe_num_merges(*out), want = nv - 256 - (bpe_eot(*out) >= 0);
+        if (nm != want) {
+            rc = bpe__err(err, errlen, BPE_EFORMAT,
+                          "%s has %d merges, but the %d tokens of %s need %d (one per token that is not a byte or "
+                          "<|endoftext|>): truncated or mismatched files", vocab_bpe_path, nm, nv, encoder_json_path,
+                          want);
+            bpe_free(*out);
+            *out = NULL;
+        }
+    } else if (rc && err && errlen) {
         /* prefix the message with the directory of the file that failed */
         char tmp[512];
         snprintf(tmp, sizeof tmp, "%s", err);

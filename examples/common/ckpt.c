@@ -1261,7 +1261,9 @@ int ckpt_open(ckpt_file **out, const char *path, char *err, size_t errlen)
     *out = NULL;
     if (!path) return ckpt__err(err, errlen, CKPT_EINVAL, "ckpt_open: NULL path");
     if (!ckpt__little_endian()) return ckpt__err(err, errlen, CKPT_EINVAL, "ckpt: big-endian hosts are not supported");
-    fd = open(path, O_RDONLY);
+    /* O_NONBLOCK: opening a FIFO (or a device) must not wait for a writer; anything but
+       a regular file is refused below, before a read */
+    fd = open(path, O_RDONLY | O_NONBLOCK);
     if (fd < 0) {
         e = errno;
         return ckpt__err(err, errlen, CKPT_EIO, "cannot open '%s': %s", path, strerror(e));
@@ -1274,6 +1276,14 @@ int ckpt_open(ckpt_file **out, const char *path, char *err, size_t errlen)
     if (!S_ISREG(st.st_mode)) {
         close(fd);
         return ckpt__err(err, errlen, CKPT_EIO, "'%s' is not a regular file", path);
+    }
+    {   /* back to blocking reads for the regular file */
+        int fl = fcntl(fd, F_GETFL);
+        if (fl == -1 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) == -1) {
+            e = errno;
+            close(fd);
+            return ckpt__err(err, errlen, CKPT_EIO, "cannot read '%s': %s", path, strerror(e));
+        }
     }
     fsize = (uint64_t)st.st_size;
     if (fsize < 8) {

@@ -1,10 +1,14 @@
 /* data.c - WikiText-2 data pipeline. See data.h. */
+#define _POSIX_C_SOURCE 200809L
 #include "data.h"
 
 #include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <unistd.h>
 
 #include <lzma.h>
 
@@ -242,8 +246,8 @@ int wt2_load_u16(const char *path, int vocab, uint16_t **ids, size_t *n, char *e
     for (i = 0; i < len / 2; i++) {
         v[i] = (uint16_t)(raw[2 * i] | (raw[2 * i + 1] << 8));
         if (vocab > 0 && v[i] >= vocab) {
-            rc = wt2__err(err, errlen, BPE_EFORMAT, "%s: id %u at position %zu >= vocabulary size %d",
-                          path, (unsigned)v[i], i, vocab);
+            rc = wt2__err(err, errlen, BPE_EFORMAT, "%s: id %u at byte offset %zu (token %zu) >= vocabulary size %d",
+                          path, (unsigned)v[i], 2 * i, i, vocab);
             free(v);
             free(raw);
             return rc;
@@ -255,14 +259,31 @@ int wt2_load_u16(const char *path, int vocab, uint16_t **ids, size_t *n, char *e
     return BPE_OK;
 }
 
+int wt2_check_ids(const uint16_t *ids, size_t n, int vocab, const char *source, char *err, size_t errlen)
+{
+    size_t i;
+    if ((!ids && n) || vocab < 1) return wt2__err(err, errlen, BPE_EINVAL, "wt2_check_ids: invalid argument");
+    for (i = 0; i < n; i++)
+        if ((int)ids[i] >= vocab)
+            return wt2__err(err, errlen, BPE_ERANGE,
+                            "%s: token id %u at byte offset %zu (token %zu) is outside the vocabulary of %d",
+                            source ? source : "token ids", (unsigned)ids[i], 2 * i, i, vocab);
+    return BPE_OK;
+}
+
 /* ------------------------------------------------------------------ directory */
 
+/* A file is there when it exists (readable or not: an unreadable file is reported by
+   the loader with its reason, never as missing). */
 static int wt2__exists(const char *path)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) return 0;
-    fclose(f);
-    return 1;
+    struct stat st;
+    return stat(path, &st) == 0 && !S_ISDIR(st.st_mode);
+}
+
+static const char *wt2__unreadable(const char *path)
+{
+    return access(path, R_OK) == 0 ? "" : " (NOT READABLE: permission denied)";
 }
 
 int wt2_scan(const char *dir, wt2_inventory *inv)
@@ -299,9 +320,10 @@ void wt2_describe(const wt2_inventory *inv, const char *dir, FILE *f)
     fprintf(f, "WikiText-2 in %s:\n", dir);
     for (s = 0; s < WT2_NSPLITS; s++) {
         if (inv->has_raw[s] || inv->has_u16[s])
-            fprintf(f, "  %-5s found:%s%s%s%s\n", wt2_split_name(s), inv->has_raw[s] ? " raw text " : "",
-                    inv->has_raw[s] ? inv->raw_path[s] : "", inv->has_u16[s] ? " token ids " : "",
-                    inv->has_u16[s] ? inv->u16_path[s] : "");
+            fprintf(f, "  %-5s found:%s%s%s%s%s%s\n", wt2_split_name(s), inv->has_raw[s] ? " raw text " : "",
+                    inv->has_raw[s] ? inv->raw_path[s] : "", inv->has_raw[s] ? wt2__unreadable(inv->raw_path[s]) : "",
+                    inv->has_u16[s] ? " token ids " : "", inv->has_u16[s] ? inv->u16_path[s] : "",
+                    inv->has_u16[s] ? wt2__unreadable(inv->u16_path[s]) : "");
         else
             fprintf(f, "  %-5s MISSING (neither wiki.%s.raw[.xz] nor wt2.%s.gpt2.u16)\n",
                     wt2_split_name(s), wt2_split_name(s), wt2_split_name(s));

@@ -60,7 +60,13 @@ int wt2_write_u16(const char *path, const int32_t *ids, size_t n, char *err, siz
 int wt2_load_u16(const char *path, int vocab, uint16_t **ids, size_t *n, char *err,
                  size_t errlen);
 
-/* What a data directory holds. */
+/* Every id < vocab? BPE_ERANGE naming source (a file name; may be NULL), the byte offset
+   and the index of the first id that is not. */
+int wt2_check_ids(const uint16_t *ids, size_t n, int vocab, const char *source, char *err,
+                  size_t errlen);
+
+/* What a data directory holds (a file that exists but cannot be read counts as there:
+   loading it then fails with the reason, and wt2_describe marks it). */
 typedef struct {
     int has_raw[WT2_NSPLITS], has_u16[WT2_NSPLITS];
     char raw_path[WT2_NSPLITS][1024]; /* wiki.<s>.raw or wiki.<s>.raw.xz */

@@ -4,6 +4,7 @@
 #include "data.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdarg.h>
@@ -523,6 +524,9 @@ int trn_config_validate(const trn_config *c, char *err, size_t errlen)
     if (!c) return trn__fail(err, errlen, TRN_EINVAL, "configuration is NULL");
     if (c->context < 1) return trn__fail(err, errlen, TRN_EINVAL, "--context must be >= 1");
     if (c->batch < 1) return trn__fail(err, errlen, TRN_EINVAL, "--batch must be >= 1");
+    if ((long long)c->batch * (long long)c->context > (long long)INT_MAX)
+        return trn__fail(err, errlen, TRN_EINVAL, "--batch %d x --context %d = %lld tokens per step: more than %d",
+                         c->batch, c->context, (long long)c->batch * (long long)c->context, INT_MAX);
     if (c->steps < 0) return trn__fail(err, errlen, TRN_EINVAL, "--steps must be >= 0");
     if (c->epoch_steps < 0) return trn__fail(err, errlen, TRN_EINVAL, "--epoch-steps must be >= 0");
     if (c->steps == 0 && c->epochs < 1)
@@ -648,6 +652,7 @@ long long trn_steps_done(const trn *t) { return t ? t->step : 0; }
 long long trn_total_steps(const trn *t) { return t ? t->total : 0; }
 long long trn_steps_per_epoch(const trn *t) { return t ? t->per_epoch : 0; }
 void trn_set_metrics(trn *t, FILE *f) { if (t) t->metrics = f; }
+long long trn_steps_skipped(const trn *t) { return t ? t->skipped : 0; }
 
 const char *trn_weights_name(int w)
 {
@@ -734,8 +739,22 @@ int trn_create(trn **out, const trn_config *cfg, const uint16_t *train_ids, size
     if (rc != TRN_OK) return rc;
     Tmax = trn__max_len(cfg);
     if (n_train < (size_t)cfg->context + 1)
-        return trn__fail(err, errlen, TRN_EINVAL, "training split has %zu tokens, fewer than context + 1 = %d",
-                         n_train, cfg->context + 1);
+        return trn__fail(err, errlen, TRN_EINVAL, "training split has %zu tokens, fewer than context + 1 = %zu",
+                         n_train, (size_t)cfg->context + 1);
+    {
+        /* every id must index the embedding: found here, not when a batch samples it */
+        const uint16_t *v[2];
+        size_t nn[2], k;
+        int s;
+        v[0] = train_ids; nn[0] = n_train;
+        v[1] = val_ids; nn[1] = n_val;
+        for (s = 0; s < 2; s++)
+            for (k = 0; k < nn[s]; k++)
+                if ((int)v[s][k] >= cfg->model.vocab)
+                    return trn__fail(err, errlen, TRN_EINVAL,
+                                     "%s split: token id %u at position %zu is outside the vocabulary (--vocab %d)",
+                                     s ? "evaluation" : "training", (unsigned)v[s][k], k, cfg->model.vocab);
+    }
     if (n_val < 2)
         return trn__fail(err, errlen, TRN_EINVAL, "evaluation split has %zu tokens (need >= 2)", n_val);
     t = (trn *)calloc(1, sizeof *t);
@@ -757,7 +776,7 @@ int trn_create(trn **out, const trn_config *cfg, const uint16_t *train_ids, size
     t->n_train = n_train;
     t->val_ids = val_ids;
     t->n_val = n_val;
-    t->tokens_per_step = cfg->batch * cfg->context;
+    t->tokens_per_step = cfg->batch * cfg->context; /* <= INT_MAX: checked by validate */
     Bmax = cfg->batch;
     if (cfg->cg)
         for (i = 0; i < cfg->n_cg; i++) {
@@ -773,7 +792,12 @@ int trn_create(trn **out, const trn_config *cfg, const uint16_t *train_ids, size
     t->backup = (float *)trn__alloc(t->n * sizeof(float));
     if (cfg->ema) t->ema = (float *)trn__alloc(t->n * sizeof(float));
     if (cfg->swa) t->swa = (float *)trn__alloc(t->n * sizeof(float));
-    t->chunk = (int32_t *)trn__alloc((size_t)Bmax * (size_t)(Tmax + 1) * sizeof(int32_t));
+    if ((size_t)Bmax > ((size_t)-1 / sizeof(int32_t)) / ((size_t)Tmax + 1)) {
+        trn_destroy(t);
+        return trn__fail(err, errlen, TRN_ENOMEM, "batch buffers of %d x %zu ids do not fit in memory", Bmax,
+                         (size_t)Tmax + 1);
+    }
+    t->chunk = (int32_t *)trn__alloc((size_t)Bmax * ((size_t)Tmax + 1) * sizeof(int32_t));
     t->inp = (int *)trn__alloc((size_t)Bmax * (size_t)Tmax * sizeof(int));
     t->tgt = (int *)trn__alloc((size_t)Bmax * (size_t)Tmax * sizeof(int));
     t->head_temp = (float *)trn__alloc((size_t)t->L * (size_t)t->H * sizeof(float));
@@ -961,18 +985,40 @@ int trn_evaluate(trn *t, const uint16_t *ids, size_t n, int T, int weights, int 
     return rc;
 }
 
+const char *trn_json_num(char *buf, size_t cap, int prec, double v)
+{
+    if (!buf || cap == 0) return "null";
+    if (!isfinite(v) || prec < 0 || prec > 17) snprintf(buf, cap, "null");
+    else if (fabs(v) < 1e15) snprintf(buf, cap, "%.*f", prec, v);
+    else snprintf(buf, cap, "%.*e", prec, v); /* stays short: 1e30 is not 31 digits */
+    return buf;
+}
+
+const char *trn_json_gnum(char *buf, size_t cap, int prec, double v)
+{
+    if (!buf || cap == 0) return "null";
+    if (!isfinite(v) || prec < 1 || prec > 17) snprintf(buf, cap, "null");
+    else snprintf(buf, cap, "%.*g", prec, v);
+    return buf;
+}
+
 static void trn__metrics_train(trn *t, const trn_step_info *in)
 {
+    char b[11][40];
     if (!t->metrics) return;
+    /* non-finite values (a diverged step) are written as null: the line stays JSON */
     fprintf(t->metrics,
-            "{\"type\":\"train\",\"step\":%lld,\"epoch\":%d,\"T\":%d,\"B\":%d,\"loss\":%.6f,"
-            "\"ce\":%.6f,\"lr\":%.6g,\"grad_norm\":%.6g,\"prior_scale\":%.4f,\"mu_entropy\":%.5f,"
-            "\"sat_frac\":%.5f,\"tau_mean\":%.5f,\"beta_mean\":%.5f,\"lambda_sat\":%.5f,"
-            "\"moe_lb\":%.6g,\"skipped\":%d}\n",
-            in->step, in->epoch, in->T, in->B, in->loss, in->ce, (double)in->lr,
-            (double)in->grad_norm, (double)in->prior_scale, (double)in->mu_entropy,
-            (double)in->sat_frac, (double)in->tau_mean, (double)in->beta_mean,
-            (double)in->lambda_sat, (double)in->moe_lb, in->skipped);
+            "{\"type\":\"train\",\"step\":%lld,\"epoch\":%d,\"T\":%d,\"B\":%d,\"loss\":%s,"
+            "\"ce\":%s,\"lr\":%s,\"grad_norm\":%s,\"prior_scale\":%s,\"mu_entropy\":%s,"
+            "\"sat_frac\":%s,\"tau_mean\":%s,\"beta_mean\":%s,\"lambda_sat\":%s,"
+            "\"moe_lb\":%s,\"skipped\":%d}\n",
+            in->step, in->epoch, in->T, in->B, trn_json_num(b[0], 40, 6, in->loss),
+            trn_json_num(b[1], 40, 6, in->ce), trn_json_gnum(b[2], 40, 6, (double)in->lr),
+            trn_json_gnum(b[3], 40, 6, (double)in->grad_norm), trn_json_num(b[4], 40, 4, (double)in->prior_scale),
+            trn_json_num(b[5], 40, 5, (double)in->mu_entropy), trn_json_num(b[6], 40, 5, (double)in->sat_frac),
+            trn_json_num(b[7], 40, 5, (double)in->tau_mean), trn_json_num(b[8], 40, 5, (double)in->beta_mean),
+            trn_json_num(b[9], 40, 5, (double)in->lambda_sat), trn_json_gnum(b[10], 40, 6, (double)in->moe_lb),
+            in->skipped);
     fflush(t->metrics);
 }
 
@@ -1065,10 +1111,12 @@ static int trn__periodic_eval(trn *t, trn_step_info *info)
     t->run_n = 0;
     trn__metrics_prior(t, "eval", &t->eval_st);
     if (t->metrics) {
+        char b[3][40];
         fprintf(t->metrics, "{\"type\":\"eval\",\"step\":%lld,\"epoch\":%d,\"split\":\"val\","
-                            "\"weights\":\"raw\",\"val_ce\":%.6f,\"val_ppl\":%.4f,\"tokens\":%lld,"
-                            "\"lambda_sat\":%.5f}\n",
-                t->step, t->epoch, ce, exp(ce), nt, (double)t->lambda_sat);
+                            "\"weights\":\"raw\",\"val_ce\":%s,\"val_ppl\":%s,\"tokens\":%lld,"
+                            "\"lambda_sat\":%s}\n",
+                t->step, t->epoch, trn_json_num(b[0], 40, 6, ce), trn_json_num(b[1], 40, 4, exp(ce)), nt,
+                trn_json_num(b[2], 40, 5, (double)t->lambda_sat));
         fflush(t->metrics);
     }
     return TRN_OK;
@@ -1102,10 +1150,11 @@ static void trn__epoch_end(trn *t)
             guardian_swa_offer(&t->swa_state, t->swa, mdl_params(t->m), (int64_t)t->n, t->epoch,
                                (float)t->swa_entry_ce, (float)t->val_ce, &taken);
             if (t->metrics) {
-                fprintf(t->metrics, "{\"type\":\"swa\",\"step\":%lld,\"epoch\":%d,\"val_ce\":%.6f,"
-                                    "\"entry_ce\":%.6f,\"taken\":%d,\"averaged\":%lld}\n",
-                        t->step, t->epoch, t->val_ce, t->swa_entry_ce, taken,
-                        (long long)t->swa_state.n_averaged);
+                char b[2][40];
+                fprintf(t->metrics, "{\"type\":\"swa\",\"step\":%lld,\"epoch\":%d,\"val_ce\":%s,"
+                                    "\"entry_ce\":%s,\"taken\":%d,\"averaged\":%lld}\n",
+                        t->step, t->epoch, trn_json_num(b[0], 40, 6, t->val_ce),
+                        trn_json_num(b[1], 40, 6, t->swa_entry_ce), taken, (long long)t->swa_state.n_averaged);
                 fflush(t->metrics);
             }
         }
@@ -1472,6 +1521,11 @@ static void trn__arch_diff(const char *file, const trn_config *c, char *err, siz
 
 int trn_load(trn *t, const char *path, char *err, size_t errlen)
 {
+    return trn_load_flags(t, path, 0, err, errlen);
+}
+
+int trn_load_flags(trn *t, const char *path, unsigned flags, char *err, size_t errlen)
+{
     ckpt_file *f = NULL;
     char cerr[512], *arch = NULL;
     const char *meta;
@@ -1494,6 +1548,12 @@ int trn_load(trn *t, const char *path, char *err, size_t errlen)
     meta = ckpt_meta(f, "attnkit.kind");
     if (!meta || strcmp(meta, "wt2_train")) {
         rc = trn__fail(err, errlen, TRN_EFORMAT, "%s is not a wt2_train checkpoint (no attnkit.kind)", path);
+        goto done;
+    }
+    if (!(flags & TRN_LOAD_ALLOW_NO_CRC) && !ckpt_meta(f, "attnkit.crc32")) {
+        rc = trn__fail(err, errlen, TRN_EFORMAT,
+                       "cannot resume from %s: it has no attnkit.crc32 checksum (every checkpoint this trainer "
+                       "writes has one: the file was edited or written by another program)", path);
         goto done;
     }
     arch = (char *)malloc(16384);

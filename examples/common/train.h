@@ -128,7 +128,8 @@ typedef struct trn_step_info {
 typedef struct trn trn; /* opaque */
 
 /* Creates the model and all training state from cfg; train / val token ids are borrowed
-   (they must outlive the trainer). */
+   (they must outlive the trainer). Every id must be < cfg->model.vocab (TRN_EINVAL with
+   the split and the position of the first that is not). */
 int trn_create(trn **out, const trn_config *cfg, const uint16_t *train_ids, size_t n_train,
                const uint16_t *val_ids, size_t n_val, char *err, size_t errlen);
 void trn_destroy(trn *t);
@@ -151,8 +152,21 @@ const char *trn_weights_name(int w);
    files with a message, and leaves the trainer unchanged on failure. */
 int trn_save(trn *t, const char *path, char *err, size_t errlen);
 int trn_load(trn *t, const char *path, char *err, size_t errlen);
-/* Metrics sink: one JSON line per log step and per evaluation (NULL: none). */
+/* trn_load with flags: TRN_LOAD_ALLOW_NO_CRC accepts a checkpoint without the
+   attnkit.crc32 entry (every checkpoint trn_save writes has one, so trn_load refuses a
+   file without it: it was edited or written by something else). */
+#define TRN_LOAD_ALLOW_NO_CRC 1u
+int trn_load_flags(trn *t, const char *path, unsigned flags, char *err, size_t errlen);
+/* Metrics sink: one JSON line per log step and per evaluation (NULL: none). Non-finite
+   numbers are written as null. */
 void trn_set_metrics(trn *t, FILE *f);
+/* Steps whose update was skipped (non-finite loss or gradient), over the whole run
+   (resumes included). */
+long long trn_steps_skipped(const trn *t);
+/* A JSON number for v into buf: "%.<prec>f" (exponent form from 1e15 up), or "null"
+   when v is not finite (JSON has no NaN or infinity). Returns buf. trn_json_gnum: %g. */
+const char *trn_json_num(char *buf, size_t cap, int prec, double v);
+const char *trn_json_gnum(char *buf, size_t cap, int prec, double v);
 const char *trn_strerror(int err);
 
 #ifdef __cplusplus

@@ -1,0 +1,201 @@
+#!/bin/sh
+# programs_check.sh - the example programs never report success they did not have.
+#
+#   sh tests/programs_check.sh [BINDIR [DATADIR]]     (defaults: build, ${WT2_DIR:-../shared/data})
+#
+# Runs build/wt2_train, build/bpe and build/wt2_prepare (from BINDIR) on tiny
+# configurations and hostile inputs: an output directory that cannot be written, a
+# diverging run, token ids outside the model's vocabulary, truncated or empty vocab.bpe,
+# an empty raw split, a FIFO as checkpoint, a checkpoint without its CRC, stale temporary
+# checkpoints, a resume after a lost checkpoint. Each case prints "ok <name>" or
+# "FAIL <name>: why"; the last line is `RESULT programs_check passed=P failed=F skipped=S`
+# (the runner adds it up) and the exit status is 1 when a case failed. Needs python3 for
+# the strict JSON checks (those cases are skipped without it). Takes ~15 s on 2 cores.
+BIN=${1:-build}
+DATA=${2:-${WT2_DIR:-../shared/data}}
+W=$(mktemp -d "${TMPDIR:-/tmp}/attnkit-programs.XXXXXX") || exit 1
+trap 'rm -rf "$W"' EXIT
+P=0; F=0; S=0
+ok() { echo "ok $1"; P=$((P + 1)); }
+fail() { echo "FAIL $1: $2"; F=$((F + 1)); }
+skip() { echo "skip $1: $2"; S=$((S + 1)); }
+have_py=0; command -v python3 >/dev/null 2>&1 && have_py=1
+# strict JSON: NaN / Infinity (which Python's json would accept) are errors
+json_ok() { # json_ok FILE: every line is one JSON object
+    python3 -c '
+import json, sys
+def bad(x): raise ValueError("non-JSON constant " + x)
+n = 0
+for line in open(sys.argv[1]):
+    if line.strip():
+        o = json.loads(line, parse_constant=bad)
+        assert isinstance(o, dict)
+        n += 1
+assert n > 0, "empty"
+' "$1" 2>"$W/json.err"
+}
+
+TINY="--d-model 16 --layers 1 --heads 2 --context 16 --batch 2 --steps 6 --eval-every 3 --eval-chunks 2 --final-chunks 2 --cg-lengths 8,16 --threads 1 --data-dir $DATA"
+WT=$BIN/wt2_train
+if [ ! -x "$WT" ] || [ ! -f "$DATA/wt2.valid.gpt2.u16" ]; then
+    skip wt2_train "no $WT or no data in $DATA"
+else
+    # 1. an output "directory" that is a file: refused before training, non-zero exit
+    : > "$W/afile"
+    "$WT" $TINY --max-steps 2 --out-dir "$W/afile" --json > "$W/1.out" 2> "$W/1.err"; rc=$?
+    if [ $rc -ne 0 ] && grep -q "not a directory" "$W/1.err" && ! grep -q "step 1/" "$W/1.err" && [ ! -s "$W/1.out" ]; then
+        ok out_dir_is_a_file
+    else fail out_dir_is_a_file "rc=$rc: $(tail -n 2 "$W/1.err")"; fi
+    "$WT" $TINY --max-steps 2 --out-dir "$W/afile/sub" > /dev/null 2> "$W/1b.err"; rc=$?
+    [ $rc -ne 0 ] && grep -q "output directory" "$W/1b.err" && ok out_dir_under_a_file \
+        || fail out_dir_under_a_file "rc=$rc"
+    # 1c. read-only directory (meaningless for root, who writes anyway)
+    if [ "$(id -u)" != 0 ]; then
+        mkdir "$W/ro" && chmod 555 "$W/ro"
+        "$WT" $TINY --max-steps 2 --out-dir "$W/ro" > /dev/null 2> "$W/1c.err"; rc=$?
+        [ $rc -ne 0 ] && grep -q "not writable" "$W/1c.err" && ok out_dir_read_only || fail out_dir_read_only "rc=$rc"
+        chmod 755 "$W/ro"
+    else
+        skip out_dir_read_only "running as root"
+    fi
+    # 1d. the output directory disappears during training, then Ctrl-C: the checkpoint
+    #     cannot be written, so no "resume with" and no 130
+    mkdir "$W/gone"
+    "$WT" $TINY --steps 1000000 --out-dir "$W/gone" > /dev/null 2> "$W/1d.err" &
+    pid=$!
+    k=0; while [ ! -s "$W/gone/metrics.jsonl" ] && [ $k -lt 200 ]; do sleep 0.05; k=$((k + 1)); done
+    mv "$W/gone" "$W/gone.moved" && : > "$W/gone"
+    sleep 0.3; kill -INT $pid; wait $pid; rc=$?
+    if [ $rc -ne 0 ] && [ $rc -ne 130 ] && ! grep -q "resume with" "$W/1d.err" && grep -q "NO checkpoint" "$W/1d.err"; then
+        ok interrupted_without_checkpoint
+    else fail interrupted_without_checkpoint "rc=$rc: $(tail -n 2 "$W/1d.err")"; fi
+    # 1e. ... and at the end of a normal run: the final save fails, the exit status says so
+    mkdir "$W/gone2"
+    "$WT" $TINY --steps 400 --max-steps 400 --eval-every 0 --json --out-dir "$W/gone2" > "$W/1e.out" 2> "$W/1e.err" &
+    pid=$!
+    k=0; while [ ! -s "$W/gone2/metrics.jsonl" ] && [ $k -lt 200 ]; do sleep 0.05; k=$((k + 1)); done
+    mv "$W/gone2" "$W/gone2.moved" && : > "$W/gone2"
+    wait $pid; rc=$?
+    if [ $rc -ne 0 ] && grep -q "checkpoint was not written" "$W/1e.err"; then ok final_save_failed
+    else fail final_save_failed "rc=$rc: $(tail -n 2 "$W/1e.err")"; fi
+
+    # 2. divergence: non-zero exit, and the --json line and metrics.jsonl stay JSON
+    "$WT" $TINY --lr 1e30 --steps 20 --max-steps 20 --out-dir "$W/div" --json > "$W/2.out" 2> "$W/2.err"; rc=$?
+    if [ $rc -ne 0 ] && grep -q "diverged" "$W/2.err"; then ok diverged_exit
+    else fail diverged_exit "rc=$rc: $(tail -n 2 "$W/2.err")"; fi
+    if [ $have_py -eq 1 ]; then
+        json_ok "$W/2.out" && grep -q '"val_ce":null' "$W/2.out" && ok diverged_json_stdout \
+            || fail diverged_json_stdout "$(head -c 300 "$W/2.out") $(cat "$W/json.err" | tail -n 1)"
+        json_ok "$W/div/metrics.jsonl" && ok diverged_json_metrics \
+            || fail diverged_json_metrics "$(tail -n 1 "$W/json.err")"
+    else
+        skip diverged_json "no python3"
+    fi
+
+    # 3. ids outside the model's vocabulary: refused at load, naming the file and offset
+    "$WT" $TINY --vocab 100 --max-steps 2 --out-dir "$W/voc" > /dev/null 2> "$W/3.err"; rc=$?
+    if [ $rc -ne 0 ] && grep -q "wt2\.valid\.gpt2\.u16: token id [0-9]* at byte offset [0-9]*" "$W/3.err" \
+        && ! grep -q "step 1/\|training step failed" "$W/3.err"; then ok vocab_checked_at_load
+    else fail vocab_checked_at_load "rc=$rc: $(tail -n 2 "$W/3.err")"; fi
+    #    a data directory whose test split holds one bad id in its last token
+    mkdir "$W/baddata"
+    ln -s "$(cd "$DATA" && pwd)/wt2.valid.gpt2.u16" "$W/baddata/wt2.valid.gpt2.u16"
+    cp "$DATA/wt2.test.gpt2.u16" "$W/baddata/wt2.test.gpt2.u16" && chmod u+w "$W/baddata/wt2.test.gpt2.u16"
+    printf '\377\377' >> "$W/baddata/wt2.test.gpt2.u16"
+    sz=$(wc -c < "$W/baddata/wt2.test.gpt2.u16")
+    "$WT" $TINY --data-dir "$W/baddata" --max-steps 2 --out-dir "$W/bad" > /dev/null 2> "$W/3b.err"; rc=$?
+    if [ $rc -ne 0 ] && grep -q "wt2\.test\.gpt2\.u16: token id 65535 at byte offset $((sz - 2))" "$W/3b.err" \
+        && ! grep -q "step 1/" "$W/3b.err"; then ok bad_id_in_test_split
+    else fail bad_id_in_test_split "rc=$rc: $(tail -n 2 "$W/3b.err")"; fi
+
+    # 5. batch * context beyond int: refused with the reason, not "out of memory"
+    "$WT" $TINY --batch 134217728 --context 16 --out-dir "$W/big" > /dev/null 2> "$W/5.err"; rc=$?
+    if [ $rc -ne 0 ] && grep -q "tokens per step" "$W/5.err" && ! grep -qi "out of memory" "$W/5.err"; then
+        ok batch_context_overflow
+    else fail batch_context_overflow "rc=$rc: $(tail -n 2 "$W/5.err")"; fi
+
+    # 6. --resume on a FIFO: an error, not a hang
+    if mkfifo "$W/fifo" 2>/dev/null; then
+        timeout 20 "$WT" $TINY --resume "$W/fifo" --out-dir "$W/ff" > /dev/null 2> "$W/6.err"; rc=$?
+        [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "not a regular file" "$W/6.err" && ok resume_fifo \
+            || fail resume_fifo "rc=$rc: $(tail -n 1 "$W/6.err")"
+    else skip resume_fifo "mkfifo failed"; fi
+
+    # 7. a run, a lost checkpoint: resuming from an older one keeps each step once in
+    #    metrics.jsonl; a stale temporary checkpoint is cleaned; --max-t is not silently raised
+    R="$W/res"
+    "$WT" $TINY --max-steps 2 --log-every 1 --out-dir "$R" > /dev/null 2> "$W/7a.err" \
+        && cp "$R/ckpt.safetensors" "$W/step2.safetensors" \
+        && "$WT" $TINY --max-steps 4 --log-every 1 --resume "$R/ckpt.safetensors" --out-dir "$R" > /dev/null 2> "$W/7b.err"
+    rc=$?
+    : > "$R/ckpt.safetensors.tmp.999999999"
+    "$WT" $TINY --max-steps 5 --log-every 1 --resume "$W/step2.safetensors" --out-dir "$R" > /dev/null 2> "$W/7c.err"
+    rc2=$?
+    steps=$(grep '"type":"train"' "$R/metrics.jsonl" | sed 's/.*"step":\([0-9]*\).*/\1/' | tr '\n' ' ')
+    if [ $rc -eq 0 ] && [ $rc2 -eq 0 ] && [ "$steps" = "1 2 3 4 5 " ]; then ok resume_metrics_once
+    else fail resume_metrics_once "rc=$rc/$rc2 train steps: $steps"; fi
+    [ ! -e "$R/ckpt.safetensors.tmp.999999999" ] && ok stale_tmp_removed || fail stale_tmp_removed "still there"
+    "$WT" $TINY --max-t 8 --max-steps 1 --out-dir "$W/mt" > /dev/null 2> "$W/7d.err"
+    grep -q "max-t 8" "$W/7d.err" && ok max_t_raise_said || fail max_t_raise_said "$(head -n 3 "$W/7d.err")"
+    # the progress output in a log has no carriage-return frames
+    if grep -q "$(printf '\r')" "$W/7a.err"; then fail progress_plain_in_logs "\\r in a log"
+    else ok progress_plain_in_logs; fi
+
+    # 8. a checkpoint whose CRC entry was removed: refused unless --allow-no-crc
+    if [ $have_py -eq 1 ]; then
+        python3 - "$W/step2.safetensors" "$W/nocrc.safetensors" <<'EOF'
+import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+del h["__metadata__"]["attnkit.crc32"]
+s = json.dumps(h, separators=(",", ":")).encode()
+s += b" " * (n - len(s))
+open(sys.argv[2], "wb").write(b[:8] + s + b[8 + n:])
+EOF
+        "$WT" $TINY --max-steps 3 --resume "$W/nocrc.safetensors" --out-dir "$W/nc" > /dev/null 2> "$W/8.err"; rc=$?
+        "$WT" $TINY --max-steps 3 --resume "$W/nocrc.safetensors" --allow-no-crc --out-dir "$W/nc" > /dev/null 2> "$W/8b.err"; rc2=$?
+        [ $rc -ne 0 ] && grep -q "crc32" "$W/8.err" && [ $rc2 -eq 0 ] && ok checkpoint_without_crc \
+            || fail checkpoint_without_crc "rc=$rc/$rc2: $(tail -n 1 "$W/8.err")"
+    else skip checkpoint_without_crc "no python3"; fi
+fi
+
+# 4. the tokenizer files: empty, half-length and cut-mid-line vocab.bpe are refused
+BP=$BIN/bpe
+if [ ! -x "$BP" ] || [ ! -f "$DATA/gpt2/vocab.bpe" ]; then
+    skip bpe "no $BP or no $DATA/gpt2"
+else
+    V="$W/vocab"; mkdir -p "$V/gpt2"
+    ln -s "$(cd "$DATA" && pwd)/gpt2/encoder.json" "$V/gpt2/encoder.json"
+    for c in empty half cut noversion; do
+        case $c in
+        empty) : > "$V/gpt2/vocab.bpe" ;;
+        half) head -n 25000 "$DATA/gpt2/vocab.bpe" > "$V/gpt2/vocab.bpe" ;;
+        cut) head -c 456300 "$DATA/gpt2/vocab.bpe" > "$V/gpt2/vocab.bpe" ;;
+        noversion) tail -n +2 "$DATA/gpt2/vocab.bpe" > "$V/gpt2/vocab.bpe" ;;
+        esac
+        out=$(printf 'Hello world' | WT2_DIR="$V" "$BP" encode 2> "$W/4$c.err"); rc=$?
+        [ $rc -ne 0 ] && [ -z "$out" ] && grep -q "vocab.bpe" "$W/4$c.err" && ok "vocab_bpe_$c" \
+            || fail "vocab_bpe_$c" "rc=$rc out='$out' $(tail -n 1 "$W/4$c.err")"
+    done
+    out=$(printf 'Hello world' | WT2_DIR="$DATA" "$BP" encode 2>/dev/null)
+    [ "$out" = "15496 995" ] && ok vocab_bpe_intact || fail vocab_bpe_intact "got '$out'"
+fi
+
+# 4b. wt2_prepare on an empty split: refused, no 0-byte token file
+WP=$BIN/wt2_prepare
+if [ ! -x "$WP" ] || [ ! -f "$DATA/gpt2/vocab.bpe" ]; then
+    skip wt2_prepare "no $WP or no $DATA/gpt2"
+else
+    E="$W/emptysplit"; mkdir -p "$E"
+    ln -s "$(cd "$DATA" && pwd)/gpt2" "$E/gpt2"
+    : > "$E/wiki.valid.raw"
+    printf ' \n\n \n' > "$E/wiki.test.raw"
+    "$WP" --data "$E" --out "$E/out" > "$W/4b.out" 2> "$W/4b.err"; rc=$?
+    if [ $rc -ne 0 ] && [ ! -e "$E/out/wt2.valid.gpt2.u16" ] && [ ! -e "$E/out/wt2.test.gpt2.u16" ] \
+        && grep -q "no tokens" "$W/4b.err"; then ok prepare_empty_split
+    else fail prepare_empty_split "rc=$rc: $(tail -n 2 "$W/4b.err")"; fi
+fi
+
+echo "RESULT programs_check passed=$P failed=$F skipped=$S"
+[ $F -eq 0 ]
