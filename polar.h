@@ -95,7 +95,7 @@
    ERRORS
      POLAR_OK 0; POLAR_EINVAL (-1) NULL pointer, bad dimension or config, NaN/Inf parameter;
      POLAR_ENOMEM (-2) allocation failed; POLAR_ERANGE (-3) a block table entry or sequence
-     length outside the cache. polar_strerror() names them. Nothing aborts on user input.
+     length outside the cache, or a workspace smaller than the call needs. polar_strerror() names them. Nothing aborts on user input.
 */
 #ifndef POLAR_H
 #define POLAR_H
@@ -186,6 +186,20 @@ POLARDEF int polar_params_init(const polar_config *cfg, int H, int D, float *len
 POLARDEF size_t polar_workspace_size(const polar_config *cfg, int B, int H, int Hkv, int T,
                                      int D);
 
+/* Where q, k, v, c live when they are not contiguous (B,H,T,D) arrays: element
+   (b, h, t, d) of q is at q[b*q[0] + h*q[1] + t*q[2] + d] (strides in floats, >= 0; the
+   head dimension is contiguous), likewise k, v (with kv heads) and c. The gradients
+   dq, dk, dv, dc share the strides of q, k, v, c, so an interleaved (B,T,3C) dqkv
+   buffer takes the gradients in place (accumulated, +=). polar_layout_contiguous is
+   the layout of polar_forward/polar_backward; polar_layout_qkv is the llm.c one:
+   q, k, v at qkv, qkv + C, qkv + 2C with token stride 3C (C = H*D, Hkv = H), c (B,T,C). */
+typedef struct polar_layout {
+    ptrdiff_t q[3], k[3], v[3]; /* {batch, head, token} strides of q, k, v (and grads) */
+    ptrdiff_t c[3];             /* of c and dc */
+} polar_layout;
+POLARDEF polar_layout polar_layout_contiguous(int H, int Hkv, int T, int D);
+POLARDEF polar_layout polar_layout_qkv(int H, int T, int D);
+
 /* Streaming forward. c: (B,H,T,D) out; mag: (B,H,T) out; st->stats: (B,H,T,NSTAT) out;
    q: (B,H,T,D); k, v: (B,Hkv,T,D). workspace: polar_workspace_size() bytes or NULL. */
 POLARDEF int polar_forward(const polar_config *cfg, float *c, float *mag, polar_state *st,
@@ -202,6 +216,26 @@ POLARDEF int polar_backward(const polar_config *cfg, float *dq, float *dk, float
                             const float *q, const float *k, const float *v,
                             const polar_params *prm, int B, int H, int Hkv, int T, int D,
                             void *workspace);
+
+/* The streaming forward and backward on strided q, k, v, c (and dq, dk, dv, dc with the
+   same strides; see polar_layout). mag, dmag, stats stay contiguous (B,H,T). The same
+   arithmetic in the same order as the contiguous calls: bit-identical results.
+   workspace: NULL (allocated per call) or workspace_bytes bytes, checked: fewer than
+   this call needs (polar_workspace_size() is always enough) returns POLAR_ERANGE.
+   polar_forward/polar_backward are these with the contiguous layout and an unchecked
+   workspace (they take no size). */
+POLARDEF int polar_forward_strided(const polar_config *cfg, const polar_layout *lay, float *c,
+                                   float *mag, polar_state *st, const float *q, const float *k,
+                                   const float *v, const polar_params *prm, int B, int H,
+                                   int Hkv, int T, int D, void *workspace,
+                                   size_t workspace_bytes);
+POLARDEF int polar_backward_strided(const polar_config *cfg, const polar_layout *lay,
+                                    float *dq, float *dk, float *dv, polar_grads *grads,
+                                    const float *dc, const float *dmag, const float *c,
+                                    const float *mag, const polar_state *st, const float *q,
+                                    const float *k, const float *v, const polar_params *prm,
+                                    int B, int H, int Hkv, int T, int D, void *workspace,
+                                    size_t workspace_bytes);
 
 /* Materialised reference forward: as polar_forward, and st->probs (B,H,T,T+1) is
    filled with w (zeros outside the visible keys, the null weight in column T). */
@@ -582,14 +616,15 @@ static void polar__vsum2(const float *POLAR__RESTRICT x, int n, float *sum, floa
     *sum2 = ((b[0] + b[1]) + (b[2] + b[3])) + ((b[4] + b[5]) + (b[6] + b[7]));
 }
 
-/* copy rows [r0, r0+n) of a (rows x D) matrix into a zero-padded (np x Dp) tile */
-static void polar__load_rows(float *dst, int Dp, int np, const float *src, int D, int n)
+/* copy n rows (row stride ld) of D floats into a zero-padded (np x Dp) tile */
+static void polar__load_rows(float *dst, int Dp, int np, const float *src, ptrdiff_t ld,
+                             int D, int n)
 {
     int r;
     for (r = 0; r < np; r++) {
         float *o = dst + (size_t)r * Dp;
         if (r < n) {
-            memcpy(o, src + (size_t)r * D, (size_t)D * sizeof(float));
+            memcpy(o, src + r * ld, (size_t)D * sizeof(float));
             if (Dp > D) memset(o + D, 0, (size_t)(Dp - D) * sizeof(float));
         } else {
             memset(o, 0, (size_t)Dp * sizeof(float));
@@ -597,13 +632,60 @@ static void polar__load_rows(float *dst, int Dp, int np, const float *src, int D
     }
 }
 
-/* transpose n rows of a (rows x D) matrix into a zero-padded (Dp x np) tile */
-static void polar__load_cols(float *dst, int np, int Dp, const float *src, int D, int n)
+/* transpose n rows (row stride ld) of D floats into a zero-padded (Dp x np) tile */
+static void polar__load_cols(float *dst, int np, int Dp, const float *src, ptrdiff_t ld,
+                             int D, int n)
 {
     int r, d;
     memset(dst, 0, (size_t)Dp * np * sizeof(float));
     for (r = 0; r < n; r++)
-        for (d = 0; d < D; d++) dst[(size_t)d * np + r] = src[(size_t)r * D + d];
+        for (d = 0; d < D; d++) dst[(size_t)d * np + r] = src[r * ld + d];
+}
+
+/* address of row t of head h of batch b in a strided tensor */
+#define POLAR__AT(p, s, b, h, t) ((p) + (ptrdiff_t)(b) * (s)[0] + (ptrdiff_t)(h) * (s)[1] + \
+                                  (ptrdiff_t)(t) * (s)[2])
+
+POLARDEF polar_layout polar_layout_contiguous(int H, int Hkv, int T, int D)
+{
+    polar_layout l;
+    ptrdiff_t td = (ptrdiff_t)T * D;
+    l.q[0] = l.c[0] = (ptrdiff_t)H * td;
+    l.k[0] = l.v[0] = (ptrdiff_t)Hkv * td;
+    l.q[1] = l.k[1] = l.v[1] = l.c[1] = td;
+    l.q[2] = l.k[2] = l.v[2] = l.c[2] = D;
+    return l;
+}
+
+POLARDEF polar_layout polar_layout_qkv(int H, int T, int D)
+{
+    polar_layout l;
+    ptrdiff_t C = (ptrdiff_t)H * D;
+    l.q[0] = l.k[0] = l.v[0] = 3 * C * T;
+    l.q[1] = l.k[1] = l.v[1] = D;
+    l.q[2] = l.k[2] = l.v[2] = 3 * C;
+    l.c[0] = C * T;
+    l.c[1] = D;
+    l.c[2] = C;
+    return l;
+}
+
+/* strides non-negative and the last element of each tensor addressable */
+static int polar__check_layout(const polar_layout *l, int B, int H, int Hkv, int T, int D)
+{
+    const ptrdiff_t *s[4];
+    int i, j;
+    if (!l) return 0;
+    s[0] = l->q; s[1] = l->k; s[2] = l->v; s[3] = l->c;
+    for (i = 0; i < 4; i++) {
+        double hi = (double)D;
+        int nh = (i == 1 || i == 2) ? Hkv : H;
+        for (j = 0; j < 3; j++)
+            if (s[i][j] < 0) return 0;
+        hi += (double)(B - 1) * s[i][0] + (double)(nh - 1) * s[i][1] + (double)(T - 1) * s[i][2];
+        if (hi * sizeof(float) > (double)PTRDIFF_MAX / 2) return 0;
+    }
+    return 1;
 }
 
 /* ------------------------------------------------------------ sizes */
@@ -906,14 +988,30 @@ POLARDEF int polar_forward(const polar_config *cfg, float *c, float *mag, polar_
                            const polar_params *prm, int B, int H, int Hkv, int T, int D,
                            void *workspace)
 {
+    polar_layout lay;
+    if (!polar__check_dims(B, H, Hkv, T, D)) return POLAR_EINVAL;
+    lay = polar_layout_contiguous(H, Hkv, T, D);
+    return polar_forward_strided(cfg, &lay, c, mag, st, q, k, v, prm, B, H, Hkv, T, D,
+                                 workspace, (size_t)-1);
+}
+
+POLARDEF int polar_forward_strided(const polar_config *cfg, const polar_layout *lay, float *c,
+                                   float *mag, polar_state *st, const float *q, const float *k,
+                                   const float *v, const polar_params *prm, int B, int H,
+                                   int Hkv, int T, int D, void *workspace,
+                                   size_t workspace_bytes)
+{
     polar__geom g;
     float *ws;
     int nqb, nitems, nth, ch;
     float scf;
     if (!polar__check_cfg(cfg) || !polar__check_dims(B, H, Hkv, T, D)) return POLAR_EINVAL;
+    if (!polar__check_layout(lay, B, H, Hkv, T, D)) return POLAR_EINVAL;
     if (!c || !mag || !st || !st->stats || !q || !k || !v) return POLAR_EINVAL;
     if (!polar__check_params(prm, H, D)) return POLAR_EINVAL;
     polar__geometry(&g, cfg, B, H, T, D);
+    if (workspace && workspace_bytes < g.fwd_thread * g.nthreads * sizeof(float))
+        return POLAR_ERANGE;
     ws = (float *)workspace;
     if (!ws) { /* only the per-thread tiles: O(block) */
         ws = (float *)POLAR_MALLOC(g.fwd_thread * g.nthreads * sizeof(float) + 64);
@@ -950,9 +1048,9 @@ POLARDEF int polar_forward(const polar_config *cfg, float *c, float *mag, polar_
             int b = bh / H, h = bh % H, hk = h / (H / Hkv);
             int i0 = qb * g.BQ, nr = (T - i0) < g.BQ ? (T - i0) : g.BQ;
             int i1 = i0 + nr - 1, r, cc, d, j0, jstart;
-            const float *kb = k + ((size_t)b * Hkv + hk) * T * D;
-            const float *vb = v + ((size_t)b * Hkv + hk) * T * D;
-            polar__load_rows(Qt, Dp, BQp, q + ((size_t)bh * T + i0) * D, D, nr);
+            const float *kb = POLAR__AT(k, lay->k, b, hk, 0);
+            const float *vb = POLAR__AT(v, lay->v, b, hk, 0);
+            polar__load_rows(Qt, Dp, BQp, POLAR__AT(q, lay->q, b, h, i0), lay->q[2], D, nr);
             for (r = 0; r < BQp; r++) {
                 mrow[r] = -INFINITY;
                 lrow[r] = 0.0;
@@ -968,8 +1066,8 @@ POLARDEF int polar_forward(const polar_config *cfg, float *c, float *mag, polar_
             jstart = jstart / g.BK * g.BK;
             for (j0 = jstart; j0 <= i1; j0 += g.BK) {
                 int nc = (T - j0) < g.BK ? (T - j0) : g.BK;
-                polar__load_cols(Kt, BKp, Dp, kb + (size_t)j0 * D, D, nc);
-                polar__load_rows(Vt, Dp, BKp, vb + (size_t)j0 * D, D, nc);
+                polar__load_cols(Kt, BKp, Dp, kb + j0 * lay->k[2], lay->k[2], D, nc);
+                polar__load_rows(Vt, Dp, BKp, vb + j0 * lay->v[2], lay->v[2], D, nc);
                 polar__gemm(S, BKp, Qt, Dp, Kt, BKp, BQp, BKp, Dp, 0);
                 for (r = 0; r < nr; r++) {
                     int i = i0 + r, lo = i + 1 - polar__nkeys(cfg->window, i);
@@ -1023,7 +1121,7 @@ POLARDEF int polar_forward(const polar_config *cfg, float *c, float *mag, polar_
                 Q2 = q2row[r] * alpha * alpha;
                 Z = L + pN;
                 for (d = 0; d < D; d++) Srow[d] = (float)(ar[d] * alpha + pN * vn[d]);
-                rn = polar__finish_row(c + row * D, mag + row, Srow, L, Q2, Z, D,
+                rn = polar__finish_row(POLAR__AT(c, lay->c, b, h, i), mag + row, Srow, L, Q2, Z, D,
                                        prm->mag_beta_raw[h], cfg);
                 st->stats[row * POLAR_NSTAT + 0] = (float)M;
                 st->stats[row * POLAR_NSTAT + 1] = (float)L;
@@ -1070,13 +1168,31 @@ POLARDEF int polar_backward(const polar_config *cfg, float *dq, float *dk, float
                             const polar_params *prm, int B, int H, int Hkv, int T, int D,
                             void *workspace)
 {
+    polar_layout lay;
+    if (!polar__check_dims(B, H, Hkv, T, D)) return POLAR_EINVAL;
+    lay = polar_layout_contiguous(H, Hkv, T, D);
+    return polar_backward_strided(cfg, &lay, dq, dk, dv, grads, dc, dmag, c, mag, st, q, k, v,
+                                  prm, B, H, Hkv, T, D, workspace, (size_t)-1);
+}
+
+POLARDEF int polar_backward_strided(const polar_config *cfg, const polar_layout *lay,
+                                    float *dq, float *dk, float *dv, polar_grads *grads,
+                                    const float *dc, const float *dmag, const float *c,
+                                    const float *mag, const polar_state *st, const float *q,
+                                    const float *k, const float *v, const polar_params *prm,
+                                    int B, int H, int Hkv, int T, int D, void *workspace,
+                                    size_t workspace_bytes)
+{
     polar__geom g;
     float *ws, *rows, *dsall, *tws;
     int nqb, nkb, nth, ch, bh, G;
     float scf;
-    if (!polar__check_bwd(cfg, dq, dk, dv, dc, c, mag, st, q, k, v, prm, B, H, Hkv, T, D))
+    if (!polar__check_bwd(cfg, dq, dk, dv, dc, c, mag, st, q, k, v, prm, B, H, Hkv, T, D) ||
+        !polar__check_layout(lay, B, H, Hkv, T, D))
         return POLAR_EINVAL;
     polar__geometry(&g, cfg, B, H, T, D);
+    if (workspace && workspace_bytes < (g.bwd_thread * g.nthreads + g.rows) * sizeof(float))
+        return POLAR_ERANGE;
     ws = (float *)workspace;
     if (!ws) {
         ws = (float *)POLAR_MALLOC(polar_workspace_size(cfg, B, H, Hkv, T, D));
@@ -1113,7 +1229,8 @@ POLARDEF int polar_backward(const polar_config *cfg, float *dq, float *dk, float
             Zf = Z > f ? Z : f;
             Qf = Q2 > f ? Q2 : f;
             meff = L * L * L / (Qf * Zf);
-            polar__row_ds(ds, &Dss, &dm, &K, &dbeta, c + row * D, dc + row * D, sti[3], mag[row],
+            polar__row_ds(ds, &Dss, &dm, &K, &dbeta, POLAR__AT(c, lay->c, bh / H, h, i),
+                          POLAR__AT(dc, lay->c, bh / H, h, i), sti[3], mag[row],
                           dmag ? dmag[row] : 0.0, meff, prm->mag_beta_raw[h], D,
                           cfg->norm_eps);
             /* the K terms are written without dividing by L or m_eff */
@@ -1154,19 +1271,19 @@ POLARDEF int polar_backward(const polar_config *cfg, float *dq, float *dk, float
             int b = bhq / H, h = bhq % H, hk = h / G;
             int i0 = qb * g.BQ, nr = (T - i0) < g.BQ ? (T - i0) : g.BQ;
             int i1 = i0 + nr - 1, r, d, j0, jstart;
-            const float *kb = k + ((size_t)b * Hkv + hk) * T * D;
-            const float *vb = v + ((size_t)b * Hkv + hk) * T * D;
+            const float *kb = POLAR__AT(k, lay->k, b, hk, 0);
+            const float *vb = POLAR__AT(v, lay->v, b, hk, 0);
             const float *rws = rows + ((size_t)bhq * T + i0) * POLAR__NROW;
-            polar__load_rows(Qt, Dp, BQp, q + ((size_t)bhq * T + i0) * D, D, nr);
-            polar__load_rows(DS, Dp, BQp, dsall + ((size_t)bhq * T + i0) * D, D, nr);
+            polar__load_rows(Qt, Dp, BQp, POLAR__AT(q, lay->q, b, h, i0), lay->q[2], D, nr);
+            polar__load_rows(DS, Dp, BQp, dsall + ((size_t)bhq * T + i0) * D, D, D, nr);
             for (r = 0; r < BQp * Dp; r++) Gq[r] = 0.0;
             jstart = i0 + 1 - polar__nkeys(cfg->window, i0);
             jstart = jstart / g.BK * g.BK;
             for (j0 = jstart; j0 <= i1; j0 += g.BK) {
                 int nc = (T - j0) < g.BK ? (T - j0) : g.BK;
-                polar__load_cols(Kt, BKp, Dp, kb + (size_t)j0 * D, D, nc);
-                polar__load_cols(Vt, BKp, Dp, vb + (size_t)j0 * D, D, nc);
-                polar__load_rows(Kr, Dp, BKp, kb + (size_t)j0 * D, D, nc);
+                polar__load_cols(Kt, BKp, Dp, kb + j0 * lay->k[2], lay->k[2], D, nc);
+                polar__load_cols(Vt, BKp, Dp, vb + j0 * lay->v[2], lay->v[2], D, nc);
+                polar__load_rows(Kr, Dp, BKp, kb + j0 * lay->k[2], lay->k[2], D, nc);
                 polar__gemm(S, BKp, Qt, Dp, Kt, BKp, BQp, BKp, Dp, 0);
                 polar__gemm(dsv, BKp, DS, Dp, Vt, BKp, BQp, BKp, Dp, 0);
                 polar__bwd_tile(S, dsv, rws, BKp, nr, nc, i0, j0, cfg->window, scf);
@@ -1176,8 +1293,9 @@ POLARDEF int polar_backward(const polar_config *cfg, float *dq, float *dk, float
             }
             for (r = 0; r < nr; r++) {
                 size_t row = (size_t)bhq * T + i0 + r;
-                float *ro = rows + row * POLAR__NROW, *dqi = dq + row * D;
-                const float *qi = q + row * D;
+                float *ro = rows + row * POLAR__NROW;
+                float *dqi = POLAR__AT(dq, lay->q, b, h, i0 + r);
+                const float *qi = POLAR__AT(q, lay->q, b, h, i0 + r);
                 const double *gq = Gq + (size_t)r * Dp;
                 double dot = 0, f = (double)ro[POLAR__R_T] * scf;
                 for (d = 0; d < D; d++) {
@@ -1213,18 +1331,20 @@ POLARDEF int polar_backward(const polar_config *cfg, float *dq, float *dk, float
             int b = bk / Hkv, hk = bk % Hkv, hh, r, cc, d;
             int j0 = kb_i * g.BK, nc = (T - j0) < g.BK ? (T - j0) : g.BK, j1 = j0 + nc - 1;
             int ilast = T - 1;
-            const float *kb = k + (size_t)bk * T * D, *vb = v + (size_t)bk * T * D;
+            const float *kb = POLAR__AT(k, lay->k, b, hk, 0);
+            const float *vb = POLAR__AT(v, lay->v, b, hk, 0);
             if (cfg->window > 0 && (long)j1 + cfg->window - 1 < ilast) ilast = j1 + cfg->window - 1;
-            polar__load_cols(Kt, BKp, Dp, kb + (size_t)j0 * D, D, nc);
-            polar__load_cols(Vt, BKp, Dp, vb + (size_t)j0 * D, D, nc);
+            polar__load_cols(Kt, BKp, Dp, kb + j0 * lay->k[2], lay->k[2], D, nc);
+            polar__load_cols(Vt, BKp, Dp, vb + j0 * lay->v[2], lay->v[2], D, nc);
             for (r = 0; r < BKp * Dp; r++) dK[r] = dV[r] = 0.0;
             for (hh = 0; hh < G; hh++) {
                 int h = hk * G + hh, bhq = b * H + h, qb;
                 for (qb = j0 / g.BQ; qb * g.BQ <= ilast; qb++) {
                     int i0 = qb * g.BQ, nr = (T - i0) < g.BQ ? (T - i0) : g.BQ;
                     const float *rws = rows + ((size_t)bhq * T + i0) * POLAR__NROW;
-                    polar__load_rows(Qt, Dp, BQp, q + ((size_t)bhq * T + i0) * D, D, nr);
-                    polar__load_rows(DS, Dp, BQp, dsall + ((size_t)bhq * T + i0) * D, D, nr);
+                    polar__load_rows(Qt, Dp, BQp, POLAR__AT(q, lay->q, b, h, i0), lay->q[2], D,
+                                     nr);
+                    polar__load_rows(DS, Dp, BQp, dsall + ((size_t)bhq * T + i0) * D, D, D, nr);
                     polar__gemm(S, BKp, Qt, Dp, Kt, BKp, BQp, BKp, Dp, 0);
                     polar__gemm(dsv, BKp, DS, Dp, Vt, BKp, BQp, BKp, Dp, 0);
                     polar__bwd_tile(S, dsv, rws, BKp, nr, nc, i0, j0, cfg->window, scf);
@@ -1247,8 +1367,8 @@ POLARDEF int polar_backward(const polar_config *cfg, float *dq, float *dk, float
                 }
             }
             for (cc = 0; cc < nc; cc++) {
-                float *dkj = dk + ((size_t)bk * T + j0 + cc) * D;
-                float *dvj = dv + ((size_t)bk * T + j0 + cc) * D;
+                float *dkj = POLAR__AT(dk, lay->k, b, hk, j0 + cc);
+                float *dvj = POLAR__AT(dv, lay->v, b, hk, j0 + cc);
                 for (d = 0; d < D; d++) {
                     dkj[d] += (float)dK[(size_t)cc * Dp + d];
                     dvj[d] += (float)dV[(size_t)cc * Dp + d];
