@@ -195,8 +195,9 @@ static int metrics_truncate(const char *path, long long step, char *err, size_t 
 static void usage(const trn_config *c, FILE *f)
 {
     fprintf(f,
-            "usage: wt2_train [--preset tiny|paper|baseline|tiny-baseline] [--json]\n"
-            "                 [--resume PATH] [options]\n\n"
+            "usage: wt2_train [--preset tiny|tiny-baseline|era-gac-tiny|paper|baseline|era-gac]\n"
+            "                 [--json]"
+            " [--resume PATH] [options]\n\n"
             "Trains a decoder-only LM on WikiText-2 (GPT-2 BPE) with the attnkit mechanisms\n"
             "and reports validation / test cross-entropy and perplexity.\n\n"
             "  --preset NAME      start from a preset (default tiny); later flags override it\n"
@@ -207,6 +208,8 @@ static void usage(const trn_config *c, FILE *f)
             "Options (defaults shown are those of preset '%s'):\n",
             c->preset);
     trn_print_help(c, f);
+    fputc('\n', f);
+    trn_print_presets(f);
 }
 
 /* Read back metrics.jsonl for the loss plot (covers resumed runs too). */
@@ -335,7 +338,7 @@ int main(int argc, char **argv)
 
     /* data */
     if (cfg.data_dir[0]) snprintf(dir, sizeof dir, "%s", cfg.data_dir);
-    else snprintf(dir, sizeof dir, "%s", bpe_default_data_dir()); /* $WT2_DIR, else the built-in path */
+    else snprintf(dir, sizeof dir, "%s", wt2_default_data_dir()); /* $WT2_DIR, else the built-in path */
     if (wt2_scan(dir, &inv) <= 0) {
         fprintf(stderr, "wt2_train: no WikiText-2 data in '%s'.\n"
                         "  Point --data-dir or WT2_DIR at a WikiText-2 directory holding wt2.{valid,test}.gpt2.u16\n"

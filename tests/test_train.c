@@ -363,6 +363,25 @@ static void test_flags_presets(void)
     CHECK_INT_EQ(c.model.prior, MDL_PRIOR_RPA);
     CHECK_INT_EQ(c.controller, TRN_CTRL_GUARDIAN);
     CHECK_INT_EQ(trn_config_validate(&c, err, sizeof err), TRN_OK);
+    /* seed 000 §7 / Table 1 / Listing 4: a fixed 8,030-step schedule, FFN x2, tau_max 1.6 */
+    CHECK_INT_EQ(c.context, 768);
+    CHECK_INT_EQ(c.steps, 0);
+    CHECK_INT_EQ(c.epoch_steps, 73);
+    CHECK_INT_EQ(c.epochs * c.epoch_steps, 8030);
+    CHECK_INT_EQ(c.model.d_ff_mult, 2);
+    CHECK(c.guardian_tau_max == 1.6f);
+    CHECK_INT_EQ(c.swa_start_epoch, 60);
+    CHECK(c.cg && c.n_cg == 2 && c.cg_lengths[0] == 384 && c.cg_lengths[1] == 768);
+    CHECK_INT_EQ(trn_preset("era-gac", &c), TRN_OK);
+    CHECK_INT_EQ(c.model.prior, MDL_PRIOR_ERA);
+    CHECK_INT_EQ(c.controller, TRN_CTRL_GAC);
+    CHECK_INT_EQ(c.epochs * c.epoch_steps, 8030);
+    CHECK_INT_EQ(trn_config_validate(&c, err, sizeof err), TRN_OK);
+    CHECK_INT_EQ(trn_preset("era-gac-tiny", &c), TRN_OK);
+    CHECK_INT_EQ(c.model.prior, MDL_PRIOR_ERA);
+    CHECK_INT_EQ(c.controller, TRN_CTRL_GAC);
+    CHECK(c.gac_hmin == 2.0f && c.gac_hmax == 5.0f);
+    CHECK_INT_EQ(trn_config_validate(&c, err, sizeof err), TRN_OK);
     CHECK_INT_EQ(trn_preset("baseline", &c), TRN_OK);
     CHECK_INT_EQ(c.model.prior, MDL_PRIOR_NONE);
     CHECK_INT_EQ(c.controller, TRN_CTRL_NONE);

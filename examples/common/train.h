@@ -73,6 +73,7 @@ typedef struct trn_config {
     int controller;         /* TRN_CTRL_* */
     int guardian_start;     /* Guardian beta ramp start (steps) and length */
     int guardian_ramp;
+    float guardian_tau_max; /* Guardian's projection ceiling for tau_att (2.0; paper: 1.6) */
     /* RPA prior sources (model.h MDL_PSRC_*): training uses the batch statistics of seed
        000 (prior_train 0) or the running statistics (1: the leak-free option); every
        evaluation uses the running statistics through the cached B(T) (eval_prior 0);
@@ -93,10 +94,18 @@ typedef struct trn_config {
     char preset[32];
 } trn_config;
 
-/* Presets: "tiny" (the make-run default, the seed-000 recipe at a size that trains in
-   minutes on 2 cores), "paper" (seed 000 §7), "baseline" (paper budget with the prior,
-   controller, SWA-select and context game off). TRN_EINVAL for an unknown name. */
+/* Presets (trn_print_presets says what each is, value by value):
+   "tiny"          the seed-000 recipe at a size that trains in minutes on 2 cores;
+   "tiny-baseline" the same with prior, controller, SWA-select, context game, chaos off;
+   "era-gac-tiny"  seed 003's ERA prior + GAC on a plain transformer at the tiny budget;
+   "paper"         seed 000 §7, Table 1, Listings 4-6 (8,030 steps of 24,576 tokens);
+   "baseline"      the paper's budget and model with the recipe's mechanisms off;
+   "era-gac"       seed 003's ERA + GAC on the paper's model shape and budget.
+   TRN_EINVAL for an unknown name. */
 int trn_preset(const char *name, trn_config *out);
+/* What each preset is: its model, budget and mechanisms, which values come from the
+   papers and which are this project's choices (printed by wt2_train --help). */
+void trn_print_presets(FILE *f);
 /* MDL / TRN validation with a sentence in err. */
 int trn_config_validate(const trn_config *c, char *err, size_t errlen);
 
