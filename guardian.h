@@ -63,8 +63,8 @@
      guardian_config: n_layers 1; hidden 64 [paper]; seed 1; enable 1;
        lr 1e-3, adam betas 0.9/0.999, eps 1e-8 [paper: Adam lr 1e-3];
        log_std_init 0 [paper], log_std range [-5, 2] [ours: keeps std finite];
-       baseline_momentum 0.9 [ours: EMA reward baseline; 0 = plain REINFORCE as in
-       Listing 6]; tau_init 0.68 [paper], tau_min 0.3 [paper], tau_max 2.0 [ours],
+       baseline_momentum 0.9 [ours: EMA reward baseline; 0 = plain REINFORCE, the
+       loss Listing 6 writes, though not its gradient: see REWARD]; tau_init 0.68 [paper], tau_min 0.3 [paper], tau_max 2.0 [ours],
        tau_step 0.03 [paper], tau_barrier 0.10 [paper]; lambda_step 0.01,
        lambda_delta_max 1, lambda_sat_max 0.6 [paper]; beta 1 [paper];
        reward_gain (lambda_1) 1.0, reward_sig (lambda_2) 0.5, reward_sig_scale 100,
@@ -90,8 +90,13 @@
      sigmoid of the *relative* gain makes the same absolute improvement worth more at
      already-low CE, as §4 asks; it is smooth in tau. guardian_update() subtracts an
      EMA baseline of past rewards (baseline_momentum) before the REINFORCE step (the
-     first update only seeds the baseline); baseline_momentum = 0 gives Listing 6's
-     plain loss -reward * log p(a).
+     first update only seeds the baseline); baseline_momentum = 0 gives the plain loss
+     -reward * log p(a) that Listing 6 writes, with the sampled action a held fixed
+     (the score-function gradient). It is NOT Listing 6 at the gradient level: the
+     listing samples a = m + std * eps without detaching it, so (a - m) / std = eps is
+     a constant of the parameters, log p(a) no longer depends on the mean network, and
+     its backward moves only log_std (by reward per action dimension). This header
+     keeps the REINFORCE estimator, the one §4's two-timescale argument assumes.
      Policy lr: the paper's 1e-3 is the default; on the toy problem in the tests it
      overshoots into the tau_max wall on some seeds (where the policy gradient
      vanishes), and 3e-4 converges on every seed tried.
