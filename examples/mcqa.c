@@ -1,0 +1,408 @@
+/* mcqa - score a wt2_train checkpoint on multiple-choice tasks (seed 003 §4.1-4.2).
+
+     build/mcqa --ckpt runs/wt2/ckpt.safetensors --tasks build/mcqa/wt2_cloze.jsonl \
+                --tasks build/mcqa/wt2_order.jsonl --out runs/wt2/mcqa.jsonl
+     build/mcqa --help
+
+   Loads the checkpoint with the configuration stored in it (any model variant wt2_train
+   trains), picks the weights wt2_train's final evaluation uses (SWA if it averaged, else EMA
+   if on, else raw; --weights overrides), and scores every item of every task file on the
+   CPU: each choice by the sum of its token log-probabilities under teacher forcing
+   (primary) and by their mean (sensitivity), with the prompt left-truncated to the model's
+   context minus the longest choice. Task format, truncation rule and the per-example log:
+   examples/common/mcqa.h. One JSON line per item goes to --out; accuracy per task (both
+   rules) to stderr, and with --json one summary line to stdout.
+
+   Before scoring it checks that it runs the model exactly as wt2_train evaluates it: the
+   cross-entropy of the first test chunks through this program's forward must equal
+   trn_evaluate's (same weights) within 1e-4 nats, else it stops (--no-check skips this).
+   There is no GPU path yet (the model has no GPU trainer to load from).
+
+   Data: the GPT-2 tokenizer and the WikiText-2 test split (for the check) come from
+   --data-dir, else $WT2_DIR, else the compiled-in directory (../shared/data).
+   License: MIT. */
+#define _POSIX_C_SOURCE 200809L
+#include "common/ckpt.h"
+#include "common/data.h"
+#include "common/mcqa.h"
+#include "common/model.h"
+#include "common/train.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#ifndef ATTNKIT_DATA_DIR
+#define ATTNKIT_DATA_DIR "../shared/data"
+#endif
+
+#define MAX_FILES 64
+
+typedef struct {
+    mdl_model *m;
+    mdl_opts o;
+} fwd_ctx;
+
+static int model_forward(void *user, const int *ids, int B, int T, const float **logits, int *V,
+                         char *err, size_t errlen)
+{
+    fwd_ctx *c = (fwd_ctx *)user;
+    int rc = mdl_forward(c->m, ids, NULL, B, T, &c->o, NULL);
+    if (rc != MDL_OK) {
+        snprintf(err, errlen, "forward (B %d, T %d) failed: %s", B, T, mdl_last_error(c->m));
+        return rc;
+    }
+    *logits = mdl_logits(c->m);
+    *V = mdl_get_config(c->m)->vocab;
+    return 0;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: mcqa --ckpt PATH --tasks FILE [--tasks FILE ...] [options]\n\n"
+            "Scores a wt2_train checkpoint on multiple-choice task files (JSON lines with\n"
+            "context, choices, gold; see examples/common/mcqa.h) and writes one JSON line per\n"
+            "item with both scoring rules.\n\n"
+            "  --ckpt PATH        wt2_train checkpoint (ckpt.safetensors)\n"
+            "  --tasks FILE       task file (repeatable); items without \"task\" take the file's\n"
+            "                     base name (or --task)\n"
+            "  --out PATH         per-example log (default: stdout unless --json)\n"
+            "  --task NAME        default task name for items that have none\n"
+            "  --weights W        auto|raw|ema|swa (default auto: what wt2_train's final eval uses)\n"
+            "  --max-len N        context for scoring (default: the model's maximum)\n"
+            "  --max-items N      score at most N items per file (0: all)\n"
+            "  --threads N        OpenMP threads (0: default)\n"
+            "  --data-dir DIR     GPT-2 tokenizer and WikiText-2 test split\n"
+            "  --no-check         skip the check against trn_evaluate\n"
+            "  --json             one summary line on stdout at the end\n"
+            "  --help             this text\n");
+}
+
+/* Rebuild the run's trn_config from the checkpoint's "attnkit.config" metadata. */
+static int config_from_ckpt(const ckpt_file *f, trn_config *cfg, char *err, size_t errlen)
+{
+    const char *js = ckpt_meta(f, "attnkit.config"), *kind = ckpt_meta(f, "attnkit.kind");
+    mcqa_json *j = NULL;
+    char jerr[256];
+    int i;
+    if (!kind || strcmp(kind, "wt2_train")) {
+        snprintf(err, errlen, "not a wt2_train checkpoint (attnkit.kind is %s)", kind ? kind : "absent");
+        return -1;
+    }
+    if (!js || mcqa_json_parse(js, strlen(js), &j, jerr, sizeof jerr) != MCQA_OK || j->type != MCQA_JOBJ) {
+        snprintf(err, errlen, "the checkpoint's attnkit.config is missing or not a JSON object%s%s",
+                 js ? ": " : "", js ? jerr : "");
+        mcqa_json_free(j);
+        return -1;
+    }
+    trn_preset("tiny", cfg);
+    for (i = 0; i < j->n; i++) {
+        const char *k = j->keys[i];
+        const mcqa_json *v = j->items[i];
+        char flag[128], *argv[3];
+        int rc;
+        if (!strcmp(k, "threads") || !strcmp(k, "data-dir") || !strcmp(k, "out-dir")) continue;
+        if (v->type != MCQA_JSTR && v->type != MCQA_JNUM) continue;
+        if (!strcmp(k, "cg-lengths") && v->len == 0) { cfg->n_cg = 0; continue; }
+        snprintf(flag, sizeof flag, "--%s", k);
+        argv[0] = (char *)"mcqa";
+        argv[1] = flag;
+        argv[2] = v->str;
+        rc = trn_parse_flag(cfg, 3, argv, 1, err, errlen);
+        if (rc < 0) { mcqa_json_free(j); return -1; }
+        if (rc == 0) fprintf(stderr, "mcqa: note: checkpoint option --%s is unknown to this build (ignored)\n", k);
+    }
+    mcqa_json_free(j);
+    return 0;
+}
+
+typedef struct {
+    char name[128];
+    long n, right_sum, right_mean, truncated;
+    double prompt_len;
+} task_acc;
+
+int main(int argc, char **argv)
+{
+    const char *ckpt_path = NULL, *out_path = NULL, *def_task = NULL, *files[MAX_FILES], *env;
+    const char *wname = "auto";
+    int nfiles = 0, max_len = 0, threads = 0, check = 1, json = 0, i, rc = 1, used = 0, wsel;
+    long max_items = 0;
+    char dir[1024], err[1024], path[1200];
+    ckpt_file *ck = NULL;
+    trn_config cfg;
+    trn *t = NULL;
+    bpe_tokenizer *tok = NULL;
+    wt2_tokens test;
+    fwd_ctx fc;
+    FILE *out = NULL;
+    task_acc *acc = NULL;
+    int nacc = 0, cacc = 0;
+    char *line = NULL;
+    size_t cap = 0;
+    double t0;
+    long total = 0, forwards = 0;
+
+    memset(&test, 0, sizeof test);
+    dir[0] = 0;
+    for (i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int more = i + 1 < argc;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
+        else if (!strcmp(a, "--ckpt") && more) ckpt_path = argv[++i];
+        else if (!strcmp(a, "--tasks") && more) {
+            if (nfiles == MAX_FILES) { fprintf(stderr, "mcqa: at most %d task files\n", MAX_FILES); return 2; }
+            files[nfiles++] = argv[++i];
+        } else if (!strcmp(a, "--out") && more) out_path = argv[++i];
+        else if (!strcmp(a, "--task") && more) def_task = argv[++i];
+        else if (!strcmp(a, "--weights") && more) wname = argv[++i];
+        else if (!strcmp(a, "--max-len") && more) max_len = atoi(argv[++i]);
+        else if (!strcmp(a, "--max-items") && more) max_items = atol(argv[++i]);
+        else if (!strcmp(a, "--threads") && more) threads = atoi(argv[++i]);
+        else if (!strcmp(a, "--data-dir") && more) snprintf(dir, sizeof dir, "%s", argv[++i]);
+        else if (!strcmp(a, "--no-check")) check = 0;
+        else if (!strcmp(a, "--json")) json = 1;
+        else { fprintf(stderr, "mcqa: unknown option or missing value: '%s' (see --help)\n", a); return 2; }
+    }
+    if (!ckpt_path || nfiles == 0) { usage(stderr); return 2; }
+    if (max_len < 0 || max_items < 0 || threads < 0) { fprintf(stderr, "mcqa: --max-len, --max-items, --threads must be >= 0\n"); return 2; }
+    if (!strcmp(wname, "auto")) wsel = -1;
+    else if (!strcmp(wname, "raw")) wsel = TRN_W_RAW;
+    else if (!strcmp(wname, "ema")) wsel = TRN_W_EMA;
+    else if (!strcmp(wname, "swa")) wsel = TRN_W_SWA;
+    else { fprintf(stderr, "mcqa: --weights must be auto, raw, ema or swa\n"); return 2; }
+#ifdef _OPENMP
+    if (threads > 0) omp_set_num_threads(threads);
+#endif
+    if (!dir[0]) snprintf(dir, sizeof dir, "%s", (env = getenv("WT2_DIR")) && *env ? env : ATTNKIT_DATA_DIR);
+
+    /* model */
+    if (ckpt_open(&ck, ckpt_path, err, sizeof err) != CKPT_OK) { fprintf(stderr, "mcqa: %s\n", err); goto out; }
+    if (config_from_ckpt(ck, &cfg, err, sizeof err) != 0) { fprintf(stderr, "mcqa: %s: %s\n", ckpt_path, err); goto out; }
+    snprintf(path, sizeof path, "%s/gpt2", dir);
+    if (bpe_load_dir(&tok, path, err, sizeof err) != BPE_OK) { fprintf(stderr, "mcqa: %s\n", err); goto out; }
+    if (wt2_load_split(dir, WT2_TEST, tok, &test, err, sizeof err) != BPE_OK) {
+        fprintf(stderr, "mcqa: %s (the WikiText-2 test split is needed to build and check the model)\n", err);
+        goto out;
+    }
+    if (trn_create(&t, &cfg, test.ids, test.n, test.ids, test.n, err, sizeof err) != TRN_OK ||
+        trn_load(t, ckpt_path, err, sizeof err) != TRN_OK) {
+        fprintf(stderr, "mcqa: %s\n", err);
+        goto out;
+    }
+    if (wsel < 0) wsel = trn_final_weights(t);
+    fc.m = trn_model(t);
+    fc.o = mdl_opts_default();
+    fc.o.train = 0;
+    if (cfg.warmin_steps > 0) {
+        float s = 1.0f;
+        if (guardian_warm_in(trn_steps_done(t), cfg.warmin_steps, &s) == GUARDIAN_OK) fc.o.prior_scale = s;
+    }
+    {
+        /* the weights: trn_evaluate reports which ones it uses for this request (and restores
+           the raw weights afterwards); copy those into the model */
+        double ce_ref = 0;
+        long long ntok = 0;
+        int T = cfg.context;
+        if (trn_evaluate(t, test.ids, test.n, T, wsel, check ? 2 : 1, &ce_ref, &ntok, &used) != TRN_OK) {
+            fprintf(stderr, "mcqa: trn_evaluate failed on the test split\n");
+            goto out;
+        }
+        if (used != TRN_W_RAW) {
+            int64_t sh[1];
+            sh[0] = (int64_t)mdl_num_params(fc.m);
+            if (ckpt_read_into(ck, used == TRN_W_SWA ? "optim.swa" : "optim.ema", CKPT_F32, 1, sh, mdl_params(fc.m),
+                               err, sizeof err) != CKPT_OK) {
+                fprintf(stderr, "mcqa: %s\n", err);
+                goto out;
+            }
+        }
+        if (cfg.controller == TRN_CTRL_CEAS) {
+            /* per-head temperatures from CEAS's beta, as the trainer's evaluation uses them */
+            ckpt_entry e;
+            ceas_state cs;
+            ceas_config cc = ceas_config_default();
+            const mdl_config *mc = mdl_get_config(fc.m);
+            static float temps[MDL_MAX_LAYERS * 64];
+            int L = mc->n_layers, H = mc->n_heads, D = mc->d_model / mc->n_heads, k;
+            memset(&cs, 0, sizeof cs);
+            if (L * H > MDL_MAX_LAYERS * 64 || ckpt_find(ck, "state.ceas", &e) != CKPT_OK || e.dtype != CKPT_U8 ||
+                ceas_init(&cs, &cc, L, H, D) != CEAS_OK) {
+                fprintf(stderr, "mcqa: the checkpoint has no usable CEAS state\n");
+                goto out;
+            }
+            if (ceas_state_load(&cs, e.data, (size_t)e.shape[0]) != CEAS_OK) {
+                ceas_free(&cs);
+                fprintf(stderr, "mcqa: the checkpoint's CEAS state is corrupted\n");
+                goto out;
+            }
+            for (k = 0; k < L * H; k++) temps[k] = ceas_beta_to_temp(cs.beta[k], D);
+            ceas_free(&cs);
+            fc.o.head_temp = temps;
+        }
+        if (check) {
+            int32_t *chunk = (int32_t *)malloc((size_t)2 * (size_t)(T + 1) * sizeof(int32_t));
+            int *inp = (int *)malloc((size_t)2 * (size_t)T * sizeof(int));
+            wt2_loader L;
+            double s = 0;
+            int rows = 0, b, j, V = cfg.model.vocab;
+            const float *lg;
+            if (!chunk || !inp || wt2_loader_init(&L, test.ids, test.n, WT2_SEQUENTIAL, 0) != 0 ||
+                (rows = wt2_loader_next(&L, 2, T, chunk)) < 1) {
+                free(chunk);
+                free(inp);
+                fprintf(stderr, "mcqa: cannot read the test split for the check\n");
+                goto out;
+            }
+            for (b = 0; b < rows; b++)
+                for (j = 0; j < T; j++) inp[b * T + j] = chunk[b * (T + 1) + j];
+            if (model_forward(&fc, inp, rows, T, &lg, &V, err, sizeof err) != 0) {
+                free(chunk);
+                free(inp);
+                fprintf(stderr, "mcqa: %s\n", err);
+                goto out;
+            }
+            for (b = 0; b < rows; b++)
+                for (j = 0; j < T; j++) s -= mcqa_logprob(lg + ((size_t)b * T + (size_t)j) * (size_t)V, V, chunk[b * (T + 1) + j + 1]);
+            s /= (double)rows * T;
+            free(chunk);
+            free(inp);
+            fprintf(stderr, "mcqa: check: test CE of the first %d chunks %.6f here, %.6f by trn_evaluate (%s weights)\n",
+                    rows, s, ce_ref, trn_weights_name(used));
+            if (!(fabs(s - ce_ref) <= 1e-4)) {
+                fprintf(stderr, "mcqa: this program does not run the model as wt2_train evaluates it (controller %d); "
+                                "refusing to score (use --no-check to override)\n", cfg.controller);
+                goto out;
+            }
+        }
+    }
+    if (max_len == 0 || max_len > mdl_get_config(fc.m)->max_T) {
+        if (max_len > mdl_get_config(fc.m)->max_T)
+            fprintf(stderr, "mcqa: --max-len %d is longer than the model's context; using %d\n", max_len, mdl_get_config(fc.m)->max_T);
+        max_len = mdl_get_config(fc.m)->max_T;
+    }
+    fprintf(stderr, "mcqa: %s: step %lld, %zu parameters, %s weights, scoring context %d\n", ckpt_path,
+            trn_steps_done(t), mdl_num_params(fc.m), trn_weights_name(used), max_len);
+    if (out_path) {
+        out = fopen(out_path, "w");
+        if (!out) { fprintf(stderr, "mcqa: cannot write %s\n", out_path); goto out; }
+    } else if (!json) out = stdout;
+
+    /* score */
+    t0 = now_s();
+    for (i = 0; i < nfiles; i++) {
+        FILE *f = fopen(files[i], "rb");
+        char base[128];
+        const char *bs = strrchr(files[i], '/');
+        long len, lineno = 0, done = 0;
+        double last = now_s();
+        size_t bl;
+        if (!f) { fprintf(stderr, "mcqa: cannot open %s\n", files[i]); goto out; }
+        snprintf(base, sizeof base, "%s", bs ? bs + 1 : files[i]);
+        bl = strcspn(base, ".");
+        base[bl] = 0;
+        while ((len = mcqa_read_line(f, &line, &cap)) != -1) {
+            mcqa_item it;
+            mcqa_tokens tk;
+            mcqa_result r;
+            int k, a;
+            lineno++;
+            if (len < 0) { fprintf(stderr, "mcqa: %s:%ld: line too long\n", files[i], lineno); fclose(f); goto out; }
+            if (max_items && done >= max_items) break;
+            k = mcqa_item_parse(line, (size_t)len, lineno, files[i], def_task ? def_task : base, &it, err, sizeof err);
+            if (k == MCQA_ERANGE) continue;
+            if (k != MCQA_OK) { fprintf(stderr, "mcqa: %s\n", err); fclose(f); goto out; }
+            if (mcqa_tokenize(tok, &it, &tk, err, sizeof err) != MCQA_OK ||
+                mcqa_score(model_forward, &fc, max_len, &tk, &r, err, sizeof err) != MCQA_OK) {
+                fprintf(stderr, "mcqa: %s:%ld: %s\n", files[i], lineno, err);
+                mcqa_item_free(&it);
+                mcqa_tokens_free(&tk);
+                fclose(f);
+                goto out;
+            }
+            if (out && mcqa_log_write(out, &it, &r) != MCQA_OK) {
+                fprintf(stderr, "mcqa: cannot write the log\n");
+                mcqa_item_free(&it);
+                mcqa_tokens_free(&tk);
+                fclose(f);
+                goto out;
+            }
+            for (a = 0; a < nacc; a++)
+                if (!strcmp(acc[a].name, it.task)) break;
+            if (a == nacc) {
+                if (nacc == cacc) {
+                    int nc = cacc ? 2 * cacc : 8;
+                    task_acc *na = (task_acc *)realloc(acc, (size_t)nc * sizeof *na);
+                    if (!na) { fprintf(stderr, "mcqa: out of memory\n"); mcqa_item_free(&it); mcqa_tokens_free(&tk); fclose(f); goto out; }
+                    acc = na;
+                    cacc = nc;
+                }
+                memset(&acc[nacc], 0, sizeof acc[nacc]);
+                snprintf(acc[nacc].name, sizeof acc[nacc].name, "%s", it.task);
+                nacc++;
+            }
+            acc[a].n++;
+            acc[a].right_sum += r.pred_sum == it.gold;
+            acc[a].right_mean += r.pred_mean == it.gold;
+            acc[a].truncated += r.truncated;
+            acc[a].prompt_len += r.n_prompt;
+            forwards += r.forwards;
+            done++;
+            total++;
+            mcqa_item_free(&it);
+            mcqa_tokens_free(&tk);
+            if (now_s() - last > 2.0) {
+                fprintf(stderr, "\rmcqa: %s: %ld items (%.1f items/s)", files[i], done, (double)total / (now_s() - t0));
+                last = now_s();
+            }
+        }
+        fclose(f);
+        fprintf(stderr, "\rmcqa: %s: %ld items%30s\n", files[i], done, "");
+    }
+    if (out && out != stdout && fclose(out) != 0) { out = NULL; fprintf(stderr, "mcqa: error writing %s\n", out_path); goto out; }
+    if (out == stdout) fflush(stdout);
+    out = NULL;
+    fprintf(stderr, "mcqa: %ld items, %ld forwards in %.1f s\n", total, forwards, now_s() - t0);
+    fprintf(stderr, "%-20s %7s %9s %9s %9s %9s\n", "task", "items", "acc_sum", "acc_mean", "truncated", "prompt");
+    for (i = 0; i < nacc; i++)
+        fprintf(stderr, "%-20s %7ld %8.2f%% %8.2f%% %9ld %9.1f\n", acc[i].name, acc[i].n,
+                100.0 * (double)acc[i].right_sum / (double)acc[i].n, 100.0 * (double)acc[i].right_mean / (double)acc[i].n,
+                acc[i].truncated, acc[i].prompt_len / (double)acc[i].n);
+    if (json) {
+        printf("{\"ckpt\":");
+        mcqa_json_write_str(stdout, ckpt_path);
+        printf(",\"weights\":\"%s\",\"step\":%lld,\"max_len\":%d,\"tasks\":[", trn_weights_name(used),
+               trn_steps_done(t), max_len);
+        for (i = 0; i < nacc; i++) {
+            printf("%s{\"task\":", i ? "," : "");
+            mcqa_json_write_str(stdout, acc[i].name);
+            printf(",\"n\":%ld,\"acc_sum\":%.6f,\"acc_mean\":%.6f,\"truncated\":%ld}", acc[i].n,
+                   (double)acc[i].right_sum / (double)acc[i].n, (double)acc[i].right_mean / (double)acc[i].n,
+                   acc[i].truncated);
+        }
+        printf("]}\n");
+    }
+    rc = 0;
+out:
+    if (out && out != stdout) fclose(out);
+    free(line);
+    free(acc);
+    trn_destroy(t);
+    wt2_tokens_free(&test);
+    bpe_free(tok);
+    ckpt_close(ck);
+    return rc;
+}

@@ -1,0 +1,329 @@
+/* mcqa_compare - paired comparison of two models' per-example logs (seed 003 §4.3).
+
+     build/mcqa_compare A.jsonl B.jsonl --families build/mcqa/families.txt \
+                        --names recipe,baseline --json cmp.json --markdown
+
+   A and B are logs written by build/mcqa for the same task files. Items are paired by
+   (task, id); the comparison is refused when an item is missing from one log or its prompt
+   hash differs (the two runs did not score the same tokens). Every log line is checked:
+   its predictions and correctness must follow from its scores.
+
+   Per task and for both scoring rules (sum: primary; mean: sensitivity): accuracies of A
+   and B, Delta = acc_A - acc_B in points, n01 (A right, B wrong), n10 (A wrong, B right),
+   odds ratio n01/n10, McNemar chi2 with continuity correction and its chi2(1) p-value, the
+   exact binomial p (the one to read when n01 + n10 is small, say < 25), a paired bootstrap
+   95% CI of Delta (--bootstrap resamples, seeded by --seed and the task name), and the
+   McNemar p-values Holm-adjusted within each family of the --families file ("NAME: task
+   task ..." per line; a task in no family is a family of its own). Output: a table on
+   stdout, optionally seed 003's Table 1 / Table 2 layout in Markdown (--markdown) and
+   everything as JSON (--json PATH). Formulas: examples/common/mcqa.h.
+   License: MIT. */
+#define _POSIX_C_SOURCE 200809L
+#include "common/mcqa.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    const char *task;
+    int family;             /* index into the family list below */
+    long n, right_a, right_b, n01, n10, trunc_a, trunc_b;
+    double acc_a, acc_b, delta, or_, or_h, chi2, p, p_exact, p_holm, lo, hi;
+} row;
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: mcqa_compare A.jsonl B.jsonl [options]\n\n"
+            "  --families FILE    task families for Holm-Bonferroni (\"NAME: task task ...\")\n"
+            "  --names A,B        labels of the two models (default A,B)\n"
+            "  --bootstrap N      bootstrap resamples (default 10000)\n"
+            "  --seed S           bootstrap seed (default 1)\n"
+            "  --alpha X          significance level for the dagger marks and the CI (0.05)\n"
+            "  --json PATH        write every number as JSON\n"
+            "  --markdown         also print seed 003's Table 1 and Table 2 layout in Markdown\n");
+}
+
+static uint64_t name_hash(const char *s)
+{
+    uint64_t h = 0xCBF29CE484222325ull;
+    for (; *s; s++) {
+        h ^= (unsigned char)*s;
+        h *= 0x100000001B3ull;
+    }
+    return h;
+}
+
+static void fmt_or(char *b, size_t n, double v)
+{
+    if (isnan(v)) snprintf(b, n, "-");
+    else if (isinf(v)) snprintf(b, n, "inf");
+    else snprintf(b, n, "%.2f", v);
+}
+
+static void fmt_p(char *b, size_t n, double p)
+{
+    if (p < 1e-15) snprintf(b, n, "<1e-15");
+    else if (p < 1e-3) snprintf(b, n, "%.1e", p);
+    else snprintf(b, n, "%.4f", p);
+}
+
+static void json_num(FILE *f, double v)
+{
+    if (isfinite(v)) fprintf(f, "%.17g", v);
+    else fputs("null", f);
+}
+
+int main(int argc, char **argv)
+{
+    const char *pa = NULL, *pb = NULL, *fam_path = NULL, *json_path = NULL;
+    char name_a[64] = "A", name_b[64] = "B", err[1024];
+    int reps = 10000, md = 0, i, rc = 1, rule, ntask = 0, nfam = 0;
+    unsigned long long seed = 1;
+    double alpha = 0.05;
+    mcqa_record *A = NULL, *B = NULL;
+    long na = 0, nb = 0, *pair = NULL, k;
+    mcqa_families fams;
+    const char **tasks = NULL, **famname = NULL;
+    int *taskfam = NULL;
+    row *rows[2] = {NULL, NULL};
+    signed char *d = NULL;
+    FILE *js = NULL;
+
+    memset(&fams, 0, sizeof fams);
+    for (i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int more = i + 1 < argc;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
+        else if (!strcmp(a, "--families") && more) fam_path = argv[++i];
+        else if (!strcmp(a, "--json") && more) json_path = argv[++i];
+        else if (!strcmp(a, "--bootstrap") && more) reps = atoi(argv[++i]);
+        else if (!strcmp(a, "--seed") && more) seed = strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(a, "--alpha") && more) alpha = atof(argv[++i]);
+        else if (!strcmp(a, "--markdown")) md = 1;
+        else if (!strcmp(a, "--names") && more) {
+            const char *c = strchr(argv[++i], ',');
+            if (!c || c == argv[i] || !c[1]) { fprintf(stderr, "mcqa_compare: --names wants A,B\n"); return 2; }
+            snprintf(name_a, sizeof name_a, "%.*s", (int)(c - argv[i]), argv[i]);
+            snprintf(name_b, sizeof name_b, "%s", c + 1);
+        } else if (a[0] == '-' && a[1]) { fprintf(stderr, "mcqa_compare: unknown option or missing value '%s'\n", a); return 2; }
+        else if (!pa) pa = a;
+        else if (!pb) pb = a;
+        else { fprintf(stderr, "mcqa_compare: more than two logs given\n"); return 2; }
+    }
+    if (!pa || !pb) { usage(stderr); return 2; }
+    if (reps < 100 || !(alpha > 0 && alpha < 1)) { fprintf(stderr, "mcqa_compare: --bootstrap >= 100 and 0 < --alpha < 1\n"); return 2; }
+    if (mcqa_log_read(pa, &A, &na, err, sizeof err) != MCQA_OK || mcqa_log_read(pb, &B, &nb, err, sizeof err) != MCQA_OK) {
+        fprintf(stderr, "mcqa_compare: %s\n", err);
+        goto out;
+    }
+    pair = (long *)malloc((size_t)na * sizeof *pair);
+    d = (signed char *)malloc((size_t)na);
+    if (!pair || !d) { fprintf(stderr, "mcqa_compare: out of memory\n"); goto out; }
+    if (mcqa_pair(A, na, B, nb, pair, err, sizeof err) != MCQA_OK) {
+        fprintf(stderr, "mcqa_compare: %s\n", err);
+        goto out;
+    }
+    if (fam_path) {
+        FILE *f = fopen(fam_path, "rb");
+        char *txt = NULL;
+        size_t cap = 0, len = 0;
+        long l;
+        char *line = NULL;
+        if (!f) { fprintf(stderr, "mcqa_compare: cannot open %s\n", fam_path); goto out; }
+        while ((l = mcqa_read_line(f, &line, &cap)) >= 0) {
+            char *nt = (char *)realloc(txt, len + (size_t)l + 2);
+            if (!nt) { free(txt); free(line); fclose(f); fprintf(stderr, "mcqa_compare: out of memory\n"); goto out; }
+            txt = nt;
+            memcpy(txt + len, line, (size_t)l);
+            len += (size_t)l;
+            txt[len++] = '\n';
+        }
+        fclose(f);
+        free(line);
+        if (l < -1) { free(txt); fprintf(stderr, "mcqa_compare: %s: line too long\n", fam_path); goto out; }
+        if (mcqa_families_parse(txt, len, &fams, err, sizeof err) != MCQA_OK) {
+            free(txt);
+            fprintf(stderr, "mcqa_compare: %s: %s\n", fam_path, err);
+            goto out;
+        }
+        free(txt);
+    }
+    /* the tasks: declared families first (in their order), then the others in log order */
+    tasks = (const char **)malloc((size_t)na * sizeof *tasks);
+    taskfam = (int *)malloc((size_t)na * sizeof *taskfam);
+    famname = (const char **)malloc((size_t)(na + fams.n + 1) * sizeof *famname);
+    if (!tasks || !taskfam || !famname) { fprintf(stderr, "mcqa_compare: out of memory\n"); goto out; }
+    for (i = 0; i < fams.n; i++) {
+        int j;
+        famname[nfam++] = fams.name[i];
+        for (j = 0; j < fams.n_tasks[i]; j++) {
+            for (k = 0; k < na; k++)
+                if (!strcmp(A[k].task, fams.tasks[i][j])) break;
+            if (k == na) {
+                fprintf(stderr, "mcqa_compare: family %s declares task %s, which is not in the logs; a family must be "
+                                "compared whole (Holm over fewer tasks than declared is not the pre-declared test)\n",
+                        fams.name[i], fams.tasks[i][j]);
+                goto out;
+            }
+            tasks[ntask] = fams.tasks[i][j];
+            taskfam[ntask++] = i;
+        }
+    }
+    for (k = 0; k < na; k++) {
+        int j;
+        for (j = 0; j < ntask; j++)
+            if (!strcmp(tasks[j], A[k].task)) break;
+        if (j < ntask) continue;
+        tasks[ntask] = A[k].task;
+        famname[nfam] = A[k].task;
+        taskfam[ntask++] = nfam++;
+    }
+    for (rule = 0; rule < 2; rule++) {
+        rows[rule] = (row *)calloc((size_t)ntask, sizeof(row));
+        if (!rows[rule]) { fprintf(stderr, "mcqa_compare: out of memory\n"); goto out; }
+    }
+    for (rule = 0; rule < 2; rule++) {
+        int f;
+        for (i = 0; i < ntask; i++) {
+            row *r = &rows[rule][i];
+            long n = 0;
+            r->task = tasks[i];
+            r->family = taskfam[i];
+            for (k = 0; k < na; k++) {
+                const mcqa_record *x = &A[k], *y = &B[pair[k]];
+                int ca, cb;
+                if (strcmp(x->task, r->task)) continue;
+                ca = rule ? x->correct_mean : x->correct_sum;
+                cb = rule ? y->correct_mean : y->correct_sum;
+                r->right_a += ca;
+                r->right_b += cb;
+                r->n01 += ca && !cb;
+                r->n10 += !ca && cb;
+                r->trunc_a += x->truncated;
+                r->trunc_b += y->truncated;
+                d[n++] = (signed char)(ca - cb);
+            }
+            r->n = n;
+            r->acc_a = (double)r->right_a / (double)n;
+            r->acc_b = (double)r->right_b / (double)n;
+            r->delta = r->acc_a - r->acc_b;
+            r->or_ = mcqa_odds_ratio(r->n01, r->n10);
+            r->or_h = ((double)r->n01 + 0.5) / ((double)r->n10 + 0.5);
+            mcqa_mcnemar(r->n01, r->n10, &r->chi2, &r->p);
+            r->p_exact = mcqa_binom_exact_p(r->n01, r->n10);
+            if (mcqa_bootstrap_delta(d, n, reps, (uint64_t)seed ^ name_hash(r->task), alpha, &r->lo, &r->hi) != MCQA_OK) {
+                fprintf(stderr, "mcqa_compare: bootstrap failed\n");
+                goto out;
+            }
+        }
+        for (f = 0; f < nfam; f++) { /* Holm within each family */
+            double p[256], adj[256];
+            int idx[256], m = 0;
+            for (i = 0; i < ntask; i++)
+                if (rows[rule][i].family == f) {
+                    if (m == 256) { fprintf(stderr, "mcqa_compare: more than 256 tasks in family %s\n", famname[f]); goto out; }
+                    idx[m] = i;
+                    p[m++] = rows[rule][i].p;
+                }
+            if (m == 0) continue;
+            if (mcqa_holm(p, m, adj) != MCQA_OK) { fprintf(stderr, "mcqa_compare: Holm failed\n"); goto out; }
+            for (i = 0; i < m; i++) rows[rule][idx[i]].p_holm = adj[i];
+        }
+    }
+    /* table */
+    printf("A = %s (%s), B = %s (%s); %ld paired items; bootstrap %d resamples, seed %llu; %.0f%% CI\n", name_a, pa, name_b,
+           pb, na, reps, seed, 100.0 * (1.0 - alpha));
+    for (rule = 0; rule < 2; rule++) {
+        printf("\n%s rule (%s)\n", rule ? "mean" : "sum", rule ? "length-normalised, sensitivity" : "primary");
+        printf("%-10s %-14s %6s %7s %7s %7s %5s %5s %6s %7s %8s %8s %8s %17s\n", "family", "task", "n", "acc_A", "acc_B",
+               "delta", "n01", "n10", "OR", "chi2", "p", "p_exact", "p_holm", "CI(delta)");
+        for (i = 0; i < ntask; i++) {
+            const row *r = &rows[rule][i];
+            char o[16], p1[16], p2[16], p3[16];
+            fmt_or(o, sizeof o, r->or_);
+            fmt_p(p1, sizeof p1, r->p);
+            fmt_p(p2, sizeof p2, r->p_exact);
+            fmt_p(p3, sizeof p3, r->p_holm);
+            printf("%-10s %-14s %6ld %6.2f%% %6.2f%% %+7.2f %5ld %5ld %6s %7.3f %8s %8s %8s [%+6.2f, %+6.2f]%s\n",
+                   famname[r->family], r->task, r->n, 100 * r->acc_a, 100 * r->acc_b, 100 * r->delta, r->n01, r->n10, o,
+                   r->chi2, p1, p2, p3, 100 * r->lo, 100 * r->hi, r->p_holm < alpha ? " *" : "");
+        }
+    }
+    if (md) {
+        const row *R = rows[0];
+        printf("\nTable 1 layout (sum rule): accuracy %%\n\n| Task | %s | %s | Δ (pp) |\n| --- | ---: | ---: | ---: |\n", name_a, name_b);
+        for (i = 0; i < ntask; i++)
+            printf("| %s%s | %.1f | %.1f | %+.1f |\n", R[i].task, R[i].p_holm < alpha ? " †" : "", 100 * R[i].acc_a,
+                   100 * R[i].acc_b, 100 * R[i].delta);
+        printf("\nTable 2 layout (sum rule): paired McNemar, Holm within family\n\n"
+               "| Task | Δ | OR | p_Holm | n01 / n10 | 95%% CI of Δ | p exact |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+        for (i = 0; i < ntask; i++) {
+            char o[16], p3[16], p2[16];
+            fmt_or(o, sizeof o, R[i].or_);
+            fmt_p(p3, sizeof p3, R[i].p_holm);
+            fmt_p(p2, sizeof p2, R[i].p_exact);
+            printf("| %s%s | %+.1f | %s | %s | %ld / %ld | [%+.1f, %+.1f] | %s |\n", R[i].task, R[i].p_holm < alpha ? " †" : "",
+                   100 * R[i].delta, o, p3, R[i].n01, R[i].n10, 100 * R[i].lo, 100 * R[i].hi, p2);
+        }
+    }
+    if (json_path) {
+        js = fopen(json_path, "w");
+        if (!js) { fprintf(stderr, "mcqa_compare: cannot write %s\n", json_path); goto out; }
+        fprintf(js, "{\"a\":");
+        mcqa_json_write_str(js, pa);
+        fprintf(js, ",\"b\":");
+        mcqa_json_write_str(js, pb);
+        fprintf(js, ",\"name_a\":");
+        mcqa_json_write_str(js, name_a);
+        fprintf(js, ",\"name_b\":");
+        mcqa_json_write_str(js, name_b);
+        fprintf(js, ",\"items\":%ld,\"bootstrap\":%d,\"seed\":%llu,\"alpha\":", na, reps, seed);
+        json_num(js, alpha);
+        fprintf(js, ",\"rules\":{");
+        for (rule = 0; rule < 2; rule++) {
+            fprintf(js, "%s\"%s\":[", rule ? "," : "", rule ? "mean" : "sum");
+            for (i = 0; i < ntask; i++) {
+                const row *r = &rows[rule][i];
+                fprintf(js, "%s{\"task\":", i ? "," : "");
+                mcqa_json_write_str(js, r->task);
+                fprintf(js, ",\"family\":");
+                mcqa_json_write_str(js, famname[r->family]);
+                fprintf(js, ",\"n\":%ld,\"right_a\":%ld,\"right_b\":%ld,\"n01\":%ld,\"n10\":%ld,\"truncated_a\":%ld,"
+                            "\"truncated_b\":%ld,\"acc_a\":", r->n, r->right_a, r->right_b, r->n01, r->n10, r->trunc_a, r->trunc_b);
+                json_num(js, r->acc_a);
+                fprintf(js, ",\"acc_b\":"); json_num(js, r->acc_b);
+                fprintf(js, ",\"delta\":"); json_num(js, r->delta);
+                fprintf(js, ",\"odds_ratio\":"); json_num(js, r->or_);
+                fprintf(js, ",\"odds_ratio_haldane\":"); json_num(js, r->or_h);
+                fprintf(js, ",\"chi2\":"); json_num(js, r->chi2);
+                fprintf(js, ",\"p_mcnemar\":"); json_num(js, r->p);
+                fprintf(js, ",\"p_exact\":"); json_num(js, r->p_exact);
+                fprintf(js, ",\"p_holm\":"); json_num(js, r->p_holm);
+                fprintf(js, ",\"ci_lo\":"); json_num(js, r->lo);
+                fprintf(js, ",\"ci_hi\":"); json_num(js, r->hi);
+                fprintf(js, "}");
+            }
+            fprintf(js, "]");
+        }
+        fprintf(js, "}}\n");
+        if (fclose(js) != 0) { js = NULL; fprintf(stderr, "mcqa_compare: error writing %s\n", json_path); goto out; }
+        js = NULL;
+    }
+    rc = 0;
+out:
+    if (js) fclose(js);
+    mcqa_records_free(A, na);
+    mcqa_records_free(B, nb);
+    mcqa_families_free(&fams);
+    free(pair);
+    free(d);
+    free((void *)tasks);
+    free(taskfam);
+    free((void *)famname);
+    free(rows[0]);
+    free(rows[1]);
+    return rc;
+}
