@@ -22,7 +22,10 @@
                      gain schedule kappa(t) = k_inf + (k_max - k_inf) exp(-t/tau_k),
                      |dbeta| clip, pseudo-critical margin |beta - beta_c|/beta_c >= u_min,
                      EMA windows (64 steps for H and Var_p[s], 128 for sigma_qk).
-       gating        temperature-gap score T = beta sigma_qk sqrt(2 ln N_eff);
+       gating        temperature-gap score, normalised T = beta / beta* =
+                     beta sigma_qk / sqrt(2 ln N_eff) (ceas_gate_scores_mode, the
+                     reading the thresholds below fit; see READINGS), or the literal
+                     T = beta sigma_qk sqrt(2 ln N_eff) (ceas_gate_scores);
                      token mask (keep T >= T_gate(t) or the top-q by T per head, at
                      least m_min per sequence, T_gate(t) = T_inf + (T_max - T_inf)
                      exp(-t/tau_T), q linear from q_init to q_final over q_steps);
@@ -57,8 +60,30 @@
        (beta Var_p[s] -> 0 when attention is nearly one-hot), so the raw step can
        be huge. It is clipped to |dbeta| <= dbeta_max (the paper's clip) and to a
        trust region beta/max_ratio <= beta' <= beta*max_ratio (default 2; 0 turns
-       it off), which also keeps beta > 0. Near the target neither binds and the
-       step is Newton's (quadratic convergence at kappa = 1).
+       it off), which also keeps beta > 0.
+     * ceas_step is NOT Newton's method and has no quadratic convergence: it applies
+       the Newton formula to EMA-smoothed H and Var_p[s] (windows ema_h), which lag
+       beta, and multiplies it by kappa(t) >= 1. Measured on a linear model
+       H(beta) = a - c beta with Var_p[s] = c / beta (where one exact Newton step lands
+       on the target), clips and margin off, ceas v0.1: window 64 overshoots the
+       target by 129% at kappa 1 and 184% at kappa 1.8 (the 14.4M preset's kappa_max)
+       before settling (within 0.1% after ~340 steps at kappa 1.8); window 1 (no EMA)
+       overshoots 0% at kappa 1 and 80% at kappa 1.8 (kappa - 1, by construction).
+       The dbeta_max clip and the trust region bound these excursions in practice;
+       ceas_newton_update() on instantaneous observables is the plain Newton step.
+     * Gate score. The paper's T = beta sigma_qk sqrt(2 ln N_eff) equals 2 ln N_eff at
+       beta = beta* = sqrt(2 ln N_eff)/sigma_qk (e.g. ~7.5 for 128 keys at the 1.1-nat
+       drop), far above its thresholds T_gate 1.0-1.8, so the threshold keeps every
+       token and nothing is pruned. The thresholds make sense for the normalised score
+       beta / beta* = beta sigma_qk / sqrt(2 ln N_eff), which is 1 at the closed form:
+       there T_gate > 1 removes the threshold keeps and the top-q rule prunes 1 - q,
+       i.e. 45% early (q 0.55) and 25% late (q 0.75), the seed's projected prune rates
+       (chi_warm 0.35-0.45, chi_steady 0.18-0.26 for 14.4M). Measured on Gaussian
+       scores (128 causal-free keys, 2 x 2 x 128 rows, m_min 16): the literal score
+       prunes 0.0% at (T_gate 1.8, q 0.55) and at (1.05, 0.75); the normalised one
+       44.5% and 25.0%. ceas_gate_scores_mode()
+       with CEAS_GATE_NORMALISED (the recommended default) computes it;
+       ceas_gate_scores() keeps the literal formula (CEAS_GATE_RAW).
      * H_freeze = (mean over the layer's heads of H) - freeze_drop (default 0.9):
        a head freezes when it is persistently sharper than its layer. With
        freeze_ref = CEAS_FREEZE_UNIFORM it is ln N - freeze_drop instead (the
@@ -95,8 +120,8 @@
                                                  B, H, T, 1, st.beta + l * H,
                                                  NULL, heads + l * H, NULL);
              if (rc == CEAS_OK) rc = ceas_step(&st, heads); // new st.beta, st.frozen
-             // token gating for this step: ceas_gate_scores on the row
-             // observables, then ceas_token_mask(keep, score, B, H, T,
+             // token gating for this step: ceas_gate_scores_mode(...,
+             // CEAS_GATE_NORMALISED) on the row observables, then ceas_token_mask(keep, score, B, H, T,
              // ceas_t_gate(&st), ceas_keep_q_at(&st.cfg, st.step), st.cfg.m_min, ...)
              // on validation: ceas_report_val_loss(&st, val_loss, &fired)
          }
@@ -320,11 +345,19 @@ CEASDEF float ceas_beta_c(const ceas_state *st, int layer, int head); /* 0: none
 CEASDEF int ceas_report_val_loss(ceas_state *st, float loss, int *fired);
 
 /* ---- token gating ---- */
+enum { CEAS_GATE_NORMALISED = 0, CEAS_GATE_RAW = 1 };
 CEASDEF float ceas_gate_score(float beta, float sigma_qk, float n_eff);
-/* score: (B, H, T) = beta[h] * rows.sigma_qk * sqrt(2 ln rows.n_eff);
-   rows: (B, H, T); beta: (H) or NULL (1). */
+/* beta / beta* = beta sigma_qk / sqrt(2 ln n_eff) (0 for non-finite input; ln n_eff
+   below 1e-6 is taken as 1e-6, so a one-key row scores high and is kept) */
+CEASDEF float ceas_gate_score_norm(float beta, float sigma_qk, float n_eff);
+/* score: (B, H, T) = beta[h] * rows.sigma_qk * sqrt(2 ln rows.n_eff) (the literal
+   formula, CEAS_GATE_RAW); rows: (B, H, T); beta: (H) or NULL (1). */
 CEASDEF int ceas_gate_scores(float *score, const ceas_obs *rows, const float *beta, int B,
                              int H, int T);
+/* The same with a choice of reading: CEAS_GATE_NORMALISED (recommended; the one the
+   T_gate thresholds fit, see READINGS) or CEAS_GATE_RAW; CEAS_EINVAL otherwise. */
+CEASDEF int ceas_gate_scores_mode(float *score, const ceas_obs *rows, const float *beta,
+                                  int B, int H, int T, int mode);
 /* keep: (B, H, T) 1/0. Per (b, h): keeps every token with score >= t_gate and
    the top max(ceil(q T), min(m_min, T)) by score (ties: lower index; q T
    within 1e-4 of an integer counts as that integer).
@@ -1266,12 +1299,30 @@ CEASDEF float ceas_gate_score(float beta, float sigma_qk, float n_eff)
     return (float)((double)beta * sigma_qk * sqrt(2.0 * ln));
 }
 
+CEASDEF float ceas_gate_score_norm(float beta, float sigma_qk, float n_eff)
+{
+    double ln;
+    if (!ceas__finite(beta) || !ceas__finite(sigma_qk) || !ceas__finite(n_eff) ||
+        !(n_eff > 0))
+        return 0.0f;
+    ln = log((double)n_eff);
+    if (ln < 1e-6) ln = 1e-6;
+    return (float)((double)beta * sigma_qk / sqrt(2.0 * ln));
+}
+
 CEASDEF int ceas_gate_scores(float *score, const ceas_obs *rows, const float *beta, int B,
                              int H, int T)
+{
+    return ceas_gate_scores_mode(score, rows, beta, B, H, T, CEAS_GATE_RAW);
+}
+
+CEASDEF int ceas_gate_scores_mode(float *score, const ceas_obs *rows, const float *beta,
+                                  int B, int H, int T, int mode)
 {
     long long n, r;
     int h;
     if (!score || !rows || B <= 0 || H <= 0 || T <= 0) return CEAS_EINVAL;
+    if (mode != CEAS_GATE_NORMALISED && mode != CEAS_GATE_RAW) return CEAS_EINVAL;
     n = (long long)B * H * T;
     if (beta)
         for (h = 0; h < H; h++)
@@ -1284,7 +1335,8 @@ CEASDEF int ceas_gate_scores(float *score, const ceas_obs *rows, const float *be
     }
     for (r = 0; r < n; r++) {
         float bt = beta ? beta[(r / T) % H] : 1.0f;
-        score[r] = ceas_gate_score(bt, rows[r].sigma_qk, rows[r].n_eff);
+        score[r] = mode == CEAS_GATE_RAW ? ceas_gate_score(bt, rows[r].sigma_qk, rows[r].n_eff)
+                                         : ceas_gate_score_norm(bt, rows[r].sigma_qk, rows[r].n_eff);
     }
     return CEAS_OK;
 }
