@@ -124,6 +124,9 @@ extern "C" {
 
 enum { GD_OK = 0, GD_EINVAL = -1, GD_ERANGE = -2, GD_ENOMEM = -3 };
 enum { GD_ALGO_CHUNKED = 0, GD_ALGO_RECURRENT = 1 };
+/* CUDA-path status codes and math modes (cfg.math; the CPU path is always fp32) */
+enum { GD_ENOCUDA = -4, GD_ECUDA = -5, GD_ENOTSUP = -6 };
+enum { GD_MATH_FP32 = 0, GD_MATH_TF32 = 1, GD_MATH_BF16 = 2 };
 
 typedef struct gd_config {
     int algo;             /* GD_ALGO_CHUNKED (default) or GD_ALGO_RECURRENT */
@@ -139,6 +142,7 @@ typedef struct gd_config {
     float rms_eps;        /* 1e-6 (readout RMSNorm, eq. 25) */
     void (*log)(const char *msg, void *user); /* detailed error messages; NULL: silent */
     void *log_user;
+    int math;             /* CUDA path: GD_MATH_FP32 (default, 0); TF32/BF16: GD_ENOTSUP */
 } gd_config;
 
 /* What gd_forward saves for gd_backward. Initialise with gd_saved_init(); forward
@@ -232,6 +236,42 @@ GDELTADEF int gd_readout_backward(const gd_config *cfg, float *dr, float *dx,
                                   const float *b_g, const float *W_proj,
                                   int B, int T, int H, int Dv, int Dx, int Dout,
                                   void *workspace);
+
+/* ---------------------------------------------------------------- CUDA */
+/* Device-pointer mirrors (cuda/gdelta.cuh), compiled when this header is compiled by
+   nvcc (or against tests/cuda_sim.h); elsewhere they return GD_ENOCUDA. `stream` is a
+   cudaStream_t (NULL: the default stream). Same shapes, config and semantics as the CPU
+   functions; fp32 only (cfg.math TF32/BF16: GD_ENOTSUP). gd_forward_cuda always runs
+   the chunked form with cfg.chunk_size (1..256; Dk + chunk_size <= 12288) whatever
+   cfg.algo says; its saved state lives in device memory (gd_saved_free releases it) and
+   only gd_backward_cuda accepts it. workspace: NULL (allocated on the stream) or a device
+   buffer of gd_workspace_size_cuda() bytes (enough for forward and backward). Input
+   values are scanned on the device first (one int read back, the stream synchronised):
+   a NaN/Inf or out-of-range gate/beta returns GD_ERANGE with nothing written. A host
+   pointer returns GD_EINVAL, a failed launch GD_ECUDA. gd_step_cuda: slots is a device
+   array; table is updated in place. */
+struct CUstream_st;
+typedef struct CUstream_st *gd_stream;
+GDELTADEF int gd_cuda_available(void); /* 1 if a CUDA device is usable */
+GDELTADEF size_t gd_workspace_size_cuda(const gd_config *cfg, int B, int H, int T, int Dk,
+                                        int Dv);
+GDELTADEF int gd_forward_cuda(const gd_config *cfg, float *r, float *state_out,
+                              const float *q, const float *k, const float *v,
+                              const float *gates, const float *beta, const float *state0,
+                              int B, int H, int T, int Dk, int Dv, gd_saved *saved,
+                              void *workspace, gd_stream stream);
+GDELTADEF int gd_backward_cuda(const gd_config *cfg, const gd_saved *saved,
+                               float *dq, float *dk, float *dv, float *dgates,
+                               float *dbeta, float *dstate0,
+                               const float *dr, const float *dstate_out,
+                               const float *q, const float *k, const float *v,
+                               const float *gates, const float *beta, const float *state0,
+                               int B, int H, int T, int Dk, int Dv, void *workspace,
+                               gd_stream stream);
+GDELTADEF int gd_step_cuda(const gd_config *cfg, float *table, int n_slots, const int *slots,
+                           int N, int H, int Dk, int Dv, const float *q, const float *k,
+                           const float *v, const float *gates, const float *beta, float *r,
+                           gd_stream stream);
 
 #ifdef __cplusplus
 }
@@ -327,6 +367,9 @@ GDELTADEF const char *gd_strerror(int err)
     case GD_EINVAL: return "invalid argument";
     case GD_ERANGE: return "value out of range";
     case GD_ENOMEM: return "out of memory";
+    case GD_ENOCUDA: return "built without CUDA (compile with nvcc)";
+    case GD_ECUDA: return "CUDA runtime error";
+    case GD_ENOTSUP: return "not implemented in this build";
     default: return "unknown error";
     }
 }
@@ -338,10 +381,15 @@ GDELTADEF gd_saved gd_saved_init(void)
     return s;
 }
 
+/* a gd_saved filled by gd_forward_cuda: algo has this bit, mem is device memory */
+#define GD__SAVED_CUDA 0x100
+static void gd__cu_saved_free(void *mem); /* CUDA section (cudaFree) or its stub */
+
 GDELTADEF void gd_saved_free(gd_saved *s)
 {
     if (!s) return;
-    if (s->mem) GDELTA_FREE(s->mem);
+    if (s->mem && (s->algo & GD__SAVED_CUDA)) gd__cu_saved_free(s->mem); /* device memory */
+    else if (s->mem) GDELTA_FREE(s->mem);
     memset(s, 0, sizeof *s);
 }
 
@@ -731,6 +779,11 @@ static int gd__saved_prepare(const gd_config *cfg, gd_saved *s, int B, int H, in
     size_t nw = cfg->algo == GD_ALGO_CHUNKED ? (size_t)B * H * ns * 5 * (size_t)step * step
                                              : 0;
     size_t bytes = (gd__al(nst) + gd__al(nu) + gd__al(nw) + 16) * sizeof(float);
+    if (s->mem && (s->algo & GD__SAVED_CUDA)) { /* device memory from gd_forward_cuda */
+        gd__cu_saved_free(s->mem);
+        s->mem = NULL;
+        s->cap = 0;
+    }
     if (s->cap < bytes || !s->mem) {
         if (s->mem) GDELTA_FREE(s->mem);
         s->mem = GDELTA_MALLOC(bytes);
@@ -1744,6 +1797,57 @@ GDELTADEF int gd_readout_backward(const gd_config *cfg, float *dr, float *dx,
     if (own) GDELTA_FREE(own);
     return GD_OK;
 }
+
+/* ---------------------------------------------------------------- CUDA */
+#if defined(__CUDACC__) || defined(ATTNKIT_CUDA_SIM)
+#include "cuda/gdelta.cuh"
+#else
+static void gd__cu_saved_free(void *mem) { (void)mem; } /* no device memory exists here */
+#define GD__NOCUDA(name) return gd__err(cfg, GD_ENOCUDA, "%s: built without nvcc", name)
+GDELTADEF int gd_cuda_available(void) { return 0; }
+GDELTADEF size_t gd_workspace_size_cuda(const gd_config *cfg, int B, int H, int T, int Dk,
+                                        int Dv)
+{
+    (void)cfg; (void)B; (void)H; (void)T; (void)Dk; (void)Dv;
+    return 0;
+}
+GDELTADEF int gd_forward_cuda(const gd_config *cfg, float *r, float *state_out,
+                              const float *q, const float *k, const float *v,
+                              const float *gates, const float *beta, const float *state0,
+                              int B, int H, int T, int Dk, int Dv, gd_saved *saved,
+                              void *workspace, gd_stream stream)
+{
+    (void)r; (void)state_out; (void)q; (void)k; (void)v; (void)gates; (void)beta;
+    (void)state0; (void)B; (void)H; (void)T; (void)Dk; (void)Dv; (void)saved;
+    (void)workspace; (void)stream;
+    GD__NOCUDA("gd_forward_cuda");
+}
+GDELTADEF int gd_backward_cuda(const gd_config *cfg, const gd_saved *saved,
+                               float *dq, float *dk, float *dv, float *dgates,
+                               float *dbeta, float *dstate0,
+                               const float *dr, const float *dstate_out,
+                               const float *q, const float *k, const float *v,
+                               const float *gates, const float *beta, const float *state0,
+                               int B, int H, int T, int Dk, int Dv, void *workspace,
+                               gd_stream stream)
+{
+    (void)saved; (void)dq; (void)dk; (void)dv; (void)dgates; (void)dbeta; (void)dstate0;
+    (void)dr; (void)dstate_out; (void)q; (void)k; (void)v; (void)gates; (void)beta;
+    (void)state0; (void)B; (void)H; (void)T; (void)Dk; (void)Dv; (void)workspace;
+    (void)stream;
+    GD__NOCUDA("gd_backward_cuda");
+}
+GDELTADEF int gd_step_cuda(const gd_config *cfg, float *table, int n_slots, const int *slots,
+                           int N, int H, int Dk, int Dv, const float *q, const float *k,
+                           const float *v, const float *gates, const float *beta, float *r,
+                           gd_stream stream)
+{
+    (void)table; (void)n_slots; (void)slots; (void)N; (void)H; (void)Dk; (void)Dv; (void)q;
+    (void)k; (void)v; (void)gates; (void)beta; (void)r; (void)stream;
+    GD__NOCUDA("gd_step_cuda");
+}
+#undef GD__NOCUDA
+#endif
 
 #endif /* GDELTA_IMPLEMENTATION_DONE */
 #endif /* GDELTA_IMPLEMENTATION */

@@ -1,0 +1,958 @@
+/* cuda/gdelta.cuh - CUDA bodies of gdelta.h's *_cuda entry points (gated-delta memory).
+
+   Not a standalone header: gdelta.h includes it at the end of its implementation section
+   when compiled by nvcc (GDELTA_IMPLEMENTATION + __CUDACC__) or against the CPU simulation
+   of CUDA (ATTNKIT_CUDA_SIM, tests/cuda_sim.h). It includes nothing from attnkit.
+
+   What runs where (fp32 SIMT, cfg.math = GD_MATH_FP32; TF32/BF16 return GD_ENOTSUP):
+     gd_forward_cuda   1. gd__k_check: NaN/Inf and gate/beta range scan of the inputs
+                          (one int copied back, the stream synchronised: the CPU contract
+                          "bad value -> GD_ERANGE, nothing written" holds on the device).
+                       2. gd__k_intra, one block per (b,h,chunk), all chunks in parallel:
+                          L2-normalised q, k; cumulative log-gates G (double, like the
+                          CPU); e = exp(G), c = exp(G_last - G); K K^T, Q K^T, the decay
+                          P = exp(G_i - G_j), A = beta_i (k_i.k_j) P_ij (strictly lower),
+                          T = (I + A)^-1 (one thread per column, forward substitution in
+                          the CPU's order); the WY/UT vectors W = T diag(beta e) K and
+                          U0 = T diag(beta) V.
+                       3. gd__k_scan_fwd, one block per (b,h, slice of BV value rows),
+                          sequential over chunks: the state slice (BV,Dk) stays in shared
+                          memory; per chunk U = U0 - W S^T, r = scale (e_i S q_i +
+                          sum_{j<=i} P_ij (q_i.k_j) u_j), S <- e_last S + sum_j c_j u_j k_j^T.
+                          Rows of the state are independent (each value channel only meets
+                          itself), so the Dv split needs no communication.
+     gd_backward_cuda  gd__k_intra again (recompute), gd__k_scan_bwd (reverse scan over
+                       chunks for dL/dS, per value-row slice; writes dU and dS at each chunk
+                       end), gd__k_chunk_bwd (one block per chunk, all in parallel: the WY
+                       backward, dq, dk, dv, dbeta, the log-gate gradient by a reverse
+                       cumulative sum, the L2-norm backward).
+     gd_step_cuda      gd__k_step_check (slots in range and distinct), gd__k_check, then
+                       gd__k_step: one block per (sequence, head, 32 value rows), a warp per
+                       row, the state row read from and written back to the slot table in
+                       place: decay, prediction, delta write, readout (gd_step's order).
+
+   Store or recompute: the forward saves, per (b,h), the state at every chunk start
+   (T/C x Dv x Dk floats) and U (T x Dv); everything else (norms, gates, the (C,C)
+   matrices, T, W) is recomputed by the backward from the inputs. The states are the one
+   sequential product (recomputing them would repeat the whole forward scan); U costs as
+   much memory as v. The (C,C) matrices live only in the workspace
+   (gd_workspace_size_cuda), never in the saved state, unlike the CPU path's 5 T C floats
+   per head. Memory saved: (T/C) Dv Dk + T Dv floats per (b,h).
+
+   Numerics and parity tolerances (tests/parity_gdelta.cu, fp32): outputs and final
+   state within 1e-5 relative (atol 1e-5 x the reference's RMS) of the CPU chunked path
+   with the same chunk size, every gradient within 1e-4 relative (atol 1e-4 x RMS); the
+   step kernel within 1e-5 of the CPU recurrent path. Sums run in fixed orders, no atomics
+   feed an output: results are bit-identical run to run. Every reduction is a plain loop
+   in one thread (norms in double, as on the CPU), so no shuffle order enters the forward
+   or backward; only the step kernel reduces over a warp (xor butterfly, fixed order).
+
+   Limits: chunk_size 1..256 (cfg), Dk + chunk_size <= 12288 (the state slice and the
+   chunk's U slice share 48 KiB of shared memory). */
+#ifdef ATTNKIT_CUDA_SIM
+#define GD__LAUNCH(k, g, b, sm, st, ...) ATTNKIT_SIM_LAUNCH(k, g, b, sm, st, __VA_ARGS__)
+#define GD__DSMEM(T, name) AK_SIM_DYNAMIC_SHARED(T, name)
+#else
+#include <cuda_runtime.h>
+#define GD__LAUNCH(k, g, b, sm, st, ...) k<<<(g), (b), (sm), (st)>>>(__VA_ARGS__)
+#define GD__DSMEM(T, name)                                                                \
+    extern __shared__ __align__(16) unsigned char gd__dsmem_[];                           \
+    T *name = (T *)gd__dsmem_
+#endif
+
+#define GD__CU_THREADS 256
+#define GD__CU_SMEM (48 * 1024)
+
+/* ------------------------------------------------------------ parameters */
+/* Workspace arrays (device). Per (b,h): (T,Dk) rows kn, qn, w, x, z, dqn, dkn; (T,Dv) rows
+   u0, du, db, y; (T) e, c, qinv, kinv; (NC,C,C) kk, qk, p, a, tm, qkp, dd, da, dkk;
+   (NC,Dv,Dk) dse. The backward-only arrays are NULL in a forward layout. */
+typedef struct gd__cws {
+    float *kn, *qn, *w, *u0, *e, *c, *qinv, *kinv;
+    float *kk, *qk, *p, *a, *tm, *qkp;
+    float *du, *db, *y, *x, *z, *dqn, *dkn, *dse, *dd, *da, *dkk;
+    int *flag;
+} gd__cws;
+
+typedef struct gd__kp {
+    const float *q, *k, *v, *g, *be, *s0, *dr, *dsout;
+    float *r, *sout, *states, *u;
+    float *dq, *dk, *dv, *dg, *dbe, *ds0;
+    gd__cws w;
+    int T, Dk, Dv, C, NC, BV, gate_is_log, normalize_qk;
+    float norm_eps, scale, floor_;
+} gd__kp;
+
+static size_t gd__cu_take(size_t *off, size_t bytes)
+{
+    size_t o = *off;
+    *off += (bytes + 255) & ~(size_t)255;
+    return o;
+}
+
+/* Lays the workspace out at base (NULL: only sizes it); returns the bytes needed. */
+static size_t gd__cws_layout(gd__cws *w, void *base, size_t BH, int T, int Dk, int Dv, int C,
+                             int NC, int backward)
+{
+    size_t off = 0, f = sizeof(float);
+    size_t tk = BH * (size_t)T * Dk * f, tv = BH * (size_t)T * Dv * f, t1 = BH * (size_t)T * f;
+    size_t cc = BH * (size_t)NC * C * C * f, sd = BH * (size_t)NC * Dk * Dv * f;
+    size_t o[26];
+    int i, n = 0;
+    char *b = (char *)base;
+    o[n++] = gd__cu_take(&off, 256); /* flag */
+    o[n++] = gd__cu_take(&off, tk);  /* kn */
+    o[n++] = gd__cu_take(&off, tk);  /* qn */
+    o[n++] = gd__cu_take(&off, tk);  /* w */
+    o[n++] = gd__cu_take(&off, tv);  /* u0 */
+    for (i = 0; i < 4; i++) o[n++] = gd__cu_take(&off, t1); /* e c qinv kinv */
+    for (i = 0; i < 6; i++) o[n++] = gd__cu_take(&off, cc); /* kk qk p a tm qkp */
+    if (backward) {
+        for (i = 0; i < 3; i++) o[n++] = gd__cu_take(&off, tv); /* du db y */
+        for (i = 0; i < 4; i++) o[n++] = gd__cu_take(&off, tk); /* x z dqn dkn */
+        o[n++] = gd__cu_take(&off, sd);                         /* dse */
+        for (i = 0; i < 3; i++) o[n++] = gd__cu_take(&off, cc); /* dd da dkk */
+    }
+    if (w) {
+        memset(w, 0, sizeof *w);
+        if (b) {
+            float **fl[] = {&w->kn, &w->qn, &w->w, &w->u0, &w->e, &w->c, &w->qinv, &w->kinv,
+                            &w->kk, &w->qk, &w->p, &w->a, &w->tm, &w->qkp, &w->du, &w->db,
+                            &w->y, &w->x, &w->z, &w->dqn, &w->dkn, &w->dse, &w->dd, &w->da,
+                            &w->dkk};
+            w->flag = (int *)(void *)(b + o[0]);
+            for (i = 1; i < n; i++) *fl[i - 1] = (float *)(void *)(b + o[i]);
+        }
+    }
+    return off;
+}
+
+/* ------------------------------------------------------------ device helpers */
+static __device__ int gd__cu_min(int a, int b) { return a < b ? a : b; }
+
+static __device__ float gd__cu_lg(const gd__kp *p, float g)
+{
+    float lg;
+    if (p->gate_is_log) lg = g;
+    else lg = g > 0.0f ? logf(g) : p->floor_;
+    return lg < p->floor_ ? p->floor_ : lg;
+}
+
+static __device__ int gd__cu_bad(float x) /* NaN or Inf, from the bits */
+{
+    return (__float_as_uint(x) & 0x7F800000u) == 0x7F800000u;
+}
+
+/* ------------------------------------------------------------ input scan */
+/* flag bits: 1 q/k not finite, 2 v not finite, 4 gate out of range, 8 beta out of range,
+   16 state0 not finite. Grid-stride; the flag only decides an error code. */
+static __global__ void gd__k_check(int *flag, const float *q, const float *k, size_t nqk,
+                                   const float *v, size_t nv, const float *g, const float *be,
+                                   size_t ng, const float *s0, size_t ns, int gate_is_log)
+{
+    size_t i, stride = (size_t)gridDim.x * blockDim.x;
+    int bad = 0;
+    for (i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < nqk; i += stride)
+        if (gd__cu_bad(q[i]) || gd__cu_bad(k[i])) bad |= 1;
+    for (i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < nv; i += stride)
+        if (gd__cu_bad(v[i])) bad |= 2;
+    for (i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < ng; i += stride) {
+        float x = g[i], b = be[i];
+        if (gd__cu_bad(x) && !(gate_is_log && x < 0.0f)) bad |= 4; /* -inf log gate is fine */
+        else if (gate_is_log ? !(x <= 0.0f) : !(x >= 0.0f && x <= 1.0f)) bad |= 4;
+        if (!(b >= 0.0f && b <= 1.0f)) bad |= 8;
+    }
+    if (s0)
+        for (i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < ns; i += stride)
+            if (gd__cu_bad(s0[i])) bad |= 16;
+    if (bad) atomicOr(flag, bad);
+}
+
+/* ------------------------------------------------------------ intra-chunk */
+/* One block per (bh, chunk). Writes kn, qn, qinv, kinv, e, c (rows of the chunk), the
+   (C,C) matrices kk, qk, p, a, tm, qkp (zero outside the causal part), w and u0. */
+static __global__ void gd__k_intra(gd__kp p)
+{
+    __shared__ double sG[256];
+    const int tid = threadIdx.x, nt = blockDim.x;
+    const int C = p.C, Dk = p.Dk, Dv = p.Dv, T = p.T;
+    const size_t bh = blockIdx.x / (unsigned)p.NC;
+    const int ci = (int)(blockIdx.x % (unsigned)p.NC);
+    const int t0 = ci * C, L = gd__cu_min(C, T - t0);
+    const size_t row0 = bh * (size_t)T + t0, cc0 = (bh * p.NC + ci) * (size_t)C * C;
+    const gd__cws w = p.w;
+    int idx, i, j, d;
+    /* --- 1: normalised rows (threads [0,L) q, [L,2L) k), log-gates (thread 0) */
+    for (idx = tid; idx < 2 * L; idx += nt) {
+        int isk = idx >= L;
+        size_t rr = row0 + (size_t)(isk ? idx - L : idx);
+        const float *xs = (isk ? p.k : p.q) + rr * Dk;
+        float *ys = (isk ? w.kn : w.qn) + rr * Dk;
+        float inv = 1.0f;
+        if (p.normalize_qk) {
+            double s = 0.0;
+            for (d = 0; d < Dk; d++) s += (double)xs[d] * xs[d];
+            s += p.norm_eps;
+            inv = s > 0.0 ? (float)(1.0 / sqrt(s)) : 0.0f;
+        }
+        for (d = 0; d < Dk; d++) ys[d] = xs[d] * inv;
+        (isk ? w.kinv : w.qinv)[rr] = inv;
+    }
+    if (tid == 0) {
+        double acc = 0.0;
+        for (i = 0; i < L; i++) {
+            acc += gd__cu_lg(&p, p.g[row0 + i]);
+            sG[i] = acc;
+        }
+        for (i = 0; i < L; i++) {
+            w.e[row0 + i] = (float)exp(sG[i]);
+            w.c[row0 + i] = (float)exp(sG[L - 1] - sG[i]);
+        }
+    }
+    __syncthreads();
+    /* --- 2: K K^T, Q K^T, P, A, P o QK */
+    for (idx = tid; idx < C * C; idx += nt) {
+        float kk = 0.0f, qk = 0.0f, pp = 0.0f, aa = 0.0f, qkp = 0.0f;
+        i = idx / C;
+        j = idx % C;
+        if (i < L && j <= i) {
+            const float *ki = w.kn + (row0 + i) * Dk, *kj = w.kn + (row0 + j) * Dk;
+            const float *qi = w.qn + (row0 + i) * Dk;
+            for (d = 0; d < Dk; d++) {
+                kk += ki[d] * kj[d];
+                qk += qi[d] * kj[d];
+            }
+            pp = expf((float)(sG[i] - sG[j]));
+            if (j < i) aa = p.be[row0 + i] * kk * pp;
+            qkp = pp * qk;
+        }
+        w.kk[cc0 + idx] = kk;
+        w.qk[cc0 + idx] = qk;
+        w.p[cc0 + idx] = pp;
+        w.a[cc0 + idx] = aa;
+        w.qkp[cc0 + idx] = qkp;
+    }
+    __syncthreads();
+    /* --- 3: Tm = (I + A)^-1, column m by forward substitution (the CPU's order per entry) */
+    for (idx = tid; idx < C; idx += nt) {
+        const int m = idx;
+        float *Tm = w.tm + cc0;
+        const float *A = w.a + cc0;
+        for (i = 0; i < C; i++) {
+            float x = 0.0f;
+            if (i < L && m < L && i >= m) {
+                x = i == m ? 1.0f : 0.0f;
+                for (j = m; j < i; j++) x -= A[i * C + j] * Tm[j * C + m];
+            }
+            Tm[i * C + m] = x;
+        }
+    }
+    __syncthreads();
+    /* --- 4: W = Tm diag(beta e) K, U0 = Tm diag(beta) V */
+    for (idx = tid; idx < L * Dk; idx += nt) {
+        const float *Tm = w.tm + cc0;
+        float s = 0.0f;
+        i = idx / Dk;
+        d = idx % Dk;
+        for (j = 0; j <= i; j++)
+            s += Tm[i * C + j] * (p.be[row0 + j] * w.e[row0 + j] * w.kn[(row0 + j) * Dk + d]);
+        w.w[(row0 + i) * Dk + d] = s;
+    }
+    for (idx = tid; idx < L * Dv; idx += nt) {
+        const float *Tm = w.tm + cc0;
+        float s = 0.0f;
+        i = idx / Dv;
+        d = idx % Dv;
+        for (j = 0; j <= i; j++) s += Tm[i * C + j] * (p.be[row0 + j] * p.v[(row0 + j) * Dv + d]);
+        w.u0[(row0 + i) * Dv + d] = s;
+    }
+}
+
+/* ------------------------------------------------------------ forward scan */
+/* grid (BH, ceil(Dv/BV)): the block owns value rows [v0, v0+nv) of the state. Dynamic
+   shared memory: S (BV,Dk) then the chunk's U slice (C,BV). */
+static __global__ void gd__k_scan_fwd(gd__kp p)
+{
+    GD__DSMEM(float, sm);
+    const int tid = threadIdx.x, nt = blockDim.x;
+    const int C = p.C, Dk = p.Dk, Dv = p.Dv, T = p.T, BV = p.BV;
+    const size_t bh = blockIdx.x;
+    const int v0 = (int)blockIdx.y * BV, nv = gd__cu_min(BV, Dv - v0);
+    const gd__cws w = p.w;
+    float *S = sm, *Us = sm + (size_t)BV * Dk;
+    int idx, ci, i, j, d, x;
+    for (idx = tid; idx < nv * Dk; idx += nt) {
+        x = idx / Dk;
+        d = idx % Dk;
+        S[x * Dk + d] = p.s0 ? p.s0[(bh * Dv + v0 + x) * Dk + d] : 0.0f;
+    }
+    for (ci = 0; ci < p.NC; ci++) {
+        const int t0 = ci * C, L = gd__cu_min(C, T - t0);
+        const size_t row0 = bh * (size_t)T + t0, cc0 = (bh * p.NC + ci) * (size_t)C * C;
+        float el;
+        __syncthreads();
+        if (p.states)
+            for (idx = tid; idx < nv * Dk; idx += nt) {
+                x = idx / Dk;
+                d = idx % Dk;
+                p.states[((bh * p.NC + ci) * Dv + v0 + x) * Dk + d] = S[x * Dk + d];
+            }
+        /* U = U0 - W S^T */
+        for (idx = tid; idx < L * nv; idx += nt) {
+            const float *wj, *sx;
+            float s = 0.0f, u;
+            j = idx / nv;
+            x = idx % nv;
+            wj = w.w + (row0 + j) * Dk;
+            sx = S + x * Dk;
+            for (d = 0; d < Dk; d++) s += wj[d] * sx[d];
+            u = w.u0[(row0 + j) * Dv + v0 + x] - s;
+            Us[j * BV + x] = u;
+            if (p.u) p.u[(row0 + j) * Dv + v0 + x] = u;
+        }
+        __syncthreads();
+        /* r_i = scale (e_i S q_i + sum_{j<=i} P_ij QK_ij u_j) */
+        for (idx = tid; idx < L * nv; idx += nt) {
+            const float *qi, *sx, *mq;
+            float s = 0.0f, o;
+            i = idx / nv;
+            x = idx % nv;
+            qi = w.qn + (row0 + i) * Dk;
+            sx = S + x * Dk;
+            mq = w.qkp + cc0 + (size_t)i * C;
+            for (d = 0; d < Dk; d++) s += sx[d] * qi[d];
+            o = w.e[row0 + i] * s;
+            for (j = 0; j <= i; j++) o += mq[j] * Us[j * BV + x];
+            if (p.scale != 1.0f) o *= p.scale;
+            p.r[(row0 + i) * Dv + v0 + x] = o;
+        }
+        __syncthreads();
+        /* S <- e_last S + sum_j c_j u_j k_j^T (each thread owns its (x,d)) */
+        el = w.e[row0 + L - 1];
+        for (idx = tid; idx < nv * Dk; idx += nt) {
+            float s = 0.0f;
+            x = idx / Dk;
+            d = idx % Dk;
+            for (j = 0; j < L; j++) s += w.kn[(row0 + j) * Dk + d] * (w.c[row0 + j] * Us[j * BV + x]);
+            S[x * Dk + d] = el * S[x * Dk + d] + s;
+        }
+    }
+    if (p.sout)
+        for (idx = tid; idx < nv * Dk; idx += nt) {
+            x = idx / Dk;
+            d = idx % Dk;
+            p.sout[(bh * Dv + v0 + x) * Dk + d] = S[x * Dk + d];
+        }
+}
+
+/* ------------------------------------------------------------ backward scan */
+/* grid (BH, ceil(Dv/BV)); dS (BV,Dk) and the chunk's dU slice (C,BV) in shared memory.
+   Writes dse (the gradient for the state at each chunk's end), du, and adds the
+   gradient for the initial state to ds0. */
+static __global__ void gd__k_scan_bwd(gd__kp p)
+{
+    GD__DSMEM(float, sm);
+    const int tid = threadIdx.x, nt = blockDim.x;
+    const int C = p.C, Dk = p.Dk, Dv = p.Dv, T = p.T, BV = p.BV;
+    const size_t bh = blockIdx.x;
+    const int v0 = (int)blockIdx.y * BV, nv = gd__cu_min(BV, Dv - v0);
+    const gd__cws w = p.w;
+    float *dS = sm, *dUs = sm + (size_t)BV * Dk;
+    int idx, ci, i, j, d, x;
+    for (idx = tid; idx < nv * Dk; idx += nt) {
+        x = idx / Dk;
+        d = idx % Dk;
+        dS[x * Dk + d] = p.dsout ? p.dsout[(bh * Dv + v0 + x) * Dk + d] : 0.0f;
+    }
+    for (ci = p.NC - 1; ci >= 0; ci--) {
+        const int t0 = ci * C, L = gd__cu_min(C, T - t0);
+        const size_t row0 = bh * (size_t)T + t0, cc0 = (bh * p.NC + ci) * (size_t)C * C;
+        float el;
+        __syncthreads();
+        for (idx = tid; idx < nv * Dk; idx += nt) {
+            x = idx / Dk;
+            d = idx % Dk;
+            w.dse[((bh * p.NC + ci) * Dv + v0 + x) * Dk + d] = dS[x * Dk + d];
+        }
+        /* dU_j = c_j dS k_j + scale sum_{i>=j} P_ij QK_ij dO_i */
+        for (idx = tid; idx < L * nv; idx += nt) {
+            const float *kj, *sx;
+            float y = 0.0f, s = 0.0f, du;
+            j = idx / nv;
+            x = idx % nv;
+            kj = w.kn + (row0 + j) * Dk;
+            sx = dS + x * Dk;
+            for (d = 0; d < Dk; d++) y += kj[d] * sx[d];
+            for (i = j; i < L; i++) s += w.qkp[cc0 + (size_t)i * C + j] * p.dr[(row0 + i) * Dv + v0 + x];
+            du = w.c[row0 + j] * y + p.scale * s;
+            dUs[j * BV + x] = du;
+            w.du[(row0 + j) * Dv + v0 + x] = du;
+        }
+        __syncthreads();
+        /* dS <- e_last dS + scale sum_i e_i q_i dO_i^T - sum_j w_j dU_j^T */
+        el = w.e[row0 + L - 1];
+        for (idx = tid; idx < nv * Dk; idx += nt) {
+            float a = 0.0f, b = 0.0f;
+            x = idx / Dk;
+            d = idx % Dk;
+            for (i = 0; i < L; i++)
+                a += w.qn[(row0 + i) * Dk + d] * (w.e[row0 + i] * p.dr[(row0 + i) * Dv + v0 + x]);
+            for (j = 0; j < L; j++) b += w.w[(row0 + j) * Dk + d] * dUs[j * BV + x];
+            dS[x * Dk + d] = el * dS[x * Dk + d] + p.scale * a - b;
+        }
+    }
+    __syncthreads();
+    if (p.ds0)
+        for (idx = tid; idx < nv * Dk; idx += nt) {
+            x = idx / Dk;
+            d = idx % Dk;
+            p.ds0[(bh * Dv + v0 + x) * Dk + d] += dS[x * Dk + d];
+        }
+}
+
+/* ------------------------------------------------------------ per-chunk backward */
+/* One block per (bh, chunk), chunks independent once dU and dse are known. Accumulates
+   into dq, dk, dv, dg, dbe for the chunk's rows. Shared: per-row vectors and a
+   fixed-shape tree for <dS_end, S>. */
+static __global__ void gd__k_chunk_bwd(gd__kp p)
+{
+    __shared__ float sdc[256], svec[256], sdG[256], sred[GD__CU_THREADS];
+    const int tid = threadIdx.x, nt = blockDim.x;
+    const int C = p.C, Dk = p.Dk, Dv = p.Dv, T = p.T;
+    const size_t bh = blockIdx.x / (unsigned)p.NC;
+    const int ci = (int)(blockIdx.x % (unsigned)p.NC);
+    const int t0 = ci * C, L = gd__cu_min(C, T - t0);
+    const size_t row0 = bh * (size_t)T + t0, cc0 = (bh * p.NC + ci) * (size_t)C * C;
+    const size_t s0 = (bh * p.NC + ci) * (size_t)Dv * Dk;
+    const float *S = p.states + s0, *dSe = p.w.dse + s0;
+    const float *U = p.u, *dO = p.dr;
+    const gd__cws w = p.w;
+    const float scale = p.scale, el = w.e[row0 + L - 1];
+    int idx, i, j, d, x, s;
+    float part = 0.0f;
+    /* --- phase 1 */
+    for (idx = tid; idx < L * Dv; idx += nt) { /* dB = Tm^T dU; Y_j = dSe k_j */
+        float b = 0.0f, y = 0.0f;
+        i = idx / Dv;
+        x = idx % Dv;
+        for (j = i; j < L; j++) b += w.tm[cc0 + (size_t)j * C + i] * w.du[(row0 + j) * Dv + x];
+        for (d = 0; d < Dk; d++) y += dSe[(size_t)x * Dk + d] * w.kn[(row0 + i) * Dk + d];
+        w.db[(row0 + i) * Dv + x] = b;
+        w.y[(row0 + i) * Dv + x] = y;
+    }
+    for (idx = tid; idx < L * Dk; idx += nt) { /* Z_i = S^T dO_i; dKn_j = c_j dSe^T u_j */
+        float z = 0.0f, a = 0.0f;
+        i = idx / Dk;
+        d = idx % Dk;
+        for (x = 0; x < Dv; x++) {
+            z += S[(size_t)x * Dk + d] * dO[(row0 + i) * Dv + x];
+            a += dSe[(size_t)x * Dk + d] * U[(row0 + i) * Dv + x];
+        }
+        w.z[(row0 + i) * Dk + d] = z;
+        w.dkn[(row0 + i) * Dk + d] = w.c[row0 + i] * a;
+    }
+    for (idx = tid; idx < C * C; idx += nt) { /* D_ij = scale P_ij (dO_i . u_j) */
+        float dd = 0.0f;
+        i = idx / C;
+        j = idx % C;
+        if (i < L && j <= i) {
+            float s2 = 0.0f;
+            for (x = 0; x < Dv; x++) s2 += dO[(row0 + i) * Dv + x] * U[(row0 + j) * Dv + x];
+            dd = scale * w.p[cc0 + idx] * s2;
+        }
+        w.dd[cc0 + idx] = dd;
+    }
+    for (idx = tid; idx < Dv * Dk; idx += nt) part += dSe[idx] * S[idx];
+    sred[tid] = part;
+    __syncthreads();
+    for (s = GD__CU_THREADS / 2; s > 0; s >>= 1) { /* fixed tree: deterministic */
+        if (tid < s) sred[tid] += sred[tid + s];
+        __syncthreads();
+    }
+    /* --- phase 2 */
+    for (idx = tid; idx < L * Dk; idx += nt) { /* X_i = S^T dB_i; dQn */
+        float xs = 0.0f, q = 0.0f;
+        i = idx / Dk;
+        d = idx % Dk;
+        for (x = 0; x < Dv; x++) xs += S[(size_t)x * Dk + d] * w.db[(row0 + i) * Dv + x];
+        w.x[(row0 + i) * Dk + d] = xs;
+        for (j = 0; j <= i; j++) q += w.dd[cc0 + (size_t)i * C + j] * w.kn[(row0 + j) * Dk + d];
+        w.dqn[(row0 + i) * Dk + d] = scale * w.e[row0 + i] * w.z[(row0 + i) * Dk + d] + q;
+    }
+    for (idx = tid; idx < C * C; idx += nt) { /* dA = -dB U^T (strictly lower), dKK */
+        float da = 0.0f, dkk = 0.0f;
+        i = idx / C;
+        j = idx % C;
+        if (i < L && j < i) {
+            float s2 = 0.0f;
+            for (x = 0; x < Dv; x++) s2 += w.db[(row0 + i) * Dv + x] * U[(row0 + j) * Dv + x];
+            da = -s2;
+            dkk = da * p.be[row0 + i] * w.p[cc0 + idx];
+        }
+        w.da[cc0 + idx] = da;
+        w.dkk[cc0 + idx] = dkk;
+    }
+    for (idx = tid; idx < L; idx += nt) { /* dc_j = c_j (u_j . Y_j) */
+        float s2 = 0.0f;
+        for (x = 0; x < Dv; x++) s2 += U[(row0 + idx) * Dv + x] * w.y[(row0 + idx) * Dv + x];
+        sdc[idx] = s2 * w.c[row0 + idx];
+    }
+    for (idx = tid; idx < L * Dv; idx += nt) { /* dv_i += beta_i dB_i */
+        i = idx / Dv;
+        x = idx % Dv;
+        p.dv[(row0 + i) * Dv + x] += p.be[row0 + i] * w.db[(row0 + i) * Dv + x];
+    }
+    __syncthreads();
+    /* --- phase 3 */
+    for (idx = tid; idx < L * Dk; idx += nt) { /* rest of dKn */
+        float a = 0.0f, b = 0.0f, c2 = 0.0f;
+        const int m = idx / Dk;
+        const float bm = p.be[row0 + m], em = w.e[row0 + m];
+        d = idx % Dk;
+        for (i = m; i < L; i++) a += w.dd[cc0 + (size_t)i * C + m] * w.qn[(row0 + i) * Dk + d];
+        for (j = 0; j < m; j++) b += w.dkk[cc0 + (size_t)m * C + j] * w.kn[(row0 + j) * Dk + d];
+        for (i = m + 1; i < L; i++) c2 += w.dkk[cc0 + (size_t)i * C + m] * w.kn[(row0 + i) * Dk + d];
+        w.dkn[(row0 + m) * Dk + d] += a - bm * em * w.x[(row0 + m) * Dk + d] + b + c2;
+    }
+    for (idx = tid; idx < L; idx += nt) { /* dbeta and the per-row dG terms */
+        const size_t rr = row0 + idx;
+        const float bi = p.be[rr], ei = w.e[rr];
+        float kx = 0.0f, zq = 0.0f, db = 0.0f;
+        for (d = 0; d < Dk; d++) {
+            kx += w.kn[rr * Dk + d] * w.x[rr * Dk + d];
+            zq += w.qn[rr * Dk + d] * w.z[rr * Dk + d];
+        }
+        for (x = 0; x < Dv; x++) db += w.db[rr * Dv + x] * p.v[rr * Dv + x];
+        db -= ei * kx;
+        for (j = 0; j < idx; j++)
+            db += w.da[cc0 + (size_t)idx * C + j] * (w.kk[cc0 + (size_t)idx * C + j] *
+                                                       w.p[cc0 + (size_t)idx * C + j]);
+        p.dbe[rr] += db;
+        svec[idx] = scale * ei * zq - bi * ei * kx;
+    }
+    __syncthreads();
+    /* --- phase 4: dG_i, then (thread 0) the reverse cumulative sum onto the gates */
+    for (idx = tid; idx < L; idx += nt) {
+        float g = svec[idx] - sdc[idx];
+        for (j = 0; j <= idx; j++) {
+            const size_t o = cc0 + (size_t)idx * C + j;
+            g += w.dd[o] * w.qk[o] + w.da[o] * w.a[o];
+        }
+        for (i = idx; i < L; i++) {
+            const size_t o = cc0 + (size_t)i * C + idx;
+            g -= w.dd[o] * w.qk[o] + w.da[o] * w.a[o];
+        }
+        if (idx == L - 1) {
+            for (j = 0; j < L; j++) g += sdc[j];
+            g += el * sred[0];
+        }
+        sdG[idx] = g;
+    }
+    __syncthreads();
+    if (tid == 0) {
+        float acc = 0.0f;
+        for (i = L - 1; i >= 0; i--) {
+            const size_t t = row0 + i;
+            const float gt = p.g[t];
+            acc += sdG[i];
+            if (p.gate_is_log) {
+                if (gt > p.floor_) p.dg[t] += acc;
+            } else if (gt > 0.0f && logf(gt) > p.floor_)
+                p.dg[t] += acc / gt;
+        }
+    }
+    /* L2-norm backward: rows [0,L) q, [L,2L) k */
+    for (idx = tid; idx < 2 * L; idx += nt) {
+        const int isk = idx >= L;
+        const size_t rr = row0 + (size_t)(isk ? idx - L : idx);
+        const float *y = (isk ? w.kn : w.qn) + rr * Dk, *dy = (isk ? w.dkn : w.dqn) + rr * Dk;
+        float *dx = (isk ? p.dk : p.dq) + rr * Dk;
+        if (!p.normalize_qk) {
+            for (d = 0; d < Dk; d++) dx[d] += dy[d];
+        } else {
+            const float inv = (isk ? w.kinv : w.qinv)[rr];
+            float yd = 0.0f;
+            for (d = 0; d < Dk; d++) yd += y[d] * dy[d];
+            for (d = 0; d < Dk; d++) dx[d] += inv * (dy[d] - y[d] * yd);
+        }
+    }
+}
+
+/* ------------------------------------------------------------ decode step */
+/* flag: 1 a slot outside [0,n_slots), 2 a slot repeated */
+static __global__ void gd__k_step_check(int *flag, const int *slots, int N, int n_slots)
+{
+    int n = blockIdx.x * blockDim.x + threadIdx.x, m, bad = 0;
+    if (n < N) {
+        int s = slots[n];
+        if (s < 0 || s >= n_slots) bad |= 1;
+        for (m = 0; m < n; m++)
+            if (slots[m] == s) bad |= 2;
+    }
+    if (bad) atomicOr(flag, bad);
+}
+
+#define GD__STEP_ROWS 32
+#define GD__STEP_THREADS 128
+
+/* grid (N*H, ceil(Dv/32)), 128 threads; shared qn, kn (2 Dk floats). Warp w of the block
+   handles rows v0 + w, v0 + w + 4, ...; lanes stride over Dk; sums by xor butterfly. */
+static __global__ void gd__k_step(gd__kp p, float *table, const int *slots, int H)
+{
+    GD__DSMEM(float, sm);
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nw = blockDim.x >> 5;
+    const int Dk = p.Dk, Dv = p.Dv;
+    const size_t n = blockIdx.x;
+    const int b = (int)(n / (unsigned)H), h = (int)(n % (unsigned)H);
+    const int v0 = (int)blockIdx.y * GD__STEP_ROWS, v1 = gd__cu_min(Dv, v0 + GD__STEP_ROWS);
+    float *qn = sm, *kn = sm + Dk;
+    float *M = table + ((size_t)slots[b] * H + h) * (size_t)Dk * Dv;
+    const float gv = p.g[n];
+    const float gam = p.gate_is_log ? expf(gv < p.floor_ ? p.floor_ : gv) : gv;
+    const float bet = p.be[n];
+    int i, d, o;
+    if (warp < 2) { /* warp 0 normalises q, warp 1 k (double sums, like the CPU) */
+        const float *xs = (warp ? p.k : p.q) + n * Dk;
+        float *ys = warp ? kn : qn;
+        float inv = 1.0f;
+        if (p.normalize_qk) {
+            double s = 0.0;
+            for (d = lane; d < Dk; d += 32) s += (double)xs[d] * xs[d];
+            for (o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+            s += p.norm_eps;
+            inv = s > 0.0 ? (float)(1.0 / sqrt(s)) : 0.0f;
+        }
+        for (d = lane; d < Dk; d += 32) ys[d] = xs[d] * inv;
+    }
+    __syncthreads();
+    for (i = v0 + warp; i < v1; i += nw) {
+        float *row = M + (size_t)i * Dk;
+        float pr = 0.0f, u, out = 0.0f;
+        for (d = lane; d < Dk; d += 32) {
+            float x = row[d] * gam;
+            pr += x * kn[d];
+        }
+        for (o = 16; o > 0; o >>= 1) pr += __shfl_xor_sync(0xffffffffu, pr, o);
+        u = bet * (p.v[n * Dv + i] - pr);
+        for (d = lane; d < Dk; d += 32) {
+            float x = row[d] * gam;
+            x = x + u * kn[d];
+            row[d] = x;
+            out += x * qn[d];
+        }
+        for (o = 16; o > 0; o >>= 1) out += __shfl_xor_sync(0xffffffffu, out, o);
+        if (lane == 0) p.r[n * Dv + i] = p.scale * out;
+    }
+}
+
+/* ------------------------------------------------------------ host side */
+static int gd__cu_rc(const gd_config *cfg, cudaError_t e, const char *what)
+{
+    if (e == cudaSuccess) return GD_OK;
+    return gd__err(cfg, GD_ECUDA, "%s: %s", what, cudaGetErrorString(e));
+}
+
+static int gd__cu_launched(const gd_config *cfg, const char *what)
+{
+    return gd__cu_rc(cfg, cudaGetLastError(), what);
+}
+
+/* 1 if p is a device (or managed) pointer */
+static int gd__cu_is_dev(const void *p)
+{
+    cudaPointerAttributes a;
+    if (!p) return 0;
+    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
+}
+
+static int gd__cu_math(const gd_config *cfg, const char *fn)
+{
+    if (cfg->math == GD_MATH_FP32) return GD_OK;
+    if (cfg->math == GD_MATH_TF32 || cfg->math == GD_MATH_BF16)
+        return gd__err(cfg, GD_ENOTSUP, "%s: math %s is not implemented in this build (fp32 only)",
+                       fn, cfg->math == GD_MATH_TF32 ? "tf32" : "bf16");
+    return gd__err(cfg, GD_EINVAL, "%s: math %d unknown", fn, cfg->math);
+}
+
+/* value rows per scan block: 16, fewer when the state slice and U slice would not fit */
+static int gd__cu_bv(int Dk, int Dv, int C)
+{
+    int bv = 16;
+    while (bv > 1 && (size_t)bv * (size_t)(Dk + C) * sizeof(float) > GD__CU_SMEM) bv /= 2;
+    if ((size_t)bv * (size_t)(Dk + C) * sizeof(float) > GD__CU_SMEM) return 0;
+    return bv < Dv ? bv : Dv;
+}
+
+static void gd__cu_saved_free(void *mem) { (void)cudaFree(mem); }
+
+/* the input scan: GD_ERANGE (with a message) if any value is out of contract */
+static int gd__cu_check_data(const gd_config *cfg, const char *fn, int *dflag,
+                             const float *q, const float *k, size_t nqk, const float *v,
+                             size_t nv, const float *g, const float *be, size_t ng,
+                             const float *s0, size_t ns, cudaStream_t st)
+{
+    int rc, h = 0;
+    size_t mx = nqk > nv ? nqk : nv, nb = (mx + 255) / 256;
+    if (nb > 4096) nb = 4096;
+    if (nb < 1) nb = 1;
+    if ((rc = gd__cu_rc(cfg, cudaMemsetAsync(dflag, 0, sizeof(int), st), fn)) != GD_OK) return rc;
+    GD__LAUNCH(gd__k_check, (unsigned)nb, 256, 0, st, dflag, q, k, nqk, v, nv, g, be, ng, s0, ns,
+               cfg->gate_is_log);
+    if ((rc = gd__cu_launched(cfg, fn)) != GD_OK) return rc;
+    if ((rc = gd__cu_rc(cfg, cudaMemcpyAsync(&h, dflag, sizeof(int), cudaMemcpyDeviceToHost, st),
+                        fn)) != GD_OK)
+        return rc;
+    if ((rc = gd__cu_rc(cfg, cudaStreamSynchronize(st), fn)) != GD_OK) return rc;
+    if (h & 1) return gd__err(cfg, GD_ERANGE, "%s: non-finite q or k", fn);
+    if (h & 2) return gd__err(cfg, GD_ERANGE, "%s: non-finite v", fn);
+    if (h & 4) return gd__err(cfg, GD_ERANGE, "%s: a gate out of range (or NaN)", fn);
+    if (h & 8) return gd__err(cfg, GD_ERANGE, "%s: a beta outside [0,1] (or NaN)", fn);
+    if (h & 16) return gd__err(cfg, GD_ERANGE, "%s: non-finite state0", fn);
+    return GD_OK;
+}
+
+/* common scalar checks of forward/backward; fills C, NC, BV */
+static int gd__cu_shapes(const gd_config *cfg, const char *fn, int B, int H, int T, int Dk,
+                         int Dv, int *C, int *NC, int *BV)
+{
+    int rc;
+    if ((rc = gd__check_shapes(cfg, fn, B, H, T, Dk, Dv)) != GD_OK) return rc;
+    *C = cfg->chunk_size < T ? cfg->chunk_size : T;
+    *NC = (T + *C - 1) / *C;
+    *BV = gd__cu_bv(Dk, Dv, *C);
+    if (!*BV)
+        return gd__err(cfg, GD_EINVAL, "%s: Dk + chunk_size = %d exceeds the CUDA path's %d", fn,
+                       Dk + *C, (int)(GD__CU_SMEM / sizeof(float)));
+    if ((double)B * H * *NC > 2e9)
+        return gd__err(cfg, GD_EINVAL, "%s: B*H*chunks too large for one grid", fn);
+    return GD_OK;
+}
+
+GDELTADEF int gd_cuda_available(void)
+{
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return n > 0;
+}
+
+GDELTADEF size_t gd_workspace_size_cuda(const gd_config *cfg, int B, int H, int T, int Dk,
+                                        int Dv)
+{
+    int C, NC, BV;
+    if (gd__check_cfg(cfg) != GD_OK) return 0;
+    if (gd__cu_shapes(cfg, "gd_workspace_size_cuda", B, H, T, Dk, Dv, &C, &NC, &BV) != GD_OK)
+        return 0;
+    return gd__cws_layout(NULL, NULL, (size_t)B * H, T, Dk, Dv, C, NC, 1);
+}
+
+static void gd__cu_params(gd__kp *p, const gd_config *cfg, int T, int Dk, int Dv, int C,
+                          int NC, int BV)
+{
+    memset(p, 0, sizeof *p);
+    p->T = T; p->Dk = Dk; p->Dv = Dv; p->C = C; p->NC = NC; p->BV = BV;
+    p->gate_is_log = cfg->gate_is_log;
+    p->normalize_qk = cfg->normalize_qk;
+    p->norm_eps = cfg->norm_eps;
+    p->scale = cfg->scale;
+    p->floor_ = cfg->log_gate_floor;
+}
+
+GDELTADEF int gd_forward_cuda(const gd_config *cfg, float *r, float *state_out,
+                              const float *q, const float *k, const float *v,
+                              const float *gates, const float *beta, const float *state0,
+                              int B, int H, int T, int Dk, int Dv, gd_saved *saved,
+                              void *workspace, gd_stream stream)
+{
+    static const char *fn = "gd_forward_cuda";
+    cudaStream_t st = (cudaStream_t)stream;
+    int rc, C, NC, BV;
+    size_t BH, need;
+    void *own = NULL;
+    gd__kp p;
+    if ((rc = gd__check_cfg(cfg)) != GD_OK) return rc;
+    if ((rc = gd__cu_math(cfg, fn)) != GD_OK) return rc;
+    if (!r || !q || !k || !v || !gates || !beta)
+        return gd__err(cfg, GD_EINVAL, "%s: NULL buffer", fn);
+    if ((rc = gd__cu_shapes(cfg, fn, B, H, T, Dk, Dv, &C, &NC, &BV)) != GD_OK) return rc;
+    if (!gd__cu_is_dev(r) || !gd__cu_is_dev(q) || !gd__cu_is_dev(k) || !gd__cu_is_dev(v) ||
+        !gd__cu_is_dev(gates) || !gd__cu_is_dev(beta) || (state_out && !gd__cu_is_dev(state_out)) ||
+        (state0 && !gd__cu_is_dev(state0)) || (workspace && !gd__cu_is_dev(workspace)))
+        return gd__err(cfg, GD_EINVAL, "%s: a buffer is not a device pointer", fn);
+    BH = (size_t)B * H;
+    need = gd__cws_layout(NULL, NULL, BH, T, Dk, Dv, C, NC, 0);
+    if (!workspace) {
+        if ((rc = gd__cu_rc(cfg, cudaMallocAsync(&own, need, st), fn)) != GD_OK)
+            return rc == GD_ECUDA ? GD_ENOMEM : rc;
+        workspace = own;
+    }
+    gd__cu_params(&p, cfg, T, Dk, Dv, C, NC, BV);
+    gd__cws_layout(&p.w, workspace, BH, T, Dk, Dv, C, NC, 0);
+    rc = gd__cu_check_data(cfg, fn, p.w.flag, q, k, BH * T * Dk, v, BH * T * Dv, gates, beta,
+                           BH * T, state0, BH * Dk * Dv, st);
+    if (rc == GD_OK && saved) { /* device saved state: chunk-start states, then U */
+        size_t nst = BH * NC * (size_t)Dk * Dv, nu = BH * (size_t)T * Dv;
+        size_t bytes = ((nst + 63) & ~(size_t)63) * sizeof(float) + nu * sizeof(float);
+        if (saved->mem && (!(saved->algo & GD__SAVED_CUDA) || saved->cap < bytes)) {
+            if (saved->algo & GD__SAVED_CUDA) (void)cudaFree(saved->mem);
+            else GDELTA_FREE(saved->mem);
+            saved->mem = NULL;
+            saved->cap = 0;
+        }
+        if (!saved->mem) {
+            if (cudaMalloc(&saved->mem, bytes) != cudaSuccess) {
+                (void)cudaGetLastError();
+                saved->mem = NULL;
+                rc = gd__err(cfg, GD_ENOMEM, "%s: saved state alloc failed", fn);
+            } else
+                saved->cap = bytes;
+        }
+        if (rc == GD_OK) {
+            saved->states = (float *)saved->mem;
+            saved->u = saved->states + ((nst + 63) & ~(size_t)63);
+            saved->wy = NULL;
+            saved->algo = GD_ALGO_CHUNKED | GD__SAVED_CUDA;
+            saved->B = B; saved->H = H; saved->T = T; saved->Dk = Dk; saved->Dv = Dv;
+            saved->step = C;
+            saved->nstates = NC;
+            p.states = saved->states;
+            p.u = saved->u;
+        }
+    }
+    if (rc == GD_OK) {
+        p.q = q; p.k = k; p.v = v; p.g = gates; p.be = beta; p.s0 = state0;
+        p.r = r; p.sout = state_out;
+        GD__LAUNCH(gd__k_intra, (unsigned)(BH * NC), GD__CU_THREADS, 0, st, p);
+        rc = gd__cu_launched(cfg, fn);
+    }
+    if (rc == GD_OK) {
+        dim3 grid((unsigned)BH, (unsigned)((Dv + BV - 1) / BV));
+        size_t sm = (size_t)BV * (Dk + C) * sizeof(float);
+        GD__LAUNCH(gd__k_scan_fwd, grid, GD__CU_THREADS, sm, st, p);
+        rc = gd__cu_launched(cfg, fn);
+    }
+    if (own) (void)cudaFreeAsync(own, st);
+    return rc;
+}
+
+GDELTADEF int gd_backward_cuda(const gd_config *cfg, const gd_saved *saved,
+                               float *dq, float *dk, float *dv, float *dgates,
+                               float *dbeta, float *dstate0,
+                               const float *dr, const float *dstate_out,
+                               const float *q, const float *k, const float *v,
+                               const float *gates, const float *beta, const float *state0,
+                               int B, int H, int T, int Dk, int Dv, void *workspace,
+                               gd_stream stream)
+{
+    static const char *fn = "gd_backward_cuda";
+    cudaStream_t st = (cudaStream_t)stream;
+    int rc, C, NC, BV;
+    size_t BH, need;
+    void *own = NULL;
+    gd__kp p;
+    (void)state0; /* the saved chunk states hold it */
+    if ((rc = gd__check_cfg(cfg)) != GD_OK) return rc;
+    if ((rc = gd__cu_math(cfg, fn)) != GD_OK) return rc;
+    if (!saved || !dq || !dk || !dv || !dgates || !dbeta || !dr || !q || !k || !v || !gates ||
+        !beta)
+        return gd__err(cfg, GD_EINVAL, "%s: NULL buffer", fn);
+    if ((rc = gd__cu_shapes(cfg, fn, B, H, T, Dk, Dv, &C, &NC, &BV)) != GD_OK) return rc;
+    if (!saved->states || !saved->u || saved->algo != (GD_ALGO_CHUNKED | GD__SAVED_CUDA) ||
+        saved->B != B || saved->H != H || saved->T != T || saved->Dk != Dk || saved->Dv != Dv ||
+        saved->step != C || saved->nstates != NC)
+        return gd__err(cfg, GD_EINVAL, "%s: saved state does not match the call (not from "
+                       "gd_forward_cuda with these shapes and chunk size)", fn);
+    if (!gd__cu_is_dev(dq) || !gd__cu_is_dev(dk) || !gd__cu_is_dev(dv) || !gd__cu_is_dev(dgates) ||
+        !gd__cu_is_dev(dbeta) || !gd__cu_is_dev(dr) || !gd__cu_is_dev(q) || !gd__cu_is_dev(k) ||
+        !gd__cu_is_dev(v) || !gd__cu_is_dev(gates) || !gd__cu_is_dev(beta) ||
+        (dstate0 && !gd__cu_is_dev(dstate0)) || (dstate_out && !gd__cu_is_dev(dstate_out)) ||
+        (workspace && !gd__cu_is_dev(workspace)))
+        return gd__err(cfg, GD_EINVAL, "%s: a buffer is not a device pointer", fn);
+    BH = (size_t)B * H;
+    need = gd__cws_layout(NULL, NULL, BH, T, Dk, Dv, C, NC, 1);
+    if (!workspace) {
+        if ((rc = gd__cu_rc(cfg, cudaMallocAsync(&own, need, st), fn)) != GD_OK)
+            return rc == GD_ECUDA ? GD_ENOMEM : rc;
+        workspace = own;
+    }
+    gd__cu_params(&p, cfg, T, Dk, Dv, C, NC, BV);
+    gd__cws_layout(&p.w, workspace, BH, T, Dk, Dv, C, NC, 1);
+    rc = gd__cu_check_data(cfg, fn, p.w.flag, q, k, BH * T * Dk, v, BH * T * Dv, gates, beta,
+                           BH * T, NULL, 0, st);
+    if (rc == GD_OK) {
+        p.q = q; p.k = k; p.v = v; p.g = gates; p.be = beta;
+        p.dr = dr; p.dsout = dstate_out;
+        p.states = saved->states; p.u = saved->u;
+        p.dq = dq; p.dk = dk; p.dv = dv; p.dg = dgates; p.dbe = dbeta; p.ds0 = dstate0;
+        GD__LAUNCH(gd__k_intra, (unsigned)(BH * NC), GD__CU_THREADS, 0, st, p);
+        rc = gd__cu_launched(cfg, fn);
+    }
+    if (rc == GD_OK) {
+        dim3 grid((unsigned)BH, (unsigned)((Dv + BV - 1) / BV));
+        size_t sm = (size_t)BV * (Dk + C) * sizeof(float);
+        GD__LAUNCH(gd__k_scan_bwd, grid, GD__CU_THREADS, sm, st, p);
+        rc = gd__cu_launched(cfg, fn);
+    }
+    if (rc == GD_OK) {
+        GD__LAUNCH(gd__k_chunk_bwd, (unsigned)(BH * NC), GD__CU_THREADS, 0, st, p);
+        rc = gd__cu_launched(cfg, fn);
+    }
+    if (own) (void)cudaFreeAsync(own, st);
+    return rc;
+}
+
+GDELTADEF int gd_step_cuda(const gd_config *cfg, float *table, int n_slots, const int *slots,
+                           int N, int H, int Dk, int Dv, const float *q, const float *k,
+                           const float *v, const float *gates, const float *beta, float *r,
+                           gd_stream stream)
+{
+    static const char *fn = "gd_step_cuda";
+    cudaStream_t st = (cudaStream_t)stream;
+    int rc, hflag = 0, *dflag = NULL;
+    size_t NH;
+    gd__kp p;
+    if ((rc = gd__check_cfg(cfg)) != GD_OK) return rc;
+    if ((rc = gd__cu_math(cfg, fn)) != GD_OK) return rc;
+    if (!table || !slots || !q || !k || !v || !gates || !beta || !r)
+        return gd__err(cfg, GD_EINVAL, "%s: NULL buffer", fn);
+    if (n_slots < 1 || N < 1 || H < 1 || Dk < 1 || Dv < 1 || (double)N * H > 2e9 ||
+        (double)N * H * (Dk > Dv ? Dk : Dv) > 1e15 || (double)Dk * Dv > 1e12 ||
+        (double)n_slots * H * Dk * Dv > 4e18 || Dk > 6144)
+        return gd__err(cfg, GD_EINVAL, "%s: bad dimensions", fn);
+    if (!gd__cu_is_dev(table) || !gd__cu_is_dev(slots) || !gd__cu_is_dev(q) ||
+        !gd__cu_is_dev(k) || !gd__cu_is_dev(v) || !gd__cu_is_dev(gates) ||
+        !gd__cu_is_dev(beta) || !gd__cu_is_dev(r))
+        return gd__err(cfg, GD_EINVAL, "%s: a buffer is not a device pointer", fn);
+    NH = (size_t)N * H;
+    if ((rc = gd__cu_rc(cfg, cudaMallocAsync((void **)&dflag, 2 * sizeof(int), st), fn)) != GD_OK)
+        return rc;
+    rc = gd__cu_rc(cfg, cudaMemsetAsync(dflag, 0, 2 * sizeof(int), st), fn);
+    if (rc == GD_OK) {
+        GD__LAUNCH(gd__k_step_check, (unsigned)((N + 127) / 128), 128, 0, st, dflag + 1, slots, N,
+                   n_slots);
+        rc = gd__cu_launched(cfg, fn);
+    }
+    if (rc == GD_OK)
+        rc = gd__cu_rc(cfg, cudaMemcpyAsync(&hflag, dflag + 1, sizeof(int), cudaMemcpyDeviceToHost, st), fn);
+    if (rc == GD_OK) rc = gd__cu_rc(cfg, cudaStreamSynchronize(st), fn);
+    if (rc == GD_OK && (hflag & 1)) rc = gd__err(cfg, GD_ERANGE, "%s: a slot outside [0,%d)", fn, n_slots);
+    if (rc == GD_OK && (hflag & 2)) rc = gd__err(cfg, GD_ERANGE, "%s: a slot repeated", fn);
+    if (rc == GD_OK)
+        rc = gd__cu_check_data(cfg, fn, dflag, q, k, NH * Dk, v, NH * Dv, gates, beta, NH, NULL, 0, st);
+    if (rc == GD_OK) {
+        dim3 grid((unsigned)NH, (unsigned)((Dv + GD__STEP_ROWS - 1) / GD__STEP_ROWS));
+        gd__cu_params(&p, cfg, 1, Dk, Dv, 1, 1, 1);
+        p.q = q; p.k = k; p.v = v; p.g = gates; p.be = beta; p.r = r;
+        GD__LAUNCH(gd__k_step, grid, GD__STEP_THREADS, 2 * (size_t)Dk * sizeof(float), st, p,
+                   table, slots, H);
+        rc = gd__cu_launched(cfg, fn);
+    }
+    (void)cudaFreeAsync(dflag, st);
+    return rc;
+}

@@ -1,0 +1,525 @@
+/* parity_gdelta.cu - gdelta.h's CUDA path (cuda/gdelta.cuh) against its CPU paths.
+   Built by g++/clang++ against the CPU simulation (tests/cuda_sim.h; `make test`) and by
+   nvcc for the GPU (`make cuda`, `make gpu-check`); under nvcc without a GPU the device
+   cases print SKIP.
+
+   Tolerances (issue 14, fp32): outputs and final state 1e-5 relative, every gradient
+   1e-4 relative, element-wise, each with an absolute floor of the same factor times the
+   reference tensor's RMS (an element near zero cannot be held to a relative bound).
+   References: the CPU chunked path with the same chunk size, and the CPU recurrent path
+   (the oracle); the recurrent comparison uses the same tolerances.
+
+   Sizes and where they run (simulation time matters: every thread is a fiber):
+     forward/backward  T in {1, 63, 64, 65, 200, 1000}, Dk/Dv in {16, 64, 128} (Dk != Dv
+                       too), chunk 64 (and 32 at T = 200), gamma = 1, log gates, h0
+                       present/absent, B*H in {2, 4}; D = 128 only at T = 65 and 130,
+                       T = 1000 only at D = 16.
+     step              300 steps, 3 sequences x 2 heads, Dk 16, Dv 32, 7 slots (4 never
+                       touched), rows shuffled every step. */
+#include "tests/cuda_test.h"
+#define GDELTA_IMPLEMENTATION
+#include "gdelta.h"
+#include "tests/attnkit_test.h"
+
+static int g_gpu = 0;
+
+#define NEED_GPU()                                                             \
+    do {                                                                       \
+        if (!g_gpu) TEST_SKIP("no GPU");                                       \
+    } while (0)
+
+template <typename X> static X *dput(const std::vector<X> &h)
+{
+    X *d = NULL;
+    if (cudaMalloc((void **)&d, (h.size() ? h.size() : 1) * sizeof(X)) != cudaSuccess) return NULL;
+    if (h.size()) cudaMemcpy(d, h.data(), h.size() * sizeof(X), cudaMemcpyHostToDevice);
+    return d;
+}
+template <typename X> static std::vector<X> dget(const X *d, size_t n)
+{
+    std::vector<X> h(n);
+    cudaDeviceSynchronize();
+    cudaMemcpy(h.data(), d, n * sizeof(X), cudaMemcpyDeviceToHost);
+    return h;
+}
+static void dfree(void *d) { cudaFree(d); }
+
+static std::vector<float> randn(size_t n, double scale)
+{
+    std::vector<float> v(n);
+    tt_fill_normal(v.data(), (long)n, scale);
+    return v;
+}
+static std::vector<float> randu(size_t n, double lo, double hi)
+{
+    std::vector<float> v(n);
+    size_t i;
+    for (i = 0; i < n; i++) v[i] = (float)(lo + (hi - lo) * tt_uniform());
+    return v;
+}
+
+static double rms(const std::vector<float> &x)
+{
+    double s = 0.0;
+    size_t i;
+    for (i = 0; i < x.size(); i++) s += (double)x[i] * x[i];
+    return x.empty() ? 0.0 : sqrt(s / (double)x.size());
+}
+
+/* element-wise |got - ref| <= rtol (|ref| + rms(ref)); returns the worst ratio to the
+   tolerance (printed by the callers for the record) */
+static double worst(const std::vector<float> &got, const std::vector<float> &ref, double rtol)
+{
+    double r = rms(ref), w = 0.0;
+    size_t i;
+    for (i = 0; i < ref.size(); i++) {
+        double d = fabs((double)got[i] - ref[i]) / (rtol * (fabs((double)ref[i]) + r) + 1e-300);
+        if (!(d <= w)) w = d; /* NaN propagates */
+    }
+    return w;
+}
+#define CHECK_REL(got, ref, rtol)                                                          \
+    do {                                                                                   \
+        double r_ = rms(ref);                                                              \
+        CHECK_INT_EQ((long)(got).size(), (long)(ref).size());                              \
+        CHECK_ALL_CLOSE((got).data(), (ref).data(), (long)(ref).size(), (rtol), (rtol) * r_); \
+    } while (0)
+
+typedef struct shape {
+    int B, H, T, Dk, Dv, C, log_gates, gamma_one, h0;
+} shape;
+
+/* the inputs of one case */
+typedef struct inputs {
+    std::vector<float> q, k, v, g, be, s0, dr, dso;
+} inputs;
+
+static inputs make_inputs(const shape &s)
+{
+    inputs in;
+    size_t bh = (size_t)s.B * s.H, i;
+    in.q = randn(bh * s.T * s.Dk, 1.0);
+    in.k = randn(bh * s.T * s.Dk, 1.0);
+    in.v = randn(bh * s.T * s.Dv, 1.0);
+    in.g = randu(bh * s.T, 0.85, 1.0);
+    if (s.gamma_one)
+        for (i = 0; i < in.g.size(); i++) in.g[i] = 1.0f;
+    if (s.log_gates)
+        for (i = 0; i < in.g.size(); i++) in.g[i] = logf(in.g[i]);
+    in.be = randu(bh * s.T, 0.05, 0.95);
+    if (s.h0) in.s0 = randn(bh * s.Dk * s.Dv, 0.3);
+    in.dr = randn(bh * s.T * s.Dv, 1.0);
+    in.dso = randn(bh * s.Dk * s.Dv, 0.5);
+    return in;
+}
+
+typedef struct outputs {
+    std::vector<float> r, so, dq, dk, dv, dg, dbe, ds0;
+} outputs;
+
+static int run_cpu(const gd_config &cfg, const shape &s, const inputs &in, outputs *o)
+{
+    size_t bh = (size_t)s.B * s.H;
+    gd_saved sv = gd_saved_init();
+    int rc;
+    o->r.assign(bh * s.T * s.Dv, 0.0f);
+    o->so.assign(bh * s.Dk * s.Dv, 0.0f);
+    o->dq.assign(bh * s.T * s.Dk, 0.0f);
+    o->dk.assign(bh * s.T * s.Dk, 0.0f);
+    o->dv.assign(bh * s.T * s.Dv, 0.0f);
+    o->dg.assign(bh * s.T, 0.0f);
+    o->dbe.assign(bh * s.T, 0.0f);
+    o->ds0.assign(bh * s.Dk * s.Dv, 0.0f);
+    rc = gd_forward(&cfg, o->r.data(), o->so.data(), in.q.data(), in.k.data(), in.v.data(),
+                    in.g.data(), in.be.data(), s.h0 ? in.s0.data() : NULL, s.B, s.H, s.T, s.Dk,
+                    s.Dv, &sv, NULL);
+    if (rc == GD_OK)
+        rc = gd_backward(&cfg, &sv, o->dq.data(), o->dk.data(), o->dv.data(), o->dg.data(),
+                         o->dbe.data(), o->ds0.data(), in.dr.data(), in.dso.data(), in.q.data(),
+                         in.k.data(), in.v.data(), in.g.data(), in.be.data(),
+                         s.h0 ? in.s0.data() : NULL, s.B, s.H, s.T, s.Dk, s.Dv, NULL);
+    gd_saved_free(&sv);
+    return rc;
+}
+
+/* the device run; gradients start from `seed` (the backward accumulates) */
+static int run_gpu(const gd_config &cfg, const shape &s, const inputs &in, outputs *o,
+                   int with_ws)
+{
+    size_t bh = (size_t)s.B * s.H;
+    gd_saved sv = gd_saved_init();
+    int rc;
+    void *ws = NULL;
+    float *q = dput(in.q), *k = dput(in.k), *v = dput(in.v), *g = dput(in.g), *be = dput(in.be);
+    float *s0 = s.h0 ? dput(in.s0) : NULL, *dr = dput(in.dr), *dso = dput(in.dso);
+    std::vector<float> zt(bh * s.T * s.Dv, 0.0f), zk(bh * s.T * s.Dk, 0.0f), z1(bh * s.T, 0.0f),
+        zs(bh * s.Dk * s.Dv, 0.0f);
+    float *r = dput(zt), *so = dput(zs), *dq = dput(zk), *dk = dput(zk), *dv = dput(zt);
+    float *dg = dput(z1), *dbe = dput(z1), *ds0 = dput(zs);
+    if (with_ws) {
+        size_t n = gd_workspace_size_cuda(&cfg, s.B, s.H, s.T, s.Dk, s.Dv);
+        if (n == 0 || cudaMalloc(&ws, n) != cudaSuccess) return -100;
+    }
+    rc = gd_forward_cuda(&cfg, r, so, q, k, v, g, be, s0, s.B, s.H, s.T, s.Dk, s.Dv, &sv, ws, NULL);
+    if (rc == GD_OK)
+        rc = gd_backward_cuda(&cfg, &sv, dq, dk, dv, dg, dbe, ds0, dr, dso, q, k, v, g, be, s0,
+                              s.B, s.H, s.T, s.Dk, s.Dv, ws, NULL);
+    o->r = dget(r, zt.size());
+    o->so = dget(so, zs.size());
+    o->dq = dget(dq, zk.size());
+    o->dk = dget(dk, zk.size());
+    o->dv = dget(dv, zt.size());
+    o->dg = dget(dg, z1.size());
+    o->dbe = dget(dbe, z1.size());
+    o->ds0 = dget(ds0, zs.size());
+    gd_saved_free(&sv);
+    dfree(q); dfree(k); dfree(v); dfree(g); dfree(be); dfree(s0); dfree(dr); dfree(dso);
+    dfree(r); dfree(so); dfree(dq); dfree(dk); dfree(dv); dfree(dg); dfree(dbe); dfree(ds0);
+    if (ws) dfree(ws);
+    return rc;
+}
+
+static void compare(const char *what, const shape &s, const outputs &got, const outputs &ref)
+{
+    fprintf(stderr,
+            "    %-9s B%d H%d T%-4d Dk%-3d Dv%-3d C%-2d%s%s%s worst/tol: r %.2f S %.2f dq %.2f "
+            "dk %.2f dv %.2f dg %.2f dbeta %.2f dh0 %.2f\n",
+            what, s.B, s.H, s.T, s.Dk, s.Dv, s.C, s.log_gates ? " log" : "",
+            s.gamma_one ? " g=1" : "", s.h0 ? " h0" : "", worst(got.r, ref.r, 1e-5),
+            worst(got.so, ref.so, 1e-5), worst(got.dq, ref.dq, 1e-4), worst(got.dk, ref.dk, 1e-4),
+            worst(got.dv, ref.dv, 1e-4), worst(got.dg, ref.dg, 1e-4),
+            worst(got.dbe, ref.dbe, 1e-4), worst(got.ds0, ref.ds0, 1e-4));
+    CHECK_REL(got.r, ref.r, 1e-5);
+    CHECK_REL(got.so, ref.so, 1e-5);
+    CHECK_REL(got.dq, ref.dq, 1e-4);
+    CHECK_REL(got.dk, ref.dk, 1e-4);
+    CHECK_REL(got.dv, ref.dv, 1e-4);
+    CHECK_REL(got.dg, ref.dg, 1e-4);
+    CHECK_REL(got.dbe, ref.dbe, 1e-4);
+    if (s.h0) CHECK_REL(got.ds0, ref.ds0, 1e-4);
+    else CHECK_REL(got.ds0, ref.ds0, 1e-4); /* still defined: dL/dh0 at h0 = 0 */
+}
+
+static void run_shapes(const shape *sh, int n, int vs_recurrent)
+{
+    int i;
+    for (i = 0; i < n; i++) {
+        const shape &s = sh[i];
+        gd_config cfg = gd_config_default();
+        inputs in;
+        outputs ref, rec, got;
+        tt_seed(100 + i);
+        in = make_inputs(s);
+        cfg.chunk_size = s.C;
+        cfg.gate_is_log = s.log_gates;
+        CHECK_INT_EQ(run_cpu(cfg, s, in, &ref), GD_OK);
+        CHECK_INT_EQ(run_gpu(cfg, s, in, &got, i & 1), GD_OK);
+        compare("chunked", s, got, ref);
+        if (vs_recurrent) {
+            gd_config rc = cfg;
+            rc.algo = GD_ALGO_RECURRENT;
+            CHECK_INT_EQ(run_cpu(rc, s, in, &rec), GD_OK);
+            compare("recurrent", s, got, rec);
+        }
+    }
+}
+
+static void test_small_shapes(void)
+{
+    static const shape sh[] = {
+        {1, 2, 1, 16, 16, 64, 0, 0, 1},   {2, 1, 63, 16, 64, 64, 0, 0, 1},
+        {1, 2, 64, 64, 16, 64, 0, 1, 0},  {2, 1, 65, 16, 16, 64, 1, 0, 1},
+        {2, 2, 200, 16, 16, 32, 0, 0, 0}, {1, 2, 200, 16, 16, 64, 1, 1, 1},
+    };
+    NEED_GPU();
+    run_shapes(sh, (int)(sizeof sh / sizeof sh[0]), 1);
+}
+
+static void test_wide_heads(void)
+{
+    static const shape sh[] = {
+        {1, 2, 65, 128, 128, 64, 0, 0, 1},
+        {1, 2, 130, 64, 128, 64, 1, 0, 0},
+        {2, 1, 70, 128, 64, 64, 0, 1, 1},
+    };
+    NEED_GPU();
+    run_shapes(sh, (int)(sizeof sh / sizeof sh[0]), 0);
+}
+
+static void test_long(void)
+{
+    static const shape sh[] = {{1, 2, 1000, 16, 16, 64, 0, 0, 1}};
+    NEED_GPU();
+    run_shapes(sh, 1, 1);
+}
+
+/* bit-identical run to run; a second forward into a used saved state works */
+static void test_deterministic(void)
+{
+    shape s = {2, 1, 100, 16, 32, 32, 0, 0, 1};
+    gd_config cfg = gd_config_default();
+    inputs in;
+    outputs a, b;
+    NEED_GPU();
+    tt_seed(7);
+    in = make_inputs(s);
+    cfg.chunk_size = s.C;
+    CHECK_INT_EQ(run_gpu(cfg, s, in, &a, 0), GD_OK);
+    CHECK_INT_EQ(run_gpu(cfg, s, in, &b, 1), GD_OK);
+    CHECK(a.r == b.r);
+    CHECK(a.so == b.so);
+    CHECK(a.dq == b.dq);
+    CHECK(a.dk == b.dk);
+    CHECK(a.dv == b.dv);
+    CHECK(a.dg == b.dg);
+    CHECK(a.dbe == b.dbe);
+    CHECK(a.ds0 == b.ds0);
+}
+
+static void test_bad_input(void)
+{
+    const int B = 1, H = 2, T = 5, Dk = 8, Dv = 8;
+    const size_t nqk = (size_t)B * H * T * Dk, nv = (size_t)B * H * T * Dv, ng = (size_t)B * H * T;
+    gd_config cfg = gd_config_default();
+    gd_saved sv = gd_saved_init(), cpu_sv = gd_saved_init();
+    std::vector<float> hq = randn(nqk, 1.0), hk = randn(nqk, 1.0), hv = randn(nv, 1.0);
+    std::vector<float> hg = randu(ng, 0.5, 1.0), hb = randu(ng, 0.1, 0.9), sentinel(nv, 7.0f);
+    std::vector<float> hr(nv, 0.0f);
+    float *q, *k, *v, *g, *b, *r, *dq, *dk, *dv, *dg, *db;
+    NEED_GPU();
+    q = dput(hq); k = dput(hk); v = dput(hv); g = dput(hg); b = dput(hb); r = dput(sentinel);
+    dq = dput(hq); dk = dput(hk); dv = dput(hv); dg = dput(hg); db = dput(hb);
+    /* NULL, host pointers, shapes, config */
+    CHECK_INT_EQ(gd_forward_cuda(&cfg, NULL, NULL, q, k, v, g, b, NULL, B, H, T, Dk, Dv, NULL, NULL, NULL), GD_EINVAL);
+    CHECK_INT_EQ(gd_forward_cuda(NULL, r, NULL, q, k, v, g, b, NULL, B, H, T, Dk, Dv, NULL, NULL, NULL), GD_EINVAL);
+    CHECK_INT_EQ(gd_forward_cuda(&cfg, r, NULL, hq.data(), k, v, g, b, NULL, B, H, T, Dk, Dv, NULL, NULL, NULL), GD_EINVAL);
+    CHECK_INT_EQ(gd_forward_cuda(&cfg, hr.data(), NULL, q, k, v, g, b, NULL, B, H, T, Dk, Dv, NULL, NULL, NULL), GD_EINVAL);
+    CHECK_INT_EQ(gd_forward_cuda(&cfg, r, hr.data(), q, k, v, g, b, NULL, B, H, T, Dk, Dv, NULL, NULL, NULL), GD_EINVAL);
+    CHECK_INT_EQ(gd_forward_cuda(&cfg, r, NULL, q, k, v, g, b, NULL, B, H, 0, Dk, Dv, NULL, NULL, NULL), GD_EINVAL);
+    CHECK_INT_EQ(gd_forward_cuda(&cfg, r, NULL, q, k, v, g, b, NULL, B, -1, T, Dk, Dv, NULL, NULL, NULL), GD_EINVAL);
+    CHECK_INT_EQ(gd_forward_cuda(&cfg, r, NULL, q, k, v, g, b, NULL, B, H, T, 20000, Dv, NULL, NULL, NULL), GD_EINVAL);
+    {
+        gd_config c2 = cfg;
+        c2.chunk_size = 0;
+        CHECK_INT_EQ(gd_forward_cuda(&c2, r, NULL, q, k, v, g, b, NULL, B, H, T, Dk, Dv, NULL, NULL, NULL), GD_EINVAL);
+        c2 = cfg;
+        c2.math = GD_MATH_BF16;
+        CHECK_INT_EQ(gd_forward_cuda(&c2, r, NULL, q, k, v, g, b, NULL, B, H, T, Dk, Dv, NULL, NULL, NULL), GD_ENOTSUP);
+        c2.math = GD_MATH_TF32;
+        CHECK_INT_EQ(gd_forward_cuda(&c2, r, NULL, q, k, v, g, b, NULL, B, H, T, Dk, Dv, NULL, NULL, NULL), GD_ENOTSUP);
+        c2.math = 7;
+        CHECK_INT_EQ(gd_forward_cuda(&c2, r, NULL, q, k, v, g, b, NULL, B, H, T, Dk, Dv, NULL, NULL, NULL), GD_EINVAL);
+        CHECK(strcmp(gd_strerror(GD_ENOTSUP), "not implemented in this build") == 0);
+    }
+    /* out-of-contract values: GD_ERANGE and r untouched */
+    {
+        std::vector<float> bad = hq;
+        float *d;
+        bad[3] = NAN;
+        d = dput(bad);
+        CHECK_INT_EQ(gd_forward_cuda(&cfg, r, NULL, d, k, v, g, b, NULL, B, H, T, Dk, Dv, NULL, NULL, NULL), GD_ERANGE);
+        dfree(d);
+        bad = hg;
+        bad[ng - 1] = 1.5f;
+        d = dput(bad);
+        CHECK_INT_EQ(gd_forward_cuda(&cfg, r, NULL, q, k, v, d, b, NULL, B, H, T, Dk, Dv, NULL, NULL, NULL), GD_ERANGE);
+        dfree(d);
+        bad = hb;
+        bad[0] = -0.1f;
+        d = dput(bad);
+        CHECK_INT_EQ(gd_forward_cuda(&cfg, r, NULL, q, k, v, g, d, NULL, B, H, T, Dk, Dv, NULL, NULL, NULL), GD_ERANGE);
+        dfree(d);
+        bad = hv;
+        bad[nv / 2] = INFINITY;
+        d = dput(bad);
+        CHECK_INT_EQ(gd_forward_cuda(&cfg, r, NULL, q, k, d, g, b, NULL, B, H, T, Dk, Dv, NULL, NULL, NULL), GD_ERANGE);
+        dfree(d);
+        std::vector<float> got = dget(r, nv);
+        CHECK(got == sentinel);
+    }
+    /* log gates: -inf is fine, +0.1 is not */
+    {
+        gd_config c2 = cfg;
+        std::vector<float> lg(ng, -0.1f);
+        float *d;
+        c2.gate_is_log = 1;
+        lg[1] = -INFINITY;
+        d = dput(lg);
+        CHECK_INT_EQ(gd_forward_cuda(&c2, r, NULL, q, k, v, d, b, NULL, B, H, T, Dk, Dv, NULL, NULL, NULL), GD_OK);
+        dfree(d);
+        lg[1] = 0.1f;
+        d = dput(lg);
+        CHECK_INT_EQ(gd_forward_cuda(&c2, r, NULL, q, k, v, d, b, NULL, B, H, T, Dk, Dv, NULL, NULL, NULL), GD_ERANGE);
+        dfree(d);
+    }
+    /* backward: saved state from the CPU, or from other shapes, is refused */
+    CHECK_INT_EQ(gd_forward(&cfg, hr.data(), NULL, hq.data(), hk.data(), hv.data(), hg.data(), hb.data(), NULL,
+                            B, H, T, Dk, Dv, &cpu_sv, NULL), GD_OK);
+    CHECK_INT_EQ(gd_backward_cuda(&cfg, &cpu_sv, dq, dk, dv, dg, db, NULL, v, NULL, q, k, v, g, b, NULL,
+                                  B, H, T, Dk, Dv, NULL, NULL), GD_EINVAL);
+    CHECK_INT_EQ(gd_forward_cuda(&cfg, r, NULL, q, k, v, g, b, NULL, B, H, T, Dk, Dv, &sv, NULL, NULL), GD_OK);
+    CHECK_INT_EQ(gd_backward_cuda(&cfg, &sv, dq, dk, dv, dg, db, NULL, v, NULL, q, k, v, g, b, NULL,
+                                  B, H, T - 1, Dk, Dv, NULL, NULL), GD_EINVAL);
+    CHECK_INT_EQ(gd_backward_cuda(&cfg, &sv, dq, dk, dv, dg, db, NULL, hv.data(), NULL, q, k, v, g, b, NULL,
+                                  B, H, T, Dk, Dv, NULL, NULL), GD_EINVAL);
+    CHECK_INT_EQ(gd_backward_cuda(&cfg, &sv, NULL, dk, dv, dg, db, NULL, v, NULL, q, k, v, g, b, NULL,
+                                  B, H, T, Dk, Dv, NULL, NULL), GD_EINVAL);
+    /* the CPU backward refuses the device saved state; the CPU forward reuses the struct */
+    CHECK_INT_EQ(gd_backward(&cfg, &sv, hq.data(), hk.data(), hv.data(), hg.data(), hb.data(), NULL, hv.data(),
+                             NULL, hq.data(), hk.data(), hv.data(), hg.data(), hb.data(), NULL, B, H, T, Dk,
+                             Dv, NULL), GD_EINVAL);
+    CHECK_INT_EQ(gd_forward(&cfg, hr.data(), NULL, hq.data(), hk.data(), hv.data(), hg.data(), hb.data(), NULL,
+                            B, H, T, Dk, Dv, &sv, NULL), GD_OK);
+    CHECK_INT_EQ(gd_forward_cuda(&cfg, r, NULL, q, k, v, g, b, NULL, B, H, T, Dk, Dv, &cpu_sv, NULL, NULL), GD_OK);
+    gd_saved_free(&sv);
+    gd_saved_free(&cpu_sv);
+    dfree(q); dfree(k); dfree(v); dfree(g); dfree(b); dfree(r);
+    dfree(dq); dfree(dk); dfree(dv); dfree(dg); dfree(db);
+}
+
+/* ------------------------------------------------------------------ step */
+/* 300 steps of 3 sequences in a 7-slot table, rows shuffled each step, against the CPU
+   recurrent forward over the whole sequence (outputs, final states 1e-5), the CPU gd_step
+   on the same rows, and untouched slots bit-identical. */
+static void test_step_300(void)
+{
+    const int N = 3, H = 2, Dk = 16, Dv = 32, NS = 7, T = 300;
+    const int seq_slot[3] = {5, 1, 3};
+    const size_t D2 = (size_t)Dk * Dv;
+    gd_config cfg = gd_config_default();
+    gd_config rcfg = gd_config_default();
+    int t, n, h, i;
+    NEED_GPU();
+    tt_seed(31);
+    /* sequences in (N,H,T,.) layout for the recurrent reference */
+    std::vector<float> q = randn((size_t)N * H * T * Dk, 1.0), k = randn((size_t)N * H * T * Dk, 1.0);
+    std::vector<float> v = randn((size_t)N * H * T * Dv, 1.0), g = randu((size_t)N * H * T, 0.9, 1.0);
+    std::vector<float> be = randu((size_t)N * H * T, 0.05, 0.95);
+    std::vector<float> table = randn((size_t)NS * H * D2, 0.3), table0 = table, cpu_table = table;
+    std::vector<float> s0((size_t)N * H * D2), rref((size_t)N * H * T * Dv), sref((size_t)N * H * D2);
+    for (n = 0; n < N; n++)
+        memcpy(&s0[(size_t)n * H * D2], &table[(size_t)seq_slot[n] * H * D2], H * D2 * sizeof(float));
+    rcfg.algo = GD_ALGO_RECURRENT;
+    CHECK_INT_EQ(gd_forward(&rcfg, rref.data(), sref.data(), q.data(), k.data(), v.data(), g.data(), be.data(),
+                            s0.data(), N, H, T, Dk, Dv, NULL, NULL), GD_OK);
+    float *dtable = dput(table);
+    std::vector<int> slots(N), order(N);
+    std::vector<float> q1((size_t)N * H * Dk), k1((size_t)N * H * Dk), v1((size_t)N * H * Dv), g1((size_t)N * H),
+        b1((size_t)N * H), r1((size_t)N * H * Dv), rc1((size_t)N * H * Dv);
+    std::vector<float> gpu_r((size_t)N * H * T * Dv), cpu_r((size_t)N * H * T * Dv);
+    float *dq1 = dput(q1), *dk1 = dput(k1), *dv1 = dput(v1), *dg1 = dput(g1), *db1 = dput(b1), *dr1 = dput(r1);
+    int *dslots = dput(slots);
+    for (n = 0; n < N; n++) order[n] = n;
+    for (t = 0; t < T; t++) {
+        for (n = N - 1; n > 0; n--) { /* shuffle which row carries which sequence */
+            int j = (int)(tt_uniform() * (n + 1)) % (n + 1), x = order[n];
+            order[n] = order[j];
+            order[j] = x;
+        }
+        for (n = 0; n < N; n++) {
+            int sq = order[n];
+            slots[n] = seq_slot[sq];
+            for (h = 0; h < H; h++) {
+                size_t src = ((size_t)sq * H + h) * T + t, dst = (size_t)n * H + h;
+                memcpy(&q1[dst * Dk], &q[src * Dk], Dk * sizeof(float));
+                memcpy(&k1[dst * Dk], &k[src * Dk], Dk * sizeof(float));
+                memcpy(&v1[dst * Dv], &v[src * Dv], Dv * sizeof(float));
+                g1[dst] = g[src];
+                b1[dst] = be[src];
+            }
+        }
+        cudaMemcpy(dslots, slots.data(), N * sizeof(int), cudaMemcpyHostToDevice);
+        cudaMemcpy(dq1, q1.data(), q1.size() * sizeof(float), cudaMemcpyHostToDevice);
+        cudaMemcpy(dk1, k1.data(), k1.size() * sizeof(float), cudaMemcpyHostToDevice);
+        cudaMemcpy(dv1, v1.data(), v1.size() * sizeof(float), cudaMemcpyHostToDevice);
+        cudaMemcpy(dg1, g1.data(), g1.size() * sizeof(float), cudaMemcpyHostToDevice);
+        cudaMemcpy(db1, b1.data(), b1.size() * sizeof(float), cudaMemcpyHostToDevice);
+        CHECK_INT_EQ(gd_step_cuda(&cfg, dtable, NS, dslots, N, H, Dk, Dv, dq1, dk1, dv1, dg1, db1, dr1, NULL), GD_OK);
+        CHECK_INT_EQ(gd_step(&cfg, cpu_table.data(), NS, slots.data(), N, H, Dk, Dv, q1.data(), k1.data(), v1.data(),
+                             g1.data(), b1.data(), rc1.data()), GD_OK);
+        r1 = dget(dr1, r1.size());
+        for (n = 0; n < N; n++)
+            for (h = 0; h < H; h++) {
+                size_t dst = ((size_t)order[n] * H + h) * T + t, src = (size_t)n * H + h;
+                memcpy(&gpu_r[dst * Dv], &r1[src * Dv], Dv * sizeof(float));
+                memcpy(&cpu_r[dst * Dv], &rc1[src * Dv], Dv * sizeof(float));
+            }
+    }
+    CHECK_REL(gpu_r, rref, 1e-5);
+    CHECK_REL(gpu_r, cpu_r, 1e-5);
+    table = dget(dtable, table.size());
+    {
+        std::vector<float> fin((size_t)N * H * D2);
+        int touched[7] = {0, 0, 0, 0, 0, 0, 0};
+        for (n = 0; n < N; n++) {
+            memcpy(&fin[(size_t)n * H * D2], &table[(size_t)seq_slot[n] * H * D2], H * D2 * sizeof(float));
+            touched[seq_slot[n]] = 1;
+        }
+        CHECK_REL(fin, sref, 1e-5);
+        fprintf(stderr, "    step: 300 steps, worst/tol r %.2f (vs recurrent), %.2f (vs gd_step), state %.2f\n",
+                worst(gpu_r, rref, 1e-5), worst(gpu_r, cpu_r, 1e-5), worst(fin, sref, 1e-5));
+        for (i = 0; i < NS; i++)
+            if (!touched[i])
+                CHECK(memcmp(&table[(size_t)i * H * D2], &table0[(size_t)i * H * D2], H * D2 * sizeof(float)) == 0);
+    }
+    dfree(dtable); dfree(dq1); dfree(dk1); dfree(dv1); dfree(dg1); dfree(db1); dfree(dr1); dfree(dslots);
+}
+
+static void test_step_bad_input(void)
+{
+    const int N = 2, H = 1, Dk = 8, Dv = 8, NS = 4;
+    gd_config cfg = gd_config_default();
+    std::vector<float> table = randn((size_t)NS * H * Dk * Dv, 1.0), q = randn((size_t)N * H * Dk, 1.0);
+    std::vector<float> v = randn((size_t)N * H * Dv, 1.0), g(N * H, 0.9f), b(N * H, 0.5f);
+    std::vector<int> slots(N);
+    float *dt, *dq, *dv, *dg, *db, *dr;
+    int *ds;
+    NEED_GPU();
+    slots[0] = 0;
+    slots[1] = 2;
+    dt = dput(table); dq = dput(q); dv = dput(v); dg = dput(g); db = dput(b); dr = dput(v);
+    ds = dput(slots);
+    CHECK_INT_EQ(gd_step_cuda(&cfg, dt, NS, ds, N, H, Dk, Dv, dq, dq, dv, dg, db, dr, NULL), GD_OK);
+    table = dget(dt, table.size());
+    CHECK_INT_EQ(gd_step_cuda(&cfg, dt, NS, ds, N, H, Dk, Dv, dq, dq, dv, dg, db, NULL, NULL), GD_EINVAL);
+    CHECK_INT_EQ(gd_step_cuda(&cfg, dt, NS, slots.data(), N, H, Dk, Dv, dq, dq, dv, dg, db, dr, NULL), GD_EINVAL);
+    CHECK_INT_EQ(gd_step_cuda(&cfg, table.data(), NS, ds, N, H, Dk, Dv, dq, dq, dv, dg, db, dr, NULL), GD_EINVAL);
+    CHECK_INT_EQ(gd_step_cuda(&cfg, dt, 0, ds, N, H, Dk, Dv, dq, dq, dv, dg, db, dr, NULL), GD_EINVAL);
+    CHECK_INT_EQ(gd_step_cuda(&cfg, dt, NS, ds, N, H, 0, Dv, dq, dq, dv, dg, db, dr, NULL), GD_EINVAL);
+    {
+        gd_config c2 = cfg;
+        c2.math = GD_MATH_BF16;
+        CHECK_INT_EQ(gd_step_cuda(&c2, dt, NS, ds, N, H, Dk, Dv, dq, dq, dv, dg, db, dr, NULL), GD_ENOTSUP);
+    }
+    slots[1] = NS; /* out of range */
+    cudaMemcpy(ds, slots.data(), N * sizeof(int), cudaMemcpyHostToDevice);
+    CHECK_INT_EQ(gd_step_cuda(&cfg, dt, NS, ds, N, H, Dk, Dv, dq, dq, dv, dg, db, dr, NULL), GD_ERANGE);
+    slots[1] = 0; /* repeated */
+    cudaMemcpy(ds, slots.data(), N * sizeof(int), cudaMemcpyHostToDevice);
+    CHECK_INT_EQ(gd_step_cuda(&cfg, dt, NS, ds, N, H, Dk, Dv, dq, dq, dv, dg, db, dr, NULL), GD_ERANGE);
+    slots[1] = 2;
+    cudaMemcpy(ds, slots.data(), N * sizeof(int), cudaMemcpyHostToDevice);
+    g[1] = 1.01f; /* gate out of range */
+    cudaMemcpy(dg, g.data(), g.size() * sizeof(float), cudaMemcpyHostToDevice);
+    CHECK_INT_EQ(gd_step_cuda(&cfg, dt, NS, ds, N, H, Dk, Dv, dq, dq, dv, dg, db, dr, NULL), GD_ERANGE);
+    {
+        std::vector<float> after = dget(dt, table.size());
+        CHECK(after == table); /* no refused call wrote the table */
+    }
+    dfree(dt); dfree(dq); dfree(dv); dfree(dg); dfree(db); dfree(dr); dfree(ds);
+}
+
+int main(int argc, char **argv)
+{
+    TEST_INIT(argc, argv);
+    parity_print_device();
+    g_gpu = parity_device_ok() && gd_cuda_available();
+    TEST_RUN(test_bad_input);
+    TEST_RUN(test_step_bad_input);
+    TEST_RUN(test_small_shapes);
+    TEST_RUN(test_wide_heads);
+    TEST_RUN(test_long);
+    TEST_RUN(test_deterministic);
+    TEST_RUN(test_step_300);
+    return TEST_END();
+}
