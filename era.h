@@ -386,6 +386,110 @@ ERADEF void era_cache_free(era_cache *c);
 
 ERADEF const char *era_strerror(int code);
 
+/* ------------------------------------------------------------------ CUDA ----- */
+/* Device mirrors of the calls a GPU trainer makes every step (cuda/era.cuh; compiled
+   when this header is compiled by nvcc, or by a C++ compiler with ATTNKIT_CUDA_SIM and
+   tests/cuda_sim.h; elsewhere they return ERA_ENOCUDA). Every buffer argument is a
+   DEVICE pointer (a host pointer: ERA_EINVAL, nothing launched); configs, params
+   structs and their scalars stay on the host, and so do the parameter pointers of the
+   params structs' device twins: p->W, p->b, p->centers, p->log_sigma (RPA) and
+   p->centers (ERA) must be device pointers here, and so must the array pointers of the
+   grads structs. The scalar gradients (dtau_att, dpos_beta; dsigma, dalpha) and the
+   optional era_mu_stats come back to the host: those calls end with a stream
+   synchronisation. `stream` is a cudaStream_t (NULL: the default stream). fp32 math;
+   statistics in double; no atomics (every reduction has a fixed order: results are
+   bit-identical run to run). Not on the GPU: the legacy kappa-mixture (cfg->legacy:
+   ERA_EINVAL), era_type2_forward, the host cache (era_cache_* stays host-side; build
+   B(T) once per T with era_*_forward_cuda and keep the device buffer). Tolerances
+   against the CPU path: see the top of cuda/era.cuh. */
+typedef struct CUstream_st *era_stream;
+enum { ERA_ENOCUDA = -5, ERA_ECUDA = -6 };
+
+/* 1 if a CUDA device is usable (always 0 without nvcc / the simulation). */
+ERADEF int era_cuda_available(void);
+
+/* scalars of a device prior, copied back by era_*_cuda_diag */
+typedef struct era_cuda_diag {
+    double mean, std;    /* RPA: z-score statistics of x (ERA: mean over rows) */
+    float std_pre, std_post, marginal_err, clamp_frac; /* as in the CPU states */
+} era_cuda_diag;
+
+/* Device state of era_rpa_forward_cuda: the CPU state's arrays, in device memory
+   (one cudaMalloc, released by era_rpa_cuda_state_free). */
+typedef struct era_rpa_cuda_state {
+    int B, T, R, K, iters, zscore_causal, valid, tau_free;
+    float tau, scale, pos_beta, posmix, clip, zeps;
+    const float *mu;     /* (B,T,R) device pointer given to forward */
+    float *mbar;         /* (T,R) */
+    float *phi, *phiT;   /* (T,K), (K,T) */
+    float *X;            /* (2 iters + 1, R, K) Sinkhorn iterates; P = last */
+    float *M;            /* (T,K) = mbar P */
+    double *stats;       /* (8): mean, std, count, std_pre, std_post, marginal_err, clamp_frac */
+    void *dmem;
+    size_t dcap;
+} era_rpa_cuda_state;
+
+typedef struct era_era_cuda_state {
+    int T, R, nb, iters, zscore_causal, valid;
+    float alpha, sigma, eps, delta, zeps;
+    float *mu;           /* (T,R) */
+    float *f, *g;        /* (iters,R), (iters+1,nb) potentials */
+    float *cost, *plan;  /* (R,nb) */
+    float *Q, *V;        /* (T,nb) mu plan; (T,nb) the bias value of each block */
+    double *rmean, *rstd;/* (T) */
+    int *bstart;         /* (nb + 1) */
+    double *stats;       /* (3): marginal_err, std_pre, std_post */
+    void *dmem;
+    size_t dcap;
+} era_era_cuda_state;
+
+ERADEF era_rpa_cuda_state era_rpa_cuda_state_init(void);
+ERADEF void era_rpa_cuda_state_free(era_rpa_cuda_state *st);
+ERADEF era_era_cuda_state era_era_cuda_state_init(void);
+ERADEF void era_era_cuda_state_free(era_era_cuda_state *st);
+
+/* memberships (device h, mu, zproj; p's arrays on the device). stats: host or NULL. */
+ERADEF int era_membership_forward_cuda(const era_rpa_config *cfg, const era_rpa_params *p,
+                                       float *mu /* (B,T,R) */, float *zproj /* (B,T,P) */,
+                                       era_mu_stats *stats, const float *h /* (B,T,D) */,
+                                       int B, int T, era_stream stream);
+/* workspace: NULL or era_membership_workspace_size(p, B, T) bytes of device memory */
+ERADEF int era_membership_backward_cuda(const era_rpa_config *cfg, const era_rpa_params *p,
+                                        float *dh /* (B,T,D) */, era_rpa_grads *g,
+                                        const float *dmu /* (B,T,R) */, float dentropy,
+                                        const float *h /* (B,T,D) */,
+                                        const float *zproj /* (B,T,P) */,
+                                        const float *mu /* (B,T,R) */, int B, int T,
+                                        void *workspace, era_stream stream);
+/* RPA prior. workspace: NULL or era_rpa_cuda_workspace_size bytes of device memory. */
+ERADEF size_t era_rpa_cuda_workspace_size(const era_rpa_config *cfg, int B, int T);
+ERADEF int era_rpa_forward_cuda(const era_rpa_config *cfg, const era_rpa_params *p,
+                                const float *mu /* (B,T,R) */, int B, int T,
+                                float *bias /* (T,T) or NULL */, era_rpa_cuda_state *st,
+                                void *workspace, era_stream stream);
+ERADEF int era_rpa_backward_cuda(const era_rpa_config *cfg, const era_rpa_params *p,
+                                 const era_rpa_cuda_state *st, const float *dbias /* (T,T) */,
+                                 float *dmu /* (B,T,R) */, era_rpa_grads *g, void *workspace,
+                                 era_stream stream);
+ERADEF int era_rpa_rows_cuda(const era_rpa_cuda_state *st, int row0, int nrows,
+                             float *out /* (nrows,T) */, era_stream stream);
+ERADEF int era_rpa_cuda_diag(const era_rpa_cuda_state *st, era_cuda_diag *out, era_stream stream);
+/* ERA prior (p->centers on the device). workspace as above. */
+ERADEF size_t era_era_cuda_workspace_size(const era_era_config *cfg, int T);
+ERADEF int era_era_forward_cuda(const era_era_config *cfg, const era_era_params *p, int T,
+                                float *bias /* (T,T) or NULL */, era_era_cuda_state *st,
+                                void *workspace, era_stream stream);
+ERADEF int era_era_backward_cuda(const era_era_config *cfg, const era_era_params *p,
+                                 const era_era_cuda_state *st, const float *dbias /* (T,T) */,
+                                 era_era_grads *g, void *workspace, era_stream stream);
+ERADEF int era_era_rows_cuda(const era_era_cuda_state *st, int row0, int nrows,
+                             float *out /* (nrows,T) */, era_stream stream);
+ERADEF int era_era_cuda_diag(const era_era_cuda_state *st, era_cuda_diag *out, era_stream stream);
+ERADEF int era_apply_cuda(float *scores /* (B,H,T,T) */, const float *bias, int per_head,
+                          int B, int H, int T, era_stream stream);
+ERADEF int era_reduce_grad_cuda(float *dbias, const float *dscores /* (B,H,T,T) */,
+                                int per_head, int B, int H, int T, era_stream stream);
+
 #ifdef __cplusplus
 }
 #endif
@@ -494,6 +598,8 @@ ERADEF const char *era_strerror(int code)
     case ERA_ENOMEM: return "out of memory";
     case ERA_ERANGE: return "size out of range";
     case ERA_ESTATE: return "saved state does not match";
+    case ERA_ENOCUDA: return "built without CUDA (compile with nvcc)";
+    case ERA_ECUDA: return "CUDA error";
     default: return "unknown error";
     }
 }
@@ -2247,6 +2353,122 @@ ERADEF void era_cache_free(era_cache *c)
 #ifdef __cplusplus
 }
 #endif
+
+/* ------------------------------------------------------------------ CUDA ----- */
+#if defined(__CUDACC__) || defined(ATTNKIT_CUDA_SIM)
+#include "cuda/era.cuh"
+#else
+#define ERA__NOCUDA return ERA_ENOCUDA
+ERADEF int era_cuda_available(void) { return 0; }
+ERADEF era_rpa_cuda_state era_rpa_cuda_state_init(void)
+{
+    era_rpa_cuda_state s;
+    memset(&s, 0, sizeof s);
+    return s;
+}
+ERADEF void era_rpa_cuda_state_free(era_rpa_cuda_state *st) { if (st) memset(st, 0, sizeof *st); }
+ERADEF era_era_cuda_state era_era_cuda_state_init(void)
+{
+    era_era_cuda_state s;
+    memset(&s, 0, sizeof s);
+    return s;
+}
+ERADEF void era_era_cuda_state_free(era_era_cuda_state *st) { if (st) memset(st, 0, sizeof *st); }
+ERADEF int era_membership_forward_cuda(const era_rpa_config *cfg, const era_rpa_params *p,
+                                       float *mu, float *zproj, era_mu_stats *stats,
+                                       const float *h, int B, int T, era_stream stream)
+{
+    (void)cfg; (void)p; (void)mu; (void)zproj; (void)stats; (void)h; (void)B; (void)T;
+    (void)stream;
+    ERA__NOCUDA;
+}
+ERADEF int era_membership_backward_cuda(const era_rpa_config *cfg, const era_rpa_params *p,
+                                        float *dh, era_rpa_grads *g, const float *dmu,
+                                        float dentropy, const float *h, const float *zproj,
+                                        const float *mu, int B, int T, void *workspace,
+                                        era_stream stream)
+{
+    (void)cfg; (void)p; (void)dh; (void)g; (void)dmu; (void)dentropy; (void)h; (void)zproj;
+    (void)mu; (void)B; (void)T; (void)workspace; (void)stream;
+    ERA__NOCUDA;
+}
+ERADEF size_t era_rpa_cuda_workspace_size(const era_rpa_config *cfg, int B, int T)
+{
+    (void)cfg; (void)B; (void)T;
+    return 0;
+}
+ERADEF int era_rpa_forward_cuda(const era_rpa_config *cfg, const era_rpa_params *p,
+                                const float *mu, int B, int T, float *bias,
+                                era_rpa_cuda_state *st, void *workspace, era_stream stream)
+{
+    (void)cfg; (void)p; (void)mu; (void)B; (void)T; (void)bias; (void)st; (void)workspace;
+    (void)stream;
+    ERA__NOCUDA;
+}
+ERADEF int era_rpa_backward_cuda(const era_rpa_config *cfg, const era_rpa_params *p,
+                                 const era_rpa_cuda_state *st, const float *dbias,
+                                 float *dmu, era_rpa_grads *g, void *workspace,
+                                 era_stream stream)
+{
+    (void)cfg; (void)p; (void)st; (void)dbias; (void)dmu; (void)g; (void)workspace;
+    (void)stream;
+    ERA__NOCUDA;
+}
+ERADEF int era_rpa_rows_cuda(const era_rpa_cuda_state *st, int row0, int nrows, float *out,
+                             era_stream stream)
+{
+    (void)st; (void)row0; (void)nrows; (void)out; (void)stream;
+    ERA__NOCUDA;
+}
+ERADEF int era_rpa_cuda_diag(const era_rpa_cuda_state *st, era_cuda_diag *out, era_stream stream)
+{
+    (void)st; (void)out; (void)stream;
+    ERA__NOCUDA;
+}
+ERADEF size_t era_era_cuda_workspace_size(const era_era_config *cfg, int T)
+{
+    (void)cfg; (void)T;
+    return 0;
+}
+ERADEF int era_era_forward_cuda(const era_era_config *cfg, const era_era_params *p, int T,
+                                float *bias, era_era_cuda_state *st, void *workspace,
+                                era_stream stream)
+{
+    (void)cfg; (void)p; (void)T; (void)bias; (void)st; (void)workspace; (void)stream;
+    ERA__NOCUDA;
+}
+ERADEF int era_era_backward_cuda(const era_era_config *cfg, const era_era_params *p,
+                                 const era_era_cuda_state *st, const float *dbias,
+                                 era_era_grads *g, void *workspace, era_stream stream)
+{
+    (void)cfg; (void)p; (void)st; (void)dbias; (void)g; (void)workspace; (void)stream;
+    ERA__NOCUDA;
+}
+ERADEF int era_era_rows_cuda(const era_era_cuda_state *st, int row0, int nrows, float *out,
+                             era_stream stream)
+{
+    (void)st; (void)row0; (void)nrows; (void)out; (void)stream;
+    ERA__NOCUDA;
+}
+ERADEF int era_era_cuda_diag(const era_era_cuda_state *st, era_cuda_diag *out, era_stream stream)
+{
+    (void)st; (void)out; (void)stream;
+    ERA__NOCUDA;
+}
+ERADEF int era_apply_cuda(float *scores, const float *bias, int per_head, int B, int H, int T,
+                          era_stream stream)
+{
+    (void)scores; (void)bias; (void)per_head; (void)B; (void)H; (void)T; (void)stream;
+    ERA__NOCUDA;
+}
+ERADEF int era_reduce_grad_cuda(float *dbias, const float *dscores, int per_head, int B,
+                                int H, int T, era_stream stream)
+{
+    (void)dbias; (void)dscores; (void)per_head; (void)B; (void)H; (void)T; (void)stream;
+    ERA__NOCUDA;
+}
+#undef ERA__NOCUDA
+#endif /* CUDA */
 #endif /* ERA_IMPLEMENTATION_DONE */
 #endif /* ERA_IMPLEMENTATION */
 

@@ -1,0 +1,417 @@
+/* parity_era.cu - era.h's CUDA path (cuda/era.cuh) against its CPU path.
+   Built by g++/clang++ against the CPU simulation (tests/cuda_sim.h; `make test`) and by
+   nvcc for the GPU. Under nvcc without a usable GPU the device cases are skipped.
+   Tolerances (the top of cuda/era.cuh): forward rtol 1e-5 / atol 1e-5; gradients rtol 1e-4,
+   atol 1e-4 x the largest reference entry; z-score mean and std 1e-6 relative.
+   Sizes (kept small for the simulation, ~20 s per compiler): memberships B 2, T 17;
+   RPA forward T in {1, 17, 128} over several configs and T = 768 once (forward only);
+   RPA backward T in {1, 17, 128}; ERA forward T in {1, 17, 128, 768 (default R = nb = 32,
+   once)}, backward T in {1, 17, 128}; era_apply / era_reduce_grad B 2, H 3, T 17.
+   T = 1000 is not run here (its (T,T) passes cost ~1.7x the 768 case in the simulation). */
+#include "tests/cuda_test.h"
+#define ERA_IMPLEMENTATION
+#include "era.h"
+#include "tests/attnkit_test.h"
+
+static int g_gpu = 0;
+
+#define NEED_GPU()                                                             \
+    do {                                                                       \
+        if (!g_gpu) TEST_SKIP("no GPU");                                       \
+    } while (0)
+
+template <typename X> static X *dput(const std::vector<X> &h)
+{
+    X *d = NULL;
+    if (cudaMalloc((void **)&d, (h.size() ? h.size() : 1) * sizeof(X)) != cudaSuccess) return NULL;
+    if (h.size()) cudaMemcpy(d, h.data(), h.size() * sizeof(X), cudaMemcpyHostToDevice);
+    return d;
+}
+template <typename X> static std::vector<X> dget(const X *d, size_t n)
+{
+    std::vector<X> h(n);
+    cudaDeviceSynchronize();
+    cudaMemcpy(h.data(), d, n * sizeof(X), cudaMemcpyDeviceToHost);
+    return h;
+}
+static void dfree(void *d) { cudaFree(d); }
+
+static std::vector<float> randn(size_t n, double scale)
+{
+    std::vector<float> v(n);
+    tt_fill_normal(v.data(), (long)n, scale);
+    return v;
+}
+static double maxabs(const std::vector<float> &v)
+{
+    double m = 0.0;
+    for (size_t i = 0; i < v.size(); i++) m = fabs((double)v[i]) > m ? fabs((double)v[i]) : m;
+    return m;
+}
+/* memberships with structure over t: softmax of a smooth drift plus noise, (B,T,R) */
+static std::vector<float> make_mu(int B, int T, int R)
+{
+    std::vector<float> mu((size_t)B * T * R);
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            double s = 0.0, l[64];
+            for (int r = 0; r < R; r++) {
+                double c = (r + 0.5) / R, x = T > 1 ? (double)t / (T - 1) : 0.0;
+                l[r] = -8.0 * (x - c) * (x - c) + 0.7 * tt_normal();
+                s += exp(l[r]);
+            }
+            for (int r = 0; r < R; r++) mu[((size_t)b * T + t) * R + r] = (float)(exp(l[r]) / s);
+        }
+    return mu;
+}
+
+/* ---------------------------------------------------------------- bad input */
+static void test_bad_input(void)
+{
+    era_rpa_config rc = era_rpa_config_default(4);
+    era_rpa_params rp = era_rpa_params_default();
+    era_rpa_cuda_state st = era_rpa_cuda_state_init();
+    era_era_config ec = era_era_config_default();
+    float hc[32];
+    era_era_init_centers(32, hc);
+    era_era_params ep = era_era_params_default(hc);
+    era_era_cuda_state es = era_era_cuda_state_init();
+    std::vector<float> host_mu = make_mu(1, 8, 4), host_bias(64, 7.0f);
+    float *d_mu = dput(host_mu), *d_bias = dput(host_bias);
+    /* NULL, bad sizes, bad scalars: no device needed */
+    CHECK_INT_EQ(era_rpa_forward_cuda(&rc, &rp, NULL, 1, 8, d_bias, &st, NULL, NULL), ERA_EINVAL);
+    CHECK_INT_EQ(era_rpa_forward_cuda(&rc, &rp, d_mu, 0, 8, d_bias, &st, NULL, NULL), ERA_EINVAL);
+    CHECK_INT_EQ(era_rpa_forward_cuda(&rc, &rp, d_mu, 1, 0, d_bias, &st, NULL, NULL), ERA_EINVAL);
+    CHECK_INT_EQ(era_rpa_forward_cuda(&rc, &rp, d_mu, 1, 70000, d_bias, &st, NULL, NULL), ERA_ERANGE);
+    rp.tau_att = NAN;
+    CHECK_INT_EQ(era_rpa_forward_cuda(&rc, &rp, d_mu, 1, 8, d_bias, &st, NULL, NULL), ERA_EINVAL);
+    rp = era_rpa_params_default();
+    rc.legacy = 1; /* no CUDA path for the legacy mixture */
+    CHECK_INT_EQ(era_rpa_forward_cuda(&rc, &rp, d_mu, 1, 8, d_bias, &st, NULL, NULL), ERA_EINVAL);
+    rc.legacy = 0;
+    rc.tau_align = 0.0f;
+    CHECK_INT_EQ(era_rpa_forward_cuda(&rc, &rp, d_mu, 1, 8, d_bias, &st, NULL, NULL), ERA_EINVAL);
+    rc = era_rpa_config_default(4);
+    CHECK_INT_EQ(era_rpa_rows_cuda(&st, 0, 1, d_bias, NULL), ERA_EINVAL); /* state not valid */
+    CHECK_INT_EQ(era_apply_cuda(NULL, d_bias, 0, 1, 1, 8, NULL), ERA_EINVAL);
+    CHECK_INT_EQ(era_apply_cuda(d_bias, d_bias, 0, 1, 0, 8, NULL), ERA_EINVAL);
+    CHECK_INT_EQ(era_reduce_grad_cuda(d_bias, NULL, 0, 1, 1, 8, NULL), ERA_EINVAL);
+    CHECK_INT_EQ(era_era_forward_cuda(&ec, NULL, 8, d_bias, &es, NULL, NULL), ERA_EINVAL);
+    if (g_gpu) {
+        /* host pointers: ERA_EINVAL, nothing written */
+        std::vector<float> hb(64, 7.0f);
+        CHECK_INT_EQ(era_rpa_forward_cuda(&rc, &rp, host_mu.data(), 1, 8, d_bias, &st, NULL, NULL), ERA_EINVAL);
+        CHECK_INT_EQ(era_rpa_forward_cuda(&rc, &rp, d_mu, 1, 8, hb.data(), &st, NULL, NULL), ERA_EINVAL);
+        CHECK_INT_EQ(era_era_forward_cuda(&ec, &ep, 8, d_bias, &es, NULL, NULL), ERA_EINVAL); /* host centres */
+        CHECK_INT_EQ(era_apply_cuda(hb.data(), d_bias, 0, 1, 1, 8, NULL), ERA_EINVAL);
+        CHECK_INT_EQ(era_reduce_grad_cuda(d_bias, hb.data(), 0, 1, 1, 8, NULL), ERA_EINVAL);
+        std::vector<float> got = dget(d_bias, 64);
+        CHECK_ALL_CLOSE(got.data(), host_bias.data(), 64L, 0.0, 0.0);
+        for (int i = 0; i < 64; i++) CHECK(hb[i] == 7.0f);
+        /* backward with a state that does not match */
+        CHECK_INT_EQ(era_rpa_forward_cuda(&rc, &rp, d_mu, 1, 8, d_bias, &st, NULL, NULL), ERA_OK);
+        era_rpa_grads g;
+        memset(&g, 0, sizeof g);
+        era_rpa_config rc2 = era_rpa_config_default(3);
+        CHECK_INT_EQ(era_rpa_backward_cuda(&rc2, &rp, &st, d_bias, NULL, &g, NULL, NULL), ERA_ESTATE);
+        CHECK_INT_EQ(era_rpa_backward_cuda(&rc, &rp, &st, hb.data(), NULL, &g, NULL, NULL), ERA_EINVAL);
+        CHECK_INT_EQ(era_rpa_rows_cuda(&st, 7, 2, d_bias, NULL), ERA_EINVAL);
+    }
+    era_rpa_cuda_state_free(&st);
+    era_era_cuda_state_free(&es);
+    dfree(d_mu);
+    dfree(d_bias);
+}
+
+/* ---------------------------------------------------------------- memberships */
+static void test_membership(void)
+{
+    const int B = 2, T = 17, D = 12, P = 6, R = 4;
+    NEED_GPU();
+    tt_seed(11);
+    era_rpa_config cfg = era_rpa_config_default(R);
+    era_rpa_params p = era_rpa_params_default();
+    std::vector<float> h = randn((size_t)B * T * D, 1.0), W = randn((size_t)P * D, 0.3), b = randn(P, 0.2);
+    std::vector<float> cen = randn((size_t)R * P, 0.6), ls = randn(R, 0.3);
+    ls[2] = 5.0f; /* clamped scale: no log_sigma gradient for regime 2 */
+    std::vector<float> mu((size_t)B * T * R), z((size_t)B * T * P);
+    float *d_h = dput(h), *d_W = dput(W), *d_b = dput(b), *d_c = dput(cen), *d_ls = dput(ls);
+    float *d_mu = dput(mu), *d_z = dput(z);
+    era_mu_stats sc, sg;
+    p.D = D; p.P = P; p.W = W.data(); p.b = b.data(); p.centers = cen.data(); p.log_sigma = ls.data();
+    CHECK_INT_EQ(era_membership_forward(&cfg, &p, mu.data(), z.data(), &sc, h.data(), B, T), ERA_OK);
+    era_rpa_params dp = p;
+    dp.W = d_W; dp.b = d_b; dp.centers = d_c; dp.log_sigma = d_ls;
+    CHECK_INT_EQ(era_membership_forward_cuda(&cfg, &dp, d_mu, d_z, &sg, d_h, B, T, NULL), ERA_OK);
+    std::vector<float> g = dget(d_z, z.size());
+    CHECK_ALL_CLOSE(g.data(), z.data(), (long)z.size(), 1e-5, 1e-5);
+    g = dget(d_mu, mu.size());
+    CHECK_ALL_CLOSE(g.data(), mu.data(), (long)mu.size(), 1e-5, 1e-6);
+    CHECK_CLOSE(sg.entropy, sc.entropy, 1e-5, 1e-6);
+    CHECK_CLOSE(sg.sat_frac, sc.sat_frac, 0.0, 1e-7);
+    CHECK_INT_EQ(sg.nan_rows, sc.nan_rows);
+    /* backward, accumulating into non-zero buffers */
+    std::vector<float> dmu = randn(mu.size(), 1.0), dh = randn(h.size(), 1.0), dW = randn(W.size(), 1.0);
+    std::vector<float> db = randn(P, 1.0), dc = randn(cen.size(), 1.0), dls = randn(R, 1.0);
+    float *d_dmu = dput(dmu), *d_dh = dput(dh), *d_dW = dput(dW), *d_db = dput(db), *d_dc = dput(dc), *d_dls = dput(dls);
+    era_rpa_grads gc, gg;
+    memset(&gc, 0, sizeof gc);
+    gc.dW = dW.data(); gc.db = db.data(); gc.dcenters = dc.data(); gc.dlog_sigma = dls.data();
+    memset(&gg, 0, sizeof gg);
+    gg.dW = d_dW; gg.db = d_db; gg.dcenters = d_dc; gg.dlog_sigma = d_dls;
+    CHECK_INT_EQ(era_membership_backward(&cfg, &p, dh.data(), &gc, dmu.data(), 0.3f, h.data(), z.data(), mu.data(), B, T, NULL), ERA_OK);
+    CHECK_INT_EQ(era_membership_backward_cuda(&cfg, &dp, d_dh, &gg, d_dmu, 0.3f, d_h, d_z, d_mu, B, T, NULL, NULL), ERA_OK);
+    g = dget(d_dh, dh.size());
+    CHECK_ALL_CLOSE(g.data(), dh.data(), (long)dh.size(), 1e-4, 1e-4 * maxabs(dh));
+    g = dget(d_dW, dW.size());
+    CHECK_ALL_CLOSE(g.data(), dW.data(), (long)dW.size(), 1e-4, 1e-4 * maxabs(dW));
+    g = dget(d_db, db.size());
+    CHECK_ALL_CLOSE(g.data(), db.data(), (long)db.size(), 1e-4, 1e-4 * maxabs(db));
+    g = dget(d_dc, dc.size());
+    CHECK_ALL_CLOSE(g.data(), dc.data(), (long)dc.size(), 1e-4, 1e-4 * maxabs(dc));
+    g = dget(d_dls, dls.size());
+    CHECK_ALL_CLOSE(g.data(), dls.data(), (long)dls.size(), 1e-4, 1e-4 * maxabs(dls));
+    /* host h: refused */
+    CHECK_INT_EQ(era_membership_forward_cuda(&cfg, &dp, d_mu, d_z, NULL, h.data(), B, T, NULL), ERA_EINVAL);
+    CHECK_INT_EQ(era_membership_forward_cuda(&cfg, &p, d_mu, d_z, NULL, d_h, B, T, NULL), ERA_EINVAL);
+    dfree(d_h); dfree(d_W); dfree(d_b); dfree(d_c); dfree(d_ls); dfree(d_mu); dfree(d_z);
+    dfree(d_dmu); dfree(d_dh); dfree(d_dW); dfree(d_db); dfree(d_dc); dfree(d_dls);
+}
+
+/* ---------------------------------------------------------------- RPA prior */
+struct rpa_case { int T, B, R, K, causal, detach, backward; float posmix, tau, scale; };
+
+static void run_rpa(const rpa_case &c)
+{
+    era_rpa_config cfg = era_rpa_config_default(c.R);
+    era_rpa_params p = era_rpa_params_default();
+    era_rpa_state cs = era_rpa_state_init();
+    era_rpa_cuda_state gs = era_rpa_cuda_state_init();
+    era_cuda_diag dg;
+    const int T = c.T;
+    cfg.K = c.K;
+    cfg.zscore_causal = c.causal;
+    cfg.detach = c.detach;
+    cfg.posmix = c.posmix;
+    cfg.scale = c.scale;
+    p.tau_att = c.tau;
+    p.pos_beta = 0.3f;
+    std::vector<float> mu = make_mu(c.B, T, c.R), bias((size_t)T * T);
+    mu[1] = NAN; /* a non-finite membership counts as 1/R (and gets no gradient) */
+    float *d_mu = dput(mu), *d_bias = dput(bias);
+    CHECK_INT_EQ(era_rpa_forward(&cfg, &p, mu.data(), c.B, T, bias.data(), &cs, NULL), ERA_OK);
+    CHECK_INT_EQ(era_rpa_forward_cuda(&cfg, &p, d_mu, c.B, T, d_bias, &gs, NULL, NULL), ERA_OK);
+    std::vector<float> g = dget(d_bias, bias.size());
+    CHECK_ALL_CLOSE(g.data(), bias.data(), (long)bias.size(), 1e-5, 1e-5);
+    CHECK_INT_EQ(era_rpa_cuda_diag(&gs, &dg, NULL), ERA_OK);
+    CHECK_CLOSE(dg.mean, cs.mean, 1e-6, 1e-12);
+    CHECK_CLOSE(dg.std, cs.std, 1e-6, 1e-12);
+    CHECK_CLOSE(dg.std_post, cs.std_post, 1e-5, 1e-6);
+    CHECK_CLOSE(dg.marginal_err, cs.marginal_err, 1e-5, 1e-6);
+    CHECK_CLOSE(dg.clamp_frac, cs.clamp_frac, 0.0, 0.0);
+    {
+        /* factored rows: a band in the middle */
+        int r0 = T / 3, nr = T - r0 > 5 ? 5 : T - r0;
+        std::vector<float> rows((size_t)nr * T);
+        float *d_rows = dput(rows);
+        CHECK_INT_EQ(era_rpa_rows(&cs, r0, nr, rows.data()), ERA_OK);
+        CHECK_INT_EQ(era_rpa_rows_cuda(&gs, r0, nr, d_rows, NULL), ERA_OK);
+        g = dget(d_rows, rows.size());
+        CHECK_ALL_CLOSE(g.data(), rows.data(), (long)rows.size(), 1e-5, 1e-5);
+        dfree(d_rows);
+    }
+    if (c.backward) {
+        std::vector<float> dbias = randn((size_t)T * T, 1.0), dmu = randn(mu.size(), 0.1);
+        float *d_dbias = dput(dbias), *d_dmu = dput(dmu);
+        era_rpa_grads gc, gg;
+        memset(&gc, 0, sizeof gc);
+        memset(&gg, 0, sizeof gg);
+        gc.dtau_att = gg.dtau_att = 0.25f;
+        CHECK_INT_EQ(era_rpa_backward(&cfg, &p, &cs, dbias.data(), dmu.data(), &gc, NULL), ERA_OK);
+        CHECK_INT_EQ(era_rpa_backward_cuda(&cfg, &p, &gs, d_dbias, d_dmu, &gg, NULL, NULL), ERA_OK);
+        g = dget(d_dmu, dmu.size());
+        CHECK_ALL_CLOSE(g.data(), dmu.data(), (long)dmu.size(), 1e-4, 1e-4 * maxabs(dmu));
+        CHECK_CLOSE(gg.dtau_att, gc.dtau_att, 1e-4, 1e-6);
+        CHECK_CLOSE(gg.dpos_beta, gc.dpos_beta, 1e-4, 1e-6);
+        dfree(d_dbias); dfree(d_dmu);
+    }
+    era_rpa_state_free(&cs);
+    era_rpa_cuda_state_free(&gs);
+    dfree(d_mu); dfree(d_bias);
+}
+
+static void test_rpa_small(void)
+{
+    /* T, B, R, K, causal, detach, backward, posmix, tau, scale */
+    static const rpa_case cases[] = {
+        {1, 2, 4, 4, 0, 1, 1, 0.0f, 1.0f, 1.0f},
+        {1, 1, 3, 5, 1, 0, 1, 0.1f, 0.8f, 0.5f},
+        {17, 3, 4, 4, 0, 1, 1, 0.0f, 1.0f, 1.0f},
+        {17, 2, 4, 4, 1, 0, 1, 0.1f, 1.3f, 0.7f},
+        {17, 2, 3, 6, 0, 0, 1, 0.25f, 2.0f, 1.0f},  /* tau clamped: no dtau */
+        {17, 1, 5, 18, 1, 1, 1, 0.1f, 0.9f, 1.0f},  /* K > 16: two register chunks */
+    };
+    NEED_GPU();
+    tt_seed(21);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_rpa(cases[i]);
+}
+
+static void test_rpa_128(void)
+{
+    static const rpa_case cases[] = {
+        {128, 2, 4, 4, 0, 0, 1, 0.1f, 1.1f, 1.0f},
+        {128, 2, 4, 8, 1, 1, 1, 0.0f, 0.7f, 0.3f},
+    };
+    NEED_GPU();
+    tt_seed(22);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_rpa(cases[i]);
+}
+
+static void test_rpa_768(void)
+{
+    /* the seed 000 WikiText-2 setting: R = K = 4, posmix 0.10, forward only */
+    rpa_case c = {768, 2, 4, 4, 0, 1, 0, 0.1f, 1.0f, 1.0f};
+    NEED_GPU();
+    tt_seed(23);
+    run_rpa(c);
+}
+
+static void test_rpa_deterministic(void)
+{
+    const int T = 33, B = 2, R = 4;
+    NEED_GPU();
+    tt_seed(24);
+    era_rpa_config cfg = era_rpa_config_default(R);
+    era_rpa_params p = era_rpa_params_default();
+    era_rpa_cuda_state gs = era_rpa_cuda_state_init();
+    cfg.posmix = 0.1f;
+    std::vector<float> mu = make_mu(B, T, R), dbias = randn((size_t)T * T, 1.0);
+    float *d_mu = dput(mu), *d_b1 = dput(std::vector<float>((size_t)T * T)), *d_b2 = dput(std::vector<float>((size_t)T * T));
+    float *d_db = dput(dbias), *d_m1 = dput(std::vector<float>(mu.size())), *d_m2 = dput(std::vector<float>(mu.size()));
+    era_rpa_grads g1, g2;
+    memset(&g1, 0, sizeof g1);
+    memset(&g2, 0, sizeof g2);
+    CHECK_INT_EQ(era_rpa_forward_cuda(&cfg, &p, d_mu, B, T, d_b1, &gs, NULL, NULL), ERA_OK);
+    CHECK_INT_EQ(era_rpa_backward_cuda(&cfg, &p, &gs, d_db, d_m1, &g1, NULL, NULL), ERA_OK);
+    CHECK_INT_EQ(era_rpa_forward_cuda(&cfg, &p, d_mu, B, T, d_b2, &gs, NULL, NULL), ERA_OK);
+    CHECK_INT_EQ(era_rpa_backward_cuda(&cfg, &p, &gs, d_db, d_m2, &g2, NULL, NULL), ERA_OK);
+    std::vector<float> a = dget(d_b1, (size_t)T * T), b = dget(d_b2, (size_t)T * T);
+    CHECK(memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+    a = dget(d_m1, mu.size());
+    b = dget(d_m2, mu.size());
+    CHECK(memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+    CHECK(g1.dtau_att == g2.dtau_att && g1.dpos_beta == g2.dpos_beta);
+    era_rpa_cuda_state_free(&gs);
+    dfree(d_mu); dfree(d_b1); dfree(d_b2); dfree(d_db); dfree(d_m1); dfree(d_m2);
+}
+
+/* ---------------------------------------------------------------- ERA prior */
+static void run_era(int T, int R, int nb, int causal, int backward, float alpha)
+{
+    era_era_config cfg = era_era_config_default();
+    cfg.R = R;
+    cfg.nb = nb;
+    cfg.zscore_causal = causal;
+    std::vector<float> cen(R);
+    era_era_init_centers(R, cen.data());
+    for (int r = 0; r < R; r++) cen[r] += (float)(0.02 * tt_normal());
+    era_era_params p = era_era_params_default(cen.data());
+    p.alpha = alpha;
+    p.sigma = 0.12f;
+    era_era_state cs = era_era_state_init();
+    era_era_cuda_state gs = era_era_cuda_state_init();
+    std::vector<float> bias((size_t)T * T);
+    float *d_cen = dput(cen), *d_bias = dput(bias);
+    era_era_params dp = p;
+    dp.centers = d_cen;
+    CHECK_INT_EQ(era_era_forward(&cfg, &p, T, bias.data(), &cs, NULL), ERA_OK);
+    CHECK_INT_EQ(era_era_forward_cuda(&cfg, &dp, T, d_bias, &gs, NULL, NULL), ERA_OK);
+    std::vector<float> g = dget(d_bias, bias.size());
+    CHECK_ALL_CLOSE(g.data(), bias.data(), (long)bias.size(), 1e-5, 1e-5);
+    {
+        era_cuda_diag dg;
+        CHECK_INT_EQ(era_era_cuda_diag(&gs, &dg, NULL), ERA_OK);
+        CHECK_CLOSE(dg.std_pre, cs.std_pre, 1e-5, 1e-7);
+        CHECK_CLOSE(dg.std_post, cs.std_post, 1e-5, 1e-7);
+        CHECK_CLOSE(dg.marginal_err, cs.marginal_err, 1e-3, 1e-7);
+        std::vector<float> pl = dget(gs.plan, (size_t)R * nb);
+        CHECK_ALL_CLOSE(pl.data(), cs.plan, (long)R * nb, 1e-5, 1e-8);
+    }
+    if (backward) {
+        std::vector<float> dbias = randn((size_t)T * T, 1.0), dc = randn(R, 0.1);
+        float *d_dbias = dput(dbias), *d_dc = dput(dc);
+        era_era_grads gc, gg;
+        gc.dcenters = dc.data();
+        gg.dcenters = d_dc;
+        gc.dsigma = gg.dsigma = 0.5f;
+        gc.dalpha = gg.dalpha = -0.5f;
+        CHECK_INT_EQ(era_era_backward(&cfg, &p, &cs, dbias.data(), &gc, NULL), ERA_OK);
+        CHECK_INT_EQ(era_era_backward_cuda(&cfg, &dp, &gs, d_dbias, &gg, NULL, NULL), ERA_OK);
+        g = dget(d_dc, dc.size());
+        CHECK_ALL_CLOSE(g.data(), dc.data(), (long)dc.size(), 1e-4, 1e-4 * maxabs(dc));
+        CHECK_CLOSE(gg.dsigma, gc.dsigma, 1e-4, 1e-6);
+        CHECK_CLOSE(gg.dalpha, gc.dalpha, 1e-4, 1e-6);
+        dfree(d_dbias); dfree(d_dc);
+    }
+    era_era_state_free(&cs);
+    era_era_cuda_state_free(&gs);
+    dfree(d_cen); dfree(d_bias);
+}
+
+static void test_era_small(void)
+{
+    NEED_GPU();
+    tt_seed(31);
+    run_era(1, 32, 32, 0, 1, 1.0f);
+    run_era(17, 32, 32, 0, 1, 1.0f);
+    run_era(17, 8, 5, 1, 1, 0.7f);   /* causal, nb != R, blocks of 3-4 positions */
+    run_era(17, 6, 24, 0, 1, -1.3f); /* nb > T: empty blocks */
+    run_era(128, 32, 32, 1, 1, 1.0f);
+}
+
+static void test_era_768(void)
+{
+    NEED_GPU();
+    tt_seed(32);
+    run_era(768, 32, 32, 0, 0, 1.0f);
+}
+
+/* ---------------------------------------------------------------- apply / reduce */
+static void test_apply_reduce(void)
+{
+    const int B = 2, H = 3, T = 17;
+    const size_t TT = (size_t)T * T, n = (size_t)B * H * TT;
+    NEED_GPU();
+    tt_seed(41);
+    for (int ph = 0; ph < 2; ph++) {
+        std::vector<float> sc = randn(n, 1.0), bias = randn(ph ? H * TT : TT, 1.0), db = randn(ph ? H * TT : TT, 1.0);
+        float *d_sc = dput(sc), *d_bias = dput(bias), *d_db = dput(db);
+        CHECK_INT_EQ(era_apply(sc.data(), bias.data(), ph, B, H, T), ERA_OK);
+        CHECK_INT_EQ(era_apply_cuda(d_sc, d_bias, ph, B, H, T, NULL), ERA_OK);
+        std::vector<float> g = dget(d_sc, n);
+        CHECK_ALL_CLOSE(g.data(), sc.data(), (long)n, 0.0, 0.0); /* same single addition */
+        CHECK_INT_EQ(era_reduce_grad(db.data(), sc.data(), ph, B, H, T), ERA_OK);
+        CHECK_INT_EQ(era_reduce_grad_cuda(d_db, d_sc, ph, B, H, T, NULL), ERA_OK);
+        g = dget(d_db, db.size());
+        CHECK_ALL_CLOSE(g.data(), db.data(), (long)db.size(), 0.0, 0.0); /* same order, double */
+        dfree(d_sc); dfree(d_bias); dfree(d_db);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    TEST_INIT(argc, argv);
+    g_gpu = era_cuda_available();
+    if (!g_gpu) printf("SKIP: no GPU\n");
+    else parity_print_device();
+    TEST_RUN(test_bad_input);
+    TEST_RUN(test_membership);
+    TEST_RUN(test_rpa_small);
+    TEST_RUN(test_rpa_128);
+    TEST_RUN(test_rpa_768);
+    TEST_RUN(test_rpa_deterministic);
+    TEST_RUN(test_era_small);
+    TEST_RUN(test_era_768);
+    TEST_RUN(test_apply_reduce);
+    return TEST_END();
+}
