@@ -279,6 +279,17 @@ static void test_grad_polar(void)
     mdl_opts o = train_opts();
     c.attn = MDL_ATTN_POLAR;
     gradcheck(&c, &o, "polar+gelu");
+    /* GQA (one kv head for both query heads), a sliding window and the distractor loss */
+    c.polar_kv_heads = 1;
+    c.polar.window = 3;
+    c.polar.distractor_keys = 4;
+    c.polar.distractor_weight = 0.5f;
+    gradcheck(&c, &o, "polar gqa+window+distractor");
+    c.polar_kv_heads = 3; /* does not divide 2 heads */
+    {
+        char err[128];
+        CHECK_INT_EQ(mdl_config_validate(&c, err, sizeof err), MDL_EINVAL);
+    }
 }
 
 static void test_grad_polar_gdelta(void)

@@ -69,8 +69,9 @@
       Params: qkv.weight ((H + 2 Hkv) D + H, C) rows [q | k | v | gate], len_gain_raw (H),
       null_base (H), null_slope_raw (H), mag_beta_raw (H), v_null (H,D), o.weight (C,H D),
       mu.weight (C,H). No biases. Init: qkv.weight normal(0, std); o.weight and mu.weight
-      normal(0, std * resid_scale); the per-head scalars and v_null from polar_params_init
-      (the paper's values).
+      normal(0, std * resid_scale); the per-head scalars and v_null from polar_params_init:
+      mag_beta_raw -1.5 and v_null 0 are the authors' code's values (the paper gives none),
+      the other scalars as polar.h documents them.
 
    3. GATED-DELTA MEMORY CHANNEL (lyr_gdelta_*), seed 002 §3.3, eqs. 16-25:
         [q | k | v] = xn Wqkv^T                (B,Hm,T,Dk) each (Dv = Dk)

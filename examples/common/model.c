@@ -237,6 +237,7 @@ mdl_config mdl_config_default(void)
     c.gac_tau = 0;
     c.era = era_era_config_default();
     c.polar = polar_config_default();
+    c.polar_kv_heads = 0;
     c.gd = gd_config_default();
     c.gd_heads = 0;
     c.gd_dk = 0;
@@ -281,6 +282,7 @@ static void mdl__dims(const mdl_config *c, lyr_polar_dims *pd, lyr_gdelta_dims *
     int Dk = c->gd_dk > 0 ? c->gd_dk : (Hm > 0 ? C / Hm : 0);
     float rs = 1.0f / sqrtf(2.0f * (float)L);
     *pd = lyr_polar_dims_make(C, H);
+    if (c->polar_kv_heads > 0) pd->Hkv = c->polar_kv_heads;
     pd->cfg = c->polar;
     pd->resid_scale = rs;
     *gd = lyr_gdelta_dims_make(C, Hm, Dk);
@@ -354,6 +356,9 @@ int mdl_config_validate(const mdl_config *c, char *err, size_t errlen)
         return mdl__errf(err, errlen, MDL_EINVAL, "res_gate must be 0 or 1 (got %d)", c->res_gate);
     if (c->value_gate != 0 && c->value_gate != 1)
         return mdl__errf(err, errlen, MDL_EINVAL, "value_gate must be 0 or 1 (got %d)", c->value_gate);
+    if (c->polar_kv_heads < 0 || (c->polar_kv_heads > 0 && c->n_heads % c->polar_kv_heads != 0))
+        return mdl__errf(err, errlen, MDL_EINVAL, "polar_kv_heads must be 0 or divide n_heads (got %d for %d heads)",
+                         c->polar_kv_heads, c->n_heads);
     if (c->gac_tau != 0 && c->gac_tau != 1)
         return mdl__errf(err, errlen, MDL_EINVAL, "gac_tau must be 0 or 1 (got %d)", c->gac_tau);
     if (c->gac_tau && c->attn != MDL_ATTN_SOFTMAX)

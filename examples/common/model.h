@@ -92,8 +92,13 @@ typedef struct mdl_config {
                            init 1) dividing the WHOLE logits, softmax((qk/sqrt(D) + B)/tau_gac)
                            (seed 003 eq. 8); no clamp inside the model (GAC projects it) */
     era_era_config era; /* ERA (seed 003): R, blocks, eps, iterations */
-    /* polar attention (seed 002) */
+    /* polar attention (seed 002): polar.window (sliding window, -1 full causal) and
+       polar.distractor_keys / distractor_weight (eq. 15 alignment loss, 0 = off) are
+       reachable from wt2_train (--polar-window, --polar-distractor, ...); the output
+       gate is per head ((B,T,H), carried in the q projection, eq. 14); the authors'
+       code gates per channel, which this model does not implement */
     polar_config polar;
+    int polar_kv_heads; /* key/value heads (GQA; seed 002 uses H/4); 0 = n_heads */
     /* gated-delta memory channel (seed 002 §3) */
     gd_config gd;
     int gd_heads;       /* memory heads, 0 = n_heads */
