@@ -5,10 +5,12 @@
      build/bpe info   [--vocab DIR]                vocabulary summary
 
    DIR holds encoder.json and vocab.bpe; default $WT2_DIR/gpt2, else
-   ATTNKIT_DATA_DIR/gpt2 (../shared/data/gpt2). Any bytes are accepted by encode
+   ATTNKIT_DATA_DIR/gpt2 (../shared/data/gpt2, from the current directory or else from the
+   executable's: see wt2_default_data_dir in data.h). Any bytes are accepted by encode
    (invalid UTF-8 is encoded byte-level); decode reads decimal ids separated by
    whitespace or commas (so "[15496, 995]" works too). */
 #include "common/bpe.h"
+#include "common/data.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,7 +42,7 @@ int main(int argc, char **argv)
     bpe_tokenizer *tok;
     bpe_bytes in = {0}, outb = {0};
     bpe_ids ids = {0};
-    char err[1024];
+    char err[1024], vdir[4200];
     int rc, i;
     if (argc < 2) return usage();
     mode = argv[1];
@@ -49,6 +51,11 @@ int main(int argc, char **argv)
         else return usage();
     }
     if (strcmp(mode, "encode") && strcmp(mode, "decode") && strcmp(mode, "info")) return usage();
+    if (!dir) {
+        /* the built-in data directory, found from the executable when it is relative */
+        snprintf(vdir, sizeof vdir, "%s/gpt2", wt2_default_data_dir());
+        dir = vdir;
+    }
     rc = bpe_load_dir(&tok, dir, err, sizeof err);
     if (rc != BPE_OK) {
         fprintf(stderr, "bpe: cannot load the GPT-2 vocabulary: %s (%s)\n", err, bpe_strerror(rc));

@@ -52,11 +52,11 @@ int main(int argc, char **argv)
         else {
             fprintf(stderr, "usage: wt2_prepare [--data DIR] [--out DIR] [--vocab DIR]\n"
                             "  DIR defaults: data %s, out build/wt2, vocab <data>/gpt2\n",
-                    bpe_default_data_dir());
+                    wt2_default_data_dir());
             return 2;
         }
     }
-    if (!data) data = bpe_default_data_dir();
+    if (!data) data = wt2_default_data_dir();
     if (!vocab) {
         snprintf(vdir, sizeof vdir, "%s/gpt2", data);
         vocab = vdir;

@@ -71,7 +71,7 @@ else
     else fail interrupted_without_checkpoint "rc=$rc: $(tail -n 2 "$W/1d.err")"; fi
     # 1e. ... and at the end of a normal run: the final save fails, the exit status says so
     mkdir "$W/gone2"
-    "$WT" $TINY --steps 400 --max-steps 400 --eval-every 0 --json --out-dir "$W/gone2" > "$W/1e.out" 2> "$W/1e.err" &
+    "$WT" $TINY --steps 60 --max-steps 60 --json --out-dir "$W/gone2" > "$W/1e.out" 2> "$W/1e.err" &
     pid=$!
     k=0; while [ ! -s "$W/gone2/metrics.jsonl" ] && [ $k -lt 200 ]; do sleep 0.05; k=$((k + 1)); done
     mv "$W/gone2" "$W/gone2.moved" && : > "$W/gone2"
@@ -107,6 +107,18 @@ else
     if [ $rc -ne 0 ] && grep -q "wt2\.test\.gpt2\.u16: token id 65535 at byte offset $((sz - 2))" "$W/3b.err" \
         && ! grep -q "step 1/" "$W/3b.err"; then ok bad_id_in_test_split
     else fail bad_id_in_test_split "rc=$rc: $(tail -n 2 "$W/3b.err")"; fi
+
+    #    an unreadable token file is "permission denied", not "MISSING" (not testable as root)
+    if [ "$(id -u)" != 0 ]; then
+        mkdir "$W/noread"
+        ln -s "$(cd "$DATA" && pwd)/wt2.test.gpt2.u16" "$W/noread/wt2.test.gpt2.u16"
+        cp "$DATA/wt2.valid.gpt2.u16" "$W/noread/" && chmod 000 "$W/noread/wt2.valid.gpt2.u16"
+        "$WT" $TINY --data-dir "$W/noread" --max-steps 1 --out-dir "$W/nr" > /dev/null 2> "$W/3c.err"; rc=$?
+        [ $rc -ne 0 ] && grep -qi "permission denied" "$W/3c.err" && ! grep -q "MISSING" "$W/3c.err" \
+            && ok unreadable_data_file || fail unreadable_data_file "rc=$rc: $(tail -n 2 "$W/3c.err")"
+    else
+        skip unreadable_data_file "running as root"
+    fi
 
     # 5. batch * context beyond int: refused with the reason, not "out of memory"
     "$WT" $TINY --batch 134217728 --context 16 --out-dir "$W/big" > /dev/null 2> "$W/5.err"; rc=$?
@@ -180,6 +192,16 @@ else
     done
     out=$(printf 'Hello world' | WT2_DIR="$DATA" "$BP" encode 2>/dev/null)
     [ "$out" = "15496 995" ] && ok vocab_bpe_intact || fail vocab_bpe_intact "got '$out'"
+    # the built-in relative data directory (../shared/data) is found from any current
+    # directory when the binary sits in the repository's build/ (BIN/../../shared/data)
+    if [ -f "$BIN/../../shared/data/gpt2/encoder.json" ]; then
+        absbp=$(cd "$BIN" && pwd)/bpe
+        out=$(cd "$W" && printf 'Hello world' | env -u WT2_DIR "$absbp" encode 2> "$W/4d.err")
+        [ "$out" = "15496 995" ] && ok default_data_dir_from_elsewhere \
+            || fail default_data_dir_from_elsewhere "got '$out' $(tail -n 1 "$W/4d.err")"
+    else
+        skip default_data_dir_from_elsewhere "no $BIN/../../shared/data"
+    fi
 fi
 
 # 4b. wt2_prepare on an empty split: refused, no 0-byte token file

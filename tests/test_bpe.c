@@ -675,6 +675,57 @@ static void test_merges_file_checked(void)
     free(mg);
 }
 
+/* A pathological pre-token is merged in chunks of at most max_piece bytes, cut before a
+   UTF-8 continuation byte: its ids are those of the chunks, decode gives the text back,
+   and under the cap nothing changes. */
+static void test_long_piece_capped(void)
+{
+    bpe_tokenizer *t = gpt2();
+    size_t n = 200000, i;
+    unsigned char *s;
+    bpe_ids a = {0}, b = {0};
+    bpe_bytes d = {0};
+    if (!t) TEST_SKIP(g_gpt2_err);
+    s = (unsigned char *)malloc(n);
+    for (i = 0; i < n; i++) s[i] = (unsigned char)"etaoinshrdlu"[(i * 7 + i / 13) % 12];
+    /* default cap (64 KiB): the 200,000 letters are one piece, merged as 4 chunks */
+    CHECK_INT_EQ(bpe_encode(t, s, n, &a), BPE_OK);
+    for (i = 0; i < n; i += BPE_MAX_PIECE_DEFAULT)
+        CHECK_INT_EQ(bpe_encode(t, s + i, n - i < BPE_MAX_PIECE_DEFAULT ? n - i : BPE_MAX_PIECE_DEFAULT, &b), BPE_OK);
+    CHECK(a.n == b.n && a.n > 0 && memcmp(a.data, b.data, a.n * sizeof(int32_t)) == 0);
+    CHECK_INT_EQ(bpe_decode(t, a.data, a.n, &d), BPE_OK);
+    CHECK(d.n == n && memcmp(d.data, s, n) == 0);
+    /* no cap: one piece; ids differ from the chunked ones only around the cuts */
+    a.n = 0;
+    bpe_set_max_piece(t, 0);
+    CHECK_INT_EQ(bpe_encode(t, s, 3000, &a), BPE_OK);
+    b.n = 0;
+    bpe_set_max_piece(t, 3000); /* exactly the piece: no chunking */
+    CHECK_INT_EQ(bpe_encode(t, s, 3000, &b), BPE_OK);
+    CHECK(a.n == b.n && memcmp(a.data, b.data, a.n * sizeof(int32_t)) == 0);
+    /* a cut inside a two-byte letter moves back to its first byte: 1001 x "\xc3\xa9" with
+       a cap of 1001 bytes is merged as 500 + 501 letters */
+    for (i = 0; i < 2002; i += 2) {
+        s[i] = 0xC3;
+        s[i + 1] = 0xA9;
+    }
+    a.n = b.n = 0;
+    bpe_set_max_piece(t, 1001);
+    CHECK_INT_EQ(bpe_encode(t, s, 2002, &a), BPE_OK);
+    bpe_set_max_piece(t, 0);
+    CHECK_INT_EQ(bpe_encode(t, s, 1000, &b), BPE_OK);
+    CHECK_INT_EQ(bpe_encode(t, s + 1000, 1002, &b), BPE_OK);
+    CHECK(a.n == b.n && memcmp(a.data, b.data, a.n * sizeof(int32_t)) == 0);
+    d.n = 0;
+    CHECK_INT_EQ(bpe_decode(t, a.data, a.n, &d), BPE_OK);
+    CHECK(d.n == 2002 && memcmp(d.data, s, 2002) == 0);
+    bpe_set_max_piece(t, BPE_MAX_PIECE_DEFAULT);
+    bpe_ids_free(&a);
+    bpe_ids_free(&b);
+    bpe_bytes_free(&d);
+    free(s);
+}
+
 static void test_api_errors(void)
 {
     const char *extra[] = {"he"};
@@ -735,6 +786,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_malformed_merges);
     TEST_RUN(test_files);
     TEST_RUN(test_merges_file_checked);
+    TEST_RUN(test_long_piece_capped);
     TEST_RUN(test_api_errors);
     bpe_free(g_gpt2);
     return TEST_END();

@@ -47,6 +47,7 @@ struct bpe_tokenizer {
     int32_t *sym, *rk;
     size_t scratch_cap;
     size_t heap_min;             /* words of at least this many bytes use the heap path */
+    size_t max_piece;            /* pieces longer than this are merged in chunks (0: no cap) */
 };
 
 /* ------------------------------------------------------------------ utilities */
@@ -745,6 +746,7 @@ int bpe_load_mem(bpe_tokenizer **out, const char *json, size_t json_len, const c
     tok->eot = -1;
     tok->cache_limit = (size_t)64 << 20;
     tok->heap_min = 128;
+    tok->max_piece = BPE_MAX_PIECE_DEFAULT;
     memset(&L, 0, sizeof L);
     /* strdup mode, not sh_new_arena: the arena's char[8] trailing-array trick trips
        clang's -fsanitize=bounds */
@@ -1086,17 +1088,36 @@ static int bpe__cache_grow(bpe_tokenizer *t)
     return BPE_OK;
 }
 
+void bpe_set_max_piece(bpe_tokenizer *tok, size_t max_bytes)
+{
+    if (tok) tok->max_piece = max_bytes == 0 ? 0 : max_bytes < 8 ? 8 : max_bytes;
+}
+
 int bpe_encode(bpe_tokenizer *t, const void *text, size_t len, bpe_ids *out)
 {
     const unsigned char *s = (const unsigned char *)text;
-    size_t p = 0;
+    size_t p = 0, pend = 0;
     int rc;
     if (!t || !out || (!text && len)) return BPE_EINVAL;
     while (p < len) {
-        size_t e = bpe_next_piece(s, len, p), n = e - p, m;
+        size_t e, n, m;
         const unsigned char *w = s + p;
         uint64_t h;
         bpe__slot *slot;
+        if (p >= pend) pend = bpe_next_piece(s, len, p);
+        e = pend;
+        if (t->max_piece && e - p > t->max_piece) {
+            /* a pathological piece (megabytes without a space): merged in chunks of at
+               most max_piece bytes, cut before a UTF-8 continuation byte, so the work and
+               the scratch memory per chunk stay bounded */
+            int back = 0;
+            e = p + t->max_piece;
+            while (back < 3 && (s[e] & 0xC0) == 0x80) {
+                e--;
+                back++;
+            }
+        }
+        n = e - p;
         p = e;
         if (n == 1) {
             if ((rc = bpe_ids_push(out, t->byte_id[w[0]])) != BPE_OK) return rc;

@@ -107,6 +107,15 @@ int bpe_codepoint_class(uint32_t cp);
 /* Unicode version of the generated class table, e.g. "15.0.0". */
 const char *bpe_unicode_version(void);
 
+/* Pre-tokens longer than max_bytes (default BPE_MAX_PIECE_DEFAULT = 64 KiB) are merged
+   in consecutive chunks of at most max_bytes (cut before a UTF-8 continuation byte), so
+   one pathological "word" (megabytes without whitespace) costs bounded memory and
+   O(n log max_bytes) time. Real text never has such pieces, so the ids are those of the
+   reference tokenizer; for a longer piece they are those of its chunks. 0: no cap;
+   values below 8 become 8. */
+#define BPE_MAX_PIECE_DEFAULT ((size_t)65536)
+void bpe_set_max_piece(bpe_tokenizer *tok, size_t max_bytes);
+
 /* Word cache: entries are dropped when it holds more than max_bytes (default 64 MiB;
    0 disables the cache). Statistics for benchmarks. */
 void bpe_set_cache_limit(bpe_tokenizer *tok, size_t max_bytes);

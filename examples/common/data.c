@@ -273,6 +273,35 @@ int wt2_check_ids(const uint16_t *ids, size_t n, int vocab, const char *source, 
 
 /* ------------------------------------------------------------------ directory */
 
+static int wt2__is_dir(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+const char *wt2_default_data_dir(void)
+{
+    static char found[4096];
+    const char *d = bpe_default_data_dir(), *e = getenv("WT2_DIR");
+    char exe[4096];
+    ssize_t n;
+    int up;
+    if ((e && *e) || d[0] == '/' || wt2__is_dir(d)) return d;
+    /* a relative built-in path (../shared/data) that is not there from the current
+       directory: look for it beside the executable (build/x -> the repository root) */
+    n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0 || (size_t)n >= sizeof exe - 1) return d;
+    exe[n] = 0;
+    for (up = 0; up < 4; up++) {
+        char *slash = strrchr(exe, '/');
+        if (!slash || slash == exe) break;
+        *slash = 0; /* exe is now a directory: the binary's, then its parents */
+        if ((size_t)snprintf(found, sizeof found, "%s/%s", exe, d) < sizeof found && wt2__is_dir(found))
+            return found;
+    }
+    return d;
+}
+
 /* A file is there when it exists (readable or not: an unreadable file is reported by
    the loader with its reason, never as missing). */
 static int wt2__exists(const char *path)

@@ -60,6 +60,13 @@ int wt2_write_u16(const char *path, const int32_t *ids, size_t n, char *err, siz
 int wt2_load_u16(const char *path, int vocab, uint16_t **ids, size_t *n, char *err,
                  size_t errlen);
 
+/* The data directory the programs use by default: $WT2_DIR if set, else the built-in
+   ATTNKIT_DATA_DIR (bpe_default_data_dir()); when that is a relative path that does not
+   exist from the current directory, the same path taken from the executable's directory
+   or one of its parents where it exists (so build/wt2_train finds ../shared/data from any
+   current directory). */
+const char *wt2_default_data_dir(void);
+
 /* Every id < vocab? BPE_ERANGE naming source (a file name; may be NULL), the byte offset
    and the index of the first id that is not. */
 int wt2_check_ids(const uint16_t *ids, size_t n, int vocab, const char *source, char *err,
