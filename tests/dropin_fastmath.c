@@ -105,6 +105,7 @@ static void test_era(void)
     float W[P * Dm], cen[R * P], ls[R], h[Bm * Tm * Dm], mu[Bm * Tm * R], z[Bm * Tm * P];
     era_mu_stats ms;
     int i, r;
+    memset(&ms, 0, sizeof ms);
     era_era_init_centers(ec.R, centers);
     ep = era_era_params_default(centers);
     CHECK_INT_EQ(era_era_forward(&ec, &ep, 16, bias, &es, NULL), ERA_OK);

@@ -71,6 +71,21 @@ for target in examples bench; do
     fi
 done
 
+# 3a. drop-in checks (issue 22): validation under -Ofast/-ffast-math, threads under mixed
+#     OpenMP runtimes (clang -fopenmp -lgomp), the examples/dropin trainer (loss falls)
+sh tests/dropin_check.sh "$COMPILERS" > "$LOG/dropin.out" 2>&1
+grep '^FAIL\|^SKIP' "$LOG/dropin.out" >&2
+res=$(grep '^RESULT ' "$LOG/dropin.out" | tail -n 1)
+if [ -n "$res" ]; then
+    p=$(echo "$res" | sed -n 's/.*passed=\([0-9]*\).*/\1/p')
+    f=$(echo "$res" | sed -n 's/.*failed=\([0-9]*\).*/\1/p')
+    s=$(echo "$res" | sed -n 's/.*skipped=\([0-9]*\).*/\1/p')
+    echo "dropin checks: $p passed, $f failed, $s skipped"
+    P=$((P + p)); F=$((F + f)); S=$((S + s))
+else
+    echo "FAIL dropin checks: no RESULT line"; F=$((F + 1))
+fi
+
 # 3b. wt2_train end to end on the real data (when present): a short run with --json, a
 #     resume, and Ctrl-C (SIGINT must save a checkpoint and exit 130)
 WT2_DATA=${WT2_DIR:-../shared/data}
