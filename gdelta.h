@@ -384,6 +384,9 @@ GDELTADEF gd_saved gd_saved_init(void)
 /* a gd_saved filled by gd_forward_cuda: algo has this bit, mem is device memory */
 #define GD__SAVED_CUDA 0x100
 static void gd__cu_saved_free(void *mem); /* CUDA section (cudaFree) or its stub */
+#if defined(__CUDACC__) || defined(ATTNKIT_CUDA_SIM)
+static int gd__cu_is_dev(const void *p); /* routes device pointers to the CUDA path */
+#endif
 
 GDELTADEF void gd_saved_free(gd_saved *s)
 {
@@ -1304,6 +1307,11 @@ GDELTADEF int gd_forward(const gd_config *cfg, float *r, float *state_out,
     if ((rc = gd__check_cfg(cfg)) != GD_OK) return rc;
     if (!r || !q || !k || !v || !gates || !beta)
         return gd__err(cfg, GD_EINVAL, "gd_forward: NULL buffer");
+#if defined(__CUDACC__) || defined(ATTNKIT_CUDA_SIM)
+    if (gd__cu_is_dev(q)) /* device pointers: the CUDA path on the default stream */
+        return gd_forward_cuda(cfg, r, state_out, q, k, v, gates, beta, state0, B, H, T, Dk,
+                               Dv, saved, gd__cu_is_dev(workspace) ? workspace : NULL, NULL);
+#endif
     if ((rc = gd__check_shapes(cfg, "gd_forward", B, H, T, Dk, Dv)) != GD_OK) return rc;
     if ((rc = gd__check_data(cfg, "gd_forward", q, k, v, gates, beta, state0,
                              (long)B * H * T * Dk, (long)B * H * T * Dv, (long)B * H * T,
@@ -1366,6 +1374,12 @@ GDELTADEF int gd_backward(const gd_config *cfg, const gd_saved *saved,
     if (!saved || !dq || !dk || !dv || !dgates || !dbeta || !dr || !q || !k || !v ||
         !gates || !beta)
         return gd__err(cfg, GD_EINVAL, "gd_backward: NULL buffer");
+#if defined(__CUDACC__) || defined(ATTNKIT_CUDA_SIM)
+    if (saved->algo & GD__SAVED_CUDA) /* filled by gd_forward_cuda: the CUDA path */
+        return gd_backward_cuda(cfg, saved, dq, dk, dv, dgates, dbeta, dstate0, dr, dstate_out,
+                                q, k, v, gates, beta, state0, B, H, T, Dk, Dv,
+                                gd__cu_is_dev(workspace) ? workspace : NULL, NULL);
+#endif
     if ((rc = gd__check_shapes(cfg, "gd_backward", B, H, T, Dk, Dv)) != GD_OK) return rc;
     step = cfg->algo == GD_ALGO_CHUNKED ? cfg->chunk_size : cfg->checkpoint;
     if (!saved->states || saved->algo != cfg->algo || saved->B != B || saved->H != H ||
@@ -1424,6 +1438,11 @@ GDELTADEF int gd_step(const gd_config *cfg, float *table, int n_slots, const int
     if ((rc = gd__check_cfg(cfg)) != GD_OK) return rc;
     if (!table || !slots || !q || !k || !v || !gates || !beta || !r)
         return gd__err(cfg, GD_EINVAL, "gd_step: NULL buffer");
+#if defined(__CUDACC__) || defined(ATTNKIT_CUDA_SIM)
+    if (gd__cu_is_dev(table)) /* a device state table: the CUDA path on the default stream */
+        return gd_step_cuda(cfg, table, n_slots, slots, N, H, Dk, Dv, q, k, v, gates, beta, r,
+                            NULL);
+#endif
     if (n_slots < 1 || N < 1 || H < 1 || Dk < 1 || Dv < 1 || (double)N * H > 2e9 ||
         (double)N * H * (Dk > Dv ? Dk : Dv) > 1e15 || (double)Dk * Dv > 1e12)
         return gd__err(cfg, GD_EINVAL, "gd_step: bad dimensions");

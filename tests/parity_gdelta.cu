@@ -14,7 +14,7 @@
                        too), chunk 64 (and 32 at T = 200), gamma = 1, log gates, h0
                        present/absent, B*H in {2, 4}; D = 128 only at T = 65 and 130,
                        T = 1000 only at D = 16.
-     step              300 steps, 3 sequences x 2 heads, Dk 16, Dv 32, 7 slots (4 never
+     step              300 steps, 3 sequences x 2 heads, Dk 16, Dv 16, 7 slots (4 never
                        touched), rows shuffled every step. */
 #include "tests/cuda_test.h"
 #define GDELTA_IMPLEMENTATION
@@ -276,6 +276,61 @@ static void test_deterministic(void)
     CHECK(a.ds0 == b.ds0);
 }
 
+/* the plain entry points route device pointers to the CUDA path (DESIGN.md) */
+static void test_plain_entry_routes(void)
+{
+    const shape s = {1, 2, 40, 16, 16, 16, 0, 0, 1};
+    gd_config cfg = gd_config_default();
+    const size_t bh = 2, ntk = bh * s.T * s.Dk, ntv = bh * s.T * s.Dv, D2 = (size_t)s.Dk * s.Dv;
+    inputs in;
+    outputs ref;
+    gd_saved sv = gd_saved_init();
+    NEED_GPU();
+    tt_seed(55);
+    in = make_inputs(s);
+    cfg.chunk_size = s.C;
+    CHECK_INT_EQ(run_cpu(cfg, s, in, &ref), GD_OK);
+    {
+        std::vector<float> zt(ntv, 0.0f), zk(ntk, 0.0f), z1(bh * s.T, 0.0f), zs(bh * D2, 0.0f);
+        float *q = dput(in.q), *k = dput(in.k), *v = dput(in.v), *g = dput(in.g), *be = dput(in.be);
+        float *s0 = dput(in.s0), *dr = dput(in.dr), *dso = dput(in.dso), *r = dput(zt), *so = dput(zs);
+        float *dq = dput(zk), *dk = dput(zk), *dv = dput(zt), *dg = dput(z1), *dbe = dput(z1), *ds0 = dput(zs);
+        std::vector<float> hws(64, 0.0f); /* a host workspace is ignored on the device route */
+        CHECK_INT_EQ(gd_forward(&cfg, r, so, q, k, v, g, be, s0, s.B, s.H, s.T, s.Dk, s.Dv, &sv, hws.data()), GD_OK);
+        CHECK(sv.algo & GD__SAVED_CUDA);
+        CHECK_INT_EQ(gd_backward(&cfg, &sv, dq, dk, dv, dg, dbe, ds0, dr, dso, q, k, v, g, be, s0, s.B, s.H, s.T,
+                                 s.Dk, s.Dv, NULL), GD_OK);
+        std::vector<float> x = dget(r, ntv);
+        CHECK_REL(x, ref.r, 1e-5);
+        x = dget(so, bh * D2);
+        CHECK_REL(x, ref.so, 1e-5);
+        x = dget(dk, ntk);
+        CHECK_REL(x, ref.dk, 1e-4);
+        x = dget(dg, bh * s.T);
+        CHECK_REL(x, ref.dg, 1e-4);
+        x = dget(ds0, bh * D2);
+        CHECK_REL(x, ref.ds0, 1e-4);
+        /* step: one token on a device table through gd_step */
+        {
+            std::vector<float> tab = randn(3 * bh * D2, 0.3), tab_cpu = tab, r1((size_t)s.H * s.Dv), rc1 = r1;
+            std::vector<int> sl(1, 2);
+            float *dt = dput(tab), *dr1 = dput(r1);
+            int *dsl = dput(sl);
+            CHECK_INT_EQ(gd_step(&cfg, dt, 3, dsl, 1, s.H, s.Dk, s.Dv, q, k, v, g, be, dr1), GD_OK);
+            CHECK_INT_EQ(gd_step(&cfg, tab_cpu.data(), 3, sl.data(), 1, s.H, s.Dk, s.Dv, in.q.data(), in.k.data(),
+                                 in.v.data(), in.g.data(), in.be.data(), rc1.data()), GD_OK);
+            x = dget(dr1, r1.size());
+            CHECK_REL(x, rc1, 1e-5);
+            x = dget(dt, tab.size());
+            CHECK_REL(x, tab_cpu, 1e-5);
+            dfree(dt); dfree(dr1); dfree(dsl);
+        }
+        dfree(q); dfree(k); dfree(v); dfree(g); dfree(be); dfree(s0); dfree(dr); dfree(dso); dfree(r);
+        dfree(so); dfree(dq); dfree(dk); dfree(dv); dfree(dg); dfree(dbe); dfree(ds0);
+    }
+    gd_saved_free(&sv);
+}
+
 static void test_bad_input(void)
 {
     const int B = 1, H = 2, T = 5, Dk = 8, Dv = 8;
@@ -364,7 +419,8 @@ static void test_bad_input(void)
                                   B, H, T, Dk, Dv, NULL, NULL), GD_EINVAL);
     CHECK_INT_EQ(gd_backward_cuda(&cfg, &sv, NULL, dk, dv, dg, db, NULL, v, NULL, q, k, v, g, b, NULL,
                                   B, H, T, Dk, Dv, NULL, NULL), GD_EINVAL);
-    /* the CPU backward refuses the device saved state; the CPU forward reuses the struct */
+    /* the plain backward with a device saved state and host buffers: routed to the CUDA
+       path, which refuses host pointers; the CPU forward reuses the struct */
     CHECK_INT_EQ(gd_backward(&cfg, &sv, hq.data(), hk.data(), hv.data(), hg.data(), hb.data(), NULL, hv.data(),
                              NULL, hq.data(), hk.data(), hv.data(), hg.data(), hb.data(), NULL, B, H, T, Dk,
                              Dv, NULL), GD_EINVAL);
@@ -383,7 +439,7 @@ static void test_bad_input(void)
    on the same rows, and untouched slots bit-identical. */
 static void test_step_300(void)
 {
-    const int N = 3, H = 2, Dk = 16, Dv = 32, NS = 7, T = 300;
+    const int N = 3, H = 2, Dk = 16, Dv = 16, NS = 7, T = 300;
     const int seq_slot[3] = {5, 1, 3};
     const size_t D2 = (size_t)Dk * Dv;
     gd_config cfg = gd_config_default();
@@ -516,6 +572,7 @@ int main(int argc, char **argv)
     g_gpu = parity_device_ok() && gd_cuda_available();
     TEST_RUN(test_bad_input);
     TEST_RUN(test_step_bad_input);
+    TEST_RUN(test_plain_entry_routes);
     TEST_RUN(test_small_shapes);
     TEST_RUN(test_wide_heads);
     TEST_RUN(test_long);
