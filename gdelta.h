@@ -85,6 +85,9 @@
      b_gamma_init    3.9                  eq. 17 bias init (sigma(3.9) ~ 0.98)
      b_beta_init     0.0                  eq. 18 bias init (sigma(0) = 0.5)
      rms_eps         1e-6                 RMSNorm eps of the readout (eq. 25)
+     math            GD_MATH_FP32         CUDA path only: fp32 SIMT (exact parity);
+                                          GD_MATH_TF32 / GD_MATH_BF16 return GD_ENOTSUP
+                                          (not implemented in this build)
      log, log_user   NULL                 callback for detailed error messages
 
    SHAPES (legend)  B batch, H heads, T time, Dk key dim, Dv value dim, Dx model
@@ -101,6 +104,19 @@
                 NaN/Inf in q, k, v, gates or initial state, a slot index outside
                 [0, n_slots) or repeated within one gd_step batch
      GD_ENOMEM  allocation failed
+     GD_ENOCUDA a *_cuda function in a build without nvcc (or the simulation)
+     GD_ECUDA   a CUDA launch or runtime call failed
+     GD_ENOTSUP cfg.math TF32/BF16 on the CUDA path (not implemented in this build)
+
+   CUDA (cuda/gdelta.cuh, compiled when nvcc compiles this implementation)
+     gd_forward_cuda / gd_backward_cuda / gd_step_cuda mirror the CPU functions with
+     device pointers and a stream (gd_stream = cudaStream_t); the plain gd_forward /
+     gd_step route device pointers there, gd_backward a saved state gd_forward_cuda
+     filled. Chunked form with cfg.chunk_size, fp32, deterministic; the device saved
+     state holds the chunk-start states and U only (the rest is recomputed).
+     tests/parity_gdelta.cu checks it against the CPU chunked and recurrent paths (1e-5
+     outputs/state, 1e-4 gradients); so far it has run only in the CPU simulation
+     (docs/GPU.md).
 */
 #ifndef GDELTA_H
 #define GDELTA_H

@@ -253,6 +253,48 @@ static void test_long(void)
     run_shapes(sh, 1, 1);
 }
 
+/* the other config branches: no q/k normalisation with scale != 1 and a chunk that does
+   not divide T; gates at exactly 0 and 1, beta at exactly 0 and 1; log gates at -inf and
+   below the floor (no gradient there) */
+static void test_config_variants(void)
+{
+    int which;
+    NEED_GPU();
+    for (which = 0; which < 3; which++) {
+        shape s = {1, 2, 50, 16, 24, 17, which == 2, 0, which != 1};
+        gd_config cfg = gd_config_default();
+        inputs in;
+        outputs ref, got;
+        size_t i;
+        tt_seed(300 + which);
+        in = make_inputs(s);
+        cfg.chunk_size = s.C;
+        cfg.gate_is_log = s.log_gates;
+        if (which == 0) {
+            cfg.normalize_qk = 0;
+            cfg.scale = 0.5f;
+            for (i = 0; i < in.q.size(); i++) {
+                in.q[i] *= 0.2f;
+                in.k[i] *= 0.2f;
+            }
+        } else if (which == 1) {
+            for (i = 0; i < in.g.size(); i += 7) in.g[i] = 0.0f;
+            for (i = 3; i < in.g.size(); i += 5) in.g[i] = 1.0f;
+            for (i = 0; i < in.be.size(); i += 6) in.be[i] = 0.0f;
+            for (i = 2; i < in.be.size(); i += 9) in.be[i] = 1.0f;
+        } else {
+            for (i = 0; i < in.g.size(); i += 11) in.g[i] = -INFINITY;
+            for (i = 4; i < in.g.size(); i += 13) in.g[i] = -100.0f;
+        }
+        CHECK_INT_EQ(run_cpu(cfg, s, in, &ref), GD_OK);
+        CHECK_INT_EQ(run_gpu(cfg, s, in, &got, which & 1), GD_OK);
+        compare("chunked", s, got, ref);
+        if (which == 2)
+            for (i = 0; i < in.g.size(); i++)
+                if (in.g[i] <= cfg.log_gate_floor) CHECK(got.dg[i] == 0.0f);
+    }
+}
+
 /* bit-identical run to run; a second forward into a used saved state works */
 static void test_deterministic(void)
 {
@@ -576,6 +618,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_small_shapes);
     TEST_RUN(test_wide_heads);
     TEST_RUN(test_long);
+    TEST_RUN(test_config_variants);
     TEST_RUN(test_deterministic);
     TEST_RUN(test_step_300);
     return TEST_END();
