@@ -84,6 +84,25 @@
      distractor_keys      0   R random keys for the alignment loss; 0 = off
      distractor_weight 0.01   weight of the alignment loss
 
+   INITIALISATION (drop-in use)
+     With GPT-2-style weights (N(0, 0.02)) q.k/sqrt(D) starts near 0, so each of the n
+     visible keys has weight ~1 against exp(temp*null) for the sink:
+       sink share w_N = e^(temp*null) / (e^(temp*null) + n),
+     with the paper's values (null_base 2) 0.989 at n = 32 and 0.9995 at n = 1024: the
+     attention branch starts almost silent (mag 0.06 / 0.09, and |s| scaled by 1 - w_N).
+     That suits training from scratch with the paper's schedule; in place of an existing
+     softmax attention start lower: cfg.init_null_base = 0 gives w_N 0.58 / 0.77 and
+     mag 0.49 / 0.80 (n = 32 / 1024), -2 gives 0.02 / 0.006 and mag 0.60 / 0.88. Keep
+     v_null = 0. c is unit-norm per head (not scaled like a softmax output): give the
+     output projection its usual init, and feed mag in (polar_assemble_forward's W_mu, or
+     multiply) if the branch should learn how much to say. examples/dropin/ uses
+     init_null_base = 0. polar_params_init writes the config's values.
+   STRIDED LAYOUTS
+     polar_forward_strided / polar_backward_strided read q, k, v and write c through
+     {batch, head, token} strides (polar_layout; head dim contiguous), so an interleaved
+     (B,T,3C) qkv and its gradient go in without copies (polar_layout_qkv); they also
+     take and check the workspace size.
+
    SHAPES (legend)
      B batch, H query heads, Hkv key/value heads (H a multiple of Hkv; query head h reads
      kv head h / (H/Hkv)), T sequence length, D head dim, C model width, R distractor keys.
@@ -123,6 +142,14 @@ extern "C" {
 #define POLAR_EINVAL (-1)
 #define POLAR_ENOMEM (-2)
 #define POLAR_ERANGE (-3)
+#define POLAR_ENOCUDA (-4) /* a *_cuda function in a build without nvcc */
+#define POLAR_ECUDA (-5)   /* a CUDA launch or runtime call failed */
+#define POLAR_ENOTSUP (-6) /* valid, but not implemented in this build (math mode, head dim) */
+
+/* polar_config.math: the CUDA path's arithmetic (the CPU path is always fp32) */
+#define POLAR_MATH_FP32 0 /* SIMT fp32, the exact-parity path (default) */
+#define POLAR_MATH_TF32 1 /* tensor cores, tf32 inputs: not implemented yet (POLAR_ENOTSUP) */
+#define POLAR_MATH_BF16 2 /* tensor cores, bf16 inputs: not implemented yet (POLAR_ENOTSUP) */
 
 #define POLAR_NO_WINDOW (-1)
 /* per-row saved statistics: running max M, L = sum p, Q2 = sum p^2, |s| */
@@ -141,6 +168,7 @@ typedef struct polar_config {
     float init_mag_beta_raw;
     int distractor_keys;     /* R; 0 = alignment loss off */
     float distractor_weight; /* 0.01 */
+    int math;                /* POLAR_MATH_FP32 (CUDA path only) */
 } polar_config;
 
 /* Per-head learned parameters (read-only in forward/backward). */
@@ -296,6 +324,46 @@ POLARDEF int polar_distractor_backward(const polar_config *cfg, float *dq, float
                                        const float *k_rand, const polar_params *prm, int B,
                                        int H, int Hkv, int T, int D);
 
+/* ------------------------------------------------------------ CUDA (cuda/polar.cuh) */
+/* Device-pointer mirrors of polar_forward / polar_backward / polar_decode: the same
+   shapes, layouts, config and saved state; every buffer (including the per-head
+   parameter and gradient arrays the polar_params / polar_grads structs point to) is
+   device memory; the structs themselves are host memory. `stream` is a cudaStream_t
+   (NULL: the default stream). Compiled when this implementation is compiled by nvcc
+   (or by the CPU simulation of `make test`); otherwise they return POLAR_ENOCUDA.
+   Head dims 32, 64, 96, 128; cfg->math POLAR_MATH_FP32 (tf32/bf16: POLAR_ENOTSUP).
+   A host pointer where a device pointer belongs: POLAR_EINVAL, nothing launched.
+   Tolerances against the CPU path: see the top of cuda/polar.cuh. */
+struct CUstream_st;
+typedef struct CUstream_st *polar_stream;
+/* Bytes of device workspace polar_backward_cuda needs: B*H*T*(D+10) floats (0 on
+   invalid input). The forward and decode need none. */
+POLARDEF size_t polar_workspace_size_cuda(const polar_config *cfg, int B, int H, int Hkv,
+                                          int T, int D);
+/* workspace: unused (may be NULL). */
+POLARDEF int polar_forward_cuda(const polar_config *cfg, float *c, float *mag, polar_state *st,
+                                const float *q, const float *k, const float *v,
+                                const polar_params *prm, int B, int H, int Hkv, int T, int D,
+                                void *workspace, polar_stream stream);
+/* workspace: polar_workspace_size_cuda() bytes of device memory, or NULL (then it is
+   taken with cudaMallocAsync on the stream and freed with cudaFreeAsync). */
+POLARDEF int polar_backward_cuda(const polar_config *cfg, float *dq, float *dk, float *dv,
+                                 polar_grads *grads, const float *dc, const float *dmag,
+                                 const float *c, const float *mag, const polar_state *st,
+                                 const float *q, const float *k, const float *v,
+                                 const polar_params *prm, int B, int H, int Hkv, int T, int D,
+                                 void *workspace, polar_stream stream);
+/* block_table and seq_lens are device arrays, read by the kernel (no host sync, no
+   allocation: capturable in a CUDA graph). An invalid entry or length cannot return
+   POLAR_ERANGE without a sync: that sequence's c and mag come out NaN instead, and
+   nothing outside the cache is read. */
+POLARDEF int polar_decode_cuda(const polar_config *cfg, float *c, float *mag, const float *q,
+                               const float *k_cache, const float *v_cache,
+                               const int *block_table, const int *seq_lens,
+                               const polar_params *prm, int B, int H, int Hkv, int D,
+                               int block_size, int num_blocks, int max_blocks,
+                               polar_stream stream);
+
 #ifdef __cplusplus
 }
 #endif
@@ -362,6 +430,7 @@ POLARDEF polar_config polar_config_default(void)
     c.init_mag_beta_raw = -1.5f;
     c.distractor_keys = 0;
     c.distractor_weight = 0.01f;
+    c.math = POLAR_MATH_FP32;
     return c;
 }
 
@@ -372,6 +441,9 @@ POLARDEF const char *polar_strerror(int status)
     case POLAR_EINVAL: return "invalid argument (NULL pointer, bad dimension, config or NaN/Inf parameter)";
     case POLAR_ENOMEM: return "out of memory";
     case POLAR_ERANGE: return "index out of range (block table or sequence length)";
+    case POLAR_ENOCUDA: return "built without CUDA (compile with nvcc)";
+    case POLAR_ECUDA: return "CUDA error (a launch or runtime call failed)";
+    case POLAR_ENOTSUP: return "not implemented in this build (CUDA math mode tf32/bf16, or a head dim other than 32/64/96/128)";
     default: return "unknown polar error";
     }
 }
@@ -1710,6 +1782,57 @@ POLARDEF int polar_distractor_backward(const polar_config *cfg, float *dq, float
 #ifdef __cplusplus
 }
 #endif
+
+/* ------------------------------------------------------------ CUDA */
+#if defined(__CUDACC__) || defined(ATTNKIT_CUDA_SIM)
+#include "cuda/polar.cuh"
+#else
+#ifdef __cplusplus
+extern "C" {
+#endif
+POLARDEF size_t polar_workspace_size_cuda(const polar_config *cfg, int B, int H, int Hkv,
+                                          int T, int D)
+{
+    (void)cfg; (void)B; (void)H; (void)Hkv; (void)T; (void)D;
+    return 0;
+}
+POLARDEF int polar_forward_cuda(const polar_config *cfg, float *c, float *mag, polar_state *st,
+                                const float *q, const float *k, const float *v,
+                                const polar_params *prm, int B, int H, int Hkv, int T, int D,
+                                void *workspace, polar_stream stream)
+{
+    (void)cfg; (void)c; (void)mag; (void)st; (void)q; (void)k; (void)v; (void)prm;
+    (void)B; (void)H; (void)Hkv; (void)T; (void)D; (void)workspace; (void)stream;
+    return POLAR_ENOCUDA;
+}
+POLARDEF int polar_backward_cuda(const polar_config *cfg, float *dq, float *dk, float *dv,
+                                 polar_grads *grads, const float *dc, const float *dmag,
+                                 const float *c, const float *mag, const polar_state *st,
+                                 const float *q, const float *k, const float *v,
+                                 const polar_params *prm, int B, int H, int Hkv, int T, int D,
+                                 void *workspace, polar_stream stream)
+{
+    (void)cfg; (void)dq; (void)dk; (void)dv; (void)grads; (void)dc; (void)dmag; (void)c;
+    (void)mag; (void)st; (void)q; (void)k; (void)v; (void)prm; (void)B; (void)H; (void)Hkv;
+    (void)T; (void)D; (void)workspace; (void)stream;
+    return POLAR_ENOCUDA;
+}
+POLARDEF int polar_decode_cuda(const polar_config *cfg, float *c, float *mag, const float *q,
+                               const float *k_cache, const float *v_cache,
+                               const int *block_table, const int *seq_lens,
+                               const polar_params *prm, int B, int H, int Hkv, int D,
+                               int block_size, int num_blocks, int max_blocks,
+                               polar_stream stream)
+{
+    (void)cfg; (void)c; (void)mag; (void)q; (void)k_cache; (void)v_cache; (void)block_table;
+    (void)seq_lens; (void)prm; (void)B; (void)H; (void)Hkv; (void)D; (void)block_size;
+    (void)num_blocks; (void)max_blocks; (void)stream;
+    return POLAR_ENOCUDA;
+}
+#ifdef __cplusplus
+}
+#endif
+#endif /* CUDA */
 #endif /* POLAR_IMPLEMENTATION_DONE */
 #endif /* POLAR_IMPLEMENTATION */
 
