@@ -232,7 +232,7 @@ ERADEF int era_membership_forward(const era_rpa_config *cfg, const era_rpa_param
                                   float *mu /* (B,T,R) */, float *zproj /* (B,T,P) */,
                                   era_mu_stats *stats, const float *h /* (B,T,D) */,
                                   int B, int T);
-/* Accumulates into dh (may be NULL) and g. dmu: (B,T,R) gradient on mu (may be NULL);
+/* Accumulates into dh (may be NULL) and g (may be NULL). dmu: (B,T,R) gradient on mu (may be NULL);
    dentropy: gradient on stats.entropy (the mean membership entropy). Supports R <= 64
    (ERA_EINVAL above). Tokens whose logits were not finite get no gradient. */
 ERADEF int era_membership_backward(const era_rpa_config *cfg, const era_rpa_params *p,
@@ -263,7 +263,8 @@ ERADEF int era_rpa_forward(const era_rpa_config *cfg, const era_rpa_params *p,
                            float *bias /* (T,T) or NULL */, era_rpa_state *st,
                            void *workspace);
 /* dbias: (T,T) gradient on the bias (summed over batch and heads: era_reduce_grad).
-   Accumulates dmu (B,T,R) (may be NULL) and g->dtau_att, g->dpos_beta, g->dkappa.
+   Accumulates dmu (B,T,R) (may be NULL) and g->dtau_att, g->dpos_beta, g->dkappa (g may
+   be NULL: the scalars are then dropped).
    cfg must match the forward's (ERA_ESTATE otherwise). With cfg->detach the plan P is a
    constant (no gradient through S and Sinkhorn), as in the reference's S.detach().
    The warm-in scale and the clip are differentiated (clipped entries pass nothing);
@@ -872,9 +873,14 @@ ERADEF int era_membership_backward(const era_rpa_config *cfg, const era_rpa_para
     float *dz, *dd2;
     float *s2 = NULL;
     int *s2free = NULL;
+    era_rpa_grads gnone;
     rc = era__rpa_check_cfg(cfg);
     if (rc) return rc;
-    if (!p || !g || !h || !zproj || !mu || !p->W || !p->centers || !p->log_sigma)
+    if (!g) { /* NULL grads: nothing accumulated into the parameters (as polar.h) */
+        memset(&gnone, 0, sizeof gnone);
+        g = &gnone;
+    }
+    if (!p || !h || !zproj || !mu || !p->W || !p->centers || !p->log_sigma)
         return ERA_EINVAL;
     if (B <= 0 || T <= 0 || p->D <= 0 || p->P <= 0) return ERA_EINVAL;
     if (!era__finite(dentropy)) return ERA_EINVAL;
@@ -1509,9 +1515,14 @@ ERADEF int era_rpa_backward(const era_rpa_config *cfg, const era_rpa_params *p,
     double *part;
     double inv_d, A = 0.0, Bs = 0.0, dtau = 0.0, dbeta = 0.0, dkap = 0.0, n, den;
     double *dmbar, *dP, *dX;
+    era_rpa_grads gnone;
     rc = era__rpa_check_cfg(cfg);
     if (rc) return rc;
-    if (!p || !st || !dbias || !g) return ERA_EINVAL;
+    if (!g) { /* NULL grads: only dmu is accumulated */
+        memset(&gnone, 0, sizeof gnone);
+        g = &gnone;
+    }
+    if (!p || !st || !dbias) return ERA_EINVAL;
     if (!st->valid || st->R != cfg->R || st->K != era__rpa_K(cfg) ||
         st->iters != cfg->sinkhorn_iters || st->legacy != (cfg->legacy ? 1 : 0))
         return ERA_ESTATE;
@@ -2012,9 +2023,14 @@ ERADEF int era_era_backward(const era_era_config *cfg, const era_era_params *p,
     void *own = NULL;
     double *dQ, *dalpha_t, *dmu, *dplan, *dC, *df, *dg, *buf, *dcen;
     double eps, dsig = 0.0, dal = 0.0, is2, sig;
+    era_era_grads gnone;
     rc = era__era_check(cfg, p);
     if (rc) return rc;
-    if (!st || !dbias || !g) return ERA_EINVAL;
+    if (!g) { /* NULL grads: accepted (nothing to accumulate), as in polar.h */
+        memset(&gnone, 0, sizeof gnone);
+        g = &gnone;
+    }
+    if (!st || !dbias) return ERA_EINVAL;
     if (!st->valid || st->R != cfg->R || st->nb != cfg->nb || st->iters != cfg->iters)
         return ERA_ESTATE;
     T = st->T; R = st->R; nb = st->nb; L = st->iters;
