@@ -1355,7 +1355,9 @@ static void test_edge_bad_input(void)
     CHECK_INT_EQ(era_era_forward(&ec, &ep, 4, b, &es, NULL), ERA_EINVAL);
     ec = era_era_config_default();
     CHECK_INT_EQ(era_era_forward(&ec, &ep, 1 << 20, NULL, &es, NULL), ERA_ERANGE);
-    CHECK_INT_EQ(era_era_backward(&ec, &ep, &es, G, NULL, NULL), ERA_EINVAL);
+    /* NULL grads are accepted (issue 22, as in polar.h); the stale state is still refused */
+    CHECK_INT_EQ(era_era_backward(&ec, &ep, &es, G, NULL, NULL), ERA_ESTATE);
+    CHECK_INT_EQ(era_era_backward(&ec, &ep, &es, NULL, NULL, NULL), ERA_EINVAL);
     CHECK(strcmp(era_strerror(ERA_ERANGE), "size out of range") == 0);
     CHECK(era_strerror(12345) != NULL);
     era_rpa_state_free(&st);
@@ -1472,6 +1474,40 @@ static void test_zscore_sums_no_cancellation(void)
     }
 }
 
+/* NULL grads are accepted by every backward (issue 22): the other outputs are the same
+   as with a grads struct, and nothing else changes. */
+static void test_null_grads_accepted(void)
+{
+    enum { B = 2, T = 9, R = 3 };
+    era_rpa_config cfg = era_rpa_config_default(R);
+    era_rpa_params p = era_rpa_params_default();
+    era_rpa_state st = era_rpa_state_init();
+    era_rpa_grads g;
+    era_era_config ec = era_era_config_default();
+    float cen[32], bias[T * T], G[T * T], mu[B * T * R], dmu1[B * T * R], dmu2[B * T * R];
+    era_era_params ep;
+    era_era_state es = era_era_state_init();
+    int i;
+    tt_seed(77);
+    tt_fill_uniform(mu, B * T * R, 0.05, 1.0);
+    tt_fill_normal(G, T * T, 1.0);
+    memset(&g, 0, sizeof g);
+    memset(dmu1, 0, sizeof dmu1);
+    memset(dmu2, 0, sizeof dmu2);
+    CHECK_INT_EQ(era_rpa_forward(&cfg, &p, mu, B, T, bias, &st, NULL), ERA_OK);
+    CHECK_INT_EQ(era_rpa_backward(&cfg, &p, &st, G, dmu1, &g, NULL), ERA_OK);
+    CHECK_INT_EQ(era_rpa_backward(&cfg, &p, &st, G, dmu2, NULL, NULL), ERA_OK);
+    CHECK(memcmp(dmu1, dmu2, sizeof dmu1) == 0);
+    CHECK(g.dtau_att != 0.0f);
+    for (i = 0; i < B * T * R; i++) CHECK(dmu1[i] == dmu1[i]);
+    era_era_init_centers(ec.R, cen);
+    ep = era_era_params_default(cen);
+    CHECK_INT_EQ(era_era_forward(&ec, &ep, T, bias, &es, NULL), ERA_OK);
+    CHECK_INT_EQ(era_era_backward(&ec, &ep, &es, G, NULL, NULL), ERA_OK);
+    era_rpa_state_free(&st);
+    era_era_state_free(&es);
+}
+
 int main(int argc, char **argv)
 {
     TEST_INIT(argc, argv);
@@ -1499,6 +1535,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_diagnostics);
     TEST_RUN(test_edge_T1_and_small);
     TEST_RUN(test_edge_bad_input);
+    TEST_RUN(test_null_grads_accepted);
     TEST_RUN(test_nan_hidden_states);
     TEST_RUN(test_streaming_rows_large_T);
     TEST_RUN(test_type2);
