@@ -90,6 +90,15 @@
                                           (not implemented in this build)
      log, log_user   NULL                 callback for detailed error messages
 
+   INITIALISATION (drop-in use)
+     q, k, v come from the host's own projections with its usual init: with
+     normalize_qk (default) only the directions of q and k matter. Gate biases from
+     gd_gates_init_bias (sigma(3.9) ~ 0.98 retention, beta 0.5); zero-initialise the
+     readout's W_proj (gd_readout_forward) so the branch adds nothing at step 0 and the
+     host's loss is unchanged until it learns to use the memory. Scratch comes from
+     gd_workspace_size (sized for omp_get_max_threads() at the call; NULL workspace
+     allocates); threads split (b, h) in explicit chunks, never by omp_get_thread_num().
+
    SHAPES (legend)  B batch, H heads, T time, Dk key dim, Dv value dim, Dx model
      input dim, Dout readout output dim, N decode batch, C chunk size.
      q, k (B,H,T,Dk); v, r (B,H,T,Dv); gates, beta (B,H,T); states (B,H,Dv,Dk)
