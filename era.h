@@ -97,6 +97,17 @@
      a cache entry larger than the budget), ERA_ESTATE -4 (backward with a state that does
      not match). era_strerror(code) names them.
 
+   INITIALISATION (drop-in use)
+     The priors are additive attention biases: era_apply (or tensor.h's bias hook) adds
+     B(T) to the scores before the causal mask. B(T) is z-scored and clipped to
+     +-bias_clip (4), i.e. O(1) against the host's logits from step 0: ramp it in with
+     cfg.scale = era_warmin_scale(step, warm_steps) when the host was trained without
+     it. ERA: centres from era_era_init_centers, sigma 0.1, alpha 1. RPA: W, centers
+     with small random values (memberships start near uniform 1/R), log_sigma 0,
+     tau_att 1, pos_beta 0.2. Note RPA's detach = 1 (the default, as the reference's
+     S.detach()) is not the exact gradient of B(T) (no gradient through S and Sinkhorn);
+     set detach = 0 for the exact one. NULL grads are accepted by every backward.
+
    COST: the RPA mean and standard deviation of x come in closed form from prefix sums
      of the basis (sum Phi_j, sum Phi_j Phi_j^T, sum |i-j| Phi_j; O(T K^2), in double),
      so building B(T) is one pass over the (T,T) output; the legacy bias, whose F is
