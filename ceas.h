@@ -179,6 +179,12 @@
      ls_h_early/ls_h_late 0.6/0.3 (normalised logit entropy H/ln V), ls_tau 2000,
      ls_band 0.05, kappa_ls 0.1, ls_min/ls_max 0/0.3.
 
+   INITIALISATION (drop-in use)
+     beta starts at ceas_beta_init(d_k) = 1/sqrt(d_k): the host's own softmax scale, so
+     turning the controller on changes nothing at step 0; ceas_beta_to_temp converts a
+     beta into tensor.h's per-head temperature. The controllers only read statistics
+     the host computes (observables of its logits) and write knobs; no weights to init.
+
    SHAPES (legend)
      B batch, H heads, T sequence length (keys = queries = T), L layers,
      R rows, N keys per row, V vocabulary. All arrays are caller-owned,
