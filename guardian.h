@@ -107,6 +107,14 @@
      n length of a flat weight vector. Buffers are caller-owned, contiguous,
      row-major float32.
 
+   INITIALISATION (drop-in use)
+     Nothing to initialise in the host's model: the controllers act on knobs (attention
+     temperature tau, label smoothing / entropy weights, learning rate) that the host
+     reads each step. Start tau at the host's current value (1.0 for a plain softmax;
+     tau_init 0.68 is the paper's from-scratch value and sharpens attention at once);
+     use the LR schedule only in place of the host's own; guardian_init seeds the
+     policy (log_std_init 0).
+
    ERRORS
      Every status-returning function returns GUARDIAN_OK (0) or a negative code;
      guardian_strerror() names it. On error nothing is written: no knob, state or
