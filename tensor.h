@@ -33,6 +33,13 @@
      V vocabulary, N rows (usually B*T), OC output channels. All buffers are
      caller-owned, contiguous, row-major float32.
 
+   INITIALISATION (drop-in use)
+     tensor.h is the examples' support library, not needed by the mechanism headers. Its
+     attention takes temp = NULL (all 1: the plain 1/sqrt(D) softmax) and bias = NULL,
+     so a host can route its attention through it and add a prior or a temperature
+     controller later; tk_init_normal / tk_init_uniform fill weights (GPT-2 uses
+     normal 0.02). NaN/Inf checks read the IEEE bits, so they hold under -ffast-math.
+
    ERRORS
      Every function returns TK_OK (0) or a negative code; tk_strerror() names it.
      A detailed message for the last error goes to the callback set with
