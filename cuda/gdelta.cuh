@@ -37,7 +37,13 @@
    sequential product (recomputing them would repeat the whole forward scan); U costs as
    much memory as v. The (C,C) matrices live only in the workspace
    (gd_workspace_size_cuda), never in the saved state, unlike the CPU path's 5 T C floats
-   per head. Memory saved: (T/C) Dv Dk + T Dv floats per (b,h).
+   per head. Memory saved: (T/C) Dv Dk + T Dv floats per (b,h). At the issue's training
+   shapes (B*T*H = 131072 rows, D = 128, C = 64: 4 x 2K x 16 or 1 x 8K x 16) that is
+   134 MB of states + 67 MB of U held from forward to backward; recomputing the states
+   would cost a second forward scan (the sequential part) and still needs them materialised
+   (or a fused scan) in the backward, so they are stored. Not measured on a GPU yet.
+   Workspace (gd_workspace_size_cuda, the same shapes): 470 MB forward, 1.17 GB backward
+   (the per-chunk (C,C) matrices and per-row intermediates are staged in global memory).
 
    Numerics and parity tolerances (tests/parity_gdelta.cu, fp32): outputs and final
    state within 1e-5 relative (atol 1e-5 x the reference's RMS) of the CPU chunked path
@@ -48,7 +54,8 @@
    or backward; only the step kernel reduces over a warp (xor butterfly, fixed order).
 
    Limits: chunk_size 1..256 (cfg), Dk + chunk_size <= 12288 (the state slice and the
-   chunk's U slice share 48 KiB of shared memory). */
+   chunk's U slice share 48 KiB of shared memory), Dk * Dv and Dv * chunk_size below 2^31
+   (int indices inside a block); gd_step_cuda: Dk <= 6144. Beyond: GD_EINVAL, no launch. */
 #ifdef ATTNKIT_CUDA_SIM
 #define GD__LAUNCH(k, g, b, sm, st, ...) ATTNKIT_SIM_LAUNCH(k, g, b, sm, st, __VA_ARGS__)
 #define GD__DSMEM(T, name) AK_SIM_DYNAMIC_SHARED(T, name)
@@ -729,6 +736,9 @@ static int gd__cu_shapes(const gd_config *cfg, const char *fn, int B, int H, int
                        Dk + *C, (int)(GD__CU_SMEM / sizeof(float)));
     if ((double)B * H * *NC > 2e9)
         return gd__err(cfg, GD_EINVAL, "%s: B*H*chunks too large for one grid", fn);
+    if ((double)Dk * Dv > 2147483647.0 || (double)Dv * *C > 2147483647.0 ||
+        (Dv + *BV - 1) / *BV > 65535) /* int indices inside a block, grid.y */
+        return gd__err(cfg, GD_EINVAL, "%s: Dk=%d Dv=%d too large for the CUDA path", fn, Dk, Dv);
     return GD_OK;
 }
 
@@ -923,7 +933,8 @@ GDELTADEF int gd_step_cuda(const gd_config *cfg, float *table, int n_slots, cons
         return gd__err(cfg, GD_EINVAL, "%s: NULL buffer", fn);
     if (n_slots < 1 || N < 1 || H < 1 || Dk < 1 || Dv < 1 || (double)N * H > 2e9 ||
         (double)N * H * (Dk > Dv ? Dk : Dv) > 1e15 || (double)Dk * Dv > 1e12 ||
-        (double)n_slots * H * Dk * Dv > 4e18 || Dk > 6144)
+        (double)n_slots * H * Dk * Dv > 4e18 || Dk > 6144 ||
+        (Dv + GD__STEP_ROWS - 1) / GD__STEP_ROWS > 65535)
         return gd__err(cfg, GD_EINVAL, "%s: bad dimensions", fn);
     if (!gd__cu_is_dev(table) || !gd__cu_is_dev(slots) || !gd__cu_is_dev(q) ||
         !gd__cu_is_dev(k) || !gd__cu_is_dev(v) || !gd__cu_is_dev(gates) ||

@@ -395,6 +395,9 @@ static void test_bad_input(void)
     CHECK_INT_EQ(gd_forward_cuda(&cfg, r, NULL, q, k, v, g, b, NULL, B, H, 0, Dk, Dv, NULL, NULL, NULL), GD_EINVAL);
     CHECK_INT_EQ(gd_forward_cuda(&cfg, r, NULL, q, k, v, g, b, NULL, B, -1, T, Dk, Dv, NULL, NULL, NULL), GD_EINVAL);
     CHECK_INT_EQ(gd_forward_cuda(&cfg, r, NULL, q, k, v, g, b, NULL, B, H, T, 20000, Dv, NULL, NULL, NULL), GD_EINVAL);
+    CHECK_INT_EQ(gd_forward_cuda(&cfg, r, NULL, q, k, v, g, b, NULL, 1, 1, 1, 8, 300000000, NULL, NULL, NULL), GD_EINVAL);
+    CHECK(gd_workspace_size_cuda(&cfg, B, H, T, 20000, Dv) == 0);
+    CHECK(gd_workspace_size_cuda(&cfg, B, H, T, Dk, Dv) > 0);
     {
         gd_config c2 = cfg;
         c2.chunk_size = 0;
