@@ -257,6 +257,26 @@ TKDEF int tk_attention_backward(float *dq, float *dk, float *dv, float *dbias, f
                                 const float *dout, const float *probs, const float *q,
                                 const float *k, const float *v, int bias_per_head,
                                 const float *temp, int B, int H, int T, int D);
+/* Strided q, k, v, out: element (b, h, t, d) of q is q[b*q[0] + h*q[1] + t*q[2] + d]
+   (strides in floats, >= 0, token stride <= INT_MAX; head dim contiguous), likewise
+   k, v, out; dq, dk, dv, dout share the strides of q, k, v, out, so llm.c's interleaved
+   (B,T,3C) qkv / dqkv and a (B,T,C) output go in as they are (tk_attn_layout_qkv).
+   probs, bias, dbias stay contiguous. Same arithmetic as the contiguous calls (the GEMMs
+   read through their leading dimensions): bit-identical results. */
+typedef struct tk_attn_layout {
+    ptrdiff_t q[3], k[3], v[3], out[3]; /* {batch, head, token} strides */
+} tk_attn_layout;
+TKDEF tk_attn_layout tk_attn_layout_contiguous(int H, int T, int D);
+TKDEF tk_attn_layout tk_attn_layout_qkv(int H, int T, int D);
+TKDEF int tk_attention_forward_strided(const tk_attn_layout *lay, float *out, float *probs,
+                                       const float *q, const float *k, const float *v,
+                                       const float *bias, int bias_per_head,
+                                       const float *temp, int B, int H, int T, int D);
+TKDEF int tk_attention_backward_strided(const tk_attn_layout *lay, float *dq, float *dk,
+                                        float *dv, float *dbias, float *dtemp,
+                                        const float *dout, const float *probs, const float *q,
+                                        const float *k, const float *v, int bias_per_head,
+                                        const float *temp, int B, int H, int T, int D);
 
 /* Head layout helpers. qkv (B,T,3C) -> q, k, v (B,H,T,D) with C = H*D; merge:
    inp (B,H,T,D) -> out (B,T,C). Backward accumulates. */
@@ -2157,13 +2177,14 @@ static int tk__attn_softmax_row(float *row, const float *brow, const float *bmax
    NULL. */
 static int tk__attn_fwd_block(float *O, float *P, const float *Q, const float *K,
                               const float *Vv, const float *bb, const float *bmax, float alpha,
-                              int T, int D, int i0, int i1, int par)
+                              int T, int D, int i0, int i1, int par, const int *ld)
 {
+    /* ld: token strides of Q, K, V, O */
     const int m = i1 - i0, n = i1;
     float *Pb = P + (size_t)i0 * T;
     int rc, i, bad = 0;
     (void)par;
-    rc = tk_sgemm(0, 1, m, n, D, alpha, Q + (size_t)i0 * D, D, K, D, 0.0f, Pb, T);
+    rc = tk_sgemm(0, 1, m, n, D, alpha, Q + (size_t)i0 * ld[0], ld[0], K, ld[1], 0.0f, Pb, T);
     if (rc != TK_OK) return rc;
     TK__OPS_OMP(omp parallel for schedule(static) reduction(| : bad) if(par && (size_t)m * n > TK__PAR_MIN))
     for (i = i0; i < i1; i++) {
@@ -2177,22 +2198,90 @@ static int tk__attn_fwd_block(float *O, float *P, const float *Q, const float *K
         return tk__fail(TK_EINVAL, "tk_attention_forward: a row of logits + bias is not "
                                    "finite (NaN or +Inf in q, k or the bias, or all -inf)");
     /* O rows (m,D) = P rows (m, n) . V (n, D) */
-    return tk_sgemm(0, 0, m, D, n, 1.0f, Pb, T, Vv, D, 0.0f, O + (size_t)i0 * D, D);
+    return tk_sgemm(0, 0, m, D, n, 1.0f, Pb, T, Vv, ld[2], 0.0f, O + (size_t)i0 * ld[3],
+                    ld[3]);
+}
+
+TKDEF tk_attn_layout tk_attn_layout_contiguous(int H, int T, int D)
+{
+    tk_attn_layout l;
+    int i;
+    for (i = 0; i < 4; i++) {
+        ptrdiff_t *s = i == 0 ? l.q : i == 1 ? l.k : i == 2 ? l.v : l.out;
+        s[0] = (ptrdiff_t)H * T * D;
+        s[1] = (ptrdiff_t)T * D;
+        s[2] = D;
+    }
+    return l;
+}
+
+TKDEF tk_attn_layout tk_attn_layout_qkv(int H, int T, int D)
+{
+    tk_attn_layout l;
+    const ptrdiff_t C = (ptrdiff_t)H * D;
+    int i;
+    for (i = 0; i < 3; i++) {
+        ptrdiff_t *s = i == 0 ? l.q : i == 1 ? l.k : l.v;
+        s[0] = 3 * C * T;
+        s[1] = D;
+        s[2] = 3 * C;
+    }
+    l.out[0] = C * T;
+    l.out[1] = D;
+    l.out[2] = C;
+    return l;
+}
+
+/* strides non-negative, token strides in int (tk_sgemm's leading dimensions) and >= D,
+   every element addressable; ld receives the four token strides */
+static int tk__check_layout(const char *fn, const tk_attn_layout *l, int B, int H, int T,
+                            int D, int *ld)
+{
+    int i, j;
+    if (!l) return tk__fail(TK_EINVAL, "%s: layout is NULL", fn);
+    for (i = 0; i < 4; i++) {
+        const ptrdiff_t *s = i == 0 ? l->q : i == 1 ? l->k : i == 2 ? l->v : l->out;
+        double hi = (double)D;
+        for (j = 0; j < 3; j++)
+            if (s[j] < 0) return tk__fail(TK_EINVAL, "%s: negative stride", fn);
+        if (s[2] < D || s[2] > 0x7FFFFFFF)
+            return tk__fail(TK_EINVAL, "%s: token stride %td outside [D, INT_MAX]", fn, s[2]);
+        hi += (double)(B - 1) * s[0] + (double)(H - 1) * s[1] + (double)(T - 1) * s[2];
+        if (hi * sizeof(float) > (double)PTRDIFF_MAX / 2)
+            return tk__fail(TK_EINVAL, "%s: strided extent too large", fn);
+        ld[i] = (int)s[2];
+    }
+    return TK_OK;
 }
 
 TKDEF int tk_attention_forward(float *out, float *probs, const float *q, const float *k,
                                const float *v, const float *bias, int bias_per_head,
                                const float *temp, int B, int H, int T, int D)
 {
+    tk_attn_layout lay;
+    if (B <= 0 || H <= 0 || T <= 0 || D <= 0)
+        return tk__fail(TK_EINVAL, "tk_attention_forward: B, H, T, D must be > 0");
+    lay = tk_attn_layout_contiguous(H, T, D);
+    return tk_attention_forward_strided(&lay, out, probs, q, k, v, bias, bias_per_head, temp,
+                                        B, H, T, D);
+}
+
+TKDEF int tk_attention_forward_strided(const tk_attn_layout *lay, float *out, float *probs,
+                                       const float *q, const float *k, const float *v,
+                                       const float *bias, int bias_per_head,
+                                       const float *temp, int B, int H, int T, int D)
+{
     static const char *fn = "tk_attention_forward";
-    size_t TD = (size_t)T * D, TT = (size_t)T * T;
-    int rc, u, err = TK_OK, nt, outer, nrb, units;
+    size_t TT = (size_t)T * T;
+    int rc, u, err = TK_OK, nt, outer, nrb, units, ld[4];
     TK__NONNULL(fn, out);
     TK__NONNULL(fn, probs);
     TK__NONNULL(fn, q);
     TK__NONNULL(fn, k);
     TK__NONNULL(fn, v);
     rc = tk__check_attn(fn, bias, bias_per_head, temp, B, H, T, D);
+    if (rc != TK_OK) return rc;
+    rc = tk__check_layout(fn, lay, B, H, T, D, ld);
     if (rc != TK_OK) return rc;
     nrb = T / TK__ATTN_BR + (T % TK__ATTN_BR != 0);
     if ((long long)B * nrb > 0x7FFFFFFFLL)
@@ -2218,9 +2307,12 @@ TKDEF int tk_attention_forward(float *out, float *probs, const float *q, const f
             const size_t bh = (size_t)b * H + h;
             const float *bb = bias ? bias + (bias_per_head ? (size_t)h * TT : 0) : NULL;
             const float alpha = 1.0f / (sqrtf((float)D) * (temp ? temp[h] : 1.0f));
-            r = tk__attn_fwd_block(out + bh * TD, probs + bh * TT, q + bh * TD, k + bh * TD,
-                                   v + bh * TD, bb, bias && !bias_per_head ? bmax : NULL, alpha,
-                                   T, D, i0, i1, !outer);
+            r = tk__attn_fwd_block(out + b * lay->out[0] + h * lay->out[1], probs + bh * TT,
+                                   q + b * lay->q[0] + h * lay->q[1],
+                                   k + b * lay->k[0] + h * lay->k[1],
+                                   v + b * lay->v[0] + h * lay->v[1], bb,
+                                   bias && !bias_per_head ? bmax : NULL, alpha, T, D, i0, i1,
+                                   !outer, ld);
         }
         if (r != TK_OK) {
             TK__OPS_OMP(omp critical(tk__attn_err))
@@ -2236,18 +2328,20 @@ TKDEF int tk_attention_forward(float *out, float *probs, const float *q, const f
 static int tk__attn_bwd_head(float *dQ, float *dK, float *dV, float *db, double *tsum,
                              const float *dO, const float *P, const float *Q, const float *K,
                              const float *Vv, float alpha, int T, int D, float *dS, float *S,
-                             float *rowacc, int par)
+                             float *rowacc, int par, const int *ld)
 {
+    /* ld: token strides of Q (and dQ), K (dK), V (dV), O (dO) */
     int rc = TK_OK, i, i0;
     (void)par;
     for (i0 = 0; i0 < T && rc == TK_OK; i0 += TK__ATTN_BWD_BR) {
         const int i1 = i0 + TK__ATTN_BWD_BR < T ? i0 + TK__ATTN_BWD_BR : T;
         const int m = i1 - i0, n = i1;
-        const float *Pb = P + (size_t)i0 * T, *dOb = dO + (size_t)i0 * D;
-        const float *Qb = Q + (size_t)i0 * D;
+        const float *Pb = P + (size_t)i0 * T, *dOb = dO + (size_t)i0 * ld[3];
+        const float *Qb = Q + (size_t)i0 * ld[0];
         /* dP (m,n) = dO rows . V^T, computed into dS (ld n) */
-        rc = tk_sgemm(0, 1, m, n, D, 1.0f, dOb, D, Vv, D, 0.0f, dS, n);
-        if (rc == TK_OK && tsum) rc = tk_sgemm(0, 1, m, n, D, 1.0f, Qb, D, K, D, 0.0f, S, n);
+        rc = tk_sgemm(0, 1, m, n, D, 1.0f, dOb, ld[3], Vv, ld[2], 0.0f, dS, n);
+        if (rc == TK_OK && tsum)
+            rc = tk_sgemm(0, 1, m, n, D, 1.0f, Qb, ld[0], K, ld[1], 0.0f, S, n);
         if (rc != TK_OK) break;
         /* dS = P * (dP - rowsum(P * dP)) on the causal part; 0 above the diagonal */
         TK__OPS_OMP(omp parallel for schedule(static) if(par && (size_t)m * n > TK__PAR_MIN))
@@ -2270,10 +2364,11 @@ static int tk__attn_bwd_head(float *dQ, float *dK, float *dV, float *db, double 
             }
         }
         /* dV[0:n] += P_b^T dO_b;  dQ_b += alpha dS K[0:n];  dK[0:n] += alpha dS^T Q_b */
-        rc = tk_sgemm(1, 0, n, D, m, 1.0f, Pb, T, dOb, D, 1.0f, dV, D);
+        rc = tk_sgemm(1, 0, n, D, m, 1.0f, Pb, T, dOb, ld[3], 1.0f, dV, ld[2]);
         if (rc == TK_OK)
-            rc = tk_sgemm(0, 0, m, D, n, alpha, dS, n, K, D, 1.0f, dQ + (size_t)i0 * D, D);
-        if (rc == TK_OK) rc = tk_sgemm(1, 0, n, D, m, alpha, dS, n, Qb, D, 1.0f, dK, D);
+            rc = tk_sgemm(0, 0, m, D, n, alpha, dS, n, K, ld[1], 1.0f, dQ + (size_t)i0 * ld[0],
+                          ld[0]);
+        if (rc == TK_OK) rc = tk_sgemm(1, 0, n, D, m, alpha, dS, n, Qb, ld[0], 1.0f, dK, ld[1]);
     }
     if (rc == TK_OK && tsum) {
         double acc = 0.0;
@@ -2288,10 +2383,24 @@ TKDEF int tk_attention_backward(float *dq, float *dk, float *dv, float *dbias, f
                                 const float *k, const float *v, int bias_per_head,
                                 const float *temp, int B, int H, int T, int D)
 {
+    tk_attn_layout lay;
+    if (B <= 0 || H <= 0 || T <= 0 || D <= 0)
+        return tk__fail(TK_EINVAL, "tk_attention_backward: B, H, T, D must be > 0");
+    lay = tk_attn_layout_contiguous(H, T, D);
+    return tk_attention_backward_strided(&lay, dq, dk, dv, dbias, dtemp, dout, probs, q, k, v,
+                                         bias_per_head, temp, B, H, T, D);
+}
+
+TKDEF int tk_attention_backward_strided(const tk_attn_layout *lay, float *dq, float *dk,
+                                        float *dv, float *dbias, float *dtemp,
+                                        const float *dout, const float *probs, const float *q,
+                                        const float *k, const float *v, int bias_per_head,
+                                        const float *temp, int B, int H, int T, int D)
+{
     static const char *fn = "tk_attention_backward";
-    size_t TD = (size_t)T * D, TT = (size_t)T * T, per, total, blk;
+    size_t TT = (size_t)T * T, per, total, blk;
     float *scratch, *acc = NULL; /* acc (H,T,T): per-head dS sums for a shared dbias */
-    int rc, ch, err = TK_OK, nt, outer;
+    int rc, ch, err = TK_OK, nt, outer, ld[4];
     TK__NONNULL(fn, dq);
     TK__NONNULL(fn, dk);
     TK__NONNULL(fn, dv);
@@ -2301,6 +2410,8 @@ TKDEF int tk_attention_backward(float *dq, float *dk, float *dv, float *dbias, f
     TK__NONNULL(fn, k);
     TK__NONNULL(fn, v);
     rc = tk__check_attn(fn, dbias, bias_per_head, temp, B, H, T, D);
+    if (rc != TK_OK) return rc;
+    rc = tk__check_layout(fn, lay, B, H, T, D, ld);
     if (rc != TK_OK) return rc;
     nt = tk__omp_threads();
     outer = nt > 1 && H >= nt;
@@ -2331,10 +2442,13 @@ TKDEF int tk_attention_backward(float *dq, float *dk, float *dv, float *dbias, f
             db = dbias ? (bias_per_head ? dbias + (size_t)h * TT : acc + (size_t)h * TT) : NULL;
             for (b = 0; b < B && r == TK_OK; b++) {
                 size_t bh = (size_t)b * H + h;
-                r = tk__attn_bwd_head(dq + bh * TD, dk + bh * TD, dv + bh * TD, db,
-                                      dtemp ? &tsum : NULL, dout + bh * TD, probs + bh * TT,
-                                      q + bh * TD, k + bh * TD, v + bh * TD, alpha, T, D, dS, S,
-                                      rowacc, !outer);
+                const ptrdiff_t oq = b * lay->q[0] + h * lay->q[1];
+                const ptrdiff_t ok = b * lay->k[0] + h * lay->k[1];
+                const ptrdiff_t ov = b * lay->v[0] + h * lay->v[1];
+                r = tk__attn_bwd_head(dq + oq, dk + ok, dv + ov, db, dtemp ? &tsum : NULL,
+                                      dout + b * lay->out[0] + h * lay->out[1], probs + bh * TT,
+                                      q + oq, k + ok, v + ov, alpha, T, D, dS, S, rowacc, !outer,
+                                      ld);
             }
             if (r != TK_OK) {
                 TK__OPS_OMP(omp critical(tk__attn_err))
