@@ -1730,6 +1730,101 @@ static void test_attention_bad_rows(void)
                                        NULL, 65536, 65536, 65536, 64), TK_EINVAL);
 }
 
+/* Strided attention (issue 22): q, k, v read from an interleaved (B,T,3C) qkv, out
+   written into (B,T,C), gradients accumulated into an interleaved dqkv. Bit-identical
+   to the contiguous calls; gradients against finite differences of the double
+   reference (through the gathered copies). */
+static void check_attention_strided(int B, int H, int T, int D, int bias_mode, int fd)
+{
+    const long C = (long)H * D, n = (long)B * H * T * D, np = (long)B * H * T * T;
+    const long nb = bias_mode == 2 ? (long)H * T * T : (long)T * T, n3 = (long)B * T * 3 * C;
+    float *q = frand(n, 1), *k = frand(n, 1), *v = frand(n, 1), *bias = frand(nb, 1);
+    float *temp = fbuf(H), *out = fbuf(n), *probs = fbuf(np), *R = frand(n, 1);
+    float *qkv = fbuf(n3), *dqkv = frand(n3, 0.5), *dqkv0 = fcopy(dqkv, n3);
+    float *outs = fbuf(B * T * C), *probs2 = fbuf(np), *Rs = fbuf(B * T * C);
+    float *dq = fbuf(n), *dk = fbuf(n), *dv = fbuf(n);
+    float *db1 = frand(nb, 0.5), *db2 = fcopy(db1, nb), *dt1 = frand(H, 0.5), *dt2 = fcopy(dt1, H);
+    tk_attn_layout lay = tk_attn_layout_qkv(H, T, D);
+    long bad = 0;
+    int b, h, t, d, w;
+    for (h = 0; h < H; h++) temp[h] = 0.6f + 0.3f * h;
+    for (b = 0; b < B; b++)
+        for (h = 0; h < H; h++)
+            for (t = 0; t < T; t++)
+                for (d = 0; d < D; d++) {
+                    long c = (((long)b * H + h) * T + t) * D + d;
+                    long x = ((long)b * T + t) * 3 * C + (long)h * D + d;
+                    qkv[x] = q[c]; qkv[x + C] = k[c]; qkv[x + 2 * C] = v[c];
+                    Rs[((long)b * T + t) * C + (long)h * D + d] = R[c];
+                    dq[c] = dqkv0[x]; dk[c] = dqkv0[x + C]; dv[c] = dqkv0[x + 2 * C];
+                }
+    CHECK_INT_EQ(tk_attention_forward(out, probs, q, k, v, bias_mode ? bias : NULL,
+                                      bias_mode == 2, temp, B, H, T, D), TK_OK);
+    CHECK_INT_EQ(tk_attention_forward_strided(&lay, outs, probs2, qkv, qkv + C, qkv + 2 * C,
+                                              bias_mode ? bias : NULL, bias_mode == 2, temp, B,
+                                              H, T, D), TK_OK);
+    CHECK_INT_EQ(tk_attention_backward(dq, dk, dv, bias_mode ? db1 : NULL, dt1, R, probs, q, k,
+                                       v, bias_mode == 2, temp, B, H, T, D), TK_OK);
+    CHECK_INT_EQ(tk_attention_backward_strided(&lay, dqkv, dqkv + C, dqkv + 2 * C,
+                                               bias_mode ? db2 : NULL, dt2, Rs, probs2, qkv,
+                                               qkv + C, qkv + 2 * C, bias_mode == 2, temp, B,
+                                               H, T, D), TK_OK);
+    CHECK(same_bits(probs, probs2, np));
+    CHECK(same_bits(db1, db2, nb));
+    CHECK(same_bits(dt1, dt2, H));
+    for (b = 0; b < B; b++)
+        for (h = 0; h < H; h++)
+            for (t = 0; t < T; t++)
+                for (d = 0; d < D; d++) {
+                    long c = (((long)b * H + h) * T + t) * D + d;
+                    long x = ((long)b * T + t) * 3 * C + (long)h * D + d;
+                    bad += !same_bits(out + c, outs + ((long)b * T + t) * C + (long)h * D + d, 1);
+                    bad += !same_bits(dq + c, dqkv + x, 1) + !same_bits(dk + c, dqkv + x + C, 1) +
+                           !same_bits(dv + c, dqkv + x + 2 * C, 1);
+                }
+    CHECK_INT_EQ(bad, 0);
+    if (fd) { /* the strided gradients against finite differences of the double reference */
+        at_ctx c;
+        double *g = dbuf(n);
+        float *an = fbuf(n);
+        c.q = todbl(q, n); c.k = todbl(k, n); c.v = todbl(v, n);
+        c.bias = bias_mode ? todbl(bias, nb) : NULL;
+        c.temp = todbl(temp, H);
+        c.R = todbl(R, n);
+        c.per_head = bias_mode == 2;
+        c.B = B; c.H = H; c.T = T; c.D = D;
+        for (w = 0; w < 3; w++) {
+            for (b = 0; b < B; b++)
+                for (h = 0; h < H; h++)
+                    for (t = 0; t < T; t++)
+                        for (d = 0; d < D; d++) {
+                            long ci = (((long)b * H + h) * T + t) * D + d;
+                            long x = ((long)b * T + t) * 3 * C + (long)w * C + (long)h * D + d;
+                            an[ci] = dqkv[x] - dqkv0[x];
+                        }
+            numgrad(at_loss, &c, w == 0 ? c.q : w == 1 ? c.k : c.v, n, g);
+            CHECK_ALL_CLOSE(an, g, n, G_RTOL, G_ATOL);
+        }
+        free(g); free(an);
+        free(c.q); free(c.k); free(c.v); free(c.bias); free(c.temp); free(c.R);
+    }
+    lay.k[2] = D - 1; /* overlapping token rows: refused */
+    CHECK_INT_EQ(tk_attention_forward_strided(&lay, outs, probs2, qkv, qkv + C, qkv + 2 * C,
+                                              NULL, 0, NULL, B, H, T, D), TK_EINVAL);
+    CHECK_INT_EQ(tk_attention_forward_strided(NULL, outs, probs2, qkv, qkv + C, qkv + 2 * C,
+                                              NULL, 0, NULL, B, H, T, D), TK_EINVAL);
+    free(q); free(k); free(v); free(bias); free(temp); free(out); free(probs); free(R);
+    free(qkv); free(dqkv); free(dqkv0); free(outs); free(probs2); free(Rs);
+    free(dq); free(dk); free(dv); free(db1); free(db2); free(dt1); free(dt2);
+}
+static void test_attention_strided(void)
+{
+    check_attention_strided(1, 2, 6, 3, 1, 1);   /* shared bias, FD */
+    check_attention_strided(2, 3, 5, 2, 2, 1);   /* per-head bias, FD */
+    check_attention_strided(2, 3, 70, 5, 1, 0);  /* two forward row blocks */
+    check_attention_strided(1, 4, 133, 4, 0, 0); /* two backward row blocks */
+}
+
 int main(int argc, char **argv)
 {
     TEST_INIT(argc, argv);
@@ -1776,5 +1871,6 @@ int main(int argc, char **argv)
     TEST_RUN(test_error_log);
     TEST_RUN(test_gemm_tile_arithmetic_int_max);
     TEST_RUN(test_attention_bad_rows);
+    TEST_RUN(test_attention_strided);
     return TEST_END();
 }
