@@ -355,6 +355,28 @@ TKDEF int tk_crossentropy_backward_cuda(float *dlogits, const float *probs,
 TKDEF int tk_adamw_update_cuda(float *params, const float *grads, float *m, float *v,
                                size_t n, const tk_adamw_config *cfg, long t,
                                tk_stream stream);
+/* Flash-style causal attention on the device: the logits of tk_attention_forward,
+     logits[b,h,i,j] = (q_i . k_j) / (sqrt(D) * temp[h]) + bias[(h,)i,j],  j <= i,
+   without any (T,T) store. out, q, k, v: (B,H,T,D) device; lse (B,H,T) device, written:
+   each row's log-sum-exp of its logits (what the backward needs instead of probs);
+   bias: NULL, (T,T) shared (bias_per_head 0) or (H,T,T) (1), device; -INFINITY entries
+   mask (sliding windows); temp: NULL or (H) device, finite and > 0 (copied to the host
+   to be checked). D <= 128. A row whose logits are not finite or all -inf gives TK_EINVAL
+   (one 4-byte device-to-host copy per call: the call synchronises the stream). */
+TKDEF int tk_attention_forward_cuda(float *out, float *lse, const float *q, const float *k,
+                                    const float *v, const float *bias, int bias_per_head,
+                                    const float *temp, int B, int H, int T, int D,
+                                    tk_stream stream);
+/* dq, dk, dv (B,H,T,D) += ; dbias (as bias) += (summed over batch, and over heads when
+   shared), may be NULL; dtemp (H) += , may be NULL. dout, out, lse from the forward; bias
+   and temp as given to the forward. Deterministic (no atomics). Scratch: B*H*T + B*H*
+   ceil(T/32) floats from cudaMallocAsync. */
+TKDEF int tk_attention_backward_cuda(float *dq, float *dk, float *dv, float *dbias,
+                                     float *dtemp, const float *dout, const float *out,
+                                     const float *lse, const float *q, const float *k,
+                                     const float *v, const float *bias, int bias_per_head,
+                                     const float *temp, int B, int H, int T, int D,
+                                     tk_stream stream);
 
 #ifdef __cplusplus
 }
@@ -2821,6 +2843,27 @@ TKDEF int tk_adamw_update_cuda(float *params, const float *grads, float *m, floa
     (void)params; (void)grads; (void)m; (void)v; (void)n; (void)cfg; (void)t;
     (void)stream;
     TK__NOCUDA("tk_adamw_update_cuda");
+}
+TKDEF int tk_attention_forward_cuda(float *out, float *lse, const float *q, const float *k,
+                                    const float *v, const float *bias, int bias_per_head,
+                                    const float *temp, int B, int H, int T, int D,
+                                    tk_stream stream)
+{
+    (void)out; (void)lse; (void)q; (void)k; (void)v; (void)bias; (void)bias_per_head;
+    (void)temp; (void)B; (void)H; (void)T; (void)D; (void)stream;
+    TK__NOCUDA("tk_attention_forward_cuda");
+}
+TKDEF int tk_attention_backward_cuda(float *dq, float *dk, float *dv, float *dbias,
+                                     float *dtemp, const float *dout, const float *out,
+                                     const float *lse, const float *q, const float *k,
+                                     const float *v, const float *bias, int bias_per_head,
+                                     const float *temp, int B, int H, int T, int D,
+                                     tk_stream stream)
+{
+    (void)dq; (void)dk; (void)dv; (void)dbias; (void)dtemp; (void)dout; (void)out;
+    (void)lse; (void)q; (void)k; (void)v; (void)bias; (void)bias_per_head; (void)temp;
+    (void)B; (void)H; (void)T; (void)D; (void)stream;
+    TK__NOCUDA("tk_attention_backward_cuda");
 }
 #undef TK__NOCUDA
 #endif /* __CUDACC__ */

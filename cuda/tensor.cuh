@@ -549,3 +549,472 @@ TKDEF int tk_adamw_update_cuda(float *params, const float *grads, float *m, floa
         params, grads, m, v, n, cfg->lr, cfg->beta1, cfg->beta2, cfg->eps, cfg->weight_decay, bc1, bc2);
     return tk__launched("tk_adamw_update_cuda");
 }
+
+/* ------------------------------------------------- fused causal attention */
+/* Flash-style causal attention with an optional additive bias and per-head temperature,
+   fp32 SIMT (the exact-parity path). Tiles of TK__AT_BR query rows x TK__AT_BC keys, 128
+   threads a block: 4 threads per tile row (thread t: row t / 4, columns and head
+   dimensions t % 4, t % 4 + 4, ...); logit tiles are computed entry by entry into shared
+   memory (entry e = t + 128 m). Fully masked key tiles (above the diagonal) are skipped.
+     forward   grid (query tiles, B*H): online softmax (running max m and sum l), out = acc / l,
+               lse = m + log l; a non-finite or empty row raises a device flag.
+     backward  D_i = dO_i . O_i; then three passes that each recompute P = exp(logit - lse):
+               dq (grid query tiles x B*H: dq += alpha dS K, and per-block partial sums of
+               dS * (q.k) for dtemp), dk/dv (grid key tiles x B*H: dv += P^T dO,
+               dk += alpha dS^T Q), dbias (grid query tile x key tile [x H]: dS summed over
+               the batch (and heads) in order). Every reduction has a fixed order: bits are
+               the same run to run.
+   Parity with tk_attention_forward/backward: forward 1e-5, gradients 1e-4 relative. */
+#define TK__AT_BR 32
+#define TK__AT_BC 32
+#define TK__AT_THREADS 128
+#define TK__AT_MAXD 128
+#define TK__AT_LD (TK__AT_BC + 1)
+
+#ifdef ATTNKIT_CUDA_SIM
+#define TK__DSMEM(T, name) AK_SIM_DYNAMIC_SHARED(T, name)
+#else
+#define TK__DSMEM(T, name) extern __shared__ __align__(16) unsigned char tk__dsmem_[]; T *name = (T *)tk__dsmem_
+#endif
+
+struct tk__attn_args {
+    const float *q, *k, *v, *bias, *temp, *dout, *out, *lse, *dvec;
+    int bias_per_head, H, T, D;
+};
+
+/* rows [r0, r0 + n) of a (T,D) matrix into sh (n, D), zero past T */
+static __device__ void tk__at_load(float *sh, const float *src, int r0, int n, int T, int D)
+{
+    int e;
+    for (e = threadIdx.x; e < n * D; e += blockDim.x) {
+        int r = e / D, d = e % D;
+        sh[e] = r0 + r < T ? src[(size_t)(r0 + r) * D + d] : 0.0f;
+    }
+}
+
+static __device__ float tk__at_dot(const float *a, const float *b, int D)
+{
+    float s = 0.0f;
+    int d;
+    for (d = 0; d < D; d++) s += a[d] * b[d];
+    return s;
+}
+
+static __device__ float tk__at_alpha(const float *temp, int h, int D)
+{
+    return 1.0f / (sqrtf((float)D) * (temp ? temp[h] : 1.0f));
+}
+
+static __device__ float tk__at_bias(const tk__attn_args &a, int h, int i, int j)
+{
+    if (!a.bias) return 0.0f;
+    return a.bias[(a.bias_per_head ? (size_t)h * a.T * a.T : 0) + (size_t)i * a.T + j];
+}
+
+static __global__ void tk__k_attn_fwd(float *out, float *lse, int *bad, tk__attn_args a)
+{
+    TK__DSMEM(float, sm);
+    const int D = a.D, T = a.T, bh = blockIdx.y, h = bh % a.H, q0 = blockIdx.x * TK__AT_BR;
+    const int t = threadIdx.x, r = t >> 2, g = t & 3, i = q0 + r;
+    const size_t off = (size_t)bh * T * D;
+    const float alpha = tk__at_alpha(a.temp, h, D);
+    float *Qs = sm, *Ks = Qs + TK__AT_BR * D, *Vs = Ks + TK__AT_BC * D, *Ps = Vs + TK__AT_BC * D;
+    float acc[TK__AT_MAXD / 4], m = -INFINITY, l = 0.0f;
+    int dd, nd = (D - g + 3) / 4, kt, nkt = (q0 + TK__AT_BR - 1) / TK__AT_BC + 1, e;
+    for (dd = 0; dd < TK__AT_MAXD / 4; dd++) acc[dd] = 0.0f;
+    if (nkt * TK__AT_BC > T) nkt = (T + TK__AT_BC - 1) / TK__AT_BC;
+    tk__at_load(Qs, a.q + off, q0, TK__AT_BR, T, D);
+    for (kt = 0; kt < nkt; kt++) {
+        const int k0 = kt * TK__AT_BC;
+        float mt = -INFINITY, m_new, corr, ls = 0.0f;
+        int c;
+        __syncthreads(); /* the previous tile's Ks, Vs, Ps are no longer read */
+        tk__at_load(Ks, a.k + off, k0, TK__AT_BC, T, D);
+        tk__at_load(Vs, a.v + off, k0, TK__AT_BC, T, D);
+        __syncthreads();
+        for (e = t; e < TK__AT_BR * TK__AT_BC; e += TK__AT_THREADS) {
+            int rr = e / TK__AT_BC, cc = e % TK__AT_BC, ii = q0 + rr, jj = k0 + cc;
+            float s = -INFINITY;
+            if (ii < T && jj <= ii)
+                s = alpha * tk__at_dot(Qs + rr * D, Ks + cc * D, D) + tk__at_bias(a, h, ii, jj);
+            Ps[rr * TK__AT_LD + cc] = s;
+        }
+        __syncthreads();
+        for (c = g; c < TK__AT_BC; c += 4) mt = fmaxf(mt, Ps[r * TK__AT_LD + c]);
+        mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, 1));
+        mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, 2));
+        m_new = fmaxf(m, mt);
+        corr = m_new == -INFINITY ? 1.0f : expf(m - m_new);
+        for (c = g; c < TK__AT_BC; c += 4) {
+            float s = Ps[r * TK__AT_LD + c];
+            float p = s == -INFINITY ? 0.0f : expf(s - m_new);
+            Ps[r * TK__AT_LD + c] = p;
+            ls += p;
+        }
+        ls += __shfl_xor_sync(0xffffffffu, ls, 1);
+        ls += __shfl_xor_sync(0xffffffffu, ls, 2);
+        l = l * corr + ls;
+        m = m_new;
+        __syncthreads(); /* every p of the row written */
+        for (dd = 0; dd < nd; dd++) {
+            const int d = g + 4 * dd;
+            float s = 0.0f;
+            for (c = 0; c < TK__AT_BC; c++) s += Ps[r * TK__AT_LD + c] * Vs[c * D + d];
+            acc[dd] = acc[dd] * corr + s;
+        }
+    }
+    if (i < T) {
+        const int ok = l > 0.0f && l <= 3.0e38f && m > -INFINITY && m < INFINITY;
+        const float inv = 1.0f / l;
+        for (dd = 0; dd < nd; dd++) out[off + (size_t)i * D + g + 4 * dd] = acc[dd] * inv;
+        if (g == 0) {
+            lse[(size_t)bh * T + i] = m + logf(l);
+            if (!ok) *bad = 1;
+        }
+    }
+}
+
+/* dvec (B*H*T) = rowsum(dout * out) */
+static __global__ void tk__k_attn_dvec(float *dvec, const float *dout, const float *out, size_t rows, int D)
+{
+    size_t row = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (row < rows) dvec[row] = tk__at_dot(dout + row * D, out + row * D, D);
+}
+
+/* dS entries of a (query tile, key tile) into dSs (and P into Ps when wanted), from the
+   tiles already in shared memory; tacc += dS * (q.k) over valid entries */
+static __device__ void tk__at_ds_tile(float *dSs, float *Ps, float *tacc, const tk__attn_args &a,
+                                      const float *Qs, const float *dOs, const float *Ks,
+                                      const float *Vs, const float *Ls, const float *Dsv,
+                                      int h, int q0, int k0, float alpha)
+{
+    const int D = a.D, T = a.T;
+    int e;
+    for (e = threadIdx.x; e < TK__AT_BR * TK__AT_BC; e += blockDim.x) {
+        int rr = e / TK__AT_BC, cc = e % TK__AT_BC, ii = q0 + rr, jj = k0 + cc;
+        float p = 0.0f, ds = 0.0f;
+        if (ii < T && jj <= ii) {
+            float su = tk__at_dot(Qs + rr * D, Ks + cc * D, D);
+            float logit = alpha * su + tk__at_bias(a, h, ii, jj);
+            float dp = tk__at_dot(dOs + rr * D, Vs + cc * D, D);
+            p = expf(logit - Ls[rr]);
+            ds = p * (dp - Dsv[rr]);
+            if (tacc) *tacc += ds * su;
+        }
+        dSs[rr * TK__AT_LD + cc] = ds;
+        if (Ps) Ps[rr * TK__AT_LD + cc] = p;
+    }
+}
+
+/* the per-row lse and D of query rows [q0, q0 + BR) into shared memory */
+static __device__ void tk__at_load_rows(float *Ls, float *Dsv, const tk__attn_args &a, size_t bh, int q0)
+{
+    int r;
+    for (r = threadIdx.x; r < TK__AT_BR; r += blockDim.x) {
+        int i = q0 + r;
+        Ls[r] = i < a.T ? a.lse[bh * a.T + i] : 0.0f;
+        Dsv[r] = i < a.T ? a.dvec[bh * a.T + i] : 0.0f;
+    }
+}
+
+/* block sum in a fixed order: every thread's value to shared, thread 0 adds them up */
+static __device__ float tk__at_block_sum_fixed(float v, float *sh)
+{
+    float s = 0.0f;
+    int u;
+    __syncthreads();
+    sh[threadIdx.x] = v;
+    __syncthreads();
+    if (threadIdx.x == 0)
+        for (u = 0; u < (int)blockDim.x; u++) s += sh[u];
+    return s; /* valid in thread 0 */
+}
+
+static __global__ void tk__k_attn_dq(float *dq, float *tpart, tk__attn_args a)
+{
+    TK__DSMEM(float, sm);
+    const int D = a.D, T = a.T, bh = blockIdx.y, h = bh % a.H, q0 = blockIdx.x * TK__AT_BR;
+    const int t = threadIdx.x, r = t >> 2, g = t & 3, i = q0 + r;
+    const size_t off = (size_t)bh * T * D;
+    const float alpha = tk__at_alpha(a.temp, h, D);
+    float *Qs = sm, *dOs = Qs + TK__AT_BR * D, *Ks = dOs + TK__AT_BR * D, *Vs = Ks + TK__AT_BC * D;
+    float *dSs = Vs + TK__AT_BC * D, *Ls = dSs + TK__AT_BR * TK__AT_LD, *Dsv = Ls + TK__AT_BR;
+    float *red = Dsv + TK__AT_BR;
+    float acc[TK__AT_MAXD / 4], tacc = 0.0f, tsum;
+    int dd, nd = (D - g + 3) / 4, kt, nkt = (q0 + TK__AT_BR - 1) / TK__AT_BC + 1;
+    for (dd = 0; dd < TK__AT_MAXD / 4; dd++) acc[dd] = 0.0f;
+    if (nkt * TK__AT_BC > T) nkt = (T + TK__AT_BC - 1) / TK__AT_BC;
+    tk__at_load(Qs, a.q + off, q0, TK__AT_BR, T, D);
+    tk__at_load(dOs, a.dout + off, q0, TK__AT_BR, T, D);
+    tk__at_load_rows(Ls, Dsv, a, (size_t)bh, q0);
+    for (kt = 0; kt < nkt; kt++) {
+        const int k0 = kt * TK__AT_BC;
+        int c;
+        __syncthreads();
+        tk__at_load(Ks, a.k + off, k0, TK__AT_BC, T, D);
+        tk__at_load(Vs, a.v + off, k0, TK__AT_BC, T, D);
+        __syncthreads();
+        tk__at_ds_tile(dSs, NULL, &tacc, a, Qs, dOs, Ks, Vs, Ls, Dsv, h, q0, k0, alpha);
+        __syncthreads();
+        for (dd = 0; dd < nd; dd++) {
+            const int d = g + 4 * dd;
+            float s = 0.0f;
+            for (c = 0; c < TK__AT_BC; c++) s += dSs[r * TK__AT_LD + c] * Ks[c * D + d];
+            acc[dd] += alpha * s;
+        }
+    }
+    if (i < T)
+        for (dd = 0; dd < nd; dd++) dq[off + (size_t)i * D + g + 4 * dd] += acc[dd];
+    tsum = tk__at_block_sum_fixed(tacc, red);
+    if (t == 0 && tpart) tpart[(size_t)bh * gridDim.x + blockIdx.x] = tsum;
+}
+
+static __global__ void tk__k_attn_dkdv(float *dk, float *dv, tk__attn_args a)
+{
+    TK__DSMEM(float, sm);
+    const int D = a.D, T = a.T, bh = blockIdx.y, h = bh % a.H, k0 = blockIdx.x * TK__AT_BC;
+    const int t = threadIdx.x, c = t >> 2, g = t & 3, j = k0 + c;
+    const size_t off = (size_t)bh * T * D;
+    const float alpha = tk__at_alpha(a.temp, h, D);
+    float *Ks = sm, *Vs = Ks + TK__AT_BC * D, *Qs = Vs + TK__AT_BC * D, *dOs = Qs + TK__AT_BR * D;
+    float *dSs = dOs + TK__AT_BR * D, *Ps = dSs + TK__AT_BR * TK__AT_LD, *Ls = Ps + TK__AT_BR * TK__AT_LD;
+    float *Dsv = Ls + TK__AT_BR;
+    float adk[TK__AT_MAXD / 4], adv[TK__AT_MAXD / 4];
+    int dd, nd = (D - g + 3) / 4, qt, nqt = (T + TK__AT_BR - 1) / TK__AT_BR;
+    for (dd = 0; dd < TK__AT_MAXD / 4; dd++) adk[dd] = adv[dd] = 0.0f;
+    tk__at_load(Ks, a.k + off, k0, TK__AT_BC, T, D);
+    tk__at_load(Vs, a.v + off, k0, TK__AT_BC, T, D);
+    for (qt = k0 / TK__AT_BR; qt < nqt; qt++) { /* query tiles at or below the diagonal */
+        const int q0 = qt * TK__AT_BR;
+        int rr;
+        __syncthreads();
+        tk__at_load(Qs, a.q + off, q0, TK__AT_BR, T, D);
+        tk__at_load(dOs, a.dout + off, q0, TK__AT_BR, T, D);
+        tk__at_load_rows(Ls, Dsv, a, (size_t)bh, q0);
+        __syncthreads();
+        tk__at_ds_tile(dSs, Ps, NULL, a, Qs, dOs, Ks, Vs, Ls, Dsv, h, q0, k0, alpha);
+        __syncthreads();
+        for (dd = 0; dd < nd; dd++) {
+            const int d = g + 4 * dd;
+            float sk = 0.0f, sv = 0.0f;
+            for (rr = 0; rr < TK__AT_BR; rr++) {
+                sk += dSs[rr * TK__AT_LD + c] * Qs[rr * D + d];
+                sv += Ps[rr * TK__AT_LD + c] * dOs[rr * D + d];
+            }
+            adk[dd] += alpha * sk;
+            adv[dd] += sv;
+        }
+    }
+    if (j < T)
+        for (dd = 0; dd < nd; dd++) {
+            dk[off + (size_t)j * D + g + 4 * dd] += adk[dd];
+            dv[off + (size_t)j * D + g + 4 * dd] += adv[dd];
+        }
+}
+
+/* dbias tile (blockIdx.x: query tile, blockIdx.y: key tile, blockIdx.z: head when the bias
+   is per head): dS summed over b (and over h for a shared bias), in order */
+static __global__ void tk__k_attn_dbias(float *dbias, tk__attn_args a, int B)
+{
+    TK__DSMEM(float, sm);
+    const int D = a.D, T = a.T, q0 = blockIdx.x * TK__AT_BR, k0 = blockIdx.y * TK__AT_BC;
+    const int h_lo = a.bias_per_head ? (int)blockIdx.z : 0, h_hi = a.bias_per_head ? h_lo + 1 : a.H;
+    float *Qs = sm, *dOs = Qs + TK__AT_BR * D, *Ks = dOs + TK__AT_BR * D, *Vs = Ks + TK__AT_BC * D;
+    float *dSs = Vs + TK__AT_BC * D, *Ls = dSs + TK__AT_BR * TK__AT_LD, *Dsv = Ls + TK__AT_BR;
+    float acc[TK__AT_BR * TK__AT_BC / TK__AT_THREADS];
+    int b, h, m, e;
+    for (m = 0; m < TK__AT_BR * TK__AT_BC / TK__AT_THREADS; m++) acc[m] = 0.0f;
+    if (k0 > q0 + TK__AT_BR - 1) return; /* uniform over the block: above the diagonal */
+    for (h = h_lo; h < h_hi; h++)
+        for (b = 0; b < B; b++) {
+            const size_t bh = (size_t)b * a.H + h, off = bh * T * D;
+            const float alpha = tk__at_alpha(a.temp, h, D);
+            __syncthreads();
+            tk__at_load(Qs, a.q + off, q0, TK__AT_BR, T, D);
+            tk__at_load(dOs, a.dout + off, q0, TK__AT_BR, T, D);
+            tk__at_load(Ks, a.k + off, k0, TK__AT_BC, T, D);
+            tk__at_load(Vs, a.v + off, k0, TK__AT_BC, T, D);
+            tk__at_load_rows(Ls, Dsv, a, bh, q0);
+            __syncthreads();
+            tk__at_ds_tile(dSs, NULL, NULL, a, Qs, dOs, Ks, Vs, Ls, Dsv, h, q0, k0, alpha);
+            __syncthreads();
+            for (m = 0, e = threadIdx.x; e < TK__AT_BR * TK__AT_BC; e += TK__AT_THREADS, m++)
+                acc[m] += dSs[(e / TK__AT_BC) * TK__AT_LD + e % TK__AT_BC];
+        }
+    for (m = 0, e = threadIdx.x; e < TK__AT_BR * TK__AT_BC; e += TK__AT_THREADS, m++) {
+        int ii = q0 + e / TK__AT_BC, jj = k0 + e % TK__AT_BC;
+        if (ii < T && jj <= ii)
+            dbias[(a.bias_per_head ? (size_t)h_lo * T * T : 0) + (size_t)ii * T + jj] += acc[m];
+    }
+}
+
+/* dtemp[h] += -alpha_h / temp_h * sum over b and query tiles of tpart, in order */
+static __global__ void tk__k_attn_dtemp(float *dtemp, const float *tpart, const float *temp, int B, int H, int nqt, int D)
+{
+    int h = blockIdx.x * blockDim.x + threadIdx.x, b, u;
+    float s = 0.0f, th, alpha;
+    if (h >= H) return;
+    for (b = 0; b < B; b++)
+        for (u = 0; u < nqt; u++) s += tpart[((size_t)b * H + h) * nqt + u];
+    th = temp ? temp[h] : 1.0f;
+    alpha = 1.0f / (sqrtf((float)D) * th);
+    dtemp[h] += -alpha / th * s;
+}
+
+/* 1 when p is memory cudaMalloc returned (a device pointer), else 0 */
+static int tk__is_device_ptr(const void *p)
+{
+    cudaPointerAttributes at;
+    if (!p) return 0;
+    if (cudaPointerGetAttributes(&at, p) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return at.type == cudaMemoryTypeDevice || at.type == cudaMemoryTypeManaged;
+}
+
+static int tk__attn_cuda_check(const char *fn, const float *bias, int bias_per_head, const float *temp,
+                               int B, int H, int T, int D, cudaStream_t s)
+{
+    if (B <= 0 || H <= 0 || T <= 0 || D <= 0)
+        return tk__fail(TK_EINVAL, "%s: B, H, T, D must be > 0 (got %d, %d, %d, %d)", fn, B, H, T, D);
+    if (D > TK__AT_MAXD) return tk__fail(TK_EINVAL, "%s: D %d > %d is not supported", fn, D, TK__AT_MAXD);
+    if ((long long)B * H > 65535LL * 65535LL || (long long)B * H * T > 0x7FFFFFFFLL * 16 ||
+        (size_t)B * H * T > ((size_t)-1 >> 1) / sizeof(float) / (size_t)D)
+        return tk__fail(TK_EINVAL, "%s: B %d, H %d, T %d, D %d: too large", fn, B, H, T, D);
+    if (bias && bias_per_head != 0 && bias_per_head != 1)
+        return tk__fail(TK_EINVAL, "%s: bias_per_head must be 0 or 1 (got %d)", fn, bias_per_head);
+    if (bias && !tk__is_device_ptr(bias)) return tk__fail(TK_EINVAL, "%s: bias is not a device pointer", fn);
+    if (temp) {
+        float *ht;
+        int h, rc = TK_OK;
+        if (!tk__is_device_ptr(temp)) return tk__fail(TK_EINVAL, "%s: temp is not a device pointer", fn);
+        ht = (float *)TK_MALLOC((size_t)H * sizeof(float));
+        if (!ht) return tk__fail(TK_ENOMEM, "%s: no memory", fn);
+        if (cudaMemcpyAsync(ht, temp, (size_t)H * sizeof(float), cudaMemcpyDeviceToHost, s) != cudaSuccess ||
+            cudaStreamSynchronize(s) != cudaSuccess)
+            rc = tk__fail(TK_ECUDA, "%s: reading temp failed", fn);
+        for (h = 0; h < H && rc == TK_OK; h++)
+            if (!tk__finite(ht[h]) || !(ht[h] > 0.0f))
+                rc = tk__fail(TK_EINVAL, "%s: temp[%d] must be finite and > 0 (got %g)", fn, h, (double)ht[h]);
+        TK_FREE(ht);
+        if (rc != TK_OK) return rc;
+    }
+    return TK_OK;
+}
+
+static size_t tk__at_smem_fwd(int D) { return ((size_t)(TK__AT_BR + 2 * TK__AT_BC) * D + TK__AT_BR * TK__AT_LD) * sizeof(float); }
+static size_t tk__at_smem_dq(int D)
+{
+    return ((size_t)(2 * TK__AT_BR + 2 * TK__AT_BC) * D + TK__AT_BR * TK__AT_LD + 2 * TK__AT_BR + TK__AT_THREADS) * sizeof(float);
+}
+static size_t tk__at_smem_dkdv(int D)
+{
+    return ((size_t)(2 * TK__AT_BR + 2 * TK__AT_BC) * D + 2 * TK__AT_BR * TK__AT_LD + 2 * TK__AT_BR) * sizeof(float);
+}
+
+/* opt in to more than 48 KiB of dynamic shared memory (once per kernel) */
+static int tk__at_smem_optin(void)
+{
+    static int done = 0;
+    int bytes = (int)tk__at_smem_dkdv(TK__AT_MAXD);
+    if (done) return TK_OK;
+    if (cudaFuncSetAttribute(tk__k_attn_fwd, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) != cudaSuccess ||
+        cudaFuncSetAttribute(tk__k_attn_dq, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) != cudaSuccess ||
+        cudaFuncSetAttribute(tk__k_attn_dkdv, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) != cudaSuccess ||
+        cudaFuncSetAttribute(tk__k_attn_dbias, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return tk__fail(TK_ECUDA, "tk_attention_*_cuda: cannot raise the shared-memory limit to %d bytes", bytes);
+    }
+    done = 1;
+    return TK_OK;
+}
+
+TKDEF int tk_attention_forward_cuda(float *out, float *lse, const float *q, const float *k,
+                                    const float *v, const float *bias, int bias_per_head,
+                                    const float *temp, int B, int H, int T, int D,
+                                    tk_stream stream)
+{
+    static const char *fn = "tk_attention_forward_cuda";
+    cudaStream_t s = (cudaStream_t)stream;
+    tk__attn_args a;
+    int rc, *dbad = NULL, hbad = 0;
+    if (!out || !lse || !q || !k || !v) return tk__fail(TK_EINVAL, "%s: NULL pointer", fn);
+    if ((rc = tk__attn_cuda_check(fn, bias, bias_per_head, temp, B, H, T, D, s)) != TK_OK) return rc;
+    if (!tk__is_device_ptr(out) || !tk__is_device_ptr(lse) || !tk__is_device_ptr(q) || !tk__is_device_ptr(k) ||
+        !tk__is_device_ptr(v))
+        return tk__fail(TK_EINVAL, "%s: out, lse, q, k, v must be device pointers", fn);
+    if ((rc = tk__at_smem_optin()) != TK_OK) return rc;
+    memset(&a, 0, sizeof a);
+    a.q = q; a.k = k; a.v = v; a.bias = bias; a.temp = temp;
+    a.bias_per_head = bias_per_head; a.H = H; a.T = T; a.D = D;
+    if ((rc = tk__cuda_check(cudaMallocAsync((void **)&dbad, sizeof(int), s), fn)) != TK_OK) return rc;
+    rc = tk__cuda_check(cudaMemsetAsync(dbad, 0, sizeof(int), s), fn);
+    if (rc == TK_OK) {
+        dim3 grid((unsigned)((T + TK__AT_BR - 1) / TK__AT_BR), (unsigned)(B * H));
+        TK__LAUNCH(tk__k_attn_fwd, grid, TK__AT_THREADS, tk__at_smem_fwd(D), s, out, lse, dbad, a);
+        rc = tk__launched(fn);
+    }
+    if (rc == TK_OK) rc = tk__cuda_check(cudaMemcpyAsync(&hbad, dbad, sizeof(int), cudaMemcpyDeviceToHost, s), fn);
+    if (rc == TK_OK) rc = tk__cuda_check(cudaStreamSynchronize(s), fn);
+    cudaFreeAsync(dbad, s);
+    if (rc != TK_OK) return rc;
+    return hbad ? tk__fail(TK_EINVAL, "%s: a row of logits + bias is not finite (NaN or +Inf in q, k or the "
+                                      "bias, or all -inf)", fn)
+                : TK_OK;
+}
+
+TKDEF int tk_attention_backward_cuda(float *dq, float *dk, float *dv, float *dbias,
+                                     float *dtemp, const float *dout, const float *out,
+                                     const float *lse, const float *q, const float *k,
+                                     const float *v, const float *bias, int bias_per_head,
+                                     const float *temp, int B, int H, int T, int D,
+                                     tk_stream stream)
+{
+    static const char *fn = "tk_attention_backward_cuda";
+    cudaStream_t s = (cudaStream_t)stream;
+    tk__attn_args a;
+    float *dvec = NULL, *tpart = NULL;
+    const int nqt = (T + TK__AT_BR - 1) / TK__AT_BR, nkt = (T + TK__AT_BC - 1) / TK__AT_BC;
+    int rc;
+    if (!dq || !dk || !dv || !dout || !out || !lse || !q || !k || !v)
+        return tk__fail(TK_EINVAL, "%s: NULL pointer", fn);
+    if (dbias && !bias) return tk__fail(TK_EINVAL, "%s: dbias needs the forward's bias", fn);
+    if ((rc = tk__attn_cuda_check(fn, bias, bias_per_head, temp, B, H, T, D, s)) != TK_OK) return rc;
+    if (!tk__is_device_ptr(dq) || !tk__is_device_ptr(dk) || !tk__is_device_ptr(dv) || !tk__is_device_ptr(dout) ||
+        !tk__is_device_ptr(out) || !tk__is_device_ptr(lse) || !tk__is_device_ptr(q) || !tk__is_device_ptr(k) ||
+        !tk__is_device_ptr(v) || (dbias && !tk__is_device_ptr(dbias)) || (dtemp && !tk__is_device_ptr(dtemp)))
+        return tk__fail(TK_EINVAL, "%s: every buffer must be a device pointer", fn);
+    if ((rc = tk__at_smem_optin()) != TK_OK) return rc;
+    memset(&a, 0, sizeof a);
+    a.q = q; a.k = k; a.v = v; a.bias = bias; a.temp = temp; a.dout = dout; a.out = out; a.lse = lse;
+    a.bias_per_head = bias_per_head; a.H = H; a.T = T; a.D = D;
+    rc = tk__cuda_check(cudaMallocAsync((void **)&dvec, (size_t)B * H * T * sizeof(float), s), fn);
+    if (rc == TK_OK && dtemp) rc = tk__cuda_check(cudaMallocAsync((void **)&tpart, (size_t)B * H * nqt * sizeof(float), s), fn);
+    if (rc == TK_OK) {
+        size_t rows = (size_t)B * H * T;
+        TK__LAUNCH(tk__k_attn_dvec, tk__blocks(rows, 256), 256, 0, s, dvec, dout, out, rows, D);
+        rc = tk__launched(fn);
+    }
+    a.dvec = dvec;
+    if (rc == TK_OK) {
+        TK__LAUNCH(tk__k_attn_dq, dim3((unsigned)nqt, (unsigned)(B * H)), TK__AT_THREADS, tk__at_smem_dq(D), s, dq, tpart, a);
+        rc = tk__launched(fn);
+    }
+    if (rc == TK_OK) {
+        TK__LAUNCH(tk__k_attn_dkdv, dim3((unsigned)nkt, (unsigned)(B * H)), TK__AT_THREADS, tk__at_smem_dkdv(D), s, dk, dv, a);
+        rc = tk__launched(fn);
+    }
+    if (rc == TK_OK && dbias) {
+        TK__LAUNCH(tk__k_attn_dbias, dim3((unsigned)nqt, (unsigned)nkt, (unsigned)(bias_per_head ? H : 1)),
+                   TK__AT_THREADS, tk__at_smem_dq(D), s, dbias, a, B);
+        rc = tk__launched(fn);
+    }
+    if (rc == TK_OK && dtemp) {
+        TK__LAUNCH(tk__k_attn_dtemp, tk__blocks((size_t)H, 64), 64, 0, s, dtemp, tpart, temp, B, H, nqt, D);
+        rc = tk__launched(fn);
+    }
+    cudaFreeAsync(dvec, s);
+    if (tpart) cudaFreeAsync(tpart, s);
+    return rc;
+}

@@ -232,6 +232,128 @@ static void test_adamw(void)
     dfree(d_p); dfree(d_m); dfree(d_v);
 }
 
+/* max |x| (for tolerances relative to a buffer's scale) */
+static double maxabs(const std::vector<float> &x)
+{
+    double m = 0.0;
+    for (size_t i = 0; i < x.size(); i++) m = fabs((double)x[i]) > m ? fabs((double)x[i]) : m;
+    return m;
+}
+
+/* one fused-attention case against tk_attention_forward/backward:
+   bias_mode 0 none, 1 shared (T,T), 2 per head (H,T,T); window > 0: -inf beyond it */
+static void attn_case(int B, int H, int T, int D, int bias_mode, int use_temp, int window, unsigned seed)
+{
+    const size_t n = (size_t)B * H * T * D, TT = (size_t)T * T;
+    const size_t nb = bias_mode == 0 ? 0 : (bias_mode == 1 ? TT : (size_t)H * TT);
+    int i, j, h;
+    tt_seed(seed);
+    std::vector<float> q = randn(n, 1.0), k = randn(n, 1.0), v = randn(n, 1.0), dout = randn(n, 1.0);
+    std::vector<float> bias = randn(nb ? nb : 1, 0.7), temp(H);
+    for (h = 0; h < H; h++) temp[h] = 0.6f + 0.3f * (float)h;
+    if (window > 0 && nb)
+        for (h = 0; h < (bias_mode == 2 ? H : 1); h++)
+            for (i = 0; i < T; i++)
+                for (j = 0; j < i - window + 1; j++) bias[(size_t)h * TT + (size_t)i * T + j] = -INFINITY;
+    std::vector<float> out(n), probs((size_t)B * H * TT), lse((size_t)B * H * T);
+    std::vector<float> dq = randn(n, 1.0), dk = randn(n, 1.0), dv = randn(n, 1.0);
+    std::vector<float> dbias = randn(nb ? nb : 1, 1.0), dtemp = randn(H, 1.0);
+    float *d_q = dput(q), *d_k = dput(k), *d_v = dput(v), *d_dout = dput(dout), *d_out = dput(out), *d_lse = dput(lse);
+    float *d_bias = nb ? dput(bias) : NULL, *d_temp = use_temp ? dput(temp) : NULL;
+    float *d_dq = dput(dq), *d_dk = dput(dk), *d_dv = dput(dv), *d_dbias = nb ? dput(dbias) : NULL, *d_dtemp = dput(dtemp);
+    const float *hb = nb ? bias.data() : NULL, *ht = use_temp ? temp.data() : NULL;
+    CHECK_INT_EQ(tk_attention_forward(out.data(), probs.data(), q.data(), k.data(), v.data(), hb, bias_mode == 2, ht, B, H, T, D), TK_OK);
+    CHECK_INT_EQ(tk_attention_forward_cuda(d_out, d_lse, d_q, d_k, d_v, d_bias, bias_mode == 2, d_temp, B, H, T, D, NULL), TK_OK);
+    std::vector<float> g = dget(d_out, n);
+    {
+        const double atol_ = 1e-6 * maxabs(out); /* the scale, once (the macro evaluates per element) */
+        CHECK_ALL_CLOSE(g.data(), out.data(), (long)n, 1e-5, atol_);
+    }
+    CHECK_INT_EQ(tk_attention_backward(dq.data(), dk.data(), dv.data(), nb ? dbias.data() : NULL, use_temp ? dtemp.data() : NULL,
+                                       dout.data(), probs.data(), q.data(), k.data(), v.data(), bias_mode == 2, ht, B, H, T, D), TK_OK);
+    CHECK_INT_EQ(tk_attention_backward_cuda(d_dq, d_dk, d_dv, d_dbias, use_temp ? d_dtemp : NULL, d_dout, d_out, d_lse, d_q, d_k, d_v,
+                                            d_bias, bias_mode == 2, d_temp, B, H, T, D, NULL), TK_OK);
+    g = dget(d_dq, n);
+    {
+        const double atol_ = 1e-5 * maxabs(dq); /* the scale, once (the macro evaluates per element) */
+        CHECK_ALL_CLOSE(g.data(), dq.data(), (long)n, 1e-4, atol_);
+    }
+    g = dget(d_dk, n);
+    {
+        const double atol_ = 1e-5 * maxabs(dk); /* the scale, once (the macro evaluates per element) */
+        CHECK_ALL_CLOSE(g.data(), dk.data(), (long)n, 1e-4, atol_);
+    }
+    g = dget(d_dv, n);
+    {
+        const double atol_ = 1e-5 * maxabs(dv); /* the scale, once (the macro evaluates per element) */
+        CHECK_ALL_CLOSE(g.data(), dv.data(), (long)n, 1e-4, atol_);
+    }
+    if (nb) {
+        g = dget(d_dbias, nb);
+        {
+            const double atol_ = 1e-5 * maxabs(dbias); /* the scale, once (the macro evaluates per element) */
+            CHECK_ALL_CLOSE(g.data(), dbias.data(), (long)nb, 1e-4, atol_);
+        }
+    }
+    if (use_temp) {
+        g = dget(d_dtemp, (size_t)H);
+        {
+            const double atol_ = 1e-5 * maxabs(dtemp); /* the scale, once (the macro evaluates per element) */
+            CHECK_ALL_CLOSE(g.data(), dtemp.data(), (long)H, 1e-4, atol_);
+        }
+    }
+    dfree(d_q); dfree(d_k); dfree(d_v); dfree(d_dout); dfree(d_out); dfree(d_lse); dfree(d_dq); dfree(d_dk); dfree(d_dv);
+    dfree(d_dtemp);
+    if (d_bias) dfree(d_bias);
+    if (d_temp) dfree(d_temp);
+    if (d_dbias) dfree(d_dbias);
+}
+
+/* Sizes: every ragged tile edge (T 1, 17, 33, 100), D from 1 to the maximum 128, heads 1..8,
+   no bias / shared / per-head bias, sliding windows through -inf entries, per-head
+   temperatures; one long case (T 768) kept to one head so the simulation stays quick. */
+static void test_attention(void)
+{
+    NEED_GPU();
+    attn_case(1, 1, 1, 8, 0, 0, 0, 11);
+    attn_case(2, 3, 17, 16, 1, 1, 0, 12);
+    attn_case(1, 2, 33, 64, 2, 1, 0, 13);
+    attn_case(2, 2, 100, 32, 1, 0, 9, 14);
+    attn_case(1, 8, 64, 5, 0, 1, 0, 15);
+    attn_case(1, 2, 70, 128, 2, 0, 20, 16);
+    attn_case(1, 1, 768, 16, 1, 1, 0, 17);
+}
+
+static void test_attention_bad_input(void)
+{
+    const int B = 1, H = 2, T = 8, D = 4;
+    const size_t n = (size_t)B * H * T * D;
+    NEED_GPU();
+    tt_seed(18);
+    std::vector<float> q = randn(n, 1.0), bias = randn((size_t)T * T, 1.0), temp(H, 1.0f), lse((size_t)B * H * T);
+    float *d_q = dput(q), *d_o = dput(q), *d_lse = dput(lse), *d_bias, *d_temp;
+    CHECK_INT_EQ(tk_attention_forward_cuda(NULL, d_lse, d_q, d_q, d_q, NULL, 0, NULL, B, H, T, D, NULL), TK_EINVAL);
+    CHECK_INT_EQ(tk_attention_forward_cuda(d_o, d_lse, q.data(), d_q, d_q, NULL, 0, NULL, B, H, T, D, NULL), TK_EINVAL);
+    CHECK_INT_EQ(tk_attention_forward_cuda(d_o, d_lse, d_q, d_q, d_q, NULL, 0, NULL, B, H, T, 129, NULL), TK_EINVAL);
+    CHECK_INT_EQ(tk_attention_forward_cuda(d_o, d_lse, d_q, d_q, d_q, NULL, 0, NULL, B, 0, T, D, NULL), TK_EINVAL);
+    CHECK_INT_EQ(tk_attention_forward_cuda(d_o, d_lse, d_q, d_q, d_q, bias.data(), 0, NULL, B, H, T, D, NULL), TK_EINVAL);
+    temp[1] = -1.0f;
+    d_temp = dput(temp);
+    CHECK_INT_EQ(tk_attention_forward_cuda(d_o, d_lse, d_q, d_q, d_q, NULL, 0, d_temp, B, H, T, D, NULL), TK_EINVAL);
+    /* a NaN bias entry on the visible part, then a row whose visible entries are all -inf */
+    bias[3 * T + 2] = NAN;
+    d_bias = dput(bias);
+    CHECK_INT_EQ(tk_attention_forward_cuda(d_o, d_lse, d_q, d_q, d_q, d_bias, 0, NULL, B, H, T, D, NULL), TK_EINVAL);
+    dfree(d_bias);
+    bias[3 * T + 2] = 0.0f;
+    for (int j = 0; j <= 5; j++) bias[5 * T + j] = -INFINITY;
+    d_bias = dput(bias);
+    CHECK_INT_EQ(tk_attention_forward_cuda(d_o, d_lse, d_q, d_q, d_q, d_bias, 0, NULL, B, H, T, D, NULL), TK_EINVAL);
+    CHECK_INT_EQ(tk_attention_backward_cuda(d_o, d_o, d_o, d_o, NULL, d_q, d_q, d_lse, d_q, d_q, d_q, NULL, 0, NULL, B, H, T, D, NULL),
+                 TK_EINVAL); /* dbias without a bias */
+    dfree(d_q); dfree(d_o); dfree(d_lse); dfree(d_bias); dfree(d_temp);
+}
+
 /* argument validation happens before any device work, so it runs without a GPU too */
 static void test_cuda_bad_input(void)
 {
@@ -258,5 +380,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_gelu);
     TEST_RUN(test_softmax_ce);
     TEST_RUN(test_adamw);
+    TEST_RUN(test_attention);
+    TEST_RUN(test_attention_bad_input);
     return TEST_END();
 }
