@@ -220,6 +220,32 @@ GDELTADEF int gd_backward(const gd_config *cfg, const gd_saved *saved,
 GDELTADEF int gd_step(const gd_config *cfg, float *table, int n_slots, const int *slots,
                       int N, int H, int Dk, int Dv, const float *q, const float *k,
                       const float *v, const float *gates, const float *beta, float *r);
+/* Strided q, k, v, r: element (b, h, t, d) of q is q[b*q[0] + h*q[1] + t*q[2] + d]
+   (strides in floats, >= 0; head dim contiguous), likewise k, v and r; dq, dk, dv, dr
+   share the strides of q, k, v, r, so llm.c-style interleaved buffers go in as they are
+   (gd_layout_qkv: q, k, v at qkv, qkv + C, qkv + 2C, token stride 3C, C = H*Dk, Dv = Dk;
+   r (B,T,C)). gates, beta, states stay contiguous. Design: the strided calls gather into
+   contiguous scratch, run gd_forward / gd_backward and scatter (r written, gradients
+   added); the contiguous layout skips the copies. Same results as the contiguous calls:
+   bit for bit in the forward, and in the backward when the gradient buffers start at
+   zero (otherwise the library's own terms are summed before they are added: rounding). */
+typedef struct gd_layout {
+    ptrdiff_t q[3], k[3], v[3], r[3]; /* {batch, head, token} strides */
+} gd_layout;
+GDELTADEF gd_layout gd_layout_contiguous(int H, int T, int Dk, int Dv);
+GDELTADEF gd_layout gd_layout_qkv(int H, int T, int D);
+GDELTADEF int gd_forward_strided(const gd_config *cfg, const gd_layout *lay, float *r,
+                                 float *state_out, const float *q, const float *k,
+                                 const float *v, const float *gates, const float *beta,
+                                 const float *state0, int B, int H, int T, int Dk, int Dv,
+                                 gd_saved *saved, void *workspace);
+GDELTADEF int gd_backward_strided(const gd_config *cfg, const gd_layout *lay,
+                                  const gd_saved *saved, float *dq, float *dk, float *dv,
+                                  float *dgates, float *dbeta, float *dstate0, const float *dr,
+                                  const float *dstate_out, const float *q, const float *k,
+                                  const float *v, const float *gates, const float *beta,
+                                  const float *state0, int B, int H, int T, int Dk, int Dv,
+                                  void *workspace);
 
 /* Gates (eqs. 17-18): z = x W^T + b per head; gates = sigma(z_gamma) (or its log,
    computed stably as -softplus(-z), when cfg.gate_is_log), beta = sigma(z_beta).
@@ -1452,6 +1478,148 @@ GDELTADEF int gd_backward(const gd_config *cfg, const gd_saved *saved,
     }
     if (own) GDELTA_FREE(own);
     return GD_OK;
+}
+
+/* ---------------------------------------------------------------- strided layouts */
+GDELTADEF gd_layout gd_layout_contiguous(int H, int T, int Dk, int Dv)
+{
+    gd_layout l;
+    l.q[0] = l.k[0] = (ptrdiff_t)H * T * Dk;
+    l.v[0] = l.r[0] = (ptrdiff_t)H * T * Dv;
+    l.q[1] = l.k[1] = (ptrdiff_t)T * Dk;
+    l.v[1] = l.r[1] = (ptrdiff_t)T * Dv;
+    l.q[2] = l.k[2] = Dk;
+    l.v[2] = l.r[2] = Dv;
+    return l;
+}
+
+GDELTADEF gd_layout gd_layout_qkv(int H, int T, int D)
+{
+    gd_layout l;
+    const ptrdiff_t C = (ptrdiff_t)H * D;
+    l.q[0] = l.k[0] = l.v[0] = 3 * C * T;
+    l.q[1] = l.k[1] = l.v[1] = D;
+    l.q[2] = l.k[2] = l.v[2] = 3 * C;
+    l.r[0] = C * T;
+    l.r[1] = D;
+    l.r[2] = C;
+    return l;
+}
+
+/* 1: layout valid; *contig: it is the contiguous one */
+static int gd__check_layout(const gd_layout *l, int B, int H, int T, int Dk, int Dv,
+                            int *contig)
+{
+    gd_layout c;
+    int i, j;
+    if (!l) return 0;
+    for (i = 0; i < 4; i++) {
+        const ptrdiff_t *s = i == 0 ? l->q : i == 1 ? l->k : i == 2 ? l->v : l->r;
+        double hi = (double)(i < 2 ? Dk : Dv);
+        for (j = 0; j < 3; j++)
+            if (s[j] < 0) return 0;
+        hi += (double)(B - 1) * s[0] + (double)(H - 1) * s[1] + (double)(T - 1) * s[2];
+        if (hi * sizeof(float) > (double)PTRDIFF_MAX / 2) return 0;
+    }
+    c = gd_layout_contiguous(H, T, Dk, Dv);
+    *contig = !memcmp(&c, l, sizeof c);
+    return 1;
+}
+
+/* dst (B,H,T,D) contiguous <-> src strided; mode 0: gather, 1: scatter (set), 2: add */
+static void gd__move(float *con, float *str, const float *cstr, const ptrdiff_t *s, int B,
+                     int H, int T, int D, int mode)
+{
+    int bh;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if((long long)B * H * T * D > 65536)
+#endif
+    for (bh = 0; bh < B * H; bh++) {
+        int t, d, b = bh / H, h = bh % H;
+        for (t = 0; t < T; t++) {
+            ptrdiff_t o = b * s[0] + h * s[1] + t * s[2];
+            float *c = con + ((size_t)bh * T + t) * D;
+            if (mode == 0) memcpy(c, cstr + o, sizeof(float) * (size_t)D);
+            else if (mode == 1) memcpy(str + o, c, sizeof(float) * (size_t)D);
+            else
+                for (d = 0; d < D; d++) str[o + d] += c[d];
+        }
+    }
+}
+
+GDELTADEF int gd_forward_strided(const gd_config *cfg, const gd_layout *lay, float *r,
+                                 float *state_out, const float *q, const float *k,
+                                 const float *v, const float *gates, const float *beta,
+                                 const float *state0, int B, int H, int T, int Dk, int Dv,
+                                 gd_saved *saved, void *workspace)
+{
+    int rc, contig = 0;
+    size_t nq, nv;
+    float *buf;
+    if ((rc = gd__check_cfg(cfg)) != GD_OK) return rc;
+    if ((rc = gd__check_shapes(cfg, "gd_forward_strided", B, H, T, Dk, Dv)) != GD_OK) return rc;
+    if (!gd__check_layout(lay, B, H, T, Dk, Dv, &contig))
+        return gd__err(cfg, GD_EINVAL, "gd_forward_strided: bad layout");
+    if (!r || !q || !k || !v) return gd__err(cfg, GD_EINVAL, "gd_forward_strided: NULL buffer");
+    if (contig)
+        return gd_forward(cfg, r, state_out, q, k, v, gates, beta, state0, B, H, T, Dk, Dv,
+                          saved, workspace);
+    nq = (size_t)B * H * T * Dk;
+    nv = (size_t)B * H * T * Dv;
+    buf = (float *)GDELTA_MALLOC(sizeof(float) * (2 * nq + 2 * nv));
+    if (!buf) return gd__err(cfg, GD_ENOMEM, "gd_forward_strided: alloc failed");
+    gd__move(buf, NULL, q, lay->q, B, H, T, Dk, 0);
+    gd__move(buf + nq, NULL, k, lay->k, B, H, T, Dk, 0);
+    gd__move(buf + 2 * nq, NULL, v, lay->v, B, H, T, Dv, 0);
+    rc = gd_forward(cfg, buf + 2 * nq + nv, state_out, buf, buf + nq, buf + 2 * nq, gates, beta,
+                    state0, B, H, T, Dk, Dv, saved, workspace);
+    if (rc == GD_OK) gd__move(buf + 2 * nq + nv, r, NULL, lay->r, B, H, T, Dv, 1);
+    GDELTA_FREE(buf);
+    return rc;
+}
+
+GDELTADEF int gd_backward_strided(const gd_config *cfg, const gd_layout *lay,
+                                  const gd_saved *saved, float *dq, float *dk, float *dv,
+                                  float *dgates, float *dbeta, float *dstate0, const float *dr,
+                                  const float *dstate_out, const float *q, const float *k,
+                                  const float *v, const float *gates, const float *beta,
+                                  const float *state0, int B, int H, int T, int Dk, int Dv,
+                                  void *workspace)
+{
+    int rc, contig = 0;
+    size_t nq, nv;
+    float *buf;
+    if ((rc = gd__check_cfg(cfg)) != GD_OK) return rc;
+    if ((rc = gd__check_shapes(cfg, "gd_backward_strided", B, H, T, Dk, Dv)) != GD_OK)
+        return rc;
+    if (!gd__check_layout(lay, B, H, T, Dk, Dv, &contig))
+        return gd__err(cfg, GD_EINVAL, "gd_backward_strided: bad layout");
+    if (!dq || !dk || !dv || !dr || !q || !k || !v)
+        return gd__err(cfg, GD_EINVAL, "gd_backward_strided: NULL buffer");
+    if (contig)
+        return gd_backward(cfg, saved, dq, dk, dv, dgates, dbeta, dstate0, dr, dstate_out, q,
+                           k, v, gates, beta, state0, B, H, T, Dk, Dv, workspace);
+    nq = (size_t)B * H * T * Dk;
+    nv = (size_t)B * H * T * Dv;
+    /* q, k, v, dr gathered; dq, dk, dv from zero, then added */
+    buf = (float *)GDELTA_MALLOC(sizeof(float) * (4 * nq + 3 * nv));
+    if (!buf) return gd__err(cfg, GD_ENOMEM, "gd_backward_strided: alloc failed");
+    gd__move(buf, NULL, q, lay->q, B, H, T, Dk, 0);
+    gd__move(buf + nq, NULL, k, lay->k, B, H, T, Dk, 0);
+    gd__move(buf + 2 * nq, NULL, v, lay->v, B, H, T, Dv, 0);
+    gd__move(buf + 2 * nq + nv, NULL, dr, lay->r, B, H, T, Dv, 0);
+    memset(buf + 2 * nq + 2 * nv, 0, sizeof(float) * (2 * nq + nv));
+    rc = gd_backward(cfg, saved, buf + 2 * nq + 2 * nv, buf + 3 * nq + 2 * nv,
+                     buf + 4 * nq + 2 * nv, dgates, dbeta, dstate0, buf + 2 * nq + nv,
+                     dstate_out, buf, buf + nq, buf + 2 * nq, gates, beta, state0, B, H, T, Dk,
+                     Dv, workspace);
+    if (rc == GD_OK) {
+        gd__move(buf + 2 * nq + 2 * nv, dq, NULL, lay->q, B, H, T, Dk, 2);
+        gd__move(buf + 3 * nq + 2 * nv, dk, NULL, lay->k, B, H, T, Dk, 2);
+        gd__move(buf + 4 * nq + 2 * nv, dv, NULL, lay->v, B, H, T, Dv, 2);
+    }
+    GDELTA_FREE(buf);
+    return rc;
 }
 
 GDELTADEF int gd_step(const gd_config *cfg, float *table, int n_slots, const int *slots,
