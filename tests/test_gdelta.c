@@ -827,6 +827,121 @@ static void test_workspace(void)
     prob_free(&P);
 }
 
+/* Strided entry points (issue 22): q, k, v from an interleaved (B,T,3C) qkv, r into
+   (B,T,C), gradients added into an interleaved dqkv. Equal to the contiguous calls bit
+   for bit (gradient buffers from zero), within rounding when they accumulate onto
+   values; the strided dq against central differences of the double reference. */
+static void check_strided(int algo, int T, int step)
+{
+    enum { B = 2, H = 2, D = 5 };
+    const long C = (long)H * D;
+    gd_config c = gd_config_default();
+    prob P = prob_make(B, H, T, D, D, GATES_RANDOM, 0, 900 + algo);
+    size_t nq = (size_t)B * H * T * D, ng = (size_t)B * H * T, n3 = (size_t)B * T * 3 * C, i;
+    float *qkv = (float *)malloc(sizeof(float) * n3), *dqkv = (float *)calloc(n3, sizeof(float));
+    float *dqkv1 = (float *)malloc(sizeof(float) * n3), *rs = (float *)malloc(sizeof(float) * nq);
+    float *dr = (float *)malloc(sizeof(float) * nq), *drs = (float *)malloc(sizeof(float) * nq);
+    float *dg = (float *)calloc(ng, sizeof(float)), *db = (float *)calloc(ng, sizeof(float));
+    float *dq1 = (float *)malloc(sizeof(float) * nq), *dk1 = (float *)malloc(sizeof(float) * nq);
+    float *dv1 = (float *)malloc(sizeof(float) * nq);
+    gd_layout lay = gd_layout_qkv(H, T, D);
+    gd_saved sv = gd_saved_init();
+    grads G;
+    long bad = 0, bad1 = 0;
+    int b, h, t, d;
+    c.algo = algo;
+    c.chunk_size = step;
+    c.checkpoint = step;
+    tt_fill_normal(dr, (long)nq, 1.0);
+    tt_fill_normal(dqkv1, (long)n3, 1.0);
+    for (b = 0; b < B; b++)
+        for (h = 0; h < H; h++)
+            for (t = 0; t < T; t++)
+                for (d = 0; d < D; d++) {
+                    size_t ci = (((size_t)b * H + h) * T + t) * D + d;
+                    size_t x = ((size_t)b * T + t) * 3 * C + (size_t)h * D + d;
+                    qkv[x] = P.q[ci]; qkv[x + C] = P.k[ci]; qkv[x + 2 * C] = P.v[ci];
+                    drs[((size_t)b * T + t) * C + (size_t)h * D + d] = dr[ci];
+                }
+    G = run_fb(&c, &P, dr, NULL, 1);
+    CHECK_INT_EQ(gd_forward_strided(&c, &lay, rs, NULL, qkv, qkv + C, qkv + 2 * C, P.g, P.be,
+                                    P.s0, B, H, T, D, D, &sv, NULL), GD_OK);
+    CHECK_INT_EQ(gd_backward_strided(&c, &lay, &sv, dqkv, dqkv + C, dqkv + 2 * C, dg, db, NULL,
+                                     drs, NULL, qkv, qkv + C, qkv + 2 * C, P.g, P.be, P.s0, B,
+                                     H, T, D, D, NULL), GD_OK);
+    /* accumulating onto random values: the contiguous call gets the same start */
+    for (b = 0; b < B; b++)
+        for (h = 0; h < H; h++)
+            for (t = 0; t < T; t++)
+                for (d = 0; d < D; d++) {
+                    size_t ci = (((size_t)b * H + h) * T + t) * D + d;
+                    size_t x = ((size_t)b * T + t) * 3 * C + (size_t)h * D + d;
+                    dq1[ci] = dqkv1[x]; dk1[ci] = dqkv1[x + C]; dv1[ci] = dqkv1[x + 2 * C];
+                }
+    CHECK_INT_EQ(gd_backward_strided(&c, &lay, &sv, dqkv1, dqkv1 + C, dqkv1 + 2 * C, dg, db,
+                                     NULL, drs, NULL, qkv, qkv + C, qkv + 2 * C, P.g, P.be,
+                                     P.s0, B, H, T, D, D, NULL), GD_OK);
+    for (i = 0; i < ng; i++) { /* dg, db got two equal backward passes */
+        bad += dg[i] != 2.0f * G.dg[i];
+        bad += db[i] != 2.0f * G.dbe[i];
+    }
+    for (b = 0; b < B; b++)
+        for (h = 0; h < H; h++)
+            for (t = 0; t < T; t++)
+                for (d = 0; d < D; d++) {
+                    size_t ci = (((size_t)b * H + h) * T + t) * D + d;
+                    size_t x = ((size_t)b * T + t) * 3 * C + (size_t)h * D + d;
+                    bad += memcmp(rs + ((size_t)b * T + t) * C + (size_t)h * D + d, G.r + ci, 4) != 0;
+                    bad += memcmp(dqkv + x, G.dq + ci, 4) != 0;
+                    bad += memcmp(dqkv + x + C, G.dk + ci, 4) != 0;
+                    bad += memcmp(dqkv + x + 2 * C, G.dv + ci, 4) != 0;
+                    bad1 += fabsf(dqkv1[x] - (dq1[ci] + G.dq[ci])) > 1e-6f * (1 + fabsf(dq1[ci]));
+                    bad1 += fabsf(dqkv1[x + 2 * C] - (dv1[ci] + G.dv[ci])) >
+                            1e-6f * (1 + fabsf(dv1[ci]));
+                }
+    CHECK_INT_EQ(bad, 0);
+    CHECK_INT_EQ(bad1, 0);
+    { /* the strided dq (gathered) against finite differences of the reference */
+        refp p = refp_of(&P, &c);
+        double *qd = to_d(P.q, nq), *kd = to_d(P.k, nq), *vd = to_d(P.v, nq);
+        double *gdd = to_d(P.g, ng), *bd = to_d(P.be, ng), *s0d = to_d(P.s0, (size_t)B * H * D * D);
+        double *wr = to_d(dr, nq), *fdv = (double *)malloc(sizeof(double) * nq);
+        float *an = (float *)malloc(sizeof(float) * nq);
+        const double hh = 1e-5;
+        for (i = 0; i < nq; i++) {
+            double s_ = qd[i], lp, lm;
+            qd[i] = s_ + hh;
+            lp = ref_forward(&p, qd, kd, vd, gdd, bd, s0d, NULL, NULL, wr, NULL);
+            qd[i] = s_ - hh;
+            lm = ref_forward(&p, qd, kd, vd, gdd, bd, s0d, NULL, NULL, wr, NULL);
+            qd[i] = s_;
+            fdv[i] = (lp - lm) / (2 * hh);
+        }
+        for (b = 0; b < B; b++)
+            for (h = 0; h < H; h++)
+                for (t = 0; t < T; t++)
+                    for (d = 0; d < D; d++)
+                        an[(((size_t)b * H + h) * T + t) * D + d] =
+                            dqkv[((size_t)b * T + t) * 3 * C + (size_t)h * D + d];
+        CHECK_ALL_CLOSE(an, fdv, nq, 1e-3, 1e-4);
+        free(qd); free(kd); free(vd); free(gdd); free(bd); free(s0d); free(wr); free(fdv);
+        free(an);
+    }
+    lay.q[0] = -1;
+    CHECK_INT_EQ(gd_forward_strided(&c, &lay, rs, NULL, qkv, qkv + C, qkv + 2 * C, P.g, P.be,
+                                    P.s0, B, H, T, D, D, NULL, NULL), GD_EINVAL);
+    gd_saved_free(&sv);
+    grads_free(&G);
+    free(qkv); free(dqkv); free(dqkv1); free(rs); free(dr); free(drs); free(dg); free(db);
+    free(dq1); free(dk1); free(dv1);
+    prob_free(&P);
+}
+static void test_strided_qkv(void)
+{
+    check_strided(GD_ALGO_CHUNKED, 13, 4);
+    check_strided(GD_ALGO_RECURRENT, 9, 3);
+}
+
 int main(int argc, char **argv)
 {
     TEST_INIT(argc, argv);
@@ -845,5 +960,6 @@ int main(int argc, char **argv)
     TEST_RUN(test_bad_input);
     TEST_RUN(test_deterministic);
     TEST_RUN(test_workspace);
+    TEST_RUN(test_strided_qkv);
     return TEST_END();
 }
