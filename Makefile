@@ -62,7 +62,15 @@ build/cuda/%: tests/%.cu $(DEPS)
 	$(NVCC) -O2 -std=c++17 $(CUDA_ARCHS) -I. -isystem /usr/include/stb \
 	    -Xcompiler -Wall,-Wextra,-fopenmp $< -o $@ -lcublas -lgomp -lm
 
-cuda: $(foreach p,$(PARITY_NAMES),build/cuda/$(p))
+# GPU benchmarks (bench/bench_*_cuda.cu): compiled here so every machine with nvcc checks
+# they build; `make gpu-check` builds them for the detected GPU and runs them.
+CUDA_BENCH_NAMES := $(patsubst bench/%.cu,%,$(wildcard bench/bench_*_cuda.cu))
+build/cuda/%: bench/%.cu $(DEPS)
+	@mkdir -p build/cuda
+	$(NVCC) -O3 -std=c++17 $(CUDA_ARCHS) -I. -isystem /usr/include/stb \
+	    -Xcompiler -Wall,-Wextra,-fopenmp $< -o $@ -lcublas -lgomp -lm
+
+cuda: $(foreach p,$(PARITY_NAMES) $(CUDA_BENCH_NAMES),build/cuda/$(p))
 
 # The same parity sources against the CPU simulation: build/sim-<c++>/parity_x.
 SIM_CXXFLAGS := -std=c++17 -x c++ -Wall -Wextra -Werror -pedantic -O1 -g $(SAN) $(INC) -DATTNKIT_CUDA_SIM
