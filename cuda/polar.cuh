@@ -1,0 +1,800 @@
+/* cuda/polar.cuh - CUDA bodies of polar.h's *_cuda entry points (seed 002 §3.2, §5.4.1-5.4.2).
+
+   Not a standalone header: polar.h includes it at the end of its implementation section
+   when compiled by nvcc (POLAR_IMPLEMENTATION + __CUDACC__) or by the CPU simulation of
+   `make test` (ATTNKIT_CUDA_SIM, tests/cuda_sim.h). It uses polar.h's private helpers
+   (config and dimension checks, the row-buffer layout of the streaming backward) and
+   nothing else from attnkit. Copy polar.h and this file together.
+
+   Kernels (fp32 SIMT, `math = POLAR_MATH_FP32`; every thread block has 128 threads):
+     polar__k_fwd       one block per (batch, head, 16-query tile); streams 32-key tiles of
+                        K and V through shared memory with a running max M, L = sum p,
+                        Q2 = sum p^2 (alpha^2 rescale) and S = sum p v per row (8 threads
+                        per row, D/8 output dims each), folds the null sink in last and
+                        writes c, mag and the saved statistics (M, L, Q2, |s|) with the same
+                        meaning as polar_forward's. Causal / sliding-window: only the key
+                        tiles that some row of the tile can see are visited. GQA: query head
+                        h reads kv head h / (H/Hkv) in place (nothing is repeated).
+     polar__k_bwd_pre   per row: ds, the scalars of the logit gradient, the null-sink and
+                        beta terms (polar_backward's step 1), into a row buffer.
+     polar__k_bwd_q     query-parallel pass: one block per 16-query tile, 16-key tiles:
+                        recomputes p from the saved M, accumulates dq and the real-key part
+                        of the temperature gradient.
+     polar__k_bwd_kv    key-parallel pass: one block per (batch, kv head, 16-key tile); loops
+                        over the H/Hkv query heads of its group and the query tiles that see
+                        its keys, so dk and dv are reduced over the group inside one block
+                        (no atomics).
+     polar__k_bwd_prm   per-head parameter gradients: one block per head, fixed-order tree
+                        reduction in double.
+     polar__k_decode    paged GQA decode: one block per (sequence, kv head, up to 16 query
+                        heads of the group); each cached K/V row is read once into shared
+                        memory for all of them; the loop is bounded by the live length read
+                        on the device (no host sync, no allocation: capturable in a graph).
+   Memory of the backward: the workspace holds B*H*T*(D + 10) floats (polar__k_bwd_pre's
+   row buffer and ds); never O(T^2). polar_workspace_size_cuda() gives its size.
+
+   Numerics and parity tolerances (tests/parity_polar.cu against the CPU streaming path):
+     Scores, p and the per-tile sums are fp32 as on the CPU; the running sums across tiles
+     (L, Q2, S, the dq/dk/dv accumulators) are double, as on the CPU, so the error does not
+     grow with T. Row epilogues are double. Against polar_forward: c, mag and the saved
+     statistics within 1e-5 relative; against polar_backward: dq, dk, dv and every parameter
+     gradient within 1e-4 relative (the element-wise bound is rtol*|ref| + rtol*max|ref|,
+     i.e. relative to the element or, where the element cancels to ~0, to the tensor's
+     scale). Decode: within 1e-5 of polar_decode and of the last row of the forward.
+     Do not compile with --use_fast_math (expf and the double epilogue must be accurate).
+   Determinism: no atomics anywhere; every reduction is in a fixed order, so results are
+   bit-identical run to run.
+   Not implemented: math = POLAR_MATH_TF32 / POLAR_MATH_BF16 (tensor-core paths) return
+   POLAR_ENOTSUP; head dims other than 32, 64, 96, 128 return POLAR_ENOTSUP. Parameters are
+   not scanned for NaN/Inf on the device (that would need a host sync): non-finite
+   parameters give non-finite outputs. Invalid block-table entries or sequence lengths in
+   polar_decode_cuda are detected on the device: that sequence's c and mag are NaN
+   (no out-of-range read), since an error code would need a host sync. */
+
+#ifdef ATTNKIT_CUDA_SIM
+#define POLAR__LAUNCH(k, g, b, sm, st, ...) ATTNKIT_SIM_LAUNCH(k, g, b, sm, st, __VA_ARGS__)
+#define POLAR__DSMEM(T, name) AK_SIM_DYNAMIC_SHARED(T, name)
+#else
+#include <cuda_runtime.h>
+#define POLAR__LAUNCH(k, g, b, sm, st, ...) k<<<(g), (b), (sm), (st)>>>(__VA_ARGS__)
+#define POLAR__DSMEM(T, name) \
+    extern __shared__ __align__(16) unsigned char polar__dsmem_[]; T *name = (T *)polar__dsmem_
+#endif
+
+#define POLAR__CT 128 /* threads per block */
+#define POLAR__SUB 8  /* threads per query row (forward, query pass, decode) or per key */
+#define POLAR__CQ 16  /* query rows per block (forward, query pass, decode) */
+#define POLAR__CK 32  /* keys per tile in the forward and decode */
+#define POLAR__CKQ 16 /* keys per tile in the query pass */
+#define POLAR__CKB 16 /* keys per block in the key pass */
+#define POLAR__CQB 16 /* query rows per tile in the key pass */
+
+/* ------------------------------------------------------------ device helpers */
+static __device__ double polar__d_softplus(double x) { return x > 30.0 ? x : log1p(exp(x)); }
+static __device__ double polar__d_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
+static __device__ int polar__d_nkeys(int window, int i)
+{
+    return (window > 0 && i + 1 > window) ? window : i + 1;
+}
+/* temperature and null logit of a row with n visible keys (as polar__row_tn) */
+static __device__ void polar__d_row_tn(const float *lg, const float *nb, const float *ns, int h,
+                                       int n, double *temp, double *nul)
+{
+    double nn = n < 1 ? 1.0 : (double)n;
+    *temp = 1.0 + polar__d_softplus(lg[h]) * log(nn);
+    *nul = nb[h] + polar__d_softplus(ns[h]) * sqrt(log(nn + 1.0));
+}
+
+/* One key tile's update of a row's running sums. sr: the row's CK scores (-inf where the
+   key is not visible); Vs: the value tile (CK x D); this thread owns dims u + SUB*e. */
+template <int D>
+static __device__ void polar__d_tile_update(const float *sr, const float *Vs, int u, float *m,
+                                            double *l, double *q2, double *acc)
+{
+    enum { E = D / POLAR__SUB };
+    float mx = -INFINITY, mnew, alpha, lt = 0.0f, q2t = 0.0f, at[E];
+    int jj, e;
+    for (jj = 0; jj < POLAR__CK; jj++) mx = fmaxf(mx, sr[jj]);
+    if (mx == -INFINITY) return; /* nothing visible in this tile for this row */
+    mnew = fmaxf(*m, mx);
+    alpha = expf(*m - mnew); /* 0 on the first visible tile (m = -inf) */
+    for (e = 0; e < E; e++) at[e] = 0.0f;
+    for (jj = 0; jj < POLAR__CK; jj++) {
+        float p = expf(sr[jj] - mnew); /* exp(-inf) = 0 for masked keys */
+        const float *vr = Vs + jj * D + u;
+        lt += p;
+        q2t += p * p;
+        for (e = 0; e < E; e++) at[e] += p * vr[POLAR__SUB * e];
+    }
+    *l = *l * alpha + lt;
+    *q2 = *q2 * ((double)alpha * alpha) + q2t;
+    for (e = 0; e < E; e++) acc[e] = acc[e] * alpha + at[e];
+    *m = mnew;
+}
+
+/* Fold the null sink into a row: Sf (this thread's dims of s*Z, rounded to float as on
+   the CPU), the statistics, and this thread's part of |s|^2. */
+template <int D>
+static __device__ double polar__d_fold(float *Sf, double *Mo, double *Lo, double *Q2o, double *Zf,
+                                       double *Qf, float m, double l, double q2, const double *acc,
+                                       double temp, double nul, const float *vn, int u,
+                                       float stat_floor)
+{
+    enum { E = D / POLAR__SUB };
+    double aN = temp * nul, M = (double)m > aN ? (double)m : aN;
+    double al = exp((double)m - M), pN = exp(aN - M), L = l * al, Q2 = q2 * al * al, Z = L + pN;
+    double f = stat_floor, r2 = 0.0;
+    int e;
+    *Zf = Z > f ? Z : f;
+    *Qf = Q2 > f ? Q2 : f;
+    for (e = 0; e < E; e++) {
+        double s;
+        Sf[e] = (float)(acc[e] * al + pN * vn[u + POLAR__SUB * e]);
+        s = Sf[e] / *Zf;
+        r2 += s * s;
+    }
+    *Mo = M;
+    *Lo = L;
+    *Q2o = Q2;
+    return r2;
+}
+
+/* ------------------------------------------------------------ forward */
+template <int D>
+static __global__ void __launch_bounds__(POLAR__CT)
+polar__k_fwd(float *c, float *mag, float *stats, const float *q, const float *k, const float *v,
+             const float *lg, const float *nb, const float *ns, const float *mb, const float *vnull,
+             int H, int Hkv, int T, int window, float norm_eps, float stat_floor, int nqb)
+{
+    enum { DP = D + 1, E = D / POLAR__SUB, SP = POLAR__CK + 1 };
+    __shared__ float Qs[POLAR__CQ * DP];
+    __shared__ float Ks[POLAR__CK * DP];
+    __shared__ float Vs[POLAR__CK * D];
+    __shared__ float Ss[POLAR__CQ * SP];
+    __shared__ float tfs[POLAR__CQ];
+    __shared__ double red[POLAR__CQ * POLAR__SUB];
+    const int tid = threadIdx.x, r = tid / POLAR__SUB, u = tid % POLAR__SUB;
+    const int qb = nqb - 1 - (int)(blockIdx.x % (unsigned)nqb), bh = (int)(blockIdx.x / (unsigned)nqb);
+    const int b = bh / H, h = bh % H, hk = h / (H / Hkv);
+    const int i0 = qb * POLAR__CQ, nr = T - i0 < POLAR__CQ ? T - i0 : POLAR__CQ, i1 = i0 + nr - 1;
+    const int i = i0 + r, live = i < T;
+    const float scf = (float)(1.0 / sqrt((double)D));
+    const float *kb = k + ((size_t)b * Hkv + hk) * T * D, *vb = v + ((size_t)b * Hkv + hk) * T * D;
+    const int n = live ? polar__d_nkeys(window, i) : 1;
+    double temp, nul, l = 0.0, q2 = 0.0, acc[E], M, L, Q2, Zf, Qf, r2;
+    float m = -INFINITY, Sf[E];
+    int x, e, j0, jstart;
+    polar__d_row_tn(lg, nb, ns, h, n, &temp, &nul);
+    for (e = 0; e < E; e++) acc[e] = 0.0;
+    for (x = tid; x < POLAR__CQ * D; x += POLAR__CT) {
+        int rr = x / D, d = x % D;
+        Qs[rr * DP + d] = i0 + rr < T ? q[((size_t)bh * T + i0 + rr) * D + d] : 0.0f;
+    }
+    if (u == 0) tfs[r] = (float)temp * scf;
+    jstart = i0 + 1 - polar__d_nkeys(window, i0);
+    jstart -= jstart % POLAR__CK;
+    for (j0 = jstart; j0 <= i1; j0 += POLAR__CK) {
+        const int nc = T - j0 < POLAR__CK ? T - j0 : POLAR__CK;
+        __syncthreads(); /* the previous tile is consumed (and Qs, tfs are written) */
+        for (x = tid; x < POLAR__CK * D; x += POLAR__CT) {
+            int jj = x / D, d = x % D;
+            size_t o = (size_t)(j0 + jj) * D + d;
+            Ks[jj * DP + d] = jj < nc ? kb[o] : 0.0f;
+            Vs[jj * D + d] = jj < nc ? vb[o] : 0.0f;
+        }
+        __syncthreads();
+        for (x = tid; x < POLAR__CQ * POLAR__CK; x += POLAR__CT) {
+            int rr = x / POLAR__CK, jj = x % POLAR__CK, ii = i0 + rr, jg = j0 + jj, d;
+            float s = -INFINITY;
+            if (ii < T && jg <= ii && jg > ii - polar__d_nkeys(window, ii)) {
+                const float *qr = Qs + rr * DP, *kr = Ks + jj * DP;
+                float dot = 0.0f;
+                for (d = 0; d < D; d++) dot += qr[d] * kr[d];
+                s = dot * tfs[rr];
+            }
+            Ss[rr * SP + jj] = s;
+        }
+        __syncthreads();
+        if (live) polar__d_tile_update<D>(Ss + r * SP, Vs, u, &m, &l, &q2, acc);
+    }
+    r2 = polar__d_fold<D>(Sf, &M, &L, &Q2, &Zf, &Qf, m, l, q2, acc, temp, nul,
+                          vnull + (size_t)h * D, u, stat_floor);
+    red[r * POLAR__SUB + u] = r2;
+    __syncthreads();
+    if (live) {
+        size_t row = (size_t)bh * T + i;
+        double rn = 0.0, inv;
+        for (x = 0; x < POLAR__SUB; x++) rn += red[r * POLAR__SUB + x];
+        rn = sqrt(rn);
+        inv = 1.0 / (Zf * (rn > norm_eps ? rn : (double)norm_eps));
+        for (e = 0; e < E; e++) c[row * D + u + POLAR__SUB * e] = (float)(Sf[e] * inv);
+        if (u == 0) {
+            double meff = L * L * L / (Qf * Zf);
+            mag[row] = (float)tanh(polar__d_softplus(mb[h]) * log1p(meff));
+            stats[row * POLAR_NSTAT + 0] = (float)M;
+            stats[row * POLAR_NSTAT + 1] = (float)L;
+            stats[row * POLAR_NSTAT + 2] = (float)Q2;
+            stats[row * POLAR_NSTAT + 3] = (float)rn;
+        }
+    }
+}
+
+/* ------------------------------------------------------------ backward */
+/* step 1, one thread per row (as polar_backward's preamble and polar__row_ds) */
+static __global__ void __launch_bounds__(POLAR__CT)
+polar__k_bwd_pre(float *rows, float *dsall, const float *dc, const float *dmag, const float *c,
+                 const float *mag, const float *stats, const float *lg, const float *nb,
+                 const float *ns, const float *mb, const float *vnull, int H, int T, int D,
+                 int window, float norm_eps, float stat_floor, size_t nrows)
+{
+    size_t row = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const float *sti, *ci, *dci, *vn;
+    float *ro, *ds;
+    double temp, nul, M, L, Q2, pN, Z, Zf, Qf, meff, f = stat_floor, eps = norm_eps;
+    double rn, rr, cdc = 0.0, Dss = 0.0, bsp, dm, K, dbeta, dvn = 0.0, gN, magv, dmagv, g1;
+    int h, i, d;
+    if (row >= nrows) return; /* no barrier in this kernel */
+    h = (int)((row / (size_t)T) % (size_t)H);
+    i = (int)(row % (size_t)T);
+    sti = stats + row * POLAR_NSTAT;
+    ci = c + row * D;
+    dci = dc + row * D;
+    ds = dsall + row * D;
+    ro = rows + row * POLAR__NROW;
+    vn = vnull + (size_t)h * D;
+    polar__d_row_tn(lg, nb, ns, h, polar__d_nkeys(window, i), &temp, &nul);
+    M = sti[0];
+    L = sti[1];
+    Q2 = sti[2];
+    rn = sti[3];
+    pN = exp(temp * nul - M);
+    Z = L + pN;
+    Zf = Z > f ? Z : f;
+    Qf = Q2 > f ? Q2 : f;
+    meff = L * L * L / (Qf * Zf);
+    rr = rn > eps ? rn : eps;
+    if (rn > eps)
+        for (d = 0; d < D; d++) cdc += (double)ci[d] * dci[d];
+    for (d = 0; d < D; d++) {
+        ds[d] = (float)((dci[d] - ci[d] * cdc) / rr);
+        Dss += (double)ds[d] * ci[d] * rr;
+        dvn += (double)ds[d] * vn[d];
+    }
+    magv = mag[row];
+    dmagv = dmag ? (double)dmag[row] : 0.0;
+    bsp = polar__d_softplus(mb[h]);
+    g1 = dmagv * (1.0 - magv * magv);
+    dm = g1 * bsp / (1.0 + meff);
+    K = dm * meff;
+    dbeta = g1 * log1p(meff) * polar__d_sigmoid(mb[h]);
+    gN = pN / Zf * (dvn - Dss - K);
+    ro[POLAR__R_M] = (float)M;
+    ro[POLAR__R_T] = (float)temp;
+    ro[POLAR__R_A] = (float)(1.0 / Zf);
+    ro[POLAR__R_B] = (float)(dm * 3.0 * L * L / (Qf * Zf) - (K + Dss) / Zf);
+    ro[POLAR__R_C] = (float)(Q2 >= f ? 2.0 * dm * L * L * L / (Qf * Qf * Zf) : 0.0);
+    ro[POLAR__R_WN] = (float)(pN / Zf);
+    ro[POLAR__R_DT] = (float)(gN * nul);
+    ro[POLAR__R_DU] = (float)(temp * gN);
+    ro[POLAR__R_DBETA] = (float)dbeta;
+    ro[POLAR__R_LO] = 0.0f;
+}
+
+/* the logit gradient of one visible (query, key) pair from its raw q.k and ds.v */
+static __device__ float polar__d_g(float s, float dsv, const float *rs, float *p)
+{
+    /* rs: M, tf, A, B, C of the row */
+    float pv = expf(s * rs[1] - rs[0]);
+    *p = pv;
+    return pv * (rs[2] * dsv + rs[3]) - rs[4] * pv * pv;
+}
+
+/* step 2: query pass (dq, the real-key part of the temperature grad) */
+template <int D>
+static __global__ void __launch_bounds__(POLAR__CT)
+polar__k_bwd_q(float *dq, float *rows, const float *q, const float *k, const float *v,
+               const float *dsall, int H, int Hkv, int T, int window, int nqb)
+{
+    enum { DP = D + 1, E = D / POLAR__SUB, GP = POLAR__CKQ + 1 };
+    __shared__ float Qs[POLAR__CQ * DP];
+    __shared__ float DSs[POLAR__CQ * DP];
+    __shared__ float Ks[POLAR__CKQ * DP];
+    __shared__ float Vs[POLAR__CKQ * DP];
+    __shared__ float Gs[POLAR__CQ * GP];
+    __shared__ float rsc[POLAR__CQ * 5];
+    __shared__ double red[POLAR__CQ * POLAR__SUB];
+    const int tid = threadIdx.x, r = tid / POLAR__SUB, u = tid % POLAR__SUB;
+    const int qb = nqb - 1 - (int)(blockIdx.x % (unsigned)nqb), bh = (int)(blockIdx.x / (unsigned)nqb);
+    const int b = bh / H, h = bh % H, hk = h / (H / Hkv);
+    const int i0 = qb * POLAR__CQ, nr = T - i0 < POLAR__CQ ? T - i0 : POLAR__CQ, i1 = i0 + nr - 1;
+    const int i = i0 + r, live = i < T;
+    const float scf = (float)(1.0 / sqrt((double)D));
+    const float *kb = k + ((size_t)b * Hkv + hk) * T * D, *vb = v + ((size_t)b * Hkv + hk) * T * D;
+    double gq[E], dot = 0.0;
+    int x, e, j0, jstart;
+    for (e = 0; e < E; e++) gq[e] = 0.0;
+    for (x = tid; x < POLAR__CQ * D; x += POLAR__CT) {
+        int rr = x / D, d = x % D;
+        size_t o = ((size_t)bh * T + i0 + rr) * D + d;
+        Qs[rr * DP + d] = i0 + rr < T ? q[o] : 0.0f;
+        DSs[rr * DP + d] = i0 + rr < T ? dsall[o] : 0.0f;
+    }
+    if (tid < POLAR__CQ) {
+        const float *ro = rows + ((size_t)bh * T + i0 + tid) * POLAR__NROW;
+        int ok = i0 + tid < T;
+        rsc[tid * 5 + 0] = ok ? ro[POLAR__R_M] : 0.0f;
+        rsc[tid * 5 + 1] = ok ? ro[POLAR__R_T] * scf : 0.0f;
+        rsc[tid * 5 + 2] = ok ? ro[POLAR__R_A] : 0.0f;
+        rsc[tid * 5 + 3] = ok ? ro[POLAR__R_B] : 0.0f;
+        rsc[tid * 5 + 4] = ok ? ro[POLAR__R_C] : 0.0f;
+    }
+    jstart = i0 + 1 - polar__d_nkeys(window, i0);
+    jstart -= jstart % POLAR__CKQ;
+    for (j0 = jstart; j0 <= i1; j0 += POLAR__CKQ) {
+        const int nc = T - j0 < POLAR__CKQ ? T - j0 : POLAR__CKQ;
+        __syncthreads();
+        for (x = tid; x < POLAR__CKQ * D; x += POLAR__CT) {
+            int jj = x / D, d = x % D;
+            size_t o = (size_t)(j0 + jj) * D + d;
+            Ks[jj * DP + d] = jj < nc ? kb[o] : 0.0f;
+            Vs[jj * DP + d] = jj < nc ? vb[o] : 0.0f;
+        }
+        __syncthreads();
+        for (x = tid; x < POLAR__CQ * POLAR__CKQ; x += POLAR__CT) {
+            int rr = x / POLAR__CKQ, jj = x % POLAR__CKQ, ii = i0 + rr, jg = j0 + jj, d;
+            float g = 0.0f, p;
+            if (ii < T && jg <= ii && jg > ii - polar__d_nkeys(window, ii)) {
+                const float *qr = Qs + rr * DP, *dr = DSs + rr * DP;
+                const float *kr = Ks + jj * DP, *vr = Vs + jj * DP;
+                float s = 0.0f, dsv = 0.0f;
+                for (d = 0; d < D; d++) {
+                    s += qr[d] * kr[d];
+                    dsv += dr[d] * vr[d];
+                }
+                g = polar__d_g(s, dsv, rsc + rr * 5, &p);
+            }
+            Gs[rr * GP + jj] = g;
+        }
+        __syncthreads();
+        if (live) {
+            float gt[E];
+            int jj;
+            for (e = 0; e < E; e++) gt[e] = 0.0f;
+            for (jj = 0; jj < POLAR__CKQ; jj++) {
+                float g = Gs[r * GP + jj];
+                const float *kr = Ks + jj * DP + u;
+                for (e = 0; e < E; e++) gt[e] += g * kr[POLAR__SUB * e];
+            }
+            for (e = 0; e < E; e++) gq[e] += gt[e];
+        }
+    }
+    if (live) {
+        size_t row = (size_t)bh * T + i;
+        double fsc = (double)rows[row * POLAR__NROW + POLAR__R_T] * scf;
+        for (e = 0; e < E; e++) {
+            int d = u + POLAR__SUB * e;
+            dot += q[row * D + d] * gq[e];
+            dq[row * D + d] += (float)(fsc * gq[e]);
+        }
+    }
+    red[r * POLAR__SUB + u] = dot;
+    __syncthreads();
+    if (live && u == 0) {
+        double t = 0.0;
+        for (x = 0; x < POLAR__SUB; x++) t += red[r * POLAR__SUB + x];
+        rows[((size_t)bh * T + i) * POLAR__NROW + POLAR__R_DT] += (float)(t * scf);
+    }
+}
+
+/* step 3: key pass (dk, dv), reduced over the GQA group inside the block */
+template <int D>
+static __global__ void __launch_bounds__(POLAR__CT)
+polar__k_bwd_kv(float *dk, float *dv, const float *rows, const float *q, const float *k,
+                const float *v, const float *dsall, int H, int Hkv, int T, int window, int nkb)
+{
+    enum { DP = D + 1, E = D / POLAR__SUB, GP = POLAR__CQB + 1 };
+    __shared__ float Ks[POLAR__CKB * DP];
+    __shared__ float Vs[POLAR__CKB * DP];
+    __shared__ float Qs[POLAR__CQB * DP];
+    __shared__ float DSs[POLAR__CQB * DP];
+    __shared__ float GT[POLAR__CKB * GP];
+    __shared__ float WT[POLAR__CKB * GP];
+    __shared__ float rsc[POLAR__CQB * 5];
+    const int tid = threadIdx.x, jl = tid / POLAR__SUB, u = tid % POLAR__SUB;
+    const int kbi = (int)(blockIdx.x % (unsigned)nkb), bk = (int)(blockIdx.x / (unsigned)nkb);
+    const int b = bk / Hkv, hk = bk % Hkv, G = H / Hkv;
+    const int j0 = kbi * POLAR__CKB, nc = T - j0 < POLAR__CKB ? T - j0 : POLAR__CKB;
+    const int j1 = j0 + nc - 1;
+    const float scf = (float)(1.0 / sqrt((double)D));
+    const float *kb = k + (size_t)bk * T * D, *vb = v + (size_t)bk * T * D;
+    double dK[E], dV[E];
+    int x, e, hh, i0, ilast = T - 1;
+    if (window > 0 && (long)j1 + window - 1 < ilast) ilast = j1 + window - 1;
+    for (e = 0; e < E; e++) dK[e] = dV[e] = 0.0;
+    for (x = tid; x < POLAR__CKB * D; x += POLAR__CT) {
+        int jj = x / D, d = x % D;
+        size_t o = (size_t)(j0 + jj) * D + d;
+        Ks[jj * DP + d] = jj < nc ? kb[o] : 0.0f;
+        Vs[jj * DP + d] = jj < nc ? vb[o] : 0.0f;
+    }
+    for (hh = 0; hh < G; hh++) {
+        const int bhq = b * H + hk * G + hh;
+        for (i0 = j0; i0 <= ilast; i0 += POLAR__CQB) {
+            __syncthreads(); /* the previous query tile is consumed (Ks, Vs written) */
+            for (x = tid; x < POLAR__CQB * D; x += POLAR__CT) {
+                int rr = x / D, d = x % D;
+                size_t o = ((size_t)bhq * T + i0 + rr) * D + d;
+                Qs[rr * DP + d] = i0 + rr < T ? q[o] : 0.0f;
+                DSs[rr * DP + d] = i0 + rr < T ? dsall[o] : 0.0f;
+            }
+            if (tid < POLAR__CQB) {
+                const float *ro = rows + ((size_t)bhq * T + i0 + tid) * POLAR__NROW;
+                int ok = i0 + tid < T;
+                rsc[tid * 5 + 0] = ok ? ro[POLAR__R_M] : 0.0f;
+                rsc[tid * 5 + 1] = ok ? ro[POLAR__R_T] * scf : 0.0f;
+                rsc[tid * 5 + 2] = ok ? ro[POLAR__R_A] : 0.0f;
+                rsc[tid * 5 + 3] = ok ? ro[POLAR__R_B] : 0.0f;
+                rsc[tid * 5 + 4] = ok ? ro[POLAR__R_C] : 0.0f;
+            }
+            __syncthreads();
+            for (x = tid; x < POLAR__CQB * POLAR__CKB; x += POLAR__CT) {
+                int jj = x / POLAR__CQB, rr = x % POLAR__CQB, ii = i0 + rr, jg = j0 + jj, d;
+                float gt = 0.0f, wt = 0.0f;
+                if (ii < T && jg < T && jg <= ii && jg > ii - polar__d_nkeys(window, ii)) {
+                    const float *qr = Qs + rr * DP, *dr = DSs + rr * DP;
+                    const float *kr = Ks + jj * DP, *vr = Vs + jj * DP;
+                    const float *rs = rsc + rr * 5;
+                    float s = 0.0f, dsv = 0.0f, p, g;
+                    for (d = 0; d < D; d++) {
+                        s += qr[d] * kr[d];
+                        dsv += dr[d] * vr[d];
+                    }
+                    g = polar__d_g(s, dsv, rs, &p);
+                    gt = rs[1] * g;
+                    wt = rs[2] * p;
+                }
+                GT[jj * GP + rr] = gt;
+                WT[jj * GP + rr] = wt;
+            }
+            __syncthreads();
+            if (jl < nc) {
+                float tk[E], tv[E];
+                int rr;
+                for (e = 0; e < E; e++) tk[e] = tv[e] = 0.0f;
+                for (rr = 0; rr < POLAR__CQB; rr++) {
+                    float gt = GT[jl * GP + rr], wt = WT[jl * GP + rr];
+                    const float *qr = Qs + rr * DP + u, *dr = DSs + rr * DP + u;
+                    for (e = 0; e < E; e++) {
+                        tk[e] += gt * qr[POLAR__SUB * e];
+                        tv[e] += wt * dr[POLAR__SUB * e];
+                    }
+                }
+                for (e = 0; e < E; e++) {
+                    dK[e] += tk[e];
+                    dV[e] += tv[e];
+                }
+            }
+        }
+    }
+    if (jl < nc) {
+        size_t o = ((size_t)bk * T + j0 + jl) * D + u;
+        for (e = 0; e < E; e++) {
+            dk[o + POLAR__SUB * e] += (float)dK[e];
+            dv[o + POLAR__SUB * e] += (float)dV[e];
+        }
+    }
+}
+
+/* step 4: per-head parameter grads, one block per head, fixed-order reductions */
+static __global__ void __launch_bounds__(POLAR__CT)
+polar__k_bwd_prm(float *glg, float *gnb, float *gns, float *gmb, float *gvn, const float *rows,
+                 const float *dsall, const float *lg, const float *ns, int B, int H, int T, int D,
+                 int window)
+{
+    __shared__ double red[4][POLAR__CT];
+    const int tid = threadIdx.x, h = blockIdx.x;
+    const double sl = polar__d_sigmoid(lg[h]), ss = polar__d_sigmoid(ns[h]);
+    double a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0;
+    long x, nrow = (long)B * T;
+    int s, d;
+    for (x = tid; x < nrow; x += POLAR__CT) {
+        int b = (int)(x / T), i = (int)(x % T);
+        const float *ro = rows + (((size_t)b * H + h) * T + i) * POLAR__NROW;
+        double n = (double)polar__d_nkeys(window, i);
+        a0 += ro[POLAR__R_DT] * log(n) * sl;
+        a1 += ro[POLAR__R_DU];
+        a2 += ro[POLAR__R_DU] * sqrt(log(n + 1.0)) * ss;
+        a3 += ro[POLAR__R_DBETA];
+    }
+    red[0][tid] = a0;
+    red[1][tid] = a1;
+    red[2][tid] = a2;
+    red[3][tid] = a3;
+    for (s = POLAR__CT / 2; s > 0; s /= 2) {
+        __syncthreads();
+        if (tid < s) {
+            red[0][tid] += red[0][tid + s];
+            red[1][tid] += red[1][tid + s];
+            red[2][tid] += red[2][tid + s];
+            red[3][tid] += red[3][tid + s];
+        }
+    }
+    if (tid == 0) {
+        if (glg) glg[h] += (float)red[0][0];
+        if (gnb) gnb[h] += (float)red[1][0];
+        if (gns) gns[h] += (float)red[2][0];
+        if (gmb) gmb[h] += (float)red[3][0];
+    }
+    if (gvn)
+        for (d = tid; d < D; d += POLAR__CT) {
+            double acc = 0.0;
+            for (x = 0; x < nrow; x++) {
+                size_t row = ((size_t)(x / T) * H + h) * T + (size_t)(x % T);
+                acc += (double)rows[row * POLAR__NROW + POLAR__R_WN] * dsall[row * D + d];
+            }
+            gvn[(size_t)h * D + d] += (float)acc;
+        }
+}
+
+/* ------------------------------------------------------------ paged decode */
+template <int D>
+static __global__ void __launch_bounds__(POLAR__CT)
+polar__k_decode(float *c, float *mag, const float *q, const float *kc, const float *vc,
+                const int *btab, const int *seq_lens, const float *lg, const float *nb,
+                const float *ns, const float *mb, const float *vnull, int H, int Hkv,
+                int block_size, int num_blocks, int max_blocks, int window, float norm_eps,
+                float stat_floor)
+{
+    enum { DP = D + 1, E = D / POLAR__SUB, SP = POLAR__CK + 1 };
+    __shared__ float Qs[POLAR__CQ * DP];
+    __shared__ float Ks[POLAR__CK * DP];
+    __shared__ float Vs[POLAR__CK * D];
+    __shared__ float Ss[POLAR__CQ * SP];
+    __shared__ float tfs[POLAR__CQ];
+    __shared__ double red[POLAR__CQ * POLAR__SUB];
+    __shared__ int bad;
+    const int tid = threadIdx.x, r = tid / POLAR__SUB, u = tid % POLAR__SUB;
+    const int b = (int)(blockIdx.x / (unsigned)Hkv), hk = (int)(blockIdx.x % (unsigned)Hkv);
+    const int G = H / Hkv, hh = (int)blockIdx.y * POLAR__CQ + r, live = hh < G;
+    const int h = hk * G + (live ? hh : 0);
+    const float scf = (float)(1.0 / sqrt((double)D));
+    const int len = seq_lens[b];
+    const int lbad = len < 0 || (double)len > (double)max_blocks * block_size;
+    const int n = (lbad || len < 1) ? 0 : polar__d_nkeys(window, len - 1);
+    const int lo = lbad ? 0 : len - n, hi = lbad ? 0 : len; /* keys [lo, hi) */
+    double temp, nul, l = 0.0, q2 = 0.0, acc[E], M, L, Q2, Zf, Qf, r2;
+    float m = -INFINITY, Sf[E];
+    int x, e, j0;
+    polar__d_row_tn(lg, nb, ns, h, n, &temp, &nul);
+    for (e = 0; e < E; e++) acc[e] = 0.0;
+    for (x = tid; x < POLAR__CQ * D; x += POLAR__CT) {
+        int rr = x / D, d = x % D, hr = (int)blockIdx.y * POLAR__CQ + rr;
+        Qs[rr * DP + d] = hr < G ? q[((size_t)b * H + hk * G + hr) * D + d] : 0.0f;
+    }
+    if (u == 0) tfs[r] = (float)temp * scf;
+    if (tid == 0) bad = lbad;
+    __syncthreads();
+    for (j0 = lo - lo % POLAR__CK; j0 < hi; j0 += POLAR__CK) {
+        __syncthreads(); /* the previous tile is consumed */
+        for (x = tid; x < POLAR__CK * D; x += POLAR__CT) {
+            int jj = x / D, d = x % D, jg = j0 + jj;
+            float kv = 0.0f, vv = 0.0f;
+            if (jg >= lo && jg < hi) {
+                int blk = btab[(size_t)b * max_blocks + jg / block_size];
+                if (blk >= 0 && blk < num_blocks) {
+                    size_t o = (((size_t)blk * Hkv + hk) * block_size + jg % block_size) * D + d;
+                    kv = kc[o];
+                    vv = vc[o];
+                } else {
+                    bad = 1;
+                }
+            }
+            Ks[jj * DP + d] = kv;
+            Vs[jj * D + d] = vv;
+        }
+        __syncthreads();
+        for (x = tid; x < POLAR__CQ * POLAR__CK; x += POLAR__CT) {
+            int rr = x / POLAR__CK, jj = x % POLAR__CK, jg = j0 + jj, d;
+            float s = -INFINITY;
+            if (jg >= lo && jg < hi) {
+                const float *qr = Qs + rr * DP, *kr = Ks + jj * DP;
+                float dot = 0.0f;
+                for (d = 0; d < D; d++) dot += qr[d] * kr[d];
+                s = dot * tfs[rr];
+            }
+            Ss[rr * SP + jj] = s;
+        }
+        __syncthreads();
+        polar__d_tile_update<D>(Ss + r * SP, Vs, u, &m, &l, &q2, acc);
+    }
+    r2 = polar__d_fold<D>(Sf, &M, &L, &Q2, &Zf, &Qf, m, l, q2, acc, temp, nul,
+                          vnull + (size_t)h * D, u, stat_floor);
+    red[r * POLAR__SUB + u] = r2;
+    __syncthreads();
+    if (live) {
+        size_t row = (size_t)b * H + h;
+        double rn = 0.0, inv;
+        for (x = 0; x < POLAR__SUB; x++) rn += red[r * POLAR__SUB + x];
+        rn = sqrt(rn);
+        inv = 1.0 / (Zf * (rn > norm_eps ? rn : (double)norm_eps));
+        if (bad) inv = NAN;
+        for (e = 0; e < E; e++) c[row * D + u + POLAR__SUB * e] = (float)(Sf[e] * inv);
+        if (u == 0) {
+            double meff = L * L * L / (Qf * Zf);
+            mag[row] = bad ? NAN : (float)tanh(polar__d_softplus(mb[h]) * log1p(meff));
+        }
+    }
+}
+
+/* ------------------------------------------------------------ host side */
+/* 1 if p is device (or managed) memory */
+static int polar__cu_dev(const void *p)
+{
+    cudaPointerAttributes a;
+    cudaError_t e;
+    if (!p) return 0;
+    memset(&a, 0, sizeof a);
+    e = cudaPointerGetAttributes(&a, p);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError(); /* older runtimes fail on host pointers */
+        return 0;
+    }
+    return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
+}
+
+static int polar__cu_launched(void)
+{
+    return cudaGetLastError() == cudaSuccess ? POLAR_OK : POLAR_ECUDA;
+}
+
+/* config, dims, math mode and head dim supported by the kernels */
+static int polar__cu_check(const polar_config *cfg, int B, int H, int Hkv, int T, int D)
+{
+    if (!polar__check_cfg(cfg) || !polar__check_dims(B, H, Hkv, T, D)) return POLAR_EINVAL;
+    if (cfg->math == POLAR_MATH_TF32 || cfg->math == POLAR_MATH_BF16) return POLAR_ENOTSUP;
+    if (cfg->math != POLAR_MATH_FP32) return POLAR_EINVAL;
+    if (D != 32 && D != 64 && D != 96 && D != 128) return POLAR_ENOTSUP;
+    return POLAR_OK;
+}
+
+static int polar__cu_params(const polar_params *p)
+{
+    return p && polar__cu_dev(p->len_gain_raw) && polar__cu_dev(p->null_base) &&
+           polar__cu_dev(p->null_slope_raw) && polar__cu_dev(p->mag_beta_raw) &&
+           polar__cu_dev(p->v_null);
+}
+
+/* launch kernel template K for the head dim D (one of the four checked above) */
+#define POLAR__LAUNCH_D(K, D, g, b, st, ...)                                              \
+    do {                                                                                  \
+        switch (D) {                                                                      \
+        case 32: POLAR__LAUNCH(K<32>, g, b, 0, st, __VA_ARGS__); break;                   \
+        case 64: POLAR__LAUNCH(K<64>, g, b, 0, st, __VA_ARGS__); break;                   \
+        case 96: POLAR__LAUNCH(K<96>, g, b, 0, st, __VA_ARGS__); break;                   \
+        default: POLAR__LAUNCH(K<128>, g, b, 0, st, __VA_ARGS__); break;                  \
+        }                                                                                 \
+    } while (0)
+
+POLARDEF size_t polar_workspace_size_cuda(const polar_config *cfg, int B, int H, int Hkv, int T,
+                                          int D)
+{
+    if (!polar__check_cfg(cfg) || !polar__check_dims(B, H, Hkv, T, D)) return 0;
+    return (size_t)B * H * T * ((size_t)D + POLAR__NROW) * sizeof(float) + 256;
+}
+
+POLARDEF int polar_forward_cuda(const polar_config *cfg, float *c, float *mag, polar_state *st,
+                                const float *q, const float *k, const float *v,
+                                const polar_params *prm, int B, int H, int Hkv, int T, int D,
+                                void *workspace, polar_stream stream)
+{
+    cudaStream_t s = (cudaStream_t)stream;
+    int rc = polar__cu_check(cfg, B, H, Hkv, T, D), nqb;
+    (void)workspace; /* the forward needs none */
+    if (rc != POLAR_OK) return rc;
+    if (!st || !polar__cu_dev(c) || !polar__cu_dev(mag) || !polar__cu_dev(st->stats) ||
+        !polar__cu_dev(q) || !polar__cu_dev(k) || !polar__cu_dev(v) || !polar__cu_params(prm))
+        return POLAR_EINVAL;
+    nqb = (T + POLAR__CQ - 1) / POLAR__CQ;
+    (void)cudaGetLastError(); /* report only this call's launch */
+    POLAR__LAUNCH_D(polar__k_fwd, D, (unsigned)nqb * (unsigned)(B * H), POLAR__CT, s, c, mag,
+                    st->stats, q, k, v, prm->len_gain_raw, prm->null_base, prm->null_slope_raw,
+                    prm->mag_beta_raw, prm->v_null, H, Hkv, T, cfg->window, cfg->norm_eps,
+                    cfg->stat_floor, nqb);
+    return polar__cu_launched();
+}
+
+POLARDEF int polar_backward_cuda(const polar_config *cfg, float *dq, float *dk, float *dv,
+                                 polar_grads *grads, const float *dc, const float *dmag,
+                                 const float *c, const float *mag, const polar_state *st,
+                                 const float *q, const float *k, const float *v,
+                                 const polar_params *prm, int B, int H, int Hkv, int T, int D,
+                                 void *workspace, polar_stream stream)
+{
+    cudaStream_t s = (cudaStream_t)stream;
+    int rc = polar__cu_check(cfg, B, H, Hkv, T, D), nqb, nkb;
+    size_t nrows = (size_t)B * H * T;
+    float *ws = (float *)workspace, *rows, *dsall;
+    float *glg = NULL, *gnb = NULL, *gns = NULL, *gmb = NULL, *gvn = NULL;
+    if (rc != POLAR_OK) return rc;
+    if (!st || !polar__cu_dev(dq) || !polar__cu_dev(dk) || !polar__cu_dev(dv) ||
+        !polar__cu_dev(dc) || !polar__cu_dev(c) || !polar__cu_dev(mag) ||
+        !polar__cu_dev(st->stats) || !polar__cu_dev(q) || !polar__cu_dev(k) ||
+        !polar__cu_dev(v) || !polar__cu_params(prm) || (dmag && !polar__cu_dev(dmag)))
+        return POLAR_EINVAL;
+    if (grads) {
+        glg = grads->len_gain_raw;
+        gnb = grads->null_base;
+        gns = grads->null_slope_raw;
+        gmb = grads->mag_beta_raw;
+        gvn = grads->v_null;
+        if ((glg && !polar__cu_dev(glg)) || (gnb && !polar__cu_dev(gnb)) ||
+            (gns && !polar__cu_dev(gns)) || (gmb && !polar__cu_dev(gmb)) ||
+            (gvn && !polar__cu_dev(gvn)))
+            return POLAR_EINVAL;
+    }
+    if (ws && !polar__cu_dev(ws)) return POLAR_EINVAL;
+    (void)cudaGetLastError();
+    if (!ws && cudaMallocAsync((void **)&ws, polar_workspace_size_cuda(cfg, B, H, Hkv, T, D), s) !=
+                   cudaSuccess) {
+        (void)cudaGetLastError();
+        return POLAR_ENOMEM;
+    }
+    rows = ws;
+    dsall = rows + nrows * POLAR__NROW;
+    nqb = (T + POLAR__CQ - 1) / POLAR__CQ;
+    nkb = (T + POLAR__CKB - 1) / POLAR__CKB;
+    POLAR__LAUNCH(polar__k_bwd_pre, (unsigned)((nrows + POLAR__CT - 1) / POLAR__CT), POLAR__CT, 0,
+                  s, rows, dsall, dc, dmag, c, mag, st->stats, prm->len_gain_raw, prm->null_base,
+                  prm->null_slope_raw, prm->mag_beta_raw, prm->v_null, H, T, D, cfg->window,
+                  cfg->norm_eps, cfg->stat_floor, nrows);
+    rc = polar__cu_launched();
+    if (rc == POLAR_OK) {
+        POLAR__LAUNCH_D(polar__k_bwd_q, D, (unsigned)nqb * (unsigned)(B * H), POLAR__CT, s, dq,
+                        rows, q, k, v, dsall, H, Hkv, T, cfg->window, nqb);
+        rc = polar__cu_launched();
+    }
+    if (rc == POLAR_OK) {
+        POLAR__LAUNCH_D(polar__k_bwd_kv, D, (unsigned)nkb * (unsigned)(B * Hkv), POLAR__CT, s, dk,
+                        dv, rows, q, k, v, dsall, H, Hkv, T, cfg->window, nkb);
+        rc = polar__cu_launched();
+    }
+    if (rc == POLAR_OK && (glg || gnb || gns || gmb || gvn)) {
+        POLAR__LAUNCH(polar__k_bwd_prm, (unsigned)H, POLAR__CT, 0, s, glg, gnb, gns, gmb, gvn,
+                      (const float *)rows, (const float *)dsall, prm->len_gain_raw,
+                      prm->null_slope_raw, B, H, T, D, cfg->window);
+        rc = polar__cu_launched();
+    }
+    if (!workspace) cudaFreeAsync(ws, s);
+    return rc;
+}
+
+POLARDEF int polar_decode_cuda(const polar_config *cfg, float *c, float *mag, const float *q,
+                               const float *k_cache, const float *v_cache,
+                               const int *block_table, const int *seq_lens,
+                               const polar_params *prm, int B, int H, int Hkv, int D,
+                               int block_size, int num_blocks, int max_blocks,
+                               polar_stream stream)
+{
+    cudaStream_t s = (cudaStream_t)stream;
+    int rc = polar__cu_check(cfg, B, H, Hkv, 1, D), G;
+    if (rc != POLAR_OK) return rc;
+    if (block_size < 1 || num_blocks < 1 || max_blocks < 1) return POLAR_EINVAL;
+    if ((double)num_blocks * Hkv * block_size * D > (double)SIZE_MAX / 8) return POLAR_EINVAL;
+    if ((double)B * max_blocks > (double)INT_MAX || (double)B * Hkv > (double)INT_MAX)
+        return POLAR_EINVAL;
+    if (!polar__cu_dev(c) || !polar__cu_dev(mag) || !polar__cu_dev(q) ||
+        !polar__cu_dev(k_cache) || !polar__cu_dev(v_cache) || !polar__cu_dev(block_table) ||
+        !polar__cu_dev(seq_lens) || !polar__cu_params(prm))
+        return POLAR_EINVAL;
+    G = H / Hkv;
+    (void)cudaGetLastError();
+    POLAR__LAUNCH_D(polar__k_decode, D,
+                    dim3((unsigned)(B * Hkv), (unsigned)((G + POLAR__CQ - 1) / POLAR__CQ)),
+                    POLAR__CT, s, c, mag, q, k_cache, v_cache, block_table, seq_lens,
+                    prm->len_gain_raw, prm->null_base, prm->null_slope_raw, prm->mag_beta_raw,
+                    prm->v_null, H, Hkv, block_size, num_blocks, max_blocks, cfg->window,
+                    cfg->norm_eps, cfg->stat_floor);
+    return polar__cu_launched();
+}
+
+#undef POLAR__LAUNCH_D

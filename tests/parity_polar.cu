@@ -1,0 +1,490 @@
+/* parity_polar.cu - polar.h's CUDA kernels (cuda/polar.cuh) against its CPU streaming path.
+   Built by g++/clang++ against the CPU simulation (tests/cuda_sim.h; `make test` runs it on
+   every machine) and by nvcc for the GPU (`make cuda`, `make gpu-check`). Under nvcc
+   without a usable GPU the device cases are skipped (`SKIP: no GPU`).
+
+   Tolerances (the top of cuda/polar.cuh): forward (c, mag, saved statistics) 1e-5
+   relative, every gradient 1e-4 relative, decode 1e-5 relative; "relative" is
+   |gpu - cpu| <= rtol * |cpu| + rtol * max|cpu over the tensor| element-wise.
+
+   Sizes (kept so that one run of the simulation stays well under 40 s under ASan on a
+   loaded 2-core machine): the issue's list T in {1, 17, 64, 65, 300, 1000}, D in {32, 64,
+   128} (and 96), GQA 1/2/4, window on/off, B*H > 1 is covered by cases that mix them:
+     T=1 D=32 B=2 H=2 Hkv=1 | T=17 D=64 H=4 Hkv=2 | T=64 D=128 H=4 Hkv=1
+     T=65 D=32 H=2 W=8 B=2 | T=300 D=64 H=4 Hkv=2 W=50 | T=1000 D=32 H=2 Hkv=1 (full
+     causal) | T=130 D=96 H=2 W=20 | T=300 D=128 H=2 Hkv=1
+   On a GPU the same cases run plus T=1000 at D=128 with GQA 4 (cheap there). */
+#include "tests/cuda_test.h"
+#define POLAR_IMPLEMENTATION
+#include "polar.h"
+#include "tests/attnkit_test.h"
+
+static int g_gpu = 0;
+static int g_sim = 0;
+
+#define NEED_GPU()                                                             \
+    do {                                                                       \
+        if (!g_gpu) TEST_SKIP("no GPU");                                       \
+    } while (0)
+
+template <typename X> static X *dput(const std::vector<X> &h)
+{
+    X *d = NULL;
+    if (cudaMalloc((void **)&d, (h.size() ? h.size() : 1) * sizeof(X)) != cudaSuccess) return NULL;
+    if (h.size()) cudaMemcpy(d, h.data(), h.size() * sizeof(X), cudaMemcpyHostToDevice);
+    return d;
+}
+template <typename X> static std::vector<X> dget(const X *d, size_t n)
+{
+    std::vector<X> h(n);
+    cudaDeviceSynchronize();
+    cudaMemcpy(h.data(), d, n * sizeof(X), cudaMemcpyDeviceToHost);
+    return h;
+}
+static void dfree(void *d) { cudaFree(d); }
+
+static std::vector<float> randn(size_t n, double scale)
+{
+    std::vector<float> v(n);
+    tt_fill_normal(v.data(), (long)n, scale);
+    return v;
+}
+
+static double maxabs(const std::vector<float> &x)
+{
+    double m = 0.0;
+    for (size_t i = 0; i < x.size(); i++) m = fabs((double)x[i]) > m ? fabs((double)x[i]) : m;
+    return m;
+}
+
+/* element-wise: |got - ref| <= rtol * |ref| + rtol * max|ref| */
+#define CHECK_REL(got, ref, rtol)                                                           \
+    do {                                                                                    \
+        const double atol_ = (rtol) * maxabs(ref); /* once: the macro below reads it per element */ \
+        CHECK_ALL_CLOSE((got).data(), (ref).data(), (long)(ref).size(), (rtol), atol_);    \
+    } while (0)
+
+/* per-head parameters away from the paper's initial values (v_null != 0 exercises its grad) */
+struct host_params {
+    std::vector<float> lg, nb, ns, mb, vn;
+    host_params(int H, int D)
+    {
+        int h;
+        lg.resize(H); nb.resize(H); ns.resize(H); mb.resize(H);
+        for (h = 0; h < H; h++) {
+            lg[h] = -1.0f + 0.4f * (float)tt_normal();
+            nb[h] = 2.0f + 0.5f * (float)tt_normal();
+            ns[h] = 0.5f + 0.3f * (float)tt_normal();
+            mb[h] = -1.5f + 0.5f * (float)tt_normal();
+        }
+        vn = randn((size_t)H * D, 0.5);
+    }
+    polar_params view() const
+    {
+        polar_params p;
+        p.len_gain_raw = lg.data(); p.null_base = nb.data(); p.null_slope_raw = ns.data();
+        p.mag_beta_raw = mb.data(); p.v_null = vn.data();
+        return p;
+    }
+};
+struct dev_params {
+    float *lg, *nb, *ns, *mb, *vn;
+    explicit dev_params(const host_params &h)
+        : lg(dput(h.lg)), nb(dput(h.nb)), ns(dput(h.ns)), mb(dput(h.mb)), vn(dput(h.vn)) {}
+    ~dev_params() { dfree(lg); dfree(nb); dfree(ns); dfree(mb); dfree(vn); }
+    polar_params view() const
+    {
+        polar_params p;
+        p.len_gain_raw = lg; p.null_base = nb; p.null_slope_raw = ns; p.mag_beta_raw = mb;
+        p.v_null = vn;
+        return p;
+    }
+};
+
+/* one forward + backward case: GPU path vs polar_forward / polar_backward (CPU streaming) */
+static void fb_case(int B, int H, int Hkv, int T, int D, int window, unsigned seed)
+{
+    const size_t nq = (size_t)B * H * T * D, nk = (size_t)B * Hkv * T * D, nr = (size_t)B * H * T;
+    polar_config cfg = polar_config_default();
+    polar_state st, dst;
+    polar_grads gr, dgr;
+    tt_seed(seed);
+    cfg.window = window;
+    host_params hp(H, D);
+    dev_params dp(hp);
+    polar_params prm = hp.view(), dprm = dp.view();
+    /* q scaled up so that the softmax is peaked in places (large M, small L) */
+    std::vector<float> q = randn(nq, 1.6), k = randn(nk, 1.0), v = randn(nk, 1.0);
+    std::vector<float> c(nq), mag(nr), stats(nr * POLAR_NSTAT);
+    float *d_q = dput(q), *d_k = dput(k), *d_v = dput(v), *d_c = dput(c), *d_mag = dput(mag);
+    float *d_stats = dput(stats);
+    fprintf(stderr, "  case B=%d H=%d Hkv=%d T=%d D=%d window=%d\n", B, H, Hkv, T, D, window);
+    st.stats = stats.data(); st.probs = NULL;
+    dst.stats = d_stats; dst.probs = NULL;
+    CHECK_INT_EQ(polar_forward(&cfg, c.data(), mag.data(), &st, q.data(), k.data(), v.data(), &prm, B, H, Hkv, T, D, NULL), POLAR_OK);
+    CHECK_INT_EQ(polar_forward_cuda(&cfg, d_c, d_mag, &dst, d_q, d_k, d_v, &dprm, B, H, Hkv, T, D, NULL, NULL), POLAR_OK);
+    std::vector<float> gc = dget(d_c, nq), gm = dget(d_mag, nr), gs = dget(d_stats, nr * POLAR_NSTAT);
+    CHECK_REL(gc, c, 1e-5);
+    CHECK_REL(gm, mag, 1e-5);
+    {   /* each statistic against its own scale */
+        int s;
+        for (s = 0; s < POLAR_NSTAT; s++) {
+            std::vector<float> a(nr), bref(nr);
+            size_t i;
+            for (i = 0; i < nr; i++) {
+                a[i] = gs[i * POLAR_NSTAT + s];
+                bref[i] = stats[i * POLAR_NSTAT + s];
+            }
+            CHECK_REL(a, bref, 1e-5);
+        }
+    }
+    /* backward from the CPU forward's outputs on both sides; gradients start non-zero
+       (both paths accumulate) */
+    std::vector<float> dc = randn(nq, 1.0), dmag = randn(nr, 1.0);
+    std::vector<float> dq = randn(nq, 0.1), dk = randn(nk, 0.1), dv = randn(nk, 0.1);
+    std::vector<float> glg = randn(H, 0.1), gnb = randn(H, 0.1), gns = randn(H, 0.1), gmb = randn(H, 0.1);
+    std::vector<float> gvn = randn((size_t)H * D, 0.1);
+    float *d_dc = dput(dc), *d_dmag = dput(dmag), *d_dq = dput(dq), *d_dk = dput(dk), *d_dv = dput(dv);
+    float *d_glg = dput(glg), *d_gnb = dput(gnb), *d_gns = dput(gns), *d_gmb = dput(gmb), *d_gvn = dput(gvn);
+    float *d_c2 = dput(c), *d_mag2 = dput(mag), *d_st2 = dput(stats);
+    polar_state dst2;
+    dst2.stats = d_st2; dst2.probs = NULL;
+    gr.len_gain_raw = glg.data(); gr.null_base = gnb.data(); gr.null_slope_raw = gns.data();
+    gr.mag_beta_raw = gmb.data(); gr.v_null = gvn.data();
+    dgr.len_gain_raw = d_glg; dgr.null_base = d_gnb; dgr.null_slope_raw = d_gns;
+    dgr.mag_beta_raw = d_gmb; dgr.v_null = d_gvn;
+    CHECK_INT_EQ(polar_backward(&cfg, dq.data(), dk.data(), dv.data(), &gr, dc.data(), dmag.data(), c.data(), mag.data(), &st,
+                                q.data(), k.data(), v.data(), &prm, B, H, Hkv, T, D, NULL), POLAR_OK);
+    CHECK_INT_EQ(polar_backward_cuda(&cfg, d_dq, d_dk, d_dv, &dgr, d_dc, d_dmag, d_c2, d_mag2, &dst2, d_q, d_k, d_v, &dprm,
+                                     B, H, Hkv, T, D, NULL, NULL), POLAR_OK);
+    std::vector<float> g = dget(d_dq, nq);
+    CHECK_REL(g, dq, 1e-4);
+    g = dget(d_dk, nk);
+    CHECK_REL(g, dk, 1e-4);
+    g = dget(d_dv, nk);
+    CHECK_REL(g, dv, 1e-4);
+    g = dget(d_glg, H);
+    CHECK_REL(g, glg, 1e-4);
+    g = dget(d_gnb, H);
+    CHECK_REL(g, gnb, 1e-4);
+    g = dget(d_gns, H);
+    CHECK_REL(g, gns, 1e-4);
+    g = dget(d_gmb, H);
+    CHECK_REL(g, gmb, 1e-4);
+    g = dget(d_gvn, (size_t)H * D);
+    CHECK_REL(g, gvn, 1e-4);
+    dfree(d_q); dfree(d_k); dfree(d_v); dfree(d_c); dfree(d_mag); dfree(d_stats);
+    dfree(d_dc); dfree(d_dmag); dfree(d_dq); dfree(d_dk); dfree(d_dv);
+    dfree(d_glg); dfree(d_gnb); dfree(d_gns); dfree(d_gmb); dfree(d_gvn);
+    dfree(d_c2); dfree(d_mag2); dfree(d_st2);
+}
+
+static void test_fb_tiny(void)
+{
+    NEED_GPU();
+    fb_case(2, 2, 1, 1, 32, POLAR_NO_WINDOW, 11); /* T = 1: only the diagonal and the sink */
+    fb_case(1, 4, 2, 17, 64, POLAR_NO_WINDOW, 12);
+}
+static void test_fb_tiles(void)
+{
+    NEED_GPU();
+    fb_case(1, 4, 1, 64, 128, POLAR_NO_WINDOW, 13); /* GQA 4, exact tiles */
+    fb_case(2, 2, 2, 65, 32, 8, 14);                /* ragged tile, window, B*H = 4 */
+    fb_case(1, 2, 2, 130, 96, 20, 15);              /* D = 96, window across tiles */
+}
+static void test_fb_long(void)
+{
+    NEED_GPU();
+    fb_case(1, 4, 2, 300, 64, 50, 16);                /* GQA 2 + window: skipped tiles */
+    fb_case(1, 2, 1, 300, 128, POLAR_NO_WINDOW, 17);  /* D = 128 */
+    fb_case(1, 2, 1, 1000, 32, POLAR_NO_WINDOW, 18);  /* long, full causal */
+    if (!g_sim) fb_case(1, 4, 1, 1000, 128, POLAR_NO_WINDOW, 19);
+}
+
+/* the backward is deterministic: two runs give the same bits */
+static void test_bwd_deterministic(void)
+{
+    const int B = 1, H = 4, Hkv = 2, T = 70, D = 64;
+    const size_t nq = (size_t)B * H * T * D, nk = (size_t)B * Hkv * T * D, nr = (size_t)B * H * T;
+    polar_config cfg = polar_config_default();
+    polar_state dst;
+    polar_grads dgr;
+    int run;
+    std::vector<float> outs[2][4];
+    NEED_GPU();
+    tt_seed(21);
+    host_params hp(H, D);
+    dev_params dp(hp);
+    polar_params dprm = dp.view();
+    std::vector<float> q = randn(nq, 1.5), k = randn(nk, 1.0), v = randn(nk, 1.0), dc = randn(nq, 1.0), dmag = randn(nr, 1.0);
+    float *d_q = dput(q), *d_k = dput(k), *d_v = dput(v), *d_dc = dput(dc), *d_dmag = dput(dmag);
+    std::vector<float> zq(nq, 0.0f), zk(nk, 0.0f), zr(nr, 0.0f), zs(nr * POLAR_NSTAT, 0.0f), zv((size_t)H * D, 0.0f);
+    float *d_c = dput(zq), *d_mag = dput(zr), *d_st = dput(zs);
+    dst.stats = d_st; dst.probs = NULL;
+    CHECK_INT_EQ(polar_forward_cuda(&cfg, d_c, d_mag, &dst, d_q, d_k, d_v, &dprm, B, H, Hkv, T, D, NULL, NULL), POLAR_OK);
+    for (run = 0; run < 2; run++) {
+        float *d_dq = dput(zq), *d_dk = dput(zk), *d_dv = dput(zk), *d_gvn = dput(zv);
+        std::vector<float> zh(H, 0.0f);
+        float *d_glg = dput(zh);
+        dgr.len_gain_raw = d_glg; dgr.null_base = NULL; dgr.null_slope_raw = NULL; dgr.mag_beta_raw = NULL;
+        dgr.v_null = d_gvn;
+        CHECK_INT_EQ(polar_backward_cuda(&cfg, d_dq, d_dk, d_dv, &dgr, d_dc, d_dmag, d_c, d_mag, &dst, d_q, d_k, d_v, &dprm,
+                                         B, H, Hkv, T, D, NULL, NULL), POLAR_OK);
+        outs[run][0] = dget(d_dq, nq);
+        outs[run][1] = dget(d_dk, nk);
+        outs[run][2] = dget(d_dv, nk);
+        outs[run][3] = dget(d_gvn, (size_t)H * D);
+        dfree(d_dq); dfree(d_dk); dfree(d_dv); dfree(d_gvn); dfree(d_glg);
+    }
+    for (run = 0; run < 4; run++) {
+        CHECK(outs[0][run].size() == outs[1][run].size());
+        CHECK(memcmp(outs[0][run].data(), outs[1][run].data(), outs[0][run].size() * sizeof(float)) == 0);
+    }
+    dfree(d_q); dfree(d_k); dfree(d_v); dfree(d_dc); dfree(d_dmag); dfree(d_c); dfree(d_mag); dfree(d_st);
+}
+
+/* paged decode vs polar_decode and vs the last row of the full forward */
+static void decode_case(int B, int H, int Hkv, int D, int bs, int window, unsigned seed)
+{
+    const int max_blocks = 5, Tmax = max_blocks * bs;
+    const int num_blocks = B * max_blocks + 3; /* spare blocks: holes, never referenced */
+    int b, x, t, h, d;
+    polar_config cfg = polar_config_default();
+    tt_seed(seed);
+    cfg.window = window;
+    host_params hp(H, D);
+    dev_params dp(hp);
+    polar_params prm = hp.view(), dprm = dp.view();
+    /* per-sequence K/V (B,Hkv,Tmax,D) and queries for every position (B,H,Tmax,D) */
+    std::vector<float> k = randn((size_t)B * Hkv * Tmax * D, 1.0), v = randn((size_t)B * Hkv * Tmax * D, 1.0);
+    std::vector<float> qall = randn((size_t)B * H * Tmax * D, 1.5);
+    std::vector<int> lens(B), table((size_t)B * max_blocks, -1), perm(num_blocks);
+    for (b = 0; b < B; b++) lens[b] = (int)(tt_uniform() * (Tmax + 1)) % (Tmax + 1);
+    lens[0] = 0;                     /* zero visible keys: everything drains to the null sink */
+    if (B > 1) lens[1] = Tmax;       /* full table */
+    if (B > 2) lens[2] = bs + 1;     /* one key into the second block */
+    /* shuffled physical blocks; unused blocks (holes) hold NaN, so reading one shows up */
+    for (x = 0; x < num_blocks; x++) perm[x] = x;
+    for (x = num_blocks - 1; x > 0; x--) {
+        int y = (int)(tt_uniform() * (x + 1)) % (x + 1), tmp = perm[x];
+        perm[x] = perm[y];
+        perm[y] = tmp;
+    }
+    std::vector<float> kc((size_t)num_blocks * Hkv * bs * D, NAN), vc((size_t)num_blocks * Hkv * bs * D, NAN);
+    for (b = 0; b < B; b++) {
+        int nb = (lens[b] + bs - 1) / bs;
+        for (x = 0; x < nb; x++) table[(size_t)b * max_blocks + x] = perm[b * max_blocks + x];
+        for (t = 0; t < lens[b]; t++) {
+            int blk = table[(size_t)b * max_blocks + t / bs];
+            for (h = 0; h < Hkv; h++)
+                for (d = 0; d < D; d++) {
+                    size_t src = (((size_t)b * Hkv + h) * Tmax + t) * D + d;
+                    size_t dst = (((size_t)blk * Hkv + h) * bs + t % bs) * D + d;
+                    kc[dst] = k[src];
+                    vc[dst] = v[src];
+                }
+        }
+    }
+    /* the decode query of sequence b is its query at position len-1 (position 0 if len 0) */
+    std::vector<float> q((size_t)B * H * D), c((size_t)B * H * D), mag((size_t)B * H);
+    for (b = 0; b < B; b++)
+        for (h = 0; h < H; h++) {
+            int pos = lens[b] > 0 ? lens[b] - 1 : 0;
+            memcpy(&q[((size_t)b * H + h) * D], &qall[(((size_t)b * H + h) * Tmax + pos) * D], (size_t)D * sizeof(float));
+        }
+    CHECK_INT_EQ(polar_decode(&cfg, c.data(), mag.data(), q.data(), kc.data(), vc.data(), table.data(), lens.data(), &prm,
+                              B, H, Hkv, D, bs, num_blocks, max_blocks), POLAR_OK);
+    float *d_q = dput(q), *d_kc = dput(kc), *d_vc = dput(vc);
+    int *d_tab = dput(table), *d_len = dput(lens);
+    std::vector<float> zc(c.size(), 0.0f), zm(mag.size(), 0.0f);
+    float *d_c = dput(zc), *d_mag = dput(zm);
+    CHECK_INT_EQ(polar_decode_cuda(&cfg, d_c, d_mag, d_q, d_kc, d_vc, d_tab, d_len, &dprm, B, H, Hkv, D, bs, num_blocks,
+                                   max_blocks, NULL), POLAR_OK);
+    std::vector<float> gc = dget(d_c, c.size()), gm = dget(d_mag, mag.size());
+    CHECK_REL(gc, c, 1e-5);
+    CHECK_REL(gm, mag, 1e-5);
+    /* the last row of the full forward (CPU) of each non-empty sequence */
+    for (b = 0; b < B; b++) {
+        int T = lens[b];
+        if (T < 1) continue;
+        std::vector<float> qb((size_t)H * T * D), kb((size_t)Hkv * T * D), vb((size_t)Hkv * T * D);
+        std::vector<float> cf((size_t)H * T * D), mf((size_t)H * T), sf((size_t)H * T * POLAR_NSTAT);
+        polar_state st;
+        for (h = 0; h < H; h++)
+            memcpy(&qb[(size_t)h * T * D], &qall[((size_t)b * H + h) * Tmax * D], (size_t)T * D * sizeof(float));
+        for (h = 0; h < Hkv; h++) {
+            memcpy(&kb[(size_t)h * T * D], &k[((size_t)b * Hkv + h) * Tmax * D], (size_t)T * D * sizeof(float));
+            memcpy(&vb[(size_t)h * T * D], &v[((size_t)b * Hkv + h) * Tmax * D], (size_t)T * D * sizeof(float));
+        }
+        st.stats = sf.data(); st.probs = NULL;
+        CHECK_INT_EQ(polar_forward(&cfg, cf.data(), mf.data(), &st, qb.data(), kb.data(), vb.data(), &prm, 1, H, Hkv, T, D, NULL),
+                     POLAR_OK);
+        std::vector<float> lastc((size_t)H * D), lastm(H), gotc((size_t)H * D), gotm(H);
+        for (h = 0; h < H; h++) {
+            memcpy(&lastc[(size_t)h * D], &cf[((size_t)h * T + T - 1) * D], (size_t)D * sizeof(float));
+            lastm[h] = mf[(size_t)h * T + T - 1];
+            memcpy(&gotc[(size_t)h * D], &gc[((size_t)b * H + h) * D], (size_t)D * sizeof(float));
+            gotm[h] = gm[(size_t)b * H + h];
+        }
+        CHECK_REL(gotc, lastc, 1e-5);
+        CHECK_REL(gotm, lastm, 1e-5);
+    }
+    dfree(d_q); dfree(d_kc); dfree(d_vc); dfree(d_tab); dfree(d_len); dfree(d_c); dfree(d_mag);
+}
+
+static void test_decode(void)
+{
+    NEED_GPU();
+    decode_case(4, 4, 1, 64, 16, POLAR_NO_WINDOW, 31); /* GQA 4 */
+    decode_case(3, 4, 2, 128, 7, 20, 32);              /* odd block size, window */
+    decode_case(3, 2, 2, 32, 40, POLAR_NO_WINDOW, 33); /* blocks larger than a tile */
+    decode_case(2, 40, 2, 32, 8, POLAR_NO_WINDOW, 34); /* group of 20 heads: two row chunks */
+}
+
+/* a block-table entry outside the cache: that sequence comes out NaN, the others are fine */
+static void test_decode_bad_table(void)
+{
+    const int B = 2, H = 2, Hkv = 1, D = 32, bs = 4, nblk = 4, maxb = 2;
+    polar_config cfg = polar_config_default();
+    int b;
+    NEED_GPU();
+    tt_seed(41);
+    host_params hp(H, D);
+    dev_params dp(hp);
+    polar_params prm = hp.view(), dprm = dp.view();
+    std::vector<float> q = randn((size_t)B * H * D, 1.0), kc = randn((size_t)nblk * Hkv * bs * D, 1.0);
+    std::vector<float> vc = randn((size_t)nblk * Hkv * bs * D, 1.0);
+    std::vector<int> table = {0, 1, 2, 99}, lens = {6, 6};
+    std::vector<float> z((size_t)B * H * D, 0.0f), zm((size_t)B * H, 0.0f), c((size_t)B * H * D), mag((size_t)B * H);
+    float *d_q = dput(q), *d_kc = dput(kc), *d_vc = dput(vc), *d_c = dput(z), *d_mag = dput(zm);
+    int *d_tab = dput(table), *d_len = dput(lens);
+    CHECK_INT_EQ(polar_decode(&cfg, c.data(), mag.data(), q.data(), kc.data(), vc.data(), table.data(), lens.data(), &prm, B, H,
+                              Hkv, D, bs, nblk, maxb), POLAR_ERANGE);
+    CHECK_INT_EQ(polar_decode_cuda(&cfg, d_c, d_mag, d_q, d_kc, d_vc, d_tab, d_len, &dprm, B, H, Hkv, D, bs, nblk, maxb, NULL),
+                 POLAR_OK);
+    std::vector<float> gc = dget(d_c, z.size()), gm = dget(d_mag, zm.size());
+    for (b = 0; b < H * D; b++) CHECK(isfinite(gc[b]));
+    for (b = H * D; b < B * H * D; b++) CHECK(isnan(gc[b]));
+    CHECK(isfinite(gm[0]) && isfinite(gm[1]) && isnan(gm[2]) && isnan(gm[3]));
+    /* a length beyond the table: NaN as well */
+    lens[0] = maxb * bs + 1;
+    int *d_len2 = dput(lens);
+    CHECK_INT_EQ(polar_decode_cuda(&cfg, d_c, d_mag, d_q, d_kc, d_vc, d_tab, d_len2, &dprm, B, H, Hkv, D, bs, nblk, maxb, NULL),
+                 POLAR_OK);
+    gm = dget(d_mag, zm.size());
+    CHECK(isnan(gm[0]) && isnan(gm[1]));
+    dfree(d_q); dfree(d_kc); dfree(d_vc); dfree(d_c); dfree(d_mag); dfree(d_tab); dfree(d_len); dfree(d_len2);
+}
+
+/* NULL, host pointers, unsupported D or math, Hkv not dividing H: an error, nothing written */
+static void test_bad_input(void)
+{
+    const int B = 1, H = 2, Hkv = 1, T = 5, D = 32;
+    const size_t nq = (size_t)B * H * T * D, nk = (size_t)B * Hkv * T * D, nr = (size_t)B * H * T;
+    polar_config cfg = polar_config_default();
+    polar_state dst, hst;
+    NEED_GPU();
+    tt_seed(51);
+    host_params hp(H, 48);
+    dev_params dp(hp);
+    polar_params dprm = dp.view(), hprm = hp.view();
+    std::vector<float> q = randn(nq, 1.0), k = randn(nk, 1.0), sentinel(nq, 7.0f), srow(nr * POLAR_NSTAT, 7.0f);
+    std::vector<float> q48 = randn((size_t)B * H * T * 48, 1.0), k48 = randn((size_t)B * Hkv * T * 48, 1.0);
+    float *d_q = dput(q), *d_k = dput(k), *d_v = dput(k), *d_c = dput(sentinel), *d_mag = dput(sentinel);
+    float *d_st = dput(srow), *d_q48 = dput(q48), *d_k48 = dput(k48), *d_c48 = dput(q48);
+    std::vector<float> hc(nq), hmag(nr), hstats(nr * POLAR_NSTAT);
+    dst.stats = d_st; dst.probs = NULL;
+    hst.stats = hstats.data(); hst.probs = NULL;
+    CHECK_INT_EQ(polar_forward_cuda(NULL, d_c, d_mag, &dst, d_q, d_k, d_v, &dprm, B, H, Hkv, T, D, NULL, NULL), POLAR_EINVAL);
+    CHECK_INT_EQ(polar_forward_cuda(&cfg, NULL, d_mag, &dst, d_q, d_k, d_v, &dprm, B, H, Hkv, T, D, NULL, NULL), POLAR_EINVAL);
+    CHECK_INT_EQ(polar_forward_cuda(&cfg, d_c, d_mag, NULL, d_q, d_k, d_v, &dprm, B, H, Hkv, T, D, NULL, NULL), POLAR_EINVAL);
+    CHECK_INT_EQ(polar_forward_cuda(&cfg, d_c, d_mag, &dst, d_q, d_k, d_v, NULL, B, H, Hkv, T, D, NULL, NULL), POLAR_EINVAL);
+    /* host pointers: q, the output, the stats, a parameter array */
+    CHECK_INT_EQ(polar_forward_cuda(&cfg, d_c, d_mag, &dst, q.data(), d_k, d_v, &dprm, B, H, Hkv, T, D, NULL, NULL), POLAR_EINVAL);
+    CHECK_INT_EQ(polar_forward_cuda(&cfg, hc.data(), d_mag, &dst, d_q, d_k, d_v, &dprm, B, H, Hkv, T, D, NULL, NULL), POLAR_EINVAL);
+    CHECK_INT_EQ(polar_forward_cuda(&cfg, d_c, d_mag, &hst, d_q, d_k, d_v, &dprm, B, H, Hkv, T, D, NULL, NULL), POLAR_EINVAL);
+    CHECK_INT_EQ(polar_forward_cuda(&cfg, d_c, d_mag, &dst, d_q, d_k, d_v, &hprm, B, H, Hkv, T, D, NULL, NULL), POLAR_EINVAL);
+    /* shapes and config */
+    CHECK_INT_EQ(polar_forward_cuda(&cfg, d_c, d_mag, &dst, d_q, d_k, d_v, &dprm, B, 3, 2, T, D, NULL, NULL), POLAR_EINVAL);
+    CHECK_INT_EQ(polar_forward_cuda(&cfg, d_c, d_mag, &dst, d_q, d_k, d_v, &dprm, 0, H, Hkv, T, D, NULL, NULL), POLAR_EINVAL);
+    CHECK_INT_EQ(polar_forward_cuda(&cfg, d_c, d_mag, &dst, d_q, d_k, d_v, &dprm, B, H, Hkv, 0, D, NULL, NULL), POLAR_EINVAL);
+    CHECK_INT_EQ(polar_forward_cuda(&cfg, d_c48, d_mag, &dst, d_q48, d_k48, d_k48, &dprm, B, H, Hkv, T, 48, NULL, NULL),
+                 POLAR_ENOTSUP);
+    cfg.window = 0;
+    CHECK_INT_EQ(polar_forward_cuda(&cfg, d_c, d_mag, &dst, d_q, d_k, d_v, &dprm, B, H, Hkv, T, D, NULL, NULL), POLAR_EINVAL);
+    cfg = polar_config_default();
+    cfg.math = POLAR_MATH_BF16;
+    CHECK_INT_EQ(polar_forward_cuda(&cfg, d_c, d_mag, &dst, d_q, d_k, d_v, &dprm, B, H, Hkv, T, D, NULL, NULL), POLAR_ENOTSUP);
+    cfg.math = POLAR_MATH_TF32;
+    CHECK_INT_EQ(polar_forward_cuda(&cfg, d_c, d_mag, &dst, d_q, d_k, d_v, &dprm, B, H, Hkv, T, D, NULL, NULL), POLAR_ENOTSUP);
+    cfg.math = 7;
+    CHECK_INT_EQ(polar_forward_cuda(&cfg, d_c, d_mag, &dst, d_q, d_k, d_v, &dprm, B, H, Hkv, T, D, NULL, NULL), POLAR_EINVAL);
+    CHECK(strstr(polar_strerror(POLAR_ENOTSUP), "not implemented") != NULL);
+    cfg = polar_config_default();
+    /* nothing was launched: the outputs still hold the sentinel */
+    std::vector<float> g = dget(d_c, nq);
+    CHECK_ALL_CLOSE(g.data(), sentinel.data(), (long)nq, 0.0, 0.0);
+    g = dget(d_st, nr * POLAR_NSTAT);
+    CHECK_ALL_CLOSE(g.data(), srow.data(), (long)(nr * POLAR_NSTAT), 0.0, 0.0);
+    /* backward: host gradient buffer, host grads entry, host workspace, Hkv not dividing H */
+    {
+        float *d_dq = dput(sentinel), *d_dk = dput(k), *d_dv = dput(k), *d_dc = dput(q), *d_g = dput(std::vector<float>(H, 0.0f));
+        std::vector<float> hg(H, 0.0f), hws(1 << 16);
+        polar_grads dgr, hgr;
+        memset(&dgr, 0, sizeof dgr);
+        memset(&hgr, 0, sizeof hgr);
+        dgr.len_gain_raw = d_g;
+        hgr.len_gain_raw = hg.data();
+        CHECK_INT_EQ(polar_backward_cuda(&cfg, hc.data(), d_dk, d_dv, &dgr, d_dc, NULL, d_c, d_mag, &dst, d_q, d_k, d_v, &dprm,
+                                         B, H, Hkv, T, D, NULL, NULL), POLAR_EINVAL);
+        CHECK_INT_EQ(polar_backward_cuda(&cfg, d_dq, d_dk, d_dv, &hgr, d_dc, NULL, d_c, d_mag, &dst, d_q, d_k, d_v, &dprm,
+                                         B, H, Hkv, T, D, NULL, NULL), POLAR_EINVAL);
+        CHECK_INT_EQ(polar_backward_cuda(&cfg, d_dq, d_dk, d_dv, &dgr, d_dc, NULL, d_c, d_mag, &dst, d_q, d_k, d_v, &dprm,
+                                         B, H, Hkv, T, D, hws.data(), NULL), POLAR_EINVAL);
+        CHECK_INT_EQ(polar_backward_cuda(&cfg, d_dq, d_dk, d_dv, &dgr, d_dc, NULL, d_c, d_mag, &dst, d_q, d_k, d_v, &dprm,
+                                         B, 4, 3, T, D, NULL, NULL), POLAR_EINVAL);
+        CHECK_INT_EQ(polar_backward_cuda(&cfg, d_dq, d_dk, d_dv, &dgr, NULL, NULL, d_c, d_mag, &dst, d_q, d_k, d_v, &dprm,
+                                         B, H, Hkv, T, D, NULL, NULL), POLAR_EINVAL);
+        g = dget(d_dq, nq);
+        CHECK_ALL_CLOSE(g.data(), sentinel.data(), (long)nq, 0.0, 0.0);
+        dfree(d_dq); dfree(d_dk); dfree(d_dv); dfree(d_dc); dfree(d_g);
+    }
+    /* decode: host block table, bad block size, unsupported D */
+    {
+        std::vector<int> tab = {0}, lens = {1};
+        int *d_tab = dput(tab), *d_len = dput(lens);
+        float *d_kc = dput(std::vector<float>((size_t)Hkv * 4 * D, 0.5f));
+        CHECK_INT_EQ(polar_decode_cuda(&cfg, d_c, d_mag, d_q, d_kc, d_kc, tab.data(), d_len, &dprm, B, H, Hkv, D, 4, 1, 1, NULL),
+                     POLAR_EINVAL);
+        CHECK_INT_EQ(polar_decode_cuda(&cfg, d_c, d_mag, d_q, d_kc, d_kc, d_tab, lens.data(), &dprm, B, H, Hkv, D, 4, 1, 1, NULL),
+                     POLAR_EINVAL);
+        CHECK_INT_EQ(polar_decode_cuda(&cfg, d_c, d_mag, d_q, d_kc, d_kc, d_tab, d_len, &dprm, B, H, Hkv, D, 0, 1, 1, NULL),
+                     POLAR_EINVAL);
+        CHECK_INT_EQ(polar_decode_cuda(&cfg, d_c, d_mag, d_q, d_kc, d_kc, d_tab, d_len, &dprm, B, H, Hkv, 16, 4, 1, 1, NULL),
+                     POLAR_ENOTSUP);
+        g = dget(d_c, nq);
+        CHECK_ALL_CLOSE(g.data(), sentinel.data(), (long)nq, 0.0, 0.0);
+        dfree(d_tab); dfree(d_len); dfree(d_kc);
+    }
+    CHECK(polar_workspace_size_cuda(&cfg, B, H, Hkv, T, D) >= nr * (D + 10) * sizeof(float));
+    CHECK(polar_workspace_size_cuda(&cfg, B, 3, 2, T, D) == 0);
+    dfree(d_q); dfree(d_k); dfree(d_v); dfree(d_c); dfree(d_mag); dfree(d_st); dfree(d_q48); dfree(d_k48); dfree(d_c48);
+}
+
+int main(int argc, char **argv)
+{
+    TEST_INIT(argc, argv);
+    g_gpu = parity_device_ok();
+#ifdef ATTNKIT_CUDA_SIM
+    g_sim = 1;
+#endif
+    if (g_gpu) parity_print_device();
+    TEST_RUN(test_bad_input);
+    TEST_RUN(test_fb_tiny);
+    TEST_RUN(test_fb_tiles);
+    TEST_RUN(test_fb_long);
+    TEST_RUN(test_bwd_deterministic);
+    TEST_RUN(test_decode);
+    TEST_RUN(test_decode_bad_table);
+    return TEST_END();
+}
