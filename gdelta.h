@@ -293,7 +293,7 @@ GDELTADEF int gd_readout_backward(const gd_config *cfg, float *dr, float *dx,
    nvcc (or against tests/cuda_sim.h); elsewhere they return GD_ENOCUDA. `stream` is a
    cudaStream_t (NULL: the default stream). Same shapes, config and semantics as the CPU
    functions; fp32 only (cfg.math TF32/BF16: GD_ENOTSUP). gd_forward_cuda always runs
-   the chunked form with cfg.chunk_size (1..256; Dk + chunk_size <= 12288) whatever
+   the chunked form with cfg.chunk_size (1..256; Dk + chunk_size < 12288) whatever
    cfg.algo says; its saved state lives in device memory (gd_saved_free releases it) and
    only gd_backward_cuda accepts it. workspace: NULL (allocated on the stream) or a device
    buffer of gd_workspace_size_cuda() bytes (enough for forward and backward). Input

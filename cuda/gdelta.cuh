@@ -53,7 +53,7 @@
    in one thread (norms in double, as on the CPU), so no shuffle order enters the forward
    or backward; only the step kernel reduces over a warp (xor butterfly, fixed order).
 
-   Limits: chunk_size 1..256 (cfg), Dk + chunk_size <= 12288 (the state slice and the
+   Limits: chunk_size 1..256 (cfg), Dk + chunk_size < 12288 (the state slice and the
    chunk's U slice share 48 KiB of shared memory), Dk * Dv and Dv * chunk_size below 2^31
    (int indices inside a block); gd_step_cuda: Dk <= 6144. Beyond: GD_EINVAL, no launch. */
 #ifdef ATTNKIT_CUDA_SIM
@@ -277,21 +277,22 @@ static __global__ void gd__k_intra(gd__kp p)
 
 /* ------------------------------------------------------------ forward scan */
 /* grid (BH, ceil(Dv/BV)): the block owns value rows [v0, v0+nv) of the state. Dynamic
-   shared memory: S (BV,Dk) then the chunk's U slice (C,BV). */
+   shared memory: S (BV,Dk) with row stride Dk + 1 (lanes that walk different rows at the
+   same column hit different banks), then the chunk's U slice (C,BV). */
 static __global__ void gd__k_scan_fwd(gd__kp p)
 {
     GD__DSMEM(float, sm);
     const int tid = threadIdx.x, nt = blockDim.x;
-    const int C = p.C, Dk = p.Dk, Dv = p.Dv, T = p.T, BV = p.BV;
+    const int C = p.C, Dk = p.Dk, Dv = p.Dv, T = p.T, BV = p.BV, SP = Dk + 1;
     const size_t bh = blockIdx.x;
     const int v0 = (int)blockIdx.y * BV, nv = gd__cu_min(BV, Dv - v0);
     const gd__cws w = p.w;
-    float *S = sm, *Us = sm + (size_t)BV * Dk;
+    float *S = sm, *Us = sm + (size_t)BV * SP;
     int idx, ci, i, j, d, x;
     for (idx = tid; idx < nv * Dk; idx += nt) {
         x = idx / Dk;
         d = idx % Dk;
-        S[x * Dk + d] = p.s0 ? p.s0[(bh * Dv + v0 + x) * Dk + d] : 0.0f;
+        S[x * SP + d] = p.s0 ? p.s0[(bh * Dv + v0 + x) * Dk + d] : 0.0f;
     }
     for (ci = 0; ci < p.NC; ci++) {
         const int t0 = ci * C, L = gd__cu_min(C, T - t0);
@@ -302,7 +303,7 @@ static __global__ void gd__k_scan_fwd(gd__kp p)
             for (idx = tid; idx < nv * Dk; idx += nt) {
                 x = idx / Dk;
                 d = idx % Dk;
-                p.states[((bh * p.NC + ci) * Dv + v0 + x) * Dk + d] = S[x * Dk + d];
+                p.states[((bh * p.NC + ci) * Dv + v0 + x) * Dk + d] = S[x * SP + d];
             }
         /* U = U0 - W S^T */
         for (idx = tid; idx < L * nv; idx += nt) {
@@ -311,7 +312,7 @@ static __global__ void gd__k_scan_fwd(gd__kp p)
             j = idx / nv;
             x = idx % nv;
             wj = w.w + (row0 + j) * Dk;
-            sx = S + x * Dk;
+            sx = S + x * SP;
             for (d = 0; d < Dk; d++) s += wj[d] * sx[d];
             u = w.u0[(row0 + j) * Dv + v0 + x] - s;
             Us[j * BV + x] = u;
@@ -325,7 +326,7 @@ static __global__ void gd__k_scan_fwd(gd__kp p)
             i = idx / nv;
             x = idx % nv;
             qi = w.qn + (row0 + i) * Dk;
-            sx = S + x * Dk;
+            sx = S + x * SP;
             mq = w.qkp + cc0 + (size_t)i * C;
             for (d = 0; d < Dk; d++) s += sx[d] * qi[d];
             o = w.e[row0 + i] * s;
@@ -341,14 +342,14 @@ static __global__ void gd__k_scan_fwd(gd__kp p)
             x = idx / Dk;
             d = idx % Dk;
             for (j = 0; j < L; j++) s += w.kn[(row0 + j) * Dk + d] * (w.c[row0 + j] * Us[j * BV + x]);
-            S[x * Dk + d] = el * S[x * Dk + d] + s;
+            S[x * SP + d] = el * S[x * SP + d] + s;
         }
     }
     if (p.sout)
         for (idx = tid; idx < nv * Dk; idx += nt) {
             x = idx / Dk;
             d = idx % Dk;
-            p.sout[(bh * Dv + v0 + x) * Dk + d] = S[x * Dk + d];
+            p.sout[(bh * Dv + v0 + x) * Dk + d] = S[x * SP + d];
         }
 }
 
@@ -360,16 +361,16 @@ static __global__ void gd__k_scan_bwd(gd__kp p)
 {
     GD__DSMEM(float, sm);
     const int tid = threadIdx.x, nt = blockDim.x;
-    const int C = p.C, Dk = p.Dk, Dv = p.Dv, T = p.T, BV = p.BV;
+    const int C = p.C, Dk = p.Dk, Dv = p.Dv, T = p.T, BV = p.BV, SP = Dk + 1;
     const size_t bh = blockIdx.x;
     const int v0 = (int)blockIdx.y * BV, nv = gd__cu_min(BV, Dv - v0);
     const gd__cws w = p.w;
-    float *dS = sm, *dUs = sm + (size_t)BV * Dk;
+    float *dS = sm, *dUs = sm + (size_t)BV * SP;
     int idx, ci, i, j, d, x;
     for (idx = tid; idx < nv * Dk; idx += nt) {
         x = idx / Dk;
         d = idx % Dk;
-        dS[x * Dk + d] = p.dsout ? p.dsout[(bh * Dv + v0 + x) * Dk + d] : 0.0f;
+        dS[x * SP + d] = p.dsout ? p.dsout[(bh * Dv + v0 + x) * Dk + d] : 0.0f;
     }
     for (ci = p.NC - 1; ci >= 0; ci--) {
         const int t0 = ci * C, L = gd__cu_min(C, T - t0);
@@ -379,7 +380,7 @@ static __global__ void gd__k_scan_bwd(gd__kp p)
         for (idx = tid; idx < nv * Dk; idx += nt) {
             x = idx / Dk;
             d = idx % Dk;
-            w.dse[((bh * p.NC + ci) * Dv + v0 + x) * Dk + d] = dS[x * Dk + d];
+            w.dse[((bh * p.NC + ci) * Dv + v0 + x) * Dk + d] = dS[x * SP + d];
         }
         /* dU_j = c_j dS k_j + scale sum_{i>=j} P_ij QK_ij dO_i */
         for (idx = tid; idx < L * nv; idx += nt) {
@@ -388,7 +389,7 @@ static __global__ void gd__k_scan_bwd(gd__kp p)
             j = idx / nv;
             x = idx % nv;
             kj = w.kn + (row0 + j) * Dk;
-            sx = dS + x * Dk;
+            sx = dS + x * SP;
             for (d = 0; d < Dk; d++) y += kj[d] * sx[d];
             for (i = j; i < L; i++) s += w.qkp[cc0 + (size_t)i * C + j] * p.dr[(row0 + i) * Dv + v0 + x];
             du = w.c[row0 + j] * y + p.scale * s;
@@ -405,7 +406,7 @@ static __global__ void gd__k_scan_bwd(gd__kp p)
             for (i = 0; i < L; i++)
                 a += w.qn[(row0 + i) * Dk + d] * (w.e[row0 + i] * p.dr[(row0 + i) * Dv + v0 + x]);
             for (j = 0; j < L; j++) b += w.w[(row0 + j) * Dk + d] * dUs[j * BV + x];
-            dS[x * Dk + d] = el * dS[x * Dk + d] + p.scale * a - b;
+            dS[x * SP + d] = el * dS[x * SP + d] + p.scale * a - b;
         }
     }
     __syncthreads();
@@ -413,7 +414,7 @@ static __global__ void gd__k_scan_bwd(gd__kp p)
         for (idx = tid; idx < nv * Dk; idx += nt) {
             x = idx / Dk;
             d = idx % Dk;
-            p.ds0[(bh * Dv + v0 + x) * Dk + d] += dS[x * Dk + d];
+            p.ds0[(bh * Dv + v0 + x) * Dk + d] += dS[x * SP + d];
         }
 }
 
@@ -689,8 +690,8 @@ static int gd__cu_math(const gd_config *cfg, const char *fn)
 static int gd__cu_bv(int Dk, int Dv, int C)
 {
     int bv = 16;
-    while (bv > 1 && (size_t)bv * (size_t)(Dk + C) * sizeof(float) > GD__CU_SMEM) bv /= 2;
-    if ((size_t)bv * (size_t)(Dk + C) * sizeof(float) > GD__CU_SMEM) return 0;
+    while (bv > 1 && (size_t)bv * (size_t)(Dk + 1 + C) * sizeof(float) > GD__CU_SMEM) bv /= 2;
+    if ((size_t)bv * (size_t)(Dk + 1 + C) * sizeof(float) > GD__CU_SMEM) return 0;
     return bv < Dv ? bv : Dv;
 }
 
@@ -732,7 +733,7 @@ static int gd__cu_shapes(const gd_config *cfg, const char *fn, int B, int H, int
     *NC = (T + *C - 1) / *C;
     *BV = gd__cu_bv(Dk, Dv, *C);
     if (!*BV)
-        return gd__err(cfg, GD_EINVAL, "%s: Dk + chunk_size = %d exceeds the CUDA path's %d", fn,
+        return gd__err(cfg, GD_EINVAL, "%s: Dk + chunk_size = %d must be below %d on the CUDA path", fn,
                        Dk + *C, (int)(GD__CU_SMEM / sizeof(float)));
     if ((double)B * H * *NC > 2e9)
         return gd__err(cfg, GD_EINVAL, "%s: B*H*chunks too large for one grid", fn);
@@ -843,7 +844,7 @@ GDELTADEF int gd_forward_cuda(const gd_config *cfg, float *r, float *state_out,
     }
     if (rc == GD_OK) {
         dim3 grid((unsigned)BH, (unsigned)((Dv + BV - 1) / BV));
-        size_t sm = (size_t)BV * (Dk + C) * sizeof(float);
+        size_t sm = (size_t)BV * (Dk + 1 + C) * sizeof(float);
         GD__LAUNCH(gd__k_scan_fwd, grid, GD__CU_THREADS, sm, st, p);
         rc = gd__cu_launched(cfg, fn);
     }
@@ -905,7 +906,7 @@ GDELTADEF int gd_backward_cuda(const gd_config *cfg, const gd_saved *saved,
     }
     if (rc == GD_OK) {
         dim3 grid((unsigned)BH, (unsigned)((Dv + BV - 1) / BV));
-        size_t sm = (size_t)BV * (Dk + C) * sizeof(float);
+        size_t sm = (size_t)BV * (Dk + 1 + C) * sizeof(float);
         GD__LAUNCH(gd__k_scan_bwd, grid, GD__CU_THREADS, sm, st, p);
         rc = gd__cu_launched(cfg, fn);
     }
