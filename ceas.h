@@ -411,6 +411,35 @@ CEASDEF float ceas_ls_target_at(const ceas_knob_config *kc, long long t);
 CEASDEF int ceas_ls_update(const ceas_knob_config *kc, long long t, float p, float h_logit,
                            float *p_out);
 
+/* ---- CUDA: the observables and their reductions on the device ---- */
+/* cuda/ceas.cuh; compiled when this header is compiled by nvcc (or by a C++ compiler
+   with ATTNKIT_CUDA_SIM and tests/cuda_sim.h), else these return CEAS_ENOCUDA. The
+   controller itself stays on the host: these hand it the numbers it needs.
+   logits, rows and score are DEVICE pointers (a host pointer: CEAS_EINVAL, nothing
+   launched); beta (H) and heads (H) are HOST arrays (the controller's). `stream` is a
+   cudaStream_t (NULL: the default stream). Per row one block: max, then one pass
+   with double accumulators; pooling per head in a fixed-order tree (deterministic).
+   Calls that return heads or a validity verdict end with a stream synchronisation. */
+typedef struct CUstream_st *ceas_stream;
+#define CEAS_ENOCUDA (-6)
+#define CEAS_ECUDA   (-7)
+CEASDEF int ceas_cuda_available(void);
+/* As ceas_attention_observables. rows: (B,H,T) device ceas_obs or NULL; heads: (H) host
+   or NULL (not both NULL); workspace: NULL or
+   ceas_attention_observables_cuda_workspace_size(B, H, T) bytes of device memory. */
+CEASDEF size_t ceas_attention_observables_cuda_workspace_size(int B, int H, int T);
+CEASDEF int ceas_attention_observables_cuda(const float *logits /* (B,H,T,T) */, int B, int H,
+                                            int T, int causal, const float *beta /* (H) host */,
+                                            ceas_obs *rows /* (B,H,T) device */,
+                                            ceas_obs *heads /* (H) host */, void *workspace,
+                                            ceas_stream stream);
+/* As ceas_pool_observables over device rows (R) into a host result. */
+CEASDEF int ceas_pool_observables_cuda(ceas_obs *out /* host */, const ceas_obs *rows /* (R) device */,
+                                       int R, ceas_stream stream);
+/* As ceas_gate_scores: score (B,H,T) and rows (B,H,T) on the device, beta (H) host. */
+CEASDEF int ceas_gate_scores_cuda(float *score, const ceas_obs *rows, const float *beta, int B,
+                                  int H, int T, ceas_stream stream);
+
 #ifdef __cplusplus
 }
 #endif
@@ -489,6 +518,8 @@ CEASDEF const char *ceas_strerror(int err)
     case CEAS_ERANGE: return "buffer too small";
     case CEAS_EIO: return "i/o error";
     case CEAS_EFORMAT: return "bad state buffer (corrupted, truncated or other shape)";
+    case CEAS_ENOCUDA: return "built without CUDA (compile with nvcc)";
+    case CEAS_ECUDA: return "CUDA error";
     default: return "unknown error";
     }
 }
@@ -1747,6 +1778,38 @@ CEASDEF int ceas_ls_update(const ceas_knob_config *k, long long t, float p, floa
     *p_out = ceas__clampf((float)np, k->ls_min, k->ls_max);
     return CEAS_OK;
 }
+
+/* ------------------------------------------------------------------ CUDA */
+#if defined(__CUDACC__) || defined(ATTNKIT_CUDA_SIM)
+#include "cuda/ceas.cuh"
+#else
+CEASDEF int ceas_cuda_available(void) { return 0; }
+CEASDEF size_t ceas_attention_observables_cuda_workspace_size(int B, int H, int T)
+{
+    (void)B; (void)H; (void)T;
+    return 0;
+}
+CEASDEF int ceas_attention_observables_cuda(const float *logits, int B, int H, int T, int causal,
+                                            const float *beta, ceas_obs *rows, ceas_obs *heads,
+                                            void *workspace, ceas_stream stream)
+{
+    (void)logits; (void)B; (void)H; (void)T; (void)causal; (void)beta; (void)rows;
+    (void)heads; (void)workspace; (void)stream;
+    return CEAS_ENOCUDA;
+}
+CEASDEF int ceas_pool_observables_cuda(ceas_obs *out, const ceas_obs *rows, int R,
+                                       ceas_stream stream)
+{
+    (void)out; (void)rows; (void)R; (void)stream;
+    return CEAS_ENOCUDA;
+}
+CEASDEF int ceas_gate_scores_cuda(float *score, const ceas_obs *rows, const float *beta, int B,
+                                  int H, int T, ceas_stream stream)
+{
+    (void)score; (void)rows; (void)beta; (void)B; (void)H; (void)T; (void)stream;
+    return CEAS_ENOCUDA;
+}
+#endif /* CUDA */
 
 #endif /* CEAS_IMPLEMENTATION_DONE */
 #endif /* CEAS_IMPLEMENTATION */

@@ -74,6 +74,22 @@ static __device__ double era__d_bsum(double v, double *sh)
     return r;
 }
 
+/* v[0..nv) summed over the block in one fixed tree (the same per value as era__d_bsum);
+   sh: nv * ERA__NT doubles; every thread calls it */
+static __device__ void era__d_bsumv(double *v, int nv, double *sh)
+{
+    int t = (int)threadIdx.x, s, c;
+    for (c = 0; c < nv; c++) sh[c * ERA__NT + t] = v[c];
+    __syncthreads();
+    for (s = ERA__NT / 2; s > 0; s >>= 1) {
+        if (t < s)
+            for (c = 0; c < nv; c++) sh[c * ERA__NT + t] += sh[c * ERA__NT + t + s];
+        __syncthreads();
+    }
+    for (c = 0; c < nv; c++) v[c] = sh[c * ERA__NT];
+    __syncthreads();
+}
+
 /* x_ij of the RPA prior (non-legacy): M_i . Phi_j, then the position mix */
 static __device__ float era__d_rpa_x(const float *Mi, const float *phiT, int T, int K, int i,
                                      int j, float keep, float cpos, int mix)
@@ -720,7 +736,7 @@ static __global__ void era__k_rpa_out(float *out, double *part, const float *M, 
                                       float keep, float cpos, int mix, float clip, float tau,
                                       float scale, float zeps)
 {
-    __shared__ double sh[ERA__NT];
+    __shared__ double sh[2 * ERA__NT];
     int i = row0 + (int)blockIdx.x, j, jn = causal ? i + 1 : T;
     const float *Mi = M + (size_t)i * K;
     float *row = out + (size_t)blockIdx.x * T;
@@ -746,11 +762,15 @@ static __global__ void era__k_rpa_out(float *out, double *part, const float *M, 
         }
     }
     if (!part) return; /* uniform over the block: no barrier skipped by a subset */
-    s = era__d_bsum(s, sh);
-    s2 = era__d_bsum(s2, sh);
-    if (threadIdx.x == 0) {
-        part[2 * (size_t)i] = s;
-        part[2 * (size_t)i + 1] = s2;
+    {
+        double v[2];
+        v[0] = s;
+        v[1] = s2;
+        era__d_bsumv(v, 2, sh);
+        if (threadIdx.x == 0) {
+            part[2 * (size_t)i] = v[0];
+            part[2 * (size_t)i + 1] = v[1];
+        }
     }
 }
 
@@ -951,7 +971,7 @@ static __global__ void era__k_rpa_b1(double *part, const float *dbias, const flo
                                      float keep, float cpos, int mix, double tau, double clip,
                                      double scale, int tau_free, double zeps)
 {
-    __shared__ double sh[ERA__NT];
+    __shared__ double sh[3 * ERA__NT];
     int i = (int)blockIdx.x, j;
     const float *Mi = M + (size_t)i * K, *db = dbias + (size_t)i * T;
     double mean = stats[0], inv_d = 1.0 / (stats[1] + zeps), a = 0.0, bs = 0.0, dt = 0.0;
@@ -964,13 +984,17 @@ static __global__ void era__k_rpa_b1(double *part, const float *dbias, const flo
         a += gy;
         bs += gy * ((double)x - mean);
     }
-    a = era__d_bsum(a, sh);
-    bs = era__d_bsum(bs, sh);
-    dt = era__d_bsum(dt, sh);
-    if (threadIdx.x == 0) {
-        part[6 * (size_t)i] = a;
-        part[6 * (size_t)i + 1] = bs;
-        part[6 * (size_t)i + 2] = dt;
+    {
+        double v[3];
+        v[0] = a;
+        v[1] = bs;
+        v[2] = dt;
+        era__d_bsumv(v, 3, sh);
+        if (threadIdx.x == 0) {
+            part[6 * (size_t)i] = v[0];
+            part[6 * (size_t)i + 1] = v[1];
+            part[6 * (size_t)i + 2] = v[2];
+        }
     }
 }
 
@@ -995,7 +1019,7 @@ static __global__ void era__k_rpa_b2(float *dM, double *part, const double *sums
                                      double clip, double scale, int tau_free, double zeps,
                                      double pm, double pos_beta, double den)
 {
-    __shared__ double sh[ERA__NT];
+    __shared__ double sh[(ERA__KC + 1) * ERA__NT];
     int i = (int)blockIdx.x, j, k0, kk, jn = causal ? i + 1 : T;
     const float *Mi = M + (size_t)i * K, *db = dbias + (size_t)i * T;
     double mean = stats[0], sd = stats[1], n = stats[2], inv_d = 1.0 / (sd + zeps);
@@ -1004,7 +1028,7 @@ static __global__ void era__k_rpa_b2(float *dM, double *part, const double *sums
     double cB = (n > 1.0 && sd > 0.0) ? Bs * inv_d * inv_d / ((n - 1.0) * sd) : 0.0;
     int few = n < 2.0;
     for (k0 = 0; k0 < K; k0 += ERA__KC) {
-        double acc[ERA__KC], dbt = 0.0, r;
+        double acc[ERA__KC + 1], dbt = 0.0;
         int kn = K - k0 < ERA__KC ? K - k0 : ERA__KC;
         for (kk = 0; kk < ERA__KC; kk++) acc[kk] = 0.0;
         for (j = threadIdx.x; j < T; j += ERA__NT) {
@@ -1021,12 +1045,12 @@ static __global__ void era__k_rpa_b2(float *dM, double *part, const double *sums
             }
             for (kk = 0; kk < kn; kk++) acc[kk] += v * phi[(size_t)j * K + k0 + kk];
         }
-        for (kk = 0; kk < kn; kk++) {
-            r = era__d_bsum(acc[kk], sh);
-            if (threadIdx.x == 0) dM[(size_t)i * K + k0 + kk] = (float)r;
+        acc[kn] = dbt;
+        era__d_bsumv(acc, kn + 1, sh);
+        if (threadIdx.x == 0) {
+            for (kk = 0; kk < kn; kk++) dM[(size_t)i * K + k0 + kk] = (float)acc[kk];
+            if (k0 == 0) part[6 * (size_t)i + 5] = acc[kn];
         }
-        r = era__d_bsum(dbt, sh);
-        if (threadIdx.x == 0 && k0 == 0) part[6 * (size_t)i + 5] = r;
     }
 }
 

@@ -78,25 +78,27 @@ static void test_bad_input(void)
     era_era_cuda_state es = era_era_cuda_state_init();
     std::vector<float> host_mu = make_mu(1, 8, 4), host_bias(64, 7.0f);
     float *d_mu = dput(host_mu), *d_bias = dput(host_bias);
-    /* NULL, bad sizes, bad scalars: no device needed */
-    CHECK_INT_EQ(era_rpa_forward_cuda(&rc, &rp, NULL, 1, 8, d_bias, &st, NULL, NULL), ERA_EINVAL);
-    CHECK_INT_EQ(era_rpa_forward_cuda(&rc, &rp, d_mu, 0, 8, d_bias, &st, NULL, NULL), ERA_EINVAL);
-    CHECK_INT_EQ(era_rpa_forward_cuda(&rc, &rp, d_mu, 1, 0, d_bias, &st, NULL, NULL), ERA_EINVAL);
-    CHECK_INT_EQ(era_rpa_forward_cuda(&rc, &rp, d_mu, 1, 70000, d_bias, &st, NULL, NULL), ERA_ERANGE);
+    /* NULL, bad sizes, bad scalars: refused before any pointer check (host buffers here),
+       so these run without a device too */
+    float *hm = host_mu.data(), *hbias = host_bias.data();
+    CHECK_INT_EQ(era_rpa_forward_cuda(&rc, &rp, NULL, 1, 8, hbias, &st, NULL, NULL), ERA_EINVAL);
+    CHECK_INT_EQ(era_rpa_forward_cuda(&rc, &rp, hm, 0, 8, hbias, &st, NULL, NULL), ERA_EINVAL);
+    CHECK_INT_EQ(era_rpa_forward_cuda(&rc, &rp, hm, 1, 0, hbias, &st, NULL, NULL), ERA_EINVAL);
+    CHECK_INT_EQ(era_rpa_forward_cuda(&rc, &rp, hm, 1, 70000, hbias, &st, NULL, NULL), ERA_ERANGE);
     rp.tau_att = NAN;
-    CHECK_INT_EQ(era_rpa_forward_cuda(&rc, &rp, d_mu, 1, 8, d_bias, &st, NULL, NULL), ERA_EINVAL);
+    CHECK_INT_EQ(era_rpa_forward_cuda(&rc, &rp, hm, 1, 8, hbias, &st, NULL, NULL), ERA_EINVAL);
     rp = era_rpa_params_default();
     rc.legacy = 1; /* no CUDA path for the legacy mixture */
-    CHECK_INT_EQ(era_rpa_forward_cuda(&rc, &rp, d_mu, 1, 8, d_bias, &st, NULL, NULL), ERA_EINVAL);
+    CHECK_INT_EQ(era_rpa_forward_cuda(&rc, &rp, hm, 1, 8, hbias, &st, NULL, NULL), ERA_EINVAL);
     rc.legacy = 0;
     rc.tau_align = 0.0f;
-    CHECK_INT_EQ(era_rpa_forward_cuda(&rc, &rp, d_mu, 1, 8, d_bias, &st, NULL, NULL), ERA_EINVAL);
+    CHECK_INT_EQ(era_rpa_forward_cuda(&rc, &rp, hm, 1, 8, hbias, &st, NULL, NULL), ERA_EINVAL);
     rc = era_rpa_config_default(4);
-    CHECK_INT_EQ(era_rpa_rows_cuda(&st, 0, 1, d_bias, NULL), ERA_EINVAL); /* state not valid */
-    CHECK_INT_EQ(era_apply_cuda(NULL, d_bias, 0, 1, 1, 8, NULL), ERA_EINVAL);
-    CHECK_INT_EQ(era_apply_cuda(d_bias, d_bias, 0, 1, 0, 8, NULL), ERA_EINVAL);
-    CHECK_INT_EQ(era_reduce_grad_cuda(d_bias, NULL, 0, 1, 1, 8, NULL), ERA_EINVAL);
-    CHECK_INT_EQ(era_era_forward_cuda(&ec, NULL, 8, d_bias, &es, NULL, NULL), ERA_EINVAL);
+    CHECK_INT_EQ(era_rpa_rows_cuda(&st, 0, 1, hbias, NULL), ERA_EINVAL); /* state not valid */
+    CHECK_INT_EQ(era_apply_cuda(NULL, hbias, 0, 1, 1, 8, NULL), ERA_EINVAL);
+    CHECK_INT_EQ(era_apply_cuda(hbias, hbias, 0, 1, 0, 8, NULL), ERA_EINVAL);
+    CHECK_INT_EQ(era_reduce_grad_cuda(hbias, NULL, 0, 1, 1, 8, NULL), ERA_EINVAL);
+    CHECK_INT_EQ(era_era_forward_cuda(&ec, NULL, 8, hbias, &es, NULL, NULL), ERA_EINVAL);
     if (g_gpu) {
         /* host pointers: ERA_EINVAL, nothing written */
         std::vector<float> hb(64, 7.0f);

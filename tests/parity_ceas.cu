@@ -1,0 +1,189 @@
+/* parity_ceas.cu - ceas.h's CUDA observables and reductions (cuda/ceas.cuh) against its
+   CPU path. Built by g++/clang++ against the CPU simulation (tests/cuda_sim.h; `make
+   test`) and by nvcc for the GPU (device cases skipped without one).
+   Tolerances (the top of cuda/ceas.cuh): rtol 1e-5 with an absolute floor of 1e-5 x the
+   quantity's scale (H: ln N; var_s, sigma_qk, mean_s: the scale of s).
+   Sizes: B 2, H 3, T in {1, 37, 200} causal and not (one block per row: 1.4K rows at most
+   in the simulation), plus a NaN row, pooling of device rows, gate scores, bad input. */
+#include "tests/cuda_test.h"
+#define CEAS_IMPLEMENTATION
+#include "ceas.h"
+#include "tests/attnkit_test.h"
+
+static int g_gpu = 0;
+
+#define NEED_GPU()                                                             \
+    do {                                                                       \
+        if (!g_gpu) TEST_SKIP("no GPU");                                       \
+    } while (0)
+
+template <typename X> static X *dput(const std::vector<X> &h)
+{
+    X *d = NULL;
+    if (cudaMalloc((void **)&d, (h.size() ? h.size() : 1) * sizeof(X)) != cudaSuccess) return NULL;
+    if (h.size()) cudaMemcpy(d, h.data(), h.size() * sizeof(X), cudaMemcpyHostToDevice);
+    return d;
+}
+template <typename X> static std::vector<X> dget(const X *d, size_t n)
+{
+    std::vector<X> h(n);
+    cudaDeviceSynchronize();
+    cudaMemcpy(h.data(), d, n * sizeof(X), cudaMemcpyDeviceToHost);
+    return h;
+}
+
+/* logits (B,H,T,T) = beta_h * s, s with a per-row offset (so mean_s matters) and
+   head-dependent spread */
+static std::vector<float> make_logits(int B, int H, int T, const std::vector<float> &beta)
+{
+    std::vector<float> l((size_t)B * H * T * T);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++)
+            for (int i = 0; i < T; i++) {
+                double off = 2.0 * tt_normal(), sd = 0.5 + 1.5 * h;
+                for (int j = 0; j < T; j++)
+                    l[(((size_t)b * H + h) * T + i) * T + j] = (float)(beta[h] * (off + sd * tt_normal()));
+            }
+    return l;
+}
+
+static void check_obs(const ceas_obs *g, const ceas_obs *c, long n, double sscale)
+{
+    for (long r = 0; r < n; r++) {
+        double hs = c[r].log_n > 1.0 ? c[r].log_n : 1.0;
+        CHECK_CLOSE(g[r].H, c[r].H, 1e-5, 1e-5 * hs);
+        CHECK_CLOSE(g[r].n_eff, c[r].n_eff, 1e-5, 1e-5 * exp(hs));
+        CHECK_CLOSE(g[r].var_s, c[r].var_s, 1e-5, 1e-5 * sscale * sscale);
+        CHECK_CLOSE(g[r].sigma_qk, c[r].sigma_qk, 1e-5, 1e-5 * sscale);
+        CHECK_CLOSE(g[r].mean_s, c[r].mean_s, 1e-5, 1e-5 * sscale);
+        CHECK_CLOSE(g[r].log_n, c[r].log_n, 1e-6, 0.0);
+        CHECK_INT_EQ(g[r].n, c[r].n);
+        if (tt__case_failed) return; /* one bad row is enough output */
+    }
+}
+
+static void run_obs(int B, int H, int T, int causal, int with_beta)
+{
+    std::vector<float> beta(H);
+    for (int h = 0; h < H; h++) beta[h] = (float)(0.125 * (1.0 + 0.5 * h));
+    std::vector<float> lg = make_logits(B, H, T, beta);
+    const size_t nr = (size_t)B * H * T;
+    std::vector<ceas_obs> rc(nr), hc(H), hg(H);
+    float *d_l = dput(lg);
+    ceas_obs *d_rows = dput(std::vector<ceas_obs>(nr));
+    const float *bp = with_beta ? beta.data() : NULL;
+    if (!with_beta) /* logits are then read as s directly */
+        for (int h = 0; h < H; h++) beta[h] = 1.0f;
+    CHECK_INT_EQ(ceas_attention_observables(lg.data(), B, H, T, causal, bp, rc.data(), hc.data(), NULL), CEAS_OK);
+    CHECK_INT_EQ(ceas_attention_observables_cuda(d_l, B, H, T, causal, bp, d_rows, hg.data(), NULL, NULL), CEAS_OK);
+    std::vector<ceas_obs> rg = dget(d_rows, nr);
+    check_obs(rg.data(), rc.data(), (long)nr, with_beta ? 4.0 : 0.5);
+    check_obs(hg.data(), hc.data(), (long)H, with_beta ? 4.0 : 0.5);
+    /* heads only (rows in the workspace) */
+    std::vector<ceas_obs> hg2(H);
+    CHECK_INT_EQ(ceas_attention_observables_cuda(d_l, B, H, T, causal, bp, NULL, hg2.data(), NULL, NULL), CEAS_OK);
+    CHECK(memcmp(hg2.data(), hg.data(), sizeof(ceas_obs) * (size_t)H) == 0);
+    /* pooling device rows: head 0 of batch 0 */
+    {
+        ceas_obs pc, pg;
+        CHECK_INT_EQ(ceas_pool_observables(&pc, rc.data(), T), CEAS_OK);
+        CHECK_INT_EQ(ceas_pool_observables_cuda(&pg, d_rows, T, NULL), CEAS_OK);
+        check_obs(&pg, &pc, 1, with_beta ? 4.0 : 0.5);
+    }
+    /* gate scores from the device rows */
+    {
+        std::vector<float> sc(nr);
+        float *d_sc = dput(sc);
+        CHECK_INT_EQ(ceas_gate_scores(sc.data(), rc.data(), bp, B, H, T), CEAS_OK);
+        CHECK_INT_EQ(ceas_gate_scores_cuda(d_sc, d_rows, bp, B, H, T, NULL), CEAS_OK);
+        std::vector<float> g = dget(d_sc, nr);
+        CHECK_ALL_CLOSE(g.data(), sc.data(), (long)nr, 1e-4, 1e-5);
+        cudaFree(d_sc);
+    }
+    cudaFree(d_l);
+    cudaFree(d_rows);
+}
+
+static void test_obs_small(void)
+{
+    NEED_GPU();
+    tt_seed(51);
+    run_obs(2, 3, 1, 0, 1);
+    run_obs(2, 3, 1, 1, 0);
+    run_obs(2, 3, 37, 0, 1);
+    run_obs(2, 3, 37, 1, 1);
+    run_obs(1, 2, 37, 1, 0);
+}
+
+static void test_obs_200(void)
+{
+    NEED_GPU();
+    tt_seed(52);
+    run_obs(2, 3, 200, 1, 1);
+    run_obs(1, 2, 200, 0, 1);
+}
+
+static void test_nan_row(void)
+{
+    const int B = 1, H = 2, T = 9;
+    NEED_GPU();
+    tt_seed(53);
+    std::vector<float> beta(H, 0.25f);
+    std::vector<float> lg = make_logits(B, H, T, beta);
+    lg[(size_t)(1 * T + 4) * T + 2] = NAN; /* head 1, row 4 */
+    std::vector<ceas_obs> rc((size_t)B * H * T), hc(H), hg(H);
+    float *d_l = dput(lg);
+    ceas_obs *d_rows = dput(std::vector<ceas_obs>(rc.size()));
+    CHECK_INT_EQ(ceas_attention_observables(lg.data(), B, H, T, 1, beta.data(), rc.data(), hc.data(), NULL), CEAS_EINVAL);
+    CHECK_INT_EQ(ceas_attention_observables_cuda(d_l, B, H, T, 1, beta.data(), d_rows, hg.data(), NULL, NULL), CEAS_EINVAL);
+    std::vector<ceas_obs> rg = dget(d_rows, rc.size());
+    CHECK(rg[T + 4].H != rg[T + 4].H);      /* the bad row is NaN */
+    CHECK(hg[1].H != hg[1].H);              /* so is its head */
+    CHECK_CLOSE(hg[0].H, hc[0].H, 1e-5, 1e-5); /* the other head is fine */
+    /* gate scores refuse the bad rows and write nothing */
+    std::vector<float> sc(rc.size(), 3.0f);
+    float *d_sc = dput(sc);
+    CHECK_INT_EQ(ceas_gate_scores_cuda(d_sc, d_rows, beta.data(), B, H, T, NULL), CEAS_EINVAL);
+    std::vector<float> g = dget(d_sc, sc.size());
+    CHECK_ALL_CLOSE(g.data(), sc.data(), (long)sc.size(), 0.0, 0.0);
+    cudaFree(d_l); cudaFree(d_rows); cudaFree(d_sc);
+}
+
+static void test_bad_input(void)
+{
+    std::vector<float> hl(64, 0.0f), beta(2, 0.5f);
+    std::vector<ceas_obs> heads(2);
+    ceas_obs one;
+    /* refused before any pointer is looked at: runs without a device too */
+    CHECK_INT_EQ(ceas_attention_observables_cuda(NULL, 1, 2, 4, 1, NULL, NULL, heads.data(), NULL, NULL), CEAS_EINVAL);
+    CHECK_INT_EQ(ceas_attention_observables_cuda(hl.data(), 1, 2, 0, 1, NULL, NULL, heads.data(), NULL, NULL), CEAS_EINVAL);
+    CHECK_INT_EQ(ceas_attention_observables_cuda(hl.data(), 1, 2, 4, 1, NULL, NULL, NULL, NULL, NULL), CEAS_EINVAL);
+    beta[1] = -1.0f;
+    CHECK_INT_EQ(ceas_attention_observables_cuda(hl.data(), 1, 2, 4, 1, beta.data(), NULL, heads.data(), NULL, NULL), CEAS_EINVAL);
+    beta[1] = NAN;
+    CHECK_INT_EQ(ceas_gate_scores_cuda(hl.data(), heads.data(), beta.data(), 1, 2, 1, NULL), CEAS_EINVAL);
+    CHECK_INT_EQ(ceas_pool_observables_cuda(&one, heads.data(), 0, NULL), CEAS_EINVAL);
+    CHECK_INT_EQ(ceas_pool_observables_cuda(NULL, heads.data(), 2, NULL), CEAS_EINVAL);
+    if (g_gpu) {
+        /* host logits / rows: refused, nothing launched */
+        beta[1] = 0.5f;
+        CHECK_INT_EQ(ceas_attention_observables_cuda(hl.data(), 1, 2, 4, 1, beta.data(), NULL, heads.data(), NULL, NULL), CEAS_EINVAL);
+        CHECK_INT_EQ(ceas_pool_observables_cuda(&one, heads.data(), 2, NULL), CEAS_EINVAL);
+        float *d_l = dput(hl);
+        CHECK_INT_EQ(ceas_attention_observables_cuda(d_l, 1, 2, 4, 1, beta.data(), heads.data(), NULL, NULL, NULL), CEAS_EINVAL);
+        cudaFree(d_l);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    TEST_INIT(argc, argv);
+    g_gpu = ceas_cuda_available();
+    if (!g_gpu) printf("SKIP: no GPU\n");
+    else parity_print_device();
+    TEST_RUN(test_bad_input);
+    TEST_RUN(test_obs_small);
+    TEST_RUN(test_obs_200);
+    TEST_RUN(test_nan_row);
+    return TEST_END();
+}
