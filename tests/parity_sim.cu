@@ -8,9 +8,11 @@
    and a shuffle naming an absent lane must fail the launch instead of hanging.
    Built with nvcc the correct kernels run on the GPU too; the simulation-only cases skip.
 
-   `parity_sim --oob-global` / `--oob-shared` run a kernel that writes one element past a
-   device buffer / the dynamic shared memory: under ASan the process must die with a
-   heap-buffer-overflow report (tests/run_tests.sh checks that it does). */
+   `parity_sim --oob-global` / `--oob-shared` / `--oob-static-shared` run a kernel that
+   writes one element past a device buffer / the dynamic shared memory / a static __shared__
+   array: under ASan + UBSan the process must die with an overflow report (ASan: heap- or
+   global-buffer-overflow; UBSan: index out of bounds for a static array)
+   (tests/run_tests.sh checks that it does). */
 #include "tests/cuda_test.h"
 #include "tests/attnkit_test.h"
 
@@ -326,10 +328,19 @@ static __global__ void k_shared_past(float *out)
     out[threadIdx.x] = buf[threadIdx.x];
 }
 
+static __global__ void k_static_shared_past(float *out)
+{
+    __shared__ float sh[64];
+    sh[threadIdx.x + 1] = 1.0f; /* planted off-by-one: one past a static __shared__ array */
+    __syncthreads();
+    out[threadIdx.x] = sh[threadIdx.x];
+}
+
 static int oob_mode(const char *which)
 {
     float *d = dalloc<float>(100);
     if (!strcmp(which, "--oob-global")) PARITY_LAUNCH(k_write_past, 1, 128, 0, (cudaStream_t)0, d, 100);
+    else if (!strcmp(which, "--oob-static-shared")) PARITY_LAUNCH(k_static_shared_past, 1, 64, 0, (cudaStream_t)0, d);
     else PARITY_LAUNCH(k_shared_past, 1, 64, 64 * sizeof(float), (cudaStream_t)0, d);
     cudaDeviceSynchronize();
     printf("%s: the out-of-bounds kernel ran to the end (nothing caught it)\n", which);
@@ -339,7 +350,9 @@ static int oob_mode(const char *which)
 
 int main(int argc, char **argv)
 {
-    if (argc > 1 && (!strcmp(argv[1], "--oob-global") || !strcmp(argv[1], "--oob-shared"))) return oob_mode(argv[1]);
+    if (argc > 1 && (!strcmp(argv[1], "--oob-global") || !strcmp(argv[1], "--oob-shared") ||
+                     !strcmp(argv[1], "--oob-static-shared")))
+        return oob_mode(argv[1]);
     TEST_INIT(argc, argv);
     if (parity_device_ok()) parity_print_device();
     else printf("SKIP: no GPU\n");

@@ -132,9 +132,9 @@ if ls tests/parity_*.cu >/dev/null 2>&1; then
             t=$(basename "$src" .cu)
             run_one "sim-$cxx/$t" "build/sim-$cxx/$t"
         done
-        for mode in --oob-global --oob-shared; do
+        for mode in --oob-global --oob-shared --oob-static-shared; do
             if [ -x "build/sim-$cxx/parity_sim" ] && ! build/sim-$cxx/parity_sim $mode > "$LOG/oob$mode-$cxx.out" 2>&1 \
-                && grep -q 'heap-buffer-overflow' "$LOG/oob$mode-$cxx.out"; then
+                && grep -q 'heap-buffer-overflow\|global-buffer-overflow\|out of bounds for type' "$LOG/oob$mode-$cxx.out"; then
                 echo "sim-$cxx/parity_sim $mode: ASan caught the planted out-of-bounds access: 1 passed"; P=$((P + 1))
             else
                 echo "FAIL sim-$cxx/parity_sim $mode: the planted out-of-bounds access went unnoticed"; F=$((F + 1))
