@@ -12,9 +12,15 @@
        softmax attention: qkv = n1 Wqkv^T (one GEMM, no bias) ["blocks.l.attn.qkv.weight" (3C,C)]
              logits = q k^T / (sqrt(D) temp_h) + prior bias, causal softmax, merge heads,
              a = y Wo^T (no bias)                   ["blocks.l.attn.proj.weight" (C,C)]
-             temp_h = attn_temp_mul * head_temp[l,h]
-             RPA prior (era.h era_rpa_forward, batch-mean memberships, warm-in =
-               opts.prior_scale, learned per-layer tau_att and pos_beta)
+             temp_h = attn_temp_mul * head_temp[l,h] (* tau_gac[l] with cfg.gac_tau, which
+               also divides the prior bias: softmax((qk/sqrt(D) + B)/tau_gac), seed 003
+               eq. 8; "blocks.l.attn.gac_tau" (1); its gradient through the temperature
+               and the bias)
+             RPA prior (era.h era_rpa_forward, warm-in = opts.prior_scale, learned
+               per-layer tau_att and pos_beta; tau_att divides the prior only): training
+               from the batch-mean memberships (seed 000) or, with prior_source RUNNING,
+               from the running statistics; evaluation from the running statistics
+               through a per-layer era_cache (B(T) built once per length and parameters)
                                                    ["blocks.l.attn.tau_att" (1), "...pos_beta" (1)]
              ERA prior (era.h era_era_forward, one (T,T) bias per length, times prior_scale)
                                                    ["blocks.l.attn.era.centers" (R_era),
@@ -40,6 +46,8 @@
               (Listing 8 adds the penalty to the summed CE; here the CE is a mean, so the
               penalty weight is relative to a per-token loss)
               + moe_lb_coef * (mean over layers of the MoE load-balance statistic)
+              + (opts.train) ent_band_lambda * sum_l [relu(hmin - H_l)^2 + relu(H_l - hmax)^2]
+              with H_l the layer's mean attention entropy (GAC's band, seed 003 eq. 12)
    F = d_ff_mult * C. LayerNorm: weight and bias, eps 1e-5; RMSNorm: weight only, eps 1e-5.
    Dropout (cfg.dropout, training only) acts on a and f before the residual add.
 
