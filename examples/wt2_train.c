@@ -17,8 +17,21 @@
    Output (--out-dir, default runs/wt2): metrics.jsonl (one JSON object per log step and
    per evaluation), loss.png (training CE and evaluation CE against steps),
    ckpt.safetensors (weights, optimizer, RNG, data-loader and controller state; written
-   atomically every --ckpt-every steps, at the end and on Ctrl-C). Progress goes to stderr;
-   with --json one line of results goes to stdout at the end.
+   atomically every --ckpt-every steps, at the end and on Ctrl-C). Progress goes to stderr
+   (a redrawn bar on a terminal, plain lines every 10 s otherwise); with --json one line of
+   results goes to stdout at the end. JSON never holds NaN or infinity: such numbers are
+   null. On --resume, metrics.jsonl loses its lines after the checkpoint's step (they are
+   run again); temporary checkpoints left by a killed run are removed at start.
+
+   Exit status: 0 only when the run trained, evaluated and wrote its final checkpoint and
+   metrics. 1 when anything failed, with the reason on stderr: the output directory cannot
+   be written (checked before training), a token id is outside --vocab (checked at load,
+   naming the file and byte offset), a checkpoint or metrics write failed (a failed periodic
+   checkpoint is a warning at the time and fails the run at the end), or the run diverged
+   (the final loss is not finite, or more than half of this run's steps were skipped as
+   non-finite; the results are still printed, with null). 2: bad options. 130: interrupted
+   by Ctrl-C with a checkpoint written (1 if it could not be written: there is nothing to
+   resume from).
    License: MIT. */
 #define _POSIX_C_SOURCE 200809L
 #include "common/data.h"
@@ -219,7 +232,9 @@ static void plot_metrics(const char *dir)
     double *tx = NULL, *ty = NULL, *vx = NULL, *vy = NULL;
     size_t nt = 0, nv = 0, ct = 0, cv = 0;
     FILE *f;
+    struct stat st;
     snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return; /* not /dev/zero or a FIFO */
     f = fopen(path, "r");
     if (!f) return;
     while (fgets(line, sizeof line, f)) {
@@ -425,6 +440,9 @@ int main(int argc, char **argv)
         }
         fprintf(stderr, "wt2_train: resumed from %s at step %lld\n", resume, trn_steps_done(t));
     }
+    /* from here on Ctrl-C saves a checkpoint (installed before metrics.jsonl is written:
+       a script that waits for that file can interrupt the run safely) */
+    signal(SIGINT, on_sigint);
     snprintf(path, sizeof path, "%s/metrics.jsonl", cfg.out_dir);
     if (resume && metrics_truncate(path, trn_steps_done(t), err, sizeof err) != 0) {
         fprintf(stderr, "wt2_train: %s\n", err);
@@ -454,7 +472,6 @@ int main(int argc, char **argv)
             cfg.preset, mdl_num_params(trn_model(t)), trn_total_steps(t), trn_steps_per_epoch(t),
             (long long)cfg.batch * cfg.context, cfg.max_steps ? " (stopping early at --max-steps)" : "");
 
-    signal(SIGINT, on_sigint);
     steps0 = trn_steps_done(t);
     skipped0 = trn_steps_skipped(t);
     limit = trn_total_steps(t);

@@ -79,6 +79,31 @@ else
     if [ $rc -ne 0 ] && grep -q "checkpoint was not written" "$W/1e.err"; then ok final_save_failed
     else fail final_save_failed "rc=$rc: $(tail -n 2 "$W/1e.err")"; fi
 
+    # 1f. no space for the checkpoints (a file-size limit stands in for a full disk: the
+    #     ~10 MB checkpoint cannot be written, the few-KB metrics can): every periodic save
+    #     warns, the final one fails the run, and Ctrl-C does not promise a resume
+    ( trap '' XFSZ; ulimit -f 2000 && exec "$WT" $TINY --max-steps 4 --ckpt-every 2 --out-dir "$W/full" ) \
+        > /dev/null 2> "$W/1f.err"; rc=$?
+    if [ $rc -ne 0 ] && [ "$(grep -c 'periodic checkpoint at step [24] FAILED' "$W/1f.err")" = 2 ] \
+        && grep -q "2 periodic checkpoint(s) could not be written" "$W/1f.err" \
+        && grep -q "checkpoint was not written" "$W/1f.err" && [ ! -e "$W/full/ckpt.safetensors" ] \
+        && [ -z "$(ls "$W/full" | grep '\.tmp\.')" ]; then ok save_fails_no_space
+    else fail save_fails_no_space "rc=$rc: $(tail -n 3 "$W/1f.err")"; fi
+    ( trap '' XFSZ; ulimit -f 2000 && exec "$WT" $TINY --steps 1000000 --out-dir "$W/full2" ) > /dev/null 2> "$W/1g.err" &
+    pid=$!
+    k=0; while [ ! -s "$W/full2/metrics.jsonl" ] && [ $k -lt 200 ]; do sleep 0.05; k=$((k + 1)); done
+    sleep 0.3; kill -INT $pid; wait $pid; rc=$?
+    if [ $rc -ne 0 ] && [ $rc -ne 130 ] && ! grep -q "resume with" "$W/1g.err" && grep -q "NO checkpoint" "$W/1g.err"; then
+        ok interrupted_no_space
+    else fail interrupted_no_space "rc=$rc: $(tail -n 2 "$W/1g.err")"; fi
+    # 1h. metrics.jsonl on a full device (/dev/full): refused before training
+    if [ -w /dev/full ]; then
+        mkdir "$W/mfull" && ln -s /dev/full "$W/mfull/metrics.jsonl"
+        timeout 60 "$WT" $TINY --max-steps 2 --out-dir "$W/mfull" > /dev/null 2> "$W/1h.err"; rc=$?
+        [ $rc -ne 0 ] && grep -q "No space left" "$W/1h.err" && ! grep -q "step 1/" "$W/1h.err" && ok metrics_no_space \
+            || fail metrics_no_space "rc=$rc: $(tail -n 2 "$W/1h.err")"
+    else skip metrics_no_space "no /dev/full"; fi
+
     # 2. divergence: non-zero exit, and the --json line and metrics.jsonl stay JSON
     "$WT" $TINY --lr 1e30 --steps 20 --max-steps 20 --out-dir "$W/div" --json > "$W/2.out" 2> "$W/2.err"; rc=$?
     if [ $rc -ne 0 ] && grep -q "diverged" "$W/2.err"; then ok diverged_exit
