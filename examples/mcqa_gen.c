@@ -234,7 +234,10 @@ int main(int argc, char **argv)
         }
         for (i = 0; i < pg.n; i++) {
             const char *w = pg.w[i];
-            if (is_word(w)) shput(counts, w, shget(counts, w) + 1);
+            if (is_word(w)) {
+                int cnt = shget(counts, w);
+                shput(counts, w, cnt + 1);
+            }
         }
         pg.sent[++pg.n_sent] = pg.n;
         if (np == cp) {
