@@ -15,7 +15,8 @@
                        present/absent, B*H in {2, 4}; D = 128 only at T = 65 and 130,
                        T = 1000 only at D = 16.
      step              300 steps, 3 sequences x 2 heads, Dk 16, Dv 16, 7 slots (4 never
-                       touched), rows shuffled every step. */
+                       touched), rows shuffled every step; 4 steps at Dk/Dv 128/64 and
+                       40/72 (log gates, scale 0.7) against the CPU gd_step. */
 #include "tests/cuda_test.h"
 #define GDELTA_IMPLEMENTATION
 #include "gdelta.h"
@@ -566,6 +567,49 @@ static void test_step_300(void)
     dfree(dtable); dfree(dq1); dfree(dk1); dfree(dv1); dfree(dg1); dfree(db1); dfree(dr1); dfree(dslots);
 }
 
+/* wider rows for the step kernel: Dk > 32 and not a multiple of 32, Dv over several
+   32-row blocks; log gates; 4 steps against the CPU gd_step (r and the whole table) */
+static void test_step_shapes(void)
+{
+    static const int dims[2][2] = {{128, 64}, {40, 72}};
+    int c, t;
+    NEED_GPU();
+    for (c = 0; c < 2; c++) {
+        const int N = 2, H = 2, NS = 3, Dk = dims[c][0], Dv = dims[c][1];
+        gd_config cfg = gd_config_default();
+        std::vector<float> table = randn((size_t)NS * H * Dk * Dv, 0.3), cpu = table, orig = table;
+        std::vector<int> slots(N);
+        float *dt = dput(table);
+        int *ds;
+        slots[0] = 2;
+        slots[1] = 0;
+        ds = dput(slots);
+        cfg.gate_is_log = 1;
+        cfg.scale = 0.7f;
+        tt_seed(400 + c);
+        for (t = 0; t < 4; t++) {
+            std::vector<float> q = randn((size_t)N * H * Dk, 1.0), k = randn((size_t)N * H * Dk, 1.0);
+            std::vector<float> v = randn((size_t)N * H * Dv, 1.0), g = randu((size_t)N * H, -0.2, 0.0);
+            std::vector<float> b = randu((size_t)N * H, 0.0, 1.0), r((size_t)N * H * Dv, 0.0f), rc = r;
+            float *dq = dput(q), *dk = dput(k), *dv = dput(v), *dg = dput(g), *db = dput(b), *dr = dput(r);
+            CHECK_INT_EQ(gd_step_cuda(&cfg, dt, NS, ds, N, H, Dk, Dv, dq, dk, dv, dg, db, dr, NULL), GD_OK);
+            CHECK_INT_EQ(gd_step(&cfg, cpu.data(), NS, slots.data(), N, H, Dk, Dv, q.data(), k.data(), v.data(),
+                                 g.data(), b.data(), rc.data()), GD_OK);
+            r = dget(dr, r.size());
+            CHECK_REL(r, rc, 1e-5);
+            dfree(dq); dfree(dk); dfree(dv); dfree(dg); dfree(db); dfree(dr);
+        }
+        table = dget(dt, table.size());
+        CHECK_REL(table, cpu, 1e-5);
+        {   /* slot 1 never touched: bit-identical to the original */
+            size_t sz = (size_t)H * Dk * Dv;
+            CHECK(memcmp(&table[sz], &orig[sz], sz * sizeof(float)) == 0);
+        }
+        dfree(dt);
+        dfree(ds);
+    }
+}
+
 static void test_step_bad_input(void)
 {
     const int N = 2, H = 1, Dk = 8, Dv = 8, NS = 4;
@@ -624,5 +668,6 @@ int main(int argc, char **argv)
     TEST_RUN(test_config_variants);
     TEST_RUN(test_deterministic);
     TEST_RUN(test_step_300);
+    TEST_RUN(test_step_shapes);
     return TEST_END();
 }
