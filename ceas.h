@@ -638,7 +638,7 @@ static inline float ceas__expneg(float x)
 #define CEAS__XMIN (-87.0f)
 
 /* keeps GCC from unrolling a 16-lane loop into scalars before vectorising it */
-#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 8
+#if defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__) && __GNUC__ >= 8
 #define CEAS__NOUNROLL _Pragma("GCC unroll 1")
 #else
 #define CEAS__NOUNROLL
