@@ -51,6 +51,12 @@
    kernels that read host memory (every pointer is a host pointer here), and
    static-shared-memory reads before writes (statics keep the last block's values).
 
+   Not supported (a compile error, not a silent difference): `extern __shared__` (use
+   AK_SIM_DYNAMIC_SHARED through the kernel file's own macro), WMMA / nvcuda::wmma, inline
+   PTX (asm), cooperative groups, textures and surfaces, device-side printf formatting of
+   CUDA vector types, dynamic parallelism, cudaGraph capture. A kernel file that needs a
+   GPU-only fast path keeps a simulable sibling and checks one against the other on a GPU.
+
    Environment: AK_SIM_SEED=n changes the scheduling permutations (default 1, so a run is
    reproducible); AK_SIM_VERBOSE=1 prints each launch.
 
