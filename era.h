@@ -501,6 +501,41 @@ ERADEF int era_apply_cuda(float *scores /* (B,H,T,T) */, const float *bias, int 
                           int B, int H, int T, era_stream stream);
 ERADEF int era_reduce_grad_cuda(float *dbias, const float *dscores /* (B,H,T,T) */,
                                 int per_head, int B, int H, int T, era_stream stream);
+/* Inference cache keyed by T with DEVICE buffers: B(T) built once per length on the
+   device (era_era_forward_cuda / era_rpa_forward_cuda with frozen parameters) and reused;
+   LRU eviction under a byte budget, as era_cache. ERA: p->centers host or device (copied
+   to an owned device array at init). RPA: mu_fn fills the host mean memberships (T,R) for
+   a length (uploaded once per build); p's arrays are not used. A pointer from
+   era_cuda_cache_get stays valid until the next get or free on the same cache. */
+typedef struct era_cuda_cache_entry {
+    int T;
+    float *bias;        /* (T,T) device */
+    size_t bytes;
+    unsigned long long last;
+} era_cuda_cache_entry;
+typedef struct era_cuda_cache {
+    size_t budget, bytes;
+    unsigned long long tick;
+    long builds, hits, evictions;
+    int kind;           /* 1 ERA, 2 RPA */
+    era_era_config ecfg;
+    era_era_params epar; /* centers: owned device copy */
+    era_rpa_config rcfg;
+    era_rpa_params rpar;
+    era_mu_fn mu_fn;
+    void *mu_user;
+    float *dcenters;
+    era_cuda_cache_entry *ent;
+    int n, cap;
+} era_cuda_cache;
+ERADEF int era_cuda_cache_init_era(era_cuda_cache *c, size_t budget_bytes,
+                                   const era_era_config *cfg, const era_era_params *p);
+ERADEF int era_cuda_cache_init_rpa(era_cuda_cache *c, size_t budget_bytes,
+                                   const era_rpa_config *cfg, const era_rpa_params *p,
+                                   era_mu_fn mu_fn, void *user);
+ERADEF int era_cuda_cache_get(era_cuda_cache *c, int T, const float **bias /* (T,T) device */,
+                              era_stream stream);
+ERADEF void era_cuda_cache_free(era_cuda_cache *c);
 
 #ifdef __cplusplus
 }
@@ -2494,6 +2529,28 @@ ERADEF int era_reduce_grad_cuda(float *dbias, const float *dscores, int per_head
     (void)dbias; (void)dscores; (void)per_head; (void)B; (void)H; (void)T; (void)stream;
     ERA__NOCUDA;
 }
+ERADEF int era_cuda_cache_init_era(era_cuda_cache *c, size_t budget_bytes,
+                                   const era_era_config *cfg, const era_era_params *p)
+{
+    (void)budget_bytes; (void)cfg; (void)p;
+    if (c) memset(c, 0, sizeof *c);
+    ERA__NOCUDA;
+}
+ERADEF int era_cuda_cache_init_rpa(era_cuda_cache *c, size_t budget_bytes,
+                                   const era_rpa_config *cfg, const era_rpa_params *p,
+                                   era_mu_fn mu_fn, void *user)
+{
+    (void)budget_bytes; (void)cfg; (void)p; (void)mu_fn; (void)user;
+    if (c) memset(c, 0, sizeof *c);
+    ERA__NOCUDA;
+}
+ERADEF int era_cuda_cache_get(era_cuda_cache *c, int T, const float **bias, era_stream stream)
+{
+    (void)c; (void)T; (void)stream;
+    if (bias) *bias = NULL;
+    ERA__NOCUDA;
+}
+ERADEF void era_cuda_cache_free(era_cuda_cache *c) { if (c) memset(c, 0, sizeof *c); }
 #undef ERA__NOCUDA
 #endif /* CUDA */
 #endif /* ERA_IMPLEMENTATION_DONE */

@@ -1880,3 +1880,179 @@ ERADEF int era_reduce_grad_cuda(float *dbias, const float *dscores, int per_head
                 per_head ? 1 : 0, B, H, TT, n);
     return era__launched();
 }
+
+/* ============================================================ device inference cache */
+static void era__cc_zero(era_cuda_cache *c)
+{
+    memset(c, 0, sizeof *c);
+}
+
+ERADEF int era_cuda_cache_init_era(era_cuda_cache *c, size_t budget_bytes,
+                                   const era_era_config *cfg, const era_era_params *p)
+{
+    float *hc;
+    int rc, dev;
+    if (!c) return ERA_EINVAL;
+    era__cc_zero(c);
+    if (!cfg || !p || !p->centers || cfg->R <= 0 || cfg->R > 4096) return ERA_EINVAL;
+    dev = era__is_dev(p->centers);
+    hc = (float *)ERA_MALLOC(sizeof(float) * (size_t)cfg->R);
+    if (!hc) return ERA_ENOMEM;
+    if (dev) rc = era__cuda_check(cudaMemcpy(hc, p->centers, sizeof(float) * (size_t)cfg->R, cudaMemcpyDeviceToHost));
+    else {
+        memcpy(hc, p->centers, sizeof(float) * (size_t)cfg->R);
+        rc = ERA_OK;
+    }
+    if (rc == ERA_OK) {
+        era_era_params hp = *p;
+        hp.centers = hc;
+        rc = era__era_check(cfg, &hp);
+    }
+    if (rc == ERA_OK && cudaMalloc((void **)&c->dcenters, sizeof(float) * (size_t)cfg->R) != cudaSuccess) {
+        (void)cudaGetLastError();
+        c->dcenters = NULL;
+        rc = ERA_ENOMEM;
+    }
+    if (rc == ERA_OK)
+        rc = era__cuda_check(cudaMemcpy(c->dcenters, hc, sizeof(float) * (size_t)cfg->R, cudaMemcpyHostToDevice));
+    ERA_FREE(hc);
+    if (rc) {
+        era_cuda_cache_free(c);
+        return rc;
+    }
+    c->budget = budget_bytes;
+    c->kind = 1;
+    c->ecfg = *cfg;
+    c->epar = *p;
+    c->epar.centers = c->dcenters;
+    return ERA_OK;
+}
+
+ERADEF int era_cuda_cache_init_rpa(era_cuda_cache *c, size_t budget_bytes,
+                                   const era_rpa_config *cfg, const era_rpa_params *p,
+                                   era_mu_fn mu_fn, void *user)
+{
+    int rc;
+    if (!c) return ERA_EINVAL;
+    era__cc_zero(c);
+    if (!p || !mu_fn) return ERA_EINVAL;
+    rc = era__rpa_check_cfg(cfg);
+    if (rc) return rc;
+    if (!era__finite(p->tau_att) || !era__finite(p->pos_beta) || !era__finite(p->kappa))
+        return ERA_EINVAL;
+    if (cfg->legacy) return ERA_EINVAL;
+    c->budget = budget_bytes;
+    c->kind = 2;
+    c->rcfg = *cfg;
+    c->rpar = *p;
+    c->rpar.W = NULL; c->rpar.b = NULL; c->rpar.centers = NULL; c->rpar.log_sigma = NULL;
+    c->mu_fn = mu_fn;
+    c->mu_user = user;
+    return ERA_OK;
+}
+
+/* B(T) into the device buffer bias */
+static int era__cc_build(era_cuda_cache *c, int T, float *bias, cudaStream_t s)
+{
+    int rc;
+    if (c->kind == 1) {
+        era_era_cuda_state st = era_era_cuda_state_init();
+        rc = era_era_forward_cuda(&c->ecfg, &c->epar, T, bias, &st, NULL, (era_stream)s);
+        if (rc == ERA_OK) rc = era__cuda_check(cudaStreamSynchronize(s));
+        era_era_cuda_state_free(&st);
+        return rc;
+    } else {
+        era_rpa_cuda_state st = era_rpa_cuda_state_init();
+        size_t n = (size_t)T * (size_t)c->rcfg.R;
+        float *hm, *dm = NULL;
+        if ((size_t)T > ((size_t)-1) / sizeof(float) / (size_t)c->rcfg.R) return ERA_ERANGE;
+        hm = (float *)ERA_MALLOC(sizeof(float) * n);
+        if (!hm) return ERA_ENOMEM;
+        rc = c->mu_fn(c->mu_user, T, hm);
+        if (rc == ERA_OK && cudaMalloc((void **)&dm, sizeof(float) * n) != cudaSuccess) {
+            (void)cudaGetLastError();
+            dm = NULL;
+            rc = ERA_ENOMEM;
+        }
+        if (rc == ERA_OK) rc = era__cuda_check(cudaMemcpy(dm, hm, sizeof(float) * n, cudaMemcpyHostToDevice));
+        if (rc == ERA_OK) rc = era_rpa_forward_cuda(&c->rcfg, &c->rpar, dm, 1, T, bias, &st, NULL, (era_stream)s);
+        if (rc == ERA_OK) rc = era__cuda_check(cudaStreamSynchronize(s));
+        era_rpa_cuda_state_free(&st);
+        if (dm) cudaFree(dm);
+        ERA_FREE(hm);
+        return rc;
+    }
+}
+
+ERADEF int era_cuda_cache_get(era_cuda_cache *c, int T, const float **bias, era_stream stream)
+{
+    cudaStream_t s = (cudaStream_t)stream;
+    size_t bytes;
+    era_cuda_cache_entry e;
+    int rc, i, max_T;
+    if (!c || !bias || (c->kind != 1 && c->kind != 2)) return ERA_EINVAL;
+    *bias = NULL;
+    max_T = c->kind == 1 ? c->ecfg.max_T : c->rcfg.max_T;
+    rc = era__check_T(T, max_T);
+    if (rc) return rc;
+    c->tick++;
+    for (i = 0; i < c->n; i++)
+        if (c->ent[i].T == T) {
+            c->ent[i].last = c->tick;
+            c->hits++;
+            *bias = c->ent[i].bias;
+            return ERA_OK;
+        }
+    bytes = sizeof(float) * (size_t)T * (size_t)T;
+    if (bytes > c->budget) return ERA_ERANGE;
+    while (c->bytes + bytes > c->budget && c->n > 0) { /* evict the least recently used */
+        int lru = 0;
+        for (i = 1; i < c->n; i++)
+            if (c->ent[i].last < c->ent[lru].last) lru = i;
+        c->bytes -= c->ent[lru].bytes;
+        cudaStreamSynchronize(s); /* no kernel of this stream may still read it */
+        cudaFree(c->ent[lru].bias);
+        c->ent[lru] = c->ent[c->n - 1];
+        c->n--;
+        c->evictions++;
+    }
+    if (c->n == c->cap) {
+        int ncap = c->cap ? 2 * c->cap : 8;
+        era_cuda_cache_entry *ne;
+        if (c->cap > INT_MAX / 2) return ERA_ENOMEM;
+        ne = (era_cuda_cache_entry *)ERA_MALLOC(sizeof(*ne) * (size_t)ncap);
+        if (!ne) return ERA_ENOMEM;
+        if (c->n) memcpy(ne, c->ent, sizeof(*ne) * (size_t)c->n);
+        if (c->ent) ERA_FREE(c->ent);
+        c->ent = ne;
+        c->cap = ncap;
+    }
+    if (cudaMalloc((void **)&e.bias, bytes) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return ERA_ENOMEM;
+    }
+    rc = era__cc_build(c, T, e.bias, s);
+    if (rc) {
+        cudaFree(e.bias);
+        return rc;
+    }
+    e.T = T;
+    e.bytes = bytes;
+    e.last = c->tick;
+    c->ent[c->n++] = e;
+    c->bytes += bytes;
+    c->builds++;
+    *bias = e.bias;
+    return ERA_OK;
+}
+
+ERADEF void era_cuda_cache_free(era_cuda_cache *c)
+{
+    int i;
+    if (!c) return;
+    if (c->n > 0 || c->dcenters) cudaDeviceSynchronize();
+    for (i = 0; i < c->n; i++) cudaFree(c->ent[i].bias);
+    if (c->ent) ERA_FREE(c->ent);
+    if (c->dcenters) cudaFree(c->dcenters);
+    era__cc_zero(c);
+}

@@ -6,7 +6,8 @@
    Sizes (kept small for the simulation, ~20 s per compiler): memberships B 2, T 17;
    RPA forward T in {1, 17, 128} over several configs and T = 768 once (forward only);
    RPA backward T in {1, 17, 128}; ERA forward T in {1, 17, 128, 768 (default R = nb = 32,
-   once)}, backward T in {1, 17, 128}; era_apply / era_reduce_grad B 2, H 3, T 17.
+   once)}, backward T in {1, 17, 128}; era_apply / era_reduce_grad B 2, H 3, T 17; the
+   device cache T in {5, 17, 64} for ERA and RPA (1e-6 against the CPU cache).
    T = 1000 is not run here (its (T,T) passes cost ~1.7x the 768 case in the simulation). */
 #include "tests/cuda_test.h"
 #define ERA_IMPLEMENTATION
@@ -400,6 +401,72 @@ static void test_apply_reduce(void)
     }
 }
 
+/* ---------------------------------------------------------------- device cache */
+/* mean memberships for a length: a smooth deterministic assignment, (T,R) */
+static int cache_mu(void *user, int T, float *mbar)
+{
+    const int R = *(const int *)user;
+    for (int t = 0; t < T; t++) {
+        double s = 0.0, l[16];
+        for (int r = 0; r < R; r++) {
+            double x = T > 1 ? (double)t / (T - 1) : 0.0, c = (r + 0.5) / R;
+            l[r] = -6.0 * (x - c) * (x - c) + 0.3 * sin(1.7 * t + r);
+            s += exp(l[r]);
+        }
+        for (int r = 0; r < R; r++) mbar[(size_t)t * R + r] = (float)(exp(l[r]) / s);
+    }
+    return ERA_OK;
+}
+
+static void test_cache(void)
+{
+    static const int Ts[] = {17, 64, 17, 5, 64, 17};
+    NEED_GPU();
+    tt_seed(61);
+    for (int kind = 1; kind <= 2; kind++) {
+        era_cache cc;
+        era_cuda_cache gc;
+        int R = 4;
+        const size_t budget = sizeof(float) * (64 * 64 + 17 * 17); /* 5 evicts 64, and so on */
+        era_era_config ec = era_era_config_default();
+        float cen[32];
+        era_era_init_centers(32, cen);
+        era_era_params ep = era_era_params_default(cen);
+        era_rpa_config rc = era_rpa_config_default(R);
+        era_rpa_params rp = era_rpa_params_default();
+        rc.posmix = 0.1f;
+        rp.tau_att = 1.2f;
+        if (kind == 1) {
+            CHECK_INT_EQ(era_cache_init_era(&cc, budget, &ec, &ep), ERA_OK);
+            CHECK_INT_EQ(era_cuda_cache_init_era(&gc, budget, &ec, &ep), ERA_OK);
+        } else {
+            CHECK_INT_EQ(era_cache_init_rpa(&cc, budget, &rc, &rp, cache_mu, &R), ERA_OK);
+            CHECK_INT_EQ(era_cuda_cache_init_rpa(&gc, budget, &rc, &rp, cache_mu, &R), ERA_OK);
+        }
+        for (size_t i = 0; i < sizeof Ts / sizeof Ts[0]; i++) {
+            const float *cb = NULL, *gb = NULL;
+            int T = Ts[i];
+            CHECK_INT_EQ(era_cache_get(&cc, T, &cb), ERA_OK);
+            CHECK_INT_EQ(era_cuda_cache_get(&gc, T, &gb, NULL), ERA_OK);
+            if (!cb || !gb) continue;
+            std::vector<float> g = dget(gb, (size_t)T * T);
+            /* the issue's bound for a reduced B(T): 1e-6 */
+            CHECK_ALL_CLOSE(g.data(), cb, (long)T * T, 1e-6, 1e-6);
+        }
+        CHECK_INT_EQ((int)gc.builds, (int)cc.builds);
+        CHECK_INT_EQ((int)gc.hits, (int)cc.hits);
+        CHECK_INT_EQ((int)gc.evictions, (int)cc.evictions);
+        CHECK(gc.hits > 0 && gc.evictions > 0);
+        {
+            const float *gb = NULL;
+            CHECK_INT_EQ(era_cuda_cache_get(&gc, 200, &gb, NULL), ERA_ERANGE); /* over budget */
+            CHECK(gb == NULL);
+        }
+        era_cache_free(&cc);
+        era_cuda_cache_free(&gc);
+    }
+}
+
 int main(int argc, char **argv)
 {
     TEST_INIT(argc, argv);
@@ -415,5 +482,6 @@ int main(int argc, char **argv)
     TEST_RUN(test_era_small);
     TEST_RUN(test_era_768);
     TEST_RUN(test_apply_reduce);
+    TEST_RUN(test_cache);
     return TEST_END();
 }
