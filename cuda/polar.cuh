@@ -596,7 +596,7 @@ polar__k_decode(float *c, float *mag, const float *q, const float *kc, const flo
         for (x = tid; x < POLAR__CQ * POLAR__CK; x += POLAR__CT) {
             int rr = x / POLAR__CK, jj = x % POLAR__CK, jg = j0 + jj, d;
             float s = -INFINITY;
-            if (jg >= lo && jg < hi) {
+            if (jg >= lo && jg < hi && (int)blockIdx.y * POLAR__CQ + rr < G) { /* live rows only */
                 const float *qr = Qs + rr * DP, *kr = Ks + jj * DP;
                 float dot = 0.0f;
                 for (d = 0; d < D; d++) dot += qr[d] * kr[d];
@@ -605,7 +605,7 @@ polar__k_decode(float *c, float *mag, const float *q, const float *kc, const flo
             Ss[rr * SP + jj] = s;
         }
         __syncthreads();
-        polar__d_tile_update<D>(Ss + r * SP, Vs, u, &m, &l, &q2, acc);
+        if (live) polar__d_tile_update<D>(Ss + r * SP, Vs, u, &m, &l, &q2, acc);
     }
     r2 = polar__d_fold<D>(Sf, &M, &L, &Q2, &Zf, &Qf, m, l, q2, acc, temp, nul,
                           vnull + (size_t)h * D, u, stat_floor);
