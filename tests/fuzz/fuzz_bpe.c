@@ -11,6 +11,7 @@
      - wt2_tokenize(x) decodes to the non-blank rows of x, each followed by EOT;
      - bpe_decode of the input read as uint16 ids: OK or BPE_ERANGE, never a crash;
      - wt2_xz_decode of the input: an error or a buffer, never a crash. */
+#define _POSIX_C_SOURCE 200809L /* data.c uses stat, access, readlink */
 #define STB_DS_IMPLEMENTATION
 #include <stb_ds.h>
 #undef STB_DS_IMPLEMENTATION
