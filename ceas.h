@@ -134,6 +134,8 @@
      CEAS_STATIC            all functions static
      CEAS_MALLOC/CEAS_FREE  allocator (define both or neither)
      CEAS_ASSERT            internal-invariant assert (never used on user input)
+     nvcc                   ceas_*_cuda (cuda/ceas.cuh): the observables, their
+                            pooling and the gate scores from device logits
      -fopenmp               rows of the observables pass in parallel (results are
                             bit-identical for any thread count)
 

@@ -118,6 +118,12 @@
    summed in a fixed order, so results are bit-identical run to run for a fixed thread
    count (and independent of the thread count).
 
+   CUDA: era_*_cuda mirror the per-step calls (memberships, RPA B(T) and backward, ERA
+     prior and backward, era_apply, era_reduce_grad) with device buffers and a stream,
+     plus a device inference cache (era_cuda_cache_*); kernels in cuda/era.cuh (copy it
+     with this header), compiled under nvcc, else ERA_ENOCUDA. The legacy kappa-mixture
+     stays CPU-only. Parity and determinism: the top of cuda/era.cuh.
+
    VERSION 0.1.0. License: MIT (end of file). */
 #ifndef ERA_H_INCLUDED
 #define ERA_H_INCLUDED
