@@ -87,6 +87,7 @@ typedef struct gd__kp {
     float *dq, *dk, *dv, *dg, *dbe, *ds0;
     gd__cws w;
     int T, Dk, Dv, C, NC, BV, gate_is_log, normalize_qk;
+    int intra_sm; /* gd__k_intra: A and Tm staged in dynamic shared memory (2 C^2 floats) */
     float norm_eps, scale, floor_;
 } gd__kp;
 
@@ -180,6 +181,7 @@ static __global__ void gd__k_check(int *flag, const float *q, const float *k, si
    (C,C) matrices kk, qk, p, a, tm, qkp (zero outside the causal part), w and u0. */
 static __global__ void gd__k_intra(gd__kp p)
 {
+    GD__DSMEM(float, sm);
     __shared__ double sG[256];
     const int tid = threadIdx.x, nt = blockDim.x;
     const int C = p.C, Dk = p.Dk, Dv = p.Dv, T = p.T;
@@ -188,6 +190,10 @@ static __global__ void gd__k_intra(gd__kp p)
     const int t0 = ci * C, L = gd__cu_min(C, T - t0);
     const size_t row0 = bh * (size_t)T + t0, cc0 = (bh * p.NC + ci) * (size_t)C * C;
     const gd__cws w = p.w;
+    /* A and Tm: in shared memory when they fit (the column solve and W, U0 read them
+       C^2 times), else straight in the workspace; the workspace copies are always
+       written (the backward reads them) */
+    float *As = p.intra_sm ? sm : w.a + cc0, *Ts = p.intra_sm ? sm + (size_t)C * C : w.tm + cc0;
     int idx, i, j, d;
     /* --- 1: normalised rows (threads [0,L) q, [L,2L) k), log-gates (thread 0) */
     for (idx = tid; idx < 2 * L; idx += nt) {
@@ -236,28 +242,28 @@ static __global__ void gd__k_intra(gd__kp p)
         w.kk[cc0 + idx] = kk;
         w.qk[cc0 + idx] = qk;
         w.p[cc0 + idx] = pp;
-        w.a[cc0 + idx] = aa;
+        As[idx] = aa;
+        if (p.intra_sm) w.a[cc0 + idx] = aa;
         w.qkp[cc0 + idx] = qkp;
     }
     __syncthreads();
     /* --- 3: Tm = (I + A)^-1, column m by forward substitution (the CPU's order per entry) */
     for (idx = tid; idx < C; idx += nt) {
         const int m = idx;
-        float *Tm = w.tm + cc0;
-        const float *A = w.a + cc0;
         for (i = 0; i < C; i++) {
             float x = 0.0f;
             if (i < L && m < L && i >= m) {
                 x = i == m ? 1.0f : 0.0f;
-                for (j = m; j < i; j++) x -= A[i * C + j] * Tm[j * C + m];
+                for (j = m; j < i; j++) x -= As[i * C + j] * Ts[j * C + m];
             }
-            Tm[i * C + m] = x;
+            Ts[i * C + m] = x;
+            if (p.intra_sm) w.tm[cc0 + (size_t)i * C + m] = x;
         }
     }
     __syncthreads();
     /* --- 4: W = Tm diag(beta e) K, U0 = Tm diag(beta) V */
     for (idx = tid; idx < L * Dk; idx += nt) {
-        const float *Tm = w.tm + cc0;
+        const float *Tm = Ts;
         float s = 0.0f;
         i = idx / Dk;
         d = idx % Dk;
@@ -266,7 +272,7 @@ static __global__ void gd__k_intra(gd__kp p)
         w.w[(row0 + i) * Dk + d] = s;
     }
     for (idx = tid; idx < L * Dv; idx += nt) {
-        const float *Tm = w.tm + cc0;
+        const float *Tm = Ts;
         float s = 0.0f;
         i = idx / Dv;
         d = idx % Dv;
@@ -773,6 +779,7 @@ static void gd__cu_params(gd__kp *p, const gd_config *cfg, int T, int Dk, int Dv
     p->norm_eps = cfg->norm_eps;
     p->scale = cfg->scale;
     p->floor_ = cfg->log_gate_floor;
+    p->intra_sm = 2 * (size_t)C * C * sizeof(float) <= GD__CU_SMEM; /* C <= 78 */
 }
 
 GDELTADEF int gd_forward_cuda(const gd_config *cfg, float *r, float *state_out,
@@ -839,7 +846,8 @@ GDELTADEF int gd_forward_cuda(const gd_config *cfg, float *r, float *state_out,
     if (rc == GD_OK) {
         p.q = q; p.k = k; p.v = v; p.g = gates; p.be = beta; p.s0 = state0;
         p.r = r; p.sout = state_out;
-        GD__LAUNCH(gd__k_intra, (unsigned)(BH * NC), GD__CU_THREADS, 0, st, p);
+        GD__LAUNCH(gd__k_intra, (unsigned)(BH * NC), GD__CU_THREADS,
+                   p.intra_sm ? 2 * (size_t)C * C * sizeof(float) : 0, st, p);
         rc = gd__cu_launched(cfg, fn);
     }
     if (rc == GD_OK) {
@@ -901,7 +909,8 @@ GDELTADEF int gd_backward_cuda(const gd_config *cfg, const gd_saved *saved,
         p.dr = dr; p.dsout = dstate_out;
         p.states = saved->states; p.u = saved->u;
         p.dq = dq; p.dk = dk; p.dv = dv; p.dg = dgates; p.dbe = dbeta; p.ds0 = dstate0;
-        GD__LAUNCH(gd__k_intra, (unsigned)(BH * NC), GD__CU_THREADS, 0, st, p);
+        GD__LAUNCH(gd__k_intra, (unsigned)(BH * NC), GD__CU_THREADS,
+                   p.intra_sm ? 2 * (size_t)C * C * sizeof(float) : 0, st, p);
         rc = gd__cu_launched(cfg, fn);
     }
     if (rc == GD_OK) {

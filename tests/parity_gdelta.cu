@@ -11,7 +11,7 @@
 
    Sizes and where they run (simulation time matters: every thread is a fiber):
      forward/backward  T in {1, 63, 64, 65, 200, 1000}, Dk/Dv in {16, 64, 128} (Dk != Dv
-                       too), chunk 64 (and 32 at T = 200), gamma = 1, log gates, h0
+                       too), chunk 64 (and 32, 128 at T = 200), gamma = 1, log gates, h0
                        present/absent, B*H in {2, 4}; D = 128 only at T = 65 and 130,
                        T = 1000 only at D = 16.
      step              300 steps, 3 sequences x 2 heads, Dk 16, Dv 16, 7 slots (4 never
@@ -231,6 +231,7 @@ static void test_small_shapes(void)
         {1, 2, 1, 16, 16, 64, 0, 0, 1},   {2, 1, 63, 16, 64, 64, 0, 0, 1},
         {1, 2, 64, 64, 16, 64, 0, 1, 0},  {2, 1, 65, 16, 16, 64, 1, 0, 1},
         {2, 2, 200, 16, 16, 32, 0, 0, 0}, {1, 2, 200, 16, 16, 64, 1, 1, 1},
+        {1, 2, 200, 16, 16, 128, 0, 0, 1}, /* chunk > 78: (I+A)^-1 solved in global memory */
     };
     NEED_GPU();
     run_shapes(sh, (int)(sizeof sh / sizeof sh[0]), 1);
