@@ -288,7 +288,9 @@ static const trn__opt trn__opts[] = {
     {"posmix", K_F, TO(model.rpa.posmix), NULL, 1, "RPA position mix"},
     {"bias-clip", K_F, TO(model.rpa.bias_clip), NULL, 1, "RPA bias clip"},
     {"zscore-causal", K_INT, TO(model.rpa.zscore_causal), NULL, 1, "z-score over j <= i only (0/1)"},
-    {"tau-att", K_F, TO(model.tau_att_init), NULL, 1, "initial per-layer tau_att"},
+    {"tau-att", K_F, TO(model.tau_att_init), NULL, 1,
+     "initial per-layer tau_att (seed 000: divides the RPA prior only; moved by Guardian/scripted; "
+     "not GAC's tau_gac, which divides the whole logits)"},
     {"era-regimes", K_INT, TO(model.era.R), NULL, 1, "ERA regimes"},
     {"era-blocks", K_INT, TO(model.era.nb), NULL, 1, "ERA blocks"},
     {"era-eps", K_F, TO(model.era.eps), NULL, 1, "ERA entropic regularisation"},

@@ -125,6 +125,9 @@ typedef struct trn_step_info {
     double loss, ce;        /* optimised loss and pure CE of this step's batch */
     float lr, grad_norm, prior_scale;
     float mu_entropy, sat_frac, tau_mean, beta_mean, lambda_sat, moe_lb;
+                            /* tau_mean: the controller's temperature, tau_att (Guardian,
+                               scripted; divides the prior) or tau_gac (GAC; divides the
+                               whole logits) */
     int skipped;            /* non-finite loss: no update */
     int evaluated;          /* a periodic evaluation ran after this step */
     double val_ce;          /* its result (NaN if none) */
