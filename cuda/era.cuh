@@ -864,6 +864,12 @@ ERADEF int era_rpa_forward_cuda(const era_rpa_config *cfg, const era_rpa_params 
     part = (double *)workspace;
     pre = (double *)((char *)workspace + era__align(sizeof(double) * 2 * (size_t)T));
     C = 2 * K + K * K;
+    /* std_post stays 0 when no bias is written (as no output exists to measure) */
+    rc = era__cuda_check(cudaMemsetAsync(st->stats, 0, sizeof(double) * 8, s));
+    if (rc) {
+        if (own) cudaFreeAsync(own, s);
+        return rc;
+    }
     ERA__LAUNCH(era__k_mbar, era__nblk((size_t)T * R, 256), 256, 0, s, st->mbar, mu, B, T, R);
     rc = era__launched();
     if (rc == ERA_OK) {
