@@ -1,5 +1,7 @@
 /* data.c - WikiText-2 data pipeline. See data.h. */
-#define _POSIX_C_SOURCE 200809L
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L /* stat, access, readlink */
+#endif
 #include "data.h"
 
 #include <errno.h>
@@ -11,6 +13,12 @@
 #include <unistd.h>
 
 #include <lzma.h>
+
+#if _POSIX_C_SOURCE < 200112L
+/* a translation unit that includes this file after asking for an older POSIX (e.g.
+   199309L for clock_gettime) gets no readlink from unistd.h */
+extern ssize_t readlink(const char *path, char *buf, size_t len);
+#endif
 
 static int wt2__err(char *err, size_t errlen, int code, const char *fmt, ...)
 {
