@@ -333,7 +333,10 @@ POLARDEF int polar_distractor_backward(const polar_config *cfg, float *dq, float
    (or by the CPU simulation of `make test`); otherwise they return POLAR_ENOCUDA.
    Head dims 32, 64, 96, 128; cfg->math POLAR_MATH_FP32 (tf32/bf16: POLAR_ENOTSUP).
    A host pointer where a device pointer belongs: POLAR_EINVAL, nothing launched.
-   Tolerances against the CPU path: see the top of cuda/polar.cuh. */
+   Tolerances against the CPU path: see the top of cuda/polar.cuh. In those builds the
+   plain polar_forward / polar_backward / polar_decode route calls whose q is device
+   memory here, on the default stream (a device workspace is passed on, a host one
+   dropped; the routed decode reports bad table entries as NaN rows, as below). */
 struct CUstream_st;
 typedef struct CUstream_st *polar_stream;
 /* Bytes of device workspace polar_backward_cuda needs: B*H*T*(D+10) floats (0 on
@@ -1055,6 +1058,11 @@ POLARDEF int polar_backward_ref(const polar_config *cfg, float *dq, float *dk, f
 }
 
 /* ------------------------------------------------------------ streaming path */
+#if defined(__CUDACC__) || defined(ATTNKIT_CUDA_SIM)
+/* cuda/polar.cuh: 1 for device memory; polar_forward/backward/decode route such pointers
+   to the CUDA path on the default stream */
+static int polar__cu_dev(const void *p);
+#endif
 POLARDEF int polar_forward(const polar_config *cfg, float *c, float *mag, polar_state *st,
                            const float *q, const float *k, const float *v,
                            const polar_params *prm, int B, int H, int Hkv, int T, int D,
@@ -1062,6 +1070,10 @@ POLARDEF int polar_forward(const polar_config *cfg, float *c, float *mag, polar_
 {
     polar_layout lay;
     if (!polar__check_dims(B, H, Hkv, T, D)) return POLAR_EINVAL;
+#if defined(__CUDACC__) || defined(ATTNKIT_CUDA_SIM)
+    if (polar__cu_dev(q)) /* device pointers: the CUDA path on the default stream */
+        return polar_forward_cuda(cfg, c, mag, st, q, k, v, prm, B, H, Hkv, T, D, NULL, NULL);
+#endif
     lay = polar_layout_contiguous(H, Hkv, T, D);
     return polar_forward_strided(cfg, &lay, c, mag, st, q, k, v, prm, B, H, Hkv, T, D,
                                  workspace, (size_t)-1);
@@ -1242,6 +1254,12 @@ POLARDEF int polar_backward(const polar_config *cfg, float *dq, float *dk, float
 {
     polar_layout lay;
     if (!polar__check_dims(B, H, Hkv, T, D)) return POLAR_EINVAL;
+#if defined(__CUDACC__) || defined(ATTNKIT_CUDA_SIM)
+    if (polar__cu_dev(q)) /* device pointers: the CUDA path; a device workspace is used */
+        return polar_backward_cuda(cfg, dq, dk, dv, grads, dc, dmag, c, mag, st, q, k, v, prm,
+                                   B, H, Hkv, T, D, polar__cu_dev(workspace) ? workspace : NULL,
+                                   NULL);
+#endif
     lay = polar_layout_contiguous(H, Hkv, T, D);
     return polar_backward_strided(cfg, &lay, dq, dk, dv, grads, dc, dmag, c, mag, st, q, k, v,
                                   prm, B, H, Hkv, T, D, workspace, (size_t)-1);
@@ -1467,6 +1485,11 @@ POLARDEF int polar_decode(const polar_config *cfg, float *c, float *mag, const f
     size_t per;
     int nth, sb;
     double sc;
+#if defined(__CUDACC__) || defined(ATTNKIT_CUDA_SIM)
+    if (polar__cu_dev(q)) /* device pointers: the CUDA path on the default stream */
+        return polar_decode_cuda(cfg, c, mag, q, k_cache, v_cache, block_table, seq_lens, prm, B,
+                                 H, Hkv, D, block_size, num_blocks, max_blocks, NULL);
+#endif
     if (!polar__check_cfg(cfg) || !polar__check_dims(B, H, Hkv, 1, D)) return POLAR_EINVAL;
     if (!c || !mag || !q || !k_cache || !v_cache || !block_table || !seq_lens)
         return POLAR_EINVAL;

@@ -471,6 +471,77 @@ static void test_bad_input(void)
     dfree(d_q); dfree(d_k); dfree(d_v); dfree(d_c); dfree(d_mag); dfree(d_st); dfree(d_q48); dfree(d_k48); dfree(d_c48);
 }
 
+/* under nvcc / the simulation the plain entry points route device pointers here: the
+   same bits as the *_cuda calls */
+static void test_plain_routing(void)
+{
+    const int B = 2, H = 4, Hkv = 2, T = 40, D = 64, bs = 8, maxb = 5, nblk = B * maxb;
+    const size_t nq = (size_t)B * H * T * D, nk = (size_t)B * Hkv * T * D, nr = (size_t)B * H * T;
+    polar_config cfg = polar_config_default();
+    polar_state s1, s2;
+    polar_grads g1, g2;
+    int run, x;
+    NEED_GPU();
+    tt_seed(61);
+    cfg.window = 9;
+    host_params hp(H, D);
+    dev_params dp(hp);
+    polar_params dprm = dp.view();
+    std::vector<float> q = randn(nq, 1.5), k = randn(nk, 1.0), v = randn(nk, 1.0), dc = randn(nq, 1.0);
+    std::vector<float> zq(nq, 0.0f), zk(nk, 0.0f), zr(nr, 0.0f), zs(nr * POLAR_NSTAT, 0.0f), zv((size_t)H * D, 0.0f);
+    float *d_q = dput(q), *d_k = dput(k), *d_v = dput(v), *d_dc = dput(dc);
+    float *c[2], *mag[2], *st[2], *dq[2], *dk[2], *dv[2], *gvn[2];
+    std::vector<float> out[2][7];
+    for (run = 0; run < 2; run++) {
+        c[run] = dput(zq); mag[run] = dput(zr); st[run] = dput(zs);
+        dq[run] = dput(zq); dk[run] = dput(zk); dv[run] = dput(zk); gvn[run] = dput(zv);
+    }
+    s1.stats = st[0]; s1.probs = NULL;
+    s2.stats = st[1]; s2.probs = NULL;
+    memset(&g1, 0, sizeof g1);
+    memset(&g2, 0, sizeof g2);
+    g1.v_null = gvn[0];
+    g2.v_null = gvn[1];
+    CHECK_INT_EQ(polar_forward_cuda(&cfg, c[0], mag[0], &s1, d_q, d_k, d_v, &dprm, B, H, Hkv, T, D, NULL, NULL), POLAR_OK);
+    CHECK_INT_EQ(polar_forward(&cfg, c[1], mag[1], &s2, d_q, d_k, d_v, &dprm, B, H, Hkv, T, D, NULL), POLAR_OK);
+    CHECK_INT_EQ(polar_backward_cuda(&cfg, dq[0], dk[0], dv[0], &g1, d_dc, NULL, c[0], mag[0], &s1, d_q, d_k, d_v, &dprm, B, H,
+                                     Hkv, T, D, NULL, NULL), POLAR_OK);
+    CHECK_INT_EQ(polar_backward(&cfg, dq[1], dk[1], dv[1], &g2, d_dc, NULL, c[1], mag[1], &s2, d_q, d_k, d_v, &dprm, B, H, Hkv,
+                                T, D, NULL), POLAR_OK);
+    for (run = 0; run < 2; run++) {
+        out[run][0] = dget(c[run], nq);
+        out[run][1] = dget(mag[run], nr);
+        out[run][2] = dget(st[run], nr * POLAR_NSTAT);
+        out[run][3] = dget(dq[run], nq);
+        out[run][4] = dget(dk[run], nk);
+        out[run][5] = dget(dv[run], nk);
+        out[run][6] = dget(gvn[run], (size_t)H * D);
+    }
+    for (x = 0; x < 7; x++) CHECK(memcmp(out[0][x].data(), out[1][x].data(), out[0][x].size() * sizeof(float)) == 0);
+    {   /* decode: the two calls agree bit for bit; the CPU decode is 1e-5 away (test_decode) */
+        std::vector<float> kc = randn((size_t)nblk * Hkv * bs * D, 1.0), vc = randn((size_t)nblk * Hkv * bs * D, 1.0);
+        std::vector<float> qd = randn((size_t)B * H * D, 1.0), z((size_t)B * H * D, 0.0f), zm((size_t)B * H, 0.0f);
+        std::vector<int> tab((size_t)B * maxb), lens = {13, 40};
+        for (x = 0; x < B * maxb; x++) tab[x] = (x * 7 + 3) % nblk;
+        float *d_kc = dput(kc), *d_vc = dput(vc), *d_qd = dput(qd), *d_c1 = dput(z), *d_c2 = dput(z), *d_m1 = dput(zm), *d_m2 = dput(zm);
+        int *d_tab = dput(tab), *d_len = dput(lens);
+        CHECK_INT_EQ(polar_decode_cuda(&cfg, d_c1, d_m1, d_qd, d_kc, d_vc, d_tab, d_len, &dprm, B, H, Hkv, D, bs, nblk, maxb, NULL),
+                     POLAR_OK);
+        CHECK_INT_EQ(polar_decode(&cfg, d_c2, d_m2, d_qd, d_kc, d_vc, d_tab, d_len, &dprm, B, H, Hkv, D, bs, nblk, maxb), POLAR_OK);
+        std::vector<float> a = dget(d_c1, z.size()), b = dget(d_c2, z.size());
+        CHECK(memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+        a = dget(d_m1, zm.size());
+        b = dget(d_m2, zm.size());
+        CHECK(memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+        for (x = 0; x < (int)a.size(); x++) CHECK(a[x] > 0.0f && a[x] < 1.0f); /* really computed */
+        dfree(d_kc); dfree(d_vc); dfree(d_qd); dfree(d_c1); dfree(d_c2); dfree(d_m1); dfree(d_m2); dfree(d_tab); dfree(d_len);
+    }
+    for (run = 0; run < 2; run++) {
+        dfree(c[run]); dfree(mag[run]); dfree(st[run]); dfree(dq[run]); dfree(dk[run]); dfree(dv[run]); dfree(gvn[run]);
+    }
+    dfree(d_q); dfree(d_k); dfree(d_v); dfree(d_dc);
+}
+
 int main(int argc, char **argv)
 {
     TEST_INIT(argc, argv);
@@ -486,5 +557,6 @@ int main(int argc, char **argv)
     TEST_RUN(test_bwd_deterministic);
     TEST_RUN(test_decode);
     TEST_RUN(test_decode_bad_table);
+    TEST_RUN(test_plain_routing);
     return TEST_END();
 }
