@@ -28,6 +28,11 @@
    Also: polar_decode (one new token per sequence over a paged, GQA-grouped KV cache),
    polar_assemble_forward/backward (eq. 14 output assembly) and the distractor alignment
    loss polar_distractor_forward/backward (eq. 15, off by default).
+   CUDA (cuda/polar.cuh, compiled when this implementation is compiled by nvcc):
+   polar_forward_cuda / polar_backward_cuda / polar_decode_cuda, the same maths as the
+   streaming path in fp32 SIMT kernels (device pointers, a stream; D 32/64/96/128;
+   deterministic, no atomics); under nvcc the plain calls route device pointers there.
+   Without nvcc they return POLAR_ENOCUDA.
 
    Backward maths (per query row, p_j = exp(temp*sigma_j - M), L = sum p_j, Q2 = sum p_j^2,
    Z = L + p_N): the outputs are invariant to a common scale of (p, p_N), so the logit
@@ -83,6 +88,9 @@
      init_mag_beta_raw   -1.5   (v_null starts at 0)
      distractor_keys      0   R random keys for the alignment loss; 0 = off
      distractor_weight 0.01   weight of the alignment loss
+     math                 0   POLAR_MATH_FP32: the CUDA path's arithmetic; POLAR_MATH_TF32
+                              and POLAR_MATH_BF16 (tensor cores) are not implemented
+                              yet (POLAR_ENOTSUP); the CPU path is always fp32
 
    INITIALISATION (drop-in use)
      With GPT-2-style weights (N(0, 0.02)) q.k/sqrt(D) starts near 0, so each of the n
@@ -114,7 +122,10 @@
    ERRORS
      POLAR_OK 0; POLAR_EINVAL (-1) NULL pointer, bad dimension or config, NaN/Inf parameter;
      POLAR_ENOMEM (-2) allocation failed; POLAR_ERANGE (-3) a block table entry or sequence
-     length outside the cache, or a workspace smaller than the call needs. polar_strerror() names them. Nothing aborts on user input.
+     length outside the cache, or a workspace smaller than the call needs.
+     POLAR_ENOCUDA (-4) a *_cuda function in a build without nvcc; POLAR_ECUDA (-5) a CUDA
+     launch or runtime call failed; POLAR_ENOTSUP (-6) valid but not implemented in this
+     build (CUDA math tf32/bf16, a head dim the kernels lack). polar_strerror() names them. Nothing aborts on user input.
 */
 #ifndef POLAR_H
 #define POLAR_H
