@@ -1430,7 +1430,7 @@ ERADEF int era_rpa_forward(const era_rpa_config *cfg, const era_rpa_params *p,
             double s = 0.0, e;
             for (t = 0; t < T; t++) s += (double)st->mbar[(size_t)t * R + r] * st->phi[(size_t)t * K + k];
             e = exp(s / tau_a);
-            if (e < 1e-9 || e > 1e9 || e != e) nclamp++;
+            if (e < 1e-9 || e > 1e9 || era__isnan(e)) nclamp++;
             if (e < 1e-9) e = 1e-9;
             if (e > 1e9) e = 1e9;
             st->X[(size_t)r * K + k] = (float)e;
