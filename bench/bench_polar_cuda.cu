@@ -16,10 +16,20 @@
    Peers, same run, same device: PyTorch SDPA (causal flash, FA2 backend, bf16, H=16
       without GQA) through bench/peer_sdpa.py when python3 with torch is present;
       kreasof-ai/atma's Triton polar kernel is not run (not carried here): n/a.
+   Built against the CPU simulation (g++ -std=c++17 -x c++ -DATTNKIT_CUDA_SIM -I. ...) it
+   runs the same code at toy sizes (T 64/128, decode batch 8, context 64/128, a 64 MiB
+   copy, no peer) so that its logic is checked on machines without a GPU; those timings
+   mean nothing.
    Last line: bench_polar_cuda: over_sdpa_4k=X vs_atma_4k=Y
       over_sdpa_4k = our fwd+bwd time / SDPA's at T=4K (target <= 1.5), n/a without torch;
       vs_atma_4k = atma's time / ours (target >= 1), n/a. */
+#ifdef ATTNKIT_CUDA_SIM
+#include "tests/cuda_sim.h"
+#define BP_SIM 1
+#else
 #include <cuda_runtime.h>
+#define BP_SIM 0
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -127,7 +137,7 @@ static double sdpa_ms(int T)
 /* device-to-device copy bandwidth in GB/s (read + write) */
 static double copy_gbps(void)
 {
-    const size_t n = (size_t)1 << 30;
+    const size_t n = (size_t)1 << (BP_SIM ? 26 : 30);
     void *x = NULL, *y = NULL;
     cudaEvent_t a, b;
     float ms, best = 1e30f;
@@ -151,7 +161,7 @@ static double copy_gbps(void)
 /* decode: returns ms per step (best of 5 after 1 warm-up), or -1 if it does not fit */
 static double time_decode(int ctx, double *bytes)
 {
-    const int B = 512, H = 16, Hkv = 4, D = 128, bs = 16, maxb = ctx / bs, nblk = B * maxb;
+    const int B = BP_SIM ? 8 : 512, H = 16, Hkv = 4, D = 128, bs = 16, maxb = ctx / bs, nblk = B * maxb;
     const size_t ncache = (size_t)nblk * Hkv * bs * D;
     size_t fr = 0, tot = 0;
     polar_config cfg = polar_config_default();
@@ -197,7 +207,11 @@ static double time_decode(int ctx, double *bytes)
 
 int main(void)
 {
-    static const int Ts[] = {2048, 4096, 8192, 16384};
+#if BP_SIM
+    static const int Ts[] = {64, 128}, Cs[] = {64, 128};
+#else
+    static const int Ts[] = {2048, 4096, 8192, 16384}, Cs[] = {2048, 8192};
+#endif
     cudaDeviceProp prop;
     int n = 0, i;
     double over4k = -1.0, cbw;
@@ -208,12 +222,12 @@ int main(void)
     printf("device: %s (sm_%d%d)\n", prop.name, prop.major, prop.minor);
     printf("fwd+bwd B=1 H=16 Hkv=4 D=128 causal, math fp32 SIMT (tf32/bf16 not implemented)\n");
     printf("%6s %9s %9s %9s %8s %8s %9s %9s\n", "T", "fwd_ms", "bwd_ms", "tot_ms", "fwd_TF", "tot_TF", "sdpa_ms", "over_sdpa");
-    for (i = 0; i < 4; i++) {
+    for (i = 0; i < (int)(sizeof Ts / sizeof Ts[0]); i++) {
         int T = Ts[i];
         double f, bw, tot, mm = 2.0 * 16 * 128 * (double)T * (T + 1) / 2.0, s = -1.0;
         time_fb(T, &f, &bw);
         tot = f + bw;
-        if (T == 4096 || T == 16384) s = sdpa_ms(T);
+        if (!BP_SIM && (T == 4096 || T == 16384)) s = sdpa_ms(T);
         printf("%6d %9.3f %9.3f %9.3f %8.2f %8.2f", T, f, bw, tot, 2 * mm / (f * 1e9), 7 * mm / (tot * 1e9));
         if (s > 0) printf(" %9.3f %9.2f\n", s, tot / s);
         else printf(" %9s %9s\n", "n/a", "n/a");
@@ -223,14 +237,14 @@ int main(void)
     cbw = copy_gbps();
     printf("device-to-device copy: %.1f GB/s\n", cbw);
     for (i = 0; i < 2; i++) {
-        int ctx = i == 0 ? 2048 : 8192;
+        int ctx = Cs[i];
         double bytes = 0, ms = time_decode(ctx, &bytes);
         if (ms < 0) {
-            printf("decode B=512 ctx=%d: skipped (the cache does not fit)\n", ctx);
+            printf("decode ctx=%d: skipped (the cache does not fit)\n", ctx);
             continue;
         }
-        printf("decode B=512 H=16 Hkv=4 D=128 ctx=%d: %.3f ms/step, %.0f tokens/s, %.1f GB/s = %.0f%% of copy\n", ctx, ms,
-               512.0 / (ms * 1e-3), bytes / (ms * 1e-3) / 1e9, cbw > 0 ? 100.0 * bytes / (ms * 1e-3) / 1e9 / cbw : 0.0);
+        printf("decode B=%d H=16 Hkv=4 D=128 ctx=%d: %.3f ms/step, %.0f tokens/s, %.1f GB/s = %.0f%% of copy\n",
+               BP_SIM ? 8 : 512, ctx, ms, (BP_SIM ? 8.0 : 512.0) / (ms * 1e-3), bytes / (ms * 1e-3) / 1e9, cbw > 0 ? 100.0 * bytes / (ms * 1e-3) / 1e9 / cbw : 0.0);
         fflush(stdout);
     }
     if (over4k > 0) printf("bench_polar_cuda: over_sdpa_4k=%.2f vs_atma_4k=n/a\n", over4k);
