@@ -1457,9 +1457,11 @@ ERADEF int era_era_forward_cuda(const era_era_config *cfg, const era_era_params 
     char *q;
     float *hc;
     if (!cfg || !p || !p->centers || !st) return ERA_EINVAL;
+    /* scalars first; then the CPU's checks, with the centres read back (R floats) */
+    if (cfg->R <= 0 || cfg->R > 4096 || cfg->max_T <= 0) return ERA_EINVAL;
+    rc = era__check_T(T, cfg->max_T);
+    if (rc) return rc;
     if (!era__is_dev(p->centers)) return ERA_EINVAL;
-    /* the CPU's checks, with the centres read back (R floats) */
-    if (cfg->R <= 0 || cfg->R > 4096) return ERA_EINVAL;
     hc = (float *)ERA_MALLOC(sizeof(float) * (size_t)cfg->R);
     if (!hc) return ERA_ENOMEM;
     rc = era__cuda_check(cudaMemcpyAsync(hc, p->centers, sizeof(float) * (size_t)cfg->R,

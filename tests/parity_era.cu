@@ -100,6 +100,8 @@ static void test_bad_input(void)
     CHECK_INT_EQ(era_apply_cuda(hbias, hbias, 0, 1, 0, 8, NULL), ERA_EINVAL);
     CHECK_INT_EQ(era_reduce_grad_cuda(hbias, NULL, 0, 1, 1, 8, NULL), ERA_EINVAL);
     CHECK_INT_EQ(era_era_forward_cuda(&ec, NULL, 8, hbias, &es, NULL, NULL), ERA_EINVAL);
+    CHECK_INT_EQ(era_era_forward_cuda(&ec, &ep, 0, hbias, &es, NULL, NULL), ERA_EINVAL);
+    CHECK_INT_EQ(era_era_forward_cuda(&ec, &ep, 70000, hbias, &es, NULL, NULL), ERA_ERANGE);
     if (g_gpu) {
         /* host pointers: ERA_EINVAL, nothing written */
         std::vector<float> hb(64, 7.0f);
