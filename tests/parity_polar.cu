@@ -12,7 +12,7 @@
    128} (and 96), GQA 1/2/4, window on/off, B*H > 1 is covered by cases that mix them:
      T=1 D=32 B=2 H=2 Hkv=1 | T=17 D=64 H=4 Hkv=2 | T=64 D=128 H=4 Hkv=1
      T=65 D=32 H=2 W=8 B=2 | T=300 D=64 H=4 Hkv=2 W=50 | T=1000 D=32 H=2 Hkv=1 (full
-     causal) | T=130 D=96 H=2 W=20 | T=300 D=128 H=2 Hkv=1
+     causal) | T=130 D=96 H=2 W=20 | T=300 D=128 H=2 Hkv=1 | T=33 D=32 W=5 without dmag
    On a GPU the same cases run plus T=1000 at D=128 with GQA 4 (cheap there). */
 #include "tests/cuda_test.h"
 #define POLAR_IMPLEMENTATION
@@ -102,7 +102,7 @@ struct dev_params {
 };
 
 /* one forward + backward case: GPU path vs polar_forward / polar_backward (CPU streaming) */
-static void fb_case(int B, int H, int Hkv, int T, int D, int window, unsigned seed)
+static void fb_case(int B, int H, int Hkv, int T, int D, int window, unsigned seed, int no_dmag = 0)
 {
     const size_t nq = (size_t)B * H * T * D, nk = (size_t)B * Hkv * T * D, nr = (size_t)B * H * T;
     polar_config cfg = polar_config_default();
@@ -118,7 +118,7 @@ static void fb_case(int B, int H, int Hkv, int T, int D, int window, unsigned se
     std::vector<float> c(nq), mag(nr), stats(nr * POLAR_NSTAT);
     float *d_q = dput(q), *d_k = dput(k), *d_v = dput(v), *d_c = dput(c), *d_mag = dput(mag);
     float *d_stats = dput(stats);
-    fprintf(stderr, "  case B=%d H=%d Hkv=%d T=%d D=%d window=%d\n", B, H, Hkv, T, D, window);
+    fprintf(stderr, "  case B=%d H=%d Hkv=%d T=%d D=%d window=%d%s\n", B, H, Hkv, T, D, window, no_dmag ? " dmag=NULL" : "");
     st.stats = stats.data(); st.probs = NULL;
     dst.stats = d_stats; dst.probs = NULL;
     CHECK_INT_EQ(polar_forward(&cfg, c.data(), mag.data(), &st, q.data(), k.data(), v.data(), &prm, B, H, Hkv, T, D, NULL), POLAR_OK);
@@ -153,9 +153,9 @@ static void fb_case(int B, int H, int Hkv, int T, int D, int window, unsigned se
     gr.mag_beta_raw = gmb.data(); gr.v_null = gvn.data();
     dgr.len_gain_raw = d_glg; dgr.null_base = d_gnb; dgr.null_slope_raw = d_gns;
     dgr.mag_beta_raw = d_gmb; dgr.v_null = d_gvn;
-    CHECK_INT_EQ(polar_backward(&cfg, dq.data(), dk.data(), dv.data(), &gr, dc.data(), dmag.data(), c.data(), mag.data(), &st,
+    CHECK_INT_EQ(polar_backward(&cfg, dq.data(), dk.data(), dv.data(), &gr, dc.data(), no_dmag ? NULL : dmag.data(), c.data(), mag.data(), &st,
                                 q.data(), k.data(), v.data(), &prm, B, H, Hkv, T, D, NULL), POLAR_OK);
-    CHECK_INT_EQ(polar_backward_cuda(&cfg, d_dq, d_dk, d_dv, &dgr, d_dc, d_dmag, d_c2, d_mag2, &dst2, d_q, d_k, d_v, &dprm,
+    CHECK_INT_EQ(polar_backward_cuda(&cfg, d_dq, d_dk, d_dv, &dgr, d_dc, no_dmag ? NULL : d_dmag, d_c2, d_mag2, &dst2, d_q, d_k, d_v, &dprm,
                                      B, H, Hkv, T, D, NULL, NULL), POLAR_OK);
     std::vector<float> g = dget(d_dq, nq);
     CHECK_REL(g, dq, 1e-4);
@@ -184,6 +184,7 @@ static void test_fb_tiny(void)
     NEED_GPU();
     fb_case(2, 2, 1, 1, 32, POLAR_NO_WINDOW, 11); /* T = 1: only the diagonal and the sink */
     fb_case(1, 4, 2, 17, 64, POLAR_NO_WINDOW, 12);
+    fb_case(1, 2, 1, 33, 32, 5, 10, 1); /* dmag = NULL (direction loss only) */
 }
 static void test_fb_tiles(void)
 {
