@@ -82,11 +82,12 @@ static inline int tt__isbad(double x) { return x != x || x - x != 0.0; }
     do {                                                                       \
         long tt_n_ = (long)(n), tt_i_, tt_bad_ = -1, tt_nbad_ = 0;             \
         double tt_worst_ = -1.0;                                               \
+        const double tt_rt_ = (double)(rtol), tt_at_ = (double)(atol); /* once */ \
         tt__checks++;                                                          \
         for (tt_i_ = 0; tt_i_ < tt_n_; tt_i_++) {                              \
             double tt_x_ = (double)(a)[tt_i_], tt_y_ = (double)(b)[tt_i_];     \
             double tt_d_ = fabs(tt_x_ - tt_y_);                                \
-            double tt_t_ = (double)(atol) + (double)(rtol) * fabs(tt_y_);      \
+            double tt_t_ = tt_at_ + tt_rt_ * fabs(tt_y_);                      \
             double tt_r_ = tt_d_ / (tt_t_ > 0 ? tt_t_ : 1e-300);               \
             if (tt__isbad(tt_x_) || tt__isbad(tt_y_)) tt_r_ = HUGE_VAL;        \
             if (!(tt_d_ <= tt_t_) || tt_r_ == HUGE_VAL) tt_nbad_++;            \
@@ -97,7 +98,7 @@ static inline int tt__isbad(double x) { return x != x || x - x != 0.0; }
             fprintf(stderr,                                                    \
                     "%s ~ %s: %ld of %ld elements out of tolerance "           \
                     "(rtol %g, atol %g); worst [%ld]: %.9g vs %.9g\n",         \
-                    #a, #b, tt_nbad_, tt_n_, (double)(rtol), (double)(atol),   \
+                    #a, #b, tt_nbad_, tt_n_, tt_rt_, tt_at_,                   \
                     tt_bad_, (double)(a)[tt_bad_], (double)(b)[tt_bad_]);      \
         }                                                                      \
     } while (0)
