@@ -200,7 +200,7 @@ int main(int argc, char **argv)
     }
     if (trn_create(&t, &cfg, test.ids, test.n, test.ids, test.n, err, sizeof err) != TRN_OK ||
         trn_load(t, ckpt_path, err, sizeof err) != TRN_OK) {
-        fprintf(stderr, "mcqa: %s\n", err);
+        fprintf(stderr, "mcqa: %s\n(mcqa loads checkpoints written by the wt2_train of the same source tree)\n", err);
         goto out;
     }
     if (wsel < 0) wsel = trn_final_weights(t);
