@@ -32,6 +32,40 @@ static inline int parity_device_ok(void)
     return n > 0;
 }
 
+#include "tests/attnkit_test.h"
+
+/* Helpers every parity test uses: a device copy of a host vector (freed by dfree; an
+   empty vector gets a 1-element allocation), the host copy of n device elements (after a
+   device synchronisation), normal random host data from the harness's seeded generator,
+   and max |x| (the scale for tolerances relative to a buffer). */
+template <typename X> static inline X *dput(const std::vector<X> &h)
+{
+    X *d = NULL;
+    if (cudaMalloc((void **)&d, (h.size() ? h.size() : 1) * sizeof(X)) != cudaSuccess) return NULL;
+    if (h.size()) cudaMemcpy(d, h.data(), h.size() * sizeof(X), cudaMemcpyHostToDevice);
+    return d;
+}
+template <typename X> static inline std::vector<X> dget(const X *d, size_t n)
+{
+    std::vector<X> h(n);
+    cudaDeviceSynchronize();
+    if (n) cudaMemcpy(h.data(), d, n * sizeof(X), cudaMemcpyDeviceToHost);
+    return h;
+}
+static inline void dfree(void *d) { cudaFree(d); }
+static inline std::vector<float> randn(size_t n, double scale)
+{
+    std::vector<float> v(n);
+    tt_fill_normal(v.data(), (long)n, scale);
+    return v;
+}
+static inline double maxabs(const std::vector<float> &x)
+{
+    double m = 0.0;
+    for (size_t i = 0; i < x.size(); i++) m = fabs((double)x[i]) > m ? fabs((double)x[i]) : m;
+    return m;
+}
+
 /* prints the device line every parity binary starts with */
 static inline void parity_print_device(void)
 {

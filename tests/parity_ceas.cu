@@ -17,21 +17,6 @@ static int g_gpu = 0;
         if (!g_gpu) TEST_SKIP("no GPU");                                       \
     } while (0)
 
-template <typename X> static X *dput(const std::vector<X> &h)
-{
-    X *d = NULL;
-    if (cudaMalloc((void **)&d, (h.size() ? h.size() : 1) * sizeof(X)) != cudaSuccess) return NULL;
-    if (h.size()) cudaMemcpy(d, h.data(), h.size() * sizeof(X), cudaMemcpyHostToDevice);
-    return d;
-}
-template <typename X> static std::vector<X> dget(const X *d, size_t n)
-{
-    std::vector<X> h(n);
-    cudaDeviceSynchronize();
-    cudaMemcpy(h.data(), d, n * sizeof(X), cudaMemcpyDeviceToHost);
-    return h;
-}
-
 /* logits (B,H,T,T) = beta_h * s, s with a per-row offset (so mean_s matters) and
    head-dependent spread */
 static std::vector<float> make_logits(int B, int H, int T, const std::vector<float> &beta)

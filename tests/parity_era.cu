@@ -22,34 +22,6 @@ static int g_gpu = 0;
         if (!g_gpu) TEST_SKIP("no GPU");                                       \
     } while (0)
 
-template <typename X> static X *dput(const std::vector<X> &h)
-{
-    X *d = NULL;
-    if (cudaMalloc((void **)&d, (h.size() ? h.size() : 1) * sizeof(X)) != cudaSuccess) return NULL;
-    if (h.size()) cudaMemcpy(d, h.data(), h.size() * sizeof(X), cudaMemcpyHostToDevice);
-    return d;
-}
-template <typename X> static std::vector<X> dget(const X *d, size_t n)
-{
-    std::vector<X> h(n);
-    cudaDeviceSynchronize();
-    cudaMemcpy(h.data(), d, n * sizeof(X), cudaMemcpyDeviceToHost);
-    return h;
-}
-static void dfree(void *d) { cudaFree(d); }
-
-static std::vector<float> randn(size_t n, double scale)
-{
-    std::vector<float> v(n);
-    tt_fill_normal(v.data(), (long)n, scale);
-    return v;
-}
-static double maxabs(const std::vector<float> &v)
-{
-    double m = 0.0;
-    for (size_t i = 0; i < v.size(); i++) m = fabs((double)v[i]) > m ? fabs((double)v[i]) : m;
-    return m;
-}
 /* memberships with structure over t: softmax of a smooth drift plus noise, (B,T,R) */
 static std::vector<float> make_mu(int B, int T, int R)
 {

@@ -27,36 +27,6 @@ static int g_sim = 0;
         if (!g_gpu) TEST_SKIP("no GPU");                                       \
     } while (0)
 
-template <typename X> static X *dput(const std::vector<X> &h)
-{
-    X *d = NULL;
-    if (cudaMalloc((void **)&d, (h.size() ? h.size() : 1) * sizeof(X)) != cudaSuccess) return NULL;
-    if (h.size()) cudaMemcpy(d, h.data(), h.size() * sizeof(X), cudaMemcpyHostToDevice);
-    return d;
-}
-template <typename X> static std::vector<X> dget(const X *d, size_t n)
-{
-    std::vector<X> h(n);
-    cudaDeviceSynchronize();
-    cudaMemcpy(h.data(), d, n * sizeof(X), cudaMemcpyDeviceToHost);
-    return h;
-}
-static void dfree(void *d) { cudaFree(d); }
-
-static std::vector<float> randn(size_t n, double scale)
-{
-    std::vector<float> v(n);
-    tt_fill_normal(v.data(), (long)n, scale);
-    return v;
-}
-
-static double maxabs(const std::vector<float> &x)
-{
-    double m = 0.0;
-    for (size_t i = 0; i < x.size(); i++) m = fabs((double)x[i]) > m ? fabs((double)x[i]) : m;
-    return m;
-}
-
 /* element-wise: |got - ref| <= rtol * |ref| + rtol * max|ref| */
 #define CHECK_REL(got, ref, rtol)                                                           \
     do {                                                                                    \

@@ -30,14 +30,6 @@ template <typename X> static X *dalloc(size_t n)
     cudaMemset(d, 0, n * sizeof(X));
     return d;
 }
-template <typename X> static std::vector<X> dget(const X *d, size_t n)
-{
-    std::vector<X> h(n);
-    cudaDeviceSynchronize();
-    cudaMemcpy(h.data(), d, n * sizeof(X), cudaMemcpyDeviceToHost);
-    return h;
-}
-
 /* ------------------------------------------------------------ indices */
 static __global__ void k_index3d(int *out, int nx, int ny)
 {

@@ -15,30 +15,6 @@ static int g_gpu = 0;
         if (!g_gpu) TEST_SKIP("no GPU");                                       \
     } while (0)
 
-/* device copy of a host vector (freed by dfree) */
-template <typename X> static X *dput(const std::vector<X> &h)
-{
-    X *d = NULL;
-    if (cudaMalloc((void **)&d, h.size() * sizeof(X)) != cudaSuccess) return NULL;
-    cudaMemcpy(d, h.data(), h.size() * sizeof(X), cudaMemcpyHostToDevice);
-    return d;
-}
-template <typename X> static std::vector<X> dget(const X *d, size_t n)
-{
-    std::vector<X> h(n);
-    cudaDeviceSynchronize();
-    cudaMemcpy(h.data(), d, n * sizeof(X), cudaMemcpyDeviceToHost);
-    return h;
-}
-static void dfree(void *d) { cudaFree(d); }
-
-static std::vector<float> randn(size_t n, double scale)
-{
-    std::vector<float> v(n);
-    tt_fill_normal(v.data(), (long)n, scale);
-    return v;
-}
-
 static void test_sgemm_shapes(void)
 {
     static const int shapes[][3] = {{1, 1, 1}, {7, 13, 5}, {64, 64, 64}, {129, 67, 251}, {300, 17, 1000}};
@@ -230,14 +206,6 @@ static void test_adamw(void)
     g = dget(d_v, n);
     CHECK_ALL_CLOSE(g.data(), v.data(), (long)n, 1e-5, 1e-7);
     dfree(d_p); dfree(d_m); dfree(d_v);
-}
-
-/* max |x| (for tolerances relative to a buffer's scale) */
-static double maxabs(const std::vector<float> &x)
-{
-    double m = 0.0;
-    for (size_t i = 0; i < x.size(); i++) m = fabs((double)x[i]) > m ? fabs((double)x[i]) : m;
-    return m;
 }
 
 /* one fused-attention case against tk_attention_forward/backward:
