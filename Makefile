@@ -101,9 +101,15 @@ EXAMPLE_NAMES := $(patsubst examples/%.c,%,$(wildcard examples/*.c))
 COMMON_SRCS   := $(wildcard examples/common/*.c)
 EX_CFLAGS     := $(WARN) -O3 $(ARCH) -fopenmp $(INC) -DATTNKIT_DATA_DIR='"$(WT2_DIR)"'
 
-build/%: examples/%.c $(DEPS)
+# the shared code is compiled once into objects, then linked into every example
+COMMON_OBJS   := $(patsubst examples/common/%.c,build/obj/common/%.o,$(COMMON_SRCS))
+build/obj/common/%.o: examples/common/%.c $(DEPS)
+	@mkdir -p build/obj/common
+	$(CC) $(EX_CFLAGS) -c $< -o $@
+
+build/%: examples/%.c $(COMMON_OBJS) $(DEPS)
 	@mkdir -p build
-	$(CC) $(EX_CFLAGS) $< $(COMMON_SRCS) -o $@ $(LIBS)
+	$(CC) $(EX_CFLAGS) $< $(COMMON_OBJS) -o $@ $(LIBS)
 
 examples: $(foreach e,$(EXAMPLE_NAMES),build/$(e))
 
