@@ -23,9 +23,10 @@
                      |dbeta| clip, pseudo-critical margin |beta - beta_c|/beta_c >= u_min,
                      EMA windows (64 steps for H and Var_p[s], 128 for sigma_qk).
        gating        temperature-gap score, normalised T = beta / beta* =
-                     beta sigma_qk / sqrt(2 ln N_eff) (ceas_gate_scores_mode, the
-                     reading the thresholds below fit; see READINGS), or the literal
-                     T = beta sigma_qk sqrt(2 ln N_eff) (ceas_gate_scores);
+                     beta sigma_qk / sqrt(2 ln N_eff) (the default of
+                     ceas_gate_scores: the reading the thresholds below fit; see
+                     READINGS), or the literal T = beta sigma_qk sqrt(2 ln N_eff)
+                     (ceas_gate_scores_mode with CEAS_GATE_RAW);
                      token mask (keep T >= T_gate(t) or the top-q by T per head, at
                      least m_min per sequence, T_gate(t) = T_inf + (T_max - T_inf)
                      exp(-t/tau_T), q linear from q_init to q_final over q_steps);
@@ -81,9 +82,9 @@
        (chi_warm 0.35-0.45, chi_steady 0.18-0.26 for 14.4M). Measured on Gaussian
        scores (128 causal-free keys, 2 x 2 x 128 rows, m_min 16): the literal score
        prunes 0.0% at (T_gate 1.8, q 0.55) and at (1.05, 0.75); the normalised one
-       44.5% and 25.0%. ceas_gate_scores_mode()
-       with CEAS_GATE_NORMALISED (the recommended default) computes it;
-       ceas_gate_scores() keeps the literal formula (CEAS_GATE_RAW).
+       44.5% and 25.0%. So the normalised reading is the default: ceas_gate_scores()
+       (and ceas_gate_scores_cuda()) compute it; ceas_gate_scores_mode() with
+       CEAS_GATE_RAW gives the literal formula.
      * H_freeze = (mean over the layer's heads of H) - freeze_drop (default 0.9):
        a head freezes when it is persistently sharper than its layer. With
        freeze_ref = CEAS_FREEZE_UNIFORM it is ln N - freeze_drop instead (the
@@ -358,8 +359,9 @@ CEASDEF float ceas_gate_score(float beta, float sigma_qk, float n_eff);
 /* beta / beta* = beta sigma_qk / sqrt(2 ln n_eff) (0 for non-finite input; ln n_eff
    below 1e-6 is taken as 1e-6, so a one-key row scores high and is kept) */
 CEASDEF float ceas_gate_score_norm(float beta, float sigma_qk, float n_eff);
-/* score: (B, H, T) = beta[h] * rows.sigma_qk * sqrt(2 ln rows.n_eff) (the literal
-   formula, CEAS_GATE_RAW); rows: (B, H, T); beta: (H) or NULL (1). */
+/* score: (B, H, T) = beta[h] * rows.sigma_qk / sqrt(2 ln rows.n_eff) (the normalised
+   reading beta / beta*, CEAS_GATE_NORMALISED: the default, see READINGS); rows:
+   (B, H, T); beta: (H) or NULL (1). */
 CEASDEF int ceas_gate_scores(float *score, const ceas_obs *rows, const float *beta, int B,
                              int H, int T);
 /* The same with a choice of reading: CEAS_GATE_NORMALISED (recommended; the one the
@@ -438,9 +440,12 @@ CEASDEF int ceas_attention_observables_cuda(const float *logits /* (B,H,T,T) */,
 /* As ceas_pool_observables over device rows (R) into a host result. */
 CEASDEF int ceas_pool_observables_cuda(ceas_obs *out /* host */, const ceas_obs *rows /* (R) device */,
                                        int R, ceas_stream stream);
-/* As ceas_gate_scores: score (B,H,T) and rows (B,H,T) on the device, beta (H) host. */
+/* As ceas_gate_scores (the normalised reading) and ceas_gate_scores_mode: score (B,H,T)
+   and rows (B,H,T) on the device, beta (H) host. */
 CEASDEF int ceas_gate_scores_cuda(float *score, const ceas_obs *rows, const float *beta, int B,
                                   int H, int T, ceas_stream stream);
+CEASDEF int ceas_gate_scores_mode_cuda(float *score, const ceas_obs *rows, const float *beta,
+                                       int B, int H, int T, int mode, ceas_stream stream);
 
 #ifdef __cplusplus
 }
@@ -1352,7 +1357,7 @@ CEASDEF float ceas_gate_score_norm(float beta, float sigma_qk, float n_eff)
 CEASDEF int ceas_gate_scores(float *score, const ceas_obs *rows, const float *beta, int B,
                              int H, int T)
 {
-    return ceas_gate_scores_mode(score, rows, beta, B, H, T, CEAS_GATE_RAW);
+    return ceas_gate_scores_mode(score, rows, beta, B, H, T, CEAS_GATE_NORMALISED);
 }
 
 CEASDEF int ceas_gate_scores_mode(float *score, const ceas_obs *rows, const float *beta,
@@ -1809,6 +1814,12 @@ CEASDEF int ceas_gate_scores_cuda(float *score, const ceas_obs *rows, const floa
                                   int H, int T, ceas_stream stream)
 {
     (void)score; (void)rows; (void)beta; (void)B; (void)H; (void)T; (void)stream;
+    return CEAS_ENOCUDA;
+}
+CEASDEF int ceas_gate_scores_mode_cuda(float *score, const ceas_obs *rows, const float *beta,
+                                       int B, int H, int T, int mode, ceas_stream stream)
+{
+    (void)score; (void)rows; (void)beta; (void)B; (void)H; (void)T; (void)mode; (void)stream;
     return CEAS_ENOCUDA;
 }
 #endif /* CUDA */

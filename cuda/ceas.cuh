@@ -176,16 +176,23 @@ static __global__ void ceas__k_gate_check(double *bad, const ceas_obs *rows, lon
     if (threadIdx.x == 0) bad[0] = c;
 }
 
+/* raw: the literal beta sigma_qk sqrt(2 ln N_eff) (ln clamped at 0); else the normalised
+   beta sigma_qk / sqrt(2 ln N_eff) (ln floored at 1e-6), as ceas_gate_score(_norm) */
 static __global__ void ceas__k_gate(float *score, const ceas_obs *rows, const float *beta, int H,
-                                    int T, long long n)
+                                    int T, long long n, int raw)
 {
     long long r = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     double ln, bt;
     if (r >= n) return;
     bt = beta ? (double)beta[(r / T) % H] : 1.0;
     ln = log((double)rows[r].n_eff);
-    if (ln < 0) ln = 0;
-    score[r] = (float)(bt * rows[r].sigma_qk * sqrt(2.0 * ln));
+    if (raw) {
+        if (ln < 0) ln = 0;
+        score[r] = (float)(bt * rows[r].sigma_qk * sqrt(2.0 * ln));
+    } else {
+        if (ln < 1e-6) ln = 1e-6;
+        score[r] = (float)(bt * rows[r].sigma_qk / sqrt(2.0 * ln));
+    }
 }
 
 /* ------------------------------------------------------------ host side */
@@ -314,6 +321,12 @@ CEASDEF int ceas_pool_observables_cuda(ceas_obs *out, const ceas_obs *rows, int 
 CEASDEF int ceas_gate_scores_cuda(float *score, const ceas_obs *rows, const float *beta, int B,
                                   int H, int T, ceas_stream stream)
 {
+    return ceas_gate_scores_mode_cuda(score, rows, beta, B, H, T, CEAS_GATE_NORMALISED, stream);
+}
+
+CEASDEF int ceas_gate_scores_mode_cuda(float *score, const ceas_obs *rows, const float *beta,
+                                       int B, int H, int T, int mode, ceas_stream stream)
+{
     cudaStream_t s = (cudaStream_t)stream;
     long long n;
     double bad = 0.0;
@@ -321,6 +334,7 @@ CEASDEF int ceas_gate_scores_cuda(float *score, const ceas_obs *rows, const floa
     float *dbeta = NULL;
     int h, rc;
     if (!score || !rows || B <= 0 || H <= 0 || T <= 0) return CEAS_EINVAL;
+    if (mode != CEAS_GATE_NORMALISED && mode != CEAS_GATE_RAW) return CEAS_EINVAL;
     if (beta)
         for (h = 0; h < H; h++)
             if (!ceas__finite(beta[h]) || !(beta[h] > 0)) return CEAS_EINVAL;
@@ -340,7 +354,8 @@ CEASDEF int ceas_gate_scores_cuda(float *score, const ceas_obs *rows, const floa
     if (rc == CEAS_OK) rc = ceas__cuda_check(cudaStreamSynchronize(s));
     if (rc == CEAS_OK && bad > 0.0) rc = CEAS_EINVAL; /* nothing written, as the CPU */
     if (rc == CEAS_OK) {
-        CEAS__LAUNCH(ceas__k_gate, (unsigned)((n + 255) / 256), 256, 0, s, score, rows, (const float *)dbeta, H, T, n);
+        CEAS__LAUNCH(ceas__k_gate, (unsigned)((n + 255) / 256), 256, 0, s, score, rows, (const float *)dbeta, H, T, n,
+                     mode == CEAS_GATE_RAW);
         rc = ceas__cuda_check(cudaGetLastError());
     }
     cudaFreeAsync(w, s);

@@ -83,6 +83,12 @@ static void run_obs(int B, int H, int T, int causal, int with_beta)
         CHECK_INT_EQ(ceas_gate_scores_cuda(d_sc, d_rows, bp, B, H, T, NULL), CEAS_OK);
         std::vector<float> g = dget(d_sc, nr);
         CHECK_ALL_CLOSE(g.data(), sc.data(), (long)nr, 1e-4, 1e-5);
+        /* the literal reading */
+        CHECK_INT_EQ(ceas_gate_scores_mode(sc.data(), rc.data(), bp, B, H, T, CEAS_GATE_RAW), CEAS_OK);
+        CHECK_INT_EQ(ceas_gate_scores_mode_cuda(d_sc, d_rows, bp, B, H, T, CEAS_GATE_RAW, NULL), CEAS_OK);
+        g = dget(d_sc, nr);
+        CHECK_ALL_CLOSE(g.data(), sc.data(), (long)nr, 1e-4, 1e-5);
+        CHECK_INT_EQ(ceas_gate_scores_mode_cuda(d_sc, d_rows, bp, B, H, T, 9, NULL), CEAS_EINVAL);
         cudaFree(d_sc);
     }
     cudaFree(d_l);

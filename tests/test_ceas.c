@@ -634,9 +634,16 @@ static void test_token_mask(void)
         rows[0] = mk_obs(2.0f, 4.0f);
         rows[0].sigma_qk = 3.0f;
         rows[1] = mk_obs(0.0f, 4.0f);
-        CHECK_INT_EQ(ceas_gate_scores(sc, rows, bt, 1, 1, 2), CEAS_OK);
+        /* the literal reading */
+        CHECK_INT_EQ(ceas_gate_scores_mode(sc, rows, bt, 1, 1, 2, CEAS_GATE_RAW), CEAS_OK);
         CHECK_CLOSE(sc[0], 0.5 * 3.0 * sqrt(2.0 * 2.0), 1e-5, 0);
         CHECK_NEAR(sc[1], 0.0, 1e-6);
+        /* the default is the normalised reading beta / beta* = beta sigma / sqrt(2 ln N) */
+        CHECK_INT_EQ(ceas_gate_scores(sc, rows, bt, 1, 1, 2), CEAS_OK);
+        CHECK_CLOSE(sc[0], 0.5 * 3.0 / sqrt(2.0 * 2.0), 1e-5, 0);
+        /* N_eff = 1 (ln 0, floored at 1e-6): a one-key row scores high, so it is kept */
+        CHECK_CLOSE(sc[1], 0.5 * 1.0 / sqrt(2.0 * 1e-6), 1e-5, 0);
+        CHECK_INT_EQ(ceas_gate_scores_mode(sc, rows, bt, 1, 1, 2, 7), CEAS_EINVAL);
         CHECK_CLOSE(ceas_gate_score(0.25f, 4.0f, (float)exp(0.5)), 1.0, 1e-5, 0);
         rows[1].sigma_qk = (float)NAN;
         CHECK_INT_EQ(ceas_gate_scores(sc, rows, bt, 1, 1, 2), CEAS_EINVAL);
