@@ -140,6 +140,35 @@ static __device__ double polar__d_fold(float *Sf, double *Mo, double *Lo, double
 }
 
 /* ------------------------------------------------------------ forward */
+/* The end of a row, shared by the forward and the decode: c = S / (Z max(|S|, eps)), |S|
+   from the POLAR__SUB sub-lane partial sums of squares in red; mag from the participation
+   ratio; stats (NULL in the decode) gets M, L, Q2, |S|; bad (the decode's invalid block
+   table or length) writes NaN instead. Lane u writes its E elements; lane 0 the rest. */
+template <int D>
+static __device__ void polar__d_finish(float *c, float *mag, float *stats, const double *red, const float *Sf,
+                                       size_t row, int u, double M, double L, double Q2, double Zf, double Qf,
+                                       float mbh, float norm_eps, int bad)
+{
+    enum { E = D / POLAR__SUB };
+    double rn = 0.0, inv;
+    int x, e;
+    for (x = 0; x < POLAR__SUB; x++) rn += red[x];
+    rn = sqrt(rn);
+    inv = 1.0 / (Zf * (rn > norm_eps ? rn : (double)norm_eps));
+    if (bad) inv = NAN;
+    for (e = 0; e < E; e++) c[row * D + u + POLAR__SUB * e] = (float)(Sf[e] * inv);
+    if (u == 0) {
+        double meff = L * L * L / (Qf * Zf);
+        mag[row] = bad ? NAN : (float)tanh(polar__d_softplus(mbh) * log1p(meff));
+        if (stats) {
+            stats[row * POLAR_NSTAT + 0] = (float)M;
+            stats[row * POLAR_NSTAT + 1] = (float)L;
+            stats[row * POLAR_NSTAT + 2] = (float)Q2;
+            stats[row * POLAR_NSTAT + 3] = (float)rn;
+        }
+    }
+}
+
 template <int D>
 static __global__ void __launch_bounds__(POLAR__CT)
 polar__k_fwd(float *c, float *mag, float *stats, const float *q, const float *k, const float *v,
@@ -201,22 +230,9 @@ polar__k_fwd(float *c, float *mag, float *stats, const float *q, const float *k,
                           vnull + (size_t)h * D, u, stat_floor);
     red[r * POLAR__SUB + u] = r2;
     __syncthreads();
-    if (live) {
-        size_t row = (size_t)bh * T + i;
-        double rn = 0.0, inv;
-        for (x = 0; x < POLAR__SUB; x++) rn += red[r * POLAR__SUB + x];
-        rn = sqrt(rn);
-        inv = 1.0 / (Zf * (rn > norm_eps ? rn : (double)norm_eps));
-        for (e = 0; e < E; e++) c[row * D + u + POLAR__SUB * e] = (float)(Sf[e] * inv);
-        if (u == 0) {
-            double meff = L * L * L / (Qf * Zf);
-            mag[row] = (float)tanh(polar__d_softplus(mb[h]) * log1p(meff));
-            stats[row * POLAR_NSTAT + 0] = (float)M;
-            stats[row * POLAR_NSTAT + 1] = (float)L;
-            stats[row * POLAR_NSTAT + 2] = (float)Q2;
-            stats[row * POLAR_NSTAT + 3] = (float)rn;
-        }
-    }
+    if (live)
+        polar__d_finish<D>(c, mag, stats, red + r * POLAR__SUB, Sf, (size_t)bh * T + i, u, M, L, Q2, Zf, Qf,
+                           mb[h], norm_eps, 0);
 }
 
 /* ------------------------------------------------------------ backward */
@@ -611,19 +627,9 @@ polar__k_decode(float *c, float *mag, const float *q, const float *kc, const flo
                           vnull + (size_t)h * D, u, stat_floor);
     red[r * POLAR__SUB + u] = r2;
     __syncthreads();
-    if (live) {
-        size_t row = (size_t)b * H + h;
-        double rn = 0.0, inv;
-        for (x = 0; x < POLAR__SUB; x++) rn += red[r * POLAR__SUB + x];
-        rn = sqrt(rn);
-        inv = 1.0 / (Zf * (rn > norm_eps ? rn : (double)norm_eps));
-        if (bad) inv = NAN;
-        for (e = 0; e < E; e++) c[row * D + u + POLAR__SUB * e] = (float)(Sf[e] * inv);
-        if (u == 0) {
-            double meff = L * L * L / (Qf * Zf);
-            mag[row] = bad ? NAN : (float)tanh(polar__d_softplus(mb[h]) * log1p(meff));
-        }
-    }
+    if (live)
+        polar__d_finish<D>(c, mag, NULL, red + r * POLAR__SUB, Sf, (size_t)b * H + h, u, M, L, Q2, Zf, Qf, mb[h],
+                           norm_eps, bad);
 }
 
 /* ------------------------------------------------------------ host side */
