@@ -21,9 +21,12 @@
    OMP_WAIT_POLICY=passive; python from $TORCH_PYTHON, else /usr/bin/python3 (Debian's
    python3-torch lives there), else python3. Without torch the speedups print as nan.
 
-   MFU = mdl_flops_per_token(cfg, T) * tokens/s / peak, with the peak measured in this run
-   (the best GFLOP/s of a 2048^3 tk_sgemm at the bench's thread count, taken before each
-   config); the nominal 234 GFLOP/s of 2 Zen 4 cores (docs/BENCHMARKS.md) is printed beside.
+   MFU = mdl_flops_per_token(cfg, T) * tokens/s / peak, with the peak the machine's FP32
+   FMA peak at the bench's thread count, measured in this run by bench_peak()
+   (bench/bench_util.h: enough independent FMA chains for the build's ISA, clock from a
+   dependent add chain). The best GFLOP/s of a 2048^3 tk_sgemm is printed beside it (the
+   old, too-kind denominator). The load other processes put on the machine is printed; a
+   loaded run's last line gets a "(loaded: ...)" suffix.
    Memory: ru_maxrss of this process (grows monotonically: S runs first) and the model's
    own account: activations (mdl_activation_bytes) + params + grads + AdamW m and v.
 
@@ -40,6 +43,7 @@
 #include <omp.h>
 #endif
 
+#include "bench/bench_util.h"
 #define STB_DS_IMPLEMENTATION
 #include <stb_ds.h>
 #undef STB_DS_IMPLEMENTATION
@@ -47,7 +51,6 @@
 #include "../examples/common/layers.c"
 #include "../examples/common/model.c"
 
-#define NOMINAL_PEAK_GFLOPS 234.0
 #define TCMALLOC_SO "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4"
 
 typedef struct bench_cfg {
@@ -62,19 +65,6 @@ typedef struct side_result {
     long long params;
     int ok;
 } side_result;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 static double median_of(const double *v, int n)
 {
@@ -104,7 +94,7 @@ static uint32_t rnd32(void)
 }
 
 /* best GFLOP/s of an n^3 tk_sgemm (NN) over `reps` calls */
-static double measure_peak(int n, int reps)
+static double gemm_rate_n3(int n, int reps)
 {
     size_t sz = (size_t)n * (size_t)n;
     float *A = (float *)malloc(sz * sizeof(float)), *B = (float *)malloc(sz * sizeof(float));
@@ -324,6 +314,9 @@ int main(int argc, char **argv)
     int phases = 0, i, r, have_torch;
     double min_speedup = INFINITY, mfu_m = nan("");
     int any_ratio = 0;
+    double peak, fpc, ghz;
+    bench_quiet quiet;
+    char loaded[96];
 
     for (i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--config") && i + 1 < argc) which = argv[++i];
@@ -351,6 +344,10 @@ int main(int argc, char **argv)
     have_torch = use_torch && torch_available();
     printf("bench_train: %d thread(s), gemm kernel %s, warm-up %d, rounds %d\n", threads,
            tk_gemm_kernel_name(), warmup, rounds);
+    peak = 1e-9 * bench_peak(threads, &fpc, &ghz);
+    printf("  peak: %s FP32 FMA, %d thread(s): %.1f GFLOP/s measured (%.1f FLOP/cycle/core at "
+           "%.2f GHz)\n", bench_isa(), threads, peak, fpc, ghz);
+    bench_quiet_begin(&quiet);
     if (!use_torch) printf("  PyTorch peer: skipped (--no-torch); speedups print as nan\n");
     else if (!have_torch)
         printf("  PyTorch peer: torch not importable by %s (apt-get install python3-torch); "
@@ -365,16 +362,16 @@ int main(int argc, char **argv)
     for (i = 0; i < 2; i++) {
         const bench_cfg *bc = &cfgs[i];
         side_result best_o, best_t;
-        double peak, fpt, mfu, mfu_nom, speed;
+        double fpt, mfu, mfu_nom, speed, gemm_rate;
         int st = steps ? steps : bc->steps;
         if (strcmp(which, "all") && strcmp(which, bc->name)) continue;
         memset(&best_o, 0, sizeof best_o);
         memset(&best_t, 0, sizeof best_t);
-        peak = measure_peak(2048, 4);
+        gemm_rate = gemm_rate_n3(2048, 4);
         for (r = 0; r < rounds; r++) {
             side_result o = run_ours(bc, warmup, st, phases);
-            double pk = measure_peak(2048, 3);
-            if (pk > peak) peak = pk;
+            double pk = gemm_rate_n3(2048, 3);
+            if (pk > gemm_rate) gemm_rate = pk;
             if (!o.ok) return 1;
             if (o.tok_s > best_o.tok_s) best_o = o;
             if (have_torch) {
@@ -394,7 +391,7 @@ int main(int argc, char **argv)
             fpt = mdl_flops_per_token(&c, bc->T);
         }
         mfu = fpt * best_o.tok_s / (peak * 1e9);
-        mfu_nom = fpt * best_o.tok_s / (NOMINAL_PEAK_GFLOPS * 1e9);
+        mfu_nom = fpt * best_o.tok_s / (gemm_rate * 1e9);
         speed = best_t.ok ? best_o.tok_s / best_t.tok_s : nan("");
         printf("config %s (d %d, L %d, H %d, T %d, B %d, V 50257): %lld params, %.3f GFLOP/token\n",
                bc->name, bc->C, bc->L, bc->H, bc->T, bc->B, best_o.params, fpt * 1e-9);
@@ -405,8 +402,8 @@ int main(int argc, char **argv)
                best_t.ok ? best_t.tok_s : nan(""), best_t.ok ? best_t.tok_s_best : nan(""),
                best_t.ok ? best_t.rss_mb : nan(""));
         printf("  speedup vs torch %.3f\n", speed);
-        printf("  MFU %.3f of the measured peak %.1f GFLOP/s (%.3f of the nominal %.0f)\n", mfu, peak,
-               mfu_nom, NOMINAL_PEAK_GFLOPS);
+        printf("  MFU %.3f of the measured %s FMA peak %.1f GFLOP/s (%.3f of the best 2048^3 "
+               "tk_sgemm rate %.1f GFLOP/s)\n", mfu, bench_isa(), peak, mfu_nom, gemm_rate);
         printf("  memory: peak RSS %.0f MB (process so far); model account %.0f MB = activations "
                "%.0f + params/grads/AdamW %.0f\n",
                best_o.rss_mb, best_o.model_mb, best_o.act_mb, best_o.model_mb - best_o.act_mb);
@@ -420,6 +417,7 @@ int main(int argc, char **argv)
         fflush(stdout);
     }
     if (!any_ratio) min_speedup = nan("");
-    printf("bench_train: min_speedup_vs_torch=%.3f mfu_m=%.3f\n", min_speedup, mfu_m);
+    bench_quiet_report(&quiet, loaded, sizeof loaded);
+    printf("bench_train: min_speedup_vs_torch=%.3f mfu_m=%.3f%s\n", min_speedup, mfu_m, loaded);
     return 0;
 }
