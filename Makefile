@@ -11,15 +11,21 @@
 #   make gpu-check OUT=dir   on a GPU machine: build for the detected GPU, run the parity
 #                    suite, compute-sanitizer and the GPU benchmarks; report in OUT
 #   make bench       build the benchmarks in bench/ (optimised, OpenMP, OpenBLAS peer)
+#   make examples    build examples/*.c into build/ (CBLAS=-lopenblas: GEMMs through a CBLAS)
 #   make run         build examples/wt2_train and train the tiny preset on $(WT2_DIR)
 #                    (RUN_ARGS="--seed 2 --json" adds flags)
 #   make clean
 #
-# Variables: COMPILERS (default "gcc clang"), ARCH (default -march=native),
+# Variables: COMPILERS (default "gcc clang"), ARCH (default -march=native), ARCH_gcc /
+# ARCH_clang (the tests' target per compiler: gcc -march=native, clang -march=x86-64-v3
+# where the CPU has AVX2+FMA, so an AVX-512 machine also runs every AVX2 kernel),
 # NVCC (default nvcc), CUDA_ARCHS, WT2_DIR (data, default ../shared/data).
 
 COMPILERS ?= gcc clang
 ARCH      ?= -march=native
+HAVE_AVX2 := $(shell grep -qw avx2 /proc/cpuinfo 2>/dev/null && grep -qw fma /proc/cpuinfo 2>/dev/null && echo 1)
+ARCH_gcc  ?= $(ARCH)
+ARCH_clang ?= $(if $(HAVE_AVX2),-march=x86-64-v3,$(ARCH))
 NVCC      ?= nvcc
 CUDA_ARCHS ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
 WT2_DIR   ?= ../shared/data
@@ -50,12 +56,18 @@ build/$(1)/%_noomp: tests/%.c $$(DEPS)
 	$(1) $$(TEST_CFLAGS) $$< -o $$@ $$(LIBS)
 build/$(1)/%: tests/%.c $$(DEPS)
 	@mkdir -p build/$(1)
-	$(1) $$(TEST_CFLAGS) $$(ARCH) -fopenmp $$< -o $$@ $$(LIBS)
+	$(1) $$(TEST_CFLAGS) $$(or $$(ARCH_$(1)),$$(ARCH)) -fopenmp $$< -o $$@ $$(LIBS)
 tests-build-$(1): $(foreach t,$(TEST_NAMES),build/$(1)/$(t) build/$(1)/$(t)_noomp)
 endef
 $(foreach c,$(COMPILERS),$(eval $(call CC_RULES,$(c))))
 
 tests-build: $(foreach c,$(COMPILERS),tests-build-$(c))
+
+# tk_sgemm through a CBLAS (tensor.h's TK_USE_CBLAS back end), with OpenBLAS; the runner
+# builds it where OpenBLAS is installed and skips it (saying so) where not.
+build/gcc/test_gemm_cblas: tests/test_gemm.c $(DEPS)
+	@mkdir -p build/gcc
+	gcc $(TEST_CFLAGS) $(or $(ARCH_gcc),$(ARCH)) -fopenmp -DTK_USE_CBLAS $< -o $@ -lopenblas $(LIBS)
 
 build/cuda/%: tests/%.cu $(DEPS)
 	@mkdir -p build/cuda
@@ -100,6 +112,11 @@ bench: $(foreach b,$(BENCH_NAMES),build/bench/$(b))
 EXAMPLE_NAMES := $(patsubst examples/%.c,%,$(wildcard examples/*.c))
 COMMON_SRCS   := $(wildcard examples/common/*.c)
 EX_CFLAGS     := $(WARN) -O3 $(ARCH) -fopenmp $(INC) -DATTNKIT_DATA_DIR='"$(WT2_DIR)"'
+# CBLAS=-lopenblas (or any CBLAS's link flags): the examples' tk_sgemm calls cblas_sgemm
+# (tensor.h's TK_USE_CBLAS). Off by default; after switching, `make clean` (the shared
+# objects are not rebuilt on a variable change).
+CBLAS ?=
+EX_CFLAGS     += $(if $(strip $(CBLAS)),-DTK_USE_CBLAS)
 
 # the shared code is compiled once into objects, then linked into every example
 COMMON_OBJS   := $(patsubst examples/common/%.c,build/obj/common/%.o,$(COMMON_SRCS))
@@ -109,7 +126,7 @@ build/obj/common/%.o: examples/common/%.c $(DEPS)
 
 build/%: examples/%.c $(COMMON_OBJS) $(DEPS)
 	@mkdir -p build
-	$(CC) $(EX_CFLAGS) $< $(COMMON_OBJS) -o $@ $(LIBS)
+	$(CC) $(EX_CFLAGS) $< $(COMMON_OBJS) -o $@ $(CBLAS) $(LIBS)
 
 examples: $(foreach e,$(EXAMPLE_NAMES),build/$(e))
 

@@ -23,6 +23,15 @@
      TK_MALLOC/TK_FREE    allocator (define both or neither)
      TK_ASSERT            internal-invariant assert (never used on user input)
      TK_GEMM_NO_SIMD      build only the portable scalar GEMM micro-kernel
+     TK_USE_CBLAS         tk_sgemm calls cblas_sgemm (any CBLAS: OpenBLAS, BLIS, MKL;
+                          link it, e.g. -lopenblas) instead of the built-in kernels;
+                          off by default (tensor.h has no dependencies). The header
+                          included for it is <cblas.h>, or TK_CBLAS_HEADER (e.g.
+                          -DTK_CBLAS_HEADER='<mkl_cblas.h>'). Validation, the alpha == 0
+                          and tiny-product paths stay tensor.h's; results are then the
+                          BLAS's (its own threads and bits: not bit-identical across
+                          thread counts). tk_gemm_set_kernel(TK_GEMM_BUILTIN) or
+                          TK_GEMM_SCALAR returns to the built-in kernels at run time.
      -fopenmp             parallel GEMM and row loops (optional; results identical
                           run to run for a fixed thread count)
      The GEMM micro-kernel is chosen at compile time: AVX-512F if __AVX512F__,
@@ -113,11 +122,12 @@ TKDEF int tk_sgemm(int transA, int transB, int M, int N, int K, float alpha,
                    const float *A, int lda, const float *B, int ldb, float beta,
                    float *C, int ldc);
 
-enum { TK_GEMM_AUTO = 0, TK_GEMM_SCALAR = 1 };
-/* Force the portable scalar micro-kernel (TK_GEMM_SCALAR) or use the best compiled
-   one (TK_GEMM_AUTO, the default). Process-wide; for tests and benchmarks. */
+enum { TK_GEMM_AUTO = 0, TK_GEMM_SCALAR = 1, TK_GEMM_BUILTIN = 2 };
+/* Force the portable scalar micro-kernel (TK_GEMM_SCALAR), the best compiled built-in
+   one (TK_GEMM_BUILTIN), or the default (TK_GEMM_AUTO: cblas_sgemm when compiled with
+   TK_USE_CBLAS, else the best built-in kernel). Process-wide; for tests and benchmarks. */
 TKDEF void tk_gemm_set_kernel(int kernel);
-/* "avx512", "avx2" or "scalar": the micro-kernel tk_sgemm uses now. */
+/* "cblas", "avx512", "avx2" or "scalar": what tk_sgemm uses now. */
 TKDEF const char *tk_gemm_kernel_name(void);
 
 /* ---------------------------------------------------------------- layers */
@@ -516,14 +526,27 @@ static int tk__finite_d(double x)
 #define TK__GEMM_HAVE_AVX2 1
 #endif
 
-/* Cache blocking for AMD Zen 4 (L1d 32 KiB, L2 1 MiB per core, L3 32 MiB shared);
-   reasonable on other x86-64 parts. MC must be a multiple of every MR (12, 6, 4)
-   and NC of every NR (32, 16). */
+/* Cache blocking. MC must be a multiple of every MR (12, 6, 4) and NC of every NR
+   (32, 16).
+     AVX-512 (tuned on Zen 4: L1d 32 KiB, L2 1 MiB; also Sapphire/Emerald Rapids):
+       KC 512, MC 96.
+     AVX2 (Zen 3: L1d 32 KiB, L2 512 KiB; Haswell..Golden Cove): KC 384, MC 144: the
+       B micro-panel KC x 16 (24 KiB) stays in a 32 KiB L1 beside the streaming A
+       micro-panel (9 KiB), the A block MC x KC (216 KiB) in half of a 512 KiB L2.
+       KC 512 put the whole 32 KiB L1 under the B micro-panel. */
 #ifndef TK__GEMM_KC
+#if defined(TK__GEMM_HAVE_AVX512)
 #define TK__GEMM_KC 512
+#else
+#define TK__GEMM_KC 384
+#endif
 #endif
 #ifndef TK__GEMM_MC
+#if defined(TK__GEMM_HAVE_AVX512)
 #define TK__GEMM_MC 96
+#else
+#define TK__GEMM_MC 144
+#endif
 #endif
 #ifndef TK__GEMM_NC
 #define TK__GEMM_NC 3072
@@ -740,6 +763,13 @@ static void tk__gemm_ukr_avx2(int kc, const float *TK_RESTRICT a,
 #endif /* TK__GEMM_HAVE_AVX2 */
 
 static int tk__gemm_kernel_choice = TK_GEMM_AUTO;
+#ifdef TK_USE_CBLAS
+#ifdef TK_CBLAS_HEADER
+#include TK_CBLAS_HEADER
+#else
+#include <cblas.h>
+#endif
+#endif
 
 static tk__gemm_kernel tk__gemm_pick(void)
 {
@@ -765,10 +795,18 @@ static tk__gemm_kernel tk__gemm_pick(void)
 
 TKDEF void tk_gemm_set_kernel(int kernel)
 {
-    tk__gemm_kernel_choice = (kernel == TK_GEMM_SCALAR) ? TK_GEMM_SCALAR : TK_GEMM_AUTO;
+    tk__gemm_kernel_choice = (kernel == TK_GEMM_SCALAR || kernel == TK_GEMM_BUILTIN)
+                                 ? kernel
+                                 : TK_GEMM_AUTO;
 }
 
-TKDEF const char *tk_gemm_kernel_name(void) { return tk__gemm_pick().name; }
+TKDEF const char *tk_gemm_kernel_name(void)
+{
+#ifdef TK_USE_CBLAS
+    if (tk__gemm_kernel_choice == TK_GEMM_AUTO) return "cblas";
+#endif
+    return tk__gemm_pick().name;
+}
 
 /* ---- packing -------------------------------------------------------------- */
 #if defined(TK__GEMM_HAVE_AVX512) || defined(TK__GEMM_HAVE_AVX2)
@@ -862,6 +900,8 @@ static void tk__gemm_pack_cols(float *TK_RESTRICT dst, int w, const float *src, 
         for (p = 0; p < kc; p++) memcpy(dst + (size_t)p * 16, src + (size_t)p * ls, 16 * sizeof(float));
     } else if (c == w && w == 12) {
         for (p = 0; p < kc; p++) memcpy(dst + (size_t)p * 12, src + (size_t)p * ls, 12 * sizeof(float));
+    } else if (c == w && w == 6) {
+        for (p = 0; p < kc; p++) memcpy(dst + (size_t)p * 6, src + (size_t)p * ls, 6 * sizeof(float));
     } else {
         for (p = 0; p < kc; p++) {
             const float *sp = src + (size_t)p * ls;
@@ -1088,6 +1128,14 @@ TKDEF int tk_sgemm(int transA, int transB, int M, int N, int K, float alpha,
                        C, (size_t)ldc);
         return TK_OK;
     }
+#ifdef TK_USE_CBLAS
+    if (tk__gemm_kernel_choice == TK_GEMM_AUTO) {
+        cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
+                    transB ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta,
+                    C, ldc);
+        return TK_OK;
+    }
+#endif
     return tk__gemm_blocked(transA, transB, M, N, K, alpha, A, (size_t)lda, B, (size_t)ldb,
                             beta, C, (size_t)ldc);
 }

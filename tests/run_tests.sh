@@ -49,6 +49,16 @@ for cc in $COMPILERS; do
     done
 done
 
+# 1a. tk_sgemm through a CBLAS (TK_USE_CBLAS) where OpenBLAS is installed
+if command -v gcc >/dev/null 2>&1 && \
+   printf '#include <cblas.h>\nint main(void){return 0;}\n' | gcc -x c - -o /dev/null -lopenblas >/dev/null 2>&1; then
+    $MAKE --no-print-directory build/gcc/test_gemm_cblas > "$LOG/build-cblas.log" 2>&1 \
+        || { echo "build errors (TK_USE_CBLAS):"; grep -E 'error' "$LOG/build-cblas.log" | head -n 20; }
+    run_one "gcc/test_gemm_cblas" build/gcc/test_gemm_cblas
+else
+    echo "skip gcc/test_gemm_cblas: no CBLAS (cblas.h + -lopenblas) installed"; S=$((S + 1))
+fi
+
 # 2. header compile checks: every header alone and all together, C and C++
 sh tests/compile_check.sh "$COMPILERS" > "$LOG/compile.out" 2>&1
 cat "$LOG/compile.out" | grep -v '^ok ' >&2

@@ -8,12 +8,13 @@
    order S / K, far above it for the K used here.
 
    Shapes: 1x1x1, primes, and sizes that are not multiples of any tile size
-   (MR 12/6/4, NR 32/16, MC 192, KC 256, NC 3072), all four transpose combinations,
+   (MR 12/6/4, NR 32/16, MC 96/144, KC 512/384, NC 3072), all four transpose combinations,
    several alpha/beta (beta = 0 with NaN in C), leading dimensions larger than the
    row length (the padding holds NaN: reading it would poison the result; C's padding
    must come back untouched). Every case runs with the compiled SIMD micro-kernel and
    with the portable scalar one (tk_gemm_set_kernel); under OpenMP 1 and 2 threads
-   must give identical bits. */
+   must give identical bits. Built with -DTK_USE_CBLAS (and a CBLAS linked), every case
+   also runs through cblas_sgemm (the default then) and the built-in kernel. */
 #include "attnkit_test.h"
 #define TENSOR_IMPLEMENTATION
 #include "tensor.h"
@@ -126,6 +127,12 @@ static void check_case(const gemm_case *c)
     rc = run(c, &g);
     CHECK_INT_EQ(rc, TK_OK);
     verify(c, &g, tk_gemm_kernel_name());
+#ifdef TK_USE_CBLAS
+    tk_gemm_set_kernel(TK_GEMM_BUILTIN);
+    rc = run(c, &g);
+    CHECK_INT_EQ(rc, TK_OK);
+    verify(c, &g, tk_gemm_kernel_name());
+#endif
     tk_gemm_set_kernel(TK_GEMM_SCALAR);
     rc = run(c, &g);
     CHECK_INT_EQ(rc, TK_OK);
@@ -207,7 +214,8 @@ static void test_threads_identical(void)
         {0, 1, 301, 77, 290}, {1, 0, 40, 700, 33}, {0, 0, 6, 3300, 20}, {1, 1, 250, 260, 270}};
     int s, k, saved = omp_get_max_threads();
     for (k = 0; k < 2; k++) {
-        tk_gemm_set_kernel(k ? TK_GEMM_SCALAR : TK_GEMM_AUTO);
+        /* the built-in kernels; a CBLAS (TK_USE_CBLAS) has its own threads and bits */
+        tk_gemm_set_kernel(k ? TK_GEMM_SCALAR : TK_GEMM_BUILTIN);
         for (s = 0; s < 4; s++) {
             gemm_case c;
             gemm_bufs g;
@@ -248,6 +256,12 @@ static void test_kernel_name(void)
     expect = "avx2";
 #endif
     tk_gemm_set_kernel(TK_GEMM_AUTO);
+#ifdef TK_USE_CBLAS
+    CHECK(strcmp(tk_gemm_kernel_name(), "cblas") == 0);
+#else
+    CHECK(strcmp(tk_gemm_kernel_name(), expect) == 0);
+#endif
+    tk_gemm_set_kernel(TK_GEMM_BUILTIN);
     CHECK(strcmp(tk_gemm_kernel_name(), expect) == 0);
     tk_gemm_set_kernel(TK_GEMM_SCALAR);
     CHECK(strcmp(tk_gemm_kernel_name(), "scalar") == 0);
