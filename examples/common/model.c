@@ -2,6 +2,8 @@
 
    Architecture as built here (PyTorch-style tensor names in brackets):
      x0  = wte[ids] + wpe[t]                       ["wte" (V,C), "wpe" (max_T,C)]
+           (pos ROPE: no wpe; softmax attention's q, k rotated per head after the split,
+           mdl__rope; pos NONE: no positions at all)
      block l (pre-norm), x = its input (B,T,C):
        mu  = memberships(x) (seed 000 Listing 3: z = P x + b, Gaussian distances to R
              centres, softmax)                     ["blocks.l.mem.proj.weight" (C,C),
@@ -180,6 +182,17 @@ struct mdl_model {
     float *gm;               /* (N,C) memory-channel output (forward scratch) */
     float lyr_loss;          /* polar distractor loss + MoE load-balance term of the last forward */
     ceas_obs *obs_heads;     /* (L,H) */
+    /* CEAS gating (issue 20; mdl_set_gating): malloc'ed apart from the activations */
+    ceas_obs *gate_rows;     /* (L,B,H,T) gate observables of the last forward */
+    size_t gate_rows_cap;
+    int gate_rows_ok;        /* gate_rows hold the last (training) forward's rows */
+    float *gate_scr;         /* per-thread scratch of the gate rows and the gated backward */
+    size_t gate_scr_cap;
+    unsigned char *gate_keep;   /* (L,B,H,T) */
+    size_t gate_keep_cap;
+    unsigned char *gate_frozen; /* (L,H) */
+    int gate_keep_on, gate_frozen_on;
+    mdl_gate_counts gcount;
     /* last forward */
     int have_bwd;            /* a training forward with targets is ready for backward */
     mdl_opts opts;
@@ -318,8 +331,12 @@ int mdl_config_validate(const mdl_config *c, char *err, size_t errlen)
         return mdl__errf(err, errlen, MDL_EINVAL, "max_T must be in [1, 65536] (got %d)", c->max_T);
     if (c->d_ff_mult < 1 || c->d_ff_mult > 64)
         return mdl__errf(err, errlen, MDL_EINVAL, "d_ff_mult must be in [1, 64] (got %d)", c->d_ff_mult);
-    if (c->pos != MDL_POS_NONE && c->pos != MDL_POS_LEARNED)
-        return mdl__errf(err, errlen, MDL_EINVAL, "pos must be MDL_POS_NONE or MDL_POS_LEARNED (got %d)", c->pos);
+    if (c->pos != MDL_POS_NONE && c->pos != MDL_POS_LEARNED && c->pos != MDL_POS_ROPE)
+        return mdl__errf(err, errlen, MDL_EINVAL, "pos must be MDL_POS_NONE, MDL_POS_LEARNED or MDL_POS_ROPE (got %d)",
+                         c->pos);
+    if (c->pos == MDL_POS_ROPE && (c->attn != MDL_ATTN_SOFTMAX || (c->d_model / c->n_heads) % 2 != 0))
+        return mdl__errf(err, errlen, MDL_EINVAL, "rope positions need softmax attention and an even head width "
+                                                  "(got attn %d, head width %d)", c->attn, c->d_model / c->n_heads);
     if (c->norm != MDL_NORM_LAYER && c->norm != MDL_NORM_RMS)
         return mdl__errf(err, errlen, MDL_EINVAL, "norm must be MDL_NORM_LAYER or MDL_NORM_RMS (got %d)", c->norm);
     if (c->attn != MDL_ATTN_SOFTMAX && c->attn != MDL_ATTN_POLAR)
@@ -714,6 +731,10 @@ void mdl_destroy(mdl_model *m)
     free(m->tinit);
     free(m->tinit_a);
     free(m->act);
+    free(m->gate_rows);
+    free(m->gate_scr);
+    free(m->gate_keep);
+    free(m->gate_frozen);
     free(m);
 }
 
@@ -1198,6 +1219,35 @@ static int mdl__prior_cached(mdl_model *m, int l, const era_rpa_params *rp, int 
     return era_cache_get(pc, T, out);
 }
 
+/* Rotary position embedding in place on x (B,H,T,D), D even: for position t and pair
+   (2i, 2i+1), angle t * MDL_ROPE_BASE^(-2i/D) (in double, so positions in the thousands
+   keep their precision); inverse 1 turns by the opposite angle, which is the transpose
+   of the rotation: the backward of the forward rotation. */
+static void mdl__rope(float *x, int B, int H, int T, int D, int inverse)
+{
+    int t;
+    MDL__OMP(omp parallel for schedule(static) if((size_t)B * H * T * D > 65536))
+    for (t = 0; t < T; t++) {
+        int i, bh;
+        for (i = 0; i < D / 2; i++) {
+            double ang = (double)t * pow(MDL_ROPE_BASE, -2.0 * i / (double)D);
+            float cs = (float)cos(ang), sn = (float)(inverse ? -sin(ang) : sin(ang));
+            for (bh = 0; bh < B * H; bh++) {
+                float *p = x + ((size_t)bh * T + t) * D + 2 * i, x0 = p[0], x1 = p[1];
+                p[0] = x0 * cs - x1 * sn;
+                p[1] = x0 * sn + x1 * cs;
+            }
+        }
+    }
+}
+
+static int mdl__gate_rows_fwd(mdl_model *m, int l, const float *bias);
+static int mdl__attn_bwd_gated(mdl_model *m, int l, const float *dout);
+static int mdl__gate_layer_dense(const mdl_model *m, int l);
+static int mdl__gate_layer_frozen(const mdl_model *m, int l);
+static int mdl__proj_bwd_gated(mdl_model *m, int l, int qkv);
+static void mdl__gate_count(mdl_model *m);
+
 /* Softmax attention of block l: a->n1 -> a->ap (the prior bias, the observables). */
 static int mdl__softmax_fwd(mdl_model *m, int l, const mdl_opts *o, mdl_stats *st)
 {
@@ -1209,6 +1259,11 @@ static int mdl__softmax_fwd(mdl_model *m, int l, const mdl_opts *o, mdl_stats *s
     const float *bias = NULL;
     MDL__TRY(mdl__linear(m->qkv, a->n1, P + b->qkv, NULL, N, C, 3 * C), "qkv GEMM");
     MDL__TRY(tk_split_heads_forward(a->q, a->k, a->v, m->qkv, B, T, H, D), "split heads");
+    if (c->pos == MDL_POS_ROPE) {
+        /* the rotated q, k are what the attention (and its backward) sees */
+        mdl__rope(a->q, B, H, T, D, 0);
+        mdl__rope(a->k, B, H, T, D, 0);
+    }
     if (c->prior == MDL_PRIOR_RPA) {
         era_rpa_params rp = mdl__rpa_params(m, l, P);
         if (m->prior_running && !m->train) {
@@ -1259,6 +1314,10 @@ static int mdl__softmax_fwd(mdl_model *m, int l, const mdl_opts *o, mdl_stats *s
     }
     MDL__TRY(tk_attention_forward(m->atty, a->probs, a->q, a->k, a->v, bias, 0, m->temp + (size_t)l * H,
                                   B, H, T, D), "tk_attention_forward");
+    if (o->want_gate_rows && o->train) {
+        int rc = mdl__gate_rows_fwd(m, l, bias);
+        if (rc) return rc;
+    }
     if (c->gac_tau || o->ent_band_lambda > 0.0f) {
         /* mean attention entropy of the layer over batch, heads and query rows (nats);
            per (b,h) partial sums added in a fixed order: thread-count independent */
@@ -1547,6 +1606,22 @@ int mdl_forward(mdl_model *m, const int *inputs, const int *targets, int B, int 
         return mdl__fail(m, MDL_EINVAL, "mdl_forward: attn_temp_mul must be finite and > 0 (got %g)", (double)o.attn_temp_mul);
     if (o.want_attn_obs && m->H > 256)
         return mdl__fail(m, MDL_EINVAL, "mdl_forward: attention observables support at most 256 heads");
+    m->gate_keep_on = m->gate_frozen_on = 0; /* gating holds for one backward only */
+    m->gate_rows_ok = 0;
+    memset(&m->gcount, 0, sizeof m->gcount);
+    if (o.want_gate_rows) {
+        size_t need;
+        if (o.want_gate_rows != 1 || !o.train || c->attn != MDL_ATTN_SOFTMAX)
+            return mdl__fail(m, MDL_EINVAL, "mdl_forward: want_gate_rows needs a training forward (train 1) with "
+                                            "softmax attention");
+        need = (size_t)m->L * (size_t)B * (size_t)m->H * (size_t)T;
+        if (need > m->gate_rows_cap) {
+            ceas_obs *g = (ceas_obs *)realloc(m->gate_rows, need * sizeof(ceas_obs));
+            if (!g) return mdl__fail(m, MDL_ENOMEM, "mdl_forward: out of memory (gate rows)");
+            m->gate_rows = g;
+            m->gate_rows_cap = need;
+        }
+    }
     L = m->L;
     H = m->H;
     C = m->C;
@@ -1658,6 +1733,8 @@ int mdl_forward(mdl_model *m, const int *inputs, const int *targets, int B, int 
         m->have_bwd = 0;
     }
     st.attn_obs = o.want_attn_obs && c->attn == MDL_ATTN_SOFTMAX ? m->obs_heads : NULL;
+    m->gate_rows_ok = o.want_gate_rows == 1;
+    st.gate_rows = m->gate_rows_ok ? m->gate_rows : NULL;
     if (stats) *stats = st;
     return MDL_OK;
 }
@@ -1942,9 +2019,15 @@ static int mdl__block_bwd(mdl_model *m, int l)
         MDL__TRY(lyr_polar_backward(&m->pd, Pp, Gp, dbr, m->dln, a->sv_pol, m->lwork, B, T),
                  "lyr_polar_backward");
     } else {
-        /* output projection: dattm (datt) = dap Wo; dWo += dap^T attm */
-        MDL__TRY(mdl__linear_bwd(m->datt, 0.0f, G + b->proj, NULL, dbr, a->attm, P + b->proj, N, C, C),
-                 "attention projection backward");
+        /* output projection: dattm (datt) = dap Wo; dWo += dap^T attm (frozen heads'
+           columns skipped under CEAS head gating) */
+        if (mdl__gate_layer_frozen(m, l)) {
+            int rc = mdl__proj_bwd_gated(m, l, 0);
+            if (rc) return rc;
+        } else {
+            MDL__TRY(mdl__linear_bwd(m->datt, 0.0f, G + b->proj, NULL, dbr, a->attm, P + b->proj, N, C, C),
+                     "attention projection backward");
+        }
         /* merge heads backward: atty (B,H,T,D) gradient into dbr (reused) */
         memset(dbr, 0, sizeof(float) * NC);
         MDL__TRY(tk_merge_heads_backward(dbr, m->datt, B, T, H, D), "merge heads backward");
@@ -1959,9 +2042,14 @@ static int mdl__block_bwd(mdl_model *m, int l)
                 for (h = 0; h < H; h++) dtemp[h] = 0.0f;
                 dtp = dtemp;
             }
-            MDL__TRY(tk_attention_backward(m->dq, m->dk, m->dv, dbp, dtp, dbr, a->probs, a->q, a->k, a->v, 0,
-                                           m->temp + (size_t)l * H, B, H, T, D),
-                     "tk_attention_backward");
+            if (mdl__gate_layer_dense(m, l)) {
+                MDL__TRY(tk_attention_backward(m->dq, m->dk, m->dv, dbp, dtp, dbr, a->probs, a->q, a->k, a->v,
+                                               0, m->temp + (size_t)l * H, B, H, T, D),
+                         "tk_attention_backward");
+            } else {
+                int rc = mdl__attn_bwd_gated(m, l, dbr); /* CEAS gating: pruned rows, frozen heads */
+                if (rc) return rc;
+            }
             if (m->ent_dHl[l] != 0.0f) {
                 int rc = mdl__ent_band_bwd(m, l, dbp, dtp);
                 if (rc) return rc;
@@ -1984,10 +2072,20 @@ static int mdl__block_bwd(mdl_model *m, int l)
                 G[b->gtau] += (float)dg;
             }
         }
+        if (c->pos == MDL_POS_ROPE) {
+            /* dq, dk are gradients of the rotated q, k: turn them back */
+            mdl__rope(m->dq, B, H, T, D, 1);
+            mdl__rope(m->dk, B, H, T, D, 1);
+        }
         memset(m->dqkv, 0, sizeof(float) * NC * 3);
         MDL__TRY(tk_split_heads_backward(m->dqkv, m->dq, m->dk, m->dv, B, T, H, D), "split heads backward");
-        MDL__TRY(mdl__linear_bwd(m->dln, 1.0f, G + b->qkv, NULL, m->dqkv, a->n1, P + b->qkv, N, C, 3 * C),
-                 "qkv backward");
+        if (mdl__gate_layer_frozen(m, l)) {
+            int rc = mdl__proj_bwd_gated(m, l, 1);
+            if (rc) return rc;
+        } else {
+            MDL__TRY(mdl__linear_bwd(m->dln, 1.0f, G + b->qkv, NULL, m->dqkv, a->n1, P + b->qkv, N, C, 3 * C),
+                     "qkv backward");
+        }
     }
     MDL__TRY(mdl__norm_bwd(m, dres, G + b->ln1w, b->ln1b != MDL__ABSENT ? G + b->ln1b : NULL, m->dln, x,
                            P + b->ln1w, a->n1m, a->n1r, N), "norm1 backward");
@@ -2057,6 +2155,7 @@ int mdl_backward(mdl_model *m)
     m->have_bwd = 0;
     N = m->B * m->T;
     NC = (size_t)N * m->C;
+    mdl__gate_count(m);
     /* head: the training forward left dlogits (N,V) in the logits buffer */
     MDL__TRY(tk_sgemm(0, 0, N, m->C, m->V, 1.0f, m->logits, m->V, m->params + m->wte, m->C, 0.0f, m->dln, m->C),
              "head backward (dx)");
@@ -2073,6 +2172,415 @@ int mdl_backward(mdl_model *m)
     MDL__TRY(tk_embedding_backward(m->grads + m->wte, m->wpe != MDL__ABSENT ? m->grads + m->wpe : NULL, m->dres,
                                    m->ids, m->B, m->T, m->C, m->V),
              "embedding backward");
+    return MDL_OK;
+}
+
+/* ------------------------------------------------------------------ CEAS gating */
+/* Issue 20. The gate rows: per query row (b,h,i) of layer l, from the logits
+   z_j = alpha_h q_i.k_j (+ bias_ij), j <= i (recomputed in blocks of 64 rows by GEMM: the
+   forward kernel does not keep them) and the forward's probabilities p_j:
+     H = lse - sum_j p_j z_j with lse = z_m - ln p_m at the row's largest logit m (no
+     exponential per element), sigma_qk = std_j(z_j) / alpha_h (population std over the
+     i+1 keys, as ceas_row_observables), mean_s, Var_p[s] likewise, n_eff = e^H.
+   Cost (counted in gate_overhead): the GEMM blocks, 2 D rows x keys-of-the-block each,
+   plus 8 FLOPs per causal logit. */
+
+#define MDL__GATE_BR 64
+
+static int mdl__nthreads(void)
+{
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
+static int mdl__tid(void)
+{
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
+
+static int mdl__gate_scratch(mdl_model *m, size_t floats)
+{
+    if (floats > m->gate_scr_cap) {
+        float *p = (float *)realloc(m->gate_scr, floats * sizeof(float));
+        if (!p) return mdl__fail(m, MDL_ENOMEM, "CEAS gating: out of memory (scratch)");
+        m->gate_scr = p;
+        m->gate_scr_cap = floats;
+    }
+    return MDL_OK;
+}
+
+static int mdl__gate_rows_fwd(mdl_model *m, int l, const float *bias)
+{
+    const mdl__ba *a = &m->ba[l];
+    int B = m->B, T = m->T, H = m->H, D = m->D, nbh = B * H, u, nt = mdl__nthreads(), err = 0;
+    size_t TT = (size_t)T * T, TD = (size_t)T * D, blk = (size_t)(T < MDL__GATE_BR ? T : MDL__GATE_BR) * T;
+    double fl = 0.0;
+    int i0, rc = mdl__gate_scratch(m, (size_t)nt * blk);
+    if (rc) return rc;
+    MDL__OMP(omp parallel for schedule(static) num_threads(nt) if(nt > 1 && nbh > 1))
+    for (u = 0; u < nbh; u++) {
+        float *S = m->gate_scr + (size_t)mdl__tid() * blk;
+        int h = u % H, b0, i, j;
+        float al = 1.0f / (sqrtf((float)D) * m->temp[(size_t)l * H + h]);
+        const float *q = a->q + (size_t)u * TD, *k = a->k + (size_t)u * TD, *P = a->probs + (size_t)u * TT;
+        ceas_obs *rows = m->gate_rows + ((size_t)l * nbh + (size_t)u) * T;
+        for (b0 = 0; b0 < T; b0 += MDL__GATE_BR) {
+            int b1 = b0 + MDL__GATE_BR < T ? b0 + MDL__GATE_BR : T, n = b1;
+            if (tk_sgemm(0, 1, b1 - b0, n, D, al, q + (size_t)b0 * D, D, k, D, 0.0f, S, n) != TK_OK) {
+                MDL__OMP(omp atomic write)
+                err = 1;
+                break;
+            }
+            for (i = b0; i < b1; i++) {
+                const float *z = S + (size_t)(i - b0) * n, *p = P + (size_t)i * T;
+                const float *bb = bias ? bias + (size_t)i * T : NULL;
+                double sz = 0.0, sz2 = 0.0, spz = 0.0, spz2 = 0.0, lse, Hr, mu, var, vp;
+                float zmax = -INFINITY;
+                int jm = 0, cnt = i + 1;
+                ceas_obs *r = rows + i;
+                for (j = 0; j <= i; j++) {
+                    double zj = (double)z[j] + (bb ? (double)bb[j] : 0.0), pz = (double)p[j] * zj;
+                    sz += zj;
+                    sz2 += zj * zj;
+                    spz += pz;
+                    spz2 += pz * zj;
+                    if ((float)zj > zmax) {
+                        zmax = (float)zj;
+                        jm = j;
+                    }
+                }
+                lse = (double)zmax - log((double)p[jm]);
+                Hr = lse - spz;
+                if (!(Hr > 0.0)) Hr = 0.0;
+                mu = sz / cnt;
+                var = sz2 / cnt - mu * mu;
+                if (!(var > 0.0)) var = 0.0;
+                vp = spz2 - spz * spz;
+                if (!(vp > 0.0)) vp = 0.0;
+                r->H = (float)Hr;
+                r->n_eff = (float)exp(Hr);
+                r->var_s = (float)(vp / ((double)al * al));
+                r->sigma_qk = (float)(sqrt(var) / al);
+                r->mean_s = (float)(mu / al);
+                r->log_n = (float)log((double)cnt);
+                r->n = cnt;
+            }
+        }
+    }
+    if (err) return mdl__fail(m, MDL_EFAIL, "CEAS gate rows: logit GEMM failed");
+    for (i0 = 0; i0 < T; i0 += MDL__GATE_BR) {
+        int i1 = i0 + MDL__GATE_BR < T ? i0 + MDL__GATE_BR : T;
+        fl += 2.0 * D * (double)(i1 - i0) * i1;
+    }
+    fl += 8.0 * (double)T * (T + 1) / 2.0;
+    m->gcount.gate_overhead += fl * nbh;
+    return MDL_OK;
+}
+
+static int mdl__gate_layer_frozen(const mdl_model *m, int l)
+{
+    int h;
+    if (!m->gate_frozen_on) return 0;
+    for (h = 0; h < m->H; h++)
+        if (m->gate_frozen[(size_t)l * m->H + h]) return 1;
+    return 0;
+}
+
+/* 1: layer l's attention backward is the dense one (nothing pruned, nothing frozen) */
+static int mdl__gate_layer_dense(const mdl_model *m, int l)
+{
+    size_t e, n = (size_t)m->B * m->H * m->T;
+    const unsigned char *kp;
+    if (mdl__gate_layer_frozen(m, l)) return 0;
+    if (!m->gate_keep_on) return 1;
+    kp = m->gate_keep + (size_t)l * n;
+    for (e = 0; e < n; e++)
+        if (!kp[e]) return 0;
+    return 1;
+}
+
+/* The gated attention-core backward of layer l: dout (B,H,T,D) the gradient of the
+   attention output; m->dq, dk, dv (zeroed by the caller) accumulate. Per (b,h) not frozen:
+   the kept rows in chunks of up to 64: gathered dO, Q and P rows, then
+     dP = dO_g V[0:n]^T, dS = P (dP - rowsum(P dP)) (j <= i), dV[0:n] += P_g^T dO_g,
+     dQ rows = alpha dS K[0:n], dK[0:n] += alpha dS^T Q_g
+   (n = last kept row of the chunk + 1): the arithmetic of the dense backward restricted to
+   the kept rows; the pruned rows and frozen heads are never touched. */
+static int mdl__attn_bwd_gated(mdl_model *m, int l, const float *dout)
+{
+    const mdl__ba *a = &m->ba[l];
+    int B = m->B, T = m->T, H = m->H, D = m->D, nbh = B * H, u, nt = mdl__nthreads(), err = 0;
+    size_t TT = (size_t)T * T, TD = (size_t)T * D, R = MDL__GATE_BR;
+    size_t per = 3 * R * D + 2 * R * T + (size_t)T; /* dOg, Qg, dQg, Pg, dS, idx (as floats) */
+    int rc = mdl__gate_scratch(m, (size_t)nt * per);
+    if (rc) return rc;
+    MDL__OMP(omp parallel for schedule(dynamic, 1) num_threads(nt) if(nt > 1 && nbh > 1))
+    for (u = 0; u < nbh; u++) {
+        float *w = m->gate_scr + (size_t)mdl__tid() * per;
+        float *dOg = w, *Qg = dOg + R * D, *dQg = Qg + R * D, *Pg = dQg + R * D, *dS = Pg + R * T;
+        int *idx = (int *)(void *)(dS + R * T); /* sizeof(int) == sizeof(float) (checked at set) */
+        int b = u / H, h = u % H, nk = 0, c0, i, j, r;
+        float al = 1.0f / (sqrtf((float)D) * m->temp[(size_t)l * H + h]);
+        const unsigned char *kp;
+        const float *Q = a->q + (size_t)u * TD, *K = a->k + (size_t)u * TD, *V = a->v + (size_t)u * TD;
+        const float *P = a->probs + (size_t)u * TT, *dO = dout + (size_t)u * TD;
+        float *dQ = m->dq + (size_t)u * TD, *dK = m->dk + (size_t)u * TD, *dV = m->dv + (size_t)u * TD;
+        if (m->gate_frozen_on && m->gate_frozen[(size_t)l * H + h]) continue;
+        kp = m->gate_keep_on ? m->gate_keep + (((size_t)l * B + b) * H + h) * T : NULL;
+        for (i = 0; i < T; i++)
+            if (!kp || kp[i]) idx[nk++] = i;
+        for (c0 = 0; c0 < nk; c0 += (int)R) {
+            int mm = nk - c0 < (int)R ? nk - c0 : (int)R, n = idx[c0 + mm - 1] + 1, e = 0;
+            for (r = 0; r < mm; r++) {
+                int ir = idx[c0 + r];
+                memcpy(dOg + (size_t)r * D, dO + (size_t)ir * D, sizeof(float) * (size_t)D);
+                memcpy(Qg + (size_t)r * D, Q + (size_t)ir * D, sizeof(float) * (size_t)D);
+                for (j = 0; j < n; j++) Pg[(size_t)r * n + j] = j <= ir ? P[(size_t)ir * T + j] : 0.0f;
+            }
+            e |= tk_sgemm(0, 1, mm, n, D, 1.0f, dOg, D, V, D, 0.0f, dS, n);
+            if (!e)
+                for (r = 0; r < mm; r++) {
+                    int ir = idx[c0 + r];
+                    const float *p = Pg + (size_t)r * n;
+                    float *d = dS + (size_t)r * n, dot = 0.0f;
+                    for (j = 0; j <= ir; j++) dot += p[j] * d[j];
+                    for (j = 0; j <= ir; j++) d[j] = p[j] * (d[j] - dot);
+                    for (j = ir + 1; j < n; j++) d[j] = 0.0f;
+                }
+            if (!e) e |= tk_sgemm(1, 0, n, D, mm, 1.0f, Pg, n, dOg, D, 1.0f, dV, D);
+            if (!e) e |= tk_sgemm(0, 0, mm, D, n, al, dS, n, K, D, 0.0f, dQg, D);
+            if (!e) e |= tk_sgemm(1, 0, n, D, mm, al, dS, n, Qg, D, 1.0f, dK, D);
+            if (e) {
+                MDL__OMP(omp atomic write)
+                err = 1;
+                break;
+            }
+            for (r = 0; r < mm; r++) {
+                float *dq = dQ + (size_t)idx[c0 + r] * D;
+                const float *s = dQg + (size_t)r * D;
+                int d;
+                for (d = 0; d < D; d++) dq[d] += s[d];
+            }
+        }
+    }
+    if (err) return mdl__fail(m, MDL_EFAIL, "CEAS gated attention backward: GEMM failed");
+    return MDL_OK;
+}
+
+/* Projection backward of layer l with frozen heads skipped. qkv 0: the output projection
+   (datt = dbr Wo over the columns of the active heads, dWo += dbr^T attm on those columns;
+   the frozen heads' datt columns are 0); qkv 1: dln += dqkv W and dW += dqkv^T n1 over the
+   Q, K and V rows of the active heads. Runs of adjacent active heads go in one GEMM. */
+static int mdl__proj_bwd_gated(mdl_model *m, int l, int qkv)
+{
+    const mdl__bp *b = &m->bp[l];
+    const mdl__ba *a = &m->ba[l];
+    float *P = m->params, *G = m->grads;
+    int N = m->B * m->T, C = m->C, H = m->H, D = m->D, h0 = 0, part;
+    const unsigned char *fz = m->gate_frozen + (size_t)l * H;
+    if (!qkv) memset(m->datt, 0, sizeof(float) * (size_t)N * C);
+    while (h0 < H) {
+        int h1 = h0, c0, w;
+        if (fz[h0]) { h0++; continue; }
+        while (h1 < H && !fz[h1]) h1++;
+        c0 = h0 * D;
+        w = (h1 - h0) * D;
+        if (!qkv) {
+            MDL__TRY(tk_sgemm(0, 0, N, w, C, 1.0f, m->dbr, C, P + b->proj + c0, C, 0.0f, m->datt + c0, C),
+                     "gated attention projection backward (dx)");
+            MDL__TRY(tk_sgemm(1, 0, C, w, N, 1.0f, m->dbr, C, a->attm + c0, C, 1.0f, G + b->proj + c0, C),
+                     "gated attention projection backward (dW)");
+        } else {
+            for (part = 0; part < 3; part++) {
+                size_t r0 = (size_t)part * C + (size_t)c0;
+                MDL__TRY(tk_sgemm(0, 0, N, C, w, 1.0f, m->dqkv + r0, 3 * C, P + b->qkv + r0 * C, C, 1.0f,
+                                  m->dln, C), "gated qkv backward (dx)");
+                MDL__TRY(tk_sgemm(1, 0, w, C, N, 1.0f, m->dqkv + r0, 3 * C, a->n1, C, 1.0f,
+                                  G + b->qkv + r0 * C, C), "gated qkv backward (dW)");
+            }
+        }
+        h0 = h1;
+    }
+    return MDL_OK;
+}
+
+/* The counts of a backward under the current gating (called by mdl_backward). */
+static void mdl__gate_count(mdl_model *m)
+{
+    int B = m->B, T = m->T, H = m->H, D = m->D, l, b, h, i, f;
+    double full = 8.0 * D * (double)T * (T + 1) / 2.0;
+    mdl_gate_counts *g = &m->gcount;
+    g->attn_bwd_dense = g->attn_bwd_skipped = g->proj_bwd_skipped = 0.0;
+    g->rows = g->rows_pruned = g->rows_frozen = 0;
+    g->heads_frozen = 0;
+    if (m->cfg.attn != MDL_ATTN_SOFTMAX) return;
+    g->rows = (long long)m->L * B * H * T;
+    g->attn_bwd_dense = full * (double)m->L * B * H;
+    for (l = 0; l < m->L; l++)
+        for (h = 0; h < H; h++) {
+            f = m->gate_frozen_on && m->gate_frozen[(size_t)l * H + h];
+            if (f) {
+                g->heads_frozen++;
+                g->rows_frozen += (long long)B * T;
+                g->attn_bwd_skipped += full * B;
+                g->proj_bwd_skipped += 16.0 * (double)B * T * m->C * D;
+                continue;
+            }
+            if (!m->gate_keep_on) continue;
+            for (b = 0; b < B; b++) {
+                const unsigned char *kp = m->gate_keep + (((size_t)l * B + b) * H + h) * T;
+                for (i = 0; i < T; i++)
+                    if (!kp[i]) {
+                        g->rows_pruned++;
+                        g->attn_bwd_skipped += 8.0 * D * (double)(i + 1);
+                    }
+            }
+        }
+}
+
+int mdl_set_gating(mdl_model *m, const unsigned char *keep, const unsigned char *frozen)
+{
+    const mdl_config *c;
+    size_t nk, nf, e;
+    if (!m) return MDL_EINVAL;
+    c = &m->cfg;
+    if (!m->have_bwd)
+        return mdl__fail(m, MDL_EINVAL, "mdl_set_gating: no training forward with targets to gate (call it between "
+                                        "mdl_forward and mdl_backward)");
+    if (c->attn != MDL_ATTN_SOFTMAX || c->prior != MDL_PRIOR_NONE || c->gac_tau || m->opts.ent_band_lambda > 0.0f)
+        return mdl__fail(m, MDL_EINVAL, "mdl_set_gating: CEAS gating needs softmax attention without a prior, gac_tau "
+                                        "or the entropy band");
+    if (sizeof(int) != sizeof(float)) return mdl__fail(m, MDL_EINVAL, "mdl_set_gating: needs 4-byte int");
+    nk = (size_t)m->L * m->B * m->H * m->T;
+    nf = (size_t)m->L * m->H;
+    if (keep)
+        for (e = 0; e < nk; e++)
+            if (keep[e] > 1) return mdl__fail(m, MDL_EINVAL, "mdl_set_gating: keep[%lu] is %d (must be 0 or 1)",
+                                              (unsigned long)e, keep[e]);
+    if (frozen)
+        for (e = 0; e < nf; e++)
+            if (frozen[e] > 1) return mdl__fail(m, MDL_EINVAL, "mdl_set_gating: frozen[%lu] is %d (must be 0 or 1)",
+                                                (unsigned long)e, frozen[e]);
+    if (keep && nk > m->gate_keep_cap) {
+        unsigned char *p = (unsigned char *)realloc(m->gate_keep, nk);
+        if (!p) return mdl__fail(m, MDL_ENOMEM, "mdl_set_gating: out of memory");
+        m->gate_keep = p;
+        m->gate_keep_cap = nk;
+    }
+    if (frozen && !m->gate_frozen) {
+        m->gate_frozen = (unsigned char *)malloc((size_t)MDL_MAX_LAYERS * 256);
+        if (!m->gate_frozen) return mdl__fail(m, MDL_ENOMEM, "mdl_set_gating: out of memory");
+    }
+    if (frozen && nf > (size_t)MDL_MAX_LAYERS * 256)
+        return mdl__fail(m, MDL_EINVAL, "mdl_set_gating: at most 256 heads per layer");
+    if (keep) memcpy(m->gate_keep, keep, nk);
+    if (frozen) memcpy(m->gate_frozen, frozen, nf);
+    m->gate_keep_on = keep != NULL;
+    m->gate_frozen_on = frozen != NULL;
+    return MDL_OK;
+}
+
+int mdl_ceas_gating(mdl_model *m, const ceas_state *cs, int token_gating, int head_gating)
+{
+    int B, T, H, L, l, h, rc = MDL_OK;
+    size_t n;
+    float *score = NULL, beta[256];
+    unsigned char *keep = NULL;
+    void *ws = NULL;
+    if (!m) return MDL_EINVAL;
+    if (!cs || !cs->mem_ || cs->n_layers != m->L || cs->n_heads != m->H)
+        return mdl__fail(m, MDL_EINVAL, "mdl_ceas_gating: the CEAS state must have the model's layers and heads");
+    if ((token_gating != 0 && token_gating != 1) || (head_gating != 0 && head_gating != 1))
+        return mdl__fail(m, MDL_EINVAL, "mdl_ceas_gating: token_gating and head_gating must be 0 or 1");
+    if (!m->have_bwd)
+        return mdl__fail(m, MDL_EINVAL, "mdl_ceas_gating: no training forward with targets to gate");
+    if (token_gating && !m->gate_rows_ok)
+        return mdl__fail(m, MDL_EINVAL, "mdl_ceas_gating: token gating needs a forward with want_gate_rows");
+    if (m->H > 256) return mdl__fail(m, MDL_EINVAL, "mdl_ceas_gating: at most 256 heads");
+    B = m->B; T = m->T; H = m->H; L = m->L;
+    n = (size_t)B * H * T;
+    if (token_gating) {
+        score = (float *)malloc(sizeof(float) * n);
+        keep = (unsigned char *)malloc(n * (size_t)L);
+        ws = malloc(ceas_token_mask_workspace_size(T));
+        if (!score || !keep || !ws) {
+            rc = mdl__fail(m, MDL_ENOMEM, "mdl_ceas_gating: out of memory");
+            goto done;
+        }
+        for (l = 0; l < L && rc == MDL_OK; l++) {
+            int e;
+            for (h = 0; h < H; h++) beta[h] = 1.0f / (sqrtf((float)m->D) * m->temp[(size_t)l * H + h]);
+            e = ceas_gate_scores(score, m->gate_rows + (size_t)l * n, beta, B, H, T);
+            if (e == CEAS_OK)
+                e = ceas_token_mask(keep + (size_t)l * n, score, B, H, T, ceas_t_gate(cs),
+                                    ceas_keep_q_at(&cs->cfg, cs->step), cs->cfg.m_min, NULL, ws);
+            if (e != CEAS_OK)
+                rc = mdl__fail(m, MDL_EINVAL, "mdl_ceas_gating: layer %d: %s", l, ceas_strerror(e));
+        }
+    }
+    if (rc == MDL_OK) rc = mdl_set_gating(m, keep, head_gating ? cs->frozen : NULL);
+done:
+    free(score);
+    free(keep);
+    free(ws);
+    return rc;
+}
+
+int mdl_gate_counts_get(const mdl_model *m, mdl_gate_counts *out)
+{
+    if (!m || !out) return MDL_EINVAL;
+    *out = m->gcount;
+    return MDL_OK;
+}
+
+/* Calls f(offset, length) for every run of frozen-head parameter floats. */
+static size_t mdl__frozen_runs(const mdl_model *m, const unsigned char *frozen, float *buf, float *compact,
+                               int restore)
+{
+    size_t tot = 0;
+    int l, h, part, o;
+    if (m->cfg.attn != MDL_ATTN_SOFTMAX) return 0;
+    for (l = 0; l < m->L; l++)
+        for (h = 0; h < m->H; h++) {
+            size_t D = (size_t)m->D, C = (size_t)m->C;
+            if (!frozen[(size_t)l * m->H + h]) continue;
+            for (part = 0; part < 3; part++) { /* rows of qkv.weight (3C,C): D x C floats */
+                size_t off = m->bp[l].qkv + ((size_t)part * C + (size_t)h * D) * C, len = D * C;
+                if (buf) {
+                    if (restore) memcpy(buf + off, compact + tot, len * sizeof(float));
+                    else memcpy(compact + tot, buf + off, len * sizeof(float));
+                }
+                tot += len;
+            }
+            for (o = 0; o < m->C; o++) { /* columns of proj.weight (C,C): C runs of D floats */
+                size_t off = m->bp[l].proj + (size_t)o * C + (size_t)h * D;
+                if (buf) {
+                    if (restore) memcpy(buf + off, compact + tot, D * sizeof(float));
+                    else memcpy(compact + tot, buf + off, D * sizeof(float));
+                }
+                tot += D;
+            }
+        }
+    return tot;
+}
+
+size_t mdl_frozen_floats(const mdl_model *m, const unsigned char *frozen)
+{
+    if (!m || !frozen) return 0;
+    return mdl__frozen_runs(m, frozen, NULL, NULL, 0);
+}
+
+int mdl_frozen_copy(const mdl_model *m, const unsigned char *frozen, float *buf, float *compact, int restore)
+{
+    if (!m || !frozen || !buf || !compact || (restore != 0 && restore != 1)) return MDL_EINVAL;
+    mdl__frozen_runs(m, frozen, buf, compact, restore);
     return MDL_OK;
 }
 

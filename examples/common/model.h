@@ -47,7 +47,11 @@ enum { MDL_PRIOR_NONE = 0, MDL_PRIOR_RPA = 1, MDL_PRIOR_ERA = 2 };
 enum { MDL_MEM_NONE = 0, MDL_MEM_GDELTA = 1 };
 enum { MDL_FFN_GELU = 0, MDL_FFN_RELU2 = 1, MDL_FFN_MOE = 2 };
 enum { MDL_NORM_LAYER = 0, MDL_NORM_RMS = 1 };
-enum { MDL_POS_NONE = 0, MDL_POS_LEARNED = 1 };
+/* Positions: NONE, LEARNED (wpe table, max_T rows) or ROPE (rotary embeddings on the
+   softmax attention's q and k per head, pairs (2i, 2i+1) turned by t * MDL_ROPE_BASE^(-2i/D);
+   softmax attention and an even head width only; no table, so any T up to max_T). */
+enum { MDL_POS_NONE = 0, MDL_POS_LEARNED = 1, MDL_POS_ROPE = 2 };
+#define MDL_ROPE_BASE 10000.0
 /* Where the RPA prior's memberships come from (mdl_opts.prior_source):
    AUTO     training forwards: BATCH (seed 000's method); other forwards: RUNNING.
    BATCH    the batch mean of this forward's memberships (S sums over all T positions, the
@@ -144,6 +148,10 @@ typedef struct mdl_opts {
     float ent_band_lambda;  /* 0: off */
     float ent_band_hmin;    /* 2 */
     float ent_band_hmax;    /* 5 */
+    /* CEAS gating (ceas.h, issue 20), training forwards with softmax attention: 1 fills
+       stats.gate_rows with every query row's observables (H, n_eff, sigma_qk of the
+       scores, ...) for ceas_gate_scores / ceas_token_mask; see mdl_set_gating */
+    int want_gate_rows;     /* 0 */
 } mdl_opts;
 mdl_opts mdl_opts_default(void);
 
@@ -171,6 +179,7 @@ typedef struct mdl_stats {
     float layer_attn_H[MDL_MAX_LAYERS];
     float ent_band;          /* the entropy-band penalty (before its weight lambda) */
     float layer_tau_gac[MDL_MAX_LAYERS];
+    const ceas_obs *gate_rows; /* (L,B,H,T) when want_gate_rows, else NULL; owned by the model */
 } mdl_stats;
 
 typedef struct mdl_model mdl_model; /* opaque */
@@ -227,6 +236,52 @@ const float *mdl_prior_stats(const mdl_model *m, size_t *n);
 int mdl_prior_stats_set(mdl_model *m, const float *buf, size_t n);
 /* Cached prior builds and hits since creation (evaluation with the RUNNING source). */
 void mdl_prior_cache_counts(const mdl_model *m, long *builds, long *hits);
+
+/* CEAS gating of the attention backward (issue 20). Forward: unchanged (a gated model
+   computes exactly the same logits, loss and inference as an ungated one). Backward of
+   the next mdl_backward only (every mdl_forward clears it):
+     keep (L,B,H,T) 1/0 or NULL (all kept): keep[l,b,h,i] = 0 prunes query row i of head h
+       of sequence b in layer l: that row's attention output passes no gradient into the
+       attention core of that head (its dO row is taken as 0): no dQ row, and no
+       contribution to dK, dV of the keys it attends to; those rows are not computed. The
+       rest of the network (output projection, residual stream, FFN, the other heads) gets
+       its full gradient.
+     frozen (L,H) 1/0 or NULL: a frozen head's attention backward is not computed at all,
+       nor the backward of its Q/K/V rows of the qkv weight and its columns of the output
+       projection: their gradients stay 0 and no gradient flows through the head into the
+       residual stream. (The optimiser must also leave those slices alone: see
+       mdl_frozen_copy.)
+   Needs softmax attention without a prior bias, gac_tau or the entropy band (MDL_EINVAL).
+   Copies keep and frozen. */
+int mdl_set_gating(mdl_model *m, const unsigned char *keep, const unsigned char *frozen);
+/* keep and frozen from CEAS: per layer l, ceas_gate_scores (the normalised score beta/beta*,
+   beta = the head's logit scale) of the last training forward's gate_rows, then
+   ceas_token_mask(t_gate, q, m_min) with the controller's ceas_t_gate(cs),
+   ceas_keep_q_at(&cs->cfg, cs->step), cs->cfg.m_min; frozen = cs->frozen (NULL: no head
+   freezing). token_gating 0: keep NULL (heads only). Then mdl_set_gating. The last forward
+   must have had want_gate_rows (when token_gating is 1). */
+int mdl_ceas_gating(mdl_model *m, const ceas_state *cs, int token_gating, int head_gating);
+/* FLOP accounting of the last training forward + backward (nominal causal costs as in
+   mdl_flops_per_token: a query row i of a head costs 8 D (i+1) FLOPs of attention backward;
+   a frozen head saves 16 B T C D FLOPs of its Q/K/V/O projection backward). */
+typedef struct mdl_gate_counts {
+    double attn_bwd_dense;    /* attention-core backward FLOPs of the step without gating */
+    double attn_bwd_skipped;  /* of which not computed (pruned rows, frozen heads) */
+    double proj_bwd_skipped;  /* Q/K/V/O projection backward FLOPs not computed (frozen) */
+    double gate_overhead;     /* FLOPs the forward spent on gate_rows (logit GEMMs + passes) */
+    long long rows;           /* (l,b,h,i) query rows of the step */
+    long long rows_pruned;    /* rows pruned by the token mask in heads that are not frozen */
+    long long rows_frozen;    /* rows of frozen heads */
+    int heads_frozen;         /* frozen (l,h) */
+} mdl_gate_counts;
+int mdl_gate_counts_get(const mdl_model *m, mdl_gate_counts *out);
+/* The parameter floats of frozen heads (Q/K/V rows of blocks.l.attn.qkv.weight, columns of
+   blocks.l.attn.proj.weight): mdl_frozen_floats counts them; mdl_frozen_copy copies them
+   from buf (a parameter-shaped buffer: params, AdamW moments) into compact (restore 0) or
+   back (restore 1). frozen (L,H). */
+size_t mdl_frozen_floats(const mdl_model *m, const unsigned char *frozen);
+int mdl_frozen_copy(const mdl_model *m, const unsigned char *frozen, float *buf, float *compact,
+                    int restore);
 
 /* Model FLOPs of one training step (forward + backward) per token at context T: the
    figure MFU uses (matmuls, attention at its causal cost, head). */

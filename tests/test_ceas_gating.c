@@ -1,0 +1,521 @@
+/* test_ceas_gating.c - CEAS gating in training (issue 20; examples/common/model.c):
+   the gate rows against ceas_row_observables, the token-mask floors, the gated attention
+   backward against the dense backward with the pruned rows' output gradients zeroed (exact
+   comparison) and against finite differences of the masked objective, frozen heads
+   (zero gradients, projection gradients of the other heads unchanged, parameters
+   bit-identical through an AdamW step), the skipped-FLOP count against the rows the
+   backward really left out, refused inputs, and the byte-level WikiText-2 data. */
+#define STB_DS_IMPLEMENTATION
+#include <stb_ds.h>
+#undef STB_DS_IMPLEMENTATION
+#include "../examples/common/impl.c"
+#include "../examples/common/bpe.c"
+#include "../examples/common/data.c"
+#include "../examples/common/layers.c"
+#include "../examples/common/model.c"
+#include "attnkit_test.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define GB 2
+#define GT 80 /* > 64 kept rows in a head: the gated backward works in several chunks */
+#define GV 29
+
+static mdl_config gcfg(void)
+{
+    mdl_config c = mdl_config_default();
+    c.vocab = GV;
+    c.d_model = 16;
+    c.n_layers = 2;
+    c.n_heads = 2;
+    c.max_T = GT;
+    c.d_ff_mult = 2;
+    c.init_std = 0.3f;
+    return c;
+}
+
+static mdl_model *make(const mdl_config *c, int *x, int *y)
+{
+    mdl_model *m = NULL;
+    char err[256];
+    int i, rc = mdl_create(&m, c, 5, err, sizeof err);
+    CHECK_INT_EQ(rc, MDL_OK);
+    if (rc) return NULL;
+    tt_seed(3);
+    for (i = 0; i < GB * GT; i++) {
+        x[i] = (int)(tt_uniform() * GV);
+        y[i] = (int)(tt_uniform() * GV);
+    }
+    return m;
+}
+
+static int fwd(mdl_model *m, const int *x, const int *y, int rows, mdl_stats *st)
+{
+    mdl_opts o = mdl_opts_default();
+    o.train = 1;
+    o.want_gate_rows = rows;
+    return mdl_forward(m, x, y, GB, GT, &o, st);
+}
+
+/* the gate rows equal ceas_row_observables of the recomputed logits */
+static void test_gate_rows(void)
+{
+    mdl_config c = gcfg();
+    int x[GB * GT], y[GB * GT], l, u, i, j, d, bad = 0;
+    mdl_stats st;
+    mdl_model *m = make(&c, x, y);
+    if (!m) return;
+    CHECK_INT_EQ(fwd(m, x, y, 1, &st), MDL_OK);
+    CHECK(st.gate_rows != NULL);
+    for (l = 0; l < c.n_layers; l++)
+        for (u = 0; u < GB * c.n_heads; u++)
+            for (i = 0; i < GT; i += 7) {
+                const mdl__ba *a = &m->ba[l];
+                float z[GT], al = 1.0f / sqrtf((float)m->D);
+                ceas_obs ref;
+                const ceas_obs *g = st.gate_rows + ((size_t)l * GB * c.n_heads + u) * GT + i;
+                for (j = 0; j <= i; j++) {
+                    double s = 0;
+                    for (d = 0; d < m->D; d++)
+                        s += (double)a->q[((size_t)u * GT + i) * m->D + d] * a->k[((size_t)u * GT + j) * m->D + d];
+                    z[j] = (float)(s * al);
+                }
+                CHECK_INT_EQ(ceas_row_observables(&ref, z, i + 1, al), CEAS_OK);
+                if (fabs(ref.H - g->H) > 2e-4 + 1e-4 * ref.H || fabs(ref.sigma_qk - g->sigma_qk) > 1e-4 + 1e-4 * ref.sigma_qk ||
+                    fabs(ref.var_s - g->var_s) > 1e-3 + 1e-3 * ref.var_s || g->n != i + 1 ||
+                    fabs(ref.log_n - g->log_n) > 1e-6) {
+                    if (!bad) fprintf(stderr, "gate row l%d u%d i%d: H %g vs %g, sigma %g vs %g, var %g vs %g\n", l, u, i,
+                                      g->H, ref.H, g->sigma_qk, ref.sigma_qk, g->var_s, ref.var_s);
+                    bad++;
+                }
+            }
+    CHECK_INT_EQ(bad, 0);
+    /* evaluation forwards cannot ask for them; the forward itself is unchanged */
+    {
+        mdl_opts o = mdl_opts_default();
+        mdl_stats s2;
+        o.want_gate_rows = 1;
+        CHECK_INT_EQ(mdl_forward(m, x, y, GB, GT, &o, &s2), MDL_EINVAL);
+        CHECK_INT_EQ(fwd(m, x, y, 0, &s2), MDL_OK);
+        CHECK(s2.gate_rows == NULL);
+        CHECK(s2.loss == st.loss);
+    }
+    mdl_destroy(m);
+}
+
+/* ceas gating through the model: the floors m_min per (sequence, head) and h_min hold */
+static void test_mask_floors(void)
+{
+    mdl_config c = gcfg();
+    int x[GB * GT], y[GB * GT], l, b, h, i, k, qk;
+    mdl_stats st;
+    ceas_state cs;
+    ceas_config cc;
+    mdl_model *m = make(&c, x, y);
+    if (!m) return;
+    ceas_config_preset(CEAS_PRESET_9K, &cc);
+    cc.m_min = 30;   /* above ceil(q T) = 24 at q 0.3: the floor binds */
+    cc.q_init = 0.3f;
+    cc.t_max = cc.t_inf = 50.0f; /* no token passes the threshold: only top-q and the floor keep */
+    CHECK_INT_EQ(ceas_init(&cs, &cc, c.n_layers, c.n_heads, m->D), CEAS_OK);
+    CHECK_INT_EQ(fwd(m, x, y, 1, &st), MDL_OK);
+    CHECK_INT_EQ(mdl_ceas_gating(m, &cs, 1, 1), MDL_OK);
+    CHECK_INT_EQ(m->gate_keep_on, 1);
+    for (l = 0; l < c.n_layers; l++)
+        for (b = 0; b < GB; b++)
+            for (h = 0; h < c.n_heads; h++) {
+                const unsigned char *kp = m->gate_keep + (((size_t)l * GB + b) * c.n_heads + h) * GT;
+                for (i = k = 0; i < GT; i++) k += kp[i];
+                CHECK_INT_EQ(k, 30);
+            }
+    /* q above the floor: ceil(0.55 * 80) = 44 kept */
+    cs.cfg.m_min = 4;
+    cs.cfg.q_init = 0.55f;
+    CHECK_INT_EQ(mdl_ceas_gating(m, &cs, 1, 1), MDL_OK);
+    for (l = 0; l < c.n_layers; l++)
+        for (b = 0; b < GB; b++)
+            for (h = 0; h < c.n_heads; h++) {
+                const unsigned char *kp = m->gate_keep + (((size_t)l * GB + b) * c.n_heads + h) * GT;
+                for (i = k = 0; i < GT; i++) k += kp[i];
+                CHECK_INT_EQ(k, 44);
+            }
+    /* the kept rows are the top-q by score: every kept score >= every pruned one */
+    {
+        const unsigned char *kp = m->gate_keep;
+        float mn = INFINITY, mx = -INFINITY, beta[2];
+        float sc[GB * 2 * GT];
+        for (h = 0; h < 2; h++) beta[h] = 1.0f / sqrtf((float)m->D);
+        CHECK_INT_EQ(ceas_gate_scores(sc, st.gate_rows, beta, GB, 2, GT), CEAS_OK);
+        for (qk = 0; qk < GT; qk++) {
+            if (kp[qk] && sc[qk] < mn) mn = sc[qk];
+            if (!kp[qk] && sc[qk] > mx) mx = sc[qk];
+        }
+        CHECK(mn >= mx);
+    }
+    /* head floor: h_min 2 of 2 heads keeps both active whatever the entropies say */
+    for (i = 0; i < 2 * c.n_heads; i++) cs.frozen[i] = 0;
+    {
+        ceas_obs heads[4];
+        int s;
+        memset(heads, 0, sizeof heads);
+        for (i = 0; i < 4; i++) {
+            heads[i].H = i % 2 ? 3.0f : 0.1f; /* head 0 far sharper than its layer */
+            heads[i].n_eff = expf(heads[i].H);
+            heads[i].var_s = 1.0f;
+            heads[i].sigma_qk = 1.0f;
+            heads[i].log_n = logf(40.0f);
+            heads[i].n = 40;
+        }
+        cs.cfg.h_min = 2;
+        cs.cfg.freeze_window = 3;
+        for (s = 0; s < 10; s++) CHECK_INT_EQ(ceas_step(&cs, heads), CEAS_OK);
+        CHECK_INT_EQ(cs.frozen[0] + cs.frozen[1] + cs.frozen[2] + cs.frozen[3], 0);
+        cs.cfg.h_min = 1;
+        for (s = 0; s < 4; s++) CHECK_INT_EQ(ceas_step(&cs, heads), CEAS_OK);
+        CHECK_INT_EQ(cs.frozen[0], 1);
+        CHECK_INT_EQ(cs.frozen[2], 1);
+        CHECK_INT_EQ(cs.frozen[1] + cs.frozen[3], 0);
+    }
+    ceas_free(&cs);
+    mdl_destroy(m);
+}
+
+/* random keep mask (about 40% pruned) and layer 0's head 1 frozen */
+static void random_gating(mdl_model *m, unsigned char *keep, unsigned char *frozen)
+{
+    size_t e, n = (size_t)m->L * GB * m->H * GT;
+    tt_seed(99);
+    for (e = 0; e < n; e++) keep[e] = tt_uniform() < 0.6;
+    memset(frozen, 0, (size_t)m->L * m->H);
+    frozen[1] = 1;
+}
+
+/* the masked objective f(q,k,v) = sum over kept rows of heads not frozen of G . out */
+static double masked_obj(const mdl_model *m, const float *q, const float *k, const float *v, const float *G,
+                         const unsigned char *kp, const unsigned char *fz, float *out, float *probs)
+{
+    int B = GB, H = m->H, T = GT, D = m->D, u, i, d;
+    double s = 0;
+    if (tk_attention_forward(out, probs, q, k, v, NULL, 0, NULL, B, H, T, D) != TK_OK) return NAN;
+    for (u = 0; u < B * H; u++) {
+        if (fz[u % H]) continue;
+        for (i = 0; i < T; i++) {
+            if (!kp[(size_t)u * T + i]) continue;
+            for (d = 0; d < D; d++) s += (double)G[((size_t)u * T + i) * D + d] * out[((size_t)u * T + i) * D + d];
+        }
+    }
+    return s;
+}
+
+/* gated core backward == dense backward with the pruned rows' (and the frozen head's)
+   output gradients zeroed; both against finite differences of the masked objective */
+static void test_gated_core(void)
+{
+    mdl_config c = gcfg();
+    int x[GB * GT], y[GB * GT], u, i, d, H, D;
+    size_t NC, e, nk;
+    mdl_stats st;
+    unsigned char *keep, frozen[4];
+    float *G, *G0, *dq, *dk, *dv, *out, *probs, *qq, *kk, *vv;
+    mdl_model *m = make(&c, x, y);
+    if (!m) return;
+    H = m->H;
+    D = m->D;
+    NC = (size_t)GB * GT * c.d_model;
+    nk = (size_t)c.n_layers * GB * H * GT;
+    keep = (unsigned char *)malloc(nk);
+    G = (float *)malloc(sizeof(float) * NC * 11);
+    G0 = G + NC; dq = G0 + NC; dk = dq + NC; dv = dk + NC; out = dv + NC;
+    probs = (float *)malloc(sizeof(float) * (size_t)GB * H * GT * GT);
+    qq = out + NC; kk = qq + NC; vv = kk + NC;
+    CHECK_INT_EQ(fwd(m, x, y, 0, &st), MDL_OK);
+    random_gating(m, keep, frozen);
+    CHECK_INT_EQ(mdl_set_gating(m, keep, frozen), MDL_OK);
+    tt_seed(17);
+    for (e = 0; e < NC; e++) G[e] = (float)tt_normal();
+    /* gated, layer 0 */
+    memset(m->dq, 0, sizeof(float) * NC);
+    memset(m->dk, 0, sizeof(float) * NC);
+    memset(m->dv, 0, sizeof(float) * NC);
+    CHECK_INT_EQ(mdl__attn_bwd_gated(m, 0, G), MDL_OK);
+    memcpy(dq, m->dq, sizeof(float) * NC);
+    memcpy(dk, m->dk, sizeof(float) * NC);
+    memcpy(dv, m->dv, sizeof(float) * NC);
+    /* dense reference with zeroed rows */
+    for (u = 0; u < GB * H; u++)
+        for (i = 0; i < GT; i++) {
+            int z = frozen[u % H] || !keep[(size_t)u * GT + i];
+            for (d = 0; d < D; d++) G0[((size_t)u * GT + i) * D + d] = z ? 0.0f : G[((size_t)u * GT + i) * D + d];
+        }
+    memset(m->dq, 0, sizeof(float) * NC);
+    memset(m->dk, 0, sizeof(float) * NC);
+    memset(m->dv, 0, sizeof(float) * NC);
+    CHECK_INT_EQ(tk_attention_backward(m->dq, m->dk, m->dv, NULL, NULL, G0, m->ba[0].probs, m->ba[0].q, m->ba[0].k,
+                                       m->ba[0].v, 0, NULL, GB, H, GT, D), TK_OK);
+    CHECK_ALL_CLOSE(dq, m->dq, NC, 1e-5, 1e-6);
+    CHECK_ALL_CLOSE(dk, m->dk, NC, 1e-5, 1e-6);
+    CHECK_ALL_CLOSE(dv, m->dv, NC, 1e-5, 1e-6);
+    /* the frozen head and the pruned rows' dq are exactly 0 */
+    {
+        int bad = 0;
+        for (u = 0; u < GB * H; u++)
+            for (i = 0; i < GT; i++)
+                for (d = 0; d < D; d++) {
+                    size_t o = ((size_t)u * GT + i) * D + d;
+                    if (frozen[u % H] && (dq[o] != 0.0f || dk[o] != 0.0f || dv[o] != 0.0f)) bad++;
+                    if (!keep[(size_t)u * GT + i] && dq[o] != 0.0f) bad++;
+                }
+        CHECK_INT_EQ(bad, 0);
+    }
+    /* finite differences of the masked objective (Richardson, fp32) on sampled coordinates */
+    {
+        const double h = 4e-3;
+        int s, bad = 0;
+        float *bufs[3], *ans[3];
+        memcpy(qq, m->ba[0].q, sizeof(float) * NC);
+        memcpy(kk, m->ba[0].k, sizeof(float) * NC);
+        memcpy(vv, m->ba[0].v, sizeof(float) * NC);
+        bufs[0] = qq; bufs[1] = kk; bufs[2] = vv;
+        ans[0] = dq; ans[1] = dk; ans[2] = dv;
+        for (s = 0; s < 36; s++) {
+            int w = s % 3;
+            size_t o = ((size_t)s * 2654435761ULL + 13) % NC;
+            float p0 = bufs[w][o];
+            double d1, d2, fd, an = ans[w][o];
+            float *ob = (float *)malloc(sizeof(float) * NC);
+            bufs[w][o] = (float)(p0 + h);
+            d1 = masked_obj(m, qq, kk, vv, G, keep, frozen, ob, probs);
+            bufs[w][o] = (float)(p0 - h);
+            d1 = (d1 - masked_obj(m, qq, kk, vv, G, keep, frozen, ob, probs)) / (2 * h);
+            bufs[w][o] = (float)(p0 + h / 2);
+            d2 = masked_obj(m, qq, kk, vv, G, keep, frozen, ob, probs);
+            bufs[w][o] = (float)(p0 - h / 2);
+            d2 = (d2 - masked_obj(m, qq, kk, vv, G, keep, frozen, ob, probs)) / h;
+            bufs[w][o] = p0;
+            fd = (4 * d2 - d1) / 3;
+            if (fabs(fd - an) > 2e-3 + 0.03 * fabs(an)) {
+                fprintf(stderr, "FD %c[%lu]: fd %g analytic %g\n", "qkv"[w], (unsigned long)o, fd, an);
+                bad++;
+            }
+            free(ob);
+        }
+        CHECK_INT_EQ(bad, 0);
+    }
+    free(probs);
+    free(G);
+    free(keep);
+    mdl_destroy(m);
+}
+
+/* whole-model backward with gating: frozen-head slices 0, the other heads' projection
+   gradients in the last layer equal the dense ones, the skipped-FLOP count equals the
+   rows the backward left out (read off dq) */
+static void test_model_gated(void)
+{
+    mdl_config c = gcfg();
+    int x[GB * GT], y[GB * GT], i, h, l, u;
+    size_t np, e, nk;
+    mdl_stats st;
+    mdl_gate_counts gc;
+    unsigned char *keep, frozen[4];
+    float *gd, *gg;
+    mdl_model *m = make(&c, x, y);
+    const mdl__bp *bl;
+    if (!m) return;
+    np = mdl_num_params(m);
+    nk = (size_t)c.n_layers * GB * c.n_heads * GT;
+    gd = (float *)malloc(sizeof(float) * np * 2);
+    gg = gd + np;
+    keep = (unsigned char *)malloc(nk);
+    /* dense */
+    mdl_zero_grad(m);
+    CHECK_INT_EQ(fwd(m, x, y, 0, &st), MDL_OK);
+    CHECK_INT_EQ(mdl_backward(m), MDL_OK);
+    memcpy(gd, mdl_grads(m), sizeof(float) * np);
+    CHECK_INT_EQ(mdl_gate_counts_get(m, &gc), MDL_OK);
+    CHECK(gc.attn_bwd_skipped == 0.0 && gc.proj_bwd_skipped == 0.0 && gc.heads_frozen == 0);
+    CHECK_CLOSE(gc.attn_bwd_dense, 8.0 * m->D * GT * (GT + 1) / 2.0 * c.n_layers * GB * c.n_heads, 1e-12, 0);
+    /* gated: keep all rows of the last layer, freeze its head 0; layer 0 random */
+    random_gating(m, keep, frozen);
+    memset(keep + (size_t)GB * c.n_heads * GT, 1, (size_t)GB * c.n_heads * GT);
+    frozen[2] = 1;
+    mdl_zero_grad(m);
+    CHECK_INT_EQ(fwd(m, x, y, 0, &st), MDL_OK);
+    CHECK_INT_EQ(mdl_set_gating(m, keep, frozen), MDL_OK);
+    CHECK_INT_EQ(mdl_backward(m), MDL_OK);
+    memcpy(gg, mdl_grads(m), sizeof(float) * np);
+    bl = &m->bp[1];
+    {
+        int C = c.d_model, D = m->D, part, o, bad0 = 0;
+        for (part = 0; part < 3; part++)
+            for (e = 0; e < (size_t)D * C; e++) {
+                size_t off0 = bl->qkv + ((size_t)part * C + 0) * C + e, off1 = bl->qkv + ((size_t)part * C + D) * C + e;
+                if (gg[off0] != 0.0f) bad0++;
+                CHECK_CLOSE(gg[off1], gd[off1], 1e-4, 1e-6);
+            }
+        for (o = 0; o < C; o++)
+            for (i = 0; i < D; i++) {
+                if (gg[bl->proj + (size_t)o * C + i] != 0.0f) bad0++;
+                CHECK_CLOSE(gg[bl->proj + (size_t)o * C + D + i], gd[bl->proj + (size_t)o * C + D + i], 1e-4, 1e-6);
+            }
+        CHECK_INT_EQ(bad0, 0);
+        /* layer 0's frozen head 1 too */
+        for (part = 0; part < 3; part++)
+            for (e = 0; e < (size_t)D * C; e++)
+                if (gg[m->bp[0].qkv + ((size_t)part * C + D) * C + e] != 0.0f) bad0++;
+        CHECK_INT_EQ(bad0, 0);
+    }
+    /* the count against the rows the layer-0 backward really skipped: dq rows that are
+       exactly 0 in heads not frozen are the pruned rows */
+    CHECK_INT_EQ(mdl_gate_counts_get(m, &gc), MDL_OK);
+    {
+        double skipped = 0.0, full = 8.0 * m->D * GT * (GT + 1) / 2.0;
+        long long pr = 0;
+        float *G = (float *)malloc(sizeof(float) * (size_t)GB * GT * c.d_model);
+        tt_seed(5);
+        for (e = 0; e < (size_t)GB * GT * c.d_model; e++) G[e] = (float)tt_normal();
+        memset(m->dq, 0, sizeof(float) * (size_t)GB * GT * c.d_model);
+        CHECK_INT_EQ(mdl__attn_bwd_gated(m, 0, G), MDL_OK);
+        for (l = 0; l < c.n_layers; l++)
+            for (u = 0; u < GB * c.n_heads; u++) {
+                h = u % c.n_heads;
+                if (frozen[l * c.n_heads + h]) { skipped += full; continue; }
+                if (l == 1) continue; /* all kept */
+                for (i = 0; i < GT; i++) {
+                    const float *r = m->dq + ((size_t)u * GT + i) * m->D;
+                    int d, z = 1;
+                    for (d = 0; d < m->D; d++) z &= r[d] == 0.0f;
+                    /* row 0 has one key: its dq is 0 kept or not; the mask says */
+                    if (i == 0) z = !keep[(size_t)u * GT];
+                    if (z) { skipped += 8.0 * m->D * (i + 1); pr++; }
+                }
+            }
+        CHECK_CLOSE(gc.attn_bwd_skipped, skipped, 1e-12, 0);
+        CHECK_INT_EQ((int)gc.rows_pruned, (int)pr);
+        CHECK(pr > 0);
+        CHECK_INT_EQ(gc.heads_frozen, 2);
+        CHECK_CLOSE(gc.proj_bwd_skipped, 2 * 16.0 * GB * GT * c.d_model * m->D, 1e-12, 0);
+        free(G);
+    }
+    /* gating holds for one backward only */
+    CHECK_INT_EQ(fwd(m, x, y, 0, &st), MDL_OK);
+    CHECK_INT_EQ(m->gate_keep_on + m->gate_frozen_on, 0);
+    free(keep);
+    free(gd);
+    mdl_destroy(m);
+}
+
+/* a frozen head's parameters (and AdamW moments) are bit-identical through a step */
+static void test_frozen_step(void)
+{
+    mdl_config c = gcfg();
+    int x[GB * GT], y[GB * GT], s;
+    size_t np, nf, e;
+    mdl_stats st;
+    unsigned char frozen[4] = {0, 1, 0, 0};
+    float *p0, *am, *av, *snap, *P;
+    tk_adamw_config ac = tk_adamw_config_default();
+    mdl_model *m = make(&c, x, y);
+    if (!m) return;
+    np = mdl_num_params(m);
+    nf = mdl_frozen_floats(m, frozen);
+    CHECK_INT_EQ((int)nf, 4 * m->D * c.d_model);
+    p0 = (float *)malloc(sizeof(float) * np * 3);
+    am = p0 + np;
+    av = am + np;
+    snap = (float *)malloc(sizeof(float) * nf * 3);
+    memset(am, 0, sizeof(float) * np * 2);
+    P = mdl_params(m);
+    for (s = 0; s < 3; s++) {
+        /* step 0 ungated (moments become non-zero), steps 1-2 with head 1 of layer 0 frozen */
+        mdl_zero_grad(m);
+        CHECK_INT_EQ(fwd(m, x, y, 0, &st), MDL_OK);
+        if (s > 0) CHECK_INT_EQ(mdl_set_gating(m, NULL, frozen), MDL_OK);
+        CHECK_INT_EQ(mdl_backward(m), MDL_OK);
+        if (s > 0) {
+            memcpy(p0, P, sizeof(float) * np);
+            CHECK_INT_EQ(mdl_frozen_copy(m, frozen, P, snap, 0), MDL_OK);
+            CHECK_INT_EQ(mdl_frozen_copy(m, frozen, am, snap + nf, 0), MDL_OK);
+            CHECK_INT_EQ(mdl_frozen_copy(m, frozen, av, snap + 2 * nf, 0), MDL_OK);
+        }
+        ac.weight_decay = 0.1f;
+        CHECK_INT_EQ(tk_adamw_update(P, mdl_grads(m), am, av, np, &ac, s + 1), TK_OK);
+        if (s > 0) {
+            size_t changed = 0, same = 0;
+            float *cur = (float *)malloc(sizeof(float) * nf);
+            CHECK_INT_EQ(mdl_frozen_copy(m, frozen, P, snap, 1), MDL_OK);
+            CHECK_INT_EQ(mdl_frozen_copy(m, frozen, am, snap + nf, 1), MDL_OK);
+            CHECK_INT_EQ(mdl_frozen_copy(m, frozen, av, snap + 2 * nf, 1), MDL_OK);
+            /* frozen slices bit-identical to before the step, the rest moved */
+            CHECK_INT_EQ(mdl_frozen_copy(m, frozen, p0, cur, 0), MDL_OK);
+            CHECK(memcmp(cur, snap, sizeof(float) * nf) == 0);
+            CHECK_INT_EQ(mdl_frozen_copy(m, frozen, P, cur, 0), MDL_OK);
+            CHECK(memcmp(cur, snap, sizeof(float) * nf) == 0);
+            for (e = 0; e < np; e++) {
+                if (P[e] != p0[e]) changed++;
+                else same++;
+            }
+            CHECK_INT_EQ((int)same, (int)nf); /* exactly the frozen floats stayed */
+            CHECK((size_t)changed == np - nf);
+            free(cur);
+        }
+    }
+    free(snap);
+    free(p0);
+    mdl_destroy(m);
+}
+
+static void test_refused(void)
+{
+    mdl_config c = gcfg();
+    int x[GB * GT], y[GB * GT];
+    mdl_stats st;
+    unsigned char bad[2 * GB * 2 * GT], fz[4] = {0, 2, 0, 0};
+    ceas_state cs;
+    mdl_model *m = make(&c, x, y);
+    if (!m) return;
+    CHECK_INT_EQ(ceas_init(&cs, NULL, 2, 2, m->D), CEAS_OK);
+    CHECK_INT_EQ(mdl_set_gating(m, NULL, NULL), MDL_EINVAL);     /* no forward yet */
+    CHECK_INT_EQ(fwd(m, x, y, 0, &st), MDL_OK);
+    CHECK_INT_EQ(mdl_ceas_gating(m, &cs, 1, 0), MDL_EINVAL);     /* no gate rows */
+    CHECK_INT_EQ(mdl_ceas_gating(m, &cs, 0, 1), MDL_OK);         /* heads only is fine */
+    CHECK_INT_EQ(mdl_ceas_gating(m, &cs, 2, 1), MDL_EINVAL);
+    CHECK_INT_EQ(mdl_ceas_gating(m, NULL, 0, 1), MDL_EINVAL);
+    memset(bad, 1, sizeof bad);
+    bad[7] = 3;
+    CHECK_INT_EQ(mdl_set_gating(m, bad, NULL), MDL_EINVAL);
+    CHECK_INT_EQ(mdl_set_gating(m, NULL, fz), MDL_EINVAL);
+    CHECK_INT_EQ(mdl_frozen_copy(m, NULL, mdl_params(m), mdl_params(m), 0), MDL_EINVAL);
+    CHECK_INT_EQ(mdl_backward(m), MDL_OK);
+    CHECK_INT_EQ(mdl_set_gating(m, NULL, NULL), MDL_EINVAL);     /* backward consumed it */
+    ceas_free(&cs);
+    {
+        ceas_state c3;
+        CHECK_INT_EQ(ceas_init(&c3, NULL, 3, 2, m->D), CEAS_OK);
+        CHECK_INT_EQ(fwd(m, x, y, 1, &st), MDL_OK);
+        CHECK_INT_EQ(mdl_ceas_gating(m, &c3, 1, 1), MDL_EINVAL); /* other shape */
+        ceas_free(&c3);
+    }
+    mdl_destroy(m);
+    /* a prior: refused */
+    c.prior = MDL_PRIOR_ERA;
+    m = make(&c, x, y);
+    if (!m) return;
+    CHECK_INT_EQ(fwd(m, x, y, 0, &st), MDL_OK);
+    CHECK_INT_EQ(mdl_set_gating(m, NULL, NULL), MDL_EINVAL);
+    mdl_destroy(m);
+}
+
+int main(int argc, char **argv)
+{
+    TEST_INIT(argc, argv);
+    TEST_RUN(test_gate_rows);
+    TEST_RUN(test_mask_floors);
+    TEST_RUN(test_gated_core);
+    TEST_RUN(test_model_gated);
+    TEST_RUN(test_frozen_step);
+    TEST_RUN(test_refused);
+    return TEST_END();
+}
