@@ -94,6 +94,8 @@ static void trn__base(trn_config *c)
     c->gac_lambda = 1.0f;
     c->gac_hmin = 2.0f;
     c->gac_hmax = 5.0f;
+    c->ceas_preset = CEAS_PRESET_14M;
+    c->ceas_gating = 0;
     c->seed = 1;
     c->threads = 0;
     snprintf(c->data_dir, sizeof c->data_dir, "%s", "");
@@ -247,11 +249,13 @@ static const char *const trn__prior_names[] = {"none", "rpa", "era", NULL};
 static const char *const trn__mem_names[] = {"none", "gdelta", NULL};
 static const char *const trn__ffn_names[] = {"gelu", "relu2", "moe", NULL};
 static const char *const trn__norm_names[] = {"layernorm", "rmsnorm", NULL};
-static const char *const trn__pos_names[] = {"none", "learned", NULL};
+static const char *const trn__pos_names[] = {"none", "learned", "rope", NULL};
 static const char *const trn__weights_names[] = {"raw", "ema", "swa", NULL};
 static const char *const trn__ctrl_names[] = {"none", "scripted", "guardian", "gac", "ceas", NULL};
 static const char *const trn__ptrain_names[] = {"batch", "running", NULL};
 static const char *const trn__peval_names[] = {"running", "batch", NULL};
+static const char *const trn__ceas_preset_names[] = {"9k", "14m", "gpt", NULL};
+static const char *const trn__onoff_names[] = {"off", "on", NULL};
 
 typedef struct trn__opt {
     const char *flag;
@@ -270,7 +274,7 @@ static const trn__opt trn__opts[] = {
     {"heads", K_INT, TO(model.n_heads), NULL, 1, "attention heads"},
     {"max-t", K_INT, TO(model.max_T), NULL, 1, "longest context (0: the longest used)"},
     {"ff-mult", K_INT, TO(model.d_ff_mult), NULL, 1, "FFN hidden width / C"},
-    {"pos", K_ENUM, TO(model.pos), trn__pos_names, 1, "positions: none|learned"},
+    {"pos", K_ENUM, TO(model.pos), trn__pos_names, 1, "positions: none|learned|rope (rope: softmax attention)"},
     {"norm", K_ENUM, TO(model.norm), trn__norm_names, 1, "layernorm|rmsnorm"},
     {"attn", K_ENUM, TO(model.attn), trn__attn_names, 1, "attention: softmax|polar"},
     {"prior", K_ENUM, TO(model.prior), trn__prior_names, 1, "softmax prior: none|rpa|era"},
@@ -345,6 +349,10 @@ static const trn__opt trn__opts[] = {
     {"cg-lengths", K_LIST, TO(cg_lengths), NULL, 1, "context-game lengths, comma-separated"},
     {"cg-eta", K_F, TO(cg_eta), NULL, 1, "context-game step"},
     {"controller", K_ENUM, TO(controller), trn__ctrl_names, 1, "none|scripted|guardian|gac|ceas"},
+    {"ceas-preset", K_ENUM, TO(ceas_preset), trn__ceas_preset_names, 1,
+     "CEAS controller preset (seed 004's scales): 9k|14m|gpt"},
+    {"ceas-gating", K_ENUM, TO(ceas_gating), trn__onoff_names, 1,
+     "CEAS token and head gating of the attention backward (issue 20): off|on"},
     {"guardian-start", K_INT, TO(guardian_start), NULL, 1, "Guardian ramp start (steps)"},
     {"guardian-ramp", K_INT, TO(guardian_ramp), NULL, 1, "Guardian ramp length (steps)"},
     {"guardian-tau-max", K_F, TO(guardian_tau_max), NULL, 1, "Guardian's tau_att projection ceiling (Listing 4: 1.6)"},
@@ -675,6 +683,12 @@ int trn_config_validate(const trn_config *c, char *err, size_t errlen)
         return trn__fail(err, errlen, TRN_EINVAL, "--gac-lambda must be finite >= 0 and --gac-hmin <= --gac-hmax");
     if (c->controller == TRN_CTRL_CEAS && c->model.attn != MDL_ATTN_SOFTMAX)
         return trn__fail(err, errlen, TRN_EINVAL, "--controller ceas controls softmax attention temperatures: it needs --attn softmax");
+    if (c->ceas_preset < CEAS_PRESET_9K || c->ceas_preset > CEAS_PRESET_GPT || c->ceas_gating < 0 || c->ceas_gating > 1)
+        return trn__fail(err, errlen, TRN_EINVAL, "--ceas-preset must be 9k, 14m or gpt and --ceas-gating off or on");
+    if (c->ceas_gating && c->controller != TRN_CTRL_CEAS)
+        return trn__fail(err, errlen, TRN_EINVAL, "--ceas-gating on needs --controller ceas");
+    if (c->ceas_gating && c->model.prior != MDL_PRIOR_NONE)
+        return trn__fail(err, errlen, TRN_EINVAL, "--ceas-gating on needs --prior none (the gated backward has no prior bias)");
     mc = c->model;
     if (mc.max_T < trn__max_len(c)) mc.max_T = trn__max_len(c);
     rc = mdl_config_validate(&mc, err, errlen);
@@ -967,7 +981,7 @@ int trn_create(trn **out, const trn_config *cfg, const uint16_t *train_ids, size
         t->have_gac = 1;
     } else if (cfg->controller == TRN_CTRL_CEAS) {
         ceas_config ccfg = ceas_config_default();
-        if (ceas_init(&t->cs, &ccfg, t->L, t->H, t->D) != CEAS_OK) {
+        if (ceas_config_preset(cfg->ceas_preset, &ccfg) != CEAS_OK || ceas_init(&t->cs, &ccfg, t->L, t->H, t->D) != CEAS_OK) {
             trn_destroy(t);
             return trn__fail(err, errlen, TRN_EINVAL, "cannot initialise CEAS");
         }
@@ -1105,7 +1119,7 @@ static void trn__metrics_train(trn *t, const trn_step_info *in)
             "{\"type\":\"train\",\"step\":%lld,\"epoch\":%d,\"T\":%d,\"B\":%d,\"loss\":%s,"
             "\"ce\":%s,\"lr\":%s,\"grad_norm\":%s,\"prior_scale\":%s,\"mu_entropy\":%s,"
             "\"sat_frac\":%s,\"tau_mean\":%s,\"beta_mean\":%s,\"lambda_sat\":%s,"
-            "\"moe_lb\":%s,\"skipped\":%d}\n",
+            "\"moe_lb\":%s,\"skipped\":%d",
             in->step, in->epoch, in->T, in->B, trn_json_num(b[0], 40, 6, in->loss),
             trn_json_num(b[1], 40, 6, in->ce), trn_json_gnum(b[2], 40, 6, (double)in->lr),
             trn_json_gnum(b[3], 40, 6, (double)in->grad_norm), trn_json_num(b[4], 40, 4, (double)in->prior_scale),
@@ -1113,6 +1127,16 @@ static void trn__metrics_train(trn *t, const trn_step_info *in)
             trn_json_num(b[7], 40, 5, (double)in->tau_mean), trn_json_num(b[8], 40, 5, (double)in->beta_mean),
             trn_json_num(b[9], 40, 5, (double)in->lambda_sat), trn_json_gnum(b[10], 40, 6, (double)in->moe_lb),
             in->skipped);
+    if (t->have_ceas)
+        /* CEAS gating: share of the step's model FLOPs not computed, the gate rows' extra
+           FLOPs as a share, pruned query rows (heads not frozen), frozen heads */
+        fprintf(t->metrics, ",\"ceas_gating\":%d,\"skipped_flop_share\":%s,\"gate_overhead_share\":%s,"
+                "\"pruned_row_share\":%s,\"frozen_heads\":%d",
+                t->cfg.ceas_gating,
+                trn_json_num(b[0], 40, 5, in->step_flops > 0 ? in->gate_skipped_flops / in->step_flops : 0.0),
+                trn_json_num(b[1], 40, 5, in->step_flops > 0 ? in->gate_overhead_flops / in->step_flops : 0.0),
+                trn_json_num(b[2], 40, 5, (double)in->gate_pruned_frac), in->gate_frozen_heads);
+    fputs("}\n", t->metrics);
     fflush(t->metrics);
 }
 
@@ -1265,8 +1289,10 @@ int trn_step(trn *t, trn_step_info *info)
     tk_adamw_config ac;
     guardian_lr_config lc;
     float lr = t ? t->cfg.lr : 0, f = 1.0f, ps, gn = 0, tau[MDL_MAX_LAYERS];
-    int T, B, rows, b, j, li = -1, i, l, rc;
+    int T, B, rows, b, j, li = -1, i, l, rc, gating;
+    unsigned char frz[MDL_MAX_LAYERS * 256];
     if (!t) return TRN_EINVAL;
+    gating = t->have_ceas && t->cfg.ceas_gating;
     if (!info) info = &tmp;
     memset(info, 0, sizeof *info);
     info->val_ce = NAN;
@@ -1292,6 +1318,7 @@ int trn_step(trn *t, trn_step_info *info)
     ps = trn__prior_scale(t, t->step) * f;
     trn__mkopts(t, 1, ps, &o);
     o.want_attn_obs = t->have_ceas;
+    o.want_gate_rows = gating;
     mdl_zero_grad(t->m);
     rc = mdl_forward(t->m, t->inp, t->tgt, B, T, &o, &st);
     if (rc == MDL_EFAIL) {
@@ -1311,7 +1338,27 @@ int trn_step(trn *t, trn_step_info *info)
         float *P = mdl_params(t->m), *G = mdl_grads(t->m);
         float gtau[MDL_MAX_LAYERS];
         int nt = mdl_num_tensors(t->m), ctrl_tau = t->have_gac;
-        if (mdl_backward(t->m) != MDL_OK) return TRN_EINVAL;
+        float *fz_save = NULL;
+        size_t nfz = 0;
+        if (gating) {
+            /* CEAS gating (issue 20): this step's token mask from the gate rows, the heads
+               the controller froze; the frozen heads' slices skip the optimiser below */
+            mdl_gate_counts gcn;
+            if (mdl_ceas_gating(t->m, &t->cs, 1, 1) != MDL_OK) return TRN_EINVAL;
+            memcpy(frz, t->cs.frozen, (size_t)t->L * t->H);
+            nfz = mdl_frozen_floats(t->m, frz);
+            if (mdl_backward(t->m) != MDL_OK) return TRN_EINVAL;
+            mdl_gate_counts_get(t->m, &gcn);
+            info->gate_skipped_flops = gcn.attn_bwd_skipped + gcn.proj_bwd_skipped;
+            info->gate_overhead_flops = gcn.gate_overhead;
+            info->gate_pruned_frac = gcn.rows > gcn.rows_frozen
+                                         ? (float)((double)gcn.rows_pruned / (double)(gcn.rows - gcn.rows_frozen))
+                                         : 0.0f;
+            info->gate_frozen_heads = gcn.heads_frozen;
+        } else if (mdl_backward(t->m) != MDL_OK) {
+            return TRN_EINVAL;
+        }
+        info->step_flops = mdl_flops_per_token(mdl_get_config(t->m), T) * (double)B * T;
         /* GAC reads dL_train/dtau before clipping (seed 003 eq. 11: the raw gradient) */
         for (l = 0; l < t->n_tau; l++) gtau[l] = G[t->tau_off[l]];
         if (t->cfg.grad_clip > 0) tk_clip_grad_norm(G, t->n, t->cfg.grad_clip, &gn);
@@ -1326,6 +1373,13 @@ int trn_step(trn *t, trn_step_info *info)
             ac.beta1 = t->cfg.beta1;
             ac.beta2 = t->cfg.beta2;
             ac.eps = t->cfg.adam_eps;
+            if (nfz) {
+                fz_save = (float *)malloc(sizeof(float) * nfz * 3);
+                if (!fz_save) return TRN_ENOMEM;
+                mdl_frozen_copy(t->m, frz, P, fz_save, 0);
+                mdl_frozen_copy(t->m, frz, t->adam_m, fz_save + nfz, 0);
+                mdl_frozen_copy(t->m, frz, t->adam_v, fz_save + 2 * nfz, 0);
+            }
             for (i = 0; i < nt; i++) {
                 const mdl_tensor *e = mdl_tensor_at(t->m, i);
                 int is_tau = 0;
@@ -1334,6 +1388,13 @@ int trn_step(trn *t, trn_step_info *info)
                 ac.weight_decay = e->decay ? t->cfg.weight_decay : 0.0f;
                 tk_adamw_update(P + e->offset, G + e->offset, t->adam_m + e->offset,
                                 t->adam_v + e->offset, e->numel, &ac, (long)t->adam_t);
+            }
+            if (fz_save) { /* frozen heads: parameters and moments as they were */
+                mdl_frozen_copy(t->m, frz, P, fz_save, 1);
+                mdl_frozen_copy(t->m, frz, t->adam_m, fz_save + nfz, 1);
+                mdl_frozen_copy(t->m, frz, t->adam_v, fz_save + 2 * nfz, 1);
+                free(fz_save);
+                fz_save = NULL;
             }
             if (t->have_gac) {
                 trn__get_tau(t, tau);

@@ -86,6 +86,12 @@ typedef struct trn_config {
        on by --controller gac); the entropy-band penalty joins the training loss */
     float gac_lambda;       /* lambda of L_ent (1) */
     float gac_hmin, gac_hmax; /* entropy band in nats (2, 5) */
+    /* CEAS (seed 004; --controller ceas): the preset of ceas.h's config (CEAS_PRESET_9K,
+       _14M (default), _GPT), and gating (issue 20): 1 prunes query rows below the gate from
+       the attention backward and freezes heads (no gradient, no optimiser update) as
+       ceas.h decides (model.h mdl_ceas_gating); 0 controls beta only */
+    int ceas_preset;
+    int ceas_gating;
     /* run */
     uint64_t seed;
     int threads;            /* 0: OpenMP default */
@@ -135,6 +141,13 @@ typedef struct trn_step_info {
     /* RPA prior of this step (means over layers; 0 without the prior) */
     float prior_marg_err, prior_std_pre, prior_clamp_frac;
     float attn_entropy, ent_band;   /* mean attention entropy (GAC), band penalty */
+    /* CEAS gating (controller ceas): model FLOPs of the step (forward + backward, nominal,
+       mdl_flops_per_token), of which not computed (pruned rows + frozen heads), the gate
+       rows' extra forward FLOPs, the pruned share of query rows (heads not frozen), frozen
+       heads */
+    double step_flops, gate_skipped_flops, gate_overhead_flops;
+    float gate_pruned_frac;
+    int gate_frozen_heads;
 } trn_step_info;
 
 typedef struct trn trn; /* opaque */
