@@ -5,6 +5,7 @@
           whole program: it includes examples/common/impl.c, layers.c and model.c)
    Run:   build/bench/bench_train [--config S|M|all] [--steps N] [--warmup N]
                                   [--rounds N] [--threads N] [--no-torch] [--phases]
+                                  [--ceas-gating on|off]
 
    Configs (issue 8): S: d 128, 4 layers, 4 heads, context 256, batch 8, vocab 50257;
                       M: d 384, 6 layers, 6 heads, context 512, batch 4, vocab 50257.
@@ -29,6 +30,14 @@
    loaded run's last line gets a "(loaded: ...)" suffix.
    Memory: ru_maxrss of this process (grows monotonically: S runs first) and the model's
    own account: activations (mdl_activation_bytes) + params + grads + AdamW m and v.
+
+   --ceas-gating on (issue 20; default off): our side runs seed 004's CEAS controller
+   (ceas.h, 14.4M preset) each step: per-head beta from the observables, the token mask and
+   frozen heads applied to the attention backward (model.h mdl_ceas_gating), the frozen
+   heads' parameters and moments left alone by AdamW; the timings include the controller's
+   own work. Each config then prints the share of the model FLOPs the backward skipped, the
+   gate rows' extra forward FLOPs and the pruned row share (means over the timed steps).
+   The PyTorch peer always runs plain attention.
 
    Last line: bench_train: min_speedup_vs_torch=X mfu_m=Y */
 #define _POSIX_C_SOURCE 200809L
@@ -59,7 +68,10 @@ typedef struct bench_cfg {
     int steps;
 } bench_cfg;
 
+static int ceas_gating = 0; /* --ceas-gating on */
+
 typedef struct side_result {
+    double skip_share, overhead_share, pruned_share; /* CEAS gating, means over timed steps */
     double tok_s, tok_s_best, fwd_ms, bwd_ms, opt_ms, step_ms;
     double rss_mb, model_mb, act_mb;
     long long params;
@@ -136,6 +148,10 @@ static side_result run_ours(const bench_cfg *bc, int warmup, int steps, int phas
     double *tstep = NULL, *tf = NULL, *tb = NULL, *to = NULL;
     tk_adamw_config ac = tk_adamw_config_default();
     tk_adamw_config ac0;
+    ceas_state cs;
+    float *temp = NULL, *fz_save = NULL;
+    unsigned char frz[MDL_MAX_LAYERS * 256];
+    int have_cs = 0;
 
     memset(&res, 0, sizeof res);
     cfg.vocab = 50257;
@@ -162,6 +178,23 @@ static side_result run_ours(const bench_cfg *bc, int warmup, int steps, int phas
     }
     n = mdl_num_params(m);
     nt = mdl_num_tensors(m);
+    if (ceas_gating) {
+        if (ceas_init(&cs, NULL, bc->L, bc->H, bc->C / bc->H) != CEAS_OK) {
+            fprintf(stderr, "bench_train: ceas_init failed\n");
+            mdl_destroy(m);
+            return res;
+        }
+        have_cs = 1;
+        temp = (float *)malloc(sizeof(float) * (size_t)bc->L * bc->H);
+        fz_save = (float *)malloc(sizeof(float) * 3 * n);
+        if (!temp || !fz_save) {
+            fprintf(stderr, "bench_train: out of memory\n");
+            goto done;
+        }
+        o.want_attn_obs = 1;
+        o.want_gate_rows = 1;
+        o.head_temp = temp;
+    }
     mom = (float *)calloc(n, sizeof(float));
     vel = (float *)calloc(n, sizeof(float));
     ids = (int *)malloc(sizeof(int) * (size_t)B * (size_t)T);
@@ -192,10 +225,19 @@ static side_result run_ours(const bench_cfg *bc, int warmup, int steps, int phas
         }
         o.seed = (uint64_t)s;
         t0 = now_s();
+        if (have_cs)
+            for (i = 0; i < bc->L * bc->H; i++) temp[i] = ceas_beta_to_temp(cs.beta[i], bc->C / bc->H);
         mdl_zero_grad(m);
         if (mdl_forward(m, ids, tgt, B, T, &o, &st) != MDL_OK) {
             fprintf(stderr, "bench_train: mdl_forward: %s\n", mdl_last_error(m));
             goto done;
+        }
+        if (have_cs) {
+            if (mdl_ceas_gating(m, &cs, 1, 1) != MDL_OK) {
+                fprintf(stderr, "bench_train: mdl_ceas_gating: %s\n", mdl_last_error(m));
+                goto done;
+            }
+            memcpy(frz, cs.frozen, (size_t)bc->L * bc->H);
         }
         t1 = now_s();
         if (mdl_backward(m) != MDL_OK) {
@@ -203,12 +245,34 @@ static side_result run_ours(const bench_cfg *bc, int warmup, int steps, int phas
             goto done;
         }
         t2 = now_s();
+        if (have_cs) {
+            mdl_frozen_copy(m, frz, p, fz_save, 0);
+            mdl_frozen_copy(m, frz, mom, fz_save + n, 0);
+            mdl_frozen_copy(m, frz, vel, fz_save + 2 * n, 0);
+        }
         for (i = 0; i < nt; i++) {
             const mdl_tensor *t = mdl_tensor_at(m, i);
             if (tk_adamw_update(p + t->offset, g + t->offset, mom + t->offset, vel + t->offset,
                                 t->numel, t->decay ? &ac : &ac0, (long)s + 1) != TK_OK) {
                 fprintf(stderr, "bench_train: tk_adamw_update failed\n");
                 goto done;
+            }
+        }
+        if (have_cs) {
+            mdl_gate_counts gc;
+            double fl = mdl_flops_per_token(mdl_get_config(m), T) * (double)B * T;
+            mdl_frozen_copy(m, frz, p, fz_save, 1);
+            mdl_frozen_copy(m, frz, mom, fz_save + n, 1);
+            mdl_frozen_copy(m, frz, vel, fz_save + 2 * n, 1);
+            if (!st.attn_obs || ceas_step(&cs, st.attn_obs) != CEAS_OK) {
+                fprintf(stderr, "bench_train: ceas_step failed\n");
+                goto done;
+            }
+            mdl_gate_counts_get(m, &gc);
+            if (s >= warmup) {
+                res.skip_share += (gc.attn_bwd_skipped + gc.proj_bwd_skipped) / fl / steps;
+                res.overhead_share += gc.gate_overhead / fl / steps;
+                res.pruned_share += (double)gc.rows_pruned / (double)gc.rows / steps;
             }
         }
         t3 = now_s();
@@ -239,6 +303,8 @@ static side_result run_ours(const bench_cfg *bc, int warmup, int steps, int phas
         printf("  ours %s: last loss %.4f (ln V = %.4f)\n", bc->name, st.loss, log(50257.0));
 done:
     free(mom), free(vel), free(ids), free(tgt), free(tstep), free(tf), free(tb), free(to);
+    free(temp), free(fz_save);
+    if (have_cs) ceas_free(&cs);
     mdl_destroy(m);
     return res;
 }
@@ -303,7 +369,8 @@ static side_result run_torch(const bench_cfg *bc, int warmup, int steps, int thr
 static void usage(void)
 {
     fprintf(stderr, "usage: bench_train [--config S|M|all] [--steps N] [--warmup N] [--rounds N]\n"
-                    "                   [--threads N] [--no-torch] [--torch-default] [--phases]\n");
+                    "                   [--threads N] [--no-torch] [--torch-default] [--phases]\n"
+                    "                   [--ceas-gating on|off]\n");
 }
 
 int main(int argc, char **argv)
@@ -327,6 +394,8 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--no-torch")) use_torch = 0;
         else if (!strcmp(argv[i], "--torch-default")) torch_default = 1;
         else if (!strcmp(argv[i], "--phases")) phases = 1;
+        else if (!strcmp(argv[i], "--ceas-gating") && i + 1 < argc && !strcmp(argv[i + 1], "on")) ceas_gating = 1, i++;
+        else if (!strcmp(argv[i], "--ceas-gating") && i + 1 < argc && !strcmp(argv[i + 1], "off")) ceas_gating = 0, i++;
         else {
             usage();
             return 2;
@@ -402,6 +471,10 @@ int main(int argc, char **argv)
                best_t.ok ? best_t.tok_s : nan(""), best_t.ok ? best_t.tok_s_best : nan(""),
                best_t.ok ? best_t.rss_mb : nan(""));
         printf("  speedup vs torch %.3f\n", speed);
+        if (ceas_gating)
+            printf("  CEAS gating on: backward FLOPs skipped %.4f of the model FLOPs, gate rows cost %.4f, "
+                   "pruned rows %.3f (means over the timed steps)\n",
+                   best_o.skip_share, best_o.overhead_share, best_o.pruned_share);
         printf("  MFU %.3f of the measured %s FMA peak %.1f GFLOP/s (%.3f of the best 2048^3 "
                "tk_sgemm rate %.1f GFLOP/s)\n", mfu, bench_isa(), peak, mfu_nom, gemm_rate);
         printf("  memory: peak RSS %.0f MB (process so far); model account %.0f MB = activations "
