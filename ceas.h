@@ -504,7 +504,9 @@ CEASDEF int ceas_gate_scores_mode_cuda(float *score, const ceas_obs *rows, const
 #define CEAS__PREFETCH(p) ((void)0)
 #endif
 
+#ifndef CEAS__LANES
 #define CEAS__LANES 16
+#endif
 #define CEAS__CHUNK 1024
 #define CEAS__GROUP 8
 
@@ -644,6 +646,58 @@ static inline float ceas__expneg(float x)
 
 #define CEAS__XMIN (-87.0f)
 
+/* AVX2 + FMA (without AVX-512): the accumulating loop of the row pass in intrinsics,
+   8 lanes and 5 accumulators in ymm registers. The 16-lane C loop, vectorised by the
+   compiler into pairs of ymm, kept 10 accumulators plus temporaries in 16 registers
+   and spilled. The exponential is ceas__expneg's, with n = round(x log2 e) by
+   cvtps (round to nearest even) instead of the 1.5*2^23 trick: immune to -ffast-math
+   reassociation. Each chunk's sums go into lanes 0..7 of the 16-lane accumulators;
+   the rescale when the max moves is linear in them and depends on the lane counts
+   only through their total, so where the values sit does not matter. */
+#if defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__) && \
+    !defined(CEAS_NO_SIMD) && CEAS__LANES == 16
+#include <immintrin.h>
+#define CEAS__AVX2_PASS 1
+static inline __m256 ceas__expneg8(__m256 x)
+{
+    const __m256i ni = _mm256_cvtps_epi32(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)));
+    const __m256 n = _mm256_cvtepi32_ps(ni);
+    const __m256 r = _mm256_fmadd_ps(n, _mm256_set1_ps(-0.693147180559945309f), x);
+    __m256 p = _mm256_set1_ps(8.3125270903e-3f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1890114546e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6667114198e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.9999231100e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(_mm256_slli_epi32(
+                                _mm256_add_epi32(ni, _mm256_set1_epi32(127)), 23)));
+}
+/* adds, over x[0..len) (len % 8 == 0), e = e^max(t, XMIN), e t, e t^2, t, t^2 with
+   t = x - m into z, a, b, s1, s2 (lanes 0..7) */
+static void ceas__accum_avx2(const float *CEAS__RESTRICT x, int len, float m, float *z,
+                             float *a, float *b, float *s1, float *s2)
+{
+    const __m256 vm = _mm256_set1_ps(m), vx = _mm256_set1_ps(CEAS__XMIN);
+    __m256 vz = _mm256_setzero_ps(), va = vz, vb = vz, v1 = vz, v2 = vz;
+    int j;
+    for (j = 0; j < len; j += 8) {
+        const __m256 t = _mm256_sub_ps(_mm256_loadu_ps(x + j), vm);
+        const __m256 tc = _mm256_max_ps(t, vx); /* NaN t -> XMIN, as the C loop */
+        const __m256 e = ceas__expneg8(tc), et = _mm256_mul_ps(e, tc);
+        vz = _mm256_add_ps(vz, e);
+        va = _mm256_add_ps(va, et);
+        vb = _mm256_fmadd_ps(et, tc, vb);
+        v1 = _mm256_add_ps(v1, t);
+        v2 = _mm256_fmadd_ps(t, t, v2);
+    }
+    _mm256_storeu_ps(z, _mm256_add_ps(_mm256_loadu_ps(z), vz));
+    _mm256_storeu_ps(a, _mm256_add_ps(_mm256_loadu_ps(a), va));
+    _mm256_storeu_ps(b, _mm256_add_ps(_mm256_loadu_ps(b), vb));
+    _mm256_storeu_ps(s1, _mm256_add_ps(_mm256_loadu_ps(s1), v1));
+    _mm256_storeu_ps(s2, _mm256_add_ps(_mm256_loadu_ps(s2), v2));
+}
+#endif
+
 /* keeps GCC from unrolling a 16-lane loop into scalars before vectorising it */
 #if defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__) && __GNUC__ >= 8
 #define CEAS__NOUNROLL _Pragma("GCC unroll 1")
@@ -654,10 +708,29 @@ static inline float ceas__expneg(float x)
 /* horizontal max and sum of CEAS__LANES (16) lanes: in registers with
    AVX-512 (a tree through memory stalls on store forwarding), else a
    fixed-order tree */
-#if defined(__AVX512F__) && (defined(__GNUC__) || defined(__clang__))
+#if defined(__AVX512F__) && (defined(__GNUC__) || defined(__clang__)) && CEAS__LANES == 16
 #include <immintrin.h>
 static inline float ceas__hmax(const float *v) { return _mm512_reduce_max_ps(_mm512_loadu_ps(v)); }
 static inline float ceas__hsum(const float *v) { return _mm512_reduce_add_ps(_mm512_loadu_ps(v)); }
+#elif defined(__AVX2__) && (defined(__GNUC__) || defined(__clang__)) && CEAS__LANES == 16
+/* AVX2: the two halves combined, then 8 -> 4 -> 2 -> 1 lanes in registers */
+#include <immintrin.h>
+static inline float ceas__hmax(const float *v)
+{
+    __m256 x = _mm256_max_ps(_mm256_loadu_ps(v), _mm256_loadu_ps(v + 8));
+    __m128 y = _mm_max_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
+    y = _mm_max_ps(y, _mm_movehl_ps(y, y));
+    y = _mm_max_ss(y, _mm_shuffle_ps(y, y, 1));
+    return _mm_cvtss_f32(y);
+}
+static inline float ceas__hsum(const float *v)
+{
+    __m256 x = _mm256_add_ps(_mm256_loadu_ps(v), _mm256_loadu_ps(v + 8));
+    __m128 y = _mm_add_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
+    y = _mm_add_ps(y, _mm_movehl_ps(y, y));
+    y = _mm_add_ss(y, _mm_shuffle_ps(y, y, 1));
+    return _mm_cvtss_f32(y);
+}
 #else
 static inline float ceas__hmax(const float *v)
 {
@@ -750,6 +823,9 @@ static void ceas__row_pass(const float *CEAS__RESTRICT x, int n, double *res)
             }
             m = mc;
         }
+#ifdef CEAS__AVX2_PASS
+        ceas__accum_avx2(x + j0, len, m, z, a, b, s1, s2);
+#else
         for (j = j0; j < j0 + len; j += CEAS__LANES) {
             const float *CEAS__RESTRICT xb = x + j;
             for (l = 0; l < CEAS__LANES; l++) {
@@ -764,6 +840,7 @@ static void ceas__row_pass(const float *CEAS__RESTRICT x, int n, double *res)
                 s2[l] = CEAS__FMA(t, t, s2[l]);
             }
         }
+#endif
         k += (float)(len / CEAS__LANES);
         j0 += len;
     } while (j0 < nfull);

@@ -487,9 +487,11 @@ static int gd__check_cfg(const gd_config *cfg)
 /* ---------------------------------------------------------------- small GEMM */
 /* C (M,N; ldc) = beta*C + alpha * A B, A element (i,p) at A[i*a_rs + p*a_cs] (so a
    transposed A costs nothing), B (K,N; ldb) row-major. With beta == 0, C is never
-   read. Blocked 8 x 32 register tiles: an AVX-512 kernel when the compiler
-   targets AVX-512F (unless GDELTA_NO_SIMD), else portable C with contiguous inner
-   loops the compiler vectorises (fmaf when the target has FMA). */
+   read. Blocked register tiles: 8 x 32 in an AVX-512 kernel when the compiler targets
+   AVX-512F (unless GDELTA_NO_SIMD); 4 x 16 (8 of the 16 ymm registers, so nothing
+   spills) in an AVX2+FMA kernel; else portable C with contiguous inner loops the
+   compiler vectorises (fmaf when the target has FMA). All three round each product
+   into its sum as one multiply-add where the target has FMA. */
 #if (defined(__FMA__) || defined(__AVX512F__)) && !defined(GDELTA_NO_SIMD)
 #define GD__FMA(a, b, c) fmaf((a), (b), (c))
 #else
@@ -564,6 +566,77 @@ static void gd__gemm(int M, int N, int K, float alpha, const float *A, long a_rs
     }
 }
 #undef GD__ROW8
+#elif defined(__AVX2__) && defined(__FMA__) && !defined(GDELTA_NO_SIMD)
+#include <immintrin.h>
+/* lanes [0, n) of an 8-lane mask, n in [0, 8] */
+static __m256i gd__mask8(int n)
+{
+    static const int tbl[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+    return _mm256_loadu_si256((const __m256i *)(const void *)(tbl + 8 - n));
+}
+static void gd__gemm(int M, int N, int K, float alpha, const float *A, long a_rs,
+                     long a_cs, const float *B, long ldb, float beta, float *C, long ldc)
+{
+    int i, j, p, r;
+    const __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
+    for (j = 0; j < N; j += 16) {
+        const int nb = N - j < 16 ? N - j : 16;
+        const __m256i m0 = gd__mask8(nb >= 8 ? 8 : nb), m1 = gd__mask8(nb > 8 ? nb - 8 : 0);
+        const int full = nb == 16;
+        const float *Bj = B + j;
+        for (i = 0; i + 4 <= M; i += 4) {
+            const float *a0 = A + (long)i * a_rs, *a1 = a0 + a_rs, *a2 = a1 + a_rs,
+                        *a3 = a2 + a_rs;
+            __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00;
+            __m256 c20 = c00, c21 = c00, c30 = c00, c31 = c00, acc[8];
+            for (p = 0; p < K; p++) {
+                const float *b = Bj + (long)p * ldb;
+                const long o = (long)p * a_cs;
+                const __m256 b0 = full ? _mm256_loadu_ps(b) : _mm256_maskload_ps(b, m0);
+                const __m256 b1 = full ? _mm256_loadu_ps(b + 8) : _mm256_maskload_ps(b + 8, m1);
+                __m256 x = _mm256_broadcast_ss(a0 + o);
+                c00 = _mm256_fmadd_ps(x, b0, c00), c01 = _mm256_fmadd_ps(x, b1, c01);
+                x = _mm256_broadcast_ss(a1 + o);
+                c10 = _mm256_fmadd_ps(x, b0, c10), c11 = _mm256_fmadd_ps(x, b1, c11);
+                x = _mm256_broadcast_ss(a2 + o);
+                c20 = _mm256_fmadd_ps(x, b0, c20), c21 = _mm256_fmadd_ps(x, b1, c21);
+                x = _mm256_broadcast_ss(a3 + o);
+                c30 = _mm256_fmadd_ps(x, b0, c30), c31 = _mm256_fmadd_ps(x, b1, c31);
+            }
+            acc[0] = c00, acc[1] = c01, acc[2] = c10, acc[3] = c11;
+            acc[4] = c20, acc[5] = c21, acc[6] = c30, acc[7] = c31;
+            for (r = 0; r < 4; r++) {
+                float *Cr = C + (long)(i + r) * ldc + j;
+                __m256 o0 = _mm256_mul_ps(va, acc[2 * r]), o1 = _mm256_mul_ps(va, acc[2 * r + 1]);
+                if (beta != 0.0f) {
+                    o0 = _mm256_fmadd_ps(vb, _mm256_maskload_ps(Cr, m0), o0);
+                    o1 = _mm256_fmadd_ps(vb, _mm256_maskload_ps(Cr + 8, m1), o1);
+                }
+                _mm256_maskstore_ps(Cr, m0, o0);
+                _mm256_maskstore_ps(Cr + 8, m1, o1);
+            }
+        }
+        for (; i < M; i++) {
+            const float *a = A + (long)i * a_rs;
+            float *Cr = C + (long)i * ldc + j;
+            __m256 c0 = _mm256_setzero_ps(), c1 = _mm256_setzero_ps(), o0, o1;
+            for (p = 0; p < K; p++) {
+                const float *b = Bj + (long)p * ldb;
+                const __m256 x = _mm256_broadcast_ss(a + (long)p * a_cs);
+                c0 = _mm256_fmadd_ps(x, _mm256_maskload_ps(b, m0), c0);
+                c1 = _mm256_fmadd_ps(x, _mm256_maskload_ps(b + 8, m1), c1);
+            }
+            o0 = _mm256_mul_ps(va, c0);
+            o1 = _mm256_mul_ps(va, c1);
+            if (beta != 0.0f) {
+                o0 = _mm256_fmadd_ps(vb, _mm256_maskload_ps(Cr, m0), o0);
+                o1 = _mm256_fmadd_ps(vb, _mm256_maskload_ps(Cr + 8, m1), o1);
+            }
+            _mm256_maskstore_ps(Cr, m0, o0);
+            _mm256_maskstore_ps(Cr + 8, m1, o1);
+        }
+    }
+}
 #else
 static void gd__gemm(int M, int N, int K, float alpha, const float *A, long a_rs,
                      long a_cs, const float *B, long ldb, float beta, float *C, long ldc)
@@ -637,6 +710,31 @@ static void gd__tr16(float *GD__RESTRICT d, long ldd, const float *GD__RESTRICT 
     }
     for (i = 0; i < 16; i++) _mm512_storeu_ps(d + (long)i * ldd, r[i]);
 }
+#elif defined(__AVX2__) && !defined(GDELTA_NO_SIMD)
+#include <immintrin.h>
+#define GD__TR_AVX2 1
+/* 8 x 8 block transpose in registers: d (8 rows, ldd) = s (8 rows, lds)^T */
+static void gd__tr8(float *GD__RESTRICT d, long ldd, const float *GD__RESTRICT s, long lds)
+{
+    __m256 r[8], t[8];
+    int i;
+    for (i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(s + (long)i * lds);
+    for (i = 0; i < 4; i++) {
+        t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    for (i = 0; i < 2; i++) {
+        r[4 * i] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+        r[4 * i + 1] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
+        r[4 * i + 2] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+        r[4 * i + 3] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
+    }
+    for (i = 0; i < 4; i++) {
+        t[i] = _mm256_permute2f128_ps(r[i], r[i + 4], 0x20);
+        t[i + 4] = _mm256_permute2f128_ps(r[i], r[i + 4], 0x31);
+    }
+    for (i = 0; i < 8; i++) _mm256_storeu_ps(d + (long)i * ldd, t[i]);
+}
 #endif
 
 /* dst (cols, rows) = src (rows, cols)^T with leading dims */
@@ -650,6 +748,15 @@ static void gd__transpose(float *GD__RESTRICT dst, long ldd, const float *GD__RE
 #if defined(__AVX512F__) && !defined(GDELTA_NO_SIMD)
             if (ie - i0 == 16 && je - j0 == 16) {
                 gd__tr16(dst + (long)j0 * ldd + i0, ldd, src + (long)i0 * lds + j0, lds);
+                continue;
+            }
+#elif defined(GD__TR_AVX2)
+            if (ie - i0 == 16 && je - j0 == 16) {
+                int a, b;
+                for (a = 0; a < 16; a += 8)
+                    for (b = 0; b < 16; b += 8)
+                        gd__tr8(dst + (long)(j0 + b) * ldd + i0 + a, ldd,
+                                src + (long)(i0 + a) * lds + j0 + b, lds);
                 continue;
             }
 #endif

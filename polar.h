@@ -565,6 +565,9 @@ static double polar__finish_row(float *c, float *mag, const float *S, double L, 
 /* C[M x N] (+)= A[M x K] * Bm[K x N]; M % MR == 0, N % NR == 0 (tiles are padded).
    An 8x32 accumulator block: with AVX-512 (and without POLAR_NO_SIMD) 16 zmm registers
    updated by fused multiply-adds from one broadcast of A and two loads of Bm per k;
+   with AVX2+FMA the block is four 4x16 sub-blocks, each 8 ymm accumulators (of 16
+   registers: 16 accumulators would spill) fed per k by two loads of Bm and four
+   broadcasts of A, so the two FMA pipes stay busy (6 loads per 8 FMAs);
    otherwise plain C that gcc and clang both keep in vector registers (a 4x16 block with
    named row arrays ran ~10x slower under clang, which left the accumulators in memory).
    Each accumulator sums over k in order in both versions; the SIMD one rounds once per
@@ -572,6 +575,9 @@ static double polar__finish_row(float *c, float *mag, const float *S, double L, 
 #if defined(__AVX512F__) && !defined(POLAR_NO_SIMD)
 #include <immintrin.h>
 #define POLAR__GEMM_SIMD 1
+#elif defined(__AVX2__) && defined(__FMA__) && !defined(POLAR_NO_SIMD)
+#include <immintrin.h>
+#define POLAR__GEMM_AVX2 1
 #endif
 static void polar__gemm(float *POLAR__RESTRICT C, int ldc, const float *POLAR__RESTRICT A,
                         int lda, const float *POLAR__RESTRICT Bm, int ldb, int M, int N, int K,
@@ -611,6 +617,46 @@ static void polar__gemm(float *POLAR__RESTRICT C, int ldc, const float *POLAR__R
             POLAR__ST(4) POLAR__ST(5) POLAR__ST(6) POLAR__ST(7)
 #undef POLAR__ST
         }
+#elif defined(POLAR__GEMM_AVX2)
+    int i4, j16;
+    for (i = 0; i < M; i += POLAR__MR)
+        for (j = 0; j < N; j += POLAR__NR)
+            for (i4 = i; i4 < i + POLAR__MR; i4 += 4)
+                for (j16 = j; j16 < j + POLAR__NR; j16 += 16) {
+                    float *c = C + (size_t)i4 * ldc + j16;
+                    const float *a0 = A + (size_t)i4 * lda, *a1 = a0 + lda;
+                    const float *a2 = a1 + lda, *a3 = a2 + lda;
+                    const float *b = Bm + j16;
+                    __m256 c00, c01, c10, c11, c20, c21, c30, c31;
+                    if (accumulate) {
+                        c00 = _mm256_loadu_ps(c), c01 = _mm256_loadu_ps(c + 8);
+                        c10 = _mm256_loadu_ps(c + ldc), c11 = _mm256_loadu_ps(c + ldc + 8);
+                        c20 = _mm256_loadu_ps(c + 2 * (size_t)ldc);
+                        c21 = _mm256_loadu_ps(c + 2 * (size_t)ldc + 8);
+                        c30 = _mm256_loadu_ps(c + 3 * (size_t)ldc);
+                        c31 = _mm256_loadu_ps(c + 3 * (size_t)ldc + 8);
+                    } else {
+                        c00 = c01 = c10 = c11 = _mm256_setzero_ps();
+                        c20 = c21 = c30 = c31 = _mm256_setzero_ps();
+                    }
+                    for (kk = 0; kk < K; kk++, b += ldb) {
+                        const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
+                        __m256 x = _mm256_broadcast_ss(a0 + kk);
+                        c00 = _mm256_fmadd_ps(x, b0, c00), c01 = _mm256_fmadd_ps(x, b1, c01);
+                        x = _mm256_broadcast_ss(a1 + kk);
+                        c10 = _mm256_fmadd_ps(x, b0, c10), c11 = _mm256_fmadd_ps(x, b1, c11);
+                        x = _mm256_broadcast_ss(a2 + kk);
+                        c20 = _mm256_fmadd_ps(x, b0, c20), c21 = _mm256_fmadd_ps(x, b1, c21);
+                        x = _mm256_broadcast_ss(a3 + kk);
+                        c30 = _mm256_fmadd_ps(x, b0, c30), c31 = _mm256_fmadd_ps(x, b1, c31);
+                    }
+                    _mm256_storeu_ps(c, c00), _mm256_storeu_ps(c + 8, c01);
+                    _mm256_storeu_ps(c + ldc, c10), _mm256_storeu_ps(c + ldc + 8, c11);
+                    _mm256_storeu_ps(c + 2 * (size_t)ldc, c20);
+                    _mm256_storeu_ps(c + 2 * (size_t)ldc + 8, c21);
+                    _mm256_storeu_ps(c + 3 * (size_t)ldc, c30);
+                    _mm256_storeu_ps(c + 3 * (size_t)ldc + 8, c31);
+                }
 #else
     int x, y;
     for (i = 0; i < M; i += POLAR__MR)
