@@ -93,6 +93,34 @@
        the m_min floor holds for every head of every sequence, so also per
        sequence.
      * EMA "window" w means weight alpha = 2/(w+1), started at the first value.
+     * What gating means in training (issue 20; ceas only computes the masks, the trainer
+       applies them: examples/common/model.h mdl_set_gating / mdl_ceas_gating).
+       A pruned token is a query row (b, h, i) whose keep entry is 0.
+       - Forward: nothing changes. Every row's attention output is computed and used as
+         in the ungated model, so the loss, the logits and inference are those of the same
+         model; gating never changes what the network computes, only what it learns from.
+         (Dropping a row from the forward would change the model's output and its
+         distribution between training and inference, and would save little: the
+         forward's cost is one third of a step's.)
+       - Backward: the pruned row's attention output passes no gradient into that head's
+         attention core, i.e. its output gradient dO[b,h,i] is taken as 0: no dQ row, no
+         contribution to dK and dV of the keys it attends to, and none of that row's
+         backward work (dP row = dO_i V^T, dS row, the dV, dQ and dK products: 8 D (i+1)
+         FLOPs at causal cost) is computed. Everything else is exact: the output
+         projection, the residual stream, the FFN and the other heads get their full
+         gradient, and the kept rows' gradients are those of the dense backward. The
+         gradient is therefore the exact gradient of the loss with the pruned rows'
+         attention outputs held constant (a stop-gradient on them), a biased estimate of
+         the full gradient that drops the low-score rows (seed 004: the rows whose
+         temperature gap says they carry little information).
+       - A frozen head (h, layer l): its attention backward, the backward of its Q/K/V
+         rows of the qkv projection and of its columns of the output projection are not
+         computed, no gradient flows through it into the residual stream, and the
+         optimiser leaves its parameters and moments as they are ("stop backprop through
+         head h" of the seed) until ceas_step unfreezes it. The forward still uses it.
+       - The gate score needs every row's H and sigma_qk, which the forward's attention
+         kernel does not keep: recomputing them costs a logit GEMM per row block and a pass
+         (counted as overhead beside the FLOPs skipped; see docs/RESULTS.md).
      * Back-off: on each validation report x the short EMA m (window val_window)
        and the EMA variance v are updated; it fires when the new m exceeds the
        previous m by more than backoff_sigma * sqrt(v_prev) (v before this report),

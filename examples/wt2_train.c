@@ -217,6 +217,8 @@ static void usage(const trn_config *c, FILE *f)
             "  --json             print one JSON line of results on stdout at the end\n"
             "  --resume PATH      continue a run from its checkpoint (same options)\n"
             "  --allow-no-crc     let --resume accept a checkpoint without its CRC-32 entry\n"
+            "  --tokens gpt2|bytes  token ids: GPT-2 BPE (default) or the raw text's bytes\n"
+            "                     (vocabulary 256; needs wiki.<split>.raw[.xz])\n"
             "  --help             this text\n\n"
             "Options (defaults shown are those of preset '%s'):\n",
             c->preset);
@@ -292,9 +294,16 @@ static void plot_metrics(const char *dir)
     free(vy);
 }
 
+/* One split's ids: GPT-2 BPE (wt2_load_split) or bytes (--tokens bytes). */
+static int load_split(const char *dir, int split, int bytes, wt2_tokens *out, char *err, size_t errlen)
+{
+    return bytes ? wt2_load_split_bytes(dir, split, out, err, errlen) : wt2_load_split(dir, split, NULL, out, err, errlen);
+}
+
 int main(int argc, char **argv)
 {
     trn_config cfg;
+    int bytes = 0;
     const char *preset = "tiny", *resume = NULL;
     int json = 0, i, rc, train_split, eval_split, have_full, allow_no_crc = 0, save_failures = 0;
     int final_saved = 0, tty = isatty(fileno(stderr));
@@ -335,6 +344,11 @@ int main(int argc, char **argv)
         }
         if (!strncmp(a, "--resume=", 9)) { resume = a + 9; continue; }
         if (!strcmp(a, "--allow-no-crc")) { allow_no_crc = 1; continue; }
+        if (!strcmp(a, "--tokens") && i + 1 < argc && (!strcmp(argv[i + 1], "bytes") || !strcmp(argv[i + 1], "gpt2"))) {
+            bytes = !strcmp(argv[++i], "bytes");
+            continue;
+        }
+        if (!strcmp(a, "--tokens")) { fprintf(stderr, "wt2_train: --tokens needs gpt2 or bytes\n"); return 2; }
         rc = trn_parse_flag(&cfg, argc, argv, i, err, sizeof err);
         if (rc < 0) { fprintf(stderr, "wt2_train: %s\n", err); return 2; }
         if (rc == 0) {
@@ -342,6 +356,10 @@ int main(int argc, char **argv)
             return 2;
         }
         i += rc - 1;
+    }
+    if (bytes && cfg.model.vocab != WT2_BYTE_VOCAB) {
+        fprintf(stderr, "wt2_train: --tokens bytes: vocabulary %d -> %d (byte ids)\n", cfg.model.vocab, WT2_BYTE_VOCAB);
+        cfg.model.vocab = WT2_BYTE_VOCAB;
     }
     if (trn_config_validate(&cfg, err, sizeof err) != TRN_OK) {
         fprintf(stderr, "wt2_train: %s\n", err);
@@ -366,8 +384,8 @@ int main(int argc, char **argv)
         return 1;
     }
     have_full = train_split == WT2_TRAIN;
-    if (wt2_load_split(dir, train_split, NULL, &tok_train, err, sizeof err) != 0 ||
-        wt2_load_split(dir, have_full ? WT2_VALID : eval_split, NULL, &tok_test, err, sizeof err) != 0) {
+    if (load_split(dir, train_split, bytes, &tok_train, err, sizeof err) != 0 ||
+        load_split(dir, have_full ? WT2_VALID : eval_split, bytes, &tok_test, err, sizeof err) != 0) {
         fprintf(stderr, "wt2_train: %s\n", err);
         wt2_tokens_free(&tok_train);
         wt2_tokens_free(&tok_test);
@@ -377,7 +395,7 @@ int main(int argc, char **argv)
         /* standard protocol: train / validation (during and after) / test (at the end) */
         tok_eval = tok_test;
         memset(&tok_test, 0, sizeof tok_test);
-        if (wt2_load_split(dir, WT2_TEST, NULL, &tok_test, err, sizeof err) != 0) {
+        if (load_split(dir, WT2_TEST, bytes, &tok_test, err, sizeof err) != 0) {
             fprintf(stderr, "wt2_train: %s (test split: reported as NaN)\n", err);
             memset(&tok_test, 0, sizeof tok_test);
         }

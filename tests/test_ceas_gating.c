@@ -5,6 +5,7 @@
    (zero gradients, projection gradients of the other heads unchanged, parameters
    bit-identical through an AdamW step), the skipped-FLOP count against the rows the
    backward really left out, refused inputs, and the byte-level WikiText-2 data. */
+#define _POSIX_C_SOURCE 200809L
 #define STB_DS_IMPLEMENTATION
 #include <stb_ds.h>
 #undef STB_DS_IMPLEMENTATION
@@ -508,6 +509,43 @@ static void test_refused(void)
     mdl_destroy(m);
 }
 
+/* byte-level ids: the protocol's rows, blank rows dropped, bytes as ids */
+static void test_bytes(void)
+{
+    const char *txt = " = A = \n \n\nHi \xc3\xa9\n\t \n tail";
+    const char *want = " = A = \nHi \xc3\xa9\n tail";
+    uint16_t *ids = NULL;
+    size_t n = 0, i, wn = strlen(want);
+    int bad = 0;
+    CHECK_INT_EQ(wt2_bytes_tokenize((const unsigned char *)txt, strlen(txt), &ids, &n), BPE_OK);
+    CHECK_INT_EQ((int)n, (int)wn);
+    for (i = 0; i < n && i < wn; i++) bad += ids[i] != (unsigned char)want[i];
+    CHECK_INT_EQ(bad, 0);
+    free(ids);
+    CHECK_INT_EQ(wt2_bytes_tokenize((const unsigned char *)" \n\n", 3, &ids, &n), BPE_OK);
+    CHECK(ids == NULL && n == 0);
+    CHECK_INT_EQ(wt2_bytes_tokenize(NULL, 3, &ids, &n), BPE_EINVAL);
+    CHECK_INT_EQ(wt2_bytes_tokenize((const unsigned char *)"a", 1, NULL, &n), BPE_EINVAL);
+    {
+        /* the shared valid split, when it is there: every id a byte, blank rows gone */
+        wt2_tokens t;
+        char err[256];
+        const char *dir = wt2_default_data_dir();
+        wt2_inventory inv;
+        if (wt2_scan(dir, &inv) <= 0 || !inv.has_raw[WT2_VALID]) {
+            fprintf(stderr, "  (no raw valid split in %s: file case skipped)\n", dir);
+            return;
+        }
+        CHECK_INT_EQ(wt2_load_split_bytes(dir, WT2_VALID, &t, err, sizeof err), BPE_OK);
+        CHECK(t.n > 1000000 && t.n < 1146846); /* the raw file is 1,146,846 bytes with its blank rows */
+        CHECK_INT_EQ(wt2_check_ids(t.ids, t.n, WT2_BYTE_VOCAB, "valid", err, sizeof err), BPE_OK);
+        for (i = 1, bad = 0; i + 1 < t.n; i++) bad += t.ids[i - 1] == '\n' && t.ids[i] == ' ' && t.ids[i + 1] == '\n';
+        CHECK_INT_EQ(bad, 0);
+        wt2_tokens_free(&t);
+        CHECK(wt2_load_split_bytes("/nonexistent-dir", WT2_VALID, &t, err, sizeof err) != BPE_OK);
+    }
+}
+
 int main(int argc, char **argv)
 {
     TEST_INIT(argc, argv);
@@ -517,5 +555,6 @@ int main(int argc, char **argv)
     TEST_RUN(test_model_gated);
     TEST_RUN(test_frozen_step);
     TEST_RUN(test_refused);
+    TEST_RUN(test_bytes);
     return TEST_END();
 }

@@ -395,6 +395,56 @@ int wt2_choose_splits(const wt2_inventory *inv, int *train_split, int *eval_spli
     return BPE_EIO;
 }
 
+int wt2_bytes_tokenize(const unsigned char *text, size_t len, uint16_t **ids, size_t *n)
+{
+    size_t i = 0, k = 0;
+    uint16_t *out;
+    if (!ids || !n || (!text && len)) return BPE_EINVAL;
+    *ids = NULL;
+    *n = 0;
+    out = (uint16_t *)malloc((len ? len : 1) * sizeof(uint16_t));
+    if (!out) return BPE_ENOMEM;
+    while (i < len) {
+        size_t j = i, e;
+        while (j < len && text[j] != '\n') j++;
+        e = j < len ? j + 1 : j; /* the row with its own '\n' */
+        if (!wt2_row_is_blank(text + i, e - i))
+            for (; i < e; i++) out[k++] = text[i];
+        i = e;
+    }
+    if (!k) {
+        free(out);
+        return BPE_OK;
+    }
+    *ids = out;
+    *n = k;
+    return BPE_OK;
+}
+
+int wt2_load_split_bytes(const char *dir, int split, wt2_tokens *out, char *err, size_t errlen)
+{
+    wt2_inventory inv;
+    unsigned char *text = NULL;
+    size_t len = 0;
+    int rc;
+    if (!out || split < 0 || split >= WT2_NSPLITS)
+        return wt2__err(err, errlen, BPE_EINVAL, "wt2_load_split_bytes: invalid argument");
+    memset(out, 0, sizeof *out);
+    out->split = split;
+    if (!dir) dir = bpe_default_data_dir();
+    if (wt2_scan(dir, &inv) < 0) return wt2__err(err, errlen, BPE_EINVAL, "wt2_load_split_bytes: path too long");
+    if (!inv.has_raw[split])
+        return wt2__err(err, errlen, BPE_EIO, "WikiText-2 %s split: no wiki.%s.raw[.xz] in %s (byte-level ids need the raw text)",
+                        wt2_split_name(split), wt2_split_name(split), dir);
+    rc = wt2_read_text(inv.raw_path[split], (size_t)1 << 30, &text, &len, err, errlen);
+    if (rc) return rc;
+    rc = wt2_bytes_tokenize(text, len, &out->ids, &out->n);
+    free(text);
+    if (rc) return wt2__err(err, errlen, rc, "wt2_load_split_bytes: out of memory");
+    snprintf(out->source, sizeof out->source, "%s (bytes)", inv.raw_path[split]);
+    return BPE_OK;
+}
+
 int wt2_load_split(const char *dir, int split, bpe_tokenizer *tok, wt2_tokens *out, char *err,
                    size_t errlen)
 {

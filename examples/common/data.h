@@ -99,6 +99,16 @@ int wt2_load_split(const char *dir, int split, bpe_tokenizer *tok, wt2_tokens *o
                    size_t errlen);
 void wt2_tokens_free(wt2_tokens *t);
 
+/* Byte-level ids (a vocabulary of WT2_BYTE_VOCAB = 256; the small-vocabulary data of the
+   CEAS 9k-parameter scale, issue 20): the protocol's rows (split on '\n', each with its
+   own '\n'; empty or whitespace-only rows dropped, as wt2_tokenize), then every byte of
+   every kept row as one id 0..255 (UTF-8 bytes, not characters; no end-of-text id: the
+   '\n' ends a row). wt2_bytes_tokenize: *ids malloc'ed (NULL and 0 ids for text without a
+   kept row). wt2_load_split_bytes: from <dir>/wiki.<s>.raw[.xz] (BPE_EIO if absent). */
+#define WT2_BYTE_VOCAB 256
+int wt2_bytes_tokenize(const unsigned char *text, size_t len, uint16_t **ids, size_t *n);
+int wt2_load_split_bytes(const char *dir, int split, wt2_tokens *out, char *err, size_t errlen);
+
 typedef struct {
     const uint16_t *ids;
     size_t n;

@@ -287,6 +287,7 @@ mdl_opts mdl_opts_default(void)
     o.ent_band_lambda = 0.0f;
     o.ent_band_hmin = 2.0f;
     o.ent_band_hmax = 5.0f;
+    o.target_weight = NULL;
     return o;
 }
 
@@ -1520,7 +1521,7 @@ static int mdl__block_fwd(mdl_model *m, int l, const float *x, float *xo, const 
    keep the row becomes d(mean loss)/d(logits) = (softmax - q) / N, q = (1-eps) onehot +
    eps/V: the backward's dlogits, computed in the pass that normalises the softmax (one
    fewer sweep over the (N,V) buffer than a separate backward pass). */
-static void mdl__ce(mdl_model *m, const int *tgt, int N, float eps, int keep)
+static void mdl__ce(mdl_model *m, const int *tgt, int N, float eps, int keep, const float *w, double wsum)
 {
     int V = m->V, i;
     MDL__OMP(omp parallel for schedule(static) if((long long)N * V > 65536))
@@ -1562,7 +1563,7 @@ static void mdl__ce(mdl_model *m, const int *tgt, int N, float eps, int keep)
             m->rowloss[i] = (1.0 - (double)eps) * ce + (double)eps * (lse - sx / (double)V);
         }
         if (keep) {
-            float dl = 1.0f / (float)N, u = eps / (float)V;
+            float dl = w ? (float)((double)w[i] / wsum) : 1.0f / (float)N, u = eps / (float)V;
             inv = (float)(1.0 / sum) * dl;
             u *= dl;
             for (v = 0; v < V; v++) x[v] = x[v] * inv - u;
@@ -1689,17 +1690,28 @@ int mdl_forward(mdl_model *m, const int *inputs, const int *targets, int B, int 
         double sce = 0.0, sl = 0.0;
         int i;
         float pen = 0.0f;
-        mdl__ce(m, m->tgt, N, o.label_smoothing, o.train);
+        double wsum = (double)N;
+        if (o.target_weight) {
+            wsum = 0.0;
+            for (i = 0; i < N; i++) {
+                if (!mdl__finite(o.target_weight[i]) || o.target_weight[i] < 0.0f)
+                    return mdl__fail(m, MDL_EINVAL, "mdl_forward: target_weight[%d] must be finite and >= 0 (got %g)", i,
+                                     (double)o.target_weight[i]);
+                wsum += o.target_weight[i];
+            }
+            if (!(wsum > 0.0)) return mdl__fail(m, MDL_EINVAL, "mdl_forward: target weights sum to 0");
+        }
+        mdl__ce(m, m->tgt, N, o.label_smoothing, o.train, o.target_weight, wsum);
         /* with train the buffer now holds dlogits (keep requires targets) */
         for (i = 0; i < N; i++) {
             sce += m->rowce[i];
-            sl += m->rowloss[i];
+            sl += o.target_weight ? (double)o.target_weight[i] * m->rowloss[i] : m->rowloss[i];
         }
         st.ce_sum = sce;
         m->have_tce = 1;
         st.ce = sce / N;
         st.ntok = N;
-        st.loss = sl / N;
+        st.loss = sl / wsum;
         if (o.train) st.loss += (double)m->lyr_loss + (double)o.moe_lb_coef * st.moe_lb;
         m->ent_dH = 0.0f;
         if (m->need_mu) {
@@ -2540,7 +2552,8 @@ int mdl_gate_counts_get(const mdl_model *m, mdl_gate_counts *out)
     return MDL_OK;
 }
 
-/* Calls f(offset, length) for every run of frozen-head parameter floats. */
+/* The runs of frozen-head parameter floats: counts them and, with buf, copies each run
+   between buf and compact (restore 0: buf -> compact; 1: compact -> buf). */
 static size_t mdl__frozen_runs(const mdl_model *m, const unsigned char *frozen, float *buf, float *compact,
                                int restore)
 {
