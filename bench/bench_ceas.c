@@ -199,6 +199,8 @@ static void bench_controllers(void)
 
 int main(int argc, char **argv)
 {
+    bench_quiet quiet_;
+    char loaded_[96];
     int rounds = argc > 1 ? atoi(argv[1]) : 7;
     double worst = 0, r;
     if (rounds < 1) rounds = 1;
@@ -208,10 +210,12 @@ int main(int argc, char **argv)
 #else
     printf("bench_ceas: no OpenMP, %d rounds\n", rounds);
 #endif
+    bench_quiet_begin(&quiet_);
     r = bench_shape(4, 8, 256, 64, rounds);   if (r > worst) worst = r;
     r = bench_shape(2, 8, 1024, 64, rounds);  if (r > worst) worst = r;
     r = bench_shape(1, 4, 2048, 128, rounds); if (r > worst) worst = r;
     bench_controllers();
-    printf("bench_ceas: observables_over_attention=%.4f\n", worst);
+    bench_quiet_report(&quiet_, loaded_, sizeof loaded_);
+    printf("bench_ceas: observables_over_attention=%.4f%s\n", worst, loaded_);
     return 0;
 }

@@ -59,6 +59,8 @@ static int calib_mu(void *user, int T, float *mbar)
 
 int main(int argc, char **argv)
 {
+    bench_quiet quiet_;
+    char loaded_[96];
     int rounds = argc > 1 ? atoi(argv[1]) : 5;
     int T = argc > 2 ? atoi(argv[2]) : 1024;
     const int B = 8, H = 8, D = 64, R = 8, K = 8, DM = 512;
@@ -136,6 +138,7 @@ int main(int argc, char **argv)
 
     printf("bench_era: B=%d H=%d T=%d D=%d R=K=%d, membership D=%d, %d OpenMP thread(s), %d rounds\n",
            B, H, T, D, R, DM, nthreads, rounds);
+    bench_quiet_begin(&quiet_);
     /* warm-up (page faults, thread pool) */
     if ((rc = era_rpa_forward(&cfg, &p, mu, B, T, bias, &st, ws)) != ERA_OK ||
         (rc = tk_attention_forward(out, probs, q, k, v, NULL, 0, NULL, B, H, T, D)) != TK_OK) {
@@ -166,7 +169,9 @@ int main(int argc, char **argv)
     printf("  RPA build B(T) from mu (era_rpa_forward) %7.3f ms  (%.4f x attention)\n", 1e3 * build_m, build_m / attn_m);
     printf("  memberships h->mu (projection + dist)  %8.3f ms  (%.4f x attention)\n", 1e3 * mu_m, mu_m / attn_m);
     printf("  ERA build (R = nb = 32)                %8.3f ms  (%.4f x attention)\n", 1e3 * era_m, era_m / attn_m);
-    printf("bench_era: build_over_attention=%.4f\n", build_m / attn_m);
+    bench_quiet_report(&quiet_, loaded_, sizeof loaded_);
+    printf("bench_era: build_over_attention=%.4f%s\n", build_m / attn_m, loaded_);
+    bench_quiet_begin(&quiet_);
 
     /* part 2: cached prior inside the attention forward */
     {
@@ -223,7 +228,8 @@ int main(int argc, char **argv)
         printf("  tk_attention_forward, cached RPA bias  %8.3f ms  (cache: %ld build, %ld hits)\n",
                1e3 * biased_m, cache.builds, cache.hits);
         printf("  ratio of the medians %.4f; median of the %d paired ratios below\n", biased_m / plain_m, rounds);
-        printf("bench_era: cached_bias_attention_ratio=%.4f\n", pair_m);
+        bench_quiet_report(&quiet_, loaded_, sizeof loaded_);
+        printf("bench_era: cached_bias_attention_ratio=%.4f%s\n", pair_m, loaded_);
         era_cache_free(&cache);
         free(mbar);
     }

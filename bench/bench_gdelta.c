@@ -66,6 +66,8 @@ static double run_fb(const gd_config *c, gd_saved *sv, void *ws, float *r, const
 
 int main(int argc, char **argv)
 {
+    bench_quiet quiet_;
+    char loaded_[96];
     int rounds = argc > 1 ? atoi(argv[1]) : 2;
     static const int Ds[2] = {64, 128}, Ts[3] = {1024, 4096, 16384};
     const int H = 8;
@@ -77,6 +79,7 @@ int main(int argc, char **argv)
     if (rounds < 1) rounds = 1;
     printf("bench_gdelta: %d threads, %d rounds (best), B=1 H=%d, recurrent checkpoint 64 "
            "(recompute); times in ms\n", nt, rounds, H);
+    bench_quiet_begin(&quiet_);
     printf("%5s %6s | %10s %10s | %10s %10s %8s | %10s %8s | %14s\n", "D", "T", "rec fwd",
            "rec f+b", "C64 fwd", "C64 f+b", "speedup", "C32 f+b", "speedup",
            "softmax fwd ms");
@@ -165,6 +168,7 @@ int main(int argc, char **argv)
                tsz * 4.0 / 1048576.0, best * 1e3, N / best, 2.0 * tsz * 4.0 / best / 1e9);
         free(table); free(q); free(k); free(v); free(r); free(g); free(be); free(slots);
     }
-    printf("bench_gdelta: chunked_speedup_4k=%.2f\n", speed4k);
+    bench_quiet_report(&quiet_, loaded_, sizeof loaded_);
+    printf("bench_gdelta: chunked_speedup_4k=%.2f%s\n", speed4k, loaded_);
     return 0;
 }

@@ -166,6 +166,8 @@ static double bench_attention(int rounds, int B, int H, int T, int D)
 
 int main(int argc, char **argv)
 {
+    bench_quiet quiet_;
+    char loaded_[96];
     int rounds = argc > 1 ? atoi(argv[1]) : 7;
     int threads = 1, i;
     double t_att, t_pol, t_gac, t_sch, t_cg, t_ent, total;
@@ -177,6 +179,7 @@ int main(int argc, char **argv)
     guardian_rng_seed(&data_rng, 2026);
     printf("bench_guardian: %d rounds, %d OpenMP thread(s), GEMM kernel %s\n", rounds, threads,
            tk_gemm_kernel_name());
+    bench_quiet_begin(&quiet_);
 
     /* set up the controllers */
     {
@@ -292,6 +295,7 @@ int main(int argc, char **argv)
     }
 
     guardian_free(&g_pol);
-    printf("bench_guardian: controllers_over_attention=%.5f\n", total / t_att);
+    bench_quiet_report(&quiet_, loaded_, sizeof loaded_);
+    printf("bench_guardian: controllers_over_attention=%.5f%s\n", total / t_att, loaded_);
     return 0;
 }

@@ -344,6 +344,8 @@ static void bench_memops(int N, int C, int V, size_t nparams)
 
 int main(int argc, char **argv)
 {
+    bench_quiet quiet_;
+    char loaded_[96];
     double attn_sp = 1e30, sp, ce_sp, gr = 1e30, r;
     int skip_head = 0, nt = 1;
     if (argc > 1) g_rounds = atoi(argv[1]) > 0 ? atoi(argv[1]) : 3;
@@ -355,6 +357,7 @@ int main(int argc, char **argv)
     openblas_set_num_threads(nt);
     printf("bench_ops: %d thread(s), %d rounds, GEMM kernel %s\n", nt, g_rounds,
            tk_gemm_kernel_name());
+    bench_quiet_begin(&quiet_);
     printf("attention forward+backward, previous (full T x T) -> now (row blocks)\n");
     sp = bench_attention("S B8 H4 T256 D32", 8, 4, 256, 32, 0);
     if (sp < attn_sp) attn_sp = sp;
@@ -371,7 +374,8 @@ int main(int argc, char **argv)
     if (r < gr) gr = r;
     printf("memory-bound ops\n");
     bench_memops(2048, 384, 50257, (size_t)50257 * 384 + 6 * (size_t)12 * 384 * 384);
-    printf("bench_ops: attn_speedup=%.3f ce_speedup=%.3f min_gemm_ratio_vs_openblas=%.3f\n",
-           attn_sp, ce_sp, gr);
+    bench_quiet_report(&quiet_, loaded_, sizeof loaded_);
+    printf("bench_ops: attn_speedup=%.3f ce_speedup=%.3f min_gemm_ratio_vs_openblas=%.3f%s\n",
+           attn_sp, ce_sp, gr, loaded_);
     return 0;
 }

@@ -112,6 +112,8 @@ static void part_memory(int H)
 
 int main(int argc, char **argv)
 {
+    bench_quiet quiet_;
+    char loaded_[96];
     int rounds = argc > 1 ? atoi(argv[1]) : 3, H64 = argc > 2 ? atoi(argv[2]) : 8;
     const int B = 1, H = 8, D = 64, Ts[3] = {1024, 4096, 16384};
     int nT = argc > 3 ? atoi(argv[3]) : 3; /* how many of Ts to run */
@@ -124,6 +126,7 @@ int main(int argc, char **argv)
     nth = omp_get_max_threads();
 #endif
     printf("bench_polar: B=1 H=8 Hkv=8 D=64, threads=%d, rounds=%d\n", nth, rounds);
+    bench_quiet_begin(&quiet_);
     if (H64 > 0) part_memory(H64);
     printf("%7s %12s %12s %12s %14s %14s\n", "T", "stream_s", "mat_s", "softmax_s",
            "mat/stream", "stream/softmax");
@@ -194,6 +197,7 @@ int main(int argc, char **argv)
         free(dv); free(dlg); free(dnb); free(dns); free(dmb); free(dvn); free(out); free(probs);
         free(wprobs); free(st.stats); free(ws); free(P.vn);
     }
-    printf("bench_polar: stream_over_softmax_4k=%.3f\n", ratio4k);
+    bench_quiet_report(&quiet_, loaded_, sizeof loaded_);
+    printf("bench_polar: stream_over_softmax_4k=%.3f%s\n", ratio4k, loaded_);
     return 0;
 }
