@@ -110,6 +110,7 @@ int main(int argc, char **argv)
     char loaded[96];
     tk_rng rng;
 
+    bench_match_isa_env(argv);
     if (argc > 1) rounds = atoi(argv[1]);
     if (rounds < 1) rounds = 1;
     for (i = 2; i < argc && nshapes < 16; i++) {
@@ -148,6 +149,19 @@ int main(int argc, char **argv)
         clk = ghz * 1e9;
         printf("bench_gemm: tk_sgemm micro-kernel %s (%s build) vs OpenBLAS %s (core %s)\n",
                tk_gemm_kernel_name(), bench_isa(), OPENBLAS_VERSION, openblas_get_corename());
+#if defined(__AVX512F__)
+        {
+            char core[64];
+            size_t c;
+            snprintf(core, sizeof core, "%s", openblas_get_corename());
+            for (c = 0; core[c]; c++)
+                if (core[c] >= 'A' && core[c] <= 'Z') core[c] = (char)(core[c] - 'A' + 'a');
+            if (!strstr(core, "skylakex") && !strstr(core, "cooperlake") && !strstr(core, "sapphire"))
+                printf("NOTE: OpenBLAS runs its %s kernels here, not AVX-512 ones (it does not know this "
+                   "CPU): rerun with OPENBLAS_CORETYPE=SkylakeX for an AVX-512 peer\n",
+                       openblas_get_corename());
+        }
+#endif
         printf("clock (dependent integer add chain): %.2f GHz\n", clk * 1e-9);
         printf("measured FP32 FMA peak (%s): 1 thread %.1f GFLOP/s (%.1f FLOP/cycle), "
                "2 threads %.1f GFLOP/s (%.1f FLOP/cycle/core)\n",

@@ -348,6 +348,7 @@ int main(int argc, char **argv)
     char loaded_[96];
     double attn_sp = 1e30, sp, ce_sp, gr = 1e30, r;
     int skip_head = 0, nt = 1;
+    bench_match_isa_env(argv);
     if (argc > 1) g_rounds = atoi(argv[1]) > 0 ? atoi(argv[1]) : 3;
     if (argc > 2) skip_head = atoi(argv[2]) != 0;
 #ifdef _OPENMP

@@ -385,6 +385,7 @@ int main(int argc, char **argv)
     bench_quiet quiet;
     char loaded[96];
 
+    bench_match_isa_env(argv);
     for (i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--config") && i + 1 < argc) which = argv[++i];
         else if (!strcmp(argv[i], "--steps") && i + 1 < argc) steps = atoi(argv[++i]);

@@ -298,4 +298,58 @@ static inline int bench_quiet_report(const bench_quiet *q, char *suffix, size_t 
     return loaded;
 }
 
+/* 1 if /proc/cpuinfo's first "flags" line lists `flag` (0 if not, or unreadable) */
+static inline int bench_cpu_has(const char *flag)
+{
+    char line[8192];
+    size_t n = strlen(flag);
+    int found = 0;
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return 0;
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "flags", 5) == 0) {
+            const char *p = line;
+            while ((p = strstr(p, flag)) != NULL) {
+                if ((p == line || p[-1] == ' ' || p[-1] == '\t') &&
+                    (p[n] == ' ' || p[n] == '\n' || p[n] == '\0')) {
+                    found = 1;
+                    break;
+                }
+                p += n;
+            }
+            break;
+        }
+    }
+    fclose(f);
+    return found;
+}
+
+/* The ISA-matched peer. An AVX2 build on a CPU with AVX-512 compares itself with peers
+   restricted to AVX2 (the issue's protocol for measuring AVX2 kernels on an AVX-512
+   machine): when OPENBLAS_CORETYPE is not set, bench_match_isa_env sets
+   OPENBLAS_CORETYPE=Haswell and oneDNN's / ATen's ISA caps to AVX2 and re-executes this
+   program (OpenBLAS reads the variable when it loads), so OpenBLAS in this process and
+   PyTorch in its children run AVX2 kernels. It prints what it did. An AVX-512 build
+   leaves the peers alone. Call first thing in main. */
+static inline void bench_match_isa_env(char **argv)
+{
+#if !defined(__AVX512F__)
+    if (!getenv("OPENBLAS_CORETYPE") && bench_cpu_has("avx512f")) {
+        setenv("OPENBLAS_CORETYPE", "Haswell", 1);
+        setenv("DNNL_MAX_CPU_ISA", "AVX2", 1);
+        setenv("ONEDNN_MAX_CPU_ISA", "AVX2", 1);
+        setenv("ATEN_CPU_CAPABILITY", "avx2", 1);
+        fflush(stdout);
+        execv("/proc/self/exe", argv);
+        /* exec failed: go on, peers unrestricted (said below) */
+    }
+#endif
+    (void)argv;
+    printf("peers: %s build; OPENBLAS_CORETYPE=%s, DNNL_MAX_CPU_ISA=%s, ATEN_CPU_CAPABILITY=%s\n",
+           bench_isa(), getenv("OPENBLAS_CORETYPE") ? getenv("OPENBLAS_CORETYPE") : "(auto)",
+           getenv("DNNL_MAX_CPU_ISA") ? getenv("DNNL_MAX_CPU_ISA") : "(auto)",
+           getenv("ATEN_CPU_CAPABILITY") ? getenv("ATEN_CPU_CAPABILITY") : "(auto)");
+}
+
+
 #endif
