@@ -1,0 +1,357 @@
+/* ceas_exp - one run of the CEAS savings experiment (issue 20, seed 004): a small
+   decoder-only LM trained on WikiText-2 with one of three arms, printing one JSON line
+   with its validation curve, executed FLOPs, wall time and pruned fractions.
+   tools/ceas_exp.sh runs the whole grid; tools/ceas_exp.py turns the lines into the
+   tables of docs/RESULTS.md.
+
+     make build/ceas_exp
+     build/ceas_exp --scale 9k|1m --arm fixed|beta|gate [--seed N] [--steps N]
+                    [--eval-every N] [--eval-chunks N] [--lr X] [--threads N]
+                    [--data-dir DIR]
+
+   Scales (this project's choices; seed 004 names "9k parameters" and no model):
+     9k  byte-level ids (vocabulary 256, wt2_load_split_bytes), d 16, 2 layers, 2 heads
+         (head width 8), FFN x 2, context 64, batch 8 (9,472 parameters); CEAS 9k preset.
+     1m  GPT-2 BPE ids (vocabulary 50,257), d 32, 2 layers, 4 heads (head width 8), FFN x 4,
+         context 64, batch 8 (1.64 M parameters, 1.61 M of them the tied embedding);
+         CEAS 14.4M preset (the nearest the seed gives).
+   Both: learned positions, LayerNorm, GELU MLP, no dropout, softmax attention without a
+   prior; AdamW (lr 3e-3 for 9k, 2e-3 for 1m, betas 0.9/0.95, wd 0.1 on matrices), a
+   20-step linear warm-up then a constant rate, gradient clip 1. No train split is shipped:
+   training batches are random chunks of the valid split, the validation loss of the
+   curve is the mean CE over the first eval-chunks (default 64) sequential chunks of the
+   test split (fixed for every arm and seed).
+
+   Arms: fixed  beta = 1/sqrt(d_k) (the model's own softmax scale, no controller)
+         beta   CEAS: per-head beta from ceas_step on the observables of batch row 0
+                (want_attn_obs), validation losses reported to ceas_report_val_loss
+         gate   beta + gating (model.h mdl_ceas_gating): token mask and frozen heads
+                applied to the attention backward, frozen heads' parameters and AdamW
+                moments left as they were.
+   Executed FLOPs per step = mdl_flops_per_token * B * T (nominal, causal attention)
+     - the backward FLOPs the gating skipped (mdl_gate_counts: pruned rows, frozen heads)
+     + the gate rows' extra forward FLOPs (gate only)
+     + the CEAS observables of batch row 0 (beta and gate): per layer and head a T x T
+       logit GEMM (2 D T^2) and ~16 FLOPs per causal logit for the row pass (an estimate:
+       the pass's exponential is a polynomial).
+   Evaluation FLOPs and time are left out (the same for every arm). Wall time: the
+   training steps only (CLOCK_MONOTONIC), controller and gating work included.
+
+   Output (stdout, one line): {"scale","arm","seed","params","steps","B","T",
+   "evals":[[step, val_ce, cum_flops, cum_wall_s, chi], ...] (chi: the mean, over the steps
+   since the previous eval, of the share of the attention backward not computed: pruned
+   rows + frozen heads), "skip_share", "overhead_share" (of the nominal FLOPs),
+   "pruned_rows", "frozen_head_steps", "beta_mean", "beta_init", "backoffs",
+   "flops_dense_total", "flops_total", "wall_s"}. */
+#define _POSIX_C_SOURCE 200809L
+#include "common/data.h"
+#include "common/model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+enum { ARM_FIXED = 0, ARM_BETA = 1, ARM_GATE = 2 };
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: ceas_exp --scale 9k|1m --arm fixed|beta|gate [--seed N] [--steps N] [--eval-every N]\n"
+                    "                [--eval-chunks N] [--lr X] [--threads N] [--data-dir DIR]\n");
+}
+
+static int parse_int(const char *s, int lo, int hi, int *out)
+{
+    char *e;
+    long v = strtol(s, &e, 10);
+    if (*s == '\0' || *e != '\0' || v < lo || v > hi) return -1;
+    *out = (int)v;
+    return 0;
+}
+
+/* mean CE over the eval chunks (B = 8 rows per forward) */
+static int evaluate(mdl_model *m, const uint16_t *ids, size_t n, int T, int chunks, const float *temp, double *ce)
+{
+    wt2_loader L;
+    int32_t *buf = (int32_t *)malloc(sizeof(int32_t) * 8 * (size_t)(T + 1));
+    int *x = (int *)malloc(sizeof(int) * 8 * (size_t)T), *y = (int *)malloc(sizeof(int) * 8 * (size_t)T);
+    double s = 0.0;
+    long long tok = 0;
+    int done = 0, rc = 0;
+    if (!buf || !x || !y || wt2_loader_init(&L, ids, n, WT2_SEQUENTIAL, 1) != 0) rc = -1;
+    while (!rc && done < chunks) {
+        mdl_opts o = mdl_opts_default();
+        mdl_stats st;
+        int want = chunks - done < 8 ? chunks - done : 8, got, b, j;
+        got = wt2_loader_next(&L, want, T, buf);
+        if (got <= 0) break;
+        for (b = 0; b < got; b++)
+            for (j = 0; j < T; j++) {
+                x[b * T + j] = buf[(size_t)b * (T + 1) + j];
+                y[b * T + j] = buf[(size_t)b * (T + 1) + j + 1];
+            }
+        o.head_temp = temp;
+        if (mdl_forward(m, x, y, got, T, &o, &st) != MDL_OK) { rc = -1; break; }
+        s += st.ce_sum;
+        tok += st.ntok;
+        done += got;
+    }
+    free(buf), free(x), free(y);
+    if (rc || tok == 0) return -1;
+    *ce = s / (double)tok;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *scale = NULL, *arm_s = NULL, *dir = NULL;
+    int arm = -1, seed = 1, steps = 0, eval_every = 0, eval_chunks = 64, threads = 1, i, k, is9k, B = 8, T = 64;
+    float lr = 0.0f;
+    char err[1024];
+    wt2_tokens tr, te;
+    mdl_config cfg = mdl_config_default();
+    mdl_model *m = NULL;
+    ceas_state cs;
+    ceas_config cc;
+    int have_cs = 0, rc = 1;
+    float *mom = NULL, *vel = NULL, *temp = NULL, *fz = NULL;
+    int32_t *chunk = NULL;
+    int *x = NULL, *y = NULL;
+    size_t np;
+    wt2_loader L;
+    double cum_flops = 0.0, cum_wall = 0.0, skip_sum = 0.0, over_sum = 0.0, base_sum = 0.0;
+    double chi_sum = 0.0, pruned_sum = 0.0, obs_fl = 0.0;
+    long long frozen_steps = 0;
+    int chi_n = 0, first = 1;
+    unsigned char frz[MDL_MAX_LAYERS * 256];
+
+    memset(&tr, 0, sizeof tr);
+    memset(&te, 0, sizeof te);
+    for (i = 1; i < argc; i += 2) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int bad = 0;
+        if (!v) bad = 1;
+        else if (!strcmp(a, "--scale")) scale = v;
+        else if (!strcmp(a, "--arm")) arm_s = v;
+        else if (!strcmp(a, "--seed")) bad = parse_int(v, 1, 1000000, &seed);
+        else if (!strcmp(a, "--steps")) bad = parse_int(v, 1, 10000000, &steps);
+        else if (!strcmp(a, "--eval-every")) bad = parse_int(v, 1, 10000000, &eval_every);
+        else if (!strcmp(a, "--eval-chunks")) bad = parse_int(v, 1, 100000, &eval_chunks);
+        else if (!strcmp(a, "--threads")) bad = parse_int(v, 1, 1024, &threads);
+        else if (!strcmp(a, "--data-dir")) dir = v;
+        else if (!strcmp(a, "--lr")) {
+            char *e;
+            lr = strtof(v, &e);
+            bad = *e != '\0' || !(lr > 0.0f) || !(lr < 1.0f);
+        } else bad = 1;
+        if (bad) {
+            usage();
+            return 2;
+        }
+    }
+    if (!scale || !arm_s || (strcmp(scale, "9k") && strcmp(scale, "1m"))) {
+        usage();
+        return 2;
+    }
+    arm = !strcmp(arm_s, "fixed") ? ARM_FIXED : !strcmp(arm_s, "beta") ? ARM_BETA : !strcmp(arm_s, "gate") ? ARM_GATE : -1;
+    if (arm < 0) {
+        usage();
+        return 2;
+    }
+#ifdef _OPENMP
+    omp_set_num_threads(threads);
+#endif
+    is9k = !strcmp(scale, "9k");
+    if (!dir) dir = wt2_default_data_dir();
+    if (is9k) {
+        if (wt2_load_split_bytes(dir, WT2_VALID, &tr, err, sizeof err) || wt2_load_split_bytes(dir, WT2_TEST, &te, err, sizeof err)) {
+            fprintf(stderr, "ceas_exp: %s\n", err);
+            goto out;
+        }
+    } else if (wt2_load_split(dir, WT2_VALID, NULL, &tr, err, sizeof err) ||
+               wt2_load_split(dir, WT2_TEST, NULL, &te, err, sizeof err)) {
+        fprintf(stderr, "ceas_exp: %s\n", err);
+        goto out;
+    }
+    cfg.vocab = is9k ? WT2_BYTE_VOCAB : 50257;
+    cfg.d_model = is9k ? 16 : 32;
+    cfg.n_layers = 2;
+    cfg.n_heads = is9k ? 2 : 4;
+    cfg.d_ff_mult = is9k ? 2 : 4;
+    cfg.max_T = T;
+    cfg.pos = MDL_POS_LEARNED;
+    cfg.attn = MDL_ATTN_SOFTMAX;
+    cfg.prior = MDL_PRIOR_NONE;
+    cfg.ffn = MDL_FFN_GELU;
+    cfg.dropout = 0.0f;
+    if (!steps) steps = is9k ? 1500 : 600;
+    if (!eval_every) eval_every = is9k ? 25 : 20;
+    if (!(lr > 0.0f)) lr = is9k ? 3e-3f : 2e-3f;
+    if (mdl_create(&m, &cfg, (uint64_t)seed * 7919u + 17u, err, sizeof err) != MDL_OK) {
+        fprintf(stderr, "ceas_exp: %s\n", err);
+        goto out;
+    }
+    np = mdl_num_params(m);
+    mom = (float *)calloc(np, sizeof(float));
+    vel = (float *)calloc(np, sizeof(float));
+    fz = (float *)malloc(sizeof(float) * 3 * np);
+    temp = (float *)malloc(sizeof(float) * (size_t)cfg.n_layers * cfg.n_heads);
+    chunk = (int32_t *)malloc(sizeof(int32_t) * (size_t)B * (T + 1));
+    x = (int *)malloc(sizeof(int) * (size_t)B * T);
+    y = (int *)malloc(sizeof(int) * (size_t)B * T);
+    if (!mom || !vel || !fz || !temp || !chunk || !x || !y) {
+        fprintf(stderr, "ceas_exp: out of memory\n");
+        goto out;
+    }
+    for (i = 0; i < cfg.n_layers * cfg.n_heads; i++) temp[i] = 1.0f;
+    if (arm != ARM_FIXED) {
+        ceas_config_preset(is9k ? CEAS_PRESET_9K : CEAS_PRESET_14M, &cc);
+        if (ceas_init(&cs, &cc, cfg.n_layers, cfg.n_heads, cfg.d_model / cfg.n_heads) != CEAS_OK) {
+            fprintf(stderr, "ceas_exp: ceas_init failed\n");
+            goto out;
+        }
+        have_cs = 1;
+        {
+            double D = cfg.d_model / cfg.n_heads;
+            obs_fl = (double)cfg.n_layers * cfg.n_heads * (2.0 * D * T * T + 16.0 * T * (T + 1) / 2.0);
+        }
+    }
+    if (wt2_loader_init(&L, tr.ids, tr.n, WT2_RANDOM, (uint64_t)seed * 0x9E3779B97F4A7C15ULL + 1) != 0) {
+        fprintf(stderr, "ceas_exp: loader\n");
+        goto out;
+    }
+    printf("{\"scale\":\"%s\",\"arm\":\"%s\",\"seed\":%d,\"params\":%lu,\"steps\":%d,\"B\":%d,\"T\":%d,\"lr\":%g,"
+           "\"evals\":[", scale, arm_s, seed, (unsigned long)np, steps, B, T, (double)lr);
+    {
+        double ce;
+        if (evaluate(m, te.ids, te.n, T, eval_chunks, have_cs ? temp : NULL, &ce)) goto fail;
+        printf("[0,%.6f,0,0,0]", ce);
+        first = 0;
+    }
+    for (k = 1; k <= steps; k++) {
+        mdl_opts o = mdl_opts_default();
+        mdl_stats st;
+        mdl_gate_counts gc;
+        tk_adamw_config ac = tk_adamw_config_default();
+        double t0 = now_s(), base, step_fl;
+        float gn;
+        size_t nfz = 0;
+        int b, j, ti;
+        if (wt2_loader_next(&L, B, T, chunk) != B) goto fail;
+        for (b = 0; b < B; b++)
+            for (j = 0; j < T; j++) {
+                x[b * T + j] = chunk[(size_t)b * (T + 1) + j];
+                y[b * T + j] = chunk[(size_t)b * (T + 1) + j + 1];
+            }
+        o.train = 1;
+        o.seed = (uint64_t)k;
+        if (have_cs) {
+            for (i = 0; i < cfg.n_layers * cfg.n_heads; i++) temp[i] = ceas_beta_to_temp(cs.beta[i], cfg.d_model / cfg.n_heads);
+            o.head_temp = temp;
+            o.want_attn_obs = 1;
+            o.want_gate_rows = arm == ARM_GATE;
+        }
+        mdl_zero_grad(m);
+        if (mdl_forward(m, x, y, B, T, &o, &st) != MDL_OK) {
+            fprintf(stderr, "ceas_exp: forward: %s\n", mdl_last_error(m));
+            goto fail;
+        }
+        if (arm == ARM_GATE) {
+            if (mdl_ceas_gating(m, &cs, 1, 1) != MDL_OK) {
+                fprintf(stderr, "ceas_exp: gating: %s\n", mdl_last_error(m));
+                goto fail;
+            }
+            memcpy(frz, cs.frozen, (size_t)cfg.n_layers * cfg.n_heads);
+            nfz = mdl_frozen_floats(m, frz);
+        }
+        if (mdl_backward(m) != MDL_OK) {
+            fprintf(stderr, "ceas_exp: backward: %s\n", mdl_last_error(m));
+            goto fail;
+        }
+        tk_clip_grad_norm(mdl_grads(m), np, 1.0f, &gn);
+        if (nfz) {
+            mdl_frozen_copy(m, frz, mdl_params(m), fz, 0);
+            mdl_frozen_copy(m, frz, mom, fz + np, 0);
+            mdl_frozen_copy(m, frz, vel, fz + 2 * np, 0);
+        }
+        ac.lr = lr * (k < 20 ? (float)k / 20.0f : 1.0f);
+        ac.beta1 = 0.9f;
+        ac.beta2 = 0.95f;
+        for (ti = 0; ti < mdl_num_tensors(m); ti++) {
+            const mdl_tensor *e = mdl_tensor_at(m, ti);
+            ac.weight_decay = e->decay ? 0.1f : 0.0f;
+            tk_adamw_update(mdl_params(m) + e->offset, mdl_grads(m) + e->offset, mom + e->offset, vel + e->offset,
+                            e->numel, &ac, k);
+        }
+        if (nfz) {
+            mdl_frozen_copy(m, frz, mdl_params(m), fz, 1);
+            mdl_frozen_copy(m, frz, mom, fz + np, 1);
+            mdl_frozen_copy(m, frz, vel, fz + 2 * np, 1);
+        }
+        if (have_cs && (!st.attn_obs || ceas_step(&cs, st.attn_obs) != CEAS_OK)) {
+            fprintf(stderr, "ceas_exp: ceas_step failed\n");
+            goto fail;
+        }
+        cum_wall += now_s() - t0;
+        mdl_gate_counts_get(m, &gc);
+        base = mdl_flops_per_token(&cfg, T) * (double)B * T;
+        step_fl = base - gc.attn_bwd_skipped - gc.proj_bwd_skipped + gc.gate_overhead + obs_fl;
+        cum_flops += step_fl;
+        base_sum += base;
+        skip_sum += gc.attn_bwd_skipped + gc.proj_bwd_skipped;
+        over_sum += gc.gate_overhead + obs_fl;
+        chi_sum += gc.attn_bwd_dense > 0 ? gc.attn_bwd_skipped / gc.attn_bwd_dense : 0.0;
+        pruned_sum += gc.rows > 0 ? (double)gc.rows_pruned / (double)gc.rows : 0.0;
+        frozen_steps += gc.heads_frozen;
+        chi_n++;
+        if (!(st.loss == st.loss)) {
+            fprintf(stderr, "ceas_exp: non-finite loss at step %d\n", k);
+            goto fail;
+        }
+        if (k % eval_every == 0 || k == steps) {
+            double ce;
+            if (evaluate(m, te.ids, te.n, T, eval_chunks, have_cs ? temp : NULL, &ce)) goto fail;
+            if (have_cs) ceas_report_val_loss(&cs, (float)ce, NULL);
+            printf("%s[%d,%.6f,%.6e,%.4f,%.5f]", first ? "" : ",", k, ce, cum_flops, cum_wall,
+                   chi_n ? chi_sum / chi_n : 0.0);
+            first = 0;
+            chi_sum = 0.0;
+            chi_n = 0;
+            fflush(stdout);
+        }
+    }
+    {
+        double bm = 0.0;
+        if (have_cs)
+            for (i = 0; i < cfg.n_layers * cfg.n_heads; i++) bm += cs.beta[i] / (double)(cfg.n_layers * cfg.n_heads);
+        printf("],\"skip_share\":%.6f,\"overhead_share\":%.6f,\"pruned_rows\":%.6f,\"frozen_head_steps\":%lld,"
+               "\"beta_mean\":%.6f,\"beta_init\":%.6f,\"backoffs\":%d,\"flops_dense_total\":%.6e,\"flops_total\":%.6e,"
+               "\"wall_s\":%.3f}\n",
+               skip_sum / base_sum, over_sum / base_sum, pruned_sum / steps, frozen_steps, bm,
+               1.0 / sqrt((double)(cfg.d_model / cfg.n_heads)), have_cs ? cs.n_backoffs : 0, base_sum, cum_flops,
+               cum_wall);
+    }
+    rc = 0;
+    goto out;
+fail:
+    printf("]}\n");
+    fprintf(stderr, "ceas_exp: run failed\n");
+out:
+    if (have_cs) ceas_free(&cs);
+    mdl_destroy(m);
+    free(mom), free(vel), free(fz), free(temp), free(chunk), free(x), free(y);
+    wt2_tokens_free(&tr);
+    wt2_tokens_free(&te);
+    return rc;
+}
