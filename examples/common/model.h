@@ -152,6 +152,10 @@ typedef struct mdl_opts {
        stats.gate_rows with every query row's observables (H, n_eff, sigma_qk of the
        scores, ...) for ceas_gate_scores / ceas_token_mask; see mdl_set_gating */
     int want_gate_rows;     /* 0 */
+    /* Per-target weights of the optimised loss, (B,T) finite >= 0 with a positive sum, or
+       NULL (all 1): loss = sum_i w_i loss_i / sum_i w_i (+ the penalties); stats.ce and
+       ce_sum stay the plain CE over every target. Used by niah to weigh needle digits. */
+    const float *target_weight; /* NULL */
 } mdl_opts;
 mdl_opts mdl_opts_default(void);
 
