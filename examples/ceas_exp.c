@@ -7,7 +7,7 @@
      make build/ceas_exp
      build/ceas_exp --scale 9k|1m --arm fixed|beta|gate [--seed N] [--steps N]
                     [--eval-every N] [--eval-chunks N] [--lr X] [--threads N]
-                    [--data-dir DIR]
+                    [--data-dir DIR] [--heads N]
 
    Scales (this project's choices; seed 004 names "9k parameters" and no model):
      9k  byte-level ids (vocabulary 256, wt2_load_split_bytes), d 16, 2 layers, 2 heads
@@ -15,6 +15,8 @@
      1m  GPT-2 BPE ids (vocabulary 50,257), d 32, 2 layers, 4 heads (head width 8), FFN x 4,
          context 64, batch 8 (1.64 M parameters, 1.61 M of them the tied embedding);
          CEAS 14.4M preset (the nearest the seed gives).
+   --heads N changes the head count at the same width (the run is labelled scale "9k-h4" etc.):
+   with 2 heads per layer CEAS's h_min = 2 floor never lets a head freeze.
    Both: learned positions, LayerNorm, GELU MLP, no dropout, softmax attention without a
    prior; AdamW (lr 3e-3 for 9k, 2e-3 for 1m, betas 0.9/0.95, wd 0.1 on matrices), a
    20-step linear warm-up then a constant rate, gradient clip 1. No train split is shipped:
@@ -68,7 +70,7 @@ static double now_s(void)
 static void usage(void)
 {
     fprintf(stderr, "usage: ceas_exp --scale 9k|1m --arm fixed|beta|gate [--seed N] [--steps N] [--eval-every N]\n"
-                    "                [--eval-chunks N] [--lr X] [--threads N] [--data-dir DIR]\n");
+                    "                [--eval-chunks N] [--lr X] [--threads N] [--data-dir DIR] [--heads N]\n");
 }
 
 static int parse_int(const char *s, int lo, int hi, int *out)
@@ -116,6 +118,8 @@ static int evaluate(mdl_model *m, const uint16_t *ids, size_t n, int T, int chun
 int main(int argc, char **argv)
 {
     const char *scale = NULL, *arm_s = NULL, *dir = NULL;
+    int heads = 0;
+    char label[32];
     int arm = -1, seed = 1, steps = 0, eval_every = 0, eval_chunks = 64, threads = 1, i, k, is9k, B = 8, T = 64;
     float lr = 0.0f;
     char err[1024];
@@ -149,6 +153,7 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--eval-every")) bad = parse_int(v, 1, 10000000, &eval_every);
         else if (!strcmp(a, "--eval-chunks")) bad = parse_int(v, 1, 100000, &eval_chunks);
         else if (!strcmp(a, "--threads")) bad = parse_int(v, 1, 1024, &threads);
+        else if (!strcmp(a, "--heads")) bad = parse_int(v, 1, 256, &heads);
         else if (!strcmp(a, "--data-dir")) dir = v;
         else if (!strcmp(a, "--lr")) {
             char *e;
@@ -188,6 +193,15 @@ int main(int argc, char **argv)
     cfg.d_model = is9k ? 16 : 32;
     cfg.n_layers = 2;
     cfg.n_heads = is9k ? 2 : 4;
+    snprintf(label, sizeof label, "%s", scale);
+    if (heads && heads != cfg.n_heads) {
+        if (cfg.d_model % heads) {
+            fprintf(stderr, "ceas_exp: --heads %d must divide the width %d\n", heads, cfg.d_model);
+            goto out;
+        }
+        cfg.n_heads = heads;
+        snprintf(label, sizeof label, "%s-h%d", scale, heads);
+    }
     cfg.d_ff_mult = is9k ? 2 : 4;
     cfg.max_T = T;
     cfg.pos = MDL_POS_LEARNED;
@@ -232,7 +246,7 @@ int main(int argc, char **argv)
         goto out;
     }
     printf("{\"scale\":\"%s\",\"arm\":\"%s\",\"seed\":%d,\"params\":%lu,\"steps\":%d,\"B\":%d,\"T\":%d,\"lr\":%g,"
-           "\"evals\":[", scale, arm_s, seed, (unsigned long)np, steps, B, T, (double)lr);
+           "\"evals\":[", label, arm_s, seed, (unsigned long)np, steps, B, T, (double)lr);
     {
         double ce;
         if (evaluate(m, te.ids, te.n, T, eval_chunks, have_cs ? temp : NULL, &ce)) goto fail;

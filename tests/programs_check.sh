@@ -253,5 +253,60 @@ else
     else fail prepare_empty_split "rc=$rc: $(tail -n 2 "$W/4b.err")"; fi
 fi
 
+# 5. CEAS gating (issue 20): wt2_train on byte ids with --ceas-gating on trains and logs a
+#    skipped FLOP share > 0 as strict JSON; gating without the CEAS controller is refused;
+#    ceas_exp prints one JSON line whose gate arm skipped work
+if [ ! -x "$WT" ] || { [ ! -f "$DATA/wiki.valid.raw.xz" ] && [ ! -f "$DATA/wiki.valid.raw" ]; }; then
+    skip ceas_gating "no $WT or no raw valid split in $DATA"
+else
+    CG="--preset tiny-baseline --tokens bytes --d-model 16 --layers 1 --heads 2 --context 32 --batch 2 --steps 6 --eval-every 3 --eval-chunks 2 --final-chunks 2 --log-every 1 --threads 1 --data-dir $DATA --controller ceas --ceas-preset 9k"
+    "$WT" $CG --ceas-gating on --out-dir "$W/ceas" > "$W/9.out" 2> "$W/9.err"; rc=$?
+    if [ $rc -eq 0 ] && grep -q '"ceas_gating":1,"skipped_flop_share":0\.0*[1-9]' "$W/ceas/metrics.jsonl"; then
+        if [ $have_py = 1 ]; then
+            json_ok "$W/ceas/metrics.jsonl" && ok ceas_gating_trains || fail ceas_gating_trains "$(tail -n 1 "$W/json.err")"
+        else ok ceas_gating_trains; fi
+    else fail ceas_gating_trains "rc=$rc: $(tail -n 2 "$W/9.err")"; fi
+    "$WT" $CG --controller none --ceas-gating on --out-dir "$W/ceas2" > /dev/null 2> "$W/9b.err"; rc=$?
+    [ $rc -eq 2 ] && grep -q "needs --controller ceas" "$W/9b.err" && ok ceas_gating_needs_ceas \
+        || fail ceas_gating_needs_ceas "rc=$rc: $(tail -n 1 "$W/9b.err")"
+    if [ -x "$BIN/ceas_exp" ]; then
+        "$BIN/ceas_exp" --scale 9k --arm gate --steps 20 --eval-every 10 --eval-chunks 2 --data-dir "$DATA" \
+            > "$W/9c.out" 2> "$W/9c.err"; rc=$?
+        if [ $rc -eq 0 ] && [ $(wc -l < "$W/9c.out") -eq 1 ] && grep -q '"skip_share":0\.0*[1-9]' "$W/9c.out"; then
+            if [ $have_py = 1 ]; then
+                json_ok "$W/9c.out" && ok ceas_exp_runs || fail ceas_exp_runs "$(tail -n 1 "$W/json.err")"
+            else ok ceas_exp_runs; fi
+        else fail ceas_exp_runs "rc=$rc: $(tail -n 2 "$W/9c.err")"; fi
+    else skip ceas_exp_runs "no $BIN/ceas_exp"; fi
+fi
+
+# 6. niah (issue 19): the quick grid trains and evaluates all 6 arms at 2 lengths: 12
+#    strict-JSON result lines, a 14-line table, both plots; --aggregate over two runs;
+#    bad flags exit 2, an output directory under a file exits 1
+NI=$BIN/niah
+if [ ! -x "$NI" ] || [ ! -f "$DATA/wt2.valid.gpt2.u16" ] || [ ! -f "$DATA/wt2.test.gpt2.u16" ]; then
+    skip niah "no $NI or no data in $DATA"
+else
+    "$NI" --quick --threads 1 --data-dir "$DATA" --out-dir "$W/niah" > "$W/10.out" 2> "$W/10.err"; rc=$?
+    if [ $rc -eq 0 ] && [ "$(wc -l < "$W/niah/results.jsonl")" -eq 12 ] && [ "$(grep -c '^| ' "$W/10.out")" -eq 14 ] \
+        && [ -s "$W/niah/niah_acc.png" ] && [ -s "$W/niah/niah_ce.png" ]; then
+        if [ $have_py = 1 ]; then
+            json_ok "$W/niah/results.jsonl" && ok niah_quick || fail niah_quick "$(tail -n 1 "$W/json.err")"
+        else ok niah_quick; fi
+    else fail niah_quick "rc=$rc: $(tail -n 2 "$W/10.err")"; fi
+    "$NI" --quick --threads 1 --seed 2 --arms polar,polar+gdelta --data-dir "$DATA" --out-dir "$W/niah2" > /dev/null 2> "$W/10b.err"
+    "$NI" --aggregate "$W/niah_agg" "$W/niah" "$W/niah2" > "$W/10c.out" 2> "$W/10c.err"; rc=$?
+    if [ $rc -eq 0 ] && grep -q '^| polar+gdelta | 2 | 96 | 2 |' "$W/10c.out" && grep -q '^| softmax-rope | 1 | 48 | 1 |' "$W/10c.out" \
+        && [ -s "$W/niah_agg/niah_acc.png" ]; then ok niah_aggregate
+    else fail niah_aggregate "rc=$rc: $(tail -n 2 "$W/10c.err")"; fi
+    "$NI" --quick --arms bogus --out-dir "$W/niah3" > /dev/null 2> "$W/10d.err"; rc=$?
+    "$NI" --quick --lengths 1,0 --out-dir "$W/niah3" > /dev/null 2>> "$W/10d.err"; rc2=$?
+    [ $rc -eq 2 ] && [ $rc2 -eq 2 ] && ok niah_bad_flags || fail niah_bad_flags "rc=$rc/$rc2: $(tail -n 1 "$W/10d.err")"
+    : > "$W/nfile"
+    "$NI" --quick --out-dir "$W/nfile/sub" --data-dir "$DATA" > /dev/null 2> "$W/10e.err"; rc=$?
+    [ $rc -eq 1 ] && grep -q "output directory" "$W/10e.err" && ok niah_out_dir_under_a_file \
+        || fail niah_out_dir_under_a_file "rc=$rc: $(tail -n 1 "$W/10e.err")"
+fi
+
 echo "RESULT programs_check passed=$P failed=$F skipped=$S"
 [ $F -eq 0 ]

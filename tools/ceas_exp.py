@@ -1,0 +1,155 @@
+#!/usr/bin/env python3
+"""tools/ceas_exp.py - summarise tools/ceas_exp.sh's runs (one JSON line per run from
+build/ceas_exp) into the markdown tables of docs/RESULTS.md's CEAS section.
+
+    python3 tools/ceas_exp.py [RUN_DIR]        (default build/ceas_exp_runs)
+
+Per scale:
+  target      the mean over the fixed-beta seeds of their validation CE at 70% of the budget;
+  early       the same at 10% of the budget (for the warm-up speed-up s);
+  steps/FLOPs/wall to a target: the first evaluation at or below it, linearly interpolated
+              with the evaluation before it (None: never reached);
+  s           steps of fixed beta to the early target / steps of the arm (per seed, paired);
+  chi warm / steady: the mean share of the attention backward not computed (pruned rows +
+              frozen heads) over the first third of the budget / the rest;
+  savings     1 - arm / fixed, paired by seed (same data order and initialisation), mean and
+              a 95% t interval over the seeds (t_0.975 with n-1 degrees of freedom).
+"""
+import json
+import math
+import os
+import sys
+
+T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
+
+
+def load(d):
+    runs = []
+    for f in sorted(os.listdir(d)):
+        if f.endswith(".json"):
+            with open(os.path.join(d, f)) as fh:
+                line = fh.read().strip()
+            if line:
+                runs.append(json.loads(line))
+    return runs
+
+
+def ce_at(run, step):
+    for e in run["evals"]:
+        if e[0] == step:
+            return e[1]
+    raise KeyError("no evaluation at step %d in %s %s seed %d" % (step, run["scale"], run["arm"], run["seed"]))
+
+
+def to_target(run, target, col):
+    """col 0: steps, 2: FLOPs, 3: wall seconds, interpolated at the first crossing"""
+    ev = run["evals"]
+    for i, e in enumerate(ev):
+        if e[1] <= target:
+            if i == 0:
+                return e[col]
+            p = ev[i - 1]
+            f = (p[1] - target) / (p[1] - e[1]) if p[1] != e[1] else 1.0
+            return p[col] + f * (e[col] - p[col])
+    return None
+
+
+def mean_ci(xs):
+    xs = [x for x in xs if x is not None]
+    n = len(xs)
+    if n == 0:
+        return None, None, 0
+    m = sum(xs) / n
+    if n < 2:
+        return m, None, n
+    sd = math.sqrt(sum((x - m) ** 2 for x in xs) / (n - 1))
+    return m, T975.get(n - 1, 2.0) * sd / math.sqrt(n), n
+
+
+def fmt(m, ci, pct=False, digits=3):
+    if m is None:
+        return "n/a"
+    if pct:
+        s = "%+.1f%%" % (100 * m)
+        return s + (" ± %.1f" % (100 * ci) if ci is not None else "")
+    s = ("%." + str(digits) + "f") % m
+    return s + ((" ± %." + str(digits) + "f") % ci if ci is not None else "")
+
+
+def chi_phase(run, lo, hi):
+    v = [e[4] for e in run["evals"] if lo < e[0] <= hi]
+    return sum(v) / len(v) if v else None
+
+
+def main():
+    d = sys.argv[1] if len(sys.argv) > 1 else "build/ceas_exp_runs"
+    runs = load(d)
+    arms = ["fixed", "beta", "gate"]
+    names = {"fixed": "fixed β = 1/√d", "beta": "CEAS β", "gate": "CEAS β + gating"}
+    order = ["9k", "9k-h4", "1m"]
+    for scale in order + sorted(set(r["scale"] for r in runs) - set(order)):
+        rs = [r for r in runs if r["scale"] == scale]
+        if not rs:
+            continue
+        S = rs[0]["steps"]
+        fixed = {r["seed"]: r for r in rs if r["arm"] == "fixed"}
+        if not fixed:
+            continue
+        tgt = sum(ce_at(r, int(round(0.7 * S))) for r in fixed.values()) / len(fixed)
+        early = sum(ce_at(r, int(round(0.1 * S))) for r in fixed.values()) / len(fixed)
+        print("### scale %s: %d parameters, %d steps of %d x %d tokens, seeds %s" %
+              (scale, rs[0]["params"], S, rs[0]["B"], rs[0]["T"], ",".join(str(s) for s in sorted(fixed))))
+        print()
+        print("Target: validation CE %.4f (fixed β's mean at step %d = 70%% of the budget); early target "
+              "%.4f (its mean at step %d = 10%%).\n" % (tgt, int(round(0.7 * S)), early, int(round(0.1 * S))))
+        print("| arm | runs | steps to target | GFLOP to target | wall s to target | final val CE | "
+              "warm-up speed-up s | χ warm | χ steady | skipped / overhead FLOP share | β mean at end |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|")
+        per = {}
+        for a in arms:
+            ra = sorted([r for r in rs if r["arm"] == a], key=lambda r: r["seed"])
+            if not ra:
+                continue
+            st = [to_target(r, tgt, 0) for r in ra]
+            fl = [to_target(r, tgt, 2) for r in ra]
+            wl = [to_target(r, tgt, 3) for r in ra]
+            fin = [r["evals"][-1][1] for r in ra]
+            sp = []
+            for r in ra:
+                f = fixed.get(r["seed"])
+                a1, a0 = to_target(r, early, 0), to_target(f, early, 0) if f else None
+                sp.append(a0 / a1 if a0 and a1 else None)
+            cw = [chi_phase(r, 0, S / 3.0) for r in ra]
+            cs = [chi_phase(r, S / 3.0, S) for r in ra]
+            per[a] = {r["seed"]: (s_, f_, w_) for r, s_, f_, w_ in zip(ra, st, fl, wl)}
+            fl_g = [x / 1e9 if x is not None else None for x in fl]
+            reached = sum(1 for x in st if x is not None)
+            print("| %s | %d (%d reached) | %s | %s | %s | %s | %s | %s | %s | %.3f / %.3f | %.3g |" % (
+                names[a], len(ra), reached, fmt(*mean_ci(st)[:2], digits=0), fmt(*mean_ci(fl_g)[:2], digits=2),
+                fmt(*mean_ci(wl)[:2], digits=1), fmt(*mean_ci(fin)[:2], digits=4), fmt(*mean_ci(sp)[:2], digits=2),
+                fmt(*mean_ci(cw)[:2], digits=3), fmt(*mean_ci(cs)[:2], digits=3),
+                sum(r["skip_share"] for r in ra) / len(ra), sum(r["overhead_share"] for r in ra) / len(ra),
+                sum(r["beta_mean"] for r in ra) / len(ra)))
+        print()
+        print("Savings against fixed β, paired by seed (positive = fewer; mean ± 95% t interval over seeds):\n")
+        print("| arm | steps to target | executed FLOPs to target | wall time to target |")
+        print("|---|---|---|---|")
+        for a in arms[1:]:
+            if a not in per:
+                continue
+            sv = [[], [], []]
+            for seed, v in per[a].items():
+                f = per["fixed"].get(seed)
+                for k in range(3):
+                    sv[k].append(1 - v[k] / f[k] if f and f[k] and v[k] is not None else None)
+            print("| %s | %s | %s | %s |" % (names[a], fmt(*mean_ci(sv[0])[:2], pct=True),
+                                            fmt(*mean_ci(sv[1])[:2], pct=True), fmt(*mean_ci(sv[2])[:2], pct=True)))
+        print()
+        print("Per seed (steps to target; None: not reached): " + "; ".join(
+            "%s %s" % (a, ", ".join("s%d %s" % (s, "None" if v[0] is None else "%.0f" % v[0])
+                                   for s, v in sorted(per[a].items()))) for a in arms if a in per))
+        print()
+
+
+if __name__ == "__main__":
+    main()
