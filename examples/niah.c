@@ -59,6 +59,7 @@ static void usage(FILE *f, const niah_config *c)
             "  --doc-windows N         document-CE windows per length [%d]\n"
             "  --eval-tokens N         tokens per evaluation forward [%d]\n"
             "  --d-model C --layers N --heads H   model [%d, %d, %d]\n"
+            "  --conv K                causal convolution width before the mixers, all arms (0 off) [%d]\n"
             "  --vocab V               compact vocabulary size [%d]\n"
             "  --keys N                needle keys per split [%d]\n"
             "  --haystack text|synthetic   [text]\n"
@@ -67,7 +68,7 @@ static void usage(FILE *f, const niah_config *c)
             "  --distractor-weight X   [%g]\n"
             "  --log-every N           training log interval [%d]\n",
             (unsigned long long)c->seed, c->train_len, c->steps, c->batch, (double)c->lr, c->train_needles, (double)c->copy_frac, (double)c->digit_weight,
-            c->probes, c->doc_windows, c->eval_tokens, c->d_model, c->n_layers, c->n_heads, c->vocab, c->nkeys,
+            c->probes, c->doc_windows, c->eval_tokens, c->d_model, c->n_layers, c->n_heads, c->conv_k, c->vocab, c->nkeys,
             c->window, c->distractor, (double)c->distractor_weight, c->log_every);
 }
 
@@ -333,6 +334,7 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--d-model")) bad = parse_long(v, 2, 65536, &n), c.d_model = (int)n;
         else if (!strcmp(a, "--layers")) bad = parse_long(v, 1, 64, &n), c.n_layers = (int)n;
         else if (!strcmp(a, "--heads")) bad = parse_long(v, 1, 1024, &n), c.n_heads = (int)n;
+        else if (!strcmp(a, "--conv")) bad = parse_long(v, 0, 16, &n), c.conv_k = (int)n;
         else if (!strcmp(a, "--vocab")) bad = parse_long(v, 64, 65536, &n), c.vocab = (int)n;
         else if (!strcmp(a, "--keys")) bad = parse_long(v, 1, 4096, &n), c.nkeys = (int)n;
         else if (!strcmp(a, "--window")) bad = parse_long(v, -1, 1L << 24, &n), c.window = (int)n;

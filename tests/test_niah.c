@@ -356,6 +356,9 @@ static mdl_config rope_cfg(void)
     return c;
 }
 
+/* > 0: gradcheck fills every "conv.weight" with spread values (they start at 0: identity) */
+static float g_conv_fill = 0.0f;
+
 static double loss_of(mdl_model *m, const int *x, const int *y, const mdl_opts *o)
 {
     mdl_stats st;
@@ -381,6 +384,13 @@ static void gradcheck(const mdl_config *c, const mdl_opts *o, const char *what)
         fprintf(stderr, "%s: %s\n", what, err);
         return;
     }
+    if (g_conv_fill != 0.0f)
+        for (ti = 0; ti < mdl_num_tensors(m); ti++) {
+            const mdl_tensor *t = mdl_tensor_at(m, ti);
+            size_t k;
+            if (strstr(t->name, "conv.weight"))
+                for (k = 0; k < t->numel; k++) mdl_params(m)[t->offset + k] = g_conv_fill * (float)((int)(k % 7) - 3);
+        }
     tt_seed(11);
     for (i = 0; i < RB * RT; i++) {
         x[i] = (int)(tt_uniform() * RV);
@@ -431,6 +441,79 @@ static void test_rope_grad(void)
     gradcheck(&c, &o, "rope");
     c.memory = MDL_MEM_GDELTA;
     gradcheck(&c, &o, "rope+gdelta");
+}
+
+/* the causal convolution before the mixers: gradients of every arm's combination */
+static void test_conv_grad(void)
+{
+    mdl_config c = rope_cfg();
+    mdl_opts o = mdl_opts_default();
+    o.train = 1;
+    c.conv_k = 3;
+    g_conv_fill = 0.15f;
+    gradcheck(&c, &o, "conv+rope");
+    c.pos = MDL_POS_NONE;
+    c.attn = MDL_ATTN_POLAR;
+    c.memory = MDL_MEM_GDELTA;
+    gradcheck(&c, &o, "conv+polar+gdelta");
+    c.conv_k = 2;
+    c.attn = MDL_ATTN_SOFTMAX;
+    c.memory = MDL_MEM_NONE;
+    gradcheck(&c, &o, "conv2+nope");
+    g_conv_fill = 0.0f;
+}
+
+/* causality of the convolution: changing token t never changes outputs before t; at
+   init (weights 0) the model equals the same model without the convolution */
+static void test_conv_causal(void)
+{
+    mdl_config c = rope_cfg();
+    mdl_model *m = NULL, *m0 = NULL;
+    char err[256];
+    int x[RT] = {3, 9, 14, 2, 20, 7}, i, t;
+    float *ref;
+    c.conv_k = 4;
+    CHECK_INT_EQ(mdl_create(&m, &c, 5, err, sizeof err), MDL_OK);
+    c.conv_k = 0;
+    CHECK_INT_EQ(mdl_create(&m0, &c, 5, err, sizeof err), MDL_OK);
+    if (!m || !m0) return;
+    ref = (float *)malloc(sizeof(float) * RT * RV);
+    /* the same weights by name (tensor i draws from stream i, so the extra tensor shifts
+       the draws); the conv weights stay 0 */
+    for (i = 0; i < mdl_num_tensors(m0); i++) {
+        const mdl_tensor *t0 = mdl_tensor_at(m0, i), *t1 = mdl_find_tensor(m, t0->name);
+        CHECK(t1 != NULL && t1->numel == t0->numel);
+        if (t1 && t1->numel == t0->numel)
+            memcpy(mdl_params(m) + t1->offset, mdl_params(m0) + t0->offset, sizeof(float) * t0->numel);
+    }
+    CHECK_INT_EQ(mdl_forward(m, x, NULL, 1, RT, NULL, NULL), MDL_OK);
+    memcpy(ref, mdl_logits(m), sizeof(float) * RT * RV);
+    CHECK_INT_EQ(mdl_forward(m0, x, NULL, 1, RT, NULL, NULL), MDL_OK);
+    for (i = 0; i < RT * RV; i++) CHECK_NEAR(mdl_logits(m0)[i], ref[i], 1e-6);
+    for (i = 0; i < mdl_num_tensors(m); i++) {
+        const mdl_tensor *tt = mdl_tensor_at(m, i);
+        size_t k;
+        if (strstr(tt->name, "conv.weight"))
+            for (k = 0; k < tt->numel; k++) mdl_params(m)[tt->offset + k] = 0.2f * (float)((int)(k % 5) - 2);
+    }
+    CHECK_INT_EQ(mdl_forward(m, x, NULL, 1, RT, NULL, NULL), MDL_OK);
+    memcpy(ref, mdl_logits(m), sizeof(float) * RT * RV);
+    x[3] = 25;
+    CHECK_INT_EQ(mdl_forward(m, x, NULL, 1, RT, NULL, NULL), MDL_OK);
+    for (t = 0; t < 3; t++)
+        for (i = 0; i < RV; i++) CHECK(mdl_logits(m)[t * RV + i] == ref[t * RV + i]);
+    {
+        double d = 0.0;
+        for (i = 0; i < RV; i++) d += fabs((double)mdl_logits(m)[3 * RV + i] - ref[3 * RV + i]);
+        CHECK(d > 1e-3);
+    }
+    c.conv_k = 1;
+    CHECK_INT_EQ(mdl_config_validate(&c, err, sizeof err), MDL_EINVAL);
+    c.conv_k = 17;
+    CHECK_INT_EQ(mdl_config_validate(&c, err, sizeof err), MDL_EINVAL);
+    free(ref);
+    mdl_destroy(m);
+    mdl_destroy(m0);
 }
 
 static void test_target_weight_grad(void)
@@ -680,6 +763,8 @@ int main(int argc, char **argv)
     TEST_RUN(test_rope_config);
     TEST_RUN(test_rope_grad);
     TEST_RUN(test_rope_relative);
+    TEST_RUN(test_conv_grad);
+    TEST_RUN(test_conv_causal);
     TEST_RUN(test_target_weight_value);
     TEST_RUN(test_target_weight_grad);
     TEST_RUN(test_spec_keys_and_codes);

@@ -11,6 +11,8 @@
              MoE, res_gate or value_gate use it     "...mem.centers" (R,C), "...mem.log_sigma" (R)]
        eta = sigmoid(W_eta mu) (N,1) if res_gate   ["blocks.l.res_gate.weight" (1,R)], else 1
        n1  = norm1(x)                              ["blocks.l.ln1.weight" (C) (+ ".bias" LN)]
+             with cfg.conv_k = K: n1 += depthwise causal conv of n1 over the last K
+             positions (mdl__conv_fwd)             ["blocks.l.conv.weight" (K,C), init 0]
        softmax attention: qkv = n1 Wqkv^T (one GEMM, no bias) ["blocks.l.attn.qkv.weight" (3C,C)]
              logits = q k^T / (sqrt(D) temp_h) + prior bias, causal softmax, merge heads,
              a = y Wo^T (no bias)                   ["blocks.l.attn.proj.weight" (C,C)]
@@ -95,7 +97,7 @@
 /* Offsets (floats) of one block's parameters in the parameter buffer; MDL__ABSENT when
    the configuration has no such tensor. */
 typedef struct mdl__bp {
-    size_t ln1w, ln1b, ln2w, ln2b;
+    size_t ln1w, ln1b, ln2w, ln2b, conv;
     size_t memw, memb, memc, mems;
     size_t resg, vgam;
     size_t qkv, proj, tau, posb, kappa, gtau;
@@ -109,7 +111,9 @@ typedef struct mdl__ba {
     float *xmid;            /* (N,C) x after the attention residual (input of norm2) */
     float *zproj, *mu;      /* (N,C), (N,R) memberships */
     float *eta;             /* (N) residual gates */
-    float *n1, *n1m, *n1r;  /* (N,C), (N), (N) norm1 output and statistics */
+    float *n1, *n1m, *n1r;  /* (N,C), (N), (N) norm1 output and statistics (n1: after the
+                               causal convolution when cfg.conv_k) */
+    float *n1p;             /* (N,C) norm1 output before the convolution (conv_k only) */
     float *q, *k, *v;       /* (B,H,T,D) each */
     float *probs;           /* (B,H,T,T) */
     float *attm;            /* (N,C) merged heads (input of the output projection) */
@@ -335,6 +339,8 @@ int mdl_config_validate(const mdl_config *c, char *err, size_t errlen)
     if (c->pos != MDL_POS_NONE && c->pos != MDL_POS_LEARNED && c->pos != MDL_POS_ROPE)
         return mdl__errf(err, errlen, MDL_EINVAL, "pos must be MDL_POS_NONE, MDL_POS_LEARNED or MDL_POS_ROPE (got %d)",
                          c->pos);
+    if (c->conv_k != 0 && (c->conv_k < 2 || c->conv_k > 16))
+        return mdl__errf(err, errlen, MDL_EINVAL, "conv_k must be 0 (off) or in [2, 16] (got %d)", c->conv_k);
     if (c->pos == MDL_POS_ROPE && (c->attn != MDL_ATTN_SOFTMAX || (c->d_model / c->n_heads) % 2 != 0))
         return mdl__errf(err, errlen, MDL_EINVAL, "rope positions need softmax attention and an even head width "
                                                   "(got attn %d, head width %d)", c->attn, c->d_model / c->n_heads);
@@ -529,6 +535,10 @@ static int mdl__build_table(mdl_model *m)
         if (lnb) {
             snprintf(nm, sizeof nm, "blocks.%d.ln1.bias", l);
             MDL__ADD(b->ln1b, 1, C, 0, 0, MDL__INIT_ZERO, 0);
+        }
+        if (c->conv_k) {
+            snprintf(nm, sizeof nm, "blocks.%d.conv.weight", l);
+            MDL__ADD(b->conv, 2, c->conv_k, C, 0, MDL__INIT_ZERO, 0);
         }
         if (m->need_mu) {
             snprintf(nm, sizeof nm, "blocks.%d.mem.proj.weight", l);
@@ -808,6 +818,7 @@ static size_t mdl__carve(mdl_model *m, int B, int T, int train, int obs, char *b
         a->n1 = MDL__TF(&cv, N * C);
         a->n1m = MDL__TF(&cv, N);
         a->n1r = MDL__TF(&cv, N);
+        a->n1p = c->conv_k ? MDL__TF(&cv, N * C) : NULL;
         if (c->attn == MDL_ATTN_SOFTMAX) {
             a->q = MDL__TF(&cv, N * C);
             a->k = MDL__TF(&cv, N * C);
@@ -1368,6 +1379,54 @@ static int mdl__softmax_fwd(mdl_model *m, int l, const mdl_opts *o, mdl_stats *s
     return MDL_OK;
 }
 
+/* Depthwise causal convolution with a residual (cfg.conv_k = K):
+   out[b,t,c] = in[b,t,c] + sum_{j<K, j<=t} w[j,c] in[b,t-j,c]. Backward: din (written)
+   = dout + sum_j w[j] dout[t+j] (t+j < T); dw[j,c] += sum_{b,t>=j} dout[b,t,c] in[b,t-j,c]
+   (summed in double per (j,c), a fixed order: thread-count independent). */
+static void mdl__conv_fwd(float *out, const float *in, const float *w, int B, int T, int C, int K)
+{
+    int r;
+    MDL__OMP(omp parallel for schedule(static) if((size_t)B * T * C * K > 65536))
+    for (r = 0; r < B * T; r++) {
+        int t = r % T, j, ch;
+        float *o = out + (size_t)r * C;
+        const float *xi = in + (size_t)r * C;
+        for (ch = 0; ch < C; ch++) o[ch] = xi[ch];
+        for (j = 0; j < K && j <= t; j++) {
+            const float *xs = in + (size_t)(r - j) * C, *wj = w + (size_t)j * C;
+            for (ch = 0; ch < C; ch++) o[ch] += wj[ch] * xs[ch];
+        }
+    }
+}
+
+static void mdl__conv_bwd(float *din, float *dw, const float *dout, const float *in, const float *w, int B,
+                          int T, int C, int K)
+{
+    int r, jc;
+    MDL__OMP(omp parallel for schedule(static) if((size_t)B * T * C * K > 65536))
+    for (r = 0; r < B * T; r++) {
+        int t = r % T, j, ch;
+        float *d = din + (size_t)r * C;
+        const float *g = dout + (size_t)r * C;
+        for (ch = 0; ch < C; ch++) d[ch] = g[ch];
+        for (j = 0; j < K && t + j < T; j++) {
+            const float *gs = dout + (size_t)(r + j) * C, *wj = w + (size_t)j * C;
+            for (ch = 0; ch < C; ch++) d[ch] += wj[ch] * gs[ch];
+        }
+    }
+    MDL__OMP(omp parallel for schedule(static) if((size_t)B * T * C * K > 65536))
+    for (jc = 0; jc < K * C; jc++) {
+        int j = jc / C, ch = jc % C, bb, t;
+        double acc = 0.0;
+        for (bb = 0; bb < B; bb++)
+            for (t = j; t < T; t++) {
+                size_t rr = (size_t)bb * T + t;
+                acc += (double)dout[rr * C + ch] * in[(rr - j) * C + ch];
+            }
+        dw[jc] += (float)acc;
+    }
+}
+
 /* A gated residual branch: out (N,C) = x + eta * br (eta (N) per token, NULL means 1);
    its backward is mdl__branch_bwd. */
 static void mdl__branch_fwd(float *out, const float *x, const float *br, const float *eta,
@@ -1419,8 +1478,9 @@ static int mdl__block_fwd(mdl_model *m, int l, const float *x, float *xo, const 
         }
     }
     /* attention */
-    MDL__TRY(mdl__norm_fwd(m, a->n1, a->n1m, a->n1r, x, P + b->ln1w,
+    MDL__TRY(mdl__norm_fwd(m, c->conv_k ? a->n1p : a->n1, a->n1m, a->n1r, x, P + b->ln1w,
                            b->ln1b != MDL__ABSENT ? P + b->ln1b : NULL, N), "norm1");
+    if (c->conv_k) mdl__conv_fwd(a->n1, a->n1p, P + b->conv, B, T, C, c->conv_k);
     if (c->attn == MDL_ATTN_POLAR) {
         const float *Pp[LYR_MAX_PARAMS];
         lyr_polar_stats ps;
@@ -2098,6 +2158,11 @@ static int mdl__block_bwd(mdl_model *m, int l)
             MDL__TRY(mdl__linear_bwd(m->dln, 1.0f, G + b->qkv, NULL, m->dqkv, a->n1, P + b->qkv, N, C, 3 * C),
                      "qkv backward");
         }
+    }
+    if (c->conv_k) {
+        /* the mixers' gradient is d(n1 after the convolution): back through it (dbr is free) */
+        mdl__conv_bwd(dbr, G + b->conv, m->dln, a->n1p, P + b->conv, B, T, C, c->conv_k);
+        memcpy(m->dln, dbr, sizeof(float) * NC);
     }
     MDL__TRY(mdl__norm_bwd(m, dres, G + b->ln1w, b->ln1b != MDL__ABSENT ? G + b->ln1b : NULL, m->dln, x,
                            P + b->ln1w, a->n1m, a->n1r, N), "norm1 backward");

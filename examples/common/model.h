@@ -76,6 +76,12 @@ typedef struct mdl_config {
     int max_T;          /* longest context the model runs (positions table), 256 */
     int d_ff_mult;      /* FFN hidden width = d_ff_mult * C, 4 */
     int pos;            /* MDL_POS_LEARNED */
+    int conv_k;         /* 0: off; K in [2, 16]: a depthwise causal convolution of width K
+                           on each block's mixer input, n1 <- n1 + sum_{j<K} w_j * n1[t-j]
+                           per channel ("blocks.l.conv.weight" (K,C), init 0: identity at
+                           step 0). A simplified stand-in for seed 002's short convolutions
+                           (it gives position-free attention local order; one conv before
+                           the mixers rather than Canon layers on q/k/v) */
     int norm;           /* MDL_NORM_LAYER */
     int attn;           /* MDL_ATTN_SOFTMAX */
     int prior;          /* MDL_PRIOR_NONE (only with softmax attention) */

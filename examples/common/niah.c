@@ -492,6 +492,7 @@ niah_config niah_config_default(void)
     c.n_layers = 2;
     c.n_heads = 2;
     c.vocab = 4096;
+    c.conv_k = 4;
     c.nkeys = 64;
     c.haystack = NIAH_HAY_TEXT;
     c.window = -1;
@@ -529,6 +530,8 @@ static int niah__validate(const niah_config *c, char *err, size_t errlen)
         return niah__errf(err, errlen, NIAH_EINVAL, "niah: probes >= 1, doc_windows >= 0, eval_tokens >= 1 needed");
     if (c->d_model < 2 || c->n_layers < 1 || c->n_heads < 1 || c->d_model % c->n_heads || (c->d_model / c->n_heads) % 2)
         return niah__errf(err, errlen, NIAH_EINVAL, "niah: n_heads must divide d_model with an even head width");
+    if (c->conv_k != 0 && (c->conv_k < 2 || c->conv_k > 16))
+        return niah__errf(err, errlen, NIAH_EINVAL, "niah: conv_k must be 0 or in [2, 16] (got %d)", c->conv_k);
     if (c->vocab < 64 || c->vocab > 65536)
         return niah__errf(err, errlen, NIAH_EINVAL, "niah: vocab must be in [64, 65536] (got %d)", c->vocab);
     if (c->nkeys < 1 || c->nkeys > 4096)
@@ -554,6 +557,7 @@ static mdl_config niah__model_config(const niah_config *c, int arm, int V, int m
     m.max_T = maxT;
     m.d_ff_mult = 4;
     m.dropout = 0.0f;
+    m.conv_k = c->conv_k;
     m.pos = kind == 0 ? MDL_POS_ROPE : MDL_POS_NONE;
     m.attn = kind == 2 ? MDL_ATTN_POLAR : MDL_ATTN_SOFTMAX;
     m.memory = arm >= 3 ? MDL_MEM_GDELTA : MDL_MEM_NONE;
@@ -575,7 +579,7 @@ static void niah__json_num(char *buf, size_t cap, double v, int prec)
 
 const char *niah_result_json(const niah_result *r, uint64_t seed, char *buf, size_t cap)
 {
-    char a[32], lo[32], hi[32], ce[32], ppl[32], tce[32], ts[32], es[32];
+    char a[32], lo[32], hi[32], ce[32], ppl[32], tce[32], ts[32], es[32], mb[32];
     if (!buf || !cap) return buf;
     if (!r) {
         buf[0] = 0;
@@ -589,12 +593,13 @@ const char *niah_result_json(const niah_result *r, uint64_t seed, char *buf, siz
     niah__json_num(tce, sizeof tce, r->train_ce, 4);
     niah__json_num(ts, sizeof ts, r->train_s, 1);
     niah__json_num(es, sizeof es, r->eval_s, 1);
+    niah__json_num(mb, sizeof mb, r->act_mb, 1);
     snprintf(buf, cap,
              "{\"arm\": \"%s\", \"seed\": %llu, \"mult\": %d, \"T\": %d, \"acc\": %s, \"acc_lo\": %s, \"acc_hi\": %s, "
              "\"correct\": %ld, \"digits\": %ld, \"exact\": %ld, \"probes\": %ld, \"doc_ce\": %s, \"doc_ppl\": %s, "
-             "\"doc_tokens\": %lld, \"train_ce\": %s, \"train_s\": %s, \"eval_s\": %s}",
+             "\"doc_tokens\": %lld, \"train_ce\": %s, \"train_s\": %s, \"eval_s\": %s, \"act_mb\": %s}",
              niah_arm_name(r->arm), (unsigned long long)seed, r->mult, r->T, a, lo, hi, r->correct, r->digits,
-             r->exact, r->probes, ce, ppl, r->doc_tokens, tce, ts, es);
+             r->exact, r->probes, ce, ppl, r->doc_tokens, tce, ts, es, mb);
     return buf;
 }
 
@@ -948,6 +953,7 @@ int niah_run(const niah_config *c, bpe_tokenizer *tok, const uint16_t *train_tex
             rc = niah__eval(&x, m, arm, c->mult[k], r, err, errlen);
             if (rc) break;
             r->eval_s = niah__now() - e0;
+            r->act_mb = (double)mdl_activation_bytes(m) / 1048576.0;
             (*nres)++;
             if (jsonl) {
                 char line[1024];
@@ -955,9 +961,10 @@ int niah_run(const niah_config *c, bpe_tokenizer *tok, const uint16_t *train_tex
                 fflush(jsonl);
             }
             if (log)
-                fprintf(log, "niah: %s x%d (T %d): acc %.3f [%.3f, %.3f] exact %ld/%ld, doc CE %.4f (%.1f s)\n",
+                fprintf(log, "niah: %s x%d (T %d): acc %.3f [%.3f, %.3f] exact %ld/%ld, doc CE %.4f (%.1f s, "
+                             "activations %.1f MiB)\n",
                         niah_arm_name(arm), r->mult, r->T, r->acc, r->acc_lo, r->acc_hi, r->exact, r->probes, r->doc_ce,
-                        r->eval_s);
+                        r->eval_s, r->act_mb);
         }
         mdl_destroy(m);
     }

@@ -159,6 +159,7 @@ typedef struct niah_config {
     int doc_windows;         /* document-CE windows per length */
     int eval_tokens;         /* tokens per evaluation forward (batching of short probes) */
     int d_model, n_layers, n_heads, vocab;
+    int conv_k;              /* causal convolution width before every mixer (0 off), all arms */
     int nkeys;               /* keys per split */
     int haystack;            /* NIAH_HAY_* */
     int window;              /* polar sliding window (-1: none) */
@@ -183,6 +184,8 @@ typedef struct niah_result {
     long long doc_tokens;
     double train_ce;         /* mean training CE of the last 10% of steps */
     double train_s, eval_s;  /* seconds */
+    double act_mb;           /* model activation memory after this length's evaluation (MiB):
+                                O(T) for polar / gated-delta, O(T^2) for softmax */
 } niah_result;
 
 /* Train and evaluate every selected arm. train_text / eval_text: GPT-2 ids; tok: the
