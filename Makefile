@@ -142,7 +142,7 @@ run: build/wt2_train
 	@test -d "$(WT2_DIR)" || { echo "make run: data directory '$(WT2_DIR)' not found (set WT2_DIR=/path/to/wikitext-2)"; exit 1; }
 	build/wt2_train --preset tiny --data-dir "$(WT2_DIR)" $(RUN_ARGS)
 
-# Seed 002's length-extrapolation grid (examples/niah.c: 6 arms trained at 128 tokens,
+# Seed 002's length-extrapolation grid (examples/niah.c: 6 arms trained at 64 tokens,
 # evaluated at 1x..32x; about 11 minutes on one core): results in runs/niah
 # (NIAH_ARGS="--seed 2 --threads 1" adds flags; build/niah --help lists them).
 NIAH_ARGS ?=

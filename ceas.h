@@ -486,6 +486,17 @@ CEASDEF int ceas_gate_scores_mode_cuda(float *score, const ceas_obs *rows, const
 #ifndef CEAS_IMPLEMENTATION_DONE
 #define CEAS_IMPLEMENTATION_DONE
 
+/* GCC keeps IEEE exception semantics by default (-ftrapping-math): a loop with a
+   compare-and-select around a float expression (a clamp before an exp, say) is then
+   not if-converted, hence not vectorised, on AVX2 (AVX-512 gets masked instructions).
+   Nothing here reads floating-point exception flags, so the implementation is compiled
+   without that constraint; values are unchanged (this is not -ffast-math). */
+#if defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__) && !defined(__INTEL_COMPILER)
+#pragma GCC push_options
+#pragma GCC optimize("no-trapping-math")
+#define CEAS__PUSHED_NO_TRAPPING 1
+#endif
+
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
@@ -1929,6 +1940,10 @@ CEASDEF int ceas_gate_scores_mode_cuda(float *score, const ceas_obs *rows, const
 }
 #endif /* CUDA */
 
+#ifdef CEAS__PUSHED_NO_TRAPPING
+#pragma GCC pop_options
+#undef CEAS__PUSHED_NO_TRAPPING
+#endif
 #endif /* CEAS_IMPLEMENTATION_DONE */
 #endif /* CEAS_IMPLEMENTATION */
 

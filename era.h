@@ -553,6 +553,17 @@ ERADEF void era_cuda_cache_free(era_cuda_cache *c);
 #ifndef ERA_IMPLEMENTATION_DONE
 #define ERA_IMPLEMENTATION_DONE
 
+/* GCC keeps IEEE exception semantics by default (-ftrapping-math): a loop with a
+   compare-and-select around a float expression (a clamp before an exp, say) is then
+   not if-converted, hence not vectorised, on AVX2 (AVX-512 gets masked instructions).
+   Nothing here reads floating-point exception flags, so the implementation is compiled
+   without that constraint; values are unchanged (this is not -ffast-math). */
+#if defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__) && !defined(__INTEL_COMPILER)
+#pragma GCC push_options
+#pragma GCC optimize("no-trapping-math")
+#define ERA__PUSHED_NO_TRAPPING 1
+#endif
+
 #include <math.h>
 #include <string.h>
 #include <stdlib.h>
@@ -2559,6 +2570,10 @@ ERADEF int era_cuda_cache_get(era_cuda_cache *c, int T, const float **bias, era_
 ERADEF void era_cuda_cache_free(era_cuda_cache *c) { if (c) memset(c, 0, sizeof *c); }
 #undef ERA__NOCUDA
 #endif /* CUDA */
+#ifdef ERA__PUSHED_NO_TRAPPING
+#pragma GCC pop_options
+#undef ERA__PUSHED_NO_TRAPPING
+#endif
 #endif /* ERA_IMPLEMENTATION_DONE */
 #endif /* ERA_IMPLEMENTATION */
 

@@ -334,6 +334,17 @@ GDELTADEF int gd_step_cuda(const gd_config *cfg, float *table, int n_slots, cons
 #ifndef GDELTA_IMPLEMENTATION_DONE
 #define GDELTA_IMPLEMENTATION_DONE
 
+/* GCC keeps IEEE exception semantics by default (-ftrapping-math): a loop with a
+   compare-and-select around a float expression (a clamp before an exp, say) is then
+   not if-converted, hence not vectorised, on AVX2 (AVX-512 gets masked instructions).
+   Nothing here reads floating-point exception flags, so the implementation is compiled
+   without that constraint; values are unchanged (this is not -ffast-math). */
+#if defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__) && !defined(__INTEL_COMPILER)
+#pragma GCC push_options
+#pragma GCC optimize("no-trapping-math")
+#define GDELTA__PUSHED_NO_TRAPPING 1
+#endif
+
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -2168,6 +2179,10 @@ GDELTADEF int gd_step_cuda(const gd_config *cfg, float *table, int n_slots, cons
 #undef GD__NOCUDA
 #endif
 
+#ifdef GDELTA__PUSHED_NO_TRAPPING
+#pragma GCC pop_options
+#undef GDELTA__PUSHED_NO_TRAPPING
+#endif
 #endif /* GDELTA_IMPLEMENTATION_DONE */
 #endif /* GDELTA_IMPLEMENTATION */
 

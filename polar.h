@@ -388,6 +388,17 @@ POLARDEF int polar_decode_cuda(const polar_config *cfg, float *c, float *mag, co
 #ifndef POLAR_IMPLEMENTATION_DONE
 #define POLAR_IMPLEMENTATION_DONE
 
+/* GCC keeps IEEE exception semantics by default (-ftrapping-math): a loop with a
+   compare-and-select around a float expression (a clamp before an exp, say) is then
+   not if-converted, hence not vectorised, on AVX2 (AVX-512 gets masked instructions).
+   Nothing here reads floating-point exception flags, so the implementation is compiled
+   without that constraint; values are unchanged (this is not -ffast-math). */
+#if defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__) && !defined(__INTEL_COMPILER)
+#pragma GCC push_options
+#pragma GCC optimize("no-trapping-math")
+#define POLAR__PUSHED_NO_TRAPPING 1
+#endif
+
 #include <float.h>
 #include <limits.h>
 #include <math.h>
@@ -1913,6 +1924,10 @@ POLARDEF int polar_decode_cuda(const polar_config *cfg, float *c, float *mag, co
 }
 #endif
 #endif /* CUDA */
+#ifdef POLAR__PUSHED_NO_TRAPPING
+#pragma GCC pop_options
+#undef POLAR__PUSHED_NO_TRAPPING
+#endif
 #endif /* POLAR_IMPLEMENTATION_DONE */
 #endif /* POLAR_IMPLEMENTATION */
 

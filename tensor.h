@@ -398,6 +398,17 @@ TKDEF int tk_attention_backward_cuda(float *dq, float *dk, float *dv, float *dbi
 #ifndef TENSOR_IMPLEMENTATION_DONE
 #define TENSOR_IMPLEMENTATION_DONE
 
+/* GCC keeps IEEE exception semantics by default (-ftrapping-math): a loop with a
+   compare-and-select around a float expression (a clamp before an exp, say) is then
+   not if-converted, hence not vectorised, on AVX2 (AVX-512 gets masked instructions).
+   Nothing here reads floating-point exception flags, so the implementation is compiled
+   without that constraint; values are unchanged (this is not -ffast-math). */
+#if defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__) && !defined(__INTEL_COMPILER)
+#pragma GCC push_options
+#pragma GCC optimize("no-trapping-math")
+#define TENSOR__PUSHED_NO_TRAPPING 1
+#endif
+
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -2689,6 +2700,28 @@ static void tk__adamw_chunk(float *TK_RESTRICT params, const float *TK_RESTRICT 
             _mm512_storeu_ps(params + i, _mm512_sub_ps(p, _mm512_mul_ps(vlr, step)));
         }
     }
+#elif defined(TK__GEMM_HAVE_AVX2)
+    { /* the same operations in the same order, 8 lanes (sqrtf's errno keeps the C loop
+         scalar) */
+        const __m256 vb1 = _mm256_set1_ps(b1), vb2 = _mm256_set1_ps(b2);
+        const __m256 va1 = _mm256_set1_ps(1.0f - b1), va2 = _mm256_set1_ps(1.0f - b2);
+        const __m256 vc1 = _mm256_set1_ps(c1), vc2 = _mm256_set1_ps(c2);
+        const __m256 veps = _mm256_set1_ps(eps), vwd = _mm256_set1_ps(wd);
+        const __m256 vlr = _mm256_set1_ps(lr);
+        for (; i + 8 <= n; i += 8) {
+            __m256 g = _mm256_loadu_ps(grads + i), p = _mm256_loadu_ps(params + i);
+            __m256 mi = _mm256_add_ps(_mm256_mul_ps(vb1, _mm256_loadu_ps(m + i)),
+                                      _mm256_mul_ps(va1, g));
+            __m256 vi = _mm256_add_ps(_mm256_mul_ps(vb2, _mm256_loadu_ps(v + i)),
+                                      _mm256_mul_ps(_mm256_mul_ps(va2, g), g));
+            __m256 mhat = _mm256_div_ps(mi, vc1), vhat = _mm256_div_ps(vi, vc2);
+            __m256 step = _mm256_div_ps(mhat, _mm256_add_ps(_mm256_sqrt_ps(vhat), veps));
+            step = _mm256_add_ps(step, _mm256_mul_ps(vwd, p));
+            _mm256_storeu_ps(m + i, mi);
+            _mm256_storeu_ps(v + i, vi);
+            _mm256_storeu_ps(params + i, _mm256_sub_ps(p, _mm256_mul_ps(vlr, step)));
+        }
+    }
 #endif
     for (; i < n; i++) {
         float g = grads[i];
@@ -2916,6 +2949,10 @@ TKDEF int tk_attention_backward_cuda(float *dq, float *dk, float *dv, float *dbi
 #undef TK__NOCUDA
 #endif /* __CUDACC__ */
 
+#ifdef TENSOR__PUSHED_NO_TRAPPING
+#pragma GCC pop_options
+#undef TENSOR__PUSHED_NO_TRAPPING
+#endif
 #endif /* TENSOR_IMPLEMENTATION_DONE */
 #endif /* TENSOR_IMPLEMENTATION */
 
