@@ -474,24 +474,24 @@ niah_config niah_config_default(void)
     niah_config c;
     int i;
     memset(&c, 0, sizeof c);
-    c.train_len = 128;
+    c.train_len = 64;
     c.nmult = 6;
     for (i = 0; i < 6; i++) c.mult[i] = 1 << i;
-    c.steps = 300;
+    c.steps = 3000;
     c.batch = 8;
     c.lr = 3e-3f;
     c.weight_decay = 0.01f;
     c.grad_clip = 1.0f;
-    c.train_needles = 2;
+    c.train_needles = 1;
     c.copy_frac = 0.0f;
-    c.digit_weight = 1.0f;
+    c.digit_weight = 20.0f;
     c.probes = 80;
     c.doc_windows = 8;
     c.eval_tokens = 4096;
     c.d_model = 64;
     c.n_layers = 2;
-    c.n_heads = 2;
-    c.vocab = 4096;
+    c.n_heads = 4;
+    c.vocab = 2048;
     c.conv_k = 4;
     c.nkeys = 64;
     c.haystack = NIAH_HAY_TEXT;
@@ -500,7 +500,7 @@ niah_config niah_config_default(void)
     c.distractor_weight = 0.01f;
     for (i = 0; i < NIAH_NARMS; i++) c.arms[i] = 1;
     c.seed = 1;
-    c.log_every = 50;
+    c.log_every = 500;
     return c;
 }
 
