@@ -103,7 +103,7 @@ def main():
         print("Target: validation CE %.4f (fixed β's mean at step %d = 70%% of the budget); early target "
               "%.4f (its mean at step %d = 10%%).\n" % (tgt, int(round(0.7 * S)), early, int(round(0.1 * S))))
         print("| arm | runs | steps to target | GFLOP to target | wall s to target | final val CE | "
-              "warm-up speed-up s | χ warm | χ steady | skipped / overhead FLOP share | β mean at end |")
+              "warm-up speed-up s | χ warm | χ steady | skipped / overhead FLOP share | β mean at end (fixed: 1/√d) |")
         print("|---|---|---|---|---|---|---|---|---|---|---|")
         per = {}
         for a in arms:
@@ -129,7 +129,7 @@ def main():
                 fmt(*mean_ci(wl)[:2], digits=1), fmt(*mean_ci(fin)[:2], digits=4), fmt(*mean_ci(sp)[:2], digits=2),
                 fmt(*mean_ci(cw)[:2], digits=3), fmt(*mean_ci(cs)[:2], digits=3),
                 sum(r["skip_share"] for r in ra) / len(ra), sum(r["overhead_share"] for r in ra) / len(ra),
-                sum(r["beta_mean"] for r in ra) / len(ra)))
+                sum(r["beta_init"] if a == "fixed" else r["beta_mean"] for r in ra) / len(ra)))
         print()
         print("Savings against fixed β, paired by seed (positive = fewer; mean ± 95% t interval over seeds):\n")
         print("| arm | steps to target | executed FLOPs to target | wall time to target |")
