@@ -627,7 +627,7 @@ int niah_plot(const char *acc_png, const char *ce_png, const niah_result *res, i
     for (i = 0; i < n; i++) {
         a = res[i].arm;
         if (a < 0 || a >= NIAH_NARMS || cnt[a] >= NIAH_MAX_MULT) return NIAH_EINVAL;
-        x[a][cnt[a]] = res[i].mult;
+        x[a][cnt[a]] = log2((double)res[i].mult); /* 0 = the training length, 5 = 32x */
         ya[a][cnt[a]] = res[i].acc;
         yc[a][cnt[a]] = res[i].doc_ce;
         cnt[a]++;
@@ -642,7 +642,7 @@ int niah_plot(const char *acc_png, const char *ce_png, const niah_result *res, i
         }
     if (acc_png) {
         snprintf(title, sizeof title, "needle accuracy vs length%s", title_suffix ? title_suffix : "");
-        rc = plot_lines_png(acc_png, 800, 500, title, "length / training length", "per-digit accuracy", s, ns, 0);
+        rc = plot_lines_png(acc_png, 800, 500, title, "log2(length / training length)", "per-digit accuracy", s, ns, 0);
         if (rc != PLOT_OK) return NIAH_EFAIL;
     }
     if (ce_png) {
@@ -656,7 +656,7 @@ int niah_plot(const char *acc_png, const char *ce_png, const niah_result *res, i
                 ns++;
             }
         snprintf(title, sizeof title, "document CE vs length%s", title_suffix ? title_suffix : "");
-        rc = plot_lines_png(ce_png, 800, 500, title, "length / training length", "CE (nats)", s, ns, 0);
+        rc = plot_lines_png(ce_png, 800, 500, title, "log2(length / training length)", "document CE (nats)", s, ns, 0);
         if (rc != PLOT_OK) return NIAH_EFAIL;
     }
     return NIAH_OK;

@@ -198,7 +198,7 @@ int niah_run(const niah_config *c, bpe_tokenizer *tok, const uint16_t *train_tex
 void niah_print_table(FILE *f, const niah_result *res, int n);
 /* One JSON line of a result (no newline) into buf; returns buf. */
 const char *niah_result_json(const niah_result *r, uint64_t seed, char *buf, size_t cap);
-/* Plots: accuracy vs length and CE vs length, one line per arm (x = mult). */
+/* Plots: accuracy vs length and CE vs length, one line per arm (x = log2 mult). */
 int niah_plot(const char *acc_png, const char *ce_png, const niah_result *res, int n,
               const char *title_suffix);
 
