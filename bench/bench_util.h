@@ -57,7 +57,7 @@ static inline void *xmalloc(size_t n)
                     current x86 core (AVX-512: 24 chains of 32 zmm registers; AVX2: 12 of
                     16 ymm, so nothing spills: the old probe ran 16 AVX2 chains, which
                     spilled and reported half the peak on Zen 3), timed in thread CPU time
-                    (other processes do not lower it), best of 5. The clock comes from a
+                    (other processes do not lower it much), best of 20 short probes. The clock comes from a
                     dependent integer add chain (1 cycle per add on every x86-64 core),
                     not from an assumed FMA latency. The adds take a register operand:
                     Golden Cove class cores fold add-immediate chains at rename and run
@@ -194,7 +194,7 @@ static inline double bench_peak(int threads, double *flop_per_cycle, double *ghz
     double best = 0.0, clk;
     int r;
     if (threads < 1) threads = 1;
-    for (r = 0; r < 5; r++) {
+    for (r = 0; r < 20; r++) { /* 20 short probes: one of them finds the cores free */
         double tot = 0.0;
 #ifdef _OPENMP
 #pragma omp parallel num_threads(threads) reduction(+ : tot)
