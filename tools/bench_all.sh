@@ -30,8 +30,15 @@ echo "| ISA build | bench | last line |"
 echo "| --- | --- | --- |"
 for isa in $ISAS; do
     case $isa in
-        native) arch=-march=native ;;
-        avx2) arch=-march=x86-64-v3 ;;
+        native) arch=-march=native
+                # OpenBLAS 0.3.21 does not know every AVX-512 CPU (it picks Prescott on
+                # Emerald Rapids): give the peers (OpenBLAS here, PyTorch's BLAS) their
+                # AVX-512 kernels unless the caller chose a core
+                if [ -z "${OPENBLAS_CORETYPE:-}" ] && grep -qw avx512f /proc/cpuinfo; then
+                    export OPENBLAS_CORETYPE=SkylakeX
+                fi ;;
+        avx2) arch=-march=x86-64-v3
+              unset OPENBLAS_CORETYPE ;; # bench_match_isa_env restricts the peers to AVX2
         *) echo "bench_all: unknown isa '$isa' (native | avx2)" >&2; exit 2 ;;
     esac
     dir=build/bench-$isa
