@@ -746,26 +746,27 @@ static void tk__gemm_ukr_avx2(int kc, const float *TK_RESTRICT a,
     __m256 c0_0 = _mm256_setzero_ps(), c0_1 = _mm256_setzero_ps();
     __m256 c1_0 = c0_0, c1_1 = c0_0, c2_0 = c0_0, c2_1 = c0_0;
     __m256 c3_0 = c0_0, c3_1 = c0_0, c4_0 = c0_0, c4_1 = c0_0, c5_0 = c0_0, c5_1 = c0_0;
-    const __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
-    const int n0 = nr >= 8 ? 8 : nr, n1 = nr >= 16 ? 8 : nr > 8 ? nr - 8 : 0;
-    const __m256i m0 = _mm256_loadu_si256((const __m256i *)(const void *)(tbl + 8 - n0));
-    const __m256i m1 = _mm256_loadu_si256((const __m256i *)(const void *)(tbl + 8 - n1));
-    int p, i;
+    __m256 va, vb;
+    __m256i m0, m1;
+    int p, i, n0, n1;
     for (i = 0; i < mr; i++)
         _mm_prefetch((const char *)(c + (size_t)i * ldc), _MM_HINT_T0);
-    for (p = 0; p + 4 <= kc; p += 4) {
-        TK__GEMM_AVX2_STEP(0);
-        TK__GEMM_AVX2_STEP(1);
-        TK__GEMM_AVX2_STEP(2);
-        TK__GEMM_AVX2_STEP(3);
-        a += 4 * 6;
-        b += 4 * 16;
-    }
-    for (; p < kc; p++) {
+    /* one k per iteration: GCC's scheduler, given the 4-way unrolled body, hoisted the
+       next steps' loads and spilled three accumulators (16 ymm registers hold exactly
+       12 accumulators + 2 B vectors + 1 broadcast) */
+    for (p = 0; p < kc; p++) {
         TK__GEMM_AVX2_STEP(0);
         a += 6;
         b += 16;
     }
+    /* the write-back constants are made only now: live across the loop they took 4 of
+       the 16 ymm registers and GCC spilled an accumulator to the stack in the loop */
+    va = _mm256_set1_ps(alpha);
+    vb = _mm256_set1_ps(beta);
+    n0 = nr >= 8 ? 8 : nr;
+    n1 = nr >= 16 ? 8 : nr > 8 ? nr - 8 : 0;
+    m0 = _mm256_loadu_si256((const __m256i *)(const void *)(tbl + 8 - n0));
+    m1 = _mm256_loadu_si256((const __m256i *)(const void *)(tbl + 8 - n1));
     TK__GEMM_AVX2_ROW(0); TK__GEMM_AVX2_ROW(1); TK__GEMM_AVX2_ROW(2);
     TK__GEMM_AVX2_ROW(3); TK__GEMM_AVX2_ROW(4); TK__GEMM_AVX2_ROW(5);
 }
