@@ -125,22 +125,6 @@ static void sample_sorted(long *idx, long n, long k)
     qsort(idx, (size_t)k, sizeof *idx, cmp_long);
 }
 
-static int mkdirs(const char *path)
-{
-    char buf[1024];
-    size_t i, n = strlen(path);
-    if (n == 0 || n >= sizeof buf) return -1;
-    memcpy(buf, path, n + 1);
-    for (i = 1; i <= n; i++)
-        if (buf[i] == '/' || buf[i] == 0) {
-            char c = buf[i];
-            buf[i] = 0;
-            if (mkdir(buf, 0777) != 0 && errno != EEXIST) return -1;
-            buf[i] = c;
-        }
-    return 0;
-}
-
 int main(int argc, char **argv)
 {
     const char *out_dir = "build/mcqa", *env;
@@ -265,7 +249,7 @@ int main(int argc, char **argv)
     for (i = 0; i < shlen(counts); i++) rank_of[i] = -1;
     for (i = 0; i < nvocab; i++) rank_of[shgeti(counts, g_sorted[i].key)] = (int)i;
     fprintf(stderr, "mcqa_gen: %s: %ld paragraphs, %d words seen >= 3 times\n", inv.raw_path[WT2_TEST], np, nvocab);
-    if (mkdirs(out_dir) != 0) { fprintf(stderr, "mcqa_gen: cannot create %s\n", out_dir); goto out; }
+    if (wt2_mkdirs(out_dir) != 0) { fprintf(stderr, "mcqa_gen: cannot create %s\n", out_dir); goto out; }
 
     /* ---- wt2_cloze: candidates are (paragraph, word) positions, encoded p * 2^20 + i */
     for (p = 0; p < np; p++) {

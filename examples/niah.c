@@ -75,22 +75,6 @@ static void usage(FILE *f, const niah_config *c)
             c->window, c->distractor, (double)c->distractor_weight, c->log_every);
 }
 
-static int mkdirs(const char *path)
-{
-    char buf[1024];
-    size_t i, n = strlen(path);
-    if (n == 0 || n >= sizeof buf) return -1;
-    memcpy(buf, path, n + 1);
-    for (i = 1; i <= n; i++)
-        if (buf[i] == '/' || buf[i] == 0) {
-            char ch = buf[i];
-            buf[i] = 0;
-            if (mkdir(buf, 0777) != 0 && errno != EEXIST) return -1;
-            buf[i] = ch;
-        }
-    return 0;
-}
-
 static int parse_long(const char *s, long lo, long hi, long *out)
 {
     char *e;
@@ -248,7 +232,7 @@ static int aggregate(int argc, char **argv, int first)
         mean[i].acc = ma;
         mean[i].doc_ce = mc;
     }
-    if (mkdirs(out) != 0) {
+    if (wt2_mkdirs(out) != 0) {
         fprintf(stderr, "niah: cannot create %s: %s\n", out, strerror(errno));
         return 1;
     }
@@ -387,7 +371,7 @@ int main(int argc, char **argv)
     if (threads > 0) omp_set_num_threads(threads);
 #endif
     if (!dir[0]) snprintf(dir, sizeof dir, "%s", (env = getenv("WT2_DIR")) && *env ? env : wt2_default_data_dir());
-    if (mkdirs(out) != 0) {
+    if (wt2_mkdirs(out) != 0) {
         fprintf(stderr, "niah: cannot create the output directory '%s': %s\n", out, strerror(errno));
         return 1;
     }

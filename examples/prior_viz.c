@@ -17,6 +17,7 @@
 
 #include "era.h"
 #include <stb_image_write.h>
+#include "common/data.h"
 
 #include <errno.h>
 #include <math.h>
@@ -37,23 +38,6 @@ static double nrand(void)
     double u1 = urand(), u2 = urand();
     if (u1 < 1e-300) u1 = 1e-300;
     return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
-}
-
-static int mkdir_p(const char *path)
-{
-    char buf[1024];
-    size_t i, n = strlen(path);
-    if (n == 0 || n >= sizeof buf) return -1;
-    memcpy(buf, path, n + 1);
-    for (i = 1; i <= n; i++) {
-        if (buf[i] == '/' || buf[i] == '\0') {
-            char c = buf[i];
-            buf[i] = '\0';
-            if (mkdir(buf, 0777) != 0 && errno != EEXIST) return -1;
-            buf[i] = c;
-        }
-    }
-    return 0;
 }
 
 /* diverging colour map into rgb; m: (T,T); grey above the diagonal when mask */
@@ -185,7 +169,7 @@ int main(int argc, char **argv)
         usage();
         return 2;
     }
-    if (mkdir_p(out) != 0) { fprintf(stderr, "prior_viz: cannot create %s\n", out); return 1; }
+    if (wt2_mkdirs(out) != 0) { fprintf(stderr, "prior_viz: cannot create %s\n", out); return 1; }
     for (k = 0; k < R; k++) { cen[k] = urand(); wid[k] = 0.05 + 0.15 * urand(); }
 
     for (k = 0; k < nT && rc == 0; k++) {

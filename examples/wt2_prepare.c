@@ -21,23 +21,6 @@
 #include <sys/types.h>
 #include <time.h>
 
-static int mkdirs(const char *path)
-{
-    char tmp[4096];
-    size_t i, n = strlen(path);
-    if (n == 0 || n >= sizeof tmp) return -1;
-    memcpy(tmp, path, n + 1);
-    for (i = 1; i <= n; i++) {
-        if (tmp[i] == '/' || tmp[i] == 0) {
-            char c = tmp[i];
-            tmp[i] = 0;
-            if (mkdir(tmp, 0777) != 0 && errno != EEXIST) return -1;
-            tmp[i] = c;
-        }
-    }
-    return 0;
-}
-
 int main(int argc, char **argv)
 {
     const char *data = NULL, *outdir = "build/wt2", *vocab = NULL;
@@ -80,7 +63,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "wt2_prepare: cannot load the GPT-2 vocabulary: %s\n", err);
         return 1;
     }
-    if (mkdirs(outdir) != 0) {
+    if (wt2_mkdirs(outdir) != 0) {
         fprintf(stderr, "wt2_prepare: cannot create %s: %s\n", outdir, strerror(errno));
         bpe_free(tok);
         return 1;

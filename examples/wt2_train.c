@@ -73,26 +73,6 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static int mkdirs(const char *path)
-{
-    char buf[TRN_PATH_MAX];
-    size_t i, n = strlen(path);
-    if (n == 0 || n >= sizeof buf) {
-        errno = ENAMETOOLONG;
-        return -1;
-    }
-    memcpy(buf, path, n + 1);
-    for (i = 1; i <= n; i++) {
-        if (buf[i] == '/' || buf[i] == 0) {
-            char c = buf[i];
-            buf[i] = 0;
-            if (mkdir(buf, 0777) != 0 && errno != EEXIST) return -1;
-            buf[i] = c;
-        }
-    }
-    return 0;
-}
-
 /* Create the output directory and prove that a file can be written there (EEXIST on a
    plain file, a read-only directory or mount all fail here, before any training). */
 static int prepare_out_dir(const char *dir, char *err, size_t errlen)
@@ -100,7 +80,7 @@ static int prepare_out_dir(const char *dir, char *err, size_t errlen)
     struct stat st;
     char probe[TRN_PATH_MAX + 64];
     int fd, e;
-    if (mkdirs(dir) != 0) {
+    if (wt2_mkdirs(dir) != 0) {
         snprintf(err, errlen, "cannot create the output directory '%s': %s", dir, strerror(errno));
         return -1;
     }

@@ -43,7 +43,7 @@ else
     # 1. an output "directory" that is a file: refused before training, non-zero exit
     : > "$W/afile"
     "$WT" $TINY --max-steps 2 --out-dir "$W/afile" --json > "$W/1.out" 2> "$W/1.err"; rc=$?
-    if [ $rc -ne 0 ] && grep -q "not a directory" "$W/1.err" && ! grep -q "step 1/" "$W/1.err" && [ ! -s "$W/1.out" ]; then
+    if [ $rc -ne 0 ] && grep -qi "not a directory" "$W/1.err" && ! grep -q "step 1/" "$W/1.err" && [ ! -s "$W/1.out" ]; then
         ok out_dir_is_a_file
     else fail out_dir_is_a_file "rc=$rc: $(tail -n 2 "$W/1.err")"; fi
     "$WT" $TINY --max-steps 2 --out-dir "$W/afile/sub" > /dev/null 2> "$W/1b.err"; rc=$?

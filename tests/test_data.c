@@ -339,6 +339,38 @@ static void test_inventory(void)
     bpe_bytes_free(&xz);
 }
 
+/* wt2_mkdirs: nested creation, an existing path, a file in the way, bad input */
+static void test_mkdirs(void)
+{
+    char p[400], q[400], *big;
+    struct stat st;
+    FILE *f;
+    snprintf(p, sizeof p, "%s/mk/a/b/c", g_tmp);
+    CHECK_INT_EQ(wt2_mkdirs(p), 0);
+    CHECK(stat(p, &st) == 0 && S_ISDIR(st.st_mode));
+    CHECK_INT_EQ(wt2_mkdirs(p), 0); /* exists: fine */
+    snprintf(q, sizeof q, "%s/mk/a/", g_tmp); /* trailing slash */
+    CHECK_INT_EQ(wt2_mkdirs(q), 0);
+    snprintf(q, sizeof q, "%s/mk/file", g_tmp);
+    f = fopen(q, "w");
+    CHECK(f != NULL);
+    if (f) fclose(f);
+    CHECK_INT_EQ(wt2_mkdirs(q), -1); /* a file, not a directory */
+    CHECK_INT_EQ(errno, ENOTDIR);
+    snprintf(q, sizeof q, "%s/mk/file/sub", g_tmp);
+    CHECK_INT_EQ(wt2_mkdirs(q), -1);
+    CHECK_INT_EQ(wt2_mkdirs(NULL), -1);
+    CHECK_INT_EQ(wt2_mkdirs(""), -1);
+    big = (char *)malloc(5000);
+    if (big) {
+        memset(big, 'x', 4999);
+        big[4999] = '\0';
+        CHECK_INT_EQ(wt2_mkdirs(big), -1);
+        CHECK_INT_EQ(errno, ENAMETOOLONG);
+        free(big);
+    }
+}
+
 static void test_loader_sequential(void)
 {
     uint16_t ids[103];
@@ -477,6 +509,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_xz_and_text_files);
     TEST_RUN(test_u16_files);
     TEST_RUN(test_inventory);
+    TEST_RUN(test_mkdirs);
     TEST_RUN(test_loader_sequential);
     TEST_RUN(test_loader_random);
     TEST_RUN(test_real_splits);

@@ -587,3 +587,35 @@ int wt2_loader_next(wt2_loader *L, int B, int T, int32_t *out)
     }
     return b;
 }
+
+int wt2_mkdirs(const char *path)
+{
+    char buf[4096];
+    size_t i, n;
+    if (!path) {
+        errno = EINVAL;
+        return -1;
+    }
+    n = strlen(path);
+    if (n == 0 || n >= sizeof buf) {
+        errno = n ? ENAMETOOLONG : ENOENT;
+        return -1;
+    }
+    memcpy(buf, path, n + 1);
+    for (i = 1; i <= n; i++)
+        if (buf[i] == '/' || buf[i] == '\0') {
+            char c = buf[i];
+            struct stat st;
+            buf[i] = '\0';
+            if (mkdir(buf, 0777) != 0) {
+                if (errno != EEXIST) return -1;
+                if (stat(buf, &st) != 0) return -1;
+                if (!S_ISDIR(st.st_mode)) {
+                    errno = ENOTDIR;
+                    return -1;
+                }
+            }
+            buf[i] = c;
+        }
+    return 0;
+}

@@ -67,6 +67,12 @@ int wt2_load_u16(const char *path, int vocab, uint16_t **ids, size_t *n, char *e
    current directory). */
 const char *wt2_default_data_dir(void);
 
+/* mkdir -p: creates path and its missing parents (mode 0777 before the umask). 0 on
+   success or when it exists already; -1 with errno set otherwise (ENAMETOOLONG for a
+   path of 4096 bytes or more, ENOTDIR when a component is a file, EACCES, ...). The one
+   copy the example programs share. */
+int wt2_mkdirs(const char *path);
+
 /* Every id < vocab? BPE_ERANGE naming source (a file name; may be NULL), the byte offset
    and the index of the first id that is not. */
 int wt2_check_ids(const uint16_t *ids, size_t n, int vocab, const char *source, char *err,
