@@ -1,5 +1,6 @@
 /* mcqa.c - multiple-choice scoring and paired statistics (see mcqa.h). License: MIT. */
 #include "mcqa.h"
+#include "errf.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -23,17 +24,6 @@ const char *mcqa_strerror(int code)
     }
 }
 
-static int mcqa__fail(char *err, size_t errlen, int code, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
-
 static char *mcqa__strndup(const char *s, size_t n)
 {
     char *d = (char *)malloc(n + 1);
@@ -54,7 +44,7 @@ typedef struct {
 
 static int mcqa__jfail(mcqa__jp *p, const char *what)
 {
-    return mcqa__fail(p->err, p->errlen, MCQA_EFORMAT, "byte %zu: %s", p->i + 1, what);
+    return ex_errf(p->err, p->errlen, MCQA_EFORMAT, "byte %zu: %s", p->i + 1, what);
 }
 
 static void mcqa__jws(mcqa__jp *p)
@@ -108,7 +98,7 @@ static int mcqa__jstring(mcqa__jp *p, char **out, size_t *outlen)
     if (p->i >= p->n || p->s[p->i] != '"') return mcqa__jfail(p, "expected a string");
     p->i++;
     b = (char *)malloc(cap);
-    if (!b) return mcqa__fail(p->err, p->errlen, MCQA_ENOMEM, "out of memory");
+    if (!b) return ex_errf(p->err, p->errlen, MCQA_ENOMEM, "out of memory");
     for (;;) {
         unsigned char c;
         char tmp[4];
@@ -171,7 +161,7 @@ static int mcqa__jstring(mcqa__jp *p, char **out, size_t *outlen)
             char *nb;
             while (w + (size_t)k + 1 > cap) cap *= 2;
             nb = (char *)realloc(b, cap);
-            if (!nb) { free(b); return mcqa__fail(p->err, p->errlen, MCQA_ENOMEM, "out of memory"); }
+            if (!nb) { free(b); return ex_errf(p->err, p->errlen, MCQA_ENOMEM, "out of memory"); }
             b = nb;
         }
         memcpy(b + w, tmp, (size_t)k);
@@ -211,7 +201,7 @@ static int mcqa__jvalue(mcqa__jp *p, mcqa_json **out)
     mcqa__jws(p);
     if (p->i >= p->n) return mcqa__jfail(p, "expected a value");
     v = (mcqa_json *)calloc(1, sizeof *v);
-    if (!v) return mcqa__fail(p->err, p->errlen, MCQA_ENOMEM, "out of memory");
+    if (!v) return ex_errf(p->err, p->errlen, MCQA_ENOMEM, "out of memory");
     switch (p->s[p->i]) {
     case '{':
     case '[': {
@@ -244,7 +234,7 @@ static int mcqa__jvalue(mcqa__jp *p, mcqa_json **out)
                 free(key);
                 mcqa_json_free(item);
                 mcqa_json_free(v);
-                return mcqa__fail(p->err, p->errlen, MCQA_ENOMEM, "out of memory");
+                return ex_errf(p->err, p->errlen, MCQA_ENOMEM, "out of memory");
             }
             mcqa__jws(p);
             if (p->i < p->n && p->s[p->i] == ',') { p->i++; continue; }
@@ -298,7 +288,7 @@ static int mcqa__jvalue(mcqa__jp *p, mcqa_json **out)
         buf[k - st] = 0;
         v->type = MCQA_JNUM;
         v->str = mcqa__strndup(buf, k - st);
-        if (!v->str) { free(v); return mcqa__fail(p->err, p->errlen, MCQA_ENOMEM, "out of memory"); }
+        if (!v->str) { free(v); return ex_errf(p->err, p->errlen, MCQA_ENOMEM, "out of memory"); }
         v->len = k - st;
         v->num = strtod(buf, NULL);
         v->is_int = !frac;
@@ -314,9 +304,9 @@ int mcqa_json_parse(const char *s, size_t n, mcqa_json **out, char *err, size_t 
 {
     mcqa__jp p;
     int rc;
-    if (!out) return mcqa__fail(err, errlen, MCQA_EINVAL, "mcqa_json_parse: NULL argument");
+    if (!out) return ex_errf(err, errlen, MCQA_EINVAL, "mcqa_json_parse: NULL argument");
     *out = NULL;
-    if (!s && n) return mcqa__fail(err, errlen, MCQA_EINVAL, "mcqa_json_parse: NULL argument");
+    if (!s && n) return ex_errf(err, errlen, MCQA_EINVAL, "mcqa_json_parse: NULL argument");
     p.s = s ? s : "";
     p.n = n;
     p.i = 0;
@@ -455,54 +445,54 @@ int mcqa_item_parse(const char *line, size_t len, long lineno, const char *where
     const char *wh = where ? where : "input";
     long g;
     int i, rc;
-    if (!out || (!line && len)) return mcqa__fail(err, errlen, MCQA_EINVAL, "mcqa_item_parse: NULL argument");
+    if (!out || (!line && len)) return ex_errf(err, errlen, MCQA_EINVAL, "mcqa_item_parse: NULL argument");
     memset(out, 0, sizeof *out);
     out->line = lineno;
     if (!line || mcqa__blank(line, len)) return MCQA_ERANGE;
     rc = mcqa_json_parse(line, len, &j, jerr, sizeof jerr);
-    if (rc) return mcqa__fail(err, errlen, rc, "%s:%ld: not valid JSON: %s", wh, lineno, jerr);
-    if (j->type != MCQA_JOBJ) { rc = mcqa__fail(err, errlen, MCQA_EFORMAT, "%s:%ld: expected a JSON object", wh, lineno); goto fail; }
+    if (rc) return ex_errf(err, errlen, rc, "%s:%ld: not valid JSON: %s", wh, lineno, jerr);
+    if (j->type != MCQA_JOBJ) { rc = ex_errf(err, errlen, MCQA_EFORMAT, "%s:%ld: expected a JSON object", wh, lineno); goto fail; }
     v = mcqa__get_any(j, k_ctx, NULL);
     if (!v || v->type != MCQA_JSTR) {
-        rc = mcqa__fail(err, errlen, MCQA_EFORMAT, "%s:%ld: missing string field \"context\" (or \"query\", \"ctx\")", wh, lineno);
+        rc = ex_errf(err, errlen, MCQA_EFORMAT, "%s:%ld: missing string field \"context\" (or \"query\", \"ctx\")", wh, lineno);
         goto fail;
     }
-    if (strlen(v->str) != v->len) { rc = mcqa__fail(err, errlen, MCQA_EFORMAT, "%s:%ld: NUL character in the context", wh, lineno); goto fail; }
+    if (strlen(v->str) != v->len) { rc = ex_errf(err, errlen, MCQA_EFORMAT, "%s:%ld: NUL character in the context", wh, lineno); goto fail; }
     out->context = mcqa__strndup(v->str, v->len);
     v = mcqa__get_any(j, k_ch, NULL);
     if (!v || v->type != MCQA_JARR) {
-        rc = mcqa__fail(err, errlen, MCQA_EFORMAT, "%s:%ld: missing array field \"choices\" (or \"endings\")", wh, lineno);
+        rc = ex_errf(err, errlen, MCQA_EFORMAT, "%s:%ld: missing array field \"choices\" (or \"endings\")", wh, lineno);
         goto fail;
     }
     if (v->n < 2 || v->n > MCQA_MAX_CHOICES) {
-        rc = mcqa__fail(err, errlen, MCQA_EFORMAT, "%s:%ld: %d choices (need 2..%d)", wh, lineno, v->n, MCQA_MAX_CHOICES);
+        rc = ex_errf(err, errlen, MCQA_EFORMAT, "%s:%ld: %d choices (need 2..%d)", wh, lineno, v->n, MCQA_MAX_CHOICES);
         goto fail;
     }
     out->choices = (char **)calloc((size_t)v->n, sizeof(char *));
-    if (!out->choices || !out->context) { rc = mcqa__fail(err, errlen, MCQA_ENOMEM, "out of memory"); goto fail; }
+    if (!out->choices || !out->context) { rc = ex_errf(err, errlen, MCQA_ENOMEM, "out of memory"); goto fail; }
     out->n_choices = v->n;
     for (i = 0; i < v->n; i++) {
         const mcqa_json *c = v->items[i];
         if (c->type != MCQA_JSTR || strlen(c->str) != c->len || c->len == 0) {
-            rc = mcqa__fail(err, errlen, MCQA_EFORMAT, "%s:%ld: choice %d is not a non-empty string", wh, lineno, i);
+            rc = ex_errf(err, errlen, MCQA_EFORMAT, "%s:%ld: choice %d is not a non-empty string", wh, lineno, i);
             goto fail;
         }
         out->choices[i] = mcqa__strndup(c->str, c->len);
-        if (!out->choices[i]) { rc = mcqa__fail(err, errlen, MCQA_ENOMEM, "out of memory"); goto fail; }
+        if (!out->choices[i]) { rc = ex_errf(err, errlen, MCQA_ENOMEM, "out of memory"); goto fail; }
     }
     v = mcqa__get_any(j, k_gold, NULL);
     if (!v || mcqa__as_int(v, 1, &g)) {
-        rc = mcqa__fail(err, errlen, MCQA_EFORMAT, "%s:%ld: missing integer field \"gold\" (or \"label\", \"answer_index\")", wh, lineno);
+        rc = ex_errf(err, errlen, MCQA_EFORMAT, "%s:%ld: missing integer field \"gold\" (or \"label\", \"answer_index\")", wh, lineno);
         goto fail;
     }
     if (g < 0 || g >= out->n_choices) {
-        rc = mcqa__fail(err, errlen, MCQA_EFORMAT, "%s:%ld: gold %ld is not a choice index (0..%d)", wh, lineno, g, out->n_choices - 1);
+        rc = ex_errf(err, errlen, MCQA_EFORMAT, "%s:%ld: gold %ld is not a choice index (0..%d)", wh, lineno, g, out->n_choices - 1);
         goto fail;
     }
     out->gold = (int)g;
     v = mcqa_json_get(j, "task");
     if (v && (v->type != MCQA_JSTR || v->len == 0 || strlen(v->str) != v->len)) {
-        rc = mcqa__fail(err, errlen, MCQA_EFORMAT, "%s:%ld: \"task\" must be a non-empty string", wh, lineno);
+        rc = ex_errf(err, errlen, MCQA_EFORMAT, "%s:%ld: \"task\" must be a non-empty string", wh, lineno);
         goto fail;
     }
     out->task = v ? mcqa__strndup(v->str, v->len) : mcqa__strndup(default_task ? default_task : "task",
@@ -514,14 +504,14 @@ int mcqa_item_parse(const char *line, size_t len, long lineno, const char *where
         snprintf(b, sizeof b, "%.0f", v->num);
         out->id = mcqa__strndup(b, strlen(b));
     } else if (v) {
-        rc = mcqa__fail(err, errlen, MCQA_EFORMAT, "%s:%ld: \"id\" must be a non-empty string or an integer", wh, lineno);
+        rc = ex_errf(err, errlen, MCQA_EFORMAT, "%s:%ld: \"id\" must be a non-empty string or an integer", wh, lineno);
         goto fail;
     } else {
         char b[32];
         snprintf(b, sizeof b, "%ld", lineno);
         out->id = mcqa__strndup(b, strlen(b));
     }
-    if (!out->task || !out->id) { rc = mcqa__fail(err, errlen, MCQA_ENOMEM, "out of memory"); goto fail; }
+    if (!out->task || !out->id) { rc = ex_errf(err, errlen, MCQA_ENOMEM, "out of memory"); goto fail; }
     mcqa_json_free(j);
     return MCQA_OK;
 fail:
@@ -563,13 +553,13 @@ int mcqa_tokenize(bpe_tokenizer *tok, const mcqa_item *it, mcqa_tokens *out, cha
     char *buf = NULL;
     int i, rc = MCQA_OK;
     if (!tok || !it || !out || !it->context || it->n_choices < 1 || !it->choices)
-        return mcqa__fail(err, errlen, MCQA_EINVAL, "mcqa_tokenize: NULL argument");
+        return ex_errf(err, errlen, MCQA_EINVAL, "mcqa_tokenize: NULL argument");
     memset(out, 0, sizeof *out);
     cl = strlen(it->context);
     while (trail < cl && it->context[cl - 1 - trail] == ' ') trail++;
     if (bpe_encode(tok, it->context, cl - trail, &ids) != BPE_OK) { rc = MCQA_ENOMEM; goto fail; }
     if (ids.n == 0) {
-        if (bpe_eot(tok) < 0) { rc = mcqa__fail(err, errlen, MCQA_EINVAL, "empty context and no <|endoftext|> token"); goto fail; }
+        if (bpe_eot(tok) < 0) { rc = ex_errf(err, errlen, MCQA_EINVAL, "empty context and no <|endoftext|> token"); goto fail; }
         if (bpe_ids_push(&ids, bpe_eot(tok)) != BPE_OK) { rc = MCQA_ENOMEM; goto fail; }
     }
     if ((rc = mcqa__ids_copy(&ids, &out->prompt, &out->n_prompt)) != MCQA_OK) goto fail;
@@ -592,7 +582,7 @@ int mcqa_tokenize(bpe_tokenizer *tok, const mcqa_item *it, mcqa_tokens *out, cha
         ids.n = 0;
         if (bpe_encode(tok, buf, w, &ids) != BPE_OK) { rc = MCQA_ENOMEM; goto fail; }
         if ((rc = mcqa__ids_copy(&ids, &out->choice[i], &out->n_choice[i])) != MCQA_OK) goto fail;
-        if (out->n_choice[i] < 1) { rc = mcqa__fail(err, errlen, MCQA_EFORMAT, "choice %d has no tokens", i); goto fail; }
+        if (out->n_choice[i] < 1) { rc = ex_errf(err, errlen, MCQA_EFORMAT, "choice %d has no tokens", i); goto fail; }
     }
     free(buf);
     bpe_ids_free(&ids);
@@ -601,7 +591,7 @@ fail:
     free(buf);
     bpe_ids_free(&ids);
     mcqa_tokens_free(out);
-    if (rc == MCQA_ENOMEM) mcqa__fail(err, errlen, rc, "out of memory while tokenising");
+    if (rc == MCQA_ENOMEM) ex_errf(err, errlen, rc, "out of memory while tokenising");
     return rc;
 }
 
@@ -653,16 +643,16 @@ int mcqa_score(mcqa_forward_fn fwd, void *user, int max_T, const mcqa_tokens *tk
     int rep[MCQA_MAX_CHOICES];
     int *ids = NULL;
     if (!fwd || !tk || !out || max_T < 1 || !tk->prompt || !tk->choice || !tk->n_choice || tk->n_prompt < 1)
-        return mcqa__fail(err, errlen, MCQA_EINVAL, "mcqa_score: invalid argument");
+        return ex_errf(err, errlen, MCQA_EINVAL, "mcqa_score: invalid argument");
     C = tk->n_choices;
-    if (C < 1 || C > MCQA_MAX_CHOICES) return mcqa__fail(err, errlen, MCQA_EINVAL, "mcqa_score: %d choices", C);
+    if (C < 1 || C > MCQA_MAX_CHOICES) return ex_errf(err, errlen, MCQA_EINVAL, "mcqa_score: %d choices", C);
     memset(out, 0, sizeof *out);
     for (i = 0; i < C; i++) {
-        if (tk->n_choice[i] < 1 || !tk->choice[i]) return mcqa__fail(err, errlen, MCQA_EINVAL, "mcqa_score: empty choice %d", i);
+        if (tk->n_choice[i] < 1 || !tk->choice[i]) return ex_errf(err, errlen, MCQA_EINVAL, "mcqa_score: empty choice %d", i);
         if (tk->n_choice[i] > Lmax) Lmax = tk->n_choice[i];
     }
     if (Lmax > max_T)
-        return mcqa__fail(err, errlen, MCQA_ERANGE, "a choice has %d tokens, more than the model's context %d", Lmax, max_T);
+        return ex_errf(err, errlen, MCQA_ERANGE, "a choice has %d tokens, more than the model's context %d", Lmax, max_T);
     P = tk->n_prompt < max_T + 1 - Lmax ? tk->n_prompt : max_T + 1 - Lmax;
     start = tk->n_prompt - P;
     out->n_choices = C;
@@ -682,7 +672,7 @@ int mcqa_score(mcqa_forward_fn fwd, void *user, int max_T, const mcqa_tokens *tk
             }
     }
     ids = (int *)malloc((size_t)(P + Lmax) * sizeof(int));
-    if (!ids) return mcqa__fail(err, errlen, MCQA_ENOMEM, "out of memory");
+    if (!ids) return ex_errf(err, errlen, MCQA_ENOMEM, "out of memory");
     /* one forward (B = 1, the exact length) per distinct input */
     memcpy(ids, tk->prompt + start, (size_t)P * sizeof(int));
     for (i = 0; i < C; i++) {
@@ -693,14 +683,14 @@ int mcqa_score(mcqa_forward_fn fwd, void *user, int max_T, const mcqa_tokens *tk
         rc = fwd(user, ids, 1, T, &logits, &V, err, errlen);
         out->forwards++;
         if (rc) { rc = MCQA_EMODEL; goto done; }
-        if (!logits || V < 1) { rc = mcqa__fail(err, errlen, MCQA_EMODEL, "the model returned no logits"); goto done; }
+        if (!logits || V < 1) { rc = ex_errf(err, errlen, MCQA_EMODEL, "the model returned no logits"); goto done; }
         for (c = i; c < C; c++) {
             double s = 0.0;
             int k;
             if (rep[c] != i) continue;
             for (k = 0; k < tk->n_choice[c]; k++) {
                 int tgt = tk->choice[c][k];
-                if (tgt < 0 || tgt >= V) { rc = mcqa__fail(err, errlen, MCQA_ERANGE, "token %d outside the vocabulary (%d)", tgt, V); goto done; }
+                if (tgt < 0 || tgt >= V) { rc = ex_errf(err, errlen, MCQA_ERANGE, "token %d outside the vocabulary (%d)", tgt, V); goto done; }
                 s += mcqa_logprob(logits + (size_t)(P - 1 + k) * (size_t)V, V, tgt);
             }
             out->sum[c] = s;
@@ -775,30 +765,30 @@ int mcqa_log_parse(const char *line, size_t len, long lineno, const char *where,
     long x, g, ps, pm, cs, cm, tr, np;
     int i, rc, bs = 0, bm = 0;
     double sum[MCQA_MAX_CHOICES], mean[MCQA_MAX_CHOICES];
-    if (!out || (!line && len)) return mcqa__fail(err, errlen, MCQA_EINVAL, "mcqa_log_parse: NULL argument");
+    if (!out || (!line && len)) return ex_errf(err, errlen, MCQA_EINVAL, "mcqa_log_parse: NULL argument");
     memset(out, 0, sizeof *out);
     out->line = lineno;
     if (!line || mcqa__blank(line, len)) return MCQA_ERANGE;
     rc = mcqa_json_parse(line, len, &j, jerr, sizeof jerr);
-    if (rc) return mcqa__fail(err, errlen, rc, "%s:%ld: not valid JSON: %s", wh, lineno, jerr);
+    if (rc) return ex_errf(err, errlen, rc, "%s:%ld: not valid JSON: %s", wh, lineno, jerr);
     rc = MCQA_EFORMAT;
-    if (j->type != MCQA_JOBJ) { mcqa__fail(err, errlen, rc, "%s:%ld: expected a JSON object", wh, lineno); goto fail; }
+    if (j->type != MCQA_JOBJ) { ex_errf(err, errlen, rc, "%s:%ld: expected a JSON object", wh, lineno); goto fail; }
     v = mcqa_json_get(j, "task");
-    if (!v || v->type != MCQA_JSTR || !v->len || strlen(v->str) != v->len) { mcqa__fail(err, errlen, rc, "%s:%ld: missing \"task\"", wh, lineno); goto fail; }
+    if (!v || v->type != MCQA_JSTR || !v->len || strlen(v->str) != v->len) { ex_errf(err, errlen, rc, "%s:%ld: missing \"task\"", wh, lineno); goto fail; }
     out->task = mcqa__strndup(v->str, v->len);
     v = mcqa_json_get(j, "id");
-    if (!v || v->type != MCQA_JSTR || !v->len || strlen(v->str) != v->len) { mcqa__fail(err, errlen, rc, "%s:%ld: missing \"id\"", wh, lineno); goto fail; }
+    if (!v || v->type != MCQA_JSTR || !v->len || strlen(v->str) != v->len) { ex_errf(err, errlen, rc, "%s:%ld: missing \"id\"", wh, lineno); goto fail; }
     out->id = mcqa__strndup(v->str, v->len);
-    if (!out->task || !out->id) { rc = mcqa__fail(err, errlen, MCQA_ENOMEM, "out of memory"); goto fail; }
+    if (!out->task || !out->id) { rc = ex_errf(err, errlen, MCQA_ENOMEM, "out of memory"); goto fail; }
     v = mcqa_json_get(j, "prompt_hash");
     if (!v || v->type != MCQA_JSTR || v->len != 16 || strspn(v->str, "0123456789abcdef") != 16) {
-        mcqa__fail(err, errlen, rc, "%s:%ld: missing or malformed \"prompt_hash\" (16 lower-case hex digits)", wh, lineno);
+        ex_errf(err, errlen, rc, "%s:%ld: missing or malformed \"prompt_hash\" (16 lower-case hex digits)", wh, lineno);
         goto fail;
     }
     out->hash = (uint64_t)strtoull(v->str, NULL, 16);
     ch = mcqa_json_get(j, "choices");
     if (!ch || ch->type != MCQA_JARR || ch->n < 2 || ch->n > MCQA_MAX_CHOICES) {
-        mcqa__fail(err, errlen, rc, "%s:%ld: missing \"choices\" array of 2..%d scores", wh, lineno, MCQA_MAX_CHOICES);
+        ex_errf(err, errlen, rc, "%s:%ld: missing \"choices\" array of 2..%d scores", wh, lineno, MCQA_MAX_CHOICES);
         goto fail;
     }
     out->n_choices = ch->n;
@@ -806,14 +796,14 @@ int mcqa_log_parse(const char *line, size_t len, long lineno, const char *where,
         mcqa__req_int(j, "pred_mean", 0, ch->n - 1, &pm) || mcqa__req_int(j, "correct_sum", 0, 1, &cs) ||
         mcqa__req_int(j, "correct_mean", 0, 1, &cm) || mcqa__req_int(j, "truncated", 0, 1, &tr) ||
         mcqa__req_int(j, "n_prompt", 1, INT_MAX, &np)) {
-        mcqa__fail(err, errlen, rc, "%s:%ld: gold, pred_sum, pred_mean, correct_sum, correct_mean, truncated and n_prompt "
+        ex_errf(err, errlen, rc, "%s:%ld: gold, pred_sum, pred_mean, correct_sum, correct_mean, truncated and n_prompt "
                                     "must be present and in range", wh, lineno);
         goto fail;
     }
     for (i = 0; i < ch->n; i++) {
         const mcqa_json *c = ch->items[i], *s = mcqa_json_get(c, "sum"), *m = mcqa_json_get(c, "mean");
         if (!s || !m || s->type != MCQA_JNUM || m->type != MCQA_JNUM || mcqa__req_int(c, "n", 1, INT_MAX, &x)) {
-            mcqa__fail(err, errlen, rc, "%s:%ld: choice %d needs numbers n, sum and mean", wh, lineno, i);
+            ex_errf(err, errlen, rc, "%s:%ld: choice %d needs numbers n, sum and mean", wh, lineno, i);
             goto fail;
         }
         sum[i] = s->num;
@@ -822,7 +812,7 @@ int mcqa_log_parse(const char *line, size_t len, long lineno, const char *where,
         if (mean[i] > mean[bm]) bm = i;
     }
     if (bs != ps || bm != pm || cs != (ps == g) || cm != (pm == g)) {
-        mcqa__fail(err, errlen, rc, "%s:%ld: predictions or correctness do not follow from the logged scores "
+        ex_errf(err, errlen, rc, "%s:%ld: predictions or correctness do not follow from the logged scores "
                                     "(argmax sum %d, logged %ld; argmax mean %d, logged %ld)", wh, lineno, bs, ps, bm, pm);
         goto fail;
     }
@@ -857,18 +847,18 @@ int mcqa_log_read(const char *path, mcqa_record **recs, long *n, char *err, size
     long len, lineno = 0, cnt = 0, rcap = 0;
     mcqa_record *r = NULL;
     int rc = MCQA_OK;
-    if (!path || !recs || !n) return mcqa__fail(err, errlen, MCQA_EINVAL, "mcqa_log_read: NULL argument");
+    if (!path || !recs || !n) return ex_errf(err, errlen, MCQA_EINVAL, "mcqa_log_read: NULL argument");
     *recs = NULL;
     *n = 0;
     f = fopen(path, "rb");
-    if (!f) return mcqa__fail(err, errlen, MCQA_EIO, "cannot open %s: %s", path, strerror(errno));
+    if (!f) return ex_errf(err, errlen, MCQA_EIO, "cannot open %s: %s", path, strerror(errno));
     while ((len = mcqa_read_line(f, &buf, &cap)) != -1) {
         lineno++;
-        if (len < 0) { rc = mcqa__fail(err, errlen, (int)len, "%s:%ld: line too long or out of memory", path, lineno); break; }
+        if (len < 0) { rc = ex_errf(err, errlen, (int)len, "%s:%ld: line too long or out of memory", path, lineno); break; }
         if (cnt == rcap) {
             long nc = rcap ? 2 * rcap : 256;
             mcqa_record *nr = (mcqa_record *)realloc(r, (size_t)nc * sizeof *nr);
-            if (!nr) { rc = mcqa__fail(err, errlen, MCQA_ENOMEM, "out of memory"); break; }
+            if (!nr) { rc = ex_errf(err, errlen, MCQA_ENOMEM, "out of memory"); break; }
             r = nr;
             rcap = nc;
         }
@@ -877,11 +867,11 @@ int mcqa_log_read(const char *path, mcqa_record **recs, long *n, char *err, size
         if (rc) break;
         cnt++;
     }
-    if (!rc && ferror(f)) rc = mcqa__fail(err, errlen, MCQA_EIO, "error reading %s", path);
+    if (!rc && ferror(f)) rc = ex_errf(err, errlen, MCQA_EIO, "error reading %s", path);
     fclose(f);
     free(buf);
     if (rc) { mcqa_records_free(r, cnt); return rc; }
-    if (cnt == 0) { free(r); return mcqa__fail(err, errlen, MCQA_EFORMAT, "%s holds no records", path); }
+    if (cnt == 0) { free(r); return ex_errf(err, errlen, MCQA_EFORMAT, "%s holds no records", path); }
     *recs = r;
     *n = cnt;
     return MCQA_OK;
@@ -916,22 +906,22 @@ int mcqa_pair(const mcqa_record *a, long na, const mcqa_record *b, long nb, long
 {
     long *ia, *ib, i, j = 0;
     int d, rc = MCQA_OK;
-    if (!a || !b || !pair || na < 1 || nb < 1) return mcqa__fail(err, errlen, MCQA_EINVAL, "mcqa_pair: invalid argument");
+    if (!a || !b || !pair || na < 1 || nb < 1) return ex_errf(err, errlen, MCQA_EINVAL, "mcqa_pair: invalid argument");
     ia = (long *)malloc((size_t)na * sizeof *ia);
     ib = (long *)malloc((size_t)nb * sizeof *ib);
-    if (!ia || !ib) { free(ia); free(ib); return mcqa__fail(err, errlen, MCQA_ENOMEM, "out of memory"); }
+    if (!ia || !ib) { free(ia); free(ib); return ex_errf(err, errlen, MCQA_ENOMEM, "out of memory"); }
     d = mcqa__order(a, na, ia);
-    if (d == MCQA_ENOMEM) { rc = mcqa__fail(err, errlen, MCQA_ENOMEM, "out of memory"); goto done; }
+    if (d == MCQA_ENOMEM) { rc = ex_errf(err, errlen, MCQA_ENOMEM, "out of memory"); goto done; }
     if (d > 0) {
         const mcqa_record *r = &a[ia[d]];
-        rc = mcqa__fail(err, errlen, MCQA_EMISMATCH, "log A has item %s/%s twice (line %ld)", r->task, r->id, r->line);
+        rc = ex_errf(err, errlen, MCQA_EMISMATCH, "log A has item %s/%s twice (line %ld)", r->task, r->id, r->line);
         goto done;
     }
     d = mcqa__order(b, nb, ib);
-    if (d == MCQA_ENOMEM) { rc = mcqa__fail(err, errlen, MCQA_ENOMEM, "out of memory"); goto done; }
+    if (d == MCQA_ENOMEM) { rc = ex_errf(err, errlen, MCQA_ENOMEM, "out of memory"); goto done; }
     if (d > 0) {
         const mcqa_record *r = &b[ib[d]];
-        rc = mcqa__fail(err, errlen, MCQA_EMISMATCH, "log B has item %s/%s twice (line %ld)", r->task, r->id, r->line);
+        rc = ex_errf(err, errlen, MCQA_EMISMATCH, "log B has item %s/%s twice (line %ld)", r->task, r->id, r->line);
         goto done;
     }
     for (i = 0; i < na; i++) {
@@ -942,18 +932,18 @@ int mcqa_pair(const mcqa_record *a, long na, const mcqa_record *b, long nb, long
             c = strcmp(y->task, x->task);
             if (!c) c = strcmp(y->id, x->id);
             if (c >= 0) break;
-            rc = mcqa__fail(err, errlen, MCQA_EMISMATCH, "item %s/%s (log B line %ld) is not in log A: the logs "
+            rc = ex_errf(err, errlen, MCQA_EMISMATCH, "item %s/%s (log B line %ld) is not in log A: the logs "
                             "did not score the same items; refusing to compare", y->task, y->id, y->line);
             goto done;
         }
         if (j >= nb || c != 0) {
-            rc = mcqa__fail(err, errlen, MCQA_EMISMATCH, "item %s/%s (log A line %ld) is not in log B: the logs "
+            rc = ex_errf(err, errlen, MCQA_EMISMATCH, "item %s/%s (log A line %ld) is not in log B: the logs "
                             "did not score the same items; refusing to compare", x->task, x->id, x->line);
             goto done;
         }
         y = &b[ib[j]];
         if (x->hash != y->hash || x->n_choices != y->n_choices || x->gold != y->gold) {
-            rc = mcqa__fail(err, errlen, MCQA_EMISMATCH, "prompt hash differs for item %s/%s (log A line %ld: %016llx, "
+            rc = ex_errf(err, errlen, MCQA_EMISMATCH, "prompt hash differs for item %s/%s (log A line %ld: %016llx, "
                             "log B line %ld: %016llx): the two runs did not score the same tokens (tokenizer, "
                             "truncation or task file differ); refusing to compare", x->task, x->id, x->line,
                             (unsigned long long)x->hash, y->line, (unsigned long long)y->hash);
@@ -964,7 +954,7 @@ int mcqa_pair(const mcqa_record *a, long na, const mcqa_record *b, long nb, long
     }
     if (j < nb) {
         const mcqa_record *y = &b[ib[j]];
-        rc = mcqa__fail(err, errlen, MCQA_EMISMATCH, "item %s/%s (log B line %ld) is not in log A: the logs did "
+        rc = ex_errf(err, errlen, MCQA_EMISMATCH, "item %s/%s (log B line %ld) is not in log A: the logs did "
                         "not score the same items; refusing to compare", y->task, y->id, y->line);
     }
 done:
@@ -1150,7 +1140,7 @@ int mcqa_families_parse(const char *text, size_t len, mcqa_families *out, char *
     size_t pos = 0;
     long lineno = 0;
     int rc = MCQA_OK;
-    if (!out || (!text && len)) return mcqa__fail(err, errlen, MCQA_EINVAL, "mcqa_families_parse: NULL argument");
+    if (!out || (!text && len)) return ex_errf(err, errlen, MCQA_EINVAL, "mcqa_families_parse: NULL argument");
     memset(out, 0, sizeof *out);
     while (pos < len) {
         size_t e = pos, k;
@@ -1168,7 +1158,7 @@ int mcqa_families_parse(const char *text, size_t len, mcqa_families *out, char *
             char ***ntk;
             while (pos + k < e && mcqa__is_name(l[k])) k++;
             if (k == ns || pos + k >= e || l[k] != ':') {
-                rc = mcqa__fail(err, errlen, MCQA_EFORMAT, "families line %ld: expected \"NAME: task task ...\"", lineno);
+                rc = ex_errf(err, errlen, MCQA_EFORMAT, "families line %ld: expected \"NAME: task task ...\"", lineno);
                 break;
             }
             nn = (char **)realloc(out->name, (size_t)(out->n + 1) * sizeof *nn);
@@ -1177,13 +1167,13 @@ int mcqa_families_parse(const char *text, size_t len, mcqa_families *out, char *
             if (nt) out->n_tasks = nt;
             ntk = (char ***)realloc(out->tasks, (size_t)(out->n + 1) * sizeof *ntk);
             if (ntk) out->tasks = ntk;
-            if (!nn || !nt || !ntk) { rc = mcqa__fail(err, errlen, MCQA_ENOMEM, "out of memory"); break; }
+            if (!nn || !nt || !ntk) { rc = ex_errf(err, errlen, MCQA_ENOMEM, "out of memory"); break; }
             fi = out->n;
             out->name[fi] = mcqa__strndup(l + ns, k - ns);
             out->n_tasks[fi] = 0;
             out->tasks[fi] = NULL;
             out->n++;
-            if (!out->name[fi]) { rc = mcqa__fail(err, errlen, MCQA_ENOMEM, "out of memory"); break; }
+            if (!out->name[fi]) { rc = ex_errf(err, errlen, MCQA_ENOMEM, "out of memory"); break; }
             for (k++;;) {
                 size_t ts;
                 char *name, **ta;
@@ -1192,23 +1182,23 @@ int mcqa_families_parse(const char *text, size_t len, mcqa_families *out, char *
                 if (pos + k >= e || l[k] == '#') break;
                 ts = k;
                 while (pos + k < e && mcqa__is_name(l[k])) k++;
-                if (k == ts) { rc = mcqa__fail(err, errlen, MCQA_EFORMAT, "families line %ld: unexpected '%c'", lineno, l[k]); break; }
+                if (k == ts) { rc = ex_errf(err, errlen, MCQA_EFORMAT, "families line %ld: unexpected '%c'", lineno, l[k]); break; }
                 name = mcqa__strndup(l + ts, k - ts);
-                if (!name) { rc = mcqa__fail(err, errlen, MCQA_ENOMEM, "out of memory"); break; }
+                if (!name) { rc = ex_errf(err, errlen, MCQA_ENOMEM, "out of memory"); break; }
                 if ((j = mcqa_family_of(out, name)) >= 0) {
-                    rc = mcqa__fail(err, errlen, MCQA_EFORMAT, "families line %ld: task %s is already in family %s", lineno, name, out->name[j]);
+                    rc = ex_errf(err, errlen, MCQA_EFORMAT, "families line %ld: task %s is already in family %s", lineno, name, out->name[j]);
                     free(name);
                     break;
                 }
                 ta = (char **)realloc(out->tasks[fi], (size_t)(out->n_tasks[fi] + 1) * sizeof *ta);
-                if (!ta) { free(name); rc = mcqa__fail(err, errlen, MCQA_ENOMEM, "out of memory"); break; }
+                if (!ta) { free(name); rc = ex_errf(err, errlen, MCQA_ENOMEM, "out of memory"); break; }
                 out->tasks[fi] = ta;
                 ta[out->n_tasks[fi]++] = name;
             }
             if (rc) break;
-            if (out->n_tasks[fi] == 0) { rc = mcqa__fail(err, errlen, MCQA_EFORMAT, "families line %ld: family %s has no tasks", lineno, out->name[fi]); break; }
+            if (out->n_tasks[fi] == 0) { rc = ex_errf(err, errlen, MCQA_EFORMAT, "families line %ld: family %s has no tasks", lineno, out->name[fi]); break; }
             for (j = 0; j < fi; j++)
-                if (!strcmp(out->name[j], out->name[fi])) { rc = mcqa__fail(err, errlen, MCQA_EFORMAT, "families line %ld: family %s declared twice", lineno, out->name[fi]); break; }
+                if (!strcmp(out->name[j], out->name[fi])) { rc = ex_errf(err, errlen, MCQA_EFORMAT, "families line %ld: family %s declared twice", lineno, out->name[fi]); break; }
             if (rc) break;
         }
         pos = e + 1;

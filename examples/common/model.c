@@ -71,6 +71,7 @@
 
    License: MIT. */
 #include "model.h"
+#include "errf.h"
 #include "layers.h"
 
 #include <math.h>
@@ -221,17 +222,6 @@ static int mdl__fail(mdl_model *m, int code, const char *fmt, ...)
     return code;
 }
 
-static int mdl__errf(char *err, size_t errlen, int code, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
-
 static int mdl__finite(double x) { return x == x && x - x == 0.0; }
 
 static size_t mdl__align(size_t n) { return (n + MDL__ALIGN - 1) & ~(size_t)(MDL__ALIGN - 1); }
@@ -320,54 +310,54 @@ static void mdl__dims(const mdl_config *c, lyr_polar_dims *pd, lyr_gdelta_dims *
 
 int mdl_config_validate(const mdl_config *c, char *err, size_t errlen)
 {
-    if (!c) return mdl__errf(err, errlen, MDL_EINVAL, "model config is NULL");
+    if (!c) return ex_errf(err, errlen, MDL_EINVAL, "model config is NULL");
     if (c->vocab < 2 || c->vocab > (1 << 24))
-        return mdl__errf(err, errlen, MDL_EINVAL, "vocab must be in [2, 2^24] (got %d)", c->vocab);
+        return ex_errf(err, errlen, MDL_EINVAL, "vocab must be in [2, 2^24] (got %d)", c->vocab);
     if (c->d_model < 1 || c->d_model > 65536)
-        return mdl__errf(err, errlen, MDL_EINVAL, "d_model must be in [1, 65536] (got %d)", c->d_model);
+        return ex_errf(err, errlen, MDL_EINVAL, "d_model must be in [1, 65536] (got %d)", c->d_model);
     if (c->n_layers < 1 || c->n_layers > MDL_MAX_LAYERS)
-        return mdl__errf(err, errlen, MDL_EINVAL, "n_layers must be in [1, %d] (got %d)",
+        return ex_errf(err, errlen, MDL_EINVAL, "n_layers must be in [1, %d] (got %d)",
                          MDL_MAX_LAYERS, c->n_layers);
     if (c->n_heads < 1 || c->d_model % c->n_heads != 0)
-        return mdl__errf(err, errlen, MDL_EINVAL,
+        return ex_errf(err, errlen, MDL_EINVAL,
                          "n_heads must be >= 1 and divide d_model (got %d heads, d_model %d)",
                          c->n_heads, c->d_model);
     if (c->max_T < 1 || c->max_T > 65536)
-        return mdl__errf(err, errlen, MDL_EINVAL, "max_T must be in [1, 65536] (got %d)", c->max_T);
+        return ex_errf(err, errlen, MDL_EINVAL, "max_T must be in [1, 65536] (got %d)", c->max_T);
     if (c->d_ff_mult < 1 || c->d_ff_mult > 64)
-        return mdl__errf(err, errlen, MDL_EINVAL, "d_ff_mult must be in [1, 64] (got %d)", c->d_ff_mult);
+        return ex_errf(err, errlen, MDL_EINVAL, "d_ff_mult must be in [1, 64] (got %d)", c->d_ff_mult);
     if (c->pos != MDL_POS_NONE && c->pos != MDL_POS_LEARNED && c->pos != MDL_POS_ROPE)
-        return mdl__errf(err, errlen, MDL_EINVAL, "pos must be MDL_POS_NONE, MDL_POS_LEARNED or MDL_POS_ROPE (got %d)",
+        return ex_errf(err, errlen, MDL_EINVAL, "pos must be MDL_POS_NONE, MDL_POS_LEARNED or MDL_POS_ROPE (got %d)",
                          c->pos);
     if (c->conv_k != 0 && (c->conv_k < 2 || c->conv_k > 16))
-        return mdl__errf(err, errlen, MDL_EINVAL, "conv_k must be 0 (off) or in [2, 16] (got %d)", c->conv_k);
+        return ex_errf(err, errlen, MDL_EINVAL, "conv_k must be 0 (off) or in [2, 16] (got %d)", c->conv_k);
     if (c->pos == MDL_POS_ROPE && (c->attn != MDL_ATTN_SOFTMAX || (c->d_model / c->n_heads) % 2 != 0))
-        return mdl__errf(err, errlen, MDL_EINVAL, "rope positions need softmax attention and an even head width "
+        return ex_errf(err, errlen, MDL_EINVAL, "rope positions need softmax attention and an even head width "
                                                   "(got attn %d, head width %d)", c->attn, c->d_model / c->n_heads);
     if (c->norm != MDL_NORM_LAYER && c->norm != MDL_NORM_RMS)
-        return mdl__errf(err, errlen, MDL_EINVAL, "norm must be MDL_NORM_LAYER or MDL_NORM_RMS (got %d)", c->norm);
+        return ex_errf(err, errlen, MDL_EINVAL, "norm must be MDL_NORM_LAYER or MDL_NORM_RMS (got %d)", c->norm);
     if (c->attn != MDL_ATTN_SOFTMAX && c->attn != MDL_ATTN_POLAR)
-        return mdl__errf(err, errlen, MDL_EINVAL, "attn must be softmax or polar (got %d)", c->attn);
+        return ex_errf(err, errlen, MDL_EINVAL, "attn must be softmax or polar (got %d)", c->attn);
     if (c->prior < MDL_PRIOR_NONE || c->prior > MDL_PRIOR_ERA)
-        return mdl__errf(err, errlen, MDL_EINVAL, "prior must be none, rpa or era (got %d)", c->prior);
+        return ex_errf(err, errlen, MDL_EINVAL, "prior must be none, rpa or era (got %d)", c->prior);
     if (c->prior != MDL_PRIOR_NONE && c->attn != MDL_ATTN_SOFTMAX)
-        return mdl__errf(err, errlen, MDL_EINVAL, "the rpa/era prior needs softmax attention");
+        return ex_errf(err, errlen, MDL_EINVAL, "the rpa/era prior needs softmax attention");
     if (c->memory != MDL_MEM_NONE && c->memory != MDL_MEM_GDELTA)
-        return mdl__errf(err, errlen, MDL_EINVAL, "memory must be none or gdelta (got %d)", c->memory);
+        return ex_errf(err, errlen, MDL_EINVAL, "memory must be none or gdelta (got %d)", c->memory);
     if (c->ffn < MDL_FFN_GELU || c->ffn > MDL_FFN_MOE)
-        return mdl__errf(err, errlen, MDL_EINVAL, "ffn must be gelu, relu2 or moe (got %d)", c->ffn);
+        return ex_errf(err, errlen, MDL_EINVAL, "ffn must be gelu, relu2 or moe (got %d)", c->ffn);
     {
         lyr_polar_dims pd;
         lyr_gdelta_dims gd;
         lyr_moe_dims md;
         mdl__dims(c, &pd, &gd, &md);
         if (c->attn == MDL_ATTN_POLAR && lyr_polar_validate(&pd) != LYR_OK)
-            return mdl__errf(err, errlen, MDL_EINVAL, "invalid polar attention config (polar: see polar.h)");
+            return ex_errf(err, errlen, MDL_EINVAL, "invalid polar attention config (polar: see polar.h)");
         if (c->memory == MDL_MEM_GDELTA) {
             if (c->gd_heads < 0 || c->gd_dk < 0)
-                return mdl__errf(err, errlen, MDL_EINVAL, "gd_heads and gd_dk must be >= 0 (0: defaults)");
+                return ex_errf(err, errlen, MDL_EINVAL, "gd_heads and gd_dk must be >= 0 (0: defaults)");
             if (gd.Dk < 1 || lyr_gdelta_validate(&gd) != LYR_OK)
-                return mdl__errf(err, errlen, MDL_EINVAL,
+                return ex_errf(err, errlen, MDL_EINVAL,
                                  "invalid gated-delta memory config (gd_heads %d, gd_dk %d, gd: see gdelta.h)",
                                  gd.Hm, gd.Dk);
         }
@@ -375,32 +365,32 @@ int mdl_config_validate(const mdl_config *c, char *err, size_t errlen)
             (c->moe_experts < 1 || c->moe_topk < 1 || c->moe_topk > c->moe_experts ||
              !mdl__finite(c->moe_gumbel_tau) || c->moe_gumbel_tau <= 0.0f || c->R < 1 ||
              lyr_moe_validate(&md) != LYR_OK))
-            return mdl__errf(err, errlen, MDL_EINVAL,
+            return ex_errf(err, errlen, MDL_EINVAL,
                              "invalid fuzzy MoE config: need moe_experts >= 1, 1 <= moe_topk <= moe_experts, "
                              "moe_gumbel_tau > 0 (got %d, %d, %g)", c->moe_experts, c->moe_topk,
                              (double)c->moe_gumbel_tau);
     }
     if (!mdl__finite(c->dropout) || c->dropout < 0.0f || c->dropout >= 1.0f)
-        return mdl__errf(err, errlen, MDL_EINVAL, "dropout must be in [0, 1) (got %g)", (double)c->dropout);
+        return ex_errf(err, errlen, MDL_EINVAL, "dropout must be in [0, 1) (got %g)", (double)c->dropout);
     if (!mdl__finite(c->init_std) || c->init_std < 0.0f)
-        return mdl__errf(err, errlen, MDL_EINVAL, "init_std must be finite and >= 0 (got %g)", (double)c->init_std);
+        return ex_errf(err, errlen, MDL_EINVAL, "init_std must be finite and >= 0 (got %g)", (double)c->init_std);
     if (c->res_gate != 0 && c->res_gate != 1)
-        return mdl__errf(err, errlen, MDL_EINVAL, "res_gate must be 0 or 1 (got %d)", c->res_gate);
+        return ex_errf(err, errlen, MDL_EINVAL, "res_gate must be 0 or 1 (got %d)", c->res_gate);
     if (c->value_gate != 0 && c->value_gate != 1)
-        return mdl__errf(err, errlen, MDL_EINVAL, "value_gate must be 0 or 1 (got %d)", c->value_gate);
+        return ex_errf(err, errlen, MDL_EINVAL, "value_gate must be 0 or 1 (got %d)", c->value_gate);
     if (c->polar_kv_heads < 0 || (c->polar_kv_heads > 0 && c->n_heads % c->polar_kv_heads != 0))
-        return mdl__errf(err, errlen, MDL_EINVAL, "polar_kv_heads must be 0 or divide n_heads (got %d for %d heads)",
+        return ex_errf(err, errlen, MDL_EINVAL, "polar_kv_heads must be 0 or divide n_heads (got %d for %d heads)",
                          c->polar_kv_heads, c->n_heads);
     if (c->gac_tau != 0 && c->gac_tau != 1)
-        return mdl__errf(err, errlen, MDL_EINVAL, "gac_tau must be 0 or 1 (got %d)", c->gac_tau);
+        return ex_errf(err, errlen, MDL_EINVAL, "gac_tau must be 0 or 1 (got %d)", c->gac_tau);
     if (c->gac_tau && c->attn != MDL_ATTN_SOFTMAX)
-        return mdl__errf(err, errlen, MDL_EINVAL, "gac_tau scales softmax attention logits: it needs softmax attention");
+        return ex_errf(err, errlen, MDL_EINVAL, "gac_tau scales softmax attention logits: it needs softmax attention");
     if (c->gac_tau && c->n_heads > 256)
-        return mdl__errf(err, errlen, MDL_EINVAL, "gac_tau supports at most 256 heads (got %d)", c->n_heads);
+        return ex_errf(err, errlen, MDL_EINVAL, "gac_tau supports at most 256 heads (got %d)", c->n_heads);
     if (mdl__need_mu(c)) {
         era_rpa_config rc = c->rpa;
         if (c->R < 2 || c->R > 64)
-            return mdl__errf(err, errlen, MDL_EINVAL, "R (regimes) must be in [2, 64] (got %d)", c->R);
+            return ex_errf(err, errlen, MDL_EINVAL, "R (regimes) must be in [2, 64] (got %d)", c->R);
         rc.R = c->R;
         rc.scale = 1.0f;
         if (rc.max_T < c->max_T) rc.max_T = c->max_T;
@@ -414,31 +404,31 @@ int mdl_config_validate(const mdl_config *c, char *err, size_t errlen)
             rc.inv2sig2_min <= 0.0f || rc.inv2sig2_max < rc.inv2sig2_min ||
             !mdl__finite(rc.entropy_floor) || rc.entropy_floor <= 0.0f ||
             !mdl__finite(rc.sat_threshold) || rc.K > 4096)
-            return mdl__errf(err, errlen, MDL_EINVAL,
+            return ex_errf(err, errlen, MDL_EINVAL,
                              "invalid rpa/membership config (tau_align > 0, sinkhorn_iters >= 0, "
                              "posmix in [0,1], bias_clip > 0, 0 < tau_min <= tau_max, ...)");
     }
     if (c->prior == MDL_PRIOR_RPA) {
         if (!mdl__finite(c->tau_att_init) || c->tau_att_init <= 0.0f)
-            return mdl__errf(err, errlen, MDL_EINVAL, "tau_att_init must be finite and > 0 (got %g)",
+            return ex_errf(err, errlen, MDL_EINVAL, "tau_att_init must be finite and > 0 (got %g)",
                              (double)c->tau_att_init);
         if (c->rpa.legacy)
-            return mdl__errf(err, errlen, MDL_EINVAL, "the legacy RPA bias (rpa.legacy) is not supported by the model");
+            return ex_errf(err, errlen, MDL_EINVAL, "the legacy RPA bias (rpa.legacy) is not supported by the model");
     }
     if (c->prior == MDL_PRIOR_ERA) {
         const era_era_config *e = &c->era;
         if (e->R < 1 || e->R > 4096 || e->nb < 1 || e->nb > 1000000 || !mdl__finite(e->eps) ||
             e->eps <= 0.0f || e->iters < 1 || e->iters > 100000 || !mdl__finite(e->delta) ||
             e->delta <= 0.0f || !mdl__finite(e->zscore_eps) || e->zscore_eps < 0.0f)
-            return mdl__errf(err, errlen, MDL_EINVAL,
+            return ex_errf(err, errlen, MDL_EINVAL,
                              "invalid era config (R >= 1, nb >= 1, eps > 0, iters >= 1, delta > 0)");
     }
     {
         double f = (double)c->d_model * c->d_ff_mult;
         if (f > 4194304.0)
-            return mdl__errf(err, errlen, MDL_EINVAL, "d_ff_mult * d_model too large");
+            return ex_errf(err, errlen, MDL_EINVAL, "d_ff_mult * d_model too large");
     }
-    return mdl__errf(err, errlen, MDL_OK, "ok");
+    return ex_errf(err, errlen, MDL_OK, "ok");
 }
 
 /* ------------------------------------------------------------------ parameters */
@@ -671,11 +661,11 @@ int mdl_create(mdl_model **out, const mdl_config *cfg, uint64_t seed, char *err,
     mdl_model *m;
     int rc, l;
     if (out) *out = NULL;
-    if (!out) return mdl__errf(err, errlen, MDL_EINVAL, "mdl_create: out is NULL");
+    if (!out) return ex_errf(err, errlen, MDL_EINVAL, "mdl_create: out is NULL");
     rc = mdl_config_validate(cfg, err, errlen);
     if (rc != MDL_OK) return rc;
     m = (mdl_model *)calloc(1, sizeof *m);
-    if (!m) return mdl__errf(err, errlen, MDL_ENOMEM, "mdl_create: out of memory");
+    if (!m) return ex_errf(err, errlen, MDL_ENOMEM, "mdl_create: out of memory");
     m->cfg = *cfg;
     m->L = cfg->n_layers;
     m->C = cfg->d_model;
@@ -696,14 +686,14 @@ int mdl_create(mdl_model **out, const mdl_config *cfg, uint64_t seed, char *err,
     rc = mdl__build_table(m);
     if (rc != MDL_OK) {
         mdl_destroy(m);
-        return mdl__errf(err, errlen, rc, "mdl_create: out of memory (tensor table)");
+        return ex_errf(err, errlen, rc, "mdl_create: out of memory (tensor table)");
     }
     m->params = (float *)malloc(sizeof(float) * m->nparams);
     m->grads = (float *)calloc(m->nparams, sizeof(float));
     if (!m->params || !m->grads) {
         unsigned long np = (unsigned long)m->nparams;
         mdl_destroy(m);
-        return mdl__errf(err, errlen, MDL_ENOMEM, "mdl_create: out of memory (%lu parameters)", np);
+        return ex_errf(err, errlen, MDL_ENOMEM, "mdl_create: out of memory (%lu parameters)", np);
     }
     mdl__init_params(m, seed);
     if (cfg->prior == MDL_PRIOR_RPA) {
@@ -712,7 +702,7 @@ int mdl_create(mdl_model **out, const mdl_config *cfg, uint64_t seed, char *err,
         m->pstats = (float *)malloc(sizeof(float) * m->npstats);
         if (!m->pstats) {
             mdl_destroy(m);
-            return mdl__errf(err, errlen, MDL_ENOMEM, "mdl_create: out of memory (prior statistics)");
+            return ex_errf(err, errlen, MDL_ENOMEM, "mdl_create: out of memory (prior statistics)");
         }
         for (i = 0; i < nmu; i++) m->pstats[i] = 1.0f / (float)m->R;
         for (; i < m->npstats; i++) m->pstats[i] = 0.0f;
@@ -723,7 +713,7 @@ int mdl_create(mdl_model **out, const mdl_config *cfg, uint64_t seed, char *err,
     }
     snprintf(m->err, sizeof m->err, "ok");
     *out = m;
-    return mdl__errf(err, errlen, MDL_OK, "ok");
+    return ex_errf(err, errlen, MDL_OK, "ok");
 }
 
 void mdl_destroy(mdl_model *m)

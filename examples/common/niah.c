@@ -4,6 +4,7 @@
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #endif
 #include "niah.h"
+#include "errf.h"
 #include "model.h"
 #include "plot.h"
 
@@ -12,17 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static int niah__errf(char *err, size_t errlen, int code, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
 
 static double niah__now(void)
 {
@@ -83,27 +73,27 @@ int niah_spec_build(niah_spec *s, bpe_tokenizer *tok, const uint16_t *text, size
     niah__cand *cand = NULL;
     int V, i, nc = 0, d, rc, got[2] = {0, 0};
     size_t j;
-    if (!s) return niah__errf(err, errlen, NIAH_EINVAL, "niah_spec_build: s is NULL");
+    if (!s) return ex_errf(err, errlen, NIAH_EINVAL, "niah_spec_build: s is NULL");
     memset(s, 0, sizeof *s);
     if (!tok || !text || n == 0 || nkeys < 1 || nkeys > 100000)
-        return niah__errf(err, errlen, NIAH_EINVAL, "niah_spec_build: need a tokenizer, text and 1 <= nkeys <= 1e5");
+        return ex_errf(err, errlen, NIAH_EINVAL, "niah_spec_build: need a tokenizer, text and 1 <= nkeys <= 1e5");
     V = bpe_vocab_size(tok);
     if (niah__encode(tok, " The access code for record", s->prefix, NIAH_MAX_PIECE, &s->nprefix) != BPE_OK ||
         niah__encode(tok, " is", s->is_tok, NIAH_MAX_PIECE, &s->nis) != BPE_OK ||
         niah__encode(tok, ".", s->dot, NIAH_MAX_PIECE, &s->ndot) != BPE_OK)
-        return niah__errf(err, errlen, NIAH_EFAIL, "niah_spec_build: cannot encode the template");
+        return ex_errf(err, errlen, NIAH_EFAIL, "niah_spec_build: cannot encode the template");
     for (d = 0; d < 10; d++) {
         char buf[4] = {' ', (char)('0' + d), 0, 0};
         int nd = 0;
         if (niah__encode(tok, buf, s->digit + d, 1, &nd) != BPE_OK || nd != 1)
-            return niah__errf(err, errlen, NIAH_EFAIL, "niah_spec_build: digit \"%s\" is not one token", buf);
+            return ex_errf(err, errlen, NIAH_EFAIL, "niah_spec_build: digit \"%s\" is not one token", buf);
     }
     cnt = (long *)calloc((size_t)V, sizeof(long));
     cand = (niah__cand *)malloc(sizeof(niah__cand) * (size_t)V);
     if (!cnt || !cand) {
         free(cnt);
         free(cand);
-        return niah__errf(err, errlen, NIAH_ENOMEM, "niah_spec_build: out of memory");
+        return ex_errf(err, errlen, NIAH_ENOMEM, "niah_spec_build: out of memory");
     }
     for (j = 0; j < n; j++)
         if (text[j] < V) cnt[text[j]]++;
@@ -128,7 +118,7 @@ int niah_spec_build(niah_spec *s, bpe_tokenizer *tok, const uint16_t *text, size
     if (!s->keys[0] || !s->keys[1]) {
         free(cand);
         niah_spec_free(s);
-        return niah__errf(err, errlen, NIAH_ENOMEM, "niah_spec_build: out of memory");
+        return ex_errf(err, errlen, NIAH_ENOMEM, "niah_spec_build: out of memory");
     }
     /* alternate train / eval over the candidates that re-encode as themselves */
     for (i = 0; i < nc && (got[0] < nkeys || got[1] < nkeys); i++) {
@@ -148,7 +138,7 @@ int niah_spec_build(niah_spec *s, bpe_tokenizer *tok, const uint16_t *text, size
     free(cand);
     if (got[0] < nkeys || got[1] < nkeys) {
         niah_spec_free(s);
-        return niah__errf(err, errlen, NIAH_EINVAL,
+        return ex_errf(err, errlen, NIAH_EINVAL,
                           "niah_spec_build: the text has %d usable capitalised single-token words, %d needed",
                           got[0] + got[1], 2 * nkeys);
     }
@@ -244,14 +234,14 @@ int niah_vocab_build(niah_vocab *v, const uint16_t *text, size_t n, int n_src, i
     long *cnt = NULL;
     int i, nc = 0, next = 0;
     size_t j;
-    if (!v) return niah__errf(err, errlen, NIAH_EINVAL, "niah_vocab_build: v is NULL");
+    if (!v) return ex_errf(err, errlen, NIAH_EINVAL, "niah_vocab_build: v is NULL");
     memset(v, 0, sizeof *v);
     if (!text || n == 0 || n_src < 2 || n_src > (1 << 24) || V < 2 || V > n_src + 1 || nmust < 0 ||
         (nmust > 0 && !must))
-        return niah__errf(err, errlen, NIAH_EINVAL, "niah_vocab_build: bad arguments (n_src %d, V %d, nmust %d)",
+        return ex_errf(err, errlen, NIAH_EINVAL, "niah_vocab_build: bad arguments (n_src %d, V %d, nmust %d)",
                           n_src, V, nmust);
     if (nmust > V - 1)
-        return niah__errf(err, errlen, NIAH_EINVAL, "niah_vocab_build: %d needle tokens do not fit in V %d", nmust, V);
+        return ex_errf(err, errlen, NIAH_EINVAL, "niah_vocab_build: %d needle tokens do not fit in V %d", nmust, V);
     v->fwd = (int32_t *)malloc(sizeof(int32_t) * (size_t)n_src);
     v->back = (int32_t *)malloc(sizeof(int32_t) * (size_t)V);
     cnt = (long *)calloc((size_t)n_src, sizeof(long));
@@ -261,7 +251,7 @@ int niah_vocab_build(niah_vocab *v, const uint16_t *text, size_t n, int n_src, i
         free(cnt);
         free(cand);
         niah_vocab_free(v);
-        return niah__errf(err, errlen, NIAH_ENOMEM, "niah_vocab_build: out of memory");
+        return ex_errf(err, errlen, NIAH_ENOMEM, "niah_vocab_build: out of memory");
     }
     for (i = 0; i < n_src; i++) v->fwd[i] = -1;
     for (i = 0; i < nmust; i++) {
@@ -269,7 +259,7 @@ int niah_vocab_build(niah_vocab *v, const uint16_t *text, size_t n, int n_src, i
             free(cnt);
             free(cand);
             niah_vocab_free(v);
-            return niah__errf(err, errlen, NIAH_EINVAL, "niah_vocab_build: needle token %d outside [0, %d)", must[i], n_src);
+            return ex_errf(err, errlen, NIAH_EINVAL, "niah_vocab_build: needle token %d outside [0, %d)", must[i], n_src);
         }
         if (v->fwd[must[i]] < 0) {
             v->fwd[must[i]] = next;
@@ -281,7 +271,7 @@ int niah_vocab_build(niah_vocab *v, const uint16_t *text, size_t n, int n_src, i
             free(cnt);
             free(cand);
             niah_vocab_free(v);
-            return niah__errf(err, errlen, NIAH_EINVAL, "niah_vocab_build: token %u at %lu outside [0, %d)",
+            return ex_errf(err, errlen, NIAH_EINVAL, "niah_vocab_build: token %u at %lu outside [0, %d)",
                               (unsigned)text[j], (unsigned long)j, n_src);
         }
         cnt[text[j]]++;
@@ -507,42 +497,42 @@ niah_config niah_config_default(void)
 static int niah__validate(const niah_config *c, char *err, size_t errlen)
 {
     int i, any = 0;
-    if (!c) return niah__errf(err, errlen, NIAH_EINVAL, "niah: config is NULL");
+    if (!c) return ex_errf(err, errlen, NIAH_EINVAL, "niah: config is NULL");
     if (c->train_len < 32 || c->train_len > 65536)
-        return niah__errf(err, errlen, NIAH_EINVAL, "niah: train_len must be in [32, 65536] (got %d)", c->train_len);
+        return ex_errf(err, errlen, NIAH_EINVAL, "niah: train_len must be in [32, 65536] (got %d)", c->train_len);
     if (c->nmult < 1 || c->nmult > NIAH_MAX_MULT)
-        return niah__errf(err, errlen, NIAH_EINVAL, "niah: 1 to %d lengths (got %d)", NIAH_MAX_MULT, c->nmult);
+        return ex_errf(err, errlen, NIAH_EINVAL, "niah: 1 to %d lengths (got %d)", NIAH_MAX_MULT, c->nmult);
     for (i = 0; i < c->nmult; i++)
         if (c->mult[i] < 1 || (long long)c->mult[i] * c->train_len > 65536)
-            return niah__errf(err, errlen, NIAH_EINVAL, "niah: length multiple %d out of range (mult x train_len <= 65536)",
+            return ex_errf(err, errlen, NIAH_EINVAL, "niah: length multiple %d out of range (mult x train_len <= 65536)",
                               c->mult[i]);
     if (c->steps < 0 || c->batch < 1 || !(c->lr >= 0.0f) || !(c->lr < 1.0f) || !(c->weight_decay >= 0.0f) ||
         !(c->weight_decay < 1.0f) || !(c->grad_clip >= 0.0f) || !(c->grad_clip < 1e6f))
-        return niah__errf(err, errlen, NIAH_EINVAL, "niah: steps >= 0, batch >= 1, lr in [0,1), weight decay in [0,1), "
+        return ex_errf(err, errlen, NIAH_EINVAL, "niah: steps >= 0, batch >= 1, lr in [0,1), weight decay in [0,1), "
                                                     "grad clip in [0, 1e6) needed");
     if (!(c->digit_weight >= 0.0f) || !(c->digit_weight <= 1e6f))
-        return niah__errf(err, errlen, NIAH_EINVAL, "niah: digit_weight must be in [0, 1e6]");
+        return ex_errf(err, errlen, NIAH_EINVAL, "niah: digit_weight must be in [0, 1e6]");
     if (!(c->copy_frac >= 0.0f) || !(c->copy_frac <= 1.0f))
-        return niah__errf(err, errlen, NIAH_EINVAL, "niah: copy_frac must be in [0, 1]");
+        return ex_errf(err, errlen, NIAH_EINVAL, "niah: copy_frac must be in [0, 1]");
     if (c->train_needles < 1 || c->train_needles > 64)
-        return niah__errf(err, errlen, NIAH_EINVAL, "niah: train_needles must be in [1, 64] (got %d)", c->train_needles);
+        return ex_errf(err, errlen, NIAH_EINVAL, "niah: train_needles must be in [1, 64] (got %d)", c->train_needles);
     if (c->probes < 1 || c->doc_windows < 0 || c->eval_tokens < 1)
-        return niah__errf(err, errlen, NIAH_EINVAL, "niah: probes >= 1, doc_windows >= 0, eval_tokens >= 1 needed");
+        return ex_errf(err, errlen, NIAH_EINVAL, "niah: probes >= 1, doc_windows >= 0, eval_tokens >= 1 needed");
     if (c->d_model < 2 || c->n_layers < 1 || c->n_heads < 1 || c->d_model % c->n_heads || (c->d_model / c->n_heads) % 2)
-        return niah__errf(err, errlen, NIAH_EINVAL, "niah: n_heads must divide d_model with an even head width");
+        return ex_errf(err, errlen, NIAH_EINVAL, "niah: n_heads must divide d_model with an even head width");
     if (c->conv_k != 0 && (c->conv_k < 2 || c->conv_k > 16))
-        return niah__errf(err, errlen, NIAH_EINVAL, "niah: conv_k must be 0 or in [2, 16] (got %d)", c->conv_k);
+        return ex_errf(err, errlen, NIAH_EINVAL, "niah: conv_k must be 0 or in [2, 16] (got %d)", c->conv_k);
     if (c->vocab < 64 || c->vocab > 65536)
-        return niah__errf(err, errlen, NIAH_EINVAL, "niah: vocab must be in [64, 65536] (got %d)", c->vocab);
+        return ex_errf(err, errlen, NIAH_EINVAL, "niah: vocab must be in [64, 65536] (got %d)", c->vocab);
     if (c->nkeys < 1 || c->nkeys > 4096)
-        return niah__errf(err, errlen, NIAH_EINVAL, "niah: nkeys must be in [1, 4096] (got %d)", c->nkeys);
+        return ex_errf(err, errlen, NIAH_EINVAL, "niah: nkeys must be in [1, 4096] (got %d)", c->nkeys);
     if (c->haystack != NIAH_HAY_TEXT && c->haystack != NIAH_HAY_SYNTH)
-        return niah__errf(err, errlen, NIAH_EINVAL, "niah: haystack must be text or synthetic");
+        return ex_errf(err, errlen, NIAH_EINVAL, "niah: haystack must be text or synthetic");
     if (c->window == 0 || c->window < -1 || c->distractor < 0 || !(c->distractor_weight >= 0.0f) ||
         !(c->distractor_weight < 1e6f))
-        return niah__errf(err, errlen, NIAH_EINVAL, "niah: window -1 or >= 1, distractor >= 0, weight finite >= 0");
+        return ex_errf(err, errlen, NIAH_EINVAL, "niah: window -1 or >= 1, distractor >= 0, weight finite >= 0");
     for (i = 0; i < NIAH_NARMS; i++) any |= c->arms[i] != 0;
-    if (!any) return niah__errf(err, errlen, NIAH_EINVAL, "niah: no arm selected");
+    if (!any) return ex_errf(err, errlen, NIAH_EINVAL, "niah: no arm selected");
     return NIAH_OK;
 }
 
@@ -695,7 +685,7 @@ static int niah__train(niah__ctx *x, mdl_model *m, int arm, double *train_ce, FI
     double sum_tail = 0.0;
     tk_rng rng;
     if (!am || !av || !row || !in || !tg || !wt) {
-        rc = niah__errf(err, errlen, NIAH_ENOMEM, "niah: out of memory for training");
+        rc = ex_errf(err, errlen, NIAH_ENOMEM, "niah: out of memory for training");
         goto done;
     }
     tk_rng_seed(&rng, c->seed, 1000); /* the same batches for every arm */
@@ -713,7 +703,7 @@ static int niah__train(niah__ctx *x, mdl_model *m, int arm, double *train_ce, FI
                 np_row = c->train_needles;
             }
             if (rc) {
-                rc = niah__errf(err, errlen, NIAH_EINVAL, "niah: cannot build a training row (length %d, %d needles)", T,
+                rc = ex_errf(err, errlen, NIAH_EINVAL, "niah: cannot build a training row (length %d, %d needles)", T,
                                 c->train_needles);
                 goto done;
             }
@@ -731,12 +721,12 @@ static int niah__train(niah__ctx *x, mdl_model *m, int arm, double *train_ce, FI
         o.seed = c->seed * 1000003ULL + (uint64_t)step;
         mdl_zero_grad(m);
         if (mdl_forward(m, in, tg, B, T, &o, &st) != MDL_OK || mdl_backward(m) != MDL_OK) {
-            rc = niah__errf(err, errlen, NIAH_EFAIL, "niah: %s training step %ld: %s", niah_arm_name(arm), step,
+            rc = ex_errf(err, errlen, NIAH_EFAIL, "niah: %s training step %ld: %s", niah_arm_name(arm), step,
                             mdl_last_error(m));
             goto done;
         }
         if (!(st.loss == st.loss) || st.loss - st.loss != 0.0) {
-            rc = niah__errf(err, errlen, NIAH_EFAIL, "niah: %s: non-finite loss at step %ld", niah_arm_name(arm), step);
+            rc = ex_errf(err, errlen, NIAH_EFAIL, "niah: %s: non-finite loss at step %ld", niah_arm_name(arm), step);
             goto done;
         }
         if (c->grad_clip > 0.0f)
@@ -744,7 +734,7 @@ static int niah__train(niah__ctx *x, mdl_model *m, int arm, double *train_ce, FI
         else
             tk_grad_norm(mdl_grads(m), np, &gn);
         if (!(gn == gn) || gn - gn != 0.0f) {
-            rc = niah__errf(err, errlen, NIAH_EFAIL, "niah: %s: non-finite gradient at step %ld", niah_arm_name(arm), step);
+            rc = ex_errf(err, errlen, NIAH_EFAIL, "niah: %s: non-finite gradient at step %ld", niah_arm_name(arm), step);
             goto done;
         }
         ac.lr = niah__lr(c, step);
@@ -789,7 +779,7 @@ static int niah__eval(niah__ctx *x, mdl_model *m, int arm, int mult, niah_result
     in = (int *)malloc(sizeof(int) * (size_t)Bp * T);
     tg = (int *)malloc(sizeof(int) * (size_t)Bp * T);
     if (!row || !pr || !in || !tg) {
-        rc = niah__errf(err, errlen, NIAH_ENOMEM, "niah: out of memory for evaluation at T %d", T);
+        rc = ex_errf(err, errlen, NIAH_ENOMEM, "niah: out of memory for evaluation at T %d", T);
         goto out;
     }
     /* the same probes for every arm: stream depends on the seed and the length only */
@@ -802,20 +792,20 @@ static int niah__eval(niah__ctx *x, mdl_model *m, int arm, int mult, niah_result
         for (b = 0; b < nb; b++) {
             rc = niah_eval_row(&x->spec, &x->voc, &x->eval_hay, T, rec_lo, rec_hi, &rng, row, pr + b);
             if (rc) {
-                rc = niah__errf(err, errlen, NIAH_EINVAL, "niah: cannot build a probe of length %d", T);
+                rc = ex_errf(err, errlen, NIAH_EINVAL, "niah: cannot build a probe of length %d", T);
                 goto out;
             }
             for (i = 0; i < T; i++) in[(size_t)b * T + i] = row[i];
         }
         if (mdl_forward(m, in, NULL, nb, T, &o, NULL) != MDL_OK || !(lg = mdl_logits(m))) {
-            rc = niah__errf(err, errlen, NIAH_EFAIL, "niah: %s probe forward at T %d: %s", niah_arm_name(arm), T,
+            rc = ex_errf(err, errlen, NIAH_EFAIL, "niah: %s probe forward at T %d: %s", niah_arm_name(arm), T,
                             mdl_last_error(m));
             goto out;
         }
         for (b = 0; b < nb; b++) {
             int cor[NIAH_DIGITS], k = niah_score(lg + (size_t)b * T * V, V, &x->voc, &x->spec, pr + b, cor);
             if (k < 0) {
-                rc = niah__errf(err, errlen, NIAH_EFAIL, "niah: scoring failed");
+                rc = ex_errf(err, errlen, NIAH_EFAIL, "niah: scoring failed");
                 goto out;
             }
             r->correct += k;
@@ -846,7 +836,7 @@ static int niah__eval(niah__ctx *x, mdl_model *m, int arm, int mult, niah_result
                 }
             }
             if (mdl_forward(m, in, tg, nb, T, &o, &st) != MDL_OK) {
-                rc = niah__errf(err, errlen, NIAH_EFAIL, "niah: %s document forward at T %d: %s", niah_arm_name(arm), T,
+                rc = ex_errf(err, errlen, NIAH_EFAIL, "niah: %s document forward at T %d: %s", niah_arm_name(arm), T,
                                 mdl_last_error(m));
                 goto out;
             }
@@ -876,15 +866,15 @@ int niah_run(const niah_config *c, bpe_tokenizer *tok, const uint16_t *train_tex
     rc = niah__validate(c, err, errlen);
     if (rc) return rc;
     if (!tok || !train_text || !eval_text || !res || !nres)
-        return niah__errf(err, errlen, NIAH_EINVAL, "niah_run: NULL argument");
+        return ex_errf(err, errlen, NIAH_EINVAL, "niah_run: NULL argument");
     for (arm = 0; arm < NIAH_NARMS; arm++) nsel += c->arms[arm] != 0;
-    if (cap < nsel * c->nmult) return niah__errf(err, errlen, NIAH_EINVAL, "niah_run: result capacity too small");
+    if (cap < nsel * c->nmult) return ex_errf(err, errlen, NIAH_EINVAL, "niah_run: result capacity too small");
     for (k = 0; k < c->nmult; k++) maxT = c->mult[k] * c->train_len > maxT ? c->mult[k] * c->train_len : maxT;
     if (n_train <= (size_t)c->train_len + 1)
-        return niah__errf(err, errlen, NIAH_EINVAL, "niah_run: training text (%lu tokens) shorter than a row",
+        return ex_errf(err, errlen, NIAH_EINVAL, "niah_run: training text (%lu tokens) shorter than a row",
                           (unsigned long)n_train);
     if (n_eval <= (size_t)maxT + 1)
-        return niah__errf(err, errlen, NIAH_EINVAL, "niah_run: evaluation text (%lu tokens) shorter than the longest "
+        return ex_errf(err, errlen, NIAH_EINVAL, "niah_run: evaluation text (%lu tokens) shorter than the longest "
                                                     "probe (%d)", (unsigned long)n_eval, maxT + 1);
     memset(&x, 0, sizeof x);
     x.c = c;
@@ -893,10 +883,10 @@ int niah_run(const niah_config *c, bpe_tokenizer *tok, const uint16_t *train_tex
     must = (int32_t *)malloc(sizeof(int32_t) * (size_t)(2 * c->nkeys + 64));
     if (!must) {
         niah_spec_free(&x.spec);
-        return niah__errf(err, errlen, NIAH_ENOMEM, "niah_run: out of memory");
+        return ex_errf(err, errlen, NIAH_ENOMEM, "niah_run: out of memory");
     }
     nmust = niah_spec_tokens(&x.spec, must, 2 * c->nkeys + 64);
-    rc = nmust < 0 ? niah__errf(err, errlen, NIAH_EINVAL, "niah_run: template too long")
+    rc = nmust < 0 ? ex_errf(err, errlen, NIAH_EINVAL, "niah_run: template too long")
                    : niah_vocab_build(&x.voc, train_text, n_train, bpe_vocab_size(tok), c->vocab, must, nmust, err, errlen);
     free(must);
     if (rc) {
@@ -914,7 +904,7 @@ int niah_run(const niah_config *c, bpe_tokenizer *tok, const uint16_t *train_tex
         size_t j;
         for (j = 0; j < n_eval; j++)
             if (eval_text[j] >= (uint16_t)x.voc.n_src) {
-                rc = niah__errf(err, errlen, NIAH_EINVAL, "niah_run: evaluation token %u at %lu outside the vocabulary",
+                rc = ex_errf(err, errlen, NIAH_EINVAL, "niah_run: evaluation token %u at %lu outside the vocabulary",
                                 (unsigned)eval_text[j], (unsigned long)j);
                 goto fin;
             }
@@ -932,7 +922,7 @@ int niah_run(const niah_config *c, bpe_tokenizer *tok, const uint16_t *train_tex
         if (!c->arms[arm]) continue;
         mc = niah__model_config(c, arm, x.voc.V, maxT);
         if (mdl_create(&m, &mc, c->seed, merr, sizeof merr) != MDL_OK) {
-            rc = niah__errf(err, errlen, NIAH_EFAIL, "niah: %s: %s", niah_arm_name(arm), merr);
+            rc = ex_errf(err, errlen, NIAH_EFAIL, "niah: %s: %s", niah_arm_name(arm), merr);
             break;
         }
         if (log)

@@ -1,5 +1,6 @@
 /* train.c - the WikiText-2 trainer (see train.h). License: MIT. */
 #include "train.h"
+#include "errf.h"
 #include "ckpt.h"
 #include "data.h"
 
@@ -27,17 +28,6 @@ const char *trn_strerror(int err)
     case TRN_ENAN: return "non-finite loss";
     default: return "unknown error";
     }
-}
-
-static int trn__fail(char *err, size_t errlen, int code, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return code;
 }
 
 /* ------------------------------------------------------------------ presets */
@@ -438,7 +428,7 @@ static int trn__parse_value(trn_config *c, const trn__opt *o, const char *v, cha
     }
     case K_STR:
         if (strlen(v) >= TRN_PATH_MAX)
-            return trn__fail(err, errlen, TRN_EINVAL, "--%s: path longer than %d bytes",
+            return ex_errf(err, errlen, TRN_EINVAL, "--%s: path longer than %d bytes",
                              o->flag, TRN_PATH_MAX - 1);
         memcpy(p, v, strlen(v) + 1);
         return TRN_OK;
@@ -482,10 +472,10 @@ static int trn__parse_value(trn_config *c, const trn__opt *o, const char *v, cha
         list[0] = 0;
         for (i = 0; o->names[i] && w < (int)sizeof list; i++)
             w += snprintf(list + w, sizeof list - (size_t)w, "%s%s", i ? "|" : "", o->names[i]);
-        return trn__fail(err, errlen, TRN_EINVAL, "--%s: '%s' is not one of %s", o->flag, v,
+        return ex_errf(err, errlen, TRN_EINVAL, "--%s: '%s' is not one of %s", o->flag, v,
                          list);
     }
-    return trn__fail(err, errlen, TRN_EINVAL, "--%s: cannot parse '%s'", o->flag, v);
+    return ex_errf(err, errlen, TRN_EINVAL, "--%s: cannot parse '%s'", o->flag, v);
 }
 
 int trn_parse_flag(trn_config *c, int argc, char **argv, int i, char *err, size_t errlen)
@@ -504,7 +494,7 @@ int trn_parse_flag(trn_config *c, int argc, char **argv, int i, char *err, size_
         if (strlen(o->flag) != nlen || strncmp(o->flag, a, nlen)) continue;
         if (eq) val = eq + 1;
         else if (i + 1 < argc && argv[i + 1]) val = argv[i + 1];
-        else return trn__fail(err, errlen, TRN_EINVAL, "--%s needs a value", o->flag);
+        else return ex_errf(err, errlen, TRN_EINVAL, "--%s needs a value", o->flag);
         {
             int rc = trn__parse_value(c, o, val, err, errlen);
             if (rc != TRN_OK) return rc;
@@ -622,23 +612,23 @@ int trn_config_validate(const trn_config *c, char *err, size_t errlen)
 {
     mdl_config mc;
     int i, rc;
-    if (!c) return trn__fail(err, errlen, TRN_EINVAL, "configuration is NULL");
-    if (c->context < 1) return trn__fail(err, errlen, TRN_EINVAL, "--context must be >= 1");
-    if (c->batch < 1) return trn__fail(err, errlen, TRN_EINVAL, "--batch must be >= 1");
+    if (!c) return ex_errf(err, errlen, TRN_EINVAL, "configuration is NULL");
+    if (c->context < 1) return ex_errf(err, errlen, TRN_EINVAL, "--context must be >= 1");
+    if (c->batch < 1) return ex_errf(err, errlen, TRN_EINVAL, "--batch must be >= 1");
     if ((long long)c->batch * (long long)c->context > (long long)INT_MAX)
-        return trn__fail(err, errlen, TRN_EINVAL, "--batch %d x --context %d = %lld tokens per step: more than %d",
+        return ex_errf(err, errlen, TRN_EINVAL, "--batch %d x --context %d = %lld tokens per step: more than %d",
                          c->batch, c->context, (long long)c->batch * (long long)c->context, INT_MAX);
-    if (c->steps < 0) return trn__fail(err, errlen, TRN_EINVAL, "--steps must be >= 0");
-    if (c->epoch_steps < 0) return trn__fail(err, errlen, TRN_EINVAL, "--epoch-steps must be >= 0");
+    if (c->steps < 0) return ex_errf(err, errlen, TRN_EINVAL, "--steps must be >= 0");
+    if (c->epoch_steps < 0) return ex_errf(err, errlen, TRN_EINVAL, "--epoch-steps must be >= 0");
     if (c->steps == 0 && c->epochs < 1)
-        return trn__fail(err, errlen, TRN_EINVAL, "--epochs must be >= 1 when --steps is 0");
-    if (c->max_steps < 0) return trn__fail(err, errlen, TRN_EINVAL, "--max-steps must be >= 0");
+        return ex_errf(err, errlen, TRN_EINVAL, "--epochs must be >= 1 when --steps is 0");
+    if (c->max_steps < 0) return ex_errf(err, errlen, TRN_EINVAL, "--max-steps must be >= 0");
     if (!(c->holdout >= 0 && c->holdout < 0.9f))
-        return trn__fail(err, errlen, TRN_EINVAL, "--holdout must be in [0, 0.9)");
+        return ex_errf(err, errlen, TRN_EINVAL, "--holdout must be in [0, 0.9)");
     if (c->eval_every < 0 || c->eval_max_chunks < 0 || c->final_max_chunks < 0 || c->log_every < 0 || c->ckpt_every < 0)
-        return trn__fail(err, errlen, TRN_EINVAL, "--eval-every, --eval-chunks, --log-every and --ckpt-every must be >= 0");
-#define TRN__POS(x, name) if (!(isfinite((double)(x)) && (x) > 0)) return trn__fail(err, errlen, TRN_EINVAL, "--%s must be finite and > 0", name)
-#define TRN__RANGE(x, lo, hi, name) if (!(isfinite((double)(x)) && (x) >= (lo) && (x) <= (hi))) return trn__fail(err, errlen, TRN_EINVAL, "--%s must be in [%g, %g]", name, (double)(lo), (double)(hi))
+        return ex_errf(err, errlen, TRN_EINVAL, "--eval-every, --eval-chunks, --log-every and --ckpt-every must be >= 0");
+#define TRN__POS(x, name) if (!(isfinite((double)(x)) && (x) > 0)) return ex_errf(err, errlen, TRN_EINVAL, "--%s must be finite and > 0", name)
+#define TRN__RANGE(x, lo, hi, name) if (!(isfinite((double)(x)) && (x) >= (lo) && (x) <= (hi))) return ex_errf(err, errlen, TRN_EINVAL, "--%s must be in [%g, %g]", name, (double)(lo), (double)(hi))
     TRN__POS(c->lr, "lr");
     TRN__RANGE(c->lr_flat_frac, 0.0f, 0.999f, "lr-flat");
     TRN__RANGE(c->lr_floor_frac, 0.0f, 1.0f, "lr-floor");
@@ -660,35 +650,35 @@ int trn_config_validate(const trn_config *c, char *err, size_t errlen)
     TRN__RANGE(c->cg_eta, 0.0f, 1e6f, "cg-eta");
 #undef TRN__POS
 #undef TRN__RANGE
-    if (c->warmin_steps < 0) return trn__fail(err, errlen, TRN_EINVAL, "--warmin must be >= 0");
+    if (c->warmin_steps < 0) return ex_errf(err, errlen, TRN_EINVAL, "--warmin must be >= 0");
     if (c->final_weights < -1 || c->final_weights > TRN_W_SWA)
-        return trn__fail(err, errlen, TRN_EINVAL, "--final-weights must be auto, raw, ema or swa");
+        return ex_errf(err, errlen, TRN_EINVAL, "--final-weights must be auto, raw, ema or swa");
     if (c->controller < TRN_CTRL_NONE || c->controller > TRN_CTRL_CEAS)
-        return trn__fail(err, errlen, TRN_EINVAL, "unknown controller %d", c->controller);
+        return ex_errf(err, errlen, TRN_EINVAL, "unknown controller %d", c->controller);
     if (c->cg) {
         if (c->n_cg < 1 || c->n_cg > TRN_MAX_CG)
-            return trn__fail(err, errlen, TRN_EINVAL, "--cg needs 1..%d --cg-lengths", TRN_MAX_CG);
+            return ex_errf(err, errlen, TRN_EINVAL, "--cg needs 1..%d --cg-lengths", TRN_MAX_CG);
         for (i = 0; i < c->n_cg; i++)
             if (c->cg_lengths[i] < 1 || c->cg_lengths[i] > c->context)
-                return trn__fail(err, errlen, TRN_EINVAL,
+                return ex_errf(err, errlen, TRN_EINVAL,
                                  "--cg-lengths: %d must be in [1, --context %d] (the batch at --context sets the tokens per step)",
                                  c->cg_lengths[i], c->context);
     }
     if (c->controller == TRN_CTRL_GAC && c->model.attn != MDL_ATTN_SOFTMAX)
-        return trn__fail(err, errlen, TRN_EINVAL, "--controller gac scales softmax attention logits: it needs --attn softmax");
+        return ex_errf(err, errlen, TRN_EINVAL, "--controller gac scales softmax attention logits: it needs --attn softmax");
     if (!(c->prior_momentum >= 0.0f && c->prior_momentum < 1.0f))
-        return trn__fail(err, errlen, TRN_EINVAL, "--prior-momentum must be in [0, 1)");
+        return ex_errf(err, errlen, TRN_EINVAL, "--prior-momentum must be in [0, 1)");
     if (!(c->gac_lambda >= 0.0f) || !isfinite(c->gac_lambda) || !isfinite(c->gac_hmin) || !isfinite(c->gac_hmax) ||
         c->gac_hmin > c->gac_hmax)
-        return trn__fail(err, errlen, TRN_EINVAL, "--gac-lambda must be finite >= 0 and --gac-hmin <= --gac-hmax");
+        return ex_errf(err, errlen, TRN_EINVAL, "--gac-lambda must be finite >= 0 and --gac-hmin <= --gac-hmax");
     if (c->controller == TRN_CTRL_CEAS && c->model.attn != MDL_ATTN_SOFTMAX)
-        return trn__fail(err, errlen, TRN_EINVAL, "--controller ceas controls softmax attention temperatures: it needs --attn softmax");
+        return ex_errf(err, errlen, TRN_EINVAL, "--controller ceas controls softmax attention temperatures: it needs --attn softmax");
     if (c->ceas_preset < CEAS_PRESET_9K || c->ceas_preset > CEAS_PRESET_GPT || c->ceas_gating < 0 || c->ceas_gating > 1)
-        return trn__fail(err, errlen, TRN_EINVAL, "--ceas-preset must be 9k, 14m or gpt and --ceas-gating off or on");
+        return ex_errf(err, errlen, TRN_EINVAL, "--ceas-preset must be 9k, 14m or gpt and --ceas-gating off or on");
     if (c->ceas_gating && c->controller != TRN_CTRL_CEAS)
-        return trn__fail(err, errlen, TRN_EINVAL, "--ceas-gating on needs --controller ceas");
+        return ex_errf(err, errlen, TRN_EINVAL, "--ceas-gating on needs --controller ceas");
     if (c->ceas_gating && c->model.prior != MDL_PRIOR_NONE)
-        return trn__fail(err, errlen, TRN_EINVAL, "--ceas-gating on needs --prior none (the gated backward has no prior bias)");
+        return ex_errf(err, errlen, TRN_EINVAL, "--ceas-gating on needs --prior none (the gated backward has no prior bias)");
     mc = c->model;
     if (mc.max_T < trn__max_len(c)) mc.max_T = trn__max_len(c);
     rc = mdl_config_validate(&mc, err, errlen);
@@ -841,12 +831,12 @@ int trn_create(trn **out, const trn_config *cfg, const uint16_t *train_ids, size
     if (!out) return TRN_EINVAL;
     *out = NULL;
     if (!cfg || !train_ids || !val_ids)
-        return trn__fail(err, errlen, TRN_EINVAL, "trn_create: NULL argument");
+        return ex_errf(err, errlen, TRN_EINVAL, "trn_create: NULL argument");
     rc = trn_config_validate(cfg, err, errlen);
     if (rc != TRN_OK) return rc;
     Tmax = trn__max_len(cfg);
     if (n_train < (size_t)cfg->context + 1)
-        return trn__fail(err, errlen, TRN_EINVAL, "training split has %zu tokens, fewer than context + 1 = %zu",
+        return ex_errf(err, errlen, TRN_EINVAL, "training split has %zu tokens, fewer than context + 1 = %zu",
                          n_train, (size_t)cfg->context + 1);
     {
         /* every id must index the embedding: found here, not when a batch samples it */
@@ -858,14 +848,14 @@ int trn_create(trn **out, const trn_config *cfg, const uint16_t *train_ids, size
         for (s = 0; s < 2; s++)
             for (k = 0; k < nn[s]; k++)
                 if ((int)v[s][k] >= cfg->model.vocab)
-                    return trn__fail(err, errlen, TRN_EINVAL,
+                    return ex_errf(err, errlen, TRN_EINVAL,
                                      "%s split: token id %u at position %zu is outside the vocabulary (--vocab %d)",
                                      s ? "evaluation" : "training", (unsigned)v[s][k], k, cfg->model.vocab);
     }
     if (n_val < 2)
-        return trn__fail(err, errlen, TRN_EINVAL, "evaluation split has %zu tokens (need >= 2)", n_val);
+        return ex_errf(err, errlen, TRN_EINVAL, "evaluation split has %zu tokens (need >= 2)", n_val);
     t = (trn *)calloc(1, sizeof *t);
-    if (!t) return trn__fail(err, errlen, TRN_ENOMEM, "out of memory");
+    if (!t) return ex_errf(err, errlen, TRN_ENOMEM, "out of memory");
     t->cfg = *cfg;
     mc = cfg->model;
     if (mc.max_T < Tmax) mc.max_T = Tmax;
@@ -901,7 +891,7 @@ int trn_create(trn **out, const trn_config *cfg, const uint16_t *train_ids, size
     if (cfg->swa) t->swa = (float *)trn__alloc(t->n * sizeof(float));
     if ((size_t)Bmax > ((size_t)-1 / sizeof(int32_t)) / ((size_t)Tmax + 1)) {
         trn_destroy(t);
-        return trn__fail(err, errlen, TRN_ENOMEM, "batch buffers of %d x %zu ids do not fit in memory", Bmax,
+        return ex_errf(err, errlen, TRN_ENOMEM, "batch buffers of %d x %zu ids do not fit in memory", Bmax,
                          (size_t)Tmax + 1);
     }
     t->chunk = (int32_t *)trn__alloc((size_t)Bmax * ((size_t)Tmax + 1) * sizeof(int32_t));
@@ -912,7 +902,7 @@ int trn_create(trn **out, const trn_config *cfg, const uint16_t *train_ids, size
         (cfg->swa && !t->swa) || !t->chunk || !t->inp || !t->tgt || !t->head_temp) {
         size_t np = t->n;
         trn_destroy(t);
-        return trn__fail(err, errlen, TRN_ENOMEM, "out of memory for the optimizer state (%zu parameters)", np);
+        return ex_errf(err, errlen, TRN_ENOMEM, "out of memory for the optimizer state (%zu parameters)", np);
     }
     if (t->ema) memcpy(t->ema, mdl_params(t->m), t->n * sizeof(float));
     for (i = 0; i < t->L * t->H; i++) t->head_temp[i] = 1.0f;
@@ -920,7 +910,7 @@ int trn_create(trn **out, const trn_config *cfg, const uint16_t *train_ids, size
     trn__find_tau(t);
     if (wt2_loader_init(&t->loader, train_ids, n_train, WT2_RANDOM, trn__mix(cfg->seed ^ 0x5EEDull)) != 0) {
         trn_destroy(t);
-        return trn__fail(err, errlen, TRN_EINVAL, "cannot initialise the data loader");
+        return ex_errf(err, errlen, TRN_EINVAL, "cannot initialise the data loader");
     }
     /* controllers */
     {
@@ -931,7 +921,7 @@ int trn_create(trn **out, const trn_config *cfg, const uint16_t *train_ids, size
         cc.decay = cfg->chaos_decay;
         if (guardian_chaos_init(&t->chaos, &cc) != GUARDIAN_OK) {
             trn_destroy(t);
-            return trn__fail(err, errlen, TRN_EINVAL, "invalid chaos settings");
+            return ex_errf(err, errlen, TRN_EINVAL, "invalid chaos settings");
         }
     }
     {
@@ -942,7 +932,7 @@ int trn_create(trn **out, const trn_config *cfg, const uint16_t *train_ids, size
         sc.min_rel_gain = cfg->swa_min_gain;
         if (guardian_swa_init(&t->swa_state, &sc) != GUARDIAN_OK) {
             trn_destroy(t);
-            return trn__fail(err, errlen, TRN_EINVAL, "invalid SWA settings");
+            return ex_errf(err, errlen, TRN_EINVAL, "invalid SWA settings");
         }
     }
     if (cfg->cg) {
@@ -954,7 +944,7 @@ int trn_create(trn **out, const trn_config *cfg, const uint16_t *train_ids, size
         gc.seed = trn__mix(cfg->seed ^ 0xC6ull);
         if (guardian_cg_init(&t->cg, &gc) != GUARDIAN_OK) {
             trn_destroy(t);
-            return trn__fail(err, errlen, TRN_EINVAL, "invalid context-game settings");
+            return ex_errf(err, errlen, TRN_EINVAL, "invalid context-game settings");
         }
     }
     if (cfg->controller == TRN_CTRL_GUARDIAN) {
@@ -964,7 +954,7 @@ int trn_create(trn **out, const trn_config *cfg, const uint16_t *train_ids, size
         gcfg.tau_max = cfg->guardian_tau_max;
         if (guardian_init(&t->g, &gcfg) != GUARDIAN_OK) {
             trn_destroy(t);
-            return trn__fail(err, errlen, TRN_EINVAL, "cannot initialise Guardian");
+            return ex_errf(err, errlen, TRN_EINVAL, "cannot initialise Guardian");
         }
         t->have_g = 1;
         if (!t->n_tau)
@@ -976,20 +966,20 @@ int trn_create(trn **out, const trn_config *cfg, const uint16_t *train_ids, size
         gcfg.h_max = cfg->gac_hmax;
         if (gac_init(&t->gc, &gcfg) != GUARDIAN_OK || !t->n_tau) {
             trn_destroy(t);
-            return trn__fail(err, errlen, TRN_EINVAL, "cannot initialise GAC (the model has no gac_tau tensors)");
+            return ex_errf(err, errlen, TRN_EINVAL, "cannot initialise GAC (the model has no gac_tau tensors)");
         }
         t->have_gac = 1;
     } else if (cfg->controller == TRN_CTRL_CEAS) {
         ceas_config ccfg = ceas_config_default();
         if (ceas_config_preset(cfg->ceas_preset, &ccfg) != CEAS_OK || ceas_init(&t->cs, &ccfg, t->L, t->H, t->D) != CEAS_OK) {
             trn_destroy(t);
-            return trn__fail(err, errlen, TRN_EINVAL, "cannot initialise CEAS");
+            return ex_errf(err, errlen, TRN_EINVAL, "cannot initialise CEAS");
         }
         t->have_ceas = 1;
     }
     if (mdl_reserve(t->m, Bmax, Tmax) != MDL_OK) {
         trn_destroy(t);
-        return trn__fail(err, errlen, TRN_ENOMEM, "out of memory for activations (batch %d x %d)", Bmax, Tmax);
+        return ex_errf(err, errlen, TRN_ENOMEM, "out of memory for activations (batch %d x %d)", Bmax, Tmax);
     }
     *out = t;
     return TRN_OK;
@@ -1558,12 +1548,12 @@ int trn_save(trn *t, const char *path, char *err, size_t errlen)
     size_t gsz = 0, csz = 0, esz = 0;
     char *arch = NULL, *full = NULL, stepbuf[32];
     const char *keys[4], *vals[4];
-    if (!t || !path) return trn__fail(err, errlen, TRN_EINVAL, "trn_save: NULL argument");
+    if (!t || !path) return ex_errf(err, errlen, TRN_EINVAL, "trn_save: NULL argument");
     nt = mdl_num_tensors(t->m);
     E = (ckpt_entry *)calloc((size_t)nt + 12, sizeof *E);
     arch = (char *)malloc(16384);
     full = (char *)malloc(16384);
-    if (!E || !arch || !full) { rc = trn__fail(err, errlen, TRN_ENOMEM, "out of memory"); goto done; }
+    if (!E || !arch || !full) { rc = ex_errf(err, errlen, TRN_ENOMEM, "out of memory"); goto done; }
     for (i = 0; i < nt; i++) {
         const mdl_tensor *e = mdl_tensor_at(t->m, i);
         int d;
@@ -1599,7 +1589,7 @@ int trn_save(trn *t, const char *path, char *err, size_t errlen)
         gsz = guardian_state_size(&t->g);
         gblob = (unsigned char *)malloc(gsz ? gsz : 1);
         if (!gblob || guardian_save(&t->g, gblob, gsz, NULL) != GUARDIAN_OK) {
-            rc = trn__fail(err, errlen, TRN_ENOMEM, "cannot serialise Guardian"); goto done;
+            rc = ex_errf(err, errlen, TRN_ENOMEM, "cannot serialise Guardian"); goto done;
         }
         E[ne].name = "state.guardian"; E[ne].dtype = CKPT_U8; E[ne].ndim = 1;
         E[ne].shape[0] = (int64_t)gsz; E[ne].data = gblob; ne++;
@@ -1608,7 +1598,7 @@ int trn_save(trn *t, const char *path, char *err, size_t errlen)
         csz = gac_state_size(&t->gc);
         cblob = (unsigned char *)malloc(csz ? csz : 1);
         if (!cblob || gac_save(&t->gc, cblob, csz, NULL) != GUARDIAN_OK) {
-            rc = trn__fail(err, errlen, TRN_ENOMEM, "cannot serialise GAC"); goto done;
+            rc = ex_errf(err, errlen, TRN_ENOMEM, "cannot serialise GAC"); goto done;
         }
         E[ne].name = "state.gac"; E[ne].dtype = CKPT_U8; E[ne].ndim = 1;
         E[ne].shape[0] = (int64_t)csz; E[ne].data = cblob; ne++;
@@ -1617,13 +1607,13 @@ int trn_save(trn *t, const char *path, char *err, size_t errlen)
         esz = ceas_state_size(&t->cs);
         eblob = (unsigned char *)malloc(esz ? esz : 1);
         if (!eblob || ceas_state_save(&t->cs, eblob, esz, NULL) != CEAS_OK) {
-            rc = trn__fail(err, errlen, TRN_ENOMEM, "cannot serialise CEAS"); goto done;
+            rc = ex_errf(err, errlen, TRN_ENOMEM, "cannot serialise CEAS"); goto done;
         }
         E[ne].name = "state.ceas"; E[ne].dtype = CKPT_U8; E[ne].ndim = 1;
         E[ne].shape[0] = (int64_t)esz; E[ne].data = eblob; ne++;
     }
     if (trn__json(&t->cfg, arch, 16384, 1) != TRN_OK || trn__json(&t->cfg, full, 16384, 0) != TRN_OK) {
-        rc = trn__fail(err, errlen, TRN_EINVAL, "configuration too long to serialise"); goto done;
+        rc = ex_errf(err, errlen, TRN_EINVAL, "configuration too long to serialise"); goto done;
     }
     snprintf(stepbuf, sizeof stepbuf, "%lld", t->step);
     keys[0] = "attnkit.kind"; vals[0] = "wt2_train";
@@ -1633,7 +1623,7 @@ int trn_save(trn *t, const char *path, char *err, size_t errlen)
     {
         char cerr[512];
         int c = ckpt_write(path, E, ne, keys, vals, 4, cerr, sizeof cerr);
-        if (c != CKPT_OK) rc = trn__fail(err, errlen, TRN_EIO, "cannot write checkpoint %s: %s", path, cerr);
+        if (c != CKPT_OK) rc = ex_errf(err, errlen, TRN_EIO, "cannot write checkpoint %s: %s", path, cerr);
     }
 done:
     free(E);
@@ -1659,19 +1649,19 @@ static void trn__arch_diff(const char *file, const trn_config *c, char *err, siz
         snprintf(key, sizeof key, "\"%s\":", o->flag);
         p = strstr(file, key);
         if (!p) {
-            trn__fail(err, errlen, TRN_EMISMATCH, "checkpoint has no --%s (written by another version?)", o->flag);
+            ex_errf(err, errlen, TRN_EMISMATCH, "checkpoint has no --%s (written by another version?)", o->flag);
             return;
         }
         v = p + strlen(key);
         if (*v == '"') { v++; n = strcspn(v, "\""); }
         else n = strcspn(v, ",}");
         if (strlen(want) != n || strncmp(want, v, n)) {
-            trn__fail(err, errlen, TRN_EMISMATCH, "checkpoint was trained with --%s %.*s, this run has --%s %s",
+            ex_errf(err, errlen, TRN_EMISMATCH, "checkpoint was trained with --%s %.*s, this run has --%s %s",
                       o->flag, (int)n, v, o->flag, want);
             return;
         }
     }
-    trn__fail(err, errlen, TRN_EMISMATCH, "checkpoint configuration differs from this run's");
+    ex_errf(err, errlen, TRN_EMISMATCH, "checkpoint configuration differs from this run's");
 }
 
 int trn_load(trn *t, const char *path, char *err, size_t errlen)
@@ -1694,30 +1684,30 @@ int trn_load_flags(trn *t, const char *path, unsigned flags, char *err, size_t e
     int have_g2 = 0, have_cs2 = 0, rc = TRN_OK, i, nt;
     int64_t sh[4];
     ckpt_entry e;
-    if (!t || !path) return trn__fail(err, errlen, TRN_EINVAL, "trn_load: NULL argument");
+    if (!t || !path) return ex_errf(err, errlen, TRN_EINVAL, "trn_load: NULL argument");
     memset(&g2, 0, sizeof g2);
     memset(&gc2, 0, sizeof gc2);
     memset(&cs2, 0, sizeof cs2);
     if (ckpt_open(&f, path, cerr, sizeof cerr) != CKPT_OK)
-        return trn__fail(err, errlen, TRN_EFORMAT, "cannot resume from %s: %s", path, cerr);
+        return ex_errf(err, errlen, TRN_EFORMAT, "cannot resume from %s: %s", path, cerr);
     meta = ckpt_meta(f, "attnkit.kind");
     if (!meta || strcmp(meta, "wt2_train")) {
-        rc = trn__fail(err, errlen, TRN_EFORMAT, "%s is not a wt2_train checkpoint (no attnkit.kind)", path);
+        rc = ex_errf(err, errlen, TRN_EFORMAT, "%s is not a wt2_train checkpoint (no attnkit.kind)", path);
         goto done;
     }
     if (!(flags & TRN_LOAD_ALLOW_NO_CRC) && !ckpt_meta(f, "attnkit.crc32")) {
-        rc = trn__fail(err, errlen, TRN_EFORMAT,
+        rc = ex_errf(err, errlen, TRN_EFORMAT,
                        "cannot resume from %s: it has no attnkit.crc32 checksum (every checkpoint this trainer "
                        "writes has one: the file was edited or written by another program)", path);
         goto done;
     }
     arch = (char *)malloc(16384);
-    if (!arch || trn__json(&t->cfg, arch, 16384, 1) != TRN_OK) { rc = trn__fail(err, errlen, TRN_ENOMEM, "out of memory"); goto done; }
+    if (!arch || trn__json(&t->cfg, arch, 16384, 1) != TRN_OK) { rc = ex_errf(err, errlen, TRN_ENOMEM, "out of memory"); goto done; }
     meta = ckpt_meta(f, "attnkit.arch");
     if (!meta || strcmp(meta, arch)) {
         char d[600];
         trn__arch_diff(meta ? meta : "", &t->cfg, d, sizeof d);
-        rc = trn__fail(err, errlen, TRN_EMISMATCH, "cannot resume from %s: %s", path, d);
+        rc = ex_errf(err, errlen, TRN_EMISMATCH, "cannot resume from %s: %s", path, d);
         goto done;
     }
     P = (float *)malloc(t->n * sizeof(float));
@@ -1725,21 +1715,21 @@ int trn_load_flags(trn *t, const char *path, unsigned flags, char *err, size_t e
     V = (float *)malloc(t->n * sizeof(float));
     if (t->ema) EM = (float *)malloc(t->n * sizeof(float));
     if (t->swa) SW = (float *)malloc(t->n * sizeof(float));
-    if (!P || !M || !V || (t->ema && !EM) || (t->swa && !SW)) { rc = trn__fail(err, errlen, TRN_ENOMEM, "out of memory"); goto done; }
+    if (!P || !M || !V || (t->ema && !EM) || (t->swa && !SW)) { rc = ex_errf(err, errlen, TRN_ENOMEM, "out of memory"); goto done; }
     nt = mdl_num_tensors(t->m);
     for (i = 0; i < nt; i++) {
         const mdl_tensor *te = mdl_tensor_at(t->m, i);
         int d;
         for (d = 0; d < 4; d++) sh[d] = d < te->ndim ? te->shape[d] : 0;
         if (ckpt_read_into(f, te->name, CKPT_F32, te->ndim, sh, P + te->offset, cerr, sizeof cerr) != CKPT_OK) {
-            rc = trn__fail(err, errlen, TRN_EMISMATCH, "cannot resume from %s: %s", path, cerr);
+            rc = ex_errf(err, errlen, TRN_EMISMATCH, "cannot resume from %s: %s", path, cerr);
             goto done;
         }
     }
     sh[0] = (int64_t)t->n;
 #define TRN__READ(nm, dst, dt, len) do { sh[0] = (int64_t)(len); \
         if (ckpt_read_into(f, nm, dt, 1, sh, dst, cerr, sizeof cerr) != CKPT_OK) { \
-            rc = trn__fail(err, errlen, TRN_EMISMATCH, "cannot resume from %s: %s", path, cerr); goto done; } } while (0)
+            rc = ex_errf(err, errlen, TRN_EMISMATCH, "cannot resume from %s: %s", path, cerr); goto done; } } while (0)
     TRN__READ("optim.adam_m", M, CKPT_F32, t->n);
     TRN__READ("optim.adam_v", V, CKPT_F32, t->n);
     if (EM) TRN__READ("optim.ema", EM, CKPT_F32, t->n);
@@ -1749,25 +1739,25 @@ int trn_load_flags(trn *t, const char *path, unsigned flags, char *err, size_t e
     (void)mdl_prior_stats(t->m, &nps);
     if (nps) {
         PS = (float *)malloc(nps * sizeof(float));
-        if (!PS) { rc = trn__fail(err, errlen, TRN_ENOMEM, "out of memory"); goto done; }
+        if (!PS) { rc = ex_errf(err, errlen, TRN_ENOMEM, "out of memory"); goto done; }
         TRN__READ("state.prior_stats", PS, CKPT_F32, nps);
     }
 #undef TRN__READ
     if (I[0] != TRN__STATE_VERSION || I[18] != (int64_t)t->n || I[1] < 0 || I[2] < 0 || I[3] < 0 ||
         I[6] < 0 || (uint64_t)I[6] > t->n_train) {
-        rc = trn__fail(err, errlen, TRN_EFORMAT, "cannot resume from %s: trainer state is inconsistent (version %lld)",
+        rc = ex_errf(err, errlen, TRN_EFORMAT, "cannot resume from %s: trainer state is inconsistent (version %lld)",
                        path, (long long)I[0]);
         goto done;
     }
     if (t->have_g) {
         if (ckpt_find(f, "state.guardian", &e) != CKPT_OK || e.dtype != CKPT_U8 ||
             guardian_init(&g2, &t->g.cfg) != GUARDIAN_OK) {
-            rc = trn__fail(err, errlen, TRN_EFORMAT, "cannot resume from %s: no Guardian state", path);
+            rc = ex_errf(err, errlen, TRN_EFORMAT, "cannot resume from %s: no Guardian state", path);
             goto done;
         }
         have_g2 = 1;
         if (guardian_load(&g2, e.data, (size_t)e.shape[0]) != GUARDIAN_OK) {
-            rc = trn__fail(err, errlen, TRN_EFORMAT, "cannot resume from %s: Guardian state is corrupted", path);
+            rc = ex_errf(err, errlen, TRN_EFORMAT, "cannot resume from %s: Guardian state is corrupted", path);
             goto done;
         }
     }
@@ -1775,24 +1765,24 @@ int trn_load_flags(trn *t, const char *path, unsigned flags, char *err, size_t e
         gc2 = t->gc;
         if (ckpt_find(f, "state.gac", &e) != CKPT_OK || e.dtype != CKPT_U8 ||
             gac_load(&gc2, e.data, (size_t)e.shape[0]) != GUARDIAN_OK) {
-            rc = trn__fail(err, errlen, TRN_EFORMAT, "cannot resume from %s: GAC state missing or corrupted", path);
+            rc = ex_errf(err, errlen, TRN_EFORMAT, "cannot resume from %s: GAC state missing or corrupted", path);
             goto done;
         }
     }
     if (t->have_ceas) {
         if (ckpt_find(f, "state.ceas", &e) != CKPT_OK || e.dtype != CKPT_U8 ||
             ceas_init(&cs2, &t->cs.cfg, t->L, t->H, t->D) != CEAS_OK) {
-            rc = trn__fail(err, errlen, TRN_EFORMAT, "cannot resume from %s: no CEAS state", path);
+            rc = ex_errf(err, errlen, TRN_EFORMAT, "cannot resume from %s: no CEAS state", path);
             goto done;
         }
         have_cs2 = 1;
         if (ceas_state_load(&cs2, e.data, (size_t)e.shape[0]) != CEAS_OK) {
-            rc = trn__fail(err, errlen, TRN_EFORMAT, "cannot resume from %s: CEAS state is corrupted", path);
+            rc = ex_errf(err, errlen, TRN_EFORMAT, "cannot resume from %s: CEAS state is corrupted", path);
             goto done;
         }
     }
     if (PS && mdl_prior_stats_set(t->m, PS, nps) != MDL_OK) {
-        rc = trn__fail(err, errlen, TRN_EFORMAT, "cannot resume from %s: RPA prior statistics are corrupted (%s)", path,
+        rc = ex_errf(err, errlen, TRN_EFORMAT, "cannot resume from %s: RPA prior statistics are corrupted (%s)", path,
                        mdl_last_error(t->m));
         goto done;
     }
