@@ -703,11 +703,11 @@ static void tk__gemm_ukr_avx512(int kc, const float *TK_RESTRICT a,
 
 #if defined(TK__GEMM_HAVE_AVX2)
 /* ---- AVX2 + FMA micro-kernel: MR = 6, NR = 16 --------------------------- */
-#define TK__GEMM_AVX2_STEP(off)                                                     \
+#define TK__GEMM_AVX2_STEP()                                                        \
     do {                                                                            \
-        const __m256 b0_ = _mm256_load_ps(b + (off) * 16);                          \
-        const __m256 b1_ = _mm256_load_ps(b + (off) * 16 + 8);                      \
-        const float *ap_ = a + (off) * 6;                                           \
+        const __m256 b0_ = _mm256_load_ps(b);                                       \
+        const __m256 b1_ = _mm256_load_ps(b + 8);                                   \
+        const float *ap_ = a;                                                       \
         __m256 av_;                                                                 \
         av_ = _mm256_broadcast_ss(ap_ + 0);                                         \
         c0_0 = _mm256_fmadd_ps(av_, b0_, c0_0); c0_1 = _mm256_fmadd_ps(av_, b1_, c0_1); \
@@ -755,7 +755,7 @@ static void tk__gemm_ukr_avx2(int kc, const float *TK_RESTRICT a,
        next steps' loads and spilled three accumulators (16 ymm registers hold exactly
        12 accumulators + 2 B vectors + 1 broadcast) */
     for (p = 0; p < kc; p++) {
-        TK__GEMM_AVX2_STEP(0);
+        TK__GEMM_AVX2_STEP();
         a += 6;
         b += 16;
     }

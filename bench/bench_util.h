@@ -189,12 +189,12 @@ static inline double bench_clock_hz(void)
 #endif
 }
 
-static inline double bench_peak(int threads, double *flop_per_cycle, double *ghz)
+/* best total FLOP/s of `threads` threads over `probes` short probes */
+static inline double bench_multi_rate_(int threads, int probes)
 {
-    double best = 0.0, clk;
+    double best = 0.0;
     int r;
-    if (threads < 1) threads = 1;
-    for (r = 0; r < 20; r++) { /* 20 short probes: one of them finds the cores free */
+    for (r = 0; r < probes; r++) {
         double tot = 0.0;
 #ifdef _OPENMP
 #pragma omp parallel num_threads(threads) reduction(+ : tot)
@@ -204,26 +204,21 @@ static inline double bench_peak(int threads, double *flop_per_cycle, double *ghz
 #endif
         if (tot > best) best = tot;
     }
+    return best;
+}
+
+static inline double bench_peak(int threads, double *flop_per_cycle, double *ghz)
+{
+    double best, clk, x;
+    if (threads < 1) threads = 1;
+    best = bench_multi_rate_(threads, 20); /* 20 short probes: one finds the cores free */
     if (threads > 1) {
         /* a process that ran on one of the cores during every probe shows up as a
            multi-thread rate far below threads x the one-thread rate: probe again */
-        double one = 0.0;
+        const double one = bench_multi_rate_(1, 10);
         int again;
-        for (r = 0; r < 10; r++) {
-            double x = bench_fma_rate_(4000000L);
-            if (x > one) one = x;
-        }
         for (again = 0; again < 5 && best < 0.8 * threads * one; again++)
-            for (r = 0; r < 20; r++) {
-                double tot = 0.0;
-#ifdef _OPENMP
-#pragma omp parallel num_threads(threads) reduction(+ : tot)
-                tot += bench_fma_rate_(4000000L);
-#else
-                tot = (double)threads * bench_fma_rate_(4000000L);
-#endif
-                if (tot > best) best = tot;
-            }
+            if ((x = bench_multi_rate_(threads, 20)) > best) best = x;
         if (best < 0.8 * threads * one)
             fprintf(stderr, "bench_peak: %d threads reach only %.1f GFLOP/s against %.1f on one "
                     "(busy machine, or SMT siblings sharing FMA units)\n", threads, best * 1e-9,
