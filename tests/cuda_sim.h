@@ -52,9 +52,10 @@
    static-shared-memory reads before writes (statics keep the last block's values).
 
    Not supported (a compile error, not a silent difference): `extern __shared__` (use
-   AK_SIM_DYNAMIC_SHARED through the kernel file's own macro), WMMA / nvcuda::wmma, inline
-   PTX (asm), cooperative groups, textures and surfaces, device-side printf formatting of
-   CUDA vector types, dynamic parallelism, cudaGraph capture. A kernel file that needs a
+   AK_SIM_DYNAMIC_SHARED through the kernel file's own macro), inline PTX (asm: so no
+   mma.sync or ldmatrix; tensor cores through nvcuda::wmma, which is emulated below),
+   cooperative groups, textures and surfaces, device-side printf formatting of CUDA vector
+   types, dynamic parallelism, cudaGraph capture. A kernel file that needs a
    GPU-only fast path keeps a simulable sibling and checks one against the other on a GPU.
 
    Environment: AK_SIM_SEED=n changes the scheduling permutations (default 1, so a run is
@@ -105,7 +106,7 @@
 #define __forceinline__ inline
 #define __noinline__
 #define __launch_bounds__(...)
-#define __align__(n) alignas(n)
+#define __align__(n) __attribute__((aligned(n))) /* in any declaration-specifier position, as nvcc accepts it */
 #ifndef __restrict__
 #define __restrict__ __restrict
 #endif
@@ -686,6 +687,163 @@ static inline int __popc(unsigned x) { return __builtin_popcount(x); }
 static inline int __ffs(int x) { return __builtin_ffs(x); }
 static inline int __clz(int x) { return x ? __builtin_clz((unsigned)x) : 32; }
 template <typename T> static inline T __ldg(const T *p) { return *p; }
+
+/* ---------------------------------------------- bf16 and tf32 conversions */
+/* __nv_bfloat16 (cuda_bf16.h): the top 16 bits of an IEEE float. Conversions round to
+   nearest even, NaN stays NaN, as the device's cvt.rn.bf16.f32. */
+struct __nv_bfloat16 { unsigned short x; };
+static inline __nv_bfloat16 __float2bfloat16_rn(float f)
+{
+    unsigned u = __float_as_uint(f);
+    __nv_bfloat16 r;
+    if ((u & 0x7fffffffu) > 0x7f800000u) r.x = (unsigned short)((u >> 16) | 0x40u); /* quiet NaN */
+    else r.x = (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+    return r;
+}
+static inline __nv_bfloat16 __float2bfloat16(float f) { return __float2bfloat16_rn(f); }
+static inline float __bfloat162float(__nv_bfloat16 h) { return __uint_as_float((unsigned)h.x << 16); }
+
+/* ------------------------------------------------ WMMA (nvcuda::wmma, mma.h) */
+/* Warp matrix products as the device's tensor cores do them, for the shapes attnkit's
+   kernels use: bf16 m16n16k16 (also m32n8k16, m8n32k16) and tf32 m16n16k8, fp32
+   accumulators. A fragment here holds the whole tile in every lane (row-major by the
+   tile's logical rows: A m x k, B k x n, accumulator m x n), so code that treats a
+   fragment's x[] uniformly (fill, scale every element, convert every element) behaves
+   as on the device; code that assumes which lane holds which element cannot be written
+   against the real API either. Each call is a warp-collective: every lane of the warp
+   must reach it (it synchronises the warp like __syncwarp, so divergence is reported);
+   load/store check the device's rules (pointer 32-byte aligned, ldm a multiple of 16
+   bytes) and fail the launch otherwise. store_matrix_sync writes one slice per lane, so
+   another lane reads the stored tile only after a __syncwarp/__syncthreads, as on the
+   device. mma_sync computes the product once per warp (each lane a slice, then every
+   lane copies it): tf32 inputs lose their low 13 mantissa bits as the hardware's do,
+   bf16 products are exact, sums are fp32 in k order. */
+namespace nvcuda {
+namespace wmma {
+struct matrix_a {};
+struct matrix_b {};
+struct accumulator {};
+struct row_major {};
+struct col_major {};
+namespace precision { struct tf32 {}; }
+enum layout_t { mem_row_major, mem_col_major };
+
+template <typename T> struct ak_store { typedef T type; };
+template <> struct ak_store<precision::tf32> { typedef float type; };
+template <typename Use, int M, int N, int K> struct ak_dims;
+template <int M, int N, int K> struct ak_dims<matrix_a, M, N, K> { enum { R = M, C = K }; };
+template <int M, int N, int K> struct ak_dims<matrix_b, M, N, K> { enum { R = K, C = N }; };
+template <int M, int N, int K> struct ak_dims<accumulator, M, N, K> { enum { R = M, C = N }; };
+template <typename L> struct ak_rowmaj;
+template <> struct ak_rowmaj<row_major> { enum { v = 1 }; };
+template <> struct ak_rowmaj<col_major> { enum { v = 0 }; };
+
+template <typename Use, int M, int N, int K, typename T, typename Layout = void> struct fragment {
+    static_assert((M == 16 && N == 16 && (K == 16 || K == 8)) || (M == 32 && N == 8 && K == 16) ||
+                  (M == 8 && N == 32 && K == 16), "cuda_sim WMMA: a shape the device lacks");
+    typedef typename ak_store<T>::type storage_element_type;
+    typedef storage_element_type element_type;
+    enum { rows = ak_dims<Use, M, N, K>::R, cols = ak_dims<Use, M, N, K>::C, num_elements = rows * cols };
+    storage_element_type x[num_elements];
+};
+
+template <typename S> static inline float ak_val(S v) { return (float)v; }
+template <> inline float ak_val<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <typename S> static inline S ak_from(float v) { return (S)v; }
+template <> inline __nv_bfloat16 ak_from<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+
+static inline float __float_to_tf32(float f)
+{
+    unsigned u = __float_as_uint(f);
+    if ((u & 0x7f800000u) == 0x7f800000u) return f; /* Inf/NaN unchanged */
+    u = (u + 0x1000u) & 0xffffe000u;                /* nearest, ties away from zero */
+    return __uint_as_float(u);
+}
+
+static inline bool ak_check(const char *what, const void *p, unsigned ldm, size_t esize, const char *file, int line)
+{
+    if (((uintptr_t)p & 31u) != 0) {
+        ak_sim::fail("%s at %s:%d: pointer %p is not 32-byte aligned", what, file, line, p);
+        return false;
+    }
+    if ((ldm * esize) % 16u != 0 || ldm == 0) {
+        ak_sim::fail("%s at %s:%d: ldm %u is not a multiple of 16 bytes", what, file, line, ldm);
+        return false;
+    }
+    return true;
+}
+/* the per-warp slice buffer of mma_sync */
+static inline float *ak_scratch(void)
+{
+    static thread_local float buf[32][32 * 16];
+    return buf[ak_sim::st().cur->warp];
+}
+
+template <typename Use, int M, int N, int K, typename T, typename L, typename V>
+static inline void fill_fragment(fragment<Use, M, N, K, T, L> &f, const V &v)
+{
+    typedef typename fragment<Use, M, N, K, T, L>::storage_element_type S;
+    for (int i = 0; i < f.num_elements; i++) f.x[i] = ak_from<S>(ak_val(v));
+}
+
+template <typename FR, typename P>
+static inline void ak_load(FR &f, const P *p, unsigned ldm, bool rowmaj, const char *file, int line)
+{
+    typedef typename FR::storage_element_type S;
+    (void)ak_sim::warp_op(file, line, 0xffffffffu, ak_sim::W_SYNC, 0, 0, 32);
+    if (!ak_check("wmma::load_matrix_sync", p, ldm, sizeof(P), file, line)) return;
+    for (int r = 0; r < FR::rows; r++)
+        for (int c = 0; c < FR::cols; c++)
+            f.x[r * FR::cols + c] = ak_from<S>(ak_val(rowmaj ? p[(size_t)r * ldm + c] : p[(size_t)c * ldm + r]));
+}
+template <typename Use, int M, int N, int K, typename T, typename L, typename P>
+static inline void load_matrix_sync(fragment<Use, M, N, K, T, L> &f, const P *p, unsigned ldm, AK_SIM_LOC)
+{
+    ak_load(f, p, ldm, ak_rowmaj<L>::v != 0, ak_file_, ak_line_);
+}
+template <int M, int N, int K, typename T>
+static inline void load_matrix_sync(fragment<accumulator, M, N, K, T, void> &f, const T *p, unsigned ldm, layout_t l, AK_SIM_LOC)
+{
+    ak_load(f, p, ldm, l == mem_row_major, ak_file_, ak_line_);
+}
+template <int M, int N, int K, typename T>
+static inline void store_matrix_sync(T *p, const fragment<accumulator, M, N, K, T, void> &f, unsigned ldm, layout_t l, AK_SIM_LOC)
+{
+    typedef fragment<accumulator, M, N, K, T, void> FR;
+    (void)ak_sim::warp_op(ak_file_, ak_line_, 0xffffffffu, ak_sim::W_SYNC, 0, 0, 32);
+    if (!ak_check("wmma::store_matrix_sync", p, ldm, sizeof(T), ak_file_, ak_line_)) return;
+    for (int e = ak_sim::st().cur->lane; e < FR::num_elements; e += 32) {
+        int r = e / FR::cols, c = e % FR::cols;
+        p[l == mem_row_major ? (size_t)r * ldm + c : (size_t)c * ldm + r] = f.x[e];
+    }
+}
+template <int M, int N, int K, typename TA, typename LA, typename LB, typename TC>
+static inline void mma_sync(fragment<accumulator, M, N, K, TC, void> &d, const fragment<matrix_a, M, N, K, TA, LA> &a,
+                            const fragment<matrix_b, M, N, K, TA, LB> &b, const fragment<accumulator, M, N, K, TC, void> &c,
+                            bool satf = false, AK_SIM_LOC)
+{
+    const bool tf32 = sizeof(typename fragment<matrix_a, M, N, K, TA, LA>::storage_element_type) == 4;
+    float *w = ak_scratch();
+    int e, kk;
+    (void)satf;
+    (void)ak_sim::warp_op(ak_file_, ak_line_, 0xffffffffu, ak_sim::W_SYNC, 0, 0, 32);
+    for (e = ak_sim::st().cur->lane; e < M * N; e += 32) {
+        int r = e / N, col = e % N;
+        float s = ak_val(c.x[e]);
+        for (kk = 0; kk < K; kk++) {
+            float x = ak_val(a.x[r * K + kk]), y = ak_val(b.x[kk * N + col]);
+            if (tf32) { x = __uint_as_float(__float_as_uint(x) & 0xffffe000u); y = __uint_as_float(__float_as_uint(y) & 0xffffe000u); }
+            s = std::fma(x, y, s);
+        }
+        w[e] = s;
+    }
+    (void)ak_sim::warp_op(ak_file_, ak_line_, 0xffffffffu, ak_sim::W_SYNC, 0, 0, 32);
+    /* no closing sync: every wmma call opens with one, so no lane writes the buffer
+       again before all have copied it */
+    for (e = 0; e < M * N; e++) d.x[e] = ak_from<TC>(w[e]);
+}
+} /* namespace wmma */
+} /* namespace nvcuda */
 
 /* --------------------------------------------------------------- runtime */
 static inline const char *cudaGetErrorString(cudaError_t e)

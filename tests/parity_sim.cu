@@ -17,6 +17,10 @@
 #include "tests/attnkit_test.h"
 
 #include <string.h>
+#ifndef ATTNKIT_CUDA_SIM
+#include <mma.h>
+#include <cuda_bf16.h>
+#endif
 
 #define NEED_DEVICE()                                                          \
     do {                                                                       \
@@ -239,6 +243,122 @@ static void test_atomics(void)
     cudaFree(dh);
 }
 
+/* ---------------------------------------------------------------- WMMA */
+/* C (32x32) = A (32xK) B (KxN), A row-major, B col-major (i.e. B^T row-major, as attention
+   uses K), one warp per 16x16 output tile, bf16 or tf32 inputs, fp32 accumulate; then the
+   accumulator is reloaded, scaled by 0.5 element-wise and stored again (a uniform fragment
+   op). On a GPU this checks the emulation's reading of the API against the hardware. */
+#if defined(ATTNKIT_CUDA_SIM) || (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800) || !defined(__CUDA_ARCH__)
+#define SIM_WMMA_OK 1
+#endif
+static __global__ void k_wmma(float *c, const float *a, const float *b, int K, int tf32)
+{
+#ifdef SIM_WMMA_OK
+    using namespace nvcuda;
+    __shared__ __align__(32) __nv_bfloat16 ah[32 * 32], bh[32 * 32];
+    __shared__ __align__(32) float af[32 * 32], bf[32 * 32], cs[32 * 32];
+    const int w = threadIdx.x >> 5, tr = (w >> 1) * 16, tc = (w & 1) * 16;
+    int e, k0;
+    for (e = threadIdx.x; e < 32 * K; e += blockDim.x) {
+        ah[e] = __float2bfloat16(a[e]);
+        bh[e] = __float2bfloat16(b[e]);
+        af[e] = wmma::__float_to_tf32(a[e]);
+        bf[e] = wmma::__float_to_tf32(b[e]);
+    }
+    __syncthreads();
+    if (tf32) {
+        wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major> fa;
+        wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::col_major> fb;
+        wmma::fragment<wmma::accumulator, 16, 16, 8, float> fc;
+        wmma::fill_fragment(fc, 0.0f);
+        for (k0 = 0; k0 < K; k0 += 8) {
+            wmma::load_matrix_sync(fa, af + tr * K + k0, K);
+            wmma::load_matrix_sync(fb, bf + tc * K + k0, K);
+            wmma::mma_sync(fc, fa, fb, fc);
+        }
+        wmma::store_matrix_sync(cs + tr * 32 + tc, fc, 32, wmma::mem_row_major);
+        __syncwarp();
+        wmma::load_matrix_sync(fc, cs + tr * 32 + tc, 32, wmma::mem_row_major);
+        for (e = 0; e < fc.num_elements; e++) fc.x[e] *= 0.5f;
+        wmma::store_matrix_sync(c + tr * 32 + tc, fc, 32, wmma::mem_row_major);
+    } else {
+        wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa;
+        wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> fb;
+        wmma::fragment<wmma::accumulator, 16, 16, 16, float> fc;
+        wmma::fill_fragment(fc, 0.0f);
+        for (k0 = 0; k0 < K; k0 += 16) {
+            wmma::load_matrix_sync(fa, ah + tr * K + k0, K);
+            wmma::load_matrix_sync(fb, bh + tc * K + k0, K);
+            wmma::mma_sync(fc, fa, fb, fc);
+        }
+        wmma::store_matrix_sync(cs + tr * 32 + tc, fc, 32, wmma::mem_row_major);
+        __syncwarp();
+        wmma::load_matrix_sync(fc, cs + tr * 32 + tc, 32, wmma::mem_row_major);
+        for (e = 0; e < fc.num_elements; e++) fc.x[e] *= 0.5f;
+        wmma::store_matrix_sync(c + tr * 32 + tc, fc, 32, wmma::mem_row_major);
+    }
+#else
+    (void)c; (void)a; (void)b; (void)K; (void)tf32;
+#endif
+}
+
+/* the input rounding on the host: bf16 nearest-even, tf32 nearest (ties away) */
+static float host_bf16(float x)
+{
+    unsigned u;
+    memcpy(&u, &x, 4);
+    u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    memcpy(&x, &u, 4);
+    return x;
+}
+static float host_tf32(float x)
+{
+    unsigned u;
+    memcpy(&u, &x, 4);
+    u = (u + 0x1000u) & 0xffffe000u;
+    memcpy(&x, &u, 4);
+    return x;
+}
+
+static void test_wmma(void)
+{
+    const int K = 32;
+    int mode, i, j, kk;
+    std::vector<float> a(32 * K), b(32 * K), c(32 * 32);
+    float *da = dalloc<float>(32 * K), *db = dalloc<float>(32 * K), *dc = dalloc<float>(32 * 32);
+    tt_fill_uniform(a.data(), 32 * K, -3.0, 3.0);
+    tt_fill_uniform(b.data(), 32 * K, -4.0, 4.0);
+    CHECK_INT_EQ(cudaMemcpy(da, a.data(), a.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+    CHECK_INT_EQ(cudaMemcpy(db, b.data(), b.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+    for (mode = 0; mode < 2; mode++) {
+        double worst = 0.0, worst_plain = 0.0;
+        PARITY_LAUNCH(k_wmma, 1, 128, 0, (cudaStream_t)0, dc, da, db, K, mode);
+        CHECK_INT_EQ(cudaGetLastError(), cudaSuccess);
+        CHECK_INT_EQ(cudaMemcpy(c.data(), dc, c.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+        for (i = 0; i < 32; i++)
+            for (j = 0; j < 32; j++) {
+                double s = 0.0, sp = 0.0, mag = 0.0;
+                for (kk = 0; kk < K; kk++) {
+                    float x = a[(size_t)i * K + kk], y = b[(size_t)j * K + kk];
+                    float xr = mode ? host_tf32(x) : host_bf16(x), yr = mode ? host_tf32(y) : host_bf16(y);
+                    s += (double)xr * yr;
+                    sp += (double)x * y;
+                    mag += fabs((double)x * y);
+                }
+                worst = fmax(worst, fabs(2.0 * c[(size_t)i * 32 + j] - s) / mag);
+                worst_plain = fmax(worst_plain, fabs(2.0 * c[(size_t)i * 32 + j] - sp) / mag);
+            }
+        /* fp32 accumulation of the rounded products: ~K * 2^-24; the rounding itself:
+           bf16 2^-8, tf32 2^-11 relative per input */
+        CHECK(worst < 1e-5);
+        CHECK(worst_plain < (mode ? 2e-3 : 1.6e-2));
+        CHECK(worst_plain > (mode ? 1e-6 : 1e-5)); /* the inputs really were rounded */
+    }
+    cudaFree(da);
+    cudaFree(db);
+    cudaFree(dc);
+}
+
 /* -------------------------------------------- what the simulation refuses */
 #ifdef ATTNKIT_CUDA_SIM
 static __global__ void k_divergent_barrier(int *out)
@@ -268,6 +388,22 @@ static __global__ void k_big_smem(float *out)
     out[threadIdx.x] = buf[threadIdx.x];
 }
 
+/* WMMA misuse: an ldm that is not a multiple of 16 bytes, a tile pointer that is not 32-byte
+   aligned, and a warp-collective reached by half the warp */
+static __global__ void k_wmma_misuse(float *out, int which)
+{
+    using namespace nvcuda;
+    __shared__ __align__(32) __nv_bfloat16 t[16 * 40];
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa;
+    int e;
+    for (e = threadIdx.x; e < 16 * 40; e += blockDim.x) t[e] = __float2bfloat16(1.0f);
+    __syncthreads();
+    if (which == 0) wmma::load_matrix_sync(fa, t, 20);         /* 40 bytes */
+    else if (which == 1) wmma::load_matrix_sync(fa, t + 8, 24); /* 16-byte aligned only */
+    else if (threadIdx.x < 16) wmma::load_matrix_sync(fa, t, 24);
+    out[threadIdx.x] = 1.0f;
+}
+
 static void test_simulation_refuses(void)
 {
     int *d = dalloc<int>(1024);
@@ -280,6 +416,10 @@ static void test_simulation_refuses(void)
     CHECK_INT_EQ(cudaGetLastError(), cudaErrorLaunchFailure);
     PARITY_LAUNCH(k_absent_lane, 1, 32, 0, (cudaStream_t)0, d);
     CHECK_INT_EQ(cudaGetLastError(), cudaErrorLaunchFailure);
+    for (int which = 0; which < 3; which++) {
+        PARITY_LAUNCH(k_wmma_misuse, 1, 32, 0, (cudaStream_t)0, f, which);
+        CHECK_INT_EQ(cudaGetLastError(), cudaErrorLaunchFailure);
+    }
     /* launch limits */
     PARITY_LAUNCH(k_divergent_barrier, 1, 2048, 0, (cudaStream_t)0, d);
     CHECK_INT_EQ(cudaGetLastError(), cudaErrorInvalidConfiguration);
@@ -352,6 +492,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_warp_primitives);
     TEST_RUN(test_barriers_and_races);
     TEST_RUN(test_atomics);
+    TEST_RUN(test_wmma);
     TEST_RUN(test_simulation_refuses);
     return TEST_END();
 }
