@@ -346,6 +346,22 @@ CEASDEF int ceas_attention_observables(const float *logits, int B, int H, int T,
                                        const float *beta, ceas_obs *rows, ceas_obs *heads,
                                        void *workspace);
 
+/* The same observables from per-row moments an attention kernel gathered in its softmax
+   pass, so the (B,H,T,T) logits are never read again (tensor.h's
+   tk_attention_forward_stats writes them in this layout). moments: (B, H, T, stride)
+   floats, stride >= 6, each row starting with, over its n visible keys, of the logits
+   x = beta * s and p = softmax(x):
+     {H = -sum p ln p, E_p[x], Var_p[x], mean x, population variance of x, n}.
+   beta, rows, heads, workspace as ceas_attention_observables (rows: (B,H,T) or NULL;
+   heads: (H) pooled, or NULL; workspace: ceas_attention_observables_workspace_size bytes
+   or NULL). Equals ceas_attention_observables on the same logits (causal) to the
+   moments' rounding. A row with n < 1 or a non-finite moment: CEAS_EINVAL (its
+   observables NaN). */
+CEASDEF int ceas_attention_observables_from_moments(const float *moments, int B, int H, int T,
+                                                    int stride, const float *beta,
+                                                    ceas_obs *rows, ceas_obs *heads,
+                                                    void *workspace);
+
 /* ---- beta: initialiser, closed form, Newton step, margin ---- */
 CEASDEF float ceas_beta_init(int d_k);                 /* 1/sqrt(d_k); 0 if d_k <= 0 */
 CEASDEF float ceas_beta_to_temp(float beta, int d);     /* tensor.h temp = 1/(sqrt(d) beta) */
@@ -1087,6 +1103,60 @@ CEASDEF int ceas_attention_observables(const float *logits, int B, int H, int T,
                 bad |= ceas__row_fin(ro + q, sums[q - r0], n, bt) != CEAS_OK;
             }
         }
+    }
+    if (heads)
+        for (h = 0; h < H; h++)
+            if (ceas__pool(heads + h, ro + (size_t)h * T, B, (size_t)H * T, T, 1) != CEAS_OK)
+                bad = 1;
+    if (own) CEAS_FREE(own);
+    return bad ? CEAS_EINVAL : CEAS_OK;
+}
+
+CEASDEF int ceas_attention_observables_from_moments(const float *moments, int B, int H, int T,
+                                                    int stride, const float *beta,
+                                                    ceas_obs *rows, ceas_obs *heads,
+                                                    void *workspace)
+{
+    long long nrows, q;
+    ceas_obs *ro = rows;
+    void *own = NULL;
+    int h, bad = 0;
+    if (!moments || B <= 0 || H <= 0 || T <= 0 || stride < 6 || (!rows && !heads))
+        return CEAS_EINVAL;
+    if (beta)
+        for (h = 0; h < H; h++)
+            if (!ceas__finite(beta[h]) || !(beta[h] > 0)) return CEAS_EINVAL;
+    nrows = (long long)B * H * T;
+    if (!ro) {
+        if (workspace) ro = (ceas_obs *)workspace;
+        else {
+            own = CEAS_MALLOC(ceas_attention_observables_workspace_size(B, H, T));
+            if (!own) return CEAS_ENOMEM;
+            ro = (ceas_obs *)own;
+        }
+    }
+#if defined(_OPENMP)
+#pragma omp parallel for schedule(static) reduction(| : bad) if(nrows > 4096)
+#endif
+    for (q = 0; q < nrows; q++) {
+        const float *m = moments + (size_t)q * (size_t)stride;
+        const double ib = 1.0 / (beta ? beta[(q / T) % H] : 1.0f);
+        ceas_obs *o = ro + q;
+        const float n = m[5];
+        if (!ceas__finite(m[0]) || !ceas__finite(m[2]) || !ceas__finite(m[3]) ||
+            !ceas__finite(m[4]) || !ceas__finite(n) || !(n >= 1.0f) || !(n < 9.0e15f)) {
+            o->H = o->n_eff = o->var_s = o->sigma_qk = o->mean_s = o->log_n = (float)NAN;
+            o->n = 0;
+            bad = 1;
+            continue;
+        }
+        o->H = m[0] > 0.0f ? m[0] : 0.0f;
+        o->n_eff = expf(o->H);
+        o->var_s = (float)((m[2] > 0.0f ? (double)m[2] : 0.0) * ib * ib);
+        o->sigma_qk = (float)(sqrt(m[4] > 0.0f ? (double)m[4] : 0.0) * ib);
+        o->mean_s = (float)((double)m[3] * ib);
+        o->n = (long long)n;
+        o->log_n = logf((float)o->n);
     }
     if (heads)
         for (h = 0; h < H; h++)

@@ -287,6 +287,23 @@ TKDEF int tk_attention_backward_strided(const tk_attn_layout *lay, float *dq, fl
                                         const float *dout, const float *probs, const float *q,
                                         const float *k, const float *v, int bias_per_head,
                                         const float *temp, int B, int H, int T, int D);
+/* The forward with per-row statistics of the softmax, gathered in its exp pass while the
+   row is in cache (what an entropy controller such as ceas.h's CEAS needs, without a
+   second pass over the (B,H,T,T) logits or probabilities). stats: (B,H,T,TK_ATTN_NSTATS),
+   per row i of (b,h), over the visible keys j <= i (bias entries of -inf excluded) of the
+   logits x_j = alpha q_i.k_j + bias_ij and p = softmax(x):
+     [0] entropy H = -sum p log p (nats)   [1] E_p[x]   [2] Var_p[x]
+     [3] mean_j x_j   [4] var_j x_j (population: over the keys, unweighted)   [5] the
+     number of keys counted.
+   lay: the strides as tk_attention_forward_strided, or NULL for contiguous (B,H,T,D).
+   out and probs are bit-identical to tk_attention_forward's. Sums in float lanes per
+   256-key chunk and double across chunks, shifted by the row's softmax shift: relative
+   error ~1e-6 for rows of a few thousand keys. */
+#define TK_ATTN_NSTATS 6
+TKDEF int tk_attention_forward_stats(const tk_attn_layout *lay, float *out, float *probs,
+                                     float *stats, const float *q, const float *k,
+                                     const float *v, const float *bias, int bias_per_head,
+                                     const float *temp, int B, int H, int T, int D);
 
 /* Head layout helpers. qkv (B,T,3C) -> q, k, v (B,H,T,D) with C = H*D; merge:
    inp (B,H,T,D) -> out (B,T,C). Backward accumulates. */
@@ -1668,6 +1685,57 @@ TK__NOINLINE static double tk__exp_sum_bias(float *x, const float *b, float mx, 
     return s;
 }
 
+/* tk__exp_sum / tk__exp_sum_bias (b NULL or not) that also gathers the softmax row's
+   moments: x (n) = exp(x (+ b) - mx) in place, with the same values and the same sum
+   (r[0]: the same lanes, chunks and order, so the probabilities are bit-identical), and
+   r[1..5] = sum e t, sum e t^2, sum t, sum t^2, count over the finite t = x (+ b) - mx
+   (a -inf bias entry masks its key: e = 0 and it is not counted; the test is t > -1e30,
+   which -ffast-math cannot fold away as it would a test against infinity). */
+TK__NOINLINE static void tk__exp_stats(float *x, const float *b, float mx, int n, double *r)
+{
+    int c0, j, l, k;
+    for (k = 0; k < 6; k++) r[k] = 0.0;
+    for (c0 = 0; c0 < n; c0 += TK__CHUNK) {
+        int m = n - c0 < TK__CHUNK ? n - c0 : TK__CHUNK;
+        float z[TK__LANES], a[TK__LANES], q[TK__LANES], s1[TK__LANES], s2[TK__LANES];
+        float c[TK__LANES];
+        float *d = x + c0;
+        const float *bb = b ? b + c0 : NULL;
+        for (l = 0; l < TK__LANES; l++) z[l] = a[l] = q[l] = s1[l] = s2[l] = c[l] = 0.0f;
+#define TK__EXP_STATS_LANE(XV, L)                                                          \
+    do {                                                                                   \
+        const float t_ = (XV) - mx, e_ = tk__expf(t_);                                     \
+        const float ok_ = t_ > -1e30f ? 1.0f : 0.0f, tf_ = t_ > -1e30f ? t_ : 0.0f;        \
+        const float et_ = e_ * tf_;                                                        \
+        d[j + l] = e_;                                                                     \
+        z[L] += e_; a[L] += et_; q[L] += et_ * tf_;                                        \
+        s1[L] += tf_; s2[L] += tf_ * tf_; c[L] += ok_;                                     \
+    } while (0)
+        if (bb) {
+            for (j = 0; j + TK__LANES <= m; j += TK__LANES)
+                for (l = 0; l < TK__LANES; l++) TK__EXP_STATS_LANE(d[j + l] + bb[j + l], l);
+            for (l = 0; j + l < m; l++) TK__EXP_STATS_LANE(d[j + l] + bb[j + l], 0);
+        } else {
+            for (j = 0; j + TK__LANES <= m; j += TK__LANES)
+                for (l = 0; l < TK__LANES; l++) TK__EXP_STATS_LANE(d[j + l], l);
+            for (l = 0; j + l < m; l++) TK__EXP_STATS_LANE(d[j + l], 0);
+        }
+#undef TK__EXP_STATS_LANE
+        {
+            double zz = 0.0;
+            for (l = 0; l < TK__LANES; l++) zz += (double)z[l];
+            r[0] += zz;
+        }
+        for (l = 0; l < TK__LANES; l++) {
+            r[1] += (double)a[l];
+            r[2] += (double)q[l];
+            r[3] += (double)s1[l];
+            r[4] += (double)s2[l];
+            r[5] += (double)c[l];
+        }
+    }
+}
+
 /* sum of x (n), same fixed order as tk__exp_sum */
 static double tk__row_sum(const float *x, int n)
 {
@@ -2217,10 +2285,11 @@ static int tk__omp_threads(void)
    (deterministic). Returns 1 when the normaliser is not finite and positive (a NaN or
    +Inf logit or bias entry, or a row whose visible entries are all -inf): one test per
    row, which is all the checking the inputs get. */
-static int tk__attn_softmax_row(float *row, const float *brow, const float *bmax, int n)
+static int tk__attn_softmax_row(float *row, const float *brow, const float *bmax, int n,
+                                float *st)
 {
     float mx, inv;
-    double sum;
+    double sum, r[6];
     int j;
     if (brow) {
         const float bound = bmax ? tk__row_max(row, n) + *bmax : 0.0f;
@@ -2243,24 +2312,42 @@ static int tk__attn_softmax_row(float *row, const float *brow, const float *bmax
             mx = lane[0];
             for (l = 1; l < TK__LANES; l++) mx = lane[l] > mx ? lane[l] : mx;
         }
-        sum = tk__exp_sum_bias(row, brow, mx, n);
+        if (st) tk__exp_stats(row, brow, mx, n, r);
+        else sum = tk__exp_sum_bias(row, brow, mx, n);
     } else {
         mx = tk__row_max(row, n);
-        sum = tk__exp_sum(row, row, mx, n);
+        if (st) tk__exp_stats(row, NULL, mx, n, r);
+        else sum = tk__exp_sum(row, row, mx, n);
     }
+    if (st) sum = r[0];
     if (!tk__finite_d(sum) || !(sum > 0.0)) return 1;
     inv = (float)(1.0 / sum);
     for (j = 0; j < n; j++) row[j] *= inv;
+    if (st) {
+        /* t = x - mx: H = ln z - E[t], E_p[x] = mx + E[t], Var_p = E[t^2] - E[t]^2 */
+        const double et = r[1] / sum, et2 = r[2] / sum, cnt = r[5] > 0.0 ? r[5] : 1.0;
+        const double mu = r[3] / cnt, h = log(sum) - et;
+        double vp = et2 - et * et, vu = r[4] / cnt - mu * mu;
+        vp = vp > 0.0 ? vp : 0.0;
+        vu = vu > 0.0 ? vu : 0.0;
+        st[0] = (float)(h > 0.0 ? h : 0.0);
+        st[1] = (float)((double)mx + et);
+        st[2] = (float)vp;
+        st[3] = (float)((double)mx + mu);
+        st[4] = (float)vu;
+        st[5] = (float)r[5];
+    }
     return 0;
 }
 
 /* Rows [i0, i1) of one (b,h): P (T,T) rows = softmax(alpha Q K^T + bias, causal),
    zeros above the diagonal; O (T,D) rows = P V. bb: the (T,T) bias of this head or
    NULL. */
-static int tk__attn_fwd_block(float *O, float *P, const float *Q, const float *K,
+static int tk__attn_fwd_block(float *O, float *P, float *St, const float *Q, const float *K,
                               const float *Vv, const float *bb, const float *bmax, float alpha,
                               int T, int D, int i0, int i1, int par, const int *ld)
 {
+    /* St: this head's (T, TK_ATTN_NSTATS) row statistics, or NULL */
     /* ld: token strides of Q, K, V, O */
     const int m = i1 - i0, n = i1;
     float *Pb = P + (size_t)i0 * T;
@@ -2273,7 +2360,8 @@ static int tk__attn_fwd_block(float *O, float *P, const float *Q, const float *K
         float *row = P + (size_t)i * T;
         int j;
         bad |= tk__attn_softmax_row(row, bb ? bb + (size_t)i * T : NULL,
-                                    bmax ? bmax + (i - i0) : NULL, i + 1);
+                                    bmax ? bmax + (i - i0) : NULL, i + 1,
+                                    St ? St + (size_t)i * TK_ATTN_NSTATS : NULL);
         for (j = i + 1; j < T; j++) row[j] = 0.0f;
     }
     if (bad)
@@ -2348,12 +2436,11 @@ TKDEF int tk_attention_forward(float *out, float *probs, const float *q, const f
                                         B, H, T, D);
 }
 
-TKDEF int tk_attention_forward_strided(const tk_attn_layout *lay, float *out, float *probs,
-                                       const float *q, const float *k, const float *v,
-                                       const float *bias, int bias_per_head,
-                                       const float *temp, int B, int H, int T, int D)
+static int tk__attn_forward(const char *fn, const tk_attn_layout *lay, float *out,
+                            float *probs, float *stats, const float *q, const float *k,
+                            const float *v, const float *bias, int bias_per_head,
+                            const float *temp, int B, int H, int T, int D)
 {
-    static const char *fn = "tk_attention_forward";
     size_t TT = (size_t)T * T;
     int rc, u, err = TK_OK, nt, outer, nrb, units, ld[4];
     TK__NONNULL(fn, out);
@@ -2390,6 +2477,7 @@ TKDEF int tk_attention_forward_strided(const tk_attn_layout *lay, float *out, fl
             const float *bb = bias ? bias + (bias_per_head ? (size_t)h * TT : 0) : NULL;
             const float alpha = 1.0f / (sqrtf((float)D) * (temp ? temp[h] : 1.0f));
             r = tk__attn_fwd_block(out + b * lay->out[0] + h * lay->out[1], probs + bh * TT,
+                                   stats ? stats + bh * T * TK_ATTN_NSTATS : NULL,
                                    q + b * lay->q[0] + h * lay->q[1],
                                    k + b * lay->k[0] + h * lay->k[1],
                                    v + b * lay->v[0] + h * lay->v[1], bb,
@@ -2402,6 +2490,33 @@ TKDEF int tk_attention_forward_strided(const tk_attn_layout *lay, float *out, fl
         }
     }
     return err;
+}
+
+TKDEF int tk_attention_forward_strided(const tk_attn_layout *lay, float *out, float *probs,
+                                       const float *q, const float *k, const float *v,
+                                       const float *bias, int bias_per_head,
+                                       const float *temp, int B, int H, int T, int D)
+{
+    return tk__attn_forward("tk_attention_forward", lay, out, probs, NULL, q, k, v, bias,
+                            bias_per_head, temp, B, H, T, D);
+}
+
+TKDEF int tk_attention_forward_stats(const tk_attn_layout *lay, float *out, float *probs,
+                                     float *stats, const float *q, const float *k,
+                                     const float *v, const float *bias, int bias_per_head,
+                                     const float *temp, int B, int H, int T, int D)
+{
+    static const char *fn = "tk_attention_forward_stats";
+    tk_attn_layout own;
+    TK__NONNULL(fn, stats);
+    if (B <= 0 || H <= 0 || T <= 0 || D <= 0)
+        return tk__fail(TK_EINVAL, "%s: B, H, T, D must be > 0", fn);
+    if (!lay) {
+        own = tk_attn_layout_contiguous(H, T, D);
+        lay = &own;
+    }
+    return tk__attn_forward(fn, lay, out, probs, stats, q, k, v, bias, bias_per_head, temp,
+                            B, H, T, D);
 }
 
 /* One (b,h) backward, row block by row block. dS (BWD_BR, T) scratch; S (BWD_BR, T)

@@ -180,6 +180,74 @@ static void test_attention_observables_batched(void)
     }
 }
 
+/* observables from per-row moments (the layout tensor.h's tk_attention_forward_stats
+   writes), computed here in double from causal logits with a stride of 7, against
+   ceas_attention_observables on the same logits: rows and pooled heads */
+static void test_observables_from_moments(void)
+{
+    enum { B = 2, H = 3, T = 41, S = 7 };
+    static float logits[B * H * T * T], mom[B * H * T * S];
+    static ceas_obs r1[B * H * T], r2[B * H * T], h1[H], h2[H];
+    float beta[H] = {0.5f, 1.0f, 0.125f};
+    size_t r;
+    int f;
+    tt_seed(5);
+    tt_fill_normal(logits, B * H * T * T, 2.0);
+    for (r = 0; r < (size_t)B * H * T; r++) {
+        const float *x = logits + r * T;
+        int n = (int)(r % T) + 1, j;
+        double mx = -HUGE_VAL, z = 0, e1 = 0, e2 = 0, mu = 0, m2 = 0;
+        for (j = 0; j < n; j++) mx = x[j] > mx ? x[j] : mx;
+        for (j = 0; j < n; j++) {
+            double e = exp(x[j] - mx);
+            z += e; e1 += e * x[j]; e2 += e * x[j] * x[j]; mu += x[j]; m2 += (double)x[j] * x[j];
+        }
+        e1 /= z;
+        mu /= n;
+        mom[r * S + 0] = (float)(log(z) + mx - e1);
+        mom[r * S + 1] = (float)e1;
+        mom[r * S + 2] = (float)(e2 / z - e1 * e1);
+        mom[r * S + 3] = (float)mu;
+        mom[r * S + 4] = (float)(m2 / n - mu * mu);
+        mom[r * S + 5] = (float)n;
+        mom[r * S + 6] = 12345.0f; /* beyond the six fields: ignored */
+    }
+    CHECK_INT_EQ(ceas_attention_observables(logits, B, H, T, 1, beta, r1, h1, NULL), CEAS_OK);
+    CHECK_INT_EQ(ceas_attention_observables_from_moments(mom, B, H, T, S, beta, r2, h2, NULL), CEAS_OK);
+    for (r = 0; r < (size_t)B * H * T; r++) {
+        CHECK_NEAR(r2[r].H, r1[r].H, 2e-5);
+        CHECK_CLOSE(r2[r].n_eff, r1[r].n_eff, 2e-5, 0);
+        CHECK_CLOSE(r2[r].var_s, r1[r].var_s, 1e-4, 1e-5 * r1[r].sigma_qk * r1[r].sigma_qk);
+        CHECK_CLOSE(r2[r].sigma_qk, r1[r].sigma_qk, 1e-4, 1e-6);
+        CHECK_NEAR(r2[r].mean_s, r1[r].mean_s, 1e-4 * (1.0 + r1[r].sigma_qk));
+        CHECK_NEAR(r2[r].log_n, r1[r].log_n, 1e-6);
+        CHECK_INT_EQ(r2[r].n, r1[r].n);
+    }
+    for (f = 0; f < H; f++) {
+        CHECK_NEAR(h2[f].H, h1[f].H, 2e-5);
+        CHECK_CLOSE(h2[f].var_s, h1[f].var_s, 1e-4, 1e-6);
+        CHECK_CLOSE(h2[f].sigma_qk, h1[f].sigma_qk, 1e-4, 0);
+        CHECK_NEAR(h2[f].mean_s, h1[f].mean_s, 1e-4 * h1[f].sigma_qk);
+        CHECK_INT_EQ(h2[f].n, h1[f].n);
+    }
+    /* heads only (own workspace) gives the same heads */
+    CHECK_INT_EQ(ceas_attention_observables_from_moments(mom, B, H, T, S, beta, NULL, h1, NULL), CEAS_OK);
+    CHECK(memcmp(h1, h2, sizeof h1) == 0);
+    /* bad input */
+    CHECK_INT_EQ(ceas_attention_observables_from_moments(mom, B, H, T, 5, beta, r2, NULL, NULL), CEAS_EINVAL);
+    CHECK_INT_EQ(ceas_attention_observables_from_moments(NULL, B, H, T, S, beta, r2, NULL, NULL), CEAS_EINVAL);
+    CHECK_INT_EQ(ceas_attention_observables_from_moments(mom, B, H, T, S, beta, NULL, NULL, NULL), CEAS_EINVAL);
+    beta[1] = 0.0f;
+    CHECK_INT_EQ(ceas_attention_observables_from_moments(mom, B, H, T, S, beta, r2, NULL, NULL), CEAS_EINVAL);
+    beta[1] = 1.0f;
+    mom[5 * S + 5] = 0.0f; /* a row with no keys */
+    CHECK_INT_EQ(ceas_attention_observables_from_moments(mom, B, H, T, S, beta, r2, NULL, NULL), CEAS_EINVAL);
+    CHECK(r2[5].H != r2[5].H);
+    mom[5 * S + 5] = 6.0f;
+    mom[9 * S + 2] = (float)NAN;
+    CHECK_INT_EQ(ceas_attention_observables_from_moments(mom, B, H, T, S, beta, r2, h2, NULL), CEAS_EINVAL);
+}
+
 static void test_observables_thread_invariant(void)
 {
 #ifdef _OPENMP
@@ -989,6 +1057,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_row_observables_match_double);
     TEST_RUN(test_attention_observables_batched);
     TEST_RUN(test_observables_thread_invariant);
+    TEST_RUN(test_observables_from_moments);
     TEST_RUN(test_newton_reaches_target_quadratically);
     TEST_RUN(test_beta_star_gaussian);
     TEST_RUN(test_newton_clip_margin_bounds);

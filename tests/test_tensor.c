@@ -955,6 +955,89 @@ static void test_attention_backward(void)
     check_attention(1, 2, 7, 1, 1, 0, 1);
 }
 
+/* tk_attention_forward_stats: out and probs bit-identical to tk_attention_forward, and each
+   row's statistics against a double computation from the logits: no bias, a shared bias with
+   a -inf sliding window (masked keys are not counted), a per-head bias with temperatures;
+   T = 300 crosses the 256-key chunks and the 64-row blocks. */
+static void check_attention_stats(int B, int H, int T, int D, int bias_mode, int window)
+{
+    long n = (long)B * H * T * D, np = (long)B * H * T * T, ns = (long)B * H * T * TK_ATTN_NSTATS;
+    long nb = bias_mode == 2 ? (long)H * T * T : (long)T * T;
+    float *q = frand(n, 1.5), *k = frand(n, 1.5), *v = frand(n, 1), *bias = frand(nb, 1);
+    float *temp = fbuf(H), *o1 = fbuf(n), *p1 = fbuf(np), *o2 = fbuf(n), *p2 = fbuf(np);
+    float *st = fbuf(ns);
+    double *x = dbuf(T), worst = 0.0;
+    int b, h, i, j, d, f;
+    for (h = 0; h < H; h++) temp[h] = 0.6f + 0.3f * h;
+    if (window)
+        for (i = 0; i < T; i++)
+            for (j = 0; j < T; j++)
+                if (j <= i - window) bias[i * T + j] = -INFINITY;
+    CHECK_INT_EQ(tk_attention_forward(o1, p1, q, k, v, bias_mode ? bias : NULL, bias_mode == 2,
+                                      temp, B, H, T, D), TK_OK);
+    CHECK_INT_EQ(tk_attention_forward_stats(NULL, o2, p2, st, q, k, v, bias_mode ? bias : NULL,
+                                            bias_mode == 2, temp, B, H, T, D), TK_OK);
+    CHECK(same_bits(o1, o2, n));
+    CHECK(same_bits(p1, p2, np));
+    for (b = 0; b < B; b++)
+        for (h = 0; h < H; h++)
+            for (i = 0; i < T; i++) {
+                const long bh = (long)b * H + h;
+                const float *s = st + (bh * T + i) * TK_ATTN_NSTATS;
+                double mx = -HUGE_VAL, z = 0, ep = 0, ep2 = 0, mu = 0, m2 = 0, cnt = 0, ref[6], sc;
+                for (j = 0; j <= i; j++) {
+                    double dot = 0.0, bj = bias_mode ? bias[(bias_mode == 2 ? (long)h * T * T : 0) + (long)i * T + j] : 0.0;
+                    for (d = 0; d < D; d++) dot += (double)q[(bh * T + i) * D + d] * k[(bh * T + j) * D + d];
+                    x[j] = (double)(1.0f / (sqrtf((float)D) * temp[h])) * dot + bj;
+                    if (x[j] > mx) mx = x[j];
+                }
+                for (j = 0; j <= i; j++) {
+                    double e;
+                    if (!(x[j] > -HUGE_VAL)) continue;
+                    e = exp(x[j] - mx);
+                    z += e; ep += e * x[j]; ep2 += e * x[j] * x[j];
+                    mu += x[j]; m2 += x[j] * x[j]; cnt += 1;
+                }
+                ep /= z;
+                ref[1] = ep;
+                ref[2] = ep2 / z - ep * ep;
+                ref[0] = log(z) + mx - ep;
+                ref[3] = mu / cnt;
+                ref[4] = m2 / cnt - ref[3] * ref[3];
+                ref[5] = cnt;
+                /* H, E_p[x], mean on the scale of the logits; variances relative to themselves
+                   plus the scale squared */
+                sc = 1.0 + fabs(mx);
+                for (f = 0; f < 6; f++) {
+                    double tol = f == 2 || f == 4 ? 1e-5 * (ref[f] + sc * sc) : f == 5 ? 0.0 : 1e-5 * sc;
+                    double err = fabs((double)s[f] - ref[f]);
+                    if (f != 5 && tol > 0 && err / tol > worst) worst = err / tol;
+                    if (!(err <= tol)) {
+                        CHECK(err <= tol);
+                        printf("    stats field %d row (%d,%d,%d): %.9g vs %.9g\n", f, b, h, i, s[f], ref[f]);
+                        f = 6; i = T; h = H; b = B;
+                    }
+                }
+            }
+    printf("    stats B%d H%d T%d D%d bias %d window %d: worst error %.3f of the tolerance\n", B, H, T, D,
+           bias_mode, window, worst);
+    free(q); free(k); free(v); free(bias); free(temp); free(o1); free(p1); free(o2); free(p2);
+    free(st); free(x);
+}
+
+static void test_attention_stats(void)
+{
+    float one = 1.0f, out, pr;
+    check_attention_stats(2, 2, 300, 8, 0, 0);
+    check_attention_stats(1, 3, 300, 8, 1, 37);
+    check_attention_stats(2, 2, 70, 5, 2, 0);
+    check_attention_stats(1, 1, 1, 3, 0, 0);
+    CHECK_INT_EQ(tk_attention_forward_stats(NULL, &out, &pr, NULL, &one, &one, &one, NULL, 0,
+                                            NULL, 1, 1, 1, 1), TK_EINVAL);
+    CHECK_INT_EQ(tk_attention_forward_stats(NULL, &out, &pr, &out, &one, &one, &one, NULL, 0,
+                                            NULL, 1, 1, 0, 1), TK_EINVAL);
+}
+
 /* Directional derivative of at_loss along a random u over x (n): (L(x+hu)-L(x-hu))/2h */
 static double at_dirgrad(at_ctx *c, double *x, long n, const double *u)
 {
@@ -1872,5 +1955,6 @@ int main(int argc, char **argv)
     TEST_RUN(test_gemm_tile_arithmetic_int_max);
     TEST_RUN(test_attention_bad_rows);
     TEST_RUN(test_attention_strided);
+    TEST_RUN(test_attention_stats);
     return TEST_END();
 }
