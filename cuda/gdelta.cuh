@@ -176,26 +176,17 @@ static __global__ void gd__k_check(int *flag, const float *q, const float *k, si
     if (bad) atomicOr(flag, bad);
 }
 
-/* ------------------------------------------------------------ intra-chunk */
-/* One block per (bh, chunk). Writes kn, qn, qinv, kinv, e, c (rows of the chunk), the
-   (C,C) matrices kk, qk, p, a, tm, qkp (zero outside the causal part), w and u0. */
-static __global__ void gd__k_intra(gd__kp p)
+/* ------------------------------------------------------------ chunk pieces (SIMT, fp32) */
+/* Shared by the fp32 and the tensor-core kernels: the numerically sensitive parts stay
+   here, in fp32 (norms and gate sums in double, as on the CPU). */
+
+/* the chunk's rows: normalised q, k into qn, kn (threads [0,L) q, [L,2L) k), their
+   inverse norms; thread 0: the cumulative log-gates sG, e = exp(G), c = exp(G_last - G) */
+static __device__ void gd__cu_rows(const gd__kp &p, size_t row0, int L, double *sG)
 {
-    GD__DSMEM(float, sm);
-    __shared__ double sG[256];
-    const int tid = threadIdx.x, nt = blockDim.x;
-    const int C = p.C, Dk = p.Dk, Dv = p.Dv, T = p.T;
-    const size_t bh = blockIdx.x / (unsigned)p.NC;
-    const int ci = (int)(blockIdx.x % (unsigned)p.NC);
-    const int t0 = ci * C, L = gd__cu_min(C, T - t0);
-    const size_t row0 = bh * (size_t)T + t0, cc0 = (bh * p.NC + ci) * (size_t)C * C;
+    const int tid = threadIdx.x, nt = blockDim.x, Dk = p.Dk;
     const gd__cws w = p.w;
-    /* A and Tm: in shared memory when they fit (the column solve and W, U0 read them
-       C^2 times), else straight in the workspace; the workspace copies are always
-       written (the backward reads them) */
-    float *As = p.intra_sm ? sm : w.a + cc0, *Ts = p.intra_sm ? sm + (size_t)C * C : w.tm + cc0;
-    int idx, i, j, d;
-    /* --- 1: normalised rows (threads [0,L) q, [L,2L) k), log-gates (thread 0) */
+    int idx, i, d;
     for (idx = tid; idx < 2 * L; idx += nt) {
         int isk = idx >= L;
         size_t rr = row0 + (size_t)(isk ? idx - L : idx);
@@ -222,6 +213,47 @@ static __global__ void gd__k_intra(gd__kp p)
             w.c[row0 + i] = (float)exp(sG[L - 1] - sG[i]);
         }
     }
+}
+
+/* Tm = (I + A)^-1 (A, Tm (C,C), shared or global memory): one thread per column m,
+   forward substitution in the CPU's order per entry; tm_copy: Tm also to the workspace */
+static __device__ void gd__cu_solve(const gd__kp &p, const float *As, float *Ts, size_t cc0,
+                                    int L, int tm_copy)
+{
+    const int C = p.C;
+    int m, i, j;
+    for (m = threadIdx.x; m < C; m += blockDim.x)
+        for (i = 0; i < C; i++) {
+            float x = 0.0f;
+            if (i < L && m < L && i >= m) {
+                x = i == m ? 1.0f : 0.0f;
+                for (j = m; j < i; j++) x -= As[i * C + j] * Ts[j * C + m];
+            }
+            Ts[i * C + m] = x;
+            if (tm_copy) p.w.tm[cc0 + (size_t)i * C + m] = x;
+        }
+}
+
+/* ------------------------------------------------------------ intra-chunk */
+/* One block per (bh, chunk). Writes kn, qn, qinv, kinv, e, c (rows of the chunk), the
+   (C,C) matrices kk, qk, p, a, tm, qkp (zero outside the causal part), w and u0. */
+static __global__ void gd__k_intra(gd__kp p)
+{
+    GD__DSMEM(float, sm);
+    __shared__ double sG[256];
+    const int tid = threadIdx.x, nt = blockDim.x;
+    const int C = p.C, Dk = p.Dk, Dv = p.Dv, T = p.T;
+    const size_t bh = blockIdx.x / (unsigned)p.NC;
+    const int ci = (int)(blockIdx.x % (unsigned)p.NC);
+    const int t0 = ci * C, L = gd__cu_min(C, T - t0);
+    const size_t row0 = bh * (size_t)T + t0, cc0 = (bh * p.NC + ci) * (size_t)C * C;
+    const gd__cws w = p.w;
+    /* A and Tm: in shared memory when they fit (the column solve and W, U0 read them
+       C^2 times), else straight in the workspace; the workspace copies are always
+       written (the backward reads them) */
+    float *As = p.intra_sm ? sm : w.a + cc0, *Ts = p.intra_sm ? sm + (size_t)C * C : w.tm + cc0;
+    int idx, i, j, d;
+    gd__cu_rows(p, row0, L, sG);
     __syncthreads();
     /* --- 2: K K^T, Q K^T, P, A, P o QK */
     for (idx = tid; idx < C * C; idx += nt) {
@@ -247,19 +279,7 @@ static __global__ void gd__k_intra(gd__kp p)
         w.qkp[cc0 + idx] = qkp;
     }
     __syncthreads();
-    /* --- 3: Tm = (I + A)^-1, column m by forward substitution (the CPU's order per entry) */
-    for (idx = tid; idx < C; idx += nt) {
-        const int m = idx;
-        for (i = 0; i < C; i++) {
-            float x = 0.0f;
-            if (i < L && m < L && i >= m) {
-                x = i == m ? 1.0f : 0.0f;
-                for (j = m; j < i; j++) x -= As[i * C + j] * Ts[j * C + m];
-            }
-            Ts[i * C + m] = x;
-            if (p.intra_sm) w.tm[cc0 + (size_t)i * C + m] = x;
-        }
-    }
+    gd__cu_solve(p, As, Ts, cc0, L, p.intra_sm);
     __syncthreads();
     /* --- 4: W = Tm diag(beta e) K, U0 = Tm diag(beta) V */
     for (idx = tid; idx < L * Dk; idx += nt) {
@@ -424,6 +444,81 @@ static __global__ void gd__k_scan_bwd(gd__kp p)
         }
 }
 
+/* the end of the per-chunk backward (after dB, X, Z, dQn, dKn, D, dA, dKK, dc are in the
+   workspace and sdc, sred[0] = <dS_end, S> in shared memory): dbeta, the log-gate
+   gradient (per-row terms, then thread 0's reverse cumulative sum onto the gates), the
+   L2-norm backward into dq, dk */
+static __device__ void gd__cu_bwd_rows(const gd__kp &p, size_t row0, size_t cc0, int L, float el,
+                                       const float *sred, const float *sdc, float *svec, float *sdG)
+{
+    const int tid = threadIdx.x, nt = blockDim.x, C = p.C, Dk = p.Dk, Dv = p.Dv;
+    const float scale = p.scale;
+    const gd__cws w = p.w;
+    int idx, i, j, d, x;
+    for (idx = tid; idx < L; idx += nt) { /* dbeta and the per-row dG terms */
+        const size_t rr = row0 + idx;
+        const float bi = p.be[rr], ei = w.e[rr];
+        float kx = 0.0f, zq = 0.0f, db = 0.0f;
+        for (d = 0; d < Dk; d++) {
+            kx += w.kn[rr * Dk + d] * w.x[rr * Dk + d];
+            zq += w.qn[rr * Dk + d] * w.z[rr * Dk + d];
+        }
+        for (x = 0; x < Dv; x++) db += w.db[rr * Dv + x] * p.v[rr * Dv + x];
+        db -= ei * kx;
+        for (j = 0; j < idx; j++)
+            db += w.da[cc0 + (size_t)idx * C + j] * (w.kk[cc0 + (size_t)idx * C + j] *
+                                                       w.p[cc0 + (size_t)idx * C + j]);
+        p.dbe[rr] += db;
+        svec[idx] = scale * ei * zq - bi * ei * kx;
+    }
+    __syncthreads();
+    /* --- phase 4: dG_i, then (thread 0) the reverse cumulative sum onto the gates */
+    for (idx = tid; idx < L; idx += nt) {
+        float g = svec[idx] - sdc[idx];
+        for (j = 0; j <= idx; j++) {
+            const size_t o = cc0 + (size_t)idx * C + j;
+            g += w.dd[o] * w.qk[o] + w.da[o] * w.a[o];
+        }
+        for (i = idx; i < L; i++) {
+            const size_t o = cc0 + (size_t)i * C + idx;
+            g -= w.dd[o] * w.qk[o] + w.da[o] * w.a[o];
+        }
+        if (idx == L - 1) {
+            for (j = 0; j < L; j++) g += sdc[j];
+            g += el * sred[0];
+        }
+        sdG[idx] = g;
+    }
+    __syncthreads();
+    if (tid == 0) {
+        float acc = 0.0f;
+        for (i = L - 1; i >= 0; i--) {
+            const size_t t = row0 + i;
+            const float gt = p.g[t];
+            acc += sdG[i];
+            if (p.gate_is_log) {
+                if (gt > p.floor_) p.dg[t] += acc;
+            } else if (gt > 0.0f && logf(gt) > p.floor_)
+                p.dg[t] += acc / gt;
+        }
+    }
+    /* L2-norm backward: rows [0,L) q, [L,2L) k */
+    for (idx = tid; idx < 2 * L; idx += nt) {
+        const int isk = idx >= L;
+        const size_t rr = row0 + (size_t)(isk ? idx - L : idx);
+        const float *y = (isk ? w.kn : w.qn) + rr * Dk, *dy = (isk ? w.dkn : w.dqn) + rr * Dk;
+        float *dx = (isk ? p.dk : p.dq) + rr * Dk;
+        if (!p.normalize_qk) {
+            for (d = 0; d < Dk; d++) dx[d] += dy[d];
+        } else {
+            const float inv = (isk ? w.kinv : w.qinv)[rr];
+            float yd = 0.0f;
+            for (d = 0; d < Dk; d++) yd += y[d] * dy[d];
+            for (d = 0; d < Dk; d++) dx[d] += inv * (dy[d] - y[d] * yd);
+        }
+    }
+}
+
 /* ------------------------------------------------------------ per-chunk backward */
 /* One block per (bh, chunk), chunks independent once dU and dse are known. Accumulates
    into dq, dk, dv, dg, dbe for the chunk's rows. Shared: per-row vectors and a
@@ -528,68 +623,7 @@ static __global__ void gd__k_chunk_bwd(gd__kp p)
         for (i = m + 1; i < L; i++) c2 += w.dkk[cc0 + (size_t)i * C + m] * w.kn[(row0 + i) * Dk + d];
         w.dkn[(row0 + m) * Dk + d] += a - bm * em * w.x[(row0 + m) * Dk + d] + b + c2;
     }
-    for (idx = tid; idx < L; idx += nt) { /* dbeta and the per-row dG terms */
-        const size_t rr = row0 + idx;
-        const float bi = p.be[rr], ei = w.e[rr];
-        float kx = 0.0f, zq = 0.0f, db = 0.0f;
-        for (d = 0; d < Dk; d++) {
-            kx += w.kn[rr * Dk + d] * w.x[rr * Dk + d];
-            zq += w.qn[rr * Dk + d] * w.z[rr * Dk + d];
-        }
-        for (x = 0; x < Dv; x++) db += w.db[rr * Dv + x] * p.v[rr * Dv + x];
-        db -= ei * kx;
-        for (j = 0; j < idx; j++)
-            db += w.da[cc0 + (size_t)idx * C + j] * (w.kk[cc0 + (size_t)idx * C + j] *
-                                                       w.p[cc0 + (size_t)idx * C + j]);
-        p.dbe[rr] += db;
-        svec[idx] = scale * ei * zq - bi * ei * kx;
-    }
-    __syncthreads();
-    /* --- phase 4: dG_i, then (thread 0) the reverse cumulative sum onto the gates */
-    for (idx = tid; idx < L; idx += nt) {
-        float g = svec[idx] - sdc[idx];
-        for (j = 0; j <= idx; j++) {
-            const size_t o = cc0 + (size_t)idx * C + j;
-            g += w.dd[o] * w.qk[o] + w.da[o] * w.a[o];
-        }
-        for (i = idx; i < L; i++) {
-            const size_t o = cc0 + (size_t)i * C + idx;
-            g -= w.dd[o] * w.qk[o] + w.da[o] * w.a[o];
-        }
-        if (idx == L - 1) {
-            for (j = 0; j < L; j++) g += sdc[j];
-            g += el * sred[0];
-        }
-        sdG[idx] = g;
-    }
-    __syncthreads();
-    if (tid == 0) {
-        float acc = 0.0f;
-        for (i = L - 1; i >= 0; i--) {
-            const size_t t = row0 + i;
-            const float gt = p.g[t];
-            acc += sdG[i];
-            if (p.gate_is_log) {
-                if (gt > p.floor_) p.dg[t] += acc;
-            } else if (gt > 0.0f && logf(gt) > p.floor_)
-                p.dg[t] += acc / gt;
-        }
-    }
-    /* L2-norm backward: rows [0,L) q, [L,2L) k */
-    for (idx = tid; idx < 2 * L; idx += nt) {
-        const int isk = idx >= L;
-        const size_t rr = row0 + (size_t)(isk ? idx - L : idx);
-        const float *y = (isk ? w.kn : w.qn) + rr * Dk, *dy = (isk ? w.dkn : w.dqn) + rr * Dk;
-        float *dx = (isk ? p.dk : p.dq) + rr * Dk;
-        if (!p.normalize_qk) {
-            for (d = 0; d < Dk; d++) dx[d] += dy[d];
-        } else {
-            const float inv = (isk ? w.kinv : w.qinv)[rr];
-            float yd = 0.0f;
-            for (d = 0; d < Dk; d++) yd += y[d] * dy[d];
-            for (d = 0; d < Dk; d++) dx[d] += inv * (dy[d] - y[d] * yd);
-        }
-    }
+    gd__cu_bwd_rows(p, row0, cc0, L, el, sred, sdc, svec, sdG);
 }
 
 /* ------------------------------------------------------------ decode step */
