@@ -404,6 +404,42 @@ TKDEF int tk_attention_backward_cuda(float *dq, float *dk, float *dv, float *dbi
                                      const float *v, const float *bias, int bias_per_head,
                                      const float *temp, int B, int H, int T, int D,
                                      tk_stream stream);
+/* The same attention with a configuration: the arithmetic (math) and grouped-query
+   attention (kv_heads). The two functions above are these with the default config.
+     math      TK_MATH_FP32 (default): fp32 SIMT, parity 1e-5 / 1e-4 with the CPU.
+               TK_MATH_TF32, TK_MATH_BF16: QK^T, PV and the four backward products on
+               tensor cores (WMMA; inputs rounded to tf32 / bf16 when staged into shared
+               memory, fp32 accumulation, softmax statistics and lse in fp32), parity 2e-2
+               of each buffer's max |x|. Needs D a multiple of 16 (16..128) and a device
+               of compute capability 8.0 or newer (else TK_EINVAL, nothing launched).
+     kv_heads  0 (default): H, no grouping. Else 1..H with H % kv_heads == 0: k, v (and
+               in the backward dk, dv) are (B, kv_heads, T, D); query head h reads kv
+               head h / (H / kv_heads) in place (nothing is repeated in memory). dk, dv
+               are summed over each group's query heads in a fixed order (no atomics).
+   Buffers stay fp32 in every mode. cfg NULL means tk_attention_cuda_config_default().
+   The kernels and shared-memory budgets are described in cuda/tensor.cuh. */
+#define TK_MATH_FP32 0 /* SIMT fp32, the exact-parity path (default) */
+#define TK_MATH_TF32 1 /* tensor cores, tf32 inputs, fp32 accumulation */
+#define TK_MATH_BF16 2 /* tensor cores, bf16 inputs, fp32 accumulation */
+typedef struct tk_attention_cuda_config {
+    int math;     /* TK_MATH_FP32 */
+    int kv_heads; /* 0: H (no GQA) */
+} tk_attention_cuda_config;
+TKDEF tk_attention_cuda_config tk_attention_cuda_config_default(void);
+/* out, q: (B,H,T,D); k, v: (B,Hkv,T,D) with Hkv = cfg->kv_heads (or H); lse (B,H,T) */
+TKDEF int tk_attention_forward_cuda_ex(float *out, float *lse, const float *q, const float *k,
+                                       const float *v, const float *bias, int bias_per_head,
+                                       const float *temp, int B, int H, int T, int D,
+                                       const tk_attention_cuda_config *cfg, tk_stream stream);
+/* dq (B,H,T,D) +=; dk, dv (B,Hkv,T,D) +=; the rest as tk_attention_backward_cuda. Give
+   the same cfg as the forward (the lse of one math mode is valid input to another). */
+TKDEF int tk_attention_backward_cuda_ex(float *dq, float *dk, float *dv, float *dbias,
+                                        float *dtemp, const float *dout, const float *out,
+                                        const float *lse, const float *q, const float *k,
+                                        const float *v, const float *bias, int bias_per_head,
+                                        const float *temp, int B, int H, int T, int D,
+                                        const tk_attention_cuda_config *cfg,
+                                        tk_stream stream);
 
 #ifdef __cplusplus
 }
@@ -1685,46 +1721,82 @@ TK__NOINLINE static double tk__exp_sum_bias(float *x, const float *b, float mx, 
     return s;
 }
 
+/* keeps GCC from unrolling a 16-lane loop into scalars before vectorising it */
+#if defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__) && __GNUC__ >= 8
+#define TK__NOUNROLL _Pragma("GCC unroll 1")
+#else
+#define TK__NOUNROLL
+#endif
+
 /* tk__exp_sum / tk__exp_sum_bias (b NULL or not) that also gathers the softmax row's
    moments: x (n) = exp(x (+ b) - mx) in place, with the same values and the same sum
-   (r[0]: the same lanes, chunks and order, so the probabilities are bit-identical), and
-   r[1..5] = sum e t, sum e t^2, sum t, sum t^2, count over the finite t = x (+ b) - mx
-   (a -inf bias entry masks its key: e = 0 and it is not counted; the test is t > -1e30,
-   which -ffast-math cannot fold away as it would a test against infinity). */
+   (r[0]: tk__exp_sum on t = x (+ b) - mx, chunk by chunk: the probabilities are
+   bit-identical), and r[1..5] = sum e t, sum e t^2, sum t, sum t^2, count over the
+   finite t (a -inf bias entry masks its key: e = 0 and it is not counted; the test is
+   t > -1e30, which -ffast-math cannot fold away as it would a test against infinity).
+   Three passes over each 256-key chunk in L1: t and its plain moments, the
+   exponentials, the weighted moments (each a 16-lane loop GCC vectorises). */
 TK__NOINLINE static void tk__exp_stats(float *x, const float *b, float mx, int n, double *r)
 {
     int c0, j, l, k;
     for (k = 0; k < 6; k++) r[k] = 0.0;
     for (c0 = 0; c0 < n; c0 += TK__CHUNK) {
-        int m = n - c0 < TK__CHUNK ? n - c0 : TK__CHUNK;
-        float z[TK__LANES], a[TK__LANES], q[TK__LANES], s1[TK__LANES], s2[TK__LANES];
-        float c[TK__LANES];
+        const int m = n - c0 < TK__CHUNK ? n - c0 : TK__CHUNK;
+        float a[TK__LANES], q[TK__LANES], s1[TK__LANES], s2[TK__LANES], c[TK__LANES];
+        float tb[TK__CHUNK];
         float *d = x + c0;
-        const float *bb = b ? b + c0 : NULL;
-        for (l = 0; l < TK__LANES; l++) z[l] = a[l] = q[l] = s1[l] = s2[l] = c[l] = 0.0f;
-#define TK__EXP_STATS_LANE(XV, L)                                                          \
+        for (l = 0; l < TK__LANES; l++) a[l] = q[l] = s1[l] = s2[l] = c[l] = 0.0f;
+        /* pass 1: t, its unweighted moments; a masked key's t becomes -1e30 (its
+           exponential is 0 either way, and e t, e t^2 stay 0 in pass 3) */
+        if (b) {
+            const float *bb = b + c0;
+#define TK__STATS_T_MASKED(J, L)                                                           \
     do {                                                                                   \
-        const float t_ = (XV) - mx, e_ = tk__expf(t_);                                     \
+        const float t_ = (d[J] + bb[J]) - mx;                                              \
         const float ok_ = t_ > -1e30f ? 1.0f : 0.0f, tf_ = t_ > -1e30f ? t_ : 0.0f;        \
-        const float et_ = e_ * tf_;                                                        \
-        d[j + l] = e_;                                                                     \
-        z[L] += e_; a[L] += et_; q[L] += et_ * tf_;                                        \
+        tb[J] = t_ > -1e30f ? t_ : -1e30f;                                                 \
         s1[L] += tf_; s2[L] += tf_ * tf_; c[L] += ok_;                                     \
     } while (0)
-        if (bb) {
-            for (j = 0; j + TK__LANES <= m; j += TK__LANES)
-                for (l = 0; l < TK__LANES; l++) TK__EXP_STATS_LANE(d[j + l] + bb[j + l], l);
-            for (l = 0; j + l < m; l++) TK__EXP_STATS_LANE(d[j + l] + bb[j + l], 0);
+            for (j = 0; j + TK__LANES <= m; j += TK__LANES) {
+                TK__NOUNROLL
+                for (l = 0; l < TK__LANES; l++) TK__STATS_T_MASKED(j + l, l);
+            }
+            for (; j < m; j++) TK__STATS_T_MASKED(j, 0);
+#undef TK__STATS_T_MASKED
         } else {
-            for (j = 0; j + TK__LANES <= m; j += TK__LANES)
-                for (l = 0; l < TK__LANES; l++) TK__EXP_STATS_LANE(d[j + l], l);
-            for (l = 0; j + l < m; l++) TK__EXP_STATS_LANE(d[j + l], 0);
+            for (j = 0; j + TK__LANES <= m; j += TK__LANES) {
+                TK__NOUNROLL
+                for (l = 0; l < TK__LANES; l++) {
+                    const float t = d[j + l] - mx;
+                    tb[j + l] = t;
+                    s1[l] += t;
+                    s2[l] += t * t;
+                }
+            }
+            for (; j < m; j++) {
+                const float t = d[j] - mx;
+                tb[j] = t;
+                s1[0] += t;
+                s2[0] += t * t;
+            }
+            c[0] = (float)m;
         }
-#undef TK__EXP_STATS_LANE
-        {
-            double zz = 0.0;
-            for (l = 0; l < TK__LANES; l++) zz += (double)z[l];
-            r[0] += zz;
+        /* pass 2: the exponentials and their sum, as tk__exp_sum(_bias) computes them
+           (t - 0 = t; a masked key: exp(-1e30) = exp(-inf) = 0) */
+        r[0] += tk__exp_sum(d, tb, 0.0f, m);
+        /* pass 3: the weighted moments */
+        for (j = 0; j + TK__LANES <= m; j += TK__LANES) {
+            TK__NOUNROLL
+            for (l = 0; l < TK__LANES; l++) {
+                const float et = d[j + l] * tb[j + l];
+                a[l] += et;
+                q[l] += et * tb[j + l];
+            }
+        }
+        for (; j < m; j++) {
+            const float et = d[j] * tb[j];
+            a[0] += et;
+            q[0] += et * tb[j];
         }
         for (l = 0; l < TK__LANES; l++) {
             r[1] += (double)a[l];
@@ -2941,6 +3013,14 @@ TKDEF int tk_clip_grad_norm(float *g, size_t n, float max_norm, float *norm_out)
 /* ==== IMPLEMENTATION BODY (tensor ops) END ==== */
 
 /* ---------------------------------------------------------------- CUDA */
+TKDEF tk_attention_cuda_config tk_attention_cuda_config_default(void)
+{
+    tk_attention_cuda_config c;
+    c.math = TK_MATH_FP32;
+    c.kv_heads = 0;
+    return c;
+}
+
 #if defined(__CUDACC__) || defined(ATTNKIT_CUDA_SIM)
 #include "cuda/tensor.cuh"
 #else
@@ -3061,6 +3141,28 @@ TKDEF int tk_attention_backward_cuda(float *dq, float *dk, float *dv, float *dbi
     (void)lse; (void)q; (void)k; (void)v; (void)bias; (void)bias_per_head; (void)temp;
     (void)B; (void)H; (void)T; (void)D; (void)stream;
     TK__NOCUDA("tk_attention_backward_cuda");
+}
+TKDEF int tk_attention_forward_cuda_ex(float *out, float *lse, const float *q, const float *k,
+                                       const float *v, const float *bias, int bias_per_head,
+                                       const float *temp, int B, int H, int T, int D,
+                                       const tk_attention_cuda_config *cfg, tk_stream stream)
+{
+    (void)out; (void)lse; (void)q; (void)k; (void)v; (void)bias; (void)bias_per_head;
+    (void)temp; (void)B; (void)H; (void)T; (void)D; (void)cfg; (void)stream;
+    TK__NOCUDA("tk_attention_forward_cuda_ex");
+}
+TKDEF int tk_attention_backward_cuda_ex(float *dq, float *dk, float *dv, float *dbias,
+                                        float *dtemp, const float *dout, const float *out,
+                                        const float *lse, const float *q, const float *k,
+                                        const float *v, const float *bias, int bias_per_head,
+                                        const float *temp, int B, int H, int T, int D,
+                                        const tk_attention_cuda_config *cfg,
+                                        tk_stream stream)
+{
+    (void)dq; (void)dk; (void)dv; (void)dbias; (void)dtemp; (void)dout; (void)out;
+    (void)lse; (void)q; (void)k; (void)v; (void)bias; (void)bias_per_head; (void)temp;
+    (void)B; (void)H; (void)T; (void)D; (void)cfg; (void)stream;
+    TK__NOCUDA("tk_attention_backward_cuda_ex");
 }
 #undef TK__NOCUDA
 #endif /* __CUDACC__ */

@@ -18,8 +18,14 @@
    ceas_token_mask over (B,H,T), ceas_report_val_loss, ceas_state_save, and the
    four multi-knob updates, each timed over many calls (ns or us per call).
 
-   Last line: bench_ceas: observables_over_attention=X (the largest ratio over
-   the shapes). */
+   Fused: tk_attention_forward_stats (the same forward gathering each softmax row's
+   moments in its exp pass) and ceas_attention_observables_from_moments (rows and heads
+   from those moments) are timed in the same rounds; their cost over the plain forward
+   is (min attention+stats - min attention + min from_moments) / min attention: what
+   a trainer pays for the observables when it asks the attention for them.
+
+   Last line: bench_ceas: observables_over_attention=X fused_over_attention=Y (each the
+   largest ratio over the shapes). */
 #define _POSIX_C_SOURCE 200809L
 #include "bench/bench_util.h"
 #include <stdio.h>
@@ -47,7 +53,7 @@ static float randn(void)
 
 static volatile float sink;
 
-static double bench_shape(int B, int H, int T, int D, int rounds)
+static double bench_shape(int B, int H, int T, int D, int rounds, double *fused_out)
 {
     size_t TD = (size_t)B * H * T * D, TT = (size_t)B * H * T * T, i;
     float *q = (float *)malloc(TD * sizeof(float)), *k = (float *)malloc(TD * sizeof(float));
@@ -60,11 +66,16 @@ static double bench_shape(int B, int H, int T, int D, int rounds)
     double *ta = (double *)malloc((size_t)rounds * sizeof(double));
     double *to = (double *)malloc((size_t)rounds * sizeof(double));
     double *th = (double *)malloc((size_t)rounds * sizeof(double));
+    double *tf = (double *)malloc((size_t)rounds * sizeof(double));
+    double *tm = (double *)malloc((size_t)rounds * sizeof(double));
+    float *stats = (float *)malloc((size_t)B * H * T * TK_ATTN_NSTATS * sizeof(float));
+    ceas_obs fheads[64];
     float *blk = (float *)malloc((size_t)T * T * sizeof(float));
     ceas_obs *rws = (ceas_obs *)malloc((size_t)B * H * T * sizeof(ceas_obs));
-    double ma, mo, mh, flops;
+    double ma, mo, mh, mf, mm, fused, flops;
     int r, bh, h;
-    if (!q || !k || !v || !out || !probs || !logits || !beta || !heads || !work || !ta || !to) {
+    if (!q || !k || !v || !out || !probs || !logits || !beta || !heads || !work || !ta || !to ||
+        !th || !tf || !tm || !stats || H > 64) {
         fprintf(stderr, "bench_ceas: out of memory\n");
         exit(1);
     }
@@ -90,6 +101,22 @@ static double bench_shape(int B, int H, int T, int D, int rounds)
             exit(1);
         }
         to[r] = now_s() - t0;
+        /* fused: the attention forward gathers each row's moments in its softmax pass,
+           then ceas turns them into row and head observables */
+        t0 = now_s();
+        if (tk_attention_forward_stats(NULL, out, probs, stats, q, k, v, NULL, 0, NULL, B, H, T,
+                                       D) != TK_OK) {
+            fprintf(stderr, "bench_ceas: attention with stats failed\n");
+            exit(1);
+        }
+        tf[r] = now_s() - t0;
+        t0 = now_s();
+        if (ceas_attention_observables_from_moments(stats, B, H, T, TK_ATTN_NSTATS, beta, NULL,
+                                                    fheads, work) != CEAS_OK) {
+            fprintf(stderr, "bench_ceas: observables from moments failed\n");
+            exit(1);
+        }
+        tm[r] = now_s() - t0;
         /* hot: each (b,h) block's logits formed (untimed) just before its
            observables are taken, as in a trainer that runs them right after
            the attention of that head: the block is cache-resident */
@@ -110,6 +137,9 @@ static double bench_shape(int B, int H, int T, int D, int rounds)
     ma = minimum(ta, rounds);
     mo = minimum(to, rounds);
     mh = minimum(th, rounds);
+    mf = minimum(tf, rounds);
+    mm = minimum(tm, rounds);
+    fused = (mf - ma + mm) / ma;
     flops = 4.0 * B * H * (double)T * T * D; /* the two T x T x D products as computed */
     printf("  B=%d H=%d T=%-5d D=%-3d  attention %9.3f ms (%5.1f GFLOP/s)  observables "
            "%8.3f ms (%6.2f Gelem/s over %zu causal logits)  ratio %.4f   head0 H=%.3f "
@@ -119,8 +149,13 @@ static double bench_shape(int B, int H, int T, int D, int rounds)
            mo / ma, heads[0].H, heads[0].sigma_qk);
     printf("  %-35s hot (per-head block in cache) observables %8.3f ms  ratio %.4f\n", "",
            1e3 * mh, mh / ma);
+    printf("  %-35s fused: attention+stats %9.3f ms, from_moments %7.3f ms  ratio %.4f   "
+           "head0 H=%.3f sigma_qk=%.2f\n", "", 1e3 * mf, 1e3 * mm, fused, fheads[0].H,
+           fheads[0].sigma_qk);
+    *fused_out = fused;
     free(q); free(k); free(v); free(out); free(probs); free(logits); free(beta); free(heads);
-    free(work); free(ta); free(to); free(th); free(blk); free(rws);
+    free(work); free(ta); free(to); free(th); free(blk); free(rws); free(tf); free(tm);
+    free(stats);
     return mo / ma;
 }
 
@@ -202,7 +237,7 @@ int main(int argc, char **argv)
     bench_quiet quiet_;
     char loaded_[96];
     int rounds = argc > 1 ? atoi(argv[1]) : 7;
-    double worst = 0, r;
+    double worst = 0, r, f, fworst = -1e9;
     if (rounds < 1) rounds = 1;
 #ifdef _OPENMP
     printf("bench_ceas: %d OpenMP threads, %d rounds, GEMM kernel %s\n", omp_get_max_threads(),
@@ -211,11 +246,12 @@ int main(int argc, char **argv)
     printf("bench_ceas: no OpenMP, %d rounds\n", rounds);
 #endif
     bench_quiet_begin(&quiet_);
-    r = bench_shape(4, 8, 256, 64, rounds);   if (r > worst) worst = r;
-    r = bench_shape(2, 8, 1024, 64, rounds);  if (r > worst) worst = r;
-    r = bench_shape(1, 4, 2048, 128, rounds); if (r > worst) worst = r;
+    r = bench_shape(4, 8, 256, 64, rounds, &f);   if (r > worst) worst = r; if (f > fworst) fworst = f;
+    r = bench_shape(2, 8, 1024, 64, rounds, &f);  if (r > worst) worst = r; if (f > fworst) fworst = f;
+    r = bench_shape(1, 4, 2048, 128, rounds, &f); if (r > worst) worst = r; if (f > fworst) fworst = f;
     bench_controllers();
     bench_quiet_report(&quiet_, loaded_, sizeof loaded_);
-    printf("bench_ceas: observables_over_attention=%.4f%s\n", worst, loaded_);
+    printf("bench_ceas: observables_over_attention=%.4f fused_over_attention=%.4f%s\n", worst,
+           fworst, loaded_);
     return 0;
 }
