@@ -32,10 +32,11 @@
                 moments left as they were.
    Executed FLOPs per step = mdl_flops_per_token * B * T (nominal, causal attention)
      - the backward FLOPs the gating skipped (mdl_gate_counts: pruned rows, frozen heads)
-     + the gate rows' extra forward FLOPs (gate only)
-     + the CEAS observables of batch row 0 (beta and gate): per layer and head a T x T
-       logit GEMM (2 D T^2) and ~16 FLOPs per causal logit for the row pass (an estimate:
-       the pass's exponential is a polynomial).
+     + the forward's CEAS statistics (mdl_gate_counts.gate_overhead, beta and gate): the
+       moments the attention's softmax pass gathers, ~6 FLOPs per causal logit of every
+       row, and the conversion to gate rows (gate only). (Before the fused moments, the
+       observables took a T x T logit GEMM per layer and head and a separate row pass,
+       and the gate rows a blocked logit GEMM: the RESULTS.md runs were made with those.)
    Evaluation FLOPs and time are left out (the same for every arm). Wall time: the
    training steps only (CLOCK_MONOTONIC), controller and gating work included.
 
@@ -135,7 +136,7 @@ int main(int argc, char **argv)
     size_t np;
     wt2_loader L;
     double cum_flops = 0.0, cum_wall = 0.0, skip_sum = 0.0, over_sum = 0.0, base_sum = 0.0;
-    double chi_sum = 0.0, pruned_sum = 0.0, obs_fl = 0.0;
+    double chi_sum = 0.0, pruned_sum = 0.0;
     long long frozen_steps = 0;
     int chi_n = 0, first = 1;
     unsigned char frz[MDL_MAX_LAYERS * 256];
@@ -236,10 +237,6 @@ int main(int argc, char **argv)
             goto out;
         }
         have_cs = 1;
-        {
-            double D = cfg.d_model / cfg.n_heads;
-            obs_fl = (double)cfg.n_layers * cfg.n_heads * (2.0 * D * T * T + 16.0 * T * (T + 1) / 2.0);
-        }
     }
     if (wt2_loader_init(&L, tr.ids, tr.n, WT2_RANDOM, (uint64_t)seed * 0x9E3779B97F4A7C15ULL + 1) != 0) {
         fprintf(stderr, "ceas_exp: loader\n");
@@ -320,11 +317,11 @@ int main(int argc, char **argv)
         cum_wall += now_s() - t0;
         mdl_gate_counts_get(m, &gc);
         base = mdl_flops_per_token(&cfg, T) * (double)B * T;
-        step_fl = base - gc.attn_bwd_skipped - gc.proj_bwd_skipped + gc.gate_overhead + obs_fl;
+        step_fl = base - gc.attn_bwd_skipped - gc.proj_bwd_skipped + gc.gate_overhead;
         cum_flops += step_fl;
         base_sum += base;
         skip_sum += gc.attn_bwd_skipped + gc.proj_bwd_skipped;
-        over_sum += gc.gate_overhead + obs_fl;
+        over_sum += gc.gate_overhead;
         chi_sum += gc.attn_bwd_dense > 0 ? gc.attn_bwd_skipped / gc.attn_bwd_dense : 0.0;
         pruned_sum += gc.rows > 0 ? (double)gc.rows_pruned / (double)gc.rows : 0.0;
         frozen_steps += gc.heads_frozen;

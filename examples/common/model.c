@@ -182,7 +182,8 @@ struct mdl_model {
     float *atty;             /* (B,H,T,D) scratch of the forward */
     void *mem_ws, *rpa_ws, *era_ws, *obs_ws;
     size_t mem_ws_n, rpa_ws_n, era_ws_n, obs_ws_n;
-    float *obs_logits;       /* (H,T,T) */
+    float *attn_stats;       /* (B,H,T,TK_ATTN_NSTATS) softmax-row moments of the layer being run */
+    size_t attn_stats_cap;
     float *lwork;            /* layers.h work (max over the kinds in use) */
     float *gm;               /* (N,C) memory-channel output (forward scratch) */
     float lyr_loss;          /* polar distractor loss + MoE load-balance term of the last forward */
@@ -733,6 +734,7 @@ void mdl_destroy(mdl_model *m)
     free(m->tinit_a);
     free(m->act);
     free(m->gate_rows);
+    free(m->attn_stats);
     free(m->gate_scr);
     free(m->gate_keep);
     free(m->gate_frozen);
@@ -883,12 +885,10 @@ static size_t mdl__carve(mdl_model *m, int B, int T, int train, int obs, char *b
         m->era_ws = mdl__take(&cv, m->era_ws_n);
     }
     if (obs) {
-        m->obs_logits = MDL__TF(&cv, H * TT);
         m->obs_heads = (ceas_obs *)mdl__take(&cv, sizeof(ceas_obs) * L * H);
         m->obs_ws_n = ceas_attention_observables_workspace_size(1, (int)H, T);
         m->obs_ws = mdl__take(&cv, m->obs_ws_n);
     } else {
-        m->obs_logits = NULL;
         m->obs_heads = NULL;
     }
     m->dres = m->dln = m->dbr = m->dq = m->dk = m->dv = m->datt = m->dqkv = m->dh = m->dhg = NULL;
@@ -1243,7 +1243,6 @@ static void mdl__rope(float *x, int B, int H, int T, int D, int inverse)
     }
 }
 
-static int mdl__gate_rows_fwd(mdl_model *m, int l, const float *bias);
 static int mdl__attn_bwd_gated(mdl_model *m, int l, const float *dout);
 static int mdl__gate_layer_dense(const mdl_model *m, int l);
 static int mdl__gate_layer_frozen(const mdl_model *m, int l);
@@ -1314,55 +1313,50 @@ static int mdl__softmax_fwd(mdl_model *m, int l, const mdl_opts *o, mdl_stats *s
         }
         st->layer_tau_gac[l] = g;
     }
-    MDL__TRY(tk_attention_forward(m->atty, a->probs, a->q, a->k, a->v, bias, 0, m->temp + (size_t)l * H,
-                                  B, H, T, D), "tk_attention_forward");
-    if (o->want_gate_rows && o->train) {
-        int rc = mdl__gate_rows_fwd(m, l, bias);
-        if (rc) return rc;
-    }
-    if (c->gac_tau || o->ent_band_lambda > 0.0f) {
-        /* mean attention entropy of the layer over batch, heads and query rows (nats);
-           per (b,h) partial sums added in a fixed order: thread-count independent */
-        int nbh = B * H, u;
-        long long nrow = (long long)B * H * T;
-        double hs = 0.0, *part = (double *)malloc(sizeof(double) * (size_t)nbh);
-        if (!part) return mdl__fail(m, MDL_ENOMEM, "attention entropy: out of memory");
-        MDL__OMP(omp parallel for schedule(static) if(nrow * T > 65536))
-        for (u = 0; u < nbh; u++) {
-            const float *pu = a->probs + (size_t)u * T * T;
-            double su = 0.0;
-            int t, j;
-            for (t = 0; t < T; t++) {
-                const float *pr = pu + (size_t)t * T;
-                for (j = 0; j <= t; j++)
-                    if (pr[j] > 0.0f) su -= (double)pr[j] * log((double)pr[j]);
-            }
-            part[u] = su;
-        }
-        for (u = 0; u < nbh; u++) hs += part[u];
-        free(part);
-        st->layer_attn_H[l] = (float)(hs / (double)nrow);
-    }
-    if (o->want_attn_obs) {
-        /* pre-softmax logits of batch row 0, head by head */
+    {
+        /* The entropy (GAC, the entropy band) and CEAS's observables and gate rows come
+           from the moments tk_attention_forward_stats gathers in its softmax pass (no
+           second pass over the logits or probabilities, no logit GEMM). */
+        const int gate = o->want_gate_rows && o->train, ent = c->gac_tau || o->ent_band_lambda > 0.0f;
+        const long long nrow = (long long)B * H * T;
+        float beta[256];
         int h;
-        size_t TT = (size_t)T * T, TD = (size_t)T * D;
-        float beta[MDL_MAX_LAYERS > 256 ? MDL_MAX_LAYERS : 256];
-        float *betap = H <= 256 ? beta : NULL;
-        for (h = 0; h < H; h++) {
-            float al = 1.0f / (sqrtf((float)D) * m->temp[(size_t)l * H + h]);
-            float *lg = m->obs_logits + (size_t)h * TT;
-            MDL__TRY(tk_sgemm(0, 1, T, T, D, al, a->q + (size_t)h * TD, D, a->k + (size_t)h * TD, D,
-                              0.0f, lg, T), "obs GEMM");
-            if (bias) {
-                size_t e;
-                for (e = 0; e < TT; e++) lg[e] += bias[e];
+        if (!gate && !ent && !o->want_attn_obs) {
+            MDL__TRY(tk_attention_forward(m->atty, a->probs, a->q, a->k, a->v, bias, 0, m->temp + (size_t)l * H,
+                                          B, H, T, D), "tk_attention_forward");
+        } else {
+            const size_t need = (size_t)nrow * TK_ATTN_NSTATS;
+            if (need > m->attn_stats_cap) {
+                float *p = (float *)realloc(m->attn_stats, need * sizeof(float));
+                if (!p) return mdl__fail(m, MDL_ENOMEM, "attention statistics: out of memory");
+                m->attn_stats = p;
+                m->attn_stats_cap = need;
             }
-            if (betap) betap[h] = al;
+            MDL__TRY(tk_attention_forward_stats(NULL, m->atty, a->probs, m->attn_stats, a->q, a->k, a->v, bias, 0,
+                                                m->temp + (size_t)l * H, B, H, T, D),
+                     "tk_attention_forward_stats");
+            for (h = 0; h < H && h < 256; h++) beta[h] = 1.0f / (sqrtf((float)D) * m->temp[(size_t)l * H + h]);
         }
-        MDL__TRY(ceas_attention_observables(m->obs_logits, 1, H, T, 1, betap, NULL,
-                                            m->obs_heads + (size_t)l * H, m->obs_ws),
-                 "ceas_attention_observables");
+        if (gate || o->want_attn_obs) /* the moments: ~6 FLOPs per causal logit */
+            m->gcount.gate_overhead += 6.0 * (double)B * H * T * (T + 1) / 2.0;
+        if (gate) {
+            MDL__TRY(ceas_attention_observables_from_moments(m->attn_stats, B, H, T, TK_ATTN_NSTATS, beta,
+                                                             m->gate_rows + (size_t)l * nrow, NULL, NULL),
+                     "CEAS gate rows");
+            m->gcount.gate_overhead += 20.0 * (double)nrow; /* the per-row conversion */
+        }
+        if (ent) {
+            /* mean attention entropy of the layer over batch, heads and query rows (nats),
+               summed in row order: thread-count independent */
+            double hs = 0.0;
+            long long r;
+            for (r = 0; r < nrow; r++) hs += (double)m->attn_stats[(size_t)r * TK_ATTN_NSTATS];
+            st->layer_attn_H[l] = (float)(hs / (double)nrow);
+        }
+        if (o->want_attn_obs) /* pooled over batch row 0 (its rows come first) */
+            MDL__TRY(ceas_attention_observables_from_moments(m->attn_stats, 1, H, T, TK_ATTN_NSTATS, beta, NULL,
+                                                             m->obs_heads + (size_t)l * H, m->obs_ws),
+                     "CEAS observables");
     }
     MDL__TRY(tk_merge_heads_forward(a->attm, m->atty, B, T, H, D), "merge heads");
     MDL__TRY(mdl__linear(a->ap, a->attm, P + b->proj, NULL, N, C, C), "attention projection");
@@ -1655,8 +1649,8 @@ int mdl_forward(mdl_model *m, const int *inputs, const int *targets, int B, int 
                                         "ent_band_hmax (finite)");
     if (!mdl__finite(o.attn_temp_mul) || !(o.attn_temp_mul > 0.0f))
         return mdl__fail(m, MDL_EINVAL, "mdl_forward: attn_temp_mul must be finite and > 0 (got %g)", (double)o.attn_temp_mul);
-    if (o.want_attn_obs && m->H > 256)
-        return mdl__fail(m, MDL_EINVAL, "mdl_forward: attention observables support at most 256 heads");
+    if ((o.want_attn_obs || o.want_gate_rows) && m->H > 256)
+        return mdl__fail(m, MDL_EINVAL, "mdl_forward: attention observables and gate rows support at most 256 heads");
     m->gate_keep_on = m->gate_frozen_on = 0; /* gating holds for one backward only */
     m->gate_rows_ok = 0;
     memset(&m->gcount, 0, sizeof m->gcount);
@@ -2243,14 +2237,13 @@ int mdl_backward(mdl_model *m)
 }
 
 /* ------------------------------------------------------------------ CEAS gating */
-/* Issue 20. The gate rows: per query row (b,h,i) of layer l, from the logits
-   z_j = alpha_h q_i.k_j (+ bias_ij), j <= i (recomputed in blocks of 64 rows by GEMM: the
-   forward kernel does not keep them) and the forward's probabilities p_j:
-     H = lse - sum_j p_j z_j with lse = z_m - ln p_m at the row's largest logit m (no
-     exponential per element), sigma_qk = std_j(z_j) / alpha_h (population std over the
-     i+1 keys, as ceas_row_observables), mean_s, Var_p[s] likewise, n_eff = e^H.
-   Cost (counted in gate_overhead): the GEMM blocks, 2 D rows x keys-of-the-block each,
-   plus 8 FLOPs per causal logit. */
+/* Issue 20. The gate rows: per query row (b,h,i) of layer l, ceas_obs of the logits
+   z_j = alpha_h q_i.k_j (+ bias_ij), j <= i, and the forward's probabilities, from the
+   moments tk_attention_forward_stats gathers in the softmax pass (H, E_p[z], Var_p[z],
+   mean and population variance of z over the i+1 keys) turned into H, n_eff = e^H,
+   sigma_qk = std_j(z_j) / alpha_h, mean_s, Var_p[s] by
+   ceas_attention_observables_from_moments (mdl__softmax_fwd). Cost (counted in
+   gate_overhead): ~6 FLOPs per causal logit for the moments, 20 per row to convert. */
 
 #define MDL__GATE_BR 64
 
@@ -2280,74 +2273,6 @@ static int mdl__gate_scratch(mdl_model *m, size_t floats)
         m->gate_scr = p;
         m->gate_scr_cap = floats;
     }
-    return MDL_OK;
-}
-
-static int mdl__gate_rows_fwd(mdl_model *m, int l, const float *bias)
-{
-    const mdl__ba *a = &m->ba[l];
-    int B = m->B, T = m->T, H = m->H, D = m->D, nbh = B * H, u, nt = mdl__nthreads(), err = 0;
-    size_t TT = (size_t)T * T, TD = (size_t)T * D, blk = (size_t)(T < MDL__GATE_BR ? T : MDL__GATE_BR) * T;
-    double fl = 0.0;
-    int i0, rc = mdl__gate_scratch(m, (size_t)nt * blk);
-    if (rc) return rc;
-    MDL__OMP(omp parallel for schedule(static) num_threads(nt) if(nt > 1 && nbh > 1))
-    for (u = 0; u < nbh; u++) {
-        float *S = m->gate_scr + (size_t)mdl__tid() * blk;
-        int h = u % H, b0, i, j;
-        float al = 1.0f / (sqrtf((float)D) * m->temp[(size_t)l * H + h]);
-        const float *q = a->q + (size_t)u * TD, *k = a->k + (size_t)u * TD, *P = a->probs + (size_t)u * TT;
-        ceas_obs *rows = m->gate_rows + ((size_t)l * nbh + (size_t)u) * T;
-        for (b0 = 0; b0 < T; b0 += MDL__GATE_BR) {
-            int b1 = b0 + MDL__GATE_BR < T ? b0 + MDL__GATE_BR : T, n = b1;
-            if (tk_sgemm(0, 1, b1 - b0, n, D, al, q + (size_t)b0 * D, D, k, D, 0.0f, S, n) != TK_OK) {
-                MDL__OMP(omp atomic write)
-                err = 1;
-                break;
-            }
-            for (i = b0; i < b1; i++) {
-                const float *z = S + (size_t)(i - b0) * n, *p = P + (size_t)i * T;
-                const float *bb = bias ? bias + (size_t)i * T : NULL;
-                double sz = 0.0, sz2 = 0.0, spz = 0.0, spz2 = 0.0, lse, Hr, mu, var, vp;
-                float zmax = -INFINITY;
-                int jm = 0, cnt = i + 1;
-                ceas_obs *r = rows + i;
-                for (j = 0; j <= i; j++) {
-                    double zj = (double)z[j] + (bb ? (double)bb[j] : 0.0), pz = (double)p[j] * zj;
-                    sz += zj;
-                    sz2 += zj * zj;
-                    spz += pz;
-                    spz2 += pz * zj;
-                    if ((float)zj > zmax) {
-                        zmax = (float)zj;
-                        jm = j;
-                    }
-                }
-                lse = (double)zmax - log((double)p[jm]);
-                Hr = lse - spz;
-                if (!(Hr > 0.0)) Hr = 0.0;
-                mu = sz / cnt;
-                var = sz2 / cnt - mu * mu;
-                if (!(var > 0.0)) var = 0.0;
-                vp = spz2 - spz * spz;
-                if (!(vp > 0.0)) vp = 0.0;
-                r->H = (float)Hr;
-                r->n_eff = (float)exp(Hr);
-                r->var_s = (float)(vp / ((double)al * al));
-                r->sigma_qk = (float)(sqrt(var) / al);
-                r->mean_s = (float)(mu / al);
-                r->log_n = (float)log((double)cnt);
-                r->n = cnt;
-            }
-        }
-    }
-    if (err) return mdl__fail(m, MDL_EFAIL, "CEAS gate rows: logit GEMM failed");
-    for (i0 = 0; i0 < T; i0 += MDL__GATE_BR) {
-        int i1 = i0 + MDL__GATE_BR < T ? i0 + MDL__GATE_BR : T;
-        fl += 2.0 * D * (double)(i1 - i0) * i1;
-    }
-    fl += 8.0 * (double)T * (T + 1) / 2.0;
-    m->gcount.gate_overhead += fl * nbh;
     return MDL_OK;
 }
 

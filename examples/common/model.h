@@ -278,7 +278,8 @@ typedef struct mdl_gate_counts {
     double attn_bwd_dense;    /* attention-core backward FLOPs of the step without gating */
     double attn_bwd_skipped;  /* of which not computed (pruned rows, frozen heads) */
     double proj_bwd_skipped;  /* Q/K/V/O projection backward FLOPs not computed (frozen) */
-    double gate_overhead;     /* FLOPs the forward spent on gate_rows (logit GEMMs + passes) */
+    double gate_overhead;     /* FLOPs the forward spent on CEAS statistics (the softmax pass's
+                                 moments for gate rows or observables, the row conversion) */
     long long rows;           /* (l,b,h,i) query rows of the step */
     long long rows_pruned;    /* rows pruned by the token mask in heads that are not frozen */
     long long rows_frozen;    /* rows of frozen heads */
