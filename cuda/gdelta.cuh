@@ -61,6 +61,8 @@
 #define GD__DSMEM(T, name) AK_SIM_DYNAMIC_SHARED(T, name)
 #else
 #include <cuda_runtime.h>
+#include <cuda_bf16.h>
+#include <mma.h>
 #define GD__LAUNCH(k, g, b, sm, st, ...) k<<<(g), (b), (sm), (st)>>>(__VA_ARGS__)
 #define GD__DSMEM(T, name)                                                                \
     extern __shared__ __align__(16) unsigned char gd__dsmem_[];                           \
@@ -626,6 +628,444 @@ static __global__ void gd__k_chunk_bwd(gd__kp p)
     gd__cu_bwd_rows(p, row0, cc0, L, el, sred, sdc, svec, sdG);
 }
 
+/* ------------------------------------------------------------ tensor cores (tf32 / bf16) */
+/* cfg.math GD_MATH_BF16 / GD_MATH_TF32: the chunk products run on WMMA. gd__mm is the one
+   product routine: a warp per 16x16 output tile (tiles dealt to warps in a fixed order);
+   per k step it stages the A (16 x KS) and B (KS x 16) tiles from fp32 operands (global or
+   shared memory, any row/column strides, zero outside the operand's valid rows and
+   columns: ragged chunk tails cost nothing) into its own padded slice of shared memory,
+   converted to bf16 (round to nearest even) or rounded to tf32, and accumulates with
+   mma_sync in an fp32 fragment; the tile goes back through the same slice to an fp32
+   epilogue C = beta C + alpha rsc_i (A diag(ks) B)_ij (rd = 0: C is overwritten, not
+   read). */
+#if defined(ATTNKIT_CUDA_SIM) || !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+#define GD__TC_ARCH 1 /* bf16 / tf32 WMMA exist (sm_80+) */
+#endif
+
+#define GD__TC_SLICE 1536                                   /* staging bytes per warp */
+#define GD__TC_STAGE ((GD__CU_THREADS / 32) * GD__TC_SLICE) /* per block: 12 KiB */
+
+/* Staged tiles: A at the slice start (16 rows, LDA elements apart), B 768 bytes in (KS
+   rows, LDB apart): every row stride a multiple of 16 bytes, every tile start 32-byte
+   aligned (WMMA's rules); the fp32 output tile (16 x 20 floats, 1280 bytes) reuses the
+   slice after the k loop. bf16: KS 16, A and B 16 x 24 (1536 bytes); tf32: KS 8, A 16 x 12
+   floats (768 bytes), B 8 x 20 floats (640 bytes). */
+template <class MT> struct gd__tct;
+template <> struct gd__tct<__nv_bfloat16> {
+    typedef __nv_bfloat16 st;
+    enum { KS = 16, LDA = 24, LDB = 24 };
+    typedef nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, 16, __nv_bfloat16,
+                                   nvcuda::wmma::row_major> fa;
+    typedef nvcuda::wmma::fragment<nvcuda::wmma::matrix_b, 16, 16, 16, __nv_bfloat16,
+                                   nvcuda::wmma::row_major> fb;
+    typedef nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> fc;
+    static __device__ st cvt(float x) { return __float2bfloat16(x); }
+};
+template <> struct gd__tct<nvcuda::wmma::precision::tf32> {
+    typedef float st;
+    enum { KS = 8, LDA = 12, LDB = 20 };
+    typedef nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, 8,
+                                   nvcuda::wmma::precision::tf32, nvcuda::wmma::row_major> fa;
+    typedef nvcuda::wmma::fragment<nvcuda::wmma::matrix_b, 16, 16, 8,
+                                   nvcuda::wmma::precision::tf32, nvcuda::wmma::row_major> fb;
+    typedef nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 8, float> fc;
+    static __device__ st cvt(float x) { return nvcuda::wmma::__float_to_tf32(x); }
+};
+
+/* an fp32 operand: element (r, c) at p[r rs + c cs], zero for r >= nr or c >= nc */
+typedef struct gd__op {
+    const float *p;
+    int rs, cs, nr, nc;
+} gd__op;
+/* the epilogue: rows [0,nr) and columns [0,nc) of C (row stride ld) get
+   beta C + alpha rsc_i acc (rd = 1) or alpha rsc_i acc (rd = 0); rsc NULL: 1 */
+typedef struct gd__ep {
+    float *p;
+    int ld, nr, nc, rd;
+    float alpha, beta;
+    const float *rsc;
+} gd__ep;
+
+static __device__ gd__op gd__opm(const float *p, int rs, int cs, int nr, int nc)
+{
+    gd__op o;
+    o.p = p; o.rs = rs; o.cs = cs; o.nr = nr; o.nc = nc;
+    return o;
+}
+static __device__ gd__ep gd__epm(float *p, int ld, int nr, int nc, int rd, float alpha,
+                                 float beta, const float *rsc)
+{
+    gd__ep e;
+    e.p = p; e.ld = ld; e.nr = nr; e.nc = nc; e.rd = rd; e.alpha = alpha; e.beta = beta;
+    e.rsc = rsc;
+    return e;
+}
+
+/* the staging area: the dynamic shared memory rounded up to 32 bytes (launches ask for
+   32 more bytes than they use) */
+static __device__ unsigned char *gd__tc_base(unsigned char *raw)
+{
+    return (unsigned char *)(((size_t)raw + 31) & ~(size_t)31);
+}
+
+/* C (E) <- A diag(ks) B (ks NULL: I), K = min(A.nc, B.nr); the whole block calls it (every
+   warp reaches every WMMA call of its tiles; no block barrier inside: the caller
+   separates a product from the code that reads its output with __syncthreads) */
+template <class MT>
+static __device__ void gd__mm(unsigned char *stage, gd__op A, gd__op B, const float *ks, gd__ep E)
+{
+#ifdef GD__TC_ARCH
+    using namespace nvcuda;
+    typedef gd__tct<MT> TT;
+    typedef typename TT::st st;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    const int KS = TT::KS, LDA = TT::LDA, LDB = TT::LDB;
+    const int K = A.nc < B.nr ? A.nc : B.nr, tn = (E.nc + 15) >> 4, ntile = ((E.nr + 15) >> 4) * tn;
+    st *sa = (st *)(void *)(stage + (size_t)warp * GD__TC_SLICE);
+    st *sb = (st *)(void *)(stage + (size_t)warp * GD__TC_SLICE + 768);
+    float *sc = (float *)(void *)(stage + (size_t)warp * GD__TC_SLICE);
+    int t, k0, e;
+    for (t = warp; t < ntile; t += nw) {
+        const int i0 = (t / tn) * 16, j0 = (t % tn) * 16;
+        typename TT::fc acc;
+        wmma::fill_fragment(acc, 0.0f);
+        for (k0 = 0; k0 < K; k0 += KS) {
+            typename TT::fa fa;
+            typename TT::fb fb;
+            for (e = lane; e < 16 * KS; e += 32) { /* A: 16 x KS */
+                const int r = e / KS, c = e % KS, i = i0 + r, k = k0 + c;
+                float a = 0.0f;
+                if (i < A.nr && k < K) {
+                    a = A.p[(size_t)i * A.rs + (size_t)k * A.cs];
+                    if (ks) a *= ks[k];
+                }
+                sa[r * LDA + c] = TT::cvt(a);
+            }
+            for (e = lane; e < KS * 16; e += 32) { /* B: KS x 16 */
+                const int r = e >> 4, c = e & 15, k = k0 + r, j = j0 + c;
+                float b = 0.0f;
+                if (k < K && j < B.nc) b = B.p[(size_t)k * B.rs + (size_t)j * B.cs];
+                sb[r * LDB + c] = TT::cvt(b);
+            }
+            __syncwarp();
+            wmma::load_matrix_sync(fa, sa, LDA);
+            wmma::load_matrix_sync(fb, sb, LDB);
+            wmma::mma_sync(acc, fa, fb, acc);
+            __syncwarp(); /* every lane has loaded before the slice is staged again */
+        }
+        wmma::store_matrix_sync(sc, acc, 20, wmma::mem_row_major);
+        __syncwarp();
+        for (e = lane; e < 256; e += 32) {
+            const int r = e >> 4, c = e & 15, i = i0 + r, j = j0 + c;
+            if (i < E.nr && j < E.nc) {
+                float v = E.alpha * sc[r * 20 + c];
+                float *o = E.p + (size_t)i * E.ld + j;
+                if (E.rsc) v *= E.rsc[i];
+                *o = E.rd ? E.beta * *o + v : v;
+            }
+        }
+        __syncwarp(); /* the output tile is read before the next tile's staging */
+    }
+#else
+    (void)stage; (void)A; (void)B; (void)ks; (void)E;
+    __trap(); /* the host refuses tensor-core math below sm_80; a JIT for such a device lands here */
+#endif
+}
+
+/* dynamic shared bytes of the tensor-core kernels (the +32: gd__tc_base's alignment) */
+static __host__ __device__ size_t gd__tc_intra_bytes(int C, int sm)
+{
+    return 32 + GD__TC_STAGE + (sm ? 2 * (size_t)C * C * sizeof(float) : 0) +
+           (size_t)C * (sizeof(float) + sizeof(double));
+}
+static __host__ __device__ size_t gd__tc_scan_bytes(int Dk, int C, int BV)
+{
+    return 32 + GD__TC_STAGE + (size_t)BV * (Dk + 1 + C) * sizeof(float);
+}
+
+/* intra-chunk, tensor cores: as gd__k_intra, with K K^T, Q K^T, W = Tm diag(beta e) K and
+   U0 = Tm diag(beta) V on WMMA; norms, gate sums, the decay P, A and the (I + A)^-1
+   forward substitution in fp32 SIMT. Dynamic shared: staging, then A and Tm (C,C) when
+   p.intra_sm, then beta e (C floats) and the cumulative log-gates (C doubles). */
+template <class MT> static __global__ void gd__k_intra_tc(gd__kp p)
+{
+    GD__DSMEM(unsigned char, raw);
+    unsigned char *stage = gd__tc_base(raw);
+    const int tid = threadIdx.x, nt = blockDim.x;
+    const int C = p.C, Dk = p.Dk, Dv = p.Dv, T = p.T;
+    const size_t bh = blockIdx.x / (unsigned)p.NC;
+    const int ci = (int)(blockIdx.x % (unsigned)p.NC);
+    const int t0 = ci * C, L = gd__cu_min(C, T - t0);
+    const size_t row0 = bh * (size_t)T + t0, cc0 = (bh * p.NC + ci) * (size_t)C * C;
+    const gd__cws w = p.w;
+    float *fs = (float *)(void *)(stage + GD__TC_STAGE);
+    float *As = p.intra_sm ? fs : w.a + cc0, *Ts = p.intra_sm ? fs + (size_t)C * C : w.tm + cc0;
+    float *sbe = p.intra_sm ? fs + 2 * (size_t)C * C : fs;
+    double *sG = (double *)(void *)(sbe + C); /* C is a multiple of 16: 8-byte aligned */
+    int idx, i, j;
+    gd__cu_rows(p, row0, L, sG);
+    __syncthreads();
+    for (j = tid; j < L; j += nt) sbe[j] = p.be[row0 + j] * w.e[row0 + j];
+    /* K K^T, Q K^T (C,C) on tensor cores; rows and columns >= L come out zero */
+    gd__mm<MT>(stage, gd__opm(w.kn + row0 * Dk, Dk, 1, L, Dk), gd__opm(w.kn + row0 * Dk, 1, Dk, Dk, L),
+               NULL, gd__epm(w.kk + cc0, C, C, C, 0, 1.0f, 0.0f, NULL));
+    gd__mm<MT>(stage, gd__opm(w.qn + row0 * Dk, Dk, 1, L, Dk), gd__opm(w.kn + row0 * Dk, 1, Dk, Dk, L),
+               NULL, gd__epm(w.qk + cc0, C, C, C, 0, 1.0f, 0.0f, NULL));
+    __syncthreads();
+    /* P, A, P o QK in fp32; K K^T and Q K^T zeroed outside the causal part */
+    for (idx = tid; idx < C * C; idx += nt) {
+        float kk = 0.0f, qk = 0.0f, pp = 0.0f, aa = 0.0f, qkp = 0.0f;
+        i = idx / C;
+        j = idx % C;
+        if (i < L && j <= i) {
+            kk = w.kk[cc0 + idx];
+            qk = w.qk[cc0 + idx];
+            pp = expf((float)(sG[i] - sG[j]));
+            if (j < i) aa = p.be[row0 + i] * kk * pp;
+            qkp = pp * qk;
+        }
+        w.kk[cc0 + idx] = kk;
+        w.qk[cc0 + idx] = qk;
+        w.p[cc0 + idx] = pp;
+        As[idx] = aa;
+        if (p.intra_sm) w.a[cc0 + idx] = aa;
+        w.qkp[cc0 + idx] = qkp;
+    }
+    __syncthreads();
+    gd__cu_solve(p, As, Ts, cc0, L, p.intra_sm);
+    __syncthreads();
+    /* W = Tm diag(beta e) K, U0 = Tm diag(beta) V on tensor cores */
+    gd__mm<MT>(stage, gd__opm(Ts, C, 1, L, L), gd__opm(w.kn + row0 * Dk, Dk, 1, L, Dk), sbe,
+               gd__epm(w.w + row0 * Dk, Dk, L, Dk, 0, 1.0f, 0.0f, NULL));
+    gd__mm<MT>(stage, gd__opm(Ts, C, 1, L, L), gd__opm(p.v + row0 * Dv, Dv, 1, L, Dv), p.be + row0,
+               gd__epm(w.u0 + row0 * Dv, Dv, L, Dv, 0, 1.0f, 0.0f, NULL));
+}
+
+/* forward scan, tensor cores: as gd__k_scan_fwd (the fp32 state slice stays in shared
+   memory, row stride Dk + 1); U = U0 - W S^T, r = scale (diag(e) Q S^T + (P o QK) U) and
+   S <- e_last S + U^T diag(c) K on WMMA (S, W, Q, U, K rounded as operands, the state
+   accumulated in fp32). Dynamic shared: staging, S (BV, Dk + 1), U slice (C, BV). */
+template <class MT> static __global__ void gd__k_scan_fwd_tc(gd__kp p)
+{
+    GD__DSMEM(unsigned char, raw);
+    unsigned char *stage = gd__tc_base(raw);
+    const int tid = threadIdx.x, nt = blockDim.x;
+    const int C = p.C, Dk = p.Dk, Dv = p.Dv, T = p.T, BV = p.BV, SP = Dk + 1;
+    const size_t bh = blockIdx.x;
+    const int v0 = (int)blockIdx.y * BV, nv = gd__cu_min(BV, Dv - v0);
+    const gd__cws w = p.w;
+    float *S = (float *)(void *)(stage + GD__TC_STAGE), *Us = S + (size_t)BV * SP;
+    int idx, ci, j, d, x;
+    for (idx = tid; idx < nv * Dk; idx += nt) {
+        x = idx / Dk;
+        d = idx % Dk;
+        S[x * SP + d] = p.s0 ? p.s0[(bh * Dv + v0 + x) * Dk + d] : 0.0f;
+    }
+    for (ci = 0; ci < p.NC; ci++) {
+        const int t0 = ci * C, L = gd__cu_min(C, T - t0);
+        const size_t row0 = bh * (size_t)T + t0, cc0 = (bh * p.NC + ci) * (size_t)C * C;
+        const gd__op St = gd__opm(S, 1, SP, Dk, nv); /* S^T: (Dk, nv) */
+        float *r = p.r + row0 * Dv + v0;
+        __syncthreads();
+        if (p.states)
+            for (idx = tid; idx < nv * Dk; idx += nt) {
+                x = idx / Dk;
+                d = idx % Dk;
+                p.states[((bh * p.NC + ci) * Dv + v0 + x) * Dk + d] = S[x * SP + d];
+            }
+        for (idx = tid; idx < L * nv; idx += nt) {
+            j = idx / nv;
+            x = idx % nv;
+            Us[j * BV + x] = w.u0[(row0 + j) * Dv + v0 + x];
+        }
+        __syncthreads();
+        /* U = U0 - W S^T */
+        gd__mm<MT>(stage, gd__opm(w.w + row0 * Dk, Dk, 1, L, Dk), St, NULL,
+                   gd__epm(Us, BV, L, nv, 1, -1.0f, 1.0f, NULL));
+        /* r = scale diag(e) Q S^T (reads S only) */
+        gd__mm<MT>(stage, gd__opm(w.qn + row0 * Dk, Dk, 1, L, Dk), St, NULL,
+                   gd__epm(r, Dv, L, nv, 0, p.scale, 0.0f, w.e + row0));
+        __syncthreads();
+        if (p.u)
+            for (idx = tid; idx < L * nv; idx += nt) {
+                j = idx / nv;
+                x = idx % nv;
+                p.u[(row0 + j) * Dv + v0 + x] = Us[j * BV + x];
+            }
+        /* r += scale (P o QK) U */
+        gd__mm<MT>(stage, gd__opm(w.qkp + cc0, C, 1, L, L), gd__opm(Us, BV, 1, L, nv), NULL,
+                   gd__epm(r, Dv, L, nv, 1, p.scale, 1.0f, NULL));
+        __syncthreads();
+        /* S <- e_last S + U^T diag(c) K */
+        gd__mm<MT>(stage, gd__opm(Us, 1, BV, nv, L), gd__opm(w.kn + row0 * Dk, Dk, 1, L, Dk), w.c + row0,
+                   gd__epm(S, SP, nv, Dk, 1, 1.0f, w.e[row0 + L - 1], NULL));
+    }
+    __syncthreads();
+    if (p.sout)
+        for (idx = tid; idx < nv * Dk; idx += nt) {
+            x = idx / Dk;
+            d = idx % Dk;
+            p.sout[(bh * Dv + v0 + x) * Dk + d] = S[x * SP + d];
+        }
+}
+
+/* backward scan, tensor cores: as gd__k_scan_bwd; dU = diag(c) K dS^T + scale (P o QK)^T dO
+   and dS <- e_last dS + scale dO^T diag(e) Q - dU^T W on WMMA, dS accumulated in fp32.
+   Dynamic shared: staging, dS (BV, Dk + 1), dU slice (C, BV). */
+template <class MT> static __global__ void gd__k_scan_bwd_tc(gd__kp p)
+{
+    GD__DSMEM(unsigned char, raw);
+    unsigned char *stage = gd__tc_base(raw);
+    const int tid = threadIdx.x, nt = blockDim.x;
+    const int C = p.C, Dk = p.Dk, Dv = p.Dv, T = p.T, BV = p.BV, SP = Dk + 1;
+    const size_t bh = blockIdx.x;
+    const int v0 = (int)blockIdx.y * BV, nv = gd__cu_min(BV, Dv - v0);
+    const gd__cws w = p.w;
+    float *dS = (float *)(void *)(stage + GD__TC_STAGE), *dUs = dS + (size_t)BV * SP;
+    int idx, ci, j, d, x;
+    for (idx = tid; idx < nv * Dk; idx += nt) {
+        x = idx / Dk;
+        d = idx % Dk;
+        dS[x * SP + d] = p.dsout ? p.dsout[(bh * Dv + v0 + x) * Dk + d] : 0.0f;
+    }
+    for (ci = p.NC - 1; ci >= 0; ci--) {
+        const int t0 = ci * C, L = gd__cu_min(C, T - t0);
+        const size_t row0 = bh * (size_t)T + t0, cc0 = (bh * p.NC + ci) * (size_t)C * C;
+        const float *dO = p.dr + row0 * Dv + v0;
+        __syncthreads();
+        for (idx = tid; idx < nv * Dk; idx += nt) {
+            x = idx / Dk;
+            d = idx % Dk;
+            w.dse[((bh * p.NC + ci) * Dv + v0 + x) * Dk + d] = dS[x * SP + d];
+        }
+        /* dU = diag(c) K dS^T, then += scale (P o QK)^T dO */
+        gd__mm<MT>(stage, gd__opm(w.kn + row0 * Dk, Dk, 1, L, Dk), gd__opm(dS, 1, SP, Dk, nv), NULL,
+                   gd__epm(dUs, BV, L, nv, 0, 1.0f, 0.0f, w.c + row0));
+        __syncthreads();
+        gd__mm<MT>(stage, gd__opm(w.qkp + cc0, 1, C, L, L), gd__opm(dO, Dv, 1, L, nv), NULL,
+                   gd__epm(dUs, BV, L, nv, 1, p.scale, 1.0f, NULL));
+        __syncthreads();
+        for (idx = tid; idx < L * nv; idx += nt) {
+            j = idx / nv;
+            x = idx % nv;
+            w.du[(row0 + j) * Dv + v0 + x] = dUs[j * BV + x];
+        }
+        /* dS <- e_last dS + scale dO^T diag(e) Q, then -= dU^T W */
+        gd__mm<MT>(stage, gd__opm(dO, 1, Dv, nv, L), gd__opm(w.qn + row0 * Dk, Dk, 1, L, Dk), w.e + row0,
+                   gd__epm(dS, SP, nv, Dk, 1, p.scale, w.e[row0 + L - 1], NULL));
+        __syncthreads();
+        gd__mm<MT>(stage, gd__opm(dUs, 1, BV, nv, L), gd__opm(w.w + row0 * Dk, Dk, 1, L, Dk), NULL,
+                   gd__epm(dS, SP, nv, Dk, 1, -1.0f, 1.0f, NULL));
+    }
+    __syncthreads();
+    if (p.ds0)
+        for (idx = tid; idx < nv * Dk; idx += nt) {
+            x = idx / Dk;
+            d = idx % Dk;
+            p.ds0[(bh * Dv + v0 + x) * Dk + d] += dS[x * SP + d];
+        }
+}
+
+/* per-chunk backward, tensor cores: as gd__k_chunk_bwd, with dB = Tm^T dU, Y = K dSe^T,
+   Z = dO S, c o (U dSe), D = dO U^T, X = dB S, D K, dA = -dB U^T, D^T Q, dKK K and dKK^T K
+   on WMMA (the (C,C) and per-row results in the workspace, fp32); the masks, <dSe, S>,
+   dc, dbeta, the gate sums and the L2-norm backward in fp32 SIMT (gd__cu_bwd_rows).
+   Dynamic shared: staging only. */
+template <class MT> static __global__ void gd__k_chunk_bwd_tc(gd__kp p)
+{
+    GD__DSMEM(unsigned char, raw);
+    unsigned char *stage = gd__tc_base(raw);
+    __shared__ float sdc[256], svec[256], sdG[256], sred[GD__CU_THREADS];
+    const int tid = threadIdx.x, nt = blockDim.x;
+    const int C = p.C, Dk = p.Dk, Dv = p.Dv, T = p.T;
+    const size_t bh = blockIdx.x / (unsigned)p.NC;
+    const int ci = (int)(blockIdx.x % (unsigned)p.NC);
+    const int t0 = ci * C, L = gd__cu_min(C, T - t0);
+    const size_t row0 = bh * (size_t)T + t0, cc0 = (bh * p.NC + ci) * (size_t)C * C;
+    const size_t s0 = (bh * p.NC + ci) * (size_t)Dv * Dk;
+    const float *S = p.states + s0, *dSe = p.w.dse + s0;
+    const float *U = p.u + row0 * Dv, *dO = p.dr + row0 * Dv;
+    const gd__cws w = p.w;
+    const float *kn = w.kn + row0 * Dk, *qn = w.qn + row0 * Dk;
+    const float scale = p.scale, el = w.e[row0 + L - 1];
+    const gd__op Kop = gd__opm(kn, Dk, 1, L, Dk), Ut = gd__opm(U, 1, Dv, Dv, L);
+    int idx, i, j, x, s;
+    float part = 0.0f;
+    /* --- phase 1: dB, Y, Z, c o (U dSe) into dKn, D (unmasked); <dSe, S> */
+    gd__mm<MT>(stage, gd__opm(w.tm + cc0, 1, C, L, L), gd__opm(w.du + row0 * Dv, Dv, 1, L, Dv), NULL,
+               gd__epm(w.db + row0 * Dv, Dv, L, Dv, 0, 1.0f, 0.0f, NULL));
+    gd__mm<MT>(stage, Kop, gd__opm(dSe, 1, Dk, Dk, Dv), NULL,
+               gd__epm(w.y + row0 * Dv, Dv, L, Dv, 0, 1.0f, 0.0f, NULL));
+    gd__mm<MT>(stage, gd__opm(dO, Dv, 1, L, Dv), gd__opm(S, Dk, 1, Dv, Dk), NULL,
+               gd__epm(w.z + row0 * Dk, Dk, L, Dk, 0, 1.0f, 0.0f, NULL));
+    gd__mm<MT>(stage, gd__opm(U, Dv, 1, L, Dv), gd__opm(dSe, Dk, 1, Dv, Dk), NULL,
+               gd__epm(w.dkn + row0 * Dk, Dk, L, Dk, 0, 1.0f, 0.0f, w.c + row0));
+    gd__mm<MT>(stage, gd__opm(dO, Dv, 1, L, Dv), Ut, NULL,
+               gd__epm(w.dd + cc0, C, C, C, 0, 1.0f, 0.0f, NULL));
+    for (idx = tid; idx < Dv * Dk; idx += nt) part += dSe[idx] * S[idx];
+    sred[tid] = part;
+    __syncthreads();
+    for (s = GD__CU_THREADS / 2; s > 0; s >>= 1) { /* fixed tree: deterministic */
+        if (tid < s) sred[tid] += sred[tid + s];
+        __syncthreads();
+    }
+    for (idx = tid; idx < C * C; idx += nt) { /* D = scale P o (dO U^T), lower with diagonal */
+        i = idx / C;
+        j = idx % C;
+        w.dd[cc0 + idx] = i < L && j <= i ? scale * w.p[cc0 + idx] * w.dd[cc0 + idx] : 0.0f;
+    }
+    __syncthreads();
+    /* --- phase 2: X = dB S, dQn = D K, dA = -dB U^T (unmasked); dc, dv */
+    gd__mm<MT>(stage, gd__opm(w.db + row0 * Dv, Dv, 1, L, Dv), gd__opm(S, Dk, 1, Dv, Dk), NULL,
+               gd__epm(w.x + row0 * Dk, Dk, L, Dk, 0, 1.0f, 0.0f, NULL));
+    gd__mm<MT>(stage, gd__opm(w.dd + cc0, C, 1, L, L), Kop, NULL,
+               gd__epm(w.dqn + row0 * Dk, Dk, L, Dk, 0, 1.0f, 0.0f, NULL));
+    gd__mm<MT>(stage, gd__opm(w.db + row0 * Dv, Dv, 1, L, Dv), Ut, NULL,
+               gd__epm(w.da + cc0, C, C, C, 0, -1.0f, 0.0f, NULL));
+    for (idx = tid; idx < L; idx += nt) { /* dc_j = c_j (u_j . Y_j) */
+        float s2 = 0.0f;
+        for (x = 0; x < Dv; x++) s2 += U[(size_t)idx * Dv + x] * w.y[(row0 + idx) * Dv + x];
+        sdc[idx] = s2 * w.c[row0 + idx];
+    }
+    for (idx = tid; idx < L * Dv; idx += nt) { /* dv_i += beta_i dB_i */
+        i = idx / Dv;
+        x = idx % Dv;
+        p.dv[(row0 + i) * Dv + x] += p.be[row0 + i] * w.db[(row0 + i) * Dv + x];
+    }
+    __syncthreads();
+    for (idx = tid; idx < C * C; idx += nt) { /* dA strictly lower, dKK = dA o beta_i P */
+        float da = 0.0f, dkk = 0.0f;
+        i = idx / C;
+        j = idx % C;
+        if (i < L && j < i) {
+            da = w.da[cc0 + idx];
+            dkk = da * p.be[row0 + i] * w.p[cc0 + idx];
+        }
+        w.da[cc0 + idx] = da;
+        w.dkk[cc0 + idx] = dkk;
+    }
+    for (idx = tid; idx < L * Dk; idx += nt) { /* dQn += scale e_i Z_i */
+        i = idx / Dk;
+        w.dqn[row0 * Dk + idx] += scale * w.e[row0 + i] * w.z[row0 * Dk + idx];
+    }
+    __syncthreads();
+    /* --- phase 3: dKn += D^T Q + dKK K + dKK^T K - diag(beta e) X */
+    gd__mm<MT>(stage, gd__opm(w.dd + cc0, 1, C, L, L), gd__opm(qn, Dk, 1, L, Dk), NULL,
+               gd__epm(w.dkn + row0 * Dk, Dk, L, Dk, 1, 1.0f, 1.0f, NULL));
+    __syncthreads();
+    gd__mm<MT>(stage, gd__opm(w.dkk + cc0, C, 1, L, L), Kop, NULL,
+               gd__epm(w.dkn + row0 * Dk, Dk, L, Dk, 1, 1.0f, 1.0f, NULL));
+    __syncthreads();
+    gd__mm<MT>(stage, gd__opm(w.dkk + cc0, 1, C, L, L), Kop, NULL,
+               gd__epm(w.dkn + row0 * Dk, Dk, L, Dk, 1, 1.0f, 1.0f, NULL));
+    __syncthreads();
+    for (idx = tid; idx < L * Dk; idx += nt) {
+        i = idx / Dk;
+        w.dkn[row0 * Dk + idx] -= p.be[row0 + i] * w.e[row0 + i] * w.x[row0 * Dk + idx];
+    }
+    gd__cu_bwd_rows(p, row0, cc0, L, el, sred, sdc, svec, sdG);
+}
+
 /* ------------------------------------------------------------ decode step */
 /* flag: 1 a slot outside [0,n_slots), 2 a slot repeated */
 static __global__ void gd__k_step_check(int *flag, const int *slots, int N, int n_slots)
@@ -717,21 +1157,23 @@ static int gd__cu_is_dev(const void *p)
     return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
 }
 
+/* 1 for the tensor-core math modes */
+static int gd__cu_tc(const gd_config *cfg) { return cfg->math != GD_MATH_FP32; }
+
 static int gd__cu_math(const gd_config *cfg, const char *fn)
 {
-    if (cfg->math == GD_MATH_FP32) return GD_OK;
-    if (cfg->math == GD_MATH_TF32 || cfg->math == GD_MATH_BF16)
-        return gd__err(cfg, GD_ENOTSUP, "%s: math %s is not implemented in this build (fp32 only)",
-                       fn, cfg->math == GD_MATH_TF32 ? "tf32" : "bf16");
+    if (cfg->math == GD_MATH_FP32 || cfg->math == GD_MATH_TF32 || cfg->math == GD_MATH_BF16)
+        return GD_OK;
     return gd__err(cfg, GD_EINVAL, "%s: math %d unknown", fn, cfg->math);
 }
 
-/* value rows per scan block: 16, fewer when the state slice and U slice would not fit */
-static int gd__cu_bv(int Dk, int Dv, int C)
+/* value rows per scan block: 16, fewer when the state slice and U slice (plus `extra`
+   bytes: the tensor-core staging) would not fit in 48 KiB */
+static int gd__cu_bv(int Dk, int Dv, int C, size_t extra)
 {
     int bv = 16;
-    while (bv > 1 && (size_t)bv * (size_t)(Dk + 1 + C) * sizeof(float) > GD__CU_SMEM) bv /= 2;
-    if ((size_t)bv * (size_t)(Dk + 1 + C) * sizeof(float) > GD__CU_SMEM) return 0;
+    while (bv > 1 && (size_t)bv * (size_t)(Dk + 1 + C) * sizeof(float) + extra > GD__CU_SMEM) bv /= 2;
+    if ((size_t)bv * (size_t)(Dk + 1 + C) * sizeof(float) + extra > GD__CU_SMEM) return 0;
     return bv < Dv ? bv : Dv;
 }
 
@@ -768,13 +1210,37 @@ static int gd__cu_shapes(const gd_config *cfg, const char *fn, int B, int H, int
                          int Dv, int *C, int *NC, int *BV)
 {
     int rc;
+    const int tc = gd__cu_tc(cfg);
     if ((rc = gd__check_shapes(cfg, fn, B, H, T, Dk, Dv)) != GD_OK) return rc;
+    if (tc) { /* WMMA tiles: 16 x 16; the chunk padded to a multiple of 16, tails zero */
+        int major = 0;
+        if (Dk % 16 || Dv % 16 || cfg->chunk_size % 16)
+            return gd__err(cfg, GD_ENOTSUP, "%s: math %s needs Dk, Dv and chunk_size multiples of 16 "
+                           "(Dk=%d Dv=%d chunk_size=%d); GD_MATH_FP32 takes any", fn,
+                           cfg->math == GD_MATH_TF32 ? "tf32" : "bf16", Dk, Dv, cfg->chunk_size);
+#ifdef ATTNKIT_CUDA_SIM
+        major = 9; /* the simulation's device */
+#else
+        {
+            int dev = 0;
+            if (cudaGetDevice(&dev) != cudaSuccess ||
+                cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
+                (void)cudaGetLastError();
+                major = 0;
+            }
+        }
+#endif
+        if (major < 8)
+            return gd__err(cfg, GD_ENOTSUP, "%s: math %s needs an sm_80 or newer device", fn,
+                           cfg->math == GD_MATH_TF32 ? "tf32" : "bf16");
+    }
     *C = cfg->chunk_size < T ? cfg->chunk_size : T;
+    if (tc) *C = cfg->chunk_size < (T + 15) / 16 * 16 ? cfg->chunk_size : (T + 15) / 16 * 16;
     *NC = (T + *C - 1) / *C;
-    *BV = gd__cu_bv(Dk, Dv, *C);
+    *BV = gd__cu_bv(Dk, Dv, *C, tc ? 32 + GD__TC_STAGE : 0);
     if (!*BV)
         return gd__err(cfg, GD_EINVAL, "%s: Dk + chunk_size = %d must be below %d on the CUDA path", fn,
-                       Dk + *C, (int)(GD__CU_SMEM / sizeof(float)));
+                       Dk + *C, (int)((GD__CU_SMEM - (tc ? 32 + GD__TC_STAGE : 0)) / sizeof(float)));
     if ((double)B * H * *NC > 2e9)
         return gd__err(cfg, GD_EINVAL, "%s: B*H*chunks too large for one grid", fn);
     if ((double)Dk * Dv > 2147483647.0 || (double)Dv * *C > 2147483647.0 ||
@@ -814,6 +1280,27 @@ static void gd__cu_params(gd__kp *p, const gd_config *cfg, int T, int Dk, int Dv
     p->scale = cfg->scale;
     p->floor_ = cfg->log_gate_floor;
     p->intra_sm = 2 * (size_t)C * C * sizeof(float) <= GD__CU_SMEM; /* C <= 78 */
+    if (gd__cu_tc(cfg)) p->intra_sm = gd__tc_intra_bytes(C, 1) <= GD__CU_SMEM; /* C <= 64 */
+}
+
+/* the tensor-core kernels of gd_forward_cuda (backward = 0) or gd_backward_cuda */
+template <class MT>
+static int gd__cu_run_tc(const gd_config *cfg, const char *fn, const gd__kp &p, size_t BH,
+                         int backward, cudaStream_t st)
+{
+    int rc;
+    dim3 grid((unsigned)BH, (unsigned)((p.Dv + p.BV - 1) / p.BV));
+    GD__LAUNCH(gd__k_intra_tc<MT>, (unsigned)(BH * p.NC), GD__CU_THREADS,
+               gd__tc_intra_bytes(p.C, p.intra_sm), st, p);
+    if ((rc = gd__cu_launched(cfg, fn)) != GD_OK) return rc;
+    if (!backward) {
+        GD__LAUNCH(gd__k_scan_fwd_tc<MT>, grid, GD__CU_THREADS, gd__tc_scan_bytes(p.Dk, p.C, p.BV), st, p);
+        return gd__cu_launched(cfg, fn);
+    }
+    GD__LAUNCH(gd__k_scan_bwd_tc<MT>, grid, GD__CU_THREADS, gd__tc_scan_bytes(p.Dk, p.C, p.BV), st, p);
+    if ((rc = gd__cu_launched(cfg, fn)) != GD_OK) return rc;
+    GD__LAUNCH(gd__k_chunk_bwd_tc<MT>, (unsigned)(BH * p.NC), GD__CU_THREADS, 32 + GD__TC_STAGE, st, p);
+    return gd__cu_launched(cfg, fn);
 }
 
 GDELTADEF int gd_forward_cuda(const gd_config *cfg, float *r, float *state_out,
@@ -876,6 +1363,14 @@ GDELTADEF int gd_forward_cuda(const gd_config *cfg, float *r, float *state_out,
             p.states = saved->states;
             p.u = saved->u;
         }
+    }
+    if (rc == GD_OK && gd__cu_tc(cfg)) {
+        p.q = q; p.k = k; p.v = v; p.g = gates; p.be = beta; p.s0 = state0;
+        p.r = r; p.sout = state_out;
+        rc = cfg->math == GD_MATH_BF16 ? gd__cu_run_tc<__nv_bfloat16>(cfg, fn, p, BH, 0, st)
+                                       : gd__cu_run_tc<nvcuda::wmma::precision::tf32>(cfg, fn, p, BH, 0, st);
+        if (own) (void)cudaFreeAsync(own, st);
+        return rc;
     }
     if (rc == GD_OK) {
         p.q = q; p.k = k; p.v = v; p.g = gates; p.be = beta; p.s0 = state0;
@@ -943,6 +1438,12 @@ GDELTADEF int gd_backward_cuda(const gd_config *cfg, const gd_saved *saved,
         p.dr = dr; p.dsout = dstate_out;
         p.states = saved->states; p.u = saved->u;
         p.dq = dq; p.dk = dk; p.dv = dv; p.dg = dgates; p.dbe = dbeta; p.ds0 = dstate0;
+        if (gd__cu_tc(cfg)) {
+            rc = cfg->math == GD_MATH_BF16 ? gd__cu_run_tc<__nv_bfloat16>(cfg, fn, p, BH, 1, st)
+                                           : gd__cu_run_tc<nvcuda::wmma::precision::tf32>(cfg, fn, p, BH, 1, st);
+            if (own) (void)cudaFreeAsync(own, st);
+            return rc;
+        }
         GD__LAUNCH(gd__k_intra, (unsigned)(BH * NC), GD__CU_THREADS,
                    p.intra_sm ? 2 * (size_t)C * C * sizeof(float) : 0, st, p);
         rc = gd__cu_launched(cfg, fn);

@@ -382,7 +382,7 @@ static void test_bad_input(void)
         gd_config c2 = cfg;
         c2.chunk_size = 0;
         CHECK_INT_EQ(gd_forward_cuda(&c2, r, NULL, q, k, v, g, b, NULL, B, H, T, Dk, Dv, NULL, NULL, NULL), GD_EINVAL);
-        c2 = cfg;
+        c2 = cfg; /* Dk = 8: not a tensor-core shape (test_tc_bad_input has the rest) */
         c2.math = GD_MATH_BF16;
         CHECK_INT_EQ(gd_forward_cuda(&c2, r, NULL, q, k, v, g, b, NULL, B, H, T, Dk, Dv, NULL, NULL, NULL), GD_ENOTSUP);
         c2.math = GD_MATH_TF32;
@@ -456,6 +456,174 @@ static void test_bad_input(void)
     gd_saved_free(&cpu_sv);
     dfree(q); dfree(k); dfree(v); dfree(g); dfree(b); dfree(r);
     dfree(dq); dfree(dk); dfree(dv); dfree(dg); dfree(db);
+}
+
+/* ------------------------------------------------------- tensor cores (bf16, tf32) */
+/* RMS-relative error |got - ref|_2 / |ref|_2 (issue 14: 2e-2 for the tensor-core math) */
+static double rel_rms(const std::vector<float> &got, const std::vector<float> &ref)
+{
+    double n = 0.0, d = 0.0;
+    size_t i;
+    if (got.size() != ref.size()) return INFINITY;
+    for (i = 0; i < ref.size(); i++) {
+        double e = (double)got[i] - ref[i];
+        n += e * e;
+        d += (double)ref[i] * ref[i];
+    }
+    return d > 0.0 ? sqrt(n / d) : sqrt(n);
+}
+
+#define TC_TOL 2e-2
+/* every output and gradient of a tensor-core run within TC_TOL (RMS-relative) of the CPU
+   chunked path, and at least `floor` away from it in r (the operands really were rounded:
+   the fp32 path is ~1e-7 away); returns the error in r */
+static double tc_compare(const char *what, const shape &s, const outputs &got, const outputs &ref,
+                         double floor)
+{
+    const std::vector<float> *g[8] = {&got.r, &got.so, &got.dq, &got.dk, &got.dv, &got.dg, &got.dbe, &got.ds0};
+    const std::vector<float> *r[8] = {&ref.r, &ref.so, &ref.dq, &ref.dk, &ref.dv, &ref.dg, &ref.dbe, &ref.ds0};
+    double e[8];
+    int i;
+    for (i = 0; i < 8; i++) {
+        e[i] = rel_rms(*g[i], *r[i]);
+        CHECK(e[i] <= TC_TOL); /* NaN fails */
+    }
+    CHECK(e[0] > floor);
+    fprintf(stderr,
+            "    %-4s B%d H%d T%-4d Dk%-3d Dv%-3d C%-3d%s%s%s rms-rel: r %.1e S %.1e dq %.1e dk %.1e "
+            "dv %.1e dg %.1e dbeta %.1e dh0 %.1e (tol %.0e)\n",
+            what, s.B, s.H, s.T, s.Dk, s.Dv, s.C, s.log_gates ? " log" : "", s.gamma_one ? " g=1" : "",
+            s.h0 ? " h0" : "", e[0], e[1], e[2], e[3], e[4], e[5], e[6], e[7], TC_TOL);
+    return e[0];
+}
+
+/* modes: 1 bf16, 2 tf32, 3 both (then tf32 must also be the closer one) */
+static void run_tc_shapes(const shape *sh, const int *modes, int n)
+{
+    int i, m;
+    for (i = 0; i < n; i++) {
+        const shape &s = sh[i];
+        gd_config cfg = gd_config_default();
+        inputs in;
+        outputs ref;
+        double e[2] = {0.0, 0.0};
+        tt_seed(500 + i);
+        in = make_inputs(s);
+        cfg.chunk_size = s.C;
+        cfg.gate_is_log = s.log_gates;
+        CHECK_INT_EQ(run_cpu(cfg, s, in, &ref), GD_OK);
+        for (m = 0; m < 2; m++) {
+            outputs got;
+            if (!(modes[i] & (1 << m))) continue;
+            cfg.math = m ? GD_MATH_TF32 : GD_MATH_BF16;
+            CHECK_INT_EQ(run_gpu(cfg, s, in, &got, (i + m) & 1), GD_OK);
+            /* floors: a bf16 operand carries up to 2^-9 relative rounding, tf32 2^-12 */
+            e[m] = tc_compare(m ? "tf32" : "bf16", s, got, ref, m ? 1e-5 : 1e-4);
+        }
+        if (modes[i] == 3) CHECK(e[1] < e[0]);
+    }
+}
+
+/* T 1 (one zero-padded 16-row chunk), 63 / 65 / 40 (ragged tails), 64, 200 (7 chunks of
+   32); Dk/Dv 16, 32, 64, 128 (Dk != Dv too); gamma = 1; log gates; h0 present and
+   absent; B*H 2. bf16 and tf32 share every line but the operand type: each shape runs
+   one of them (both where cheap) to stay within the simulation's time budget. */
+static void test_tc_shapes(void)
+{
+    static const shape sh[] = {
+        {1, 2, 1, 16, 16, 64, 0, 0, 1},   {2, 1, 63, 16, 64, 64, 0, 0, 1},
+        {1, 2, 64, 64, 16, 64, 0, 1, 0},  {2, 1, 65, 16, 16, 64, 1, 0, 1},
+        {1, 2, 200, 16, 32, 32, 0, 1, 1}, {1, 2, 40, 128, 128, 32, 0, 0, 1},
+    };
+    static const int modes[] = {3, 1, 2, 3, 2, 1};
+    NEED_GPU();
+    run_tc_shapes(sh, modes, (int)(sizeof sh / sizeof sh[0]));
+}
+
+/* chunk 128: A and (I + A)^-1 in the workspace instead of shared memory */
+static void test_tc_chunk128(void)
+{
+    static const shape sh[] = {{1, 2, 130, 16, 16, 128, 1, 0, 1}};
+    static const int modes[] = {1};
+    NEED_GPU();
+    run_tc_shapes(sh, modes, 1);
+}
+
+/* bit-identical run to run, like the fp32 path */
+static void test_tc_deterministic(void)
+{
+    shape s = {2, 1, 40, 16, 32, 32, 0, 0, 1};
+    gd_config cfg = gd_config_default();
+    inputs in;
+    outputs a, b;
+    NEED_GPU();
+    tt_seed(8);
+    in = make_inputs(s);
+    cfg.chunk_size = s.C;
+    cfg.math = GD_MATH_BF16;
+    CHECK_INT_EQ(run_gpu(cfg, s, in, &a, 0), GD_OK);
+    CHECK_INT_EQ(run_gpu(cfg, s, in, &b, 1), GD_OK);
+    CHECK(a.r == b.r && a.so == b.so && a.dq == b.dq && a.dk == b.dk && a.dv == b.dv);
+    CHECK(a.dg == b.dg && a.dbe == b.dbe && a.ds0 == b.ds0);
+}
+
+/* the tensor-core modes refuse what they cannot do (GD_ENOTSUP with a message, nothing
+   launched, r untouched): Dk or Dv not a multiple of 16, chunk_size not a multiple of 16;
+   gd_workspace_size_cuda says 0 there; a saved state from another math/chunk is refused */
+static int g_msgs = 0;
+static void count_msg(const char *msg, void *user)
+{
+    (void)user;
+    if (msg && strstr(msg, "multiples of 16")) g_msgs++;
+}
+static void test_tc_bad_input(void)
+{
+    const int B = 1, H = 2, T = 20;
+    int m;
+    NEED_GPU();
+    for (m = 0; m < 2; m++) {
+        static const int dims[3][3] = {{8, 16, 16}, {16, 24, 16}, {16, 16, 24}}; /* Dk Dv chunk */
+        gd_config cfg = gd_config_default();
+        int c;
+        cfg.math = m ? GD_MATH_TF32 : GD_MATH_BF16;
+        cfg.log = count_msg;
+        g_msgs = 0;
+        for (c = 0; c < 3; c++) {
+            const int Dk = dims[c][0], Dv = dims[c][1];
+            const size_t nqk = (size_t)B * H * T * Dk, nv = (size_t)B * H * T * Dv, ng = (size_t)B * H * T;
+            std::vector<float> hq = randn(nqk, 1.0), hv = randn(nv, 1.0), hg(ng, 0.9f), hb(ng, 0.5f);
+            std::vector<float> sentinel(nv, 7.0f);
+            float *q = dput(hq), *v = dput(hv), *g = dput(hg), *b = dput(hb), *r = dput(sentinel);
+            gd_saved sv = gd_saved_init();
+            cfg.chunk_size = dims[c][2];
+            CHECK_INT_EQ(gd_forward_cuda(&cfg, r, NULL, q, q, v, g, b, NULL, B, H, T, Dk, Dv, &sv, NULL, NULL),
+                         GD_ENOTSUP);
+            CHECK(gd_workspace_size_cuda(&cfg, B, H, T, Dk, Dv) == 0);
+            CHECK(dget(r, nv) == sentinel);
+            CHECK(sv.mem == NULL);
+            gd_saved_free(&sv);
+            dfree(q); dfree(v); dfree(g); dfree(b); dfree(r);
+        }
+        CHECK(g_msgs >= 3);
+    }
+    {   /* a saved state from a bf16 forward with chunk 16 does not fit a backward with chunk 32 */
+        const int Dk = 16, Dv = 16;
+        const size_t nqk = (size_t)B * H * T * Dk, ng = (size_t)B * H * T;
+        gd_config cfg = gd_config_default();
+        std::vector<float> hq = randn(nqk, 1.0), hg(ng, 0.9f), hb(ng, 0.5f), z(nqk, 0.0f), z1(ng, 0.0f);
+        float *q = dput(hq), *g = dput(hg), *b = dput(hb), *r = dput(z), *dq = dput(z), *dk = dput(z),
+              *dv = dput(z), *dg = dput(z1), *db = dput(z1);
+        gd_saved sv = gd_saved_init();
+        cfg.math = GD_MATH_BF16;
+        cfg.chunk_size = 16;
+        CHECK_INT_EQ(gd_forward_cuda(&cfg, r, NULL, q, q, q, g, b, NULL, B, H, T, Dk, Dv, &sv, NULL, NULL), GD_OK);
+        cfg.chunk_size = 32;
+        CHECK_INT_EQ(gd_backward_cuda(&cfg, &sv, dq, dk, dv, dg, db, NULL, q, NULL, q, q, q, g, b, NULL, B, H, T,
+                                      Dk, Dv, NULL, NULL), GD_EINVAL);
+        CHECK(dget(dq, nqk) == z);
+        gd_saved_free(&sv);
+        dfree(q); dfree(g); dfree(b); dfree(r); dfree(dq); dfree(dk); dfree(dv); dfree(dg); dfree(db);
+    }
 }
 
 /* ------------------------------------------------------------------ step */
@@ -610,10 +778,20 @@ static void test_step_bad_input(void)
     CHECK_INT_EQ(gd_step_cuda(&cfg, table.data(), NS, ds, N, H, Dk, Dv, dq, dq, dv, dg, db, dr, NULL), GD_EINVAL);
     CHECK_INT_EQ(gd_step_cuda(&cfg, dt, 0, ds, N, H, Dk, Dv, dq, dq, dv, dg, db, dr, NULL), GD_EINVAL);
     CHECK_INT_EQ(gd_step_cuda(&cfg, dt, NS, ds, N, H, 0, Dv, dq, dq, dv, dg, db, dr, NULL), GD_EINVAL);
-    {
-        gd_config c2 = cfg;
-        c2.math = GD_MATH_BF16;
-        CHECK_INT_EQ(gd_step_cuda(&c2, dt, NS, ds, N, H, Dk, Dv, dq, dq, dv, dg, db, dr, NULL), GD_ENOTSUP);
+    {   /* math bf16 / tf32: the step has no tensor-core product and runs its fp32 kernel,
+           bit-identical to math fp32 (on copies of the table) */
+        int m;
+        for (m = 0; m < 2; m++) {
+            gd_config c2 = cfg;
+            float *t1 = dput(table), *t2 = dput(table), *r1 = dput(v), *r2 = dput(v);
+            c2.math = m ? GD_MATH_TF32 : GD_MATH_BF16;
+            CHECK_INT_EQ(gd_step_cuda(&c2, t1, NS, ds, N, H, Dk, Dv, dq, dq, dv, dg, db, r1, NULL), GD_OK);
+            CHECK_INT_EQ(gd_step_cuda(&cfg, t2, NS, ds, N, H, Dk, Dv, dq, dq, dv, dg, db, r2, NULL), GD_OK);
+            CHECK(dget(t1, table.size()) == dget(t2, table.size()));
+            CHECK(dget(r1, v.size()) == dget(r2, v.size()));
+            CHECK(dget(t1, table.size()) != table);
+            dfree(t1); dfree(t2); dfree(r1); dfree(r2);
+        }
     }
     slots[1] = NS; /* out of range */
     cudaMemcpy(ds, slots.data(), N * sizeof(int), cudaMemcpyHostToDevice);
@@ -646,6 +824,10 @@ int main(int argc, char **argv)
     TEST_RUN(test_long);
     TEST_RUN(test_config_variants);
     TEST_RUN(test_deterministic);
+    TEST_RUN(test_tc_bad_input);
+    TEST_RUN(test_tc_shapes);
+    TEST_RUN(test_tc_chunk128);
+    TEST_RUN(test_tc_deterministic);
     TEST_RUN(test_step_300);
     TEST_RUN(test_step_shapes);
     return TEST_END();
