@@ -232,6 +232,8 @@ typedef struct era_rpa_state {
     float *M;            /* (T,K) = mbar P */
     void *mem;
     size_t cap;
+    void *cuda;          /* the device twin (era_rpa_cuda_state) when the plain calls were
+                            given device pointers (nvcc / simulation builds); else NULL */
 } era_rpa_state;
 
 ERADEF era_rpa_config era_rpa_config_default(int R);
@@ -334,6 +336,7 @@ typedef struct era_era_state {
     int *bstart;         /* (nb + 1) first position of each block */
     void *mem;
     size_t cap;
+    void *cuda;          /* the device twin (era_era_cuda_state), as in era_rpa_state */
 } era_era_state;
 
 ERADEF era_era_config era_era_config_default(void);
@@ -419,7 +422,12 @@ ERADEF const char *era_strerror(int code);
    bit-identical run to run). Not on the GPU: the legacy kappa-mixture (cfg->legacy:
    ERA_EINVAL), era_type2_forward, the host cache (era_cache_* stays host-side; build
    B(T) once per T with era_*_forward_cuda and keep the device buffer). Tolerances
-   against the CPU path: see the top of cuda/era.cuh. */
+   against the CPU path: see the top of cuda/era.cuh.
+   The plain calls (era_membership_*, era_rpa_*, era_era_*, era_apply, era_reduce_grad)
+   take device pointers too in such a build and run these on the default stream: a prior
+   state then keeps a device twin (state.cuda, freed by era_*_state_free) and its
+   backward / rows follow the side its last forward ran on (device buffers given to a
+   state whose last forward ran on the host: ERA_EINVAL). */
 typedef struct CUstream_st *era_stream;
 enum { ERA_ENOCUDA = -5, ERA_ECUDA = -6 };
 
@@ -748,6 +756,12 @@ ERADEF void era_rpa_state_free(era_rpa_state *st)
 {
     if (!st) return;
     if (st->mem) ERA_FREE(st->mem);
+#if defined(__CUDACC__) || defined(ATTNKIT_CUDA_SIM)
+    if (st->cuda) {
+        era_rpa_cuda_state_free((era_rpa_cuda_state *)st->cuda);
+        ERA_FREE(st->cuda);
+    }
+#endif
     memset(st, 0, sizeof *st);
 }
 
@@ -835,11 +849,51 @@ ERADEF int era_mu_statistics(era_mu_stats *stats, const float *mu, int B, int T,
     return ERA_OK;
 }
 
+/* Under nvcc (or the CUDA simulation) the plain calls route DEVICE pointers to the
+   *_cuda paths on the default stream (DESIGN.md: one model for both devices): the
+   memberships by h, era_apply / era_reduce_grad by the scores, the RPA prior by mu, the
+   ERA prior by bias or p->centers, rows by out. A prior state then carries a device twin
+   (st->cuda, allocated on first use, released by era_*_state_free): the backward and
+   rows follow the device twin when the last forward ran on the device, else the host
+   state (one state holds one side's forward at a time; the other side is invalidated).
+   Workspaces and parameter arrays must then be device memory, as for the _cuda calls. */
+#if defined(__CUDACC__) || defined(ATTNKIT_CUDA_SIM)
+static int era__is_dev(const void *p); /* cuda/era.cuh */
+static era_rpa_cuda_state *era__rpa_twin(era_rpa_state *st)
+{
+    if (!st->cuda) {
+        st->cuda = ERA_MALLOC(sizeof(era_rpa_cuda_state));
+        if (st->cuda) *(era_rpa_cuda_state *)st->cuda = era_rpa_cuda_state_init();
+    }
+    return (era_rpa_cuda_state *)st->cuda;
+}
+static era_era_cuda_state *era__era_twin(era_era_state *st)
+{
+    if (!st->cuda) {
+        st->cuda = ERA_MALLOC(sizeof(era_era_cuda_state));
+        if (st->cuda) *(era_era_cuda_state *)st->cuda = era_era_cuda_state_init();
+    }
+    return (era_era_cuda_state *)st->cuda;
+}
+/* the device twin holds the last forward */
+static const era_rpa_cuda_state *era__rpa_on_dev(const era_rpa_state *st)
+{
+    return st && st->cuda && ((const era_rpa_cuda_state *)st->cuda)->valid ? (const era_rpa_cuda_state *)st->cuda : NULL;
+}
+static const era_era_cuda_state *era__era_on_dev(const era_era_state *st)
+{
+    return st && st->cuda && ((const era_era_cuda_state *)st->cuda)->valid ? (const era_era_cuda_state *)st->cuda : NULL;
+}
+#endif
+
 ERADEF int era_membership_forward(const era_rpa_config *cfg, const era_rpa_params *p,
                                   float *mu, float *zproj, era_mu_stats *stats,
                                   const float *h, int B, int T)
 {
     int rc, R, D, P, nan_rows = 0;
+#if defined(__CUDACC__) || defined(ATTNKIT_CUDA_SIM)
+    if (era__is_dev(h)) return era_membership_forward_cuda(cfg, p, mu, zproj, stats, h, B, T, NULL);
+#endif
     long long n, i;
     rc = era__rpa_check_cfg(cfg);
     if (rc) return rc;
@@ -933,6 +987,10 @@ ERADEF int era_membership_backward(const era_rpa_config *cfg, const era_rpa_para
     long long n, i;
     size_t need;
     void *own = NULL;
+#if defined(__CUDACC__) || defined(ATTNKIT_CUDA_SIM)
+    if (era__is_dev(h))
+        return era_membership_backward_cuda(cfg, p, dh, g, dmu, dentropy, h, zproj, mu, B, T, workspace, NULL);
+#endif
     float *dz, *dd2;
     float *s2 = NULL;
     int *s2free = NULL;
@@ -1364,6 +1422,15 @@ ERADEF int era_rpa_forward(const era_rpa_config *cfg, const era_rpa_params *p,
     float *rowbuf;
     double *part;
     double tau_a;
+#if defined(__CUDACC__) || defined(ATTNKIT_CUDA_SIM)
+    if (st && era__is_dev(mu)) {
+        era_rpa_cuda_state *cs = era__rpa_twin(st);
+        if (!cs) return ERA_ENOMEM;
+        st->valid = 0; /* the host state no longer holds the last forward */
+        return era_rpa_forward_cuda(cfg, p, mu, B, T, bias, cs, workspace, NULL);
+    }
+    if (st && st->cuda) ((era_rpa_cuda_state *)st->cuda)->valid = 0;
+#endif
     rc = era__rpa_check_cfg(cfg);
     if (rc) return rc;
     if (!p || !mu || !st) return ERA_EINVAL;
@@ -1548,6 +1615,10 @@ ERADEF int era_rpa_forward(const era_rpa_config *cfg, const era_rpa_params *p,
 ERADEF int era_rpa_rows(const era_rpa_state *st, int row0, int nrows, float *out)
 {
     int t;
+#if defined(__CUDACC__) || defined(ATTNKIT_CUDA_SIM)
+    if (era__rpa_on_dev(st)) return era_rpa_rows_cuda(era__rpa_on_dev(st), row0, nrows, out, NULL);
+    if (era__is_dev(out)) return ERA_EINVAL; /* device rows of a host forward */
+#endif
     if (!st || !out || !st->valid) return ERA_EINVAL;
     if (row0 < 0 || nrows < 0 || row0 > st->T || nrows > st->T - row0) return ERA_EINVAL;
     ERA__OMP(omp parallel for schedule(static) if((long long)nrows * st->T > 4096))
@@ -1578,6 +1649,10 @@ ERADEF int era_rpa_backward(const era_rpa_config *cfg, const era_rpa_params *p,
     double *part;
     double inv_d, A = 0.0, Bs = 0.0, dtau = 0.0, dbeta = 0.0, dkap = 0.0, n, den;
     double *dmbar, *dP, *dX;
+#if defined(__CUDACC__) || defined(ATTNKIT_CUDA_SIM)
+    if (era__rpa_on_dev(st)) return era_rpa_backward_cuda(cfg, p, era__rpa_on_dev(st), dbias, dmu, g, workspace, NULL);
+    if (era__is_dev(dbias) || era__is_dev(dmu)) return ERA_EINVAL; /* device buffers, host forward */
+#endif
     era_rpa_grads gnone;
     rc = era__rpa_check_cfg(cfg);
     if (rc) return rc;
@@ -1852,6 +1927,12 @@ ERADEF void era_era_state_free(era_era_state *st)
 {
     if (!st) return;
     if (st->mem) ERA_FREE(st->mem);
+#if defined(__CUDACC__) || defined(ATTNKIT_CUDA_SIM)
+    if (st->cuda) {
+        era_era_cuda_state_free((era_era_cuda_state *)st->cuda);
+        ERA_FREE(st->cuda);
+    }
+#endif
     memset(st, 0, sizeof *st);
 }
 
@@ -1915,6 +1996,15 @@ ERADEF int era_era_forward(const era_era_config *cfg, const era_era_params *p, i
     int rc, R, nb, L, t, r, b, it;
     char *q;
     double *buf;
+#if defined(__CUDACC__) || defined(ATTNKIT_CUDA_SIM)
+    if (st && ((bias && era__is_dev(bias)) || (p && era__is_dev(p->centers)))) {
+        era_era_cuda_state *cs = era__era_twin(st);
+        if (!cs) return ERA_ENOMEM;
+        st->valid = 0; /* the host state no longer holds the last forward */
+        return era_era_forward_cuda(cfg, p, T, bias, cs, workspace, NULL);
+    }
+    if (st && st->cuda) ((era_era_cuda_state *)st->cuda)->valid = 0;
+#endif
     rc = era__era_check(cfg, p);
     if (rc) return rc;
     if (!st) return ERA_EINVAL;
@@ -2056,6 +2146,10 @@ ERADEF int era_era_forward(const era_era_config *cfg, const era_era_params *p, i
 ERADEF int era_era_rows(const era_era_state *st, int row0, int nrows, float *out)
 {
     int t;
+#if defined(__CUDACC__) || defined(ATTNKIT_CUDA_SIM)
+    if (era__era_on_dev(st)) return era_era_rows_cuda(era__era_on_dev(st), row0, nrows, out, NULL);
+    if (era__is_dev(out)) return ERA_EINVAL; /* device rows of a host forward */
+#endif
     if (!st || !out || !st->valid) return ERA_EINVAL;
     if (row0 < 0 || nrows < 0 || row0 > st->T || nrows > st->T - row0) return ERA_EINVAL;
     ERA__OMP(omp parallel for schedule(static) if((long long)nrows * st->T > 16384))
@@ -2087,6 +2181,10 @@ ERADEF int era_era_backward(const era_era_config *cfg, const era_era_params *p,
     double *dQ, *dalpha_t, *dmu, *dplan, *dC, *df, *dg, *buf, *dcen;
     double eps, dsig = 0.0, dal = 0.0, is2, sig;
     era_era_grads gnone;
+#if defined(__CUDACC__) || defined(ATTNKIT_CUDA_SIM)
+    if (era__era_on_dev(st)) return era_era_backward_cuda(cfg, p, era__era_on_dev(st), dbias, g, workspace, NULL);
+    if (era__is_dev(dbias)) return ERA_EINVAL; /* device buffers, host forward */
+#endif
     rc = era__era_check(cfg, p);
     if (rc) return rc;
     if (!g) { /* NULL grads: accepted (nothing to accumulate), as in polar.h */
@@ -2239,6 +2337,9 @@ ERADEF int era_apply(float *scores, const float *bias, int per_head, int B, int 
 {
     long long n, bh;
     size_t TT;
+#if defined(__CUDACC__) || defined(ATTNKIT_CUDA_SIM)
+    if (era__is_dev(scores)) return era_apply_cuda(scores, bias, per_head, B, H, T, NULL);
+#endif
     if (!scores || !bias || B <= 0 || H <= 0 || T <= 0) return ERA_EINVAL;
     if ((double)B * H * (double)T * T > (double)((size_t)-1) / 8) return ERA_ERANGE;
     TT = (size_t)T * (size_t)T;
@@ -2258,6 +2359,9 @@ ERADEF int era_reduce_grad(float *dbias, const float *dscores, int per_head, int
 {
     long long i, TT;
     int nh;
+#if defined(__CUDACC__) || defined(ATTNKIT_CUDA_SIM)
+    if (era__is_dev(dscores)) return era_reduce_grad_cuda(dbias, dscores, per_head, B, H, T, NULL);
+#endif
     if (!dbias || !dscores || B <= 0 || H <= 0 || T <= 0) return ERA_EINVAL;
     if ((double)B * H * (double)T * T > (double)((size_t)-1) / 8) return ERA_ERANGE;
     TT = (long long)T * T;

@@ -479,9 +479,14 @@ ERADEF int era_membership_backward_cuda(const era_rpa_config *cfg, const era_rpa
     long long n;
     void *own = NULL;
     float *dz, *dd2;
+    era_rpa_grads gnone;
     rc = era__rpa_check_cfg(cfg);
     if (rc) return rc;
-    if (!p || !g || !h || !zproj || !mu || !p->W || !p->centers || !p->log_sigma)
+    if (!g) { /* no parameter gradients, as on the CPU */
+        memset(&gnone, 0, sizeof gnone);
+        g = &gnone;
+    }
+    if (!p || !h || !zproj || !mu || !p->W || !p->centers || !p->log_sigma)
         return ERA_EINVAL;
     if (B <= 0 || T <= 0 || p->D <= 0 || p->P <= 0) return ERA_EINVAL;
     if (!era__finite(dentropy)) return ERA_EINVAL;

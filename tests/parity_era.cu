@@ -377,6 +377,131 @@ static void test_apply_reduce(void)
     }
 }
 
+/* ---------------------------------------------------------------- plain entry points */
+/* Under nvcc / the simulation the plain calls take device pointers too (DESIGN.md: one
+   model for both devices). Each routed call must give the same bits as its _cuda twin;
+   the prior states follow the side of their last forward, and device buffers given to a
+   state whose last forward ran on the host are refused. */
+static void test_plain_routing(void)
+{
+    const int B = 2, T = 17, R = 4, H = 3;
+    const size_t TT = (size_t)T * T;
+    NEED_GPU();
+    tt_seed(51);
+    /* RPA prior: forward, rows, backward */
+    {
+        era_rpa_config cfg = era_rpa_config_default(R);
+        era_rpa_params p = era_rpa_params_default();
+        era_rpa_state st = era_rpa_state_init();
+        era_rpa_cuda_state gs = era_rpa_cuda_state_init();
+        cfg.posmix = 0.1f;
+        std::vector<float> mu = make_mu(B, T, R), dbias = randn(TT, 1.0), hb(TT), hrows(5 * (size_t)T);
+        float *d_mu = dput(mu), *d_b1 = dput(std::vector<float>(TT)), *d_b2 = dput(std::vector<float>(TT));
+        float *d_db = dput(dbias), *d_m1 = dput(std::vector<float>(mu.size())), *d_m2 = dput(std::vector<float>(mu.size()));
+        float *d_r1 = dput(std::vector<float>(5 * (size_t)T)), *d_r2 = dput(std::vector<float>(5 * (size_t)T));
+        era_rpa_grads g1, g2;
+        memset(&g1, 0, sizeof g1);
+        memset(&g2, 0, sizeof g2);
+        CHECK_INT_EQ(era_rpa_forward(&cfg, &p, d_mu, B, T, d_b1, &st, NULL), ERA_OK);
+        CHECK(st.cuda != NULL);
+        CHECK_INT_EQ(era_rpa_forward_cuda(&cfg, &p, d_mu, B, T, d_b2, &gs, NULL, NULL), ERA_OK);
+        CHECK(memcmp(dget(d_b1, TT).data(), dget(d_b2, TT).data(), TT * sizeof(float)) == 0);
+        CHECK_INT_EQ(era_rpa_rows(&st, 3, 5, d_r1), ERA_OK);
+        CHECK_INT_EQ(era_rpa_rows_cuda(&gs, 3, 5, d_r2, NULL), ERA_OK);
+        CHECK(memcmp(dget(d_r1, 5 * (size_t)T).data(), dget(d_r2, 5 * (size_t)T).data(), 5 * T * sizeof(float)) == 0);
+        CHECK_INT_EQ(era_rpa_backward(&cfg, &p, &st, d_db, d_m1, &g1, NULL), ERA_OK);
+        CHECK_INT_EQ(era_rpa_backward_cuda(&cfg, &p, &gs, d_db, d_m2, &g2, NULL, NULL), ERA_OK);
+        CHECK(memcmp(dget(d_m1, mu.size()).data(), dget(d_m2, mu.size()).data(), mu.size() * sizeof(float)) == 0);
+        CHECK(g1.dtau_att == g2.dtau_att && g1.dpos_beta == g2.dpos_beta);
+        /* the same state, now a host forward: host rows work, device buffers are refused */
+        CHECK_INT_EQ(era_rpa_forward(&cfg, &p, mu.data(), B, T, hb.data(), &st, NULL), ERA_OK);
+        CHECK_ALL_CLOSE(hb.data(), dget(d_b1, TT).data(), (long)TT, 1e-5, 1e-5);
+        CHECK_INT_EQ(era_rpa_rows(&st, 3, 5, hrows.data()), ERA_OK);
+        CHECK_INT_EQ(era_rpa_rows(&st, 3, 5, d_r1), ERA_EINVAL);
+        CHECK_INT_EQ(era_rpa_backward(&cfg, &p, &st, d_db, d_m1, &g1, NULL), ERA_EINVAL);
+        /* and back to the device */
+        CHECK_INT_EQ(era_rpa_forward(&cfg, &p, d_mu, B, T, d_b1, &st, NULL), ERA_OK);
+        CHECK_INT_EQ(era_rpa_rows(&st, 3, 5, hrows.data()), ERA_EINVAL); /* host out, device state */
+        era_rpa_state_free(&st); /* frees the device twin (LeakSanitizer watches) */
+        CHECK(st.cuda == NULL);
+        era_rpa_cuda_state_free(&gs);
+        dfree(d_mu); dfree(d_b1); dfree(d_b2); dfree(d_db); dfree(d_m1); dfree(d_m2); dfree(d_r1); dfree(d_r2);
+    }
+    /* ERA prior: forward (routed by the device centers, bias NULL: factored), rows, backward */
+    {
+        era_era_config cfg = era_era_config_default();
+        std::vector<float> cen(8);
+        cfg.R = 8;
+        cfg.nb = 5;
+        era_era_init_centers(8, cen.data());
+        float *d_cen = dput(cen), *d_r1 = dput(std::vector<float>(TT)), *d_r2 = dput(std::vector<float>(TT));
+        std::vector<float> dbias = randn(TT, 1.0), dc(8, 0.0f);
+        float *d_db = dput(dbias), *d_c1 = dput(dc), *d_c2 = dput(dc);
+        era_era_params dp = era_era_params_default(d_cen);
+        era_era_state st = era_era_state_init();
+        era_era_cuda_state gs = era_era_cuda_state_init();
+        era_era_grads g1, g2;
+        CHECK_INT_EQ(era_era_forward(&cfg, &dp, T, NULL, &st, NULL), ERA_OK);
+        CHECK(st.cuda != NULL);
+        CHECK_INT_EQ(era_era_forward_cuda(&cfg, &dp, T, NULL, &gs, NULL, NULL), ERA_OK);
+        CHECK_INT_EQ(era_era_rows(&st, 0, T, d_r1), ERA_OK);
+        CHECK_INT_EQ(era_era_rows_cuda(&gs, 0, T, d_r2, NULL), ERA_OK);
+        CHECK(memcmp(dget(d_r1, TT).data(), dget(d_r2, TT).data(), TT * sizeof(float)) == 0);
+        g1.dcenters = d_c1;
+        g2.dcenters = d_c2;
+        g1.dsigma = g2.dsigma = g1.dalpha = g2.dalpha = 0.0f;
+        CHECK_INT_EQ(era_era_backward(&cfg, &dp, &st, d_db, &g1, NULL), ERA_OK);
+        CHECK_INT_EQ(era_era_backward_cuda(&cfg, &dp, &gs, d_db, &g2, NULL, NULL), ERA_OK);
+        CHECK(memcmp(dget(d_c1, 8).data(), dget(d_c2, 8).data(), 8 * sizeof(float)) == 0);
+        CHECK(g1.dsigma == g2.dsigma && g1.dalpha == g2.dalpha);
+        {
+            /* a host forward on the same state: device buffers refused */
+            era_era_params hp = era_era_params_default(cen.data());
+            CHECK_INT_EQ(era_era_forward(&cfg, &hp, T, NULL, &st, NULL), ERA_OK);
+            CHECK_INT_EQ(era_era_rows(&st, 0, T, d_r1), ERA_EINVAL);
+            CHECK_INT_EQ(era_era_backward(&cfg, &hp, &st, d_db, &g1, NULL), ERA_EINVAL);
+        }
+        era_era_state_free(&st);
+        era_era_cuda_state_free(&gs);
+        dfree(d_cen); dfree(d_r1); dfree(d_r2); dfree(d_db); dfree(d_c1); dfree(d_c2);
+    }
+    /* memberships, forward and backward */
+    {
+        const int D = 12, P = 6;
+        era_rpa_config cfg = era_rpa_config_default(R);
+        era_rpa_params dp = era_rpa_params_default();
+        std::vector<float> h = randn((size_t)B * T * D, 1.0), W = randn((size_t)P * D, 0.3), b = randn(P, 0.2);
+        std::vector<float> cen = randn((size_t)R * P, 0.6), ls = randn(R, 0.3), dmu = randn((size_t)B * T * R, 1.0);
+        float *d_h = dput(h), *d_dmu = dput(dmu);
+        float *d_mu1 = dput(std::vector<float>((size_t)B * T * R)), *d_mu2 = dput(std::vector<float>((size_t)B * T * R));
+        float *d_z1 = dput(std::vector<float>((size_t)B * T * P)), *d_z2 = dput(std::vector<float>((size_t)B * T * P));
+        float *d_dh1 = dput(std::vector<float>(h.size())), *d_dh2 = dput(std::vector<float>(h.size()));
+        era_mu_stats s1, s2;
+        dp.D = D; dp.P = P; dp.W = dput(W); dp.b = dput(b); dp.centers = dput(cen); dp.log_sigma = dput(ls);
+        CHECK_INT_EQ(era_membership_forward(&cfg, &dp, d_mu1, d_z1, &s1, d_h, B, T), ERA_OK);
+        CHECK_INT_EQ(era_membership_forward_cuda(&cfg, &dp, d_mu2, d_z2, &s2, d_h, B, T, NULL), ERA_OK);
+        CHECK(memcmp(dget(d_mu1, dmu.size()).data(), dget(d_mu2, dmu.size()).data(), dmu.size() * sizeof(float)) == 0);
+        CHECK(s1.entropy == s2.entropy && s1.sat_frac == s2.sat_frac);
+        CHECK_INT_EQ(era_membership_backward(&cfg, &dp, d_dh1, NULL, d_dmu, 0.2f, d_h, d_z1, d_mu1, B, T, NULL), ERA_OK);
+        CHECK_INT_EQ(era_membership_backward_cuda(&cfg, &dp, d_dh2, NULL, d_dmu, 0.2f, d_h, d_z1, d_mu1, B, T, NULL, NULL), ERA_OK);
+        CHECK(memcmp(dget(d_dh1, h.size()).data(), dget(d_dh2, h.size()).data(), h.size() * sizeof(float)) == 0);
+        dfree(d_h); dfree(d_dmu); dfree(d_mu1); dfree(d_mu2); dfree(d_z1); dfree(d_z2); dfree(d_dh1); dfree(d_dh2);
+        dfree((float *)dp.W); dfree((float *)dp.b); dfree((float *)dp.centers); dfree((float *)dp.log_sigma);
+    }
+    /* apply / reduce */
+    {
+        std::vector<float> sc = randn((size_t)B * H * TT, 1.0), bias = randn(TT, 1.0), db(TT, 0.0f);
+        float *d_s1 = dput(sc), *d_s2 = dput(sc), *d_bias = dput(bias), *d_d1 = dput(db), *d_d2 = dput(db);
+        CHECK_INT_EQ(era_apply(d_s1, d_bias, 0, B, H, T), ERA_OK);
+        CHECK_INT_EQ(era_apply_cuda(d_s2, d_bias, 0, B, H, T, NULL), ERA_OK);
+        CHECK(memcmp(dget(d_s1, sc.size()).data(), dget(d_s2, sc.size()).data(), sc.size() * sizeof(float)) == 0);
+        CHECK_INT_EQ(era_reduce_grad(d_d1, d_s1, 0, B, H, T), ERA_OK);
+        CHECK_INT_EQ(era_reduce_grad_cuda(d_d2, d_s1, 0, B, H, T, NULL), ERA_OK);
+        CHECK(memcmp(dget(d_d1, TT).data(), dget(d_d2, TT).data(), TT * sizeof(float)) == 0);
+        dfree(d_s1); dfree(d_s2); dfree(d_bias); dfree(d_d1); dfree(d_d2);
+    }
+}
+
 /* ---------------------------------------------------------------- device cache */
 /* mean memberships for a length: a smooth deterministic assignment, (T,R) */
 static int cache_mu(void *user, int T, float *mbar)
@@ -458,6 +583,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_era_small);
     TEST_RUN(test_era_1000);
     TEST_RUN(test_apply_reduce);
+    TEST_RUN(test_plain_routing);
     TEST_RUN(test_cache);
     return TEST_END();
 }
