@@ -12,15 +12,22 @@ P=0; F=0; S=0
 LOG=build/test-logs
 mkdir -p "$LOG"
 
-run_one() { # run_one <label> <binary> [args]
+# exec_one <label> <binary> [args]: runs it, its stdout, stderr and exit code into $LOG
+exec_one() {
     label=$1; shift
-    bin=$1
-    if [ ! -x "$bin" ]; then
+    out="$LOG/$(echo "$label" | tr '/ ' '__').out"
+    if [ ! -x "$1" ]; then echo notbuilt > "$out.rc"; return; fi
+    timeout "$TIMEOUT" "$@" > "$out" 2> "$out.err"
+    echo $? > "$out.rc"
+}
+# tally_one <label>: adds exec_one's result to P, F, S and prints it
+tally_one() {
+    label=$1
+    out="$LOG/$(echo "$label" | tr '/ ' '__').out"
+    rc=$(cat "$out.rc" 2>/dev/null)
+    if [ "$rc" = notbuilt ] || [ -z "$rc" ]; then
         echo "FAIL $label: not built"; F=$((F + 1)); return
     fi
-    out="$LOG/$(echo "$label" | tr '/ ' '__').out"
-    timeout "$TIMEOUT" "$@" > "$out" 2> "$out.err"
-    rc=$?
     cat "$out.err" | grep -v '^  ok \|makecontext/swapcontext' >&2
     res=$(grep '^RESULT ' "$out" | tail -n 1)
     if [ -z "$res" ]; then
@@ -32,6 +39,10 @@ run_one() { # run_one <label> <binary> [args]
     if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
     echo "$label: $p passed, $f failed, $s skipped"
     P=$((P + p)); F=$((F + f)); S=$((S + s))
+}
+run_one() { # run_one <label> <binary> [args]
+    exec_one "$@"
+    tally_one "$1"
 }
 
 # 1. unit tests, per compiler, with and without OpenMP
@@ -141,16 +152,40 @@ fi
 #    must be caught by ASan. (b) With nvcc: the same tests (and the GPU benchmarks) built
 #    for sm_90 (CUDA_TEST_ARCHS), run on the GPU when there is one (they skip without).
 if ls tests/parity_*.cu >/dev/null 2>&1; then
+    # the simulated launches are single-threaded: each compiler's set runs as one lane,
+    # the lanes side by side (built first; results tallied after both lanes end)
+    SIMCXX=
     for cc in $COMPILERS; do
         case $cc in gcc) cxx=g++ ;; clang) cxx=clang++ ;; *) continue ;; esac
+        SIMCXX="$SIMCXX $cxx"
         $MAKE -k -j"$JOBS" --no-print-directory sim-"$cxx" COMPILERS="$cc" > "$LOG/build-sim-$cxx.log" 2>&1 \
             || { echo "simulation build errors with $cxx:"; grep -E 'error' "$LOG/build-sim-$cxx.log" | head -n 40; }
+    done
+    for cxx in $SIMCXX; do
+        (
+            for src in tests/parity_*.cu; do
+                t=$(basename "$src" .cu)
+                exec_one "sim-$cxx/$t" "build/sim-$cxx/$t"
+            done
+            for mode in --oob-global --oob-shared --oob-static-shared; do
+                if [ -x "build/sim-$cxx/parity_sim" ]; then
+                    build/sim-$cxx/parity_sim $mode > "$LOG/oob$mode-$cxx.out" 2>&1
+                    echo $? > "$LOG/oob$mode-$cxx.rc"
+                else
+                    echo notbuilt > "$LOG/oob$mode-$cxx.rc"
+                fi
+            done
+        ) &
+    done
+    wait
+    for cxx in $SIMCXX; do
         for src in tests/parity_*.cu; do
             t=$(basename "$src" .cu)
-            run_one "sim-$cxx/$t" "build/sim-$cxx/$t"
+            tally_one "sim-$cxx/$t"
         done
         for mode in --oob-global --oob-shared --oob-static-shared; do
-            if [ -x "build/sim-$cxx/parity_sim" ] && ! build/sim-$cxx/parity_sim $mode > "$LOG/oob$mode-$cxx.out" 2>&1 \
+            rc=$(cat "$LOG/oob$mode-$cxx.rc" 2>/dev/null)
+            if [ -n "$rc" ] && [ "$rc" != notbuilt ] && [ "$rc" -ne 0 ] \
                 && grep -q 'heap-buffer-overflow\|global-buffer-overflow\|out of bounds for type' "$LOG/oob$mode-$cxx.out"; then
                 echo "sim-$cxx/parity_sim $mode: ASan caught the planted out-of-bounds access: 1 passed"; P=$((P + 1))
             else
