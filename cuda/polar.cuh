@@ -56,6 +56,9 @@
 #define POLAR__DSMEM(T, name) AK_SIM_DYNAMIC_SHARED(T, name)
 #else
 #include <cuda_runtime.h>
+#include <cuda_bf16.h>
+#include <mma.h>
+#include <stdint.h>
 #define POLAR__LAUNCH(k, g, b, sm, st, ...) k<<<(g), (b), (sm), (st)>>>(__VA_ARGS__)
 #define POLAR__DSMEM(T, name) \
     extern __shared__ __align__(16) unsigned char polar__dsmem_[]; T *name = (T *)polar__dsmem_
@@ -632,6 +635,440 @@ polar__k_decode(float *c, float *mag, const float *q, const float *kc, const flo
                            norm_eps, bad);
 }
 
+/* ------------------------------------------------------------ tensor-core kernels */
+/* math = POLAR_MATH_BF16 / POLAR_MATH_TF32: one source, templated on the math mode MT.
+   Tiles of fp32 global memory are rounded once when staged into shared memory (bf16
+   round-to-nearest-even, or wmma::__float_to_tf32), multiplied on WMMA with fp32
+   accumulators; the row work (masks, running max, exp, L, Q2, the logit gradient) is
+   SIMT fp32 on fp32 score tiles in shared memory. 128 threads = 4 warps; a block owns
+   64 rows (queries in the forward and the query pass, keys in the key pass), each warp
+   16 of them; the other side streams in tiles of 64. Every shared row is padded (ldm =
+   D + 8 bf16 / D + 4 floats, score tiles 64 + 4 floats), so each WMMA tile pointer is
+   32-byte aligned and rows fall on different banks. */
+#if defined(ATTNKIT_CUDA_SIM) || !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+#define POLAR__TC_OK 1 /* bf16 WMMA needs sm_80; older targets compile an empty body */
+#endif
+#define POLAR__TR 64 /* rows per block (4 warps x 16) */
+#define POLAR__TC 64 /* columns per streamed tile */
+
+template <int MT> struct polar__tc;
+template <> struct polar__tc<POLAR_MATH_BF16> {
+    typedef __nv_bfloat16 T; /* staged element */
+    typedef __nv_bfloat16 F; /* fragment element */
+    enum { KK = 16, PAD = 8 };
+    static __device__ __forceinline__ T cvt(float x) { return __float2bfloat16(x); }
+};
+template <> struct polar__tc<POLAR_MATH_TF32> {
+    typedef float T;
+    typedef nvcuda::wmma::precision::tf32 F;
+    enum { KK = 8, PAD = 4 };
+    static __device__ __forceinline__ T cvt(float x) { return nvcuda::wmma::__float_to_tf32(x); }
+};
+
+/* Shared-memory layout (byte offsets; every region a multiple of 128 bytes). X: one
+   staged 64-row tile (64 x LD elements); S: an fp32 64 x 68 score tile; P: a rounded
+   64 x PLD tile (bf16; tf32 rounds in place in S, so P takes no room); O: an fp32
+   64 x (D + 4) accumulator tile. */
+template <int MT, int D> struct polar__tcl {
+    typedef typename polar__tc<MT>::T ET;
+    enum {
+        LD = D + polar__tc<MT>::PAD,
+        SLD = POLAR__TC + 4,
+        PLD = MT == POLAR_MATH_TF32 ? SLD : POLAR__TC + polar__tc<MT>::PAD,
+        OLD = D + 4,
+        XB = POLAR__TR * LD * (int)sizeof(ET),
+        SB = POLAR__TR * SLD * 4,
+        PB = MT == POLAR_MATH_TF32 ? 0 : POLAR__TR * PLD * (int)sizeof(ET),
+        OB = POLAR__TR * OLD * 4,
+        /* forward: Q | K | V | S | P | O | 64 row scalars x 4 */
+        F_S = 3 * XB, F_P = F_S + SB, F_O = F_P + PB, F_R = F_O + OB,
+        F_BYTES = F_R + POLAR__TR * 4 * 4 + 128,
+        /* backward passes: X0 | X1 | X2 | X3 | S | S2 | P | P2 | 64 row scalars x 5 */
+        B_S = 4 * XB, B_S2 = B_S + SB, B_P = B_S2 + SB, B_P2 = B_P + PB, B_R = B_P2 + PB,
+        B_BYTES = B_R + POLAR__TR * 5 * 4 + 128
+    };
+};
+
+/* dynamic shared memory, its start rounded up to 128 bytes (the launch asks 128 more) */
+#define POLAR__TC_SMEM(name)                                                              \
+    POLAR__DSMEM(unsigned char, name##_raw_);                                             \
+    unsigned char *name = (unsigned char *)(((uintptr_t)name##_raw_ + 127) & ~(uintptr_t)127)
+
+/* stage rows [r0, r0 + 64) of a (rows x D) fp32 matrix as 64 x LD rounded elements;
+   rows at or past nrow are zero */
+template <int MT, int D>
+static __device__ void polar__tc_stage(typename polar__tc<MT>::T *dst, const float *src, int r0, int nrow)
+{
+    enum { LD = polar__tcl<MT, D>::LD };
+    int x;
+    for (x = threadIdx.x; x < POLAR__TR * D; x += POLAR__CT) {
+        int rr = x / D, d = x % D;
+        dst[rr * LD + d] = polar__tc<MT>::cvt(r0 + rr < nrow ? src[(size_t)(r0 + rr) * D + d] : 0.0f);
+    }
+}
+
+/* C (16 x 16 tiles nt0..nt1 of a warp's 16 x 64 strip, fp32, ldm SLD) = A (16 x D,
+   row-major, ldm LD) . B^T where B is 64 x D row-major (ldm LD): S = Q K^T and its kin */
+template <int MT, int D>
+static __device__ void polar__tc_abt(float *C, const typename polar__tc<MT>::T *A,
+                                     const typename polar__tc<MT>::T *Bm, int nt0, int nt1)
+{
+    using namespace nvcuda;
+    typedef polar__tc<MT> TC;
+    typedef polar__tcl<MT, D> L;
+    wmma::fragment<wmma::matrix_a, 16, 16, TC::KK, typename TC::F, wmma::row_major> fa;
+    wmma::fragment<wmma::matrix_b, 16, 16, TC::KK, typename TC::F, wmma::col_major> fb;
+    wmma::fragment<wmma::accumulator, 16, 16, TC::KK, float> fc;
+    int nt, kk;
+    for (nt = nt0; nt <= nt1; nt++) {
+        wmma::fill_fragment(fc, 0.0f);
+        for (kk = 0; kk < D; kk += TC::KK) {
+            wmma::load_matrix_sync(fa, A + kk, L::LD);
+            wmma::load_matrix_sync(fb, Bm + nt * 16 * L::LD + kk, L::LD);
+            wmma::mma_sync(fc, fa, fb, fc);
+        }
+        wmma::store_matrix_sync(C + nt * 16, fc, L::SLD, wmma::mem_row_major);
+    }
+}
+
+/* acc[D/16] (a warp's 16 x D strip) += P (16 x 64, ldm PLD; columns [16 kt0, 16 kt1 + 16)
+   only) . X (64 x D row-major, ldm LD) */
+template <int MT, int D, typename FC>
+static __device__ void polar__tc_apx(FC *acc, const typename polar__tc<MT>::T *P,
+                                     const typename polar__tc<MT>::T *X, int kt0, int kt1)
+{
+    using namespace nvcuda;
+    typedef polar__tc<MT> TC;
+    typedef polar__tcl<MT, D> L;
+    wmma::fragment<wmma::matrix_a, 16, 16, TC::KK, typename TC::F, wmma::row_major> fa;
+    wmma::fragment<wmma::matrix_b, 16, 16, TC::KK, typename TC::F, wmma::row_major> fb;
+    int nt, k0;
+    for (k0 = kt0 * 16; k0 < kt1 * 16 + 16; k0 += TC::KK) {
+        wmma::load_matrix_sync(fa, P + k0, L::PLD);
+        for (nt = 0; nt < D / 16; nt++) {
+            wmma::load_matrix_sync(fb, X + k0 * L::LD + nt * 16, L::LD);
+            wmma::mma_sync(acc[nt], fa, fb, acc[nt]);
+        }
+    }
+}
+
+/* the row scalars of the streaming backward (M, temp*scf, A, B, C) of rows [r0, r0+64) */
+static __device__ void polar__tc_rsc(float *rsc, const float *rows, size_t r0, int nvalid, float scf)
+{
+    int t = threadIdx.x;
+    if (t < POLAR__TR) {
+        const float *ro = rows + (r0 + (size_t)t) * POLAR__NROW;
+        int ok = t < nvalid;
+        rsc[t * 5 + 0] = ok ? ro[POLAR__R_M] : 0.0f;
+        rsc[t * 5 + 1] = ok ? ro[POLAR__R_T] * scf : 0.0f;
+        rsc[t * 5 + 2] = ok ? ro[POLAR__R_A] : 0.0f;
+        rsc[t * 5 + 3] = ok ? ro[POLAR__R_B] : 0.0f;
+        rsc[t * 5 + 4] = ok ? ro[POLAR__R_C] : 0.0f;
+    }
+}
+
+/* Forward: one block per (batch, head, 64-query tile); 64-key tiles of K and V staged
+   once per block. Per key tile each warp: S = Q K^T (its 16 rows, only the 16-key column
+   tiles its rows can see) on WMMA into fp32 S; two lanes per row: mask, tile max, running
+   max M, p = exp(s - M) (fp32), L += sum p, Q2 += sum p^2 (alpha^2 rescale), the row of
+   O (fp32, shared) scaled by alpha, p rounded into P; then O += P V on WMMA (O loaded
+   and stored through the accumulator fragments). The null sink and c, mag, stats as in
+   the fp32 kernel (per-row double epilogue, outside the loops). */
+template <int MT, int D>
+static __global__ void __launch_bounds__(POLAR__CT)
+polar__k_fwd_tc(float *c, float *mag, float *stats, const float *q, const float *k, const float *v,
+                const float *lg, const float *nb, const float *ns, const float *mb, const float *vnull,
+                int H, int Hkv, int T, int window, float norm_eps, float stat_floor, int nqb)
+{
+#ifdef POLAR__TC_OK
+    using namespace nvcuda;
+    typedef polar__tc<MT> TC;
+    typedef typename TC::T ET;
+    typedef polar__tcl<MT, D> L;
+    POLAR__TC_SMEM(sm);
+    ET *Qs = (ET *)sm, *Ks = (ET *)(sm + L::XB), *Vs = (ET *)(sm + 2 * L::XB);
+    float *Ss = (float *)(sm + L::F_S), *Os = (float *)(sm + L::F_O), *rsv = (float *)(sm + L::F_R);
+    ET *Ps = MT == POLAR_MATH_TF32 ? (ET *)(void *)Ss : (ET *)(sm + L::F_P);
+    const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, half = lane & 1;
+    const int r = w * 16 + (lane >> 1); /* this lane's row in the block (two lanes per row) */
+    const int qb = nqb - 1 - (int)(blockIdx.x % (unsigned)nqb), bh = (int)(blockIdx.x / (unsigned)nqb);
+    const int b = bh / H, h = bh % H, hk = h / (H / Hkv);
+    const int i0 = qb * POLAR__TR, nr = T - i0 < POLAR__TR ? T - i0 : POLAR__TR, i1 = i0 + nr - 1;
+    const int i = i0 + r, live = i < T;
+    const int wr0 = i0 + w * 16, wr1 = wr0 + 15 < i1 ? wr0 + 15 : i1; /* the warp's live rows */
+    const float scf = (float)(1.0 / sqrt((double)D));
+    const float *kb = k + ((size_t)b * Hkv + hk) * T * D, *vb = v + ((size_t)b * Hkv + hk) * T * D;
+    const int n = live ? polar__d_nkeys(window, i) : 1;
+    wmma::fragment<wmma::accumulator, 16, 16, TC::KK, float> acc[D / 16];
+    double temp, nul;
+    float m = -INFINITY, l = 0.0f, q2 = 0.0f, tf;
+    int x, j0, jstart, nt, t;
+    polar__d_row_tn(lg, nb, ns, h, n, &temp, &nul);
+    tf = (float)temp * scf;
+    polar__tc_stage<MT, D>(Qs, q + (size_t)bh * T * D, i0, T);
+    for (x = tid; x < POLAR__TR * D; x += POLAR__CT) Os[(x / D) * L::OLD + x % D] = 0.0f;
+    jstart = i0 + 1 - polar__d_nkeys(window, i0);
+    jstart -= jstart % POLAR__TC;
+    for (j0 = jstart; j0 <= i1; j0 += POLAR__TC) {
+        int lo, hi;
+        __syncthreads(); /* the previous tile is consumed (and Q, O are written) */
+        polar__tc_stage<MT, D>(Ks, kb, j0, T);
+        polar__tc_stage<MT, D>(Vs, vb, j0, T);
+        __syncthreads();
+        /* the tile columns this warp's rows can see: [lo, hi] (warp-uniform) */
+        lo = wr0 <= i1 ? wr0 + 1 - polar__d_nkeys(window, wr0) - j0 : POLAR__TC;
+        hi = wr1 - j0;
+        lo = lo < 0 ? 0 : lo;
+        hi = hi > POLAR__TC - 1 ? POLAR__TC - 1 : hi;
+        if (lo > hi) continue; /* warp-uniform: no barrier until the loop's top */
+        polar__tc_abt<MT, D>(Ss + w * 16 * L::SLD, Qs + w * 16 * L::LD, Ks, lo / 16, hi / 16);
+        __syncwarp();
+        {   /* row work: lane `half` takes columns half, half + 2, ... */
+            float mx = -INFINITY, mnew, alpha, lt = 0.0f, q2t = 0.0f;
+            for (t = half; t < POLAR__TC; t += 2) {
+                int jg = j0 + t;
+                if (live && jg < T && jg <= i && jg > i - n) mx = fmaxf(mx, Ss[r * L::SLD + t] * tf);
+            }
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+            mnew = fmaxf(m, mx);
+            alpha = mx == -INFINITY ? 1.0f : expf(m - mnew); /* 0 on the first visible tile */
+            for (t = half; t < POLAR__TC; t += 2) {
+                int jg = j0 + t;
+                float p = 0.0f;
+                if (mx != -INFINITY && live && jg < T && jg <= i && jg > i - n) p = expf(Ss[r * L::SLD + t] * tf - mnew);
+                lt += p;
+                q2t += p * p;
+                Ps[r * L::PLD + t] = TC::cvt(p);
+            }
+            lt += __shfl_xor_sync(0xffffffffu, lt, 1);
+            q2t += __shfl_xor_sync(0xffffffffu, q2t, 1);
+            l = l * alpha + lt;
+            q2 = q2 * (alpha * alpha) + q2t;
+            m = mnew;
+            if (alpha != 1.0f)
+                for (t = half; t < D; t += 2) Os[r * L::OLD + t] *= alpha;
+        }
+        __syncwarp();
+        for (nt = 0; nt < D / 16; nt++)
+            wmma::load_matrix_sync(acc[nt], Os + w * 16 * L::OLD + nt * 16, L::OLD, wmma::mem_row_major);
+        polar__tc_apx<MT, D>(acc, Ps + w * 16 * L::PLD, Vs, lo / 16, hi / 16);
+        for (nt = 0; nt < D / 16; nt++)
+            wmma::store_matrix_sync(Os + w * 16 * L::OLD + nt * 16, acc[nt], L::OLD, wmma::mem_row_major);
+    }
+    __syncthreads(); /* O complete */
+    {   /* fold the null sink in (per row, double) and finish |s|, c's scale, mag, stats */
+        double aN = temp * nul, M = (double)m > aN ? (double)m : aN;
+        double al = exp((double)m - M), pN = exp(aN - M), Lr = l * al, Q2 = (double)q2 * al * al, Z = Lr + pN;
+        double f = stat_floor, Zf = Z > f ? Z : f, Qf = Q2 > f ? Q2 : f, r2 = 0.0, rn, inv;
+        const float *vn = vnull + (size_t)h * D;
+        for (t = half; t < D; t += 2) {
+            double s = (double)(float)(Os[r * L::OLD + t] * al + pN * vn[t]) / Zf;
+            r2 += s * s;
+        }
+        r2 += __shfl_xor_sync(0xffffffffu, r2, 1);
+        rn = sqrt(r2);
+        inv = 1.0 / (Zf * (rn > norm_eps ? rn : (double)norm_eps));
+        if (half == 0) {
+            rsv[r * 4 + 0] = (float)al;
+            rsv[r * 4 + 1] = (float)pN;
+            rsv[r * 4 + 2] = (float)inv;
+        }
+        if (live && half == 0) {
+            size_t row = (size_t)bh * T + i;
+            double meff = Lr * Lr * Lr / (Qf * Zf);
+            mag[row] = (float)tanh(polar__d_softplus(mb[h]) * log1p(meff));
+            stats[row * POLAR_NSTAT + 0] = (float)M;
+            stats[row * POLAR_NSTAT + 1] = (float)Lr;
+            stats[row * POLAR_NSTAT + 2] = (float)Q2;
+            stats[row * POLAR_NSTAT + 3] = (float)rn;
+        }
+    }
+    __syncthreads();
+    for (x = tid; x < nr * D; x += POLAR__CT) { /* c, coalesced */
+        int rr = x / D, d = x % D;
+        const float *rs = rsv + rr * 4;
+        float s = Os[rr * L::OLD + d] * rs[0] + rs[1] * vnull[(size_t)h * D + d];
+        c[((size_t)bh * T + i0) * D + x] = s * rs[2];
+    }
+#else
+    (void)c; (void)mag; (void)stats; (void)q; (void)k; (void)v; (void)lg; (void)nb; (void)ns; (void)mb;
+    (void)vnull; (void)H; (void)Hkv; (void)T; (void)window; (void)norm_eps; (void)stat_floor; (void)nqb;
+#endif
+}
+
+/* Query pass: one block per (batch, head, 64-query tile), 64-key tiles. Per key tile each
+   warp: S = Q K^T and DV = DS V^T (WMMA, fp32 tiles), g per visible pair from the saved
+   row scalars (SIMT fp32, polar__d_g), g rounded into G, dq += G K (WMMA; the fp32
+   accumulator fragments stay in registers across all key tiles). Then dq += temp/sqrt(D)
+   times it. The row's temperature gradient gets sum_j g_j (q . k_j) / sqrt(D) summed in
+   fp32 from the unrounded g and the fp32 score tile (not q . (G K): that sum cancels
+   ~100-fold, and G's rounding would show through). */
+template <int MT, int D>
+static __global__ void __launch_bounds__(POLAR__CT)
+polar__k_bwd_q_tc(float *dq, float *rows, const float *q, const float *k, const float *v,
+                  const float *dsall, int H, int Hkv, int T, int window, int nqb)
+{
+#ifdef POLAR__TC_OK
+    using namespace nvcuda;
+    typedef polar__tc<MT> TC;
+    typedef typename TC::T ET;
+    typedef polar__tcl<MT, D> L;
+    POLAR__TC_SMEM(sm);
+    ET *Qs = (ET *)sm, *DSs = (ET *)(sm + L::XB), *Ks = (ET *)(sm + 2 * L::XB), *Vs = (ET *)(sm + 3 * L::XB);
+    float *Ss = (float *)(sm + L::B_S), *Ds = (float *)(sm + L::B_S2), *rsc = (float *)(sm + L::B_R);
+    float *Gq = (float *)(sm + 2 * L::XB); /* after the loop: G K (64 x OLD fp32), over K and V */
+    ET *Gs = MT == POLAR_MATH_TF32 ? (ET *)(void *)Ss : (ET *)(sm + L::B_P);
+    const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, half = lane & 1;
+    const int r = w * 16 + (lane >> 1);
+    const int qb = nqb - 1 - (int)(blockIdx.x % (unsigned)nqb), bh = (int)(blockIdx.x / (unsigned)nqb);
+    const int b = bh / H, h = bh % H, hk = h / (H / Hkv);
+    const int i0 = qb * POLAR__TR, nr = T - i0 < POLAR__TR ? T - i0 : POLAR__TR, i1 = i0 + nr - 1;
+    const int i = i0 + r, live = i < T;
+    const int wr0 = i0 + w * 16, wr1 = wr0 + 15 < i1 ? wr0 + 15 : i1;
+    const float scf = (float)(1.0 / sqrt((double)D));
+    const float *kb = k + ((size_t)b * Hkv + hk) * T * D, *vb = v + ((size_t)b * Hkv + hk) * T * D;
+    const int n = live ? polar__d_nkeys(window, i) : 1;
+    wmma::fragment<wmma::accumulator, 16, 16, TC::KK, float> acc[D / 16];
+    float gs = 0.0f; /* this lane's part of sum_j g_j (q . k_j) */
+    int x, j0, jstart, nt, t;
+    for (nt = 0; nt < D / 16; nt++) wmma::fill_fragment(acc[nt], 0.0f);
+    polar__tc_stage<MT, D>(Qs, q + (size_t)bh * T * D, i0, T);
+    polar__tc_stage<MT, D>(DSs, dsall + (size_t)bh * T * D, i0, T);
+    polar__tc_rsc(rsc, rows, (size_t)bh * T + i0, nr, scf);
+    jstart = i0 + 1 - polar__d_nkeys(window, i0);
+    jstart -= jstart % POLAR__TC;
+    for (j0 = jstart; j0 <= i1; j0 += POLAR__TC) {
+        int lo, hi;
+        __syncthreads();
+        polar__tc_stage<MT, D>(Ks, kb, j0, T);
+        polar__tc_stage<MT, D>(Vs, vb, j0, T);
+        __syncthreads();
+        lo = wr0 <= i1 ? wr0 + 1 - polar__d_nkeys(window, wr0) - j0 : POLAR__TC;
+        hi = wr1 - j0;
+        lo = lo < 0 ? 0 : lo;
+        hi = hi > POLAR__TC - 1 ? POLAR__TC - 1 : hi;
+        if (lo > hi) continue; /* warp-uniform */
+        polar__tc_abt<MT, D>(Ss + w * 16 * L::SLD, Qs + w * 16 * L::LD, Ks, lo / 16, hi / 16);
+        polar__tc_abt<MT, D>(Ds + w * 16 * L::SLD, DSs + w * 16 * L::LD, Vs, lo / 16, hi / 16);
+        __syncwarp();
+        for (t = half; t < POLAR__TC; t += 2) {
+            int jg = j0 + t;
+            float g = 0.0f, p;
+            if (live && jg < T && jg <= i && jg > i - n) {
+                float sv = Ss[r * L::SLD + t];
+                g = polar__d_g(sv, Ds[r * L::SLD + t], rsc + r * 5, &p);
+                gs += g * sv; /* before G is rounded: sum_j g_j sigma_j cancels ~100-fold */
+            }
+            Gs[r * L::PLD + t] = TC::cvt(g);
+        }
+        __syncwarp();
+        polar__tc_apx<MT, D>(acc, Gs + w * 16 * L::PLD, Ks, lo / 16, hi / 16);
+    }
+    __syncthreads(); /* K and V are consumed: their room takes G K */
+    for (nt = 0; nt < D / 16; nt++)
+        wmma::store_matrix_sync(Gq + w * 16 * L::OLD + nt * 16, acc[nt], L::OLD, wmma::mem_row_major);
+    __syncthreads();
+    gs += __shfl_xor_sync(0xffffffffu, gs, 1);
+    if (live && half == 0) rows[((size_t)bh * T + i) * POLAR__NROW + POLAR__R_DT] += gs * scf;
+    for (x = tid; x < nr * D; x += POLAR__CT) { /* dq, coalesced */
+        int rr = x / D, d = x % D;
+        dq[((size_t)bh * T + i0) * D + x] += rsc[rr * 5 + 1] * Gq[rr * L::OLD + d];
+    }
+#else
+    (void)dq; (void)rows; (void)q; (void)k; (void)v; (void)dsall; (void)H; (void)Hkv; (void)T; (void)window; (void)nqb;
+#endif
+}
+
+/* Key pass: one block per (batch, kv head, 64-key tile); loops over the H/Hkv query heads
+   of its group and the 64-query tiles that see its keys. Per query tile each warp (16
+   keys): S^T = K Q^T and DV^T = V DS^T (WMMA), then per visible pair gt = temp/sqrt(D) g
+   and wt = p / Z (SIMT fp32, rounded into two tiles), dk += Gt Q and dv += Wt DS (WMMA,
+   accumulators in registers across the whole group: reduced without atomics). */
+template <int MT, int D>
+static __global__ void __launch_bounds__(POLAR__CT)
+polar__k_bwd_kv_tc(float *dk, float *dv, const float *rows, const float *q, const float *k,
+                   const float *v, const float *dsall, int H, int Hkv, int T, int window, int nkb)
+{
+#ifdef POLAR__TC_OK
+    using namespace nvcuda;
+    typedef polar__tc<MT> TC;
+    typedef typename TC::T ET;
+    typedef polar__tcl<MT, D> L;
+    POLAR__TC_SMEM(sm);
+    ET *Ks = (ET *)sm, *Vs = (ET *)(sm + L::XB), *Qs = (ET *)(sm + 2 * L::XB), *DSs = (ET *)(sm + 3 * L::XB);
+    float *St = (float *)(sm + L::B_S), *Dt = (float *)(sm + L::B_S2), *rsc = (float *)(sm + L::B_R);
+    float *dKs = (float *)sm, *dVs = (float *)(sm + 2 * L::XB); /* after the loops */
+    ET *Gt = MT == POLAR_MATH_TF32 ? (ET *)(void *)St : (ET *)(sm + L::B_P);
+    ET *Wt = MT == POLAR_MATH_TF32 ? (ET *)(void *)Dt : (ET *)(sm + L::B_P2);
+    const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, half = lane & 1;
+    const int r = w * 16 + (lane >> 1); /* this lane's key row */
+    const int kbi = (int)(blockIdx.x % (unsigned)nkb), bk = (int)(blockIdx.x / (unsigned)nkb);
+    const int b = bk / Hkv, hk = bk % Hkv, G = H / Hkv;
+    const int j0 = kbi * POLAR__TR, nc = T - j0 < POLAR__TR ? T - j0 : POLAR__TR, j1 = j0 + nc - 1;
+    const int jg = j0 + r, wj0 = j0 + w * 16, wj1 = wj0 + 15 < j1 ? wj0 + 15 : j1;
+    const float scf = (float)(1.0 / sqrt((double)D));
+    wmma::fragment<wmma::accumulator, 16, 16, TC::KK, float> aK[D / 16], aV[D / 16];
+    int x, nt, t, hh, i0, ilast = T - 1;
+    if (window > 0 && (long)j1 + window - 1 < ilast) ilast = j1 + window - 1;
+    for (nt = 0; nt < D / 16; nt++) {
+        wmma::fill_fragment(aK[nt], 0.0f);
+        wmma::fill_fragment(aV[nt], 0.0f);
+    }
+    polar__tc_stage<MT, D>(Ks, k + (size_t)bk * T * D, j0, T);
+    polar__tc_stage<MT, D>(Vs, v + (size_t)bk * T * D, j0, T);
+    for (hh = 0; hh < G; hh++) {
+        const int bhq = b * H + hk * G + hh;
+        for (i0 = j0; i0 <= ilast; i0 += POLAR__TC) {
+            int lo, hi;
+            __syncthreads(); /* the previous query tile is consumed (K, V written) */
+            polar__tc_stage<MT, D>(Qs, q + (size_t)bhq * T * D, i0, T);
+            polar__tc_stage<MT, D>(DSs, dsall + (size_t)bhq * T * D, i0, T);
+            polar__tc_rsc(rsc, rows, (size_t)bhq * T + i0, T - i0, scf);
+            __syncthreads();
+            /* the tile's queries that see some key of this warp: [lo, hi] (warp-uniform) */
+            lo = wj0 - i0;
+            hi = (window > 0 && wj1 + window - 1 < T - 1 ? wj1 + window - 1 : T - 1) - i0;
+            lo = lo < 0 ? 0 : lo;
+            hi = hi > POLAR__TC - 1 ? POLAR__TC - 1 : hi;
+            if (wj0 > j1 || lo > hi) continue;
+            polar__tc_abt<MT, D>(St + w * 16 * L::SLD, Ks + w * 16 * L::LD, Qs, lo / 16, hi / 16);
+            polar__tc_abt<MT, D>(Dt + w * 16 * L::SLD, Vs + w * 16 * L::LD, DSs, lo / 16, hi / 16);
+            __syncwarp();
+            for (t = half; t < POLAR__TC; t += 2) {
+                int ii = i0 + t;
+                float gt = 0.0f, wt = 0.0f;
+                if (jg <= j1 && ii < T && jg <= ii && jg > ii - polar__d_nkeys(window, ii)) {
+                    const float *rs = rsc + t * 5;
+                    float p, g = polar__d_g(St[r * L::SLD + t], Dt[r * L::SLD + t], rs, &p);
+                    gt = rs[1] * g;
+                    wt = rs[2] * p;
+                }
+                Gt[r * L::PLD + t] = TC::cvt(gt);
+                Wt[r * L::PLD + t] = TC::cvt(wt);
+            }
+            __syncwarp();
+            polar__tc_apx<MT, D>(aK, Gt + w * 16 * L::PLD, Qs, lo / 16, hi / 16);
+            polar__tc_apx<MT, D>(aV, Wt + w * 16 * L::PLD, DSs, lo / 16, hi / 16);
+        }
+    }
+    __syncthreads(); /* every tile is consumed: their room takes dk and dv */
+    for (nt = 0; nt < D / 16; nt++) {
+        wmma::store_matrix_sync(dKs + w * 16 * L::OLD + nt * 16, aK[nt], L::OLD, wmma::mem_row_major);
+        wmma::store_matrix_sync(dVs + w * 16 * L::OLD + nt * 16, aV[nt], L::OLD, wmma::mem_row_major);
+    }
+    __syncthreads();
+    for (x = tid; x < nc * D; x += POLAR__CT) { /* coalesced */
+        int rr = x / D, d = x % D;
+        size_t o = ((size_t)bk * T + j0) * D + x;
+        dk[o] += dKs[rr * L::OLD + d];
+        dv[o] += dVs[rr * L::OLD + d];
+    }
+#else
+    (void)dk; (void)dv; (void)rows; (void)q; (void)k; (void)v; (void)dsall; (void)H; (void)Hkv; (void)T;
+    (void)window; (void)nkb;
+#endif
+}
+
 /* ------------------------------------------------------------ host side */
 /* 1 if p is device (or managed) memory */
 static int polar__cu_dev(const void *p)
@@ -653,15 +1090,71 @@ static int polar__cu_launched(void)
     return cudaGetLastError() == cudaSuccess ? POLAR_OK : POLAR_ECUDA;
 }
 
-/* config, dims, math mode and head dim supported by the kernels */
+/* config, dims, math mode and head dim supported by the kernels (every math mode has
+   the same head dims: 32, 64, 96, 128) */
 static int polar__cu_check(const polar_config *cfg, int B, int H, int Hkv, int T, int D)
 {
     if (!polar__check_cfg(cfg) || !polar__check_dims(B, H, Hkv, T, D)) return POLAR_EINVAL;
-    if (cfg->math == POLAR_MATH_TF32 || cfg->math == POLAR_MATH_BF16) return POLAR_ENOTSUP;
-    if (cfg->math != POLAR_MATH_FP32) return POLAR_EINVAL;
+    if (cfg->math != POLAR_MATH_FP32 && cfg->math != POLAR_MATH_TF32 && cfg->math != POLAR_MATH_BF16)
+        return POLAR_EINVAL;
     if (D != 32 && D != 64 && D != 96 && D != 128) return POLAR_ENOTSUP;
     return POLAR_OK;
 }
+
+/* The tensor-core launches: raise the kernel's dynamic shared-memory limit to what its
+   layout needs (above the default 48 KiB for most (math, D)), then launch. */
+template <int MT, int D>
+static int polar__tc_fwd(cudaStream_t s, unsigned grid, float *c, float *mag, float *stats, const float *q,
+                         const float *k, const float *v, const polar_params *prm, int H, int Hkv, int T,
+                         const polar_config *cfg, int nqb)
+{
+    void (*kf)(float *, float *, float *, const float *, const float *, const float *, const float *,
+               const float *, const float *, const float *, const float *, int, int, int, int, float, float,
+               int) = polar__k_fwd_tc<MT, D>;
+    const int bytes = polar__tcl<MT, D>::F_BYTES;
+    if (cudaFuncSetAttribute(kf, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return POLAR_ECUDA;
+    }
+    POLAR__LAUNCH(kf, grid, POLAR__CT, bytes, s, c, mag, stats, q, k, v, prm->len_gain_raw, prm->null_base,
+                  prm->null_slope_raw, prm->mag_beta_raw, prm->v_null, H, Hkv, T, cfg->window, cfg->norm_eps,
+                  cfg->stat_floor, nqb);
+    return polar__cu_launched();
+}
+template <int MT, int D>
+static int polar__tc_bwd(cudaStream_t s, unsigned gq, unsigned gkv, float *dq, float *dk, float *dv,
+                         float *rows, const float *q, const float *k, const float *v, const float *dsall,
+                         int H, int Hkv, int T, int window, int nqb, int nkb)
+{
+    void (*kq)(float *, float *, const float *, const float *, const float *, const float *, int, int, int,
+               int, int) = polar__k_bwd_q_tc<MT, D>;
+    void (*kkv)(float *, float *, const float *, const float *, const float *, const float *, const float *,
+                int, int, int, int, int) = polar__k_bwd_kv_tc<MT, D>;
+    const int bytes = polar__tcl<MT, D>::B_BYTES;
+    int rc;
+    if (cudaFuncSetAttribute(kq, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) != cudaSuccess ||
+        cudaFuncSetAttribute(kkv, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return POLAR_ECUDA;
+    }
+    POLAR__LAUNCH(kq, gq, POLAR__CT, bytes, s, dq, rows, q, k, v, dsall, H, Hkv, T, window, nqb);
+    rc = polar__cu_launched();
+    if (rc != POLAR_OK) return rc;
+    POLAR__LAUNCH(kkv, gkv, POLAR__CT, bytes, s, dk, dv, (const float *)rows, q, k, v, dsall, H, Hkv, T,
+                  window, nkb);
+    return polar__cu_launched();
+}
+/* FN<math, D>(args) for the (checked) math mode and head dim */
+#define POLAR__TC_CALL(FN, math, D, ...)                                                  \
+    ((math) == POLAR_MATH_BF16                                                            \
+         ? ((D) == 32 ? FN<POLAR_MATH_BF16, 32>(__VA_ARGS__)                              \
+            : (D) == 64 ? FN<POLAR_MATH_BF16, 64>(__VA_ARGS__)                            \
+            : (D) == 96 ? FN<POLAR_MATH_BF16, 96>(__VA_ARGS__)                            \
+                        : FN<POLAR_MATH_BF16, 128>(__VA_ARGS__))                          \
+         : ((D) == 32 ? FN<POLAR_MATH_TF32, 32>(__VA_ARGS__)                              \
+            : (D) == 64 ? FN<POLAR_MATH_TF32, 64>(__VA_ARGS__)                            \
+            : (D) == 96 ? FN<POLAR_MATH_TF32, 96>(__VA_ARGS__)                            \
+                        : FN<POLAR_MATH_TF32, 128>(__VA_ARGS__)))
 
 static int polar__cu_params(const polar_params *p)
 {
@@ -700,8 +1193,13 @@ POLARDEF int polar_forward_cuda(const polar_config *cfg, float *c, float *mag, p
     if (!st || !polar__cu_dev(c) || !polar__cu_dev(mag) || !polar__cu_dev(st->stats) ||
         !polar__cu_dev(q) || !polar__cu_dev(k) || !polar__cu_dev(v) || !polar__cu_params(prm))
         return POLAR_EINVAL;
-    nqb = (T + POLAR__CQ - 1) / POLAR__CQ;
     (void)cudaGetLastError(); /* report only this call's launch */
+    if (cfg->math != POLAR_MATH_FP32) {
+        nqb = (T + POLAR__TR - 1) / POLAR__TR;
+        return POLAR__TC_CALL(polar__tc_fwd, cfg->math, D, s, (unsigned)nqb * (unsigned)(B * H), c, mag,
+                              st->stats, q, k, v, prm, H, Hkv, T, cfg, nqb);
+    }
+    nqb = (T + POLAR__CQ - 1) / POLAR__CQ;
     POLAR__LAUNCH_D(polar__k_fwd, D, (unsigned)nqb * (unsigned)(B * H), POLAR__CT, s, c, mag,
                     st->stats, q, k, v, prm->len_gain_raw, prm->null_base, prm->null_slope_raw,
                     prm->mag_beta_raw, prm->v_null, H, Hkv, T, cfg->window, cfg->norm_eps,
@@ -754,15 +1252,20 @@ POLARDEF int polar_backward_cuda(const polar_config *cfg, float *dq, float *dk, 
                   prm->null_slope_raw, prm->mag_beta_raw, prm->v_null, H, T, D, cfg->window,
                   cfg->norm_eps, cfg->stat_floor, nrows);
     rc = polar__cu_launched();
-    if (rc == POLAR_OK) {
+    if (rc == POLAR_OK && cfg->math != POLAR_MATH_FP32) {
+        int nqt = (T + POLAR__TR - 1) / POLAR__TR;
+        rc = POLAR__TC_CALL(polar__tc_bwd, cfg->math, D, s, (unsigned)nqt * (unsigned)(B * H),
+                            (unsigned)nqt * (unsigned)(B * Hkv), dq, dk, dv, rows, q, k, v,
+                            (const float *)dsall, H, Hkv, T, cfg->window, nqt, nqt);
+    } else if (rc == POLAR_OK) {
         POLAR__LAUNCH_D(polar__k_bwd_q, D, (unsigned)nqb * (unsigned)(B * H), POLAR__CT, s, dq,
                         rows, q, k, v, dsall, H, Hkv, T, cfg->window, nqb);
         rc = polar__cu_launched();
-    }
-    if (rc == POLAR_OK) {
-        POLAR__LAUNCH_D(polar__k_bwd_kv, D, (unsigned)nkb * (unsigned)(B * Hkv), POLAR__CT, s, dk,
-                        dv, rows, q, k, v, dsall, H, Hkv, T, cfg->window, nkb);
-        rc = polar__cu_launched();
+        if (rc == POLAR_OK) {
+            POLAR__LAUNCH_D(polar__k_bwd_kv, D, (unsigned)nkb * (unsigned)(B * Hkv), POLAR__CT, s,
+                            dk, dv, rows, q, k, v, dsall, H, Hkv, T, cfg->window, nkb);
+            rc = polar__cu_launched();
+        }
     }
     if (rc == POLAR_OK && (glg || gnb || gns || gmb || gvn)) {
         POLAR__LAUNCH(polar__k_bwd_prm, (unsigned)H, POLAR__CT, 0, s, glg, gnb, gns, gmb, gvn,
@@ -804,3 +1307,4 @@ POLARDEF int polar_decode_cuda(const polar_config *cfg, float *c, float *mag, co
 }
 
 #undef POLAR__LAUNCH_D
+#undef POLAR__TC_CALL

@@ -172,6 +172,204 @@ static void test_fb_long(void)
     if (!g_sim) fb_case(1, 4, 1, 1000, 128, POLAR_NO_WINDOW, 19);
 }
 
+/* ---------------------------------------------------------------- tensor cores */
+/* max |got - ref| / max |ref| over one tensor (NaN anywhere: infinity) */
+static double tc_err(const std::vector<float> &got, const std::vector<float> &ref)
+{
+    double m = 0.0, e = 0.0;
+    size_t i;
+    for (i = 0; i < ref.size(); i++) {
+        double d = fabs((double)got[i] - (double)ref[i]);
+        if (!(d == d) || !isfinite(got[i])) return HUGE_VAL;
+        m = fabs((double)ref[i]) > m ? fabs((double)ref[i]) : m;
+        e = d > e ? d : e;
+    }
+    return m > 0.0 ? e / m : e;
+}
+static std::vector<float> tc_col(const std::vector<float> &st, int s)
+{
+    std::vector<float> a(st.size() / POLAR_NSTAT);
+    size_t i;
+    for (i = 0; i < a.size(); i++) a[i] = st[i * POLAR_NSTAT + s];
+    return a;
+}
+static double g_tc_worst[3]; /* the largest error seen per math mode (index = math) */
+
+/* One forward + backward case of a tensor-core mode against polar_forward /
+   polar_backward on the CPU: every tensor's max |err| / max |ref| <= 2e-2; the products
+   that go through WMMA (c, dq, dk, dv) must also be above a floor (bf16 1e-4, tf32 1e-5:
+   above the fp32 kernels' 1e-5 parity, so the inputs really were rounded), and the
+   forward's c must differ from the fp32 CUDA path's bits. */
+static void tc_case(int math, int B, int H, int Hkv, int T, int D, int window, unsigned seed)
+{
+    const size_t nq = (size_t)B * H * T * D, nk = (size_t)B * Hkv * T * D, nr = (size_t)B * H * T;
+    const double tol = 2e-2, floor_ = math == POLAR_MATH_BF16 ? 1e-4 : 1e-5;
+    polar_config cfg = polar_config_default();
+    polar_state st, dst;
+    polar_grads gr, dgr;
+    double e, worst = 0.0;
+    int s;
+    tt_seed(seed);
+    cfg.window = window;
+    host_params hp(H, D);
+    dev_params dp(hp);
+    polar_params prm = hp.view(), dprm = dp.view();
+    std::vector<float> q = randn(nq, 1.6), k = randn(nk, 1.0), v = randn(nk, 1.0);
+    std::vector<float> c(nq), mag(nr), stats(nr * POLAR_NSTAT);
+    float *d_q = dput(q), *d_k = dput(k), *d_v = dput(v), *d_c = dput(c), *d_mag = dput(mag), *d_stats = dput(stats);
+    st.stats = stats.data(); st.probs = NULL;
+    dst.stats = d_stats; dst.probs = NULL;
+    CHECK_INT_EQ(polar_forward(&cfg, c.data(), mag.data(), &st, q.data(), k.data(), v.data(), &prm, B, H, Hkv, T, D, NULL), POLAR_OK);
+    cfg.math = math;
+    CHECK_INT_EQ(polar_forward_cuda(&cfg, d_c, d_mag, &dst, d_q, d_k, d_v, &dprm, B, H, Hkv, T, D, NULL, NULL), POLAR_OK);
+    std::vector<float> gc = dget(d_c, nq), gm = dget(d_mag, nr), gs = dget(d_stats, nr * POLAR_NSTAT);
+    fprintf(stderr, "  %s B=%d H=%d Hkv=%d T=%d D=%d window=%d: max|err|/max|ref|", math == POLAR_MATH_BF16 ? "bf16" : "tf32",
+            B, H, Hkv, T, D, window);
+#define TC_CHECK(name, got, ref, fl)                                                    \
+    do {                                                                                \
+        e = tc_err(got, ref);                                                           \
+        fprintf(stderr, " %s %.2e", name, e);                                          \
+        CHECK(e <= tol);                                                                \
+        if (fl) CHECK(e > floor_);                                                      \
+        worst = e > worst ? e : worst;                                                  \
+    } while (0)
+    TC_CHECK("c", gc, c, 1);
+    TC_CHECK("mag", gm, mag, 0);
+    for (s = 0; s < POLAR_NSTAT; s++) {
+        static const char *nm[POLAR_NSTAT] = {"M", "L", "Q2", "|s|"};
+        std::vector<float> a = tc_col(gs, s), bref = tc_col(stats, s);
+        TC_CHECK(nm[s], a, bref, 0);
+    }
+    /* the fp32 CUDA path gives other bits */
+    {
+        polar_config c32 = cfg;
+        c32.math = POLAR_MATH_FP32;
+        float *d_c32 = dput(c);
+        std::vector<float> sc(nr * POLAR_NSTAT);
+        float *d_s32 = dput(sc), *d_m32 = dput(mag);
+        polar_state s32;
+        s32.stats = d_s32; s32.probs = NULL;
+        CHECK_INT_EQ(polar_forward_cuda(&c32, d_c32, d_m32, &s32, d_q, d_k, d_v, &dprm, B, H, Hkv, T, D, NULL, NULL), POLAR_OK);
+        std::vector<float> g32 = dget(d_c32, nq);
+        CHECK(memcmp(g32.data(), gc.data(), nq * sizeof(float)) != 0);
+        dfree(d_c32); dfree(d_s32); dfree(d_m32);
+    }
+    /* backward: the CPU from the CPU forward, the device from the device forward;
+       gradients start non-zero (both accumulate) */
+    std::vector<float> dc = randn(nq, 1.0), dmag = randn(nr, 1.0);
+    std::vector<float> dq = randn(nq, 0.1), dk = randn(nk, 0.1), dv = randn(nk, 0.1);
+    std::vector<float> glg = randn(H, 0.1), gnb = randn(H, 0.1), gns = randn(H, 0.1), gmb = randn(H, 0.1);
+    std::vector<float> gvn = randn((size_t)H * D, 0.1);
+    float *d_dc = dput(dc), *d_dmag = dput(dmag), *d_dq = dput(dq), *d_dk = dput(dk), *d_dv = dput(dv);
+    float *d_glg = dput(glg), *d_gnb = dput(gnb), *d_gns = dput(gns), *d_gmb = dput(gmb), *d_gvn = dput(gvn);
+    /* the tensor-core backward recomputes p from its own forward's statistics (as in
+       training): the CPU forward's would not match its rounded scores, and the logit
+       gradients' zero sum (which the temperature gradient relies on) would be off */
+    float *d_c2 = dput(gc), *d_mag2 = dput(gm), *d_st2 = dput(gs);
+    std::vector<float> dq0 = dq, dk0 = dk, dv0 = dv;
+    polar_state dst2;
+    dst2.stats = d_st2; dst2.probs = NULL;
+    gr.len_gain_raw = glg.data(); gr.null_base = gnb.data(); gr.null_slope_raw = gns.data();
+    gr.mag_beta_raw = gmb.data(); gr.v_null = gvn.data();
+    dgr.len_gain_raw = d_glg; dgr.null_base = d_gnb; dgr.null_slope_raw = d_gns;
+    dgr.mag_beta_raw = d_gmb; dgr.v_null = d_gvn;
+    cfg.math = POLAR_MATH_FP32;
+    CHECK_INT_EQ(polar_backward(&cfg, dq.data(), dk.data(), dv.data(), &gr, dc.data(), dmag.data(), c.data(), mag.data(), &st,
+                                q.data(), k.data(), v.data(), &prm, B, H, Hkv, T, D, NULL), POLAR_OK);
+    cfg.math = math;
+    CHECK_INT_EQ(polar_backward_cuda(&cfg, d_dq, d_dk, d_dv, &dgr, d_dc, d_dmag, d_c2, d_mag2, &dst2, d_q, d_k, d_v, &dprm,
+                                     B, H, Hkv, T, D, NULL, NULL), POLAR_OK);
+    {   /* the gradients' increments (both sides started from the same values) */
+        std::vector<float> g = dget(d_dq, nq), r = dq;
+        size_t x;
+        for (x = 0; x < nq; x++) { g[x] -= dq0[x]; r[x] -= dq0[x]; }
+        TC_CHECK("dq", g, r, 1);
+        g = dget(d_dk, nk); r = dk;
+        for (x = 0; x < nk; x++) { g[x] -= dk0[x]; r[x] -= dk0[x]; }
+        TC_CHECK("dk", g, r, 1);
+        g = dget(d_dv, nk); r = dv;
+        for (x = 0; x < nk; x++) { g[x] -= dv0[x]; r[x] -= dv0[x]; }
+        TC_CHECK("dv", g, r, 1);
+    }
+    std::vector<float> g = dget(d_gvn, (size_t)H * D);
+    TC_CHECK("gvn", g, gvn, 0);
+#undef TC_CHECK
+    {   /* The per-head scalar gradients are sums over the B*T rows of terms that cancel
+           10-200 fold (the logit gradients sum to zero): each is checked against the sum
+           of the magnitudes of its terms, |err_h| <= 2e-2 * sum_rows |term|, the terms
+           taken from the fp32 CUDA backward's row buffer (its workspace). */
+        size_t wsz = polar_workspace_size_cuda(&cfg, B, H, Hkv, T, D), x;
+        std::vector<float> zq(nq, 0.0f), zk(nk, 0.0f), zw(wsz / sizeof(float), 0.0f);
+        float *d_ws = dput(zw), *s_dq = dput(zq), *s_dk = dput(zk), *s_dv = dput(zk);
+        polar_config c32 = cfg;
+        c32.math = POLAR_MATH_FP32;
+        CHECK_INT_EQ(polar_backward_cuda(&c32, s_dq, s_dk, s_dv, NULL, d_dc, d_dmag, d_c2, d_mag2, &dst2, d_q, d_k, d_v, &dprm,
+                                         B, H, Hkv, T, D, d_ws, NULL), POLAR_OK);
+        std::vector<float> rw = dget(d_ws, nr * POLAR__NROW);
+        std::vector<double> sc(4 * (size_t)H, 0.0);
+        for (x = 0; x < nr; x++) {
+            const float *ro = &rw[x * POLAR__NROW];
+            int hh = (int)((x / (size_t)T) % (size_t)H), i = (int)(x % (size_t)T);
+            double nn = window > 0 && i + 1 > window ? window : i + 1;
+            sc[0 * H + hh] += fabs(ro[POLAR__R_DT] * log(nn) / (1.0 + exp(-hp.lg[hh])));
+            sc[1 * H + hh] += fabs(ro[POLAR__R_DU]);
+            sc[2 * H + hh] += fabs(ro[POLAR__R_DU] * sqrt(log(nn + 1.0)) / (1.0 + exp(-hp.ns[hh])));
+            sc[3 * H + hh] += fabs(ro[POLAR__R_DBETA]);
+        }
+        {
+            static const char *nm[4] = {"glg", "gnb", "gns", "gmb"};
+            float *dptr[4] = {d_glg, d_gnb, d_gns, d_gmb};
+            const std::vector<float> *ref[4] = {&glg, &gnb, &gns, &gmb};
+            int a, hh;
+            for (a = 0; a < 4; a++) {
+                std::vector<float> gg = dget(dptr[a], H);
+                double wr = 0.0;
+                for (hh = 0; hh < H; hh++) {
+                    double d = fabs((double)gg[hh] - (*ref[a])[hh]), sca = sc[(size_t)a * H + hh];
+                    double r = d / (sca > 0.0 ? sca : 1e-30);
+                    if (!(d == d)) r = HUGE_VAL;
+                    if (sca == 0.0 && d == 0.0) r = 0.0;
+                    wr = r > wr ? r : wr;
+                }
+                fprintf(stderr, " %s %.2e(sum)", nm[a], wr);
+                CHECK(wr <= tol);
+                worst = wr > worst ? wr : worst;
+            }
+        }
+        dfree(d_ws); dfree(s_dq); dfree(s_dk); dfree(s_dv);
+    }
+    fprintf(stderr, "\n");
+    if (worst > g_tc_worst[math]) g_tc_worst[math] = worst;
+    dfree(d_q); dfree(d_k); dfree(d_v); dfree(d_c); dfree(d_mag); dfree(d_stats);
+    dfree(d_dc); dfree(d_dmag); dfree(d_dq); dfree(d_dk); dfree(d_dv);
+    dfree(d_glg); dfree(d_gnb); dfree(d_gns); dfree(d_gmb); dfree(d_gvn);
+    dfree(d_c2); dfree(d_mag2); dfree(d_st2);
+}
+
+static void test_tc_bf16(void)
+{
+    NEED_GPU();
+    tc_case(POLAR_MATH_BF16, 2, 2, 1, 1, 32, POLAR_NO_WINDOW, 71);  /* T = 1, GQA 2, B*H = 4 */
+    tc_case(POLAR_MATH_BF16, 1, 4, 2, 17, 64, POLAR_NO_WINDOW, 72); /* ragged, one tile */
+    tc_case(POLAR_MATH_BF16, 1, 4, 1, 65, 128, 40, 73);             /* GQA 4, window, 2 tiles */
+}
+static void test_tc_tf32(void)
+{
+    NEED_GPU();
+    tc_case(POLAR_MATH_TF32, 2, 2, 2, 64, 32, 8, 74);               /* exact tile, window */
+    tc_case(POLAR_MATH_TF32, 1, 2, 1, 130, 96, POLAR_NO_WINDOW, 75); /* D = 96, 3 tiles */
+}
+static void test_tc_long(void)
+{
+    NEED_GPU();
+    tc_case(POLAR_MATH_BF16, 1, 2, 1, 200, 64, 70, 76); /* 4 tiles, the window skips whole tiles */
+    if (!g_sim) {
+        tc_case(POLAR_MATH_BF16, 1, 4, 2, 300, 64, 100, 77);
+        tc_case(POLAR_MATH_TF32, 1, 2, 1, 300, 128, POLAR_NO_WINDOW, 78);
+        tc_case(POLAR_MATH_BF16, 1, 4, 1, 1000, 128, POLAR_NO_WINDOW, 79);
+    }
+}
+
 /* the backward is deterministic: two runs give the same bits */
 static void test_bwd_deterministic(void)
 {
@@ -215,7 +413,7 @@ static void test_bwd_deterministic(void)
 }
 
 /* paged decode vs polar_decode and vs the last row of the full forward */
-static void decode_case(int B, int H, int Hkv, int D, int bs, int window, unsigned seed)
+static void decode_case(int B, int H, int Hkv, int D, int bs, int window, unsigned seed, int math = POLAR_MATH_FP32)
 {
     const int max_blocks = 5, Tmax = max_blocks * bs;
     const int num_blocks = B * max_blocks + 3; /* spare blocks: holes, never referenced */
@@ -269,8 +467,10 @@ static void decode_case(int B, int H, int Hkv, int D, int bs, int window, unsign
     int *d_tab = dput(table), *d_len = dput(lens);
     std::vector<float> zc(c.size(), 0.0f), zm(mag.size(), 0.0f);
     float *d_c = dput(zc), *d_mag = dput(zm);
+    cfg.math = math; /* the decode runs fp32 in every math mode (memory-bound) */
     CHECK_INT_EQ(polar_decode_cuda(&cfg, d_c, d_mag, d_q, d_kc, d_vc, d_tab, d_len, &dprm, B, H, Hkv, D, bs, num_blocks,
                                    max_blocks, NULL), POLAR_OK);
+    cfg.math = POLAR_MATH_FP32;
     std::vector<float> gc = dget(d_c, c.size()), gm = dget(d_mag, mag.size());
     CHECK_REL(gc, c, 1e-5);
     CHECK_REL(gm, mag, 1e-5);
@@ -310,6 +510,7 @@ static void test_decode(void)
     decode_case(3, 4, 2, 128, 7, 20, 32);              /* odd block size, window */
     decode_case(3, 2, 2, 32, 40, POLAR_NO_WINDOW, 33); /* blocks larger than a tile */
     decode_case(2, 40, 2, 32, 8, POLAR_NO_WINDOW, 34); /* group of 20 heads: two row chunks */
+    decode_case(3, 2, 2, 32, 40, 30, 35, POLAR_MATH_BF16); /* bf16 mode: the fp32 decode, same tolerance */
 }
 
 /* a block-table entry outside the cache: that sequence comes out NaN, the others are fine */
@@ -384,10 +585,19 @@ static void test_bad_input(void)
     cfg.window = 0;
     CHECK_INT_EQ(polar_forward_cuda(&cfg, d_c, d_mag, &dst, d_q, d_k, d_v, &dprm, B, H, Hkv, T, D, NULL, NULL), POLAR_EINVAL);
     cfg = polar_config_default();
+    /* the tensor-core modes: the same head dims and checks as fp32 */
     cfg.math = POLAR_MATH_BF16;
-    CHECK_INT_EQ(polar_forward_cuda(&cfg, d_c, d_mag, &dst, d_q, d_k, d_v, &dprm, B, H, Hkv, T, D, NULL, NULL), POLAR_ENOTSUP);
+    CHECK_INT_EQ(polar_forward_cuda(&cfg, d_c48, d_mag, &dst, d_q48, d_k48, d_k48, &dprm, B, H, Hkv, T, 48, NULL, NULL),
+                 POLAR_ENOTSUP);
+    CHECK_INT_EQ(polar_forward_cuda(&cfg, d_c, d_mag, &dst, q.data(), d_k, d_v, &dprm, B, H, Hkv, T, D, NULL, NULL), POLAR_EINVAL);
+    CHECK_INT_EQ(polar_forward_cuda(&cfg, d_c, d_mag, &dst, d_q, d_k, d_v, &dprm, B, 3, 2, T, D, NULL, NULL), POLAR_EINVAL);
     cfg.math = POLAR_MATH_TF32;
-    CHECK_INT_EQ(polar_forward_cuda(&cfg, d_c, d_mag, &dst, d_q, d_k, d_v, &dprm, B, H, Hkv, T, D, NULL, NULL), POLAR_ENOTSUP);
+    CHECK_INT_EQ(polar_forward_cuda(&cfg, d_c48, d_mag, &dst, d_q48, d_k48, d_k48, &dprm, B, H, Hkv, T, 48, NULL, NULL),
+                 POLAR_ENOTSUP);
+    CHECK_INT_EQ(polar_forward_cuda(&cfg, d_c, d_mag, &dst, d_q, d_k, d_v, NULL, B, H, Hkv, T, D, NULL, NULL), POLAR_EINVAL);
+    cfg.window = 0;
+    CHECK_INT_EQ(polar_forward_cuda(&cfg, d_c, d_mag, &dst, d_q, d_k, d_v, &dprm, B, H, Hkv, T, D, NULL, NULL), POLAR_EINVAL);
+    cfg.window = POLAR_NO_WINDOW;
     cfg.math = 7;
     CHECK_INT_EQ(polar_forward_cuda(&cfg, d_c, d_mag, &dst, d_q, d_k, d_v, &dprm, B, H, Hkv, T, D, NULL, NULL), POLAR_EINVAL);
     CHECK(strstr(polar_strerror(POLAR_ENOTSUP), "not implemented") != NULL);
@@ -416,6 +626,15 @@ static void test_bad_input(void)
                                          B, 4, 3, T, D, NULL, NULL), POLAR_EINVAL);
         CHECK_INT_EQ(polar_backward_cuda(&cfg, d_dq, d_dk, d_dv, &dgr, NULL, NULL, d_c, d_mag, &dst, d_q, d_k, d_v, &dprm,
                                          B, H, Hkv, T, D, NULL, NULL), POLAR_EINVAL);
+        cfg.math = POLAR_MATH_BF16;
+        CHECK_INT_EQ(polar_backward_cuda(&cfg, d_dq, d_dk, d_dv, &dgr, d_dc, NULL, d_c, d_mag, &dst, d_q48, d_k48, d_k48, &dprm,
+                                         B, H, Hkv, T, 48, NULL, NULL), POLAR_ENOTSUP);
+        CHECK_INT_EQ(polar_backward_cuda(&cfg, hc.data(), d_dk, d_dv, &dgr, d_dc, NULL, d_c, d_mag, &dst, d_q, d_k, d_v, &dprm,
+                                         B, H, Hkv, T, D, NULL, NULL), POLAR_EINVAL);
+        cfg.math = POLAR_MATH_TF32;
+        CHECK_INT_EQ(polar_backward_cuda(&cfg, d_dq, d_dk, d_dv, &dgr, d_dc, NULL, d_c, d_mag, &dst, d_q, d_k, d_v, &dprm,
+                                         B, 4, 3, T, D, NULL, NULL), POLAR_EINVAL);
+        cfg.math = POLAR_MATH_FP32;
         g = dget(d_dq, nq);
         CHECK_ALL_CLOSE(g.data(), sentinel.data(), (long)nq, 0.0, 0.0);
         dfree(d_dq); dfree(d_dk); dfree(d_dv); dfree(d_dc); dfree(d_g);
@@ -525,6 +744,9 @@ int main(int argc, char **argv)
     TEST_RUN(test_fb_tiny);
     TEST_RUN(test_fb_tiles);
     TEST_RUN(test_fb_long);
+    TEST_RUN(test_tc_bf16);
+    TEST_RUN(test_tc_tf32);
+    TEST_RUN(test_tc_long);
     TEST_RUN(test_bwd_deterministic);
     TEST_RUN(test_decode);
     TEST_RUN(test_decode_bad_table);
