@@ -467,7 +467,10 @@ CEASDEF int ceas_ls_update(const ceas_knob_config *kc, long long t, float p, flo
    launched); beta (H) and heads (H) are HOST arrays (the controller's). `stream` is a
    cudaStream_t (NULL: the default stream). Per row one block: max, then one pass
    with double accumulators; pooling per head in a fixed-order tree (deterministic).
-   Calls that return heads or a validity verdict end with a stream synchronisation. */
+   Calls that return heads or a validity verdict end with a stream synchronisation.
+   In such a build the plain ceas_attention_observables(_from_moments),
+   ceas_pool_observables and ceas_gate_scores(_mode) route device inputs here (default
+   stream), so one trainer calls the same names on host or device buffers. */
 typedef struct CUstream_st *ceas_stream;
 #define CEAS_ENOCUDA (-6)
 #define CEAS_ECUDA   (-7)
@@ -481,6 +484,12 @@ CEASDEF int ceas_attention_observables_cuda(const float *logits /* (B,H,T,T) */,
                                             ceas_obs *rows /* (B,H,T) device */,
                                             ceas_obs *heads /* (H) host */, void *workspace,
                                             ceas_stream stream);
+/* As ceas_attention_observables_from_moments: moments (B,H,T,stride) device, rows (B,H,T)
+   device or NULL, heads (H) host or NULL, beta (H) host; workspace as above. */
+CEASDEF int ceas_attention_observables_from_moments_cuda(const float *moments, int B, int H, int T,
+                                                         int stride, const float *beta,
+                                                         ceas_obs *rows, ceas_obs *heads,
+                                                         void *workspace, ceas_stream stream);
 /* As ceas_pool_observables over device rows (R) into a host result. */
 CEASDEF int ceas_pool_observables_cuda(ceas_obs *out /* host */, const ceas_obs *rows /* (R) device */,
                                        int R, ceas_stream stream);
@@ -1013,8 +1022,18 @@ static int ceas__pool(ceas_obs *out, const ceas_obs *rows, int R, size_t stride,
     return CEAS_OK;
 }
 
+/* Under nvcc (or the CUDA simulation) the plain reductions route DEVICE inputs (logits,
+   moments, rows) to their _cuda twins on the default stream (DESIGN.md: one model for
+   both devices); rows outputs are then device memory, heads stay on the host. */
+#if defined(__CUDACC__) || defined(ATTNKIT_CUDA_SIM)
+static int ceas__is_dev(const void *p); /* cuda/ceas.cuh */
+#endif
+
 CEASDEF int ceas_pool_observables(ceas_obs *out, const ceas_obs *rows, int R)
 {
+#if defined(__CUDACC__) || defined(ATTNKIT_CUDA_SIM)
+    if (ceas__is_dev(rows)) return ceas_pool_observables_cuda(out, rows, R, NULL);
+#endif
     if (!out || !rows || R <= 0) return CEAS_EINVAL;
     return ceas__pool(out, rows, R, 1, 1, 0);
 }
@@ -1053,6 +1072,10 @@ CEASDEF int ceas_attention_observables(const float *logits, int B, int H, int T,
     ceas_obs *ro = rows;
     void *own = NULL;
     int h, bad = 0, ch, nch = 1;
+#if defined(__CUDACC__) || defined(ATTNKIT_CUDA_SIM)
+    if (ceas__is_dev(logits))
+        return ceas_attention_observables_cuda(logits, B, H, T, causal, beta, rows, heads, workspace, NULL);
+#endif
     if (!logits || B <= 0 || H <= 0 || T <= 0 || (!rows && !heads)) return CEAS_EINVAL;
     if (beta)
         for (h = 0; h < H; h++)
@@ -1121,6 +1144,11 @@ CEASDEF int ceas_attention_observables_from_moments(const float *moments, int B,
     ceas_obs *ro = rows;
     void *own = NULL;
     int h, bad = 0;
+#if defined(__CUDACC__) || defined(ATTNKIT_CUDA_SIM)
+    if (ceas__is_dev(moments))
+        return ceas_attention_observables_from_moments_cuda(moments, B, H, T, stride, beta, rows, heads,
+                                                            workspace, NULL);
+#endif
     if (!moments || B <= 0 || H <= 0 || T <= 0 || stride < 6 || (!rows && !heads))
         return CEAS_EINVAL;
     if (beta)
@@ -1551,6 +1579,9 @@ CEASDEF int ceas_gate_scores_mode(float *score, const ceas_obs *rows, const floa
 {
     long long n, r;
     int h;
+#if defined(__CUDACC__) || defined(ATTNKIT_CUDA_SIM)
+    if (ceas__is_dev(rows)) return ceas_gate_scores_mode_cuda(score, rows, beta, B, H, T, mode, NULL);
+#endif
     if (!score || !rows || B <= 0 || H <= 0 || T <= 0) return CEAS_EINVAL;
     if (mode != CEAS_GATE_NORMALISED && mode != CEAS_GATE_RAW) return CEAS_EINVAL;
     n = (long long)B * H * T;
@@ -1987,6 +2018,15 @@ CEASDEF int ceas_attention_observables_cuda(const float *logits, int B, int H, i
                                             void *workspace, ceas_stream stream)
 {
     (void)logits; (void)B; (void)H; (void)T; (void)causal; (void)beta; (void)rows;
+    (void)heads; (void)workspace; (void)stream;
+    return CEAS_ENOCUDA;
+}
+CEASDEF int ceas_attention_observables_from_moments_cuda(const float *moments, int B, int H, int T,
+                                                         int stride, const float *beta,
+                                                         ceas_obs *rows, ceas_obs *heads,
+                                                         void *workspace, ceas_stream stream)
+{
+    (void)moments; (void)B; (void)H; (void)T; (void)stride; (void)beta; (void)rows;
     (void)heads; (void)workspace; (void)stream;
     return CEAS_ENOCUDA;
 }

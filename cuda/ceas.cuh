@@ -7,6 +7,9 @@
    when compiled by nvcc (CEAS_IMPLEMENTATION + __CUDACC__), or by a C++ compiler with
    ATTNKIT_CUDA_SIM (tests/cuda_sim.h included first). It includes nothing from attnkit.
 
+   ceas_attention_observables_from_moments_cuda: one thread per row turns the moments an
+   attention forward gathered (tensor.h's layout) into row observables with the CPU's
+   formulas, then the same per-head pool.
    Kernels: one block of one warp (CEAS__RT = 32 threads) per row of logits: the row max
    (a fixed tree, exact), then one pass with t = x - max and double accumulators of e^t, e^t t, e^t t^2,
    t, t^2 (the CPU's five sums), one fixed shared-memory tree for all five, and the CPU's finishing
@@ -160,6 +163,36 @@ static __global__ void ceas__k_pool(ceas_obs *out, const ceas_obs *rows, long lo
     }
 }
 
+/* one thread per row: the observables from the attention's softmax-pass moments, with
+   ceas_attention_observables_from_moments' formulas (mom: stride floats per row) */
+static __global__ void ceas__k_moments(ceas_obs *rows, const float *mom, int stride, const float *beta,
+                                       int H, int T, long long nrows)
+{
+    long long q = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const float *m;
+    ceas_obs *o;
+    double ib;
+    float n;
+    if (q >= nrows) return;
+    m = mom + (size_t)q * (size_t)stride;
+    o = rows + q;
+    ib = 1.0 / (beta ? beta[(q / T) % H] : 1.0f);
+    n = m[5];
+    if (!ceas__d_finitef(m[0]) || !ceas__d_finitef(m[2]) || !ceas__d_finitef(m[3]) || !ceas__d_finitef(m[4]) ||
+        !ceas__d_finitef(n) || !(n >= 1.0f) || !(n < 9.0e15f)) {
+        o->H = o->n_eff = o->var_s = o->sigma_qk = o->mean_s = o->log_n = __int_as_float(0x7fc00000);
+        o->n = 0;
+        return;
+    }
+    o->H = m[0] > 0.0f ? m[0] : 0.0f;
+    o->n_eff = expf(o->H);
+    o->var_s = (float)((m[2] > 0.0f ? (double)m[2] : 0.0) * ib * ib);
+    o->sigma_qk = (float)(sqrt(m[4] > 0.0f ? (double)m[4] : 0.0) * ib);
+    o->mean_s = (float)((double)m[3] * ib);
+    o->n = (long long)n;
+    o->log_n = logf((float)o->n);
+}
+
 /* bad[0] = number of rows whose sigma_qk / n_eff the gate score cannot use; one block */
 static __global__ void ceas__k_gate_check(double *bad, const ceas_obs *rows, long long n)
 {
@@ -283,6 +316,69 @@ CEASDEF int ceas_attention_observables_cuda(const float *logits, int B, int H, i
     if (rc == CEAS_OK) {
         ceas_obs *hh = heads;
         ceas_obs *tmp = NULL;
+        if (!hh) {
+            tmp = (ceas_obs *)CEAS_MALLOC(sizeof(ceas_obs) * (size_t)H);
+            if (!tmp) rc = CEAS_ENOMEM;
+            hh = tmp;
+        }
+        if (rc == CEAS_OK)
+            rc = ceas__cuda_check(cudaMemcpyAsync(hh, dheads, sizeof(ceas_obs) * (size_t)H, cudaMemcpyDeviceToHost, s));
+        if (rc == CEAS_OK) rc = ceas__cuda_check(cudaStreamSynchronize(s));
+        if (rc == CEAS_OK)
+            for (h = 0; h < H; h++)
+                if (!ceas__finite(hh[h].H)) rc = CEAS_EINVAL;
+        if (tmp) CEAS_FREE(tmp);
+    }
+    if (own) cudaFreeAsync(own, s);
+    return rc;
+}
+
+CEASDEF int ceas_attention_observables_from_moments_cuda(const float *moments, int B, int H, int T,
+                                                         int stride, const float *beta,
+                                                         ceas_obs *rows, ceas_obs *heads,
+                                                         void *workspace, ceas_stream stream)
+{
+    cudaStream_t s = (cudaStream_t)stream;
+    long long nrows;
+    void *own = NULL;
+    ceas_obs *ro, *dheads;
+    float *dbeta = NULL;
+    char *w;
+    int h, rc = CEAS_OK;
+    if (!moments || B <= 0 || H <= 0 || T <= 0 || stride < 6 || (!rows && !heads)) return CEAS_EINVAL;
+    if (beta)
+        for (h = 0; h < H; h++)
+            if (!ceas__finite(beta[h]) || !(beta[h] > 0)) return CEAS_EINVAL;
+    nrows = (long long)B * H * T;
+    if (nrows > 2147483647LL || (double)nrows * stride > (double)((size_t)-1) / 8) return CEAS_ERANGE;
+    if (!ceas__is_dev(moments) || (rows && !ceas__is_dev(rows)) || (workspace && !ceas__is_dev(workspace)))
+        return CEAS_EINVAL;
+    if (!workspace) {
+        if ((rc = ceas__dtmp(&own, ceas_attention_observables_cuda_workspace_size(B, H, T), s)) != CEAS_OK)
+            return rc;
+        workspace = own;
+    }
+    w = (char *)workspace;
+    ro = rows ? rows : (ceas_obs *)w;
+    w += ceas__al((size_t)nrows * sizeof(ceas_obs));
+    if (beta) dbeta = (float *)w;
+    w += ceas__al((size_t)H * sizeof(float));
+    dheads = (ceas_obs *)w;
+    if (beta)
+        rc = ceas__cuda_check(cudaMemcpyAsync(dbeta, beta, sizeof(float) * (size_t)H, cudaMemcpyHostToDevice, s));
+    if (rc == CEAS_OK) {
+        CEAS__LAUNCH(ceas__k_moments, (unsigned)((nrows + 127) / 128), 128, 0, s, ro, moments, stride,
+                     (const float *)dbeta, H, T, nrows);
+        rc = ceas__cuda_check(cudaGetLastError());
+    }
+    /* the per-head pool always runs: a bad row makes its head NaN, which is the verdict */
+    if (rc == CEAS_OK) {
+        CEAS__LAUNCH(ceas__k_pool, (unsigned)H, CEAS__NT, 0, s, dheads, (const ceas_obs *)ro, (long long)T, B,
+                     (long long)H * T, T, 1LL);
+        rc = ceas__cuda_check(cudaGetLastError());
+    }
+    if (rc == CEAS_OK) {
+        ceas_obs *hh = heads, *tmp = NULL;
         if (!hh) {
             tmp = (ceas_obs *)CEAS_MALLOC(sizeof(ceas_obs) * (size_t)H);
             if (!tmp) rc = CEAS_ENOMEM;

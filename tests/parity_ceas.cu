@@ -140,6 +140,92 @@ static void test_nan_row(void)
     cudaFree(d_l); cudaFree(d_rows); cudaFree(d_sc);
 }
 
+/* observables from per-row moments (tensor.h's tk_attention_forward_stats layout) on the
+   device against the CPU's ceas_attention_observables_from_moments: rows and heads, a
+   stride above 6, a row with no keys (its head NaN, CEAS_EINVAL), host moments refused */
+static void test_from_moments(void)
+{
+    const int B = 2, H = 3, T = 23, S = 7;
+    const size_t nr = (size_t)B * H * T;
+    std::vector<float> mom(nr * S), beta(H);
+    NEED_GPU();
+    tt_seed(61);
+    for (int h = 0; h < H; h++) beta[h] = (float)(0.2 + 0.1 * h);
+    for (size_t r = 0; r < nr; r++) {
+        float *m = &mom[r * S];
+        double n = (double)(r % T) + 1.0, H_ = log(n) * (0.3 + 0.6 * tt_uniform());
+        m[0] = (float)H_;
+        m[1] = (float)tt_normal();
+        m[2] = (float)(0.5 + tt_uniform());
+        m[3] = (float)tt_normal();
+        m[4] = (float)(1.0 + 2.0 * tt_uniform());
+        m[5] = (float)n;
+        m[6] = -7.0f;
+    }
+    std::vector<ceas_obs> rc(nr), hc(H), hg(H);
+    float *d_m = dput(mom);
+    ceas_obs *d_rows = dput(std::vector<ceas_obs>(nr));
+    CHECK_INT_EQ(ceas_attention_observables_from_moments(mom.data(), B, H, T, S, beta.data(), rc.data(), hc.data(), NULL),
+                 CEAS_OK);
+    CHECK_INT_EQ(ceas_attention_observables_from_moments_cuda(d_m, B, H, T, S, beta.data(), d_rows, hg.data(), NULL, NULL),
+                 CEAS_OK);
+    std::vector<ceas_obs> rg = dget(d_rows, nr);
+    check_obs(rg.data(), rc.data(), (long)nr, 10.0);
+    check_obs(hg.data(), hc.data(), (long)H, 10.0);
+    /* host moments: refused; a row with no keys: its head is NaN */
+    CHECK_INT_EQ(ceas_attention_observables_from_moments_cuda(mom.data(), B, H, T, S, beta.data(), d_rows, hg.data(), NULL, NULL),
+                 CEAS_EINVAL);
+    CHECK_INT_EQ(ceas_attention_observables_from_moments_cuda(d_m, B, H, T, 5, beta.data(), d_rows, hg.data(), NULL, NULL),
+                 CEAS_EINVAL);
+    mom[4 * S + 5] = 0.0f;
+    cudaMemcpy(d_m, mom.data(), mom.size() * sizeof(float), cudaMemcpyHostToDevice);
+    CHECK_INT_EQ(ceas_attention_observables_from_moments_cuda(d_m, B, H, T, S, beta.data(), NULL, hg.data(), NULL, NULL),
+                 CEAS_EINVAL);
+    CHECK(hg[0].H != hg[0].H);
+    cudaFree(d_m);
+    cudaFree(d_rows);
+}
+
+/* the plain calls route device inputs to the _cuda paths: the same bits */
+static void test_plain_routing(void)
+{
+    const int B = 2, H = 2, T = 19;
+    const size_t nr = (size_t)B * H * T;
+    std::vector<float> beta(H, 0.25f);
+    NEED_GPU();
+    tt_seed(62);
+    std::vector<float> lg = make_logits(B, H, T, beta);
+    float *d_l = dput(lg), *d_s1 = dput(std::vector<float>(nr)), *d_s2 = dput(std::vector<float>(nr));
+    ceas_obs *d_r1 = dput(std::vector<ceas_obs>(nr)), *d_r2 = dput(std::vector<ceas_obs>(nr));
+    std::vector<ceas_obs> h1(H), h2(H);
+    ceas_obs p1, p2;
+    CHECK_INT_EQ(ceas_attention_observables(d_l, B, H, T, 1, beta.data(), d_r1, h1.data(), NULL), CEAS_OK);
+    CHECK_INT_EQ(ceas_attention_observables_cuda(d_l, B, H, T, 1, beta.data(), d_r2, h2.data(), NULL, NULL), CEAS_OK);
+    CHECK(memcmp(dget(d_r1, nr).data(), dget(d_r2, nr).data(), nr * sizeof(ceas_obs)) == 0);
+    CHECK(memcmp(h1.data(), h2.data(), H * sizeof(ceas_obs)) == 0);
+    CHECK_INT_EQ(ceas_pool_observables(&p1, d_r1, T), CEAS_OK);
+    CHECK_INT_EQ(ceas_pool_observables_cuda(&p2, d_r1, T, NULL), CEAS_OK);
+    CHECK(memcmp(&p1, &p2, sizeof p1) == 0);
+    CHECK_INT_EQ(ceas_gate_scores(d_s1, d_r1, beta.data(), B, H, T), CEAS_OK);
+    CHECK_INT_EQ(ceas_gate_scores_cuda(d_s2, d_r1, beta.data(), B, H, T, NULL), CEAS_OK);
+    CHECK(memcmp(dget(d_s1, nr).data(), dget(d_s2, nr).data(), nr * sizeof(float)) == 0);
+    {
+        std::vector<float> mom(nr * 6);
+        for (size_t r = 0; r < nr; r++) {
+            mom[r * 6 + 0] = 1.0f; mom[r * 6 + 1] = 0.5f; mom[r * 6 + 2] = 0.7f;
+            mom[r * 6 + 3] = -0.2f; mom[r * 6 + 4] = 1.5f; mom[r * 6 + 5] = (float)(r % T + 1);
+        }
+        float *d_m = dput(mom);
+        CHECK_INT_EQ(ceas_attention_observables_from_moments(d_m, B, H, T, 6, beta.data(), d_r1, h1.data(), NULL), CEAS_OK);
+        CHECK_INT_EQ(ceas_attention_observables_from_moments_cuda(d_m, B, H, T, 6, beta.data(), d_r2, h2.data(), NULL, NULL),
+                     CEAS_OK);
+        CHECK(memcmp(dget(d_r1, nr).data(), dget(d_r2, nr).data(), nr * sizeof(ceas_obs)) == 0);
+        CHECK(memcmp(h1.data(), h2.data(), H * sizeof(ceas_obs)) == 0);
+        cudaFree(d_m);
+    }
+    cudaFree(d_l); cudaFree(d_s1); cudaFree(d_s2); cudaFree(d_r1); cudaFree(d_r2);
+}
+
 static void test_bad_input(void)
 {
     std::vector<float> hl(64, 0.0f), beta(2, 0.5f);
@@ -176,5 +262,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_obs_small);
     TEST_RUN(test_obs_200);
     TEST_RUN(test_nan_row);
+    TEST_RUN(test_from_moments);
+    TEST_RUN(test_plain_routing);
     return TEST_END();
 }
