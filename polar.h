@@ -31,8 +31,10 @@
    CUDA (cuda/polar.cuh, compiled when this implementation is compiled by nvcc):
    polar_forward_cuda / polar_backward_cuda / polar_decode_cuda, the same maths as the
    streaming path in fp32 SIMT kernels (device pointers, a stream; D 32/64/96/128;
-   deterministic, no atomics); under nvcc the plain calls route device pointers there.
-   Without nvcc they return POLAR_ENOCUDA.
+   deterministic, no atomics), and with cfg.math = POLAR_MATH_BF16 / POLAR_MATH_TF32 a
+   tensor-core forward and backward (WMMA, fp32 accumulation and statistics; sm_80+);
+   under nvcc the plain calls route device pointers there. Without nvcc they return
+   POLAR_ENOCUDA. The tensor-core paths have run only in the CPU simulation so far.
 
    Backward maths (per query row, p_j = exp(temp*sigma_j - M), L = sum p_j, Q2 = sum p_j^2,
    Z = L + p_N): the outputs are invariant to a common scale of (p, p_N), so the logit
@@ -88,9 +90,15 @@
      init_mag_beta_raw   -1.5   (v_null starts at 0)
      distractor_keys      0   R random keys for the alignment loss; 0 = off
      distractor_weight 0.01   weight of the alignment loss
-     math                 0   POLAR_MATH_FP32: the CUDA path's arithmetic; POLAR_MATH_TF32
-                              and POLAR_MATH_BF16 (tensor cores) are not implemented
-                              yet (POLAR_ENOTSUP); the CPU path is always fp32
+     math                 0   the CUDA path's arithmetic (the CPU path is always fp32):
+                              POLAR_MATH_FP32 SIMT fp32, within 1e-5 (forward) / 1e-4
+                              (gradients) of the CPU; POLAR_MATH_TF32 / POLAR_MATH_BF16
+                              tensor cores for the forward and backward (inputs rounded
+                              to tf32 / bf16, fp32 accumulation and statistics), within
+                              2e-2 of the CPU as max|err| / max|ref| per tensor (the
+                              per-head scalar gradients: 2e-2 of the sum of their terms'
+                              magnitudes; details at the top of cuda/polar.cuh); the
+                              decode runs fp32 in every mode (memory-bound)
 
    INITIALISATION (drop-in use)
      With GPT-2-style weights (N(0, 0.02)) q.k/sqrt(D) starts near 0, so each of the n
@@ -125,7 +133,9 @@
      length outside the cache, or a workspace smaller than the call needs.
      POLAR_ENOCUDA (-4) a *_cuda function in a build without nvcc; POLAR_ECUDA (-5) a CUDA
      launch or runtime call failed; POLAR_ENOTSUP (-6) valid but not implemented in this
-     build (CUDA math tf32/bf16, a head dim the kernels lack). polar_strerror() names them. Nothing aborts on user input.
+     build or on this device (a head dim the CUDA kernels lack; a tensor-core tile above
+     the device's shared-memory limit: tf32 backward at D = 128 before sm_90).
+     polar_strerror() names them. Nothing aborts on user input.
 */
 #ifndef POLAR_H
 #define POLAR_H
@@ -155,12 +165,12 @@ extern "C" {
 #define POLAR_ERANGE (-3)
 #define POLAR_ENOCUDA (-4) /* a *_cuda function in a build without nvcc */
 #define POLAR_ECUDA (-5)   /* a CUDA launch or runtime call failed */
-#define POLAR_ENOTSUP (-6) /* valid, but not implemented in this build (math mode, head dim) */
+#define POLAR_ENOTSUP (-6) /* valid, but not implemented in this build or device (head dim) */
 
 /* polar_config.math: the CUDA path's arithmetic (the CPU path is always fp32) */
 #define POLAR_MATH_FP32 0 /* SIMT fp32, the exact-parity path (default) */
-#define POLAR_MATH_TF32 1 /* tensor cores, tf32 inputs: not implemented yet (POLAR_ENOTSUP) */
-#define POLAR_MATH_BF16 2 /* tensor cores, bf16 inputs: not implemented yet (POLAR_ENOTSUP) */
+#define POLAR_MATH_TF32 1 /* tensor cores, tf32 inputs, fp32 accumulation (forward, backward) */
+#define POLAR_MATH_BF16 2 /* tensor cores, bf16 inputs, fp32 accumulation (forward, backward) */
 
 #define POLAR_NO_WINDOW (-1)
 /* per-row saved statistics: running max M, L = sum p, Q2 = sum p^2, |s| */
@@ -179,7 +189,7 @@ typedef struct polar_config {
     float init_mag_beta_raw;
     int distractor_keys;     /* R; 0 = alignment loss off */
     float distractor_weight; /* 0.01 */
-    int math;                /* POLAR_MATH_FP32 (CUDA path only) */
+    int math;                /* POLAR_MATH_FP32 / _TF32 / _BF16 (CUDA path only) */
 } polar_config;
 
 /* Per-head learned parameters (read-only in forward/backward). */
@@ -342,7 +352,8 @@ POLARDEF int polar_distractor_backward(const polar_config *cfg, float *dq, float
    device memory; the structs themselves are host memory. `stream` is a cudaStream_t
    (NULL: the default stream). Compiled when this implementation is compiled by nvcc
    (or by the CPU simulation of `make test`); otherwise they return POLAR_ENOCUDA.
-   Head dims 32, 64, 96, 128; cfg->math POLAR_MATH_FP32 (tf32/bf16: POLAR_ENOTSUP).
+   Head dims 32, 64, 96, 128; cfg->math POLAR_MATH_FP32, or POLAR_MATH_TF32 /
+   POLAR_MATH_BF16 for tensor cores in the forward and backward (the decode runs fp32).
    A host pointer where a device pointer belongs: POLAR_EINVAL, nothing launched.
    Tolerances against the CPU path: see the top of cuda/polar.cuh. In those builds the
    plain polar_forward / polar_backward / polar_decode route calls whose q is device
@@ -468,7 +479,7 @@ POLARDEF const char *polar_strerror(int status)
     case POLAR_ERANGE: return "index out of range (block table or sequence length)";
     case POLAR_ENOCUDA: return "built without CUDA (compile with nvcc)";
     case POLAR_ECUDA: return "CUDA error (a launch or runtime call failed)";
-    case POLAR_ENOTSUP: return "not implemented in this build (CUDA math mode tf32/bf16, or a head dim other than 32/64/96/128)";
+    case POLAR_ENOTSUP: return "not implemented in this build or on this device (a CUDA head dim other than 32/64/96/128, or a tensor-core tile above the device's shared-memory limit)";
     default: return "unknown polar error";
     }
 }

@@ -30,6 +30,55 @@
                         heads of the group); each cached K/V row is read once into shared
                         memory for all of them; the loop is bounded by the live length read
                         on the device (no host sync, no allocation: capturable in a graph).
+   Kernels (tensor cores, `math = POLAR_MATH_BF16` or `POLAR_MATH_TF32`; one source per
+   pass, templated on the math mode; 128 threads = 4 warps; sm_80 or newer: a build for an
+   older target compiles bodies that write NaN into the outputs):
+     polar__k_fwd_tc    one block per (batch, head, 64-query tile), each warp owning 16
+                        query rows; 64-key tiles of K and V staged once per block (rounded
+                        to bf16 / tf32 as they are stored in shared memory, the tail rows of
+                        a ragged T zero-filled). Per key tile each warp computes its 16 x 64
+                        scores S = Q K^T on WMMA (fp32 accumulators; only the 16-key column
+                        tiles its rows can see), then two lanes per row do the row work in
+                        fp32 on the fp32 score tile: mask, tile max, running max M, p =
+                        exp(s - M), L += sum p, Q2 += sum p^2 (alpha^2 rescale), the row of
+                        the fp32 output accumulator O (shared) scaled by alpha, p rounded
+                        into a P tile; then O += P V on WMMA. Causal / sliding-window tile
+                        skipping and GQA (query head h reads kv head h / (H/Hkv) in place)
+                        as in the fp32 kernel. The null sink, c, mag and the statistics are
+                        finished per row as there (double, once per row, outside the loops);
+                        c is written coalesced by the whole block.
+     polar__k_bwd_q_tc  query pass: one block per 64-query tile, 64-key tiles: S = Q K^T and
+                        DV = DS V^T on WMMA, g per visible pair from the saved row scalars
+                        (SIMT fp32), g rounded into G, dq += G K on WMMA with the fp32
+                        accumulator fragments held in registers across all key tiles. The
+                        temperature gradient's sum_j g_j (q . k_j) is summed in fp32 from the
+                        unrounded g and the fp32 scores (it cancels ~100-fold; G's rounding
+                        would show through q . (G K)).
+     polar__k_bwd_kv_tc key pass: one block per (batch, kv head, 64-key tile), each warp
+                        owning 16 keys; loops over the group's H/Hkv query heads and the
+                        64-query tiles that see its keys: S^T = K Q^T and DV^T = V DS^T on
+                        WMMA, gt = temp/sqrt(D) g and wt = p / Z (SIMT fp32, rounded), dk +=
+                        Gt Q and dv += Wt DS on WMMA, accumulators in registers across the
+                        whole group (reduced without atomics, deterministic).
+     polar__k_bwd_pre and polar__k_bwd_prm (O(T D) row work) are the fp32 kernels above in
+     every math mode. The decode is fp32 in every math mode (one query per head: memory-
+     bound, tensor cores would not speed it up): math = bf16 / tf32 run the fp32 decode.
+     Shared rows are padded (ldm = D + 8 bf16 / D + 4 floats; score tiles 64 + 4 floats;
+     P tiles 64 + 8 bf16, tf32 rounds P in place in the score tile), so every WMMA tile
+     pointer is 32-byte aligned, ldm a multiple of 16 bytes, and consecutive rows start on
+     different banks. Dynamic shared memory per block (bytes, KiB; above 48 KiB the launch
+     raises cudaFuncAttributeMaxDynamicSharedMemorySize first; sm_90 allows 227 KiB, so
+     all fit there; sm_80 allows 163 KiB: all but the tf32 backward at D = 128, which
+     returns POLAR_ENOTSUP there before any launch; untested, no sm_80 device here):
+                         D = 32        64         96         128
+       forward  bf16       51.1      71.1       91.1       111.1
+                tf32       54.1      86.1      118.1       150.1
+       backward bf16       73.4      89.4      105.4       121.4  (query and key passes)
+                tf32       71.4     103.4      135.4       167.4
+     (forward: Q, K, V tiles, one fp32 score tile, one P tile, the fp32 64 x (D + 4) O
+     tile, row scalars; backward: four staged tiles, two fp32 score tiles, two P tiles,
+     row scalars; the epilogues reuse the staged tiles' room for the fp32 results.)
+     Not measured on a GPU yet: occupancy, register use and speed are unknown.
    Memory of the backward: the workspace holds B*H*T*(D + 10) floats (polar__k_bwd_pre's
    row buffer and ds); never O(T^2). polar_workspace_size_cuda() gives its size.
 
@@ -42,10 +91,24 @@
      i.e. relative to the element or, where the element cancels to ~0, to the tensor's
      scale). Decode: within 1e-5 of polar_decode and of the last row of the forward.
      Do not compile with --use_fast_math (expf and the double epilogue must be accurate).
+   Tensor-core paths (bf16 / tf32): q, k, v, ds, p and g are rounded to the math mode's
+     input precision (bf16: 8 significant bits, tf32: 11) before the products; products
+     accumulate in fp32; M, L, Q2, |s|, O and every running sum are fp32 (no double inside
+     the loops). Tolerance against the CPU forward + backward (the device backward fed its
+     own forward's c, mag and statistics, as in training), per tensor, with the norm
+     max|gpu - cpu| / max|cpu|: 2e-2 for c, mag, each saved statistic, dq, dk, dv and
+     v_null's gradient. The four per-head scalar gradients (len_gain, null_base,
+     null_slope, mag_beta) are sums over all B*T rows of terms that cancel 10-200 fold (the
+     logit gradients of a row sum to zero), so their norm is |gpu - cpu| <= 2e-2 * the sum
+     of the magnitudes of the terms. Measured in the simulation (tests/parity_polar.cu):
+     bf16 up to 1.9e-2 (Q2 on peaked rows; c 1.2e-2 at most, dq/dk/dv 1.1e-2), tf32 up to
+     3.2e-3. The error grows with the size of the logits (bf16 rounds q.k/sqrt(D) to about
+     2^-8 |q||k|/sqrt(D)); both modes stay above a floor (bf16 1e-4, tf32 1e-5) in c, dq, dk,
+     dv, so the tests show the rounding happened.
    Determinism: no atomics anywhere; every reduction is in a fixed order, so results are
-   bit-identical run to run.
-   Not implemented: math = POLAR_MATH_TF32 / POLAR_MATH_BF16 (tensor-core paths) return
-   POLAR_ENOTSUP; head dims other than 32, 64, 96, 128 return POLAR_ENOTSUP. Parameters are
+   bit-identical run to run (in every math mode).
+   Not implemented: head dims other than 32, 64, 96, 128 return POLAR_ENOTSUP (in every
+   math mode); tensor cores in the decode (it runs fp32, see above). Parameters are
    not scanned for NaN/Inf on the device (that would need a host sync): non-finite
    parameters give non-finite outputs. Invalid block-table entries or sequence lengths in
    polar_decode_cuda are detected on the device: that sequence's c and mag are NaN
@@ -646,7 +709,7 @@ polar__k_decode(float *c, float *mag, const float *q, const float *kc, const flo
    D + 8 bf16 / D + 4 floats, score tiles 64 + 4 floats), so each WMMA tile pointer is
    32-byte aligned and rows fall on different banks. */
 #if defined(ATTNKIT_CUDA_SIM) || !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
-#define POLAR__TC_OK 1 /* bf16 WMMA needs sm_80; older targets compile an empty body */
+#define POLAR__TC_OK 1 /* bf16 WMMA needs sm_80; older targets write NaN (never silently wrong) */
 #endif
 #define POLAR__TR 64 /* rows per block (4 warps x 16) */
 #define POLAR__TC 64 /* columns per streamed tile */
@@ -660,9 +723,11 @@ template <> struct polar__tc<POLAR_MATH_BF16> {
 };
 template <> struct polar__tc<POLAR_MATH_TF32> {
     typedef float T;
-    typedef nvcuda::wmma::precision::tf32 F;
     enum { KK = 8, PAD = 4 };
+#ifdef POLAR__TC_OK /* mma.h declares tf32 for sm_80+ only */
+    typedef nvcuda::wmma::precision::tf32 F;
     static __device__ __forceinline__ T cvt(float x) { return nvcuda::wmma::__float_to_tf32(x); }
+#endif
 };
 
 /* Shared-memory layout (byte offsets; every region a multiple of 128 bytes). X: one
@@ -890,9 +955,15 @@ polar__k_fwd_tc(float *c, float *mag, float *stats, const float *q, const float 
         float s = Os[rr * L::OLD + d] * rs[0] + rs[1] * vnull[(size_t)h * D + d];
         c[((size_t)bh * T + i0) * D + x] = s * rs[2];
     }
-#else
-    (void)c; (void)mag; (void)stats; (void)q; (void)k; (void)v; (void)lg; (void)nb; (void)ns; (void)mb;
-    (void)vnull; (void)H; (void)Hkv; (void)T; (void)window; (void)norm_eps; (void)stat_floor; (void)nqb;
+#else /* no bf16 WMMA before sm_80: this block's rows come out NaN, never silently wrong */
+    const int bh = (int)(blockIdx.x / (unsigned)nqb), i0 = (nqb - 1 - (int)(blockIdx.x % (unsigned)nqb)) * POLAR__TR;
+    int x;
+    for (x = threadIdx.x; x < POLAR__TR * D; x += POLAR__CT)
+        if (i0 + x / D < T) c[((size_t)bh * T + i0) * D + x] = NAN;
+    for (x = threadIdx.x; x < POLAR__TR; x += POLAR__CT)
+        if (i0 + x < T) mag[(size_t)bh * T + i0 + x] = NAN;
+    (void)stats; (void)q; (void)k; (void)v; (void)lg; (void)nb; (void)ns; (void)mb;
+    (void)vnull; (void)H; (void)Hkv; (void)window; (void)norm_eps; (void)stat_floor;
 #endif
 }
 
@@ -974,8 +1045,12 @@ polar__k_bwd_q_tc(float *dq, float *rows, const float *q, const float *k, const 
         int rr = x / D, d = x % D;
         dq[((size_t)bh * T + i0) * D + x] += rsc[rr * 5 + 1] * Gq[rr * L::OLD + d];
     }
-#else
-    (void)dq; (void)rows; (void)q; (void)k; (void)v; (void)dsall; (void)H; (void)Hkv; (void)T; (void)window; (void)nqb;
+#else /* before sm_80: NaN (see polar__k_fwd_tc) */
+    const int bh = (int)(blockIdx.x / (unsigned)nqb), i0 = (nqb - 1 - (int)(blockIdx.x % (unsigned)nqb)) * POLAR__TR;
+    int x;
+    for (x = threadIdx.x; x < POLAR__TR * D; x += POLAR__CT)
+        if (i0 + x / D < T) dq[((size_t)bh * T + i0) * D + x] = NAN;
+    (void)rows; (void)q; (void)k; (void)v; (void)dsall; (void)H; (void)Hkv; (void)window;
 #endif
 }
 
@@ -1063,9 +1138,15 @@ polar__k_bwd_kv_tc(float *dk, float *dv, const float *rows, const float *q, cons
         dk[o] += dKs[rr * L::OLD + d];
         dv[o] += dVs[rr * L::OLD + d];
     }
-#else
-    (void)dk; (void)dv; (void)rows; (void)q; (void)k; (void)v; (void)dsall; (void)H; (void)Hkv; (void)T;
-    (void)window; (void)nkb;
+#else /* before sm_80: NaN (see polar__k_fwd_tc) */
+    const int bk = (int)(blockIdx.x / (unsigned)nkb), j0 = (int)(blockIdx.x % (unsigned)nkb) * POLAR__TR;
+    int x;
+    for (x = threadIdx.x; x < POLAR__TR * D; x += POLAR__CT)
+        if (j0 + x / D < T) {
+            dk[((size_t)bk * T + j0) * D + x] = NAN;
+            dv[((size_t)bk * T + j0) * D + x] = NAN;
+        }
+    (void)rows; (void)q; (void)k; (void)v; (void)dsall; (void)H; (void)Hkv; (void)window;
 #endif
 }
 
@@ -1102,7 +1183,9 @@ static int polar__cu_check(const polar_config *cfg, int B, int H, int Hkv, int T
 }
 
 /* The tensor-core launches: raise the kernel's dynamic shared-memory limit to what its
-   layout needs (above the default 48 KiB for most (math, D)), then launch. */
+   layout needs (above the default 48 KiB for most (math, D)), then launch. A device whose
+   opt-in limit is lower (tf32 at D = 128 in the backward on sm_80) refuses the attribute:
+   POLAR_ENOTSUP, nothing launched. */
 template <int MT, int D>
 static int polar__tc_fwd(cudaStream_t s, unsigned grid, float *c, float *mag, float *stats, const float *q,
                          const float *k, const float *v, const polar_params *prm, int H, int Hkv, int T,
@@ -1112,9 +1195,10 @@ static int polar__tc_fwd(cudaStream_t s, unsigned grid, float *c, float *mag, fl
                const float *, const float *, const float *, const float *, int, int, int, int, float, float,
                int) = polar__k_fwd_tc<MT, D>;
     const int bytes = polar__tcl<MT, D>::F_BYTES;
-    if (cudaFuncSetAttribute(kf, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) != cudaSuccess) {
+    cudaError_t e = cudaFuncSetAttribute(kf, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    if (e != cudaSuccess) {
         (void)cudaGetLastError();
-        return POLAR_ECUDA;
+        return e == cudaErrorInvalidValue ? POLAR_ENOTSUP : POLAR_ECUDA; /* over this device's limit */
     }
     POLAR__LAUNCH(kf, grid, POLAR__CT, bytes, s, c, mag, stats, q, k, v, prm->len_gain_raw, prm->null_base,
                   prm->null_slope_raw, prm->mag_beta_raw, prm->v_null, H, Hkv, T, cfg->window, cfg->norm_eps,
@@ -1131,11 +1215,12 @@ static int polar__tc_bwd(cudaStream_t s, unsigned gq, unsigned gkv, float *dq, f
     void (*kkv)(float *, float *, const float *, const float *, const float *, const float *, const float *,
                 int, int, int, int, int) = polar__k_bwd_kv_tc<MT, D>;
     const int bytes = polar__tcl<MT, D>::B_BYTES;
+    cudaError_t e = cudaFuncSetAttribute(kq, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
     int rc;
-    if (cudaFuncSetAttribute(kq, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) != cudaSuccess ||
-        cudaFuncSetAttribute(kkv, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) != cudaSuccess) {
+    if (e == cudaSuccess) e = cudaFuncSetAttribute(kkv, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    if (e != cudaSuccess) {
         (void)cudaGetLastError();
-        return POLAR_ECUDA;
+        return e == cudaErrorInvalidValue ? POLAR_ENOTSUP : POLAR_ECUDA; /* over this device's limit */
     }
     POLAR__LAUNCH(kq, gq, POLAR__CT, bytes, s, dq, rows, q, k, v, dsall, H, Hkv, T, window, nqb);
     rc = polar__cu_launched();
