@@ -13,7 +13,21 @@
      T=1 D=32 B=2 H=2 Hkv=1 | T=17 D=64 H=4 Hkv=2 | T=64 D=128 H=4 Hkv=1
      T=65 D=32 H=2 W=8 B=2 | T=300 D=64 H=4 Hkv=2 W=50 | T=1000 D=32 H=2 Hkv=1 (full
      causal) | T=130 D=96 H=2 W=20 | T=300 D=128 H=2 Hkv=1 | T=33 D=32 W=5 without dmag
-   On a GPU the same cases run plus T=1000 at D=128 with GQA 4 (cheap there). */
+   On a GPU the same cases run plus T=1000 at D=128 with GQA 4 (cheap there).
+
+   Tensor cores (math = POLAR_MATH_BF16 / POLAR_MATH_TF32, tc_case): the device forward
+   and backward (fed its own forward's c, mag and statistics, as in training) against the
+   CPU forward and backward. Norm: max|gpu - cpu| / max|cpu| per tensor <= 2e-2 for c, mag,
+   each saved statistic, dq, dk, dv and v_null's gradient (dq, dk, dv: their increments);
+   the per-head scalar gradients (sums over rows of terms that cancel 10-200 fold) as
+   |gpu - cpu| <= 2e-2 * sum_rows |term|, the terms read from the fp32 CUDA backward's row
+   buffer. c, dq, dk, dv must also exceed a floor (bf16 1e-4, tf32 1e-5: above the fp32
+   path's parity) and c must differ from the fp32 kernel's bits: the rounding happened.
+   Cases: bf16 T=1 D=32 B=2 H=2 Hkv=1 | bf16 T=17 D=64 H=4 Hkv=2 | bf16 T=65 D=128 H=4 Hkv=1
+   W=40 | tf32 T=64 D=32 B=2 H=2 W=8 | tf32 T=130 D=96 H=2 Hkv=1 | bf16 T=200 D=64 H=2 Hkv=1
+   W=70 (whole tiles skipped); on a GPU also T=300 (bf16 D=64 GQA 2 W=100, tf32 D=128) and
+   T=1000 (bf16 D=128 GQA 4). The zero-visible-key row exists only in the decode (length
+   0), which runs fp32 in every mode: decode_case in bf16 mode checks that. */
 #include "tests/cuda_test.h"
 #define POLAR_IMPLEMENTATION
 #include "polar.h"
