@@ -1058,6 +1058,19 @@ static long long ceas__split(long long nrows, int T, int causal, int t, int nt)
     return k < nrows ? k : nrows;
 }
 
+/* shared by the two observables calls: beta (H) valid or NULL; the rows buffer (the
+   caller's rows, else the workspace, else an allocation left in *own); the heads pool */
+static int ceas__beta_valid(const float *beta, int H)
+{
+    int h;
+    if (beta)
+        for (h = 0; h < H; h++)
+            if (!ceas__finite(beta[h]) || !(beta[h] > 0)) return 0;
+    return 1;
+}
+static ceas_obs *ceas__rows_buf(ceas_obs *rows, void *workspace, int B, int H, int T, void **own);
+static int ceas__pool_heads(ceas_obs *heads, const ceas_obs *ro, int B, int H, int T);
+
 CEASDEF size_t ceas_attention_observables_workspace_size(int B, int H, int T)
 {
     if (B <= 0 || H <= 0 || T <= 0) return 0;
@@ -1069,26 +1082,17 @@ CEASDEF int ceas_attention_observables(const float *logits, int B, int H, int T,
                                        void *workspace)
 {
     long long nrows;
-    ceas_obs *ro = rows;
+    ceas_obs *ro;
     void *own = NULL;
-    int h, bad = 0, ch, nch = 1;
+    int bad = 0, ch, nch = 1;
 #if defined(__CUDACC__) || defined(ATTNKIT_CUDA_SIM)
     if (ceas__is_dev(logits))
         return ceas_attention_observables_cuda(logits, B, H, T, causal, beta, rows, heads, workspace, NULL);
 #endif
-    if (!logits || B <= 0 || H <= 0 || T <= 0 || (!rows && !heads)) return CEAS_EINVAL;
-    if (beta)
-        for (h = 0; h < H; h++)
-            if (!ceas__finite(beta[h]) || !(beta[h] > 0)) return CEAS_EINVAL;
+    if (!logits || B <= 0 || H <= 0 || T <= 0 || (!rows && !heads) || !ceas__beta_valid(beta, H))
+        return CEAS_EINVAL;
     nrows = (long long)B * H * T;
-    if (!ro) {
-        if (workspace) ro = (ceas_obs *)workspace;
-        else {
-            own = CEAS_MALLOC(ceas_attention_observables_workspace_size(B, H, T));
-            if (!own) return CEAS_ENOMEM;
-            ro = (ceas_obs *)own;
-        }
-    }
+    if (!(ro = ceas__rows_buf(rows, workspace, B, H, T, &own))) return CEAS_ENOMEM;
     /* each thread takes one contiguous range of rows holding an equal share
        of the keys (causal triangles weighted): contiguous rows stream from
        memory far better than interleaved ones; each row's result is
@@ -1127,11 +1131,26 @@ CEASDEF int ceas_attention_observables(const float *logits, int B, int H, int T,
             }
         }
     }
-    if (heads)
-        for (h = 0; h < H; h++)
-            if (ceas__pool(heads + h, ro + (size_t)h * T, B, (size_t)H * T, T, 1) != CEAS_OK)
-                bad = 1;
+    if (heads && ceas__pool_heads(heads, ro, B, H, T) != CEAS_OK) bad = 1;
     if (own) CEAS_FREE(own);
+    return bad ? CEAS_EINVAL : CEAS_OK;
+}
+
+static ceas_obs *ceas__rows_buf(ceas_obs *rows, void *workspace, int B, int H, int T, void **own)
+{
+    *own = NULL;
+    if (rows) return rows;
+    if (workspace) return (ceas_obs *)workspace;
+    *own = CEAS_MALLOC(ceas_attention_observables_workspace_size(B, H, T));
+    return (ceas_obs *)*own;
+}
+
+/* heads (H): each head's rows pooled over batch and query rows */
+static int ceas__pool_heads(ceas_obs *heads, const ceas_obs *ro, int B, int H, int T)
+{
+    int h, bad = 0;
+    for (h = 0; h < H; h++)
+        if (ceas__pool(heads + h, ro + (size_t)h * T, B, (size_t)H * T, T, 1) != CEAS_OK) bad = 1;
     return bad ? CEAS_EINVAL : CEAS_OK;
 }
 
@@ -1141,28 +1160,18 @@ CEASDEF int ceas_attention_observables_from_moments(const float *moments, int B,
                                                     void *workspace)
 {
     long long nrows, q;
-    ceas_obs *ro = rows;
+    ceas_obs *ro;
     void *own = NULL;
-    int h, bad = 0;
+    int bad = 0;
 #if defined(__CUDACC__) || defined(ATTNKIT_CUDA_SIM)
     if (ceas__is_dev(moments))
         return ceas_attention_observables_from_moments_cuda(moments, B, H, T, stride, beta, rows, heads,
                                                             workspace, NULL);
 #endif
-    if (!moments || B <= 0 || H <= 0 || T <= 0 || stride < 6 || (!rows && !heads))
+    if (!moments || B <= 0 || H <= 0 || T <= 0 || stride < 6 || (!rows && !heads) || !ceas__beta_valid(beta, H))
         return CEAS_EINVAL;
-    if (beta)
-        for (h = 0; h < H; h++)
-            if (!ceas__finite(beta[h]) || !(beta[h] > 0)) return CEAS_EINVAL;
     nrows = (long long)B * H * T;
-    if (!ro) {
-        if (workspace) ro = (ceas_obs *)workspace;
-        else {
-            own = CEAS_MALLOC(ceas_attention_observables_workspace_size(B, H, T));
-            if (!own) return CEAS_ENOMEM;
-            ro = (ceas_obs *)own;
-        }
-    }
+    if (!(ro = ceas__rows_buf(rows, workspace, B, H, T, &own))) return CEAS_ENOMEM;
 #if defined(_OPENMP)
 #pragma omp parallel for schedule(static) reduction(| : bad) if(nrows > 4096)
 #endif
@@ -1186,10 +1195,7 @@ CEASDEF int ceas_attention_observables_from_moments(const float *moments, int B,
         o->n = (long long)n;
         o->log_n = logf((float)o->n);
     }
-    if (heads)
-        for (h = 0; h < H; h++)
-            if (ceas__pool(heads + h, ro + (size_t)h * T, B, (size_t)H * T, T, 1) != CEAS_OK)
-                bad = 1;
+    if (heads && ceas__pool_heads(heads, ro, B, H, T) != CEAS_OK) bad = 1;
     if (own) CEAS_FREE(own);
     return bad ? CEAS_EINVAL : CEAS_OK;
 }

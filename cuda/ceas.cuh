@@ -268,90 +268,21 @@ CEASDEF size_t ceas_attention_observables_cuda_workspace_size(int B, int H, int 
            ceas__al((size_t)H * sizeof(float)) + ceas__al((size_t)H * sizeof(ceas_obs));
 }
 
-CEASDEF int ceas_attention_observables_cuda(const float *logits, int B, int H, int T, int causal,
-                                            const float *beta, ceas_obs *rows, ceas_obs *heads,
-                                            void *workspace, ceas_stream stream)
+/* The two observables calls: rows from logits (moments NULL; arg = causal) or from
+   moments (arg = their stride), then the per-head pool copied to the host. Inputs are
+   checked by the callers except the device tests. */
+static int ceas__obs_cuda(const float *logits, const float *moments, int B, int H, int T, int arg,
+                          const float *beta, ceas_obs *rows, ceas_obs *heads, void *workspace,
+                          cudaStream_t s)
 {
-    cudaStream_t s = (cudaStream_t)stream;
-    long long nrows;
-    void *own = NULL;
-    ceas_obs *ro, *dheads;
-    float *dbeta = NULL;
-    char *w;
-    int h, rc;
-    if (!logits || B <= 0 || H <= 0 || T <= 0 || (!rows && !heads)) return CEAS_EINVAL;
-    if (beta)
-        for (h = 0; h < H; h++)
-            if (!ceas__finite(beta[h]) || !(beta[h] > 0)) return CEAS_EINVAL;
-    nrows = (long long)B * H * T;
-    if ((double)nrows * (double)T > (double)((size_t)-1) / 8 || nrows > 2147483647LL)
-        return CEAS_ERANGE;
-    if (!ceas__is_dev(logits) || (rows && !ceas__is_dev(rows)) || (workspace && !ceas__is_dev(workspace)))
-        return CEAS_EINVAL;
-    if (!workspace) {
-        if ((rc = ceas__dtmp(&own, ceas_attention_observables_cuda_workspace_size(B, H, T), s)) != CEAS_OK)
-            return rc;
-        workspace = own;
-    }
-    w = (char *)workspace;
-    ro = rows ? rows : (ceas_obs *)w;
-    w += ceas__al((size_t)nrows * sizeof(ceas_obs));
-    if (beta) dbeta = (float *)w;
-    w += ceas__al((size_t)H * sizeof(float));
-    dheads = (ceas_obs *)w;
-    rc = CEAS_OK;
-    if (beta)
-        rc = ceas__cuda_check(cudaMemcpyAsync(dbeta, beta, sizeof(float) * (size_t)H, cudaMemcpyHostToDevice, s));
-    if (rc == CEAS_OK) {
-        CEAS__LAUNCH(ceas__k_rows, (unsigned)nrows, CEAS__RT, 0, s, ro, logits, (const float *)dbeta, H, T,
-                     causal ? 1 : 0);
-        rc = ceas__cuda_check(cudaGetLastError());
-    }
-    /* the per-head pool always runs: a bad row makes its head NaN, which is the verdict */
-    if (rc == CEAS_OK) {
-        CEAS__LAUNCH(ceas__k_pool, (unsigned)H, CEAS__NT, 0, s, dheads, (const ceas_obs *)ro, (long long)T, B,
-                     (long long)H * T, T, 1LL);
-        rc = ceas__cuda_check(cudaGetLastError());
-    }
-    if (rc == CEAS_OK) {
-        ceas_obs *hh = heads;
-        ceas_obs *tmp = NULL;
-        if (!hh) {
-            tmp = (ceas_obs *)CEAS_MALLOC(sizeof(ceas_obs) * (size_t)H);
-            if (!tmp) rc = CEAS_ENOMEM;
-            hh = tmp;
-        }
-        if (rc == CEAS_OK)
-            rc = ceas__cuda_check(cudaMemcpyAsync(hh, dheads, sizeof(ceas_obs) * (size_t)H, cudaMemcpyDeviceToHost, s));
-        if (rc == CEAS_OK) rc = ceas__cuda_check(cudaStreamSynchronize(s));
-        if (rc == CEAS_OK)
-            for (h = 0; h < H; h++)
-                if (!ceas__finite(hh[h].H)) rc = CEAS_EINVAL;
-        if (tmp) CEAS_FREE(tmp);
-    }
-    if (own) cudaFreeAsync(own, s);
-    return rc;
-}
-
-CEASDEF int ceas_attention_observables_from_moments_cuda(const float *moments, int B, int H, int T,
-                                                         int stride, const float *beta,
-                                                         ceas_obs *rows, ceas_obs *heads,
-                                                         void *workspace, ceas_stream stream)
-{
-    cudaStream_t s = (cudaStream_t)stream;
-    long long nrows;
+    const long long nrows = (long long)B * H * T;
     void *own = NULL;
     ceas_obs *ro, *dheads;
     float *dbeta = NULL;
     char *w;
     int h, rc = CEAS_OK;
-    if (!moments || B <= 0 || H <= 0 || T <= 0 || stride < 6 || (!rows && !heads)) return CEAS_EINVAL;
-    if (beta)
-        for (h = 0; h < H; h++)
-            if (!ceas__finite(beta[h]) || !(beta[h] > 0)) return CEAS_EINVAL;
-    nrows = (long long)B * H * T;
-    if (nrows > 2147483647LL || (double)nrows * stride > (double)((size_t)-1) / 8) return CEAS_ERANGE;
-    if (!ceas__is_dev(moments) || (rows && !ceas__is_dev(rows)) || (workspace && !ceas__is_dev(workspace)))
+    if (!ceas__is_dev(logits ? logits : moments) || (rows && !ceas__is_dev(rows)) ||
+        (workspace && !ceas__is_dev(workspace)))
         return CEAS_EINVAL;
     if (!workspace) {
         if ((rc = ceas__dtmp(&own, ceas_attention_observables_cuda_workspace_size(B, H, T), s)) != CEAS_OK)
@@ -367,8 +298,12 @@ CEASDEF int ceas_attention_observables_from_moments_cuda(const float *moments, i
     if (beta)
         rc = ceas__cuda_check(cudaMemcpyAsync(dbeta, beta, sizeof(float) * (size_t)H, cudaMemcpyHostToDevice, s));
     if (rc == CEAS_OK) {
-        CEAS__LAUNCH(ceas__k_moments, (unsigned)((nrows + 127) / 128), 128, 0, s, ro, moments, stride,
-                     (const float *)dbeta, H, T, nrows);
+        if (logits)
+            CEAS__LAUNCH(ceas__k_rows, (unsigned)nrows, CEAS__RT, 0, s, ro, logits, (const float *)dbeta, H, T,
+                         arg ? 1 : 0);
+        else
+            CEAS__LAUNCH(ceas__k_moments, (unsigned)((nrows + 127) / 128), 128, 0, s, ro, moments, arg,
+                         (const float *)dbeta, H, T, nrows);
         rc = ceas__cuda_check(cudaGetLastError());
     }
     /* the per-head pool always runs: a bad row makes its head NaN, which is the verdict */
@@ -394,6 +329,31 @@ CEASDEF int ceas_attention_observables_from_moments_cuda(const float *moments, i
     }
     if (own) cudaFreeAsync(own, s);
     return rc;
+}
+
+CEASDEF int ceas_attention_observables_cuda(const float *logits, int B, int H, int T, int causal,
+                                            const float *beta, ceas_obs *rows, ceas_obs *heads,
+                                            void *workspace, ceas_stream stream)
+{
+    long long nrows;
+    if (!logits || B <= 0 || H <= 0 || T <= 0 || (!rows && !heads) || !ceas__beta_valid(beta, H)) return CEAS_EINVAL;
+    nrows = (long long)B * H * T;
+    if ((double)nrows * (double)T > (double)((size_t)-1) / 8 || nrows > 2147483647LL)
+        return CEAS_ERANGE;
+    return ceas__obs_cuda(logits, NULL, B, H, T, causal, beta, rows, heads, workspace, (cudaStream_t)stream);
+}
+
+CEASDEF int ceas_attention_observables_from_moments_cuda(const float *moments, int B, int H, int T,
+                                                         int stride, const float *beta,
+                                                         ceas_obs *rows, ceas_obs *heads,
+                                                         void *workspace, ceas_stream stream)
+{
+    long long nrows;
+    if (!moments || B <= 0 || H <= 0 || T <= 0 || stride < 6 || (!rows && !heads) || !ceas__beta_valid(beta, H))
+        return CEAS_EINVAL;
+    nrows = (long long)B * H * T;
+    if (nrows > 2147483647LL || (double)nrows * stride > (double)((size_t)-1) / 8) return CEAS_ERANGE;
+    return ceas__obs_cuda(NULL, moments, B, H, T, stride, beta, rows, heads, workspace, (cudaStream_t)stream);
 }
 
 CEASDEF int ceas_pool_observables_cuda(ceas_obs *out, const ceas_obs *rows, int R,
@@ -428,12 +388,9 @@ CEASDEF int ceas_gate_scores_mode_cuda(float *score, const ceas_obs *rows, const
     double bad = 0.0;
     char *w = NULL;
     float *dbeta = NULL;
-    int h, rc;
+    int rc;
     if (!score || !rows || B <= 0 || H <= 0 || T <= 0) return CEAS_EINVAL;
-    if (mode != CEAS_GATE_NORMALISED && mode != CEAS_GATE_RAW) return CEAS_EINVAL;
-    if (beta)
-        for (h = 0; h < H; h++)
-            if (!ceas__finite(beta[h]) || !(beta[h] > 0)) return CEAS_EINVAL;
+    if ((mode != CEAS_GATE_NORMALISED && mode != CEAS_GATE_RAW) || !ceas__beta_valid(beta, H)) return CEAS_EINVAL;
     n = (long long)B * H * T;
     if (!ceas__is_dev(score) || !ceas__is_dev(rows)) return CEAS_EINVAL;
     if ((rc = ceas__dtmp((void **)&w, ceas__al(sizeof(double)) + ceas__al(sizeof(float) * (size_t)H), s)) != CEAS_OK)
