@@ -251,52 +251,46 @@ static void test_atomics(void)
 #if defined(ATTNKIT_CUDA_SIM) || (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800) || !defined(__CUDA_ARCH__)
 #define SIM_WMMA_OK 1
 #endif
+#ifdef SIM_WMMA_OK
+/* one warp's 16x16 tile: C = A B over K, stored, reloaded, halved element-wise, stored */
+template <typename TA, int KK, typename E>
+static __device__ void wmma_tile(float *c, float *cs, const E *as, const E *bs, int K, int tr, int tc)
+{
+    using namespace nvcuda;
+    wmma::fragment<wmma::matrix_a, 16, 16, KK, TA, wmma::row_major> fa;
+    wmma::fragment<wmma::matrix_b, 16, 16, KK, TA, wmma::col_major> fb;
+    wmma::fragment<wmma::accumulator, 16, 16, KK, float> fc;
+    int e, k0;
+    wmma::fill_fragment(fc, 0.0f);
+    for (k0 = 0; k0 < K; k0 += KK) {
+        wmma::load_matrix_sync(fa, as + tr * K + k0, K);
+        wmma::load_matrix_sync(fb, bs + tc * K + k0, K);
+        wmma::mma_sync(fc, fa, fb, fc);
+    }
+    wmma::store_matrix_sync(cs + tr * 32 + tc, fc, 32, wmma::mem_row_major);
+    __syncwarp();
+    wmma::load_matrix_sync(fc, cs + tr * 32 + tc, 32, wmma::mem_row_major);
+    for (e = 0; e < fc.num_elements; e++) fc.x[e] *= 0.5f;
+    wmma::store_matrix_sync(c + tr * 32 + tc, fc, 32, wmma::mem_row_major);
+}
+#endif
+
 static __global__ void k_wmma(float *c, const float *a, const float *b, int K, int tf32)
 {
 #ifdef SIM_WMMA_OK
-    using namespace nvcuda;
     __shared__ __align__(32) __nv_bfloat16 ah[32 * 32], bh[32 * 32];
     __shared__ __align__(32) float af[32 * 32], bf[32 * 32], cs[32 * 32];
     const int w = threadIdx.x >> 5, tr = (w >> 1) * 16, tc = (w & 1) * 16;
-    int e, k0;
+    int e;
     for (e = threadIdx.x; e < 32 * K; e += blockDim.x) {
         ah[e] = __float2bfloat16(a[e]);
         bh[e] = __float2bfloat16(b[e]);
-        af[e] = wmma::__float_to_tf32(a[e]);
-        bf[e] = wmma::__float_to_tf32(b[e]);
+        af[e] = nvcuda::wmma::__float_to_tf32(a[e]);
+        bf[e] = nvcuda::wmma::__float_to_tf32(b[e]);
     }
     __syncthreads();
-    if (tf32) {
-        wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major> fa;
-        wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::col_major> fb;
-        wmma::fragment<wmma::accumulator, 16, 16, 8, float> fc;
-        wmma::fill_fragment(fc, 0.0f);
-        for (k0 = 0; k0 < K; k0 += 8) {
-            wmma::load_matrix_sync(fa, af + tr * K + k0, K);
-            wmma::load_matrix_sync(fb, bf + tc * K + k0, K);
-            wmma::mma_sync(fc, fa, fb, fc);
-        }
-        wmma::store_matrix_sync(cs + tr * 32 + tc, fc, 32, wmma::mem_row_major);
-        __syncwarp();
-        wmma::load_matrix_sync(fc, cs + tr * 32 + tc, 32, wmma::mem_row_major);
-        for (e = 0; e < fc.num_elements; e++) fc.x[e] *= 0.5f;
-        wmma::store_matrix_sync(c + tr * 32 + tc, fc, 32, wmma::mem_row_major);
-    } else {
-        wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa;
-        wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> fb;
-        wmma::fragment<wmma::accumulator, 16, 16, 16, float> fc;
-        wmma::fill_fragment(fc, 0.0f);
-        for (k0 = 0; k0 < K; k0 += 16) {
-            wmma::load_matrix_sync(fa, ah + tr * K + k0, K);
-            wmma::load_matrix_sync(fb, bh + tc * K + k0, K);
-            wmma::mma_sync(fc, fa, fb, fc);
-        }
-        wmma::store_matrix_sync(cs + tr * 32 + tc, fc, 32, wmma::mem_row_major);
-        __syncwarp();
-        wmma::load_matrix_sync(fc, cs + tr * 32 + tc, 32, wmma::mem_row_major);
-        for (e = 0; e < fc.num_elements; e++) fc.x[e] *= 0.5f;
-        wmma::store_matrix_sync(c + tr * 32 + tc, fc, 32, wmma::mem_row_major);
-    }
+    if (tf32) wmma_tile<nvcuda::wmma::precision::tf32, 8>(c, cs, af, bf, K, tr, tc);
+    else wmma_tile<__nv_bfloat16, 16>(c, cs, ah, bh, K, tr, tc);
 #else
     (void)c; (void)a; (void)b; (void)K; (void)tf32;
 #endif
