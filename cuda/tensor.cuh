@@ -27,6 +27,8 @@
 #else
 #include <cuda_runtime.h>
 #include <cublas_v2.h>
+#include <mma.h>       /* nvcuda::wmma: the attention's tensor-core path */
+#include <cuda_bf16.h>
 /* k<<<grid, block, smem, stream>>>(args...), written so the CPU simulation can run it too */
 #define TK__LAUNCH(k, grid, block, smem, stream, ...) k<<<(grid), (block), (smem), (stream)>>>(__VA_ARGS__)
 #endif
@@ -551,20 +553,79 @@ TKDEF int tk_adamw_update_cuda(float *params, const float *grads, float *m, floa
 }
 
 /* ------------------------------------------------- fused causal attention */
-/* Flash-style causal attention with an optional additive bias and per-head temperature,
-   fp32 SIMT (the exact-parity path). Tiles of TK__AT_BR query rows x TK__AT_BC keys, 128
-   threads a block: 4 threads per tile row (thread t: row t / 4, columns and head
+/* Flash-style causal attention with an optional additive bias (shared (T,T) or per head
+   (H,T,T); -inf entries mask, e.g. sliding windows), per-head temperature and grouped-query
+   attention (tk_attention_cuda_config.kv_heads: query head h reads kv head h / (H / Hkv) of
+   k, v (B,Hkv,T,D) in place). Nothing of size T x T is stored. Every block has 128 threads.
+
+   math = TK_MATH_FP32 (the exact-parity path). Tiles of TK__AT_BR = 32 query rows x
+   TK__AT_BC = 32 keys, 4 threads per tile row (thread t: row t / 4, columns and head
    dimensions t % 4, t % 4 + 4, ...); logit tiles are computed entry by entry into shared
    memory (entry e = t + 128 m). Fully masked key tiles (above the diagonal) are skipped.
      forward   grid (query tiles, B*H): online softmax (running max m and sum l), out = acc / l,
                lse = m + log l; a non-finite or empty row raises a device flag.
      backward  D_i = dO_i . O_i; then three passes that each recompute P = exp(logit - lse):
                dq (grid query tiles x B*H: dq += alpha dS K, and per-block partial sums of
-               dS * (q.k) for dtemp), dk/dv (grid key tiles x B*H: dv += P^T dO,
-               dk += alpha dS^T Q), dbias (grid query tile x key tile [x H]: dS summed over
-               the batch (and heads) in order). Every reduction has a fixed order: bits are
-               the same run to run.
-   Parity with tk_attention_forward/backward: forward 1e-5, gradients 1e-4 relative. */
+               dS * (q.k) for dtemp), dk/dv (grid key tiles x B*Hkv: the block loops over the
+               group's query heads, then the query tiles: dv += P^T dO, dk += alpha dS^T Q),
+               dbias (grid query tile x key tile [x H]: dS summed over the heads (shared bias)
+               and the batch in order). Every reduction has a fixed order: bits are the same
+               run to run, and no atomics.
+     shared memory: forward (32 + 2*32) D + 32*33 floats, dq and dbias (2*32 + 2*32) D +
+               32*33 + 64 + 128 floats, dk/dv (2*32 + 2*32) D + 2*32*33 + 64 floats: 72.5 KiB
+               at D = 128 (opted in above 48 KiB). D <= 128, any value.
+   Parity with tk_attention_forward/backward (GQA: the CPU run on K/V repeated per query
+   head, dk/dv summed over the group on the host): forward 1e-5, gradients 1e-4 relative
+   (rtol on each element plus 1e-6 / 1e-5 of the buffer's max |x|).
+
+   math = TK_MATH_TF32 / TK_MATH_BF16 (tensor cores through nvcuda::wmma: one kernel source,
+   templated on the math type; bf16 m16n16k16, tf32 m16n16k8, fp32 accumulators). Tiles of
+   TK__TC_B = 64 query rows x 64 keys, 4 warps each owning 16 rows of the tile (16 keys in the
+   dk/dv kernel). q, k, v, dO tiles are converted to bf16 / tf32 (round to nearest) when
+   staged into shared memory, rows padded to D + 8 elements (WMMA wants 32-byte aligned tile
+   pointers and an ldm that is a multiple of 16 bytes: the padded rows give both for any
+   D % 16 == 0); fp32 score tiles are 64 x 68. The products on tensor cores:
+     forward   S = Q K^T (16-key chunks above the warp's last row skipped), then a warp-local
+               SIMT pass (fp32 in shared memory): s = alpha S + bias or -inf, online softmax
+               with two lanes per row (max, sum, correction by shuffles), P rounded to the
+               math type; O (fp32, 64 x (D+4) in shared memory) is rescaled per row by the
+               correction and O += P V on WMMA (accumulator loaded from and stored back to O,
+               key chunks past the warp's diagonal skipped). lse and the device flag as fp32.
+     dq        grid (query tiles, B*H): S = Q K^T, dP = dO V^T on WMMA, SIMT p = exp(alpha s +
+               bias - lse), ds = p (dp - D_i), dS = alpha ds rounded; dq += dS K on WMMA into
+               register accumulators (D/16 fragments per warp), added to dq through shared
+               memory; dtemp partials sum ds * s in fp32 in a fixed order.
+     dk/dv     grid (key tiles, B*Hkv), looping over the group's query heads and the query
+               tiles at or below the diagonal: S^T = K Q^T, dP^T = V dO^T on WMMA (stored
+               transposed into (query, key) tiles), SIMT P and dS, then dv += P^T dO and
+               dk += dS^T Q on WMMA (register accumulators, 2 D/16 fragments per warp): the
+               GQA reduction over the group is this loop, in order, without atomics.
+     dbias     grid (query tile, key tile [, head]): S and dP on WMMA, ds summed in fp32
+               registers over the heads (shared bias) and the batch in order.
+   The shared bias tile is read from global memory by each (b, h) block that needs it (the
+   logit pass reads it coalesced, once per key tile per head); heads are not batched in one
+   block, so a tile is not shared across heads in shared memory (L2 serves the repeats).
+   Shared memory per block (bytes, tk__tc_layout; with tf32 P and dS overwrite the fp32 S
+   and dP tiles in place):
+                          D = 64              D = 128
+                          bf16      tf32      bf16      tf32
+     forward              72,320    90,752    113,280   156,288
+     dq                   82,048    109,696   114,816   175,232
+     dk/dv                90,752    109,184   123,520   174,720
+     dbias                72,320    109,184   105,088   174,720
+   Above 48 KiB the kernels opt in with cudaFuncSetAttribute. A call whose largest block
+   needs more than the device's opt-in limit returns TK_EINVAL before any launch: sm_90
+   (227 KiB) runs every D in both modes; sm_80 (163 KiB) runs bf16 at every D and tf32 up to
+   D = 112 (tf32 at D = 128 needs 175,232 bytes); sm_86/89 (99 KiB) bf16 up to D = 80, tf32
+   up to D = 48. D must be a multiple of 16 in 16..128; compute capability 8.0 or newer.
+   Parity with the CPU (fp32), forward and backward (out, dq, dk, dv, dbias, dtemp): 2e-2
+   in the max-norm relative to what the call wrote or added, max_i |gpu_i - cpu_i| <=
+   2e-2 max_i |cpu_i - initial_i| (the gradients accumulate into initial values). The
+   inputs' rounding (bf16 2^-9, tf32 2^-11 relative, half an ulp) is the whole difference:
+   accumulation and statistics are fp32. Measured in the simulation (tests/parity_tensor.cu,
+   T up to 128, D 16..128): tf32 1.2e-4..9.7e-4, bf16 1.4e-3..9.0e-3.
+   Checked in the CPU simulation of CUDA (tests/cuda_sim.h, WMMA emulated) only: none of the
+   tensor-core path has run on a GPU yet. */
 #define TK__AT_BR 32
 #define TK__AT_BC 32
 #define TK__AT_THREADS 128
@@ -579,8 +640,15 @@ TKDEF int tk_adamw_update_cuda(float *params, const float *grads, float *m, floa
 
 struct tk__attn_args {
     const float *q, *k, *v, *bias, *temp, *dout, *out, *lse, *dvec;
-    int bias_per_head, H, T, D;
+    int bias_per_head, H, Hkv, T, D;
 };
+
+/* offset of the (T,D) k/v matrix that (b, h) = (bh / H, bh % H) reads: kv head h / (H / Hkv) */
+static __device__ size_t tk__at_kvoff(const tk__attn_args &a, int bh)
+{
+    const int b = bh / a.H, h = bh % a.H;
+    return ((size_t)b * a.Hkv + h / (a.H / a.Hkv)) * a.T * a.D;
+}
 
 /* rows [r0, r0 + n) of a (T,D) matrix into sh (n, D), zero past T */
 static __device__ void tk__at_load(float *sh, const float *src, int r0, int n, int T, int D)
@@ -616,7 +684,7 @@ static __global__ void tk__k_attn_fwd(float *out, float *lse, int *bad, tk__attn
     TK__DSMEM(float, sm);
     const int D = a.D, T = a.T, bh = blockIdx.y, h = bh % a.H, q0 = blockIdx.x * TK__AT_BR;
     const int t = threadIdx.x, r = t >> 2, g = t & 3, i = q0 + r;
-    const size_t off = (size_t)bh * T * D;
+    const size_t off = (size_t)bh * T * D, koff = tk__at_kvoff(a, bh);
     const float alpha = tk__at_alpha(a.temp, h, D);
     float *Qs = sm, *Ks = Qs + TK__AT_BR * D, *Vs = Ks + TK__AT_BC * D, *Ps = Vs + TK__AT_BC * D;
     float acc[TK__AT_MAXD / 4], m = -INFINITY, l = 0.0f;
@@ -629,8 +697,8 @@ static __global__ void tk__k_attn_fwd(float *out, float *lse, int *bad, tk__attn
         float mt = -INFINITY, m_new, corr, ls = 0.0f;
         int c;
         __syncthreads(); /* the previous tile's Ks, Vs, Ps are no longer read */
-        tk__at_load(Ks, a.k + off, k0, TK__AT_BC, T, D);
-        tk__at_load(Vs, a.v + off, k0, TK__AT_BC, T, D);
+        tk__at_load(Ks, a.k + koff, k0, TK__AT_BC, T, D);
+        tk__at_load(Vs, a.v + koff, k0, TK__AT_BC, T, D);
         __syncthreads();
         for (e = t; e < TK__AT_BR * TK__AT_BC; e += TK__AT_THREADS) {
             int rr = e / TK__AT_BC, cc = e % TK__AT_BC, ii = q0 + rr, jj = k0 + cc;
@@ -706,11 +774,11 @@ static __device__ void tk__at_ds_tile(float *dSs, float *Ps, float *tacc, const 
     }
 }
 
-/* the per-row lse and D of query rows [q0, q0 + BR) into shared memory */
-static __device__ void tk__at_load_rows(float *Ls, float *Dsv, const tk__attn_args &a, size_t bh, int q0)
+/* the per-row lse and D of query rows [q0, q0 + n) into shared memory */
+static __device__ void tk__at_load_rows(float *Ls, float *Dsv, const tk__attn_args &a, size_t bh, int q0, int n)
 {
     int r;
-    for (r = threadIdx.x; r < TK__AT_BR; r += blockDim.x) {
+    for (r = threadIdx.x; r < n; r += blockDim.x) {
         int i = q0 + r;
         Ls[r] = i < a.T ? a.lse[bh * a.T + i] : 0.0f;
         Dsv[r] = i < a.T ? a.dvec[bh * a.T + i] : 0.0f;
@@ -735,7 +803,7 @@ static __global__ void tk__k_attn_dq(float *dq, float *tpart, tk__attn_args a)
     TK__DSMEM(float, sm);
     const int D = a.D, T = a.T, bh = blockIdx.y, h = bh % a.H, q0 = blockIdx.x * TK__AT_BR;
     const int t = threadIdx.x, r = t >> 2, g = t & 3, i = q0 + r;
-    const size_t off = (size_t)bh * T * D;
+    const size_t off = (size_t)bh * T * D, koff = tk__at_kvoff(a, bh);
     const float alpha = tk__at_alpha(a.temp, h, D);
     float *Qs = sm, *dOs = Qs + TK__AT_BR * D, *Ks = dOs + TK__AT_BR * D, *Vs = Ks + TK__AT_BC * D;
     float *dSs = Vs + TK__AT_BC * D, *Ls = dSs + TK__AT_BR * TK__AT_LD, *Dsv = Ls + TK__AT_BR;
@@ -746,13 +814,13 @@ static __global__ void tk__k_attn_dq(float *dq, float *tpart, tk__attn_args a)
     if (nkt * TK__AT_BC > T) nkt = (T + TK__AT_BC - 1) / TK__AT_BC;
     tk__at_load(Qs, a.q + off, q0, TK__AT_BR, T, D);
     tk__at_load(dOs, a.dout + off, q0, TK__AT_BR, T, D);
-    tk__at_load_rows(Ls, Dsv, a, (size_t)bh, q0);
+    tk__at_load_rows(Ls, Dsv, a, (size_t)bh, q0, TK__AT_BR);
     for (kt = 0; kt < nkt; kt++) {
         const int k0 = kt * TK__AT_BC;
         int c;
         __syncthreads();
-        tk__at_load(Ks, a.k + off, k0, TK__AT_BC, T, D);
-        tk__at_load(Vs, a.v + off, k0, TK__AT_BC, T, D);
+        tk__at_load(Ks, a.k + koff, k0, TK__AT_BC, T, D);
+        tk__at_load(Vs, a.v + koff, k0, TK__AT_BC, T, D);
         __syncthreads();
         tk__at_ds_tile(dSs, NULL, &tacc, a, Qs, dOs, Ks, Vs, Ls, Dsv, h, q0, k0, alpha);
         __syncthreads();
@@ -769,46 +837,52 @@ static __global__ void tk__k_attn_dq(float *dq, float *tpart, tk__attn_args a)
     if (t == 0 && tpart) tpart[(size_t)bh * gridDim.x + blockIdx.x] = tsum;
 }
 
+/* grid (key tiles, B*Hkv): dk, dv (B,Hkv,T,D) of one kv head, summed over its group's
+   query heads and the query tiles in order */
 static __global__ void tk__k_attn_dkdv(float *dk, float *dv, tk__attn_args a)
 {
     TK__DSMEM(float, sm);
-    const int D = a.D, T = a.T, bh = blockIdx.y, h = bh % a.H, k0 = blockIdx.x * TK__AT_BC;
-    const int t = threadIdx.x, c = t >> 2, g = t & 3, j = k0 + c;
-    const size_t off = (size_t)bh * T * D;
-    const float alpha = tk__at_alpha(a.temp, h, D);
+    const int D = a.D, T = a.T, bk = blockIdx.y, G = a.H / a.Hkv, b = bk / a.Hkv, hk = bk % a.Hkv;
+    const int k0 = blockIdx.x * TK__AT_BC, t = threadIdx.x, c = t >> 2, g = t & 3, j = k0 + c;
+    const size_t koff = (size_t)bk * T * D;
     float *Ks = sm, *Vs = Ks + TK__AT_BC * D, *Qs = Vs + TK__AT_BC * D, *dOs = Qs + TK__AT_BR * D;
     float *dSs = dOs + TK__AT_BR * D, *Ps = dSs + TK__AT_BR * TK__AT_LD, *Ls = Ps + TK__AT_BR * TK__AT_LD;
     float *Dsv = Ls + TK__AT_BR;
     float adk[TK__AT_MAXD / 4], adv[TK__AT_MAXD / 4];
-    int dd, nd = (D - g + 3) / 4, qt, nqt = (T + TK__AT_BR - 1) / TK__AT_BR;
+    int dd, nd = (D - g + 3) / 4, qt, nqt = (T + TK__AT_BR - 1) / TK__AT_BR, gi;
     for (dd = 0; dd < TK__AT_MAXD / 4; dd++) adk[dd] = adv[dd] = 0.0f;
-    tk__at_load(Ks, a.k + off, k0, TK__AT_BC, T, D);
-    tk__at_load(Vs, a.v + off, k0, TK__AT_BC, T, D);
-    for (qt = k0 / TK__AT_BR; qt < nqt; qt++) { /* query tiles at or below the diagonal */
-        const int q0 = qt * TK__AT_BR;
-        int rr;
-        __syncthreads();
-        tk__at_load(Qs, a.q + off, q0, TK__AT_BR, T, D);
-        tk__at_load(dOs, a.dout + off, q0, TK__AT_BR, T, D);
-        tk__at_load_rows(Ls, Dsv, a, (size_t)bh, q0);
-        __syncthreads();
-        tk__at_ds_tile(dSs, Ps, NULL, a, Qs, dOs, Ks, Vs, Ls, Dsv, h, q0, k0, alpha);
-        __syncthreads();
-        for (dd = 0; dd < nd; dd++) {
-            const int d = g + 4 * dd;
-            float sk = 0.0f, sv = 0.0f;
-            for (rr = 0; rr < TK__AT_BR; rr++) {
-                sk += dSs[rr * TK__AT_LD + c] * Qs[rr * D + d];
-                sv += Ps[rr * TK__AT_LD + c] * dOs[rr * D + d];
+    tk__at_load(Ks, a.k + koff, k0, TK__AT_BC, T, D);
+    tk__at_load(Vs, a.v + koff, k0, TK__AT_BC, T, D);
+    for (gi = 0; gi < G; gi++) {
+        const int h = hk * G + gi;
+        const size_t bh = (size_t)b * a.H + h, off = bh * T * D;
+        const float alpha = tk__at_alpha(a.temp, h, D);
+        for (qt = k0 / TK__AT_BR; qt < nqt; qt++) { /* query tiles at or below the diagonal */
+            const int q0 = qt * TK__AT_BR;
+            int rr;
+            __syncthreads();
+            tk__at_load(Qs, a.q + off, q0, TK__AT_BR, T, D);
+            tk__at_load(dOs, a.dout + off, q0, TK__AT_BR, T, D);
+            tk__at_load_rows(Ls, Dsv, a, bh, q0, TK__AT_BR);
+            __syncthreads();
+            tk__at_ds_tile(dSs, Ps, NULL, a, Qs, dOs, Ks, Vs, Ls, Dsv, h, q0, k0, alpha);
+            __syncthreads();
+            for (dd = 0; dd < nd; dd++) {
+                const int d = g + 4 * dd;
+                float sk = 0.0f, sv = 0.0f;
+                for (rr = 0; rr < TK__AT_BR; rr++) {
+                    sk += dSs[rr * TK__AT_LD + c] * Qs[rr * D + d];
+                    sv += Ps[rr * TK__AT_LD + c] * dOs[rr * D + d];
+                }
+                adk[dd] += alpha * sk;
+                adv[dd] += sv;
             }
-            adk[dd] += alpha * sk;
-            adv[dd] += sv;
         }
     }
     if (j < T)
         for (dd = 0; dd < nd; dd++) {
-            dk[off + (size_t)j * D + g + 4 * dd] += adk[dd];
-            dv[off + (size_t)j * D + g + 4 * dd] += adv[dd];
+            dk[koff + (size_t)j * D + g + 4 * dd] += adk[dd];
+            dv[koff + (size_t)j * D + g + 4 * dd] += adv[dd];
         }
 }
 
@@ -827,14 +901,15 @@ static __global__ void tk__k_attn_dbias(float *dbias, tk__attn_args a, int B)
     if (k0 > q0 + TK__AT_BR - 1) return; /* uniform over the block: above the diagonal */
     for (h = h_lo; h < h_hi; h++)
         for (b = 0; b < B; b++) {
-            const size_t bh = (size_t)b * a.H + h, off = bh * T * D;
+            const int bh = b * a.H + h;
+            const size_t off = (size_t)bh * T * D, koff = tk__at_kvoff(a, bh);
             const float alpha = tk__at_alpha(a.temp, h, D);
             __syncthreads();
             tk__at_load(Qs, a.q + off, q0, TK__AT_BR, T, D);
             tk__at_load(dOs, a.dout + off, q0, TK__AT_BR, T, D);
-            tk__at_load(Ks, a.k + off, k0, TK__AT_BC, T, D);
-            tk__at_load(Vs, a.v + off, k0, TK__AT_BC, T, D);
-            tk__at_load_rows(Ls, Dsv, a, bh, q0);
+            tk__at_load(Ks, a.k + koff, k0, TK__AT_BC, T, D);
+            tk__at_load(Vs, a.v + koff, k0, TK__AT_BC, T, D);
+            tk__at_load_rows(Ls, Dsv, a, (size_t)bh, q0, TK__AT_BR);
             __syncthreads();
             tk__at_ds_tile(dSs, NULL, NULL, a, Qs, dOs, Ks, Vs, Ls, Dsv, h, q0, k0, alpha);
             __syncthreads();
@@ -861,6 +936,476 @@ static __global__ void tk__k_attn_dtemp(float *dtemp, const float *tpart, const 
     dtemp[h] += -alpha / th * s;
 }
 
+/* ---------------------------------------- tensor-core attention (tf32 / bf16 WMMA) */
+#define TK__TC_B 64                /* query rows and keys of a tile (the causal loops need both equal) */
+#define TK__TC_LS (TK__TC_B + 4)   /* fp32 score tile row: 272 bytes */
+#define TK__TC_LP (TK__TC_B + 8)   /* bf16 P / dS tile row: 144 bytes */
+#define TK__TC_NDC (TK__AT_MAXD / 16)
+
+/* the WMMA kernels exist for sm_80 and newer (bf16 and tf32 fragments); for older targets
+   their bodies are empty and the host refuses the tensor-core modes on such devices */
+#if defined(ATTNKIT_CUDA_SIM) || !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+#define TK__TC_OK 1
+#endif
+#ifdef ATTNKIT_CUDA_SIM
+#define TK__UNROLL
+#else
+#define TK__UNROLL _Pragma("unroll")
+#endif
+
+/* shared-memory regions of a tensor-core attention block, byte offsets from a 128-byte
+   aligned base. kind 0 forward, 1 dq, 2 dk/dv, 3 dbias; esz: the staged element's size (2
+   bf16, 4 tf32). With tf32 (4-byte elements) P and dS are written over the fp32 S and dP
+   tiles in place. */
+struct tk__tc_smem {
+    size_t t[4], s, dp, p, ds, o, rows, red, total;
+};
+static __host__ __device__ size_t tk__tc_round(size_t bytes) { return (bytes + 127) & ~(size_t)127; }
+static __host__ __device__ tk__tc_smem tk__tc_layout(int kind, int D, size_t esz)
+{
+    tk__tc_smem m;
+    const size_t tile = tk__tc_round((size_t)TK__TC_B * (D + 8) * esz);
+    const size_t fl = tk__tc_round((size_t)TK__TC_B * TK__TC_LS * sizeof(float));
+    const size_t pt = tk__tc_round((size_t)TK__TC_B * TK__TC_LP * esz);
+    const int bf = esz == 2;
+    size_t at = 0;
+    int n;
+    for (n = 0; n < 4; n++) {
+        m.t[n] = at;
+        if (n < (kind == 0 ? 3 : 4)) at += tile;
+    }
+    m.s = at;
+    at += fl;
+    m.dp = at;
+    if (kind != 0) at += fl;
+    m.p = bf ? at : m.s;
+    if (bf && (kind == 0 || kind == 2)) at += pt;
+    m.ds = bf ? at : m.dp;
+    if (bf && (kind == 1 || kind == 2)) at += pt;
+    m.o = at;
+    if (kind == 0) at += tk__tc_round((size_t)TK__TC_B * (D + 4) * sizeof(float));
+    m.rows = at;
+    at += tk__tc_round(2 * TK__TC_B * sizeof(float));
+    m.red = at;
+    if (kind == 1) at += tk__tc_round(TK__AT_THREADS * sizeof(float));
+    m.total = at + 128; /* room to align the base */
+    return m;
+}
+
+#ifdef TK__TC_OK
+/* the math type: what a staged element is, the WMMA element type, the k of one product */
+template <int MATH> struct tk__tc;
+template <> struct tk__tc<TK_MATH_BF16> {
+    typedef __nv_bfloat16 st;
+    typedef __nv_bfloat16 ft;
+    enum { KS = 16 };
+    static __device__ __forceinline__ st cvt(float x) { return __float2bfloat16(x); }
+};
+template <> struct tk__tc<TK_MATH_TF32> {
+    typedef float st;
+    typedef nvcuda::wmma::precision::tf32 ft;
+    enum { KS = 8 };
+    static __device__ __forceinline__ st cvt(float x) { return nvcuda::wmma::__float_to_tf32(x); }
+};
+template <int MATH> struct tk__tcacc {
+    typedef nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, tk__tc<MATH>::KS, float> type;
+};
+template <typename L> struct tk__tclay;
+template <> struct tk__tclay<nvcuda::wmma::row_major> { enum { row = 1 }; };
+template <> struct tk__tclay<nvcuda::wmma::col_major> { enum { row = 0 }; };
+
+/* acc += A B over k in [k0, k1) (multiples of KS): A 16 x k, element (r, k) at pa[r*lda + k]
+   (LA row_major) or pa[k*lda + r] (col_major); B k x 16, element (k, c) at pb[k*ldb + c]
+   (LB row_major) or pb[c*ldb + k] (col_major). A warp-collective. */
+template <int MATH, typename LA, typename LB>
+static __device__ __forceinline__ void tk__tc_mma(typename tk__tcacc<MATH>::type &acc,
+                                                  const typename tk__tc<MATH>::st *pa, int lda,
+                                                  const typename tk__tc<MATH>::st *pb, int ldb, int k0, int k1)
+{
+    enum { KS = tk__tc<MATH>::KS };
+    nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, KS, typename tk__tc<MATH>::ft, LA> fa;
+    nvcuda::wmma::fragment<nvcuda::wmma::matrix_b, 16, 16, KS, typename tk__tc<MATH>::ft, LB> fb;
+    int kk;
+    for (kk = k0; kk < k1; kk += KS) {
+        nvcuda::wmma::load_matrix_sync(fa, pa + (tk__tclay<LA>::row ? (size_t)kk : (size_t)kk * lda), (unsigned)lda);
+        nvcuda::wmma::load_matrix_sync(fb, pb + (tk__tclay<LB>::row ? (size_t)kk * ldb : (size_t)kk), (unsigned)ldb);
+        nvcuda::wmma::mma_sync(acc, fa, fb, acc);
+    }
+}
+
+/* rows [r0, r0 + 64) of a (T,D) fp32 matrix into sh (64, ld) in the math type, zero past T */
+template <int MATH>
+static __device__ void tk__tc_stage(typename tk__tc<MATH>::st *sh, const float *src, int r0, int T, int D, int ld)
+{
+    int e;
+    for (e = threadIdx.x; e < TK__TC_B * D; e += blockDim.x) {
+        const int r = e / D, d = e - r * D;
+        sh[r * ld + d] = tk__tc<MATH>::cvt(r0 + r < T ? src[(size_t)(r0 + r) * D + d] : 0.0f);
+    }
+}
+
+static __device__ __forceinline__ unsigned char *tk__tc_base(unsigned char *raw)
+{
+    return (unsigned char *)(((uintptr_t)raw + 127) & ~(uintptr_t)127);
+}
+
+/* the warp's 16 rows [wr0, wr0 + 16) of the fp32 score tile become logits: alpha s + bias,
+   -inf where masked (key after the query, query past T). Stale entries of skipped chunks
+   are all masked, so never read. Lanes walk the columns: bias reads are coalesced. */
+static __device__ void tk__tc_logits(float *Ss, const tk__attn_args &a, int h, float alpha, int q0, int k0, int wr0, int lane)
+{
+    int rr, c;
+    for (rr = 0; rr < 16; rr++) {
+        const int ii = q0 + wr0 + rr;
+        for (c = lane; c < TK__TC_B; c += 32) {
+            const int jj = k0 + c;
+            float *ps = Ss + (wr0 + rr) * TK__TC_LS + c;
+            *ps = ii < a.T && jj <= ii ? alpha * *ps + tk__at_bias(a, h, ii, jj) : -INFINITY;
+        }
+    }
+}
+
+/* S = Q K^T and dP = dO V^T for the warp's query rows [wr0, wr0 + 16) (fp32, ld TK__TC_LS);
+   16-key chunks after the warp's last query row are skipped */
+template <int MATH>
+static __device__ void tk__tc_rows_sdp(float *Ss, float *dPs, const typename tk__tc<MATH>::st *Qs,
+                                       const typename tk__tc<MATH>::st *dOs, const typename tk__tc<MATH>::st *Ks,
+                                       const typename tk__tc<MATH>::st *Vs, int D, int ld, int wr0, int qlast, int k0)
+{
+    int n;
+    for (n = 0; n < TK__TC_B / 16; n++)
+        if (k0 + 16 * n <= qlast) {
+            typename tk__tcacc<MATH>::type acc;
+            nvcuda::wmma::fill_fragment(acc, 0.0f);
+            tk__tc_mma<MATH, nvcuda::wmma::row_major, nvcuda::wmma::col_major>(acc, Qs + wr0 * ld, ld, Ks + 16 * n * ld, ld, 0, D);
+            nvcuda::wmma::store_matrix_sync(Ss + wr0 * TK__TC_LS + 16 * n, acc, TK__TC_LS, nvcuda::wmma::mem_row_major);
+            nvcuda::wmma::fill_fragment(acc, 0.0f);
+            tk__tc_mma<MATH, nvcuda::wmma::row_major, nvcuda::wmma::col_major>(acc, dOs + wr0 * ld, ld, Vs + 16 * n * ld, ld, 0, D);
+            nvcuda::wmma::store_matrix_sync(dPs + wr0 * TK__TC_LS + 16 * n, acc, TK__TC_LS, nvcuda::wmma::mem_row_major);
+        }
+}
+
+/* the warp's query rows of a (query, key) tile: p = exp(alpha s + bias - lse), ds = p (dp - D_i)
+   in fp32; alpha ds rounded to the math type into dSs (ld ldS; may be dPs itself: the same
+   lane reads and writes an entry), unless dSs is NULL; dsacc (32 per lane, may be NULL) +=
+   ds. Returns the lane's sum of ds * s (the temperature gradient's partial). */
+template <int MATH>
+static __device__ float tk__tc_rows_ds(typename tk__tc<MATH>::st *dSs, int ldS, const float *Ss, const float *dPs,
+                                       const float *Ls, const float *Dv, const tk__attn_args &a, int h, float alpha,
+                                       int q0, int k0, int wr0, int lane, float *dsacc)
+{
+    float tacc = 0.0f;
+    int rr, c, m = 0;
+    for (rr = 0; rr < 16; rr++) {
+        const int row = wr0 + rr, ii = q0 + row;
+        for (c = lane; c < TK__TC_B; c += 32, m++) {
+            const int jj = k0 + c;
+            float ds = 0.0f;
+            if (ii < a.T && jj <= ii) {
+                const float su = Ss[row * TK__TC_LS + c];
+                const float p = expf(alpha * su + tk__at_bias(a, h, ii, jj) - Ls[row]);
+                ds = p * (dPs[row * TK__TC_LS + c] - Dv[row]);
+                tacc += ds * su;
+            }
+            if (dSs) dSs[row * ldS + c] = tk__tc<MATH>::cvt(alpha * ds);
+            if (dsacc) dsacc[m] += ds;
+        }
+    }
+    return tacc;
+}
+
+/* the lse and D of query rows [q0, q0 + 64) into Ls, Dv */
+static __device__ void tk__tc_rows(float *Ls, float *Dv, const tk__attn_args &a, size_t bh, int q0)
+{
+    tk__at_load_rows(Ls, Dv, a, bh, q0, TK__TC_B);
+}
+
+/* rows [wr0, wr0 + 16) of an fp32 staging tile (ld) added to dst rows r0 + wr0 + rr < T */
+static __device__ void tk__tc_add_rows(float *dst, const float *stg, int ld, int r0, int wr0, int T, int D, int lane)
+{
+    int rr, c;
+    for (rr = 0; rr < 16; rr++) {
+        const int i = r0 + wr0 + rr;
+        if (i >= T) break;
+        for (c = lane; c < D; c += 32) dst[(size_t)i * D + c] += stg[(wr0 + rr) * ld + c];
+    }
+}
+#endif /* TK__TC_OK */
+
+template <int MATH>
+static __global__ void __launch_bounds__(TK__AT_THREADS) tk__k_attn_fwd_tc(float *out, float *lse, int *bad, tk__attn_args a)
+{
+#ifdef TK__TC_OK
+    typedef typename tk__tc<MATH>::st st;
+    TK__DSMEM(unsigned char, raw);
+    const tk__tc_smem L = tk__tc_layout(0, a.D, sizeof(st));
+    unsigned char *base = tk__tc_base(raw);
+    const int D = a.D, T = a.T, LD = D + 8, LO = D + 4, LP = sizeof(st) == 2 ? TK__TC_LP : TK__TC_LS;
+    const int bh = blockIdx.y, h = bh % a.H, q0 = blockIdx.x * TK__TC_B;
+    const int w = threadIdx.x >> 5, lane = threadIdx.x & 31, wr0 = 16 * w, qlast = q0 + wr0 + 15;
+    const int row = wr0 + (lane >> 1), half = lane & 1, i = q0 + row;
+    const size_t off = (size_t)bh * T * D, koff = tk__at_kvoff(a, bh);
+    const float alpha = tk__at_alpha(a.temp, h, D);
+    st *Qs = (st *)(base + L.t[0]), *Ks = (st *)(base + L.t[1]), *Vs = (st *)(base + L.t[2]), *Ps = (st *)(base + L.p);
+    float *Ss = (float *)(base + L.s), *Os = (float *)(base + L.o), *Rs = (float *)(base + L.rows);
+    float m_run = -INFINITY, l_run = 0.0f;
+    int kt, e, n, dc, c;
+    tk__tc_stage<MATH>(Qs, a.q + off, q0, T, D, LD);
+    for (e = lane; e < 16 * D; e += 32) Os[(wr0 + e / D) * LO + e % D] = 0.0f;
+    for (kt = 0; kt <= (int)blockIdx.x; kt++) { /* key tiles up to the diagonal (all start below T) */
+        const int k0 = kt * TK__TC_B;
+        const int k1 = qlast - k0 + 1 >= TK__TC_B ? TK__TC_B
+                                                  : (qlast - k0 + tk__tc<MATH>::KS) / tk__tc<MATH>::KS * tk__tc<MATH>::KS;
+        float mt = -INFINITY, ls = 0.0f, m_new, corr;
+        __syncthreads(); /* the previous tile's K, V are no longer read */
+        tk__tc_stage<MATH>(Ks, a.k + koff, k0, T, D, LD);
+        tk__tc_stage<MATH>(Vs, a.v + koff, k0, T, D, LD);
+        __syncthreads();
+        for (n = 0; n < TK__TC_B / 16; n++)
+            if (k0 + 16 * n <= qlast) {
+                typename tk__tcacc<MATH>::type acc;
+                nvcuda::wmma::fill_fragment(acc, 0.0f);
+                tk__tc_mma<MATH, nvcuda::wmma::row_major, nvcuda::wmma::col_major>(acc, Qs + wr0 * LD, LD, Ks + 16 * n * LD, LD, 0, D);
+                nvcuda::wmma::store_matrix_sync(Ss + wr0 * TK__TC_LS + 16 * n, acc, TK__TC_LS, nvcuda::wmma::mem_row_major);
+            }
+        __syncwarp();
+        tk__tc_logits(Ss, a, h, alpha, q0, k0, wr0, lane);
+        __syncwarp();
+        /* online softmax, two lanes per row (columns half, half + 2, ...) */
+        for (c = half; c < TK__TC_B; c += 2) mt = fmaxf(mt, Ss[row * TK__TC_LS + c]);
+        mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, 1));
+        m_new = fmaxf(m_run, mt);
+        corr = m_new == -INFINITY ? 1.0f : expf(m_run - m_new);
+        for (c = half; c < TK__TC_B; c += 2) {
+            const float s = Ss[row * TK__TC_LS + c];
+            const float p = s == -INFINITY ? 0.0f : expf(s - m_new);
+            Ps[row * LP + c] = tk__tc<MATH>::cvt(p); /* tf32: over S in place, same lane */
+            ls += p;
+        }
+        ls += __shfl_xor_sync(0xffffffffu, ls, 1);
+        l_run = l_run * corr + ls;
+        m_run = m_new;
+        for (c = half; c < D; c += 2) Os[row * LO + c] *= corr;
+        __syncwarp();
+        for (dc = 0; dc < D / 16; dc++) { /* O += P V, keys past the warp's last row skipped */
+            typename tk__tcacc<MATH>::type acc;
+            nvcuda::wmma::load_matrix_sync(acc, Os + wr0 * LO + 16 * dc, (unsigned)LO, nvcuda::wmma::mem_row_major);
+            tk__tc_mma<MATH, nvcuda::wmma::row_major, nvcuda::wmma::row_major>(acc, Ps + wr0 * LP, LP, Vs + 16 * dc, LD, 0, k1);
+            nvcuda::wmma::store_matrix_sync(Os + wr0 * LO + 16 * dc, acc, (unsigned)LO, nvcuda::wmma::mem_row_major);
+        }
+        __syncwarp();
+    }
+    if (half == 0) {
+        Rs[row] = l_run > 0.0f ? 1.0f / l_run : 0.0f; /* rows past T: never read */
+        if (i < T) {
+            const int ok = l_run > 0.0f && l_run <= 3.0e38f && m_run > -INFINITY && m_run < INFINITY;
+            lse[(size_t)bh * T + i] = m_run + logf(l_run);
+            if (!ok) *bad = 1;
+        }
+    }
+    __syncwarp();
+    {
+        int rr;
+        for (rr = 0; rr < 16; rr++) {
+            const int ii = q0 + wr0 + rr;
+            if (ii >= T) break;
+            for (c = lane; c < D; c += 32) out[off + (size_t)ii * D + c] = Os[(wr0 + rr) * LO + c] * Rs[wr0 + rr];
+        }
+    }
+#else
+    (void)out; (void)lse; (void)bad; (void)a;
+#endif
+}
+
+template <int MATH>
+static __global__ void __launch_bounds__(TK__AT_THREADS) tk__k_attn_dq_tc(float *dq, float *tpart, tk__attn_args a)
+{
+#ifdef TK__TC_OK
+    typedef typename tk__tc<MATH>::st st;
+    TK__DSMEM(unsigned char, raw);
+    const tk__tc_smem L = tk__tc_layout(1, a.D, sizeof(st));
+    unsigned char *base = tk__tc_base(raw);
+    const int D = a.D, T = a.T, LD = D + 8, LO = D + 4, LdS = sizeof(st) == 2 ? TK__TC_LP : TK__TC_LS;
+    const int bh = blockIdx.y, h = bh % a.H, q0 = blockIdx.x * TK__TC_B;
+    const int w = threadIdx.x >> 5, lane = threadIdx.x & 31, wr0 = 16 * w, qlast = q0 + wr0 + 15, nd = D / 16;
+    const size_t off = (size_t)bh * T * D, koff = tk__at_kvoff(a, bh);
+    const float alpha = tk__at_alpha(a.temp, h, D);
+    st *Qs = (st *)(base + L.t[0]), *dOs = (st *)(base + L.t[1]), *Ks = (st *)(base + L.t[2]), *Vs = (st *)(base + L.t[3]);
+    st *dSs = (st *)(base + L.ds);
+    float *Ss = (float *)(base + L.s), *dPs = (float *)(base + L.dp), *Ls = (float *)(base + L.rows), *Dv = Ls + TK__TC_B;
+    float *red = (float *)(base + L.red), *Stg = (float *)(base + L.t[0]), tacc = 0.0f, tsum;
+    typename tk__tcacc<MATH>::type acc[TK__TC_NDC];
+    int kt, dc;
+    TK__UNROLL
+    for (dc = 0; dc < TK__TC_NDC; dc++) nvcuda::wmma::fill_fragment(acc[dc], 0.0f);
+    tk__tc_stage<MATH>(Qs, a.q + off, q0, T, D, LD);
+    tk__tc_stage<MATH>(dOs, a.dout + off, q0, T, D, LD);
+    tk__tc_rows(Ls, Dv, a, (size_t)bh, q0);
+    for (kt = 0; kt <= (int)blockIdx.x; kt++) {
+        const int k0 = kt * TK__TC_B;
+        const int k1 = qlast - k0 + 1 >= TK__TC_B ? TK__TC_B
+                                                  : (qlast - k0 + tk__tc<MATH>::KS) / tk__tc<MATH>::KS * tk__tc<MATH>::KS;
+        __syncthreads();
+        tk__tc_stage<MATH>(Ks, a.k + koff, k0, T, D, LD);
+        tk__tc_stage<MATH>(Vs, a.v + koff, k0, T, D, LD);
+        __syncthreads();
+        tk__tc_rows_sdp<MATH>(Ss, dPs, Qs, dOs, Ks, Vs, D, LD, wr0, qlast, k0);
+        __syncwarp();
+        tacc += tk__tc_rows_ds<MATH>(dSs, LdS, Ss, dPs, Ls, Dv, a, h, alpha, q0, k0, wr0, lane, NULL);
+        __syncwarp();
+        TK__UNROLL
+        for (dc = 0; dc < TK__TC_NDC; dc++) /* dq += (alpha dS) K */
+            if (dc < nd)
+                tk__tc_mma<MATH, nvcuda::wmma::row_major, nvcuda::wmma::row_major>(acc[dc], dSs + wr0 * LdS, LdS, Ks + 16 * dc, LD, 0, k1);
+    }
+    __syncthreads(); /* Q and dO become the fp32 staging tile */
+    TK__UNROLL
+    for (dc = 0; dc < TK__TC_NDC; dc++)
+        if (dc < nd) nvcuda::wmma::store_matrix_sync(Stg + wr0 * LO + 16 * dc, acc[dc], (unsigned)LO, nvcuda::wmma::mem_row_major);
+    __syncwarp();
+    tk__tc_add_rows(dq + off, Stg, LO, q0, wr0, T, D, lane);
+    tsum = tk__at_block_sum_fixed(tacc, red);
+    if (threadIdx.x == 0 && tpart) tpart[(size_t)bh * gridDim.x + blockIdx.x] = tsum;
+#else
+    (void)dq; (void)tpart; (void)a;
+#endif
+}
+
+template <int MATH>
+static __global__ void __launch_bounds__(TK__AT_THREADS) tk__k_attn_dkdv_tc(float *dk, float *dv, tk__attn_args a)
+{
+#ifdef TK__TC_OK
+    typedef typename tk__tc<MATH>::st st;
+    TK__DSMEM(unsigned char, raw);
+    const tk__tc_smem L = tk__tc_layout(2, a.D, sizeof(st));
+    unsigned char *base = tk__tc_base(raw);
+    const int D = a.D, T = a.T, LD = D + 8, LO = D + 4, LdP = sizeof(st) == 2 ? TK__TC_LP : TK__TC_LS;
+    const int bk = blockIdx.y, G = a.H / a.Hkv, b = bk / a.Hkv, hk = bk % a.Hkv, k0 = blockIdx.x * TK__TC_B;
+    const int w = threadIdx.x >> 5, lane = threadIdx.x & 31, wr0 = 16 * w, kfirst = k0 + wr0, nd = D / 16;
+    const int nqt = (T + TK__TC_B - 1) / TK__TC_B;
+    const size_t koff = (size_t)bk * T * D;
+    st *Qs = (st *)(base + L.t[0]), *dOs = (st *)(base + L.t[1]), *Ks = (st *)(base + L.t[2]), *Vs = (st *)(base + L.t[3]);
+    st *Ps = (st *)(base + L.p), *dSs = (st *)(base + L.ds);
+    float *Ss = (float *)(base + L.s), *dPs = (float *)(base + L.dp), *Ls = (float *)(base + L.rows), *Dv = Ls + TK__TC_B;
+    float *Stg = (float *)(base + L.t[0]);
+    typename tk__tcacc<MATH>::type ak[TK__TC_NDC], av[TK__TC_NDC];
+    int gi, qt, n, e, dc;
+    TK__UNROLL
+    for (dc = 0; dc < TK__TC_NDC; dc++) {
+        nvcuda::wmma::fill_fragment(ak[dc], 0.0f);
+        nvcuda::wmma::fill_fragment(av[dc], 0.0f);
+    }
+    tk__tc_stage<MATH>(Ks, a.k + koff, k0, T, D, LD);
+    tk__tc_stage<MATH>(Vs, a.v + koff, k0, T, D, LD);
+    for (gi = 0; gi < G; gi++) { /* the group's query heads, in order */
+        const int h = hk * G + gi;
+        const size_t bh = (size_t)b * a.H + h, off = bh * T * D;
+        const float alpha = tk__at_alpha(a.temp, h, D);
+        for (qt = blockIdx.x; qt < nqt; qt++) { /* query tiles at or below the diagonal */
+            const int q0 = qt * TK__TC_B;
+            /* queries before the warp's first key see none of its keys: skip them in P^T dO */
+            const int kk0 = kfirst - q0 <= 0 ? 0 : (kfirst - q0) / tk__tc<MATH>::KS * tk__tc<MATH>::KS;
+            __syncthreads();
+            tk__tc_stage<MATH>(Qs, a.q + off, q0, T, D, LD);
+            tk__tc_stage<MATH>(dOs, a.dout + off, q0, T, D, LD);
+            tk__tc_rows(Ls, Dv, a, bh, q0);
+            __syncthreads();
+            /* S^T = K Q^T and dP^T = V dO^T for the warp's 16 keys, stored transposed into the
+               (query, key) tiles; 16-query chunks wholly before the warp's keys skipped */
+            for (n = 0; n < TK__TC_B / 16; n++)
+                if (q0 + 16 * n + 15 >= kfirst) {
+                    typename tk__tcacc<MATH>::type acc;
+                    nvcuda::wmma::fill_fragment(acc, 0.0f);
+                    tk__tc_mma<MATH, nvcuda::wmma::row_major, nvcuda::wmma::col_major>(acc, Ks + wr0 * LD, LD, Qs + 16 * n * LD, LD, 0, D);
+                    nvcuda::wmma::store_matrix_sync(Ss + 16 * n * TK__TC_LS + wr0, acc, TK__TC_LS, nvcuda::wmma::mem_col_major);
+                    nvcuda::wmma::fill_fragment(acc, 0.0f);
+                    tk__tc_mma<MATH, nvcuda::wmma::row_major, nvcuda::wmma::col_major>(acc, Vs + wr0 * LD, LD, dOs + 16 * n * LD, LD, 0, D);
+                    nvcuda::wmma::store_matrix_sync(dPs + 16 * n * TK__TC_LS + wr0, acc, TK__TC_LS, nvcuda::wmma::mem_col_major);
+                }
+            __syncwarp();
+            for (e = lane; e < TK__TC_B * 16; e += 32) { /* the warp's columns, 16 per row */
+                const int row = e >> 4, col = wr0 + (e & 15), ii = q0 + row, jj = k0 + col;
+                float p = 0.0f, ds = 0.0f;
+                if (ii < T && jj <= ii) {
+                    const float su = Ss[row * TK__TC_LS + col];
+                    p = expf(alpha * su + tk__at_bias(a, h, ii, jj) - Ls[row]);
+                    ds = p * (dPs[row * TK__TC_LS + col] - Dv[row]);
+                }
+                Ps[row * LdP + col] = tk__tc<MATH>::cvt(p); /* tf32: over S, same lane */
+                dSs[row * LdP + col] = tk__tc<MATH>::cvt(alpha * ds);
+            }
+            __syncwarp();
+            TK__UNROLL
+            for (dc = 0; dc < TK__TC_NDC; dc++)
+                if (dc < nd) { /* dv += P^T dO, dk += (alpha dS)^T Q */
+                    tk__tc_mma<MATH, nvcuda::wmma::col_major, nvcuda::wmma::row_major>(av[dc], Ps + wr0, LdP, dOs + 16 * dc, LD, kk0, TK__TC_B);
+                    tk__tc_mma<MATH, nvcuda::wmma::col_major, nvcuda::wmma::row_major>(ak[dc], dSs + wr0, LdP, Qs + 16 * dc, LD, kk0, TK__TC_B);
+                }
+        }
+    }
+    __syncthreads(); /* Q and dO become the fp32 staging tile */
+    TK__UNROLL
+    for (dc = 0; dc < TK__TC_NDC; dc++)
+        if (dc < nd) nvcuda::wmma::store_matrix_sync(Stg + wr0 * LO + 16 * dc, ak[dc], (unsigned)LO, nvcuda::wmma::mem_row_major);
+    __syncwarp();
+    tk__tc_add_rows(dk + koff, Stg, LO, k0, wr0, T, D, lane);
+    __syncwarp();
+    TK__UNROLL
+    for (dc = 0; dc < TK__TC_NDC; dc++)
+        if (dc < nd) nvcuda::wmma::store_matrix_sync(Stg + wr0 * LO + 16 * dc, av[dc], (unsigned)LO, nvcuda::wmma::mem_row_major);
+    __syncwarp();
+    tk__tc_add_rows(dv + koff, Stg, LO, k0, wr0, T, D, lane);
+#else
+    (void)dk; (void)dv; (void)a;
+#endif
+}
+
+template <int MATH>
+static __global__ void __launch_bounds__(TK__AT_THREADS) tk__k_attn_dbias_tc(float *dbias, tk__attn_args a, int B)
+{
+#ifdef TK__TC_OK
+    typedef typename tk__tc<MATH>::st st;
+    TK__DSMEM(unsigned char, raw);
+    const tk__tc_smem L = tk__tc_layout(3, a.D, sizeof(st));
+    unsigned char *base = tk__tc_base(raw);
+    const int D = a.D, T = a.T, LD = D + 8, q0 = blockIdx.x * TK__TC_B, k0 = blockIdx.y * TK__TC_B;
+    const int w = threadIdx.x >> 5, lane = threadIdx.x & 31, wr0 = 16 * w, qlast = q0 + wr0 + 15;
+    const int h_lo = a.bias_per_head ? (int)blockIdx.z : 0, h_hi = a.bias_per_head ? h_lo + 1 : a.H;
+    st *Qs = (st *)(base + L.t[0]), *dOs = (st *)(base + L.t[1]), *Ks = (st *)(base + L.t[2]), *Vs = (st *)(base + L.t[3]);
+    float *Ss = (float *)(base + L.s), *dPs = (float *)(base + L.dp), *Ls = (float *)(base + L.rows), *Dv = Ls + TK__TC_B;
+    float acc[16 * TK__TC_B / 32];
+    int b, h, m, rr, c;
+    for (m = 0; m < 16 * TK__TC_B / 32; m++) acc[m] = 0.0f;
+    if (blockIdx.y > blockIdx.x) return; /* uniform over the block: above the diagonal */
+    for (h = h_lo; h < h_hi; h++)
+        for (b = 0; b < B; b++) {
+            const int bh = b * a.H + h;
+            const size_t off = (size_t)bh * T * D, koff = tk__at_kvoff(a, bh);
+            const float alpha = tk__at_alpha(a.temp, h, D);
+            __syncthreads();
+            tk__tc_stage<MATH>(Qs, a.q + off, q0, T, D, LD);
+            tk__tc_stage<MATH>(dOs, a.dout + off, q0, T, D, LD);
+            tk__tc_stage<MATH>(Ks, a.k + koff, k0, T, D, LD);
+            tk__tc_stage<MATH>(Vs, a.v + koff, k0, T, D, LD);
+            tk__tc_rows(Ls, Dv, a, (size_t)bh, q0);
+            __syncthreads();
+            tk__tc_rows_sdp<MATH>(Ss, dPs, Qs, dOs, Ks, Vs, D, LD, wr0, qlast, k0);
+            __syncwarp();
+            (void)tk__tc_rows_ds<MATH>(NULL, 0, Ss, dPs, Ls, Dv, a, h, alpha, q0, k0, wr0, lane, acc);
+        }
+    for (m = 0, rr = 0; rr < 16; rr++) {
+        const int ii = q0 + wr0 + rr;
+        for (c = lane; c < TK__TC_B; c += 32, m++) {
+            const int jj = k0 + c;
+            if (ii < T && jj <= ii) dbias[(a.bias_per_head ? (size_t)h_lo * T * T : 0) + (size_t)ii * T + jj] += acc[m];
+        }
+    }
+#else
+    (void)dbias; (void)a; (void)B;
+#endif
+}
+
+/* ------------------------------------------------------ attention: host side */
 /* 1 when p is memory cudaMalloc returned (a device pointer), else 0 */
 static int tk__is_device_ptr(const void *p)
 {
@@ -879,9 +1424,9 @@ static int tk__attn_cuda_check(const char *fn, const float *bias, int bias_per_h
     if (B <= 0 || H <= 0 || T <= 0 || D <= 0)
         return tk__fail(TK_EINVAL, "%s: B, H, T, D must be > 0 (got %d, %d, %d, %d)", fn, B, H, T, D);
     if (D > TK__AT_MAXD) return tk__fail(TK_EINVAL, "%s: D %d > %d is not supported", fn, D, TK__AT_MAXD);
-    if ((long long)B * H > 65535LL * 65535LL || (long long)B * H * T > 0x7FFFFFFFLL * 16 ||
+    if ((long long)B * H > 65535LL || (long long)B * H * T > 0x7FFFFFFFLL * 16 ||
         (size_t)B * H * T > ((size_t)-1 >> 1) / sizeof(float) / (size_t)D)
-        return tk__fail(TK_EINVAL, "%s: B %d, H %d, T %d, D %d: too large", fn, B, H, T, D);
+        return tk__fail(TK_EINVAL, "%s: B %d, H %d, T %d, D %d: too large (B*H <= 65535)", fn, B, H, T, D);
     if (bias && bias_per_head != 0 && bias_per_head != 1)
         return tk__fail(TK_EINVAL, "%s: bias_per_head must be 0 or 1 (got %d)", fn, bias_per_head);
     if (bias && !tk__is_device_ptr(bias)) return tk__fail(TK_EINVAL, "%s: bias is not a device pointer", fn);
@@ -930,29 +1475,121 @@ static int tk__at_smem_optin(void)
     return TK_OK;
 }
 
-TKDEF int tk_attention_forward_cuda(float *out, float *lse, const float *q, const float *k,
-                                    const float *v, const float *bias, int bias_per_head,
-                                    const float *temp, int B, int H, int T, int D,
-                                    tk_stream stream)
+/* the config, checked: *math, *hkv (kv_heads resolved: 0 -> H). For the tensor-core modes
+   also D (a multiple of 16), the device's compute capability (8.0+) and its opt-in shared
+   memory against the largest block these calls launch. */
+static int tk__attn_cfg(const char *fn, const tk_attention_cuda_config *cfg, int H, int D, int *math, int *hkv)
+{
+    const tk_attention_cuda_config c = cfg ? *cfg : tk_attention_cuda_config_default();
+    if (c.math != TK_MATH_FP32 && c.math != TK_MATH_TF32 && c.math != TK_MATH_BF16)
+        return tk__fail(TK_EINVAL, "%s: math must be TK_MATH_FP32, TK_MATH_TF32 or TK_MATH_BF16 (got %d)", fn, c.math);
+    if (c.kv_heads < 0 || c.kv_heads > H || (c.kv_heads > 0 && H % c.kv_heads != 0))
+        return tk__fail(TK_EINVAL, "%s: kv_heads must be 0 (= H) or divide H %d (got %d)", fn, H, c.kv_heads);
+    if (c.math != TK_MATH_FP32) {
+        static int dev_major[16], dev_optin[16];
+        const size_t esz = c.math == TK_MATH_BF16 ? 2 : 4;
+        size_t need = 0;
+        int dev = 0, kind;
+        if (D % 16 != 0 || D < 16 || D > TK__AT_MAXD)
+            return tk__fail(TK_EINVAL, "%s: math %s needs D a multiple of 16 in 16..%d (got %d)", fn,
+                            c.math == TK_MATH_BF16 ? "bf16" : "tf32", TK__AT_MAXD, D);
+        if (cudaGetDevice(&dev) != cudaSuccess) {
+            (void)cudaGetLastError();
+            return tk__fail(TK_ECUDA, "%s: no current CUDA device", fn);
+        }
+        if (dev < 0 || dev >= 16 || dev_major[dev] == 0) {
+            cudaDeviceProp p;
+            if (cudaGetDeviceProperties(&p, dev) != cudaSuccess) {
+                (void)cudaGetLastError();
+                return tk__fail(TK_ECUDA, "%s: cannot read the device's properties", fn);
+            }
+            if (dev >= 0 && dev < 16) {
+                dev_major[dev] = p.major;
+                dev_optin[dev] = (int)p.sharedMemPerBlockOptin;
+            } else if (p.major < 8) {
+                return tk__fail(TK_EINVAL, "%s: tf32/bf16 math needs compute capability 8.0 or newer (device %d.%d)", fn, p.major, p.minor);
+            }
+        }
+        if (dev >= 0 && dev < 16) {
+            if (dev_major[dev] < 8)
+                return tk__fail(TK_EINVAL, "%s: tf32/bf16 math needs compute capability 8.0 or newer (device %d.x)", fn,
+                                dev_major[dev]);
+            for (kind = 0; kind < 4; kind++) {
+                size_t b = tk__tc_layout(kind, D, esz).total;
+                need = b > need ? b : need;
+            }
+            if (need > (size_t)dev_optin[dev])
+                return tk__fail(TK_EINVAL, "%s: math %s at D %d needs %zu bytes of shared memory per block; this device "
+                                           "allows %d (use a smaller D or TK_MATH_FP32)", fn,
+                                c.math == TK_MATH_BF16 ? "bf16" : "tf32", D, need, dev_optin[dev]);
+        }
+    }
+    *math = c.math;
+    *hkv = c.kv_heads ? c.kv_heads : H;
+    return TK_OK;
+}
+
+/* raise a tensor-core kernel's dynamic shared memory limit to bytes (remembered per kernel) */
+static int tk__tc_optin(int math, int kind, size_t bytes)
+{
+    static size_t set[3][4];
+    cudaError_t e = cudaSuccess;
+    if (bytes <= set[math][kind] || bytes <= (48u << 10)) return TK_OK;
+#define TK__TC_SET(K) e = cudaFuncSetAttribute(K, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes)
+    if (math == TK_MATH_TF32) {
+        if (kind == 0) TK__TC_SET(tk__k_attn_fwd_tc<TK_MATH_TF32>);
+        else if (kind == 1) TK__TC_SET(tk__k_attn_dq_tc<TK_MATH_TF32>);
+        else if (kind == 2) TK__TC_SET(tk__k_attn_dkdv_tc<TK_MATH_TF32>);
+        else TK__TC_SET(tk__k_attn_dbias_tc<TK_MATH_TF32>);
+    } else {
+        if (kind == 0) TK__TC_SET(tk__k_attn_fwd_tc<TK_MATH_BF16>);
+        else if (kind == 1) TK__TC_SET(tk__k_attn_dq_tc<TK_MATH_BF16>);
+        else if (kind == 2) TK__TC_SET(tk__k_attn_dkdv_tc<TK_MATH_BF16>);
+        else TK__TC_SET(tk__k_attn_dbias_tc<TK_MATH_BF16>);
+    }
+#undef TK__TC_SET
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return tk__fail(TK_ECUDA, "tk_attention_*_cuda_ex: cannot raise the shared-memory limit to %zu bytes", bytes);
+    }
+    set[math][kind] = bytes;
+    return TK_OK;
+}
+
+TKDEF int tk_attention_forward_cuda_ex(float *out, float *lse, const float *q, const float *k,
+                                       const float *v, const float *bias, int bias_per_head,
+                                       const float *temp, int B, int H, int T, int D,
+                                       const tk_attention_cuda_config *cfg, tk_stream stream)
 {
     static const char *fn = "tk_attention_forward_cuda";
     cudaStream_t s = (cudaStream_t)stream;
     tk__attn_args a;
-    int rc, *dbad = NULL, hbad = 0;
+    int rc, *dbad = NULL, hbad = 0, math = TK_MATH_FP32, hkv = H;
     if (!out || !lse || !q || !k || !v) return tk__fail(TK_EINVAL, "%s: NULL pointer", fn);
     if ((rc = tk__attn_cuda_check(fn, bias, bias_per_head, temp, B, H, T, D, s)) != TK_OK) return rc;
+    if ((rc = tk__attn_cfg(fn, cfg, H, D, &math, &hkv)) != TK_OK) return rc;
     if (!tk__is_device_ptr(out) || !tk__is_device_ptr(lse) || !tk__is_device_ptr(q) || !tk__is_device_ptr(k) ||
         !tk__is_device_ptr(v))
         return tk__fail(TK_EINVAL, "%s: out, lse, q, k, v must be device pointers", fn);
-    if ((rc = tk__at_smem_optin()) != TK_OK) return rc;
+    if (math == TK_MATH_FP32) rc = tk__at_smem_optin();
+    else rc = tk__tc_optin(math, 0, tk__tc_layout(0, D, math == TK_MATH_BF16 ? 2 : 4).total);
+    if (rc != TK_OK) return rc;
     memset(&a, 0, sizeof a);
     a.q = q; a.k = k; a.v = v; a.bias = bias; a.temp = temp;
-    a.bias_per_head = bias_per_head; a.H = H; a.T = T; a.D = D;
+    a.bias_per_head = bias_per_head; a.H = H; a.Hkv = hkv; a.T = T; a.D = D;
     if ((rc = tk__cuda_check(cudaMallocAsync((void **)&dbad, sizeof(int), s), fn)) != TK_OK) return rc;
     rc = tk__cuda_check(cudaMemsetAsync(dbad, 0, sizeof(int), s), fn);
     if (rc == TK_OK) {
-        dim3 grid((unsigned)((T + TK__AT_BR - 1) / TK__AT_BR), (unsigned)(B * H));
-        TK__LAUNCH(tk__k_attn_fwd, grid, TK__AT_THREADS, tk__at_smem_fwd(D), s, out, lse, dbad, a);
+        if (math == TK_MATH_FP32) {
+            dim3 grid((unsigned)((T + TK__AT_BR - 1) / TK__AT_BR), (unsigned)(B * H));
+            TK__LAUNCH(tk__k_attn_fwd, grid, TK__AT_THREADS, tk__at_smem_fwd(D), s, out, lse, dbad, a);
+        } else {
+            dim3 grid((unsigned)((T + TK__TC_B - 1) / TK__TC_B), (unsigned)(B * H));
+            if (math == TK_MATH_TF32)
+                TK__LAUNCH(tk__k_attn_fwd_tc<TK_MATH_TF32>, grid, TK__AT_THREADS, tk__tc_layout(0, D, 4).total, s, out, lse, dbad, a);
+            else
+                TK__LAUNCH(tk__k_attn_fwd_tc<TK_MATH_BF16>, grid, TK__AT_THREADS, tk__tc_layout(0, D, 2).total, s, out, lse, dbad, a);
+        }
         rc = tk__launched(fn);
     }
     if (rc == TK_OK) rc = tk__cuda_check(cudaMemcpyAsync(&hbad, dbad, sizeof(int), cudaMemcpyDeviceToHost, s), fn);
@@ -964,31 +1601,50 @@ TKDEF int tk_attention_forward_cuda(float *out, float *lse, const float *q, cons
                 : TK_OK;
 }
 
-TKDEF int tk_attention_backward_cuda(float *dq, float *dk, float *dv, float *dbias,
-                                     float *dtemp, const float *dout, const float *out,
-                                     const float *lse, const float *q, const float *k,
-                                     const float *v, const float *bias, int bias_per_head,
-                                     const float *temp, int B, int H, int T, int D,
-                                     tk_stream stream)
+TKDEF int tk_attention_forward_cuda(float *out, float *lse, const float *q, const float *k,
+                                    const float *v, const float *bias, int bias_per_head,
+                                    const float *temp, int B, int H, int T, int D,
+                                    tk_stream stream)
+{
+    return tk_attention_forward_cuda_ex(out, lse, q, k, v, bias, bias_per_head, temp, B, H, T, D, NULL, stream);
+}
+
+TKDEF int tk_attention_backward_cuda_ex(float *dq, float *dk, float *dv, float *dbias,
+                                        float *dtemp, const float *dout, const float *out,
+                                        const float *lse, const float *q, const float *k,
+                                        const float *v, const float *bias, int bias_per_head,
+                                        const float *temp, int B, int H, int T, int D,
+                                        const tk_attention_cuda_config *cfg,
+                                        tk_stream stream)
 {
     static const char *fn = "tk_attention_backward_cuda";
     cudaStream_t s = (cudaStream_t)stream;
     tk__attn_args a;
     float *dvec = NULL, *tpart = NULL;
-    const int nqt = (T + TK__AT_BR - 1) / TK__AT_BR, nkt = (T + TK__AT_BC - 1) / TK__AT_BC;
-    int rc;
+    int rc, math = TK_MATH_FP32, hkv = H, tile, nqt, nkt;
     if (!dq || !dk || !dv || !dout || !out || !lse || !q || !k || !v)
         return tk__fail(TK_EINVAL, "%s: NULL pointer", fn);
     if (dbias && !bias) return tk__fail(TK_EINVAL, "%s: dbias needs the forward's bias", fn);
     if ((rc = tk__attn_cuda_check(fn, bias, bias_per_head, temp, B, H, T, D, s)) != TK_OK) return rc;
+    if ((rc = tk__attn_cfg(fn, cfg, H, D, &math, &hkv)) != TK_OK) return rc;
     if (!tk__is_device_ptr(dq) || !tk__is_device_ptr(dk) || !tk__is_device_ptr(dv) || !tk__is_device_ptr(dout) ||
         !tk__is_device_ptr(out) || !tk__is_device_ptr(lse) || !tk__is_device_ptr(q) || !tk__is_device_ptr(k) ||
         !tk__is_device_ptr(v) || (dbias && !tk__is_device_ptr(dbias)) || (dtemp && !tk__is_device_ptr(dtemp)))
         return tk__fail(TK_EINVAL, "%s: every buffer must be a device pointer", fn);
-    if ((rc = tk__at_smem_optin()) != TK_OK) return rc;
+    if (math == TK_MATH_FP32) {
+        rc = tk__at_smem_optin();
+    } else {
+        const size_t esz = math == TK_MATH_BF16 ? 2 : 4;
+        int kind;
+        for (kind = 1; kind < 4 && rc == TK_OK; kind++) rc = tk__tc_optin(math, kind, tk__tc_layout(kind, D, esz).total);
+    }
+    if (rc != TK_OK) return rc;
+    tile = math == TK_MATH_FP32 ? TK__AT_BR : TK__TC_B;
+    nqt = (T + tile - 1) / tile;
+    nkt = nqt;
     memset(&a, 0, sizeof a);
     a.q = q; a.k = k; a.v = v; a.bias = bias; a.temp = temp; a.dout = dout; a.out = out; a.lse = lse;
-    a.bias_per_head = bias_per_head; a.H = H; a.T = T; a.D = D;
+    a.bias_per_head = bias_per_head; a.H = H; a.Hkv = hkv; a.T = T; a.D = D;
     rc = tk__cuda_check(cudaMallocAsync((void **)&dvec, (size_t)B * H * T * sizeof(float), s), fn);
     if (rc == TK_OK && dtemp) rc = tk__cuda_check(cudaMallocAsync((void **)&tpart, (size_t)B * H * nqt * sizeof(float), s), fn);
     if (rc == TK_OK) {
@@ -998,23 +1654,56 @@ TKDEF int tk_attention_backward_cuda(float *dq, float *dk, float *dv, float *dbi
     }
     a.dvec = dvec;
     if (rc == TK_OK) {
-        TK__LAUNCH(tk__k_attn_dq, dim3((unsigned)nqt, (unsigned)(B * H)), TK__AT_THREADS, tk__at_smem_dq(D), s, dq, tpart, a);
-        rc = tk__launched(fn);
-    }
-    if (rc == TK_OK) {
-        TK__LAUNCH(tk__k_attn_dkdv, dim3((unsigned)nkt, (unsigned)(B * H)), TK__AT_THREADS, tk__at_smem_dkdv(D), s, dk, dv, a);
-        rc = tk__launched(fn);
-    }
-    if (rc == TK_OK && dbias) {
-        TK__LAUNCH(tk__k_attn_dbias, dim3((unsigned)nqt, (unsigned)nkt, (unsigned)(bias_per_head ? H : 1)),
-                   TK__AT_THREADS, tk__at_smem_dq(D), s, dbias, a, B);
-        rc = tk__launched(fn);
+        const dim3 gq((unsigned)nqt, (unsigned)(B * H)), gk((unsigned)nkt, (unsigned)(B * hkv));
+        const dim3 gb((unsigned)nqt, (unsigned)nkt, (unsigned)(bias_per_head ? H : 1));
+        if (math == TK_MATH_FP32) {
+            TK__LAUNCH(tk__k_attn_dq, gq, TK__AT_THREADS, tk__at_smem_dq(D), s, dq, tpart, a);
+            if ((rc = tk__launched(fn)) == TK_OK) {
+                TK__LAUNCH(tk__k_attn_dkdv, gk, TK__AT_THREADS, tk__at_smem_dkdv(D), s, dk, dv, a);
+                rc = tk__launched(fn);
+            }
+            if (rc == TK_OK && dbias) {
+                TK__LAUNCH(tk__k_attn_dbias, gb, TK__AT_THREADS, tk__at_smem_dq(D), s, dbias, a, B);
+                rc = tk__launched(fn);
+            }
+        } else if (math == TK_MATH_TF32) {
+            TK__LAUNCH(tk__k_attn_dq_tc<TK_MATH_TF32>, gq, TK__AT_THREADS, tk__tc_layout(1, D, 4).total, s, dq, tpart, a);
+            if ((rc = tk__launched(fn)) == TK_OK) {
+                TK__LAUNCH(tk__k_attn_dkdv_tc<TK_MATH_TF32>, gk, TK__AT_THREADS, tk__tc_layout(2, D, 4).total, s, dk, dv, a);
+                rc = tk__launched(fn);
+            }
+            if (rc == TK_OK && dbias) {
+                TK__LAUNCH(tk__k_attn_dbias_tc<TK_MATH_TF32>, gb, TK__AT_THREADS, tk__tc_layout(3, D, 4).total, s, dbias, a, B);
+                rc = tk__launched(fn);
+            }
+        } else {
+            TK__LAUNCH(tk__k_attn_dq_tc<TK_MATH_BF16>, gq, TK__AT_THREADS, tk__tc_layout(1, D, 2).total, s, dq, tpart, a);
+            if ((rc = tk__launched(fn)) == TK_OK) {
+                TK__LAUNCH(tk__k_attn_dkdv_tc<TK_MATH_BF16>, gk, TK__AT_THREADS, tk__tc_layout(2, D, 2).total, s, dk, dv, a);
+                rc = tk__launched(fn);
+            }
+            if (rc == TK_OK && dbias) {
+                TK__LAUNCH(tk__k_attn_dbias_tc<TK_MATH_BF16>, gb, TK__AT_THREADS, tk__tc_layout(3, D, 2).total, s, dbias, a, B);
+                rc = tk__launched(fn);
+            }
+        }
     }
     if (rc == TK_OK && dtemp) {
         TK__LAUNCH(tk__k_attn_dtemp, tk__blocks((size_t)H, 64), 64, 0, s, dtemp, tpart, temp, B, H, nqt, D);
         rc = tk__launched(fn);
     }
-    cudaFreeAsync(dvec, s);
+    if (dvec) cudaFreeAsync(dvec, s);
     if (tpart) cudaFreeAsync(tpart, s);
     return rc;
+}
+
+TKDEF int tk_attention_backward_cuda(float *dq, float *dk, float *dv, float *dbias,
+                                     float *dtemp, const float *dout, const float *out,
+                                     const float *lse, const float *q, const float *k,
+                                     const float *v, const float *bias, int bias_per_head,
+                                     const float *temp, int B, int H, int T, int D,
+                                     tk_stream stream)
+{
+    return tk_attention_backward_cuda_ex(dq, dk, dv, dbias, dtemp, dout, out, lse, q, k, v, bias, bias_per_head, temp,
+                                         B, H, T, D, NULL, stream);
 }

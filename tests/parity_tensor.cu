@@ -292,6 +292,143 @@ static void test_attention(void)
     attn_case(1, 1, 768, 16, 1, 1, 0, 17);
 }
 
+/* max |g - ref| / max |ref - init| over n: the error relative to the scale of what the call
+   wrote (or, for the accumulating backward, added) */
+static double rel_maxnorm(const float *g, const float *ref, const float *init, size_t n)
+{
+    double e = 0.0, sc = 0.0;
+    size_t i;
+    for (i = 0; i < n; i++) {
+        e = fmax(e, fabs((double)g[i] - ref[i]));
+        sc = fmax(sc, fabs((double)ref[i] - (init ? init[i] : 0.0f)));
+    }
+    return sc > 0.0 ? e / sc : e;
+}
+
+/* one case of tk_attention_*_cuda_ex against the CPU: math TK_MATH_*, Hkv kv heads. The CPU
+   runs on K/V repeated per query head (kv head h / (H/Hkv)); its dk/dv are summed over each
+   group on the host. fp32: the same tolerances as attn_case. tf32/bf16: every buffer within
+   2e-2 in the max-norm relative to the scale of what the call wrote or added
+   (max |gpu - cpu| <= 2e-2 max |cpu - initial|), and out and dq differ from the CPU by more
+   than a floor (the inputs really were rounded). */
+static void attn_case_ex(int B, int H, int Hkv, int T, int D, int bias_mode, int use_temp, int window, int math,
+                         unsigned seed)
+{
+    const size_t n = (size_t)B * H * T * D, nkv = (size_t)B * Hkv * T * D, TT = (size_t)T * T;
+    const size_t nb = bias_mode == 0 ? 0 : (bias_mode == 1 ? TT : (size_t)H * TT);
+    const int G = H / Hkv;
+    const char *mname = math == TK_MATH_FP32 ? "fp32" : (math == TK_MATH_TF32 ? "tf32" : "bf16");
+    int i, j, h, b;
+    size_t e;
+    tk_attention_cuda_config cfg = tk_attention_cuda_config_default();
+    cfg.math = math;
+    cfg.kv_heads = Hkv;
+    tt_seed(seed);
+    std::vector<float> q = randn(n, 1.0), k = randn(nkv, 1.0), v = randn(nkv, 1.0), dout = randn(n, 1.0);
+    std::vector<float> bias = randn(nb ? nb : 1, 0.7), temp(H);
+    for (h = 0; h < H; h++) temp[h] = 0.6f + 0.3f * (float)h;
+    if (window > 0 && nb)
+        for (h = 0; h < (bias_mode == 2 ? H : 1); h++)
+            for (i = 0; i < T; i++)
+                for (j = 0; j < i - window + 1; j++) bias[(size_t)h * TT + (size_t)i * T + j] = -INFINITY;
+    std::vector<float> kr(n), vr(n); /* K, V repeated per query head, for the CPU */
+    for (b = 0; b < B; b++)
+        for (h = 0; h < H; h++)
+            for (e = 0; e < (size_t)T * D; e++) {
+                kr[((size_t)b * H + h) * T * D + e] = k[((size_t)b * Hkv + h / G) * T * D + e];
+                vr[((size_t)b * H + h) * T * D + e] = v[((size_t)b * Hkv + h / G) * T * D + e];
+            }
+    std::vector<float> out(n), probs((size_t)B * H * TT), lse((size_t)B * H * T);
+    std::vector<float> dq = randn(n, 1.0), dk = randn(nkv, 1.0), dv = randn(nkv, 1.0);
+    std::vector<float> dbias = randn(nb ? nb : 1, 1.0), dtemp = randn(H, 1.0);
+    const std::vector<float> dq0 = dq, dk0 = dk, dv0 = dv, dbias0 = dbias, dtemp0 = dtemp;
+    std::vector<float> dkr(n, 0.0f), dvr(n, 0.0f);
+    float *d_q = dput(q), *d_k = dput(k), *d_v = dput(v), *d_dout = dput(dout), *d_out = dput(out), *d_lse = dput(lse);
+    float *d_bias = nb ? dput(bias) : NULL, *d_temp = use_temp ? dput(temp) : NULL;
+    float *d_dq = dput(dq), *d_dk = dput(dk), *d_dv = dput(dv), *d_dbias = nb ? dput(dbias) : NULL, *d_dtemp = dput(dtemp);
+    const float *hb = nb ? bias.data() : NULL, *ht = use_temp ? temp.data() : NULL;
+    CHECK_INT_EQ(tk_attention_forward(out.data(), probs.data(), q.data(), kr.data(), vr.data(), hb, bias_mode == 2, ht, B, H, T, D), TK_OK);
+    CHECK_INT_EQ(tk_attention_forward_cuda_ex(d_out, d_lse, d_q, d_k, d_v, d_bias, bias_mode == 2, d_temp, B, H, T, D, &cfg, NULL), TK_OK);
+    CHECK_INT_EQ(tk_attention_backward(dq.data(), dkr.data(), dvr.data(), nb ? dbias.data() : NULL, use_temp ? dtemp.data() : NULL,
+                                       dout.data(), probs.data(), q.data(), kr.data(), vr.data(), bias_mode == 2, ht, B, H, T, D), TK_OK);
+    for (b = 0; b < B; b++) /* the group's sum, in head order */
+        for (h = 0; h < H; h++)
+            for (e = 0; e < (size_t)T * D; e++) {
+                dk[((size_t)b * Hkv + h / G) * T * D + e] += dkr[((size_t)b * H + h) * T * D + e];
+                dv[((size_t)b * Hkv + h / G) * T * D + e] += dvr[((size_t)b * H + h) * T * D + e];
+            }
+    CHECK_INT_EQ(tk_attention_backward_cuda_ex(d_dq, d_dk, d_dv, d_dbias, use_temp ? d_dtemp : NULL, d_dout, d_out, d_lse, d_q, d_k,
+                                               d_v, d_bias, bias_mode == 2, d_temp, B, H, T, D, &cfg, NULL), TK_OK);
+    {
+        std::vector<float> g_out = dget(d_out, n), g_dq = dget(d_dq, n), g_dk = dget(d_dk, nkv), g_dv = dget(d_dv, nkv);
+        std::vector<float> g_db = nb ? dget(d_dbias, nb) : std::vector<float>(), g_dt = dget(d_dtemp, (size_t)H);
+        double eo = rel_maxnorm(g_out.data(), out.data(), NULL, n), eq = rel_maxnorm(g_dq.data(), dq.data(), dq0.data(), n);
+        double ek = rel_maxnorm(g_dk.data(), dk.data(), dk0.data(), nkv), ev = rel_maxnorm(g_dv.data(), dv.data(), dv0.data(), nkv);
+        double eb = nb ? rel_maxnorm(g_db.data(), dbias.data(), dbias0.data(), nb) : 0.0;
+        double et = use_temp ? rel_maxnorm(g_dt.data(), dtemp.data(), dtemp0.data(), (size_t)H) : 0.0;
+        printf("    attn %s B%d H%d Hkv%d T%d D%d bias%d temp%d win%d: out %.2e dq %.2e dk %.2e dv %.2e dbias %.2e dtemp %.2e\n",
+                   mname, B, H, Hkv, T, D, bias_mode, use_temp, window, eo, eq, ek, ev, eb, et);
+        if (math == TK_MATH_FP32) {
+            const double ao = 1e-6 * maxabs(out), aq = 1e-5 * maxabs(dq), ak = 1e-5 * maxabs(dk), av = 1e-5 * maxabs(dv);
+            CHECK_ALL_CLOSE(g_out.data(), out.data(), (long)n, 1e-5, ao);
+            CHECK_ALL_CLOSE(g_dq.data(), dq.data(), (long)n, 1e-4, aq);
+            CHECK_ALL_CLOSE(g_dk.data(), dk.data(), (long)nkv, 1e-4, ak);
+            CHECK_ALL_CLOSE(g_dv.data(), dv.data(), (long)nkv, 1e-4, av);
+            if (nb) {
+                const double ab = 1e-5 * maxabs(dbias);
+                CHECK_ALL_CLOSE(g_db.data(), dbias.data(), (long)nb, 1e-4, ab);
+            }
+            if (use_temp) {
+                const double at = 1e-5 * maxabs(dtemp);
+                CHECK_ALL_CLOSE(g_dt.data(), dtemp.data(), (long)H, 1e-4, at);
+            }
+        } else {
+            const double floor_ = math == TK_MATH_BF16 ? 1e-4 : 1e-5; /* fp32 path: ~4e-7 */
+            CHECK(eo <= 2e-2);
+            CHECK(eq <= 2e-2);
+            CHECK(ek <= 2e-2);
+            CHECK(ev <= 2e-2);
+            CHECK(eb <= 2e-2);
+            CHECK(et <= 2e-2);
+            if (T > 1) { /* rounding shows (T 1: out is v rounded, which it checks anyway) */
+                CHECK(eo > floor_);
+                CHECK(eq > floor_);
+            }
+        }
+    }
+    dfree(d_q); dfree(d_k); dfree(d_v); dfree(d_dout); dfree(d_out); dfree(d_lse); dfree(d_dq); dfree(d_dk); dfree(d_dv);
+    dfree(d_dtemp);
+    if (d_bias) dfree(d_bias);
+    if (d_temp) dfree(d_temp);
+    if (d_dbias) dfree(d_dbias);
+}
+
+/* GQA on the fp32 path: groups of 2, 4 and 8 (one kv head), every bias mode, windows, D not
+   a multiple of 16 */
+static void test_attention_gqa(void)
+{
+    NEED_GPU();
+    attn_case_ex(2, 4, 2, 33, 16, 1, 1, 0, TK_MATH_FP32, 21);
+    attn_case_ex(1, 8, 2, 40, 8, 2, 1, 7, TK_MATH_FP32, 22);
+    attn_case_ex(1, 4, 1, 17, 5, 0, 0, 0, TK_MATH_FP32, 23);
+}
+
+/* tensor-core math (WMMA): T 1, 17 (one ragged tile), 100 (two tiles, ragged), 128 (two
+   full tiles), D 16..128, heads 1..8, GQA 1/2/4, no / shared / per-head bias, windows */
+static void test_attention_tc(void)
+{
+    int mi;
+    NEED_GPU();
+    for (mi = 0; mi < 2; mi++) {
+        const int math = mi ? TK_MATH_BF16 : TK_MATH_TF32;
+        attn_case_ex(1, 1, 1, 1, 16, 0, 0, 0, math, 31);
+        attn_case_ex(2, 4, 2, 17, 32, 1, 1, 0, math, 32);
+        attn_case_ex(1, 2, 1, 128, 64, 2, 1, 20, math, 33);
+        attn_case_ex(1, 8, 2, 100, 16, 1, 0, 9, math, 34);
+        attn_case_ex(1, 1, 1, 70, 128, 2, 1, 0, math, 35);
+    }
+}
+
 static void test_attention_bad_input(void)
 {
     const int B = 1, H = 2, T = 8, D = 4;
@@ -319,7 +456,61 @@ static void test_attention_bad_input(void)
     CHECK_INT_EQ(tk_attention_forward_cuda(d_o, d_lse, d_q, d_q, d_q, d_bias, 0, NULL, B, H, T, D, NULL), TK_EINVAL);
     CHECK_INT_EQ(tk_attention_backward_cuda(d_o, d_o, d_o, d_o, NULL, d_q, d_q, d_lse, d_q, d_q, d_q, NULL, 0, NULL, B, H, T, D, NULL),
                  TK_EINVAL); /* dbias without a bias */
+    {
+        /* the tensor-core path flags a non-finite row too (a NaN bias entry) */
+        tk_attention_cuda_config c = tk_attention_cuda_config_default();
+        std::vector<float> q16 = randn((size_t)B * H * T * 16, 1.0), nb((size_t)T * T, 0.0f);
+        float *d_q16 = dput(q16), *d_o16 = dput(q16), *d_nb;
+        nb[6 * T + 1] = NAN;
+        d_nb = dput(nb);
+        c.math = TK_MATH_BF16;
+        CHECK_INT_EQ(tk_attention_forward_cuda_ex(d_o16, d_lse, d_q16, d_q16, d_q16, NULL, 0, NULL, B, H, T, 16, &c, NULL), TK_OK);
+        CHECK_INT_EQ(tk_attention_forward_cuda_ex(d_o16, d_lse, d_q16, d_q16, d_q16, d_nb, 0, NULL, B, H, T, 16, &c, NULL), TK_EINVAL);
+        dfree(d_q16); dfree(d_o16); dfree(d_nb);
+    }
     dfree(d_q); dfree(d_o); dfree(d_lse); dfree(d_bias); dfree(d_temp);
+}
+
+/* bad configurations: TK_EINVAL and nothing launched (out, lse and the gradients keep
+   their bits) */
+static void test_attention_cfg_bad_input(void)
+{
+    const int B = 1, H = 4, T = 9, D = 24;
+    const size_t n = (size_t)B * H * T * D;
+    NEED_GPU();
+    tt_seed(19);
+    std::vector<float> q = randn(n, 1.0), lse = randn((size_t)B * H * T, 1.0), g = randn(n, 1.0);
+    float *d_q = dput(q), *d_o = dput(g), *d_lse = dput(lse), *d_g = dput(g);
+    tk_attention_cuda_config c = tk_attention_cuda_config_default();
+    struct { int math, kv_heads, D; } bad[] = {
+        {TK_MATH_FP32, 3, D},  /* H % kv_heads != 0 */
+        {TK_MATH_FP32, -1, D}, /* kv_heads < 0 */
+        {TK_MATH_FP32, 8, D},  /* kv_heads > H */
+        {7, 0, D},             /* no such math */
+        {-1, 0, D},
+        {TK_MATH_BF16, 0, D},  /* D not a multiple of 16 */
+        {TK_MATH_TF32, 2, 8},  /* D < 16 */
+        {TK_MATH_BF16, 0, 144} /* D > 128 */
+    };
+    size_t u;
+    CHECK_INT_EQ(c.math, TK_MATH_FP32);
+    CHECK_INT_EQ(c.kv_heads, 0);
+    for (u = 0; u < sizeof bad / sizeof bad[0]; u++) {
+        c.math = bad[u].math;
+        c.kv_heads = bad[u].kv_heads;
+        CHECK_INT_EQ(tk_attention_forward_cuda_ex(d_o, d_lse, d_q, d_q, d_q, NULL, 0, NULL, B, H, T, bad[u].D, &c, NULL), TK_EINVAL);
+        CHECK_INT_EQ(tk_attention_backward_cuda_ex(d_g, d_g, d_g, NULL, NULL, d_q, d_q, d_lse, d_q, d_q, d_q, NULL, 0, NULL, B, H, T,
+                                                   bad[u].D, &c, NULL), TK_EINVAL);
+    }
+    {
+        std::vector<float> o2 = dget(d_o, n), l2 = dget(d_lse, lse.size()), g2 = dget(d_g, n);
+        CHECK(memcmp(o2.data(), g.data(), n * sizeof(float)) == 0);
+        CHECK(memcmp(l2.data(), lse.data(), lse.size() * sizeof(float)) == 0);
+        CHECK(memcmp(g2.data(), g.data(), n * sizeof(float)) == 0);
+    }
+    /* a NULL config is the default one */
+    CHECK_INT_EQ(tk_attention_forward_cuda_ex(d_o, d_lse, d_q, d_q, d_q, NULL, 0, NULL, B, H, T, D, NULL, NULL), TK_OK);
+    dfree(d_q); dfree(d_o); dfree(d_lse); dfree(d_g);
 }
 
 /* argument validation happens before any device work, so it runs without a GPU too */
@@ -349,6 +540,9 @@ int main(int argc, char **argv)
     TEST_RUN(test_softmax_ce);
     TEST_RUN(test_adamw);
     TEST_RUN(test_attention);
+    TEST_RUN(test_attention_gqa);
+    TEST_RUN(test_attention_tc);
     TEST_RUN(test_attention_bad_input);
+    TEST_RUN(test_attention_cfg_bad_input);
     return TEST_END();
 }
