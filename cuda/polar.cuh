@@ -760,15 +760,30 @@ template <int MT, int D> struct polar__tcl {
     unsigned char *name = (unsigned char *)(((uintptr_t)name##_raw_ + 127) & ~(uintptr_t)127)
 
 /* stage rows [r0, r0 + 64) of a (rows x D) fp32 matrix as 64 x LD rounded elements;
-   rows at or past nrow are zero */
+   rows at or past nrow are zero. 16-byte loads where the matrix is 16-byte aligned
+   (cudaMalloc'd buffers are; a view at another offset takes the 4-byte loop). */
 template <int MT, int D>
 static __device__ void polar__tc_stage(typename polar__tc<MT>::T *dst, const float *src, int r0, int nrow)
 {
     enum { LD = polar__tcl<MT, D>::LD };
+    typedef polar__tc<MT> TC;
     int x;
+    if (((uintptr_t)src & 15u) == 0) {
+        for (x = threadIdx.x; x < POLAR__TR * D / 4; x += POLAR__CT) {
+            int rr = x / (D / 4), d = (x % (D / 4)) * 4;
+            float4 f = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            typename TC::T *o = dst + rr * LD + d;
+            if (r0 + rr < nrow) f = *(const float4 *)(const void *)(src + (size_t)(r0 + rr) * D + d);
+            o[0] = TC::cvt(f.x);
+            o[1] = TC::cvt(f.y);
+            o[2] = TC::cvt(f.z);
+            o[3] = TC::cvt(f.w);
+        }
+        return;
+    }
     for (x = threadIdx.x; x < POLAR__TR * D; x += POLAR__CT) {
         int rr = x / D, d = x % D;
-        dst[rr * LD + d] = polar__tc<MT>::cvt(r0 + rr < nrow ? src[(size_t)(r0 + rr) * D + d] : 0.0f);
+        dst[rr * LD + d] = TC::cvt(r0 + rr < nrow ? src[(size_t)(r0 + rr) * D + d] : 0.0f);
     }
 }
 
