@@ -86,8 +86,12 @@
      b_beta_init     0.0                  eq. 18 bias init (sigma(0) = 0.5)
      rms_eps         1e-6                 RMSNorm eps of the readout (eq. 25)
      math            GD_MATH_FP32         CUDA path only: fp32 SIMT (exact parity);
-                                          GD_MATH_TF32 / GD_MATH_BF16 return GD_ENOTSUP
-                                          (not implemented in this build)
+                                          GD_MATH_BF16 / GD_MATH_TF32: the chunk
+                                          products on tensor cores (bf16 / tf32
+                                          operands, fp32 accumulation and state;
+                                          2e-2 RMS-relative parity; sm_80+; Dk, Dv,
+                                          chunk_size multiples of 16, else
+                                          GD_ENOTSUP); gd_step_cuda ignores it (fp32)
      log, log_user   NULL                 callback for detailed error messages
 
    INITIALISATION (drop-in use)
@@ -115,16 +119,21 @@
      GD_ENOMEM  allocation failed
      GD_ENOCUDA a *_cuda function in a build without nvcc (or the simulation)
      GD_ECUDA   a CUDA launch or runtime call failed
-     GD_ENOTSUP cfg.math TF32/BF16 on the CUDA path (not implemented in this build)
+     GD_ENOTSUP cfg.math TF32/BF16 on the CUDA path where it is not supported (Dk, Dv
+                or chunk_size not a multiple of 16, a device below sm_80)
 
    CUDA (cuda/gdelta.cuh, compiled when nvcc compiles this implementation)
      gd_forward_cuda / gd_backward_cuda / gd_step_cuda mirror the CPU functions with
      device pointers and a stream (gd_stream = cudaStream_t); the plain gd_forward /
      gd_step route device pointers there, gd_backward a saved state gd_forward_cuda
-     filled. Chunked form with cfg.chunk_size, fp32, deterministic; the device saved
-     state holds the chunk-start states and U only (the rest is recomputed).
-     tests/parity_gdelta.cu checks it against the CPU chunked and recurrent paths (1e-5
-     outputs/state, 1e-4 gradients); so far it has run only in the CPU simulation
+     filled. Chunked form with cfg.chunk_size, deterministic; the device saved state
+     holds the chunk-start states and U only (the rest is recomputed). cfg.math fp32
+     (default): tests/parity_gdelta.cu checks it against the CPU chunked and recurrent
+     paths (1e-5 outputs/state, 1e-4 gradients). cfg.math bf16 / tf32: the chunk
+     products (K K^T, Q K^T, W, U, the state's products and their backward) run on
+     tensor cores with fp32 accumulation and an fp32 state, the norms, gates and the
+     (I + A)^-1 solve stay fp32; checked at 2e-2 RMS-relative (cuda/gdelta.cuh lists
+     what runs where). So far all of it has run only in the CPU simulation
      (docs/GPU.md).
 */
 #ifndef GDELTA_H
@@ -167,7 +176,7 @@ typedef struct gd_config {
     float rms_eps;        /* 1e-6 (readout RMSNorm, eq. 25) */
     void (*log)(const char *msg, void *user); /* detailed error messages; NULL: silent */
     void *log_user;
-    int math;             /* CUDA path: GD_MATH_FP32 (default, 0); TF32/BF16: GD_ENOTSUP */
+    int math;             /* CUDA path: GD_MATH_FP32 (default, 0), GD_MATH_TF32, GD_MATH_BF16 */
 } gd_config;
 
 /* What gd_forward saves for gd_backward. Initialise with gd_saved_init(); forward
@@ -292,9 +301,12 @@ GDELTADEF int gd_readout_backward(const gd_config *cfg, float *dr, float *dx,
 /* Device-pointer mirrors (cuda/gdelta.cuh), compiled when this header is compiled by
    nvcc (or against tests/cuda_sim.h); elsewhere they return GD_ENOCUDA. `stream` is a
    cudaStream_t (NULL: the default stream). Same shapes, config and semantics as the CPU
-   functions; fp32 only (cfg.math TF32/BF16: GD_ENOTSUP). gd_forward_cuda always runs
-   the chunked form with cfg.chunk_size (1..256; Dk + chunk_size < 12288) whatever
-   cfg.algo says; its saved state lives in device memory (gd_saved_free releases it) and
+   functions. cfg.math: GD_MATH_FP32 (exact parity), GD_MATH_BF16 / GD_MATH_TF32
+   (tensor-core products, fp32 accumulation and state; Dk, Dv and chunk_size multiples
+   of 16 and an sm_80+ device, else GD_ENOTSUP; the chunk is then min(chunk_size, T
+   rounded up to 16)); gd_step_cuda ignores it (fp32, bit-identical). gd_forward_cuda
+   always runs the chunked form with cfg.chunk_size (1..256; Dk + chunk_size < 12288,
+   9208 with tensor-core math) whatever cfg.algo says; its saved state lives in device memory (gd_saved_free releases it) and
    only gd_backward_cuda accepts it. workspace: NULL (allocated on the stream) or a device
    buffer of gd_workspace_size_cuda() bytes (enough for forward and backward). Input
    values are scanned on the device first (one int read back, the stream synchronised):

@@ -4,7 +4,8 @@
    when compiled by nvcc (GDELTA_IMPLEMENTATION + __CUDACC__) or against the CPU simulation
    of CUDA (ATTNKIT_CUDA_SIM, tests/cuda_sim.h). It includes nothing from attnkit.
 
-   What runs where (fp32 SIMT, cfg.math = GD_MATH_FP32; TF32/BF16 return GD_ENOTSUP):
+   What runs where (cfg.math = GD_MATH_FP32, the exact-parity path: fp32 SIMT; for
+   GD_MATH_BF16 / GD_MATH_TF32 see "Tensor-core math" below):
      gd_forward_cuda   1. gd__k_check: NaN/Inf and gate/beta range scan of the inputs
                           (one int copied back, the stream synchronised: the CPU contract
                           "bad value -> GD_ERANGE, nothing written" holds on the device).
@@ -30,6 +31,54 @@
                        gd__k_step: one block per (sequence, head, 32 value rows), a warp per
                        row, the state row read from and written back to the slot table in
                        place: decay, prediction, delta write, readout (gd_step's order).
+                       It ignores cfg.math: it has no matrix product (a matrix-vector
+                       update, memory-bound), so bf16/tf32 configs run the same fp32
+                       kernel, bit-identical to GD_MATH_FP32 (a model trained with
+                       math bf16 decodes with the same config).
+
+   Tensor-core math (cfg.math GD_MATH_BF16 or GD_MATH_TF32; sm_80 or newer, else
+   GD_ENOTSUP). Same structure, store/recompute choice, saved state and workspace as fp32;
+   the kernels gd__k_intra_tc, gd__k_scan_fwd_tc, gd__k_scan_bwd_tc, gd__k_chunk_bwd_tc
+   are one template each over the operand type (__nv_bfloat16 or wmma::precision::tf32).
+   Every buffer stays fp32 in global memory; the state slice stays fp32 in shared memory.
+     On tensor cores (gd__mm: WMMA bf16 m16n16k16 / tf32 m16n16k8, fp32 accumulators):
+       intra      K K^T, Q K^T, W = Tm diag(beta e) K, U0 = Tm diag(beta) V
+       scan fwd   U = U0 - W S^T, diag(e) Q S^T, (P o QK) U, S <- e_last S + U^T diag(c) K
+       scan bwd   dU = diag(c) K dS^T + scale (P o QK)^T dO,
+                  dS <- e_last dS + scale dO^T diag(e) Q - dU^T W
+       chunk bwd  dB = Tm^T dU, Y = K dSe^T, Z = dO S, diag(c) U dSe, D = dO U^T, X = dB S,
+                  D K, dA = -dB U^T, D^T Q, dKK K, dKK^T K
+     In fp32 SIMT (the numerically sensitive parts, shared code with the fp32 kernels):
+       L2 norms (double sums), cumulative log-gates (double), e, c, the decay P and its
+       masks, A = beta K K^T o P, (I + A)^-1 by forward substitution, <dS_end, S>, dc,
+       dbeta, the log-gate gradient's reverse cumulative sum, the L2-norm backward.
+     gd__mm: a warp per 16x16 output tile (tiles dealt to warps in a fixed order); per k
+     step the warp converts the A (16 x KS) and B (KS x 16) tiles from fp32 (any strides,
+     zeros outside the operand's valid rows/columns) into its own shared slice, rows
+     padded (bf16 24 elements = 48 bytes, tf32 12 / 20 floats = 48 / 80 bytes) so every
+     ldm is a multiple of 16 bytes and every tile 32-byte aligned; fp32 epilogue
+     C = beta C + alpha rsc_i (A diag(ks) B)_ij. A diag(...) scaling is applied in fp32
+     before the rounding. Ragged chunks: the chunk is min(chunk_size, T rounded up to
+     16) and rows past T are zeros in the staged tiles, never read from memory.
+     Shared memory per block (256 threads, all dynamic, none above 48 KiB, so no
+     cudaFuncSetAttribute is needed): staging 8 warps x 1536 B = 12 KiB (+32 B for
+     alignment) in every kernel; gd__k_intra_tc adds A and Tm (2 C^2 floats) when the
+     total fits in 48 KiB (C <= 64: 44.8 KiB at C = 64), else keeps them in the
+     workspace as the fp32 kernel does for C > 78, plus 12 C bytes (beta e, log-gates);
+     the scans add the state slice and the U slice, BV (Dk + 1 + C) floats with BV = 16
+     while it fits (24.1 KiB at Dk = 128, C = 64), halved otherwise; gd__k_chunk_bwd_tc
+     12 KiB dynamic + 4 KiB static.
+     Tolerances (tests/parity_gdelta.cu): outputs, final state and every gradient within
+     2e-2 RMS-relative (|got - ref|_2 / |ref|_2, issue 14) of the CPU chunked path; in
+     the simulation bf16 lands at 3.2e-4..6.4e-3 and tf32 at 7.7e-5..7.6e-4 over the
+     tested shapes (the fp32 kernels: 2e-8..1.2e-7), and the outputs must differ from
+     the reference by more than a floor (1e-4 bf16, 1e-5 tf32: the operands really were
+     rounded) with tf32 closer than bf16. Deterministic: bit-identical run to run. Limits: Dk, Dv and chunk_size
+     multiples of 16, else GD_ENOTSUP with a message, nothing launched.
+     nvcc (sm_80, sm_90): 40-111 registers per thread, no spills.
+     Speed: not tuned and never measured. Operands are staged from global memory with
+     plain strided loads, one output tile per warp at a time, and the per-chunk
+     intermediates still go through the global workspace.
 
    Store or recompute: the forward saves, per (b,h), the state at every chunk start
    (T/C x Dv x Dk floats) and U (T x Dv); everything else (norms, gates, the (C,C)
@@ -53,7 +102,7 @@
    in one thread (norms in double, as on the CPU), so no shuffle order enters the forward
    or backward; only the step kernel reduces over a warp (xor butterfly, fixed order).
 
-   Limits: chunk_size 1..256 (cfg), Dk + chunk_size < 12288 (the state slice and the
+   Limits: chunk_size 1..256 (cfg), Dk + chunk_size < 12288 (tensor-core math: 9208) (the state slice and the
    chunk's U slice share 48 KiB of shared memory), Dk * Dv and Dv * chunk_size below 2^31
    (int indices inside a block); gd_step_cuda: Dk <= 6144. Beyond: GD_EINVAL, no launch. */
 #ifdef ATTNKIT_CUDA_SIM
