@@ -471,6 +471,42 @@ static void test_attention_bad_input(void)
     dfree(d_q); dfree(d_o); dfree(d_lse); dfree(d_bias); dfree(d_temp);
 }
 
+/* the tensor-core backward twice from the same inputs into zeroed buffers: the same bits
+   (the simulation runs the threads in a different random order each launch, so a race or
+   an order-dependent reduction shows) */
+static void test_attention_tc_deterministic(void)
+{
+    const int B = 2, H = 4, Hkv = 2, T = 40, D = 16;
+    const size_t n = (size_t)B * H * T * D, nkv = (size_t)B * Hkv * T * D;
+    int rep;
+    NEED_GPU();
+    tt_seed(41);
+    tk_attention_cuda_config c = tk_attention_cuda_config_default();
+    c.math = TK_MATH_BF16;
+    c.kv_heads = Hkv;
+    std::vector<float> q = randn(n, 1.0), k = randn(nkv, 1.0), v = randn(nkv, 1.0), dout = randn(n, 1.0);
+    std::vector<float> bias = randn((size_t)T * T, 0.7), temp(H, 0.8f), zn(n, 0.0f), zkv(nkv, 0.0f), zb((size_t)T * T, 0.0f);
+    std::vector<float> zh(H, 0.0f), lse((size_t)B * H * T);
+    float *d_q = dput(q), *d_k = dput(k), *d_v = dput(v), *d_dout = dput(dout), *d_bias = dput(bias), *d_temp = dput(temp);
+    float *d_out = dput(zn), *d_lse = dput(lse);
+    std::vector<float> first[5];
+    CHECK_INT_EQ(tk_attention_forward_cuda_ex(d_out, d_lse, d_q, d_k, d_v, d_bias, 0, d_temp, B, H, T, D, &c, NULL), TK_OK);
+    for (rep = 0; rep < 2; rep++) {
+        float *d_dq = dput(zn), *d_dk = dput(zkv), *d_dv = dput(zkv), *d_db = dput(zb), *d_dt = dput(zh);
+        CHECK_INT_EQ(tk_attention_backward_cuda_ex(d_dq, d_dk, d_dv, d_db, d_dt, d_dout, d_out, d_lse, d_q, d_k, d_v, d_bias, 0,
+                                                   d_temp, B, H, T, D, &c, NULL), TK_OK);
+        std::vector<float> got[5] = {dget(d_dq, n), dget(d_dk, nkv), dget(d_dv, nkv), dget(d_db, (size_t)T * T), dget(d_dt, H)};
+        int u;
+        for (u = 0; u < 5; u++) {
+            if (rep == 0) first[u] = got[u];
+            else CHECK(memcmp(first[u].data(), got[u].data(), got[u].size() * sizeof(float)) == 0);
+        }
+        dfree(d_dq); dfree(d_dk); dfree(d_dv); dfree(d_db); dfree(d_dt);
+    }
+    CHECK(maxabs(first[0]) > 0.0 && maxabs(first[3]) > 0.0 && maxabs(first[4]) > 0.0); /* something was written */
+    dfree(d_q); dfree(d_k); dfree(d_v); dfree(d_dout); dfree(d_bias); dfree(d_temp); dfree(d_out); dfree(d_lse);
+}
+
 /* bad configurations: TK_EINVAL and nothing launched (out, lse and the gradients keep
    their bits) */
 static void test_attention_cfg_bad_input(void)
@@ -542,6 +578,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_attention);
     TEST_RUN(test_attention_gqa);
     TEST_RUN(test_attention_tc);
+    TEST_RUN(test_attention_tc_deterministic);
     TEST_RUN(test_attention_bad_input);
     TEST_RUN(test_attention_cfg_bad_input);
     return TEST_END();
