@@ -410,8 +410,9 @@ TKDEF int tk_attention_backward_cuda(float *dq, float *dk, float *dv, float *dbi
                TK_MATH_TF32, TK_MATH_BF16: QK^T, PV and the four backward products on
                tensor cores (WMMA; inputs rounded to tf32 / bf16 when staged into shared
                memory, fp32 accumulation, softmax statistics and lse in fp32), parity 2e-2
-               of each buffer's max |x|. Needs D a multiple of 16 (16..128) and a device
-               of compute capability 8.0 or newer (else TK_EINVAL, nothing launched).
+               in the max-norm (the norms are stated in cuda/tensor.cuh). Needs D a
+               multiple of 16 (16..128), a device of compute capability 8.0 or newer and
+               enough opt-in shared memory for D (else TK_EINVAL, nothing launched).
      kv_heads  0 (default): H, no grouping. Else 1..H with H % kv_heads == 0: k, v (and
                in the backward dk, dv) are (B, kv_heads, T, D); query head h reads kv
                head h / (H / kv_heads) in place (nothing is repeated in memory). dk, dv
