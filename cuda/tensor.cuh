@@ -616,8 +616,9 @@ TKDEF int tk_adamw_update_cuda(float *params, const float *grads, float *m, floa
    Above 48 KiB the kernels opt in with cudaFuncSetAttribute. A call whose largest block
    needs more than the device's opt-in limit returns TK_EINVAL before any launch: sm_90
    (227 KiB) runs every D in both modes; sm_80 (163 KiB) runs bf16 at every D and tf32 up to
-   D = 112 (tf32 at D = 128 needs 175,232 bytes); sm_86/89 (99 KiB) bf16 up to D = 80, tf32
-   up to D = 48. D must be a multiple of 16 in 16..128; compute capability 8.0 or newer.
+   D = 112 (at D = 128 the tf32 forward fits, its backward needs 175,232 bytes); sm_86/89
+   (99 KiB) bf16 up to D = 80, tf32 up to D = 48 (the forward alone: bf16 up to 96, tf32
+   up to 64). D must be a multiple of 16 in 16..128; compute capability 8.0 or newer.
    Parity with the CPU (fp32), forward and backward: out, dq, dk, dv, dbias within 2e-2 in
    the max-norm relative to what the call wrote or added, max_i |gpu_i - cpu_i| <= 2e-2
    max_i |cpu_i - initial_i| (the gradients accumulate into initial values); dtemp[h]
@@ -1482,8 +1483,9 @@ static int tk__at_smem_optin(void)
 
 /* the config, checked: *math, *hkv (kv_heads resolved: 0 -> H). For the tensor-core modes
    also D (a multiple of 16), the device's compute capability (8.0+) and its opt-in shared
-   memory against the largest block these calls launch. */
-static int tk__attn_cfg(const char *fn, const tk_attention_cuda_config *cfg, int H, int D, int *math, int *hkv)
+   memory against the largest block of the kernels this call launches (kinds: bit k for
+   tk__tc_layout kind k). */
+static int tk__attn_cfg(const char *fn, const tk_attention_cuda_config *cfg, int H, int D, int kinds, int *math, int *hkv)
 {
     const tk_attention_cuda_config c = cfg ? *cfg : tk_attention_cuda_config_default();
     if (c.math != TK_MATH_FP32 && c.math != TK_MATH_TF32 && c.math != TK_MATH_BF16)
@@ -1519,10 +1521,11 @@ static int tk__attn_cfg(const char *fn, const tk_attention_cuda_config *cfg, int
             if (dev_major[dev] < 8)
                 return tk__fail(TK_EINVAL, "%s: tf32/bf16 math needs compute capability 8.0 or newer (device %d.x)", fn,
                                 dev_major[dev]);
-            for (kind = 0; kind < 4; kind++) {
-                size_t b = tk__tc_layout(kind, D, esz).total;
-                need = b > need ? b : need;
-            }
+            for (kind = 0; kind < 4; kind++)
+                if (kinds >> kind & 1) {
+                    size_t b = tk__tc_layout(kind, D, esz).total;
+                    need = b > need ? b : need;
+                }
             if (need > (size_t)dev_optin[dev])
                 return tk__fail(TK_EINVAL, "%s: math %s at D %d needs %zu bytes of shared memory per block; this device "
                                            "allows %d (use a smaller D or TK_MATH_FP32)", fn,
@@ -1572,7 +1575,7 @@ TKDEF int tk_attention_forward_cuda_ex(float *out, float *lse, const float *q, c
     int rc, *dbad = NULL, hbad = 0, math = TK_MATH_FP32, hkv = H;
     if (!out || !lse || !q || !k || !v) return tk__fail(TK_EINVAL, "%s: NULL pointer", fn);
     if ((rc = tk__attn_cuda_check(fn, bias, bias_per_head, temp, B, H, T, D, s)) != TK_OK) return rc;
-    if ((rc = tk__attn_cfg(fn, cfg, H, D, &math, &hkv)) != TK_OK) return rc;
+    if ((rc = tk__attn_cfg(fn, cfg, H, D, 1, &math, &hkv)) != TK_OK) return rc;
     if (!tk__is_device_ptr(out) || !tk__is_device_ptr(lse) || !tk__is_device_ptr(q) || !tk__is_device_ptr(k) ||
         !tk__is_device_ptr(v))
         return tk__fail(TK_EINVAL, "%s: out, lse, q, k, v must be device pointers", fn);
@@ -1631,7 +1634,7 @@ TKDEF int tk_attention_backward_cuda_ex(float *dq, float *dk, float *dv, float *
         return tk__fail(TK_EINVAL, "%s: NULL pointer", fn);
     if (dbias && !bias) return tk__fail(TK_EINVAL, "%s: dbias needs the forward's bias", fn);
     if ((rc = tk__attn_cuda_check(fn, bias, bias_per_head, temp, B, H, T, D, s)) != TK_OK) return rc;
-    if ((rc = tk__attn_cfg(fn, cfg, H, D, &math, &hkv)) != TK_OK) return rc;
+    if ((rc = tk__attn_cfg(fn, cfg, H, D, dbias ? 14 : 6, &math, &hkv)) != TK_OK) return rc;
     if (!tk__is_device_ptr(dq) || !tk__is_device_ptr(dk) || !tk__is_device_ptr(dv) || !tk__is_device_ptr(dout) ||
         !tk__is_device_ptr(out) || !tk__is_device_ptr(lse) || !tk__is_device_ptr(q) || !tk__is_device_ptr(k) ||
         !tk__is_device_ptr(v) || (dbias && !tk__is_device_ptr(dbias)) || (dtemp && !tk__is_device_ptr(dtemp)))
@@ -1641,7 +1644,7 @@ TKDEF int tk_attention_backward_cuda_ex(float *dq, float *dk, float *dv, float *
     } else {
         const size_t esz = math == TK_MATH_BF16 ? 2 : 4;
         int kind;
-        for (kind = 1; kind < 4 && rc == TK_OK; kind++) rc = tk__tc_optin(math, kind, tk__tc_layout(kind, D, esz).total);
+        for (kind = 1; kind < (dbias ? 4 : 3) && rc == TK_OK; kind++) rc = tk__tc_optin(math, kind, tk__tc_layout(kind, D, esz).total);
     }
     if (rc != TK_OK) return rc;
     tile = math == TK_MATH_FP32 ? TK__AT_BR : TK__TC_B;
