@@ -713,9 +713,10 @@ static inline float __bfloat162float(__nv_bfloat16 h) { return __uint_as_float((
    against the real API either. Each call is a warp-collective: every lane of the warp
    must reach it (it synchronises the warp like __syncwarp, so divergence is reported);
    load/store check the device's rules (pointer 32-byte aligned, ldm a multiple of 16
-   bytes) and fail the launch otherwise. store_matrix_sync writes one slice per lane, so
-   another lane reads the stored tile only after a __syncwarp/__syncthreads, as on the
-   device. mma_sync computes the product once per warp (each lane a slice, then every
+   bytes) and fail the launch otherwise. load_matrix_sync reads before the warp meets,
+   so a tile loaded without a barrier after the lanes' staging stores comes out stale in
+   the early lanes; store_matrix_sync writes one slice per lane after it, so another lane
+   reads the stored tile only after a __syncwarp/__syncthreads, as on the device. mma_sync computes the product once per warp (each lane a slice, then every
    lane copies it): tf32 inputs lose their low 13 mantissa bits as the hardware's do,
    bf16 products are exact, sums are fp32 in k order. */
 namespace nvcuda {
@@ -790,11 +791,14 @@ template <typename FR, typename P>
 static inline void ak_load(FR &f, const P *p, unsigned ldm, bool rowmaj, const char *file, int line)
 {
     typedef typename FR::storage_element_type S;
+    /* each lane reads when it gets here, before the warp meets: a tile some lanes are
+       still writing (a missing __syncwarp / __syncthreads after the staging stores)
+       reaches the early lanes' copies stale, as it would reach their registers */
+    if (ak_check("wmma::load_matrix_sync", p, ldm, sizeof(P), file, line))
+        for (int r = 0; r < FR::rows; r++)
+            for (int c = 0; c < FR::cols; c++)
+                f.x[r * FR::cols + c] = ak_from<S>(ak_val(rowmaj ? p[(size_t)r * ldm + c] : p[(size_t)c * ldm + r]));
     (void)ak_sim::warp_op(file, line, 0xffffffffu, ak_sim::W_SYNC, 0, 0, 32);
-    if (!ak_check("wmma::load_matrix_sync", p, ldm, sizeof(P), file, line)) return;
-    for (int r = 0; r < FR::rows; r++)
-        for (int c = 0; c < FR::cols; c++)
-            f.x[r * FR::cols + c] = ak_from<S>(ak_val(rowmaj ? p[(size_t)r * ldm + c] : p[(size_t)c * ldm + r]));
 }
 template <typename Use, int M, int N, int K, typename T, typename L, typename P>
 static inline void load_matrix_sync(fragment<Use, M, N, K, T, L> &f, const P *p, unsigned ldm, AK_SIM_LOC)

@@ -398,6 +398,41 @@ static __global__ void k_wmma_misuse(float *out, int which)
     out[threadIdx.x] = 1.0f;
 }
 
+/* a warp stages a 16x16 bf16 tile (each lane 8 entries) and loads it into a fragment;
+   with_sync 0 drops the __syncwarp between the stores and the load (a race: early lanes
+   load entries others have not written yet). out (16x16) = tile * I. */
+static __global__ void k_wmma_stage(float *out, int with_sync)
+{
+    using namespace nvcuda;
+    PARITY_DYNAMIC_SHARED(__nv_bfloat16, t);
+    __shared__ __align__(32) __nv_bfloat16 eye[16 * 16];
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa;
+    wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_major> fb;
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> fc;
+    int e;
+    for (e = threadIdx.x; e < 256; e += 32) {
+        t[e] = __float2bfloat16((float)(e % 17));
+        eye[e] = __float2bfloat16(e / 16 == e % 16 ? 1.0f : 0.0f);
+    }
+    if (with_sync) __syncwarp();
+    wmma::load_matrix_sync(fa, t, 16);
+    wmma::load_matrix_sync(fb, eye, 16);
+    wmma::fill_fragment(fc, 0.0f);
+    wmma::mma_sync(fc, fa, fb, fc);
+    wmma::store_matrix_sync(out, fc, 16, wmma::mem_row_major);
+}
+
+static int run_wmma_stage(int with_sync, float *d, std::vector<float> &h)
+{
+    int e;
+    PARITY_LAUNCH(k_wmma_stage, 1, 32, 256 * sizeof(__nv_bfloat16), (cudaStream_t)0, d, with_sync);
+    if (cudaGetLastError() != cudaSuccess) return -1;
+    cudaMemcpy(h.data(), d, 256 * sizeof(float), cudaMemcpyDeviceToHost);
+    for (e = 0; e < 256; e++)
+        if (h[(size_t)e] != (float)(e % 17)) return 1;
+    return 0;
+}
+
 static void test_simulation_refuses(void)
 {
     int *d = dalloc<int>(1024);
@@ -413,6 +448,16 @@ static void test_simulation_refuses(void)
     for (int which = 0; which < 3; which++) {
         PARITY_LAUNCH(k_wmma_misuse, 1, 32, 0, (cudaStream_t)0, f, which);
         CHECK_INT_EQ(cudaGetLastError(), cudaErrorLaunchFailure);
+    }
+    {
+        /* a wmma load right after the lanes' staging stores, without __syncwarp: wrong in
+           most launches; with it: right in all */
+        std::vector<float> h(256);
+        int bad = 0, l;
+        for (l = 0; l < 20; l++) bad += run_wmma_stage(0, f, h) == 1;
+        printf("missing __syncwarp before a wmma load caught in %d/20 launches\n", bad);
+        CHECK(bad > 10);
+        for (l = 0; l < 5; l++) CHECK_INT_EQ(run_wmma_stage(1, f, h), 0);
     }
     /* launch limits */
     PARITY_LAUNCH(k_divergent_barrier, 1, 2048, 0, (cudaStream_t)0, d);
