@@ -418,8 +418,8 @@ static void test_tc_long(void)
     }
 }
 
-/* the backward is deterministic: two runs give the same bits */
-static void test_bwd_deterministic(void)
+/* the backward is deterministic: two runs give the same bits (fp32 and bf16 paths) */
+static void bwd_deterministic(int math)
 {
     const int B = 1, H = 4, Hkv = 2, T = 70, D = 64;
     const size_t nq = (size_t)B * H * T * D, nk = (size_t)B * Hkv * T * D, nr = (size_t)B * H * T;
@@ -430,6 +430,7 @@ static void test_bwd_deterministic(void)
     std::vector<float> outs[2][4];
     NEED_GPU();
     tt_seed(21);
+    cfg.math = math;
     host_params hp(H, D);
     dev_params dp(hp);
     polar_params dprm = dp.view();
@@ -458,6 +459,11 @@ static void test_bwd_deterministic(void)
         CHECK(memcmp(outs[0][run].data(), outs[1][run].data(), outs[0][run].size() * sizeof(float)) == 0);
     }
     dfree(d_q); dfree(d_k); dfree(d_v); dfree(d_dc); dfree(d_dmag); dfree(d_c); dfree(d_mag); dfree(d_st);
+}
+static void test_bwd_deterministic(void)
+{
+    bwd_deterministic(POLAR_MATH_FP32);
+    bwd_deterministic(POLAR_MATH_BF16);
 }
 
 /* paged decode vs polar_decode and vs the last row of the full forward */
