@@ -1346,11 +1346,36 @@ TKDEF int tk_init_constant(float *x, size_t n, float value)
 }
 
 /* ---------------------------------------------------------------- matmul */
+/* Under nvcc (or the CUDA simulation) the plain ops that have a _cuda twin of the same
+   signature route DEVICE buffers to it on the default stream (DESIGN.md: one model for
+   both devices): tk_matmul_*, tk_embedding_*, tk_layernorm_*, tk_gelu_*,
+   tk_softmax_forward, tk_crossentropy_backward, tk_adamw_update. The routing test is on
+   the first output; every other buffer must then be device memory too (or NULL where
+   the op allows), else TK_EINVAL. tk_sgemm (called by the CPU kernels themselves),
+   tk_crossentropy_forward (its means are host scalars) and the attention (probs on the
+   CPU, lse on the device) are not routed: call their _cuda forms. */
+#if defined(__CUDACC__) || defined(ATTNKIT_CUDA_SIM)
+static int tk__is_device_ptr(const void *p); /* cuda/tensor.cuh */
+#define TK__DEV(p) tk__is_device_ptr(p)
+#define TK__DEV0(p) (!(p) || tk__is_device_ptr(p))
+#define TK__ROUTE(fn, first, rest_dev, call)                                                  \
+    do {                                                                                     \
+        if (tk__is_device_ptr(first)) {                                                      \
+            if (!(rest_dev)) return tk__fail(TK_EINVAL, "%s: device and host buffers mixed", fn); \
+            return call;                                                                     \
+        }                                                                                    \
+    } while (0)
+#else
+#define TK__ROUTE(fn, first, rest_dev, call) ((void)0)
+#endif
+
 TKDEF int tk_matmul_forward(float *out, const float *inp, const float *W,
                             const float *b, int N, int C, int OC)
 {
     static const char *fn = "tk_matmul_forward";
     int rc, i;
+    TK__ROUTE(fn, out, TK__DEV(inp) && TK__DEV(W) && TK__DEV0(b),
+              tk_matmul_forward_cuda(out, inp, W, b, N, C, OC, NULL));
     TK__NONNULL(fn, out);
     TK__NONNULL(fn, inp);
     TK__NONNULL(fn, W);
@@ -1376,6 +1401,8 @@ TKDEF int tk_matmul_backward(float *dinp, float *dW, float *db, const float *dou
 {
     static const char *fn = "tk_matmul_backward";
     int rc;
+    TK__ROUTE(fn, dout, TK__DEV0(dinp) && TK__DEV0(dW) && TK__DEV0(db) && TK__DEV0(inp) && TK__DEV0(W),
+              tk_matmul_backward_cuda(dinp, dW, db, dout, inp, W, N, C, OC, NULL));
     TK__NONNULL(fn, dout);
     TK__POSDIM(fn, N);
     TK__POSDIM(fn, C);
@@ -1400,6 +1427,8 @@ TKDEF int tk_embedding_forward(float *out, const int *ids, const float *wte,
 {
     static const char *fn = "tk_embedding_forward";
     int rc, bt;
+    TK__ROUTE(fn, out, TK__DEV(ids) && TK__DEV(wte) && TK__DEV0(wpe),
+              tk_embedding_forward_cuda(out, ids, wte, wpe, B, T, C, V, NULL));
     TK__NONNULL(fn, out);
     TK__NONNULL(fn, ids);
     TK__NONNULL(fn, wte);
@@ -1429,6 +1458,8 @@ TKDEF int tk_embedding_backward(float *dwte, float *dwpe, const float *dout,
 {
     static const char *fn = "tk_embedding_backward";
     int rc;
+    TK__ROUTE(fn, dout, TK__DEV0(dwte) && TK__DEV0(dwpe) && TK__DEV0(ids),
+              tk_embedding_backward_cuda(dwte, dwpe, dout, ids, B, T, C, V, NULL));
     TK__NONNULL(fn, dout);
     TK__POSDIM(fn, B);
     TK__POSDIM(fn, T);
@@ -1473,6 +1504,8 @@ TKDEF int tk_layernorm_forward(float *out, float *mean, float *rstd, const float
 {
     static const char *fn = "tk_layernorm_forward";
     int i;
+    TK__ROUTE(fn, out, TK__DEV0(mean) && TK__DEV0(rstd) && TK__DEV(inp) && TK__DEV(w) && TK__DEV0(b),
+              tk_layernorm_forward_cuda(out, mean, rstd, inp, w, b, N, C, eps, NULL));
     TK__NONNULL(fn, out);
     TK__NONNULL(fn, inp);
     TK__NONNULL(fn, w);
@@ -1515,6 +1548,9 @@ TKDEF int tk_layernorm_backward(float *dinp, float *dw, float *db, const float *
 {
     static const char *fn = "tk_layernorm_backward";
     int i;
+    TK__ROUTE(fn, dinp, TK__DEV0(dw) && TK__DEV0(db) && TK__DEV(dout) && TK__DEV(inp) && TK__DEV(w) &&
+                            TK__DEV(mean) && TK__DEV(rstd),
+              tk_layernorm_backward_cuda(dinp, dw, db, dout, inp, w, mean, rstd, N, C, NULL));
     TK__NONNULL(fn, dinp);
     TK__NONNULL(fn, dout);
     TK__NONNULL(fn, inp);
@@ -1848,6 +1884,7 @@ static float tk__sigmoid(float x) { return 1.0f / (1.0f + tk__expf(-x)); }
 TKDEF int tk_gelu_forward(float *out, const float *inp, size_t n)
 {
     ptrdiff_t c0, nn = (ptrdiff_t)n;
+    TK__ROUTE("tk_gelu_forward", out, TK__DEV(inp), tk_gelu_forward_cuda(out, inp, n, NULL));
     TK__ELEMWISE_CHECK("tk_gelu_forward", out, inp, n);
     /* chunks: exp(-2u) through the vectorised exp loop, then x sigmoid(2u) */
     TK__OPS_OMP(omp parallel for schedule(static) if(n > TK__PAR_MIN))
@@ -1886,6 +1923,7 @@ static void tk__gelu_grad_chunk(float *g, const float *x, int m)
 TKDEF int tk_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n)
 {
     ptrdiff_t c0, nn = (ptrdiff_t)n;
+    TK__ROUTE("tk_gelu_backward", dinp, TK__DEV(inp) && TK__DEV(dout), tk_gelu_backward_cuda(dinp, inp, dout, n, NULL));
     TK__ELEMWISE_CHECK("tk_gelu_backward", dinp, inp, n);
     TK__NONNULL("tk_gelu_backward", dout);
     /* chunks of TK__CHUNK: the derivative goes to a local buffer first (a loop the
@@ -1952,6 +1990,7 @@ TKDEF int tk_softmax_forward(float *out, const float *inp, int N, int C)
 {
     static const char *fn = "tk_softmax_forward";
     int i;
+    TK__ROUTE(fn, out, TK__DEV(inp), tk_softmax_forward_cuda(out, inp, N, C, NULL));
     TK__NONNULL(fn, out);
     TK__NONNULL(fn, inp);
     TK__POSDIM(fn, N);
@@ -2175,6 +2214,8 @@ TKDEF int tk_crossentropy_backward(float *dlogits, const float *probs, const int
 {
     static const char *fn = "tk_crossentropy_backward";
     int rc, i;
+    TK__ROUTE(fn, dlogits, TK__DEV(probs) && TK__DEV(targets),
+              tk_crossentropy_backward_cuda(dlogits, probs, targets, N, V, eps, dloss, NULL));
     TK__NONNULL(fn, dlogits);
     TK__NONNULL(fn, probs);
     TK__NONNULL(fn, targets);
@@ -2930,6 +2971,8 @@ TKDEF int tk_adamw_update(float *params, const float *grads, float *m, float *v,
     static const char *fn = "tk_adamw_update";
     ptrdiff_t i, nn = (ptrdiff_t)n;
     float lr, b1, b2, eps, wd, c1, c2;
+    TK__ROUTE(fn, params, TK__DEV(grads) && TK__DEV(m) && TK__DEV(v),
+              tk_adamw_update_cuda(params, grads, m, v, n, cfg, t, NULL));
     TK__NONNULL(fn, params);
     TK__NONNULL(fn, grads);
     TK__NONNULL(fn, m);
