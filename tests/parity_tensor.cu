@@ -603,6 +603,85 @@ static void test_cuda_bad_input(void)
     CHECK_INT_EQ(tk_crossentropy_backward_cuda(&x, &x, NULL, 1, 1, 0.0f, 1.0f, NULL), TK_EINVAL);
 }
 
+/* Under nvcc / the simulation the plain ops with a same-signature _cuda twin route device
+   buffers to it: the same bits as the _cuda call; device and host buffers mixed: TK_EINVAL */
+static void test_plain_routing(void)
+{
+    const int N = 9, C = 24, OC = 7, B = 3, T = 3, V = 11;
+    NEED_GPU();
+    tt_seed(71);
+    std::vector<float> x = randn((size_t)N * C, 1.0), W = randn((size_t)OC * C, 0.2), b = randn(OC, 1.0);
+    std::vector<float> w = randn(C, 1.0), dout = randn((size_t)N * OC, 1.0), dln = randn((size_t)N * C, 1.0);
+    std::vector<int> ids((size_t)B * T);
+    for (int i = 0; i < B * T; i++) ids[(size_t)i] = (i * 5) % V;
+    std::vector<float> wte = randn((size_t)V * C, 1.0);
+    float *d_x = dput(x), *d_W = dput(W), *d_b = dput(b), *d_w = dput(w), *d_dout = dput(dout), *d_dln = dput(dln);
+    float *d_wte = dput(wte);
+    int *d_ids = dput(ids);
+    std::vector<float> zo((size_t)N * OC), zc((size_t)N * C), zn(N), zw(C), zv((size_t)V * C);
+    float *o1 = dput(zo), *o2 = dput(zo), *c1 = dput(zc), *c2 = dput(zc), *m1 = dput(zn), *m2 = dput(zn);
+    float *r1 = dput(zn), *r2 = dput(zn), *w1 = dput(zw), *w2 = dput(zw), *v1 = dput(zv), *v2 = dput(zv);
+#define SAME(a, bb, n) CHECK(memcmp(dget(a, n).data(), dget(bb, n).data(), (n) * sizeof(float)) == 0)
+    CHECK_INT_EQ(tk_matmul_forward(o1, d_x, d_W, d_b, N, C, OC), TK_OK);
+    CHECK_INT_EQ(tk_matmul_forward_cuda(o2, d_x, d_W, d_b, N, C, OC, NULL), TK_OK);
+    SAME(o1, o2, zo.size());
+    CHECK_INT_EQ(tk_matmul_backward(c1, NULL, NULL, d_dout, d_x, d_W, N, C, OC), TK_OK);
+    CHECK_INT_EQ(tk_matmul_backward_cuda(c2, NULL, NULL, d_dout, d_x, d_W, N, C, OC, NULL), TK_OK);
+    SAME(c1, c2, zc.size());
+    CHECK_INT_EQ(tk_layernorm_forward(c1, m1, r1, d_x, d_w, NULL, N, C, 1e-5f), TK_OK);
+    CHECK_INT_EQ(tk_layernorm_forward_cuda(c2, m2, r2, d_x, d_w, NULL, N, C, 1e-5f, NULL), TK_OK);
+    SAME(c1, c2, zc.size());
+    SAME(r1, r2, zn.size());
+    CHECK_INT_EQ(tk_layernorm_backward(c1, w1, NULL, d_dln, d_x, d_w, m1, r1, N, C), TK_OK);
+    CHECK_INT_EQ(tk_layernorm_backward_cuda(c2, w2, NULL, d_dln, d_x, d_w, m2, r2, N, C, NULL), TK_OK);
+    SAME(c1, c2, zc.size());
+    SAME(w1, w2, zw.size());
+    CHECK_INT_EQ(tk_gelu_forward(c1, d_x, zc.size()), TK_OK);
+    CHECK_INT_EQ(tk_gelu_forward_cuda(c2, d_x, zc.size(), NULL), TK_OK);
+    SAME(c1, c2, zc.size());
+    CHECK_INT_EQ(tk_gelu_backward(c1, d_x, d_dln, zc.size()), TK_OK);
+    CHECK_INT_EQ(tk_gelu_backward_cuda(c2, d_x, d_dln, zc.size(), NULL), TK_OK);
+    SAME(c1, c2, zc.size());
+    CHECK_INT_EQ(tk_softmax_forward(c1, d_x, N, C), TK_OK);
+    CHECK_INT_EQ(tk_softmax_forward_cuda(c2, d_x, N, C, NULL), TK_OK);
+    SAME(c1, c2, zc.size());
+    CHECK_INT_EQ(tk_embedding_forward(c1, d_ids, d_wte, NULL, B, T, C, V), TK_OK);
+    CHECK_INT_EQ(tk_embedding_forward_cuda(c2, d_ids, d_wte, NULL, B, T, C, V, NULL), TK_OK);
+    SAME(c1, c2, (size_t)B * T * C);
+    CHECK_INT_EQ(tk_embedding_backward(v1, NULL, d_x, d_ids, B, T, C, V), TK_OK);
+    CHECK_INT_EQ(tk_embedding_backward_cuda(v2, NULL, d_x, d_ids, B, T, C, V, NULL), TK_OK);
+    SAME(v1, v2, zv.size());
+    {
+        tk_adamw_config ac = tk_adamw_config_default();
+        float *p1 = dput(x), *p2 = dput(x), *am1 = dput(zc), *am2 = dput(zc), *av1 = dput(zc), *av2 = dput(zc);
+        CHECK_INT_EQ(tk_adamw_update(p1, d_dln, am1, av1, zc.size(), &ac, 1), TK_OK);
+        CHECK_INT_EQ(tk_adamw_update_cuda(p2, d_dln, am2, av2, zc.size(), &ac, 1, NULL), TK_OK);
+        SAME(p1, p2, zc.size());
+        SAME(av1, av2, zc.size());
+        dfree(p1); dfree(p2); dfree(am1); dfree(am2); dfree(av1); dfree(av2);
+    }
+    {
+        /* CE backward: probs from the softmax above (c1), targets in range */
+        std::vector<int> tg(N);
+        for (int i = 0; i < N; i++) tg[(size_t)i] = (i * 7) % C;
+        int *d_tg = dput(tg);
+        float *g1 = dput(zc), *g2 = dput(zc);
+        CHECK_INT_EQ(tk_softmax_forward(c1, d_x, N, C), TK_OK);
+        CHECK_INT_EQ(tk_crossentropy_backward(g1, c1, d_tg, N, C, 0.1f, 0.5f), TK_OK);
+        CHECK_INT_EQ(tk_crossentropy_backward_cuda(g2, c1, d_tg, N, C, 0.1f, 0.5f, NULL), TK_OK);
+        SAME(g1, g2, zc.size());
+        dfree(d_tg); dfree(g1); dfree(g2);
+    }
+    /* a device output with a host input: refused, nothing launched */
+    CHECK_INT_EQ(tk_matmul_forward(o1, x.data(), d_W, d_b, N, C, OC), TK_EINVAL);
+    CHECK_INT_EQ(tk_gelu_forward(c1, x.data(), zc.size()), TK_EINVAL);
+    CHECK_INT_EQ(tk_layernorm_forward(c1, m1, r1, d_x, w.data(), NULL, N, C, 1e-5f), TK_EINVAL);
+#undef SAME
+    dfree(d_x); dfree(d_W); dfree(d_b); dfree(d_w); dfree(d_dout); dfree(d_dln); dfree(d_wte); dfree(d_ids);
+    dfree(o1); dfree(o2); dfree(c1); dfree(c2); dfree(m1); dfree(m2); dfree(r1); dfree(r2);
+    dfree(w1); dfree(w2); dfree(v1); dfree(v2);
+}
+
 int main(int argc, char **argv)
 {
     TEST_INIT(argc, argv);
@@ -623,5 +702,6 @@ int main(int argc, char **argv)
     TEST_RUN(test_attention_tc_deterministic);
     TEST_RUN(test_attention_bad_input);
     TEST_RUN(test_attention_cfg_bad_input);
+    TEST_RUN(test_plain_routing);
     return TEST_END();
 }
