@@ -15,6 +15,11 @@
 # GPU_CHECK_BUDGET seconds (default 500) have passed the remaining sanitizer and
 # benchmark runs are skipped and reported as skipped (never as passed).
 # Exit status: 0 when everything that ran passed, 1 otherwise, 2 when no GPU or nvcc.
+# Narrowing (environment): GPU_CHECK_ONLY="parity_gdelta bench_gdelta_cuda" builds and runs
+# only the named parity tests / benchmarks (shell patterns); GPU_CHECK_SANITIZERS lists the
+# compute-sanitizer tools (default all four; empty: none); GPU_CHECK_BENCH_TIMEOUT seconds
+# per benchmark (default 180). Python peers carried as wheels in .whl/ (tools/fetch_peers.sh)
+# are installed into a temporary site directory and put on PYTHONPATH first.
 set -u
 OUT=${1:-build/gpu-check}
 BUDGET=${GPU_CHECK_BUDGET:-500}
@@ -27,6 +32,12 @@ LOGS=$(mktemp -d)
 B=build/gpu
 mkdir -p "$B"
 elapsed() { echo $(($(date +%s) - START)); }
+selected() ( # selected NAME: in GPU_CHECK_ONLY (or it is unset/empty); POSIX sh, set -f stays in the subshell
+    [ -z "${GPU_CHECK_ONLY:-}" ] && exit 0
+    set -f
+    for p in $GPU_CHECK_ONLY; do case "$1" in $p) exit 0 ;; esac; done
+    exit 1
+)
 over_budget() { [ "$(elapsed)" -ge "$BUDGET" ]; }
 
 if ! command -v "$NVCC" >/dev/null 2>&1; then
@@ -58,12 +69,12 @@ build() { # build <src> <exe> <extra flags...>
 PARITY=""
 for src in tests/parity_*.cu; do
     [ -e "$src" ] || continue
-    t=$(basename "$src" .cu); build "$src" "$B/$t"; PARITY="$PARITY $t"
+    t=$(basename "$src" .cu); selected "$t" || continue; build "$src" "$B/$t"; PARITY="$PARITY $t"
 done
 BENCHES=""
 for src in bench/bench_*_cuda.cu; do
     [ -e "$src" ] || continue
-    t=$(basename "$src" .cu); build "$src" "$B/$t"; BENCHES="$BENCHES $t"
+    t=$(basename "$src" .cu); selected "$t" || continue; build "$src" "$B/$t"; BENCHES="$BENCHES $t"
 done
 echo "gpu-check: built in $(elapsed) s"
 
@@ -83,7 +94,7 @@ echo "gpu-check: parity done at $(elapsed) s"
 : > "$LOGS/sanitizer.tsv"
 SAN=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
 for t in $PARITY; do
-    for tool in memcheck racecheck initcheck synccheck; do
+    for tool in ${GPU_CHECK_SANITIZERS-memcheck racecheck initcheck synccheck}; do
         if [ -z "$SAN" ]; then printf '%s\t%s\tno-compute-sanitizer\n' "$t" "$tool" >> "$LOGS/sanitizer.tsv"; continue; fi
         if [ ! -x "$B/$t" ]; then printf '%s\t%s\tnot-built\n' "$t" "$tool" >> "$LOGS/sanitizer.tsv"; continue; fi
         if over_budget; then printf '%s\t%s\tskipped-budget\n' "$t" "$tool" >> "$LOGS/sanitizer.tsv"; continue; fi
@@ -97,10 +108,21 @@ echo "gpu-check: sanitizers done at $(elapsed) s"
 
 # ----------------------------------------------------------- benchmarks
 : > "$LOGS/bench.tsv"
+SITE=""
+if ls .whl/*.whl >/dev/null 2>&1; then # Python peers carried as wheels (tools/fetch_peers.sh)
+    SITE=$(mktemp -d)
+    if python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$SITE" .whl/*.whl \
+        > "$LOGS/peers_install.log" 2>&1; then
+        export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
+        echo "gpu-check: peers from .whl/ on PYTHONPATH: $(cd .whl && ls *.whl | tr '\n' ' ')"
+    else
+        echo "gpu-check: installing .whl/ failed (logs: peers_install.log); the peers will say n/a"
+    fi
+fi
 for t in $BENCHES; do
     if [ ! -x "$B/$t" ]; then printf '%s\tnot-built\n' "$t" >> "$LOGS/bench.tsv"; continue; fi
     if over_budget; then printf '%s\tskipped-budget\n' "$t" >> "$LOGS/bench.tsv"; continue; fi
-    timeout 180 "$B/$t" > "$LOGS/bench_$t.out" 2> "$LOGS/bench_$t.err"
+    timeout "${GPU_CHECK_BENCH_TIMEOUT:-180}" "$B/$t" > "$LOGS/bench_$t.out" 2> "$LOGS/bench_$t.err"
     printf '%s\t%s\n' "$t" "$?" >> "$LOGS/bench.tsv"
 done
 echo "gpu-check: benchmarks done at $(elapsed) s"
@@ -196,5 +218,5 @@ print("gpu-check: %s | parity %d passed, %d failed, %d skipped | sanitizer %d cl
 sys.exit(0 if F == 0 and bad == 0 and bfail == 0 and bench_ok == len(rep["benchmarks"]) else 1)
 PY
 rc=$?
-rm -rf "$LOGS"
+rm -rf "$LOGS" ${SITE:+"$SITE"}
 exit $rc

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# tools/fetch_peers.sh [PEER ...] - download the Python peers the GPU benchmarks compare
+# with, as wheels into .whl/ (ignored by git through .git/info/exclude; never committed),
+# so that a GPU session can carry them to the device machine (`carry: [".whl"]`, see
+# docs/GPU.md) where no package registry is reachable. tools/gpu_check.sh installs
+# whatever .whl/ holds into a temporary site directory before the benchmarks.
+#
+# Run it on the development machine (it needs PyPI), from anywhere in the repository:
+#   tools/fetch_peers.sh            every peer
+#   tools/fetch_peers.sh fla        one peer
+# Peers (one function each, peer_<name>; add a new one the same way):
+#   fla   fla-core (flash-linear-attention's kernels), for bench/bench_gdelta_cuda.cu
+#         through bench/peer_fla.py (chunk_gated_delta_rule). A pure-Python wheel
+#         (py3-none-any); its one unconditional need, einops, and the torch/triton of its
+#         [cuda] extra are already on the GPU image (/work/.library/device/KINDS.md), so
+#         nothing else is fetched.
+# Wheels are fetched for the GPU image's Python (CPython 3.12, x86-64 manylinux), with
+# --no-deps: every needed package is named here. One version of each package is kept
+# (an older wheel of the same package is removed). The total must stay well under the
+# device tool's 64 MiB working-tree limit; the script prints it and fails above 48 MiB.
+set -eu
+cd "$(dirname "$0")/.."
+WHL=.whl
+PY=${PYTHON:-python3}
+LIMIT_MIB=48
+
+exclude_whl() { # keep .whl/ out of git in this checkout
+    local ex
+    ex=$(git rev-parse --git-path info/exclude 2>/dev/null) || return 0
+    mkdir -p "$(dirname "$ex")"
+    grep -qxF '/.whl/' "$ex" 2>/dev/null || echo '/.whl/' >> "$ex"
+}
+
+# fetch NAME VERSION: one wheel for CPython 3.12 on x86-64 Linux (manylinux or pure Python)
+fetch() {
+    local name=$1 ver=$2 norm
+    norm=$(echo "$name" | tr '-' '_')
+    if ls "$WHL/${norm}-${ver}-"*.whl >/dev/null 2>&1; then
+        echo "fetch_peers: $name $ver already in $WHL/"
+        return 0
+    fi
+    rm -f "$WHL/${norm}-"*.whl
+    "$PY" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+        --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 \
+        --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+        --platform manylinux1_x86_64 -d "$WHL" "$name==$ver"
+    ls "$WHL/${norm}-${ver}-"*.whl >/dev/null 2>&1 || { echo "fetch_peers: no wheel for $name $ver" >&2; return 1; }
+    echo "fetch_peers: $name $ver -> $(ls "$WHL/${norm}-${ver}-"*.whl)"
+}
+
+# needs WHEEL: print its Requires-Dist lines (extras left out) for a look against KINDS.md
+needs() {
+    "$PY" - "$1" <<'PY'
+import sys, zipfile
+z = zipfile.ZipFile(sys.argv[1])
+meta = [n for n in z.namelist() if n.endswith(".dist-info/METADATA")][0]
+for l in z.read(meta).decode().splitlines():
+    if l.startswith("Requires-Dist:") and "extra ==" not in l:
+        print("  needs:", l.split(":", 1)[1].strip())
+PY
+}
+
+peer_fla() { # bench/bench_gdelta_cuda.cu's peer (issue 14)
+    fetch fla-core 0.6.0
+    needs "$(ls "$WHL"/fla_core-0.6.0-*.whl)" # einops: on the GPU image
+}
+
+PEERS="fla"
+[ $# -gt 0 ] && PEERS="$*"
+mkdir -p "$WHL"
+exclude_whl
+for p in $PEERS; do
+    if ! declare -F "peer_$p" >/dev/null; then echo "fetch_peers: unknown peer '$p' (known: fla)" >&2; exit 2; fi
+    "peer_$p"
+done
+total=$(du -sk "$WHL" | awk '{print $1}')
+echo "fetch_peers: $WHL/ holds $(ls "$WHL" | wc -l) wheel(s), $((total / 1024)).$(((total % 1024) * 10 / 1024)) MiB"
+ls -l "$WHL"
+if [ "$total" -gt $((LIMIT_MIB * 1024)) ]; then
+    echo "fetch_peers: over ${LIMIT_MIB} MiB: the device tool carries 64 MiB with the whole tree" >&2
+    exit 1
+fi
