@@ -17,9 +17,12 @@ autotune, outside the timing).
 
 Prints, one line per shape (the C bench parses these):
   peer_ms B T H D <fwd+bwd ms> <fwd ms>
-and at the start `peer_info fla-core <version> torch <version> triton <version> <device>`.
+and at the start `peer_info fla-core <version> torch <version> triton <version> <device>
+backend <triton | flash_qla-if-eligible>` (FLA runs its FlashQLA backend on sm_90 only when
+the flash_qla package is importable; the GPU image has none, so its Triton kernels run).
 When it cannot run it prints `peer_missing <why>` (one line) and exits 3; a bad argument
 prints usage and exits 2. Nothing is printed on stdout but these lines."""
+import os
 import sys
 
 
@@ -72,8 +75,13 @@ def main(argv):
         fv = metadata.version("fla-core")
     except Exception:  # noqa: BLE001
         fv = getattr(fla, "__version__", "?")
-    print("peer_info fla-core %s torch %s triton %s %s" % (fv, torch.__version__, triton.__version__,
-                                                           torch.cuda.get_device_name(0).replace(" ", "_")))
+    import importlib.util
+    # FLA dispatches chunk_gated_delta_rule to its FlashQLA (TileLang) backend on sm_90 when
+    # the flash_qla package is importable and FLA_FLASH_QLA is not 0; else its Triton kernels
+    qla = importlib.util.find_spec("flash_qla") is not None and os.environ.get("FLA_FLASH_QLA", "1") != "0"
+    print("peer_info fla-core %s torch %s triton %s %s backend %s" % (
+        fv, torch.__version__, triton.__version__, torch.cuda.get_device_name(0).replace(" ", "_"),
+        "flash_qla-if-eligible" if qla else "triton"))
     sys.stdout.flush()
     dt = {"bf16": torch.bfloat16, "fp32": torch.float32}[dtname]
     dev = "cuda"
