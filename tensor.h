@@ -432,6 +432,25 @@ TKDEF int tk_attention_forward_cuda_ex(float *out, float *lse, const float *q, c
                                        const float *v, const float *bias, int bias_per_head,
                                        const float *temp, int B, int H, int T, int D,
                                        const tk_attention_cuda_config *cfg, tk_stream stream);
+/* The forward of tk_attention_forward_cuda_ex that also writes each softmax row's moments,
+   as tk_attention_forward_stats does on the host (what ceas.h's
+   ceas_attention_observables_from_moments(_cuda) turns into CEAS observables): stats
+   (B,H,T,TK_ATTN_NSTATS) device, per row i of (b,h), over the visible keys j <= i (-inf
+   bias entries not counted) of x_j = alpha q_i.k_j + bias_ij and p = softmax(x):
+     [0] H = -sum p ln p  [1] E_p[x]  [2] Var_p[x]  [3] mean_j x_j  [4] var_j x_j
+     (population)  [5] the number of keys counted.
+   Gathered in the kernel's softmax pass, online over the key tiles with the running max
+   (float sums per tile, double across tiles, shifted when the max moves), from the fp32
+   logits in every math mode: nothing of size T x T is stored, out and lse are bit-identical
+   to tk_attention_forward_cuda_ex's. stats NULL: exactly tk_attention_forward_cuda_ex.
+   Parity with tk_attention_forward_stats: fp32 1e-5 relative per field (above a floor of
+   1e-5 of the field's largest |value| in the call), tf32 / bf16 2e-2 in the max-norm per
+   field (the logits come from rounded q, k); the count exact. */
+TKDEF int tk_attention_forward_stats_cuda(float *out, float *lse, float *stats, const float *q,
+                                          const float *k, const float *v, const float *bias,
+                                          int bias_per_head, const float *temp, int B, int H,
+                                          int T, int D, const tk_attention_cuda_config *cfg,
+                                          tk_stream stream);
 /* dq (B,H,T,D) +=; dk, dv (B,Hkv,T,D) +=; the rest as tk_attention_backward_cuda. Give
    the same cfg as the forward (the lse of one math mode is valid input to another). */
 TKDEF int tk_attention_backward_cuda_ex(float *dq, float *dk, float *dv, float *dbias,
@@ -3194,6 +3213,17 @@ TKDEF int tk_attention_forward_cuda_ex(float *out, float *lse, const float *q, c
     (void)out; (void)lse; (void)q; (void)k; (void)v; (void)bias; (void)bias_per_head;
     (void)temp; (void)B; (void)H; (void)T; (void)D; (void)cfg; (void)stream;
     TK__NOCUDA("tk_attention_forward_cuda_ex");
+}
+TKDEF int tk_attention_forward_stats_cuda(float *out, float *lse, float *stats, const float *q,
+                                          const float *k, const float *v, const float *bias,
+                                          int bias_per_head, const float *temp, int B, int H,
+                                          int T, int D, const tk_attention_cuda_config *cfg,
+                                          tk_stream stream)
+{
+    (void)out; (void)lse; (void)stats; (void)q; (void)k; (void)v; (void)bias;
+    (void)bias_per_head; (void)temp; (void)B; (void)H; (void)T; (void)D; (void)cfg;
+    (void)stream;
+    TK__NOCUDA("tk_attention_forward_stats_cuda");
 }
 TKDEF int tk_attention_backward_cuda_ex(float *dq, float *dk, float *dv, float *dbias,
                                         float *dtemp, const float *dout, const float *out,

@@ -630,6 +630,26 @@ TKDEF int tk_adamw_update_cuda(float *params, const float *grads, float *m, floa
    products are the whole difference: accumulation and statistics are fp32. Measured in the
    simulation (tests/parity_tensor.cu, T up to 200, D 16..128): tf32 1.2e-4..9.7e-4, bf16
    1.6e-3..8.6e-3 (dtemp of its terms: tf32 <= 1.3e-4, bf16 <= 4.5e-4).
+   Row moments (tk_attention_forward_stats_cuda; stats NULL, or the _ex / plain forwards,
+   launch the same kernels instantiated without them: tk__k_attn_fwd<ST>,
+   tk__k_attn_fwd_tc<MATH, ST>). With stats the forward's softmax pass also gathers, per
+   row, tk_attention_forward_stats' six moments of the fp32 logits x (before P is rounded
+   in the tf32/bf16 kernels): each lane of the row (4 in fp32, 2 in the WMMA kernels) sums
+   its keys of the tile in float (e, e t, e t^2, t, t^2 with t = x - m_new, -inf keys not
+   counted), adds them to double accumulators in registers after moving those from the old
+   running max to the new one (tk__at_mom_shift: the shift identities of ceas.h's row
+   pass), and the row's lanes add their shares in a fixed butterfly at the end; the row's
+   first lane writes H, E_p[x], Var_p[x], mean, var, n. No extra pass over K, no T x T
+   store, no extra shared memory; out and lse keep their bits. Parity with the CPU's
+   tk_attention_forward_stats (tests/parity_tensor.cu): fp32 |gpu - cpu| <= 1e-5 (|cpu| +
+   S_f) per field f, S_f the field's largest |value| in the call (the rounding of E_p[x],
+   the mean and the variances scales with the logits' magnitude and spread, not with the
+   field, which can cancel to ~0); tf32 / bf16 max |gpu - cpu| <= 2e-2 S_f; the count
+   exact. Measured in the simulation (T 1..130, GQA, windows, bias on/off): fp32 <= 1.0e-6,
+   tf32 <= 6.0e-4, bf16 <= 5.6e-3; CEAS observables from the device moments
+   (ceas_attention_observables_from_moments_cuda) against the CPU chain: fp32 <= 5.5e-7,
+   bf16 <= 3.9e-3. nvcc sm_90 registers without / with stats: fp32 72 / 95, tf32 96 / 128,
+   bf16 96 / 96, no spills (ptxas -v).
    Checked in the CPU simulation of CUDA (tests/cuda_sim.h, WMMA emulated) only: none of the
    tensor-core path has run on a GPU yet. */
 #define TK__AT_BR 32
@@ -646,8 +666,76 @@ TKDEF int tk_adamw_update_cuda(float *params, const float *grads, float *m, floa
 
 struct tk__attn_args {
     const float *q, *k, *v, *bias, *temp, *dout, *out, *lse, *dvec;
+    float *stats; /* forward: (B,H,T,TK_ATTN_NSTATS) row moments, or NULL */
     int bias_per_head, H, Hkv, T, D;
 };
+
+/* A lane's share of one softmax row's moments (tk_attention_forward_stats' layout), kept
+   relative to the row's running max m: over the visible keys the lane has seen (x finite,
+   -inf entries not counted), t = x - m, e = exp(t):
+     z = sum e, ea = sum e t, eb = sum e t^2, s1 = sum t, s2 = sum t^2, n keys.
+   Each key tile adds its float partial sums (<= 32 terms) to these doubles; when the max
+   moves from m to m' (d = m - m' < 0, c = e^d) the sums move with it, as ceas.h's row pass:
+     eb' = c (eb + d (2 ea + d z)), ea' = c (ea + d z), z' = c z,
+     s2' = s2 + d (2 s1 + n d), s1' = s1 + n d.
+   Lanes of a row add their shares (same max) at the end, in a fixed butterfly. */
+struct tk__at_mom {
+    double z, ea, eb, s1, s2;
+    int n;
+};
+static __device__ __forceinline__ void tk__at_mom_zero(tk__at_mom &r)
+{
+    r.z = r.ea = r.eb = r.s1 = r.s2 = 0.0;
+    r.n = 0;
+}
+/* the sums move from max m_old to m_new >= m_old (n == 0: all zero, nothing to move) */
+static __device__ __forceinline__ void tk__at_mom_shift(tk__at_mom &r, float m_old, float m_new)
+{
+    if (r.n > 0 && m_new != m_old) {
+        const double d = (double)m_old - (double)m_new, c = exp(d), nd = (double)r.n * d;
+        r.eb = c * (r.eb + d * (2.0 * r.ea + d * r.z));
+        r.ea = c * (r.ea + d * r.z);
+        r.z *= c;
+        r.s2 += d * (2.0 * r.s1 + nd);
+        r.s1 += nd;
+    }
+}
+/* one tile's float partials (relative to the current max) into the sums */
+static __device__ __forceinline__ void tk__at_mom_add(tk__at_mom &r, float z, float ea, float eb, float s1, float s2, int n)
+{
+    r.z += z; r.ea += ea; r.eb += eb; r.s1 += s1; r.s2 += s2; r.n += n;
+}
+/* the lanes lane ^ 1 (and lane ^ 2 when four) of a row add their shares: every lane of the
+   row gets the same sums. A warp-collective (all 32 lanes). */
+static __device__ __forceinline__ void tk__at_mom_reduce(tk__at_mom &r, int four)
+{
+    int o;
+    for (o = 1; o <= (four ? 2 : 1); o <<= 1) {
+        r.z += __shfl_xor_sync(0xffffffffu, r.z, o);
+        r.ea += __shfl_xor_sync(0xffffffffu, r.ea, o);
+        r.eb += __shfl_xor_sync(0xffffffffu, r.eb, o);
+        r.s1 += __shfl_xor_sync(0xffffffffu, r.s1, o);
+        r.s2 += __shfl_xor_sync(0xffffffffu, r.s2, o);
+        r.n += __shfl_xor_sync(0xffffffffu, r.n, o);
+    }
+}
+/* st (TK_ATTN_NSTATS) from a row's sums at max m, with tk__attn_softmax_row's formulas:
+   H = ln z - E[t], E_p[x] = m + E[t], Var_p = E[t^2] - E[t]^2, mean = m + s1/n,
+   var = s2/n - (s1/n)^2 (both variances clamped at 0), n */
+static __device__ void tk__at_mom_write(float *st, const tk__at_mom &r, float m)
+{
+    const double cnt = r.n > 0 ? (double)r.n : 1.0, et = r.ea / r.z, et2 = r.eb / r.z, mu = r.s1 / cnt;
+    const double h = log(r.z) - et;
+    double vp = et2 - et * et, vu = r.s2 / cnt - mu * mu;
+    vp = vp > 0.0 ? vp : 0.0;
+    vu = vu > 0.0 ? vu : 0.0;
+    st[0] = (float)(h > 0.0 ? h : 0.0);
+    st[1] = (float)((double)m + et);
+    st[2] = (float)vp;
+    st[3] = (float)((double)m + mu);
+    st[4] = (float)vu;
+    st[5] = (float)r.n;
+}
 
 /* offset of the (T,D) k/v matrix that (b, h) = (bh / H, bh % H) reads: kv head h / (H / Hkv) */
 static __device__ size_t tk__at_kvoff(const tk__attn_args &a, int bh)
@@ -685,6 +773,7 @@ static __device__ float tk__at_bias(const tk__attn_args &a, int h, int i, int j)
     return a.bias[(a.bias_per_head ? (size_t)h * a.T * a.T : 0) + (size_t)i * a.T + j];
 }
 
+template <int ST>
 static __global__ void tk__k_attn_fwd(float *out, float *lse, int *bad, tk__attn_args a)
 {
     TK__DSMEM(float, sm);
@@ -695,6 +784,8 @@ static __global__ void tk__k_attn_fwd(float *out, float *lse, int *bad, tk__attn
     float *Qs = sm, *Ks = Qs + TK__AT_BR * D, *Vs = Ks + TK__AT_BC * D, *Ps = Vs + TK__AT_BC * D;
     float acc[TK__AT_MAXD / 4], m = -INFINITY, l = 0.0f;
     int dd, nd = (D - g + 3) / 4, kt, nkt = (q0 + TK__AT_BR - 1) / TK__AT_BC + 1, e;
+    tk__at_mom mom;
+    tk__at_mom_zero(mom);
     for (dd = 0; dd < TK__AT_MAXD / 4; dd++) acc[dd] = 0.0f;
     if (nkt * TK__AT_BC > T) nkt = (T + TK__AT_BC - 1) / TK__AT_BC;
     tk__at_load(Qs, a.q + off, q0, TK__AT_BR, T, D);
@@ -719,6 +810,19 @@ static __global__ void tk__k_attn_fwd(float *out, float *lse, int *bad, tk__attn
         mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, 2));
         m_new = fmaxf(m, mt);
         corr = m_new == -INFINITY ? 1.0f : expf(m - m_new);
+        if (ST) { /* the row moments: this tile's keys of the lane, relative to m_new */
+            float fz = 0.0f, fa = 0.0f, fb = 0.0f, f1 = 0.0f, f2 = 0.0f;
+            int fn = 0;
+            tk__at_mom_shift(mom, m, m_new);
+            for (c = g; c < TK__AT_BC; c += 4) {
+                const float s = Ps[r * TK__AT_LD + c];
+                if (s != -INFINITY) {
+                    const float t = s - m_new, p = expf(t), pt = p * t;
+                    fz += p; fa += pt; fb += pt * t; f1 += t; f2 += t * t; fn++;
+                }
+            }
+            tk__at_mom_add(mom, fz, fa, fb, f1, f2, fn);
+        }
         for (c = g; c < TK__AT_BC; c += 4) {
             float s = Ps[r * TK__AT_LD + c];
             float p = s == -INFINITY ? 0.0f : expf(s - m_new);
@@ -737,6 +841,7 @@ static __global__ void tk__k_attn_fwd(float *out, float *lse, int *bad, tk__attn
             acc[dd] = acc[dd] * corr + s;
         }
     }
+    if (ST) tk__at_mom_reduce(mom, 1);
     if (i < T) {
         const int ok = l > 0.0f && l <= 3.0e38f && m > -INFINITY && m < INFINITY;
         const float inv = 1.0f / l;
@@ -744,6 +849,7 @@ static __global__ void tk__k_attn_fwd(float *out, float *lse, int *bad, tk__attn
         if (g == 0) {
             lse[(size_t)bh * T + i] = m + logf(l);
             if (!ok) *bad = 1;
+            if (ST) tk__at_mom_write(a.stats + ((size_t)bh * T + i) * TK_ATTN_NSTATS, mom, m);
         }
     }
 }
@@ -1138,7 +1244,7 @@ static __device__ void tk__tc_add_rows(float *dst, const float *stg, int ld, int
 }
 #endif /* TK__TC_OK */
 
-template <int MATH>
+template <int MATH, int ST>
 static __global__ void __launch_bounds__(TK__AT_THREADS) tk__k_attn_fwd_tc(float *out, float *lse, int *bad, tk__attn_args a)
 {
 #ifdef TK__TC_OK
@@ -1156,6 +1262,8 @@ static __global__ void __launch_bounds__(TK__AT_THREADS) tk__k_attn_fwd_tc(float
     float *Ss = (float *)(base + L.s), *Os = (float *)(base + L.o), *Rs = (float *)(base + L.rows);
     float m_run = -INFINITY, l_run = 0.0f;
     int kt, e, n, dc, c;
+    tk__at_mom mom;
+    tk__at_mom_zero(mom);
     tk__tc_stage<MATH>(Qs, a.q + off, q0, T, D, LD);
     for (e = lane; e < 16 * D; e += 32) Os[(wr0 + e / D) * LO + e % D] = 0.0f;
     for (kt = 0; kt <= (int)blockIdx.x; kt++) { /* key tiles up to the diagonal (all start below T) */
@@ -1182,6 +1290,19 @@ static __global__ void __launch_bounds__(TK__AT_THREADS) tk__k_attn_fwd_tc(float
         mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, 1));
         m_new = fmaxf(m_run, mt);
         corr = m_new == -INFINITY ? 1.0f : expf(m_run - m_new);
+        if (ST) { /* the row moments from the fp32 logits, before P is rounded */
+            float fz = 0.0f, fa = 0.0f, fb = 0.0f, f1 = 0.0f, f2 = 0.0f;
+            int fn = 0;
+            tk__at_mom_shift(mom, m_run, m_new);
+            for (c = half; c < TK__TC_B; c += 2) {
+                const float s = Ss[row * TK__TC_LS + c];
+                if (s != -INFINITY) {
+                    const float t = s - m_new, p = expf(t), pt = p * t;
+                    fz += p; fa += pt; fb += pt * t; f1 += t; f2 += t * t; fn++;
+                }
+            }
+            tk__at_mom_add(mom, fz, fa, fb, f1, f2, fn);
+        }
         for (c = half; c < TK__TC_B; c += 2) {
             const float s = Ss[row * TK__TC_LS + c];
             const float p = s == -INFINITY ? 0.0f : expf(s - m_new);
@@ -1201,12 +1322,14 @@ static __global__ void __launch_bounds__(TK__AT_THREADS) tk__k_attn_fwd_tc(float
         }
         __syncwarp();
     }
+    if (ST) tk__at_mom_reduce(mom, 0);
     if (half == 0) {
         Rs[row] = l_run > 0.0f ? 1.0f / l_run : 0.0f; /* rows past T: never read */
         if (i < T) {
             const int ok = l_run > 0.0f && l_run <= 3.0e38f && m_run > -INFINITY && m_run < INFINITY;
             lse[(size_t)bh * T + i] = m_run + logf(l_run);
             if (!ok) *bad = 1;
+            if (ST) tk__at_mom_write(a.stats + ((size_t)bh * T + i) * TK_ATTN_NSTATS, mom, m_run);
         }
     }
     __syncwarp();
@@ -1470,7 +1593,8 @@ static int tk__at_smem_optin(void)
     static int done = 0;
     int bytes = (int)tk__at_smem_dkdv(TK__AT_MAXD);
     if (done) return TK_OK;
-    if (cudaFuncSetAttribute(tk__k_attn_fwd, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) != cudaSuccess ||
+    if (cudaFuncSetAttribute(tk__k_attn_fwd<0>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) != cudaSuccess ||
+        cudaFuncSetAttribute(tk__k_attn_fwd<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) != cudaSuccess ||
         cudaFuncSetAttribute(tk__k_attn_dq, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) != cudaSuccess ||
         cudaFuncSetAttribute(tk__k_attn_dkdv, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) != cudaSuccess ||
         cudaFuncSetAttribute(tk__k_attn_dbias, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) != cudaSuccess) {
@@ -1545,12 +1669,18 @@ static int tk__tc_optin(int math, int kind, size_t bytes)
     if (bytes <= set[math][kind] || bytes <= (48u << 10)) return TK_OK;
 #define TK__TC_SET(K) e = cudaFuncSetAttribute(K, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes)
     if (math == TK_MATH_TF32) {
-        if (kind == 0) TK__TC_SET(tk__k_attn_fwd_tc<TK_MATH_TF32>);
+        if (kind == 0) {
+            TK__TC_SET((tk__k_attn_fwd_tc<TK_MATH_TF32, 0>));
+            if (e == cudaSuccess) TK__TC_SET((tk__k_attn_fwd_tc<TK_MATH_TF32, 1>));
+        }
         else if (kind == 1) TK__TC_SET(tk__k_attn_dq_tc<TK_MATH_TF32>);
         else if (kind == 2) TK__TC_SET(tk__k_attn_dkdv_tc<TK_MATH_TF32>);
         else TK__TC_SET(tk__k_attn_dbias_tc<TK_MATH_TF32>);
     } else {
-        if (kind == 0) TK__TC_SET(tk__k_attn_fwd_tc<TK_MATH_BF16>);
+        if (kind == 0) {
+            TK__TC_SET((tk__k_attn_fwd_tc<TK_MATH_BF16, 0>));
+            if (e == cudaSuccess) TK__TC_SET((tk__k_attn_fwd_tc<TK_MATH_BF16, 1>));
+        }
         else if (kind == 1) TK__TC_SET(tk__k_attn_dq_tc<TK_MATH_BF16>);
         else if (kind == 2) TK__TC_SET(tk__k_attn_dkdv_tc<TK_MATH_BF16>);
         else TK__TC_SET(tk__k_attn_dbias_tc<TK_MATH_BF16>);
@@ -1564,12 +1694,19 @@ static int tk__tc_optin(int math, int kind, size_t bytes)
     return TK_OK;
 }
 
-TKDEF int tk_attention_forward_cuda_ex(float *out, float *lse, const float *q, const float *k,
-                                       const float *v, const float *bias, int bias_per_head,
-                                       const float *temp, int B, int H, int T, int D,
-                                       const tk_attention_cuda_config *cfg, tk_stream stream)
+/* the forward kernels: [math][stats wanted] (one signature, launched through a pointer) */
+typedef void (*tk__at_fwd_fn)(float *, float *, int *, tk__attn_args);
+static tk__at_fwd_fn tk__at_fwd_kernel(int math, int st)
 {
-    static const char *fn = "tk_attention_forward_cuda";
+    if (math == TK_MATH_TF32) return st ? tk__k_attn_fwd_tc<TK_MATH_TF32, 1> : tk__k_attn_fwd_tc<TK_MATH_TF32, 0>;
+    if (math == TK_MATH_BF16) return st ? tk__k_attn_fwd_tc<TK_MATH_BF16, 1> : tk__k_attn_fwd_tc<TK_MATH_BF16, 0>;
+    return st ? tk__k_attn_fwd<1> : tk__k_attn_fwd<0>;
+}
+
+static int tk__attn_forward_cuda(const char *fn, float *out, float *lse, float *stats, const float *q, const float *k,
+                                 const float *v, const float *bias, int bias_per_head, const float *temp, int B, int H,
+                                 int T, int D, const tk_attention_cuda_config *cfg, tk_stream stream)
+{
     cudaStream_t s = (cudaStream_t)stream;
     tk__attn_args a;
     int rc, *dbad = NULL, hbad = 0, math = TK_MATH_FP32, hkv = H;
@@ -1577,27 +1714,23 @@ TKDEF int tk_attention_forward_cuda_ex(float *out, float *lse, const float *q, c
     if ((rc = tk__attn_cuda_check(fn, bias, bias_per_head, temp, B, H, T, D, s)) != TK_OK) return rc;
     if ((rc = tk__attn_cfg(fn, cfg, H, D, 1, &math, &hkv)) != TK_OK) return rc;
     if (!tk__is_device_ptr(out) || !tk__is_device_ptr(lse) || !tk__is_device_ptr(q) || !tk__is_device_ptr(k) ||
-        !tk__is_device_ptr(v))
-        return tk__fail(TK_EINVAL, "%s: out, lse, q, k, v must be device pointers", fn);
+        !tk__is_device_ptr(v) || (stats && !tk__is_device_ptr(stats)))
+        return tk__fail(TK_EINVAL, "%s: out, lse, q, k, v%s must be device pointers", fn, stats ? ", stats" : "");
     if (math == TK_MATH_FP32) rc = tk__at_smem_optin();
     else rc = tk__tc_optin(math, 0, tk__tc_layout(0, D, math == TK_MATH_BF16 ? 2 : 4).total);
     if (rc != TK_OK) return rc;
     memset(&a, 0, sizeof a);
     a.q = q; a.k = k; a.v = v; a.bias = bias; a.temp = temp;
+    a.stats = stats;
     a.bias_per_head = bias_per_head; a.H = H; a.Hkv = hkv; a.T = T; a.D = D;
     if ((rc = tk__cuda_check(cudaMallocAsync((void **)&dbad, sizeof(int), s), fn)) != TK_OK) return rc;
     rc = tk__cuda_check(cudaMemsetAsync(dbad, 0, sizeof(int), s), fn);
     if (rc == TK_OK) {
-        if (math == TK_MATH_FP32) {
-            dim3 grid((unsigned)((T + TK__AT_BR - 1) / TK__AT_BR), (unsigned)(B * H));
-            TK__LAUNCH(tk__k_attn_fwd, grid, TK__AT_THREADS, tk__at_smem_fwd(D), s, out, lse, dbad, a);
-        } else {
-            dim3 grid((unsigned)((T + TK__TC_B - 1) / TK__TC_B), (unsigned)(B * H));
-            if (math == TK_MATH_TF32)
-                TK__LAUNCH(tk__k_attn_fwd_tc<TK_MATH_TF32>, grid, TK__AT_THREADS, tk__tc_layout(0, D, 4).total, s, out, lse, dbad, a);
-            else
-                TK__LAUNCH(tk__k_attn_fwd_tc<TK_MATH_BF16>, grid, TK__AT_THREADS, tk__tc_layout(0, D, 2).total, s, out, lse, dbad, a);
-        }
+        const tk__at_fwd_fn kf = tk__at_fwd_kernel(math, stats != NULL);
+        const int rows = math == TK_MATH_FP32 ? TK__AT_BR : TK__TC_B;
+        const size_t smem = math == TK_MATH_FP32 ? tk__at_smem_fwd(D) : tk__tc_layout(0, D, math == TK_MATH_BF16 ? 2 : 4).total;
+        dim3 grid((unsigned)((T + rows - 1) / rows), (unsigned)(B * H));
+        TK__LAUNCH(kf, grid, TK__AT_THREADS, smem, s, out, lse, dbad, a);
         rc = tk__launched(fn);
     }
     if (rc == TK_OK) rc = tk__cuda_check(cudaMemcpyAsync(&hbad, dbad, sizeof(int), cudaMemcpyDeviceToHost, s), fn);
@@ -1607,6 +1740,24 @@ TKDEF int tk_attention_forward_cuda_ex(float *out, float *lse, const float *q, c
     return hbad ? tk__fail(TK_EINVAL, "%s: a row of logits + bias is not finite (NaN or +Inf in q, k or the "
                                       "bias, or all -inf)", fn)
                 : TK_OK;
+}
+
+TKDEF int tk_attention_forward_stats_cuda(float *out, float *lse, float *stats, const float *q, const float *k,
+                                          const float *v, const float *bias, int bias_per_head,
+                                          const float *temp, int B, int H, int T, int D,
+                                          const tk_attention_cuda_config *cfg, tk_stream stream)
+{
+    return tk__attn_forward_cuda("tk_attention_forward_stats_cuda", out, lse, stats, q, k, v, bias, bias_per_head, temp,
+                                 B, H, T, D, cfg, stream);
+}
+
+TKDEF int tk_attention_forward_cuda_ex(float *out, float *lse, const float *q, const float *k,
+                                       const float *v, const float *bias, int bias_per_head,
+                                       const float *temp, int B, int H, int T, int D,
+                                       const tk_attention_cuda_config *cfg, tk_stream stream)
+{
+    return tk__attn_forward_cuda("tk_attention_forward_cuda", out, lse, NULL, q, k, v, bias, bias_per_head, temp, B, H,
+                                 T, D, cfg, stream);
 }
 
 TKDEF int tk_attention_forward_cuda(float *out, float *lse, const float *q, const float *k,

@@ -2,10 +2,13 @@
    Built twice: by g++/clang++ against the CPU simulation (tests/cuda_sim.h; `make test`
    runs it on every machine) and by nvcc for the GPU (`make cuda`, `make gpu-check`).
    Under nvcc without a usable GPU the device cases are skipped (`SKIP: no GPU`).
-   Tolerances are the ones documented at the top of cuda/tensor.cuh. */
+   Tolerances are the ones documented at the top of cuda/tensor.cuh. ceas.h joins for the
+   attention stats' end to end case (ceas_attention_observables_from_moments_cuda). */
 #include "tests/cuda_test.h"
 #define TENSOR_IMPLEMENTATION
 #include "tensor.h"
+#define CEAS_IMPLEMENTATION
+#include "ceas.h" /* the stats' end to end check: CEAS observables from the device moments */
 #include "tests/attnkit_test.h"
 
 static int g_gpu = 0;
@@ -513,6 +516,159 @@ static void test_attention_bad_input(void)
     dfree(d_q); dfree(d_o); dfree(d_lse); dfree(d_bias); dfree(d_temp);
 }
 
+/* One case of tk_attention_forward_stats_cuda against the CPU's tk_attention_forward_stats
+   (K/V repeated per query head for GQA), then CEAS observables from each side's moments
+   (ceas_attention_observables_from_moments on the host, _cuda on the device, beta_h =
+   alpha_h = 1/(sqrt(D) temp_h)). The bias gets a ramp 0.05 (j - i) on top of its noise so
+   the row max moves at most key tiles (the shifted sums are exercised), windows mask with
+   -inf (those keys must not be counted). out and lse must be bit-identical to
+   tk_attention_forward_cuda_ex's.
+   Tolerances: fp32, per field f of the stats (and of the row observables), |gpu - cpu| <=
+   1e-5 (|cpu| + S_f), S_f = max over the call's rows of |cpu_f|: E_p[x] and mean x are the
+   row max plus a shift, the variances differences of second moments of t = x - max, H is
+   ln z - E[t]: their rounding scales with the logits' magnitude and spread, not with the
+   field's own value, which can cancel to ~0 (a variance of a near-uniform row, a mean near
+   0); S_f is that scale for the call. tf32 / bf16: max |gpu - cpu| <= 2e-2 S_f per field
+   (the logits come from q, k rounded to the math type). The count of keys: exact. Heads'
+   pooled observables: the same tolerances with S_f the field's max over heads. */
+static double stats_field_err(const float *g, const float *ref, size_t R, int stride, int f, int fp32)
+{
+    double sc = 0.0, e = 0.0;
+    size_t r;
+    for (r = 0; r < R; r++) sc = fmax(sc, fabs((double)ref[r * stride + f]));
+    for (r = 0; r < R; r++) {
+        const double d = fabs((double)g[r * stride + f] - ref[r * stride + f]);
+        if (d != d) return INFINITY;
+        e = fmax(e, fp32 ? d / (fabs((double)ref[r * stride + f]) + sc) : (sc > 0.0 ? d / sc : d));
+    }
+    return e;
+}
+
+/* the float fields of R observables (H, n_eff, var_s, sigma_qk, mean_s, log_n) as (R, 6) */
+static std::vector<float> obs_fields(const ceas_obs *o, size_t R)
+{
+    std::vector<float> f(R * 6);
+    size_t r;
+    for (r = 0; r < R; r++) {
+        f[r * 6 + 0] = o[r].H; f[r * 6 + 1] = o[r].n_eff; f[r * 6 + 2] = o[r].var_s;
+        f[r * 6 + 3] = o[r].sigma_qk; f[r * 6 + 4] = o[r].mean_s; f[r * 6 + 5] = o[r].log_n;
+    }
+    return f;
+}
+
+static void stats_case(int B, int H, int Hkv, int T, int D, int bias_mode, int use_temp, int window, int math,
+                       unsigned seed)
+{
+    const size_t n = (size_t)B * H * T * D, nkv = (size_t)B * Hkv * T * D, TT = (size_t)T * T, R = (size_t)B * H * T;
+    const size_t nb = bias_mode == 0 ? 0 : (bias_mode == 1 ? TT : (size_t)H * TT);
+    const int G = H / Hkv, fp32 = math == TK_MATH_FP32;
+    const char *mname = fp32 ? "fp32" : (math == TK_MATH_TF32 ? "tf32" : "bf16");
+    const double tol = fp32 ? 1e-5 : 2e-2;
+    int i, j, h, b, f;
+    size_t e;
+    tk_attention_cuda_config cfg = tk_attention_cuda_config_default();
+    cfg.math = math;
+    cfg.kv_heads = Hkv;
+    tt_seed(seed);
+    std::vector<float> q = randn(n, 1.0), k = randn(nkv, 1.0), v = randn(nkv, 1.0);
+    std::vector<float> bias = randn(nb ? nb : 1, 0.7), temp(H), beta(H);
+    for (h = 0; h < H; h++) {
+        temp[h] = 0.6f + 0.3f * (float)h;
+        beta[h] = (float)(1.0 / (sqrt((double)D) * (use_temp ? temp[h] : 1.0f)));
+    }
+    for (h = 0; h < (nb ? (bias_mode == 2 ? H : 1) : 0); h++)
+        for (i = 0; i < T; i++)
+            for (j = 0; j <= i; j++) {
+                float *bij = &bias[(size_t)h * TT + (size_t)i * T + j];
+                *bij = window > 0 && j < i - window + 1 ? -INFINITY : *bij + 0.05f * (float)(j - i);
+            }
+    std::vector<float> kr(n), vr(n);
+    for (b = 0; b < B; b++)
+        for (h = 0; h < H; h++)
+            for (e = 0; e < (size_t)T * D; e++) {
+                kr[((size_t)b * H + h) * T * D + e] = k[((size_t)b * Hkv + h / G) * T * D + e];
+                vr[((size_t)b * H + h) * T * D + e] = v[((size_t)b * Hkv + h / G) * T * D + e];
+            }
+    std::vector<float> out(n), probs((size_t)B * H * TT), st(R * TK_ATTN_NSTATS), zn(n, 0.0f), zr(R, 0.0f);
+    const float *hb = nb ? bias.data() : NULL, *ht = use_temp ? temp.data() : NULL;
+    float *d_q = dput(q), *d_k = dput(k), *d_v = dput(v), *d_bias = nb ? dput(bias) : NULL, *d_temp = use_temp ? dput(temp) : NULL;
+    float *d_out = dput(zn), *d_lse = dput(zr), *d_out2 = dput(zn), *d_lse2 = dput(zr);
+    float *d_st = dput(std::vector<float>(R * TK_ATTN_NSTATS, NAN));
+    CHECK_INT_EQ(tk_attention_forward_stats(NULL, out.data(), probs.data(), st.data(), q.data(), kr.data(), vr.data(), hb,
+                                            bias_mode == 2, ht, B, H, T, D), TK_OK);
+    CHECK_INT_EQ(tk_attention_forward_stats_cuda(d_out, d_lse, d_st, d_q, d_k, d_v, d_bias, bias_mode == 2, d_temp, B, H, T, D,
+                                                 &cfg, NULL), TK_OK);
+    CHECK_INT_EQ(tk_attention_forward_cuda_ex(d_out2, d_lse2, d_q, d_k, d_v, d_bias, bias_mode == 2, d_temp, B, H, T, D, &cfg,
+                                              NULL), TK_OK);
+    {
+        std::vector<float> g = dget(d_st, R * TK_ATTN_NSTATS);
+        double err[TK_ATTN_NSTATS - 1], oerr[6], herr[6];
+        int cnt_ok = 1;
+        CHECK(memcmp(dget(d_out, n).data(), dget(d_out2, n).data(), n * sizeof(float)) == 0);
+        CHECK(memcmp(dget(d_lse, R).data(), dget(d_lse2, R).data(), R * sizeof(float)) == 0);
+        for (f = 0; f < TK_ATTN_NSTATS - 1; f++) {
+            err[f] = stats_field_err(g.data(), st.data(), R, TK_ATTN_NSTATS, f, fp32);
+            CHECK(err[f] <= tol);
+        }
+        for (e = 0; e < R; e++) cnt_ok &= g[e * TK_ATTN_NSTATS + 5] == st[e * TK_ATTN_NSTATS + 5];
+        CHECK(cnt_ok);
+        if (window > 0 && nb) /* the last row counted exactly its window */
+            CHECK_INT_EQ((int)g[(R - 1) * TK_ATTN_NSTATS + 5], T < window ? T : window);
+        /* end to end: CEAS observables from the moments, host chain vs device chain */
+        std::vector<ceas_obs> rc(R), hc(H), hg(H);
+        ceas_obs *d_rows = dput(std::vector<ceas_obs>(R));
+        CHECK_INT_EQ(ceas_attention_observables_from_moments(st.data(), B, H, T, TK_ATTN_NSTATS, beta.data(), rc.data(),
+                                                             hc.data(), NULL), CEAS_OK);
+        CHECK_INT_EQ(ceas_attention_observables_from_moments_cuda(d_st, B, H, T, TK_ATTN_NSTATS, beta.data(), d_rows,
+                                                                  hg.data(), NULL, NULL), CEAS_OK);
+        {
+            std::vector<ceas_obs> rg = dget(d_rows, R);
+            std::vector<float> fg = obs_fields(rg.data(), R), fc = obs_fields(rc.data(), R);
+            std::vector<float> hfg = obs_fields(hg.data(), (size_t)H), hfc = obs_fields(hc.data(), (size_t)H);
+            for (f = 0; f < 6; f++) {
+                oerr[f] = stats_field_err(fg.data(), fc.data(), R, 6, f, fp32);
+                herr[f] = stats_field_err(hfg.data(), hfc.data(), (size_t)H, 6, f, fp32);
+                CHECK(oerr[f] <= tol);
+                CHECK(herr[f] <= tol);
+            }
+            for (e = 0; e < R; e++) cnt_ok &= rg[e].n == rc[e].n;
+            for (h = 0; h < H; h++) cnt_ok &= hg[h].n == hc[h].n;
+            CHECK(cnt_ok);
+        }
+        printf("    stats %s B%d H%d Hkv%d T%d D%d bias%d temp%d win%d: H %.1e Ep %.1e Varp %.1e mean %.1e var %.1e | "
+               "obs rows max %.1e heads max %.1e\n", mname, B, H, Hkv, T, D, bias_mode, use_temp, window, err[0], err[1],
+               err[2], err[3], err[4], fmax(fmax(fmax(oerr[0], oerr[1]), fmax(oerr[2], oerr[3])), oerr[4]),
+               fmax(fmax(fmax(herr[0], herr[1]), fmax(herr[2], herr[3])), herr[4]));
+        dfree(d_rows);
+    }
+    dfree(d_q); dfree(d_k); dfree(d_v); dfree(d_out); dfree(d_lse); dfree(d_out2); dfree(d_lse2); dfree(d_st);
+    if (d_bias) dfree(d_bias);
+    if (d_temp) dfree(d_temp);
+}
+
+/* the forward's row moments: fp32 (T 45: a ragged 13-row tail; 70 with a window of 9; 1;
+   130 over five key tiles), GQA 1/2/4, no / shared / per-head bias, with and without
+   temperatures; tf32 and bf16 (T 100 and 70: two 64-tiles, ragged) */
+static void test_attention_stats(void)
+{
+    NEED_GPU();
+    stats_case(2, 4, 2, 45, 16, 1, 1, 0, TK_MATH_FP32, 51);
+    stats_case(1, 2, 2, 70, 8, 2, 0, 9, TK_MATH_FP32, 52);
+    stats_case(1, 3, 3, 33, 5, 0, 1, 0, TK_MATH_FP32, 53);
+    stats_case(1, 1, 1, 1, 4, 1, 0, 0, TK_MATH_FP32, 54);
+    stats_case(1, 4, 1, 130, 8, 1, 1, 40, TK_MATH_FP32, 55);
+    stats_case(1, 4, 2, 100, 16, 1, 1, 0, TK_MATH_BF16, 56);
+    stats_case(1, 2, 1, 70, 16, 2, 0, 20, TK_MATH_TF32, 57);
+    stats_case(1, 2, 2, 65, 16, 0, 1, 0, TK_MATH_BF16, 58);
+    { /* stats on the host: refused, nothing launched */
+        std::vector<float> q = randn(64, 1.0), hst(6 * 8, 0.0f);
+        float *d_q = dput(q), *d_o = dput(q), *d_l = dput(std::vector<float>(8));
+        CHECK_INT_EQ(tk_attention_forward_stats_cuda(d_o, d_l, hst.data(), d_q, d_q, d_q, NULL, 0, NULL, 1, 2, 4, 8, NULL, NULL),
+                     TK_EINVAL);
+        dfree(d_q); dfree(d_o); dfree(d_l);
+    }
+}
+
 /* the tensor-core backward twice from the same inputs into zeroed buffers: the same bits
    (the simulation runs the threads in a different random order each launch, so a race or
    an order-dependent reduction shows) */
@@ -700,6 +856,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_attention_gqa);
     TEST_RUN(test_attention_tc);
     TEST_RUN(test_attention_tc_deterministic);
+    TEST_RUN(test_attention_stats);
     TEST_RUN(test_attention_bad_input);
     TEST_RUN(test_attention_cfg_bad_input);
     TEST_RUN(test_plain_routing);
