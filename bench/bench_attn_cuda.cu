@@ -1,29 +1,57 @@
-/* bench_attn_cuda.cu - tensor.h's fused causal attention on a GPU (cuda/tensor.cuh).
+/* bench_attn_cuda.cu - tensor.h's fused causal attention on a GPU (cuda/tensor.cuh), issue 15's
+   Performance section, in bf16 math (tk_attention_cuda_config.math = TK_MATH_BF16: WMMA
+   tensor cores, fp32 accumulation and softmax statistics; buffers stay fp32).
 
    Run by `make gpu-check OUT=dir` (or build with nvcc -O3 -std=c++17 -arch=native -I.
-   bench/bench_attn_cuda.cu -lcublas -lm). Times tk_attention_forward_cuda +
-   tk_attention_backward_cuda (fp32 SIMT: the only math this build has) at B=4, H=8, D=64,
-   T in {1K, 4K}, with a shared (T,T) additive bias (dbias and dtemp wanted) and without,
-   best of 5 after 2 warm-ups (cudaEvents on one stream). Each forward synchronises once
-   (its 4-byte validity flag), which is timed.
+   bench/bench_attn_cuda.cu -o bench_attn_cuda -lcublas -lm). One run, one device, one stream,
+   best of 5 after 2 warm-ups (cudaEvents); every forward synchronises once (its 4-byte
+   validity flag), which is timed:
+     biased  tk_attention_forward_cuda_ex + tk_attention_backward_cuda_ex, causal, a shared
+             (T,T) additive bias with its gradient dbias (a learned prior gets one), no
+             temperature, at B=4, H=8, D=64, T in {1K, 4K};
+     plain   the same without a bias;
+     stats   the biased forward alone, and with the softmax-row moments
+             (tk_attention_forward_stats_cuda: what CEAS needs), the overhead in percent;
+     rpa     era.h's RPA prior B(T) built on the device (era_rpa_forward_cuda from
+             memberships (B,T,R), R = K = 4, posmix 0.10: what a trainer does every step) at
+             T = 768, B = 32, as a share of one attention layer's fwd+bwd at that shape
+             (B = 32, H = 8, D = 64, T = 768, bf16, with that bias and dbias). Goal <= 2%.
    Peers, same run, same device: PyTorch SDPA through bench/peer_sdpa.py when python3 with
-   torch is there (bf16, the speed users compare with): with the same additive float mask
-   (biased_vs_sdpa_mask = SDPA time / ours: >= 1.0 means we are at least as fast), and
-   causal flash without a mask (plain_over_fa2 = our time / FA2 time: goal <= 1.3).
-   Also: the RPA-prior-sized build of a bias is era.h's business (bench_era*).
+   torch and a GPU are there (bf16 q, k, v): with the same additive float mask (bf16, (T,T),
+   the causal mask folded in as -inf, gradient wanted; SDPA then leaves the flash backend):
+   biased_vs_sdpa_mask = SDPA time / ours (>= 1.0: we are at least as fast; the issue's
+   target); without a mask through the flash backend (FA2): plain_over_fa2 = our time / FA2
+   time (goal <= 1.3). -1: the peer could not run.
+   Arguments (optional, for small runs; the CPU simulation build uses them):
+     B H D T1 T2 T_rpa B_rpa   (defaults 4 8 64 1024 4096 768 32; the 4k keys name T2)
    Last line: bench_attn_cuda: biased_vs_sdpa_mask_4k=X plain_over_fa2_4k=Y */
+#ifdef ATTNKIT_CUDA_SIM
+#include "tests/cuda_sim.h"
+#else
 #include <cuda_runtime.h>
+#endif
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #define TENSOR_IMPLEMENTATION
 #include "tensor.h"
+#define ERA_IMPLEMENTATION
+#include "era.h"
 
-#define CK(x)                                                                                  \
+#define CKT(x)                                                                                 \
     do {                                                                                       \
         int r_ = (x);                                                                          \
         if (r_ != TK_OK) {                                                                     \
             fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, tk_strerror(r_));       \
+            exit(1);                                                                           \
+        }                                                                                      \
+    } while (0)
+#define CKE(x)                                                                                 \
+    do {                                                                                       \
+        int r_ = (x);                                                                          \
+        if (r_ != ERA_OK) {                                                                    \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, era_strerror(r_));      \
             exit(1);                                                                           \
         }                                                                                      \
     } while (0)
@@ -33,7 +61,10 @@ static float *dfill(size_t n, float scale, unsigned seed)
     float *h = (float *)malloc(n * sizeof(float)), *d = NULL;
     size_t i;
     unsigned long long s = 0x9E3779B97F4A7C15ULL * (seed + 1);
-    if (!h || cudaMalloc((void **)&d, n * sizeof(float)) != cudaSuccess) { fprintf(stderr, "out of memory\n"); exit(1); }
+    if (!h || cudaMalloc((void **)&d, n * sizeof(float)) != cudaSuccess) {
+        fprintf(stderr, "out of memory\n");
+        exit(1);
+    }
     for (i = 0; i < n; i++) {
         s ^= s >> 12; s ^= s << 25; s ^= s >> 27;
         h[i] = scale * ((float)((s * 0x2545F4914F6CDD1DULL) >> 40) / 16777216.0f - 0.5f);
@@ -43,86 +74,218 @@ static float *dfill(size_t n, float scale, unsigned seed)
     return d;
 }
 
-/* best-of-5 milliseconds of forward + backward */
-static double time_ours(int B, int H, int T, int D, int with_bias, double *flops)
+/* memberships (B,T,R) on the device: rows of a softmax, smooth in t (as bench_era_cuda) */
+static float *dmu_fill(int B, int T, int R)
+{
+    size_t n = (size_t)B * T * R, i;
+    float *h = (float *)malloc(n * sizeof(float)), *d = NULL;
+    if (!h || R > 64 || cudaMalloc((void **)&d, n * sizeof(float)) != cudaSuccess) {
+        fprintf(stderr, "out of memory\n");
+        exit(1);
+    }
+    for (i = 0; i < (size_t)B * T; i++) {
+        int t = (int)(i % (size_t)T), r;
+        double s = 0.0, l[64];
+        for (r = 0; r < R; r++) {
+            double x = T > 1 ? (double)t / (T - 1) : 0.0, c = (r + 0.5) / R;
+            l[r] = -8.0 * (x - c) * (x - c) + 0.2 * (double)((i * 7 + (size_t)r * 13) % 11) / 11.0;
+            s += exp(l[r]);
+        }
+        for (r = 0; r < R; r++) h[i * R + r] = (float)(exp(l[r]) / s);
+    }
+    cudaMemcpy(d, h, n * sizeof(float), cudaMemcpyHostToDevice);
+    free(h);
+    return d;
+}
+
+/* one attention layer's buffers at (B, H, T, D) */
+struct layer {
+    int B, H, T, D;
+    cudaStream_t s;
+    tk_attention_cuda_config cfg;
+    float *q, *k, *v, *dout, *out, *lse, *dq, *dk, *dv, *stats;
+    float *bias, *dbias; /* (T,T) or NULL */
+};
+
+static void layer_init(struct layer *L, int B, int H, int T, int D, int with_bias, cudaStream_t s)
 {
     const size_t n = (size_t)B * H * T * D, TT = (size_t)T * T;
-    float *q = dfill(n, 1.0f, 1), *k = dfill(n, 1.0f, 2), *v = dfill(n, 1.0f, 3), *dout = dfill(n, 1.0f, 4);
-    float *out = dfill(n, 0.0f, 5), *lse = dfill((size_t)B * H * T, 0.0f, 6);
-    float *dq = dfill(n, 0.0f, 7), *dk = dfill(n, 0.0f, 8), *dv = dfill(n, 0.0f, 9);
-    float *bias = with_bias ? dfill(TT, 1.0f, 10) : NULL, *dbias = with_bias ? dfill(TT, 0.0f, 11) : NULL;
-    float *temp = dfill((size_t)H, 0.0f, 12), *dtemp = dfill((size_t)H, 0.0f, 13);
-    float best = 1e30f, ms;
-    cudaEvent_t a, b;
-    int it, h;
-    {
-        float one[64];
-        for (h = 0; h < H && h < 64; h++) one[h] = 1.0f;
-        cudaMemcpy(temp, one, (size_t)H * sizeof(float), cudaMemcpyHostToDevice);
+    memset(L, 0, sizeof *L);
+    L->B = B; L->H = H; L->T = T; L->D = D; L->s = s;
+    L->cfg = tk_attention_cuda_config_default();
+    L->cfg.math = TK_MATH_BF16;
+    L->q = dfill(n, 1.0f, 1); L->k = dfill(n, 1.0f, 2); L->v = dfill(n, 1.0f, 3); L->dout = dfill(n, 1.0f, 4);
+    L->out = dfill(n, 0.0f, 5); L->lse = dfill((size_t)B * H * T, 0.0f, 6);
+    L->dq = dfill(n, 0.0f, 7); L->dk = dfill(n, 0.0f, 8); L->dv = dfill(n, 0.0f, 9);
+    L->stats = dfill((size_t)B * H * T * TK_ATTN_NSTATS, 0.0f, 10);
+    if (with_bias) {
+        L->bias = dfill(TT, 1.0f, 11);
+        L->dbias = dfill(TT, 0.0f, 12);
     }
+}
+
+static void layer_free(struct layer *L)
+{
+    cudaFree(L->q); cudaFree(L->k); cudaFree(L->v); cudaFree(L->dout); cudaFree(L->out); cudaFree(L->lse);
+    cudaFree(L->dq); cudaFree(L->dk); cudaFree(L->dv); cudaFree(L->stats);
+    if (L->bias) { cudaFree(L->bias); cudaFree(L->dbias); }
+}
+
+static void run_fwd(struct layer *L)
+{
+    CKT(tk_attention_forward_cuda_ex(L->out, L->lse, L->q, L->k, L->v, L->bias, 0, NULL, L->B, L->H, L->T, L->D,
+                                     &L->cfg, (tk_stream)L->s));
+}
+static void run_fwd_stats(struct layer *L)
+{
+    CKT(tk_attention_forward_stats_cuda(L->out, L->lse, L->stats, L->q, L->k, L->v, L->bias, 0, NULL, L->B, L->H,
+                                        L->T, L->D, &L->cfg, (tk_stream)L->s));
+}
+static void run_fwdbwd(struct layer *L)
+{
+    run_fwd(L);
+    CKT(tk_attention_backward_cuda_ex(L->dq, L->dk, L->dv, L->dbias, NULL, L->dout, L->out, L->lse, L->q, L->k, L->v,
+                                      L->bias, 0, NULL, L->B, L->H, L->T, L->D, &L->cfg, (tk_stream)L->s));
+}
+
+/* the RPA prior's per-step build, writing the layer's bias */
+struct rpa {
+    era_rpa_config rc;
+    era_rpa_params rp;
+    era_rpa_cuda_state rs;
+    float *mu, *ws;
+    int B, T;
+};
+static struct rpa *g_rpa;
+static void run_rpa_build(struct layer *L)
+{
+    CKE(era_rpa_forward_cuda(&g_rpa->rc, &g_rpa->rp, g_rpa->mu, g_rpa->B, g_rpa->T, L->bias, &g_rpa->rs, g_rpa->ws,
+                             (era_stream)L->s));
+}
+
+/* best of 5 after 2 warm-ups, milliseconds */
+static double best_ms(void (*f)(struct layer *), struct layer *L)
+{
+    cudaEvent_t a, b;
+    float best = 1e30f;
+    int it;
     cudaEventCreate(&a);
     cudaEventCreate(&b);
     for (it = 0; it < 7; it++) {
-        cudaEventRecord(a, 0);
-        CK(tk_attention_forward_cuda(out, lse, q, k, v, bias, 0, with_bias ? temp : NULL, B, H, T, D, NULL));
-        CK(tk_attention_backward_cuda(dq, dk, dv, dbias, with_bias ? dtemp : NULL, dout, out, lse, q, k, v, bias, 0,
-                                      with_bias ? temp : NULL, B, H, T, D, NULL));
-        cudaEventRecord(b, 0);
+        float ms = 0.0f;
+        cudaEventRecord(a, L->s);
+        f(L);
+        cudaEventRecord(b, L->s);
         cudaEventSynchronize(b);
         cudaEventElapsedTime(&ms, a, b);
         if (it >= 2 && ms < best) best = ms;
     }
-    /* causal: half of the T x T products; forward 2 products, backward 5 (recomputations included) */
-    *flops = 2.0 * B * H * ((double)T * T / 2) * D * 2.0 * 3.5;
-    cudaFree(q); cudaFree(k); cudaFree(v); cudaFree(dout); cudaFree(out); cudaFree(lse);
-    cudaFree(dq); cudaFree(dk); cudaFree(dv); cudaFree(temp); cudaFree(dtemp);
-    if (bias) { cudaFree(bias); cudaFree(dbias); }
     cudaEventDestroy(a);
     cudaEventDestroy(b);
     return best;
 }
 
-/* the PyTorch peer's milliseconds, or -1 when it cannot run here */
+/* the PyTorch peer's milliseconds, or -1 when it cannot run here (never in the simulation);
+   its peer_info lines are echoed */
 static double time_peer(int B, int H, int T, int D, const char *mode)
 {
-    char cmd[256], line[256];
+#ifdef ATTNKIT_CUDA_SIM
+    (void)B; (void)H; (void)T; (void)D; (void)mode;
+    return -1.0;
+#else
+    char cmd[256], line[512];
     double ms = -1.0;
     FILE *p;
     snprintf(cmd, sizeof cmd, "python3 bench/peer_sdpa.py %d %d %d %d %s bf16 2>/dev/null", B, H, T, D, mode);
     p = popen(cmd, "r");
     if (!p) return -1.0;
-    while (fgets(line, sizeof line, p))
+    while (fgets(line, sizeof line, p)) {
         if (!strncmp(line, "peer_ms ", 8)) ms = atof(line + 8);
+        else if (!strncmp(line, "peer_info ", 10)) printf("  sdpa T %d %s: %s", T, mode, line + 10);
+    }
     pclose(p);
     return ms;
+#endif
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
-    const int B = 4, H = 8, D = 64, Ts[2] = {1024, 4096};
-    double r_bias_4k = -1.0, r_plain_4k = -1.0;
+    int B = 4, H = 8, D = 64, Ts[2] = {1024, 4096}, Tr = 768, Br = 32, i;
+    double r_bias = -1.0, r_plain = -1.0;
     cudaDeviceProp prop;
-    int i;
-    if (!tk_cuda_available() || cudaGetDeviceProperties(&prop, 0) != cudaSuccess) {
-        printf("bench_attn_cuda: no GPU\n");
-        return 1;
+    cudaStream_t s;
+    if (argc > 1) B = atoi(argv[1]);
+    if (argc > 2) H = atoi(argv[2]);
+    if (argc > 3) D = atoi(argv[3]);
+    if (argc > 4) Ts[0] = atoi(argv[4]);
+    if (argc > 5) Ts[1] = atoi(argv[5]);
+    if (argc > 6) Tr = atoi(argv[6]);
+    if (argc > 7) Br = atoi(argv[7]);
+    if (B <= 0 || H <= 0 || D < 16 || D > 128 || D % 16 || Ts[0] <= 0 || Ts[1] <= 0 || Tr <= 0 || Br <= 0) {
+        fprintf(stderr, "usage: bench_attn_cuda [B H D T1 T2 T_rpa B_rpa] (D a multiple of 16 in 16..128)\n");
+        return 2;
     }
-    printf("device: %s\n", prop.name);
-    printf("%-6s %-6s %12s %10s %12s %10s\n", "T", "bias", "ours ms", "TFLOP/s", "sdpa ms", "ratio");
+    if (!tk_cuda_available() || cudaGetDeviceProperties(&prop, 0) != cudaSuccess) {
+        printf("SKIP: no GPU\n");
+        printf("bench_attn_cuda: biased_vs_sdpa_mask_4k=n/a plain_over_fa2_4k=n/a\n");
+        return 0;
+    }
+    printf("device: %s (sm_%d%d); math bf16 (WMMA), B %d H %d D %d\n", prop.name, prop.major, prop.minor, B, H, D);
+    cudaStreamCreate(&s);
+    printf("%-6s %-5s %11s %9s %11s %9s\n", "T", "bias", "ours ms", "TFLOP/s", "sdpa ms", "ratio");
     for (i = 0; i < 2; i++) {
-        int T = Ts[i], wb;
+        const int T = Ts[i];
+        int wb;
         for (wb = 1; wb >= 0; wb--) {
-            double fl, ms = time_ours(B, H, T, D, wb, &fl), pm = time_peer(B, H, T, D, wb ? "mask" : "flash");
-            double ratio = pm > 0 ? (wb ? pm / ms : ms / pm) : -1.0;
-            printf("%-6d %-6s %12.3f %10.2f %12.3f %10.3f\n", T, wb ? "yes" : "no", ms, fl / (ms * 1e9),
-                   pm, ratio);
-            if (T == 4096) {
-                if (wb) r_bias_4k = ratio;
-                else r_plain_4k = ratio;
+            struct layer L;
+            /* model FLOPs: causal half of 4 B H T^2 D per product pair, forward 1 + backward 2.5 */
+            const double fl = 2.0 * B * H * ((double)T * T / 2) * D * 2.0 * 3.5;
+            double ms, pm, ratio;
+            layer_init(&L, B, H, T, D, wb, s);
+            ms = best_ms(run_fwdbwd, &L);
+            if (wb) { /* the forward with and without the CEAS row moments */
+                const double f0 = best_ms(run_fwd, &L), f1 = best_ms(run_fwd_stats, &L);
+                printf("  T %d biased forward %.3f ms, with row stats %.3f ms (%+.1f%%)\n", T, f0, f1, 100.0 * (f1 / f0 - 1.0));
+            }
+            layer_free(&L);
+            pm = time_peer(B, H, T, D, wb ? "mask" : "flash");
+            ratio = pm > 0 ? (wb ? pm / ms : ms / pm) : -1.0;
+            printf("%-6d %-5s %11.3f %9.2f %11.3f %9.3f\n", T, wb ? "yes" : "no", ms, fl / (ms * 1e9), pm, ratio);
+            if (i == 1) {
+                if (wb) r_bias = ratio;
+                else r_plain = ratio;
             }
         }
     }
     printf("(ratio: with bias = SDPA-with-mask time / ours; without = ours / SDPA flash; -1: peer absent)\n");
-    printf("bench_attn_cuda: biased_vs_sdpa_mask_4k=%.3f plain_over_fa2_4k=%.3f\n", r_bias_4k, r_plain_4k);
+    { /* RPA B(T) build per step vs one attention layer (with that bias) at the training shape */
+        struct layer L;
+        struct rpa R;
+        double t_build, t_attn;
+        memset(&R, 0, sizeof R);
+        R.B = Br; R.T = Tr;
+        R.rc = era_rpa_config_default(4);
+        R.rc.posmix = 0.10f;
+        R.rp = era_rpa_params_default();
+        R.rs = era_rpa_cuda_state_init();
+        R.mu = dmu_fill(Br, Tr, 4);
+        if (cudaMalloc((void **)&R.ws, era_rpa_cuda_workspace_size(&R.rc, Br, Tr)) != cudaSuccess) {
+            fprintf(stderr, "out of memory\n");
+            return 1;
+        }
+        layer_init(&L, Br, H, Tr, D, 1, s);
+        g_rpa = &R;
+        run_rpa_build(&L); /* a real prior in the bias */
+        t_build = best_ms(run_rpa_build, &L);
+        t_attn = best_ms(run_fwdbwd, &L);
+        printf("rpa B(T) build T %d B %d R=K 4: %.4f ms; attention layer fwd+bwd (B %d H %d D %d, bias, bf16) %.4f ms: "
+               "rpa_build_share_%d=%.4f (goal <= 0.02)\n", Tr, Br, t_build, Br, H, D, t_attn, Tr, t_build / t_attn);
+        layer_free(&L);
+        era_rpa_cuda_state_free(&R.rs);
+        cudaFree(R.mu);
+        cudaFree(R.ws);
+    }
+    cudaStreamDestroy(s);
+    printf("bench_attn_cuda: biased_vs_sdpa_mask_4k=%.3f plain_over_fa2_4k=%.3f\n", r_bias, r_plain);
     return 0;
 }
