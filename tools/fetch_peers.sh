@@ -9,6 +9,14 @@
 #   tools/fetch_peers.sh            every peer
 #   tools/fetch_peers.sh fla        one peer
 # Peers (one function each, peer_<name>; add a new one the same way):
+#   atma  kreasof-ai/atma's Triton polar kernel (kernel/polar_triton.py), for
+#         bench/bench_polar_cuda.cu through bench/peer_polar.py. A source file, not a
+#         wheel, and not from a registry: it is copied out of the bare git mirror that the
+#         session's `fetch` tool leaves for github:kreasof-ai/atma (ATMA_MIRROR: that git
+#         dir, default /work/.mirror/kreasof-ai+atma/repo; ATMA_REV: the revision, default
+#         HEAD) into peers/ (ignored by git through .git/info/exclude; never committed),
+#         with its commit in peers/polar_triton.commit. Carry peers/ as well as .whl/;
+#         tools/gpu_check.sh puts peers/ on PYTHONPATH.
 #   fla   fla-core (flash-linear-attention's kernels), for bench/bench_gdelta_cuda.cu
 #         through bench/peer_fla.py (chunk_gated_delta_rule). A pure-Python wheel
 #         (py3-none-any); its one unconditional need, einops, and the torch/triton of its
@@ -65,12 +73,29 @@ peer_fla() { # bench/bench_gdelta_cuda.cu's peer (issue 14)
     needs "$(ls "$WHL"/fla_core-0.6.0-*.whl)" # einops: on the GPU image
 }
 
-PEERS="fla"
+peer_atma() { # bench/bench_polar_cuda.cu's Triton peer (issue 13)
+    local git=${ATMA_MIRROR:-/work/.mirror/kreasof-ai+atma/repo} rev=${ATMA_REV:-HEAD} c ex
+    if ! c=$(git --git-dir="$git" rev-parse --verify -q "$rev^{commit}" 2>/dev/null); then
+        echo "fetch_peers: no atma mirror at $git: call the session's fetch tool with" \
+            "github:kreasof-ai/atma first (or set ATMA_MIRROR / ATMA_REV)" >&2
+        return 1
+    fi
+    ex=$(git rev-parse --git-path info/exclude) && mkdir -p "$(dirname "$ex")" \
+        && { grep -qxF '/peers/' "$ex" 2>/dev/null || echo '/peers/' >> "$ex"; }
+    mkdir -p peers
+    git --git-dir="$git" show "$c:kernel/polar_triton.py" > peers/polar_triton.py.tmp
+    mv peers/polar_triton.py.tmp peers/polar_triton.py
+    echo "$c" > peers/polar_triton.commit
+    echo "fetch_peers: atma kernel/polar_triton.py @ ${c:0:12} -> peers/polar_triton.py" \
+        "($(wc -c < peers/polar_triton.py) bytes)"
+}
+
+PEERS="fla atma"
 [ $# -gt 0 ] && PEERS="$*"
 mkdir -p "$WHL"
 exclude_whl
 for p in $PEERS; do
-    if ! declare -F "peer_$p" >/dev/null; then echo "fetch_peers: unknown peer '$p' (known: fla)" >&2; exit 2; fi
+    if ! declare -F "peer_$p" >/dev/null; then echo "fetch_peers: unknown peer '$p' (known: fla atma)" >&2; exit 2; fi
     "peer_$p"
 done
 total=$(du -sk "$WHL" | awk '{print $1}')

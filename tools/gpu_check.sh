@@ -19,7 +19,8 @@
 # only the named parity tests / benchmarks (shell patterns); GPU_CHECK_SANITIZERS lists the
 # compute-sanitizer tools (default all four; empty: none); GPU_CHECK_BENCH_TIMEOUT seconds
 # per benchmark (default 180). Python peers carried as wheels in .whl/ (tools/fetch_peers.sh)
-# are installed into a temporary site directory and put on PYTHONPATH first.
+# are installed into a temporary site directory and put on PYTHONPATH first; a carried
+# peers/ folder (peer sources, tools/fetch_peers.sh atma) goes on PYTHONPATH too.
 set -u
 OUT=${1:-build/gpu-check}
 BUDGET=${GPU_CHECK_BUDGET:-500}
@@ -118,6 +119,10 @@ if ls .whl/*.whl >/dev/null 2>&1; then # Python peers carried as wheels (tools/f
     else
         echo "gpu-check: installing .whl/ failed (logs: peers_install.log); the peers will say n/a"
     fi
+fi
+if [ -d peers ]; then # peer sources carried in peers/ (tools/fetch_peers.sh atma: polar_triton.py)
+    export PYTHONPATH="$PWD/peers${PYTHONPATH:+:$PYTHONPATH}"
+    echo "gpu-check: peers/ on PYTHONPATH: $(ls peers | tr '\n' ' ')"
 fi
 for t in $BENCHES; do
     if [ ! -x "$B/$t" ]; then printf '%s\tnot-built\n' "$t" >> "$LOGS/bench.tsv"; continue; fi
