@@ -522,7 +522,7 @@ static void test_attention_bad_input(void)
    alpha_h = 1/(sqrt(D) temp_h)). The bias gets a ramp 0.05 (j - i) on top of its noise so
    the row max moves at most key tiles (the shifted sums are exercised), windows mask with
    -inf (those keys must not be counted). out and lse must be bit-identical to
-   tk_attention_forward_cuda_ex's.
+   tk_attention_forward_cuda_ex's, and a second stats run must give the same bits.
    Tolerances: fp32, per field f of the stats (and of the row observables), |gpu - cpu| <=
    1e-5 (|cpu| + S_f), S_f = max over the call's rows of |cpu_f|: E_p[x] and mean x are the
    row max plus a shift, the variances differences of second moments of t = x - max, H is
@@ -604,6 +604,12 @@ static void stats_case(int B, int H, int Hkv, int T, int D, int bias_mode, int u
         std::vector<float> g = dget(d_st, R * TK_ATTN_NSTATS);
         double err[TK_ATTN_NSTATS - 1], oerr[6], herr[6];
         int cnt_ok = 1;
+        /* a second run gives the same bits (the simulation reorders the threads per launch) */
+        CHECK_INT_EQ(tk_attention_forward_stats_cuda(d_out2, d_lse2, d_st, d_q, d_k, d_v, d_bias, bias_mode == 2, d_temp, B, H, T,
+                                                     D, &cfg, NULL), TK_OK);
+        CHECK(memcmp(dget(d_st, R * TK_ATTN_NSTATS).data(), g.data(), g.size() * sizeof(float)) == 0);
+        CHECK_INT_EQ(tk_attention_forward_cuda_ex(d_out2, d_lse2, d_q, d_k, d_v, d_bias, bias_mode == 2, d_temp, B, H, T, D, &cfg,
+                                                  NULL), TK_OK);
         CHECK(memcmp(dget(d_out, n).data(), dget(d_out2, n).data(), n * sizeof(float)) == 0);
         CHECK(memcmp(dget(d_lse, R).data(), dget(d_lse2, R).data(), R * sizeof(float)) == 0);
         for (f = 0; f < TK_ATTN_NSTATS - 1; f++) {
