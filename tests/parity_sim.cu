@@ -319,7 +319,11 @@ static void test_wmma(void)
     const int K = 32;
     int mode, i, j, kk;
     std::vector<float> a(32 * K), b(32 * K), c(32 * 32);
-    float *da = dalloc<float>(32 * K), *db = dalloc<float>(32 * K), *dc = dalloc<float>(32 * 32);
+    float *da, *db, *dc;
+    NEED_DEVICE();
+    da = dalloc<float>(32 * K);
+    db = dalloc<float>(32 * K);
+    dc = dalloc<float>(32 * 32);
     tt_fill_uniform(a.data(), 32 * K, -3.0, 3.0);
     tt_fill_uniform(b.data(), 32 * K, -4.0, 4.0);
     CHECK_INT_EQ(cudaMemcpy(da, a.data(), a.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
