@@ -11,6 +11,18 @@ JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 P=0; F=0; S=0
 LOG=build/test-logs
 mkdir -p "$LOG"
+T0=$(date +%s)
+phase() { echo "-- $1 done at $(( $(date +%s) - T0 )) s"; }
+
+# The nvcc build of the parity tests and GPU benchmarks (one architecture here, CI time;
+# `make cuda` builds sm_80 and sm_90) starts now, in the background at low priority: it
+# takes the CPU time the mostly single-threaded unit tests leave idle. Waited for in 4.
+NVCC_PID=
+if ls tests/parity_*.cu >/dev/null 2>&1 && command -v "$NVCC" >/dev/null 2>&1; then
+    nice -n 10 $MAKE -k -j1 --no-print-directory cuda NVCC="$NVCC" \
+        CUDA_ARCHS="${CUDA_TEST_ARCHS:--gencode arch=compute_90,code=sm_90}" > "$LOG/build-cuda.log" 2>&1 &
+    NVCC_PID=$!
+fi
 
 # exec_one <label> <binary> [args]: runs it, its stdout, stderr and exit code into $LOG
 exec_one() {
@@ -67,6 +79,8 @@ for cc in $COMPILERS; do
     done
 done
 
+phase "unit tests"
+
 # 1a. tk_sgemm through a CBLAS (TK_USE_CBLAS) where OpenBLAS is installed
 if command -v gcc >/dev/null 2>&1 && \
    printf '#include <cblas.h>\nint main(void){return 0;}\n' | gcc -x c - -o /dev/null -lopenblas >/dev/null 2>&1; then
@@ -76,6 +90,8 @@ if command -v gcc >/dev/null 2>&1 && \
 else
     echo "skip gcc/test_gemm_cblas: no CBLAS (cblas.h + -lopenblas) installed"; S=$((S + 1))
 fi
+
+phase "CBLAS test"
 
 # 2. header compile checks: every header alone and all together, C and C++
 sh tests/compile_check.sh "$COMPILERS" > "$LOG/compile.out" 2>&1
@@ -90,6 +106,8 @@ else
     echo "FAIL compile checks: no RESULT line"; F=$((F + 1))
 fi
 
+phase "compile checks"
+
 # 3. the examples and benchmarks build warning-free (-Werror); they are not run here
 for target in examples bench; do
     if $MAKE -k -j"$JOBS" --no-print-directory "$target" > "$LOG/build-$target.log" 2>&1; then
@@ -98,6 +116,8 @@ for target in examples bench; do
         echo "FAIL $target build:"; grep -E 'error' "$LOG/build-$target.log" | head -n 20; F=$((F + 1))
     fi
 done
+
+phase "examples and bench build"
 
 # 3a. drop-in checks (issue 22): validation under -Ofast/-ffast-math, threads under mixed
 #     OpenMP runtimes (clang -fopenmp -lgomp), the examples/dropin trainer (loss falls)
@@ -113,6 +133,8 @@ if [ -n "$res" ]; then
 else
     echo "FAIL dropin checks: no RESULT line"; F=$((F + 1))
 fi
+
+phase "drop-in checks"
 
 # 3b. wt2_train end to end on the real data (when present): a short run with --json, a
 #     resume, and Ctrl-C (SIGINT must save a checkpoint and exit 130)
@@ -135,6 +157,8 @@ if [ -x build/wt2_train ] && [ -f "$WT2_DATA/wt2.valid.gpt2.u16" ]; then
     else echo "FAIL wt2_train smoke (logs in $SM.*)"; tail -n 5 "$SM".*.err; F=$((F + 1)); fi
 fi
 
+phase "wt2_train smoke"
+
 # 3c. the programs never report success they did not have: unwritable output, divergence,
 #     bad ids, bad tokenizer files, empty splits (tests/programs_check.sh, tiny runs)
 if [ -x build/wt2_train ]; then
@@ -145,6 +169,8 @@ if [ -x build/wt2_train ]; then
         echo "FAIL programs check (log in $LOG/programs_check.out):"; grep '^FAIL' "$LOG/programs_check.out"; F=$((F + 1))
     fi
 fi
+
+phase "programs check"
 
 # 4. CUDA kernels. (a) In the CPU simulation (tests/cuda_sim.h), on every machine: each
 #    tests/parity_*.cu built with g++ and clang++ under ASan + UBSan runs every kernel
@@ -161,6 +187,7 @@ if ls tests/parity_*.cu >/dev/null 2>&1; then
         $MAKE -k -j"$JOBS" --no-print-directory sim-"$cxx" COMPILERS="$cc" > "$LOG/build-sim-$cxx.log" 2>&1 \
             || { echo "simulation build errors with $cxx:"; grep -E 'error' "$LOG/build-sim-$cxx.log" | head -n 40; }
     done
+    LANES=
     for cxx in $SIMCXX; do
         (
             for src in tests/parity_*.cu; do
@@ -176,8 +203,9 @@ if ls tests/parity_*.cu >/dev/null 2>&1; then
                 fi
             done
         ) &
+        LANES="$LANES $!"
     done
-    wait
+    for pid in $LANES; do wait "$pid"; done # not a bare wait: the nvcc build runs too
     for cxx in $SIMCXX; do
         for src in tests/parity_*.cu; do
             t=$(basename "$src" .cu)
@@ -193,11 +221,10 @@ if ls tests/parity_*.cu >/dev/null 2>&1; then
             fi
         done
     done
-    if command -v "$NVCC" >/dev/null 2>&1; then
-        # one architecture here (CI time); `make cuda` builds sm_80 and sm_90
-        $MAKE -k -j"$JOBS" --no-print-directory cuda NVCC="$NVCC" \
-            CUDA_ARCHS="${CUDA_TEST_ARCHS:--gencode arch=compute_90,code=sm_90}" > "$LOG/build-cuda.log" 2>&1 \
-            || { echo "CUDA build errors:"; grep -E 'error' "$LOG/build-cuda.log" | head -n 40; }
+    phase "simulated parity tests"
+    if [ -n "$NVCC_PID" ]; then
+        wait "$NVCC_PID" || { echo "CUDA build errors:"; grep -E 'error' "$LOG/build-cuda.log" | head -n 40; }
+        phase "nvcc build (background)"
         for src in tests/parity_*.cu; do
             t=$(basename "$src" .cu)
             run_one "cuda/$t" "build/cuda/$t"
