@@ -57,25 +57,57 @@ run_one() { # run_one <label> <binary> [args]
     tally_one "$1"
 }
 
-# 1. unit tests, per compiler, with and without OpenMP
+# 1. unit tests, per compiler, with and without OpenMP. Both compilers' tests are built
+#    first; then two lanes run side by side: the OpenMP binaries (2 threads, passive
+#    waiting so the lanes do not spin against each other) and the no-OpenMP ones (one
+#    thread each); results are tallied in order after both end.
+# noomp_wanted <cc> <test>: the Makefile's NOOMP_SKIP_<cc> (example-level tests: gcc
+# builds their no-OpenMP variant, clang does not), passed in by `make test`
+noomp_wanted() {
+    var=$(echo "NOOMP_SKIP_$1" | tr -c 'A-Za-z0-9_\n' '_')
+    eval "skip_list=\${$var:-}"
+    case " $skip_list " in *" $2 "*) return 1 ;; esac
+    return 0
+}
+UCC=
 for cc in $COMPILERS; do
     if ! command -v "$cc" >/dev/null 2>&1; then
         echo "FAIL compiler $cc not found"; F=$((F + 1)); continue
     fi
+    UCC="$UCC $cc"
     $MAKE -k -j"$JOBS" --no-print-directory tests-build-"$cc" COMPILERS="$cc" > "$LOG/build-$cc.log" 2>&1 \
         || { echo "build errors with $cc:"; grep -E 'error|Error' "$LOG/build-$cc.log" | head -n 40; }
+done
+(
+    export OMP_WAIT_POLICY=PASSIVE
+    for cc in $UCC; do
+        for src in tests/test_*.c; do
+            [ -e "$src" ] || continue
+            t=$(basename "$src" .c)
+            exec_one "$cc/$t" "build/$cc/$t"
+        done
+    done
+) &
+LANE1=$!
+(
+    export OMP_NUM_THREADS=1
+    for cc in $UCC; do
+        for src in tests/test_*.c; do
+            [ -e "$src" ] || continue
+            t=$(basename "$src" .c)
+            if noomp_wanted "$cc" "$t"; then exec_one "$cc/${t}_noomp" "build/$cc/${t}_noomp"; fi
+        done
+    done
+) &
+LANE2=$!
+wait "$LANE1"
+wait "$LANE2"
+for cc in $UCC; do
     for src in tests/test_*.c; do
         [ -e "$src" ] || continue
         t=$(basename "$src" .c)
-        run_one "$cc/$t" "build/$cc/$t"
-        # the Makefile's NOOMP_SKIP_<cc> (example-level tests: gcc builds their no-OpenMP
-        # variant, clang does not) is passed in by `make test`
-        var=$(echo "NOOMP_SKIP_$cc" | tr -c 'A-Za-z0-9_\n' '_')
-        eval "skip_list=\${$var:-}"
-        case " $skip_list " in
-            *" $t "*) ;;
-            *) OMP_NUM_THREADS=1 run_one "$cc/${t}_noomp" "build/$cc/${t}_noomp" ;;
-        esac
+        tally_one "$cc/$t"
+        if noomp_wanted "$cc" "$t"; then tally_one "$cc/${t}_noomp"; fi
     done
 done
 

@@ -9,6 +9,7 @@
 #include "attnkit_test.h"
 
 #include <time.h>
+#include <unistd.h>
 
 static bpe_tokenizer *g_gpt2;      /* NULL when the data directory is absent */
 static char g_gpt2_err[1024];
@@ -633,8 +634,10 @@ static void test_merges_file_checked(void)
     if (!gpt2()) TEST_SKIP(g_gpt2_err);
     snprintf(ej, sizeof ej, "%s/gpt2/encoder.json", bpe_default_data_dir());
     snprintf(vb, sizeof vb, "%s/gpt2/vocab.bpe", bpe_default_data_dir());
-    snprintf(tmp, sizeof tmp, "%s/attnkit_bpe_%lu_%p.bpe", td && *td ? td : "/tmp", (unsigned long)time(NULL),
-             (void *)&t);
+    /* the pid keeps two runs at once (the OpenMP and no-OpenMP builds side by side in
+       `make test`) apart */
+    snprintf(tmp, sizeof tmp, "%s/attnkit_bpe_%ld_%lu_%p.bpe", td && *td ? td : "/tmp", (long)getpid(),
+             (unsigned long)time(NULL), (void *)&t);
     CHECK_INT_EQ(bpe_read_file(vb, (size_t)1 << 30, &mg, &ml, err, sizeof err), BPE_OK);
     if (!mg) return;
     half = (size_t)((const unsigned char *)memchr(mg + ml / 2, '\n', ml / 2) - mg) + 1;
