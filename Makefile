@@ -92,7 +92,7 @@ build/cuda/%: tests/%.cu $(DEPS)
 # GPU benchmarks (bench/bench_*_cuda.cu): compiled here so every machine with nvcc checks
 # they build; `make gpu-check` builds them for the detected GPU and runs them.
 CUDA_BENCH_NAMES := $(patsubst bench/%.cu,%,$(wildcard bench/bench_*_cuda.cu))
-build/cuda/%: bench/%.cu $(DEPS)
+build/cuda/%: bench/%.cu $(DEPS) bench/bench_cuda_util.h
 	@mkdir -p build/cuda
 	$(NVCC) -O3 -std=c++17 $(CUDA_ARCHS) -I. -isystem /usr/include/stb \
 	    -Xcompiler -Wall,-Wextra,-fopenmp $< -o $@ -lcublas -lgomp -lm
