@@ -2405,6 +2405,32 @@ static int tk__omp_threads(void)
 #endif
 }
 
+/* A softmax row's TK_ATTN_NSTATS statistics from its sums over t = x - m (z = sum e,
+   ea = sum e t, eb = sum e t^2, s1 = sum t, s2 = sum t^2, n keys counted):
+   H = ln z - E[t], E_p[x] = m + E[t], Var_p = E[t^2] - E[t]^2, mean = m + s1/n,
+   var = s2/n - (s1/n)^2 (both variances clamped at 0), n. Host and device (the CUDA
+   attention forward writes its stats with it). */
+#if defined(__CUDACC__)
+#define TK__HD __host__ __device__
+#else
+#define TK__HD
+#endif
+static TK__HD void tk__mom_write(float *st, double z, double ea, double eb, double s1, double s2,
+                                 double n, float m)
+{
+    const double et = ea / z, et2 = eb / z, cnt = n > 0.0 ? n : 1.0;
+    const double mu = s1 / cnt, h = log(z) - et;
+    double vp = et2 - et * et, vu = s2 / cnt - mu * mu;
+    vp = vp > 0.0 ? vp : 0.0;
+    vu = vu > 0.0 ? vu : 0.0;
+    st[0] = (float)(h > 0.0 ? h : 0.0);
+    st[1] = (float)((double)m + et);
+    st[2] = (float)vp;
+    st[3] = (float)((double)m + mu);
+    st[4] = (float)vu;
+    st[5] = (float)n;
+}
+
 /* row (n) = softmax(row + brow) in place (brow NULL: no bias). The bias is added on
    the fly in the exp pass, which stores exp(row + brow - mx): no extra store or pass
    over the row. The shift mx: given bmax, the row's bias maximum (shared by every head
@@ -2456,20 +2482,7 @@ static int tk__attn_softmax_row(float *row, const float *brow, const float *bmax
     if (!tk__finite_d(sum) || !(sum > 0.0)) return 1;
     inv = (float)(1.0 / sum);
     for (j = 0; j < n; j++) row[j] *= inv;
-    if (st) {
-        /* t = x - mx: H = ln z - E[t], E_p[x] = mx + E[t], Var_p = E[t^2] - E[t]^2 */
-        const double et = r[1] / sum, et2 = r[2] / sum, cnt = r[5] > 0.0 ? r[5] : 1.0;
-        const double mu = r[3] / cnt, h = log(sum) - et;
-        double vp = et2 - et * et, vu = r[4] / cnt - mu * mu;
-        vp = vp > 0.0 ? vp : 0.0;
-        vu = vu > 0.0 ? vu : 0.0;
-        st[0] = (float)(h > 0.0 ? h : 0.0);
-        st[1] = (float)((double)mx + et);
-        st[2] = (float)vp;
-        st[3] = (float)((double)mx + mu);
-        st[4] = (float)vu;
-        st[5] = (float)r[5];
-    }
+    if (st) tk__mom_write(st, r[0], r[1], r[2], r[3], r[4], r[5], mx);
     return 0;
 }
 

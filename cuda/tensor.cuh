@@ -719,22 +719,11 @@ static __device__ __forceinline__ void tk__at_mom_reduce(tk__at_mom &r, int four
         r.n += __shfl_xor_sync(0xffffffffu, r.n, o);
     }
 }
-/* st (TK_ATTN_NSTATS) from a row's sums at max m, with tk__attn_softmax_row's formulas:
-   H = ln z - E[t], E_p[x] = m + E[t], Var_p = E[t^2] - E[t]^2, mean = m + s1/n,
-   var = s2/n - (s1/n)^2 (both variances clamped at 0), n */
+/* st (TK_ATTN_NSTATS) from a row's sums at max m: tensor.h's tk__mom_write, the host's
+   formulas */
 static __device__ void tk__at_mom_write(float *st, const tk__at_mom &r, float m)
 {
-    const double cnt = r.n > 0 ? (double)r.n : 1.0, et = r.ea / r.z, et2 = r.eb / r.z, mu = r.s1 / cnt;
-    const double h = log(r.z) - et;
-    double vp = et2 - et * et, vu = r.s2 / cnt - mu * mu;
-    vp = vp > 0.0 ? vp : 0.0;
-    vu = vu > 0.0 ? vu : 0.0;
-    st[0] = (float)(h > 0.0 ? h : 0.0);
-    st[1] = (float)((double)m + et);
-    st[2] = (float)vp;
-    st[3] = (float)((double)m + mu);
-    st[4] = (float)vu;
-    st[5] = (float)r.n;
+    tk__mom_write(st, r.z, r.ea, r.eb, r.s1, r.s2, (double)r.n, m);
 }
 
 /* offset of the (T,D) k/v matrix that (b, h) = (bh / H, bh % H) reads: kv head h / (H / Hkv) */
