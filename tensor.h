@@ -180,6 +180,22 @@ TKDEF int tk_relu2_forward(float *out, const float *inp, size_t n);
 TKDEF int tk_relu2_backward(float *dinp, const float *inp, const float *dout, size_t n);
 TKDEF int tk_silu_forward(float *out, const float *inp, size_t n);
 TKDEF int tk_silu_backward(float *dinp, const float *inp, const float *dout, size_t n);
+/* Gated relu2 (the relu2-gated MLP): inp (N,2F), each row [a | b] (a the gate half, b
+   the value half); out (N,F) = max(a,0)^2 * b. Backward: dinp (N,2F) += the gradient,
+   d/da = 2 max(a,0) b dout, d/db = max(a,0)^2 dout; dout (N,F). out / dinp must not
+   alias inp (or dout). */
+TKDEF int tk_relu2_gated_forward(float *out, const float *inp, int N, int F);
+TKDEF int tk_relu2_gated_backward(float *dinp, const float *inp, const float *dout, int N,
+                                  int F);
+/* Rotary position embedding, in place on x (B,H,T,D), D even >= 2: for position t
+   (0-based) and pair (x[2i], x[2i+1]), i < D/2, a rotation by the angle
+   t * base^(-2i/D) (computed in double with pow/cos/sin, then rounded to float, so
+   positions in the thousands keep their precision):
+     x[2i] <- x[2i] cos - x[2i+1] sin,   x[2i+1] <- x[2i] sin + x[2i+1] cos.
+   base finite > 1 (10000 is the usual choice); inverse 1 rotates by minus the angle:
+   the transpose of the rotation, which is the backward of the forward one (apply it to
+   the gradient in place). Position 0 is unchanged; every pair keeps its norm. */
+TKDEF int tk_rope(float *x, int B, int H, int T, int D, float base, int inverse);
 
 /* Row softmax / log-softmax over the last dim: out, inp (N,C), max-subtracted (no
    overflow for large logits); out may alias inp. Backward uses the forward output:
@@ -346,6 +362,31 @@ struct CUstream_st;
 typedef struct CUstream_st *tk_stream;
 /* 1 if a CUDA device is usable, else 0 (always 0 without nvcc). */
 TKDEF int tk_cuda_available(void);
+/* Device memory, for programs that keep their buffers on the device and call the plain
+   ops (which route device buffers to the _cuda twins). Always declared; the CUDA bodies
+   are in cuda/tensor.cuh, and without nvcc there is no device memory:
+     tk_device_alloc   *ptr = cudaMalloc(bytes). ptr NULL or bytes 0: TK_EINVAL; without
+                       CUDA TK_ENOCUDA; the device out of memory TK_ENOMEM, another
+                       cudaMalloc failure (no device or driver) TK_ECUDA, each with the
+                       CUDA message. *ptr is NULL on any error (when ptr is not NULL).
+     tk_device_free    cudaFree(ptr); NULL is a no-op; a no-op without CUDA.
+     tk_copy           dst <- src, bytes, in any direction (host or device on either side,
+                       found from the pointers), synchronous: done when it returns. Two
+                       host buffers (always, without CUDA) are copied with memcpy. bytes 0
+                       does nothing (TK_OK); a NULL pointer with bytes > 0 is TK_EINVAL.
+                       dst and src must not overlap.
+     tk_fill_zero      dst (bytes) = 0: memset on the host, cudaMemset on the device;
+                       synchronous; bytes 0 does nothing, NULL with bytes > 0 TK_EINVAL.
+     tk_is_device      1 when p is device (or managed) memory, else 0 (0 without CUDA).
+     tk_device_synchronize  waits for the device; a pending CUDA error (a failed launch,
+                       a fault in a kernel) is returned as TK_ECUDA with its message and
+                       cleared where CUDA allows. TK_OK without CUDA. */
+TKDEF int tk_device_alloc(void **ptr, size_t bytes);
+TKDEF void tk_device_free(void *ptr);
+TKDEF int tk_copy(void *dst, const void *src, size_t bytes);
+TKDEF int tk_fill_zero(void *dst, size_t bytes);
+TKDEF int tk_is_device(const void *p);
+TKDEF int tk_device_synchronize(void);
 TKDEF int tk_sgemm_cuda(int transA, int transB, int M, int N, int K, float alpha,
                         const float *A, int lda, const float *B, int ldb, float beta,
                         float *C, int ldc, tk_stream stream);
@@ -369,6 +410,20 @@ TKDEF int tk_layernorm_backward_cuda(float *dinp, float *dw, float *db, const fl
 TKDEF int tk_gelu_forward_cuda(float *out, const float *inp, size_t n, tk_stream stream);
 TKDEF int tk_gelu_backward_cuda(float *dinp, const float *inp, const float *dout, size_t n,
                                 tk_stream stream);
+/* relu2, silu, gated relu2, rope: the CPU ops' shapes, validation and semantics (the
+   backward functions accumulate), device buffers. */
+TKDEF int tk_relu2_forward_cuda(float *out, const float *inp, size_t n, tk_stream stream);
+TKDEF int tk_relu2_backward_cuda(float *dinp, const float *inp, const float *dout, size_t n,
+                                 tk_stream stream);
+TKDEF int tk_silu_forward_cuda(float *out, const float *inp, size_t n, tk_stream stream);
+TKDEF int tk_silu_backward_cuda(float *dinp, const float *inp, const float *dout, size_t n,
+                                tk_stream stream);
+TKDEF int tk_relu2_gated_forward_cuda(float *out, const float *inp, int N, int F,
+                                      tk_stream stream);
+TKDEF int tk_relu2_gated_backward_cuda(float *dinp, const float *inp, const float *dout,
+                                       int N, int F, tk_stream stream);
+TKDEF int tk_rope_cuda(float *x, int B, int H, int T, int D, float base, int inverse,
+                       tk_stream stream);
 TKDEF int tk_softmax_forward_cuda(float *out, const float *inp, int N, int C,
                                   tk_stream stream);
 /* probs (N,V) softmax (may be NULL); losses (N) per-row smoothed loss; ce (N) per-row
@@ -379,9 +434,52 @@ TKDEF int tk_crossentropy_forward_cuda(float *probs, float *losses, float *ce,
 TKDEF int tk_crossentropy_backward_cuda(float *dlogits, const float *probs,
                                         const int *targets, int N, int V, float eps,
                                         float dloss, tk_stream stream);
+/* The in-place cross-entropy pair on the device (tk_crossentropy_forward_inplace /
+   tk_crossentropy_backward_inplace: same contracts; losses, ce device or NULL). The
+   targets are range-checked first by a small kernel whose flag is copied to the host
+   (the call synchronises the stream): a bad target is TK_ERANGE with nothing written. */
+TKDEF int tk_crossentropy_forward_inplace_cuda(float *logits, float *losses, float *ce,
+                                               const int *targets, int N, int V, float eps,
+                                               tk_stream stream);
+TKDEF int tk_crossentropy_backward_inplace_cuda(float *probs, const int *targets, int N,
+                                                int V, float eps, float dloss,
+                                                tk_stream stream);
 TKDEF int tk_adamw_update_cuda(float *params, const float *grads, float *m, float *v,
                                size_t n, const tk_adamw_config *cfg, long t,
                                tk_stream stream);
+/* RMSNorm, residual, head layouts: the CPU ops' shapes, validation and semantics (the
+   backward functions accumulate), device buffers. Deterministic: the RMSNorm weight
+   gradient is summed over rows in a fixed order (per row-chunk partials, then a second
+   pass; scratch ceil(N/128)*C floats from cudaMallocAsync), no float atomics. */
+TKDEF int tk_rmsnorm_forward_cuda(float *out, float *rstd, const float *inp, const float *w,
+                                  int N, int C, float eps, tk_stream stream);
+TKDEF int tk_rmsnorm_backward_cuda(float *dinp, float *dw, const float *dout,
+                                   const float *inp, const float *w, const float *rstd,
+                                   int N, int C, tk_stream stream);
+TKDEF int tk_residual_forward_cuda(float *out, const float *a, const float *b, size_t n,
+                                   tk_stream stream);
+TKDEF int tk_residual_backward_cuda(float *da, float *db, const float *dout, size_t n,
+                                    tk_stream stream);
+TKDEF int tk_split_heads_forward_cuda(float *q, float *k, float *v, const float *qkv,
+                                      int B, int T, int H, int D, tk_stream stream);
+TKDEF int tk_split_heads_backward_cuda(float *dqkv, const float *dq, const float *dk,
+                                       const float *dv, int B, int T, int H, int D,
+                                       tk_stream stream);
+TKDEF int tk_merge_heads_forward_cuda(float *out, const float *inp, int B, int T, int H,
+                                      int D, tk_stream stream);
+TKDEF int tk_merge_heads_backward_cuda(float *dinp, const float *dout, int B, int T, int H,
+                                       int D, tk_stream stream);
+/* g (n) device; *norm (a HOST float) receives the L2 norm: squares summed in double, a
+   fixed grid (a function of n only) of per-block partials reduced by one block in a fixed
+   order, so the result is bit-identical run to run. Synchronises the stream (the norm is
+   copied to the host). A device pointer for norm is TK_EINVAL. */
+TKDEF int tk_grad_norm_cuda(const float *g, size_t n, float *norm, tk_stream stream);
+/* tk_clip_grad_norm on the device: the norm is computed as tk_grad_norm_cuda and the
+   scale max_norm / norm applied by a kernel that reads the norm on the device (nothing
+   else waits for the host). norm_out: a HOST float or NULL; when given, the call
+   synchronises the stream to fill it. A non-finite norm leaves g unchanged. */
+TKDEF int tk_clip_grad_norm_cuda(float *g, size_t n, float max_norm, float *norm_out,
+                                 tk_stream stream);
 /* Flash-style causal attention on the device: the logits of tk_attention_forward,
      logits[b,h,i,j] = (q_i . k_j) / (sqrt(D) * temp[h]) + bias[(h,)i,j],  j <= i,
    without any (T,T) store. out, q, k, v: (B,H,T,D) device; lse (B,H,T) device, written:
@@ -1368,7 +1466,12 @@ TKDEF int tk_init_constant(float *x, size_t n, float value)
 /* Under nvcc (or the CUDA simulation) the plain ops that have a _cuda twin of the same
    signature route DEVICE buffers to it on the default stream (DESIGN.md: one model for
    both devices): tk_matmul_*, tk_embedding_*, tk_layernorm_*, tk_gelu_*,
-   tk_softmax_forward, tk_crossentropy_backward, tk_adamw_update. The routing test is on
+   tk_softmax_forward, tk_crossentropy_backward, tk_adamw_update, tk_rmsnorm_*,
+   tk_residual_* (the backward decides on dout: da, db may be NULL), tk_split_heads_*,
+   tk_merge_heads_*, tk_grad_norm and tk_clip_grad_norm (their norm stays a host float:
+   only g decides), tk_relu2_*, tk_silu_*,
+   tk_relu2_gated_*, tk_rope, tk_crossentropy_forward_inplace and
+   tk_crossentropy_backward_inplace. The routing test is on
    the first output; every other buffer must then be device memory too (or NULL where
    the op allows), else TK_EINVAL. tk_sgemm (called by the CPU kernels themselves),
    tk_crossentropy_forward (its means are host scalars) and the attention (probs on the
@@ -1623,6 +1726,8 @@ TKDEF int tk_rmsnorm_forward(float *out, float *rstd, const float *inp, const fl
 {
     static const char *fn = "tk_rmsnorm_forward";
     int i;
+    TK__ROUTE(fn, out, TK__DEV0(rstd) && TK__DEV(inp) && TK__DEV0(w),
+              tk_rmsnorm_forward_cuda(out, rstd, inp, w, N, C, eps, NULL));
     TK__NONNULL(fn, out);
     TK__NONNULL(fn, inp);
     TK__POSDIM(fn, N);
@@ -1648,6 +1753,8 @@ TKDEF int tk_rmsnorm_backward(float *dinp, float *dw, const float *dout, const f
 {
     static const char *fn = "tk_rmsnorm_backward";
     int i;
+    TK__ROUTE(fn, dinp, TK__DEV0(dw) && TK__DEV(dout) && TK__DEV(inp) && TK__DEV0(w) && TK__DEV(rstd),
+              tk_rmsnorm_backward_cuda(dinp, dw, dout, inp, w, rstd, N, C, NULL));
     TK__NONNULL(fn, dinp);
     TK__NONNULL(fn, dout);
     TK__NONNULL(fn, inp);
@@ -1960,6 +2067,7 @@ TKDEF int tk_gelu_backward(float *dinp, const float *inp, const float *dout, siz
 TKDEF int tk_relu2_forward(float *out, const float *inp, size_t n)
 {
     ptrdiff_t i, nn = (ptrdiff_t)n;
+    TK__ROUTE("tk_relu2_forward", out, TK__DEV(inp), tk_relu2_forward_cuda(out, inp, n, NULL));
     TK__ELEMWISE_CHECK("tk_relu2_forward", out, inp, n);
     TK__OPS_OMP(omp parallel for schedule(static) if(n > TK__PAR_MIN))
     for (i = 0; i < nn; i++) {
@@ -1972,6 +2080,8 @@ TKDEF int tk_relu2_forward(float *out, const float *inp, size_t n)
 TKDEF int tk_relu2_backward(float *dinp, const float *inp, const float *dout, size_t n)
 {
     ptrdiff_t i, nn = (ptrdiff_t)n;
+    TK__ROUTE("tk_relu2_backward", dinp, TK__DEV(inp) && TK__DEV(dout),
+              tk_relu2_backward_cuda(dinp, inp, dout, n, NULL));
     TK__ELEMWISE_CHECK("tk_relu2_backward", dinp, inp, n);
     TK__NONNULL("tk_relu2_backward", dout);
     TK__OPS_OMP(omp parallel for schedule(static) if(n > TK__PAR_MIN))
@@ -1985,6 +2095,7 @@ TKDEF int tk_relu2_backward(float *dinp, const float *inp, const float *dout, si
 TKDEF int tk_silu_forward(float *out, const float *inp, size_t n)
 {
     ptrdiff_t i, nn = (ptrdiff_t)n;
+    TK__ROUTE("tk_silu_forward", out, TK__DEV(inp), tk_silu_forward_cuda(out, inp, n, NULL));
     TK__ELEMWISE_CHECK("tk_silu_forward", out, inp, n);
     TK__OPS_OMP(omp parallel for schedule(static) if(n > TK__PAR_MIN))
     for (i = 0; i < nn; i++) out[i] = inp[i] * tk__sigmoid(inp[i]);
@@ -1994,12 +2105,108 @@ TKDEF int tk_silu_forward(float *out, const float *inp, size_t n)
 TKDEF int tk_silu_backward(float *dinp, const float *inp, const float *dout, size_t n)
 {
     ptrdiff_t i, nn = (ptrdiff_t)n;
+    TK__ROUTE("tk_silu_backward", dinp, TK__DEV(inp) && TK__DEV(dout),
+              tk_silu_backward_cuda(dinp, inp, dout, n, NULL));
     TK__ELEMWISE_CHECK("tk_silu_backward", dinp, inp, n);
     TK__NONNULL("tk_silu_backward", dout);
     TK__OPS_OMP(omp parallel for schedule(static) if(n > TK__PAR_MIN))
     for (i = 0; i < nn; i++) {
         float x = inp[i], sg = tk__sigmoid(x);
         dinp[i] += sg * (1.0f + x * (1.0f - sg)) * dout[i];
+    }
+    return TK_OK;
+}
+
+/* ---------------------------------------------------------------- gated relu2, rope */
+TKDEF int tk_relu2_gated_forward(float *out, const float *inp, int N, int F)
+{
+    static const char *fn = "tk_relu2_gated_forward";
+    int i;
+    TK__ROUTE(fn, out, TK__DEV(inp), tk_relu2_gated_forward_cuda(out, inp, N, F, NULL));
+    TK__NONNULL(fn, out);
+    TK__NONNULL(fn, inp);
+    TK__POSDIM(fn, N);
+    TK__POSDIM(fn, F);
+    TK__OPS_OMP(omp parallel for schedule(static) if((size_t)N * F > TK__PAR_MIN))
+    for (i = 0; i < N; i++) {
+        const float *a = inp + (size_t)i * 2 * F, *b = a + F; /* [a | b] */
+        float *o = out + (size_t)i * F;
+        int j;
+        for (j = 0; j < F; j++) {
+            float r = a[j] > 0.0f ? a[j] : 0.0f;
+            o[j] = r * r * b[j];
+        }
+    }
+    return TK_OK;
+}
+
+TKDEF int tk_relu2_gated_backward(float *dinp, const float *inp, const float *dout, int N,
+                                  int F)
+{
+    static const char *fn = "tk_relu2_gated_backward";
+    int i;
+    TK__ROUTE(fn, dinp, TK__DEV(inp) && TK__DEV(dout),
+              tk_relu2_gated_backward_cuda(dinp, inp, dout, N, F, NULL));
+    TK__NONNULL(fn, dinp);
+    TK__NONNULL(fn, inp);
+    TK__NONNULL(fn, dout);
+    TK__POSDIM(fn, N);
+    TK__POSDIM(fn, F);
+    TK__OPS_OMP(omp parallel for schedule(static) if((size_t)N * F > TK__PAR_MIN))
+    for (i = 0; i < N; i++) {
+        const float *a = inp + (size_t)i * 2 * F, *b = a + F, *g = dout + (size_t)i * F;
+        float *da = dinp + (size_t)i * 2 * F, *db = da + F;
+        int j;
+        for (j = 0; j < F; j++) {
+            float r = a[j] > 0.0f ? a[j] : 0.0f;
+            da[j] += g[j] * 2.0f * r * b[j];
+            db[j] += g[j] * r * r;
+        }
+    }
+    return TK_OK;
+}
+
+/* the argument checks of tk_rope and tk_rope_cuda */
+static int tk__check_rope(const char *fn, const float *x, int B, int H, int T, int D,
+                          float base, int inverse)
+{
+    TK__NONNULL(fn, x);
+    TK__POSDIM(fn, B);
+    TK__POSDIM(fn, H);
+    TK__POSDIM(fn, T);
+    if (D < 2 || D % 2 != 0)
+        return tk__fail(TK_EINVAL, "%s: D must be even and >= 2, got %d", fn, D);
+    if (!tk__finite(base) || !(base > 1.0f))
+        return tk__fail(TK_EINVAL, "%s: base must be finite and > 1 (got %g)", fn,
+                        (double)base);
+    if (inverse != 0 && inverse != 1)
+        return tk__fail(TK_EINVAL, "%s: inverse must be 0 or 1 (got %d)", fn, inverse);
+    return TK_OK;
+}
+
+TKDEF int tk_rope(float *x, int B, int H, int T, int D, float base, int inverse)
+{
+    static const char *fn = "tk_rope";
+    size_t BH;
+    int rc, t;
+    TK__ROUTE(fn, x, 1, tk_rope_cuda(x, B, H, T, D, base, inverse, NULL));
+    rc = tk__check_rope(fn, x, B, H, T, D, base, inverse);
+    if (rc != TK_OK) return rc;
+    BH = (size_t)B * (size_t)H;
+    /* one angle per (t, i), applied to every (b, h) */
+    TK__OPS_OMP(omp parallel for schedule(static) if(BH * T * D > TK__PAR_MIN))
+    for (t = 0; t < T; t++) {
+        size_t bh;
+        int i;
+        for (i = 0; i < D / 2; i++) {
+            double ang = (double)t * pow((double)base, -2.0 * i / (double)D);
+            float cs = (float)cos(ang), sn = (float)(inverse ? -sin(ang) : sin(ang));
+            for (bh = 0; bh < BH; bh++) {
+                float *p = x + (bh * T + t) * D + 2 * i, x0 = p[0], x1 = p[1];
+                p[0] = x0 * cs - x1 * sn;
+                p[1] = x0 * sn + x1 * cs;
+            }
+        }
     }
     return TK_OK;
 }
@@ -2085,6 +2292,7 @@ TKDEF int tk_residual_forward(float *out, const float *a, const float *b, size_t
 {
     static const char *fn = "tk_residual_forward";
     ptrdiff_t i, nn = (ptrdiff_t)n;
+    TK__ROUTE(fn, out, TK__DEV(a) && TK__DEV(b), tk_residual_forward_cuda(out, a, b, n, NULL));
     TK__NONNULL(fn, out);
     TK__NONNULL(fn, a);
     TK__NONNULL(fn, b);
@@ -2098,6 +2306,7 @@ TKDEF int tk_residual_backward(float *da, float *db, const float *dout, size_t n
 {
     static const char *fn = "tk_residual_backward";
     ptrdiff_t i, nn = (ptrdiff_t)n;
+    TK__ROUTE(fn, dout, TK__DEV0(da) && TK__DEV0(db), tk_residual_backward_cuda(da, db, dout, n, NULL));
     TK__NONNULL(fn, dout);
     TK__NONZERO(fn, n);
     if (da) {
@@ -2296,6 +2505,8 @@ TKDEF int tk_crossentropy_forward_inplace(float *logits, float *losses, float *c
 {
     static const char *fn = "tk_crossentropy_forward_inplace";
     int rc, i, ch;
+    TK__ROUTE(fn, logits, TK__DEV(targets) && TK__DEV0(losses) && TK__DEV0(ce),
+              tk_crossentropy_forward_inplace_cuda(logits, losses, ce, targets, N, V, eps, NULL));
     TK__NONNULL(fn, logits);
     TK__NONNULL(fn, targets);
     TK__POSDIM(fn, N);
@@ -2333,6 +2544,8 @@ TKDEF int tk_crossentropy_backward_inplace(float *probs, const int *targets, int
 {
     static const char *fn = "tk_crossentropy_backward_inplace";
     int rc, i;
+    TK__ROUTE(fn, probs, TK__DEV(targets),
+              tk_crossentropy_backward_inplace_cuda(probs, targets, N, V, eps, dloss, NULL));
     TK__NONNULL(fn, probs);
     TK__NONNULL(fn, targets);
     rc = tk__check_ce_bwd(fn, targets, N, V, eps, dloss);
@@ -2821,6 +3034,8 @@ TKDEF int tk_split_heads_forward(float *q, float *k, float *v, const float *qkv,
 {
     static const char *fn = "tk_split_heads_forward";
     int bt;
+    TK__ROUTE(fn, q, TK__DEV(k) && TK__DEV(v) && TK__DEV(qkv),
+              tk_split_heads_forward_cuda(q, k, v, qkv, B, T, H, D, NULL));
     TK__NONNULL(fn, q);
     TK__NONNULL(fn, k);
     TK__NONNULL(fn, v);
@@ -2851,6 +3066,8 @@ TKDEF int tk_split_heads_backward(float *dqkv, const float *dq, const float *dk,
 {
     static const char *fn = "tk_split_heads_backward";
     int bt;
+    TK__ROUTE(fn, dqkv, TK__DEV(dq) && TK__DEV(dk) && TK__DEV(dv),
+              tk_split_heads_backward_cuda(dqkv, dq, dk, dv, B, T, H, D, NULL));
     TK__NONNULL(fn, dqkv);
     TK__NONNULL(fn, dq);
     TK__NONNULL(fn, dk);
@@ -2880,6 +3097,7 @@ TKDEF int tk_merge_heads_forward(float *out, const float *inp, int B, int T, int
 {
     static const char *fn = "tk_merge_heads_forward";
     int bt;
+    TK__ROUTE(fn, out, TK__DEV(inp), tk_merge_heads_forward_cuda(out, inp, B, T, H, D, NULL));
     TK__NONNULL(fn, out);
     TK__NONNULL(fn, inp);
     TK__POSDIM(fn, B);
@@ -2902,6 +3120,7 @@ TKDEF int tk_merge_heads_backward(float *dinp, const float *dout, int B, int T, 
 {
     static const char *fn = "tk_merge_heads_backward";
     int bt;
+    TK__ROUTE(fn, dinp, TK__DEV(dout), tk_merge_heads_backward_cuda(dinp, dout, B, T, H, D, NULL));
     TK__NONNULL(fn, dinp);
     TK__NONNULL(fn, dout);
     TK__POSDIM(fn, B);
@@ -3048,6 +3267,7 @@ TKDEF int tk_grad_norm(const float *g, size_t n, float *norm)
     double part[TK__NORM_BLOCKS], total = 0.0;
     size_t per;
     int blk;
+    TK__ROUTE(fn, g, 1, tk_grad_norm_cuda(g, n, norm, NULL));
     TK__NONNULL(fn, g);
     TK__NONNULL(fn, norm);
     TK__NONZERO(fn, n);
@@ -3070,6 +3290,7 @@ TKDEF int tk_clip_grad_norm(float *g, size_t n, float max_norm, float *norm_out)
     static const char *fn = "tk_clip_grad_norm";
     float norm;
     int rc;
+    TK__ROUTE(fn, g, 1, tk_clip_grad_norm_cuda(g, n, max_norm, norm_out, NULL));
     TK__NONNULL(fn, g);
     TK__NONZERO(fn, n);
     if (!tk__finite(max_norm) || !(max_norm > 0.0f))
@@ -3101,6 +3322,35 @@ TKDEF tk_attention_cuda_config tk_attention_cuda_config_default(void)
 #include "cuda/tensor.cuh"
 #else
 TKDEF int tk_cuda_available(void) { return 0; }
+/* device memory without CUDA: no device, every buffer is host memory */
+TKDEF int tk_device_alloc(void **ptr, size_t bytes)
+{
+    static const char *fn = "tk_device_alloc";
+    TK__NONNULL(fn, ptr);
+    *ptr = NULL;
+    TK__NONZERO(fn, bytes);
+    return tk__fail(TK_ENOCUDA, "%s: built without nvcc", fn);
+}
+TKDEF void tk_device_free(void *ptr) { (void)ptr; }
+TKDEF int tk_copy(void *dst, const void *src, size_t bytes)
+{
+    static const char *fn = "tk_copy";
+    if (bytes == 0) return TK_OK;
+    TK__NONNULL(fn, dst);
+    TK__NONNULL(fn, src);
+    memcpy(dst, src, bytes);
+    return TK_OK;
+}
+TKDEF int tk_fill_zero(void *dst, size_t bytes)
+{
+    static const char *fn = "tk_fill_zero";
+    if (bytes == 0) return TK_OK;
+    TK__NONNULL(fn, dst);
+    memset(dst, 0, bytes);
+    return TK_OK;
+}
+TKDEF int tk_is_device(const void *p) { (void)p; return 0; }
+TKDEF int tk_device_synchronize(void) { return TK_OK; }
 #define TK__NOCUDA(name) return tk__fail(TK_ENOCUDA, "%s: built without nvcc", name)
 TKDEF int tk_sgemm_cuda(int transA, int transB, int M, int N, int K, float alpha,
                         const float *A, int lda, const float *B, int ldb, float beta,
@@ -3167,6 +3417,46 @@ TKDEF int tk_gelu_backward_cuda(float *dinp, const float *inp, const float *dout
     (void)dinp; (void)inp; (void)dout; (void)n; (void)stream;
     TK__NOCUDA("tk_gelu_backward_cuda");
 }
+TKDEF int tk_relu2_forward_cuda(float *out, const float *inp, size_t n, tk_stream stream)
+{
+    (void)out; (void)inp; (void)n; (void)stream;
+    TK__NOCUDA("tk_relu2_forward_cuda");
+}
+TKDEF int tk_relu2_backward_cuda(float *dinp, const float *inp, const float *dout, size_t n,
+                                 tk_stream stream)
+{
+    (void)dinp; (void)inp; (void)dout; (void)n; (void)stream;
+    TK__NOCUDA("tk_relu2_backward_cuda");
+}
+TKDEF int tk_silu_forward_cuda(float *out, const float *inp, size_t n, tk_stream stream)
+{
+    (void)out; (void)inp; (void)n; (void)stream;
+    TK__NOCUDA("tk_silu_forward_cuda");
+}
+TKDEF int tk_silu_backward_cuda(float *dinp, const float *inp, const float *dout, size_t n,
+                                tk_stream stream)
+{
+    (void)dinp; (void)inp; (void)dout; (void)n; (void)stream;
+    TK__NOCUDA("tk_silu_backward_cuda");
+}
+TKDEF int tk_relu2_gated_forward_cuda(float *out, const float *inp, int N, int F,
+                                      tk_stream stream)
+{
+    (void)out; (void)inp; (void)N; (void)F; (void)stream;
+    TK__NOCUDA("tk_relu2_gated_forward_cuda");
+}
+TKDEF int tk_relu2_gated_backward_cuda(float *dinp, const float *inp, const float *dout,
+                                       int N, int F, tk_stream stream)
+{
+    (void)dinp; (void)inp; (void)dout; (void)N; (void)F; (void)stream;
+    TK__NOCUDA("tk_relu2_gated_backward_cuda");
+}
+TKDEF int tk_rope_cuda(float *x, int B, int H, int T, int D, float base, int inverse,
+                       tk_stream stream)
+{
+    (void)x; (void)B; (void)H; (void)T; (void)D; (void)base; (void)inverse; (void)stream;
+    TK__NOCUDA("tk_rope_cuda");
+}
 TKDEF int tk_softmax_forward_cuda(float *out, const float *inp, int N, int C,
                                   tk_stream stream)
 {
@@ -3188,6 +3478,21 @@ TKDEF int tk_crossentropy_backward_cuda(float *dlogits, const float *probs,
     (void)dlogits; (void)probs; (void)targets; (void)N; (void)V; (void)eps; (void)dloss;
     (void)stream;
     TK__NOCUDA("tk_crossentropy_backward_cuda");
+}
+TKDEF int tk_crossentropy_forward_inplace_cuda(float *logits, float *losses, float *ce,
+                                               const int *targets, int N, int V, float eps,
+                                               tk_stream stream)
+{
+    (void)logits; (void)losses; (void)ce; (void)targets; (void)N; (void)V; (void)eps;
+    (void)stream;
+    TK__NOCUDA("tk_crossentropy_forward_inplace_cuda");
+}
+TKDEF int tk_crossentropy_backward_inplace_cuda(float *probs, const int *targets, int N,
+                                                int V, float eps, float dloss,
+                                                tk_stream stream)
+{
+    (void)probs; (void)targets; (void)N; (void)V; (void)eps; (void)dloss; (void)stream;
+    TK__NOCUDA("tk_crossentropy_backward_inplace_cuda");
 }
 TKDEF int tk_adamw_update_cuda(float *params, const float *grads, float *m, float *v,
                                size_t n, const tk_adamw_config *cfg, long t,
@@ -3250,6 +3555,69 @@ TKDEF int tk_attention_backward_cuda_ex(float *dq, float *dk, float *dv, float *
     (void)lse; (void)q; (void)k; (void)v; (void)bias; (void)bias_per_head; (void)temp;
     (void)B; (void)H; (void)T; (void)D; (void)cfg; (void)stream;
     TK__NOCUDA("tk_attention_backward_cuda_ex");
+}
+TKDEF int tk_rmsnorm_forward_cuda(float *out, float *rstd, const float *inp, const float *w,
+                                  int N, int C, float eps, tk_stream stream)
+{
+    (void)out; (void)rstd; (void)inp; (void)w; (void)N; (void)C; (void)eps; (void)stream;
+    TK__NOCUDA("tk_rmsnorm_forward_cuda");
+}
+TKDEF int tk_rmsnorm_backward_cuda(float *dinp, float *dw, const float *dout,
+                                   const float *inp, const float *w, const float *rstd,
+                                   int N, int C, tk_stream stream)
+{
+    (void)dinp; (void)dw; (void)dout; (void)inp; (void)w; (void)rstd; (void)N; (void)C;
+    (void)stream;
+    TK__NOCUDA("tk_rmsnorm_backward_cuda");
+}
+TKDEF int tk_residual_forward_cuda(float *out, const float *a, const float *b, size_t n,
+                                   tk_stream stream)
+{
+    (void)out; (void)a; (void)b; (void)n; (void)stream;
+    TK__NOCUDA("tk_residual_forward_cuda");
+}
+TKDEF int tk_residual_backward_cuda(float *da, float *db, const float *dout, size_t n,
+                                    tk_stream stream)
+{
+    (void)da; (void)db; (void)dout; (void)n; (void)stream;
+    TK__NOCUDA("tk_residual_backward_cuda");
+}
+TKDEF int tk_split_heads_forward_cuda(float *q, float *k, float *v, const float *qkv,
+                                      int B, int T, int H, int D, tk_stream stream)
+{
+    (void)q; (void)k; (void)v; (void)qkv; (void)B; (void)T; (void)H; (void)D; (void)stream;
+    TK__NOCUDA("tk_split_heads_forward_cuda");
+}
+TKDEF int tk_split_heads_backward_cuda(float *dqkv, const float *dq, const float *dk,
+                                       const float *dv, int B, int T, int H, int D,
+                                       tk_stream stream)
+{
+    (void)dqkv; (void)dq; (void)dk; (void)dv; (void)B; (void)T; (void)H; (void)D;
+    (void)stream;
+    TK__NOCUDA("tk_split_heads_backward_cuda");
+}
+TKDEF int tk_merge_heads_forward_cuda(float *out, const float *inp, int B, int T, int H,
+                                      int D, tk_stream stream)
+{
+    (void)out; (void)inp; (void)B; (void)T; (void)H; (void)D; (void)stream;
+    TK__NOCUDA("tk_merge_heads_forward_cuda");
+}
+TKDEF int tk_merge_heads_backward_cuda(float *dinp, const float *dout, int B, int T, int H,
+                                       int D, tk_stream stream)
+{
+    (void)dinp; (void)dout; (void)B; (void)T; (void)H; (void)D; (void)stream;
+    TK__NOCUDA("tk_merge_heads_backward_cuda");
+}
+TKDEF int tk_grad_norm_cuda(const float *g, size_t n, float *norm, tk_stream stream)
+{
+    (void)g; (void)n; (void)norm; (void)stream;
+    TK__NOCUDA("tk_grad_norm_cuda");
+}
+TKDEF int tk_clip_grad_norm_cuda(float *g, size_t n, float max_norm, float *norm_out,
+                                 tk_stream stream)
+{
+    (void)g; (void)n; (void)max_norm; (void)norm_out; (void)stream;
+    TK__NOCUDA("tk_clip_grad_norm_cuda");
 }
 #undef TK__NOCUDA
 #endif /* __CUDACC__ */

@@ -15,9 +15,32 @@
      gelu, adamw     element-wise, same formulas: rtol 1e-5, atol 1e-6 (adamw 1e-6).
      softmax, CE     block reductions in a different order: rtol 1e-5, atol 1e-6.
      embedding       exact (the same additions in the same order).
+     relu2, gated relu2  the CPU's products in its order: forward exact; backward
+                     rtol 1e-5, atol 1e-6 (nvcc contracts the += into an fma).
+     silu            expf against the CPU's polynomial exp: rtol 1e-5, atol 1e-6.
+     rope            angle in double (pow, cos, sin) rounded to float as on the CPU, the
+                     rotation's two products may be fused: rtol 1e-5, atol 1e-6 (|x| ~ 1).
+     CE in place     per-thread online max/sum merged over the block (fp32), row scalars
+                     in double: probs rtol 1e-5 atol 1e-7, losses / ce rtol 1e-5 atol
+                     1e-5; backward (element-wise, same operations) rtol 1e-5 atol 1e-7.
+                     Measured in the simulation (tests/parity_tensor.cu, V up to 5003,
+                     eps 0 and 0.1): probs 2.4e-7, losses 1.1e-7 relative; silu 6.2e-7;
+                     relu2, gated relu2, rope, CE backward bit-identical there (no fma).
+     rmsnorm         one warp per row, the CPU's expressions, row sums in the warp's
+                     order: out, rstd, dinp rtol 1e-5 with atol 1e-6 of the scale of what
+                     was written (dinp: added; its two terms cancel); dw (fixed row chunks
+                     of 128, then the chunks in order) rtol 1e-5, atol 1e-5 of the added
+                     scale. Measured in the simulation (N up to 300, C up to 1000): out
+                     4.4e-7, rstd 3.3e-7, dinp 3.4e-7, dw 3.9e-7 of the scale.
+     residual, heads exact (one addition per element; copies).
+     grad norm, clip squares summed in double on both sides (in other orders), the root
+                     rounded to float: norm rtol 1e-6, clipped g rtol 1e-6 (bit-identical
+                     in the simulation).
    Determinism: no atomics. Every reduction (bias/column sums, embedding scatter,
    LayerNorm weight gradients) is done by one thread per output in a fixed order,
-   so results are bit-identical run to run.
+   so results are bit-identical run to run. The RMSNorm weight gradient and the
+   gradient norm reduce in two fixed-order stages (per-block partials, then one pass
+   over them), with grids that depend on the shapes only.
 
    A single cuBLAS handle is created on first use (not thread-safe to create from
    two host threads at once) and reused; each call binds it to the caller's stream. */
@@ -374,6 +397,145 @@ TKDEF int tk_layernorm_backward_cuda(float *dinp, float *dw, float *db, const fl
     return TK_OK;
 }
 
+/* --------------------------------------------------------------- RMSNorm */
+#define TK__RN_WARPS 4        /* rows per block of the row kernels: one warp each */
+#define TK__RN_CHUNK 128      /* rows per partial of the weight gradient */
+#define TK__RN_MAXCHUNK 4096  /* at most this many partials (longer chunks beyond) */
+
+/* the sum of v over the 32 lanes of a full warp, in every lane (fixed butterfly order) */
+static __device__ float tk__warp_sum(float v)
+{
+    int o;
+    for (o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+/* one warp per row: rstd = 1 / sqrt(mean(x^2) + eps), out = x * rstd * w (the CPU's
+   expressions; the row sum is the warp's) */
+static __global__ void tk__k_rms_fwd(float *out, float *rstd, const float *inp, const float *w,
+                                     int N, int C, float eps)
+{
+    int row = (int)(blockIdx.x * TK__RN_WARPS + (threadIdx.x >> 5)), lane = threadIdx.x & 31, c;
+    const float *x;
+    float *y, ss = 0.0f, s;
+    if (row >= N) return; /* the whole warp: no barrier below, only full-warp shuffles */
+    x = inp + (size_t)row * C;
+    y = out + (size_t)row * C;
+    for (c = lane; c < C; c += 32) ss += x[c] * x[c];
+    ss = tk__warp_sum(ss);
+    s = 1.0f / sqrtf(ss / (float)C + eps);
+    for (c = lane; c < C; c += 32) y[c] = x[c] * s * (w ? w[c] : 1.0f);
+    if (rstd && lane == 0) rstd[row] = s;
+}
+
+/* dinp, one warp per row: dx += r g - r^3 x / C * sum_c g_c x_c, g = w * dout */
+static __global__ void tk__k_rms_bwd_inp(float *dinp, const float *dout, const float *inp,
+                                         const float *w, const float *rstd, int N, int C)
+{
+    int row = (int)(blockIdx.x * TK__RN_WARPS + (threadIdx.x >> 5)), lane = threadIdx.x & 31, c;
+    const float *x, *go;
+    float *dx, s, dot = 0.0f, k;
+    if (row >= N) return;
+    x = inp + (size_t)row * C;
+    go = dout + (size_t)row * C;
+    dx = dinp + (size_t)row * C;
+    s = rstd[row];
+    for (c = lane; c < C; c += 32) dot += go[c] * (w ? w[c] : 1.0f) * x[c];
+    dot = tk__warp_sum(dot);
+    k = s * s * s * dot / (float)C;
+    for (c = lane; c < C; c += 32) dx[c] += s * go[c] * (w ? w[c] : 1.0f) - k * x[c];
+}
+
+/* dw partials: block (32, 8) owns 32 columns of one chunk of `rows` rows (blockIdx.y);
+   thread (x, y) sums rows y, y+8, ... of the chunk in order, then the 8 sums are added in
+   order. accumulate: dst is dw (one chunk: +=), else dst is the (nchunk, C) partials. */
+static __global__ void tk__k_rms_bwd_w_part(float *dst, int accumulate, const float *dout,
+                                            const float *inp, const float *rstd, int N, int C,
+                                            int rows)
+{
+    __shared__ float sh[8][32];
+    int c = (int)(blockIdx.x * 32 + threadIdx.x), r0 = (int)blockIdx.y * rows, r1, r, j;
+    float acc = 0.0f;
+    r1 = N - r0 < rows ? N : r0 + rows;
+    if (c < C)
+        for (r = r0 + (int)threadIdx.y; r < r1; r += 8)
+            acc += dout[(size_t)r * C + c] * inp[(size_t)r * C + c] * rstd[r];
+    sh[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.y == 0 && c < C) {
+        for (j = 1; j < 8; j++) acc += sh[j][threadIdx.x];
+        if (accumulate) dst[c] += acc;
+        else dst[(size_t)blockIdx.y * C + c] = acc;
+    }
+}
+
+/* dw (C) += the partials (nchunk, C) summed over chunks in order: one thread per column */
+static __global__ void tk__k_rms_bwd_w_sum(float *dw, const float *part, int nchunk, int C)
+{
+    int c = (int)(blockIdx.x * blockDim.x + threadIdx.x), k;
+    float acc = 0.0f;
+    if (c >= C) return;
+    for (k = 0; k < nchunk; k++) acc += part[(size_t)k * C + c];
+    dw[c] += acc;
+}
+
+TKDEF int tk_rmsnorm_forward_cuda(float *out, float *rstd, const float *inp, const float *w,
+                                  int N, int C, float eps, tk_stream stream)
+{
+    static const char *fn = "tk_rmsnorm_forward_cuda";
+    TK__NONNULL(fn, out);
+    TK__NONNULL(fn, inp);
+    TK__POSDIM(fn, N);
+    TK__POSDIM(fn, C);
+    if (!tk__finite(eps) || !(eps > 0.0f))
+        return tk__fail(TK_EINVAL, "%s: eps must be finite and > 0 (got %g)", fn, (double)eps);
+    TK__LAUNCH(tk__k_rms_fwd, tk__blocks((size_t)N, TK__RN_WARPS), TK__RN_WARPS * 32, 0,
+               (cudaStream_t)stream, out, rstd, inp, w, N, C, eps);
+    return tk__launched(fn);
+}
+
+TKDEF int tk_rmsnorm_backward_cuda(float *dinp, float *dw, const float *dout,
+                                   const float *inp, const float *w, const float *rstd,
+                                   int N, int C, tk_stream stream)
+{
+    static const char *fn = "tk_rmsnorm_backward_cuda";
+    cudaStream_t s = (cudaStream_t)stream;
+    int rc;
+    TK__NONNULL(fn, dinp);
+    TK__NONNULL(fn, dout);
+    TK__NONNULL(fn, inp);
+    TK__NONNULL(fn, rstd);
+    TK__POSDIM(fn, N);
+    TK__POSDIM(fn, C);
+    TK__LAUNCH(tk__k_rms_bwd_inp, tk__blocks((size_t)N, TK__RN_WARPS), TK__RN_WARPS * 32, 0, s,
+               dinp, dout, inp, w, rstd, N, C);
+    if ((rc = tk__launched(fn)) != TK_OK) return rc;
+    if (dw) {
+        int rows = TK__RN_CHUNK, nchunk = (N + TK__RN_CHUNK - 1) / TK__RN_CHUNK;
+        float *part = NULL;
+        if (nchunk > TK__RN_MAXCHUNK) {
+            rows = (int)(((size_t)N + TK__RN_MAXCHUNK - 1) / TK__RN_MAXCHUNK);
+            nchunk = (N + rows - 1) / rows;
+        }
+        const dim3 grid((unsigned)((C + 31) / 32), (unsigned)nchunk), block(32, 8);
+        if (nchunk == 1) {
+            TK__LAUNCH(tk__k_rms_bwd_w_part, grid, block, 0, s, dw, 1, dout, inp, rstd, N, C, rows);
+            return tk__launched(fn);
+        }
+        if ((rc = tk__cuda_check(cudaMallocAsync((void **)&part, (size_t)nchunk * C * sizeof(float), s), fn)) != TK_OK)
+            return rc;
+        TK__LAUNCH(tk__k_rms_bwd_w_part, grid, block, 0, s, part, 0, dout, inp, rstd, N, C, rows);
+        rc = tk__launched(fn);
+        if (rc == TK_OK) {
+            TK__LAUNCH(tk__k_rms_bwd_w_sum, tk__blocks((size_t)C, 256), 256, 0, s, dw, part, nchunk, C);
+            rc = tk__launched(fn);
+        }
+        cudaFreeAsync(part, s);
+        return rc;
+    }
+    return TK_OK;
+}
+
 /* ------------------------------------------------------------------ GELU */
 #define TK__GELU_K 0.7978845608028654f /* sqrt(2/pi) */
 
@@ -414,6 +576,173 @@ TKDEF int tk_gelu_backward_cuda(float *dinp, const float *inp, const float *dout
     if (n == 0) return tk__fail(TK_EINVAL, "tk_gelu_backward_cuda: n must be > 0");
     TK__LAUNCH(tk__k_gelu_bwd, tk__blocks(n, 256), 256, 0, (cudaStream_t)stream, dinp, inp, dout, n);
     return tk__launched("tk_gelu_backward_cuda");
+}
+
+/* ------------------------------------------- relu2, silu, gated relu2, rope */
+/* One thread per element (per pair for rope), the CPU's expressions in the CPU's order. */
+static __global__ void tk__k_relu2_fwd(float *out, const float *inp, size_t n)
+{
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        float r = inp[i] > 0.0f ? inp[i] : 0.0f;
+        out[i] = r * r;
+    }
+}
+
+static __global__ void tk__k_relu2_bwd(float *dinp, const float *inp, const float *dout, size_t n)
+{
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        float r = inp[i] > 0.0f ? inp[i] : 0.0f;
+        dinp[i] += 2.0f * r * dout[i];
+    }
+}
+
+/* sigmoid(x) = 1 / (1 + exp(-x)): exp(-x) = inf gives exactly 0, as the CPU's form */
+static __global__ void tk__k_silu_fwd(float *out, const float *inp, size_t n)
+{
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        float x = inp[i];
+        out[i] = x * (1.0f / (1.0f + expf(-x)));
+    }
+}
+
+static __global__ void tk__k_silu_bwd(float *dinp, const float *inp, const float *dout, size_t n)
+{
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        float x = inp[i], sg = 1.0f / (1.0f + expf(-x));
+        dinp[i] += sg * (1.0f + x * (1.0f - sg)) * dout[i];
+    }
+}
+
+/* k over N*F: row k / F, column k % F of out; inp rows [a | b] of 2F */
+static __global__ void tk__k_relu2g_fwd(float *out, const float *inp, int N, int F)
+{
+    size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (k < (size_t)N * F) {
+        const float *a = inp + (k / F) * 2 * F + k % F;
+        float r = a[0] > 0.0f ? a[0] : 0.0f;
+        out[k] = r * r * a[F];
+    }
+}
+
+static __global__ void tk__k_relu2g_bwd(float *dinp, const float *inp, const float *dout, int N, int F)
+{
+    size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (k < (size_t)N * F) {
+        size_t o = (k / F) * 2 * F + k % F;
+        const float *a = inp + o;
+        float r = a[0] > 0.0f ? a[0] : 0.0f, g = dout[k];
+        dinp[o] += g * 2.0f * r * a[F];
+        dinp[o + F] += g * r * r;
+    }
+}
+
+/* k over T * D/2: position t = k / (D/2), pair i = k % (D/2); the angle once (double, as
+   the CPU), then every (b, h) from blockIdx.y in steps of gridDim.y */
+static __global__ void tk__k_rope(float *x, size_t BH, int T, int D, double base, int inverse)
+{
+    size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x, bh;
+    int half = D / 2, t, i;
+    double ang;
+    float cs, sn;
+    if (k >= (size_t)T * half) return;
+    t = (int)(k / half);
+    i = (int)(k % half);
+    ang = (double)t * pow(base, -2.0 * i / (double)D);
+    cs = (float)cos(ang);
+    sn = (float)(inverse ? -sin(ang) : sin(ang));
+    for (bh = blockIdx.y; bh < BH; bh += gridDim.y) {
+        float *p = x + (bh * T + t) * D + 2 * i, x0 = p[0], x1 = p[1];
+        p[0] = x0 * cs - x1 * sn;
+        p[1] = x0 * sn + x1 * cs;
+    }
+}
+
+TKDEF int tk_relu2_forward_cuda(float *out, const float *inp, size_t n, tk_stream stream)
+{
+    static const char *fn = "tk_relu2_forward_cuda";
+    TK__NONNULL(fn, out);
+    TK__NONNULL(fn, inp);
+    TK__NONZERO(fn, n);
+    TK__LAUNCH(tk__k_relu2_fwd, tk__blocks(n, 256), 256, 0, (cudaStream_t)stream, out, inp, n);
+    return tk__launched(fn);
+}
+
+TKDEF int tk_relu2_backward_cuda(float *dinp, const float *inp, const float *dout, size_t n,
+                                 tk_stream stream)
+{
+    static const char *fn = "tk_relu2_backward_cuda";
+    TK__NONNULL(fn, dinp);
+    TK__NONNULL(fn, inp);
+    TK__NONNULL(fn, dout);
+    TK__NONZERO(fn, n);
+    TK__LAUNCH(tk__k_relu2_bwd, tk__blocks(n, 256), 256, 0, (cudaStream_t)stream, dinp, inp, dout, n);
+    return tk__launched(fn);
+}
+
+TKDEF int tk_silu_forward_cuda(float *out, const float *inp, size_t n, tk_stream stream)
+{
+    static const char *fn = "tk_silu_forward_cuda";
+    TK__NONNULL(fn, out);
+    TK__NONNULL(fn, inp);
+    TK__NONZERO(fn, n);
+    TK__LAUNCH(tk__k_silu_fwd, tk__blocks(n, 256), 256, 0, (cudaStream_t)stream, out, inp, n);
+    return tk__launched(fn);
+}
+
+TKDEF int tk_silu_backward_cuda(float *dinp, const float *inp, const float *dout, size_t n,
+                                tk_stream stream)
+{
+    static const char *fn = "tk_silu_backward_cuda";
+    TK__NONNULL(fn, dinp);
+    TK__NONNULL(fn, inp);
+    TK__NONNULL(fn, dout);
+    TK__NONZERO(fn, n);
+    TK__LAUNCH(tk__k_silu_bwd, tk__blocks(n, 256), 256, 0, (cudaStream_t)stream, dinp, inp, dout, n);
+    return tk__launched(fn);
+}
+
+TKDEF int tk_relu2_gated_forward_cuda(float *out, const float *inp, int N, int F,
+                                      tk_stream stream)
+{
+    static const char *fn = "tk_relu2_gated_forward_cuda";
+    TK__NONNULL(fn, out);
+    TK__NONNULL(fn, inp);
+    TK__POSDIM(fn, N);
+    TK__POSDIM(fn, F);
+    TK__LAUNCH(tk__k_relu2g_fwd, tk__blocks((size_t)N * F, 256), 256, 0, (cudaStream_t)stream, out, inp, N, F);
+    return tk__launched(fn);
+}
+
+TKDEF int tk_relu2_gated_backward_cuda(float *dinp, const float *inp, const float *dout,
+                                       int N, int F, tk_stream stream)
+{
+    static const char *fn = "tk_relu2_gated_backward_cuda";
+    TK__NONNULL(fn, dinp);
+    TK__NONNULL(fn, inp);
+    TK__NONNULL(fn, dout);
+    TK__POSDIM(fn, N);
+    TK__POSDIM(fn, F);
+    TK__LAUNCH(tk__k_relu2g_bwd, tk__blocks((size_t)N * F, 256), 256, 0, (cudaStream_t)stream, dinp, inp, dout, N, F);
+    return tk__launched(fn);
+}
+
+TKDEF int tk_rope_cuda(float *x, int B, int H, int T, int D, float base, int inverse,
+                       tk_stream stream)
+{
+    static const char *fn = "tk_rope_cuda";
+    size_t BH;
+    unsigned ny;
+    int rc = tk__check_rope(fn, x, B, H, T, D, base, inverse);
+    if (rc != TK_OK) return rc;
+    BH = (size_t)B * (size_t)H;
+    ny = BH < 16 ? (unsigned)BH : 16u; /* each thread's angle serves BH / ny heads */
+    TK__LAUNCH(tk__k_rope, dim3(tk__blocks((size_t)T * (D / 2), 256), ny), 256, 0, (cudaStream_t)stream,
+               x, BH, T, D, (double)base, inverse);
+    return tk__launched(fn);
 }
 
 /* --------------------------------------------------------------- softmax */
@@ -516,6 +845,93 @@ TKDEF int tk_crossentropy_backward_cuda(float *dlogits, const float *probs,
     return tk__launched("tk_crossentropy_backward_cuda");
 }
 
+/* In place, one block per row. Pass 1 reads the row once: each thread keeps an online
+   max m and sum s = sum exp(x - m) (rescaled when m rises) and sum x; the block merges
+   them (M = max m, S = sum s exp(m - M)). Thread 0 reads x[target] before any thread
+   writes (the merges are barriers). Pass 2 writes p = exp(x - M) / S. The row's scalars
+   (lse, ce, loss) are formed in double from the fp32 sums, as the CPU does. */
+static __global__ void tk__k_ce_fwd_inplace(float *logits, float *losses, float *ce,
+                                            const int *targets, int V, float eps)
+{
+    __shared__ float sh[32];
+    float *x = logits + (size_t)blockIdx.x * V;
+    float m = -INFINITY, s = 0.0f, sx = 0.0f, xt = 0.0f, M, S, inv;
+    int i;
+    if (threadIdx.x == 0) xt = x[targets[blockIdx.x]];
+    for (i = threadIdx.x; i < V; i += blockDim.x) {
+        float v = x[i];
+        sx += v;
+        if (v > m) {
+            s = s * expf(m - v) + 1.0f; /* m = -inf at the start: 0 * 0 + 1 */
+            m = v;
+        } else if (m > -INFINITY) {
+            s += expf(v - m);
+        }
+    }
+    M = tk__block_max(m, sh);
+    S = tk__block_sum(m > -INFINITY ? s * expf(m - M) : 0.0f, sh);
+    sx = tk__block_sum(sx, sh);
+    if (threadIdx.x == 0) {
+        double lse = (double)M + log((double)S), c = lse - (double)xt;
+        if (ce) ce[blockIdx.x] = (float)c;
+        if (losses)
+            losses[blockIdx.x] = (float)((1.0 - (double)eps) * c + (double)eps * (lse - (double)sx / (double)V));
+    }
+    inv = 1.0f / S;
+    for (i = threadIdx.x; i < V; i += blockDim.x) x[i] = expf(x[i] - M) * inv;
+}
+
+/* probs (N,V) -> dloss * (probs - q) in place; the CPU's operations in its order */
+static __global__ void tk__k_ce_bwd_inplace(float *probs, const int *targets, int N, int V,
+                                            float eps, float dloss)
+{
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    float u, d;
+    if (i >= (size_t)N * V) return;
+    u = eps / (float)V;
+    d = dloss * (probs[i] - u);
+    if ((int)(i % V) == targets[i / V]) d -= dloss * (1.0f - eps);
+    probs[i] = d;
+}
+
+TKDEF int tk_crossentropy_forward_inplace_cuda(float *logits, float *losses, float *ce,
+                                               const int *targets, int N, int V, float eps,
+                                               tk_stream stream)
+{
+    static const char *fn = "tk_crossentropy_forward_inplace_cuda";
+    cudaStream_t s = (cudaStream_t)stream;
+    int rc;
+    TK__NONNULL(fn, logits);
+    TK__NONNULL(fn, targets);
+    TK__POSDIM(fn, N);
+    TK__POSDIM(fn, V);
+    if (!tk__finite(eps) || eps < 0.0f || eps >= 1.0f)
+        return tk__fail(TK_EINVAL, "%s: eps must be in [0, 1) (got %g)", fn, (double)eps);
+    if ((rc = tk__cuda_ids_in_range(targets, (size_t)N, V, s, fn)) != TK_OK) return rc;
+    TK__LAUNCH(tk__k_ce_fwd_inplace, N, TK__CUDA_THREADS, 0, s, logits, losses, ce, targets, V, eps);
+    return tk__launched(fn);
+}
+
+TKDEF int tk_crossentropy_backward_inplace_cuda(float *probs, const int *targets, int N,
+                                                int V, float eps, float dloss,
+                                                tk_stream stream)
+{
+    static const char *fn = "tk_crossentropy_backward_inplace_cuda";
+    cudaStream_t s = (cudaStream_t)stream;
+    int rc;
+    TK__NONNULL(fn, probs);
+    TK__NONNULL(fn, targets);
+    TK__POSDIM(fn, N);
+    TK__POSDIM(fn, V);
+    if (!tk__finite(eps) || eps < 0.0f || eps >= 1.0f)
+        return tk__fail(TK_EINVAL, "%s: eps must be in [0, 1) (got %g)", fn, (double)eps);
+    if (!tk__finite(dloss))
+        return tk__fail(TK_EINVAL, "%s: dloss must be finite (got %g)", fn, (double)dloss);
+    if ((rc = tk__cuda_ids_in_range(targets, (size_t)N, V, s, fn)) != TK_OK) return rc;
+    TK__LAUNCH(tk__k_ce_bwd_inplace, tk__blocks((size_t)N * V, 256), 256, 0, s, probs, targets, N, V, eps, dloss);
+    return tk__launched(fn);
+}
+
 /* ----------------------------------------------------------------- AdamW */
 static __global__ void tk__k_adamw(float *p, const float *g, float *m, float *v, size_t n, float lr,
                             float b1, float b2, float eps, float wd, float bc1, float bc2)
@@ -550,6 +966,378 @@ TKDEF int tk_adamw_update_cuda(float *params, const float *grads, float *m, floa
     TK__LAUNCH(tk__k_adamw, tk__blocks(n, 256), 256, 0, (cudaStream_t)stream, 
         params, grads, m, v, n, cfg->lr, cfg->beta1, cfg->beta2, cfg->eps, cfg->weight_decay, bc1, bc2);
     return tk__launched("tk_adamw_update_cuda");
+}
+
+/* ------------------------------------------------------ residual, heads */
+#define TK__GS_MAXB 4096u /* grid cap of the grid-stride element loops */
+
+static unsigned tk__gs_blocks(size_t n, unsigned threads)
+{
+    unsigned b = tk__blocks(n, threads);
+    return b > TK__GS_MAXB ? TK__GS_MAXB : b;
+}
+
+static __global__ void tk__k_residual_fwd(float *out, const float *a, const float *b, size_t n)
+{
+    size_t i, step = (size_t)gridDim.x * blockDim.x;
+    for (i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) out[i] = a[i] + b[i];
+}
+
+static __global__ void tk__k_residual_bwd(float *da, float *db, const float *dout, size_t n)
+{
+    size_t i, step = (size_t)gridDim.x * blockDim.x;
+    for (i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {
+        float g = dout[i];
+        if (da) da[i] += g;
+        if (db) db[i] += g;
+    }
+}
+
+TKDEF int tk_residual_forward_cuda(float *out, const float *a, const float *b, size_t n,
+                                   tk_stream stream)
+{
+    static const char *fn = "tk_residual_forward_cuda";
+    TK__NONNULL(fn, out);
+    TK__NONNULL(fn, a);
+    TK__NONNULL(fn, b);
+    TK__NONZERO(fn, n);
+    TK__LAUNCH(tk__k_residual_fwd, tk__gs_blocks(n, 256), 256, 0, (cudaStream_t)stream, out, a, b, n);
+    return tk__launched(fn);
+}
+
+TKDEF int tk_residual_backward_cuda(float *da, float *db, const float *dout, size_t n,
+                                    tk_stream stream)
+{
+    static const char *fn = "tk_residual_backward_cuda";
+    TK__NONNULL(fn, dout);
+    TK__NONZERO(fn, n);
+    if (!da && !db) return TK_OK;
+    TK__LAUNCH(tk__k_residual_bwd, tk__gs_blocks(n, 256), 256, 0, (cudaStream_t)stream, da, db, dout, n);
+    return tk__launched(fn);
+}
+
+/* Head layouts. A block walks rows bt = (b, t) of the (B,T,W) side (W = 3C for qkv, C for
+   merged), its threads the W columns: that side is read or written contiguously, the
+   (B,H,T,D) side in contiguous runs of D. Rows grid-stride; every element is touched by
+   exactly one thread (the backward += needs no atomics). */
+static unsigned tk__heads_threads(int W)
+{
+    int t = (W + 31) / 32 * 32;
+    return (unsigned)(t > 256 ? 256 : t);
+}
+
+/* qkv (B,T,3C) -> q, k, v (B,H,T,D) (backward 0); dqkv (B,T,3C) += dq, dk, dv (1) */
+static __global__ void tk__k_split_heads(float *q, float *k, float *v, float *dqkv, const float *qkv,
+                                         const float *dq, const float *dk, const float *dv,
+                                         int B, int T, int H, int D, int backward)
+{
+    const int C = H * D, W = 3 * C;
+    int bt, col;
+    for (bt = (int)blockIdx.x; bt < B * T; bt += (int)gridDim.x) {
+        const int b = bt / T, t = bt % T;
+        const size_t row = (size_t)bt * W;
+        for (col = (int)threadIdx.x; col < W; col += (int)blockDim.x) {
+            const int j = col / C, cc = col - j * C, h = cc / D, d = cc - h * D;
+            const size_t o = (((size_t)b * H + h) * T + t) * D + d;
+            if (backward)
+                dqkv[row + col] += (j == 0 ? dq : (j == 1 ? dk : dv))[o];
+            else
+                (j == 0 ? q : (j == 1 ? k : v))[o] = qkv[row + col];
+        }
+    }
+}
+
+/* inp (B,H,T,D) -> out (B,T,C) (backward 0); dinp (B,H,T,D) += dout (B,T,C) (1) */
+static __global__ void tk__k_merge_heads(float *out, float *dinp, const float *inp, const float *dout,
+                                         int B, int T, int H, int D, int backward)
+{
+    const int C = H * D;
+    int bt, col;
+    for (bt = (int)blockIdx.x; bt < B * T; bt += (int)gridDim.x) {
+        const int b = bt / T, t = bt % T;
+        const size_t row = (size_t)bt * C;
+        for (col = (int)threadIdx.x; col < C; col += (int)blockDim.x) {
+            const int h = col / D, d = col - h * D;
+            const size_t o = (((size_t)b * H + h) * T + t) * D + d;
+            if (backward) dinp[o] += dout[row + col];
+            else out[row + col] = inp[o];
+        }
+    }
+}
+
+#define TK__HEADS_CHECK(fn)                                                    \
+    do {                                                                       \
+        TK__POSDIM(fn, B);                                                     \
+        TK__POSDIM(fn, T);                                                     \
+        TK__POSDIM(fn, H);                                                     \
+        TK__POSDIM(fn, D);                                                     \
+    } while (0)
+
+TKDEF int tk_split_heads_forward_cuda(float *q, float *k, float *v, const float *qkv,
+                                      int B, int T, int H, int D, tk_stream stream)
+{
+    static const char *fn = "tk_split_heads_forward_cuda";
+    TK__NONNULL(fn, q);
+    TK__NONNULL(fn, k);
+    TK__NONNULL(fn, v);
+    TK__NONNULL(fn, qkv);
+    TK__HEADS_CHECK(fn);
+    TK__LAUNCH(tk__k_split_heads, tk__gs_blocks((size_t)B * T, 1), tk__heads_threads(3 * H * D), 0,
+               (cudaStream_t)stream, q, k, v, (float *)NULL, qkv, (const float *)NULL,
+               (const float *)NULL, (const float *)NULL, B, T, H, D, 0);
+    return tk__launched(fn);
+}
+
+TKDEF int tk_split_heads_backward_cuda(float *dqkv, const float *dq, const float *dk,
+                                       const float *dv, int B, int T, int H, int D,
+                                       tk_stream stream)
+{
+    static const char *fn = "tk_split_heads_backward_cuda";
+    TK__NONNULL(fn, dqkv);
+    TK__NONNULL(fn, dq);
+    TK__NONNULL(fn, dk);
+    TK__NONNULL(fn, dv);
+    TK__HEADS_CHECK(fn);
+    TK__LAUNCH(tk__k_split_heads, tk__gs_blocks((size_t)B * T, 1), tk__heads_threads(3 * H * D), 0,
+               (cudaStream_t)stream, (float *)NULL, (float *)NULL, (float *)NULL, dqkv,
+               (const float *)NULL, dq, dk, dv, B, T, H, D, 1);
+    return tk__launched(fn);
+}
+
+TKDEF int tk_merge_heads_forward_cuda(float *out, const float *inp, int B, int T, int H,
+                                      int D, tk_stream stream)
+{
+    static const char *fn = "tk_merge_heads_forward_cuda";
+    TK__NONNULL(fn, out);
+    TK__NONNULL(fn, inp);
+    TK__HEADS_CHECK(fn);
+    TK__LAUNCH(tk__k_merge_heads, tk__gs_blocks((size_t)B * T, 1), tk__heads_threads(H * D), 0,
+               (cudaStream_t)stream, out, (float *)NULL, inp, (const float *)NULL, B, T, H, D, 0);
+    return tk__launched(fn);
+}
+
+TKDEF int tk_merge_heads_backward_cuda(float *dinp, const float *dout, int B, int T, int H,
+                                       int D, tk_stream stream)
+{
+    static const char *fn = "tk_merge_heads_backward_cuda";
+    TK__NONNULL(fn, dinp);
+    TK__NONNULL(fn, dout);
+    TK__HEADS_CHECK(fn);
+    TK__LAUNCH(tk__k_merge_heads, tk__gs_blocks((size_t)B * T, 1), tk__heads_threads(H * D), 0,
+               (cudaStream_t)stream, (float *)NULL, dinp, (const float *)NULL, dout, B, T, H, D, 1);
+    return tk__launched(fn);
+}
+#undef TK__HEADS_CHECK
+
+/* ------------------------------------------------------ gradient norm */
+/* Deterministic two-stage sum of squares: TK__GN_THREADS-thread blocks, a grid fixed by n
+   alone (at most TK__GN_MAXB blocks), each thread sums its grid-stride elements in double,
+   each block reduces in a fixed butterfly order to one double partial; one block then adds
+   the partials in a fixed order and writes the norm (a float) on the device. */
+#define TK__GN_THREADS 256
+#define TK__GN_MAXB 1024u
+
+/* the sum of v over the block (blockDim.x a multiple of 32), valid in thread 0 */
+static __device__ double tk__block_sum_d(double v, double *sh)
+{
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (int)(blockDim.x >> 5), o;
+    for (o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    if (lane == 0) sh[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        v = lane < nw ? sh[lane] : 0.0;
+        for (o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    }
+    return v;
+}
+
+static __global__ void tk__k_sumsq_part(double *part, const float *g, size_t n)
+{
+    __shared__ double sh[32];
+    size_t i, step = (size_t)gridDim.x * blockDim.x;
+    double s = 0.0;
+    for (i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {
+        double x = (double)g[i];
+        s += x * x; /* exact in double (a float squared), so FMA or not: the same bits */
+    }
+    s = tk__block_sum_d(s, sh);
+    if (threadIdx.x == 0) part[blockIdx.x] = s;
+}
+
+static __global__ void tk__k_sumsq_final(float *norm, const double *part, int nb)
+{
+    __shared__ double sh[32];
+    double s = 0.0;
+    int i;
+    for (i = (int)threadIdx.x; i < nb; i += (int)blockDim.x) s += part[i];
+    s = tk__block_sum_d(s, sh);
+    if (threadIdx.x == 0) *norm = (float)sqrt(s);
+}
+
+/* g *= max_norm / norm when the (device) norm is finite and > max_norm, as the CPU does */
+static __global__ void tk__k_clip_scale(float *g, size_t n, const float *norm, float max_norm)
+{
+    size_t i, step = (size_t)gridDim.x * blockDim.x;
+    float nv = *norm, sc;
+    if (!isfinite(nv) || !(nv > max_norm)) return;
+    sc = max_norm / nv;
+    for (i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) g[i] *= sc;
+}
+
+/* launches the two stages; *scratch (cudaMallocAsync, the caller frees it on s) holds the
+   partials and, at *dnorm, the norm */
+static int tk__norm_launch(const char *fn, const float *g, size_t n, double **scratch, float **dnorm,
+                           cudaStream_t s)
+{
+    unsigned nb = tk__blocks(n, TK__GN_THREADS * 4);
+    double *part = NULL;
+    int rc;
+    if (nb > TK__GN_MAXB) nb = TK__GN_MAXB;
+    *scratch = NULL;
+    if ((rc = tk__cuda_check(cudaMallocAsync((void **)&part, (nb + 1) * sizeof(double), s), fn)) != TK_OK)
+        return rc;
+    *scratch = part;
+    *dnorm = (float *)(part + nb);
+    TK__LAUNCH(tk__k_sumsq_part, nb, TK__GN_THREADS, 0, s, part, g, n);
+    if ((rc = tk__launched(fn)) != TK_OK) return rc;
+    TK__LAUNCH(tk__k_sumsq_final, 1, TK__GN_THREADS, 0, s, *dnorm, (const double *)part, (int)nb);
+    return tk__launched(fn);
+}
+
+/* a host-only output (the norms): a device pointer is refused */
+static int tk__host_out(const char *fn, const char *what, const void *p)
+{
+    if (p && tk__is_device_ptr(p))
+        return tk__fail(TK_EINVAL, "%s: %s must be host memory (got a device pointer)", fn, what);
+    return TK_OK;
+}
+
+TKDEF int tk_grad_norm_cuda(const float *g, size_t n, float *norm, tk_stream stream)
+{
+    static const char *fn = "tk_grad_norm_cuda";
+    cudaStream_t s = (cudaStream_t)stream;
+    double *scratch = NULL;
+    float *dnorm = NULL, h = 0.0f;
+    int rc;
+    TK__NONNULL(fn, g);
+    TK__NONNULL(fn, norm);
+    TK__NONZERO(fn, n);
+    if ((rc = tk__host_out(fn, "norm", norm)) != TK_OK) return rc;
+    rc = tk__norm_launch(fn, g, n, &scratch, &dnorm, s);
+    if (rc == TK_OK) rc = tk__cuda_check(cudaMemcpyAsync(&h, dnorm, sizeof(float), cudaMemcpyDeviceToHost, s), fn);
+    if (rc == TK_OK) rc = tk__cuda_check(cudaStreamSynchronize(s), fn);
+    if (scratch) cudaFreeAsync(scratch, s);
+    if (rc == TK_OK) *norm = h;
+    return rc;
+}
+
+TKDEF int tk_clip_grad_norm_cuda(float *g, size_t n, float max_norm, float *norm_out,
+                                 tk_stream stream)
+{
+    static const char *fn = "tk_clip_grad_norm_cuda";
+    cudaStream_t s = (cudaStream_t)stream;
+    double *scratch = NULL;
+    float *dnorm = NULL, h = 0.0f;
+    int rc;
+    TK__NONNULL(fn, g);
+    TK__NONZERO(fn, n);
+    if (!tk__finite(max_norm) || !(max_norm > 0.0f))
+        return tk__fail(TK_EINVAL, "%s: max_norm must be finite and > 0 (got %g)", fn,
+                        (double)max_norm);
+    if ((rc = tk__host_out(fn, "norm_out", norm_out)) != TK_OK) return rc;
+    rc = tk__norm_launch(fn, g, n, &scratch, &dnorm, s);
+    if (rc == TK_OK) {
+        TK__LAUNCH(tk__k_clip_scale, tk__gs_blocks(n, 256), 256, 0, s, g, n, (const float *)dnorm, max_norm);
+        rc = tk__launched(fn);
+    }
+    if (rc == TK_OK && norm_out) {
+        rc = tk__cuda_check(cudaMemcpyAsync(&h, dnorm, sizeof(float), cudaMemcpyDeviceToHost, s), fn);
+        if (rc == TK_OK) rc = tk__cuda_check(cudaStreamSynchronize(s), fn);
+        if (rc == TK_OK) *norm_out = h;
+    }
+    if (scratch) cudaFreeAsync(scratch, s);
+    return rc;
+}
+
+/* ------------------------------------------------------ device memory */
+/* a failed runtime call: clear the (non-sticky) last error so that a later launch check
+   does not report it again, and return code with the message */
+static int tk__cuda_fail(int code, cudaError_t e, const char *fn, const char *what)
+{
+    (void)cudaGetLastError();
+    return tk__fail(code, "%s: %s: %s", fn, what, cudaGetErrorString(e));
+}
+
+TKDEF int tk_device_alloc(void **ptr, size_t bytes)
+{
+    static const char *fn = "tk_device_alloc";
+    cudaError_t e;
+    TK__NONNULL(fn, ptr);
+    *ptr = NULL;
+    TK__NONZERO(fn, bytes);
+    e = cudaMalloc(ptr, bytes);
+    if (e != cudaSuccess) {
+        *ptr = NULL;
+        return tk__cuda_fail(e == cudaErrorMemoryAllocation ? TK_ENOMEM : TK_ECUDA, e, fn, "cudaMalloc");
+    }
+    return TK_OK;
+}
+
+TKDEF void tk_device_free(void *ptr)
+{
+    cudaError_t e;
+    if (!ptr) return;
+    e = cudaFree(ptr);
+    if (e != cudaSuccess) (void)tk__cuda_fail(TK_ECUDA, e, "tk_device_free", "cudaFree");
+}
+
+TKDEF int tk_is_device(const void *p) { return tk__is_device_ptr(p); }
+
+/* cudaMemcpy / cudaMemset are asynchronous for some directions (device to device, from
+   pageable memory to the device): the default stream is synchronised after them */
+TKDEF int tk_copy(void *dst, const void *src, size_t bytes)
+{
+    static const char *fn = "tk_copy";
+    cudaError_t e;
+    int dd, sd;
+    if (bytes == 0) return TK_OK;
+    TK__NONNULL(fn, dst);
+    TK__NONNULL(fn, src);
+    dd = tk__is_device_ptr(dst);
+    sd = tk__is_device_ptr(src);
+    if (!dd && !sd) {
+        memcpy(dst, src, bytes);
+        return TK_OK;
+    }
+    e = cudaMemcpy(dst, src, bytes,
+                   dd ? (sd ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice) : cudaMemcpyDeviceToHost);
+    if (e != cudaSuccess) return tk__cuda_fail(TK_ECUDA, e, fn, "cudaMemcpy");
+    e = cudaStreamSynchronize((cudaStream_t)0);
+    return e != cudaSuccess ? tk__cuda_fail(TK_ECUDA, e, fn, "cudaStreamSynchronize") : TK_OK;
+}
+
+TKDEF int tk_fill_zero(void *dst, size_t bytes)
+{
+    static const char *fn = "tk_fill_zero";
+    cudaError_t e;
+    if (bytes == 0) return TK_OK;
+    TK__NONNULL(fn, dst);
+    if (!tk__is_device_ptr(dst)) {
+        memset(dst, 0, bytes);
+        return TK_OK;
+    }
+    e = cudaMemset(dst, 0, bytes);
+    if (e != cudaSuccess) return tk__cuda_fail(TK_ECUDA, e, fn, "cudaMemset");
+    e = cudaStreamSynchronize((cudaStream_t)0);
+    return e != cudaSuccess ? tk__cuda_fail(TK_ECUDA, e, fn, "cudaStreamSynchronize") : TK_OK;
+}
+
+TKDEF int tk_device_synchronize(void)
+{
+    cudaError_t e = cudaDeviceSynchronize();
+    if (e == cudaSuccess) e = cudaGetLastError(); /* a launch error not yet reported */
+    if (e != cudaSuccess) return tk__cuda_fail(TK_ECUDA, e, "tk_device_synchronize", "pending CUDA error");
+    return TK_OK;
 }
 
 /* ------------------------------------------------- fused causal attention */

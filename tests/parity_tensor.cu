@@ -211,6 +211,298 @@ static void test_adamw(void)
     dfree(d_p); dfree(d_m); dfree(d_v);
 }
 
+/* max over i of |g_i - ref_i| / (atol + rtol |ref_i|), times rtol: the measured relative
+   error on the scale of rtol (CHECK_ALL_CLOSE passes when it is <= rtol) */
+static double worst_rel(const std::vector<float> &g, const std::vector<float> &ref, double rtol, double atol)
+{
+    double w = 0.0;
+    for (size_t i = 0; i < ref.size(); i++)
+        w = fmax(w, fabs((double)g[i] - ref[i]) / (atol + rtol * fabs((double)ref[i])) * rtol);
+    return w;
+}
+
+/* relu2 and silu, forward and backward (dinp starts nonzero: += is checked) */
+static void test_relu2_silu(void)
+{
+    static const size_t sizes[] = {1, 31, 1000, 10007};
+    double w[4] = {0, 0, 0, 0};
+    int s, op;
+    NEED_GPU();
+    tt_seed(21);
+    for (s = 0; s < 4; s++) {
+        const size_t n = sizes[s];
+        std::vector<float> x = randn(n, 3.0), dout = randn(n, 1.0), out = randn(n, 1.0), dx = randn(n, 1.0);
+        x[0] = n > 1 ? 0.0f : x[0];
+        if (n > 4) {
+            x[1] = 40.0f; /* saturated tails */
+            x[2] = -100.0f;
+            x[3] = 1e-3f;
+        }
+        for (op = 0; op < 2; op++) {
+            std::vector<float> o = out, d = dx;
+            float *d_x = dput(x), *d_out = dput(out), *d_dout = dput(dout), *d_dx = dput(dx);
+            if (op == 0) {
+                CHECK_INT_EQ(tk_relu2_forward(o.data(), x.data(), n), TK_OK);
+                CHECK_INT_EQ(tk_relu2_forward_cuda(d_out, d_x, n, NULL), TK_OK);
+                CHECK_INT_EQ(tk_relu2_backward(d.data(), x.data(), dout.data(), n), TK_OK);
+                CHECK_INT_EQ(tk_relu2_backward_cuda(d_dx, d_x, d_dout, n, NULL), TK_OK);
+            } else {
+                CHECK_INT_EQ(tk_silu_forward(o.data(), x.data(), n), TK_OK);
+                CHECK_INT_EQ(tk_silu_forward_cuda(d_out, d_x, n, NULL), TK_OK);
+                CHECK_INT_EQ(tk_silu_backward(d.data(), x.data(), dout.data(), n), TK_OK);
+                CHECK_INT_EQ(tk_silu_backward_cuda(d_dx, d_x, d_dout, n, NULL), TK_OK);
+            }
+            std::vector<float> g = dget(d_out, n), gd = dget(d_dx, n);
+            if (op == 0) CHECK_ALL_CLOSE(g.data(), o.data(), (long)n, 0.0, 0.0); /* the same products */
+            else CHECK_ALL_CLOSE(g.data(), o.data(), (long)n, 1e-5, 1e-6);
+            CHECK_ALL_CLOSE(gd.data(), d.data(), (long)n, 1e-5, 1e-6);
+            w[2 * op] = fmax(w[2 * op], worst_rel(g, o, 1e-5, 1e-6));
+            w[2 * op + 1] = fmax(w[2 * op + 1], worst_rel(gd, d, 1e-5, 1e-6));
+            dfree(d_x); dfree(d_out); dfree(d_dout); dfree(d_dx);
+        }
+    }
+    printf("    relu2 fwd %.2e bwd %.2e | silu fwd %.2e bwd %.2e (rtol 1e-5, atol 1e-6 scale)\n", w[0], w[1], w[2], w[3]);
+}
+
+/* gated relu2 at ragged shapes; the backward accumulates into a nonzero dinp */
+static void test_relu2_gated(void)
+{
+    static const int shapes[][2] = {{1, 1}, {3, 7}, {33, 45}, {130, 257}, {7, 1000}};
+    double wf = 0.0, wb = 0.0;
+    int s;
+    NEED_GPU();
+    tt_seed(22);
+    for (s = 0; s < 5; s++) {
+        const int N = shapes[s][0], F = shapes[s][1];
+        const size_t ni = (size_t)N * 2 * F, no = (size_t)N * F;
+        std::vector<float> x = randn(ni, 1.5), dout = randn(no, 1.0), out = randn(no, 1.0), dx = randn(ni, 1.0);
+        x[0] = 0.0f; /* the kink */
+        float *d_x = dput(x), *d_out = dput(out), *d_dout = dput(dout), *d_dx = dput(dx);
+        CHECK_INT_EQ(tk_relu2_gated_forward(out.data(), x.data(), N, F), TK_OK);
+        CHECK_INT_EQ(tk_relu2_gated_forward_cuda(d_out, d_x, N, F, NULL), TK_OK);
+        std::vector<float> g = dget(d_out, no);
+        CHECK_ALL_CLOSE(g.data(), out.data(), (long)no, 0.0, 0.0); /* the same products */
+        wf = fmax(wf, worst_rel(g, out, 1e-5, 1e-6));
+        CHECK_INT_EQ(tk_relu2_gated_backward(dx.data(), x.data(), dout.data(), N, F), TK_OK);
+        CHECK_INT_EQ(tk_relu2_gated_backward_cuda(d_dx, d_x, d_dout, N, F, NULL), TK_OK);
+        g = dget(d_dx, ni);
+        CHECK_ALL_CLOSE(g.data(), dx.data(), (long)ni, 1e-5, 1e-6);
+        wb = fmax(wb, worst_rel(g, dx, 1e-5, 1e-6));
+        dfree(d_x); dfree(d_out); dfree(d_dout); dfree(d_dx);
+    }
+    printf("    relu2_gated fwd %.2e bwd %.2e (rtol 1e-5, atol 1e-6 scale)\n", wf, wb);
+}
+
+/* rope forward and inverse: ragged T and D, B*H below and above the kernel's 16 head
+   slices, two bases */
+static void test_rope(void)
+{
+    static const int shapes[][4] = {{1, 1, 1, 2}, {2, 3, 17, 8}, {1, 2, 300, 16}, {3, 5, 33, 6}, {2, 12, 40, 64}};
+    double w = 0.0;
+    int s, inv;
+    NEED_GPU();
+    tt_seed(23);
+    for (s = 0; s < 5; s++)
+        for (inv = 0; inv < 2; inv++) {
+            const int B = shapes[s][0], H = shapes[s][1], T = shapes[s][2], D = shapes[s][3];
+            const size_t n = (size_t)B * H * T * D;
+            const float base = s == 3 ? 500.0f : 10000.0f;
+            std::vector<float> x = randn(n, 1.0);
+            float *d_x = dput(x);
+            CHECK_INT_EQ(tk_rope(x.data(), B, H, T, D, base, inv), TK_OK);
+            CHECK_INT_EQ(tk_rope_cuda(d_x, B, H, T, D, base, inv, NULL), TK_OK);
+            std::vector<float> g = dget(d_x, n);
+            CHECK_ALL_CLOSE(g.data(), x.data(), (long)n, 1e-5, 1e-6);
+            w = fmax(w, worst_rel(g, x, 1e-5, 1e-6));
+            dfree(d_x);
+        }
+    printf("    rope %.2e (rtol 1e-5, atol 1e-6 scale)\n", w);
+}
+
+/* The in-place cross-entropy pair: V ragged and up to 5003, eps 0 and 0.1, a late row max
+   (the online rescale) in odd rows and a hugely negative first logit; losses/ce start nonzero and may
+   be NULL; a bad target is TK_ERANGE with nothing written. */
+static void ce_inplace_case(int N, int V, float eps, double *wp, double *wl, double *wb)
+{
+    const size_t nv = (size_t)N * V;
+    int i;
+    std::vector<float> x = randn(nv, 3.0), losses = randn(N, 1.0), ce = randn(N, 1.0);
+    std::vector<int> y(N);
+    for (i = 0; i < N; i++) {
+        y[i] = (int)(tt_uniform() * V) % V;
+        /* a late max (rows of odd i) a little above the randn(3) data: the probs stay spread */
+        if (i % 2) x[(size_t)i * V + (size_t)(V - 1 - i % V)] = 12.0f + 0.1f * (float)i;
+    }
+    if (V > 1) x[0] = -1e30f;
+    std::vector<float> p = x, l = losses, c = ce;
+    float *d_x = dput(x), *d_l = dput(losses), *d_c = dput(ce);
+    int *d_y = dput(y);
+    CHECK_INT_EQ(tk_crossentropy_forward_inplace(p.data(), l.data(), c.data(), y.data(), N, V, eps), TK_OK);
+    CHECK_INT_EQ(tk_crossentropy_forward_inplace_cuda(d_x, d_l, d_c, d_y, N, V, eps, NULL), TK_OK);
+    std::vector<float> gp = dget(d_x, nv), gl = dget(d_l, N), gc = dget(d_c, N);
+    CHECK_ALL_CLOSE(gp.data(), p.data(), (long)nv, 1e-5, 1e-7);
+    CHECK_ALL_CLOSE(gl.data(), l.data(), (long)N, 1e-5, 1e-5);
+    CHECK_ALL_CLOSE(gc.data(), c.data(), (long)N, 1e-5, 1e-5);
+    *wp = fmax(*wp, worst_rel(gp, p, 1e-5, 1e-7));
+    *wl = fmax(*wl, fmax(worst_rel(gl, l, 1e-5, 1e-5), worst_rel(gc, c, 1e-5, 1e-5)));
+    /* losses and ce NULL: the same probs */
+    {
+        float *d_x2 = dput(x);
+        CHECK_INT_EQ(tk_crossentropy_forward_inplace_cuda(d_x2, NULL, NULL, d_y, N, V, eps, NULL), TK_OK);
+        std::vector<float> g2 = dget(d_x2, nv);
+        CHECK(memcmp(g2.data(), gp.data(), nv * sizeof(float)) == 0);
+        dfree(d_x2);
+    }
+    /* backward from the CPU's probs (the backward alone), dloss 0.37 */
+    {
+        std::vector<float> d = p;
+        float *d_p = dput(p);
+        CHECK_INT_EQ(tk_crossentropy_backward_inplace(d.data(), y.data(), N, V, eps, 0.37f), TK_OK);
+        CHECK_INT_EQ(tk_crossentropy_backward_inplace_cuda(d_p, d_y, N, V, eps, 0.37f, NULL), TK_OK);
+        std::vector<float> g = dget(d_p, nv);
+        CHECK_ALL_CLOSE(g.data(), d.data(), (long)nv, 1e-5, 1e-7);
+        *wb = fmax(*wb, worst_rel(g, d, 1e-5, 1e-7));
+        /* a bad target (too large, then negative): TK_ERANGE, nothing written */
+        if (N > 1) {
+            std::vector<int> yb = y;
+            std::vector<float> before = dget(d_p, nv);
+            yb[N - 1] = V;
+            int *d_yb = dput(yb);
+            float *d_x3 = dput(x), *d_l3 = dput(losses);
+            CHECK_INT_EQ(tk_crossentropy_forward_inplace_cuda(d_x3, d_l3, NULL, d_yb, N, V, eps, NULL), TK_ERANGE);
+            CHECK_INT_EQ(tk_crossentropy_backward_inplace_cuda(d_p, d_yb, N, V, eps, 0.37f, NULL), TK_ERANGE);
+            yb[N - 1] = y[N - 1];
+            yb[0] = -1;
+            CHECK_INT_EQ(cudaMemcpy(d_yb, yb.data(), (size_t)N * sizeof(int), cudaMemcpyHostToDevice), cudaSuccess);
+            CHECK_INT_EQ(tk_crossentropy_forward_inplace(d_x3, d_l3, NULL, d_yb, N, V, eps), TK_ERANGE); /* routed */
+            CHECK_INT_EQ(tk_crossentropy_backward_inplace(d_p, d_yb, N, V, eps, 0.37f), TK_ERANGE);
+            std::vector<float> gx = dget(d_x3, nv), gl3 = dget(d_l3, N), gpb = dget(d_p, nv);
+            CHECK(memcmp(gx.data(), x.data(), nv * sizeof(float)) == 0);
+            CHECK(memcmp(gl3.data(), losses.data(), (size_t)N * sizeof(float)) == 0);
+            CHECK(memcmp(gpb.data(), before.data(), nv * sizeof(float)) == 0);
+            dfree(d_yb); dfree(d_x3); dfree(d_l3);
+        }
+        dfree(d_p);
+    }
+    dfree(d_x); dfree(d_l); dfree(d_c); dfree(d_y);
+}
+
+static void test_ce_inplace(void)
+{
+    static const int shapes[][2] = {{1, 1}, {5, 17}, {3, 256}, {7, 1000}, {19, 5003}};
+    double wp = 0.0, wl = 0.0, wb = 0.0;
+    int s;
+    NEED_GPU();
+    tt_seed(24);
+    for (s = 0; s < 5; s++) {
+        ce_inplace_case(shapes[s][0], shapes[s][1], 0.0f, &wp, &wl, &wb);
+        ce_inplace_case(shapes[s][0], shapes[s][1], 0.1f, &wp, &wl, &wb);
+    }
+    printf("    ce_inplace probs %.2e (atol 1e-7 scale) losses/ce %.2e (atol 1e-5 scale) bwd %.2e (atol 1e-7 scale)\n",
+           wp, wl, wb);
+}
+
+/* The plain entry points route device buffers of the new twins: the same bits as the
+   _cuda call; a host buffer among device ones: TK_EINVAL, nothing written */
+static void test_plain_routing_ops(void)
+{
+    const int N = 5, F = 19, B = 2, H = 3, T = 7, D = 10, V = 37;
+    const size_t n = (size_t)N * F;
+    int i;
+    NEED_GPU();
+    tt_seed(25);
+    std::vector<float> x = randn(2 * n, 2.0), dout = randn(n, 1.0), acc = randn(2 * n, 1.0), r = randn((size_t)B * H * T * D, 1.0);
+    std::vector<float> lg = randn((size_t)N * V, 2.0), zl(N, 1.0f);
+    std::vector<int> y(N);
+    for (i = 0; i < N; i++) y[i] = (i * 11) % V;
+    float *d_x = dput(x), *d_dout = dput(dout), *a1 = dput(acc), *a2 = dput(acc);
+    float *r1 = dput(r), *r2 = dput(r), *l1 = dput(lg), *l2 = dput(lg), *s1 = dput(zl), *s2 = dput(zl);
+    int *d_y = dput(y);
+#define SAME(a, bb, cnt) CHECK(memcmp(dget(a, cnt).data(), dget(bb, cnt).data(), (cnt) * sizeof(float)) == 0)
+    CHECK_INT_EQ(tk_relu2_forward(a1, d_x, n), TK_OK);
+    CHECK_INT_EQ(tk_relu2_forward_cuda(a2, d_x, n, NULL), TK_OK);
+    SAME(a1, a2, n);
+    CHECK_INT_EQ(tk_relu2_backward(a1, d_x, d_dout, n), TK_OK);
+    CHECK_INT_EQ(tk_relu2_backward_cuda(a2, d_x, d_dout, n, NULL), TK_OK);
+    SAME(a1, a2, n);
+    CHECK_INT_EQ(tk_silu_forward(a1, d_x, n), TK_OK);
+    CHECK_INT_EQ(tk_silu_forward_cuda(a2, d_x, n, NULL), TK_OK);
+    SAME(a1, a2, n);
+    CHECK_INT_EQ(tk_silu_backward(a1, d_x, d_dout, n), TK_OK);
+    CHECK_INT_EQ(tk_silu_backward_cuda(a2, d_x, d_dout, n, NULL), TK_OK);
+    SAME(a1, a2, n);
+    CHECK_INT_EQ(tk_relu2_gated_forward(a1, d_x, N, F), TK_OK);
+    CHECK_INT_EQ(tk_relu2_gated_forward_cuda(a2, d_x, N, F, NULL), TK_OK);
+    SAME(a1, a2, n);
+    CHECK_INT_EQ(tk_relu2_gated_backward(a1, d_x, d_dout, N, F), TK_OK);
+    CHECK_INT_EQ(tk_relu2_gated_backward_cuda(a2, d_x, d_dout, N, F, NULL), TK_OK);
+    SAME(a1, a2, 2 * n);
+    CHECK_INT_EQ(tk_rope(r1, B, H, T, D, 10000.0f, 0), TK_OK);
+    CHECK_INT_EQ(tk_rope_cuda(r2, B, H, T, D, 10000.0f, 0, NULL), TK_OK);
+    SAME(r1, r2, r.size());
+    CHECK_INT_EQ(tk_rope(r1, B, H, T, D, 10000.0f, 1), TK_OK);
+    CHECK_INT_EQ(tk_rope_cuda(r2, B, H, T, D, 10000.0f, 1, NULL), TK_OK);
+    SAME(r1, r2, r.size());
+    CHECK_INT_EQ(tk_crossentropy_forward_inplace(l1, s1, NULL, d_y, N, V, 0.1f), TK_OK);
+    CHECK_INT_EQ(tk_crossentropy_forward_inplace_cuda(l2, s2, NULL, d_y, N, V, 0.1f, NULL), TK_OK);
+    SAME(l1, l2, lg.size());
+    SAME(s1, s2, zl.size());
+    CHECK_INT_EQ(tk_crossentropy_backward_inplace(l1, d_y, N, V, 0.1f, 0.5f), TK_OK);
+    CHECK_INT_EQ(tk_crossentropy_backward_inplace_cuda(l2, d_y, N, V, 0.1f, 0.5f, NULL), TK_OK);
+    SAME(l1, l2, lg.size());
+    /* device and host buffers mixed: refused before any launch */
+    {
+        std::vector<float> l1_before = dget(l1, lg.size()), a1_before = dget(a1, 2 * n);
+        std::vector<float> hl(N, 3.0f);
+        CHECK_INT_EQ(tk_relu2_forward(a1, x.data(), n), TK_EINVAL);
+        CHECK_INT_EQ(tk_relu2_backward(a1, d_x, dout.data(), n), TK_EINVAL);
+        CHECK_INT_EQ(tk_silu_forward(a1, x.data(), n), TK_EINVAL);
+        CHECK_INT_EQ(tk_silu_backward(a1, x.data(), d_dout, n), TK_EINVAL);
+        CHECK_INT_EQ(tk_relu2_gated_forward(a1, x.data(), N, F), TK_EINVAL);
+        CHECK_INT_EQ(tk_relu2_gated_backward(a1, d_x, dout.data(), N, F), TK_EINVAL);
+        CHECK_INT_EQ(tk_crossentropy_forward_inplace(l1, hl.data(), NULL, d_y, N, V, 0.1f), TK_EINVAL);
+        CHECK_INT_EQ(tk_crossentropy_forward_inplace(l1, NULL, hl.data(), d_y, N, V, 0.1f), TK_EINVAL);
+        CHECK_INT_EQ(tk_crossentropy_forward_inplace(l1, NULL, NULL, y.data(), N, V, 0.1f), TK_EINVAL);
+        CHECK_INT_EQ(tk_crossentropy_backward_inplace(l1, y.data(), N, V, 0.1f, 0.5f), TK_EINVAL);
+        CHECK(memcmp(dget(a1, 2 * n).data(), a1_before.data(), 2 * n * sizeof(float)) == 0);
+        CHECK(memcmp(dget(l1, lg.size()).data(), l1_before.data(), lg.size() * sizeof(float)) == 0);
+        for (i = 0; i < N; i++) CHECK(hl[(size_t)i] == 3.0f);
+    }
+#undef SAME
+    dfree(d_x); dfree(d_dout); dfree(a1); dfree(a2); dfree(r1); dfree(r2); dfree(l1); dfree(l2);
+    dfree(s1); dfree(s2); dfree(d_y);
+}
+
+/* validation of the new twins happens before any device work: runs without a GPU */
+static void test_cuda_bad_input_ops(void)
+{
+    float x = 0.0f;
+    int t = 0;
+    CHECK_INT_EQ(tk_relu2_forward_cuda(&x, NULL, 1, NULL), TK_EINVAL);
+    CHECK_INT_EQ(tk_relu2_backward_cuda(&x, &x, &x, 0, NULL), TK_EINVAL);
+    CHECK_INT_EQ(tk_silu_forward_cuda(NULL, &x, 1, NULL), TK_EINVAL);
+    CHECK_INT_EQ(tk_silu_backward_cuda(&x, &x, NULL, 1, NULL), TK_EINVAL);
+    CHECK_INT_EQ(tk_relu2_gated_forward_cuda(&x, &x, 0, 1, NULL), TK_EINVAL);
+    CHECK_INT_EQ(tk_relu2_gated_forward_cuda(&x, &x, 1, -2, NULL), TK_EINVAL);
+    CHECK_INT_EQ(tk_relu2_gated_backward_cuda(&x, NULL, &x, 1, 1, NULL), TK_EINVAL);
+    CHECK_INT_EQ(tk_relu2_gated_backward_cuda(&x, &x, &x, -1, 1, NULL), TK_EINVAL);
+    CHECK_INT_EQ(tk_rope_cuda(NULL, 1, 1, 1, 2, 10000.0f, 0, NULL), TK_EINVAL);
+    CHECK_INT_EQ(tk_rope_cuda(&x, 1, 1, 1, 3, 10000.0f, 0, NULL), TK_EINVAL);
+    CHECK_INT_EQ(tk_rope_cuda(&x, 1, 0, 1, 2, 10000.0f, 0, NULL), TK_EINVAL);
+    CHECK_INT_EQ(tk_rope_cuda(&x, 1, 1, 1, 2, 1.0f, 0, NULL), TK_EINVAL);
+    CHECK_INT_EQ(tk_rope_cuda(&x, 1, 1, 1, 2, NAN, 0, NULL), TK_EINVAL);
+    CHECK_INT_EQ(tk_rope_cuda(&x, 1, 1, 1, 2, 10000.0f, 2, NULL), TK_EINVAL);
+    CHECK_INT_EQ(tk_crossentropy_forward_inplace_cuda(NULL, NULL, NULL, &t, 1, 1, 0.0f, NULL), TK_EINVAL);
+    CHECK_INT_EQ(tk_crossentropy_forward_inplace_cuda(&x, NULL, NULL, NULL, 1, 1, 0.0f, NULL), TK_EINVAL);
+    CHECK_INT_EQ(tk_crossentropy_forward_inplace_cuda(&x, NULL, NULL, &t, 0, 1, 0.0f, NULL), TK_EINVAL);
+    CHECK_INT_EQ(tk_crossentropy_forward_inplace_cuda(&x, NULL, NULL, &t, 1, 1, 1.0f, NULL), TK_EINVAL);
+    CHECK_INT_EQ(tk_crossentropy_forward_inplace_cuda(&x, NULL, NULL, &t, 1, 1, NAN, NULL), TK_EINVAL);
+    CHECK_INT_EQ(tk_crossentropy_backward_inplace_cuda(&x, &t, 1, 0, 0.0f, 1.0f, NULL), TK_EINVAL);
+    CHECK_INT_EQ(tk_crossentropy_backward_inplace_cuda(&x, &t, 1, 1, -0.5f, 1.0f, NULL), TK_EINVAL);
+    CHECK_INT_EQ(tk_crossentropy_backward_inplace_cuda(&x, &t, 1, 1, 0.0f, INFINITY, NULL), TK_EINVAL);
+    CHECK_INT_EQ(tk_crossentropy_backward_inplace_cuda(&x, NULL, 1, 1, 0.0f, 1.0f, NULL), TK_EINVAL);
+}
+
 /* one fused-attention case against tk_attention_forward/backward:
    bias_mode 0 none, 1 shared (T,T), 2 per head (H,T,T); window > 0: -inf beyond it */
 static void attn_case(int B, int H, int T, int D, int bias_mode, int use_temp, int window, unsigned seed)
@@ -844,6 +1136,356 @@ static void test_plain_routing(void)
     dfree(w1); dfree(w2); dfree(v1); dfree(v2);
 }
 
+/* ---- RMSNorm, residual, head layouts, gradient norm, device memory (routing included) */
+/* worst error of g against ref, relative to the scale (max |ref - init|, what the call wrote
+   or added): printed per case so the measured margins are on record */
+static double g_worst_rms[4], g_worst_norm;
+/* the n device floats at d equal ref (a host vector) exactly; the copy is made once (the
+   CHECK_ALL_CLOSE macro evaluates its arguments per element) */
+#define CHECK_DEV_EXACT(d, ref, n)                                             \
+    do {                                                                       \
+        const std::vector<float> dev_ = dget(d, n);                            \
+        CHECK_ALL_CLOSE(dev_.data(), (ref).data(), (long)(n), 0.0, 0.0);       \
+    } while (0)
+
+static void rmsnorm_case(int N, int C, int use_w, int use_rstd, unsigned seed)
+{
+    const size_t nc = (size_t)N * C;
+    tt_seed(seed);
+    std::vector<float> x = randn(nc, 1.5), w = randn((size_t)C, 1.0), dout = randn(nc, 1.0);
+    std::vector<float> out(nc), rstd((size_t)N), dx = randn(nc, 1.0), dw = randn((size_t)C, 1.0);
+    const std::vector<float> dx0 = dx, dw0 = dw;
+    const float *hw = use_w ? w.data() : NULL;
+    float *d_x = dput(x), *d_w = dput(w), *d_dout = dput(dout), *d_out = dput(randn(nc, 1.0));
+    float *d_rstd = dput(randn((size_t)N, 1.0)), *d_dx = dput(dx), *d_dw = dput(dw);
+    CHECK_INT_EQ(tk_rmsnorm_forward(out.data(), rstd.data(), x.data(), hw, N, C, 1e-5f), TK_OK);
+    CHECK_INT_EQ(tk_rmsnorm_forward_cuda(d_out, use_rstd ? d_rstd : NULL, d_x, use_w ? d_w : NULL, N, C, 1e-5f, NULL), TK_OK);
+    std::vector<float> g = dget(d_out, nc);
+    {
+        const double atol_ = 1e-6 * maxabs(out);
+        CHECK_ALL_CLOSE(g.data(), out.data(), (long)nc, 1e-5, atol_);
+        g_worst_rms[0] = fmax(g_worst_rms[0], rel_maxnorm(g.data(), out.data(), NULL, nc));
+    }
+    if (use_rstd) {
+        g = dget(d_rstd, (size_t)N);
+        CHECK_ALL_CLOSE(g.data(), rstd.data(), (long)N, 1e-5, 0.0);
+        g_worst_rms[1] = fmax(g_worst_rms[1], rel_maxnorm(g.data(), rstd.data(), NULL, (size_t)N));
+    } else {
+        dfree(d_rstd);
+        d_rstd = dput(rstd); /* the backward needs the forward's rstd */
+    }
+    CHECK_INT_EQ(tk_rmsnorm_backward(dx.data(), dw.data(), dout.data(), x.data(), hw, rstd.data(), N, C), TK_OK);
+    CHECK_INT_EQ(tk_rmsnorm_backward_cuda(d_dx, d_dw, d_dout, d_x, use_w ? d_w : NULL, d_rstd, N, C, NULL), TK_OK);
+    g = dget(d_dx, nc);
+    {
+        /* what was added, dx - dx0, has terms r g w - k x that cancel: atol on its scale */
+        std::vector<float> add(nc);
+        for (size_t i = 0; i < nc; i++) add[i] = dx[i] - dx0[i];
+        const double atol_ = 1e-6 * maxabs(add);
+        CHECK_ALL_CLOSE(g.data(), dx.data(), (long)nc, 1e-5, atol_);
+        g_worst_rms[2] = fmax(g_worst_rms[2], rel_maxnorm(g.data(), dx.data(), dx0.data(), nc));
+    }
+    g = dget(d_dw, (size_t)C);
+    {
+        /* dw: sums over N rows in another order: atol on the scale of what was added */
+        std::vector<float> add((size_t)C);
+        for (int c = 0; c < C; c++) add[(size_t)c] = dw[(size_t)c] - dw0[(size_t)c];
+        const double atol_ = 1e-5 * maxabs(add);
+        CHECK_ALL_CLOSE(g.data(), dw.data(), (long)C, 1e-5, atol_);
+        g_worst_rms[3] = fmax(g_worst_rms[3], rel_maxnorm(g.data(), dw.data(), dw0.data(), (size_t)C));
+    }
+    /* dw NULL: only dinp accumulates again */
+    CHECK_INT_EQ(tk_rmsnorm_backward(dx.data(), NULL, dout.data(), x.data(), hw, rstd.data(), N, C), TK_OK);
+    CHECK_INT_EQ(tk_rmsnorm_backward_cuda(d_dx, NULL, d_dout, d_x, use_w ? d_w : NULL, d_rstd, N, C, NULL), TK_OK);
+    g = dget(d_dx, nc);
+    {
+        std::vector<float> add(nc);
+        for (size_t i = 0; i < nc; i++) add[i] = dx[i] - dx0[i];
+        const double atol_ = 2e-6 * maxabs(add);
+        CHECK_ALL_CLOSE(g.data(), dx.data(), (long)nc, 1e-5, atol_);
+    }
+    dfree(d_x); dfree(d_w); dfree(d_dout); dfree(d_out); dfree(d_rstd); dfree(d_dx); dfree(d_dw);
+}
+
+/* Ragged rows and columns (C not a multiple of 32, up to 1000), one row, a single dw chunk
+   (N <= 128) and several (N 129, 300: the two-stage column sums), with and without w */
+static void test_rmsnorm(void)
+{
+    NEED_GPU();
+    rmsnorm_case(1, 1, 1, 1, 81);
+    rmsnorm_case(3, 33, 1, 1, 82);
+    rmsnorm_case(37, 300, 0, 1, 83);
+    rmsnorm_case(129, 1000, 1, 0, 84);
+    rmsnorm_case(300, 17, 1, 1, 85);
+    rmsnorm_case(5, 768, 0, 0, 86);
+    printf("    rmsnorm worst (relative to max |written|): out %.2e rstd %.2e dinp %.2e dw %.2e\n",
+           g_worst_rms[0], g_worst_rms[1], g_worst_rms[2], g_worst_rms[3]);
+}
+
+/* the same single additions: exact */
+static void test_residual(void)
+{
+    static const size_t ns[] = {1, 33, 10007};
+    NEED_GPU();
+    tt_seed(87);
+    for (int s = 0; s < 3; s++) {
+        const size_t n = ns[s];
+        std::vector<float> a = randn(n, 1.0), b = randn(n, 1.0), dout = randn(n, 1.0), out(n);
+        std::vector<float> da = randn(n, 1.0), db = randn(n, 1.0);
+        float *d_a = dput(a), *d_b = dput(b), *d_dout = dput(dout), *d_out = dput(out), *d_da = dput(da), *d_db = dput(db);
+        CHECK_INT_EQ(tk_residual_forward(out.data(), a.data(), b.data(), n), TK_OK);
+        CHECK_INT_EQ(tk_residual_forward_cuda(d_out, d_a, d_b, n, NULL), TK_OK);
+        CHECK_DEV_EXACT(d_out, out, n);
+        CHECK_INT_EQ(tk_residual_backward(da.data(), db.data(), dout.data(), n), TK_OK);
+        CHECK_INT_EQ(tk_residual_backward_cuda(d_da, d_db, d_dout, n, NULL), TK_OK);
+        CHECK_INT_EQ(tk_residual_backward(da.data(), NULL, dout.data(), n), TK_OK);
+        CHECK_INT_EQ(tk_residual_backward_cuda(d_da, NULL, d_dout, n, NULL), TK_OK);
+        CHECK_INT_EQ(tk_residual_backward(NULL, db.data(), a.data(), n), TK_OK);
+        CHECK_INT_EQ(tk_residual_backward_cuda(NULL, d_db, d_a, n, NULL), TK_OK);
+        CHECK_INT_EQ(tk_residual_backward_cuda(NULL, NULL, d_a, n, NULL), TK_OK);
+        CHECK_DEV_EXACT(d_da, da, n);
+        CHECK_DEV_EXACT(d_db, db, n);
+        dfree(d_a); dfree(d_b); dfree(d_dout); dfree(d_out); dfree(d_da); dfree(d_db);
+    }
+}
+
+/* permutations and single additions: exact. D 1 and odd D, C below and above a block's
+   256 threads (3C up to 2304), T ragged */
+static void test_heads(void)
+{
+    static const int shapes[][4] = {{1, 1, 1, 1}, {2, 5, 3, 7}, {3, 17, 4, 33}, {2, 9, 12, 64}};
+    NEED_GPU();
+    tt_seed(88);
+    for (int s = 0; s < 4; s++) {
+        const int B = shapes[s][0], T = shapes[s][1], H = shapes[s][2], D = shapes[s][3];
+        const size_t n = (size_t)B * T * H * D;
+        std::vector<float> qkv = randn(3 * n, 1.0), q(n), k(n), v(n), dq = randn(n, 1.0), dk = randn(n, 1.0), dv = randn(n, 1.0);
+        std::vector<float> dqkv = randn(3 * n, 1.0), merged(n), dinp = randn(n, 1.0);
+        float *d_qkv = dput(qkv), *d_q = dput(q), *d_k = dput(k), *d_v = dput(v), *d_dq = dput(dq), *d_dk = dput(dk), *d_dv = dput(dv);
+        float *d_dqkv = dput(dqkv), *d_merged = dput(merged), *d_dinp = dput(dinp);
+        CHECK_INT_EQ(tk_split_heads_forward(q.data(), k.data(), v.data(), qkv.data(), B, T, H, D), TK_OK);
+        CHECK_INT_EQ(tk_split_heads_forward_cuda(d_q, d_k, d_v, d_qkv, B, T, H, D, NULL), TK_OK);
+        CHECK_DEV_EXACT(d_q, q, n);
+        CHECK_DEV_EXACT(d_k, k, n);
+        CHECK_DEV_EXACT(d_v, v, n);
+        CHECK_INT_EQ(tk_split_heads_backward(dqkv.data(), dq.data(), dk.data(), dv.data(), B, T, H, D), TK_OK);
+        CHECK_INT_EQ(tk_split_heads_backward_cuda(d_dqkv, d_dq, d_dk, d_dv, B, T, H, D, NULL), TK_OK);
+        CHECK_DEV_EXACT(d_dqkv, dqkv, 3 * n);
+        CHECK_INT_EQ(tk_merge_heads_forward(merged.data(), q.data(), B, T, H, D), TK_OK);
+        CHECK_INT_EQ(tk_merge_heads_forward_cuda(d_merged, d_q, B, T, H, D, NULL), TK_OK);
+        CHECK_DEV_EXACT(d_merged, merged, n);
+        CHECK_INT_EQ(tk_merge_heads_backward(dinp.data(), dk.data(), B, T, H, D), TK_OK);
+        CHECK_INT_EQ(tk_merge_heads_backward_cuda(d_dinp, d_dk, B, T, H, D, NULL), TK_OK);
+        CHECK_DEV_EXACT(d_dinp, dinp, n);
+        dfree(d_qkv); dfree(d_q); dfree(d_k); dfree(d_v); dfree(d_dq); dfree(d_dk); dfree(d_dv);
+        dfree(d_dqkv); dfree(d_merged); dfree(d_dinp);
+    }
+}
+
+/* Both sum the squares in double (other orders), then round the root to float: rtol 1e-6.
+   n 1100007 exceeds the 1024 x 1024 elements of the capped grid's first stride (the norm
+   only: the clip's 4096-block launches would cost the simulation seconds). */
+static void test_grad_norm(void)
+{
+    static const size_t ns[] = {1, 1000, 70001, 1100007};
+    NEED_GPU();
+    tt_seed(89);
+    for (int s = 0; s < 4; s++) {
+        const size_t n = ns[s];
+        std::vector<float> g = randn(n, 0.3);
+        float *d_g = dput(g), ref = -1.0f, got = -1.0f, again = -2.0f, nout = -1.0f, nref = -1.0f;
+        CHECK_INT_EQ(tk_grad_norm(g.data(), n, &ref), TK_OK);
+        CHECK_INT_EQ(tk_grad_norm_cuda(d_g, n, &got, NULL), TK_OK);
+        CHECK_CLOSE(got, ref, 1e-6, 0.0);
+        g_worst_norm = fmax(g_worst_norm, fabs((double)got - ref) / ref);
+        CHECK_INT_EQ(tk_grad_norm_cuda(d_g, n, &again, NULL), TK_OK); /* deterministic */
+        CHECK(memcmp(&got, &again, sizeof got) == 0);
+        if (n > 1000000) {
+            dfree(d_g);
+            continue;
+        }
+        /* clip below the norm: scaled on the device */
+        CHECK_INT_EQ(tk_clip_grad_norm(g.data(), n, 0.5f * ref, &nref), TK_OK);
+        CHECK_INT_EQ(tk_clip_grad_norm_cuda(d_g, n, 0.5f * ref, &nout, NULL), TK_OK);
+        CHECK_CLOSE(nout, nref, 1e-6, 0.0);
+        {
+            std::vector<float> h = dget(d_g, n);
+            CHECK_ALL_CLOSE(h.data(), g.data(), (long)n, 1e-6, 0.0);
+            g = h; /* continue from the same values */
+        }
+        /* clip above the norm (and no norm_out): unchanged */
+        CHECK_INT_EQ(tk_clip_grad_norm_cuda(d_g, n, 2.0f * ref, NULL, NULL), TK_OK);
+        CHECK_DEV_EXACT(d_g, g, n);
+        dfree(d_g);
+    }
+    printf("    grad norm worst relative error: %.2e (rtol 1e-6)\n", g_worst_norm);
+    {
+        /* a NaN: reported, g unchanged; a device pointer for the host norm: refused */
+        std::vector<float> g = randn(100, 1.0);
+        g[37] = NAN;
+        float *d_g = dput(g), nout = 0.0f;
+        CHECK_INT_EQ(tk_clip_grad_norm_cuda(d_g, 100, 1.0f, &nout, NULL), TK_OK);
+        CHECK(nout != nout);
+        std::vector<float> h = dget(d_g, 100);
+        CHECK(memcmp(h.data(), g.data(), 100 * sizeof(float)) == 0);
+        CHECK_INT_EQ(tk_grad_norm_cuda(d_g, 100, d_g, NULL), TK_EINVAL);
+        CHECK_INT_EQ(tk_clip_grad_norm_cuda(d_g, 100, 1.0f, d_g, NULL), TK_EINVAL);
+        dfree(d_g);
+    }
+}
+
+/* the new twins' argument checks run before any device work (no GPU needed) */
+static void test_cuda_bad_input_norms_heads(void)
+{
+    float x = 0.0f;
+    CHECK_INT_EQ(tk_rmsnorm_forward_cuda(&x, NULL, &x, NULL, 1, 1, NAN, NULL), TK_EINVAL);
+    CHECK_INT_EQ(tk_rmsnorm_forward_cuda(&x, NULL, &x, NULL, 1, 0, 1e-5f, NULL), TK_EINVAL);
+    CHECK_INT_EQ(tk_rmsnorm_forward_cuda(NULL, NULL, &x, NULL, 1, 1, 1e-5f, NULL), TK_EINVAL);
+    CHECK_INT_EQ(tk_rmsnorm_backward_cuda(&x, NULL, &x, &x, NULL, NULL, 1, 1, NULL), TK_EINVAL);
+    CHECK_INT_EQ(tk_rmsnorm_backward_cuda(&x, NULL, &x, &x, NULL, &x, -1, 1, NULL), TK_EINVAL);
+    CHECK_INT_EQ(tk_residual_forward_cuda(&x, &x, &x, 0, NULL), TK_EINVAL);
+    CHECK_INT_EQ(tk_residual_forward_cuda(&x, NULL, &x, 1, NULL), TK_EINVAL);
+    CHECK_INT_EQ(tk_residual_backward_cuda(&x, &x, NULL, 1, NULL), TK_EINVAL);
+    CHECK_INT_EQ(tk_split_heads_forward_cuda(&x, &x, &x, &x, 1, 1, 1, 0, NULL), TK_EINVAL);
+    CHECK_INT_EQ(tk_split_heads_backward_cuda(&x, &x, NULL, &x, 1, 1, 1, 1, NULL), TK_EINVAL);
+    CHECK_INT_EQ(tk_merge_heads_forward_cuda(&x, NULL, 1, 1, 1, 1, NULL), TK_EINVAL);
+    CHECK_INT_EQ(tk_merge_heads_backward_cuda(&x, &x, 1, 0, 1, 1, NULL), TK_EINVAL);
+    CHECK_INT_EQ(tk_grad_norm_cuda(&x, 1, NULL, NULL), TK_EINVAL);
+    CHECK_INT_EQ(tk_grad_norm_cuda(&x, 0, &x, NULL), TK_EINVAL);
+    CHECK_INT_EQ(tk_clip_grad_norm_cuda(&x, 1, 0.0f, NULL, NULL), TK_EINVAL);
+    CHECK_INT_EQ(tk_clip_grad_norm_cuda(&x, 1, INFINITY, NULL, NULL), TK_EINVAL);
+}
+
+/* the plain ops route device buffers to these twins (same bits); mixed buffers: TK_EINVAL */
+static void test_plain_routing_norms_heads(void)
+{
+    const int N = 13, C = 45, B = 2, T = 5, H = 3, D = 5;
+    const size_t nc = (size_t)N * C, nh = (size_t)B * T * H * D;
+    NEED_GPU();
+    tt_seed(90);
+    std::vector<float> x = randn(nc, 1.0), w = randn((size_t)C, 1.0), dout = randn(nc, 1.0), hrstd((size_t)N);
+    std::vector<float> z(nc, 0.5f), zc((size_t)C, 0.25f), zn((size_t)N, 0.0f), qkv = randn(3 * nh, 1.0);
+    float *d_x = dput(x), *d_w = dput(w), *d_dout = dput(dout);
+    float *o1 = dput(z), *o2 = dput(z), *r1 = dput(zn), *r2 = dput(zn), *w1 = dput(zc), *w2 = dput(zc);
+#define SAME(a, bb, n) CHECK(memcmp(dget(a, n).data(), dget(bb, n).data(), (n) * sizeof(float)) == 0)
+    CHECK_INT_EQ(tk_rmsnorm_forward(o1, r1, d_x, d_w, N, C, 1e-5f), TK_OK);
+    CHECK_INT_EQ(tk_rmsnorm_forward_cuda(o2, r2, d_x, d_w, N, C, 1e-5f, NULL), TK_OK);
+    SAME(o1, o2, nc);
+    SAME(r1, r2, (size_t)N);
+    CHECK_INT_EQ(tk_rmsnorm_backward(o1, w1, d_dout, d_x, d_w, r1, N, C), TK_OK);
+    CHECK_INT_EQ(tk_rmsnorm_backward_cuda(o2, w2, d_dout, d_x, d_w, r2, N, C, NULL), TK_OK);
+    SAME(o1, o2, nc);
+    SAME(w1, w2, (size_t)C);
+    CHECK_INT_EQ(tk_residual_forward(o1, d_x, d_dout, nc), TK_OK);
+    CHECK_INT_EQ(tk_residual_forward_cuda(o2, d_x, d_dout, nc, NULL), TK_OK);
+    SAME(o1, o2, nc);
+    CHECK_INT_EQ(tk_residual_backward(o1, NULL, d_x, nc), TK_OK);
+    CHECK_INT_EQ(tk_residual_backward_cuda(o2, NULL, d_x, nc, NULL), TK_OK);
+    SAME(o1, o2, nc);
+    {
+        float *d_qkv = dput(qkv);
+        std::vector<float> zh(nh, 0.0f), zq(3 * nh, 1.0f);
+        float *a1 = dput(zh), *b1 = dput(zh), *c1 = dput(zh), *a2 = dput(zh), *b2 = dput(zh), *c2 = dput(zh);
+        float *g1 = dput(zq), *g2 = dput(zq), *m1 = dput(zh), *m2 = dput(zh);
+        CHECK_INT_EQ(tk_split_heads_forward(a1, b1, c1, d_qkv, B, T, H, D), TK_OK);
+        CHECK_INT_EQ(tk_split_heads_forward_cuda(a2, b2, c2, d_qkv, B, T, H, D, NULL), TK_OK);
+        SAME(a1, a2, nh);
+        SAME(b1, b2, nh);
+        SAME(c1, c2, nh);
+        CHECK_INT_EQ(tk_split_heads_backward(g1, a1, b1, c1, B, T, H, D), TK_OK);
+        CHECK_INT_EQ(tk_split_heads_backward_cuda(g2, a2, b2, c2, B, T, H, D, NULL), TK_OK);
+        SAME(g1, g2, 3 * nh);
+        CHECK_INT_EQ(tk_merge_heads_forward(m1, a1, B, T, H, D), TK_OK);
+        CHECK_INT_EQ(tk_merge_heads_forward_cuda(m2, a2, B, T, H, D, NULL), TK_OK);
+        SAME(m1, m2, nh);
+        CHECK_INT_EQ(tk_merge_heads_backward(a1, b1, B, T, H, D), TK_OK);
+        CHECK_INT_EQ(tk_merge_heads_backward_cuda(a2, b2, B, T, H, D, NULL), TK_OK);
+        SAME(a1, a2, nh);
+        /* mixed */
+        CHECK_INT_EQ(tk_split_heads_forward(a1, b1, c1, qkv.data(), B, T, H, D), TK_EINVAL);
+        CHECK_INT_EQ(tk_split_heads_backward(g1, a1, zh.data(), c1, B, T, H, D), TK_EINVAL);
+        CHECK_INT_EQ(tk_merge_heads_forward(m1, zh.data(), B, T, H, D), TK_EINVAL);
+        CHECK_INT_EQ(tk_merge_heads_backward(a1, zh.data(), B, T, H, D), TK_EINVAL);
+        dfree(d_qkv); dfree(a1); dfree(b1); dfree(c1); dfree(a2); dfree(b2); dfree(c2);
+        dfree(g1); dfree(g2); dfree(m1); dfree(m2);
+    }
+    {
+        float n1 = -1.0f, n2 = -2.0f, c1 = -1.0f, c2 = -2.0f;
+        float *p1 = dput(x), *p2 = dput(x);
+        CHECK_INT_EQ(tk_grad_norm(d_x, nc, &n1), TK_OK);
+        CHECK_INT_EQ(tk_grad_norm_cuda(d_x, nc, &n2, NULL), TK_OK);
+        CHECK(memcmp(&n1, &n2, sizeof n1) == 0);
+        CHECK_INT_EQ(tk_clip_grad_norm(p1, nc, 0.5f * n1, &c1), TK_OK);
+        CHECK_INT_EQ(tk_clip_grad_norm_cuda(p2, nc, 0.5f * n1, &c2, NULL), TK_OK);
+        CHECK(memcmp(&c1, &c2, sizeof c1) == 0);
+        SAME(p1, p2, nc);
+        CHECK_INT_EQ(tk_grad_norm(d_x, nc, d_w), TK_EINVAL); /* the norm is a host float */
+        dfree(p1); dfree(p2);
+    }
+    /* a device output with a host input (or the reverse for the backward): refused */
+    CHECK_INT_EQ(tk_rmsnorm_forward(o1, r1, x.data(), d_w, N, C, 1e-5f), TK_EINVAL);
+    CHECK_INT_EQ(tk_rmsnorm_forward(o1, hrstd.data(), d_x, d_w, N, C, 1e-5f), TK_EINVAL);
+    CHECK_INT_EQ(tk_rmsnorm_backward(o1, w1, d_dout, d_x, w.data(), r1, N, C), TK_EINVAL);
+    CHECK_INT_EQ(tk_residual_forward(o1, d_x, dout.data(), nc), TK_EINVAL);
+    CHECK_INT_EQ(tk_residual_backward(z.data(), NULL, d_x, nc), TK_EINVAL);
+#undef SAME
+    dfree(d_x); dfree(d_w); dfree(d_dout); dfree(o1); dfree(o2); dfree(r1); dfree(r2); dfree(w1); dfree(w2);
+}
+
+/* makes a launch fail (more threads than a block may have): a pending error */
+static __global__ void parity_noop_kernel(int *p) { (void)p; }
+
+static void test_device_memory(void)
+{
+    const size_t n = 1001;
+    int dummy = 0;
+    void *p = &dummy;
+    NEED_GPU();
+    tt_seed(91);
+    CHECK_INT_EQ(tk_device_alloc(NULL, 16), TK_EINVAL);
+    CHECK_INT_EQ(tk_device_alloc(&p, 0), TK_EINVAL);
+    CHECK(p == NULL);
+    CHECK_INT_EQ(tk_device_alloc(&p, n * sizeof(float)), TK_OK);
+    CHECK(p != NULL);
+    float *d = (float *)p, *d2 = NULL;
+    CHECK_INT_EQ(tk_device_alloc((void **)&d2, n * sizeof(float)), TK_OK);
+    std::vector<float> h = randn(n, 1.0), back(n, 0.0f), hcopy(n, 0.0f);
+    CHECK_INT_EQ(tk_is_device(d), 1);
+    CHECK_INT_EQ(tk_is_device(d + 7), 1);
+    CHECK_INT_EQ(tk_is_device(h.data()), 0);
+    CHECK_INT_EQ(tk_is_device(NULL), 0);
+    CHECK_INT_EQ(tk_copy(d, h.data(), n * sizeof(float)), TK_OK);      /* host -> device */
+    CHECK_INT_EQ(tk_copy(d2, d, n * sizeof(float)), TK_OK);            /* device -> device */
+    CHECK_INT_EQ(tk_copy(back.data(), d2, n * sizeof(float)), TK_OK);  /* device -> host */
+    CHECK(memcmp(back.data(), h.data(), n * sizeof(float)) == 0);
+    CHECK_INT_EQ(tk_copy(hcopy.data(), h.data(), n * sizeof(float)), TK_OK); /* host -> host */
+    CHECK(memcmp(hcopy.data(), h.data(), n * sizeof(float)) == 0);
+    CHECK_INT_EQ(tk_fill_zero(d2 + 1, (n - 2) * sizeof(float)), TK_OK); /* device, inside */
+    CHECK_INT_EQ(tk_copy(back.data(), d2, n * sizeof(float)), TK_OK);
+    CHECK(back[0] == h[0] && back[n - 1] == h[n - 1]);
+    {
+        int nz = 0;
+        for (size_t i = 1; i + 1 < n; i++) nz += back[i] != 0.0f;
+        CHECK_INT_EQ(nz, 0);
+    }
+    CHECK_INT_EQ(tk_fill_zero(hcopy.data(), n * sizeof(float)), TK_OK); /* host */
+    CHECK(hcopy[0] == 0.0f && hcopy[n - 1] == 0.0f);
+    CHECK_INT_EQ(tk_copy(NULL, d, 4), TK_EINVAL);
+    CHECK_INT_EQ(tk_copy(d, NULL, 4), TK_EINVAL);
+    CHECK_INT_EQ(tk_copy(NULL, NULL, 0), TK_OK);
+    CHECK_INT_EQ(tk_fill_zero(NULL, 4), TK_EINVAL);
+    CHECK_INT_EQ(tk_fill_zero(NULL, 0), TK_OK);
+    CHECK_INT_EQ(tk_device_synchronize(), TK_OK);
+    /* a failed launch (the simulation reports it on stderr) is returned once by
+       tk_device_synchronize, then cleared */
+    PARITY_LAUNCH(parity_noop_kernel, 1, 2048, 0, (cudaStream_t)0, (int *)NULL);
+    CHECK_INT_EQ(tk_device_synchronize(), TK_ECUDA);
+    CHECK_INT_EQ(tk_device_synchronize(), TK_OK);
+    tk_device_free(d);
+    tk_device_free(d2);
+    tk_device_free(NULL);
+}
+
 int main(int argc, char **argv)
 {
     TEST_INIT(argc, argv);
@@ -858,6 +1500,12 @@ int main(int argc, char **argv)
     TEST_RUN(test_gelu);
     TEST_RUN(test_softmax_ce);
     TEST_RUN(test_adamw);
+    TEST_RUN(test_cuda_bad_input_ops);
+    TEST_RUN(test_relu2_silu);
+    TEST_RUN(test_relu2_gated);
+    TEST_RUN(test_rope);
+    TEST_RUN(test_ce_inplace);
+    TEST_RUN(test_plain_routing_ops);
     TEST_RUN(test_attention);
     TEST_RUN(test_attention_gqa);
     TEST_RUN(test_attention_tc);
@@ -866,5 +1514,12 @@ int main(int argc, char **argv)
     TEST_RUN(test_attention_bad_input);
     TEST_RUN(test_attention_cfg_bad_input);
     TEST_RUN(test_plain_routing);
+    TEST_RUN(test_cuda_bad_input_norms_heads);
+    TEST_RUN(test_rmsnorm);
+    TEST_RUN(test_residual);
+    TEST_RUN(test_heads);
+    TEST_RUN(test_grad_norm);
+    TEST_RUN(test_plain_routing_norms_heads);
+    TEST_RUN(test_device_memory);
     return TEST_END();
 }

@@ -537,6 +537,218 @@ static void test_gelu(void) { check_activation(tk_gelu_forward, tk_gelu_backward
 static void test_relu2(void) { check_activation(tk_relu2_forward, tk_relu2_backward, relu2_d); }
 static void test_silu(void) { check_activation(tk_silu_forward, tk_silu_backward, silu_d); }
 
+/* ------------------------------------------------------------------ gated relu2 */
+typedef struct {
+    int N, F;
+    const float *R; /* (N,F) */
+    double *x;      /* (N,2F) */
+} rg_ctx;
+static double rg_loss(void *p)
+{
+    const rg_ctx *c = (const rg_ctx *)p;
+    double L = 0.0;
+    int i, j;
+    for (i = 0; i < c->N; i++)
+        for (j = 0; j < c->F; j++) {
+            double a = c->x[(size_t)i * 2 * c->F + j], b = c->x[(size_t)i * 2 * c->F + c->F + j];
+            double r = a > 0.0 ? a : 0.0;
+            L += c->R[(size_t)i * c->F + j] * r * r * b;
+        }
+    return L;
+}
+static void check_relu2_gated(int N, int F)
+{
+    const long ni = (long)N * 2 * F, no = (long)N * F;
+    float *x = frand(ni, 1.5), *out = fbuf(no), *R = frand(no, 1.0), *mo = fbuf(no);
+    float *dx = frand(ni, 0.5), *dx0 = fcopy(dx, ni), *an, *md = fbuf(ni), *z = fbuf(ni);
+    double *want = dbuf(no), *g = dbuf(ni);
+    rg_ctx c;
+    long k, bad;
+    int i, j;
+    x[0] = 0.0f; /* the kink (gradient 0 on both sides) */
+    CHECK_INT_EQ(tk_relu2_gated_forward(out, x, N, F), TK_OK);
+    for (i = 0; i < N; i++)
+        for (j = 0; j < F; j++) {
+            const float *a = x + (size_t)i * 2 * F, *b = a + F;
+            const float *gg = R + (size_t)i * F;
+            float r = a[j] > 0.0f ? a[j] : 0.0f;
+            double rd = a[j] > 0.0f ? (double)a[j] : 0.0;
+            want[(size_t)i * F + j] = rd * rd * (double)b[j];
+            /* the model's loops (examples/common/model.c mdl__relu2_fwd / _bwd), in float */
+            mo[(size_t)i * F + j] = r * r * b[j];
+            md[(size_t)i * 2 * F + j] = gg[j] * 2.0f * r * b[j];
+            md[(size_t)i * 2 * F + F + j] = gg[j] * r * r;
+        }
+    CHECK_ALL_CLOSE(out, want, no, F_RTOL, F_ATOL);
+    CHECK(same_bits(out, mo, no));
+    /* backward: += (random start), against central differences of the double forward */
+    CHECK_INT_EQ(tk_relu2_gated_backward(dx, x, R, N, F), TK_OK);
+    c.N = N;
+    c.F = F;
+    c.R = R;
+    c.x = todbl(x, ni);
+    numgrad(rg_loss, &c, c.x, ni, g);
+    an = fdiff(dx, dx0, ni);
+    CHECK_ALL_CLOSE(an, g, ni, G_RTOL, G_ATOL);
+    /* into zeros: the model's values (0 + -0 is +0, so == rather than the bits); a
+       second call adds the same again */
+    CHECK_INT_EQ(tk_relu2_gated_backward(z, x, R, N, F), TK_OK);
+    for (k = 0, bad = 0; k < ni; k++) bad += z[k] != md[k];
+    CHECK_INT_EQ(bad, 0);
+    CHECK_INT_EQ(tk_relu2_gated_backward(z, x, R, N, F), TK_OK);
+    for (k = 0, bad = 0; k < ni; k++) bad += z[k] != md[k] + md[k];
+    CHECK_INT_EQ(bad, 0);
+    free(x); free(out); free(R); free(mo); free(dx); free(dx0); free(an); free(md); free(z);
+    free(want); free(g); free(c.x);
+}
+static void test_relu2_gated(void)
+{
+    check_relu2_gated(1, 1);
+    check_relu2_gated(3, 7);
+    check_relu2_gated(5, 40);
+    check_relu2_gated(70, 300); /* over TK__PAR_MIN: the OpenMP path */
+}
+
+/* ------------------------------------------------------------------ rope */
+/* x (B,H,T,D) rotated by the double-precision reference of tk_rope */
+static void rope_ref(double *out, const float *x, int B, int H, int T, int D, double base,
+                     int inverse)
+{
+    int bh, t, i;
+    for (bh = 0; bh < B * H; bh++)
+        for (t = 0; t < T; t++)
+            for (i = 0; i < D / 2; i++) {
+                size_t o = ((size_t)bh * T + t) * D + 2 * (size_t)i;
+                double ang = t * pow(base, -2.0 * i / D) * (inverse ? -1.0 : 1.0);
+                out[o] = x[o] * cos(ang) - x[o + 1] * sin(ang);
+                out[o + 1] = x[o] * sin(ang) + x[o + 1] * cos(ang);
+            }
+}
+static void check_rope(int B, int H, int T, int D, float base)
+{
+    const long n = (long)B * H * T * D;
+    float *x = frand(n, 1.0), *y = fcopy(x, n), *z, *u = frand(n, 1.0), *v;
+    double *want = dbuf(n), e_id = 0.0, e_norm = 0.0, d1 = 0.0, d2 = 0.0, sc = 0.0;
+    int bh, t, inv;
+    long k;
+    for (inv = 0; inv < 2; inv++) {
+        float *w = fcopy(x, n);
+        CHECK_INT_EQ(tk_rope(w, B, H, T, D, base, inv), TK_OK);
+        rope_ref(want, x, B, H, T, D, base, inv);
+        /* the angle is rounded to float cos/sin: ~1e-7 per element of O(1) values */
+        CHECK_ALL_CLOSE(w, want, n, 1e-5, 1e-6);
+        free(w);
+    }
+    CHECK_INT_EQ(tk_rope(y, B, H, T, D, base, 0), TK_OK);
+    /* position 0 unchanged (cos 0 = 1, sin 0 = 0 exactly); each pair keeps its norm */
+    for (bh = 0; bh < B * H; bh++) {
+        size_t o = (size_t)bh * T * D;
+        CHECK(same_bits(y + o, x + o, D));
+        for (t = 0; t < T; t++)
+            for (k = 0; k < D; k += 2) {
+                size_t p = o + (size_t)t * D + (size_t)k;
+                double a = hypot(x[p], x[p + 1]), b = hypot(y[p], y[p + 1]);
+                e_norm = fmax(e_norm, fabs(a - b) / (a > 1e-30 ? a : 1e-30));
+            }
+    }
+    CHECK(e_norm < 1e-6);
+    /* inverse after forward: the identity */
+    z = fcopy(y, n);
+    CHECK_INT_EQ(tk_rope(z, B, H, T, D, base, 1), TK_OK);
+    for (k = 0; k < n; k++) {
+        e_id = fmax(e_id, fabs((double)z[k] - x[k]));
+        sc = fmax(sc, fabs((double)x[k]));
+    }
+    CHECK(e_id < 1e-6 * sc); /* a few float roundings of O(max |x|) values */
+    sc = 0.0;
+    /* the inverse is the adjoint (the backward): <rope(x), u> = <x, rope^-1(u)> */
+    v = fcopy(u, n);
+    CHECK_INT_EQ(tk_rope(v, B, H, T, D, base, 1), TK_OK);
+    for (k = 0; k < n; k++) {
+        d1 += (double)y[k] * u[k];
+        d2 += (double)x[k] * v[k];
+        sc += fabs((double)x[k] * u[k]);
+    }
+    CHECK_CLOSE(d1, d2, 0.0, 1e-6 * sc);
+    free(x); free(y); free(z); free(u); free(v); free(want);
+}
+static void test_rope(void)
+{
+    /* one value by hand: D 4, t 3, pair i = 1: angle 3 * 10000^(-2/4) = 0.03 */
+    float x[1 * 1 * 4 * 4] = {0}, want0, want1;
+    float keep[16];
+    int k;
+    x[3 * 4 + 2] = 1.0f;
+    x[3 * 4 + 3] = 2.0f;
+    x[3 * 4 + 0] = 0.5f; /* pair 0 at t 3: angle 3 */
+    x[3 * 4 + 1] = -1.0f;
+    CHECK_INT_EQ(tk_rope(x, 1, 1, 4, 4, 10000.0f, 0), TK_OK);
+    want0 = (float)(cos(0.03) - 2.0 * sin(0.03));
+    want1 = (float)(sin(0.03) + 2.0 * cos(0.03));
+    CHECK_CLOSE(x[3 * 4 + 2], want0, 1e-6, 0);
+    CHECK_CLOSE(x[3 * 4 + 3], want1, 1e-6, 0);
+    CHECK_CLOSE(x[3 * 4 + 0], 0.5 * cos(3.0) + sin(3.0), 1e-6, 0);
+    CHECK_CLOSE(x[3 * 4 + 1], 0.5 * sin(3.0) - cos(3.0), 1e-6, 0);
+    check_rope(1, 1, 1, 2, 10000.0f);
+    check_rope(2, 3, 17, 8, 10000.0f);
+    check_rope(1, 2, 300, 16, 10000.0f); /* positions in the hundreds */
+    check_rope(3, 2, 40, 6, 500.0f);     /* D not a power of two, another base */
+    check_rope(2, 4, 64, 64, 10000.0f);  /* over TK__PAR_MIN: the OpenMP path */
+    /* input validation: TK_EINVAL, x untouched */
+    for (k = 0; k < 16; k++) x[k] = keep[k] = (float)k;
+    CHECK_INT_EQ(tk_rope(NULL, 1, 1, 4, 4, 10000.0f, 0), TK_EINVAL);
+    CHECK_INT_EQ(tk_rope(x, 0, 1, 4, 4, 10000.0f, 0), TK_EINVAL);
+    CHECK_INT_EQ(tk_rope(x, 1, -1, 4, 4, 10000.0f, 0), TK_EINVAL);
+    CHECK_INT_EQ(tk_rope(x, 1, 1, 0, 4, 10000.0f, 0), TK_EINVAL);
+    CHECK_INT_EQ(tk_rope(x, 1, 1, 4, 3, 10000.0f, 0), TK_EINVAL);
+    CHECK_INT_EQ(tk_rope(x, 1, 1, 4, 0, 10000.0f, 0), TK_EINVAL);
+    CHECK_INT_EQ(tk_rope(x, 1, 1, 4, -2, 10000.0f, 0), TK_EINVAL);
+    CHECK_INT_EQ(tk_rope(x, 1, 1, 4, 4, 1.0f, 0), TK_EINVAL);
+    CHECK_INT_EQ(tk_rope(x, 1, 1, 4, 4, 0.5f, 0), TK_EINVAL);
+    CHECK_INT_EQ(tk_rope(x, 1, 1, 4, 4, -10.0f, 0), TK_EINVAL);
+    CHECK_INT_EQ(tk_rope(x, 1, 1, 4, 4, (float)NAN, 0), TK_EINVAL);
+    CHECK_INT_EQ(tk_rope(x, 1, 1, 4, 4, (float)INFINITY, 0), TK_EINVAL);
+    CHECK_INT_EQ(tk_rope(x, 1, 1, 4, 4, 10000.0f, 2), TK_EINVAL);
+    CHECK_INT_EQ(tk_rope(x, 1, 1, 4, 4, 10000.0f, -1), TK_EINVAL);
+    CHECK(same_bits(x, keep, 16));
+}
+
+static void test_relu2_gated_bad_input(void)
+{
+    float a[8] = {1, 2, 3, 4, 5, 6, 7, 8}, o[4] = {9, 9, 9, 9};
+    CHECK_INT_EQ(tk_relu2_gated_forward(NULL, a, 2, 2), TK_EINVAL);
+    CHECK_INT_EQ(tk_relu2_gated_forward(o, NULL, 2, 2), TK_EINVAL);
+    CHECK_INT_EQ(tk_relu2_gated_forward(o, a, 0, 2), TK_EINVAL);
+    CHECK_INT_EQ(tk_relu2_gated_forward(o, a, 2, -1), TK_EINVAL);
+    CHECK(all_equal(o, 9.0f, 4));
+    CHECK_INT_EQ(tk_relu2_gated_backward(NULL, a, o, 2, 2), TK_EINVAL);
+    CHECK_INT_EQ(tk_relu2_gated_backward(a, NULL, o, 2, 2), TK_EINVAL);
+    CHECK_INT_EQ(tk_relu2_gated_backward(a, a, NULL, 2, 2), TK_EINVAL);
+    CHECK_INT_EQ(tk_relu2_gated_backward(a, a, o, -3, 2), TK_EINVAL);
+    CHECK_INT_EQ(tk_relu2_gated_backward(a, a, o, 2, 0), TK_EINVAL);
+    CHECK(a[0] == 1.0f && a[7] == 8.0f);
+}
+
+/* without nvcc the twins of relu2, silu, gated relu2, rope and the in-place CE are
+   stubs: TK_ENOCUDA, nothing written */
+static void test_cuda_stubs_ops(void)
+{
+    float a[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    int y[2] = {0, 1};
+    CHECK_INT_EQ(tk_relu2_forward_cuda(a, a, 8, NULL), TK_ENOCUDA);
+    CHECK_INT_EQ(tk_relu2_backward_cuda(a, a, a, 8, NULL), TK_ENOCUDA);
+    CHECK_INT_EQ(tk_silu_forward_cuda(a, a, 8, NULL), TK_ENOCUDA);
+    CHECK_INT_EQ(tk_silu_backward_cuda(a, a, a, 8, NULL), TK_ENOCUDA);
+    CHECK_INT_EQ(tk_relu2_gated_forward_cuda(a, a, 2, 2, NULL), TK_ENOCUDA);
+    CHECK_INT_EQ(tk_relu2_gated_backward_cuda(a, a, a, 2, 2, NULL), TK_ENOCUDA);
+    CHECK_INT_EQ(tk_rope_cuda(a, 1, 1, 2, 4, 10000.0f, 0, NULL), TK_ENOCUDA);
+    CHECK_INT_EQ(tk_crossentropy_forward_inplace_cuda(a, NULL, NULL, y, 2, 4, 0.0f, NULL),
+                 TK_ENOCUDA);
+    CHECK_INT_EQ(tk_crossentropy_backward_inplace_cuda(a, y, 2, 4, 0.0f, 1.0f, NULL),
+                 TK_ENOCUDA);
+    CHECK(a[0] == 1.0f && a[7] == 8.0f);
+}
+
 /* ------------------------------------------------------------------ softmax */
 static void test_fast_exp(void)
 {
@@ -1908,6 +2120,51 @@ static void test_attention_strided(void)
     check_attention_strided(1, 4, 133, 4, 0, 0); /* two backward row blocks */
 }
 
+/* Without CUDA (this build) there is no device memory: tk_device_alloc refuses with
+   TK_ENOCUDA and a NULL pointer, every buffer is host memory, tk_copy / tk_fill_zero are
+   memcpy / memset, tk_device_free and tk_device_synchronize do nothing. The _cuda twins
+   of the RMSNorm, residual, heads and norm ops return TK_ENOCUDA. */
+static void test_device_memory_nocuda(void)
+{
+    float src[7] = {1.0f, -2.0f, 3.5f, 0.25f, -0.0f, 1e30f, -7.0f}, dst[7], z[7];
+    int dummy = 0, i;
+    void *p = &dummy;
+    CHECK_INT_EQ(tk_device_alloc(&p, 64), TK_ENOCUDA);
+    CHECK(p == NULL);
+    p = &dummy;
+    CHECK_INT_EQ(tk_device_alloc(&p, 0), TK_EINVAL);
+    CHECK(p == NULL);
+    CHECK_INT_EQ(tk_device_alloc(NULL, 64), TK_EINVAL);
+    tk_device_free(NULL);
+    tk_device_free(&dummy); /* nothing is device memory: a no-op */
+    CHECK_INT_EQ(tk_is_device(src), 0);
+    CHECK_INT_EQ(tk_is_device(NULL), 0);
+    memset(dst, 0x7f, sizeof dst);
+    CHECK_INT_EQ(tk_copy(dst, src, sizeof src), TK_OK);
+    CHECK(memcmp(dst, src, sizeof src) == 0);
+    CHECK_INT_EQ(tk_copy(dst, src, 0), TK_OK);
+    CHECK_INT_EQ(tk_copy(NULL, NULL, 0), TK_OK);
+    CHECK_INT_EQ(tk_copy(NULL, src, 4), TK_EINVAL);
+    CHECK_INT_EQ(tk_copy(dst, NULL, 4), TK_EINVAL);
+    memcpy(z, src, sizeof z);
+    CHECK_INT_EQ(tk_fill_zero(z + 1, 5 * sizeof(float)), TK_OK);
+    CHECK(z[0] == src[0] && z[6] == src[6]);
+    for (i = 1; i < 6; i++) CHECK(z[i] == 0.0f);
+    CHECK_INT_EQ(tk_fill_zero(NULL, 0), TK_OK);
+    CHECK_INT_EQ(tk_fill_zero(NULL, 4), TK_EINVAL);
+    CHECK_INT_EQ(tk_device_synchronize(), TK_OK);
+    CHECK_INT_EQ(tk_rmsnorm_forward_cuda(dst, NULL, src, NULL, 1, 7, 1e-5f, NULL), TK_ENOCUDA);
+    CHECK_INT_EQ(tk_rmsnorm_backward_cuda(dst, NULL, src, src, NULL, src, 1, 7, NULL), TK_ENOCUDA);
+    CHECK_INT_EQ(tk_residual_forward_cuda(dst, src, src, 7, NULL), TK_ENOCUDA);
+    CHECK_INT_EQ(tk_residual_backward_cuda(dst, NULL, src, 7, NULL), TK_ENOCUDA);
+    CHECK_INT_EQ(tk_split_heads_forward_cuda(dst, dst, dst, src, 1, 1, 1, 1, NULL), TK_ENOCUDA);
+    CHECK_INT_EQ(tk_split_heads_backward_cuda(dst, src, src, src, 1, 1, 1, 1, NULL), TK_ENOCUDA);
+    CHECK_INT_EQ(tk_merge_heads_forward_cuda(dst, src, 1, 1, 1, 7, NULL), TK_ENOCUDA);
+    CHECK_INT_EQ(tk_merge_heads_backward_cuda(dst, src, 1, 1, 1, 7, NULL), TK_ENOCUDA);
+    CHECK_INT_EQ(tk_grad_norm_cuda(src, 7, dst, NULL), TK_ENOCUDA);
+    CHECK_INT_EQ(tk_clip_grad_norm_cuda(dst, 7, 1.0f, NULL, NULL), TK_ENOCUDA);
+}
+
 int main(int argc, char **argv)
 {
     TEST_INIT(argc, argv);
@@ -1927,6 +2184,10 @@ int main(int argc, char **argv)
     TEST_RUN(test_gelu);
     TEST_RUN(test_relu2);
     TEST_RUN(test_silu);
+    TEST_RUN(test_relu2_gated);
+    TEST_RUN(test_relu2_gated_bad_input);
+    TEST_RUN(test_rope);
+    TEST_RUN(test_cuda_stubs_ops);
     TEST_RUN(test_fast_exp);
     TEST_RUN(test_softmax);
     TEST_RUN(test_logsoftmax);
@@ -1952,6 +2213,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_attention_thread_count_determinism);
     TEST_RUN(test_bad_input);
     TEST_RUN(test_error_log);
+    TEST_RUN(test_device_memory_nocuda);
     TEST_RUN(test_gemm_tile_arithmetic_int_max);
     TEST_RUN(test_attention_bad_rows);
     TEST_RUN(test_attention_strided);
