@@ -57,6 +57,31 @@
      -fopenmp                    parallel EMA / SWA loops over long weight vectors and
                                  CE rows (element- or row-wise: results identical for
                                  any thread count)
+     nvcc (__CUDACC__), or a C++ compiler with ATTNKIT_CUDA_SIM and tests/cuda_sim.h
+                                 compiles the CUDA bodies (cuda/guardian.cuh, see CUDA)
+
+   CUDA (cuda/guardian.cuh: copy it beside guardian.h, at cuda/guardian.cuh)
+     The controllers stay scalar host code. What a GPU trainer runs every step on
+     device-resident weights has a device twin: guardian_ema_update_cuda, and
+     guardian_swa_offer_cuda (the snapshot decision is made on the host from the
+     scalars, as guardian_swa_offer does; only the averaging runs on the device). They
+     take DEVICE buffers (a host buffer: GUARDIAN_EINVAL, nothing launched) and a
+     guardian_stream (a cudaStream_t; NULL: the default stream), launch asynchronously
+     and return without synchronising. Compiled when this implementation is compiled by
+     nvcc (or under the CPU simulation of CUDA); otherwise they return GUARDIAN_ENOCUDA.
+     In such a build the plain guardian_ema_update and guardian_swa_offer route device
+     buffers (device or managed memory) to them on the default stream, asynchronously
+     as they are (both buffers on the device; one on each side: GUARDIAN_EINVAL); host
+     buffers run the CPU loops as before. The device results are bit-identical to the
+     CPU path's: the same float expressions, each product and sum rounded once (no FMA
+     contraction on the device), provided the host compiler does not contract the CPU
+     expressions into FMAs either: true with no FMA in the host target (x86-64's
+     default), with GCC in ISO C mode (-std=c99), or with -ffp-contract=off; clang, and
+     g++ in C++ mode (nvcc's host compiler), contract them when the target has FMA
+     (-march=native, say): add -ffp-contract=off there (nvcc: -Xcompiler
+     -ffp-contract=off). Neither side may flush subnormals (no --use_fast_math,
+     -ftz=true, -ffast-math). NaN payloads may differ. guardian_set_log() receives a
+     one-line message for each refusal of these paths.
 
    CONFIG KNOBS (defaults; [paper] = value stated by the paper, [ours] = our choice
    where the paper gives none)
@@ -126,6 +151,9 @@
        GUARDIAN_EFORMAT  state buffer: wrong magic, version, kind, size, checksum,
                          shape, or a decoded value out of range
        GUARDIAN_ESTATE   call out of order (guardian_update without a pending step)
+       GUARDIAN_ENOCUDA  a *_cuda function in a build without CUDA (see CUDA)
+       GUARDIAN_ECUDA    a CUDA launch or copy failed (the device buffer may then be
+                         partly written; the host state is not)
 
    VERSION  0.1.0 (state format version 1)
 */
@@ -165,10 +193,16 @@ enum {
     GUARDIAN_ERANGE = -3,
     GUARDIAN_EIO = -4,
     GUARDIAN_EFORMAT = -5,
-    GUARDIAN_ESTATE = -6
+    GUARDIAN_ESTATE = -6,
+    GUARDIAN_ENOCUDA = -7, /* a *_cuda function in a build without CUDA */
+    GUARDIAN_ECUDA = -8    /* a CUDA launch or runtime call failed */
 };
 
 GUARDIANDEF const char *guardian_strerror(int err);
+/* Optional log callback (NULL: none; process-wide, set it before threads start): one
+   line saying why the CUDA paths refused a call (mixed host/device buffers, a host
+   buffer given to a *_cuda function, no CUDA in this build, a CUDA error). */
+GUARDIANDEF void guardian_set_log(void (*fn)(const char *msg, void *user), void *user);
 
 /* ---------------------------------------------------------------- RNG */
 /* splitmix64: one 64-bit word of state; the same seed gives the same stream. */
@@ -341,7 +375,9 @@ GUARDIANDEF int guardian_chaos_step(guardian_chaos *c, float *factor);
 GUARDIANDEF int guardian_chaos_temp(const guardian_chaos *c, float max_extra, float *temp);
 
 /* ---------------------------------------------------------------- averaging */
-/* ema (n) <- decay * ema + (1 - decay) * w (n); decay in [0, 1]. */
+/* ema (n) <- decay * ema + (1 - decay) * w (n); decay in [0, 1]. With CUDA (see CUDA):
+   ema and w both device pointers run guardian_ema_update_cuda on the default stream;
+   one device and one host pointer: GUARDIAN_EINVAL. */
 GUARDIANDEF int guardian_ema_update(float *ema, const float *w, int64_t n, float decay);
 
 typedef struct guardian_swa_config {
@@ -362,9 +398,37 @@ GUARDIANDEF int guardian_swa_init(guardian_swa *s, const guardian_swa_config *cf
 GUARDIANDEF int guardian_swa_select(const guardian_swa_config *cfg, int64_t epoch,
                                     float ce_entry, float ce, int *take);
 /* Offers a snapshot w (n); if selected, avg (n) <- avg + (w - avg) / (k + 1), k the
-   count so far (the first one is copied). taken (may be NULL) gets the decision. */
+   count so far (the first one is copied). taken (may be NULL) gets the decision. With
+   CUDA (see CUDA): avg and w both device pointers run guardian_swa_offer_cuda on the
+   default stream; one device and one host pointer: GUARDIAN_EINVAL. */
 GUARDIANDEF int guardian_swa_offer(guardian_swa *s, float *avg, const float *w, int64_t n,
                                    int64_t epoch, float ce_entry, float ce, int *taken);
+
+/* ---- CUDA: the averaging on device-resident weights (cuda/guardian.cuh) ---- */
+/* A cudaStream_t (NULL: the default stream). The calls below launch on it and return
+   without synchronising: order later work on the same stream, or synchronise before
+   reading the buffers on the host. Every buffer argument is a DEVICE pointer (device
+   or managed memory; a host pointer: GUARDIAN_EINVAL, nothing launched); the
+   controller state s and taken stay on the host. Without CUDA: GUARDIAN_ENOCUDA. */
+typedef struct CUstream_st *guardian_stream;
+/* 1 if a CUDA device is usable (always 0 without CUDA). */
+GUARDIANDEF int guardian_cuda_available(void);
+/* As guardian_ema_update: ema (n) device <- decay * ema + (1 - decay) * w (n) device,
+   element by element the CPU's bits (a = decay, b = 1 - decay rounded as on the host;
+   a * ema[i] and b * w[i] each rounded, then their sum). ema == w is allowed; partly
+   overlapping buffers are not. */
+GUARDIANDEF int guardian_ema_update_cuda(float *ema /* (n) device */,
+                                         const float *w /* (n) device */, int64_t n,
+                                         float decay, guardian_stream stream);
+/* As guardian_swa_offer: the decision (guardian_swa_select) and the state update (s,
+   *taken) on the host, then, if taken, avg (n) device <- a copy of w (n) device for the
+   first snapshot, else avg + (w - avg) * k with k = (float)(1 / (n_averaged + 1)),
+   the CPU's bits. On an error s and *taken are unchanged. */
+GUARDIANDEF int guardian_swa_offer_cuda(guardian_swa *s /* host */, float *avg /* (n) device */,
+                                        const float *w /* (n) device */, int64_t n,
+                                        int64_t epoch, float ce_entry, float ce,
+                                        int *taken /* host, may be NULL */,
+                                        guardian_stream stream);
 
 /* ---------------------------------------------------------------- context game */
 typedef struct guardian_cg_config {
@@ -553,6 +617,22 @@ static int guardian__all_finite(const float *x, size_t n)
     return (bad & 0x80000000u) == 0;
 }
 
+/* the log callback (guardian_set_log) and the one place that calls it */
+static void (*guardian__log_fn)(const char *msg, void *user) = NULL;
+static void *guardian__log_user = NULL;
+
+GUARDIANDEF void guardian_set_log(void (*fn)(const char *msg, void *user), void *user)
+{
+    guardian__log_fn = fn;
+    guardian__log_user = user;
+}
+
+static int guardian__fail(int code, const char *msg)
+{
+    if (guardian__log_fn) guardian__log_fn(msg, guardian__log_user);
+    return code;
+}
+
 GUARDIANDEF const char *guardian_strerror(int err)
 {
     switch (err) {
@@ -563,6 +643,8 @@ GUARDIANDEF const char *guardian_strerror(int err)
     case GUARDIAN_EIO: return "i/o error";
     case GUARDIAN_EFORMAT: return "bad state buffer (magic, version, size or checksum)";
     case GUARDIAN_ESTATE: return "call out of order";
+    case GUARDIAN_ENOCUDA: return "built without CUDA (compile with nvcc)";
+    case GUARDIAN_ECUDA: return "CUDA error";
     default: return "unknown error";
     }
 }
@@ -1633,10 +1715,26 @@ GUARDIANDEF int guardian_chaos_load(guardian_chaos *c, const void *buf, size_t l
 }
 
 /* ---------------------------------------------------------------- averaging */
+/* Under nvcc (or the CUDA simulation) the plain averaging calls route DEVICE buffers to
+   their _cuda twins on the default stream; a device and a host buffer in one call are
+   refused. guardian__is_dev: 1 for device or managed memory (cuda/guardian.cuh). */
+#if defined(__CUDACC__) || defined(ATTNKIT_CUDA_SIM)
+static int guardian__is_dev(const void *p);
+#endif
+
 GUARDIANDEF int guardian_ema_update(float *ema, const float *w, int64_t n, float decay)
 {
     int64_t i;
     float a, b;
+#if defined(__CUDACC__) || defined(ATTNKIT_CUDA_SIM)
+    {
+        const int de = guardian__is_dev(ema), dw = guardian__is_dev(w);
+        if (de && dw) return guardian_ema_update_cuda(ema, w, n, decay, NULL);
+        if (de || dw)
+            return guardian__fail(GUARDIAN_EINVAL, "guardian_ema_update: ema and w must be both "
+                                                   "host or both device pointers");
+    }
+#endif
     if (!ema || !w || n < 1 || !guardian__finite(decay) || decay < 0 || decay > 1)
         return GUARDIAN_EINVAL;
     a = decay;
@@ -1692,6 +1790,15 @@ GUARDIANDEF int guardian_swa_offer(guardian_swa *s, float *avg, const float *w, 
     int take = 0, rc;
     int64_t i;
     float k;
+#if defined(__CUDACC__) || defined(ATTNKIT_CUDA_SIM)
+    {
+        const int da = guardian__is_dev(avg), dw = guardian__is_dev(w);
+        if (da && dw) return guardian_swa_offer_cuda(s, avg, w, n, epoch, ce_entry, ce, taken, NULL);
+        if (da || dw)
+            return guardian__fail(GUARDIAN_EINVAL, "guardian_swa_offer: avg and w must be both "
+                                                   "host or both device pointers");
+    }
+#endif
     if (!s || !avg || !w || n < 1) return GUARDIAN_EINVAL;
     rc = guardian_swa_select(&s->cfg, epoch, ce_entry, ce, &take);
     if (rc != GUARDIAN_OK) return rc;
@@ -2102,6 +2209,35 @@ GUARDIANDEF int guardian_mu_saturation(const float *mu, int64_t N, int R, float 
 #ifdef __cplusplus
 }
 #endif
+
+/* ---------------------------------------------------------------- CUDA */
+#if defined(__CUDACC__) || defined(ATTNKIT_CUDA_SIM)
+#include "cuda/guardian.cuh"
+#else
+#ifdef __cplusplus
+extern "C" {
+#endif
+GUARDIANDEF int guardian_cuda_available(void) { return 0; }
+GUARDIANDEF int guardian_ema_update_cuda(float *ema, const float *w, int64_t n, float decay,
+                                         guardian_stream stream)
+{
+    (void)ema; (void)w; (void)n; (void)decay; (void)stream;
+    return guardian__fail(GUARDIAN_ENOCUDA, "guardian_ema_update_cuda: built without CUDA "
+                                            "(compile the implementation with nvcc)");
+}
+GUARDIANDEF int guardian_swa_offer_cuda(guardian_swa *s, float *avg, const float *w, int64_t n,
+                                        int64_t epoch, float ce_entry, float ce, int *taken,
+                                        guardian_stream stream)
+{
+    (void)s; (void)avg; (void)w; (void)n; (void)epoch; (void)ce_entry; (void)ce; (void)taken;
+    (void)stream;
+    return guardian__fail(GUARDIAN_ENOCUDA, "guardian_swa_offer_cuda: built without CUDA "
+                                            "(compile the implementation with nvcc)");
+}
+#ifdef __cplusplus
+}
+#endif
+#endif /* CUDA */
 
 #ifdef GUARDIAN__PUSHED_NO_TRAPPING
 #pragma GCC pop_options

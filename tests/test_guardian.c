@@ -1,5 +1,6 @@
 /* tests/test_guardian.c - guardian.h: Guardian policy, GAC, schedules, chaos, EMA,
-   SWA-select, context game, loss helpers, state save/load, bad input. */
+   SWA-select, context game, loss helpers, state save/load, bad input, the *_cuda
+   entry points in a build without CUDA (GUARDIAN_ENOCUDA). */
 #define GUARDIAN_IMPLEMENTATION
 #include "../guardian.h"
 #include "attnkit_test.h"
@@ -853,6 +854,69 @@ static void test_swa_select(void)
     CHECK_INT_EQ(guardian_swa_init(&s, &c), GUARDIAN_EINVAL);
 }
 
+/* ------------------------------------------------------------ CUDA entry points */
+/* a plain C build has no CUDA: the _cuda calls return GUARDIAN_ENOCUDA (with a log
+   line), write nothing and leave the SWA state alone; the plain calls keep their host
+   behaviour */
+static int t_nlog = 0;
+static char t_log[256];
+static void t_on_log(const char *msg, void *user)
+{
+    (void)user;
+    t_nlog++;
+    strncpy(t_log, msg, sizeof t_log - 1);
+    t_log[sizeof t_log - 1] = 0;
+}
+
+static void test_cuda_entry_points_nocuda(void)
+{
+#if defined(__CUDACC__) || defined(ATTNKIT_CUDA_SIM)
+    TEST_SKIP("a CUDA build");
+#else
+    enum { N = 9 };
+    float ema[N], w[N], e0[N];
+    guardian_swa_config c = guardian_swa_config_default();
+    guardian_swa s;
+    int i, taken = 7;
+    for (i = 0; i < N; i++) { ema[i] = (float)i; w[i] = 2.0f * (float)i + 1.0f; }
+    memcpy(e0, ema, sizeof ema);
+    c.start_epoch = 0;
+    CHECK_INT_EQ(guardian_swa_init(&s, &c), GUARDIAN_OK);
+    CHECK_INT_EQ(guardian_cuda_available(), 0);
+    guardian_set_log(t_on_log, NULL);
+    CHECK_INT_EQ(guardian_ema_update_cuda(ema, w, N, 0.5f, NULL), GUARDIAN_ENOCUDA);
+    CHECK_INT_EQ(t_nlog, 1);
+    CHECK(strstr(t_log, "guardian_ema_update_cuda") != NULL);
+    CHECK_INT_EQ(guardian_swa_offer_cuda(&s, ema, w, N, 3, 5.0f, 4.0f, &taken, NULL), GUARDIAN_ENOCUDA);
+    CHECK_INT_EQ(t_nlog, 2);
+    CHECK(strstr(t_log, "guardian_swa_offer_cuda") != NULL);
+    /* even bad input: the build cannot run them at all */
+    CHECK_INT_EQ(guardian_ema_update_cuda(NULL, NULL, 0, NAN, NULL), GUARDIAN_ENOCUDA);
+    CHECK_INT_EQ(guardian_swa_offer_cuda(NULL, NULL, NULL, 0, -1, 0.0f, NAN, NULL, NULL), GUARDIAN_ENOCUDA);
+    CHECK(memcmp(ema, e0, sizeof ema) == 0);
+    CHECK_INT_EQ(s.n_offered, 0);
+    CHECK_INT_EQ(s.n_averaged, 0);
+    CHECK_INT_EQ(taken, 7);
+    CHECK(strcmp(guardian_strerror(GUARDIAN_ENOCUDA), "unknown error") != 0);
+    CHECK(strcmp(guardian_strerror(GUARDIAN_ECUDA), "unknown error") != 0);
+    CHECK(strcmp(guardian_strerror(GUARDIAN_ENOCUDA), guardian_strerror(GUARDIAN_ECUDA)) != 0);
+    /* the host paths log nothing and are unchanged (products exact here, so the value
+       does not depend on whether the compiler fuses the expression into an FMA) */
+    CHECK_INT_EQ(guardian_ema_update(ema, w, N, 0.25f), GUARDIAN_OK);
+    for (i = 0; i < N; i++) {
+        volatile float p = 0.25f * e0[i], q = (1.0f - 0.25f) * w[i];
+        CHECK(ema[i] == p + q);
+    }
+    CHECK_INT_EQ(guardian_swa_offer(&s, ema, w, N, 3, 5.0f, 4.0f, &taken), GUARDIAN_OK);
+    CHECK_INT_EQ(taken, 1);
+    CHECK(memcmp(ema, w, sizeof w) == 0);
+    CHECK_INT_EQ(t_nlog, 4);
+    guardian_set_log(NULL, NULL);
+    CHECK_INT_EQ(guardian_ema_update_cuda(ema, w, N, 0.5f, NULL), GUARDIAN_ENOCUDA);
+    CHECK_INT_EQ(t_nlog, 4);
+#endif
+}
+
 /* ------------------------------------------------------------ context game */
 static void test_context_game_nash(void)
 {
@@ -1413,6 +1477,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_chaos);
     TEST_RUN(test_ema);
     TEST_RUN(test_swa_select);
+    TEST_RUN(test_cuda_entry_points_nocuda);
     TEST_RUN(test_context_game_nash);
     TEST_RUN(test_context_game_utility);
     TEST_RUN(test_ce_smoothed);
