@@ -345,6 +345,12 @@ int main(int argc, char **argv)
         fprintf(stderr, "wt2_train: %s\n", err);
         return 2;
     }
+    if (cfg.device == MDL_DEVICE_CUDA && !tk_cuda_available()) {
+        /* before any file is read or written */
+        fprintf(stderr, "wt2_train: --device cuda: no usable CUDA device (this binary needs to be built with nvcc, "
+                        "`make build/cuda/wt2_train`, and run where a GPU is present)\n");
+        return 2;
+    }
 #ifdef _OPENMP
     if (cfg.threads > 0) omp_set_num_threads(cfg.threads);
 #endif

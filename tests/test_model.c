@@ -539,6 +539,45 @@ static void test_bad_inputs(void)
 }
 
 /* ---- tensor table, FLOPs, observables */
+/* The device entry points in a build without CUDA (this one): mdl_create_on refuses the
+   CUDA device with a sentence and allocates nothing; mdl_device_supports names what the
+   device model lacks; the CPU device through mdl_create_on is mdl_create. (The device model
+   itself is tests/parity_model.cu.) */
+static void test_device_entry(void)
+{
+    mdl_config c = micro(), p;
+    mdl_model *m = NULL, *m2 = NULL;
+    char err[256];
+    CHECK_INT_EQ(mdl_create_on(&m, &c, 1, MDL_DEVICE_CUDA, err, sizeof err), MDL_EINVAL);
+    CHECK(m == NULL);
+    CHECK(strstr(err, "CUDA") != NULL);
+    CHECK_INT_EQ(mdl_create_on(&m, &c, 1, 2, err, sizeof err), MDL_EINVAL);
+    CHECK_INT_EQ(mdl_create_on(&m, &c, 1, -1, err, sizeof err), MDL_EINVAL);
+    CHECK_INT_EQ(mdl_device_supports(&c, err, sizeof err), MDL_OK);
+    CHECK_INT_EQ(mdl_device_supports(NULL, err, sizeof err), MDL_EINVAL);
+    p = c;
+    p.prior = MDL_PRIOR_RPA;
+    CHECK_INT_EQ(mdl_device_supports(&p, err, sizeof err), MDL_EINVAL);
+    CHECK(strstr(err, "prior") != NULL);
+    p = c;
+    p.ffn = MDL_FFN_MOE;
+    CHECK_INT_EQ(mdl_device_supports(&p, err, sizeof err), MDL_EINVAL);
+    CHECK(strstr(err, "MoE") != NULL);
+    p = c;
+    p.memory = MDL_MEM_GDELTA;
+    CHECK_INT_EQ(mdl_device_supports(&p, err, sizeof err), MDL_EINVAL);
+    /* CPU through mdl_create_on: the same parameters as mdl_create */
+    CHECK_INT_EQ(mdl_create_on(&m, &c, 5, MDL_DEVICE_CPU, err, sizeof err), MDL_OK);
+    CHECK_INT_EQ(mdl_create(&m2, &c, 5, err, sizeof err), MDL_OK);
+    if (m && m2) {
+        CHECK_INT_EQ(mdl_device(m), MDL_DEVICE_CPU);
+        CHECK(memcmp(mdl_params(m), mdl_params(m2), sizeof(float) * mdl_num_params(m)) == 0);
+    }
+    CHECK_INT_EQ(mdl_device(NULL), MDL_DEVICE_CPU);
+    mdl_destroy(m);
+    mdl_destroy(m2);
+}
+
 static void test_table(void)
 {
     mdl_config c = mdl_config_default();
@@ -1000,6 +1039,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_train_eval_agree);
     TEST_RUN(test_bad_inputs);
     TEST_RUN(test_table);
+    TEST_RUN(test_device_entry);
     TEST_RUN(test_attn_obs);
     TEST_RUN(test_eval_batch_independent);
     TEST_RUN(test_eval_causal);

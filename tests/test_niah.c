@@ -615,8 +615,8 @@ static void test_rope_relative(void)
                 q[t * 4 + d] = q0[d];
                 k[t * 4 + d] = k0[d];
             }
-        mdl__rope(q, 1, 1, 3, 4, 0);
-        mdl__rope(k, 1, 1, 3, 4, 0);
+        CHECK_INT_EQ(tk_rope(q, 1, 1, 3, 4, (float)MDL_ROPE_BASE, 0), TK_OK);
+        CHECK_INT_EQ(tk_rope(k, 1, 1, 3, 4, (float)MDL_ROPE_BASE, 0), TK_OK);
         for (t = 0; t < 3; t++)
             for (s = 0; s <= t; s++) {
                 float qq[4], dot = 0.0f, ref = 0.0f;
@@ -625,7 +625,7 @@ static void test_rope_relative(void)
                 float tmp[4 * 3];
                 for (u = 0; u < 3; u++)
                     for (d = 0; d < 4; d++) tmp[u * 4 + d] = q0[d];
-                mdl__rope(tmp, 1, 1, 3, 4, 0);
+                CHECK_INT_EQ(tk_rope(tmp, 1, 1, 3, 4, (float)MDL_ROPE_BASE, 0), TK_OK);
                 for (d = 0; d < 4; d++) qq[d] = tmp[(t - s) * 4 + d];
                 for (d = 0; d < 4; d++) {
                     dot += q[t * 4 + d] * k[s * 4 + d];
@@ -634,7 +634,7 @@ static void test_rope_relative(void)
                 CHECK_NEAR(dot, ref, 1e-5);
             }
         /* the inverse undoes the forward */
-        mdl__rope(q, 1, 1, 3, 4, 1);
+        CHECK_INT_EQ(tk_rope(q, 1, 1, 3, 4, (float)MDL_ROPE_BASE, 1), TK_OK);
         for (t = 0; t < 3; t++)
             for (d = 0; d < 4; d++) CHECK_NEAR(q[t * 4 + d], q0[d], 1e-6);
     }

@@ -574,7 +574,7 @@ static void check_relu2_gated(int N, int F)
             float r = a[j] > 0.0f ? a[j] : 0.0f;
             double rd = a[j] > 0.0f ? (double)a[j] : 0.0;
             want[(size_t)i * F + j] = rd * rd * (double)b[j];
-            /* the model's loops (examples/common/model.c mdl__relu2_fwd / _bwd), in float */
+            /* the loops the model had open-coded before this op (relu(a)^2 b and its two partials), in float */
             mo[(size_t)i * F + j] = r * r * b[j];
             md[(size_t)i * 2 * F + j] = gg[j] * 2.0f * r * b[j];
             md[(size_t)i * 2 * F + F + j] = gg[j] * r * r;

@@ -3,7 +3,7 @@
    Architecture as built here (PyTorch-style tensor names in brackets):
      x0  = wte[ids] + wpe[t]                       ["wte" (V,C), "wpe" (max_T,C)]
            (pos ROPE: no wpe; softmax attention's q, k rotated per head after the split,
-           mdl__rope; pos NONE: no positions at all)
+           tensor.h tk_rope; pos NONE: no positions at all)
      block l (pre-norm), x = its input (B,T,C):
        mu  = memberships(x) (seed 000 Listing 3: z = P x + b, Gaussian distances to R
              centres, softmax)                     ["blocks.l.mem.proj.weight" (C,C),
@@ -116,7 +116,9 @@ typedef struct mdl__ba {
                                causal convolution when cfg.conv_k) */
     float *n1p;             /* (N,C) norm1 output before the convolution (conv_k only) */
     float *q, *k, *v;       /* (B,H,T,D) each */
-    float *probs;           /* (B,H,T,T) */
+    float *probs;           /* (B,H,T,T) (CPU model) */
+    float *lse, *atto;      /* (B,H,T), (B,H,T,D): the attention's saved state on a device
+                               model (the flash-style kernels keep lse, not probs) */
     float *attm;            /* (N,C) merged heads (input of the output projection) */
     float *ap;              /* (N,C) output projection, before gate and dropout */
     float *ao;              /* (N,C) eta-less branch output: dropout(g * ap) (or == ap) */
@@ -131,8 +133,16 @@ typedef struct mdl__ba {
     float *sv_pol, *sv_gd, *sv_moe; /* layers.h saved buffers */
 } mdl__ba;
 
+/* era_cache's membership source context: the model and a layer */
+struct mdl__pctx {
+    struct mdl_model *m;
+    int l;
+};
+
 struct mdl_model {
     mdl_config cfg;
+    int dev;                 /* MDL_DEVICE_CPU or MDL_DEVICE_CUDA: where params, grads and
+                                activations live (host scalars and statistics stay host) */
     int L, C, H, D, F, V, R, need_mu;
     lyr_polar_dims pd;
     lyr_gdelta_dims gdd;
@@ -158,14 +168,14 @@ struct mdl_model {
     era_cache pcache[MDL_MAX_LAYERS];
     int pcache_on[MDL_MAX_LAYERS], pdiag_T[MDL_MAX_LAYERS];
     unsigned long pcache_gen[MDL_MAX_LAYERS];
-    struct mdl__pctx { mdl_model *m; int l; } pctx[MDL_MAX_LAYERS];
+    struct mdl__pctx pctx[MDL_MAX_LAYERS];
     float pdiag[MDL_MAX_LAYERS][3];   /* cached prior: marginal error, std_pre, clamp share */
     long pc_builds, pc_hits;          /* of caches already released */
     int have_tce;            /* rowce holds the last forward's per-token CE */
     float ent_dHl[MDL_MAX_LAYERS]; /* d loss / d H_l of the entropy band (0: inactive) */
-    /* activations */
-    void *act;
-    size_t act_bytes;
+    /* activations: act on the model's device; hact the host part of a device model */
+    void *act, *hact;
+    size_t act_bytes, hact_bytes;
     int resB, resT;          /* mdl_reserve's request (kept as a floor) */
     /* per-forward carve */
     int B, T, train, obs;
@@ -174,8 +184,12 @@ struct mdl_model {
     float *nf, *nfm, *nfr;   /* (N,C), (N), (N) final norm */
     float *logits;           /* (N,V) logits, or probs -> dlogits with train */
     double *rowce, *rowloss; /* (N) */
-    int *ids, *tgt;          /* (N) copies for the backward */
-    float *temp;             /* (L,H) per-head temperature used */
+    int *ids, *tgt;          /* (N) copies for the backward (on the model's device) */
+    float *temp;             /* (L,H) per-head temperature used (host) */
+    float *temp_d;           /* (L,H) its device copy (== temp on the CPU) */
+    float *rowf;             /* (2N) per-row CE and smoothed loss from tensor.h's in-place
+                                cross-entropy (device model), copied into rowce, rowloss */
+    float *rowfh;            /* (2N) host copy of rowf */
     /* backward scratch */
     float *dres, *dln, *dbr, *dq, *dk, *dv, *datt, *dqkv, *dh, *dhg, *dmu, *deta, *dbias, *dvg;
     float *qkv;              /* (N,3C) scratch of the forward */
@@ -657,7 +671,41 @@ static void mdl__init_params(mdl_model *m, uint64_t seed)
     }
 }
 
+static void mdl__free_dev(const mdl_model *m, void *p)
+{
+    if (m->dev == MDL_DEVICE_CPU)
+        free(p);
+    else
+        tk_device_free(p);
+}
+
+int mdl_device_supports(const mdl_config *cfg, char *err, size_t errlen)
+{
+    const char *what = NULL;
+    if (!cfg) return ex_errf(err, errlen, MDL_EINVAL, "mdl_device_supports: cfg is NULL");
+    if (cfg->attn != MDL_ATTN_SOFTMAX) what = "polar attention";
+    else if (cfg->prior != MDL_PRIOR_NONE) what = "an RPA/ERA prior";
+    else if (cfg->memory != MDL_MEM_NONE) what = "the gated-delta memory";
+    else if (cfg->ffn == MDL_FFN_MOE) what = "the fuzzy MoE";
+    else if (cfg->conv_k) what = "the causal convolution (conv_k)";
+    else if (cfg->res_gate || cfg->value_gate) what = "residual or value gates";
+    else if (cfg->gac_tau) what = "the GAC temperature (gac_tau)";
+    else if (cfg->dropout > 0.0f) what = "dropout";
+    else if (cfg->n_heads > 256) what = "more than 256 heads";
+    if (what)
+        return ex_errf(err, errlen, MDL_EINVAL, "the CUDA model does not support %s yet (CPU only for now)", what);
+    return ex_errf(err, errlen, MDL_OK, "ok");
+}
+
 int mdl_create(mdl_model **out, const mdl_config *cfg, uint64_t seed, char *err, size_t errlen)
+{
+    return mdl_create_on(out, cfg, seed, MDL_DEVICE_CPU, err, errlen);
+}
+
+int mdl_device(const mdl_model *m) { return m ? m->dev : MDL_DEVICE_CPU; }
+
+int mdl_create_on(mdl_model **out, const mdl_config *cfg, uint64_t seed, int device, char *err,
+                  size_t errlen)
 {
     mdl_model *m;
     int rc, l;
@@ -665,8 +713,19 @@ int mdl_create(mdl_model **out, const mdl_config *cfg, uint64_t seed, char *err,
     if (!out) return ex_errf(err, errlen, MDL_EINVAL, "mdl_create: out is NULL");
     rc = mdl_config_validate(cfg, err, errlen);
     if (rc != MDL_OK) return rc;
+    if (device != MDL_DEVICE_CPU && device != MDL_DEVICE_CUDA)
+        return ex_errf(err, errlen, MDL_EINVAL, "mdl_create: device must be MDL_DEVICE_CPU or MDL_DEVICE_CUDA (got %d)",
+                       device);
+    if (device == MDL_DEVICE_CUDA) {
+        rc = mdl_device_supports(cfg, err, errlen);
+        if (rc != MDL_OK) return rc;
+        if (!tk_cuda_available())
+            return ex_errf(err, errlen, MDL_EINVAL, "mdl_create: no usable CUDA device (this build has no CUDA, "
+                                                    "or no GPU is present)");
+    }
     m = (mdl_model *)calloc(1, sizeof *m);
     if (!m) return ex_errf(err, errlen, MDL_ENOMEM, "mdl_create: out of memory");
+    m->dev = device;
     m->cfg = *cfg;
     m->L = cfg->n_layers;
     m->C = cfg->d_model;
@@ -690,13 +749,31 @@ int mdl_create(mdl_model **out, const mdl_config *cfg, uint64_t seed, char *err,
         return ex_errf(err, errlen, rc, "mdl_create: out of memory (tensor table)");
     }
     m->params = (float *)malloc(sizeof(float) * m->nparams);
-    m->grads = (float *)calloc(m->nparams, sizeof(float));
+    if (m->params) mdl__init_params(m, seed); /* on the host, then moved */
+    if (m->dev == MDL_DEVICE_CPU) {
+        m->grads = (float *)calloc(m->nparams, sizeof(float));
+    } else if (m->params) {
+        /* the device model: the same initial values, copied over */
+        float *h = m->params;
+        void *p = NULL, *g = NULL;
+        size_t bytes = sizeof(float) * m->nparams;
+        m->params = NULL;
+        if (tk_device_alloc(&p, bytes) == TK_OK && tk_device_alloc(&g, bytes) == TK_OK &&
+            tk_copy(p, h, bytes) == TK_OK && tk_fill_zero(g, bytes) == TK_OK) {
+            m->params = (float *)p;
+            m->grads = (float *)g;
+        } else {
+            tk_device_free(p);
+            tk_device_free(g);
+        }
+        free(h);
+    }
     if (!m->params || !m->grads) {
         unsigned long np = (unsigned long)m->nparams;
         mdl_destroy(m);
-        return ex_errf(err, errlen, MDL_ENOMEM, "mdl_create: out of memory (%lu parameters)", np);
+        return ex_errf(err, errlen, MDL_ENOMEM, "mdl_create: out of memory (%lu parameters%s)", np,
+                       device == MDL_DEVICE_CPU ? "" : " on the device");
     }
-    mdl__init_params(m, seed);
     if (cfg->prior == MDL_PRIOR_RPA) {
         size_t i, nmu = (size_t)m->L * (size_t)cfg->max_T * (size_t)m->R;
         m->npstats = nmu + (size_t)cfg->max_T;
@@ -727,12 +804,13 @@ void mdl_destroy(mdl_model *m)
         if (m->pcache_on[l]) era_cache_free(&m->pcache[l]);
     }
     free(m->pstats);
-    free(m->params);
-    free(m->grads);
+    mdl__free_dev(m, m->params);
+    mdl__free_dev(m, m->grads);
     free(m->tensors);
     free(m->tinit);
     free(m->tinit_a);
-    free(m->act);
+    mdl__free_dev(m, m->act);
+    free(m->hact);
     free(m->gate_rows);
     free(m->attn_stats);
     free(m->gate_scr);
@@ -765,14 +843,18 @@ const mdl_tensor *mdl_find_tensor(const mdl_model *m, const char *name)
 
 void mdl_zero_grad(mdl_model *m)
 {
-    if (m && m->grads) memset(m->grads, 0, sizeof(float) * m->nparams);
+    if (m && m->grads) tk_fill_zero(m->grads, sizeof(float) * m->nparams);
 }
 
 /* ------------------------------------------------------------------ activations */
 
+/* Two arenas: buffers the ops read and write (on the model's device) and host-only
+   buffers (per-row losses, temperatures, controller statistics). On a CPU model both are
+   the one allocation (split 0: host buffers are carved from the device arena). */
 typedef struct mdl__carver {
-    char *base;  /* NULL: count only */
-    size_t off;
+    char *base, *hbase; /* NULL: count only */
+    size_t off, hoff;
+    int split;
 } mdl__carver;
 
 static void *mdl__take(mdl__carver *cv, size_t bytes)
@@ -782,11 +864,23 @@ static void *mdl__take(mdl__carver *cv, size_t bytes)
     return p;
 }
 
+static void *mdl__take_h(mdl__carver *cv, size_t bytes)
+{
+    void *p;
+    if (!cv->split) return mdl__take(cv, bytes);
+    p = cv->hbase ? (void *)(cv->hbase + cv->hoff) : NULL;
+    cv->hoff += mdl__align(bytes ? bytes : 1);
+    return p;
+}
+
 #define MDL__TF(cv, n) ((float *)mdl__take(cv, sizeof(float) * (size_t)(n)))
+#define MDL__THF(cv, n) ((float *)mdl__take_h(cv, sizeof(float) * (size_t)(n)))
 
 /* Lay out every buffer for (B,T); train selects per-layer storage and the backward
-   scratch; obs adds the CEAS observables scratch. Returns the bytes needed. */
-static size_t mdl__carve(mdl_model *m, int B, int T, int train, int obs, char *base)
+   scratch; obs adds the CEAS observables scratch. Returns the bytes needed on the model's
+   device, *hbytes those of the host arena (0 on a CPU model). */
+static size_t mdl__carve(mdl_model *m, int B, int T, int train, int obs, char *base, char *hbase,
+                         size_t *hbytes)
 {
     mdl__carver cv;
     size_t N = (size_t)B * T, C = (size_t)m->C, F = (size_t)m->F, H = (size_t)m->H;
@@ -796,7 +890,9 @@ static size_t mdl__carve(mdl_model *m, int B, int T, int train, int obs, char *b
     int sep_ao = c->value_gate || drop, sep_fo = drop;
     size_t hw = c->ffn == MDL_FFN_RELU2 ? 2 * F : F;
     cv.base = base;
-    cv.off = 0;
+    cv.hbase = hbase;
+    cv.off = cv.hoff = 0;
+    cv.split = m->dev != MDL_DEVICE_CPU;
     m->res = MDL__TF(&cv, (train ? (L + 1) : 1) * N * C);
     for (l = 0; l < nsets; l++) {
         mdl__ba *a = &m->ba[l];
@@ -815,7 +911,12 @@ static size_t mdl__carve(mdl_model *m, int B, int T, int train, int obs, char *b
             a->q = MDL__TF(&cv, N * C);
             a->k = MDL__TF(&cv, N * C);
             a->v = MDL__TF(&cv, N * C);
-            a->probs = MDL__TF(&cv, (size_t)B * H * TT);
+            if (m->dev == MDL_DEVICE_CPU) {
+                a->probs = MDL__TF(&cv, (size_t)B * H * TT);
+            } else {
+                a->lse = MDL__TF(&cv, (size_t)B * H * T);
+                a->atto = MDL__TF(&cv, N * C);
+            }
             a->attm = MDL__TF(&cv, N * C);
         } else {
             a->sv_pol = MDL__TF(&cv, lyr_polar_saved_floats(&m->pd, B, T));
@@ -848,7 +949,7 @@ static size_t mdl__carve(mdl_model *m, int B, int T, int train, int obs, char *b
     m->qkv = m->atty = m->lwork = m->gm = NULL;
     if (c->attn == MDL_ATTN_SOFTMAX) {
         m->qkv = MDL__TF(&cv, N * 3 * C);
-        m->atty = MDL__TF(&cv, N * C);
+        m->atty = m->dev == MDL_DEVICE_CPU ? MDL__TF(&cv, N * C) : NULL; /* device: a->atto */
     }
     {
         size_t w = 0, x;
@@ -868,11 +969,14 @@ static size_t mdl__carve(mdl_model *m, int B, int T, int train, int obs, char *b
     m->nfm = MDL__TF(&cv, N);
     m->nfr = MDL__TF(&cv, N);
     m->logits = MDL__TF(&cv, N * V);
-    m->rowce = (double *)mdl__take(&cv, sizeof(double) * N);
-    m->rowloss = (double *)mdl__take(&cv, sizeof(double) * N);
+    m->rowce = (double *)mdl__take_h(&cv, sizeof(double) * N);
+    m->rowloss = (double *)mdl__take_h(&cv, sizeof(double) * N);
     m->ids = (int *)mdl__take(&cv, sizeof(int) * N);
     m->tgt = (int *)mdl__take(&cv, sizeof(int) * N);
-    m->temp = MDL__TF(&cv, L * H);
+    m->temp = MDL__THF(&cv, L * H);
+    m->temp_d = cv.split ? MDL__TF(&cv, L * H) : m->temp;
+    m->rowf = cv.split ? MDL__TF(&cv, 2 * N) : NULL;
+    m->rowfh = cv.split ? MDL__THF(&cv, 2 * N) : NULL;
     m->mem_ws = m->rpa_ws = m->era_ws = m->obs_ws = NULL;
     m->mem_ws_n = m->rpa_ws_n = m->era_ws_n = m->obs_ws_n = 0;
     if (c->prior == MDL_PRIOR_RPA) {
@@ -885,9 +989,9 @@ static size_t mdl__carve(mdl_model *m, int B, int T, int train, int obs, char *b
         m->era_ws = mdl__take(&cv, m->era_ws_n);
     }
     if (obs) {
-        m->obs_heads = (ceas_obs *)mdl__take(&cv, sizeof(ceas_obs) * L * H);
+        m->obs_heads = (ceas_obs *)mdl__take_h(&cv, sizeof(ceas_obs) * L * H);
         m->obs_ws_n = ceas_attention_observables_workspace_size(1, (int)H, T);
-        m->obs_ws = mdl__take(&cv, m->obs_ws_n);
+        m->obs_ws = mdl__take_h(&cv, m->obs_ws_n);
     } else {
         m->obs_heads = NULL;
     }
@@ -904,8 +1008,10 @@ static size_t mdl__carve(mdl_model *m, int B, int T, int train, int obs, char *b
             m->datt = MDL__TF(&cv, N * C);
             m->dqkv = MDL__TF(&cv, N * 3 * C);
         }
-        if (c->ffn != MDL_FFN_MOE) m->dh = MDL__TF(&cv, N * hw);
-        m->dhg = c->ffn == MDL_FFN_RELU2 ? MDL__TF(&cv, N * F) : NULL;
+        if (c->ffn != MDL_FFN_MOE) {
+            m->dh = MDL__TF(&cv, N * hw);
+            m->dhg = MDL__TF(&cv, N * F);
+        }
         if (m->need_mu) {
             era_rpa_params p;
             memset(&p, 0, sizeof p);
@@ -919,47 +1025,59 @@ static size_t mdl__carve(mdl_model *m, int B, int T, int train, int obs, char *b
         if (c->value_gate) m->dvg = MDL__TF(&cv, N * (H + 1));
         if (c->prior != MDL_PRIOR_NONE) m->dbias = MDL__TF(&cv, TT);
     }
+    if (hbytes) *hbytes = cv.hoff;
     return cv.off;
+}
+
+/* Grow the activation arenas to need (model's device) and hneed (host) bytes. */
+static int mdl__grow(mdl_model *m, size_t need, size_t hneed, const char *who, int B, int T)
+{
+    if (need > m->act_bytes) {
+        void *p = NULL;
+        mdl__free_dev(m, m->act);
+        m->act = NULL;
+        m->act_bytes = 0;
+        if (m->dev == MDL_DEVICE_CPU) {
+            p = malloc(need);
+        } else if (tk_device_alloc(&p, need) != TK_OK) {
+            p = NULL;
+        }
+        if (!p) return mdl__fail(m, MDL_ENOMEM, "%s: out of memory for activations (%.1f MB at B %d, T %d%s)", who,
+                                 (double)need / 1048576.0, B, T, m->dev == MDL_DEVICE_CPU ? "" : ", device");
+        m->act = p;
+        m->act_bytes = need;
+    }
+    if (hneed > m->hact_bytes) {
+        free(m->hact);
+        m->hact = malloc(hneed);
+        m->hact_bytes = m->hact ? hneed : 0;
+        if (!m->hact) return mdl__fail(m, MDL_ENOMEM, "%s: out of memory (%.1f MB of host buffers)", who,
+                                       (double)hneed / 1048576.0);
+    }
+    return MDL_OK;
 }
 
 static int mdl__ensure(mdl_model *m, int B, int T, int train, int obs)
 {
-    size_t need = mdl__carve(m, B, T, train, obs, NULL);
-    if (need > m->act_bytes) {
-        void *p;
-        free(m->act);
-        m->act = NULL;
-        m->act_bytes = 0;
-        p = malloc(need);
-        if (!p) return mdl__fail(m, MDL_ENOMEM, "out of memory for activations (%.1f MB at B %d, T %d)",
-                                 (double)need / 1048576.0, B, T);
-        m->act = p;
-        m->act_bytes = need;
-    }
-    mdl__carve(m, B, T, train, obs, (char *)m->act);
+    size_t hneed = 0, need = mdl__carve(m, B, T, train, obs, NULL, NULL, &hneed);
+    int rc = mdl__grow(m, need, hneed, "mdl_forward", B, T);
+    if (rc) return rc;
+    mdl__carve(m, B, T, train, obs, (char *)m->act, (char *)m->hact, NULL);
     return MDL_OK;
 }
 
 int mdl_reserve(mdl_model *m, int B, int T)
 {
-    size_t need;
+    size_t need, hneed = 0;
+    int rc;
     if (!m) return MDL_EINVAL;
     if (B <= 0 || T <= 0 || T > m->cfg.max_T)
         return mdl__fail(m, MDL_EINVAL, "mdl_reserve: need B >= 1 and 1 <= T <= max_T %d (got B %d, T %d)",
                          m->cfg.max_T, B, T);
     m->have_bwd = 0; /* the buffers may move */
-    need = mdl__carve(m, B, T, 1, 1, NULL);
-    if (need > m->act_bytes) {
-        void *p;
-        free(m->act);
-        m->act = NULL;
-        m->act_bytes = 0;
-        p = malloc(need);
-        if (!p) return mdl__fail(m, MDL_ENOMEM, "mdl_reserve: out of memory (%.1f MB at B %d, T %d)",
-                                 (double)need / 1048576.0, B, T);
-        m->act = p;
-        m->act_bytes = need;
-    }
+    need = mdl__carve(m, B, T, 1, 1, NULL, NULL, &hneed);
+    rc = mdl__grow(m, need, hneed, "mdl_reserve", B, T);
+    if (rc) return rc;
     m->resB = B;
     m->resT = T;
     return MDL_OK;
@@ -968,9 +1086,6 @@ int mdl_reserve(mdl_model *m, int B, int T)
 size_t mdl_activation_bytes(const mdl_model *m) { return m ? m->act_bytes : 0; }
 
 /* ------------------------------------------------------------------ small kernels */
-
-#define MDL__GELU_K 0.7978845608028654f
-#define MDL__GELU_A 0.044715f
 
 /* exp in plain C that vectorises: x = n ln2 + r, degree-6 polynomial, 2^n via the
    exponent bits; 0 below -87, saturated above 88. */
@@ -997,106 +1112,23 @@ static float mdl__expf(float x)
 }
 
 /* tanh via exp: 1 - 2 / (exp(2x) + 1), exact enough in fp32 for GELU */
-static float mdl__tanhf(float x)
-{
-    float e = mdl__expf(2.0f * x);
-    return 1.0f - 2.0f / (e + 1.0f);
-}
-
-/* hg (n) = gelu(h) (tanh form) */
-static void mdl__gelu_fwd(float *hg, const float *h, size_t n)
-{
-    long long i, nn = (long long)n;
-    MDL__OMP(omp parallel for schedule(static) if(nn > 65536))
-    for (i = 0; i < nn; i++) {
-        float x = h[i], u = MDL__GELU_K * (x + MDL__GELU_A * x * x * x);
-        hg[i] = 0.5f * x * (1.0f + mdl__tanhf(u));
-    }
-}
-
-/* dh (n) *= gelu'(h), in place */
-static void mdl__gelu_bwd(float *dh, const float *h, size_t n)
-{
-    long long i, nn = (long long)n;
-    MDL__OMP(omp parallel for schedule(static) if(nn > 65536))
-    for (i = 0; i < nn; i++) {
-        float x = h[i], u = MDL__GELU_K * (x + MDL__GELU_A * x * x * x);
-        float th = mdl__tanhf(u), sech2 = 1.0f - th * th;
-        float g = 0.5f * (1.0f + th) + 0.5f * x * sech2 * MDL__GELU_K * (1.0f + 3.0f * MDL__GELU_A * x * x);
-        dh[i] *= g;
-    }
-}
-
-/* relu2 gate: hg (N,F) = relu(h1)^2 * h3, h (N,2F) rows [h1 | h3] */
-static void mdl__relu2_fwd(float *hg, const float *h, int N, int F)
-{
-    int i;
-    MDL__OMP(omp parallel for schedule(static) if((long long)N * F > 65536))
-    for (i = 0; i < N; i++) {
-        const float *h1 = h + (size_t)i * 2 * F, *h3 = h1 + F;
-        float *o = hg + (size_t)i * F;
-        int j;
-        for (j = 0; j < F; j++) {
-            float r = h1[j] > 0.0f ? h1[j] : 0.0f;
-            o[j] = r * r * h3[j];
-        }
-    }
-}
-
-/* dhg (N,F) -> dh (N,2F) */
-static void mdl__relu2_bwd(float *dh, const float *dhg, const float *h, int N, int F)
-{
-    int i;
-    MDL__OMP(omp parallel for schedule(static) if((long long)N * F > 65536))
-    for (i = 0; i < N; i++) {
-        const float *h1 = h + (size_t)i * 2 * F, *h3 = h1 + F, *g = dhg + (size_t)i * F;
-        float *d1 = dh + (size_t)i * 2 * F, *d3 = d1 + F;
-        int j;
-        for (j = 0; j < F; j++) {
-            float r = h1[j] > 0.0f ? h1[j] : 0.0f;
-            d1[j] = g[j] * 2.0f * r * h3[j];
-            d3[j] = g[j] * r * r;
-        }
-    }
-}
-
 /* out (N,OC) = inp (N,K) W^T (+ b); W (OC,K) */
 static int mdl__linear(float *out, const float *inp, const float *W, const float *b, int N, int K,
                        int OC)
 {
-    if (b) {
-        int i;
-        MDL__OMP(omp parallel for schedule(static) if((long long)N * OC > 65536))
-        for (i = 0; i < N; i++) memcpy(out + (size_t)i * OC, b, sizeof(float) * (size_t)OC);
-        return tk_sgemm(0, 1, N, OC, K, 1.0f, inp, K, W, K, 1.0f, out, OC);
-    }
-    return tk_sgemm(0, 1, N, OC, K, 1.0f, inp, K, W, K, 0.0f, out, OC);
+    return tk_matmul_forward(out, inp, W, b, N, K, OC);
 }
 
-/* dinp (N,K) = beta dinp + dout W (dinp may be NULL); dW (OC,K) += dout^T inp;
+/* dinp (N,K) = beta dinp + dout W (beta 0 or 1; dinp may be NULL); dW (OC,K) += dout^T inp;
    db (OC) += column sums of dout (may be NULL) */
 static int mdl__linear_bwd(float *dinp, float beta, float *dW, float *db, const float *dout,
                            const float *inp, const float *W, int N, int K, int OC)
 {
-    int rc = TK_OK;
-    if (dinp) rc = tk_sgemm(0, 0, N, K, OC, 1.0f, dout, OC, W, K, beta, dinp, K);
-    if (rc == TK_OK) rc = tk_sgemm(1, 0, OC, K, N, 1.0f, dout, OC, inp, K, 1.0f, dW, K);
-    if (rc == TK_OK && db) {
-        /* column sums in chunks of 64 columns: rows walked in order inside a chunk */
-        int nch = (OC + 63) / 64, ch;
-        MDL__OMP(omp parallel for schedule(static) if((long long)N * OC > 65536))
-        for (ch = 0; ch < nch; ch++) {
-            int o0 = ch * 64, w = OC - o0 < 64 ? OC - o0 : 64, i, j;
-            float acc[64];
-            for (j = 0; j < w; j++) acc[j] = 0.0f;
-            for (i = 0; i < N; i++) {
-                const float *d = dout + (size_t)i * OC + o0;
-                for (j = 0; j < w; j++) acc[j] += d[j];
-            }
-            for (j = 0; j < w; j++) db[o0 + j] += acc[j];
-        }
+    if (dinp && beta == 0.0f) {
+        int rc = tk_fill_zero(dinp, sizeof(float) * (size_t)N * K);
+        if (rc != TK_OK) return rc;
     }
-    return rc;
+    return tk_matmul_backward(dinp, dW, db, dout, inp, W, N, K, OC);
 }
 
 static int mdl__norm_fwd(const mdl_model *m, float *out, float *mean, float *rstd, const float *inp,
@@ -1221,28 +1253,6 @@ static int mdl__prior_cached(mdl_model *m, int l, const era_rpa_params *rp, int 
     return era_cache_get(pc, T, out);
 }
 
-/* Rotary position embedding in place on x (B,H,T,D), D even: for position t and pair
-   (2i, 2i+1), angle t * MDL_ROPE_BASE^(-2i/D) (in double, so positions in the thousands
-   keep their precision); inverse 1 turns by the opposite angle, which is the transpose
-   of the rotation: the backward of the forward rotation. */
-static void mdl__rope(float *x, int B, int H, int T, int D, int inverse)
-{
-    int t;
-    MDL__OMP(omp parallel for schedule(static) if((size_t)B * H * T * D > 65536))
-    for (t = 0; t < T; t++) {
-        int i, bh;
-        for (i = 0; i < D / 2; i++) {
-            double ang = (double)t * pow(MDL_ROPE_BASE, -2.0 * i / (double)D);
-            float cs = (float)cos(ang), sn = (float)(inverse ? -sin(ang) : sin(ang));
-            for (bh = 0; bh < B * H; bh++) {
-                float *p = x + ((size_t)bh * T + t) * D + 2 * i, x0 = p[0], x1 = p[1];
-                p[0] = x0 * cs - x1 * sn;
-                p[1] = x0 * sn + x1 * cs;
-            }
-        }
-    }
-}
-
 static int mdl__attn_bwd_gated(mdl_model *m, int l, const float *dout);
 static int mdl__gate_layer_dense(const mdl_model *m, int l);
 static int mdl__gate_layer_frozen(const mdl_model *m, int l);
@@ -1262,8 +1272,8 @@ static int mdl__softmax_fwd(mdl_model *m, int l, const mdl_opts *o, mdl_stats *s
     MDL__TRY(tk_split_heads_forward(a->q, a->k, a->v, m->qkv, B, T, H, D), "split heads");
     if (c->pos == MDL_POS_ROPE) {
         /* the rotated q, k are what the attention (and its backward) sees */
-        mdl__rope(a->q, B, H, T, D, 0);
-        mdl__rope(a->k, B, H, T, D, 0);
+        MDL__TRY(tk_rope(a->q, B, H, T, D, (float)MDL_ROPE_BASE, 0), "RoPE q");
+        MDL__TRY(tk_rope(a->k, B, H, T, D, (float)MDL_ROPE_BASE, 0), "RoPE k");
     }
     if (c->prior == MDL_PRIOR_RPA) {
         era_rpa_params rp = mdl__rpa_params(m, l, P);
@@ -1321,7 +1331,12 @@ static int mdl__softmax_fwd(mdl_model *m, int l, const mdl_opts *o, mdl_stats *s
         const long long nrow = (long long)B * H * T;
         float beta[256];
         int h;
-        if (!gate && !ent && !o->want_attn_obs) {
+        if (m->dev != MDL_DEVICE_CPU) {
+            /* flash-style: keeps each row's log-sum-exp and the output for the backward
+               (gate rows, observables and the entropy are refused before the forward) */
+            MDL__TRY(tk_attention_forward_cuda(a->atto, a->lse, a->q, a->k, a->v, bias, 0, m->temp_d + (size_t)l * H,
+                                               B, H, T, D, NULL), "tk_attention_forward_cuda");
+        } else if (!gate && !ent && !o->want_attn_obs) {
             MDL__TRY(tk_attention_forward(m->atty, a->probs, a->q, a->k, a->v, bias, 0, m->temp + (size_t)l * H,
                                           B, H, T, D), "tk_attention_forward");
         } else {
@@ -1358,7 +1373,8 @@ static int mdl__softmax_fwd(mdl_model *m, int l, const mdl_opts *o, mdl_stats *s
                                                              m->obs_heads + (size_t)l * H, m->obs_ws),
                      "CEAS observables");
     }
-    MDL__TRY(tk_merge_heads_forward(a->attm, m->atty, B, T, H, D), "merge heads");
+    MDL__TRY(tk_merge_heads_forward(a->attm, m->dev != MDL_DEVICE_CPU ? a->atto : m->atty, B, T, H, D),
+             "merge heads");
     MDL__TRY(mdl__linear(a->ap, a->attm, P + b->proj, NULL, N, C, C), "attention projection");
     return MDL_OK;
 }
@@ -1413,10 +1429,11 @@ static void mdl__conv_bwd(float *din, float *dw, const float *dout, const float 
 
 /* A gated residual branch: out (N,C) = x + eta * br (eta (N) per token, NULL means 1);
    its backward is mdl__branch_bwd. */
-static void mdl__branch_fwd(float *out, const float *x, const float *br, const float *eta,
-                            int N, int C)
+static int mdl__branch_fwd(float *out, const float *x, const float *br, const float *eta,
+                           int N, int C)
 {
     int i;
+    if (!eta) return tk_residual_forward(out, x, br, (size_t)N * C);
     MDL__OMP(omp parallel for schedule(static) if((size_t)N * C > 65536))
     for (i = 0; i < N; i++) {
         const float *xi = x + (size_t)i * C, *bi = br + (size_t)i * C;
@@ -1424,6 +1441,7 @@ static void mdl__branch_fwd(float *out, const float *x, const float *br, const f
         int j;
         for (j = 0; j < C; j++) oi[j] = xi[j] + e * bi[j];
     }
+    return TK_OK;
 }
 
 /* One block forward. x (N,C): block input; xo (N,C): output (may equal x in eval). */
@@ -1523,13 +1541,13 @@ static int mdl__block_fwd(mdl_model *m, int l, const float *x, float *xo, const 
             }
         }
     } else if (a->ao != a->ap) {
-        memcpy(a->ao, a->ap, sizeof(float) * NC);
+        MDL__TRY(tk_copy(a->ao, a->ap, sizeof(float) * NC), "copy");
     }
     if (drop) {
         tk_rng_seed(&rng, o->seed, (uint64_t)l * 4 + 1);
         mdl__dropout(a->ao, a->mask_a, NC, c->dropout, &rng);
     }
-    mdl__branch_fwd(xm, x, a->ao, a->eta, N, C);
+    MDL__TRY(mdl__branch_fwd(xm, x, a->ao, a->eta, N, C), "attention residual");
     /* FFN */
     MDL__TRY(mdl__norm_fwd(m, a->n2, a->n2m, a->n2r, xm, P + b->ln2w,
                            b->ln2b != MDL__ABSENT ? P + b->ln2b : NULL, N), "norm2");
@@ -1544,19 +1562,19 @@ static int mdl__block_fwd(mdl_model *m, int l, const float *x, float *xo, const 
         st->moe_lb += lb / (float)m->L;
     } else if (c->ffn == MDL_FFN_GELU) {
         MDL__TRY(mdl__linear(a->h, a->n2, P + b->fcw, P + b->fcb, N, C, F), "fc GEMM");
-        mdl__gelu_fwd(a->hg, a->h, (size_t)N * F);
+        MDL__TRY(tk_gelu_forward(a->hg, a->h, (size_t)N * F), "GELU");
         MDL__TRY(mdl__linear(a->fp, a->hg, P + b->pw, P + b->pb, N, F, C), "mlp projection");
     } else {
         MDL__TRY(mdl__linear(a->h, a->n2, P + b->fcw, NULL, N, C, 2 * F), "fc GEMM");
-        mdl__relu2_fwd(a->hg, a->h, N, F);
+        MDL__TRY(tk_relu2_gated_forward(a->hg, a->h, N, F), "gated ReLU^2");
         MDL__TRY(mdl__linear(a->fp, a->hg, P + b->pw, NULL, N, F, C), "mlp projection");
     }
-    if (a->fo != a->fp) memcpy(a->fo, a->fp, sizeof(float) * NC);
+    if (a->fo != a->fp) MDL__TRY(tk_copy(a->fo, a->fp, sizeof(float) * NC), "copy");
     if (drop) {
         tk_rng_seed(&rng, o->seed, (uint64_t)l * 4 + 2);
         mdl__dropout(a->fo, a->mask_f, NC, c->dropout, &rng);
     }
-    mdl__branch_fwd(xo, xm, a->fo, a->eta, N, C);
+    MDL__TRY(mdl__branch_fwd(xo, xm, a->fo, a->eta, N, C), "FFN residual");
     (void)F;
     return MDL_OK;
 }
@@ -1651,6 +1669,13 @@ int mdl_forward(mdl_model *m, const int *inputs, const int *targets, int B, int 
         return mdl__fail(m, MDL_EINVAL, "mdl_forward: attn_temp_mul must be finite and > 0 (got %g)", (double)o.attn_temp_mul);
     if ((o.want_attn_obs || o.want_gate_rows) && m->H > 256)
         return mdl__fail(m, MDL_EINVAL, "mdl_forward: attention observables and gate rows support at most 256 heads");
+    if (m->dev != MDL_DEVICE_CPU) {
+        const char *what = o.want_attn_obs ? "attention observables (want_attn_obs)"
+                         : o.want_gate_rows ? "gate rows (want_gate_rows)"
+                         : o.ent_band_lambda > 0.0f ? "the entropy band (ent_band_lambda)"
+                         : o.target_weight ? "target weights" : NULL;
+        if (what) return mdl__fail(m, MDL_EINVAL, "mdl_forward: the CUDA model does not support %s yet", what);
+    }
     m->gate_keep_on = m->gate_frozen_on = 0; /* gating holds for one backward only */
     m->gate_rows_ok = 0;
     memset(&m->gcount, 0, sizeof m->gcount);
@@ -1696,12 +1721,14 @@ int mdl_forward(mdl_model *m, const int *inputs, const int *targets, int B, int 
     m->opts = o;
     NC = (size_t)N * C;
     memset(&st, 0, sizeof st);
-    memcpy(m->ids, inputs, sizeof(int) * (size_t)N);
-    if (targets) memcpy(m->tgt, targets, sizeof(int) * (size_t)N);
+    MDL__TRY(tk_copy(m->ids, inputs, sizeof(int) * (size_t)N), "copy of the inputs");
+    if (targets) MDL__TRY(tk_copy(m->tgt, targets, sizeof(int) * (size_t)N), "copy of the targets");
     {
         int i;
         for (i = 0; i < L * H; i++)
             m->temp[i] = o.attn_temp_mul * (o.head_temp ? o.head_temp[i] : 1.0f);
+        if (m->temp_d != m->temp)
+            MDL__TRY(tk_copy(m->temp_d, m->temp, sizeof(float) * (size_t)L * H), "copy of the temperatures");
     }
     m->rpa_used = c->rpa;
     m->rpa_used.R = m->R;
@@ -1727,8 +1754,7 @@ int mdl_forward(mdl_model *m, const int *inputs, const int *targets, int B, int 
         const float *x = m->res + (m->train ? (size_t)L * NC : 0);
         MDL__TRY(mdl__norm_fwd(m, m->nf, m->nfm, m->nfr, x, m->params + m->lnfw,
                                m->lnfb != MDL__ABSENT ? m->params + m->lnfb : NULL, N), "final norm");
-        MDL__TRY(tk_sgemm(0, 1, N, m->V, C, 1.0f, m->nf, C, m->params + m->wte, C, 0.0f, m->logits, m->V),
-                 "head GEMM");
+        MDL__TRY(mdl__linear(m->logits, m->nf, m->params + m->wte, NULL, N, C, m->V), "head GEMM");
     }
     if (targets) {
         double sce = 0.0, sl = 0.0;
@@ -1745,7 +1771,21 @@ int mdl_forward(mdl_model *m, const int *inputs, const int *targets, int B, int 
             }
             if (!(wsum > 0.0)) return mdl__fail(m, MDL_EINVAL, "mdl_forward: target weights sum to 0");
         }
-        mdl__ce(m, m->tgt, N, o.label_smoothing, o.train, o.target_weight, wsum);
+        if (m->dev == MDL_DEVICE_CPU) {
+            mdl__ce(m, m->tgt, N, o.label_smoothing, o.train, o.target_weight, wsum);
+        } else {
+            /* tensor.h's in-place CE on the device: per-row CE and smoothed loss, then (train)
+               the logits become dlogits = (softmax - q) / N (no target weights here) */
+            const float *fh = m->rowfh;
+            MDL__TRY(tk_crossentropy_forward_inplace(m->logits, m->rowf + N, m->rowf, m->tgt, N, m->V,
+                                                     o.label_smoothing), "cross-entropy");
+            if (o.train)
+                MDL__TRY(tk_crossentropy_backward_inplace(m->logits, m->tgt, N, m->V, o.label_smoothing, 1.0f / (float)N),
+                         "cross-entropy backward");
+            MDL__TRY(tk_copy(m->rowfh, m->rowf, sizeof(float) * 2 * (size_t)N), "copy of the row losses");
+            for (i = 0; i < N; i++) m->rowce[i] = (double)fh[i];
+            for (i = 0; i < N; i++) m->rowloss[i] = (double)fh[N + i];
+        }
         /* with train the buffer now holds dlogits (keep requires targets) */
         for (i = 0; i < N; i++) {
             sce += m->rowce[i];
@@ -1893,10 +1933,11 @@ const float *mdl_logits(const mdl_model *m)
    dbr (N,C) = eta * dropout'(dres); deta (N) += sum_c dres * br_out (br_out: the branch
    output after dropout, as saved) when deta is not NULL; eta NULL means 1; mask NULL
    means no dropout (ps: the 1/(1-p) dropout scale). */
-static void mdl__branch_bwd(float *dbr, float *deta, const float *dres, const float *br_out,
-                            const float *eta, const uint8_t *mask, float ps, int N, int C)
+static int mdl__branch_bwd(float *dbr, float *deta, const float *dres, const float *br_out,
+                           const float *eta, const uint8_t *mask, float ps, int N, int C)
 {
     int i;
+    if (!deta && !eta && !mask) return tk_copy(dbr, dres, sizeof(float) * (size_t)N * C);
     MDL__OMP(omp parallel for schedule(static) if((size_t)N * C > 65536))
     for (i = 0; i < N; i++) {
         const float *d = dres + (size_t)i * C, *f = br_out + (size_t)i * C;
@@ -1911,6 +1952,7 @@ static void mdl__branch_bwd(float *dbr, float *deta, const float *dres, const fl
             for (j = 0; j < C; j++) o[j] = e * d[j];
         if (deta) deta[i] += s;
     }
+    return TK_OK;
 }
 
 /* The entropy band's gradient through layer l's attention: with z the pre-softmax logits
@@ -1978,7 +2020,7 @@ static int mdl__block_bwd(mdl_model *m, int l)
     if (m->need_mu) memset(m->dmu, 0, sizeof(float) * (size_t)N * R);
     if (m->deta) memset(m->deta, 0, sizeof(float) * (size_t)N);
     /* ---- FFN branch: x_out = x_mid + eta * fo */
-    mdl__branch_bwd(dbr, m->deta, dres, a->fo, a->eta, drop ? a->mask_f : NULL, ps, N, C);
+    MDL__TRY(mdl__branch_bwd(dbr, m->deta, dres, a->fo, a->eta, drop ? a->mask_f : NULL, ps, N, C), "FFN branch");
     if (c->ffn == MDL_FFN_MOE) {
         const float *Pp[LYR_MAX_PARAMS];
         float *Gp[LYR_MAX_PARAMS];
@@ -1992,23 +2034,25 @@ static int mdl__block_bwd(mdl_model *m, int l)
                                   m->opts.moe_lb_coef / (float)m->L),
                  "lyr_moe_backward");
     } else if (c->ffn == MDL_FFN_GELU) {
-        MDL__TRY(mdl__linear_bwd(m->dh, 0.0f, G + b->pw, G + b->pb, dbr, a->hg, P + b->pw, N, F, C),
+        MDL__TRY(mdl__linear_bwd(m->dhg, 0.0f, G + b->pw, G + b->pb, dbr, a->hg, P + b->pw, N, F, C),
                  "mlp projection backward");
-        mdl__gelu_bwd(m->dh, a->h, (size_t)N * F);
+        MDL__TRY(tk_fill_zero(m->dh, sizeof(float) * (size_t)N * F), "zero");
+        MDL__TRY(tk_gelu_backward(m->dh, a->h, m->dhg, (size_t)N * F), "GELU backward");
         MDL__TRY(mdl__linear_bwd(m->dln, 0.0f, G + b->fcw, G + b->fcb, m->dh, a->n2, P + b->fcw, N, C, F),
                  "fc backward");
     } else {
-        float *dhg = m->dhg;
-        MDL__TRY(tk_sgemm(0, 0, N, F, C, 1.0f, dbr, C, P + b->pw, F, 0.0f, dhg, F), "mlp projection backward");
-        MDL__TRY(tk_sgemm(1, 0, C, F, N, 1.0f, dbr, C, a->hg, F, 1.0f, G + b->pw, F), "mlp projection dW");
-        mdl__relu2_bwd(m->dh, dhg, a->h, N, F);
+        MDL__TRY(mdl__linear_bwd(m->dhg, 0.0f, G + b->pw, NULL, dbr, a->hg, P + b->pw, N, F, C),
+                 "mlp projection backward");
+        MDL__TRY(tk_fill_zero(m->dh, sizeof(float) * (size_t)N * 2 * F), "zero");
+        MDL__TRY(tk_relu2_gated_backward(m->dh, a->h, m->dhg, N, F), "gated ReLU^2 backward");
         MDL__TRY(mdl__linear_bwd(m->dln, 0.0f, G + b->fcw, NULL, m->dh, a->n2, P + b->fcw, N, C, 2 * F),
                  "fc backward");
     }
     MDL__TRY(mdl__norm_bwd(m, dres, G + b->ln2w, b->ln2b != MDL__ABSENT ? G + b->ln2b : NULL, m->dln,
                            a->xmid, P + b->ln2w, a->n2m, a->n2r, N), "norm2 backward");
     /* ---- attention branch: x_mid = x + eta * ao, ao = dropout(g * ap) */
-    mdl__branch_bwd(dbr, m->deta, dres, a->ao, a->eta, drop ? a->mask_a : NULL, ps, N, C);
+    MDL__TRY(mdl__branch_bwd(dbr, m->deta, dres, a->ao, a->eta, drop ? a->mask_a : NULL, ps, N, C),
+             "attention branch");
     if (c->value_gate) {
         /* dbr = d(g * ap): dg[n] = sum_c dbr * ap; dap = g * dbr */
         float *dsig = m->dvg; /* (N,H) then (N) */
@@ -2052,7 +2096,7 @@ static int mdl__block_bwd(mdl_model *m, int l)
         }
     }
     /* dbr = d(attention output [+ memory channel]); dln collects d(norm1 output) */
-    memset(m->dln, 0, sizeof(float) * NC);
+    MDL__TRY(tk_fill_zero(m->dln, sizeof(float) * NC), "zero");
     if (m->ngd) {
         const float *Pp[LYR_MAX_PARAMS];
         float *Gp[LYR_MAX_PARAMS];
@@ -2085,11 +2129,11 @@ static int mdl__block_bwd(mdl_model *m, int l)
                      "attention projection backward");
         }
         /* merge heads backward: atty (B,H,T,D) gradient into dbr (reused) */
-        memset(dbr, 0, sizeof(float) * NC);
+        MDL__TRY(tk_fill_zero(dbr, sizeof(float) * NC), "zero");
         MDL__TRY(tk_merge_heads_backward(dbr, m->datt, B, T, H, D), "merge heads backward");
-        memset(m->dq, 0, sizeof(float) * NC);
-        memset(m->dk, 0, sizeof(float) * NC);
-        memset(m->dv, 0, sizeof(float) * NC);
+        MDL__TRY(tk_fill_zero(m->dq, sizeof(float) * NC), "zero");
+        MDL__TRY(tk_fill_zero(m->dk, sizeof(float) * NC), "zero");
+        MDL__TRY(tk_fill_zero(m->dv, sizeof(float) * NC), "zero");
         if (m->dbias) memset(m->dbias, 0, sizeof(float) * (size_t)T * T);
         {
             float dtemp[256], *dtp = NULL, *dbp = c->prior != MDL_PRIOR_NONE ? m->dbias : NULL;
@@ -2098,7 +2142,11 @@ static int mdl__block_bwd(mdl_model *m, int l)
                 for (h = 0; h < H; h++) dtemp[h] = 0.0f;
                 dtp = dtemp;
             }
-            if (mdl__gate_layer_dense(m, l)) {
+            if (m->dev != MDL_DEVICE_CPU) {
+                MDL__TRY(tk_attention_backward_cuda(m->dq, m->dk, m->dv, dbp, dtp, dbr, a->atto, a->lse, a->q, a->k,
+                                                    a->v, NULL, 0, m->temp_d + (size_t)l * H, B, H, T, D, NULL),
+                         "tk_attention_backward_cuda");
+            } else if (mdl__gate_layer_dense(m, l)) {
                 MDL__TRY(tk_attention_backward(m->dq, m->dk, m->dv, dbp, dtp, dbr, a->probs, a->q, a->k, a->v,
                                                0, m->temp + (size_t)l * H, B, H, T, D),
                          "tk_attention_backward");
@@ -2130,10 +2178,10 @@ static int mdl__block_bwd(mdl_model *m, int l)
         }
         if (c->pos == MDL_POS_ROPE) {
             /* dq, dk are gradients of the rotated q, k: turn them back */
-            mdl__rope(m->dq, B, H, T, D, 1);
-            mdl__rope(m->dk, B, H, T, D, 1);
+            MDL__TRY(tk_rope(m->dq, B, H, T, D, (float)MDL_ROPE_BASE, 1), "RoPE backward (q)");
+            MDL__TRY(tk_rope(m->dk, B, H, T, D, (float)MDL_ROPE_BASE, 1), "RoPE backward (k)");
         }
-        memset(m->dqkv, 0, sizeof(float) * NC * 3);
+        MDL__TRY(tk_fill_zero(m->dqkv, sizeof(float) * NC * 3), "zero");
         MDL__TRY(tk_split_heads_backward(m->dqkv, m->dq, m->dk, m->dv, B, T, H, D), "split heads backward");
         if (mdl__gate_layer_frozen(m, l)) {
             int rc = mdl__proj_bwd_gated(m, l, 1);
@@ -2218,11 +2266,9 @@ int mdl_backward(mdl_model *m)
     NC = (size_t)N * m->C;
     mdl__gate_count(m);
     /* head: the training forward left dlogits (N,V) in the logits buffer */
-    MDL__TRY(tk_sgemm(0, 0, N, m->C, m->V, 1.0f, m->logits, m->V, m->params + m->wte, m->C, 0.0f, m->dln, m->C),
-             "head backward (dx)");
-    MDL__TRY(tk_sgemm(1, 0, m->V, m->C, N, 1.0f, m->logits, m->V, m->nf, m->C, 1.0f, m->grads + m->wte, m->C),
-             "head backward (dwte)");
-    memset(m->dres, 0, sizeof(float) * NC);
+    MDL__TRY(mdl__linear_bwd(m->dln, 0.0f, m->grads + m->wte, NULL, m->logits, m->nf, m->params + m->wte, N, m->C,
+                             m->V), "head backward");
+    MDL__TRY(tk_fill_zero(m->dres, sizeof(float) * NC), "zero");
     MDL__TRY(mdl__norm_bwd(m, m->dres, m->grads + m->lnfw, m->lnfb != MDL__ABSENT ? m->grads + m->lnfb : NULL,
                            m->dln, m->res + (size_t)m->L * NC, m->params + m->lnfw, m->nfm, m->nfr, N),
              "final norm backward");
@@ -2443,6 +2489,8 @@ int mdl_set_gating(mdl_model *m, const unsigned char *keep, const unsigned char 
     size_t nk, nf, e;
     if (!m) return MDL_EINVAL;
     c = &m->cfg;
+    if (m->dev != MDL_DEVICE_CPU)
+        return mdl__fail(m, MDL_EINVAL, "mdl_set_gating: the CUDA model does not support CEAS gating yet");
     if (!m->have_bwd)
         return mdl__fail(m, MDL_EINVAL, "mdl_set_gating: no training forward with targets to gate (call it between "
                                         "mdl_forward and mdl_backward)");
@@ -2573,6 +2621,7 @@ size_t mdl_frozen_floats(const mdl_model *m, const unsigned char *frozen)
 int mdl_frozen_copy(const mdl_model *m, const unsigned char *frozen, float *buf, float *compact, int restore)
 {
     if (!m || !frozen || !buf || !compact || (restore != 0 && restore != 1)) return MDL_EINVAL;
+    if (m->dev != MDL_DEVICE_CPU || tk_is_device(buf) || tk_is_device(compact)) return MDL_EINVAL; /* host only */
     mdl__frozen_runs(m, frozen, buf, compact, restore);
     return MDL_OK;
 }

@@ -197,6 +197,24 @@ typedef struct mdl_model mdl_model; /* opaque */
 /* Allocate and initialise (seeded, deterministic). *out is NULL on failure. */
 int mdl_create(mdl_model **out, const mdl_config *cfg, uint64_t seed, char *err,
                size_t errlen);
+
+/* Devices. mdl_create_on(..., MDL_DEVICE_CUDA, ...) puts the parameters, gradients and
+   activations in CUDA device memory (the same initial values as mdl_create with the same
+   seed); the forward and backward then run the same model code, each tensor.h op taking
+   its CUDA path for device buffers (so the implementations must be compiled with nvcc, or
+   with the CPU simulation in the tests). Token ids, options, statistics and controllers
+   stay on the host. On a device model, mdl_params, mdl_grads and mdl_logits return device
+   pointers (tk_copy moves them; tk_adamw_update takes them as they are); mdl_token_ce
+   stays host. The device model does not cover every configuration yet:
+   mdl_device_supports says whether cfg runs there (MDL_EINVAL and why, if not); the
+   forward also refuses, on a device model, the options it cannot honour yet (attention
+   observables, gate rows, the entropy band, target weights). mdl_create_on fails with
+   MDL_EINVAL when no CUDA device can be used (a build without CUDA included). */
+enum { MDL_DEVICE_CPU = 0, MDL_DEVICE_CUDA = 1 };
+int mdl_create_on(mdl_model **out, const mdl_config *cfg, uint64_t seed, int device, char *err,
+                  size_t errlen);
+int mdl_device(const mdl_model *m);
+int mdl_device_supports(const mdl_config *cfg, char *err, size_t errlen);
 void mdl_destroy(mdl_model *m);
 const mdl_config *mdl_get_config(const mdl_model *m);
 const char *mdl_last_error(const mdl_model *m);

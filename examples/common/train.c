@@ -246,6 +246,7 @@ static const char *const trn__ptrain_names[] = {"batch", "running", NULL};
 static const char *const trn__peval_names[] = {"running", "batch", NULL};
 static const char *const trn__ceas_preset_names[] = {"9k", "14m", "gpt", NULL};
 static const char *const trn__onoff_names[] = {"off", "on", NULL};
+static const char *const trn__device_names[] = {"cpu", "cuda", NULL}; /* MDL_DEVICE_* order */
 
 typedef struct trn__opt {
     const char *flag;
@@ -359,6 +360,9 @@ static const trn__opt trn__opts[] = {
     {"gac-hmax", K_F, TO(gac_hmax), NULL, 1, "GAC entropy band, high end (nats; seed 003: 5)"},
     {"seed", K_U64, TO(seed), NULL, 1, "random seed"},
     {"threads", K_INT, TO(threads), NULL, 0, "OpenMP threads (0: default)"},
+    {"device", K_ENUM, TO(device), trn__device_names, 0,
+     "cpu|cuda: where the model trains (cuda: a build with nvcc and a GPU; for now softmax attention "
+     "without prior, memory, MoE, gates or dropout, and no GAC or CEAS controller)"},
     {"data-dir", K_STR, TO(data_dir), NULL, 0, "WikiText-2 directory (default $WT2_DIR or the built-in path)"},
     {"out-dir", K_STR, TO(out_dir), NULL, 0, "output directory (metrics, PNG, checkpoints)"},
 };
@@ -433,13 +437,12 @@ static int trn__parse_value(trn_config *c, const trn__opt *o, const char *v, cha
         memcpy(p, v, strlen(v) + 1);
         return TRN_OK;
     case K_WENUM:
-        if (!strcmp(v, "auto")) {
+    case K_ENUM: {
+        int i;
+        if (o->kind == K_WENUM && !strcmp(v, "auto")) {
             *(int *)p = -1;
             return TRN_OK;
         }
-        /* fall through */
-    case K_ENUM: {
-        int i;
         for (i = 0; o->names[i]; i++)
             if (!strcmp(o->names[i], v)) {
                 *(int *)p = i;
@@ -683,6 +686,15 @@ int trn_config_validate(const trn_config *c, char *err, size_t errlen)
     if (mc.max_T < trn__max_len(c)) mc.max_T = trn__max_len(c);
     rc = mdl_config_validate(&mc, err, errlen);
     if (rc != MDL_OK) return TRN_EINVAL;
+    if (c->device != MDL_DEVICE_CPU && c->device != MDL_DEVICE_CUDA)
+        return ex_errf(err, errlen, TRN_EINVAL, "--device must be cpu or cuda");
+    if (c->device == MDL_DEVICE_CUDA) {
+        /* what the device trainer does not do yet (the configuration alone decides) */
+        const char *what = c->controller == TRN_CTRL_CEAS ? "the CEAS controller (it needs the attention observables)"
+                         : c->controller == TRN_CTRL_GAC ? "the GAC controller" : NULL;
+        if (what) return ex_errf(err, errlen, TRN_EINVAL, "--device cuda does not support %s yet", what);
+        if (mdl_device_supports(&mc, err, errlen) != MDL_OK) return TRN_EINVAL;
+    }
     return TRN_OK;
 }
 
@@ -744,6 +756,27 @@ static void *trn__alloc(size_t n)
     return n ? calloc(n, 1) : NULL;
 }
 
+/* n zeroed bytes on the model's device (the host: calloc) */
+static float *trn__dalloc(const trn *t, size_t n)
+{
+    void *p = NULL;
+    if (t->cfg.device == MDL_DEVICE_CPU) return (float *)trn__alloc(n);
+    if (!n || tk_device_alloc(&p, n) != TK_OK) return NULL;
+    if (tk_fill_zero(p, n) != TK_OK) {
+        tk_device_free(p);
+        return NULL;
+    }
+    return (float *)p;
+}
+
+static void trn__dfree(const trn *t, void *p)
+{
+    if (t->cfg.device == MDL_DEVICE_CPU)
+        free(p);
+    else
+        tk_device_free(p);
+}
+
 mdl_model *trn_model(trn *t) { return t ? t->m : NULL; }
 long long trn_steps_done(const trn *t) { return t ? t->step : 0; }
 long long trn_total_steps(const trn *t) { return t ? t->total : 0; }
@@ -768,11 +801,11 @@ void trn_destroy(trn *t)
 {
     if (!t) return;
     mdl_destroy(t->m);
-    free(t->adam_m);
-    free(t->adam_v);
-    free(t->ema);
-    free(t->swa);
-    free(t->backup);
+    trn__dfree(t, t->adam_m);
+    trn__dfree(t, t->adam_v);
+    trn__dfree(t, t->ema);
+    trn__dfree(t, t->swa);
+    trn__dfree(t, t->backup);
     free(t->chunk);
     free(t->inp);
     free(t->tgt);
@@ -863,7 +896,7 @@ int trn_create(trn **out, const trn_config *cfg, const uint16_t *train_ids, size
     mc.gac_tau = cfg->controller == TRN_CTRL_GAC;
     t->cfg.model.gac_tau = mc.gac_tau;
     t->cfg.model.max_T = mc.max_T;
-    rc = mdl_create(&t->m, &mc, cfg->seed, err, errlen);
+    rc = mdl_create_on(&t->m, &mc, cfg->seed, cfg->device, err, errlen);
     if (rc != MDL_OK) { trn_destroy(t); return TRN_EINVAL; }
     t->n = mdl_num_params(t->m);
     t->L = mc.n_layers;
@@ -884,11 +917,11 @@ int trn_create(trn **out, const trn_config *cfg, const uint16_t *train_ids, size
                                          : (long long)(n_train / (size_t)t->tokens_per_step);
     if (t->per_epoch < 1) t->per_epoch = 1;
     t->total = cfg->steps > 0 ? cfg->steps : (long long)cfg->epochs * t->per_epoch;
-    t->adam_m = (float *)trn__alloc(t->n * sizeof(float));
-    t->adam_v = (float *)trn__alloc(t->n * sizeof(float));
-    t->backup = (float *)trn__alloc(t->n * sizeof(float));
-    if (cfg->ema) t->ema = (float *)trn__alloc(t->n * sizeof(float));
-    if (cfg->swa) t->swa = (float *)trn__alloc(t->n * sizeof(float));
+    t->adam_m = trn__dalloc(t, t->n * sizeof(float));
+    t->adam_v = trn__dalloc(t, t->n * sizeof(float));
+    t->backup = trn__dalloc(t, t->n * sizeof(float));
+    if (cfg->ema) t->ema = trn__dalloc(t, t->n * sizeof(float));
+    if (cfg->swa) t->swa = trn__dalloc(t, t->n * sizeof(float));
     if ((size_t)Bmax > ((size_t)-1 / sizeof(int32_t)) / ((size_t)Tmax + 1)) {
         trn_destroy(t);
         return ex_errf(err, errlen, TRN_ENOMEM, "batch buffers of %d x %zu ids do not fit in memory", Bmax,
@@ -904,7 +937,7 @@ int trn_create(trn **out, const trn_config *cfg, const uint16_t *train_ids, size
         trn_destroy(t);
         return ex_errf(err, errlen, TRN_ENOMEM, "out of memory for the optimizer state (%zu parameters)", np);
     }
-    if (t->ema) memcpy(t->ema, mdl_params(t->m), t->n * sizeof(float));
+    if (t->ema) tk_copy(t->ema, mdl_params(t->m), t->n * sizeof(float));
     for (i = 0; i < t->L * t->H; i++) t->head_temp[i] = 1.0f;
     for (i = 0; i < t->L; i++) t->ctrl_tau[i] = 1.0f;
     trn__find_tau(t);
@@ -1047,8 +1080,8 @@ int trn_evaluate(trn *t, const uint16_t *ids, size_t n, int T, int weights, int 
     if (B < 1) B = 1;
     if (B > 64) B = 64;
     if (src) {
-        memcpy(t->backup, mdl_params(t->m), t->n * sizeof(float));
-        memcpy(mdl_params(t->m), src, t->n * sizeof(float));
+        tk_copy(t->backup, mdl_params(t->m), t->n * sizeof(float));
+        tk_copy(mdl_params(t->m), src, t->n * sizeof(float));
     }
     trn__mkopts(t, 0, trn__prior_scale(t, t->step), &o);
     for (;;) {
@@ -1077,7 +1110,7 @@ int trn_evaluate(trn *t, const uint16_t *ids, size_t n, int T, int weights, int 
         cnt += st.ntok;
         chunks += rows;
     }
-    if (src) memcpy(mdl_params(t->m), t->backup, t->n * sizeof(float));
+    if (src) tk_copy(mdl_params(t->m), t->backup, t->n * sizeof(float));
     if (ce) *ce = cnt ? sum / (double)cnt : NAN;
     if (ntok) *ntok = cnt;
     return rc;
@@ -1334,6 +1367,7 @@ int trn_step(trn *t, trn_step_info *info)
             /* CEAS gating (issue 20): this step's token mask from the gate rows, the heads
                the controller froze; the frozen heads' slices skip the optimiser below */
             mdl_gate_counts gcn;
+            memset(&gcn, 0, sizeof gcn);
             if (mdl_ceas_gating(t->m, &t->cs, 1, 1) != MDL_OK) return TRN_EINVAL;
             memcpy(frz, t->cs.frozen, (size_t)t->L * t->H);
             nfz = mdl_frozen_floats(t->m, frz);
@@ -1548,12 +1582,36 @@ int trn_save(trn *t, const char *path, char *err, size_t errlen)
     size_t gsz = 0, csz = 0, esz = 0;
     char *arch = NULL, *full = NULL, stepbuf[32];
     const char *keys[4], *vals[4];
+    float *stage = NULL; /* a device trainer's parameters, moments, EMA, SWA copied to the host */
+    const float *hp, *hm, *hv, *he, *hs;
     if (!t || !path) return ex_errf(err, errlen, TRN_EINVAL, "trn_save: NULL argument");
     nt = mdl_num_tensors(t->m);
     E = (ckpt_entry *)calloc((size_t)nt + 12, sizeof *E);
     arch = (char *)malloc(16384);
     full = (char *)malloc(16384);
     if (!E || !arch || !full) { rc = ex_errf(err, errlen, TRN_ENOMEM, "out of memory"); goto done; }
+    hp = mdl_params(t->m);
+    hm = t->adam_m;
+    hv = t->adam_v;
+    he = t->ema;
+    hs = t->swa;
+    if (t->cfg.device != MDL_DEVICE_CPU) {
+        const float *src[5];
+        const float **dst[5];
+        int k;
+        src[0] = hp; src[1] = hm; src[2] = hv; src[3] = he; src[4] = hs;
+        dst[0] = &hp; dst[1] = &hm; dst[2] = &hv; dst[3] = &he; dst[4] = &hs;
+        stage = (float *)malloc(5 * t->n * sizeof(float));
+        if (!stage) { rc = ex_errf(err, errlen, TRN_ENOMEM, "out of memory (host copy of the device state)"); goto done; }
+        for (k = 0; k < 5; k++) {
+            if (!src[k]) continue;
+            if (tk_copy(stage + (size_t)k * t->n, src[k], t->n * sizeof(float)) != TK_OK) {
+                rc = ex_errf(err, errlen, TRN_EIO, "cannot copy the device state to the host");
+                goto done;
+            }
+            *dst[k] = stage + (size_t)k * t->n;
+        }
+    }
     for (i = 0; i < nt; i++) {
         const mdl_tensor *e = mdl_tensor_at(t->m, i);
         int d;
@@ -1561,15 +1619,15 @@ int trn_save(trn *t, const char *path, char *err, size_t errlen)
         E[ne].dtype = CKPT_F32;
         E[ne].ndim = e->ndim;
         for (d = 0; d < e->ndim && d < 4; d++) E[ne].shape[d] = e->shape[d];
-        E[ne].data = mdl_params(t->m) + e->offset;
+        E[ne].data = hp + e->offset;
         ne++;
     }
 #define TRN__FLAT(nm, ptr) do { E[ne].name = nm; E[ne].dtype = CKPT_F32; E[ne].ndim = 1; \
         E[ne].shape[0] = (int64_t)t->n; E[ne].data = ptr; ne++; } while (0)
-    TRN__FLAT("optim.adam_m", t->adam_m);
-    TRN__FLAT("optim.adam_v", t->adam_v);
-    if (t->ema) TRN__FLAT("optim.ema", t->ema);
-    if (t->swa) TRN__FLAT("optim.swa", t->swa);
+    TRN__FLAT("optim.adam_m", hm);
+    TRN__FLAT("optim.adam_v", hv);
+    if (he) TRN__FLAT("optim.ema", he);
+    if (hs) TRN__FLAT("optim.swa", hs);
 #undef TRN__FLAT
     {
         /* the RPA running statistics: what rebuilds the evaluation prior B(T) */
@@ -1626,6 +1684,7 @@ int trn_save(trn *t, const char *path, char *err, size_t errlen)
         if (c != CKPT_OK) rc = ex_errf(err, errlen, TRN_EIO, "cannot write checkpoint %s: %s", path, cerr);
     }
 done:
+    free(stage);
     free(E);
     free(arch);
     free(full);
@@ -1787,11 +1846,11 @@ int trn_load_flags(trn *t, const char *path, unsigned flags, char *err, size_t e
         goto done;
     }
     /* everything read: commit */
-    memcpy(mdl_params(t->m), P, t->n * sizeof(float));
-    memcpy(t->adam_m, M, t->n * sizeof(float));
-    memcpy(t->adam_v, V, t->n * sizeof(float));
-    if (EM) memcpy(t->ema, EM, t->n * sizeof(float));
-    if (SW) memcpy(t->swa, SW, t->n * sizeof(float));
+    tk_copy(mdl_params(t->m), P, t->n * sizeof(float)); /* host or device */
+    tk_copy(t->adam_m, M, t->n * sizeof(float));
+    tk_copy(t->adam_v, V, t->n * sizeof(float));
+    if (EM) tk_copy(t->ema, EM, t->n * sizeof(float));
+    if (SW) tk_copy(t->swa, SW, t->n * sizeof(float));
     trn__unpack(t, I, F);
     if (have_g2) { guardian_free(&t->g); t->g = g2; have_g2 = 0; }
     if (t->have_gac) t->gc = gc2;

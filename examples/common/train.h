@@ -95,6 +95,9 @@ typedef struct trn_config {
     /* run */
     uint64_t seed;
     int threads;            /* 0: OpenMP default */
+    int device;             /* MDL_DEVICE_CPU (--device cpu) or MDL_DEVICE_CUDA (--device cuda):
+                               where the model, its gradients and the optimiser state live
+                               (model.h mdl_create_on); the loader and controllers stay host */
     char data_dir[TRN_PATH_MAX];
     char out_dir[TRN_PATH_MAX];
     char preset[32];

@@ -1,0 +1,480 @@
+/* parity_model.cu - the examples' model (examples/common/model.c) on a CUDA device against
+   the same model on the CPU: one model source, two devices (mdl_create_on). Built like the
+   other parity tests: against the CPU simulation of CUDA (tests/cuda_sim.h) by g++/clang++
+   in `make test`, and by nvcc for a GPU (`make gpu-check`; `SKIP: no GPU` without one).
+
+   For every configuration the device model supports (mdl_device_supports), at toy sizes:
+     - the same seed gives bit-identical initial parameters on both devices;
+     - one training forward: loss and CE within 1e-5 relative;
+     - its backward: every parameter tensor's gradient within 1e-4 of that tensor's
+       largest |gradient| on the CPU;
+     - one AdamW step on each device's own gradients: parameters within 1e-5 of the
+       tensor's largest |parameter| wherever the gradient is well above the gradient error
+       (|g| >= 1e-2 of the tensor's rms gradient); where it is not, Adam's normalised step
+       (m / sqrt(v) ~ sign(g)) can legitimately differ by up to 2 lr, which is the bound
+       checked there (and those elements are counted);
+     - an evaluation forward (train 0): loss and every token's CE within 1e-5 relative;
+     - the device step is deterministic: a second identical step gives bit-identical
+       gradients;
+   and the refusals: configurations and options the device model does not cover yet.
+   The trainer (examples/common/train.c, --device cuda) on a synthetic token stream: the
+   device trainer follows the CPU trainer step by step (losses within 1e-4 relative after
+   a few AdamW steps, evaluation CE too), resumes bit-exactly on the device (3 steps, save,
+   load into a fresh trainer, 3 steps == 6 straight steps: parameters, both moments, the
+   EMA and SWA weights, with evaluations and SWA offers at every second step),
+   and its checkpoint loads into a CPU trainer (and the CPU's into a device trainer) with
+   the same parameters. */
+#define _POSIX_C_SOURCE 200809L
+#include "tests/cuda_test.h"
+#define STB_DS_IMPLEMENTATION
+#include <stb_ds.h>
+#undef STB_DS_IMPLEMENTATION
+#include "examples/common/impl.c"
+#include "examples/common/bpe.c"
+#include "examples/common/data.c"
+#include "examples/common/layers.c"
+#include "examples/common/model.c"
+#include "examples/common/ckpt.c"
+#include "examples/common/train.c"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <math.h>
+#include <string.h>
+
+static int g_gpu = 0;
+
+#define NEED_GPU()                                                             \
+    do {                                                                       \
+        if (!g_gpu) TEST_SKIP("no GPU");                                       \
+    } while (0)
+
+#define PB 2
+#define PT 12
+#define PV 61
+
+static mdl_config toy(int ffn, int norm, int pos)
+{
+    mdl_config c = mdl_config_default();
+    c.vocab = PV;
+    c.d_model = 32;
+    c.n_layers = 2;
+    c.n_heads = 2;
+    c.max_T = 16;
+    c.d_ff_mult = 2;
+    c.init_std = 0.1f;
+    c.ffn = ffn;
+    c.norm = norm;
+    c.pos = pos;
+    return c;
+}
+
+static void toy_batch(int *x, int *y, unsigned long long seed)
+{
+    int i;
+    tt_seed(seed);
+    for (i = 0; i < PB * PT; i++) {
+        x[i] = (int)(tt_uniform() * PV);
+        y[i] = (int)(tt_uniform() * PV);
+    }
+}
+
+static std::vector<float> host_of(const float *p, size_t n)
+{
+    std::vector<float> h(n);
+    CHECK_INT_EQ(tk_copy(h.data(), p, n * sizeof(float)), TK_OK);
+    return h;
+}
+
+/* max |a - b| over a tensor against its scale max |ref| */
+static double rel_maxerr(const float *a, const float *ref, size_t n)
+{
+    double e = 0.0, s = 0.0;
+    size_t i;
+    for (i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - (double)ref[i]);
+        e = d > e ? d : e;
+        s = fabs((double)ref[i]) > s ? fabs((double)ref[i]) : s;
+    }
+    return s > 0.0 ? e / s : e;
+}
+
+static void run_case(const char *name, const mdl_config *cfg, const mdl_opts *opts)
+{
+    mdl_model *mc = NULL, *md = NULL;
+    char err[256];
+    int x[PB * PT], y[PB * PT], i;
+    mdl_stats sc, sd;
+    size_t np;
+    double worst_g = 0.0, worst_p = 0.0;
+    long ill = 0;
+    printf("  case %s\n", name);
+    CHECK_INT_EQ(mdl_device_supports(cfg, err, sizeof err), MDL_OK);
+    CHECK_INT_EQ(mdl_create_on(&mc, cfg, 7, MDL_DEVICE_CPU, err, sizeof err), MDL_OK);
+    CHECK_INT_EQ(mdl_create_on(&md, cfg, 7, MDL_DEVICE_CUDA, err, sizeof err), MDL_OK);
+    if (!mc || !md) {
+        printf("    create failed: %s\n", err);
+        mdl_destroy(mc);
+        mdl_destroy(md);
+        return;
+    }
+    CHECK_INT_EQ(mdl_device(md), MDL_DEVICE_CUDA);
+    CHECK(tk_is_device(mdl_params(md)) && !tk_is_device(mdl_params(mc)));
+    np = mdl_num_params(mc);
+    CHECK(np == mdl_num_params(md));
+    {
+        std::vector<float> p0 = host_of(mdl_params(md), np);
+        CHECK(memcmp(p0.data(), mdl_params(mc), np * sizeof(float)) == 0);
+    }
+    toy_batch(x, y, 11);
+    /* one training step */
+    mdl_zero_grad(mc);
+    mdl_zero_grad(md);
+    CHECK_INT_EQ(mdl_forward(mc, x, y, PB, PT, opts, &sc), MDL_OK);
+    CHECK_INT_EQ(mdl_forward(md, x, y, PB, PT, opts, &sd), MDL_OK);
+    CHECK_CLOSE(sd.loss, sc.loss, 1e-5, 0.0);
+    CHECK_CLOSE(sd.ce, sc.ce, 1e-5, 0.0);
+    CHECK_INT_EQ(mdl_backward(mc), MDL_OK);
+    CHECK_INT_EQ(mdl_backward(md), MDL_OK);
+    std::vector<float> gd = host_of(mdl_grads(md), np);
+    for (i = 0; i < mdl_num_tensors(mc); i++) {
+        const mdl_tensor *t = mdl_tensor_at(mc, i);
+        double e = rel_maxerr(gd.data() + t->offset, mdl_grads(mc) + t->offset, t->numel);
+        if (!(e <= 1e-4)) printf("    grad %s: rel err %.3g\n", t->name, e);
+        CHECK(e <= 1e-4);
+        worst_g = e > worst_g ? e : worst_g;
+    }
+    /* determinism: the same step again gives the same gradients, bit for bit */
+    {
+        mdl_stats s2;
+        mdl_zero_grad(md);
+        CHECK_INT_EQ(mdl_forward(md, x, y, PB, PT, opts, &s2), MDL_OK);
+        CHECK_INT_EQ(mdl_backward(md), MDL_OK);
+        CHECK(s2.loss == sd.loss);
+        std::vector<float> g2 = host_of(mdl_grads(md), np);
+        CHECK(memcmp(g2.data(), gd.data(), np * sizeof(float)) == 0);
+    }
+    /* one AdamW step on each device (the device buffers go through the plain entry) */
+    {
+        tk_adamw_config ac = tk_adamw_config_default();
+        std::vector<float> m1(np, 0.0f), v1(np, 0.0f);
+        void *m2 = NULL, *v2 = NULL;
+        ac.lr = 1e-3f;
+        CHECK_INT_EQ(tk_device_alloc(&m2, np * sizeof(float)), TK_OK);
+        CHECK_INT_EQ(tk_device_alloc(&v2, np * sizeof(float)), TK_OK);
+        CHECK_INT_EQ(tk_fill_zero(m2, np * sizeof(float)), TK_OK);
+        CHECK_INT_EQ(tk_fill_zero(v2, np * sizeof(float)), TK_OK);
+        CHECK_INT_EQ(tk_adamw_update(mdl_params(mc), mdl_grads(mc), m1.data(), v1.data(), np, &ac, 1), TK_OK);
+        CHECK_INT_EQ(tk_adamw_update(mdl_params(md), mdl_grads(md), (float *)m2, (float *)v2, np, &ac, 1), TK_OK);
+        std::vector<float> pd = host_of(mdl_params(md), np);
+        for (i = 0; i < mdl_num_tensors(mc); i++) {
+            const mdl_tensor *t = mdl_tensor_at(mc, i);
+            const float *pc = mdl_params(mc) + t->offset, *gc = mdl_grads(mc) + t->offset;
+            const float *pg = pd.data() + t->offset;
+            double ps = 0.0, g2 = 0.0, grms;
+            size_t e;
+            for (e = 0; e < t->numel; e++) {
+                ps = fabs((double)pc[e]) > ps ? fabs((double)pc[e]) : ps;
+                g2 += (double)gc[e] * gc[e];
+            }
+            grms = sqrt(g2 / (double)t->numel);
+            for (e = 0; e < t->numel; e++) {
+                double d = fabs((double)pg[e] - (double)pc[e]);
+                if (fabs((double)gc[e]) >= 1e-2 * grms) {
+                    if (!(d <= 1e-5 * ps)) printf("    param %s[%zu]: %.3g vs %.3g\n", t->name, e, (double)pg[e], (double)pc[e]);
+                    CHECK(d <= 1e-5 * ps);
+                    worst_p = ps > 0.0 && d / ps > worst_p ? d / ps : worst_p;
+                } else {
+                    ill++;
+                    CHECK(d <= 2.0 * ac.lr * 1.0001 + 1e-5 * ps);
+                }
+            }
+        }
+        tk_device_free(m2);
+        tk_device_free(v2);
+    }
+    /* evaluation forward with the stepped parameters */
+    {
+        mdl_opts eo = *opts;
+        const double *tc, *td;
+        eo.train = 0;
+        CHECK_INT_EQ(mdl_forward(mc, x, y, PB, PT, &eo, &sc), MDL_OK);
+        CHECK_INT_EQ(mdl_forward(md, x, y, PB, PT, &eo, &sd), MDL_OK);
+        CHECK_CLOSE(sd.loss, sc.loss, 1e-5, 0.0);
+        tc = mdl_token_ce(mc);
+        td = mdl_token_ce(md);
+        CHECK(tc && td);
+        if (tc && td)
+            for (i = 0; i < PB * PT; i++) CHECK_CLOSE(td[i], tc[i], 1e-5, 1e-6);
+    }
+    printf("    worst: grad %.3g, param (well-conditioned) %.3g, ill-conditioned elements %ld of %zu\n", worst_g,
+           worst_p, ill, np);
+    mdl_destroy(mc);
+    mdl_destroy(md);
+}
+
+static void test_gelu_layernorm_learned(void)
+{
+    mdl_config c = toy(MDL_FFN_GELU, MDL_NORM_LAYER, MDL_POS_LEARNED);
+    mdl_opts o = mdl_opts_default();
+    NEED_GPU();
+    o.train = 1;
+    run_case("gelu / layernorm / learned positions", &c, &o);
+}
+
+static void test_relu2_rms_rope(void)
+{
+    mdl_config c = toy(MDL_FFN_RELU2, MDL_NORM_RMS, MDL_POS_ROPE);
+    mdl_opts o = mdl_opts_default();
+    NEED_GPU();
+    o.train = 1;
+    run_case("relu2 / rmsnorm / rope", &c, &o);
+}
+
+static void test_smoothing_temps_nopos(void)
+{
+    mdl_config c = toy(MDL_FFN_GELU, MDL_NORM_RMS, MDL_POS_NONE);
+    mdl_opts o = mdl_opts_default();
+    float ht[2 * 2] = {1.0f, 0.7f, 1.3f, 0.9f};
+    NEED_GPU();
+    o.train = 1;
+    o.label_smoothing = 0.1f;
+    o.attn_temp_mul = 1.2f;
+    o.head_temp = ht;
+    run_case("label smoothing, head temperatures, no positions", &c, &o);
+}
+
+static void test_refusals(void)
+{
+    mdl_config c = toy(MDL_FFN_GELU, MDL_NORM_LAYER, MDL_POS_LEARNED);
+    mdl_model *m = NULL;
+    char err[256];
+    int x[PB * PT], y[PB * PT];
+    mdl_opts o = mdl_opts_default();
+    mdl_stats st;
+    NEED_GPU();
+    /* what the device model does not cover yet: refused at creation, with the reason */
+    {
+        mdl_config p = c;
+        p.attn = MDL_ATTN_POLAR;
+        CHECK_INT_EQ(mdl_device_supports(&p, err, sizeof err), MDL_EINVAL);
+        CHECK(strstr(err, "polar") != NULL);
+        CHECK_INT_EQ(mdl_create_on(&m, &p, 1, MDL_DEVICE_CUDA, err, sizeof err), MDL_EINVAL);
+        CHECK(m == NULL);
+        p = c;
+        p.dropout = 0.1f;
+        CHECK_INT_EQ(mdl_create_on(&m, &p, 1, MDL_DEVICE_CUDA, err, sizeof err), MDL_EINVAL);
+        CHECK(strstr(err, "dropout") != NULL);
+        CHECK_INT_EQ(mdl_create_on(&m, &c, 1, 7, err, sizeof err), MDL_EINVAL);
+    }
+    CHECK_INT_EQ(mdl_create_on(&m, &c, 1, MDL_DEVICE_CUDA, err, sizeof err), MDL_OK);
+    if (!m) return;
+    toy_batch(x, y, 3);
+    o.train = 1;
+    o.want_attn_obs = 1;
+    CHECK_INT_EQ(mdl_forward(m, x, y, PB, PT, &o, &st), MDL_EINVAL);
+    CHECK(strstr(mdl_last_error(m), "observables") != NULL);
+    o.want_attn_obs = 0;
+    o.ent_band_lambda = 0.1f;
+    CHECK_INT_EQ(mdl_forward(m, x, y, PB, PT, &o, &st), MDL_EINVAL);
+    o.ent_band_lambda = 0.0f;
+    /* a bad token id is caught on the host before anything is copied */
+    x[3] = PV;
+    CHECK_INT_EQ(mdl_forward(m, x, y, PB, PT, &o, &st), MDL_ERANGE);
+    x[3] = 0;
+    CHECK_INT_EQ(mdl_forward(m, x, y, PB, PT, &o, &st), MDL_OK);
+    CHECK_INT_EQ(mdl_backward(m), MDL_OK);
+    CHECK_INT_EQ(mdl_set_gating(m, NULL, NULL), MDL_EINVAL);
+    mdl_destroy(m);
+}
+
+/* ------------------------------------------------------------------ trainer */
+#define NTOK 3000
+static uint16_t g_ids[NTOK];
+
+static void make_stream(void)
+{
+    int i;
+    tt_seed(7);
+    for (i = 0; i < NTOK; i++) {
+        int v = (i * 5 + (i / 7)) % PV;
+        if (tt_uniform() < 0.1) v = (int)(tt_uniform() * PV);
+        g_ids[i] = (uint16_t)v;
+    }
+}
+
+static void trainer_cfg(trn_config *c, int device)
+{
+    trn_preset("tiny-baseline", c);
+    c->model = toy(MDL_FFN_RELU2, MDL_NORM_RMS, MDL_POS_ROPE);
+    c->context = 12;
+    c->batch = 2;
+    c->steps = 40;
+    c->epoch_steps = 20;
+    c->eval_every = 0;
+    c->log_every = 1;
+    c->lr = 3e-3f;
+    c->grad_clip = 1.0f;
+    c->label_smoothing = 0.05f;
+    c->controller = TRN_CTRL_NONE;
+    c->ema = 1;
+    c->swa = 1;
+    c->swa_start_epoch = 0;
+    c->swa_ce_lo = -1e30f; /* every offer with a gain is taken */
+    c->swa_ce_hi = 1e30f;
+    c->swa_min_gain = -1e30f;
+    c->epoch_steps = 2; /* epoch ends (evaluation, SWA offers) every 2 steps */
+    c->eval_max_chunks = 4;
+    c->cg = 0;
+    c->seed = 5;
+    c->device = device;
+}
+
+static trn *mk_trainer(const trn_config *c)
+{
+    trn *t = NULL;
+    char err[512];
+    int rc = trn_create(&t, c, g_ids, 2400, g_ids + 2400, NTOK - 2400, err, sizeof err);
+    if (rc != TRN_OK) printf("    trn_create: %s\n", err);
+    CHECK_INT_EQ(rc, TRN_OK);
+    return t;
+}
+
+static std::vector<float> state_of(trn *t, int which) /* 0 params, 1 adam_m, 2 adam_v, 3 ema, 4 swa */
+{
+    size_t n = mdl_num_params(trn_model(t));
+    const float *p = which == 0 ? mdl_params(trn_model(t)) : which == 1 ? t->adam_m : which == 2 ? t->adam_v
+                   : which == 3 ? t->ema : t->swa;
+    return host_of(p, n);
+}
+
+static void test_trainer_follows_cpu(void)
+{
+    trn_config cc, cd;
+    trn *a, *b;
+    int s;
+    double wl = 0.0;
+    NEED_GPU();
+    make_stream();
+    trainer_cfg(&cc, MDL_DEVICE_CPU);
+    trainer_cfg(&cd, MDL_DEVICE_CUDA);
+    a = mk_trainer(&cc);
+    b = mk_trainer(&cd);
+    if (!a || !b) {
+        trn_destroy(a);
+        trn_destroy(b);
+        return;
+    }
+    CHECK(tk_is_device(mdl_params(trn_model(b))) && tk_is_device(b->adam_m));
+    for (s = 0; s < 5; s++) {
+        trn_step_info ia, ib;
+        CHECK_INT_EQ(trn_step(a, &ia), TRN_OK);
+        CHECK_INT_EQ(trn_step(b, &ib), TRN_OK);
+        CHECK_CLOSE(ib.loss, ia.loss, 1e-4, 0.0);
+        CHECK_CLOSE(ib.grad_norm, ia.grad_norm, 1e-4, 0.0);
+        wl = fabs(ib.loss - ia.loss) / ia.loss > wl ? fabs(ib.loss - ia.loss) / ia.loss : wl;
+    }
+    {
+        double ca = 0, cb = 0;
+        long long na = 0, nb = 0;
+        CHECK_INT_EQ(trn_evaluate(a, g_ids + 2400, NTOK - 2400, 12, TRN_W_RAW, 8, &ca, &na, NULL), TRN_OK);
+        CHECK_INT_EQ(trn_evaluate(b, g_ids + 2400, NTOK - 2400, 12, TRN_W_RAW, 8, &cb, &nb, NULL), TRN_OK);
+        CHECK(na == nb && na > 0);
+        CHECK_CLOSE(cb, ca, 1e-4, 0.0);
+        printf("    5 steps: worst loss difference %.3g relative; eval CE %.6f (cpu) %.6f (device)\n", wl, ca, cb);
+    }
+    trn_destroy(a);
+    trn_destroy(b);
+}
+
+static void test_trainer_resume(void)
+{
+    trn_config cd, cc;
+    trn *a, *b, *r, *h;
+    char err[512], dir[128], path[256], path2[256];
+    NEED_GPU();
+    make_stream();
+    snprintf(dir, sizeof dir, "/tmp/attnkit_parity_model_%d", (int)getpid());
+    mkdir(dir, 0777);
+    snprintf(path, sizeof path, "%s/dev.safetensors", dir);
+    snprintf(path2, sizeof path2, "%s/cpu.safetensors", dir);
+    trainer_cfg(&cd, MDL_DEVICE_CUDA);
+    trainer_cfg(&cc, MDL_DEVICE_CPU);
+    a = mk_trainer(&cd);
+    b = mk_trainer(&cd);
+    r = mk_trainer(&cd);
+    h = mk_trainer(&cc);
+    if (a && b && r && h) {
+        int s, w;
+        for (s = 0; s < 6; s++) CHECK_INT_EQ(trn_step(a, NULL), TRN_OK);
+        CHECK(a->swa_state.n_averaged >= 2); /* the SWA offers of steps 4 and 6 were taken */
+        for (s = 0; s < 3; s++) CHECK_INT_EQ(trn_step(b, NULL), TRN_OK);
+        CHECK_INT_EQ(trn_save(b, path, err, sizeof err), TRN_OK);
+        CHECK_INT_EQ(trn_load(r, path, err, sizeof err), TRN_OK);
+        CHECK_INT_EQ(trn_steps_done(r), 3);
+        /* the device checkpoint in a CPU trainer: the same parameters and moments */
+        CHECK_INT_EQ(trn_load(h, path, err, sizeof err), TRN_OK);
+        for (w = 0; w < 5; w++) {
+            std::vector<float> x = state_of(b, w), y = state_of(h, w);
+            CHECK(memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0);
+        }
+        for (s = 0; s < 3; s++) CHECK_INT_EQ(trn_step(r, NULL), TRN_OK);
+        for (w = 0; w < 5; w++) {
+            std::vector<float> x = state_of(a, w), y = state_of(r, w);
+            CHECK(memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0);
+        }
+        /* and a CPU checkpoint in a device trainer */
+        CHECK_INT_EQ(trn_save(h, path2, err, sizeof err), TRN_OK);
+        CHECK_INT_EQ(trn_load(b, path2, err, sizeof err), TRN_OK);
+        {
+            std::vector<float> x = state_of(b, 0), y = state_of(h, 0);
+            CHECK(memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0);
+        }
+    }
+    trn_destroy(a);
+    trn_destroy(b);
+    trn_destroy(r);
+    trn_destroy(h);
+    unlink(path);
+    unlink(path2);
+    rmdir(dir);
+}
+
+static void test_trainer_refusals(void)
+{
+    trn_config c;
+    char err[512];
+    trn *t = NULL;
+    NEED_GPU();
+    make_stream();
+    trainer_cfg(&c, MDL_DEVICE_CUDA);
+    c.controller = TRN_CTRL_GAC;
+    CHECK_INT_EQ(trn_config_validate(&c, err, sizeof err), TRN_EINVAL);
+    CHECK(strstr(err, "GAC") != NULL);
+    CHECK_INT_EQ(trn_create(&t, &c, g_ids, 2400, g_ids + 2400, NTOK - 2400, err, sizeof err), TRN_EINVAL);
+    CHECK(t == NULL);
+    trainer_cfg(&c, MDL_DEVICE_CUDA);
+    c.controller = TRN_CTRL_CEAS;
+    CHECK_INT_EQ(trn_config_validate(&c, err, sizeof err), TRN_EINVAL);
+    trainer_cfg(&c, MDL_DEVICE_CUDA);
+    c.model.prior = MDL_PRIOR_RPA;
+    CHECK_INT_EQ(trn_config_validate(&c, err, sizeof err), TRN_EINVAL);
+    CHECK(strstr(err, "prior") != NULL);
+}
+
+int main(int argc, char **argv)
+{
+    TEST_INIT(argc, argv);
+    g_gpu = tk_cuda_available();
+    if (!g_gpu) printf("SKIP: no GPU\n");
+    else parity_print_device();
+    TEST_RUN(test_gelu_layernorm_learned);
+    TEST_RUN(test_relu2_rms_rope);
+    TEST_RUN(test_smoothing_temps_nopos);
+    TEST_RUN(test_refusals);
+    TEST_RUN(test_trainer_follows_cpu);
+    TEST_RUN(test_trainer_resume);
+    TEST_RUN(test_trainer_refusals);
+    return TEST_END();
+}
