@@ -362,6 +362,19 @@ struct CUstream_st;
 typedef struct CUstream_st *tk_stream;
 /* 1 if a CUDA device is usable, else 0 (always 0 without nvcc). */
 TKDEF int tk_cuda_available(void);
+/* The arithmetic of the device GEMMs, process-wide: tk_sgemm_cuda and everything built on
+   it (tk_matmul_*_cuda and the plain tk_matmul_* with device buffers). TK_MATH_FP32 (the
+   default): cuBLAS SGEMM in fp32. TK_MATH_TF32 / TK_MATH_BF16 (defined with the attention
+   below): cublasGemmEx on fp32 buffers with the FAST_TF32 / FAST_16BF compute types, the
+   inputs rounded to tf32 / bf16 on the tensor cores, fp32 accumulation and output (the
+   "autocast" of a trainer: fp32 storage and master weights, reduced-precision products).
+   Per element |gpu - exact| <= e * sum_k |a_ik b_kj| with e about 1e-6 (fp32), 2^-9
+   (tf32), 2^-7 (bf16) (cuda/tensor.cuh). tk_cuda_set_math returns TK_OK or TK_EINVAL (an
+   unknown mode; the mode is unchanged); it is plain global state: set it before the GEMMs
+   of other host threads start. The CPU path ignores it (always fp32). Works without CUDA
+   too (it only records the mode). */
+TKDEF int tk_cuda_set_math(int math);
+TKDEF int tk_cuda_get_math(void);
 /* Device memory, for programs that keep their buffers on the device and call the plain
    ops (which route device buffers to the _cuda twins). Always declared; the CUDA bodies
    are in cuda/tensor.cuh, and without nvcc there is no device memory:
@@ -3310,6 +3323,19 @@ TKDEF int tk_clip_grad_norm(float *g, size_t n, float max_norm, float *norm_out)
 /* ==== IMPLEMENTATION BODY (tensor ops) END ==== */
 
 /* ---------------------------------------------------------------- CUDA */
+static int tk__cuda_math = 0; /* TK_MATH_FP32 */
+
+TKDEF int tk_cuda_set_math(int math)
+{
+    if (math != TK_MATH_FP32 && math != TK_MATH_TF32 && math != TK_MATH_BF16)
+        return tk__fail(TK_EINVAL, "tk_cuda_set_math: math must be TK_MATH_FP32, TK_MATH_TF32 or TK_MATH_BF16 (got %d)",
+                        math);
+    tk__cuda_math = math;
+    return TK_OK;
+}
+
+TKDEF int tk_cuda_get_math(void) { return tk__cuda_math; }
+
 TKDEF tk_attention_cuda_config tk_attention_cuda_config_default(void)
 {
     tk_attention_cuda_config c;

@@ -10,7 +10,12 @@
    path of tensor.h):
      GEMM / matmul   cuBLAS SGEMM in its default FP32 math mode (no TF32):
                      |gpu - cpu| <= 1e-4 * sum_k |a_ik b_kj| per element (tested as
-                     rtol 1e-4 on K-normalised data, atol 1e-4).
+                     rtol 1e-4 on K-normalised data, atol 1e-4). With tk_cuda_set_math
+                     TF32 / BF16 (cublasGemmEx, FAST_TF32 / FAST_16BF): each input rounded
+                     (or truncated: either is allowed) to 10 / 7 mantissa bits, so per
+                     element |gpu - cpu| <= e * sum_k |a_ik b_kj| with e = 2^-9 (tf32) and
+                     2^-7 (bf16): the two inputs' relative errors (<= 2^-10 / 2^-8 each
+                     when truncated) plus fp32 accumulation.
      layernorm       two-pass mean/variance in fp32 per row: rtol 1e-5, atol 1e-5.
      gelu, adamw     element-wise, same formulas: rtol 1e-5, atol 1e-6 (adamw 1e-6).
      softmax, CE     block reductions in a different order: rtol 1e-5, atol 1e-6.
@@ -114,9 +119,20 @@ TKDEF int tk_sgemm_cuda(int transA, int transB, int M, int N, int K, float alpha
         return tk__fail(TK_EINVAL, "tk_sgemm_cuda: alpha and beta must be finite");
     if ((rc = tk__cublas_get((cudaStream_t)stream, &h)) != TK_OK) return rc;
     /* Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap operands. */
-    if (cublasSgemm(h, transB ? CUBLAS_OP_T : CUBLAS_OP_N, transA ? CUBLAS_OP_T : CUBLAS_OP_N,
-                    N, M, K, &alpha, B, ldb, A, lda, &beta, C, ldc) != CUBLAS_STATUS_SUCCESS)
-        return tk__fail(TK_ECUDA, "tk_sgemm_cuda: cublasSgemm failed");
+    if (tk__cuda_math == TK_MATH_FP32) {
+        if (cublasSgemm(h, transB ? CUBLAS_OP_T : CUBLAS_OP_N, transA ? CUBLAS_OP_T : CUBLAS_OP_N,
+                        N, M, K, &alpha, B, ldb, A, lda, &beta, C, ldc) != CUBLAS_STATUS_SUCCESS)
+            return tk__fail(TK_ECUDA, "tk_sgemm_cuda: cublasSgemm failed");
+    } else {
+        /* tk_cuda_set_math: fp32 buffers, tf32 / bf16 products on the tensor cores */
+        cublasComputeType_t ct = tk__cuda_math == TK_MATH_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                                               : CUBLAS_COMPUTE_32F_FAST_16BF;
+        if (cublasGemmEx(h, transB ? CUBLAS_OP_T : CUBLAS_OP_N, transA ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha, B,
+                         CUDA_R_32F, ldb, A, CUDA_R_32F, lda, &beta, C, CUDA_R_32F, ldc, ct,
+                         CUBLAS_GEMM_DEFAULT) != CUBLAS_STATUS_SUCCESS)
+            return tk__fail(TK_ECUDA, "tk_sgemm_cuda: cublasGemmEx (%s) failed",
+                            tk__cuda_math == TK_MATH_TF32 ? "tf32" : "bf16");
+    }
     return TK_OK;
 }
 

@@ -42,7 +42,9 @@
        pointers from host ones, so "host pointer passed to a _cuda function" is testable.
      - Streams and events: created and destroyed; work runs synchronously at the launch,
        so every stream operation is already complete; event times are host wall-clock.
-     - cuBLAS: cublasSgemm (column-major, FP32 accumulation) is a plain reference loop.
+     - cuBLAS: cublasSgemm (column-major, FP32 accumulation) is a plain reference loop;
+       cublasGemmEx with fp32 storage and the FAST_TF32 / FAST_16BF compute types reduces
+       each input as tensor cores do (tf32: low 13 bits dropped; bf16: nearest even) first.
 
    What it cannot catch: the CUDA memory model beyond barriers (a missing __threadfence,
    stale L1 reads, volatile), races between blocks (blocks never overlap here), code that
@@ -1037,6 +1039,57 @@ static inline cublasStatus_t cublasSgemm(cublasHandle_t h, cublasOperation_t ta,
             float *c = &C[(size_t)j * ldc + i];
             *c = *beta == 0.0f ? *alpha * acc : *alpha * acc + *beta * *c;
         }
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+/* cublasGemmEx for fp32 storage with a reduced-precision compute type (what
+   tk_sgemm_cuda uses for TK_MATH_TF32 / TK_MATH_BF16): every product's inputs are first
+   reduced as tensor cores see them (CUBLAS_COMPUTE_32F_FAST_TF32: the low 13 mantissa
+   bits dropped; CUBLAS_COMPUTE_32F_FAST_16BF: rounded to bf16, nearest even), then
+   multiplied and summed in fp32 in k order. CUBLAS_COMPUTE_32F is cublasSgemm. Only fp32
+   A, B, C (CUDA_R_32F) are accepted. */
+typedef enum { CUDA_R_32F = 0, CUDA_R_16F = 2, CUDA_R_16BF = 14 } cudaDataType;
+typedef enum { CUBLAS_COMPUTE_32F = 68, CUBLAS_COMPUTE_32F_FAST_16F = 74, CUBLAS_COMPUTE_32F_FAST_16BF = 75,
+               CUBLAS_COMPUTE_32F_FAST_TF32 = 77 } cublasComputeType_t;
+typedef enum { CUBLAS_GEMM_DEFAULT = -1 } cublasGemmAlgo_t;
+static inline cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
+                                          int k, const void *alpha, const void *A, cudaDataType at, int lda,
+                                          const void *B, cudaDataType bt, int ldb, const void *beta, void *C,
+                                          cudaDataType ct, int ldc, cublasComputeType_t comp, cublasGemmAlgo_t)
+{
+    if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+    if (at != CUDA_R_32F || bt != CUDA_R_32F || ct != CUDA_R_32F ||
+        (comp != CUBLAS_COMPUTE_32F && comp != CUBLAS_COMPUTE_32F_FAST_16BF && comp != CUBLAS_COMPUTE_32F_FAST_TF32))
+        return CUBLAS_STATUS_INVALID_VALUE; /* not emulated */
+    if (comp == CUBLAS_COMPUTE_32F)
+        return cublasSgemm(h, ta, tb, m, n, k, (const float *)alpha, (const float *)A, lda, (const float *)B, ldb,
+                           (const float *)beta, (float *)C, ldc);
+    if (m < 0 || n < 0 || k < 0 || !alpha || !beta || lda < (ta == CUBLAS_OP_N ? (m > 1 ? m : 1) : (k > 1 ? k : 1)) ||
+        ldb < (tb == CUBLAS_OP_N ? (k > 1 ? k : 1) : (n > 1 ? n : 1)) || ldc < (m > 1 ? m : 1))
+        return CUBLAS_STATUS_INVALID_VALUE;
+    if ((m && k && !ak_sim__dev_range(A, 1)) || (n && k && !ak_sim__dev_range(B, 1)) || (m && n && !ak_sim__dev_range(C, 1))) {
+        fprintf(stderr, "cuda_sim: cublasGemmEx: an operand is not device memory\n");
+        return CUBLAS_STATUS_INVALID_VALUE;
+    }
+    {
+        const float *Af = (const float *)A, *Bf = (const float *)B, al = *(const float *)alpha, be = *(const float *)beta;
+        float *Cf = (float *)C;
+        auto red = [comp](float x) {
+            return comp == CUBLAS_COMPUTE_32F_FAST_TF32 ? __uint_as_float(__float_as_uint(x) & 0xffffe000u)
+                                                        : __bfloat162float(__float2bfloat16_rn(x));
+        };
+        for (int j = 0; j < n; j++)
+            for (int i = 0; i < m; i++) {
+                float acc = 0.0f;
+                for (int p = 0; p < k; p++) {
+                    float a = ta == CUBLAS_OP_N ? Af[(size_t)p * lda + i] : Af[(size_t)i * lda + p];
+                    float b = tb == CUBLAS_OP_N ? Bf[(size_t)j * ldb + p] : Bf[(size_t)p * ldb + j];
+                    acc += red(a) * red(b);
+                }
+                float *c = &Cf[(size_t)j * ldc + i];
+                *c = be == 0.0f ? al * acc : al * acc + be * *c;
+            }
+    }
     return CUBLAS_STATUS_SUCCESS;
 }
 

@@ -245,6 +245,61 @@ static void test_smoothing_temps_nopos(void)
     run_case("label smoothing, head temperatures, no positions", &c, &o);
 }
 
+/* The device model with tk_cuda_set_math(TF32 / BF16): GEMMs and the attention on tensor
+   cores (emulated in the simulation), everything else fp32. Not a parity case: a rounded
+   model. What must hold: the loss within 1e-2 relative of the fp32 CPU's, and every
+   parameter tensor's gradient within 5e-2 of its largest |gradient| on the CPU (bf16 keeps
+   8 bits: one product's relative error is up to 2^-8 = 3.9e-3, and the gradients pass
+   through 2 layers of such products in both directions; measured values are printed). */
+static void test_reduced_precision_step(void)
+{
+    mdl_config c = toy(MDL_FFN_GELU, MDL_NORM_LAYER, MDL_POS_LEARNED);
+    mdl_opts o = mdl_opts_default();
+    int x[PB * PT], y[PB * PT], mi, i;
+    char err[256];
+    NEED_GPU();
+    o.train = 1;
+    toy_batch(x, y, 17);
+    for (mi = 0; mi < 2; mi++) {
+        const int math = mi ? TK_MATH_BF16 : TK_MATH_TF32;
+        mdl_model *mc = NULL, *md = NULL;
+        mdl_stats sc, sd;
+        double worst = 0.0;
+        CHECK_INT_EQ(mdl_create_on(&mc, &c, 9, MDL_DEVICE_CPU, err, sizeof err), MDL_OK);
+        CHECK_INT_EQ(mdl_create_on(&md, &c, 9, MDL_DEVICE_CUDA, err, sizeof err), MDL_OK);
+        if (!mc || !md) {
+            mdl_destroy(mc);
+            mdl_destroy(md);
+            return;
+        }
+        CHECK_INT_EQ(tk_cuda_set_math(math), TK_OK);
+        mdl_zero_grad(mc);
+        mdl_zero_grad(md);
+        CHECK_INT_EQ(mdl_forward(mc, x, y, PB, PT, &o, &sc), MDL_OK);
+        CHECK_INT_EQ(mdl_forward(md, x, y, PB, PT, &o, &sd), MDL_OK);
+        CHECK_INT_EQ(mdl_backward(mc), MDL_OK);
+        CHECK_INT_EQ(mdl_backward(md), MDL_OK);
+        CHECK_INT_EQ(tk_cuda_set_math(TK_MATH_FP32), TK_OK);
+        CHECK_CLOSE(sd.loss, sc.loss, 1e-2, 0.0);
+        CHECK(sd.loss != sc.loss); /* the reduced arithmetic was in effect */
+        {
+            size_t np = mdl_num_params(mc);
+            std::vector<float> gd = host_of(mdl_grads(md), np);
+            for (i = 0; i < mdl_num_tensors(mc); i++) {
+                const mdl_tensor *t = mdl_tensor_at(mc, i);
+                double e = rel_maxerr(gd.data() + t->offset, mdl_grads(mc) + t->offset, t->numel);
+                if (!(e <= 5e-2)) printf("    %s grad %s: rel err %.3g\n", mi ? "bf16" : "tf32", t->name, e);
+                CHECK(e <= 5e-2);
+                worst = e > worst ? e : worst;
+            }
+        }
+        printf("    %s: loss %.6f (cpu fp32 %.6f, rel %.2g), worst gradient error %.3g of the tensor's max\n",
+               mi ? "bf16" : "tf32", sd.loss, sc.loss, fabs(sd.loss - sc.loss) / sc.loss, worst);
+        mdl_destroy(mc);
+        mdl_destroy(md);
+    }
+}
+
 static void test_refusals(void)
 {
     mdl_config c = toy(MDL_FFN_GELU, MDL_NORM_LAYER, MDL_POS_LEARNED);
@@ -329,6 +384,7 @@ static void trainer_cfg(trn_config *c, int device)
     c->cg = 0;
     c->seed = 5;
     c->device = device;
+    c->precision = TK_MATH_FP32; /* the parity path (the device's default is bf16) */
 }
 
 static trn *mk_trainer(const trn_config *c)
@@ -386,6 +442,26 @@ static void test_trainer_follows_cpu(void)
     }
     trn_destroy(a);
     trn_destroy(b);
+    /* --precision auto on the device is bf16 (trn_create sets tk_cuda_set_math): a rounded
+       run that must stay close to the CPU's for a few steps (1e-2 relative loss) */
+    cd.precision = -1;
+    a = mk_trainer(&cc);
+    b = mk_trainer(&cd);
+    if (a && b) {
+        CHECK_INT_EQ(tk_cuda_get_math(), TK_MATH_BF16);
+        wl = 0.0;
+        for (s = 0; s < 3; s++) {
+            trn_step_info ia, ib;
+            CHECK_INT_EQ(trn_step(a, &ia), TRN_OK);
+            CHECK_INT_EQ(trn_step(b, &ib), TRN_OK);
+            CHECK_CLOSE(ib.loss, ia.loss, 1e-2, 0.0);
+            wl = fabs(ib.loss - ia.loss) / ia.loss > wl ? fabs(ib.loss - ia.loss) / ia.loss : wl;
+        }
+        printf("    bf16 trainer, 3 steps: worst loss difference %.3g relative\n", wl);
+    }
+    trn_destroy(a);
+    trn_destroy(b);
+    CHECK_INT_EQ(tk_cuda_set_math(TK_MATH_FP32), TK_OK);
 }
 
 static void test_trainer_resume(void)
@@ -472,6 +548,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_gelu_layernorm_learned);
     TEST_RUN(test_relu2_rms_rope);
     TEST_RUN(test_smoothing_temps_nopos);
+    TEST_RUN(test_reduced_precision_step);
     TEST_RUN(test_refusals);
     TEST_RUN(test_trainer_follows_cpu);
     TEST_RUN(test_trainer_resume);

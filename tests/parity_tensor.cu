@@ -42,6 +42,60 @@ static void test_sgemm_shapes(void)
             }
 }
 
+/* tk_cuda_set_math: the device GEMM in tf32 / bf16 against the CPU's fp32 one, per element
+   within e * sum_k |a_ik b_kj| (e = 2^-9 tf32, 2^-7 bf16: cuda/tensor.cuh); the error must
+   also be real (above fp32's) so the mode is known to be in effect; the routed matmul
+   follows the mode; FP32 restored gives SGEMM's result again; bad modes refused. */
+static void test_sgemm_math(void)
+{
+    const int M = 37, N = 29, K = 300;
+    const int modes[2] = {TK_MATH_TF32, TK_MATH_BF16};
+    const double e_mode[2] = {1.0 / 512.0, 1.0 / 128.0};
+    int mi;
+    CHECK_INT_EQ(tk_cuda_get_math(), TK_MATH_FP32);
+    CHECK_INT_EQ(tk_cuda_set_math(7), TK_EINVAL);
+    CHECK_INT_EQ(tk_cuda_get_math(), TK_MATH_FP32);
+    NEED_GPU();
+    tt_seed(41);
+    std::vector<float> A = randn((size_t)M * K, 1.0), Bm = randn((size_t)N * K, 1.0), C((size_t)M * N, 0.0f);
+    std::vector<float> ref = C, bound((size_t)M * N, 0.0f);
+    CHECK_INT_EQ(tk_sgemm(0, 1, M, N, K, 1.0f, A.data(), K, Bm.data(), K, 0.0f, ref.data(), N), TK_OK);
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            double s = 0.0;
+            for (int p = 0; p < K; p++) s += fabs((double)A[(size_t)i * K + p] * Bm[(size_t)j * K + p]);
+            bound[(size_t)i * N + j] = (float)s;
+        }
+    float *dA = dput(A), *dB = dput(Bm), *dC = dput(C);
+    for (mi = 0; mi < 2; mi++) {
+        double worst = 0.0, worst_rel = 0.0;
+        CHECK_INT_EQ(tk_cuda_set_math(modes[mi]), TK_OK);
+        CHECK_INT_EQ(tk_cuda_get_math(), modes[mi]);
+        CHECK_INT_EQ(tk_sgemm_cuda(0, 1, M, N, K, 1.0f, dA, K, dB, K, 0.0f, dC, N, NULL), TK_OK);
+        std::vector<float> got = dget(dC, C.size());
+        for (size_t e = 0; e < got.size(); e++) {
+            double d = fabs((double)got[e] - (double)ref[e]), r = d / (double)bound[e];
+            worst = d > worst ? d : worst;
+            worst_rel = r > worst_rel ? r : worst_rel;
+            CHECK(r <= e_mode[mi]);
+        }
+        CHECK(worst_rel > 1e-6); /* reduced precision really in effect */
+        /* the routed matmul follows the mode: bit-identical to the direct call */
+        CHECK_INT_EQ(tk_matmul_forward(dC, dA, dB, NULL, M, K, N), TK_OK);
+        std::vector<float> got2 = dget(dC, C.size());
+        CHECK(memcmp(got.data(), got2.data(), got.size() * sizeof(float)) == 0);
+        printf("  sgemm %s: worst |err| %.3g, worst |err| / sum|ab| %.3g (bound %.3g)\n", mi ? "bf16" : "tf32", worst,
+               worst_rel, e_mode[mi]);
+    }
+    CHECK_INT_EQ(tk_cuda_set_math(TK_MATH_FP32), TK_OK);
+    CHECK_INT_EQ(tk_sgemm_cuda(0, 1, M, N, K, 1.0f, dA, K, dB, K, 0.0f, dC, N, NULL), TK_OK);
+    {
+        std::vector<float> got = dget(dC, C.size());
+        CHECK_ALL_CLOSE(got.data(), ref.data(), (long)got.size(), 1e-4, 1e-4);
+    }
+    dfree(dA); dfree(dB); dfree(dC);
+}
+
 static void test_matmul(void)
 {
     const int N = 37, C = 48, OC = 29;
@@ -1494,6 +1548,7 @@ int main(int argc, char **argv)
     else parity_print_device();
     TEST_RUN(test_cuda_bad_input);
     TEST_RUN(test_sgemm_shapes);
+    TEST_RUN(test_sgemm_math);
     TEST_RUN(test_matmul);
     TEST_RUN(test_embedding);
     TEST_RUN(test_layernorm);

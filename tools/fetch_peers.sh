@@ -17,6 +17,11 @@
 #         HEAD) into peers/ (ignored by git through .git/info/exclude; never committed),
 #         with its commit in peers/polar_triton.commit. Carry peers/ as well as .whl/;
 #         tools/gpu_check.sh puts peers/ on PYTHONPATH.
+#   deps  not a peer: stb_ds.h, stb_image_write.h, lzma.h and liblzma.so.5 copied from this
+#         machine into peers/deps/, for tests/parity_model.cu on a GPU image without
+#         libstb-dev / liblzma-dev (tools/gpu_check.sh uses them when present).
+#   data  not a peer: the tokenised WikiText-2 splits (../shared/data/wt2.*.gpt2.u16) into
+#         peers/data/, for gpu_check's wt2_train run on the device (3 MB).
 #   fla   fla-core (flash-linear-attention's kernels), for bench/bench_gdelta_cuda.cu
 #         through bench/peer_fla.py (chunk_gated_delta_rule). A pure-Python wheel
 #         (py3-none-any); its one unconditional need, einops, and the torch/triton of its
@@ -90,12 +95,41 @@ peer_atma() { # bench/bench_polar_cuda.cu's Triton peer (issue 13)
         "($(wc -c < peers/polar_triton.py) bytes)"
 }
 
+peer_deps() { # the C dependencies tests/parity_model.cu needs (stb_ds.h, liblzma), in case
+    # the GPU image lacks them: copied from this machine into peers/deps/{include,lib};
+    # tools/gpu_check.sh adds them to the nvcc command line when present
+    local ex f so
+    ex=$(git rev-parse --git-path info/exclude) && mkdir -p "$(dirname "$ex")" \
+        && { grep -qxF '/peers/' "$ex" 2>/dev/null || echo '/peers/' >> "$ex"; }
+    mkdir -p peers/deps/include/stb peers/deps/lib
+    for f in /usr/include/stb/stb_ds.h /usr/include/stb/stb_image_write.h; do
+        [ -f "$f" ] || { echo "fetch_peers: $f missing (install libstb-dev)" >&2; return 1; }
+        cp "$f" peers/deps/include/stb/
+    done
+    [ -f /usr/include/lzma.h ] || { echo "fetch_peers: /usr/include/lzma.h missing (install liblzma-dev)" >&2; return 1; }
+    cp /usr/include/lzma.h peers/deps/include/ && cp -r /usr/include/lzma peers/deps/include/
+    so=$(readlink -f "$(ldconfig -p | awk '/liblzma.so.5 .*x86-64/ {print $NF; exit}')")
+    [ -f "$so" ] || { echo "fetch_peers: liblzma.so.5 not found" >&2; return 1; }
+    cp "$so" peers/deps/lib/liblzma.so.5 && cp "$so" peers/deps/lib/liblzma.so
+    echo "fetch_peers: deps -> peers/deps ($(du -sk peers/deps | awk '{print $1}') KiB)"
+}
+
+peer_data() { # the tokenised WikiText-2 splits for gpu_check's wt2_train run (never committed)
+    local src=${WT2_DIR:-../shared/data} ex
+    ls "$src"/wt2.*.gpt2.u16 >/dev/null 2>&1 || { echo "fetch_peers: no wt2.*.gpt2.u16 in $src" >&2; return 1; }
+    ex=$(git rev-parse --git-path info/exclude) && mkdir -p "$(dirname "$ex")" \
+        && { grep -qxF '/peers/' "$ex" 2>/dev/null || echo '/peers/' >> "$ex"; }
+    mkdir -p peers/data
+    cp "$src"/wt2.*.gpt2.u16 peers/data/
+    echo "fetch_peers: data -> peers/data ($(du -sk peers/data | awk '{print $1}') KiB)"
+}
+
 PEERS="fla atma"
 [ $# -gt 0 ] && PEERS="$*"
 mkdir -p "$WHL"
 exclude_whl
 for p in $PEERS; do
-    if ! declare -F "peer_$p" >/dev/null; then echo "fetch_peers: unknown peer '$p' (known: fla atma)" >&2; exit 2; fi
+    if ! declare -F "peer_$p" >/dev/null; then echo "fetch_peers: unknown peer '$p' (known: fla atma deps data)" >&2; exit 2; fi
     "peer_$p"
 done
 total=$(du -sk "$WHL" | awk '{print $1}')

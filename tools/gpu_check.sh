@@ -8,6 +8,8 @@
 #   4. runs compute-sanitizer (memcheck, racecheck, initcheck, synccheck) over every
 #      parity binary;
 #   5. runs every GPU benchmark and keeps its figures (its last line is the headline);
+#   5b. builds build/cuda/wt2_train and trains --preset tiny-plain for 200 steps on the GPU
+#      and on the CPU when the tokenised data was carried (tools/fetch_peers.sh data);
 #   6. writes OUT/report.md and OUT/report.json (device, versions, every case, every
 #      sanitizer verdict, every figure) and OUT/logs.tar.gz (all raw logs), and prints a
 #      one-line summary last.
@@ -58,10 +60,17 @@ echo "gpu-check: $(head -n 1 "$LOGS/device.txt"), sm_${CC}, building..."
 
 # ---------------------------------------------------------------- build
 : > "$LOGS/build.tsv"
+# C dependencies of parity_model (stb_ds.h, liblzma): the system's, else the carried
+# peers/deps (tools/fetch_peers.sh deps), which also goes on LD_LIBRARY_PATH
+DEPFLAGS="-isystem /usr/include/stb"
+if [ -d peers/deps ]; then
+    DEPFLAGS="$DEPFLAGS -isystem $PWD/peers/deps/include/stb -isystem $PWD/peers/deps/include -L$PWD/peers/deps/lib"
+    export LD_LIBRARY_PATH="$PWD/peers/deps/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
 build() { # build <src> <exe> <extra flags...>
     src=$1; exe=$2; shift 2
-    if "$NVCC" -O3 -std=c++17 $ARCH -lineinfo -I. -Xcompiler -Wall,-Wextra,-fopenmp "$@" "$src" -o "$exe" \
-        -lcublas -lgomp -lm > "$LOGS/build_$(basename "$exe").log" 2>&1; then
+    if "$NVCC" -O3 -std=c++17 $ARCH -lineinfo -I. $DEPFLAGS -Xcompiler -Wall,-Wextra,-fopenmp "$@" "$src" -o "$exe" \
+        -lcublas -lgomp -lm -llzma -lpthread > "$LOGS/build_$(basename "$exe").log" 2>&1; then
         printf '%s\tok\n' "$(basename "$exe")" >> "$LOGS/build.tsv"
     else
         printf '%s\tFAILED\n' "$(basename "$exe")" >> "$LOGS/build.tsv"
@@ -132,6 +141,27 @@ for t in $BENCHES; do
 done
 echo "gpu-check: benchmarks done at $(elapsed) s"
 
+# ------------------------------------------------- the trainer on the GPU
+# build/cuda/wt2_train (impl.c by nvcc) on the carried data (tools/fetch_peers.sh data, or
+# WT2_DIR): --preset tiny-plain for 200 steps on the GPU (bf16), then the same on the CPU,
+# both evaluated the same way; the report keeps both last lines.
+: > "$LOGS/train.tsv"
+WT2=${WT2_DIR:-peers/data}
+if selected wt2_train && ls "$WT2"/wt2.*.gpt2.u16 >/dev/null 2>&1 && ! over_budget; then
+    if make -s build/cuda/wt2_train NVCC="$NVCC" CUDA_ARCHS="$ARCH" \
+        INC="-I. $DEPFLAGS" LIBS="-lm -llzma -lpthread" > "$LOGS/build_wt2_train.log" 2>&1; then
+        for dev in cuda cpu; do
+            if over_budget; then printf '%s\tskipped-budget\n' "$dev" >> "$LOGS/train.tsv"; continue; fi
+            timeout 240 build/cuda/wt2_train --preset tiny-plain --device "$dev" --max-steps 200 --final-chunks 64 \
+                --data-dir "$WT2" --out-dir "$LOGS/wt2_$dev" > "$LOGS/train_$dev.out" 2> "$LOGS/train_$dev.err"
+            printf '%s\t%s\n' "$dev" "$?" >> "$LOGS/train.tsv"
+        done
+    else
+        printf 'build\tFAILED\n' >> "$LOGS/train.tsv"
+    fi
+fi
+echo "gpu-check: trainer done at $(elapsed) s"
+
 # --------------------------------------------------------------- report
 ELAPSED=$(elapsed)
 tar -czf "$OUT/logs.tar.gz" -C "$LOGS" . 2>/dev/null
@@ -183,6 +213,10 @@ for name, tool, rc in tsv("sanitizer.tsv"):
 for name, rc in tsv("bench.tsv"):
     o = rd("bench_%s.out" % name).strip().splitlines()
     rep["benchmarks"][name] = {"exit": rc, "headline": o[-1] if o else "", "output": o[-60:]}
+rep["trainer"] = {}
+for name, rc in tsv("train.tsv"):  # build/cuda/wt2_train --preset tiny-plain, --device cuda then cpu
+    o = (rd("train_%s.out" % name) + rd("train_%s.err" % name)).strip().splitlines()
+    rep["trainer"][name] = {"exit": rc, "output": o[-25:]}
 P = sum(v["passed"] for v in rep["parity"].values()); F = sum(v["failed"] for v in rep["parity"].values())
 S = sum(v["skipped"] for v in rep["parity"].values())
 san = [t for v in rep["sanitizer"].values() for t in v.values()]
@@ -215,12 +249,17 @@ L += ["", "## Benchmarks", ""]
 if not rep["benchmarks"]: L.append("(no bench/bench_*_cuda.cu yet)")
 for k, v in sorted(rep["benchmarks"].items()):
     L += ["### %s (exit %s)" % (k, v["exit"]), "", "```"] + v["output"] + ["```", ""]
+L += ["", "## wt2_train --preset tiny-plain, 200 steps (GPU, then CPU)", ""]
+if not rep["trainer"]: L.append("(not run: no carried data, or over budget)")
+for k, v in rep["trainer"].items():
+    L += ["### --device %s (exit %s)" % (k, v["exit"]), "", "```"] + v["output"] + ["```", ""]
 open(os.path.join(out, "report.md"), "w").write("\n".join(L) + "\n")
 s = rep["summary"]
 print("gpu-check: %s | parity %d passed, %d failed, %d skipped | sanitizer %d clean, %d problems, %d skipped | "
       "benchmarks %d/%d ok | build failures %d | %d s | report %s/report.md" %
       (rep["device"], P, F, S, clean, bad, skipped_san, bench_ok, len(rep["benchmarks"]), bfail, elapsed, out))
-sys.exit(0 if F == 0 and bad == 0 and bfail == 0 and bench_ok == len(rep["benchmarks"]) else 1)
+tfail = sum(v["exit"] not in ("0", "skipped-budget") for v in rep["trainer"].values())
+sys.exit(0 if F == 0 and bad == 0 and bfail == 0 and tfail == 0 and bench_ok == len(rep["benchmarks"]) else 1)
 PY
 rc=$?
 rm -rf "$LOGS" ${SITE:+"$SITE"}

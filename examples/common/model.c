@@ -1253,6 +1253,15 @@ static int mdl__prior_cached(mdl_model *m, int l, const era_rpa_params *rp, int 
     return era_cache_get(pc, T, out);
 }
 
+/* The device attention's arithmetic: the device GEMMs' (tk_cuda_set_math) where the
+   tensor-core kernels take the head width (a multiple of 16, <= 128), else fp32. */
+static tk_attention_cuda_config mdl__attn_cfg(const mdl_model *m)
+{
+    tk_attention_cuda_config ac = tk_attention_cuda_config_default();
+    if (m->D % 16 == 0 && m->D <= 128) ac.math = tk_cuda_get_math();
+    return ac;
+}
+
 static int mdl__attn_bwd_gated(mdl_model *m, int l, const float *dout);
 static int mdl__gate_layer_dense(const mdl_model *m, int l);
 static int mdl__gate_layer_frozen(const mdl_model *m, int l);
@@ -1334,8 +1343,9 @@ static int mdl__softmax_fwd(mdl_model *m, int l, const mdl_opts *o, mdl_stats *s
         if (m->dev != MDL_DEVICE_CPU) {
             /* flash-style: keeps each row's log-sum-exp and the output for the backward
                (gate rows, observables and the entropy are refused before the forward) */
-            MDL__TRY(tk_attention_forward_cuda(a->atto, a->lse, a->q, a->k, a->v, bias, 0, m->temp_d + (size_t)l * H,
-                                               B, H, T, D, NULL), "tk_attention_forward_cuda");
+            tk_attention_cuda_config ac = mdl__attn_cfg(m);
+            MDL__TRY(tk_attention_forward_cuda_ex(a->atto, a->lse, a->q, a->k, a->v, bias, 0, m->temp_d + (size_t)l * H,
+                                                  B, H, T, D, &ac, NULL), "tk_attention_forward_cuda_ex");
         } else if (!gate && !ent && !o->want_attn_obs) {
             MDL__TRY(tk_attention_forward(m->atty, a->probs, a->q, a->k, a->v, bias, 0, m->temp + (size_t)l * H,
                                           B, H, T, D), "tk_attention_forward");
@@ -2143,9 +2153,10 @@ static int mdl__block_bwd(mdl_model *m, int l)
                 dtp = dtemp;
             }
             if (m->dev != MDL_DEVICE_CPU) {
-                MDL__TRY(tk_attention_backward_cuda(m->dq, m->dk, m->dv, dbp, dtp, dbr, a->atto, a->lse, a->q, a->k,
-                                                    a->v, NULL, 0, m->temp_d + (size_t)l * H, B, H, T, D, NULL),
-                         "tk_attention_backward_cuda");
+                tk_attention_cuda_config ac = mdl__attn_cfg(m);
+                MDL__TRY(tk_attention_backward_cuda_ex(m->dq, m->dk, m->dv, dbp, dtp, dbr, a->atto, a->lse, a->q, a->k,
+                                                       a->v, NULL, 0, m->temp_d + (size_t)l * H, B, H, T, D, &ac, NULL),
+                         "tk_attention_backward_cuda_ex");
             } else if (mdl__gate_layer_dense(m, l)) {
                 MDL__TRY(tk_attention_backward(m->dq, m->dk, m->dv, dbp, dtp, dbr, a->probs, a->q, a->k, a->v,
                                                0, m->temp + (size_t)l * H, B, H, T, D),

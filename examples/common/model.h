@@ -209,7 +209,10 @@ int mdl_create(mdl_model **out, const mdl_config *cfg, uint64_t seed, char *err,
    mdl_device_supports says whether cfg runs there (MDL_EINVAL and why, if not); the
    forward also refuses, on a device model, the options it cannot honour yet (attention
    observables, gate rows, the entropy band, target weights). mdl_create_on fails with
-   MDL_EINVAL when no CUDA device can be used (a build without CUDA included). */
+   MDL_EINVAL when no CUDA device can be used (a build without CUDA included).
+   Precision on the device: tensor.h's tk_cuda_set_math (fp32, tf32, bf16) sets the GEMMs'
+   arithmetic and, where the head width is a multiple of 16 up to 128, the attention's
+   (tk_attention_cuda_config.math); buffers, master weights and the optimiser stay fp32. */
 enum { MDL_DEVICE_CPU = 0, MDL_DEVICE_CUDA = 1 };
 int mdl_create_on(mdl_model **out, const mdl_config *cfg, uint64_t seed, int device, char *err,
                   size_t errlen);

@@ -41,6 +41,7 @@ static void trn__base(trn_config *c)
     c->epochs = 1;
     c->max_steps = 0;
     c->final_weights = -1;
+    c->precision = -1; /* auto */
     c->holdout = 0.1f;
     c->eval_every = 0;
     c->eval_max_chunks = 0;
@@ -129,7 +130,7 @@ int trn_preset(const char *name, trn_config *c)
 {
     if (!name || !c) return TRN_EINVAL;
     trn__base(c);
-    if (!strcmp(name, "tiny") || !strcmp(name, "tiny-baseline")) {
+    if (!strcmp(name, "tiny") || !strcmp(name, "tiny-baseline") || !strcmp(name, "tiny-plain")) {
         /* the seed-000 recipe at a size that trains in minutes on 2 cores: 300 steps of
            1,024 tokens (~1.4 passes over the 225K training tokens of ../shared/data), with
            "epochs" of 50 steps for the context game and SWA-select */
@@ -158,6 +159,16 @@ int trn_preset(const char *name, trn_config *c)
         c->guardian_start = 50;
         c->guardian_ramp = 100;
         if (!strcmp(name, "tiny-baseline")) trn__recipe_off(c);
+        if (!strcmp(name, "tiny-plain")) {
+            /* a plain pre-norm GELU transformer at the tiny budget: what the CUDA model runs
+               today (model.h mdl_device_supports) */
+            trn__recipe_off(c);
+            c->model.ffn = MDL_FFN_GELU;
+            c->model.res_gate = 0;
+            c->model.value_gate = 0;
+            c->model.dropout = 0.0f;
+            c->ent_floor_alpha = 0.0f;
+        }
     } else if (!strcmp(name, "era-gac-tiny")) {
         /* seed 003's pairing at the tiny budget: ERA prior (R = nb = 32, eps 0.05, 5
            iterations, sigma 0.1, alpha 1, delta 1e-5) + GAC (beta 0.1, delta 0, tau in
@@ -247,6 +258,7 @@ static const char *const trn__peval_names[] = {"running", "batch", NULL};
 static const char *const trn__ceas_preset_names[] = {"9k", "14m", "gpt", NULL};
 static const char *const trn__onoff_names[] = {"off", "on", NULL};
 static const char *const trn__device_names[] = {"cpu", "cuda", NULL}; /* MDL_DEVICE_* order */
+static const char *const trn__precision_names[] = {"fp32", "tf32", "bf16", NULL}; /* TK_MATH_* order */
 
 typedef struct trn__opt {
     const char *flag;
@@ -363,6 +375,9 @@ static const trn__opt trn__opts[] = {
     {"device", K_ENUM, TO(device), trn__device_names, 0,
      "cpu|cuda: where the model trains (cuda: a build with nvcc and a GPU; for now softmax attention "
      "without prior, memory, MoE, gates or dropout, and no GAC or CEAS controller)"},
+    {"precision", K_WENUM, TO(precision), trn__precision_names, 0,
+     "auto|fp32|tf32|bf16: the device's GEMM and attention arithmetic (fp32 buffers, master weights "
+     "and optimiser; auto: bf16 on cuda; the CPU is always fp32)"},
     {"data-dir", K_STR, TO(data_dir), NULL, 0, "WikiText-2 directory (default $WT2_DIR or the built-in path)"},
     {"out-dir", K_STR, TO(out_dir), NULL, 0, "output directory (metrics, PNG, checkpoints)"},
 };
@@ -535,6 +550,9 @@ void trn_print_presets(FILE *f)
 "                 20%, floor 10% [ours].\n"
 "  tiny-baseline  tiny with the RPA prior, Guardian, SWA-select, context game and chaos off\n"
 "                 (EMA stays on, as in the paper's baseline).\n"
+"  tiny-plain     tiny-baseline as a plain transformer: GELU MLP instead of the fuzzy MoE, no\n"
+"                 residual/value gates, no dropout, no entropy floor [ours]: the model\n"
+"                 --device cuda runs today (same budget; also on the CPU).\n"
 "  era-gac-tiny   seed 003: ERA prior (R = nb = 32, eps 0.05, 5 iterations, sigma 0.1,\n"
 "                 alpha 1, delta 1e-5) + GAC (EMA beta 0.1, dead zone 0, tau_gac in\n"
 "                 [0.5, 2.5] dividing the whole logits, eta 0.01, entropy band [2, 5])\n"
@@ -688,6 +706,11 @@ int trn_config_validate(const trn_config *c, char *err, size_t errlen)
     if (rc != MDL_OK) return TRN_EINVAL;
     if (c->device != MDL_DEVICE_CPU && c->device != MDL_DEVICE_CUDA)
         return ex_errf(err, errlen, TRN_EINVAL, "--device must be cpu or cuda");
+    if (c->precision < -1 || c->precision > TK_MATH_BF16)
+        return ex_errf(err, errlen, TRN_EINVAL, "--precision must be auto, fp32, tf32 or bf16");
+    if (c->device == MDL_DEVICE_CPU && c->precision > TK_MATH_FP32)
+        return ex_errf(err, errlen, TRN_EINVAL, "--precision %s needs --device cuda (the CPU trains in fp32)",
+                       trn__precision_names[c->precision]);
     if (c->device == MDL_DEVICE_CUDA) {
         /* what the device trainer does not do yet (the configuration alone decides) */
         const char *what = c->controller == TRN_CTRL_CEAS ? "the CEAS controller (it needs the attention observables)"
@@ -896,6 +919,8 @@ int trn_create(trn **out, const trn_config *cfg, const uint16_t *train_ids, size
     mc.gac_tau = cfg->controller == TRN_CTRL_GAC;
     t->cfg.model.gac_tau = mc.gac_tau;
     t->cfg.model.max_T = mc.max_T;
+    if (cfg->device == MDL_DEVICE_CUDA)
+        tk_cuda_set_math(cfg->precision < 0 ? TK_MATH_BF16 : cfg->precision); /* valid: checked above */
     rc = mdl_create_on(&t->m, &mc, cfg->seed, cfg->device, err, errlen);
     if (rc != MDL_OK) { trn_destroy(t); return TRN_EINVAL; }
     t->n = mdl_num_params(t->m);

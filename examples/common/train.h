@@ -98,6 +98,9 @@ typedef struct trn_config {
     int device;             /* MDL_DEVICE_CPU (--device cpu) or MDL_DEVICE_CUDA (--device cuda):
                                where the model, its gradients and the optimiser state live
                                (model.h mdl_create_on); the loader and controllers stay host */
+    int precision;          /* -1 auto (--precision auto: bf16 on cuda, fp32 on the CPU), or
+                               TK_MATH_FP32 / _TF32 / _BF16 (cuda only). trn_create of a cuda
+                               trainer sets tensor.h's process-wide tk_cuda_set_math to it */
     char data_dir[TRN_PATH_MAX];
     char out_dir[TRN_PATH_MAX];
     char preset[32];
@@ -106,6 +109,7 @@ typedef struct trn_config {
 /* Presets (trn_print_presets says what each is, value by value):
    "tiny"          the seed-000 recipe at a size that trains in minutes on 2 cores;
    "tiny-baseline" the same with prior, controller, SWA-select, context game, chaos off;
+   "tiny-plain"    tiny-baseline as a plain GELU transformer (what --device cuda runs);
    "era-gac-tiny"  seed 003's ERA prior + GAC on a plain transformer at the tiny budget;
    "paper"         seed 000 §7, Table 1, Listings 4-6 (8,030 steps of 24,576 tokens);
    "baseline"      the paper's budget and model with the recipe's mechanisms off;
