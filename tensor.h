@@ -218,6 +218,26 @@ TKDEF int tk_dropout_forward(float *out, uint8_t *mask, const float *inp, size_t
                              float p, tk_rng *rng);
 TKDEF int tk_dropout_backward(float *dinp, const float *dout, const uint8_t *mask,
                               size_t n, float p);
+/* Counter-based inverted dropout: the same contract as tk_dropout_forward (out, inp,
+   mask (n); p in [0,1), finite; p == 0 copies inp and sets mask to 1; out may alias inp;
+   backward: tk_dropout_backward with the same p), but element i's keep bit is a pure
+   function of (seed, i), so the CPU (any thread count) and the device
+   (tk_dropout_seeded_forward_cuda) draw the same mask and write the same bits. The hash
+   is SplitMix64's (Vigna; the mixer m is Stafford's "Mix13"), two rounds:
+     G = 0x9E3779B97F4A7C15,
+     m(z): z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9; z = (z ^ (z >> 27)) * 0x94D049BB133111EB;
+           return z ^ (z >> 31)                          (all uint64_t, mod 2^64)
+     key  = m(seed + G)                 (SplitMix64's first output from state seed)
+     bits = m(key + i * G)              (i the 0-based element index, as uint64_t)
+     u    = (float)(bits >> 40) * 2^-24 (24 bits, exact: u in [0, 1))
+     keep = u >= p;   out[i] = keep ? inp[i] * scale : 0,   scale = 1.0f / (1.0f - p)
+   (the scale is tk_dropout_forward's float expression, computed once). Integer
+   arithmetic only up to u, so host and device agree bit for bit. A model draws a fresh
+   mask per call by changing seed (e.g. a per-run base plus a step and layer counter):
+   seeds are hashed before use, so nearby seeds give unrelated masks. Errors (nothing
+   written): NULL pointer, n == 0, p outside [0,1) or not finite: TK_EINVAL. */
+TKDEF int tk_dropout_seeded_forward(float *out, uint8_t *mask, const float *inp, size_t n,
+                                    float p, uint64_t seed);
 
 /* ---------------------------------------------------------------- loss */
 /* Cross-entropy with label smoothing eps in [0,1) (seed 000, Listing 8):
@@ -473,6 +493,14 @@ TKDEF int tk_residual_forward_cuda(float *out, const float *a, const float *b, s
                                    tk_stream stream);
 TKDEF int tk_residual_backward_cuda(float *da, float *db, const float *dout, size_t n,
                                     tk_stream stream);
+/* Seeded dropout on the device: tk_dropout_seeded_forward's contract and hash (mask and
+   out bit-identical to the CPU's), and tk_dropout_backward's (dinp += dout * mask /
+   (1-p), accumulating; bit-identical too). out, mask, inp / dinp, dout, mask device. */
+TKDEF int tk_dropout_seeded_forward_cuda(float *out, uint8_t *mask, const float *inp,
+                                         size_t n, float p, uint64_t seed,
+                                         tk_stream stream);
+TKDEF int tk_dropout_backward_cuda(float *dinp, const float *dout, const uint8_t *mask,
+                                   size_t n, float p, tk_stream stream);
 TKDEF int tk_split_heads_forward_cuda(float *q, float *k, float *v, const float *qkv,
                                       int B, int T, int H, int D, tk_stream stream);
 TKDEF int tk_split_heads_backward_cuda(float *dqkv, const float *dq, const float *dk,
@@ -1483,8 +1511,9 @@ TKDEF int tk_init_constant(float *x, size_t n, float value)
    tk_residual_* (the backward decides on dout: da, db may be NULL), tk_split_heads_*,
    tk_merge_heads_*, tk_grad_norm and tk_clip_grad_norm (their norm stays a host float:
    only g decides), tk_relu2_*, tk_silu_*,
-   tk_relu2_gated_*, tk_rope, tk_crossentropy_forward_inplace and
-   tk_crossentropy_backward_inplace. The routing test is on
+   tk_relu2_gated_*, tk_rope, tk_crossentropy_forward_inplace,
+   tk_crossentropy_backward_inplace, tk_dropout_seeded_forward and tk_dropout_backward
+   (tk_dropout_forward draws from a host tk_rng: not routed). The routing test is on
    the first output; every other buffer must then be device memory too (or NULL where
    the op allows), else TK_EINVAL. tk_sgemm (called by the CPU kernels themselves),
    tk_crossentropy_forward (its means are host scalars) and the attention (probs on the
@@ -2370,6 +2399,8 @@ TKDEF int tk_dropout_backward(float *dinp, const float *dout, const uint8_t *mas
     static const char *fn = "tk_dropout_backward";
     ptrdiff_t i, nn = (ptrdiff_t)n;
     float scale;
+    TK__ROUTE(fn, dinp, TK__DEV(dout) && TK__DEV(mask),
+              tk_dropout_backward_cuda(dinp, dout, mask, n, p, NULL));
     TK__NONNULL(fn, dinp);
     TK__NONNULL(fn, dout);
     TK__NONNULL(fn, mask);
@@ -2380,6 +2411,80 @@ TKDEF int tk_dropout_backward(float *dinp, const float *dout, const uint8_t *mas
     TK__OPS_OMP(omp parallel for schedule(static) if(n > TK__PAR_MIN))
     for (i = 0; i < nn; i++)
         if (mask[i]) dinp[i] += dout[i] * scale;
+    return TK_OK;
+}
+
+/* Functions for both the host and the device (nvcc compiles them for both; the CUDA
+   bodies in cuda/tensor.cuh call them): the seeded dropout's hash here, the attention
+   statistics' tk__mom_write below. */
+#if defined(__CUDACC__)
+#define TK__HD __host__ __device__
+#else
+#define TK__HD
+#endif
+#define TK__SM64_GAMMA 0x9E3779B97F4A7C15ULL /* SplitMix64's increment (odd) */
+
+/* SplitMix64's output mixer (Stafford's Mix13): a bijection of uint64_t */
+static TK__HD uint64_t tk__mix64(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+/* The per-call key of tk_dropout_seeded_forward: m(seed + G) */
+static TK__HD uint64_t tk__dropout_key(uint64_t seed)
+{
+    return tk__mix64(seed + TK__SM64_GAMMA);
+}
+
+/* 1 when element i is kept: u = top 24 bits of m(key + i G) as a float in [0,1), u >= p */
+static TK__HD int tk__dropout_keep(uint64_t key, uint64_t i, float p)
+{
+    uint32_t top = (uint32_t)(tk__mix64(key + i * TK__SM64_GAMMA) >> 40);
+    return (float)top * (1.0f / 16777216.0f) >= p;
+}
+
+/* p in [0, 1) and finite (the dropout functions' common check) */
+static int tk__check_dropout_p(const char *fn, float p)
+{
+    if (!tk__finite(p) || p < 0.0f || p >= 1.0f)
+        return tk__fail(TK_EINVAL, "%s: p must be in [0, 1) (got %g)", fn, (double)p);
+    return TK_OK;
+}
+
+TKDEF int tk_dropout_seeded_forward(float *out, uint8_t *mask, const float *inp, size_t n,
+                                    float p, uint64_t seed)
+{
+    static const char *fn = "tk_dropout_seeded_forward";
+    ptrdiff_t i, nn = (ptrdiff_t)n;
+    uint64_t key;
+    float scale;
+    int rc;
+    TK__ROUTE(fn, out, TK__DEV(mask) && TK__DEV(inp),
+              tk_dropout_seeded_forward_cuda(out, mask, inp, n, p, seed, NULL));
+    TK__NONNULL(fn, out);
+    TK__NONNULL(fn, mask);
+    TK__NONNULL(fn, inp);
+    TK__NONZERO(fn, n);
+    if ((rc = tk__check_dropout_p(fn, p)) != TK_OK) return rc;
+    if (p == 0.0f) { /* a copy (bit for bit, NaN payloads included), as tk_dropout_forward */
+        TK__OPS_OMP(omp parallel for schedule(static) if(n > TK__PAR_MIN))
+        for (i = 0; i < nn; i++) {
+            out[i] = inp[i];
+            mask[i] = 1u;
+        }
+        return TK_OK;
+    }
+    scale = 1.0f / (1.0f - p);
+    key = tk__dropout_key(seed);
+    /* element i depends on (key, i) only: any thread count gives the same bits */
+    TK__OPS_OMP(omp parallel for schedule(static) if(n > TK__PAR_MIN))
+    for (i = 0; i < nn; i++) {
+        uint8_t keep = (uint8_t)tk__dropout_keep(key, (uint64_t)i, p);
+        mask[i] = keep;
+        out[i] = keep ? inp[i] * scale : 0.0f;
+    }
     return TK_OK;
 }
 
@@ -2636,11 +2741,6 @@ static int tk__omp_threads(void)
    H = ln z - E[t], E_p[x] = m + E[t], Var_p = E[t^2] - E[t]^2, mean = m + s1/n,
    var = s2/n - (s1/n)^2 (both variances clamped at 0), n. Host and device (the CUDA
    attention forward writes its stats with it). */
-#if defined(__CUDACC__)
-#define TK__HD __host__ __device__
-#else
-#define TK__HD
-#endif
 static TK__HD void tk__mom_write(float *st, double z, double ea, double eb, double s1, double s2,
                                  double n, float m)
 {
@@ -3607,6 +3707,19 @@ TKDEF int tk_residual_backward_cuda(float *da, float *db, const float *dout, siz
 {
     (void)da; (void)db; (void)dout; (void)n; (void)stream;
     TK__NOCUDA("tk_residual_backward_cuda");
+}
+TKDEF int tk_dropout_seeded_forward_cuda(float *out, uint8_t *mask, const float *inp,
+                                         size_t n, float p, uint64_t seed,
+                                         tk_stream stream)
+{
+    (void)out; (void)mask; (void)inp; (void)n; (void)p; (void)seed; (void)stream;
+    TK__NOCUDA("tk_dropout_seeded_forward_cuda");
+}
+TKDEF int tk_dropout_backward_cuda(float *dinp, const float *dout, const uint8_t *mask,
+                                   size_t n, float p, tk_stream stream)
+{
+    (void)dinp; (void)dout; (void)mask; (void)n; (void)p; (void)stream;
+    TK__NOCUDA("tk_dropout_backward_cuda");
 }
 TKDEF int tk_split_heads_forward_cuda(float *q, float *k, float *v, const float *qkv,
                                       int B, int T, int H, int D, tk_stream stream)

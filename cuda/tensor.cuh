@@ -38,6 +38,19 @@
                      scale. Measured in the simulation (N up to 300, C up to 1000): out
                      4.4e-7, rstd 3.3e-7, dinp 3.4e-7, dw 3.9e-7 of the scale.
      residual, heads exact (one addition per element; copies).
+     seeded dropout  forward: mask and out bit-identical (tensor.h's integer hash
+                     tk__dropout_keep, compiled for both; the host's key and scale; one
+                     product per kept element). Backward: bit-identical, dinp +=
+                     __fmul_rn(dout, scale) (a separately rounded product, which nvcc
+                     cannot fuse into an fma) equals the CPU's dinp += dout * scale where
+                     the host compiler does not contract it (GCC in ISO mode, as the
+                     tests build; any target without FMA); a CPU build that fuses it
+                     (clang's default -ffp-contract=on with FMA) differs by one rounding
+                     at most. Checked with memcmp (n 1 to 65537, p 0, 0.1, 0.9):
+                     bit-identical in the simulation (g++, clang++); not yet run on a GPU.
+                     Only a kept NaN may differ in its payload (the GPU returns the
+                     canonical NaN); p == 0 copies bits. Assumes no --use_fast_math (its
+                     flush-to-zero would zero denormal products).
      grad norm, clip squares summed in double on both sides (in other orders), the root
                      rounded to float: norm rtol 1e-6, clipped g rtol 1e-6 (bit-identical
                      in the simulation).
@@ -59,6 +72,12 @@
 #include <cuda_bf16.h>
 /* k<<<grid, block, smem, stream>>>(args...), written so the CPU simulation can run it too */
 #define TK__LAUNCH(k, grid, block, smem, stream, ...) k<<<(grid), (block), (smem), (stream)>>>(__VA_ARGS__)
+#endif
+/* a * b rounded on its own: never contracted with a following addition into an fma */
+#ifdef ATTNKIT_CUDA_SIM
+#define TK__FMUL_RN(a, b) ((a) * (b))
+#else
+#define TK__FMUL_RN(a, b) __fmul_rn((a), (b))
 #endif
 
 static cublasHandle_t tk__cublas = NULL;
@@ -1029,6 +1048,65 @@ TKDEF int tk_residual_backward_cuda(float *da, float *db, const float *dout, siz
     TK__NONZERO(fn, n);
     if (!da && !db) return TK_OK;
     TK__LAUNCH(tk__k_residual_bwd, tk__gs_blocks(n, 256), 256, 0, (cudaStream_t)stream, da, db, dout, n);
+    return tk__launched(fn);
+}
+
+/* ------------------------------------------------------ seeded dropout */
+/* Grid-stride over elements; key and scale come from the host (tensor.h's expressions),
+   the keep bit from tk__dropout_keep, the function the CPU calls. p == 0 copies. */
+static __global__ void tk__k_dropout_seeded_fwd(float *out, uint8_t *mask, const float *inp,
+                                                size_t n, float p, uint64_t key, float scale)
+{
+    size_t i, step = (size_t)gridDim.x * blockDim.x;
+    for (i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {
+        float x = inp[i];
+        if (p == 0.0f) {
+            out[i] = x;
+            mask[i] = 1u;
+        } else {
+            uint8_t keep = (uint8_t)tk__dropout_keep(key, (uint64_t)i, p);
+            mask[i] = keep;
+            out[i] = keep ? x * scale : 0.0f;
+        }
+    }
+}
+
+static __global__ void tk__k_dropout_bwd(float *dinp, const float *dout, const uint8_t *mask,
+                                         size_t n, float scale)
+{
+    size_t i, step = (size_t)gridDim.x * blockDim.x;
+    for (i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step)
+        if (mask[i]) dinp[i] += TK__FMUL_RN(dout[i], scale);
+}
+
+TKDEF int tk_dropout_seeded_forward_cuda(float *out, uint8_t *mask, const float *inp,
+                                         size_t n, float p, uint64_t seed,
+                                         tk_stream stream)
+{
+    static const char *fn = "tk_dropout_seeded_forward_cuda";
+    int rc;
+    TK__NONNULL(fn, out);
+    TK__NONNULL(fn, mask);
+    TK__NONNULL(fn, inp);
+    TK__NONZERO(fn, n);
+    if ((rc = tk__check_dropout_p(fn, p)) != TK_OK) return rc;
+    TK__LAUNCH(tk__k_dropout_seeded_fwd, tk__gs_blocks(n, 256), 256, 0, (cudaStream_t)stream, out, mask,
+               inp, n, p, tk__dropout_key(seed), 1.0f / (1.0f - p));
+    return tk__launched(fn);
+}
+
+TKDEF int tk_dropout_backward_cuda(float *dinp, const float *dout, const uint8_t *mask,
+                                   size_t n, float p, tk_stream stream)
+{
+    static const char *fn = "tk_dropout_backward_cuda";
+    int rc;
+    TK__NONNULL(fn, dinp);
+    TK__NONNULL(fn, dout);
+    TK__NONNULL(fn, mask);
+    TK__NONZERO(fn, n);
+    if ((rc = tk__check_dropout_p(fn, p)) != TK_OK) return rc;
+    TK__LAUNCH(tk__k_dropout_bwd, tk__gs_blocks(n, 256), 256, 0, (cudaStream_t)stream, dinp, dout, mask, n,
+               1.0f / (1.0f - p));
     return tk__launched(fn);
 }
 

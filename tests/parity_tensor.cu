@@ -1303,6 +1303,124 @@ static void test_residual(void)
     }
 }
 
+/* seeded dropout: the device's mask and out are the CPU's bits (n from 1 to 65537, ragged;
+   several seeds; p 0, 0.1, 0.9), out aliasing inp too; the backward (through a nonzero
+   dinp: += is checked) is bit-identical; the plain entries route device buffers */
+static void test_dropout_seeded(void)
+{
+    static const size_t ns[] = {1, 1000, 12347, 65537};
+    static const uint64_t seeds[] = {0u, 42u, 0xDEADBEEFCAFEF00DULL};
+    static const float ps[] = {0.0f, 0.1f, 0.9f};
+    long cases = 0, kept = 0, total = 0;
+    NEED_GPU();
+    tt_seed(91);
+    for (int s = 0; s < 4; s++) {
+        const size_t n = ns[s];
+        std::vector<float> x = randn(n, 1.0), dout = randn(n, 1.0), dx0 = randn(n, 1.0);
+        float *d_x = dput(x), *d_dout = dput(dout);
+        for (int si = 0; si < 3; si++)
+            for (int pi = 0; pi < 3; pi++) {
+                const float p = ps[pi];
+                std::vector<float> out(n, 5.0f), dx = dx0;
+                std::vector<uint8_t> mask(n, 7);
+                float *d_out = dput(out), *d_dx = dput(dx0), *d_y = dput(x);
+                uint8_t *d_mask = dput(mask), *d_mask2 = dput(mask);
+                CHECK_INT_EQ(tk_dropout_seeded_forward(out.data(), mask.data(), x.data(), n, p, seeds[si]), TK_OK);
+                CHECK_INT_EQ(tk_dropout_seeded_forward_cuda(d_out, d_mask, d_x, n, p, seeds[si], NULL), TK_OK);
+                const std::vector<float> g = dget(d_out, n);
+                const std::vector<uint8_t> gm = dget(d_mask, n);
+                CHECK(memcmp(gm.data(), mask.data(), n) == 0);
+                CHECK(memcmp(g.data(), out.data(), n * sizeof(float)) == 0);
+                /* out aliasing inp on the device */
+                CHECK_INT_EQ(tk_dropout_seeded_forward_cuda(d_y, d_mask2, d_y, n, p, seeds[si], NULL), TK_OK);
+                const std::vector<float> gy = dget(d_y, n);
+                const std::vector<uint8_t> gm2 = dget(d_mask2, n);
+                CHECK(memcmp(gy.data(), out.data(), n * sizeof(float)) == 0);
+                CHECK(memcmp(gm2.data(), mask.data(), n) == 0);
+                /* backward: dx += dout * mask / (1-p) */
+                CHECK_INT_EQ(tk_dropout_backward(dx.data(), dout.data(), mask.data(), n, p), TK_OK);
+                CHECK_INT_EQ(tk_dropout_backward_cuda(d_dx, d_dout, d_mask, n, p, NULL), TK_OK);
+                const std::vector<float> gd = dget(d_dx, n);
+                CHECK(memcmp(gd.data(), dx.data(), n * sizeof(float)) == 0);
+                for (size_t i = 0; i < n; i++) kept += mask[i];
+                total += (long)n;
+                cases++;
+                dfree(d_out); dfree(d_dx); dfree(d_y); dfree(d_mask); dfree(d_mask2);
+            }
+        dfree(d_x); dfree(d_dout);
+    }
+    printf("    seeded dropout: %ld cases bit-identical (forward, aliased forward, backward), "
+           "%ld of %ld kept\n", cases, kept, total);
+}
+
+static void test_dropout_routing(void)
+{
+    const size_t n = 4099;
+    const float p = 0.25f;
+    NEED_GPU();
+    tt_seed(92);
+    std::vector<float> x = randn(n, 1.0), dout = randn(n, 1.0), dx = randn(n, 1.0), o(n, 0.0f);
+    std::vector<uint8_t> m(n, 0);
+    float *d_x = dput(x), *d_dout = dput(dout), *o1 = dput(o), *o2 = dput(o), *g1 = dput(dx), *g2 = dput(dx);
+    uint8_t *m1 = dput(m), *m2 = dput(m);
+    CHECK_INT_EQ(tk_dropout_seeded_forward(o1, m1, d_x, n, p, 77u), TK_OK);
+    CHECK_INT_EQ(tk_dropout_seeded_forward_cuda(o2, m2, d_x, n, p, 77u, NULL), TK_OK);
+    {
+        const std::vector<float> a = dget(o1, n), b = dget(o2, n);
+        const std::vector<uint8_t> ma = dget(m1, n), mb = dget(m2, n);
+        CHECK(memcmp(a.data(), b.data(), n * sizeof(float)) == 0);
+        CHECK(memcmp(ma.data(), mb.data(), n) == 0);
+    }
+    CHECK_INT_EQ(tk_dropout_backward(g1, d_dout, m1, n, p), TK_OK);
+    CHECK_INT_EQ(tk_dropout_backward_cuda(g2, d_dout, m2, n, p, NULL), TK_OK);
+    {
+        const std::vector<float> a = dget(g1, n), b = dget(g2, n);
+        CHECK(memcmp(a.data(), b.data(), n * sizeof(float)) == 0);
+    }
+    /* a device output (the routing decides on it) with a host input: TK_EINVAL, nothing
+       written (a host output with device inputs would take the CPU path: not tested, it
+       reads device memory on a GPU) */
+    {
+        const std::vector<float> o_before = dget(o1, n), g_before = dget(g1, n);
+        const std::vector<uint8_t> m_before = dget(m1, n);
+        std::vector<uint8_t> hm(n, 9);
+        CHECK_INT_EQ(tk_dropout_seeded_forward(o1, m1, x.data(), n, p, 77u), TK_EINVAL);
+        CHECK_INT_EQ(tk_dropout_seeded_forward(o1, hm.data(), d_x, n, p, 77u), TK_EINVAL);
+        CHECK_INT_EQ(tk_dropout_backward(g1, dout.data(), m1, n, p), TK_EINVAL);
+        CHECK_INT_EQ(tk_dropout_backward(g1, d_dout, hm.data(), n, p), TK_EINVAL);
+        const std::vector<float> o_after = dget(o1, n), g_after = dget(g1, n);
+        const std::vector<uint8_t> m_after = dget(m1, n);
+        CHECK(memcmp(o_after.data(), o_before.data(), n * sizeof(float)) == 0);
+        CHECK(memcmp(g_after.data(), g_before.data(), n * sizeof(float)) == 0);
+        CHECK(memcmp(m_after.data(), m_before.data(), n) == 0);
+        size_t bad = 0;
+        for (size_t i = 0; i < n; i++) bad += hm[i] != 9;
+        CHECK(bad == 0);
+    }
+    dfree(d_x); dfree(d_dout); dfree(o1); dfree(o2); dfree(g1); dfree(g2); dfree(m1); dfree(m2);
+}
+
+/* the dropout twins validate before any device work: runs without a GPU */
+static void test_cuda_bad_input_dropout(void)
+{
+    float x = 0.0f;
+    uint8_t m = 1;
+    CHECK_INT_EQ(tk_dropout_seeded_forward_cuda(NULL, &m, &x, 1, 0.1f, 1u, NULL), TK_EINVAL);
+    CHECK_INT_EQ(tk_dropout_seeded_forward_cuda(&x, NULL, &x, 1, 0.1f, 1u, NULL), TK_EINVAL);
+    CHECK_INT_EQ(tk_dropout_seeded_forward_cuda(&x, &m, NULL, 1, 0.1f, 1u, NULL), TK_EINVAL);
+    CHECK_INT_EQ(tk_dropout_seeded_forward_cuda(&x, &m, &x, 0, 0.1f, 1u, NULL), TK_EINVAL);
+    CHECK_INT_EQ(tk_dropout_seeded_forward_cuda(&x, &m, &x, 1, 1.0f, 1u, NULL), TK_EINVAL);
+    CHECK_INT_EQ(tk_dropout_seeded_forward_cuda(&x, &m, &x, 1, -0.5f, 1u, NULL), TK_EINVAL);
+    CHECK_INT_EQ(tk_dropout_seeded_forward_cuda(&x, &m, &x, 1, NAN, 1u, NULL), TK_EINVAL);
+    CHECK_INT_EQ(tk_dropout_backward_cuda(NULL, &x, &m, 1, 0.1f, NULL), TK_EINVAL);
+    CHECK_INT_EQ(tk_dropout_backward_cuda(&x, NULL, &m, 1, 0.1f, NULL), TK_EINVAL);
+    CHECK_INT_EQ(tk_dropout_backward_cuda(&x, &x, NULL, 1, 0.1f, NULL), TK_EINVAL);
+    CHECK_INT_EQ(tk_dropout_backward_cuda(&x, &x, &m, 0, 0.1f, NULL), TK_EINVAL);
+    CHECK_INT_EQ(tk_dropout_backward_cuda(&x, &x, &m, 1, INFINITY, NULL), TK_EINVAL);
+    CHECK_INT_EQ(tk_dropout_backward_cuda(&x, &x, &m, 1, 1.0f, NULL), TK_EINVAL);
+    CHECK(x == 0.0f && m == 1);
+}
+
 /* permutations and single additions: exact. D 1 and odd D, C below and above a block's
    256 threads (3C up to 2304), T ragged */
 static void test_heads(void)
@@ -1576,5 +1694,8 @@ int main(int argc, char **argv)
     TEST_RUN(test_grad_norm);
     TEST_RUN(test_plain_routing_norms_heads);
     TEST_RUN(test_device_memory);
+    TEST_RUN(test_cuda_bad_input_dropout);
+    TEST_RUN(test_dropout_seeded);
+    TEST_RUN(test_dropout_routing);
     return TEST_END();
 }

@@ -729,7 +729,7 @@ static void test_relu2_gated_bad_input(void)
     CHECK(a[0] == 1.0f && a[7] == 8.0f);
 }
 
-/* without nvcc the twins of relu2, silu, gated relu2, rope and the in-place CE are
+/* without nvcc the twins of relu2, silu, gated relu2, rope, the in-place CE and dropout are
    stubs: TK_ENOCUDA, nothing written */
 static void test_cuda_stubs_ops(void)
 {
@@ -746,6 +746,11 @@ static void test_cuda_stubs_ops(void)
                  TK_ENOCUDA);
     CHECK_INT_EQ(tk_crossentropy_backward_inplace_cuda(a, y, 2, 4, 0.0f, 1.0f, NULL),
                  TK_ENOCUDA);
+    {
+        uint8_t m[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+        CHECK_INT_EQ(tk_dropout_seeded_forward_cuda(a, m, a, 8, 0.1f, 1u, NULL), TK_ENOCUDA);
+        CHECK_INT_EQ(tk_dropout_backward_cuda(a, a, m, 8, 0.1f, NULL), TK_ENOCUDA);
+    }
     CHECK(a[0] == 1.0f && a[7] == 8.0f);
 }
 
@@ -896,6 +901,153 @@ static void test_dropout(void)
     for (i = 0, bad_mask = 0; i < n; i++) bad_mask += mask2[i] != 1;
     CHECK_INT_EQ(bad_mask, 0);
     free(x); free(out); free(out2); free(dx); free(dx0); free(g); free(mask); free(mask2);
+}
+
+/* |got - want| within k standard errors of a Bernoulli(q) mean over n draws */
+static int within_sigma(double got, double q, long n, double k)
+{
+    return fabs(got - q) <= k * sqrt(q * (1.0 - q) / (double)n);
+}
+
+/* tk_dropout_seeded_forward: the hash (SplitMix64 test vectors, pinned mask bits), the
+   statistics of the mask (keep rate, neighbour pairs, seeds), thread-count independence,
+   the scaling of tk_dropout_forward, p == 0, aliasing, refusals */
+static void test_dropout_seeded(void)
+{
+    const long n = 1000000;
+    const float ps[2] = {0.1f, 0.5f};
+    float *x = frand(n, 1), *out = fbuf(n), *out2 = fbuf(n), *ref = fbuf(n), *y = fbuf(n);
+    uint8_t *mask = (uint8_t *)calloc((size_t)n, 1), *mask2 = (uint8_t *)calloc((size_t)n, 1);
+    uint8_t *mref = (uint8_t *)calloc((size_t)n, 1);
+    long i;
+    int pi, t;
+#ifdef _OPENMP
+    const int threads0 = omp_get_max_threads();
+#endif
+    if (!mask || !mask2 || !mref) abort();
+    /* SplitMix64 seeded 1234567 (Vigna's splitmix64.c) starts 6457827717110365317,
+       3203168211198807973, i.e. m(seed + G), m(seed + 2G): the key is the first */
+    CHECK(tk__dropout_key(1234567u) == 6457827717110365317ULL);
+    CHECK(tk__mix64(1234567u + 2u * 0x9E3779B97F4A7C15ULL) == 3203168211198807973ULL);
+    {
+        /* pinned (and checked against a Python re-implementation): the first 32 keep bits
+           for seed 42 at p = 0.5. A change of the hash changes every trained model's
+           masks: update only on purpose. */
+        static const char want[] = "10100100101100011101011101111111";
+        char got[33];
+        uint64_t key = tk__dropout_key(42u);
+        for (i = 0; i < 32; i++) got[i] = (char)('0' + tk__dropout_keep(key, (uint64_t)i, 0.5f));
+        got[32] = 0;
+        CHECK(strcmp(got, want) == 0);
+        if (strcmp(got, want) != 0) printf("    seed 42 bits: %s\n", got);
+        CHECK_INT_EQ(tk_dropout_seeded_forward(out, mask, x, 32, 0.5f, 42u), TK_OK);
+        for (i = 0; i < 32; i++) CHECK_INT_EQ(mask[i], want[i] - '0');
+    }
+    for (pi = 0; pi < 2; pi++) {
+        const float p = ps[pi], scale = 1.0f / (1.0f - p); /* tk_dropout_forward's scale */
+        const double q = (double)p * p + (1.0 - p) * (1.0 - p);
+        double keep_rate;
+        long kept = 0, bad_mask = 0, bad_out = 0, eq_nb = 0, eq_seed = 0, eq_shift = 0, pairs[4] = {0, 0, 0, 0};
+        tk_rng r;
+        set_threads(1);
+        CHECK_INT_EQ(tk_dropout_seeded_forward(out, mask, x, (size_t)n, p, 20261123u), TK_OK);
+        for (i = 0; i < n; i++) {
+            bad_mask += mask[i] > 1;
+            kept += mask[i];
+            float want = mask[i] ? x[i] * scale : 0.0f;
+            if (!same_bits(&out[i], &want, 1)) bad_out++;
+        }
+        CHECK_INT_EQ(bad_mask, 0);
+        CHECK_INT_EQ(bad_out, 0);
+        /* keep rate within 5 standard errors of 1-p (se 3.0e-4 at p 0.1, 5.0e-4 at 0.5) */
+        keep_rate = (double)kept / n;
+        CHECK(within_sigma(keep_rate, 1.0 - p, n, 5.0));
+        /* neighbours: equal pairs at p^2 + (1-p)^2 and each of the 4 pair patterns at its
+           product probability (6 standard errors: overlapping pairs are not independent) */
+        for (i = 0; i + 1 < n; i++) {
+            eq_nb += mask[i] == mask[i + 1];
+            pairs[2 * mask[i] + mask[i + 1]]++;
+        }
+        CHECK(within_sigma((double)eq_nb / (n - 1), q, n - 1, 6.0));
+        CHECK(within_sigma((double)pairs[0] / (n - 1), (double)p * p, n - 1, 6.0));
+        CHECK(within_sigma((double)pairs[1] / (n - 1), (double)p * (1.0 - p), n - 1, 6.0));
+        CHECK(within_sigma((double)pairs[2] / (n - 1), (double)p * (1.0 - p), n - 1, 6.0));
+        CHECK(within_sigma((double)pairs[3] / (n - 1), (1.0 - p) * (1.0 - p), n - 1, 6.0));
+        /* kept values are scaled exactly as tk_dropout_forward scales them */
+        tk_rng_seed(&r, 5u, 1u);
+        CHECK_INT_EQ(tk_dropout_forward(ref, mref, x, (size_t)n, p, &r), TK_OK);
+        for (i = 0, bad_out = 0; i < n; i++)
+            if (mask[i] && mref[i] && !same_bits(&out[i], &ref[i], 1)) bad_out++;
+        CHECK_INT_EQ(bad_out, 0);
+        /* the same mask and bits for any thread count (and run to run) */
+        for (t = 1; t <= 4; t++) {
+            set_threads(t);
+            memset(mask2, 7, (size_t)n);
+            CHECK_INT_EQ(tk_dropout_seeded_forward(out2, mask2, x, (size_t)n, p, 20261123u), TK_OK);
+            CHECK(memcmp(mask, mask2, (size_t)n) == 0);
+            CHECK(same_bits(out, out2, n));
+        }
+        /* another seed (the next integer): an unrelated mask, equal at rate q; a seed
+           G apart (one SplitMix64 step) is not the mask shifted by one element */
+        CHECK_INT_EQ(tk_dropout_seeded_forward(out2, mask2, x, (size_t)n, p, 20261124u), TK_OK);
+        for (i = 0; i < n; i++) eq_seed += mask[i] == mask2[i];
+        CHECK(within_sigma((double)eq_seed / n, q, n, 5.0));
+        CHECK_INT_EQ(tk_dropout_seeded_forward(out2, mask2, x, (size_t)n, p,
+                                               20261123u + 0x9E3779B97F4A7C15ULL), TK_OK);
+        for (i = 0; i + 1 < n; i++) eq_shift += mask[i + 1] == mask2[i];
+        CHECK(within_sigma((double)eq_shift / (n - 1), q, n - 1, 5.0));
+        /* seed 0 works like any other */
+        CHECK_INT_EQ(tk_dropout_seeded_forward(out2, mask2, x, (size_t)n, p, 0u), TK_OK);
+        for (i = 0, kept = 0; i < n; i++) kept += mask2[i];
+        CHECK(within_sigma((double)kept / n, 1.0 - p, n, 5.0));
+        /* out aliasing inp: the same bits as the separate buffers */
+        memcpy(y, x, (size_t)n * sizeof(float));
+        CHECK_INT_EQ(tk_dropout_seeded_forward(y, mask2, y, (size_t)n, p, 20261123u), TK_OK);
+        CHECK(same_bits(y, out, n));
+        CHECK(memcmp(mask, mask2, (size_t)n) == 0);
+        printf("    p %.1f: keep %.5f, equal neighbours %.5f (want %.5f), other seed %.5f, "
+               "shifted G-seed %.5f\n", (double)p, keep_rate, (double)eq_nb / (n - 1), q,
+               (double)eq_seed / n, (double)eq_shift / (n - 1));
+    }
+#ifdef _OPENMP
+    set_threads(threads0);
+#endif
+    /* p = 0: a bit-exact copy (signed zero, NaN payload), mask all 1 */
+    x[0] = -0.0f;
+    {
+        uint32_t nanbits = 0x7fc01234u;
+        memcpy(&x[1], &nanbits, sizeof nanbits);
+    }
+    memset(mask2, 0, (size_t)n);
+    CHECK_INT_EQ(tk_dropout_seeded_forward(out2, mask2, x, (size_t)n, 0.0f, 9u), TK_OK);
+    CHECK(same_bits(out2, x, n));
+    for (i = 0, t = 0; i < n; i++) t += mask2[i] != 1;
+    CHECK_INT_EQ(t, 0);
+    /* the backward of a seeded mask is tk_dropout_backward: dropped elements get nothing */
+    {
+        float dx[5] = {1, 2, 3, 4, 5}, g[5] = {10, 20, 30, 40, 50};
+        uint8_t m[5];
+        CHECK_INT_EQ(tk_dropout_seeded_forward(out2, m, x + 2, 5, 0.5f, 3u), TK_OK);
+        CHECK_INT_EQ(tk_dropout_backward(dx, g, m, 5, 0.5f), TK_OK);
+        for (i = 0; i < 5; i++) CHECK(dx[i] == (float)(i + 1) + (m[i] ? g[i] * 2.0f : 0.0f));
+    }
+    /* refusals: nothing written */
+    {
+        float o[4] = {9, 9, 9, 9}, in[4] = {1, 2, 3, 4};
+        uint8_t m[4] = {7, 7, 7, 7};
+        CHECK_INT_EQ(tk_dropout_seeded_forward(NULL, m, in, 4, 0.1f, 1u), TK_EINVAL);
+        CHECK_INT_EQ(tk_dropout_seeded_forward(o, NULL, in, 4, 0.1f, 1u), TK_EINVAL);
+        CHECK_INT_EQ(tk_dropout_seeded_forward(o, m, NULL, 4, 0.1f, 1u), TK_EINVAL);
+        CHECK_INT_EQ(tk_dropout_seeded_forward(o, m, in, 0, 0.1f, 1u), TK_EINVAL);
+        CHECK_INT_EQ(tk_dropout_seeded_forward(o, m, in, 4, -0.1f, 1u), TK_EINVAL);
+        CHECK_INT_EQ(tk_dropout_seeded_forward(o, m, in, 4, 1.0f, 1u), TK_EINVAL);
+        CHECK_INT_EQ(tk_dropout_seeded_forward(o, m, in, 4, NAN, 1u), TK_EINVAL);
+        CHECK_INT_EQ(tk_dropout_seeded_forward(o, m, in, 4, INFINITY, 1u), TK_EINVAL);
+        CHECK_INT_EQ(tk_dropout_seeded_forward(o, m, in, 4, -INFINITY, 1u), TK_EINVAL);
+        CHECK(all_equal(o, 9.0f, 4));
+        for (i = 0; i < 4; i++) CHECK_INT_EQ(m[i], 7);
+    }
+    free(x); free(out); free(out2); free(ref); free(y); free(mask); free(mask2); free(mref);
 }
 
 /* ------------------------------------------------------------------ cross-entropy */
@@ -2193,6 +2345,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_logsoftmax);
     TEST_RUN(test_residual);
     TEST_RUN(test_dropout);
+    TEST_RUN(test_dropout_seeded);
     TEST_RUN(test_crossentropy_hand_values);
     TEST_RUN(test_crossentropy_values);
     TEST_RUN(test_crossentropy_backward);
