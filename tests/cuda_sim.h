@@ -1015,19 +1015,30 @@ static inline cublasStatus_t cublasCreate(cublasHandle_t *h) { if (!h) return CU
 static inline cublasStatus_t cublasDestroy(cublasHandle_t h) { delete h; return CUBLAS_STATUS_SUCCESS; }
 static inline cublasStatus_t cublasSetStream(cublasHandle_t h, cudaStream_t s) { if (!h) return CUBLAS_STATUS_NOT_INITIALIZED; h->stream = s; return CUBLAS_STATUS_SUCCESS; }
 static inline cublasStatus_t cublasSetMathMode(cublasHandle_t h, cublasMath_t) { return h ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_NOT_INITIALIZED; }
-/* column-major C = alpha op(A) op(B) + beta C; FP32 accumulation in k order */
-static inline cublasStatus_t cublasSgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
-                                         const float *alpha, const float *A, int lda, const float *B, int ldb,
-                                         const float *beta, float *C, int ldc)
+/* the argument checks cuBLAS makes on a GEMM (column-major), and operands in device memory */
+static inline cublasStatus_t ak_sim__gemm_check(const char *who, cublasHandle_t h, cublasOperation_t ta,
+                                                cublasOperation_t tb, int m, int n, int k, const void *alpha,
+                                                const void *A, int lda, const void *B, int ldb, const void *beta,
+                                                const void *C, int ldc)
 {
     if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
     if (m < 0 || n < 0 || k < 0 || !alpha || !beta || lda < (ta == CUBLAS_OP_N ? (m > 1 ? m : 1) : (k > 1 ? k : 1)) ||
         ldb < (tb == CUBLAS_OP_N ? (k > 1 ? k : 1) : (n > 1 ? n : 1)) || ldc < (m > 1 ? m : 1))
         return CUBLAS_STATUS_INVALID_VALUE;
     if ((m && k && !ak_sim__dev_range(A, 1)) || (n && k && !ak_sim__dev_range(B, 1)) || (m && n && !ak_sim__dev_range(C, 1))) {
-        fprintf(stderr, "cuda_sim: cublasSgemm: an operand is not device memory\n");
+        fprintf(stderr, "cuda_sim: %s: an operand is not device memory\n", who);
         return CUBLAS_STATUS_INVALID_VALUE;
     }
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+/* column-major C = alpha op(A) op(B) + beta C; FP32 accumulation in k order */
+static inline cublasStatus_t cublasSgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                                         const float *alpha, const float *A, int lda, const float *B, int ldb,
+                                         const float *beta, float *C, int ldc)
+{
+    cublasStatus_t st = ak_sim__gemm_check("cublasSgemm", h, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+    if (st != CUBLAS_STATUS_SUCCESS) return st;
     for (int j = 0; j < n; j++)
         for (int i = 0; i < m; i++) {
             float acc = 0.0f;
@@ -1064,12 +1075,9 @@ static inline cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta
     if (comp == CUBLAS_COMPUTE_32F)
         return cublasSgemm(h, ta, tb, m, n, k, (const float *)alpha, (const float *)A, lda, (const float *)B, ldb,
                            (const float *)beta, (float *)C, ldc);
-    if (m < 0 || n < 0 || k < 0 || !alpha || !beta || lda < (ta == CUBLAS_OP_N ? (m > 1 ? m : 1) : (k > 1 ? k : 1)) ||
-        ldb < (tb == CUBLAS_OP_N ? (k > 1 ? k : 1) : (n > 1 ? n : 1)) || ldc < (m > 1 ? m : 1))
-        return CUBLAS_STATUS_INVALID_VALUE;
-    if ((m && k && !ak_sim__dev_range(A, 1)) || (n && k && !ak_sim__dev_range(B, 1)) || (m && n && !ak_sim__dev_range(C, 1))) {
-        fprintf(stderr, "cuda_sim: cublasGemmEx: an operand is not device memory\n");
-        return CUBLAS_STATUS_INVALID_VALUE;
+    {
+        cublasStatus_t st = ak_sim__gemm_check("cublasGemmEx", h, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+        if (st != CUBLAS_STATUS_SUCCESS) return st;
     }
     {
         const float *Af = (const float *)A, *Bf = (const float *)B, al = *(const float *)alpha, be = *(const float *)beta;

@@ -300,6 +300,19 @@ static void test_reduced_precision_step(void)
     }
 }
 
+/* dropout: the counter-based masks (tk_dropout_seeded_forward) are the same on both
+   devices, so a dropout step is a parity case like the others */
+static void test_dropout_step(void)
+{
+    mdl_config c = toy(MDL_FFN_RELU2, MDL_NORM_LAYER, MDL_POS_LEARNED);
+    mdl_opts o = mdl_opts_default();
+    NEED_GPU();
+    c.dropout = 0.2f;
+    o.train = 1;
+    o.seed = 1234;
+    run_case("dropout 0.2 (relu2 / layernorm / learned positions)", &c, &o);
+}
+
 static void test_refusals(void)
 {
     mdl_config c = toy(MDL_FFN_GELU, MDL_NORM_LAYER, MDL_POS_LEARNED);
@@ -318,9 +331,9 @@ static void test_refusals(void)
         CHECK_INT_EQ(mdl_create_on(&m, &p, 1, MDL_DEVICE_CUDA, err, sizeof err), MDL_EINVAL);
         CHECK(m == NULL);
         p = c;
-        p.dropout = 0.1f;
+        p.conv_k = 3;
         CHECK_INT_EQ(mdl_create_on(&m, &p, 1, MDL_DEVICE_CUDA, err, sizeof err), MDL_EINVAL);
-        CHECK(strstr(err, "dropout") != NULL);
+        CHECK(strstr(err, "convolution") != NULL);
         CHECK_INT_EQ(mdl_create_on(&m, &c, 1, 7, err, sizeof err), MDL_EINVAL);
     }
     CHECK_INT_EQ(mdl_create_on(&m, &c, 1, MDL_DEVICE_CUDA, err, sizeof err), MDL_OK);
@@ -548,6 +561,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_gelu_layernorm_learned);
     TEST_RUN(test_relu2_rms_rope);
     TEST_RUN(test_smoothing_temps_nopos);
+    TEST_RUN(test_dropout_step);
     TEST_RUN(test_reduced_precision_step);
     TEST_RUN(test_refusals);
     TEST_RUN(test_trainer_follows_cpu);

@@ -690,7 +690,6 @@ int mdl_device_supports(const mdl_config *cfg, char *err, size_t errlen)
     else if (cfg->conv_k) what = "the causal convolution (conv_k)";
     else if (cfg->res_gate || cfg->value_gate) what = "residual or value gates";
     else if (cfg->gac_tau) what = "the GAC temperature (gac_tau)";
-    else if (cfg->dropout > 0.0f) what = "dropout";
     else if (cfg->n_heads > 256) what = "more than 256 heads";
     if (what)
         return ex_errf(err, errlen, MDL_EINVAL, "the CUDA model does not support %s yet (CPU only for now)", what);
@@ -1149,16 +1148,16 @@ static int mdl__norm_bwd(const mdl_model *m, float *dinp, float *dw, float *db, 
     return tk_rmsnorm_backward(dinp, dw, dout, inp, w, rstd, N, m->C);
 }
 
-/* Inverted dropout in place of x (n) with a fresh mask; one draw per element in order. */
-static void mdl__dropout(float *x, uint8_t *mask, size_t n, float p, tk_rng *rng)
+/* The 64-bit seed of one dropout site (layer l, branch k) of a forward: from the forward's
+   seed through the PCG stream (l*4 + k); the mask is then tensor.h's counter-based
+   tk_dropout_seeded_forward: a function of (seed, element), the same on both devices. */
+static uint64_t mdl__drop_seed(uint64_t seed, int l, int k)
 {
-    size_t i;
-    float s = 1.0f / (1.0f - p);
-    for (i = 0; i < n; i++) {
-        uint8_t keep = tk_rng_uniform(rng) >= p;
-        mask[i] = keep;
-        x[i] = keep ? x[i] * s : 0.0f;
-    }
+    tk_rng rng;
+    uint64_t hi;
+    tk_rng_seed(&rng, seed, (uint64_t)l * 4 + (uint64_t)k);
+    hi = tk_rng_u32(&rng);
+    return (hi << 32) | tk_rng_u32(&rng);
 }
 
 static float mdl__sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
@@ -1466,7 +1465,6 @@ static int mdl__block_fwd(mdl_model *m, int l, const float *x, float *xo, const 
     size_t NC = (size_t)N * C;
     int drop = o->train && c->dropout > 0.0f;
     float *xm = m->train ? a->xmid : xo;
-    tk_rng rng;
     /* memberships */
     if (m->need_mu) {
         era_rpa_params rp = mdl__rpa_params(m, l, P);
@@ -1553,10 +1551,9 @@ static int mdl__block_fwd(mdl_model *m, int l, const float *x, float *xo, const 
     } else if (a->ao != a->ap) {
         MDL__TRY(tk_copy(a->ao, a->ap, sizeof(float) * NC), "copy");
     }
-    if (drop) {
-        tk_rng_seed(&rng, o->seed, (uint64_t)l * 4 + 1);
-        mdl__dropout(a->ao, a->mask_a, NC, c->dropout, &rng);
-    }
+    if (drop)
+        MDL__TRY(tk_dropout_seeded_forward(a->ao, a->mask_a, a->ao, NC, c->dropout, mdl__drop_seed(o->seed, l, 1)),
+                 "attention dropout");
     MDL__TRY(mdl__branch_fwd(xm, x, a->ao, a->eta, N, C), "attention residual");
     /* FFN */
     MDL__TRY(mdl__norm_fwd(m, a->n2, a->n2m, a->n2r, xm, P + b->ln2w,
@@ -1580,10 +1577,9 @@ static int mdl__block_fwd(mdl_model *m, int l, const float *x, float *xo, const 
         MDL__TRY(mdl__linear(a->fp, a->hg, P + b->pw, NULL, N, F, C), "mlp projection");
     }
     if (a->fo != a->fp) MDL__TRY(tk_copy(a->fo, a->fp, sizeof(float) * NC), "copy");
-    if (drop) {
-        tk_rng_seed(&rng, o->seed, (uint64_t)l * 4 + 2);
-        mdl__dropout(a->fo, a->mask_f, NC, c->dropout, &rng);
-    }
+    if (drop)
+        MDL__TRY(tk_dropout_seeded_forward(a->fo, a->mask_f, a->fo, NC, c->dropout, mdl__drop_seed(o->seed, l, 2)),
+                 "FFN dropout");
     MDL__TRY(mdl__branch_fwd(xo, xm, a->fo, a->eta, N, C), "FFN residual");
     (void)F;
     return MDL_OK;
@@ -1944,10 +1940,16 @@ const float *mdl_logits(const mdl_model *m)
    output after dropout, as saved) when deta is not NULL; eta NULL means 1; mask NULL
    means no dropout (ps: the 1/(1-p) dropout scale). */
 static int mdl__branch_bwd(float *dbr, float *deta, const float *dres, const float *br_out,
-                           const float *eta, const uint8_t *mask, float ps, int N, int C)
+                           const float *eta, const uint8_t *mask, float p, int N, int C)
 {
     int i;
-    if (!deta && !eta && !mask) return tk_copy(dbr, dres, sizeof(float) * (size_t)N * C);
+    float ps = 1.0f / (1.0f - p);
+    if (!deta && !eta) { /* no gate: the ops of either device */
+        int rc;
+        if (!mask) return tk_copy(dbr, dres, sizeof(float) * (size_t)N * C);
+        rc = tk_fill_zero(dbr, sizeof(float) * (size_t)N * C);
+        return rc ? rc : tk_dropout_backward(dbr, dres, mask, (size_t)N * C, p);
+    }
     MDL__OMP(omp parallel for schedule(static) if((size_t)N * C > 65536))
     for (i = 0; i < N; i++) {
         const float *d = dres + (size_t)i * C, *f = br_out + (size_t)i * C;
@@ -2026,11 +2028,11 @@ static int mdl__block_bwd(mdl_model *m, int l)
     const float *x = m->res + (size_t)l * NC;
     float *dres = m->dres, *dbr = m->dbr;
     int drop = c->dropout > 0.0f, i;
-    float ps = 1.0f / (1.0f - c->dropout);
     if (m->need_mu) memset(m->dmu, 0, sizeof(float) * (size_t)N * R);
     if (m->deta) memset(m->deta, 0, sizeof(float) * (size_t)N);
     /* ---- FFN branch: x_out = x_mid + eta * fo */
-    MDL__TRY(mdl__branch_bwd(dbr, m->deta, dres, a->fo, a->eta, drop ? a->mask_f : NULL, ps, N, C), "FFN branch");
+    MDL__TRY(mdl__branch_bwd(dbr, m->deta, dres, a->fo, a->eta, drop ? a->mask_f : NULL, c->dropout, N, C),
+             "FFN branch");
     if (c->ffn == MDL_FFN_MOE) {
         const float *Pp[LYR_MAX_PARAMS];
         float *Gp[LYR_MAX_PARAMS];
@@ -2061,7 +2063,7 @@ static int mdl__block_bwd(mdl_model *m, int l)
     MDL__TRY(mdl__norm_bwd(m, dres, G + b->ln2w, b->ln2b != MDL__ABSENT ? G + b->ln2b : NULL, m->dln,
                            a->xmid, P + b->ln2w, a->n2m, a->n2r, N), "norm2 backward");
     /* ---- attention branch: x_mid = x + eta * ao, ao = dropout(g * ap) */
-    MDL__TRY(mdl__branch_bwd(dbr, m->deta, dres, a->ao, a->eta, drop ? a->mask_a : NULL, ps, N, C),
+    MDL__TRY(mdl__branch_bwd(dbr, m->deta, dres, a->ao, a->eta, drop ? a->mask_a : NULL, c->dropout, N, C),
              "attention branch");
     if (c->value_gate) {
         /* dbr = d(g * ap): dg[n] = sum_c dbr * ap; dap = g * dbr */

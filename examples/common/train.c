@@ -374,7 +374,7 @@ static const trn__opt trn__opts[] = {
     {"threads", K_INT, TO(threads), NULL, 0, "OpenMP threads (0: default)"},
     {"device", K_ENUM, TO(device), trn__device_names, 0,
      "cpu|cuda: where the model trains (cuda: a build with nvcc and a GPU; for now softmax attention "
-     "without prior, memory, MoE, gates or dropout, and no GAC or CEAS controller)"},
+     "without prior, memory, MoE or gates, and no GAC or CEAS controller)"},
     {"precision", K_WENUM, TO(precision), trn__precision_names, 0,
      "auto|fp32|tf32|bf16: the device's GEMM and attention arithmetic (fp32 buffers, master weights "
      "and optimiser; auto: bf16 on cuda; the CPU is always fp32)"},
