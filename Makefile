@@ -96,7 +96,7 @@ CUDA_BENCH_NAMES := $(patsubst bench/%.cu,%,$(wildcard bench/bench_*_cuda.cu))
 build/cuda/%: bench/%.cu $(DEPS) bench/bench_cuda_util.h
 	@mkdir -p build/cuda
 	$(NVCC) -O3 -std=c++17 $(CUDA_ARCHS) -I. -isystem /usr/include/stb \
-	    -Xcompiler -Wall,-Wextra,-fopenmp $< -o $@ -lcublas -lgomp -lm
+	    -Xcompiler -Wall,-Wextra,-fopenmp $< -o $@ -lcublas -lgomp $(LIBS)
 
 cuda: $(foreach p,$(PARITY_NAMES) $(CUDA_BENCH_NAMES),build/cuda/$(p))
 
