@@ -1513,21 +1513,30 @@ TKDEF int tk_init_constant(float *x, size_t n, float value)
    only g decides), tk_relu2_*, tk_silu_*,
    tk_relu2_gated_*, tk_rope, tk_crossentropy_forward_inplace,
    tk_crossentropy_backward_inplace, tk_dropout_seeded_forward and tk_dropout_backward
-   (tk_dropout_forward draws from a host tk_rng: not routed). The routing test is on
-   the first output; every other buffer must then be device memory too (or NULL where
-   the op allows), else TK_EINVAL. tk_sgemm (called by the CPU kernels themselves),
-   tk_crossentropy_forward (its means are host scalars) and the attention (probs on the
-   CPU, lse on the device) are not routed: call their _cuda forms. */
+   (tk_dropout_forward draws from a host tk_rng: not routed). The first output decides
+   the side; every other buffer must be on the same side (device memory with a device
+   output, or NULL where the op allows; host memory with a host output), else TK_EINVAL
+   and nothing is read or written: a host output with a device input would otherwise
+   send the CPU loops into device memory. tk_sgemm (called by the CPU kernels
+   themselves), tk_crossentropy_forward (its means are host scalars) and the attention
+   (probs on the CPU, lse on the device) are not routed: call their _cuda forms. */
 #if defined(__CUDACC__) || defined(ATTNKIT_CUDA_SIM)
 static int tk__is_device_ptr(const void *p); /* cuda/tensor.cuh */
-#define TK__DEV(p) tk__is_device_ptr(p)
-#define TK__DEV0(p) (!(p) || tk__is_device_ptr(p))
+/* p on the side dev (1 device, 0 host); NULL: allowed on the host side (the CPU path
+   checks its own NULLs), on the device side only where null_ok (TK__DEV0) */
+static int tk__on_side(const void *p, int dev, int null_ok)
+{
+    if (!p) return dev ? null_ok : 1;
+    return tk__is_device_ptr(p) == dev;
+}
+/* inside TK__ROUTE's rest expression: tk__side_ is the first output's side */
+#define TK__DEV(p) tk__on_side((p), tk__side_, 0)
+#define TK__DEV0(p) tk__on_side((p), tk__side_, 1)
 #define TK__ROUTE(fn, first, rest_dev, call)                                                  \
     do {                                                                                     \
-        if (tk__is_device_ptr(first)) {                                                      \
-            if (!(rest_dev)) return tk__fail(TK_EINVAL, "%s: device and host buffers mixed", fn); \
-            return call;                                                                     \
-        }                                                                                    \
+        const int tk__side_ = tk__is_device_ptr(first);                                      \
+        if (!(rest_dev)) return tk__fail(TK_EINVAL, "%s: device and host buffers mixed", fn); \
+        if (tk__side_) return call;                                                          \
     } while (0)
 #else
 #define TK__ROUTE(fn, first, rest_dev, call) ((void)0)

@@ -1184,6 +1184,16 @@ static void test_plain_routing(void)
     CHECK_INT_EQ(tk_matmul_forward(o1, x.data(), d_W, d_b, N, C, OC), TK_EINVAL);
     CHECK_INT_EQ(tk_gelu_forward(c1, x.data(), zc.size()), TK_EINVAL);
     CHECK_INT_EQ(tk_layernorm_forward(c1, m1, r1, d_x, w.data(), NULL, N, C, 1e-5f), TK_EINVAL);
+    /* a host output with a device input: refused too (the CPU loops would read device
+       memory); the host output is left as it was */
+    {
+        std::vector<float> ho((size_t)N * OC, 7.0f), hc(zc.size(), 7.0f);
+        CHECK_INT_EQ(tk_matmul_forward(ho.data(), d_x, d_W, NULL, N, C, OC), TK_EINVAL);
+        CHECK_INT_EQ(tk_gelu_forward(hc.data(), d_x, zc.size()), TK_EINVAL);
+        CHECK_INT_EQ(tk_residual_forward(hc.data(), x.data(), d_x, zc.size()), TK_EINVAL);
+        CHECK_INT_EQ(tk_layernorm_forward(hc.data(), NULL, NULL, x.data(), d_w, NULL, N, C, 1e-5f), TK_EINVAL);
+        CHECK(ho[0] == 7.0f && hc[0] == 7.0f && hc[hc.size() - 1] == 7.0f);
+    }
 #undef SAME
     dfree(d_x); dfree(d_W); dfree(d_b); dfree(d_w); dfree(d_dout); dfree(d_dln); dfree(d_wte); dfree(d_ids);
     dfree(o1); dfree(o2); dfree(c1); dfree(c2); dfree(m1); dfree(m2); dfree(r1); dfree(r2);
