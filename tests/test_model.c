@@ -557,8 +557,10 @@ static void test_device_entry(void)
     CHECK_INT_EQ(mdl_device_supports(NULL, err, sizeof err), MDL_EINVAL);
     p = c;
     p.prior = MDL_PRIOR_RPA;
+    CHECK_INT_EQ(mdl_device_supports(&p, err, sizeof err), MDL_OK);
+    p.prior = MDL_PRIOR_ERA;
     CHECK_INT_EQ(mdl_device_supports(&p, err, sizeof err), MDL_EINVAL);
-    CHECK(strstr(err, "prior") != NULL);
+    CHECK(strstr(err, "ERA") != NULL);
     p = c;
     p.ffn = MDL_FFN_MOE;
     CHECK_INT_EQ(mdl_device_supports(&p, err, sizeof err), MDL_EINVAL);

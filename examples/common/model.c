@@ -166,6 +166,11 @@ struct mdl_model {
     unsigned long pgen;      /* bumped whenever pstats changes (invalidates the caches) */
     int prior_running;       /* the last forward's RPA prior came from pstats */
     era_cache pcache[MDL_MAX_LAYERS];
+    era_cuda_cache pcache_d[MDL_MAX_LAYERS]; /* the device model's caches (pcache_on too) */
+    float *pstats_d;         /* device copy of pstats' memberships (device model, running prior) */
+    unsigned long pstats_d_gen; /* pgen + 1 of the copy; 0: none */
+    float *mu_h;             /* (N,R) host staging of a layer's memberships (device model) */
+    size_t mu_h_cap;
     int pcache_on[MDL_MAX_LAYERS], pdiag_T[MDL_MAX_LAYERS];
     unsigned long pcache_gen[MDL_MAX_LAYERS];
     struct mdl__pctx pctx[MDL_MAX_LAYERS];
@@ -684,7 +689,7 @@ int mdl_device_supports(const mdl_config *cfg, char *err, size_t errlen)
     const char *what = NULL;
     if (!cfg) return ex_errf(err, errlen, MDL_EINVAL, "mdl_device_supports: cfg is NULL");
     if (cfg->attn != MDL_ATTN_SOFTMAX) what = "polar attention";
-    else if (cfg->prior != MDL_PRIOR_NONE) what = "an RPA/ERA prior";
+    else if (cfg->prior == MDL_PRIOR_ERA) what = "the ERA prior";
     else if (cfg->memory != MDL_MEM_NONE) what = "the gated-delta memory";
     else if (cfg->ffn == MDL_FFN_MOE) what = "the fuzzy MoE";
     else if (cfg->conv_k) what = "the causal convolution (conv_k)";
@@ -800,9 +805,14 @@ void mdl_destroy(mdl_model *m)
     for (l = 0; l < MDL_MAX_LAYERS; l++) {
         era_rpa_state_free(&m->rpa_st[l]);
         era_era_state_free(&m->era_st[l]);
-        if (m->pcache_on[l]) era_cache_free(&m->pcache[l]);
+        if (m->pcache_on[l]) {
+            if (m->dev == MDL_DEVICE_CPU) era_cache_free(&m->pcache[l]);
+            else era_cuda_cache_free(&m->pcache_d[l]);
+        }
     }
     free(m->pstats);
+    mdl__free_dev(m, m->pstats_d);
+    free(m->mu_h);
     mdl__free_dev(m, m->params);
     mdl__free_dev(m, m->grads);
     free(m->tensors);
@@ -980,11 +990,11 @@ static size_t mdl__carve(mdl_model *m, int B, int T, int train, int obs, char *b
     m->mem_ws_n = m->rpa_ws_n = m->era_ws_n = m->obs_ws_n = 0;
     if (c->prior == MDL_PRIOR_RPA) {
         era_rpa_config rc = m->cfg.rpa;
-        m->rpa_ws_n = era_rpa_workspace_size(&rc, B, T);
+        m->rpa_ws_n = cv.split ? era_rpa_cuda_workspace_size(&rc, B, T) : era_rpa_workspace_size(&rc, B, T);
         m->rpa_ws = mdl__take(&cv, m->rpa_ws_n);
     }
     if (c->prior == MDL_PRIOR_ERA) {
-        m->era_ws_n = era_era_workspace_size(&m->cfg.era, T);
+        m->era_ws_n = cv.split ? era_era_cuda_workspace_size(&m->cfg.era, T) : era_era_workspace_size(&m->cfg.era, T);
         m->era_ws = mdl__take(&cv, m->era_ws_n);
     }
     if (obs) {
@@ -1162,6 +1172,22 @@ static uint64_t mdl__drop_seed(uint64_t seed, int l, int k)
 
 static float mdl__sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 
+/* A scalar parameter or gradient (base + off) of either device, read or added to from
+   the host: a 4-byte copy on the device model (a few per layer and step). A failed copy
+   reads NaN, which the trainer's finiteness checks catch. */
+static float mdl__sget(const float *base, size_t off)
+{
+    float v;
+    if (tk_copy(&v, base + off, sizeof v) != TK_OK) return (float)NAN;
+    return v;
+}
+
+static void mdl__sadd(float *base, size_t off, float dv)
+{
+    float v = mdl__sget(base, off) + dv;
+    tk_copy(base + off, &v, sizeof v);
+}
+
 /* ------------------------------------------------------------------ forward */
 
 static era_rpa_params mdl__rpa_params(const mdl_model *m, int l, const float *P)
@@ -1174,8 +1200,8 @@ static era_rpa_params mdl__rpa_params(const mdl_model *m, int l, const float *P)
     p.b = P + b->memb;
     p.centers = P + b->memc;
     p.log_sigma = P + b->mems;
-    if (b->tau != MDL__ABSENT) p.tau_att = P[b->tau];
-    if (b->posb != MDL__ABSENT) p.pos_beta = P[b->posb];
+    if (b->tau != MDL__ABSENT) p.tau_att = mdl__sget(P, b->tau);
+    if (b->posb != MDL__ABSENT) p.pos_beta = mdl__sget(P, b->posb);
     return p;
 }
 
@@ -1183,8 +1209,8 @@ static era_era_params mdl__era_params(const mdl_model *m, int l)
 {
     const mdl__bp *b = &m->bp[l];
     era_era_params p = era_era_params_default(m->params + b->erac);
-    p.sigma = expf(m->params[b->eras]);
-    p.alpha = m->params[b->eraa];
+    p.sigma = expf(mdl__sget(m->params, b->eras));
+    p.alpha = mdl__sget(m->params, b->eraa);
     return p;
 }
 
@@ -1218,26 +1244,38 @@ static int mdl__prior_mu(void *user, int T, float *mbar)
    bias depends on changed (running statistics, tau_att, pos_beta, warm-in scale). */
 static int mdl__prior_cached(mdl_model *m, int l, const era_rpa_params *rp, int T, const float **out)
 {
-    era_cache *pc = &m->pcache[l];
+    /* the host cache (CPU model) or its device twin (device model: B(T) built by the
+       device prior from the same running table, kept in device memory) */
+    const int dev = m->dev != MDL_DEVICE_CPU;
+    const era_rpa_params *cpar = dev ? &m->pcache_d[l].rpar : &m->pcache[l].rpar;
+    const era_rpa_config *ccfg = dev ? &m->pcache_d[l].rcfg : &m->pcache[l].rcfg;
     int rc;
     if (m->pcache_on[l] &&
-        (m->pcache_gen[l] != m->pgen || pc->rpar.tau_att != rp->tau_att || pc->rpar.pos_beta != rp->pos_beta ||
-         pc->rcfg.scale != m->rpa_used.scale)) {
-        m->pc_builds += pc->builds;
-        m->pc_hits += pc->hits;
-        era_cache_free(pc);
+        (m->pcache_gen[l] != m->pgen || cpar->tau_att != rp->tau_att || cpar->pos_beta != rp->pos_beta ||
+         ccfg->scale != m->rpa_used.scale)) {
+        if (dev) {
+            m->pc_builds += m->pcache_d[l].builds;
+            m->pc_hits += m->pcache_d[l].hits;
+            era_cuda_cache_free(&m->pcache_d[l]);
+        } else {
+            m->pc_builds += m->pcache[l].builds;
+            m->pc_hits += m->pcache[l].hits;
+            era_cache_free(&m->pcache[l]);
+        }
         m->pcache_on[l] = 0;
     }
     if (!m->pcache_on[l]) {
         size_t budget = (size_t)2 * (size_t)m->cfg.max_T * (size_t)m->cfg.max_T * sizeof(float);
-        rc = era_cache_init_rpa(pc, budget, &m->rpa_used, rp, mdl__prior_mu, &m->pctx[l]);
+        rc = dev ? era_cuda_cache_init_rpa(&m->pcache_d[l], budget, &m->rpa_used, rp, mdl__prior_mu, &m->pctx[l])
+                 : era_cache_init_rpa(&m->pcache[l], budget, &m->rpa_used, rp, mdl__prior_mu, &m->pctx[l]);
         if (rc) return rc;
         m->pcache_on[l] = 1;
         m->pcache_gen[l] = m->pgen;
         m->pdiag_T[l] = 0;
     }
     if (m->pdiag_T[l] != T) {
-        /* diagnostics of the cached prior (factored state only, no (T,T) pass) */
+        /* diagnostics of the cached prior (factored state only, no (T,T) pass; on the
+           host from the host running table on either device) */
         era_rpa_state ds = era_rpa_state_init();
         rc = era_rpa_forward(&m->rpa_used, rp, m->pstats + (size_t)l * m->cfg.max_T * m->R, 1, T, NULL, &ds, NULL);
         if (rc == ERA_OK) {
@@ -1249,7 +1287,7 @@ static int mdl__prior_cached(mdl_model *m, int l, const era_rpa_params *rp, int 
         era_rpa_state_free(&ds);
         if (rc) return rc;
     }
-    return era_cache_get(pc, T, out);
+    return dev ? era_cuda_cache_get(&m->pcache_d[l], T, out, NULL) : era_cache_get(&m->pcache[l], T, out);
 }
 
 /* The device attention's arithmetic: the device GEMMs' (tk_cuda_set_math) where the
@@ -1297,7 +1335,28 @@ static int mdl__softmax_fwd(mdl_model *m, int l, const mdl_opts *o, mdl_stats *s
         } else {
             /* training (or the old per-batch evaluation): batch means of this forward, or
                the running table as a batch of one (state keeps the pointer until backward) */
-            const float *mu = m->prior_running ? m->pstats + (size_t)l * c->max_T * m->R : a->mu;
+            const float *mu = a->mu;
+            if (m->prior_running) {
+                const float *run = m->pstats;
+                if (m->dev != MDL_DEVICE_CPU) {
+                    /* the device prior reads the running table from device memory: one
+                       upload per change of the table */
+                    size_t nmu = (size_t)m->L * (size_t)c->max_T * (size_t)m->R;
+                    if (!m->pstats_d) {
+                        void *d = NULL;
+                        if (tk_device_alloc(&d, sizeof(float) * nmu) != TK_OK)
+                            return mdl__fail(m, MDL_ENOMEM, "running prior table: out of device memory");
+                        m->pstats_d = (float *)d;
+                        m->pstats_d_gen = 0;
+                    }
+                    if (m->pstats_d_gen != m->pgen + 1) {
+                        MDL__TRY(tk_copy(m->pstats_d, m->pstats, sizeof(float) * nmu), "upload of the running table");
+                        m->pstats_d_gen = m->pgen + 1;
+                    }
+                    run = m->pstats_d;
+                }
+                mu = run + (size_t)l * c->max_T * m->R;
+            }
             MDL__TRY(era_rpa_forward(&m->rpa_used, &rp, mu, m->prior_running ? 1 : B, T, a->bias, &m->rpa_st[l],
                                      m->rpa_ws),
                      "era_rpa_forward");
@@ -1314,11 +1373,11 @@ static int mdl__softmax_fwd(mdl_model *m, int l, const mdl_opts *o, mdl_stats *s
             for (i = 0; i < TT; i++) a->bias[i] *= m->era_scale_used;
         bias = a->bias;
     }
-    if (c->prior == MDL_PRIOR_RPA) st->layer_tau_att[l] = P[b->tau];
+    if (c->prior == MDL_PRIOR_RPA) st->layer_tau_att[l] = mdl__sget(P, b->tau);
     if (c->gac_tau) {
         /* GAC (seed 003 eq. 8): softmax((qk/sqrt(D) + B) / tau_gac): the temperature of
            every head of the layer times tau_gac, the bias divided by it */
-        float g = P[b->gtau];
+        float g = mdl__sget(P, b->gtau);
         int h;
         if (!mdl__finite(g) || !(g > 0.0f))
             return mdl__fail(m, MDL_EINVAL, "layer %d: gac_tau must be finite and > 0 (got %g)", l, (double)g);
@@ -1861,8 +1920,19 @@ int mdl_prior_stats_update(mdl_model *m, float momentum)
     R = m->R;
     maxT = m->cfg.max_T;
     cnt = m->pstats + (size_t)m->L * maxT * R;
+    if (m->dev != MDL_DEVICE_CPU && (size_t)B * T * R > m->mu_h_cap) {
+        float *p = (float *)realloc(m->mu_h, sizeof(float) * (size_t)B * T * R);
+        if (!p) return mdl__fail(m, MDL_ENOMEM, "mdl_prior_stats_update: out of memory");
+        m->mu_h = p;
+        m->mu_h_cap = (size_t)B * T * R;
+    }
     for (l = 0; l < m->L; l++) {
         const float *mu = m->ba[l].mu;
+        if (m->dev != MDL_DEVICE_CPU) { /* the device model's memberships, staged on the host */
+            if (tk_copy(m->mu_h, mu, sizeof(float) * (size_t)B * T * R) != TK_OK)
+                return mdl__fail(m, MDL_EFAIL, "mdl_prior_stats_update: copy of the memberships failed");
+            mu = m->mu_h;
+        }
         float *run = m->pstats + (size_t)l * maxT * R;
         for (t = 0; t < T; t++) {
             double w = 1.0 / ((double)cnt[t] + 1.0);
@@ -1919,8 +1989,8 @@ void mdl_prior_cache_counts(const mdl_model *m, long *builds, long *hits)
         h = m->pc_hits;
         for (l = 0; l < MDL_MAX_LAYERS; l++)
             if (m->pcache_on[l]) {
-                b += m->pcache[l].builds;
-                h += m->pcache[l].hits;
+                b += m->dev == MDL_DEVICE_CPU ? m->pcache[l].builds : m->pcache_d[l].builds;
+                h += m->dev == MDL_DEVICE_CPU ? m->pcache[l].hits : m->pcache_d[l].hits;
             }
     }
     if (builds) *builds = b;
@@ -2028,8 +2098,8 @@ static int mdl__block_bwd(mdl_model *m, int l)
     const float *x = m->res + (size_t)l * NC;
     float *dres = m->dres, *dbr = m->dbr;
     int drop = c->dropout > 0.0f, i;
-    if (m->need_mu) memset(m->dmu, 0, sizeof(float) * (size_t)N * R);
-    if (m->deta) memset(m->deta, 0, sizeof(float) * (size_t)N);
+    if (m->need_mu) MDL__TRY(tk_fill_zero(m->dmu, sizeof(float) * (size_t)N * R), "zero");
+    if (m->deta) MDL__TRY(tk_fill_zero(m->deta, sizeof(float) * (size_t)N), "zero");
     /* ---- FFN branch: x_out = x_mid + eta * fo */
     MDL__TRY(mdl__branch_bwd(dbr, m->deta, dres, a->fo, a->eta, drop ? a->mask_f : NULL, c->dropout, N, C),
              "FFN branch");
@@ -2146,7 +2216,7 @@ static int mdl__block_bwd(mdl_model *m, int l)
         MDL__TRY(tk_fill_zero(m->dq, sizeof(float) * NC), "zero");
         MDL__TRY(tk_fill_zero(m->dk, sizeof(float) * NC), "zero");
         MDL__TRY(tk_fill_zero(m->dv, sizeof(float) * NC), "zero");
-        if (m->dbias) memset(m->dbias, 0, sizeof(float) * (size_t)T * T);
+        if (m->dbias) MDL__TRY(tk_fill_zero(m->dbias, sizeof(float) * (size_t)T * T), "zero");
         {
             float dtemp[256], *dtp = NULL, *dbp = c->prior != MDL_PRIOR_NONE ? m->dbias : NULL;
             int h;
@@ -2157,7 +2227,8 @@ static int mdl__block_bwd(mdl_model *m, int l)
             if (m->dev != MDL_DEVICE_CPU) {
                 tk_attention_cuda_config ac = mdl__attn_cfg(m);
                 MDL__TRY(tk_attention_backward_cuda_ex(m->dq, m->dk, m->dv, dbp, dtp, dbr, a->atto, a->lse, a->q, a->k,
-                                                       a->v, NULL, 0, m->temp_d + (size_t)l * H, B, H, T, D, &ac, NULL),
+                                                       a->v, c->prior != MDL_PRIOR_NONE ? a->bias : NULL, 0,
+                                                       m->temp_d + (size_t)l * H, B, H, T, D, &ac, NULL),
                          "tk_attention_backward_cuda_ex");
             } else if (mdl__gate_layer_dense(m, l)) {
                 MDL__TRY(tk_attention_backward(m->dq, m->dk, m->dv, dbp, dtp, dbr, a->probs, a->q, a->k, a->v,
@@ -2174,7 +2245,7 @@ static int mdl__block_bwd(mdl_model *m, int l)
             if (c->gac_tau) {
                 /* temp_h = base_h * g and bias' = bias / g: dg = sum_h dtemp_h base_h
                    - sum dbias' bias' / g; the prior then gets dbias' / g */
-                float g = P[b->gtau], ig = 1.0f / g;
+                float g = mdl__sget(P, b->gtau), ig = 1.0f / g;
                 double dg = 0.0;
                 for (h = 0; h < H; h++) dg += (double)dtemp[h] * (m->temp[(size_t)l * H + h] * ig);
                 if (dbp) {
@@ -2186,7 +2257,7 @@ static int mdl__block_bwd(mdl_model *m, int l)
                     }
                     dg -= sb * ig;
                 }
-                G[b->gtau] += (float)dg;
+                mdl__sadd(G, b->gtau, (float)dg);
             }
         }
         if (c->pos == MDL_POS_ROPE) {
@@ -2219,8 +2290,8 @@ static int mdl__block_bwd(mdl_model *m, int l)
         MDL__TRY(era_rpa_backward(&m->rpa_used, &rp, &m->rpa_st[l], m->dbias,
                                   m->prior_running ? NULL : m->dmu, &g, m->rpa_ws),
                  "era_rpa_backward");
-        G[b->tau] += g.dtau_att;
-        G[b->posb] += g.dpos_beta;
+        mdl__sadd(G, b->tau, g.dtau_att);
+        mdl__sadd(G, b->posb, g.dpos_beta);
     } else if (c->prior == MDL_PRIOR_ERA) {
         era_era_params ep = mdl__era_params(m, l);
         era_era_grads g;
@@ -2230,8 +2301,8 @@ static int mdl__block_bwd(mdl_model *m, int l)
         if (m->era_scale_used != 1.0f)
             for (e = 0; e < TT; e++) m->dbias[e] *= m->era_scale_used;
         MDL__TRY(era_era_backward(&c->era, &ep, &m->era_st[l], m->dbias, &g, m->era_ws), "era_era_backward");
-        G[b->eras] += g.dsigma * ep.sigma;
-        G[b->eraa] += g.dalpha;
+        mdl__sadd(G, b->eras, g.dsigma * ep.sigma);
+        mdl__sadd(G, b->eraa, g.dalpha);
     }
     /* residual gates: eta = sigmoid(w . mu) */
     if (c->res_gate) {
