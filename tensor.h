@@ -209,6 +209,62 @@ TKDEF int tk_logsoftmax_backward(float *dinp, const float *dout, const float *ou
 TKDEF int tk_residual_forward(float *out, const float *a, const float *b, size_t n);
 TKDEF int tk_residual_backward(float *da, float *db, const float *dout, size_t n);
 
+/* Sigmoid over n elements: out = 1 / (1 + exp(-x)) (tk_silu's sigmoid: exact limits 0 and
+   1 up to ~1e-38); out may alias x. Backward from the forward's OUTPUT y:
+   dx (n) += dy * y * (1 - y). */
+TKDEF int tk_sigmoid_forward(float *out, const float *x, size_t n);
+TKDEF int tk_sigmoid_backward(float *dx, const float *y, const float *dy, size_t n);
+/* Per-row scale: out (N,C) = s[i] * x[i,:];  x (N,C), s (N). out may alias x. */
+TKDEF int tk_rowscale(float *out, const float *x, const float *s, int N, int C);
+/* Per-row dot product, ACCUMULATING: out (N) += sum_j a[i,j] * b[i,j];  a, b (N,C). Each
+   row is summed in double (the products are exact there) and added to out[i] in double,
+   rounded once. out must not alias a or b. (With tk_rowscale: the backward of a per-row
+   gate, ds += rowdot(dout, br), dbr += s * dout.) */
+TKDEF int tk_rowdot(float *out, const float *a, const float *b, int N, int C);
+/* Residual with a per-row gate: out (N,C) = x[i,:] + s[i] * br[i,:];  x, br (N,C), s (N).
+   out may alias x or br. Backward: dx += dout (tk_residual_backward), ds += rowdot(dout,
+   br) (tk_rowdot), dbr += s * dout (tk_rowscale into scratch, then added). */
+TKDEF int tk_residual_rows_forward(float *out, const float *x, const float *br,
+                                   const float *s, int N, int C);
+/* Causal mean gate: z, sig (B,T,H), g (B,T), H <= 256. For every (b,h), the running mean
+   over time, its sigmoid, and the mean over heads:
+     pre[b,t,h] = (1/(t+1)) sum_{s<=t} z[b,s,h]   (a running sum in double)
+     sig[b,t,h] = sigmoid(pre)                     (computed in double, stored as float)
+     g[b,t]     = (1/H) sum_h sig[b,t,h]           (summed in double, h in order)
+   sig is saved for the backward. Backward (ACCUMULATES): dg (B,T), sig from the forward;
+     dpre[b,t,h] = dg[b,t] / H * sig (1 - sig),
+     dz[b,s,h]  += sum_{t>=s} dpre[b,t,h] / (t+1)  (a reverse running sum in double).
+   No buffer may alias another. */
+TKDEF int tk_causal_mean_gate_forward(float *g, float *sig, const float *z, int B, int T,
+                                      int H);
+TKDEF int tk_causal_mean_gate_backward(float *dz, const float *dg, const float *sig, int B,
+                                       int T, int H);
+/* Row gather: out (n,C) = src[idx[i],:] row by row;  src (nsrc,C), idx (n) in [0,nsrc).
+   An idx outside [0,nsrc) is TK_ERANGE with nothing written (every index is checked
+   first). The device twin cannot check indices without a copy to the host: it writes a
+   zero row for an out-of-range index (and never reads outside src). out must not alias
+   src. */
+TKDEF int tk_rows_gather(float *out, const float *src, int nsrc, const int *idx, int n,
+                         int C);
+/* Weighted combination of gathered rows (a mixture-of-experts "combine"): for each row n,
+     out[n,:] = (accumulate ? out[n,:] : 0) + sum_{k=0..K-1} w[n*K+k] * src[idx[n*K+k],:]
+   summed in float in the order k = 0, 1, ..., K-1.  out (N,C), src (nsrc,C), idx (N*K),
+   w (N*K) or NULL (every weight 1), accumulate 0 or 1. An index outside [0,nsrc):
+   TK_ERANGE with nothing written on the CPU; on the device (no host check) that term is
+   skipped. out must not alias src.
+   Backward (ACCUMULATES), dout (N,C):
+     dsrc (nsrc,C): dsrc[idx[n*K+k],:] += w[n*K+k] * dout[n,:]  (w NULL: 1)
+     dw (N*K):      dw[n*K+k] += dot(dout[n,:], src[idx[n*K+k],:])  (in double, as tk_rowdot;
+                    src is needed only for dw)
+   either may be NULL, not both. Repeated idx entries are summed in the order (n,k) on the
+   CPU; on the device the dsrc scatter needs DISTINCT idx entries (repeats race: their sum
+   is then undefined); dw does not care. */
+TKDEF int tk_rows_combine_forward(float *out, const float *src, int nsrc, const int *idx,
+                                  const float *w, int N, int K, int C, int accumulate);
+TKDEF int tk_rows_combine_backward(float *dsrc, float *dw, const float *dout,
+                                   const float *src, int nsrc, const int *idx,
+                                   const float *w, int N, int K, int C);
+
 /* Inverted dropout: out = inp * keep / (1-p), keep ~ Bernoulli(1-p) from rng, saved in
    mask (n bytes, 0/1). p in [0,1). p == 0 copies and sets mask to 1 (rng may then be
    NULL and is not advanced). One draw per element, in index order: the mask depends
@@ -493,6 +549,38 @@ TKDEF int tk_residual_forward_cuda(float *out, const float *a, const float *b, s
                                    tk_stream stream);
 TKDEF int tk_residual_backward_cuda(float *da, float *db, const float *dout, size_t n,
                                     tk_stream stream);
+/* Sigmoid, row scale / dot, the row-gated residual, the causal mean gate, row gather and
+   combine: the CPU ops' shapes, validation and semantics (the backward functions and
+   tk_rowdot accumulate), device buffers, idx device ints. Deterministic, no atomics:
+   tk_rowdot and the combine's dw reduce one row per warp (double lanes, a fixed butterfly);
+   the causal gate runs one thread per (b,h) over time in double and one per (b,t) over the
+   heads in order (the CPU's arithmetic). Indices are not checked on the host (a copy
+   would be needed): an index outside [0,nsrc) gives a zero row in tk_rows_gather_cuda and
+   a skipped term in the combine (forward: nothing added; backward: no dsrc row, no dw
+   change); nothing is read out of bounds. The dsrc scatter of
+   tk_rows_combine_backward_cuda needs distinct idx entries (repeats race). */
+TKDEF int tk_sigmoid_forward_cuda(float *out, const float *x, size_t n, tk_stream stream);
+TKDEF int tk_sigmoid_backward_cuda(float *dx, const float *y, const float *dy, size_t n,
+                                   tk_stream stream);
+TKDEF int tk_rowscale_cuda(float *out, const float *x, const float *s, int N, int C,
+                           tk_stream stream);
+TKDEF int tk_rowdot_cuda(float *out, const float *a, const float *b, int N, int C,
+                         tk_stream stream);
+TKDEF int tk_residual_rows_forward_cuda(float *out, const float *x, const float *br,
+                                        const float *s, int N, int C, tk_stream stream);
+TKDEF int tk_causal_mean_gate_forward_cuda(float *g, float *sig, const float *z, int B,
+                                           int T, int H, tk_stream stream);
+TKDEF int tk_causal_mean_gate_backward_cuda(float *dz, const float *dg, const float *sig,
+                                            int B, int T, int H, tk_stream stream);
+TKDEF int tk_rows_gather_cuda(float *out, const float *src, int nsrc, const int *idx, int n,
+                              int C, tk_stream stream);
+TKDEF int tk_rows_combine_forward_cuda(float *out, const float *src, int nsrc,
+                                       const int *idx, const float *w, int N, int K, int C,
+                                       int accumulate, tk_stream stream);
+TKDEF int tk_rows_combine_backward_cuda(float *dsrc, float *dw, const float *dout,
+                                        const float *src, int nsrc, const int *idx,
+                                        const float *w, int N, int K, int C,
+                                        tk_stream stream);
 /* Seeded dropout on the device: tk_dropout_seeded_forward's contract and hash (mask and
    out bit-identical to the CPU's), and tk_dropout_backward's (dinp += dout * mask /
    (1-p), accumulating; bit-identical too). out, mask, inp / dinp, dout, mask device. */
@@ -1513,7 +1601,9 @@ TKDEF int tk_init_constant(float *x, size_t n, float value)
    only g decides), tk_relu2_*, tk_silu_*,
    tk_relu2_gated_*, tk_rope, tk_crossentropy_forward_inplace,
    tk_crossentropy_backward_inplace, tk_dropout_seeded_forward and tk_dropout_backward
-   (tk_dropout_forward draws from a host tk_rng: not routed). The first output decides
+   (tk_dropout_forward draws from a host tk_rng: not routed), tk_sigmoid_*, tk_rowscale,
+   tk_rowdot, tk_residual_rows_forward, tk_causal_mean_gate_*, tk_rows_gather and
+   tk_rows_combine_* (the backward decides on dout: dsrc, dw may be NULL). The first output decides
    the side; every other buffer must be on the same side (device memory with a device
    output, or NULL where the op allows; host memory with a host output), else TK_EINVAL
    and nothing is read or written: a host output with a device input would otherwise
@@ -2493,6 +2583,324 @@ TKDEF int tk_dropout_seeded_forward(float *out, uint8_t *mask, const float *inp,
         uint8_t keep = (uint8_t)tk__dropout_keep(key, (uint64_t)i, p);
         mask[i] = keep;
         out[i] = keep ? inp[i] * scale : 0.0f;
+    }
+    return TK_OK;
+}
+
+/* ---------------------------------------------------------------- sigmoid, row ops */
+TKDEF int tk_sigmoid_forward(float *out, const float *x, size_t n)
+{
+    static const char *fn = "tk_sigmoid_forward";
+    ptrdiff_t i, nn = (ptrdiff_t)n;
+    TK__ROUTE(fn, out, TK__DEV(x), tk_sigmoid_forward_cuda(out, x, n, NULL));
+    TK__ELEMWISE_CHECK(fn, out, x, n);
+    TK__OPS_OMP(omp parallel for schedule(static) if(n > TK__PAR_MIN))
+    for (i = 0; i < nn; i++) out[i] = tk__sigmoid(x[i]);
+    return TK_OK;
+}
+
+TKDEF int tk_sigmoid_backward(float *dx, const float *y, const float *dy, size_t n)
+{
+    static const char *fn = "tk_sigmoid_backward";
+    ptrdiff_t i, nn = (ptrdiff_t)n;
+    TK__ROUTE(fn, dx, TK__DEV(y) && TK__DEV(dy), tk_sigmoid_backward_cuda(dx, y, dy, n, NULL));
+    TK__ELEMWISE_CHECK(fn, dx, y, n);
+    TK__NONNULL(fn, dy);
+    TK__OPS_OMP(omp parallel for schedule(static) if(n > TK__PAR_MIN))
+    for (i = 0; i < nn; i++) dx[i] += dy[i] * y[i] * (1.0f - y[i]);
+    return TK_OK;
+}
+
+/* the common checks of the (N,C) row ops: three buffers, N, C > 0 */
+static int tk__check_rows3(const char *fn, const void *out, const void *a, const void *b,
+                           int N, int C)
+{
+    TK__NONNULL(fn, out);
+    TK__NONNULL(fn, a);
+    TK__NONNULL(fn, b);
+    TK__POSDIM(fn, N);
+    TK__POSDIM(fn, C);
+    return TK_OK;
+}
+
+TKDEF int tk_rowscale(float *out, const float *x, const float *s, int N, int C)
+{
+    static const char *fn = "tk_rowscale";
+    int i, rc;
+    TK__ROUTE(fn, out, TK__DEV(x) && TK__DEV(s), tk_rowscale_cuda(out, x, s, N, C, NULL));
+    if ((rc = tk__check_rows3(fn, out, x, s, N, C)) != TK_OK) return rc;
+    TK__OPS_OMP(omp parallel for schedule(static) if((size_t)N * C > TK__PAR_MIN))
+    for (i = 0; i < N; i++) {
+        const float *xr = x + (size_t)i * C, si = s[i];
+        float *o = out + (size_t)i * C;
+        int j;
+        for (j = 0; j < C; j++) o[j] = si * xr[j];
+    }
+    return TK_OK;
+}
+
+/* sum_j a[j] b[j] in double (each product exact), 4 partial sums in a fixed order */
+static double tk__dot_d(const float *a, const float *b, int C)
+{
+    double p0 = 0.0, p1 = 0.0, p2 = 0.0, p3 = 0.0;
+    int j;
+    for (j = 0; j + 4 <= C; j += 4) {
+        p0 += (double)a[j] * (double)b[j];
+        p1 += (double)a[j + 1] * (double)b[j + 1];
+        p2 += (double)a[j + 2] * (double)b[j + 2];
+        p3 += (double)a[j + 3] * (double)b[j + 3];
+    }
+    for (; j < C; j++) p0 += (double)a[j] * (double)b[j];
+    return (p0 + p1) + (p2 + p3);
+}
+
+TKDEF int tk_rowdot(float *out, const float *a, const float *b, int N, int C)
+{
+    static const char *fn = "tk_rowdot";
+    int i, rc;
+    TK__ROUTE(fn, out, TK__DEV(a) && TK__DEV(b), tk_rowdot_cuda(out, a, b, N, C, NULL));
+    if ((rc = tk__check_rows3(fn, out, a, b, N, C)) != TK_OK) return rc;
+    TK__OPS_OMP(omp parallel for schedule(static) if((size_t)N * C > TK__PAR_MIN))
+    for (i = 0; i < N; i++)
+        out[i] = (float)((double)out[i] +
+                         tk__dot_d(a + (size_t)i * C, b + (size_t)i * C, C));
+    return TK_OK;
+}
+
+TKDEF int tk_residual_rows_forward(float *out, const float *x, const float *br,
+                                   const float *s, int N, int C)
+{
+    static const char *fn = "tk_residual_rows_forward";
+    int i, rc;
+    TK__ROUTE(fn, out, TK__DEV(x) && TK__DEV(br) && TK__DEV(s),
+              tk_residual_rows_forward_cuda(out, x, br, s, N, C, NULL));
+    if ((rc = tk__check_rows3(fn, out, x, br, N, C)) != TK_OK) return rc;
+    TK__NONNULL(fn, s);
+    TK__OPS_OMP(omp parallel for schedule(static) if((size_t)N * C > TK__PAR_MIN))
+    for (i = 0; i < N; i++) {
+        const float *xr = x + (size_t)i * C, *br_ = br + (size_t)i * C, si = s[i];
+        float *o = out + (size_t)i * C;
+        int j;
+        for (j = 0; j < C; j++) o[j] = xr[j] + si * br_[j];
+    }
+    return TK_OK;
+}
+
+/* ---------------------------------------------------------------- causal mean gate */
+#define TK__GATE_MAXH 256 /* heads of the causal mean gate (a per-thread double array) */
+
+static int tk__check_gate(const char *fn, const void *o1, const void *o2, const void *in,
+                          int B, int T, int H)
+{
+    TK__NONNULL(fn, o1);
+    TK__NONNULL(fn, o2);
+    TK__NONNULL(fn, in);
+    TK__POSDIM(fn, B);
+    TK__POSDIM(fn, T);
+    TK__POSDIM(fn, H);
+    if (H > TK__GATE_MAXH)
+        return tk__fail(TK_EINVAL, "%s: H must be <= %d, got %d", fn, TK__GATE_MAXH, H);
+    return TK_OK;
+}
+
+/* the gate's sigmoid of the running mean, in double (the device computes the same) */
+static TK__HD float tk__gate_sig(double pre) { return (float)(1.0 / (1.0 + exp(-pre))); }
+
+TKDEF int tk_causal_mean_gate_forward(float *g, float *sig, const float *z, int B, int T,
+                                      int H)
+{
+    static const char *fn = "tk_causal_mean_gate_forward";
+    int b, rc;
+    TK__ROUTE(fn, g, TK__DEV(sig) && TK__DEV(z),
+              tk_causal_mean_gate_forward_cuda(g, sig, z, B, T, H, NULL));
+    if ((rc = tk__check_gate(fn, g, sig, z, B, T, H)) != TK_OK) return rc;
+    /* per batch row: time outer, heads inner (contiguous), one running sum per head */
+    TK__OPS_OMP(omp parallel for schedule(static) if((size_t)B * T * H > TK__PAR_MIN / 8 && B > 1))
+    for (b = 0; b < B; b++) {
+        double acc[TK__GATE_MAXH];
+        int t, h;
+        for (h = 0; h < H; h++) acc[h] = 0.0;
+        for (t = 0; t < T; t++) {
+            const size_t o = ((size_t)b * T + t) * (size_t)H;
+            double sum = 0.0;
+            for (h = 0; h < H; h++) {
+                acc[h] += (double)z[o + h];
+                sig[o + h] = tk__gate_sig(acc[h] / (double)(t + 1));
+            }
+            for (h = 0; h < H; h++) sum += (double)sig[o + h];
+            g[(size_t)b * T + t] = (float)(sum / (double)H);
+        }
+    }
+    return TK_OK;
+}
+
+TKDEF int tk_causal_mean_gate_backward(float *dz, const float *dg, const float *sig, int B,
+                                       int T, int H)
+{
+    static const char *fn = "tk_causal_mean_gate_backward";
+    int b, rc;
+    TK__ROUTE(fn, dz, TK__DEV(dg) && TK__DEV(sig),
+              tk_causal_mean_gate_backward_cuda(dz, dg, sig, B, T, H, NULL));
+    if ((rc = tk__check_gate(fn, dz, dg, sig, B, T, H)) != TK_OK) return rc;
+    TK__OPS_OMP(omp parallel for schedule(static) if((size_t)B * T * H > TK__PAR_MIN / 8 && B > 1))
+    for (b = 0; b < B; b++) {
+        double acc[TK__GATE_MAXH];
+        int t, h;
+        for (h = 0; h < H; h++) acc[h] = 0.0;
+        for (t = T - 1; t >= 0; t--) {
+            const size_t o = ((size_t)b * T + t) * (size_t)H;
+            const double d = (double)dg[(size_t)b * T + t] / (double)H;
+            for (h = 0; h < H; h++) {
+                const double s = (double)sig[o + h];
+                acc[h] += d * s * (1.0 - s) / (double)(t + 1);
+                dz[o + h] = (float)((double)dz[o + h] + acc[h]);
+            }
+        }
+    }
+    return TK_OK;
+}
+
+/* ---------------------------------------------------------------- row gather, combine */
+/* every idx[i] (n entries) in [0, nsrc), else TK_ERANGE */
+static int tk__check_rows_idx(const char *fn, const int *idx, size_t n, int nsrc)
+{
+    size_t i;
+    for (i = 0; i < n; i++)
+        if (idx[i] < 0 || idx[i] >= nsrc)
+            return tk__fail(TK_ERANGE, "%s: idx[%lu] = %d outside [0, %d)", fn,
+                            (unsigned long)i, idx[i], nsrc);
+    return TK_OK;
+}
+
+static int tk__check_gather(const char *fn, const float *out, const float *src, int nsrc,
+                            const int *idx, int n, int C)
+{
+    TK__NONNULL(fn, out);
+    TK__NONNULL(fn, src);
+    TK__NONNULL(fn, idx);
+    TK__POSDIM(fn, nsrc);
+    TK__POSDIM(fn, n);
+    TK__POSDIM(fn, C);
+    return TK_OK;
+}
+
+TKDEF int tk_rows_gather(float *out, const float *src, int nsrc, const int *idx, int n,
+                         int C)
+{
+    static const char *fn = "tk_rows_gather";
+    int i, rc;
+    TK__ROUTE(fn, out, TK__DEV(src) && TK__DEV(idx),
+              tk_rows_gather_cuda(out, src, nsrc, idx, n, C, NULL));
+    if ((rc = tk__check_gather(fn, out, src, nsrc, idx, n, C)) != TK_OK) return rc;
+    if ((rc = tk__check_rows_idx(fn, idx, (size_t)n, nsrc)) != TK_OK) return rc;
+    TK__OPS_OMP(omp parallel for schedule(static) if((size_t)n * C > TK__PAR_MIN))
+    for (i = 0; i < n; i++)
+        memcpy(out + (size_t)i * C, src + (size_t)idx[i] * C, (size_t)C * sizeof(float));
+    return TK_OK;
+}
+
+/* the sizes and idx of the combine (forward and backward) */
+static int tk__check_combine_dims(const char *fn, const int *idx, int nsrc, int N, int K, int C)
+{
+    TK__NONNULL(fn, idx);
+    TK__POSDIM(fn, nsrc);
+    TK__POSDIM(fn, N);
+    TK__POSDIM(fn, K);
+    TK__POSDIM(fn, C);
+    return TK_OK;
+}
+
+static int tk__check_combine_fwd(const char *fn, const float *out, const float *src, int nsrc,
+                                 const int *idx, int N, int K, int C, int accumulate)
+{
+    TK__NONNULL(fn, out);
+    TK__NONNULL(fn, src);
+    if (accumulate != 0 && accumulate != 1)
+        return tk__fail(TK_EINVAL, "%s: accumulate must be 0 or 1 (got %d)", fn, accumulate);
+    return tk__check_combine_dims(fn, idx, nsrc, N, K, C);
+}
+
+/* dsrc, dw: at least one; src needed only for dw */
+static int tk__check_combine_bwd(const char *fn, const float *dsrc, const float *dw,
+                                 const float *dout, const float *src, int nsrc, const int *idx,
+                                 int N, int K, int C)
+{
+    if (!dsrc && !dw) return tk__fail(TK_EINVAL, "%s: dsrc and dw are both NULL", fn);
+    TK__NONNULL(fn, dout);
+    if (dw && !src) return tk__fail(TK_EINVAL, "%s: src is NULL (needed for dw)", fn);
+    return tk__check_combine_dims(fn, idx, nsrc, N, K, C);
+}
+
+TKDEF int tk_rows_combine_forward(float *out, const float *src, int nsrc, const int *idx,
+                                  const float *w, int N, int K, int C, int accumulate)
+{
+    static const char *fn = "tk_rows_combine_forward";
+    int n, rc;
+    TK__ROUTE(fn, out, TK__DEV(src) && TK__DEV(idx) && TK__DEV0(w),
+              tk_rows_combine_forward_cuda(out, src, nsrc, idx, w, N, K, C, accumulate, NULL));
+    if ((rc = tk__check_combine_fwd(fn, out, src, nsrc, idx, N, K, C, accumulate)) != TK_OK)
+        return rc;
+    if ((rc = tk__check_rows_idx(fn, idx, (size_t)N * K, nsrc)) != TK_OK) return rc;
+    /* per element: (base + t_0) + t_1 + ..., k in order (the device's order too) */
+    TK__OPS_OMP(omp parallel for schedule(static) if((size_t)N * K * C > TK__PAR_MIN))
+    for (n = 0; n < N; n++) {
+        float *o = out + (size_t)n * C;
+        int k, j;
+        if (!accumulate)
+            for (j = 0; j < C; j++) o[j] = 0.0f;
+        for (k = 0; k < K; k++) {
+            const size_t r = (size_t)n * K + k;
+            const float *sr = src + (size_t)idx[r] * C;
+            if (w) {
+                const float wk = w[r];
+                for (j = 0; j < C; j++) o[j] += wk * sr[j];
+            } else {
+                for (j = 0; j < C; j++) o[j] += sr[j];
+            }
+        }
+    }
+    return TK_OK;
+}
+
+TKDEF int tk_rows_combine_backward(float *dsrc, float *dw, const float *dout,
+                                   const float *src, int nsrc, const int *idx,
+                                   const float *w, int N, int K, int C)
+{
+    static const char *fn = "tk_rows_combine_backward";
+    const size_t NK = (size_t)N * (size_t)K;
+    int rc;
+    TK__ROUTE(fn, dout, TK__DEV0(dsrc) && TK__DEV0(dw) && TK__DEV0(src) && TK__DEV(idx) && TK__DEV0(w),
+              tk_rows_combine_backward_cuda(dsrc, dw, dout, src, nsrc, idx, w, N, K, C, NULL));
+    if ((rc = tk__check_combine_bwd(fn, dsrc, dw, dout, src, nsrc, idx, N, K, C)) != TK_OK)
+        return rc;
+    if ((rc = tk__check_rows_idx(fn, idx, NK, nsrc)) != TK_OK) return rc;
+    if (dsrc) {
+        /* threads own column blocks; each walks every (n,k) in order, so repeated idx
+           entries add up in a fixed order for any thread count */
+        int nb = (C + TK__COLBLK - 1) / TK__COLBLK, blk;
+        TK__OPS_OMP(omp parallel for schedule(static) if(NK * C > TK__PAR_MIN && nb > 1))
+        for (blk = 0; blk < nb; blk++) {
+            const int c0 = blk * TK__COLBLK, c1 = c0 + TK__COLBLK < C ? c0 + TK__COLBLK : C;
+            size_t r;
+            for (r = 0; r < NK; r++) {
+                const float *go = dout + (r / (size_t)K) * C;
+                float *d = dsrc + (size_t)idx[r] * C;
+                int j;
+                if (w) {
+                    const float wr = w[r];
+                    for (j = c0; j < c1; j++) d[j] += wr * go[j];
+                } else {
+                    for (j = c0; j < c1; j++) d[j] += go[j];
+                }
+            }
+        }
+    }
+    if (dw) {
+        ptrdiff_t r, nk = (ptrdiff_t)NK;
+        TK__OPS_OMP(omp parallel for schedule(static) if(NK * C > TK__PAR_MIN))
+        for (r = 0; r < nk; r++)
+            dw[r] = (float)((double)dw[r] + tk__dot_d(dout + (size_t)(r / K) * C,
+                                                      src + (size_t)idx[r] * C, C));
     }
     return TK_OK;
 }
@@ -3716,6 +4124,70 @@ TKDEF int tk_residual_backward_cuda(float *da, float *db, const float *dout, siz
 {
     (void)da; (void)db; (void)dout; (void)n; (void)stream;
     TK__NOCUDA("tk_residual_backward_cuda");
+}
+TKDEF int tk_sigmoid_forward_cuda(float *out, const float *x, size_t n, tk_stream stream)
+{
+    (void)out; (void)x; (void)n; (void)stream;
+    TK__NOCUDA("tk_sigmoid_forward_cuda");
+}
+TKDEF int tk_sigmoid_backward_cuda(float *dx, const float *y, const float *dy, size_t n,
+                                   tk_stream stream)
+{
+    (void)dx; (void)y; (void)dy; (void)n; (void)stream;
+    TK__NOCUDA("tk_sigmoid_backward_cuda");
+}
+TKDEF int tk_rowscale_cuda(float *out, const float *x, const float *s, int N, int C,
+                           tk_stream stream)
+{
+    (void)out; (void)x; (void)s; (void)N; (void)C; (void)stream;
+    TK__NOCUDA("tk_rowscale_cuda");
+}
+TKDEF int tk_rowdot_cuda(float *out, const float *a, const float *b, int N, int C,
+                         tk_stream stream)
+{
+    (void)out; (void)a; (void)b; (void)N; (void)C; (void)stream;
+    TK__NOCUDA("tk_rowdot_cuda");
+}
+TKDEF int tk_residual_rows_forward_cuda(float *out, const float *x, const float *br,
+                                        const float *s, int N, int C, tk_stream stream)
+{
+    (void)out; (void)x; (void)br; (void)s; (void)N; (void)C; (void)stream;
+    TK__NOCUDA("tk_residual_rows_forward_cuda");
+}
+TKDEF int tk_causal_mean_gate_forward_cuda(float *g, float *sig, const float *z, int B,
+                                           int T, int H, tk_stream stream)
+{
+    (void)g; (void)sig; (void)z; (void)B; (void)T; (void)H; (void)stream;
+    TK__NOCUDA("tk_causal_mean_gate_forward_cuda");
+}
+TKDEF int tk_causal_mean_gate_backward_cuda(float *dz, const float *dg, const float *sig,
+                                            int B, int T, int H, tk_stream stream)
+{
+    (void)dz; (void)dg; (void)sig; (void)B; (void)T; (void)H; (void)stream;
+    TK__NOCUDA("tk_causal_mean_gate_backward_cuda");
+}
+TKDEF int tk_rows_gather_cuda(float *out, const float *src, int nsrc, const int *idx, int n,
+                              int C, tk_stream stream)
+{
+    (void)out; (void)src; (void)nsrc; (void)idx; (void)n; (void)C; (void)stream;
+    TK__NOCUDA("tk_rows_gather_cuda");
+}
+TKDEF int tk_rows_combine_forward_cuda(float *out, const float *src, int nsrc,
+                                       const int *idx, const float *w, int N, int K, int C,
+                                       int accumulate, tk_stream stream)
+{
+    (void)out; (void)src; (void)nsrc; (void)idx; (void)w; (void)N; (void)K; (void)C;
+    (void)accumulate; (void)stream;
+    TK__NOCUDA("tk_rows_combine_forward_cuda");
+}
+TKDEF int tk_rows_combine_backward_cuda(float *dsrc, float *dw, const float *dout,
+                                        const float *src, int nsrc, const int *idx,
+                                        const float *w, int N, int K, int C,
+                                        tk_stream stream)
+{
+    (void)dsrc; (void)dw; (void)dout; (void)src; (void)nsrc; (void)idx; (void)w; (void)N;
+    (void)K; (void)C; (void)stream;
+    TK__NOCUDA("tk_rows_combine_backward_cuda");
 }
 TKDEF int tk_dropout_seeded_forward_cuda(float *out, uint8_t *mask, const float *inp,
                                          size_t n, float p, uint64_t seed,

@@ -54,11 +54,32 @@
      grad norm, clip squares summed in double on both sides (in other orders), the root
                      rounded to float: norm rtol 1e-6, clipped g rtol 1e-6 (bit-identical
                      in the simulation).
+     sigmoid         expf against the CPU's polynomial exp: rtol 1e-6 (atol 1e-30: below
+                     x = -88 the CPU's clamped exp gives ~6e-39 where the device gives 0);
+                     backward: the CPU's products, the last one unfused (__fmul_rn): rtol
+                     1e-6, atol 1e-7 (exact where the host does not contract).
+     rowscale, residual_rows, gather, combine forward and dsrc
+                     the CPU's products and float sums in its order (k = 0..K-1), products
+                     unfused: rtol 1e-6, atol 1e-7 (exact where the host compiler does not
+                     contract: a CPU build with FMA contraction, clang -march=x86-64-v3,
+                     differs by a rounding per term); gather exact.
+     rowdot, combine dw  one warp per row, double lane sums + butterfly (the CPU: 4 double
+                     partials), added to the float output in double, rounded once: rtol
+                     1e-5, atol 1e-6.
+     causal mean gate  the CPU's double arithmetic (running sums, exp in double, the heads
+                     summed in order), one thread per (b,h) / (b,t): sig rtol 1e-6, g and
+                     dz rtol 1e-5 (only the double exp's last bit may differ).
+                     Measured in the simulation (tests/parity_tensor.cu: n up to 10007, C up
+                     to 777, T up to 300, H up to 256, K up to 3): sigmoid forward 1.6e-7
+                     relative, everything else bit-identical; not yet run on a GPU.
    Determinism: no atomics. Every reduction (bias/column sums, embedding scatter,
    LayerNorm weight gradients) is done by one thread per output in a fixed order,
    so results are bit-identical run to run. The RMSNorm weight gradient and the
    gradient norm reduce in two fixed-order stages (per-block partials, then one pass
-   over them), with grids that depend on the shapes only.
+   over them), with grids that depend on the shapes only. tk_rowdot and the combine's dw
+   reduce one row per warp (fixed butterfly); the combine's dsrc scatter writes each
+   element from one thread when the idx entries are distinct (repeats race: documented
+   in tensor.h).
 
    A single cuBLAS handle is created on first use (not thread-safe to create from
    two host threads at once) and reused; each call binds it to the caller's stream. */
@@ -1049,6 +1070,302 @@ TKDEF int tk_residual_backward_cuda(float *da, float *db, const float *dout, siz
     if (!da && !db) return TK_OK;
     TK__LAUNCH(tk__k_residual_bwd, tk__gs_blocks(n, 256), 256, 0, (cudaStream_t)stream, da, db, dout, n);
     return tk__launched(fn);
+}
+
+/* ------------------------------- sigmoid, row ops, causal mean gate, row gather/combine */
+/* Element-wise and row kernels: the CPU's expressions in the CPU's order; products that
+   the CPU adds separately go through TK__FMUL_RN (never fused into an fma). */
+static __global__ void tk__k_sigmoid_fwd(float *out, const float *x, size_t n)
+{
+    size_t i, step = (size_t)gridDim.x * blockDim.x;
+    for (i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step)
+        out[i] = 1.0f / (1.0f + expf(-x[i]));
+}
+
+static __global__ void tk__k_sigmoid_bwd(float *dx, const float *y, const float *dy, size_t n)
+{
+    size_t i, step = (size_t)gridDim.x * blockDim.x;
+    for (i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {
+        float yi = y[i];
+        dx[i] += TK__FMUL_RN(dy[i] * yi, 1.0f - yi);
+    }
+}
+
+/* out = s[row] * x (br NULL) or x + s[row] * br, over the N*C elements */
+static __global__ void tk__k_rowscale(float *out, const float *x, const float *br, const float *s,
+                                      size_t NC, int C)
+{
+    size_t e, step = (size_t)gridDim.x * blockDim.x;
+    for (e = (size_t)blockIdx.x * blockDim.x + threadIdx.x; e < NC; e += step) {
+        float si = s[e / (size_t)C];
+        out[e] = br ? x[e] + TK__FMUL_RN(si, br[e]) : si * x[e];
+    }
+}
+
+#define TK__ROW_WARPS 4 /* rows per block of the one-warp-per-row reductions */
+
+/* the sum of v over the 32 lanes of a full warp, in every lane (fixed butterfly order) */
+static __device__ double tk__warp_sum_d(double v)
+{
+    int o;
+    for (o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+/* sum_c a[c] b[c] over a row of C by one full warp: lane-strided double sums (each product
+   exact), then the butterfly; the same value in every lane */
+static __device__ double tk__warp_dot_d(const float *a, const float *b, int C)
+{
+    int lane = (int)(threadIdx.x & 31), c;
+    double s = 0.0;
+    for (c = lane; c < C; c += 32) s += (double)a[c] * (double)b[c];
+    return tk__warp_sum_d(s);
+}
+
+/* one warp per row: out[row] += dot(a[row], b[row]) (added in double, rounded once) */
+static __global__ void tk__k_rowdot(float *out, const float *a, const float *b, int N, int C)
+{
+    int row = (int)(blockIdx.x * TK__ROW_WARPS + (threadIdx.x >> 5));
+    double s;
+    if (row >= N) return; /* the whole warp */
+    s = tk__warp_dot_d(a + (size_t)row * C, b + (size_t)row * C, C);
+    if ((threadIdx.x & 31) == 0) out[row] = (float)((double)out[row] + s);
+}
+
+/* causal mean gate, forward stage 1: one thread per (b,h), time in order, in double */
+static __global__ void tk__k_gate_fwd_sig(float *sig, const float *z, int B, int T, int H)
+{
+    size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x, o;
+    double acc = 0.0;
+    int t;
+    if (k >= (size_t)B * H) return;
+    o = (k / (size_t)H) * (size_t)T * H + k % (size_t)H; /* (b, t=0, h) */
+    for (t = 0; t < T; t++, o += (size_t)H) {
+        acc += (double)z[o];
+        sig[o] = tk__gate_sig(acc / (double)(t + 1));
+    }
+}
+
+/* stage 2: one thread per (b,t): g = (sum over h in order, in double) / H */
+static __global__ void tk__k_gate_fwd_g(float *g, const float *sig, size_t BT, int H)
+{
+    size_t k, step = (size_t)gridDim.x * blockDim.x;
+    for (k = (size_t)blockIdx.x * blockDim.x + threadIdx.x; k < BT; k += step) {
+        const float *sr = sig + k * (size_t)H;
+        double sum = 0.0;
+        int h;
+        for (h = 0; h < H; h++) sum += (double)sr[h];
+        g[k] = (float)(sum / (double)H);
+    }
+}
+
+/* backward: one thread per (b,h), time in reverse, the CPU's double expressions */
+static __global__ void tk__k_gate_bwd(float *dz, const float *dg, const float *sig, int B, int T, int H)
+{
+    size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x, b, o;
+    double acc = 0.0;
+    int t;
+    if (k >= (size_t)B * H) return;
+    b = k / (size_t)H;
+    for (t = T - 1; t >= 0; t--) {
+        const double d = (double)dg[b * T + t] / (double)H;
+        double s;
+        o = (b * T + t) * (size_t)H + k % (size_t)H;
+        s = (double)sig[o];
+        acc += d * s * (1.0 - s) / (double)(t + 1);
+        dz[o] = (float)((double)dz[o] + acc);
+    }
+}
+
+/* out (n,C) = src[idx[row]]; an index outside [0,nsrc) gives a zero row */
+static __global__ void tk__k_rows_gather(float *out, const float *src, int nsrc, const int *idx,
+                                         size_t nC, int C)
+{
+    size_t e, step = (size_t)gridDim.x * blockDim.x;
+    for (e = (size_t)blockIdx.x * blockDim.x + threadIdx.x; e < nC; e += step) {
+        int i = idx[e / (size_t)C];
+        out[e] = (i >= 0 && i < nsrc) ? src[(size_t)i * C + e % (size_t)C] : 0.0f;
+    }
+}
+
+/* one thread per out element: (accumulate ? out : 0) + w_k src[idx_k], k in order;
+   out-of-range terms skipped */
+static __global__ void tk__k_rows_combine_fwd(float *out, const float *src, int nsrc, const int *idx,
+                                              const float *w, size_t NC, int K, int C, int accumulate)
+{
+    size_t e, step = (size_t)gridDim.x * blockDim.x;
+    for (e = (size_t)blockIdx.x * blockDim.x + threadIdx.x; e < NC; e += step) {
+        const size_t r0 = (e / (size_t)C) * (size_t)K, j = e % (size_t)C;
+        float acc = accumulate ? out[e] : 0.0f;
+        int k;
+        for (k = 0; k < K; k++) {
+            const int i = idx[r0 + k];
+            if (i >= 0 && i < nsrc) {
+                const float v = src[(size_t)i * C + j];
+                acc += w ? TK__FMUL_RN(w[r0 + k], v) : v;
+            }
+        }
+        out[e] = acc;
+    }
+}
+
+/* dsrc[idx[r]] += w[r] dout[r / K] over the N*K*C elements (distinct idx: no two threads
+   write one element; repeats race) */
+static __global__ void tk__k_rows_combine_dsrc(float *dsrc, const float *dout, int nsrc, const int *idx,
+                                               const float *w, size_t NKC, int K, int C)
+{
+    size_t e, step = (size_t)gridDim.x * blockDim.x;
+    for (e = (size_t)blockIdx.x * blockDim.x + threadIdx.x; e < NKC; e += step) {
+        const size_t r = e / (size_t)C, j = e % (size_t)C;
+        const int i = idx[r];
+        if (i >= 0 && i < nsrc) {
+            const float g = dout[(r / (size_t)K) * C + j];
+            dsrc[(size_t)i * C + j] += w ? TK__FMUL_RN(w[r], g) : g;
+        }
+    }
+}
+
+/* one warp per (n,k): dw[r] += dot(dout[n], src[idx[r]]) in double; out of range: skipped */
+static __global__ void tk__k_rows_combine_dw(float *dw, const float *dout, const float *src, int nsrc,
+                                             const int *idx, size_t NK, int K, int C)
+{
+    size_t r = (size_t)blockIdx.x * TK__ROW_WARPS + (threadIdx.x >> 5);
+    double s;
+    int i;
+    if (r >= NK) return; /* the whole warp */
+    i = idx[r];
+    if (i < 0 || i >= nsrc) return; /* the whole warp: i is the same in every lane */
+    s = tk__warp_dot_d(dout + (r / (size_t)K) * C, src + (size_t)i * C, C);
+    if ((threadIdx.x & 31) == 0) dw[r] = (float)((double)dw[r] + s);
+}
+
+TKDEF int tk_sigmoid_forward_cuda(float *out, const float *x, size_t n, tk_stream stream)
+{
+    static const char *fn = "tk_sigmoid_forward_cuda";
+    TK__ELEMWISE_CHECK(fn, out, x, n);
+    TK__LAUNCH(tk__k_sigmoid_fwd, tk__gs_blocks(n, 256), 256, 0, (cudaStream_t)stream, out, x, n);
+    return tk__launched(fn);
+}
+
+TKDEF int tk_sigmoid_backward_cuda(float *dx, const float *y, const float *dy, size_t n,
+                                   tk_stream stream)
+{
+    static const char *fn = "tk_sigmoid_backward_cuda";
+    TK__ELEMWISE_CHECK(fn, dx, y, n);
+    TK__NONNULL(fn, dy);
+    TK__LAUNCH(tk__k_sigmoid_bwd, tk__gs_blocks(n, 256), 256, 0, (cudaStream_t)stream, dx, y, dy, n);
+    return tk__launched(fn);
+}
+
+TKDEF int tk_rowscale_cuda(float *out, const float *x, const float *s, int N, int C,
+                           tk_stream stream)
+{
+    static const char *fn = "tk_rowscale_cuda";
+    const size_t NC = (size_t)N * (size_t)C;
+    int rc;
+    if ((rc = tk__check_rows3(fn, out, x, s, N, C)) != TK_OK) return rc;
+    TK__LAUNCH(tk__k_rowscale, tk__gs_blocks(NC, 256), 256, 0, (cudaStream_t)stream, out, x,
+               (const float *)NULL, s, NC, C);
+    return tk__launched(fn);
+}
+
+TKDEF int tk_rowdot_cuda(float *out, const float *a, const float *b, int N, int C,
+                         tk_stream stream)
+{
+    static const char *fn = "tk_rowdot_cuda";
+    int rc;
+    if ((rc = tk__check_rows3(fn, out, a, b, N, C)) != TK_OK) return rc;
+    TK__LAUNCH(tk__k_rowdot, tk__blocks((size_t)N, TK__ROW_WARPS), TK__ROW_WARPS * 32, 0,
+               (cudaStream_t)stream, out, a, b, N, C);
+    return tk__launched(fn);
+}
+
+TKDEF int tk_residual_rows_forward_cuda(float *out, const float *x, const float *br,
+                                        const float *s, int N, int C, tk_stream stream)
+{
+    static const char *fn = "tk_residual_rows_forward_cuda";
+    const size_t NC = (size_t)N * (size_t)C;
+    int rc;
+    if ((rc = tk__check_rows3(fn, out, x, br, N, C)) != TK_OK) return rc;
+    TK__NONNULL(fn, s);
+    TK__LAUNCH(tk__k_rowscale, tk__gs_blocks(NC, 256), 256, 0, (cudaStream_t)stream, out, x, br, s,
+               NC, C);
+    return tk__launched(fn);
+}
+
+TKDEF int tk_causal_mean_gate_forward_cuda(float *g, float *sig, const float *z, int B,
+                                           int T, int H, tk_stream stream)
+{
+    static const char *fn = "tk_causal_mean_gate_forward_cuda";
+    cudaStream_t s = (cudaStream_t)stream;
+    int rc;
+    if ((rc = tk__check_gate(fn, g, sig, z, B, T, H)) != TK_OK) return rc;
+    TK__LAUNCH(tk__k_gate_fwd_sig, tk__blocks((size_t)B * H, 128), 128, 0, s, sig, z, B, T, H);
+    if ((rc = tk__launched(fn)) != TK_OK) return rc;
+    TK__LAUNCH(tk__k_gate_fwd_g, tk__gs_blocks((size_t)B * T, 256), 256, 0, s, g, (const float *)sig,
+               (size_t)B * T, H);
+    return tk__launched(fn);
+}
+
+TKDEF int tk_causal_mean_gate_backward_cuda(float *dz, const float *dg, const float *sig,
+                                            int B, int T, int H, tk_stream stream)
+{
+    static const char *fn = "tk_causal_mean_gate_backward_cuda";
+    int rc;
+    if ((rc = tk__check_gate(fn, dz, dg, sig, B, T, H)) != TK_OK) return rc;
+    TK__LAUNCH(tk__k_gate_bwd, tk__blocks((size_t)B * H, 128), 128, 0, (cudaStream_t)stream, dz, dg,
+               sig, B, T, H);
+    return tk__launched(fn);
+}
+
+TKDEF int tk_rows_gather_cuda(float *out, const float *src, int nsrc, const int *idx, int n,
+                              int C, tk_stream stream)
+{
+    static const char *fn = "tk_rows_gather_cuda";
+    const size_t nC = (size_t)n * (size_t)C;
+    int rc;
+    if ((rc = tk__check_gather(fn, out, src, nsrc, idx, n, C)) != TK_OK) return rc;
+    TK__LAUNCH(tk__k_rows_gather, tk__gs_blocks(nC, 256), 256, 0, (cudaStream_t)stream, out, src, nsrc,
+               idx, nC, C);
+    return tk__launched(fn);
+}
+
+TKDEF int tk_rows_combine_forward_cuda(float *out, const float *src, int nsrc,
+                                       const int *idx, const float *w, int N, int K, int C,
+                                       int accumulate, tk_stream stream)
+{
+    static const char *fn = "tk_rows_combine_forward_cuda";
+    const size_t NC = (size_t)N * (size_t)C;
+    int rc;
+    if ((rc = tk__check_combine_fwd(fn, out, src, nsrc, idx, N, K, C, accumulate)) != TK_OK)
+        return rc;
+    TK__LAUNCH(tk__k_rows_combine_fwd, tk__gs_blocks(NC, 256), 256, 0, (cudaStream_t)stream, out, src,
+               nsrc, idx, w, NC, K, C, accumulate);
+    return tk__launched(fn);
+}
+
+TKDEF int tk_rows_combine_backward_cuda(float *dsrc, float *dw, const float *dout,
+                                        const float *src, int nsrc, const int *idx,
+                                        const float *w, int N, int K, int C,
+                                        tk_stream stream)
+{
+    static const char *fn = "tk_rows_combine_backward_cuda";
+    cudaStream_t s = (cudaStream_t)stream;
+    const size_t NK = (size_t)N * (size_t)K;
+    int rc;
+    if ((rc = tk__check_combine_bwd(fn, dsrc, dw, dout, src, nsrc, idx, N, K, C)) != TK_OK)
+        return rc;
+    if (dsrc) {
+        TK__LAUNCH(tk__k_rows_combine_dsrc, tk__gs_blocks(NK * (size_t)C, 256), 256, 0, s, dsrc, dout,
+                   nsrc, idx, w, NK * (size_t)C, K, C);
+        if ((rc = tk__launched(fn)) != TK_OK) return rc;
+    }
+    if (dw) {
+        TK__LAUNCH(tk__k_rows_combine_dw, tk__blocks(NK, TK__ROW_WARPS), TK__ROW_WARPS * 32, 0, s, dw,
+                   dout, src, nsrc, idx, NK, K, C);
+        if ((rc = tk__launched(fn)) != TK_OK) return rc;
+    }
+    return TK_OK;
 }
 
 /* ------------------------------------------------------ seeded dropout */

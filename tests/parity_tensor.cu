@@ -1668,6 +1668,324 @@ static void test_device_memory(void)
     tk_device_free(NULL);
 }
 
+/* ---- sigmoid, row ops, causal mean gate, row gather / combine: every op through its plain
+   (routed) entry with device buffers against the same call on host buffers */
+/* the device floats at d against the host vector ref (one copy), within rtol / atol; the
+   worst error relative to the tolerance's scale goes to worst */
+#define DEV_CLOSE(d, ref, rtol, atol, worst)                                                \
+    do {                                                                                    \
+        const std::vector<float> dev_ = dget(d, (ref).size());                              \
+        CHECK_ALL_CLOSE(dev_.data(), (ref).data(), (long)(ref).size(), rtol, atol);         \
+        (worst) = fmax((worst), worst_rel(dev_, (ref), (rtol), (atol)));                    \
+    } while (0)
+
+static void test_sigmoid_rows(void)
+{
+    static const size_t ns[] = {1, 31, 777, 10007};
+    double wf = 0.0, wb = 0.0;
+    NEED_GPU();
+    tt_seed(101);
+    for (int s = 0; s < 4; s++) {
+        const size_t n = ns[s];
+        std::vector<float> x = randn(n, 3.0), dy = randn(n, 1.0), y(n, 9.0f), dx = randn(n, 1.0);
+        if (n > 4) {
+            x[1] = 40.0f; /* saturated tails: the CPU's exp clamps at -87 / 88 */
+            x[2] = -100.0f;
+            x[3] = 0.0f;
+        }
+        float *d_x = dput(x), *d_y = dput(y), *d_dy = dput(dy), *d_dx = dput(dx), *d_al = dput(x);
+        CHECK_INT_EQ(tk_sigmoid_forward(y.data(), x.data(), n), TK_OK);
+        CHECK_INT_EQ(tk_sigmoid_forward(d_y, d_x, n), TK_OK);
+        /* atol 1e-30: sigmoid(-100) is ~6e-39 on the CPU (its exp clamps), 0 on the device */
+        DEV_CLOSE(d_y, y, 1e-6, 1e-30, wf);
+        CHECK_INT_EQ(tk_sigmoid_forward(d_al, d_al, n), TK_OK); /* in place */
+        DEV_CLOSE(d_al, y, 1e-6, 1e-30, wf);
+        /* backward from the CPU's y on both sides, into a nonzero dx */
+        float *d_yc = dput(y);
+        CHECK_INT_EQ(tk_sigmoid_backward(dx.data(), y.data(), dy.data(), n), TK_OK);
+        CHECK_INT_EQ(tk_sigmoid_backward(d_dx, d_yc, d_dy, n), TK_OK);
+        DEV_CLOSE(d_dx, dx, 1e-6, 1e-7, wb);
+        dfree(d_x); dfree(d_y); dfree(d_dy); dfree(d_dx); dfree(d_al); dfree(d_yc);
+    }
+    printf("    sigmoid fwd %.2e bwd %.2e (of rtol 1e-6)\n", wf, wb);
+}
+
+static void test_row_ops(void)
+{
+    static const int shapes[][2] = {{1, 1}, {1, 777}, {37, 1}, {33, 45}, {130, 777}};
+    double ws = 0.0, wd = 0.0, wr = 0.0;
+    NEED_GPU();
+    tt_seed(102);
+    for (int s = 0; s < 5; s++) {
+        const int N = shapes[s][0], C = shapes[s][1];
+        const size_t nc = (size_t)N * C;
+        std::vector<float> x = randn(nc, 1.0), br = randn(nc, 1.0), sc = randn((size_t)N, 1.0);
+        std::vector<float> out(nc, 5.0f), dot = randn((size_t)N, 1.0);
+        float *d_x = dput(x), *d_br = dput(br), *d_s = dput(sc), *d_out = dput(out), *d_dot = dput(dot);
+        float *d_al = dput(x);
+        CHECK_INT_EQ(tk_rowscale(out.data(), x.data(), sc.data(), N, C), TK_OK);
+        CHECK_INT_EQ(tk_rowscale(d_out, d_x, d_s, N, C), TK_OK);
+        DEV_CLOSE(d_out, out, 1e-6, 0.0, ws);
+        CHECK_INT_EQ(tk_rowscale(d_al, d_al, d_s, N, C), TK_OK); /* out aliasing x */
+        DEV_CLOSE(d_al, out, 1e-6, 0.0, ws);
+        /* rowdot accumulates into a random start, twice */
+        for (int rep = 0; rep < 2; rep++) {
+            CHECK_INT_EQ(tk_rowdot(dot.data(), x.data(), br.data(), N, C), TK_OK);
+            CHECK_INT_EQ(tk_rowdot(d_dot, d_x, d_br, N, C), TK_OK);
+        }
+        DEV_CLOSE(d_dot, dot, 1e-5, 1e-6, wd);
+        CHECK_INT_EQ(tk_residual_rows_forward(out.data(), x.data(), br.data(), sc.data(), N, C), TK_OK);
+        CHECK_INT_EQ(tk_residual_rows_forward(d_out, d_x, d_br, d_s, N, C), TK_OK);
+        DEV_CLOSE(d_out, out, 1e-6, 1e-7, wr);
+        CHECK_INT_EQ(tk_copy(d_al, x.data(), nc * sizeof(float)), TK_OK);
+        CHECK_INT_EQ(tk_residual_rows_forward(d_al, d_al, d_br, d_s, N, C), TK_OK); /* out aliasing x */
+        DEV_CLOSE(d_al, out, 1e-6, 1e-7, wr);
+        dfree(d_x); dfree(d_br); dfree(d_s); dfree(d_out); dfree(d_dot); dfree(d_al);
+    }
+    printf("    rowscale %.2e (of rtol 1e-6), rowdot %.2e (of rtol 1e-5), residual_rows %.2e (of rtol 1e-6)\n",
+           ws, wd, wr);
+}
+
+static void test_causal_mean_gate(void)
+{
+    static const int shapes[][3] = {{1, 1, 1}, {2, 1, 3}, {1, 300, 1}, {2, 37, 3}, {3, 300, 12}, {2, 64, 256}};
+    double wg = 0.0, wsg = 0.0, wdz = 0.0;
+    NEED_GPU();
+    tt_seed(103);
+    for (int s = 0; s < 6; s++) {
+        const int B = shapes[s][0], T = shapes[s][1], H = shapes[s][2];
+        const size_t bt = (size_t)B * T, n = bt * H;
+        std::vector<float> z = randn(n, 1.5), g(bt, 3.0f), sig(n, 3.0f), dg = randn(bt, 1.0), dz = randn(n, 1.0);
+        float *d_z = dput(z), *d_g = dput(g), *d_sig = dput(sig), *d_dg = dput(dg), *d_dz = dput(dz);
+        CHECK_INT_EQ(tk_causal_mean_gate_forward(g.data(), sig.data(), z.data(), B, T, H), TK_OK);
+        CHECK_INT_EQ(tk_causal_mean_gate_forward(d_g, d_sig, d_z, B, T, H), TK_OK);
+        DEV_CLOSE(d_sig, sig, 1e-6, 0.0, wsg);
+        DEV_CLOSE(d_g, g, 1e-5, 0.0, wg);
+        /* the backward from the CPU's sig on both sides, accumulating twice */
+        float *d_sc = dput(sig);
+        for (int rep = 0; rep < 2; rep++) {
+            CHECK_INT_EQ(tk_causal_mean_gate_backward(dz.data(), dg.data(), sig.data(), B, T, H), TK_OK);
+            CHECK_INT_EQ(tk_causal_mean_gate_backward(d_dz, d_dg, d_sc, B, T, H), TK_OK);
+        }
+        DEV_CLOSE(d_dz, dz, 1e-5, 1e-7, wdz);
+        dfree(d_z); dfree(d_g); dfree(d_sig); dfree(d_dg); dfree(d_dz); dfree(d_sc);
+    }
+    printf("    causal mean gate: sig %.2e (of rtol 1e-6), g %.2e, dz %.2e (of rtol 1e-5)\n", wsg, wg, wdz);
+}
+
+/* idx (cnt) in [0, nsrc): distinct (a stride coprime to nsrc walks the rows; cnt <= nsrc)
+   or random with repeats */
+static std::vector<int> rows_idx(size_t cnt, int nsrc, int distinct)
+{
+    std::vector<int> idx(cnt);
+    int stride = 1;
+    if (distinct) {
+        static const int primes[] = {7, 11, 13, 17, 19, 23};
+        for (int p = 0; p < 6; p++)
+            if (nsrc % primes[p] != 0) {
+                stride = primes[p];
+                break;
+            }
+    }
+    for (size_t i = 0; i < cnt; i++)
+        idx[i] = distinct ? (int)((i * (size_t)stride + 3) % (size_t)nsrc) : (int)(tt_uniform() * nsrc) % nsrc;
+    return idx;
+}
+
+static void test_rows_gather_combine(void)
+{
+    /* nsrc, N, K, C (gather: n = N * K rows) */
+    static const int shapes[][4] = {{1, 1, 1, 1}, {6, 3, 2, 1}, {17, 8, 2, 777}, {64, 32, 1, 33}, {40, 20, 2, 5}, {9, 3, 3, 64}};
+    double wgat = 0.0, wf = 0.0, wds = 0.0, wdw = 0.0;
+    NEED_GPU();
+    tt_seed(104);
+    for (int s = 0; s < 6; s++) {
+        const int nsrc = shapes[s][0], N = shapes[s][1], K = shapes[s][2], C = shapes[s][3];
+        const size_t nk = (size_t)N * K, nc = (size_t)N * C, ns = (size_t)nsrc * C;
+        const std::vector<int> rep = rows_idx(nk, nsrc, 0), dis = rows_idx(nk, nsrc, 1);
+        std::vector<float> src = randn(ns, 1.0), w = randn(nk, 1.0), dout = randn(nc, 1.0);
+        std::vector<float> gat(nk * C, 4.0f), out0 = randn(nc, 1.0), dsrc0 = randn(ns, 1.0), dw0 = randn(nk, 1.0);
+        int *d_rep = dput(rep), *d_dis = dput(dis);
+        float *d_src = dput(src), *d_w = dput(w), *d_dout = dput(dout), *d_gat = dput(gat);
+        /* gather (repeats are fine) */
+        CHECK_INT_EQ(tk_rows_gather(gat.data(), src.data(), nsrc, rep.data(), (int)nk, C), TK_OK);
+        CHECK_INT_EQ(tk_rows_gather(d_gat, d_src, nsrc, d_rep, (int)nk, C), TK_OK);
+        DEV_CLOSE(d_gat, gat, 0.0, 0.0, wgat);
+        /* combine forward: w or NULL, overwrite or accumulate, repeated idx */
+        for (int wi = 0; wi < 2; wi++)
+            for (int acc = 0; acc < 2; acc++) {
+                std::vector<float> out = out0;
+                float *d_out = dput(out0);
+                const float *hw = wi ? w.data() : NULL, *dw_ = wi ? d_w : NULL;
+                CHECK_INT_EQ(tk_rows_combine_forward(out.data(), src.data(), nsrc, rep.data(), hw, N, K, C, acc), TK_OK);
+                CHECK_INT_EQ(tk_rows_combine_forward(d_out, d_src, nsrc, d_rep, dw_, N, K, C, acc), TK_OK);
+                DEV_CLOSE(d_out, out, 1e-6, 1e-7, wf);
+                dfree(d_out);
+            }
+        /* combine backward (distinct idx for dsrc), into random starts: both, dsrc alone
+           (src NULL), dw alone (repeated idx: fine for dw) */
+        for (int wi = 0; wi < 2; wi++) {
+            std::vector<float> dsrc = dsrc0, dw = dw0, dw2 = dw0;
+            float *d_dsrc = dput(dsrc0), *d_dw = dput(dw0), *d_dw2 = dput(dw0);
+            const float *hw = wi ? w.data() : NULL, *dw_ = wi ? d_w : NULL;
+            CHECK_INT_EQ(tk_rows_combine_backward(dsrc.data(), dw.data(), dout.data(), src.data(), nsrc, dis.data(), hw, N, K, C), TK_OK);
+            CHECK_INT_EQ(tk_rows_combine_backward(d_dsrc, d_dw, d_dout, d_src, nsrc, d_dis, dw_, N, K, C), TK_OK);
+            CHECK_INT_EQ(tk_rows_combine_backward(dsrc.data(), NULL, dout.data(), NULL, nsrc, dis.data(), hw, N, K, C), TK_OK);
+            CHECK_INT_EQ(tk_rows_combine_backward(d_dsrc, NULL, d_dout, NULL, nsrc, d_dis, dw_, N, K, C), TK_OK);
+            CHECK_INT_EQ(tk_rows_combine_backward(NULL, dw2.data(), dout.data(), src.data(), nsrc, rep.data(), hw, N, K, C), TK_OK);
+            CHECK_INT_EQ(tk_rows_combine_backward(NULL, d_dw2, d_dout, d_src, nsrc, d_rep, dw_, N, K, C), TK_OK);
+            DEV_CLOSE(d_dsrc, dsrc, 1e-6, 1e-7, wds);
+            DEV_CLOSE(d_dw, dw, 1e-5, 1e-6, wdw);
+            DEV_CLOSE(d_dw2, dw2, 1e-5, 1e-6, wdw);
+            dfree(d_dsrc); dfree(d_dw); dfree(d_dw2);
+        }
+        dfree(d_rep); dfree(d_dis); dfree(d_src); dfree(d_w); dfree(d_dout); dfree(d_gat);
+    }
+    printf("    gather %.2e (exact), combine fwd %.2e, dsrc %.2e (of rtol 1e-6), dw %.2e (of rtol 1e-5)\n", wgat, wf,
+           wds, wdw);
+}
+
+/* Out-of-range indices on the device (not checked on the host): tk_rows_gather writes a
+   zero row, the combine skips the term (forward: nothing added; backward: no dsrc row, dw
+   unchanged); the CPU refuses the same indices with TK_EINVAL */
+static void test_rows_bad_index_device(void)
+{
+    const int nsrc = 5, N = 4, K = 2, C = 33;
+    const size_t nk = (size_t)N * K, nc = (size_t)N * C, ns = (size_t)nsrc * C;
+    NEED_GPU();
+    tt_seed(105);
+    std::vector<int> idx = {0, 4, -1, 2, 5, 1, 3, 2147483647};
+    std::vector<float> src = randn(ns, 1.0), w = randn(nk, 1.0), dout = randn(nc, 1.0), gat(nk * C, 4.0f);
+    std::vector<float> out0 = randn(nc, 1.0), dsrc0 = randn(ns, 1.0), dw0 = randn(nk, 1.0);
+    int *d_idx = dput(idx);
+    float *d_src = dput(src), *d_w = dput(w), *d_dout = dput(dout), *d_gat = dput(gat);
+    /* the CPU: refused, nothing written */
+    {
+        std::vector<float> h = gat;
+        CHECK_INT_EQ(tk_rows_gather(h.data(), src.data(), nsrc, idx.data(), (int)nk, C), TK_ERANGE);
+        CHECK(memcmp(h.data(), gat.data(), h.size() * sizeof(float)) == 0);
+    }
+    /* the reference: a weight of 0 on index 0 for each bad entry (adds exactly nothing) */
+    std::vector<int> okidx = idx;
+    std::vector<float> w0 = w;
+    for (size_t r = 0; r < nk; r++)
+        if (idx[r] < 0 || idx[r] >= nsrc) {
+            okidx[r] = 0;
+            w0[r] = 0.0f;
+        }
+    {
+        std::vector<float> want(nk * C, 0.0f);
+        for (size_t r = 0; r < nk; r++)
+            if (idx[r] >= 0 && idx[r] < nsrc) memcpy(&want[r * C], &src[(size_t)idx[r] * C], C * sizeof(float));
+        CHECK_INT_EQ(tk_rows_gather(d_gat, d_src, nsrc, d_idx, (int)nk, C), TK_OK);
+        const std::vector<float> g = dget(d_gat, want.size());
+        CHECK(memcmp(g.data(), want.data(), want.size() * sizeof(float)) == 0);
+    }
+    for (int acc = 0; acc < 2; acc++) {
+        std::vector<float> out = out0;
+        float *d_out = dput(out0);
+        CHECK_INT_EQ(tk_rows_combine_forward(out.data(), src.data(), nsrc, okidx.data(), w0.data(), N, K, C, acc), TK_OK);
+        CHECK_INT_EQ(tk_rows_combine_forward(d_out, d_src, nsrc, d_idx, d_w, N, K, C, acc), TK_OK);
+        const std::vector<float> g = dget(d_out, nc);
+        CHECK_ALL_CLOSE(g.data(), out.data(), (long)nc, 1e-6, 1e-7);
+        CHECK_INT_EQ(tk_rows_combine_forward(out.data(), src.data(), nsrc, idx.data(), w.data(), N, K, C, acc), TK_ERANGE);
+        dfree(d_out);
+    }
+    {
+        std::vector<float> dsrc = dsrc0, dw = dw0;
+        float *d_dsrc = dput(dsrc0), *d_dw = dput(dw0);
+        CHECK_INT_EQ(tk_rows_combine_backward(dsrc.data(), dw.data(), dout.data(), src.data(), nsrc, okidx.data(), w0.data(), N, K, C), TK_OK);
+        for (size_t r = 0; r < nk; r++)
+            if (idx[r] < 0 || idx[r] >= nsrc) dw[r] = dw0[r]; /* skipped on the device */
+        CHECK_INT_EQ(tk_rows_combine_backward(d_dsrc, d_dw, d_dout, d_src, nsrc, d_idx, d_w, N, K, C), TK_OK);
+        const std::vector<float> gs = dget(d_dsrc, ns), gw = dget(d_dw, nk);
+        CHECK_ALL_CLOSE(gs.data(), dsrc.data(), (long)ns, 1e-6, 1e-7);
+        CHECK_ALL_CLOSE(gw.data(), dw.data(), (long)nk, 1e-5, 1e-6);
+        std::vector<float> h = dsrc0;
+        CHECK_INT_EQ(tk_rows_combine_backward(h.data(), NULL, dout.data(), NULL, nsrc, idx.data(), w.data(), N, K, C), TK_ERANGE);
+        CHECK(memcmp(h.data(), dsrc0.data(), ns * sizeof(float)) == 0);
+        dfree(d_dsrc); dfree(d_dw);
+    }
+    dfree(d_idx); dfree(d_src); dfree(d_w); dfree(d_dout); dfree(d_gat);
+}
+
+/* device and host buffers mixed: TK_EINVAL before anything is read or written, in both
+   directions (a device output with a host input; a host output with a device input) */
+static void test_rows_mixed_sides(void)
+{
+    const int N = 3, C = 5, B = 1, T = 3, H = 5, nsrc = 4, K = 1;
+    const size_t nc = (size_t)N * C;
+    NEED_GPU();
+    tt_seed(106);
+    std::vector<float> x = randn(nc, 1.0), s = randn((size_t)N, 1.0), o(nc, 7.0f), on((size_t)N, 7.0f);
+    std::vector<float> src = randn((size_t)nsrc * C, 1.0), dsrc((size_t)nsrc * C, 7.0f);
+    std::vector<int> idx = {0, 3, 1};
+    float *d_x = dput(x), *d_s = dput(s), *d_o = dput(o), *d_on = dput(on), *d_src = dput(src), *d_dsrc = dput(dsrc);
+    int *d_idx = dput(idx);
+    /* device output, one host input */
+    CHECK_INT_EQ(tk_sigmoid_forward(d_o, x.data(), nc), TK_EINVAL);
+    CHECK_INT_EQ(tk_sigmoid_backward(d_o, d_x, x.data(), nc), TK_EINVAL);
+    CHECK_INT_EQ(tk_rowscale(d_o, d_x, s.data(), N, C), TK_EINVAL);
+    CHECK_INT_EQ(tk_rowdot(d_on, x.data(), d_x, N, C), TK_EINVAL);
+    CHECK_INT_EQ(tk_residual_rows_forward(d_o, d_x, d_x, s.data(), N, C), TK_EINVAL);
+    CHECK_INT_EQ(tk_causal_mean_gate_forward(d_on, d_o, x.data(), B, T, H), TK_EINVAL);
+    CHECK_INT_EQ(tk_causal_mean_gate_forward(d_on, o.data(), d_x, B, T, H), TK_EINVAL);
+    CHECK_INT_EQ(tk_causal_mean_gate_backward(d_o, s.data(), d_x, B, T, H), TK_EINVAL);
+    CHECK_INT_EQ(tk_rows_gather(d_o, d_src, nsrc, idx.data(), N, C), TK_EINVAL);
+    CHECK_INT_EQ(tk_rows_combine_forward(d_o, src.data(), nsrc, d_idx, NULL, N, K, C, 0), TK_EINVAL);
+    CHECK_INT_EQ(tk_rows_combine_forward(d_o, d_src, nsrc, d_idx, s.data(), N, K, C, 1), TK_EINVAL);
+    /* the backward decides on dout: a device dout with a host dsrc, dw, src or idx */
+    CHECK_INT_EQ(tk_rows_combine_backward(dsrc.data(), NULL, d_x, NULL, nsrc, d_idx, NULL, N, K, C), TK_EINVAL);
+    CHECK_INT_EQ(tk_rows_combine_backward(d_dsrc, on.data(), d_x, d_src, nsrc, d_idx, NULL, N, K, C), TK_EINVAL);
+    CHECK_INT_EQ(tk_rows_combine_backward(NULL, d_on, d_x, src.data(), nsrc, d_idx, NULL, N, K, C), TK_EINVAL);
+    CHECK_INT_EQ(tk_rows_combine_backward(d_dsrc, NULL, d_x, NULL, nsrc, idx.data(), NULL, N, K, C), TK_EINVAL);
+    /* host output, one device input */
+    CHECK_INT_EQ(tk_sigmoid_forward(o.data(), d_x, nc), TK_EINVAL);
+    CHECK_INT_EQ(tk_rowdot(on.data(), x.data(), d_x, N, C), TK_EINVAL);
+    CHECK_INT_EQ(tk_rows_gather(o.data(), src.data(), nsrc, d_idx, N, C), TK_EINVAL);
+    CHECK_INT_EQ(tk_rows_combine_backward(dsrc.data(), NULL, x.data(), NULL, nsrc, idx.data(), d_s, N, K, C), TK_EINVAL);
+    {
+        const std::vector<float> go = dget(d_o, nc), gon = dget(d_on, (size_t)N), gds = dget(d_dsrc, dsrc.size());
+        size_t bad = 0;
+        for (size_t i = 0; i < nc; i++) bad += go[i] != 7.0f || o[i] != 7.0f;
+        for (size_t i = 0; i < (size_t)N; i++) bad += gon[i] != 7.0f || on[i] != 7.0f;
+        for (size_t i = 0; i < dsrc.size(); i++) bad += gds[i] != 7.0f || dsrc[i] != 7.0f;
+        CHECK(bad == 0);
+    }
+    dfree(d_x); dfree(d_s); dfree(d_o); dfree(d_on); dfree(d_src); dfree(d_dsrc); dfree(d_idx);
+}
+
+/* the twins validate before any device work: runs without a GPU */
+static void test_cuda_bad_input_rows(void)
+{
+    float x[4] = {0, 0, 0, 0};
+    int i = 0;
+    CHECK_INT_EQ(tk_sigmoid_forward_cuda(NULL, x, 1, NULL), TK_EINVAL);
+    CHECK_INT_EQ(tk_sigmoid_forward_cuda(x, x, 0, NULL), TK_EINVAL);
+    CHECK_INT_EQ(tk_sigmoid_backward_cuda(x, x, NULL, 1, NULL), TK_EINVAL);
+    CHECK_INT_EQ(tk_rowscale_cuda(x, x, NULL, 1, 1, NULL), TK_EINVAL);
+    CHECK_INT_EQ(tk_rowscale_cuda(x, x, x, 0, 1, NULL), TK_EINVAL);
+    CHECK_INT_EQ(tk_rowdot_cuda(x, NULL, x, 1, 1, NULL), TK_EINVAL);
+    CHECK_INT_EQ(tk_rowdot_cuda(x, x, x, 1, -1, NULL), TK_EINVAL);
+    CHECK_INT_EQ(tk_residual_rows_forward_cuda(x, x, x, NULL, 1, 1, NULL), TK_EINVAL);
+    CHECK_INT_EQ(tk_residual_rows_forward_cuda(x, x, x, x, 1, 0, NULL), TK_EINVAL);
+    CHECK_INT_EQ(tk_causal_mean_gate_forward_cuda(x, NULL, x, 1, 1, 1, NULL), TK_EINVAL);
+    CHECK_INT_EQ(tk_causal_mean_gate_forward_cuda(x, x, x, 1, 1, 257, NULL), TK_EINVAL);
+    CHECK_INT_EQ(tk_causal_mean_gate_backward_cuda(x, x, x, 1, 0, 1, NULL), TK_EINVAL);
+    CHECK_INT_EQ(tk_causal_mean_gate_backward_cuda(x, x, x, 1, 1, 300, NULL), TK_EINVAL);
+    CHECK_INT_EQ(tk_rows_gather_cuda(x, x, 1, NULL, 1, 1, NULL), TK_EINVAL);
+    CHECK_INT_EQ(tk_rows_gather_cuda(x, x, 0, &i, 1, 1, NULL), TK_EINVAL);
+    CHECK_INT_EQ(tk_rows_combine_forward_cuda(x, x, 1, &i, NULL, 1, 1, 1, 2, NULL), TK_EINVAL);
+    CHECK_INT_EQ(tk_rows_combine_forward_cuda(x, x, 1, &i, NULL, 1, 0, 1, 0, NULL), TK_EINVAL);
+    CHECK_INT_EQ(tk_rows_combine_forward_cuda(x, NULL, 1, &i, NULL, 1, 1, 1, 0, NULL), TK_EINVAL);
+    CHECK_INT_EQ(tk_rows_combine_backward_cuda(NULL, NULL, x, x, 1, &i, NULL, 1, 1, 1, NULL), TK_EINVAL);
+    CHECK_INT_EQ(tk_rows_combine_backward_cuda(NULL, x, x, NULL, 1, &i, NULL, 1, 1, 1, NULL), TK_EINVAL);
+    CHECK_INT_EQ(tk_rows_combine_backward_cuda(x, NULL, NULL, NULL, 1, &i, NULL, 1, 1, 1, NULL), TK_EINVAL);
+    CHECK_INT_EQ(tk_rows_combine_backward_cuda(x, NULL, x, NULL, 1, &i, NULL, 1, 1, -1, NULL), TK_EINVAL);
+    CHECK(x[0] == 0.0f && x[3] == 0.0f);
+}
+#undef DEV_CLOSE
+
 int main(int argc, char **argv)
 {
     TEST_INIT(argc, argv);
@@ -1707,5 +2025,12 @@ int main(int argc, char **argv)
     TEST_RUN(test_cuda_bad_input_dropout);
     TEST_RUN(test_dropout_seeded);
     TEST_RUN(test_dropout_routing);
+    TEST_RUN(test_cuda_bad_input_rows);
+    TEST_RUN(test_sigmoid_rows);
+    TEST_RUN(test_row_ops);
+    TEST_RUN(test_causal_mean_gate);
+    TEST_RUN(test_rows_gather_combine);
+    TEST_RUN(test_rows_bad_index_device);
+    TEST_RUN(test_rows_mixed_sides);
     return TEST_END();
 }

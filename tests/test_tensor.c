@@ -751,6 +751,17 @@ static void test_cuda_stubs_ops(void)
         CHECK_INT_EQ(tk_dropout_seeded_forward_cuda(a, m, a, 8, 0.1f, 1u, NULL), TK_ENOCUDA);
         CHECK_INT_EQ(tk_dropout_backward_cuda(a, a, m, 8, 0.1f, NULL), TK_ENOCUDA);
     }
+    CHECK_INT_EQ(tk_sigmoid_forward_cuda(a, a, 8, NULL), TK_ENOCUDA);
+    CHECK_INT_EQ(tk_sigmoid_backward_cuda(a, a, a, 8, NULL), TK_ENOCUDA);
+    CHECK_INT_EQ(tk_rowscale_cuda(a, a, a, 2, 2, NULL), TK_ENOCUDA);
+    CHECK_INT_EQ(tk_rowdot_cuda(a, a, a, 2, 2, NULL), TK_ENOCUDA);
+    CHECK_INT_EQ(tk_residual_rows_forward_cuda(a, a, a, a, 2, 2, NULL), TK_ENOCUDA);
+    CHECK_INT_EQ(tk_causal_mean_gate_forward_cuda(a, a, a, 1, 2, 2, NULL), TK_ENOCUDA);
+    CHECK_INT_EQ(tk_causal_mean_gate_backward_cuda(a, a, a, 1, 2, 2, NULL), TK_ENOCUDA);
+    CHECK_INT_EQ(tk_rows_gather_cuda(a, a, 2, y, 2, 2, NULL), TK_ENOCUDA);
+    CHECK_INT_EQ(tk_rows_combine_forward_cuda(a, a, 2, y, NULL, 1, 2, 2, 0, NULL), TK_ENOCUDA);
+    CHECK_INT_EQ(tk_rows_combine_backward_cuda(a, NULL, a, NULL, 2, y, NULL, 1, 2, 2, NULL),
+                 TK_ENOCUDA);
     CHECK(a[0] == 1.0f && a[7] == 8.0f);
 }
 
@@ -2317,6 +2328,518 @@ static void test_device_memory_nocuda(void)
     CHECK_INT_EQ(tk_clip_grad_norm_cuda(dst, 7, 1.0f, NULL, NULL), TK_ENOCUDA);
 }
 
+/* ------------------------------------------------------------------ sigmoid, row ops */
+static double sigmoid_d(double x) { return 1.0 / (1.0 + exp(-x)); }
+
+static void check_sigmoid(long n)
+{
+    float *x = frand(n, 3.0), *y = fbuf(n), *alias, *R = frand(n, 1.0);
+    float *dx = frand(n, 0.5), *dx0 = fcopy(dx, n), *an, *z = fbuf(n), *z1;
+    double *want = dbuf(n), *g = dbuf(n);
+    long i;
+    if (n > 3) {
+        x[0] = 40.0f; /* saturated tails */
+        x[1] = -40.0f;
+        x[2] = 0.0f;
+    }
+    alias = fcopy(x, n);
+    CHECK_INT_EQ(tk_sigmoid_forward(y, x, (size_t)n), TK_OK);
+    for (i = 0; i < n; i++) want[i] = sigmoid_d(x[i]);
+    CHECK_ALL_CLOSE(y, want, n, 1e-6, 1e-30);
+    CHECK_INT_EQ(tk_sigmoid_forward(alias, alias, (size_t)n), TK_OK); /* in place */
+    CHECK(same_bits(alias, y, n));
+    /* backward from the output: += (random start) against central differences in x */
+    CHECK_INT_EQ(tk_sigmoid_backward(dx, y, R, (size_t)n), TK_OK);
+    for (i = 0; i < n; i++) {
+        const double h = 1e-6;
+        g[i] = R[i] * (sigmoid_d(x[i] + h) - sigmoid_d(x[i] - h)) / (2 * h);
+    }
+    an = fdiff(dx, dx0, n);
+    CHECK_ALL_CLOSE(an, g, n, G_RTOL, G_ATOL);
+    /* into zeros, then once more: twice the value */
+    CHECK_INT_EQ(tk_sigmoid_backward(z, y, R, (size_t)n), TK_OK);
+    z1 = fcopy(z, n);
+    CHECK_INT_EQ(tk_sigmoid_backward(z, y, R, (size_t)n), TK_OK);
+    for (i = 0; i < n; i++) want[i] = 2.0 * z1[i];
+    CHECK_ALL_CLOSE(z, want, n, 0.0, 0.0);
+    free(x); free(y); free(alias); free(R); free(dx); free(dx0); free(an); free(z); free(z1);
+    free(want); free(g);
+}
+
+static void test_sigmoid(void)
+{
+    static const float xs[5] = {0.0f, 1.0f, -2.0f, 0.5f, -0.25f};
+    float y[5], dx[5] = {1, 1, 1, 1, 1}, dy[5] = {1, 2, -1, 0.5f, 3}, keep[5];
+    int i;
+    CHECK_INT_EQ(tk_sigmoid_forward(y, xs, 5), TK_OK);
+    for (i = 0; i < 5; i++) CHECK_CLOSE(y[i], 1.0 / (1.0 + exp(-(double)xs[i])), 1e-6, 0);
+    CHECK(y[0] == 0.5f);
+    /* dx = 1 + dy y (1 - y) */
+    CHECK_INT_EQ(tk_sigmoid_backward(dx, y, dy, 5), TK_OK);
+    for (i = 0; i < 5; i++)
+        CHECK_CLOSE(dx[i], 1.0 + (double)dy[i] * y[i] * (1.0 - y[i]), 1e-6, 1e-7);
+    CHECK_CLOSE(dx[0], 1.25, 0, 0);
+    check_sigmoid(1);
+    check_sigmoid(41);
+    check_sigmoid(40000); /* over TK__PAR_MIN: the OpenMP path */
+    /* bad input: TK_EINVAL, nothing written */
+    memcpy(keep, dx, sizeof keep);
+    memcpy(y, dx, sizeof y);
+    CHECK_INT_EQ(tk_sigmoid_forward(NULL, xs, 5), TK_EINVAL);
+    CHECK_INT_EQ(tk_sigmoid_forward(y, NULL, 5), TK_EINVAL);
+    CHECK_INT_EQ(tk_sigmoid_forward(y, xs, 0), TK_EINVAL);
+    CHECK_INT_EQ(tk_sigmoid_backward(NULL, y, dy, 5), TK_EINVAL);
+    CHECK_INT_EQ(tk_sigmoid_backward(dx, NULL, dy, 5), TK_EINVAL);
+    CHECK_INT_EQ(tk_sigmoid_backward(dx, y, NULL, 5), TK_EINVAL);
+    CHECK_INT_EQ(tk_sigmoid_backward(dx, y, dy, 0), TK_EINVAL);
+    CHECK(same_bits(dx, keep, 5) && same_bits(y, keep, 5));
+}
+
+/* rowscale, rowdot, residual_rows at (N,C) against double references */
+static void check_row_ops(int N, int C)
+{
+    const long nc = (long)N * C;
+    float *x = frand(nc, 1.0), *br = frand(nc, 1.0), *s = frand(N, 1.0), *out = fbuf(nc);
+    float *al = fcopy(x, nc), *al2 = fcopy(br, nc), *dot = frand(N, 1.0), *dot0 = fcopy(dot, N);
+    float *dot1;
+    double *want = dbuf(nc), *wd = dbuf(N), *tol = dbuf(N);
+    long e;
+    int i, j, bad = 0;
+    CHECK_INT_EQ(tk_rowscale(out, x, s, N, C), TK_OK);
+    for (i = 0; i < N; i++)
+        for (j = 0; j < C; j++) {
+            e = (long)i * C + j;
+            bad += out[e] != s[i] * x[e]; /* one product: exact to the float rounding */
+        }
+    CHECK_INT_EQ(bad, 0);
+    CHECK_INT_EQ(tk_rowscale(al, al, s, N, C), TK_OK); /* out aliasing x */
+    CHECK(same_bits(al, out, nc));
+    /* rowdot accumulates: out0 + sum in double (bound: a few ulps of sum |a b|) */
+    CHECK_INT_EQ(tk_rowdot(dot, x, br, N, C), TK_OK);
+    for (i = 0; i < N; i++) {
+        double sum = 0.0, sa = fabs((double)dot0[i]);
+        for (j = 0; j < C; j++) {
+            sum += (double)x[(long)i * C + j] * br[(long)i * C + j];
+            sa += fabs((double)x[(long)i * C + j] * br[(long)i * C + j]);
+        }
+        wd[i] = dot0[i] + sum;
+        tol[i] = 1.2e-7 * fabs(wd[i]) + 1e-12 * sa;
+    }
+    for (i = 0, bad = 0; i < N; i++) bad += !(fabs((double)dot[i] - wd[i]) <= tol[i]);
+    CHECK_INT_EQ(bad, 0);
+    dot1 = fcopy(dot, N);
+    CHECK_INT_EQ(tk_rowdot(dot, x, br, N, C), TK_OK); /* += once more */
+    for (i = 0; i < N; i++) wd[i] = (double)dot1[i] + (wd[i] - dot0[i]);
+    CHECK_ALL_CLOSE(dot, wd, N, 1e-6, 1e-6);
+    /* residual_rows: x + s br, aliasing x or br */
+    CHECK_INT_EQ(tk_residual_rows_forward(out, x, br, s, N, C), TK_OK);
+    for (i = 0; i < N; i++)
+        for (j = 0; j < C; j++) {
+            e = (long)i * C + j;
+            want[e] = (double)x[e] + (double)s[i] * br[e];
+        }
+    CHECK_ALL_CLOSE(out, want, nc, 1e-6, 1e-6);
+    memcpy(al, x, (size_t)nc * sizeof(float));
+    CHECK_INT_EQ(tk_residual_rows_forward(al, al, br, s, N, C), TK_OK);
+    CHECK(same_bits(al, out, nc));
+    CHECK_INT_EQ(tk_residual_rows_forward(al2, x, al2, s, N, C), TK_OK);
+    CHECK(same_bits(al2, out, nc));
+    free(x); free(br); free(s); free(out); free(al); free(al2); free(dot); free(dot0); free(dot1);
+    free(want); free(wd); free(tol);
+}
+
+/* L = sum R * (x + s br): dL/ds = rowdot(R, br), dL/dbr = s R, dL/dx = R, checked by
+   central differences of the double forward */
+typedef struct {
+    int N, C;
+    const float *R;
+    double *x, *br, *s;
+} rr_ctx;
+static double rr_loss(void *p)
+{
+    const rr_ctx *c = (const rr_ctx *)p;
+    double L = 0.0;
+    int i, j;
+    for (i = 0; i < c->N; i++)
+        for (j = 0; j < c->C; j++) {
+            const size_t e = (size_t)i * c->C + j;
+            L += c->R[e] * (c->x[e] + c->s[i] * c->br[e]);
+        }
+    return L;
+}
+static void check_residual_rows_grad(int N, int C)
+{
+    const long nc = (long)N * C;
+    float *x = frand(nc, 1.0), *br = frand(nc, 1.0), *s = frand(N, 1.0), *R = frand(nc, 1.0);
+    float *ds = frand(N, 0.5), *ds0 = fcopy(ds, N), *dbr = frand(nc, 0.5), *dbr0 = fcopy(dbr, nc);
+    float *tmp = fbuf(nc), *an;
+    double *g = dbuf(nc);
+    rr_ctx c;
+    c.N = N;
+    c.C = C;
+    c.R = R;
+    c.x = todbl(x, nc);
+    c.br = todbl(br, nc);
+    c.s = todbl(s, N);
+    CHECK_INT_EQ(tk_rowdot(ds, R, br, N, C), TK_OK);
+    CHECK_INT_EQ(tk_rowscale(tmp, R, s, N, C), TK_OK);
+    CHECK_INT_EQ(tk_residual_forward(dbr, dbr, tmp, (size_t)nc), TK_OK);
+    numgrad(rr_loss, &c, c.s, N, g);
+    an = fdiff(ds, ds0, N);
+    CHECK_ALL_CLOSE(an, g, N, G_RTOL, G_ATOL);
+    free(an);
+    numgrad(rr_loss, &c, c.br, nc, g);
+    an = fdiff(dbr, dbr0, nc);
+    CHECK_ALL_CLOSE(an, g, nc, G_RTOL, G_ATOL);
+    free(x); free(br); free(s); free(R); free(ds); free(ds0); free(dbr); free(dbr0); free(tmp);
+    free(an); free(g); free(c.x); free(c.br); free(c.s);
+}
+
+static void test_row_ops(void)
+{
+    /* by hand: rows [1 2 3], [4 5 6], s = (2, -0.5) */
+    const float x[6] = {1, 2, 3, 4, 5, 6}, b[6] = {1, 0, -1, 0.5f, 2, 4}, s[2] = {2, -0.5f};
+    float o[6], d[2] = {10, 20}, keep[6];
+    CHECK_INT_EQ(tk_rowscale(o, x, s, 2, 3), TK_OK);
+    CHECK(o[0] == 2 && o[1] == 4 && o[2] == 6 && o[3] == -2 && o[4] == -2.5f && o[5] == -3);
+    CHECK_INT_EQ(tk_rowdot(d, x, b, 2, 3), TK_OK); /* 10 + (1 - 3), 20 + (2 + 10 + 24) */
+    CHECK(d[0] == 8.0f && d[1] == 56.0f);
+    CHECK_INT_EQ(tk_residual_rows_forward(o, x, b, s, 2, 3), TK_OK);
+    CHECK(o[0] == 3 && o[1] == 2 && o[2] == 1 && o[3] == 3.75f && o[4] == 4 && o[5] == 4);
+    check_row_ops(1, 1);
+    check_row_ops(3, 7);
+    check_row_ops(5, 777);
+    check_row_ops(300, 200); /* over TK__PAR_MIN: the OpenMP path */
+    check_residual_rows_grad(1, 1);
+    check_residual_rows_grad(4, 9);
+    /* bad input: TK_EINVAL, nothing written */
+    memcpy(keep, o, sizeof keep);
+    d[0] = 7.0f;
+    d[1] = 7.0f;
+    CHECK_INT_EQ(tk_rowscale(NULL, x, s, 2, 3), TK_EINVAL);
+    CHECK_INT_EQ(tk_rowscale(o, NULL, s, 2, 3), TK_EINVAL);
+    CHECK_INT_EQ(tk_rowscale(o, x, NULL, 2, 3), TK_EINVAL);
+    CHECK_INT_EQ(tk_rowscale(o, x, s, 0, 3), TK_EINVAL);
+    CHECK_INT_EQ(tk_rowscale(o, x, s, 2, -1), TK_EINVAL);
+    CHECK_INT_EQ(tk_rowdot(NULL, x, b, 2, 3), TK_EINVAL);
+    CHECK_INT_EQ(tk_rowdot(d, NULL, b, 2, 3), TK_EINVAL);
+    CHECK_INT_EQ(tk_rowdot(d, x, NULL, 2, 3), TK_EINVAL);
+    CHECK_INT_EQ(tk_rowdot(d, x, b, -2, 3), TK_EINVAL);
+    CHECK_INT_EQ(tk_rowdot(d, x, b, 2, 0), TK_EINVAL);
+    CHECK_INT_EQ(tk_residual_rows_forward(NULL, x, b, s, 2, 3), TK_EINVAL);
+    CHECK_INT_EQ(tk_residual_rows_forward(o, NULL, b, s, 2, 3), TK_EINVAL);
+    CHECK_INT_EQ(tk_residual_rows_forward(o, x, NULL, s, 2, 3), TK_EINVAL);
+    CHECK_INT_EQ(tk_residual_rows_forward(o, x, b, NULL, 2, 3), TK_EINVAL);
+    CHECK_INT_EQ(tk_residual_rows_forward(o, x, b, s, 0, 3), TK_EINVAL);
+    CHECK_INT_EQ(tk_residual_rows_forward(o, x, b, s, 2, 0), TK_EINVAL);
+    CHECK(same_bits(o, keep, 6));
+    CHECK(d[0] == 7.0f && d[1] == 7.0f);
+}
+
+/* ------------------------------------------------------------------ causal mean gate */
+/* the gate in double, straight from its definition (the prefix sums recomputed for each
+   t in the small cases: independent of the op's running sums) */
+typedef struct {
+    int B, T, H;
+    const float *R; /* (B,T): the loss weights of g */
+    double *z;      /* (B,T,H) */
+} cg_ctx;
+static void cg_fwd(const cg_ctx *c, double *g, double *sig)
+{
+    int b, t, h, s;
+    for (b = 0; b < c->B; b++)
+        for (t = 0; t < c->T; t++) {
+            double sum_h = 0.0;
+            for (h = 0; h < c->H; h++) {
+                double pre = 0.0, sg;
+                for (s = 0; s <= t; s++) pre += c->z[((size_t)b * c->T + s) * c->H + h];
+                pre /= (double)(t + 1);
+                sg = 1.0 / (1.0 + exp(-pre));
+                if (sig) sig[((size_t)b * c->T + t) * c->H + h] = sg;
+                sum_h += sg;
+            }
+            g[(size_t)b * c->T + t] = sum_h / c->H;
+        }
+}
+static double cg_loss(void *p)
+{
+    const cg_ctx *c = (const cg_ctx *)p;
+    const long bt = (long)c->B * c->T;
+    double *g = dbuf(bt), L = 0.0;
+    long i;
+    cg_fwd(c, g, NULL);
+    for (i = 0; i < bt; i++) L += c->R[i] * g[i];
+    free(g);
+    return L;
+}
+static void check_causal_gate(int B, int T, int H, int fd)
+{
+    const long bt = (long)B * T, n = bt * H;
+    float *z = frand(n, 1.5), *g = fbuf(bt), *sig = fbuf(n), *R = frand(bt, 1.0);
+    float *dz = frand(n, 0.5), *dz0 = fcopy(dz, n), *an, *zz = fbuf(n), *zz1;
+    double *wg = dbuf(bt), *ws = dbuf(n), *num = dbuf(n), *w2 = dbuf(n);
+    cg_ctx c;
+    long i;
+    c.B = B;
+    c.T = T;
+    c.H = H;
+    c.R = R;
+    c.z = todbl(z, n);
+    CHECK_INT_EQ(tk_causal_mean_gate_forward(g, sig, z, B, T, H), TK_OK);
+    cg_fwd(&c, wg, ws);
+    CHECK_ALL_CLOSE(sig, ws, n, 1e-6, 1e-7);
+    CHECK_ALL_CLOSE(g, wg, bt, 1e-6, 1e-7);
+    CHECK_INT_EQ(tk_causal_mean_gate_backward(dz, R, sig, B, T, H), TK_OK);
+    an = fdiff(dz, dz0, n);
+    if (fd) {
+        numgrad(cg_loss, &c, c.z, n, num);
+        CHECK_ALL_CLOSE(an, num, n, G_RTOL, G_ATOL);
+    }
+    /* into zeros, then again: twice (accumulation) */
+    CHECK_INT_EQ(tk_causal_mean_gate_backward(zz, R, sig, B, T, H), TK_OK);
+    zz1 = fcopy(zz, n);
+    CHECK_INT_EQ(tk_causal_mean_gate_backward(zz, R, sig, B, T, H), TK_OK);
+    for (i = 0; i < n; i++) w2[i] = 2.0 * zz1[i];
+    CHECK_ALL_CLOSE(zz, w2, n, 1e-6, 1e-9);
+    free(z); free(g); free(sig); free(R); free(dz); free(dz0); free(an); free(zz); free(zz1);
+    free(wg); free(ws); free(num); free(w2); free(c.z);
+}
+
+static void test_causal_mean_gate(void)
+{
+    /* by hand: B 1, T 3, H 2; z rows (t) [2, -1], [0, 3], [1, 1]:
+       running means h0: 2, 1, 1;  h1: -1, 1, 1 */
+    const float z[6] = {2, -1, 0, 3, 1, 1};
+    float g[3], sig[6], dz[6] = {0}, dg[3] = {1, 0, 0}, keep[6], gk[3];
+    double s2 = 1.0 / (1.0 + exp(-2.0)), s1 = 1.0 / (1.0 + exp(-1.0)), sm1 = 1.0 / (1.0 + exp(1.0));
+    float *big;
+    int i;
+    CHECK_INT_EQ(tk_causal_mean_gate_forward(g, sig, z, 1, 3, 2), TK_OK);
+    CHECK_CLOSE(sig[0], s2, 1e-7, 0);
+    CHECK_CLOSE(sig[1], sm1, 1e-7, 0);
+    for (i = 2; i < 6; i++) CHECK_CLOSE(sig[i], s1, 1e-7, 0);
+    CHECK_CLOSE(g[0], 0.5 * (s2 + sm1), 1e-7, 0);
+    CHECK_CLOSE(g[1], s1, 1e-7, 0);
+    CHECK_CLOSE(g[2], s1, 1e-7, 0);
+    /* dg only at t 0: dz[0,h] += dg / H * s (1 - s), later steps untouched */
+    CHECK_INT_EQ(tk_causal_mean_gate_backward(dz, dg, sig, 1, 3, 2), TK_OK);
+    CHECK_CLOSE(dz[0], 0.5 * s2 * (1 - s2), 1e-6, 0);
+    CHECK_CLOSE(dz[1], 0.5 * sm1 * (1 - sm1), 1e-6, 0);
+    CHECK(dz[2] == 0 && dz[3] == 0 && dz[4] == 0 && dz[5] == 0);
+    check_causal_gate(1, 1, 1, 1);
+    check_causal_gate(2, 5, 3, 1);
+    check_causal_gate(3, 17, 12, 1);
+    check_causal_gate(1, 300, 2, 1); /* a long causal sum */
+    check_causal_gate(2, 70, 256, 0); /* H at its limit; over the OpenMP threshold */
+    /* 1 and 2 threads: the same bits (one batch row per thread, fixed sums) */
+    {
+        const int B = 4, T = 50, H = 40;
+        const long n = (long)B * T * H;
+        float *zz = frand(n, 1.0), *g1 = fbuf(B * T), *g2 = fbuf(B * T), *s1b = fbuf(n), *s2b = fbuf(n);
+        float *d1 = fbuf(n), *d2 = fbuf(n), *r = frand(B * T, 1.0);
+        set_threads(1);
+        CHECK_INT_EQ(tk_causal_mean_gate_forward(g1, s1b, zz, B, T, H), TK_OK);
+        CHECK_INT_EQ(tk_causal_mean_gate_backward(d1, r, s1b, B, T, H), TK_OK);
+        set_threads(2);
+        CHECK_INT_EQ(tk_causal_mean_gate_forward(g2, s2b, zz, B, T, H), TK_OK);
+        CHECK_INT_EQ(tk_causal_mean_gate_backward(d2, r, s2b, B, T, H), TK_OK);
+        CHECK(same_bits(g1, g2, B * T) && same_bits(s1b, s2b, n) && same_bits(d1, d2, n));
+        free(zz); free(g1); free(g2); free(s1b); free(s2b); free(d1); free(d2); free(r);
+    }
+    /* bad input: TK_EINVAL, nothing written */
+    memcpy(keep, sig, sizeof keep);
+    memcpy(gk, g, sizeof gk);
+    big = fbuf(257);
+    CHECK_INT_EQ(tk_causal_mean_gate_forward(NULL, sig, z, 1, 3, 2), TK_EINVAL);
+    CHECK_INT_EQ(tk_causal_mean_gate_forward(g, NULL, z, 1, 3, 2), TK_EINVAL);
+    CHECK_INT_EQ(tk_causal_mean_gate_forward(g, sig, NULL, 1, 3, 2), TK_EINVAL);
+    CHECK_INT_EQ(tk_causal_mean_gate_forward(g, sig, z, 0, 3, 2), TK_EINVAL);
+    CHECK_INT_EQ(tk_causal_mean_gate_forward(g, sig, z, 1, -3, 2), TK_EINVAL);
+    CHECK_INT_EQ(tk_causal_mean_gate_forward(g, sig, z, 1, 3, 0), TK_EINVAL);
+    CHECK_INT_EQ(tk_causal_mean_gate_forward(g, big, big, 1, 1, 257), TK_EINVAL);
+    CHECK(same_bits(sig, keep, 6) && same_bits(g, gk, 3));
+    memcpy(keep, dz, sizeof keep);
+    CHECK_INT_EQ(tk_causal_mean_gate_backward(NULL, dg, sig, 1, 3, 2), TK_EINVAL);
+    CHECK_INT_EQ(tk_causal_mean_gate_backward(dz, NULL, sig, 1, 3, 2), TK_EINVAL);
+    CHECK_INT_EQ(tk_causal_mean_gate_backward(dz, dg, NULL, 1, 3, 2), TK_EINVAL);
+    CHECK_INT_EQ(tk_causal_mean_gate_backward(dz, dg, sig, -1, 3, 2), TK_EINVAL);
+    CHECK_INT_EQ(tk_causal_mean_gate_backward(dz, dg, sig, 1, 0, 2), TK_EINVAL);
+    CHECK_INT_EQ(tk_causal_mean_gate_backward(dz, dg, sig, 1, 3, -2), TK_EINVAL);
+    CHECK_INT_EQ(tk_causal_mean_gate_backward(big, big, big, 1, 1, 257), TK_EINVAL);
+    CHECK(same_bits(dz, keep, 6) && all_equal(big, 0.0f, 257));
+    free(big);
+}
+
+/* ------------------------------------------------------------------ row gather, combine */
+typedef struct {
+    int nsrc, N, K, C;
+    const int *idx;
+    const float *R; /* (N,C) */
+    double *src, *w; /* (nsrc,C), (N*K) */
+} rc_ctx;
+static double rc_loss(void *p)
+{
+    const rc_ctx *c = (const rc_ctx *)p;
+    double L = 0.0;
+    int n, k, j;
+    for (n = 0; n < c->N; n++)
+        for (k = 0; k < c->K; k++) {
+            const size_t r = (size_t)n * c->K + k;
+            const double *s = c->src + (size_t)c->idx[r] * c->C;
+            for (j = 0; j < c->C; j++) L += c->R[(size_t)n * c->C + j] * c->w[r] * s[j];
+        }
+    return L;
+}
+/* combine at (nsrc,N,K,C), w given or not, idx with repeats unless distinct; fd: check the
+   backward by central differences */
+static void check_combine(int nsrc, int N, int K, int C, int with_w, int distinct, int fd)
+{
+    const long nk = (long)N * K, nc = (long)N * C, ns = (long)nsrc * C;
+    float *src = frand(ns, 1.0), *w = frand(nk, 1.0), *out = frand(nc, 1.0), *out0 = fcopy(out, nc);
+    float *R = frand(nc, 1.0), *dsrc = frand(ns, 0.5), *dsrc0 = fcopy(dsrc, ns), *dw = frand(nk, 0.5);
+    float *dw0 = fcopy(dw, nk), *an, *ones = fbuf(nk);
+    int *idx = (int *)calloc((size_t)nk, sizeof(int));
+    double *want = dbuf(nc), *num;
+    rc_ctx c;
+    long r;
+    int n, k, j;
+    if (!idx) abort();
+    for (r = 0; r < nk; r++) {
+        idx[r] = distinct ? (int)((r * 7 + 3) % nsrc) : (int)(tt_uniform() * nsrc) % nsrc;
+        ones[r] = 1.0f;
+    }
+    /* forward, overwrite then accumulate */
+    for (n = 0; n < N; n++)
+        for (j = 0; j < C; j++) {
+            double acc = 0.0;
+            for (k = 0; k < K; k++) {
+                r = (long)n * K + k;
+                acc += (with_w ? (double)w[r] : 1.0) * src[(long)idx[r] * C + j];
+            }
+            want[(long)n * C + j] = acc;
+        }
+    CHECK_INT_EQ(tk_rows_combine_forward(out, src, nsrc, idx, with_w ? w : NULL, N, K, C, 0), TK_OK);
+    CHECK_ALL_CLOSE(out, want, nc, 1e-6, 1e-6);
+    for (r = 0; r < nc; r++) want[r] += out0[r];
+    CHECK_INT_EQ(tk_rows_combine_forward(out0, src, nsrc, idx, with_w ? w : NULL, N, K, C, 1), TK_OK);
+    CHECK_ALL_CLOSE(out0, want, nc, 1e-6, 1e-6);
+    /* backward through a random start (+=) */
+    CHECK_INT_EQ(tk_rows_combine_backward(dsrc, dw, R, src, nsrc, idx, with_w ? w : NULL, N, K, C),
+                 TK_OK);
+    if (fd) {
+        c.nsrc = nsrc;
+        c.N = N;
+        c.K = K;
+        c.C = C;
+        c.idx = idx;
+        c.R = R;
+        c.src = todbl(src, ns);
+        c.w = todbl(with_w ? w : ones, nk);
+        num = dbuf(ns > nk ? ns : nk);
+        numgrad(rc_loss, &c, c.src, ns, num);
+        an = fdiff(dsrc, dsrc0, ns);
+        CHECK_ALL_CLOSE(an, num, ns, G_RTOL, G_ATOL);
+        free(an);
+        numgrad(rc_loss, &c, c.w, nk, num);
+        an = fdiff(dw, dw0, nk);
+        CHECK_ALL_CLOSE(an, num, nk, G_RTOL, G_ATOL);
+        free(an);
+        free(num); free(c.src); free(c.w);
+    }
+    /* either gradient alone gives the same bits as both together (src not needed for dsrc) */
+    {
+        float *d1 = fcopy(dsrc0, ns), *w1 = fcopy(dw0, nk);
+        CHECK_INT_EQ(tk_rows_combine_backward(d1, NULL, R, NULL, nsrc, idx, with_w ? w : NULL, N, K, C),
+                     TK_OK);
+        CHECK_INT_EQ(tk_rows_combine_backward(NULL, w1, R, src, nsrc, idx, with_w ? w : NULL, N, K, C),
+                     TK_OK);
+        CHECK(same_bits(d1, dsrc, ns) && same_bits(w1, dw, nk));
+        free(d1); free(w1);
+    }
+    free(src); free(w); free(out); free(out0); free(R); free(dsrc); free(dsrc0); free(dw); free(dw0);
+    free(ones); free(idx); free(want);
+}
+
+static void test_rows_gather_combine(void)
+{
+    /* by hand: src rows r0 = [1 2], r1 = [3 4], r2 = [5 6] */
+    const float src[6] = {1, 2, 3, 4, 5, 6}, w[4] = {0.5f, 2, -1, 1};
+    const int gi[3] = {2, 0, 2}, ci[4] = {0, 2, 1, 1}, bad1[3] = {0, 3, 1}, bad2[4] = {0, 1, -1, 2};
+    float o[6], d[6] = {0}, dw[4] = {0}, keep[6], dout[4] = {1, -1, 2, 0.5f};
+    int i;
+    CHECK_INT_EQ(tk_rows_gather(o, src, 3, gi, 3, 2), TK_OK);
+    CHECK(o[0] == 5 && o[1] == 6 && o[2] == 1 && o[3] == 2 && o[4] == 5 && o[5] == 6);
+    /* out[0] = 0.5 r0 + 2 r2 = [10.5 13]; out[1] = -r1 + r1 = 0 */
+    CHECK_INT_EQ(tk_rows_combine_forward(o, src, 3, ci, w, 2, 2, 2, 0), TK_OK);
+    CHECK(o[0] == 10.5f && o[1] == 13.0f && o[2] == 0.0f && o[3] == 0.0f);
+    CHECK_INT_EQ(tk_rows_combine_forward(o, src, 3, ci, NULL, 2, 2, 2, 1), TK_OK); /* += r0+r2, 2 r1 */
+    CHECK(o[0] == 16.5f && o[1] == 21.0f && o[2] == 6.0f && o[3] == 8.0f);
+    /* backward, dout rows [1 -1], [2 0.5]: dsrc r0 += 0.5 [1 -1]; r2 += 2 [1 -1];
+       r1 += (-1 + 1) [2 0.5] (a repeated index, summed); dw = dout . src rows */
+    CHECK_INT_EQ(tk_rows_combine_backward(d, dw, dout, src, 3, ci, w, 2, 2, 2), TK_OK);
+    CHECK(d[0] == 0.5f && d[1] == -0.5f && d[2] == 0.0f && d[3] == 0.0f && d[4] == 2.0f && d[5] == -2.0f);
+    CHECK(dw[0] == -1.0f && dw[1] == -1.0f && dw[2] == 8.0f && dw[3] == 8.0f);
+    check_combine(1, 1, 1, 1, 1, 0, 1);
+    check_combine(5, 3, 2, 4, 1, 0, 1);  /* repeats */
+    check_combine(9, 4, 2, 3, 0, 1, 1);  /* w NULL */
+    check_combine(7, 2, 3, 5, 1, 1, 1);
+    check_combine(40, 20, 2, 777, 1, 1, 0);
+    check_combine(50, 200, 2, 777, 1, 0, 0); /* over TK__PAR_MIN: the OpenMP paths, repeats */
+    /* the OpenMP scatter keeps the 1-thread bits (repeats too) */
+    {
+        const int ns = 30, N = 100, K = 3, C = 300;
+        float *s = frand((long)ns * C, 1.0), *g = frand((long)N * C, 1.0), *ww = frand((long)N * K, 1.0);
+        float *d1 = fbuf((long)ns * C), *d2 = fbuf((long)ns * C), *w1 = fbuf((long)N * K), *w2 = fbuf((long)N * K);
+        int *ix = (int *)malloc((size_t)N * K * sizeof(int));
+        if (!ix) abort();
+        for (i = 0; i < N * K; i++) ix[i] = (i * 13) % ns;
+        set_threads(1);
+        CHECK_INT_EQ(tk_rows_combine_backward(d1, w1, g, s, ns, ix, ww, N, K, C), TK_OK);
+        set_threads(2);
+        CHECK_INT_EQ(tk_rows_combine_backward(d2, w2, g, s, ns, ix, ww, N, K, C), TK_OK);
+        CHECK(same_bits(d1, d2, (long)ns * C) && same_bits(w1, w2, (long)N * K));
+        free(s); free(g); free(ww); free(d1); free(d2); free(w1); free(w2); free(ix);
+    }
+    /* gather: bad input, nothing written */
+    for (i = 0; i < 6; i++) o[i] = keep[i] = 9.0f;
+    CHECK_INT_EQ(tk_rows_gather(o, src, 3, bad1, 3, 2), TK_ERANGE);
+    CHECK_INT_EQ(tk_rows_gather(o, src, 3, bad2, 3, 2), TK_ERANGE); /* -1 */
+    CHECK_INT_EQ(tk_rows_gather(NULL, src, 3, gi, 3, 2), TK_EINVAL);
+    CHECK_INT_EQ(tk_rows_gather(o, NULL, 3, gi, 3, 2), TK_EINVAL);
+    CHECK_INT_EQ(tk_rows_gather(o, src, 3, NULL, 3, 2), TK_EINVAL);
+    CHECK_INT_EQ(tk_rows_gather(o, src, 0, gi, 3, 2), TK_EINVAL);
+    CHECK_INT_EQ(tk_rows_gather(o, src, 3, gi, 0, 2), TK_EINVAL);
+    CHECK_INT_EQ(tk_rows_gather(o, src, 3, gi, 3, -2), TK_EINVAL);
+    CHECK(same_bits(o, keep, 6));
+    /* combine forward: bad input */
+    CHECK_INT_EQ(tk_rows_combine_forward(o, src, 3, bad2, w, 2, 2, 2, 0), TK_ERANGE);
+    CHECK_INT_EQ(tk_rows_combine_forward(o, src, 2, ci, w, 2, 2, 2, 1), TK_ERANGE); /* 2 >= nsrc */
+    CHECK_INT_EQ(tk_rows_combine_forward(NULL, src, 3, ci, w, 2, 2, 2, 0), TK_EINVAL);
+    CHECK_INT_EQ(tk_rows_combine_forward(o, NULL, 3, ci, w, 2, 2, 2, 0), TK_EINVAL);
+    CHECK_INT_EQ(tk_rows_combine_forward(o, src, 3, NULL, w, 2, 2, 2, 0), TK_EINVAL);
+    CHECK_INT_EQ(tk_rows_combine_forward(o, src, 3, ci, w, 0, 2, 2, 0), TK_EINVAL);
+    CHECK_INT_EQ(tk_rows_combine_forward(o, src, 3, ci, w, 2, 0, 2, 0), TK_EINVAL);
+    CHECK_INT_EQ(tk_rows_combine_forward(o, src, 3, ci, w, 2, 2, 0, 0), TK_EINVAL);
+    CHECK_INT_EQ(tk_rows_combine_forward(o, src, -3, ci, w, 2, 2, 2, 0), TK_EINVAL);
+    CHECK_INT_EQ(tk_rows_combine_forward(o, src, 3, ci, w, 2, 2, 2, 2), TK_EINVAL);
+    CHECK_INT_EQ(tk_rows_combine_forward(o, src, 3, ci, w, 2, 2, 2, -1), TK_EINVAL);
+    CHECK(same_bits(o, keep, 6));
+    /* combine backward: bad input */
+    for (i = 0; i < 6; i++) d[i] = 7.0f;
+    for (i = 0; i < 4; i++) dw[i] = 7.0f;
+    CHECK_INT_EQ(tk_rows_combine_backward(d, dw, dout, src, 3, bad2, w, 2, 2, 2), TK_ERANGE);
+    CHECK_INT_EQ(tk_rows_combine_backward(d, dw, dout, src, 1, ci, w, 2, 2, 2), TK_ERANGE);
+    CHECK_INT_EQ(tk_rows_combine_backward(NULL, NULL, dout, src, 3, ci, w, 2, 2, 2), TK_EINVAL);
+    CHECK_INT_EQ(tk_rows_combine_backward(d, dw, NULL, src, 3, ci, w, 2, 2, 2), TK_EINVAL);
+    CHECK_INT_EQ(tk_rows_combine_backward(d, dw, dout, NULL, 3, ci, w, 2, 2, 2), TK_EINVAL);
+    CHECK_INT_EQ(tk_rows_combine_backward(d, dw, dout, src, 3, NULL, w, 2, 2, 2), TK_EINVAL);
+    CHECK_INT_EQ(tk_rows_combine_backward(d, dw, dout, src, 0, ci, w, 2, 2, 2), TK_EINVAL);
+    CHECK_INT_EQ(tk_rows_combine_backward(d, dw, dout, src, 3, ci, w, -2, 2, 2), TK_EINVAL);
+    CHECK_INT_EQ(tk_rows_combine_backward(d, dw, dout, src, 3, ci, w, 2, 0, 2), TK_EINVAL);
+    CHECK_INT_EQ(tk_rows_combine_backward(d, dw, dout, src, 3, ci, w, 2, 2, 0), TK_EINVAL);
+    CHECK(all_equal(d, 7.0f, 6) && all_equal(dw, 7.0f, 4));
+}
+
 int main(int argc, char **argv)
 {
     TEST_INIT(argc, argv);
@@ -2371,5 +2894,9 @@ int main(int argc, char **argv)
     TEST_RUN(test_attention_bad_rows);
     TEST_RUN(test_attention_strided);
     TEST_RUN(test_attention_stats);
+    TEST_RUN(test_sigmoid);
+    TEST_RUN(test_row_ops);
+    TEST_RUN(test_causal_mean_gate);
+    TEST_RUN(test_rows_gather_combine);
     return TEST_END();
 }
