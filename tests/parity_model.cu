@@ -378,6 +378,66 @@ static void test_rpa_prior(void)
     g_prep = rpa_table;
     run_case("RPA prior from the running table in training", &c, &o);
     g_prep = NULL;
+    /* seed 000's residual and value gates on the memberships, with dropout on the
+       gated branches */
+    o = mdl_opts_default();
+    o.train = 1;
+    o.seed = 77;
+    c.res_gate = c.value_gate = 1;
+    c.dropout = 0.1f;
+    run_case("RPA prior + residual and value gates + dropout", &c, &o);
+    /* and the fuzzy MoE FFN (routing on the host, experts on the device), with its
+       load-balance term and Gumbel routing noise in training */
+    c.ffn = MDL_FFN_MOE;
+    o.moe_lb_coef = 0.05f;
+    run_case("the paper's block: RPA prior, gates, fuzzy MoE, dropout", &c, &o);
+}
+
+/* CEAS's observables per layer and head (what the CEAS controller reads): from the
+   moments the device attention gathers in its softmax pass, against the CPU's (without a
+   prior: with one, the two devices' B(T) differ by era.h's own parity, ~1e-5 absolute,
+   which moves the unweighted mean of the logits of layer 1 by 2e-4 relative); the step
+   with the moments asked for stays a parity case */
+static void test_attn_observables(void)
+{
+    mdl_config c = toy(MDL_FFN_GELU, MDL_NORM_RMS, MDL_POS_ROPE);
+    mdl_opts o = mdl_opts_default();
+    mdl_model *mc = NULL, *md = NULL;
+    mdl_stats sc, sd;
+    char err[256];
+    int x[PB * PT], y[PB * PT], i;
+    double worst = 0.0;
+    NEED_GPU();
+    c.prior = MDL_PRIOR_NONE;
+    o.train = 1;
+    o.want_attn_obs = 1;
+    run_case("observables on (rmsnorm, rope)", &c, &o);
+    CHECK_INT_EQ(mdl_create_on(&mc, &c, 4, MDL_DEVICE_CPU, err, sizeof err), MDL_OK);
+    CHECK_INT_EQ(mdl_create_on(&md, &c, 4, MDL_DEVICE_CUDA, err, sizeof err), MDL_OK);
+    if (mc && md) {
+        toy_batch(x, y, 5);
+        CHECK_INT_EQ(mdl_forward(mc, x, y, PB, PT, &o, &sc), MDL_OK);
+        CHECK_INT_EQ(mdl_forward(md, x, y, PB, PT, &o, &sd), MDL_OK);
+        CHECK(sc.attn_obs && sd.attn_obs);
+        if (sc.attn_obs && sd.attn_obs)
+            for (i = 0; i < c.n_layers * c.n_heads; i++) {
+                const ceas_obs *a = &sc.attn_obs[i], *b = &sd.attn_obs[i];
+                const double va[5] = {a->H, a->n_eff, a->var_s, a->sigma_qk, a->mean_s};
+                const double vb[5] = {b->H, b->n_eff, b->var_s, b->sigma_qk, b->mean_s};
+                int f;
+                for (f = 0; f < 5; f++) {
+                    double e = fabs(vb[f] - va[f]) / (fabs(va[f]) > 1e-3 ? fabs(va[f]) : 1e-3);
+                    if (!(e <= 1e-5)) printf("    layer/head %d field %d: %.9g vs %.9g\n", i, f, vb[f], va[f]);
+                    CHECK(e <= 1e-5);
+                    worst = e > worst ? e : worst;
+                }
+                CHECK(a->n == b->n);
+                CHECK(a->log_n == b->log_n);
+            }
+        printf("    observables: worst relative difference %.3g\n", worst);
+    }
+    mdl_destroy(mc);
+    mdl_destroy(md);
 }
 
 static void test_refusals(void)
@@ -407,10 +467,10 @@ static void test_refusals(void)
     if (!m) return;
     toy_batch(x, y, 3);
     o.train = 1;
-    o.want_attn_obs = 1;
+    o.want_gate_rows = 1;
     CHECK_INT_EQ(mdl_forward(m, x, y, PB, PT, &o, &st), MDL_EINVAL);
-    CHECK(strstr(mdl_last_error(m), "observables") != NULL);
-    o.want_attn_obs = 0;
+    CHECK(strstr(mdl_last_error(m), "gate rows") != NULL);
+    o.want_gate_rows = 0;
     o.ent_band_lambda = 0.1f;
     CHECK_INT_EQ(mdl_forward(m, x, y, PB, PT, &o, &st), MDL_EINVAL);
     o.ent_band_lambda = 0.0f;
@@ -558,8 +618,6 @@ static void recipe_cfg(trn_config *c, int device)
     c->model.n_heads = 2;
     c->model.max_T = 16;
     c->model.init_std = 0.1f;
-    c->model.ffn = MDL_FFN_GELU;     /* the device MoE and gates: not yet */
-    c->model.res_gate = c->model.value_gate = 0;
     c->context = 12;
     c->batch = 2;
     c->steps = 40;
@@ -707,6 +765,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_smoothing_temps_nopos);
     TEST_RUN(test_dropout_step);
     TEST_RUN(test_rpa_prior);
+    TEST_RUN(test_attn_observables);
     TEST_RUN(test_reduced_precision_step);
     TEST_RUN(test_refusals);
     TEST_RUN(test_trainer_follows_cpu);

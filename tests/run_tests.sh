@@ -214,7 +214,7 @@ if ls tests/parity_*.cu >/dev/null 2>&1; then
     # the lanes side by side (built first; results tallied after both lanes end)
     # sim_skipped <c++> <test>: the Makefile's SIM_SKIP_<c++> (built with the other compiler only)
     sim_skipped() {
-        case "$1" in clang++) skip=$SIM_SKIP_clangxx ;; *) skip= ;; esac
+        case "$1" in clang++) skip=$SIM_SKIP_clangxx ;; g++) skip=$SIM_SKIP_gxx ;; *) skip= ;; esac
         case " $skip " in *" $2 "*) return 0 ;; esac
         return 1
     }

@@ -9,8 +9,10 @@
    whose perturbation changes the top-k selection (a piecewise-constant choice; at most 5%
    may). Also: the +=
    contract, determinism, the MoE against a dense double-precision reference (top_k = E,
-   top_k < E, with and without noise, both renorm modes), refused arguments, and the
-   documented parameter and memory counts (polar and gdelta memory linear in T). */
+   top_k < E, with and without noise, both renorm modes), the MoE's CPU path with and
+   without a host buffer (bit-identical), refused arguments, and the documented parameter
+   and memory counts (polar and gdelta memory linear in T). The MoE's device path:
+   tests/parity_layers.cu. */
 #define STB_DS_IMPLEMENTATION
 #include <stb_ds.h>
 #undef STB_DS_IMPLEMENTATION
@@ -38,6 +40,7 @@ typedef struct fx {
     lyr_pspec spec[LYR_MAX_PARAMS];
     float *P[LYR_MAX_PARAMS], *G[LYR_MAX_PARAMS];
     float *x, *mu, *out, *Rw, *dx, *dmu, *saved, *work;
+    float *host;            /* MoE host buffer, or NULL (CPU path) */
     size_t nsaved, nwork;
     int train;
     uint64_t seed;
@@ -148,7 +151,7 @@ static int fx_forward(fx *f, double *extra)
     if (f->kind == K_MOE) {
         float lb = 0;
         rc = lyr_moe_forward(&f->moe, (const float *const *)f->P, f->x, f->mu, f->out, f->saved,
-                             f->work, f->B, f->T, f->train, f->seed, &lb);
+                             f->work, f->B, f->T, f->train, f->seed, f->host, &lb);
         ex = (double)f->lb_coef * lb;
     } else if (f->kind == K_POLAR) {
         lyr_polar_stats st;
@@ -167,7 +170,7 @@ static int fx_backward(fx *f)
 {
     if (f->kind == K_MOE)
         return lyr_moe_backward(&f->moe, (const float *const *)f->P, f->G, f->Rw, f->dx, f->dmu,
-                                f->saved, f->work, f->B, f->T, f->lb_coef);
+                                f->saved, f->work, f->B, f->T, f->host, f->lb_coef);
     if (f->kind == K_POLAR)
         return lyr_polar_backward(&f->pol, (const float *const *)f->P, f->G, f->Rw, f->dx,
                                   f->saved, f->work, f->B, f->T);
@@ -196,9 +199,11 @@ static void fx_zero_grads(fx *f)
 static void moe_selection(fx *f, float *sel)
 {
     lyr__moe_saved s;
-    size_t N = (size_t)f->B * f->T;
+    lyr__moe_rt rt;
+    size_t N = (size_t)f->B * f->T, i;
     lyr__moe_carve(&f->moe, f->saved, N, &s);
-    memcpy(sel, s.idx, N * f->moe.top_k * sizeof(float));
+    lyr__moe_carve_rt(&f->moe, s.rt, N, &rt);
+    for (i = 0; i < N * (size_t)f->moe.top_k; i++) sel[i] = (float)rt.idx[i];
 }
 
 /* number of entries with |a - fd| > atol + rtol |fd| */
@@ -556,7 +561,7 @@ static void moe_ref_case(int E, int K, int renorm, int train)
     n = (size_t)f.B * f.T * f.C;
     ref = (double *)xcalloc(n, sizeof(double));
     CHECK_INT_EQ(lyr_moe_forward(&f.moe, (const float *const *)f.P, f.x, f.mu, f.out, f.saved,
-                                 f.work, f.B, f.T, f.train, f.seed, &lb),
+                                 f.work, f.B, f.T, f.train, f.seed, NULL, &lb),
                  LYR_OK);
     moe_reference(&f, ref, &lbr);
     CHECK_ALL_CLOSE(f.out, ref, n, 1e-4, 1e-5);
@@ -594,7 +599,7 @@ static void test_moe_idle_experts(void)
     n = (size_t)f.B * f.T * f.C;
     ref = (double *)xcalloc(n, sizeof(double));
     CHECK_INT_EQ(lyr_moe_forward(&f.moe, (const float *const *)f.P, f.x, f.mu, f.out, f.saved,
-                                 f.work, f.B, f.T, 0, 0, &lb), LYR_OK);
+                                 f.work, f.B, f.T, 0, 0, NULL, &lb), LYR_OK);
     moe_reference(&f, ref, &lbr);
     CHECK_ALL_CLOSE(f.out, ref, n, 1e-4, 1e-5);
     CHECK_CLOSE(lb, (0.75 * 0.75 + 3 * 0.0625) / 4, 1e-5, 1e-7); /* p = (1, 0, 0, 0) */
@@ -613,6 +618,7 @@ static void test_moe_noise(void)
     float *o1, *sel1, *sel2;
     int differs;
     lyr__moe_saved s;
+    lyr__moe_rt rt;
     fx_setup(&f, 2, 8, 0.3, 30);
     nx = (size_t)f.B * f.T * f.C;
     o1 = (float *)xcalloc(nx, sizeof(float));
@@ -638,7 +644,8 @@ static void test_moe_noise(void)
     CHECK(memcmp(o1, f.out, nx * sizeof(float)) == 0);
     /* kept weights of every token sum to 1 (renorm) */
     lyr__moe_carve(&f.moe, f.saved, (size_t)f.B * f.T, &s);
-    CHECK_NEAR(s.w[0], 1.0, 1e-6);
+    lyr__moe_carve_rt(&f.moe, s.rt, (size_t)f.B * f.T, &rt);
+    CHECK_NEAR(rt.w[0], 1.0, 1e-6);
     /* the Gumbel draws look like Gumbel(0,1): mean ~ 0.5772 */
     {
         double m = 0;
@@ -680,30 +687,30 @@ static void test_moe_bad_args(void)
     CHECK_INT_EQ(lyr_moe_params(&f.moe, sp, 3), LYR_EINVAL);
     CHECK_INT_EQ(lyr_moe_params(&f.moe, NULL, 8), LYR_EINVAL);
     CHECK_INT_EQ(lyr_moe_forward(&f.moe, (const float *const *)f.P, NULL, f.mu, f.out, f.saved,
-                                 f.work, 2, 4, 1, 1, &lb), LYR_EINVAL);
+                                 f.work, 2, 4, 1, 1, NULL, &lb), LYR_EINVAL);
     CHECK_INT_EQ(lyr_moe_forward(&f.moe, (const float *const *)f.P, f.x, f.mu, f.out, f.saved,
-                                 f.work, 0, 4, 1, 1, &lb), LYR_EINVAL);
+                                 f.work, 0, 4, 1, 1, NULL, &lb), LYR_EINVAL);
     CHECK_INT_EQ(lyr_moe_forward(&f.moe, NULL, f.x, f.mu, f.out, f.saved, f.work, 2, 4, 1, 1,
-                                 &lb), LYR_EINVAL);
+                                 NULL, &lb), LYR_EINVAL);
     {
         float *keep = f.P[LYR_MOE_W2];
         f.P[LYR_MOE_W2] = NULL;
         CHECK_INT_EQ(lyr_moe_forward(&f.moe, (const float *const *)f.P, f.x, f.mu, f.out,
-                                     f.saved, f.work, 2, 4, 1, 1, &lb), LYR_EINVAL);
+                                     f.saved, f.work, 2, 4, 1, 1, NULL, &lb), LYR_EINVAL);
         f.P[LYR_MOE_W2] = keep;
     }
     f.mu[3] = NAN;
     CHECK_INT_EQ(lyr_moe_forward(&f.moe, (const float *const *)f.P, f.x, f.mu, f.out, f.saved,
-                                 f.work, 2, 4, 1, 1, &lb), LYR_EINVAL);
+                                 f.work, 2, 4, 1, 1, NULL, &lb), LYR_EINVAL);
     f.mu[3] = 0.5f;
     CHECK_INT_EQ(lyr_moe_forward(&f.moe, (const float *const *)f.P, f.x, f.mu, f.out, f.saved,
-                                 f.work, 2, 4, 1, 1, &lb), LYR_OK);
+                                 f.work, 2, 4, 1, 1, NULL, &lb), LYR_OK);
     CHECK_INT_EQ(lyr_moe_backward(&f.moe, (const float *const *)f.P, f.G, f.Rw, f.dx, f.dmu,
-                                  f.saved, f.work, 2, 4, NAN), LYR_EINVAL);
+                                  f.saved, f.work, 2, 4, NULL, NAN), LYR_EINVAL);
     CHECK_INT_EQ(lyr_moe_backward(&f.moe, (const float *const *)f.P, NULL, f.Rw, f.dx, f.dmu,
-                                  f.saved, f.work, 2, 4, 0), LYR_EINVAL);
+                                  f.saved, f.work, 2, 4, NULL, 0), LYR_EINVAL);
     CHECK_INT_EQ(lyr_moe_backward(&f.moe, (const float *const *)f.P, f.G, f.Rw, NULL, NULL,
-                                  f.saved, f.work, 2, 4, 0), LYR_OK); /* input grads optional */
+                                  f.saved, f.work, 2, 4, NULL, 0), LYR_OK); /* input grads optional */
     CHECK(strcmp(lyr_strerror(LYR_EINVAL), lyr_strerror(LYR_OK)) != 0);
     fx_free(&f);
 }
@@ -725,6 +732,70 @@ static void test_moe_counts(void)
     s2 = lyr_moe_saved_floats(&d, 4, 64);
     CHECK(s2 < s1 + (size_t)4 * 64 * 16 * 2 + 64);
     CHECK(s1 >= (size_t)4 * 64 * 2 * (2 * 128 + 512));
+}
+
+/* the CPU path with a host buffer (filled with NaN bytes: its content must not matter)
+   gives the bits of the path without one; the host count grows with B*T and is 0 for bad
+   dimensions */
+static void test_moe_host_buffer(void)
+{
+    static const int cfg[3][4] = {{2, 1, 1, 1}, {1, 0, 1, 0}, {3, 0, 0, 1}}; /* K, renorm, train, lb */
+    int c;
+    for (c = 0; c < 3; c++) {
+        fx f = moe_fx(12, 20, 5, cfg[c][0], 3, cfg[c][1], cfg[c][2], cfg[c][3] ? 0.5f : 0.0f);
+        size_t N, nx, nh, i;
+        float *o1, *dx1, *dmu1, *g1[LYR_MOE_NPARAMS];
+        float lb1 = -1, lb2 = -2;
+        fx_setup(&f, 2, 9, 0.4, 50 + (unsigned long long)c);
+        N = (size_t)f.B * f.T;
+        nx = N * (size_t)f.C;
+        nh = lyr_moe_host_floats(&f.moe, f.B, f.T);
+        CHECK(nh > 0);
+        CHECK(lyr_moe_host_floats(&f.moe, f.B, 2 * f.T) > nh);
+        o1 = (float *)xcalloc(nx, sizeof(float));
+        dx1 = (float *)xcalloc(nx, sizeof(float));
+        dmu1 = (float *)xcalloc(N * (size_t)f.R, sizeof(float));
+        fx_zero_grads(&f);
+        CHECK_INT_EQ(lyr_moe_forward(&f.moe, (const float *const *)f.P, f.x, f.mu, f.out, f.saved,
+                                     f.work, f.B, f.T, f.train, f.seed, NULL, &lb1), LYR_OK);
+        CHECK_INT_EQ(fx_backward(&f), LYR_OK);
+        memcpy(o1, f.out, nx * sizeof(float));
+        memcpy(dx1, f.dx, nx * sizeof(float));
+        memcpy(dmu1, f.dmu, N * (size_t)f.R * sizeof(float));
+        for (i = 0; i < LYR_MOE_NPARAMS; i++) {
+            size_t n = lyr_pspec_numel(&f.spec[i]);
+            g1[i] = (float *)xcalloc(n, sizeof(float));
+            memcpy(g1[i], f.G[i], n * sizeof(float));
+        }
+        f.host = (float *)xcalloc(nh, sizeof(float));
+        memset(f.host, 0xff, nh * sizeof(float));
+        memset(f.out, 0, nx * sizeof(float));
+        fx_zero_grads(&f);
+        CHECK_INT_EQ(lyr_moe_forward(&f.moe, (const float *const *)f.P, f.x, f.mu, f.out, f.saved,
+                                     f.work, f.B, f.T, f.train, f.seed, f.host, &lb2), LYR_OK);
+        CHECK_INT_EQ(fx_backward(&f), LYR_OK);
+        CHECK(memcmp(&lb1, &lb2, sizeof lb1) == 0);
+        CHECK(memcmp(o1, f.out, nx * sizeof(float)) == 0);
+        CHECK(memcmp(dx1, f.dx, nx * sizeof(float)) == 0);
+        CHECK(memcmp(dmu1, f.dmu, N * (size_t)f.R * sizeof(float)) == 0);
+        for (i = 0; i < LYR_MOE_NPARAMS; i++) {
+            CHECK(memcmp(g1[i], f.G[i], lyr_pspec_numel(&f.spec[i]) * sizeof(float)) == 0);
+            free(g1[i]);
+        }
+        free(f.host);
+        f.host = NULL;
+        free(o1);
+        free(dx1);
+        free(dmu1);
+        fx_free(&f);
+    }
+    {
+        lyr_moe_dims d = lyr_moe_dims_make(8, 8, 4, 5, 3); /* top_k > E */
+        CHECK(lyr_moe_host_floats(&d, 2, 4) == 0);
+        d.top_k = 2;
+        CHECK(lyr_moe_host_floats(&d, 0, 4) == 0);
+        CHECK(lyr_moe_host_floats(NULL, 2, 4) == 0);
+    }
 }
 
 /* =================================================================== polar */
@@ -1051,6 +1122,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_moe_noise);
     TEST_RUN(test_moe_bad_args);
     TEST_RUN(test_moe_counts);
+    TEST_RUN(test_moe_host_buffer);
     TEST_RUN(test_polar_grad);
     TEST_RUN(test_polar_grad_gqa_noqknorm);
     TEST_RUN(test_polar_grad_window);

@@ -166,45 +166,125 @@ int lyr_moe_init(const lyr_moe_dims *d, float *const *P, tk_rng *rng, float init
     return LYR_OK;
 }
 
-/* saved layout: mu (N,R), lraw (N,E), y (N,E), w (N,K), idx (N,K), pos (N,K), off (E+1),
-   xg (NK,C), hpre (NK,F), eo (NK,C). Indices are stored as exact floats (< 2^24). */
+/* Where things live. The O(N C) and O(N F) work (the gather, the expert GEMMs and GELUs,
+   the combine and their backward) runs on the side of the buffers through tensor.h's
+   routed ops (device pointers go to the CUDA twins). The routing (logits, noise, softmax,
+   top-k, weights, the per-expert row lists, the load-balance statistic and the routing
+   backward) always runs on the host: on the CPU path in place, on the device path on host
+   copies of mu and the gate, in the caller's host buffer.
+
+   saved (the buffers' side): mu (N,R), xg (NK,C), hpre (NK,F), eo (NK,C), then the device
+   copies of the routing arrays the row ops read: gsrc (NK int: the token of each gathered
+   row), spos (NK int: the gathered row of slot (n,k)) and w (NK) (unused on the CPU path,
+   whose ops read the routing block itself), then the routing block (CPU path only).
+   Routing block (host): lraw (N,E), y (N,E), w (N,K), idx (N,K int), pos (N,K int),
+   gsrc (NK int), off (E+1 int). ints take float-sized slots.
+   host buffer (device path): the routing block (kept from forward to backward), then the
+   forward's host copies mu (N,R), gate (E,R) and cursor (E+1 int), and the backward's
+   dw (NK), dl (N,E), pe (E+1).
+   work (the buffers' side): a, da, dh (NK,F), deo, dxg (NK,C), dw (NK), dl (N,E),
+   pe (E+1), cursor (E+1 int) (pe and cursor used on the CPU path only). */
+typedef struct lyr__moe_rt {
+    float *lraw, *y, *w;
+    int *idx, *pos, *gsrc, *off;
+} lyr__moe_rt;
+
 typedef struct lyr__moe_saved {
-    float *mu, *lraw, *y, *w, *idx, *pos, *off, *xg, *hpre, *eo;
+    float *mu, *xg, *hpre, *eo, *w;
+    int *gsrc, *spos;
+    float *rt; /* the routing block (CPU path) */
 } lyr__moe_saved;
 
-static void lyr__moe_carve(const lyr_moe_dims *d, float *base, size_t N, lyr__moe_saved *s)
+typedef struct lyr__moe_work {
+    float *a, *da, *dh, *deo, *dxg, *dw, *dl, *pe;
+    int *cursor;
+} lyr__moe_work;
+
+typedef struct lyr__moe_host {
+    float *rt, *mu, *gate, *dw, *dl, *pe;
+    int *cursor;
+} lyr__moe_host;
+
+/* floats holding n ints */
+static size_t lyr__ifl(size_t n) { return lyr__bytes_to_floats(n * sizeof(int)); }
+static int *lyr__take_i(float **p, size_t n) { return (int *)(void *)lyr__take(p, lyr__ifl(n)); }
+
+static size_t lyr__moe_rt_floats(const lyr_moe_dims *d, size_t N)
+{
+    size_t K = (size_t)d->top_k, E = (size_t)d->E;
+    return 2 * lyr__al(N * E) + lyr__al(N * K) + 3 * lyr__al(lyr__ifl(N * K)) +
+           lyr__al(lyr__ifl(E + 1));
+}
+
+static void lyr__moe_carve_rt(const lyr_moe_dims *d, float *base, size_t N, lyr__moe_rt *r)
 {
     size_t K = (size_t)d->top_k, E = (size_t)d->E;
     float *p = base;
+    r->lraw = lyr__take(&p, N * E);
+    r->y = lyr__take(&p, N * E);
+    r->w = lyr__take(&p, N * K);
+    r->idx = lyr__take_i(&p, N * K);
+    r->pos = lyr__take_i(&p, N * K);
+    r->gsrc = lyr__take_i(&p, N * K);
+    r->off = lyr__take_i(&p, E + 1);
+}
+
+static void lyr__moe_carve(const lyr_moe_dims *d, float *base, size_t N, lyr__moe_saved *s)
+{
+    size_t K = (size_t)d->top_k;
+    float *p = base;
     s->mu = lyr__take(&p, N * (size_t)d->R);
-    s->lraw = lyr__take(&p, N * E);
-    s->y = lyr__take(&p, N * E);
-    s->w = lyr__take(&p, N * K);
-    s->idx = lyr__take(&p, N * K);
-    s->pos = lyr__take(&p, N * K);
-    s->off = lyr__take(&p, E + 1);
     s->xg = lyr__take(&p, N * K * (size_t)d->C);
     s->hpre = lyr__take(&p, N * K * (size_t)d->F);
     s->eo = lyr__take(&p, N * K * (size_t)d->C);
+    s->gsrc = lyr__take_i(&p, N * K);
+    s->spos = lyr__take_i(&p, N * K);
+    s->w = lyr__take(&p, N * K);
+    s->rt = p;
+}
+
+static void lyr__moe_carve_work(const lyr_moe_dims *d, float *base, size_t N, lyr__moe_work *w)
+{
+    size_t K = (size_t)d->top_k, E = (size_t)d->E, C = (size_t)d->C, F = (size_t)d->F;
+    float *p = base;
+    w->a = lyr__take(&p, N * K * F);
+    w->da = lyr__take(&p, N * K * F);
+    w->dh = lyr__take(&p, N * K * F);
+    w->deo = lyr__take(&p, N * K * C);
+    w->dxg = lyr__take(&p, N * K * C);
+    w->dw = lyr__take(&p, N * K);
+    w->dl = lyr__take(&p, N * E);
+    w->pe = lyr__take(&p, E + 1);
+    w->cursor = lyr__take_i(&p, E + 1);
+}
+
+static void lyr__moe_carve_host(const lyr_moe_dims *d, float *base, size_t N, lyr__moe_host *h)
+{
+    size_t K = (size_t)d->top_k, E = (size_t)d->E, R = (size_t)d->R;
+    float *p = base;
+    h->rt = lyr__take(&p, lyr__moe_rt_floats(d, N));
+    h->mu = lyr__take(&p, N * R);
+    h->gate = lyr__take(&p, E * R);
+    h->cursor = lyr__take_i(&p, E + 1);
+    h->dw = lyr__take(&p, N * K);
+    h->dl = lyr__take(&p, N * E);
+    h->pe = lyr__take(&p, E + 1);
 }
 
 static int lyr__moe_bt_ok(const lyr_moe_dims *d, int B, int T)
 {
-    double NK;
-    if (!lyr__bt_ok(B, T, (double)d->top_k * (d->C > d->F ? d->C : d->F))) return 0;
-    NK = (double)B * T * d->top_k;
-    return NK < 16777216.0; /* row indices stored exactly in float */
+    return lyr__bt_ok(B, T, (double)d->top_k * (d->C > d->F ? d->C : d->F));
 }
 
 size_t lyr_moe_saved_floats(const lyr_moe_dims *d, int B, int T)
 {
-    size_t N, K, E;
+    size_t N, K;
     if (lyr_moe_validate(d) != LYR_OK || !lyr__moe_bt_ok(d, B, T)) return 0;
     N = (size_t)B * T;
     K = (size_t)d->top_k;
-    E = (size_t)d->E;
-    return lyr__al(N * (size_t)d->R) + 2 * lyr__al(N * E) + 3 * lyr__al(N * K) +
-           lyr__al(E + 1) + 2 * lyr__al(N * K * (size_t)d->C) + lyr__al(N * K * (size_t)d->F);
+    return lyr__al(N * (size_t)d->R) + 2 * lyr__al(N * K * (size_t)d->C) +
+           lyr__al(N * K * (size_t)d->F) + 2 * lyr__al(lyr__ifl(N * K)) + lyr__al(N * K) +
+           lyr__moe_rt_floats(d, N);
 }
 
 size_t lyr_moe_work_floats(const lyr_moe_dims *d, int B, int T)
@@ -214,25 +294,75 @@ size_t lyr_moe_work_floats(const lyr_moe_dims *d, int B, int T)
     N = (size_t)B * T;
     K = (size_t)d->top_k;
     E = (size_t)d->E;
-    /* backward: a, da, dh (NK,F); deo, dxg (NK,C); dw (N,K); dl (N,E); p, cursor (E) */
     return 3 * lyr__al(N * K * (size_t)d->F) + 2 * lyr__al(N * K * (size_t)d->C) +
-           lyr__al(N * K) + lyr__al(N * E) + 2 * lyr__al(E + 1);
+           lyr__al(N * K) + lyr__al(N * E) + lyr__al(E + 1) + lyr__al(lyr__ifl(E + 1));
+}
+
+size_t lyr_moe_host_floats(const lyr_moe_dims *d, int B, int T)
+{
+    size_t N, K, E, R;
+    if (lyr_moe_validate(d) != LYR_OK || !lyr__moe_bt_ok(d, B, T)) return 0;
+    N = (size_t)B * T;
+    K = (size_t)d->top_k;
+    E = (size_t)d->E;
+    R = (size_t)d->R;
+    return lyr__moe_rt_floats(d, N) + lyr__al(N * R) + lyr__al(E * R) + lyr__al(lyr__ifl(E + 1)) +
+           lyr__al(N * K) + lyr__al(N * E) + lyr__al(E + 1);
+}
+
+/* 1 when the non-NULL pointers of p (n) are all host or all device memory (*dev: 1 for
+   device), 0 when mixed */
+static int lyr__one_side(const void *const *p, int n, int *dev)
+{
+    int i, side = -1;
+    for (i = 0; i < n; i++) {
+        int s;
+        if (!p[i]) continue;
+        s = tk_is_device(p[i]) ? 1 : 0;
+        if (side < 0) side = s;
+        else if (s != side) return 0;
+    }
+    *dev = side > 0;
+    return 1;
+}
+
+/* tk_sgemm on the buffers' side (tk_sgemm itself is not routed to the device) */
+static int lyr__sgemm(int dev, int transA, int transB, int M, int N, int K, const float *A,
+                      int lda, const float *B, int ldb, float *C, int ldc)
+{
+    if (dev) return tk_sgemm_cuda(transA, transB, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc, NULL);
+    return tk_sgemm(transA, transB, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc);
 }
 
 int lyr_moe_forward(const lyr_moe_dims *d, const float *const *P, const float *x,
                     const float *mu, float *out, float *saved, float *work, int B, int T,
-                    int train, uint64_t seed, float *lb_stat)
+                    int train, uint64_t seed, float *host, float *lb_stat)
 {
     lyr__moe_saved s;
-    const float *gate;
+    lyr__moe_work wk;
+    lyr__moe_rt rt;
+    const float *gate, *mh, *wv;
+    const int *gsrc, *spos;
+    int *cursor;
     size_t N, K, E, R, C, F, i;
-    int n, e, E_ = 0;
-    float *a, *cursor;
+    int n, e, E_ = 0, dev = 0;
     double inv_tau;
     if (lyr_moe_validate(d) != LYR_OK) return LYR_EINVAL;
     if (!lyr__ptrs_ok((const void *const *)P, LYR_MOE_NPARAMS) || !x || !mu || !out || !saved ||
         !work || !lyr__moe_bt_ok(d, B, T))
         return LYR_EINVAL;
+    {
+        const void *bufs[5 + LYR_MOE_NPARAMS];
+        int k;
+        bufs[0] = x;
+        bufs[1] = mu;
+        bufs[2] = out;
+        bufs[3] = saved;
+        bufs[4] = work;
+        for (k = 0; k < LYR_MOE_NPARAMS; k++) bufs[5 + k] = P[k];
+        if (!lyr__one_side(bufs, 5 + LYR_MOE_NPARAMS, &dev)) return LYR_EINVAL;
+    }
+    if ((dev && !host) || (host && tk_is_device(host))) return LYR_EINVAL;
     N = (size_t)B * T;
     K = (size_t)d->top_k;
     E = (size_t)d->E;
@@ -240,23 +370,37 @@ int lyr_moe_forward(const lyr_moe_dims *d, const float *const *P, const float *x
     C = (size_t)d->C;
     F = (size_t)d->F;
     E_ = d->E;
-    for (i = 0; i < N * R; i++)
-        if (!lyr__finite(mu[i])) return LYR_EINVAL;
-    for (i = 0; i < E * R; i++)
-        if (!lyr__finite(P[LYR_MOE_GATE][i])) return LYR_EINVAL;
     lyr__moe_carve(d, saved, N, &s);
-    a = work;
-    cursor = work + lyr__al(N * K * F);
-    gate = P[LYR_MOE_GATE];
+    lyr__moe_carve_work(d, work, N, &wk);
+    if (dev) {
+        lyr__moe_host h;
+        lyr__moe_carve_host(d, host, N, &h);
+        if (tk_copy(h.mu, mu, N * R * sizeof(float)) != TK_OK ||
+            tk_copy(h.gate, P[LYR_MOE_GATE], E * R * sizeof(float)) != TK_OK)
+            return LYR_EFAIL;
+        mh = h.mu;
+        gate = h.gate;
+        cursor = h.cursor;
+        lyr__moe_carve_rt(d, h.rt, N, &rt);
+    } else {
+        mh = mu;
+        gate = P[LYR_MOE_GATE];
+        cursor = wk.cursor;
+        lyr__moe_carve_rt(d, s.rt, N, &rt);
+    }
+    for (i = 0; i < N * R; i++)
+        if (!lyr__finite(mh[i])) return LYR_EINVAL;
+    for (i = 0; i < E * R; i++)
+        if (!lyr__finite(gate[i])) return LYR_EINVAL;
     inv_tau = 1.0 / (double)d->gumbel_tau;
-    memcpy(s.mu, mu, N * R * sizeof(float));
 
-    /* routing, per token (independent rows) */
+    /* routing (host), per token (independent rows) */
     LYR__OMP(omp parallel for schedule(static) if(N * E * (R + K) > LYR__PAR_MIN))
     for (n = 0; n < (int)N; n++) {
-        const float *m = mu + (size_t)n * R;
-        float *lr = s.lraw + (size_t)n * E, *y = s.y + (size_t)n * E;
-        float *w = s.w + (size_t)n * K, *ix = s.idx + (size_t)n * K;
+        const float *m = mh + (size_t)n * R;
+        float *lr = rt.lraw + (size_t)n * E, *y = rt.y + (size_t)n * E;
+        float *w = rt.w + (size_t)n * K;
+        int *ix = rt.idx + (size_t)n * K;
         double mx = -1e300, sum = 0, kept = 0, norm;
         int ee, k, r;
         for (ee = 0; ee < E_; ee++) {
@@ -283,11 +427,11 @@ int lyr_moe_forward(const lyr_moe_dims *d, const float *const *P, const float *x
             for (ee = 0; ee < E_; ee++) {
                 int taken = 0;
                 for (j = 0; j < k; j++)
-                    if ((int)ix[j] == ee) taken = 1;
+                    if (ix[j] == ee) taken = 1;
                 if (taken) continue;
                 if (best < 0 || y[ee] > y[best]) best = ee;
             }
-            ix[k] = (float)best;
+            ix[k] = best;
             kept += y[best];
         }
         if (d->renorm) norm = kept > 0 ? 1.0 / kept : 0.0;
@@ -296,63 +440,69 @@ int lyr_moe_forward(const lyr_moe_dims *d, const float *const *P, const float *x
             for (ee = 0; ee < E_; ee++) all += y[ee];
             norm = 1.0 / (all + 1e-6);
         }
-        for (k = 0; k < (int)K; k++) w[k] = (float)((double)y[(int)ix[k]] * norm);
+        for (k = 0; k < (int)K; k++) w[k] = (float)((double)y[ix[k]] * norm);
     }
 
-    /* per-expert row lists: off[e] = first gathered row of expert e (token order kept) */
+    /* per-expert row lists (host): off[e] = first gathered row of expert e (token order
+       kept); pos[n*K+k] = the gathered row of slot (n,k); gsrc[row] = its token */
     for (e = 0; e <= E_; e++) cursor[e] = 0;
-    for (i = 0; i < N * K; i++) cursor[(int)s.idx[i]] += 1;
+    for (i = 0; i < N * K; i++) cursor[rt.idx[i]] += 1;
     {
-        float acc = 0;
+        int acc = 0;
         for (e = 0; e < E_; e++) {
-            float c = cursor[e];
-            s.off[e] = acc;
+            int c = cursor[e];
+            rt.off[e] = acc;
             cursor[e] = acc;
             acc += c;
         }
-        s.off[E_] = acc;
+        rt.off[E_] = acc;
     }
     for (i = 0; i < N * K; i++) {
-        int ee = (int)s.idx[i];
-        s.pos[i] = cursor[ee];
-        cursor[ee] += 1;
+        int row = cursor[rt.idx[i]]++;
+        rt.pos[i] = row;
+        rt.gsrc[row] = (int)(i / K);
     }
-    LYR__OMP(omp parallel for schedule(static) if(N * K * C > LYR__PAR_MIN))
-    for (n = 0; n < (int)(N * K); n++)
-        memcpy(s.xg + (size_t)s.pos[n] * C, x + (size_t)(n / (int)K) * C, C * sizeof(float));
+    if (dev) { /* what the device ops read */
+        if (tk_copy(s.gsrc, rt.gsrc, N * K * sizeof(int)) != TK_OK ||
+            tk_copy(s.spos, rt.pos, N * K * sizeof(int)) != TK_OK ||
+            tk_copy(s.w, rt.w, N * K * sizeof(float)) != TK_OK)
+            return LYR_EFAIL;
+        gsrc = s.gsrc;
+        spos = s.spos;
+        wv = s.w;
+    } else {
+        gsrc = rt.gsrc;
+        spos = rt.pos;
+        wv = rt.w;
+    }
+    if (tk_copy(s.mu, mu, N * R * sizeof(float)) != TK_OK ||
+        tk_rows_gather(s.xg, x, (int)N, gsrc, (int)(N * K), (int)C) != TK_OK)
+        return LYR_EFAIL;
 
     /* experts: one GEMM pair per expert over its gathered rows */
     for (e = 0; e < E_; e++) {
-        size_t r0 = (size_t)s.off[e], cnt = (size_t)s.off[e + 1] - r0;
+        size_t r0 = (size_t)rt.off[e], cnt = (size_t)rt.off[e + 1] - r0;
         if (cnt == 0) continue;
         if (tk_matmul_forward(s.hpre + r0 * F, s.xg + r0 * C, P[LYR_MOE_W1] + (size_t)e * F * C,
                               P[LYR_MOE_B1] + (size_t)e * F, (int)cnt, (int)C, (int)F) != TK_OK)
             return LYR_EFAIL;
-        if (tk_gelu_forward(a + r0 * F, s.hpre + r0 * F, cnt * F) != TK_OK) return LYR_EFAIL;
-        if (tk_matmul_forward(s.eo + r0 * C, a + r0 * F, P[LYR_MOE_W2] + (size_t)e * C * F,
+        if (tk_gelu_forward(wk.a + r0 * F, s.hpre + r0 * F, cnt * F) != TK_OK) return LYR_EFAIL;
+        if (tk_matmul_forward(s.eo + r0 * C, wk.a + r0 * F, P[LYR_MOE_W2] + (size_t)e * C * F,
                               P[LYR_MOE_B2] + (size_t)e * C, (int)cnt, (int)F, (int)C) != TK_OK)
             return LYR_EFAIL;
     }
 
     /* combine, per token in slot order */
-    LYR__OMP(omp parallel for schedule(static) if(N * K * C > LYR__PAR_MIN))
-    for (n = 0; n < (int)N; n++) {
-        float *o = out + (size_t)n * C;
-        size_t c, k;
-        for (c = 0; c < C; c++) o[c] = 0;
-        for (k = 0; k < K; k++) {
-            float wk = s.w[(size_t)n * K + k];
-            const float *eo = s.eo + (size_t)s.pos[(size_t)n * K + k] * C;
-            for (c = 0; c < C; c++) o[c] += wk * eo[c];
-        }
-    }
+    if (tk_rows_combine_forward(out, s.eo, (int)(N * K), spos, wv, (int)N, (int)K, (int)C, 0) !=
+        TK_OK)
+        return LYR_EFAIL;
 
     if (lb_stat) {
         double lb = 0;
         for (e = 0; e < E_; e++) {
             double p = 0;
             for (i = 0; i < N * K; i++)
-                if ((int)s.idx[i] == e) p += s.w[i];
+                if (rt.idx[i] == e) p += rt.w[i];
             p /= (double)N;
             lb += (p - 1.0 / E_) * (p - 1.0 / E_);
         }
@@ -363,18 +513,37 @@ int lyr_moe_forward(const lyr_moe_dims *d, const float *const *P, const float *x
 
 int lyr_moe_backward(const lyr_moe_dims *d, const float *const *P, float *const *G,
                      const float *dout, float *dx, float *dmu, const float *saved,
-                     float *work, int B, int T, float lb_coef)
+                     float *work, int B, int T, float *host, float lb_coef)
 {
     lyr__moe_saved s;
+    lyr__moe_work wk;
+    lyr__moe_rt rt;
     size_t N, K, E, R, C, F, i;
-    int n, e, E_;
-    float *a, *da, *dh, *deo, *dxg, *dw, *dl, *pe, *wp;
+    int n, e, E_, dev = 0;
+    float *dwh, *dlh, *pe;
+    const float *wv;
+    const int *spos;
     double inv_tau;
     if (lyr_moe_validate(d) != LYR_OK) return LYR_EINVAL;
     if (!lyr__ptrs_ok((const void *const *)P, LYR_MOE_NPARAMS) ||
         !lyr__ptrs_ok((const void *const *)G, LYR_MOE_NPARAMS) || !dout || !saved || !work ||
         !lyr__moe_bt_ok(d, B, T) || !lyr__finite(lb_coef))
         return LYR_EINVAL;
+    {
+        const void *bufs[5 + 2 * LYR_MOE_NPARAMS];
+        int k;
+        bufs[0] = dout;
+        bufs[1] = dx;
+        bufs[2] = dmu;
+        bufs[3] = saved;
+        bufs[4] = work;
+        for (k = 0; k < LYR_MOE_NPARAMS; k++) {
+            bufs[5 + k] = P[k];
+            bufs[5 + LYR_MOE_NPARAMS + k] = G[k];
+        }
+        if (!lyr__one_side(bufs, 5 + 2 * LYR_MOE_NPARAMS, &dev)) return LYR_EINVAL;
+    }
+    if ((dev && !host) || (host && tk_is_device(host))) return LYR_EINVAL;
     N = (size_t)B * T;
     K = (size_t)d->top_k;
     E = (size_t)d->E;
@@ -383,15 +552,24 @@ int lyr_moe_backward(const lyr_moe_dims *d, const float *const *P, float *const 
     F = (size_t)d->F;
     E_ = d->E;
     lyr__moe_carve(d, (float *)saved, N, &s); /* read-only use below */
-    wp = work;
-    a = lyr__take(&wp, N * K * F);
-    da = lyr__take(&wp, N * K * F);
-    dh = lyr__take(&wp, N * K * F);
-    deo = lyr__take(&wp, N * K * C);
-    dxg = lyr__take(&wp, N * K * C);
-    dw = lyr__take(&wp, N * K);
-    dl = lyr__take(&wp, N * E);
-    pe = lyr__take(&wp, E + 1);
+    lyr__moe_carve_work(d, work, N, &wk);
+    if (dev) {
+        lyr__moe_host h;
+        lyr__moe_carve_host(d, host, N, &h);
+        lyr__moe_carve_rt(d, h.rt, N, &rt);
+        dwh = h.dw;
+        dlh = h.dl;
+        pe = h.pe;
+        spos = s.spos;
+        wv = s.w;
+    } else {
+        lyr__moe_carve_rt(d, s.rt, N, &rt);
+        dwh = wk.dw;
+        dlh = wk.dl;
+        pe = wk.pe;
+        spos = rt.pos;
+        wv = rt.w;
+    }
     inv_tau = 1.0 / (double)d->gumbel_tau;
 
     /* load-balance term: d(lb_coef * mean_e (p_e - 1/E)^2)/dw = lb_coef 2 (p_e - 1/E) / (E N) */
@@ -400,88 +578,75 @@ int lyr_moe_backward(const lyr_moe_dims *d, const float *const *P, float *const 
         for (e = 0; e < E_; e++) {
             double p = 0;
             for (i = 0; i < N * K; i++)
-                if ((int)s.idx[i] == e) p += s.w[i];
+                if (rt.idx[i] == e) p += rt.w[i];
             p /= (double)N;
             pe[e] = (float)(lb_coef * 2.0 * (p - 1.0 / E_) / ((double)E_ * (double)N));
         }
     }
 
-    /* dw (N,K) and deo (gathered rows) */
-    LYR__OMP(omp parallel for schedule(static) if(N * K * C > LYR__PAR_MIN))
-    for (n = 0; n < (int)N; n++) {
-        const float *go = dout + (size_t)n * C;
-        size_t k, c;
-        for (k = 0; k < K; k++) {
-            size_t row = (size_t)s.pos[(size_t)n * K + k];
-            const float *eo = s.eo + row * C;
-            float *g = deo + row * C, wk = s.w[(size_t)n * K + k];
-            double acc = 0;
-            for (c = 0; c < C; c++) {
-                acc += (double)go[c] * eo[c];
-                g[c] = wk * go[c];
-            }
-            dw[(size_t)n * K + k] = (float)acc + pe[(int)s.idx[(size_t)n * K + k]];
-        }
-    }
+    /* dw (N,K) = dout . eo of the slot, deo (gathered rows) = w dout; then dw to the host
+       with the load-balance term */
+    if (tk_fill_zero(wk.deo, N * K * C * sizeof(float)) != TK_OK ||
+        tk_fill_zero(wk.dw, N * K * sizeof(float)) != TK_OK ||
+        tk_rows_combine_backward(wk.deo, wk.dw, dout, s.eo, (int)(N * K), spos, wv, (int)N,
+                                 (int)K, (int)C) != TK_OK)
+        return LYR_EFAIL;
+    if (dev && tk_copy(dwh, wk.dw, N * K * sizeof(float)) != TK_OK) return LYR_EFAIL;
+    if (lb_coef != 0)
+        for (i = 0; i < N * K; i++) dwh[i] += pe[rt.idx[i]];
 
     /* experts backward */
+    if (tk_fill_zero(wk.dh, N * K * F * sizeof(float)) != TK_OK) return LYR_EFAIL;
     for (e = 0; e < E_; e++) {
-        size_t r0 = (size_t)s.off[e], cnt = (size_t)s.off[e + 1] - r0;
+        size_t r0 = (size_t)rt.off[e], cnt = (size_t)rt.off[e + 1] - r0;
         const float *W1 = P[LYR_MOE_W1] + (size_t)e * F * C, *W2 = P[LYR_MOE_W2] + (size_t)e * C * F;
-        float *ae = a + r0 * F, *dae = da + r0 * F, *dhe = dh + r0 * F;
+        float *ae = wk.a + r0 * F, *dae = wk.da + r0 * F, *dhe = wk.dh + r0 * F;
         if (cnt == 0) continue;
         if (tk_gelu_forward(ae, s.hpre + r0 * F, cnt * F) != TK_OK) return LYR_EFAIL;
         /* da = deo W2 (cnt,F); dW2 += deo^T a; db2 += colsum deo */
-        if (tk_sgemm(0, 0, (int)cnt, (int)F, (int)C, 1.0f, deo + r0 * C, (int)C, W2, (int)F, 0.0f,
-                     dae, (int)F) != TK_OK ||
+        if (lyr__sgemm(dev, 0, 0, (int)cnt, (int)F, (int)C, wk.deo + r0 * C, (int)C, W2, (int)F,
+                       dae, (int)F) != TK_OK ||
             tk_matmul_backward(NULL, G[LYR_MOE_W2] + (size_t)e * C * F,
-                               G[LYR_MOE_B2] + (size_t)e * C, deo + r0 * C, ae, NULL, (int)cnt,
+                               G[LYR_MOE_B2] + (size_t)e * C, wk.deo + r0 * C, ae, W2, (int)cnt,
                                (int)F, (int)C) != TK_OK)
             return LYR_EFAIL;
-        memset(dhe, 0, cnt * F * sizeof(float));
         if (tk_gelu_backward(dhe, s.hpre + r0 * F, dae, cnt * F) != TK_OK) return LYR_EFAIL;
         /* dxg = dh W1 (cnt,C); dW1 += dh^T xg; db1 += colsum dh */
-        if (dx && tk_sgemm(0, 0, (int)cnt, (int)C, (int)F, 1.0f, dhe, (int)F, W1, (int)C, 0.0f,
-                           dxg + r0 * C, (int)C) != TK_OK)
+        if (dx && lyr__sgemm(dev, 0, 0, (int)cnt, (int)C, (int)F, dhe, (int)F, W1, (int)C,
+                             wk.dxg + r0 * C, (int)C) != TK_OK)
             return LYR_EFAIL;
         if (tk_matmul_backward(NULL, G[LYR_MOE_W1] + (size_t)e * F * C,
-                               G[LYR_MOE_B1] + (size_t)e * F, dhe, s.xg + r0 * C, NULL, (int)cnt,
+                               G[LYR_MOE_B1] + (size_t)e * F, dhe, s.xg + r0 * C, W1, (int)cnt,
                                (int)C, (int)F) != TK_OK)
             return LYR_EFAIL;
     }
-    if (dx) {
-        LYR__OMP(omp parallel for schedule(static) if(N * K * C > LYR__PAR_MIN))
-        for (n = 0; n < (int)N; n++) {
-            float *g = dx + (size_t)n * C;
-            size_t k, c;
-            for (k = 0; k < K; k++) {
-                const float *src = dxg + (size_t)s.pos[(size_t)n * K + k] * C;
-                for (c = 0; c < C; c++) g[c] += src[c];
-            }
-        }
-    }
+    /* dx[n] += sum_k dxg[pos[n,k]] */
+    if (dx && tk_rows_combine_forward(dx, wk.dxg, (int)(N * K), spos, NULL, (int)N, (int)K,
+                                      (int)C, 1) != TK_OK)
+        return LYR_EFAIL;
 
-    /* routing backward: dz over the experts, then through the clamp and 1/tau */
+    /* routing backward (host): dz over the experts, then through the clamp and 1/tau */
     LYR__OMP(omp parallel for schedule(static) if(N * E * K > LYR__PAR_MIN))
     for (n = 0; n < (int)N; n++) {
-        const float *w = s.w + (size_t)n * K, *ix = s.idx + (size_t)n * K;
-        const float *y = s.y + (size_t)n * E, *lr = s.lraw + (size_t)n * E;
-        const float *gw = dw + (size_t)n * K;
-        float *g = dl + (size_t)n * E;
+        const float *w = rt.w + (size_t)n * K;
+        const int *ix = rt.idx + (size_t)n * K;
+        const float *y = rt.y + (size_t)n * E, *lr = rt.lraw + (size_t)n * E;
+        const float *gw = dwh + (size_t)n * K;
+        float *g = dlh + (size_t)n * E;
         int ee;
         size_t k;
         for (ee = 0; ee < E_; ee++) g[ee] = 0;
         if (d->renorm) { /* w = softmax of z over the kept experts */
             double sdot = 0;
             for (k = 0; k < K; k++) sdot += (double)w[k] * gw[k];
-            for (k = 0; k < K; k++) g[(int)ix[k]] = (float)((double)w[k] * ((double)gw[k] - sdot));
+            for (k = 0; k < K; k++) g[ix[k]] = (float)((double)w[k] * ((double)gw[k] - sdot));
         } else { /* w_e = y_e / (sum y + 1e-6), sum y == 1: dy_e = dw_e / (1 + 1e-6) */
             double all = 0, ydy = 0, cst;
             for (ee = 0; ee < E_; ee++) all += y[ee];
             cst = 1.0 / (all + 1e-6);
             for (k = 0; k < K; k++) {
-                g[(int)ix[k]] = (float)(gw[k] * cst); /* dy */
-                ydy += (double)y[(int)ix[k]] * gw[k] * cst;
+                g[ix[k]] = (float)(gw[k] * cst); /* dy */
+                ydy += (double)y[ix[k]] * gw[k] * cst;
             }
             for (ee = 0; ee < E_; ee++) g[ee] = (float)((double)y[ee] * ((double)g[ee] - ydy));
         }
@@ -490,7 +655,8 @@ int lyr_moe_backward(const lyr_moe_dims *d, const float *const *P, float *const 
             g[ee] = (l > 30.0 || l < -30.0) ? 0.0f : (float)(g[ee] * inv_tau);
         }
     }
-    if (tk_matmul_backward(dmu, G[LYR_MOE_GATE], NULL, dl, s.mu, P[LYR_MOE_GATE], (int)N, (int)R,
+    if (dev && tk_copy(wk.dl, dlh, N * E * sizeof(float)) != TK_OK) return LYR_EFAIL;
+    if (tk_matmul_backward(dmu, G[LYR_MOE_GATE], NULL, wk.dl, s.mu, P[LYR_MOE_GATE], (int)N, (int)R,
                            (int)E) != TK_OK)
         return LYR_EFAIL;
     return LYR_OK;

@@ -2,7 +2,8 @@
    the fuzzy mixture-of-experts FFN (seed 000 Listing 5, §3, §6.2), the polar attention
    mixer (seed 002 §3.2, built on polar.h) and the gated-delta memory channel (seed 002
    §3.3, built on gdelta.h). Each is a self-contained layer with forward and backward;
-   model.c plugs them into its pre-norm blocks. CPU, fp32, on tensor.h. License: MIT.
+   model.c plugs them into its pre-norm blocks. fp32, on tensor.h: CPU (the MoE also on
+   a CUDA device). License: MIT.
 
    PROTOCOL (every layer kind X in {moe, polar, gdelta})
      lyr_X_params(d, out, cap)       the parameter tensors, in order: suffix (the model
@@ -18,6 +19,7 @@
      lyr_X_forward(...)              writes the outputs and fills saved.
      lyr_X_backward(...)             ACCUMULATES (+=) into G[i] (parameter gradients, same
                                      order as P) and into the input gradients.
+     lyr_moe_host_floats(d, B, T)    the MoE's host scratch ("host"; device path).
      saved and work: float buffers the caller carves from its allocations; 64-byte
      alignment is best, 8-byte alignment is required. The layers allocate nothing in
      forward or backward (tk_sgemm's packing buffers inside tensor.h, and polar.h's
@@ -50,6 +52,9 @@
       the expert weights.
       Params: gate (E,R) [no bias], w1 (E,F,C), b1 (E,F), w2 (E,C,F), b2 (E,C).
       Init: gate, w1 normal(0, std); w2 normal(0, std * resid_scale); biases 0.
+      Devices: with device buffers the gather, the expert GEMMs and GELUs, the combine and
+      their backward run on the CUDA device (tensor.h's routed ops); the routing stays on
+      the host (see lyr_moe_forward). Results equal the CPU's to float rounding.
 
    2. POLAR ATTENTION MIXER (lyr_polar_*), seed 002 §3.2, eqs. 5-14:
         [q | k | v | gate] = xn Wqkv^T        q (B,H,T,D), k, v (B,Hkv,T,D) (GQA: query
@@ -144,14 +149,28 @@ int lyr_moe_params(const lyr_moe_dims *d, lyr_pspec *out, int cap);
 int lyr_moe_init(const lyr_moe_dims *d, float *const *P, tk_rng *rng, float init_std);
 size_t lyr_moe_saved_floats(const lyr_moe_dims *d, int B, int T);
 size_t lyr_moe_work_floats(const lyr_moe_dims *d, int B, int T);
-/* x: (B,T,C) normed input; mu: (B,T,R); out: (B,T,C) written; lb_stat: scalar or NULL. */
+/* Host scratch floats ("host": float-aligned host memory) the device path needs. */
+size_t lyr_moe_host_floats(const lyr_moe_dims *d, int B, int T);
+/* x: (B,T,C) normed input; mu: (B,T,R); out: (B,T,C) written; lb_stat: scalar or NULL
+   (host). host: lyr_moe_host_floats floats of host memory, or NULL on the CPU path.
+   DEVICE: x, mu, out, saved, work and every P[i] all device memory (tensor.h's
+   tk_is_device) run the layer on the CUDA device; all host memory runs it on the CPU;
+   a mix is LYR_EINVAL with nothing written. The routing (logits, noise, softmax, top-k,
+   weights, per-expert row lists, lb_stat; in the backward the routing gradient) runs on
+   the host in both cases, on host copies of mu and the gate on the device path: it is
+   the same code, so both paths choose the same experts. The device path needs host
+   (else LYR_EINVAL) and keeps the routing state in it from forward to backward: pass the
+   SAME host buffer to the backward of that forward, untouched in between (one per layer
+   whose backward is pending). The CPU path keeps everything in saved and ignores host. */
 int lyr_moe_forward(const lyr_moe_dims *d, const float *const *P, const float *x,
                     const float *mu, float *out, float *saved, float *work, int B, int T,
-                    int train, uint64_t seed, float *lb_stat);
-/* dout: (B,T,C); dx: (B,T,C) += or NULL; dmu: (B,T,R) += or NULL; G[i] +=. */
+                    int train, uint64_t seed, float *host, float *lb_stat);
+/* dout: (B,T,C); dx: (B,T,C) += or NULL; dmu: (B,T,R) += or NULL; G[i] +=. dout, dx, dmu,
+   saved, work, P[i], G[i] all on one side (as the forward's buffers); host: the forward's
+   host buffer (device path; ignored on the CPU path). */
 int lyr_moe_backward(const lyr_moe_dims *d, const float *const *P, float *const *G,
                      const float *dout, float *dx, float *dmu, const float *saved,
-                     float *work, int B, int T, float lb_coef);
+                     float *work, int B, int T, float *host, float lb_coef);
 
 /* ------------------------------------------------------------ polar attention */
 enum { LYR_POLAR_QKV = 0, LYR_POLAR_LEN_GAIN, LYR_POLAR_NULL_BASE, LYR_POLAR_NULL_SLOPE,

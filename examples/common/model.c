@@ -131,6 +131,7 @@ typedef struct mdl__ba {
     float *fp;              /* (N,C) FFN output before dropout */
     float *fo;              /* (N,C) dropout(fp) (or == fp) */
     float *sv_pol, *sv_gd, *sv_moe; /* layers.h saved buffers */
+    float *moe_h;            /* lyr_moe_host_floats: the MoE routing of the device model (host) */
 } mdl__ba;
 
 /* era_cache's membership source context: the model and a layer */
@@ -196,13 +197,16 @@ struct mdl_model {
                                 cross-entropy (device model), copied into rowce, rowloss */
     float *rowfh;            /* (2N) host copy of rowf */
     /* backward scratch */
-    float *dres, *dln, *dbr, *dq, *dk, *dv, *datt, *dqkv, *dh, *dhg, *dmu, *deta, *dbias, *dvg;
+    float *dres, *dln, *dbr, *dq, *dk, *dv, *datt, *dqkv, *dh, *dhg, *dmu, *deta, *detaz, *dbias, *dvg;
+    float *vz;               /* (N,H) value-gate pre-activations (forward scratch) */
     float *qkv;              /* (N,3C) scratch of the forward */
     float *atty;             /* (B,H,T,D) scratch of the forward */
     void *mem_ws, *rpa_ws, *era_ws, *obs_ws;
     size_t mem_ws_n, rpa_ws_n, era_ws_n, obs_ws_n;
     float *attn_stats;       /* (B,H,T,TK_ATTN_NSTATS) softmax-row moments of the layer being run */
     size_t attn_stats_cap;
+    float *attn_stats_d;     /* the device model's: computed there, copied into attn_stats */
+    size_t attn_stats_dcap;
     float *lwork;            /* layers.h work (max over the kinds in use) */
     float *gm;               /* (N,C) memory-channel output (forward scratch) */
     float lyr_loss;          /* polar distractor loss + MoE load-balance term of the last forward */
@@ -691,9 +695,7 @@ int mdl_device_supports(const mdl_config *cfg, char *err, size_t errlen)
     if (cfg->attn != MDL_ATTN_SOFTMAX) what = "polar attention";
     else if (cfg->prior == MDL_PRIOR_ERA) what = "the ERA prior";
     else if (cfg->memory != MDL_MEM_NONE) what = "the gated-delta memory";
-    else if (cfg->ffn == MDL_FFN_MOE) what = "the fuzzy MoE";
     else if (cfg->conv_k) what = "the causal convolution (conv_k)";
-    else if (cfg->res_gate || cfg->value_gate) what = "residual or value gates";
     else if (cfg->gac_tau) what = "the GAC temperature (gac_tau)";
     else if (cfg->n_heads > 256) what = "more than 256 heads";
     if (what)
@@ -822,6 +824,7 @@ void mdl_destroy(mdl_model *m)
     free(m->hact);
     free(m->gate_rows);
     free(m->attn_stats);
+    mdl__free_dev(m, m->attn_stats_d);
     free(m->gate_scr);
     free(m->gate_keep);
     free(m->gate_frozen);
@@ -947,6 +950,9 @@ static size_t mdl__carve(mdl_model *m, int B, int T, int train, int obs, char *b
         a->n2r = MDL__TF(&cv, N);
         if (c->ffn == MDL_FFN_MOE) {
             a->sv_moe = MDL__TF(&cv, lyr_moe_saved_floats(&m->md, B, T));
+            /* the device model's routing (computed on the host, kept per layer from the
+               forward to the backward) */
+            a->moe_h = cv.split ? MDL__THF(&cv, lyr_moe_host_floats(&m->md, B, T)) : NULL;
         } else {
             a->h = MDL__TF(&cv, N * hw);
             a->hg = MDL__TF(&cv, N * F);
@@ -956,6 +962,7 @@ static size_t mdl__carve(mdl_model *m, int B, int T, int train, int obs, char *b
     }
     for (l = nsets; l < m->L; l++) m->ba[l] = m->ba[0];
     m->qkv = m->atty = m->lwork = m->gm = NULL;
+    m->vz = c->value_gate ? MDL__TF(&cv, N * H) : NULL;
     if (c->attn == MDL_ATTN_SOFTMAX) {
         m->qkv = MDL__TF(&cv, N * 3 * C);
         m->atty = m->dev == MDL_DEVICE_CPU ? MDL__TF(&cv, N * C) : NULL; /* device: a->atto */
@@ -1005,7 +1012,7 @@ static size_t mdl__carve(mdl_model *m, int B, int T, int train, int obs, char *b
         m->obs_heads = NULL;
     }
     m->dres = m->dln = m->dbr = m->dq = m->dk = m->dv = m->datt = m->dqkv = m->dh = m->dhg = NULL;
-    m->dmu = m->deta = m->dbias = m->dvg = NULL;
+    m->dmu = m->deta = m->detaz = m->dbias = m->dvg = NULL;
     if (train) {
         m->dres = MDL__TF(&cv, N * C);
         m->dln = MDL__TF(&cv, N * C);
@@ -1030,7 +1037,10 @@ static size_t mdl__carve(mdl_model *m, int B, int T, int train, int obs, char *b
             m->mem_ws_n = era_membership_workspace_size(&p, B, T);
             m->mem_ws = mdl__take(&cv, m->mem_ws_n);
         }
-        if (c->res_gate) m->deta = MDL__TF(&cv, N);
+        if (c->res_gate) {
+            m->deta = MDL__TF(&cv, N);
+            m->detaz = MDL__TF(&cv, N);
+        }
         if (c->value_gate) m->dvg = MDL__TF(&cv, N * (H + 1));
         if (c->prior != MDL_PRIOR_NONE) m->dbias = MDL__TF(&cv, TT);
     }
@@ -1169,8 +1179,6 @@ static uint64_t mdl__drop_seed(uint64_t seed, int l, int k)
     hi = tk_rng_u32(&rng);
     return (hi << 32) | tk_rng_u32(&rng);
 }
-
-static float mdl__sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 
 /* A scalar parameter or gradient (base + off) of either device, read or added to from
    the host: a 4-byte copy on the device model (a few per layer and step). A failed copy
@@ -1398,12 +1406,36 @@ static int mdl__softmax_fwd(mdl_model *m, int l, const mdl_opts *o, mdl_stats *s
         const long long nrow = (long long)B * H * T;
         float beta[256];
         int h;
+        for (h = 0; h < H && h < 256; h++) beta[h] = 1.0f / (sqrtf((float)D) * m->temp[(size_t)l * H + h]);
         if (m->dev != MDL_DEVICE_CPU) {
-            /* flash-style: keeps each row's log-sum-exp and the output for the backward
-               (gate rows, observables and the entropy are refused before the forward) */
+            /* flash-style: keeps each row's log-sum-exp and the output for the backward.
+               The softmax-row moments, when asked, come from the same kernel and are
+               copied to the host buffer the CPU path fills (gate rows are refused before
+               the forward) */
             tk_attention_cuda_config ac = mdl__attn_cfg(m);
-            MDL__TRY(tk_attention_forward_cuda_ex(a->atto, a->lse, a->q, a->k, a->v, bias, 0, m->temp_d + (size_t)l * H,
-                                                  B, H, T, D, &ac, NULL), "tk_attention_forward_cuda_ex");
+            float *sd = NULL;
+            const size_t need = (gate || ent || o->want_attn_obs) ? (size_t)nrow * TK_ATTN_NSTATS : 0;
+            if (need > m->attn_stats_cap) {
+                float *p = (float *)realloc(m->attn_stats, need * sizeof(float));
+                if (!p) return mdl__fail(m, MDL_ENOMEM, "attention statistics: out of memory");
+                m->attn_stats = p;
+                m->attn_stats_cap = need;
+            }
+            if (need > m->attn_stats_dcap) {
+                void *d = NULL;
+                mdl__free_dev(m, m->attn_stats_d);
+                m->attn_stats_d = NULL;
+                m->attn_stats_dcap = 0;
+                if (tk_device_alloc(&d, need * sizeof(float)) != TK_OK)
+                    return mdl__fail(m, MDL_ENOMEM, "attention statistics: out of device memory");
+                m->attn_stats_d = (float *)d;
+                m->attn_stats_dcap = need;
+            }
+            if (need) sd = m->attn_stats_d;
+            MDL__TRY(tk_attention_forward_stats_cuda(a->atto, a->lse, sd, a->q, a->k, a->v, bias, 0,
+                                                     m->temp_d + (size_t)l * H, B, H, T, D, &ac, NULL),
+                     "tk_attention_forward_stats_cuda");
+            if (need) MDL__TRY(tk_copy(m->attn_stats, sd, need * sizeof(float)), "copy of the attention statistics");
         } else if (!gate && !ent && !o->want_attn_obs) {
             MDL__TRY(tk_attention_forward(m->atty, a->probs, a->q, a->k, a->v, bias, 0, m->temp + (size_t)l * H,
                                           B, H, T, D), "tk_attention_forward");
@@ -1418,7 +1450,6 @@ static int mdl__softmax_fwd(mdl_model *m, int l, const mdl_opts *o, mdl_stats *s
             MDL__TRY(tk_attention_forward_stats(NULL, m->atty, a->probs, m->attn_stats, a->q, a->k, a->v, bias, 0,
                                                 m->temp + (size_t)l * H, B, H, T, D),
                      "tk_attention_forward_stats");
-            for (h = 0; h < H && h < 256; h++) beta[h] = 1.0f / (sqrtf((float)D) * m->temp[(size_t)l * H + h]);
         }
         if (gate || o->want_attn_obs) /* the moments: ~6 FLOPs per causal logit */
             m->gcount.gate_overhead += 6.0 * (double)B * H * T * (T + 1) / 2.0;
@@ -1500,16 +1531,8 @@ static void mdl__conv_bwd(float *din, float *dw, const float *dout, const float 
 static int mdl__branch_fwd(float *out, const float *x, const float *br, const float *eta,
                            int N, int C)
 {
-    int i;
     if (!eta) return tk_residual_forward(out, x, br, (size_t)N * C);
-    MDL__OMP(omp parallel for schedule(static) if((size_t)N * C > 65536))
-    for (i = 0; i < N; i++) {
-        const float *xi = x + (size_t)i * C, *bi = br + (size_t)i * C;
-        float *oi = out + (size_t)i * C, e = eta ? eta[i] : 1.0f;
-        int j;
-        for (j = 0; j < C; j++) oi[j] = xi[j] + e * bi[j];
-    }
-    return TK_OK;
+    return tk_residual_rows_forward(out, x, br, eta, N, C);
 }
 
 /* One block forward. x (N,C): block input; xo (N,C): output (may equal x in eval). */
@@ -1535,16 +1558,9 @@ static int mdl__block_fwd(mdl_model *m, int l, const float *x, float *xo, const 
         st->mu_entropy += ms.entropy / (float)m->L;
         st->sat_frac += ms.sat_frac / (float)m->L;
     }
-    if (c->res_gate) {
-        const float *w = P + b->resg;
-        int i;
-        for (i = 0; i < N; i++) {
-            const float *mu = a->mu + (size_t)i * R;
-            float z = 0.0f;
-            int r;
-            for (r = 0; r < R; r++) z += w[r] * mu[r];
-            a->eta[i] = mdl__sigmoid(z);
-        }
+    if (c->res_gate) { /* eta (N) = sigmoid(mu . w) */
+        MDL__TRY(mdl__linear(a->eta, a->mu, P + b->resg, NULL, N, R, 1), "residual gate");
+        MDL__TRY(tk_sigmoid_forward(a->eta, a->eta, (size_t)N), "residual gate sigmoid");
     }
     /* attention */
     MDL__TRY(mdl__norm_fwd(m, c->conv_k ? a->n1p : a->n1, a->n1m, a->n1r, x, P + b->ln1w,
@@ -1573,40 +1589,10 @@ static int mdl__block_fwd(mdl_model *m, int l, const float *x, float *xo, const 
         for (e = 0; e < NC; e++) a->ap[e] += m->gm[e];
     }
     if (c->value_gate) {
-        /* g[b,t] = mean_h sigmoid(mean_{s<=t} (W mu_s)_h) */
-        const float *W = P + b->vgam;
-        int bb;
-        MDL__OMP(omp parallel for schedule(static) if(B > 1 && (long long)N * H * R > 65536))
-        for (bb = 0; bb < B; bb++) {
-            double acc[256];
-            int t, h, r;
-            for (h = 0; h < H; h++) acc[h] = 0.0;
-            for (t = 0; t < T; t++) {
-                size_t n = (size_t)bb * T + t;
-                const float *mu = a->mu + n * R;
-                float g = 0.0f;
-                for (h = 0; h < H; h++) {
-                    double z = 0.0;
-                    float s;
-                    for (r = 0; r < R; r++) z += (double)W[h * R + r] * mu[r];
-                    acc[h] += z;
-                    s = mdl__sigmoid((float)(acc[h] / (double)(t + 1)));
-                    a->vsig[n * H + h] = s;
-                    g += s;
-                }
-                a->vg[n] = g / (float)H;
-            }
-        }
-        {
-            int i;
-            MDL__OMP(omp parallel for schedule(static) if(NC > 65536))
-            for (i = 0; i < N; i++) {
-                const float *s = a->ap + (size_t)i * C;
-                float *d = a->ao + (size_t)i * C, g = a->vg[i];
-                int j;
-                for (j = 0; j < C; j++) d[j] = g * s[j];
-            }
-        }
+        /* g[b,t] = mean_h sigmoid(mean_{s<=t} (W mu_s)_h); ao = g * ap */
+        MDL__TRY(mdl__linear(m->vz, a->mu, P + b->vgam, NULL, N, R, H), "value gate");
+        MDL__TRY(tk_causal_mean_gate_forward(a->vg, a->vsig, m->vz, B, T, H), "value gate mean");
+        MDL__TRY(tk_rowscale(a->ao, a->ap, a->vg, N, C), "value gate scale");
     } else if (a->ao != a->ap) {
         MDL__TRY(tk_copy(a->ao, a->ap, sizeof(float) * NC), "copy");
     }
@@ -1623,7 +1609,7 @@ static int mdl__block_fwd(mdl_model *m, int l, const float *x, float *xo, const 
         int k;
         for (k = 0; k < m->nmoe; k++) Pp[k] = P + b->moe[k];
         MDL__TRY(lyr_moe_forward(&m->md, Pp, a->n2, a->mu, a->fp, a->sv_moe, m->lwork, B, T, o->train,
-                                 o->seed * 0x9E3779B97F4A7C15ULL + (uint64_t)l * 2 + 2, &lb),
+                                 o->seed * 0x9E3779B97F4A7C15ULL + (uint64_t)l * 2 + 2, a->moe_h, &lb),
                  "lyr_moe_forward");
         st->moe_lb += lb / (float)m->L;
     } else if (c->ffn == MDL_FFN_GELU) {
@@ -1735,8 +1721,7 @@ int mdl_forward(mdl_model *m, const int *inputs, const int *targets, int B, int 
     if ((o.want_attn_obs || o.want_gate_rows) && m->H > 256)
         return mdl__fail(m, MDL_EINVAL, "mdl_forward: attention observables and gate rows support at most 256 heads");
     if (m->dev != MDL_DEVICE_CPU) {
-        const char *what = o.want_attn_obs ? "attention observables (want_attn_obs)"
-                         : o.want_gate_rows ? "gate rows (want_gate_rows)"
+        const char *what = o.want_gate_rows ? "gate rows (want_gate_rows)"
                          : o.ent_band_lambda > 0.0f ? "the entropy band (ent_band_lambda)"
                          : o.target_weight ? "target weights" : NULL;
         if (what) return mdl__fail(m, MDL_EINVAL, "mdl_forward: the CUDA model does not support %s yet", what);
@@ -2012,29 +1997,17 @@ const float *mdl_logits(const mdl_model *m)
 static int mdl__branch_bwd(float *dbr, float *deta, const float *dres, const float *br_out,
                            const float *eta, const uint8_t *mask, float p, int N, int C)
 {
-    int i;
-    float ps = 1.0f / (1.0f - p);
-    if (!deta && !eta) { /* no gate: the ops of either device */
-        int rc;
-        if (!mask) return tk_copy(dbr, dres, sizeof(float) * (size_t)N * C);
-        rc = tk_fill_zero(dbr, sizeof(float) * (size_t)N * C);
-        return rc ? rc : tk_dropout_backward(dbr, dres, mask, (size_t)N * C, p);
+    const size_t n = (size_t)N * C;
+    int rc;
+    if (!mask) { /* dbr = eta * dres */
+        rc = eta ? tk_rowscale(dbr, dres, eta, N, C) : tk_copy(dbr, dres, sizeof(float) * n);
+    } else {     /* dbr = eta * mask * dres / (1 - p) */
+        rc = tk_fill_zero(dbr, sizeof(float) * n);
+        if (!rc) rc = tk_dropout_backward(dbr, dres, mask, n, p);
+        if (!rc && eta) rc = tk_rowscale(dbr, dbr, eta, N, C);
     }
-    MDL__OMP(omp parallel for schedule(static) if((size_t)N * C > 65536))
-    for (i = 0; i < N; i++) {
-        const float *d = dres + (size_t)i * C, *f = br_out + (size_t)i * C;
-        float *o = dbr + (size_t)i * C, e = eta ? eta[i] : 1.0f, s = 0.0f;
-        const uint8_t *mk = mask ? mask + (size_t)i * C : NULL;
-        int j;
-        if (deta)
-            for (j = 0; j < C; j++) s += d[j] * f[j];
-        if (mk)
-            for (j = 0; j < C; j++) o[j] = mk[j] ? e * d[j] * ps : 0.0f;
-        else
-            for (j = 0; j < C; j++) o[j] = e * d[j];
-        if (deta) deta[i] += s;
-    }
-    return TK_OK;
+    if (!rc && deta) rc = tk_rowdot(deta, dres, br_out, N, C); /* d eta += dres . br_out */
+    return rc;
 }
 
 /* The entropy band's gradient through layer l's attention: with z the pre-softmax logits
@@ -2097,7 +2070,7 @@ static int mdl__block_bwd(mdl_model *m, int l)
     size_t NC = (size_t)N * C;
     const float *x = m->res + (size_t)l * NC;
     float *dres = m->dres, *dbr = m->dbr;
-    int drop = c->dropout > 0.0f, i;
+    int drop = c->dropout > 0.0f;
     if (m->need_mu) MDL__TRY(tk_fill_zero(m->dmu, sizeof(float) * (size_t)N * R), "zero");
     if (m->deta) MDL__TRY(tk_fill_zero(m->deta, sizeof(float) * (size_t)N), "zero");
     /* ---- FFN branch: x_out = x_mid + eta * fo */
@@ -2111,9 +2084,9 @@ static int mdl__block_bwd(mdl_model *m, int l)
             Pp[k] = P + b->moe[k];
             Gp[k] = G + b->moe[k];
         }
-        memset(m->dln, 0, sizeof(float) * NC);
+        MDL__TRY(tk_fill_zero(m->dln, sizeof(float) * NC), "zero");
         MDL__TRY(lyr_moe_backward(&m->md, Pp, Gp, dbr, m->dln, m->dmu, a->sv_moe, m->lwork, B, T,
-                                  m->opts.moe_lb_coef / (float)m->L),
+                                  a->moe_h, m->opts.moe_lb_coef / (float)m->L),
                  "lyr_moe_backward");
     } else if (c->ffn == MDL_FFN_GELU) {
         MDL__TRY(mdl__linear_bwd(m->dhg, 0.0f, G + b->pw, G + b->pb, dbr, a->hg, P + b->pw, N, F, C),
@@ -2136,46 +2109,15 @@ static int mdl__block_bwd(mdl_model *m, int l)
     MDL__TRY(mdl__branch_bwd(dbr, m->deta, dres, a->ao, a->eta, drop ? a->mask_a : NULL, c->dropout, N, C),
              "attention branch");
     if (c->value_gate) {
-        /* dbr = d(g * ap): dg[n] = sum_c dbr * ap; dap = g * dbr */
-        float *dsig = m->dvg; /* (N,H) then (N) */
-        const float *W = P + b->vgam;
-        float *dW = G + b->vgam;
-        int bb;
-        MDL__OMP(omp parallel for schedule(static) if(NC > 65536))
-        for (i = 0; i < N; i++) {
-            float *d = dbr + (size_t)i * C, g = a->vg[i], s = 0.0f;
-            const float *ap = a->ap + (size_t)i * C;
-            int j, h;
-            for (j = 0; j < C; j++) {
-                s += d[j] * ap[j];
-                d[j] *= g;
-            }
-            /* d pre[n,h] = dg / H * sig (1 - sig) */
-            for (h = 0; h < H; h++) {
-                float sg = a->vsig[(size_t)i * H + h];
-                dsig[(size_t)i * H + h] = s / (float)H * sg * (1.0f - sg);
-            }
-        }
-        /* pre[b,t,h] = (1/(t+1)) sum_{s<=t} z[b,s,h]: dz[b,s,h] = sum_{t>=s} dpre[b,t,h]/(t+1) */
-        for (bb = 0; bb < B; bb++) {
-            double acc[256];
-            int t, h, r;
-            for (h = 0; h < H; h++) acc[h] = 0.0;
-            for (t = T - 1; t >= 0; t--) {
-                size_t n = (size_t)bb * T + t;
-                const float *mu = a->mu + n * R;
-                float *dmu = m->dmu + n * R;
-                for (h = 0; h < H; h++) {
-                    float dz;
-                    acc[h] += (double)dsig[n * H + h] / (double)(t + 1);
-                    dz = (float)acc[h];
-                    for (r = 0; r < R; r++) {
-                        dW[h * R + r] += dz * mu[r];
-                        dmu[r] += dz * W[h * R + r];
-                    }
-                }
-            }
-        }
+        /* dbr = d(g * ap): dg (N) = rowdot(dbr, ap), dap = g * dbr; then through the causal
+           mean gate to dz (N,H) and the linear map z = mu W^T */
+        float *dg = m->dvg, *dz = m->dvg + N;
+        MDL__TRY(tk_fill_zero(m->dvg, sizeof(float) * (size_t)N * (H + 1)), "zero");
+        MDL__TRY(tk_rowdot(dg, dbr, a->ap, N, C), "value gate backward (dg)");
+        MDL__TRY(tk_rowscale(dbr, dbr, a->vg, N, C), "value gate backward (scale)");
+        MDL__TRY(tk_causal_mean_gate_backward(dz, dg, a->vsig, B, T, H), "value gate mean backward");
+        MDL__TRY(tk_matmul_backward(m->dmu, G + b->vgam, NULL, dz, a->mu, P + b->vgam, N, R, H),
+                 "value gate backward");
     }
     /* dbr = d(attention output [+ memory channel]); dln collects d(norm1 output) */
     MDL__TRY(tk_fill_zero(m->dln, sizeof(float) * NC), "zero");
@@ -2304,23 +2246,13 @@ static int mdl__block_bwd(mdl_model *m, int l)
         mdl__sadd(G, b->eras, g.dsigma * ep.sigma);
         mdl__sadd(G, b->eraa, g.dalpha);
     }
-    /* residual gates: eta = sigmoid(w . mu) */
+    /* residual gates: eta = sigmoid(w . mu): dz = deta eta (1 - eta), dw += mu^T dz,
+       dmu += dz w */
     if (c->res_gate) {
-        const float *w = P + b->resg;
-        float *dw = G + b->resg;
-        double accw[64];
-        int r;
-        for (r = 0; r < R; r++) accw[r] = 0.0;
-        for (i = 0; i < N; i++) {
-            float e = a->eta[i], dz = m->deta[i] * e * (1.0f - e);
-            const float *mu = a->mu + (size_t)i * R;
-            float *dmu = m->dmu + (size_t)i * R;
-            for (r = 0; r < R; r++) {
-                accw[r] += (double)dz * mu[r];
-                dmu[r] += dz * w[r];
-            }
-        }
-        for (r = 0; r < R; r++) dw[r] += (float)accw[r];
+        MDL__TRY(tk_fill_zero(m->detaz, sizeof(float) * (size_t)N), "zero");
+        MDL__TRY(tk_sigmoid_backward(m->detaz, a->eta, m->deta, (size_t)N), "residual gate sigmoid backward");
+        MDL__TRY(tk_matmul_backward(m->dmu, G + b->resg, NULL, m->detaz, a->mu, P + b->resg, N, R, 1),
+                 "residual gate backward");
     }
     if (m->need_mu) {
         era_rpa_params rp = mdl__rpa_params(m, l, P);

@@ -1,0 +1,414 @@
+/* parity_layers.cu - examples/common/layers.c's fuzzy MoE (lyr_moe_*) on a CUDA device
+   against the same layer on the CPU: one source, the device path taken when its buffers
+   are device memory. Built like the other parity tests: against the CPU simulation of
+   CUDA (tests/cuda_sim.h) by g++/clang++, and by nvcc for a GPU (`SKIP: no GPU` without
+   one).
+
+   Layer: C 24, F 40, E 4, R 4, B 2, T 7 (N 14), random parameters, memberships a softmax of
+   random logits. For train 0 and 1 (Gumbel noise), top_k 1 and 2, renorm 0 and 1:
+     - forward: out within 1e-5 of the CPU's largest |out|; the routing runs on the host
+       on copies of the same bits on both paths, so lb_stat and the expert selection must
+       be bit-identical;
+     - backward, lb_coef 0 and 0.5, both from the same forward (the backward only reads the
+       saved buffer and the routing state in the host buffer): every parameter gradient
+       (gate, w1, b1, w2, b2), dx and dmu within 1e-5 of the CPU tensor's largest
+       |value|; the gradients accumulate into non-zero starting values;
+     - the input gradients are optional (dx, dmu NULL) on the device too.
+   Also: every token routed to expert 0 (idle experts: no rows, exactly zero gradient),
+   and the refusals, each with nothing written: the device path without a host buffer,
+   a device pointer as the host buffer, host and device buffers mixed (in the forward and
+   in the backward), NaN in the memberships (checked on the host copy). */
+#include "tests/cuda_test.h"
+#include "examples/common/impl.c"
+#include "examples/common/layers.c"
+
+#include <math.h>
+#include <string.h>
+
+#include <string>
+#include <vector>
+
+static int g_gpu = 0;
+
+#define NEED_GPU()                                                             \
+    do {                                                                       \
+        if (!g_gpu) TEST_SKIP("no GPU");                                       \
+    } while (0)
+
+#define PC 24
+#define PF 40
+#define PE 4
+#define PR 4
+#define PB 2
+#define PT 7
+#define PN (PB * PT)
+#define TOL 1e-5
+
+typedef std::vector<float> fvec;
+
+/* host data of one layer and the refusal scratch */
+struct moe_case {
+    lyr_moe_dims d;
+    lyr_pspec spec[LYR_MAX_PARAMS];
+    fvec P[LYR_MOE_NPARAMS], G0[LYR_MOE_NPARAMS];
+    fvec x, mu, dout, dx0, dmu0;
+    size_t nsaved, nwork, nhost;
+};
+
+static void case_init(moe_case &c, int top_k, int renorm, unsigned long long seed)
+{
+    int i;
+    tk_rng rng;
+    c.d = lyr_moe_dims_make(PC, PF, PE, top_k, PR);
+    c.d.renorm = renorm;
+    CHECK_INT_EQ(lyr_moe_params(&c.d, c.spec, LYR_MAX_PARAMS), LYR_MOE_NPARAMS);
+    tk_rng_seed(&rng, seed, 3);
+    tt_seed(seed);
+    {
+        float *Pp[LYR_MOE_NPARAMS];
+        for (i = 0; i < LYR_MOE_NPARAMS; i++) {
+            c.P[i].assign(lyr_pspec_numel(&c.spec[i]), 0.0f);
+            Pp[i] = c.P[i].data();
+        }
+        CHECK_INT_EQ(lyr_moe_init(&c.d, Pp, &rng, 0.2f), LYR_OK);
+    }
+    for (i = 0; i < LYR_MOE_NPARAMS; i++) {
+        fvec noise = randn(c.P[i].size(), i == LYR_MOE_GATE ? 1.0 : 0.1);
+        for (size_t j = 0; j < c.P[i].size(); j++) c.P[i][j] += noise[j];
+        c.G0[i] = randn(c.P[i].size(), 0.01);
+    }
+    c.x = randn((size_t)PN * PC, 1.0);
+    c.dout = randn((size_t)PN * PC, 1.0);
+    c.dx0 = randn((size_t)PN * PC, 0.1);
+    c.dmu0 = randn((size_t)PN * PR, 0.1);
+    c.mu.assign((size_t)PN * PR, 0.0f);
+    for (int n = 0; n < PN; n++) {
+        double e[PR], s = 0;
+        for (int r = 0; r < PR; r++) s += (e[r] = exp(1.5 * tt_normal()));
+        for (int r = 0; r < PR; r++) c.mu[(size_t)n * PR + r] = (float)(e[r] / s);
+    }
+    c.nsaved = lyr_moe_saved_floats(&c.d, PB, PT);
+    c.nwork = lyr_moe_work_floats(&c.d, PB, PT);
+    c.nhost = lyr_moe_host_floats(&c.d, PB, PT);
+    CHECK(c.nsaved > 0 && c.nwork > 0 && c.nhost > 0);
+}
+
+/* one path's buffers: host vectors or device copies of the case's data */
+struct moe_run {
+    int dev;
+    float *P[LYR_MOE_NPARAMS], *G[LYR_MOE_NPARAMS];
+    float *x, *mu, *out, *dout, *dx, *dmu, *saved, *work;
+    fvec hP[LYR_MOE_NPARAMS], hG[LYR_MOE_NPARAMS], hout, hdx, hdmu, hsaved, hwork;
+    fvec host; /* the host buffer (both paths; NaN bytes: its content must not matter) */
+};
+
+static float *put(int dev, fvec &h, const fvec &v)
+{
+    h = v;
+    return dev ? dput(v) : h.data();
+}
+
+static void run_init(moe_run &r, const moe_case &c, int dev)
+{
+    int i;
+    r.dev = dev;
+    for (i = 0; i < LYR_MOE_NPARAMS; i++) {
+        r.P[i] = put(dev, r.hP[i], c.P[i]);
+        r.G[i] = put(dev, r.hG[i], c.G0[i]);
+    }
+    /* the inputs (read-only): the case's own vectors on the CPU path */
+    r.x = dev ? dput(c.x) : const_cast<float *>(c.x.data());
+    r.mu = dev ? dput(c.mu) : const_cast<float *>(c.mu.data());
+    r.dout = dev ? dput(c.dout) : const_cast<float *>(c.dout.data());
+    r.out = put(dev, r.hout, fvec((size_t)PN * PC, -7.0f));
+    r.dx = put(dev, r.hdx, c.dx0);
+    r.dmu = put(dev, r.hdmu, c.dmu0);
+    r.saved = put(dev, r.hsaved, fvec(c.nsaved, NAN));
+    r.work = put(dev, r.hwork, fvec(c.nwork, NAN));
+    r.host.assign(c.nhost, 0.0f);
+    memset(r.host.data(), 0xff, c.nhost * sizeof(float));
+}
+
+static void run_free(moe_run &r)
+{
+    int i;
+    if (!r.dev) return;
+    for (i = 0; i < LYR_MOE_NPARAMS; i++) {
+        dfree(r.P[i]);
+        dfree(r.G[i]);
+    }
+    dfree(r.x);
+    dfree(r.mu);
+    dfree(r.dout);
+    dfree(r.out);
+    dfree(r.dx);
+    dfree(r.dmu);
+    dfree(r.saved);
+    dfree(r.work);
+}
+
+/* a buffer's current host view */
+static fvec get(const moe_run &r, const float *p, size_t n)
+{
+    return r.dev ? dget(p, n) : fvec(p, p + n);
+}
+
+static void reset_grads(moe_run &r, const moe_case &c)
+{
+    int i;
+    for (i = 0; i < LYR_MOE_NPARAMS; i++) CHECK_INT_EQ(tk_copy(r.G[i], c.G0[i].data(), c.G0[i].size() * sizeof(float)), TK_OK);
+    CHECK_INT_EQ(tk_copy(r.dx, c.dx0.data(), c.dx0.size() * sizeof(float)), TK_OK);
+    CHECK_INT_EQ(tk_copy(r.dmu, c.dmu0.data(), c.dmu0.size() * sizeof(float)), TK_OK);
+}
+
+static int fwd(moe_run &r, const moe_case &c, int train, uint64_t seed, float *lb)
+{
+    return lyr_moe_forward(&c.d, (const float *const *)r.P, r.x, r.mu, r.out, r.saved, r.work,
+                           PB, PT, train, seed, r.host.data(), lb);
+}
+
+static int bwd(moe_run &r, const moe_case &c, float lb_coef, int inputs)
+{
+    return lyr_moe_backward(&c.d, (const float *const *)r.P, r.G, r.dout, inputs ? r.dx : NULL,
+                            inputs ? r.dmu : NULL, r.saved, r.work, PB, PT, r.host.data(), lb_coef);
+}
+
+/* the largest |dev - ref| / scale seen, for the report line */
+static double g_worst = 0.0;
+
+/* dev within TOL of ref's largest |value| */
+static void close_to(const fvec &dev, const fvec &ref, const char *what, const std::string &ctx)
+{
+    double scale = maxabs(ref) > 0 ? maxabs(ref) : 1.0, tol = TOL * scale;
+    int failed = tt__case_failed;
+    for (size_t i = 0; i < dev.size() && i < ref.size(); i++) {
+        double e = fabs((double)dev[i] - (double)ref[i]) / scale;
+        if (e > g_worst) g_worst = e;
+    }
+    tt__case_failed = 0;
+    CHECK(dev.size() == ref.size());
+    CHECK_ALL_CLOSE(dev.data(), ref.data(), (long)ref.size(), 0.0, tol);
+    if (tt__case_failed) fprintf(stderr, "    %s, %s (scale %.3g)\n", what, ctx.c_str(), maxabs(ref));
+    tt__case_failed |= failed;
+}
+
+/* the expert choices of the last forward: the routing block's idx (N,K) */
+static std::vector<int> selection(const moe_run &r, const moe_case &c)
+{
+    lyr__moe_saved s;
+    lyr__moe_rt rt;
+    if (r.dev) {
+        lyr__moe_host h;
+        lyr__moe_carve_host(&c.d, const_cast<float *>(r.host.data()), PN, &h);
+        lyr__moe_carve_rt(&c.d, h.rt, PN, &rt);
+    } else {
+        lyr__moe_carve(&c.d, r.saved, PN, &s);
+        lyr__moe_carve_rt(&c.d, s.rt, PN, &rt);
+    }
+    return std::vector<int>(rt.idx, rt.idx + (size_t)PN * c.d.top_k);
+}
+
+static void compare_case(int train, int top_k, int renorm, unsigned long long seed)
+{
+    moe_case c;
+    moe_run h, g;
+    float lbh = -1.0f, lbg = -2.0f;
+    char buf[96];
+    int i;
+    snprintf(buf, sizeof buf, "train %d top_k %d renorm %d", train, top_k, renorm);
+    std::string ctx(buf);
+    case_init(c, top_k, renorm, seed);
+    run_init(h, c, 0);
+    run_init(g, c, 1);
+    CHECK_INT_EQ(fwd(h, c, train, 1000 + seed, &lbh), LYR_OK);
+    CHECK_INT_EQ(fwd(g, c, train, 1000 + seed, &lbg), LYR_OK);
+    close_to(get(g, g.out, (size_t)PN * PC), h.hout, "out", ctx);
+    CHECK(memcmp(&lbh, &lbg, sizeof lbh) == 0);
+    CHECK(selection(g, c) == selection(h, c));
+    for (int pass = 0; pass < 2; pass++) {
+        float lb_coef = pass ? 0.5f : 0.0f;
+        std::string bctx = ctx + (pass ? ", lb_coef 0.5" : ", lb_coef 0");
+        reset_grads(h, c);
+        reset_grads(g, c);
+        CHECK_INT_EQ(bwd(h, c, lb_coef, 1), LYR_OK);
+        CHECK_INT_EQ(bwd(g, c, lb_coef, 1), LYR_OK);
+        for (i = 0; i < LYR_MOE_NPARAMS; i++)
+            close_to(get(g, g.G[i], c.G0[i].size()), h.hG[i], c.spec[i].suffix, bctx);
+        close_to(get(g, g.dx, c.dx0.size()), h.hdx, "dx", bctx);
+        close_to(get(g, g.dmu, c.dmu0.size()), h.hdmu, "dmu", bctx);
+        if (pass && !(top_k == 1 && renorm)) {
+            /* the load-balance term reaches the gate (not with one renormalised expert:
+               its weight is 1 whatever the logits) */
+            fvec without = h.hG[LYR_MOE_GATE];
+            reset_grads(h, c);
+            CHECK_INT_EQ(bwd(h, c, 0.0f, 1), LYR_OK);
+            CHECK(h.hG[LYR_MOE_GATE] != without);
+        }
+    }
+    /* dx, dmu NULL: the parameter gradients alone */
+    reset_grads(h, c);
+    reset_grads(g, c);
+    CHECK_INT_EQ(bwd(h, c, 0.25f, 0), LYR_OK);
+    CHECK_INT_EQ(bwd(g, c, 0.25f, 0), LYR_OK);
+    for (i = 0; i < LYR_MOE_NPARAMS; i++)
+        close_to(get(g, g.G[i], c.G0[i].size()), h.hG[i], c.spec[i].suffix, ctx + ", no input grads");
+    CHECK(get(g, g.dx, c.dx0.size()) == c.dx0);
+    CHECK(get(g, g.dmu, c.dmu0.size()) == c.dmu0);
+    run_free(g);
+}
+
+static void test_moe_forward_backward(void)
+{
+    NEED_GPU();
+    for (int train = 0; train < 2; train++)
+        for (int top_k = 1; top_k <= 2; top_k++)
+            for (int renorm = 0; renorm < 2; renorm++)
+                compare_case(train, top_k, renorm, 11 + (unsigned long long)(train * 4 + top_k * 2 + renorm));
+    fprintf(stderr, "    worst |device - cpu| / the tensor's largest |cpu|: %.3g (bound %.0e)\n", g_worst, TOL);
+}
+
+/* every token on expert 0: the other experts get no rows (no GEMM) and exactly zero
+   gradient on both paths */
+static void test_moe_idle_experts(void)
+{
+    moe_case c;
+    moe_run h, g;
+    float lbh, lbg;
+    NEED_GPU();
+    case_init(c, 1, 1, 41);
+    for (int e = 0; e < PE; e++)
+        for (int r = 0; r < PR; r++) c.P[LYR_MOE_GATE][(size_t)e * PR + r] = e == 0 ? 5.0f : -5.0f;
+    for (int i = 0; i < LYR_MOE_NPARAMS; i++) std::fill(c.G0[i].begin(), c.G0[i].end(), 0.0f);
+    run_init(h, c, 0);
+    run_init(g, c, 1);
+    CHECK_INT_EQ(fwd(h, c, 0, 0, &lbh), LYR_OK);
+    CHECK_INT_EQ(fwd(g, c, 0, 0, &lbg), LYR_OK);
+    close_to(get(g, g.out, (size_t)PN * PC), h.hout, "out", "idle experts");
+    CHECK(lbh == lbg);
+    CHECK_INT_EQ(bwd(h, c, 0.3f, 1), LYR_OK);
+    CHECK_INT_EQ(bwd(g, c, 0.3f, 1), LYR_OK);
+    for (int i = 0; i < LYR_MOE_NPARAMS; i++)
+        close_to(get(g, g.G[i], c.G0[i].size()), h.hG[i], c.spec[i].suffix, "idle experts");
+    close_to(get(g, g.dx, c.dx0.size()), h.hdx, "dx", "idle experts");
+    close_to(get(g, g.dmu, c.dmu0.size()), h.hdmu, "dmu", "idle experts");
+    {
+        fvec w1 = get(g, g.G[LYR_MOE_W1], c.G0[LYR_MOE_W1].size());
+        size_t per = (size_t)PF * PC, nz = 0;
+        for (size_t i = per; i < w1.size(); i++) nz += w1[i] != 0.0f;
+        CHECK(nz == 0);
+        CHECK(w1[0] != 0.0f);
+    }
+    run_free(g);
+}
+
+/* refusals with device buffers: LYR_EINVAL and nothing written */
+static void test_moe_refusals(void)
+{
+    moe_case c;
+    moe_run g;
+    float lb = 3.0f;
+    fvec out0, G0, dx0;
+    NEED_GPU();
+    case_init(c, 2, 1, 51);
+    run_init(g, c, 1);
+    out0 = get(g, g.out, (size_t)PN * PC);
+    /* no host buffer */
+    CHECK_INT_EQ(lyr_moe_forward(&c.d, (const float *const *)g.P, g.x, g.mu, g.out, g.saved,
+                                 g.work, PB, PT, 1, 5, NULL, &lb), LYR_EINVAL);
+    /* a device buffer as the host buffer */
+    CHECK_INT_EQ(lyr_moe_forward(&c.d, (const float *const *)g.P, g.x, g.mu, g.out, g.saved,
+                                 g.work, PB, PT, 1, 5, g.dx, &lb), LYR_EINVAL);
+    /* mixed: x on the host */
+    CHECK_INT_EQ(lyr_moe_forward(&c.d, (const float *const *)g.P, c.x.data(), g.mu, g.out,
+                                 g.saved, g.work, PB, PT, 1, 5, g.host.data(), &lb), LYR_EINVAL);
+    /* mixed: one parameter on the host */
+    {
+        float *keep = g.P[LYR_MOE_W2];
+        g.P[LYR_MOE_W2] = const_cast<float *>(c.P[LYR_MOE_W2].data());
+        CHECK_INT_EQ(fwd(g, c, 1, 5, &lb), LYR_EINVAL);
+        g.P[LYR_MOE_W2] = keep;
+    }
+    /* mixed: out on the host */
+    {
+        fvec hout((size_t)PN * PC, -3.0f);
+        CHECK_INT_EQ(lyr_moe_forward(&c.d, (const float *const *)g.P, g.x, g.mu, hout.data(),
+                                     g.saved, g.work, PB, PT, 1, 5, g.host.data(), &lb), LYR_EINVAL);
+        CHECK(hout == fvec((size_t)PN * PC, -3.0f));
+    }
+    /* NaN in the memberships: found on the host copy */
+    {
+        fvec bad = c.mu;
+        float *d_bad;
+        bad[5] = NAN;
+        d_bad = dput(bad);
+        CHECK_INT_EQ(lyr_moe_forward(&c.d, (const float *const *)g.P, g.x, d_bad, g.out, g.saved,
+                                     g.work, PB, PT, 1, 5, g.host.data(), &lb), LYR_EINVAL);
+        dfree(d_bad);
+    }
+    CHECK(lb == 3.0f);
+    CHECK(get(g, g.out, (size_t)PN * PC) == out0);
+
+    /* the backward after a good forward */
+    CHECK_INT_EQ(fwd(g, c, 1, 5, &lb), LYR_OK);
+    G0 = get(g, g.G[LYR_MOE_GATE], c.G0[LYR_MOE_GATE].size());
+    dx0 = get(g, g.dx, c.dx0.size());
+    CHECK_INT_EQ(lyr_moe_backward(&c.d, (const float *const *)g.P, g.G, g.dout, g.dx, g.dmu,
+                                  g.saved, g.work, PB, PT, NULL, 0.0f), LYR_EINVAL);
+    {
+        fvec hdx = c.dx0; /* dx on the host */
+        CHECK_INT_EQ(lyr_moe_backward(&c.d, (const float *const *)g.P, g.G, g.dout, hdx.data(),
+                                      g.dmu, g.saved, g.work, PB, PT, g.host.data(), 0.0f),
+                     LYR_EINVAL);
+        CHECK(hdx == c.dx0);
+    }
+    {
+        fvec hG = c.G0[LYR_MOE_B1]; /* one gradient on the host */
+        float *keep = g.G[LYR_MOE_B1];
+        g.G[LYR_MOE_B1] = hG.data();
+        CHECK_INT_EQ(bwd(g, c, 0.0f, 1), LYR_EINVAL);
+        g.G[LYR_MOE_B1] = keep;
+        CHECK(hG == c.G0[LYR_MOE_B1]);
+    }
+    CHECK_INT_EQ(lyr_moe_backward(&c.d, (const float *const *)g.P, g.G, c.dout.data(), g.dx,
+                                  g.dmu, g.saved, g.work, PB, PT, g.host.data(), 0.0f), LYR_EINVAL);
+    CHECK(get(g, g.G[LYR_MOE_GATE], c.G0[LYR_MOE_GATE].size()) == G0);
+    CHECK(get(g, g.dx, c.dx0.size()) == dx0);
+    /* and then it works */
+    CHECK_INT_EQ(bwd(g, c, 0.0f, 1), LYR_OK);
+    run_free(g);
+}
+
+/* the CPU path: a host buffer that is device memory is refused too; NULL is fine */
+static void test_moe_cpu_host_arg(void)
+{
+    moe_case c;
+    moe_run h;
+    float lb;
+    case_init(c, 2, 1, 61);
+    run_init(h, c, 0);
+    CHECK_INT_EQ(lyr_moe_forward(&c.d, (const float *const *)h.P, h.x, h.mu, h.out, h.saved,
+                                 h.work, PB, PT, 1, 5, NULL, &lb), LYR_OK);
+    CHECK_INT_EQ(lyr_moe_backward(&c.d, (const float *const *)h.P, h.G, h.dout, h.dx, h.dmu,
+                                  h.saved, h.work, PB, PT, NULL, 0.1f), LYR_OK);
+    if (g_gpu) {
+        float *d_host = dput(fvec(c.nhost, 0.0f));
+        CHECK_INT_EQ(lyr_moe_forward(&c.d, (const float *const *)h.P, h.x, h.mu, h.out, h.saved,
+                                     h.work, PB, PT, 1, 5, d_host, &lb), LYR_EINVAL);
+        CHECK_INT_EQ(lyr_moe_backward(&c.d, (const float *const *)h.P, h.G, h.dout, h.dx, h.dmu,
+                                      h.saved, h.work, PB, PT, d_host, 0.1f), LYR_EINVAL);
+        dfree(d_host);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    TEST_INIT(argc, argv);
+    g_gpu = tk_cuda_available();
+    if (!g_gpu) printf("SKIP: no GPU\n");
+    else parity_print_device();
+    TEST_RUN(test_moe_forward_backward);
+    TEST_RUN(test_moe_idle_experts);
+    TEST_RUN(test_moe_refusals);
+    TEST_RUN(test_moe_cpu_host_arg);
+    return TEST_END();
+}
