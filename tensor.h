@@ -214,6 +214,8 @@ TKDEF int tk_residual_backward(float *da, float *db, const float *dout, size_t n
    dx (n) += dy * y * (1 - y). */
 TKDEF int tk_sigmoid_forward(float *out, const float *x, size_t n);
 TKDEF int tk_sigmoid_backward(float *dx, const float *y, const float *dy, size_t n);
+/* Scale by a host scalar: out (n) = alpha * x; out may alias x; alpha finite. */
+TKDEF int tk_scale(float *out, const float *x, float alpha, size_t n);
 /* Per-row scale: out (N,C) = s[i] * x[i,:];  x (N,C), s (N). out may alias x. */
 TKDEF int tk_rowscale(float *out, const float *x, const float *s, int N, int C);
 /* Per-row dot product, ACCUMULATING: out (N) += sum_j a[i,j] * b[i,j];  a, b (N,C). Each
@@ -560,6 +562,7 @@ TKDEF int tk_residual_backward_cuda(float *da, float *db, const float *dout, siz
    change); nothing is read out of bounds. The dsrc scatter of
    tk_rows_combine_backward_cuda needs distinct idx entries (repeats race). */
 TKDEF int tk_sigmoid_forward_cuda(float *out, const float *x, size_t n, tk_stream stream);
+TKDEF int tk_scale_cuda(float *out, const float *x, float alpha, size_t n, tk_stream stream);
 TKDEF int tk_sigmoid_backward_cuda(float *dx, const float *y, const float *dy, size_t n,
                                    tk_stream stream);
 TKDEF int tk_rowscale_cuda(float *out, const float *x, const float *s, int N, int C,
@@ -649,9 +652,18 @@ TKDEF int tk_attention_backward_cuda(float *dq, float *dk, float *dv, float *dbi
 #define TK_MATH_FP32 0 /* SIMT fp32, the exact-parity path (default) */
 #define TK_MATH_TF32 1 /* tensor cores, tf32 inputs, fp32 accumulation */
 #define TK_MATH_BF16 2 /* tensor cores, bf16 inputs, fp32 accumulation */
+/* Backward only, an entropy term: with ent_coef != 0 the backward also adds the gradient of
+   ent_coef * sum over the B*H*T rows of the row entropy H_i = -sum_j p_ij ln p_ij
+   (dlogit_ij = -ent_coef p_ij (ln p_ij + H_i)) to dq, dk, dbias and dtemp (what an entropy
+   penalty on the attention, e.g. GAC's entropy band, differentiates to). ent_rows: each
+   row's H (device; (B,H,T) with stride ent_stride floats: the forward's stats with
+   TK_ATTN_NSTATS). fp32 math only (TK_EINVAL with tf32 / bf16). */
 typedef struct tk_attention_cuda_config {
     int math;     /* TK_MATH_FP32 */
     int kv_heads; /* 0: H (no GQA) */
+    float ent_coef;        /* 0: no entropy term */
+    const float *ent_rows; /* NULL */
+    int ent_stride;        /* 0 */
 } tk_attention_cuda_config;
 TKDEF tk_attention_cuda_config tk_attention_cuda_config_default(void);
 /* out, q: (B,H,T,D); k, v: (B,Hkv,T,D) with Hkv = cfg->kv_heads (or H); lse (B,H,T) */
@@ -2599,6 +2611,18 @@ TKDEF int tk_sigmoid_forward(float *out, const float *x, size_t n)
     return TK_OK;
 }
 
+TKDEF int tk_scale(float *out, const float *x, float alpha, size_t n)
+{
+    static const char *fn = "tk_scale";
+    ptrdiff_t i, nn = (ptrdiff_t)n;
+    TK__ROUTE(fn, out, TK__DEV(x), tk_scale_cuda(out, x, alpha, n, NULL));
+    TK__ELEMWISE_CHECK(fn, out, x, n);
+    if (!(alpha == alpha && alpha - alpha == 0.0f)) return tk__fail(TK_EINVAL, "%s: alpha must be finite", fn);
+    TK__OPS_OMP(omp parallel for schedule(static) if(n > TK__PAR_MIN))
+    for (i = 0; i < nn; i++) out[i] = alpha * x[i];
+    return TK_OK;
+}
+
 TKDEF int tk_sigmoid_backward(float *dx, const float *y, const float *dy, size_t n)
 {
     static const char *fn = "tk_sigmoid_backward";
@@ -3858,6 +3882,9 @@ TKDEF tk_attention_cuda_config tk_attention_cuda_config_default(void)
     tk_attention_cuda_config c;
     c.math = TK_MATH_FP32;
     c.kv_heads = 0;
+    c.ent_coef = 0.0f;
+    c.ent_rows = NULL;
+    c.ent_stride = 0;
     return c;
 }
 
@@ -4129,6 +4156,11 @@ TKDEF int tk_sigmoid_forward_cuda(float *out, const float *x, size_t n, tk_strea
 {
     (void)out; (void)x; (void)n; (void)stream;
     TK__NOCUDA("tk_sigmoid_forward_cuda");
+}
+TKDEF int tk_scale_cuda(float *out, const float *x, float alpha, size_t n, tk_stream stream)
+{
+    (void)out; (void)x; (void)alpha; (void)n; (void)stream;
+    TK__NOCUDA("tk_scale_cuda");
 }
 TKDEF int tk_sigmoid_backward_cuda(float *dx, const float *y, const float *dy, size_t n,
                                    tk_stream stream)

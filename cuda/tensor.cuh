@@ -1082,6 +1082,12 @@ static __global__ void tk__k_sigmoid_fwd(float *out, const float *x, size_t n)
         out[i] = 1.0f / (1.0f + expf(-x[i]));
 }
 
+static __global__ void tk__k_scale(float *out, const float *x, float alpha, size_t n)
+{
+    size_t i, step = (size_t)gridDim.x * blockDim.x;
+    for (i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) out[i] = alpha * x[i];
+}
+
 static __global__ void tk__k_sigmoid_bwd(float *dx, const float *y, const float *dy, size_t n)
 {
     size_t i, step = (size_t)gridDim.x * blockDim.x;
@@ -1244,6 +1250,15 @@ TKDEF int tk_sigmoid_forward_cuda(float *out, const float *x, size_t n, tk_strea
     static const char *fn = "tk_sigmoid_forward_cuda";
     TK__ELEMWISE_CHECK(fn, out, x, n);
     TK__LAUNCH(tk__k_sigmoid_fwd, tk__gs_blocks(n, 256), 256, 0, (cudaStream_t)stream, out, x, n);
+    return tk__launched(fn);
+}
+
+TKDEF int tk_scale_cuda(float *out, const float *x, float alpha, size_t n, tk_stream stream)
+{
+    static const char *fn = "tk_scale_cuda";
+    TK__ELEMWISE_CHECK(fn, out, x, n);
+    if (!(alpha == alpha && alpha - alpha == 0.0f)) return tk__fail(TK_EINVAL, "%s: alpha must be finite", fn);
+    TK__LAUNCH(tk__k_scale, tk__gs_blocks(n, 256), 256, 0, (cudaStream_t)stream, out, x, alpha, n);
     return tk__launched(fn);
 }
 
@@ -1866,6 +1881,9 @@ TKDEF int tk_device_synchronize(void)
 struct tk__attn_args {
     const float *q, *k, *v, *bias, *temp, *dout, *out, *lse, *dvec;
     float *stats; /* forward: (B,H,T,TK_ATTN_NSTATS) row moments, or NULL */
+    const float *ent_rows; /* backward: each row's entropy (stride ent_stride), or NULL */
+    float ent_coef;
+    int ent_stride;
     int bias_per_head, H, Hkv, T, D;
 };
 
@@ -2054,7 +2072,7 @@ static __global__ void tk__k_attn_dvec(float *dvec, const float *dout, const flo
 static __device__ void tk__at_ds_tile(float *dSs, float *Ps, float *tacc, const tk__attn_args &a,
                                       const float *Qs, const float *dOs, const float *Ks,
                                       const float *Vs, const float *Ls, const float *Dsv,
-                                      int h, int q0, int k0, float alpha)
+                                      int h, int q0, int k0, float alpha, size_t bh)
 {
     const int D = a.D, T = a.T;
     int e;
@@ -2067,6 +2085,8 @@ static __device__ void tk__at_ds_tile(float *dSs, float *Ps, float *tacc, const 
             float dp = tk__at_dot(dOs + rr * D, Vs + cc * D, D);
             p = expf(logit - Ls[rr]);
             ds = p * (dp - Dsv[rr]);
+            if (a.ent_rows && p > 0.0f) /* the entropy term: -c p (ln p + H_i) */
+                ds -= a.ent_coef * p * ((logit - Ls[rr]) + a.ent_rows[(bh * T + ii) * (size_t)a.ent_stride]);
             if (tacc) *tacc += ds * su;
         }
         dSs[rr * TK__AT_LD + cc] = ds;
@@ -2122,7 +2142,7 @@ static __global__ void tk__k_attn_dq(float *dq, float *tpart, tk__attn_args a)
         tk__at_load(Ks, a.k + koff, k0, TK__AT_BC, T, D);
         tk__at_load(Vs, a.v + koff, k0, TK__AT_BC, T, D);
         __syncthreads();
-        tk__at_ds_tile(dSs, NULL, &tacc, a, Qs, dOs, Ks, Vs, Ls, Dsv, h, q0, k0, alpha);
+        tk__at_ds_tile(dSs, NULL, &tacc, a, Qs, dOs, Ks, Vs, Ls, Dsv, h, q0, k0, alpha, (size_t)bh);
         __syncthreads();
         for (dd = 0; dd < nd; dd++) {
             const int d = g + 4 * dd;
@@ -2165,7 +2185,7 @@ static __global__ void tk__k_attn_dkdv(float *dk, float *dv, tk__attn_args a)
             tk__at_load(dOs, a.dout + off, q0, TK__AT_BR, T, D);
             tk__at_load_rows(Ls, Dsv, a, bh, q0, TK__AT_BR);
             __syncthreads();
-            tk__at_ds_tile(dSs, Ps, NULL, a, Qs, dOs, Ks, Vs, Ls, Dsv, h, q0, k0, alpha);
+            tk__at_ds_tile(dSs, Ps, NULL, a, Qs, dOs, Ks, Vs, Ls, Dsv, h, q0, k0, alpha, bh);
             __syncthreads();
             for (dd = 0; dd < nd; dd++) {
                 const int d = g + 4 * dd;
@@ -2211,7 +2231,7 @@ static __global__ void tk__k_attn_dbias(float *dbias, tk__attn_args a, int B)
             tk__at_load(Vs, a.v + koff, k0, TK__AT_BC, T, D);
             tk__at_load_rows(Ls, Dsv, a, (size_t)bh, q0, TK__AT_BR);
             __syncthreads();
-            tk__at_ds_tile(dSs, NULL, NULL, a, Qs, dOs, Ks, Vs, Ls, Dsv, h, q0, k0, alpha);
+            tk__at_ds_tile(dSs, NULL, NULL, a, Qs, dOs, Ks, Vs, Ls, Dsv, h, q0, k0, alpha, (size_t)bh);
             __syncthreads();
             for (m = 0, e = threadIdx.x; e < TK__AT_BR * TK__AT_BC; e += TK__AT_THREADS, m++)
                 acc[m] += dSs[(e / TK__AT_BC) * TK__AT_LD + e % TK__AT_BC];
@@ -2974,6 +2994,14 @@ TKDEF int tk_attention_backward_cuda_ex(float *dq, float *dk, float *dv, float *
     if (dbias && !bias) return tk__fail(TK_EINVAL, "%s: dbias needs the forward's bias", fn);
     if ((rc = tk__attn_cuda_check(fn, bias, bias_per_head, temp, B, H, T, D, s)) != TK_OK) return rc;
     if ((rc = tk__attn_cfg(fn, cfg, H, D, dbias ? 14 : 6, &math, &hkv)) != TK_OK) return rc;
+    if (cfg && cfg->ent_coef != 0.0f) {
+        if (!(cfg->ent_coef - cfg->ent_coef == 0.0f) || !cfg->ent_rows || cfg->ent_stride < 1 ||
+            !tk__is_device_ptr(cfg->ent_rows))
+            return tk__fail(TK_EINVAL, "%s: the entropy term needs a finite ent_coef, ent_rows (device) and "
+                                       "ent_stride >= 1", fn);
+        if (math != TK_MATH_FP32)
+            return tk__fail(TK_EINVAL, "%s: the entropy term (ent_coef) needs fp32 math", fn);
+    }
     if (!tk__is_device_ptr(dq) || !tk__is_device_ptr(dk) || !tk__is_device_ptr(dv) || !tk__is_device_ptr(dout) ||
         !tk__is_device_ptr(out) || !tk__is_device_ptr(lse) || !tk__is_device_ptr(q) || !tk__is_device_ptr(k) ||
         !tk__is_device_ptr(v) || (dbias && !tk__is_device_ptr(dbias)) || (dtemp && !tk__is_device_ptr(dtemp)))
@@ -2992,6 +3020,11 @@ TKDEF int tk_attention_backward_cuda_ex(float *dq, float *dk, float *dv, float *
     memset(&a, 0, sizeof a);
     a.q = q; a.k = k; a.v = v; a.bias = bias; a.temp = temp; a.dout = dout; a.out = out; a.lse = lse;
     a.bias_per_head = bias_per_head; a.H = H; a.Hkv = hkv; a.T = T; a.D = D;
+    if (cfg && cfg->ent_coef != 0.0f) {
+        a.ent_rows = cfg->ent_rows;
+        a.ent_coef = cfg->ent_coef;
+        a.ent_stride = cfg->ent_stride;
+    }
     rc = tk__cuda_check(cudaMallocAsync((void **)&dvec, (size_t)B * H * T * sizeof(float), s), fn);
     if (rc == TK_OK && dtemp) rc = tk__cuda_check(cudaMallocAsync((void **)&tpart, (size_t)B * H * nqt * sizeof(float), s), fn);
     if (rc == TK_OK) {

@@ -1705,6 +1705,15 @@ static void test_sigmoid_rows(void)
         CHECK_INT_EQ(tk_sigmoid_backward(dx.data(), y.data(), dy.data(), n), TK_OK);
         CHECK_INT_EQ(tk_sigmoid_backward(d_dx, d_yc, d_dy, n), TK_OK);
         DEV_CLOSE(d_dx, dx, 1e-6, 1e-7, wb);
+        /* tk_scale (a host scalar): bit-identical (one product) */
+        {
+            std::vector<float> sc(n);
+            CHECK_INT_EQ(tk_scale(sc.data(), x.data(), -0.37f, n), TK_OK);
+            CHECK_INT_EQ(tk_scale(d_x, d_x, -0.37f, n), TK_OK); /* in place */
+            CHECK(dget(d_x, n) == sc);
+            CHECK_INT_EQ(tk_scale(d_x, d_x, (float)INFINITY, n), TK_EINVAL);
+            CHECK_INT_EQ(tk_scale(d_x, x.data(), 2.0f, n), TK_EINVAL); /* mixed sides */
+        }
         dfree(d_x); dfree(d_y); dfree(d_dy); dfree(d_dx); dfree(d_al); dfree(d_yc);
     }
     printf("    sigmoid fwd %.2e bwd %.2e (of rtol 1e-6)\n", wf, wb);

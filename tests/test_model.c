@@ -559,8 +559,12 @@ static void test_device_entry(void)
     p.prior = MDL_PRIOR_RPA;
     CHECK_INT_EQ(mdl_device_supports(&p, err, sizeof err), MDL_OK);
     p.prior = MDL_PRIOR_ERA;
+    p.gac_tau = 1;
+    CHECK_INT_EQ(mdl_device_supports(&p, err, sizeof err), MDL_OK);
+    p = c;
+    p.attn = MDL_ATTN_POLAR;
     CHECK_INT_EQ(mdl_device_supports(&p, err, sizeof err), MDL_EINVAL);
-    CHECK(strstr(err, "ERA") != NULL);
+    CHECK(strstr(err, "polar") != NULL);
     p = c;
     p.ffn = MDL_FFN_MOE;
     p.res_gate = p.value_gate = 1;

@@ -2366,6 +2366,24 @@ static void check_sigmoid(long n)
     free(want); free(g);
 }
 
+static void test_scale(void)
+{
+    const float x[4] = {1.0f, -2.0f, 0.5f, 3.0f};
+    float y[4] = {9, 9, 9, 9}, a[4];
+    int i;
+    CHECK_INT_EQ(tk_scale(y, x, -0.5f, 4), TK_OK);
+    for (i = 0; i < 4; i++) CHECK(y[i] == -0.5f * x[i]);
+    memcpy(a, x, sizeof a);
+    CHECK_INT_EQ(tk_scale(a, a, -0.5f, 4), TK_OK); /* in place */
+    CHECK(memcmp(a, y, sizeof a) == 0);
+    CHECK_INT_EQ(tk_scale(y, x, (float)NAN, 4), TK_EINVAL);
+    CHECK_INT_EQ(tk_scale(y, x, (float)INFINITY, 4), TK_EINVAL);
+    CHECK_INT_EQ(tk_scale(NULL, x, 1.0f, 4), TK_EINVAL);
+    CHECK_INT_EQ(tk_scale(y, x, 1.0f, 0), TK_EINVAL);
+    CHECK(memcmp(a, y, sizeof a) == 0); /* nothing written by the refused calls */
+    CHECK_INT_EQ(tk_scale_cuda(a, a, 1.0f, 4, NULL), TK_ENOCUDA);
+}
+
 static void test_sigmoid(void)
 {
     static const float xs[5] = {0.0f, 1.0f, -2.0f, 0.5f, -0.25f};
@@ -2894,6 +2912,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_attention_bad_rows);
     TEST_RUN(test_attention_strided);
     TEST_RUN(test_attention_stats);
+    TEST_RUN(test_scale);
     TEST_RUN(test_sigmoid);
     TEST_RUN(test_row_ops);
     TEST_RUN(test_causal_mean_gate);

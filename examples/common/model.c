@@ -199,6 +199,7 @@ struct mdl_model {
     /* backward scratch */
     float *dres, *dln, *dbr, *dq, *dk, *dv, *datt, *dqkv, *dh, *dhg, *dmu, *deta, *detaz, *dbias, *dvg;
     float *vz;               /* (N,H) value-gate pre-activations (forward scratch) */
+    float *dtemp_d;          /* (H+1) GAC: dtemp and a scalar, on the model's device */
     float *qkv;              /* (N,3C) scratch of the forward */
     float *atty;             /* (B,H,T,D) scratch of the forward */
     void *mem_ws, *rpa_ws, *era_ws, *obs_ws;
@@ -693,10 +694,8 @@ int mdl_device_supports(const mdl_config *cfg, char *err, size_t errlen)
     const char *what = NULL;
     if (!cfg) return ex_errf(err, errlen, MDL_EINVAL, "mdl_device_supports: cfg is NULL");
     if (cfg->attn != MDL_ATTN_SOFTMAX) what = "polar attention";
-    else if (cfg->prior == MDL_PRIOR_ERA) what = "the ERA prior";
     else if (cfg->memory != MDL_MEM_NONE) what = "the gated-delta memory";
     else if (cfg->conv_k) what = "the causal convolution (conv_k)";
-    else if (cfg->gac_tau) what = "the GAC temperature (gac_tau)";
     else if (cfg->n_heads > 256) what = "more than 256 heads";
     if (what)
         return ex_errf(err, errlen, MDL_EINVAL, "the CUDA model does not support %s yet (CPU only for now)", what);
@@ -1012,7 +1011,7 @@ static size_t mdl__carve(mdl_model *m, int B, int T, int train, int obs, char *b
         m->obs_heads = NULL;
     }
     m->dres = m->dln = m->dbr = m->dq = m->dk = m->dv = m->datt = m->dqkv = m->dh = m->dhg = NULL;
-    m->dmu = m->deta = m->detaz = m->dbias = m->dvg = NULL;
+    m->dmu = m->deta = m->detaz = m->dbias = m->dvg = m->dtemp_d = NULL;
     if (train) {
         m->dres = MDL__TF(&cv, N * C);
         m->dln = MDL__TF(&cv, N * C);
@@ -1043,6 +1042,7 @@ static size_t mdl__carve(mdl_model *m, int B, int T, int train, int obs, char *b
         }
         if (c->value_gate) m->dvg = MDL__TF(&cv, N * (H + 1));
         if (c->prior != MDL_PRIOR_NONE) m->dbias = MDL__TF(&cv, TT);
+        if (c->gac_tau) m->dtemp_d = MDL__TF(&cv, H + 1); /* dtemp (device model), then a scalar */
     }
     if (hbytes) *hbytes = cv.hoff;
     return cv.off;
@@ -1375,10 +1375,9 @@ static int mdl__softmax_fwd(mdl_model *m, int l, const mdl_opts *o, mdl_stats *s
         }
     } else if (c->prior == MDL_PRIOR_ERA) {
         era_era_params ep = mdl__era_params(m, l);
-        size_t i, TT = (size_t)T * T;
         MDL__TRY(era_era_forward(&c->era, &ep, T, a->bias, &m->era_st[l], m->era_ws), "era_era_forward");
         if (m->era_scale_used != 1.0f)
-            for (i = 0; i < TT; i++) a->bias[i] *= m->era_scale_used;
+            MDL__TRY(tk_scale(a->bias, a->bias, m->era_scale_used, (size_t)T * T), "ERA warm-in scale");
         bias = a->bias;
     }
     if (c->prior == MDL_PRIOR_RPA) st->layer_tau_att[l] = mdl__sget(P, b->tau);
@@ -1390,10 +1389,11 @@ static int mdl__softmax_fwd(mdl_model *m, int l, const mdl_opts *o, mdl_stats *s
         if (!mdl__finite(g) || !(g > 0.0f))
             return mdl__fail(m, MDL_EINVAL, "layer %d: gac_tau must be finite and > 0 (got %g)", l, (double)g);
         for (h = 0; h < H; h++) m->temp[(size_t)l * H + h] *= g;
+        if (m->temp_d != m->temp)
+            MDL__TRY(tk_copy(m->temp_d + (size_t)l * H, m->temp + (size_t)l * H, sizeof(float) * (size_t)H),
+                     "copy of the temperatures");
         if (bias && g != 1.0f) {
-            size_t e, TT = (size_t)T * T;
-            float ig = 1.0f / g;
-            for (e = 0; e < TT; e++) a->bias[e] = bias[e] * ig;
+            MDL__TRY(tk_scale(a->bias, bias, 1.0f / g, (size_t)T * T), "GAC bias scale");
             bias = a->bias;
         }
         st->layer_tau_gac[l] = g;
@@ -1415,23 +1415,26 @@ static int mdl__softmax_fwd(mdl_model *m, int l, const mdl_opts *o, mdl_stats *s
             tk_attention_cuda_config ac = mdl__attn_cfg(m);
             float *sd = NULL;
             const size_t need = (gate || ent || o->want_attn_obs) ? (size_t)nrow * TK_ATTN_NSTATS : 0;
+            /* a training forward with the entropy in the loss keeps every layer's moments
+               on the device: the backward's entropy term reads its rows' H */
+            const size_t dneed = ent && m->train ? (size_t)m->L * need : need;
             if (need > m->attn_stats_cap) {
                 float *p = (float *)realloc(m->attn_stats, need * sizeof(float));
                 if (!p) return mdl__fail(m, MDL_ENOMEM, "attention statistics: out of memory");
                 m->attn_stats = p;
                 m->attn_stats_cap = need;
             }
-            if (need > m->attn_stats_dcap) {
+            if (dneed > m->attn_stats_dcap) {
                 void *d = NULL;
                 mdl__free_dev(m, m->attn_stats_d);
                 m->attn_stats_d = NULL;
                 m->attn_stats_dcap = 0;
-                if (tk_device_alloc(&d, need * sizeof(float)) != TK_OK)
+                if (tk_device_alloc(&d, dneed * sizeof(float)) != TK_OK)
                     return mdl__fail(m, MDL_ENOMEM, "attention statistics: out of device memory");
                 m->attn_stats_d = (float *)d;
-                m->attn_stats_dcap = need;
+                m->attn_stats_dcap = dneed;
             }
-            if (need) sd = m->attn_stats_d;
+            if (need) sd = m->attn_stats_d + (dneed > need ? (size_t)l * need : 0);
             MDL__TRY(tk_attention_forward_stats_cuda(a->atto, a->lse, sd, a->q, a->k, a->v, bias, 0,
                                                      m->temp_d + (size_t)l * H, B, H, T, D, &ac, NULL),
                      "tk_attention_forward_stats_cuda");
@@ -1722,7 +1725,6 @@ int mdl_forward(mdl_model *m, const int *inputs, const int *targets, int B, int 
         return mdl__fail(m, MDL_EINVAL, "mdl_forward: attention observables and gate rows support at most 256 heads");
     if (m->dev != MDL_DEVICE_CPU) {
         const char *what = o.want_gate_rows ? "gate rows (want_gate_rows)"
-                         : o.ent_band_lambda > 0.0f ? "the entropy band (ent_band_lambda)"
                          : o.target_weight ? "target weights" : NULL;
         if (what) return mdl__fail(m, MDL_EINVAL, "mdl_forward: the CUDA model does not support %s yet", what);
     }
@@ -2168,6 +2170,18 @@ static int mdl__block_bwd(mdl_model *m, int l)
             }
             if (m->dev != MDL_DEVICE_CPU) {
                 tk_attention_cuda_config ac = mdl__attn_cfg(m);
+                if (m->ent_dHl[l] != 0.0f) {
+                    /* the entropy band's gradient inside the attention backward, from the
+                       rows' H its forward kept (fp32 math) */
+                    ac.math = TK_MATH_FP32;
+                    ac.ent_coef = (float)((double)m->ent_dHl[l] / ((double)B * H * T));
+                    ac.ent_rows = m->attn_stats_d + (size_t)l * B * H * T * TK_ATTN_NSTATS;
+                    ac.ent_stride = TK_ATTN_NSTATS;
+                }
+                if (dtp) {
+                    dtp = m->dtemp_d;
+                    MDL__TRY(tk_fill_zero(dtp, sizeof(float) * (size_t)H), "zero");
+                }
                 MDL__TRY(tk_attention_backward_cuda_ex(m->dq, m->dk, m->dv, dbp, dtp, dbr, a->atto, a->lse, a->q, a->k,
                                                        a->v, c->prior != MDL_PRIOR_NONE ? a->bias : NULL, 0,
                                                        m->temp_d + (size_t)l * H, B, H, T, D, &ac, NULL),
@@ -2180,7 +2194,7 @@ static int mdl__block_bwd(mdl_model *m, int l)
                 int rc = mdl__attn_bwd_gated(m, l, dbr); /* CEAS gating: pruned rows, frozen heads */
                 if (rc) return rc;
             }
-            if (m->ent_dHl[l] != 0.0f) {
+            if (m->ent_dHl[l] != 0.0f && m->dev == MDL_DEVICE_CPU) {
                 int rc = mdl__ent_band_bwd(m, l, dbp, dtp);
                 if (rc) return rc;
             }
@@ -2189,15 +2203,17 @@ static int mdl__block_bwd(mdl_model *m, int l)
                    - sum dbias' bias' / g; the prior then gets dbias' / g */
                 float g = mdl__sget(P, b->gtau), ig = 1.0f / g;
                 double dg = 0.0;
+                if (dtp != dtemp) MDL__TRY(tk_copy(dtemp, dtp, sizeof(float) * (size_t)H), "copy of dtemp");
                 for (h = 0; h < H; h++) dg += (double)dtemp[h] * (m->temp[(size_t)l * H + h] * ig);
                 if (dbp) {
-                    size_t e, TT = (size_t)T * T;
-                    double sb = 0.0;
-                    for (e = 0; e < TT; e++) {
-                        sb += (double)dbp[e] * a->bias[e];
-                        dbp[e] *= ig;
-                    }
-                    dg -= sb * ig;
+                    size_t TT = (size_t)T * T;
+                    float sb = 0.0f;
+                    /* sum dbias' bias' (tk_rowdot: one row in double) */
+                    MDL__TRY(tk_fill_zero(m->dtemp_d + H, sizeof(float)), "zero");
+                    MDL__TRY(tk_rowdot(m->dtemp_d + H, dbp, a->bias, 1, (int)TT), "GAC bias gradient");
+                    MDL__TRY(tk_copy(&sb, m->dtemp_d + H, sizeof(float)), "copy");
+                    MDL__TRY(tk_scale(dbp, dbp, ig, TT), "GAC bias gradient scale");
+                    dg -= (double)sb * ig;
                 }
                 mdl__sadd(G, b->gtau, (float)dg);
             }
@@ -2237,11 +2253,10 @@ static int mdl__block_bwd(mdl_model *m, int l)
     } else if (c->prior == MDL_PRIOR_ERA) {
         era_era_params ep = mdl__era_params(m, l);
         era_era_grads g;
-        size_t e, TT = (size_t)T * T;
+        size_t TT = (size_t)T * T;
         memset(&g, 0, sizeof g);
         g.dcenters = G + b->erac;
-        if (m->era_scale_used != 1.0f)
-            for (e = 0; e < TT; e++) m->dbias[e] *= m->era_scale_used;
+        if (m->era_scale_used != 1.0f) MDL__TRY(tk_scale(m->dbias, m->dbias, m->era_scale_used, TT), "ERA scale");
         MDL__TRY(era_era_backward(&c->era, &ep, &m->era_st[l], m->dbias, &g, m->era_ws), "era_era_backward");
         mdl__sadd(G, b->eras, g.dsigma * ep.sigma);
         mdl__sadd(G, b->eraa, g.dalpha);
