@@ -14,11 +14,10 @@
         1024, GELU MLP 4x, LayerNorm, learned positions, tied head, vocab 50257, dropout 0,
         batch 8 (--batch N);
      paper  trn_preset("paper")'s model (seed 000: RPA prior, fuzzy MoE, residual and value
-        gates, dropout 0.09). The device model does not run it yet: mdl_device_supports'
-        reason is printed (for the whole preset, and for each of its mechanisms alone: today
-        the prior, the MoE and the gates are refused, dropout is accepted) and its figures
-        are n/a. If a later model.c accepts it, it is timed like the others (the model step
-        with the preset's loss options; no controllers);
+        gates, dropout 0.09), timed like the others: the model step with the preset's loss
+        options (smoothing, entropy floor, MoE load balance; no controllers). Were the device
+        model to refuse it, mdl_device_supports' reason is printed (for the whole preset and
+        for each mechanism alone) and its figures are n/a;
      P  the plain stand-in for the paper preset: its shape (d 510, 12 layers, 6 heads (D 85,
         so the attention runs its fp32 SIMT path: the tensor-core path wants D % 16 == 0),
         context 768, batch 32, FFN 2x) with prior, MoE, gates and dropout off (dropout 0
@@ -51,7 +50,7 @@
    likewise; -1 when the peer could not run (no torch, no GPU, a failure, out of time: the
    reason goes to stderr). --no-torch skips it, --no-compile skips torch.compile.
    Targets (issue 16, printed beside the figures): G >= 1.0x torch eager and MFU >= 0.35;
-   the paper recipe within 1.5x of G's step time per token (n/a while the device refuses it).
+   the paper recipe within 1.5x of G's step time per token.
    Arguments (optional, positional, for small runs; the CPU simulation build uses them):
      C L H T B V steps [gemm_n]  the shape of G (and of P, with FFN 2x and the same B), the
                                  timed steps, the GEMM size (default 8192; 64 in the

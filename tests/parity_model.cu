@@ -274,6 +274,14 @@ static void test_smoothing_temps_nopos(void)
     o.attn_temp_mul = 1.2f;
     o.head_temp = ht;
     run_case("label smoothing, head temperatures, no positions", &c, &o);
+    {
+        /* per-target loss weights (seed 002's digit weighting), zeros included */
+        float w[PB * PT];
+        int i;
+        for (i = 0; i < PB * PT; i++) w[i] = (float)(i % 5) * 0.5f;
+        o.target_weight = w;
+        run_case("target weights (and the above)", &c, &o);
+    }
 }
 
 /* The device model with tk_cuda_set_math(TF32 / BF16): GEMMs and the attention on tensor

@@ -990,8 +990,8 @@ static size_t mdl__carve(mdl_model *m, int B, int T, int train, int obs, char *b
     m->tgt = (int *)mdl__take(&cv, sizeof(int) * N);
     m->temp = MDL__THF(&cv, L * H);
     m->temp_d = cv.split ? MDL__TF(&cv, L * H) : m->temp;
-    m->rowf = cv.split ? MDL__TF(&cv, 2 * N) : NULL;
-    m->rowfh = cv.split ? MDL__THF(&cv, 2 * N) : NULL;
+    m->rowf = cv.split ? MDL__TF(&cv, 3 * N) : NULL; /* CE, smoothed loss, target weights */
+    m->rowfh = cv.split ? MDL__THF(&cv, 3 * N) : NULL;
     m->mem_ws = m->rpa_ws = m->era_ws = m->obs_ws = NULL;
     m->mem_ws_n = m->rpa_ws_n = m->era_ws_n = m->obs_ws_n = 0;
     if (c->prior == MDL_PRIOR_RPA) {
@@ -1724,8 +1724,7 @@ int mdl_forward(mdl_model *m, const int *inputs, const int *targets, int B, int 
     if ((o.want_attn_obs || o.want_gate_rows) && m->H > 256)
         return mdl__fail(m, MDL_EINVAL, "mdl_forward: attention observables and gate rows support at most 256 heads");
     if (m->dev != MDL_DEVICE_CPU) {
-        const char *what = o.want_gate_rows ? "gate rows (want_gate_rows)"
-                         : o.target_weight ? "target weights" : NULL;
+        const char *what = o.want_gate_rows ? "gate rows (want_gate_rows)" : NULL;
         if (what) return mdl__fail(m, MDL_EINVAL, "mdl_forward: the CUDA model does not support %s yet", what);
     }
     m->gate_keep_on = m->gate_frozen_on = 0; /* gating holds for one backward only */
@@ -1827,13 +1826,22 @@ int mdl_forward(mdl_model *m, const int *inputs, const int *targets, int B, int 
             mdl__ce(m, m->tgt, N, o.label_smoothing, o.train, o.target_weight, wsum);
         } else {
             /* tensor.h's in-place CE on the device: per-row CE and smoothed loss, then (train)
-               the logits become dlogits = (softmax - q) / N (no target weights here) */
+               the logits become dlogits = (softmax - q) / N, or with target weights
+               (softmax - q) w_i / sum w (the rows scaled by the uploaded w_i / sum w) */
             const float *fh = m->rowfh;
             MDL__TRY(tk_crossentropy_forward_inplace(m->logits, m->rowf + N, m->rowf, m->tgt, N, m->V,
                                                      o.label_smoothing), "cross-entropy");
-            if (o.train)
+            if (o.train && !o.target_weight)
                 MDL__TRY(tk_crossentropy_backward_inplace(m->logits, m->tgt, N, m->V, o.label_smoothing, 1.0f / (float)N),
                          "cross-entropy backward");
+            if (o.train && o.target_weight) {
+                float *wh = m->rowfh + 2 * (size_t)N;
+                for (i = 0; i < N; i++) wh[i] = (float)((double)o.target_weight[i] / wsum);
+                MDL__TRY(tk_copy(m->rowf + 2 * (size_t)N, wh, sizeof(float) * (size_t)N), "copy of the target weights");
+                MDL__TRY(tk_crossentropy_backward_inplace(m->logits, m->tgt, N, m->V, o.label_smoothing, 1.0f),
+                         "cross-entropy backward");
+                MDL__TRY(tk_rowscale(m->logits, m->logits, m->rowf + 2 * (size_t)N, N, m->V), "target weights");
+            }
             MDL__TRY(tk_copy(m->rowfh, m->rowf, sizeof(float) * 2 * (size_t)N), "copy of the row losses");
             for (i = 0; i < N; i++) m->rowce[i] = (double)fh[i];
             for (i = 0; i < N; i++) m->rowloss[i] = (double)fh[N + i];

@@ -206,9 +206,9 @@ int mdl_create(mdl_model **out, const mdl_config *cfg, uint64_t seed, char *err,
    stay on the host. On a device model, mdl_params, mdl_grads and mdl_logits return device
    pointers (tk_copy moves them; tk_adamw_update takes them as they are); mdl_token_ce
    stays host. The device model does not cover every configuration yet:
-   mdl_device_supports says whether cfg runs there (MDL_EINVAL and why, if not); the
-   forward also refuses, on a device model, the options it cannot honour yet (attention
-   observables, gate rows, the entropy band, target weights). mdl_create_on fails with
+   mdl_device_supports says whether cfg runs there (MDL_EINVAL and why, if not: polar
+   attention, the gated-delta memory, the causal convolution); the forward also refuses, on a device model, the
+   option it cannot honour yet (gate rows for CEAS gating). mdl_create_on fails with
    MDL_EINVAL when no CUDA device can be used (a build without CUDA included).
    Precision on the device: tensor.h's tk_cuda_set_math (fp32, tf32, bf16) sets the GEMMs'
    arithmetic and, where the head width is a multiple of 16 up to 128, the attention's
