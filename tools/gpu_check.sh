@@ -8,7 +8,8 @@
 #   4. runs compute-sanitizer (memcheck, racecheck, initcheck, synccheck) over every
 #      parity binary;
 #   5. runs every GPU benchmark and keeps its figures (its last line is the headline);
-#   5b. builds build/cuda/wt2_train and trains --preset tiny-plain for 200 steps on the GPU
+#   5b. builds build/cuda/wt2_train and trains --preset tiny-plain and --preset tiny (seed
+#       000's recipe: RPA prior, MoE, gates, Guardian) for 200 steps each on the GPU
 #      and on the CPU when the tokenised data was carried (tools/fetch_peers.sh data);
 #   6. writes OUT/report.md and OUT/report.json (device, versions, every case, every
 #      sanitizer verdict, every figure) and OUT/logs.tar.gz (all raw logs), and prints a
@@ -143,18 +144,22 @@ echo "gpu-check: benchmarks done at $(elapsed) s"
 
 # ------------------------------------------------- the trainer on the GPU
 # build/cuda/wt2_train (impl.c by nvcc) on the carried data (tools/fetch_peers.sh data, or
-# WT2_DIR): --preset tiny-plain for 200 steps on the GPU (bf16), then the same on the CPU,
-# both evaluated the same way; the report keeps both last lines.
+# WT2_DIR): --preset tiny-plain, then --preset tiny (seed 000's recipe), 200 steps each on
+# the GPU (bf16), then the same on the CPU, all evaluated the same way; the report keeps
+# each run's last lines.
 : > "$LOGS/train.tsv"
 WT2=${WT2_DIR:-peers/data}
 if selected wt2_train && ls "$WT2"/wt2.*.gpt2.u16 >/dev/null 2>&1 && ! over_budget; then
     if make -s build/cuda/wt2_train NVCC="$NVCC" CUDA_ARCHS="$ARCH" \
         INC="-I. $DEPFLAGS" LIBS="-lm -llzma -lpthread" > "$LOGS/build_wt2_train.log" 2>&1; then
-        for dev in cuda cpu; do
-            if over_budget; then printf '%s\tskipped-budget\n' "$dev" >> "$LOGS/train.tsv"; continue; fi
-            timeout 240 build/cuda/wt2_train --preset tiny-plain --device "$dev" --max-steps 200 --final-chunks 64 \
-                --data-dir "$WT2" --out-dir "$LOGS/wt2_$dev" > "$LOGS/train_$dev.out" 2> "$LOGS/train_$dev.err"
-            printf '%s\t%s\n' "$dev" "$?" >> "$LOGS/train.tsv"
+        for preset in tiny-plain tiny; do
+            for dev in cuda cpu; do
+                run="${preset}_$dev"
+                if over_budget; then printf '%s\tskipped-budget\n' "$run" >> "$LOGS/train.tsv"; continue; fi
+                timeout 240 build/cuda/wt2_train --preset "$preset" --device "$dev" --max-steps 200 --final-chunks 64 \
+                    --data-dir "$WT2" --out-dir "$LOGS/wt2_$run" > "$LOGS/train_$run.out" 2> "$LOGS/train_$run.err"
+                printf '%s\t%s\n' "$run" "$?" >> "$LOGS/train.tsv"
+            done
         done
     else
         printf 'build\tFAILED\n' >> "$LOGS/train.tsv"
@@ -214,7 +219,7 @@ for name, rc in tsv("bench.tsv"):
     o = rd("bench_%s.out" % name).strip().splitlines()
     rep["benchmarks"][name] = {"exit": rc, "headline": o[-1] if o else "", "output": o[-60:]}
 rep["trainer"] = {}
-for name, rc in tsv("train.tsv"):  # build/cuda/wt2_train --preset tiny-plain, --device cuda then cpu
+for name, rc in tsv("train.tsv"):  # build/cuda/wt2_train: <preset>_<device>
     o = (rd("train_%s.out" % name) + rd("train_%s.err" % name)).strip().splitlines()
     rep["trainer"][name] = {"exit": rc, "output": o[-25:]}
 P = sum(v["passed"] for v in rep["parity"].values()); F = sum(v["failed"] for v in rep["parity"].values())
@@ -249,10 +254,10 @@ L += ["", "## Benchmarks", ""]
 if not rep["benchmarks"]: L.append("(no bench/bench_*_cuda.cu yet)")
 for k, v in sorted(rep["benchmarks"].items()):
     L += ["### %s (exit %s)" % (k, v["exit"]), "", "```"] + v["output"] + ["```", ""]
-L += ["", "## wt2_train --preset tiny-plain, 200 steps (GPU, then CPU)", ""]
+L += ["", "## wt2_train --preset tiny-plain and tiny, 200 steps each (GPU, then CPU)", ""]
 if not rep["trainer"]: L.append("(not run: no carried data, or over budget)")
 for k, v in rep["trainer"].items():
-    L += ["### --device %s (exit %s)" % (k, v["exit"]), "", "```"] + v["output"] + ["```", ""]
+    L += ["### %s (exit %s)" % (k.replace("_", " --device "), v["exit"]), "", "```"] + v["output"] + ["```", ""]
 open(os.path.join(out, "report.md"), "w").write("\n".join(L) + "\n")
 s = rep["summary"]
 print("gpu-check: %s | parity %d passed, %d failed, %d skipped | sanitizer %d clean, %d problems, %d skipped | "
