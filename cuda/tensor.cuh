@@ -214,7 +214,9 @@ TKDEF int tk_matmul_backward_cuda(float *dinp, float *dW, float *db, const float
                                   tk_stream stream)
 {
     int rc;
-    if (!dout || !inp || !W) return tk__fail(TK_EINVAL, "tk_matmul_backward_cuda: NULL pointer");
+    /* as the CPU's: W is needed only for dinp, inp only for dW */
+    if (!dout || (dinp && !W) || (dW && !inp))
+        return tk__fail(TK_EINVAL, "tk_matmul_backward_cuda: NULL pointer (dout; W with dinp; inp with dW)");
     if (N <= 0 || C <= 0 || OC <= 0)
         return tk__fail(TK_EINVAL, "tk_matmul_backward_cuda: N, C, OC must be > 0");
     if (dinp && (rc = tk_sgemm_cuda(0, 0, N, C, OC, 1.0f, dout, OC, W, C, 1.0f, dinp, C, stream)) != TK_OK)

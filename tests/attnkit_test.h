@@ -110,10 +110,17 @@ static inline int tt__isbad(double x) { return x != x || x - x != 0.0; }
         return;                                                                \
     } while (0)
 
-/* TEST_ONLY=substring runs only the cases whose name contains it (debugging aid) */
+/* TEST_ONLY=substring runs only the cases whose name contains it (debugging aid);
+   TEST_SHARD=i/n runs only the cases whose position in the program (0, 1, ...) is i
+   modulo n (the runner splits a long program over its parallel lanes this way) */
 static inline void tt__run(void (*fn)(void), const char *name)
 {
-    const char *only = getenv("TEST_ONLY");
+    static int index = 0;
+    const char *only = getenv("TEST_ONLY"), *shard = getenv("TEST_SHARD");
+    int si = 0, sn = 1, mine = 1;
+    if (shard && sscanf(shard, "%d/%d", &si, &sn) == 2 && sn > 0) mine = index % sn == si;
+    index++;
+    if (!mine) return;
     if (only && *only && !strstr(name, only)) return;
     tt__case = name;
     tt__case_failed = 0;

@@ -400,6 +400,257 @@ static void test_moe_cpu_host_arg(void)
     }
 }
 
+/* ------------------------------------------------------------ gated-delta memory */
+/* Layer: C 32, Hm 2, Dk 16 (chunk 32), B 2, T 7 and 70 (not a multiple of the chunk),
+   random parameters (proj.weight too: it starts at zero). Forward out within 1e-5 of the
+   CPU's largest |out| (and the gate statistics); backward every parameter gradient and
+   dxn within 1e-4 of the CPU tensor's largest |value|, accumulated into non-zero starting
+   values; dxn NULL; the refusals with mixed sides. */
+#define GC 32
+#define GHM 2
+#define GDK 16
+#define GTOL_F 1e-5
+#define GTOL_B 1e-4
+
+struct gd_case {
+    lyr_gdelta_dims d;
+    lyr_pspec spec[LYR_MAX_PARAMS];
+    fvec P[LYR_GD_NPARAMS], G0[LYR_GD_NPARAMS];
+    fvec x, dout, dx0;
+    size_t nsaved, nwork;
+    int T, N;
+};
+
+static void gd_case_init(gd_case &c, int T, unsigned long long seed)
+{
+    int i;
+    tk_rng rng;
+    c.T = T;
+    c.N = PB * T;
+    c.d = lyr_gdelta_dims_make(GC, GHM, GDK);
+    CHECK_INT_EQ(lyr_gdelta_params(&c.d, c.spec, LYR_MAX_PARAMS), LYR_GD_NPARAMS);
+    tk_rng_seed(&rng, seed, 3);
+    tt_seed(seed);
+    {
+        float *Pp[LYR_GD_NPARAMS];
+        for (i = 0; i < LYR_GD_NPARAMS; i++) {
+            c.P[i].assign(lyr_pspec_numel(&c.spec[i]), 0.0f);
+            Pp[i] = c.P[i].data();
+        }
+        CHECK_INT_EQ(lyr_gdelta_init(&c.d, Pp, &rng, 0.2f), LYR_OK);
+    }
+    for (i = 0; i < LYR_GD_NPARAMS; i++) {
+        fvec noise = randn(c.P[i].size(), 0.2);
+        for (size_t j = 0; j < c.P[i].size(); j++) c.P[i][j] += noise[j];
+        c.G0[i] = randn(c.P[i].size(), 0.01);
+    }
+    c.x = randn((size_t)c.N * GC, 1.0);
+    c.dout = randn((size_t)c.N * GC, 1.0);
+    c.dx0 = randn((size_t)c.N * GC, 0.1);
+    c.nsaved = lyr_gdelta_saved_floats(&c.d, PB, T);
+    c.nwork = lyr_gdelta_work_floats(&c.d, PB, T);
+    CHECK(c.nsaved > 0 && c.nwork > 0);
+}
+
+struct gd_run {
+    int dev;
+    float *P[LYR_GD_NPARAMS], *G[LYR_GD_NPARAMS];
+    float *x, *out, *dout, *dx, *saved, *work;
+    fvec hP[LYR_GD_NPARAMS], hG[LYR_GD_NPARAMS], hout, hdx, hsaved, hwork;
+};
+
+static void gd_run_init(gd_run &r, const gd_case &c, int dev)
+{
+    int i;
+    r.dev = dev;
+    for (i = 0; i < LYR_GD_NPARAMS; i++) {
+        r.P[i] = put(dev, r.hP[i], c.P[i]);
+        r.G[i] = put(dev, r.hG[i], c.G0[i]);
+    }
+    r.x = dev ? dput(c.x) : const_cast<float *>(c.x.data());
+    r.dout = dev ? dput(c.dout) : const_cast<float *>(c.dout.data());
+    r.out = put(dev, r.hout, fvec((size_t)c.N * GC, -7.0f));
+    r.dx = put(dev, r.hdx, c.dx0);
+    r.saved = put(dev, r.hsaved, fvec(c.nsaved, NAN));
+    r.work = put(dev, r.hwork, fvec(c.nwork, NAN));
+}
+
+static void gd_run_free(gd_run &r)
+{
+    int i;
+    if (!r.dev) return;
+    for (i = 0; i < LYR_GD_NPARAMS; i++) {
+        dfree(r.P[i]);
+        dfree(r.G[i]);
+    }
+    dfree(r.x);
+    dfree(r.dout);
+    dfree(r.out);
+    dfree(r.dx);
+    dfree(r.saved);
+    dfree(r.work);
+}
+
+static fvec gd_get(const gd_run &r, const float *p, size_t n)
+{
+    return r.dev ? dget(p, n) : fvec(p, p + n);
+}
+
+static void gd_reset_grads(gd_run &r, const gd_case &c)
+{
+    int i;
+    for (i = 0; i < LYR_GD_NPARAMS; i++)
+        CHECK_INT_EQ(tk_copy(r.G[i], c.G0[i].data(), c.G0[i].size() * sizeof(float)), TK_OK);
+    CHECK_INT_EQ(tk_copy(r.dx, c.dx0.data(), c.dx0.size() * sizeof(float)), TK_OK);
+}
+
+static int gd_fwd(gd_run &r, const gd_case &c, int train, lyr_gdelta_stats *st)
+{
+    return lyr_gdelta_forward(&c.d, (const float *const *)r.P, r.x, r.out, r.saved, r.work, PB,
+                              c.T, train, 9, st);
+}
+
+static int gd_bwd(gd_run &r, const gd_case &c, int inputs)
+{
+    return lyr_gdelta_backward(&c.d, (const float *const *)r.P, r.G, r.dout, inputs ? r.dx : NULL,
+                               r.saved, r.work, PB, c.T);
+}
+
+static double g_gd_worst_f = 0.0, g_gd_worst_b = 0.0;
+
+static void gd_close(const fvec &dev, const fvec &ref, double tol, double *worst, const char *what,
+                     const std::string &ctx)
+{
+    double scale = maxabs(ref) > 0 ? maxabs(ref) : 1.0;
+    int failed = tt__case_failed;
+    for (size_t i = 0; i < dev.size() && i < ref.size(); i++) {
+        double e = fabs((double)dev[i] - (double)ref[i]) / scale;
+        if (e > *worst) *worst = e;
+    }
+    tt__case_failed = 0;
+    CHECK(dev.size() == ref.size());
+    CHECK_ALL_CLOSE(dev.data(), ref.data(), (long)ref.size(), 0.0, tol * scale);
+    if (tt__case_failed) fprintf(stderr, "    %s, %s (scale %.3g)\n", what, ctx.c_str(), maxabs(ref));
+    tt__case_failed |= failed;
+}
+
+static void gd_compare(int T, int train, unsigned long long seed)
+{
+    gd_case c;
+    gd_run h, g;
+    lyr_gdelta_stats sh, sg;
+    char buf[64];
+    int i;
+    snprintf(buf, sizeof buf, "gdelta T %d train %d", T, train);
+    std::string ctx(buf);
+    gd_case_init(c, T, seed);
+    gd_run_init(h, c, 0);
+    gd_run_init(g, c, 1);
+    CHECK_INT_EQ(gd_fwd(h, c, train, &sh), LYR_OK);
+    CHECK_INT_EQ(gd_fwd(g, c, train, &sg), LYR_OK);
+    CHECK(maxabs(h.hout) > 1e-3);
+    gd_close(gd_get(g, g.out, (size_t)c.N * GC), h.hout, GTOL_F, &g_gd_worst_f, "out", ctx);
+    CHECK_NEAR(sg.gamma_mean, sh.gamma_mean, 1e-6);
+    CHECK_NEAR(sg.beta_mean, sh.beta_mean, 1e-6);
+    for (int pass = 0; pass < 2; pass++) { /* twice from one forward: saved is read-only */
+        gd_reset_grads(h, c);
+        gd_reset_grads(g, c);
+        CHECK_INT_EQ(gd_bwd(h, c, 1), LYR_OK);
+        CHECK_INT_EQ(gd_bwd(g, c, 1), LYR_OK);
+        for (i = 0; i < LYR_GD_NPARAMS; i++)
+            gd_close(gd_get(g, g.G[i], c.G0[i].size()), h.hG[i], GTOL_B, &g_gd_worst_b,
+                     c.spec[i].suffix, ctx);
+        gd_close(gd_get(g, g.dx, c.dx0.size()), h.hdx, GTOL_B, &g_gd_worst_b, "dxn", ctx);
+    }
+    /* dxn NULL */
+    gd_reset_grads(h, c);
+    gd_reset_grads(g, c);
+    CHECK_INT_EQ(gd_bwd(h, c, 0), LYR_OK);
+    CHECK_INT_EQ(gd_bwd(g, c, 0), LYR_OK);
+    for (i = 0; i < LYR_GD_NPARAMS; i++)
+        gd_close(gd_get(g, g.G[i], c.G0[i].size()), h.hG[i], GTOL_B, &g_gd_worst_b,
+                 c.spec[i].suffix, ctx + ", dxn NULL");
+    CHECK(gd_get(g, g.dx, c.dx0.size()) == c.dx0);
+    gd_run_free(g);
+}
+
+static void test_gdelta_forward_backward(void)
+{
+    NEED_GPU();
+    gd_compare(PT, 0, 61);
+    gd_compare(PT, 1, 62);
+    gd_compare(70, 0, 63);
+    gd_compare(70, 1, 64);
+    printf("  gdelta worst |dev - cpu| / max|cpu|: forward %.3g, backward %.3g\n", g_gd_worst_f,
+           g_gd_worst_b);
+}
+
+/* mixed sides: LYR_EINVAL, nothing written */
+static void test_gdelta_refusals(void)
+{
+    gd_case c;
+    gd_run g;
+    fvec out0, G0, dx0, saved0;
+    NEED_GPU();
+    gd_case_init(c, PT, 65);
+    gd_run_init(g, c, 1);
+    out0 = gd_get(g, g.out, (size_t)c.N * GC);
+    saved0 = gd_get(g, g.saved, c.nsaved);
+    /* xn on the host */
+    CHECK_INT_EQ(lyr_gdelta_forward(&c.d, (const float *const *)g.P, c.x.data(), g.out, g.saved,
+                                    g.work, PB, PT, 0, 9, NULL), LYR_EINVAL);
+    /* one parameter on the host */
+    {
+        float *keep = g.P[LYR_GD_NORM];
+        g.P[LYR_GD_NORM] = const_cast<float *>(c.P[LYR_GD_NORM].data());
+        CHECK_INT_EQ(gd_fwd(g, c, 0, NULL), LYR_EINVAL);
+        g.P[LYR_GD_NORM] = keep;
+    }
+    /* gate_is_log is CPU-only */
+    {
+        gd_case c2 = c;
+        c2.d.cfg.gate_is_log = 1;
+        CHECK_INT_EQ(gd_fwd(g, c2, 0, NULL), LYR_EINVAL);
+    }
+    CHECK(gd_get(g, g.out, (size_t)c.N * GC) == out0);
+    {
+        fvec sv = gd_get(g, g.saved, c.nsaved);
+        CHECK(memcmp(sv.data(), saved0.data(), sv.size() * sizeof(float)) == 0);
+    }
+    CHECK_INT_EQ(gd_fwd(g, c, 0, NULL), LYR_OK);
+    G0 = gd_get(g, g.G[LYR_GD_PROJ], c.G0[LYR_GD_PROJ].size());
+    dx0 = gd_get(g, g.dx, c.dx0.size());
+    /* backward: dout on the host, dxn on the host, one gradient on the host */
+    CHECK_INT_EQ(lyr_gdelta_backward(&c.d, (const float *const *)g.P, g.G, c.dout.data(), g.dx,
+                                     g.saved, g.work, PB, PT), LYR_EINVAL);
+    {
+        fvec hdx = c.dx0;
+        CHECK_INT_EQ(lyr_gdelta_backward(&c.d, (const float *const *)g.P, g.G, g.dout, hdx.data(),
+                                         g.saved, g.work, PB, PT), LYR_EINVAL);
+        CHECK(hdx == c.dx0);
+    }
+    {
+        float *keep = g.G[LYR_GD_B_BETA];
+        fvec hg = c.G0[LYR_GD_B_BETA];
+        g.G[LYR_GD_B_BETA] = hg.data();
+        CHECK_INT_EQ(gd_bwd(g, c, 1), LYR_EINVAL);
+        g.G[LYR_GD_B_BETA] = keep;
+        CHECK(hg == c.G0[LYR_GD_B_BETA]);
+    }
+    CHECK(gd_get(g, g.G[LYR_GD_PROJ], c.G0[LYR_GD_PROJ].size()) == G0);
+    CHECK(gd_get(g, g.dx, c.dx0.size()) == dx0);
+    /* a host saved buffer filled by a CPU forward, with device buffers: refused */
+    {
+        gd_run h;
+        gd_run_init(h, c, 0);
+        CHECK_INT_EQ(gd_fwd(h, c, 0, NULL), LYR_OK);
+        CHECK_INT_EQ(lyr_gdelta_backward(&c.d, (const float *const *)g.P, g.G, g.dout, g.dx,
+                                         h.saved, g.work, PB, PT), LYR_EINVAL);
+    }
+    CHECK(gd_get(g, g.dx, c.dx0.size()) == dx0);
+    gd_run_free(g);
+}
+
 int main(int argc, char **argv)
 {
     TEST_INIT(argc, argv);
@@ -410,5 +661,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_moe_idle_experts);
     TEST_RUN(test_moe_refusals);
     TEST_RUN(test_moe_cpu_host_arg);
+    TEST_RUN(test_gdelta_forward_backward);
+    TEST_RUN(test_gdelta_refusals);
     return TEST_END();
 }

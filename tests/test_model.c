@@ -572,7 +572,10 @@ static void test_device_entry(void)
     CHECK_INT_EQ(mdl_device_supports(&p, err, sizeof err), MDL_OK); /* seed 000's block */
     p = c;
     p.memory = MDL_MEM_GDELTA;
+    CHECK_INT_EQ(mdl_device_supports(&p, err, sizeof err), MDL_OK);
+    p.conv_k = 3;
     CHECK_INT_EQ(mdl_device_supports(&p, err, sizeof err), MDL_EINVAL);
+    CHECK(strstr(err, "convolution") != NULL);
     /* CPU through mdl_create_on: the same parameters as mdl_create */
     CHECK_INT_EQ(mdl_create_on(&m, &c, 5, MDL_DEVICE_CPU, err, sizeof err), MDL_OK);
     CHECK_INT_EQ(mdl_create(&m2, &c, 5, err, sizeof err), MDL_OK);

@@ -1131,17 +1131,28 @@ int lyr_gdelta_init(const lyr_gdelta_dims *d, float *const *P, tk_rng *rng, floa
     return LYR_OK;
 }
 
-/* bytes gd_forward's saved state needs (its layout: states, u, wy, each at 16 floats,
-   plus 16 floats of alignment slack) */
+/* bytes gd_forward's saved state needs: the larger of the CPU layout (states, u, wy, each
+   at 16 floats, plus 16 floats of alignment slack) and gd_forward_cuda's (chunk-start
+   states rounded up to 64 floats, then u; its chunk is min(chunk_size, T), or larger with
+   tensor-core math, which only lowers the state count) */
 static size_t lyr__gd_saved_bytes(const gd_config *cfg, int B, int H, int T, int Dk, int Dv)
 {
     int step = cfg->algo == GD_ALGO_CHUNKED ? cfg->chunk_size : cfg->checkpoint;
-    size_t ns = (size_t)((T + step - 1) / step);
+    int cstep = cfg->chunk_size < T ? cfg->chunk_size : T;
+    size_t ns = (size_t)((T + step - 1) / step), cns = (size_t)((T + cstep - 1) / cstep);
     size_t nst = (size_t)B * H * ns * (size_t)Dk * Dv;
     size_t nu = cfg->algo == GD_ALGO_CHUNKED ? (size_t)B * H * T * (size_t)Dv : 0;
     size_t nw = cfg->algo == GD_ALGO_CHUNKED ? (size_t)B * H * ns * 5 * (size_t)step * step : 0;
-    return (lyr__al(nst) + lyr__al(nu) + lyr__al(nw) + 16) * sizeof(float);
+    size_t cpu = (lyr__al(nst) + lyr__al(nu) + lyr__al(nw) + 16) * sizeof(float);
+    size_t cnst = (size_t)B * H * cns * (size_t)Dk * Dv;
+    size_t dev = (((cnst + 63) & ~(size_t)63) + (size_t)B * H * T * (size_t)Dv) * sizeof(float);
+    return cpu > dev ? cpu : dev;
 }
+
+/* gdelta.h's private GD__SAVED_CUDA: the gd_saved.algo bit of a device saved state (set
+   on the device path so gd_forward_cuda fills the caller's device buffer in place instead
+   of freeing it as host memory) */
+#define LYR__GD_SAVED_CUDA 0x100
 
 #define LYR__GD_HDR (lyr__al(lyr__bytes_to_floats(sizeof(gd_saved))))
 
@@ -1195,6 +1206,10 @@ size_t lyr_gdelta_work_floats(const lyr_gdelta_dims *d, int B, int T)
     HD = (size_t)d->Hm * d->Dk;
     ws = gd_workspace_size(&d->cfg, B, d->Hm, T, d->Dk, d->Dk);
     if (ws == 0) return 0;
+    { /* the device path's workspace (0 in builds without CUDA) */
+        size_t wc = gd_workspace_size_cuda(&d->cfg, B, d->Hm, T, d->Dk, d->Dk);
+        if (wc > ws) ws = wc;
+    }
     /* backward: dqkv (N,3HD) (first the readout's z, dz, dz_gate), dq, dk, dv, dr (N,HD),
        dgates, dbeta (N,Hm), the recurrence's workspace */
     return lyr__al(3 * N * HD) + 4 * lyr__al(N * HD) + 2 * lyr__al(N * (size_t)d->Hm) +
@@ -1231,59 +1246,169 @@ static void lyr__gd_readout_z(const lyr_gdelta_dims *d, const float *r, float *g
     }
 }
 
+/* the work buffer's rooms (see lyr_gdelta_work_floats): the backward's names; the forward
+   uses dqkv for the fused projection and the readout's z, the others as scratch */
+typedef struct lyr__gd_work {
+    float *dqkv, *dq, *dk, *dv, *dr, *dg, *db, *ws;
+} lyr__gd_work;
+
+static void lyr__gd_work_carve(float *base, size_t N, size_t HD, size_t Hm, lyr__gd_work *w)
+{
+    float *p = base;
+    w->dqkv = lyr__take(&p, 3 * N * HD);
+    w->dq = lyr__take(&p, N * HD);
+    w->dk = lyr__take(&p, N * HD);
+    w->dv = lyr__take(&p, N * HD);
+    w->dr = lyr__take(&p, N * HD);
+    w->dg = lyr__take(&p, N * Hm);
+    w->db = lyr__take(&p, N * Hm);
+    w->ws = p;
+}
+
+/* gates, beta (B,Hm,T) = sigmoid(xn W^T + b) with tensor.h's routed ops (the device path;
+   gd_gates_forward is host code). tmp: N*Hm floats. */
+static int lyr__gd_gates_ops(const lyr_gdelta_dims *d, const float *const *P, const float *xn,
+                             float *gates, float *beta, float *tmp, int B, int T)
+{
+    size_t n = (size_t)B * T * d->Hm;
+    int which;
+    for (which = 0; which < 2; which++) {
+        float *o = which ? beta : gates;
+        if (tk_matmul_forward(tmp, xn, P[which ? LYR_GD_W_BETA : LYR_GD_W_GAMMA],
+                              P[which ? LYR_GD_B_BETA : LYR_GD_B_GAMMA], B * T, d->C, d->Hm) != TK_OK ||
+            tk_fill_zero(o, n * sizeof(float)) != TK_OK ||
+            tk_merge_heads_backward(o, tmp, B, T, d->Hm, 1) != TK_OK || /* (B,T,Hm) -> (B,Hm,T) */
+            tk_sigmoid_forward(o, o, n) != TK_OK)
+            return LYR_EFAIL;
+    }
+    return LYR_OK;
+}
+
+/* the backward of lyr__gd_gates_ops: dxn (or NULL), dW, db += from dgates, dbeta (B,Hm,T).
+   t1, t2: N*Hm floats each. */
+static int lyr__gd_gates_ops_bwd(const lyr_gdelta_dims *d, const float *const *P,
+                                 float *const *G, float *dxn, const float *dgates,
+                                 const float *dbeta, const float *gates, const float *beta,
+                                 const float *xn, float *t1, float *t2, int B, int T)
+{
+    size_t n = (size_t)B * T * d->Hm;
+    int which;
+    for (which = 0; which < 2; which++) {
+        int iw = which ? LYR_GD_W_BETA : LYR_GD_W_GAMMA, ib = which ? LYR_GD_B_BETA : LYR_GD_B_GAMMA;
+        if (tk_fill_zero(t1, n * sizeof(float)) != TK_OK ||
+            tk_sigmoid_backward(t1, which ? beta : gates, which ? dbeta : dgates, n) != TK_OK ||
+            tk_merge_heads_forward(t2, t1, B, T, d->Hm, 1) != TK_OK || /* (B,Hm,T) -> (B,T,Hm) */
+            tk_matmul_backward(dxn, G[iw], G[ib], t2, xn, P[iw], B * T, d->C, d->Hm) != TK_OK)
+            return LYR_EFAIL;
+    }
+    return LYR_OK;
+}
+
+/* the sum of n floats at x (host or device memory: read in order, in host blocks on the
+   device), of exp(x) when is_log */
+static int lyr__gd_sum(const float *x, size_t n, int dev, int is_log, double *sum)
+{
+    float buf[256];
+    double acc = 0;
+    size_t i = 0, j, m;
+    while (i < n) {
+        const float *p = x + i;
+        m = n - i < 256 ? n - i : 256;
+        if (dev) {
+            if (tk_copy(buf, p, m * sizeof(float)) != TK_OK) return LYR_EFAIL;
+            p = buf;
+        }
+        for (j = 0; j < m; j++) acc += is_log ? exp((double)p[j]) : (double)p[j];
+        i += m;
+    }
+    *sum = acc;
+    return LYR_OK;
+}
+
+/* Devices: with every buffer device memory the layer runs on the CUDA device through
+   tensor.h's routed ops and gdelta.h's routed gd_forward / gd_backward (their CUDA bodies;
+   the saved state stays in the caller's saved buffer). The CPU path keeps its fused host
+   loops for the gates (gd_gates_*) and the readout (double accumulation); the device path
+   computes the same functions with tk_matmul / tk_sigmoid / tk_rmsnorm / tk_rowscale (float
+   accumulation), equal to float rounding. cfg.gate_is_log is CPU-only (LYR_EINVAL). */
 int lyr_gdelta_forward(const lyr_gdelta_dims *d, const float *const *P, const float *xn,
                        float *out, float *saved, float *work, int B, int T, int train,
                        uint64_t seed, lyr_gdelta_stats *stats)
 {
     lyr__gd_saved s;
+    lyr__gd_work w;
     gd_saved gs;
     size_t N, HD, C;
-    float *qkv, *ws;
-    int rc;
+    float *qkv;
+    int rc, dev = 0;
     (void)train;
     (void)seed;
     if (lyr_gdelta_validate(d) != LYR_OK) return LYR_EINVAL;
     if (!lyr__ptrs_ok((const void *const *)P, LYR_GD_NPARAMS) || !xn || !out || !saved || !work ||
         !lyr__gd_bt_ok(d, B, T))
         return LYR_EINVAL;
+    {
+        const void *bufs[4 + LYR_GD_NPARAMS];
+        int k;
+        bufs[0] = xn;
+        bufs[1] = out;
+        bufs[2] = saved;
+        bufs[3] = work;
+        for (k = 0; k < LYR_GD_NPARAMS; k++) bufs[4 + k] = P[k];
+        if (!lyr__one_side(bufs, 4 + LYR_GD_NPARAMS, &dev)) return LYR_EINVAL;
+    }
+    if (dev && d->cfg.gate_is_log) return LYR_EINVAL;
     N = (size_t)B * T;
     HD = (size_t)d->Hm * d->Dk;
     C = (size_t)d->C;
     lyr__gd_carve(d, saved, B, T, &s);
-    qkv = work;
-    ws = work + lyr__al(3 * N * HD) + 4 * lyr__al(N * HD) + 2 * lyr__al(N * (size_t)d->Hm);
-    memcpy(s.xn, xn, N * C * sizeof(float));
-    if (tk_matmul_forward(qkv, xn, P[LYR_GD_QKV], NULL, (int)N, (int)C, (int)(3 * HD)) != TK_OK ||
+    lyr__gd_work_carve(work, N, HD, (size_t)d->Hm, &w);
+    qkv = w.dqkv;
+    if (tk_copy(s.xn, xn, N * C * sizeof(float)) != TK_OK ||
+        tk_matmul_forward(qkv, xn, P[LYR_GD_QKV], NULL, (int)N, (int)C, (int)(3 * HD)) != TK_OK ||
         tk_split_heads_forward(s.q, s.k, s.v, qkv, B, T, d->Hm, d->Dk) != TK_OK)
         return LYR_EFAIL;
-    rc = gd_gates_forward(&d->cfg, s.gates, s.beta, xn, P[LYR_GD_W_GAMMA], P[LYR_GD_B_GAMMA],
-                          P[LYR_GD_W_BETA], P[LYR_GD_B_BETA], B, T, (int)C, d->Hm);
-    if (rc != GD_OK) return rc == GD_ENOMEM ? LYR_ENOMEM : LYR_EFAIL;
+    if (dev) {
+        if ((rc = lyr__gd_gates_ops(d, P, xn, s.gates, s.beta, w.dg, B, T)) != LYR_OK) return rc;
+    } else {
+        rc = gd_gates_forward(&d->cfg, s.gates, s.beta, xn, P[LYR_GD_W_GAMMA], P[LYR_GD_B_GAMMA],
+                              P[LYR_GD_W_BETA], P[LYR_GD_B_BETA], B, T, (int)C, d->Hm);
+        if (rc != GD_OK) return rc == GD_ENOMEM ? LYR_ENOMEM : LYR_EFAIL;
+    }
     gs = gd_saved_init();
     gs.mem = s.mem;
     gs.cap = s.mem_bytes;
+    if (dev) gs.algo = GD_ALGO_CHUNKED | LYR__GD_SAVED_CUDA; /* device memory: fill it */
     rc = gd_forward(&d->cfg, s.r, NULL, s.q, s.k, s.v, s.gates, s.beta, NULL, B, d->Hm, T, d->Dk,
-                    d->Dk, &gs, ws);
+                    d->Dk, &gs, w.ws);
     if (gs.mem != (void *)s.mem) { /* gdelta grew its buffer: our size is out of date */
         gd_saved_free(&gs);
         return LYR_EFAIL;
     }
     if (rc != GD_OK) return rc == GD_ENOMEM ? LYR_ENOMEM : LYR_EFAIL;
-    memcpy(s.hdr, &gs, sizeof gs);
+    if (tk_copy(s.hdr, &gs, sizeof gs) != TK_OK) return LYR_EFAIL;
     /* readout (eq. 25, the function of gd_readout_forward) with GEMMs:
        g = sigmoid(xn W_g^T + b_g), z = RMSNorm(r) * norm_w * g (in qkv's room), out = z W_proj^T */
     if (tk_matmul_forward(s.g, xn, P[LYR_GD_G_W], P[LYR_GD_G_B], (int)N, (int)C, (int)HD) != TK_OK)
         return LYR_EFAIL;
-    lyr__gd_readout_z(d, s.r, s.g, s.rs, P[LYR_GD_NORM], qkv, B, T, 1);
+    if (dev) { /* merged r in dq's room, RMSNorm(r) * norm_w in dk's */
+        if (tk_sigmoid_forward(s.g, s.g, N * HD) != TK_OK ||
+            tk_merge_heads_forward(w.dq, s.r, B, T, d->Hm, d->Dk) != TK_OK ||
+            tk_rmsnorm_forward(w.dk, s.rs, w.dq, P[LYR_GD_NORM], (int)N * d->Hm, d->Dk,
+                               d->cfg.rms_eps) != TK_OK ||
+            tk_rowscale(qkv, w.dk, s.g, (int)(N * HD), 1) != TK_OK) /* z = y * g */
+            return LYR_EFAIL;
+    } else {
+        lyr__gd_readout_z(d, s.r, s.g, s.rs, P[LYR_GD_NORM], qkv, B, T, 1);
+    }
     if (tk_matmul_forward(out, qkv, P[LYR_GD_PROJ], NULL, (int)N, (int)HD, (int)C) != TK_OK)
         return LYR_EFAIL;
     if (stats) {
         double sg = 0, sb = 0;
-        size_t i, n = N * (size_t)d->Hm;
-        for (i = 0; i < n; i++) {
-            sg += d->cfg.gate_is_log ? exp((double)s.gates[i]) : (double)s.gates[i];
-            sb += s.beta[i];
-        }
+        size_t n = N * (size_t)d->Hm;
+        if (lyr__gd_sum(s.gates, n, dev, d->cfg.gate_is_log, &sg) != LYR_OK ||
+            lyr__gd_sum(s.beta, n, dev, 0, &sb) != LYR_OK)
+            return LYR_EFAIL;
         stats->gamma_mean = (float)(sg / (double)n);
         stats->beta_mean = (float)(sb / (double)n);
     }
@@ -1295,100 +1420,143 @@ int lyr_gdelta_backward(const lyr_gdelta_dims *d, const float *const *P, float *
                         int B, int T)
 {
     lyr__gd_saved s;
+    lyr__gd_work w;
     gd_saved gs;
     size_t N, HD, C, Hm;
-    float *dqkv, *dq, *dk, *dv, *dr, *dg, *db, *ws, *wp;
-    int rc;
+    int rc, dev = 0;
     if (lyr_gdelta_validate(d) != LYR_OK) return LYR_EINVAL;
     if (!lyr__ptrs_ok((const void *const *)P, LYR_GD_NPARAMS) ||
         !lyr__ptrs_ok((const void *const *)G, LYR_GD_NPARAMS) || !dout || !saved || !work ||
         !lyr__gd_bt_ok(d, B, T))
         return LYR_EINVAL;
+    {
+        const void *bufs[4 + 2 * LYR_GD_NPARAMS];
+        int k;
+        bufs[0] = dout;
+        bufs[1] = dxn; /* NULL: skipped */
+        bufs[2] = saved;
+        bufs[3] = work;
+        for (k = 0; k < LYR_GD_NPARAMS; k++) {
+            bufs[4 + k] = P[k];
+            bufs[4 + LYR_GD_NPARAMS + k] = G[k];
+        }
+        if (!lyr__one_side(bufs, 4 + 2 * LYR_GD_NPARAMS, &dev)) return LYR_EINVAL;
+    }
+    if (dev && d->cfg.gate_is_log) return LYR_EINVAL;
     N = (size_t)B * T;
     Hm = (size_t)d->Hm;
     HD = Hm * d->Dk;
     C = (size_t)d->C;
     lyr__gd_carve(d, (float *)saved, B, T, &s); /* read-only use below */
-    memcpy(&gs, s.hdr, sizeof gs);
-    /* the saved state must be this buffer's, from a forward of these sizes */
-    if (gs.mem != (void *)s.mem || gs.B != B || gs.T != T || gs.H != d->Hm || gs.Dk != d->Dk)
+    if (tk_copy(&gs, s.hdr, sizeof gs) != TK_OK) return LYR_EFAIL;
+    /* the saved state must be this buffer's, from a forward of these sizes (and side) */
+    if (gs.mem != (void *)s.mem || gs.B != B || gs.T != T || gs.H != d->Hm || gs.Dk != d->Dk ||
+        ((gs.algo & LYR__GD_SAVED_CUDA) != 0) != (dev != 0))
         return LYR_EINVAL;
-    wp = work;
-    dqkv = lyr__take(&wp, 3 * N * HD);
-    dq = lyr__take(&wp, N * HD);
-    dk = lyr__take(&wp, N * HD);
-    dv = lyr__take(&wp, N * HD);
-    dr = lyr__take(&wp, N * HD);
-    dg = lyr__take(&wp, N * Hm);
-    db = lyr__take(&wp, N * Hm);
-    ws = wp;
-    /* readout backward with GEMMs; z, dz, dgate in dqkv's room (free until the end) */
+    lyr__gd_work_carve(work, N, HD, Hm, &w);
+    /* readout backward with GEMMs. CPU: z, dz, dgate in dqkv's room (free until the end);
+       device: z in dqkv's room, dz in dq's, merged r in dv's, y = RMSNorm(r) * norm_w in
+       dk's */
     {
-        float *z = dqkv, *dz = dqkv + N * HD, *dgp = dqkv + 2 * N * HD;
+        float *z = w.dqkv, *dz = dev ? w.dq : w.dqkv + N * HD;
         const float *nw = P[LYR_GD_NORM];
-        float *dnw = G[LYR_GD_NORM];
-        int Dk = d->Dk, Hmi = d->Hm, j;
-        lyr__gd_readout_z(d, s.r, s.g, s.rs, nw, z, B, T, 0);
-        if (tk_matmul_backward(NULL, G[LYR_GD_PROJ], NULL, dout, z, NULL, (int)N, (int)HD,
-                               (int)C) != TK_OK ||
-            tk_sgemm(0, 0, (int)N, (int)HD, (int)C, 1.0f, dout, (int)C, P[LYR_GD_PROJ], (int)HD,
-                     0.0f, dz, (int)HD) != TK_OK)
+        if (dev) {
+            if (tk_merge_heads_forward(w.dv, s.r, B, T, d->Hm, d->Dk) != TK_OK ||
+                tk_rmsnorm_forward(w.dk, NULL, w.dv, nw, (int)N * d->Hm, d->Dk,
+                                   d->cfg.rms_eps) != TK_OK ||
+                tk_rowscale(z, w.dk, s.g, (int)(N * HD), 1) != TK_OK)
+                return LYR_EFAIL;
+        } else {
+            lyr__gd_readout_z(d, s.r, s.g, s.rs, nw, z, B, T, 0);
+        }
+        if (tk_matmul_backward(NULL, G[LYR_GD_PROJ], NULL, dout, z, NULL, (int)N,
+                               (int)HD, (int)C) != TK_OK ||
+            lyr__sgemm(dev, 0, 0, (int)N, (int)HD, (int)C, dout, (int)C, P[LYR_GD_PROJ], (int)HD,
+                       dz, (int)HD) != TK_OK)
             return LYR_EFAIL;
-        /* dnorm_w (Dk) += sum over tokens and heads of dz g yhat (fixed order) */
-        for (j = 0; j < Dk; j++) {
-            double acc = 0;
-            size_t n2;
-            int h;
-            for (n2 = 0; n2 < N; n2++) {
-                size_t b = n2 / (size_t)T, t = n2 % (size_t)T;
+        if (dev) {
+            /* dgate = dz y g (1 - g) (in dk's room, after t = dz y in z's); then
+               dy = dz g (in z's room) through the RMSNorm into dr */
+            if (tk_rowscale(z, dz, w.dk, (int)(N * HD), 1) != TK_OK ||
+                tk_fill_zero(w.dk, N * HD * sizeof(float)) != TK_OK ||
+                tk_sigmoid_backward(w.dk, s.g, z, N * HD) != TK_OK ||
+                tk_matmul_backward(dxn, G[LYR_GD_G_W], G[LYR_GD_G_B], w.dk, s.xn, P[LYR_GD_G_W],
+                                   (int)N, (int)C, (int)HD) != TK_OK ||
+                tk_rowscale(z, dz, s.g, (int)(N * HD), 1) != TK_OK ||
+                tk_fill_zero(w.dk, N * HD * sizeof(float)) != TK_OK ||
+                tk_rmsnorm_backward(w.dk, G[LYR_GD_NORM], z, w.dv, nw, s.rs, (int)N * d->Hm,
+                                    d->Dk) != TK_OK ||
+                tk_fill_zero(w.dr, N * HD * sizeof(float)) != TK_OK ||
+                tk_merge_heads_backward(w.dr, w.dk, B, T, d->Hm, d->Dk) != TK_OK)
+                return LYR_EFAIL;
+        } else {
+            float *dgp = w.dqkv + 2 * N * HD, *dr = w.dr;
+            float *dnw = G[LYR_GD_NORM];
+            int Dk = d->Dk, Hmi = d->Hm, j;
+            /* dnorm_w (Dk) += sum over tokens and heads of dz g yhat (fixed order) */
+            for (j = 0; j < Dk; j++) {
+                double acc = 0;
+                size_t n2;
+                int h;
+                for (n2 = 0; n2 < N; n2++) {
+                    size_t b = n2 / (size_t)T, t = n2 % (size_t)T;
+                    for (h = 0; h < Hmi; h++) {
+                        size_t o = (n2 * Hmi + h) * Dk + j;
+                        float yh = s.r[((b * Hmi + h) * (size_t)T + t) * Dk + j] * s.rs[n2 * Hmi + h];
+                        acc += (double)dz[o] * s.g[o] * yh;
+                    }
+                }
+                dnw[j] += (float)acc;
+            }
+            LYR__OMP(omp parallel for schedule(static) if(N * HD > LYR__PAR_MIN))
+            for (j = 0; j < (int)N; j++) {
+                size_t b = (size_t)j / (size_t)T, t = (size_t)j % (size_t)T;
+                int h, i;
                 for (h = 0; h < Hmi; h++) {
-                    size_t o = (n2 * Hmi + h) * Dk + j;
-                    float yh = s.r[((b * Hmi + h) * (size_t)T + t) * Dk + j] * s.rs[n2 * Hmi + h];
-                    acc += (double)dz[o] * s.g[o] * yh;
+                    size_t o = ((size_t)j * Hmi + h) * Dk, ro = ((b * Hmi + h) * (size_t)T + t) * Dk;
+                    const float *rr = s.r + ro, *gg = s.g + o, *dzz = dz + o;
+                    float *dgg = dgp + o, *drr = dr + ro, rsv = s.rs[(size_t)j * Hmi + h];
+                    double m = 0;
+                    for (i = 0; i < Dk; i++) {
+                        double yh = (double)rr[i] * rsv, dyh = (double)dzz[i] * gg[i] * nw[i];
+                        dgg[i] = (float)((double)dzz[i] * yh * nw[i] * gg[i] * (1.0 - gg[i]));
+                        m += dyh * yh;
+                    }
+                    m /= Dk;
+                    for (i = 0; i < Dk; i++) { /* RMSNorm backward: rs (dyh - yh mean(dyh yh)) */
+                        double yh = (double)rr[i] * rsv, dyh = (double)dzz[i] * gg[i] * nw[i];
+                        drr[i] = (float)(rsv * (dyh - yh * m));
+                    }
                 }
             }
-            dnw[j] += (float)acc;
+            if (tk_matmul_backward(dxn, G[LYR_GD_G_W], G[LYR_GD_G_B], dgp, s.xn, P[LYR_GD_G_W],
+                                   (int)N, (int)C, (int)HD) != TK_OK)
+                return LYR_EFAIL;
         }
-        LYR__OMP(omp parallel for schedule(static) if(N * HD > LYR__PAR_MIN))
-        for (j = 0; j < (int)N; j++) {
-            size_t b = (size_t)j / (size_t)T, t = (size_t)j % (size_t)T;
-            int h, i;
-            for (h = 0; h < Hmi; h++) {
-                size_t o = ((size_t)j * Hmi + h) * Dk, ro = ((b * Hmi + h) * (size_t)T + t) * Dk;
-                const float *rr = s.r + ro, *gg = s.g + o, *dzz = dz + o;
-                float *dgg = dgp + o, *drr = dr + ro, rsv = s.rs[(size_t)j * Hmi + h];
-                double m = 0;
-                for (i = 0; i < Dk; i++) {
-                    double yh = (double)rr[i] * rsv, dyh = (double)dzz[i] * gg[i] * nw[i];
-                    dgg[i] = (float)((double)dzz[i] * yh * nw[i] * gg[i] * (1.0 - gg[i]));
-                    m += dyh * yh;
-                }
-                m /= Dk;
-                for (i = 0; i < Dk; i++) { /* RMSNorm backward: rs (dyh - yh mean(dyh yh)) */
-                    double yh = (double)rr[i] * rsv, dyh = (double)dzz[i] * gg[i] * nw[i];
-                    drr[i] = (float)(rsv * (dyh - yh * m));
-                }
-            }
-        }
-        if (tk_matmul_backward(dxn, G[LYR_GD_G_W], G[LYR_GD_G_B], dgp, s.xn, P[LYR_GD_G_W],
-                               (int)N, (int)C, (int)HD) != TK_OK)
-            return LYR_EFAIL;
     }
-    memset(dq, 0, N * HD * sizeof(float));
-    memset(dk, 0, N * HD * sizeof(float));
-    memset(dv, 0, N * HD * sizeof(float));
-    memset(dg, 0, N * Hm * sizeof(float));
-    memset(db, 0, N * Hm * sizeof(float));
-    rc = gd_backward(&d->cfg, &gs, dq, dk, dv, dg, db, NULL, dr, NULL, s.q, s.k, s.v, s.gates,
-                     s.beta, NULL, B, d->Hm, T, d->Dk, d->Dk, ws);
+    if (tk_fill_zero(w.dq, N * HD * sizeof(float)) != TK_OK ||
+        tk_fill_zero(w.dk, N * HD * sizeof(float)) != TK_OK ||
+        tk_fill_zero(w.dv, N * HD * sizeof(float)) != TK_OK ||
+        tk_fill_zero(w.dg, N * Hm * sizeof(float)) != TK_OK ||
+        tk_fill_zero(w.db, N * Hm * sizeof(float)) != TK_OK)
+        return LYR_EFAIL;
+    rc = gd_backward(&d->cfg, &gs, w.dq, w.dk, w.dv, w.dg, w.db, NULL, w.dr, NULL, s.q, s.k, s.v,
+                     s.gates, s.beta, NULL, B, d->Hm, T, d->Dk, d->Dk, w.ws);
     if (rc != GD_OK) return rc == GD_ENOMEM ? LYR_ENOMEM : LYR_EFAIL;
-    rc = gd_gates_backward(&d->cfg, dxn, G[LYR_GD_W_GAMMA], G[LYR_GD_B_GAMMA], G[LYR_GD_W_BETA],
-                           G[LYR_GD_B_BETA], dg, db, s.xn, P[LYR_GD_W_GAMMA], P[LYR_GD_B_GAMMA],
-                           P[LYR_GD_W_BETA], P[LYR_GD_B_BETA], B, T, (int)C, d->Hm);
-    if (rc != GD_OK) return rc == GD_ENOMEM ? LYR_ENOMEM : LYR_EFAIL;
-    memset(dqkv, 0, 3 * N * HD * sizeof(float));
-    if (tk_split_heads_backward(dqkv, dq, dk, dv, B, T, d->Hm, d->Dk) != TK_OK ||
-        tk_matmul_backward(dxn, G[LYR_GD_QKV], NULL, dqkv, s.xn, P[LYR_GD_QKV], (int)N, (int)C,
+    if (dev) { /* scratch: dqkv's room and dr's (free now) */
+        if ((rc = lyr__gd_gates_ops_bwd(d, P, G, dxn, w.dg, w.db, s.gates, s.beta, s.xn, w.dqkv,
+                                        w.dr, B, T)) != LYR_OK)
+            return rc;
+    } else {
+        rc = gd_gates_backward(&d->cfg, dxn, G[LYR_GD_W_GAMMA], G[LYR_GD_B_GAMMA],
+                               G[LYR_GD_W_BETA], G[LYR_GD_B_BETA], w.dg, w.db, s.xn,
+                               P[LYR_GD_W_GAMMA], P[LYR_GD_B_GAMMA], P[LYR_GD_W_BETA],
+                               P[LYR_GD_B_BETA], B, T, (int)C, d->Hm);
+        if (rc != GD_OK) return rc == GD_ENOMEM ? LYR_ENOMEM : LYR_EFAIL;
+    }
+    if (tk_fill_zero(w.dqkv, 3 * N * HD * sizeof(float)) != TK_OK ||
+        tk_split_heads_backward(w.dqkv, w.dq, w.dk, w.dv, B, T, d->Hm, d->Dk) != TK_OK ||
+        tk_matmul_backward(dxn, G[LYR_GD_QKV], NULL, w.dqkv, s.xn, P[LYR_GD_QKV], (int)N, (int)C,
                            (int)(3 * HD)) != TK_OK)
         return LYR_EFAIL;
     return LYR_OK;

@@ -2,8 +2,8 @@
    the fuzzy mixture-of-experts FFN (seed 000 Listing 5, §3, §6.2), the polar attention
    mixer (seed 002 §3.2, built on polar.h) and the gated-delta memory channel (seed 002
    §3.3, built on gdelta.h). Each is a self-contained layer with forward and backward;
-   model.c plugs them into its pre-norm blocks. fp32, on tensor.h: CPU (the MoE also on
-   a CUDA device). License: MIT.
+   model.c plugs them into its pre-norm blocks. fp32, on tensor.h: CPU (the MoE and the
+   gated-delta memory also on a CUDA device). License: MIT.
 
    PROTOCOL (every layer kind X in {moe, polar, gdelta})
      lyr_X_params(d, out, cap)       the parameter tensors, in order: suffix (the model
@@ -95,6 +95,14 @@
       b_beta (Hm), norm.weight (Dk), g.weight (Hm Dk, C), g.bias (Hm Dk),
       proj.weight (C, Hm Dk). Init: matrices normal(0, std), b_gamma = cfg.b_gamma_init
       (3.9), b_beta = cfg.b_beta_init (0), norm.weight 1, g.bias 0, proj.weight 0.
+      Devices: with device buffers the whole layer runs on the CUDA device: the GEMMs, the
+      gates, the readout and their backward with tensor.h's routed ops, the recurrence in
+      gdelta.h's CUDA body (gd_forward / gd_backward route there; always the chunked form,
+      its saved state kept in the caller's saved buffer). The CPU path keeps its fused host
+      loops (gd_gates_forward / gd_gates_backward, the readout with double accumulation),
+      so the two agree to float rounding, not bit for bit. cfg.gate_is_log is CPU-only
+      (LYR_EINVAL on the device path). saved_floats and work_floats cover both paths (the
+      work count includes gd_workspace_size_cuda in CUDA builds).
 
    ERRORS: LYR_OK 0; LYR_EINVAL (NULL pointer, bad dimension, NaN/Inf hyper-parameter);
    LYR_ENOMEM; LYR_EFAIL (a tensor.h / polar.h / gdelta.h call failed, e.g. a NaN/Inf
@@ -232,11 +240,14 @@ int lyr_gdelta_init(const lyr_gdelta_dims *d, float *const *P, tk_rng *rng, floa
 size_t lyr_gdelta_saved_floats(const lyr_gdelta_dims *d, int B, int T);
 size_t lyr_gdelta_work_floats(const lyr_gdelta_dims *d, int B, int T);
 /* xn: (B,T,C); out: (B,T,C) written (the model adds it to the attention output);
-   train, seed: unused (no noise), kept for the protocol; stats: NULL or filled. */
+   train, seed: unused (no noise), kept for the protocol; stats: NULL or filled (host).
+   DEVICE: xn, out, saved, work and every P[i] all device memory run the layer on the CUDA
+   device; all host memory runs it on the CPU; a mix is LYR_EINVAL with nothing written. */
 int lyr_gdelta_forward(const lyr_gdelta_dims *d, const float *const *P, const float *xn,
                        float *out, float *saved, float *work, int B, int T, int train,
                        uint64_t seed, lyr_gdelta_stats *stats);
-/* dout: (B,T,C); dxn: (B,T,C) += or NULL; G[i] +=. */
+/* dout: (B,T,C); dxn: (B,T,C) += or NULL; G[i] +=. dout, dxn, saved, work, P[i], G[i]
+   all on the side of the forward that filled saved (else LYR_EINVAL, nothing written). */
 int lyr_gdelta_backward(const lyr_gdelta_dims *d, const float *const *P, float *const *G,
                         const float *dout, float *dxn, const float *saved, float *work,
                         int B, int T);

@@ -694,7 +694,6 @@ int mdl_device_supports(const mdl_config *cfg, char *err, size_t errlen)
     const char *what = NULL;
     if (!cfg) return ex_errf(err, errlen, MDL_EINVAL, "mdl_device_supports: cfg is NULL");
     if (cfg->attn != MDL_ATTN_SOFTMAX) what = "polar attention";
-    else if (cfg->memory != MDL_MEM_NONE) what = "the gated-delta memory";
     else if (cfg->conv_k) what = "the causal convolution (conv_k)";
     else if (cfg->n_heads > 256) what = "more than 256 heads";
     if (what)
@@ -1584,12 +1583,11 @@ static int mdl__block_fwd(mdl_model *m, int l, const float *x, float *xo, const 
     }
     if (m->ngd) {
         const float *Pp[LYR_MAX_PARAMS];
-        size_t e;
         int k;
         for (k = 0; k < m->ngd; k++) Pp[k] = P + b->gdl[k];
         MDL__TRY(lyr_gdelta_forward(&m->gdd, Pp, a->n1, m->gm, a->sv_gd, m->lwork, B, T, o->train, o->seed,
                                     NULL), "lyr_gdelta_forward");
-        for (e = 0; e < NC; e++) a->ap[e] += m->gm[e];
+        MDL__TRY(tk_residual_forward(a->ap, a->ap, m->gm, NC), "memory channel");
     }
     if (c->value_gate) {
         /* g[b,t] = mean_h sigmoid(mean_{s<=t} (W mu_s)_h); ao = g * ap */
