@@ -216,6 +216,16 @@ TKDEF int tk_sigmoid_forward(float *out, const float *x, size_t n);
 TKDEF int tk_sigmoid_backward(float *dx, const float *y, const float *dy, size_t n);
 /* Scale by a host scalar: out (n) = alpha * x; out may alias x; alpha finite. */
 TKDEF int tk_scale(float *out, const float *x, float alpha, size_t n);
+/* Causal depthwise convolution over time, per channel: inp, out (B,T,C), w (K,C),
+     out[b,t,c] (+)= sum_{j=0..min(K-1,t)} w[j,c] inp[b,t-j,c]   (j in order; accumulate 0 or
+   1: 0 writes, 1 adds to out as it is). out must not alias inp. Backward (ACCUMULATES):
+     dinp[b,t,c] += sum_{j: t+j<T} w[j,c] dout[b,t+j,c]   (j in order),
+     dw[j,c]     += sum over b, t >= j of dout[b,t,c] inp[b,t-j,c]   (in double, b then t);
+   dinp (with w) or dw (with inp) may be NULL, not both; dinp must not alias dout. */
+TKDEF int tk_causal_dwconv_forward(float *out, const float *inp, const float *w, int B, int T,
+                                   int C, int K, int accumulate);
+TKDEF int tk_causal_dwconv_backward(float *dinp, float *dw, const float *dout, const float *inp,
+                                    const float *w, int B, int T, int C, int K);
 /* Per-row scale: out (N,C) = s[i] * x[i,:];  x (N,C), s (N). out may alias x. */
 TKDEF int tk_rowscale(float *out, const float *x, const float *s, int N, int C);
 /* Per-row dot product, ACCUMULATING: out (N) += sum_j a[i,j] * b[i,j];  a, b (N,C). Each
@@ -563,6 +573,13 @@ TKDEF int tk_residual_backward_cuda(float *da, float *db, const float *dout, siz
    tk_rows_combine_backward_cuda needs distinct idx entries (repeats race). */
 TKDEF int tk_sigmoid_forward_cuda(float *out, const float *x, size_t n, tk_stream stream);
 TKDEF int tk_scale_cuda(float *out, const float *x, float alpha, size_t n, tk_stream stream);
+/* the causal depthwise convolution: one thread per output element (forward, dinp), one per
+   (j,c) for dw (double, the CPU's order): bit-identical to the CPU up to fma contraction */
+TKDEF int tk_causal_dwconv_forward_cuda(float *out, const float *inp, const float *w, int B,
+                                        int T, int C, int K, int accumulate, tk_stream stream);
+TKDEF int tk_causal_dwconv_backward_cuda(float *dinp, float *dw, const float *dout,
+                                         const float *inp, const float *w, int B, int T, int C,
+                                         int K, tk_stream stream);
 TKDEF int tk_sigmoid_backward_cuda(float *dx, const float *y, const float *dy, size_t n,
                                    tk_stream stream);
 TKDEF int tk_rowscale_cuda(float *out, const float *x, const float *s, int N, int C,
@@ -2623,6 +2640,83 @@ TKDEF int tk_scale(float *out, const float *x, float alpha, size_t n)
     return TK_OK;
 }
 
+static int tk__dwconv_check(const char *fn, int B, int T, int C, int K)
+{
+    TK__POSDIM(fn, B);
+    TK__POSDIM(fn, T);
+    TK__POSDIM(fn, C);
+    TK__POSDIM(fn, K);
+    if ((double)B * T * C > 2147483647.0 || (double)K * C > 2147483647.0)
+        return tk__fail(TK_EINVAL, "%s: B*T*C and K*C must fit an int", fn);
+    return TK_OK;
+}
+
+TKDEF int tk_causal_dwconv_forward(float *out, const float *inp, const float *w, int B, int T,
+                                   int C, int K, int accumulate)
+{
+    static const char *fn = "tk_causal_dwconv_forward";
+    int r, rc;
+    TK__ROUTE(fn, out, TK__DEV(inp) && TK__DEV(w),
+              tk_causal_dwconv_forward_cuda(out, inp, w, B, T, C, K, accumulate, NULL));
+    TK__NONNULL(fn, out);
+    TK__NONNULL(fn, inp);
+    TK__NONNULL(fn, w);
+    if ((rc = tk__dwconv_check(fn, B, T, C, K)) != TK_OK) return rc;
+    if (accumulate != 0 && accumulate != 1) return tk__fail(TK_EINVAL, "%s: accumulate must be 0 or 1", fn);
+    if (out == inp) return tk__fail(TK_EINVAL, "%s: out must not alias inp", fn);
+    TK__OPS_OMP(omp parallel for schedule(static) if((size_t)B * T * C * K > TK__PAR_MIN))
+    for (r = 0; r < B * T; r++) {
+        int t = r % T, j, ch;
+        float *o = out + (size_t)r * C;
+        if (!accumulate)
+            for (ch = 0; ch < C; ch++) o[ch] = 0.0f;
+        for (j = 0; j < K && j <= t; j++) {
+            const float *xs = inp + (size_t)(r - j) * C, *wj = w + (size_t)j * C;
+            for (ch = 0; ch < C; ch++) o[ch] += wj[ch] * xs[ch];
+        }
+    }
+    return TK_OK;
+}
+
+TKDEF int tk_causal_dwconv_backward(float *dinp, float *dw, const float *dout, const float *inp,
+                                    const float *w, int B, int T, int C, int K)
+{
+    static const char *fn = "tk_causal_dwconv_backward";
+    int r, jc, rc;
+    TK__ROUTE(fn, dout, TK__DEV0(dinp) && TK__DEV0(dw) && TK__DEV0(inp) && TK__DEV0(w),
+              tk_causal_dwconv_backward_cuda(dinp, dw, dout, inp, w, B, T, C, K, NULL));
+    TK__NONNULL(fn, dout);
+    if ((rc = tk__dwconv_check(fn, B, T, C, K)) != TK_OK) return rc;
+    if ((!dinp && !dw) || (dinp && !w) || (dw && !inp))
+        return tk__fail(TK_EINVAL, "%s: need dinp (with w) and/or dw (with inp)", fn);
+    if (dinp == dout) return tk__fail(TK_EINVAL, "%s: dinp must not alias dout", fn);
+    if (dinp) {
+        TK__OPS_OMP(omp parallel for schedule(static) if((size_t)B * T * C * K > TK__PAR_MIN))
+        for (r = 0; r < B * T; r++) {
+            int t = r % T, j, ch;
+            float *d = dinp + (size_t)r * C;
+            for (j = 0; j < K && t + j < T; j++) {
+                const float *gs = dout + (size_t)(r + j) * C, *wj = w + (size_t)j * C;
+                for (ch = 0; ch < C; ch++) d[ch] += wj[ch] * gs[ch];
+            }
+        }
+    }
+    if (dw) {
+        TK__OPS_OMP(omp parallel for schedule(static) if((size_t)B * T * C * K > TK__PAR_MIN))
+        for (jc = 0; jc < K * C; jc++) {
+            int j = jc / C, ch = jc % C, bb, t;
+            double acc = 0.0;
+            for (bb = 0; bb < B; bb++)
+                for (t = j; t < T; t++) {
+                    size_t rr = (size_t)bb * T + t;
+                    acc += (double)dout[rr * C + ch] * inp[(rr - j) * C + ch];
+                }
+            dw[jc] += (float)acc;
+        }
+    }
+    return TK_OK;
+}
+
 TKDEF int tk_sigmoid_backward(float *dx, const float *y, const float *dy, size_t n)
 {
     static const char *fn = "tk_sigmoid_backward";
@@ -4161,6 +4255,19 @@ TKDEF int tk_scale_cuda(float *out, const float *x, float alpha, size_t n, tk_st
 {
     (void)out; (void)x; (void)alpha; (void)n; (void)stream;
     TK__NOCUDA("tk_scale_cuda");
+}
+TKDEF int tk_causal_dwconv_forward_cuda(float *out, const float *inp, const float *w, int B,
+                                        int T, int C, int K, int accumulate, tk_stream stream)
+{
+    (void)out; (void)inp; (void)w; (void)B; (void)T; (void)C; (void)K; (void)accumulate; (void)stream;
+    TK__NOCUDA("tk_causal_dwconv_forward_cuda");
+}
+TKDEF int tk_causal_dwconv_backward_cuda(float *dinp, float *dw, const float *dout,
+                                         const float *inp, const float *w, int B, int T, int C,
+                                         int K, tk_stream stream)
+{
+    (void)dinp; (void)dw; (void)dout; (void)inp; (void)w; (void)B; (void)T; (void)C; (void)K; (void)stream;
+    TK__NOCUDA("tk_causal_dwconv_backward_cuda");
 }
 TKDEF int tk_sigmoid_backward_cuda(float *dx, const float *y, const float *dy, size_t n,
                                    tk_stream stream)

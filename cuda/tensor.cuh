@@ -1090,6 +1090,53 @@ static __global__ void tk__k_scale(float *out, const float *x, float alpha, size
     for (i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) out[i] = alpha * x[i];
 }
 
+/* causal depthwise convolution: the CPU's sums in the CPU's order (products rounded on
+   their own, never fused into the running sum) */
+static __global__ void tk__k_dwconv_fwd(float *out, const float *inp, const float *w, int B, int T, int C,
+                                        int K, int accumulate)
+{
+    size_t e = (size_t)blockIdx.x * blockDim.x + threadIdx.x, r;
+    int t, ch, j;
+    float o;
+    if (e >= (size_t)B * T * C) return;
+    r = e / (size_t)C;
+    ch = (int)(e % (size_t)C);
+    t = (int)(r % (size_t)T);
+    o = accumulate ? out[e] : 0.0f;
+    for (j = 0; j < K && j <= t; j++) o += TK__FMUL_RN(w[(size_t)j * C + ch], inp[(r - j) * C + ch]);
+    out[e] = o;
+}
+
+static __global__ void tk__k_dwconv_dinp(float *dinp, const float *dout, const float *w, int B, int T, int C,
+                                         int K)
+{
+    size_t e = (size_t)blockIdx.x * blockDim.x + threadIdx.x, r;
+    int t, ch, j;
+    float d;
+    if (e >= (size_t)B * T * C) return;
+    r = e / (size_t)C;
+    ch = (int)(e % (size_t)C);
+    t = (int)(r % (size_t)T);
+    d = dinp[e];
+    for (j = 0; j < K && t + j < T; j++) d += TK__FMUL_RN(w[(size_t)j * C + ch], dout[(r + j) * C + ch]);
+    dinp[e] = d;
+}
+
+static __global__ void tk__k_dwconv_dw(float *dw, const float *dout, const float *inp, int B, int T, int C, int K)
+{
+    int jc = blockIdx.x * blockDim.x + threadIdx.x, j, ch, bb, t;
+    double acc = 0.0;
+    if (jc >= K * C) return;
+    j = jc / C;
+    ch = jc % C;
+    for (bb = 0; bb < B; bb++)
+        for (t = j; t < T; t++) {
+            size_t rr = (size_t)bb * T + t;
+            acc += (double)dout[rr * C + ch] * (double)inp[(rr - j) * C + ch];
+        }
+    dw[jc] += (float)acc;
+}
+
 static __global__ void tk__k_sigmoid_bwd(float *dx, const float *y, const float *dy, size_t n)
 {
     size_t i, step = (size_t)gridDim.x * blockDim.x;
@@ -1262,6 +1309,46 @@ TKDEF int tk_scale_cuda(float *out, const float *x, float alpha, size_t n, tk_st
     if (!(alpha == alpha && alpha - alpha == 0.0f)) return tk__fail(TK_EINVAL, "%s: alpha must be finite", fn);
     TK__LAUNCH(tk__k_scale, tk__gs_blocks(n, 256), 256, 0, (cudaStream_t)stream, out, x, alpha, n);
     return tk__launched(fn);
+}
+
+TKDEF int tk_causal_dwconv_forward_cuda(float *out, const float *inp, const float *w, int B,
+                                        int T, int C, int K, int accumulate, tk_stream stream)
+{
+    static const char *fn = "tk_causal_dwconv_forward_cuda";
+    int rc;
+    TK__NONNULL(fn, out);
+    TK__NONNULL(fn, inp);
+    TK__NONNULL(fn, w);
+    if ((rc = tk__dwconv_check(fn, B, T, C, K)) != TK_OK) return rc;
+    if (accumulate != 0 && accumulate != 1) return tk__fail(TK_EINVAL, "%s: accumulate must be 0 or 1", fn);
+    if (out == inp) return tk__fail(TK_EINVAL, "%s: out must not alias inp", fn);
+    TK__LAUNCH(tk__k_dwconv_fwd, tk__blocks((size_t)B * T * C, 256), 256, 0, (cudaStream_t)stream, out, inp, w, B,
+               T, C, K, accumulate);
+    return tk__launched(fn);
+}
+
+TKDEF int tk_causal_dwconv_backward_cuda(float *dinp, float *dw, const float *dout,
+                                         const float *inp, const float *w, int B, int T, int C,
+                                         int K, tk_stream stream)
+{
+    static const char *fn = "tk_causal_dwconv_backward_cuda";
+    int rc;
+    TK__NONNULL(fn, dout);
+    if ((rc = tk__dwconv_check(fn, B, T, C, K)) != TK_OK) return rc;
+    if ((!dinp && !dw) || (dinp && !w) || (dw && !inp))
+        return tk__fail(TK_EINVAL, "%s: need dinp (with w) and/or dw (with inp)", fn);
+    if (dinp == dout) return tk__fail(TK_EINVAL, "%s: dinp must not alias dout", fn);
+    if (dinp) {
+        TK__LAUNCH(tk__k_dwconv_dinp, tk__blocks((size_t)B * T * C, 256), 256, 0, (cudaStream_t)stream, dinp, dout,
+                   w, B, T, C, K);
+        if ((rc = tk__launched(fn)) != TK_OK) return rc;
+    }
+    if (dw) {
+        TK__LAUNCH(tk__k_dwconv_dw, tk__blocks((size_t)K * C, 128), 128, 0, (cudaStream_t)stream, dw, dout, inp, B,
+                   T, C, K);
+        if ((rc = tk__launched(fn)) != TK_OK) return rc;
+    }
+    return TK_OK;
 }
 
 TKDEF int tk_sigmoid_backward_cuda(float *dx, const float *y, const float *dy, size_t n,

@@ -17,7 +17,9 @@
    Also: every token routed to expert 0 (idle experts: no rows, exactly zero gradient),
    and the refusals, each with nothing written: the device path without a host buffer,
    a device pointer as the host buffer, host and device buffers mixed (in the forward and
-   in the backward), NaN in the memberships (checked on the host copy). */
+   in the backward), NaN in the memberships (checked on the host copy).
+   The gated-delta memory (lyr_gdelta_*) and the polar attention mixer (lyr_polar_*) the
+   same way: see their sections below. */
 #include "tests/cuda_test.h"
 #include "examples/common/impl.c"
 #include "examples/common/layers.c"
@@ -518,6 +520,11 @@ static int gd_bwd(gd_run &r, const gd_case &c, int inputs)
 
 static double g_gd_worst_f = 0.0, g_gd_worst_b = 0.0;
 
+static fvec gd_get_any(int dev, const float *p, size_t n)
+{
+    return dev ? dget(p, n) : fvec(p, p + n);
+}
+
 static void gd_close(const fvec &dev, const fvec &ref, double tol, double *worst, const char *what,
                      const std::string &ctx)
 {
@@ -651,6 +658,241 @@ static void test_gdelta_refusals(void)
     gd_run_free(g);
 }
 
+/* ------------------------------------------------------------ polar attention mixer */
+/* Layer: C 128, H 4 (D 32: the CUDA polar kernels take D 32/64/96/128), Hkv 4 and 2
+   (GQA), B 2, T 7 and 33, window off and 5, qk_norm on and off, train 0 and 1, random
+   parameters. Forward out within 1e-5 of the CPU's largest |out|, the statistics within
+   1e-5; backward every parameter gradient and dxn within 1e-4 of the CPU tensor's largest
+   |value|, accumulated into non-zero starting values; dxn NULL; the refusals (mixed
+   sides, the distractor loss in training). */
+#define QC 128
+#define QH 4
+#define QTOL_F 1e-5
+#define QTOL_B 1e-4
+
+struct pl_case {
+    lyr_polar_dims d;
+    lyr_pspec spec[LYR_MAX_PARAMS];
+    fvec P[LYR_POLAR_NPARAMS], G0[LYR_POLAR_NPARAMS];
+    fvec x, dout, dx0;
+    size_t nsaved, nwork;
+    int T, N;
+};
+
+static void pl_case_init(pl_case &c, int T, int Hkv, int window, int qk_norm,
+                         unsigned long long seed)
+{
+    int i;
+    tk_rng rng;
+    c.T = T;
+    c.N = PB * T;
+    c.d = lyr_polar_dims_make(QC, QH);
+    c.d.Hkv = Hkv;
+    c.d.qk_norm = qk_norm;
+    if (window > 0) c.d.cfg.window = window; /* else POLAR_NO_WINDOW */
+    CHECK_INT_EQ(lyr_polar_params(&c.d, c.spec, LYR_MAX_PARAMS), LYR_POLAR_NPARAMS);
+    tk_rng_seed(&rng, seed, 3);
+    tt_seed(seed);
+    {
+        float *Pp[LYR_POLAR_NPARAMS];
+        for (i = 0; i < LYR_POLAR_NPARAMS; i++) {
+            c.P[i].assign(lyr_pspec_numel(&c.spec[i]), 0.0f);
+            Pp[i] = c.P[i].data();
+        }
+        CHECK_INT_EQ(lyr_polar_init(&c.d, Pp, &rng, 0.1f), LYR_OK);
+    }
+    for (i = 0; i < LYR_POLAR_NPARAMS; i++) {
+        fvec noise = randn(c.P[i].size(), i == LYR_POLAR_QKV ? 0.1 : 0.2);
+        for (size_t j = 0; j < c.P[i].size(); j++) c.P[i][j] += noise[j];
+        c.G0[i] = randn(c.P[i].size(), 0.01);
+    }
+    c.x = randn((size_t)c.N * QC, 1.0);
+    c.dout = randn((size_t)c.N * QC, 1.0);
+    c.dx0 = randn((size_t)c.N * QC, 0.1);
+    c.nsaved = lyr_polar_saved_floats(&c.d, PB, T);
+    c.nwork = lyr_polar_work_floats(&c.d, PB, T);
+    CHECK(c.nsaved > 0 && c.nwork > 0);
+}
+
+struct pl_run {
+    int dev;
+    float *P[LYR_POLAR_NPARAMS], *G[LYR_POLAR_NPARAMS];
+    float *x, *out, *dout, *dx, *saved, *work;
+    fvec hP[LYR_POLAR_NPARAMS], hG[LYR_POLAR_NPARAMS], hout, hdx, hsaved, hwork;
+};
+
+static void pl_run_init(pl_run &r, const pl_case &c, int dev)
+{
+    int i;
+    r.dev = dev;
+    for (i = 0; i < LYR_POLAR_NPARAMS; i++) {
+        r.P[i] = put(dev, r.hP[i], c.P[i]);
+        r.G[i] = put(dev, r.hG[i], c.G0[i]);
+    }
+    r.x = dev ? dput(c.x) : const_cast<float *>(c.x.data());
+    r.dout = dev ? dput(c.dout) : const_cast<float *>(c.dout.data());
+    r.out = put(dev, r.hout, fvec((size_t)c.N * QC, -7.0f));
+    r.dx = put(dev, r.hdx, c.dx0);
+    r.saved = put(dev, r.hsaved, fvec(c.nsaved, NAN));
+    r.work = put(dev, r.hwork, fvec(c.nwork, NAN));
+}
+
+static void pl_run_free(pl_run &r)
+{
+    int i;
+    if (!r.dev) return;
+    for (i = 0; i < LYR_POLAR_NPARAMS; i++) {
+        dfree(r.P[i]);
+        dfree(r.G[i]);
+    }
+    dfree(r.x);
+    dfree(r.dout);
+    dfree(r.out);
+    dfree(r.dx);
+    dfree(r.saved);
+    dfree(r.work);
+}
+
+static void pl_reset_grads(pl_run &r, const pl_case &c)
+{
+    int i;
+    for (i = 0; i < LYR_POLAR_NPARAMS; i++)
+        CHECK_INT_EQ(tk_copy(r.G[i], c.G0[i].data(), c.G0[i].size() * sizeof(float)), TK_OK);
+    CHECK_INT_EQ(tk_copy(r.dx, c.dx0.data(), c.dx0.size() * sizeof(float)), TK_OK);
+}
+
+static int pl_fwd(pl_run &r, const pl_case &c, int train, lyr_polar_stats *st)
+{
+    return lyr_polar_forward(&c.d, (const float *const *)r.P, r.x, r.out, r.saved, r.work, PB,
+                             c.T, train, 9, st);
+}
+
+static int pl_bwd(pl_run &r, const pl_case &c, int inputs)
+{
+    return lyr_polar_backward(&c.d, (const float *const *)r.P, r.G, r.dout, inputs ? r.dx : NULL,
+                              r.saved, r.work, PB, c.T);
+}
+
+static double g_pl_worst_f = 0.0, g_pl_worst_b = 0.0, g_pl_worst_s = 0.0;
+
+static void pl_compare(int T, int Hkv, int window, int qk_norm, int train,
+                       unsigned long long seed)
+{
+    pl_case c;
+    pl_run h, g;
+    lyr_polar_stats sh, sg;
+    char buf[96];
+    int i;
+    snprintf(buf, sizeof buf, "polar T %d Hkv %d window %d qk_norm %d train %d", T, Hkv, window,
+             qk_norm, train);
+    std::string ctx(buf);
+    pl_case_init(c, T, Hkv, window, qk_norm, seed);
+    pl_run_init(h, c, 0);
+    pl_run_init(g, c, 1);
+    CHECK_INT_EQ(pl_fwd(h, c, train, &sh), LYR_OK);
+    CHECK_INT_EQ(pl_fwd(g, c, train, &sg), LYR_OK);
+    CHECK(maxabs(h.hout) > 1e-3);
+    gd_close(gd_get_any(g.dev, g.out, (size_t)c.N * QC), h.hout, QTOL_F, &g_pl_worst_f, "out", ctx);
+    CHECK_NEAR(sg.mag_mean, sh.mag_mean, 1e-5);
+    CHECK_NEAR(sg.null_mean, sh.null_mean, 1e-5);
+    CHECK(sg.align_loss == 0.0f && sh.align_loss == 0.0f);
+    if (fabs((double)sg.mag_mean - sh.mag_mean) > g_pl_worst_s)
+        g_pl_worst_s = fabs((double)sg.mag_mean - sh.mag_mean);
+    if (fabs((double)sg.null_mean - sh.null_mean) > g_pl_worst_s)
+        g_pl_worst_s = fabs((double)sg.null_mean - sh.null_mean);
+    for (int pass = 0; pass < 2; pass++) { /* twice from one forward: saved is read-only */
+        pl_reset_grads(h, c);
+        pl_reset_grads(g, c);
+        CHECK_INT_EQ(pl_bwd(h, c, 1), LYR_OK);
+        CHECK_INT_EQ(pl_bwd(g, c, 1), LYR_OK);
+        for (i = 0; i < LYR_POLAR_NPARAMS; i++)
+            gd_close(gd_get_any(g.dev, g.G[i], c.G0[i].size()), h.hG[i], QTOL_B, &g_pl_worst_b,
+                     c.spec[i].suffix, ctx);
+        gd_close(gd_get_any(g.dev, g.dx, c.dx0.size()), h.hdx, QTOL_B, &g_pl_worst_b, "dxn", ctx);
+    }
+    /* dxn NULL */
+    pl_reset_grads(h, c);
+    pl_reset_grads(g, c);
+    CHECK_INT_EQ(pl_bwd(h, c, 0), LYR_OK);
+    CHECK_INT_EQ(pl_bwd(g, c, 0), LYR_OK);
+    for (i = 0; i < LYR_POLAR_NPARAMS; i++)
+        gd_close(gd_get_any(g.dev, g.G[i], c.G0[i].size()), h.hG[i], QTOL_B, &g_pl_worst_b,
+                 c.spec[i].suffix, ctx + ", dxn NULL");
+    CHECK(gd_get_any(g.dev, g.dx, c.dx0.size()) == c.dx0);
+    pl_run_free(g);
+}
+
+static void test_polar_forward_backward(void)
+{
+    NEED_GPU();
+    pl_compare(PT, 4, 0, 1, 0, 71);
+    pl_compare(PT, 2, 0, 1, 1, 72);
+    pl_compare(33, 2, 5, 1, 1, 73);
+    pl_compare(33, 4, 0, 0, 0, 74);
+    pl_compare(33, 4, 5, 1, 0, 75);
+    printf("  polar worst |dev - cpu| / max|cpu|: forward %.3g, backward %.3g; stats |dev - cpu| "
+           "%.3g\n", g_pl_worst_f, g_pl_worst_b, g_pl_worst_s);
+}
+
+/* mixed sides: LYR_EINVAL, nothing written; the distractor loss in training is CPU-only */
+static void test_polar_refusals(void)
+{
+    pl_case c;
+    pl_run g;
+    fvec out0, G0, dx0, saved0;
+    NEED_GPU();
+    pl_case_init(c, PT, 2, 0, 1, 76);
+    pl_run_init(g, c, 1);
+    out0 = gd_get_any(1, g.out, (size_t)c.N * QC);
+    saved0 = gd_get_any(1, g.saved, c.nsaved);
+    /* xn on the host */
+    CHECK_INT_EQ(lyr_polar_forward(&c.d, (const float *const *)g.P, c.x.data(), g.out, g.saved,
+                                   g.work, PB, PT, 0, 9, NULL), LYR_EINVAL);
+    /* one parameter on the host */
+    {
+        float *keep = g.P[LYR_POLAR_NULL_BASE];
+        g.P[LYR_POLAR_NULL_BASE] = const_cast<float *>(c.P[LYR_POLAR_NULL_BASE].data());
+        CHECK_INT_EQ(pl_fwd(g, c, 0, NULL), LYR_EINVAL);
+        g.P[LYR_POLAR_NULL_BASE] = keep;
+    }
+    /* the distractor loss while training has no device path */
+    {
+        pl_case c2 = c;
+        c2.d.cfg.distractor_keys = 4;
+        c2.nsaved = lyr_polar_saved_floats(&c2.d, PB, PT);
+        CHECK(c2.nsaved <= c.nsaved + 4096);
+        CHECK_INT_EQ(pl_fwd(g, c2, 1, NULL), LYR_EINVAL);
+    }
+    CHECK(gd_get_any(1, g.out, (size_t)c.N * QC) == out0);
+    {
+        fvec sv = gd_get_any(1, g.saved, c.nsaved);
+        CHECK(memcmp(sv.data(), saved0.data(), sv.size() * sizeof(float)) == 0);
+    }
+    CHECK_INT_EQ(pl_fwd(g, c, 0, NULL), LYR_OK);
+    G0 = gd_get_any(1, g.G[LYR_POLAR_O], c.G0[LYR_POLAR_O].size());
+    dx0 = gd_get_any(1, g.dx, c.dx0.size());
+    /* backward: dout on the host, dxn on the host, one gradient on the host */
+    CHECK_INT_EQ(lyr_polar_backward(&c.d, (const float *const *)g.P, g.G, c.dout.data(), g.dx,
+                                    g.saved, g.work, PB, PT), LYR_EINVAL);
+    {
+        fvec hdx = c.dx0;
+        CHECK_INT_EQ(lyr_polar_backward(&c.d, (const float *const *)g.P, g.G, g.dout, hdx.data(),
+                                        g.saved, g.work, PB, PT), LYR_EINVAL);
+        CHECK(hdx == c.dx0);
+    }
+    {
+        float *keep = g.G[LYR_POLAR_V_NULL];
+        fvec hg = c.G0[LYR_POLAR_V_NULL];
+        g.G[LYR_POLAR_V_NULL] = hg.data();
+        CHECK_INT_EQ(pl_bwd(g, c, 1), LYR_EINVAL);
+        g.G[LYR_POLAR_V_NULL] = keep;
+        CHECK(hg == c.G0[LYR_POLAR_V_NULL]);
+    }
+    CHECK(gd_get_any(1, g.G[LYR_POLAR_O], c.G0[LYR_POLAR_O].size()) == G0);
+    CHECK(gd_get_any(1, g.dx, c.dx0.size()) == dx0);
+    pl_run_free(g);
+}
+
 int main(int argc, char **argv)
 {
     TEST_INIT(argc, argv);
@@ -663,5 +905,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_moe_cpu_host_arg);
     TEST_RUN(test_gdelta_forward_backward);
     TEST_RUN(test_gdelta_refusals);
+    TEST_RUN(test_polar_forward_backward);
+    TEST_RUN(test_polar_refusals);
     return TEST_END();
 }

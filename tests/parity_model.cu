@@ -481,6 +481,34 @@ static void test_gdelta_memory(void)
     g_prep = NULL;
 }
 
+/* polar attention (layers.c's lyr_polar_* on the device: routed tensor.h ops and polar.h's
+   CUDA body). d_model 64 with 2 heads: head dim 32 (the CUDA polar kernels take D
+   32/64/96/128); learned positions (rope needs softmax attention) */
+static void test_polar_attention(void)
+{
+    mdl_config c = toy(MDL_FFN_GELU, MDL_NORM_LAYER, MDL_POS_LEARNED);
+    mdl_opts o = mdl_opts_default();
+    NEED_GPU();
+    o.train = 1;
+    c.d_model = 64;
+    c.attn = MDL_ATTN_POLAR;
+    run_case("polar attention", &c, &o);
+    c.polar_kv_heads = 1;
+    c.polar.window = 5;
+    run_case("polar attention, GQA (1 kv head), window 5", &c, &o);
+}
+
+/* the causal depthwise convolution before the mixers (cfg.conv_k) */
+static void test_conv(void)
+{
+    mdl_config c = toy(MDL_FFN_GELU, MDL_NORM_RMS, MDL_POS_LEARNED);
+    mdl_opts o = mdl_opts_default();
+    NEED_GPU();
+    o.train = 1;
+    c.conv_k = 3;
+    run_case("causal convolution (conv_k 3)", &c, &o);
+}
+
 static void test_attn_observables(void)
 {
     mdl_config c = toy(MDL_FFN_GELU, MDL_NORM_RMS, MDL_POS_ROPE);
@@ -535,15 +563,14 @@ static void test_refusals(void)
     /* what the device model does not cover yet: refused at creation, with the reason */
     {
         mdl_config p = c;
-        p.attn = MDL_ATTN_POLAR;
-        CHECK_INT_EQ(mdl_device_supports(&p, err, sizeof err), MDL_EINVAL);
-        CHECK(strstr(err, "polar") != NULL);
+        p.attn = MDL_ATTN_POLAR; /* supported on the device (test_polar_attention) */
+        p.pos = MDL_POS_LEARNED;
+        p.d_model = 32 * p.n_heads;
+        CHECK_INT_EQ(mdl_device_supports(&p, err, sizeof err), MDL_OK);
+        p.d_model = 16 * p.n_heads; /* a head width cuda/polar.cuh does not take */
         CHECK_INT_EQ(mdl_create_on(&m, &p, 1, MDL_DEVICE_CUDA, err, sizeof err), MDL_EINVAL);
+        CHECK(strstr(err, "head width") != NULL);
         CHECK(m == NULL);
-        p = c;
-        p.conv_k = 3;
-        CHECK_INT_EQ(mdl_create_on(&m, &p, 1, MDL_DEVICE_CUDA, err, sizeof err), MDL_EINVAL);
-        CHECK(strstr(err, "convolution") != NULL);
         CHECK_INT_EQ(mdl_create_on(&m, &c, 1, 7, err, sizeof err), MDL_EINVAL);
     }
     CHECK_INT_EQ(mdl_create_on(&m, &c, 1, MDL_DEVICE_CUDA, err, sizeof err), MDL_OK);
@@ -920,9 +947,13 @@ static void test_trainer_refusals(void)
     NEED_GPU();
     make_stream();
     trainer_cfg(&c, MDL_DEVICE_CUDA);
-    c.model.conv_k = 3;
+    c.model.attn = MDL_ATTN_POLAR;
+    c.model.pos = MDL_POS_LEARNED;
+    c.model.d_model = 32 * c.model.n_heads;
+    c.model.polar.distractor_keys = 4;
     CHECK_INT_EQ(trn_config_validate(&c, err, sizeof err), TRN_EINVAL);
-    CHECK(strstr(err, "convolution") != NULL);
+    if (!strstr(err, "distractor")) printf("    distractor refusal: %s\n", err);
+    CHECK(strstr(err, "distractor") != NULL);
     CHECK_INT_EQ(trn_create(&t, &c, g_ids, 2400, g_ids + 2400, NTOK - 2400, err, sizeof err), TRN_EINVAL);
     CHECK(t == NULL);
     trainer_cfg(&c, MDL_DEVICE_CUDA);
@@ -931,10 +962,10 @@ static void test_trainer_refusals(void)
     CHECK_INT_EQ(trn_config_validate(&c, err, sizeof err), TRN_EINVAL);
     CHECK(strstr(err, "gating") != NULL);
     trainer_cfg(&c, MDL_DEVICE_CUDA);
-    c.model.attn = MDL_ATTN_POLAR;
+    c.model.attn = MDL_ATTN_POLAR; /* supported on the device */
     c.model.pos = MDL_POS_LEARNED; /* rope needs softmax attention */
-    CHECK_INT_EQ(trn_config_validate(&c, err, sizeof err), TRN_EINVAL);
-    CHECK(strstr(err, "polar") != NULL);
+    c.model.d_model = 32 * c.model.n_heads;
+    CHECK_INT_EQ(trn_config_validate(&c, err, sizeof err), TRN_OK);
 }
 
 int main(int argc, char **argv)
@@ -963,5 +994,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_trainer_ceas);
     TEST_RUN(test_trainer_refusals);
     TEST_RUN(test_smoothing_temps_nopos);
+    TEST_RUN(test_polar_attention);
+    TEST_RUN(test_conv);
     return TEST_END();
 }

@@ -1719,6 +1719,37 @@ static void test_sigmoid_rows(void)
     printf("    sigmoid fwd %.2e bwd %.2e (of rtol 1e-6)\n", wf, wb);
 }
 
+/* the causal depthwise convolution: forward (write and accumulate) and backward through
+   the plain entries with device buffers against host buffers: bit-identical (the same
+   products and sums in the same order) */
+static void test_causal_dwconv(void)
+{
+    static const int shapes[3][4] = {{1, 1, 1, 1}, {2, 9, 5, 3}, {3, 40, 33, 4}};
+    NEED_GPU();
+    tt_seed(107);
+    for (int si = 0; si < 3; si++) {
+        const int B = shapes[si][0], T = shapes[si][1], C = shapes[si][2], K = shapes[si][3];
+        const size_t n = (size_t)B * T * C;
+        std::vector<float> x = randn(n, 1.0), w = randn((size_t)K * C, 0.5), g = randn(n, 1.0);
+        std::vector<float> y(n), y0 = randn(n, 1.0), dx = randn(n, 1.0), dw = randn((size_t)K * C, 1.0);
+        float *d_x = dput(x), *d_w = dput(w), *d_g = dput(g), *d_y = dput(y0), *d_dx = dput(dx), *d_dw = dput(dw);
+        y = y0;
+        CHECK_INT_EQ(tk_causal_dwconv_forward(y.data(), x.data(), w.data(), B, T, C, K, 1), TK_OK);
+        CHECK_INT_EQ(tk_causal_dwconv_forward(d_y, d_x, d_w, B, T, C, K, 1), TK_OK);
+        CHECK(dget(d_y, n) == y);
+        CHECK_INT_EQ(tk_causal_dwconv_forward(y.data(), x.data(), w.data(), B, T, C, K, 0), TK_OK);
+        CHECK_INT_EQ(tk_causal_dwconv_forward(d_y, d_x, d_w, B, T, C, K, 0), TK_OK);
+        CHECK(dget(d_y, n) == y);
+        CHECK_INT_EQ(tk_causal_dwconv_backward(dx.data(), dw.data(), g.data(), x.data(), w.data(), B, T, C, K), TK_OK);
+        CHECK_INT_EQ(tk_causal_dwconv_backward(d_dx, d_dw, d_g, d_x, d_w, B, T, C, K), TK_OK);
+        CHECK(dget(d_dx, n) == dx);
+        CHECK(dget(d_dw, (size_t)K * C) == dw);
+        CHECK_INT_EQ(tk_causal_dwconv_forward(d_y, x.data(), d_w, B, T, C, K, 0), TK_EINVAL); /* mixed */
+        CHECK_INT_EQ(tk_causal_dwconv_forward_cuda(d_y, d_x, d_w, B, T, C, 0, 0, NULL), TK_EINVAL);
+        dfree(d_x); dfree(d_w); dfree(d_g); dfree(d_y); dfree(d_dx); dfree(d_dw);
+    }
+}
+
 static void test_row_ops(void)
 {
     static const int shapes[][2] = {{1, 1}, {1, 777}, {37, 1}, {33, 45}, {130, 777}};
@@ -2036,6 +2067,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_dropout_routing);
     TEST_RUN(test_cuda_bad_input_rows);
     TEST_RUN(test_sigmoid_rows);
+    TEST_RUN(test_causal_dwconv);
     TEST_RUN(test_row_ops);
     TEST_RUN(test_causal_mean_gate);
     TEST_RUN(test_rows_gather_combine);

@@ -562,9 +562,9 @@ static void test_device_entry(void)
     p.gac_tau = 1;
     CHECK_INT_EQ(mdl_device_supports(&p, err, sizeof err), MDL_OK);
     p = c;
-    p.attn = MDL_ATTN_POLAR;
-    CHECK_INT_EQ(mdl_device_supports(&p, err, sizeof err), MDL_EINVAL);
-    CHECK(strstr(err, "polar") != NULL);
+    p.attn = MDL_ATTN_POLAR; /* runs on the device (layers.c's polar device path) */
+    p.d_model = 32 * p.n_heads;
+    CHECK_INT_EQ(mdl_device_supports(&p, err, sizeof err), MDL_OK);
     p = c;
     p.ffn = MDL_FFN_MOE;
     p.res_gate = p.value_gate = 1;
@@ -574,8 +574,17 @@ static void test_device_entry(void)
     p.memory = MDL_MEM_GDELTA;
     CHECK_INT_EQ(mdl_device_supports(&p, err, sizeof err), MDL_OK);
     p.conv_k = 3;
+    CHECK_INT_EQ(mdl_device_supports(&p, err, sizeof err), MDL_OK);
+    p = c;
+    p.attn = MDL_ATTN_POLAR;
+    p.d_model = 16 * p.n_heads; /* cuda/polar.cuh takes head widths 32, 64, 96, 128 */
     CHECK_INT_EQ(mdl_device_supports(&p, err, sizeof err), MDL_EINVAL);
-    CHECK(strstr(err, "convolution") != NULL);
+    CHECK(strstr(err, "head width") != NULL);
+    p.d_model = 32 * p.n_heads;
+    CHECK_INT_EQ(mdl_device_supports(&p, err, sizeof err), MDL_OK);
+    p.polar.distractor_keys = 4;
+    CHECK_INT_EQ(mdl_device_supports(&p, err, sizeof err), MDL_EINVAL);
+    CHECK(strstr(err, "distractor") != NULL);
     /* CPU through mdl_create_on: the same parameters as mdl_create */
     CHECK_INT_EQ(mdl_create_on(&m, &c, 5, MDL_DEVICE_CPU, err, sizeof err), MDL_OK);
     CHECK_INT_EQ(mdl_create(&m2, &c, 5, err, sizeof err), MDL_OK);

@@ -2384,6 +2384,57 @@ static void test_scale(void)
     CHECK_INT_EQ(tk_scale_cuda(a, a, 1.0f, 4, NULL), TK_ENOCUDA);
 }
 
+/* the causal depthwise convolution against a direct double sum, its backward against
+   central differences of <dout, out>, accumulation and bad input */
+static void test_causal_dwconv(void)
+{
+    enum { B = 2, T = 9, C = 5, K = 3 };
+    float *x = frand(B * T * C, 1.0), *w = frand(K * C, 0.5), *g = frand(B * T * C, 1.0);
+    float *y = fbuf(B * T * C), *y2 = fbuf(B * T * C), *dx = fbuf(B * T * C), *dw = fbuf(K * C);
+    double *want = dbuf(B * T * C), *gx = dbuf(B * T * C), *gw = dbuf(K * C);
+    int b, t, c, j, i;
+    CHECK_INT_EQ(tk_causal_dwconv_forward(y, x, w, B, T, C, K, 0), TK_OK);
+    for (b = 0; b < B; b++)
+        for (t = 0; t < T; t++)
+            for (c = 0; c < C; c++) {
+                double s = 0.0;
+                for (j = 0; j < K && j <= t; j++) s += (double)w[j * C + c] * x[((b * T) + t - j) * C + c];
+                want[(b * T + t) * C + c] = s;
+            }
+    CHECK_ALL_CLOSE(y, want, B * T * C, 1e-6, 1e-7);
+    /* accumulate: y2 = y, then += conv: twice the value */
+    memcpy(y2, y, sizeof(float) * B * T * C);
+    CHECK_INT_EQ(tk_causal_dwconv_forward(y2, x, w, B, T, C, K, 1), TK_OK);
+    for (i = 0; i < B * T * C; i++) want[i] *= 2.0;
+    CHECK_ALL_CLOSE(y2, want, B * T * C, 1e-6, 1e-7);
+    /* backward: L = sum g * conv(x; w) is linear, so its gradients are exact sums */
+    CHECK_INT_EQ(tk_causal_dwconv_backward(dx, dw, g, x, w, B, T, C, K), TK_OK);
+    for (i = 0; i < B * T * C; i++) gx[i] = 0.0;
+    for (i = 0; i < K * C; i++) gw[i] = 0.0;
+    for (b = 0; b < B; b++)
+        for (t = 0; t < T; t++)
+            for (c = 0; c < C; c++)
+                for (j = 0; j < K && j <= t; j++) {
+                    double go = g[(b * T + t) * C + c];
+                    gx[((b * T) + t - j) * C + c] += go * w[j * C + c];
+                    gw[j * C + c] += go * x[((b * T) + t - j) * C + c];
+                }
+    CHECK_ALL_CLOSE(dx, gx, B * T * C, 1e-5, 1e-6);
+    CHECK_ALL_CLOSE(dw, gw, K * C, 1e-5, 1e-6);
+    /* bad input: nothing written */
+    memcpy(y2, y, sizeof(float) * B * T * C);
+    CHECK_INT_EQ(tk_causal_dwconv_forward(y2, x, w, B, T, C, 0, 0), TK_EINVAL);
+    CHECK_INT_EQ(tk_causal_dwconv_forward(y2, x, w, B, T, C, K, 2), TK_EINVAL);
+    CHECK_INT_EQ(tk_causal_dwconv_forward(x, x, w, B, T, C, K, 0), TK_EINVAL);
+    CHECK_INT_EQ(tk_causal_dwconv_forward(y2, NULL, w, B, T, C, K, 0), TK_EINVAL);
+    CHECK(memcmp(y2, y, sizeof(float) * B * T * C) == 0);
+    CHECK_INT_EQ(tk_causal_dwconv_backward(NULL, NULL, g, x, w, B, T, C, K), TK_EINVAL);
+    CHECK_INT_EQ(tk_causal_dwconv_backward(dx, NULL, g, x, NULL, B, T, C, K), TK_EINVAL);
+    CHECK_INT_EQ(tk_causal_dwconv_backward(NULL, dw, g, NULL, w, B, T, C, K), TK_EINVAL);
+    CHECK_INT_EQ(tk_causal_dwconv_forward_cuda(y2, x, w, B, T, C, K, 0, NULL), TK_ENOCUDA);
+    free(x); free(w); free(g); free(y); free(y2); free(dx); free(dw); free(want); free(gx); free(gw);
+}
+
 static void test_sigmoid(void)
 {
     static const float xs[5] = {0.0f, 1.0f, -2.0f, 0.5f, -0.25f};
@@ -2913,6 +2964,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_attention_strided);
     TEST_RUN(test_attention_stats);
     TEST_RUN(test_scale);
+    TEST_RUN(test_causal_dwconv);
     TEST_RUN(test_sigmoid);
     TEST_RUN(test_row_ops);
     TEST_RUN(test_causal_mean_gate);

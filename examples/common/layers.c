@@ -788,6 +788,10 @@ size_t lyr_polar_work_floats(const lyr_polar_dims *d, int B, int T)
     Hkv = (size_t)d->Hkv;
     ws = polar_workspace_size(&d->cfg, B, d->H, d->Hkv, T, (int)D);
     if (ws == 0) return 0;
+    { /* the device path's workspace (0 in builds without CUDA) */
+        size_t wc = polar_workspace_size_cuda(&d->cfg, B, d->H, d->Hkv, T, (int)D);
+        if (wc > ws) ws = wc;
+    }
     /* backward: dqkvg (N,P), dc, dq (N,H,D), dk, dv (N,Hkv,D), dmag, dgl, magT, dmagT
        (N,H), ws */
     return lyr__al(N * (size_t)lyr__polar_P(d)) + 2 * lyr__al(N * H * D) +
@@ -852,11 +856,23 @@ int lyr_polar_forward(const lyr_polar_dims *d, const float *const *P, const floa
     polar_state st;
     size_t N, D, H, Hkv, C, Pq;
     float *qkvg, *ws;
-    int n, rc, use_dist;
+    int n, rc, use_dist, dev = 0;
     if (lyr_polar_validate(d) != LYR_OK) return LYR_EINVAL;
     if (!lyr__ptrs_ok((const void *const *)P, LYR_POLAR_NPARAMS) || !xn || !out || !saved ||
         !work || !lyr__polar_bt_ok(d, B, T))
         return LYR_EINVAL;
+    {
+        const void *bufs[4 + LYR_POLAR_NPARAMS];
+        int k;
+        bufs[0] = xn;
+        bufs[1] = out;
+        bufs[2] = saved;
+        bufs[3] = work;
+        for (k = 0; k < LYR_POLAR_NPARAMS; k++) bufs[4 + k] = P[k];
+        if (!lyr__one_side(bufs, 4 + LYR_POLAR_NPARAMS, &dev)) return LYR_EINVAL;
+    }
+    use_dist = train && d->cfg.distractor_keys > 0;
+    if (dev && use_dist) return LYR_EINVAL; /* polar_distractor_* has no device path */
     N = (size_t)B * T;
     D = (size_t)(d->C / d->H);
     H = (size_t)d->H;
@@ -868,6 +884,32 @@ int lyr_polar_forward(const lyr_polar_dims *d, const float *const *P, const floa
     ws = work + lyr__al(N * Pq) + 2 * lyr__al(N * H * D) + 2 * lyr__al(N * Hkv * D) +
          4 * lyr__al(N * H);
     prm = lyr__polar_prm(P);
+    if (dev) {
+        /* one GEMM per row block of qkv.weight ([q | k | v | gate] rows are contiguous),
+           token-major results turned head-major (merge_heads_backward as a transpose) in
+           the dc room, RMSNormed into saved */
+        float *ta = work, *tb = work + lyr__al(N * Pq);
+        const float *W = P[LYR_POLAR_QKV];
+        int part;
+        if (tk_copy(s.xn, xn, N * C * sizeof(float)) != TK_OK) return LYR_EFAIL;
+        for (part = 0; part < 3; part++) {
+            size_t hh = part == 0 ? H : Hkv, off = part == 0 ? 0 : part == 1 ? H * D : (H + Hkv) * D;
+            float *dst = part == 0 ? s.q : part == 1 ? s.k : s.v;
+            float *rs = part == 0 ? s.rq : s.rk;
+            int norm = d->qk_norm && part < 2;
+            float *hm = norm ? tb : dst;
+            if (lyr__sgemm(1, 0, 1, (int)N, (int)(hh * D), (int)C, xn, (int)C, W + off * C, (int)C,
+                           ta, (int)(hh * D)) != TK_OK ||
+                tk_fill_zero(hm, N * hh * D * sizeof(float)) != TK_OK ||
+                tk_merge_heads_backward(hm, ta, B, T, (int)hh, (int)D) != TK_OK ||
+                (norm && tk_rmsnorm_forward(dst, rs, tb, NULL, (int)(N * hh), (int)D,
+                                            d->qk_norm_eps) != TK_OK))
+                return LYR_EFAIL;
+        }
+        if (lyr__sgemm(1, 0, 1, (int)N, (int)H, (int)C, xn, (int)C, W + (H + 2 * Hkv) * D * C,
+                       (int)C, s.gl, (int)H) != TK_OK)
+            return LYR_EFAIL;
+    } else {
     memcpy(s.xn, xn, N * C * sizeof(float));
     if (tk_matmul_forward(qkvg, xn, P[LYR_POLAR_QKV], NULL, (int)N, (int)C, (int)Pq) != TK_OK)
         return LYR_EFAIL;
@@ -889,6 +931,7 @@ int lyr_polar_forward(const lyr_polar_dims *d, const float *const *P, const floa
         lyr__rms_rows(s.q, s.rq, N * H, (int)D, d->qk_norm_eps);
         lyr__rms_rows(s.k, s.rk, N * Hkv, (int)D, d->qk_norm_eps);
     }
+    }
     st.stats = s.stats;
     st.probs = NULL;
     rc = polar_forward(&d->cfg, s.c, s.mag, &st, s.q, s.k, s.v, &prm, B, (int)H, (int)Hkv, T,
@@ -898,14 +941,28 @@ int lyr_polar_forward(const lyr_polar_dims *d, const float *const *P, const floa
        (the same function as polar_assemble_forward, which loops per token) */
     {
         float *z = qkvg, *magT = ws - lyr__al(N * H);
+        if (dev) { /* sigmoid(gate) in the dc room */
+            float *sg = work + lyr__al(N * Pq);
+            if (tk_merge_heads_forward(z, s.c, B, T, (int)H, (int)D) != TK_OK ||
+                tk_sigmoid_forward(sg, s.gl, N * H) != TK_OK ||
+                tk_rowscale(z, z, sg, (int)(N * H), (int)D) != TK_OK ||
+                tk_merge_heads_forward(magT, s.mag, B, T, (int)H, 1) != TK_OK ||
+                tk_matmul_forward(out, z, P[LYR_POLAR_O], NULL, (int)N, (int)(H * D), (int)C) != TK_OK ||
+                tk_sgemm_cuda(0, 1, (int)N, (int)C, (int)H, 1.0f, magT, (int)H, P[LYR_POLAR_MU],
+                              (int)H, 1.0f, out, (int)C, NULL) != TK_OK)
+                return LYR_EFAIL;
+        } else {
         lyr__polar_gate_c(s.c, s.gl, s.mag, z, magT, B, T, (int)H, (int)D);
         if (tk_matmul_forward(out, z, P[LYR_POLAR_O], NULL, (int)N, (int)(H * D), (int)C) != TK_OK ||
             tk_sgemm(0, 1, (int)N, (int)C, (int)H, 1.0f, magT, (int)H, P[LYR_POLAR_MU], (int)H, 1.0f,
                      out, (int)C) != TK_OK)
             return LYR_EFAIL;
+        }
     }
-    use_dist = train && d->cfg.distractor_keys > 0;
-    s.hdr[0] = use_dist ? 1.0f : 0.0f;
+    {
+        float flag = use_dist ? 1.0f : 0.0f;
+        if (tk_copy(s.hdr, &flag, sizeof flag) != TK_OK) return LYR_EFAIL;
+    }
     if (stats) stats->align_loss = 0;
     if (use_dist) {
         size_t nk = (size_t)B * Hkv * (size_t)d->cfg.distractor_keys * D, i;
@@ -916,24 +973,49 @@ int lyr_polar_forward(const lyr_polar_dims *d, const float *const *P, const floa
         if (rc != POLAR_OK) return rc == POLAR_ENOMEM ? LYR_ENOMEM : LYR_EFAIL;
         if (stats) stats->align_loss = loss;
     }
-    if (stats) {
+    if (stats) { /* on the host: the device path reads its rows in host blocks */
         double ms = 0, ns = 0;
-        size_t b, h, t;
+        size_t b, h, t, t0, m;
         const int W = d->cfg.window;
+        float hp[3], sbuf[64 * POLAR_NSTAT], mbuf[64];
         for (b = 0; b < (size_t)B; b++)
             for (h = 0; h < H; h++) {
-                double a = (double)prm.len_gain_raw[h], g = (double)prm.null_slope_raw[h];
-                double spa = a > 30 ? a : log1p(exp(a)), spg = g > 30 ? g : log1p(exp(g));
-                for (t = 0; t < (size_t)T; t++) {
-                    size_t row = (b * H + h) * (size_t)T + t;
-                    const float *stt = s.stats + row * POLAR_NSTAT;
-                    double nv = (double)(t + 1), temp, nul, pN;
-                    if (W > 0 && nv > W) nv = W;
-                    temp = 1.0 + spa * log(nv);
-                    nul = (double)prm.null_base[h] + spg * sqrt(log(nv + 1.0));
-                    pN = exp(temp * nul - (double)stt[0]);
-                    ns += pN / ((double)stt[1] + pN);
-                    ms += s.mag[row];
+                double a, g, spa, spg;
+                if (dev) {
+                    if (tk_copy(&hp[0], prm.len_gain_raw + h, sizeof(float)) != TK_OK ||
+                        tk_copy(&hp[1], prm.null_base + h, sizeof(float)) != TK_OK ||
+                        tk_copy(&hp[2], prm.null_slope_raw + h, sizeof(float)) != TK_OK)
+                        return LYR_EFAIL;
+                } else {
+                    hp[0] = prm.len_gain_raw[h];
+                    hp[1] = prm.null_base[h];
+                    hp[2] = prm.null_slope_raw[h];
+                }
+                a = (double)hp[0];
+                g = (double)hp[2];
+                spa = a > 30 ? a : log1p(exp(a));
+                spg = g > 30 ? g : log1p(exp(g));
+                for (t0 = 0; t0 < (size_t)T; t0 += m) {
+                    size_t row0 = (b * H + h) * (size_t)T + t0;
+                    const float *stp = s.stats + row0 * POLAR_NSTAT, *mgp = s.mag + row0;
+                    m = (size_t)T - t0 < 64 ? (size_t)T - t0 : 64;
+                    if (dev) {
+                        if (tk_copy(sbuf, stp, m * POLAR_NSTAT * sizeof(float)) != TK_OK ||
+                            tk_copy(mbuf, mgp, m * sizeof(float)) != TK_OK)
+                            return LYR_EFAIL;
+                        stp = sbuf;
+                        mgp = mbuf;
+                    }
+                    for (t = t0; t < t0 + m; t++) {
+                        const float *stt = stp + (t - t0) * POLAR_NSTAT;
+                        double nv = (double)(t + 1), temp, nul, pN;
+                        if (W > 0 && nv > W) nv = W;
+                        temp = 1.0 + spa * log(nv);
+                        nul = (double)hp[1] + spg * sqrt(log(nv + 1.0));
+                        pN = exp(temp * nul - (double)stt[0]);
+                        ns += pN / ((double)stt[1] + pN);
+                        ms += mgp[t - t0];
+                    }
                 }
             }
         stats->mag_mean = (float)(ms / ((double)N * H));
@@ -951,13 +1033,26 @@ int lyr_polar_backward(const lyr_polar_dims *d, const float *const *P, float *co
     polar_grads gr;
     polar_state st;
     size_t N, D, H, Hkv, C, Pq;
-    float *dqkvg, *dc, *dq, *dk, *dv, *dmag, *dgl, *magT, *dmagT, *ws, *wp;
-    int n, rc;
+    float *dqkvg, *dc, *dq, *dk, *dv, *dmag, *dgl, *magT, *dmagT, *ws, *wp, flag;
+    int n, rc, dev = 0;
     if (lyr_polar_validate(d) != LYR_OK) return LYR_EINVAL;
     if (!lyr__ptrs_ok((const void *const *)P, LYR_POLAR_NPARAMS) ||
         !lyr__ptrs_ok((const void *const *)G, LYR_POLAR_NPARAMS) || !dout || !saved || !work ||
         !lyr__polar_bt_ok(d, B, T))
         return LYR_EINVAL;
+    {
+        const void *bufs[4 + 2 * LYR_POLAR_NPARAMS];
+        int k;
+        bufs[0] = dout;
+        bufs[1] = dxn; /* NULL: skipped */
+        bufs[2] = saved;
+        bufs[3] = work;
+        for (k = 0; k < LYR_POLAR_NPARAMS; k++) {
+            bufs[4 + k] = P[k];
+            bufs[4 + LYR_POLAR_NPARAMS + k] = G[k];
+        }
+        if (!lyr__one_side(bufs, 4 + 2 * LYR_POLAR_NPARAMS, &dev)) return LYR_EINVAL;
+    }
     N = (size_t)B * T;
     D = (size_t)(d->C / d->H);
     H = (size_t)d->H;
@@ -977,6 +1072,35 @@ int lyr_polar_backward(const lyr_polar_dims *d, const float *const *P, float *co
     dmagT = lyr__take(&wp, N * H);
     ws = wp;
     prm = lyr__polar_prm(P);
+    if (tk_copy(&flag, s.hdr, sizeof flag) != TK_OK) return LYR_EFAIL;
+    if (dev && flag != 0.0f && d->cfg.distractor_keys > 0) return LYR_EINVAL;
+    if (dev) {
+        /* eq. 14 backward with routed ops: sigmoid(gate) and z in ws's room (free until
+           polar_backward), merged c in dq's, dz in dqkvg's, rowdot(dz, c) in magT's */
+        float *sg = ws, *zb = ws + lyr__al(N * H), *zc = dq, *dz = dqkvg;
+        if (tk_sigmoid_forward(sg, s.gl, N * H) != TK_OK ||
+            tk_merge_heads_forward(zc, s.c, B, T, (int)H, (int)D) != TK_OK ||
+            tk_rowscale(zb, zc, sg, (int)(N * H), (int)D) != TK_OK ||
+            tk_merge_heads_forward(magT, s.mag, B, T, (int)H, 1) != TK_OK ||
+            tk_matmul_backward(NULL, G[LYR_POLAR_O], NULL, dout, zb, NULL, (int)N, (int)(H * D),
+                               (int)C) != TK_OK ||
+            tk_matmul_backward(NULL, G[LYR_POLAR_MU], NULL, dout, magT, NULL, (int)N, (int)H,
+                               (int)C) != TK_OK ||
+            lyr__sgemm(1, 0, 0, (int)N, (int)(H * D), (int)C, dout, (int)C, P[LYR_POLAR_O],
+                       (int)(H * D), dz, (int)(H * D)) != TK_OK ||
+            lyr__sgemm(1, 0, 0, (int)N, (int)H, (int)C, dout, (int)C, P[LYR_POLAR_MU], (int)H,
+                       dmagT, (int)H) != TK_OK ||
+            tk_fill_zero(magT, N * H * sizeof(float)) != TK_OK ||
+            tk_rowdot(magT, dz, zc, (int)(N * H), (int)D) != TK_OK ||
+            tk_fill_zero(dgl, N * H * sizeof(float)) != TK_OK ||
+            tk_sigmoid_backward(dgl, sg, magT, N * H) != TK_OK ||
+            tk_rowscale(zb, dz, sg, (int)(N * H), (int)D) != TK_OK ||
+            tk_fill_zero(dc, N * H * D * sizeof(float)) != TK_OK ||
+            tk_merge_heads_backward(dc, zb, B, T, (int)H, (int)D) != TK_OK ||
+            tk_fill_zero(dmag, N * H * sizeof(float)) != TK_OK ||
+            tk_merge_heads_backward(dmag, dmagT, B, T, (int)H, 1) != TK_OK)
+            return LYR_EFAIL;
+    } else
     /* eq. 14 backward with GEMMs: z in dqkvg's room, dz in dq's (both free until later) */
     {
         float *z = dqkvg, *dz = dq;
@@ -1008,9 +1132,10 @@ int lyr_polar_backward(const lyr_polar_dims *d, const float *const *P, float *co
             }
         }
     }
-    memset(dq, 0, N * H * D * sizeof(float));
-    memset(dk, 0, N * Hkv * D * sizeof(float));
-    memset(dv, 0, N * Hkv * D * sizeof(float));
+    if (tk_fill_zero(dq, N * H * D * sizeof(float)) != TK_OK ||
+        tk_fill_zero(dk, N * Hkv * D * sizeof(float)) != TK_OK ||
+        tk_fill_zero(dv, N * Hkv * D * sizeof(float)) != TK_OK)
+        return LYR_EFAIL;
     gr.len_gain_raw = G[LYR_POLAR_LEN_GAIN];
     gr.null_base = G[LYR_POLAR_NULL_BASE];
     gr.null_slope_raw = G[LYR_POLAR_NULL_SLOPE];
@@ -1021,10 +1146,42 @@ int lyr_polar_backward(const lyr_polar_dims *d, const float *const *P, float *co
     rc = polar_backward(&d->cfg, dq, dk, dv, &gr, dc, dmag, s.c, s.mag, &st, s.q, s.k, s.v, &prm,
                         B, (int)H, (int)Hkv, T, (int)D, ws);
     if (rc != POLAR_OK) return rc == POLAR_ENOMEM ? LYR_ENOMEM : LYR_EFAIL;
-    if (s.hdr[0] != 0.0f && d->cfg.distractor_keys > 0) {
+    if (flag != 0.0f && d->cfg.distractor_keys > 0) {
         rc = polar_distractor_backward(&d->cfg, dq, NULL, &gr, 1.0f, s.q, s.krand, &prm, B, (int)H,
                                        (int)Hkv, T, (int)D);
         if (rc != POLAR_OK) return rc == POLAR_ENOMEM ? LYR_ENOMEM : LYR_EFAIL;
+    }
+    if (dev) {
+        /* per row block of qkv.weight: back through the RMSNorm (dx = r (g - y mean(g y)),
+           in dc's room, mean(g y) in magT's), token-major (in dqkvg's room), the block's
+           GEMM backward; then the gate rows from dgl */
+        const float *W = P[LYR_POLAR_QKV];
+        float *GW = G[LYR_POLAR_QKV], *tm = magT, *tmp = dc, *tok = dqkvg;
+        int part;
+        for (part = 0; part < 3; part++) {
+            size_t hh = part == 0 ? H : Hkv, off = part == 0 ? 0 : part == 1 ? H * D : (H + Hkv) * D;
+            size_t rows = N * hh;
+            const float *g = part == 0 ? dq : part == 1 ? dk : dv;
+            const float *y = part == 0 ? s.q : s.k, *rs = part == 0 ? s.rq : s.rk;
+            if (d->qk_norm && part < 2) {
+                if (tk_fill_zero(tm, rows * sizeof(float)) != TK_OK ||
+                    tk_rowdot(tm, g, y, (int)rows, (int)D) != TK_OK ||
+                    tk_scale(tm, tm, -1.0f / (float)D, rows) != TK_OK ||
+                    tk_rowscale(tmp, y, tm, (int)rows, (int)D) != TK_OK ||
+                    tk_residual_forward(tmp, tmp, g, rows * D) != TK_OK ||
+                    tk_rowscale(tmp, tmp, rs, (int)rows, (int)D) != TK_OK)
+                    return LYR_EFAIL;
+                g = tmp;
+            }
+            if (tk_merge_heads_forward(tok, g, B, T, (int)hh, (int)D) != TK_OK ||
+                tk_matmul_backward(dxn, GW + off * C, NULL, tok, s.xn, W + off * C, (int)N, (int)C,
+                                   (int)(hh * D)) != TK_OK)
+                return LYR_EFAIL;
+        }
+        if (tk_matmul_backward(dxn, GW + (H + 2 * Hkv) * D * C, NULL, dgl, s.xn,
+                               W + (H + 2 * Hkv) * D * C, (int)N, (int)C, (int)H) != TK_OK)
+            return LYR_EFAIL;
+        return LYR_OK;
     }
     /* back through the per-head RMSNorm and into the fused projection rows */
     LYR__OMP(omp parallel for schedule(static) if(N * Pq > LYR__PAR_MIN))

@@ -2,8 +2,8 @@
    the fuzzy mixture-of-experts FFN (seed 000 Listing 5, §3, §6.2), the polar attention
    mixer (seed 002 §3.2, built on polar.h) and the gated-delta memory channel (seed 002
    §3.3, built on gdelta.h). Each is a self-contained layer with forward and backward;
-   model.c plugs them into its pre-norm blocks. fp32, on tensor.h: CPU (the MoE and the
-   gated-delta memory also on a CUDA device). License: MIT.
+   model.c plugs them into its pre-norm blocks. fp32, on tensor.h: CPU and, with device
+   buffers, a CUDA device. License: MIT.
 
    PROTOCOL (every layer kind X in {moe, polar, gdelta})
      lyr_X_params(d, out, cap)       the parameter tensors, in order: suffix (the model
@@ -77,6 +77,16 @@
       normal(0, std * resid_scale); the per-head scalars and v_null from polar_params_init:
       mag_beta_raw -1.5 and v_null 0 are the authors' code's values (the paper gives none),
       the other scalars as polar.h documents them.
+      Devices: with device buffers the layer runs on the CUDA device: the projections as one
+      GEMM per row block of qkv.weight ([q | k | v | gate]), the head transposes, the qk
+      RMSNorm, the gate and eq. 14 and their backward with tensor.h's routed ops, the
+      attention in polar.h's CUDA body (polar_forward / polar_backward route there; head
+      dim D 32, 64, 96 or 128, else LYR_EFAIL). The statistics (mag_mean, null_mean) are
+      summed on the host from copies of the saved rows, in the CPU's order. The CPU path
+      keeps its fused host loops (double accumulation): the two agree to float rounding,
+      not bit for bit. The distractor loss in training (train and cfg.distractor_keys > 0)
+      is CPU-only: LYR_EINVAL on the device path, nothing written. work_floats includes
+      polar_workspace_size_cuda in CUDA builds.
 
    3. GATED-DELTA MEMORY CHANNEL (lyr_gdelta_*), seed 002 §3.3, eqs. 16-25:
         [q | k | v] = xn Wqkv^T                (B,Hm,T,Dk) each (Dv = Dk)
@@ -206,12 +216,15 @@ int lyr_polar_params(const lyr_polar_dims *d, lyr_pspec *out, int cap);
 int lyr_polar_init(const lyr_polar_dims *d, float *const *P, tk_rng *rng, float init_std);
 size_t lyr_polar_saved_floats(const lyr_polar_dims *d, int B, int T);
 size_t lyr_polar_work_floats(const lyr_polar_dims *d, int B, int T);
-/* xn: (B,T,C); out: (B,T,C) written; stats: NULL or filled. train only matters for the
-   distractor loss (drawn and saved only when train and cfg.distractor_keys > 0). */
+/* xn: (B,T,C); out: (B,T,C) written; stats: NULL or filled (host). train only matters for
+   the distractor loss (drawn and saved only when train and cfg.distractor_keys > 0).
+   DEVICE: xn, out, saved, work and every P[i] all device memory run the layer on the CUDA
+   device; all host memory runs it on the CPU; a mix is LYR_EINVAL with nothing written. */
 int lyr_polar_forward(const lyr_polar_dims *d, const float *const *P, const float *xn,
                       float *out, float *saved, float *work, int B, int T, int train,
                       uint64_t seed, lyr_polar_stats *stats);
-/* dout: (B,T,C); dxn: (B,T,C) += or NULL; G[i] +=. */
+/* dout: (B,T,C); dxn: (B,T,C) += or NULL; G[i] +=. dout, dxn, saved, work, P[i], G[i] all
+   on one side (else LYR_EINVAL, nothing written). */
 int lyr_polar_backward(const lyr_polar_dims *d, const float *const *P, float *const *G,
                        const float *dout, float *dxn, const float *saved, float *work,
                        int B, int T);

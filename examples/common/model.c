@@ -693,9 +693,14 @@ int mdl_device_supports(const mdl_config *cfg, char *err, size_t errlen)
 {
     const char *what = NULL;
     if (!cfg) return ex_errf(err, errlen, MDL_EINVAL, "mdl_device_supports: cfg is NULL");
-    if (cfg->attn != MDL_ATTN_SOFTMAX) what = "polar attention";
-    else if (cfg->conv_k) what = "the causal convolution (conv_k)";
-    else if (cfg->n_heads > 256) what = "more than 256 heads";
+    if (cfg->n_heads > 256) what = "more than 256 heads";
+    else if (cfg->attn == MDL_ATTN_POLAR && cfg->n_heads > 0 &&
+             !(cfg->d_model % cfg->n_heads == 0 &&
+               (cfg->d_model / cfg->n_heads == 32 || cfg->d_model / cfg->n_heads == 64 ||
+                cfg->d_model / cfg->n_heads == 96 || cfg->d_model / cfg->n_heads == 128)))
+        what = "polar attention with a head width other than 32, 64, 96 or 128 (cuda/polar.cuh's kernels)";
+    else if (cfg->attn == MDL_ATTN_POLAR && cfg->polar.distractor_keys > 0)
+        what = "polar's distractor loss (polar_distractor_* have no CUDA body)";
     if (what)
         return ex_errf(err, errlen, MDL_EINVAL, "the CUDA model does not support %s yet (CPU only for now)", what);
     return ex_errf(err, errlen, MDL_OK, "ok");
@@ -1481,51 +1486,21 @@ static int mdl__softmax_fwd(mdl_model *m, int l, const mdl_opts *o, mdl_stats *s
 }
 
 /* Depthwise causal convolution with a residual (cfg.conv_k = K):
-   out[b,t,c] = in[b,t,c] + sum_{j<K, j<=t} w[j,c] in[b,t-j,c]. Backward: din (written)
+   out[b,t,c] = in[b,t,c] + sum_{j<K, j<=t} w[j,c] in[b,t-j,c] (tensor.h's
+   tk_causal_dwconv_forward accumulating onto a copy of in). Backward: din (written)
    = dout + sum_j w[j] dout[t+j] (t+j < T); dw[j,c] += sum_{b,t>=j} dout[b,t,c] in[b,t-j,c]
-   (summed in double per (j,c), a fixed order: thread-count independent). */
-static void mdl__conv_fwd(float *out, const float *in, const float *w, int B, int T, int C, int K)
+   (in double per (j,c), a fixed order: thread-count independent). Either device. */
+static int mdl__conv_fwd(float *out, const float *in, const float *w, int B, int T, int C, int K)
 {
-    int r;
-    MDL__OMP(omp parallel for schedule(static) if((size_t)B * T * C * K > 65536))
-    for (r = 0; r < B * T; r++) {
-        int t = r % T, j, ch;
-        float *o = out + (size_t)r * C;
-        const float *xi = in + (size_t)r * C;
-        for (ch = 0; ch < C; ch++) o[ch] = xi[ch];
-        for (j = 0; j < K && j <= t; j++) {
-            const float *xs = in + (size_t)(r - j) * C, *wj = w + (size_t)j * C;
-            for (ch = 0; ch < C; ch++) o[ch] += wj[ch] * xs[ch];
-        }
-    }
+    int rc = tk_copy(out, in, sizeof(float) * (size_t)B * T * C);
+    return rc ? rc : tk_causal_dwconv_forward(out, in, w, B, T, C, K, 1);
 }
 
-static void mdl__conv_bwd(float *din, float *dw, const float *dout, const float *in, const float *w, int B,
-                          int T, int C, int K)
+static int mdl__conv_bwd(float *din, float *dw, const float *dout, const float *in, const float *w, int B,
+                         int T, int C, int K)
 {
-    int r, jc;
-    MDL__OMP(omp parallel for schedule(static) if((size_t)B * T * C * K > 65536))
-    for (r = 0; r < B * T; r++) {
-        int t = r % T, j, ch;
-        float *d = din + (size_t)r * C;
-        const float *g = dout + (size_t)r * C;
-        for (ch = 0; ch < C; ch++) d[ch] = g[ch];
-        for (j = 0; j < K && t + j < T; j++) {
-            const float *gs = dout + (size_t)(r + j) * C, *wj = w + (size_t)j * C;
-            for (ch = 0; ch < C; ch++) d[ch] += wj[ch] * gs[ch];
-        }
-    }
-    MDL__OMP(omp parallel for schedule(static) if((size_t)B * T * C * K > 65536))
-    for (jc = 0; jc < K * C; jc++) {
-        int j = jc / C, ch = jc % C, bb, t;
-        double acc = 0.0;
-        for (bb = 0; bb < B; bb++)
-            for (t = j; t < T; t++) {
-                size_t rr = (size_t)bb * T + t;
-                acc += (double)dout[rr * C + ch] * in[(rr - j) * C + ch];
-            }
-        dw[jc] += (float)acc;
-    }
+    int rc = tk_copy(din, dout, sizeof(float) * (size_t)B * T * C);
+    return rc ? rc : tk_causal_dwconv_backward(din, dw, dout, in, w, B, T, C, K);
 }
 
 /* A gated residual branch: out (N,C) = x + eta * br (eta (N) per token, NULL means 1);
@@ -1567,7 +1542,7 @@ static int mdl__block_fwd(mdl_model *m, int l, const float *x, float *xo, const 
     /* attention */
     MDL__TRY(mdl__norm_fwd(m, c->conv_k ? a->n1p : a->n1, a->n1m, a->n1r, x, P + b->ln1w,
                            b->ln1b != MDL__ABSENT ? P + b->ln1b : NULL, N), "norm1");
-    if (c->conv_k) mdl__conv_fwd(a->n1, a->n1p, P + b->conv, B, T, C, c->conv_k);
+    if (c->conv_k) MDL__TRY(mdl__conv_fwd(a->n1, a->n1p, P + b->conv, B, T, C, c->conv_k), "convolution");
     if (c->attn == MDL_ATTN_POLAR) {
         const float *Pp[LYR_MAX_PARAMS];
         lyr_polar_stats ps;
@@ -2241,8 +2216,9 @@ static int mdl__block_bwd(mdl_model *m, int l)
     }
     if (c->conv_k) {
         /* the mixers' gradient is d(n1 after the convolution): back through it (dbr is free) */
-        mdl__conv_bwd(dbr, G + b->conv, m->dln, a->n1p, P + b->conv, B, T, C, c->conv_k);
-        memcpy(m->dln, dbr, sizeof(float) * NC);
+        MDL__TRY(mdl__conv_bwd(dbr, G + b->conv, m->dln, a->n1p, P + b->conv, B, T, C, c->conv_k),
+                 "convolution backward");
+        MDL__TRY(tk_copy(m->dln, dbr, sizeof(float) * NC), "copy");
     }
     MDL__TRY(mdl__norm_bwd(m, dres, G + b->ln1w, b->ln1b != MDL__ABSENT ? G + b->ln1b : NULL, m->dln, x,
                            P + b->ln1w, a->n1m, a->n1r, N), "norm1 backward");

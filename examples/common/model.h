@@ -207,7 +207,7 @@ int mdl_create(mdl_model **out, const mdl_config *cfg, uint64_t seed, char *err,
    pointers (tk_copy moves them; tk_adamw_update takes them as they are); mdl_token_ce
    stays host. The device model does not cover every configuration yet:
    mdl_device_supports says whether cfg runs there (MDL_EINVAL and why, if not: polar
-   attention, the causal convolution); the forward also refuses, on a device model, the
+   attention with a head width other than 32, 64, 96, 128, or with its distractor loss); the forward also refuses, on a device model, the
    option it cannot honour yet (gate rows for CEAS gating). mdl_create_on fails with
    MDL_EINVAL when no CUDA device can be used (a build without CUDA included).
    Precision on the device: tensor.h's tk_cuda_set_math (fp32, tf32, bf16) sets the GEMMs'
