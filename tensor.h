@@ -1004,9 +1004,10 @@ static void tk__gemm_ukr_avx512(int kc, const float *TK_RESTRICT a,
     const __mmask16 m0 = (__mmask16)(nr >= 16 ? 0xFFFFu : (1u << nr) - 1u);
     const __mmask16 m1 = (__mmask16)(nr >= 32 ? 0xFFFFu : nr > 16 ? (1u << (nr - 16)) - 1u : 0u);
     int p, i;
-    for (i = 0; i < mr; i++) {
+    for (i = 0; i < mr; i++) { /* a row of 32 floats spans three lines unless aligned */
         _mm_prefetch((const char *)(c + (size_t)i * ldc), _MM_HINT_T0);
         _mm_prefetch((const char *)(c + (size_t)i * ldc + 16), _MM_HINT_T0);
+        _mm_prefetch((const char *)(c + (size_t)i * ldc + 31), _MM_HINT_T0);
     }
     for (p = 0; p + 4 <= kc; p += 4) {
         TK__GEMM_AVX512_STEP(0);
@@ -1066,6 +1067,20 @@ static void tk__gemm_ukr_avx512(int kc, const float *TK_RESTRICT a,
         }                                                                           \
     } while (0)
 
+#define TK__GEMM_AVX2_FULLROW(i)                                                    \
+    do {                                                                            \
+        if ((i) < mr) {                                                             \
+            float *cr_ = c + (size_t)(i) * ldc;                                     \
+            __m256 r0_ = _mm256_mul_ps(va, c##i##_0), r1_ = _mm256_mul_ps(va, c##i##_1); \
+            if (beta != 0.0f) {                                                     \
+                r0_ = _mm256_fmadd_ps(vb, _mm256_loadu_ps(cr_), r0_);               \
+                r1_ = _mm256_fmadd_ps(vb, _mm256_loadu_ps(cr_ + 8), r1_);           \
+            }                                                                       \
+            _mm256_storeu_ps(cr_, r0_);                                             \
+            _mm256_storeu_ps(cr_ + 8, r1_);                                         \
+        }                                                                           \
+    } while (0)
+
 static void tk__gemm_ukr_avx2(int kc, const float *TK_RESTRICT a,
                               const float *TK_RESTRICT b, float *c, size_t ldc,
                               int mr, int nr, float alpha, float beta)
@@ -1078,8 +1093,13 @@ static void tk__gemm_ukr_avx2(int kc, const float *TK_RESTRICT a,
     __m256 va, vb;
     __m256i m0, m1;
     int p, i, n0, n1;
-    for (i = 0; i < mr; i++)
+    /* the C tile's lines, the row's first and last element: a row of 16 floats spans
+       two lines unless C is 64-byte aligned (without the second, the write-back stalled
+       on it: 10% of the kernel's time at 1024^3) */
+    for (i = 0; i < mr; i++) {
         _mm_prefetch((const char *)(c + (size_t)i * ldc), _MM_HINT_T0);
+        _mm_prefetch((const char *)(c + (size_t)i * ldc + 15), _MM_HINT_T0);
+    }
     /* one k per iteration: GCC's scheduler, given the 4-way unrolled body, hoisted the
        next steps' loads and spilled three accumulators (16 ymm registers hold exactly
        12 accumulators + 2 B vectors + 1 broadcast) */
@@ -1094,6 +1114,12 @@ static void tk__gemm_ukr_avx2(int kc, const float *TK_RESTRICT a,
     vb = _mm256_set1_ps(beta);
     n0 = nr >= 8 ? 8 : nr;
     n1 = nr >= 16 ? 8 : nr > 8 ? nr - 8 : 0;
+    if (nr == 16) { /* full rows: plain loads and stores (a masked 256-bit store,
+                         vmaskmovps, is microcoded on AMD Zen 2/3, many times a plain one) */
+        TK__GEMM_AVX2_FULLROW(0); TK__GEMM_AVX2_FULLROW(1); TK__GEMM_AVX2_FULLROW(2);
+        TK__GEMM_AVX2_FULLROW(3); TK__GEMM_AVX2_FULLROW(4); TK__GEMM_AVX2_FULLROW(5);
+        return;
+    }
     m0 = _mm256_loadu_si256((const __m256i *)(const void *)(tbl + 8 - n0));
     m1 = _mm256_loadu_si256((const __m256i *)(const void *)(tbl + 8 - n1));
     TK__GEMM_AVX2_ROW(0); TK__GEMM_AVX2_ROW(1); TK__GEMM_AVX2_ROW(2);
@@ -1101,6 +1127,7 @@ static void tk__gemm_ukr_avx2(int kc, const float *TK_RESTRICT a,
 }
 #undef TK__GEMM_AVX2_STEP
 #undef TK__GEMM_AVX2_ROW
+#undef TK__GEMM_AVX2_FULLROW
 #endif /* TK__GEMM_HAVE_AVX2 */
 
 static int tk__gemm_kernel_choice = TK_GEMM_AUTO;
