@@ -389,6 +389,26 @@ POLARDEF int polar_decode_cuda(const polar_config *cfg, float *c, float *mag, co
                                int block_size, int num_blocks, int max_blocks,
                                polar_stream stream);
 
+/* Eq. 15's distractor loss on the device: polar_distractor_forward / _backward with
+   device buffers (q, k_rand, the parameter and gradient arrays, dq, dk_rand) and `loss` a
+   device scalar (written on the stream, no host sync). The same values as the CPU (double
+   scores and softmax per row, fixed-order reductions: deterministic, no atomics); any
+   head dim. workspace: polar_distractor_workspace_size_cuda() bytes of device memory, or
+   NULL (taken with cudaMallocAsync on the stream). R == 0: the loss is set to 0 and the
+   backward does nothing, as on the CPU. Under nvcc (or the simulation) the plain calls
+   route a device q here, on the default stream. */
+POLARDEF size_t polar_distractor_workspace_size_cuda(const polar_config *cfg, int B, int H,
+                                                     int T);
+POLARDEF int polar_distractor_forward_cuda(const polar_config *cfg, float *loss, const float *q,
+                                           const float *k_rand, const polar_params *prm, int B,
+                                           int H, int Hkv, int T, int D, void *workspace,
+                                           polar_stream stream);
+POLARDEF int polar_distractor_backward_cuda(const polar_config *cfg, float *dq, float *dk_rand,
+                                            polar_grads *grads, float dloss, const float *q,
+                                            const float *k_rand, const polar_params *prm, int B,
+                                            int H, int Hkv, int T, int D, void *workspace,
+                                            polar_stream stream);
+
 #ifdef __cplusplus
 }
 #endif
@@ -1802,6 +1822,11 @@ POLARDEF int polar_distractor_forward(const polar_config *cfg, float *loss, cons
     int R, bh;
     double total = 0, sc;
     double *buf;
+#if defined(__CUDACC__) || defined(ATTNKIT_CUDA_SIM)
+    if (polar__cu_dev(q)) /* device pointers (loss too): the CUDA path, default stream */
+        return polar_distractor_forward_cuda(cfg, loss, q, k_rand, prm, B, H, Hkv, T, D, NULL,
+                                             NULL);
+#endif
     if (!loss) return POLAR_EINVAL;
     *loss = 0.0f;
     if (!polar__check_distractor(cfg, q, k_rand, prm, B, H, Hkv, T, D)) return POLAR_EINVAL;
@@ -1834,6 +1859,11 @@ POLARDEF int polar_distractor_backward(const polar_config *cfg, float *dq, float
     int R, bh;
     double sc, coef;
     double *buf;
+#if defined(__CUDACC__) || defined(ATTNKIT_CUDA_SIM)
+    if (polar__cu_dev(q)) /* device pointers: the CUDA path, default stream */
+        return polar_distractor_backward_cuda(cfg, dq, dk_rand, grads, dloss, q, k_rand, prm, B,
+                                              H, Hkv, T, D, NULL, NULL);
+#endif
     if (!dq || !polar__finite(dloss)) return POLAR_EINVAL;
     if (!polar__check_distractor(cfg, q, k_rand, prm, B, H, Hkv, T, D)) return POLAR_EINVAL;
     R = cfg->distractor_keys;
@@ -1929,6 +1959,31 @@ POLARDEF int polar_decode_cuda(const polar_config *cfg, float *c, float *mag, co
     (void)cfg; (void)c; (void)mag; (void)q; (void)k_cache; (void)v_cache; (void)block_table;
     (void)seq_lens; (void)prm; (void)B; (void)H; (void)Hkv; (void)D; (void)block_size;
     (void)num_blocks; (void)max_blocks; (void)stream;
+    return POLAR_ENOCUDA;
+}
+POLARDEF size_t polar_distractor_workspace_size_cuda(const polar_config *cfg, int B, int H,
+                                                     int T)
+{
+    (void)cfg; (void)B; (void)H; (void)T;
+    return 0;
+}
+POLARDEF int polar_distractor_forward_cuda(const polar_config *cfg, float *loss, const float *q,
+                                           const float *k_rand, const polar_params *prm, int B,
+                                           int H, int Hkv, int T, int D, void *workspace,
+                                           polar_stream stream)
+{
+    (void)cfg; (void)loss; (void)q; (void)k_rand; (void)prm; (void)B; (void)H; (void)Hkv;
+    (void)T; (void)D; (void)workspace; (void)stream;
+    return POLAR_ENOCUDA;
+}
+POLARDEF int polar_distractor_backward_cuda(const polar_config *cfg, float *dq, float *dk_rand,
+                                            polar_grads *grads, float dloss, const float *q,
+                                            const float *k_rand, const polar_params *prm, int B,
+                                            int H, int Hkv, int T, int D, void *workspace,
+                                            polar_stream stream)
+{
+    (void)cfg; (void)dq; (void)dk_rand; (void)grads; (void)dloss; (void)q; (void)k_rand;
+    (void)prm; (void)B; (void)H; (void)Hkv; (void)T; (void)D; (void)workspace; (void)stream;
     return POLAR_ENOCUDA;
 }
 #ifdef __cplusplus

@@ -30,6 +30,12 @@
                         heads of the group); each cached K/V row is read once into shared
                         memory for all of them; the loop is bounded by the live length read
                         on the device (no host sync, no allocation: capturable in a graph).
+     polar__k_dist_row, _loss, _prm, _dk  eq. 15's distractor loss and its backward: one
+                        thread per query row (R double dots, the softmax against the null
+                        logit; dq accumulated per row), the loss and the per-head gradients
+                        as one-block fixed-order double sums, dk_rand one thread per element
+                        looping over its group's rows (no atomics). Not a hot path: R is a
+                        handful of keys and the loss is off by default.
    Kernels (tensor cores, `math = POLAR_MATH_BF16` or `POLAR_MATH_TF32`; one source per
    pass, templated on the math mode; 128 threads = 4 warps; sm_80 or newer: a build for an
    older target compiles bodies that write NaN into the outputs):
@@ -1165,6 +1171,143 @@ polar__k_bwd_kv_tc(float *dk, float *dv, const float *rows, const float *q, cons
 #endif
 }
 
+/* ------------------------------------------------------------ distractor loss */
+/* Eq. 15's alignment loss (polar_distractor_forward / _backward on the device). One
+   thread per row (b, h, i): the R distractor scores (double dots, as the CPU), the softmax
+   over them and the null logit, in the CPU's order and precision (double). sg: this row's
+   R doubles of the workspace (the scores; the backward overwrites them with f_r).
+   Forward: rowv[row] = sum_r w_r. Backward (dq != NULL): dq row += (float)(f_r k_r) for r
+   in order (the CPU's float accumulation), sg[r] = f_r = coef w_r w_N temp / sqrt(D), and
+   rowv[3 row + 0..2] = the row's len_gain / null_base / null_slope gradient terms. */
+static __global__ void __launch_bounds__(POLAR__CT)
+polar__k_dist_row(double *rowv, double *sgall, float *dq, const float *q, const float *kall,
+                  const float *lg, const float *nb, const float *ns, int H, int Hkv, int T, int D,
+                  int R, int window, double coef, long nrows)
+{
+    const long row = (long)blockIdx.x * POLAR__CT + threadIdx.x;
+    long bh;
+    int b, h, i, n, r, d;
+    const float *qi, *kr;
+    double *sg, temp, nul, sc, M, Z, wN;
+    if (row >= nrows) return;
+    bh = row / T;
+    i = (int)(row % T);
+    b = (int)(bh / H);
+    h = (int)(bh % H);
+    qi = q + (size_t)row * D;
+    kr = kall + ((size_t)b * Hkv + h / (H / Hkv)) * (size_t)R * D;
+    sg = sgall + (size_t)row * R;
+    n = polar__d_nkeys(window, i);
+    polar__d_row_tn(lg, nb, ns, h, n, &temp, &nul);
+    sc = 1.0 / sqrt((double)D);
+    M = temp * nul;
+    for (r = 0; r < R; r++) {
+        double dot = 0.0;
+        for (d = 0; d < D; d++) dot += (double)qi[d] * kr[(size_t)r * D + d];
+        sg[r] = dot * sc;
+        if (temp * sg[r] > M) M = temp * sg[r];
+    }
+    Z = exp(temp * nul - M);
+    for (r = 0; r < R; r++) Z += exp(temp * sg[r] - M);
+    wN = exp(temp * nul - M) / Z;
+    if (!dq) {
+        double tot = 0.0;
+        for (r = 0; r < R; r++) tot += exp(temp * sg[r] - M) / Z;
+        rowv[row] = tot;
+    } else {
+        float *dqi = dq + (size_t)row * D;
+        double dt = 0.0, gN;
+        for (r = 0; r < R; r++) {
+            const double w = exp(temp * sg[r] - M) / Z, gr = coef * w * wN, f = gr * temp * sc;
+            dt += gr * sg[r];
+            for (d = 0; d < D; d++) dqi[d] += (float)(f * kr[(size_t)r * D + d]);
+            sg[r] = f;
+        }
+        gN = -coef * wN * (1.0 - wN);
+        dt += gN * nul;
+        rowv[3 * row] = dt * log((double)n) * polar__d_sigmoid(lg[h]);
+        rowv[3 * row + 1] = temp * gN;
+        rowv[3 * row + 2] = temp * gN * sqrt(log((double)n + 1.0)) * polar__d_sigmoid(ns[h]);
+    }
+}
+
+/* the loss: one block, a fixed-order sum of the rows' values, then the scale */
+static __global__ void __launch_bounds__(POLAR__CT)
+polar__k_dist_loss(float *loss, const double *rowv, long nrows, double scale)
+{
+    __shared__ double red[POLAR__CT];
+    const int tid = threadIdx.x;
+    double a = 0.0;
+    long x;
+    int s;
+    for (x = tid; x < nrows; x += POLAR__CT) a += rowv[x];
+    red[tid] = a;
+    for (s = POLAR__CT / 2; s > 0; s /= 2) {
+        __syncthreads();
+        if (tid < s) red[tid] += red[tid + s];
+    }
+    if (tid == 0) *loss = (float)(scale * red[0]);
+}
+
+/* per-head gradients: one block per head, fixed-order sums over (b, i) in double */
+static __global__ void __launch_bounds__(POLAR__CT)
+polar__k_dist_prm(float *glg, float *gnb, float *gns, const double *rowv, int B, int H, int T)
+{
+    __shared__ double red[3][POLAR__CT];
+    const int tid = threadIdx.x, h = blockIdx.x;
+    double a0 = 0.0, a1 = 0.0, a2 = 0.0;
+    long x;
+    int s;
+    for (x = tid; x < (long)B * T; x += POLAR__CT) {
+        const size_t row = ((size_t)(x / T) * H + h) * T + (size_t)(x % T);
+        a0 += rowv[3 * row];
+        a1 += rowv[3 * row + 1];
+        a2 += rowv[3 * row + 2];
+    }
+    red[0][tid] = a0;
+    red[1][tid] = a1;
+    red[2][tid] = a2;
+    for (s = POLAR__CT / 2; s > 0; s /= 2) {
+        __syncthreads();
+        if (tid < s) {
+            red[0][tid] += red[0][tid + s];
+            red[1][tid] += red[1][tid + s];
+            red[2][tid] += red[2][tid + s];
+        }
+    }
+    if (tid == 0) {
+        if (glg) glg[h] += (float)red[0][0];
+        if (gnb) gnb[h] += (float)red[1][0];
+        if (gns) gns[h] += (float)red[2][0];
+    }
+}
+
+/* dk_rand: one thread per element (b, kv head, r, d); the group's query heads, then the
+   rows, in the CPU's order, accumulated in float as the CPU does (no atomics) */
+static __global__ void __launch_bounds__(POLAR__CT)
+polar__k_dist_dk(float *dk, const double *fall, const float *q, int B, int H, int Hkv, int T,
+                 int D, int R)
+{
+    const long e = (long)blockIdx.x * POLAR__CT + threadIdx.x;
+    const int G = H / Hkv;
+    long bk;
+    int r, d, hk, b, h, i;
+    float acc;
+    if (e >= (long)B * Hkv * R * D) return;
+    d = (int)(e % D);
+    r = (int)((e / D) % R);
+    bk = e / ((long)R * D);
+    hk = (int)(bk % Hkv);
+    b = (int)(bk / Hkv);
+    acc = dk[e];
+    for (h = hk * G; h < (hk + 1) * G; h++)
+        for (i = 0; i < T; i++) {
+            const size_t row = ((size_t)b * H + h) * T + i;
+            acc += (float)(fall[row * R + r] * q[row * D + d]);
+        }
+    dk[e] = acc;
+}
+
 /* ------------------------------------------------------------ host side */
 /* 1 if p is device (or managed) memory */
 static int polar__cu_dev(const void *p)
@@ -1404,6 +1547,118 @@ POLARDEF int polar_decode_cuda(const polar_config *cfg, float *c, float *mag, co
                     prm->v_null, H, Hkv, block_size, num_blocks, max_blocks, cfg->window,
                     cfg->norm_eps, cfg->stat_floor);
     return polar__cu_launched();
+}
+
+/* ------------------------------------------------------------ distractor loss (host) */
+POLARDEF size_t polar_distractor_workspace_size_cuda(const polar_config *cfg, int B, int H,
+                                                     int T)
+{
+    size_t R;
+    if (!cfg || cfg->distractor_keys < 0 || cfg->distractor_keys > 65536 || B < 1 || H < 1 || T < 1)
+        return 0;
+    if ((double)B * H * T * ((double)cfg->distractor_keys + 3) * 8.0 > (double)SIZE_MAX / 4) return 0;
+    R = (size_t)cfg->distractor_keys;
+    return (size_t)B * H * T * (R + 3) * sizeof(double) + 256;
+}
+
+/* dims, config and the device pointers both directions share */
+static int polar__cu_dist_check(const polar_config *cfg, const float *q, const float *k_rand,
+                                const polar_params *prm, int B, int H, int Hkv, int T, int D,
+                                const void *workspace)
+{
+    if (!polar__check_cfg(cfg) || !polar__check_dims(B, H, Hkv, T, D)) return POLAR_EINVAL;
+    if (cfg->distractor_keys < 0 || cfg->distractor_keys > 65536) return POLAR_EINVAL;
+    if (!polar__cu_dev(q) || !polar__cu_params(prm)) return POLAR_EINVAL;
+    if (cfg->distractor_keys > 0 && !polar__cu_dev(k_rand)) return POLAR_EINVAL;
+    if (workspace && !polar__cu_dev(workspace)) return POLAR_EINVAL;
+    if ((double)B * Hkv * cfg->distractor_keys * D > (double)INT_MAX * POLAR__CT) return POLAR_EINVAL;
+    return POLAR_OK;
+}
+
+/* the row kernel, into a caller's or a stream-ordered workspace; *wsp receives it */
+static int polar__cu_dist_rows(const polar_config *cfg, void **wsp, float *dq, const float *q,
+                               const float *k_rand, const polar_params *prm, int B, int H,
+                               int Hkv, int T, int D, double coef, cudaStream_t s)
+{
+    const long nrows = (long)B * H * T;
+    double *ws = (double *)*wsp;
+    if (!ws) {
+        if (cudaMallocAsync((void **)&ws, polar_distractor_workspace_size_cuda(cfg, B, H, T), s) !=
+            cudaSuccess) {
+            (void)cudaGetLastError();
+            return POLAR_ENOMEM;
+        }
+        *wsp = ws;
+    }
+    POLAR__LAUNCH(polar__k_dist_row, (unsigned)((nrows + POLAR__CT - 1) / POLAR__CT), POLAR__CT, 0, s,
+                  ws, ws + 3 * nrows, dq, q, k_rand, prm->len_gain_raw, prm->null_base,
+                  prm->null_slope_raw, H, Hkv, T, D, cfg->distractor_keys, cfg->window, coef, nrows);
+    return polar__cu_launched();
+}
+
+POLARDEF int polar_distractor_forward_cuda(const polar_config *cfg, float *loss, const float *q,
+                                           const float *k_rand, const polar_params *prm, int B,
+                                           int H, int Hkv, int T, int D, void *workspace,
+                                           polar_stream stream)
+{
+    cudaStream_t s = (cudaStream_t)stream;
+    void *ws = workspace;
+    int rc;
+    if (!polar__cu_dev(loss)) return POLAR_EINVAL;
+    rc = polar__cu_dist_check(cfg, q, k_rand, prm, B, H, Hkv, T, D, workspace);
+    if (rc != POLAR_OK) return rc;
+    (void)cudaGetLastError();
+    if (cfg->distractor_keys == 0) /* off: the loss is 0, as on the CPU */
+        return cudaMemsetAsync(loss, 0, sizeof(float), s) == cudaSuccess ? POLAR_OK : POLAR_ECUDA;
+    rc = polar__cu_dist_rows(cfg, &ws, NULL, q, k_rand, prm, B, H, Hkv, T, D, 0.0, s);
+    if (rc == POLAR_OK) {
+        const long nrows = (long)B * H * T;
+        POLAR__LAUNCH(polar__k_dist_loss, 1, POLAR__CT, 0, s, loss, (const double *)ws, nrows,
+                      (double)cfg->distractor_weight / ((double)nrows * cfg->distractor_keys));
+        rc = polar__cu_launched();
+    }
+    if (ws && !workspace) cudaFreeAsync(ws, s);
+    return rc;
+}
+
+POLARDEF int polar_distractor_backward_cuda(const polar_config *cfg, float *dq, float *dk_rand,
+                                            polar_grads *grads, float dloss, const float *q,
+                                            const float *k_rand, const polar_params *prm, int B,
+                                            int H, int Hkv, int T, int D, void *workspace,
+                                            polar_stream stream)
+{
+    cudaStream_t s = (cudaStream_t)stream;
+    void *ws = workspace;
+    float *glg = grads ? grads->len_gain_raw : NULL, *gnb = grads ? grads->null_base : NULL;
+    float *gns = grads ? grads->null_slope_raw : NULL;
+    const long nrows = (long)B * H * T;
+    int rc;
+    if (!polar__cu_dev(dq) || !polar__finite(dloss)) return POLAR_EINVAL;
+    rc = polar__cu_dist_check(cfg, q, k_rand, prm, B, H, Hkv, T, D, workspace);
+    if (rc != POLAR_OK) return rc;
+    if ((dk_rand && !polar__cu_dev(dk_rand)) || (glg && !polar__cu_dev(glg)) ||
+        (gnb && !polar__cu_dev(gnb)) || (gns && !polar__cu_dev(gns)))
+        return POLAR_EINVAL;
+    if (cfg->distractor_keys == 0) return POLAR_OK;
+    (void)cudaGetLastError();
+    rc = polar__cu_dist_rows(cfg, &ws, dq, q, k_rand, prm, B, H, Hkv, T, D,
+                             (double)dloss * cfg->distractor_weight /
+                                 ((double)nrows * cfg->distractor_keys),
+                             s);
+    if (rc == POLAR_OK && (glg || gnb || gns)) {
+        POLAR__LAUNCH(polar__k_dist_prm, (unsigned)H, POLAR__CT, 0, s, glg, gnb, gns,
+                      (const double *)ws, B, H, T);
+        rc = polar__cu_launched();
+    }
+    if (rc == POLAR_OK && dk_rand) {
+        const long ne = (long)B * Hkv * cfg->distractor_keys * D;
+        POLAR__LAUNCH(polar__k_dist_dk, (unsigned)((ne + POLAR__CT - 1) / POLAR__CT), POLAR__CT, 0, s,
+                      dk_rand, (const double *)ws + 3 * nrows, q, B, H, Hkv, T, D,
+                      cfg->distractor_keys);
+        rc = polar__cu_launched();
+    }
+    if (ws && !workspace) cudaFreeAsync(ws, s);
+    return rc;
 }
 
 #undef POLAR__LAUNCH_D

@@ -786,6 +786,108 @@ static void test_plain_routing(void)
     dfree(d_q); dfree(d_k); dfree(d_v); dfree(d_dc);
 }
 
+/* eq. 15's distractor loss: polar_distractor_forward_cuda / _backward_cuda against the CPU
+   (loss 1e-5, dq / dk_rand / the three per-head gradients 1e-4 relative; the gradients
+   start non-zero: both paths accumulate), the plain calls routed, R = 0, bad input */
+static void dist_case(int B, int H, int Hkv, int T, int D, int R, int window, unsigned seed)
+{
+    const size_t nq = (size_t)B * H * T * D, nkr = (size_t)B * Hkv * R * D;
+    polar_config cfg = polar_config_default();
+    polar_grads gr, dgr;
+    float loss = 0.0f, gl = -1.0f;
+    tt_seed(seed);
+    cfg.window = window;
+    cfg.distractor_keys = R;
+    cfg.distractor_weight = 0.7f;
+    host_params hp(H, D);
+    dev_params dp(hp);
+    polar_params prm = hp.view(), dprm = dp.view();
+    fprintf(stderr, "  distractor B=%d H=%d Hkv=%d T=%d D=%d R=%d window=%d\n", B, H, Hkv, T, D, R, window);
+    std::vector<float> q = randn(nq, 1.2), kr = randn(nkr, 1.0);
+    std::vector<float> dq = randn(nq, 0.1), dkr = randn(nkr, 0.1);
+    std::vector<float> glg = randn(H, 0.1), gnb = randn(H, 0.1), gns = randn(H, 0.1), one(1, 0.0f);
+    float *d_q = dput(q), *d_kr = dput(kr), *d_dq = dput(dq), *d_dkr = dput(dkr), *d_loss = dput(one);
+    float *d_glg = dput(glg), *d_gnb = dput(gnb), *d_gns = dput(gns);
+    size_t wsz = polar_distractor_workspace_size_cuda(&cfg, B, H, T);
+    void *d_ws = NULL;
+    CHECK(wsz >= (size_t)B * H * T * (R + 3) * sizeof(double));
+    CHECK(cudaMalloc(&d_ws, wsz) == cudaSuccess);
+    CHECK_INT_EQ(polar_distractor_forward(&cfg, &loss, q.data(), kr.data(), &prm, B, H, Hkv, T, D), POLAR_OK);
+    CHECK_INT_EQ(polar_distractor_forward_cuda(&cfg, d_loss, d_q, d_kr, &dprm, B, H, Hkv, T, D, d_ws, NULL), POLAR_OK);
+    gl = dget(d_loss, 1)[0];
+    CHECK(loss > 0.0f);
+    CHECK_CLOSE(gl, loss, 1e-5, 0.0);
+    gr.len_gain_raw = glg.data(); gr.null_base = gnb.data(); gr.null_slope_raw = gns.data();
+    gr.mag_beta_raw = NULL; gr.v_null = NULL;
+    dgr.len_gain_raw = d_glg; dgr.null_base = d_gnb; dgr.null_slope_raw = d_gns;
+    dgr.mag_beta_raw = NULL; dgr.v_null = NULL;
+    CHECK_INT_EQ(polar_distractor_backward(&cfg, dq.data(), dkr.data(), &gr, 1.3f, q.data(), kr.data(), &prm, B, H, Hkv, T, D),
+                 POLAR_OK);
+    /* the plain call with device pointers: routed (the workspace comes from the stream) */
+    CHECK_INT_EQ(polar_distractor_backward(&cfg, d_dq, d_dkr, &dgr, 1.3f, d_q, d_kr, &dprm, B, H, Hkv, T, D), POLAR_OK);
+    std::vector<float> g = dget(d_dq, nq), g2 = dget(d_dkr, nkr);
+    CHECK_REL(g, dq, 1e-4);
+    CHECK_REL(g2, dkr, 1e-4);
+    fprintf(stderr, "    loss %.3e rel, max|err|/max|ref| dq %.2e dk_rand %.2e\n", fabs((double)gl - loss) / loss,
+            tc_err(g, dq), tc_err(g2, dkr));
+    g = dget(d_glg, H);
+    CHECK_REL(g, glg, 1e-4);
+    g = dget(d_gnb, H);
+    CHECK_REL(g, gnb, 1e-4);
+    g = dget(d_gns, H);
+    CHECK_REL(g, gns, 1e-4);
+    {   /* routed forward: the same bits as the _cuda call */
+        float *d_l2 = dput(one);
+        CHECK_INT_EQ(polar_distractor_forward(&cfg, d_l2, d_q, d_kr, &dprm, B, H, Hkv, T, D), POLAR_OK);
+        CHECK(dget(d_l2, 1)[0] == gl);
+        dfree(d_l2);
+    }
+    cudaFree(d_ws);
+    dfree(d_q); dfree(d_kr); dfree(d_dq); dfree(d_dkr); dfree(d_loss); dfree(d_glg); dfree(d_gnb); dfree(d_gns);
+}
+
+static void test_distractor(void)
+{
+    NEED_GPU();
+    dist_case(1, 1, 1, 1, 32, 1, -1, 81);
+    dist_case(2, 4, 2, 37, 64, 5, -1, 82);
+    dist_case(1, 4, 1, 70, 16, 8, 20, 83); /* GQA 4, window, a head dim the attention kernels do not take */
+    {   /* R = 0: loss 0 on the device, nothing else touched; bad input: error, no launch */
+        const int B = 1, H = 2, Hkv = 1, T = 5, D = 32;
+        polar_config cfg = polar_config_default();
+        host_params hp(H, D);
+        dev_params dp(hp);
+        polar_params dprm = dp.view(), hprm = hp.view();
+        std::vector<float> q = randn((size_t)B * H * T * D, 1.0), kr = randn((size_t)B * Hkv * 3 * D, 1.0), l(1, 5.0f);
+        float *d_q = dput(q), *d_kr = dput(kr), *d_l = dput(l), *d_dq = dput(q);
+        float hl = 0.0f;
+        CHECK_INT_EQ(polar_distractor_forward_cuda(&cfg, d_l, d_q, NULL, &dprm, B, H, Hkv, T, D, NULL, NULL), POLAR_OK);
+        CHECK(dget(d_l, 1)[0] == 0.0f);
+        CHECK_INT_EQ(polar_distractor_backward_cuda(&cfg, d_dq, NULL, NULL, 1.0f, d_q, NULL, &dprm, B, H, Hkv, T, D, NULL, NULL),
+                     POLAR_OK);
+        CHECK(dget(d_dq, q.size()) == q);
+        cfg.distractor_keys = 3;
+        CHECK_INT_EQ(polar_distractor_forward_cuda(&cfg, d_l, d_q, NULL, &dprm, B, H, Hkv, T, D, NULL, NULL), POLAR_EINVAL);
+        CHECK_INT_EQ(polar_distractor_forward_cuda(&cfg, &hl, d_q, d_kr, &dprm, B, H, Hkv, T, D, NULL, NULL), POLAR_EINVAL);
+        CHECK_INT_EQ(polar_distractor_forward_cuda(&cfg, d_l, q.data(), d_kr, &dprm, B, H, Hkv, T, D, NULL, NULL), POLAR_EINVAL);
+        CHECK_INT_EQ(polar_distractor_forward_cuda(&cfg, d_l, d_q, d_kr, &hprm, B, H, Hkv, T, D, NULL, NULL), POLAR_EINVAL);
+        CHECK_INT_EQ(polar_distractor_forward_cuda(&cfg, d_l, d_q, d_kr, &dprm, B, 3, 2, T, D, NULL, NULL), POLAR_EINVAL);
+        CHECK_INT_EQ(polar_distractor_forward_cuda(&cfg, d_l, d_q, d_kr, &dprm, B, H, Hkv, T, D, &hl, NULL), POLAR_EINVAL);
+        CHECK_INT_EQ(polar_distractor_forward_cuda(NULL, d_l, d_q, d_kr, &dprm, B, H, Hkv, T, D, NULL, NULL), POLAR_EINVAL);
+        CHECK_INT_EQ(polar_distractor_backward_cuda(&cfg, q.data(), NULL, NULL, 1.0f, d_q, d_kr, &dprm, B, H, Hkv, T, D, NULL,
+                                                    NULL), POLAR_EINVAL);
+        CHECK_INT_EQ(polar_distractor_backward_cuda(&cfg, d_dq, kr.data(), NULL, 1.0f, d_q, d_kr, &dprm, B, H, Hkv, T, D, NULL,
+                                                    NULL), POLAR_EINVAL);
+        CHECK_INT_EQ(polar_distractor_backward_cuda(&cfg, d_dq, NULL, NULL, NAN, d_q, d_kr, &dprm, B, H, Hkv, T, D, NULL, NULL),
+                     POLAR_EINVAL);
+        cfg.distractor_keys = -1;
+        CHECK_INT_EQ(polar_distractor_forward_cuda(&cfg, d_l, d_q, d_kr, &dprm, B, H, Hkv, T, D, NULL, NULL), POLAR_EINVAL);
+        CHECK(polar_distractor_workspace_size_cuda(&cfg, B, H, T) == 0);
+        CHECK(dget(d_l, 1)[0] == 0.0f); /* nothing launched by the refused calls */
+        dfree(d_q); dfree(d_kr); dfree(d_l); dfree(d_dq);
+    }
+}
+
 int main(int argc, char **argv)
 {
     TEST_INIT(argc, argv);
@@ -806,5 +908,6 @@ int main(int argc, char **argv)
     TEST_RUN(test_decode);
     TEST_RUN(test_decode_bad_table);
     TEST_RUN(test_plain_routing);
+    TEST_RUN(test_distractor);
     return TEST_END();
 }
