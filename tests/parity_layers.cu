@@ -48,19 +48,160 @@ static int g_gpu = 0;
 
 typedef std::vector<float> fvec;
 
-/* host data of one layer and the refusal scratch */
-struct moe_case {
-    lyr_moe_dims d;
+/* ------------------------------------------------------------ shared scaffolding */
+/* A layer case's host data, whatever the layer: np parameter tensors (spec), their values
+   and the gradients' non-zero starting values, the input x, the output gradient dout and
+   dx's starting value (N = PB * T rows of width C), the saved and work sizes. */
+struct layer_case {
+    int np, T, N, C;
     lyr_pspec spec[LYR_MAX_PARAMS];
-    fvec P[LYR_MOE_NPARAMS], G0[LYR_MOE_NPARAMS];
-    fvec x, mu, dout, dx0, dmu0;
-    size_t nsaved, nwork, nhost;
+    fvec P[LYR_MAX_PARAMS], G0[LYR_MAX_PARAMS];
+    fvec x, dout, dx0;
+    size_t nsaved, nwork;
+};
+
+/* the parameter tensors sized from spec (zero), Pp their pointers for the layer's init */
+static void case_params(layer_case &c, int np, float **Pp)
+{
+    c.np = np;
+    for (int i = 0; i < np; i++) {
+        c.P[i].assign(lyr_pspec_numel(&c.spec[i]), 0.0f);
+        Pp[i] = c.P[i].data();
+    }
+}
+
+/* after the layer's init: noise on every parameter tensor (scale s_one on tensor one, s on
+   the others) and the gradients' starting values, then x, dout, dx0 (the draws in this
+   order) */
+static void case_random(layer_case &c, int one, double s_one, double s)
+{
+    for (int i = 0; i < c.np; i++) {
+        fvec noise = randn(c.P[i].size(), i == one ? s_one : s);
+        for (size_t j = 0; j < c.P[i].size(); j++) c.P[i][j] += noise[j];
+        c.G0[i] = randn(c.P[i].size(), 0.01);
+    }
+    c.x = randn((size_t)c.N * c.C, 1.0);
+    c.dout = randn((size_t)c.N * c.C, 1.0);
+    c.dx0 = randn((size_t)c.N * c.C, 0.1);
+}
+
+/* one path's buffers: host vectors or device copies of the case's data */
+struct layer_run {
+    int dev, np;
+    float *P[LYR_MAX_PARAMS], *G[LYR_MAX_PARAMS];
+    float *x, *out, *dout, *dx, *saved, *work;
+    fvec hP[LYR_MAX_PARAMS], hG[LYR_MAX_PARAMS], hout, hdx, hsaved, hwork;
+};
+
+static float *put(int dev, fvec &h, const fvec &v)
+{
+    h = v;
+    return dev ? dput(v) : h.data();
+}
+
+static void run_init(layer_run &r, const layer_case &c, int dev)
+{
+    int i;
+    r.dev = dev;
+    r.np = c.np;
+    for (i = 0; i < c.np; i++) {
+        r.P[i] = put(dev, r.hP[i], c.P[i]);
+        r.G[i] = put(dev, r.hG[i], c.G0[i]);
+    }
+    /* the inputs (read-only): the case's own vectors on the CPU path */
+    r.x = dev ? dput(c.x) : const_cast<float *>(c.x.data());
+    r.dout = dev ? dput(c.dout) : const_cast<float *>(c.dout.data());
+    r.out = put(dev, r.hout, fvec((size_t)c.N * c.C, -7.0f));
+    r.dx = put(dev, r.hdx, c.dx0);
+    r.saved = put(dev, r.hsaved, fvec(c.nsaved, NAN));
+    r.work = put(dev, r.hwork, fvec(c.nwork, NAN));
+}
+
+static void run_free(layer_run &r)
+{
+    int i;
+    if (!r.dev) return;
+    for (i = 0; i < r.np; i++) {
+        dfree(r.P[i]);
+        dfree(r.G[i]);
+    }
+    dfree(r.x);
+    dfree(r.dout);
+    dfree(r.out);
+    dfree(r.dx);
+    dfree(r.saved);
+    dfree(r.work);
+}
+
+/* a buffer's current host view (dev: device memory) */
+static fvec get_any(int dev, const float *p, size_t n)
+{
+    return dev ? dget(p, n) : fvec(p, p + n);
+}
+
+static fvec get(const layer_run &r, const float *p, size_t n)
+{
+    return get_any(r.dev, p, n);
+}
+
+/* the gradients and dx back to their starting values */
+static void reset_grads(layer_run &r, const layer_case &c)
+{
+    int i;
+    for (i = 0; i < c.np; i++)
+        CHECK_INT_EQ(tk_copy(r.G[i], c.G0[i].data(), c.G0[i].size() * sizeof(float)), TK_OK);
+    CHECK_INT_EQ(tk_copy(r.dx, c.dx0.data(), c.dx0.size() * sizeof(float)), TK_OK);
+}
+
+/* dev within tol of ref's largest |value|; *worst: the largest |dev - ref| / that scale
+   seen, for the report line */
+static void close_to(const fvec &dev, const fvec &ref, double tol, double *worst, const char *what,
+                     const std::string &ctx)
+{
+    double scale = maxabs(ref) > 0 ? maxabs(ref) : 1.0;
+    int failed = tt__case_failed;
+    for (size_t i = 0; i < dev.size() && i < ref.size(); i++) {
+        double e = fabs((double)dev[i] - (double)ref[i]) / scale;
+        if (e > *worst) *worst = e;
+    }
+    tt__case_failed = 0;
+    CHECK(dev.size() == ref.size());
+    CHECK_ALL_CLOSE(dev.data(), ref.data(), (long)ref.size(), 0.0, tol * scale);
+    if (tt__case_failed) fprintf(stderr, "    %s, %s (scale %.3g)\n", what, ctx.c_str(), maxabs(ref));
+    tt__case_failed |= failed;
+}
+
+/* the device run g's forward output against the CPU run h's */
+static void close_out(const layer_run &g, const layer_run &h, const layer_case &c, double tol,
+                      double *worst, const std::string &ctx)
+{
+    close_to(get(g, g.out, (size_t)c.N * c.C), h.hout, tol, worst, "out", ctx);
+}
+
+/* every parameter gradient of the device run g against the CPU run h's, then, with
+   dx_name, the input gradient dx */
+static void close_grads(const layer_run &g, const layer_run &h, const layer_case &c, double tol,
+                        double *worst, const char *dx_name, const std::string &ctx)
+{
+    for (int i = 0; i < c.np; i++)
+        close_to(get(g, g.G[i], c.G0[i].size()), h.hG[i], tol, worst, c.spec[i].suffix, ctx);
+    if (dx_name) close_to(get(g, g.dx, c.dx0.size()), h.hdx, tol, worst, dx_name, ctx);
+}
+
+/* ------------------------------------------------------------ fuzzy MoE */
+/* host data of one layer and the refusal scratch */
+struct moe_case : layer_case {
+    lyr_moe_dims d;
+    fvec mu, dmu0;
+    size_t nhost;
 };
 
 static void case_init(moe_case &c, int top_k, int renorm, unsigned long long seed)
 {
-    int i;
     tk_rng rng;
+    c.T = PT;
+    c.N = PN;
+    c.C = PC;
     c.d = lyr_moe_dims_make(PC, PF, PE, top_k, PR);
     c.d.renorm = renorm;
     CHECK_INT_EQ(lyr_moe_params(&c.d, c.spec, LYR_MAX_PARAMS), LYR_MOE_NPARAMS);
@@ -68,20 +209,10 @@ static void case_init(moe_case &c, int top_k, int renorm, unsigned long long see
     tt_seed(seed);
     {
         float *Pp[LYR_MOE_NPARAMS];
-        for (i = 0; i < LYR_MOE_NPARAMS; i++) {
-            c.P[i].assign(lyr_pspec_numel(&c.spec[i]), 0.0f);
-            Pp[i] = c.P[i].data();
-        }
+        case_params(c, LYR_MOE_NPARAMS, Pp);
         CHECK_INT_EQ(lyr_moe_init(&c.d, Pp, &rng, 0.2f), LYR_OK);
     }
-    for (i = 0; i < LYR_MOE_NPARAMS; i++) {
-        fvec noise = randn(c.P[i].size(), i == LYR_MOE_GATE ? 1.0 : 0.1);
-        for (size_t j = 0; j < c.P[i].size(); j++) c.P[i][j] += noise[j];
-        c.G0[i] = randn(c.P[i].size(), 0.01);
-    }
-    c.x = randn((size_t)PN * PC, 1.0);
-    c.dout = randn((size_t)PN * PC, 1.0);
-    c.dx0 = randn((size_t)PN * PC, 0.1);
+    case_random(c, LYR_MOE_GATE, 1.0, 0.1);
     c.dmu0 = randn((size_t)PN * PR, 0.1);
     c.mu.assign((size_t)PN * PR, 0.0f);
     for (int n = 0; n < PN; n++) {
@@ -95,71 +226,34 @@ static void case_init(moe_case &c, int top_k, int renorm, unsigned long long see
     CHECK(c.nsaved > 0 && c.nwork > 0 && c.nhost > 0);
 }
 
-/* one path's buffers: host vectors or device copies of the case's data */
-struct moe_run {
-    int dev;
-    float *P[LYR_MOE_NPARAMS], *G[LYR_MOE_NPARAMS];
-    float *x, *mu, *out, *dout, *dx, *dmu, *saved, *work;
-    fvec hP[LYR_MOE_NPARAMS], hG[LYR_MOE_NPARAMS], hout, hdx, hdmu, hsaved, hwork;
+/* one path's buffers, with the memberships, their gradient and the host buffer */
+struct moe_run : layer_run {
+    float *mu, *dmu;
+    fvec hdmu;
     fvec host; /* the host buffer (both paths; NaN bytes: its content must not matter) */
 };
 
-static float *put(int dev, fvec &h, const fvec &v)
-{
-    h = v;
-    return dev ? dput(v) : h.data();
-}
-
 static void run_init(moe_run &r, const moe_case &c, int dev)
 {
-    int i;
-    r.dev = dev;
-    for (i = 0; i < LYR_MOE_NPARAMS; i++) {
-        r.P[i] = put(dev, r.hP[i], c.P[i]);
-        r.G[i] = put(dev, r.hG[i], c.G0[i]);
-    }
-    /* the inputs (read-only): the case's own vectors on the CPU path */
-    r.x = dev ? dput(c.x) : const_cast<float *>(c.x.data());
+    run_init(static_cast<layer_run &>(r), c, dev);
     r.mu = dev ? dput(c.mu) : const_cast<float *>(c.mu.data());
-    r.dout = dev ? dput(c.dout) : const_cast<float *>(c.dout.data());
-    r.out = put(dev, r.hout, fvec((size_t)PN * PC, -7.0f));
-    r.dx = put(dev, r.hdx, c.dx0);
     r.dmu = put(dev, r.hdmu, c.dmu0);
-    r.saved = put(dev, r.hsaved, fvec(c.nsaved, NAN));
-    r.work = put(dev, r.hwork, fvec(c.nwork, NAN));
     r.host.assign(c.nhost, 0.0f);
     memset(r.host.data(), 0xff, c.nhost * sizeof(float));
 }
 
 static void run_free(moe_run &r)
 {
-    int i;
-    if (!r.dev) return;
-    for (i = 0; i < LYR_MOE_NPARAMS; i++) {
-        dfree(r.P[i]);
-        dfree(r.G[i]);
+    if (r.dev) {
+        dfree(r.mu);
+        dfree(r.dmu);
     }
-    dfree(r.x);
-    dfree(r.mu);
-    dfree(r.dout);
-    dfree(r.out);
-    dfree(r.dx);
-    dfree(r.dmu);
-    dfree(r.saved);
-    dfree(r.work);
-}
-
-/* a buffer's current host view */
-static fvec get(const moe_run &r, const float *p, size_t n)
-{
-    return r.dev ? dget(p, n) : fvec(p, p + n);
+    run_free(static_cast<layer_run &>(r));
 }
 
 static void reset_grads(moe_run &r, const moe_case &c)
 {
-    int i;
-    for (i = 0; i < LYR_MOE_NPARAMS; i++) CHECK_INT_EQ(tk_copy(r.G[i], c.G0[i].data(), c.G0[i].size() * sizeof(float)), TK_OK);
-    CHECK_INT_EQ(tk_copy(r.dx, c.dx0.data(), c.dx0.size() * sizeof(float)), TK_OK);
+    reset_grads(static_cast<layer_run &>(r), c);
     CHECK_INT_EQ(tk_copy(r.dmu, c.dmu0.data(), c.dmu0.size() * sizeof(float)), TK_OK);
 }
 
@@ -177,22 +271,6 @@ static int bwd(moe_run &r, const moe_case &c, float lb_coef, int inputs)
 
 /* the largest |dev - ref| / scale seen, for the report line */
 static double g_worst = 0.0;
-
-/* dev within TOL of ref's largest |value| */
-static void close_to(const fvec &dev, const fvec &ref, const char *what, const std::string &ctx)
-{
-    double scale = maxabs(ref) > 0 ? maxabs(ref) : 1.0, tol = TOL * scale;
-    int failed = tt__case_failed;
-    for (size_t i = 0; i < dev.size() && i < ref.size(); i++) {
-        double e = fabs((double)dev[i] - (double)ref[i]) / scale;
-        if (e > g_worst) g_worst = e;
-    }
-    tt__case_failed = 0;
-    CHECK(dev.size() == ref.size());
-    CHECK_ALL_CLOSE(dev.data(), ref.data(), (long)ref.size(), 0.0, tol);
-    if (tt__case_failed) fprintf(stderr, "    %s, %s (scale %.3g)\n", what, ctx.c_str(), maxabs(ref));
-    tt__case_failed |= failed;
-}
 
 /* the expert choices of the last forward: the routing block's idx (N,K) */
 static std::vector<int> selection(const moe_run &r, const moe_case &c)
@@ -216,7 +294,6 @@ static void compare_case(int train, int top_k, int renorm, unsigned long long se
     moe_run h, g;
     float lbh = -1.0f, lbg = -2.0f;
     char buf[96];
-    int i;
     snprintf(buf, sizeof buf, "train %d top_k %d renorm %d", train, top_k, renorm);
     std::string ctx(buf);
     case_init(c, top_k, renorm, seed);
@@ -224,7 +301,7 @@ static void compare_case(int train, int top_k, int renorm, unsigned long long se
     run_init(g, c, 1);
     CHECK_INT_EQ(fwd(h, c, train, 1000 + seed, &lbh), LYR_OK);
     CHECK_INT_EQ(fwd(g, c, train, 1000 + seed, &lbg), LYR_OK);
-    close_to(get(g, g.out, (size_t)PN * PC), h.hout, "out", ctx);
+    close_out(g, h, c, TOL, &g_worst, ctx);
     CHECK(memcmp(&lbh, &lbg, sizeof lbh) == 0);
     CHECK(selection(g, c) == selection(h, c));
     for (int pass = 0; pass < 2; pass++) {
@@ -234,10 +311,8 @@ static void compare_case(int train, int top_k, int renorm, unsigned long long se
         reset_grads(g, c);
         CHECK_INT_EQ(bwd(h, c, lb_coef, 1), LYR_OK);
         CHECK_INT_EQ(bwd(g, c, lb_coef, 1), LYR_OK);
-        for (i = 0; i < LYR_MOE_NPARAMS; i++)
-            close_to(get(g, g.G[i], c.G0[i].size()), h.hG[i], c.spec[i].suffix, bctx);
-        close_to(get(g, g.dx, c.dx0.size()), h.hdx, "dx", bctx);
-        close_to(get(g, g.dmu, c.dmu0.size()), h.hdmu, "dmu", bctx);
+        close_grads(g, h, c, TOL, &g_worst, "dx", bctx);
+        close_to(get(g, g.dmu, c.dmu0.size()), h.hdmu, TOL, &g_worst, "dmu", bctx);
         if (pass && !(top_k == 1 && renorm)) {
             /* the load-balance term reaches the gate (not with one renormalised expert:
                its weight is 1 whatever the logits) */
@@ -252,8 +327,7 @@ static void compare_case(int train, int top_k, int renorm, unsigned long long se
     reset_grads(g, c);
     CHECK_INT_EQ(bwd(h, c, 0.25f, 0), LYR_OK);
     CHECK_INT_EQ(bwd(g, c, 0.25f, 0), LYR_OK);
-    for (i = 0; i < LYR_MOE_NPARAMS; i++)
-        close_to(get(g, g.G[i], c.G0[i].size()), h.hG[i], c.spec[i].suffix, ctx + ", no input grads");
+    close_grads(g, h, c, TOL, &g_worst, NULL, ctx + ", no input grads");
     CHECK(get(g, g.dx, c.dx0.size()) == c.dx0);
     CHECK(get(g, g.dmu, c.dmu0.size()) == c.dmu0);
     run_free(g);
@@ -285,14 +359,12 @@ static void test_moe_idle_experts(void)
     run_init(g, c, 1);
     CHECK_INT_EQ(fwd(h, c, 0, 0, &lbh), LYR_OK);
     CHECK_INT_EQ(fwd(g, c, 0, 0, &lbg), LYR_OK);
-    close_to(get(g, g.out, (size_t)PN * PC), h.hout, "out", "idle experts");
+    close_out(g, h, c, TOL, &g_worst, "idle experts");
     CHECK(lbh == lbg);
     CHECK_INT_EQ(bwd(h, c, 0.3f, 1), LYR_OK);
     CHECK_INT_EQ(bwd(g, c, 0.3f, 1), LYR_OK);
-    for (int i = 0; i < LYR_MOE_NPARAMS; i++)
-        close_to(get(g, g.G[i], c.G0[i].size()), h.hG[i], c.spec[i].suffix, "idle experts");
-    close_to(get(g, g.dx, c.dx0.size()), h.hdx, "dx", "idle experts");
-    close_to(get(g, g.dmu, c.dmu0.size()), h.hdmu, "dmu", "idle experts");
+    close_grads(g, h, c, TOL, &g_worst, "dx", "idle experts");
+    close_to(get(g, g.dmu, c.dmu0.size()), h.hdmu, TOL, &g_worst, "dmu", "idle experts");
     {
         fvec w1 = get(g, g.G[LYR_MOE_W1], c.G0[LYR_MOE_W1].size());
         size_t per = (size_t)PF * PC, nz = 0;
@@ -414,105 +486,38 @@ static void test_moe_cpu_host_arg(void)
 #define GTOL_F 1e-5
 #define GTOL_B 1e-4
 
-struct gd_case {
+struct gd_case : layer_case {
     lyr_gdelta_dims d;
-    lyr_pspec spec[LYR_MAX_PARAMS];
-    fvec P[LYR_GD_NPARAMS], G0[LYR_GD_NPARAMS];
-    fvec x, dout, dx0;
-    size_t nsaved, nwork;
-    int T, N;
 };
 
 static void gd_case_init(gd_case &c, int T, unsigned long long seed)
 {
-    int i;
     tk_rng rng;
     c.T = T;
     c.N = PB * T;
+    c.C = GC;
     c.d = lyr_gdelta_dims_make(GC, GHM, GDK);
     CHECK_INT_EQ(lyr_gdelta_params(&c.d, c.spec, LYR_MAX_PARAMS), LYR_GD_NPARAMS);
     tk_rng_seed(&rng, seed, 3);
     tt_seed(seed);
     {
         float *Pp[LYR_GD_NPARAMS];
-        for (i = 0; i < LYR_GD_NPARAMS; i++) {
-            c.P[i].assign(lyr_pspec_numel(&c.spec[i]), 0.0f);
-            Pp[i] = c.P[i].data();
-        }
+        case_params(c, LYR_GD_NPARAMS, Pp);
         CHECK_INT_EQ(lyr_gdelta_init(&c.d, Pp, &rng, 0.2f), LYR_OK);
     }
-    for (i = 0; i < LYR_GD_NPARAMS; i++) {
-        fvec noise = randn(c.P[i].size(), 0.2);
-        for (size_t j = 0; j < c.P[i].size(); j++) c.P[i][j] += noise[j];
-        c.G0[i] = randn(c.P[i].size(), 0.01);
-    }
-    c.x = randn((size_t)c.N * GC, 1.0);
-    c.dout = randn((size_t)c.N * GC, 1.0);
-    c.dx0 = randn((size_t)c.N * GC, 0.1);
+    case_random(c, -1, 0.2, 0.2);
     c.nsaved = lyr_gdelta_saved_floats(&c.d, PB, T);
     c.nwork = lyr_gdelta_work_floats(&c.d, PB, T);
     CHECK(c.nsaved > 0 && c.nwork > 0);
 }
 
-struct gd_run {
-    int dev;
-    float *P[LYR_GD_NPARAMS], *G[LYR_GD_NPARAMS];
-    float *x, *out, *dout, *dx, *saved, *work;
-    fvec hP[LYR_GD_NPARAMS], hG[LYR_GD_NPARAMS], hout, hdx, hsaved, hwork;
-};
-
-static void gd_run_init(gd_run &r, const gd_case &c, int dev)
-{
-    int i;
-    r.dev = dev;
-    for (i = 0; i < LYR_GD_NPARAMS; i++) {
-        r.P[i] = put(dev, r.hP[i], c.P[i]);
-        r.G[i] = put(dev, r.hG[i], c.G0[i]);
-    }
-    r.x = dev ? dput(c.x) : const_cast<float *>(c.x.data());
-    r.dout = dev ? dput(c.dout) : const_cast<float *>(c.dout.data());
-    r.out = put(dev, r.hout, fvec((size_t)c.N * GC, -7.0f));
-    r.dx = put(dev, r.hdx, c.dx0);
-    r.saved = put(dev, r.hsaved, fvec(c.nsaved, NAN));
-    r.work = put(dev, r.hwork, fvec(c.nwork, NAN));
-}
-
-static void gd_run_free(gd_run &r)
-{
-    int i;
-    if (!r.dev) return;
-    for (i = 0; i < LYR_GD_NPARAMS; i++) {
-        dfree(r.P[i]);
-        dfree(r.G[i]);
-    }
-    dfree(r.x);
-    dfree(r.dout);
-    dfree(r.out);
-    dfree(r.dx);
-    dfree(r.saved);
-    dfree(r.work);
-}
-
-static fvec gd_get(const gd_run &r, const float *p, size_t n)
-{
-    return r.dev ? dget(p, n) : fvec(p, p + n);
-}
-
-static void gd_reset_grads(gd_run &r, const gd_case &c)
-{
-    int i;
-    for (i = 0; i < LYR_GD_NPARAMS; i++)
-        CHECK_INT_EQ(tk_copy(r.G[i], c.G0[i].data(), c.G0[i].size() * sizeof(float)), TK_OK);
-    CHECK_INT_EQ(tk_copy(r.dx, c.dx0.data(), c.dx0.size() * sizeof(float)), TK_OK);
-}
-
-static int gd_fwd(gd_run &r, const gd_case &c, int train, lyr_gdelta_stats *st)
+static int gd_fwd(layer_run &r, const gd_case &c, int train, lyr_gdelta_stats *st)
 {
     return lyr_gdelta_forward(&c.d, (const float *const *)r.P, r.x, r.out, r.saved, r.work, PB,
                               c.T, train, 9, st);
 }
 
-static int gd_bwd(gd_run &r, const gd_case &c, int inputs)
+static int gd_bwd(layer_run &r, const gd_case &c, int inputs)
 {
     return lyr_gdelta_backward(&c.d, (const float *const *)r.P, r.G, r.dout, inputs ? r.dx : NULL,
                                r.saved, r.work, PB, c.T);
@@ -520,65 +525,38 @@ static int gd_bwd(gd_run &r, const gd_case &c, int inputs)
 
 static double g_gd_worst_f = 0.0, g_gd_worst_b = 0.0;
 
-static fvec gd_get_any(int dev, const float *p, size_t n)
-{
-    return dev ? dget(p, n) : fvec(p, p + n);
-}
-
-static void gd_close(const fvec &dev, const fvec &ref, double tol, double *worst, const char *what,
-                     const std::string &ctx)
-{
-    double scale = maxabs(ref) > 0 ? maxabs(ref) : 1.0;
-    int failed = tt__case_failed;
-    for (size_t i = 0; i < dev.size() && i < ref.size(); i++) {
-        double e = fabs((double)dev[i] - (double)ref[i]) / scale;
-        if (e > *worst) *worst = e;
-    }
-    tt__case_failed = 0;
-    CHECK(dev.size() == ref.size());
-    CHECK_ALL_CLOSE(dev.data(), ref.data(), (long)ref.size(), 0.0, tol * scale);
-    if (tt__case_failed) fprintf(stderr, "    %s, %s (scale %.3g)\n", what, ctx.c_str(), maxabs(ref));
-    tt__case_failed |= failed;
-}
-
 static void gd_compare(int T, int train, unsigned long long seed)
 {
     gd_case c;
-    gd_run h, g;
+    layer_run h, g;
     lyr_gdelta_stats sh, sg;
     char buf[64];
-    int i;
     snprintf(buf, sizeof buf, "gdelta T %d train %d", T, train);
     std::string ctx(buf);
     gd_case_init(c, T, seed);
-    gd_run_init(h, c, 0);
-    gd_run_init(g, c, 1);
+    run_init(h, c, 0);
+    run_init(g, c, 1);
     CHECK_INT_EQ(gd_fwd(h, c, train, &sh), LYR_OK);
     CHECK_INT_EQ(gd_fwd(g, c, train, &sg), LYR_OK);
     CHECK(maxabs(h.hout) > 1e-3);
-    gd_close(gd_get(g, g.out, (size_t)c.N * GC), h.hout, GTOL_F, &g_gd_worst_f, "out", ctx);
+    close_out(g, h, c, GTOL_F, &g_gd_worst_f, ctx);
     CHECK_NEAR(sg.gamma_mean, sh.gamma_mean, 1e-6);
     CHECK_NEAR(sg.beta_mean, sh.beta_mean, 1e-6);
     for (int pass = 0; pass < 2; pass++) { /* twice from one forward: saved is read-only */
-        gd_reset_grads(h, c);
-        gd_reset_grads(g, c);
+        reset_grads(h, c);
+        reset_grads(g, c);
         CHECK_INT_EQ(gd_bwd(h, c, 1), LYR_OK);
         CHECK_INT_EQ(gd_bwd(g, c, 1), LYR_OK);
-        for (i = 0; i < LYR_GD_NPARAMS; i++)
-            gd_close(gd_get(g, g.G[i], c.G0[i].size()), h.hG[i], GTOL_B, &g_gd_worst_b,
-                     c.spec[i].suffix, ctx);
-        gd_close(gd_get(g, g.dx, c.dx0.size()), h.hdx, GTOL_B, &g_gd_worst_b, "dxn", ctx);
+        close_grads(g, h, c, GTOL_B, &g_gd_worst_b, "dxn", ctx);
     }
     /* dxn NULL */
-    gd_reset_grads(h, c);
-    gd_reset_grads(g, c);
+    reset_grads(h, c);
+    reset_grads(g, c);
     CHECK_INT_EQ(gd_bwd(h, c, 0), LYR_OK);
     CHECK_INT_EQ(gd_bwd(g, c, 0), LYR_OK);
-    for (i = 0; i < LYR_GD_NPARAMS; i++)
-        gd_close(gd_get(g, g.G[i], c.G0[i].size()), h.hG[i], GTOL_B, &g_gd_worst_b,
-                 c.spec[i].suffix, ctx + ", dxn NULL");
-    CHECK(gd_get(g, g.dx, c.dx0.size()) == c.dx0);
-    gd_run_free(g);
+    close_grads(g, h, c, GTOL_B, &g_gd_worst_b, NULL, ctx + ", dxn NULL");
+    CHECK(get(g, g.dx, c.dx0.size()) == c.dx0);
+    run_free(g);
 }
 
 static void test_gdelta_forward_backward(void)
@@ -596,13 +574,13 @@ static void test_gdelta_forward_backward(void)
 static void test_gdelta_refusals(void)
 {
     gd_case c;
-    gd_run g;
+    layer_run g;
     fvec out0, G0, dx0, saved0;
     NEED_GPU();
     gd_case_init(c, PT, 65);
-    gd_run_init(g, c, 1);
-    out0 = gd_get(g, g.out, (size_t)c.N * GC);
-    saved0 = gd_get(g, g.saved, c.nsaved);
+    run_init(g, c, 1);
+    out0 = get(g, g.out, (size_t)c.N * GC);
+    saved0 = get(g, g.saved, c.nsaved);
     /* xn on the host */
     CHECK_INT_EQ(lyr_gdelta_forward(&c.d, (const float *const *)g.P, c.x.data(), g.out, g.saved,
                                     g.work, PB, PT, 0, 9, NULL), LYR_EINVAL);
@@ -619,14 +597,14 @@ static void test_gdelta_refusals(void)
         c2.d.cfg.gate_is_log = 1;
         CHECK_INT_EQ(gd_fwd(g, c2, 0, NULL), LYR_EINVAL);
     }
-    CHECK(gd_get(g, g.out, (size_t)c.N * GC) == out0);
+    CHECK(get(g, g.out, (size_t)c.N * GC) == out0);
     {
-        fvec sv = gd_get(g, g.saved, c.nsaved);
+        fvec sv = get(g, g.saved, c.nsaved);
         CHECK(memcmp(sv.data(), saved0.data(), sv.size() * sizeof(float)) == 0);
     }
     CHECK_INT_EQ(gd_fwd(g, c, 0, NULL), LYR_OK);
-    G0 = gd_get(g, g.G[LYR_GD_PROJ], c.G0[LYR_GD_PROJ].size());
-    dx0 = gd_get(g, g.dx, c.dx0.size());
+    G0 = get(g, g.G[LYR_GD_PROJ], c.G0[LYR_GD_PROJ].size());
+    dx0 = get(g, g.dx, c.dx0.size());
     /* backward: dout on the host, dxn on the host, one gradient on the host */
     CHECK_INT_EQ(lyr_gdelta_backward(&c.d, (const float *const *)g.P, g.G, c.dout.data(), g.dx,
                                      g.saved, g.work, PB, PT), LYR_EINVAL);
@@ -644,18 +622,18 @@ static void test_gdelta_refusals(void)
         g.G[LYR_GD_B_BETA] = keep;
         CHECK(hg == c.G0[LYR_GD_B_BETA]);
     }
-    CHECK(gd_get(g, g.G[LYR_GD_PROJ], c.G0[LYR_GD_PROJ].size()) == G0);
-    CHECK(gd_get(g, g.dx, c.dx0.size()) == dx0);
+    CHECK(get(g, g.G[LYR_GD_PROJ], c.G0[LYR_GD_PROJ].size()) == G0);
+    CHECK(get(g, g.dx, c.dx0.size()) == dx0);
     /* a host saved buffer filled by a CPU forward, with device buffers: refused */
     {
-        gd_run h;
-        gd_run_init(h, c, 0);
+        layer_run h;
+        run_init(h, c, 0);
         CHECK_INT_EQ(gd_fwd(h, c, 0, NULL), LYR_OK);
         CHECK_INT_EQ(lyr_gdelta_backward(&c.d, (const float *const *)g.P, g.G, g.dout, g.dx,
                                          h.saved, g.work, PB, PT), LYR_EINVAL);
     }
-    CHECK(gd_get(g, g.dx, c.dx0.size()) == dx0);
-    gd_run_free(g);
+    CHECK(get(g, g.dx, c.dx0.size()) == dx0);
+    run_free(g);
 }
 
 /* ------------------------------------------------------------ polar attention mixer */
@@ -670,22 +648,17 @@ static void test_gdelta_refusals(void)
 #define QTOL_F 1e-5
 #define QTOL_B 1e-4
 
-struct pl_case {
+struct pl_case : layer_case {
     lyr_polar_dims d;
-    lyr_pspec spec[LYR_MAX_PARAMS];
-    fvec P[LYR_POLAR_NPARAMS], G0[LYR_POLAR_NPARAMS];
-    fvec x, dout, dx0;
-    size_t nsaved, nwork;
-    int T, N;
 };
 
 static void pl_case_init(pl_case &c, int T, int Hkv, int window, int qk_norm,
                          unsigned long long seed)
 {
-    int i;
     tk_rng rng;
     c.T = T;
     c.N = PB * T;
+    c.C = QC;
     c.d = lyr_polar_dims_make(QC, QH);
     c.d.Hkv = Hkv;
     c.d.qk_norm = qk_norm;
@@ -695,79 +668,22 @@ static void pl_case_init(pl_case &c, int T, int Hkv, int window, int qk_norm,
     tt_seed(seed);
     {
         float *Pp[LYR_POLAR_NPARAMS];
-        for (i = 0; i < LYR_POLAR_NPARAMS; i++) {
-            c.P[i].assign(lyr_pspec_numel(&c.spec[i]), 0.0f);
-            Pp[i] = c.P[i].data();
-        }
+        case_params(c, LYR_POLAR_NPARAMS, Pp);
         CHECK_INT_EQ(lyr_polar_init(&c.d, Pp, &rng, 0.1f), LYR_OK);
     }
-    for (i = 0; i < LYR_POLAR_NPARAMS; i++) {
-        fvec noise = randn(c.P[i].size(), i == LYR_POLAR_QKV ? 0.1 : 0.2);
-        for (size_t j = 0; j < c.P[i].size(); j++) c.P[i][j] += noise[j];
-        c.G0[i] = randn(c.P[i].size(), 0.01);
-    }
-    c.x = randn((size_t)c.N * QC, 1.0);
-    c.dout = randn((size_t)c.N * QC, 1.0);
-    c.dx0 = randn((size_t)c.N * QC, 0.1);
+    case_random(c, LYR_POLAR_QKV, 0.1, 0.2);
     c.nsaved = lyr_polar_saved_floats(&c.d, PB, T);
     c.nwork = lyr_polar_work_floats(&c.d, PB, T);
     CHECK(c.nsaved > 0 && c.nwork > 0);
 }
 
-struct pl_run {
-    int dev;
-    float *P[LYR_POLAR_NPARAMS], *G[LYR_POLAR_NPARAMS];
-    float *x, *out, *dout, *dx, *saved, *work;
-    fvec hP[LYR_POLAR_NPARAMS], hG[LYR_POLAR_NPARAMS], hout, hdx, hsaved, hwork;
-};
-
-static void pl_run_init(pl_run &r, const pl_case &c, int dev)
-{
-    int i;
-    r.dev = dev;
-    for (i = 0; i < LYR_POLAR_NPARAMS; i++) {
-        r.P[i] = put(dev, r.hP[i], c.P[i]);
-        r.G[i] = put(dev, r.hG[i], c.G0[i]);
-    }
-    r.x = dev ? dput(c.x) : const_cast<float *>(c.x.data());
-    r.dout = dev ? dput(c.dout) : const_cast<float *>(c.dout.data());
-    r.out = put(dev, r.hout, fvec((size_t)c.N * QC, -7.0f));
-    r.dx = put(dev, r.hdx, c.dx0);
-    r.saved = put(dev, r.hsaved, fvec(c.nsaved, NAN));
-    r.work = put(dev, r.hwork, fvec(c.nwork, NAN));
-}
-
-static void pl_run_free(pl_run &r)
-{
-    int i;
-    if (!r.dev) return;
-    for (i = 0; i < LYR_POLAR_NPARAMS; i++) {
-        dfree(r.P[i]);
-        dfree(r.G[i]);
-    }
-    dfree(r.x);
-    dfree(r.dout);
-    dfree(r.out);
-    dfree(r.dx);
-    dfree(r.saved);
-    dfree(r.work);
-}
-
-static void pl_reset_grads(pl_run &r, const pl_case &c)
-{
-    int i;
-    for (i = 0; i < LYR_POLAR_NPARAMS; i++)
-        CHECK_INT_EQ(tk_copy(r.G[i], c.G0[i].data(), c.G0[i].size() * sizeof(float)), TK_OK);
-    CHECK_INT_EQ(tk_copy(r.dx, c.dx0.data(), c.dx0.size() * sizeof(float)), TK_OK);
-}
-
-static int pl_fwd(pl_run &r, const pl_case &c, int train, lyr_polar_stats *st)
+static int pl_fwd(layer_run &r, const pl_case &c, int train, lyr_polar_stats *st)
 {
     return lyr_polar_forward(&c.d, (const float *const *)r.P, r.x, r.out, r.saved, r.work, PB,
                              c.T, train, 9, st);
 }
 
-static int pl_bwd(pl_run &r, const pl_case &c, int inputs)
+static int pl_bwd(layer_run &r, const pl_case &c, int inputs)
 {
     return lyr_polar_backward(&c.d, (const float *const *)r.P, r.G, r.dout, inputs ? r.dx : NULL,
                               r.saved, r.work, PB, c.T);
@@ -779,20 +695,19 @@ static void pl_compare(int T, int Hkv, int window, int qk_norm, int train,
                        unsigned long long seed)
 {
     pl_case c;
-    pl_run h, g;
+    layer_run h, g;
     lyr_polar_stats sh, sg;
     char buf[96];
-    int i;
     snprintf(buf, sizeof buf, "polar T %d Hkv %d window %d qk_norm %d train %d", T, Hkv, window,
              qk_norm, train);
     std::string ctx(buf);
     pl_case_init(c, T, Hkv, window, qk_norm, seed);
-    pl_run_init(h, c, 0);
-    pl_run_init(g, c, 1);
+    run_init(h, c, 0);
+    run_init(g, c, 1);
     CHECK_INT_EQ(pl_fwd(h, c, train, &sh), LYR_OK);
     CHECK_INT_EQ(pl_fwd(g, c, train, &sg), LYR_OK);
     CHECK(maxabs(h.hout) > 1e-3);
-    gd_close(gd_get_any(g.dev, g.out, (size_t)c.N * QC), h.hout, QTOL_F, &g_pl_worst_f, "out", ctx);
+    close_out(g, h, c, QTOL_F, &g_pl_worst_f, ctx);
     CHECK_NEAR(sg.mag_mean, sh.mag_mean, 1e-5);
     CHECK_NEAR(sg.null_mean, sh.null_mean, 1e-5);
     CHECK(sg.align_loss == 0.0f && sh.align_loss == 0.0f);
@@ -801,25 +716,20 @@ static void pl_compare(int T, int Hkv, int window, int qk_norm, int train,
     if (fabs((double)sg.null_mean - sh.null_mean) > g_pl_worst_s)
         g_pl_worst_s = fabs((double)sg.null_mean - sh.null_mean);
     for (int pass = 0; pass < 2; pass++) { /* twice from one forward: saved is read-only */
-        pl_reset_grads(h, c);
-        pl_reset_grads(g, c);
+        reset_grads(h, c);
+        reset_grads(g, c);
         CHECK_INT_EQ(pl_bwd(h, c, 1), LYR_OK);
         CHECK_INT_EQ(pl_bwd(g, c, 1), LYR_OK);
-        for (i = 0; i < LYR_POLAR_NPARAMS; i++)
-            gd_close(gd_get_any(g.dev, g.G[i], c.G0[i].size()), h.hG[i], QTOL_B, &g_pl_worst_b,
-                     c.spec[i].suffix, ctx);
-        gd_close(gd_get_any(g.dev, g.dx, c.dx0.size()), h.hdx, QTOL_B, &g_pl_worst_b, "dxn", ctx);
+        close_grads(g, h, c, QTOL_B, &g_pl_worst_b, "dxn", ctx);
     }
     /* dxn NULL */
-    pl_reset_grads(h, c);
-    pl_reset_grads(g, c);
+    reset_grads(h, c);
+    reset_grads(g, c);
     CHECK_INT_EQ(pl_bwd(h, c, 0), LYR_OK);
     CHECK_INT_EQ(pl_bwd(g, c, 0), LYR_OK);
-    for (i = 0; i < LYR_POLAR_NPARAMS; i++)
-        gd_close(gd_get_any(g.dev, g.G[i], c.G0[i].size()), h.hG[i], QTOL_B, &g_pl_worst_b,
-                 c.spec[i].suffix, ctx + ", dxn NULL");
-    CHECK(gd_get_any(g.dev, g.dx, c.dx0.size()) == c.dx0);
-    pl_run_free(g);
+    close_grads(g, h, c, QTOL_B, &g_pl_worst_b, NULL, ctx + ", dxn NULL");
+    CHECK(get(g, g.dx, c.dx0.size()) == c.dx0);
+    run_free(g);
 }
 
 static void test_polar_forward_backward(void)
@@ -838,13 +748,13 @@ static void test_polar_forward_backward(void)
 static void test_polar_refusals(void)
 {
     pl_case c;
-    pl_run g;
+    layer_run g;
     fvec out0, G0, dx0, saved0;
     NEED_GPU();
     pl_case_init(c, PT, 2, 0, 1, 76);
-    pl_run_init(g, c, 1);
-    out0 = gd_get_any(1, g.out, (size_t)c.N * QC);
-    saved0 = gd_get_any(1, g.saved, c.nsaved);
+    run_init(g, c, 1);
+    out0 = get(g, g.out, (size_t)c.N * QC);
+    saved0 = get(g, g.saved, c.nsaved);
     /* xn on the host */
     CHECK_INT_EQ(lyr_polar_forward(&c.d, (const float *const *)g.P, c.x.data(), g.out, g.saved,
                                    g.work, PB, PT, 0, 9, NULL), LYR_EINVAL);
@@ -863,14 +773,14 @@ static void test_polar_refusals(void)
         CHECK(c2.nsaved <= c.nsaved + 4096);
         CHECK_INT_EQ(pl_fwd(g, c2, 1, NULL), LYR_EINVAL);
     }
-    CHECK(gd_get_any(1, g.out, (size_t)c.N * QC) == out0);
+    CHECK(get(g, g.out, (size_t)c.N * QC) == out0);
     {
-        fvec sv = gd_get_any(1, g.saved, c.nsaved);
+        fvec sv = get(g, g.saved, c.nsaved);
         CHECK(memcmp(sv.data(), saved0.data(), sv.size() * sizeof(float)) == 0);
     }
     CHECK_INT_EQ(pl_fwd(g, c, 0, NULL), LYR_OK);
-    G0 = gd_get_any(1, g.G[LYR_POLAR_O], c.G0[LYR_POLAR_O].size());
-    dx0 = gd_get_any(1, g.dx, c.dx0.size());
+    G0 = get(g, g.G[LYR_POLAR_O], c.G0[LYR_POLAR_O].size());
+    dx0 = get(g, g.dx, c.dx0.size());
     /* backward: dout on the host, dxn on the host, one gradient on the host */
     CHECK_INT_EQ(lyr_polar_backward(&c.d, (const float *const *)g.P, g.G, c.dout.data(), g.dx,
                                     g.saved, g.work, PB, PT), LYR_EINVAL);
@@ -888,9 +798,9 @@ static void test_polar_refusals(void)
         g.G[LYR_POLAR_V_NULL] = keep;
         CHECK(hg == c.G0[LYR_POLAR_V_NULL]);
     }
-    CHECK(gd_get_any(1, g.G[LYR_POLAR_O], c.G0[LYR_POLAR_O].size()) == G0);
-    CHECK(gd_get_any(1, g.dx, c.dx0.size()) == dx0);
-    pl_run_free(g);
+    CHECK(get(g, g.G[LYR_POLAR_O], c.G0[LYR_POLAR_O].size()) == G0);
+    CHECK(get(g, g.dx, c.dx0.size()) == dx0);
+    run_free(g);
 }
 
 int main(int argc, char **argv)

@@ -653,11 +653,41 @@ static std::vector<float> state_of(trn *t, int which) /* 0 params, 1 adam_m, 2 a
     return host_of(p, n);
 }
 
+/* The CPU trainer a and the device trainer b stepped side by side n times: each step's
+   status, length T and loss (within tol relative), with gn its gradient norm (1e-4
+   relative) too. Returns the worst relative loss difference. */
+static double follow_steps(trn *a, trn *b, int n, double tol, int gn)
+{
+    double wl = 0.0;
+    int s;
+    for (s = 0; s < n; s++) {
+        trn_step_info ia, ib;
+        CHECK_INT_EQ(trn_step(a, &ia), TRN_OK);
+        CHECK_INT_EQ(trn_step(b, &ib), TRN_OK);
+        CHECK_INT_EQ(ib.T, ia.T);
+        CHECK_CLOSE(ib.loss, ia.loss, tol, 0.0);
+        if (gn) CHECK_CLOSE(ib.grad_norm, ia.grad_norm, 1e-4, 0.0);
+        wl = fabs(ib.loss - ia.loss) / ia.loss > wl ? fabs(ib.loss - ia.loss) / ia.loss : wl;
+    }
+    return wl;
+}
+
+/* Both trainers' raw-weight evaluation on the held-out ids: the same token count, CE
+   within 1e-4 relative (*ca: the CPU's, *cb: the device's). */
+static void follow_eval(trn *a, trn *b, double *ca, double *cb)
+{
+    long long na = 0, nb = 0;
+    *ca = *cb = 0;
+    CHECK_INT_EQ(trn_evaluate(a, g_ids + 2400, NTOK - 2400, 12, TRN_W_RAW, 8, ca, &na, NULL), TRN_OK);
+    CHECK_INT_EQ(trn_evaluate(b, g_ids + 2400, NTOK - 2400, 12, TRN_W_RAW, 8, cb, &nb, NULL), TRN_OK);
+    CHECK(na == nb && na > 0);
+    CHECK_CLOSE(*cb, *ca, 1e-4, 0.0);
+}
+
 static void test_trainer_follows_cpu(void)
 {
     trn_config cc, cd;
     trn *a, *b;
-    int s;
     double wl = 0.0;
     NEED_GPU();
     make_stream();
@@ -671,21 +701,10 @@ static void test_trainer_follows_cpu(void)
         return;
     }
     CHECK(tk_is_device(mdl_params(trn_model(b))) && tk_is_device(b->adam_m));
-    for (s = 0; s < 5; s++) {
-        trn_step_info ia, ib;
-        CHECK_INT_EQ(trn_step(a, &ia), TRN_OK);
-        CHECK_INT_EQ(trn_step(b, &ib), TRN_OK);
-        CHECK_CLOSE(ib.loss, ia.loss, 1e-4, 0.0);
-        CHECK_CLOSE(ib.grad_norm, ia.grad_norm, 1e-4, 0.0);
-        wl = fabs(ib.loss - ia.loss) / ia.loss > wl ? fabs(ib.loss - ia.loss) / ia.loss : wl;
-    }
+    wl = follow_steps(a, b, 5, 1e-4, 1);
     {
-        double ca = 0, cb = 0;
-        long long na = 0, nb = 0;
-        CHECK_INT_EQ(trn_evaluate(a, g_ids + 2400, NTOK - 2400, 12, TRN_W_RAW, 8, &ca, &na, NULL), TRN_OK);
-        CHECK_INT_EQ(trn_evaluate(b, g_ids + 2400, NTOK - 2400, 12, TRN_W_RAW, 8, &cb, &nb, NULL), TRN_OK);
-        CHECK(na == nb && na > 0);
-        CHECK_CLOSE(cb, ca, 1e-4, 0.0);
+        double ca, cb;
+        follow_eval(a, b, &ca, &cb);
         printf("    5 steps: worst loss difference %.3g relative; eval CE %.6f (cpu) %.6f (device)\n", wl, ca, cb);
     }
     trn_destroy(a);
@@ -697,14 +716,7 @@ static void test_trainer_follows_cpu(void)
     b = mk_trainer(&cd);
     if (a && b) {
         CHECK_INT_EQ(tk_cuda_get_math(), TK_MATH_BF16);
-        wl = 0.0;
-        for (s = 0; s < 3; s++) {
-            trn_step_info ia, ib;
-            CHECK_INT_EQ(trn_step(a, &ia), TRN_OK);
-            CHECK_INT_EQ(trn_step(b, &ib), TRN_OK);
-            CHECK_CLOSE(ib.loss, ia.loss, 1e-2, 0.0);
-            wl = fabs(ib.loss - ia.loss) / ia.loss > wl ? fabs(ib.loss - ia.loss) / ia.loss : wl;
-        }
+        wl = follow_steps(a, b, 3, 1e-2, 0);
         printf("    bf16 trainer, 3 steps: worst loss difference %.3g relative\n", wl);
     }
     trn_destroy(a);
@@ -750,7 +762,6 @@ static void test_trainer_recipe(void)
 {
     trn_config cc, cd;
     trn *a, *b;
-    int s;
     double wl = 0.0;
     NEED_GPU();
     make_stream();
@@ -759,26 +770,14 @@ static void test_trainer_recipe(void)
     a = mk_trainer(&cc);
     b = mk_trainer(&cd);
     if (a && b) {
-        for (s = 0; s < 7; s++) {
-            trn_step_info ia, ib;
-            CHECK_INT_EQ(trn_step(a, &ia), TRN_OK);
-            CHECK_INT_EQ(trn_step(b, &ib), TRN_OK);
-            CHECK_INT_EQ(ib.T, ia.T);
-            CHECK_CLOSE(ib.loss, ia.loss, 1e-4, 0.0);
-            CHECK_CLOSE(ib.grad_norm, ia.grad_norm, 1e-4, 0.0);
-            wl = fabs(ib.loss - ia.loss) / ia.loss > wl ? fabs(ib.loss - ia.loss) / ia.loss : wl;
-        }
+        wl = follow_steps(a, b, 7, 1e-4, 1);
         {
-            double ca = 0, cb = 0;
-            long long na = 0, nb = 0;
+            double ca, cb;
             size_t n1 = 0, n2 = 0;
             const float *r1 = mdl_prior_stats(trn_model(a), &n1), *r2 = mdl_prior_stats(trn_model(b), &n2);
             CHECK(n1 == n2 && n1 > 0);
             if (r1 && r2 && n1 == n2) CHECK(rel_maxerr(r2, r1, n1) <= 1e-5);
-            CHECK_INT_EQ(trn_evaluate(a, g_ids + 2400, NTOK - 2400, 12, TRN_W_RAW, 8, &ca, &na, NULL), TRN_OK);
-            CHECK_INT_EQ(trn_evaluate(b, g_ids + 2400, NTOK - 2400, 12, TRN_W_RAW, 8, &cb, &nb, NULL), TRN_OK);
-            CHECK(na == nb && na > 0);
-            CHECK_CLOSE(cb, ca, 1e-4, 0.0);
+            follow_eval(a, b, &ca, &cb);
             printf("    7 steps of the recipe: worst loss difference %.3g relative; eval CE %.6f (cpu) %.6f (device)\n",
                    wl, ca, cb);
         }
@@ -793,7 +792,6 @@ static void test_trainer_era_gac(void)
 {
     trn_config cc;
     trn *a, *b;
-    int s;
     double wl = 0.0;
     NEED_GPU();
     make_stream();
@@ -823,14 +821,7 @@ static void test_trainer_era_gac(void)
         if (a && b) {
             float ta[MDL_MAX_LAYERS], tb[MDL_MAX_LAYERS];
             int i;
-            wl = 0.0;
-            for (s = 0; s < 5; s++) {
-                trn_step_info ia, ib;
-                CHECK_INT_EQ(trn_step(a, &ia), TRN_OK);
-                CHECK_INT_EQ(trn_step(b, &ib), TRN_OK);
-                CHECK_CLOSE(ib.loss, ia.loss, 1e-4, 0.0);
-                wl = fabs(ib.loss - ia.loss) / ia.loss > wl ? fabs(ib.loss - ia.loss) / ia.loss : wl;
-            }
+            wl = follow_steps(a, b, 5, 1e-4, 0);
             trn__get_tau(a, ta);
             trn__get_tau(b, tb);
             CHECK(a->gc.n_updates > 0 && ta[0] != 1.0f); /* the controller moved tau */
@@ -849,7 +840,6 @@ static void test_trainer_ceas(void)
 {
     trn_config cc, cd;
     trn *a, *b;
-    int s;
     double wl = 0.0;
     NEED_GPU();
     make_stream();
@@ -861,14 +851,7 @@ static void test_trainer_ceas(void)
     if (a && b) {
         double wb = 0.0;
         int i;
-        wl = 0.0;
-        for (s = 0; s < 4; s++) {
-            trn_step_info ia, ib;
-            CHECK_INT_EQ(trn_step(a, &ia), TRN_OK);
-            CHECK_INT_EQ(trn_step(b, &ib), TRN_OK);
-            CHECK_CLOSE(ib.loss, ia.loss, 1e-4, 0.0);
-            wl = fabs(ib.loss - ia.loss) / ia.loss > wl ? fabs(ib.loss - ia.loss) / ia.loss : wl;
-        }
+        wl = follow_steps(a, b, 4, 1e-4, 0);
         for (i = 0; i < a->L * a->H; i++) {
             double e = fabs((double)b->cs.beta[i] - a->cs.beta[i]) / fabs((double)a->cs.beta[i]);
             CHECK(e <= 1e-5);

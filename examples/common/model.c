@@ -228,6 +228,16 @@ struct mdl_model {
     mdl_opts opts;
     float ent_dH;            /* d loss / d Hbar of the last forward */
     float layer_H[MDL_MAX_LAYERS];
+    /* Host mirror of each block's scalar parameters (gac_tau, tau_att, pos_beta, the ERA
+       prior's log_sigma and alpha; mdl__scal): block l's are the span sc_lo[l] ..
+       sc_lo[l] + sc_n[l] - 1 of the parameter buffer (contiguous but for the ERA centers
+       between gac_tau and log_sigma), mirrored at sc + sc_at[l]. Every mdl_forward
+       refreshes it first (one copy per block: a 4-byte-scale transfer on a device model,
+       a memcpy on the CPU), so it follows whatever changed the parameters since (an
+       optimiser step, a checkpoint, EMA / SWA swaps, a controller's tau); the rest of
+       that forward and its backward read it, never the parameter buffer. */
+    float *sc;
+    size_t sc_lo[MDL_MAX_LAYERS], sc_n[MDL_MAX_LAYERS], sc_at[MDL_MAX_LAYERS];
     char err[256];
 };
 
@@ -640,6 +650,21 @@ static int mdl__build_table(mdl_model *m)
     return MDL_OK;
 }
 
+/* The span of block l's scalar parameters (the mirror's layout, mdl_model.sc); n = 0:
+   none. */
+static void mdl__scal_span(const mdl__bp *b, size_t *lo, size_t *n)
+{
+    const size_t off[5] = {b->gtau, b->tau, b->posb, b->eras, b->eraa};
+    size_t i, a = MDL__ABSENT, z = 0;
+    for (i = 0; i < 5; i++) {
+        if (off[i] == MDL__ABSENT) continue;
+        if (a == MDL__ABSENT || off[i] < a) a = off[i];
+        if (off[i] > z) z = off[i];
+    }
+    *lo = a == MDL__ABSENT ? 0 : a;
+    *n = a == MDL__ABSENT ? 0 : z - a + 1;
+}
+
 static void mdl__init_params(mdl_model *m, uint64_t seed)
 {
     int i;
@@ -757,6 +782,21 @@ int mdl_create_on(mdl_model **out, const mdl_config *cfg, uint64_t seed, int dev
         mdl_destroy(m);
         return ex_errf(err, errlen, rc, "mdl_create: out of memory (tensor table)");
     }
+    {
+        size_t nsc = 0;
+        for (l = 0; l < m->L; l++) {
+            mdl__scal_span(&m->bp[l], &m->sc_lo[l], &m->sc_n[l]);
+            m->sc_at[l] = nsc;
+            nsc += m->sc_n[l];
+        }
+        if (nsc) {
+            m->sc = (float *)malloc(sizeof(float) * nsc);
+            if (!m->sc) {
+                mdl_destroy(m);
+                return ex_errf(err, errlen, MDL_ENOMEM, "mdl_create: out of memory (scalar parameters)");
+            }
+        }
+    }
     m->params = (float *)malloc(sizeof(float) * m->nparams);
     if (m->params) mdl__init_params(m, seed); /* on the host, then moved */
     if (m->dev == MDL_DEVICE_CPU) {
@@ -816,6 +856,7 @@ void mdl_destroy(mdl_model *m)
         }
     }
     free(m->pstats);
+    free(m->sc);
     mdl__free_dev(m, m->pstats_d);
     free(m->mu_h);
     mdl__free_dev(m, m->params);
@@ -1184,27 +1225,51 @@ static uint64_t mdl__drop_seed(uint64_t seed, int l, int k)
     return (hi << 32) | tk_rng_u32(&rng);
 }
 
-/* A scalar parameter or gradient (base + off) of either device, read or added to from
-   the host: a 4-byte copy on the device model (a few per layer and step). A failed copy
-   reads NaN, which the trainer's finiteness checks catch. */
-static float mdl__sget(const float *base, size_t off)
+float mdl_scalar_get(const mdl_model *m, const float *base, size_t off)
 {
-    float v;
+    float v = 0.0f; /* (set by the copy; initialised for gcc -O3's -Wmaybe-uninitialized) */
+    if (!m || !base) return (float)NAN;
+    if (m->dev == MDL_DEVICE_CPU) return base[off];
     if (tk_copy(&v, base + off, sizeof v) != TK_OK) return (float)NAN;
     return v;
 }
 
-static void mdl__sadd(float *base, size_t off, float dv)
+/* A scalar gradient (base + off) added to from the host: a 4-byte read and write on the
+   device model (a few per layer and backward). */
+static void mdl__sadd(const mdl_model *m, float *base, size_t off, float dv)
 {
-    float v = mdl__sget(base, off) + dv;
+    float v = mdl_scalar_get(m, base, off) + dv;
     tk_copy(base + off, &v, sizeof v);
+}
+
+/* The mirror's refresh (mdl_forward, before the blocks): one copy per block. A failed
+   copy leaves NaN there (as a failed scalar read did), which the forward's checks or the
+   trainer's finiteness checks catch. */
+static void mdl__scal_refresh(mdl_model *m)
+{
+    int l;
+    for (l = 0; l < m->L; l++) {
+        float *d;
+        size_t i;
+        if (!m->sc_n[l]) continue; /* (sc is NULL when no block has any) */
+        d = m->sc + m->sc_at[l];
+        if (tk_copy(d, m->params + m->sc_lo[l], sizeof(float) * m->sc_n[l]) != TK_OK)
+            for (i = 0; i < m->sc_n[l]; i++) d[i] = (float)NAN;
+    }
+}
+
+/* Block l's scalar parameter at off (one of its five; present) from the mirror. */
+static float mdl__scal(const mdl_model *m, int l, size_t off)
+{
+    return m->sc[m->sc_at[l] + (off - m->sc_lo[l])];
 }
 
 /* ------------------------------------------------------------------ forward */
 
-static era_rpa_params mdl__rpa_params(const mdl_model *m, int l, const float *P)
+static era_rpa_params mdl__rpa_params(const mdl_model *m, int l)
 {
     const mdl__bp *b = &m->bp[l];
+    const float *P = m->params;
     era_rpa_params p = era_rpa_params_default();
     p.D = m->C;
     p.P = m->C;
@@ -1212,8 +1277,8 @@ static era_rpa_params mdl__rpa_params(const mdl_model *m, int l, const float *P)
     p.b = P + b->memb;
     p.centers = P + b->memc;
     p.log_sigma = P + b->mems;
-    if (b->tau != MDL__ABSENT) p.tau_att = mdl__sget(P, b->tau);
-    if (b->posb != MDL__ABSENT) p.pos_beta = mdl__sget(P, b->posb);
+    if (b->tau != MDL__ABSENT) p.tau_att = mdl__scal(m, l, b->tau);
+    if (b->posb != MDL__ABSENT) p.pos_beta = mdl__scal(m, l, b->posb);
     return p;
 }
 
@@ -1221,8 +1286,8 @@ static era_era_params mdl__era_params(const mdl_model *m, int l)
 {
     const mdl__bp *b = &m->bp[l];
     era_era_params p = era_era_params_default(m->params + b->erac);
-    p.sigma = expf(mdl__sget(m->params, b->eras));
-    p.alpha = mdl__sget(m->params, b->eraa);
+    p.sigma = expf(mdl__scal(m, l, b->eras));
+    p.alpha = mdl__scal(m, l, b->eraa);
     return p;
 }
 
@@ -1334,7 +1399,7 @@ static int mdl__softmax_fwd(mdl_model *m, int l, const mdl_opts *o, mdl_stats *s
         MDL__TRY(tk_rope(a->k, B, H, T, D, (float)MDL_ROPE_BASE, 0), "RoPE k");
     }
     if (c->prior == MDL_PRIOR_RPA) {
-        era_rpa_params rp = mdl__rpa_params(m, l, P);
+        era_rpa_params rp = mdl__rpa_params(m, l);
         if (m->prior_running && !m->train) {
             /* evaluation: B(T) from the running statistics, built once per (T, parameters) */
             const float *cb = NULL;
@@ -1384,11 +1449,11 @@ static int mdl__softmax_fwd(mdl_model *m, int l, const mdl_opts *o, mdl_stats *s
             MDL__TRY(tk_scale(a->bias, a->bias, m->era_scale_used, (size_t)T * T), "ERA warm-in scale");
         bias = a->bias;
     }
-    if (c->prior == MDL_PRIOR_RPA) st->layer_tau_att[l] = mdl__sget(P, b->tau);
+    if (c->prior == MDL_PRIOR_RPA) st->layer_tau_att[l] = mdl__scal(m, l, b->tau);
     if (c->gac_tau) {
         /* GAC (seed 003 eq. 8): softmax((qk/sqrt(D) + B) / tau_gac): the temperature of
            every head of the layer times tau_gac, the bias divided by it */
-        float g = mdl__sget(P, b->gtau);
+        float g = mdl__scal(m, l, b->gtau);
         int h;
         if (!mdl__finite(g) || !(g > 0.0f))
             return mdl__fail(m, MDL_EINVAL, "layer %d: gac_tau must be finite and > 0 (got %g)", l, (double)g);
@@ -1526,7 +1591,7 @@ static int mdl__block_fwd(mdl_model *m, int l, const float *x, float *xo, const 
     float *xm = m->train ? a->xmid : xo;
     /* memberships */
     if (m->need_mu) {
-        era_rpa_params rp = mdl__rpa_params(m, l, P);
+        era_rpa_params rp = mdl__rpa_params(m, l);
         era_mu_stats ms;
         MDL__TRY(era_membership_forward(&m->rpa_used, &rp, a->mu, a->zproj, &ms, x, B, T),
                  "era_membership_forward");
@@ -1754,6 +1819,7 @@ int mdl_forward(mdl_model *m, const int *inputs, const int *targets, int B, int 
         if (m->temp_d != m->temp)
             MDL__TRY(tk_copy(m->temp_d, m->temp, sizeof(float) * (size_t)L * H), "copy of the temperatures");
     }
+    mdl__scal_refresh(m); /* this forward's and its backward's scalar parameters */
     m->rpa_used = c->rpa;
     m->rpa_used.R = m->R;
     m->rpa_used.legacy = 0;
@@ -2182,7 +2248,7 @@ static int mdl__block_bwd(mdl_model *m, int l)
             if (c->gac_tau) {
                 /* temp_h = base_h * g and bias' = bias / g: dg = sum_h dtemp_h base_h
                    - sum dbias' bias' / g; the prior then gets dbias' / g */
-                float g = mdl__sget(P, b->gtau), ig = 1.0f / g;
+                float g = mdl__scal(m, l, b->gtau), ig = 1.0f / g;
                 double dg = 0.0;
                 if (dtp != dtemp) MDL__TRY(tk_copy(dtemp, dtp, sizeof(float) * (size_t)H), "copy of dtemp");
                 for (h = 0; h < H; h++) dg += (double)dtemp[h] * (m->temp[(size_t)l * H + h] * ig);
@@ -2196,7 +2262,7 @@ static int mdl__block_bwd(mdl_model *m, int l)
                     MDL__TRY(tk_scale(dbp, dbp, ig, TT), "GAC bias gradient scale");
                     dg -= (double)sb * ig;
                 }
-                mdl__sadd(G, b->gtau, (float)dg);
+                mdl__sadd(m, G, b->gtau, (float)dg);
             }
         }
         if (c->pos == MDL_POS_ROPE) {
@@ -2224,14 +2290,14 @@ static int mdl__block_bwd(mdl_model *m, int l)
                            P + b->ln1w, a->n1m, a->n1r, N), "norm1 backward");
     /* priors */
     if (c->prior == MDL_PRIOR_RPA) {
-        era_rpa_params rp = mdl__rpa_params(m, l, P);
+        era_rpa_params rp = mdl__rpa_params(m, l);
         era_rpa_grads g;
         memset(&g, 0, sizeof g);
         MDL__TRY(era_rpa_backward(&m->rpa_used, &rp, &m->rpa_st[l], m->dbias,
                                   m->prior_running ? NULL : m->dmu, &g, m->rpa_ws),
                  "era_rpa_backward");
-        mdl__sadd(G, b->tau, g.dtau_att);
-        mdl__sadd(G, b->posb, g.dpos_beta);
+        mdl__sadd(m, G, b->tau, g.dtau_att);
+        mdl__sadd(m, G, b->posb, g.dpos_beta);
     } else if (c->prior == MDL_PRIOR_ERA) {
         era_era_params ep = mdl__era_params(m, l);
         era_era_grads g;
@@ -2240,8 +2306,8 @@ static int mdl__block_bwd(mdl_model *m, int l)
         g.dcenters = G + b->erac;
         if (m->era_scale_used != 1.0f) MDL__TRY(tk_scale(m->dbias, m->dbias, m->era_scale_used, TT), "ERA scale");
         MDL__TRY(era_era_backward(&c->era, &ep, &m->era_st[l], m->dbias, &g, m->era_ws), "era_era_backward");
-        mdl__sadd(G, b->eras, g.dsigma * ep.sigma);
-        mdl__sadd(G, b->eraa, g.dalpha);
+        mdl__sadd(m, G, b->eras, g.dsigma * ep.sigma);
+        mdl__sadd(m, G, b->eraa, g.dalpha);
     }
     /* residual gates: eta = sigmoid(w . mu): dz = deta eta (1 - eta), dw += mu^T dz,
        dmu += dz w */
@@ -2252,7 +2318,7 @@ static int mdl__block_bwd(mdl_model *m, int l)
                  "residual gate backward");
     }
     if (m->need_mu) {
-        era_rpa_params rp = mdl__rpa_params(m, l, P);
+        era_rpa_params rp = mdl__rpa_params(m, l);
         era_rpa_grads g;
         memset(&g, 0, sizeof g);
         g.dW = G + b->memw;

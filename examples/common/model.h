@@ -226,6 +226,10 @@ const char *mdl_last_error(const mdl_model *m);
 size_t mdl_num_params(const mdl_model *m);
 float *mdl_params(mdl_model *m);
 float *mdl_grads(mdl_model *m);
+/* One float, base[off], of the model's parameters or gradients (base: mdl_params or
+   mdl_grads) read from the host on either device: a plain load on the CPU model, a 4-byte
+   copy on a device model (NaN if that copy fails, or m or base is NULL). */
+float mdl_scalar_get(const mdl_model *m, const float *base, size_t off);
 int mdl_num_tensors(const mdl_model *m);
 const mdl_tensor *mdl_tensor_at(const mdl_model *m, int i);
 const mdl_tensor *mdl_find_tensor(const mdl_model *m, const char *name);

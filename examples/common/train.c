@@ -861,18 +861,11 @@ static void trn__find_tau(trn *t)
     t->n_tau = found == t->L ? t->L : 0;
 }
 
-/* One float of the model's parameters or gradients (either device): 4-byte copies. */
-static float trn__fget(const float *base, size_t off)
-{
-    float v;
-    return tk_copy(&v, base + off, sizeof v) == TK_OK ? v : (float)NAN;
-}
-
 static void trn__get_tau(trn *t, float *tau)
 {
     int l;
     for (l = 0; l < t->L; l++)
-        tau[l] = t->n_tau ? trn__fget(mdl_params(t->m), t->tau_off[l]) : t->ctrl_tau[l];
+        tau[l] = t->n_tau ? mdl_scalar_get(t->m, mdl_params(t->m), t->tau_off[l]) : t->ctrl_tau[l];
 }
 
 static void trn__set_tau(trn *t, const float *tau)
@@ -1415,7 +1408,7 @@ int trn_step(trn *t, trn_step_info *info)
         }
         info->step_flops = mdl_flops_per_token(mdl_get_config(t->m), T) * (double)B * T;
         /* GAC reads dL_train/dtau before clipping (seed 003 eq. 11: the raw gradient) */
-        for (l = 0; l < t->n_tau; l++) gtau[l] = trn__fget(G, t->tau_off[l]);
+        for (l = 0; l < t->n_tau; l++) gtau[l] = mdl_scalar_get(t->m, G, t->tau_off[l]);
         if (t->cfg.grad_clip > 0) tk_clip_grad_norm(G, t->n, t->cfg.grad_clip, &gn);
         else tk_grad_norm(G, t->n, &gn);
         if (!isfinite(gn)) {
