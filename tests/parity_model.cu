@@ -496,6 +496,8 @@ static void test_polar_attention(void)
     c.polar_kv_heads = 1;
     c.polar.window = 5;
     run_case("polar attention, GQA (1 kv head), window 5", &c, &o);
+    c.polar.distractor_keys = 3; /* eq. 15's alignment loss in the training loss */
+    run_case("polar attention, GQA, window 5, distractor loss (R 3)", &c, &o);
 }
 
 /* the causal depthwise convolution before the mixers (cfg.conv_k) */
@@ -577,9 +579,9 @@ static void test_refusals(void)
     if (!m) return;
     toy_batch(x, y, 3);
     o.train = 1;
-    o.want_gate_rows = 1;
+    o.want_gate_rows = 2; /* gate rows are taken on the device (test_ceas_gating); 2 is no value */
     CHECK_INT_EQ(mdl_forward(m, x, y, PB, PT, &o, &st), MDL_EINVAL);
-    CHECK(strstr(mdl_last_error(m), "gate rows") != NULL);
+    CHECK(strstr(mdl_last_error(m), "want_gate_rows") != NULL);
     o.want_gate_rows = 0;
     o.target_weight = NULL;
     /* a bad token id is caught on the host before anything is copied */
@@ -869,6 +871,111 @@ static void test_trainer_ceas(void)
     trn_destroy(b);
 }
 
+/* CEAS gating (seed 004, issue 20) on the device. Model level: the same gate rows from the
+   device attention's moments; the same random token mask (~40% of the rows pruned) and a
+   frozen head on both models; the device applies them as a row mask on the attention
+   output's gradient before its dense backward and skips the frozen head's projection
+   slices as the CPU does: every gradient within 1e-4 of the CPU's gated backward, the
+   frozen head's slices exactly 0 on both. Trainer level: --ceas-gating on follows the CPU
+   trainer (token masks from the device's gate rows, frozen heads restored around AdamW on
+   device buffers). */
+static void test_ceas_gating(void)
+{
+    mdl_config cfg = toy(MDL_FFN_GELU, MDL_NORM_LAYER, MDL_POS_LEARNED);
+    mdl_model *mc = NULL, *md = NULL;
+    mdl_opts o = mdl_opts_default();
+    mdl_stats sc, sd;
+    char err[256];
+    int x[PB * PT], y[PB * PT], i;
+    double worst = 0.0, wr = 0.0;
+    NEED_GPU();
+    make_stream();
+    CHECK_INT_EQ(mdl_create_on(&mc, &cfg, 7, MDL_DEVICE_CPU, err, sizeof err), MDL_OK);
+    CHECK_INT_EQ(mdl_create_on(&md, &cfg, 7, MDL_DEVICE_CUDA, err, sizeof err), MDL_OK);
+    if (mc && md) {
+        const size_t nk = (size_t)cfg.n_layers * PB * cfg.n_heads * PT, np = mdl_num_params(mc);
+        std::vector<unsigned char> keep(nk), frozen((size_t)cfg.n_layers * cfg.n_heads, 0);
+        mdl_gate_counts gc, gd;
+        toy_batch(x, y, 13);
+        o.train = 1;
+        o.want_gate_rows = 1;
+        mdl_zero_grad(mc);
+        mdl_zero_grad(md);
+        CHECK_INT_EQ(mdl_forward(mc, x, y, PB, PT, &o, &sc), MDL_OK);
+        CHECK_INT_EQ(mdl_forward(md, x, y, PB, PT, &o, &sd), MDL_OK);
+        CHECK(sc.gate_rows != NULL && sd.gate_rows != NULL);
+        if (sc.gate_rows && sd.gate_rows)
+            for (i = 0; i < (int)nk; i++) {
+                double e = fabs((double)sd.gate_rows[i].H - sc.gate_rows[i].H) / (fabs((double)sc.gate_rows[i].H) + 1e-3);
+                CHECK(e <= 1e-4);
+                wr = e > wr ? e : wr;
+            }
+        tt_seed(99);
+        for (i = 0; i < (int)nk; i++) keep[i] = tt_uniform() < 0.6;
+        frozen[1] = 1; /* layer 0, head 1 */
+        CHECK_INT_EQ(mdl_set_gating(mc, keep.data(), frozen.data()), MDL_OK);
+        CHECK_INT_EQ(mdl_set_gating(md, keep.data(), frozen.data()), MDL_OK);
+        CHECK_INT_EQ(mdl_backward(mc), MDL_OK);
+        CHECK_INT_EQ(mdl_backward(md), MDL_OK);
+        std::vector<float> g = host_of(mdl_grads(md), np);
+        for (i = 0; i < mdl_num_tensors(mc); i++) {
+            const mdl_tensor *t = mdl_tensor_at(mc, i);
+            double e = rel_maxerr(g.data() + t->offset, mdl_grads(mc) + t->offset, t->numel);
+            if (!(e <= 1e-4)) printf("    grad %s: rel err %.3g\n", t->name, e);
+            CHECK(e <= 1e-4);
+            worst = e > worst ? e : worst;
+        }
+        {   /* the frozen head's slices: 0 on both (mdl_frozen_copy reads them from the
+               device gradients into a host buffer) */
+            size_t nf = mdl_frozen_floats(md, frozen.data()), e;
+            std::vector<float> a(nf, 1.0f), b(nf, 1.0f);
+            CHECK(nf > 0);
+            CHECK_INT_EQ(mdl_frozen_copy(mc, frozen.data(), mdl_grads(mc), a.data(), 0), MDL_OK);
+            CHECK_INT_EQ(mdl_frozen_copy(md, frozen.data(), mdl_grads(md), b.data(), 0), MDL_OK);
+            for (e = 0; e < nf; e++) CHECK(a[e] == 0.0f && b[e] == 0.0f);
+            CHECK_INT_EQ(mdl_frozen_copy(md, frozen.data(), a.data(), b.data(), 0), MDL_EINVAL); /* host buf, device model */
+        }
+        CHECK_INT_EQ(mdl_gate_counts_get(mc, &gc), MDL_OK);
+        CHECK_INT_EQ(mdl_gate_counts_get(md, &gd), MDL_OK);
+        CHECK(gc.rows_pruned == gd.rows_pruned && gc.rows_pruned > 0 && gd.heads_frozen == 1);
+        printf("    gated step: %lld of %lld rows pruned, 1 head frozen; worst gradient %.3g, gate rows H %.3g relative\n",
+               gd.rows_pruned, gd.rows, worst, wr);
+    }
+    mdl_destroy(mc);
+    mdl_destroy(md);
+    {
+        trn_config cc, cdv;
+        trn *a, *b;
+        int s, active = 0;
+        double wl = 0.0;
+        trainer_cfg(&cc, MDL_DEVICE_CPU);
+        trainer_cfg(&cdv, MDL_DEVICE_CUDA);
+        cc.controller = cdv.controller = TRN_CTRL_CEAS;
+        cc.ceas_gating = cdv.ceas_gating = 1;
+        CHECK_INT_EQ(trn_config_validate(&cdv, err, sizeof err), TRN_OK);
+        a = mk_trainer(&cc);
+        b = mk_trainer(&cdv);
+        if (a && b) { /* a floor below the toy context (the preset keeps >= 16 rows): rows get pruned */
+            a->cs.cfg.m_min = b->cs.cfg.m_min = 3;
+        }
+        if (a && b)
+            for (s = 0; s < 4; s++) {
+                trn_step_info ia, ib;
+                CHECK_INT_EQ(trn_step(a, &ia), TRN_OK);
+                CHECK_INT_EQ(trn_step(b, &ib), TRN_OK);
+                CHECK_CLOSE(ib.loss, ia.loss, 1e-4, 0.0);
+                CHECK(ib.gate_frozen_heads == ia.gate_frozen_heads);
+                CHECK(fabs(ib.gate_pruned_frac - ia.gate_pruned_frac) <= 0.02);
+                active += ib.gate_pruned_frac > 0.0f;
+                wl = fabs(ib.loss - ia.loss) / ia.loss > wl ? fabs(ib.loss - ia.loss) / ia.loss : wl;
+            }
+        CHECK(active > 0); /* the gating pruned rows on the device */
+        printf("    CEAS-gating trainer, 4 steps: worst loss difference %.3g relative, %d steps pruned\n", wl, active);
+        trn_destroy(a);
+        trn_destroy(b);
+    }
+}
+
 static void test_trainer_resume(void)
 {
     trn_config cd, cc;
@@ -932,22 +1039,22 @@ static void test_trainer_refusals(void)
     trainer_cfg(&c, MDL_DEVICE_CUDA);
     c.model.attn = MDL_ATTN_POLAR;
     c.model.pos = MDL_POS_LEARNED;
-    c.model.d_model = 32 * c.model.n_heads;
-    c.model.polar.distractor_keys = 4;
+    c.model.d_model = 16 * c.model.n_heads; /* a head width cuda/polar.cuh does not take */
     CHECK_INT_EQ(trn_config_validate(&c, err, sizeof err), TRN_EINVAL);
-    if (!strstr(err, "distractor")) printf("    distractor refusal: %s\n", err);
-    CHECK(strstr(err, "distractor") != NULL);
+    if (!strstr(err, "head width")) printf("    polar head width refusal: %s\n", err);
+    CHECK(strstr(err, "head width") != NULL);
     CHECK_INT_EQ(trn_create(&t, &c, g_ids, 2400, g_ids + 2400, NTOK - 2400, err, sizeof err), TRN_EINVAL);
     CHECK(t == NULL);
-    trainer_cfg(&c, MDL_DEVICE_CUDA);
-    c.controller = TRN_CTRL_CEAS;
-    c.ceas_gating = 1;
-    CHECK_INT_EQ(trn_config_validate(&c, err, sizeof err), TRN_EINVAL);
-    CHECK(strstr(err, "gating") != NULL);
     trainer_cfg(&c, MDL_DEVICE_CUDA);
     c.model.attn = MDL_ATTN_POLAR; /* supported on the device */
     c.model.pos = MDL_POS_LEARNED; /* rope needs softmax attention */
     c.model.d_model = 32 * c.model.n_heads;
+    CHECK_INT_EQ(trn_config_validate(&c, err, sizeof err), TRN_OK);
+    c.model.polar.distractor_keys = 4; /* so is its distractor loss */
+    CHECK_INT_EQ(trn_config_validate(&c, err, sizeof err), TRN_OK);
+    trainer_cfg(&c, MDL_DEVICE_CUDA);
+    c.controller = TRN_CTRL_CEAS; /* and CEAS gating (test_ceas_gating) */
+    c.ceas_gating = 1;
     CHECK_INT_EQ(trn_config_validate(&c, err, sizeof err), TRN_OK);
 }
 
@@ -979,5 +1086,6 @@ int main(int argc, char **argv)
     TEST_RUN(test_smoothing_temps_nopos);
     TEST_RUN(test_polar_attention);
     TEST_RUN(test_conv);
+    TEST_RUN(test_ceas_gating);
     return TEST_END();
 }

@@ -734,7 +734,8 @@ int lyr_polar_init(const lyr_polar_dims *d, float *const *P, tk_rng *rng, float 
     return LYR_OK;
 }
 
-/* saved layout: hdr (16: [0] distractor keys drawn), xn (N,C), q (B,H,T,D), k, v
+/* saved layout: hdr (16: [0] distractor keys drawn, [1] the device path's distractor
+   loss), xn (N,C), q (B,H,T,D), k, v
    (B,Hkv,T,D), gl (B,T,H), rq (B,H,T), rk (B,Hkv,T), c (B,H,T,D), mag (B,H,T),
    stats (B,H,T,NSTAT), krand (B,Hkv,R,D) */
 typedef struct lyr__polar_saved {
@@ -788,9 +789,12 @@ size_t lyr_polar_work_floats(const lyr_polar_dims *d, int B, int T)
     Hkv = (size_t)d->Hkv;
     ws = polar_workspace_size(&d->cfg, B, d->H, d->Hkv, T, (int)D);
     if (ws == 0) return 0;
-    { /* the device path's workspace (0 in builds without CUDA) */
+    { /* the device path's workspaces (0 in builds without CUDA): the backward's, and the
+         distractor loss's (used after polar_forward / polar_backward, in the same room) */
         size_t wc = polar_workspace_size_cuda(&d->cfg, B, d->H, d->Hkv, T, (int)D);
+        size_t wd = polar_distractor_workspace_size_cuda(&d->cfg, B, d->H, T);
         if (wc > ws) ws = wc;
+        if (wd > ws) ws = wd;
     }
     /* backward: dqkvg (N,P), dc, dq (N,H,D), dk, dv (N,Hkv,D), dmag, dgl, magT, dmagT
        (N,H), ws */
@@ -872,7 +876,6 @@ int lyr_polar_forward(const lyr_polar_dims *d, const float *const *P, const floa
         if (!lyr__one_side(bufs, 4 + LYR_POLAR_NPARAMS, &dev)) return LYR_EINVAL;
     }
     use_dist = train && d->cfg.distractor_keys > 0;
-    if (dev && use_dist) return LYR_EINVAL; /* polar_distractor_* has no device path */
     N = (size_t)B * T;
     D = (size_t)(d->C / d->H);
     H = (size_t)d->H;
@@ -967,9 +970,22 @@ int lyr_polar_forward(const lyr_polar_dims *d, const float *const *P, const floa
     if (use_dist) {
         size_t nk = (size_t)B * Hkv * (size_t)d->cfg.distractor_keys * D, i;
         float loss = 0;
-        for (i = 0; i < nk; i++) s.krand[i] = (float)lyr__normal(seed, i);
-        rc = polar_distractor_forward(&d->cfg, &loss, s.q, s.krand, &prm, B, (int)H, (int)Hkv, T,
-                                      (int)D);
+        if (dev) { /* the same keys, drawn on the host in blocks; the loss into hdr[1] */
+            float kb[256];
+            size_t i0, m;
+            for (i0 = 0; i0 < nk; i0 += m) {
+                m = nk - i0 < 256 ? nk - i0 : 256;
+                for (i = 0; i < m; i++) kb[i] = (float)lyr__normal(seed, i0 + i);
+                if (tk_copy(s.krand + i0, kb, m * sizeof(float)) != TK_OK) return LYR_EFAIL;
+            }
+            rc = polar_distractor_forward_cuda(&d->cfg, s.hdr + 1, s.q, s.krand, &prm, B, (int)H,
+                                               (int)Hkv, T, (int)D, ws, NULL);
+            if (rc == POLAR_OK && tk_copy(&loss, s.hdr + 1, sizeof loss) != TK_OK) return LYR_EFAIL;
+        } else {
+            for (i = 0; i < nk; i++) s.krand[i] = (float)lyr__normal(seed, i);
+            rc = polar_distractor_forward(&d->cfg, &loss, s.q, s.krand, &prm, B, (int)H, (int)Hkv,
+                                          T, (int)D);
+        }
         if (rc != POLAR_OK) return rc == POLAR_ENOMEM ? LYR_ENOMEM : LYR_EFAIL;
         if (stats) stats->align_loss = loss;
     }
@@ -1073,7 +1089,6 @@ int lyr_polar_backward(const lyr_polar_dims *d, const float *const *P, float *co
     ws = wp;
     prm = lyr__polar_prm(P);
     if (tk_copy(&flag, s.hdr, sizeof flag) != TK_OK) return LYR_EFAIL;
-    if (dev && flag != 0.0f && d->cfg.distractor_keys > 0) return LYR_EINVAL;
     if (dev) {
         /* eq. 14 backward with routed ops: sigmoid(gate) and z in ws's room (free until
            polar_backward), merged c in dq's, dz in dqkvg's, rowdot(dz, c) in magT's */
@@ -1147,8 +1162,12 @@ int lyr_polar_backward(const lyr_polar_dims *d, const float *const *P, float *co
                         B, (int)H, (int)Hkv, T, (int)D, ws);
     if (rc != POLAR_OK) return rc == POLAR_ENOMEM ? LYR_ENOMEM : LYR_EFAIL;
     if (flag != 0.0f && d->cfg.distractor_keys > 0) {
-        rc = polar_distractor_backward(&d->cfg, dq, NULL, &gr, 1.0f, s.q, s.krand, &prm, B, (int)H,
-                                       (int)Hkv, T, (int)D);
+        if (dev) /* ws is free again after polar_backward */
+            rc = polar_distractor_backward_cuda(&d->cfg, dq, NULL, &gr, 1.0f, s.q, s.krand, &prm, B,
+                                                (int)H, (int)Hkv, T, (int)D, ws, NULL);
+        else
+            rc = polar_distractor_backward(&d->cfg, dq, NULL, &gr, 1.0f, s.q, s.krand, &prm, B,
+                                           (int)H, (int)Hkv, T, (int)D);
         if (rc != POLAR_OK) return rc == POLAR_ENOMEM ? LYR_ENOMEM : LYR_EFAIL;
     }
     if (dev) {

@@ -216,6 +216,9 @@ struct mdl_model {
     ceas_obs *gate_rows;     /* (L,B,H,T) gate observables of the last forward */
     size_t gate_rows_cap;
     int gate_rows_ok;        /* gate_rows hold the last (training) forward's rows */
+    float *gate_mask_d;      /* the device model's gating as a row mask (L,B,H,T): 1 kept, 0 pruned
+                                or frozen (mdl_set_gating uploads it; see mdl__attn_bwd_masked) */
+    size_t gate_mask_dcap;
     float *gate_scr;         /* per-thread scratch of the gate rows and the gated backward */
     size_t gate_scr_cap;
     unsigned char *gate_keep;   /* (L,B,H,T) */
@@ -724,8 +727,6 @@ int mdl_device_supports(const mdl_config *cfg, char *err, size_t errlen)
                (cfg->d_model / cfg->n_heads == 32 || cfg->d_model / cfg->n_heads == 64 ||
                 cfg->d_model / cfg->n_heads == 96 || cfg->d_model / cfg->n_heads == 128)))
         what = "polar attention with a head width other than 32, 64, 96 or 128 (cuda/polar.cuh's kernels)";
-    else if (cfg->attn == MDL_ATTN_POLAR && cfg->polar.distractor_keys > 0)
-        what = "polar's distractor loss (polar_distractor_* have no CUDA body)";
     if (what)
         return ex_errf(err, errlen, MDL_EINVAL, "the CUDA model does not support %s yet (CPU only for now)", what);
     return ex_errf(err, errlen, MDL_OK, "ok");
@@ -869,6 +870,7 @@ void mdl_destroy(mdl_model *m)
     free(m->gate_rows);
     free(m->attn_stats);
     mdl__free_dev(m, m->attn_stats_d);
+    mdl__free_dev(m, m->gate_mask_d);
     free(m->gate_scr);
     free(m->gate_keep);
     free(m->gate_frozen);
@@ -1761,10 +1763,6 @@ int mdl_forward(mdl_model *m, const int *inputs, const int *targets, int B, int 
         return mdl__fail(m, MDL_EINVAL, "mdl_forward: attn_temp_mul must be finite and > 0 (got %g)", (double)o.attn_temp_mul);
     if ((o.want_attn_obs || o.want_gate_rows) && m->H > 256)
         return mdl__fail(m, MDL_EINVAL, "mdl_forward: attention observables and gate rows support at most 256 heads");
-    if (m->dev != MDL_DEVICE_CPU) {
-        const char *what = o.want_gate_rows ? "gate rows (want_gate_rows)" : NULL;
-        if (what) return mdl__fail(m, MDL_EINVAL, "mdl_forward: the CUDA model does not support %s yet", what);
-    }
     m->gate_keep_on = m->gate_frozen_on = 0; /* gating holds for one backward only */
     m->gate_rows_ok = 0;
     memset(&m->gcount, 0, sizeof m->gcount);
@@ -2229,6 +2227,13 @@ static int mdl__block_bwd(mdl_model *m, int l)
                     dtp = m->dtemp_d;
                     MDL__TRY(tk_fill_zero(dtp, sizeof(float) * (size_t)H), "zero");
                 }
+                if (!mdl__gate_layer_dense(m, l))
+                    /* CEAS gating on the device: the pruned rows' and frozen heads' output
+                       gradients are zeroed, so the dense backward gives them no dS and
+                       nothing reaches dq, dk, dv from them: the gated backward's gradients
+                       (rounding aside), without its savings */
+                    MDL__TRY(tk_rowscale(dbr, dbr, m->gate_mask_d + (size_t)l * B * H * T, B * H * T, D),
+                             "CEAS gating mask");
                 MDL__TRY(tk_attention_backward_cuda_ex(m->dq, m->dk, m->dv, dbp, dtp, dbr, a->atto, a->lse, a->q, a->k,
                                                        a->v, c->prior != MDL_PRIOR_NONE ? a->bias : NULL, 0,
                                                        m->temp_d + (size_t)l * H, B, H, T, D, &ac, NULL),
@@ -2495,6 +2500,15 @@ static int mdl__attn_bwd_gated(mdl_model *m, int l, const float *dout)
    (datt = dbr Wo over the columns of the active heads, dWo += dbr^T attm on those columns;
    the frozen heads' datt columns are 0); qkv 1: dln += dqkv W and dW += dqkv^T n1 over the
    Q, K and V rows of the active heads. Runs of adjacent active heads go in one GEMM. */
+/* tk_sgemm on the model's device */
+static int mdl__sgemm(const mdl_model *m, int tA, int tB, int M, int N, int K, float alpha, const float *A,
+                      int lda, const float *Bm, int ldb, float beta, float *Cm, int ldc)
+{
+    if (m->dev != MDL_DEVICE_CPU)
+        return tk_sgemm_cuda(tA, tB, M, N, K, alpha, A, lda, Bm, ldb, beta, Cm, ldc, NULL);
+    return tk_sgemm(tA, tB, M, N, K, alpha, A, lda, Bm, ldb, beta, Cm, ldc);
+}
+
 static int mdl__proj_bwd_gated(mdl_model *m, int l, int qkv)
 {
     const mdl__bp *b = &m->bp[l];
@@ -2502,7 +2516,7 @@ static int mdl__proj_bwd_gated(mdl_model *m, int l, int qkv)
     float *P = m->params, *G = m->grads;
     int N = m->B * m->T, C = m->C, H = m->H, D = m->D, h0 = 0, part;
     const unsigned char *fz = m->gate_frozen + (size_t)l * H;
-    if (!qkv) memset(m->datt, 0, sizeof(float) * (size_t)N * C);
+    if (!qkv) MDL__TRY(tk_fill_zero(m->datt, sizeof(float) * (size_t)N * C), "zero");
     while (h0 < H) {
         int h1 = h0, c0, w;
         if (fz[h0]) { h0++; continue; }
@@ -2510,17 +2524,17 @@ static int mdl__proj_bwd_gated(mdl_model *m, int l, int qkv)
         c0 = h0 * D;
         w = (h1 - h0) * D;
         if (!qkv) {
-            MDL__TRY(tk_sgemm(0, 0, N, w, C, 1.0f, m->dbr, C, P + b->proj + c0, C, 0.0f, m->datt + c0, C),
+            MDL__TRY(mdl__sgemm(m, 0, 0, N, w, C, 1.0f, m->dbr, C, P + b->proj + c0, C, 0.0f, m->datt + c0, C),
                      "gated attention projection backward (dx)");
-            MDL__TRY(tk_sgemm(1, 0, C, w, N, 1.0f, m->dbr, C, a->attm + c0, C, 1.0f, G + b->proj + c0, C),
+            MDL__TRY(mdl__sgemm(m, 1, 0, C, w, N, 1.0f, m->dbr, C, a->attm + c0, C, 1.0f, G + b->proj + c0, C),
                      "gated attention projection backward (dW)");
         } else {
             for (part = 0; part < 3; part++) {
                 size_t r0 = (size_t)part * C + (size_t)c0;
-                MDL__TRY(tk_sgemm(0, 0, N, C, w, 1.0f, m->dqkv + r0, 3 * C, P + b->qkv + r0 * C, C, 1.0f,
-                                  m->dln, C), "gated qkv backward (dx)");
-                MDL__TRY(tk_sgemm(1, 0, w, C, N, 1.0f, m->dqkv + r0, 3 * C, a->n1, C, 1.0f,
-                                  G + b->qkv + r0 * C, C), "gated qkv backward (dW)");
+                MDL__TRY(mdl__sgemm(m, 0, 0, N, C, w, 1.0f, m->dqkv + r0, 3 * C, P + b->qkv + r0 * C, C, 1.0f,
+                                    m->dln, C), "gated qkv backward (dx)");
+                MDL__TRY(mdl__sgemm(m, 1, 0, w, C, N, 1.0f, m->dqkv + r0, 3 * C, a->n1, C, 1.0f,
+                                    G + b->qkv + r0 * C, C), "gated qkv backward (dW)");
             }
         }
         h0 = h1;
@@ -2568,8 +2582,6 @@ int mdl_set_gating(mdl_model *m, const unsigned char *keep, const unsigned char 
     size_t nk, nf, e;
     if (!m) return MDL_EINVAL;
     c = &m->cfg;
-    if (m->dev != MDL_DEVICE_CPU)
-        return mdl__fail(m, MDL_EINVAL, "mdl_set_gating: the CUDA model does not support CEAS gating yet");
     if (!m->have_bwd)
         return mdl__fail(m, MDL_EINVAL, "mdl_set_gating: no training forward with targets to gate (call it between "
                                         "mdl_forward and mdl_backward)");
@@ -2603,6 +2615,39 @@ int mdl_set_gating(mdl_model *m, const unsigned char *keep, const unsigned char 
     if (frozen) memcpy(m->gate_frozen, frozen, nf);
     m->gate_keep_on = keep != NULL;
     m->gate_frozen_on = frozen != NULL;
+    if (m->dev != MDL_DEVICE_CPU && (keep || frozen)) {
+        /* the device backward applies the gating as a row mask (mdl_backward): 1 for a kept
+           row of a head not frozen, else 0 */
+        int l, b, h, i;
+        float *mask = (float *)malloc(nk * sizeof(float));
+        if (!mask) return mdl__fail(m, MDL_ENOMEM, "mdl_set_gating: out of memory");
+        for (l = 0; l < m->L; l++)
+            for (b = 0; b < m->B; b++)
+                for (h = 0; h < m->H; h++) {
+                    const size_t r0 = (((size_t)l * m->B + b) * m->H + h) * (size_t)m->T;
+                    const int fz = frozen && frozen[(size_t)l * m->H + h];
+                    for (i = 0; i < m->T; i++) mask[r0 + i] = !fz && (!keep || keep[r0 + i]) ? 1.0f : 0.0f;
+                }
+        if (nk > m->gate_mask_dcap) {
+            void *d = NULL;
+            mdl__free_dev(m, m->gate_mask_d);
+            m->gate_mask_d = NULL;
+            m->gate_mask_dcap = 0;
+            if (tk_device_alloc(&d, nk * sizeof(float)) != TK_OK) {
+                free(mask);
+                m->gate_keep_on = m->gate_frozen_on = 0;
+                return mdl__fail(m, MDL_ENOMEM, "mdl_set_gating: out of device memory");
+            }
+            m->gate_mask_d = (float *)d;
+            m->gate_mask_dcap = nk;
+        }
+        if (tk_copy(m->gate_mask_d, mask, nk * sizeof(float)) != TK_OK) {
+            free(mask);
+            m->gate_keep_on = m->gate_frozen_on = 0;
+            return mdl__fail(m, MDL_EFAIL, "mdl_set_gating: copy of the mask to the device failed");
+        }
+        free(mask);
+    }
     return MDL_OK;
 }
 
@@ -2661,9 +2706,17 @@ int mdl_gate_counts_get(const mdl_model *m, mdl_gate_counts *out)
 
 /* The runs of frozen-head parameter floats: counts them and, with buf, copies each run
    between buf and compact (restore 0: buf -> compact; 1: compact -> buf). */
-static size_t mdl__frozen_runs(const mdl_model *m, const unsigned char *frozen, float *buf, float *compact,
-                               int restore)
+/* one run: memcpy on the host, tk_copy when either side is device memory (*err set on failure) */
+static void mdl__run_copy(float *dst, const float *src, size_t n, int dev, int *err)
 {
+    if (!dev) memcpy(dst, src, n * sizeof(float));
+    else if (tk_copy(dst, src, n * sizeof(float)) != TK_OK) *err = 1;
+}
+
+static size_t mdl__frozen_runs(const mdl_model *m, const unsigned char *frozen, float *buf, float *compact,
+                               int restore, int *err)
+{
+    const int dev = buf && (tk_is_device(buf) || tk_is_device(compact));
     size_t tot = 0;
     int l, h, part, o;
     if (m->cfg.attn != MDL_ATTN_SOFTMAX) return 0;
@@ -2674,16 +2727,16 @@ static size_t mdl__frozen_runs(const mdl_model *m, const unsigned char *frozen, 
             for (part = 0; part < 3; part++) { /* rows of qkv.weight (3C,C): D x C floats */
                 size_t off = m->bp[l].qkv + ((size_t)part * C + (size_t)h * D) * C, len = D * C;
                 if (buf) {
-                    if (restore) memcpy(buf + off, compact + tot, len * sizeof(float));
-                    else memcpy(compact + tot, buf + off, len * sizeof(float));
+                    if (restore) mdl__run_copy(buf + off, compact + tot, len, dev, err);
+                    else mdl__run_copy(compact + tot, buf + off, len, dev, err);
                 }
                 tot += len;
             }
             for (o = 0; o < m->C; o++) { /* columns of proj.weight (C,C): C runs of D floats */
                 size_t off = m->bp[l].proj + (size_t)o * C + (size_t)h * D;
                 if (buf) {
-                    if (restore) memcpy(buf + off, compact + tot, D * sizeof(float));
-                    else memcpy(compact + tot, buf + off, D * sizeof(float));
+                    if (restore) mdl__run_copy(buf + off, compact + tot, D, dev, err);
+                    else mdl__run_copy(compact + tot, buf + off, D, dev, err);
                 }
                 tot += D;
             }
@@ -2693,16 +2746,18 @@ static size_t mdl__frozen_runs(const mdl_model *m, const unsigned char *frozen, 
 
 size_t mdl_frozen_floats(const mdl_model *m, const unsigned char *frozen)
 {
+    int err = 0;
     if (!m || !frozen) return 0;
-    return mdl__frozen_runs(m, frozen, NULL, NULL, 0);
+    return mdl__frozen_runs(m, frozen, NULL, NULL, 0, &err);
 }
 
 int mdl_frozen_copy(const mdl_model *m, const unsigned char *frozen, float *buf, float *compact, int restore)
 {
+    int err = 0;
     if (!m || !frozen || !buf || !compact || (restore != 0 && restore != 1)) return MDL_EINVAL;
-    if (m->dev != MDL_DEVICE_CPU || tk_is_device(buf) || tk_is_device(compact)) return MDL_EINVAL; /* host only */
-    mdl__frozen_runs(m, frozen, buf, compact, restore);
-    return MDL_OK;
+    if ((m->dev != MDL_DEVICE_CPU) != (tk_is_device(buf) != 0)) return MDL_EINVAL; /* buf on the model's side */
+    mdl__frozen_runs(m, frozen, buf, compact, restore, &err);
+    return err ? MDL_EFAIL : MDL_OK;
 }
 
 /* ------------------------------------------------------------------ FLOPs */

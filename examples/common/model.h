@@ -207,9 +207,9 @@ int mdl_create(mdl_model **out, const mdl_config *cfg, uint64_t seed, char *err,
    pointers (tk_copy moves them; tk_adamw_update takes them as they are); mdl_token_ce
    stays host. The device model does not cover every configuration yet:
    mdl_device_supports says whether cfg runs there (MDL_EINVAL and why, if not: polar
-   attention with a head width other than 32, 64, 96, 128, or with its distractor loss); the forward also refuses, on a device model, the
-   option it cannot honour yet (gate rows for CEAS gating). mdl_create_on fails with
-   MDL_EINVAL when no CUDA device can be used (a build without CUDA included).
+   attention with a head width other than 32, 64, 96, 128). CEAS gating runs there as a
+   mask (see mdl_set_gating). mdl_create_on fails with MDL_EINVAL when no CUDA device can
+   be used (a build without CUDA included).
    Precision on the device: tensor.h's tk_cuda_set_math (fp32, tf32, bf16) sets the GEMMs'
    arithmetic and, where the head width is a multiple of 16 up to 128, the attention's
    (tk_attention_cuda_config.math); buffers, master weights and the optimiser stay fp32. */
@@ -287,7 +287,11 @@ void mdl_prior_cache_counts(const mdl_model *m, long *builds, long *hits);
        residual stream. (The optimiser must also leave those slices alone: see
        mdl_frozen_copy.)
    Needs softmax attention without a prior bias, gac_tau or the entropy band (MDL_EINVAL).
-   Copies keep and frozen. */
+   Copies keep and frozen. On a CUDA model the gating is a row mask uploaded here: the
+   pruned rows' and frozen heads' output gradients are zeroed before the dense device
+   attention backward, and the frozen heads' projection slices are skipped as on the CPU.
+   The gradients are the gated backward's (rounding aside); the attention-core FLOPs are
+   not saved there (mdl_gate_counts still counts what the gating would skip). */
 int mdl_set_gating(mdl_model *m, const unsigned char *keep, const unsigned char *frozen);
 /* keep and frozen from CEAS: per layer l, ceas_gate_scores (the normalised score beta/beta*,
    beta = the head's logit scale) of the last training forward's gate_rows, then
@@ -314,7 +318,8 @@ int mdl_gate_counts_get(const mdl_model *m, mdl_gate_counts *out);
 /* The parameter floats of frozen heads (Q/K/V rows of blocks.l.attn.qkv.weight, columns of
    blocks.l.attn.proj.weight): mdl_frozen_floats counts them; mdl_frozen_copy copies them
    from buf (a parameter-shaped buffer: params, AdamW moments) into compact (restore 0) or
-   back (restore 1). frozen (L,H). */
+   back (restore 1). frozen (L,H). buf lives on the model's device (MDL_EINVAL otherwise);
+   compact may be host or device memory (device buffers: one tk_copy per run). */
 size_t mdl_frozen_floats(const mdl_model *m, const unsigned char *frozen);
 int mdl_frozen_copy(const mdl_model *m, const unsigned char *frozen, float *buf, float *compact,
                     int restore);

@@ -712,9 +712,7 @@ int trn_config_validate(const trn_config *c, char *err, size_t errlen)
         return ex_errf(err, errlen, TRN_EINVAL, "--precision %s needs --device cuda (the CPU trains in fp32)",
                        trn__precision_names[c->precision]);
     if (c->device == MDL_DEVICE_CUDA) {
-        /* what the device trainer does not do yet (the configuration alone decides) */
-        const char *what = c->ceas_gating ? "CEAS gating (--ceas-gating on: the gate rows and the gated backward)" : NULL;
-        if (what) return ex_errf(err, errlen, TRN_EINVAL, "--device cuda does not support %s yet", what);
+        /* what the device model does not do yet (the configuration alone decides) */
         if (mdl_device_supports(&mc, err, errlen) != MDL_OK) return TRN_EINVAL;
     }
     return TRN_OK;
