@@ -1487,9 +1487,11 @@ static int mdl__softmax_fwd(mdl_model *m, int l, const mdl_opts *o, mdl_stats *s
             float *sd = NULL;
             const size_t need = (gate || ent || o->want_attn_obs) ? (size_t)nrow * TK_ATTN_NSTATS : 0;
             /* a training forward with the entropy in the loss keeps every layer's moments
-               on the device: the backward's entropy term reads its rows' H */
-            const size_t dneed = ent && m->train ? (size_t)m->L * need : need;
-            if (need > m->attn_stats_cap) {
+               on the device: the backward's entropy term reads its rows' H; TK_ATTN_NSTATS
+               more floats at the end take the column sums of the entropy-only case */
+            const size_t dneed = (ent && m->train ? (size_t)m->L * need : need) + (need ? TK_ATTN_NSTATS : 0);
+            const int host_rows = gate || o->want_attn_obs; /* the host reads every row */
+            if (host_rows && need > m->attn_stats_cap) {
                 float *p = (float *)realloc(m->attn_stats, need * sizeof(float));
                 if (!p) return mdl__fail(m, MDL_ENOMEM, "attention statistics: out of memory");
                 m->attn_stats = p;
@@ -1505,11 +1507,23 @@ static int mdl__softmax_fwd(mdl_model *m, int l, const mdl_opts *o, mdl_stats *s
                 m->attn_stats_d = (float *)d;
                 m->attn_stats_dcap = dneed;
             }
-            if (need) sd = m->attn_stats_d + (dneed > need ? (size_t)l * need : 0);
+            if (need) sd = m->attn_stats_d + (dneed > need + TK_ATTN_NSTATS ? (size_t)l * need : 0);
             MDL__TRY(tk_attention_forward_stats_cuda(a->atto, a->lse, sd, a->q, a->k, a->v, bias, 0,
                                                      m->temp_d + (size_t)l * H, B, H, T, D, &ac, NULL),
                      "tk_attention_forward_stats_cuda");
-            if (need) MDL__TRY(tk_copy(m->attn_stats, sd, need * sizeof(float)), "copy of the attention statistics");
+            if (host_rows) {
+                MDL__TRY(tk_copy(m->attn_stats, sd, need * sizeof(float)), "copy of the attention statistics");
+            } else if (ent) {
+                /* the layer's mean entropy only: the moments' column sums on the device
+                   (tk_matmul_backward's bias gradient: a fixed-order reduction), one
+                   TK_ATTN_NSTATS-float copy instead of the (B,H,T,NSTATS) rows */
+                float *cs = m->attn_stats_d + m->attn_stats_dcap - TK_ATTN_NSTATS, hsum[TK_ATTN_NSTATS];
+                MDL__TRY(tk_fill_zero(cs, sizeof hsum), "zero");
+                MDL__TRY(tk_matmul_backward(NULL, NULL, cs, sd, NULL, NULL, (int)nrow, 1, TK_ATTN_NSTATS),
+                         "mean attention entropy");
+                MDL__TRY(tk_copy(hsum, cs, sizeof hsum), "copy of the entropy sum");
+                st->layer_attn_H[l] = (float)((double)hsum[0] / (double)nrow);
+            }
         } else if (!gate && !ent && !o->want_attn_obs) {
             MDL__TRY(tk_attention_forward(m->atty, a->probs, a->q, a->k, a->v, bias, 0, m->temp + (size_t)l * H,
                                           B, H, T, D), "tk_attention_forward");
@@ -1533,9 +1547,10 @@ static int mdl__softmax_fwd(mdl_model *m, int l, const mdl_opts *o, mdl_stats *s
                      "CEAS gate rows");
             m->gcount.gate_overhead += 20.0 * (double)nrow; /* the per-row conversion */
         }
-        if (ent) {
+        if (ent && (m->dev == MDL_DEVICE_CPU || gate || o->want_attn_obs)) {
             /* mean attention entropy of the layer over batch, heads and query rows (nats),
-               summed in row order: thread-count independent */
+               summed in row order: thread-count independent (the device model without the
+               host rows summed it above) */
             double hs = 0.0;
             long long r;
             for (r = 0; r < nrow; r++) hs += (double)m->attn_stats[(size_t)r * TK_ATTN_NSTATS];
