@@ -989,51 +989,62 @@ int lyr_polar_forward(const lyr_polar_dims *d, const float *const *P, const floa
         if (rc != POLAR_OK) return rc == POLAR_ENOMEM ? LYR_ENOMEM : LYR_EFAIL;
         if (stats) stats->align_loss = loss;
     }
-    if (stats) { /* on the host: the device path reads its rows in host blocks */
-        double ms = 0, ns = 0;
-        size_t b, h, t, t0, m;
+    if (stats) {
+        /* on the host, rows in (b, h, t) order on both devices (the device path copies them
+           in blocks of 1024 rows, and the three per-head parameters once when H <= 256) */
+        double ms = 0, ns = 0, spa = 0, spg = 0, nb = 0;
         const int W = d->cfg.window;
-        float hp[3], sbuf[64 * POLAR_NSTAT], mbuf[64];
-        for (b = 0; b < (size_t)B; b++)
-            for (h = 0; h < H; h++) {
-                double a, g, spa, spg;
-                if (dev) {
-                    if (tk_copy(&hp[0], prm.len_gain_raw + h, sizeof(float)) != TK_OK ||
-                        tk_copy(&hp[1], prm.null_base + h, sizeof(float)) != TK_OK ||
-                        tk_copy(&hp[2], prm.null_slope_raw + h, sizeof(float)) != TK_OK)
-                        return LYR_EFAIL;
-                } else {
-                    hp[0] = prm.len_gain_raw[h];
-                    hp[1] = prm.null_base[h];
-                    hp[2] = prm.null_slope_raw[h];
-                }
-                a = (double)hp[0];
-                g = (double)hp[2];
-                spa = a > 30 ? a : log1p(exp(a));
-                spg = g > 30 ? g : log1p(exp(g));
-                for (t0 = 0; t0 < (size_t)T; t0 += m) {
-                    size_t row0 = (b * H + h) * (size_t)T + t0;
-                    const float *stp = s.stats + row0 * POLAR_NSTAT, *mgp = s.mag + row0;
-                    m = (size_t)T - t0 < 64 ? (size_t)T - t0 : 64;
-                    if (dev) {
-                        if (tk_copy(sbuf, stp, m * POLAR_NSTAT * sizeof(float)) != TK_OK ||
-                            tk_copy(mbuf, mgp, m * sizeof(float)) != TK_OK)
-                            return LYR_EFAIL;
-                        stp = sbuf;
-                        mgp = mbuf;
-                    }
-                    for (t = t0; t < t0 + m; t++) {
-                        const float *stt = stp + (t - t0) * POLAR_NSTAT;
-                        double nv = (double)(t + 1), temp, nul, pN;
-                        if (W > 0 && nv > W) nv = W;
-                        temp = 1.0 + spa * log(nv);
-                        nul = (double)hp[1] + spg * sqrt(log(nv + 1.0));
-                        pN = exp(temp * nul - (double)stt[0]);
-                        ns += pN / ((double)stt[1] + pN);
-                        ms += mgp[t - t0];
-                    }
-                }
+        const size_t nrow = N * H;
+        size_t r0, r, m, hcur = (size_t)-1;
+        float sbuf[1024 * POLAR_NSTAT], mbuf[1024], hpa[3][256];
+        const int pre = dev && H <= 256;
+        if (pre && (tk_copy(hpa[0], prm.len_gain_raw, H * sizeof(float)) != TK_OK ||
+                    tk_copy(hpa[1], prm.null_base, H * sizeof(float)) != TK_OK ||
+                    tk_copy(hpa[2], prm.null_slope_raw, H * sizeof(float)) != TK_OK))
+            return LYR_EFAIL;
+        for (r0 = 0; r0 < nrow; r0 += m) {
+            const float *stp = s.stats + r0 * POLAR_NSTAT, *mgp = s.mag + r0;
+            m = nrow - r0 < 1024 ? nrow - r0 : 1024;
+            if (dev) {
+                if (tk_copy(sbuf, stp, m * POLAR_NSTAT * sizeof(float)) != TK_OK ||
+                    tk_copy(mbuf, mgp, m * sizeof(float)) != TK_OK)
+                    return LYR_EFAIL;
+                stp = sbuf;
+                mgp = mbuf;
             }
+            for (r = r0; r < r0 + m; r++) {
+                const size_t h = (r / (size_t)T) % H, t = r % (size_t)T;
+                const float *stt = stp + (r - r0) * POLAR_NSTAT;
+                double nv = (double)(t + 1), temp, nul, pN;
+                if (h != hcur) { /* this head's length gain, null base and slope */
+                    float hp[3];
+                    if (pre) {
+                        hp[0] = hpa[0][h];
+                        hp[1] = hpa[1][h];
+                        hp[2] = hpa[2][h];
+                    } else if (dev) {
+                        if (tk_copy(&hp[0], prm.len_gain_raw + h, sizeof(float)) != TK_OK ||
+                            tk_copy(&hp[1], prm.null_base + h, sizeof(float)) != TK_OK ||
+                            tk_copy(&hp[2], prm.null_slope_raw + h, sizeof(float)) != TK_OK)
+                            return LYR_EFAIL;
+                    } else {
+                        hp[0] = prm.len_gain_raw[h];
+                        hp[1] = prm.null_base[h];
+                        hp[2] = prm.null_slope_raw[h];
+                    }
+                    spa = (double)hp[0] > 30 ? (double)hp[0] : log1p(exp((double)hp[0]));
+                    spg = (double)hp[2] > 30 ? (double)hp[2] : log1p(exp((double)hp[2]));
+                    nb = (double)hp[1];
+                    hcur = h;
+                }
+                if (W > 0 && nv > W) nv = W;
+                temp = 1.0 + spa * log(nv);
+                nul = nb + spg * sqrt(log(nv + 1.0));
+                pN = exp(temp * nul - (double)stt[0]);
+                ns += pN / ((double)stt[1] + pN);
+                ms += mgp[r - r0];
+            }
+        }
         stats->mag_mean = (float)(ms / ((double)N * H));
         stats->null_mean = (float)(ns / ((double)N * H));
     }
