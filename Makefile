@@ -37,7 +37,16 @@ SAN    := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame
 INC    := -I. -isystem /usr/include/stb
 LIBS   := -lm -llzma -lpthread
 TEST_OPT     = -O1
-TEST_CFLAGS  = $(WARN) $(TEST_OPT) -g $(SAN) $(INC) -DATTNKIT_DATA_DIR='"$(WT2_DIR)"'
+# TEST_DEBUG: the ASan test builds (tests/test_*.c here, the simulated parity tests below)
+# carry line tables only (-g1: file:line and function names in ASan/UBSan stack traces,
+# no variable/type info), for CI's time: at -O1 the full -g is 17-36 % of these compiles.
+# Measured, CPU-s of one compile, -g against -g1: test_tensor gcc 16.8/10.8, clang
+# 17.8/12.7; test_era gcc 8.5/5.8, clang 9.5/7.9; the seven g++ -O1 simulated tests
+# 163/124 (parity_tensor 56/42); at -O0 less (test_model gcc 10.8/9.0, parity_model g++
+# 46.6/42.7, parity_layers clang++ 23.0/20.2). Same code, same sanitizers and checks.
+# For a debugger session: rm the binary, then `make TEST_DEBUG=-g build/gcc/test_x`.
+TEST_DEBUG   = -g1
+TEST_CFLAGS  = $(WARN) $(TEST_OPT) $(TEST_DEBUG) $(SAN) $(INC) -DATTNKIT_DATA_DIR='"$(WT2_DIR)"'
 # -fno-trapping-math: GCC does not vectorise a loop with a float compare-and-select on
 # AVX2 under the default -ftrapping-math (the headers set it for their own code; this is
 # for the examples' model code). Values are unchanged; nothing reads the FP flags.
@@ -62,6 +71,20 @@ NOOMP_SKIP_clang := $(EXAMPLE_TESTS)
 # ... and at -O0 (ASan and UBSan check the same): 8-12 s to compile instead of 27-33 s,
 # for runs a few seconds longer (measured: test_model 13 s against 8 s)
 $(foreach c,$(COMPILERS),$(foreach t,$(EXAMPLE_TESTS),build/$(c)/$(t) build/$(c)/$(t)_noomp)): TEST_OPT = -O0
+# clang builds these header tests at -O0 too (both variants; test_layers its OpenMP one
+# only): clang's -O1 is 75-85 % of their ASan compile and their runs are short. Measured,
+# CPU-s, compile + run of the OpenMP binary (-g1), -O1 against -O0: test_layers 27.9/10.0,
+# test_plot 11.0/2.3, test_era 7.5/1.7, test_gdelta 7.9/3.6, test_gdelta_nocuda 4.1/0.9,
+# test_data 4.3/1.7, test_ceas 4.5/2.1, test_gemm 7.0/4.6, test_ckpt 3.9/1.5 (kept at -O1,
+# longer runs: test_guardian 6.7/9.1, test_bpe 4.9/6.7, test_polar 11.7/11.4, test_tensor
+# 24.9/76.6, test_layers_noomp ~30/27.2, its scalar run 4 s against 23 s). clang's
+# warnings do not depend on the optimisation level; gcc keeps -O1 (its
+# -Wmaybe-uninitialized and the like need the optimiser); ASan and UBSan check the same.
+# With TEST_DEBUG=-g1: `make tests-build-clang` 227 CPU-s before, 113 after; running its
+# 31 binaries 96 CPU-s before, 122 after (same RESULT counts).
+CLANG_O0_TESTS := test_plot test_era test_gdelta test_gdelta_nocuda test_data test_ceas \
+    test_gemm test_ckpt
+$(foreach t,$(CLANG_O0_TESTS),build/clang/$(t) build/clang/$(t)_noomp) build/clang/test_layers: TEST_OPT = -O0
 
 test:
 	@COMPILERS="$(COMPILERS)" NVCC="$(NVCC)" NOOMP_SKIP_clang="$(NOOMP_SKIP_clang)" \
@@ -108,11 +131,18 @@ cuda: $(foreach p,$(PARITY_NAMES) $(CUDA_BENCH_NAMES),build/cuda/$(p))
 # SIM_OPT: -O1, except parity_model (the whole examples model in one TU: 30 s to compile at
 # -O0 against 2 minutes at -O1, for a run 30 s longer)
 SIM_OPT = -O1
-SIM_CXXFLAGS = -std=c++17 -x c++ -Wall -Wextra -Werror -pedantic $(SIM_OPT) -g $(SAN) $(INC) -DATTNKIT_CUDA_SIM
+SIM_CXXFLAGS = -std=c++17 -x c++ -Wall -Wextra -Werror -pedantic $(SIM_OPT) $(TEST_DEBUG) $(SAN) $(INC) -DATTNKIT_CUDA_SIM
 build/sim-g++/parity_model build/sim-clang++/parity_model: SIM_OPT = -O0
 # parity_layers (the examples' layers with every header's CUDA body): -O0 too (46 s to
 # compile against 2 minutes at -O1, for a run of about a second)
 build/sim-g++/parity_layers build/sim-clang++/parity_layers: SIM_OPT = -O0
+# clang++ builds parity_era, parity_ceas and parity_sim at -O0 as well (its -O1 is most of
+# their compile, their runs are short; clang's warnings do not depend on -O). Measured,
+# CPU-s, compile + run (-g1), -O1 against -O0: parity_era 22.4/15.7, parity_ceas 7.6/6.3,
+# parity_sim 5.5/3.0 (kept at -O1: parity_tensor 53.7/103.3; g++ at -O0 -g broke even on
+# parity_gdelta 49.3/49.4 and parity_polar 52.1/52.1, lost on parity_guardian 13.0/13.5).
+# The planted out-of-bounds accesses (parity_sim --oob-*) are caught at -O0 too.
+build/sim-clang++/parity_era build/sim-clang++/parity_ceas build/sim-clang++/parity_sim: SIM_OPT = -O0
 SIM_CXX := $(patsubst gcc,g++,$(patsubst clang,clang++,$(COMPILERS)))
 # parity_model (the whole examples model on the simulated device: every header's CUDA
 # body in one ASan TU) is built with g++ only, parity_layers with clang++ only (the two

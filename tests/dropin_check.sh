@@ -12,6 +12,10 @@
 # Usage: sh tests/dropin_check.sh [compilers]   (from the repository root; binaries go to
 # $DROPIN_OUT, default build/dropin). Prints ok/FAIL/SKIP lines and, last,
 # `RESULT dropin_check passed=P failed=F skipped=S`.
+# Each compiler's checks (1-3 above, in that order) run as one lane, the lanes side by
+# side: the checks are serial -O2/-Ofast compiles of every header's implementation
+# (11 of them, ~140 s on one core in CI), the runs a few seconds. A lane's lines are
+# printed after all lanes end, compiler by compiler.
 COMPILERS=${1:-"gcc clang"}
 D=${DROPIN_OUT:-build/dropin}
 mkdir -p "$D"
@@ -22,8 +26,12 @@ ok() { echo "ok $1"; P=$((P + 1)); }
 fail() { echo "FAIL $1"; [ -n "$2" ] && [ -f "$2" ] && tail -n 15 "$2"; F=$((F + 1)); }
 skip() { echo "SKIP $1"; S=$((S + 1)); }
 
-for cc in $COMPILERS; do
-    if ! command -v "$cc" >/dev/null 2>&1; then fail "$cc not found"; continue; fi
+# lane <cc>: checks 1-3 with one compiler; its counts go to $D/lane_<cc>.count
+lane() {
+    cc=$1
+    if ! command -v "$cc" >/dev/null 2>&1; then
+        fail "$cc not found"; echo "$P $F $S" > "$D/lane_$cc.count"; return
+    fi
     i=0
     for opt in "-Ofast -march=native -fopenmp" "-O2 -ffast-math"; do
         i=$((i + 1))
@@ -36,15 +44,32 @@ for cc in $COMPILERS; do
             fail "$cc $opt: NaN/Inf refused" "$exe.log"
         fi
     done
-done
 
-# 2. threads vs one thread, whatever OpenMP the host links
-for cc in $COMPILERS; do
-    command -v "$cc" >/dev/null 2>&1 || continue
+    # 2. threads vs one thread, whatever OpenMP the host links
+    mixomp "$cc"
+
+    # 3. the drop-in example: builds with -Ofast, trains, loss falls
+    exe="$D/polar_dropin_$cc"
+    lib=""; [ "$cc" = clang ] && lib="-lgomp"
+    if ! $cc $W -Ofast -march=native -fopenmp examples/dropin/polar_dropin.c -o "$exe" -lm \
+        $lib > "$exe.log" 2>&1; then
+        fail "$cc -Ofast examples/dropin/polar_dropin.c: build" "$exe.log"
+    elif OMP_NUM_THREADS=2 "$exe" 200 >> "$exe.log" 2>&1 &&
+        awk '/^dropin first_loss/ { ok = ($5 < 0.7 * $3 && $5 > 0) } END { exit !ok }' "$exe.log"; then
+        ok "$cc -Ofast polar_dropin: $(grep '^dropin' "$exe.log")"
+    else
+        fail "$cc -Ofast polar_dropin: loss did not fall" "$exe.log"
+    fi
+    echo "$P $F $S" > "$D/lane_$cc.count"
+}
+
+# mixomp <cc>: check 2 with one compiler
+mixomp() {
+    cc=$1
     ref="$D/mixomp_ref_$cc"
     if ! { $cc $W -O2 -march=native tests/dropin_mixomp.c -o "$ref" -lm > "$ref.log" 2>&1 &&
            "$ref" write "$ref.bin" >> "$ref.log" 2>&1; }; then
-        fail "$cc dropin_mixomp reference" "$ref.log"; continue
+        fail "$cc dropin_mixomp reference" "$ref.log"; return
     fi
     case $cc in
     clang) variants="gomp omp" ;;
@@ -68,22 +93,21 @@ for cc in $COMPILERS; do
             fail "$label" "$exe.log"
         fi
     done
-done
+}
 
-# 3. the drop-in example: builds with -Ofast, trains, loss falls
+LANES=
 for cc in $COMPILERS; do
-    command -v "$cc" >/dev/null 2>&1 || continue
-    exe="$D/polar_dropin_$cc"
-    lib=""; [ "$cc" = clang ] && lib="-lgomp"
-    if ! $cc $W -Ofast -march=native -fopenmp examples/dropin/polar_dropin.c -o "$exe" -lm \
-        $lib > "$exe.log" 2>&1; then
-        fail "$cc -Ofast examples/dropin/polar_dropin.c: build" "$exe.log"; continue
-    fi
-    if OMP_NUM_THREADS=2 "$exe" 200 >> "$exe.log" 2>&1 &&
-        awk '/^dropin first_loss/ { ok = ($5 < 0.7 * $3 && $5 > 0) } END { exit !ok }' "$exe.log"; then
-        ok "$cc -Ofast polar_dropin: $(grep '^dropin' "$exe.log")"
+    rm -f "$D/lane_$cc.out" "$D/lane_$cc.count"
+    lane "$cc" > "$D/lane_$cc.out" 2>&1 &
+    LANES="$LANES $!"
+done
+for pid in $LANES; do wait "$pid"; done
+for cc in $COMPILERS; do
+    cat "$D/lane_$cc.out"
+    if read -r p f s 2>/dev/null < "$D/lane_$cc.count"; then
+        P=$((P + p)); F=$((F + f)); S=$((S + s))
     else
-        fail "$cc -Ofast polar_dropin: loss did not fall" "$exe.log"
+        echo "FAIL $cc: the drop-in lane ended without its counts"; F=$((F + 1))
     fi
 done
 
