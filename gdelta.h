@@ -599,17 +599,29 @@ static __m256i gd__mask8(int n)
     static const int tbl[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
     return _mm256_loadu_si256((const __m256i *)(const void *)(tbl + 8 - n));
 }
+/* one row of a tile: Cr[0:16) (lanes masked by m0, m1) = alpha acc (+ beta Cr) */
+static void gd__row16(float *Cr, __m256 a0, __m256 a1, __m256 va, __m256 vb, float beta,
+                      __m256i m0, __m256i m1)
+{
+    __m256 o0 = _mm256_mul_ps(va, a0), o1 = _mm256_mul_ps(va, a1);
+    if (beta != 0.0f) {
+        o0 = _mm256_fmadd_ps(vb, _mm256_maskload_ps(Cr, m0), o0);
+        o1 = _mm256_fmadd_ps(vb, _mm256_maskload_ps(Cr + 8, m1), o1);
+    }
+    _mm256_maskstore_ps(Cr, m0, o0);
+    _mm256_maskstore_ps(Cr + 8, m1, o1);
+}
 static void gd__gemm(int M, int N, int K, float alpha, const float *A, long a_rs,
                      long a_cs, const float *B, long ldb, float beta, float *C, long ldc)
 {
-    int i = 0, j, p, r;
+    int i, j, p, r;
     const __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
     for (j = 0; j < N; j += 16) {
         const int nb = N - j < 16 ? N - j : 16;
         const __m256i m0 = gd__mask8(nb >= 8 ? 8 : nb), m1 = gd__mask8(nb > 8 ? nb - 8 : 0);
-        i = 0;
         const int full = nb == 16;
         const float *Bj = B + j;
+        i = 0;
         for (; M - i >= 10 || M - i == 6; i += 6) { /* 6 x 16: 12 accumulators (the last
                                                            rows go in 4-row tiles: 32 = 4 x 6 + 2 x 4) */
             const float *a0 = A + (long)i * a_rs;
@@ -635,16 +647,8 @@ static void gd__gemm(int M, int N, int K, float alpha, const float *A, long a_rs
             }
             acc[0] = c00, acc[1] = c01, acc[2] = c10, acc[3] = c11, acc[4] = c20, acc[5] = c21;
             acc[6] = c30, acc[7] = c31, acc[8] = c40, acc[9] = c41, acc[10] = c50, acc[11] = c51;
-            for (r = 0; r < 6; r++) {
-                float *Cr = C + (long)(i + r) * ldc + j;
-                __m256 o0 = _mm256_mul_ps(va, acc[2 * r]), o1 = _mm256_mul_ps(va, acc[2 * r + 1]);
-                if (beta != 0.0f) {
-                    o0 = _mm256_fmadd_ps(vb, _mm256_maskload_ps(Cr, m0), o0);
-                    o1 = _mm256_fmadd_ps(vb, _mm256_maskload_ps(Cr + 8, m1), o1);
-                }
-                _mm256_maskstore_ps(Cr, m0, o0);
-                _mm256_maskstore_ps(Cr + 8, m1, o1);
-            }
+            for (r = 0; r < 6; r++)
+                gd__row16(C + (long)(i + r) * ldc + j, acc[2 * r], acc[2 * r + 1], va, vb, beta, m0, m1);
         }
         for (; i + 4 <= M; i += 4) {
             const float *a0 = A + (long)i * a_rs, *a1 = a0 + a_rs, *a2 = a1 + a_rs,
@@ -667,35 +671,19 @@ static void gd__gemm(int M, int N, int K, float alpha, const float *A, long a_rs
             }
             acc[0] = c00, acc[1] = c01, acc[2] = c10, acc[3] = c11;
             acc[4] = c20, acc[5] = c21, acc[6] = c30, acc[7] = c31;
-            for (r = 0; r < 4; r++) {
-                float *Cr = C + (long)(i + r) * ldc + j;
-                __m256 o0 = _mm256_mul_ps(va, acc[2 * r]), o1 = _mm256_mul_ps(va, acc[2 * r + 1]);
-                if (beta != 0.0f) {
-                    o0 = _mm256_fmadd_ps(vb, _mm256_maskload_ps(Cr, m0), o0);
-                    o1 = _mm256_fmadd_ps(vb, _mm256_maskload_ps(Cr + 8, m1), o1);
-                }
-                _mm256_maskstore_ps(Cr, m0, o0);
-                _mm256_maskstore_ps(Cr + 8, m1, o1);
-            }
+            for (r = 0; r < 4; r++)
+                gd__row16(C + (long)(i + r) * ldc + j, acc[2 * r], acc[2 * r + 1], va, vb, beta, m0, m1);
         }
         for (; i < M; i++) {
             const float *a = A + (long)i * a_rs;
-            float *Cr = C + (long)i * ldc + j;
-            __m256 c0 = _mm256_setzero_ps(), c1 = _mm256_setzero_ps(), o0, o1;
+            __m256 c0 = _mm256_setzero_ps(), c1 = _mm256_setzero_ps();
             for (p = 0; p < K; p++) {
                 const float *b = Bj + (long)p * ldb;
                 const __m256 x = _mm256_broadcast_ss(a + (long)p * a_cs);
                 c0 = _mm256_fmadd_ps(x, full ? _mm256_loadu_ps(b) : _mm256_maskload_ps(b, m0), c0);
                 c1 = _mm256_fmadd_ps(x, full ? _mm256_loadu_ps(b + 8) : _mm256_maskload_ps(b + 8, m1), c1);
             }
-            o0 = _mm256_mul_ps(va, c0);
-            o1 = _mm256_mul_ps(va, c1);
-            if (beta != 0.0f) {
-                o0 = _mm256_fmadd_ps(vb, _mm256_maskload_ps(Cr, m0), o0);
-                o1 = _mm256_fmadd_ps(vb, _mm256_maskload_ps(Cr + 8, m1), o1);
-            }
-            _mm256_maskstore_ps(Cr, m0, o0);
-            _mm256_maskstore_ps(Cr + 8, m1, o1);
+            gd__row16(C + (long)i * ldc + j, c0, c1, va, vb, beta, m0, m1);
         }
     }
 }
@@ -2064,7 +2052,7 @@ GDELTADEF int gd_readout_backward(const gd_config *cfg, float *dr, float *dx,
                                   int B, int T, int H, int Dv, int Dx, int Dout,
                                   void *workspace)
 {
-    int rc, bt, NT, i;
+    int rc, bt, NT;
     size_t HD = (size_t)H * Dv, nz;
     float *ws, *Zb, *Gb, *Yb;
     void *own = NULL;
@@ -2123,13 +2111,16 @@ GDELTADEF int gd_readout_backward(const gd_config *cfg, float *dr, float *dx,
                 rhat[hd] = dy * rr[d] * iv;
             }
         }
-        if (dx)
+        if (dx) {
+            int i; /* private to the thread (a function-scope i was shared: a data race
+                      that clang -O0 turned into wrong dx with 2 threads) */
             for (i = 0; i < (int)HD; i++) {
                 const float *Wr = W_g + (size_t)i * Dx;
                 float gv = dgp[i];
                 int j;
                 for (j = 0; j < Dx; j++) dx[(size_t)bt * Dx + j] += gv * Wr[j];
             }
+        }
     }
     if (dW_proj) {
         int o;

@@ -1738,7 +1738,7 @@ POLARDEF int polar_assemble_backward(float *dc, float *dmag, float *dgate, float
 #pragma omp parallel for schedule(static)
 #endif
     for (bt = 0; bt < B * T; bt++) {
-        int b = bt / T, t = bt % T, h, d;
+        int b = bt / T, t = bt % T, h, d, oc; /* oc private (a shared o raced) */
         const float *go = dout + (size_t)bt * C;
         for (h = 0; h < H; h++) {
             size_t row = ((size_t)b * H + h) * T + t;
@@ -1746,11 +1746,11 @@ POLARDEF int polar_assemble_backward(float *dc, float *dmag, float *dgate, float
             double gs = gate ? polar__sigmoid(gate[(size_t)bt * H + h]) : 1.0, dgs = 0, dm = 0;
             for (d = 0; d < D; d++) {
                 double acc = 0;
-                for (o = 0; o < C; o++) acc += (double)go[o] * W_o[(size_t)o * H * D + (size_t)h * D + d];
+                for (oc = 0; oc < C; oc++) acc += (double)go[oc] * W_o[(size_t)oc * H * D + (size_t)h * D + d];
                 if (dc) dc[row * D + d] += (float)(acc * gs);
                 dgs += acc * ch[d];
             }
-            for (o = 0; o < C; o++) dm += (double)go[o] * W_mu[(size_t)o * H + h];
+            for (oc = 0; oc < C; oc++) dm += (double)go[oc] * W_mu[(size_t)oc * H + h];
             if (dmag) dmag[row] += (float)dm;
             if (dgate) dgate[(size_t)bt * H + h] += (float)(dgs * gs * (1.0 - gs));
         }
