@@ -573,6 +573,19 @@ polar__k_bwd_kv(float *dk, float *dv, const float *rows, const float *q, const f
     }
 }
 
+/* red[k][0] = the sum of red[k][0..POLAR__CT) for k < K: a fixed-order tree in double
+   (deterministic), the whole block taking part */
+template <int K>
+static __device__ void polar__d_block_sum(double (*red)[POLAR__CT], int tid)
+{
+    int s, k;
+    for (s = POLAR__CT / 2; s > 0; s /= 2) {
+        __syncthreads();
+        if (tid < s)
+            for (k = 0; k < K; k++) red[k][tid] += red[k][tid + s];
+    }
+}
+
 /* step 4: per-head parameter grads, one block per head, fixed-order reductions */
 static __global__ void __launch_bounds__(POLAR__CT)
 polar__k_bwd_prm(float *glg, float *gnb, float *gns, float *gmb, float *gvn, const float *rows,
@@ -584,7 +597,7 @@ polar__k_bwd_prm(float *glg, float *gnb, float *gns, float *gmb, float *gvn, con
     const double sl = polar__d_sigmoid(lg[h]), ss = polar__d_sigmoid(ns[h]);
     double a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0;
     long x, nrow = (long)B * T;
-    int s, d;
+    int d;
     for (x = tid; x < nrow; x += POLAR__CT) {
         int b = (int)(x / T), i = (int)(x % T);
         const float *ro = rows + (((size_t)b * H + h) * T + i) * POLAR__NROW;
@@ -598,15 +611,7 @@ polar__k_bwd_prm(float *glg, float *gnb, float *gns, float *gmb, float *gvn, con
     red[1][tid] = a1;
     red[2][tid] = a2;
     red[3][tid] = a3;
-    for (s = POLAR__CT / 2; s > 0; s /= 2) {
-        __syncthreads();
-        if (tid < s) {
-            red[0][tid] += red[0][tid + s];
-            red[1][tid] += red[1][tid + s];
-            red[2][tid] += red[2][tid + s];
-            red[3][tid] += red[3][tid + s];
-        }
-    }
+    polar__d_block_sum<4>(red, tid);
     if (tid == 0) {
         if (glg) glg[h] += (float)red[0][0];
         if (gnb) gnb[h] += (float)red[1][0];
@@ -1235,18 +1240,14 @@ polar__k_dist_row(double *rowv, double *sgall, float *dq, const float *q, const 
 static __global__ void __launch_bounds__(POLAR__CT)
 polar__k_dist_loss(float *loss, const double *rowv, long nrows, double scale)
 {
-    __shared__ double red[POLAR__CT];
+    __shared__ double red[1][POLAR__CT];
     const int tid = threadIdx.x;
     double a = 0.0;
     long x;
-    int s;
     for (x = tid; x < nrows; x += POLAR__CT) a += rowv[x];
-    red[tid] = a;
-    for (s = POLAR__CT / 2; s > 0; s /= 2) {
-        __syncthreads();
-        if (tid < s) red[tid] += red[tid + s];
-    }
-    if (tid == 0) *loss = (float)(scale * red[0]);
+    red[0][tid] = a;
+    polar__d_block_sum<1>(red, tid);
+    if (tid == 0) *loss = (float)(scale * red[0][0]);
 }
 
 /* per-head gradients: one block per head, fixed-order sums over (b, i) in double */
@@ -1257,7 +1258,6 @@ polar__k_dist_prm(float *glg, float *gnb, float *gns, const double *rowv, int B,
     const int tid = threadIdx.x, h = blockIdx.x;
     double a0 = 0.0, a1 = 0.0, a2 = 0.0;
     long x;
-    int s;
     for (x = tid; x < (long)B * T; x += POLAR__CT) {
         const size_t row = ((size_t)(x / T) * H + h) * T + (size_t)(x % T);
         a0 += rowv[3 * row];
@@ -1267,14 +1267,7 @@ polar__k_dist_prm(float *glg, float *gnb, float *gns, const double *rowv, int B,
     red[0][tid] = a0;
     red[1][tid] = a1;
     red[2][tid] = a2;
-    for (s = POLAR__CT / 2; s > 0; s /= 2) {
-        __syncthreads();
-        if (tid < s) {
-            red[0][tid] += red[0][tid + s];
-            red[1][tid] += red[1][tid + s];
-            red[2][tid] += red[2][tid + s];
-        }
-    }
+    polar__d_block_sum<3>(red, tid);
     if (tid == 0) {
         if (glg) glg[h] += (float)red[0][0];
         if (gnb) gnb[h] += (float)red[1][0];
