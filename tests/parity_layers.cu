@@ -571,11 +571,38 @@ static void test_gdelta_forward_backward(void)
 }
 
 /* mixed sides: LYR_EINVAL, nothing written */
+/* The backward refusals every device layer shares: dout, dxn or the gradient gi on the host
+   give LYR_EINVAL and write nothing (gradient gw and dxn keep their values, the host
+   buffers theirs). bwd(G, dout, dx) runs the layer's backward with g's other buffers.
+   Returns dxn's value before. */
+template <class Case, class Bwd>
+static fvec bwd_refusals(layer_run &g, const Case &c, Bwd bwd, int gi, int gw)
+{
+    fvec G0 = get(g, g.G[gw], c.G0[gw].size()), dx0 = get(g, g.dx, c.dx0.size());
+    CHECK_INT_EQ(bwd(g.G, c.dout.data(), g.dx), LYR_EINVAL);
+    {
+        fvec hdx = c.dx0;
+        CHECK_INT_EQ(bwd(g.G, g.dout, hdx.data()), LYR_EINVAL);
+        CHECK(hdx == c.dx0);
+    }
+    {
+        float *keep = g.G[gi];
+        fvec hg = c.G0[gi];
+        g.G[gi] = hg.data();
+        CHECK_INT_EQ(bwd(g.G, g.dout, g.dx), LYR_EINVAL);
+        g.G[gi] = keep;
+        CHECK(hg == c.G0[gi]);
+    }
+    CHECK(get(g, g.G[gw], c.G0[gw].size()) == G0);
+    CHECK(get(g, g.dx, c.dx0.size()) == dx0);
+    return dx0;
+}
+
 static void test_gdelta_refusals(void)
 {
     gd_case c;
     layer_run g;
-    fvec out0, G0, dx0, saved0;
+    fvec out0, dx0, saved0;
     NEED_GPU();
     gd_case_init(c, PT, 65);
     run_init(g, c, 1);
@@ -603,27 +630,10 @@ static void test_gdelta_refusals(void)
         CHECK(memcmp(sv.data(), saved0.data(), sv.size() * sizeof(float)) == 0);
     }
     CHECK_INT_EQ(gd_fwd(g, c, 0, NULL), LYR_OK);
-    G0 = get(g, g.G[LYR_GD_PROJ], c.G0[LYR_GD_PROJ].size());
-    dx0 = get(g, g.dx, c.dx0.size());
     /* backward: dout on the host, dxn on the host, one gradient on the host */
-    CHECK_INT_EQ(lyr_gdelta_backward(&c.d, (const float *const *)g.P, g.G, c.dout.data(), g.dx,
-                                     g.saved, g.work, PB, PT), LYR_EINVAL);
-    {
-        fvec hdx = c.dx0;
-        CHECK_INT_EQ(lyr_gdelta_backward(&c.d, (const float *const *)g.P, g.G, g.dout, hdx.data(),
-                                         g.saved, g.work, PB, PT), LYR_EINVAL);
-        CHECK(hdx == c.dx0);
-    }
-    {
-        float *keep = g.G[LYR_GD_B_BETA];
-        fvec hg = c.G0[LYR_GD_B_BETA];
-        g.G[LYR_GD_B_BETA] = hg.data();
-        CHECK_INT_EQ(gd_bwd(g, c, 1), LYR_EINVAL);
-        g.G[LYR_GD_B_BETA] = keep;
-        CHECK(hg == c.G0[LYR_GD_B_BETA]);
-    }
-    CHECK(get(g, g.G[LYR_GD_PROJ], c.G0[LYR_GD_PROJ].size()) == G0);
-    CHECK(get(g, g.dx, c.dx0.size()) == dx0);
+    dx0 = bwd_refusals(g, c, [&](float *const *G, const float *dout, float *dx) {
+        return lyr_gdelta_backward(&c.d, (const float *const *)g.P, G, dout, dx, g.saved, g.work, PB, PT);
+    }, LYR_GD_B_BETA, LYR_GD_PROJ);
     /* a host saved buffer filled by a CPU forward, with device buffers: refused */
     {
         layer_run h;
@@ -761,7 +771,7 @@ static void test_polar_refusals(void)
 {
     pl_case c;
     layer_run g;
-    fvec out0, G0, dx0, saved0;
+    fvec out0, saved0;
     NEED_GPU();
     pl_case_init(c, PT, 2, 0, 1, 76);
     run_init(g, c, 1);
@@ -783,27 +793,10 @@ static void test_polar_refusals(void)
         CHECK(memcmp(sv.data(), saved0.data(), sv.size() * sizeof(float)) == 0);
     }
     CHECK_INT_EQ(pl_fwd(g, c, 0, NULL), LYR_OK);
-    G0 = get(g, g.G[LYR_POLAR_O], c.G0[LYR_POLAR_O].size());
-    dx0 = get(g, g.dx, c.dx0.size());
     /* backward: dout on the host, dxn on the host, one gradient on the host */
-    CHECK_INT_EQ(lyr_polar_backward(&c.d, (const float *const *)g.P, g.G, c.dout.data(), g.dx,
-                                    g.saved, g.work, PB, PT), LYR_EINVAL);
-    {
-        fvec hdx = c.dx0;
-        CHECK_INT_EQ(lyr_polar_backward(&c.d, (const float *const *)g.P, g.G, g.dout, hdx.data(),
-                                        g.saved, g.work, PB, PT), LYR_EINVAL);
-        CHECK(hdx == c.dx0);
-    }
-    {
-        float *keep = g.G[LYR_POLAR_V_NULL];
-        fvec hg = c.G0[LYR_POLAR_V_NULL];
-        g.G[LYR_POLAR_V_NULL] = hg.data();
-        CHECK_INT_EQ(pl_bwd(g, c, 1), LYR_EINVAL);
-        g.G[LYR_POLAR_V_NULL] = keep;
-        CHECK(hg == c.G0[LYR_POLAR_V_NULL]);
-    }
-    CHECK(get(g, g.G[LYR_POLAR_O], c.G0[LYR_POLAR_O].size()) == G0);
-    CHECK(get(g, g.dx, c.dx0.size()) == dx0);
+    bwd_refusals(g, c, [&](float *const *G, const float *dout, float *dx) {
+        return lyr_polar_backward(&c.d, (const float *const *)g.P, G, dout, dx, g.saved, g.work, PB, PT);
+    }, LYR_POLAR_V_NULL, LYR_POLAR_O);
     run_free(g);
 }
 
