@@ -22,9 +22,13 @@
      polar_forward / polar_backward           streaming, FlashAttention-2 style: key blocks
         with a running max M, L = sum p, Q2 = sum p^2 (rescaled by alpha^2 when M moves) and
         S = sum p v; the null logit folded in last; n_eff = L^2 / Q2. The backward recomputes
-        scores block by block from the saved per-row (M, L, Q2, |s|): one pass over query
-        blocks (dq, temperature/null grads), one over key blocks (dk, dv). Memory O(block)
-        per thread plus O(B*H*T*(D+10)) row buffers, never O(T^2).
+        scores block by block from the saved per-row (M, L, Q2, |s|): when the B*Hkv
+        (batch, kv head) groups fill the threads, one pass per group, key blocks outer,
+        each score tile computed once for dq, dk and dv; otherwise one pass over query
+        blocks (dq, temperature/null grads) and one over key blocks (dk, dv). The two
+        schedules give the same bits. Memory O(block) per thread (plus a group's dq
+        accumulator, G*T*D doubles, in the one-pass schedule) and O(B*H*T*(D+10)) row
+        buffers, never O(T^2).
    Also: polar_decode (one new token per sequence over a paged, GQA-grouped KV cache),
    polar_assemble_forward/backward (eq. 14 output assembly) and the distractor alignment
    loss polar_distractor_forward/backward (eq. 15, off by default).
@@ -74,7 +78,8 @@
                               float rounding)
      POLAR_NO_VEXP            libm expf in the tiles instead of the vectorised polynomial
      -fopenmp                 parallel over (batch, head, query block) / (batch, kv head,
-                              key block); bit-identical results run to run for a fixed
+                              key block), or (batch, kv head) groups in the one-pass
+                              backward; bit-identical results run to run and for any
                               thread count (static schedules, fixed-order reductions).
 
    CONFIG (polar_config, from polar_config_default())
@@ -230,8 +235,10 @@ POLARDEF int polar_params_init(const polar_config *cfg, int H, int D, float *len
    for these dimensions and this config (its num_threads; keep the OpenMP thread count
    unchanged between this call and the calls using the workspace). The forward alone
    uses only per-thread tiles (O(block_q*block_k + block*D) floats per thread); the
-   backwards add row buffers of B*H*T*(D+10) floats. The workspace must be aligned to
-   8 bytes (malloc's is). 0 on invalid input. */
+   backwards add row buffers of B*H*T*(D+10) floats and, when the one-pass backward is
+   chosen (threads <= B*Hkv), a (H/Hkv)*T*Dp double accumulator per thread, Dp = D
+   rounded up to 32 (so at most 2*B*H*T*Dp floats in all). The workspace must be aligned to 8 bytes (malloc's is). 0 on
+   invalid input. */
 POLARDEF size_t polar_workspace_size(const polar_config *cfg, int B, int H, int Hkv, int T,
                                      int D);
 
@@ -866,15 +873,17 @@ static int polar__check_layout(const polar_layout *l, int B, int H, int Hkv, int
 typedef struct polar__geom {
     int BQ, BK, BQp, BKp, Dp;
     size_t fwd_thread, bwd_thread; /* floats per thread */
+    size_t gq;                     /* doubles of the dq accumulator per thread */
+    int fused;                     /* backward: one pass per kv group (else two passes) */
     size_t rows;                   /* floats in the global row buffers of the backward */
     size_t ref_thread;             /* floats per thread, materialised backward */
     int nthreads;
 } polar__geom;
 
-static void polar__geometry(polar__geom *g, const polar_config *cfg, int B, int H, int T,
-                            int D)
+static void polar__geometry(polar__geom *g, const polar_config *cfg, int B, int H, int Hkv,
+                            int T, int D)
 {
-    size_t BQp, BKp, Dp;
+    size_t BQp, BKp, Dp, n;
     g->BQ = cfg->block_q < T ? cfg->block_q : T;
     g->BK = cfg->block_k < T ? cfg->block_k : T;
     g->BQp = (int)polar__rup((size_t)g->BQ, POLAR__MR);
@@ -888,15 +897,29 @@ static void polar__geometry(polar__geom *g, const polar_config *cfg, int B, int 
        row (Dp) */
     g->fwd_thread = polar__rup(2 * (BQp * Dp + 2 * BQp) + BQp * Dp + Dp * BKp + BKp * Dp +
                                BQp * BKp + BQp * Dp + 3 * BQp + Dp + 16, 16);
-    /* backward, doubles: G (BQp x Dp), dK, dV (BKp x Dp); floats: Q, DS (BQp x Dp),
+    g->nthreads = polar__nthreads(cfg);
+    /* Backward schedule. Two passes (query blocks for dq, then key blocks for dk, dv)
+       recompute every score tile twice; the one-pass schedule takes a whole (batch, kv
+       head) group per item, key blocks outer: each tile's scores are computed once and
+       feed dq, dk and dv (5 tile products instead of 7), with the group's dq summed in
+       a per-thread (G x T x Dp) double accumulator. Each row's dq still sums its key
+       blocks in increasing order and each key block's dk, dv its (head, query block)
+       tiles in the same order, so the two schedules give the same bits. One pass is
+       chosen when the B*Hkv groups fill the threads well enough that the lost balance
+       costs less than the saved products (a ceil(n/threads)/(n/threads) of at most 7/5);
+       its accumulators take at most 2*B*H*T*Dp floats in all (threads <= groups). */
+    n = (size_t)B * (Hkv > 0 ? (size_t)Hkv : 1);
+    g->fused = n >= (size_t)g->nthreads &&
+               (n + g->nthreads - 1) / g->nthreads * g->nthreads * 5 <= n * 7;
+    g->gq = g->fused ? (size_t)(H / (Hkv > 0 ? Hkv : 1)) * T * Dp : BQp * Dp;
+    /* backward, doubles: G (gq), dK, dV (BKp x Dp); floats: Q, DS (BQp x Dp),
        Kt, Vt (Dp x BKp), Kr (BKp x Dp), S, dsv (BQp x BKp), tmp (max(BQp,BKp) x Dp),
        gT, wT (BKp x BQp) */
-    g->bwd_thread = polar__rup(2 * (BQp * Dp + 2 * BKp * Dp) + 2 * BQp * Dp + 2 * Dp * BKp +
+    g->bwd_thread = polar__rup(2 * (g->gq + 2 * BKp * Dp) + 2 * BQp * Dp + 2 * Dp * BKp +
                                BKp * Dp + 2 * BQp * BKp + (BQp > BKp ? BQp : BKp) * Dp +
                                2 * BKp * BQp + 16, 16);
     g->rows = polar__rup((size_t)B * H * T * ((size_t)D + POLAR__NROW), 16);
     g->ref_thread = (size_t)T + 1 + 2 * (size_t)D + 16;
-    g->nthreads = polar__nthreads(cfg);
 }
 
 POLARDEF size_t polar_workspace_size(const polar_config *cfg, int B, int H, int Hkv, int T,
@@ -905,7 +928,7 @@ POLARDEF size_t polar_workspace_size(const polar_config *cfg, int B, int H, int 
     polar__geom g;
     size_t a, b, r;
     if (!polar__check_cfg(cfg) || !polar__check_dims(B, H, Hkv, T, D)) return 0;
-    polar__geometry(&g, cfg, B, H, T, D);
+    polar__geometry(&g, cfg, B, H, Hkv, T, D);
     a = g.fwd_thread * g.nthreads;
     b = g.bwd_thread * g.nthreads + g.rows;
     r = g.ref_thread * g.nthreads;
@@ -1085,7 +1108,7 @@ POLARDEF int polar_backward_ref(const polar_config *cfg, float *dq, float *dk, f
     if (!polar__check_bwd(cfg, dq, dk, dv, dc, c, mag, st, q, k, v, prm, B, H, Hkv, T, D) ||
         !st->probs)
         return POLAR_EINVAL;
-    polar__geometry(&g, cfg, B, H, T, D);
+    polar__geometry(&g, cfg, B, H, Hkv, T, D);
     ws = (float *)workspace;
     if (!ws) {
         ws = (float *)POLAR_MALLOC(polar_workspace_size(cfg, B, H, Hkv, T, D));
@@ -1192,7 +1215,7 @@ POLARDEF int polar_forward_strided(const polar_config *cfg, const polar_layout *
     if (!polar__check_layout(lay, B, H, Hkv, T, D)) return POLAR_EINVAL;
     if (!c || !mag || !st || !st->stats || !q || !k || !v) return POLAR_EINVAL;
     if (!polar__check_params(prm, H, D)) return POLAR_EINVAL;
-    polar__geometry(&g, cfg, B, H, T, D);
+    polar__geometry(&g, cfg, B, H, Hkv, T, D);
     if (workspace && workspace_bytes < g.fwd_thread * g.nthreads * sizeof(float))
         return POLAR_ERANGE;
     ws = (float *)workspace;
@@ -1344,6 +1367,129 @@ static void polar__bwd_tile(float *S, float *dsv, const float *rows, int BKp, in
     }
 }
 
+/* One thread's backward scratch (see polar__geometry): the double accumulators Gq (gq),
+   dK, dV (BKp x Dp), then the float tiles. */
+typedef struct polar__bwd_scratch {
+    double *Gq, *dK, *dV;
+    float *Qt, *DS, *Kt, *Vt, *Kr, *S, *dsv, *tmp, *gT, *wT;
+} polar__bwd_scratch;
+
+static void polar__bwd_scratch_at(polar__bwd_scratch *s, const polar__geom *g, float *base)
+{
+    size_t BQp = (size_t)g->BQp, BKp = (size_t)g->BKp, Dp = (size_t)g->Dp;
+    s->Gq = (double *)(void *)base;
+    s->dK = s->Gq + g->gq;
+    s->dV = s->dK + BKp * Dp;
+    s->Qt = (float *)(void *)(s->dV + BKp * Dp);
+    s->DS = s->Qt + BQp * Dp;
+    s->Kt = s->DS + BQp * Dp;
+    s->Vt = s->Kt + Dp * BKp;
+    s->Kr = s->Vt + Dp * BKp;
+    s->S = s->Kr + BKp * Dp;
+    s->dsv = s->S + BQp * BKp;
+    s->tmp = s->dsv + BQp * BKp;
+    s->gT = s->tmp + (BQp > BKp ? BQp : BKp) * Dp;
+    s->wT = s->gT + BKp * BQp;
+}
+
+/* S = p and dsv = g of the tile of Qt/DS (query block at i0, nr rows) against Kt/Vt
+   (key block at j0, nc keys) */
+static void polar__bwd_scores(polar__bwd_scratch *s, const polar__geom *g, const float *rws,
+                              int nr, int nc, int i0, int j0, int window, float scf)
+{
+    polar__gemm(s->S, g->BKp, s->Qt, g->Dp, s->Kt, g->BKp, g->BQp, g->BKp, g->Dp, 0);
+    polar__gemm(s->dsv, g->BKp, s->DS, g->Dp, s->Vt, g->BKp, g->BQp, g->BKp, g->Dp, 0);
+    polar__bwd_tile(s->S, s->dsv, rws, g->BKp, nr, nc, i0, j0, window, scf);
+}
+
+/* Gq (nr x Dp, doubles) += g Kr: this tile's share of the query rows' dq */
+static void polar__bwd_dq_tile(double *Gq, polar__bwd_scratch *s, const polar__geom *g, int nr)
+{
+    int r;
+    for (r = nr; r < g->BQp; r++) memset(s->dsv + (size_t)r * g->BKp, 0, (size_t)g->BKp * sizeof(float));
+    polar__gemm(s->tmp, g->Dp, s->dsv, g->BKp, s->Kr, g->Dp, g->BQp, g->Dp, g->BKp, 0);
+    for (r = 0; r < nr * g->Dp; r++) Gq[r] += s->tmp[r];
+}
+
+/* dq of rows [i0, i0+nr) of head h from their summed Gq rows (row stride Dp), and the
+   real-key part of their temperature grads */
+static void polar__bwd_dq_finish(const double *Gq, int Dp, float *rows, const polar_layout *lay,
+                                 float *dq, const float *q, int b, int h, int H, int T, int i0,
+                                 int nr, int D, float scf)
+{
+    int r, d;
+    for (r = 0; r < nr; r++) {
+        size_t row = ((size_t)b * H + h) * T + i0 + r;
+        float *ro = rows + row * POLAR__NROW;
+        float *dqi = POLAR__AT(dq, lay->q, b, h, i0 + r);
+        const float *qi = POLAR__AT(q, lay->q, b, h, i0 + r);
+        const double *gq = Gq + (size_t)r * Dp;
+        double dot = 0, f = (double)ro[POLAR__R_T] * scf;
+        for (d = 0; d < D; d++) {
+            dot += qi[d] * gq[d];
+            dqi[d] += (float)(f * gq[d]);
+        }
+        ro[POLAR__R_DT] += (float)(dot * scf);
+    }
+}
+
+/* dk, dv of key block kb_i of kv head hk (batch b), summed over its group's heads and
+   their query blocks in order; with_dq: each tile also adds its dq share to the group's
+   (G x T x Dp) accumulator s->Gq (the one-pass schedule). */
+static void polar__bwd_key_block(polar__bwd_scratch *s, const polar__geom *g,
+                                 const polar_config *cfg, const polar_layout *lay,
+                                 const float *rows, const float *dsall, const float *q,
+                                 const float *k, const float *v, float *dk, float *dv, int b,
+                                 int hk, int kb_i, int H, int G, int T, int D, float scf,
+                                 int with_dq)
+{
+    int BQp = g->BQp, BKp = g->BKp, Dp = g->Dp, hh, r, cc, d;
+    int j0 = kb_i * g->BK, nc = (T - j0) < g->BK ? (T - j0) : g->BK, j1 = j0 + nc - 1;
+    int ilast = T - 1;
+    const float *kb = POLAR__AT(k, lay->k, b, hk, 0);
+    const float *vb = POLAR__AT(v, lay->v, b, hk, 0);
+    if (cfg->window > 0 && (long)j1 + cfg->window - 1 < ilast) ilast = j1 + cfg->window - 1;
+    polar__load_cols(s->Kt, BKp, Dp, kb + j0 * lay->k[2], lay->k[2], D, nc);
+    polar__load_cols(s->Vt, BKp, Dp, vb + j0 * lay->v[2], lay->v[2], D, nc);
+    if (with_dq) polar__load_rows(s->Kr, Dp, BKp, kb + j0 * lay->k[2], lay->k[2], D, nc);
+    for (r = 0; r < BKp * Dp; r++) s->dK[r] = s->dV[r] = 0.0;
+    for (hh = 0; hh < G; hh++) {
+        int h = hk * G + hh, bhq = b * H + h, qb;
+        for (qb = j0 / g->BQ; qb * g->BQ <= ilast; qb++) {
+            int i0 = qb * g->BQ, nr = (T - i0) < g->BQ ? (T - i0) : g->BQ;
+            const float *rws = rows + ((size_t)bhq * T + i0) * POLAR__NROW;
+            polar__load_rows(s->Qt, Dp, BQp, POLAR__AT(q, lay->q, b, h, i0), lay->q[2], D, nr);
+            polar__load_rows(s->DS, Dp, BQp, dsall + ((size_t)bhq * T + i0) * D, D, D, nr);
+            polar__bwd_scores(s, g, rws, nr, nc, i0, j0, cfg->window, scf);
+            if (with_dq) polar__bwd_dq_tile(s->Gq + ((size_t)hh * T + i0) * Dp, s, g, nr);
+            /* transpose: gT[c][r] = temp_r * scale * g[r][c], wT[c][r] = p[r][c] / Z_r */
+            for (r = 0; r < BQp; r++) {
+                float fg = 0.0f, fw = 0.0f;
+                if (r < nr) {
+                    fg = rws[(size_t)r * POLAR__NROW + POLAR__R_T] * scf;
+                    fw = rws[(size_t)r * POLAR__NROW + POLAR__R_A];
+                }
+                for (cc = 0; cc < BKp; cc++) {
+                    s->gT[(size_t)cc * BQp + r] = fg * s->dsv[(size_t)r * BKp + cc];
+                    s->wT[(size_t)cc * BQp + r] = fw * s->S[(size_t)r * BKp + cc];
+                }
+            }
+            polar__gemm(s->tmp, Dp, s->gT, BQp, s->Qt, Dp, BKp, Dp, BQp, 0);
+            for (r = 0; r < nc * Dp; r++) s->dK[r] += s->tmp[r];
+            polar__gemm(s->tmp, Dp, s->wT, BQp, s->DS, Dp, BKp, Dp, BQp, 0);
+            for (r = 0; r < nc * Dp; r++) s->dV[r] += s->tmp[r];
+        }
+    }
+    for (cc = 0; cc < nc; cc++) {
+        float *dkj = POLAR__AT(dk, lay->k, b, hk, j0 + cc);
+        float *dvj = POLAR__AT(dv, lay->v, b, hk, j0 + cc);
+        for (d = 0; d < D; d++) {
+            dkj[d] += (float)s->dK[(size_t)cc * Dp + d];
+            dvj[d] += (float)s->dV[(size_t)cc * Dp + d];
+        }
+    }
+}
+
 POLARDEF int polar_backward(const polar_config *cfg, float *dq, float *dk, float *dv,
                             polar_grads *grads, const float *dc, const float *dmag,
                             const float *c, const float *mag, const polar_state *st,
@@ -1379,7 +1525,7 @@ POLARDEF int polar_backward_strided(const polar_config *cfg, const polar_layout 
     if (!polar__check_bwd(cfg, dq, dk, dv, dc, c, mag, st, q, k, v, prm, B, H, Hkv, T, D) ||
         !polar__check_layout(lay, B, H, Hkv, T, D))
         return POLAR_EINVAL;
-    polar__geometry(&g, cfg, B, H, T, D);
+    polar__geometry(&g, cfg, B, H, Hkv, T, D);
     if (workspace && workspace_bytes < (g.bwd_thread * g.nthreads + g.rows) * sizeof(float))
         return POLAR_ERANGE;
     ws = (float *)workspace;
@@ -1438,131 +1584,74 @@ POLARDEF int polar_backward_strided(const polar_config *cfg, const polar_layout 
         }
     }
 
-    /* 2. query pass: dq and the real-key part of the temperature grad */
+    if (g.fused) {
+        /* 2+3. one pass: one (batch, kv head) group per item, key blocks outer */
 #ifdef _OPENMP
 #pragma omp parallel for schedule(static, 1) num_threads(nth)
 #endif
-    for (ch = 0; ch < nth; ch++) { /* chunk ch: its own scratch, items ch, ch+nth, ... */
-        int tid = ch, it, BQp = g.BQp, BKp = g.BKp, Dp = g.Dp;
-        float *Qt, *DS, *Kt, *Vt, *Kr, *S, *dsv, *tmp;
-        double *Gq;
-        Gq = (double *)(void *)(tws + (size_t)tid * g.bwd_thread);
-        Qt = (float *)(void *)(Gq + (size_t)BQp * Dp + 2 * (size_t)BKp * Dp);
-        DS = Qt + (size_t)BQp * Dp;
-        Kt = DS + (size_t)BQp * Dp;
-        Vt = Kt + (size_t)Dp * BKp;
-        Kr = Vt + (size_t)Dp * BKp;
-        S = Kr + (size_t)BKp * Dp;
-        dsv = S + (size_t)BQp * BKp;
-        tmp = dsv + (size_t)BQp * BKp;
-        for (it = ch; it < B * H * nqb; it += nth) {
-            int qb = nqb - 1 - it % nqb, bhq = it / nqb;
-            int b = bhq / H, h = bhq % H, hk = h / G;
-            int i0 = qb * g.BQ, nr = (T - i0) < g.BQ ? (T - i0) : g.BQ;
-            int i1 = i0 + nr - 1, r, d, j0, jstart;
-            const float *kb = POLAR__AT(k, lay->k, b, hk, 0);
-            const float *vb = POLAR__AT(v, lay->v, b, hk, 0);
-            const float *rws = rows + ((size_t)bhq * T + i0) * POLAR__NROW;
-            polar__load_rows(Qt, Dp, BQp, POLAR__AT(q, lay->q, b, h, i0), lay->q[2], D, nr);
-            polar__load_rows(DS, Dp, BQp, dsall + ((size_t)bhq * T + i0) * D, D, D, nr);
-            for (r = 0; r < BQp * Dp; r++) Gq[r] = 0.0;
-            jstart = i0 + 1 - polar__nkeys(cfg->window, i0);
-            jstart = jstart / g.BK * g.BK;
-            for (j0 = jstart; j0 <= i1; j0 += g.BK) {
-                int nc = (T - j0) < g.BK ? (T - j0) : g.BK;
-                polar__load_cols(Kt, BKp, Dp, kb + j0 * lay->k[2], lay->k[2], D, nc);
-                polar__load_cols(Vt, BKp, Dp, vb + j0 * lay->v[2], lay->v[2], D, nc);
-                polar__load_rows(Kr, Dp, BKp, kb + j0 * lay->k[2], lay->k[2], D, nc);
-                polar__gemm(S, BKp, Qt, Dp, Kt, BKp, BQp, BKp, Dp, 0);
-                polar__gemm(dsv, BKp, DS, Dp, Vt, BKp, BQp, BKp, Dp, 0);
-                polar__bwd_tile(S, dsv, rws, BKp, nr, nc, i0, j0, cfg->window, scf);
-                for (r = nr; r < BQp; r++) memset(dsv + (size_t)r * BKp, 0, (size_t)BKp * sizeof(float));
-                polar__gemm(tmp, Dp, dsv, BKp, Kr, Dp, BQp, Dp, BKp, 0);
-                for (r = 0; r < nr * Dp; r++) Gq[r] += tmp[r];
-            }
-            for (r = 0; r < nr; r++) {
-                size_t row = (size_t)bhq * T + i0 + r;
-                float *ro = rows + row * POLAR__NROW;
-                float *dqi = POLAR__AT(dq, lay->q, b, h, i0 + r);
-                const float *qi = POLAR__AT(q, lay->q, b, h, i0 + r);
-                const double *gq = Gq + (size_t)r * Dp;
-                double dot = 0, f = (double)ro[POLAR__R_T] * scf;
-                for (d = 0; d < D; d++) {
-                    dot += qi[d] * gq[d];
-                    dqi[d] += (float)(f * gq[d]);
-                }
-                ro[POLAR__R_DT] += (float)(dot * scf);
+        for (ch = 0; ch < nth; ch++) { /* chunk ch: its own scratch, items ch, ch+nth, ... */
+            polar__bwd_scratch sc;
+            int it;
+            polar__bwd_scratch_at(&sc, &g, tws + (size_t)ch * g.bwd_thread);
+            for (it = ch; it < B * Hkv; it += nth) {
+                int b = it / Hkv, hk = it % Hkv, hh, kb_i;
+                memset(sc.Gq, 0, g.gq * sizeof(double));
+                for (kb_i = 0; kb_i < nkb; kb_i++)
+                    polar__bwd_key_block(&sc, &g, cfg, lay, rows, dsall, q, k, v, dk, dv, b, hk,
+                                         kb_i, H, G, T, D, scf, 1);
+                for (hh = 0; hh < G; hh++)
+                    polar__bwd_dq_finish(sc.Gq + (size_t)hh * T * g.Dp, g.Dp, rows, lay, dq, q,
+                                         b, hk * G + hh, H, T, 0, T, D, scf);
             }
         }
-    }
-
-    /* 3. key pass: dk, dv; one (batch, kv head, key block) per item, over its group */
+    } else {
+        /* 2. query pass: dq and the real-key part of the temperature grad */
 #ifdef _OPENMP
 #pragma omp parallel for schedule(static, 1) num_threads(nth)
 #endif
-    for (ch = 0; ch < nth; ch++) { /* chunk ch: its own scratch, items ch, ch+nth, ... */
-        int tid = ch, it, BQp = g.BQp, BKp = g.BKp, Dp = g.Dp;
-        float *Qt, *DS, *Kt, *Vt, *S, *dsv, *gT, *wT, *tmp;
-        double *dK, *dV;
-        dK = (double *)(void *)(tws + (size_t)tid * g.bwd_thread) + (size_t)BQp * Dp;
-        dV = dK + (size_t)BKp * Dp;
-        Qt = (float *)(void *)(dV + (size_t)BKp * Dp);
-        DS = Qt + (size_t)BQp * Dp;
-        Kt = DS + (size_t)BQp * Dp;
-        Vt = Kt + (size_t)Dp * BKp;
-        S = Vt + (size_t)Dp * BKp + (size_t)BKp * Dp; /* skip the query pass's Kr */
-        dsv = S + (size_t)BQp * BKp;
-        tmp = dsv + (size_t)BQp * BKp;
-        gT = tmp + (size_t)(BQp > BKp ? BQp : BKp) * Dp;
-        wT = gT + (size_t)BKp * BQp;
-        for (it = ch; it < B * Hkv * nkb; it += nth) {
-            int kb_i = it % nkb, bk = it / nkb;
-            int b = bk / Hkv, hk = bk % Hkv, hh, r, cc, d;
-            int j0 = kb_i * g.BK, nc = (T - j0) < g.BK ? (T - j0) : g.BK, j1 = j0 + nc - 1;
-            int ilast = T - 1;
-            const float *kb = POLAR__AT(k, lay->k, b, hk, 0);
-            const float *vb = POLAR__AT(v, lay->v, b, hk, 0);
-            if (cfg->window > 0 && (long)j1 + cfg->window - 1 < ilast) ilast = j1 + cfg->window - 1;
-            polar__load_cols(Kt, BKp, Dp, kb + j0 * lay->k[2], lay->k[2], D, nc);
-            polar__load_cols(Vt, BKp, Dp, vb + j0 * lay->v[2], lay->v[2], D, nc);
-            for (r = 0; r < BKp * Dp; r++) dK[r] = dV[r] = 0.0;
-            for (hh = 0; hh < G; hh++) {
-                int h = hk * G + hh, bhq = b * H + h, qb;
-                for (qb = j0 / g.BQ; qb * g.BQ <= ilast; qb++) {
-                    int i0 = qb * g.BQ, nr = (T - i0) < g.BQ ? (T - i0) : g.BQ;
-                    const float *rws = rows + ((size_t)bhq * T + i0) * POLAR__NROW;
-                    polar__load_rows(Qt, Dp, BQp, POLAR__AT(q, lay->q, b, h, i0), lay->q[2], D,
-                                     nr);
-                    polar__load_rows(DS, Dp, BQp, dsall + ((size_t)bhq * T + i0) * D, D, D, nr);
-                    polar__gemm(S, BKp, Qt, Dp, Kt, BKp, BQp, BKp, Dp, 0);
-                    polar__gemm(dsv, BKp, DS, Dp, Vt, BKp, BQp, BKp, Dp, 0);
-                    polar__bwd_tile(S, dsv, rws, BKp, nr, nc, i0, j0, cfg->window, scf);
-                    /* transpose: gT[c][r] = temp_r * scale * g[r][c], wT[c][r] = p[r][c] / Z_r */
-                    for (r = 0; r < BQp; r++) {
-                        float fg = 0.0f, fw = 0.0f;
-                        if (r < nr) {
-                            fg = rws[(size_t)r * POLAR__NROW + POLAR__R_T] * scf;
-                            fw = rws[(size_t)r * POLAR__NROW + POLAR__R_A];
-                        }
-                        for (cc = 0; cc < BKp; cc++) {
-                            gT[(size_t)cc * BQp + r] = fg * dsv[(size_t)r * BKp + cc];
-                            wT[(size_t)cc * BQp + r] = fw * S[(size_t)r * BKp + cc];
-                        }
-                    }
-                    polar__gemm(tmp, Dp, gT, BQp, Qt, Dp, BKp, Dp, BQp, 0);
-                    for (r = 0; r < nc * Dp; r++) dK[r] += tmp[r];
-                    polar__gemm(tmp, Dp, wT, BQp, DS, Dp, BKp, Dp, BQp, 0);
-                    for (r = 0; r < nc * Dp; r++) dV[r] += tmp[r];
+        for (ch = 0; ch < nth; ch++) {
+            polar__bwd_scratch sc;
+            int it;
+            polar__bwd_scratch_at(&sc, &g, tws + (size_t)ch * g.bwd_thread);
+            for (it = ch; it < B * H * nqb; it += nth) {
+                int qb = nqb - 1 - it % nqb, bhq = it / nqb;
+                int b = bhq / H, h = bhq % H, hk = h / G;
+                int i0 = qb * g.BQ, nr = (T - i0) < g.BQ ? (T - i0) : g.BQ;
+                int i1 = i0 + nr - 1, r, j0, jstart;
+                const float *kb = POLAR__AT(k, lay->k, b, hk, 0);
+                const float *vb = POLAR__AT(v, lay->v, b, hk, 0);
+                const float *rws = rows + ((size_t)bhq * T + i0) * POLAR__NROW;
+                polar__load_rows(sc.Qt, g.Dp, g.BQp, POLAR__AT(q, lay->q, b, h, i0), lay->q[2],
+                                 D, nr);
+                polar__load_rows(sc.DS, g.Dp, g.BQp, dsall + ((size_t)bhq * T + i0) * D, D, D,
+                                 nr);
+                for (r = 0; r < g.BQp * g.Dp; r++) sc.Gq[r] = 0.0;
+                jstart = i0 + 1 - polar__nkeys(cfg->window, i0);
+                jstart = jstart / g.BK * g.BK;
+                for (j0 = jstart; j0 <= i1; j0 += g.BK) {
+                    int nc = (T - j0) < g.BK ? (T - j0) : g.BK;
+                    polar__load_cols(sc.Kt, g.BKp, g.Dp, kb + j0 * lay->k[2], lay->k[2], D, nc);
+                    polar__load_cols(sc.Vt, g.BKp, g.Dp, vb + j0 * lay->v[2], lay->v[2], D, nc);
+                    polar__load_rows(sc.Kr, g.Dp, g.BKp, kb + j0 * lay->k[2], lay->k[2], D, nc);
+                    polar__bwd_scores(&sc, &g, rws, nr, nc, i0, j0, cfg->window, scf);
+                    polar__bwd_dq_tile(sc.Gq, &sc, &g, nr);
                 }
+                polar__bwd_dq_finish(sc.Gq, g.Dp, rows, lay, dq, q, b, h, H, T, i0, nr, D, scf);
             }
-            for (cc = 0; cc < nc; cc++) {
-                float *dkj = POLAR__AT(dk, lay->k, b, hk, j0 + cc);
-                float *dvj = POLAR__AT(dv, lay->v, b, hk, j0 + cc);
-                for (d = 0; d < D; d++) {
-                    dkj[d] += (float)dK[(size_t)cc * Dp + d];
-                    dvj[d] += (float)dV[(size_t)cc * Dp + d];
-                }
-            }
+        }
+
+        /* 3. key pass: dk, dv; one (batch, kv head, key block) per item, over its group */
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static, 1) num_threads(nth)
+#endif
+        for (ch = 0; ch < nth; ch++) {
+            polar__bwd_scratch sc;
+            int it;
+            polar__bwd_scratch_at(&sc, &g, tws + (size_t)ch * g.bwd_thread);
+            for (it = ch; it < B * Hkv * nkb; it += nth)
+                polar__bwd_key_block(&sc, &g, cfg, lay, rows, dsall, q, k, v, dk, dv,
+                                     (it / nkb) / Hkv, (it / nkb) % Hkv, it % nkb, H, G, T, D,
+                                     scf, 0);
         }
     }
 

@@ -577,6 +577,64 @@ static void test_deterministic_and_accumulates(void)
     prob_free(&P);
 }
 
+/* the backward's two schedules (one pass per kv group when the groups fill the threads,
+   two passes otherwise) give the same bits: the same inputs run with 1 thread (one pass)
+   and with more threads than groups (two passes); GQA, a window, ragged blocks */
+static void check_schedules(int B, int H, int Hkv, int T, int D, int window, int bq, int bk,
+                            unsigned long long seed)
+{
+#ifdef _OPENMP
+    prob P;
+    result R[2];
+    int x;
+    prob_init(&P, B, H, Hkv, T, D, window, bq, bk, 1.3, seed);
+    for (x = 0; x < 2; x++) {
+        polar_config cfg = prob_cfg(&P);
+        polar_params prm = prob_params(&P);
+        polar_grads gr;
+        polar_state st;
+        result_alloc(&R[x], &P, 0);
+        gr = result_grads(&R[x]);
+        st.stats = R[x].stats; st.probs = NULL;
+        cfg.num_threads = x == 0 ? 1 : B * Hkv + 1;
+        CHECK_INT_EQ(polar_forward(&cfg, R[x].c, R[x].mag, &st, P.q, P.k, P.v, &prm, B, H, Hkv,
+                                   T, D, NULL), POLAR_OK);
+        CHECK_INT_EQ(polar_backward(&cfg, R[x].dq, R[x].dk, R[x].dv, &gr, P.wc, P.wm, R[x].c,
+                                    R[x].mag, &st, P.q, P.k, P.v, &prm, B, H, Hkv, T, D, NULL),
+                     POLAR_OK);
+    }
+    /* the two runs did take different schedules (the header's internal choice) */
+    {
+        polar__geom g1, g2;
+        polar_config c1 = prob_cfg(&P), c2 = prob_cfg(&P);
+        c1.num_threads = 1;
+        c2.num_threads = B * Hkv + 1;
+        polar__geometry(&g1, &c1, B, H, Hkv, T, D);
+        polar__geometry(&g2, &c2, B, H, Hkv, T, D);
+        CHECK_INT_EQ(g1.fused, 1);
+        CHECK_INT_EQ(g2.fused, 0);
+    }
+    CHECK(memcmp(R[0].c, R[1].c, sizeof(float) * nq(&P)) == 0);
+    CHECK(memcmp(R[0].dq, R[1].dq, sizeof(float) * nq(&P)) == 0);
+    CHECK(memcmp(R[0].dk, R[1].dk, sizeof(float) * nkv(&P)) == 0);
+    CHECK(memcmp(R[0].dv, R[1].dv, sizeof(float) * nkv(&P)) == 0);
+    CHECK(memcmp(R[0].dlg, R[1].dlg, sizeof(float) * H) == 0);
+    CHECK(memcmp(R[0].dnb, R[1].dnb, sizeof(float) * H) == 0);
+    CHECK(memcmp(R[0].dns, R[1].dns, sizeof(float) * H) == 0);
+    CHECK(memcmp(R[0].dmb, R[1].dmb, sizeof(float) * H) == 0);
+    CHECK(memcmp(R[0].dvn, R[1].dvn, sizeof(float) * H * D) == 0);
+    result_free(&R[0]);
+    result_free(&R[1]);
+    prob_free(&P);
+#else
+    (void)B; (void)H; (void)Hkv; (void)T; (void)D; (void)window; (void)bq; (void)bk; (void)seed;
+    TEST_SKIP("needs OpenMP: without it the backward always runs one pass");
+#endif
+}
+static void test_schedules_gqa(void) { check_schedules(1, 4, 1, 131, 16, -1, 32, 48, 81); }
+static void test_schedules_window(void) { check_schedules(1, 3, 1, 97, 8, 21, 16, 32, 82); }
+static void test_schedules_blocks(void) { check_schedules(2, 2, 1, 70, 5, -1, 7, 5, 83); }
+
 /* a caller-provided workspace of polar_workspace_size() bytes gives the same result */
 static void test_workspace(void)
 {
@@ -1028,6 +1086,9 @@ int main(int argc, char **argv)
     TEST_RUN(test_decode_paged);
     TEST_RUN(test_decode_paged_window);
     TEST_RUN(test_deterministic_and_accumulates);
+    TEST_RUN(test_schedules_gqa);
+    TEST_RUN(test_schedules_window);
+    TEST_RUN(test_schedules_blocks);
     TEST_RUN(test_workspace);
     TEST_RUN(test_assemble);
     TEST_RUN(test_distractor);
