@@ -349,11 +349,32 @@ static inline int bench_cpu_has(const char *flag)
    machine): when OPENBLAS_CORETYPE is not set, bench_match_isa_env sets
    OPENBLAS_CORETYPE=Haswell and oneDNN's / ATen's ISA caps to AVX2 and re-executes this
    program (OpenBLAS reads the variable when it loads), so OpenBLAS in this process and
-   PyTorch in its children run AVX2 kernels. It prints what it did. An AVX-512 build
-   leaves the peers alone. Call first thing in main. */
+   PyTorch in its children run AVX2 kernels. An AVX-512 build gives the peers their
+   AVX-512 kernels: OpenBLAS 0.3.21 does not know every AVX-512 CPU (on Emerald Rapids it
+   falls back to its SSE3 Prescott kernels, and PyTorch's BLAS with it: a peer 3x slower
+   than it should be), so when OPENBLAS_CORETYPE is not set and OpenBLAS picked a core
+   without AVX-512 on a CPU that has it, OPENBLAS_CORETYPE=SkylakeX is set and the program
+   re-executed. It prints what it did. Call first thing in main. */
+char *openblas_get_corename(void);
 static inline void bench_match_isa_env(char **argv)
 {
-#if !defined(__AVX512F__)
+#if defined(__AVX512F__)
+    if (!getenv("OPENBLAS_CORETYPE") && bench_cpu_has("avx512f")) {
+        char core[64];
+        size_t c;
+        snprintf(core, sizeof core, "%s", openblas_get_corename());
+        for (c = 0; core[c]; c++)
+            if (core[c] >= 'A' && core[c] <= 'Z') core[c] = (char)(core[c] - 'A' + 'a');
+        if (!strstr(core, "skylakex") && !strstr(core, "cooperlake") &&
+            !strstr(core, "sapphire")) {
+            printf("peers: OpenBLAS picked its %s kernels on this AVX-512 CPU; rerunning with "
+                   "OPENBLAS_CORETYPE=SkylakeX\n", core);
+            setenv("OPENBLAS_CORETYPE", "SkylakeX", 1);
+            fflush(stdout);
+            execv("/proc/self/exe", argv);
+        }
+    }
+#else
     if (!getenv("OPENBLAS_CORETYPE") && bench_cpu_has("avx512f")) {
         setenv("OPENBLAS_CORETYPE", "Haswell", 1);
         setenv("DNNL_MAX_CPU_ISA", "AVX2", 1);
