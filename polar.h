@@ -1605,7 +1605,10 @@ POLARDEF int polar_backward_strided(const polar_config *cfg, const polar_layout 
             }
         }
     } else {
-        /* 2. query pass: dq and the real-key part of the temperature grad */
+        /* 2. query pass (dq and the real-key part of the temperature grad), then 3. key
+           pass (dk, dv; one (batch, kv head, key block) per item, over its group). The key
+           pass reads none of what the query pass writes, so a thread goes on to its key
+           items without waiting for the others. */
 #ifdef _OPENMP
 #pragma omp parallel for schedule(static, 1) num_threads(nth)
 #endif
@@ -1638,16 +1641,6 @@ POLARDEF int polar_backward_strided(const polar_config *cfg, const polar_layout 
                 }
                 polar__bwd_dq_finish(sc.Gq, g.Dp, rows, lay, dq, q, b, h, H, T, i0, nr, D, scf);
             }
-        }
-
-        /* 3. key pass: dk, dv; one (batch, kv head, key block) per item, over its group */
-#ifdef _OPENMP
-#pragma omp parallel for schedule(static, 1) num_threads(nth)
-#endif
-        for (ch = 0; ch < nth; ch++) {
-            polar__bwd_scratch sc;
-            int it;
-            polar__bwd_scratch_at(&sc, &g, tws + (size_t)ch * g.bwd_thread);
             for (it = ch; it < B * Hkv * nkb; it += nth)
                 polar__bwd_key_block(&sc, &g, cfg, lay, rows, dsall, q, k, v, dk, dv,
                                      (it / nkb) / Hkv, (it / nkb) % Hkv, it % nkb, H, G, T, D,
