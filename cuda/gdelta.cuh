@@ -64,7 +64,7 @@
      cudaFuncSetAttribute is needed): staging 8 warps x 1536 B = 12 KiB (+32 B for
      alignment) in every kernel; gd__k_intra_tc adds A and Tm (2 C^2 floats) when the
      total fits in 48 KiB (C <= 64: 44.8 KiB at C = 64), else keeps them in the
-     workspace as the fp32 kernel does for C > 78, plus 12 C bytes (beta e, log-gates);
+     workspace as the fp32 kernel does for C > 76, plus 12 C bytes (beta e, log-gates);
      the scans add the state slice and the U slice, BV (Dk + 1 + C) floats with BV = 16
      while it fits (24.1 KiB at Dk = 128, C = 64), halved otherwise; gd__k_chunk_bwd_tc
      12 KiB dynamic + 4 KiB static.
@@ -1328,7 +1328,8 @@ static void gd__cu_params(gd__kp *p, const gd_config *cfg, int T, int Dk, int Dv
     p->norm_eps = cfg->norm_eps;
     p->scale = cfg->scale;
     p->floor_ = cfg->log_gate_floor;
-    p->intra_sm = 2 * (size_t)C * C * sizeof(float) <= GD__CU_SMEM; /* C <= 78 */
+    /* gd__k_intra's static sG (256 doubles) counts against the same 48 KiB: C <= 76 */
+    p->intra_sm = 2 * (size_t)C * C * sizeof(float) + 256 * sizeof(double) <= GD__CU_SMEM;
     if (gd__cu_tc(cfg)) p->intra_sm = gd__tc_intra_bytes(C, 1) <= GD__CU_SMEM; /* C <= 64 */
 }
 

@@ -1128,7 +1128,7 @@ polar__k_bwd_kv_tc(float *dk, float *dv, const float *rows, const float *q, cons
             __syncthreads();
             /* the tile's queries that see some key of this warp: [lo, hi] (warp-uniform) */
             lo = wj0 - i0;
-            hi = (window > 0 && wj1 + window - 1 < T - 1 ? wj1 + window - 1 : T - 1) - i0;
+            hi = (window > 0 && (long)wj1 + window - 1 < T - 1 ? wj1 + window - 1 : T - 1) - i0;
             lo = lo < 0 ? 0 : lo;
             hi = hi > POLAR__TC - 1 ? POLAR__TC - 1 : hi;
             if (wj0 > j1 || lo > hi) continue;

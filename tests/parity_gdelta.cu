@@ -223,7 +223,7 @@ static void test_small_shapes(void)
         {1, 2, 1, 16, 16, 64, 0, 0, 1},   {2, 1, 63, 16, 64, 64, 0, 0, 1},
         {1, 2, 64, 64, 16, 64, 0, 1, 0},  {2, 1, 65, 16, 16, 64, 1, 0, 1},
         {2, 2, 200, 16, 16, 32, 0, 0, 0}, {1, 2, 200, 16, 16, 64, 1, 1, 1},
-        {1, 2, 200, 16, 16, 128, 0, 0, 1}, /* chunk > 78: (I+A)^-1 solved in global memory */
+        {1, 2, 200, 16, 16, 128, 0, 0, 1}, /* chunk > 76: (I+A)^-1 solved in global memory */
     };
     NEED_GPU();
     run_shapes(sh, (int)(sizeof sh / sizeof sh[0]), 1);

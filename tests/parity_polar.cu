@@ -406,6 +406,7 @@ static void test_tc_tf32(void)
     NEED_GPU();
     tc_case(POLAR_MATH_TF32, 2, 2, 2, 64, 32, 8, 74);               /* exact tile, window */
     tc_case(POLAR_MATH_TF32, 1, 2, 1, 130, 96, POLAR_NO_WINDOW, 75); /* D = 96, 3 tiles */
+    tc_case(POLAR_MATH_TF32, 1, 2, 1, 70, 32, INT_MAX, 80); /* window + key index past INT_MAX */
 }
 static void test_tc_long(void)
 {
