@@ -37,7 +37,7 @@
       cfg.math: fp32); tokens/s and the achieved state bandwidth (each state read and
       written once: 2 x 512 MiB) against a device-to-device cudaMemcpy of the same bytes
       in the same run (read + write counted; issue target >= 70%). The step's time
-      includes its input scan and the one-int read-back.
+      includes its slot check and input scan and their one read-back (one stream sync).
    Built against the CPU simulation (g++ -std=c++17 -x c++ -DATTNKIT_CUDA_SIM -I. ...) it
    runs the same code at toy sizes (B=1 T=80 H=2 D=32 and B=2 T=40, decode N=8 H=2 D=32,
    no peer unless GD_FLA_IN_SIM is set) so its logic is checked without a GPU; those

@@ -1229,29 +1229,47 @@ static int gd__cu_bv(int Dk, int Dv, int C, size_t extra)
 static void gd__cu_saved_free(void *mem) { (void)cudaFree(mem); }
 
 /* the input scan: GD_ERANGE (with a message) if any value is out of contract */
-static int gd__cu_check_data(const gd_config *cfg, const char *fn, int *dflag,
-                             const float *q, const float *k, size_t nqk, const float *v,
-                             size_t nv, const float *g, const float *be, size_t ng,
-                             const float *s0, size_t ns, cudaStream_t st)
+/* The input scan in two halves: gd__cu_check_launch queues it on the stream (dflag[0]
+   must be zero: the caller clears it), gd__cu_check_flags turns the flag's bits, once
+   read back, into the error. gd__cu_check_data does both with one read-back. */
+static int gd__cu_check_launch(const gd_config *cfg, const char *fn, int *dflag,
+                               const float *q, const float *k, size_t nqk, const float *v,
+                               size_t nv, const float *g, const float *be, size_t ng,
+                               const float *s0, size_t ns, cudaStream_t st)
 {
-    int rc, h = 0;
     size_t mx = nqk > nv ? nqk : nv, nb = (mx + 255) / 256;
     if (nb > 4096) nb = 4096;
     if (nb < 1) nb = 1;
-    if ((rc = gd__cu_rc(cfg, cudaMemsetAsync(dflag, 0, sizeof(int), st), fn)) != GD_OK) return rc;
     GD__LAUNCH(gd__k_check, (unsigned)nb, 256, 0, st, dflag, q, k, nqk, v, nv, g, be, ng, s0, ns,
                cfg->gate_is_log);
-    if ((rc = gd__cu_launched(cfg, fn)) != GD_OK) return rc;
-    if ((rc = gd__cu_rc(cfg, cudaMemcpyAsync(&h, dflag, sizeof(int), cudaMemcpyDeviceToHost, st),
-                        fn)) != GD_OK)
-        return rc;
-    if ((rc = gd__cu_rc(cfg, cudaStreamSynchronize(st), fn)) != GD_OK) return rc;
+    return gd__cu_launched(cfg, fn);
+}
+
+static int gd__cu_check_flags(const gd_config *cfg, const char *fn, int h)
+{
     if (h & 1) return gd__err(cfg, GD_ERANGE, "%s: non-finite q or k", fn);
     if (h & 2) return gd__err(cfg, GD_ERANGE, "%s: non-finite v", fn);
     if (h & 4) return gd__err(cfg, GD_ERANGE, "%s: a gate out of range (or NaN)", fn);
     if (h & 8) return gd__err(cfg, GD_ERANGE, "%s: a beta outside [0,1] (or NaN)", fn);
     if (h & 16) return gd__err(cfg, GD_ERANGE, "%s: non-finite state0", fn);
     return GD_OK;
+}
+
+static int gd__cu_check_data(const gd_config *cfg, const char *fn, int *dflag,
+                             const float *q, const float *k, size_t nqk, const float *v,
+                             size_t nv, const float *g, const float *be, size_t ng,
+                             const float *s0, size_t ns, cudaStream_t st)
+{
+    int rc, h = 0;
+    if ((rc = gd__cu_rc(cfg, cudaMemsetAsync(dflag, 0, sizeof(int), st), fn)) != GD_OK) return rc;
+    if ((rc = gd__cu_check_launch(cfg, fn, dflag, q, k, nqk, v, nv, g, be, ng, s0, ns, st)) !=
+        GD_OK)
+        return rc;
+    if ((rc = gd__cu_rc(cfg, cudaMemcpyAsync(&h, dflag, sizeof(int), cudaMemcpyDeviceToHost, st),
+                        fn)) != GD_OK)
+        return rc;
+    if ((rc = gd__cu_rc(cfg, cudaStreamSynchronize(st), fn)) != GD_OK) return rc;
+    return gd__cu_check_flags(cfg, fn, h);
 }
 
 /* common scalar checks of forward/backward; fills C, NC, BV */
@@ -1519,7 +1537,7 @@ GDELTADEF int gd_step_cuda(const gd_config *cfg, float *table, int n_slots, cons
 {
     static const char *fn = "gd_step_cuda";
     cudaStream_t st = (cudaStream_t)stream;
-    int rc, hflag = 0, *dflag = NULL;
+    int rc, hflag[2] = {0, 0}, *dflag = NULL;
     size_t NH;
     gd__kp p;
     if ((rc = gd__check_cfg(cfg)) != GD_OK) return rc;
@@ -1544,13 +1562,17 @@ GDELTADEF int gd_step_cuda(const gd_config *cfg, float *table, int n_slots, cons
                    n_slots);
         rc = gd__cu_launched(cfg, fn);
     }
+    /* the slot check and the input scan, then one read-back of both flags */
     if (rc == GD_OK)
-        rc = gd__cu_rc(cfg, cudaMemcpyAsync(&hflag, dflag + 1, sizeof(int), cudaMemcpyDeviceToHost, st), fn);
+        rc = gd__cu_check_launch(cfg, fn, dflag, q, k, NH * Dk, v, NH * Dv, gates, beta, NH, NULL,
+                                 0, st);
+    if (rc == GD_OK)
+        rc = gd__cu_rc(cfg, cudaMemcpyAsync(hflag, dflag, 2 * sizeof(int), cudaMemcpyDeviceToHost,
+                                            st), fn);
     if (rc == GD_OK) rc = gd__cu_rc(cfg, cudaStreamSynchronize(st), fn);
-    if (rc == GD_OK && (hflag & 1)) rc = gd__err(cfg, GD_ERANGE, "%s: a slot outside [0,%d)", fn, n_slots);
-    if (rc == GD_OK && (hflag & 2)) rc = gd__err(cfg, GD_ERANGE, "%s: a slot repeated", fn);
-    if (rc == GD_OK)
-        rc = gd__cu_check_data(cfg, fn, dflag, q, k, NH * Dk, v, NH * Dv, gates, beta, NH, NULL, 0, st);
+    if (rc == GD_OK && (hflag[1] & 1)) rc = gd__err(cfg, GD_ERANGE, "%s: a slot outside [0,%d)", fn, n_slots);
+    if (rc == GD_OK && (hflag[1] & 2)) rc = gd__err(cfg, GD_ERANGE, "%s: a slot repeated", fn);
+    if (rc == GD_OK) rc = gd__cu_check_flags(cfg, fn, hflag[0]);
     if (rc == GD_OK) {
         dim3 grid((unsigned)NH, (unsigned)((Dv + GD__STEP_ROWS - 1) / GD__STEP_ROWS));
         gd__cu_params(&p, cfg, 1, Dk, Dv, 1, 1, 1);
