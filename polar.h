@@ -368,8 +368,9 @@ POLARDEF int polar_distractor_backward(const polar_config *cfg, float *dq, float
    dropped; the routed decode reports bad table entries as NaN rows, as below). */
 struct CUstream_st;
 typedef struct CUstream_st *polar_stream;
-/* Bytes of device workspace polar_backward_cuda needs: B*H*T*(D+10) floats (0 on
-   invalid input). The forward and decode need none. */
+/* Bytes of device workspace polar_backward_cuda needs: B*H*T*(D+10) floats, then
+   H*ceil(B*T/256)*D doubles for v_null's gradient (0 on invalid input). The forward and
+   decode need none. */
 POLARDEF size_t polar_workspace_size_cuda(const polar_config *cfg, int B, int H, int Hkv,
                                           int T, int D);
 /* workspace: unused (may be NULL). */

@@ -25,7 +25,9 @@
                         its keys, so dk and dv are reduced over the group inside one block
                         (no atomics).
      polar__k_bwd_prm   per-head parameter gradients: one block per head, fixed-order tree
-                        reduction in double.
+                        reduction in double; v_null's gradient in two fixed-order levels
+                        (polar__k_bwd_vn_part: one block per head and 256 rows;
+                        polar__k_bwd_vn_sum: the chunks in order).
      polar__k_decode    paged GQA decode: one block per (sequence, kv head, up to 16 query
                         heads of the group); each cached K/V row is read once into shared
                         memory for all of them; the loop is bounded by the live length read
@@ -86,7 +88,8 @@
      row scalars; the epilogues reuse the staged tiles' room for the fp32 results.)
      Not measured on a GPU yet: occupancy, register use and speed are unknown.
    Memory of the backward: the workspace holds B*H*T*(D + 10) floats (polar__k_bwd_pre's
-   row buffer and ds); never O(T^2). polar_workspace_size_cuda() gives its size.
+   row buffer and ds) and v_null's chunk sums (H * ceil(B*T/256) * D doubles); never
+   O(T^2). polar_workspace_size_cuda() gives its size.
 
    Numerics and parity tolerances (tests/parity_polar.cu against the CPU streaming path):
      Scores, p and the per-tile sums are fp32 as on the CPU; the running sums across tiles
@@ -588,16 +591,14 @@ static __device__ void polar__d_block_sum(double (*red)[POLAR__CT], int tid)
 
 /* step 4: per-head parameter grads, one block per head, fixed-order reductions */
 static __global__ void __launch_bounds__(POLAR__CT)
-polar__k_bwd_prm(float *glg, float *gnb, float *gns, float *gmb, float *gvn, const float *rows,
-                 const float *dsall, const float *lg, const float *ns, int B, int H, int T, int D,
-                 int window)
+polar__k_bwd_prm(float *glg, float *gnb, float *gns, float *gmb, const float *rows,
+                 const float *lg, const float *ns, int B, int H, int T, int window)
 {
     __shared__ double red[4][POLAR__CT];
     const int tid = threadIdx.x, h = blockIdx.x;
     const double sl = polar__d_sigmoid(lg[h]), ss = polar__d_sigmoid(ns[h]);
     double a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0;
     long x, nrow = (long)B * T;
-    int d;
     for (x = tid; x < nrow; x += POLAR__CT) {
         int b = (int)(x / T), i = (int)(x % T);
         const float *ro = rows + (((size_t)b * H + h) * T + i) * POLAR__NROW;
@@ -618,16 +619,46 @@ polar__k_bwd_prm(float *glg, float *gnb, float *gns, float *gmb, float *gvn, con
         if (gns) gns[h] += (float)red[2][0];
         if (gmb) gmb[h] += (float)red[3][0];
     }
-    if (gvn)
-        for (d = tid; d < D; d += POLAR__CT) {
-            double acc = 0.0;
-            for (x = 0; x < nrow; x++) {
-                size_t row = ((size_t)(x / T) * H + h) * T + (size_t)(x % T);
-                acc += (double)rows[row * POLAR__NROW + POLAR__R_WN] * dsall[row * D + d];
-            }
-            gvn[(size_t)h * D + d] += (float)acc;
-        }
 }
+
+/* v_null's gradient, sum over the B*T rows of w_N * ds, in two fixed-order levels so that
+   more than H blocks share the rows: polar__k_bwd_vn_part sums chunk c of POLAR__VNR rows
+   of head h into part[(h * nch + c) * D + d] (double), polar__k_bwd_vn_sum adds the nch
+   chunk sums in chunk order. */
+enum { POLAR__VNR = 256 };
+static __global__ void __launch_bounds__(POLAR__CT)
+polar__k_bwd_vn_part(double *part, const float *rows, const float *dsall, int B, int H, int T,
+                     int D, int nch)
+{
+    const int h = (int)(blockIdx.x / (unsigned)nch), c = (int)(blockIdx.x % (unsigned)nch);
+    const long nrow = (long)B * T, x0 = (long)c * POLAR__VNR;
+    const long x1 = x0 + POLAR__VNR < nrow ? x0 + POLAR__VNR : nrow;
+    int d;
+    for (d = (int)threadIdx.x; d < D; d += POLAR__CT) {
+        double acc = 0.0;
+        long x;
+        int b = (int)(x0 / T), i = (int)(x0 % T);
+        for (x = x0; x < x1; x++) {
+            size_t row = ((size_t)b * H + h) * T + (size_t)i;
+            acc += (double)rows[row * POLAR__NROW + POLAR__R_WN] * dsall[row * D + d];
+            if (++i == T) i = 0, b++;
+        }
+        part[((size_t)h * nch + c) * D + d] = acc;
+    }
+}
+
+static __global__ void __launch_bounds__(POLAR__CT)
+polar__k_bwd_vn_sum(float *gvn, const double *part, int D, int nch)
+{
+    const int h = (int)blockIdx.x;
+    int d, c;
+    for (d = (int)threadIdx.x; d < D; d += POLAR__CT) {
+        double acc = 0.0;
+        for (c = 0; c < nch; c++) acc += part[((size_t)h * nch + c) * D + d];
+        gvn[(size_t)h * D + d] += (float)acc;
+    }
+}
+
 
 /* ------------------------------------------------------------ paged decode */
 template <int D>
@@ -1410,11 +1441,25 @@ static int polar__cu_params(const polar_params *p)
         }                                                                                 \
     } while (0)
 
+/* The backward's workspace: the row buffers (B*H*T*(D + NROW) floats), then, from a
+   256-byte boundary, v_null's chunk sums (H x chunks x D doubles) */
+static int polar__vn_chunks(int B, int T)
+{
+    return (int)(((long)B * T + POLAR__VNR - 1) / POLAR__VNR);
+}
+static size_t polar__vn_offset(int B, int H, int T, int D)
+{
+    size_t f = (size_t)B * H * T * ((size_t)D + POLAR__NROW) * sizeof(float);
+    return (f + 255) / 256 * 256;
+}
+
 POLARDEF size_t polar_workspace_size_cuda(const polar_config *cfg, int B, int H, int Hkv, int T,
                                           int D)
 {
     if (!polar__check_cfg(cfg) || !polar__check_dims(B, H, Hkv, T, D)) return 0;
-    return (size_t)B * H * T * ((size_t)D + POLAR__NROW) * sizeof(float) + 256;
+    (void)Hkv;
+    return polar__vn_offset(B, H, T, D) +
+           (size_t)H * polar__vn_chunks(B, T) * D * sizeof(double) + 256;
 }
 
 POLARDEF int polar_forward_cuda(const polar_config *cfg, float *c, float *mag, polar_state *st,
@@ -1503,11 +1548,23 @@ POLARDEF int polar_backward_cuda(const polar_config *cfg, float *dq, float *dk, 
             rc = polar__cu_launched();
         }
     }
-    if (rc == POLAR_OK && (glg || gnb || gns || gmb || gvn)) {
-        POLAR__LAUNCH(polar__k_bwd_prm, (unsigned)H, POLAR__CT, 0, s, glg, gnb, gns, gmb, gvn,
-                      (const float *)rows, (const float *)dsall, prm->len_gain_raw,
-                      prm->null_slope_raw, B, H, T, D, cfg->window);
+    if (rc == POLAR_OK && (glg || gnb || gns || gmb)) {
+        POLAR__LAUNCH(polar__k_bwd_prm, (unsigned)H, POLAR__CT, 0, s, glg, gnb, gns, gmb,
+                      (const float *)rows, prm->len_gain_raw, prm->null_slope_raw, B, H, T,
+                      cfg->window);
         rc = polar__cu_launched();
+    }
+    if (rc == POLAR_OK && gvn) {
+        const int nch = polar__vn_chunks(B, T);
+        double *part = (double *)(void *)((char *)ws + polar__vn_offset(B, H, T, D));
+        POLAR__LAUNCH(polar__k_bwd_vn_part, (unsigned)H * (unsigned)nch, POLAR__CT, 0, s,
+                      part, (const float *)rows, (const float *)dsall, B, H, T, D, nch);
+        rc = polar__cu_launched();
+        if (rc == POLAR_OK) {
+            POLAR__LAUNCH(polar__k_bwd_vn_sum, (unsigned)H, POLAR__CT, 0, s, gvn,
+                          (const double *)part, D, nch);
+            rc = polar__cu_launched();
+        }
     }
     if (!workspace) cudaFreeAsync(ws, s);
     return rc;
