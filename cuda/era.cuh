@@ -10,10 +10,13 @@
    CUDA call fails.
 
    Kernels (SIMT fp32 storage; statistics, Sinkhorn and reductions in double, as the CPU):
-     memberships   one thread per (token, projected unit) for z = W h + b (d in order),
-                   one per token for the softmax; backward: one per token for dlogits,
-                   one per (regime, unit) / (unit, input) / (token, input) for dcenters,
-                   dW, dh, each walking tokens (or units) in the CPU's order.
+     memberships   one thread per (token, projected unit) for z = W h + b (d in order;
+                   32 x 32 output tiles staged through shared memory), one per token for
+                   the softmax; backward: one per token for dlogits, one per (regime,
+                   unit) / (unit, input) / (token, input) for dcenters, dW (32 x 32 tiles,
+                   as z), dh, each walking tokens (or units) in the CPU's order; dlog_sigma:
+                   per (regime, unit) shares over the tokens (double), then the units in
+                   order per regime.
      RPA prior     batch mean (thread per (t,r)), basis (thread per t), S + Sinkhorn +
                    marginal error in ONE block (R x K is tiny), M = mbar P, the closed-form
                    z-score statistics (prefix sums of the basis: one thread per column of
@@ -198,20 +201,41 @@ static __device__ float era__d_inv2sig2(float ls, float lo, float hi, int *fr)
     return (float)v;
 }
 
-/* z (n,P) = W h + b, one thread per (token, unit), d in order */
+/* z (n,P) = W h + b: each output is b then the products over d in order (one thread per
+   (token, unit), as before), computed in 32 x 32 tiles (blockIdx.x: 32 tokens, blockIdx.y:
+   32 units; block (32, 8), 4 tokens per thread) from h and W chunks of 32 inputs staged in
+   shared memory: one thread per output reading W[q] rows directly touched 32 cache lines
+   per warp load (P = D = 510: tens of ms per call). */
+#define ERA__PT 32
 static __global__ void era__k_proj(float *z, const float *h, const float *W, const float *b,
                                    long long n, int D, int P)
 {
-    size_t id = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    size_t i, q;
-    float acc;
-    int d;
-    if (id >= (size_t)n * (size_t)P) return;
-    i = id / (size_t)P;
-    q = id % (size_t)P;
-    acc = b ? b[q] : 0.0f;
-    for (d = 0; d < D; d++) acc += h[i * (size_t)D + d] * W[q * (size_t)D + d];
-    z[id] = acc;
+    __shared__ float sw[ERA__PT][ERA__PT + 1], sh[ERA__PT][ERA__PT + 1];
+    const int tx = (int)threadIdx.x, ty = (int)threadIdx.y, q0 = (int)blockIdx.y * ERA__PT, q = q0 + tx;
+    const long long i0 = (long long)blockIdx.x * ERA__PT;
+    float acc[ERA__PT / 8];
+    int d0, dd, k, nd;
+    for (k = 0; k < ERA__PT / 8; k++) acc[k] = (b && q < P) ? b[q] : 0.0f;
+    for (d0 = 0; d0 < D; d0 += ERA__PT) {
+        nd = D - d0 < ERA__PT ? D - d0 : ERA__PT;
+        for (k = 0; k < ERA__PT / 8; k++) {
+            const int r = ty + 8 * k;
+            const long long i = i0 + r;
+            sw[r][tx] = (q0 + r < P && tx < nd) ? W[(size_t)(q0 + r) * D + d0 + tx] : 0.0f;
+            sh[r][tx] = (i < n && tx < nd) ? h[(size_t)i * D + d0 + tx] : 0.0f;
+        }
+        __syncthreads();
+        for (dd = 0; dd < nd; dd++) {
+            const float w = sw[tx][dd];
+            for (k = 0; k < ERA__PT / 8; k++) acc[k] += sh[ty + 8 * k][dd] * w;
+        }
+        __syncthreads();
+    }
+    if (q < P)
+        for (k = 0; k < ERA__PT / 8; k++) {
+            const long long i = i0 + ty + 8 * k;
+            if (i < n) z[(size_t)i * P + q] = acc[k];
+        }
 }
 
 /* mu (n,R) per token; tok (n,3) doubles: entropy, saturated, NaN row (stats) */
@@ -298,7 +322,8 @@ ERADEF int era_membership_forward_cuda(const era_rpa_config *cfg, const era_rpa_
     n = (long long)B * T;
     if (stats && (rc = era__dtmp((void **)&tok, sizeof(double) * (3 * (size_t)n + 3), s)) != ERA_OK)
         return rc;
-    ERA__LAUNCH(era__k_proj, era__nblk((size_t)n * P, 256), 256, 0, s, zproj, h, p->W, p->b, n, D, P);
+    ERA__LAUNCH(era__k_proj, dim3(era__nblk((size_t)n, ERA__PT), (unsigned)((P + ERA__PT - 1) / ERA__PT)),
+                dim3(ERA__PT, 8), 0, s, zproj, h, p->W, p->b, n, D, P);
     rc = era__launched();
     if (rc == ERA_OK) {
         ERA__LAUNCH(era__k_mu, era__nblk((size_t)n, 128), 128, 0, s, mu, tok, (const float *)zproj,
@@ -376,76 +401,100 @@ static __global__ void era__k_mu_bwd(float *dz, float *dd2, const float *dmu, fl
     }
 }
 
-/* dcenters (R,P): one thread per (r,q), tokens in order, float accumulation as the CPU;
-   q == P: dlog_sigma[r] (double over tokens) */
-static __global__ void era__k_mu_cen(float *dcenters, float *dlog_sigma, const float *dd2,
+/* dcenters (R,P): one thread per (r,q), tokens in order, float accumulation as the CPU.
+   dls (R,P doubles, or NULL): the same thread's share of dlog_sigma[r], the sum over tokens
+   of dl (z_q - c_q)^2 in double (era__k_mu_dls adds the shares over q). One thread walking
+   every token's P distances for dlog_sigma alone would take n * P dependent steps (tens of
+   ms per call at P = 510, B*T = 24576). */
+static __global__ void era__k_mu_cen(float *dcenters, double *dls, const float *dd2,
                                      const float *z, const float *centers,
                                      const float *log_sigma, long long n, int P, int R,
                                      float lo, float hi)
 {
     int id = (int)(blockIdx.x * blockDim.x + threadIdx.x);
-    int r, q, fr;
+    int r, q;
     long long j;
-    float s2;
-    if (id >= R * (P + 1)) return;
-    r = id / (P + 1);
-    q = id % (P + 1);
-    s2 = era__d_inv2sig2(log_sigma[r], lo, hi, &fr);
-    if (q < P) {
-        float acc;
-        double c = centers[(size_t)r * P + q];
-        if (!dcenters) return;
-        acc = dcenters[(size_t)r * P + q];
-        for (j = 0; j < n; j++) {
-            double dl = dd2[(size_t)j * 64 + r], k;
-            if (dl == 0.0) continue;
-            k = dl * (-0.5 * (double)s2) * 2.0;
-            acc -= (float)(k * ((double)z[(size_t)j * P + q] - c));
-        }
-        dcenters[(size_t)r * P + q] = acc;
-    } else {
-        double dls = 0.0;
-        const float *c = centers + (size_t)r * P;
-        if (!dlog_sigma || !fr) return;
-        for (j = 0; j < n; j++) {
-            double dl = dd2[(size_t)j * 64 + r], d2 = 0.0;
-            int qq;
-            if (dl == 0.0) continue;
-            for (qq = 0; qq < P; qq++) {
-                double e = (double)z[(size_t)j * P + qq] - (double)c[qq];
-                d2 += e * e;
-            }
-            dls += dl * (-0.5 * d2) * (double)s2 * -2.0;
-        }
-        dlog_sigma[r] += (float)dls;
+    float s2, acc = 0.0f;
+    double c, sq = 0.0;
+    if (id >= R * P) return;
+    r = id / P;
+    q = id % P;
+    s2 = era__d_inv2sig2(log_sigma[r], lo, hi, NULL);
+    c = centers[(size_t)r * P + q];
+    if (dcenters) acc = dcenters[(size_t)r * P + q];
+    for (j = 0; j < n; j++) {
+        double dl = dd2[(size_t)j * 64 + r], k, e;
+        if (dl == 0.0) continue;
+        e = (double)z[(size_t)j * P + q] - c;
+        k = dl * (-0.5 * (double)s2) * 2.0;
+        acc -= (float)(k * e);
+        sq += dl * e * e;
     }
+    if (dcenters) dcenters[(size_t)r * P + q] = acc;
+    if (dls) dls[id] = sq;
 }
 
-/* dW (P,D) += dz^T h (tokens in order, float, as the CPU); d == D: db[q] (double) */
+/* dlog_sigma[r] += s2 * (the shares of r summed over q in order), unless s2 is clamped:
+   the CPU's sum over tokens of dl (-0.5 d2) s2 (-2) */
+static __global__ void era__k_mu_dls(float *dlog_sigma, const double *dls, const float *log_sigma,
+                                     int P, int R, float lo, float hi)
+{
+    int r = (int)(blockIdx.x * blockDim.x + threadIdx.x), q, fr;
+    double sum = 0.0;
+    float s2;
+    if (r >= R) return;
+    s2 = era__d_inv2sig2(log_sigma[r], lo, hi, &fr);
+    if (!fr) return;
+    for (q = 0; q < P; q++) sum += dls[(size_t)r * P + q];
+    dlog_sigma[r] += (float)(sum * (-0.5) * (double)s2 * -2.0);
+}
+
+/* dW (P,D) += dz^T h: each output adds dz[j][q] h[j][d] over the tokens in order (zeros
+   skipped, float, as the CPU), in 32 x 32 tiles (blockIdx.x: 32 inputs d, blockIdx.y: 32
+   units q; block (32, 8), 4 units per thread) from chunks of 32 tokens of dz and h staged
+   in shared memory (one thread per output re-read all of h once per unit: P times). db[q]
+   (double, tokens in order) by the first row of threads of the d-tile-0 blocks; dW NULL:
+   one d tile, db only. */
 static __global__ void era__k_mu_dw(float *dW, float *db, const float *dz, const float *h,
                                     long long n, int D, int P)
 {
-    size_t id = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    size_t q, d;
-    long long j;
-    if (id >= (size_t)P * (size_t)(D + 1)) return;
-    q = id / (size_t)(D + 1);
-    d = id % (size_t)(D + 1);
-    if (d < (size_t)D) {
-        float acc;
-        if (!dW) return;
-        acc = dW[q * D + d];
-        for (j = 0; j < n; j++) {
-            float v = dz[(size_t)j * P + q];
-            if (v != 0.0f) acc += v * h[(size_t)j * D + d];
-        }
-        dW[q * D + d] = acc;
-    } else {
-        double sb = 0.0;
-        if (!db) return;
-        for (j = 0; j < n; j++) sb += dz[(size_t)j * P + q];
-        db[q] += (float)sb;
+    __shared__ float sz[ERA__PT][ERA__PT + 1], sh[ERA__PT][ERA__PT + 1];
+    const int tx = (int)threadIdx.x, ty = (int)threadIdx.y, d = (int)blockIdx.x * ERA__PT + tx;
+    const int q0 = (int)blockIdx.y * ERA__PT, do_db = db && blockIdx.x == 0 && ty == 0 && q0 + tx < P;
+    float acc[ERA__PT / 8];
+    double sb = 0.0;
+    long long j0;
+    int jj, k, nj;
+    for (k = 0; k < ERA__PT / 8; k++) {
+        const int q = q0 + ty + 8 * k;
+        acc[k] = (dW && q < P && d < D) ? dW[(size_t)q * D + d] : 0.0f;
     }
+    for (j0 = 0; j0 < n; j0 += ERA__PT) {
+        nj = n - j0 < ERA__PT ? (int)(n - j0) : ERA__PT;
+        for (k = 0; k < ERA__PT / 8; k++) {
+            const int r = ty + 8 * k;
+            sz[r][tx] = (r < nj && q0 + tx < P) ? dz[(size_t)(j0 + r) * P + q0 + tx] : 0.0f;
+            sh[r][tx] = (dW && r < nj && d < D) ? h[(size_t)(j0 + r) * D + d] : 0.0f;
+        }
+        __syncthreads();
+        if (dW)
+            for (jj = 0; jj < nj; jj++) {
+                const float hv = sh[jj][tx];
+                for (k = 0; k < ERA__PT / 8; k++) {
+                    const float v = sz[jj][ty + 8 * k];
+                    if (v != 0.0f) acc[k] += v * hv;
+                }
+            }
+        if (do_db)
+            for (jj = 0; jj < nj; jj++) sb += sz[jj][tx];
+        __syncthreads();
+    }
+    if (dW && d < D)
+        for (k = 0; k < ERA__PT / 8; k++) {
+            const int q = q0 + ty + 8 * k;
+            if (q < P) dW[(size_t)q * D + d] = acc[k];
+        }
+    if (do_db) db[q0 + tx] += (float)sb;
 }
 
 /* dh (n,D) += dz W, units in order */
@@ -510,14 +559,25 @@ ERADEF int era_membership_backward_cuda(const era_rpa_config *cfg, const era_rpa
                 cfg->inv2sig2_min, cfg->inv2sig2_max, cfg->entropy_floor);
     rc = era__launched();
     if (rc == ERA_OK && (g->dcenters || g->dlog_sigma)) {
-        ERA__LAUNCH(era__k_mu_cen, era__nblk((size_t)R * (P + 1), 64), 64, 0, s, g->dcenters,
-                    g->dlog_sigma, (const float *)dd2, zproj, p->centers, p->log_sigma, n, P, R,
-                    cfg->inv2sig2_min, cfg->inv2sig2_max);
-        rc = era__launched();
+        double *dls = NULL;
+        if (g->dlog_sigma) rc = era__dtmp((void **)&dls, sizeof(double) * (size_t)R * P, s);
+        if (rc == ERA_OK) {
+            ERA__LAUNCH(era__k_mu_cen, era__nblk((size_t)R * P, 64), 64, 0, s, g->dcenters, dls,
+                        (const float *)dd2, zproj, p->centers, p->log_sigma, n, P, R,
+                        cfg->inv2sig2_min, cfg->inv2sig2_max);
+            rc = era__launched();
+        }
+        if (rc == ERA_OK && dls) {
+            ERA__LAUNCH(era__k_mu_dls, era__nblk((size_t)R, 64), 64, 0, s, g->dlog_sigma,
+                        (const double *)dls, p->log_sigma, P, R, cfg->inv2sig2_min, cfg->inv2sig2_max);
+            rc = era__launched();
+        }
+        if (dls) cudaFreeAsync(dls, s);
     }
     if (rc == ERA_OK && (g->dW || g->db)) {
-        ERA__LAUNCH(era__k_mu_dw, era__nblk((size_t)P * (D + 1), 128), 128, 0, s, g->dW, g->db,
-                    (const float *)dz, h, n, D, P);
+        ERA__LAUNCH(era__k_mu_dw, dim3(g->dW ? (unsigned)((D + ERA__PT - 1) / ERA__PT) : 1u,
+                                       (unsigned)((P + ERA__PT - 1) / ERA__PT)),
+                    dim3(ERA__PT, 8), 0, s, g->dW, g->db, (const float *)dz, h, n, D, P);
         rc = era__launched();
     }
     if (rc == ERA_OK && dh) {
@@ -1928,6 +1988,9 @@ ERADEF int era_cuda_cache_init_era(era_cuda_cache *c, size_t budget_bytes,
     }
     if (rc == ERA_OK)
         rc = era__cuda_check(cudaMemcpy(c->dcenters, hc, sizeof(float) * (size_t)cfg->R, cudaMemcpyHostToDevice));
+    /* a pageable host-to-device cudaMemcpy may return before its DMA lands: complete it
+       here, so that a get on any stream (a non-blocking one too) reads the centres */
+    if (rc == ERA_OK) rc = era__cuda_check(cudaDeviceSynchronize());
     ERA_FREE(hc);
     if (rc) {
         era_cuda_cache_free(c);
@@ -1987,7 +2050,10 @@ static int era__cc_build(era_cuda_cache *c, int T, float *bias, cudaStream_t s)
             dm = NULL;
             rc = ERA_ENOMEM;
         }
-        if (rc == ERA_OK) rc = era__cuda_check(cudaMemcpy(dm, hm, sizeof(float) * n, cudaMemcpyHostToDevice));
+        /* on s, ordered before the forward that reads it (a cudaMemcpy on the legacy stream
+           is not ordered with a non-blocking s and may return before its DMA lands) */
+        if (rc == ERA_OK)
+            rc = era__cuda_check(cudaMemcpyAsync(dm, hm, sizeof(float) * n, cudaMemcpyHostToDevice, s));
         if (rc == ERA_OK) rc = era_rpa_forward_cuda(&c->rcfg, &c->rpar, dm, 1, T, bias, &st, NULL, (era_stream)s);
         if (rc == ERA_OK) rc = era__cuda_check(cudaStreamSynchronize(s));
         era_rpa_cuda_state_free(&st);

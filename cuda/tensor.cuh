@@ -72,11 +72,13 @@
                      Measured in the simulation (tests/parity_tensor.cu: n up to 10007, C up
                      to 777, T up to 300, H up to 256, K up to 3): sigmoid forward 1.6e-7
                      relative, everything else bit-identical; not yet run on a GPU.
-   Determinism: no atomics. Every reduction (bias/column sums, embedding scatter,
-   LayerNorm weight gradients) is done by one thread per output in a fixed order,
-   so results are bit-identical run to run. The RMSNorm weight gradient and the
-   gradient norm reduce in two fixed-order stages (per-block partials, then one pass
-   over them), with grids that depend on the shapes only. tk_rowdot and the combine's dw
+   Determinism: no atomics. The embedding scatter is done by one thread per output in a
+   fixed order (the positions in order; threads split by channel and id % 64), so results
+   are bit-identical run to run. The bias/column sums (matmul db, LayerNorm dw and db),
+   the RMSNorm weight gradient and the gradient norm reduce in two fixed-order stages
+   (per-block partials over chunks of 128 rows, then one pass over them), with grids that
+   depend on the shapes only: C threads walking N = B*T rows alone would leave the GPU
+   idle (a few SMs, latency-bound) at training shapes. tk_rowdot and the combine's dw
    reduce one row per warp (fixed butterfly); the combine's dsrc scatter writes each
    element from one thread when the idx entries are distinct (repeats race: documented
    in tensor.h).
@@ -183,15 +185,87 @@ static __global__ void tk__k_rows_set(float *out, const float *b, int N, int OC)
     if (i < (size_t)N * OC) out[i] = b[i % OC];
 }
 
-/* db (OC) += column sums of dout (N,OC): one thread per column, rows in order */
-static __global__ void tk__k_colsum_add(float *db, const float *dout, int N, int OC)
+/* Column reductions of an (N,C) gradient: db (C) += sum_r dout[r], and LayerNorm's
+   dw (C) += sum_r dout[r] (inp[r] - mean_r) rstd_r. Two fixed-order stages (as the RMSNorm
+   weight gradient), so that thousands of rows are not walked by C threads alone: block
+   (32, 8) owns 32 columns of one chunk of `rows` rows (blockIdx.y); thread (x, y) sums rows
+   y, y+8, ... of the chunk in order, then the 8 sums are added in order. accumulate: db, dw
+   are the outputs (one chunk: +=), else the (nchunk, C) partials. db or dw may be NULL. */
+#define TK__CS_CHUNK 128      /* rows per partial */
+#define TK__CS_MAXCHUNK 4096  /* at most this many partials (longer chunks beyond) */
+static __global__ void tk__k_colsum_part(float *db, float *dw, int accumulate, const float *dout,
+                                         const float *inp, const float *mean, const float *rstd,
+                                         int N, int C, int rows)
 {
-    int o = blockIdx.x * blockDim.x + threadIdx.x;
+    __shared__ float sh[2][8][32];
+    int c = (int)(blockIdx.x * 32 + threadIdx.x), r0 = (int)blockIdx.y * rows, r1, r, j;
+    float ab = 0.0f, aw = 0.0f;
+    r1 = N - r0 < rows ? N : r0 + rows;
+    if (c < C)
+        for (r = r0 + (int)threadIdx.y; r < r1; r += 8) {
+            const float g = dout[(size_t)r * C + c];
+            ab += g;
+            if (dw) aw += g * (inp[(size_t)r * C + c] - mean[r]) * rstd[r];
+        }
+    sh[0][threadIdx.y][threadIdx.x] = ab;
+    sh[1][threadIdx.y][threadIdx.x] = aw;
+    __syncthreads();
+    if (threadIdx.y == 0 && c < C) {
+        for (j = 1; j < 8; j++) {
+            ab += sh[0][j][threadIdx.x];
+            aw += sh[1][j][threadIdx.x];
+        }
+        if (accumulate) {
+            if (db) db[c] += ab;
+            if (dw) dw[c] += aw;
+        } else {
+            if (db) db[(size_t)blockIdx.y * C + c] = ab;
+            if (dw) dw[(size_t)blockIdx.y * C + c] = aw;
+        }
+    }
+}
+
+/* dst (C) += the partials (nchunk, C) summed over chunks in order: one thread per column */
+static __global__ void tk__k_colsum_sum(float *dst, const float *part, int nchunk, int C)
+{
+    int c = (int)(blockIdx.x * blockDim.x + threadIdx.x), k;
     float acc = 0.0f;
-    int r;
-    if (o >= OC) return;
-    for (r = 0; r < N; r++) acc += dout[(size_t)r * OC + o];
-    db[o] += acc;
+    if (c >= C) return;
+    for (k = 0; k < nchunk; k++) acc += part[(size_t)k * C + c];
+    dst[c] += acc;
+}
+
+/* launches the column reductions above (inp, mean, rstd only with dw) */
+static int tk__colsum_cuda(const char *fn, float *db, float *dw, const float *dout, const float *inp,
+                           const float *mean, const float *rstd, int N, int C, cudaStream_t s)
+{
+    int rows = TK__CS_CHUNK, nchunk = (N + TK__CS_CHUNK - 1) / TK__CS_CHUNK, rc;
+    float *part = NULL;
+    if (nchunk > TK__CS_MAXCHUNK) {
+        rows = (int)(((size_t)N + TK__CS_MAXCHUNK - 1) / TK__CS_MAXCHUNK);
+        nchunk = (N + rows - 1) / rows;
+    }
+    const dim3 grid((unsigned)((C + 31) / 32), (unsigned)nchunk), block(32, 8);
+    if (nchunk == 1) {
+        TK__LAUNCH(tk__k_colsum_part, grid, block, 0, s, db, dw, 1, dout, inp, mean, rstd, N, C, rows);
+        return tk__launched(fn);
+    }
+    if ((rc = tk__cuda_check(cudaMallocAsync((void **)&part, 2 * (size_t)nchunk * C * sizeof(float), s), fn)) != TK_OK)
+        return rc;
+    TK__LAUNCH(tk__k_colsum_part, grid, block, 0, s, db ? part : (float *)NULL,
+               dw ? part + (size_t)nchunk * C : (float *)NULL, 0, dout, inp, mean, rstd, N, C, rows);
+    rc = tk__launched(fn);
+    if (rc == TK_OK && db) {
+        TK__LAUNCH(tk__k_colsum_sum, tk__blocks((size_t)C, 256), 256, 0, s, db, (const float *)part, nchunk, C);
+        rc = tk__launched(fn);
+    }
+    if (rc == TK_OK && dw) {
+        TK__LAUNCH(tk__k_colsum_sum, tk__blocks((size_t)C, 256), 256, 0, s, dw,
+                   (const float *)(part + (size_t)nchunk * C), nchunk, C);
+        rc = tk__launched(fn);
+    }
+    cudaFreeAsync(part, s);
+    return rc;
 }
 
 TKDEF int tk_matmul_forward_cuda(float *out, const float *inp, const float *W,
@@ -223,10 +297,9 @@ TKDEF int tk_matmul_backward_cuda(float *dinp, float *dW, float *db, const float
         return rc;
     if (dW && (rc = tk_sgemm_cuda(1, 0, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dW, C, stream)) != TK_OK)
         return rc;
-    if (db) {
-        TK__LAUNCH(tk__k_colsum_add, tk__blocks((size_t)OC, 256), 256, 0, (cudaStream_t)stream, db, dout, N, OC);
-        if ((rc = tk__launched("tk_matmul_backward_cuda")) != TK_OK) return rc;
-    }
+    if (db)
+        return tk__colsum_cuda("tk_matmul_backward_cuda", db, NULL, dout, NULL, NULL, NULL, N, OC,
+                               (cudaStream_t)stream);
     return TK_OK;
 }
 
@@ -271,13 +344,21 @@ static __global__ void tk__k_embed_fwd(float *out, const int *ids, const float *
     out[i] = x;
 }
 
-/* dwte: one thread per channel walks every position in order (deterministic, no atomics) */
+/* dwte: thread (channel c, id class k = blockIdx.y) walks every position in order and adds
+   those whose id % TK__EMB_K == k: each element of dwte is still updated by one thread with
+   the positions in order (deterministic, no atomics, the same sums as one thread per
+   channel), but TK__EMB_K times as many threads share the B*T-long chain of dependent
+   read-modify-writes (C threads alone: tens of ms at B*T = 32768) */
+#define TK__EMB_K 64
 static __global__ void tk__k_embed_bwd_wte(float *dwte, const float *dout, const int *ids, int BT, int C)
 {
-    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    int c = blockIdx.x * blockDim.x + threadIdx.x, k = (int)blockIdx.y;
     int p;
     if (c >= C) return;
-    for (p = 0; p < BT; p++) dwte[(size_t)ids[p] * C + c] += dout[(size_t)p * C + c];
+    for (p = 0; p < BT; p++) {
+        const int id = ids[p];
+        if (id % TK__EMB_K == k) dwte[(size_t)id * C + c] += dout[(size_t)p * C + c];
+    }
 }
 
 /* dwpe (T,C) += sum over batch */
@@ -318,7 +399,8 @@ TKDEF int tk_embedding_backward_cuda(float *dwte, float *dwpe, const float *dout
     if (dwte) {
         if ((rc = tk__cuda_ids_in_range(ids, (size_t)B * T, V, s, "tk_embedding_backward_cuda")) != TK_OK)
             return rc;
-        TK__LAUNCH(tk__k_embed_bwd_wte, tk__blocks((size_t)C, 128), 128, 0, s, dwte, dout, ids, B * T, C);
+        TK__LAUNCH(tk__k_embed_bwd_wte, dim3(tk__blocks((size_t)C, 128), TK__EMB_K), 128, 0, s, dwte, dout, ids,
+                   B * T, C);
         if ((rc = tk__launched("tk_embedding_backward_cuda")) != TK_OK) return rc;
     }
     if (dwpe) {
@@ -407,22 +489,6 @@ static __global__ void tk__k_ln_bwd_inp(float *dinp, const float *dout, const fl
     }
 }
 
-/* dw, db: one thread per channel, rows in order */
-static __global__ void tk__k_ln_bwd_w(float *dw, float *db, const float *dout, const float *inp,
-                               const float *mean, const float *rstd, int N, int C)
-{
-    int c = blockIdx.x * blockDim.x + threadIdx.x, r;
-    float aw = 0.0f, ab = 0.0f;
-    if (c >= C) return;
-    for (r = 0; r < N; r++) {
-        float g = dout[(size_t)r * C + c];
-        aw += g * (inp[(size_t)r * C + c] - mean[r]) * rstd[r];
-        ab += g;
-    }
-    if (dw) dw[c] += aw;
-    if (db) db[c] += ab;
-}
-
 TKDEF int tk_layernorm_forward_cuda(float *out, float *mean, float *rstd, const float *inp,
                                     const float *w, const float *b, int N, int C, float eps,
                                     tk_stream stream)
@@ -448,10 +514,8 @@ TKDEF int tk_layernorm_backward_cuda(float *dinp, float *dw, float *db, const fl
         TK__LAUNCH(tk__k_ln_bwd_inp, N, TK__CUDA_THREADS, 0, s, dinp, dout, inp, w, mean, rstd, C);
         if ((rc = tk__launched("tk_layernorm_backward_cuda")) != TK_OK) return rc;
     }
-    if (dw || db) {
-        TK__LAUNCH(tk__k_ln_bwd_w, tk__blocks((size_t)C, 128), 128, 0, s, dw, db, dout, inp, mean, rstd, N, C);
-        if ((rc = tk__launched("tk_layernorm_backward_cuda")) != TK_OK) return rc;
-    }
+    if (dw || db) /* dw, db: the two-stage column reductions of the matmul's db */
+        return tk__colsum_cuda("tk_layernorm_backward_cuda", db, dw, dout, inp, mean, rstd, N, C, s);
     return TK_OK;
 }
 

@@ -156,6 +156,63 @@ static void test_membership(void)
     dfree(d_dmu); dfree(d_dh); dfree(d_dW); dfree(d_db); dfree(d_dc); dfree(d_dls);
 }
 
+/* the projection's 32 x 32 tiles (D, P past one tile, ragged) and the dlog_sigma shares,
+   gradients from zero so the tolerance is on what the call added */
+static void test_membership_tiles(void)
+{
+    const int B = 1, T = 37, D = 70, P = 45, R = 3;
+    NEED_GPU();
+    tt_seed(12);
+    era_rpa_config cfg = era_rpa_config_default(R);
+    era_rpa_params p = era_rpa_params_default();
+    std::vector<float> h = randn((size_t)B * T * D, 1.0), W = randn((size_t)P * D, 0.1), b = randn(P, 0.2);
+    std::vector<float> cen = randn((size_t)R * P, 0.3), ls = randn(R, 0.2);
+    std::vector<float> mu((size_t)B * T * R), z((size_t)B * T * P), dmu = randn(mu.size(), 1.0);
+    std::vector<float> dc(cen.size(), 0.0f), dls((size_t)R, 0.0f), dW(W.size(), 0.0f), db((size_t)P, 0.0f);
+    float *d_h = dput(h), *d_W = dput(W), *d_b = dput(b), *d_c = dput(cen), *d_ls = dput(ls);
+    float *d_mu = dput(mu), *d_z = dput(z), *d_dmu = dput(dmu), *d_dc = dput(dc), *d_dls = dput(dls);
+    float *d_dW = dput(dW), *d_db = dput(db);
+    p.D = D; p.P = P; p.W = W.data(); p.b = b.data(); p.centers = cen.data(); p.log_sigma = ls.data();
+    CHECK_INT_EQ(era_membership_forward(&cfg, &p, mu.data(), z.data(), NULL, h.data(), B, T), ERA_OK);
+    era_rpa_params dp = p;
+    dp.W = d_W; dp.b = d_b; dp.centers = d_c; dp.log_sigma = d_ls;
+    CHECK_INT_EQ(era_membership_forward_cuda(&cfg, &dp, d_mu, d_z, NULL, d_h, B, T, NULL), ERA_OK);
+    std::vector<float> g = dget(d_z, z.size());
+    CHECK_ALL_CLOSE(g.data(), z.data(), (long)z.size(), 1e-5, 1e-5);
+    g = dget(d_mu, mu.size());
+    CHECK_ALL_CLOSE(g.data(), mu.data(), (long)mu.size(), 1e-5, 1e-6);
+    era_rpa_grads gc, gg;
+    memset(&gc, 0, sizeof gc);
+    gc.dcenters = dc.data(); gc.dlog_sigma = dls.data(); gc.dW = dW.data(); gc.db = db.data();
+    memset(&gg, 0, sizeof gg);
+    gg.dcenters = d_dc; gg.dlog_sigma = d_dls; gg.dW = d_dW; gg.db = d_db;
+    CHECK_INT_EQ(era_membership_backward(&cfg, &p, NULL, &gc, dmu.data(), 0.0f, h.data(), z.data(), mu.data(), B, T, NULL), ERA_OK);
+    CHECK_INT_EQ(era_membership_backward_cuda(&cfg, &dp, NULL, &gg, d_dmu, 0.0f, d_h, d_z, d_mu, B, T, NULL, NULL), ERA_OK);
+    CHECK(maxabs(dls) > 0.0);
+    g = dget(d_dc, dc.size());
+    CHECK_ALL_CLOSE(g.data(), dc.data(), (long)dc.size(), 1e-4, 1e-4 * maxabs(dc));
+    g = dget(d_dls, dls.size());
+    CHECK_ALL_CLOSE(g.data(), dls.data(), (long)dls.size(), 1e-4, 1e-4 * maxabs(dls));
+    CHECK(maxabs(dW) > 0.0 && maxabs(db) > 0.0);
+    g = dget(d_dW, dW.size());
+    CHECK_ALL_CLOSE(g.data(), dW.data(), (long)dW.size(), 1e-4, 1e-4 * maxabs(dW));
+    g = dget(d_db, db.size());
+    CHECK_ALL_CLOSE(g.data(), db.data(), (long)db.size(), 1e-4, 1e-4 * maxabs(db));
+    /* db alone (one d tile) */
+    std::vector<float> db1((size_t)P, 0.0f);
+    float *d_db1 = dput(db1);
+    memset(&gc, 0, sizeof gc);
+    gc.db = db1.data();
+    memset(&gg, 0, sizeof gg);
+    gg.db = d_db1;
+    CHECK_INT_EQ(era_membership_backward(&cfg, &p, NULL, &gc, dmu.data(), 0.0f, h.data(), z.data(), mu.data(), B, T, NULL), ERA_OK);
+    CHECK_INT_EQ(era_membership_backward_cuda(&cfg, &dp, NULL, &gg, d_dmu, 0.0f, d_h, d_z, d_mu, B, T, NULL, NULL), ERA_OK);
+    g = dget(d_db1, db1.size());
+    CHECK_ALL_CLOSE(g.data(), db1.data(), (long)db1.size(), 1e-4, 1e-4 * maxabs(db1));
+    dfree(d_h); dfree(d_W); dfree(d_b); dfree(d_c); dfree(d_ls); dfree(d_mu); dfree(d_z);
+    dfree(d_dmu); dfree(d_dc); dfree(d_dls); dfree(d_dW); dfree(d_db); dfree(d_db1);
+}
+
 /* ---------------------------------------------------------------- RPA prior */
 struct rpa_case { int T, B, R, K, causal, detach, backward; float posmix, tau, scale; };
 
@@ -576,6 +633,7 @@ int main(int argc, char **argv)
     else parity_print_device();
     TEST_RUN(test_bad_input);
     TEST_RUN(test_membership);
+    TEST_RUN(test_membership_tiles);
     TEST_RUN(test_rpa_small);
     TEST_RUN(test_rpa_128);
     TEST_RUN(test_rpa_768);

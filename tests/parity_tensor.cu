@@ -182,6 +182,48 @@ static void test_layernorm(void)
     dfree(d_dout); dfree(d_dx); dfree(d_dw); dfree(d_db);
 }
 
+/* matmul db and LayerNorm dw, db over many rows: the two-stage column reductions (chunks
+   of 128 rows, then the partials in order) against the CPU's row-order float sums; atol on
+   the scale of what was added (the orders differ) */
+static void colsum_case(int N, int C, int want_dw, int want_db, unsigned seed)
+{
+    const size_t nc = (size_t)N * C;
+    tt_seed(seed);
+    std::vector<float> x = randn(nc, 2.0), w = randn((size_t)C, 1.0), b = randn((size_t)C, 1.0), dout = randn(nc, 1.0);
+    std::vector<float> out(nc), mean((size_t)N), rstd((size_t)N);
+    std::vector<float> dw = randn((size_t)C, 1.0), db = randn((size_t)C, 1.0), db2 = randn((size_t)C, 1.0);
+    const std::vector<float> dw0 = dw, db0 = db, db20 = db2;
+    CHECK_INT_EQ(tk_layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C, 1e-5f), TK_OK);
+    float *d_x = dput(x), *d_w = dput(w), *d_mean = dput(mean), *d_rstd = dput(rstd), *d_dout = dput(dout);
+    float *d_dw = dput(dw), *d_db = dput(db), *d_db2 = dput(db2);
+    std::vector<float> ddx(nc, 0.0f);
+    CHECK_INT_EQ(tk_layernorm_backward(ddx.data(), want_dw ? dw.data() : NULL, want_db ? db.data() : NULL, dout.data(),
+                                       x.data(), w.data(), mean.data(), rstd.data(), N, C), TK_OK);
+    CHECK_INT_EQ(tk_layernorm_backward_cuda(NULL, want_dw ? d_dw : NULL, want_db ? d_db : NULL, d_dout, d_x, d_w, d_mean,
+                                            d_rstd, N, C, NULL), TK_OK);
+    CHECK_INT_EQ(tk_matmul_backward(NULL, NULL, db2.data(), dout.data(), NULL, NULL, N, 1, C), TK_OK);
+    CHECK_INT_EQ(tk_matmul_backward_cuda(NULL, NULL, d_db2, d_dout, NULL, NULL, N, 1, C, NULL), TK_OK);
+    const float *refs[3] = {dw.data(), db.data(), db2.data()}, *inits[3] = {dw0.data(), db0.data(), db20.data()};
+    float *devs[3] = {d_dw, d_db, d_db2};
+    for (int k = 0; k < 3; k++) {
+        std::vector<float> g = dget(devs[k], (size_t)C), add((size_t)C);
+        for (int c = 0; c < C; c++) add[(size_t)c] = refs[k][c] - inits[k][c];
+        const double atol_ = 1e-5 * maxabs(add) + 1e-30;
+        CHECK_ALL_CLOSE(g.data(), refs[k], (long)C, 1e-5, atol_);
+    }
+    dfree(d_x); dfree(d_w); dfree(d_mean); dfree(d_rstd); dfree(d_dout); dfree(d_dw); dfree(d_db); dfree(d_db2);
+}
+
+static void test_colsum_chunks(void)
+{
+    NEED_GPU();
+    colsum_case(1, 5, 1, 1, 401);
+    colsum_case(129, 33, 1, 1, 402);
+    colsum_case(300, 17, 1, 0, 403);
+    colsum_case(1000, 70, 0, 1, 404);
+    colsum_case(257, 300, 1, 1, 405);
+}
+
 static void test_gelu(void)
 {
     const size_t n = 10007;
@@ -2038,6 +2080,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_matmul);
     TEST_RUN(test_embedding);
     TEST_RUN(test_layernorm);
+    TEST_RUN(test_colsum_chunks);
     TEST_RUN(test_gelu);
     TEST_RUN(test_softmax_ce);
     TEST_RUN(test_adamw);
