@@ -27,8 +27,8 @@
         each score tile computed once for dq, dk and dv; otherwise one pass over query
         blocks (dq, temperature/null grads) and one over key blocks (dk, dv). The two
         schedules give the same bits. Memory O(block) per thread (plus a group's dq
-        accumulator, G*T*D doubles, in the one-pass schedule) and O(B*H*T*(D+10)) row
-        buffers, never O(T^2).
+        accumulator, G*T*D doubles with D padded to 32, in the one-pass schedule) and
+        O(B*H*T*(D+10)) row buffers, never O(T^2).
    Also: polar_decode (one new token per sequence over a paged, GQA-grouped KV cache),
    polar_assemble_forward/backward (eq. 14 output assembly) and the distractor alignment
    loss polar_distractor_forward/backward (eq. 15, off by default).
@@ -236,9 +236,10 @@ POLARDEF int polar_params_init(const polar_config *cfg, int H, int D, float *len
    unchanged between this call and the calls using the workspace). The forward alone
    uses only per-thread tiles (O(block_q*block_k + block*D) floats per thread); the
    backwards add row buffers of B*H*T*(D+10) floats and, when the one-pass backward is
-   chosen (threads <= B*Hkv), a (H/Hkv)*T*Dp double accumulator per thread, Dp = D
-   rounded up to 32 (so at most 2*B*H*T*Dp floats in all). The workspace must be aligned to 8 bytes (malloc's is). 0 on
-   invalid input. */
+   chosen (the B*Hkv groups fill the threads; never with more threads than groups), a
+   (H/Hkv)*T*Dp double accumulator per thread, Dp = D rounded up to 32 (so at most
+   2*B*H*T*Dp floats in all). The workspace must be aligned to 8 bytes (malloc's is).
+   0 on invalid input. */
 POLARDEF size_t polar_workspace_size(const polar_config *cfg, int B, int H, int Hkv, int T,
                                      int D);
 
