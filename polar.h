@@ -237,9 +237,9 @@ POLARDEF int polar_params_init(const polar_config *cfg, int H, int D, float *len
    uses only per-thread tiles (O(block_q*block_k + block*D) floats per thread); the
    backwards add row buffers of B*H*T*(D+10) floats and, when the one-pass backward is
    chosen (the B*Hkv groups fill the threads; never with more threads than groups), a
-   (H/Hkv)*T*Dp double accumulator per thread, Dp = D rounded up to 32 (so at most
-   2*B*H*T*Dp floats in all). The workspace must be aligned to 8 bytes (malloc's is).
-   0 on invalid input. */
+   (H/Hkv)*T*Dp double accumulator per thread, Dp = D rounded up to 32: in all no more
+   than the row buffers or 64 MiB (else the two-pass backward runs). The workspace must
+   be aligned to 8 bytes (malloc's is). 0 on invalid input. */
 POLARDEF size_t polar_workspace_size(const polar_config *cfg, int B, int H, int Hkv, int T,
                                      int D);
 
@@ -616,9 +616,9 @@ static double polar__finish_row(float *c, float *mag, const float *S, double L, 
 /* C[M x N] (+)= A[M x K] * Bm[K x N]; M % MR == 0, N % NR == 0 (tiles are padded).
    An 8x32 accumulator block: with AVX-512 (and without POLAR_NO_SIMD) 16 zmm registers
    updated by fused multiply-adds from one broadcast of A and two loads of Bm per k;
-   with AVX2+FMA the block is four 4x16 sub-blocks, each 8 ymm accumulators (of 16
-   registers: 16 accumulators would spill) fed per k by two loads of Bm and four
-   broadcasts of A, so the two FMA pipes stay busy (6 loads per 8 FMAs);
+   with AVX2+FMA, row strips of 6 x 16 (12 ymm accumulators of 16 registers, fed per k by
+   two loads of Bm and six broadcasts of A: 8 loads per 12 FMAs; the M % 8 rows the
+   strips of 6 leave run as 4 x 16, 8 accumulators);
    otherwise plain C that gcc and clang both keep in vector registers (a 4x16 block with
    named row arrays ran ~10x slower under clang, which left the accumulators in memory).
    Each accumulator sums over k in order in both versions; the SIMD one rounds once per
@@ -669,45 +669,76 @@ static void polar__gemm(float *POLAR__RESTRICT C, int ldc, const float *POLAR__R
 #undef POLAR__ST
         }
 #elif defined(POLAR__GEMM_AVX2)
-    int i4, j16;
-    for (i = 0; i < M; i += POLAR__MR)
-        for (j = 0; j < N; j += POLAR__NR)
-            for (i4 = i; i4 < i + POLAR__MR; i4 += 4)
-                for (j16 = j; j16 < j + POLAR__NR; j16 += 16) {
-                    float *c = C + (size_t)i4 * ldc + j16;
-                    const float *a0 = A + (size_t)i4 * lda, *a1 = a0 + lda;
-                    const float *a2 = a1 + lda, *a3 = a2 + lda;
-                    const float *b = Bm + j16;
-                    __m256 c00, c01, c10, c11, c20, c21, c30, c31;
-                    if (accumulate) {
-                        c00 = _mm256_loadu_ps(c), c01 = _mm256_loadu_ps(c + 8);
-                        c10 = _mm256_loadu_ps(c + ldc), c11 = _mm256_loadu_ps(c + ldc + 8);
-                        c20 = _mm256_loadu_ps(c + 2 * (size_t)ldc);
-                        c21 = _mm256_loadu_ps(c + 2 * (size_t)ldc + 8);
-                        c30 = _mm256_loadu_ps(c + 3 * (size_t)ldc);
-                        c31 = _mm256_loadu_ps(c + 3 * (size_t)ldc + 8);
-                    } else {
-                        c00 = c01 = c10 = c11 = _mm256_setzero_ps();
-                        c20 = c21 = c30 = c31 = _mm256_setzero_ps();
-                    }
-                    for (kk = 0; kk < K; kk++, b += ldb) {
-                        const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
-                        __m256 x = _mm256_broadcast_ss(a0 + kk);
-                        c00 = _mm256_fmadd_ps(x, b0, c00), c01 = _mm256_fmadd_ps(x, b1, c01);
-                        x = _mm256_broadcast_ss(a1 + kk);
-                        c10 = _mm256_fmadd_ps(x, b0, c10), c11 = _mm256_fmadd_ps(x, b1, c11);
-                        x = _mm256_broadcast_ss(a2 + kk);
-                        c20 = _mm256_fmadd_ps(x, b0, c20), c21 = _mm256_fmadd_ps(x, b1, c21);
-                        x = _mm256_broadcast_ss(a3 + kk);
-                        c30 = _mm256_fmadd_ps(x, b0, c30), c31 = _mm256_fmadd_ps(x, b1, c31);
-                    }
-                    _mm256_storeu_ps(c, c00), _mm256_storeu_ps(c + 8, c01);
-                    _mm256_storeu_ps(c + ldc, c10), _mm256_storeu_ps(c + ldc + 8, c11);
-                    _mm256_storeu_ps(c + 2 * (size_t)ldc, c20);
-                    _mm256_storeu_ps(c + 2 * (size_t)ldc + 8, c21);
-                    _mm256_storeu_ps(c + 3 * (size_t)ldc, c30);
-                    _mm256_storeu_ps(c + 3 * (size_t)ldc + 8, c31);
+    int nrow, j16;
+    (void)j;
+    for (i = 0; i < M; i += nrow) {
+        /* row strips of 6 (12 accumulators, 2 loads of Bm and 6 broadcasts per 12 FMAs),
+           4-row strips for what is left: M % 8 == 0 leaves 4 or 8 rows */
+        const int left = M - i;
+        nrow = left >= 10 || left == 6 ? 6 : 4;
+        for (j16 = 0; j16 < N; j16 += 16) {
+            float *c = C + (size_t)i * ldc + j16;
+            const float *a0 = A + (size_t)i * lda, *a1 = a0 + lda, *a2 = a1 + lda;
+            const float *a3 = a2 + lda, *a4 = a3 + lda, *a5 = a4 + lda;
+            const float *b = Bm + j16;
+            __m256 c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51;
+            c00 = c01 = c10 = c11 = c20 = c21 = c30 = c31 = _mm256_setzero_ps();
+            c40 = c41 = c50 = c51 = _mm256_setzero_ps();
+            if (accumulate) {
+                c00 = _mm256_loadu_ps(c), c01 = _mm256_loadu_ps(c + 8);
+                c10 = _mm256_loadu_ps(c + ldc), c11 = _mm256_loadu_ps(c + ldc + 8);
+                c20 = _mm256_loadu_ps(c + 2 * (size_t)ldc);
+                c21 = _mm256_loadu_ps(c + 2 * (size_t)ldc + 8);
+                c30 = _mm256_loadu_ps(c + 3 * (size_t)ldc);
+                c31 = _mm256_loadu_ps(c + 3 * (size_t)ldc + 8);
+                if (nrow == 6) {
+                    c40 = _mm256_loadu_ps(c + 4 * (size_t)ldc);
+                    c41 = _mm256_loadu_ps(c + 4 * (size_t)ldc + 8);
+                    c50 = _mm256_loadu_ps(c + 5 * (size_t)ldc);
+                    c51 = _mm256_loadu_ps(c + 5 * (size_t)ldc + 8);
                 }
+            }
+            if (nrow == 6) {
+                for (kk = 0; kk < K; kk++, b += ldb) {
+                    const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
+                    __m256 x = _mm256_broadcast_ss(a0 + kk);
+                    c00 = _mm256_fmadd_ps(x, b0, c00), c01 = _mm256_fmadd_ps(x, b1, c01);
+                    x = _mm256_broadcast_ss(a1 + kk);
+                    c10 = _mm256_fmadd_ps(x, b0, c10), c11 = _mm256_fmadd_ps(x, b1, c11);
+                    x = _mm256_broadcast_ss(a2 + kk);
+                    c20 = _mm256_fmadd_ps(x, b0, c20), c21 = _mm256_fmadd_ps(x, b1, c21);
+                    x = _mm256_broadcast_ss(a3 + kk);
+                    c30 = _mm256_fmadd_ps(x, b0, c30), c31 = _mm256_fmadd_ps(x, b1, c31);
+                    x = _mm256_broadcast_ss(a4 + kk);
+                    c40 = _mm256_fmadd_ps(x, b0, c40), c41 = _mm256_fmadd_ps(x, b1, c41);
+                    x = _mm256_broadcast_ss(a5 + kk);
+                    c50 = _mm256_fmadd_ps(x, b0, c50), c51 = _mm256_fmadd_ps(x, b1, c51);
+                }
+                _mm256_storeu_ps(c + 4 * (size_t)ldc, c40);
+                _mm256_storeu_ps(c + 4 * (size_t)ldc + 8, c41);
+                _mm256_storeu_ps(c + 5 * (size_t)ldc, c50);
+                _mm256_storeu_ps(c + 5 * (size_t)ldc + 8, c51);
+            } else {
+                for (kk = 0; kk < K; kk++, b += ldb) {
+                    const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
+                    __m256 x = _mm256_broadcast_ss(a0 + kk);
+                    c00 = _mm256_fmadd_ps(x, b0, c00), c01 = _mm256_fmadd_ps(x, b1, c01);
+                    x = _mm256_broadcast_ss(a1 + kk);
+                    c10 = _mm256_fmadd_ps(x, b0, c10), c11 = _mm256_fmadd_ps(x, b1, c11);
+                    x = _mm256_broadcast_ss(a2 + kk);
+                    c20 = _mm256_fmadd_ps(x, b0, c20), c21 = _mm256_fmadd_ps(x, b1, c21);
+                    x = _mm256_broadcast_ss(a3 + kk);
+                    c30 = _mm256_fmadd_ps(x, b0, c30), c31 = _mm256_fmadd_ps(x, b1, c31);
+                }
+            }
+            _mm256_storeu_ps(c, c00), _mm256_storeu_ps(c + 8, c01);
+            _mm256_storeu_ps(c + ldc, c10), _mm256_storeu_ps(c + ldc + 8, c11);
+            _mm256_storeu_ps(c + 2 * (size_t)ldc, c20);
+            _mm256_storeu_ps(c + 2 * (size_t)ldc + 8, c21);
+            _mm256_storeu_ps(c + 3 * (size_t)ldc, c30);
+            _mm256_storeu_ps(c + 3 * (size_t)ldc + 8, c31);
+        }
+    }
 #else
     int x, y;
     for (i = 0; i < M; i += POLAR__MR)
@@ -908,19 +939,22 @@ static void polar__geometry(polar__geom *g, const polar_config *cfg, int B, int 
        blocks in increasing order and each key block's dk, dv its (head, query block)
        tiles in the same order, so the two schedules give the same bits. One pass is
        chosen when the B*Hkv groups fill the threads well enough that the lost balance
-       costs less than the saved products (a ceil(n/threads)/(n/threads) of at most 7/5);
-       its accumulators take at most 2*B*H*T*Dp floats in all (threads <= groups). */
+       costs less than the saved products (a ceil(n/threads)/(n/threads) of at most 7/5),
+       and its accumulators (threads x G x T x Dp doubles) are no larger than the row
+       buffers or 64 MiB. */
     n = (size_t)B * (Hkv > 0 ? (size_t)Hkv : 1);
+    g->rows = polar__rup((size_t)B * H * T * ((size_t)D + POLAR__NROW), 16);
+    g->gq = (size_t)(H / (Hkv > 0 ? Hkv : 1)) * T * Dp;
     g->fused = n >= (size_t)g->nthreads &&
-               (n + g->nthreads - 1) / g->nthreads * g->nthreads * 5 <= n * 7;
-    g->gq = g->fused ? (size_t)(H / (Hkv > 0 ? Hkv : 1)) * T * Dp : BQp * Dp;
+               (n + g->nthreads - 1) / g->nthreads * g->nthreads * 5 <= n * 7 &&
+               (g->gq * g->nthreads * 2 <= g->rows || g->gq * g->nthreads <= ((size_t)8 << 20));
+    if (!g->fused) g->gq = BQp * Dp;
     /* backward, doubles: G (gq), dK, dV (BKp x Dp); floats: Q, DS (BQp x Dp),
        Kt, Vt (Dp x BKp), Kr (BKp x Dp), S, dsv (BQp x BKp), tmp (max(BQp,BKp) x Dp),
        gT, wT (BKp x BQp) */
     g->bwd_thread = polar__rup(2 * (g->gq + 2 * BKp * Dp) + 2 * BQp * Dp + 2 * Dp * BKp +
                                BKp * Dp + 2 * BQp * BKp + (BQp > BKp ? BQp : BKp) * Dp +
                                2 * BKp * BQp + 16, 16);
-    g->rows = polar__rup((size_t)B * H * T * ((size_t)D + POLAR__NROW), 16);
     g->ref_thread = (size_t)T + 1 + 2 * (size_t)D + 16;
 }
 

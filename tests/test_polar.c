@@ -628,12 +628,28 @@ static void check_schedules(int B, int H, int Hkv, int T, int D, int window, int
     prob_free(&P);
 #else
     (void)B; (void)H; (void)Hkv; (void)T; (void)D; (void)window; (void)bq; (void)bk; (void)seed;
-    TEST_SKIP("needs OpenMP: without it the backward always runs one pass");
+    TEST_SKIP("needs OpenMP: without it one thread runs both problems the same way");
 #endif
 }
 static void test_schedules_gqa(void) { check_schedules(1, 4, 1, 131, 16, -1, 32, 48, 81); }
 static void test_schedules_window(void) { check_schedules(1, 3, 1, 97, 8, 21, 16, 32, 82); }
 static void test_schedules_blocks(void) { check_schedules(2, 2, 1, 70, 5, -1, 7, 5, 83); }
+
+/* the one-pass backward's dq accumulators (threads x G x T x Dp doubles) are bounded: no
+   larger than the row buffers or 64 MiB, else the two-pass schedule (geometry only) */
+static void test_schedule_memory_cap(void)
+{
+    polar_config cfg = polar_config_default();
+    polar__geom g;
+    cfg.num_threads = 1;
+    polar__geometry(&g, &cfg, 1, 64, 1, 1024, 1); /* 64 x 1024 x 32 doubles = 16 MiB */
+    CHECK_INT_EQ(g.fused, 1);
+    polar__geometry(&g, &cfg, 1, 64, 1, 8192, 1); /* 128 MiB, row buffers 23 MiB */
+    CHECK_INT_EQ(g.fused, 0);
+    CHECK(polar_workspace_size(&cfg, 1, 64, 1, 8192, 1) < ((size_t)64 << 20));
+    polar__geometry(&g, &cfg, 1, 64, 64, 8192, 1); /* no GQA: 2 MiB per group */
+    CHECK_INT_EQ(g.fused, 1);
+}
 
 /* a caller-provided workspace of polar_workspace_size() bytes gives the same result */
 static void test_workspace(void)
@@ -1089,6 +1105,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_schedules_gqa);
     TEST_RUN(test_schedules_window);
     TEST_RUN(test_schedules_blocks);
+    TEST_RUN(test_schedule_memory_cap);
     TEST_RUN(test_workspace);
     TEST_RUN(test_assemble);
     TEST_RUN(test_distractor);
