@@ -684,59 +684,38 @@ static void polar__gemm(float *POLAR__RESTRICT C, int ldc, const float *POLAR__R
             __m256 c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51;
             c00 = c01 = c10 = c11 = c20 = c21 = c30 = c31 = _mm256_setzero_ps();
             c40 = c41 = c50 = c51 = _mm256_setzero_ps();
+#define POLAR__LD8(r) c##r##0 = _mm256_loadu_ps(c + (size_t)r * ldc); \
+                      c##r##1 = _mm256_loadu_ps(c + (size_t)r * ldc + 8);
+#define POLAR__FMA8(r) x = _mm256_broadcast_ss(a##r + kk); \
+                       c##r##0 = _mm256_fmadd_ps(x, b0, c##r##0); \
+                       c##r##1 = _mm256_fmadd_ps(x, b1, c##r##1);
+#define POLAR__ST8(r) _mm256_storeu_ps(c + (size_t)r * ldc, c##r##0); \
+                      _mm256_storeu_ps(c + (size_t)r * ldc + 8, c##r##1);
             if (accumulate) {
-                c00 = _mm256_loadu_ps(c), c01 = _mm256_loadu_ps(c + 8);
-                c10 = _mm256_loadu_ps(c + ldc), c11 = _mm256_loadu_ps(c + ldc + 8);
-                c20 = _mm256_loadu_ps(c + 2 * (size_t)ldc);
-                c21 = _mm256_loadu_ps(c + 2 * (size_t)ldc + 8);
-                c30 = _mm256_loadu_ps(c + 3 * (size_t)ldc);
-                c31 = _mm256_loadu_ps(c + 3 * (size_t)ldc + 8);
+                POLAR__LD8(0) POLAR__LD8(1) POLAR__LD8(2) POLAR__LD8(3)
                 if (nrow == 6) {
-                    c40 = _mm256_loadu_ps(c + 4 * (size_t)ldc);
-                    c41 = _mm256_loadu_ps(c + 4 * (size_t)ldc + 8);
-                    c50 = _mm256_loadu_ps(c + 5 * (size_t)ldc);
-                    c51 = _mm256_loadu_ps(c + 5 * (size_t)ldc + 8);
+                    POLAR__LD8(4) POLAR__LD8(5)
                 }
             }
             if (nrow == 6) {
                 for (kk = 0; kk < K; kk++, b += ldb) {
                     const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
-                    __m256 x = _mm256_broadcast_ss(a0 + kk);
-                    c00 = _mm256_fmadd_ps(x, b0, c00), c01 = _mm256_fmadd_ps(x, b1, c01);
-                    x = _mm256_broadcast_ss(a1 + kk);
-                    c10 = _mm256_fmadd_ps(x, b0, c10), c11 = _mm256_fmadd_ps(x, b1, c11);
-                    x = _mm256_broadcast_ss(a2 + kk);
-                    c20 = _mm256_fmadd_ps(x, b0, c20), c21 = _mm256_fmadd_ps(x, b1, c21);
-                    x = _mm256_broadcast_ss(a3 + kk);
-                    c30 = _mm256_fmadd_ps(x, b0, c30), c31 = _mm256_fmadd_ps(x, b1, c31);
-                    x = _mm256_broadcast_ss(a4 + kk);
-                    c40 = _mm256_fmadd_ps(x, b0, c40), c41 = _mm256_fmadd_ps(x, b1, c41);
-                    x = _mm256_broadcast_ss(a5 + kk);
-                    c50 = _mm256_fmadd_ps(x, b0, c50), c51 = _mm256_fmadd_ps(x, b1, c51);
+                    __m256 x;
+                    POLAR__FMA8(0) POLAR__FMA8(1) POLAR__FMA8(2)
+                    POLAR__FMA8(3) POLAR__FMA8(4) POLAR__FMA8(5)
                 }
-                _mm256_storeu_ps(c + 4 * (size_t)ldc, c40);
-                _mm256_storeu_ps(c + 4 * (size_t)ldc + 8, c41);
-                _mm256_storeu_ps(c + 5 * (size_t)ldc, c50);
-                _mm256_storeu_ps(c + 5 * (size_t)ldc + 8, c51);
+                POLAR__ST8(4) POLAR__ST8(5)
             } else {
                 for (kk = 0; kk < K; kk++, b += ldb) {
                     const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
-                    __m256 x = _mm256_broadcast_ss(a0 + kk);
-                    c00 = _mm256_fmadd_ps(x, b0, c00), c01 = _mm256_fmadd_ps(x, b1, c01);
-                    x = _mm256_broadcast_ss(a1 + kk);
-                    c10 = _mm256_fmadd_ps(x, b0, c10), c11 = _mm256_fmadd_ps(x, b1, c11);
-                    x = _mm256_broadcast_ss(a2 + kk);
-                    c20 = _mm256_fmadd_ps(x, b0, c20), c21 = _mm256_fmadd_ps(x, b1, c21);
-                    x = _mm256_broadcast_ss(a3 + kk);
-                    c30 = _mm256_fmadd_ps(x, b0, c30), c31 = _mm256_fmadd_ps(x, b1, c31);
+                    __m256 x;
+                    POLAR__FMA8(0) POLAR__FMA8(1) POLAR__FMA8(2) POLAR__FMA8(3)
                 }
             }
-            _mm256_storeu_ps(c, c00), _mm256_storeu_ps(c + 8, c01);
-            _mm256_storeu_ps(c + ldc, c10), _mm256_storeu_ps(c + ldc + 8, c11);
-            _mm256_storeu_ps(c + 2 * (size_t)ldc, c20);
-            _mm256_storeu_ps(c + 2 * (size_t)ldc + 8, c21);
-            _mm256_storeu_ps(c + 3 * (size_t)ldc, c30);
-            _mm256_storeu_ps(c + 3 * (size_t)ldc + 8, c31);
+            POLAR__ST8(0) POLAR__ST8(1) POLAR__ST8(2) POLAR__ST8(3)
+#undef POLAR__LD8
+#undef POLAR__FMA8
+#undef POLAR__ST8
         }
     }
 #else
