@@ -152,11 +152,7 @@ int main(int argc, char **argv)
 #if defined(__AVX512F__)
         {
             char core[64];
-            size_t c;
-            snprintf(core, sizeof core, "%s", openblas_get_corename());
-            for (c = 0; core[c]; c++)
-                if (core[c] >= 'A' && core[c] <= 'Z') core[c] = (char)(core[c] - 'A' + 'a');
-            if (!strstr(core, "skylakex") && !strstr(core, "cooperlake") && !strstr(core, "sapphire"))
+            if (!bench_openblas_avx512(core, sizeof core))
                 printf("NOTE: OpenBLAS runs its %s kernels here, not AVX-512 ones (it does not know this "
                    "CPU): rerun with OPENBLAS_CORETYPE=SkylakeX for an AVX-512 peer\n",
                        openblas_get_corename());

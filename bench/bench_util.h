@@ -356,17 +356,22 @@ static inline int bench_cpu_has(const char *flag)
    without AVX-512 on a CPU that has it, OPENBLAS_CORETYPE=SkylakeX is set and the program
    re-executed. It prints what it did. Call first thing in main. */
 char *openblas_get_corename(void);
+/* 1 if OpenBLAS runs AVX-512 kernels (core SkylakeX, CooperLake or SapphireRapids); its
+   core name, lower case, into core[n] */
+static inline int bench_openblas_avx512(char *core, size_t n)
+{
+    size_t c;
+    snprintf(core, n, "%s", openblas_get_corename());
+    for (c = 0; core[c]; c++)
+        if (core[c] >= 'A' && core[c] <= 'Z') core[c] = (char)(core[c] - 'A' + 'a');
+    return strstr(core, "skylakex") || strstr(core, "cooperlake") || strstr(core, "sapphire");
+}
 static inline void bench_match_isa_env(char **argv)
 {
 #if defined(__AVX512F__)
     if (!getenv("OPENBLAS_CORETYPE") && bench_cpu_has("avx512f")) {
         char core[64];
-        size_t c;
-        snprintf(core, sizeof core, "%s", openblas_get_corename());
-        for (c = 0; core[c]; c++)
-            if (core[c] >= 'A' && core[c] <= 'Z') core[c] = (char)(core[c] - 'A' + 'a');
-        if (!strstr(core, "skylakex") && !strstr(core, "cooperlake") &&
-            !strstr(core, "sapphire")) {
+        if (!bench_openblas_avx512(core, sizeof core)) {
             printf("peers: OpenBLAS picked its %s kernels on this AVX-512 CPU; rerunning with "
                    "OPENBLAS_CORETYPE=SkylakeX\n", core);
             setenv("OPENBLAS_CORETYPE", "SkylakeX", 1);

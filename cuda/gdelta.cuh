@@ -291,7 +291,7 @@ static __device__ void gd__cu_solve(const gd__kp &p, const float *As, float *Ts,
 static __global__ void gd__k_intra(gd__kp p)
 {
     GD__DSMEM(float, sm);
-    __shared__ double sG[256];
+    __shared__ double sG[GD__MAXC];
     const int tid = threadIdx.x, nt = blockDim.x;
     const int C = p.C, Dk = p.Dk, Dv = p.Dv, T = p.T;
     const size_t bh = blockIdx.x / (unsigned)p.NC;
@@ -1228,10 +1228,10 @@ static int gd__cu_bv(int Dk, int Dv, int C, size_t extra)
 
 static void gd__cu_saved_free(void *mem) { (void)cudaFree(mem); }
 
-/* the input scan: GD_ERANGE (with a message) if any value is out of contract */
-/* The input scan in two halves: gd__cu_check_launch queues it on the stream (dflag[0]
-   must be zero: the caller clears it), gd__cu_check_flags turns the flag's bits, once
-   read back, into the error. gd__cu_check_data does both with one read-back. */
+/* The input scan, GD_ERANGE (with a message) if any value is out of contract, in two
+   halves: gd__cu_check_launch queues it on the stream (dflag[0] must be zero: the caller
+   clears it), gd__cu_check_flags turns the flag's bits, once read back, into the error.
+   gd__cu_check_data does both with one read-back. */
 static int gd__cu_check_launch(const gd_config *cfg, const char *fn, int *dflag,
                                const float *q, const float *k, size_t nqk, const float *v,
                                size_t nv, const float *g, const float *be, size_t ng,
@@ -1346,8 +1346,8 @@ static void gd__cu_params(gd__kp *p, const gd_config *cfg, int T, int Dk, int Dv
     p->norm_eps = cfg->norm_eps;
     p->scale = cfg->scale;
     p->floor_ = cfg->log_gate_floor;
-    /* gd__k_intra's static sG (256 doubles) counts against the same 48 KiB: C <= 76 */
-    p->intra_sm = 2 * (size_t)C * C * sizeof(float) + 256 * sizeof(double) <= GD__CU_SMEM;
+    /* gd__k_intra's static sG (GD__MAXC doubles) counts against the same 48 KiB: C <= 76 */
+    p->intra_sm = 2 * (size_t)C * C * sizeof(float) + GD__MAXC * sizeof(double) <= GD__CU_SMEM;
     if (gd__cu_tc(cfg)) p->intra_sm = gd__tc_intra_bytes(C, 1) <= GD__CU_SMEM; /* C <= 64 */
 }
 
