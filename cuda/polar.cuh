@@ -659,7 +659,6 @@ polar__k_bwd_vn_sum(float *gvn, const double *part, int D, int nch)
     }
 }
 
-
 /* ------------------------------------------------------------ paged decode */
 template <int D>
 static __global__ void __launch_bounds__(POLAR__CT)
@@ -1457,7 +1456,6 @@ POLARDEF size_t polar_workspace_size_cuda(const polar_config *cfg, int B, int H,
                                           int D)
 {
     if (!polar__check_cfg(cfg) || !polar__check_dims(B, H, Hkv, T, D)) return 0;
-    (void)Hkv;
     return polar__vn_offset(B, H, T, D) +
            (size_t)H * polar__vn_chunks(B, T) * D * sizeof(double) + 256;
 }

@@ -185,12 +185,13 @@ static __global__ void tk__k_rows_set(float *out, const float *b, int N, int OC)
     if (i < (size_t)N * OC) out[i] = b[i % OC];
 }
 
-/* Column reductions of an (N,C) gradient: db (C) += sum_r dout[r], and LayerNorm's
-   dw (C) += sum_r dout[r] (inp[r] - mean_r) rstd_r. Two fixed-order stages (as the RMSNorm
-   weight gradient), so that thousands of rows are not walked by C threads alone: block
-   (32, 8) owns 32 columns of one chunk of `rows` rows (blockIdx.y); thread (x, y) sums rows
-   y, y+8, ... of the chunk in order, then the 8 sums are added in order. accumulate: db, dw
-   are the outputs (one chunk: +=), else the (nchunk, C) partials. db or dw may be NULL. */
+/* Column reductions of an (N,C) gradient: db (C) += sum_r dout[r], and the norms' weight
+   gradient dw (C) += sum_r dout[r] (inp[r] - mean_r) rstd_r (LayerNorm), or
+   sum_r dout[r] inp[r] rstd_r with mean NULL (RMSNorm). Two fixed-order stages, so that
+   thousands of rows are not walked by C threads alone: block (32, 8) owns 32 columns of one
+   chunk of `rows` rows (blockIdx.y); thread (x, y) sums rows y, y+8, ... of the chunk in
+   order, then the 8 sums are added in order. accumulate: db, dw are the outputs (one
+   chunk: +=), else the (nchunk, C) partials. db or dw may be NULL. */
 #define TK__CS_CHUNK 128      /* rows per partial */
 #define TK__CS_MAXCHUNK 4096  /* at most this many partials (longer chunks beyond) */
 static __global__ void tk__k_colsum_part(float *db, float *dw, int accumulate, const float *dout,
@@ -205,7 +206,7 @@ static __global__ void tk__k_colsum_part(float *db, float *dw, int accumulate, c
         for (r = r0 + (int)threadIdx.y; r < r1; r += 8) {
             const float g = dout[(size_t)r * C + c];
             ab += g;
-            if (dw) aw += g * (inp[(size_t)r * C + c] - mean[r]) * rstd[r];
+            if (dw) aw += g * (mean ? inp[(size_t)r * C + c] - mean[r] : inp[(size_t)r * C + c]) * rstd[r];
         }
     sh[0][threadIdx.y][threadIdx.x] = ab;
     sh[1][threadIdx.y][threadIdx.x] = aw;
@@ -250,19 +251,22 @@ static int tk__colsum_cuda(const char *fn, float *db, float *dw, const float *do
         TK__LAUNCH(tk__k_colsum_part, grid, block, 0, s, db, dw, 1, dout, inp, mean, rstd, N, C, rows);
         return tk__launched(fn);
     }
-    if ((rc = tk__cuda_check(cudaMallocAsync((void **)&part, 2 * (size_t)nchunk * C * sizeof(float), s), fn)) != TK_OK)
+    /* the partials: db's (if any), then dw's */
+    const size_t np = (size_t)((db != NULL) + (dw != NULL)) * nchunk * C;
+    if ((rc = tk__cuda_check(cudaMallocAsync((void **)&part, np * sizeof(float), s), fn)) != TK_OK)
         return rc;
-    TK__LAUNCH(tk__k_colsum_part, grid, block, 0, s, db ? part : (float *)NULL,
-               dw ? part + (size_t)nchunk * C : (float *)NULL, 0, dout, inp, mean, rstd, N, C, rows);
-    rc = tk__launched(fn);
-    if (rc == TK_OK && db) {
-        TK__LAUNCH(tk__k_colsum_sum, tk__blocks((size_t)C, 256), 256, 0, s, db, (const float *)part, nchunk, C);
+    {
+        float *pb = db ? part : NULL, *pw = dw ? part + (db ? (size_t)nchunk * C : 0) : NULL;
+        TK__LAUNCH(tk__k_colsum_part, grid, block, 0, s, pb, pw, 0, dout, inp, mean, rstd, N, C, rows);
         rc = tk__launched(fn);
-    }
-    if (rc == TK_OK && dw) {
-        TK__LAUNCH(tk__k_colsum_sum, tk__blocks((size_t)C, 256), 256, 0, s, dw,
-                   (const float *)(part + (size_t)nchunk * C), nchunk, C);
-        rc = tk__launched(fn);
+        if (rc == TK_OK && db) {
+            TK__LAUNCH(tk__k_colsum_sum, tk__blocks((size_t)C, 256), 256, 0, s, db, (const float *)pb, nchunk, C);
+            rc = tk__launched(fn);
+        }
+        if (rc == TK_OK && dw) {
+            TK__LAUNCH(tk__k_colsum_sum, tk__blocks((size_t)C, 256), 256, 0, s, dw, (const float *)pw, nchunk, C);
+            rc = tk__launched(fn);
+        }
     }
     cudaFreeAsync(part, s);
     return rc;
@@ -514,15 +518,13 @@ TKDEF int tk_layernorm_backward_cuda(float *dinp, float *dw, float *db, const fl
         TK__LAUNCH(tk__k_ln_bwd_inp, N, TK__CUDA_THREADS, 0, s, dinp, dout, inp, w, mean, rstd, C);
         if ((rc = tk__launched("tk_layernorm_backward_cuda")) != TK_OK) return rc;
     }
-    if (dw || db) /* dw, db: the two-stage column reductions of the matmul's db */
+    if (dw || db) /* dw, db: the two-stage column reductions (tk__colsum_cuda) */
         return tk__colsum_cuda("tk_layernorm_backward_cuda", db, dw, dout, inp, mean, rstd, N, C, s);
     return TK_OK;
 }
 
 /* --------------------------------------------------------------- RMSNorm */
 #define TK__RN_WARPS 4        /* rows per block of the row kernels: one warp each */
-#define TK__RN_CHUNK 128      /* rows per partial of the weight gradient */
-#define TK__RN_MAXCHUNK 4096  /* at most this many partials (longer chunks beyond) */
 
 /* the sum of v over the 32 lanes of a full warp, in every lane (fixed butterfly order) */
 static __device__ float tk__warp_sum(float v)
@@ -568,39 +570,6 @@ static __global__ void tk__k_rms_bwd_inp(float *dinp, const float *dout, const f
     for (c = lane; c < C; c += 32) dx[c] += s * go[c] * (w ? w[c] : 1.0f) - k * x[c];
 }
 
-/* dw partials: block (32, 8) owns 32 columns of one chunk of `rows` rows (blockIdx.y);
-   thread (x, y) sums rows y, y+8, ... of the chunk in order, then the 8 sums are added in
-   order. accumulate: dst is dw (one chunk: +=), else dst is the (nchunk, C) partials. */
-static __global__ void tk__k_rms_bwd_w_part(float *dst, int accumulate, const float *dout,
-                                            const float *inp, const float *rstd, int N, int C,
-                                            int rows)
-{
-    __shared__ float sh[8][32];
-    int c = (int)(blockIdx.x * 32 + threadIdx.x), r0 = (int)blockIdx.y * rows, r1, r, j;
-    float acc = 0.0f;
-    r1 = N - r0 < rows ? N : r0 + rows;
-    if (c < C)
-        for (r = r0 + (int)threadIdx.y; r < r1; r += 8)
-            acc += dout[(size_t)r * C + c] * inp[(size_t)r * C + c] * rstd[r];
-    sh[threadIdx.y][threadIdx.x] = acc;
-    __syncthreads();
-    if (threadIdx.y == 0 && c < C) {
-        for (j = 1; j < 8; j++) acc += sh[j][threadIdx.x];
-        if (accumulate) dst[c] += acc;
-        else dst[(size_t)blockIdx.y * C + c] = acc;
-    }
-}
-
-/* dw (C) += the partials (nchunk, C) summed over chunks in order: one thread per column */
-static __global__ void tk__k_rms_bwd_w_sum(float *dw, const float *part, int nchunk, int C)
-{
-    int c = (int)(blockIdx.x * blockDim.x + threadIdx.x), k;
-    float acc = 0.0f;
-    if (c >= C) return;
-    for (k = 0; k < nchunk; k++) acc += part[(size_t)k * C + c];
-    dw[c] += acc;
-}
-
 TKDEF int tk_rmsnorm_forward_cuda(float *out, float *rstd, const float *inp, const float *w,
                                   int N, int C, float eps, tk_stream stream)
 {
@@ -632,29 +601,7 @@ TKDEF int tk_rmsnorm_backward_cuda(float *dinp, float *dw, const float *dout,
     TK__LAUNCH(tk__k_rms_bwd_inp, tk__blocks((size_t)N, TK__RN_WARPS), TK__RN_WARPS * 32, 0, s,
                dinp, dout, inp, w, rstd, N, C);
     if ((rc = tk__launched(fn)) != TK_OK) return rc;
-    if (dw) {
-        int rows = TK__RN_CHUNK, nchunk = (N + TK__RN_CHUNK - 1) / TK__RN_CHUNK;
-        float *part = NULL;
-        if (nchunk > TK__RN_MAXCHUNK) {
-            rows = (int)(((size_t)N + TK__RN_MAXCHUNK - 1) / TK__RN_MAXCHUNK);
-            nchunk = (N + rows - 1) / rows;
-        }
-        const dim3 grid((unsigned)((C + 31) / 32), (unsigned)nchunk), block(32, 8);
-        if (nchunk == 1) {
-            TK__LAUNCH(tk__k_rms_bwd_w_part, grid, block, 0, s, dw, 1, dout, inp, rstd, N, C, rows);
-            return tk__launched(fn);
-        }
-        if ((rc = tk__cuda_check(cudaMallocAsync((void **)&part, (size_t)nchunk * C * sizeof(float), s), fn)) != TK_OK)
-            return rc;
-        TK__LAUNCH(tk__k_rms_bwd_w_part, grid, block, 0, s, part, 0, dout, inp, rstd, N, C, rows);
-        rc = tk__launched(fn);
-        if (rc == TK_OK) {
-            TK__LAUNCH(tk__k_rms_bwd_w_sum, tk__blocks((size_t)C, 256), 256, 0, s, dw, part, nchunk, C);
-            rc = tk__launched(fn);
-        }
-        cudaFreeAsync(part, s);
-        return rc;
-    }
+    if (dw) return tk__colsum_cuda(fn, NULL, dw, dout, inp, NULL, rstd, N, C, s);
     return TK_OK;
 }
 
