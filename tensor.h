@@ -1333,10 +1333,6 @@ static void tk__gemm_small(int transA, int transB, int M, int N, int K, float al
         }
 }
 
-/* The sequential GotoBLAS loops over one block of C: rows [m0, m1), columns
-   [n0, n1), all of K. m0 is a multiple of MR and n0 of NR, so the tile grid, and with
-   it every element's arithmetic, is the same whatever the partition. Ap holds
-   KC x round_up(MC, MR) floats, Bp KC x round_up(NC, NR), both 64-byte aligned. */
 /* Tile arithmetic that cannot overflow for any dimension up to INT_MAX: the number of
    tiles of size t covering n; the next block start (x + step, or end when that would
    pass it); and the bound of part idx of parts over tiles tiles of size t, clamped to n
@@ -1349,116 +1345,131 @@ static int tk__gemm_bound(int tiles, int idx, int parts, int t, int n)
     return b < n ? (int)b : n;
 }
 
-static void tk__gemm_serial(const tk__gemm_kernel *ker, float *Ap, float *Bp, int transA,
-                            int transB, int m0, int m1, int n0, int n1, int K, float alpha,
-                            const float *A, size_t lda, const float *B, size_t ldb,
-                            float beta, float *C, size_t ldc)
+/* One work item of a (jc, pc) block: pack rows [ic, ic + mc) of op(A)[:, pc:pc+kc] into
+   Ap, then multiply them by the packed column panels [q0, q1) of Bp into C. Row and
+   column tiles start at multiples of MR and NR, so the tile grid, and with it every
+   element's arithmetic, does not depend on which thread runs which item. */
+static void tk__gemm_item(const tk__gemm_kernel *ker, float *Ap, const float *Bp,
+                          int transA, const float *A, size_t lda, int ic, int mc, int pc,
+                          int kc, int jc, int nc, int q0, int q1, float alpha, float beta_k,
+                          float *C, size_t ldc)
 {
     const int mr = ker->mr, nr = ker->nr;
-    int jc, pc, ic, q, ir;
-    for (jc = n0; jc < n1; jc = tk__gemm_next(jc, n1, TK__GEMM_NC)) {
-        const int nc = n1 - jc < TK__GEMM_NC ? n1 - jc : TK__GEMM_NC;
-        const int panels = (nc + nr - 1) / nr;
-        for (pc = 0; pc < K; pc = tk__gemm_next(pc, K, TK__GEMM_KC)) {
-            const int kc = K - pc < TK__GEMM_KC ? K - pc : TK__GEMM_KC;
-            /* the first K block applies beta, the later ones accumulate */
-            const float beta_k = pc == 0 ? beta : 1.0f;
-            tk__gemm_pack_b(Bp, B, ldb, transB, pc, kc, jc, nc, nr, 0, panels);
-            for (ic = m0; ic < m1; ic = tk__gemm_next(ic, m1, TK__GEMM_MC)) {
-                const int mc = m1 - ic < TK__GEMM_MC ? m1 - ic : TK__GEMM_MC;
-                tk__gemm_pack_a(Ap, A, lda, transA, ic, mc, pc, kc, mr);
+    int q, ir;
+    tk__gemm_pack_a(Ap, A, lda, transA, ic, mc, pc, kc, mr);
 #ifdef TK__GEMM_IR_OUTER
-                for (ir = 0; ir < mc; ir += mr) {
-                    const int m = mc - ir < mr ? mc - ir : mr;
-                    for (q = 0; q < panels; q++) {
-                        const int jr = q * nr;
-                        const int n = nc - jr < nr ? nc - jr : nr;
+    for (ir = 0; ir < mc; ir += mr) {
+        const int m = mc - ir < mr ? mc - ir : mr;
+        for (q = q0; q < q1; q++) {
+            const int jr = q * nr;
+            const int n = nc - jr < nr ? nc - jr : nr;
 #else
-                for (q = 0; q < panels; q++) {
-                    const int jr = q * nr;
-                    const int n = nc - jr < nr ? nc - jr : nr;
-                    for (ir = 0; ir < mc; ir += mr) {
-                        const int m = mc - ir < mr ? mc - ir : mr;
+    for (q = q0; q < q1; q++) {
+        const int jr = q * nr;
+        const int n = nc - jr < nr ? nc - jr : nr;
+        for (ir = 0; ir < mc; ir += mr) {
+            const int m = mc - ir < mr ? mc - ir : mr;
 #endif
-                        ker->fn(kc, Ap + (size_t)ir * kc, Bp + (size_t)jr * kc,
-                                C + (size_t)(ic + ir) * ldc + jc + jr, ldc, m, n, alpha,
-                                beta_k);
-                    }
-                }
-            }
+            ker->fn(kc, Ap + (size_t)ir * kc, Bp + (size_t)jr * kc,
+                    C + (size_t)(ic + ir) * ldc + jc + jr, ldc, m, n, alpha, beta_k);
         }
     }
 }
 
 static size_t tk__gemm_round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
 
+/* The GotoBLAS loops with the team sharing each packed B block. For every (jc, pc)
+   block (NC columns and KC of K, in order) the threads pack B's column panels together,
+   a share each, into one of two buffers, meet at one barrier, then take items (an MC
+   row block of C times a group of B's panels) from a shared counter until none are
+   left, packing each item's A block privately. Taking items as they come keeps both
+   cores busy when one runs slower (a busy sibling, another process), and no B block is
+   packed twice. The buffers alternate, so packing block t + 1 never overwrites panels
+   a slower thread still reads: a thread packs block t + 1 only after passing block t's
+   barrier, which every thread reaches only after finishing its items of block t - 1,
+   the last readers of that buffer. For the same reason block t's items (the same C
+   rows, the next K block) never run beside block t - 1's. */
 static int tk__gemm_blocked(int transA, int transB, int M, int N, int K, float alpha,
                             const float *A, size_t lda, const float *B, size_t ldb,
                             float beta, float *C, size_t ldc)
 {
     const tk__gemm_kernel ker = tk__gemm_pick();
     const int mr = ker.mr, nr = ker.nr;
-    const int m_tiles = tk__gemm_ntiles(M, mr), n_tiles = tk__gemm_ntiles(N, nr);
-    int nt = 1, tm = 1, tn = 1, d;
-    size_t a_size, b_size, per;
+    const int m_blocks = tk__gemm_ntiles(M, TK__GEMM_MC);
+    const int kcm = K < TK__GEMM_KC ? K : TK__GEMM_KC;
+    const int mcm = M < TK__GEMM_MC ? M : TK__GEMM_MC;
+    const int ncm = N < TK__GEMM_NC ? N : TK__GEMM_NC;
+    int nt = 1, groups = 1, counter[2] = {0, 0};
+    size_t a_size, b_size;
     void *raw;
     float *buf;
 #ifdef _OPENMP
     if ((double)M * N * K >= TK__GEMM_PAR_MIN) nt = omp_get_max_threads();
-    if ((long long)nt > (long long)m_tiles * n_tiles) nt = (int)((long long)m_tiles * n_tiles);
     if (nt < 1) nt = 1;
 #endif
-    /* Threads own disjoint blocks of C on a tm x tn grid and run independently (no
-       barrier, private packing buffers). Choose the grid that packs the least:
-       per thread ~ K * (rows * column_panels + cols). */
-    {
-        double best = -1.0;
-        for (d = 1; d <= nt; d++) {
-            if (nt % d || d > m_tiles || nt / d > n_tiles) continue;
-            {
-                const double rows = (double)tk__gemm_ntiles(m_tiles, d) * mr;
-                const double cols = (double)tk__gemm_ntiles(n_tiles, nt / d) * nr;
-                const double cost = rows * ((int)((cols + TK__GEMM_NC - 1) / TK__GEMM_NC)) + cols;
-                if (best < 0.0 || cost < best) {
-                    best = cost;
-                    tm = d;
-                    tn = nt / d;
-                }
-            }
-        }
-        if (best < 0.0) { /* no exact grid (nt > tiles in both ways): rows only */
-            tm = nt < m_tiles ? nt : m_tiles;
-            tn = 1;
-            nt = tm;
-        }
+    /* Too few row blocks for the team: each row block's panels are split into groups
+       as well (each group packs the A block again), >= 4 items per thread. */
+    if (nt > 1 && m_blocks < 4 * nt) {
+        const int panels = tk__gemm_ntiles(ncm, nr);
+        groups = tk__gemm_ntiles(4 * nt, m_blocks);
+        if (groups > panels) groups = panels;
     }
-    {
-        const int mpt = tk__gemm_ntiles(m_tiles, tm), npt = tk__gemm_ntiles(n_tiles, tn);
-        const int kcm = K < TK__GEMM_KC ? K : TK__GEMM_KC;
-        const size_t mcm = (size_t)((long long)mpt * mr < TK__GEMM_MC ? mpt * mr : TK__GEMM_MC);
-        const size_t ncm = (size_t)((long long)npt * nr < TK__GEMM_NC ? npt * nr : TK__GEMM_NC);
-        /* sizes in floats, multiples of 16: every buffer stays 64-byte aligned */
-        a_size = tk__gemm_round_up((size_t)kcm * tk__gemm_round_up(mcm, (size_t)mr), 16);
-        b_size = tk__gemm_round_up((size_t)kcm * tk__gemm_round_up(ncm, (size_t)nr), 16);
-        per = a_size + b_size + 16; /* + one cache line between threads */
-    }
-    raw = TK_MALLOC((size_t)nt * per * sizeof(float) + 64);
+    if ((long long)nt > (long long)m_blocks * groups) nt = m_blocks * groups;
+    /* sizes in floats, multiples of 16 plus a line between buffers: all 64-byte aligned */
+    a_size = tk__gemm_round_up((size_t)kcm * tk__gemm_round_up((size_t)mcm, (size_t)mr), 16) + 16;
+    b_size = tk__gemm_round_up((size_t)kcm * tk__gemm_round_up((size_t)ncm, (size_t)nr), 16) + 16;
+    raw = TK_MALLOC(((size_t)nt * a_size + 2 * b_size) * sizeof(float) + 64);
     if (!raw) return tk__fail(TK_ENOMEM, "tk_sgemm: cannot allocate packing buffers");
     buf = (float *)(void *)(((uintptr_t)raw + 63) & ~(uintptr_t)63);
 
 #ifdef _OPENMP
-#pragma omp parallel for schedule(static, 1) num_threads(nt) if (nt > 1)
+#pragma omp parallel num_threads(nt) if (nt > 1)
 #endif
-    for (d = 0; d < nt; d++) {
-        const int ti = d / tn, tj = d % tn;
-        const int m0 = tk__gemm_bound(m_tiles, ti, tm, mr, M);
-        const int m1 = tk__gemm_bound(m_tiles, ti + 1, tm, mr, M);
-        const int n0 = tk__gemm_bound(n_tiles, tj, tn, nr, N);
-        const int n1 = tk__gemm_bound(n_tiles, tj + 1, tn, nr, N);
-        float *Ap = buf + (size_t)d * per, *Bp = Ap + a_size;
-        if (m0 < m1 && n0 < n1)
-            tk__gemm_serial(&ker, Ap, Bp, transA, transB, m0, m1, n0, n1, K, alpha, A, lda, B,
-                            ldb, beta, C, ldc);
+    {
+        int tid = 0, team = 1, t = 0, jc, pc;
+        float *Ap;
+#ifdef _OPENMP
+        tid = omp_get_thread_num();
+        team = omp_get_num_threads();
+#endif
+        Ap = buf + 2 * b_size + (size_t)tid * a_size;
+        for (jc = 0; jc < N; jc = tk__gemm_next(jc, N, TK__GEMM_NC)) {
+            const int nc = N - jc < TK__GEMM_NC ? N - jc : TK__GEMM_NC;
+            const int panels = tk__gemm_ntiles(nc, nr);
+            const int g = groups < panels ? groups : panels;
+            const int items = m_blocks * g;
+            for (pc = 0; pc < K; pc = tk__gemm_next(pc, K, TK__GEMM_KC), t++) {
+                const int kc = K - pc < TK__GEMM_KC ? K - pc : TK__GEMM_KC;
+                /* the first K block applies beta, the later ones accumulate */
+                const float beta_k = pc == 0 ? beta : 1.0f;
+                float *Bp = buf + (size_t)(t & 1) * b_size;
+                int *next = &counter[t & 1], item;
+                tk__gemm_pack_b(Bp, B, ldb, transB, pc, kc, jc, nc, nr,
+                                tk__gemm_bound(panels, tid, team, 1, panels),
+                                tk__gemm_bound(panels, tid + 1, team, 1, panels));
+                /* block t - 2 used this counter: all its items were taken before block
+                   t - 1's barrier */
+                if (tid == 0) *next = 0;
+#ifdef _OPENMP
+#pragma omp barrier
+#endif
+                for (;;) {
+#ifdef _OPENMP
+#pragma omp atomic capture
+#endif
+                    item = (*next)++;
+                    if (item >= items) break;
+                    {
+                        const int ic = item / g * TK__GEMM_MC, grp = item % g;
+                        const int mc = M - ic < TK__GEMM_MC ? M - ic : TK__GEMM_MC;
+                        tk__gemm_item(&ker, Ap, Bp, transA, A, lda, ic, mc, pc, kc, jc, nc,
+                                      tk__gemm_bound(panels, grp, g, 1, panels),
+                                      tk__gemm_bound(panels, grp + 1, g, 1, panels), alpha,
+                                      beta_k, C, ldc);
+                    }
+                }
+            }
+        }
     }
     TK_FREE(raw);
     return TK_OK;

@@ -206,17 +206,21 @@ static void test_alpha_zero(void)
     CHECK_NEAR(C[1], 0.0, 0.0);
 }
 
-/* Bit-identical results for 1 and 2 threads, and run to run. */
+/* Bit-identical results for 1, 2 and 3 threads, and run to run. The shapes cover one
+   row block shared by panel groups (M <= MC), several column blocks (N > NC) and K
+   blocks (K > KC, the accumulating blocks and the alternating B buffers). */
 static void test_threads_identical(void)
 {
 #ifdef _OPENMP
-    static const int sh[][5] = {
-        {0, 1, 301, 77, 290}, {1, 0, 40, 700, 33}, {0, 0, 6, 3300, 20}, {1, 1, 250, 260, 270}};
-    int s, k, saved = omp_get_max_threads();
+    static const int sh[][5] = {{0, 1, 301, 77, 290}, {1, 0, 40, 700, 33},
+                                {0, 0, 6, 3300, 20},  {1, 1, 250, 260, 270},
+                                {0, 0, 50, 3300, 1100}, {1, 0, 700, 40, 1600}};
+    const int nsh = (int)(sizeof sh / sizeof sh[0]);
+    int s, k, th, saved = omp_get_max_threads();
     for (k = 0; k < 2; k++) {
         /* the built-in kernels; a CBLAS (TK_USE_CBLAS) has its own threads and bits */
         tk_gemm_set_kernel(k ? TK_GEMM_SCALAR : TK_GEMM_BUILTIN);
-        for (s = 0; s < 4; s++) {
+        for (s = 0; s < nsh; s++) {
             gemm_case c;
             gemm_bufs g;
             float *C1;
@@ -231,11 +235,13 @@ static void test_threads_identical(void)
             CHECK_INT_EQ(run(&c, &g), TK_OK);
             memcpy(C1, g.C, bytes);
             verify(&c, &g, "1 thread");
-            omp_set_num_threads(2);
-            CHECK_INT_EQ(run(&c, &g), TK_OK);
-            CHECK(memcmp(C1, g.C, bytes) == 0);
-            CHECK_INT_EQ(run(&c, &g), TK_OK);
-            CHECK(memcmp(C1, g.C, bytes) == 0);
+            for (th = 2; th <= 3; th++) {
+                omp_set_num_threads(th);
+                CHECK_INT_EQ(run(&c, &g), TK_OK);
+                CHECK(memcmp(C1, g.C, bytes) == 0);
+                CHECK_INT_EQ(run(&c, &g), TK_OK);
+                CHECK(memcmp(C1, g.C, bytes) == 0);
+            }
             free(C1);
             teardown(&g);
         }
