@@ -1394,12 +1394,11 @@ static int tk__gemm_blocked(int transA, int transB, int M, int N, int K, float a
                             float beta, float *C, size_t ldc)
 {
     const tk__gemm_kernel ker = tk__gemm_pick();
-    const int mr = ker.mr, nr = ker.nr;
-    const int m_blocks = tk__gemm_ntiles(M, TK__GEMM_MC);
+    const int mr = ker.mr, nr = ker.nr, m_tiles = tk__gemm_ntiles(M, mr);
     const int kcm = K < TK__GEMM_KC ? K : TK__GEMM_KC;
     const int mcm = M < TK__GEMM_MC ? M : TK__GEMM_MC;
     const int ncm = N < TK__GEMM_NC ? N : TK__GEMM_NC;
-    int nt = 1, groups = 1, counter[2] = {0, 0};
+    int nt = 1, m_blocks = tk__gemm_ntiles(M, TK__GEMM_MC), groups = 1, counter[2] = {0, 0};
     size_t a_size, b_size;
     void *raw;
     float *buf;
@@ -1407,8 +1406,15 @@ static int tk__gemm_blocked(int transA, int transB, int M, int N, int K, float a
     if ((double)M * N * K >= TK__GEMM_PAR_MIN) nt = omp_get_max_threads();
     if (nt < 1) nt = 1;
 #endif
-    /* Too few row blocks for the team: each row block's panels are split into groups
-       as well (each group packs the A block again), >= 4 items per thread. */
+    /* Row blocks: a multiple of the team where M has the MR tiles for it, all the same
+       size to within one tile (block b starts at tile m_tiles * b / m_blocks), so equal
+       shares of the items are equal shares of the work; none exceeds MC rows. Too few
+       blocks for the team: each block's panels are split into groups as well (each
+       group packs the A block again), >= 4 items per thread. */
+    if (nt > 1) {
+        const long long mb = ((long long)m_blocks + nt - 1) / nt * nt;
+        m_blocks = mb < m_tiles ? (int)mb : m_tiles;
+    }
     if (nt > 1 && m_blocks < 4 * nt) {
         const int panels = tk__gemm_ntiles(ncm, nr);
         groups = tk__gemm_ntiles(4 * nt, m_blocks);
@@ -1460,8 +1466,9 @@ static int tk__gemm_blocked(int transA, int transB, int M, int N, int K, float a
                     item = (*next)++;
                     if (item >= items) break;
                     {
-                        const int ic = item / g * TK__GEMM_MC, grp = item % g;
-                        const int mc = M - ic < TK__GEMM_MC ? M - ic : TK__GEMM_MC;
+                        const int blk = item / g, grp = item % g;
+                        const int ic = tk__gemm_bound(m_tiles, blk, m_blocks, mr, M);
+                        const int mc = tk__gemm_bound(m_tiles, blk + 1, m_blocks, mr, M) - ic;
                         tk__gemm_item(&ker, Ap, Bp, transA, A, lda, ic, mc, pc, kc, jc, nc,
                                       tk__gemm_bound(panels, grp, g, 1, panels),
                                       tk__gemm_bound(panels, grp + 1, g, 1, panels), alpha,
