@@ -1403,6 +1403,7 @@ static int tk__gemm_blocked(int transA, int transB, int M, int N, int K, float a
     void *raw;
     float *buf;
 #ifdef _OPENMP
+    int arrived = 0; /* threads that entered the region (see below) */
     if ((double)M * N * K >= TK__GEMM_PAR_MIN) nt = omp_get_max_threads();
     if (nt < 1) nt = 1;
 #endif
@@ -1435,8 +1436,15 @@ static int tk__gemm_blocked(int transA, int transB, int M, int N, int K, float a
         int tid = 0, team = 1, t = 0, jc, pc;
         float *Ap;
 #ifdef _OPENMP
-        tid = omp_get_thread_num();
-        team = omp_get_num_threads();
+        /* The thread's number and the team's size are counted here, not asked of
+           omp_get_thread_num() and omp_get_num_threads(): a host built the llm.c way
+           (`clang -fopenmp ... -lgomp`) runs this region on LLVM's libomp while those
+           calls answer from GNU libgomp, 0 and 1 on every thread. */
+#pragma omp atomic capture
+        tid = arrived++;
+#pragma omp barrier
+#pragma omp atomic read
+        team = arrived;
 #endif
         Ap = buf + 2 * b_size + (size_t)tid * a_size;
         for (jc = 0; jc < N; jc = tk__gemm_next(jc, N, TK__GEMM_NC)) {

@@ -15,7 +15,7 @@
    Every threaded entry point with per-thread scratch is run at sizes that cross its
    parallel thresholds: polar forward/backward/decode, gdelta forward/backward, era's
    RPA forward (legacy statistics pass, bias-less output pass) and backward, ceas
-   observables, tensor.h's attention backward. */
+   observables, tensor.h's attention backward and tk_sgemm's threaded driver. */
 #define TENSOR_IMPLEMENTATION
 #define POLAR_IMPLEMENTATION
 #define ERA_IMPLEMENTATION
@@ -202,6 +202,25 @@ static int run_ceas_tensor(void)
     return rc;
 }
 
+/* tk_sgemm's threaded driver (shared B blocks, items from a counter, private A
+   buffers): several row, column and K blocks, a single row block split into panel
+   groups, and beta = 1 across K blocks */
+static int run_gemm(void)
+{
+    static const int sh[][5] = {{0, 1, 500, 3300, 700}, {1, 0, 40, 3500, 1100},
+                                {0, 0, 300, 200, 1300}};
+    int s, rc = 0;
+    for (s = 0; s < 3 && !rc; s++) {
+        const int tA = sh[s][0], tB = sh[s][1], M = sh[s][2], N = sh[s][3], K = sh[s][4];
+        float *A = fvec((long)M * K, 1.0), *Bm = fvec((long)K * N, 1.0), *C = fvec((long)M * N, 1.0);
+        rc = tk_sgemm(tA, tB, M, N, K, 0.5f, A, tA ? M : K, Bm, tB ? K : N, s == 2 ? 1.0f : 0.0f, C, N);
+        put(C, (long)M * N);
+        free(A); free(Bm); free(C);
+    }
+    if (rc) fprintf(stderr, "tk_sgemm: error %d\n", rc);
+    return rc;
+}
+
 /* 1 if this binary's parallel regions run on more than one thread while
    omp_get_thread_num() answers the same id on all of them (a mixed runtime) */
 static int probe_mixed(int *team, int *ids)
@@ -258,6 +277,7 @@ int main(int argc, char **argv)
     rc |= run_gdelta();
     rc |= run_era();
     rc |= run_ceas_tensor();
+    rc |= run_gemm();
     if (rc) { fprintf(stderr, "a call failed\n"); return 1; }
     if (!strcmp(mode, "write")) {
         FILE *f = fopen(argv[2], "wb");
