@@ -1380,11 +1380,12 @@ static size_t tk__gemm_round_up(size_t x, size_t m) { return (x + m - 1) / m * m
 
 /* The GotoBLAS loops with the team sharing each packed B block. For every (jc, pc)
    block (NC columns and KC of K, in order) the threads pack B's column panels together,
-   a share each, into one of two buffers, meet at one barrier, then take items (an MC
-   row block of C times a group of B's panels) from a shared counter until none are
-   left, packing each item's A block privately. Taking items as they come keeps both
-   cores busy when one runs slower (a busy sibling, another process), and no B block is
-   packed twice. The buffers alternate, so packing block t + 1 never overwrites panels
+   a share each, into one of two buffers, meet at one barrier, then take items (a block
+   of at most MC rows of C times a group of B's panels) from a shared counter until none
+   are left, packing each item's A block privately. Taking items as they come is meant
+   to keep the cores busy when one runs slower (a busy sibling, another process; no
+   gain was measurable on a 2-vCPU guest, docs/BENCHMARKS.md), and no B block is packed
+   twice. The buffers alternate, so packing block t + 1 never overwrites panels
    a slower thread still reads: a thread packs block t + 1 only after passing block t's
    barrier, which every thread reaches only after finishing its items of block t - 1,
    the last readers of that buffer. For the same reason block t's items (the same C
