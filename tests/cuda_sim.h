@@ -7,7 +7,9 @@
    header includes it; tests include it through tests/cuda_test.h.
 
    Execution model
-     - A launch runs the grid's blocks one after another (x fastest, then y, then z).
+     - A launch runs the grid's blocks one after another, in a pseudo-random order (seeded,
+       see AK_SIM_SEED): a block that reads what another block of the same launch writes
+       sees the write in some runs and not in others.
      - A block's threads are fibers (one stack each, ucontext) run by a cooperative
        scheduler on the calling host thread. A fiber runs until it reaches a
        synchronisation point (__syncthreads*, __syncwarp, a warp shuffle/vote) or returns;
@@ -27,10 +29,12 @@
      - Deadlock (no fiber can run but some have not finished: a __syncthreads in divergent
        code, a shuffle whose mask names lanes that never arrive) is detected: the launch
        fails (cudaGetLastError returns cudaErrorLaunchFailure) with a message on stderr.
-     - __shared__ is function-static storage (one copy, reused block after block; not
-       poisoned between blocks). Dynamic shared memory (AK_SIM_DYNAMIC_SHARED) is a fresh
-       heap block of exactly the launch's size per block, filled with 0xFF bytes (NaN as
-       float) so a read before a write shows up; ASan catches accesses past its end.
+     - __shared__ is function-static storage (one copy, reused block after block), kept in
+       one ELF section that is filled with 0xFF bytes before every block (gcc or clang on
+       ELF). Dynamic shared memory (AK_SIM_DYNAMIC_SHARED) is a fresh heap block of exactly
+       the launch's size per block, filled with 0xFF bytes too. Either way a read before
+       the block's own write sees NaN (float, double) or -1 (int), not the last block's
+       values; ASan catches accesses past the end of the dynamic block.
      - Atomics are atomic: fibers never interleave inside one operation.
      - Launch limits are checked as on an sm_90 device: at most 1024 threads per block,
        blockDim.z <= 64, gridDim.y/z <= 65535, dynamic shared memory <= 48 KiB unless
@@ -47,11 +51,11 @@
        each input as tensor cores do (tf32: low 13 bits dropped; bf16: nearest even) first.
 
    What it cannot catch: the CUDA memory model beyond barriers (a missing __threadfence,
-   stale L1 reads, volatile), races between blocks (blocks never overlap here), code that
-   relies on implicit warp lock-step without __syncwarp (it fails here, as it may on
-   Volta+), occupancy, register pressure, bank conflicts, timing and performance,
-   kernels that read host memory (every pointer is a host pointer here), and
-   static-shared-memory reads before writes (statics keep the last block's values).
+   stale L1 reads, volatile), races between blocks that need them to overlap (blocks run
+   one at a time here, in a random order), code that relies on implicit warp lock-step
+   without __syncwarp (it fails here, as it may on Volta+), occupancy, register pressure,
+   bank conflicts, timing and performance, kernels that read host memory (every pointer
+   is a host pointer here).
 
    Not supported (a compile error, not a silent difference): `extern __shared__` (use
    AK_SIM_DYNAMIC_SHARED through the kernel file's own macro), inline PTX (asm: so no
@@ -103,7 +107,20 @@
 #define __global__
 #define __device__
 #define __host__
+/* Static __shared__ arrays: function statics, all in one ELF section (ak_sim_shared) that
+   is filled with 0xFF bytes before every block (NaN as float or double, -1 as int), as
+   the dynamic shared memory is: a read before the block's own write shows up instead of
+   seeing the previous block's values. Elsewhere plain statics, not poisoned. */
+#if defined(__ELF__) && (defined(__GNUC__) || defined(__clang__))
+#define __shared__ static __attribute__((section("ak_sim_shared")))
+#define AK_SIM_SHARED_SECTION 1
+extern "C" {
+extern char __start_ak_sim_shared[] __attribute__((weak));
+extern char __stop_ak_sim_shared[] __attribute__((weak));
+}
+#else
 #define __shared__ static
+#endif
 #define __constant__ static
 #define __forceinline__ inline
 #define __noinline__
@@ -515,6 +532,23 @@ inline void seed_once()
     }
 }
 
+/* Fills the static __shared__ section with 0xFF bytes. Word stores through a volatile
+   pointer, not memset: under ASan the section holds the globals' redzones too, which a
+   checked memset would report; this function is not instrumented. */
+#ifdef AK_SIM_ASAN
+__attribute__((no_sanitize("address")))
+#endif
+inline void poison_static_shared()
+{
+#ifdef AK_SIM_SHARED_SECTION
+    char *p = __start_ak_sim_shared, *e = __stop_ak_sim_shared;
+    if (!p || !e || e <= p) return;
+    while (p < e && ((uintptr_t)p & 7u)) *(volatile unsigned char *)p++ = 0xFF;
+    for (; p + 8 <= e; p += 8) *(volatile uint64_t *)(void *)p = ~(uint64_t)0;
+    while (p < e) *(volatile unsigned char *)p++ = 0xFF;
+#endif
+}
+
 inline void run_grid(const char *name, const void *fn, dim3 g, dim3 b, size_t smem, const std::function<void()> &body)
 {
     std::lock_guard<std::mutex> lock(launch_mutex());
@@ -541,23 +575,46 @@ inline void run_grid(const char *name, const void *fn, dim3 g, dim3 b, size_t sm
     s.body = &body;
     s.failed = false;
     s.dsmem_bytes = smem;
-    for (unsigned z = 0; z < g.z; z++)
-        for (unsigned y = 0; y < g.y; y++)
-            for (unsigned x = 0; x < g.x; x++) {
-                s.block.x = x; s.block.y = y; s.block.z = z;
-                s.dsmem = smem ? (unsigned char *)malloc(smem) : nullptr;
-                if (smem && !s.dsmem) { last_error() = cudaErrorMemoryAllocation; return; }
-                if (smem) memset(s.dsmem, 0xFF, smem);
-                run_block((int)nthreads);
-                free(s.dsmem);
-                s.dsmem = nullptr;
-                if (s.failed) {
-                    fprintf(stderr, "cuda_sim: %s: block (%u,%u,%u): %s\n", name, x, y, z, s.msg);
-                    last_error() = cudaErrorLaunchFailure;
-                    s.body = nullptr;
-                    return;
-                }
+    {
+        /* Blocks in a seeded random order: a GPU runs them in any order (and at once), so a
+           block that reads what another block of the same launch writes is a bug; in a fixed
+           x-fastest order such a read could see the write every time and pass. Up to 2^16
+           blocks: a Fisher-Yates shuffle; beyond, a random rotation, reversed or not. */
+        const unsigned long long nblk = (unsigned long long)g.x * g.y * g.z;
+        std::vector<unsigned> perm;
+        unsigned long long c = 0, i;
+        bool rev = false;
+        if (nblk <= 65536) {
+            perm.resize((size_t)nblk);
+            for (i = 0; i < nblk; i++) perm[(size_t)i] = (unsigned)i;
+            for (i = nblk; i > 1; i--) {
+                unsigned long long j = rand32() % i;
+                unsigned t = perm[(size_t)(i - 1)]; perm[(size_t)(i - 1)] = perm[(size_t)j]; perm[(size_t)j] = t;
             }
+        } else {
+            c = (((unsigned long long)rand32() << 32) | rand32()) % nblk;
+            rev = (rand32() & 1u) != 0;
+        }
+        for (i = 0; i < nblk; i++) {
+            unsigned long long lin = perm.empty() ? (i + c) % nblk : perm[(size_t)i];
+            if (rev) lin = nblk - 1 - lin;
+            const unsigned x = (unsigned)(lin % g.x), y = (unsigned)(lin / g.x % g.y), z = (unsigned)(lin / g.x / g.y);
+            s.block.x = x; s.block.y = y; s.block.z = z;
+            s.dsmem = smem ? (unsigned char *)malloc(smem) : nullptr;
+            if (smem && !s.dsmem) { last_error() = cudaErrorMemoryAllocation; s.body = nullptr; return; }
+            if (smem) memset(s.dsmem, 0xFF, smem);
+            poison_static_shared();
+            run_block((int)nthreads);
+            free(s.dsmem);
+            s.dsmem = nullptr;
+            if (s.failed) {
+                fprintf(stderr, "cuda_sim: %s: block (%u,%u,%u): %s\n", name, x, y, z, s.msg);
+                last_error() = cudaErrorLaunchFailure;
+                s.body = nullptr;
+                return;
+            }
+        }
+    }
     s.body = nullptr;
 }
 

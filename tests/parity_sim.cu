@@ -5,7 +5,10 @@
    memory, atomics, launch limits, the checked memory API. Then what it must catch: a block
    reversal through shared memory without its barrier, and a block reduction missing its
    trailing barrier, must give wrong answers in most launches; a barrier in divergent code
-   and a shuffle naming an absent lane must fail the launch instead of hanging.
+   and a shuffle naming an absent lane must fail the launch instead of hanging; a block that
+   reads another block's output of the same launch must see it missing in most launches
+   (blocks run in a random order); a block that reads static shared memory before writing
+   it must read the poison (0xFF bytes), not the previous block's values.
    Built with nvcc the correct kernels run on the GPU too; the simulation-only cases skip.
 
    `parity_sim --oob-global` / `--oob-shared` / `--oob-static-shared` run a kernel that
@@ -217,6 +220,101 @@ static void test_barriers_and_races(void)
 #endif
     cudaFree(din);
     cudaFree(dout);
+}
+
+/* ------------------------------------------------------------- block order */
+/* out[b] = out[b - 1] + 1: block b reads what block b - 1 of the same launch writes, a bug
+   on a GPU (blocks run in any order and at once). Run x-fastest, one block after another,
+   it would give 1, 2, 3, ... every time. `seen` counts the visits of each block. */
+static __global__ void k_chain(int *out, int *seen)
+{
+    unsigned b = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+    if (threadIdx.x == 0) {
+        out[b] = b == 0 ? 1 : out[b - 1] + 1;
+        seen[b] += 1;
+    }
+}
+
+/* launches k_chain `runs` times on an (nx, ny, nz) grid of nt-thread blocks; returns how
+   many launches gave the wrong chain, or -1 when a block ran other than once per launch */
+static int run_chain(unsigned nx, unsigned ny, unsigned nz, int nt, int runs)
+{
+    const size_t n = (size_t)nx * ny * nz;
+    int r, wrong = 0;
+    size_t i;
+    int *dout = dalloc<int>(n), *dseen = dalloc<int>(n);
+    if (!dout || !dseen) { cudaFree(dout); cudaFree(dseen); return -1; }
+    for (r = 0; r < runs; r++) {
+        int bad = 0;
+        cudaMemset(dout, 0, n * sizeof(int));
+        PARITY_LAUNCH(k_chain, dim3(nx, ny, nz), nt, 0, (cudaStream_t)0, dout, dseen);
+        if (cudaGetLastError() != cudaSuccess) { wrong = -1; break; }
+        std::vector<int> h = dget(dout, n);
+        for (i = 0; i < n; i++) bad += h[i] != (int)i + 1;
+        wrong += bad != 0;
+    }
+    if (wrong >= 0) {
+        std::vector<int> seen = dget(dseen, n);
+        for (i = 0; i < n; i++)
+            if (seen[i] != runs) { wrong = -1; break; }
+    }
+    cudaFree(dout);
+    cudaFree(dseen);
+    return wrong;
+}
+
+static void test_block_order(void)
+{
+#ifdef ATTNKIT_CUDA_SIM
+    const int runs = 10;
+    /* a shuffled grid (up to 2^16 blocks) and a rotated or reversed one (more blocks) */
+    int w_small = run_chain(7, 3, 2, 32, runs), w_large = run_chain(70001, 1, 1, 1, 4);
+    printf("inter-block dependence caught in %d/%d launches (42 blocks), %d/4 (70,001 blocks)\n",
+           w_small, runs, w_large);
+    CHECK(w_small > runs / 2);
+    CHECK(w_large >= 2);
+#else
+    TEST_SKIP("simulation-only check (the kernel is wrong on a GPU by design)");
+#endif
+}
+
+/* ------------------------------------------- shared memory is not initialised */
+/* Sums into static __shared__ memory without zeroing it first: on a GPU a block starts
+   with whatever the memory held; the simulation fills it with 0xFF bytes before every
+   block, so the bug gives NaN (and -1 for an int) in every block, not a plausible value. */
+static __global__ void k_uninit_shared(float *out, int *iout)
+{
+    __shared__ float acc[4];
+    __shared__ int cnt;
+    if (threadIdx.x == 0) { acc[1] += 1.0f; cnt += 1; }
+    __syncthreads();
+    if (threadIdx.x == 0) { out[blockIdx.x] = acc[1]; iout[blockIdx.x] = cnt; }
+}
+
+static void test_uninitialised_shared(void)
+{
+#ifdef ATTNKIT_CUDA_SIM
+    const int nb = 5;
+    int b, nan_blocks = 0, int_blocks = 0;
+    float *d = dalloc<float>(nb);
+    int *di = dalloc<int>(nb);
+    PARITY_LAUNCH(k_uninit_shared, nb, 64, 0, (cudaStream_t)0, d, di);
+    CHECK_INT_EQ(cudaGetLastError(), cudaSuccess);
+    std::vector<float> h = dget(d, nb);
+    std::vector<int> hi = dget(di, nb);
+    for (b = 0; b < nb; b++) {
+        nan_blocks += h[b] != h[b];
+        int_blocks += hi[b] == 0; /* 0xFFFFFFFF + 1 */
+    }
+    printf("read of unwritten static shared memory: NaN in %d/%d blocks, poisoned int in %d/%d\n",
+           nan_blocks, nb, int_blocks, nb);
+    CHECK_INT_EQ(nan_blocks, nb);
+    CHECK_INT_EQ(int_blocks, nb);
+    cudaFree(d);
+    cudaFree(di);
+#else
+    TEST_SKIP("simulation-only check (the kernel reads uninitialised memory by design)");
+#endif
 }
 
 /* ----------------------------------------------------------------- atomics */
@@ -534,6 +632,8 @@ int main(int argc, char **argv)
     TEST_RUN(test_indices_3d);
     TEST_RUN(test_warp_primitives);
     TEST_RUN(test_barriers_and_races);
+    TEST_RUN(test_block_order);
+    TEST_RUN(test_uninitialised_shared);
     TEST_RUN(test_atomics);
     TEST_RUN(test_wmma);
     TEST_RUN(test_simulation_refuses);
