@@ -41,6 +41,9 @@
        cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, n) raised it
        (<= 227 KiB). A bad launch sets cudaErrorInvalidConfiguration and runs nothing.
      - Memory: cudaMalloc returns host memory (ASan watches it) and records the range;
+       its bytes start as 0xFF (NaN as float: cudaMalloc does not clear memory either);
+       a launch whose pointer arguments are not NULL and not inside a live allocation (or
+       a cudaMallocHost block) fails with cudaErrorIllegalAddress and runs nothing;
        cudaMemcpy/cudaMemset check that the device side lies inside one live allocation,
        cudaFree refuses unknown pointers, and cudaPointerGetAttributes tells device
        pointers from host ones, so "host pointer passed to a _cuda function" is testable.
@@ -54,8 +57,9 @@
    stale L1 reads, volatile), races between blocks that need them to overlap (blocks run
    one at a time here, in a random order), code that relies on implicit warp lock-step
    without __syncwarp (it fails here, as it may on Volta+), occupancy, register pressure,
-   bank conflicts, timing and performance, kernels that read host memory (every pointer
-   is a host pointer here).
+   bank conflicts, timing and performance, and host memory reached through a device
+   pointer's contents (a pointer inside a struct, a table of pointers): every pointer is
+   a host pointer here, and only a kernel's own pointer arguments are checked.
 
    Not supported (a compile error, not a silent difference): `extern __shared__` (use
    AK_SIM_DYNAMIC_SHARED through the kernel file's own macro), inline PTX (asm: so no
@@ -85,6 +89,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <initializer_list>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -153,6 +158,7 @@ typedef enum cudaError {
     cudaErrorInvalidMemcpyDirection = 21,
     cudaErrorNoDevice = 100,
     cudaErrorInvalidResourceHandle = 400,
+    cudaErrorIllegalAddress = 700,
     cudaErrorLaunchFailure = 719
 } cudaError_t;
 typedef struct CUstream_st *cudaStream_t;
@@ -238,6 +244,28 @@ inline std::mutex &alloc_mutex()
 {
     static std::mutex m;
     return m;
+}
+/* page-locked host memory (cudaMallocHost): kernels may read it (unified addressing) */
+inline std::map<uintptr_t, alloc_info> &pinned()
+{
+    static std::map<uintptr_t, alloc_info> m;
+    return m;
+}
+/* [p, p + n) inside one range of m; with n == 0, p may also be one past the end */
+inline bool in_ranges(const std::map<uintptr_t, alloc_info> &m, const void *p, size_t n)
+{
+    uintptr_t a = (uintptr_t)p;
+    auto it = m.upper_bound(a);
+    if (it == m.begin()) return false;
+    --it;
+    return a >= it->first && a + n <= it->first + it->second.size && (n > 0 || a < it->first + it->second.size + 1);
+}
+/* a kernel's pointer argument: NULL, or inside a live device allocation or pinned block */
+inline bool kernel_ptr_ok(const void *p)
+{
+    if (!p) return true;
+    std::lock_guard<std::mutex> lock(alloc_mutex());
+    return in_ranges(allocs(), p, 0) || in_ranges(pinned(), p, 0);
 }
 inline cudaError_t &last_error()
 {
@@ -618,11 +646,31 @@ inline void run_grid(const char *name, const void *fn, dim3 g, dim3 b, size_t sm
     s.body = nullptr;
 }
 
+/* index of the first pointer argument that is not NULL and not inside device memory (or
+   pinned host memory), or -1: on a GPU such a kernel faults when it dereferences it */
+template <typename T> inline bool arg_ok(const T &) { return true; }
+template <typename T> inline bool arg_ok(T *p) { return kernel_ptr_ok((const void *)p); }
+template <typename Tup, size_t... I> inline int bad_pointer_arg(const Tup &t, std::index_sequence<I...>)
+{
+    int bad = -1;
+    (void)std::initializer_list<int>{(bad < 0 && !arg_ok(std::get<I>(t)) ? (bad = (int)I) : 0)...};
+    return bad;
+}
+
 template <typename... P, typename... A>
 inline void launch(const char *name, void (*k)(P...), dim3 g, dim3 b, size_t smem, cudaStream_t stream, A &&...a)
 {
     (void)stream;
     std::tuple<typename std::decay<P>::type...> args(std::forward<A>(a)...);
+    const int bad = bad_pointer_arg(args, std::index_sequence_for<P...>{});
+    if (bad >= 0) {
+        /* a host pointer (or a freed or stray one) given to a kernel: the GPU would fault
+           with an illegal address when a thread reads it; refuse the launch instead */
+        fprintf(stderr, "cuda_sim: %s: pointer argument %d lies outside every live device allocation "
+                        "(a host pointer?)\n", name, bad + 1);
+        last_error() = cudaErrorIllegalAddress;
+        return;
+    }
     std::function<void()> body = [&]() { std::apply(k, args); /* each thread: its own copies */ };
     run_grid(name, (const void *)k, g, b, smem, body);
 }
@@ -920,6 +968,7 @@ static inline const char *cudaGetErrorString(cudaError_t e)
     case cudaErrorInvalidMemcpyDirection: return "invalid copy direction (simulation)";
     case cudaErrorNoDevice: return "no CUDA-capable device (simulation)";
     case cudaErrorInvalidResourceHandle: return "invalid resource handle (simulation)";
+    case cudaErrorIllegalAddress: return "an illegal memory access was encountered (simulation: see stderr)";
     case cudaErrorLaunchFailure: return "unspecified launch failure (simulation: see stderr)";
     }
     return "unknown error (simulation)";
@@ -951,12 +1000,7 @@ static inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int d)
 static inline bool ak_sim__dev_range(const void *p, size_t n)
 {
     std::lock_guard<std::mutex> lock(ak_sim::alloc_mutex());
-    auto &m = ak_sim::allocs();
-    uintptr_t a = (uintptr_t)p;
-    auto it = m.upper_bound(a);
-    if (it == m.begin()) return false;
-    --it;
-    return a >= it->first && a + n <= it->first + it->second.size && (n > 0 || a < it->first + it->second.size + 1);
+    return ak_sim::in_ranges(ak_sim::allocs(), p, n);
 }
 static inline cudaError_t cudaMalloc(void **p, size_t n)
 {
@@ -965,6 +1009,7 @@ static inline cudaError_t cudaMalloc(void **p, size_t n)
     void *q = nullptr;
     /* exactly n bytes (256-aligned like cudaMalloc), so ASan sees one past the end */
     if (posix_memalign(&q, 256, n ? n : 1) != 0 || !q) return ak_sim__ret(cudaErrorMemoryAllocation);
+    memset(q, 0xFF, n); /* not zero, as on a GPU: a read before any write sees NaN / -1 */
     {
         std::lock_guard<std::mutex> lock(ak_sim::alloc_mutex());
         ak_sim::allocs()[(uintptr_t)q].size = n;
@@ -992,8 +1037,28 @@ static inline cudaError_t cudaFree(void *p)
 static inline cudaError_t cudaMallocAsync(void **p, size_t n, cudaStream_t) { return cudaMalloc(p, n); }
 template <typename T> static inline cudaError_t cudaMallocAsync(T **p, size_t n, cudaStream_t s) { return cudaMallocAsync((void **)p, n, s); }
 static inline cudaError_t cudaFreeAsync(void *p, cudaStream_t) { return cudaFree(p); }
-static inline cudaError_t cudaMallocHost(void **p, size_t n) { if (!p) return cudaErrorInvalidValue; *p = malloc(n ? n : 1); return *p ? cudaSuccess : cudaErrorMemoryAllocation; }
-static inline cudaError_t cudaFreeHost(void *p) { free(p); return cudaSuccess; }
+static inline cudaError_t cudaMallocHost(void **p, size_t n)
+{
+    if (!p) return cudaErrorInvalidValue;
+    *p = malloc(n ? n : 1);
+    if (!*p) return cudaErrorMemoryAllocation;
+    std::lock_guard<std::mutex> lock(ak_sim::alloc_mutex());
+    ak_sim::pinned()[(uintptr_t)*p].size = n;
+    return cudaSuccess;
+}
+static inline cudaError_t cudaFreeHost(void *p)
+{
+    if (!p) return cudaSuccess;
+    {
+        std::lock_guard<std::mutex> lock(ak_sim::alloc_mutex());
+        if (ak_sim::pinned().erase((uintptr_t)p) == 0) {
+            fprintf(stderr, "cuda_sim: cudaFreeHost of a pointer cudaMallocHost did not return\n");
+            return ak_sim__ret(cudaErrorInvalidValue);
+        }
+    }
+    free(p);
+    return cudaSuccess;
+}
 
 static inline cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKind kind)
 {

@@ -8,7 +8,8 @@
    and a shuffle naming an absent lane must fail the launch instead of hanging; a block that
    reads another block's output of the same launch must see it missing in most launches
    (blocks run in a random order); a block that reads static shared memory before writing
-   it must read the poison (0xFF bytes), not the previous block's values.
+   it must read the poison (0xFF bytes), not the previous block's values; a launch given a
+   host or freed pointer must be refused (cudaErrorIllegalAddress).
    Built with nvcc the correct kernels run on the GPU too; the simulation-only cases skip.
 
    `parity_sim --oob-global` / `--oob-shared` / `--oob-static-shared` run a kernel that
@@ -223,6 +224,7 @@ static void test_barriers_and_races(void)
 }
 
 /* ------------------------------------------------------------- block order */
+#ifdef ATTNKIT_CUDA_SIM /* the kernels below are wrong by design: simulation only */
 /* out[b] = out[b - 1] + 1: block b reads what block b - 1 of the same launch writes, a bug
    on a GPU (blocks run in any order and at once). Run x-fastest, one block after another,
    it would give 1, 2, 3, ... every time. `seen` counts the visits of each block. */
@@ -265,7 +267,6 @@ static int run_chain(unsigned nx, unsigned ny, unsigned nz, int nt, int runs)
 
 static void test_block_order(void)
 {
-#ifdef ATTNKIT_CUDA_SIM
     const int runs = 10;
     /* a shuffled grid (up to 2^16 blocks) and a rotated or reversed one (more blocks) */
     int w_small = run_chain(7, 3, 2, 32, runs), w_large = run_chain(70001, 1, 1, 1, 4);
@@ -273,9 +274,6 @@ static void test_block_order(void)
            w_small, runs, w_large);
     CHECK(w_small > runs / 2);
     CHECK(w_large >= 2);
-#else
-    TEST_SKIP("simulation-only check (the kernel is wrong on a GPU by design)");
-#endif
 }
 
 /* ------------------------------------------- shared memory is not initialised */
@@ -293,7 +291,6 @@ static __global__ void k_uninit_shared(float *out, int *iout)
 
 static void test_uninitialised_shared(void)
 {
-#ifdef ATTNKIT_CUDA_SIM
     const int nb = 5;
     int b, nan_blocks = 0, int_blocks = 0;
     float *d = dalloc<float>(nb);
@@ -312,10 +309,11 @@ static void test_uninitialised_shared(void)
     CHECK_INT_EQ(int_blocks, nb);
     cudaFree(d);
     cudaFree(di);
-#else
-    TEST_SKIP("simulation-only check (the kernel reads uninitialised memory by design)");
-#endif
 }
+#else
+static void test_block_order(void) { TEST_SKIP("simulation-only check (the kernel is wrong on a GPU by design)"); }
+static void test_uninitialised_shared(void) { TEST_SKIP("simulation-only check (the kernel reads uninitialised memory by design)"); }
+#endif
 
 /* ----------------------------------------------------------------- atomics */
 static __global__ void k_histogram(int *hist, const int *v, int n, int nbins)
@@ -477,6 +475,14 @@ static __global__ void k_absent_lane(int *out)
     out[threadIdx.x] = v;
 }
 
+/* out[t] = t + (sum of in[0:n]) for the block's threads */
+static __global__ void k_touch(float *out, const int *in, int n)
+{
+    int i, acc = 0;
+    for (i = 0; i < n; i++) acc += in[i];
+    out[threadIdx.x] = (float)(threadIdx.x + acc);
+}
+
 static __global__ void k_big_smem(float *out)
 {
     PARITY_DYNAMIC_SHARED(float, buf);
@@ -579,6 +585,29 @@ static void test_simulation_refuses(void)
     CHECK_INT_EQ(at.type, cudaMemoryTypeDevice);
     CHECK_INT_EQ(cudaPointerGetAttributes(&at, host), cudaSuccess);
     CHECK(at.type != cudaMemoryTypeDevice);
+    /* a kernel given a host pointer (or a freed one) is refused as a GPU would fault;
+       pinned host memory, NULL, an interior pointer and one past the end are fine */
+    {
+        float *pin = NULL, *gone = dalloc<float>(64);
+        int hv[4] = {0, 1, 2, 3};
+        CHECK_INT_EQ(cudaMallocHost((void **)&pin, 64 * sizeof(float)), cudaSuccess);
+        cudaFree(gone);
+        PARITY_LAUNCH(k_touch, 1, 32, 0, (cudaStream_t)0, host, (const int *)d, 4);
+        CHECK_INT_EQ(cudaGetLastError(), cudaErrorIllegalAddress);
+        PARITY_LAUNCH(k_touch, 1, 32, 0, (cudaStream_t)0, gone, (const int *)d, 4);
+        CHECK_INT_EQ(cudaGetLastError(), cudaErrorIllegalAddress);
+        PARITY_LAUNCH(k_touch, 1, 32, 0, (cudaStream_t)0, f, (const int *)hv, 4);
+        CHECK_INT_EQ(cudaGetLastError(), cudaErrorIllegalAddress);
+        PARITY_LAUNCH(k_touch, 1, 32, 0, (cudaStream_t)0, pin, (const int *)d, 4);
+        CHECK_INT_EQ(cudaGetLastError(), cudaSuccess);
+        PARITY_LAUNCH(k_touch, 1, 32, 0, (cudaStream_t)0, f + 5, (const int *)d + 1024, 0);
+        CHECK_INT_EQ(cudaGetLastError(), cudaSuccess);
+        PARITY_LAUNCH(k_touch, 1, 32, 0, (cudaStream_t)0, f, (const int *)NULL, 0);
+        CHECK_INT_EQ(cudaGetLastError(), cudaSuccess);
+        CHECK_INT_EQ(cudaFreeHost(pin), cudaSuccess);
+        CHECK(cudaFreeHost(host) != cudaSuccess); /* not from cudaMallocHost */
+        (void)cudaGetLastError();
+    }
     cudaFree(d);
     cudaFree(f);
 }
