@@ -9,14 +9,17 @@
    reads another block's output of the same launch must see it missing in most launches
    (blocks run in a random order); a block that reads static shared memory before writing
    it must read the poison (0xFF bytes), not the previous block's values; a launch given a
-   host or freed pointer must be refused (cudaErrorIllegalAddress).
+   host or freed pointer must be refused (cudaErrorIllegalAddress); fresh device memory
+   reads as NaN.
    Built with nvcc the correct kernels run on the GPU too; the simulation-only cases skip.
 
    `parity_sim --oob-global` / `--oob-shared` / `--oob-static-shared` run a kernel that
    writes one element past a device buffer / the dynamic shared memory / a static __shared__
    array: under ASan + UBSan the process must die with an overflow report (ASan: heap- or
-   global-buffer-overflow; UBSan: index out of bounds for a static array)
-   (tests/run_tests.sh checks that it does). */
+   global-buffer-overflow; UBSan: index out of bounds for a static array).
+   `--misaligned-vector` loads a float4 from an address 4 bytes past a 16-byte boundary (a
+   "misaligned address" fault on a GPU): UBSan must report the misaligned load.
+   tests/run_tests.sh checks that each of them dies with its report. */
 #include "tests/cuda_test.h"
 #include "tests/attnkit_test.h"
 
@@ -608,6 +611,16 @@ static void test_simulation_refuses(void)
         CHECK(cudaFreeHost(host) != cudaSuccess); /* not from cudaMallocHost */
         (void)cudaGetLastError();
     }
+    /* fresh device memory is not zero (nor is a GPU's): NaN as float */
+    {
+        float *u = NULL, hu[16];
+        int nan_count = 0, l;
+        CHECK_INT_EQ(cudaMalloc((void **)&u, sizeof hu), cudaSuccess);
+        CHECK_INT_EQ(cudaMemcpy(hu, u, sizeof hu, cudaMemcpyDeviceToHost), cudaSuccess);
+        for (l = 0; l < 16; l++) nan_count += hu[l] != hu[l];
+        CHECK_INT_EQ(nan_count, 16);
+        cudaFree(u);
+    }
     cudaFree(d);
     cudaFree(f);
 }
@@ -638,10 +651,19 @@ static __global__ void k_static_shared_past(float *out)
     out[threadIdx.x] = sh[threadIdx.x];
 }
 
+static __global__ void k_misaligned_vector(float *out, const float *in)
+{
+    /* planted: a float4 load 4 bytes past a 16-byte boundary (gcc's UBSan checks the whole
+       load, clang's the member access) */
+    const float4 *q = (const float4 *)(const void *)(in + 4 * threadIdx.x + 1);
+    out[threadIdx.x] = q->x + q->y + q->z + q->w;
+}
+
 static int oob_mode(const char *which)
 {
     float *d = dalloc<float>(100);
-    if (!strcmp(which, "--oob-global")) PARITY_LAUNCH(k_write_past, 1, 128, 0, (cudaStream_t)0, d, 100);
+    if (!strcmp(which, "--misaligned-vector")) PARITY_LAUNCH(k_misaligned_vector, 1, 16, 0, (cudaStream_t)0, d, (const float *)d);
+    else if (!strcmp(which, "--oob-global")) PARITY_LAUNCH(k_write_past, 1, 128, 0, (cudaStream_t)0, d, 100);
     else if (!strcmp(which, "--oob-static-shared")) PARITY_LAUNCH(k_static_shared_past, 1, 64, 0, (cudaStream_t)0, d);
     else PARITY_LAUNCH(k_shared_past, 1, 64, 64 * sizeof(float), (cudaStream_t)0, d);
     cudaDeviceSynchronize();
@@ -653,7 +675,7 @@ static int oob_mode(const char *which)
 int main(int argc, char **argv)
 {
     if (argc > 1 && (!strcmp(argv[1], "--oob-global") || !strcmp(argv[1], "--oob-shared") ||
-                     !strcmp(argv[1], "--oob-static-shared")))
+                     !strcmp(argv[1], "--oob-static-shared") || !strcmp(argv[1], "--misaligned-vector")))
         return oob_mode(argv[1]);
     TEST_INIT(argc, argv);
     if (parity_device_ok()) parity_print_device();

@@ -264,7 +264,7 @@ if ls tests/parity_*.cu >/dev/null 2>&1; then
                 sim_skipped "$cxx" "$t" && continue
                 exec_one "sim-$cxx/$t" "build/sim-$cxx/$t"
             done
-            for mode in --oob-global --oob-shared --oob-static-shared; do
+            for mode in --oob-global --oob-shared --oob-static-shared --misaligned-vector; do
                 if [ -x "build/sim-$cxx/parity_sim" ]; then
                     build/sim-$cxx/parity_sim $mode > "$LOG/oob$mode-$cxx.out" 2>&1
                     echo $? > "$LOG/oob$mode-$cxx.rc"
@@ -286,13 +286,16 @@ if ls tests/parity_*.cu >/dev/null 2>&1; then
             sim_skipped "$cxx" "$t" && continue
             tally_one "sim-$cxx/$t"
         done
-        for mode in --oob-global --oob-shared --oob-static-shared; do
+        for mode in --oob-global --oob-shared --oob-static-shared --misaligned-vector; do
             rc=$(cat "$LOG/oob$mode-$cxx.rc" 2>/dev/null)
-            if [ -n "$rc" ] && [ "$rc" != notbuilt ] && [ "$rc" -ne 0 ] \
-                && grep -q 'heap-buffer-overflow\|global-buffer-overflow\|out of bounds for type' "$LOG/oob$mode-$cxx.out"; then
-                echo "sim-$cxx/parity_sim $mode: ASan caught the planted out-of-bounds access: 1 passed"; P=$((P + 1))
+            case $mode in
+            --misaligned-vector) report='misaligned address' ;;
+            *) report='heap-buffer-overflow\|global-buffer-overflow\|out of bounds for type' ;;
+            esac
+            if [ -n "$rc" ] && [ "$rc" != notbuilt ] && [ "$rc" -ne 0 ] && grep -q "$report" "$LOG/oob$mode-$cxx.out"; then
+                echo "sim-$cxx/parity_sim $mode: the sanitizers caught the planted bad access: 1 passed"; P=$((P + 1))
             else
-                echo "FAIL sim-$cxx/parity_sim $mode: the planted out-of-bounds access went unnoticed"; F=$((F + 1))
+                echo "FAIL sim-$cxx/parity_sim $mode: the planted bad access went unnoticed"; F=$((F + 1))
             fi
         done
     done
