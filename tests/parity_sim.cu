@@ -667,7 +667,7 @@ static int oob_mode(const char *which)
     else if (!strcmp(which, "--oob-static-shared")) PARITY_LAUNCH(k_static_shared_past, 1, 64, 0, (cudaStream_t)0, d);
     else PARITY_LAUNCH(k_shared_past, 1, 64, 64 * sizeof(float), (cudaStream_t)0, d);
     cudaDeviceSynchronize();
-    printf("%s: the out-of-bounds kernel ran to the end (nothing caught it)\n", which);
+    printf("%s: the planted bad access ran to the end (nothing caught it)\n", which);
     cudaFree(d);
     return 0;
 }
