@@ -69,7 +69,7 @@
    GPU-only fast path keeps a simulable sibling and checks one against the other on a GPU.
 
    Environment: AK_SIM_SEED=n changes the scheduling permutations and the block order
-   (default 1, so a run is reproducible; `make test` passes with seeds 1, 2 and 3);
+   (default 1, so a run is reproducible; the parity tests passed with seeds 1, 2 and 3);
    AK_SIM_VERBOSE=1 prints each launch.
 
    Requires C++17 and POSIX (ucontext, mmap). */
