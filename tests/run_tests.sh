@@ -225,7 +225,7 @@ phase "programs check"
 # 4. CUDA kernels. (a) In the CPU simulation (tests/cuda_sim.h), on every machine: each
 #    tests/parity_*.cu built with g++ and clang++ under ASan + UBSan runs every kernel
 #    against the CPU reference; a planted out-of-bounds write (global and shared memory)
-#    must be caught by ASan. (b) With nvcc: the same tests (and the GPU benchmarks) built
+#    must be caught by ASan, a planted misaligned vector load by UBSan. (b) With nvcc: the same tests (and the GPU benchmarks) built
 #    for sm_90 (CUDA_TEST_ARCHS; PTX only without a GPU), run on the GPU when there is one
 #    (they skip without).
 if ls tests/parity_*.cu >/dev/null 2>&1; then
@@ -237,6 +237,8 @@ if ls tests/parity_*.cu >/dev/null 2>&1; then
         case " $skip " in *" $2 "*) return 0 ;; esac
         return 1
     }
+    # parity_sim's planted bad accesses: each run must die with its sanitizer report
+    BAD_MODES="--oob-global --oob-shared --oob-static-shared --misaligned-vector"
     SIMCXX=
     for cc in $COMPILERS; do
         case $cc in gcc) cxx=g++ ;; clang) cxx=clang++ ;; *) continue ;; esac
@@ -264,7 +266,7 @@ if ls tests/parity_*.cu >/dev/null 2>&1; then
                 sim_skipped "$cxx" "$t" && continue
                 exec_one "sim-$cxx/$t" "build/sim-$cxx/$t"
             done
-            for mode in --oob-global --oob-shared --oob-static-shared --misaligned-vector; do
+            for mode in $BAD_MODES; do
                 if [ -x "build/sim-$cxx/parity_sim" ]; then
                     build/sim-$cxx/parity_sim $mode > "$LOG/oob$mode-$cxx.out" 2>&1
                     echo $? > "$LOG/oob$mode-$cxx.rc"
@@ -286,7 +288,7 @@ if ls tests/parity_*.cu >/dev/null 2>&1; then
             sim_skipped "$cxx" "$t" && continue
             tally_one "sim-$cxx/$t"
         done
-        for mode in --oob-global --oob-shared --oob-static-shared --misaligned-vector; do
+        for mode in $BAD_MODES; do
             rc=$(cat "$LOG/oob$mode-$cxx.rc" 2>/dev/null)
             case $mode in
             --misaligned-vector) report='misaligned address' ;;
