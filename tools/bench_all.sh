@@ -10,6 +10,7 @@
 # each program's full output in build/bench-logs/<isa>-<bench>.log and prints a markdown
 # table of their last lines with the machine (model name, ISA flags) at the top.
 # Environment: BENCH_QUICK=1 runs fewer rounds (a smoke run, not for the record).
+# BENCH_KEEP_CORETYPE=1 keeps an inherited OPENBLAS_CORETYPE for the native peers.
 set -u
 cd "$(dirname "$0")/.." || exit 1
 ISAS=${*:-"native avx2"}
@@ -21,7 +22,7 @@ flags=$(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | tr ' ' '\n' | grep -E '^(a
 if [ "${BENCH_QUICK:-0}" = 1 ]; then
     R_GEMM=1; R_POLAR=1; R_GDELTA=1; R_ERA=5; R_CEAS=2; TRAIN="--rounds 1 --steps 2 --warmup 1"
 else
-    R_GEMM=3; R_POLAR=3; R_GDELTA=2; R_ERA=15; R_CEAS=5; TRAIN="--rounds 1"
+    R_GEMM=3; R_POLAR=3; R_GDELTA=2; R_ERA=41; R_CEAS=5; TRAIN="--rounds 1"
 fi
 echo "machine: $model; $(nproc) CPUs; flags: $flags"
 echo "date: $(date -u '+%Y-%m-%d %H:%M UTC'); gcc $(gcc -dumpfullversion 2>/dev/null)"
@@ -32,10 +33,18 @@ for isa in $ISAS; do
     case $isa in
         native) arch=-march=native
                 # OpenBLAS 0.3.21 does not know every AVX-512 CPU (it picks Prescott on
-                # Emerald Rapids): give the peers (OpenBLAS here, PyTorch's BLAS) their
-                # AVX-512 kernels unless the caller chose a core
-                if [ -z "${OPENBLAS_CORETYPE:-}" ] && grep -qw avx512f /proc/cpuinfo; then
-                    export OPENBLAS_CORETYPE=SkylakeX
+                # Emerald Rapids, Haswell on Zen 5): give the peers (OpenBLAS here,
+                # PyTorch's BLAS) their AVX-512 kernels. An inherited OPENBLAS_CORETYPE
+                # (some machines preset Haswell) is overridden unless BENCH_KEEP_CORETYPE=1.
+                if grep -qw avx512f /proc/cpuinfo; then
+                    if [ -n "${OPENBLAS_CORETYPE:-}" ] && [ "${BENCH_KEEP_CORETYPE:-0}" = 1 ]; then
+                        echo "note: native peers keep OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE (BENCH_KEEP_CORETYPE=1)"
+                    else
+                        if [ -n "${OPENBLAS_CORETYPE:-}" ] && [ "$OPENBLAS_CORETYPE" != SkylakeX ]; then
+                            echo "note: inherited OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE replaced by SkylakeX for the native peers"
+                        fi
+                        export OPENBLAS_CORETYPE=SkylakeX
+                    fi
                 fi ;;
         avx2) arch=-march=x86-64-v3
               unset OPENBLAS_CORETYPE ;; # bench_match_isa_env restricts the peers to AVX2
