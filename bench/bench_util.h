@@ -346,10 +346,10 @@ static inline int bench_cpu_has(const char *flag)
 
 /* The ISA-matched peer. An AVX2 build on a CPU with AVX-512 compares itself with peers
    restricted to AVX2 (the issue's protocol for measuring AVX2 kernels on an AVX-512
-   machine): when OPENBLAS_CORETYPE is not set, bench_match_isa_env sets
-   OPENBLAS_CORETYPE=Haswell and oneDNN's / ATen's ISA caps to AVX2 and re-executes this
-   program (OpenBLAS reads the variable when it loads), so OpenBLAS in this process and
-   PyTorch in its children run AVX2 kernels. An AVX-512 build gives the peers their
+   machine): bench_match_isa_env caps oneDNN's / ATen's ISA at AVX2 (unless the caller
+   set them) and, when OPENBLAS_CORETYPE is not set, sets it to Haswell and re-executes
+   this program (OpenBLAS reads the variable when it loads), so OpenBLAS in this process
+   and PyTorch in its children run AVX2 kernels. An AVX-512 build gives the peers their
    AVX-512 kernels: OpenBLAS 0.3.21 does not know every AVX-512 CPU (on Emerald Rapids it
    falls back to its SSE3 Prescott kernels, and PyTorch's BLAS with it: a peer 3x slower
    than it should be), so when OPENBLAS_CORETYPE is not set and OpenBLAS picked a core
@@ -380,14 +380,18 @@ static inline void bench_match_isa_env(char **argv)
         }
     }
 #else
-    if (!getenv("OPENBLAS_CORETYPE") && bench_cpu_has("avx512f")) {
-        setenv("OPENBLAS_CORETYPE", "Haswell", 1);
-        setenv("DNNL_MAX_CPU_ISA", "AVX2", 1);
-        setenv("ONEDNN_MAX_CPU_ISA", "AVX2", 1);
-        setenv("ATEN_CPU_CAPABILITY", "avx2", 1);
-        fflush(stdout);
-        execv("/proc/self/exe", argv);
-        /* exec failed: go on, peers unrestricted (said below) */
+    if (bench_cpu_has("avx512f")) {
+        /* PyTorch's caps are read by its child processes: set them even when the caller
+           chose an OpenBLAS core (some machines preset OPENBLAS_CORETYPE) */
+        setenv("DNNL_MAX_CPU_ISA", "AVX2", 0);
+        setenv("ONEDNN_MAX_CPU_ISA", "AVX2", 0);
+        setenv("ATEN_CPU_CAPABILITY", "avx2", 0);
+        if (!getenv("OPENBLAS_CORETYPE")) {
+            setenv("OPENBLAS_CORETYPE", "Haswell", 1);
+            fflush(stdout);
+            execv("/proc/self/exe", argv);
+            /* exec failed: go on, OpenBLAS unrestricted (said below) */
+        }
     }
 #endif
     (void)argv;
