@@ -1222,6 +1222,25 @@ static void tk__gemm_tr4x8(float *dst, size_t ld, const float *src, size_t ls)
     _mm_storeu_ps(dst + 6 * ld, _mm256_extractf128_ps(u2, 1));
     _mm_storeu_ps(dst + 7 * ld, _mm256_extractf128_ps(u3, 1));
 }
+
+/* dst[c * ld + r] = src[r * ls + c] for r < 2, c < 8: the pairs (row 0, row 1) of each
+   column are 64-bit units, stored as such (the AVX2 kernel's 6-row panels end in two
+   rows, which were copied one float at a time). */
+static void tk__gemm_tr2x8(float *dst, size_t ld, const float *src, size_t ls)
+{
+    const __m256 r0 = _mm256_loadu_ps(src), r1 = _mm256_loadu_ps(src + ls);
+    const __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+    const __m128 a = _mm256_castps256_ps128(t0), b = _mm256_castps256_ps128(t1);
+    const __m128 c = _mm256_extractf128_ps(t0, 1), d = _mm256_extractf128_ps(t1, 1);
+    _mm_storel_pi((__m64 *)(void *)dst, a);
+    _mm_storeh_pi((__m64 *)(void *)(dst + ld), a);
+    _mm_storel_pi((__m64 *)(void *)(dst + 2 * ld), b);
+    _mm_storeh_pi((__m64 *)(void *)(dst + 3 * ld), b);
+    _mm_storel_pi((__m64 *)(void *)(dst + 4 * ld), c);
+    _mm_storeh_pi((__m64 *)(void *)(dst + 5 * ld), c);
+    _mm_storel_pi((__m64 *)(void *)(dst + 6 * ld), d);
+    _mm_storeh_pi((__m64 *)(void *)(dst + 7 * ld), d);
+}
 #endif
 
 /* Interleave r source rows (row i at src + i*ls, contiguous in p) into a w-wide
@@ -1239,6 +1258,9 @@ static void tk__gemm_pack_rows(float *TK_RESTRICT dst, int w, const float *src, 
         for (; i + 4 <= r; i += 4)
             for (p = 0; p < kc8; p += 8)
                 tk__gemm_tr4x8(dst + (size_t)p * w + i, (size_t)w, src + (size_t)i * ls + p, ls);
+        for (; i + 2 <= r; i += 2)
+            for (p = 0; p < kc8; p += 8)
+                tk__gemm_tr2x8(dst + (size_t)p * w + i, (size_t)w, src + (size_t)i * ls + p, ls);
         for (; i < r; i++) {
             const float *sr = src + (size_t)i * ls;
             for (p = 0; p < kc8; p++) dst[(size_t)p * w + i] = sr[p];
