@@ -33,9 +33,10 @@ for isa in $ISAS; do
     case $isa in
         native) arch=-march=native
                 # OpenBLAS 0.3.21 does not know every AVX-512 CPU (it picks Prescott on
-                # Emerald Rapids, Haswell on Zen 5): give the peers (OpenBLAS here,
-                # PyTorch's BLAS) their AVX-512 kernels. An inherited OPENBLAS_CORETYPE
-                # (some machines preset Haswell) is overridden unless BENCH_KEEP_CORETYPE=1.
+                # Emerald Rapids; on Zen 5 it picks Cooperlake, which has AVX-512): give
+                # the peers (OpenBLAS here, PyTorch's BLAS) their AVX-512 kernels. An
+                # inherited OPENBLAS_CORETYPE (some machines preset Haswell) is overridden
+                # unless BENCH_KEEP_CORETYPE=1.
                 if grep -qw avx512f /proc/cpuinfo; then
                     if [ -n "${OPENBLAS_CORETYPE:-}" ] && [ "${BENCH_KEEP_CORETYPE:-0}" = 1 ]; then
                         echo "note: native peers keep OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE (BENCH_KEEP_CORETYPE=1)"
