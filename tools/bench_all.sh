@@ -41,9 +41,8 @@ for isa in $ISAS; do
                     if [ -n "${OPENBLAS_CORETYPE:-}" ] && [ "${BENCH_KEEP_CORETYPE:-0}" = 1 ]; then
                         echo "note: native peers keep OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE (BENCH_KEEP_CORETYPE=1)"
                     else
-                        if [ -n "${OPENBLAS_CORETYPE:-}" ] && [ "$OPENBLAS_CORETYPE" != SkylakeX ]; then
+                        [ "${OPENBLAS_CORETYPE:-SkylakeX}" = SkylakeX ] ||
                             echo "note: inherited OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE replaced by SkylakeX for the native peers"
-                        fi
                         export OPENBLAS_CORETYPE=SkylakeX
                     fi
                 fi ;;
