@@ -8,6 +8,9 @@
 #   make sim         build every tests/parity_*.cu against the CPU simulation of CUDA
 #                    (tests/cuda_sim.h) with g++ and clang++ under ASan + UBSan
 #   make cuda        build the CUDA parity tests for sm_80 and sm_90 (needs nvcc)
+#   make gpu-kit     no GPU needed: prebuilt sm_90 binaries, data, libraries, peers and
+#                    the CPU reference figures in gpu-kit/ for tools/gpu_run.sh on a GPU
+#                    lease (docs/GPU.md "The first lease")
 #   make gpu-check OUT=dir   on a GPU machine: build for the detected GPU, run the parity
 #                    suite, compute-sanitizer and the GPU benchmarks; report in OUT
 #   make bench       build the benchmarks in bench/ (optimised, OpenMP, OpenBLAS peer)
@@ -58,7 +61,7 @@ TEST_NAMES := $(patsubst tests/%.c,%,$(wildcard tests/test_*.c))
 PARITY_NAMES := $(patsubst tests/%.cu,%,$(wildcard tests/parity_*.cu))
 BENCH_NAMES  := $(patsubst bench/%.c,%,$(wildcard bench/bench_*.c))
 
-.PHONY: test tests-build cuda sim gpu-check bench examples fuzz clean run niah
+.PHONY: test tests-build cuda sim gpu-kit gpu-check bench examples fuzz clean run niah
 .DELETE_ON_ERROR:
 
 # The example-level tests (each one translation unit with every header's implementation
@@ -157,6 +160,10 @@ sim-$(1): $(foreach p,$(filter-out $(SIM_SKIP_$(1)),$(PARITY_NAMES)),build/sim-$
 endef
 $(foreach c,$(SIM_CXX),$(eval $(call SIM_RULES,$(c))))
 sim: $(foreach c,$(SIM_CXX),sim-$(c))
+
+# The GPU kit (tools/gpu_kit.sh): built here, run on a lent GPU by tools/gpu_run.sh.
+gpu-kit:
+	@NVCC="$(NVCC)" WT2_DIR="$(WT2_DIR)" sh -c 'exec bash tools/gpu_kit.sh'
 
 # Everything a GPU machine should run, one report in $(OUT) (see tools/gpu_check.sh).
 OUT ?= build/gpu-check
