@@ -73,13 +73,10 @@
      buffers (device or managed memory) to them on the default stream, asynchronously
      as they are (both buffers on the device; one on each side: GUARDIAN_EINVAL); host
      buffers run the CPU loops as before. The device results are bit-identical to the
-     CPU path's: the same float expressions, each product and sum rounded once (no FMA
-     contraction on the device), provided the host compiler does not contract the CPU
-     expressions into FMAs either: true with no FMA in the host target (x86-64's
-     default), with GCC in ISO C mode (-std=c99), or with -ffp-contract=off; clang, and
-     g++ in C++ mode (nvcc's host compiler), contract them when the target has FMA
-     (-march=native, say): add -ffp-contract=off there (nvcc: -Xcompiler
-     -ffp-contract=off). Neither side may flush subnormals (no --use_fast_math,
+     CPU path's: the same float expressions, written with explicit fmas (fmaf on the host,
+     __fmaf_rn on the device) where a product meets a sum, so no compiler's contraction
+     (nvcc's default; g++ in C++ mode and clang where the target has FMA) can change a
+     bit on either side. Neither side may flush subnormals (no --use_fast_math,
      -ftz=true, -ffast-math). NaN payloads may differ. guardian_set_log() receives a
      one-line message for each refusal of these paths.
 
@@ -415,7 +412,7 @@ typedef struct CUstream_st *guardian_stream;
 GUARDIANDEF int guardian_cuda_available(void);
 /* As guardian_ema_update: ema (n) device <- decay * ema + (1 - decay) * w (n) device,
    element by element the CPU's bits (a = decay, b = 1 - decay rounded as on the host;
-   a * ema[i] and b * w[i] each rounded, then their sum). ema == w is allowed; partly
+   fmaf(a, ema[i], b * w[i]): one explicit fma on both sides). ema == w is allowed; partly
    overlapping buffers are not. */
 GUARDIANDEF int guardian_ema_update_cuda(float *ema /* (n) device */,
                                          const float *w /* (n) device */, int64_t n,
@@ -1742,7 +1739,7 @@ GUARDIANDEF int guardian_ema_update(float *ema, const float *w, int64_t n, float
 #ifdef _OPENMP
 #pragma omp parallel for schedule(static) if (n > 65536)
 #endif
-    for (i = 0; i < n; i++) ema[i] = a * ema[i] + b * w[i];
+    for (i = 0; i < n; i++) ema[i] = fmaf(a, ema[i], b * w[i]);
     return GUARDIAN_OK;
 }
 
@@ -1812,7 +1809,7 @@ GUARDIANDEF int guardian_swa_offer(guardian_swa *s, float *avg, const float *w, 
 #ifdef _OPENMP
 #pragma omp parallel for schedule(static) if (n > 65536)
 #endif
-        for (i = 0; i < n; i++) avg[i] += (w[i] - avg[i]) * k;
+        for (i = 0; i < n; i++) avg[i] = fmaf(w[i] - avg[i], k, avg[i]);
     }
     s->n_averaged++;
     return GUARDIAN_OK;

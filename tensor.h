@@ -450,6 +450,12 @@ struct CUstream_st;
 typedef struct CUstream_st *tk_stream;
 /* 1 if a CUDA device is usable, else 0 (always 0 without nvcc). */
 TKDEF int tk_cuda_available(void);
+/* Releases what the device ops keep for the process (the cuBLAS handle and its workspace,
+   created by the first device GEMM): call it once at the end of a program, after its last
+   device op and before cudaDeviceReset, so a leak checker (compute-sanitizer --leak-check
+   full) sees nothing left. A later device GEMM creates the handle again. Synchronises the
+   device first. TK_OK (also without nvcc, where there is nothing to release), or TK_ECUDA. */
+TKDEF int tk_cuda_release(void);
 /* The arithmetic of the device GEMMs, process-wide: tk_sgemm_cuda and everything built on
    it (tk_matmul_*_cuda and the plain tk_matmul_* with device buffers). TK_MATH_FP32 (the
    default): cuBLAS SGEMM in fp32. TK_MATH_TF32 / TK_MATH_BF16 (defined with the attention
@@ -2614,7 +2620,7 @@ TKDEF int tk_dropout_backward(float *dinp, const float *dout, const uint8_t *mas
     scale = 1.0f / (1.0f - p);
     TK__OPS_OMP(omp parallel for schedule(static) if(n > TK__PAR_MIN))
     for (i = 0; i < nn; i++)
-        if (mask[i]) dinp[i] += dout[i] * scale;
+        if (mask[i]) dinp[i] = fmaf(dout[i], scale, dinp[i]);
     return TK_OK;
 }
 
@@ -2748,7 +2754,7 @@ TKDEF int tk_causal_dwconv_forward(float *out, const float *inp, const float *w,
             for (ch = 0; ch < C; ch++) o[ch] = 0.0f;
         for (j = 0; j < K && j <= t; j++) {
             const float *xs = inp + (size_t)(r - j) * C, *wj = w + (size_t)j * C;
-            for (ch = 0; ch < C; ch++) o[ch] += wj[ch] * xs[ch];
+            for (ch = 0; ch < C; ch++) o[ch] = fmaf(wj[ch], xs[ch], o[ch]);
         }
     }
     return TK_OK;
@@ -2773,7 +2779,7 @@ TKDEF int tk_causal_dwconv_backward(float *dinp, float *dw, const float *dout, c
             float *d = dinp + (size_t)r * C;
             for (j = 0; j < K && t + j < T; j++) {
                 const float *gs = dout + (size_t)(r + j) * C, *wj = w + (size_t)j * C;
-                for (ch = 0; ch < C; ch++) d[ch] += wj[ch] * gs[ch];
+                for (ch = 0; ch < C; ch++) d[ch] = fmaf(wj[ch], gs[ch], d[ch]);
             }
         }
     }
@@ -2801,7 +2807,7 @@ TKDEF int tk_sigmoid_backward(float *dx, const float *y, const float *dy, size_t
     TK__ELEMWISE_CHECK(fn, dx, y, n);
     TK__NONNULL(fn, dy);
     TK__OPS_OMP(omp parallel for schedule(static) if(n > TK__PAR_MIN))
-    for (i = 0; i < nn; i++) dx[i] += dy[i] * y[i] * (1.0f - y[i]);
+    for (i = 0; i < nn; i++) dx[i] = fmaf(dy[i] * y[i], 1.0f - y[i], dx[i]);
     return TK_OK;
 }
 
@@ -2875,7 +2881,7 @@ TKDEF int tk_residual_rows_forward(float *out, const float *x, const float *br,
         const float *xr = x + (size_t)i * C, *br_ = br + (size_t)i * C, si = s[i];
         float *o = out + (size_t)i * C;
         int j;
-        for (j = 0; j < C; j++) o[j] = xr[j] + si * br_[j];
+        for (j = 0; j < C; j++) o[j] = fmaf(si, br_[j], xr[j]);
     }
     return TK_OK;
 }
@@ -3047,7 +3053,7 @@ TKDEF int tk_rows_combine_forward(float *out, const float *src, int nsrc, const 
             const float *sr = src + (size_t)idx[r] * C;
             if (w) {
                 const float wk = w[r];
-                for (j = 0; j < C; j++) o[j] += wk * sr[j];
+                for (j = 0; j < C; j++) o[j] = fmaf(wk, sr[j], o[j]);
             } else {
                 for (j = 0; j < C; j++) o[j] += sr[j];
             }
@@ -3082,7 +3088,7 @@ TKDEF int tk_rows_combine_backward(float *dsrc, float *dw, const float *dout,
                 int j;
                 if (w) {
                     const float wr = w[r];
-                    for (j = c0; j < c1; j++) d[j] += wr * go[j];
+                    for (j = c0; j < c1; j++) d[j] = fmaf(wr, go[j], d[j]);
                 } else {
                     for (j = c0; j < c1; j++) d[j] += go[j];
                 }
@@ -4069,6 +4075,7 @@ TKDEF tk_attention_cuda_config tk_attention_cuda_config_default(void)
 #include "cuda/tensor.cuh"
 #else
 TKDEF int tk_cuda_available(void) { return 0; }
+TKDEF int tk_cuda_release(void) { return TK_OK; }
 /* device memory without CUDA: no device, every buffer is host memory */
 TKDEF int tk_device_alloc(void **ptr, size_t bytes)
 {

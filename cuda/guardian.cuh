@@ -11,14 +11,16 @@
    Kernels: one grid-stride loop over the n elements (GUARDIAN__NT threads per block,
    at most GUARDIAN__MAXB blocks), one element per thread per iteration, each element
    read and written by one thread (no reductions, no atomics: deterministic).
-     EMA: ema[i] = a * ema[i] + b * w[i] with a = decay, b = 1.0f - decay computed on
-          the host exactly as guardian_ema_update computes them.
+     EMA: ema[i] = fma(a, ema[i], b * w[i]) with a = decay, b = 1.0f - decay computed
+          on the host exactly as guardian_ema_update computes them.
      SWA: the first snapshot is a device-to-device copy (as the CPU's memcpy); later
-          ones avg[i] = avg[i] + (w[i] - avg[i]) * k, k = (float)(1.0 / (n_averaged + 1))
+          ones avg[i] = fma(w[i] - avg[i], k, avg[i]), k = (float)(1.0 / (n_averaged + 1))
           computed on the host in double and rounded to float, as the CPU.
-   Every product, difference and sum is rounded on its own (__fmul_rn, __fsub_rn,
-   __fadd_rn: nvcc may not fuse them into an FMA, which it otherwise does by default),
-   which is what the CPU's C expressions mean.
+   Every product, difference and fma is rounded as written (__fmul_rn, __fsub_rn,
+   __fmaf_rn: nvcc may not fuse or split them), as the CPU's fmaf expressions: an
+   explicit fma on both sides, so neither compiler's contraction changes a bit (the first
+   GPU run, 2026-11-27, found the host side contracted a * e + b * w by g++ -std=c++17
+   -march=x86-64-v3 while the device rounded each product).
    Parity with the CPU path (tests/parity_guardian.cu): bit-identical, element by element
    (0 ulp), under the conditions guardian.h's CUDA section states (the host compiler does
    not contract the CPU expressions into FMAs; no flush-to-zero on either side). NaN
@@ -34,36 +36,35 @@
 #define GUARDIAN__NT 256    /* threads per block */
 #define GUARDIAN__MAXB 4096 /* most blocks per launch (grid-stride beyond) */
 
-/* one rounding per operation, never contracted. The simulation compiles the kernels
-   for the host CPU, where the plain operators are exactly this (the simulation builds
-   target no FMA). */
+/* each operation rounded as written: a product, a difference, an fma. In the simulation
+   (host code) the same with fmaf; a product that only feeds an fma's argument cannot be
+   contracted by any compiler. */
 #ifdef ATTNKIT_CUDA_SIM
 static inline float guardian__d_mul(float x, float y) { return x * y; }
-static inline float guardian__d_add(float x, float y) { return x + y; }
+static inline float guardian__d_fma(float x, float y, float z) { return fmaf(x, y, z); }
 static inline float guardian__d_sub(float x, float y) { return x - y; }
 #else
 static __device__ __forceinline__ float guardian__d_mul(float x, float y) { return __fmul_rn(x, y); }
-static __device__ __forceinline__ float guardian__d_add(float x, float y) { return __fadd_rn(x, y); }
+static __device__ __forceinline__ float guardian__d_fma(float x, float y, float z) { return __fmaf_rn(x, y, z); }
 static __device__ __forceinline__ float guardian__d_sub(float x, float y) { return __fsub_rn(x, y); }
 #endif
 
-/* ema (n) <- a * ema + b * w, each product rounded, then the sum: the CPU's
-   `a * ema[i] + b * w[i]` */
+/* ema (n) <- fma(a, ema, b * w): the CPU's `fmaf(a, ema[i], b * w[i])` */
 static __global__ void guardian__k_ema(float *ema, const float *w, int64_t n, float a, float b)
 {
     int64_t i = (int64_t)blockIdx.x * GUARDIAN__NT + (int64_t)threadIdx.x;
     const int64_t step = (int64_t)gridDim.x * GUARDIAN__NT;
-    for (; i < n; i += step) ema[i] = guardian__d_add(guardian__d_mul(a, ema[i]), guardian__d_mul(b, w[i]));
+    for (; i < n; i += step) ema[i] = guardian__d_fma(a, ema[i], guardian__d_mul(b, w[i]));
 }
 
-/* avg (n) <- avg + (w - avg) * k: the CPU's `avg[i] += (w[i] - avg[i]) * k` */
+/* avg (n) <- fma(w - avg, k, avg): the CPU's `avg[i] = fmaf(w[i] - avg[i], k, avg[i])` */
 static __global__ void guardian__k_swa(float *avg, const float *w, int64_t n, float k)
 {
     int64_t i = (int64_t)blockIdx.x * GUARDIAN__NT + (int64_t)threadIdx.x;
     const int64_t step = (int64_t)gridDim.x * GUARDIAN__NT;
     for (; i < n; i += step) {
         const float x = avg[i];
-        avg[i] = guardian__d_add(x, guardian__d_mul(guardian__d_sub(w[i], x), k));
+        avg[i] = guardian__d_fma(guardian__d_sub(w[i], x), k, x);
     }
 }
 

@@ -96,11 +96,13 @@
 /* k<<<grid, block, smem, stream>>>(args...), written so the CPU simulation can run it too */
 #define TK__LAUNCH(k, grid, block, smem, stream, ...) k<<<(grid), (block), (smem), (stream)>>>(__VA_ARGS__)
 #endif
-/* a * b rounded on its own: never contracted with a following addition into an fma */
+/* a * b + c with one rounding: the CPU's fmaf in the CPU's order. An explicit fma on both
+   sides gives the same bits whatever either compiler contracts (nvcc fuses a * b + c by
+   default; g++ in C++ mode and clang do where the target has FMA) */
 #ifdef ATTNKIT_CUDA_SIM
-#define TK__FMUL_RN(a, b) ((a) * (b))
+#define TK__FMA(a, b, c) fmaf((a), (b), (c))
 #else
-#define TK__FMUL_RN(a, b) __fmul_rn((a), (b))
+#define TK__FMA(a, b, c) __fmaf_rn((a), (b), (c))
 #endif
 
 static cublasHandle_t tk__cublas = NULL;
@@ -143,6 +145,17 @@ TKDEF int tk_cuda_available(void)
         return 0;
     }
     return n > 0;
+}
+
+TKDEF int tk_cuda_release(void)
+{
+    int rc = TK_OK;
+    if (!tk__cublas) return TK_OK;
+    if (cudaDeviceSynchronize() != cudaSuccess) rc = tk__cuda_check(cudaGetLastError(), "tk_cuda_release");
+    if (cublasDestroy(tk__cublas) != CUBLAS_STATUS_SUCCESS && rc == TK_OK)
+        rc = tk__fail(TK_ECUDA, "tk_cuda_release: cublasDestroy failed");
+    tk__cublas = NULL;
+    return rc;
 }
 
 /* ------------------------------------------------------------------ GEMM */
@@ -1086,8 +1099,8 @@ TKDEF int tk_residual_backward_cuda(float *da, float *db, const float *dout, siz
 }
 
 /* ------------------------------- sigmoid, row ops, causal mean gate, row gather/combine */
-/* Element-wise and row kernels: the CPU's expressions in the CPU's order; products that
-   the CPU adds separately go through TK__FMUL_RN (never fused into an fma). */
+/* Element-wise and row kernels: the CPU's expressions in the CPU's order; a product added
+   to a sum is the CPU's fmaf, TK__FMA here (bit-identical under any contraction). */
 static __global__ void tk__k_sigmoid_fwd(float *out, const float *x, size_t n)
 {
     size_t i, step = (size_t)gridDim.x * blockDim.x;
@@ -1101,8 +1114,8 @@ static __global__ void tk__k_scale(float *out, const float *x, float alpha, size
     for (i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) out[i] = alpha * x[i];
 }
 
-/* causal depthwise convolution: the CPU's sums in the CPU's order (products rounded on
-   their own, never fused into the running sum) */
+/* causal depthwise convolution: the CPU's sums in the CPU's order (each product fused into
+   the running sum by an explicit fma, as the CPU's fmaf) */
 static __global__ void tk__k_dwconv_fwd(float *out, const float *inp, const float *w, int B, int T, int C,
                                         int K, int accumulate)
 {
@@ -1114,7 +1127,7 @@ static __global__ void tk__k_dwconv_fwd(float *out, const float *inp, const floa
     ch = (int)(e % (size_t)C);
     t = (int)(r % (size_t)T);
     o = accumulate ? out[e] : 0.0f;
-    for (j = 0; j < K && j <= t; j++) o += TK__FMUL_RN(w[(size_t)j * C + ch], inp[(r - j) * C + ch]);
+    for (j = 0; j < K && j <= t; j++) o = TK__FMA(w[(size_t)j * C + ch], inp[(r - j) * C + ch], o);
     out[e] = o;
 }
 
@@ -1129,7 +1142,7 @@ static __global__ void tk__k_dwconv_dinp(float *dinp, const float *dout, const f
     ch = (int)(e % (size_t)C);
     t = (int)(r % (size_t)T);
     d = dinp[e];
-    for (j = 0; j < K && t + j < T; j++) d += TK__FMUL_RN(w[(size_t)j * C + ch], dout[(r + j) * C + ch]);
+    for (j = 0; j < K && t + j < T; j++) d = TK__FMA(w[(size_t)j * C + ch], dout[(r + j) * C + ch], d);
     dinp[e] = d;
 }
 
@@ -1153,7 +1166,7 @@ static __global__ void tk__k_sigmoid_bwd(float *dx, const float *y, const float 
     size_t i, step = (size_t)gridDim.x * blockDim.x;
     for (i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {
         float yi = y[i];
-        dx[i] += TK__FMUL_RN(dy[i] * yi, 1.0f - yi);
+        dx[i] = TK__FMA(dy[i] * yi, 1.0f - yi, dx[i]);
     }
 }
 
@@ -1164,7 +1177,7 @@ static __global__ void tk__k_rowscale(float *out, const float *x, const float *b
     size_t e, step = (size_t)gridDim.x * blockDim.x;
     for (e = (size_t)blockIdx.x * blockDim.x + threadIdx.x; e < NC; e += step) {
         float si = s[e / (size_t)C];
-        out[e] = br ? x[e] + TK__FMUL_RN(si, br[e]) : si * x[e];
+        out[e] = br ? TK__FMA(si, br[e], x[e]) : si * x[e];
     }
 }
 
@@ -1268,7 +1281,7 @@ static __global__ void tk__k_rows_combine_fwd(float *out, const float *src, int 
             const int i = idx[r0 + k];
             if (i >= 0 && i < nsrc) {
                 const float v = src[(size_t)i * C + j];
-                acc += w ? TK__FMUL_RN(w[r0 + k], v) : v;
+                acc = w ? TK__FMA(w[r0 + k], v, acc) : acc + v;
             }
         }
         out[e] = acc;
@@ -1286,7 +1299,7 @@ static __global__ void tk__k_rows_combine_dsrc(float *dsrc, const float *dout, i
         const int i = idx[r];
         if (i >= 0 && i < nsrc) {
             const float g = dout[(r / (size_t)K) * C + j];
-            dsrc[(size_t)i * C + j] += w ? TK__FMUL_RN(w[r], g) : g;
+            dsrc[(size_t)i * C + j] = w ? TK__FMA(w[r], g, dsrc[(size_t)i * C + j]) : dsrc[(size_t)i * C + j] + g;
         }
     }
 }
@@ -1508,7 +1521,7 @@ static __global__ void tk__k_dropout_bwd(float *dinp, const float *dout, const u
 {
     size_t i, step = (size_t)gridDim.x * blockDim.x;
     for (i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step)
-        if (mask[i]) dinp[i] += TK__FMUL_RN(dout[i], scale);
+        if (mask[i]) dinp[i] = TK__FMA(dout[i], scale, dinp[i]);
 }
 
 TKDEF int tk_dropout_seeded_forward_cuda(float *out, uint8_t *mask, const float *inp,

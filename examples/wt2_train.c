@@ -623,6 +623,7 @@ out:
         }
     }
     trn_destroy(t);
+    (void)tk_cuda_release(); /* the device GEMMs' cuBLAS handle (nothing without a device) */
     wt2_tokens_free(&tok_train);
     wt2_tokens_free(&tok_eval);
     wt2_tokens_free(&tok_test);

@@ -814,5 +814,6 @@ int main(int argc, char **argv)
     TEST_RUN(test_gdelta_refusals);
     TEST_RUN(test_polar_forward_backward);
     TEST_RUN(test_polar_refusals);
+    CHECK_INT_EQ(tk_cuda_release(), TK_OK); /* the cuBLAS handle: nothing left for --leak-check */
     return TEST_END();
 }

@@ -1082,5 +1082,6 @@ int main(int argc, char **argv)
     TEST_RUN(test_polar_attention);
     TEST_RUN(test_conv);
     TEST_RUN(test_ceas_gating);
+    CHECK_INT_EQ(tk_cuda_release(), TK_OK); /* the cuBLAS handle: nothing left for --leak-check */
     return TEST_END();
 }

@@ -1702,9 +1702,13 @@ static void test_device_memory(void)
     CHECK_INT_EQ(tk_device_synchronize(), TK_OK);
     /* a failed launch (the simulation reports it on stderr) is returned once by
        tk_device_synchronize, then cleared */
-    PARITY_LAUNCH(parity_noop_kernel, 1, 2048, 0, (cudaStream_t)0, (int *)NULL);
-    CHECK_INT_EQ(tk_device_synchronize(), TK_ECUDA);
-    CHECK_INT_EQ(tk_device_synchronize(), TK_OK);
+    if (getenv("PARITY_NO_PLANTED_ERRORS")) { /* under compute-sanitizer (tools/gpu_run.sh): it reports the API error */
+        printf("    planted failed launch skipped (PARITY_NO_PLANTED_ERRORS)\n");
+    } else {
+        PARITY_LAUNCH(parity_noop_kernel, 1, 2048, 0, (cudaStream_t)0, (int *)NULL);
+        CHECK_INT_EQ(tk_device_synchronize(), TK_ECUDA);
+        CHECK_INT_EQ(tk_device_synchronize(), TK_OK);
+    }
     tk_device_free(d);
     tk_device_free(d2);
     tk_device_free(NULL);
@@ -2116,5 +2120,6 @@ int main(int argc, char **argv)
     TEST_RUN(test_rows_gather_combine);
     TEST_RUN(test_rows_bad_index_device);
     TEST_RUN(test_rows_mixed_sides);
+    CHECK_INT_EQ(tk_cuda_release(), TK_OK); /* the cuBLAS handle: nothing left for --leak-check */
     return TEST_END();
 }

@@ -26,7 +26,12 @@
 # Environment: GPU_KIT (the kit folder), GPU_RUN_SIM=1 (the dry run in `make test`: the kit
 # holds simulation-built binaries, no GPU or compute-sanitizer is needed; a stand-in
 # sanitizer may be named by GPU_RUN_SANITIZER), GPU_RUN_JOBS (parallel jobs, default
-# nproc, at most 12), GPU_RUN_ONLY (shell patterns: run only the steps whose names match).
+# nproc, at most 12), GPU_RUN_ONLY (shell patterns: run only the steps whose names match),
+# GPU_RUN_PARITY_SHARDS ("parity_model:8 ..."), GPU_RUN_SANITIZERS (phase 2's tools, default
+# "racecheck synccheck initcheck"), GPU_RUN_SAN_SHARE (their share of phase 2's deadline, %,
+# default 45), GPU_RUN_BENCHES ("bench_attn_cuda:70 ...": name:seconds; empty: none).
+# Sanitizer runs set PARITY_NO_PLANTED_ERRORS=1 (a parity test then skips the failed launch
+# it plants on purpose, which the tool would report).
 set -u
 PHASE=${1:-}
 DEADLINE=${2:-}
@@ -206,7 +211,7 @@ fi
 # ------------------------------------------------------------------------- steps
 SAN=${GPU_RUN_SANITIZER:-$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)}
 # the parity binaries and their shards: NAME:SHARDS (larger ones split so they run side by side)
-PARITY_SHARDS=${GPU_RUN_PARITY_SHARDS:-"parity_model:4 parity_tensor:3 parity_polar:2 parity_gdelta:2 parity_era:2 parity_layers:2 parity_ceas:1 parity_guardian:1 parity_sim:1"}
+PARITY_SHARDS=${GPU_RUN_PARITY_SHARDS:-"parity_model:8 parity_polar:4 parity_tensor:3 parity_gdelta:3 parity_layers:3 parity_era:2 parity_ceas:1 parity_guardian:1 parity_sim:1"}
 shard_jobs() { # shard_jobs PREFIX TIMEOUT KIND CMD_PREFIX...: one job per binary shard
     local prefix=$1 to=$2 kind=$3 ent name n i
     shift 3
@@ -222,7 +227,7 @@ sanitizer_jobs() { # sanitizer_jobs TOOL TIMEOUT
     [ "$1" = memcheck ] && extra="--leak-check full"
     if [ -z "$SAN" ]; then record "$1" skipped 0 "no compute-sanitizer on this machine"; return; fi
     # shellcheck disable=SC2086
-    shard_jobs "$1-" "$2" sanitizer "$SAN" --tool "$1" $extra --error-exitcode 42
+    shard_jobs "$1-" "$2" sanitizer env PARITY_NO_PLANTED_ERRORS=1 "$SAN" --tool "$1" $extra --error-exitcode 42
 }
 
 cat > "$W/cmp_train.py" <<'PY'
@@ -280,7 +285,7 @@ peers_env() { # the peers carried in the kit onto PYTHONPATH
 }
 # the benchmarks, one at a time (a quiet GPU), each within its share (NAME:SECONDS) and what
 # is left; the benchmarks that budget themselves are told their limit
-BENCH_SHARES=${GPU_RUN_BENCHES:-"bench_attn_cuda:70 bench_polar_cuda:80 bench_gdelta_cuda:80 bench_train_cuda:90 bench_era_cuda:30"}
+BENCH_SHARES=${GPU_RUN_BENCHES-"bench_attn_cuda:70 bench_polar_cuda:80 bench_gdelta_cuda:80 bench_train_cuda:90 bench_era_cuda:30"}
 bench_jobs() {
     local saved=$JOBS ent b to
     JOBS=1
@@ -305,7 +310,7 @@ case "$PHASE" in
 2)
     # the three slower tools share at most 45 % of the deadline, then the benchmarks
     CAP=$((DEADLINE * ${GPU_RUN_SAN_SHARE:-45} / 100))
-    for tool in racecheck synccheck initcheck; do sanitizer_jobs "$tool" "$CAP"; done
+    for tool in ${GPU_RUN_SANITIZERS-racecheck synccheck initcheck}; do sanitizer_jobs "$tool" "$CAP"; done
     drain
     CAP=
     peers_env
