@@ -7,6 +7,7 @@
 #                    nvcc exists; run them all. Last line: `N passed, N failed, N skipped`.
 #   make sim         build every tests/parity_*.cu against the CPU simulation of CUDA
 #                    (tests/cuda_sim.h) with g++ and clang++ under ASan + UBSan
+#   make sim-fma     the bit-exact parity tests in the simulation with FMA contraction on
 #   make cuda        build the CUDA parity tests for sm_80 and sm_90 (needs nvcc)
 #   make gpu-kit     no GPU needed: prebuilt sm_90 binaries, data, libraries, peers and
 #                    the CPU reference figures in gpu-kit/ for tools/gpu_run.sh on a GPU
@@ -61,7 +62,7 @@ TEST_NAMES := $(patsubst tests/%.c,%,$(wildcard tests/test_*.c))
 PARITY_NAMES := $(patsubst tests/%.cu,%,$(wildcard tests/parity_*.cu))
 BENCH_NAMES  := $(patsubst bench/%.c,%,$(wildcard bench/bench_*.c))
 
-.PHONY: test tests-build cuda sim gpu-kit gpu-check bench examples fuzz clean run niah
+.PHONY: test tests-build cuda sim sim-fma gpu-kit gpu-check bench examples fuzz clean run niah
 .DELETE_ON_ERROR:
 
 # The example-level tests (each one translation unit with every header's implementation
@@ -160,6 +161,21 @@ sim-$(1): $(foreach p,$(filter-out $(SIM_SKIP_$(1)),$(PARITY_NAMES)),build/sim-$
 endef
 $(foreach c,$(SIM_CXX),$(eval $(call SIM_RULES,$(c))))
 sim: $(foreach c,$(SIM_CXX),sim-$(c))
+
+# The contracting simulation (build/sim-fma/): the parity tests whose CPU and device results
+# must agree bit for bit, built by clang++ with -ffp-contract=fast and FMA (clang fuses
+# a * b + c at -O1; g++ only from -O2), so host code is contracted wherever a compiler
+# may, as nvcc contracts device code: an exact CPU/device pair that depends on neither side
+# contracting fails here, not first on a GPU (the first GPU run found five such pairs).
+# The simulation's __fmul_rn / __fadd_rn / __fsub_rn stay unfused (tests/cuda_sim.h).
+# Built where the CPU has FMA (HAVE_AVX2); `make test` runs them.
+SIM_FMA_NAMES := parity_tensor parity_guardian parity_era parity_ceas
+SIM_FMA_FLAGS := -ffp-contract=fast -mfma -mavx2
+build/sim-fma/%: tests/%.cu $(DEPS)
+	@mkdir -p build/sim-fma
+	clang++ $(SIM_CXXFLAGS) $(SIM_FMA_FLAGS) $< -o $@ $(LIBS)
+build/sim-fma/parity_era build/sim-fma/parity_ceas: SIM_OPT = -O0
+sim-fma: $(foreach p,$(SIM_FMA_NAMES),build/sim-fma/$(p))
 
 # The GPU kit (tools/gpu_kit.sh): built here, run on a lent GPU by tools/gpu_run.sh.
 gpu-kit:

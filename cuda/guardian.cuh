@@ -36,18 +36,12 @@
 #define GUARDIAN__NT 256    /* threads per block */
 #define GUARDIAN__MAXB 4096 /* most blocks per launch (grid-stride beyond) */
 
-/* each operation rounded as written: a product, a difference, an fma. In the simulation
-   (host code) the same with fmaf; a product that only feeds an fma's argument cannot be
-   contracted by any compiler. */
-#ifdef ATTNKIT_CUDA_SIM
-static inline float guardian__d_mul(float x, float y) { return x * y; }
-static inline float guardian__d_fma(float x, float y, float z) { return fmaf(x, y, z); }
-static inline float guardian__d_sub(float x, float y) { return x - y; }
-#else
+/* each operation rounded as written: a product, a difference, an fma (the simulation's
+   tests/cuda_sim.h has the same intrinsics, kept apart from the host compiler's
+   contraction) */
 static __device__ __forceinline__ float guardian__d_mul(float x, float y) { return __fmul_rn(x, y); }
 static __device__ __forceinline__ float guardian__d_fma(float x, float y, float z) { return __fmaf_rn(x, y, z); }
 static __device__ __forceinline__ float guardian__d_sub(float x, float y) { return __fsub_rn(x, y); }
-#endif
 
 /* ema (n) <- fma(a, ema, b * w): the CPU's `fmaf(a, ema[i], b * w[i])` */
 static __global__ void guardian__k_ema(float *ema, const float *w, int64_t n, float a, float b)

@@ -99,11 +99,7 @@
 /* a * b + c with one rounding: the CPU's fmaf in the CPU's order. An explicit fma on both
    sides gives the same bits whatever either compiler contracts (nvcc fuses a * b + c by
    default; g++ in C++ mode and clang do where the target has FMA) */
-#ifdef ATTNKIT_CUDA_SIM
-#define TK__FMA(a, b, c) fmaf((a), (b), (c))
-#else
 #define TK__FMA(a, b, c) __fmaf_rn((a), (b), (c))
-#endif
 
 static cublasHandle_t tk__cublas = NULL;
 

@@ -788,6 +788,26 @@ static inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
 static inline float __fdividef(float a, float b) { return a / b; }
 static inline float __frcp_rn(float x) { return 1.0f / x; }
 static inline float __fsqrt_rn(float x) { return std::sqrt(x); }
+/* The rounded arithmetic intrinsics: one rounding each, and never fused with a neighbour
+   into an fma by the host compiler (the simulation's contracting build, -ffp-contract=fast
+   -mfma, fuses plain a * b + c as nvcc does; these stay separate as on the device). The
+   empty asm makes the compiler hold the rounded value in a register. */
+static inline float ak_sim_rounded(float x)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __asm__("" : "+x"(x));
+#elif defined(__aarch64__)
+    __asm__("" : "+w"(x));
+#else
+    volatile float v = x;
+    x = v;
+#endif
+    return x;
+}
+static inline float __fmul_rn(float a, float b) { return ak_sim_rounded(a * b); }
+static inline float __fadd_rn(float a, float b) { return ak_sim_rounded(a + b); }
+static inline float __fsub_rn(float a, float b) { return ak_sim_rounded(a - b); }
+static inline float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
 static inline float __saturatef(float x) { return x < 0.0f ? 0.0f : (x > 1.0f ? 1.0f : x); }
 static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
 static inline int __float_as_int(float f) { int i; memcpy(&i, &f, 4); return i; }

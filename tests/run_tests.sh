@@ -302,6 +302,34 @@ if ls tests/parity_*.cu >/dev/null 2>&1; then
         done
     done
     phase "simulated parity tests"
+    # the contracting simulation (the Makefile's sim-fma: clang++ -ffp-contract=fast -mfma):
+    # the CPU/device pairs that must agree bit for bit, with host code fused as nvcc fuses
+    if grep -qw fma /proc/cpuinfo 2>/dev/null && command -v clang++ >/dev/null 2>&1; then
+        FMA_NAMES=$(sed -n 's/^SIM_FMA_NAMES := //p' Makefile)
+        $MAKE -k -j"$JOBS" --no-print-directory sim-fma > "$LOG/build-sim-fma.log" 2>&1 \
+            || { echo "contracting simulation build errors:"; grep -E 'error' "$LOG/build-sim-fma.log" | head -n 40; }
+        FMA_PIDS=
+        for t in $FMA_NAMES; do exec_one "sim-fma/$t" "build/sim-fma/$t" & FMA_PIDS="$FMA_PIDS $!"; done
+        for pid in $FMA_PIDS; do wait "$pid"; done
+        for t in $FMA_NAMES; do tally_one "sim-fma/$t"; done
+    else
+        echo "SKIP the contracting simulation: no FMA on this CPU or no clang++"; S=$((S + 1))
+    fi
+    phase "contracting simulation"
+    # the GPU kit's device runner (tools/gpu_run.sh) in a dry run: simulation-built parity
+    # binaries and stand-in scripts in a stand-in kit, no GPU (tests/gpu_run_check.sh)
+    sh tests/gpu_run_check.sh build/sim-g++ > "$LOG/gpu_run_check.out" 2>&1
+    grep '^FAIL\|^SKIP' "$LOG/gpu_run_check.out" >&2
+    res=$(grep '^RESULT ' "$LOG/gpu_run_check.out" | tail -n 1)
+    if [ -n "$res" ]; then
+        p=$(echo "$res" | sed 's/.*passed=\([0-9]*\).*/\1/'); f=$(echo "$res" | sed 's/.*failed=\([0-9]*\).*/\1/')
+        s=$(echo "$res" | sed 's/.*skipped=\([0-9]*\).*/\1/')
+        P=$((P + p)); F=$((F + f)); S=$((S + s))
+        echo "gpu_run dry run: $p passed, $f failed, $s skipped"
+    else
+        echo "FAIL gpu_run dry run: no RESULT line (log in $LOG/gpu_run_check.out)"; F=$((F + 1))
+    fi
+    phase "gpu_run dry run"
     if [ -n "$NVCC_PID" ]; then
         wait "$NVCC_PID" || { echo "CUDA build errors:"; grep -E 'error' "$LOG/build-cuda.log" | head -n 40; }
         phase "nvcc build (background)"

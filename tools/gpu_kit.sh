@@ -127,7 +127,7 @@ fi
     echo "built: $(date -u '+%Y-%m-%d %H:%M UTC') on $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
     echo "nvcc: $("$NVCC" --version | tail -n 1)"
     echo "flags: $ARCHS host $HOST -lineinfo"
-    echo "binaries: $BINS"
+    echo "binaries: $(echo $BINS)"
 } > "$KIT/manifest.txt"
 size=$(du -sk "$KIT" | awk '{print $1}')
 echo "gpu_kit: $KIT/ is $((size / 1024)).$(((size % 1024) * 10 / 1024)) MiB (limit $LIMIT_MIB MiB) in $(($(date +%s) - T0)) s"
