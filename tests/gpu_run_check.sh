@@ -57,7 +57,7 @@ for b in parity_ceas parity_guardian; do
     if [ -x "$SIM/$b" ]; then cp "$SIM/$b" "$T/bin/$b"; have_sim=$((have_sim + 1)); fi
 done
 (cd "$T/bin" && tar -c -- *) | xz -1 > "$T/kit/bin.tar.xz"
-SHARDS="parity_ok:2 parity_bad:1 parity_hang:1"
+SHARDS="parity_ok:2 parity_bad:1 parity_hang:1:3"
 [ "$have_sim" -eq 2 ] && SHARDS="parity_ceas:1 parity_guardian:2 $SHARDS"
 export GPU_RUN_SIM=1 GPU_KIT="$T/kit" GPU_RUN_SANITIZER="$T/sanitizer" GPU_RUN_JOBS=2
 
@@ -84,7 +84,7 @@ files_ok() { # summary.txt and logs.tgz, nothing else
 }
 
 # 1. phase 1: parity shards, a hanging one killed at its own limit, memcheck, no trainer
-run p1 1 60 GPU_RUN_PARITY_SHARDS="$SHARDS" GPU_RUN_PARITY_TIMEOUT=3 GPU_RUN_SAN_TIMEOUT=3
+run p1 1 90 GPU_RUN_PARITY_SHARDS="$SHARDS" GPU_RUN_PARITY_TIMEOUT=40 GPU_RUN_SAN_TIMEOUT=40
 check "phase 1: parity_ok shards pass" '[ "$(status p1 parity_ok.s0)" = pass ] && [ "$(status p1 parity_ok.s1)" = pass ]'
 check "phase 1: a failing parity binary is FAIL" '[ "$(status p1 parity_bad)" = FAIL ]'
 check "phase 1: a step killed at its own limit is timeout, not pass" '[ "$(status p1 parity_hang)" = timeout ] && [ "$(status p1 memcheck-parity_hang)" = timeout ]'

@@ -66,6 +66,7 @@ echo "gpu-check: $(head -n 1 "$LOGS/device.txt"), sm_${CC}, building..."
 DEPFLAGS="-isystem /usr/include/stb"
 if [ -d peers/deps ]; then
     DEPFLAGS="$DEPFLAGS -isystem $PWD/peers/deps/include/stb -isystem $PWD/peers/deps/include -L$PWD/peers/deps/lib"
+    DEPLIB="-L$PWD/peers/deps/lib" # the trainer's link line takes LIBS, not INC
     export LD_LIBRARY_PATH="$PWD/peers/deps/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
 build() { # build <src> <exe> <extra flags...>
@@ -151,7 +152,7 @@ echo "gpu-check: benchmarks done at $(elapsed) s"
 WT2=${WT2_DIR:-peers/data}
 if selected wt2_train && ls "$WT2"/wt2.*.gpt2.u16 >/dev/null 2>&1 && ! over_budget; then
     if make -s build/cuda/wt2_train NVCC="$NVCC" CUDA_ARCHS="$ARCH" \
-        INC="-I. $DEPFLAGS" LIBS="-lm -llzma -lpthread" > "$LOGS/build_wt2_train.log" 2>&1; then
+        INC="-I. $DEPFLAGS" LIBS="${DEPLIB:+$DEPLIB }-lm -llzma -lpthread" > "$LOGS/build_wt2_train.log" 2>&1; then
         for preset in tiny-plain tiny; do
             for dev in cuda cpu; do
                 run="${preset}_$dev"

@@ -47,10 +47,12 @@ BENCH=$(cd bench && ls bench_*_cuda.cu | sed 's/\.cu$//')
 BINS="$PARITY $BENCH wt2_train"
 
 # sync: the scratch copy of tracked and untracked-not-ignored files, mtimes kept, so make
-# rebuilds only what changed
+# rebuilds only what changed; files gone from the tree are removed there (build/ stays)
 sync() {
     mkdir -p "$SRC"
     git ls-files -co --exclude-standard -z | tar --null -c -T - -f - | tar -x -C "$SRC" -f -
+    comm -23 <(cd "$SRC" && find . -path ./build -prune -o -type f ! -name bins.sha -print | sed 's|^\./||' | sort) \
+        <(git ls-files -co --exclude-standard | sort) | (cd "$SRC" && xargs -r rm -f --)
 }
 # build INCLUDE_FLAGS: the binaries in $SRC/build/cuda, all cores
 build() {

@@ -27,7 +27,7 @@
 # holds simulation-built binaries, no GPU or compute-sanitizer is needed; a stand-in
 # sanitizer may be named by GPU_RUN_SANITIZER), GPU_RUN_JOBS (parallel jobs, default
 # nproc, at most 12), GPU_RUN_ONLY (shell patterns: run only the steps whose names match),
-# GPU_RUN_PARITY_SHARDS ("parity_model:8 ..."), GPU_RUN_SANITIZERS (phase 2's tools, default
+# GPU_RUN_PARITY_SHARDS ("parity_model:8 ...", NAME:SHARDS[:SECONDS]), GPU_RUN_SANITIZERS (phase 2's tools, default
 # "racecheck synccheck initcheck"), GPU_RUN_SAN_SHARE (their share of phase 2's deadline, %,
 # default 45), GPU_RUN_BENCHES ("bench_attn_cuda:70 ...": name:seconds; empty: none).
 # Sanitizer runs set PARITY_NO_PLANTED_ERRORS=1 (a parity test then skips the failed launch
@@ -213,10 +213,11 @@ SAN=${GPU_RUN_SANITIZER:-$(command -v compute-sanitizer || ls /usr/local/cuda/bi
 # the parity binaries and their shards: NAME:SHARDS (larger ones split so they run side by side)
 PARITY_SHARDS=${GPU_RUN_PARITY_SHARDS:-"parity_model:8 parity_polar:4 parity_tensor:3 parity_gdelta:3 parity_layers:3 parity_era:2 parity_ceas:1 parity_guardian:1 parity_sim:1"}
 shard_jobs() { # shard_jobs PREFIX TIMEOUT KIND CMD_PREFIX...: one job per binary shard
-    local prefix=$1 to=$2 kind=$3 ent name n i
+    local prefix=$1 to0=$2 kind=$3 ent name n i to rest
     shift 3
-    for ent in $PARITY_SHARDS; do
-        name=${ent%%:*}; n=${ent##*:}
+    for ent in $PARITY_SHARDS; do # NAME:SHARDS or NAME:SHARDS:SECONDS (its own limit)
+        name=${ent%%:*}; rest=${ent#*:}; n=${rest%%:*}; to=$to0
+        [ "$rest" != "$n" ] && to=${rest#*:}
         [ -x "$B/$name" ] || { selected "$prefix$name" && record "$prefix$name" skipped 0 "not in the kit"; continue; }
         if [ "$n" -le 1 ]; then job "$prefix$name" "$to" "$kind" "$@" "$B/$name"
         else for i in $(seq 0 $((n - 1))); do job "$prefix$name.s$i" "$to" "$kind" env TEST_SHARD="$i/$n" "$@" "$B/$name"; done; fi
