@@ -102,7 +102,11 @@ if [ -f peers/polar_triton.py ]; then mkdir -p "$KIT/peers" && cp -p peers/polar
 # the CPU reference figures: the same binary, --device cpu, same preset, seed and steps
 REFS="tiny-plain-fp32 1e-3 val_ce --preset tiny-plain --precision fp32
 tiny-plain-bf16 3e-2 val_ce --preset tiny-plain --precision bf16
-tiny-fp32 1e-3 val_ce --preset tiny --precision fp32"
+tiny-fp32 1e-3 val_ce --preset tiny --precision fp32
+era-gac-tiny-fp32 1e-3 val_ce --preset era-gac-tiny --precision fp32
+polar-gdelta-fp32 1e-3 val_ce --preset tiny-plain --attn polar --memory gdelta --precision fp32
+polar-gdelta-bf16 3e-2 val_ce --preset tiny-plain --attn polar --memory gdelta --precision bf16
+ceas-fp32 1e-3 val_ce --preset tiny-plain --controller ceas --precision fp32"
 COMMON="--max-steps $STEPS --eval-every 0 --final-chunks 16 --seed 1"
 key=$( (sha256sum "$WT2BIN" | cut -c1-16; echo "$REFS $COMMON") | sha256sum | cut -c1-16)
 if [ -d "$KIT/data" ] && ! grep -q "^# key $key" "$KIT/ref_train.txt" 2>/dev/null; then
