@@ -58,7 +58,14 @@
    Simulation: g++ -std=c++17 -x c++ -O1 -I. -isystem /usr/include/stb -DATTNKIT_CUDA_SIM
    bench/bench_train_cuda.cu -o /tmp/btc -lm -llzma -lpthread && /tmp/btc 32 2 2 16 2 64 2
    (every call must return OK; its times mean nothing, and the peer is not run).
-   Never run on a GPU yet.
+   Host-device synchronisations per step: counted with CUPTI's driver-API callbacks
+   (libcupti.so.13 opened at run time; "n/a" with the reason where it is absent or refuses),
+   from mdl_zero_grad to the last AdamW launch, so the benchmark's own per-step syncs are
+   left out: explicit waits (cuStreamSynchronize, cuCtxSynchronize, cuEventSynchronize) and
+   synchronous copies (cuMemcpy, cuMemcpyDtoH, cuMemcpyHtoD; a blocking copy makes the host
+   wait for the stream too). Printed per model as the largest count of one timed step.
+   First run on a GPU: 2026-11-27, an H200 (docs/GPU.md); the sync count was added after it
+   and has not run on a GPU yet.
    Last line: bench_train_cuda: vs_torch_eager=X mfu=Y (X, Y for G; -1 where unavailable) */
 #define _POSIX_C_SOURCE 200809L
 #ifdef ATTNKIT_CUDA_SIM
@@ -67,6 +74,8 @@
 #include <cuda_runtime.h>
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
+#include <cupti.h>
+#include <dlfcn.h>
 #endif
 #include <math.h>
 #include <stdio.h>
@@ -287,7 +296,80 @@ typedef struct btc_res {
     double step_ms, best_ms, fwd_ms, bwd_ms, opt_ms, tok_s, loss;
     double act_mb, dev_used_mb;
     long long params;
+    long long syncs, copies; /* the most of one timed step; -1: not counted */
 } btc_res;
+
+/* ---- host-device synchronisations, counted by CUPTI driver-API callbacks (no nsys) */
+static volatile long long btc_nsync = 0, btc_ncopy = 0;
+static int btc_counting = 0;          /* 1 once the callbacks are on */
+static char btc_count_why[200] = "";  /* why not, when not */
+#ifndef ATTNKIT_CUDA_SIM
+static void CUPTIAPI btc_sync_cb(void *ud, CUpti_CallbackDomain dom, CUpti_CallbackId id, const void *data)
+{
+    const CUpti_CallbackData *d = (const CUpti_CallbackData *)data;
+    (void)ud;
+    if (dom != CUPTI_CB_DOMAIN_DRIVER_API || d->callbackSite != CUPTI_API_ENTER) return;
+    switch (id) {
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize:
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize_ptsz:
+    case CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize:
+    case CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize_v2:
+    case CUPTI_DRIVER_TRACE_CBID_cuEventSynchronize:
+        btc_nsync = btc_nsync + 1;
+        break;
+    default:
+        btc_ncopy = btc_ncopy + 1;
+        break;
+    }
+}
+#endif
+/* turns the counting on (once); 0 and the reason in btc_count_why when it cannot */
+static int btc_count_start(void)
+{
+#ifdef ATTNKIT_CUDA_SIM
+    snprintf(btc_count_why, sizeof btc_count_why, "the simulation has no CUPTI");
+    return 0;
+#else
+    typedef CUptiResult (*sub_fn)(CUpti_SubscriberHandle *, CUpti_CallbackFunc, void *);
+    typedef CUptiResult (*en_fn)(uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain, CUpti_CallbackId);
+    static const CUpti_CallbackId ids[] = {
+        CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize, CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize_ptsz,
+        CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize, CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize_v2,
+        CUPTI_DRIVER_TRACE_CBID_cuEventSynchronize, CUPTI_DRIVER_TRACE_CBID_cuMemcpy,
+        CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoH, CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoH_v2,
+        CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoH_v2_ptds, CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoD,
+        CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoD_v2, CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoD_v2_ptds};
+    static CUpti_SubscriberHandle sub;
+    void *h;
+    sub_fn subscribe;
+    en_fn enable;
+    size_t i;
+    if (btc_counting) return 1;
+    h = dlopen("libcupti.so.13", RTLD_NOW);
+    if (!h) h = dlopen("libcupti.so", RTLD_NOW);
+    if (!h) {
+        snprintf(btc_count_why, sizeof btc_count_why, "libcupti.so.13 not found (LD_LIBRARY_PATH)");
+        return 0;
+    }
+    subscribe = (sub_fn)dlsym(h, "cuptiSubscribe");
+    enable = (en_fn)dlsym(h, "cuptiEnableCallback");
+    if (!subscribe || !enable) {
+        snprintf(btc_count_why, sizeof btc_count_why, "libcupti lacks cuptiSubscribe/cuptiEnableCallback");
+        return 0;
+    }
+    if (subscribe(&sub, (CUpti_CallbackFunc)btc_sync_cb, NULL) != CUPTI_SUCCESS) {
+        snprintf(btc_count_why, sizeof btc_count_why, "cuptiSubscribe failed (another CUPTI client?)");
+        return 0;
+    }
+    for (i = 0; i < sizeof ids / sizeof ids[0]; i++)
+        if (enable(1, sub, CUPTI_CB_DOMAIN_DRIVER_API, ids[i]) != CUPTI_SUCCESS) {
+            snprintf(btc_count_why, sizeof btc_count_why, "cuptiEnableCallback failed");
+            return 0;
+        }
+    btc_counting = 1;
+    return 1;
+#endif
+}
 
 /* warmup + steps training steps of cfg at (B, T) on the device; figures from the timed ones.
    When the last warm-up step says `steps` would take more than max_s seconds, fewer steps
@@ -348,9 +430,12 @@ static btc_res btc_run_ours(const char *label, const mdl_config *cfg, int B, int
     o.train = 1;
     p = mdl_params(m);
     g = mdl_grads(m);
+    res.syncs = res.copies = -1;
+    if (btc_count_start()) res.syncs = res.copies = 0;
     for (s = 0; s < warmup + steps; s++) {
         float ms[3] = {0.0f, 0.0f, 0.0f};
         double w0;
+        long long ns0 = btc_nsync, nc0 = btc_ncopy;
         for (k = 0; k < ntok; k++) {
             ids[k] = (int)(btc_rnd32() % (uint32_t)cfg->vocab);
             tgt[k] = (int)(btc_rnd32() % (uint32_t)cfg->vocab);
@@ -376,6 +461,10 @@ static btc_res btc_run_ours(const char *label, const mdl_config *cfg, int B, int
                 fprintf(stderr, "bench_train_cuda: %s: tk_adamw_update (%s): %s\n", label, t->name, btc_tk_msg);
                 goto done;
             }
+        }
+        if (btc_counting && s >= warmup) { /* this step's, before the benchmark's own waits */
+            if (btc_nsync - ns0 > res.syncs) res.syncs = btc_nsync - ns0;
+            if (btc_ncopy - nc0 > res.copies) res.copies = btc_ncopy - nc0;
         }
         cudaEventRecord(ev[3], 0);
         cudaEventSynchronize(ev[3]);
@@ -897,6 +986,19 @@ int main(int argc, char **argv)
                   peer[1][0].bwd_ms, peer[1][0].opt_ms, fpt_p, peak);
     btc_print_row("P plain stand-in torch.compile", peer[1][1].tok_s, peer[1][1].step_ms, peer[1][1].fwd_ms,
                   peer[1][1].bwd_ms, peer[1][1].opt_ms, fpt_p, peak);
+    {   /* host-device synchronisations per step (CUPTI) */
+        const btc_res *rr[3] = {&rg, &rpaper, &rp};
+        static const char *nm[3] = {"G ours", "paper preset ours", "P plain stand-in ours"};
+        int q;
+        for (q = 0; q < 3; q++) {
+            if ((q == 1 && !paper_ok) || !rr[q]->ok) continue;
+            if (rr[q]->syncs < 0)
+                printf("  %-34s host-device syncs per step: n/a (%s)\n", nm[q], btc_count_why);
+            else
+                printf("  %-34s host-device syncs per step: %lld waits + %lld blocking copies (most of one timed step)\n",
+                       nm[q], rr[q]->syncs, rr[q]->copies);
+        }
+    }
     printf("  (step ms = median whole step; fwd includes zero_grad; MFU = model FLOPs (mdl_flops_per_token) / the "
            "measured bf16 peak%s)\n", peak > 0 ? "" : ", -1: no peak");
     if (peer[0][1].ok || peer[1][1].ok)

@@ -8,8 +8,8 @@
 # CPU may lack AVX-512), with -lineinfo (compute-sanitizer names source lines), all in
 # parallel; then packs into gpu-kit/ (ignored by git; carry it: `carry: ["gpu-kit"]`):
 #   bin.tar.xz     the binaries
-#   lib/           liblzma.so.5 and libgomp.so.1 from this machine, used on the device only
-#                  where ldd finds them missing there
+#   lib/           liblzma.so.5, libgomp.so.1 and libcupti.so.13 from this machine, used on
+#                  the device only where it lacks them
 #   include/       stb_ds.h, stb_image_write.h, lzma.h: for the fallback build on the device
 #   data/          the tokenised WikiText-2 splits the trainer runs need (WT2_DIR)
 #   whl/, peers/   the benchmark peers when tools/fetch_peers.sh fetched them (.whl/, peers/)
@@ -90,6 +90,10 @@ for l in liblzma.so.5 libgomp.so.1; do
     so=$(ldconfig -p | awk -v l="$l" '$1 == l && /x86-64/ {print $NF; exit}')
     [ -n "$so" ] && cp -pL "$so" "$KIT/lib/$l"
 done
+# CUPTI (bench_train_cuda's sync count dlopens it; used only where the image lacks it)
+cupti=$(ls /usr/local/cuda/lib64/libcupti.so.13 /usr/local/cuda/extras/CUPTI/lib64/libcupti.so.13 \
+    "$(dirname "$(command -v "$NVCC")")"/../lib/libcupti.so.13 2>/dev/null | head -n 1)
+[ -n "$cupti" ] && cp -pL "$cupti" "$KIT/lib/libcupti.so.13"
 for f in /usr/include/stb/stb_ds.h /usr/include/stb/stb_image_write.h; do [ -f "$f" ] && cp -p "$f" "$KIT/include/stb/"; done
 [ -f /usr/include/lzma.h ] && cp -p /usr/include/lzma.h "$KIT/include/" && cp -pr /usr/include/lzma "$KIT/include/"
 

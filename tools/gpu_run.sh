@@ -283,6 +283,17 @@ peers_env() { # the peers carried in the kit onto PYTHONPATH
     fi
     [ -d "$KIT/peers" ] && export PYTHONPATH="$KIT/peers${PYTHONPATH:+:$PYTHONPATH}"
     export PYTHONPATH="$ROOT/bench${PYTHONPATH:+:$PYTHONPATH}"
+    # CUPTI for bench_train_cuda's sync count (it dlopens libcupti.so.13): the image's, else the kit's
+    local d
+    for d in /usr/local/cuda/extras/CUPTI/lib64 /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
+        $(python3 -c 'import nvidia, os; p = nvidia.__path__[0]; print(" ".join(os.path.join(p, d, "lib") for d in os.listdir(p)))' 2>/dev/null) \
+        "$KIT/lib"; do
+        if [ -e "$d/libcupti.so.13" ]; then
+            export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$d"
+            note "libcupti.so.13 from $d"
+            break
+        fi
+    done
 }
 # the benchmarks, one at a time (a quiet GPU), each within its share (NAME:SECONDS) and what
 # is left; the benchmarks that budget themselves are told their limit
