@@ -17,8 +17,9 @@
 #      binary on the GPU (several at once, large ones in shards), the GPU trainer's short
 #      runs (tiny-plain fp32 and bf16, tiny fp32) compared with the kit's CPU reference
 #      figures, then compute-sanitizer memcheck over the parity binaries (in shards).
-#   2  racecheck, synccheck and initcheck over the parity binaries (in shards, at most
-#      45 % of the deadline), then the GPU benchmarks with what is left.
+#   2  initcheck, synccheck and racecheck over the parity binaries (in shards, at most
+#      45 % of the deadline; the slow racecheck last, so the quick tools are not starved:
+#      the first lease's initcheck was), then the GPU benchmarks with what is left.
 #   b  the benchmarks alone, against the peers carried in the kit (PyTorch SDPA on the
 #      image, fla-core's wheel, the seed's Triton polar kernel).
 #   t  the trainer at --preset paper --precision bf16 for its tokens/s (and MFU).
@@ -28,7 +29,7 @@
 # sanitizer may be named by GPU_RUN_SANITIZER), GPU_RUN_JOBS (parallel jobs, default
 # nproc, at most 12), GPU_RUN_ONLY (shell patterns: run only the steps whose names match),
 # GPU_RUN_PARITY_SHARDS ("parity_model:8 ...", NAME:SHARDS[:SECONDS]), GPU_RUN_SANITIZERS (phase 2's tools, default
-# "racecheck synccheck initcheck"), GPU_RUN_SAN_SHARE (their share of phase 2's deadline, %,
+# "initcheck synccheck racecheck"), GPU_RUN_SAN_SHARE (their share of phase 2's deadline, %,
 # default 45), GPU_RUN_BENCHES ("bench_attn_cuda:70 ...": name:seconds; empty: none).
 # Sanitizer runs set PARITY_NO_PLANTED_ERRORS=1 (a parity test then skips the failed launch
 # it plants on purpose, which the tool would report).
@@ -322,7 +323,7 @@ case "$PHASE" in
 2)
     # the three slower tools share at most 45 % of the deadline, then the benchmarks
     CAP=$((DEADLINE * ${GPU_RUN_SAN_SHARE:-45} / 100))
-    for tool in ${GPU_RUN_SANITIZERS-racecheck synccheck initcheck}; do sanitizer_jobs "$tool" "$CAP"; done
+    for tool in ${GPU_RUN_SANITIZERS-initcheck synccheck racecheck}; do sanitizer_jobs "$tool" "$CAP"; done
     drain
     CAP=
     peers_env
