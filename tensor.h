@@ -580,7 +580,8 @@ TKDEF int tk_residual_backward_cuda(float *da, float *db, const float *dout, siz
 TKDEF int tk_sigmoid_forward_cuda(float *out, const float *x, size_t n, tk_stream stream);
 TKDEF int tk_scale_cuda(float *out, const float *x, float alpha, size_t n, tk_stream stream);
 /* the causal depthwise convolution: one thread per output element (forward, dinp), one per
-   (j,c) for dw (double, the CPU's order): bit-identical to the CPU up to fma contraction */
+   (j,c) for dw (double, the CPU's order): bit-identical to the CPU (each product meets its
+   running sum in an explicit fma on both sides, so no compiler's contraction changes a bit) */
 TKDEF int tk_causal_dwconv_forward_cuda(float *out, const float *inp, const float *w, int B,
                                         int T, int C, int K, int accumulate, tk_stream stream);
 TKDEF int tk_causal_dwconv_backward_cuda(float *dinp, float *dw, const float *dout,
