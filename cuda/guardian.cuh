@@ -36,19 +36,15 @@
 #define GUARDIAN__NT 256    /* threads per block */
 #define GUARDIAN__MAXB 4096 /* most blocks per launch (grid-stride beyond) */
 
-/* each operation rounded as written: a product, a difference, an fma (the simulation's
-   tests/cuda_sim.h has the same intrinsics, kept apart from the host compiler's
-   contraction) */
-static __device__ __forceinline__ float guardian__d_mul(float x, float y) { return __fmul_rn(x, y); }
-static __device__ __forceinline__ float guardian__d_fma(float x, float y, float z) { return __fmaf_rn(x, y, z); }
-static __device__ __forceinline__ float guardian__d_sub(float x, float y) { return __fsub_rn(x, y); }
-
+/* Each operation below is rounded as written (__fmul_rn, __fsub_rn, __fmaf_rn; the
+   simulation's tests/cuda_sim.h has the same intrinsics, kept apart from the host
+   compiler's contraction). */
 /* ema (n) <- fma(a, ema, b * w): the CPU's `fmaf(a, ema[i], b * w[i])` */
 static __global__ void guardian__k_ema(float *ema, const float *w, int64_t n, float a, float b)
 {
     int64_t i = (int64_t)blockIdx.x * GUARDIAN__NT + (int64_t)threadIdx.x;
     const int64_t step = (int64_t)gridDim.x * GUARDIAN__NT;
-    for (; i < n; i += step) ema[i] = guardian__d_fma(a, ema[i], guardian__d_mul(b, w[i]));
+    for (; i < n; i += step) ema[i] = __fmaf_rn(a, ema[i], __fmul_rn(b, w[i]));
 }
 
 /* avg (n) <- fma(w - avg, k, avg): the CPU's `avg[i] = fmaf(w[i] - avg[i], k, avg[i])` */
@@ -58,7 +54,7 @@ static __global__ void guardian__k_swa(float *avg, const float *w, int64_t n, fl
     const int64_t step = (int64_t)gridDim.x * GUARDIAN__NT;
     for (; i < n; i += step) {
         const float x = avg[i];
-        avg[i] = guardian__d_fma(guardian__d_sub(w[i], x), k, x);
+        avg[i] = __fmaf_rn(__fsub_rn(w[i], x), k, x);
     }
 }
 

@@ -146,8 +146,12 @@ TKDEF int tk_cuda_available(void)
 TKDEF int tk_cuda_release(void)
 {
     int rc = TK_OK;
+    cudaError_t e;
     if (!tk__cublas) return TK_OK;
-    if (cudaDeviceSynchronize() != cudaSuccess) rc = tk__cuda_check(cudaGetLastError(), "tk_cuda_release");
+    if ((e = cudaDeviceSynchronize()) != cudaSuccess) {
+        (void)cudaGetLastError();
+        rc = tk__cuda_check(e, "tk_cuda_release");
+    }
     if (cublasDestroy(tk__cublas) != CUBLAS_STATUS_SUCCESS && rc == TK_OK)
         rc = tk__fail(TK_ECUDA, "tk_cuda_release: cublasDestroy failed");
     tk__cublas = NULL;
@@ -1295,7 +1299,8 @@ static __global__ void tk__k_rows_combine_dsrc(float *dsrc, const float *dout, i
         const int i = idx[r];
         if (i >= 0 && i < nsrc) {
             const float g = dout[(r / (size_t)K) * C + j];
-            dsrc[(size_t)i * C + j] = w ? TK__FMA(w[r], g, dsrc[(size_t)i * C + j]) : dsrc[(size_t)i * C + j] + g;
+            float *d = dsrc + (size_t)i * C + j;
+            *d = w ? TK__FMA(w[r], g, *d) : *d + g;
         }
     }
 }

@@ -279,11 +279,11 @@ static void tc_case(int math, int B, int H, int Hkv, int T, int D, int window, u
         worst = e > worst ? e : worst;                                                  \
     } while (0)
     TC_CHECK("c", gc, c, &c32);
-    TC_CHECK("mag", gm, mag, (const std::vector<float> *)NULL);
+    TC_CHECK("mag", gm, mag, NULL);
     for (s = 0; s < POLAR_NSTAT; s++) {
         static const char *nm[POLAR_NSTAT] = {"M", "L", "Q2", "|s|"};
         std::vector<float> a = tc_col(gs, s), bref = tc_col(stats, s);
-        TC_CHECK(nm[s], a, bref, (const std::vector<float> *)NULL);
+        TC_CHECK(nm[s], a, bref, NULL);
     }
     /* the fp32 CUDA path gives other bits */
     {
@@ -345,7 +345,7 @@ static void tc_case(int math, int B, int H, int Hkv, int T, int D, int window, u
         TC_CHECK("dv", g, r, &dv32);
     }
     std::vector<float> g = dget(d_gvn, (size_t)H * D);
-    TC_CHECK("gvn", g, gvn, (const std::vector<float> *)NULL);
+    TC_CHECK("gvn", g, gvn, NULL);
 #undef TC_CHECK
     {   /* The per-head scalar gradients are sums over the B*T rows of terms that cancel
            10-200 fold (the logit gradients sum to zero): each is checked against the sum

@@ -15,7 +15,7 @@
 # Phases (docs/GPU.md "The first lease" gives the calls):
 #   1  environment record, unpack, ldd check (fallback: build on the device), every parity
 #      binary on the GPU (several at once, large ones in shards), the GPU trainer's short
-#      runs (tiny-plain fp32 and bf16, tiny fp32) compared with the kit's CPU reference
+#      runs (each line of the kit's ref_train.txt) compared with the kit's CPU reference
 #      figures, then compute-sanitizer memcheck over the parity binaries (in shards).
 #   2  initcheck, synccheck and racecheck over the parity binaries (in shards, at most
 #      45 % of the deadline; the slow racecheck last, so the quick tools are not starved:
@@ -59,6 +59,10 @@ JOBS=${GPU_RUN_JOBS:-$NPROC}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 
 elapsed() { echo $(($(date +%s) - START)); }
+# the library folders of PyTorch's nvidia-* wheels (cuBLAS, CUPTI, ...), where python3 has them
+torch_lib_dirs() {
+    python3 -c 'import nvidia, os; p = nvidia.__path__[0]; print(" ".join(os.path.join(p, d, "lib") for d in os.listdir(p)))' 2>/dev/null
+}
 left() { echo $((DEADLINE - $(date +%s) + START)); }
 selected() ( # selected NAME: in GPU_RUN_ONLY (or it is unset)
     [ -z "${GPU_RUN_ONLY:-}" ] && exit 0
@@ -97,7 +101,7 @@ judge() { # judge NAME KIND RC SECONDS -> records the step
         elif [ "$rc" = 42 ]; then st=FAIL; detail="errors: $res; $(grep -a '^========= [A-Z]' "$log" | grep -v 'ERROR SUMMARY\|COMPUTE-SANITIZER' | head -n 2 | tr '\n' ' ' | cut -c1-300)"
         else st=FAIL; detail="exit $rc (the program failed under the tool); ${res:-}"; fi ;;
     trainer)
-        if [ "$rc" = 0 ]; then detail=$(python3 "$W/cmp_train.py" "$name" "$KIT/ref_train.txt" "$LOGS/$name.json" "$W/runs/$name/metrics.jsonl" 2>&1 | tail -n 1)
+        if [ "$rc" = 0 ]; then detail=$(python3 "$W/cmp_train.py" "$name" "$KIT/ref_train.txt" "$LOGS/$name.json" 2>&1 | tail -n 1)
             case "$detail" in ok*) st=pass ;; *) st=FAIL ;; esac
         else st=FAIL; detail="exit $rc; $(tail -n 2 "$log" | tr '\n' ' ' | cut -c1-300)"; fi ;;
     bench)
@@ -186,9 +190,7 @@ missing > "$LOGS/ldd.txt"
 # what is missing is looked for in the CUDA toolkit's and PyTorch's library folders, then in
 # the kit's lib/ (liblzma, libgomp)
 if [ -s "$LOGS/ldd.txt" ]; then
-    for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
-        $(python3 -c 'import nvidia, os; p = nvidia.__path__[0]; print(" ".join(os.path.join(p, d, "lib") for d in os.listdir(p)))' 2>/dev/null) \
-        "$KIT/lib"; do
+    for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib $(torch_lib_dirs) "$KIT/lib"; do
         [ -d "$d" ] || continue
         missing | grep -q . || break
         export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$d"
@@ -233,9 +235,9 @@ sanitizer_jobs() { # sanitizer_jobs TOOL TIMEOUT
 }
 
 cat > "$W/cmp_train.py" <<'PY'
-# cmp_train.py NAME REF JSON METRICS: the device run against the kit's CPU reference figures
+# cmp_train.py NAME REF JSON: the device run against the kit's CPU reference figures
 import json, sys
-name, ref, js, metrics = sys.argv[1:5]
+name, ref, js = sys.argv[1:4]
 refs = {}
 for line in open(ref):
     p = line.split()
@@ -287,8 +289,7 @@ peers_env() { # the peers carried in the kit onto PYTHONPATH
     # CUPTI for bench_train_cuda's sync count (it dlopens libcupti.so.13): the image's, else the kit's
     local d
     for d in /usr/local/cuda/extras/CUPTI/lib64 /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
-        $(python3 -c 'import nvidia, os; p = nvidia.__path__[0]; print(" ".join(os.path.join(p, d, "lib") for d in os.listdir(p)))' 2>/dev/null) \
-        "$KIT/lib"; do
+        $(torch_lib_dirs) "$KIT/lib"; do
         if [ -e "$d/libcupti.so.13" ]; then
             export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$d"
             note "libcupti.so.13 from $d"
