@@ -178,6 +178,8 @@ extern "C" {
 #define POLAR_MATH_BF16 2 /* tensor cores, bf16 inputs, fp32 accumulation (forward, backward) */
 
 #define POLAR_NO_WINDOW (-1)
+/* the most random keys the distractor loss accepts (polar_config.distractor_keys) */
+#define POLAR_MAX_DISTRACTOR_KEYS 65536
 /* per-row saved statistics: running max M, L = sum p, Q2 = sum p^2, |s| */
 #define POLAR_NSTAT 4
 
@@ -545,8 +547,9 @@ static int polar__check_cfg(const polar_config *cfg)
     if (cfg->num_threads < 0 || cfg->num_threads > 4096) return 0;
     if (!polar__finite(cfg->norm_eps) || !(cfg->norm_eps > 0)) return 0;
     if (!polar__finite(cfg->stat_floor) || !(cfg->stat_floor > 0)) return 0;
-    if (cfg->distractor_keys < 0) return 0;
+    if (cfg->distractor_keys < 0 || cfg->distractor_keys > POLAR_MAX_DISTRACTOR_KEYS) return 0;
     if (!polar__finite(cfg->distractor_weight)) return 0;
+    if (cfg->math < POLAR_MATH_FP32 || cfg->math > POLAR_MATH_BF16) return 0;
     return 1;
 }
 
@@ -1908,7 +1911,7 @@ static int polar__check_distractor(const polar_config *cfg, const float *q,
     if (!polar__check_cfg(cfg) || !polar__check_dims(B, H, Hkv, T, D)) return 0;
     if (!q || !polar__check_params(prm, H, D)) return 0;
     if (cfg->distractor_keys > 0 && !k_rand) return 0;
-    if (cfg->distractor_keys > 65536) return 0;
+    if (cfg->distractor_keys > POLAR_MAX_DISTRACTOR_KEYS) return 0;
     return 1;
 }
 
