@@ -222,15 +222,16 @@ static void test_roundtrip(void)
         CHECK_INT_EQ(ckpt_entry_at(f, -1, &e), CKPT_EINVAL);
         CHECK_INT_EQ(ckpt_find(f, "blk.9.f32", &e), CKPT_ENOTFOUND);
     }
-    /* metadata: user pairs verbatim, plus format and the CRC */
+    /* metadata: user pairs verbatim, plus format and the two CRCs */
     for (i = 0; i < 4; i++) {
         const char *v = ckpt_meta(f, g_mk[i]);
         CHECK(v != NULL && strcmp(v, g_mv[i]) == 0);
     }
     CHECK(ckpt_meta(f, "format") && strcmp(ckpt_meta(f, "format"), "pt") == 0);
     CHECK(ckpt_meta(f, "attnkit.crc32") && strlen(ckpt_meta(f, "attnkit.crc32")) == 8);
+    CHECK(ckpt_meta(f, "attnkit.hcrc32") && strlen(ckpt_meta(f, "attnkit.hcrc32")) == 8);
     CHECK(ckpt_meta(f, "missing") == NULL);
-    CHECK_INT_EQ(ckpt_meta_count(f), 6);
+    CHECK_INT_EQ(ckpt_meta_count(f), 7);
     ckpt_close(f);
     free(file);
     free(mem);
@@ -296,7 +297,8 @@ static void test_format_override_and_layout(void)
     CHECK(mem && strstr((const char *)mem + 8, "\"pt\"") == NULL);
     CHECK_INT_EQ(ckpt_open_mem(&f, mem, len, err, sizeof err), CKPT_OK);
     CHECK(ckpt_meta(f, "format") && strcmp(ckpt_meta(f, "format"), "np") == 0);
-    CHECK_INT_EQ(ckpt_meta_count(f), 2);
+    CHECK_INT_EQ(ckpt_meta_count(f), 3); /* format, attnkit.crc32, attnkit.hcrc32 */
+    CHECK_INT_EQ(ckpt_format(f), 2);
     ckpt_close(f);
     free(mem);
 }
@@ -496,6 +498,150 @@ static void test_flipped_data_byte(void)
     CHECK_INT_EQ(ckpt_open_mem(&f, b, n, err, sizeof err), CKPT_OK);
     ckpt_close(f);
     free(b);
+}
+
+/* Issue 37: the header is checksummed too (format 2). Two same-sized tensors "wa" and
+   "wb"; each edit keeps the header's length and leaves the data section (and its CRC)
+   as it was, so only the header checksum can catch it: a renamed tensor, an edited
+   metadata value, the two tensors' offsets swapped, a dtype changed to one of the same
+   size. With attnkit.hcrc32 blanked out (a format-1 file) the same edits pass, which
+   is what ckpt_format = 1 tells a caller. */
+static unsigned char *two_same_sized(size_t *n)
+{
+    static const float a[6] = {1, 2, 3, 4, 5, 6}, b[6] = {-1, -2, -3, -4, -5, -6};
+    ckpt_entry e[2];
+    const char *k[1] = {"step"}, *v[1] = {"3"};
+    void *mem = NULL;
+    char err[256];
+    memset(e, 0, sizeof e);
+    e[0].name = "wa";
+    e[0].dtype = CKPT_F32;
+    e[0].ndim = 1;
+    e[0].shape[0] = 6;
+    e[0].data = a;
+    e[1].name = "wb";
+    e[1].dtype = CKPT_F32;
+    e[1].ndim = 1;
+    e[1].shape[0] = 6;
+    e[1].data = b;
+    *n = 0;
+    CHECK_INT_EQ(ckpt_write_mem(&mem, n, e, 2, k, v, 1, err, sizeof err), CKPT_OK);
+    return (unsigned char *)mem;
+}
+
+/* replace the first `from` in the header (same length) */
+static int hdr_edit(unsigned char *b, size_t n, const char *from, const char *to)
+{
+    size_t h = 8 + (size_t)ckpt__le64(b), lf = strlen(from), i;
+    if (lf != strlen(to) || h > n) return 0;
+    for (i = 8; i + lf <= h; i++)
+        if (memcmp(b + i, from, lf) == 0) {
+            memcpy(b + i, to, lf);
+            return 1;
+        }
+    return 0;
+}
+
+/* swap the strings x and y (x before y) in the header: the length is unchanged */
+static int hdr_swap(unsigned char *b, size_t n, const char *x, const char *y)
+{
+    size_t h = 8 + (size_t)ckpt__le64(b), lx = strlen(x), ly = strlen(y), i, px = 0, py = 0;
+    unsigned char *tmp;
+    for (i = 8; i + lx <= h && !px; i++) if (memcmp(b + i, x, lx) == 0) px = i;
+    for (i = px + lx; px && i + ly <= h && !py; i++) if (memcmp(b + i, y, ly) == 0) py = i;
+    if (!px || !py || h > n) return 0;
+    tmp = (unsigned char *)malloc(h);
+    if (!tmp) return 0;
+    memcpy(tmp, b, px);
+    memcpy(tmp + px, y, ly);
+    memcpy(tmp + px + ly, b + px + lx, py - px - lx);
+    memcpy(tmp + py - lx + ly, x, lx);
+    memcpy(tmp + py + ly, b + py + ly, h - py - ly);
+    memcpy(b, tmp, h);
+    free(tmp);
+    return 1;
+}
+
+static int blank_hcrc(unsigned char *b, size_t n)
+{
+    size_t h = 8 + (size_t)ckpt__le64(b), i;
+    const char *key = ",\"attnkit.hcrc32\":\"";
+    size_t lk = strlen(key);
+    for (i = 8; i + lk + 9 <= h && i + lk + 9 <= n; i++)
+        if (memcmp(b + i, key, lk) == 0) {
+            memset(b + i, ' ', lk + 9);
+            return 1;
+        }
+    return 0;
+}
+
+static void test_header_tampering(void)
+{
+    static const char *what[4] = {"renamed tensor", "edited metadata", "swapped offsets", "changed dtype"};
+    int c, v1;
+    char err[512];
+    ckpt_file *f = NULL;
+    size_t n;
+    unsigned char *ref = two_same_sized(&n);
+    if (!ref) return;
+    CHECK_INT_EQ(ckpt_open_mem(&f, ref, n, err, sizeof err), CKPT_OK);
+    CHECK_INT_EQ(ckpt_format(f), 2);
+    ckpt_close(f);
+    for (v1 = 0; v1 < 2; v1++)
+        for (c = 0; c < 4; c++) {
+            unsigned char *b = (unsigned char *)malloc(n);
+            int edited = 0, rc;
+            float got[6];
+            int64_t sh[1] = {6};
+            memcpy(b, ref, n);
+            if (v1) CHECK(blank_hcrc(b, n));
+            switch (c) {
+            case 0: edited = hdr_edit(b, n, "\"wa\":", "\"wz\":"); break;
+            case 1: edited = hdr_edit(b, n, "\"step\":\"3\"", "\"step\":\"7\""); break;
+            case 2: edited = hdr_swap(b, n, "[0,24]", "[24,48]"); break;
+            case 3: edited = hdr_edit(b, n, "\"F32\"", "\"I32\""); break;
+            }
+            CHECK(edited);
+            err[0] = 0;
+            f = NULL;
+            rc = ckpt_open_mem(&f, b, n, err, sizeof err);
+            if (!v1) {
+                if (rc != CKPT_EFORMAT || f || !strstr(err, "header checksum mismatch")) {
+                    CHECK(rc == CKPT_EFORMAT && !f && strstr(err, "header checksum mismatch"));
+                    fprintf(stderr, "    %s: rc %d '%s'\n", what[c], rc, err);
+                }
+            } else {
+                /* format 1 (no header checksum): the edit goes through, and says so */
+                CHECK_INT_EQ(rc, CKPT_OK);
+                CHECK_INT_EQ(ckpt_format(f), 1);
+                if (c == 2 && f) { /* the swap is real: "wa" now reads b's bytes */
+                    CHECK_INT_EQ(ckpt_read_into(f, "wa", CKPT_F32, 1, sh, got, err, sizeof err), CKPT_OK);
+                    CHECK(got[0] == -1.0f);
+                }
+            }
+            ckpt_close(f);
+            free(b);
+        }
+    /* a header checksum without the data checksum is an edited header */
+    {
+        unsigned char *b = (unsigned char *)malloc(n);
+        memcpy(b, ref, n);
+        CHECK(hdr_edit(b, n, "\"attnkit.crc32\"", "\"attnkit.crc3x\""));
+        CHECK_INT_EQ(ckpt_open_mem(&f, b, n, err, sizeof err), CKPT_EFORMAT);
+        CHECK(strstr(err, "crc32") != NULL);
+        free(b);
+    }
+    /* a foreign file (neither checksum) is format 0 */
+    {
+        static const char *js = "{\"x\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[0,2]}}";
+        size_t m;
+        unsigned char *raw = make_raw(js, "ab", 2, &m);
+        CHECK_INT_EQ(ckpt_open_mem(&f, raw, m, err, sizeof err), CKPT_OK);
+        CHECK_INT_EQ(ckpt_format(f), 0);
+        ckpt_close(f);
+        free(raw);
+    }
+    free(ref);
 }
 
 static void test_header_length(void)
@@ -1002,6 +1148,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_atomic_write);
     TEST_RUN(test_truncated_every_prefix);
     TEST_RUN(test_flipped_data_byte);
+    TEST_RUN(test_header_tampering);
     TEST_RUN(test_header_length);
     TEST_RUN(test_bad_json);
     TEST_RUN(test_accepted_edge_cases);

@@ -15,6 +15,7 @@
 #define CKPT__MAX_HEADER 100000000ull /* as the reference implementation */
 #define CKPT__MAX_NAME 4096           /* reader; the writer allows 255 */
 #define CKPT__CRC_KEY "attnkit.crc32"
+#define CKPT__HCRC_KEY "attnkit.hcrc32" /* format 2: the header's checksum (see ckpt.h) */
 
 static int ckpt__err(char *err, size_t errlen, int code, const char *fmt, ...)
 {
@@ -128,6 +129,67 @@ static uint32_t ckpt__crc_update(uint32_t t[8][256], uint32_t crc, const void *d
     }
     while (n--) c = t[0][(c ^ *p++) & 0xffu] ^ (c >> 8);
     return ~c;
+}
+
+/* The header checksum (format 2): CRC-32 of a canonical encoding of everything the JSON
+   header says, in file order: "attnkit-ckpt-header-2" NUL; per metadata pair except
+   attnkit.hcrc32 itself: 'M' key NUL value NUL; per tensor: 'T' name NUL dtype-name NUL,
+   ndim as one byte, each dimension, then the begin and end offsets, as 8-byte
+   little-endian integers. Independent of JSON spelling (escapes, spaces, padding), so a
+   reader checks what it parsed. */
+static uint32_t ckpt__hcrc_begin(uint32_t t[8][256])
+{
+    static const char tag[] = "attnkit-ckpt-header-2";
+    return ckpt__crc_update(t, 0, tag, sizeof tag); /* with its NUL */
+}
+
+static uint32_t ckpt__hcrc_meta(uint32_t t[8][256], uint32_t c, const char *k, const char *v)
+{
+    c = ckpt__crc_update(t, c, "M", 1);
+    c = ckpt__crc_update(t, c, k, strlen(k) + 1);
+    return ckpt__crc_update(t, c, v, strlen(v) + 1);
+}
+
+static uint32_t ckpt__hcrc_u64(uint32_t t[8][256], uint32_t c, uint64_t v)
+{
+    unsigned char b[8];
+    int k;
+    for (k = 0; k < 8; k++) b[k] = (unsigned char)((v >> (8 * k)) & 0xffu);
+    return ckpt__crc_update(t, c, b, 8);
+}
+
+static uint32_t ckpt__hcrc_tensor(uint32_t t[8][256], uint32_t c, const char *name, int dtype, int ndim,
+                                  const int64_t *shape, uint64_t b, uint64_t e)
+{
+    const char *dn = ckpt_dtype_name(dtype);
+    unsigned char nd = (unsigned char)ndim;
+    int d;
+    c = ckpt__crc_update(t, c, "T", 1);
+    c = ckpt__crc_update(t, c, name, strlen(name) + 1);
+    c = ckpt__crc_update(t, c, dn ? dn : "?", strlen(dn ? dn : "?") + 1);
+    c = ckpt__crc_update(t, c, &nd, 1);
+    for (d = 0; d < ndim && d < CKPT_MAX_NDIM; d++) c = ckpt__hcrc_u64(t, c, (uint64_t)shape[d]);
+    c = ckpt__hcrc_u64(t, c, b);
+    return ckpt__hcrc_u64(t, c, e);
+}
+
+/* "%08lx" of a CRC back to its value: 0, or -1 when s is not 8 hex digits */
+static int ckpt__parse_crc(const char *s, uint32_t *out)
+{
+    uint32_t v = 0;
+    int k;
+    if (strlen(s) != 8) return -1;
+    for (k = 0; k < 8; k++) {
+        char ch = s[k];
+        unsigned d;
+        if (ch >= '0' && ch <= '9') d = (unsigned)(ch - '0');
+        else if (ch >= 'a' && ch <= 'f') d = (unsigned)(ch - 'a' + 10);
+        else if (ch >= 'A' && ch <= 'F') d = (unsigned)(ch - 'A' + 10);
+        else return -1;
+        v = v * 16u + d;
+    }
+    *out = v;
+    return 0;
 }
 
 /* ------------------------------------------------------------------ growable buffer */
@@ -372,8 +434,8 @@ static int ckpt__plan_make(ckpt__plan *p, const ckpt_entry *entries, int n, cons
         if (!ckpt__valid_utf8(mk[i]) || !ckpt__valid_utf8(mv[i]))
             return ckpt__err(err, errlen, CKPT_EINVAL, "ckpt_write: metadata pair %d ('%s') is not valid UTF-8", i,
                              ckpt__show(mk[i], nb, sizeof nb));
-        if (strcmp(mk[i], CKPT__CRC_KEY) == 0)
-            return ckpt__err(err, errlen, CKPT_EINVAL, "ckpt_write: metadata key '%s' is reserved", CKPT__CRC_KEY);
+        if (strcmp(mk[i], CKPT__CRC_KEY) == 0 || strcmp(mk[i], CKPT__HCRC_KEY) == 0)
+            return ckpt__err(err, errlen, CKPT_EINVAL, "ckpt_write: metadata key '%s' is reserved", mk[i]);
         if (strcmp(mk[i], "format") == 0) has_format = 1;
     }
     dup = ckpt__find_dup(mk, n_meta);
@@ -410,6 +472,20 @@ static int ckpt__plan_make(ckpt__plan *p, const ckpt_entry *entries, int n, cons
         ckpt__put_json_str(&p->hdr, mk[i]);
         ckpt__putc(&p->hdr, ':');
         ckpt__put_json_str(&p->hdr, mv[i]);
+    }
+    {
+        /* the header checksum over what the header says, in the order it says it */
+        char c[40], dc[12];
+        uint32_t h = ckpt__hcrc_begin(table);
+        snprintf(dc, sizeof dc, "%08lx", (unsigned long)crc);
+        h = ckpt__hcrc_meta(table, h, CKPT__CRC_KEY, dc);
+        if (!has_format) h = ckpt__hcrc_meta(table, h, "format", "pt");
+        for (i = 0; i < n_meta; i++) h = ckpt__hcrc_meta(table, h, mk[i], mv[i]);
+        for (i = 0; i < n; i++)
+            h = ckpt__hcrc_tensor(table, h, entries[i].name, entries[i].dtype, entries[i].ndim, entries[i].shape,
+                                  p->off[i], p->off[i] + p->bytes[i]);
+        snprintf(c, sizeof c, ",\"%s\":\"%08lx\"", CKPT__HCRC_KEY, (unsigned long)h);
+        ckpt__puts(&p->hdr, c);
     }
     ckpt__putc(&p->hdr, '}');
     for (i = 0; i < n; i++) {
@@ -603,6 +679,7 @@ struct ckpt_file {
     size_t *mk_off, *mv_off;
     const char **mk, **mv;
     int nm;
+    int format; /* 2: both checksums, 1: data checksum only, 0: neither (foreign file) */
 };
 
 typedef struct {
@@ -1104,29 +1181,41 @@ static int ckpt__validate(ckpt_file *f, char *err, size_t errlen)
                        (unsigned long long)((uint64_t)f->data_len - pos), f->data_len);
         goto done;
     }
-    /* checksum */
+    /* checksums: the header's (format 2) over what was parsed, then the data's */
     {
-        const char *c = ckpt_meta(f, CKPT__CRC_KEY);
+        const char *c = ckpt_meta(f, CKPT__CRC_KEY), *hc = ckpt_meta(f, CKPT__HCRC_KEY);
+        uint32_t table[8][256], want = 0, got;
+        if (c || hc) ckpt__crc_table(table);
+        if (hc) {
+            if (ckpt__parse_crc(hc, &want) != 0) {
+                rc = ckpt__err(err, errlen, CKPT_EFORMAT, "metadata '%s' is not 8 hex digits", CKPT__HCRC_KEY);
+                goto done;
+            }
+            if (!c) {
+                rc = ckpt__err(err, errlen, CKPT_EFORMAT, "header has '%s' but no '%s' (edited header)", CKPT__HCRC_KEY,
+                               CKPT__CRC_KEY);
+                goto done;
+            }
+            got = ckpt__hcrc_begin(table);
+            for (i = 0; i < f->nm; i++)
+                if (strcmp(f->mk[i], CKPT__HCRC_KEY) != 0) got = ckpt__hcrc_meta(table, got, f->mk[i], f->mv[i]);
+            for (i = 0; i < nt; i++) {
+                const ckpt__tensor *t = &f->t[i];
+                got = ckpt__hcrc_tensor(table, got, t->name_p, t->dtype, t->ndim, t->shape, t->b, t->e);
+            }
+            if (got != want) {
+                rc = ckpt__err(err, errlen, CKPT_EFORMAT,
+                               "header checksum mismatch: names, metadata or offsets were changed (hcrc32 %08lx in "
+                               "the header, %08lx computed)",
+                               (unsigned long)want, (unsigned long)got);
+                goto done;
+            }
+        }
         if (c) {
-            uint32_t table[8][256], want = 0, got;
-            int k;
-            if (strlen(c) != 8) {
+            if (ckpt__parse_crc(c, &want) != 0) {
                 rc = ckpt__err(err, errlen, CKPT_EFORMAT, "metadata '%s' is not 8 hex digits", CKPT__CRC_KEY);
                 goto done;
             }
-            for (k = 0; k < 8; k++) {
-                char ch = c[k];
-                unsigned d;
-                if (ch >= '0' && ch <= '9') d = (unsigned)(ch - '0');
-                else if (ch >= 'a' && ch <= 'f') d = (unsigned)(ch - 'a' + 10);
-                else if (ch >= 'A' && ch <= 'F') d = (unsigned)(ch - 'A' + 10);
-                else {
-                    rc = ckpt__err(err, errlen, CKPT_EFORMAT, "metadata '%s' is not 8 hex digits", CKPT__CRC_KEY);
-                    goto done;
-                }
-                want = want * 16u + d;
-            }
-            ckpt__crc_table(table);
             got = ckpt__crc_update(table, 0, f->data, f->data_len);
             if (got != want) {
                 rc = ckpt__err(err, errlen, CKPT_EFORMAT,
@@ -1135,6 +1224,7 @@ static int ckpt__validate(ckpt_file *f, char *err, size_t errlen)
                 goto done;
             }
         }
+        f->format = hc ? 2 : c ? 1 : 0;
     }
     /* data pointers; misaligned non-U8 tensors get an aligned copy */
     for (i = 0; i < nt; i++) {
@@ -1343,6 +1433,8 @@ rd:
     return ckpt__err(err, errlen, CKPT_EIO, "'%s': read failed: %s", path,
                      e ? strerror(e) : "unexpected end of file (file changed while reading?)");
 }
+
+int ckpt_format(const ckpt_file *f) { return f ? f->format : 0; }
 
 int ckpt_count(const ckpt_file *f) { return f ? f->nt : 0; }
 

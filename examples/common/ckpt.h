@@ -20,8 +20,18 @@
    (F64, I64), then the 4-byte ones (F32, I32), then U8, each group in the caller's
    order. So every tensor offset is a multiple of its element size and every F64/I64
    offset a multiple of 8. The metadata always holds "format":"pt" (unless the caller
-   gives its own "format") and "attnkit.crc32": the CRC-32 (IEEE 802.3 / zlib, 8
-   lower-case hex digits) of the whole data section, which ckpt_open checks. The file
+   gives its own "format"), "attnkit.crc32": the CRC-32 (IEEE 802.3 / zlib, 8
+   lower-case hex digits) of the whole data section, and "attnkit.hcrc32": the CRC-32 of
+   the header's content (every other metadata pair, the data CRC included, and every
+   tensor's name, dtype, shape and data_offsets, in file order, in the canonical encoding
+   described at ckpt__hcrc_begin in ckpt.c), both of which ckpt_open checks: a renamed
+   tensor, an edited metadata value or two swapped offsets fail like a flipped data byte.
+
+   Checkpoint format versions (ckpt_format): 2 has both checksums (written since issue
+   37); 1 has only attnkit.crc32 (older attnkit files: their header is not covered);
+   0 has neither (a foreign safetensors file, e.g. PyTorch's). ckpt_open reads all three
+   and checks what is there; a caller that must know the header is covered (wt2_train's
+   --resume) asks ckpt_format and refuses below 2 unless told otherwise. The file
    goes to "<path>.tmp.<pid>", is fsync'ed, renamed over path, and the directory is
    fsync'ed; on any error the temporary file is removed and an existing file at path is
    left untouched.
@@ -66,7 +76,7 @@
    expected ones). Functions that take err write a one-line message there (err may be
    NULL). Thread safety: an open ckpt_file is read-only and may be shared.
 
-   Version 0.1. License: MIT (see the end of ckpt.c). */
+   Version 0.2 (checkpoint format 2). License: MIT (see the end of ckpt.c). */
 #ifndef ATTNKIT_CKPT_H
 #define ATTNKIT_CKPT_H
 
@@ -105,7 +115,7 @@ size_t ckpt_dtype_size(int dtype);
 
 /* Write a safetensors file atomically (see the top of this file). meta_keys/meta_vals:
    n_meta UTF-8 strings (no NUL), written JSON-escaped in "__metadata__"; keys unique,
-   "attnkit.crc32" reserved. */
+   "attnkit.crc32" and "attnkit.hcrc32" reserved. */
 int ckpt_write(const char *path, const ckpt_entry *entries, int n, const char *const *meta_keys,
                const char *const *meta_vals, int n_meta, char *err, size_t errlen);
 /* The same bytes into a malloc'ed buffer (*out, *len; free with free()). */
@@ -131,6 +141,9 @@ int ckpt_find(const ckpt_file *f, const char *name, ckpt_entry *e);
    "blocks.0.attn.qkv.weight: shape (384,128) in file, (384,256) expected". */
 int ckpt_read_into(const ckpt_file *f, const char *name, int dtype, int ndim,
                    const int64_t *shape, void *dst, char *err, size_t errlen);
+
+/* The checkpoint format version of an open file: 2, 1 or 0 (see the top of this file). */
+int ckpt_format(const ckpt_file *f);
 
 /* Metadata value for key, or NULL. */
 const char *ckpt_meta(const ckpt_file *f, const char *key);
