@@ -475,7 +475,14 @@ POLARDEF int polar_distractor_backward_cuda(const polar_config *cfg, float *dq, 
 /* per-row scalars of the streaming backward */
 #define POLAR__NROW 10
 enum { POLAR__R_M, POLAR__R_T, POLAR__R_A, POLAR__R_B, POLAR__R_C, POLAR__R_WN,
-       POLAR__R_DT, POLAR__R_DU, POLAR__R_DBETA, POLAR__R_LO };
+       POLAR__R_DT, POLAR__R_DU, POLAR__R_DBETA, POLAR__R_NUL };
+/* Rows whose null sink holds at least half the weight (R_WN >= 0.5) take the null's
+   logit gradient from the zero-sum identity, g_N = -sum_j g_j: the direct form
+   w_N (ds.v_null - ds.s - K) cancels to O(1 - w_N) there (s -> v_null, and s is known
+   only to float rounding), losing all precision as 1 - w_N falls towards eps.
+   -sum_j g_j = -P/Z + ds.s L/Z - K w_N with P = sum_j p_j ds.v_j, summed with the
+   logit gradients themselves; R_NUL keeps the row's null logit for that last step. */
+#define POLAR__NULL_SUM(wn) ((wn) >= 0.5f)
 
 #ifdef __cplusplus
 extern "C" {
@@ -889,6 +896,7 @@ typedef struct polar__geom {
     int BQ, BK, BQp, BKp, Dp;
     size_t fwd_thread, bwd_thread; /* floats per thread */
     size_t gq;                     /* doubles of the dq accumulator per thread */
+    size_t gp;                     /* doubles of the null-sum accumulator per thread */
     int fused;                     /* backward: one pass per kv group (else two passes) */
     size_t rows;                   /* floats in the global row buffers of the backward */
     size_t ref_thread;             /* floats per thread, materialised backward */
@@ -930,11 +938,15 @@ static void polar__geometry(polar__geom *g, const polar_config *cfg, int B, int 
     g->fused = n >= (size_t)g->nthreads &&
                (n + g->nthreads - 1) / g->nthreads * g->nthreads * 5 <= n * 7 &&
                (g->gq * g->nthreads * 2 <= g->rows || g->gq * g->nthreads <= ((size_t)8 << 20));
-    if (!g->fused) g->gq = BQp * Dp;
+    g->gp = polar__rup((size_t)(H / (Hkv > 0 ? Hkv : 1)) * T, 16); /* keeps Qt aligned */
+    if (!g->fused) {
+        g->gq = BQp * Dp;
+        g->gp = polar__rup(BQp, 16);
+    }
     /* backward, doubles: G (gq), dK, dV (BKp x Dp); floats: Q, DS (BQp x Dp),
        Kt, Vt (Dp x BKp), Kr (BKp x Dp), S, dsv (BQp x BKp), tmp (max(BQp,BKp) x Dp),
        gT, wT (BKp x BQp) */
-    g->bwd_thread = polar__rup(2 * (g->gq + 2 * BKp * Dp) + 2 * BQp * Dp + 2 * Dp * BKp +
+    g->bwd_thread = polar__rup(2 * (g->gq + 2 * BKp * Dp + g->gp) + 2 * BQp * Dp + 2 * Dp * BKp +
                                BKp * Dp + 2 * BQp * BKp + (BQp > BKp ? BQp : BKp) * Dp +
                                2 * BKp * BQp + 16, 16);
     g->ref_thread = (size_t)T + 1 + 2 * (size_t)D + 16;
@@ -1156,7 +1168,7 @@ POLARDEF int polar_backward_ref(const polar_config *cfg, float *dq, float *dk, f
                 float *ro = rows + row * POLAR__NROW;
                 int n = polar__nkeys(cfg->window, i), lo = i + 1 - n;
                 double temp, nul, Lw = 0, Q2w = 0, meff, Dss, dm, K, dbeta, wN = w[T];
-                double dvn = 0, gN, dt = 0;
+                double dvn = 0, gN, dt = 0, pw = 0;
                 polar__row_tn(prm, h, n, &temp, &nul);
                 for (j = lo; j <= i; j++) {
                     Lw += w[j];
@@ -1174,6 +1186,7 @@ POLARDEF int polar_backward_ref(const polar_config *cfg, float *dq, float *dk, f
                         dsv += (double)ds[d] * vj[d];
                         dot += (double)qi[d] * kj[d];
                     }
+                    pw += w[j] * dsv;
                     gj = w[j] * (dsv - Dss);
                     if (Lw > 0) gj += K * (3.0 * w[j] / Lw - 2.0 * w[j] * w[j] / Q2w - w[j]);
                     dt += gj * dot * sc;
@@ -1184,7 +1197,10 @@ POLARDEF int polar_backward_ref(const polar_config *cfg, float *dq, float *dk, f
                     }
                 }
                 for (d = 0; d < D; d++) dvn += (double)ds[d] * vn[d];
-                gN = wN * (dvn - Dss - K);
+                if (POLAR__NULL_SUM((float)wN))
+                    gN = -pw + Dss * Lw - K * wN; /* -sum_j g_j (see POLAR__NULL_SUM) */
+                else
+                    gN = wN * (dvn - Dss - K);
                 ro[POLAR__R_DT] = (float)(dt + gN * nul);
                 ro[POLAR__R_DU] = (float)(temp * gN);
                 ro[POLAR__R_DBETA] = (float)dbeta;
@@ -1363,7 +1379,7 @@ POLARDEF int polar_forward_strided(const polar_config *cfg, const polar_layout *
    transposed weights w = p/Z and transposed g for the key pass.
    S (BQp x BKp) in: q.k raw; out: p. dsv (BQp x BKp) in: ds.v; out: g. */
 static void polar__bwd_tile(float *S, float *dsv, const float *rows, int BKp, int nr, int nc,
-                            int i0, int j0, int window, float scf)
+                            int i0, int j0, int window, float scf, double *P)
 {
     int r, cc;
     for (r = 0; r < nr; r++) {
@@ -1377,6 +1393,11 @@ static void polar__bwd_tile(float *S, float *dsv, const float *rows, int BKp, in
         if (c1 > nc - 1) c1 = nc - 1;
         for (cc = 0; cc < c0 && cc < BKp; cc++) sr[cc] = gr[cc] = 0.0f;
         if (c0 <= c1) polar__vexp(sr + c0, c1 - c0 + 1, tf, M);
+        if (P && POLAR__NULL_SUM(ro[POLAR__R_WN])) {
+            double pd = 0;
+            for (cc = c0; cc <= c1; cc++) pd += (double)(sr[cc] * gr[cc]);
+            P[r] += pd;
+        }
         for (cc = c0; cc <= c1; cc++) {
             float p = sr[cc];
             gr[cc] = p * (A * gr[cc] + Bc) - Cc * p * p;
@@ -1388,7 +1409,7 @@ static void polar__bwd_tile(float *S, float *dsv, const float *rows, int BKp, in
 /* One thread's backward scratch (see polar__geometry): the double accumulators Gq (gq),
    dK, dV (BKp x Dp), then the float tiles. */
 typedef struct polar__bwd_scratch {
-    double *Gq, *dK, *dV;
+    double *Gq, *dK, *dV, *Pq;
     float *Qt, *DS, *Kt, *Vt, *Kr, *S, *dsv, *tmp, *gT, *wT;
 } polar__bwd_scratch;
 
@@ -1398,7 +1419,8 @@ static void polar__bwd_scratch_at(polar__bwd_scratch *s, const polar__geom *g, f
     s->Gq = (double *)(void *)base;
     s->dK = s->Gq + g->gq;
     s->dV = s->dK + BKp * Dp;
-    s->Qt = (float *)(void *)(s->dV + BKp * Dp);
+    s->Pq = s->dV + BKp * Dp;
+    s->Qt = (float *)(void *)(s->Pq + g->gp);
     s->DS = s->Qt + BQp * Dp;
     s->Kt = s->DS + BQp * Dp;
     s->Vt = s->Kt + Dp * BKp;
@@ -1413,11 +1435,11 @@ static void polar__bwd_scratch_at(polar__bwd_scratch *s, const polar__geom *g, f
 /* S = p and dsv = g of the tile of Qt/DS (query block at i0, nr rows) against Kt/Vt
    (key block at j0, nc keys) */
 static void polar__bwd_scores(polar__bwd_scratch *s, const polar__geom *g, const float *rws,
-                              int nr, int nc, int i0, int j0, int window, float scf)
+                              int nr, int nc, int i0, int j0, int window, float scf, double *P)
 {
     polar__gemm(s->S, g->BKp, s->Qt, g->Dp, s->Kt, g->BKp, g->BQp, g->BKp, g->Dp, 0);
     polar__gemm(s->dsv, g->BKp, s->DS, g->Dp, s->Vt, g->BKp, g->BQp, g->BKp, g->Dp, 0);
-    polar__bwd_tile(s->S, s->dsv, rws, g->BKp, nr, nc, i0, j0, window, scf);
+    polar__bwd_tile(s->S, s->dsv, rws, g->BKp, nr, nc, i0, j0, window, scf, P);
 }
 
 /* Gq (nr x Dp, doubles) += g Kr: this tile's share of the query rows' dq */
@@ -1429,11 +1451,12 @@ static void polar__bwd_dq_tile(double *Gq, polar__bwd_scratch *s, const polar__g
     for (r = 0; r < nr * g->Dp; r++) Gq[r] += s->tmp[r];
 }
 
-/* dq of rows [i0, i0+nr) of head h from their summed Gq rows (row stride Dp), and the
-   real-key part of their temperature grads */
-static void polar__bwd_dq_finish(const double *Gq, int Dp, float *rows, const polar_layout *lay,
-                                 float *dq, const float *q, int b, int h, int H, int T, int i0,
-                                 int nr, int D, float scf)
+/* dq of rows [i0, i0+nr) of head h from their summed Gq rows (row stride Dp), the
+   real-key part of their temperature grads, and (POLAR__NULL_SUM rows) the P part of
+   their null logit gradient from their summed P */
+static void polar__bwd_dq_finish(const double *Gq, const double *P, int Dp, float *rows,
+                                 const polar_layout *lay, float *dq, const float *q, int b,
+                                 int h, int H, int T, int i0, int nr, int D, float scf)
 {
     int r, d;
     for (r = 0; r < nr; r++) {
@@ -1448,6 +1471,11 @@ static void polar__bwd_dq_finish(const double *Gq, int Dp, float *rows, const po
             dqi[d] += (float)(f * gq[d]);
         }
         ro[POLAR__R_DT] += (float)(dot * scf);
+        if (POLAR__NULL_SUM(ro[POLAR__R_WN])) {
+            double gp = -P[r] * ro[POLAR__R_A];
+            ro[POLAR__R_DT] += (float)(gp * ro[POLAR__R_NUL]);
+            ro[POLAR__R_DU] += (float)(gp * ro[POLAR__R_T]);
+        }
     }
 }
 
@@ -1478,7 +1506,8 @@ static void polar__bwd_key_block(polar__bwd_scratch *s, const polar__geom *g,
             const float *rws = rows + ((size_t)bhq * T + i0) * POLAR__NROW;
             polar__load_rows(s->Qt, Dp, BQp, POLAR__AT(q, lay->q, b, h, i0), lay->q[2], D, nr);
             polar__load_rows(s->DS, Dp, BQp, dsall + ((size_t)bhq * T + i0) * D, D, D, nr);
-            polar__bwd_scores(s, g, rws, nr, nc, i0, j0, cfg->window, scf);
+            polar__bwd_scores(s, g, rws, nr, nc, i0, j0, cfg->window, scf,
+                              with_dq ? s->Pq + (size_t)hh * T + i0 : NULL);
             if (with_dq) polar__bwd_dq_tile(s->Gq + ((size_t)hh * T + i0) * Dp, s, g, nr);
             /* transpose: gT[c][r] = temp_r * scale * g[r][c], wT[c][r] = p[r][c] / Z_r */
             for (r = 0; r < BQp; r++) {
@@ -1593,9 +1622,15 @@ POLARDEF int polar_backward_strided(const polar_config *cfg, const polar_layout 
             /* g_j = p_j (ds.v_j / Z + 3K/L - K/Z - Dss/Z) - (2K/Q2) p_j^2 */
             ro[POLAR__R_B] = (float)(dm * 3.0 * L * L / (Qf * Zf) - (K + Dss) / Zf);
             ro[POLAR__R_C] = (float)(Q2 >= f ? 2.0 * dm * L * L * L / (Qf * Qf * Zf) : 0.0);
-            for (d = 0; d < D; d++) dvn += (double)ds[d] * vn[d];
-            gN = pN / Zf * (dvn - Dss - K);
             ro[POLAR__R_WN] = (float)(pN / Zf);
+            ro[POLAR__R_NUL] = (float)nul;
+            if (POLAR__NULL_SUM(ro[POLAR__R_WN])) {
+                /* -sum_j g_j without its P/Z part, which the query pass adds */
+                gN = Dss * (L / Zf) - K * (pN / Zf);
+            } else {
+                for (d = 0; d < D; d++) dvn += (double)ds[d] * vn[d];
+                gN = pN / Zf * (dvn - Dss - K);
+            }
             ro[POLAR__R_DT] = (float)(gN * nul); /* the real-key part is added in pass 2 */
             ro[POLAR__R_DU] = (float)(temp * gN);
             ro[POLAR__R_DBETA] = (float)dbeta;
@@ -1614,12 +1649,14 @@ POLARDEF int polar_backward_strided(const polar_config *cfg, const polar_layout 
             for (it = ch; it < B * Hkv; it += nth) {
                 int b = it / Hkv, hk = it % Hkv, hh, kb_i;
                 memset(sc.Gq, 0, g.gq * sizeof(double));
+                memset(sc.Pq, 0, g.gp * sizeof(double));
                 for (kb_i = 0; kb_i < nkb; kb_i++)
                     polar__bwd_key_block(&sc, &g, cfg, lay, rows, dsall, q, k, v, dk, dv, b, hk,
                                          kb_i, H, G, T, D, scf, 1);
                 for (hh = 0; hh < G; hh++)
-                    polar__bwd_dq_finish(sc.Gq + (size_t)hh * T * g.Dp, g.Dp, rows, lay, dq, q,
-                                         b, hk * G + hh, H, T, 0, T, D, scf);
+                    polar__bwd_dq_finish(sc.Gq + (size_t)hh * T * g.Dp, sc.Pq + (size_t)hh * T,
+                                         g.Dp, rows, lay, dq, q, b, hk * G + hh, H, T, 0, T, D,
+                                         scf);
             }
         }
     } else {
@@ -1647,6 +1684,7 @@ POLARDEF int polar_backward_strided(const polar_config *cfg, const polar_layout 
                 polar__load_rows(sc.DS, g.Dp, g.BQp, dsall + ((size_t)bhq * T + i0) * D, D, D,
                                  nr);
                 for (r = 0; r < g.BQp * g.Dp; r++) sc.Gq[r] = 0.0;
+                for (r = 0; r < g.BQp; r++) sc.Pq[r] = 0.0;
                 jstart = i0 + 1 - polar__nkeys(cfg->window, i0);
                 jstart = jstart / g.BK * g.BK;
                 for (j0 = jstart; j0 <= i1; j0 += g.BK) {
@@ -1654,10 +1692,11 @@ POLARDEF int polar_backward_strided(const polar_config *cfg, const polar_layout 
                     polar__load_cols(sc.Kt, g.BKp, g.Dp, kb + j0 * lay->k[2], lay->k[2], D, nc);
                     polar__load_cols(sc.Vt, g.BKp, g.Dp, vb + j0 * lay->v[2], lay->v[2], D, nc);
                     polar__load_rows(sc.Kr, g.Dp, g.BKp, kb + j0 * lay->k[2], lay->k[2], D, nc);
-                    polar__bwd_scores(&sc, &g, rws, nr, nc, i0, j0, cfg->window, scf);
+                    polar__bwd_scores(&sc, &g, rws, nr, nc, i0, j0, cfg->window, scf, sc.Pq);
                     polar__bwd_dq_tile(sc.Gq, &sc, &g, nr);
                 }
-                polar__bwd_dq_finish(sc.Gq, g.Dp, rows, lay, dq, q, b, h, H, T, i0, nr, D, scf);
+                polar__bwd_dq_finish(sc.Gq, sc.Pq, g.Dp, rows, lay, dq, q, b, h, H, T, i0, nr, D,
+                                     scf);
             }
             for (it = ch; it < B * Hkv * nkb; it += nth)
                 polar__bwd_key_block(&sc, &g, cfg, lay, rows, dsall, q, k, v, dk, dv,
