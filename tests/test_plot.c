@@ -14,7 +14,10 @@
 #include "attnkit_test.h"
 
 #include <dirent.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static char g_tmp[256];
@@ -292,6 +295,86 @@ static void test_bad_args(void)
     CHECK_INT_EQ(plot_lines_rgb(rgb, 64, 64, NULL, NULL, NULL, &s, 1, 0), PLOT_OK);
 }
 
+/* Issue 37: no PNG without its bytes. A write that fails midway (a file-size limit, and
+   as root a full 8 KiB tmpfs) is PLOT_EIO with the reason, the earlier file at path is
+   left byte-identical and no temporary file remains (stb_image_write's own file writer
+   ignored fwrite's errors: a 0-byte or cut PNG was renamed into place with PLOT_OK). */
+static int full_case(const char *dir, const char *why_code)
+{
+    enum { N = 50 };
+    double x[N], y[N];
+    plot_series s;
+    char path[600], err[600];
+    static const char old[] = "the previous loss.png";
+    unsigned char buf[64];
+    FILE *f;
+    int i, rc, n = 0;
+    DIR *d;
+    struct dirent *e;
+    for (i = 0; i < N; i++) {
+        x[i] = i;
+        y[i] = 10.0 - 0.1 * i + 0.3 * sin(i * 1.7);
+    }
+    s.label = "train CE";
+    s.x = x;
+    s.y = y;
+    s.n = N;
+    snprintf(path, sizeof path, "%s/loss.png", dir);
+    f = fopen(path, "wb");
+    CHECK(f != NULL);
+    if (!f) return 0;
+    CHECK(fwrite(old, 1, sizeof old, f) == sizeof old);
+    CHECK(fclose(f) == 0);
+    err[0] = 0;
+    rc = plot_lines_png_err(path, 900, 540, "wt2_train: cross-entropy", "step", "CE", &s, 1, 0, err, sizeof err);
+    CHECK_INT_EQ(rc, PLOT_EIO);
+    if (!strstr(err, why_code) || !strstr(err, "loss.png")) {
+        CHECK(strstr(err, why_code) != NULL);
+        fprintf(stderr, "    message '%s' lacks '%s'\n", err, why_code);
+    }
+    f = fopen(path, "rb");
+    CHECK(f != NULL);
+    if (f) {
+        CHECK(fread(buf, 1, sizeof buf, f) == sizeof old && memcmp(buf, old, sizeof old) == 0);
+        fclose(f);
+    }
+    d = opendir(dir);
+    while (d && (e = readdir(d)) != NULL)
+        if (strstr(e->d_name, ".tmp.")) n++;
+    if (d) closedir(d);
+    CHECK_INT_EQ(n, 0);
+    /* plot_lines_png reports the same failure as a code */
+    CHECK_INT_EQ(plot_lines_png(path, 900, 540, "t", "x", "y", &s, 1, 0), PLOT_EIO);
+    return 1;
+}
+
+static void test_write_errors(void)
+{
+    char dir[400], cmd[900];
+    struct rlimit old, lim;
+    void (*prev)(int);
+    /* a file-size limit of 4 KiB: the PNG's writes fail with EFBIG (SIGXFSZ ignored) */
+    snprintf(dir, sizeof dir, "%s/fsize", g_tmp);
+    CHECK(mkdir(dir, 0755) == 0);
+    CHECK(getrlimit(RLIMIT_FSIZE, &old) == 0);
+    lim = old;
+    lim.rlim_cur = 4096;
+    prev = signal(SIGXFSZ, SIG_IGN);
+    CHECK(setrlimit(RLIMIT_FSIZE, &lim) == 0);
+    full_case(dir, "too large");
+    CHECK(setrlimit(RLIMIT_FSIZE, &old) == 0);
+    signal(SIGXFSZ, prev);
+    /* a full disk: an 8 KiB tmpfs (root only; unmounted after) */
+    if (geteuid() != 0) TEST_SKIP("not root: no tmpfs for the full-disk case (the file-size case ran)");
+    snprintf(dir, sizeof dir, "%s/tmpfs", g_tmp);
+    CHECK(mkdir(dir, 0755) == 0);
+    snprintf(cmd, sizeof cmd, "mount -t tmpfs -o size=8k tmpfs '%s' 2>/dev/null", dir);
+    if (system(cmd) != 0) TEST_SKIP("mount -t tmpfs failed (no CAP_SYS_ADMIN?): the file-size case ran");
+    full_case(dir, "No space left");
+    snprintf(cmd, sizeof cmd, "umount '%s'", dir);
+    CHECK(system(cmd) == 0);
+}
+
 int main(int argc, char **argv)
 {
     TEST_INIT(argc, argv);
@@ -307,6 +390,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_ticks);
     TEST_RUN(test_font);
     TEST_RUN(test_bad_args);
+    TEST_RUN(test_write_errors);
     {
         char cmd[400];
         snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);

@@ -1,7 +1,13 @@
 /* plot.c - PNG line plots. See plot.h. */
+#if !defined(_POSIX_C_SOURCE) && !defined(_XOPEN_SOURCE)
+#define _POSIX_C_SOURCE 200809L /* fdopen, fileno, fsync */
+#endif
 #include "plot.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -456,33 +462,103 @@ int plot_lines_rgb(unsigned char *rgb, int width, int height, const char *title,
     return PLOT_OK;
 }
 
+/* stb's PNG bytes into a FILE, remembering the first failed write (stb ignores them) */
+typedef struct {
+    FILE *f;
+    int err; /* errno of the first failed fwrite, or EIO */
+} plot__sink;
+
+static void plot__sink_write(void *ctx, void *data, int size)
+{
+    plot__sink *k = (plot__sink *)ctx;
+    if (k->err || size <= 0) return;
+    errno = 0;
+    if (fwrite(data, 1, (size_t)size, k->f) != (size_t)size) k->err = errno ? errno : EIO;
+}
+
+static int plot__err(char *err, size_t errlen, int code, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+
+int plot_lines_png_err(const char *path, int width, int height, const char *title, const char *xlabel,
+                       const char *ylabel, const plot_series *s, int ns, int logy, char *err, size_t errlen)
+{
+    unsigned char *rgb;
+    char *tmp = NULL;
+    plot__sink k;
+    int rc, e, fd;
+    if (err && errlen) err[0] = 0;
+    if (!path || !*path) return plot__err(err, errlen, PLOT_EINVAL, "plot: empty path");
+    rc = plot__check(width, height, s, ns);
+    if (rc != PLOT_OK) return plot__err(err, errlen, rc, "plot: invalid size or series");
+    rgb = (unsigned char *)malloc((size_t)width * (size_t)height * 3);
+    tmp = (char *)malloc(strlen(path) + 32);
+    if (!rgb || !tmp) {
+        free(rgb);
+        free(tmp);
+        return plot__err(err, errlen, PLOT_ENOMEM, "out of memory drawing %s", path);
+    }
+    rc = plot_lines_rgb(rgb, width, height, title, xlabel, ylabel, s, ns, logy);
+    if (rc != PLOT_OK) {
+        free(rgb);
+        free(tmp);
+        return plot__err(err, errlen, rc, "cannot draw %s", path);
+    }
+    /* to "<path>.tmp.<pid>", then renamed only when every byte was written, flushed,
+       synced and closed: a reader never sees a half-written or empty PNG */
+    sprintf(tmp, "%s.tmp.%ld", path, (long)getpid());
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    k.f = fd >= 0 ? fdopen(fd, "wb") : NULL;
+    if (!k.f) {
+        e = errno;
+        if (fd >= 0) close(fd);
+        remove(tmp);
+        free(rgb);
+        rc = plot__err(err, errlen, PLOT_EIO, "cannot create %s: %s", tmp, strerror(e));
+        free(tmp);
+        return rc;
+    }
+    k.err = 0;
+    if (!stbi_write_png_to_func(plot__sink_write, &k, width, height, 3, rgb, width * 3)) {
+        fclose(k.f);
+        remove(tmp);
+        free(rgb);
+        free(tmp);
+        return plot__err(err, errlen, PLOT_ENOMEM, "cannot encode %s (out of memory)", path);
+    }
+    free(rgb);
+    if (!k.err && fflush(k.f) != 0) k.err = errno ? errno : EIO;
+    if (!k.err && ferror(k.f)) k.err = EIO;
+    if (!k.err && fsync(fileno(k.f)) != 0 && errno != EINVAL && errno != EROFS) k.err = errno;
+    if (fclose(k.f) != 0 && !k.err) k.err = errno ? errno : EIO;
+    if (k.err) {
+        remove(tmp);
+        rc = plot__err(err, errlen, PLOT_EIO, "cannot write %s: %s (left unchanged)", path, strerror(k.err));
+        free(tmp);
+        return rc;
+    }
+    if (rename(tmp, path) != 0) {
+        e = errno;
+        remove(tmp);
+        rc = plot__err(err, errlen, PLOT_EIO, "cannot rename %s to %s: %s", tmp, path, strerror(e));
+        free(tmp);
+        return rc;
+    }
+    free(tmp);
+    return PLOT_OK;
+}
+
 int plot_lines_png(const char *path, int width, int height, const char *title, const char *xlabel,
                    const char *ylabel, const plot_series *s, int ns, int logy)
 {
-    unsigned char *rgb;
-    int rc;
-    if (!path || !*path) return PLOT_EINVAL;
-    rc = plot__check(width, height, s, ns);
-    if (rc != PLOT_OK) return rc;
-    rgb = (unsigned char *)malloc((size_t)width * (size_t)height * 3);
-    if (!rgb) return PLOT_ENOMEM;
-    rc = plot_lines_rgb(rgb, width, height, title, xlabel, ylabel, s, ns, logy);
-    if (rc == PLOT_OK) {
-        /* to "<path>.tmp.<pid>", then renamed: a reader never sees a half-written PNG */
-        char *tmp = (char *)malloc(strlen(path) + 32);
-        if (!tmp) {
-            rc = PLOT_ENOMEM;
-        } else {
-            sprintf(tmp, "%s.tmp.%ld", path, (long)getpid());
-            if (!stbi_write_png(tmp, width, height, 3, rgb, width * 3) || rename(tmp, path) != 0) {
-                remove(tmp);
-                rc = PLOT_EIO;
-            }
-            free(tmp);
-        }
-    }
-    free(rgb);
-    return rc;
+    return plot_lines_png_err(path, width, height, title, xlabel, ylabel, s, ns, logy, NULL, 0);
 }
 
 /*

@@ -9,7 +9,10 @@
    and writes it with stb_image_write (Debian libstb-dev; one translation unit of the
    program must define STB_IMAGE_WRITE_IMPLEMENTATION: examples/common/stb_impl.c does).
    plot_lines_png writes "<path>.tmp.<pid>" and renames it over path, so a program that
-   refreshes its plot while someone looks at it never shows a torn file.
+   refreshes its plot while someone looks at it never shows a torn file; the PNG bytes go
+   through stb's callback writer, every write, the flush, fsync and close are checked,
+   and the rename happens only when all of them succeeded (a full disk is PLOT_EIO and
+   leaves path as it was; plot_lines_png_err says what failed).
    Text uses a built-in 5x7 bitmap font of our own covering printable ASCII (other
    bytes are drawn as '?'); glyphs are doubled when the image is at least 480 pixels
    in both directions.
@@ -31,6 +34,8 @@
 #ifndef ATTNKIT_PLOT_H
 #define ATTNKIT_PLOT_H
 
+#include <stddef.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -48,6 +53,12 @@ typedef struct plot_series {
    PLOT_* code. */
 int plot_lines_png(const char *path, int width, int height, const char *title, const char *xlabel,
                    const char *ylabel, const plot_series *s, int ns, int logy);
+
+/* plot_lines_png with a one-line message in err (errlen bytes; err may be NULL) naming
+   the file and the reason, e.g. "cannot write runs/wt2/loss.png: No space left on
+   device (left unchanged)". */
+int plot_lines_png_err(const char *path, int width, int height, const char *title, const char *xlabel,
+                       const char *ylabel, const plot_series *s, int ns, int logy, char *err, size_t errlen);
 
 /* The same drawing into rgb (width * height * 3 bytes, row-major, caller-owned). */
 int plot_lines_rgb(unsigned char *rgb, int width, int height, const char *title, const char *xlabel,
