@@ -161,6 +161,10 @@ enum { GD_ALGO_CHUNKED = 0, GD_ALGO_RECURRENT = 1 };
 /* CUDA-path status codes and math modes (cfg.math; the CPU path is always fp32) */
 enum { GD_ENOCUDA = -4, GD_ECUDA = -5, GD_ENOTSUP = -6 };
 enum { GD_MATH_FP32 = 0, GD_MATH_TF32 = 1, GD_MATH_BF16 = 2 };
+/* The readout RMSNorm epsilon of the seed's code (kreasof-ai/atma: the fp32 machine
+   epsilon, FLT_EPSILON = 2^-23): set cfg.rms_eps = GD_RMS_EPS_SEED to reproduce its runs.
+   The paper gives no value; the default stays 1e-6. */
+#define GD_RMS_EPS_SEED 1.1920928955078125e-7f
 
 typedef struct gd_config {
     int algo;             /* GD_ALGO_CHUNKED (default) or GD_ALGO_RECURRENT */
@@ -495,6 +499,14 @@ static int gd__check_cfg(const gd_config *cfg)
                        cfg->chunk_size, GD__MAXC);
     if (cfg->checkpoint < 1)
         return gd__err(cfg, GD_EINVAL, "gdelta: checkpoint %d < 1", cfg->checkpoint);
+    /* flags are 0 or 1 and enums one of their values, nothing else (issue 37 rule 4) */
+    if (cfg->gate_is_log != 0 && cfg->gate_is_log != 1)
+        return gd__err(cfg, GD_EINVAL, "gdelta: gate_is_log %d is not 0 or 1", cfg->gate_is_log);
+    if (cfg->normalize_qk != 0 && cfg->normalize_qk != 1)
+        return gd__err(cfg, GD_EINVAL, "gdelta: normalize_qk %d is not 0 or 1",
+                       cfg->normalize_qk);
+    if (cfg->math != GD_MATH_FP32 && cfg->math != GD_MATH_TF32 && cfg->math != GD_MATH_BF16)
+        return gd__err(cfg, GD_EINVAL, "gdelta: math %d unknown", cfg->math);
     if (!gd__finite(cfg->norm_eps) || cfg->norm_eps < 0.0f)
         return gd__err(cfg, GD_EINVAL, "gdelta: norm_eps must be finite and >= 0");
     if (!gd__finite(cfg->scale))
@@ -955,8 +967,8 @@ static size_t gd__thread_floats(const gd_config *cfg, int T, int Dk, int Dv)
     size_t K = (size_t)(cfg->checkpoint < T ? cfg->checkpoint : T);
     size_t dk = (size_t)Dk, dv = (size_t)Dv, D2 = dk * dv;
     size_t ch, rec;
-    /* chunked: 9 (C,Dk) + 8 (C,Dv) + 12 (C,C) + 3 D2 + 8 (C) + (Dv,C) + Dk + Dv */
-    ch = 9 * gd__al(C * dk) + 8 * gd__al(C * dv) + 12 * gd__al(C * C) + 3 * gd__al(D2) +
+    /* chunked: 9 (C,Dk) + 8 (C,Dv) + 13 (C,C) + 3 D2 + 8 (C) + (Dv,C) + Dk + Dv */
+    ch = 9 * gd__al(C * dk) + 8 * gd__al(C * dv) + 13 * gd__al(C * C) + 3 * gd__al(D2) +
          8 * gd__al(C) + gd__al(dv * C) + gd__al(dk) + gd__al(dv);
     /* recurrent: K states + dS + 6 (Dk) + 4 (Dv) */
     rec = (K + 1) * gd__al(D2) + 6 * gd__al(dk) + 4 * gd__al(dv);
@@ -1364,7 +1376,7 @@ static void gd__chunk_backward_bh(const gd_config *cfg, const float *saved_state
     int C = cfg->chunk_size < T ? cfg->chunk_size : T;
     int nck = (T + C - 1) / C, ci, i, j;
     float *S, *dSt, *dS, *Ut, *dU, *dB, *Y, *W, *Z, *X, *dQn, *dKn, *QKP, *DOU, *Dm,
-        *dBU, *dKK, *dG;
+        *dBU, *dKK, *dG, *Wc;
     float scale = cfg->scale;
     size_t D2 = (size_t)Dk * Dv;
     ar.p = ws;
@@ -1386,6 +1398,7 @@ static void gd__chunk_backward_bh(const gd_config *cfg, const float *saved_state
     Dm = gd__take(&ar, (size_t)C * C);
     dBU = gd__take(&ar, (size_t)C * C);
     dKK = gd__take(&ar, (size_t)C * C);
+    Wc = gd__take(&ar, (size_t)C * C);
     dG = gd__take(&ar, (size_t)C);
     if (dsout) gd__transpose(dSt, Dv, dsout, Dk, Dv, Dk);
     else memset(dSt, 0, D2 * sizeof(float));
@@ -1394,25 +1407,36 @@ static void gd__chunk_backward_bh(const gd_config *cfg, const float *saved_state
         const float *St = saved_states + (size_t)ci * D2;
         const float *U = saved_u + (long)t0 * Dv;
         const float *dO = dr + (long)t0 * Dv, *vv = v + (long)t0 * Dv;
-        float el, acc;
+        float el;
         gd__chunk_point(&ch, (float *)saved_wy + (size_t)ci * 5 * C * C);
         gd__chunk_load(cfg, &ch, L, q + (long)t0 * Dk, k + (long)t0 * Dk, g + t0, be + t0, 0);
         el = ch.e[L - 1];
         gd__transpose(S, Dk, St, Dv, Dk, Dv);  /* S = M (Dv,Dk) at chunk start */
         gd__transpose(Ut, C, U, Dv, L, Dv);
+        /* The gate gradient (issue 38). Every term that depends on the decays carries
+           either e_i = exp(G_i) (a "single" at i: dG_i += sc_i e_i) or a pair factor
+           P_ij = exp(G_i - G_j), j < i (dG_i += Wc_ij P_ij, dG_j -= Wc_ij P_ij). The
+           log-gate gradient is the suffix sum of dG, in which the pairs with j >= t cancel
+           in exact arithmetic; in fp32 they leave eps * sum|terms|, which the division by
+           gamma_t turned into errors of order 1e-8 / gamma_t (37% at gamma ~ 1e-6), and a
+           gate of exactly 0 (log floored) got no gradient at all. So sc and Wc are kept
+           without their decay factor and the gradient is summed at the end with only the
+           terms that contain gamma_t, divided out exactly:
+             dL/dgamma_t = sum_{i >= t} P_it (sc_i e_{t-1} + sum_{j < t} Wc_ij P_{t-1,j})
+           (P_it e_{t-1} gamma_t = e_i, P_it P_{t-1,j} gamma_t = P_ij): no cancellation,
+           L^3/6 multiply-adds per chunk. */
         for (i = 0; i < L; i++) {
             dG[i] = 0.0f;
-            for (j = 0; j < L; j++)
+            for (j = 0; j < L; j++) {
                 QKP[(long)i * C + j] = ch.P[(long)i * C + j] * ch.QK[(long)i * C + j];
+                Wc[(long)i * C + j] = 0.0f;
+            }
         }
         /* --- through the state carried out: M_end = e_last M + sum_j c_j u_j k_j^T */
         gd__gemm(L, Dv, Dk, 1.0f, ch.kn, Dk, 1, dSt, Dv, 0, Y, Dv); /* Y_j = dM^T.. */
-        for (j = 0; j < L; j++) {
-            float dcj = gd__dot(U + (long)j * Dv, Y + (long)j * Dv, Dv) * ch.c[j];
-            dG[L - 1] += dcj;
-            dG[j] -= dcj;
-        }
-        dG[L - 1] += el * gd__dot(dSt, St, (int)D2);
+        for (j = 0; j < L - 1; j++) /* the pair (L-1, j), factor c_j = P_{L-1,j} */
+            Wc[(long)(L - 1) * C + j] += gd__dot(U + (long)j * Dv, Y + (long)j * Dv, Dv);
+        dG[L - 1] += gd__dot(dSt, St, (int)D2); /* a single, factor e_{L-1} */
         /* dU = scale (P o QK)^T dO + diag(c) Y */
         for (j = 0; j < L; j++)
             for (i = 0; i < Dv; i++) dU[(long)j * Dv + i] = ch.c[j] * Y[(long)j * Dv + i];
@@ -1427,7 +1451,7 @@ static void gd__chunk_backward_bh(const gd_config *cfg, const float *saved_state
         gd__gemm(L, Dk, Dv, 1.0f, dO, Dv, 1, S, Dk, 0, Z, Dk); /* Z_i = M^T do_i */
         for (i = 0; i < L; i++) {
             float se = scale * ch.e[i];
-            dG[i] += se * gd__dot(ch.qn + (long)i * Dk, Z + (long)i * Dk, Dk);
+            dG[i] += scale * gd__dot(ch.qn + (long)i * Dk, Z + (long)i * Dk, Dk); /* e_i */
             for (j = 0; j < Dk; j++) dQn[(long)i * Dk + j] = se * Z[(long)i * Dk + j];
         }
         /* --- intra-chunk readout r_i += scale sum_{j<=i} P_ij (q_i.k_j) u_j */
@@ -1435,10 +1459,8 @@ static void gd__chunk_backward_bh(const gd_config *cfg, const float *saved_state
         for (i = 0; i < L; i++)
             for (j = 0; j < L; j++) {
                 float d = scale * ch.P[(long)i * C + j] * DOU[(long)i * C + j];
-                float w = d * ch.QK[(long)i * C + j];
                 Dm[(long)i * C + j] = d;
-                dG[i] += w;
-                dG[j] -= w;
+                if (j < i) Wc[(long)i * C + j] += scale * DOU[(long)i * C + j] * ch.QK[(long)i * C + j];
             }
         gd__gemm(L, Dk, L, 1.0f, Dm, C, 1, ch.kn, Dk, 1, dQn, Dk);
         gd__gemm(L, Dk, L, 1.0f, Dm, 1, C, ch.qn, Dk, 1, dKn, Dk);
@@ -1454,16 +1476,14 @@ static void gd__chunk_backward_bh(const gd_config *cfg, const float *saved_state
             float db = gd__dot(dBi, vv + (long)i * Dv, Dv) - ei * kx;
             for (j = 0; j < Dv; j++) dv[(long)(t0 + i) * Dv + j] += bi * dBi[j];
             for (j = 0; j < Dk; j++) dKn[(long)i * Dk + j] -= bi * ei * X[(long)i * Dk + j];
-            dG[i] -= bi * ei * kx;
+            dG[i] -= bi * kx; /* e_i */
             /* A_ij = beta_i KK_ij P_ij (j < i) */
             for (j = 0; j < i; j++) {
                 float dA = -dBU[(long)i * C + j];
                 float kp = ch.KK[(long)i * C + j] * ch.P[(long)i * C + j];
-                float w = dA * ch.A[(long)i * C + j];
                 db += dA * kp;
                 dKK[(long)i * C + j] = dA * bi * ch.P[(long)i * C + j];
-                dG[i] += w;
-                dG[j] -= w;
+                Wc[(long)i * C + j] += dA * bi * ch.KK[(long)i * C + j];
             }
             for (j = i; j < L; j++) dKK[(long)i * C + j] = 0.0f;
             dbeta[t0 + i] += db;
@@ -1480,15 +1500,24 @@ static void gd__chunk_backward_bh(const gd_config *cfg, const float *saved_state
         }
         gd__gemm(Dk, Dv, L, 1.0f, ch.qn, 1, Dk, W, Dv, el, dSt, Dv);
         gd__gemm(Dk, Dv, L, 1.0f, ch.kn, 1, Dk, Y, Dv, 1, dSt, Dv);
-        /* --- log-decay: G_i = sum_{t<=i} lg_t; normalisation; gates */
-        acc = 0.0f;
+        /* --- gates (dG holds the singles sc, see above); normalisation */
         for (i = L - 1; i >= 0; i--) {
             long t = t0 + i;
-            acc += dG[i];
+            const float et1 = i > 0 ? ch.e[i - 1] : 1.0f;
+            const float *Pt1 = ch.P + (long)(i > 0 ? i - 1 : 0) * C;
+            float dgam = 0.0f;
+            int m;
+            for (m = i; m < L; m++) {
+                const float *Wm = Wc + (long)m * C;
+                float in = dG[m] * et1;
+                for (j = 0; j < i; j++) in += Wm[j] * Pt1[j];
+                dgam += ch.P[(long)m * C + i] * in;
+            }
+            /* dL/dlog gamma = gamma dL/dgamma; a gate form gets its gradient at 0 too */
             if (cfg->gate_is_log) {
-                if (g[t] > cfg->log_gate_floor) dg[t] += acc;
-            } else if (g[t] > 0.0f && logf(g[t]) > cfg->log_gate_floor)
-                dg[t] += acc / g[t];
+                if (g[t] > cfg->log_gate_floor) dg[t] += expf(ch.lg[i]) * dgam;
+            } else
+                dg[t] += dgam;
             gd__l2norm_back(dq + t * Dk, dQn + (long)i * Dk, ch.qn + (long)i * Dk, ch.qinv[i],
                             Dk, cfg);
             gd__l2norm_back(dk + t * Dk, dKn + (long)i * Dk, ch.kn + (long)i * Dk, ch.kinv[i],

@@ -6,6 +6,7 @@
 #define GDELTA_IMPLEMENTATION
 #include "../gdelta.h"
 #include "attnkit_test.h"
+#include "ref64.h"
 
 /* ------------------------------------------------------------ double reference */
 typedef struct {
@@ -942,6 +943,151 @@ static void test_strided_qkv(void)
     check_strided(GD_ALGO_RECURRENT, 9, 3);
 }
 
+/* ------------------------------------------------------------ issue 38: float64 sweep */
+/* The float32 library (chunked C = 16 and recurrent, checkpoint 16) against ref64.h's
+   float64 transcription of eqs. 16-25 (tape gradients), in every regime the paper
+   reaches: gates near 0 (down to 0 exactly) and near 1 (up to 1 exactly), log gates
+   -30..-5, beta near 0 and 1 (exact 0 and 1 included), keys (and queries) of norm
+   1e-5..1e-2 (|k|^2 below and above norm_eps), T = 2048 with gamma ~ 1 and beta ~ 1
+   (a 4x4 state that saturates: capacity 4 keys, 2048 writes). Relative error per tensor
+   to its max-norm: 1e-4 forward (r, final state), 2e-3 gradients. */
+static void gd_sweep_run(r64_report *rep, r64_gd_case *c, int algo)
+{
+    gd_config cfg = gd_config_default();
+    const size_t nq = (size_t)c->B * c->H * c->T * c->Dk, nv = (size_t)c->B * c->H * c->T * c->Dv;
+    const size_t ng = (size_t)c->B * c->H * c->T, nS = (size_t)c->B * c->H * c->Dv * c->Dk;
+    float *r = (float *)malloc(sizeof(float) * nv), *S = (float *)malloc(sizeof(float) * nS);
+    float *dq = (float *)calloc(nq, sizeof(float)), *dk = (float *)calloc(nq, sizeof(float));
+    float *dv = (float *)calloc(nv, sizeof(float)), *dg = (float *)calloc(ng, sizeof(float));
+    float *db = (float *)calloc(ng, sizeof(float));
+    gd_saved sv = gd_saved_init();
+    double e[7];
+    int i;
+    static const char *nm[2][7] = {
+        {"chunked r", "chunked state", "chunked dq", "chunked dk", "chunked dv",
+         "chunked dgates", "chunked dbeta"},
+        {"recurrent r", "recurrent state", "recurrent dq", "recurrent dk", "recurrent dv",
+         "recurrent dgates", "recurrent dbeta"}};
+    cfg.algo = algo;
+    cfg.chunk_size = 16;
+    cfg.checkpoint = 16;
+    cfg.gate_is_log = c->gate_is_log;
+    CHECK_INT_EQ(gd_forward(&cfg, r, S, c->q, c->k, c->v, c->g, c->be, NULL, c->B, c->H, c->T,
+                            c->Dk, c->Dv, &sv, NULL), GD_OK);
+    CHECK_INT_EQ(gd_backward(&cfg, &sv, dq, dk, dv, dg, db, NULL, c->dr, c->dS, c->q, c->k,
+                             c->v, c->g, c->be, NULL, c->B, c->H, c->T, c->Dk, c->Dv, NULL),
+                 GD_OK);
+    e[0] = r64_relerr_f(r, c->r, (long)nv);
+    e[1] = r64_relerr_f(S, c->S, (long)nS);
+    e[2] = r64_relerr_f(dq, c->dq, (long)nq);
+    e[3] = r64_relerr_f(dk, c->dk, (long)nq);
+    e[4] = r64_relerr_f(dv, c->dv, (long)nv);
+    e[5] = r64_relerr_f(dg, c->dg, (long)ng);
+    e[6] = r64_relerr_f(db, c->dbe, (long)ng);
+    for (i = 0; i < 7; i++) {
+        r64_note(rep, nm[algo == GD_ALGO_RECURRENT][i], c->name, e[i]);
+        if (!(e[i] <= (i < 2 ? R64_TOL_FWD : R64_TOL_GRAD))) {
+            fprintf(stderr, "  %s, %s: relative error %.3e\n", c->name,
+                    nm[algo == GD_ALGO_RECURRENT][i], e[i]);
+            CHECK(e[i] <= (i < 2 ? R64_TOL_FWD : R64_TOL_GRAD));
+        }
+    }
+    gd_saved_free(&sv);
+    free(r); free(S); free(dq); free(dk); free(dv); free(dg); free(db);
+}
+
+static void test_sweep_float64(void)
+{
+    r64_report rep;
+    int reg;
+    memset(&rep, 0, sizeof rep);
+    for (reg = 0; reg < R64_GD_NREGIMES; reg++) {
+        r64_gd_case c;
+        r64_gd_make(&c, reg, 2048);
+        gd_sweep_run(&rep, &c, GD_ALGO_CHUNKED);
+        gd_sweep_run(&rep, &c, GD_ALGO_RECURRENT);
+        r64_gd_free(&c);
+    }
+    r64_print(&rep, "gdelta CPU vs float64 (eqs. 16-25)");
+}
+
+/* Issue 38: the readout RMSNorm epsilon. The paper gives none; the default is 1e-6; the
+   seed's code uses the fp32 machine epsilon (GD_RMS_EPS_SEED). Early in a sequence r is
+   small (mean square ~1e-6 here) and the choice shows in the output: each setting must
+   match the float64 RMSNorm with its own eps, and the two must differ. */
+static void test_readout_rms_eps_seed(void)
+{
+    enum { B = 1, T = 2, H = 2, Dv = 4, Dx = 3 };
+    const int HD = H * Dv;
+    float r[B * H * T * Dv], x[B * T * Dx], Wg[H * Dv * Dx], bg[H * Dv], Wp[H * Dv * H * Dv];
+    float o1[B * T * H * Dv], o2[B * T * H * Dv];
+    double ref1[B * T * H * Dv], ref2[B * T * H * Dv];
+    gd_config c = gd_config_default();
+    int i, t, h, d;
+    double worst = 0.0;
+    CHECK(c.rms_eps == 1e-6f);
+    CHECK(GD_RMS_EPS_SEED == 1.1920928955078125e-7f);
+    tt_seed(38);
+    tt_fill_normal(r, B * H * T * Dv, 1e-3);
+    memset(x, 0, sizeof x);
+    memset(Wg, 0, sizeof Wg);
+    for (i = 0; i < HD; i++) bg[i] = 40.0f; /* sigma(40) == 1 in float: the gate is open */
+    memset(Wp, 0, sizeof Wp);
+    for (i = 0; i < HD; i++) Wp[i * HD + i] = 1.0f; /* identity projection: out = y */
+    CHECK_INT_EQ(gd_readout_forward(&c, o1, r, x, NULL, Wg, bg, Wp, B, T, H, Dv, Dx, HD, NULL), GD_OK);
+    c.rms_eps = GD_RMS_EPS_SEED;
+    CHECK_INT_EQ(gd_readout_forward(&c, o2, r, x, NULL, Wg, bg, Wp, B, T, H, Dv, Dx, HD, NULL), GD_OK);
+    for (t = 0; t < T; t++)
+        for (h = 0; h < H; h++) {
+            const float *rr = r + ((size_t)h * T + t) * Dv;
+            double ms = 0.0;
+            for (d = 0; d < Dv; d++) ms += (double)rr[d] * rr[d];
+            ms /= Dv;
+            for (d = 0; d < Dv; d++) {
+                ref1[(size_t)t * HD + h * Dv + d] = rr[d] / sqrt(ms + 1e-6);
+                ref2[(size_t)t * HD + h * Dv + d] = rr[d] / sqrt(ms + 1.1920928955078125e-7);
+            }
+        }
+    CHECK_ALL_CLOSE(o1, ref1, T * HD, 1e-5, 1e-6);
+    CHECK_ALL_CLOSE(o2, ref2, T * HD, 1e-5, 1e-6);
+    for (i = 0; i < T * HD; i++)
+        if (fabs((double)o2[i] - o1[i]) > worst) worst = fabs((double)o2[i] - o1[i]);
+    CHECK(worst > 0.05); /* the two settings are distinguishable here */
+    c.rms_eps = -GD_RMS_EPS_SEED;
+    CHECK_INT_EQ(gd_readout_forward(&c, o2, r, x, NULL, Wg, bg, Wp, B, T, H, Dv, Dx, HD, NULL), GD_EINVAL);
+}
+
+/* Issue 37 rule 4: flag-like config fields outside their values are GD_EINVAL (before,
+   gate_is_log 2 or normalize_qk -1 ran as 1; math 7 passed on the CPU). */
+static void test_flags_range_checked(void)
+{
+    enum { T = 3, D = 4 };
+    float q[T * D], k[T * D], v[T * D], g[T], be[T], r[T * D];
+    gd_config c;
+    int bad[4] = {-1, 2, 3, 1 << 30}, i, fld, slot0 = 0;
+    tt_seed(37);
+    tt_fill_normal(q, T * D, 1.0);
+    tt_fill_normal(k, T * D, 1.0);
+    tt_fill_normal(v, T * D, 1.0);
+    for (i = 0; i < T; i++) { g[i] = 0.9f; be[i] = 0.5f; }
+    for (fld = 0; fld < 3; fld++)
+        for (i = 0; i < 4; i++) {
+            c = gd_config_default();
+            if (fld == 0) c.gate_is_log = bad[i];
+            if (fld == 1) c.normalize_qk = bad[i];
+            if (fld == 2) c.math = bad[i] == 2 ? 7 : bad[i]; /* 2 is GD_MATH_BF16 */
+            CHECK_INT_EQ(gd_forward(&c, r, NULL, q, k, v, g, be, NULL, 1, 1, T, D, D, NULL, NULL),
+                         GD_EINVAL);
+            CHECK_INT_EQ(gd_step(&c, r, 1, &slot0, 1, 1, 2, 2, q, k, v, g, be, r + 8), GD_EINVAL);
+        }
+    c = gd_config_default();
+    c.gate_is_log = 1;
+    for (i = 0; i < T; i++) g[i] = -0.1f;
+    CHECK_INT_EQ(gd_forward(&c, r, NULL, q, k, v, g, be, NULL, 1, 1, T, D, D, NULL, NULL), GD_OK);
+    c.normalize_qk = 0;
+    CHECK_INT_EQ(gd_forward(&c, r, NULL, q, k, v, g, be, NULL, 1, 1, T, D, D, NULL, NULL), GD_OK);
+}
+
 int main(int argc, char **argv)
 {
     TEST_INIT(argc, argv);
@@ -961,5 +1107,8 @@ int main(int argc, char **argv)
     TEST_RUN(test_deterministic);
     TEST_RUN(test_workspace);
     TEST_RUN(test_strided_qkv);
+    TEST_RUN(test_sweep_float64);
+    TEST_RUN(test_readout_rms_eps_seed);
+    TEST_RUN(test_flags_range_checked);
     return TEST_END();
 }

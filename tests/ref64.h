@@ -1,0 +1,352 @@
+/* ref64.h - float64 references for the regime sweeps of issue 38 (tests only).
+
+   Shared by the CPU tests (tests/test_*.c, C99) and the CUDA parity tests
+   (tests/parity_*.cu, C++ in the simulation and under nvcc). Nothing here calls an
+   attnkit header: each reference is written from the paper's equations, in double.
+
+   Gradients come from a small reverse-mode tape: a reference forward is written once
+   with r64_* operations on tape nodes (each records its value and the partial
+   derivatives to at most two parents), the loss seeds the adjoints of the outputs and
+   r64_backward sweeps the tape once in reverse. So the backward of every reference is
+   the exact derivative of its own forward (no hand-derived formulas to get wrong, and
+   none shared with the library's code).
+
+   Error measure (issue 38): for a float32 tensor `got` against its double reference
+   `ref`, max_i |got_i - ref_i| / max_i |ref_i| (relative to the tensor's max-norm; an
+   all-zero reference gives the absolute error). Tolerances: 1e-4 forward, 2e-3
+   gradients (R64_TOL_FWD, R64_TOL_GRAD). */
+#ifndef ATTNKIT_REF64_H
+#define ATTNKIT_REF64_H
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define R64_TOL_FWD 1e-4
+#define R64_TOL_GRAD 2e-3
+#define R64_EPS32 1.1920928955078125e-7
+
+/* ------------------------------------------------------------------ tape */
+typedef struct r64_tape {
+    double *v, *adj, *da, *db;
+    int *a, *b;
+    long n, cap;
+} r64_tape;
+
+static inline void r64_tape_init(r64_tape *t)
+{
+    memset(t, 0, sizeof *t);
+}
+static inline void r64_tape_free(r64_tape *t)
+{
+    free(t->v); free(t->adj); free(t->da); free(t->db); free(t->a); free(t->b);
+    memset(t, 0, sizeof *t);
+}
+static inline void r64_tape_clear(r64_tape *t) { t->n = 0; }
+
+static inline long r64__push(r64_tape *t, double v, long a, double da, long b, double db)
+{
+    if (t->n == t->cap) {
+        long nc = t->cap ? 2 * t->cap : 4096;
+        t->v = (double *)realloc(t->v, sizeof(double) * (size_t)nc);
+        t->adj = (double *)realloc(t->adj, sizeof(double) * (size_t)nc);
+        t->da = (double *)realloc(t->da, sizeof(double) * (size_t)nc);
+        t->db = (double *)realloc(t->db, sizeof(double) * (size_t)nc);
+        t->a = (int *)realloc(t->a, sizeof(int) * (size_t)nc);
+        t->b = (int *)realloc(t->b, sizeof(int) * (size_t)nc);
+        if (!t->v || !t->adj || !t->da || !t->db || !t->a || !t->b) {
+            fprintf(stderr, "ref64: out of memory\n");
+            exit(2);
+        }
+        t->cap = nc;
+    }
+    t->v[t->n] = v;
+    t->a[t->n] = (int)a;
+    t->da[t->n] = da;
+    t->b[t->n] = (int)b;
+    t->db[t->n] = db;
+    return t->n++;
+}
+
+/* a leaf (an input or a constant) */
+static inline long r64_var(r64_tape *t, double x) { return r64__push(t, x, -1, 0.0, -1, 0.0); }
+static inline double r64_val(const r64_tape *t, long x) { return t->v[x]; }
+static inline long r64_add(r64_tape *t, long x, long y) { return r64__push(t, t->v[x] + t->v[y], x, 1.0, y, 1.0); }
+static inline long r64_sub(r64_tape *t, long x, long y) { return r64__push(t, t->v[x] - t->v[y], x, 1.0, y, -1.0); }
+static inline long r64_mul(r64_tape *t, long x, long y)
+{
+    return r64__push(t, t->v[x] * t->v[y], x, t->v[y], y, t->v[x]);
+}
+static inline long r64_div(r64_tape *t, long x, long y)
+{
+    double q = t->v[x] / t->v[y];
+    return r64__push(t, q, x, 1.0 / t->v[y], y, -q / t->v[y]);
+}
+static inline long r64_scale(r64_tape *t, long x, double c) { return r64__push(t, c * t->v[x], x, c, -1, 0.0); }
+static inline long r64_addc(r64_tape *t, long x, double c) { return r64__push(t, t->v[x] + c, x, 1.0, -1, 0.0); }
+static inline long r64_exp(r64_tape *t, long x)
+{
+    double e = exp(t->v[x]);
+    return r64__push(t, e, x, e, -1, 0.0);
+}
+static inline long r64_log(r64_tape *t, long x) { return r64__push(t, log(t->v[x]), x, 1.0 / t->v[x], -1, 0.0); }
+static inline long r64_sqrt(r64_tape *t, long x)
+{
+    double s = sqrt(t->v[x]);
+    return r64__push(t, s, x, s > 0 ? 0.5 / s : 0.0, -1, 0.0);
+}
+/* x*y + z in one call (two nodes) */
+static inline long r64_fma(r64_tape *t, long x, long y, long z) { return r64_add(t, r64_mul(t, x, y), z); }
+/* clamp(x, lo, hi): derivative 1 strictly inside, 0 at or beyond a bound (as torch.clamp
+   passes the gradient only where the input is inside) */
+static inline long r64_clamp(r64_tape *t, long x, double lo, double hi)
+{
+    double v = t->v[x];
+    if (v < lo) return r64__push(t, lo, x, 0.0, -1, 0.0);
+    if (v > hi) return r64__push(t, hi, x, 0.0, -1, 0.0);
+    return r64__push(t, v, x, 1.0, -1, 0.0);
+}
+/* sum of n nodes, left to right */
+static inline long r64_sum(r64_tape *t, const long *x, int n)
+{
+    long s = x[0];
+    int i;
+    for (i = 1; i < n; i++) s = r64_add(t, s, x[i]);
+    return s;
+}
+/* dot product of n pairs */
+static inline long r64_dot(r64_tape *t, const long *x, const long *y, int n)
+{
+    long s = r64_mul(t, x[0], y[0]);
+    int i;
+    for (i = 1; i < n; i++) s = r64_fma(t, x[i], y[i], s);
+    return s;
+}
+/* adjoints: zeroed, then the caller seeds outputs (r64_seed) and calls r64_backward */
+static inline void r64_zero_adj(r64_tape *t) { memset(t->adj, 0, sizeof(double) * (size_t)t->n); }
+static inline void r64_seed(r64_tape *t, long x, double g) { t->adj[x] += g; }
+static inline void r64_backward(r64_tape *t)
+{
+    long i;
+    for (i = t->n - 1; i >= 0; i--) {
+        double g = t->adj[i];
+        if (g == 0.0) continue;
+        if (t->a[i] >= 0) t->adj[t->a[i]] += g * t->da[i];
+        if (t->b[i] >= 0) t->adj[t->b[i]] += g * t->db[i];
+    }
+}
+static inline double r64_grad(const r64_tape *t, long x) { return t->adj[x]; }
+
+/* ------------------------------------------------------------------ errors */
+/* max |got - ref| / max |ref| (absolute when ref is all zero); NaN/Inf in got: +inf */
+static inline double r64_relerr_f(const float *got, const double *ref, long n)
+{
+    double num = 0.0, den = 0.0;
+    long i;
+    for (i = 0; i < n; i++) {
+        double d = fabs((double)got[i] - ref[i]);
+        if (!(d == d) || d - d != 0.0) return HUGE_VAL;
+        if (d > num) num = d;
+        if (fabs(ref[i]) > den) den = fabs(ref[i]);
+    }
+    return den > 0.0 ? num / den : num;
+}
+static inline double r64_maxabs(const double *x, long n)
+{
+    double m = 0.0;
+    long i;
+    for (i = 0; i < n; i++)
+        if (fabs(x[i]) > m) m = fabs(x[i]);
+    return m;
+}
+
+/* a worst-error record per tensor name, printed at the end of a sweep */
+#define R64_MAXREC 48
+typedef struct r64_report {
+    const char *name[R64_MAXREC];
+    double worst[R64_MAXREC];
+    const char *where[R64_MAXREC];
+    int n;
+} r64_report;
+static inline void r64_note(r64_report *r, const char *name, const char *regime, double err)
+{
+    int i;
+    for (i = 0; i < r->n; i++)
+        if (!strcmp(r->name[i], name)) break;
+    if (i == r->n) {
+        if (r->n == R64_MAXREC) return;
+        r->name[i] = name;
+        r->worst[i] = -1.0;
+        r->where[i] = regime;
+        r->n++;
+    }
+    if (!(err <= r->worst[i])) {
+        r->worst[i] = err;
+        r->where[i] = regime;
+    }
+}
+static inline void r64_print(const r64_report *r, const char *title)
+{
+    int i;
+    printf("  %s: worst relative error per tensor (max-norm) over the sweep\n", title);
+    for (i = 0; i < r->n; i++)
+        printf("    %-22s %.3e  (%s)\n", r->name[i], r->worst[i], r->where[i]);
+}
+
+/* a small deterministic generator (the references' own, independent of the harness) */
+static inline double r64_unif(unsigned long long *s)
+{
+    *s = *s * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (double)(*s >> 11) * (1.0 / 9007199254740992.0);
+}
+static inline double r64_normal(unsigned long long *s)
+{
+    double u1 = r64_unif(s), u2 = r64_unif(s);
+    if (u1 < 1e-300) u1 = 1e-300;
+    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+}
+
+
+/* ================================================================== gdelta (seed 002)
+   ATMA eqs. 16-25, per (b, h), t = 0..T-1, state M (Dv,Dk) from zero:
+     k^ = k / sqrt(|k|^2 + eps), q^ likewise (the library's documented eps form of the
+     L2 normalisation, Finding 1)
+     M_t = gamma_t M_{t-1} + beta_t (v_t - gamma_t M_{t-1} k^_t) k^_t^T
+     r_t = scale M_t q^_t
+   gate_is_log: gamma_t = exp(max(g_t, floor)). Loss = sum dr . r + sum dS . M_T. */
+typedef struct r64_gd_case {
+    const char *name;
+    int B, H, T, Dk, Dv, gate_is_log;
+    double scale, eps, floor_;
+    float *q, *k, *v, *g, *be, *dr, *dS;                 /* inputs (float) */
+    double *r, *S, *dq, *dk, *dv, *dg, *dbe;              /* the double reference */
+} r64_gd_case;
+
+enum { R64_GD_GATE0, R64_GD_GATE1, R64_GD_LOGGATE, R64_GD_BETA0, R64_GD_BETA1,
+       R64_GD_TINYK, R64_GD_SATURATE, R64_GD_NREGIMES };
+
+static inline void r64_gd_free(r64_gd_case *c)
+{
+    free(c->q); free(c->k); free(c->v); free(c->g); free(c->be); free(c->dr); free(c->dS);
+    free(c->r); free(c->S); free(c->dq); free(c->dk); free(c->dv); free(c->dg); free(c->dbe);
+    memset(c, 0, sizeof *c);
+}
+
+static inline void r64_gd_reference(r64_gd_case *c)
+{
+    const int T = c->T, Dk = c->Dk, Dv = c->Dv, BH = c->B * c->H;
+    r64_tape tp;
+    long *iq = (long *)malloc(sizeof(long) * (size_t)T * Dk), *ik = (long *)malloc(sizeof(long) * (size_t)T * Dk);
+    long *iv = (long *)malloc(sizeof(long) * (size_t)T * Dv), *ig = (long *)malloc(sizeof(long) * (size_t)T);
+    long *ib = (long *)malloc(sizeof(long) * (size_t)T), *M = (long *)malloc(sizeof(long) * (size_t)Dv * Dk);
+    long *ir = (long *)malloc(sizeof(long) * (size_t)T * Dv);
+    long qh[256], kh[256], tmp[256];
+    int bh, t, i, j;
+    r64_tape_init(&tp);
+    for (bh = 0; bh < BH; bh++) {
+        size_t oq = (size_t)bh * T * Dk, ov = (size_t)bh * T * Dv, og = (size_t)bh * T;
+        size_t oS = (size_t)bh * Dv * Dk;
+        long zero;
+        r64_tape_clear(&tp);
+        zero = r64_var(&tp, 0.0);
+        for (i = 0; i < T * Dk; i++) { iq[i] = r64_var(&tp, c->q[oq + i]); ik[i] = r64_var(&tp, c->k[oq + i]); }
+        for (i = 0; i < T * Dv; i++) iv[i] = r64_var(&tp, c->v[ov + i]);
+        for (t = 0; t < T; t++) { ig[t] = r64_var(&tp, c->g[og + t]); ib[t] = r64_var(&tp, c->be[og + t]); }
+        for (i = 0; i < Dv * Dk; i++) M[i] = zero;
+        for (t = 0; t < T; t++) {
+            long nq = r64_addc(&tp, r64_dot(&tp, iq + (size_t)t * Dk, iq + (size_t)t * Dk, Dk), c->eps);
+            long nk = r64_addc(&tp, r64_dot(&tp, ik + (size_t)t * Dk, ik + (size_t)t * Dk, Dk), c->eps);
+            long gam;
+            nq = r64_sqrt(&tp, nq);
+            nk = r64_sqrt(&tp, nk);
+            for (j = 0; j < Dk; j++) {
+                qh[j] = r64_div(&tp, iq[(size_t)t * Dk + j], nq);
+                kh[j] = r64_div(&tp, ik[(size_t)t * Dk + j], nk);
+            }
+            gam = !c->gate_is_log ? ig[t] : r64_exp(&tp, r64_clamp(&tp, ig[t], c->floor_, 1.0));
+            for (i = 0; i < Dv; i++) {
+                long *row = M + (size_t)i * Dk, pred, u;
+                for (j = 0; j < Dk; j++) tmp[j] = r64_mul(&tp, gam, row[j]); /* gamma M_{t-1} */
+                pred = r64_dot(&tp, tmp, kh, Dk);
+                u = r64_mul(&tp, ib[t], r64_sub(&tp, iv[(size_t)t * Dv + i], pred));
+                for (j = 0; j < Dk; j++) row[j] = r64_fma(&tp, u, kh[j], tmp[j]);
+                ir[(size_t)t * Dv + i] = r64_scale(&tp, r64_dot(&tp, row, qh, Dk), c->scale);
+            }
+        }
+        r64_zero_adj(&tp);
+        for (i = 0; i < T * Dv; i++) {
+            c->r[ov + i] = r64_val(&tp, ir[i]);
+            r64_seed(&tp, ir[i], c->dr[ov + i]);
+        }
+        for (i = 0; i < Dv * Dk; i++) {
+            c->S[oS + i] = r64_val(&tp, M[i]);
+            r64_seed(&tp, M[i], c->dS[oS + i]);
+        }
+        r64_backward(&tp);
+        for (i = 0; i < T * Dk; i++) { c->dq[oq + i] = r64_grad(&tp, iq[i]); c->dk[oq + i] = r64_grad(&tp, ik[i]); }
+        for (i = 0; i < T * Dv; i++) c->dv[ov + i] = r64_grad(&tp, iv[i]);
+        for (t = 0; t < T; t++) { c->dg[og + t] = r64_grad(&tp, ig[t]); c->dbe[og + t] = r64_grad(&tp, ib[t]); }
+    }
+    r64_tape_free(&tp);
+    free(iq); free(ik); free(iv); free(ig); free(ib); free(M); free(ir);
+}
+
+/* The regimes of issue 38 for gdelta. T_long: the length of the saturating regime (the
+   CPU test uses thousands; the simulation a few hundred). */
+static inline void r64_gd_make(r64_gd_case *c, int regime, int T_long)
+{
+    unsigned long long s = 0x9d1ce5eedULL + (unsigned long long)regime * 7919ULL;
+    size_t nq, nv, ng, nS, i;
+    memset(c, 0, sizeof *c);
+    c->B = 1; c->H = 2; c->T = 48; c->Dk = 8; c->Dv = 6;
+    c->scale = 1.0; c->eps = 1e-6; c->floor_ = -88.0;
+    switch (regime) {
+    case R64_GD_GATE0: c->name = "gates near 0"; break;
+    case R64_GD_GATE1: c->name = "gates near 1"; break;
+    case R64_GD_LOGGATE: c->name = "log gates -30..-5"; c->gate_is_log = 1; break;
+    case R64_GD_BETA0: c->name = "beta near 0"; break;
+    case R64_GD_BETA1: c->name = "beta near 1"; break;
+    case R64_GD_TINYK: c->name = "keys of tiny norm"; break;
+    default: c->name = "long T, saturated state"; c->H = 1; c->T = T_long; c->Dk = 4; c->Dv = 4; break;
+    }
+    nq = (size_t)c->B * c->H * c->T * c->Dk; nv = (size_t)c->B * c->H * c->T * c->Dv;
+    ng = (size_t)c->B * c->H * c->T; nS = (size_t)c->B * c->H * c->Dv * c->Dk;
+    c->q = (float *)malloc(sizeof(float) * nq); c->k = (float *)malloc(sizeof(float) * nq);
+    c->v = (float *)malloc(sizeof(float) * nv); c->g = (float *)malloc(sizeof(float) * ng);
+    c->be = (float *)malloc(sizeof(float) * ng); c->dr = (float *)malloc(sizeof(float) * nv);
+    c->dS = (float *)malloc(sizeof(float) * nS);
+    c->r = (double *)malloc(sizeof(double) * nv); c->S = (double *)malloc(sizeof(double) * nS);
+    c->dq = (double *)malloc(sizeof(double) * nq); c->dk = (double *)malloc(sizeof(double) * nq);
+    c->dv = (double *)malloc(sizeof(double) * nv); c->dg = (double *)malloc(sizeof(double) * ng);
+    c->dbe = (double *)malloc(sizeof(double) * ng);
+    for (i = 0; i < nq; i++) {
+        c->q[i] = (float)r64_normal(&s);
+        c->k[i] = (float)r64_normal(&s);
+        if (regime == R64_GD_TINYK) {
+            /* |k| from 1e-5 to 1e-2 per token: |k|^2 from well below to well above eps */
+            double sc = pow(10.0, -5.0 + 3.0 * (double)((i / (size_t)c->Dk) % 7) / 6.0) / sqrt((double)c->Dk);
+            c->k[i] = (float)(c->k[i] * sc);
+            c->q[i] = (float)(c->q[i] * sc);
+        }
+    }
+    for (i = 0; i < nv; i++) { c->v[i] = (float)r64_normal(&s); c->dr[i] = (float)r64_normal(&s); }
+    for (i = 0; i < nS; i++) c->dS[i] = (float)r64_normal(&s);
+    for (i = 0; i < ng; i++) {
+        double u = r64_unif(&s), g = 0.2 + 0.75 * u, b = 0.2 + 0.7 * r64_unif(&s);
+        switch (regime) {
+        case R64_GD_GATE0: g = i % 5 == 0 ? 0.0 : pow(10.0, -6.0 + 4.0 * u); break;
+        case R64_GD_GATE1: g = i % 4 == 0 ? 1.0 : 1.0 - pow(10.0, -7.0 + 4.0 * u); break;
+        case R64_GD_LOGGATE: g = -30.0 + 25.0 * u; break;
+        case R64_GD_BETA0: b = i % 5 == 0 ? 0.0 : pow(10.0, -7.0 + 4.0 * r64_unif(&s)); break;
+        case R64_GD_BETA1: b = i % 4 == 0 ? 1.0 : 1.0 - pow(10.0, -7.0 + 4.0 * r64_unif(&s)); break;
+        case R64_GD_SATURATE: g = i % 2 ? 1.0 : 1.0 - 1e-4 * u; b = 0.9 + 0.1 * r64_unif(&s); break;
+        default: break;
+        }
+        c->g[i] = (float)g;
+        c->be[i] = (float)b;
+    }
+    r64_gd_reference(c);
+}
+
+#endif /* ATTNKIT_REF64_H */
