@@ -123,12 +123,13 @@
 
 /* ------------------------------------------------------------ parameters */
 /* Workspace arrays (device). Per (b,h): (T,Dk) rows kn, qn, w, x, z, dqn, dkn; (T,Dv) rows
-   u0, du, db, y; (T) e, c, qinv, kinv; (NC,C,C) kk, qk, p, a, tm, qkp, dd, da, dkk;
+   u0, du, db, y; (T) e, c, qinv, kinv; (NC,C,C) kk, qk, p, a, tm, qkp, dd, da, dkk, wc
+   (wc: the gate gradient's pair coefficients without their decay factor, gdelta.h's Wc);
    (NC,Dv,Dk) dse. The backward-only arrays are NULL in a forward layout. */
 typedef struct gd__cws {
     float *kn, *qn, *w, *u0, *e, *c, *qinv, *kinv;
     float *kk, *qk, *p, *a, *tm, *qkp;
-    float *du, *db, *y, *x, *z, *dqn, *dkn, *dse, *dd, *da, *dkk;
+    float *du, *db, *y, *x, *z, *dqn, *dkn, *dse, *dd, *da, *dkk, *wc;
     int *flag;
 } gd__cws;
 
@@ -156,7 +157,7 @@ static size_t gd__cws_layout(gd__cws *w, void *base, size_t BH, int T, int Dk, i
     size_t off = 0, f = sizeof(float);
     size_t tk = BH * (size_t)T * Dk * f, tv = BH * (size_t)T * Dv * f, t1 = BH * (size_t)T * f;
     size_t cc = BH * (size_t)NC * C * C * f, sd = BH * (size_t)NC * Dk * Dv * f;
-    size_t o[26];
+    size_t o[27];
     int i, n = 0;
     char *b = (char *)base;
     o[n++] = gd__cu_take(&off, 256); /* flag */
@@ -170,7 +171,7 @@ static size_t gd__cws_layout(gd__cws *w, void *base, size_t BH, int T, int Dk, i
         for (i = 0; i < 3; i++) o[n++] = gd__cu_take(&off, tv); /* du db y */
         for (i = 0; i < 4; i++) o[n++] = gd__cu_take(&off, tk); /* x z dqn dkn */
         o[n++] = gd__cu_take(&off, sd);                         /* dse */
-        for (i = 0; i < 3; i++) o[n++] = gd__cu_take(&off, cc); /* dd da dkk */
+        for (i = 0; i < 4; i++) o[n++] = gd__cu_take(&off, cc); /* dd da dkk wc */
     }
     if (w) {
         memset(w, 0, sizeof *w);
@@ -178,7 +179,7 @@ static size_t gd__cws_layout(gd__cws *w, void *base, size_t BH, int T, int Dk, i
             float **fl[] = {&w->kn, &w->qn, &w->w, &w->u0, &w->e, &w->c, &w->qinv, &w->kinv,
                             &w->kk, &w->qk, &w->p, &w->a, &w->tm, &w->qkp, &w->du, &w->db,
                             &w->y, &w->x, &w->z, &w->dqn, &w->dkn, &w->dse, &w->dd, &w->da,
-                            &w->dkk};
+                            &w->dkk, &w->wc};
             w->flag = (int *)(void *)(b + o[0]);
             for (i = 1; i < n; i++) *fl[i - 1] = (float *)(void *)(b + o[i]);
         }
@@ -495,12 +496,18 @@ static __global__ void gd__k_scan_bwd(gd__kp p)
         }
 }
 
-/* the end of the per-chunk backward (after dB, X, Z, dQn, dKn, D, dA, dKK, dc are in the
-   workspace and sdc, sred[0] = <dS_end, S> in shared memory): dbeta, the log-gate
-   gradient (per-row terms, then thread 0's reverse cumulative sum onto the gates), the
-   L2-norm backward into dq, dk */
-static __device__ void gd__cu_bwd_rows(const gd__kp &p, size_t row0, size_t cc0, int L, float el,
-                                       const float *sred, const float *sdc, float *svec, float *sdG)
+/* the end of the per-chunk backward (after dB, X, Z, dQn, dKn, D, dA, dKK and the pair
+   coefficients wc are in the workspace and sdc_j = u_j . Y_j, sred[0] = <dS_end, S> in
+   shared memory): dbeta, the gate gradient, the L2-norm backward into dq, dk.
+   Gate gradient (issue 38, as gdelta.h's chunked backward): singles sc_i (the terms with
+   the factor e_i, here without it) and pairs wc_ij (factor P_ij, without it; the carried
+   state adds sdc_j to row L-1) give
+     dL/dgamma_t = sum_{i >= t} P_it (sc_i e_{t-1} + sum_{j < t} wc_ij P_{t-1,j})
+   summed by one thread per t: only terms that contain gamma_t, so nothing cancels (the
+   former suffix sum of log-gate terms lost 1e-8 / gamma_t to cancellation and gave a
+   gate of exactly 0 no gradient); dL/dlog gamma = gamma dL/dgamma. */
+static __device__ void gd__cu_bwd_rows(const gd__kp &p, size_t row0, size_t cc0, int L,
+                                       const float *sred, const float *sdc, float *svec)
 {
     const int tid = threadIdx.x, nt = blockDim.x, C = p.C, Dk = p.Dk, Dv = p.Dv;
     const float scale = p.scale;
@@ -520,38 +527,28 @@ static __device__ void gd__cu_bwd_rows(const gd__kp &p, size_t row0, size_t cc0,
             db += w.da[cc0 + (size_t)idx * C + j] * (w.kk[cc0 + (size_t)idx * C + j] *
                                                        w.p[cc0 + (size_t)idx * C + j]);
         p.dbe[rr] += db;
-        svec[idx] = scale * ei * zq - bi * ei * kx;
+        svec[idx] = scale * zq - bi * kx + (idx == L - 1 ? sred[0] : 0.0f); /* factor e_i */
     }
     __syncthreads();
-    /* --- phase 4: dG_i, then (thread 0) the reverse cumulative sum onto the gates */
+    /* --- phase 4: the gate gradient, one thread per gate */
     for (idx = tid; idx < L; idx += nt) {
-        float g = svec[idx] - sdc[idx];
-        for (j = 0; j <= idx; j++) {
-            const size_t o = cc0 + (size_t)idx * C + j;
-            g += w.dd[o] * w.qk[o] + w.da[o] * w.a[o];
-        }
+        const size_t t = row0 + idx;
+        const float et1 = idx > 0 ? w.e[t - 1] : 1.0f, gt = p.g[t];
+        const size_t pt1 = cc0 + (size_t)(idx > 0 ? idx - 1 : 0) * C;
+        float dgam = 0.0f;
         for (i = idx; i < L; i++) {
-            const size_t o = cc0 + (size_t)i * C + idx;
-            g -= w.dd[o] * w.qk[o] + w.da[o] * w.a[o];
+            const size_t oi = cc0 + (size_t)i * C;
+            float in = svec[i] * et1;
+            if (i == L - 1)
+                for (j = 0; j < idx; j++) in += (w.wc[oi + j] + sdc[j]) * w.p[pt1 + j];
+            else
+                for (j = 0; j < idx; j++) in += w.wc[oi + j] * w.p[pt1 + j];
+            dgam += w.p[oi + idx] * in;
         }
-        if (idx == L - 1) {
-            for (j = 0; j < L; j++) g += sdc[j];
-            g += el * sred[0];
-        }
-        sdG[idx] = g;
-    }
-    __syncthreads();
-    if (tid == 0) {
-        float acc = 0.0f;
-        for (i = L - 1; i >= 0; i--) {
-            const size_t t = row0 + i;
-            const float gt = p.g[t];
-            acc += sdG[i];
-            if (p.gate_is_log) {
-                if (gt > p.floor_) p.dg[t] += acc;
-            } else if (gt > 0.0f && logf(gt) > p.floor_)
-                p.dg[t] += acc / gt;
-        }
+        if (p.gate_is_log) {
+            if (gt > p.floor_) p.dg[t] += expf(gt) * dgam;
+        } else
+            p.dg[t] += dgam;
     }
     /* L2-norm backward: rows [0,L) q, [L,2L) k */
     for (idx = tid; idx < 2 * L; idx += nt) {
@@ -576,7 +573,7 @@ static __device__ void gd__cu_bwd_rows(const gd__kp &p, size_t row0, size_t cc0,
    fixed-shape tree for <dS_end, S>. */
 static __global__ void gd__k_chunk_bwd(gd__kp p)
 {
-    __shared__ float sdc[256], svec[256], sdG[256], sred[GD__CU_THREADS];
+    __shared__ float sdc[256], svec[256], sred[GD__CU_THREADS];
     const int tid = threadIdx.x, nt = blockDim.x;
     const int C = p.C, Dk = p.Dk, Dv = p.Dv, T = p.T;
     const size_t bh = blockIdx.x / (unsigned)p.NC;
@@ -587,7 +584,7 @@ static __global__ void gd__k_chunk_bwd(gd__kp p)
     const float *S = p.states + s0, *dSe = p.w.dse + s0;
     const float *U = p.u, *dO = p.dr;
     const gd__cws w = p.w;
-    const float scale = p.scale, el = w.e[row0 + L - 1];
+    const float scale = p.scale;
     int idx, i, j, d, x, s;
     float part = 0.0f;
     /* --- phase 1 */
@@ -612,15 +609,17 @@ static __global__ void gd__k_chunk_bwd(gd__kp p)
         w.dkn[(row0 + i) * Dk + d] = w.c[row0 + i] * a;
     }
     for (idx = tid; idx < C * C; idx += nt) { /* D_ij = scale P_ij (dO_i . u_j) */
-        float dd = 0.0f;
+        float dd = 0.0f, wc = 0.0f;
         i = idx / C;
         j = idx % C;
         if (i < L && j <= i) {
             float s2 = 0.0f;
             for (x = 0; x < Dv; x++) s2 += dO[(row0 + i) * Dv + x] * U[(row0 + j) * Dv + x];
             dd = scale * w.p[cc0 + idx] * s2;
+            if (j < i) wc = scale * s2 * w.qk[cc0 + idx]; /* the pair's coefficient, no P */
         }
         w.dd[cc0 + idx] = dd;
+        w.wc[cc0 + idx] = wc;
     }
     for (idx = tid; idx < Dv * Dk; idx += nt) part += dSe[idx] * S[idx];
     sred[tid] = part;
@@ -648,14 +647,15 @@ static __global__ void gd__k_chunk_bwd(gd__kp p)
             for (x = 0; x < Dv; x++) s2 += w.db[(row0 + i) * Dv + x] * U[(row0 + j) * Dv + x];
             da = -s2;
             dkk = da * p.be[row0 + i] * w.p[cc0 + idx];
+            w.wc[cc0 + idx] += da * p.be[row0 + i] * w.kk[cc0 + idx];
         }
         w.da[cc0 + idx] = da;
         w.dkk[cc0 + idx] = dkk;
     }
-    for (idx = tid; idx < L; idx += nt) { /* dc_j = c_j (u_j . Y_j) */
+    for (idx = tid; idx < L; idx += nt) { /* u_j . Y_j (dc_j without its factor c_j) */
         float s2 = 0.0f;
         for (x = 0; x < Dv; x++) s2 += U[(row0 + idx) * Dv + x] * w.y[(row0 + idx) * Dv + x];
-        sdc[idx] = s2 * w.c[row0 + idx];
+        sdc[idx] = idx < L - 1 ? s2 : 0.0f;
     }
     for (idx = tid; idx < L * Dv; idx += nt) { /* dv_i += beta_i dB_i */
         i = idx / Dv;
@@ -674,7 +674,7 @@ static __global__ void gd__k_chunk_bwd(gd__kp p)
         for (i = m + 1; i < L; i++) c2 += w.dkk[cc0 + (size_t)i * C + m] * w.kn[(row0 + i) * Dk + d];
         w.dkn[(row0 + m) * Dk + d] += a - bm * em * w.x[(row0 + m) * Dk + d] + b + c2;
     }
-    gd__cu_bwd_rows(p, row0, cc0, L, el, sred, sdc, svec, sdG);
+    gd__cu_bwd_rows(p, row0, cc0, L, sred, sdc, svec);
 }
 
 /* ------------------------------------------------------------ tensor cores (tf32 / bf16) */
@@ -1024,7 +1024,7 @@ template <class MT> static __global__ void gd__k_chunk_bwd_tc(gd__kp p)
 {
     GD__DSMEM(unsigned char, raw);
     unsigned char *stage = gd__tc_base(raw);
-    __shared__ float sdc[256], svec[256], sdG[256], sred[GD__CU_THREADS];
+    __shared__ float sdc[256], svec[256], sred[GD__CU_THREADS];
     const int tid = threadIdx.x, nt = blockDim.x;
     const int C = p.C, Dk = p.Dk, Dv = p.Dv, T = p.T;
     const size_t bh = blockIdx.x / (unsigned)p.NC;
@@ -1036,7 +1036,7 @@ template <class MT> static __global__ void gd__k_chunk_bwd_tc(gd__kp p)
     const float *U = p.u + row0 * Dv, *dO = p.dr + row0 * Dv;
     const gd__cws w = p.w;
     const float *kn = w.kn + row0 * Dk, *qn = w.qn + row0 * Dk;
-    const float scale = p.scale, el = w.e[row0 + L - 1];
+    const float scale = p.scale;
     const gd__op Kop = gd__opm(kn, Dk, 1, L, Dk), Ut = gd__opm(U, 1, Dv, Dv, L);
     int idx, i, j, x, s;
     float part = 0.0f;
@@ -1061,6 +1061,7 @@ template <class MT> static __global__ void gd__k_chunk_bwd_tc(gd__kp p)
     for (idx = tid; idx < C * C; idx += nt) { /* D = scale P o (dO U^T), lower with diagonal */
         i = idx / C;
         j = idx % C;
+        w.wc[cc0 + idx] = i < L && j < i ? scale * w.dd[cc0 + idx] * w.qk[cc0 + idx] : 0.0f;
         w.dd[cc0 + idx] = i < L && j <= i ? scale * w.p[cc0 + idx] * w.dd[cc0 + idx] : 0.0f;
     }
     __syncthreads();
@@ -1071,10 +1072,10 @@ template <class MT> static __global__ void gd__k_chunk_bwd_tc(gd__kp p)
                gd__epm(w.dqn + row0 * Dk, Dk, L, Dk, 0, 1.0f, 0.0f, NULL));
     gd__mm<MT>(stage, gd__opm(w.db + row0 * Dv, Dv, 1, L, Dv), Ut, NULL,
                gd__epm(w.da + cc0, C, C, C, 0, -1.0f, 0.0f, NULL));
-    for (idx = tid; idx < L; idx += nt) { /* dc_j = c_j (u_j . Y_j) */
+    for (idx = tid; idx < L; idx += nt) { /* u_j . Y_j (dc_j without its factor c_j) */
         float s2 = 0.0f;
         for (x = 0; x < Dv; x++) s2 += U[(size_t)idx * Dv + x] * w.y[(row0 + idx) * Dv + x];
-        sdc[idx] = s2 * w.c[row0 + idx];
+        sdc[idx] = idx < L - 1 ? s2 : 0.0f;
     }
     for (idx = tid; idx < L * Dv; idx += nt) { /* dv_i += beta_i dB_i */
         i = idx / Dv;
@@ -1089,6 +1090,7 @@ template <class MT> static __global__ void gd__k_chunk_bwd_tc(gd__kp p)
         if (i < L && j < i) {
             da = w.da[cc0 + idx];
             dkk = da * p.be[row0 + i] * w.p[cc0 + idx];
+            w.wc[cc0 + idx] += da * p.be[row0 + i] * w.kk[cc0 + idx];
         }
         w.da[cc0 + idx] = da;
         w.dkk[cc0 + idx] = dkk;
@@ -1112,7 +1114,7 @@ template <class MT> static __global__ void gd__k_chunk_bwd_tc(gd__kp p)
         i = idx / Dk;
         w.dkn[row0 * Dk + idx] -= p.be[row0 + i] * w.e[row0 + i] * w.x[row0 * Dk + idx];
     }
-    gd__cu_bwd_rows(p, row0, cc0, L, el, sred, sdc, svec, sdG);
+    gd__cu_bwd_rows(p, row0, cc0, L, sred, sdc, svec);
 }
 
 /* ------------------------------------------------------------ decode step */

@@ -32,6 +32,7 @@
 #define GDELTA_IMPLEMENTATION
 #include "gdelta.h"
 #include "tests/attnkit_test.h"
+#include "tests/ref64.h"
 
 static int g_gpu = 0;
 
@@ -833,6 +834,82 @@ static void test_step_bad_input(void)
     dfree(dt); dfree(dq); dfree(dv); dfree(dg); dfree(db); dfree(dr); dfree(ds);
 }
 
+/* ------------------------------------------------------------ issue 38: float64 sweep */
+/* The device's chunked path (chunk 16) against tests/ref64.h's float64 transcription of
+   eqs. 16-25 in test_gdelta.c's regimes (gates near 0 and 1, exact 0 and 1, log gates
+   -30..-5, beta near 0 and 1, keys of norm 1e-5..1e-2, a saturating 4x4 state; T 256 here
+   instead of 2048, the simulation being slow). fp32: 1e-4 forward, 2e-3 gradients,
+   relative to each tensor's max-norm. Tensor-core math (Dk = Dv = 16, gates near 0 and
+   the saturating state): the same measure within 2e-2 (the operands are rounded to
+   bf16 / tf32: issue 14's bound). */
+static void gd_sweep_device(r64_report *rep, r64_gd_case *c, int math, double tf, double tg)
+{
+    gd_config cfg = gd_config_default();
+    const size_t nq = (size_t)c->B * c->H * c->T * c->Dk, nv = (size_t)c->B * c->H * c->T * c->Dv;
+    const size_t ng = (size_t)c->B * c->H * c->T, nS = (size_t)c->B * c->H * c->Dv * c->Dk;
+    std::vector<float> hq(c->q, c->q + nq), hk(c->k, c->k + nq), hv(c->v, c->v + nv);
+    std::vector<float> hg(c->g, c->g + ng), hb(c->be, c->be + ng), hdr(c->dr, c->dr + nv);
+    std::vector<float> hdS(c->dS, c->dS + nS), zq(nq, 0.0f), zv(nv, 0.0f), zg(ng, 0.0f), zS(nS, 0.0f);
+    float *q = dput(hq), *k = dput(hk), *v = dput(hv), *g = dput(hg), *be = dput(hb);
+    float *dr = dput(hdr), *dS = dput(hdS), *r = dput(zv), *S = dput(zS), *dq = dput(zq);
+    float *dk = dput(zq), *dv = dput(zv), *dg = dput(zg), *db = dput(zg);
+    gd_saved sv = gd_saved_init();
+    static const char *nm[3][7] = {
+        {"fp32 r", "fp32 state", "fp32 dq", "fp32 dk", "fp32 dv", "fp32 dgates", "fp32 dbeta"},
+        {"tf32 r", "tf32 state", "tf32 dq", "tf32 dk", "tf32 dv", "tf32 dgates", "tf32 dbeta"},
+        {"bf16 r", "bf16 state", "bf16 dq", "bf16 dk", "bf16 dv", "bf16 dgates", "bf16 dbeta"}};
+    double e[7];
+    int i;
+    cfg.chunk_size = 16;
+    cfg.gate_is_log = c->gate_is_log;
+    cfg.math = math;
+    CHECK_INT_EQ(gd_forward_cuda(&cfg, r, S, q, k, v, g, be, NULL, c->B, c->H, c->T, c->Dk, c->Dv,
+                                 &sv, NULL, NULL), GD_OK);
+    CHECK_INT_EQ(gd_backward_cuda(&cfg, &sv, dq, dk, dv, dg, db, NULL, dr, dS, q, k, v, g, be, NULL,
+                                  c->B, c->H, c->T, c->Dk, c->Dv, NULL, NULL), GD_OK);
+    e[0] = r64_relerr_f(dget(r, nv).data(), c->r, (long)nv);
+    e[1] = r64_relerr_f(dget(S, nS).data(), c->S, (long)nS);
+    e[2] = r64_relerr_f(dget(dq, nq).data(), c->dq, (long)nq);
+    e[3] = r64_relerr_f(dget(dk, nq).data(), c->dk, (long)nq);
+    e[4] = r64_relerr_f(dget(dv, nv).data(), c->dv, (long)nv);
+    e[5] = r64_relerr_f(dget(dg, ng).data(), c->dg, (long)ng);
+    e[6] = r64_relerr_f(dget(db, ng).data(), c->dbe, (long)ng);
+    for (i = 0; i < 7; i++) {
+        r64_note(rep, nm[math][i], c->name, e[i]);
+        if (!(e[i] <= (i < 2 ? tf : tg))) {
+            fprintf(stderr, "  %s, %s: relative error %.3e\n", c->name, nm[math][i], e[i]);
+            CHECK(e[i] <= (i < 2 ? tf : tg));
+        }
+    }
+    gd_saved_free(&sv);
+    dfree(q); dfree(k); dfree(v); dfree(g); dfree(be); dfree(dr); dfree(dS); dfree(r); dfree(S);
+    dfree(dq); dfree(dk); dfree(dv); dfree(dg); dfree(db);
+}
+
+static void test_sweep_float64(void)
+{
+    r64_report rep;
+    int reg;
+    NEED_GPU();
+    memset(&rep, 0, sizeof rep);
+    for (reg = 0; reg < R64_GD_NREGIMES; reg++) {
+        r64_gd_case c;
+        r64_gd_make(&c, reg, 256);
+        gd_sweep_device(&rep, &c, GD_MATH_FP32, R64_TOL_FWD, R64_TOL_GRAD);
+        r64_gd_free(&c);
+    }
+    {
+        static const int tc[2] = {R64_GD_GATE0, R64_GD_SATURATE};
+        for (reg = 0; reg < 2; reg++) {
+            r64_gd_case c;
+            r64_gd_make_dims(&c, tc[reg], 64, 16, 16);
+            gd_sweep_device(&rep, &c, reg ? GD_MATH_TF32 : GD_MATH_BF16, 2e-2, 2e-2);
+            r64_gd_free(&c);
+        }
+    }
+    r64_print(&rep, "gdelta device vs float64 (eqs. 16-25)");
+}
+
 int main(int argc, char **argv)
 {
     TEST_INIT(argc, argv);
@@ -852,5 +929,6 @@ int main(int argc, char **argv)
     TEST_RUN(test_tc_deterministic);
     TEST_RUN(test_step_300);
     TEST_RUN(test_step_shapes);
+    TEST_RUN(test_sweep_float64);
     return TEST_END();
 }

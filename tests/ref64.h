@@ -294,7 +294,13 @@ static inline void r64_gd_reference(r64_gd_case *c)
 
 /* The regimes of issue 38 for gdelta. T_long: the length of the saturating regime (the
    CPU test uses thousands; the simulation a few hundred). */
+static inline void r64_gd_make_dims(r64_gd_case *c, int regime, int T_long, int Dk, int Dv);
 static inline void r64_gd_make(r64_gd_case *c, int regime, int T_long)
+{
+    r64_gd_make_dims(c, regime, T_long, 0, 0);
+}
+/* Dk, Dv > 0: these head sizes instead of the regime's own */
+static inline void r64_gd_make_dims(r64_gd_case *c, int regime, int T_long, int Dk, int Dv)
 {
     unsigned long long s = 0x9d1ce5eedULL + (unsigned long long)regime * 7919ULL;
     size_t nq, nv, ng, nS, i;
@@ -310,6 +316,8 @@ static inline void r64_gd_make(r64_gd_case *c, int regime, int T_long)
     case R64_GD_TINYK: c->name = "keys of tiny norm"; break;
     default: c->name = "long T, saturated state"; c->H = 1; c->T = T_long; c->Dk = 4; c->Dv = 4; break;
     }
+    if (Dk > 0) c->Dk = Dk;
+    if (Dv > 0) c->Dv = Dv;
     nq = (size_t)c->B * c->H * c->T * c->Dk; nv = (size_t)c->B * c->H * c->T * c->Dv;
     ng = (size_t)c->B * c->H * c->T; nS = (size_t)c->B * c->H * c->Dv * c->Dk;
     c->q = (float *)malloc(sizeof(float) * nq); c->k = (float *)malloc(sizeof(float) * nq);
@@ -347,6 +355,151 @@ static inline void r64_gd_make(r64_gd_case *c, int regime, int T_long)
         c->be[i] = (float)b;
     }
     r64_gd_reference(c);
+}
+
+/* ================================================================== tensor.h attention
+   logits[b,h,i,j] = (q_i . k_j) / (sqrt(D) temp_h) + bias[i,j] for j <= i (bias (T,T)
+   shared by the heads; an entry of -inf removes the key), p = softmax_j (shifted by the
+   row's largest logit, a constant: softmax does not depend on it), out_i = sum_j p_ij v_j.
+   Loss = sum dout . out. xabs (B,H,T): per row, the largest |score| + |bias| over its keys
+   (the terms of a logit: the scale of its unavoidable fp32 rounding). */
+typedef struct r64_at_case {
+    const char *name;
+    int B, H, T, D;
+    float *q, *k, *v, *bias, *temp, *dout;
+    double *out, *dq, *dk, *dv, *dbias, *dtemp, *xabs;
+} r64_at_case;
+
+enum { R64_AT_PLAIN, R64_AT_BIG, R64_AT_ALLBIG, R64_AT_NEGINF, R64_AT_NREGIMES };
+
+static inline void r64_at_free(r64_at_case *c)
+{
+    free(c->q); free(c->k); free(c->v); free(c->bias); free(c->temp); free(c->dout);
+    free(c->out); free(c->dq); free(c->dk); free(c->dv); free(c->dbias); free(c->dtemp); free(c->xabs);
+    memset(c, 0, sizeof *c);
+}
+
+static inline void r64_at_reference(r64_at_case *c)
+{
+    const int T = c->T, D = c->D;
+    const size_t TT = (size_t)T * T;
+    r64_tape tp;
+    long *iq = (long *)malloc(sizeof(long) * (size_t)T * D), *ik = (long *)malloc(sizeof(long) * (size_t)T * D);
+    long *iv = (long *)malloc(sizeof(long) * (size_t)T * D), *ib = (long *)malloc(sizeof(long) * TT);
+    long *io = (long *)malloc(sizeof(long) * (size_t)T * D), *ex = (long *)malloc(sizeof(long) * (size_t)T);
+    long it, inv_ts;
+    int b, h, i, j, d;
+    r64_tape_init(&tp);
+    memset(c->dbias, 0, sizeof(double) * TT);
+    memset(c->dtemp, 0, sizeof(double) * (size_t)c->H);
+    for (b = 0; b < c->B; b++)
+        for (h = 0; h < c->H; h++) {
+            const size_t o = ((size_t)b * c->H + h) * T * D, orow = ((size_t)b * c->H + h) * T;
+            r64_tape_clear(&tp);
+            for (i = 0; i < T * D; i++) {
+                iq[i] = r64_var(&tp, c->q[o + i]);
+                ik[i] = r64_var(&tp, c->k[o + i]);
+                iv[i] = r64_var(&tp, c->v[o + i]);
+            }
+            for (i = 0; i < (int)TT; i++) ib[i] = r64_var(&tp, isinf(c->bias[i]) ? 0.0 : (double)c->bias[i]);
+            it = r64_var(&tp, c->temp[h]);
+            inv_ts = r64_div(&tp, r64_var(&tp, 1.0 / sqrt((double)D)), it);
+            for (i = 0; i < T; i++) {
+                double mx = -HUGE_VAL, xa = 0.0;
+                long den = -1;
+                for (j = 0; j <= i; j++) {
+                    const double bij = c->bias[(size_t)i * T + j];
+                    long sc;
+                    ex[j] = -1;
+                    if (isinf(bij)) continue;
+                    sc = r64_mul(&tp, r64_dot(&tp, iq + (size_t)i * D, ik + (size_t)j * D, D), inv_ts);
+                    if (fabs(r64_val(&tp, sc)) + fabs(bij) > xa) xa = fabs(r64_val(&tp, sc)) + fabs(bij);
+                    ex[j] = r64_add(&tp, sc, ib[(size_t)i * T + j]);
+                    if (r64_val(&tp, ex[j]) > mx) mx = r64_val(&tp, ex[j]);
+                }
+                c->xabs[orow + i] = xa;
+                for (j = 0; j <= i; j++) {
+                    if (ex[j] < 0) continue;
+                    ex[j] = r64_exp(&tp, r64_addc(&tp, ex[j], -mx));
+                    den = den < 0 ? ex[j] : r64_add(&tp, den, ex[j]);
+                }
+                for (d = 0; d < D; d++) {
+                    long acc = -1;
+                    for (j = 0; j <= i; j++) {
+                        if (ex[j] < 0) continue;
+                        acc = acc < 0 ? r64_mul(&tp, ex[j], iv[(size_t)j * D + d])
+                                      : r64_fma(&tp, ex[j], iv[(size_t)j * D + d], acc);
+                    }
+                    io[(size_t)i * D + d] = r64_div(&tp, acc, den);
+                }
+            }
+            r64_zero_adj(&tp);
+            for (i = 0; i < T * D; i++) {
+                c->out[o + i] = r64_val(&tp, io[i]);
+                r64_seed(&tp, io[i], c->dout[o + i]);
+            }
+            r64_backward(&tp);
+            for (i = 0; i < T * D; i++) {
+                c->dq[o + i] = r64_grad(&tp, iq[i]);
+                c->dk[o + i] = r64_grad(&tp, ik[i]);
+                c->dv[o + i] = r64_grad(&tp, iv[i]);
+            }
+            for (i = 0; i < (int)TT; i++) {
+                const int ii = i / T, jj = i % T;
+                if (jj <= ii && !isinf(c->bias[i])) c->dbias[i] += r64_grad(&tp, ib[i]);
+            }
+            c->dtemp[h] += r64_grad(&tp, it);
+        }
+    r64_tape_free(&tp);
+    free(iq); free(ik); free(iv); free(ib); free(io); free(ex);
+}
+
+/* regimes: plain (bias 0), +-1e4 entries mixed with O(1) ones, +1e4 on every entry (a
+   pure shift), -inf rows (rows with one finite key, rows with a few, -inf mixed in) */
+static inline void r64_at_make(r64_at_case *c, int regime)
+{
+    unsigned long long s = 0xa77e5eedULL + (unsigned long long)regime * 104729ULL;
+    size_t n, i, TT;
+    int ii, jj;
+    memset(c, 0, sizeof *c);
+    c->B = 1; c->H = 2; c->T = 20; c->D = 8;
+    c->name = regime == R64_AT_PLAIN ? "no bias" : regime == R64_AT_BIG ? "bias +-1e4 mixed"
+            : regime == R64_AT_ALLBIG ? "bias +1e4 everywhere" : "-inf rows";
+    n = (size_t)c->B * c->H * c->T * c->D;
+    TT = (size_t)c->T * c->T;
+    c->q = (float *)malloc(sizeof(float) * n); c->k = (float *)malloc(sizeof(float) * n);
+    c->v = (float *)malloc(sizeof(float) * n); c->dout = (float *)malloc(sizeof(float) * n);
+    c->bias = (float *)malloc(sizeof(float) * TT); c->temp = (float *)malloc(sizeof(float) * (size_t)c->H);
+    c->out = (double *)malloc(sizeof(double) * n); c->dq = (double *)malloc(sizeof(double) * n);
+    c->dk = (double *)malloc(sizeof(double) * n); c->dv = (double *)malloc(sizeof(double) * n);
+    c->dbias = (double *)malloc(sizeof(double) * TT); c->dtemp = (double *)malloc(sizeof(double) * (size_t)c->H);
+    c->xabs = (double *)malloc(sizeof(double) * (size_t)c->B * c->H * c->T);
+    for (i = 0; i < n; i++) {
+        c->q[i] = (float)(1.5 * r64_normal(&s));
+        c->k[i] = (float)(1.5 * r64_normal(&s));
+        c->v[i] = (float)r64_normal(&s);
+        c->dout[i] = (float)r64_normal(&s);
+    }
+    c->temp[0] = 1.0f;
+    c->temp[1] = 0.7f;
+    for (ii = 0; ii < c->T; ii++)
+        for (jj = 0; jj < c->T; jj++) {
+            double u = r64_unif(&s), bv = 0.0;
+            switch (regime) {
+            case R64_AT_BIG: /* a few +1e4 keys per row compete; -1e4 keys vanish */
+                bv = u < 0.3 ? 1e4 : u < 0.6 ? -1e4 : u < 0.8 ? 0.5 * r64_normal(&s) : 1e4 + 2.0 * r64_unif(&s);
+                break;
+            case R64_AT_ALLBIG: bv = 1e4; break;
+            case R64_AT_NEGINF:
+                if (ii % 3 == 0) bv = jj == ii / 2 ? 0.3 : -HUGE_VAL;  /* one finite key */
+                else bv = u < 0.5 ? -HUGE_VAL : 0.5 * r64_normal(&s);
+                if (ii % 3 != 0 && jj == 0) bv = 0.0;                 /* at least one */
+                break;
+            default: break;
+            }
+            c->bias[(size_t)ii * c->T + jj] = (float)bv;
+        }
+    r64_at_reference(c);
 }
 
 #endif /* ATTNKIT_REF64_H */

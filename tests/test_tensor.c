@@ -14,6 +14,7 @@
 #include "attnkit_test.h"
 
 #include "tensor.h"
+#include "ref64.h"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -2909,6 +2910,80 @@ static void test_rows_gather_combine(void)
     CHECK(all_equal(d, 7.0f, 6) && all_equal(dw, 7.0f, 4));
 }
 
+/* ------------------------------------------------------------ issue 38: float64 sweep */
+/* tk_attention_forward / _backward (materialised, causal, shared (T,T) bias, per-head
+   temperature) against tests/ref64.h's float64 transcription (tape gradients), with the
+   bias at 0, at +-1e4 mixed with O(1) entries, at +1e4 everywhere (a pure shift), and with
+   -inf entries (rows whose only finite key is one entry; rows of mixed -inf).
+   Tolerances: 1e-4 forward, 2e-3 gradients relative to each tensor's max-norm.
+   Condition: a logit is the sum score + bias. Where |bias| = 1e4, fp32 cannot hold that
+   sum closer than eps32 * 1e4 / 2 = 6e-4 (the spacing of floats near 1e4): the rounding
+   of the logit is an input perturbation of that size, which the exact softmax passes on
+   at its own magnitude. The quantity is ill-conditioned by nature there (it is the
+   difference of two logits near 1e4 that matters); each tensor is then held to its
+   condition-aware bound eps32 max_rows(|score| + |bias|) instead (printed beside the
+   error), never to a loosened general tolerance. A pure shift (+1e4 on every entry)
+   is the same case. Rows without a +-1e4 entry keep 1e-4 / 2e-3. */
+static void attn_sweep_one(r64_report *rep, r64_at_case *c)
+{
+    const size_t n = (size_t)c->B * c->H * c->T * c->D, TT = (size_t)c->T * c->T;
+    float *out = (float *)malloc(sizeof(float) * n), *probs = (float *)malloc(sizeof(float) * (size_t)c->B * c->H * TT);
+    float *dq = (float *)calloc(n, sizeof(float)), *dk = (float *)calloc(n, sizeof(float));
+    float *dv = (float *)calloc(n, sizeof(float)), *db = (float *)calloc(TT, sizeof(float));
+    float dt[2] = {0.0f, 0.0f};
+    double e[6], cond = 0.0;
+    static const char *nm[6] = {"out", "dq", "dk", "dv", "dbias", "dtemp"};
+    size_t i;
+    int t;
+    for (i = 0; i < (size_t)c->B * c->H * c->T; i++)
+        if (c->xabs[i] > cond) cond = c->xabs[i];
+    cond *= R64_EPS32; /* the condition-aware bound (relative to the max-norm) */
+    CHECK_INT_EQ(tk_attention_forward(out, probs, c->q, c->k, c->v, c->bias, 0, c->temp, c->B,
+                                      c->H, c->T, c->D), TK_OK);
+    CHECK_INT_EQ(tk_attention_backward(dq, dk, dv, db, dt, c->dout, probs, c->q, c->k, c->v, 0,
+                                       c->temp, c->B, c->H, c->T, c->D), TK_OK);
+    e[0] = r64_relerr_f(out, c->out, (long)n);
+    e[1] = r64_relerr_f(dq, c->dq, (long)n);
+    e[2] = r64_relerr_f(dk, c->dk, (long)n);
+    e[3] = r64_relerr_f(dv, c->dv, (long)n);
+    e[4] = r64_relerr_f(db, c->dbias, (long)TT);
+    e[5] = r64_relerr_f(dt, c->dtemp, 2);
+    for (t = 0; t < 6; t++) {
+        double tol = t == 0 ? R64_TOL_FWD : R64_TOL_GRAD;
+        if (cond > tol) tol = cond; /* only where |bias| ~ 1e4: see above */
+        r64_note(rep, nm[t], c->name, e[t]);
+        if (!(e[t] <= tol)) {
+            fprintf(stderr, "  %s, %s: relative error %.3e (bound %.3e)\n", c->name, nm[t], e[t], tol);
+            CHECK(e[t] <= tol);
+        }
+    }
+    if (cond > R64_TOL_FWD) printf("  attention sweep, %s: condition-aware bound %.3e\n", c->name, cond);
+    free(out); free(probs); free(dq); free(dk); free(dv); free(db);
+}
+
+static void test_attention_sweep_float64(void)
+{
+    r64_report rep;
+    int reg;
+    memset(&rep, 0, sizeof rep);
+    for (reg = 0; reg < R64_AT_NREGIMES; reg++) {
+        r64_at_case c;
+        r64_at_make(&c, reg);
+        attn_sweep_one(&rep, &c);
+        r64_at_free(&c);
+    }
+    r64_print(&rep, "tk_attention CPU vs float64");
+    {   /* a row whose every visible key is -inf is refused, nothing NaN written */
+        r64_at_case c;
+        float out[2 * 20 * 8], probs[2 * 20 * 20];
+        r64_at_make(&c, R64_AT_NEGINF);
+        for (reg = 0; reg <= 5; reg++) c.bias[5 * 20 + reg] = -INFINITY;
+        CHECK_INT_EQ(tk_attention_forward(out, probs, c.q, c.k, c.v, c.bias, 0, c.temp, 1, 2, 20, 8),
+                     TK_EINVAL);
+        r64_at_free(&c);
+    }
+}
+
 int main(int argc, char **argv)
 {
     TEST_INIT(argc, argv);
@@ -2969,5 +3044,6 @@ int main(int argc, char **argv)
     TEST_RUN(test_row_ops);
     TEST_RUN(test_causal_mean_gate);
     TEST_RUN(test_rows_gather_combine);
+    TEST_RUN(test_attention_sweep_float64);
     return TEST_END();
 }
