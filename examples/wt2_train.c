@@ -38,6 +38,7 @@
 #include "common/model.h"
 #include "common/plot.h"
 #include "common/train.h"
+#include "common/exio.h"
 
 #include <errno.h>
 #include <math.h>
@@ -58,13 +59,6 @@
 #ifndef ATTNKIT_DATA_DIR
 #define ATTNKIT_DATA_DIR "../shared/data"
 #endif
-
-static volatile sig_atomic_t g_stop = 0;
-static void on_sigint(int sig)
-{
-    (void)sig;
-    g_stop = 1;
-}
 
 static double now_s(void)
 {
@@ -134,6 +128,39 @@ static void clean_stale_tmp(const char *dir)
     closedir(d);
 }
 
+/* 1 when dir holds an earlier run's outputs (metrics.jsonl or ckpt.safetensors), with
+   the first one found in *what */
+static int holds_run(const char *dir, const char **what)
+{
+    static const char *const names[2] = {"metrics.jsonl", "ckpt.safetensors"};
+    char p[TRN_PATH_MAX + 32];
+    struct stat st;
+    int k;
+    for (k = 0; k < 2; k++) {
+        snprintf(p, sizeof p, "%s/%s", dir, names[k]);
+        if (lstat(p, &st) == 0) {
+            *what = names[k];
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* --overwrite: the earlier run's outputs go before this run writes its own (under the
+   lock), so that the directory never mixes two runs. */
+static int remove_run(const char *dir, char *err, size_t errlen)
+{
+    static const char *const names[3] = {"metrics.jsonl", "ckpt.safetensors", "loss.png"};
+    char p[TRN_PATH_MAX + 32];
+    int k;
+    for (k = 0; k < 3; k++) {
+        snprintf(p, sizeof p, "%s/%s", dir, names[k]);
+        if (unlink(p) != 0 && errno != ENOENT)
+            return ex_errf(err, errlen, -1, "--overwrite: cannot remove %s: %s", p, strerror(errno));
+    }
+    return 0;
+}
+
 /* "step":N of a metrics line, or -1 when it has none. */
 static long long line_step(const char *line)
 {
@@ -159,14 +186,22 @@ static int metrics_truncate(const char *path, long long step, char *err, size_t 
         fclose(in);
         return -1;
     }
+    errno = 0;
     while ((len = getline(&line, &cap, in)) > 0) {
         if (line_step(line) > step || line[len - 1] != '\n') { /* later steps, or a torn last line */
             dropped++;
             continue;
         }
-        fputs(line, out);
+        if (fputs(line, out) == EOF) break;
     }
     free(line);
+    if (ferror(in)) {
+        snprintf(err, errlen, "cannot read %s: %s", path, errno ? strerror(errno) : "I/O error");
+        fclose(in);
+        fclose(out);
+        unlink(tmp);
+        return -1;
+    }
     fclose(in);
     if (fflush(out) != 0 || ferror(out) || fsync(fileno(out)) != 0) {
         snprintf(err, errlen, "cannot write %s: %s", tmp, strerror(errno));
@@ -196,10 +231,18 @@ static void usage(const trn_config *c, FILE *f)
             "  --preset NAME      start from a preset (default tiny); later flags override it\n"
             "  --json             print one JSON line of results on stdout at the end\n"
             "  --resume PATH      continue a run from its checkpoint (same options)\n"
-            "  --allow-no-crc     let --resume accept a checkpoint without its CRC-32 entry\n"
+            "  --overwrite        replace the run already in --out-dir (without it, and without\n"
+            "                     --resume, a directory holding metrics.jsonl or ckpt.safetensors\n"
+            "                     is refused: exit 2)\n"
+            "  --ckpt-minutes M   also save a checkpoint every M minutes of wall time (default 10;\n"
+            "                     0: only by --ckpt-every, at the end and when stopped)\n"
+            "  --allow-no-crc     let --resume accept a checkpoint without its CRC-32 entries\n"
+            "                     (older than checkpoint format 2, or edited)\n"
             "  --tokens gpt2|bytes  token ids: GPT-2 BPE (default) or the raw text's bytes\n"
             "                     (vocabulary 256; needs wiki.<split>.raw[.xz])\n"
             "  --help             this text\n\n"
+            "SIGINT, SIGTERM and SIGHUP stop the run in any phase (training, periodic or final\n"
+            "evaluation) with a checkpoint: exit 130, 143, 129; --resume continues from it.\n\n"
             "Options (defaults shown are those of preset '%s'):\n",
             c->preset);
     trn_print_help(c, f);
@@ -207,19 +250,24 @@ static void usage(const trn_config *c, FILE *f)
     trn_print_presets(f);
 }
 
-/* Read back metrics.jsonl for the loss plot (covers resumed runs too). */
-static void plot_metrics(const char *dir)
+/* Read back metrics.jsonl for the loss plot (covers resumed runs too). 0, or -1 with a
+   message (a read error, or loss.png could not be written: nothing is renamed into place
+   then). */
+static int plot_metrics(const char *dir, char *err, size_t errlen)
 {
-    char path[TRN_PATH_MAX + 32], line[2048];
+    char path[TRN_PATH_MAX + 32], *line = NULL;
+    size_t lcap = 0;
     double *tx = NULL, *ty = NULL, *vx = NULL, *vy = NULL;
     size_t nt = 0, nv = 0, ct = 0, cv = 0;
     FILE *f;
     struct stat st;
+    int rc = 0;
     snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
-    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return; /* not /dev/zero or a FIFO */
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return 0; /* none, or not /dev/zero or a FIFO */
     f = fopen(path, "r");
-    if (!f) return;
-    while (fgets(line, sizeof line, f)) {
+    if (!f) return ex_errf(err, errlen, -1, "cannot read %s for the plot: %s", path, strerror(errno));
+    errno = 0;
+    while (getline(&line, &lcap, f) > 0) {
         const char *s = strstr(line, "\"step\":");
         const char *c;
         int train = strstr(line, "\"type\":\"train\"") != NULL;
@@ -234,10 +282,10 @@ static void plot_metrics(const char *dir)
             if (nt == ct) {
                 size_t nc = ct ? 2 * ct : 256;
                 double *a = (double *)realloc(tx, nc * sizeof *a), *b;
-                if (!a) break;
+                if (!a) { rc = -1; break; }
                 tx = a;
                 b = (double *)realloc(ty, nc * sizeof *b);
-                if (!b) break;
+                if (!b) { rc = -1; break; }
                 ty = b;
                 ct = nc;
             }
@@ -247,10 +295,10 @@ static void plot_metrics(const char *dir)
             if (nv == cv) {
                 size_t nc = cv ? 2 * cv : 64;
                 double *a = (double *)realloc(vx, nc * sizeof *a), *b;
-                if (!a) break;
+                if (!a) { rc = -1; break; }
                 vx = a;
                 b = (double *)realloc(vy, nc * sizeof *b);
-                if (!b) break;
+                if (!b) { rc = -1; break; }
                 vy = b;
                 cv = nc;
             }
@@ -258,20 +306,24 @@ static void plot_metrics(const char *dir)
             vy[nv++] = y;
         }
     }
+    if (rc) ex_errf(err, errlen, -1, "out of memory reading %s for the plot", path);
+    else if (ferror(f)) rc = ex_errf(err, errlen, -1, "cannot read %s for the plot: %s", path, errno ? strerror(errno) : "I/O error");
+    free(line);
     fclose(f);
-    if (nt + nv > 0) {
+    if (!rc && nt + nv > 0) {
         plot_series s[2];
         int ns = 0;
         if (nt) { s[ns].label = "train CE"; s[ns].x = tx; s[ns].y = ty; s[ns].n = (int)nt; ns++; }
         if (nv) { s[ns].label = "eval CE"; s[ns].x = vx; s[ns].y = vy; s[ns].n = (int)nv; ns++; }
         snprintf(path, sizeof path, "%s/loss.png", dir);
-        if (plot_lines_png(path, 900, 540, "wt2_train: cross-entropy", "step", "CE (nats)", s, ns, 0) != 0)
-            fprintf(stderr, "wt2_train: could not write %s\n", path);
+        if (plot_lines_png_err(path, 900, 540, "wt2_train: cross-entropy", "step", "CE (nats)", s, ns, 0, err, errlen) != 0)
+            rc = -1;
     }
     free(tx);
     free(ty);
     free(vx);
     free(vy);
+    return rc;
 }
 
 /* One split's ids: GPT-2 BPE (wt2_load_split) or bytes (--tokens bytes). */
@@ -280,21 +332,40 @@ static int load_split(const char *dir, int split, int bytes, wt2_tokens *out, ch
     return bytes ? wt2_load_split_bytes(dir, split, out, err, errlen) : wt2_load_split(dir, split, NULL, out, err, errlen);
 }
 
+/* The end of a stopped run: the checkpoint decides the exit status (128 + the signal
+   when it was written, 1 when there is nothing to resume from). */
+static int stopped_exit(int final_saved, const char *phase, long long step, const char *ckpt, const char *outdir)
+{
+    char perr[600];
+    int sig = ex_stop_signal();
+    const char *name = sig == SIGTERM ? "SIGTERM" : sig == SIGHUP ? "SIGHUP" : "SIGINT";
+    if (final_saved)
+        fprintf(stderr, "wt2_train: stopped by %s during %s at step %lld; checkpoint %s is complete: resume with "
+                        "--resume %s and the same options%s\n",
+                name, phase, step, ckpt, ckpt,
+                strcmp(phase, "the final evaluation") ? "" : " (the final evaluation runs again)");
+    else
+        fprintf(stderr, "wt2_train: stopped by %s during %s at step %lld; NO checkpoint was written, there is "
+                        "nothing to resume from\n", name, phase, step);
+    if (plot_metrics(outdir, perr, sizeof perr) != 0) fprintf(stderr, "wt2_train: warning: %s\n", perr);
+    return final_saved ? ex_stop_exit_code() : 1;
+}
+
 int main(int argc, char **argv)
 {
     trn_config cfg;
     int bytes = 0;
-    const char *preset = "tiny", *resume = NULL;
-    int json = 0, i, rc, train_split, eval_split, have_full, allow_no_crc = 0, save_failures = 0;
-    int final_saved = 0, tty = isatty(fileno(stderr));
-    char err[4096], msg[512], dir[TRN_PATH_MAX], path[TRN_PATH_MAX + 64];
+    const char *preset = "tiny", *resume = NULL, *what = NULL;
+    int json = 0, i, rc, train_split, eval_split, have_full, allow_no_crc = 0, save_failures = 0, overwrite = 0;
+    int final_saved = 0, tty = isatty(fileno(stderr)), lock_fd = -1, metrics_failed = 0;
+    char err[4096], msg[512], dir[TRN_PATH_MAX], path[TRN_PATH_MAX + 64], ckpt_path[TRN_PATH_MAX + 64];
     wt2_inventory inv;
     wt2_tokens tok_train, tok_eval, tok_test;
     const uint16_t *train_ids, *val_ids;
     size_t n_train, n_val;
     trn *t = NULL;
     FILE *metrics = NULL;
-    double t0, t_train = 0, val_ce, test_ce = NAN;
+    double t0, t_train = 0, val_ce, test_ce = NAN, ckpt_minutes = 10.0, last_ckpt;
     long long val_tok = 0, test_tok = 0, steps0, limit, tokens = 0, skipped0 = 0, ran, skipped;
     int used, wsel;
     char jb[4][40];
@@ -317,12 +388,22 @@ int main(int argc, char **argv)
         if (!strcmp(a, "--preset")) { i++; continue; }
         if (!strncmp(a, "--preset=", 9)) continue;
         if (!strcmp(a, "--json")) { json = 1; continue; }
+        if (!strcmp(a, "--overwrite")) { overwrite = 1; continue; }
         if (!strcmp(a, "--resume")) {
             if (i + 1 >= argc) { fprintf(stderr, "wt2_train: --resume needs a path\n"); return 2; }
             resume = argv[++i];
             continue;
         }
         if (!strncmp(a, "--resume=", 9)) { resume = a + 9; continue; }
+        if (!strcmp(a, "--ckpt-minutes") || !strncmp(a, "--ckpt-minutes=", 15)) {
+            const char *v = a[14] == '=' ? a + 15 : (i + 1 < argc ? argv[++i] : NULL);
+            if (!v || ex_parse_double(v, 0.0, 1e6, &ckpt_minutes) != 0) {
+                fprintf(stderr, "wt2_train: --ckpt-minutes needs a number of minutes in [0, 1e6], not '%s'\n",
+                        v ? v : "");
+                return 2;
+            }
+            continue;
+        }
         if (!strcmp(a, "--allow-no-crc")) { allow_no_crc = 1; continue; }
         if (!strcmp(a, "--tokens") && i + 1 < argc && (!strcmp(argv[i + 1], "bytes") || !strcmp(argv[i + 1], "gpt2"))) {
             bytes = !strcmp(argv[++i], "bytes");
@@ -345,17 +426,32 @@ int main(int argc, char **argv)
         fprintf(stderr, "wt2_train: %s\n", err);
         return 2;
     }
+    if (resume && overwrite) {
+        fprintf(stderr, "wt2_train: --resume continues the run in --out-dir and --overwrite replaces it: choose one\n");
+        return 2;
+    }
+    /* an earlier run in the output directory is never replaced without being asked to */
+    if (!resume && !overwrite && holds_run(cfg.out_dir, &what)) {
+        fprintf(stderr, "wt2_train: the output directory '%s' already holds a run (%s): nothing was changed.\n"
+                        "  Continue it with --resume %s/ckpt.safetensors, replace it with --overwrite, or choose "
+                        "another --out-dir.\n", cfg.out_dir, what, cfg.out_dir);
+        return 2;
+    }
     if (cfg.device == MDL_DEVICE_CUDA && !tk_cuda_available()) {
         /* before any file is read or written */
         fprintf(stderr, "wt2_train: --device cuda: no usable CUDA device (this binary needs to be built with nvcc, "
                         "`make build/cuda/wt2_train`, and run where a GPU is present)\n");
         return 2;
     }
+    if (resume && ex_check_input(resume, err, sizeof err) != 0) {
+        fprintf(stderr, "wt2_train: --resume: %s\n", err);
+        return 1;
+    }
 #ifdef _OPENMP
     if (cfg.threads > 0) omp_set_num_threads(cfg.threads);
 #endif
 
-    /* data */
+    /* data (inputs first: nothing is written before every input is read and checked) */
     if (cfg.data_dir[0]) snprintf(dir, sizeof dir, "%s", cfg.data_dir);
     else snprintf(dir, sizeof dir, "%s", wt2_default_data_dir()); /* $WT2_DIR, else the built-in path */
     if (wt2_scan(dir, &inv) <= 0) {
@@ -423,12 +519,6 @@ int main(int argc, char **argv)
     if (cfg.model.max_T > 0 && cfg.model.max_T < cfg.context)
         fprintf(stderr, "wt2_train: note: --max-t %d is shorter than --context %d: the model is built with max-t %d\n",
                 cfg.model.max_T, cfg.context, cfg.context);
-    if (prepare_out_dir(cfg.out_dir, err, sizeof err) != 0) {
-        fprintf(stderr, "wt2_train: %s\n", err);
-        rc = 1;
-        goto out;
-    }
-    clean_stale_tmp(cfg.out_dir);
     rc = trn_create(&t, &cfg, train_ids, n_train, val_ids, n_val, err, sizeof err);
     if (rc != TRN_OK) {
         fprintf(stderr, "wt2_train: %s\n", err);
@@ -442,11 +532,45 @@ int main(int argc, char **argv)
             rc = 1;
             goto out;
         }
-        fprintf(stderr, "wt2_train: resumed from %s at step %lld\n", resume, trn_steps_done(t));
+        fprintf(stderr, "wt2_train: resumed from %s at step %lld%s\n", resume, trn_steps_done(t),
+                trn_pending(t) ? " (its periodic evaluation runs first)" : "");
     }
-    /* from here on Ctrl-C saves a checkpoint (installed before metrics.jsonl is written:
-       a script that waits for that file can interrupt the run safely) */
-    signal(SIGINT, on_sigint);
+
+    /* outputs: the directory, then its lock (one run at a time), then a second look for an
+       earlier run (another process may have written one since the first look) */
+    if (prepare_out_dir(cfg.out_dir, err, sizeof err) != 0) {
+        fprintf(stderr, "wt2_train: %s\n", err);
+        rc = 1;
+        goto out;
+    }
+    if (ex_lock_dir(cfg.out_dir, &lock_fd, err, sizeof err) != 0) {
+        fprintf(stderr, "wt2_train: %s\n", err);
+        rc = 1;
+        goto out;
+    }
+    if (!resume && !overwrite && holds_run(cfg.out_dir, &what)) {
+        fprintf(stderr, "wt2_train: the output directory '%s' already holds a run (%s): nothing was changed.\n"
+                        "  Continue it with --resume %s/ckpt.safetensors, replace it with --overwrite, or choose "
+                        "another --out-dir.\n", cfg.out_dir, what, cfg.out_dir);
+        rc = 2;
+        goto out;
+    }
+    /* from here on SIGINT, SIGTERM and SIGHUP save a checkpoint, in every phase (installed
+       before metrics.jsonl is written: a script that waits for that file can stop the run
+       safely) */
+    if (ex_stop_install() != 0) {
+        fprintf(stderr, "wt2_train: cannot install the signal handlers: %s\n", strerror(errno));
+        rc = 1;
+        goto out;
+    }
+    trn_set_stop_flag(t, ex_stop_flag());
+    clean_stale_tmp(cfg.out_dir);
+    if (overwrite && remove_run(cfg.out_dir, err, sizeof err) != 0) {
+        fprintf(stderr, "wt2_train: %s\n", err);
+        rc = 1;
+        goto out;
+    }
+    snprintf(ckpt_path, sizeof ckpt_path, "%s/ckpt.safetensors", cfg.out_dir);
     snprintf(path, sizeof path, "%s/metrics.jsonl", cfg.out_dir);
     if (resume && metrics_truncate(path, trn_steps_done(t), err, sizeof err) != 0) {
         fprintf(stderr, "wt2_train: %s\n", err);
@@ -462,12 +586,18 @@ int main(int argc, char **argv)
     trn_set_metrics(t, metrics);
     {
         char *js = (char *)malloc(16384);
-        if (js && trn_config_json(&cfg, js, 16384) == TRN_OK)
-            fprintf(metrics, "{\"type\":\"%s\",\"step\":%lld,\"params\":%zu,\"config\":%s}\n",
-                    resume ? "resume" : "config", trn_steps_done(t), mdl_num_params(trn_model(t)), js);
+        if (!js || trn_config_json(&cfg, js, 16384) != TRN_OK) {
+            fprintf(stderr, "wt2_train: cannot serialise the configuration for %s\n", path);
+            free(js);
+            rc = 1;
+            goto out;
+        }
+        errno = 0;
+        fprintf(metrics, "{\"type\":\"%s\",\"step\":%lld,\"params\":%zu,\"config\":%s}\n",
+                resume ? "resume" : "config", trn_steps_done(t), mdl_num_params(trn_model(t)), js);
         free(js);
         if (fflush(metrics) != 0 || ferror(metrics)) {
-            fprintf(stderr, "wt2_train: cannot write %s: %s\n", path, strerror(errno));
+            fprintf(stderr, "wt2_train: cannot write %s: %s\n", path, errno ? strerror(errno) : "I/O error");
             rc = 1;
             goto out;
         }
@@ -481,25 +611,35 @@ int main(int argc, char **argv)
     limit = trn_total_steps(t);
     if (cfg.max_steps > 0 && cfg.max_steps < limit) limit = cfg.max_steps;
     t0 = now_s();
+    last_ckpt = t0;
     {
         /* progress: a redrawn bar on a terminal; plain lines at a modest rate in a log */
         double last_print = 0, ema_loss = NAN, every = tty ? 0.5 : 10.0;
         int bar = 0;
-        while (trn_steps_done(t) < limit && !g_stop) {
+        while ((trn_steps_done(t) < limit || trn_pending(t)) && !ex_stop_signal()) {
             trn_step_info in;
             double el;
             rc = trn_step(t, &in);
+            if (rc == TRN_ESTOPPED) break; /* in the step's periodic evaluation: saved below */
             if (rc != TRN_OK) {
                 fprintf(stderr, "%swt2_train: training step failed: %s\n", bar ? "\n" : "", trn_strerror(rc));
                 rc = 1;
                 goto out;
             }
+            if (trn_metrics_error(t)) {
+                fprintf(stderr, "%swt2_train: writing %s failed at step %lld: %s\n", bar ? "\n" : "", path,
+                        trn_steps_done(t), strerror(trn_metrics_error(t)));
+                bar = 0;
+                metrics_failed = 1;
+                break;
+            }
             tokens += (long long)in.T * in.B;
-            if (isfinite(in.ce)) ema_loss = isnan(ema_loss) ? in.ce : 0.9 * ema_loss + 0.1 * in.ce;
+            if (isfinite(in.ce) && in.T) ema_loss = isnan(ema_loss) ? in.ce : 0.9 * ema_loss + 0.1 * in.ce;
             el = now_s() - t0;
             if (el - last_print > every || trn_steps_done(t) == limit || in.evaluated) {
                 double tps = tokens / (el > 0 ? el : 1e-9);
-                double left = (double)(limit - trn_steps_done(t)) * (el / (double)(trn_steps_done(t) - steps0));
+                long long done = trn_steps_done(t) - steps0;
+                double left = done > 0 ? (double)(limit - trn_steps_done(t)) * (el / (double)done) : 0.0;
                 long long sk = trn_steps_skipped(t) - skipped0;
                 if (tty) {
                     int w = 24, k, fill = (int)((double)w * (double)trn_steps_done(t) / (double)limit);
@@ -520,14 +660,16 @@ int main(int argc, char **argv)
                 }
                 last_print = el;
             }
-            if (cfg.ckpt_every > 0 && trn_steps_done(t) % cfg.ckpt_every == 0) {
-                snprintf(path, sizeof path, "%s/ckpt.safetensors", cfg.out_dir);
-                if (trn_save(t, path, err, sizeof err) != TRN_OK) {
+            /* periodic checkpoints: every --ckpt-every steps and every --ckpt-minutes */
+            if ((in.T && cfg.ckpt_every > 0 && trn_steps_done(t) % cfg.ckpt_every == 0) ||
+                (ckpt_minutes > 0 && now_s() - last_ckpt >= 60.0 * ckpt_minutes)) {
+                if (trn_save(t, ckpt_path, err, sizeof err) != TRN_OK) {
                     fprintf(stderr, "%swt2_train: WARNING: periodic checkpoint at step %lld FAILED: %s\n",
                             bar ? "\n" : "", trn_steps_done(t), err);
                     bar = 0;
                     save_failures++;
                 }
+                last_ckpt = now_s();
             }
         }
         if (bar) fprintf(stderr, "\n");
@@ -535,44 +677,55 @@ int main(int argc, char **argv)
     t_train = now_s() - t0;
     ran = trn_steps_done(t) - steps0;
     skipped = trn_steps_skipped(t) - skipped0;
-    snprintf(path, sizeof path, "%s/ckpt.safetensors", cfg.out_dir);
-    if (trn_save(t, path, err, sizeof err) != TRN_OK) {
+    if (trn_save(t, ckpt_path, err, sizeof err) != TRN_OK) {
         fprintf(stderr, "wt2_train: ERROR: the checkpoint at step %lld could not be written: %s\n", trn_steps_done(t),
                 err);
     } else {
         final_saved = 1;
-        fprintf(stderr, "wt2_train: checkpoint %s (step %lld)\n", path, trn_steps_done(t));
+        fprintf(stderr, "wt2_train: checkpoint %s (step %lld)\n", ckpt_path, trn_steps_done(t));
     }
-    if (g_stop) {
-        if (final_saved)
-            fprintf(stderr, "wt2_train: interrupted at step %lld; resume with --resume %s and the same options\n",
-                    trn_steps_done(t), path);
-        else
-            fprintf(stderr, "wt2_train: interrupted at step %lld; NO checkpoint was written, there is nothing to "
-                            "resume from\n", trn_steps_done(t));
-        plot_metrics(cfg.out_dir);
-        rc = final_saved ? 130 : 1;
+    if (metrics_failed) {
+        fprintf(stderr, "wt2_train: FAILED: %s could not be written (%s); %s\n", path,
+                strerror(trn_metrics_error(t)),
+                final_saved ? "the checkpoint holds the work: free space, then --resume it"
+                            : "NO checkpoint was written either");
+        rc = 1;
+        goto out;
+    }
+    if (ex_stop_signal()) {
+        rc = stopped_exit(final_saved, trn_pending(t) ? "a periodic evaluation" : "training", trn_steps_done(t),
+                          ckpt_path, cfg.out_dir);
         goto out;
     }
 
-    /* final evaluation: sequential, non-overlapping chunks of the training context */
+    /* final evaluation: sequential, non-overlapping chunks of the training context; a stop
+       request ends it (the checkpoint above is complete: a resume evaluates again) */
     wsel = cfg.final_weights >= 0 ? cfg.final_weights : trn_final_weights(t);
+    fprintf(stderr, "wt2_train: final evaluation at step %lld\n", trn_steps_done(t));
     rc = trn_evaluate(t, val_ids, n_val, cfg.context, wsel, cfg.final_max_chunks, &val_ce, &val_tok, &used);
     if (rc == TRN_OK && tok_test.n > 1)
         rc = trn_evaluate(t, tok_test.ids, tok_test.n, cfg.context, wsel, cfg.final_max_chunks, &test_ce, &test_tok, &used);
+    if (rc == TRN_ESTOPPED) {
+        rc = stopped_exit(final_saved, "the final evaluation", trn_steps_done(t), ckpt_path, cfg.out_dir);
+        goto out;
+    }
     if (rc != TRN_OK) {
         fprintf(stderr, "wt2_train: evaluation failed: %s\n", trn_strerror(rc));
         rc = 1;
         goto out;
     }
     /* non-finite numbers are null: every line stays JSON */
+    errno = 0;
     fprintf(metrics, "{\"type\":\"final\",\"step\":%lld,\"weights\":\"%s\",\"val_ce\":%s,\"val_ppl\":%s,"
                      "\"val_tokens\":%lld,\"test_ce\":%s,\"test_ppl\":%s,\"test_tokens\":%lld,\"skipped\":%lld}\n",
             trn_steps_done(t), trn_weights_name(used), trn_json_num(jb[0], 40, 6, val_ce),
             trn_json_num(jb[1], 40, 4, exp(val_ce)), val_tok, trn_json_num(jb[2], 40, 6, test_ce),
             trn_json_num(jb[3], 40, 4, exp(test_ce)), test_tok, skipped);
-    fflush(metrics);
-    plot_metrics(cfg.out_dir);
+    if (fflush(metrics) != 0 || ferror(metrics)) {
+        fprintf(stderr, "wt2_train: FAILED: writing the final line of %s failed: %s\n", path,
+                errno ? strerror(errno) : "I/O error");
+        metrics_failed = 1;
+    }
     fprintf(stderr, "wt2_train: %lld steps, %lld tokens in %.1f s (%.0f tok/s); evaluated with %s weights\n",
             trn_steps_done(t), tokens, t_train, tokens / (t_train > 0 ? t_train : 1e-9), trn_weights_name(used));
     fprintf(stderr, "wt2_train: %s CE %.4f  PPL %.2f  (%lld tokens, context %d, stride %d)\n",
@@ -609,19 +762,28 @@ int main(int argc, char **argv)
         fprintf(stderr, "wt2_train: FAILED: %d periodic checkpoint(s) could not be written\n", save_failures);
         rc = 1;
     }
+    if (metrics_failed) rc = 1;
+    if (plot_metrics(cfg.out_dir, err, sizeof err) != 0) {
+        fprintf(stderr, "wt2_train: FAILED: %s\n", err);
+        rc = 1;
+    }
 out:
     if (metrics) {
-        int bad = fflush(metrics) != 0 || ferror(metrics);
-        int e = errno;
+        int bad, e;
+        errno = 0;
+        bad = fflush(metrics) != 0 || ferror(metrics);
+        e = errno;
         if (fclose(metrics) != 0 && !bad) {
             bad = 1;
             e = errno;
         }
-        if (bad) {
-            fprintf(stderr, "wt2_train: FAILED: writing %s/metrics.jsonl failed: %s\n", cfg.out_dir, strerror(e));
-            if (rc == 0 || rc == 130) rc = 1;
+        if (bad && !metrics_failed) {
+            fprintf(stderr, "wt2_train: FAILED: writing %s/metrics.jsonl failed: %s\n", cfg.out_dir,
+                    e ? strerror(e) : "I/O error");
+            if (rc == 0 || rc >= 128) rc = 1;
         }
     }
+    ex_unlock_dir(lock_fd);
     trn_destroy(t);
     (void)tk_cuda_release(); /* the device GEMMs' cuBLAS handle (nothing without a device) */
     wt2_tokens_free(&tok_train);

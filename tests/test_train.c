@@ -558,35 +558,234 @@ static void test_crc_required(void)
     buf = slurp(good, &n);
     CHECK(buf != NULL);
     if (buf) {
-        /* blank out ,"attnkit.crc32":"xxxxxxxx" (or the pair and its comma): still JSON */
+        /* blank out ,"attnkit.hcrc32":"xxxxxxxx" (a format-1 file), then also
+           ,"attnkit.crc32":"xxxxxxxx" (or the pair and its comma): still JSON */
         uint64_t hl = 0;
-        int k;
+        int k, pass;
         char *h, *p;
+        static const char *const keys[2] = {"\"attnkit.hcrc32\":\"", "\"attnkit.crc32\":\""};
         for (k = 7; k >= 0; k--) hl = (hl << 8) | buf[k];
-        h = (char *)malloc((size_t)hl + 1);
-        memcpy(h, buf + 8, (size_t)hl);
-        h[hl] = 0;
-        p = strstr(h, "\"attnkit.crc32\":\"");
-        CHECK(p != NULL);
-        if (p) {
-            size_t at = (size_t)(p - h), len = strlen("\"attnkit.crc32\":\"") + 9;
-            if (at > 0 && h[at - 1] == ',') { at--; len++; }
-            else if (h[at + len] == ',') len++;
-            memset(buf + 8 + at, ' ', len);
+        for (pass = 0; pass < 2; pass++) {
+            h = (char *)malloc((size_t)hl + 1);
+            memcpy(h, buf + 8, (size_t)hl);
+            h[hl] = 0;
+            p = strstr(h, keys[pass]);
+            CHECK(p != NULL);
+            if (p) {
+                size_t at = (size_t)(p - h), len = strlen(keys[pass]) + 9;
+                if (at > 0 && h[at - 1] == ',') { at--; len++; }
+                else if (h[at + len] == ',') len++;
+                memset(buf + 8 + at, ' ', len);
+            }
+            free(h);
+            spit(bad, buf, n);
+            err[0] = 0;
+            CHECK_INT_EQ(trn_load(t, bad, err, sizeof err), TRN_EFORMAT);
+            CHECK(strstr(err, pass ? "crc32" : "hcrc32") != NULL && strstr(err, "nocrc.safetensors") != NULL);
+            CHECK_INT_EQ(trn_load_flags(t, bad, TRN_LOAD_ALLOW_NO_CRC, err, sizeof err), TRN_OK);
+            CHECK_INT_EQ(trn_steps_done(t), 2);
         }
-        free(h);
-        spit(bad, buf, n);
-        err[0] = 0;
-        CHECK_INT_EQ(trn_load(t, bad, err, sizeof err), TRN_EFORMAT);
-        CHECK(strstr(err, "crc32") != NULL && strstr(err, "nocrc.safetensors") != NULL);
-        CHECK_INT_EQ(trn_load_flags(t, bad, TRN_LOAD_ALLOW_NO_CRC, err, sizeof err), TRN_OK);
-        CHECK_INT_EQ(trn_steps_done(t), 2);
         CHECK_INT_EQ(trn_load(t, good, err, sizeof err), TRN_OK);
         free(buf);
     }
     trn_destroy(t);
     remove(good);
     remove(bad);
+}
+
+/* A copy of checkpoint src at dst with nbytes at byte offset off of tensor `name`
+   replaced, both checksums recomputed (ckpt_write): what a hostile or buggy writer could
+   produce. 1 on success. */
+static int mutate_ckpt(const char *src, const char *dst, const char *name, size_t off, const void *bytes,
+                       size_t nbytes)
+{
+    ckpt_file *f = NULL;
+    ckpt_entry *E;
+    const char **mk, **mv;
+    unsigned char *copy = NULL;
+    char err[512];
+    int i, n, nm, m = 0, ok = 0;
+    if (ckpt_open(&f, src, err, sizeof err) != CKPT_OK) return 0;
+    n = ckpt_count(f);
+    nm = ckpt_meta_count(f);
+    E = (ckpt_entry *)calloc((size_t)n, sizeof *E);
+    mk = (const char **)calloc((size_t)nm + 1, sizeof *mk);
+    mv = (const char **)calloc((size_t)nm + 1, sizeof *mv);
+    for (i = 0; E && i < n; i++) {
+        ckpt_entry_at(f, i, &E[i]);
+        if (!strcmp(E[i].name, name)) {
+            size_t sz = ckpt_dtype_size(E[i].dtype), k;
+            for (k = 0; k < (size_t)E[i].ndim; k++) sz *= (size_t)E[i].shape[k];
+            if (off + nbytes <= sz && (copy = (unsigned char *)malloc(sz)) != NULL) {
+                memcpy(copy, E[i].data, sz);
+                memcpy(copy + off, bytes, nbytes);
+                E[i].data = copy;
+                ok = 1;
+            }
+        }
+    }
+    for (i = 0; mk && mv && i < nm; i++) {
+        const char *k, *v;
+        ckpt_meta_at(f, i, &k, &v);
+        if (strcmp(k, "attnkit.crc32") && strcmp(k, "attnkit.hcrc32")) {
+            mk[m] = k;
+            mv[m++] = v;
+        }
+    }
+    if (ok) ok = ckpt_write(dst, E, n, mk, mv, m, err, sizeof err) == CKPT_OK;
+    free(copy);
+    free(E);
+    free(mk);
+    free(mv);
+    ckpt_close(f);
+    return ok;
+}
+
+/* Issue 37: every field of the trainer's saved state is range-checked on load, in a file
+   whose checksums are right: counters beyond the run, booleans not 0/1, NaN or negative
+   controller state, non-finite weights and moments, and a resume on other data are
+   refused with the field named, and the trainer is left as it was. */
+static void test_state_mutants(void)
+{
+    trn_config c;
+    trn *t = NULL, *u = NULL;
+    char err[600], good[400], bad[400];
+    int k;
+    const int64_t big = INT64_MAX, two = 2, minus1 = -1;
+    const double dnan = NAN, dneg = -1.0, dinf = INFINITY;
+    const float fnan = NAN, fneg = -1.0f, finf = INFINITY;
+    struct {
+        const char *tensor;
+        size_t off;
+        const void *v;
+        size_t n;
+        const char *want;
+    } mut[] = {
+        {"trainer.i64", 8 * 1, &big, 8, "step"},
+        {"trainer.i64", 8 * 1, &minus1, 8, "step"},
+        {"trainer.i64", 8 * 3, &big, 8, "optimizer updates"},
+        {"trainer.i64", 8 * 4, &big, 8, "skipped"},
+        {"trainer.i64", 8 * 7, &big, 8, "loader rows"},
+        {"trainer.i64", 8 * 14, &two, 8, "have_val"},
+        {"trainer.i64", 8 * 17, &big, 8, "since the last evaluation"},
+        {"trainer.i64", 8 * 19, &big, 8, "context-game count"},
+        {"trainer.i64", 8 * 27, &big, 8, "pending"},
+        {"trainer.f64", 8 * 6, &dnan, 8, "lambda_sat"},
+        {"trainer.f64", 8 * 6, &dneg, 8, "lambda_sat"},
+        {"trainer.f64", 8 * 7, &dnan, 8, "chaos"},
+        {"trainer.f64", 8 * 16, &dnan, 8, "temperature"},
+        {"trainer.f64", 8 * 16, &dneg, 8, "temperature"},
+        {"trainer.f64", 8 * 3, &dinf, 8, "mu_H"},
+        {"optim.adam_m", 4 * 5, &finf, 4, "first moments"},
+        {"optim.adam_v", 0, &fneg, 4, "second moments"},
+        {"optim.ema", 4 * 9, &fnan, 4, "EMA"},
+    };
+    micro(&c);
+    snprintf(good, sizeof good, "%s/mut_good.safetensors", g_dir);
+    snprintf(bad, sizeof bad, "%s/mut_bad.safetensors", g_dir);
+    CHECK_INT_EQ(trn_create(&t, &c, g_ids, 3200, g_ids + 3200, NTOK - 3200, err, sizeof err), TRN_OK);
+    if (!t) return;
+    CHECK_INT_EQ(run_steps(t, 5), TRN_OK);
+    CHECK_INT_EQ(trn_save(t, good, err, sizeof err), TRN_OK);
+    CHECK_INT_EQ(trn_create(&u, &c, g_ids, 3200, g_ids + 3200, NTOK - 3200, err, sizeof err), TRN_OK);
+    if (!u) { trn_destroy(t); return; }
+    CHECK_INT_EQ(run_steps(u, 1), TRN_OK);
+    /* the rewriting itself changes nothing: an unmutated copy loads */
+    {
+        const int64_t five = 5;
+        CHECK(mutate_ckpt(good, bad, "trainer.i64", 8, &five, 8));
+        CHECK_INT_EQ(trn_load(u, bad, err, sizeof err), TRN_OK);
+        CHECK_INT_EQ(trn_steps_done(u), 5);
+    }
+    for (k = 0; k < (int)(sizeof mut / sizeof mut[0]); k++) {
+        int rc;
+        CHECK(mutate_ckpt(good, bad, mut[k].tensor, mut[k].off, mut[k].v, mut[k].n));
+        err[0] = 0;
+        rc = trn_load(u, bad, err, sizeof err);
+        if (rc != TRN_EFORMAT || !strstr(err, mut[k].want)) {
+            CHECK(rc == TRN_EFORMAT && strstr(err, mut[k].want));
+            fprintf(stderr, "    mutant %d (%s +%zu): rc %d '%s'\n", k, mut[k].tensor, mut[k].off, rc, err);
+        }
+        CHECK_INT_EQ(trn_steps_done(u), 5); /* unchanged */
+    }
+    /* a weight: the first float of the first tensor */
+    {
+        const mdl_tensor *e0 = mdl_tensor_at(trn_model(t), 0);
+        CHECK(mutate_ckpt(good, bad, e0->name, 0, &fnan, 4));
+        CHECK_INT_EQ(trn_load(u, bad, err, sizeof err), TRN_EFORMAT);
+        CHECK(strstr(err, "weights") != NULL && strstr(err, e0->name) != NULL);
+    }
+    trn_destroy(u);
+    u = NULL;
+    /* other data: a different training / evaluation token count */
+    CHECK_INT_EQ(trn_create(&u, &c, g_ids, 3100, g_ids + 3100, NTOK - 3100, err, sizeof err), TRN_OK);
+    if (u) {
+        err[0] = 0;
+        CHECK_INT_EQ(trn_load(u, good, err, sizeof err), TRN_EMISMATCH);
+        CHECK(strstr(err, "3200") != NULL && strstr(err, "3100") != NULL && strstr(err, "data") != NULL);
+        CHECK_INT_EQ(trn_steps_done(u), 0);
+    }
+    trn_destroy(u);
+    trn_destroy(t);
+    remove(good);
+    remove(bad);
+}
+
+/* Issue 37: a stop request is honoured inside evaluations. trn_evaluate returns
+   TRN_ESTOPPED; a step whose periodic evaluation is stopped leaves it pending, a
+   checkpoint keeps it pending, and the resumed trainer runs it first: the run ends
+   bit-identical to one never stopped. */
+static void test_stop_flag(void)
+{
+    trn_config c;
+    trn *a = NULL, *b = NULL, *r = NULL;
+    volatile sig_atomic_t flag = 0;
+    trn_step_info in;
+    double ce = 0;
+    long long nt = 0;
+    int used, rc, i;
+    char err[512], path[400];
+    micro(&c);
+    c.eval_every = 2;
+    snprintf(path, sizeof path, "%s/stop.safetensors", g_dir);
+    CHECK_INT_EQ(trn_create(&a, &c, g_ids, 3200, g_ids + 3200, NTOK - 3200, err, sizeof err), TRN_OK);
+    CHECK_INT_EQ(trn_create(&b, &c, g_ids, 3200, g_ids + 3200, NTOK - 3200, err, sizeof err), TRN_OK);
+    CHECK_INT_EQ(trn_create(&r, &c, g_ids, 3200, g_ids + 3200, NTOK - 3200, err, sizeof err), TRN_OK);
+    if (!a || !b || !r) goto done;
+    trn_set_stop_flag(b, &flag);
+    CHECK_INT_EQ(run_steps(a, 7), TRN_OK);
+    CHECK_INT_EQ(run_steps(b, 3), TRN_OK);
+    flag = 1;
+    CHECK_INT_EQ(trn_evaluate(b, g_ids + 3200, NTOK - 3200, 8, TRN_W_RAW, 0, &ce, &nt, &used), TRN_ESTOPPED);
+    CHECK(isnan(ce));
+    rc = trn_step(b, &in); /* step 4: its evaluation is stopped */
+    CHECK_INT_EQ(rc, TRN_ESTOPPED);
+    CHECK_INT_EQ(trn_steps_done(b), 4);
+    CHECK_INT_EQ(trn_pending(b), 1);
+    CHECK_INT_EQ(trn_save(b, path, err, sizeof err), TRN_OK);
+    CHECK_INT_EQ(trn_load(r, path, err, sizeof err), TRN_OK);
+    CHECK_INT_EQ(trn_pending(r), 1);
+    rc = trn_step(r, &in); /* the pending evaluation, no update */
+    CHECK_INT_EQ(rc, TRN_OK);
+    CHECK(in.evaluated && in.T == 0 && isfinite(in.val_ce));
+    CHECK_INT_EQ(trn_steps_done(r), 4);
+    CHECK_INT_EQ(trn_pending(r), 0);
+    CHECK_INT_EQ(run_steps(r, 3), TRN_OK);
+    /* and in the same process: the flag lowered, the pending work runs first */
+    flag = 0;
+    CHECK_INT_EQ(trn_step(b, &in), TRN_OK);
+    CHECK(in.evaluated && in.T == 0);
+    CHECK_INT_EQ(run_steps(b, 3), TRN_OK);
+    for (i = 0; i < 2; i++) {
+        const trn *x = i ? b : r;
+        CHECK_INT_EQ(trn_steps_done(x), 7);
+        CHECK(memcmp(mdl_params(trn_model(a)), mdl_params(trn_model((trn *)x)), mdl_num_params(trn_model(a)) * sizeof(float)) == 0);
+    }
+done:
+    trn_destroy(a);
+    trn_destroy(b);
+    trn_destroy(r);
+    remove(path);
 }
 
 /* A diverging run (lr 1e30): every step returns TRN_OK, the non-finite ones are skipped
@@ -658,6 +857,8 @@ int main(int argc, char **argv)
     TEST_RUN(test_gac_preclip);
     TEST_RUN(test_refused_at_create);
     TEST_RUN(test_crc_required);
+    TEST_RUN(test_state_mutants);
+    TEST_RUN(test_stop_flag);
     TEST_RUN(test_divergence);
     rmdir(g_dir);
     return TEST_END();

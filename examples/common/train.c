@@ -26,6 +26,7 @@ const char *trn_strerror(int err)
     case TRN_EFORMAT: return "malformed checkpoint";
     case TRN_EMISMATCH: return "checkpoint does not match the configuration";
     case TRN_ENAN: return "non-finite loss";
+    case TRN_ESTOPPED: return "stopped on request (a signal)";
     default: return "unknown error";
     }
 }
@@ -324,7 +325,8 @@ static const trn__opt trn__opts[] = {
     {"final-chunks", K_INT, TO(final_max_chunks), NULL, 0, "cap on final-eval chunks (0: the whole splits)"},
     {"final-weights", K_WENUM, TO(final_weights), trn__weights_names, 0, "final-eval weights: auto|raw|ema|swa"},
     {"log-every", K_INT, TO(log_every), NULL, 0, "steps between metrics lines"},
-    {"ckpt-every", K_INT, TO(ckpt_every), NULL, 0, "steps between checkpoints (0: end only)"},
+    {"ckpt-every", K_INT, TO(ckpt_every), NULL, 0,
+     "steps between checkpoints (0: none by steps; wt2_train also saves every --ckpt-minutes)"},
     {"lr", K_F, TO(lr), NULL, 1, "peak learning rate"},
     {"lr-flat", K_F, TO(lr_flat_frac), NULL, 1, "flat fraction of the schedule"},
     {"lr-floor", K_F, TO(lr_floor_frac), NULL, 1, "cosine floor as a fraction of the peak"},
@@ -371,7 +373,7 @@ static const trn__opt trn__opts[] = {
     {"gac-hmin", K_F, TO(gac_hmin), NULL, 1, "GAC entropy band, low end (nats; seed 003: 2)"},
     {"gac-hmax", K_F, TO(gac_hmax), NULL, 1, "GAC entropy band, high end (nats; seed 003: 5)"},
     {"seed", K_U64, TO(seed), NULL, 1, "random seed"},
-    {"threads", K_INT, TO(threads), NULL, 0, "OpenMP threads (0: default)"},
+    {"threads", K_INT, TO(threads), NULL, 0, "OpenMP threads, 0..1024 (0: default)"},
     {"device", K_ENUM, TO(device), trn__device_names, 0,
      "cpu|cuda: where the model trains (cuda: a build with nvcc and a GPU; for now softmax attention "
      "without prior, memory, MoE or gates, and no GAC or CEAS controller)"},
@@ -639,11 +641,19 @@ int trn_config_validate(const trn_config *c, char *err, size_t errlen)
     if ((long long)c->batch * (long long)c->context > (long long)INT_MAX)
         return ex_errf(err, errlen, TRN_EINVAL, "--batch %d x --context %d = %lld tokens per step: more than %d",
                          c->batch, c->context, (long long)c->batch * (long long)c->context, INT_MAX);
-    if (c->steps < 0) return ex_errf(err, errlen, TRN_EINVAL, "--steps must be >= 0");
+    if (c->steps < 0 || c->steps > TRN_MAX_STEPS)
+        return ex_errf(err, errlen, TRN_EINVAL, "--steps must be in [0, %lld]", TRN_MAX_STEPS);
+    if (c->epochs < 0 || c->epochs > 1000000) return ex_errf(err, errlen, TRN_EINVAL, "--epochs must be in [0, 1000000]");
+    if (c->threads < 0 || c->threads > TRN_MAX_THREADS)
+        return ex_errf(err, errlen, TRN_EINVAL, "--threads must be in [0, %d] (0: the OpenMP default)", TRN_MAX_THREADS);
+    if (c->model.polar.distractor_keys < 0 || c->model.polar.distractor_keys > POLAR_MAX_DISTRACTOR_KEYS)
+        return ex_errf(err, errlen, TRN_EINVAL, "--polar-distractor must be in [0, %d] (polar.h's limit)",
+                       POLAR_MAX_DISTRACTOR_KEYS);
     if (c->epoch_steps < 0) return ex_errf(err, errlen, TRN_EINVAL, "--epoch-steps must be >= 0");
     if (c->steps == 0 && c->epochs < 1)
         return ex_errf(err, errlen, TRN_EINVAL, "--epochs must be >= 1 when --steps is 0");
-    if (c->max_steps < 0) return ex_errf(err, errlen, TRN_EINVAL, "--max-steps must be >= 0");
+    if (c->max_steps < 0 || c->max_steps > TRN_MAX_STEPS)
+        return ex_errf(err, errlen, TRN_EINVAL, "--max-steps must be in [0, %lld]", TRN_MAX_STEPS);
     if (!(c->holdout >= 0 && c->holdout < 0.9f))
         return ex_errf(err, errlen, TRN_EINVAL, "--holdout must be in [0, 0.9)");
     if (c->eval_every < 0 || c->eval_max_chunks < 0 || c->final_max_chunks < 0 || c->log_every < 0 || c->ckpt_every < 0)
@@ -671,7 +681,15 @@ int trn_config_validate(const trn_config *c, char *err, size_t errlen)
     TRN__RANGE(c->cg_eta, 0.0f, 1e6f, "cg-eta");
 #undef TRN__POS
 #undef TRN__RANGE
-    if (c->warmin_steps < 0) return ex_errf(err, errlen, TRN_EINVAL, "--warmin must be >= 0");
+    if ((c->chaos != 0 && c->chaos != 1) || (c->ema != 0 && c->ema != 1) || (c->swa != 0 && c->swa != 1) ||
+        (c->cg != 0 && c->cg != 1))
+        return ex_errf(err, errlen, TRN_EINVAL, "--chaos, --ema, --swa and --cg are 0 or 1");
+    if (c->guardian_start < 0 || c->guardian_ramp < 0 || c->swa_start_epoch < 0)
+        return ex_errf(err, errlen, TRN_EINVAL, "--guardian-start, --guardian-ramp and --swa-start must be >= 0");
+    if (!isfinite(c->guardian_tau_max) || !(c->guardian_tau_max > 0.0f))
+        return ex_errf(err, errlen, TRN_EINVAL, "--guardian-tau-max must be finite and > 0");
+    if (c->warmin_steps < 0 || c->warmin_steps > TRN_MAX_STEPS)
+        return ex_errf(err, errlen, TRN_EINVAL, "--warmin must be in [0, %lld]", TRN_MAX_STEPS);
     if (c->final_weights < -1 || c->final_weights > TRN_W_SWA)
         return ex_errf(err, errlen, TRN_EINVAL, "--final-weights must be auto, raw, ema or swa");
     if (c->controller < TRN_CTRL_NONE || c->controller > TRN_CTRL_CEAS)
@@ -761,7 +779,14 @@ struct trn {
     double cg_loss[TRN_MAX_CG], cg_sat[TRN_MAX_CG], cg_H[TRN_MAX_CG];
     long long cg_cnt[TRN_MAX_CG];
     FILE *metrics;
+    volatile sig_atomic_t *stop; /* trn_set_stop_flag */
+    int metrics_err;             /* errno of the first failed metrics write (0: none) */
+    int pending;                 /* TRN__P_*: the last step's work still to run */
 };
+
+/* what a step stopped during its periodic evaluation left to do (trn_pending) */
+#define TRN__P_EVAL 1
+#define TRN__P_EPOCH 2
 
 static uint64_t trn__mix(uint64_t x)
 {
@@ -802,6 +827,18 @@ long long trn_steps_done(const trn *t) { return t ? t->step : 0; }
 long long trn_total_steps(const trn *t) { return t ? t->total : 0; }
 long long trn_steps_per_epoch(const trn *t) { return t ? t->per_epoch : 0; }
 void trn_set_metrics(trn *t, FILE *f) { if (t) t->metrics = f; }
+int trn_metrics_error(const trn *t) { return t ? t->metrics_err : 0; }
+
+/* after each metrics line: flushed, and the first failure remembered with its errno */
+static void trn__mflush(trn *t)
+{
+    if (!t->metrics) return;
+    errno = 0;
+    if ((fflush(t->metrics) != 0 || ferror(t->metrics)) && !t->metrics_err) t->metrics_err = errno ? errno : EIO;
+}
+
+void trn_set_stop_flag(trn *t, volatile sig_atomic_t *flag) { if (t) t->stop = flag; }
+int trn_pending(const trn *t) { return t && t->pending ? 1 : 0; }
 long long trn_steps_skipped(const trn *t) { return t ? t->skipped : 0; }
 
 const char *trn_weights_name(int w)
@@ -939,6 +976,11 @@ int trn_create(trn **out, const trn_config *cfg, const uint16_t *train_ids, size
                                          : (long long)(n_train / (size_t)t->tokens_per_step);
     if (t->per_epoch < 1) t->per_epoch = 1;
     t->total = cfg->steps > 0 ? cfg->steps : (long long)cfg->epochs * t->per_epoch;
+    if (t->total > TRN_MAX_STEPS) {
+        long long tot = t->total;
+        trn_destroy(t);
+        return ex_errf(err, errlen, TRN_EINVAL, "the schedule has %lld steps, more than %lld", tot, TRN_MAX_STEPS);
+    }
     t->adam_m = trn__dalloc(t, t->n * sizeof(float));
     t->adam_v = trn__dalloc(t, t->n * sizeof(float));
     t->backup = trn__dalloc(t, t->n * sizeof(float));
@@ -1110,6 +1152,10 @@ int trn_evaluate(trn *t, const uint16_t *ids, size_t n, int T, int weights, int 
         int rows, b, j;
         mdl_stats st;
         if (max_chunks && chunks >= max_chunks) break;
+        if (t->stop && *t->stop) { /* a stop request: the caller saves and exits */
+            rc = TRN_ESTOPPED;
+            break;
+        }
         if (max_chunks && chunks + B > max_chunks) B = (int)(max_chunks - chunks);
         rows = wt2_loader_next(&L, B, T, t->chunk);
         if (rows < 0) { rc = TRN_EINVAL; break; }
@@ -1133,6 +1179,7 @@ int trn_evaluate(trn *t, const uint16_t *ids, size_t n, int T, int weights, int 
         chunks += rows;
     }
     if (src) tk_copy(mdl_params(t->m), t->backup, t->n * sizeof(float));
+    if (rc == TRN_ESTOPPED) sum = NAN;
     if (ce) *ce = cnt ? sum / (double)cnt : NAN;
     if (ntok) *ntok = cnt;
     return rc;
@@ -1182,7 +1229,7 @@ static void trn__metrics_train(trn *t, const trn_step_info *in)
                 trn_json_num(b[1], 40, 5, in->step_flops > 0 ? in->gate_overhead_flops / in->step_flops : 0.0),
                 trn_json_num(b[2], 40, 5, (double)in->gate_pruned_frac), in->gate_frozen_heads);
     fputs("}\n", t->metrics);
-    fflush(t->metrics);
+    trn__mflush(t);
 }
 
 /* One "prior" metrics line: the RPA prior's diagnostics per layer (where: "train" for the
@@ -1215,7 +1262,7 @@ static void trn__metrics_prior(trn *t, const char *where, const mdl_stats *st)
         if (isfinite(st->ent_band)) fprintf(t->metrics, ",\"ent_band\":%.6g", (double)st->ent_band);
     }
     fputs("}\n", t->metrics);
-    fflush(t->metrics);
+    trn__mflush(t);
 }
 
 /* Periodic evaluation on the held-out split with the raw weights; feeds the controllers. */
@@ -1280,7 +1327,7 @@ static int trn__periodic_eval(trn *t, trn_step_info *info)
                             "\"lambda_sat\":%s}\n",
                 t->step, t->epoch, trn_json_num(b[0], 40, 6, ce), trn_json_num(b[1], 40, 4, exp(ce)), nt,
                 trn_json_num(b[2], 40, 5, (double)t->lambda_sat));
-        fflush(t->metrics);
+        trn__mflush(t);
     }
     return TRN_OK;
 }
@@ -1318,12 +1365,27 @@ static void trn__epoch_end(trn *t)
                                     "\"entry_ce\":%s,\"taken\":%d,\"averaged\":%lld}\n",
                         t->step, t->epoch, trn_json_num(b[0], 40, 6, t->val_ce),
                         trn_json_num(b[1], 40, 6, t->swa_entry_ce), taken, (long long)t->swa_state.n_averaged);
-                fflush(t->metrics);
+                trn__mflush(t);
             }
         }
         t->swa_entry_ce = t->val_ce;
         t->have_swa_entry = 1;
     }
+}
+
+/* What falls after a step's update: the periodic evaluation (which a stop request may
+   interrupt: then it stays pending, with the epoch end after it) and the epoch end. */
+static int trn__tail(trn *t, trn_step_info *info, int todo)
+{
+    int rc;
+    t->pending = todo;
+    if (todo & TRN__P_EVAL) {
+        rc = trn__periodic_eval(t, info);
+        if (rc != TRN_OK) return rc; /* TRN_ESTOPPED: still pending */
+    }
+    t->pending = 0;
+    if (todo & TRN__P_EPOCH) trn__epoch_end(t);
+    return TRN_OK;
 }
 
 int trn_step(trn *t, trn_step_info *info)
@@ -1334,13 +1396,20 @@ int trn_step(trn *t, trn_step_info *info)
     tk_adamw_config ac;
     guardian_lr_config lc;
     float lr = t ? t->cfg.lr : 0, f = 1.0f, ps, gn = 0, tau[MDL_MAX_LAYERS];
-    int T, B, rows, b, j, li = -1, i, l, rc, gating;
+    int T, B, rows, b, j, li = -1, i, l, rc, gating, todo;
     unsigned char frz[MDL_MAX_LAYERS * 256];
     if (!t) return TRN_EINVAL;
     gating = t->have_ceas && t->cfg.ceas_gating;
     if (!info) info = &tmp;
     memset(info, 0, sizeof *info);
     info->val_ce = NAN;
+    if (t->pending) { /* the last step's evaluation / epoch end, stopped or saved before it ran */
+        info->step = t->step;
+        info->epoch = t->epoch;
+        info->epoch_end = (t->pending & TRN__P_EPOCH) != 0;
+        info->lambda_sat = t->lambda_sat;
+        return trn__tail(t, info, t->pending);
+    }
     T = t->cfg.context;
     if (t->cfg.cg && guardian_cg_sample(&t->cg, &li) == GUARDIAN_OK) T = t->cfg.cg_lengths[li];
     B = t->tokens_per_step / T;
@@ -1489,23 +1558,22 @@ int trn_step(trn *t, trn_step_info *info)
     info->epoch_end = (t->step % t->per_epoch) == 0;
     if (info->epoch_end) t->epoch++;
     info->epoch = t->epoch;
-    if ((t->cfg.eval_every > 0 && t->step % t->cfg.eval_every == 0) ||
-        (info->epoch_end && (t->cfg.eval_every == 0 || t->swa))) {
-        rc = trn__periodic_eval(t, info);
-        if (rc != TRN_OK) return rc;
-    }
-    if (info->epoch_end) trn__epoch_end(t);
+    /* the step's own lines first: a stop during the evaluation below loses none of them */
     if (t->cfg.log_every > 0 && t->step % t->cfg.log_every == 0) {
         trn__metrics_train(t, info);
         trn__metrics_prior(t, "train", &t->last_st);
     }
-    return TRN_OK;
+    todo = info->epoch_end ? TRN__P_EPOCH : 0;
+    if ((t->cfg.eval_every > 0 && t->step % t->cfg.eval_every == 0) ||
+        (info->epoch_end && (t->cfg.eval_every == 0 || t->swa)))
+        todo |= TRN__P_EVAL;
+    return trn__tail(t, info, todo);
 }
 
 /* ------------------------------------------------------------------ checkpoints */
 #define TRN__I64_N 48
 #define TRN__F64_N (16 + MDL_MAX_LAYERS + 5 * TRN_MAX_CG)
-#define TRN__STATE_VERSION 1
+#define TRN__STATE_VERSION 2 /* 2: + pending work, training and evaluation token counts */
 
 static void trn__pack(const trn *t, int64_t *I, double *F)
 {
@@ -1532,6 +1600,9 @@ static void trn__pack(const trn *t, int64_t *I, double *F)
     I[k++] = t->run_n;
     I[k++] = (int64_t)t->n;
     for (i = 0; i < TRN_MAX_CG; i++) I[k++] = t->cg_cnt[i];
+    I[k++] = t->pending;
+    I[k++] = (int64_t)t->n_train;
+    I[k++] = (int64_t)t->n_val;
     F[q++] = t->val_ce;
     F[q++] = t->val_ce_prev;
     F[q++] = t->swa_entry_ce;
@@ -1574,6 +1645,7 @@ static void trn__unpack(trn *t, const int64_t *I, const double *F)
     t->run_n = I[k++];
     k++; /* n, checked by the caller */
     for (i = 0; i < TRN_MAX_CG; i++) t->cg_cnt[i] = I[k++];
+    t->pending = I[0] >= 2 ? (int)I[k] : 0; /* then the token counts, checked before */
     t->val_ce = F[q++];
     t->val_ce_prev = F[q++];
     t->swa_entry_ce = F[q++];
@@ -1745,6 +1817,100 @@ static void trn__arch_diff(const char *file, const trn_config *c, char *err, siz
     ex_errf(err, errlen, TRN_EMISMATCH, "checkpoint configuration differs from this run's");
 }
 
+/* Every field of a loaded trainer state against what a run of this configuration can
+   have reached (as strictly as a flag): TRN_OK, or TRN_EFORMAT with the field named. */
+static int trn__check_state(const trn *t, const int64_t *I, const double *F, const char *path, char *err,
+                            size_t errlen)
+{
+    int64_t step = I[1], epoch = I[2], adam_t = I[3], skipped = I[4], cap;
+    int i, k, q, ver = (int)I[0];
+    long long tps = t->tokens_per_step > 0 ? t->tokens_per_step : 1;
+#define TRN__BAD(...) do { char m_[300]; snprintf(m_, sizeof m_, __VA_ARGS__); \
+        return ex_errf(err, errlen, TRN_EFORMAT, "cannot resume from %s: trainer state: %s", path, m_); } while (0)
+#define TRN__IRANGE(v, lo, hi, name) do { if ((v) < (lo) || (v) > (hi)) \
+        TRN__BAD("%s = %lld is outside [%lld, %lld]", name, (long long)(v), (long long)(lo), (long long)(hi)); } while (0)
+#define TRN__FRANGE(v, lo, hi, nan_ok, name) do { double v_ = (v); \
+        if (!((nan_ok) && isnan(v_)) && !(v_ >= (lo) && v_ <= (hi))) \
+            TRN__BAD("%s = %g is not a number in [%g, %g]", name, v_, (double)(lo), (double)(hi)); } while (0)
+    if (ver != 1 && ver != TRN__STATE_VERSION)
+        TRN__BAD("version %lld (this trainer reads 1 and %d)", (long long)I[0], TRN__STATE_VERSION);
+    if (I[18] != (int64_t)t->n)
+        TRN__BAD("%lld parameters, this model has %zu", (long long)I[18], t->n);
+    if (ver >= 2 && ((uint64_t)I[28] != (uint64_t)t->n_train || (uint64_t)I[29] != (uint64_t)t->n_val))
+        return ex_errf(err, errlen, TRN_EMISMATCH,
+                       "cannot resume from %s: it was trained on %lld tokens (evaluated on %lld), this run has %zu "
+                       "(%zu): a different data directory, split or --holdout; resume with the run's own data",
+                       path, (long long)I[28], (long long)I[29], t->n_train, t->n_val);
+    TRN__IRANGE(step, 0, t->total, "step");
+    if (epoch != step / t->per_epoch)
+        TRN__BAD("epoch %lld at step %lld (%lld steps per epoch)", (long long)epoch, (long long)step, t->per_epoch);
+    TRN__IRANGE(adam_t, 0, step, "optimizer updates");
+    TRN__IRANGE(skipped, 0, step - adam_t, "skipped steps");
+    /* the loader: its position and counts (rows and tokens at most one step's worth a step) */
+    TRN__IRANGE(I[6], 0, (int64_t)t->n_train, "loader position");
+    cap = step <= LLONG_MAX / tps ? step * tps : LLONG_MAX;
+    TRN__IRANGE(I[7], 0, cap, "loader rows");
+    TRN__IRANGE(I[8], 0, cap, "loader tokens");
+    TRN__IRANGE(I[9], 0, I[10], "SWA snapshots averaged");
+    TRN__IRANGE(I[10], 0, epoch, "SWA snapshots offered");
+    TRN__IRANGE(I[11], 0, epoch, "context-game rounds");
+    TRN__IRANGE(I[13], 0, step, "chaos steps");
+    for (k = 14; k <= 16; k++) TRN__IRANGE(I[k], 0, 1, k == 14 ? "have_val" : k == 15 ? "have_val_prev" : "have_swa_entry");
+    TRN__IRANGE(I[17], 0, step, "steps since the last evaluation");
+    for (i = 0; i < TRN_MAX_CG; i++) TRN__IRANGE(I[19 + i], 0, step, "context-game count");
+    if (ver >= 2) TRN__IRANGE(I[27], 0, TRN__P_EVAL | TRN__P_EPOCH, "pending work");
+    for (k = 27 + (ver >= 2 ? 3 : 0); k < TRN__I64_N; k++) TRN__IRANGE(I[k], 0, 0, "unused field");
+    /* doubles: losses and entropies >= 0 (NaN where a diverged run leaves them), the
+       controller's scalars finite and in range */
+    TRN__FRANGE(F[0], 0.0, 1e6, 1, "val_ce");
+    TRN__FRANGE(F[1], 0.0, 1e6, 1, "val_ce_prev");
+    TRN__FRANGE(F[2], 0.0, 1e6, 1, "swa_entry_ce");
+    TRN__FRANGE(F[3], 0.0, 1e6, 0, "mu_H_at_eval");
+    TRN__FRANGE(F[4], 0.0, (double)I[17] + 0.5, 1, "run_sat");
+    TRN__FRANGE(F[5], 0.0, 1e6 * ((double)I[17] + 1), 1, "run_H");
+    TRN__FRANGE(F[6], 0.0, 1e6, 0, "lambda_sat");
+    TRN__FRANGE(F[7], 0.0, 1.0, 0, "chaos x");
+    TRN__FRANGE(F[8], -1e3, 1e3, 0, "chaos factor");
+    for (q = 9; q < 16; q++) TRN__FRANGE(F[q], 0.0, 0.0, 0, "unused field");
+    for (i = 0; i < MDL_MAX_LAYERS; i++) {
+        if (i < t->L) TRN__FRANGE(F[16 + i], 1e-30, 1e6, 0, "controller temperature");
+        else TRN__FRANGE(F[16 + i], -1e6, 1e6, 0, "controller temperature (unused layer)");
+    }
+    for (i = 0, q = 16 + MDL_MAX_LAYERS; i < TRN_MAX_CG; i++, q += 5) {
+        TRN__FRANGE(F[q], -1e30, 1e-6, 0, "context-game log-weight");
+        TRN__FRANGE(F[q + 1], 0.0, 1.0, 0, "context-game mixture");
+        TRN__FRANGE(F[q + 2], 0.0, 1e6 * ((double)I[19 + i] + 1), 0, "context-game loss sum");
+        TRN__FRANGE(F[q + 3], 0.0, (double)I[19 + i] + 0.5, 1, "context-game saturation sum");
+        TRN__FRANGE(F[q + 4], 0.0, 1e6 * ((double)I[19 + i] + 1), 1, "context-game entropy sum");
+    }
+#undef TRN__BAD
+#undef TRN__IRANGE
+#undef TRN__FRANGE
+    return TRN_OK;
+}
+
+/* The first non-finite (or, for second moments, negative) value of a loaded array:
+   TRN_OK or TRN_EFORMAT naming the array, the tensor and the index. */
+static int trn__check_finite(const trn *t, const float *a, int nonneg, const char *what, const char *path,
+                             char *err, size_t errlen)
+{
+    size_t i;
+    for (i = 0; i < t->n; i++)
+        if (!isfinite(a[i]) || (nonneg && a[i] < 0.0f)) {
+            const char *tn = "?";
+            int k, nt = mdl_num_tensors(t->m);
+            for (k = 0; k < nt; k++) {
+                const mdl_tensor *e = mdl_tensor_at(t->m, k);
+                if (i >= e->offset && i < e->offset + e->numel) tn = e->name;
+            }
+            return ex_errf(err, errlen, TRN_EFORMAT,
+                           "cannot resume from %s: %s hold %g at element %zu (tensor %s): a checkpoint holds finite "
+                           "values%s",
+                           path, what, (double)a[i], i, tn, nonneg ? " >= 0" : "");
+        }
+    return TRN_OK;
+}
+
 int trn_load(trn *t, const char *path, char *err, size_t errlen)
 {
     return trn_load_flags(t, path, 0, err, errlen);
@@ -1776,10 +1942,16 @@ int trn_load_flags(trn *t, const char *path, unsigned flags, char *err, size_t e
         rc = ex_errf(err, errlen, TRN_EFORMAT, "%s is not a wt2_train checkpoint (no attnkit.kind)", path);
         goto done;
     }
-    if (!(flags & TRN_LOAD_ALLOW_NO_CRC) && !ckpt_meta(f, "attnkit.crc32")) {
+    if (!(flags & TRN_LOAD_ALLOW_NO_CRC) && ckpt_format(f) < 2) {
         rc = ex_errf(err, errlen, TRN_EFORMAT,
-                       "cannot resume from %s: it has no attnkit.crc32 checksum (every checkpoint this trainer "
-                       "writes has one: the file was edited or written by another program)", path);
+                       ckpt_format(f) == 1
+                           ? "cannot resume from %s: it has no attnkit.hcrc32 header checksum (checkpoint format 1, "
+                             "written by an attnkit before issue 37, or edited): its names, metadata and offsets "
+                             "are unchecked; --allow-no-crc accepts it"
+                           : "cannot resume from %s: it has no attnkit.crc32 checksum (every checkpoint this trainer "
+                             "writes has one: the file was edited or written by another program); --allow-no-crc "
+                             "accepts it",
+                       path);
         goto done;
     }
     arch = (char *)malloc(16384);
@@ -1824,12 +1996,13 @@ int trn_load_flags(trn *t, const char *path, unsigned flags, char *err, size_t e
         TRN__READ("state.prior_stats", PS, CKPT_F32, nps);
     }
 #undef TRN__READ
-    if (I[0] != TRN__STATE_VERSION || I[18] != (int64_t)t->n || I[1] < 0 || I[2] < 0 || I[3] < 0 ||
-        I[6] < 0 || (uint64_t)I[6] > t->n_train) {
-        rc = ex_errf(err, errlen, TRN_EFORMAT, "cannot resume from %s: trainer state is inconsistent (version %lld)",
-                       path, (long long)I[0]);
-        goto done;
-    }
+    rc = trn__check_state(t, I, F, path, err, errlen);
+    if (rc == TRN_OK) rc = trn__check_finite(t, P, 0, "the weights", path, err, errlen);
+    if (rc == TRN_OK) rc = trn__check_finite(t, M, 0, "the first moments (optim.adam_m)", path, err, errlen);
+    if (rc == TRN_OK) rc = trn__check_finite(t, V, 1, "the second moments (optim.adam_v)", path, err, errlen);
+    if (rc == TRN_OK && EM) rc = trn__check_finite(t, EM, 0, "the EMA weights (optim.ema)", path, err, errlen);
+    if (rc == TRN_OK && SW) rc = trn__check_finite(t, SW, 0, "the SWA weights (optim.swa)", path, err, errlen);
+    if (rc != TRN_OK) goto done;
     if (t->have_g) {
         if (ckpt_find(f, "state.guardian", &e) != CKPT_OK || e.dtype != CKPT_U8 ||
             guardian_init(&g2, &t->g.cfg) != GUARDIAN_OK) {

@@ -19,6 +19,7 @@
 #ifndef ATTNKIT_TRAIN_H
 #define ATTNKIT_TRAIN_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -32,11 +33,16 @@ extern "C" {
 #endif
 
 enum { TRN_OK = 0, TRN_EINVAL = -1, TRN_ENOMEM = -2, TRN_EIO = -3, TRN_EFORMAT = -4,
-       TRN_EMISMATCH = -5, TRN_ENAN = -6 };
+       TRN_EMISMATCH = -5, TRN_ENAN = -6,
+       TRN_ESTOPPED = -7 /* the stop flag (trn_set_stop_flag) was raised: see there */ };
 enum { TRN_CTRL_NONE = 0, TRN_CTRL_SCRIPTED, TRN_CTRL_GUARDIAN, TRN_CTRL_GAC, TRN_CTRL_CEAS };
 enum { TRN_W_RAW = 0, TRN_W_EMA = 1, TRN_W_SWA = 2 };
 #define TRN_MAX_CG 8
 #define TRN_PATH_MAX 1024
+/* bounds on what a flag or a loaded checkpoint may say: optimizer steps (--steps,
+   --max-steps, --warmin, a schedule's length, a checkpoint's step) and --threads */
+#define TRN_MAX_STEPS 1000000000000LL
+#define TRN_MAX_THREADS 1024
 
 typedef struct trn_config {
     mdl_config model;
@@ -169,11 +175,23 @@ mdl_model *trn_model(trn *t);
 long long trn_steps_done(const trn *t);
 long long trn_total_steps(const trn *t);
 long long trn_steps_per_epoch(const trn *t);
-/* One optimizer step (plus the evaluation / epoch-end work that falls after it). */
+/* One optimizer step (plus the evaluation / epoch-end work that falls after it).
+   TRN_ESTOPPED: the stop flag was raised during the step's periodic evaluation; the
+   update is done (trn_steps_done counts it) and the evaluation and epoch-end work are
+   pending (trn_pending): a checkpoint saved now keeps them pending, and the next
+   trn_step, in this process or after trn_load, runs them first and returns without a
+   new update (info->evaluated says so; info->T is 0). */
 int trn_step(trn *t, trn_step_info *info);
+/* 1 when the last step's periodic evaluation / epoch-end work is still to run. */
+int trn_pending(const trn *t);
+/* A stop flag the long loops poll (between evaluation chunks): when *flag is non-zero
+   trn_evaluate and the periodic evaluation stop and return TRN_ESTOPPED, leaving the
+   trainer consistent for trn_save. NULL: none (the default). wt2_train passes
+   exio.h's ex_stop_flag(), raised by SIGINT, SIGTERM and SIGHUP. */
+void trn_set_stop_flag(trn *t, volatile sig_atomic_t *flag);
 /* Sequential non-overlapping evaluation of ids (n) at context T with the chosen weights
    (TRN_W_EMA / TRN_W_SWA fall back to raw when not available: *used says which);
-   max_chunks 0 = all. */
+   max_chunks 0 = all. TRN_ESTOPPED when the stop flag was raised (*ce is then NaN). */
 int trn_evaluate(trn *t, const uint16_t *ids, size_t n, int T, int weights, int max_chunks,
                  double *ce, long long *ntok, int *used);
 /* Weights the final evaluation uses: SWA if snapshots were averaged, else EMA if on,
@@ -181,17 +199,32 @@ int trn_evaluate(trn *t, const uint16_t *ids, size_t n, int T, int weights, int 
 int trn_final_weights(const trn *t);
 const char *trn_weights_name(int w);
 /* Checkpoints (safetensors; atomic). Load refuses corrupted, truncated and mismatched
-   files with a message, and leaves the trainer unchanged on failure. */
+   files with a message, and leaves the trainer unchanged on failure. Every field of the
+   saved state is range-checked as strictly as a flag: counters within the run's steps
+   (0 <= step <= the schedule's length <= TRN_MAX_STEPS, updates + skipped steps <= step,
+   epochs = step / steps per epoch, ...), booleans 0 or 1, controller state finite and in
+   its range, weights, moments, EMA and SWA finite (second moments >= 0), and the
+   training and evaluation token counts equal to this trainer's (a resume on another
+   data directory or split is refused, saying both counts). The file must be checkpoint
+   format 2 (ckpt.h: the header is checksummed too): an older file, or one without its
+   checksums, is refused unless TRN_LOAD_ALLOW_NO_CRC. Trainer state version 2 (written
+   since issue 37) records the token counts and the pending evaluation; version 1 is
+   read (with TRN_LOAD_ALLOW_NO_CRC, as its files are format 1) without the count
+   check. */
 int trn_save(trn *t, const char *path, char *err, size_t errlen);
 int trn_load(trn *t, const char *path, char *err, size_t errlen);
 /* trn_load with flags: TRN_LOAD_ALLOW_NO_CRC accepts a checkpoint without the
-   attnkit.crc32 entry (every checkpoint trn_save writes has one, so trn_load refuses a
-   file without it: it was edited or written by something else). */
+   attnkit.crc32 / attnkit.hcrc32 entries (every checkpoint trn_save writes has both, so
+   trn_load refuses a file without them: it was edited, written by something else or by
+   an attnkit older than checkpoint format 2). The state's range checks apply anyway. */
 #define TRN_LOAD_ALLOW_NO_CRC 1u
 int trn_load_flags(trn *t, const char *path, unsigned flags, char *err, size_t errlen);
 /* Metrics sink: one JSON line per log step and per evaluation (NULL: none). Non-finite
    numbers are written as null. */
 void trn_set_metrics(trn *t, FILE *f);
+/* The errno of the first metrics line that could not be written (each line is flushed
+   and checked), or 0: a caller stops the run when it is set (a full disk). */
+int trn_metrics_error(const trn *t);
 /* Steps whose update was skipped (non-finite loss or gradient), over the whole run
    (resumes included). */
 long long trn_steps_skipped(const trn *t);
