@@ -24,6 +24,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "common/ckpt.h"
 #include "common/data.h"
+#include "common/exio.h"
 #include "common/mcqa.h"
 #include "common/model.h"
 #include "common/train.h"
@@ -81,14 +82,20 @@ static void usage(FILE *f)
             "                     base name (or --task)\n"
             "  --out PATH         per-example log (default: stdout unless --json)\n"
             "  --task NAME        default task name for items that have none\n"
-            "  --weights W        auto|raw|ema|swa (default auto: what wt2_train's final eval uses)\n"
-            "  --max-len N        context for scoring (default: the model's maximum)\n"
+            "  --weights W        auto|raw|ema|swa (default auto: what wt2_train's final eval uses);\n"
+            "                     ema or swa on a checkpoint without them is refused\n"
+            "  --max-len N        context for scoring, 0..1048576 (default 0: the model's maximum)\n"
             "  --max-items N      score at most N items per file (0: all)\n"
-            "  --threads N        OpenMP threads (0: default)\n"
+            "  --threads N        OpenMP threads, 0..1024 (0: default)\n"
+            "  --device cpu       where this run scores: the CPU, in fp32 (the only path so far); the\n"
+            "                     checkpoint's device and precision are not used, so a checkpoint\n"
+            "                     trained with --device cuda scores here too\n"
             "  --data-dir DIR     GPT-2 tokenizer and WikiText-2 test split\n"
             "  --no-check         skip the check against trn_evaluate\n"
             "  --json             one summary line on stdout at the end\n"
-            "  --help             this text\n");
+            "  --help             this text\n\n"
+            "Exit status: 0 scored every item; 1 an input, the model, the check or a write\n"
+            "failed (--out is then left as it was); 2 a bad flag or value.\n");
 }
 
 /* Rebuild the run's trn_config from the checkpoint's "attnkit.config" metadata. */
@@ -114,7 +121,11 @@ static int config_from_ckpt(const ckpt_file *f, trn_config *cfg, char *err, size
         const mcqa_json *v = j->items[i];
         char flag[128], *argv[3];
         int rc;
-        if (!strcmp(k, "threads") || !strcmp(k, "data-dir") || !strcmp(k, "out-dir")) continue;
+        /* the run's own settings, not properties of the weights: where it ran (device,
+           precision: a checkpoint of either device scores on either), threads, paths */
+        if (!strcmp(k, "threads") || !strcmp(k, "data-dir") || !strcmp(k, "out-dir") || !strcmp(k, "device") ||
+            !strcmp(k, "precision"))
+            continue;
         if (v->type != MCQA_JSTR && v->type != MCQA_JNUM) continue;
         if (!strcmp(k, "cg-lengths") && v->len == 0) { cfg->n_cg = 0; continue; }
         snprintf(flag, sizeof flag, "--%s", k);
@@ -135,12 +146,99 @@ typedef struct {
     double prompt_len;
 } task_acc;
 
+typedef struct {
+    mcqa_item it;
+    int file;               /* index into files[] */
+} qitem;
+
+static int cmp_qitem(const void *x, const void *y)
+{
+    const mcqa_item *a = &(*(const qitem *const *)x)->it, *b = &(*(const qitem *const *)y)->it;
+    int c = strcmp(a->task, b->task);
+    return c ? c : strcmp(a->id, b->id);
+}
+
+/* Every item of every task file, parsed and checked before anything is written: a file
+   that cannot be read (a directory, no permission, a read error), a malformed line, a
+   file without items and an item (task, id) given twice are errors naming the file. */
+static int read_tasks(const char *const *files, int nfiles, const char *def_task, long max_items, qitem **out,
+                      long *nout, char *err, size_t errlen)
+{
+    qitem *q = NULL;
+    long n = 0, cap = 0, i;
+    int fi, rc = 0;
+    *out = NULL;
+    *nout = 0;
+    for (fi = 0; fi < nfiles && !rc; fi++) {
+        char *buf = NULL, base[128];
+        size_t len = 0, pos = 0;
+        const char *bs = strrchr(files[fi], '/');
+        long lineno = 0, done = 0;
+        if (ex_read_file(files[fi], &buf, &len, 0, err, errlen)) return free(q), -1;
+        snprintf(base, sizeof base, "%s", bs ? bs + 1 : files[fi]);
+        base[strcspn(base, ".")] = 0;
+        while (pos < len && !rc) {
+            size_t e = pos, l;
+            int k;
+            while (e < len && buf[e] != '\n') e++;
+            l = e - pos;
+            if (l > 0 && buf[pos + l - 1] == '\r') l--;
+            lineno++;
+            if (l > MCQA_MAX_LINE) {
+                rc = ex_errf(err, errlen, -1, "%s:%ld: line longer than %u bytes", files[fi], lineno, MCQA_MAX_LINE);
+                break;
+            }
+            if (n == cap) {
+                long nc = cap ? 2 * cap : 64;
+                qitem *nq = (qitem *)realloc(q, (size_t)nc * sizeof *nq);
+                if (!nq) { rc = ex_errf(err, errlen, -1, "out of memory reading %s", files[fi]); break; }
+                q = nq;
+                cap = nc;
+            }
+            k = mcqa_item_parse(buf + pos, l, lineno, files[fi], def_task ? def_task : base, &q[n].it, err, errlen);
+            pos = e + 1;
+            if (k == MCQA_ERANGE) continue; /* blank line */
+            if (k != MCQA_OK) { rc = -1; break; }
+            if (max_items && done >= max_items) { mcqa_item_free(&q[n].it); continue; } /* checked, not scored */
+            q[n].file = fi;
+            n++;
+            done++;
+        }
+        free(buf);
+        if (!rc && done == 0)
+            rc = ex_errf(err, errlen, -1, "%s holds no items (an empty task file is an error: nothing would be scored)",
+                         files[fi]);
+    }
+    if (!rc) {
+        qitem **v = (qitem **)malloc((size_t)(n ? n : 1) * sizeof *v);
+        if (!v) rc = ex_errf(err, errlen, -1, "out of memory");
+        else {
+            for (i = 0; i < n; i++) v[i] = &q[i];
+            qsort(v, (size_t)n, sizeof *v, cmp_qitem);
+            for (i = 1; i < n && !rc; i++)
+                if (!cmp_qitem(&v[i - 1], &v[i]))
+                    rc = ex_errf(err, errlen, -1, "item %s/%s is given twice (%s line %ld and %s line %ld): the log "
+                                 "could not be paired by mcqa_compare", v[i]->it.task, v[i]->it.id, files[v[i - 1]->file],
+                                 v[i - 1]->it.line, files[v[i]->file], v[i]->it.line);
+            free(v);
+        }
+    }
+    if (rc) {
+        for (i = 0; i < n; i++) mcqa_item_free(&q[i].it);
+        free(q);
+        return -1;
+    }
+    *out = q;
+    *nout = n;
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *ckpt_path = NULL, *out_path = NULL, *def_task = NULL, *files[MAX_FILES], *env;
     const char *wname = "auto";
     int nfiles = 0, max_len = 0, threads = 0, check = 1, json = 0, i, rc = 1, used = 0, wsel;
-    long max_items = 0;
+    long long max_items = 0;
     char dir[1024], err[1024], path[1200];
     ckpt_file *ck = NULL;
     trn_config cfg;
@@ -149,47 +247,89 @@ int main(int argc, char **argv)
     wt2_tokens test;
     fwd_ctx fc;
     FILE *out = NULL;
+    ex_out eo;
+    int out_open = 0;
     task_acc *acc = NULL;
     int nacc = 0, cacc = 0;
-    char *line = NULL;
-    size_t cap = 0;
+    qitem *items = NULL;
+    long nitems = 0, q;
     double t0;
     long total = 0, forwards = 0;
 
     memset(&test, 0, sizeof test);
+    memset(&eo, 0, sizeof eo);
     dir[0] = 0;
     for (i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int more = i + 1 < argc;
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int bad = 0;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
-        else if (!strcmp(a, "--ckpt") && more) ckpt_path = argv[++i];
-        else if (!strcmp(a, "--tasks") && more) {
+        else if (!strcmp(a, "--no-check")) { check = 0; continue; }
+        else if (!strcmp(a, "--json")) { json = 1; continue; }
+        if (!v) { fprintf(stderr, "mcqa: unknown option or missing value: '%s' (see --help)\n", a); return 2; }
+        if (!strcmp(a, "--ckpt")) ckpt_path = v;
+        else if (!strcmp(a, "--tasks")) {
             if (nfiles == MAX_FILES) { fprintf(stderr, "mcqa: at most %d task files\n", MAX_FILES); return 2; }
-            files[nfiles++] = argv[++i];
-        } else if (!strcmp(a, "--out") && more) out_path = argv[++i];
-        else if (!strcmp(a, "--task") && more) def_task = argv[++i];
-        else if (!strcmp(a, "--weights") && more) wname = argv[++i];
-        else if (!strcmp(a, "--max-len") && more) max_len = atoi(argv[++i]);
-        else if (!strcmp(a, "--max-items") && more) max_items = atol(argv[++i]);
-        else if (!strcmp(a, "--threads") && more) threads = atoi(argv[++i]);
-        else if (!strcmp(a, "--data-dir") && more) snprintf(dir, sizeof dir, "%s", argv[++i]);
-        else if (!strcmp(a, "--no-check")) check = 0;
-        else if (!strcmp(a, "--json")) json = 1;
-        else { fprintf(stderr, "mcqa: unknown option or missing value: '%s' (see --help)\n", a); return 2; }
+            files[nfiles++] = v;
+        } else if (!strcmp(a, "--out")) out_path = v;
+        else if (!strcmp(a, "--task")) def_task = v;
+        else if (!strcmp(a, "--weights")) wname = v;
+        else if (!strcmp(a, "--max-len")) bad = ex_parse_int(v, 0, 1 << 20, &max_len);
+        else if (!strcmp(a, "--max-items")) bad = ex_parse_ll(v, 0, 1000000000000LL, &max_items);
+        else if (!strcmp(a, "--threads")) bad = ex_parse_int(v, 0, 1024, &threads);
+        else if (!strcmp(a, "--data-dir")) bad = strlen(v) >= sizeof dir - 32 ? -1 : (snprintf(dir, sizeof dir, "%s", v), 0);
+        else if (!strcmp(a, "--device")) {
+            if (strcmp(v, "cpu")) {
+                fprintf(stderr, "mcqa: --device %s: this program scores on the CPU only (--device cpu); a checkpoint "
+                                "trained on any device scores here\n", v);
+                return 2;
+            }
+        } else { fprintf(stderr, "mcqa: unknown option '%s' (see --help)\n", a); return 2; }
+        if (bad) {
+            fprintf(stderr, "mcqa: bad value for %s: '%s' (%s)\n", a, v,
+                    !strcmp(a, "--threads") ? "an integer 0..1024" : !strcmp(a, "--max-len") ? "an integer 0..1048576"
+                    : !strcmp(a, "--max-items") ? "an integer >= 0" : "too long");
+            return 2;
+        }
+        i++;
     }
     if (!ckpt_path || nfiles == 0) { usage(stderr); return 2; }
-    if (max_len < 0 || max_items < 0 || threads < 0) { fprintf(stderr, "mcqa: --max-len, --max-items, --threads must be >= 0\n"); return 2; }
     if (!strcmp(wname, "auto")) wsel = -1;
     else if (!strcmp(wname, "raw")) wsel = TRN_W_RAW;
     else if (!strcmp(wname, "ema")) wsel = TRN_W_EMA;
     else if (!strcmp(wname, "swa")) wsel = TRN_W_SWA;
     else { fprintf(stderr, "mcqa: --weights must be auto, raw, ema or swa\n"); return 2; }
+    /* the output never replaces an input (same path, or the same file by device + inode) */
+    if (out_path) {
+        const char *ins[MAX_FILES + 1];
+        int nin = 0;
+        ins[nin++] = ckpt_path;
+        for (i = 0; i < nfiles; i++) ins[nin++] = files[i];
+        for (i = 0; i < nin; i++)
+            if (!strcmp(out_path, ins[i]) || ex_same_file(out_path, ins[i])) {
+                fprintf(stderr, "mcqa: --out %s is the input %s; refusing to overwrite an input (nothing written)\n",
+                        out_path, ins[i]);
+                return 2;
+            }
+    }
+    for (i = 0; i < nfiles; i++) {
+        int j;
+        for (j = 0; j < i; j++)
+            if (!strcmp(files[i], files[j]) || ex_same_file(files[i], files[j])) {
+                fprintf(stderr, "mcqa: task file %s is given twice (as %s and %s)\n", files[i], files[j], files[i]);
+                return 2;
+            }
+    }
 #ifdef _OPENMP
     if (threads > 0) omp_set_num_threads(threads);
 #endif
     if (!dir[0]) snprintf(dir, sizeof dir, "%s", (env = getenv("WT2_DIR")) && *env ? env : ATTNKIT_DATA_DIR);
 
-    /* model */
+    /* inputs: the task files (all of them, before the model), then the model */
+    if (ex_check_input(ckpt_path, err, sizeof err)) { fprintf(stderr, "mcqa: --ckpt: %s\n", err); goto out; }
+    if (read_tasks(files, nfiles, def_task, (long)max_items, &items, &nitems, err, sizeof err)) {
+        fprintf(stderr, "mcqa: %s\n", err);
+        goto out;
+    }
     if (ckpt_open(&ck, ckpt_path, err, sizeof err) != CKPT_OK) { fprintf(stderr, "mcqa: %s\n", err); goto out; }
     if (config_from_ckpt(ck, &cfg, err, sizeof err) != 0) { fprintf(stderr, "mcqa: %s: %s\n", ckpt_path, err); goto out; }
     snprintf(path, sizeof path, "%s/gpt2", dir);
@@ -198,8 +338,15 @@ int main(int argc, char **argv)
         fprintf(stderr, "mcqa: %s (the WikiText-2 test split is needed to build and check the model)\n", err);
         goto out;
     }
+    /* the trainer only holds the weights here: it is built on the test split, which is not
+       the data the checkpoint was trained on (an evaluation-only load, where the trainer
+       offers one, does not compare the two) */
     if (trn_create(&t, &cfg, test.ids, test.n, test.ids, test.n, err, sizeof err) != TRN_OK ||
+#ifdef TRN_LOAD_EVAL_ONLY
+        trn_load_flags(t, ckpt_path, TRN_LOAD_EVAL_ONLY, err, sizeof err) != TRN_OK) {
+#else
         trn_load(t, ckpt_path, err, sizeof err) != TRN_OK) {
+#endif
         fprintf(stderr, "mcqa: %s\n(mcqa loads checkpoints written by the wt2_train of the same source tree)\n", err);
         goto out;
     }
@@ -221,12 +368,33 @@ int main(int argc, char **argv)
             fprintf(stderr, "mcqa: trn_evaluate failed on the test split\n");
             goto out;
         }
+        if (used != wsel) {
+            /* no silent fallback: the weights asked for are the weights scored, or nothing */
+            fprintf(stderr, "mcqa: --weights %s: the checkpoint has no %s weights to score (the run did not keep them, "
+                            "or had not averaged any yet; the trainer would fall back to %s weights); nothing scored "
+                            "(use --weights auto or %s)\n", trn_weights_name(wsel), trn_weights_name(wsel),
+                    trn_weights_name(used), trn_weights_name(used));
+            goto out;
+        }
         if (used != TRN_W_RAW) {
             int64_t sh[1];
             sh[0] = (int64_t)mdl_num_params(fc.m);
             if (ckpt_read_into(ck, used == TRN_W_SWA ? "optim.swa" : "optim.ema", CKPT_F32, 1, sh, mdl_params(fc.m),
                                err, sizeof err) != CKPT_OK) {
                 fprintf(stderr, "mcqa: %s\n", err);
+                goto out;
+            }
+        }
+        {
+            /* non-finite weights give non-finite scores: say so, whatever --no-check says */
+            const float *w = mdl_params(fc.m);
+            size_t n = mdl_num_params(fc.m), k, bad = 0, first = 0;
+            for (k = 0; k < n; k++)
+                if (!isfinite(w[k])) { if (!bad) first = k; bad++; }
+            if (bad) {
+                fprintf(stderr, "mcqa: the checkpoint's %s weights hold %zu non-finite values (NaN or Inf; the first at "
+                                "parameter %zu of %zu): its scores would not be numbers; nothing scored\n",
+                        trn_weights_name(used), bad, first, n);
                 goto out;
             }
         }
@@ -282,6 +450,11 @@ int main(int argc, char **argv)
             free(inp);
             fprintf(stderr, "mcqa: check: test CE of the first %d chunks %.6f here, %.6f by trn_evaluate (%s weights)\n",
                     rows, s, ce_ref, trn_weights_name(used));
+            if (!isfinite(s) || !isfinite(ce_ref)) {
+                fprintf(stderr, "mcqa: the model's test cross-entropy is not finite (%g here, %g by trn_evaluate): its "
+                                "outputs hold NaN or Inf, so no score would be a number; nothing scored\n", s, ce_ref);
+                goto out;
+            }
             if (!(fabs(s - ce_ref) <= 1e-4)) {
                 fprintf(stderr, "mcqa: this program does not run the model as wt2_train evaluates it (controller %d); "
                                 "refusing to score (use --no-check to override)\n", cfg.controller);
@@ -296,84 +469,78 @@ int main(int argc, char **argv)
     }
     fprintf(stderr, "mcqa: %s: step %lld, %zu parameters, %s weights, scoring context %d\n", ckpt_path,
             trn_steps_done(t), mdl_num_params(fc.m), trn_weights_name(used), max_len);
+    /* the output: opened only now (every input read and checked), as a temporary file
+       renamed over --out at the end; any failure before leaves --out as it was */
     if (out_path) {
-        out = fopen(out_path, "w");
-        if (!out) { fprintf(stderr, "mcqa: cannot write %s\n", out_path); goto out; }
+        if (ex_out_open(&eo, out_path, err, sizeof err)) { fprintf(stderr, "mcqa: %s\n", err); goto out; }
+        out_open = 1;
+        out = eo.f;
     } else if (!json) out = stdout;
 
     /* score */
     t0 = now_s();
-    for (i = 0; i < nfiles; i++) {
-        FILE *f = fopen(files[i], "rb");
-        char base[128];
-        const char *bs = strrchr(files[i], '/');
-        long len, lineno = 0, done = 0;
+    {
         double last = now_s();
-        size_t bl;
-        if (!f) { fprintf(stderr, "mcqa: cannot open %s\n", files[i]); goto out; }
-        snprintf(base, sizeof base, "%s", bs ? bs + 1 : files[i]);
-        bl = strcspn(base, ".");
-        base[bl] = 0;
-        while ((len = mcqa_read_line(f, &line, &cap)) != -1) {
-            mcqa_item it;
+        long done = 0;
+        for (q = 0; q < nitems; q++) {
+            const mcqa_item *it = &items[q].it;
             mcqa_tokens tk;
             mcqa_result r;
-            int k, a;
-            lineno++;
-            if (len < 0) { fprintf(stderr, "mcqa: %s:%ld: line too long\n", files[i], lineno); fclose(f); goto out; }
-            if (max_items && done >= max_items) break;
-            k = mcqa_item_parse(line, (size_t)len, lineno, files[i], def_task ? def_task : base, &it, err, sizeof err);
-            if (k == MCQA_ERANGE) continue;
-            if (k != MCQA_OK) { fprintf(stderr, "mcqa: %s\n", err); fclose(f); goto out; }
-            if (mcqa_tokenize(tok, &it, &tk, err, sizeof err) != MCQA_OK ||
+            int a, k;
+            if (q > 0 && items[q].file != items[q - 1].file) {
+                fprintf(stderr, "\rmcqa: %s: %ld items%30s\n", files[items[q - 1].file], done, "");
+                done = 0;
+            }
+            if (mcqa_tokenize(tok, it, &tk, err, sizeof err) != MCQA_OK ||
                 mcqa_score(model_forward, &fc, max_len, &tk, &r, err, sizeof err) != MCQA_OK) {
-                fprintf(stderr, "mcqa: %s:%ld: %s\n", files[i], lineno, err);
-                mcqa_item_free(&it);
+                fprintf(stderr, "mcqa: %s:%ld: %s\n", files[items[q].file], it->line, err);
                 mcqa_tokens_free(&tk);
-                fclose(f);
                 goto out;
             }
-            if (out && mcqa_log_write(out, &it, &r) != MCQA_OK) {
-                fprintf(stderr, "mcqa: cannot write the log\n");
-                mcqa_item_free(&it);
-                mcqa_tokens_free(&tk);
-                fclose(f);
+            mcqa_tokens_free(&tk);
+            if (out && (k = mcqa_log_write(out, it, &r)) != MCQA_OK) {
+                fprintf(stderr, "mcqa: %s:%ld: cannot write the log: %s\n", files[items[q].file], it->line,
+                        k == MCQA_ERANGE ? "a score is not finite" : strerror(errno));
                 goto out;
             }
             for (a = 0; a < nacc; a++)
-                if (!strcmp(acc[a].name, it.task)) break;
+                if (!strcmp(acc[a].name, it->task)) break;
             if (a == nacc) {
                 if (nacc == cacc) {
                     int nc = cacc ? 2 * cacc : 8;
                     task_acc *na = (task_acc *)realloc(acc, (size_t)nc * sizeof *na);
-                    if (!na) { fprintf(stderr, "mcqa: out of memory\n"); mcqa_item_free(&it); mcqa_tokens_free(&tk); fclose(f); goto out; }
+                    if (!na) { fprintf(stderr, "mcqa: out of memory\n"); goto out; }
                     acc = na;
                     cacc = nc;
                 }
                 memset(&acc[nacc], 0, sizeof acc[nacc]);
-                snprintf(acc[nacc].name, sizeof acc[nacc].name, "%s", it.task);
+                snprintf(acc[nacc].name, sizeof acc[nacc].name, "%s", it->task);
                 nacc++;
             }
             acc[a].n++;
-            acc[a].right_sum += r.pred_sum == it.gold;
-            acc[a].right_mean += r.pred_mean == it.gold;
+            acc[a].right_sum += r.pred_sum == it->gold;
+            acc[a].right_mean += r.pred_mean == it->gold;
             acc[a].truncated += r.truncated;
             acc[a].prompt_len += r.n_prompt;
             forwards += r.forwards;
             done++;
             total++;
-            mcqa_item_free(&it);
-            mcqa_tokens_free(&tk);
             if (now_s() - last > 2.0) {
-                fprintf(stderr, "\rmcqa: %s: %ld items (%.1f items/s)", files[i], done, (double)total / (now_s() - t0));
+                fprintf(stderr, "\rmcqa: %s: %ld items (%.1f items/s)", files[items[q].file], done, (double)total / (now_s() - t0));
                 last = now_s();
             }
         }
-        fclose(f);
-        fprintf(stderr, "\rmcqa: %s: %ld items%30s\n", files[i], done, "");
+        if (nitems > 0) fprintf(stderr, "\rmcqa: %s: %ld items%30s\n", files[items[nitems - 1].file], done, "");
     }
-    if (out && out != stdout && fclose(out) != 0) { out = NULL; fprintf(stderr, "mcqa: error writing %s\n", out_path); goto out; }
-    if (out == stdout) fflush(stdout);
+    if (out_open) {
+        out = NULL;
+        out_open = 0;
+        if (ex_out_commit(&eo, err, sizeof err)) { fprintf(stderr, "mcqa: %s\n", err); goto out; }
+    } else if (out == stdout && (fflush(stdout) != 0 || ferror(stdout))) {
+        out = NULL;
+        fprintf(stderr, "mcqa: error writing the log to stdout\n");
+        goto out;
+    }
     out = NULL;
     fprintf(stderr, "mcqa: %ld items, %ld forwards in %.1f s\n", total, forwards, now_s() - t0);
     fprintf(stderr, "%-20s %7s %9s %9s %9s %9s\n", "task", "items", "acc_sum", "acc_mean", "truncated", "prompt");
@@ -394,11 +561,13 @@ int main(int argc, char **argv)
                    acc[i].truncated);
         }
         printf("]}\n");
+        if (fflush(stdout) != 0 || ferror(stdout)) { fprintf(stderr, "mcqa: error writing the summary to stdout\n"); goto out; }
     }
     rc = 0;
 out:
-    if (out && out != stdout) fclose(out);
-    free(line);
+    if (out_open) ex_out_discard(&eo);
+    for (q = 0; q < nitems; q++) mcqa_item_free(&items[q].it);
+    free(items);
     free(acc);
     trn_destroy(t);
     wt2_tokens_free(&test);

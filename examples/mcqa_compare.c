@@ -4,9 +4,11 @@
                         --names recipe,baseline --json cmp.json --markdown
 
    A and B are logs written by build/mcqa for the same task files. Items are paired by
-   (task, id); the comparison is refused when an item is missing from one log or its prompt
-   hash differs (the two runs did not score the same tokens). Every log line is checked:
-   its predictions and correctness must follow from its scores.
+   (task, id); the comparison is refused when an item is missing from one log, given twice,
+   or differs between them: its number of choices, its gold answer (each said as such) or
+   its prompt hash (the two runs did not score the same tokens). Every log line is
+   checked: each sum is a finite log-probability sum (<= 0), each mean is sum / n, the
+   predictions and correctness follow from the scores.
 
    Per task and for both scoring rules (sum: primary; mean: sensitivity): accuracies of A
    and B, Delta = acc_A - acc_B in points, n01 (A right, B wrong), n10 (A wrong, B right),
@@ -16,9 +18,19 @@
    McNemar p-values Holm-adjusted within each family of the --families file ("NAME: task
    task ..." per line; a task in no family is a family of its own). Output: a table on
    stdout, optionally seed 003's Table 1 / Table 2 layout in Markdown (--markdown) and
-   everything as JSON (--json PATH). Formulas: examples/common/mcqa.h.
+   everything as JSON (--json PATH; undefined numbers, e.g. the odds ratio of 0 / 0, are
+   null). Formulas: examples/common/mcqa.h.
+
+   Refused: a log or --families file that cannot be read (missing, a directory, no
+   permission) or holds nothing (no records, no families); a malformed line (named);
+   --bootstrap outside 100..1000000; --seed that is not an integer 0..2^63-1; --alpha
+   outside (0, 1); --json naming one of the inputs. The JSON file is written to a
+   temporary file and renamed into place only when complete, so a failed run leaves an
+   earlier one as it was. Exit status: 0 compared; 1 an input was refused or a write
+   failed; 2 a bad flag or value.
    License: MIT. */
 #define _POSIX_C_SOURCE 200809L
+#include "common/exio.h"
 #include "common/mcqa.h"
 
 #include <math.h>
@@ -39,11 +51,13 @@ static void usage(FILE *f)
             "usage: mcqa_compare A.jsonl B.jsonl [options]\n\n"
             "  --families FILE    task families for Holm-Bonferroni (\"NAME: task task ...\")\n"
             "  --names A,B        labels of the two models (default A,B)\n"
-            "  --bootstrap N      bootstrap resamples (default 10000)\n"
-            "  --seed S           bootstrap seed (default 1)\n"
-            "  --alpha X          significance level for the dagger marks and the CI (0.05)\n"
-            "  --json PATH        write every number as JSON\n"
-            "  --markdown         also print seed 003's Table 1 and Table 2 layout in Markdown\n");
+            "  --bootstrap N      bootstrap resamples, 100..1000000 (default 10000)\n"
+            "  --seed S           bootstrap seed, an integer 0..2^63-1 (default 1)\n"
+            "  --alpha X          significance level for the dagger marks and the CI, in (0, 1) (0.05)\n"
+            "  --json PATH        write every number as JSON (not one of the inputs)\n"
+            "  --markdown         also print seed 003's Table 1 and Table 2 layout in Markdown\n\n"
+            "Exit status: 0 compared; 1 an input was refused (unreadable, empty, malformed, the\n"
+            "logs do not pair) or a write failed; 2 a bad flag or value.\n");
 }
 
 static uint64_t name_hash(const char *s)
@@ -91,6 +105,9 @@ int main(int argc, char **argv)
     row *rows[2] = {NULL, NULL};
     signed char *d = NULL;
     FILE *js = NULL;
+    ex_out jo;
+    int jo_open = 0;
+    long long seed_ll = 1;
 
     memset(&fams, 0, sizeof fams);
     for (i = 1; i < argc; i++) {
@@ -99,9 +116,23 @@ int main(int argc, char **argv)
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
         else if (!strcmp(a, "--families") && more) fam_path = argv[++i];
         else if (!strcmp(a, "--json") && more) json_path = argv[++i];
-        else if (!strcmp(a, "--bootstrap") && more) reps = atoi(argv[++i]);
-        else if (!strcmp(a, "--seed") && more) seed = strtoull(argv[++i], NULL, 10);
-        else if (!strcmp(a, "--alpha") && more) alpha = atof(argv[++i]);
+        else if (!strcmp(a, "--bootstrap") && more) {
+            if (ex_parse_int(argv[++i], 100, 1000000, &reps)) {
+                fprintf(stderr, "mcqa_compare: --bootstrap '%s': an integer 100..1000000\n", argv[i]);
+                return 2;
+            }
+        } else if (!strcmp(a, "--seed") && more) {
+            if (ex_parse_ll(argv[++i], 0, 9223372036854775807LL, &seed_ll)) {
+                fprintf(stderr, "mcqa_compare: --seed '%s': an integer 0..2^63-1\n", argv[i]);
+                return 2;
+            }
+            seed = (unsigned long long)seed_ll;
+        } else if (!strcmp(a, "--alpha") && more) {
+            if (ex_parse_double(argv[++i], 0.0, 1.0, &alpha) || !(alpha > 0.0 && alpha < 1.0)) {
+                fprintf(stderr, "mcqa_compare: --alpha '%s': a number strictly between 0 and 1\n", argv[i]);
+                return 2;
+            }
+        }
         else if (!strcmp(a, "--markdown")) md = 1;
         else if (!strcmp(a, "--names") && more) {
             const char *c = strchr(argv[++i], ',');
@@ -114,7 +145,25 @@ int main(int argc, char **argv)
         else { fprintf(stderr, "mcqa_compare: more than two logs given\n"); return 2; }
     }
     if (!pa || !pb) { usage(stderr); return 2; }
-    if (reps < 100 || !(alpha > 0 && alpha < 1)) { fprintf(stderr, "mcqa_compare: --bootstrap >= 100 and 0 < --alpha < 1\n"); return 2; }
+    memset(&jo, 0, sizeof jo);
+    if (json_path) {
+        const char *ins[3];
+        int nin = 0;
+        ins[nin++] = pa;
+        ins[nin++] = pb;
+        if (fam_path) ins[nin++] = fam_path;
+        for (i = 0; i < nin; i++)
+            if (!strcmp(json_path, ins[i]) || ex_same_file(json_path, ins[i])) {
+                fprintf(stderr, "mcqa_compare: --json %s is the input %s; refusing to overwrite an input\n", json_path,
+                        ins[i]);
+                return 2;
+            }
+    }
+    if (ex_check_input(pa, err, sizeof err) || ex_check_input(pb, err, sizeof err) ||
+        (fam_path && ex_check_input(fam_path, err, sizeof err))) {
+        fprintf(stderr, "mcqa_compare: %s\n", err);
+        return 1;
+    }
     if (mcqa_log_read(pa, &A, &na, err, sizeof err) != MCQA_OK || mcqa_log_read(pb, &B, &nb, err, sizeof err) != MCQA_OK) {
         fprintf(stderr, "mcqa_compare: %s\n", err);
         goto out;
@@ -127,29 +176,24 @@ int main(int argc, char **argv)
         goto out;
     }
     if (fam_path) {
-        FILE *f = fopen(fam_path, "rb");
+        /* read whole (a read error is an error, not an empty file), then parsed */
         char *txt = NULL;
-        size_t cap = 0, len = 0;
-        long l;
-        char *line = NULL;
-        if (!f) { fprintf(stderr, "mcqa_compare: cannot open %s\n", fam_path); goto out; }
-        while ((l = mcqa_read_line(f, &line, &cap)) >= 0) {
-            char *nt = (char *)realloc(txt, len + (size_t)l + 2);
-            if (!nt) { free(txt); free(line); fclose(f); fprintf(stderr, "mcqa_compare: out of memory\n"); goto out; }
-            txt = nt;
-            memcpy(txt + len, line, (size_t)l);
-            len += (size_t)l;
-            txt[len++] = '\n';
+        size_t len = 0;
+        if (ex_read_file(fam_path, &txt, &len, (size_t)64 << 20, err, sizeof err)) {
+            fprintf(stderr, "mcqa_compare: --families: %s\n", err);
+            goto out;
         }
-        fclose(f);
-        free(line);
-        if (l < -1) { free(txt); fprintf(stderr, "mcqa_compare: %s: line too long\n", fam_path); goto out; }
         if (mcqa_families_parse(txt, len, &fams, err, sizeof err) != MCQA_OK) {
             free(txt);
             fprintf(stderr, "mcqa_compare: %s: %s\n", fam_path, err);
             goto out;
         }
         free(txt);
+        if (fams.n == 0) {
+            fprintf(stderr, "mcqa_compare: %s declares no family (\"NAME: task task ...\" lines); give a families file "
+                            "that declares them, or no --families\n", fam_path);
+            goto out;
+        }
     }
     /* the tasks: declared families first (in their order), then the others in log order */
     tasks = (const char **)malloc((size_t)na * sizeof *tasks);
@@ -270,8 +314,9 @@ int main(int argc, char **argv)
         }
     }
     if (json_path) {
-        js = fopen(json_path, "w");
-        if (!js) { fprintf(stderr, "mcqa_compare: cannot write %s\n", json_path); goto out; }
+        if (ex_out_open(&jo, json_path, err, sizeof err)) { fprintf(stderr, "mcqa_compare: %s\n", err); goto out; }
+        jo_open = 1;
+        js = jo.f;
         fprintf(js, "{\"a\":");
         mcqa_json_write_str(js, pa);
         fprintf(js, ",\"b\":");
@@ -309,12 +354,14 @@ int main(int argc, char **argv)
             fprintf(js, "]");
         }
         fprintf(js, "}}\n");
-        if (fclose(js) != 0) { js = NULL; fprintf(stderr, "mcqa_compare: error writing %s\n", json_path); goto out; }
         js = NULL;
+        jo_open = 0;
+        if (ex_out_commit(&jo, err, sizeof err)) { fprintf(stderr, "mcqa_compare: %s\n", err); goto out; }
     }
     rc = 0;
+    if (fflush(stdout) != 0 || ferror(stdout)) { fprintf(stderr, "mcqa_compare: error writing to stdout\n"); rc = 1; }
 out:
-    if (js) fclose(js);
+    if (jo_open) ex_out_discard(&jo);
     mcqa_records_free(A, na);
     mcqa_records_free(B, nb);
     mcqa_families_free(&fams);

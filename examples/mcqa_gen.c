@@ -24,10 +24,21 @@
    (" @-@ ", " , ", a leading space), which is what the models were trained on. Output:
    <out-dir>/wt2_cloze.jsonl, <out-dir>/wt2_order.jsonl (one item per line: task, id,
    context, choices, gold, src = "line N of wiki.test.raw") and <out-dir>/families.txt
-   ("wt2: wt2_cloze wt2_order") for mcqa_compare.
+   ("wt2: wt2_cloze wt2_order") for mcqa_compare. A task asked for with --cloze 0 / --order 0
+   is not written (and not listed in families.txt).
+
+   Every output is written to a temporary file and renamed into place when complete (an
+   interrupted or failed run leaves the files of an earlier one as they were); an output
+   that is the input text is refused. Refused: --seed, --cloze, --order that are not
+   integers in range (seed 0..2^63-1, counts 0..100000000); a task asked for that has no
+   eligible position in the text (it would be an empty task file). Any paragraph length
+   works (positions are (paragraph, sentence / word) pairs, not packed integers).
+   Exit status: 0 written; 1 the text could not be read, a task has no eligible position
+   or a write failed; 2 a bad flag or value.
    License: MIT. */
 #define _POSIX_C_SOURCE 200809L
 #include "common/data.h"
+#include "common/exio.h"
 #include "common/mcqa.h"
 
 #include <errno.h>
@@ -92,10 +103,27 @@ static int cmp_rank(const void *x, const void *y)
     if (a->value != b->value) return b->value - a->value;
     return strcmp(a->key, b->key);
 }
-static int cmp_long(const void *x, const void *y)
+/* a candidate position: paragraph p, word (cloze) or sentence (order) index k */
+typedef struct { long p; long k; } cand_t;
+static int cmp_cand(const void *x, const void *y)
 {
-    long a = *(const long *)x, b = *(const long *)y;
-    return a < b ? -1 : a > b;
+    const cand_t *a = (const cand_t *)x, *b = (const cand_t *)y;
+    if (a->p != b->p) return a->p < b->p ? -1 : 1;
+    return a->k < b->k ? -1 : a->k > b->k;
+}
+static int push_cand(cand_t **c, long *n, long *cap, long p, long k)
+{
+    if (*n == *cap) {
+        long nc = *cap ? 2 * *cap : 4096;
+        cand_t *nn = (cand_t *)realloc(*c, (size_t)nc * sizeof *nn);
+        if (!nn) return -1;
+        *c = nn;
+        *cap = nc;
+    }
+    (*c)[*n].p = p;
+    (*c)[*n].k = k;
+    (*n)++;
+    return 0;
 }
 
 /* Text of words [a, b) joined by spaces, with a leading space, appended to buf. */
@@ -114,32 +142,41 @@ static void join(char *buf, size_t cap, char **w, int a, int b)
 }
 
 /* Draw k of the n values in idx (partial Fisher-Yates), then sort them. */
-static void sample_sorted(long *idx, long n, long k)
+static void sample_sorted(cand_t *idx, long n, long k)
 {
     long i;
     for (i = 0; i < k; i++) {
-        long j = i + rnd_below(n - i), t = idx[i];
+        long j = i + rnd_below(n - i);
+        cand_t t = idx[i];
         idx[i] = idx[j];
         idx[j] = t;
     }
-    qsort(idx, (size_t)k, sizeof *idx, cmp_long);
+    if (k > 0) qsort(idx, (size_t)k, sizeof *idx, cmp_cand); /* never qsort(NULL, 0) */
 }
+
+/* The three outputs, each a temporary file until all are complete. */
+enum { OUT_CLOZE, OUT_ORDER, OUT_FAM, N_OUT };
 
 int main(int argc, char **argv)
 {
     const char *out_dir = "build/mcqa", *env;
     char dir[1024], err[512], path[1200], ctx[8192], ch[4][4200];
-    long n_cloze = 1000, n_order = 1000, i, np = 0, cp = 0;
+    long long n_cloze = 1000, n_order = 1000, seed_ll = 1;
+    long i, np = 0, cp = 0;
     unsigned long long seed = 1;
+    ex_out outs[N_OUT];
+    int opened[N_OUT] = {0, 0, 0}, o;
     unsigned char *text = NULL;
     size_t len = 0, pos;
     wt2_inventory inv;
     word_count *counts = NULL;
     paragraph *par = NULL;
-    long *cand = NULL, ncand = 0, ccand = 0, line = 0, p, written;
+    cand_t *cand = NULL;
+    long ncand = 0, ccand = 0, line = 0, p, written;
     int *rank_of = NULL, nvocab, rc = 1;
     FILE *f = NULL;
 
+    memset(outs, 0, sizeof outs);
     dir[0] = 0;
     for (i = 1; i < argc; i++) {
         int more = i + 1 < argc;
@@ -150,12 +187,22 @@ int main(int argc, char **argv)
             return 0;
         } else if (!strcmp(argv[i], "--data-dir") && more) snprintf(dir, sizeof dir, "%s", argv[++i]);
         else if (!strcmp(argv[i], "--out-dir") && more) out_dir = argv[++i];
-        else if (!strcmp(argv[i], "--seed") && more) seed = strtoull(argv[++i], NULL, 10);
-        else if (!strcmp(argv[i], "--cloze") && more) n_cloze = atol(argv[++i]);
-        else if (!strcmp(argv[i], "--order") && more) n_order = atol(argv[++i]);
-        else { fprintf(stderr, "mcqa_gen: unknown option or missing value '%s' (see --help)\n", argv[i]); return 2; }
+        else if (!strcmp(argv[i], "--seed") && more) {
+            if (ex_parse_ll(argv[++i], 0, 9223372036854775807LL, &seed_ll)) {
+                fprintf(stderr, "mcqa_gen: --seed '%s': an integer 0..2^63-1\n", argv[i]);
+                return 2;
+            }
+            seed = (unsigned long long)seed_ll;
+        } else if ((!strcmp(argv[i], "--cloze") || !strcmp(argv[i], "--order")) && more) {
+            long long *dst = argv[i][2] == 'c' ? &n_cloze : &n_order;
+            if (ex_parse_ll(argv[i + 1], 0, 100000000LL, dst)) {
+                fprintf(stderr, "mcqa_gen: %s '%s': an integer 0..100000000\n", argv[i], argv[i + 1]);
+                return 2;
+            }
+            i++;
+        } else { fprintf(stderr, "mcqa_gen: unknown option or missing value '%s' (see --help)\n", argv[i]); return 2; }
     }
-    if (n_cloze < 0 || n_order < 0) { fprintf(stderr, "mcqa_gen: --cloze and --order must be >= 0\n"); return 2; }
+    if (n_cloze == 0 && n_order == 0) { fprintf(stderr, "mcqa_gen: --cloze 0 and --order 0: nothing to build\n"); return 2; }
     if (!dir[0]) snprintf(dir, sizeof dir, "%s", (env = getenv("WT2_DIR")) && *env ? env : ATTNKIT_DATA_DIR);
     g_rng = seed * 0x2545F4914F6CDD1Dull + 0x1234567ull;
     if (wt2_scan(dir, &inv) < 0 || !inv.has_raw[WT2_TEST]) {
@@ -251,34 +298,47 @@ int main(int argc, char **argv)
     fprintf(stderr, "mcqa_gen: %s: %ld paragraphs, %d words seen >= 3 times\n", inv.raw_path[WT2_TEST], np, nvocab);
     if (wt2_mkdirs(out_dir) != 0) { fprintf(stderr, "mcqa_gen: cannot create %s\n", out_dir); goto out; }
 
-    /* ---- wt2_cloze: candidates are (paragraph, word) positions, encoded p * 2^20 + i */
-    for (p = 0; p < np; p++) {
+    /* the outputs never replace the input text */
+    {
+        static const char *const names[N_OUT] = {"wt2_cloze.jsonl", "wt2_order.jsonl", "families.txt"};
+        for (o = 0; o < N_OUT; o++) {
+            snprintf(path, sizeof path, "%s/%s", out_dir, names[o]);
+            if (ex_same_file(path, inv.raw_path[WT2_TEST]) || !strcmp(path, inv.raw_path[WT2_TEST])) {
+                fprintf(stderr, "mcqa_gen: %s is the input text; refusing to overwrite it\n", path);
+                goto out;
+            }
+        }
+    }
+
+    /* ---- wt2_cloze: candidates are (paragraph, word) positions */
+    for (p = 0; p < np && n_cloze > 0; p++) {
         const paragraph *pg = &par[p];
         int s;
         for (s = 0; s < pg->n_sent; s++) {
             int a = pg->sent[s], b = pg->sent[s + 1], k;
             for (k = a + 4; k < b; k++) {
                 long id = shgeti(counts, pg->w[k]);
-                if (!is_word(pg->w[k]) || id < 0 || rank_of[id] < 0 || k >= (1 << 20)) continue;
-                if (ncand == ccand) {
-                    long nc = ccand ? 2 * ccand : 4096;
-                    long *nn = (long *)realloc(cand, (size_t)nc * sizeof *nn);
-                    if (!nn) goto out;
-                    cand = nn;
-                    ccand = nc;
-                }
-                cand[ncand++] = (p << 20) | k;
+                if (!is_word(pg->w[k]) || id < 0 || rank_of[id] < 0) continue;
+                if (push_cand(&cand, &ncand, &ccand, p, k)) { fprintf(stderr, "mcqa_gen: out of memory\n"); goto out; }
             }
         }
     }
+    if (n_cloze > 0 && ncand == 0) {
+        fprintf(stderr, "mcqa_gen: %s: no eligible cloze position (a word seen >= 3 times, >= 4 words into its "
+                        "sentence); nothing written\n", inv.raw_path[WT2_TEST]);
+        goto out;
+    }
     if (n_cloze > ncand) n_cloze = ncand;
-    sample_sorted(cand, ncand, n_cloze);
+    sample_sorted(cand, ncand, (long)n_cloze);
     snprintf(path, sizeof path, "%s/wt2_cloze.jsonl", out_dir);
-    f = fopen(path, "w");
-    if (!f) { fprintf(stderr, "mcqa_gen: cannot write %s\n", path); goto out; }
+    if (n_cloze > 0) {
+        if (ex_out_open(&outs[OUT_CLOZE], path, err, sizeof err)) { fprintf(stderr, "mcqa_gen: %s\n", err); goto out; }
+        opened[OUT_CLOZE] = 1;
+    }
+    f = outs[OUT_CLOZE].f;
     for (i = 0, written = 0; i < n_cloze; i++) {
-        const paragraph *pg = &par[cand[i] >> 20];
-        int k = (int)(cand[i] & ((1 << 20) - 1)), s = 0, a, r, win, got = 0, gold, c, j;
+        const paragraph *pg = &par[cand[i].p];
+        int k = (int)cand[i].k, s = 0, a, r, win, got = 0, gold, c, j;
         const char *ans = pg->w[k];
         const char *dis[3];
         while (pg->sent[s + 1] <= k) s++;
@@ -314,13 +374,17 @@ int main(int argc, char **argv)
         fprintf(f, "],\"gold\":%d,\"src\":\"line %ld of wiki.test.raw\"}\n", gold, pg->line);
         written++;
     }
-    if (fclose(f) != 0) { f = NULL; fprintf(stderr, "mcqa_gen: error writing %s\n", path); goto out; }
     f = NULL;
-    fprintf(stderr, "mcqa_gen: %s: %ld items (from %ld eligible positions)\n", path, written, ncand);
+    if (n_cloze > 0 && written == 0) {
+        fprintf(stderr, "mcqa_gen: %s: no cloze item could be built (too few distractor words); nothing written\n",
+                inv.raw_path[WT2_TEST]);
+        goto out;
+    }
+    if (n_cloze > 0) fprintf(stderr, "mcqa_gen: %s: %ld items (from %ld eligible positions)\n", path, written, ncand);
 
     /* ---- wt2_order: candidates are (paragraph, sentence s >= 1) with s, s+1 usable */
     ncand = 0;
-    for (p = 0; p < np; p++) {
+    for (p = 0; p < np && n_order > 0; p++) {
         const paragraph *pg = &par[p];
         int s;
         for (s = 1; s + 1 < pg->n_sent; s++) {
@@ -331,24 +395,25 @@ int main(int argc, char **argv)
             join(b1, sizeof b1, pg->w, pg->sent[s], pg->sent[s + 1]);
             join(b2, sizeof b2, pg->w, pg->sent[s + 1], pg->sent[s + 2]);
             if (!strcmp(b1, b2)) continue;
-            if (ncand == ccand) {
-                long nc = ccand ? 2 * ccand : 4096;
-                long *nn = (long *)realloc(cand, (size_t)nc * sizeof *nn);
-                if (!nn) goto out;
-                cand = nn;
-                ccand = nc;
-            }
-            cand[ncand++] = (p << 20) | s;
+            if (push_cand(&cand, &ncand, &ccand, p, s)) { fprintf(stderr, "mcqa_gen: out of memory\n"); goto out; }
         }
     }
+    if (n_order > 0 && ncand == 0) {
+        fprintf(stderr, "mcqa_gen: %s: no eligible sentence triple (4..40, 4..25 and 4..25 words) for wt2_order; "
+                        "nothing written\n", inv.raw_path[WT2_TEST]);
+        goto out;
+    }
     if (n_order > ncand) n_order = ncand;
-    sample_sorted(cand, ncand, n_order);
+    sample_sorted(cand, ncand, (long)n_order);
     snprintf(path, sizeof path, "%s/wt2_order.jsonl", out_dir);
-    f = fopen(path, "w");
-    if (!f) { fprintf(stderr, "mcqa_gen: cannot write %s\n", path); goto out; }
+    if (n_order > 0) {
+        if (ex_out_open(&outs[OUT_ORDER], path, err, sizeof err)) { fprintf(stderr, "mcqa_gen: %s\n", err); goto out; }
+        opened[OUT_ORDER] = 1;
+    }
+    f = outs[OUT_ORDER].f;
     for (i = 0; i < n_order; i++) {
-        const paragraph *pg = &par[cand[i] >> 20];
-        int s = (int)(cand[i] & ((1 << 20) - 1)), gold = (int)rnd_below(2);
+        const paragraph *pg = &par[cand[i].p];
+        int s = (int)cand[i].k, gold = (int)rnd_below(2);
         char b1[2048], b2[2048];
         ctx[0] = b1[0] = b2[0] = 0;
         join(ctx, sizeof ctx, pg->w, pg->sent[s - 1], pg->sent[s]);
@@ -364,19 +429,24 @@ int main(int argc, char **argv)
         mcqa_json_write_str(f, ch[1]);
         fprintf(f, "],\"gold\":%d,\"src\":\"line %ld of wiki.test.raw\"}\n", gold, pg->line);
     }
-    if (fclose(f) != 0) { f = NULL; fprintf(stderr, "mcqa_gen: error writing %s\n", path); goto out; }
     f = NULL;
-    fprintf(stderr, "mcqa_gen: %s: %ld items (from %ld eligible sentence pairs)\n", path, n_order, ncand);
+    if (n_order > 0) fprintf(stderr, "mcqa_gen: %s: %lld items (from %ld eligible sentence pairs)\n", path, n_order, ncand);
 
     snprintf(path, sizeof path, "%s/families.txt", out_dir);
-    f = fopen(path, "w");
-    if (!f) { fprintf(stderr, "mcqa_gen: cannot write %s\n", path); goto out; }
-    fprintf(f, "# task families for mcqa_compare (Holm-Bonferroni within each line)\nwt2: wt2_cloze wt2_order\n");
-    if (fclose(f) != 0) { f = NULL; goto out; }
-    f = NULL;
+    if (ex_out_open(&outs[OUT_FAM], path, err, sizeof err)) { fprintf(stderr, "mcqa_gen: %s\n", err); goto out; }
+    opened[OUT_FAM] = 1;
+    fprintf(outs[OUT_FAM].f, "# task families for mcqa_compare (Holm-Bonferroni within each line)\nwt2:%s%s\n",
+            n_cloze > 0 ? " wt2_cloze" : "", n_order > 0 ? " wt2_order" : "");
+    /* every file complete: rename them into place */
+    for (o = 0; o < N_OUT; o++) {
+        if (!opened[o]) continue;
+        opened[o] = 0;
+        if (ex_out_commit(&outs[o], err, sizeof err)) { fprintf(stderr, "mcqa_gen: %s\n", err); goto out; }
+    }
     rc = 0;
 out:
-    if (f) fclose(f);
+    for (o = 0; o < N_OUT; o++)
+        if (opened[o]) ex_out_discard(&outs[o]);
     for (p = 0; p < np; p++) {
         free(par[p].w);
         free(par[p].sent);

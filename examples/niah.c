@@ -20,9 +20,24 @@
    Evaluation at long lengths runs polar attention through polar.h's streaming path and the
    memory through gdelta.h's chunked path (activation memory O(T)); softmax arms use the
    blocked causal attention of tensor.h, which keeps its (H,T,T) probabilities.
+
+   Nothing is written before the flags, the configuration and the data are checked: a bad
+   flag or configuration exits 2, missing data exits 1, and an earlier results.jsonl is
+   untouched either way. results.jsonl is filled as a temporary file (results.jsonl.tmp.PID)
+   and renamed into place when the grid is done, so a failed or interrupted run leaves the
+   earlier one as it was. --aggregate reads each RUN/results.jsonl strictly (JSON, every
+   number range-checked: null or 1e300 where a count belongs is an error naming the line),
+   keys each value on the seed its line records and refuses a duplicate (the same line
+   twice, the same run directory twice, two runs of one seed), refuses OUT equal to a run
+   directory, and prints "-" for a number that is not defined (the spread over one seed, a
+   CI without digits, a CE without document windows), never "nan".
+   Exit status: 0 done; 1 the data, a results file or a write failed; 2 a bad flag, value
+   or configuration.
    License: MIT. */
 #define _POSIX_C_SOURCE 200809L
 #include "common/data.h"
+#include "common/exio.h"
+#include "common/mcqa.h"
 #include "common/niah.h"
 
 #include <errno.h>
@@ -69,7 +84,9 @@ static void usage(FILE *f, const niah_config *c)
             "  --window W              polar sliding window (-1 off) [%d]\n"
             "  --distractor R          polar distractor keys (0 off) [%d]\n"
             "  --distractor-weight X   [%g]\n"
-            "  --log-every N           training log interval [%d]\n",
+            "  --log-every N           training log interval [%d]\n"
+            "exit status: 0 done; 1 the data, a results file or a write failed; 2 a bad flag, value or\n"
+            "configuration (nothing is written then)\n",
             (unsigned long long)c->seed, c->train_len, c->steps, c->batch, (double)c->lr, c->train_needles, (double)c->copy_frac, (double)c->digit_weight,
             c->probes, c->doc_windows, c->eval_tokens, c->d_model, c->n_layers, c->n_heads, c->conv_k, c->vocab, c->nkeys,
             c->window, c->distractor, (double)c->distractor_weight, c->log_every);
@@ -99,81 +116,147 @@ static int parse_float(const char *s, float *out)
 
 /* ------------------------------------------------------------------ aggregation */
 
-static int json_num(const char *line, const char *key, double *out)
-{
-    char pat[64];
-    const char *p;
-    char *e;
-    snprintf(pat, sizeof pat, "\"%s\": ", key);
-    p = strstr(line, pat);
-    if (!p) return -1;
-    p += strlen(pat);
-    if (!strncmp(p, "null", 4)) {
-        *out = NAN;
-        return 0;
-    }
-    *out = strtod(p, &e);
-    return e == p ? -1 : 0;
-}
-
-static int json_arm(const char *line)
-{
-    const char *p = strstr(line, "\"arm\": \"");
-    char name[64];
-    size_t n = 0;
-    if (!p) return -1;
-    p += 8;
-    while (p[n] && p[n] != '"' && n + 1 < sizeof name) {
-        name[n] = p[n];
-        n++;
-    }
-    name[n] = 0;
-    return niah_arm_from_name(name);
-}
+/* Each line of RUN/results.jsonl is one strict JSON object (mcqa.h's parser); every number
+   is range-checked before it is used. A cell is (arm, length multiple); its values are
+   keyed by the seed the line records, so the same line twice, the same run directory
+   twice or two runs of one seed are refused, not counted as more seeds. */
+#define AGG_MAX_SEEDS 64
 
 typedef struct {
     int arm, mult, T, n;
-    double acc[16], ce[16], exact[16], correct, digits;
+    unsigned long long seed[AGG_MAX_SEEDS];
+    const char *src[AGG_MAX_SEEDS];
+    long src_line[AGG_MAX_SEEDS];
+    double acc[AGG_MAX_SEEDS], ce[AGG_MAX_SEEDS], exact[AGG_MAX_SEEDS];
+    double correct, digits;
 } agg_cell;
+
+/* an integer field in [lo, hi] (written as an integer: no fraction, no exponent) */
+static int agg_int(const mcqa_json *o, const char *key, double lo, double hi, double *out)
+{
+    const mcqa_json *v = mcqa_json_get(o, key);
+    if (!v || v->type != MCQA_JNUM || !v->is_int || !isfinite(v->num) || v->num < lo || v->num > hi) return -1;
+    *out = v->num;
+    return 0;
+}
+
+/* a number in [lo, hi]; null allowed (NaN) when nullable */
+static int agg_num(const mcqa_json *o, const char *key, double lo, double hi, int nullable, double *out)
+{
+    const mcqa_json *v = mcqa_json_get(o, key);
+    if (v && v->type == MCQA_JNULL && nullable) {
+        *out = NAN;
+        return 0;
+    }
+    if (!v || v->type != MCQA_JNUM || !isfinite(v->num) || v->num < lo || v->num > hi) return -1;
+    *out = v->num;
+    return 0;
+}
+
+static int agg_seed(const mcqa_json *o, unsigned long long *out)
+{
+    const mcqa_json *v = mcqa_json_get(o, "seed");
+    char *e;
+    if (!v || v->type != MCQA_JNUM || !v->is_int || !v->str || v->str[0] == '-') return -1;
+    errno = 0;
+    *out = strtoull(v->str, &e, 10);
+    return errno || *e ? -1 : 0;
+}
+
+static void agg_fmt(char *b, size_t n, const char *fmt, double v)
+{
+    if (isfinite(v)) snprintf(b, n, fmt, v);
+    else snprintf(b, n, "-");
+}
 
 static int aggregate(int argc, char **argv, int first)
 {
-    agg_cell cells[MAX_RES];
+    static agg_cell cells[MAX_RES];
     niah_result mean[MAX_RES];
-    int nc = 0, r, i, j, nruns = argc - first - 1;
+    int nc = 0, r, i, j, nruns = argc - first - 1, one_seed = 0;
     const char *out = argv[first];
-    char path[1200];
+    char paths[16][1200], err[512];
     if (nruns < 1 || nruns > 16) {
         fprintf(stderr, "niah --aggregate OUT RUN_DIR... (1 to 16 run directories)\n");
         return 2;
     }
     memset(cells, 0, sizeof cells);
     for (r = 0; r < nruns; r++) {
-        FILE *f;
-        char line[2048];
-        snprintf(path, sizeof path, "%s/results.jsonl", argv[first + 1 + r]);
-        f = fopen(path, "r");
-        if (!f) {
-            fprintf(stderr, "niah: cannot read %s: %s\n", path, strerror(errno));
+        const char *rd = argv[first + 1 + r];
+        if (strlen(rd) > 1100) {
+            fprintf(stderr, "niah: run directory name too long\n");
+            return 2;
+        }
+        snprintf(paths[r], sizeof paths[r], "%s/results.jsonl", rd);
+        if (!strcmp(rd, out) || ex_same_file(rd, out)) {
+            fprintf(stderr, "niah: --aggregate: OUT %s is the run directory %s; its plots would replace the run's own "
+                            "(choose another OUT)\n", out, rd);
+            return 2;
+        }
+        for (j = 0; j < r; j++)
+            if (!strcmp(paths[j], paths[r]) || ex_same_file(paths[j], paths[r])) {
+                fprintf(stderr, "niah: --aggregate: %s is given twice (as %s and %s): one run counts once\n",
+                        paths[r], argv[first + 1 + j], rd);
+                return 2;
+            }
+    }
+    for (r = 0; r < nruns; r++) {
+        char *buf = NULL;
+        size_t len = 0, pos = 0;
+        long lineno = 0, nlines = 0;
+        if (ex_read_file(paths[r], &buf, &len, (size_t)64 << 20, err, sizeof err)) {
+            fprintf(stderr, "niah: %s\n", err);
             return 1;
         }
-        while (fgets(line, sizeof line, f)) {
+        while (pos < len) {
+            size_t e = pos;
+            mcqa_json *o = NULL;
+            char jerr[256];
             double mult, T, acc, ce, exact, probes, cor, dig;
-            int arm = json_arm(line);
+            unsigned long long seed;
+            int arm;
+            const mcqa_json *av;
             agg_cell *c = NULL;
-            if (arm < 0 || json_num(line, "mult", &mult) || json_num(line, "T", &T) || json_num(line, "acc", &acc) ||
-                json_num(line, "doc_ce", &ce) || json_num(line, "exact", &exact) || json_num(line, "probes", &probes) ||
-                json_num(line, "correct", &cor) || json_num(line, "digits", &dig)) {
-                fprintf(stderr, "niah: %s: malformed line\n", path);
-                fclose(f);
+            const char *bad = NULL;
+            while (e < len && buf[e] != '\n') e++;
+            lineno++;
+            if (e == pos || (e == pos + 1 && buf[pos] == '\r')) {
+                pos = e + 1;
+                continue;
+            }
+            if (mcqa_json_parse(buf + pos, e - pos, &o, jerr, sizeof jerr) != MCQA_OK || o->type != MCQA_JOBJ) {
+                fprintf(stderr, "niah: %s:%ld: not a JSON object%s%s\n", paths[r], lineno, o ? "" : ": ", o ? "" : jerr);
+                mcqa_json_free(o);
+                free(buf);
                 return 1;
             }
+            pos = e + 1;
+            av = mcqa_json_get(o, "arm");
+            arm = av && av->type == MCQA_JSTR ? niah_arm_from_name(av->str) : -1;
+            if (arm < 0) bad = "\"arm\" is not one of the arms";
+            else if (agg_seed(o, &seed)) bad = "\"seed\" is not an integer 0..2^64-1";
+            else if (agg_int(o, "mult", 1, 65536, &mult)) bad = "\"mult\" is not an integer 1..65536";
+            else if (agg_int(o, "T", 1, 65536, &T)) bad = "\"T\" is not an integer 1..65536";
+            else if (agg_num(o, "acc", 0, 1, 0, &acc)) bad = "\"acc\" is not a number in [0, 1]";
+            else if (agg_num(o, "doc_ce", 0, 1e6, 1, &ce)) bad = "\"doc_ce\" is neither null nor a number in [0, 1e6]";
+            else if (agg_int(o, "probes", 0, 1e12, &probes)) bad = "\"probes\" is not an integer 0..1e12";
+            else if (agg_int(o, "exact", 0, probes, &exact)) bad = "\"exact\" is not an integer 0..probes";
+            else if (agg_int(o, "digits", 0, 1e13, &dig)) bad = "\"digits\" is not an integer 0..1e13";
+            else if (agg_int(o, "correct", 0, dig, &cor)) bad = "\"correct\" is not an integer 0..digits";
+            else if (dig > 0 && fabs(acc - cor / dig) > 1e-3) bad = "\"acc\" is not correct / digits";
+            mcqa_json_free(o);
+            if (bad) {
+                fprintf(stderr, "niah: %s:%ld: %s\n", paths[r], lineno, bad);
+                free(buf);
+                return 1;
+            }
+            nlines++;
             for (i = 0; i < nc; i++)
                 if (cells[i].arm == arm && cells[i].mult == (int)mult) c = cells + i;
             if (!c) {
                 if (nc >= MAX_RES) {
-                    fclose(f);
-                    fprintf(stderr, "niah: too many cells\n");
+                    free(buf);
+                    fprintf(stderr, "niah: %s:%ld: more than %d (arm, length) cells\n", paths[r], lineno, MAX_RES);
                     return 1;
                 }
                 c = cells + nc++;
@@ -181,16 +264,42 @@ static int aggregate(int argc, char **argv, int first)
                 c->mult = (int)mult;
                 c->T = (int)T;
             }
-            if (c->n < 16) {
-                c->acc[c->n] = acc;
-                c->ce[c->n] = ce;
-                c->exact[c->n] = probes > 0 ? exact / probes : NAN;
-                c->n++;
-                c->correct += cor;
-                c->digits += dig;
+            if (c->T != (int)T) {
+                fprintf(stderr, "niah: %s:%ld: %s x%d has T %d here and %d in %s:%ld: the runs differ in training "
+                                "length; refusing to average them\n", paths[r], lineno, niah_arm_name(arm), c->mult,
+                        (int)T, c->T, c->src[0], c->src_line[0]);
+                free(buf);
+                return 1;
             }
+            for (j = 0; j < c->n; j++)
+                if (c->seed[j] == seed) {
+                    fprintf(stderr, "niah: %s:%ld: %s x%d of seed %llu is already in %s:%ld: a seed counts once "
+                                    "(the same line, run or seed given twice)\n", paths[r], lineno, niah_arm_name(arm),
+                            c->mult, seed, c->src[j], c->src_line[j]);
+                    free(buf);
+                    return 1;
+                }
+            if (c->n == AGG_MAX_SEEDS) {
+                fprintf(stderr, "niah: %s:%ld: more than %d seeds for %s x%d\n", paths[r], lineno, AGG_MAX_SEEDS,
+                        niah_arm_name(arm), c->mult);
+                free(buf);
+                return 1;
+            }
+            c->seed[c->n] = seed;
+            c->src[c->n] = paths[r];
+            c->src_line[c->n] = lineno;
+            c->acc[c->n] = acc;
+            c->ce[c->n] = ce;
+            c->exact[c->n] = probes > 0 ? exact / probes : NAN;
+            c->n++;
+            c->correct += cor;
+            c->digits += dig;
         }
-        fclose(f);
+        free(buf);
+        if (nlines == 0) {
+            fprintf(stderr, "niah: %s holds no results\n", paths[r]);
+            return 1;
+        }
     }
     /* sort by arm, then length */
     for (i = 0; i < nc; i++)
@@ -204,33 +313,50 @@ static int aggregate(int argc, char **argv, int first)
            "doc CE mean +- std |\n");
     printf("| --- | ---: | ---: | ---: | --- | --- | --- | ---: | --- |\n");
     for (i = 0; i < nc; i++) {
+        /* a number that is not defined (one seed: no std; no digits: no CI; no CE) is "-" */
         agg_cell *c = cells + i;
-        double ma = 0, sa = 0, mc = 0, sc = 0, me = 0, lo, hi, amin = 1e9, amax = -1e9;
+        double ma = 0, sa = 0, mc = 0, sc = 0, me = 0, lo = NAN, hi = NAN, amin = 1e9, amax = -1e9;
+        int nce = 0, nex = 0;
+        char s_sa[24], s_ci[48], s_me[24], s_mc[24], s_sc[24];
         for (j = 0; j < c->n; j++) {
             ma += c->acc[j];
-            mc += c->ce[j];
-            me += c->exact[j];
+            if (isfinite(c->ce[j])) { mc += c->ce[j]; nce++; }
+            if (isfinite(c->exact[j])) { me += c->exact[j]; nex++; }
             amin = c->acc[j] < amin ? c->acc[j] : amin;
             amax = c->acc[j] > amax ? c->acc[j] : amax;
         }
         ma /= c->n;
-        mc /= c->n;
-        me /= c->n;
+        mc = nce ? mc / nce : NAN;
+        me = nex ? me / nex : NAN;
         for (j = 0; j < c->n; j++) {
             sa += (c->acc[j] - ma) * (c->acc[j] - ma);
-            sc += (c->ce[j] - mc) * (c->ce[j] - mc);
+            if (isfinite(c->ce[j])) sc += (c->ce[j] - mc) * (c->ce[j] - mc);
         }
-        sa = c->n > 1 ? sqrt(sa / (c->n - 1)) : 0.0;
-        sc = c->n > 1 ? sqrt(sc / (c->n - 1)) : 0.0;
-        niah_wilson((long)c->correct, (long)c->digits, &lo, &hi);
-        printf("| %s | %d | %d | %d | %.3f +- %.3f | %.3f / %.3f | %.3f-%.3f | %.3f | %.3f +- %.3f |\n",
-               niah_arm_name(c->arm), c->mult, c->T, c->n, ma, sa, amin, amax, lo, hi, me, mc, sc);
+        sa = c->n > 1 ? sqrt(sa / (c->n - 1)) : NAN;
+        sc = nce > 1 ? sqrt(sc / (nce - 1)) : NAN;
+        if (c->digits > 0) niah_wilson((long)c->correct, (long)c->digits, &lo, &hi);
+        one_seed += c->n < 2;
+        agg_fmt(s_sa, sizeof s_sa, "%.3f", sa);
+        if (isfinite(lo) && isfinite(hi)) snprintf(s_ci, sizeof s_ci, "%.3f-%.3f", lo, hi);
+        else snprintf(s_ci, sizeof s_ci, "-");
+        agg_fmt(s_me, sizeof s_me, "%.3f", me);
+        agg_fmt(s_mc, sizeof s_mc, "%.3f", mc);
+        agg_fmt(s_sc, sizeof s_sc, "%.3f", sc);
+        printf("| %s | %d | %d | %d | %.3f +- %s | %.3f / %.3f | %s | %s | %s +- %s |\n", niah_arm_name(c->arm), c->mult,
+               c->T, c->n, ma, s_sa, amin, amax, s_ci, s_me, s_mc, s_sc);
         memset(mean + i, 0, sizeof mean[i]);
         mean[i].arm = c->arm;
         mean[i].mult = c->mult;
         mean[i].T = c->T;
         mean[i].acc = ma;
         mean[i].doc_ce = mc;
+    }
+    if (one_seed)
+        printf("\nnote: %d of %d cells have one seed: no spread over seeds (\"-\"); give runs of more seeds for one\n",
+               one_seed, nc);
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "niah: error writing the table to stdout\n");
+        return 1;
     }
     if (wt2_mkdirs(out) != 0) {
         fprintf(stderr, "niah: cannot create %s: %s\n", out, strerror(errno));
@@ -261,6 +387,8 @@ int main(int argc, char **argv)
     bpe_tokenizer *tok = NULL;
     wt2_tokens tr, te;
     FILE *jl = NULL;
+    ex_out jo;
+    memset(&jo, 0, sizeof jo);
     memset(&tr, 0, sizeof tr);
     memset(&te, 0, sizeof te);
     for (i = 1; i < argc; i++)
@@ -367,20 +495,22 @@ int main(int argc, char **argv)
         }
         i++;
     }
+    /* every check before any output: the configuration, the output directory, the data */
+    if (niah_config_check(&c, err, sizeof err) != NIAH_OK) {
+        fprintf(stderr, "%s\n", err);
+        return 2;
+    }
+    {
+        struct stat st;
+        if (stat(out, &st) == 0 && !S_ISDIR(st.st_mode)) {
+            fprintf(stderr, "niah: --out-dir '%s' is not a directory\n", out);
+            return 2;
+        }
+    }
 #ifdef _OPENMP
     if (threads > 0) omp_set_num_threads(threads);
 #endif
     if (!dir[0]) snprintf(dir, sizeof dir, "%s", (env = getenv("WT2_DIR")) && *env ? env : wt2_default_data_dir());
-    if (wt2_mkdirs(out) != 0) {
-        fprintf(stderr, "niah: cannot create the output directory '%s': %s\n", out, strerror(errno));
-        return 1;
-    }
-    snprintf(path, sizeof path, "%s/results.jsonl", out);
-    jl = fopen(path, "w");
-    if (!jl) {
-        fprintf(stderr, "niah: cannot write %s: %s\n", path, strerror(errno));
-        return 1;
-    }
     snprintf(path, sizeof path, "%s/gpt2", dir);
     if (bpe_load_dir(&tok, path, err, sizeof err) != BPE_OK) {
         fprintf(stderr, "niah: %s\n", err);
@@ -393,16 +523,27 @@ int main(int argc, char **argv)
     }
     fprintf(stderr, "niah: training text %s (%lu tokens), evaluation text %s (%lu tokens)\n", tr.source,
             (unsigned long)tr.n, te.source, (unsigned long)te.n);
-    if (niah_run(&c, tok, tr.ids, tr.n, te.ids, te.n, res, MAX_RES, &nres, jl, stderr, err, sizeof err) != NIAH_OK) {
+    /* results.jsonl: a temporary file (results.jsonl.tmp.PID, filled as the grid runs),
+       renamed over results.jsonl only when the whole grid is done */
+    if (wt2_mkdirs(out) != 0) {
+        fprintf(stderr, "niah: cannot create the output directory '%s': %s\n", out, strerror(errno));
+        goto done;
+    }
+    snprintf(path, sizeof path, "%s/results.jsonl", out);
+    if (ex_out_open(&jo, path, err, sizeof err)) {
         fprintf(stderr, "niah: %s\n", err);
         goto done;
     }
-    if (fclose(jl) != 0) {
-        jl = NULL;
-        fprintf(stderr, "niah: cannot finish %s/results.jsonl\n", out);
+    jl = jo.f;
+    if (niah_run(&c, tok, tr.ids, tr.n, te.ids, te.n, res, MAX_RES, &nres, jl, stderr, err, sizeof err) != NIAH_OK) {
+        fprintf(stderr, "niah: %s (%s left as it was)\n", err, path);
         goto done;
     }
     jl = NULL;
+    if (ex_out_commit(&jo, err, sizeof err)) {
+        fprintf(stderr, "niah: %s\n", err);
+        goto done;
+    }
     niah_print_table(stdout, res, nres);
     {
         char a[1200], ce[1200];
@@ -415,7 +556,7 @@ int main(int argc, char **argv)
     }
     rc = 0;
 done:
-    if (jl) fclose(jl);
+    if (jl) ex_out_discard(&jo);
     wt2_tokens_free(&tr);
     wt2_tokens_free(&te);
     bpe_free(tok);

@@ -386,6 +386,8 @@ long mcqa_read_line(FILE *f, char **buf, size_t *cap)
     for (;;) {
         c = getc(f);
         if (c == EOF) {
+            /* a read error (EIO, a directory: EISDIR) is not the end of the input */
+            if (ferror(f)) return MCQA_EIO;
             if (n == 0) return -1;
             break;
         }
@@ -693,6 +695,12 @@ int mcqa_score(mcqa_forward_fn fwd, void *user, int max_T, const mcqa_tokens *tk
                 if (tgt < 0 || tgt >= V) { rc = ex_errf(err, errlen, MCQA_ERANGE, "token %d outside the vocabulary (%d)", tgt, V); goto done; }
                 s += mcqa_logprob(logits + (size_t)(P - 1 + k) * (size_t)V, V, tgt);
             }
+            if (!isfinite(s)) {
+                /* NaN / Inf logits: a score from them is no score, and "nan" is not JSON */
+                rc = ex_errf(err, errlen, MCQA_EMODEL, "choice %d: its log-probability is not finite (%s): the model's "
+                             "logits hold NaN or Inf (non-finite weights in the checkpoint?)", c, isnan(s) ? "NaN" : "Inf");
+                goto done;
+            }
             out->sum[c] = s;
             out->n[c] = tk->n_choice[c];
             out->mean[c] = s / tk->n_choice[c];
@@ -725,7 +733,10 @@ void mcqa_json_write_str(FILE *f, const char *s)
 int mcqa_log_write(FILE *f, const mcqa_item *it, const mcqa_result *r)
 {
     int i;
-    if (!f || !it || !r || r->n_choices != it->n_choices) return MCQA_EINVAL;
+    if (!f || !it || !r || r->n_choices != it->n_choices || r->n_choices < 1 || r->n_choices > MCQA_MAX_CHOICES)
+        return MCQA_EINVAL;
+    for (i = 0; i < r->n_choices; i++) /* never "nan" / "inf" in the log (not JSON) */
+        if (!isfinite(r->sum[i]) || !isfinite(r->mean[i])) return MCQA_ERANGE;
     fputs("{\"task\":", f);
     mcqa_json_write_str(f, it->task);
     fputs(",\"id\":", f);
@@ -808,6 +819,22 @@ int mcqa_log_parse(const char *line, size_t len, long lineno, const char *where,
         }
         sum[i] = s->num;
         mean[i] = m->num;
+        /* a log-probability sum is finite and <= 0, and the mean is sum / n (the writer
+           prints both with 17 digits, so they round-trip; 1e-9 relative allows fewer) */
+        if (!isfinite(sum[i]) || !isfinite(mean[i])) {
+            ex_errf(err, errlen, rc, "%s:%ld: choice %d: sum or mean is not a finite number", wh, lineno, i);
+            goto fail;
+        }
+        if (sum[i] > 0.0) {
+            ex_errf(err, errlen, rc, "%s:%ld: choice %d: sum %.17g is positive, not a log-probability sum", wh, lineno,
+                    i, sum[i]);
+            goto fail;
+        }
+        if (!(fabs(mean[i] - sum[i] / (double)x) <= 1e-9 * (1.0 + fabs(sum[i] / (double)x)))) {
+            ex_errf(err, errlen, rc, "%s:%ld: choice %d: mean %.17g is not sum / n = %.17g / %ld", wh, lineno, i,
+                    mean[i], sum[i], x);
+            goto fail;
+        }
         if (sum[i] > sum[bs]) bs = i;
         if (mean[i] > mean[bm]) bm = i;
     }
@@ -852,9 +879,18 @@ int mcqa_log_read(const char *path, mcqa_record **recs, long *n, char *err, size
     *n = 0;
     f = fopen(path, "rb");
     if (!f) return ex_errf(err, errlen, MCQA_EIO, "cannot open %s: %s", path, strerror(errno));
+    errno = 0;
     while ((len = mcqa_read_line(f, &buf, &cap)) != -1) {
         lineno++;
-        if (len < 0) { rc = ex_errf(err, errlen, (int)len, "%s:%ld: line too long or out of memory", path, lineno); break; }
+        if (len == MCQA_EIO) {
+            rc = ex_errf(err, errlen, MCQA_EIO, "cannot read %s: %s", path, errno ? strerror(errno) : "read error");
+            break;
+        }
+        if (len < 0) {
+            rc = ex_errf(err, errlen, (int)len, "%s:%ld: %s", path, lineno,
+                         len == MCQA_ERANGE ? "line too long" : "out of memory");
+            break;
+        }
         if (cnt == rcap) {
             long nc = rcap ? 2 * rcap : 256;
             mcqa_record *nr = (mcqa_record *)realloc(r, (size_t)nc * sizeof *nr);
@@ -942,7 +978,20 @@ int mcqa_pair(const mcqa_record *a, long na, const mcqa_record *b, long nb, long
             goto done;
         }
         y = &b[ib[j]];
-        if (x->hash != y->hash || x->n_choices != y->n_choices || x->gold != y->gold) {
+        if (x->n_choices != y->n_choices) {
+            rc = ex_errf(err, errlen, MCQA_EMISMATCH, "item %s/%s has %d choices in log A (line %ld) and %d in log B "
+                            "(line %ld): the task files differ; refusing to compare", x->task, x->id, x->n_choices,
+                            x->line, y->n_choices, y->line);
+            goto done;
+        }
+        if (x->gold != y->gold) {
+            rc = ex_errf(err, errlen, MCQA_EMISMATCH, "the gold answer of item %s/%s differs: %d in log A (line %ld), "
+                            "%d in log B (line %ld)%s: the task files differ; refusing to compare", x->task, x->id,
+                            x->gold, x->line, y->gold, y->line,
+                            x->hash != y->hash ? " (and so does the prompt hash)" : " (the prompt hash is the same)");
+            goto done;
+        }
+        if (x->hash != y->hash) {
             rc = ex_errf(err, errlen, MCQA_EMISMATCH, "prompt hash differs for item %s/%s (log A line %ld: %016llx, "
                             "log B line %ld: %016llx): the two runs did not score the same tokens (tokenizer, "
                             "truncation or task file differ); refusing to compare", x->task, x->id, x->line,

@@ -110,7 +110,8 @@ void mcqa_item_free(mcqa_item *it);
 
 /* Read one line (without '\n'; a '\r' before it is dropped) into *buf (grown with realloc).
    Returns the length, -1 at EOF, MCQA_ERANGE when longer than MCQA_MAX_LINE,
-   MCQA_ENOMEM. */
+   MCQA_ENOMEM, MCQA_EIO on a read error (ferror: an I/O error, a directory opened as a
+   file): a read error is never taken for the end of the input. */
 long mcqa_read_line(FILE *f, char **buf, size_t *cap);
 
 /* Tokenised item: prompt and choices as GPT-2 ids (leading-space and trailing-space rules
@@ -143,7 +144,9 @@ typedef struct mcqa_result {
     int forwards;                   /* forward calls made */
 } mcqa_result;
 /* Scores one tokenised item with a model of context max_T. MCQA_ERANGE (with a message)
-   when a choice is longer than max_T tokens (no prompt token would remain). */
+   when a choice is longer than max_T tokens (no prompt token would remain); MCQA_EMODEL
+   when the model fails or a choice's log-probability is not finite (NaN / Inf logits,
+   e.g. non-finite weights): the message names the choice and the cause. */
 int mcqa_score(mcqa_forward_fn fwd, void *user, int max_T, const mcqa_tokens *tk,
                mcqa_result *out, char *err, size_t errlen);
 /* The hash of a prompt and its choices (what mcqa_score puts in out->hash). */
@@ -151,7 +154,8 @@ uint64_t mcqa_hash_tokens(const int *prompt, int n_prompt, const int *const *cho
                           const int *n_choice, int n_choices);
 /* log p(target) from one row of V logits: x[target] - logsumexp(x), in double. */
 double mcqa_logprob(const float *x, int V, int target);
-/* One log line (with '\n'). */
+/* One log line (with '\n'). MCQA_ERANGE (nothing written) when a sum or mean is not
+   finite: the log never holds "nan" or "inf". MCQA_EIO when the stream's error flag is set. */
 int mcqa_log_write(FILE *f, const mcqa_item *it, const mcqa_result *r);
 
 /* ---------------------------------------------------------------- logs */
@@ -163,17 +167,20 @@ typedef struct mcqa_record {
     int truncated, n_prompt;
     long line;
 } mcqa_record;
-/* Parse one log line and check that its predictions and correctness follow from its
-   scores (MCQA_EFORMAT naming the line otherwise). Blank line: MCQA_ERANGE. */
+/* Parse one log line and check it (MCQA_EFORMAT naming the line otherwise): every sum is
+   finite and <= 0 (a log-probability sum), every mean is sum / n (relative tolerance
+   1e-9), the predictions and correctness follow from the scores. Blank line: MCQA_ERANGE. */
 int mcqa_log_parse(const char *line, size_t len, long lineno, const char *where,
                    mcqa_record *out, char *err, size_t errlen);
 void mcqa_record_free(mcqa_record *r);
-/* A whole log file: *recs (free with mcqa_records_free). */
+/* A whole log file: *recs (free with mcqa_records_free). A read error (a directory, an
+   unreadable file) is MCQA_EIO, a file without records MCQA_EFORMAT, both naming it. */
 int mcqa_log_read(const char *path, mcqa_record **recs, long *n, char *err, size_t errlen);
 void mcqa_records_free(mcqa_record *recs, long n);
 /* Pair two logs item by item (task, id): pair[i] = index in b of a[i]. Refuses
-   (MCQA_EMISMATCH, message naming the item) a duplicated item, an item present in only one
-   log, or a prompt hash that differs. */
+   (MCQA_EMISMATCH, message naming the item and what differs) a duplicated item, an item
+   present in only one log, a different number of choices, a different gold answer, or a
+   prompt hash that differs. */
 int mcqa_pair(const mcqa_record *a, long na, const mcqa_record *b, long nb, long *pair,
               char *err, size_t errlen);
 

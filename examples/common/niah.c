@@ -536,6 +536,12 @@ static int niah__validate(const niah_config *c, char *err, size_t errlen)
     return NIAH_OK;
 }
 
+int niah_config_check(const niah_config *c, char *err, size_t errlen)
+{
+    if (!c) return ex_errf(err, errlen, NIAH_EINVAL, "niah_config_check: NULL argument");
+    return niah__validate(c, err, errlen);
+}
+
 static mdl_config niah__model_config(const niah_config *c, int arm, int V, int maxT)
 {
     mdl_config m = mdl_config_default();
@@ -600,10 +606,22 @@ void niah_print_table(FILE *f, const niah_result *res, int n)
     fprintf(f, "| arm | x | T | needle acc (95%% CI) | exact | doc CE | doc PPL | train CE |\n");
     fprintf(f, "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: |\n");
     for (i = 0; i < n; i++) {
+        /* an undefined number (no document windows, no training steps) is "-", never "nan" */
         const niah_result *r = res + i;
-        fprintf(f, "| %s | %d | %d | %.3f (%.3f-%.3f) | %ld/%ld | %.3f | %.1f | %.3f |\n", niah_arm_name(r->arm),
-                r->mult, r->T, r->acc, r->acc_lo, r->acc_hi, r->exact, r->probes, r->doc_ce, exp(r->doc_ce),
-                r->train_ce);
+        char ci[48], ce[24], ppl[24], tce[24];
+        if (isfinite(r->acc_lo) && isfinite(r->acc_hi)) snprintf(ci, sizeof ci, "%.3f-%.3f", r->acc_lo, r->acc_hi);
+        else snprintf(ci, sizeof ci, "-");
+        if (isfinite(r->doc_ce)) {
+            snprintf(ce, sizeof ce, "%.3f", r->doc_ce);
+            snprintf(ppl, sizeof ppl, "%.1f", exp(r->doc_ce));
+        } else {
+            snprintf(ce, sizeof ce, "-");
+            snprintf(ppl, sizeof ppl, "-");
+        }
+        if (isfinite(r->train_ce)) snprintf(tce, sizeof tce, "%.3f", r->train_ce);
+        else snprintf(tce, sizeof tce, "-");
+        fprintf(f, "| %s | %d | %d | %.3f (%s) | %ld/%ld | %s | %s | %s |\n", niah_arm_name(r->arm), r->mult, r->T,
+                r->acc, ci, r->exact, r->probes, ce, ppl, tce);
     }
 }
 

@@ -171,6 +171,9 @@ typedef struct niah_config {
 } niah_config;
 
 niah_config niah_config_default(void);
+/* The checks niah_run makes on a configuration (ranges, lengths, arms), without running:
+   NIAH_OK or NIAH_EINVAL with the reason. A program calls it before it opens any output. */
+int niah_config_check(const niah_config *c, char *err, size_t errlen);
 /* "softmax-rope", "softmax-nope", "polar", then the same with "+gdelta" (i = 3..5). */
 const char *niah_arm_name(int i);
 int niah_arm_from_name(const char *name); /* -1 if unknown */
@@ -194,7 +197,7 @@ typedef struct niah_result {
 int niah_run(const niah_config *c, bpe_tokenizer *tok, const uint16_t *train_text, size_t n_train,
              const uint16_t *eval_text, size_t n_eval, niah_result *res, int cap, int *nres,
              FILE *jsonl, FILE *log, char *err, size_t errlen);
-/* The results table (markdown) to f. */
+/* The results table (markdown) to f; an undefined number (a NaN CE, an empty CI) is "-". */
 void niah_print_table(FILE *f, const niah_result *res, int n);
 /* One JSON line of a result (no newline) into buf; returns buf. */
 const char *niah_result_json(const niah_result *r, uint64_t seed, char *buf, size_t cap);
