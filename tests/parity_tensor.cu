@@ -10,6 +10,7 @@
 #define CEAS_IMPLEMENTATION
 #include "ceas.h" /* the stats' end to end check: CEAS observables from the device moments */
 #include "tests/attnkit_test.h"
+#include "tests/ref64.h"
 
 static int g_gpu = 0;
 
@@ -2072,6 +2073,61 @@ static void test_cuda_bad_input_rows(void)
 }
 #undef DEV_CLOSE
 
+/* ------------------------------------------------------------ issue 38: float64 sweep */
+/* The device attention (fp32, flash-style, lse) against tests/ref64.h's float64
+   transcription in test_tensor.c's regimes (bias 0, +-1e4 mixed, +1e4 everywhere, -inf
+   rows): 1e-4 forward, 2e-3 gradients relative to each tensor's max-norm, and where
+   |bias| = 1e4 the condition-aware bound eps32 max_rows(|score| + |bias|) (a logit near
+   1e4 cannot be held in fp32 closer than that: see test_tensor.c). */
+static void test_attention_sweep_float64(void)
+{
+    r64_report rep;
+    int reg, t;
+    NEED_GPU();
+    memset(&rep, 0, sizeof rep);
+    for (reg = 0; reg < R64_AT_NREGIMES; reg++) {
+        r64_at_case c;
+        size_t n, TT, i;
+        double e[6], cond = 0.0;
+        static const char *nm[6] = {"out", "dq", "dk", "dv", "dbias", "dtemp"};
+        r64_at_make(&c, reg);
+        n = (size_t)c.B * c.H * c.T * c.D;
+        TT = (size_t)c.T * c.T;
+        for (i = 0; i < (size_t)c.B * c.H * c.T; i++)
+            if (c.xabs[i] > cond) cond = c.xabs[i];
+        cond *= R64_EPS32;
+        {
+            std::vector<float> hq(c.q, c.q + n), hk(c.k, c.k + n), hv(c.v, c.v + n), hdo(c.dout, c.dout + n);
+            std::vector<float> hb(c.bias, c.bias + TT), ht(c.temp, c.temp + c.H), zn(n, 0.0f), zl((size_t)c.B * c.H * c.T, 0.0f);
+            std::vector<float> zb(TT, 0.0f), zt(c.H, 0.0f);
+            float *q = dput(hq), *k = dput(hk), *v = dput(hv), *dout = dput(hdo), *bias = dput(hb), *temp = dput(ht);
+            float *out = dput(zn), *lse = dput(zl), *dq = dput(zn), *dk = dput(zn), *dv = dput(zn), *db = dput(zb), *dt = dput(zt);
+            CHECK_INT_EQ(tk_attention_forward_cuda(out, lse, q, k, v, bias, 0, temp, c.B, c.H, c.T, c.D, NULL), TK_OK);
+            CHECK_INT_EQ(tk_attention_backward_cuda(dq, dk, dv, db, dt, dout, out, lse, q, k, v, bias, 0, temp,
+                                                    c.B, c.H, c.T, c.D, NULL), TK_OK);
+            e[0] = r64_relerr_f(dget(out, n).data(), c.out, (long)n);
+            e[1] = r64_relerr_f(dget(dq, n).data(), c.dq, (long)n);
+            e[2] = r64_relerr_f(dget(dk, n).data(), c.dk, (long)n);
+            e[3] = r64_relerr_f(dget(dv, n).data(), c.dv, (long)n);
+            e[4] = r64_relerr_f(dget(db, TT).data(), c.dbias, (long)TT);
+            e[5] = r64_relerr_f(dget(dt, (size_t)c.H).data(), c.dtemp, c.H);
+            dfree(q); dfree(k); dfree(v); dfree(dout); dfree(bias); dfree(temp);
+            dfree(out); dfree(lse); dfree(dq); dfree(dk); dfree(dv); dfree(db); dfree(dt);
+        }
+        for (t = 0; t < 6; t++) {
+            double tol = t == 0 ? R64_TOL_FWD : R64_TOL_GRAD;
+            if (cond > tol) tol = cond;
+            r64_note(&rep, nm[t], c.name, e[t]);
+            if (!(e[t] <= tol)) {
+                fprintf(stderr, "  %s, %s: relative error %.3e (bound %.3e)\n", c.name, nm[t], e[t], tol);
+                CHECK(e[t] <= tol);
+            }
+        }
+        r64_at_free(&c);
+    }
+    r64_print(&rep, "tk_attention device vs float64");
+}
+
 int main(int argc, char **argv)
 {
     TEST_INIT(argc, argv);
@@ -2120,6 +2176,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_rows_gather_combine);
     TEST_RUN(test_rows_bad_index_device);
     TEST_RUN(test_rows_mixed_sides);
+    TEST_RUN(test_attention_sweep_float64);
     CHECK_INT_EQ(tk_cuda_release(), TK_OK); /* the cuBLAS handle: nothing left for --leak-check */
     return TEST_END();
 }
