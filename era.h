@@ -787,6 +787,10 @@ static int era__rpa_check_cfg(const era_rpa_config *c)
     if (!era__finite(c->entropy_floor) || c->entropy_floor <= 0.0f) return ERA_EINVAL;
     if (!era__finite(c->sat_threshold)) return ERA_EINVAL;
     if (c->max_T <= 0) return ERA_EINVAL;
+    /* boolean flags are 0 or 1, nothing else (issue 37 rule 4) */
+    if ((c->detach != 0 && c->detach != 1) || (c->zscore_causal != 0 && c->zscore_causal != 1) ||
+        (c->legacy != 0 && c->legacy != 1))
+        return ERA_EINVAL;
     return ERA_OK;
 }
 
@@ -1946,6 +1950,7 @@ static int era__era_check(const era_era_config *c, const era_era_params *p)
     if (!era__finite(c->delta) || c->delta <= 0.0f) return ERA_EINVAL;
     if (!era__finite(c->zscore_eps) || c->zscore_eps < 0.0f) return ERA_EINVAL;
     if (c->max_T <= 0) return ERA_EINVAL;
+    if (c->zscore_causal != 0 && c->zscore_causal != 1) return ERA_EINVAL; /* a boolean */
     if (!era__finite(p->sigma) || p->sigma <= 0.0f || !era__finite(p->alpha)) return ERA_EINVAL;
     for (r = 0; r < c->R; r++)
         if (!era__finite(p->centers[r])) return ERA_EINVAL;
@@ -2267,12 +2272,23 @@ ERADEF int era_era_backward(const era_era_config *cfg, const era_era_params *p,
             buf[r] = acc;
             dot += acc * mt[r];
         }
+        double m2 = 0.0, ms = 0.0;
+        /* dsigma = sum_r dl_r d_r^2 / sigma^3 with sum_r dl_r = 0 (softmax): taken as
+           sum_r dl_r (d_r^2 - E_mu[d^2]) / sigma^3 (issue 38). The plain form summed
+           terms of size d^2 / sigma^3 (3.6e6 at sigma 1e-3) that cancel; the fp32 mu
+           (sum_r mu != 1 by ~1e-7) left 3% of dsigma at sigma = 1e-3. */
+        for (r = 0; r < R; r++) {
+            double d = ph - (double)p->centers[r];
+            m2 += (double)mt[r] * d * d;
+            ms += (double)mt[r];
+        }
+        m2 /= ms;
         for (r = 0; r < R; r++) {
             double dl = (double)mt[r] * (buf[r] - dot);
             double d = ph - (double)p->centers[r];
             /* logit = -d^2 / (2 sigma^2) */
             dcen[r] += dl * d * is2;
-            dsig += dl * d * d / (sig * sig * sig);
+            dsig += dl * (d * d - m2) / (sig * sig * sig);
         }
     }
     /* plan = exp((f + g - C)/eps), unrolled log-domain Sinkhorn backward */
@@ -2341,6 +2357,7 @@ ERADEF int era_apply(float *scores, const float *bias, int per_head, int B, int 
     if (era__is_dev(scores)) return era_apply_cuda(scores, bias, per_head, B, H, T, NULL);
 #endif
     if (!scores || !bias || B <= 0 || H <= 0 || T <= 0) return ERA_EINVAL;
+    if (per_head != 0 && per_head != 1) return ERA_EINVAL; /* a boolean: (T,T) or (H,T,T) */
     if ((double)B * H * (double)T * T > (double)((size_t)-1) / 8) return ERA_ERANGE;
     TT = (size_t)T * (size_t)T;
     n = (long long)B * H;
@@ -2363,6 +2380,7 @@ ERADEF int era_reduce_grad(float *dbias, const float *dscores, int per_head, int
     if (era__is_dev(dscores)) return era_reduce_grad_cuda(dbias, dscores, per_head, B, H, T, NULL);
 #endif
     if (!dbias || !dscores || B <= 0 || H <= 0 || T <= 0) return ERA_EINVAL;
+    if (per_head != 0 && per_head != 1) return ERA_EINVAL; /* a boolean: (T,T) or (H,T,T) */
     if ((double)B * H * (double)T * T > (double)((size_t)-1) / 8) return ERA_ERANGE;
     TT = (long long)T * T;
     nh = per_head ? H : 1;

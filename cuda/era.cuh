@@ -1706,11 +1706,20 @@ static __global__ void era__k_era_mterm(double *dct, double *dst, const float *m
         dct[(size_t)t * R + r] = acc; /* buf[r] for now */
         dot += acc * mt[r];
     }
-    for (r = 0; r < R; r++) {
-        double dl = (double)mt[r] * (dct[(size_t)t * R + r] - dot);
-        double d = ph - (double)centers[r];
-        dct[(size_t)t * R + r] = dl * d * is2;
-        ds += dl * d * d / (sig * sig * sig);
+    {   /* dsigma centred on E_mu[d^2] (sum_r dl_r = 0): see era.h's era_era_backward */
+        double m2 = 0.0, ms = 0.0;
+        for (r = 0; r < R; r++) {
+            double d = ph - (double)centers[r];
+            m2 += (double)mt[r] * d * d;
+            ms += (double)mt[r];
+        }
+        m2 /= ms;
+        for (r = 0; r < R; r++) {
+            double dl = (double)mt[r] * (dct[(size_t)t * R + r] - dot);
+            double d = ph - (double)centers[r];
+            dct[(size_t)t * R + r] = dl * d * is2;
+            ds += dl * (d * d - m2) / (sig * sig * sig);
+        }
     }
     dst[t] = ds;
 }
@@ -1912,6 +1921,7 @@ ERADEF int era_apply_cuda(float *scores, const float *bias, int per_head, int B,
 {
     size_t TT, n;
     if (!scores || !bias || B <= 0 || H <= 0 || T <= 0) return ERA_EINVAL;
+    if (per_head != 0 && per_head != 1) return ERA_EINVAL; /* a boolean (issue 37) */
     if ((double)B * H * (double)T * T > (double)((size_t)-1) / 8) return ERA_ERANGE;
     if (!era__is_dev(scores) || !era__is_dev(bias)) return ERA_EINVAL;
     TT = (size_t)T * (size_t)T;
@@ -1945,6 +1955,7 @@ ERADEF int era_reduce_grad_cuda(float *dbias, const float *dscores, int per_head
 {
     size_t TT, n;
     if (!dbias || !dscores || B <= 0 || H <= 0 || T <= 0) return ERA_EINVAL;
+    if (per_head != 0 && per_head != 1) return ERA_EINVAL; /* a boolean (issue 37) */
     if ((double)B * H * (double)T * T > (double)((size_t)-1) / 8) return ERA_ERANGE;
     if (!era__is_dev(dbias) || !era__is_dev(dscores)) return ERA_EINVAL;
     TT = (size_t)T * (size_t)T;

@@ -98,8 +98,7 @@ static inline long r64_sqrt(r64_tape *t, long x)
 }
 /* x*y + z in one call (two nodes) */
 static inline long r64_fma(r64_tape *t, long x, long y, long z) { return r64_add(t, r64_mul(t, x, y), z); }
-/* clamp(x, lo, hi): derivative 1 strictly inside, 0 at or beyond a bound (as torch.clamp
-   passes the gradient only where the input is inside) */
+/* clamp(x, lo, hi): derivative 1 inside or on a bound, 0 beyond it (torch.clamp's rule) */
 static inline long r64_clamp(r64_tape *t, long x, double lo, double hi)
 {
     double v = t->v[x];
@@ -137,6 +136,20 @@ static inline void r64_backward(r64_tape *t)
     }
 }
 static inline double r64_grad(const r64_tape *t, long x) { return t->adj[x]; }
+/* The same sweep on |partials| (seed with |g|): each adjoint becomes the sum over the
+   chain rule's paths of |product|, the sum of |terms| a gradient is made of. An fp32
+   evaluation of a gradient that cancels (its terms sum to much less than their sizes)
+   can be held to c eps32 times this, its condition-aware bound. */
+static inline void r64_backward_abs(r64_tape *t)
+{
+    long i;
+    for (i = t->n - 1; i >= 0; i--) {
+        double g = t->adj[i];
+        if (g == 0.0) continue;
+        if (t->a[i] >= 0) t->adj[t->a[i]] += g * fabs(t->da[i]);
+        if (t->b[i] >= 0) t->adj[t->b[i]] += g * fabs(t->db[i]);
+    }
+}
 
 /* ------------------------------------------------------------------ errors */
 /* max |got - ref| / max |ref| (absolute when ref is all zero); NaN/Inf in got: +inf */
@@ -500,6 +513,364 @@ static inline void r64_at_make(r64_at_case *c, int regime)
             c->bias[(size_t)ii * c->T + jj] = (float)bv;
         }
     r64_at_reference(c);
+}
+
+/* ================================================================== ERA (seed 003)
+   Section 3.2 / Algorithm 1, positions counted from 0 (era.h's documented reading):
+     mu[t,r] = softmax_r(-(t/T - c_r)^2 / (2 sigma^2))
+     C[r,b]  = (c_r - (b + 0.5)/nb)^2
+     log-domain Sinkhorn from g = 0, `iters` times: f_r = eps log(1/R) - eps LSE_b((g_b -
+     C_rb)/eps), then g_b = eps log(1/nb) - eps LSE_r((f_r - C_rb)/eps);
+     plan = exp((f_r + g_b - C_rb)/eps)
+     p_t(s) = sum_r mu[t,r] plan[r, blk(s)], blk(s) the block holding s (first position
+     of block b: ceil(b T / nb))
+     bias[t,s] = alpha (y_ts - mean_s y_t.) / (std_s y_t. + zeps), y = log(p + delta),
+     population std over the whole row (the paper's RowZ; zeps is era.h's guard).
+   Loss = sum dbias . bias; gradients for the centres, sigma and alpha. */
+typedef struct r64_era_case {
+    const char *name;
+    int T, R, nb, iters;
+    double eps, delta, zeps;
+    float *centers, sigma, alpha, *dbias;
+    double *bias, *dcenters, dsigma, dalpha;
+    double *yabs; /* (T): max_s |y_ts| / (std_t + zeps): the row's z-score amplification */
+} r64_era_case;
+
+enum { R64_ERA_DEFAULT, R64_ERA_TINYSIGMA, R64_ERA_ONEREGIME, R64_ERA_SHARPOT, R64_ERA_NREGIMES };
+
+static inline void r64_era_free(r64_era_case *c)
+{
+    free(c->centers); free(c->dbias); free(c->bias); free(c->dcenters); free(c->yabs);
+    memset(c, 0, sizeof *c);
+}
+
+/* eps * LSE over n nodes x_i (the shift, the largest value, is a constant) */
+static inline long r64__lse(r64_tape *tp, const long *x, int n)
+{
+    double m = -HUGE_VAL;
+    long s = -1;
+    int i;
+    for (i = 0; i < n; i++)
+        if (r64_val(tp, x[i]) > m) m = r64_val(tp, x[i]);
+    for (i = 0; i < n; i++) {
+        long e = r64_exp(tp, r64_addc(tp, x[i], -m));
+        s = s < 0 ? e : r64_add(tp, s, e);
+    }
+    return r64_addc(tp, r64_log(tp, s), m);
+}
+
+static inline void r64_era_reference(r64_era_case *c)
+{
+    const int T = c->T, R = c->R, nb = c->nb;
+    r64_tape tp;
+    long *ic = (long *)malloc(sizeof(long) * (size_t)R), isg, ial, *mu = (long *)malloc(sizeof(long) * (size_t)T * R);
+    long *C = (long *)malloc(sizeof(long) * (size_t)R * nb), *f = (long *)malloc(sizeof(long) * (size_t)R);
+    long *g = (long *)malloc(sizeof(long) * (size_t)nb), *pl = (long *)malloc(sizeof(long) * (size_t)R * nb);
+    long *x = (long *)malloc(sizeof(long) * (size_t)(R > nb ? R : nb) + sizeof(long) * 4);
+    long *z = (long *)malloc(sizeof(long) * (size_t)nb), *y = (long *)malloc(sizeof(long) * (size_t)nb);
+    long **zr = (long **)malloc(sizeof(long *) * (size_t)T);
+    int *bs = (int *)malloc(sizeof(int) * (size_t)(nb + 1));
+    int t, r, b, it, s;
+    r64_tape_init(&tp);
+    for (r = 0; r < R; r++) ic[r] = r64_var(&tp, c->centers[r]);
+    isg = r64_var(&tp, c->sigma);
+    ial = r64_var(&tp, c->alpha);
+    for (b = 0; b <= nb; b++) bs[b] = (int)(((long long)b * T + nb - 1) / nb);
+    {   /* memberships */
+        long inv2s2 = r64_div(&tp, r64_var(&tp, 1.0), r64_scale(&tp, r64_mul(&tp, isg, isg), 2.0));
+        for (t = 0; t < T; t++) {
+            long *lg = mu + (size_t)t * R, lse;
+            for (r = 0; r < R; r++) {
+                long d = r64_sub(&tp, r64_var(&tp, (double)t / T), ic[r]);
+                lg[r] = r64_scale(&tp, r64_mul(&tp, r64_mul(&tp, d, d), inv2s2), -1.0);
+            }
+            lse = r64__lse(&tp, lg, R);
+            for (r = 0; r < R; r++) lg[r] = r64_exp(&tp, r64_sub(&tp, lg[r], lse));
+        }
+    }
+    for (r = 0; r < R; r++)
+        for (b = 0; b < nb; b++) {
+            long d = r64_addc(&tp, ic[r], -((double)b + 0.5) / nb);
+            C[(size_t)r * nb + b] = r64_mul(&tp, d, d);
+        }
+    for (b = 0; b < nb; b++) g[b] = r64_var(&tp, 0.0);
+    for (it = 0; it < c->iters; it++) {
+        for (r = 0; r < R; r++) {
+            for (b = 0; b < nb; b++) x[b] = r64_scale(&tp, r64_sub(&tp, g[b], C[(size_t)r * nb + b]), 1.0 / c->eps);
+            f[r] = r64_addc(&tp, r64_scale(&tp, r64__lse(&tp, x, nb), -c->eps), c->eps * log(1.0 / R));
+        }
+        for (b = 0; b < nb; b++) {
+            for (r = 0; r < R; r++) x[r] = r64_scale(&tp, r64_sub(&tp, f[r], C[(size_t)r * nb + b]), 1.0 / c->eps);
+            g[b] = r64_addc(&tp, r64_scale(&tp, r64__lse(&tp, x, R), -c->eps), c->eps * log(1.0 / nb));
+        }
+    }
+    for (r = 0; r < R; r++)
+        for (b = 0; b < nb; b++)
+            pl[(size_t)r * nb + b] = r64_exp(&tp, r64_scale(&tp, r64_sub(&tp, r64_add(&tp, f[r], g[b]), C[(size_t)r * nb + b]), 1.0 / c->eps));
+    for (t = 0; t < T; t++) {
+        long mean = -1, var = -1, sd;
+        double ymax = 0.0;
+        for (b = 0; b < nb; b++) {
+            long acc = -1;
+            for (r = 0; r < R; r++)
+                acc = acc < 0 ? r64_mul(&tp, mu[(size_t)t * R + r], pl[(size_t)r * nb + b])
+                              : r64_fma(&tp, mu[(size_t)t * R + r], pl[(size_t)r * nb + b], acc);
+            y[b] = r64_log(&tp, r64_addc(&tp, acc, c->delta));
+            if (bs[b + 1] > bs[b] && fabs(r64_val(&tp, y[b])) > ymax) ymax = fabs(r64_val(&tp, y[b]));
+        }
+        for (b = 0; b < nb; b++) {
+            long w;
+            if (bs[b + 1] == bs[b]) continue;
+            w = r64_scale(&tp, y[b], (double)(bs[b + 1] - bs[b]) / T);
+            mean = mean < 0 ? w : r64_add(&tp, mean, w);
+        }
+        for (b = 0; b < nb; b++) {
+            long d, w;
+            z[b] = -1;
+            if (bs[b + 1] == bs[b]) continue;
+            d = r64_sub(&tp, y[b], mean);
+            z[b] = d;
+            w = r64_scale(&tp, r64_mul(&tp, d, d), (double)(bs[b + 1] - bs[b]) / T);
+            var = var < 0 ? w : r64_add(&tp, var, w);
+        }
+        sd = r64_addc(&tp, r64_sqrt(&tp, var), c->zeps);
+        c->yabs[t] = ymax / r64_val(&tp, sd);
+        zr[t] = (long *)malloc(sizeof(long) * (size_t)nb);
+        for (b = 0; b < nb; b++)
+            zr[t][b] = z[b] < 0 ? -1 : r64_div(&tp, r64_mul(&tp, ial, z[b]), sd);
+    }
+    r64_zero_adj(&tp);
+    for (t = 0; t < T; t++) {
+        for (b = 0; b < nb; b++) {
+            double seed = 0.0;
+            if (zr[t][b] < 0) continue;
+            for (s = bs[b]; s < bs[b + 1]; s++) {
+                c->bias[(size_t)t * T + s] = r64_val(&tp, zr[t][b]);
+                seed += c->dbias[(size_t)t * T + s];
+            }
+            r64_seed(&tp, zr[t][b], seed);
+        }
+        free(zr[t]);
+    }
+    r64_backward(&tp);
+    for (r = 0; r < R; r++) c->dcenters[r] = r64_grad(&tp, ic[r]);
+    c->dsigma = r64_grad(&tp, isg);
+    c->dalpha = r64_grad(&tp, ial);
+    r64_tape_free(&tp);
+    free(ic); free(mu); free(C); free(f); free(g); free(pl); free(x); free(z); free(y); free(zr); free(bs);
+}
+
+/* regimes: defaults (R = nb = 8, sigma 0.1, eps 0.05, T 64); tiny sigma (1e-3: one-hot
+   memberships, logits down to -1e5); one regime (R = 1: every row of the prior constant,
+   the z-score of a constant); a sharp plan (eps 0.01, 8 iterations, nb 16, T 100: blocks
+   of unequal size) */
+static inline void r64_era_make(r64_era_case *c, int regime)
+{
+    unsigned long long s = 0xe4a5eedULL + (unsigned long long)regime * 15485863ULL;
+    int r;
+    size_t i, TT;
+    memset(c, 0, sizeof *c);
+    c->T = 64; c->R = 8; c->nb = 8; c->iters = 5;
+    c->eps = 0.05f; c->delta = 1e-5f; c->zeps = 1e-6f; /* as the float fields hold them */
+    c->sigma = 0.1f; c->alpha = 1.3f;
+    switch (regime) {
+    case R64_ERA_TINYSIGMA: c->name = "tiny sigma (1e-3)"; c->sigma = 1e-3f; break;
+    case R64_ERA_ONEREGIME: c->name = "one regime (R = 1)"; c->R = 1; break;
+    case R64_ERA_SHARPOT: c->name = "eps 0.01, nb 16, T 100"; c->eps = 0.01f; c->iters = 8; c->nb = 16; c->T = 100; break;
+    default: c->name = "defaults"; break;
+    }
+    TT = (size_t)c->T * c->T;
+    c->centers = (float *)malloc(sizeof(float) * (size_t)c->R);
+    c->dbias = (float *)malloc(sizeof(float) * TT);
+    c->bias = (double *)malloc(sizeof(double) * TT);
+    c->dcenters = (double *)malloc(sizeof(double) * (size_t)c->R);
+    c->yabs = (double *)malloc(sizeof(double) * (size_t)c->T);
+    for (r = 0; r < c->R; r++)
+        c->centers[r] = (float)(((double)r + 0.5) / c->R + 0.03 * r64_normal(&s));
+    for (i = 0; i < TT; i++) c->dbias[i] = (float)r64_normal(&s);
+    r64_era_reference(c);
+}
+
+/* ================================================================== RPA (seed 000)
+   Sections 2-3 / Listings 1-4 (era.h's reading, non-legacy, statistics over all T*T):
+     mbar = batch mean of mu (T,R); Phi (T,K): raised cosines centred at k (T-1)/(K-1),
+     width max(1, 1.5 T/K), 0.5 (1 + cos(pi d)) for d = |t - c_k| / w <= 1, each row
+     divided by (its sum + 1e-6);
+     S = mbar^T Phi; X = clamp(exp(S / tau_align), 1e-9, 1e9); Sinkhorn `iters` times:
+     rows X / (row sum + 1e-9), then columns / (column sum + 1e-9); P = X;
+     x_ij = (1 - pm) (mbar P Phi^T)_ij + pm (-max(pos_beta, 0) |i - j| / max(1, T - 1));
+     y = (x - mean) / (std + zeps) (mean and unbiased std over the T*T entries);
+     bias = scale clip(y / clamp(tau_att, tau_min, tau_max), -clip, clip).
+   detach: P a constant (no gradient through S and Sinkhorn). Loss = sum dbias . bias;
+   gradients for mu (B,T,R), tau_att, pos_beta. */
+typedef struct r64_rpa_case {
+    const char *name;
+    int B, T, R, K, iters, detach;
+    double tau_align, posmix, clip, tau_min, tau_max, scale, zeps;
+    float *mu, tau_att, pos_beta, *dbias;
+    double *bias, *dmu, dtau, dbeta;
+    double abs_dtau, abs_dbeta; /* the sums of |terms| of dtau and dbeta (r64_backward_abs) */
+    double clamp_frac; /* share of exp(S / tau_align) at the clamp */
+} r64_rpa_case;
+
+enum { R64_RPA_DEFAULT, R64_RPA_CLAMP, R64_RPA_TAUMIN, R64_RPA_TAUMAX, R64_RPA_TAULOW,
+       R64_RPA_ONEREGIME, R64_RPA_NREGIMES };
+
+static inline void r64_rpa_free(r64_rpa_case *c)
+{
+    free(c->mu); free(c->dbias); free(c->bias); free(c->dmu);
+    memset(c, 0, sizeof *c);
+}
+
+static inline void r64_rpa_reference(r64_rpa_case *c)
+{
+    const int B = c->B, T = c->T, R = c->R, K = c->K;
+    const size_t TT = (size_t)T * T;
+    r64_tape tp;
+    long *imu = (long *)malloc(sizeof(long) * (size_t)B * T * R), *mb = (long *)malloc(sizeof(long) * (size_t)T * R);
+    long *X = (long *)malloc(sizeof(long) * (size_t)R * K), *M = (long *)malloc(sizeof(long) * (size_t)T * K);
+    long *x = (long *)malloc(sizeof(long) * TT), *out = (long *)malloc(sizeof(long) * TT);
+    double *phi = (double *)malloc(sizeof(double) * (size_t)T * K);
+    long itau, ibeta, mean = -1, var = -1, sd, tauc, acc;
+    double w = 1.5 * (double)T / K, den = T - 1 > 1 ? (double)(T - 1) : 1.0;
+    int b, t, r, k, it, i, j, ncl = 0;
+    r64_tape_init(&tp);
+    if (w < 1.0) w = 1.0;
+    for (t = 0; t < T; t++) {
+        double sum = 0.0;
+        for (k = 0; k < K; k++) {
+            double ck = K > 1 ? (double)k * (T - 1) / (K - 1) : 0.0, d = fabs((double)t - ck) / w;
+            phi[(size_t)t * K + k] = d <= 1.0 ? 0.5 * (1.0 + cos(3.14159265358979323846 * d)) : 0.0;
+            sum += phi[(size_t)t * K + k];
+        }
+        for (k = 0; k < K; k++) phi[(size_t)t * K + k] /= sum + 1e-6;
+    }
+    for (i = 0; i < B * T * R; i++) imu[i] = r64_var(&tp, c->mu[i]);
+    itau = r64_var(&tp, c->tau_att);
+    ibeta = r64_var(&tp, c->pos_beta);
+    for (t = 0; t < T; t++)
+        for (r = 0; r < R; r++) {
+            acc = imu[(size_t)t * R + r];
+            for (b = 1; b < B; b++) acc = r64_add(&tp, acc, imu[((size_t)b * T + t) * R + r]);
+            mb[(size_t)t * R + r] = r64_scale(&tp, acc, 1.0 / B);
+        }
+    for (r = 0; r < R; r++)
+        for (k = 0; k < K; k++) {
+            long sk = r64_scale(&tp, mb[r], phi[k]), e;
+            for (t = 1; t < T; t++) sk = r64_add(&tp, sk, r64_scale(&tp, mb[(size_t)t * R + r], phi[(size_t)t * K + k]));
+            e = r64_exp(&tp, r64_scale(&tp, sk, 1.0 / c->tau_align));
+            if (r64_val(&tp, e) < 1e-9 || r64_val(&tp, e) > 1e9) ncl++;
+            X[(size_t)r * K + k] = r64_clamp(&tp, e, 1e-9, 1e9);
+        }
+    c->clamp_frac = (double)ncl / (R * K);
+    for (it = 0; it < c->iters; it++) {
+        for (r = 0; r < R; r++) {
+            long s_ = r64_addc(&tp, r64_sum(&tp, X + (size_t)r * K, K), 1e-9);
+            for (k = 0; k < K; k++) X[(size_t)r * K + k] = r64_div(&tp, X[(size_t)r * K + k], s_);
+        }
+        for (k = 0; k < K; k++) {
+            long s_ = X[k];
+            for (r = 1; r < R; r++) s_ = r64_add(&tp, s_, X[(size_t)r * K + k]);
+            s_ = r64_addc(&tp, s_, 1e-9);
+            for (r = 0; r < R; r++) X[(size_t)r * K + k] = r64_div(&tp, X[(size_t)r * K + k], s_);
+        }
+    }
+    if (c->detach) /* P as a constant */
+        for (i = 0; i < R * K; i++) X[i] = r64_var(&tp, r64_val(&tp, X[i]));
+    for (t = 0; t < T; t++)
+        for (k = 0; k < K; k++) {
+            long a = r64_mul(&tp, mb[(size_t)t * R], X[k]);
+            for (r = 1; r < R; r++) a = r64_fma(&tp, mb[(size_t)t * R + r], X[(size_t)r * K + k], a);
+            M[(size_t)t * K + k] = a;
+        }
+    {
+        long bpos = r64_clamp(&tp, ibeta, 0.0, HUGE_VAL);
+        for (i = 0; i < T; i++)
+            for (j = 0; j < T; j++) {
+                long v = r64_scale(&tp, M[(size_t)i * K], phi[(size_t)j * K]);
+                for (k = 1; k < K; k++) v = r64_add(&tp, v, r64_scale(&tp, M[(size_t)i * K + k], phi[(size_t)j * K + k]));
+                if (c->posmix > 0.0)
+                    v = r64_add(&tp, r64_scale(&tp, v, 1.0 - c->posmix),
+                                r64_scale(&tp, bpos, -c->posmix * abs(i - j) / den));
+                x[(size_t)i * T + j] = v;
+                mean = mean < 0 ? v : r64_add(&tp, mean, v);
+            }
+    }
+    mean = r64_scale(&tp, mean, 1.0 / (double)TT);
+    for (i = 0; i < (int)TT; i++) {
+        long d = r64_sub(&tp, x[i], mean), d2 = r64_mul(&tp, d, d);
+        x[i] = d;
+        var = var < 0 ? d2 : r64_add(&tp, var, d2);
+    }
+    var = r64_scale(&tp, var, 1.0 / ((double)TT - 1.0));
+    sd = r64_addc(&tp, r64_sqrt(&tp, var), c->zeps);
+    tauc = r64_clamp(&tp, itau, c->tau_min, c->tau_max);
+    for (i = 0; i < (int)TT; i++) {
+        long v = r64_div(&tp, r64_div(&tp, x[i], sd), tauc);
+        out[i] = r64_scale(&tp, r64_clamp(&tp, v, -c->clip, c->clip), c->scale);
+    }
+    r64_zero_adj(&tp);
+    for (i = 0; i < (int)TT; i++) {
+        c->bias[i] = r64_val(&tp, out[i]);
+        r64_seed(&tp, out[i], c->dbias[i]);
+    }
+    r64_backward(&tp);
+    for (i = 0; i < B * T * R; i++) c->dmu[i] = r64_grad(&tp, imu[i]);
+    c->dtau = r64_grad(&tp, itau);
+    c->dbeta = r64_grad(&tp, ibeta);
+    r64_zero_adj(&tp);
+    for (i = 0; i < (int)TT; i++) r64_seed(&tp, out[i], fabs((double)c->dbias[i]));
+    r64_backward_abs(&tp);
+    c->abs_dtau = r64_grad(&tp, itau);
+    c->abs_dbeta = r64_grad(&tp, ibeta);
+    r64_tape_free(&tp);
+    free(imu); free(mb); free(X); free(M); free(x); free(out); free(phi);
+}
+
+/* regimes: defaults (B 2, T 48, R = K = 4, tau_align 0.7, posmix 0.1, the exact gradient
+   through Sinkhorn); the clamp regime (concentrated memberships, T 96, tau_align 0.5:
+   exp(S / tau_align) above 1e9 for the matched regime-block pairs, as found at T = 768
+   with the defaults); tau_att at tau_min and at tau_max (on the bound: the gradient
+   passes); tau_att below tau_min (clamped: no gradient); one regime (R = 1: every mbar
+   is 1, the prior is the position term alone) */
+static inline void r64_rpa_make(r64_rpa_case *c, int regime)
+{
+    unsigned long long s = 0x27a5eedULL + (unsigned long long)regime * 32452843ULL;
+    int b, t, r;
+    size_t TT;
+    memset(c, 0, sizeof *c);
+    /* config values as the float fields will hold them */
+    c->B = 2; c->T = 48; c->R = 4; c->K = 4; c->iters = 6; c->detach = 0;
+    c->tau_align = 0.7f; c->posmix = 0.1f; c->clip = 4.0; c->tau_min = 0.6f; c->tau_max = 1.6f;
+    c->scale = 1.0; c->zeps = 1e-6f;
+    c->tau_att = 0.9f; c->pos_beta = 0.2f;
+    switch (regime) {
+    case R64_RPA_CLAMP: c->name = "Sinkhorn input clamped"; c->T = 96; c->tau_align = 0.5f; c->iters = 3; break;
+    case R64_RPA_TAUMIN: c->name = "tau_att = tau_min"; c->tau_att = 0.6f; break;
+    case R64_RPA_TAUMAX: c->name = "tau_att = tau_max"; c->tau_att = 1.6f; c->detach = 1; break;
+    case R64_RPA_TAULOW: c->name = "tau_att < tau_min"; c->tau_att = 0.3f; break;
+    case R64_RPA_ONEREGIME: c->name = "one regime (R = 1)"; c->R = 1; c->K = 4; c->posmix = 0.3f; break;
+    default: c->name = "defaults"; break;
+    }
+    TT = (size_t)c->T * c->T;
+    c->mu = (float *)malloc(sizeof(float) * (size_t)c->B * c->T * c->R);
+    c->dmu = (double *)malloc(sizeof(double) * (size_t)c->B * c->T * c->R);
+    c->dbias = (float *)malloc(sizeof(float) * TT);
+    c->bias = (double *)malloc(sizeof(double) * TT);
+    for (b = 0; b < c->B; b++)
+        for (t = 0; t < c->T; t++) {
+            double l[64], mx = -HUGE_VAL, sum = 0.0;
+            for (r = 0; r < c->R; r++) {
+                /* regime r prefers the r-th quarter of the sequence */
+                double ctr = ((double)r + 0.5) / c->R, d = (double)t / c->T - ctr;
+                l[r] = (regime == R64_RPA_CLAMP ? -60.0 : -8.0) * d * d + 0.3 * r64_normal(&s);
+                if (l[r] > mx) mx = l[r];
+            }
+            for (r = 0; r < c->R; r++) { l[r] = exp(l[r] - mx); sum += l[r]; }
+            for (r = 0; r < c->R; r++) c->mu[((size_t)b * c->T + t) * c->R + r] = (float)(l[r] / sum);
+        }
+    for (t = 0; t < (int)TT; t++) c->dbias[t] = (float)r64_normal(&s);
+    r64_rpa_reference(c);
 }
 
 #endif /* ATTNKIT_REF64_H */

@@ -8,6 +8,7 @@
 #define ERA_IMPLEMENTATION
 #include "era.h"
 #include "attnkit_test.h"
+#include "ref64.h"
 
 #include <float.h>
 
@@ -1508,6 +1509,210 @@ static void test_null_grads_accepted(void)
     era_era_state_free(&es);
 }
 
+/* ------------------------------------------------------------ issue 38: float64 sweep */
+/* ERA prior and its backward against tests/ref64.h's float64 transcription of seed 003
+   (memberships, cost, log-domain Sinkhorn, p_t(s), RowZ; tape gradients) in: the
+   defaults, tiny sigma (1e-3: one-hot memberships, logits down to -1e5), one regime
+   (R = 1), a sharp plan (eps 0.01, 8 iterations, nb 16, T 100). 1e-4 forward (bias),
+   2e-3 gradients (centres, sigma, alpha), relative to each tensor's max-norm.
+   Condition (one regime): with R = 1 every p_t(s) is 1/nb in exact arithmetic, each row
+   of log(p + delta) is constant and RowZ's y - mean(y) cancels completely; the exact
+   bias and every exact gradient are 0. The fp32 value of that difference is rounding
+   (the plan comes from fp32 potentials), amplified by 1/(std + zeps) = 1e6: ill-
+   conditioned by nature. There the bias is held to its condition-aware bound
+   8 eps32 |alpha| max_t max_s |y_ts| / (std_t + zeps) and dalpha (= sum dbias . bias /
+   alpha) to the same times sum |dbias| / |alpha|, absolute (the reference's own values
+   are ~1e-10); dcenters and dsigma, exactly 0, to the gradient tolerance absolute. */
+static void era_sweep_one(r64_report *rep, r64_era_case *c)
+{
+    era_era_config cfg = era_era_config_default();
+    era_era_params par;
+    era_era_state st = era_era_state_init();
+    era_era_grads gr;
+    const size_t TT = (size_t)c->T * c->T;
+    float *bias = (float *)malloc(sizeof(float) * TT), *dc = (float *)calloc((size_t)c->R, sizeof(float));
+    const int constant_rows = c->R == 1;
+    double e[4], ea[4], cb[4], amp = 0.0, sdb = 0.0, ref2[2];
+    float got2[2];
+    static const char *nm[4] = {"ERA bias", "ERA dcenters", "ERA dsigma", "ERA dalpha"};
+    size_t i;
+    int t;
+    cfg.R = c->R; cfg.nb = c->nb; cfg.iters = c->iters; cfg.eps = (float)c->eps;
+    cfg.delta = (float)c->delta; cfg.zscore_eps = (float)c->zeps;
+    par = era_era_params_default(c->centers);
+    par.sigma = c->sigma;
+    par.alpha = c->alpha;
+    memset(&gr, 0, sizeof gr);
+    gr.dcenters = dc;
+    CHECK_INT_EQ(era_era_forward(&cfg, &par, c->T, bias, &st, NULL), ERA_OK);
+    CHECK_INT_EQ(era_era_backward(&cfg, &par, &st, c->dbias, &gr, NULL), ERA_OK);
+    for (t = 0; t < c->T; t++)
+        if (c->yabs[t] > amp) amp = c->yabs[t];
+    for (i = 0; i < TT; i++) sdb += fabs((double)c->dbias[i]);
+    got2[0] = gr.dsigma; ref2[0] = c->dsigma;
+    got2[1] = gr.dalpha; ref2[1] = c->dalpha;
+    e[0] = r64_relerr_f(bias, c->bias, (long)TT);
+    e[1] = r64_relerr_f(dc, c->dcenters, c->R);
+    e[2] = r64_relerr_f(got2, ref2, 1);
+    e[3] = r64_relerr_f(got2 + 1, ref2 + 1, 1);
+    ea[0] = e[0] * r64_maxabs(c->bias, (long)TT);
+    ea[1] = e[1] * r64_maxabs(c->dcenters, c->R);
+    ea[2] = fabs((double)got2[0] - ref2[0]);
+    ea[3] = fabs((double)got2[1] - ref2[1]);
+    cb[0] = 8.0 * R64_EPS32 * amp * fabs((double)c->alpha);
+    cb[3] = 8.0 * R64_EPS32 * amp * sdb;
+    cb[1] = cb[2] = R64_TOL_GRAD;
+    for (t = 0; t < 4; t++) {
+        if (constant_rows) { /* absolute, against the condition-aware bounds above */
+            printf("  ERA sweep, %s, %s: absolute error %.3e (exact value 0; bound %.3e)\n",
+                   c->name, nm[t], ea[t], cb[t]);
+            CHECK(ea[t] <= cb[t]);
+            continue;
+        }
+        r64_note(rep, nm[t], c->name, e[t]);
+        if (!(e[t] <= (t == 0 ? R64_TOL_FWD : R64_TOL_GRAD))) {
+            fprintf(stderr, "  %s, %s: relative error %.3e\n", c->name, nm[t], e[t]);
+            CHECK(e[t] <= (t == 0 ? R64_TOL_FWD : R64_TOL_GRAD));
+        }
+    }
+    era_era_state_free(&st);
+    free(bias); free(dc);
+}
+
+/* RPA prior and its backward against ref64.h's float64 transcription of seed 000's
+   prior (batch mean, raised-cosine basis, clamped exp(S / tau_align), Sinkhorn, position
+   mix, global z-score, temperature clamp, clip; tape gradients): the defaults (exact
+   gradient through Sinkhorn), the clamp regime (exp(S / tau_align) above 1e9 for the
+   matched pairs, found at T = 768 with the defaults, reached here at T = 96), tau_att on
+   tau_min and tau_max and below tau_min, one regime (R = 1). 1e-4 forward, 2e-3
+   gradients (dmu, dtau_att, dpos_beta) relative to each tensor's max-norm. */
+static void rpa_sweep_one(r64_report *rep, r64_rpa_case *c)
+{
+    era_rpa_config cfg = era_rpa_config_default(c->R);
+    era_rpa_params par = era_rpa_params_default();
+    era_rpa_state st = era_rpa_state_init();
+    era_rpa_grads gr;
+    const size_t TT = (size_t)c->T * c->T, nmu = (size_t)c->B * c->T * c->R;
+    float *bias = (float *)malloc(sizeof(float) * TT), *dmu = (float *)calloc(nmu, sizeof(float));
+    double e[4], ref2[2];
+    float got2[2];
+    static const char *nm[4] = {"RPA bias", "RPA dmu", "RPA dtau_att", "RPA dpos_beta"};
+    int t;
+    cfg.K = c->K; cfg.sinkhorn_iters = c->iters; cfg.detach = c->detach;
+    cfg.tau_align = (float)c->tau_align; cfg.posmix = (float)c->posmix;
+    cfg.bias_clip = (float)c->clip; cfg.tau_min = (float)c->tau_min; cfg.tau_max = (float)c->tau_max;
+    cfg.scale = (float)c->scale; cfg.zscore_eps = (float)c->zeps;
+    par.tau_att = c->tau_att;
+    par.pos_beta = c->pos_beta;
+    memset(&gr, 0, sizeof gr);
+    CHECK_INT_EQ(era_rpa_forward(&cfg, &par, c->mu, c->B, c->T, bias, &st, NULL), ERA_OK);
+    CHECK_INT_EQ(era_rpa_backward(&cfg, &par, &st, c->dbias, dmu, &gr, NULL), ERA_OK);
+    if (c->clamp_frac > 0.0) {
+        CHECK(st.clamp_frac > 0.0f); /* the regime really is the clamp regime */
+        printf("  RPA sweep, %s: %.0f%% of exp(S / tau_align) at the clamp\n", c->name, 100.0 * c->clamp_frac);
+    }
+    got2[0] = gr.dtau_att; ref2[0] = c->dtau;
+    got2[1] = gr.dpos_beta; ref2[1] = c->dbeta;
+    e[0] = r64_relerr_f(bias, c->bias, (long)TT);
+    e[1] = r64_relerr_f(dmu, c->dmu, (long)nmu);
+    e[2] = r64_relerr_f(got2, ref2, 1);
+    e[3] = r64_relerr_f(got2 + 1, ref2 + 1, 1);
+    for (t = 0; t < 4; t++) {
+        if (t == 3 && c->R == 1) {
+            /* One regime: mbar = 1, so x = const + pos_beta v (the basis rows sum to 1 up
+               to their 1e-6 guard) and the z-score removes pos_beta exactly but for zeps:
+               dpos_beta is the residue of terms that cancel in exact arithmetic too.
+               Held to its condition-aware bound 16 eps32 sum|terms| (tape's abs sweep). */
+            double cb = 16.0 * R64_EPS32 * c->abs_dbeta, ea = fabs((double)got2[1] - ref2[1]);
+            printf("  RPA sweep, %s, %s: absolute error %.3e (value %.3e, sum|terms| %.3e, bound %.3e)\n",
+                   c->name, nm[t], ea, ref2[1], c->abs_dbeta, cb);
+            CHECK(ea <= cb);
+            continue;
+        }
+        r64_note(rep, nm[t], c->name, e[t]);
+        if (!(e[t] <= (t == 0 ? R64_TOL_FWD : R64_TOL_GRAD))) {
+            fprintf(stderr, "  %s, %s: relative error %.3e\n", c->name, nm[t], e[t]);
+            CHECK(e[t] <= (t == 0 ? R64_TOL_FWD : R64_TOL_GRAD));
+        }
+    }
+    era_rpa_state_free(&st);
+    free(bias); free(dmu);
+}
+
+static void test_sweep_float64(void)
+{
+    r64_report rep;
+    int reg;
+    memset(&rep, 0, sizeof rep);
+    for (reg = 0; reg < R64_ERA_NREGIMES; reg++) {
+        r64_era_case c;
+        r64_era_make(&c, reg);
+        era_sweep_one(&rep, &c);
+        r64_era_free(&c);
+    }
+    for (reg = 0; reg < R64_RPA_NREGIMES; reg++) {
+        r64_rpa_case c;
+        r64_rpa_make(&c, reg);
+        rpa_sweep_one(&rep, &c);
+        r64_rpa_free(&c);
+    }
+    r64_print(&rep, "ERA (seed 003) and RPA (seed 000) CPU vs float64");
+}
+
+/* Issue 37 rule 4: boolean flags are 0 or 1. era_apply / era_reduce_grad with per_head -1
+   or 2 read / wrote an (H,T,T) buffer where a (T,T) one was given; the RPA config's
+   detach, zscore_causal and legacy and the ERA config's zscore_causal ran any non-zero
+   value as 1. All are ERA_EINVAL now, with nothing written. */
+static void test_flags_range_checked(void)
+{
+    enum { B = 2, H = 3, T = 4 };
+    float scores[B * H * T * T], bias[T * T], before[B * H * T * T];
+    float centers[4], mu[1 * T * 4], out[T * T];
+    int bad[3] = {-1, 2, 1 << 20}, i;
+    era_era_config ec;
+    era_era_params ep;
+    era_era_state es = era_era_state_init();
+    era_rpa_config rc;
+    era_rpa_params rp = era_rpa_params_default();
+    era_rpa_state rs = era_rpa_state_init();
+    tt_seed(37);
+    tt_fill_normal(scores, B * H * T * T, 1.0);
+    tt_fill_normal(bias, T * T, 1.0);
+    memcpy(before, scores, sizeof scores);
+    for (i = 0; i < 3; i++) {
+        CHECK_INT_EQ(era_apply(scores, bias, bad[i], B, H, T), ERA_EINVAL);
+        CHECK_INT_EQ(era_reduce_grad(bias, scores, bad[i], B, H, T), ERA_EINVAL);
+    }
+    CHECK(memcmp(before, scores, sizeof scores) == 0);
+    CHECK_INT_EQ(era_apply(scores, bias, 0, B, H, T), ERA_OK);
+    era_era_init_centers(4, centers);
+    for (i = 0; i < T * 4; i++) mu[i] = 0.25f;
+    for (i = 0; i < 3; i++) {
+        ec = era_era_config_default();
+        ec.R = 4; ec.nb = 4;
+        ep = era_era_params_default(centers);
+        ec.zscore_causal = bad[i];
+        CHECK_INT_EQ(era_era_forward(&ec, &ep, T, out, &es, NULL), ERA_EINVAL);
+        rc = era_rpa_config_default(4);
+        rc.detach = bad[i];
+        CHECK_INT_EQ(era_rpa_forward(&rc, &rp, mu, 1, T, out, &rs, NULL), ERA_EINVAL);
+        rc = era_rpa_config_default(4);
+        rc.zscore_causal = bad[i];
+        CHECK_INT_EQ(era_rpa_forward(&rc, &rp, mu, 1, T, out, &rs, NULL), ERA_EINVAL);
+        rc = era_rpa_config_default(4);
+        rc.legacy = bad[i];
+        CHECK_INT_EQ(era_rpa_forward(&rc, &rp, mu, 1, T, out, &rs, NULL), ERA_EINVAL);
+    }
+    ec = era_era_config_default();
+    ec.R = 4; ec.nb = 4; ec.zscore_causal = 1;
+    CHECK_INT_EQ(era_era_forward(&ec, &ep, T, out, &es, NULL), ERA_OK);
+    rc = era_rpa_config_default(4);
+    rc.detach = 0; rc.zscore_causal = 1;
+    CHECK_INT_EQ(era_rpa_forward(&rc, &rp, mu, 1, T, out, &rs, NULL), ERA_OK);
+    era_era_state_free(&es);
+    era_rpa_state_free(&rs);
+}
+
 int main(int argc, char **argv)
 {
     TEST_INIT(argc, argv);
@@ -1540,5 +1745,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_streaming_rows_large_T);
     TEST_RUN(test_type2);
     TEST_RUN(test_zscore_sums_no_cancellation);
+    TEST_RUN(test_sweep_float64);
+    TEST_RUN(test_flags_range_checked);
     return TEST_END();
 }
