@@ -48,6 +48,23 @@
      g_j  = p_j/Z (ds.v_j - ds.s) + K (3 p_j/L - 2 p_j^2/Q2 - p_j/Z)      (real key j)
      g_N  = p_N/Z (ds.v_null - ds.s - K)                                  (null sink)
    then sigma_j gets temp*g_j, temp gets sum_j g_j sigma_j + g_N null, null gets temp*g_N.
+   Where the sink holds at least half the weight, g_N is taken as -sum_j g_j instead
+   (= -sum_j p_j ds.v_j / Z + ds.s L/Z - K p_N/Z): the form above cancels to O(1 - w_N)
+   there, since s -> v_null and s is known only to float rounding, and lost all precision
+   as the real keys' share fell towards 1e-7 (seed 002's regime: ~4e-6 with the paper's
+   initial values at 64K keys).
+
+   ACCURACY (tests/test_polar.c and tests/parity_polar.cu, against tests/polar_ref64.h: the
+   paper's equations in long double, backward by the chain rule): materialised, streaming
+   (both backward schedules) and the CUDA fp32 kernels, in the regimes null-dominated
+   (1 - w_N from 1e-2 to 1e-8, and the paper's initial values at 64K keys, synthesised),
+   one-hot and uniform rows, a window of 1, GQA groups of 1 and 8, T = 2048 (300 in the
+   simulation): worst max|err| / max|ref| per tensor 1.8e-6 (c, mag), 2.2e-6 (dq, dk,
+   dv, v_null), 1.9e-5 (the per-head scalar gradients, d len_gain_raw on one-hot rows);
+   before the -sum_j g_j form, d len_gain_raw was off by 1.2e-3 / 1.3e-2 / 1.2e-2 / 1.8 at
+   1 - w_N = 1e-5 / 1e-6 / 3e-7 / 1e-8. Tensor cores (bf16 / tf32) against the reference
+   on their rounded inputs, null-dominated and 64K regimes: within 8.1e-3 / 3.9e-4 (the
+   per-head scalars against the sum of their row terms' magnitudes, as in parity_polar).
 
    USAGE
      In exactly one C or C++ file:
@@ -95,6 +112,15 @@
      init_mag_beta_raw   -1.5   (v_null starts at 0)
      distractor_keys      0   R random keys for the alignment loss; 0 = off
      distractor_weight 0.01   weight of the alignment loss
+     distractor_mode      0   POLAR_DISTRACTOR_MEAN: weight * the mean over (b, h, i, r)
+                              of the random keys' weight, temperature and null floor at
+                              n_i = min(i+1, W), dk_rand's gradient written;
+                              POLAR_DISTRACTOR_SEED: as seed 002's released training code
+                              (train/model.py): the random keys' weights summed over r and
+                              averaged over (b, h, i) (R times the mean), n_i = i + 1 even
+                              under a window, and the random keys detached (dk_rand is
+                              never written; it may be NULL). For reproducing the authors'
+                              runs; the equations are the same.
      math                 0   the CUDA path's arithmetic (the CPU path is always fp32):
                               POLAR_MATH_FP32 SIMT fp32, within 1e-5 (forward) / 1e-4
                               (gradients) of the CPU; POLAR_MATH_TF32 / POLAR_MATH_BF16
@@ -178,6 +204,9 @@ extern "C" {
 #define POLAR_MATH_BF16 2 /* tensor cores, bf16 inputs, fp32 accumulation (forward, backward) */
 
 #define POLAR_NO_WINDOW (-1)
+/* polar_config.distractor_mode: the loss's normalisation (see CONFIG in the doc block) */
+#define POLAR_DISTRACTOR_MEAN 0 /* mean over (b, h, i, r), window-aware n (default) */
+#define POLAR_DISTRACTOR_SEED 1 /* seed 002's code: sum over r, n = i + 1, keys detached */
 /* the most random keys the distractor loss accepts (polar_config.distractor_keys) */
 #define POLAR_MAX_DISTRACTOR_KEYS 65536
 /* per-row saved statistics: running max M, L = sum p, Q2 = sum p^2, |s| */
@@ -196,6 +225,7 @@ typedef struct polar_config {
     float init_mag_beta_raw;
     int distractor_keys;     /* R; 0 = alignment loss off */
     float distractor_weight; /* 0.01 */
+    int distractor_mode;     /* POLAR_DISTRACTOR_MEAN (default) / _SEED */
     int math;                /* POLAR_MATH_FP32 / _TF32 / _BF16 (CUDA path only) */
 } polar_config;
 
@@ -343,12 +373,15 @@ POLARDEF int polar_assemble_backward(float *dc, float *dmag, float *dgate, float
 /* Distractor alignment loss (eq. 15): R = cfg->distractor_keys random keys per kv head
    are scored by every query with the query's temperature and null floor; the loss is
    distractor_weight * mean over (b, h, i, r) of the random keys' softmax weight against
-   the null sink. *loss = 0 and nothing else happens when R == 0 (the default).
+   the null sink (cfg->distractor_mode = POLAR_DISTRACTOR_SEED: summed over r, n = i + 1,
+   keys detached, as seed 002's code). *loss = 0 and nothing else happens when R == 0
+   (the default).
    loss: scalar out; q: (B,H,T,D); k_rand: (B,Hkv,R,D). */
 POLARDEF int polar_distractor_forward(const polar_config *cfg, float *loss, const float *q,
                                       const float *k_rand, const polar_params *prm, int B,
                                       int H, int Hkv, int T, int D);
-/* dq: (B,H,T,D) +=; dk_rand: (B,Hkv,R,D) += (may be NULL); grads += (len_gain_raw,
+/* dq: (B,H,T,D) +=; dk_rand: (B,Hkv,R,D) += (may be NULL; never written in
+   POLAR_DISTRACTOR_SEED mode); grads += (len_gain_raw,
    null_base, null_slope_raw); dloss: the upstream gradient of *loss. */
 POLARDEF int polar_distractor_backward(const polar_config *cfg, float *dq, float *dk_rand,
                                        polar_grads *grads, float dloss, const float *q,
@@ -504,6 +537,7 @@ POLARDEF polar_config polar_config_default(void)
     c.init_mag_beta_raw = -1.5f;
     c.distractor_keys = 0;
     c.distractor_weight = 0.01f;
+    c.distractor_mode = POLAR_DISTRACTOR_MEAN;
     c.math = POLAR_MATH_FP32;
     return c;
 }
@@ -557,6 +591,8 @@ static int polar__check_cfg(const polar_config *cfg)
     if (cfg->distractor_keys < 0 || cfg->distractor_keys > POLAR_MAX_DISTRACTOR_KEYS) return 0;
     if (!polar__finite(cfg->distractor_weight)) return 0;
     if (cfg->math < POLAR_MATH_FP32 || cfg->math > POLAR_MATH_BF16) return 0;
+    if (cfg->distractor_mode != POLAR_DISTRACTOR_MEAN && cfg->distractor_mode != POLAR_DISTRACTOR_SEED)
+        return 0;
     return 1;
 }
 
@@ -1920,6 +1956,16 @@ POLARDEF int polar_assemble_backward(float *dc, float *dmag, float *dgate, float
 }
 
 /* ------------------------------------------------------------ distractor loss */
+/* the loss's divisor over B*H*T rows, and the window its temperature and null see */
+static double polar__dist_count(const polar_config *cfg, double rows)
+{
+    return cfg->distractor_mode == POLAR_DISTRACTOR_SEED ? rows : rows * cfg->distractor_keys;
+}
+static int polar__dist_window(const polar_config *cfg)
+{
+    return cfg->distractor_mode == POLAR_DISTRACTOR_SEED ? POLAR_NO_WINDOW : cfg->window;
+}
+
 /* per (b, h, i): softmax over [temp*sigma_r (R of them), temp*null]; w_N out, the R
    weights into w (R), raw scores into sg (R). */
 static void polar__distractor_row(double *w, double *sg, double *wN, const float *qi,
@@ -1979,14 +2025,14 @@ POLARDEF int polar_distractor_forward(const polar_config *cfg, float *loss, cons
         const float *kr = k_rand + ((size_t)b * Hkv + hk) * R * D;
         for (i = 0; i < T; i++) {
             double temp, nul, wN;
-            polar__row_tn(prm, h, polar__nkeys(cfg->window, i), &temp, &nul);
+            polar__row_tn(prm, h, polar__nkeys(polar__dist_window(cfg), i), &temp, &nul);
             polar__distractor_row(buf, buf + R, &wN, q + ((size_t)bh * T + i) * D, kr, R, D,
                                   temp, nul, sc);
             for (r = 0; r < R; r++) total += buf[r];
         }
     }
     POLAR_FREE(buf);
-    *loss = (float)(cfg->distractor_weight * total / ((double)B * H * T * R));
+    *loss = (float)(cfg->distractor_weight * total / polar__dist_count(cfg, (double)B * H * T));
     return POLAR_OK;
 }
 
@@ -2010,7 +2056,8 @@ POLARDEF int polar_distractor_backward(const polar_config *cfg, float *dq, float
     buf = (double *)POLAR_MALLOC(sizeof(double) * 2 * R);
     if (!buf) return POLAR_ENOMEM;
     sc = 1.0 / sqrt((double)D);
-    coef = dloss * cfg->distractor_weight / ((double)B * H * T * R);
+    coef = dloss * cfg->distractor_weight / polar__dist_count(cfg, (double)B * H * T);
+    if (cfg->distractor_mode == POLAR_DISTRACTOR_SEED) dk_rand = NULL; /* detached */
     /* serial: dk_rand and the per-head grads are shared across rows (fixed order) */
     for (bh = 0; bh < B * H; bh++) {
         int b = bh / H, h = bh % H, hk = h / (H / Hkv), i, r, d;
@@ -2019,7 +2066,7 @@ POLARDEF int polar_distractor_backward(const polar_config *cfg, float *dq, float
         double dlg = 0, dnb = 0, dns = 0;
         for (i = 0; i < T; i++) {
             size_t row = (size_t)bh * T + i;
-            int n = polar__nkeys(cfg->window, i);
+            int n = polar__nkeys(polar__dist_window(cfg), i);
             double temp, nul, wN, dt = 0, gN;
             const float *qi = q + row * D;
             float *dqi = dq + row * D;

@@ -16,7 +16,10 @@
                         tiles that some row of the tile can see are visited. GQA: query head
                         h reads kv head h / (H/Hkv) in place (nothing is repeated).
      polar__k_bwd_pre   per row: ds, the scalars of the logit gradient, the null-sink and
-                        beta terms (polar_backward's step 1), into a row buffer.
+                        beta terms (polar_backward's step 1), into a row buffer. Rows whose
+                        sink holds >= half the weight take g_N = -sum_j g_j (polar.h's
+                        POLAR__NULL_SUM): the query passes (fp32 and tensor-core) add its
+                        sum_j p_j ds.v_j part per row.
      polar__k_bwd_q     query-parallel pass: one block per 16-query tile, 16-key tiles:
                         recomputes p from the saved M, accumulates dq and the real-key part
                         of the temperature gradient.
@@ -349,7 +352,6 @@ polar__k_bwd_pre(float *rows, float *dsall, const float *dc, const float *dmag, 
     for (d = 0; d < D; d++) {
         ds[d] = (float)((dci[d] - ci[d] * cdc) / rr);
         Dss += (double)ds[d] * ci[d] * rr;
-        dvn += (double)ds[d] * vn[d];
     }
     magv = mag[row];
     dmagv = dmag ? (double)dmag[row] : 0.0;
@@ -358,17 +360,22 @@ polar__k_bwd_pre(float *rows, float *dsall, const float *dc, const float *dmag, 
     dm = g1 * bsp / (1.0 + meff);
     K = dm * meff;
     dbeta = g1 * log1p(meff) * polar__d_sigmoid(mb[h]);
-    gN = pN / Zf * (dvn - Dss - K);
+    ro[POLAR__R_WN] = (float)(pN / Zf);
+    if (POLAR__NULL_SUM(ro[POLAR__R_WN])) {
+        gN = Dss * (L / Zf) - K * (pN / Zf); /* -sum_j g_j less its P part (query pass) */
+    } else {
+        for (d = 0; d < D; d++) dvn += (double)ds[d] * vn[d];
+        gN = pN / Zf * (dvn - Dss - K);
+    }
     ro[POLAR__R_M] = (float)M;
     ro[POLAR__R_T] = (float)temp;
     ro[POLAR__R_A] = (float)(1.0 / Zf);
     ro[POLAR__R_B] = (float)(dm * 3.0 * L * L / (Qf * Zf) - (K + Dss) / Zf);
     ro[POLAR__R_C] = (float)(Q2 >= f ? 2.0 * dm * L * L * L / (Qf * Qf * Zf) : 0.0);
-    ro[POLAR__R_WN] = (float)(pN / Zf);
     ro[POLAR__R_DT] = (float)(gN * nul);
     ro[POLAR__R_DU] = (float)(temp * gN);
     ro[POLAR__R_DBETA] = (float)dbeta;
-    ro[POLAR__R_LO] = 0.0f;
+    ro[POLAR__R_NUL] = (float)nul;
 }
 
 /* the logit gradient of one visible (query, key) pair from its raw q.k and ds.v */
@@ -392,6 +399,7 @@ polar__k_bwd_q(float *dq, float *rows, const float *q, const float *k, const flo
     __shared__ float Ks[POLAR__CKQ * DP];
     __shared__ float Vs[POLAR__CKQ * DP];
     __shared__ float Gs[POLAR__CQ * GP];
+    __shared__ float PDs[POLAR__CQ * GP]; /* p ds.v per pair, for the null sum P */
     __shared__ float rsc[POLAR__CQ * 5];
     __shared__ double red[POLAR__CQ * POLAR__SUB];
     const int tid = threadIdx.x, r = tid / POLAR__SUB, u = tid % POLAR__SUB;
@@ -401,7 +409,7 @@ polar__k_bwd_q(float *dq, float *rows, const float *q, const float *k, const flo
     const int i = i0 + r, live = i < T;
     const float scf = (float)(1.0 / sqrt((double)D));
     const float *kb = k + ((size_t)b * Hkv + hk) * T * D, *vb = v + ((size_t)b * Hkv + hk) * T * D;
-    double gq[E], dot = 0.0;
+    double gq[E], dot = 0.0, pacc = 0.0;
     int x, e, j0, jstart;
     for (e = 0; e < E; e++) gq[e] = 0.0;
     for (x = tid; x < POLAR__CQ * D; x += POLAR__CT) {
@@ -433,7 +441,7 @@ polar__k_bwd_q(float *dq, float *rows, const float *q, const float *k, const flo
         __syncthreads();
         for (x = tid; x < POLAR__CQ * POLAR__CKQ; x += POLAR__CT) {
             int rr = x / POLAR__CKQ, jj = x % POLAR__CKQ, ii = i0 + rr, jg = j0 + jj, d;
-            float g = 0.0f, p;
+            float g = 0.0f, p, pd = 0.0f;
             if (ii < T && jg <= ii && jg > ii - polar__d_nkeys(window, ii)) {
                 const float *qr = Qs + rr * DP, *dr = DSs + rr * DP;
                 const float *kr = Ks + jj * DP, *vr = Vs + jj * DP;
@@ -443,8 +451,10 @@ polar__k_bwd_q(float *dq, float *rows, const float *q, const float *k, const flo
                     dsv += dr[d] * vr[d];
                 }
                 g = polar__d_g(s, dsv, rsc + rr * 5, &p);
+                pd = __fmul_rn(p, dsv);
             }
             Gs[rr * GP + jj] = g;
+            PDs[rr * GP + jj] = pd;
         }
         __syncthreads();
         if (live) {
@@ -457,6 +467,8 @@ polar__k_bwd_q(float *dq, float *rows, const float *q, const float *k, const flo
                 for (e = 0; e < E; e++) gt[e] += g * kr[POLAR__SUB * e];
             }
             for (e = 0; e < E; e++) gq[e] += gt[e];
+            if (u == 0)
+                for (jj = 0; jj < POLAR__CKQ; jj++) pacc += (double)PDs[r * GP + jj];
         }
     }
     if (live) {
@@ -472,8 +484,14 @@ polar__k_bwd_q(float *dq, float *rows, const float *q, const float *k, const flo
     __syncthreads();
     if (live && u == 0) {
         double t = 0.0;
+        float *ro = rows + ((size_t)bh * T + i) * POLAR__NROW;
         for (x = 0; x < POLAR__SUB; x++) t += red[r * POLAR__SUB + x];
-        rows[((size_t)bh * T + i) * POLAR__NROW + POLAR__R_DT] += (float)(t * scf);
+        ro[POLAR__R_DT] += (float)(t * scf);
+        if (POLAR__NULL_SUM(ro[POLAR__R_WN])) { /* g_N = -sum_j g_j: its P part */
+            double gp = -pacc * ro[POLAR__R_A];
+            ro[POLAR__R_DT] += (float)(gp * ro[POLAR__R_NUL]);
+            ro[POLAR__R_DU] += (float)(gp * ro[POLAR__R_T]);
+        }
     }
 }
 
@@ -1057,6 +1075,7 @@ polar__k_bwd_q_tc(float *dq, float *rows, const float *q, const float *k, const 
     const int n = live ? polar__d_nkeys(window, i) : 1;
     wmma::fragment<wmma::accumulator, 16, 16, TC::KK, float> acc[D / 16];
     float gs = 0.0f; /* this lane's part of sum_j g_j (q . k_j) */
+    float ps = 0.0f; /* and of P = sum_j p_j ds.v_j (the null sum, POLAR__NULL_SUM rows) */
     int x, j0, jstart, nt, t;
     for (nt = 0; nt < D / 16; nt++) wmma::fill_fragment(acc[nt], 0.0f);
     polar__tc_stage<MT, D>(Qs, q + (size_t)bh * T * D, i0, T);
@@ -1085,6 +1104,7 @@ polar__k_bwd_q_tc(float *dq, float *rows, const float *q, const float *k, const 
                 float sv = Ss[r * L::SLD + t];
                 g = polar__d_g(sv, Ds[r * L::SLD + t], rsc + r * 5, &p);
                 gs += g * sv; /* before G is rounded: sum_j g_j sigma_j cancels ~100-fold */
+                ps += p * Ds[r * L::SLD + t];
             }
             Gs[r * L::PLD + t] = TC::cvt(g);
         }
@@ -1096,7 +1116,16 @@ polar__k_bwd_q_tc(float *dq, float *rows, const float *q, const float *k, const 
         wmma::store_matrix_sync(Gq + w * 16 * L::OLD + nt * 16, acc[nt], L::OLD, wmma::mem_row_major);
     __syncthreads();
     gs += __shfl_xor_sync(0xffffffffu, gs, 1);
-    if (live && half == 0) rows[((size_t)bh * T + i) * POLAR__NROW + POLAR__R_DT] += gs * scf;
+    ps += __shfl_xor_sync(0xffffffffu, ps, 1);
+    if (live && half == 0) {
+        float *ro = rows + ((size_t)bh * T + i) * POLAR__NROW;
+        ro[POLAR__R_DT] += gs * scf;
+        if (POLAR__NULL_SUM(ro[POLAR__R_WN])) { /* g_N = -sum_j g_j: its P part */
+            double gp = -(double)ps * ro[POLAR__R_A];
+            ro[POLAR__R_DT] += (float)(gp * ro[POLAR__R_NUL]);
+            ro[POLAR__R_DU] += (float)(gp * ro[POLAR__R_T]);
+        }
+    }
     for (x = tid; x < nr * D; x += POLAR__CT) { /* dq, coalesced */
         int rr = x / D, d = x % D;
         dq[((size_t)bh * T + i0) * D + x] += rsc[rr * 5 + 1] * Gq[rr * L::OLD + d];
@@ -1602,7 +1631,7 @@ POLARDEF size_t polar_distractor_workspace_size_cuda(const polar_config *cfg, in
                                                      int T)
 {
     size_t R;
-    if (!cfg || cfg->distractor_keys < 0 || cfg->distractor_keys > 65536 || B < 1 || H < 1 || T < 1)
+    if (!cfg || cfg->distractor_keys < 0 || cfg->distractor_keys > POLAR_MAX_DISTRACTOR_KEYS || B < 1 || H < 1 || T < 1)
         return 0;
     if ((double)B * H * T * ((double)cfg->distractor_keys + 3) * 8.0 > (double)SIZE_MAX / 4) return 0;
     R = (size_t)cfg->distractor_keys;
@@ -1615,7 +1644,7 @@ static int polar__cu_dist_check(const polar_config *cfg, const float *q, const f
                                 const void *workspace)
 {
     if (!polar__check_cfg(cfg) || !polar__check_dims(B, H, Hkv, T, D)) return POLAR_EINVAL;
-    if (cfg->distractor_keys < 0 || cfg->distractor_keys > 65536) return POLAR_EINVAL;
+    if (cfg->distractor_keys < 0 || cfg->distractor_keys > POLAR_MAX_DISTRACTOR_KEYS) return POLAR_EINVAL;
     if (!polar__cu_dev(q) || !polar__cu_params(prm)) return POLAR_EINVAL;
     if (cfg->distractor_keys > 0 && !polar__cu_dev(k_rand)) return POLAR_EINVAL;
     if (workspace && !polar__cu_dev(workspace)) return POLAR_EINVAL;
@@ -1640,7 +1669,7 @@ static int polar__cu_dist_rows(const polar_config *cfg, void **wsp, float *dq, c
     }
     POLAR__LAUNCH(polar__k_dist_row, (unsigned)((nrows + POLAR__CT - 1) / POLAR__CT), POLAR__CT, 0, s,
                   ws, ws + 3 * nrows, dq, q, k_rand, prm->len_gain_raw, prm->null_base,
-                  prm->null_slope_raw, H, Hkv, T, D, cfg->distractor_keys, cfg->window, coef, nrows);
+                  prm->null_slope_raw, H, Hkv, T, D, cfg->distractor_keys, polar__dist_window(cfg), coef, nrows);
     return polar__cu_launched();
 }
 
@@ -1662,7 +1691,7 @@ POLARDEF int polar_distractor_forward_cuda(const polar_config *cfg, float *loss,
     if (rc == POLAR_OK) {
         const long nrows = (long)B * H * T;
         POLAR__LAUNCH(polar__k_dist_loss, 1, POLAR__CT, 0, s, loss, (const double *)ws, nrows,
-                      (double)cfg->distractor_weight / ((double)nrows * cfg->distractor_keys));
+                      (double)cfg->distractor_weight / polar__dist_count(cfg, (double)nrows));
         rc = polar__cu_launched();
     }
     if (ws && !workspace) cudaFreeAsync(ws, s);
@@ -1690,9 +1719,9 @@ POLARDEF int polar_distractor_backward_cuda(const polar_config *cfg, float *dq, 
     if (cfg->distractor_keys == 0) return POLAR_OK;
     (void)cudaGetLastError();
     rc = polar__cu_dist_rows(cfg, &ws, dq, q, k_rand, prm, B, H, Hkv, T, D,
-                             (double)dloss * cfg->distractor_weight /
-                                 ((double)nrows * cfg->distractor_keys),
+                             (double)dloss * cfg->distractor_weight / polar__dist_count(cfg, (double)nrows),
                              s);
+    if (cfg->distractor_mode == POLAR_DISTRACTOR_SEED) dk_rand = NULL; /* detached, as the CPU */
     if (rc == POLAR_OK && (glg || gnb || gns)) {
         POLAR__LAUNCH(polar__k_dist_prm, (unsigned)H, POLAR__CT, 0, s, glg, gnb, gns,
                       (const double *)ws, B, H, T);

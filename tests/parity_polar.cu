@@ -32,6 +32,7 @@
 #define POLAR_IMPLEMENTATION
 #include "polar.h"
 #include "tests/attnkit_test.h"
+#include "tests/polar_ref64.h"
 
 static int g_gpu = 0;
 static int g_sim = 0;
@@ -829,7 +830,8 @@ static void test_plain_routing(void)
 /* eq. 15's distractor loss: polar_distractor_forward_cuda / _backward_cuda against the CPU
    (loss 1e-5, dq / dk_rand / the three per-head gradients 1e-4 relative; the gradients
    start non-zero: both paths accumulate), the plain calls routed, R = 0, bad input */
-static void dist_case(int B, int H, int Hkv, int T, int D, int R, int window, unsigned seed)
+static void dist_case(int B, int H, int Hkv, int T, int D, int R, int window, unsigned seed,
+                      int mode = POLAR_DISTRACTOR_MEAN)
 {
     const size_t nq = (size_t)B * H * T * D, nkr = (size_t)B * Hkv * R * D;
     polar_config cfg = polar_config_default();
@@ -839,12 +841,14 @@ static void dist_case(int B, int H, int Hkv, int T, int D, int R, int window, un
     cfg.window = window;
     cfg.distractor_keys = R;
     cfg.distractor_weight = 0.7f;
+    cfg.distractor_mode = mode;
     host_params hp(H, D);
     dev_params dp(hp);
     polar_params prm = hp.view(), dprm = dp.view();
-    fprintf(stderr, "  distractor B=%d H=%d Hkv=%d T=%d D=%d R=%d window=%d\n", B, H, Hkv, T, D, R, window);
+    fprintf(stderr, "  distractor B=%d H=%d Hkv=%d T=%d D=%d R=%d window=%d%s\n", B, H, Hkv, T, D, R, window,
+            mode == POLAR_DISTRACTOR_SEED ? " (seed 002's normalisation)" : "");
     std::vector<float> q = randn(nq, 1.2), kr = randn(nkr, 1.0);
-    std::vector<float> dq = randn(nq, 0.1), dkr = randn(nkr, 0.1);
+    std::vector<float> dq = randn(nq, 0.1), dkr = randn(nkr, 0.1), dkr0 = dkr;
     std::vector<float> glg = randn(H, 0.1), gnb = randn(H, 0.1), gns = randn(H, 0.1), one(1, 0.0f);
     float *d_q = dput(q), *d_kr = dput(kr), *d_dq = dput(dq), *d_dkr = dput(dkr), *d_loss = dput(one);
     float *d_glg = dput(glg), *d_gnb = dput(gnb), *d_gns = dput(gns);
@@ -868,6 +872,7 @@ static void dist_case(int B, int H, int Hkv, int T, int D, int R, int window, un
     std::vector<float> g = dget(d_dq, nq), g2 = dget(d_dkr, nkr);
     CHECK_REL(g, dq, 1e-4);
     CHECK_REL(g2, dkr, 1e-4);
+    if (mode == POLAR_DISTRACTOR_SEED) CHECK(g2 == dkr0 && dkr == dkr0); /* detached: untouched */
     fprintf(stderr, "    loss %.3e rel, max|err|/max|ref| dq %.2e dk_rand %.2e\n", fabs((double)gl - loss) / loss,
             tc_err(g, dq), tc_err(g2, dkr));
     g = dget(d_glg, H);
@@ -892,6 +897,7 @@ static void test_distractor(void)
     dist_case(1, 1, 1, 1, 32, 1, -1, 81);
     dist_case(2, 4, 2, 37, 64, 5, -1, 82);
     dist_case(1, 4, 1, 70, 16, 8, 20, 83); /* GQA 4, window, a head dim the attention kernels do not take */
+    dist_case(1, 4, 1, 70, 16, 8, 20, 84, POLAR_DISTRACTOR_SEED);
     {   /* R = 0: loss 0 on the device, nothing else touched; bad input: error, no launch */
         const int B = 1, H = 2, Hkv = 1, T = 5, D = 32;
         polar_config cfg = polar_config_default();
@@ -928,6 +934,118 @@ static void test_distractor(void)
     }
 }
 
+
+/* ------------------------------------------------------------------ float64 sweep */
+/* The regimes of tests/polar_ref64.h through the CUDA kernels, against the long-double
+   reference (not the CPU path): D = 32 (the kernels' smallest head dim), T at most 300 in
+   the simulation (2048 on a GPU). fp32 kernels: c, mag within 1e-4, every gradient within
+   2e-3, as max|err| / max|ref| per tensor (the per-head scalars over heads). Tensor cores
+   (bf16, tf32) in the null-dominated and the paper's 64K regimes: the reference run on
+   the inputs rounded as the kernels stage them, every tensor within 2e-2 (the mode's
+   tolerance; ds and p are rounded inside the kernels too), the per-head scalars as in
+   tc_case: |err| <= 2e-2 * the sum over rows of their terms' magnitudes (each row's term
+   carries ds's bf16 rounding; the terms cancel across rows). */
+static void sweep_case(int ri, int math)
+{
+    pr64_regime R = pr64_regimes[ri];
+    pr64_prob P;
+    pr64_out o;
+    polar_config cfg = polar_config_default();
+    double e[10], tol_f = math == POLAR_MATH_FP32 ? 1e-4 : 2e-2, tol_g = math == POLAR_MATH_FP32 ? 2e-3 : 2e-2;
+    static const char *nm[10] = {"c", "mag", "dq", "dk", "dv", "dv_null", "dlen_gain", "dnull_base", "dnull_slope", "dmag_beta"};
+    int t;
+    R.D = 32;
+    if (g_sim && R.T > 300) R.T = 300;
+    pr64_regime_build(&P, &R, 1000 + (unsigned)ri);
+    if (math != POLAR_MATH_FP32) {
+        long x;
+        for (x = 0; x < pr64_nq(&P); x++) P.q[x] = tc_round(math, P.q[x]);
+        for (x = 0; x < pr64_nkv(&P); x++) {
+            P.k[x] = tc_round(math, P.k[x]);
+            P.v[x] = tc_round(math, P.v[x]);
+        }
+    }
+    pr64_out_alloc(&o, &P);
+    pr64_run(&P, cfg.norm_eps, &o);
+    cfg.window = P.window;
+    cfg.math = math;
+    {
+        const size_t nq = (size_t)pr64_nq(&P), nk = (size_t)pr64_nkv(&P), nr = (size_t)pr64_nrow(&P);
+        const int H = P.H, D = P.D;
+        std::vector<float> hq(P.q, P.q + nq), hk(P.k, P.k + nk), hv(P.v, P.v + nk);
+        std::vector<float> hdc(P.dc, P.dc + nq), hdm(P.dmag, P.dmag + nr);
+        std::vector<float> hlg(P.lg, P.lg + H), hnb(P.nb, P.nb + H), hns(P.ns, P.ns + H), hmb(P.mb, P.mb + H);
+        std::vector<float> hvn(P.vn, P.vn + (size_t)H * D), zq(nq, 0.0f), zk(nk, 0.0f), zr(nr, 0.0f);
+        std::vector<float> zs(nr * POLAR_NSTAT, 0.0f), zh(H, 0.0f), zvn((size_t)H * D, 0.0f);
+        float *d_q = dput(hq), *d_k = dput(hk), *d_v = dput(hv), *d_dc = dput(hdc), *d_dm = dput(hdm);
+        float *d_c = dput(zq), *d_mag = dput(zr), *d_st = dput(zs), *d_dq = dput(zq), *d_dk = dput(zk), *d_dv = dput(zk);
+        float *d_lg = dput(hlg), *d_nb = dput(hnb), *d_ns = dput(hns), *d_mb = dput(hmb), *d_vn = dput(hvn);
+        float *g_lg = dput(zh), *g_nb = dput(zh), *g_ns = dput(zh), *g_mb = dput(zh), *g_vn = dput(zvn);
+        polar_params dprm;
+        polar_grads dgr;
+        polar_state dst;
+        dprm.len_gain_raw = d_lg; dprm.null_base = d_nb; dprm.null_slope_raw = d_ns;
+        dprm.mag_beta_raw = d_mb; dprm.v_null = d_vn;
+        dgr.len_gain_raw = g_lg; dgr.null_base = g_nb; dgr.null_slope_raw = g_ns;
+        dgr.mag_beta_raw = g_mb; dgr.v_null = g_vn;
+        dst.stats = d_st; dst.probs = NULL;
+        CHECK_INT_EQ(polar_forward_cuda(&cfg, d_c, d_mag, &dst, d_q, d_k, d_v, &dprm, P.B, H, P.Hkv, P.T, D, NULL, NULL), POLAR_OK);
+        CHECK_INT_EQ(polar_backward_cuda(&cfg, d_dq, d_dk, d_dv, &dgr, d_dc, d_dm, d_c, d_mag, &dst, d_q, d_k, d_v, &dprm,
+                                         P.B, H, P.Hkv, P.T, D, NULL, NULL), POLAR_OK);
+        e[0] = pr64_rel_err(dget(d_c, nq).data(), o.c, (long)nq);
+        e[1] = pr64_rel_err(dget(d_mag, nr).data(), o.mag, (long)nr);
+        e[2] = pr64_rel_err(dget(d_dq, nq).data(), o.dq, (long)nq);
+        e[3] = pr64_rel_err(dget(d_dk, nk).data(), o.dk, (long)nk);
+        e[4] = pr64_rel_err(dget(d_dv, nk).data(), o.dv, (long)nk);
+        e[5] = pr64_rel_err(dget(g_vn, (size_t)H * D).data(), o.dvn, (long)H * D);
+        {
+            float *gp[4] = {g_lg, g_nb, g_ns, g_mb};
+            const double *rp[4] = {o.dlg, o.dnb, o.dns, o.dmb};
+            int a;
+            for (a = 0; a < 4; a++)
+                e[6 + a] = math == POLAR_MATH_FP32 ? pr64_rel_err(dget(gp[a], H).data(), rp[a], H)
+                                                   : pr64_term_err(dget(gp[a], H).data(), rp[a], o.terms[a], H);
+        }
+        dfree(d_q); dfree(d_k); dfree(d_v); dfree(d_dc); dfree(d_dm); dfree(d_c); dfree(d_mag); dfree(d_st);
+        dfree(d_dq); dfree(d_dk); dfree(d_dv); dfree(d_lg); dfree(d_nb); dfree(d_ns); dfree(d_mb); dfree(d_vn);
+        dfree(g_lg); dfree(g_nb); dfree(g_ns); dfree(g_mb); dfree(g_vn);
+    }
+    fprintf(stderr, "  %-34s %s T=%d 1-wN %.1e..%.1e |", R.name,
+            math == POLAR_MATH_FP32 ? "fp32" : math == POLAR_MATH_BF16 ? "bf16" : "tf32", R.T, o.min_real, o.max_real);
+    for (t = 0; t < 10; t++) fprintf(stderr, " %s %.1e", nm[t], e[t]);
+    fprintf(stderr, "\n");
+    for (t = 0; t < 10; t++) {
+        if (!(e[t] <= (t < 2 ? tol_f : tol_g))) fprintf(stderr, "    %s: %s error %.3g\n", R.name, nm[t], e[t]);
+        CHECK(e[t] <= (t < 2 ? tol_f : tol_g));
+    }
+    pr64_out_free(&o);
+    pr64_prob_free(&P);
+}
+
+static void test_sweep_null(void)
+{
+    int ri;
+    NEED_GPU();
+    for (ri = 2; ri < 6; ri++) sweep_case(ri, POLAR_MATH_FP32); /* 1e-5 .. 1e-8 */
+    sweep_case(12, POLAR_MATH_FP32);
+    sweep_case(6, POLAR_MATH_FP32); /* the paper's 64K regime */
+}
+static void test_sweep_rows(void)
+{
+    int ri;
+    NEED_GPU();
+    for (ri = 7; ri < 14; ri++) sweep_case(ri, POLAR_MATH_FP32);
+    if (!g_sim) sweep_case(0, POLAR_MATH_FP32), sweep_case(1, POLAR_MATH_FP32);
+}
+static void test_sweep_tc(void)
+{
+    NEED_GPU();
+    sweep_case(3, POLAR_MATH_BF16); /* 1 - w_N = 1e-6 */
+    sweep_case(6, POLAR_MATH_BF16);
+    sweep_case(4, POLAR_MATH_TF32); /* 3e-7 */
+    if (!g_sim) sweep_case(5, POLAR_MATH_BF16), sweep_case(5, POLAR_MATH_TF32), sweep_case(13, POLAR_MATH_BF16);
+}
+
 int main(int argc, char **argv)
 {
     TEST_INIT(argc, argv);
@@ -949,5 +1067,8 @@ int main(int argc, char **argv)
     TEST_RUN(test_decode_bad_table);
     TEST_RUN(test_plain_routing);
     TEST_RUN(test_distractor);
+    TEST_RUN(test_sweep_null);
+    TEST_RUN(test_sweep_rows);
+    TEST_RUN(test_sweep_tc);
     return TEST_END();
 }

@@ -18,6 +18,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* not every includer calls every helper */
+#if defined(__GNUC__) || defined(__clang__)
+#define PR64__API static __attribute__((unused))
+#else
+#define PR64__API static
+#endif
+
 typedef long double pr64_t;
 
 typedef struct pr64_prob {
@@ -31,18 +38,20 @@ typedef struct pr64_out {
     double *c, *mag;                 /* forward */
     double *dq, *dk, *dv, *dvn;      /* backward */
     double dlg[64], dnb[64], dns[64], dmb[64];      /* per head (H <= 64) */
+    double terms[4][64]; /* sum over rows of |row term| of dlg, dnb, dns, dmb: the scale a
+                            path that rounds each row's term (tensor cores) is judged by */
     double min_real; /* the smallest 1 - w_N over rows with n >= 2 (real keys' share) */
     double max_real;
 } pr64_out;
 
-static pr64_t pr64__sp(pr64_t x) { return x > 40 ? x : log1pl(expl(x)); }
-static pr64_t pr64__sig(pr64_t x) { return 1.0L / (1.0L + expl(-x)); }
+PR64__API pr64_t pr64__sp(pr64_t x) { return x > 40 ? x : log1pl(expl(x)); }
+PR64__API pr64_t pr64__sig(pr64_t x) { return 1.0L / (1.0L + expl(-x)); }
 
-static long pr64_nq(const pr64_prob *P) { return (long)P->B * P->H * P->T * P->D; }
-static long pr64_nkv(const pr64_prob *P) { return (long)P->B * P->Hkv * P->T * P->D; }
-static long pr64_nrow(const pr64_prob *P) { return (long)P->B * P->H * P->T; }
+PR64__API long pr64_nq(const pr64_prob *P) { return (long)P->B * P->H * P->T * P->D; }
+PR64__API long pr64_nkv(const pr64_prob *P) { return (long)P->B * P->Hkv * P->T * P->D; }
+PR64__API long pr64_nrow(const pr64_prob *P) { return (long)P->B * P->H * P->T; }
 
-static void pr64_out_alloc(pr64_out *o, const pr64_prob *P)
+PR64__API void pr64_out_alloc(pr64_out *o, const pr64_prob *P)
 {
     memset(o, 0, sizeof *o);
     o->c = (double *)calloc((size_t)pr64_nq(P), sizeof(double));
@@ -53,13 +62,13 @@ static void pr64_out_alloc(pr64_out *o, const pr64_prob *P)
     o->dvn = (double *)calloc((size_t)P->H * P->D, sizeof(double));
 }
 
-static void pr64_out_free(pr64_out *o)
+PR64__API void pr64_out_free(pr64_out *o)
 {
     free(o->c); free(o->mag); free(o->dq); free(o->dk); free(o->dv); free(o->dvn);
 }
 
 /* forward and backward of every row, in long double; norm_eps as polar_config's */
-static void pr64_run(const pr64_prob *P, double norm_eps, pr64_out *o)
+PR64__API void pr64_run(const pr64_prob *P, double norm_eps, pr64_out *o)
 {
     int B = P->B, H = P->H, T = P->T, D = P->D, G = P->H / P->Hkv, b, h, i, j, d;
     pr64_t *a = (pr64_t *)malloc(sizeof(pr64_t) * (size_t)(T + 1) * 3 + sizeof(pr64_t) * (size_t)D * 4);
@@ -136,6 +145,7 @@ static void pr64_run(const pr64_prob *P, double norm_eps, pr64_out *o)
                 dmag = P->dmag[row];
                 t = dmag * (1.0L - mag * mag);
                 dmb[h] += t * log1pl(meff) * pr64__sig(P->mb[h]);
+                if (h < 64) o->terms[3][h] += (double)fabsl(t * log1pl(meff) * pr64__sig(P->mb[h]));
                 dmeff = t * bsp / (1.0L + meff);
                 dLw = dmeff * 3.0L * Lw * Lw / Qw;
                 dQw = -dmeff * Lw * Lw * Lw / (Qw * Qw);
@@ -167,6 +177,11 @@ static void pr64_run(const pr64_prob *P, double norm_eps, pr64_out *o)
                 }
                 for (d = 0; d < D; d++) dvnacc[(size_t)h * D + d] += w[T] * ds[d];
                 dlg[h] += dtemp * logn * pr64__sig(P->lg[h]);
+                if (h < 64) {
+                    o->terms[0][h] += (double)fabsl(dtemp * logn * pr64__sig(P->lg[h]));
+                    o->terms[1][h] += (double)fabsl(dnul);
+                    o->terms[2][h] += (double)fabsl(dnul * sq * pr64__sig(P->ns[h]));
+                }
                 dnb[h] += dnul;
                 dns[h] += dnul * sq * pr64__sig(P->ns[h]);
             }
@@ -183,8 +198,22 @@ static void pr64_run(const pr64_prob *P, double norm_eps, pr64_out *o)
     free(a); free(dvnacc); free(dkacc); free(dvacc);
 }
 
+/* per-head scalars judged by their terms: max_h |got - ref| / max_h sum_rows |term| */
+PR64__API double pr64_term_err(const float *got, const double *ref, const double *terms, int H)
+{
+    double e = 0, m = 0;
+    int h;
+    for (h = 0; h < H; h++) {
+        double d = fabs((double)got[h] - ref[h]);
+        if (!(d == d)) return HUGE_VAL;
+        if (d > e) e = d;
+        if (terms[h] > m) m = terms[h];
+    }
+    return m > 0 ? e / m : (e > 0 ? 1.0 : 0.0);
+}
+
 /* max|got - ref| / max|ref| (0 when both vanish; 1 when ref does and got does not) */
-static double pr64_rel_err(const float *got, const double *ref, long n)
+PR64__API double pr64_rel_err(const float *got, const double *ref, long n)
 {
     double e = 0, m = 0;
     long i;
@@ -199,18 +228,18 @@ static double pr64_rel_err(const float *got, const double *ref, long n)
 
 /* ------------------------------------------------------------------ the regimes */
 /* a small deterministic generator, so the C test and the CUDA test build the same inputs */
-static unsigned long long pr64__s;
-static double pr64__u(void)
+PR64__API unsigned long long pr64__s;
+PR64__API double pr64__u(void)
 {
     pr64__s = pr64__s * 6364136223846793005ULL + 1442695040888963407ULL;
     return ((pr64__s >> 11) + 0.5) * (1.0 / 9007199254740992.0);
 }
-static double pr64__n(void)
+PR64__API double pr64__n(void)
 {
     double u1 = pr64__u(), u2 = pr64__u();
     return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
 }
-static double pr64__spinv(double y) { return y > 30 ? y : log(expm1(y)); }
+PR64__API double pr64__spinv(double y) { return y > 30 ? y : log(expm1(y)); }
 
 typedef struct pr64_regime {
     const char *name;
@@ -239,14 +268,14 @@ static const pr64_regime pr64_regimes[PR64_NREGIMES] = {
     {"long T = 2048", PR64_PLAIN, 0, 1, 1, 1, 2048, 8, -1},
 };
 
-static void pr64_prob_free(pr64_prob *P)
+PR64__API void pr64_prob_free(pr64_prob *P)
 {
     free(P->q); free(P->k); free(P->v); free(P->lg); free(P->nb); free(P->ns); free(P->mb);
     free(P->vn); free(P->dc); free(P->dmag);
 }
 
 /* the inputs of regime R (deterministic in seed) */
-static void pr64_regime_build(pr64_prob *P, const pr64_regime *R, unsigned long long seed)
+PR64__API void pr64_regime_build(pr64_prob *P, const pr64_regime *R, unsigned long long seed)
 {
     long x;
     int h, H = R->H, D = R->D;

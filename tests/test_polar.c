@@ -773,8 +773,9 @@ static void test_assemble(void)
 }
 
 /* ------------------------------------------------------------------ distractor */
+/* seed: POLAR_DISTRACTOR_SEED's normalisation (sum over r, n = i + 1 under a window) */
 static double ddistractor(const prob *P, const dstate *S, const double *kr, int R,
-                          double weight)
+                          double weight, int seed)
 {
     int b, h, i, r, d, G = P->H / P->Hkv, D = P->D, T = P->T;
     double tot = 0, sc = 1.0 / sqrt((double)D);
@@ -783,7 +784,7 @@ static double ddistractor(const prob *P, const dstate *S, const double *kr, int 
             for (i = 0; i < T; i++) {
                 const double *qi = S->q + (((long)b * P->H + h) * T + i) * D;
                 const double *kb = kr + ((long)b * P->Hkv + h / G) * R * D;
-                int n = (P->window > 0 && i + 1 > P->window) ? P->window : i + 1;
+                int n = (!seed && P->window > 0 && i + 1 > P->window) ? P->window : i + 1;
                 double temp = 1 + dsp(S->lg[h]) * log((double)n);
                 double nul = S->nb[h] + dsp(S->ns[h]) * sqrt(log(n + 1.0));
                 double Z = exp(temp * nul), num = 0;
@@ -796,10 +797,10 @@ static double ddistractor(const prob *P, const dstate *S, const double *kr, int 
                 }
                 tot += num / Z;
             }
-    return weight * tot / ((double)P->B * P->H * T * R);
+    return weight * tot / ((double)P->B * P->H * T * (seed ? 1 : R));
 }
 
-static void test_distractor(void)
+static void distractor_case(int mode)
 {
     enum { R = 6 };
     prob P;
@@ -811,8 +812,8 @@ static void test_distractor(void)
     double *krd, *xs[5];
     float *gs[5];
     long ns_[5], i;
-    int a, bad = 0;
-    prob_init(&P, 2, 2, 1, 9, 4, 4, 64, 64, 1.0, 91);
+    int a, bad = 0, seed = mode == POLAR_DISTRACTOR_SEED;
+    prob_init(&P, 2, 2, 1, 9, 4, 4, 64, 64, 1.0, 91); /* window 4: the modes' n differ */
     dstate_init(&S, &P);
     cfg = prob_cfg(&P);
     prm = prob_params(&P);
@@ -826,9 +827,12 @@ static void test_distractor(void)
     CHECK(loss == 0.0f);
     cfg.distractor_keys = R;
     cfg.distractor_weight = 0.5f;
+    cfg.distractor_mode = mode;
     CHECK_INT_EQ(polar_distractor_forward(&cfg, &loss, P.q, NULL, &prm, 2, 2, 1, 9, 4), POLAR_EINVAL);
     CHECK_INT_EQ(polar_distractor_forward(&cfg, &loss, P.q, kr, &prm, 2, 2, 1, 9, 4), POLAR_OK);
-    CHECK_CLOSE(loss, ddistractor(&P, &S, krd, R, 0.5), 1e-5, 1e-7);
+    CHECK_CLOSE(loss, ddistractor(&P, &S, krd, R, 0.5, seed), 1e-5, 1e-7);
+    /* the two normalisations really differ here (a factor ~R and the window's n) */
+    CHECK(fabs(ddistractor(&P, &S, krd, R, 0.5, !seed) - loss) > 0.5 * loss);
     gr.len_gain_raw = dlg; gr.null_base = dnb; gr.null_slope_raw = dns;
     gr.mag_beta_raw = NULL; gr.v_null = NULL;
     CHECK_INT_EQ(polar_distractor_backward(&cfg, dq, dkr, &gr, 1.0f, P.q, kr, &prm, 2, 2, 1, 9, 4),
@@ -842,21 +846,36 @@ static void test_distractor(void)
         for (i = 0; i < ns_[a]; i++) {
             double old = xs[a][i], lp, lm, ref;
             xs[a][i] = old + 1e-6;
-            lp = ddistractor(&P, &S, krd, R, 0.5);
+            lp = ddistractor(&P, &S, krd, R, 0.5, seed);
             xs[a][i] = old - 1e-6;
-            lm = ddistractor(&P, &S, krd, R, 0.5);
+            lm = ddistractor(&P, &S, krd, R, 0.5, seed);
             xs[a][i] = old;
             ref = (lp - lm) / 2e-6;
+            if (seed && a == 1) ref = 0; /* the random keys are detached: dk_rand untouched */
             if (!(fabs(gs[a][i] - ref) <= 1e-6 + 1e-3 * fabs(ref))) {
                 if (bad < 3) fprintf(stderr, "  distractor grad %d[%ld]: %g vs %g\n", a, i, gs[a][i], ref);
                 bad++;
             }
         }
     CHECK_INT_EQ(bad, 0);
+    cfg.distractor_mode = 2; /* neither mode */
+    CHECK_INT_EQ(polar_distractor_forward(&cfg, &loss, P.q, kr, &prm, 2, 2, 1, 9, 4), POLAR_EINVAL);
+    cfg.distractor_mode = -1;
+    CHECK_INT_EQ(polar_distractor_backward(&cfg, dq, dkr, &gr, 1.0f, P.q, kr, &prm, 2, 2, 1, 9, 4),
+                 POLAR_EINVAL);
+    cfg.distractor_mode = mode;
+    cfg.distractor_keys = POLAR_MAX_DISTRACTOR_KEYS + 1;
+    CHECK_INT_EQ(polar_distractor_forward(&cfg, &loss, P.q, kr, &prm, 2, 2, 1, 9, 4), POLAR_EINVAL);
+    CHECK(polar_workspace_size(&cfg, 2, 2, 1, 9, 4) == 0); /* the config check bounds R */
+    cfg.distractor_keys = POLAR_MAX_DISTRACTOR_KEYS;
+    CHECK(polar_workspace_size(&cfg, 2, 2, 1, 9, 4) > 0);
     free(kr); free(dkr); free(dq); free(krd);
     dstate_free(&S);
     prob_free(&P);
 }
+static void test_distractor(void) { distractor_case(POLAR_DISTRACTOR_MEAN); }
+/* seed 002's normalisation, offered to reproduce the authors' runs */
+static void test_distractor_seed_mode(void) { distractor_case(POLAR_DISTRACTOR_SEED); }
 
 /* ------------------------------------------------------------------ bad input */
 /* Strided entry points (issue 22): q, k, v read straight from an llm.c-style
@@ -1223,6 +1242,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_workspace);
     TEST_RUN(test_assemble);
     TEST_RUN(test_distractor);
+    TEST_RUN(test_distractor_seed_mode);
     TEST_RUN(test_strided_qkv);
     TEST_RUN(test_strided_qkv_window);
     TEST_RUN(test_sweep_null);
