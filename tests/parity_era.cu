@@ -14,6 +14,7 @@
 #define ERA_IMPLEMENTATION
 #include "era.h"
 #include "tests/attnkit_test.h"
+#include "tests/ref64.h"
 
 static int g_gpu = 0;
 
@@ -625,6 +626,151 @@ static void test_cache(void)
     }
 }
 
+/* ------------------------------------------------------------ issue 38: float64 sweep */
+/* The device ERA and RPA priors and backwards against tests/ref64.h's float64
+   transcriptions in test_era.c's regimes (ERA: defaults, tiny sigma, one regime, a sharp
+   plan; RPA: defaults, the clamp regime, tau_att on / below its bounds, one regime).
+   1e-4 forward, 2e-3 gradients relative to each tensor's max-norm; the constant-row
+   regimes (R = 1) against the condition-aware bounds test_era.c states. */
+static void test_sweep_float64(void)
+{
+    r64_report rep;
+    int reg, t;
+    NEED_GPU();
+    memset(&rep, 0, sizeof rep);
+    for (reg = 0; reg < R64_ERA_NREGIMES; reg++) {
+        r64_era_case c;
+        era_era_config cfg = era_era_config_default();
+        era_era_params par;
+        era_era_cuda_state st = era_era_cuda_state_init();
+        era_era_grads gr;
+        size_t TT;
+        double e[4], ea[4], cb[4], amp = 0.0, sdb = 0.0, ref2[2];
+        float got2[2];
+        static const char *nm[4] = {"ERA bias", "ERA dcenters", "ERA dsigma", "ERA dalpha"};
+        r64_era_make(&c, reg);
+        TT = (size_t)c.T * c.T;
+        cfg.R = c.R; cfg.nb = c.nb; cfg.iters = c.iters; cfg.eps = (float)c.eps;
+        cfg.delta = (float)c.delta; cfg.zscore_eps = (float)c.zeps;
+        {
+            std::vector<float> hc(c.centers, c.centers + c.R), hdb(c.dbias, c.dbias + TT), zb(TT, 0.0f), zc(c.R, 0.0f);
+            float *dcen = dput(hc), *ddb = dput(hdb), *dbias = dput(zb), *ddc = dput(zc);
+            par = era_era_params_default(dcen);
+            par.sigma = c.sigma;
+            par.alpha = c.alpha;
+            memset(&gr, 0, sizeof gr);
+            gr.dcenters = ddc;
+            CHECK_INT_EQ(era_era_forward_cuda(&cfg, &par, c.T, dbias, &st, NULL, NULL), ERA_OK);
+            CHECK_INT_EQ(era_era_backward_cuda(&cfg, &par, &st, ddb, &gr, NULL, NULL), ERA_OK);
+            e[0] = r64_relerr_f(dget(dbias, TT).data(), c.bias, (long)TT);
+            e[1] = r64_relerr_f(dget(ddc, (size_t)c.R).data(), c.dcenters, c.R);
+            dfree(dcen); dfree(ddb); dfree(dbias); dfree(ddc);
+        }
+        for (t = 0; t < c.T; t++)
+            if (c.yabs[t] > amp) amp = c.yabs[t];
+        for (t = 0; t < (int)TT; t++) sdb += fabs((double)c.dbias[t]);
+        got2[0] = gr.dsigma; ref2[0] = c.dsigma;
+        got2[1] = gr.dalpha; ref2[1] = c.dalpha;
+        e[2] = r64_relerr_f(got2, ref2, 1);
+        e[3] = r64_relerr_f(got2 + 1, ref2 + 1, 1);
+        ea[0] = e[0] * r64_maxabs(c.bias, (long)TT);
+        ea[1] = e[1] * r64_maxabs(c.dcenters, c.R);
+        ea[2] = fabs((double)got2[0] - ref2[0]);
+        ea[3] = fabs((double)got2[1] - ref2[1]);
+        cb[0] = 8.0 * R64_EPS32 * amp * fabs((double)c.alpha);
+        cb[3] = 8.0 * R64_EPS32 * amp * sdb;
+        cb[1] = cb[2] = R64_TOL_GRAD;
+        for (t = 0; t < 4; t++) {
+            if (c.R == 1) {
+                printf("  ERA sweep, %s, %s: absolute error %.3e (exact value 0; bound %.3e)\n",
+                       c.name, nm[t], ea[t], cb[t]);
+                CHECK(ea[t] <= cb[t]);
+                continue;
+            }
+            r64_note(&rep, nm[t], c.name, e[t]);
+            if (!(e[t] <= (t == 0 ? R64_TOL_FWD : R64_TOL_GRAD))) {
+                fprintf(stderr, "  %s, %s: relative error %.3e\n", c.name, nm[t], e[t]);
+                CHECK(e[t] <= (t == 0 ? R64_TOL_FWD : R64_TOL_GRAD));
+            }
+        }
+        era_era_cuda_state_free(&st);
+        r64_era_free(&c);
+    }
+    for (reg = 0; reg < R64_RPA_NREGIMES; reg++) {
+        r64_rpa_case c;
+        era_rpa_config cfg;
+        era_rpa_params par = era_rpa_params_default();
+        era_rpa_cuda_state st = era_rpa_cuda_state_init();
+        era_rpa_grads gr;
+        size_t TT, nmu;
+        double e[4], ref2[2];
+        float got2[2];
+        static const char *nm[4] = {"RPA bias", "RPA dmu", "RPA dtau_att", "RPA dpos_beta"};
+        r64_rpa_make(&c, reg);
+        TT = (size_t)c.T * c.T;
+        nmu = (size_t)c.B * c.T * c.R;
+        cfg = era_rpa_config_default(c.R);
+        cfg.K = c.K; cfg.sinkhorn_iters = c.iters; cfg.detach = c.detach;
+        cfg.tau_align = (float)c.tau_align; cfg.posmix = (float)c.posmix;
+        cfg.bias_clip = (float)c.clip; cfg.tau_min = (float)c.tau_min; cfg.tau_max = (float)c.tau_max;
+        cfg.scale = (float)c.scale; cfg.zscore_eps = (float)c.zeps;
+        par.tau_att = c.tau_att;
+        par.pos_beta = c.pos_beta;
+        memset(&gr, 0, sizeof gr);
+        {
+            std::vector<float> hmu(c.mu, c.mu + nmu), hdb(c.dbias, c.dbias + TT), zb(TT, 0.0f), zm(nmu, 0.0f);
+            float *dmu_in = dput(hmu), *ddb = dput(hdb), *dbias = dput(zb), *ddmu = dput(zm);
+            CHECK_INT_EQ(era_rpa_forward_cuda(&cfg, &par, dmu_in, c.B, c.T, dbias, &st, NULL, NULL), ERA_OK);
+            CHECK_INT_EQ(era_rpa_backward_cuda(&cfg, &par, &st, ddb, ddmu, &gr, NULL, NULL), ERA_OK);
+            e[0] = r64_relerr_f(dget(dbias, TT).data(), c.bias, (long)TT);
+            e[1] = r64_relerr_f(dget(ddmu, nmu).data(), c.dmu, (long)nmu);
+            dfree(dmu_in); dfree(ddb); dfree(dbias); dfree(ddmu);
+        }
+        got2[0] = gr.dtau_att; ref2[0] = c.dtau;
+        got2[1] = gr.dpos_beta; ref2[1] = c.dbeta;
+        e[2] = r64_relerr_f(got2, ref2, 1);
+        e[3] = r64_relerr_f(got2 + 1, ref2 + 1, 1);
+        for (t = 0; t < 4; t++) {
+            if (t == 3 && c.R == 1) { /* the scale invariance of the z-score: see test_era.c */
+                double cb = 16.0 * R64_EPS32 * c.abs_dbeta, ea = fabs((double)got2[1] - ref2[1]);
+                printf("  RPA sweep, %s, %s: absolute error %.3e (bound %.3e)\n", c.name, nm[t], ea, cb);
+                CHECK(ea <= cb);
+                continue;
+            }
+            r64_note(&rep, nm[t], c.name, e[t]);
+            if (!(e[t] <= (t == 0 ? R64_TOL_FWD : R64_TOL_GRAD))) {
+                fprintf(stderr, "  %s, %s: relative error %.3e\n", c.name, nm[t], e[t]);
+                CHECK(e[t] <= (t == 0 ? R64_TOL_FWD : R64_TOL_GRAD));
+            }
+        }
+        era_rpa_cuda_state_free(&st);
+        r64_rpa_free(&c);
+    }
+    r64_print(&rep, "ERA and RPA device vs float64");
+}
+
+/* Issue 37 rule 4 on the device entry points: per_head outside {0,1} is ERA_EINVAL with
+   nothing launched (it read / wrote an (H,T,T) buffer where (T,T) was given) */
+static void test_flags_range_checked(void)
+{
+    std::vector<float> hs(2 * 3 * 16, 1.0f), hb(16, 0.5f);
+    float *ds, *db;
+    int bad[3] = {-1, 2, 1 << 20}, i;
+    NEED_GPU();
+    ds = dput(hs);
+    db = dput(hb);
+    for (i = 0; i < 3; i++) {
+        CHECK_INT_EQ(era_apply_cuda(ds, db, bad[i], 2, 3, 4, NULL), ERA_EINVAL);
+        CHECK_INT_EQ(era_reduce_grad_cuda(db, ds, bad[i], 2, 3, 4, NULL), ERA_EINVAL);
+        CHECK_INT_EQ(era_apply(ds, db, bad[i], 2, 3, 4), ERA_EINVAL); /* the routed plain call */
+    }
+    CHECK(dget(ds, hs.size()) == hs);
+    CHECK(dget(db, hb.size()) == hb);
+    CHECK_INT_EQ(era_apply_cuda(ds, db, 0, 2, 3, 4, NULL), ERA_OK);
+    dfree(ds);
+    dfree(db);
+}
+
 int main(int argc, char **argv)
 {
     TEST_INIT(argc, argv);
@@ -643,5 +789,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_apply_reduce);
     TEST_RUN(test_plain_routing);
     TEST_RUN(test_cache);
+    TEST_RUN(test_sweep_float64);
+    TEST_RUN(test_flags_range_checked);
     return TEST_END();
 }
