@@ -336,7 +336,8 @@ CEASDEF int ceas_rows_observables(ceas_obs *out, const float *logits, int R, int
    rows, pooled mean and std of s over all keys. rows: (R). */
 CEASDEF int ceas_pool_observables(ceas_obs *out, const ceas_obs *rows, int R);
 /* Attention logits of a batch. logits: (B, H, T, T), row (b,h,i) holds the
-   logits of query i; causal != 0 reads only keys j <= i. beta: (H) the
+   logits of query i; causal 1 reads only keys j <= i (0 all T; anything else is
+   CEAS_EINVAL). beta: (H) the
    inverse temperature each head's logits were made with (NULL: all 1).
    rows: (B, H, T) or NULL; heads: (H) pooled over b and i, or NULL.
    workspace: ceas_attention_observables_workspace_size(B, H, T) bytes, or
@@ -1091,6 +1092,7 @@ CEASDEF int ceas_attention_observables(const float *logits, int B, int H, int T,
 #endif
     if (!logits || B <= 0 || H <= 0 || T <= 0 || (!rows && !heads) || !ceas__beta_valid(beta, H))
         return CEAS_EINVAL;
+    if (causal != 0 && causal != 1) return CEAS_EINVAL; /* a boolean (issue 37 rule 4) */
     nrows = (long long)B * H * T;
     if (!(ro = ceas__rows_buf(rows, workspace, B, H, T, &own))) return CEAS_ENOMEM;
     /* each thread takes one contiguous range of rows holding an equal share

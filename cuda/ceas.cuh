@@ -337,6 +337,7 @@ CEASDEF int ceas_attention_observables_cuda(const float *logits, int B, int H, i
 {
     long long nrows;
     if (!logits || B <= 0 || H <= 0 || T <= 0 || (!rows && !heads) || !ceas__beta_valid(beta, H)) return CEAS_EINVAL;
+    if (causal != 0 && causal != 1) return CEAS_EINVAL; /* a boolean (issue 37 rule 4) */
     nrows = (long long)B * H * T;
     if ((double)nrows * (double)T > (double)((size_t)-1) / 8 || nrows > 2147483647LL)
         return CEAS_ERANGE;

@@ -9,6 +9,7 @@
 #define CEAS_IMPLEMENTATION
 #include "ceas.h"
 #include "tests/attnkit_test.h"
+#include "tests/ref64.h"
 
 static int g_gpu = 0;
 
@@ -252,6 +253,61 @@ static void test_bad_input(void)
     }
 }
 
+/* ------------------------------------------------------------ issue 38: float64 sweep */
+/* ceas_attention_observables_cuda (one head) against tests/ref64.h's float64
+   transcription in test_ceas.c's regimes (plain, beta at 1e-4 and 1e4, zero-variance
+   logits, N = 1, sharp rows): 1e-4 relative to each observable's max-norm. */
+static void test_sweep_float64(void)
+{
+    r64_report rep;
+    int reg, k, i;
+    NEED_GPU();
+    memset(&rep, 0, sizeof rep);
+    for (reg = 0; reg < R64_CEAS_NREGIMES; reg++) {
+        r64_ceas_case c;
+        static const char *nm[6] = {"CEAS H", "CEAS n_eff", "CEAS var_s", "CEAS sigma_qk", "CEAS mean_s", "CEAS log_n"};
+        const double *ref[6];
+        std::vector<ceas_obs> rows;
+        ceas_obs head;
+        r64_ceas_make(&c, reg);
+        ref[0] = c.H; ref[1] = c.neff; ref[2] = c.var; ref[3] = c.sig; ref[4] = c.mean; ref[5] = c.logn;
+        {
+            std::vector<float> hl(c.logits, c.logits + (size_t)c.T * c.T);
+            std::vector<ceas_obs> zr((size_t)c.T);
+            float *dl = dput(hl);
+            ceas_obs *dr = dput(zr);
+            CHECK_INT_EQ(ceas_attention_observables_cuda(dl, 1, 1, c.T, c.causal, &c.beta, dr, &head, NULL, NULL),
+                         CEAS_OK);
+            rows = dget(dr, (size_t)c.T);
+            dfree(dl);
+            dfree(dr);
+        }
+        for (k = 0; k < 6; k++) {
+            std::vector<float> f((size_t)c.T);
+            double e;
+            for (i = 0; i < c.T; i++)
+                f[i] = k == 0 ? rows[i].H : k == 1 ? rows[i].n_eff : k == 2 ? rows[i].var_s
+                     : k == 3 ? rows[i].sigma_qk : k == 4 ? rows[i].mean_s : rows[i].log_n;
+            e = r64_relerr_f(f.data(), ref[k], c.T);
+            r64_note(&rep, nm[k], c.name, e);
+            if (!(e <= R64_TOL_FWD)) {
+                fprintf(stderr, "  %s, %s: relative error %.3e\n", c.name, nm[k], e);
+                CHECK(e <= R64_TOL_FWD);
+            }
+        }
+        r64_ceas_free(&c);
+    }
+    r64_print(&rep, "CEAS device vs float64 (seed 004)");
+    {   /* issue 37 rule 4: causal is a boolean on the device too */
+        std::vector<float> hl(16, 0.5f);
+        float *dl = dput(hl), beta = 1.0f;
+        ceas_obs h1;
+        CHECK_INT_EQ(ceas_attention_observables_cuda(dl, 1, 1, 4, 2, &beta, NULL, &h1, NULL, NULL), CEAS_EINVAL);
+        CHECK_INT_EQ(ceas_attention_observables_cuda(dl, 1, 1, 4, -1, &beta, NULL, &h1, NULL, NULL), CEAS_EINVAL);
+        dfree(dl);
+    }
+}
+
 int main(int argc, char **argv)
 {
     TEST_INIT(argc, argv);
@@ -264,5 +320,6 @@ int main(int argc, char **argv)
     TEST_RUN(test_nan_row);
     TEST_RUN(test_from_moments);
     TEST_RUN(test_plain_routing);
+    TEST_RUN(test_sweep_float64);
     return TEST_END();
 }

@@ -873,4 +873,86 @@ static inline void r64_rpa_make(r64_rpa_case *c, int regime)
     r64_rpa_reference(c);
 }
 
+/* ================================================================== CEAS (seed 004)
+   Observables of a row of logits l = beta s (n keys: all T, or j <= i when causal):
+     p = softmax(l), H = -sum p ln p, n_eff = e^H, Var_p[s] = sum p (s - E_p s)^2,
+     sigma_qk = population std of s over the keys, mean_s, log_n = ln n.
+   Plain double, two passes (no gradients: the controller has no backward). */
+typedef struct r64_ceas_case {
+    const char *name;
+    int T, causal;
+    float beta, *logits;                        /* (T,T), one head */
+    double *H, *neff, *var, *sig, *mean, *logn; /* (T) */
+} r64_ceas_case;
+
+enum { R64_CEAS_PLAIN, R64_CEAS_BETAMIN, R64_CEAS_BETAMAX, R64_CEAS_ZEROVAR, R64_CEAS_N1,
+       R64_CEAS_SHARP, R64_CEAS_NREGIMES };
+
+static inline void r64_ceas_free(r64_ceas_case *c)
+{
+    free(c->logits); free(c->H); free(c->neff); free(c->var); free(c->sig); free(c->mean); free(c->logn);
+    memset(c, 0, sizeof *c);
+}
+
+static inline void r64_ceas_reference(r64_ceas_case *c)
+{
+    int i, j;
+    for (i = 0; i < c->T; i++) {
+        const float *l = c->logits + (size_t)i * c->T;
+        const int n = c->causal ? i + 1 : c->T;
+        double m = -HUGE_VAL, z = 0.0, es = 0.0, H = 0.0, v = 0.0, mu = 0.0, sv = 0.0;
+        for (j = 0; j < n; j++) if (l[j] > m) m = l[j];
+        for (j = 0; j < n; j++) z += exp((double)l[j] - m);
+        /* moments of s taken about s_0 (exact: a constant row gives exactly 0) */
+        for (j = 0; j < n; j++) {
+            double p = exp((double)l[j] - m) / z, s_ = ((double)l[j] - l[0]) / c->beta;
+            /* -p ln p = p (ln z - (l - m)): every term >= 0 */
+            H += p * (log(z) - ((double)l[j] - m));
+            es += p * s_;
+            mu += s_;
+        }
+        mu /= n;
+        for (j = 0; j < n; j++) {
+            double p = exp((double)l[j] - m) / z, s_ = ((double)l[j] - l[0]) / c->beta;
+            v += p * (s_ - es) * (s_ - es);
+            sv += (s_ - mu) * (s_ - mu);
+        }
+        c->H[i] = H; c->neff[i] = exp(H); c->var[i] = v; c->sig[i] = sqrt(sv / n);
+        c->mean[i] = mu + (double)l[0] / c->beta; c->logn[i] = log((double)n);
+    }
+}
+
+/* regimes: plain (T 48, beta 0.3, causal); beta at the clip bounds 1e-4 and 1e4 (s of
+   1e4 and 1e-4 for O(1) logits); logits of zero variance (every row constant); N = 1 (a
+   single key: T = 1); sharp rows (one key 12..40 above the rest, non-causal) */
+static inline void r64_ceas_make(r64_ceas_case *c, int regime)
+{
+    unsigned long long s = 0xcea5eedULL + (unsigned long long)regime * 49979687ULL;
+    int i, j;
+    size_t TT;
+    memset(c, 0, sizeof *c);
+    c->T = 48; c->causal = 1; c->beta = 0.3f;
+    switch (regime) {
+    case R64_CEAS_BETAMIN: c->name = "beta = beta_min (1e-4)"; c->beta = 1e-4f; break;
+    case R64_CEAS_BETAMAX: c->name = "beta = beta_max (1e4)"; c->beta = 1e4f; break;
+    case R64_CEAS_ZEROVAR: c->name = "logits of zero variance"; c->causal = 0; break;
+    case R64_CEAS_N1: c->name = "N = 1"; c->T = 1; break;
+    case R64_CEAS_SHARP: c->name = "sharp rows (gap 12..40)"; c->causal = 0; break;
+    default: c->name = "plain"; break;
+    }
+    TT = (size_t)c->T * c->T;
+    c->logits = (float *)malloc(sizeof(float) * TT);
+    c->H = (double *)malloc(sizeof(double) * (size_t)c->T); c->neff = (double *)malloc(sizeof(double) * (size_t)c->T);
+    c->var = (double *)malloc(sizeof(double) * (size_t)c->T); c->sig = (double *)malloc(sizeof(double) * (size_t)c->T);
+    c->mean = (double *)malloc(sizeof(double) * (size_t)c->T); c->logn = (double *)malloc(sizeof(double) * (size_t)c->T);
+    for (i = 0; i < c->T; i++)
+        for (j = 0; j < c->T; j++) {
+            double x = 2.0 * r64_normal(&s);
+            if (regime == R64_CEAS_ZEROVAR) x = 0.37 + 0.1 * i;
+            if (regime == R64_CEAS_SHARP) x = j == (i * 7) % c->T ? 12.0 + 28.0 * i / c->T : r64_normal(&s);
+            c->logits[(size_t)i * c->T + j] = (float)x;
+        }
+    r64_ceas_reference(c);
+}
+
 #endif /* ATTNKIT_REF64_H */

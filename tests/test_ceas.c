@@ -2,6 +2,7 @@
 #define CEAS_IMPLEMENTATION
 #include "../ceas.h"
 #include "attnkit_test.h"
+#include "ref64.h"
 
 #include <float.h>
 #ifdef _OPENMP
@@ -1051,6 +1052,101 @@ static void test_doc_example(void)
     CHECK_INT_EQ(ceas_example(lg, L, B, H, T, 0, 3), CEAS_EINVAL);
 }
 
+/* ------------------------------------------------------------ issue 38: float64 sweep */
+/* The row observables (ceas_attention_observables, one head, causal or not) against
+   tests/ref64.h's float64 two-pass transcription, in: plain rows, beta at its clip
+   bounds (1e-4: s ~ 1e4; 1e4: s ~ 1e-4), logits of zero variance, N = 1, sharp rows (one
+   key 12..40 above the rest); and the Newton step (ceas_newton_update) against its own
+   transcription at the bounds. 1e-4 relative to each tensor's max-norm (the observables
+   are forward quantities; Var_p[s] = -dH/dbeta / beta is held to 1e-4 too). */
+static void ceas_sweep_one(r64_report *rep, r64_ceas_case *c)
+{
+    ceas_obs *rows = (ceas_obs *)malloc(sizeof(ceas_obs) * (size_t)c->T), head;
+    float *f = (float *)malloc(sizeof(float) * (size_t)c->T);
+    static const char *nm[6] = {"CEAS H", "CEAS n_eff", "CEAS var_s", "CEAS sigma_qk", "CEAS mean_s", "CEAS log_n"};
+    const double *ref[6];
+    int k, i;
+    ref[0] = c->H; ref[1] = c->neff; ref[2] = c->var; ref[3] = c->sig; ref[4] = c->mean; ref[5] = c->logn;
+    CHECK_INT_EQ(ceas_attention_observables(c->logits, 1, 1, c->T, c->causal, &c->beta, rows, &head, NULL), CEAS_OK);
+    for (k = 0; k < 6; k++) {
+        double e;
+        for (i = 0; i < c->T; i++)
+            f[i] = k == 0 ? rows[i].H : k == 1 ? rows[i].n_eff : k == 2 ? rows[i].var_s
+                 : k == 3 ? rows[i].sigma_qk : k == 4 ? rows[i].mean_s : rows[i].log_n;
+        e = r64_relerr_f(f, ref[k], c->T);
+        r64_note(rep, nm[k], c->name, e);
+        if (!(e <= R64_TOL_FWD)) {
+            fprintf(stderr, "  %s, %s: relative error %.3e\n", c->name, nm[k], e);
+            CHECK(e <= R64_TOL_FWD);
+        }
+    }
+    free(rows); free(f);
+}
+
+/* the documented Newton rule, in double (margin off: u_min 0) */
+static double ceas_newton_ref(const ceas_config *c, double beta, double H, double var, double ht, double kappa)
+{
+    double step = kappa * (H - ht) / (beta * var + c->eps), b;
+    if (step > c->dbeta_max) step = c->dbeta_max;
+    if (step < -c->dbeta_max) step = -c->dbeta_max;
+    b = beta + step;
+    if (c->max_ratio > 1) {
+        double lo = beta / c->max_ratio, hi = beta * c->max_ratio;
+        b = b < lo ? lo : (b > hi ? hi : b);
+    }
+    return b < c->beta_min ? c->beta_min : (b > c->beta_max ? c->beta_max : b);
+}
+
+static void test_sweep_float64(void)
+{
+    r64_report rep;
+    ceas_config cfg = ceas_config_default();
+    int reg, i;
+    double worst = 0.0;
+    memset(&rep, 0, sizeof rep);
+    for (reg = 0; reg < R64_CEAS_NREGIMES; reg++) {
+        r64_ceas_case c;
+        r64_ceas_make(&c, reg);
+        ceas_sweep_one(&rep, &c);
+        r64_ceas_free(&c);
+    }
+    /* Newton steps that end at, start at or cross the clip bounds */
+    cfg.u_min = 0.0f;
+    {
+        static const float cases[][5] = { /* beta, H, var_s, h_target, kappa */
+            {1e-4f, 3.0f, 0.5f, 1.0f, 1.0f},   {1e-4f, 0.5f, 2.0f, 3.0f, 1.8f},
+            {1e4f, 3.0f, 1e-9f, 1.0f, 1.0f},   {1e4f, 0.5f, 0.0f, 3.0f, 1.0f},
+            {0.3f, 4.0f, 0.0f, 1.0f, 1.0f},    {0.3f, 0.0f, 1e-3f, 4.0f, 1.8f},
+            {2e-4f, 0.1f, 1e3f, 0.2f, 1.0f},   {5e3f, 2.0f, 1e-8f, 1.0f, 1.0f}};
+        for (i = 0; i < (int)(sizeof cases / sizeof cases[0]); i++) {
+            float got = 0.0f;
+            double ref = ceas_newton_ref(&cfg, cases[i][0], cases[i][1], cases[i][2], cases[i][3], cases[i][4]), e;
+            CHECK_INT_EQ(ceas_newton_update(&cfg, cases[i][0], cases[i][1], cases[i][2], cases[i][3],
+                                            cases[i][4], 0.0f, &got), CEAS_OK);
+            e = fabs((double)got - ref) / fabs(ref);
+            if (e > worst) worst = e;
+            CHECK(e <= R64_TOL_FWD);
+            CHECK(got >= cfg.beta_min && got <= cfg.beta_max);
+        }
+    }
+    r64_note(&rep, "CEAS Newton beta", "at the clip bounds", worst);
+    r64_print(&rep, "CEAS CPU vs float64 (seed 004)");
+}
+
+/* Issue 37 rule 4: causal is a boolean; 2 or -1 was read as causal */
+static void test_flags_range_checked(void)
+{
+    float logits[4 * 4];
+    ceas_obs rows[4], head;
+    float beta = 1.0f;
+    int i;
+    for (i = 0; i < 16; i++) logits[i] = 0.1f * (float)i;
+    CHECK_INT_EQ(ceas_attention_observables(logits, 1, 1, 4, 2, &beta, rows, &head, NULL), CEAS_EINVAL);
+    CHECK_INT_EQ(ceas_attention_observables(logits, 1, 1, 4, -1, &beta, rows, &head, NULL), CEAS_EINVAL);
+    CHECK_INT_EQ(ceas_attention_observables(logits, 1, 1, 4, 1, &beta, rows, &head, NULL), CEAS_OK);
+    CHECK_INT_EQ(ceas_attention_observables(logits, 1, 1, 4, 0, &beta, rows, &head, NULL), CEAS_OK);
+}
+
 int main(int argc, char **argv)
 {
     TEST_INIT(argc, argv);
@@ -1070,5 +1166,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_bad_input);
     TEST_RUN(test_multiknob);
     TEST_RUN(test_doc_example);
+    TEST_RUN(test_sweep_float64);
+    TEST_RUN(test_flags_range_checked);
     return TEST_END();
 }
