@@ -332,8 +332,9 @@ typedef struct guardian_sched_config {  /* Algorithm 1 (seed 000) */
 } guardian_sched_config;
 
 GUARDIANDEF guardian_sched_config guardian_sched_config_default(void);
-/* tau at step t >= 0. have_val: a validation result (val_ce, improvement =
-   previous CE - val_ce) is available this step; otherwise both are ignored. */
+/* tau at step t >= 0. have_val (0 or 1, else GUARDIAN_EINVAL): 1 when a validation
+   result (val_ce, improvement = previous CE - val_ce) is available this step; with 0
+   both are ignored. */
 GUARDIANDEF int guardian_sched_tau(const guardian_sched_config *c, int64_t t, int have_val,
                                    float val_ce, float improvement, float *tau);
 
@@ -1543,6 +1544,7 @@ GUARDIANDEF int guardian_sched_tau(const guardian_sched_config *c, int64_t t, in
 {
     double lo, hi, v;
     if (!c || !tau || t < 0) return GUARDIAN_EINVAL;
+    if (have_val != 0 && have_val != 1) return GUARDIAN_EINVAL; /* a boolean (issue 37) */
     if (!guardian__finite(c->tau_min) || !guardian__finite(c->tau_max) ||
         !guardian__finite(c->floor_frac) || !guardian__finite(c->ce_zone) ||
         !guardian__finite(c->gain_gate) || !guardian__finite(c->nudge))

@@ -1454,6 +1454,37 @@ static void test_state_small_controllers(void)
     }
 }
 
+/* Issue 37 rule 4: flag-like arguments and fields outside their values are refused.
+   guardian_sched_tau's have_val read any non-zero as "a validation result is here" (so
+   garbage val_ce / improvement were used); the config's enable, guardian_set_enabled and
+   gac's enable were already checked: kept under test. */
+static void test_flags_range_checked(void)
+{
+    guardian_sched_config c = guardian_sched_config_default();
+    guardian_config gc = guardian_config_default();
+    gac_config ac = gac_config_default();
+    guardian g;
+    float tau = -1.0f;
+    int bad[3] = {-1, 2, 1 << 20}, i;
+    c.tau_min = 0.5f; c.tau_max = 1.5f; c.warmup = 100; c.total = 1100; c.floor_frac = 0.2f;
+    c.ce_zone = 6.0f; c.gain_gate = 0.01f; c.nudge = 0.05f;
+    for (i = 0; i < 3; i++) {
+        CHECK_INT_EQ(guardian_sched_tau(&c, 600, bad[i], 5.0f, 0.001f, &tau), GUARDIAN_EINVAL);
+        CHECK(tau == -1.0f); /* nothing written */
+        gc.enable = bad[i];
+        CHECK_INT_EQ(guardian_config_check(&gc), GUARDIAN_EINVAL);
+        ac.enable = bad[i];
+        CHECK_INT_EQ(gac_config_check(&ac), GUARDIAN_EINVAL);
+    }
+    CHECK_INT_EQ(guardian_sched_tau(&c, 600, 1, 5.0f, 0.001f, &tau), GUARDIAN_OK);
+    CHECK_INT_EQ(guardian_sched_tau(&c, 600, 0, 5.0f, 0.001f, &tau), GUARDIAN_OK);
+    gc = guardian_config_default();
+    CHECK_INT_EQ(guardian_init(&g, &gc), GUARDIAN_OK);
+    for (i = 0; i < 3; i++) CHECK_INT_EQ(guardian_set_enabled(&g, bad[i]), GUARDIAN_EINVAL);
+    CHECK_INT_EQ(g.cfg.enable, 1);
+    guardian_free(&g);
+}
+
 int main(int argc, char **argv)
 {
     TEST_INIT(argc, argv);
@@ -1472,6 +1503,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_gac_disabled_and_bad);
     TEST_RUN(test_gac_entropy_penalty_fd);
     TEST_RUN(test_sched_algorithm1);
+    TEST_RUN(test_flags_range_checked);
     TEST_RUN(test_lr_schedule);
     TEST_RUN(test_warm_in);
     TEST_RUN(test_chaos);
