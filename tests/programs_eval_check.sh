@@ -310,10 +310,13 @@ else
         "$M" --ckpt "$CK" --tasks "$W/tasks.jsonl" --out "$W/tasks.jsonl" $MQ > /dev/null 2> "$W/m1.err"; r1=$?
         ln -s "$W/tasks.jsonl" "$W/tasks.link"
         "$M" --ckpt "$CK" --tasks "$W/tasks.jsonl" --out "$W/tasks.link" $MQ > /dev/null 2>&1; r2=$?
-        "$M" --ckpt "$CK" --tasks "$W/tasks.jsonl" --out "$CK" $MQ > /dev/null 2>&1; r3=$?
+        cp "$CK" "$W/ck2.safetensors"
+        "$M" --ckpt "$W/ck2.safetensors" --tasks "$W/tasks.jsonl" --out "$W/ck2.safetensors" $MQ > /dev/null 2>&1; r3=$?
         [ $r1 -eq 2 ] && [ $r2 -eq 2 ] && [ $r3 -eq 2 ] && cmp -s "$W/tasks.jsonl" "$W/tasks.orig" \
+            && cmp -s "$CK" "$W/ck2.safetensors" \
             && grep -q "refusing to overwrite an input" "$W/m1.err"
         check mcqa_out_is_input $? "rc=$r1/$r2/$r3: $(last "$W/m1.err")"
+        cp "$W/tasks.orig" "$W/tasks.jsonl" # (for the cases below, whatever happened above)
         # rule 3: a directory, an empty file, a missing file as --tasks: an error naming it; --out untouched
         cp "$W/log.jsonl" "$W/log.orig"
         mkdir "$W/tdir"; : > "$W/tempty.jsonl"
@@ -333,9 +336,9 @@ else
             [ $rc -eq 2 ] && [ ! -e "$W/range.jsonl" ] || bad="$bad [$a: rc=$rc]"
         done
         [ -z "$bad" ]; check mcqa_flag_ranges $? "$bad"
-        # rule 1: a run that fails part-way (a malformed line in the second file) leaves --out as it was
+        # rule 1: a run that fails (a malformed line, found after --out would have been opened) leaves --out as it was
         printf '%s\n' '{"task":"u","id":"1","context":"x","choices":[" a"],"gold":0}' > "$W/tbad.jsonl"
-        "$M" --ckpt "$CK" --tasks "$W/tasks.jsonl" --tasks "$W/tbad.jsonl" --out "$W/log.jsonl" $MQ > /dev/null 2> "$W/m6.err"; rc=$?
+        "$M" --ckpt "$CK" --tasks "$W/tbad.jsonl" --tasks "$W/tasks.jsonl" --out "$W/log.jsonl" $MQ > /dev/null 2> "$W/m6.err"; rc=$?
         [ $rc -eq 1 ] && grep -q "tbad.jsonl:1" "$W/m6.err" && cmp -s "$W/log.jsonl" "$W/log.orig" && no_tmp "$W"
         check mcqa_failed_run_keeps_out $? "rc=$rc: $(last "$W/m6.err")"
         # rule 7: NaN weights: an error naming the cause, with and without --no-check; no log

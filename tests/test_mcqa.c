@@ -3,7 +3,9 @@
    left truncation, the prompt hash), scoring a real micro model (RPA prior) against a direct
    computation, tokenisation rules, task and log parsing (malformed lines name the line),
    refusal of mismatched logs, and the statistics against reference values from SciPy 1.17.1
-   and statsmodels 0.15.0. */
+   and statsmodels 0.15.0. Issue 37: non-finite scores are an error (never "nan" in a log),
+   logged sums must be log-probability sums and means sum / n, a gold answer that differs
+   is said as such, a read error (a directory) is not an empty input. */
 #define _POSIX_C_SOURCE 200809L
 #define STB_DS_IMPLEMENTATION
 #include <stb_ds.h>
@@ -19,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ------------------------------------------------------------------ toy model */
 /* A bigram "model" over V = 4 tokens: the logits at position t are log(w[ids[t]]), so
@@ -568,6 +571,138 @@ static void test_families(void)
     }
 }
 
+
+/* ------------------------------------------------------------------ issue 37 */
+/* A model whose logits are NaN (non-finite weights): every score is an error naming the
+   cause, never a "nan" in the log. */
+static int nan_forward(void *user, const int *ids, int B, int T, const float **logits, int *V, char *err,
+                       size_t errlen)
+{
+    static float lg[64 * 4];
+    int i;
+    (void)user;
+    (void)ids;
+    (void)err;
+    (void)errlen;
+    if (B != 1 || T < 1 || T > 64) return -1;
+    for (i = 0; i < T * 4; i++) lg[i] = (i % 3) ? 0.5f : NAN;
+    *logits = lg;
+    *V = 4;
+    return 0;
+}
+
+static void test_nonfinite_scores(void)
+{
+    static const int prompt[2] = {1, 2}, c0[1] = {0}, c1[2] = {3, 1};
+    const int *ch[2];
+    int nc[2] = {1, 2};
+    mcqa_tokens tk;
+    mcqa_result r;
+    mcqa_item it;
+    char err[512], a[] = " a", b[] = " b", task[] = "t", id[] = "1", ctx[] = "c", *chs[2];
+    FILE *f;
+    ch[0] = c0;
+    ch[1] = c1;
+    make_tokens(&tk, prompt, 2, ch, nc, 2);
+    err[0] = 0;
+    CHECK_INT_EQ(mcqa_score(nan_forward, NULL, 16, &tk, &r, err, sizeof err), MCQA_EMODEL);
+    CHECK(strstr(err, "not finite") != NULL && strstr(err, "NaN") != NULL);
+    mcqa_tokens_free(&tk);
+    /* the writer refuses a non-finite score and writes nothing */
+    chs[0] = a;
+    chs[1] = b;
+    memset(&it, 0, sizeof it);
+    it.task = task;
+    it.id = id;
+    it.context = ctx;
+    it.n_choices = 2;
+    it.choices = chs;
+    memset(&r, 0, sizeof r);
+    r.n_choices = 2;
+    r.n[0] = r.n[1] = 1;
+    r.sum[0] = r.mean[0] = -1.0;
+    r.sum[1] = r.mean[1] = NAN;
+    f = tmpfile();
+    if (!f) TEST_SKIP("no tmpfile");
+    CHECK_INT_EQ(mcqa_log_write(f, &it, &r), MCQA_ERANGE);
+    CHECK(ftell(f) == 0);
+    r.sum[1] = r.mean[1] = -INFINITY;
+    CHECK_INT_EQ(mcqa_log_write(f, &it, &r), MCQA_ERANGE);
+    CHECK(ftell(f) == 0);
+    fclose(f);
+}
+
+/* A log line with one choice's sum / mean replaced (two choices of n = 1 and n = 2). */
+static int parse_scores(const char *s0, const char *m0, char *err, size_t errlen)
+{
+    char line[1024];
+    mcqa_record rec;
+    int rc;
+    snprintf(line, sizeof line,
+             "{\"task\":\"t\",\"id\":\"1\",\"prompt_hash\":\"0000000000000001\",\"n_prompt\":3,\"n_prompt_full\":3,"
+             "\"truncated\":0,\"gold\":0,\"choices\":[{\"n\":1,\"sum\":%s,\"mean\":%s},{\"n\":2,\"sum\":-4,\"mean\":-2}],"
+             "\"pred_sum\":0,\"pred_mean\":0,\"correct_sum\":1,\"correct_mean\":1}", s0, m0);
+    err[0] = 0;
+    rc = mcqa_log_parse(line, strlen(line), 5, "x.jsonl", &rec, err, errlen);
+    if (rc == MCQA_OK) mcqa_record_free(&rec);
+    return rc;
+}
+
+static void test_log_scores_checked(void)
+{
+    char err[512];
+    CHECK_INT_EQ(parse_scores("-1", "-1", err, sizeof err), MCQA_OK);
+    CHECK_INT_EQ(parse_scores("0", "0", err, sizeof err), MCQA_OK); /* log p = 0: p = 1, allowed */
+    CHECK_INT_EQ(parse_scores("-1.0000000000000002", "-1", err, sizeof err), MCQA_OK); /* within 1e-9 */
+    /* a positive log-probability sum */
+    CHECK_INT_EQ(parse_scores("0.5", "0.5", err, sizeof err), MCQA_EFORMAT);
+    CHECK(strstr(err, "x.jsonl:5:") == err && strstr(err, "positive") != NULL);
+    /* a mean that is not sum / n */
+    CHECK_INT_EQ(parse_scores("-1", "-0.9", err, sizeof err), MCQA_EFORMAT);
+    CHECK(strstr(err, "x.jsonl:5:") == err && strstr(err, "not sum / n") != NULL);
+    /* a number that overflows to infinity */
+    CHECK_INT_EQ(parse_scores("-1e999", "-1e999", err, sizeof err), MCQA_EFORMAT);
+    CHECK(strstr(err, "not a finite number") != NULL);
+}
+
+static void test_pair_says_what_differs(void)
+{
+    mcqa_record a[1], b[1];
+    long pair[1];
+    char err[512];
+    a[0] = rec("t", "1", 11, 1);
+    b[0] = rec("t", "1", 11, 4);
+    b[0].gold = 2;
+    err[0] = 0;
+    CHECK_INT_EQ(mcqa_pair(a, 1, b, 1, pair, err, sizeof err), MCQA_EMISMATCH);
+    CHECK(strstr(err, "gold answer of item t/1 differs") != NULL && strstr(err, "prompt hash differs") == NULL);
+    b[0].gold = 0;
+    b[0].n_choices = 3;
+    CHECK_INT_EQ(mcqa_pair(a, 1, b, 1, pair, err, sizeof err), MCQA_EMISMATCH);
+    CHECK(strstr(err, "has 4 choices in log A") != NULL);
+}
+
+/* A read error is not the end of the input: a directory opened as a file. */
+static void test_read_errors(void)
+{
+    char dir[] = "/tmp/attnkit-mcqa-XXXXXX", err[512], *buf = NULL;
+    size_t cap = 0;
+    mcqa_record *recs = NULL;
+    long n = 0;
+    FILE *f;
+    if (!mkdtemp(dir)) TEST_SKIP("no mkdtemp");
+    f = fopen(dir, "rb");
+    if (f) {
+        CHECK_INT_EQ(mcqa_read_line(f, &buf, &cap), MCQA_EIO);
+        fclose(f);
+    }
+    free(buf);
+    err[0] = 0;
+    CHECK(mcqa_log_read(dir, &recs, &n, err, sizeof err) < 0);
+    CHECK(strstr(err, dir) != NULL && recs == NULL && n == 0);
+    rmdir(dir);
+}
+
 int main(int argc, char **argv)
 {
     TEST_INIT(argc, argv);
@@ -582,5 +717,9 @@ int main(int argc, char **argv)
     TEST_RUN(test_holm);
     TEST_RUN(test_bootstrap);
     TEST_RUN(test_families);
+    TEST_RUN(test_nonfinite_scores);
+    TEST_RUN(test_log_scores_checked);
+    TEST_RUN(test_pair_says_what_differs);
+    TEST_RUN(test_read_errors);
     return TEST_END();
 }
