@@ -222,6 +222,19 @@ fi
 
 phase "programs check"
 
+# 3d. the evaluation programs lose nothing and write nothing invalid (issue 37): mcqa,
+#     mcqa_gen, mcqa_compare, niah on hostile inputs (tests/programs_eval_check.sh, tiny runs)
+if [ -x build/mcqa ]; then
+    if sh tests/programs_eval_check.sh build "$WT2_DATA" > "$LOG/programs_eval_check.out" 2>&1 \
+        && grep -q '^RESULT programs_eval_check .*failed=0' "$LOG/programs_eval_check.out"; then
+        echo "programs eval check: 1 passed, 0 failed"; P=$((P + 1))
+    else
+        echo "FAIL programs eval check (log in $LOG/programs_eval_check.out):"; grep '^FAIL' "$LOG/programs_eval_check.out"; F=$((F + 1))
+    fi
+fi
+
+phase "programs eval check"
+
 # 4. CUDA kernels. (a) In the CPU simulation (tests/cuda_sim.h), on every machine: each
 #    tests/parity_*.cu built with g++ and clang++ under ASan + UBSan runs every kernel
 #    against the CPU reference; a planted out-of-bounds write (global and shared memory)
