@@ -39,7 +39,27 @@
      Numerics: exp(G_i - G_j) is always formed from the difference (never exp(-G)
      alone); log-gates are floored at cfg.log_gate_floor (-88) so -inf never meets
      -inf; a zero key normalises to zero (x / sqrt(|x|^2 + eps)), never a division
-     by zero.
+     by zero. The chunked backward sums each gate's gradient from the terms that carry
+     that gate only (dL/dgamma_t = sum_{i>=t} P_it (sc_i e_{t-1} + sum_{j<t} Wc_ij
+     P_{t-1,j}), see gd__chunk_backward_bh): the suffix sum of log-gate terms it replaced
+     cancelled, lost ~1e-8 / gamma_t (37% of the max-norm at gamma ~ 1e-6) and gave a
+     gate of exactly 0 no gradient (issue 38); a gate form (gate_is_log 0) now gets its
+     gradient at gamma = 0 as the recurrent path does.
+
+     Regimes checked against float64 (issue 38; tests/test_gdelta.c, test_sweep_float64,
+     and tests/parity_gdelta.cu; reference: tests/ref64.h, eqs. 16-25 transcribed in
+     double and differentiated by a tape): gates near 0 (1e-6..1e-2, exact 0) and near 1
+     (1 - 1e-7..1 - 1e-3, exact 1), log gates -30..-5, beta near 0 (1e-7..1e-4, exact 0)
+     and near 1 (exact 1), keys and queries of norm 1e-5..1e-2 (|k|^2 below and above
+     norm_eps), T = 2048 (simulation 256) with gamma ~ 1, beta ~ 1 and a 4x4 state that
+     saturates. Worst relative error to each tensor's max-norm, over all regimes:
+       CPU chunked    r 3.1e-7, state 3.7e-7, dq 2.7e-7, dk 3.8e-7, dv 3.3e-7,
+                      dgates 5.6e-7, dbeta 3.3e-7
+       CPU recurrent  every tensor <= 3.0e-7
+       CUDA fp32      r 3.7e-7, state 3.1e-7, dq 3.4e-7, dk 4.9e-7, dv 3.3e-7,
+       (simulation)   dgates 3.9e-7, dbeta 5.3e-7
+       CUDA bf16/tf32 (Dk = Dv = 16, gates near 0 / saturating) <= 5.5e-3 / 9.2e-4
+     Tolerances: 1e-4 forward, 2e-3 gradients (2e-2 with tensor-core math).
 
    USAGE
      In exactly one C or C++ file:
@@ -77,21 +97,32 @@
                                           `checkpoint` steps, the rest recomputed
                                           (1: every state saved, no recomputation)
      gate_is_log     0                    gates given as gamma in [0,1] (0) or as
-                                          log gamma in [-inf,0] (1, the safe form)
-     normalize_qk    1                    L2-normalise q and k (Finding 1)
+                                          log gamma in [-inf,0] (1, the safe form);
+                                          0 or 1, anything else is GD_EINVAL
+     normalize_qk    1                    L2-normalise q and k (Finding 1); 0 or 1,
+                                          anything else is GD_EINVAL
      norm_eps        1e-6                 q_hat = q / sqrt(|q|^2 + norm_eps)
      scale           1.0                  r_t = scale * M_t q_t
      log_gate_floor  -88                  log gamma clamped below (no -inf, no NaN)
      b_gamma_init    3.9                  eq. 17 bias init (sigma(3.9) ~ 0.98)
      b_beta_init     0.0                  eq. 18 bias init (sigma(0) = 0.5)
-     rms_eps         1e-6                 RMSNorm eps of the readout (eq. 25)
+     rms_eps         1e-6                 RMSNorm eps of the readout (eq. 25): y =
+                                          r / sqrt(mean(r^2) + rms_eps). The paper gives
+                                          none; the seed's code (kreasof-ai/atma) uses the
+                                          dtype's epsilon: set GD_RMS_EPS_SEED (2^-23 =
+                                          1.19e-7) to reproduce its runs (the two differ
+                                          by ~7e-3 in the output early in a sequence,
+                                          where r is small). Finite and >= 0, else
+                                          GD_EINVAL. Used by gd_readout_* and by the
+                                          examples' CPU and CUDA readout.
      math            GD_MATH_FP32         CUDA path only: fp32 SIMT (exact parity);
                                           GD_MATH_BF16 / GD_MATH_TF32: the chunk
                                           products on tensor cores (bf16 / tf32
                                           operands, fp32 accumulation and state;
                                           2e-2 RMS-relative parity; sm_80+; Dk, Dv,
                                           chunk_size multiples of 16, else
-                                          GD_ENOTSUP); gd_step_cuda ignores it (fp32)
+                                          GD_ENOTSUP); gd_step_cuda ignores it (fp32);
+                                          another value is GD_EINVAL on every path
      log, log_user   NULL                 callback for detailed error messages
 
    INITIALISATION (drop-in use)
@@ -111,8 +142,9 @@
 
    ERRORS  (int status; gd_strerror() names it)
      GD_OK      0
-     GD_EINVAL  NULL pointer, bad dimension, bad config, saved state that does not
-                match the call
+     GD_EINVAL  NULL pointer, bad dimension, bad config (a flag other than 0 / 1, an
+                algo or math outside its enum, on every path), saved state that does
+                not match the call
      GD_ERANGE  a gate outside [0,1] (or log gate > 0), beta outside [0,1], a
                 NaN/Inf in q, k, v, gates or initial state, a slot index outside
                 [0, n_slots) or repeated within one gd_step batch

@@ -14,7 +14,8 @@
    Error measure (issue 38): for a float32 tensor `got` against its double reference
    `ref`, max_i |got_i - ref_i| / max_i |ref_i| (relative to the tensor's max-norm; an
    all-zero reference gives the absolute error). Tolerances: 1e-4 forward, 2e-3
-   gradients (R64_TOL_FWD, R64_TOL_GRAD). */
+   gradients (R64_TOL_FWD, R64_TOL_GRAD). Each sweep prints the worst error per tensor;
+   R64_VERBOSE=1 in the environment prints every (regime, tensor) measurement. */
 #ifndef ATTNKIT_REF64_H
 #define ATTNKIT_REF64_H
 
@@ -185,6 +186,7 @@ typedef struct r64_report {
 static inline void r64_note(r64_report *r, const char *name, const char *regime, double err)
 {
     int i;
+    if (getenv("R64_VERBOSE")) printf("    [%s] %-22s %.3e\n", regime, name, err);
     for (i = 0; i < r->n; i++)
         if (!strcmp(r->name[i], name)) break;
     if (i == r->n) {
