@@ -4,8 +4,8 @@
                 --tasks build/mcqa/wt2_order.jsonl --out runs/wt2/mcqa.jsonl
      build/mcqa --help
 
-   Loads the checkpoint with the configuration stored in it (any model variant wt2_train
-   trains), picks the weights wt2_train's final evaluation uses (SWA if it averaged, else EMA
+   Loads the checkpoint with the model configuration stored in it (any model variant
+   wt2_train trains), picks the weights wt2_train's final evaluation uses (SWA if it averaged, else EMA
    if on, else raw; --weights overrides), and scores every item of every task file on the
    CPU: each choice by the sum of its token log-probabilities under teacher forcing
    (primary) and by their mean (sensitivity), with the prompt left-truncated to the model's
@@ -16,7 +16,26 @@
    Before scoring it checks that it runs the model exactly as wt2_train evaluates it: the
    cross-entropy of the first test chunks through this program's forward must equal
    trn_evaluate's (same weights) within 1e-4 nats, else it stops (--no-check skips this).
-   There is no GPU path yet (the model has no GPU trainer to load from).
+   Scoring runs on the CPU (there is no GPU scoring path; checkpoints of GPU runs load here).
+
+   Device and precision are this run's choices, not the checkpoint's: the checkpoint's
+   "device" and "precision" settings are not used, so a checkpoint trained with --device
+   cuda scores here (on the CPU, fp32) like any other.
+
+   Nothing is lost and nothing invalid is written (issue 37). Every task file is read whole
+   and every line parsed before the model is loaded; --out is opened only after every
+   input is read and checked and the check has passed, as a temporary file
+   (<out>.tmp.<pid>) renamed over --out when every item is scored, so a run that fails
+   at any point leaves an earlier --out as it was. Refused: --out naming an input (the
+   checkpoint or a task file, by path or as the same file); a task file that cannot be
+   read (missing, a directory, no permission), holds no items or has a malformed line (the
+   file and line are named); a task file given twice or an item (task, id) given twice;
+   --threads outside 0..1024, --max-len outside 0..1048576, --max-items < 0, junk numbers;
+   --device other than cpu; --weights ema|swa on a checkpoint without those weights (no
+   silent fallback to raw); non-finite weights or scores (NaN / Inf: the message names
+   the cause; the log never holds "nan").
+   Exit status: 0 every item scored and written; 1 an input, the model, the check or a
+   write failed (nothing written to --out); 2 a bad flag or value.
 
    Data: the GPT-2 tokenizer and the WikiText-2 test split (for the check) come from
    --data-dir, else $WT2_DIR, else the compiled-in directory (../shared/data).
