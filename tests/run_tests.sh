@@ -38,13 +38,19 @@ if ls tests/parity_*.cu >/dev/null 2>&1 && command -v "$NVCC" >/dev/null 2>&1; t
     NVCC_PID=$!
 fi
 
-# exec_one <label> <binary> [args]: runs it, its stdout, stderr and exit code into $LOG
+# exec_one <label> <binary> [args]: runs it, its stdout, stderr and exit code into $LOG,
+# and prints one progress line as it ends (to stderr, so the tallies on stdout stay the
+# record): "[elapsed] label: P passed, F failed, S skipped (exit rc, seconds)"
 exec_one() {
     label=$1; shift
     out="$LOG/$(echo "$label" | tr '/ ' '__').out"
-    if [ ! -x "$1" ]; then echo notbuilt > "$out.rc"; return; fi
+    if [ ! -x "$1" ]; then echo notbuilt > "$out.rc"; echo "[$(( $(date +%s) - T0 )) s] $label: not built" >&2; return; fi
+    t1=$(date +%s)
     timeout "$TIMEOUT" "$@" > "$out" 2> "$out.err"
-    echo $? > "$out.rc"
+    rc1=$?
+    echo $rc1 > "$out.rc"
+    res1=$(grep '^RESULT ' "$out" | tail -n 1 | sed 's/^RESULT [^ ]* //')
+    echo "[$(( $(date +%s) - T0 )) s] $label: ${res1:-no RESULT line} (exit $rc1, $(( $(date +%s) - t1 )) s)" >&2
 }
 # exec_shard <label> <i/n> <binary>: exec_one of the binary's cases i modulo n (TEST_SHARD)
 exec_shard() {
@@ -93,6 +99,7 @@ for cc in $COMPILERS; do
         echo "FAIL compiler $cc not found"; F=$((F + 1)); continue
     fi
     UCC="$UCC $cc"
+    echo "[$(( $(date +%s) - T0 )) s] building the unit tests with $cc (log: $LOG/build-$cc.log)" >&2
     $MAKE -k -j"$JOBS" --no-print-directory tests-build-"$cc" COMPILERS="$cc" > "$LOG/build-$cc.log" 2>&1 \
         || { echo "build errors with $cc:"; grep -E 'error|Error' "$LOG/build-$cc.log" | head -n 40; }
 done
@@ -256,6 +263,7 @@ if ls tests/parity_*.cu >/dev/null 2>&1; then
     for cc in $COMPILERS; do
         case $cc in gcc) cxx=g++ ;; clang) cxx=clang++ ;; *) continue ;; esac
         SIMCXX="$SIMCXX $cxx"
+        echo "[$(( $(date +%s) - T0 )) s] building the simulated parity tests with $cxx" >&2
         $MAKE -k -j"$JOBS" --no-print-directory sim-"$cxx" COMPILERS="$cc" > "$LOG/build-sim-$cxx.log" 2>&1 \
             || { echo "simulation build errors with $cxx:"; grep -E 'error' "$LOG/build-sim-$cxx.log" | head -n 40; }
     done
@@ -319,6 +327,7 @@ if ls tests/parity_*.cu >/dev/null 2>&1; then
     # the CPU/device pairs that must agree bit for bit, with host code fused as nvcc fuses
     if grep -qw fma /proc/cpuinfo 2>/dev/null && command -v clang++ >/dev/null 2>&1; then
         FMA_NAMES=$(sed -n 's/^SIM_FMA_NAMES := //p' Makefile)
+        echo "[$(( $(date +%s) - T0 )) s] building the contracting simulation" >&2
         $MAKE -k -j"$JOBS" --no-print-directory sim-fma > "$LOG/build-sim-fma.log" 2>&1 \
             || { echo "contracting simulation build errors:"; grep -E 'error' "$LOG/build-sim-fma.log" | head -n 40; }
         FMA_PIDS=
