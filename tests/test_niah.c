@@ -660,6 +660,41 @@ static void test_rope_config(void)
 }
 
 /* a tiny end-to-end run: every arm, two lengths, a well-formed table and JSON lines */
+/* issue 37: the configuration check a program runs before it opens any output, and a
+   results table that never prints "nan" (no document windows: doc_ce NaN; no digits) */
+static void test_config_check_and_table(void)
+{
+    niah_config c = niah_config_default();
+    niah_result r;
+    char err[256], *buf = NULL;
+    size_t n = 0;
+    FILE *f;
+    CHECK_INT_EQ(niah_config_check(&c, err, sizeof err), NIAH_OK);
+    c.conv_k = 1;
+    err[0] = 0;
+    CHECK_INT_EQ(niah_config_check(&c, err, sizeof err), NIAH_EINVAL);
+    CHECK(strstr(err, "conv_k") != NULL);
+    c = niah_config_default();
+    c.d_model = 6;
+    c.n_heads = 4;
+    CHECK_INT_EQ(niah_config_check(&c, err, sizeof err), NIAH_EINVAL);
+    CHECK_INT_EQ(niah_config_check(NULL, err, sizeof err), NIAH_EINVAL);
+    memset(&r, 0, sizeof r);
+    r.arm = 2;
+    r.mult = 1;
+    r.T = 64;
+    r.doc_ce = NAN;
+    r.train_ce = NAN;
+    niah_wilson(0, 0, &r.acc_lo, &r.acc_hi); /* no digits: NaN bounds */
+    f = open_memstream(&buf, &n);
+    if (!f) TEST_SKIP("no open_memstream");
+    niah_print_table(f, &r, 1);
+    fclose(f);
+    CHECK(buf != NULL && strstr(buf, "| polar | 1 | 64 |") != NULL);
+    CHECK(buf != NULL && strstr(buf, "nan") == NULL && strstr(buf, "NaN") == NULL);
+    free(buf);
+}
+
 static void test_end_to_end(void)
 {
     niah_config c = niah_config_default();
@@ -771,6 +806,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_record_tokenisation);
     TEST_RUN(test_vocab);
     TEST_RUN(test_rows);
+    TEST_RUN(test_config_check_and_table);
     TEST_RUN(test_end_to_end);
     wt2_tokens_free(&g_tr);
     wt2_tokens_free(&g_te);
