@@ -193,7 +193,10 @@ static int read_tasks(const char *const *files, int nfiles, const char *def_task
         size_t len = 0, pos = 0;
         const char *bs = strrchr(files[fi], '/');
         long lineno = 0, done = 0;
-        if (ex_read_file(files[fi], &buf, &len, 0, err, errlen)) return free(q), -1;
+        if (ex_read_file(files[fi], &buf, &len, 0, err, errlen)) {
+            rc = -1;
+            break;
+        }
         snprintf(base, sizeof base, "%s", bs ? bs + 1 : files[fi]);
         base[strcspn(base, ".")] = 0;
         while (pos < len && !rc) {
@@ -295,7 +298,7 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--weights")) wname = v;
         else if (!strcmp(a, "--max-len")) bad = ex_parse_int(v, 0, 1 << 20, &max_len);
         else if (!strcmp(a, "--max-items")) bad = ex_parse_ll(v, 0, 1000000000000LL, &max_items);
-        else if (!strcmp(a, "--threads")) bad = ex_parse_int(v, 0, 1024, &threads);
+        else if (!strcmp(a, "--threads")) bad = ex_parse_int(v, 0, TRN_MAX_THREADS, &threads);
         else if (!strcmp(a, "--data-dir")) bad = strlen(v) >= sizeof dir - 32 ? -1 : (snprintf(dir, sizeof dir, "%s", v), 0);
         else if (!strcmp(a, "--device")) {
             if (strcmp(v, "cpu")) {
