@@ -1,7 +1,7 @@
 /* mcqa - score a wt2_train checkpoint on multiple-choice tasks (seed 003 §4.1-4.2).
 
-     build/mcqa --ckpt runs/wt2/ckpt.safetensors --tasks build/mcqa/wt2_cloze.jsonl \
-                --tasks build/mcqa/wt2_order.jsonl --out runs/wt2/mcqa.jsonl
+     build/mcqa --ckpt runs/wt2/ckpt.safetensors --tasks build/mcqa_tasks/wt2_cloze.jsonl \
+                --tasks build/mcqa_tasks/wt2_order.jsonl --out runs/wt2/mcqa.jsonl
      build/mcqa --help
 
    Loads the checkpoint with the model configuration stored in it (any model variant

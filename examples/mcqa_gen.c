@@ -1,6 +1,6 @@
 /* mcqa_gen - build multiple-choice tasks from real text: the WikiText-2 test split.
 
-     build/mcqa_gen --out-dir build/mcqa               # 1000 items per task, seed 1
+     build/mcqa_gen                                    # build/mcqa_tasks: 1000 items per task, seed 1
      build/mcqa_gen --cloze 2000 --order 500 --seed 7 --out-dir DIR
 
    No benchmark suite can be downloaded on the machines this project runs on, so these are
@@ -159,7 +159,7 @@ enum { OUT_CLOZE, OUT_ORDER, OUT_FAM, N_OUT };
 
 int main(int argc, char **argv)
 {
-    const char *out_dir = "build/mcqa", *env;
+    const char *out_dir = "build/mcqa_tasks", *env; /* not build/mcqa: that is the scorer's binary */
     char dir[1024], err[512], path[1200], ctx[8192], ch[4][4200];
     long long n_cloze = 1000, n_order = 1000, seed_ll = 1;
     long i, np = 0, cp = 0;
@@ -183,7 +183,9 @@ int main(int argc, char **argv)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             printf("usage: mcqa_gen [--data-dir DIR] [--out-dir DIR] [--seed N] [--cloze N] [--order N]\n"
                    "Builds wt2_cloze and wt2_order multiple-choice tasks from the WikiText-2 test split\n"
-                   "(see the top of examples/mcqa_gen.c). Defaults: build/mcqa, seed 1, 1000 items each.\n");
+                   "(see the top of examples/mcqa_gen.c). Defaults: build/mcqa_tasks, seed 1, 1000 items each.\n"
+                   "Exit status: 0 written; 1 the text could not be read, a task has no eligible position or a\n"
+                   "write failed (earlier files are left as they were); 2 a bad flag or value.\n");
             return 0;
         } else if (!strcmp(argv[i], "--data-dir") && more) snprintf(dir, sizeof dir, "%s", argv[++i]);
         else if (!strcmp(argv[i], "--out-dir") && more) out_dir = argv[++i];
