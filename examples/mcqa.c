@@ -334,6 +334,13 @@ int main(int argc, char **argv)
                 return 2;
             }
     }
+    if (out_path) {
+        struct stat st;
+        if (stat(out_path, &st) == 0 && S_ISDIR(st.st_mode)) {
+            fprintf(stderr, "mcqa: --out %s is a directory\n", out_path);
+            return 2;
+        }
+    }
     for (i = 0; i < nfiles; i++) {
         int j;
         for (j = 0; j < i; j++)

@@ -159,6 +159,13 @@ int main(int argc, char **argv)
                 return 2;
             }
     }
+    if (json_path) {
+        struct stat st;
+        if (stat(json_path, &st) == 0 && S_ISDIR(st.st_mode)) {
+            fprintf(stderr, "mcqa_compare: --json %s is a directory\n", json_path);
+            return 2;
+        }
+    }
     if (ex_check_input(pa, err, sizeof err) || ex_check_input(pb, err, sizeof err) ||
         (fam_path && ex_check_input(fam_path, err, sizeof err))) {
         fprintf(stderr, "mcqa_compare: %s\n", err);

@@ -465,7 +465,7 @@ int main(int argc, char **argv)
             c.nmult = 0;
             while (*p && !bad) {
                 char *e;
-                long m = strtol(p, &e, 10);
+                long m = *p >= '0' && *p <= '9' ? strtol(p, &e, 10) : (e = (char *)p, 0L); /* digits only */
                 if (e == p || m < 1 || m > 65536 || c.nmult >= NIAH_MAX_MULT) bad = -1;
                 else c.mult[c.nmult++] = (int)m;
                 p = *e == ',' ? e + 1 : e;

@@ -153,8 +153,9 @@ else
     "$N" --quick --out-dir "$W/nr" --conv 1 > /dev/null 2> "$W/n1.err"; r1=$?
     "$N" --quick --out-dir "$W/nr" --data-dir "$W/no-such-dir" > /dev/null 2> "$W/n2.err"; r2=$?
     "$N" --quick --out-dir "$W/nr" --steps x > /dev/null 2>&1; r3=$?
-    [ $r1 -eq 2 ] && [ $r2 -eq 1 ] && [ $r3 -eq 2 ] && [ "$(cat "$W/nr/results.jsonl")" = keep ] && no_tmp "$W/nr"
-    check niah_refusal_keeps_results $? "rc=$r1/$r2/$r3, results.jsonl: $(head -c 40 "$W/nr/results.jsonl")"
+    "$N" --quick --out-dir "$W/nr" --lengths "1, 2" > /dev/null 2>&1; r4=$?
+    [ $r1 -eq 2 ] && [ $r2 -eq 1 ] && [ $r3 -eq 2 ] && [ $r4 -eq 2 ] && [ "$(cat "$W/nr/results.jsonl")" = keep ] && no_tmp "$W/nr"
+    check niah_refusal_keeps_results $? "rc=$r1/$r2/$r3/$r4, results.jsonl: $(head -c 40 "$W/nr/results.jsonl")"
     # rule 4: --aggregate
     L='{"arm": "polar", "seed": 1, "mult": 1, "T": 48, "acc": 0.5000, "acc_lo": 0.3, "acc_hi": 0.7, "correct": 10, "digits": 20, "exact": 1, "probes": 4, "doc_ce": 5.1, "doc_ppl": 164.0, "doc_tokens": 96, "train_ce": 6.0, "train_s": 0.1, "eval_s": 0.1, "act_mb": 1.0}'
     mkdir "$W/s1" "$W/s2" "$W/s3" "$W/s4" "$W/s5" "$W/s6" "$W/s7"
@@ -335,6 +336,9 @@ else
             "$M" --ckpt "$CK" --tasks "$W/tasks.jsonl" --out "$W/range.jsonl" $MQ $a > /dev/null 2>&1; rc=$?
             [ $rc -eq 2 ] && [ ! -e "$W/range.jsonl" ] || bad="$bad [$a: rc=$rc]"
         done
+        mkdir "$W/odir"
+        "$M" --ckpt "$CK" --tasks "$W/tasks.jsonl" --out "$W/odir" $MQ > /dev/null 2>&1; rc=$?
+        [ $rc -eq 2 ] || bad="$bad [--out a directory: rc=$rc]"
         [ -z "$bad" ]; check mcqa_flag_ranges $? "$bad"
         # rule 1: a run that fails (a malformed line, found after --out would have been opened) leaves --out as it was
         printf '%s\n' '{"task":"u","id":"1","context":"x","choices":[" a"],"gold":0}' > "$W/tbad.jsonl"
