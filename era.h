@@ -123,9 +123,15 @@
      tape gradients). Worst relative error to each tensor's max-norm, CPU and device
      (simulation) alike unless two numbers are given:
        ERA (defaults R = nb = 8; sigma = 1e-3, one-hot memberships; eps 0.01, nb 16,
-       T 100): bias 7.8e-8, dcenters 5.3e-6, dsigma 1.6e-7, dalpha 7.4e-8. dsigma is
+       T 100): bias 7.8e-8, dcenters 8.6e-8, dsigma 1.6e-7, dalpha 7.4e-8. dsigma is
        summed as dl_r (d_r^2 - E_mu[d^2]) / sigma^3 (sum_r dl_r = 0): the plain sum of
        dl_r d_r^2 / sigma^3 (terms of 3.6e6 at sigma 1e-3) left 2.8% of it.
+       RPA memberships (defaults; 1/sigma^2 = 20; sigma clamped at 1/sigma^2 = 1e3 with
+       nearly every logit at -30 and one token nearly one-hot): mu 1.0e-7, dh, dW, db,
+       dcenters 2.4e-5, dlog_sigma 9.4e-7. Both backwards take E_mu[.] with the fp32 mu
+       renormalised in double: a near-one-hot mu (1.0f beside 3e-12) sums to 1 + 1e-11,
+       and the plain dm_r - sum_k mu_k dm_k lost that token's whole gradient (157% of the
+       max-norm before).
        RPA (defaults with the exact gradient through Sinkhorn; the clamp regime, 25% of
        exp(S / tau_align) above 1e9, as found at T = 768; tau_att at tau_min, at tau_max
        (gradient passes) and below tau_min (clamped); R = 1): bias 2.0e-6, dmu
@@ -1059,7 +1065,7 @@ ERADEF int era_membership_backward(const era_rpa_config *cfg, const era_rpa_para
         float *dzi = dz + (size_t)i * P;
         float *dd = dd2 + (size_t)i * 64;
         double dm[64];
-        double dot = 0.0;
+        double dot = 0.0, msum = 0.0;
         int r, q, bad = 0;
         for (r = 0; r < R; r++) {
             double v = dmu ? (double)dmu[(size_t)i * R + r] : 0.0;
@@ -1072,7 +1078,12 @@ ERADEF int era_membership_backward(const era_rpa_config *cfg, const era_rpa_para
             }
             dm[r] = v;
             dot += v * (double)m[r];
+            msum += (double)m[r];
         }
+        /* E_mu[dm] with mu renormalised in double (issue 38): an fp32 mu near one-hot
+           (1.0f beside 3e-12) sums to 1 + 1e-11, and the plain dm_r - sum mu dm then
+           lost the whole of a gradient of that size */
+        dot /= msum;
         for (q = 0; q < P; q++) dzi[q] = 0.0f;
         /* recompute the raw logits to know which were clamped (and NaN rows) */
         for (r = 0; r < R; r++) {
@@ -2284,14 +2295,15 @@ ERADEF int era_era_backward(const era_era_config *cfg, const era_era_params *p,
     is2 = 1.0 / (sig * sig);
     for (t = 0; t < T; t++) {
         const float *mt = st->mu + (size_t)t * R;
-        double ph = (double)t / (double)T, dot = 0.0;
+        double ph = (double)t / (double)T, dot = 0.0, m2 = 0.0, ms = 0.0;
         for (r = 0; r < R; r++) {
             double acc = 0.0;
             for (b = 0; b < nb; b++) acc += dQ[(size_t)t * nb + b] * st->plan[(size_t)r * nb + b];
             buf[r] = acc;
             dot += acc * mt[r];
+            ms += (double)mt[r];
         }
-        double m2 = 0.0, ms = 0.0;
+        dot /= ms; /* mu renormalised in double, as in era_membership_backward */
         /* dsigma = sum_r dl_r d_r^2 / sigma^3 with sum_r dl_r = 0 (softmax): taken as
            sum_r dl_r (d_r^2 - E_mu[d^2]) / sigma^3 (issue 38). The plain form summed
            terms of size d^2 / sigma^3 (3.6e6 at sigma 1e-3) that cancel; the fp32 mu
@@ -2299,7 +2311,6 @@ ERADEF int era_era_backward(const era_era_config *cfg, const era_era_params *p,
         for (r = 0; r < R; r++) {
             double d = ph - (double)p->centers[r];
             m2 += (double)mt[r] * d * d;
-            ms += (double)mt[r];
         }
         m2 /= ms;
         for (r = 0; r < R; r++) {

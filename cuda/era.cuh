@@ -357,7 +357,7 @@ static __global__ void era__k_mu_bwd(float *dz, float *dd2, const float *dmu, fl
     long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     const float *m, *zi;
     float *dzi, *dd;
-    double dm[64], dot = 0.0;
+    double dm[64], dot = 0.0, msum = 0.0;
     int r, q, bad = 0;
     if (i >= n) return;
     m = mu + (size_t)i * R;
@@ -373,7 +373,9 @@ static __global__ void era__k_mu_bwd(float *dz, float *dd2, const float *dmu, fl
         }
         dm[r] = v;
         dot += v * (double)m[r];
+        msum += (double)m[r];
     }
+    dot /= msum; /* mu renormalised in double: see era.h's era_membership_backward */
     for (q = 0; q < P; q++) dzi[q] = 0.0f;
     for (r = 0; r < R; r++) {
         const float *c = centers + (size_t)r * P;
@@ -1696,7 +1698,7 @@ static __global__ void era__k_era_mterm(double *dct, double *dst, const float *m
 {
     int t = (int)(blockIdx.x * blockDim.x + threadIdx.x), r, b;
     const float *mt;
-    double ph, dot = 0.0, is2 = 1.0 / (sig * sig), ds = 0.0;
+    double ph, dot = 0.0, ms = 0.0, is2 = 1.0 / (sig * sig), ds = 0.0;
     if (t >= T) return;
     mt = mu + (size_t)t * R;
     ph = (double)t / (double)T;
@@ -1705,13 +1707,14 @@ static __global__ void era__k_era_mterm(double *dct, double *dst, const float *m
         for (b = 0; b < nb; b++) acc += dQ[(size_t)t * nb + b] * plan[(size_t)r * nb + b];
         dct[(size_t)t * R + r] = acc; /* buf[r] for now */
         dot += acc * mt[r];
+        ms += (double)mt[r];
     }
+    dot /= ms; /* mu renormalised in double, as on the host */
     {   /* dsigma centred on E_mu[d^2] (sum_r dl_r = 0): see era.h's era_era_backward */
-        double m2 = 0.0, ms = 0.0;
+        double m2 = 0.0;
         for (r = 0; r < R; r++) {
             double d = ph - (double)centers[r];
             m2 += (double)mt[r] * d * d;
-            ms += (double)mt[r];
         }
         m2 /= ms;
         for (r = 0; r < R; r++) {

@@ -629,7 +629,8 @@ static void test_cache(void)
 /* ------------------------------------------------------------ issue 38: float64 sweep */
 /* The device ERA and RPA priors and backwards against tests/ref64.h's float64
    transcriptions in test_era.c's regimes (ERA: defaults, tiny sigma, one regime, a sharp
-   plan; RPA: defaults, the clamp regime, tau_att on / below its bounds, one regime).
+   plan; RPA: defaults, the clamp regime, tau_att on / below its bounds, one regime;
+   memberships: defaults, sharp, tiny sigma).
    1e-4 forward, 2e-3 gradients relative to each tensor's max-norm; the constant-row
    regimes (R = 1) against the condition-aware bounds test_era.c states. */
 static void test_sweep_float64(void)
@@ -745,6 +746,49 @@ static void test_sweep_float64(void)
         }
         era_rpa_cuda_state_free(&st);
         r64_rpa_free(&c);
+    }
+    for (reg = 0; reg < R64_MEM_NREGIMES; reg++) { /* memberships */
+        r64_mem_case c;
+        era_rpa_config cfg;
+        era_rpa_params par = era_rpa_params_default();
+        era_rpa_grads gr;
+        int n;
+        double e[6];
+        static const char *nm[6] = {"memb mu", "memb dh", "memb dW", "memb db", "memb dcenters", "memb dlog_sigma"};
+        r64_mem_make(&c, reg);
+        n = c.B * c.T;
+        cfg = era_rpa_config_default(c.R);
+        {
+            std::vector<float> hh(c.h, c.h + (size_t)n * c.D), hW(c.W, c.W + (size_t)c.P * c.D), hb(c.b, c.b + c.P);
+            std::vector<float> hc(c.c, c.c + (size_t)c.R * c.P), hl(c.ls, c.ls + c.R), hdm(c.dmu, c.dmu + (size_t)n * c.R);
+            std::vector<float> zm((size_t)n * c.R, 0.0f), zz((size_t)n * c.P, 0.0f), zh((size_t)n * c.D, 0.0f);
+            std::vector<float> zW((size_t)c.P * c.D, 0.0f), zb(c.P, 0.0f), zc((size_t)c.R * c.P, 0.0f), zl(c.R, 0.0f);
+            float *dh_in = dput(hh), *dW_in = dput(hW), *db_in = dput(hb), *dc_in = dput(hc), *dl_in = dput(hl);
+            float *ddm = dput(hdm), *dmu = dput(zm), *dz = dput(zz), *gdh = dput(zh), *gdW = dput(zW);
+            float *gdb = dput(zb), *gdc = dput(zc), *gdl = dput(zl);
+            par.D = c.D; par.P = c.P; par.W = dW_in; par.b = db_in; par.centers = dc_in; par.log_sigma = dl_in;
+            memset(&gr, 0, sizeof gr);
+            gr.dW = gdW; gr.db = gdb; gr.dcenters = gdc; gr.dlog_sigma = gdl;
+            CHECK_INT_EQ(era_membership_forward_cuda(&cfg, &par, dmu, dz, NULL, dh_in, c.B, c.T, NULL), ERA_OK);
+            CHECK_INT_EQ(era_membership_backward_cuda(&cfg, &par, gdh, &gr, ddm, 0.0f, dh_in, dz, dmu, c.B, c.T,
+                                                      NULL, NULL), ERA_OK);
+            e[0] = r64_relerr_f(dget(dmu, (size_t)n * c.R).data(), c.mu, (long)n * c.R);
+            e[1] = r64_relerr_f(dget(gdh, (size_t)n * c.D).data(), c.dh, (long)n * c.D);
+            e[2] = r64_relerr_f(dget(gdW, (size_t)c.P * c.D).data(), c.dW, (long)c.P * c.D);
+            e[3] = r64_relerr_f(dget(gdb, (size_t)c.P).data(), c.db, c.P);
+            e[4] = r64_relerr_f(dget(gdc, (size_t)c.R * c.P).data(), c.dc, (long)c.R * c.P);
+            e[5] = r64_relerr_f(dget(gdl, (size_t)c.R).data(), c.dls, c.R);
+            dfree(dh_in); dfree(dW_in); dfree(db_in); dfree(dc_in); dfree(dl_in); dfree(ddm); dfree(dmu);
+            dfree(dz); dfree(gdh); dfree(gdW); dfree(gdb); dfree(gdc); dfree(gdl);
+        }
+        for (t = 0; t < 6; t++) {
+            r64_note(&rep, nm[t], c.name, e[t]);
+            if (!(e[t] <= (t == 0 ? R64_TOL_FWD : R64_TOL_GRAD))) {
+                fprintf(stderr, "  %s, %s: relative error %.3e\n", c.name, nm[t], e[t]);
+                CHECK(e[t] <= (t == 0 ? R64_TOL_FWD : R64_TOL_GRAD));
+            }
+        }
+        r64_mem_free(&c);
     }
     r64_print(&rep, "ERA and RPA device vs float64");
 }

@@ -957,4 +957,104 @@ static inline void r64_ceas_make(r64_ceas_case *c, int regime)
     r64_ceas_reference(c);
 }
 
+/* ================================================================== RPA memberships
+   (seed 000, Listing 1, era.h's reading) z = W h + b (P); per regime r
+     logit_r = clamp(-|z - c_r|^2 clamp(exp(-2 log_sigma_r), 1e-3, 1e3) / 2, -30, 30),
+     mu = softmax_r(logit). Loss = sum dmu . mu; gradients for h, W, b, centres, log_sigma. */
+typedef struct r64_mem_case {
+    const char *name;
+    int B, T, D, P, R;
+    float *h, *W, *b, *c, *ls, *dmu;
+    double *mu, *dh, *dW, *db, *dc, *dls;
+} r64_mem_case;
+
+enum { R64_MEM_DEFAULT, R64_MEM_SHARP, R64_MEM_TINYSIGMA, R64_MEM_NREGIMES };
+
+static inline void r64_mem_free(r64_mem_case *c)
+{
+    free(c->h); free(c->W); free(c->b); free(c->c); free(c->ls); free(c->dmu);
+    free(c->mu); free(c->dh); free(c->dW); free(c->db); free(c->dc); free(c->dls);
+    memset(c, 0, sizeof *c);
+}
+
+static inline void r64_mem_reference(r64_mem_case *c)
+{
+    const int n = c->B * c->T, D = c->D, P = c->P, R = c->R;
+    r64_tape tp;
+    long *ih = (long *)malloc(sizeof(long) * (size_t)n * D), *iW = (long *)malloc(sizeof(long) * (size_t)P * D);
+    long *ib = (long *)malloc(sizeof(long) * (size_t)P), *ic = (long *)malloc(sizeof(long) * (size_t)R * P);
+    long *il = (long *)malloc(sizeof(long) * (size_t)R), *s2 = (long *)malloc(sizeof(long) * (size_t)R);
+    long *om = (long *)malloc(sizeof(long) * (size_t)n * R), z[64], lg[64];
+    int i, q, d, r;
+    r64_tape_init(&tp);
+    for (i = 0; i < n * D; i++) ih[i] = r64_var(&tp, c->h[i]);
+    for (i = 0; i < P * D; i++) iW[i] = r64_var(&tp, c->W[i]);
+    for (i = 0; i < P; i++) ib[i] = r64_var(&tp, c->b[i]);
+    for (i = 0; i < R * P; i++) ic[i] = r64_var(&tp, c->c[i]);
+    for (r = 0; r < R; r++) {
+        il[r] = r64_var(&tp, c->ls[r]);
+        s2[r] = r64_clamp(&tp, r64_exp(&tp, r64_scale(&tp, il[r], -2.0)), 1e-3, 1e3);
+    }
+    for (i = 0; i < n; i++) {
+        long lse;
+        for (q = 0; q < P; q++) {
+            long a = ib[q];
+            for (d = 0; d < D; d++) a = r64_fma(&tp, iW[(size_t)q * D + d], ih[(size_t)i * D + d], a);
+            z[q] = a;
+        }
+        for (r = 0; r < R; r++) {
+            long d2 = -1;
+            for (q = 0; q < P; q++) {
+                long e = r64_sub(&tp, z[q], ic[(size_t)r * P + q]), e2 = r64_mul(&tp, e, e);
+                d2 = d2 < 0 ? e2 : r64_add(&tp, d2, e2);
+            }
+            lg[r] = r64_clamp(&tp, r64_scale(&tp, r64_mul(&tp, d2, s2[r]), -0.5), -30.0, 30.0);
+        }
+        lse = r64__lse(&tp, lg, R);
+        for (r = 0; r < R; r++) om[(size_t)i * R + r] = r64_exp(&tp, r64_sub(&tp, lg[r], lse));
+    }
+    r64_zero_adj(&tp);
+    for (i = 0; i < n * R; i++) {
+        c->mu[i] = r64_val(&tp, om[i]);
+        r64_seed(&tp, om[i], c->dmu[i]);
+    }
+    r64_backward(&tp);
+    for (i = 0; i < n * D; i++) c->dh[i] = r64_grad(&tp, ih[i]);
+    for (i = 0; i < P * D; i++) c->dW[i] = r64_grad(&tp, iW[i]);
+    for (i = 0; i < P; i++) c->db[i] = r64_grad(&tp, ib[i]);
+    for (i = 0; i < R * P; i++) c->dc[i] = r64_grad(&tp, ic[i]);
+    for (r = 0; r < R; r++) c->dls[r] = r64_grad(&tp, il[r]);
+    r64_tape_free(&tp);
+    free(ih); free(iW); free(ib); free(ic); free(il); free(s2); free(om);
+}
+
+/* regimes: defaults (log_sigma ~ 0, memberships near uniform); sharp (log_sigma -1.5:
+   1 / sigma^2 = 20, logits -5..-40, some at the -30 clamp); tiny sigma (log_sigma
+   -4 .. -7: exp(-2 log_sigma) above 1e3, clamped, no log_sigma gradient; nearly every
+   logit at the -30 clamp, one token nearly one-hot: mu = 1 - 1e-11 beside 3e-12) */
+static inline void r64_mem_make(r64_mem_case *c, int regime)
+{
+    unsigned long long s = 0x3e35eedULL + (unsigned long long)regime * 86028121ULL;
+    int i, n;
+    memset(c, 0, sizeof *c);
+    c->B = 2; c->T = 12; c->D = 6; c->P = 3; c->R = 4;
+    c->name = regime == R64_MEM_SHARP ? "memberships, sigma 0.22" : regime == R64_MEM_TINYSIGMA
+            ? "memberships, tiny sigma (clamped)" : "memberships, defaults";
+    n = c->B * c->T;
+    c->h = (float *)malloc(sizeof(float) * (size_t)n * c->D); c->W = (float *)malloc(sizeof(float) * (size_t)c->P * c->D);
+    c->b = (float *)malloc(sizeof(float) * (size_t)c->P); c->c = (float *)malloc(sizeof(float) * (size_t)c->R * c->P);
+    c->ls = (float *)malloc(sizeof(float) * (size_t)c->R); c->dmu = (float *)malloc(sizeof(float) * (size_t)n * c->R);
+    c->mu = (double *)malloc(sizeof(double) * (size_t)n * c->R); c->dh = (double *)malloc(sizeof(double) * (size_t)n * c->D);
+    c->dW = (double *)malloc(sizeof(double) * (size_t)c->P * c->D); c->db = (double *)malloc(sizeof(double) * (size_t)c->P);
+    c->dc = (double *)malloc(sizeof(double) * (size_t)c->R * c->P); c->dls = (double *)malloc(sizeof(double) * (size_t)c->R);
+    for (i = 0; i < n * c->D; i++) c->h[i] = (float)r64_normal(&s);
+    for (i = 0; i < c->P * c->D; i++) c->W[i] = (float)(0.3 * r64_normal(&s));
+    for (i = 0; i < c->P; i++) c->b[i] = (float)(0.1 * r64_normal(&s));
+    for (i = 0; i < c->R * c->P; i++) c->c[i] = (float)(0.5 * r64_normal(&s));
+    for (i = 0; i < c->R; i++)
+        c->ls[i] = (float)(regime == R64_MEM_SHARP ? -1.5 : regime == R64_MEM_TINYSIGMA ? -4.0 - i : 0.2 * r64_normal(&s));
+    for (i = 0; i < n * c->R; i++) c->dmu[i] = (float)r64_normal(&s);
+    r64_mem_reference(c);
+}
+
 #endif /* ATTNKIT_REF64_H */

@@ -1639,6 +1639,45 @@ static void rpa_sweep_one(r64_report *rep, r64_rpa_case *c)
     free(bias); free(dmu);
 }
 
+/* RPA memberships (era_membership_forward / _backward) against ref64.h's transcription
+   of Listing 1: defaults, sharp (1/sigma^2 = 20, some logits at the -30 clamp) and tiny sigma
+   (exp(-2 log_sigma) clamped at 1e3: no log_sigma gradient). 1e-4 forward (mu), 2e-3
+   gradients (dh, dW, db, dcenters, dlog_sigma). Tiny sigma found that the backward
+   lost a near-one-hot token's whole (1e-11) gradient to fp32 mu summing to 1 + 1e-11. */
+static void mem_sweep_one(r64_report *rep, r64_mem_case *c)
+{
+    era_rpa_config cfg = era_rpa_config_default(c->R);
+    era_rpa_params par = era_rpa_params_default();
+    era_rpa_grads gr;
+    const int n = c->B * c->T;
+    float *mu = (float *)malloc(sizeof(float) * (size_t)n * c->R), *zp = (float *)malloc(sizeof(float) * (size_t)n * c->P);
+    float *dh = (float *)calloc((size_t)n * c->D, sizeof(float)), *dW = (float *)calloc((size_t)c->P * c->D, sizeof(float));
+    float *db = (float *)calloc((size_t)c->P, sizeof(float)), *dc = (float *)calloc((size_t)c->R * c->P, sizeof(float));
+    float *dls = (float *)calloc((size_t)c->R, sizeof(float));
+    static const char *nm[6] = {"memb mu", "memb dh", "memb dW", "memb db", "memb dcenters", "memb dlog_sigma"};
+    double e[6];
+    int t;
+    par.D = c->D; par.P = c->P; par.W = c->W; par.b = c->b; par.centers = c->c; par.log_sigma = c->ls;
+    memset(&gr, 0, sizeof gr);
+    gr.dW = dW; gr.db = db; gr.dcenters = dc; gr.dlog_sigma = dls;
+    CHECK_INT_EQ(era_membership_forward(&cfg, &par, mu, zp, NULL, c->h, c->B, c->T), ERA_OK);
+    CHECK_INT_EQ(era_membership_backward(&cfg, &par, dh, &gr, c->dmu, 0.0f, c->h, zp, mu, c->B, c->T, NULL), ERA_OK);
+    e[0] = r64_relerr_f(mu, c->mu, (long)n * c->R);
+    e[1] = r64_relerr_f(dh, c->dh, (long)n * c->D);
+    e[2] = r64_relerr_f(dW, c->dW, (long)c->P * c->D);
+    e[3] = r64_relerr_f(db, c->db, c->P);
+    e[4] = r64_relerr_f(dc, c->dc, (long)c->R * c->P);
+    e[5] = r64_relerr_f(dls, c->dls, c->R);
+    for (t = 0; t < 6; t++) {
+        r64_note(rep, nm[t], c->name, e[t]);
+        if (!(e[t] <= (t == 0 ? R64_TOL_FWD : R64_TOL_GRAD))) {
+            fprintf(stderr, "  %s, %s: relative error %.3e\n", c->name, nm[t], e[t]);
+            CHECK(e[t] <= (t == 0 ? R64_TOL_FWD : R64_TOL_GRAD));
+        }
+    }
+    free(mu); free(zp); free(dh); free(dW); free(db); free(dc); free(dls);
+}
+
 static void test_sweep_float64(void)
 {
     r64_report rep;
@@ -1655,6 +1694,12 @@ static void test_sweep_float64(void)
         r64_rpa_make(&c, reg);
         rpa_sweep_one(&rep, &c);
         r64_rpa_free(&c);
+    }
+    for (reg = 0; reg < R64_MEM_NREGIMES; reg++) {
+        r64_mem_case c;
+        r64_mem_make(&c, reg);
+        mem_sweep_one(&rep, &c);
+        r64_mem_free(&c);
     }
     r64_print(&rep, "ERA (seed 003) and RPA (seed 000) CPU vs float64");
 }
