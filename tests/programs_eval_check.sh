@@ -329,6 +329,14 @@ else
             && [ $r3 -eq 1 ] && grep -q "missing.jsonl" "$W/m4.err" && [ $r4 -eq 1 ] && grep -q "directory" "$W/m5.err" \
             && cmp -s "$W/log.jsonl" "$W/log.orig" && no_tmp "$W"
         check mcqa_unreadable_or_empty_tasks $? "rc=$r1/$r2/$r3/$r4: $(last "$W/m2.err") / $(last "$W/m3.err")"
+        if [ "$(id -u)" != 0 ]; then
+            cp "$W/tasks.jsonl" "$W/tnoread.jsonl" && chmod 000 "$W/tnoread.jsonl"
+            "$M" --ckpt "$CK" --tasks "$W/tnoread.jsonl" --out "$W/log.jsonl" $MQ > /dev/null 2> "$W/m5b.err"; rc=$?
+            [ $rc -eq 1 ] && grep -q "tnoread.jsonl" "$W/m5b.err" && cmp -s "$W/log.jsonl" "$W/log.orig"
+            check mcqa_unreadable_task_file $? "rc=$rc: $(last "$W/m5b.err")"
+        else
+            skip mcqa_unreadable_task_file "running as root (every file is readable)"
+        fi
         # rule 4: ranges and junk, refused before anything is read or written
         bad=""
         for a in "--threads 100000" "--threads -1" "--threads x" "--max-len 1x" "--max-len -5" "--max-items abc" \
