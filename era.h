@@ -136,12 +136,14 @@
        exp(S / tau_align) above 1e9, as found at T = 768; tau_att at tau_min, at tau_max
        (gradient passes) and below tau_min (clamped); R = 1): bias 2.0e-6, dmu
        2.3e-7 / 1.4e-7, dtau_att 1.6e-6, dpos_beta 7.3e-7 / 3.2e-7.
-       One regime (R = 1) is ill-conditioned by nature: ERA's rows are constant in exact
-       arithmetic (every p_t(s) = 1/nb) and RowZ divides their rounding (the plan comes
-       from fp32 potentials) by std + zeps ~ 1e-6: the bias is 0.15 |alpha| of noise
-       where the exact value is 0 (bound 8 eps32 |alpha| max|y| / (std + zeps) = 2.6);
-       RPA's dpos_beta there is what the z-score's scale invariance leaves (2.8e-2 out of
-       terms summing to 4.9e4 in absolute value), error 9.5e-5. Give R >= 2.
+       One regime (R = 1): ERA's rows are constant in exact arithmetic (every p_t(s) =
+       1/nb) and the exact bias and gradients are 0; the plan is formed from the last f
+       and a g recomputed from it in double, so it is exactly uniform and the bias stays
+       at 1.2e-9 absolute (dalpha 2.9e-8). Before, fp32-rounded potentials made a plan
+       uneven by ~1e-7, which RowZ amplified by 1/zscore_eps into 0.15 |alpha| of noise.
+       RPA's dpos_beta at R = 1 is ill-conditioned by nature: what the z-score's scale
+       invariance leaves (2.8e-2 out of terms summing to 4.9e4 in absolute value), held
+       to 16 eps32 sum|terms| (error 9.5e-5).
 
    CUDA: era_*_cuda mirror the per-step calls (memberships, RPA B(T) and backward, ERA
      prior and backward, era_apply, era_reduce_grad) with device buffers and a stream,
@@ -2111,12 +2113,20 @@ ERADEF int era_era_forward(const era_era_config *cfg, const era_era_params *p, i
             }
         }
         {
+            /* the plan from the last f and the last g recomputed from it in double (the
+               stored g is that value rounded to fp32): its columns then hold exactly 1/nb
+               before the final rounding, and a plan that is uniform in exact arithmetic
+               (R = 1) comes out exactly uniform instead of with the potentials' rounding,
+               which the row z-score would amplify by 1/zscore_eps (issue 38) */
             const float *f = st->f + (size_t)(L - 1) * R;
-            const float *g1 = st->g + (size_t)L * nb;
-            for (r = 0; r < R; r++)
-                for (b = 0; b < nb; b++)
+            for (b = 0; b < nb; b++) {
+                double gb;
+                for (r = 0; r < R; r++) buf[r] = ((double)f[r] - st->cost[(size_t)r * nb + b]) / eps;
+                gb = eps * lb - eps * era__lse(buf, R);
+                for (r = 0; r < R; r++)
                     st->plan[(size_t)r * nb + b] =
-                        (float)exp(((double)f[r] + g1[b] - st->cost[(size_t)r * nb + b]) / eps);
+                        (float)exp(((double)f[r] + gb - st->cost[(size_t)r * nb + b]) / eps);
+            }
             for (r = 0; r < R; r++) {
                 double s = 0.0;
                 for (b = 0; b < nb; b++) s += st->plan[(size_t)r * nb + b];

@@ -1372,9 +1372,24 @@ static __global__ void era__k_era_sink(float *cost, float *f, float *g, float *p
         __syncthreads();
     }
     {
-        const float *fl = f + (size_t)(L - 1) * R, *gl = g + (size_t)L * nb;
-        for (id = threadIdx.x; id < R * nb; id += ERA__NT)
-            plan[id] = (float)exp(((double)fl[id / nb] + gl[id % nb] - cost[id]) / eps);
+        /* the plan from the last f and the last g recomputed in double (the host's
+           order): see era.h's era_era_forward */
+        const float *fl = f + (size_t)(L - 1) * R;
+        for (b = threadIdx.x; b < nb; b += ERA__NT) {
+            double m = -HUGE_VAL, s = 0.0, lse, gb;
+            for (r = 0; r < R; r++) {
+                double v = ((double)fl[r] - cost[(size_t)r * nb + b]) / eps;
+                if (v > m) m = v;
+            }
+            if (m != m || m == -HUGE_VAL) lse = m;
+            else {
+                for (r = 0; r < R; r++) s += exp(((double)fl[r] - cost[(size_t)r * nb + b]) / eps - m);
+                lse = m + log(s);
+            }
+            gb = eps * lb - eps * lse;
+            for (r = 0; r < R; r++)
+                plan[(size_t)r * nb + b] = (float)exp(((double)fl[r] + gb - cost[(size_t)r * nb + b]) / eps);
+        }
         __syncthreads();
         for (r = threadIdx.x; r < R; r += ERA__NT) {
             double s = 0.0;

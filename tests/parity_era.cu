@@ -631,8 +631,9 @@ static void test_cache(void)
    transcriptions in test_era.c's regimes (ERA: defaults, tiny sigma, one regime, a sharp
    plan; RPA: defaults, the clamp regime, tau_att on / below its bounds, one regime;
    memberships: defaults, sharp, tiny sigma).
-   1e-4 forward, 2e-3 gradients relative to each tensor's max-norm; the constant-row
-   regimes (R = 1) against the condition-aware bounds test_era.c states. */
+   1e-4 forward, 2e-3 gradients relative to each tensor's max-norm (absolute where the
+   exact value is 0: ERA with R = 1), RPA's dpos_beta at R = 1 against the
+   condition-aware bound test_era.c states. */
 static void test_sweep_float64(void)
 {
     r64_report rep;
@@ -646,7 +647,7 @@ static void test_sweep_float64(void)
         era_era_cuda_state st = era_era_cuda_state_init();
         era_era_grads gr;
         size_t TT;
-        double e[4], ea[4], cb[4], amp = 0.0, sdb = 0.0, ref2[2];
+        double e[4], ea[4], ref2[2];
         float got2[2];
         static const char *nm[4] = {"ERA bias", "ERA dcenters", "ERA dsigma", "ERA dalpha"};
         r64_era_make(&c, reg);
@@ -667,9 +668,6 @@ static void test_sweep_float64(void)
             e[1] = r64_relerr_f(dget(ddc, (size_t)c.R).data(), c.dcenters, c.R);
             dfree(dcen); dfree(ddb); dfree(dbias); dfree(ddc);
         }
-        for (t = 0; t < c.T; t++)
-            if (c.yabs[t] > amp) amp = c.yabs[t];
-        for (t = 0; t < (int)TT; t++) sdb += fabs((double)c.dbias[t]);
         got2[0] = gr.dsigma; ref2[0] = c.dsigma;
         got2[1] = gr.dalpha; ref2[1] = c.dalpha;
         e[2] = r64_relerr_f(got2, ref2, 1);
@@ -678,14 +676,10 @@ static void test_sweep_float64(void)
         ea[1] = e[1] * r64_maxabs(c.dcenters, c.R);
         ea[2] = fabs((double)got2[0] - ref2[0]);
         ea[3] = fabs((double)got2[1] - ref2[1]);
-        cb[0] = 8.0 * R64_EPS32 * amp * fabs((double)c.alpha);
-        cb[3] = 8.0 * R64_EPS32 * amp * sdb;
-        cb[1] = cb[2] = R64_TOL_GRAD;
         for (t = 0; t < 4; t++) {
-            if (c.R == 1) {
-                printf("  ERA sweep, %s, %s: absolute error %.3e (exact value 0; bound %.3e)\n",
-                       c.name, nm[t], ea[t], cb[t]);
-                CHECK(ea[t] <= cb[t]);
+            if (c.R == 1) { /* the exact value is 0: absolute errors (see test_era.c) */
+                printf("  ERA sweep, %s, %s: absolute error %.3e (exact value 0)\n", c.name, nm[t], ea[t]);
+                CHECK(ea[t] <= (t == 0 ? R64_TOL_FWD : R64_TOL_GRAD));
                 continue;
             }
             r64_note(&rep, nm[t], c.name, e[t]);

@@ -1515,14 +1515,12 @@ static void test_null_grads_accepted(void)
    defaults, tiny sigma (1e-3: one-hot memberships, logits down to -1e5), one regime
    (R = 1), a sharp plan (eps 0.01, 8 iterations, nb 16, T 100). 1e-4 forward (bias),
    2e-3 gradients (centres, sigma, alpha), relative to each tensor's max-norm.
-   Condition (one regime): with R = 1 every p_t(s) is 1/nb in exact arithmetic, each row
-   of log(p + delta) is constant and RowZ's y - mean(y) cancels completely; the exact
-   bias and every exact gradient are 0. The fp32 value of that difference is rounding
-   (the plan comes from fp32 potentials), amplified by 1/(std + zeps) = 1e6: ill-
-   conditioned by nature. There the bias is held to its condition-aware bound
-   8 eps32 |alpha| max_t max_s |y_ts| / (std_t + zeps) and dalpha (= sum dbias . bias /
-   alpha) to the same times sum |dbias| / |alpha|, absolute (the reference's own values
-   are ~1e-10); dcenters and dsigma, exactly 0, to the gradient tolerance absolute. */
+   One regime (R = 1): every p_t(s) is 1/nb in exact arithmetic, each row of log(p + delta)
+   is constant and RowZ's y - mean(y) cancels completely: the exact bias and every exact
+   gradient are 0, so there the errors are absolute, against the same tolerances. (Before
+   issue 38 the plan was formed from fp32-rounded potentials and the row z-score
+   amplified that rounding by 1/zscore_eps: a bias of 0.15 alpha of noise, dalpha 4.3.)
+*/
 static void era_sweep_one(r64_report *rep, r64_era_case *c)
 {
     era_era_config cfg = era_era_config_default();
@@ -1532,10 +1530,9 @@ static void era_sweep_one(r64_report *rep, r64_era_case *c)
     const size_t TT = (size_t)c->T * c->T;
     float *bias = (float *)malloc(sizeof(float) * TT), *dc = (float *)calloc((size_t)c->R, sizeof(float));
     const int constant_rows = c->R == 1;
-    double e[4], ea[4], cb[4], amp = 0.0, sdb = 0.0, ref2[2];
+    double e[4], ea[4], ref2[2];
     float got2[2];
     static const char *nm[4] = {"ERA bias", "ERA dcenters", "ERA dsigma", "ERA dalpha"};
-    size_t i;
     int t;
     cfg.R = c->R; cfg.nb = c->nb; cfg.iters = c->iters; cfg.eps = (float)c->eps;
     cfg.delta = (float)c->delta; cfg.zscore_eps = (float)c->zeps;
@@ -1546,9 +1543,6 @@ static void era_sweep_one(r64_report *rep, r64_era_case *c)
     gr.dcenters = dc;
     CHECK_INT_EQ(era_era_forward(&cfg, &par, c->T, bias, &st, NULL), ERA_OK);
     CHECK_INT_EQ(era_era_backward(&cfg, &par, &st, c->dbias, &gr, NULL), ERA_OK);
-    for (t = 0; t < c->T; t++)
-        if (c->yabs[t] > amp) amp = c->yabs[t];
-    for (i = 0; i < TT; i++) sdb += fabs((double)c->dbias[i]);
     got2[0] = gr.dsigma; ref2[0] = c->dsigma;
     got2[1] = gr.dalpha; ref2[1] = c->dalpha;
     e[0] = r64_relerr_f(bias, c->bias, (long)TT);
@@ -1559,14 +1553,10 @@ static void era_sweep_one(r64_report *rep, r64_era_case *c)
     ea[1] = e[1] * r64_maxabs(c->dcenters, c->R);
     ea[2] = fabs((double)got2[0] - ref2[0]);
     ea[3] = fabs((double)got2[1] - ref2[1]);
-    cb[0] = 8.0 * R64_EPS32 * amp * fabs((double)c->alpha);
-    cb[3] = 8.0 * R64_EPS32 * amp * sdb;
-    cb[1] = cb[2] = R64_TOL_GRAD;
     for (t = 0; t < 4; t++) {
-        if (constant_rows) { /* absolute, against the condition-aware bounds above */
-            printf("  ERA sweep, %s, %s: absolute error %.3e (exact value 0; bound %.3e)\n",
-                   c->name, nm[t], ea[t], cb[t]);
-            CHECK(ea[t] <= cb[t]);
+        if (constant_rows) { /* the exact value is 0: absolute errors */
+            printf("  ERA sweep, %s, %s: absolute error %.3e (exact value 0)\n", c->name, nm[t], ea[t]);
+            CHECK(ea[t] <= (t == 0 ? R64_TOL_FWD : R64_TOL_GRAD));
             continue;
         }
         r64_note(rep, nm[t], c->name, e[t]);
