@@ -12,6 +12,7 @@
 #include "common/bpe.h"
 #include "common/data.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,7 +111,10 @@ int main(int argc, char **argv)
         if (rc == BPE_OK) rc = bpe_decode(tok, ids.data, ids.n, &outb);
         if (rc == BPE_OK && outb.n) fwrite(outb.data, 1, outb.n, stdout);
     }
-    if (fflush(stdout) != 0 && rc == BPE_OK) rc = BPE_EIO;
+    if ((fflush(stdout) != 0 || ferror(stdout)) && rc == BPE_OK) {
+        fprintf(stderr, "bpe: writing stdout failed: %s\n", errno ? strerror(errno) : "I/O error");
+        rc = BPE_EIO;
+    }
     bpe_bytes_free(&in);
     bpe_bytes_free(&outb);
     bpe_ids_free(&ids);

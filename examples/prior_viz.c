@@ -13,13 +13,25 @@
    RPA memberships are random by default: each regime gets a random centre in [0,1]
    and width, mu[t] is the softmax of Gaussian bumps at t/T, plus i.i.d. logit noise
    (--noise); --mu FILE loads raw little-endian float32 memberships of shape (Tm,R)
-   (--mu-R R; rows are resampled to every T by nearest position and renormalised). */
+   (--mu-R R; rows are resampled to every T by nearest position and renormalised).
 
+   Every number is parsed whole and range-checked (--R and --mu-R 1..64, --K 0..4096,
+   --era-R and --era-nb 1..4096, --min-px 1..8192, --T 1..16384 each, --seed 0..2^63-1,
+   --posmix 0..1, --noise 0..100, --era-sigma > 0): junk, trailing characters and values
+   out of range are refused. --mu must be a readable regular file (a directory is an error).
+   Each PNG goes to a temporary file, every write is checked, and it is renamed into place
+   only when complete.
+   Exit status: 0 every map written; 1 an input could not be read or an output could not
+   be written (the reason on stderr; no partial PNG is left); 2 bad options. */
+
+#define _POSIX_C_SOURCE 200809L
 #include "era.h"
 #include <stb_image_write.h>
 #include "common/data.h"
+#include "common/exio.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,8 +53,16 @@ static double nrand(void)
 }
 
 /* diverging colour map into rgb; m: (T,T); grey above the diagonal when mask */
-static int write_png(const char *path, const float *m, int T, int min_px, int mask)
+/* stb's PNG bytes into the temporary output (ex_out_commit checks the stream's error) */
+static void png_sink(void *ctx, void *data, int size)
 {
+    FILE *f = (FILE *)ctx;
+    if (size > 0) (void)fwrite(data, 1, (size_t)size, f);
+}
+
+static int write_png(const char *path, const float *m, int T, int min_px, int mask, char *err, size_t errlen)
+{
+    ex_out o;
     int scale = 1, W, x, y, rc;
     float vmax = 0.0f;
     unsigned char *img;
@@ -53,7 +73,7 @@ static int write_png(const char *path, const float *m, int T, int min_px, int ma
         if ((!mask || i % T <= i / T) && fabsf(m[i]) > vmax) vmax = fabsf(m[i]);
     if (vmax <= 0.0f) vmax = 1.0f;
     img = (unsigned char *)malloc((size_t)W * W * 3);
-    if (!img) return -1;
+    if (!img) return ex_errf(err, errlen, -1, "out of memory for %s", path);
     for (y = 0; y < W; y++)
         for (x = 0; x < W; x++) {
             int i0 = y / scale, j0 = x / scale;
@@ -68,9 +88,17 @@ static int write_png(const char *path, const float *m, int T, int min_px, int ma
                 px[0] = (unsigned char)(255 * (1 + v)); px[1] = (unsigned char)(255 * (1 + v)); px[2] = 255;
             }
         }
-    rc = stbi_write_png(path, W, W, 3, img, W * 3);
+    if (ex_out_open(&o, path, err, errlen) != 0) {
+        free(img);
+        return -1;
+    }
+    rc = stbi_write_png_to_func(png_sink, o.f, W, W, 3, img, W * 3);
     free(img);
-    return rc ? 0 : -1;
+    if (!rc) {
+        ex_out_discard(&o);
+        return ex_errf(err, errlen, -1, "cannot encode %s (out of memory)", path);
+    }
+    return ex_out_commit(&o, err, errlen);
 }
 
 static void stats(const float *m, int T, const char *name, const char *path)
@@ -89,10 +117,15 @@ static void stats(const float *m, int T, const char *name, const char *path)
 static int parse_list(const char *s, int *out, int cap)
 {
     int n = 0;
-    while (*s && n < cap) {
+    if (!*s) return -1;
+    while (*s) {
+        if (n == cap) return -1;
         char *end;
-        long v = strtol(s, &end, 10);
-        if (end == s || v <= 0 || v > 16384) return -1;
+        long v;
+        if (*s < '0' || *s > '9') return -1; /* no sign, no space */
+        errno = 0;
+        v = strtol(s, &end, 10);
+        if (errno || end == s || v <= 0 || v > 16384) return -1;
         out[n++] = (int)v;
         s = end;
         if (*s == ',') s++;
@@ -125,56 +158,80 @@ int main(int argc, char **argv)
         if (!strcmp(o, "-h") || !strcmp(o, "--help")) { usage(); return 0; }
         if (!v) { usage(); return 2; }
         a++;
-        if (!strcmp(o, "--out")) out = v;
-        else if (!strcmp(o, "--T")) { nT = parse_list(v, Ts, 16); if (nT <= 0) { usage(); return 2; } }
-        else if (!strcmp(o, "--R")) R = atoi(v);
-        else if (!strcmp(o, "--K")) K = atoi(v);
-        else if (!strcmp(o, "--posmix")) posmix = atof(v);
-        else if (!strcmp(o, "--seed")) rng = 0x9E3779B97F4A7C15ULL ^ (unsigned long long)strtoull(v, NULL, 10);
-        else if (!strcmp(o, "--noise")) noise = atof(v);
-        else if (!strcmp(o, "--mu")) mu_file = v;
-        else if (!strcmp(o, "--mu-R")) mu_R = atoi(v);
-        else if (!strcmp(o, "--era-R")) era_R = atoi(v);
-        else if (!strcmp(o, "--era-nb")) era_nb = atoi(v);
-        else if (!strcmp(o, "--era-sigma")) era_sigma = atof(v);
-        else if (!strcmp(o, "--min-px")) min_px = atoi(v);
-        else { usage(); return 2; }
+        if (!strcmp(o, "--out")) { out = v; continue; }
+        if (!strcmp(o, "--mu")) { mu_file = v; continue; }
+        if (!strcmp(o, "--T")) {
+            nT = parse_list(v, Ts, 16);
+            if (nT <= 0) {
+                fprintf(stderr, "prior_viz: --T needs 1..16 lengths in 1..16384, comma-separated, not '%s'\n", v);
+                return 2;
+            }
+            continue;
+        }
+        {
+            long long ll;
+            int bad = 0;
+            if (!strcmp(o, "--R")) bad = ex_parse_int(v, 1, 64, &R);
+            else if (!strcmp(o, "--K")) bad = ex_parse_int(v, 0, 4096, &K);
+            else if (!strcmp(o, "--posmix")) bad = ex_parse_double(v, 0.0, 1.0, &posmix);
+            else if (!strcmp(o, "--seed")) {
+                bad = ex_parse_ll(v, 0, LLONG_MAX, &ll);
+                if (!bad) rng = 0x9E3779B97F4A7C15ULL ^ (unsigned long long)ll;
+            } else if (!strcmp(o, "--noise")) bad = ex_parse_double(v, 0.0, 100.0, &noise);
+            else if (!strcmp(o, "--mu-R")) bad = ex_parse_int(v, 1, 64, &mu_R);
+            else if (!strcmp(o, "--era-R")) bad = ex_parse_int(v, 1, 4096, &era_R);
+            else if (!strcmp(o, "--era-nb")) bad = ex_parse_int(v, 1, 4096, &era_nb);
+            else if (!strcmp(o, "--era-sigma")) bad = ex_parse_double(v, 1e-6, 1e6, &era_sigma);
+            else if (!strcmp(o, "--min-px")) bad = ex_parse_int(v, 1, 8192, &min_px);
+            else {
+                fprintf(stderr, "prior_viz: unknown option '%s'\n", o);
+                usage();
+                return 2;
+            }
+            if (bad) {
+                fprintf(stderr, "prior_viz: %s: '%s' is not a number in its range (see the top of prior_viz.c)\n", o, v);
+                return 2;
+            }
+        }
     }
     if (mu_file) {
-        FILE *f;
-        long bytes;
+        char *buf = NULL, e[1200];
+        size_t bytes = 0;
         if (mu_R <= 0 || mu_R > 64) { fprintf(stderr, "prior_viz: --mu needs --mu-R in 1..64\n"); return 2; }
         R = mu_R;
-        f = fopen(mu_file, "rb");
-        if (!f) { fprintf(stderr, "prior_viz: cannot open %s\n", mu_file); return 1; }
-        fseek(f, 0, SEEK_END);
-        bytes = ftell(f);
-        fseek(f, 0, SEEK_SET);
-        if (bytes <= 0 || bytes % (long)(sizeof(float) * R) != 0) {
-            fprintf(stderr, "prior_viz: %s: size %ld is not a multiple of 4*R\n", mu_file, bytes);
-            fclose(f);
+        if (ex_read_file(mu_file, &buf, &bytes, 0, e, sizeof e) != 0) {
+            fprintf(stderr, "prior_viz: --mu: %s\n", e);
             return 1;
         }
-        loaded_T = bytes / (long)(sizeof(float) * R);
-        loaded = (float *)malloc((size_t)bytes);
-        if (!loaded || fread(loaded, 1, (size_t)bytes, f) != (size_t)bytes) {
-            fprintf(stderr, "prior_viz: cannot read %s\n", mu_file);
-            fclose(f);
-            free(loaded);
+        if (bytes == 0 || bytes % (sizeof(float) * (size_t)R) != 0) {
+            fprintf(stderr, "prior_viz: %s: size %zu is not a positive multiple of 4*R = %d\n", mu_file, bytes, 4 * R);
+            free(buf);
             return 1;
         }
-        fclose(f);
+        loaded_T = (long)(bytes / (sizeof(float) * (size_t)R));
+        loaded = (float *)malloc(bytes);
+        if (!loaded) {
+            fprintf(stderr, "prior_viz: out of memory reading %s\n", mu_file);
+            free(buf);
+            return 1;
+        }
+        memcpy(loaded, buf, bytes);
+        free(buf);
     }
     if (R <= 0 || R > 64 || era_R <= 0 || era_R > 4096 || era_nb <= 0 || min_px <= 0 || min_px > 8192) {
         usage();
         return 2;
     }
-    if (wt2_mkdirs(out) != 0) { fprintf(stderr, "prior_viz: cannot create %s\n", out); return 1; }
+    if (wt2_mkdirs(out) != 0) {
+        fprintf(stderr, "prior_viz: cannot create %s: %s\n", out, strerror(errno));
+        free(loaded);
+        return 1;
+    }
     for (k = 0; k < R; k++) { cen[k] = urand(); wid[k] = 0.05 + 0.15 * urand(); }
 
     for (k = 0; k < nT && rc == 0; k++) {
         int T = Ts[k], t, r;
-        char path[1200];
+        char path[1200], perr[1400];
         float *mu = (float *)malloc(sizeof(float) * (size_t)T * R);
         float *bias = (float *)malloc(sizeof(float) * (size_t)T * T);
         float *ecen = (float *)malloc(sizeof(float) * (size_t)era_R);
@@ -217,7 +274,7 @@ int main(int argc, char **argv)
         }
         if (rc == 0) {
             snprintf(path, sizeof path, "%s/rpa_T%d.png", out, T);
-            if (write_png(path, bias, T, min_px, 1) != 0) { fprintf(stderr, "prior_viz: cannot write %s\n", path); rc = 1; }
+            if (write_png(path, bias, T, min_px, 1, perr, sizeof perr) != 0) { fprintf(stderr, "prior_viz: %s\n", perr); rc = 1; }
             else stats(bias, T, "RPA", path);
             printf("     std before z-score %.4g, after %.4g, Sinkhorn marginal error %.3g\n",
                    rs.std_pre, rs.std_post, rs.marginal_err);
@@ -234,7 +291,7 @@ int main(int argc, char **argv)
         }
         if (rc == 0) {
             snprintf(path, sizeof path, "%s/era_T%d.png", out, T);
-            if (write_png(path, bias, T, min_px, 1) != 0) { fprintf(stderr, "prior_viz: cannot write %s\n", path); rc = 1; }
+            if (write_png(path, bias, T, min_px, 1, perr, sizeof perr) != 0) { fprintf(stderr, "prior_viz: %s\n", perr); rc = 1; }
             else stats(bias, T, "ERA", path);
             printf("     row std before z-score %.4g, after %.4g, Sinkhorn marginal error %.3g\n",
                    es.std_pre, es.std_post, es.marginal_err);
@@ -244,5 +301,9 @@ int main(int argc, char **argv)
         free(mu); free(bias); free(ecen);
     }
     free(loaded);
-    return rc;
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "prior_viz: cannot write the statistics to stdout: %s\n", strerror(errno));
+        rc = 1;
+    }
+    return rc == 0 ? 0 : 1; /* an era.h error code is a failure too */
 }

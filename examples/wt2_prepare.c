@@ -8,10 +8,20 @@
    ../shared/data/README.md (rows split on '\n' keeping the '\n', blank rows dropped,
    <|endoftext|> after each row). Output: <out>/wt2.<split>.gpt2.u16 (default out:
    build/wt2). When the data directory holds reference files wt2.<split>.gpt2.u16,
-   each output is compared with them byte for byte; a difference exits with status 1. */
+   each output is compared with them byte for byte; a difference exits with status 1.
+
+   Refused: an --out that would replace a reference file it is compared with (--out equal
+   to the data directory: exit 2, nothing written); an unreadable input (a directory given
+   where a file is expected, a raw split or reference that cannot be read: exit 1); an
+   empty split (exit 1, no 0-byte token file). Each token file is written to
+   "<file>.tmp", checked (every write, fsync, close) and renamed into place.
+   Exit status: 0 all found splits prepared (and equal to their references); 1 a read or
+   write failed, a split is empty, or an output differs from its reference; 2 bad
+   options. */
 #define _POSIX_C_SOURCE 200809L
 #include "common/bpe.h"
 #include "common/data.h"
+#include "common/exio.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -59,6 +69,17 @@ int main(int argc, char **argv)
                "train on valid and evaluate on test\n",
                inv.has_raw[WT2_VALID] ? "valid" : "", inv.has_raw[WT2_VALID] && inv.has_raw[WT2_TEST] ? " and " : "",
                inv.has_raw[WT2_TEST] ? "test" : "");
+    /* an output must never replace the reference it is compared with */
+    for (s = 0; s < WT2_NSPLITS; s++) {
+        char outp[4200];
+        if (!inv.has_raw[s] || !inv.has_u16[s]) continue;
+        snprintf(outp, sizeof outp, "%s/wt2.%s.gpt2.u16", outdir, wt2_split_name(s));
+        if (ex_same_file(outp, inv.u16_path[s])) {
+            fprintf(stderr, "wt2_prepare: --out %s would replace the reference %s that the output is compared "
+                            "with: choose another --out (nothing was written)\n", outdir, inv.u16_path[s]);
+            return 2;
+        }
+    }
     if (bpe_load_dir(&tok, vocab, err, sizeof err) != BPE_OK) {
         fprintf(stderr, "wt2_prepare: cannot load the GPT-2 vocabulary: %s\n", err);
         return 1;
@@ -120,7 +141,9 @@ int main(int argc, char **argv)
             uint16_t *ref = NULL;
             size_t nref = 0, k;
             if (wt2_load_u16(inv.u16_path[s], 0, &ref, &nref, err, sizeof err) != BPE_OK) {
-                printf("      reference %s unreadable: %s\n", inv.u16_path[s], err);
+                /* a read error is an error: the comparison did not happen */
+                fprintf(stderr, "wt2_prepare: cannot read the reference %s: %s\n", inv.u16_path[s], err);
+                mismatches++;
             } else {
                 for (k = 0; k < nref && k < ids.n && ref[k] == (uint16_t)ids.data[k]; k++) {}
                 if (k == nref && k == ids.n) {
@@ -137,6 +160,10 @@ int main(int argc, char **argv)
     }
     bpe_free(tok);
     printf("prepared %d split(s) into %s%s\n", nprepared, outdir,
-           mismatches ? "; MISMATCH with reference ids" : "");
+           mismatches ? "; MISMATCH with (or unreadable) reference ids" : "");
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "wt2_prepare: writing the report to stdout failed: %s\n", strerror(errno));
+        return 1;
+    }
     return mismatches ? 1 : 0;
 }

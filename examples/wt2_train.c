@@ -16,22 +16,54 @@
 
    Output (--out-dir, default runs/wt2): metrics.jsonl (one JSON object per log step and
    per evaluation), loss.png (training CE and evaluation CE against steps),
-   ckpt.safetensors (weights, optimizer, RNG, data-loader and controller state; written
-   atomically every --ckpt-every steps, at the end and on Ctrl-C). Progress goes to stderr
-   (a redrawn bar on a terminal, plain lines every 10 s otherwise); with --json one line of
-   results goes to stdout at the end. JSON never holds NaN or infinity: such numbers are
-   null. On --resume, metrics.jsonl loses its lines after the checkpoint's step (they are
-   run again); temporary checkpoints left by a killed run are removed at start.
+   ckpt.safetensors (weights, optimizer, RNG, data-loader and controller state, and a
+   periodic evaluation a stop interrupted; checkpoint format 2, ckpt.h: both the data and
+   the header are checksummed; written atomically every --ckpt-every steps, every
+   --ckpt-minutes of wall time (default 10), at the end of training and when stopped), and
+   .lock (the directory lock; empty). Progress goes to stderr (a redrawn bar on a
+   terminal, plain lines every 10 s otherwise); with --json one line of results goes to
+   stdout at the end. JSON never holds NaN or infinity: such numbers are null. On
+   --resume, metrics.jsonl loses its lines after the checkpoint's step (they are run
+   again); temporary checkpoints left by a killed run are removed at start. loss.png is
+   written to a temporary file and renamed only when every byte is on disk.
 
-   Exit status: 0 only when the run trained, evaluated and wrote its final checkpoint and
-   metrics. 1 when anything failed, with the reason on stderr: the output directory cannot
-   be written (checked before training), a token id is outside --vocab (checked at load,
-   naming the file and byte offset), a checkpoint or metrics write failed (a failed periodic
-   checkpoint is a warning at the time and fails the run at the end), or the run diverged
-   (the final loss is not finite, or more than half of this run's steps were skipped as
-   non-finite; the results are still printed, with null). 2: bad options. 130: interrupted
-   by Ctrl-C with a checkpoint written (1 if it could not be written: there is nothing to
-   resume from).
+   Nothing is lost without being asked (issue 37):
+   - An --out-dir that already holds a run (metrics.jsonl or ckpt.safetensors) is refused
+     without --resume (continue it) or --overwrite (replace it: the earlier
+     metrics.jsonl, ckpt.safetensors and loss.png are removed first): exit 2, nothing
+     changed. --resume with --overwrite is refused (exit 2).
+   - One run per directory: an exclusive lock on <out-dir>/.lock (fcntl, released when
+     the process ends); a second run is refused with the holder's pid (exit 1).
+   - Inputs first: flags, data, token ids and the --resume checkpoint are read and checked
+     before the output directory is created or anything in it is written.
+   - SIGINT, SIGTERM and SIGHUP stop the run in every phase: between steps, inside a
+     periodic evaluation (it stays pending in the checkpoint and runs first on resume, so
+     the resumed run is bit-identical to one never stopped) and inside the final
+     evaluation (the checkpoint written after training is complete; --resume evaluates
+     again). A second signal ends the process at once.
+   - --resume refuses a checkpoint whose saved state is out of range (trn_load: counters
+     beyond the run, NaN or negative controller state, non-finite weights or moments),
+     one trained on other data (other token counts), and one without both checksums
+     (format 1 or edited) unless --allow-no-crc.
+   - Every number is parsed whole and range-checked (--threads 0..1024, --seed
+     0..2^64-1, --steps/--max-steps/--warmin <= 10^12, --polar-distractor <= 65536 =
+     polar.h's POLAR_MAX_DISTRACTOR_KEYS, 0/1 flags, ...).
+   - Every write is checked: a metrics line that cannot be written stops the run (the
+     checkpoint is still attempted), a failed checkpoint or loss.png fails the run, each
+     with the file and the reason.
+
+   Exit status: 0 only when the run trained, evaluated and wrote its final checkpoint,
+   metrics and loss.png. 1 when anything failed, with the reason on stderr: the output
+   directory cannot be written (checked before training) or is locked by another run, an
+   input cannot be read (a directory given as --resume, an unreadable split), a token id
+   is outside --vocab (checked at load, naming the file and byte offset), --resume
+   refused the checkpoint, a checkpoint, metrics or loss.png write failed (a failed
+   periodic checkpoint is a warning at the time and fails the run at the end), or the run
+   diverged (the final loss is not finite, or more than half of this run's steps were
+   skipped as non-finite; the results are still printed, with null). 2: bad options, or
+   an --out-dir holding a run without --resume/--overwrite. 130 / 143 / 129: stopped by
+   SIGINT / SIGTERM / SIGHUP with a checkpoint written (1 if it could not be written:
+   there is nothing to resume from).
    License: MIT. */
 #define _POSIX_C_SOURCE 200809L
 #include "common/data.h"

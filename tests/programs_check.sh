@@ -7,10 +7,15 @@
 # configurations and hostile inputs: an output directory that cannot be written, a
 # diverging run, token ids outside the model's vocabulary, truncated or empty vocab.bpe,
 # an empty raw split, a FIFO as checkpoint, a checkpoint without its CRC, stale temporary
-# checkpoints, a resume after a lost checkpoint. Each case prints "ok <name>" or
+# checkpoints, a resume after a lost checkpoint; and issue 37's rules (9a-9k): an
+# output directory holding a run is refused without --resume/--overwrite, one run at a
+# time per directory (the lock), SIGINT/TERM/HUP in training, periodic and final
+# evaluation stop with a resumable checkpoint (130/143/129), directories as input files,
+# range checks, a resume on other data, header tampering, a full disk (tmpfs, as root)
+# for the checkpoint, the metrics and loss.png, prior_viz's flags. Each case prints "ok <name>" or
 # "FAIL <name>: why"; the last line is `RESULT programs_check passed=P failed=F skipped=S`
 # (the runner adds it up) and the exit status is 1 when a case failed. Needs python3 for
-# the strict JSON checks (those cases are skipped without it). Takes ~15 s on 2 cores.
+# the strict JSON checks (those cases are skipped without it). Takes ~25 s on 2 cores.
 BIN=${1:-build}
 DATA=${2:-${WT2_DIR:-../shared/data}}
 W=$(mktemp -d "${TMPDIR:-/tmp}/attnkit-programs.XXXXXX") || exit 1
@@ -105,13 +110,12 @@ else
     if [ $rc -ne 0 ] && [ $rc -ne 130 ] && ! grep -q "resume with" "$W/1g.err" && grep -q "NO checkpoint" "$W/1g.err"; then
         ok interrupted_no_space
     else fail interrupted_no_space "rc=$rc: $(tail -n 2 "$W/1g.err")"; fi
-    # 1h. metrics.jsonl on a full device (/dev/full): refused before training
-    if [ -w /dev/full ]; then
-        mkdir "$W/mfull" && ln -s /dev/full "$W/mfull/metrics.jsonl"
-        timeout 60 "$WT" $TINY --max-steps 2 --out-dir "$W/mfull" > /dev/null 2> "$W/1h.err"; rc=$?
-        [ $rc -ne 0 ] && grep -q "No space left" "$W/1h.err" && ! grep -q "step 1/" "$W/1h.err" && ok metrics_no_space \
-            || fail metrics_no_space "rc=$rc: $(tail -n 2 "$W/1h.err")"
-    else skip metrics_no_space "no /dev/full"; fi
+    # 1h. the first metrics line cannot be written (a 1-block file-size limit): refused
+    #     before training, with the reason (a full disk: 9j below, as root)
+    ( trap '' XFSZ; ulimit -f 1 && exec timeout 60 "$WT" $TINY --max-steps 2 --out-dir "$W/mfull" ) \
+        > /dev/null 2> "$W/1h.err"; rc=$?
+    [ $rc -eq 1 ] && grep -q "metrics.jsonl: File too large" "$W/1h.err" && ! grep -q "step 1/" "$W/1h.err" \
+        && ok metrics_no_space || fail metrics_no_space "rc=$rc: $(tail -n 2 "$W/1h.err")"
 
     # 2. divergence: non-zero exit, and the --json line and metrics.jsonl stay JSON
     "$WT" $TINY --lr 1e30 --steps 20 --max-steps 20 --out-dir "$W/div" --json > "$W/2.out" 2> "$W/2.err"; rc=$?
@@ -195,6 +199,7 @@ b = open(sys.argv[1], "rb").read()
 n = struct.unpack("<Q", b[:8])[0]
 h = json.loads(b[8:8 + n])
 del h["__metadata__"]["attnkit.crc32"]
+h["__metadata__"].pop("attnkit.hcrc32", None)
 s = json.dumps(h, separators=(",", ":")).encode()
 s += b" " * (n - len(s))
 open(sys.argv[2], "wb").write(b[:8] + s + b[8 + n:])
@@ -204,6 +209,233 @@ EOF
         [ $rc -ne 0 ] && grep -q "crc32" "$W/8.err" && [ $rc2 -eq 0 ] && ok checkpoint_without_crc \
             || fail checkpoint_without_crc "rc=$rc/$rc2: $(tail -n 1 "$W/8.err")"
     else skip checkpoint_without_crc "no python3"; fi
+fi
+
+# ---------------------------------------------------------------- issue 37: lose nothing
+# wait until a file holds a pattern (at most ~20 s)
+wait_for() { # wait_for PATTERN FILE
+    k=0; while ! grep -q -- "$1" "$2" 2>/dev/null && [ $k -lt 1000 ]; do sleep 0.02; k=$((k + 1)); done
+}
+sig_code() { case $1 in INT) echo 130 ;; TERM) echo 143 ;; HUP) echo 129 ;; esac; }
+if [ ! -x "$WT" ] || [ ! -f "$DATA/wt2.valid.gpt2.u16" ]; then
+    skip issue37_wt2_train "no $WT or no data in $DATA"
+else
+    # 9a. an output directory that holds a run: refused (exit 2, naming it and both ways
+    #     out), its files byte-identical; the same with only a checkpoint there;
+    #     --overwrite replaces the run; --resume with --overwrite is a contradiction
+    O="$W/ow"
+    "$WT" $TINY --max-steps 2 --out-dir "$O" > /dev/null 2> "$W/9a0.err"
+    sum0=$(cat "$O/metrics.jsonl" "$O/ckpt.safetensors" 2>/dev/null | cksum)
+    "$WT" $TINY --max-steps 2 --out-dir "$O" > /dev/null 2> "$W/9a.err"; rc=$?
+    sum1=$(cat "$O/metrics.jsonl" "$O/ckpt.safetensors" 2>/dev/null | cksum)
+    if [ $rc -eq 2 ] && grep -q "'$O'" "$W/9a.err" && grep -q -- "--resume" "$W/9a.err" \
+        && grep -q -- "--overwrite" "$W/9a.err" && [ "$sum0" = "$sum1" ]; then ok overwrite_refused
+    else fail overwrite_refused "rc=$rc same=$([ "$sum0" = "$sum1" ] && echo y || echo n): $(tail -n 2 "$W/9a.err")"; fi
+    mkdir "$W/ow2" && cp "$O/ckpt.safetensors" "$W/ow2/"
+    "$WT" $TINY --max-steps 2 --out-dir "$W/ow2" > /dev/null 2> "$W/9a2.err"; rc=$?
+    [ $rc -eq 2 ] && grep -q "ckpt.safetensors" "$W/9a2.err" && cmp -s "$O/ckpt.safetensors" "$W/ow2/ckpt.safetensors" \
+        && ok overwrite_refused_checkpoint_only || fail overwrite_refused_checkpoint_only "rc=$rc: $(tail -n 1 "$W/9a2.err")"
+    "$WT" $TINY --max-steps 3 --overwrite --out-dir "$O" > /dev/null 2> "$W/9a3.err"; rc=$?
+    if [ $rc -eq 0 ] && [ "$(grep -c '"type":"config"' "$O/metrics.jsonl")" = 1 ] \
+        && [ "$(grep -c '"type":"final"' "$O/metrics.jsonl")" = 1 ] && grep -q '"type":"final","step":3' "$O/metrics.jsonl"; then
+        ok overwrite_flag
+    else fail overwrite_flag "rc=$rc: $(tail -n 1 "$W/9a3.err")"; fi
+    "$WT" $TINY --max-steps 3 --overwrite --resume "$O/ckpt.safetensors" --out-dir "$O" > /dev/null 2> "$W/9a4.err"; rc=$?
+    [ $rc -eq 2 ] && grep -q "choose one" "$W/9a4.err" && ok resume_overwrite_conflict \
+        || fail resume_overwrite_conflict "rc=$rc: $(tail -n 1 "$W/9a4.err")"
+
+    # 9b. two runs in one directory at once: the second (even with --overwrite) is refused
+    #     by the lock, naming the holder; the first goes on, and stops with a checkpoint
+    L="$W/lock"
+    "$WT" $TINY --steps 1000000 --out-dir "$L" > /dev/null 2> "$W/9b1.err" &
+    pid=$!
+    wait_for '"type":"config"' "$L/metrics.jsonl"
+    "$WT" $TINY --max-steps 2 --overwrite --out-dir "$L" > /dev/null 2> "$W/9b2.err"; rc=$?
+    n1=$(grep -c '"type":"config"' "$L/metrics.jsonl")
+    kill -TERM $pid; wait $pid; rcA=$?
+    if [ $rc -ne 0 ] && grep -q "in use by another run (pid $pid" "$W/9b2.err" && [ "$n1" = 1 ] && [ $rcA -eq 143 ] \
+        && grep -q "stopped by SIGTERM" "$W/9b1.err" && [ -s "$L/ckpt.safetensors" ]; then ok lock_concurrent
+    else fail lock_concurrent "rc=$rc/$rcA configs=$n1: $(tail -n 1 "$W/9b2.err")"; fi
+
+    # 9c. SIGINT, SIGTERM, SIGHUP during training: exit 130/143/129 with a checkpoint that
+    #     --resume continues from (one more step, then the final evaluation)
+    for sig in INT TERM HUP; do
+        want=$(sig_code $sig); D="$W/sig_$sig"
+        "$WT" $TINY --steps 1000000 --log-every 1 --out-dir "$D" > /dev/null 2> "$W/s_$sig.err" &
+        pid=$!
+        wait_for '"type":"train"' "$D/metrics.jsonl"
+        kill -$sig $pid; wait $pid; rc=$?
+        st=$(sed -n 's/.*stopped by SIG[A-Z]* during [a-z ]* at step \([0-9]*\);.*/\1/p' "$W/s_$sig.err")
+        if [ $rc -eq $want ] && [ -n "$st" ] && grep -q "stopped by SIG$sig" "$W/s_$sig.err" && [ -s "$D/ckpt.safetensors" ]; then
+            "$WT" $TINY --steps 1000000 --log-every 1 --max-steps $((st + 1)) --resume "$D/ckpt.safetensors" --out-dir "$D" \
+                > /dev/null 2> "$W/s_$sig.r.err"; rc2=$?
+            if [ $rc2 -eq 0 ] && grep -q "resumed from .* at step $st" "$W/s_$sig.r.err" \
+                && grep -q "\"type\":\"final\",\"step\":$((st + 1))," "$D/metrics.jsonl"; then ok "signal_${sig}_training"
+            else fail "signal_${sig}_training" "resume rc=$rc2: $(tail -n 1 "$W/s_$sig.r.err")"; fi
+        else fail "signal_${sig}_training" "rc=$rc (want $want) step='$st': $(tail -n 1 "$W/s_$sig.err")"; fi
+    done
+
+    # 9d. ... and during the final evaluation (once swallowed: the run went on and exited 0):
+    #     stopped at once with the checkpoint; the resume evaluates again and finishes
+    FC="--final-chunks 300"
+    for sig in INT TERM HUP; do
+        want=$(sig_code $sig); D="$W/fin_$sig"
+        "$WT" $TINY $FC --out-dir "$D" > /dev/null 2> "$W/f_$sig.err" &
+        pid=$!
+        wait_for "final evaluation" "$W/f_$sig.err"
+        kill -$sig $pid; wait $pid; rc=$?
+        if [ $rc -eq $want ] && grep -q "stopped by SIG$sig during the final evaluation at step 6" "$W/f_$sig.err" \
+            && [ -s "$D/ckpt.safetensors" ] && ! grep -q '"type":"final"' "$D/metrics.jsonl"; then
+            "$WT" $TINY $FC --resume "$D/ckpt.safetensors" --out-dir "$D" > /dev/null 2> "$W/f_$sig.r.err"; rc2=$?
+            if [ $rc2 -eq 0 ] && grep -q "resumed from .* at step 6" "$W/f_$sig.r.err" \
+                && [ "$(grep -c '"type":"final","step":6,' "$D/metrics.jsonl")" = 1 ]; then ok "signal_${sig}_final_eval"
+            else fail "signal_${sig}_final_eval" "resume rc=$rc2: $(tail -n 1 "$W/f_$sig.r.err")"; fi
+        else fail "signal_${sig}_final_eval" "rc=$rc (want $want): $(tail -n 1 "$W/f_$sig.err")"; fi
+    done
+
+    # 9e. ... and during a periodic evaluation (where such a run spends most of its time):
+    #     the evaluation stays pending in the checkpoint and runs first on resume
+    D="$W/pe"
+    PE="--steps 100000 --eval-every 2 --eval-chunks 300 --log-every 1"
+    "$WT" $TINY $PE --out-dir "$D" > /dev/null 2> "$W/pe.err" &
+    pid=$!
+    wait_for '"type":"eval"' "$D/metrics.jsonl"
+    sleep 0.2; kill -TERM $pid; wait $pid; rc=$?
+    st=$(sed -n 's/.*during a periodic evaluation at step \([0-9]*\);.*/\1/p' "$W/pe.err")
+    if [ $rc -eq 143 ] && [ -n "$st" ]; then
+        "$WT" $TINY $PE --max-steps $((st + 1)) --resume "$D/ckpt.safetensors" --out-dir "$D" > /dev/null 2> "$W/pe.r.err"; rc2=$?
+        [ $rc2 -eq 0 ] && grep -q "its periodic evaluation runs first" "$W/pe.r.err" \
+            && sed -n '/"type":"resume"/,$p' "$D/metrics.jsonl" | grep -q "\"type\":\"eval\",\"step\":$st," \
+            && ok signal_periodic_eval || fail signal_periodic_eval "resume rc=$rc2: $(tail -n 1 "$W/pe.r.err")"
+    elif [ $rc -eq 143 ] && grep -q "stopped by SIGTERM during training" "$W/pe.err"; then
+        skip signal_periodic_eval "the signal landed between evaluations this time"
+    else fail signal_periodic_eval "rc=$rc: $(tail -n 1 "$W/pe.err")"; fi
+
+    # 9f. a directory given as an input file is an error that says so
+    "$WT" $TINY --max-steps 2 --resume "$W" --out-dir "$W/dirin" > /dev/null 2> "$W/9f.err"; rc=$?
+    [ $rc -eq 1 ] && grep -q "is a directory" "$W/9f.err" && [ ! -e "$W/dirin" ] && ok resume_directory_input \
+        || fail resume_directory_input "rc=$rc: $(tail -n 1 "$W/9f.err")"
+
+    # 9g. numbers are range-checked before anything is read or written (exit 2, no output dir)
+    for c in "threads 100000" "threads -1" "seed xyz" "seed -1" "seed 12abc" "steps 99999999999999" \
+             "max-steps 5x" "ckpt-minutes abc" "ckpt-minutes -1" "ema 2" "guardian-ramp -3" \
+             "attn polar --prior none --polar-distractor 70000" "epochs 2000000000"; do
+        name=$(echo "$c" | tr ' ' '_' | tr -cd 'A-Za-z0-9_-')
+        timeout 60 "$WT" $TINY --$c --out-dir "$W/rng_$name" > /dev/null 2> "$W/rng.err"; rc=$?
+        flag=${c%% *}
+        [ "$flag" = attn ] && flag=polar-distractor
+        if [ $rc -eq 2 ] && grep -q -- "--$flag" "$W/rng.err" && [ ! -e "$W/rng_$name" ]; then ok "range_$name"
+        else fail "range_$name" "rc=$rc: $(tail -n 1 "$W/rng.err")"; fi
+    done
+    timeout 60 "$WT" $TINY --attn polar --prior none --polar-distractor 70000 --out-dir "$W/rng_pd" > /dev/null 2> "$W/rng.err"
+    grep -q 65536 "$W/rng.err" && ok range_polar_distractor_limit_named \
+        || fail range_polar_distractor_limit_named "$(tail -n 1 "$W/rng.err")"
+
+    # 9h. a resume on other data (a shorter validation split: other token counts) is refused
+    mkdir "$W/short"
+    head -c 400000 "$DATA/wt2.valid.gpt2.u16" > "$W/short/wt2.valid.gpt2.u16"
+    ln -s "$(cd "$DATA" && pwd)/wt2.test.gpt2.u16" "$W/short/wt2.test.gpt2.u16"
+    "$WT" $TINY --max-steps 4 --data-dir "$W/short" --resume "$O/ckpt.safetensors" --out-dir "$W/oth" > /dev/null 2> "$W/9h.err"; rc=$?
+    [ $rc -eq 1 ] && grep -q "trained on [0-9]* tokens" "$W/9h.err" && [ ! -e "$W/oth/metrics.jsonl" ] && ok resume_other_data \
+        || fail resume_other_data "rc=$rc: $(tail -n 1 "$W/9h.err")"
+
+    # 9i. an edited header (the step in the metadata, a renamed tensor) fails the header
+    #     checksum; a format-1 file (no header checksum) needs --allow-no-crc
+    if [ $have_py -eq 1 ]; then
+        python3 - "$O/ckpt.safetensors" "$W" <<'PYEOF'
+import json, re, struct, sys
+src, out = sys.argv[1], sys.argv[2]
+b = open(src, "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = b[8:8 + n]
+def put(name, hh):
+    assert len(hh) == n and hh != h
+    open(out + "/" + name, "wb").write(b[:8] + hh + b[8 + n:])
+m = re.search(rb'"attnkit.step":"[0-9]*([0-9])"', h)
+d = str((int(m.group(1)) + 1) % 10).encode()
+put("meta.safetensors", h[:m.start(1)] + d + h[m.end(1):])
+put("rename.safetensors", h.replace(b'"optim.adam_m"', b'"optim.adam_x"', 1))
+j = json.loads(h)
+del j["__metadata__"]["attnkit.hcrc32"]
+s = json.dumps(j, separators=(",", ":")).encode()
+put("v1.safetensors", s + b" " * (n - len(s)))
+PYEOF
+        for c in meta rename; do
+            "$WT" $TINY --max-steps 4 --resume "$W/$c.safetensors" --out-dir "$W/tam_$c" > /dev/null 2> "$W/9i.err"; rc=$?
+            [ $rc -eq 1 ] && grep -q "header checksum mismatch" "$W/9i.err" && ok "header_tampered_$c" \
+                || fail "header_tampered_$c" "rc=$rc: $(tail -n 1 "$W/9i.err")"
+        done
+        "$WT" $TINY --max-steps 4 --resume "$W/v1.safetensors" --out-dir "$W/tam_v1" > /dev/null 2> "$W/9i.err"; rc=$?
+        "$WT" $TINY --max-steps 4 --resume "$W/v1.safetensors" --allow-no-crc --out-dir "$W/tam_v1" > /dev/null 2> "$W/9i2.err"; rc2=$?
+        [ $rc -eq 1 ] && grep -q "hcrc32" "$W/9i.err" && [ $rc2 -eq 0 ] && ok checkpoint_format1_needs_flag \
+            || fail checkpoint_format1_needs_flag "rc=$rc/$rc2: $(tail -n 1 "$W/9i.err")"
+    else skip header_tampered "no python3"; fi
+
+    # 9j. a full disk (a small tmpfs; root only, unmounted after): the checkpoint, a
+    #     metrics line and loss.png that do not fit each fail the run with the reason, and
+    #     nothing half-written is left
+    M="$W/mnt"
+    mkdir "$M" "$W/ref"
+    if [ "$(id -u)" != 0 ]; then
+        skip enospc "not root: no tmpfs (run as root for the full-disk cases)"
+    elif ! mount -t tmpfs -o size=1m tmpfs "$M" 2>/dev/null; then
+        skip enospc "mount -t tmpfs failed (no CAP_SYS_ADMIN?)"
+    else
+        "$WT" $TINY --max-steps 2 --out-dir "$M/r" > /dev/null 2> "$W/9j1.err"; rc=$?
+        [ $rc -eq 1 ] && grep -q "No space left" "$W/9j1.err" && [ ! -e "$M/r/ckpt.safetensors" ] \
+            && [ -z "$(ls "$M/r" | grep '\.tmp')" ] && ok enospc_checkpoint \
+            || fail enospc_checkpoint "rc=$rc: $(tail -n 1 "$W/9j1.err")"
+        umount "$M"
+        mount -t tmpfs -o size=16k tmpfs "$M"
+        timeout 120 "$WT" $TINY --steps 3000 --log-every 1 --out-dir "$M/r" > /dev/null 2> "$W/9j2.err"; rc=$?
+        st=$(sed -n 's/.*metrics.jsonl failed at step \([0-9]*\): No space left.*/\1/p' "$W/9j2.err")
+        [ $rc -eq 1 ] && [ -n "$st" ] && [ "$st" -lt 1000 ] && ok enospc_metrics \
+            || fail enospc_metrics "rc=$rc step='$st': $(tail -n 1 "$W/9j2.err")"
+        umount "$M"
+        # loss.png: room for this run's checkpoint and metrics (sizes from the same run in
+        # a directory whose path has the same length) and two pages, not for the PNG
+        "$WT" $TINY --out-dir "$W/ref/r" > /dev/null 2> "$W/9j3.err"
+        cb=$(wc -c < "$W/ref/r/ckpt.safetensors"); mb=$(wc -c < "$W/ref/r/metrics.jsonl"); pb=$(wc -c < "$W/ref/r/loss.png")
+        pages=$(( (cb + 4095) / 4096 + (mb + 4095) / 4096 + 2 ))
+        if [ "$pb" -le 12288 ]; then skip enospc_loss_png "loss.png is only $pb bytes here"
+        else
+            mount -t tmpfs -o size=$((pages * 4096)) tmpfs "$M"
+            "$WT" $TINY --out-dir "$M/r" > /dev/null 2> "$W/9j4.err"; rc=$?
+            [ $rc -eq 1 ] && grep -q "loss.png: No space left" "$W/9j4.err" && [ ! -e "$M/r/loss.png" ] \
+                && [ -z "$(ls "$M/r" | grep '\.tmp')" ] && [ -s "$M/r/ckpt.safetensors" ] \
+                && grep -q '"type":"final"' "$M/r/metrics.jsonl" && ok enospc_loss_png \
+                || fail enospc_loss_png "rc=$rc: $(tail -n 1 "$W/9j4.err")"
+            umount "$M"
+        fi
+    fi
+fi
+
+# 9k. prior_viz: numbers parsed whole and range-checked (exit 2, nothing written); a
+#     directory as --mu is an error that says so; a failed write to stdout is an error
+PV=$BIN/prior_viz
+if [ ! -x "$PV" ]; then
+    skip prior_viz "no $PV"
+else
+    for c in "R 4x" "R 0" "R 65" "K -1" "min-px abc" "seed -1" "posmix 2" "noise nan" "era-sigma 0"; do
+        name=$(echo "$c" | tr ' ' '_' | tr -cd 'A-Za-z0-9_-')
+        "$PV" --$c --T 8 --out "$W/pv_$name" > /dev/null 2> "$W/pv.err"; rc=$?
+        [ $rc -eq 2 ] && [ ! -e "$W/pv_$name" ] && ok "prior_viz_range_$name" \
+            || fail "prior_viz_range_$name" "rc=$rc: $(tail -n 1 "$W/pv.err")"
+    done
+    for c in 0 64,abc 8x; do
+        "$PV" --T $c --out "$W/pv_T" > /dev/null 2> "$W/pv.err"; rc=$?
+        [ $rc -eq 2 ] && [ ! -e "$W/pv_T" ] && ok "prior_viz_range_T_$c" || fail "prior_viz_range_T_$c" "rc=$rc"
+    done
+    "$PV" --mu "$W" --mu-R 4 --T 8 --out "$W/pv_mu" > /dev/null 2> "$W/pv.err"; rc=$?
+    [ $rc -eq 1 ] && grep -q "is a directory" "$W/pv.err" && ok prior_viz_directory_input \
+        || fail prior_viz_directory_input "rc=$rc: $(tail -n 1 "$W/pv.err")"
+    "$PV" --T 8 --min-px 8 --out "$W/pv_ok" > /dev/null 2> "$W/pv.err"; rc=$?
+    [ $rc -eq 0 ] && [ -s "$W/pv_ok/rpa_T8.png" ] && [ -s "$W/pv_ok/era_T8.png" ] && ok prior_viz_writes \
+        || fail prior_viz_writes "rc=$rc: $(tail -n 1 "$W/pv.err")"
+    if [ -w /dev/full ]; then
+        "$PV" --T 8 --min-px 8 --out "$W/pv_ok" > /dev/full 2> "$W/pv.err"; rc=$?
+        [ $rc -eq 1 ] && grep -q "stdout" "$W/pv.err" && ok prior_viz_stdout_full || fail prior_viz_stdout_full "rc=$rc"
+    else skip prior_viz_stdout_full "no /dev/full"; fi
 fi
 
 # 4. the tokenizer files: empty, half-length and cut-mid-line vocab.bpe are refused

@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
 
 #include <stb_ds.h>
 /* stb_ds takes the address of rvalue keys with typeof(), which gcc rejects under
@@ -159,8 +161,14 @@ int bpe_read_file(const char *path, size_t max_bytes, unsigned char **data, size
     if (!path || !data || !len) return bpe__err(err, errlen, BPE_EINVAL, "bpe_read_file: NULL argument");
     *data = NULL;
     *len = 0;
+    {   /* a directory opens (and reads as an error) on some systems: refused by name */
+        struct stat st;
+        if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+            return bpe__err(err, errlen, BPE_EIO, "%s is a directory, not a file", path);
+    }
     f = fopen(path, "rb");
     if (!f) return bpe__err(err, errlen, BPE_EIO, "cannot open %s: %s", path, strerror(errno));
+    errno = 0;
     for (;;) {
         size_t got;
         if (cap - n < 65536) {
@@ -191,9 +199,10 @@ int bpe_read_file(const char *path, size_t max_bytes, unsigned char **data, size
         if (got == 0) break;
     }
     if (ferror(f)) {
+        int e = errno;
         free(buf);
         fclose(f);
-        return bpe__err(err, errlen, BPE_EIO, "read error on %s", path);
+        return bpe__err(err, errlen, BPE_EIO, "read error on %s: %s", path, e ? strerror(e) : "I/O error");
     }
     fclose(f);
     buf[n] = 0;

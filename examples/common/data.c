@@ -208,21 +208,33 @@ int wt2_write_u16(const char *path, const int32_t *ids, size_t n, char *err, siz
         buf[k++] = (unsigned char)(ids[i] & 0xFF);
         buf[k++] = (unsigned char)((ids[i] >> 8) & 0xFF);
         if (k == sizeof buf || i + 1 == n) {
+            errno = 0;
             if (fwrite(buf, 1, k, f) != k) {
+                int e = errno;
                 fclose(f);
                 remove(tmp);
-                return wt2__err(err, errlen, BPE_EIO, "write error on %s", tmp);
+                return wt2__err(err, errlen, BPE_EIO, "write error on %s: %s", tmp, e ? strerror(e) : "I/O error");
             }
             k = 0;
         }
     }
-    if (fclose(f) != 0) {
+    /* every byte on disk before the rename: flushed, synced, closed, each checked */
+    errno = 0;
+    if (fflush(f) != 0 || ferror(f) || (fsync(fileno(f)) != 0 && errno != EINVAL && errno != EROFS)) {
+        int e = errno;
+        fclose(f);
         remove(tmp);
-        return wt2__err(err, errlen, BPE_EIO, "write error on %s", tmp);
+        return wt2__err(err, errlen, BPE_EIO, "write error on %s: %s", tmp, e ? strerror(e) : "I/O error");
+    }
+    if (fclose(f) != 0) {
+        int e = errno;
+        remove(tmp);
+        return wt2__err(err, errlen, BPE_EIO, "write error on %s: %s", tmp, strerror(e));
     }
     if (rename(tmp, path) != 0) {
+        int e = errno;
         remove(tmp);
-        return wt2__err(err, errlen, BPE_EIO, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
+        return wt2__err(err, errlen, BPE_EIO, "cannot rename %s to %s: %s", tmp, path, strerror(e));
     }
     return BPE_OK;
 }

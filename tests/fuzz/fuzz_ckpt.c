@@ -5,7 +5,8 @@
    0..4 dimensions, a data pointer aligned for its dtype, ckpt_find finds it by name
    and ckpt_read_into copies exactly its bytes; and writing it back with ckpt_write_mem
    (when its names are ones the writer accepts) must give a file that loads to the same
-   tensors and metadata.
+   tensors and metadata, in checkpoint format 2 (both checksums). Seeds *_v2 are format-2
+   files (header checksum), the others format 1 or foreign.
    Build and run: make fuzz FUZZ_SECONDS=N (clang -fsanitize=fuzzer,address,undefined),
    or make build/fuzz/fuzz_ckpt && build/fuzz/fuzz_ckpt tests/fuzz/seeds_fuzz_ckpt. */
 #include "../../examples/common/ckpt.c"
@@ -51,6 +52,8 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
         return 0;
     }
     if (!f) abort();
+    /* the format says which checksums were there (and so were checked) */
+    if (ckpt_format(f) != (ckpt_meta(f, "attnkit.hcrc32") ? 2 : ckpt_meta(f, "attnkit.crc32") ? 1 : 0)) abort();
     n = ckpt_count(f);
     nm = ckpt_meta_count(f);
     es = (ckpt_entry *)calloc((size_t)(n ? n : 1), sizeof *es);
@@ -78,7 +81,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
         const char *k, *v;
         if (ckpt_meta_at(f, i, &k, &v) != CKPT_OK || !k || !v) abort();
         if (ckpt_meta(f, k) != v) abort(); /* keys are unique */
-        if (strcmp(k, "attnkit.crc32") == 0) continue;
+        if (strcmp(k, "attnkit.crc32") == 0 || strcmp(k, "attnkit.hcrc32") == 0) continue; /* the writer's own */
         mk[nmw] = k;
         mv[nmw] = v;
         nmw++;
@@ -86,7 +89,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
     if (writable) {
         if (ckpt_write_mem(&mem, &mlen, es, n, mk, mv, nmw, err, sizeof err) != CKPT_OK) abort();
         if (ckpt_open_mem(&g, mem, mlen, err, sizeof err) != CKPT_OK) abort();
-        if (ckpt_count(g) != n) abort();
+        if (ckpt_count(g) != n || ckpt_format(g) != 2) abort();
         for (i = 0; i < n; i++) {
             ckpt_entry e2;
             int d;
