@@ -19,7 +19,7 @@
 BIN=${1:-build}
 DATA=${2:-${WT2_DIR:-../shared/data}}
 W=$(mktemp -d "${TMPDIR:-/tmp}/attnkit-programs.XXXXXX") || exit 1
-trap 'rm -rf "$W"' EXIT
+trap 'umount "$W/mnt" 2>/dev/null; rm -rf "$W"' EXIT
 P=0; F=0; S=0
 ok() { echo "ok $1"; P=$((P + 1)); }
 fail() { echo "FAIL $1: $2"; F=$((F + 1)); }
@@ -274,6 +274,17 @@ else
             else fail "signal_${sig}_training" "resume rc=$rc2: $(tail -n 1 "$W/s_$sig.r.err")"; fi
         else fail "signal_${sig}_training" "rc=$rc (want $want) step='$st': $(tail -n 1 "$W/s_$sig.err")"; fi
     done
+
+    # 9c2. a run killed outright (SIGKILL: no handler) still has its periodic checkpoint,
+    #      written by wall time (--ckpt-minutes; default 10, here 0.002 = 0.12 s)
+    D="$W/kill9"
+    "$WT" $TINY --steps 1000000 --ckpt-minutes 0.002 --out-dir "$D" > /dev/null 2> "$W/k9.err" &
+    pid=$!
+    k=0; while [ ! -s "$D/ckpt.safetensors" ] && [ $k -lt 1000 ]; do sleep 0.02; k=$((k + 1)); done
+    sleep 0.1; kill -KILL $pid; wait $pid 2>/dev/null
+    "$WT" $TINY --steps 1000000 --max-steps 1 --resume "$D/ckpt.safetensors" --out-dir "$D" > /dev/null 2> "$W/k9.r.err"; rc=$?
+    grep -q "resumed from .* at step [1-9]" "$W/k9.r.err" && ok periodic_checkpoint_by_time \
+        || fail periodic_checkpoint_by_time "rc=$rc: $(tail -n 1 "$W/k9.r.err")"
 
     # 9d. ... and during the final evaluation (once swallowed: the run went on and exited 0):
     #     stopped at once with the checkpoint; the resume evaluates again and finishes

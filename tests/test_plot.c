@@ -392,8 +392,8 @@ int main(int argc, char **argv)
     TEST_RUN(test_bad_args);
     TEST_RUN(test_write_errors);
     {
-        char cmd[400];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
+        char cmd[700];
+        snprintf(cmd, sizeof cmd, "umount '%s/tmpfs' 2>/dev/null; rm -rf '%s'", g_tmp, g_tmp);
         if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_tmp);
     }
     return TEST_END();
