@@ -773,6 +773,10 @@ int main(int argc, char **argv)
                trn_weights_name(used), have_full ? "train" : "valid (head)",
                have_full ? "valid" : "valid (held-out tail)", cfg.preset, (unsigned long long)cfg.seed);
     rc = 0;
+    if (json && (fflush(stdout) != 0 || ferror(stdout))) {
+        fprintf(stderr, "wt2_train: FAILED: writing the --json results to stdout failed: %s\n", strerror(errno));
+        rc = 1;
+    }
     /* what did not work makes the exit status non-zero, with the reason */
     if (!isfinite(val_ce) || (tok_test.n > 1 && !isfinite(test_ce))) {
         fprintf(stderr, "wt2_train: FAILED: the final loss is not finite (the run diverged: %lld of %lld steps skipped)\n",

@@ -11,7 +11,9 @@
 #include "attnkit_test.h"
 
 #include <lzma.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -284,6 +286,51 @@ static void test_u16_files(void)
     CHECK_INT_EQ(wt2_write_u16(NULL, ids, 5, err, sizeof err), BPE_EINVAL);
 }
 
+/* Issue 37: a read error is an error, a write error says why. A directory given as a
+   token file is refused by name (bpe_read_file); a token file that cannot be written in
+   full (a 4 KiB file-size limit, SIGXFSZ ignored) is BPE_EIO with the reason, the file
+   at path keeps its old content and no temporary is left. */
+static void test_io_errors(void)
+{
+    enum { N = 6000 };
+    static int32_t ids[N];
+    int32_t small[3] = {7, 8, 9};
+    uint16_t *back = NULL;
+    size_t n = 0, i;
+    char err[1024], p[512], d[512];
+    struct rlimit old, lim;
+    void (*prev)(int);
+    for (i = 0; i < N; i++) ids[i] = (int32_t)(i % 50000);
+    tmp_path(d, sizeof d, "adir.u16");
+    CHECK(mkdir(d, 0755) == 0);
+    err[0] = 0;
+    CHECK_INT_EQ(wt2_load_u16(d, 0, &back, &n, err, sizeof err), BPE_EIO);
+    CHECK(back == NULL && strstr(err, "is a directory") != NULL);
+    tmp_path(p, sizeof p, "fsize.u16");
+    CHECK_INT_EQ(wt2_write_u16(p, small, 3, err, sizeof err), BPE_OK);
+    CHECK(getrlimit(RLIMIT_FSIZE, &old) == 0);
+    lim = old;
+    lim.rlim_cur = 4096;
+    prev = signal(SIGXFSZ, SIG_IGN);
+    CHECK(setrlimit(RLIMIT_FSIZE, &lim) == 0);
+    err[0] = 0;
+    CHECK_INT_EQ(wt2_write_u16(p, ids, N, err, sizeof err), BPE_EIO);
+    CHECK(setrlimit(RLIMIT_FSIZE, &old) == 0);
+    signal(SIGXFSZ, prev);
+    if (!strstr(err, "File too large")) {
+        CHECK(strstr(err, "File too large") != NULL);
+        fprintf(stderr, "    message '%s'\n", err);
+    }
+    CHECK_INT_EQ(wt2_load_u16(p, 0, &back, &n, err, sizeof err), BPE_OK);
+    CHECK(n == 3 && back && back[2] == 9);
+    free(back);
+    {
+        char t[600];
+        snprintf(t, sizeof t, "%s.tmp", p);
+        CHECK(access(t, F_OK) != 0);
+    }
+}
+
 static void test_inventory(void)
 {
     static const char text[] = " = T = \n x y\n";
@@ -508,6 +555,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_protocol_rows);
     TEST_RUN(test_xz_and_text_files);
     TEST_RUN(test_u16_files);
+    TEST_RUN(test_io_errors);
     TEST_RUN(test_inventory);
     TEST_RUN(test_mkdirs);
     TEST_RUN(test_loader_sequential);
