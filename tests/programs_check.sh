@@ -494,6 +494,19 @@ else
     if [ $rc -ne 0 ] && [ ! -e "$E/out/wt2.valid.gpt2.u16" ] && [ ! -e "$E/out/wt2.test.gpt2.u16" ] \
         && grep -q "no tokens" "$W/4b.err"; then ok prepare_empty_split
     else fail prepare_empty_split "rc=$rc: $(tail -n 2 "$W/4b.err")"; fi
+    # 4c. --out equal to the data directory would replace the reference the output is
+    #     compared with (and then compare it with itself): refused, exit 2, nothing written
+    if [ -f "$DATA/wiki.valid.raw.xz" ] && [ -f "$DATA/wt2.valid.gpt2.u16" ]; then
+        E="$W/prepself"; mkdir -p "$E"
+        ln -s "$(cd "$DATA" && pwd)/gpt2" "$E/gpt2"
+        ln -s "$(cd "$DATA" && pwd)/wiki.valid.raw.xz" "$E/wiki.valid.raw.xz"
+        cp "$DATA/wt2.valid.gpt2.u16" "$E/" && chmod u+w "$E/wt2.valid.gpt2.u16"
+        printf 'x' >> "$E/wt2.valid.gpt2.u16" # a reference that differs: the comparison must not be lost
+        sum0=$(cksum < "$E/wt2.valid.gpt2.u16")
+        timeout 120 "$WP" --data "$E" --out "$E" > /dev/null 2> "$W/4c.err"; rc=$?
+        [ $rc -eq 2 ] && grep -q "would replace the reference" "$W/4c.err" && [ "$(cksum < "$E/wt2.valid.gpt2.u16")" = "$sum0" ] \
+            && ok prepare_out_is_reference || fail prepare_out_is_reference "rc=$rc: $(tail -n 1 "$W/4c.err")"
+    else skip prepare_out_is_reference "no raw valid split or reference in $DATA"; fi
 fi
 
 # 5. CEAS gating (issue 20): wt2_train on byte ids with --ceas-gating on trains and logs a
