@@ -837,6 +837,18 @@ static float polar__vmax(const float *POLAR__RESTRICT x, int n)
     return m[0];
 }
 /* sum and sum of squares of x[0..n) with 8 fixed partials */
+/* sum x.y in eight lanes (vectorisable without reassociation flags) */
+static float polar__vdot(const float *POLAR__RESTRICT x, const float *POLAR__RESTRICT y, int n)
+{
+    float a[8];
+    int i, j;
+    for (j = 0; j < 8; j++) a[j] = 0.0f;
+    for (i = 0; i + 8 <= n; i += 8)
+        for (j = 0; j < 8; j++) a[j] += x[i + j] * y[i + j];
+    for (; i < n; i++) a[0] += x[i] * y[i];
+    return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+}
+
 static void polar__vsum2(const float *POLAR__RESTRICT x, int n, float *sum, float *sum2)
 {
     float a[8], b[8];
@@ -1429,11 +1441,8 @@ static void polar__bwd_tile(float *S, float *dsv, const float *rows, int BKp, in
         if (c1 > nc - 1) c1 = nc - 1;
         for (cc = 0; cc < c0 && cc < BKp; cc++) sr[cc] = gr[cc] = 0.0f;
         if (c0 <= c1) polar__vexp(sr + c0, c1 - c0 + 1, tf, M);
-        if (P && POLAR__NULL_SUM(ro[POLAR__R_WN])) {
-            double pd = 0;
-            for (cc = c0; cc <= c1; cc++) pd += (double)(sr[cc] * gr[cc]);
-            P[r] += pd;
-        }
+        if (P && POLAR__NULL_SUM(ro[POLAR__R_WN]) && c0 <= c1)
+            P[r] += (double)polar__vdot(sr + c0, gr + c0, c1 - c0 + 1);
         for (cc = c0; cc <= c1; cc++) {
             float p = sr[cc];
             gr[cc] = p * (A * gr[cc] + Bc) - Cc * p * p;
