@@ -274,7 +274,6 @@ int main(int argc, char **argv)
     task_acc *acc = NULL;
     int nacc = 0, cacc = 0;
     qitem *items = NULL;
-    uint16_t *placeholder = NULL;
     long nitems = 0, q;
     double t0;
     long total = 0, forwards = 0;
@@ -369,33 +368,12 @@ int main(int argc, char **argv)
         goto out;
     }
     /* the trainer only holds the weights here (scoring and the check use the test split,
-       passed explicitly). trn_load checks a checkpoint's saved state against the trainer's
-       data sizes (a resume on other data is refused), so the trainer is built on
-       placeholder token arrays of the sizes the checkpoint recorded: trainer.i64 entries
-       28 and 29 in state version >= 2 (train.c's trn__pack); older states are not checked
-       against them and get the test split. */
-    {
-        size_t ntr = test.n, nva = test.n;
-        ckpt_entry e;
-        if (ckpt_find(ck, "trainer.i64", &e) == CKPT_OK && e.dtype == CKPT_I64 && e.ndim == 1 && e.shape[0] >= 30) {
-            int64_t I[30];
-            memcpy(I, e.data, sizeof I);
-            if (I[0] >= 2 && I[28] > 0 && I[29] > 0 && I[28] <= ((int64_t)1 << 34) && I[29] <= ((int64_t)1 << 34)) {
-                ntr = (size_t)I[28];
-                nva = (size_t)I[29];
-            }
-        }
-        if (ntr != test.n || nva != test.n) {
-            size_t nmax = ntr > nva ? ntr : nva;
-            placeholder = (uint16_t *)calloc(nmax, sizeof *placeholder); /* token 0 everywhere: never trained on */
-            if (!placeholder) { fprintf(stderr, "mcqa: out of memory\n"); goto out; }
-        }
-        if (trn_create(&t, &cfg, placeholder ? placeholder : test.ids, ntr, placeholder ? placeholder : test.ids, nva,
-                       err, sizeof err) != TRN_OK ||
-            trn_load(t, ckpt_path, err, sizeof err) != TRN_OK) {
-            fprintf(stderr, "mcqa: %s\n(mcqa loads checkpoints written by the wt2_train of the same source tree)\n", err);
-            goto out;
-        }
+       passed explicitly): it is built on the test split and loads with TRN_LOAD_EVAL_ONLY,
+       which checks the run's own token counts instead of comparing them with these */
+    if (trn_create(&t, &cfg, test.ids, test.n, test.ids, test.n, err, sizeof err) != TRN_OK ||
+        trn_load_flags(t, ckpt_path, TRN_LOAD_EVAL_ONLY, err, sizeof err) != TRN_OK) {
+        fprintf(stderr, "mcqa: %s\n(mcqa loads checkpoints written by the wt2_train of the same source tree)\n", err);
+        goto out;
     }
     if (wsel < 0) wsel = trn_final_weights(t);
     fc.m = trn_model(t);
@@ -617,7 +595,6 @@ out:
     free(items);
     free(acc);
     trn_destroy(t);
-    free(placeholder);
     wt2_tokens_free(&test);
     bpe_free(tok);
     ckpt_close(ck);

@@ -641,6 +641,40 @@ static int mutate_ckpt(const char *src, const char *dst, const char *name, size_
     return ok;
 }
 
+/* TRN_LOAD_EVAL_ONLY (mcqa): a checkpoint loads into a trainer made on other tokens (a
+   plain load refuses it: other data), with the same weights, and the trainer then refuses
+   to step; mutated token counts are still refused. */
+static void test_load_eval_only(void)
+{
+    trn_config c;
+    trn *t = NULL, *u = NULL;
+    char err[600], good[400], bad[400];
+    const int64_t big = INT64_MAX;
+    trn_step_info info;
+    micro(&c);
+    snprintf(good, sizeof good, "%s/eval_only.safetensors", g_dir);
+    snprintf(bad, sizeof bad, "%s/eval_only_bad.safetensors", g_dir);
+    CHECK_INT_EQ(trn_create(&t, &c, g_ids, 3200, g_ids + 3200, NTOK - 3200, err, sizeof err), TRN_OK);
+    if (!t) return;
+    CHECK_INT_EQ(run_steps(t, 3), TRN_OK);
+    CHECK_INT_EQ(trn_save(t, good, err, sizeof err), TRN_OK);
+    CHECK_INT_EQ(trn_create(&u, &c, g_ids, 2000, g_ids + 2000, 700, err, sizeof err), TRN_OK);
+    if (!u) { trn_destroy(t); return; }
+    CHECK_INT_EQ(trn_load(u, good, err, sizeof err), TRN_EMISMATCH);
+    CHECK_INT_EQ(trn_step(u, &info), TRN_OK); /* not loaded: still a trainer */
+    CHECK_INT_EQ(trn_load_flags(u, good, TRN_LOAD_EVAL_ONLY, err, sizeof err), TRN_OK);
+    CHECK_INT_EQ(trn_steps_done(u), 3);
+    CHECK(memcmp(mdl_params(trn_model(u)), mdl_params(trn_model(t)), (size_t)mdl_num_params(trn_model(t)) * sizeof(float)) == 0);
+    CHECK_INT_EQ(trn_step(u, &info), TRN_EINVAL);
+    CHECK_INT_EQ(trn_steps_done(u), 3);
+    CHECK(mutate_ckpt(good, bad, "trainer.i64", 8 * 28, &big, 8)); /* training tokens */
+    CHECK_INT_EQ(trn_load_flags(u, bad, TRN_LOAD_EVAL_ONLY, err, sizeof err), TRN_EFORMAT);
+    trn_destroy(t);
+    trn_destroy(u);
+    remove(good);
+    remove(bad);
+}
+
 /* Issue 37: every field of the trainer's saved state is range-checked on load, in a file
    whose checksums are right: counters beyond the run, booleans not 0/1, NaN or negative
    controller state, non-finite weights and moments, and a resume on other data are
@@ -858,6 +892,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_refused_at_create);
     TEST_RUN(test_crc_required);
     TEST_RUN(test_state_mutants);
+    TEST_RUN(test_load_eval_only);
     TEST_RUN(test_stop_flag);
     TEST_RUN(test_divergence);
     rmdir(g_dir);

@@ -740,6 +740,7 @@ int trn_config_validate(const trn_config *c, char *err, size_t errlen)
 struct trn {
     trn_config cfg;
     mdl_model *m;
+    int eval_only;              /* loaded with TRN_LOAD_EVAL_ONLY: trn_step refuses */
     size_t n;                   /* parameters */
     int L, H, D;
     float *adam_m, *adam_v;     /* (n) each */
@@ -1399,6 +1400,7 @@ int trn_step(trn *t, trn_step_info *info)
     int T, B, rows, b, j, li = -1, i, l, rc, gating, todo;
     unsigned char frz[MDL_MAX_LAYERS * 256];
     if (!t) return TRN_EINVAL;
+    if (t->eval_only) return TRN_EINVAL; /* loaded with TRN_LOAD_EVAL_ONLY: not resumable here */
     gating = t->have_ceas && t->cfg.ceas_gating;
     if (!info) info = &tmp;
     memset(info, 0, sizeof *info);
@@ -1819,7 +1821,7 @@ static void trn__arch_diff(const char *file, const trn_config *c, char *err, siz
 
 /* Every field of a loaded trainer state against what a run of this configuration can
    have reached (as strictly as a flag): TRN_OK, or TRN_EFORMAT with the field named. */
-static int trn__check_state(const trn *t, const int64_t *I, const double *F, const char *path, char *err,
+static int trn__check_state(const trn *t, const int64_t *I, const double *F, const char *path, unsigned flags, char *err,
                             size_t errlen)
 {
     int64_t step = I[1], epoch = I[2], adam_t = I[3], skipped = I[4], cap;
@@ -1836,7 +1838,14 @@ static int trn__check_state(const trn *t, const int64_t *I, const double *F, con
         TRN__BAD("version %lld (this trainer reads 1 and %d)", (long long)I[0], TRN__STATE_VERSION);
     if (I[18] != (int64_t)t->n)
         TRN__BAD("%lld parameters, this model has %zu", (long long)I[18], t->n);
-    if (ver >= 2 && ((uint64_t)I[28] != (uint64_t)t->n_train || (uint64_t)I[29] != (uint64_t)t->n_val))
+    if (flags & TRN_LOAD_EVAL_ONLY) {
+        /* the loader's position refers to the run's own training tokens */
+        if (ver >= 2) {
+            TRN__IRANGE(I[28], 1, (int64_t)1 << 40, "training tokens");
+            TRN__IRANGE(I[29], 1, (int64_t)1 << 40, "evaluation tokens");
+            TRN__IRANGE(I[6], 0, I[28], "loader position");
+        }
+    } else if (ver >= 2 && ((uint64_t)I[28] != (uint64_t)t->n_train || (uint64_t)I[29] != (uint64_t)t->n_val))
         return ex_errf(err, errlen, TRN_EMISMATCH,
                        "cannot resume from %s: it was trained on %lld tokens (evaluated on %lld), this run has %zu "
                        "(%zu): a different data directory, split or --holdout; resume with the run's own data",
@@ -1847,7 +1856,7 @@ static int trn__check_state(const trn *t, const int64_t *I, const double *F, con
     TRN__IRANGE(adam_t, 0, step, "optimizer updates");
     TRN__IRANGE(skipped, 0, step - adam_t, "skipped steps");
     /* the loader: its position and counts (rows and tokens at most one step's worth a step) */
-    TRN__IRANGE(I[6], 0, (int64_t)t->n_train, "loader position");
+    if (!(flags & TRN_LOAD_EVAL_ONLY)) TRN__IRANGE(I[6], 0, (int64_t)t->n_train, "loader position");
     cap = step <= LLONG_MAX / tps ? step * tps : LLONG_MAX;
     TRN__IRANGE(I[7], 0, cap, "loader rows");
     TRN__IRANGE(I[8], 0, cap, "loader tokens");
@@ -1996,7 +2005,7 @@ int trn_load_flags(trn *t, const char *path, unsigned flags, char *err, size_t e
         TRN__READ("state.prior_stats", PS, CKPT_F32, nps);
     }
 #undef TRN__READ
-    rc = trn__check_state(t, I, F, path, err, errlen);
+    rc = trn__check_state(t, I, F, path, flags, err, errlen);
     if (rc == TRN_OK) rc = trn__check_finite(t, P, 0, "the weights", path, err, errlen);
     if (rc == TRN_OK) rc = trn__check_finite(t, M, 0, "the first moments (optim.adam_m)", path, err, errlen);
     if (rc == TRN_OK) rc = trn__check_finite(t, V, 1, "the second moments (optim.adam_v)", path, err, errlen);
@@ -2050,6 +2059,7 @@ int trn_load_flags(trn *t, const char *path, unsigned flags, char *err, size_t e
     if (have_g2) { guardian_free(&t->g); t->g = g2; have_g2 = 0; }
     if (t->have_gac) t->gc = gc2;
     if (have_cs2) { ceas_free(&t->cs); t->cs = cs2; have_cs2 = 0; }
+    t->eval_only = (flags & TRN_LOAD_EVAL_ONLY) != 0;
 done:
     if (have_g2) guardian_free(&g2);
     if (have_cs2) ceas_free(&cs2);

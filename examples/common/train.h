@@ -218,6 +218,12 @@ int trn_load(trn *t, const char *path, char *err, size_t errlen);
    trn_load refuses a file without them: it was edited, written by something else or by
    an attnkit older than checkpoint format 2). The state's range checks apply anyway. */
 #define TRN_LOAD_ALLOW_NO_CRC 1u
+/* TRN_LOAD_EVAL_ONLY: for scoring a checkpoint (mcqa): the trainer may have been created
+   on any tokens (the run's own training and evaluation token counts are range-checked,
+   not compared with the trainer's), and trn_step refuses it afterwards (TRN_EINVAL): its
+   data loader would point into another run's data. Weights, EMA, SWA, controller state
+   and every other check are as for a resume. */
+#define TRN_LOAD_EVAL_ONLY 2u
 int trn_load_flags(trn *t, const char *path, unsigned flags, char *err, size_t errlen);
 /* Metrics sink: one JSON line per log step and per evaluation (NULL: none). Non-finite
    numbers are written as null. */
