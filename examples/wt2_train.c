@@ -383,6 +383,14 @@ static int stopped_exit(int final_saved, const char *phase, long long step, cons
     return final_saved ? ex_stop_exit_code() : 1;
 }
 
+/* the CUDA runtime's error text, caught from tensor.h's log callback */
+static char cuda_why[512];
+static void cuda_log(const char *msg, void *user)
+{
+    (void)user;
+    snprintf(cuda_why, sizeof cuda_why, "%s", msg);
+}
+
 int main(int argc, char **argv)
 {
     trn_config cfg;
@@ -411,7 +419,10 @@ int main(int argc, char **argv)
         else if (!strncmp(argv[i], "--preset=", 9)) preset = argv[i] + 9;
     }
     if (trn_preset(preset, &cfg) != TRN_OK) {
-        fprintf(stderr, "wt2_train: unknown preset '%s' (tiny, paper, baseline, tiny-baseline)\n", preset);
+        int k;
+        fprintf(stderr, "wt2_train: unknown preset '%s' (valid:", preset);
+        for (k = 0; trn_preset_name(k); k++) fprintf(stderr, "%s %s", k ? "," : "", trn_preset_name(k));
+        fprintf(stderr, ")\n");
         return 2;
     }
     for (i = 1; i < argc; i++) {
@@ -470,9 +481,22 @@ int main(int argc, char **argv)
         return 2;
     }
     if (cfg.device == MDL_DEVICE_CUDA && !tk_cuda_available()) {
-        /* before any file is read or written */
-        fprintf(stderr, "wt2_train: --device cuda: no usable CUDA device (this binary needs to be built with nvcc, "
-                        "`make build/cuda/wt2_train`, and run where a GPU is present)\n");
+        /* before any file is read or written: say what is missing. A one-byte device
+           allocation tells a build without CUDA (TK_ENOCUDA) from a CUDA build that finds
+           no device, and brings back the driver's own words (cudaGetErrorString) */
+        void *probe = NULL;
+        int prc;
+        cuda_why[0] = 0;
+        tk_set_log(cuda_log, NULL);
+        prc = tk_device_alloc(&probe, 1);
+        tk_set_log(NULL, NULL);
+        if (prc == TK_OK) tk_device_free(probe);
+        if (prc == TK_ENOCUDA)
+            fprintf(stderr, "wt2_train: --device cuda: this binary was built without CUDA; build the GPU trainer "
+                            "with nvcc (`make build/cuda/wt2_train`) and run build/cuda/wt2_train\n");
+        else
+            fprintf(stderr, "wt2_train: --device cuda: no usable CUDA device found (CUDA build; the driver says: "
+                            "%s)\n", cuda_why[0] ? cuda_why : "cudaGetDeviceCount reports 0 devices");
         return 2;
     }
     if (resume && ex_check_input(resume, err, sizeof err) != 0) {

@@ -717,18 +717,40 @@ static void mdl__free_dev(const mdl_model *m, void *p)
         tk_device_free(p);
 }
 
+/* What the CUDA model refuses: the one table behind mdl_device_supports and the help text
+   (mdl_device_limit). Everything else (softmax/RPA/ERA priors, polar attention at the widths
+   below, memory, MoE, gates, GAC/Guardian/CEAS controllers) runs on the device. */
+static int mdl__dev_many_heads(const mdl_config *c) { return c->n_heads > 256; }
+static int mdl__dev_polar_width(const mdl_config *c)
+{
+    int w;
+    if (c->attn != MDL_ATTN_POLAR || c->n_heads <= 0) return 0;
+    if (c->d_model % c->n_heads) return 1;
+    w = c->d_model / c->n_heads;
+    return !(w == 32 || w == 64 || w == 96 || w == 128);
+}
+static const struct {
+    int (*refuses)(const mdl_config *);
+    const char *what;
+} mdl__dev_limits[] = {
+    {mdl__dev_many_heads, "more than 256 heads"},
+    {mdl__dev_polar_width, "polar attention with a head width other than 32, 64, 96 or 128 (cuda/polar.cuh's kernels)"},
+};
+#define MDL__NDEV_LIMITS ((int)(sizeof mdl__dev_limits / sizeof mdl__dev_limits[0]))
+
+const char *mdl_device_limit(int i)
+{
+    return (i >= 0 && i < MDL__NDEV_LIMITS) ? mdl__dev_limits[i].what : NULL;
+}
+
 int mdl_device_supports(const mdl_config *cfg, char *err, size_t errlen)
 {
-    const char *what = NULL;
+    int i;
     if (!cfg) return ex_errf(err, errlen, MDL_EINVAL, "mdl_device_supports: cfg is NULL");
-    if (cfg->n_heads > 256) what = "more than 256 heads";
-    else if (cfg->attn == MDL_ATTN_POLAR && cfg->n_heads > 0 &&
-             !(cfg->d_model % cfg->n_heads == 0 &&
-               (cfg->d_model / cfg->n_heads == 32 || cfg->d_model / cfg->n_heads == 64 ||
-                cfg->d_model / cfg->n_heads == 96 || cfg->d_model / cfg->n_heads == 128)))
-        what = "polar attention with a head width other than 32, 64, 96 or 128 (cuda/polar.cuh's kernels)";
-    if (what)
-        return ex_errf(err, errlen, MDL_EINVAL, "the CUDA model does not support %s yet (CPU only for now)", what);
+    for (i = 0; i < MDL__NDEV_LIMITS; i++)
+        if (mdl__dev_limits[i].refuses(cfg))
+            return ex_errf(err, errlen, MDL_EINVAL, "the CUDA model does not support %s yet (CPU only for now)",
+                           mdl__dev_limits[i].what);
     return ex_errf(err, errlen, MDL_OK, "ok");
 }
 

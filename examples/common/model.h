@@ -218,6 +218,9 @@ int mdl_create_on(mdl_model **out, const mdl_config *cfg, uint64_t seed, int dev
                   size_t errlen);
 int mdl_device(const mdl_model *m);
 int mdl_device_supports(const mdl_config *cfg, char *err, size_t errlen);
+/* The i-th configuration mdl_device_supports refuses, as a phrase ("more than 256 heads"),
+   from the same table; NULL past the last (help texts list them from here). */
+const char *mdl_device_limit(int i);
 void mdl_destroy(mdl_model *m);
 const mdl_config *mdl_get_config(const mdl_model *m);
 const char *mdl_last_error(const mdl_model *m);

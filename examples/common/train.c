@@ -127,6 +127,15 @@ static void trn__recipe_off(trn_config *c)
     c->chaos = 0;
 }
 
+static const char *const trn__preset_names[] = {"tiny", "tiny-baseline", "tiny-plain", "era-gac-tiny",
+                                                "paper", "baseline", "era-gac", NULL};
+
+const char *trn_preset_name(int i)
+{
+    return (i >= 0 && i < (int)(sizeof trn__preset_names / sizeof trn__preset_names[0]) - 1) ? trn__preset_names[i]
+                                                                                              : NULL;
+}
+
 int trn_preset(const char *name, trn_config *c)
 {
     if (!name || !c) return TRN_EINVAL;
@@ -375,8 +384,8 @@ static const trn__opt trn__opts[] = {
     {"seed", K_U64, TO(seed), NULL, 1, "random seed"},
     {"threads", K_INT, TO(threads), NULL, 0, "OpenMP threads, 0..1024 (0: default)"},
     {"device", K_ENUM, TO(device), trn__device_names, 0,
-     "cpu|cuda: where the model trains (cuda: a build with nvcc and a GPU; for now softmax attention "
-     "without prior, memory, MoE or gates, and no GAC or CEAS controller)"},
+     "cpu|cuda: where the model trains (cuda: build/cuda/wt2_train, built with nvcc, and a GPU; "
+     "every preset, prior, memory, MoE, gate and controller runs there; refused: "}, /* + model.c's table */
     {"precision", K_WENUM, TO(precision), trn__precision_names, 0,
      "auto|fp32|tf32|bf16: the device's GEMM and attention arithmetic (fp32 buffers, master weights "
      "and optimiser; auto: bf16 on cuda; the CPU is always fp32)"},
@@ -531,8 +540,18 @@ void trn_print_help(const trn_config *c, FILE *f)
     if (!c || !f) return;
     for (k = 0; k < TRN__NOPTS; k++) {
         const trn__opt *o = &trn__opts[k];
-        trn__format_opt(c, o, buf, sizeof buf);
-        fprintf(f, "  --%-16s %s [%s]\n", o->flag, o->help, buf);
+        if (o->kind == K_F) /* %g for people; the JSON keeps %.9g (exact round trip) */
+            snprintf(buf, sizeof buf, "%g", (double)*(const float *)((const char *)c + o->off));
+        else
+            trn__format_opt(c, o, buf, sizeof buf);
+        fprintf(f, "  --%-16s %s", o->flag, o->help);
+        if (!strcmp(o->flag, "device")) { /* what mdl_device_supports refuses, from its table */
+            int i;
+            const char *what;
+            for (i = 0; (what = mdl_device_limit(i)) != NULL; i++) fprintf(f, "%s%s", i ? "; " : "", what);
+            fputs(")", f);
+        }
+        fprintf(f, " [%s]\n", buf);
     }
 }
 
@@ -553,8 +572,7 @@ void trn_print_presets(FILE *f)
 "  tiny-baseline  tiny with the RPA prior, Guardian, SWA-select, context game and chaos off\n"
 "                 (EMA stays on, as in the paper's baseline).\n"
 "  tiny-plain     tiny-baseline as a plain transformer: GELU MLP instead of the fuzzy MoE, no\n"
-"                 residual/value gates, no dropout, no entropy floor [ours]: the model\n"
-"                 --device cuda runs today (same budget; also on the CPU).\n"
+"                 residual/value gates, no dropout, no entropy floor [ours] (same budget).\n"
 "  era-gac-tiny   seed 003: ERA prior (R = nb = 32, eps 0.05, 5 iterations, sigma 0.1,\n"
 "                 alpha 1, delta 1e-5) + GAC (EMA beta 0.1, dead zone 0, tau_gac in\n"
 "                 [0.5, 2.5] dividing the whole logits, eta 0.01, entropy band [2, 5])\n"

@@ -115,13 +115,16 @@ typedef struct trn_config {
 /* Presets (trn_print_presets says what each is, value by value):
    "tiny"          the seed-000 recipe at a size that trains in minutes on 2 cores;
    "tiny-baseline" the same with prior, controller, SWA-select, context game, chaos off;
-   "tiny-plain"    tiny-baseline as a plain GELU transformer (what --device cuda runs);
+   "tiny-plain"    tiny-baseline as a plain GELU transformer;
    "era-gac-tiny"  seed 003's ERA prior + GAC on a plain transformer at the tiny budget;
    "paper"         seed 000 §7, Table 1, Listings 4-6 (8,030 steps of 24,576 tokens);
    "baseline"      the paper's budget and model with the recipe's mechanisms off;
    "era-gac"       seed 003's ERA + GAC on the paper's model shape and budget.
    TRN_EINVAL for an unknown name. */
 int trn_preset(const char *name, trn_config *out);
+/* The i-th preset's name (the order above), NULL past the last: error messages and help
+   list the presets from here. */
+const char *trn_preset_name(int i);
 /* What each preset is: its model, budget and mechanisms, which values come from the
    papers and which are this project's choices (printed by wt2_train --help). */
 void trn_print_presets(FILE *f);
