@@ -235,17 +235,21 @@ build/cuda/wt2_train: build/cuda/obj/wt2_train.o build/cuda/obj/impl.o $(filter-
 
 # The tiny preset on WikiText-2 (<= 10 minutes on 2 cores, evaluation included).
 RUN_ARGS ?=
+# The recipe is silent and its echo goes to stderr, so stdout is only the program's
+# (`make -s run RUN_ARGS=--json > r.json` holds the JSON line alone; -s also quiets the build).
 run: build/wt2_train
-	@test -d "$(WT2_DIR)" || { echo "make run: data directory '$(WT2_DIR)' not found (set WT2_DIR=/path/to/wikitext-2)"; exit 1; }
-	build/wt2_train --preset tiny --data-dir "$(WT2_DIR)" $(RUN_ARGS)
+	@test -d "$(WT2_DIR)" || { echo "make run: data directory '$(WT2_DIR)' not found (set WT2_DIR=/path/to/wikitext-2; README, section \"Data\")" >&2; exit 1; }
+	@echo 'build/wt2_train --preset tiny --data-dir "$(WT2_DIR)" $(RUN_ARGS)' >&2
+	@build/wt2_train --preset tiny --data-dir "$(WT2_DIR)" $(RUN_ARGS)
 
 # Seed 002's length-extrapolation grid (examples/niah.c: 6 arms trained at 64 tokens,
 # evaluated at 1x..32x; about 11 minutes on one core): results in runs/niah
 # (NIAH_ARGS="--seed 2 --threads 1" adds flags; build/niah --help lists them).
 NIAH_ARGS ?=
 niah: build/niah
-	@test -d "$(WT2_DIR)" || { echo "make niah: data directory '$(WT2_DIR)' not found (set WT2_DIR=/path/to/wikitext-2)"; exit 1; }
-	build/niah --data-dir "$(WT2_DIR)" $(NIAH_ARGS)
+	@test -d "$(WT2_DIR)" || { echo "make niah: data directory '$(WT2_DIR)' not found (set WT2_DIR=/path/to/wikitext-2; README, section \"Data\")" >&2; exit 1; }
+	@echo 'build/niah --data-dir "$(WT2_DIR)" $(NIAH_ARGS)' >&2
+	@build/niah --data-dir "$(WT2_DIR)" $(NIAH_ARGS)
 
 # Fuzzing: tests/fuzz/fuzz_<x>.c are libFuzzer targets (each a single TU that
 # includes what it needs). `make fuzz FUZZ_SECONDS=600` runs each for that long.

@@ -1,12 +1,15 @@
 /* bpe - GPT-2 byte-level BPE tokenizer on the command line.
 
-     build/bpe encode [--vocab DIR] < text.txt     ids, space-separated, one line
-     build/bpe decode [--vocab DIR] < ids.txt      the bytes of the ids
-     build/bpe info   [--vocab DIR]                vocabulary summary
+     build/bpe encode [--vocab-dir DIR] < text.txt     ids, space-separated, one line
+     build/bpe decode [--vocab-dir DIR] < ids.txt      the bytes of the ids
+     build/bpe info   [--vocab-dir DIR]                vocabulary summary
+     build/bpe --help                                  usage on stdout, exit 0
 
-   DIR holds encoder.json and vocab.bpe; default $WT2_DIR/gpt2, else
-   ATTNKIT_DATA_DIR/gpt2 (../shared/data/gpt2, from the current directory or else from the
-   executable's: see wt2_default_data_dir in data.h). Any bytes are accepted by encode
+   DIR holds encoder.json and vocab.bpe. Where the vocabulary is looked for, first found
+   wins: --vocab-dir DIR (--vocab DIR is the old name), --data-dir D (D/gpt2),
+   $ATTNKIT_VOCAB_DIR, $WT2_DIR/gpt2, else ATTNKIT_DATA_DIR/gpt2 (../shared/data/gpt2,
+   from the current directory or else from the executable's: see wt2_default_data_dir in
+   data.h) -- so a binary copied out of the tree needs the flag or the variable. Any bytes are accepted by encode
    (invalid UTF-8 is encoded byte-level); decode reads decimal ids separated by
    whitespace or commas (so "[15496, 995]" works too). */
 #include "common/bpe.h"
@@ -17,15 +20,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int usage(void)
+static void usage(FILE *f)
 {
-    fprintf(stderr,
-            "usage: bpe encode|decode|info [--vocab DIR]\n"
+    fprintf(f,
+            "usage: bpe encode|decode|info [--vocab-dir DIR | --data-dir D]\n"
             "  encode: UTF-8 text on stdin -> ids on one line on stdout\n"
             "  decode: ids on stdin -> bytes on stdout\n"
-            "  DIR: folder with encoder.json and vocab.bpe (default %s/gpt2)\n",
+            "  info:   vocabulary summary\n"
+            "  --vocab-dir DIR  folder with encoder.json and vocab.bpe (--vocab DIR: the old name)\n"
+            "  --data-dir D     the data directory: the vocabulary is D/gpt2\n"
+            "  --help           this text\n"
+            "Without a flag: $ATTNKIT_VOCAB_DIR, else $WT2_DIR/gpt2, else the built-in %s/gpt2\n"
+            "(relative paths also tried from the executable's directory). README, section \"Data\",\n"
+            "says where the files come from.\n",
             bpe_default_data_dir());
-    return 2;
 }
 
 static int read_stdin(bpe_bytes *in)
@@ -39,27 +47,59 @@ static int read_stdin(bpe_bytes *in)
 
 int main(int argc, char **argv)
 {
-    const char *mode, *dir = NULL;
+    const char *mode, *dir = NULL, *ddir = NULL, *how = "the built-in default";
     bpe_tokenizer *tok;
     bpe_bytes in = {0}, outb = {0};
     bpe_ids ids = {0};
     char err[1024], vdir[4200];
     int rc, i;
-    if (argc < 2) return usage();
+    for (i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage(stdout);
+            return 0;
+        }
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
     mode = argv[1];
     for (i = 2; i < argc; i++) {
-        if ((!strcmp(argv[i], "--vocab") || !strcmp(argv[i], "-v")) && i + 1 < argc) dir = argv[++i];
-        else return usage();
+        if ((!strcmp(argv[i], "--vocab-dir") || !strcmp(argv[i], "--vocab") || !strcmp(argv[i], "-v")) && i + 1 < argc)
+            dir = argv[++i];
+        else if (!strcmp(argv[i], "--data-dir") && i + 1 < argc)
+            ddir = argv[++i];
+        else {
+            fprintf(stderr, "bpe: unknown or incomplete option '%s'\n", argv[i]);
+            usage(stderr);
+            return 2;
+        }
     }
-    if (strcmp(mode, "encode") && strcmp(mode, "decode") && strcmp(mode, "info")) return usage();
-    if (!dir) {
-        /* the built-in data directory, found from the executable when it is relative */
+    if (strcmp(mode, "encode") && strcmp(mode, "decode") && strcmp(mode, "info")) {
+        fprintf(stderr, "bpe: unknown mode '%s' (valid: encode, decode, info)\n", mode);
+        usage(stderr);
+        return 2;
+    }
+    if (dir) {
+        how = "--vocab-dir";
+    } else if (ddir) {
+        snprintf(vdir, sizeof vdir, "%s/gpt2", ddir);
+        dir = vdir;
+        how = "--data-dir";
+    } else if (getenv("ATTNKIT_VOCAB_DIR") && getenv("ATTNKIT_VOCAB_DIR")[0]) {
+        dir = getenv("ATTNKIT_VOCAB_DIR");
+        how = "$ATTNKIT_VOCAB_DIR";
+    } else {
+        /* $WT2_DIR, else the built-in data directory, found from the executable when it is relative */
         snprintf(vdir, sizeof vdir, "%s/gpt2", wt2_default_data_dir());
         dir = vdir;
+        if (getenv("WT2_DIR") && getenv("WT2_DIR")[0]) how = "$WT2_DIR";
     }
     rc = bpe_load_dir(&tok, dir, err, sizeof err);
     if (rc != BPE_OK) {
-        fprintf(stderr, "bpe: cannot load the GPT-2 vocabulary: %s (%s)\n", err, bpe_strerror(rc));
+        fprintf(stderr, "bpe: cannot load the GPT-2 vocabulary (encoder.json, vocab.bpe) from '%s' (%s): %s (%s)\n"
+                        "  Point at it with --vocab-dir DIR or ATTNKIT_VOCAB_DIR=DIR (or --data-dir D / WT2_DIR=D for "
+                        "D/gpt2); README, section \"Data\", says where the files come from.\n",
+                dir, how, err, bpe_strerror(rc));
         return 1;
     }
     if (!strcmp(mode, "info")) {

@@ -1,7 +1,7 @@
 /* mcqa - score a wt2_train checkpoint on multiple-choice tasks (seed 003 §4.1-4.2).
 
-     build/mcqa --ckpt runs/wt2/ckpt.safetensors --tasks build/mcqa_tasks/wt2_cloze.jsonl \
-                --tasks build/mcqa_tasks/wt2_order.jsonl --out runs/wt2/mcqa.jsonl
+     build/mcqa --ckpt runs/wt2/ckpt.safetensors --tasks runs/mcqa/wt2_cloze.jsonl \
+                --tasks runs/mcqa/wt2_order.jsonl --out runs/wt2/mcqa.jsonl
      build/mcqa --help
 
    Loads the checkpoint with the model configuration stored in it (any model variant
@@ -53,6 +53,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -362,9 +363,14 @@ int main(int argc, char **argv)
     if (ckpt_open(&ck, ckpt_path, err, sizeof err) != CKPT_OK) { fprintf(stderr, "mcqa: %s\n", err); goto out; }
     if (config_from_ckpt(ck, &cfg, err, sizeof err) != 0) { fprintf(stderr, "mcqa: %s: %s\n", ckpt_path, err); goto out; }
     snprintf(path, sizeof path, "%s/gpt2", dir);
-    if (bpe_load_dir(&tok, path, err, sizeof err) != BPE_OK) { fprintf(stderr, "mcqa: %s\n", err); goto out; }
+    if (bpe_load_dir(&tok, path, err, sizeof err) != BPE_OK) {
+        fprintf(stderr, "mcqa: %s\n  (the GPT-2 vocabulary, %s/encoder.json and vocab.bpe: point --data-dir or WT2_DIR at "
+                        "the data; README, section \"Data\", says where to get it)\n", err, path);
+        goto out;
+    }
     if (wt2_load_split(dir, WT2_TEST, tok, &test, err, sizeof err) != BPE_OK) {
-        fprintf(stderr, "mcqa: %s (the WikiText-2 test split is needed to build and check the model)\n", err);
+        fprintf(stderr, "mcqa: %s (the WikiText-2 test split is needed to build and check the model; README, section "
+                        "\"Data\", says where to get it)\n", err);
         goto out;
     }
     /* the trainer only holds the weights here (scoring and the check use the test split,
@@ -505,7 +511,11 @@ int main(int argc, char **argv)
     /* score */
     t0 = now_s();
     {
-        double last = now_s();
+        /* progress: a redrawn line every 2 s on a terminal; in a log, a plain line every 10 s
+           (no carriage returns in redirected output) */
+        int ptty = isatty(fileno(stderr));
+        const char *cr = ptty ? "\r" : "";
+        double last = now_s(), every = ptty ? 2.0 : 10.0;
         long done = 0;
         for (q = 0; q < nitems; q++) {
             const mcqa_item *it = &items[q].it;
@@ -513,7 +523,7 @@ int main(int argc, char **argv)
             mcqa_result r;
             int a, k;
             if (q > 0 && items[q].file != items[q - 1].file) {
-                fprintf(stderr, "\rmcqa: %s: %ld items%30s\n", files[items[q - 1].file], done, "");
+                fprintf(stderr, "%smcqa: %s: %ld items%s\n", cr, files[items[q - 1].file], done, ptty ? "                              " : "");
                 done = 0;
             }
             if (mcqa_tokenize(tok, it, &tk, err, sizeof err) != MCQA_OK ||
@@ -550,12 +560,14 @@ int main(int argc, char **argv)
             forwards += r.forwards;
             done++;
             total++;
-            if (now_s() - last > 2.0) {
-                fprintf(stderr, "\rmcqa: %s: %ld items (%.1f items/s)", files[items[q].file], done, (double)total / (now_s() - t0));
+            if (now_s() - last > every) {
+                fprintf(stderr, "%smcqa: %s: %ld items (%.1f items/s)%s", cr, files[items[q].file], done,
+                        (double)total / (now_s() - t0), ptty ? "" : "\n");
                 last = now_s();
             }
         }
-        if (nitems > 0) fprintf(stderr, "\rmcqa: %s: %ld items%30s\n", files[items[nitems - 1].file], done, "");
+        if (nitems > 0)
+            fprintf(stderr, "%smcqa: %s: %ld items%s\n", cr, files[items[nitems - 1].file], done, ptty ? "                              " : "");
     }
     if (out_open) {
         out = NULL;

@@ -1,6 +1,6 @@
 /* mcqa_compare - paired comparison of two models' per-example logs (seed 003 §4.3).
 
-     build/mcqa_compare A.jsonl B.jsonl --families build/mcqa_tasks/families.txt \
+     build/mcqa_compare A.jsonl B.jsonl --families runs/mcqa/families.txt \
                         --names recipe,baseline --json cmp.json --markdown
 
    A and B are logs written by build/mcqa for the same task files. Items are paired by

@@ -1,6 +1,6 @@
 /* mcqa_gen - build multiple-choice tasks from real text: the WikiText-2 test split.
 
-     build/mcqa_gen                                    # build/mcqa_tasks: 1000 items per task, seed 1
+     build/mcqa_gen                                    # runs/mcqa: 1000 items per task, seed 1
      build/mcqa_gen --cloze 2000 --order 500 --seed 7 --out-dir DIR
 
    No benchmark suite can be downloaded on the machines this project runs on, so these are
@@ -159,7 +159,7 @@ enum { OUT_CLOZE, OUT_ORDER, OUT_FAM, N_OUT };
 
 int main(int argc, char **argv)
 {
-    const char *out_dir = "build/mcqa_tasks", *env; /* not build/mcqa: that is the scorer's binary */
+    const char *out_dir = "runs/mcqa", *env; /* outputs under runs/, never beside the binaries in build/ */
     char dir[1024], err[512], path[1200], ctx[8192], ch[4][4200];
     long long n_cloze = 1000, n_order = 1000, seed_ll = 1;
     long i, np = 0, cp = 0;
@@ -183,7 +183,7 @@ int main(int argc, char **argv)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             printf("usage: mcqa_gen [--data-dir DIR] [--out-dir DIR] [--seed N] [--cloze N] [--order N]\n"
                    "Builds wt2_cloze and wt2_order multiple-choice tasks from the WikiText-2 test split\n"
-                   "(see the top of examples/mcqa_gen.c). Defaults: build/mcqa_tasks, seed 1, 1000 items each.\n"
+                   "(see the top of examples/mcqa_gen.c). Defaults: --out-dir runs/mcqa, seed 1, 1000 items each.\n"
                    "Exit status: 0 written; 1 the text could not be read, a task has no eligible position or a\n"
                    "write failed (earlier files are left as they were); 2 a bad flag or value.\n");
             return 0;
@@ -208,7 +208,8 @@ int main(int argc, char **argv)
     if (!dir[0]) snprintf(dir, sizeof dir, "%s", (env = getenv("WT2_DIR")) && *env ? env : ATTNKIT_DATA_DIR);
     g_rng = seed * 0x2545F4914F6CDD1Dull + 0x1234567ull;
     if (wt2_scan(dir, &inv) < 0 || !inv.has_raw[WT2_TEST]) {
-        fprintf(stderr, "mcqa_gen: no WikiText-2 test split (wiki.test.raw[.xz]) in %s\n", dir);
+        fprintf(stderr, "mcqa_gen: no WikiText-2 test split (wiki.test.raw[.xz]) in %s: point --data-dir or WT2_DIR at "
+                        "the data; README, section \"Data\", says where to get it\n", dir);
         return 1;
     }
     if (wt2_read_text(inv.raw_path[WT2_TEST], (size_t)64 << 20, &text, &len, err, sizeof err) != BPE_OK) {

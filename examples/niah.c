@@ -513,12 +513,14 @@ int main(int argc, char **argv)
     if (!dir[0]) snprintf(dir, sizeof dir, "%s", (env = getenv("WT2_DIR")) && *env ? env : wt2_default_data_dir());
     snprintf(path, sizeof path, "%s/gpt2", dir);
     if (bpe_load_dir(&tok, path, err, sizeof err) != BPE_OK) {
-        fprintf(stderr, "niah: %s\n", err);
+        fprintf(stderr, "niah: %s\n  (the GPT-2 vocabulary, %s/encoder.json and vocab.bpe: point --data-dir or WT2_DIR at "
+                        "the data; README, section \"Data\", says where to get it)\n", err, path);
         goto done;
     }
     if (wt2_load_split(dir, WT2_VALID, tok, &tr, err, sizeof err) != BPE_OK ||
         wt2_load_split(dir, WT2_TEST, tok, &te, err, sizeof err) != BPE_OK) {
-        fprintf(stderr, "niah: %s (the WikiText-2 validation and test splits are needed)\n", err);
+        fprintf(stderr, "niah: %s (the WikiText-2 validation and test splits are needed; README, section \"Data\", "
+                        "says where to get them)\n", err);
         goto done;
     }
     fprintf(stderr, "niah: training text %s (%lu tokens), evaluation text %s (%lu tokens)\n", tr.source,

@@ -1,13 +1,22 @@
 /* wt2_prepare - tokenise the WikiText-2 raw splits into GPT-2 ids (*.gpt2.u16).
 
-     build/wt2_prepare [--data DIR] [--out DIR] [--vocab DIR]
+     build/wt2_prepare [--data-dir DIR] [--out-dir DIR] [--vocab-dir DIR]
+     build/wt2_prepare --check [--data-dir DIR]   verify the data files (sizes, sha256)
+     build/wt2_prepare --help                     usage on stdout, exit 0
+
+   --check: each file of ../shared/data/README.md's table (wiki.{test,valid}.raw.xz,
+   wt2.{valid,test}.gpt2.u16, gpt2/encoder.json, gpt2/vocab.bpe) against its size and
+   sha256, one line each: ok / missing / wrong size / wrong checksum; the train split
+   (wiki.train.raw) is optional ("absent (optional)"). Exit 0 only when every required
+   file is right, else 1. The old flag names --data, --out and --vocab still work
+   (deprecated).
 
    DIR (default $WT2_DIR, else ATTNKIT_DATA_DIR = ../shared/data) may hold the full
    WikiText-2 raw set (wiki.{train,valid,test}.raw, plain or .xz) or only some splits;
    the program says which it found and which are missing. The protocol is the one in
    ../shared/data/README.md (rows split on '\n' keeping the '\n', blank rows dropped,
-   <|endoftext|> after each row). Output: <out>/wt2.<split>.gpt2.u16 (default out:
-   build/wt2). When the data directory holds reference files wt2.<split>.gpt2.u16,
+   <|endoftext|> after each row). Output: <out-dir>/wt2.<split>.gpt2.u16 (default
+   runs/wt2_tokens). When the data directory holds reference files wt2.<split>.gpt2.u16,
    each output is compared with them byte for byte; a difference exits with status 1.
 
    Refused: an --out that would replace a reference file it is compared with (--out equal
@@ -31,25 +40,57 @@
 #include <sys/types.h>
 #include <time.h>
 
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: wt2_prepare [--data-dir DIR] [--out-dir DIR] [--vocab-dir DIR]\n"
+            "       wt2_prepare --check [--data-dir DIR]\n"
+            "  --data-dir DIR   WikiText-2 directory (default $WT2_DIR, else %s)\n"
+            "  --out-dir DIR    where wt2.<split>.gpt2.u16 go (default runs/wt2_tokens)\n"
+            "  --vocab-dir DIR  encoder.json + vocab.bpe (default <data-dir>/gpt2)\n"
+            "  --check          verify the data directory's files against their known sizes and\n"
+            "                   sha256 (one line per file; exit 0 only when all required are right)\n"
+            "  --help           this text\n"
+            "  (--data, --out and --vocab: deprecated names of the same flags)\n"
+            "README, section \"Data\", says which files are needed and where they come from.\n",
+            wt2_default_data_dir());
+}
+
 int main(int argc, char **argv)
 {
-    const char *data = NULL, *outdir = "build/wt2", *vocab = NULL;
+    const char *data = NULL, *outdir = "runs/wt2_tokens", *vocab = NULL;
     char err[1024], vdir[1100];
     wt2_inventory inv;
     bpe_tokenizer *tok;
-    int i, s, nfound = 0, nprepared = 0, mismatches = 0;
+    int i, s, nfound = 0, nprepared = 0, mismatches = 0, check = 0;
     for (i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--data") && i + 1 < argc) data = argv[++i];
-        else if (!strcmp(argv[i], "--out") && i + 1 < argc) outdir = argv[++i];
-        else if (!strcmp(argv[i], "--vocab") && i + 1 < argc) vocab = argv[++i];
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        }
+        if ((!strcmp(a, "--data-dir") || !strcmp(a, "--data")) && i + 1 < argc) data = argv[++i];
+        else if ((!strcmp(a, "--out-dir") || !strcmp(a, "--out")) && i + 1 < argc) outdir = argv[++i];
+        else if ((!strcmp(a, "--vocab-dir") || !strcmp(a, "--vocab")) && i + 1 < argc) vocab = argv[++i];
+        else if (!strcmp(a, "--check")) check = 1;
         else {
-            fprintf(stderr, "usage: wt2_prepare [--data DIR] [--out DIR] [--vocab DIR]\n"
-                            "  DIR defaults: data %s, out build/wt2, vocab <data>/gpt2\n",
-                    wt2_default_data_dir());
+            fprintf(stderr, "wt2_prepare: unknown or incomplete option '%s'\n", a);
+            usage(stderr);
             return 2;
         }
     }
     if (!data) data = wt2_default_data_dir();
+    if (check) {
+        int bad;
+        printf("checking %s against ../shared/data/README.md's sizes and sha256:\n", data);
+        bad = wt2_check_files(data, stdout);
+        if (bad)
+            printf("%d file(s) missing or wrong: see README, section \"Data\", for where to get them\n", bad);
+        else
+            printf("all required files are right\n");
+        if (fflush(stdout) != 0 || ferror(stdout)) return 1;
+        return bad ? 1 : 0;
+    }
     if (!vocab) {
         snprintf(vdir, sizeof vdir, "%s/gpt2", data);
         vocab = vdir;
@@ -61,7 +102,9 @@ int main(int argc, char **argv)
     wt2_describe(&inv, data, stdout);
     for (s = 0; s < WT2_NSPLITS; s++) nfound += inv.has_raw[s];
     if (nfound == 0) {
-        fprintf(stderr, "wt2_prepare: no raw split (wiki.{train,valid,test}.raw[.xz]) in %s\n", data);
+        fprintf(stderr, "wt2_prepare: no raw split (wiki.{train,valid,test}.raw[.xz]) in %s: point --data-dir or "
+                        "WT2_DIR at the data; README, section \"Data\", says which files and where to get them\n",
+                data);
         return 1;
     }
     if (!inv.has_raw[WT2_TRAIN])
@@ -75,13 +118,15 @@ int main(int argc, char **argv)
         if (!inv.has_raw[s] || !inv.has_u16[s]) continue;
         snprintf(outp, sizeof outp, "%s/wt2.%s.gpt2.u16", outdir, wt2_split_name(s));
         if (ex_same_file(outp, inv.u16_path[s])) {
-            fprintf(stderr, "wt2_prepare: --out %s would replace the reference %s that the output is compared "
-                            "with: choose another --out (nothing was written)\n", outdir, inv.u16_path[s]);
+            fprintf(stderr, "wt2_prepare: --out-dir %s would replace the reference %s that the output is compared "
+                            "with: choose another --out-dir (nothing was written)\n", outdir, inv.u16_path[s]);
             return 2;
         }
     }
     if (bpe_load_dir(&tok, vocab, err, sizeof err) != BPE_OK) {
-        fprintf(stderr, "wt2_prepare: cannot load the GPT-2 vocabulary: %s\n", err);
+        fprintf(stderr, "wt2_prepare: cannot load the GPT-2 vocabulary (encoder.json, vocab.bpe) from %s: %s\n"
+                        "  give --vocab-dir DIR; README, section \"Data\", says where the files come from\n",
+                vocab, err);
         return 1;
     }
     if (wt2_mkdirs(outdir) != 0) {

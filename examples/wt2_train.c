@@ -254,8 +254,10 @@ static int metrics_truncate(const char *path, long long step, char *err, size_t 
 
 static void usage(const trn_config *c, FILE *f)
 {
-    fprintf(f,
-            "usage: wt2_train [--preset tiny|tiny-baseline|era-gac-tiny|paper|baseline|era-gac]\n"
+    int k;
+    fprintf(f, "usage: wt2_train [--preset ");
+    for (k = 0; trn_preset_name(k); k++) fprintf(f, "%s%s", k ? "|" : "", trn_preset_name(k));
+    fprintf(f, "]\n"
             "                 [--json]"
             " [--resume PATH] [options]\n\n"
             "Trains a decoder-only LM on WikiText-2 (GPT-2 BPE) with the attnkit mechanisms\n"
@@ -268,6 +270,9 @@ static void usage(const trn_config *c, FILE *f)
             "                     is refused: exit 2)\n"
             "  --ckpt-minutes M   also save a checkpoint every M minutes of wall time (default 10;\n"
             "                     0: only by --ckpt-every, at the end and when stopped)\n"
+            "  --progress-seconds S  seconds between progress lines when stderr is not a terminal\n"
+            "                     (training and evaluations; default 10; 0: after every step or\n"
+            "                     evaluation batch). On a terminal a bar with ETA is redrawn.\n"
             "  --allow-no-crc     let --resume accept a checkpoint without its CRC-32 entries\n"
             "                     (older than checkpoint format 2, or edited)\n"
             "  --tokens gpt2|bytes  token ids: GPT-2 BPE (default) or the raw text's bytes\n"
@@ -383,6 +388,52 @@ static int stopped_exit(int final_saved, const char *phase, long long step, cons
     return final_saved ? ex_stop_exit_code() : 1;
 }
 
+/* Evaluation progress (trn_set_progress): on a terminal a bar with ETA redrawn every 0.5 s
+   once an evaluation has run 2 s, then erased; otherwise a plain line every
+   --progress-seconds (default 10), as training prints. */
+static double progress_seconds = 10.0;
+typedef struct {
+    const char *label; /* "periodic evaluation", "final evaluation (test)" */
+    int tty, drawn;
+    double t0, last;
+} eval_progress;
+
+static void eval_progress_cb(void *user, long long done, long long total)
+{
+    eval_progress *p = (eval_progress *)user;
+    double now = now_s(), el, left;
+    if (done == 0) {
+        p->t0 = p->last = now;
+        p->drawn = 0;
+        if (!p->tty && progress_seconds <= 0)
+            fprintf(stderr, "wt2_train: %s: %lld chunks\n", p->label, total);
+        return;
+    }
+    el = now - p->t0;
+    left = done > 0 && total > done ? el * (double)(total - done) / (double)done : 0.0;
+    if (p->tty) {
+        if (done >= total) { /* erase the bar: the caller's next line starts clean */
+            if (p->drawn) fprintf(stderr, "\r%79s\r", "");
+            p->drawn = 0;
+            return;
+        }
+        if (el < 2.0 || now - p->last < 0.5) return;
+        {
+            int w = 24, k, fill = total > 0 ? (int)((double)w * (double)done / (double)total) : 0;
+            fprintf(stderr, "\r[");
+            for (k = 0; k < w; k++) fputc(k < fill ? '#' : '.', stderr);
+            fprintf(stderr, "] %s %lld/%lld chunks ETA %.0fs     ", p->label, done, total, left);
+        }
+        p->drawn = 1;
+    } else {
+        if (now - p->last < progress_seconds && done < total) return;
+        if (done >= total && el < progress_seconds && progress_seconds > 0) return; /* short: the result says it */
+        fprintf(stderr, "wt2_train: %s: %lld/%lld chunks (%.0f%%) %.0fs ETA %.0fs\n", p->label, done, total,
+                total > 0 ? 100.0 * (double)done / (double)total : 100.0, el, left);
+    }
+    p->last = now;
+}
+
 /* the CUDA runtime's error text, caught from tensor.h's log callback */
 static char cuda_why[512];
 static void cuda_log(const char *msg, void *user)
@@ -406,6 +457,7 @@ int main(int argc, char **argv)
     trn *t = NULL;
     FILE *metrics = NULL;
     double t0, t_train = 0, val_ce, test_ce = NAN, ckpt_minutes = 10.0, last_ckpt;
+    eval_progress ep;
     long long val_tok = 0, test_tok = 0, steps0, limit, tokens = 0, skipped0 = 0, ran, skipped;
     int used, wsel;
     char jb[4][40];
@@ -442,6 +494,15 @@ int main(int argc, char **argv)
             const char *v = a[14] == '=' ? a + 15 : (i + 1 < argc ? argv[++i] : NULL);
             if (!v || ex_parse_double(v, 0.0, 1e6, &ckpt_minutes) != 0) {
                 fprintf(stderr, "wt2_train: --ckpt-minutes needs a number of minutes in [0, 1e6], not '%s'\n",
+                        v ? v : "");
+                return 2;
+            }
+            continue;
+        }
+        if (!strcmp(a, "--progress-seconds") || !strncmp(a, "--progress-seconds=", 19)) {
+            const char *v = a[18] == '=' ? a + 19 : (i + 1 < argc ? argv[++i] : NULL);
+            if (!v || ex_parse_double(v, 0.0, 1e6, &progress_seconds) != 0) {
+                fprintf(stderr, "wt2_train: --progress-seconds needs a number of seconds in [0, 1e6], not '%s'\n",
                         v ? v : "");
                 return 2;
             }
@@ -513,12 +574,15 @@ int main(int argc, char **argv)
     if (wt2_scan(dir, &inv) <= 0) {
         fprintf(stderr, "wt2_train: no WikiText-2 data in '%s'.\n"
                         "  Point --data-dir or WT2_DIR at a WikiText-2 directory holding wt2.{valid,test}.gpt2.u16\n"
-                        "  (or wiki.{train,valid,test}.raw[.xz] and gpt2/encoder.json + gpt2/vocab.bpe).\n", dir);
+                        "  (or wiki.{train,valid,test}.raw[.xz] and gpt2/encoder.json + gpt2/vocab.bpe).\n"
+                        "  README, section \"Data\", says which files are needed and where to get them;\n"
+                        "  build/wt2_prepare --check --data-dir DIR verifies a copy.\n", dir);
         return 1;
     }
     if (wt2_choose_splits(&inv, &train_split, &eval_split, msg, sizeof msg) != 0) {
         fprintf(stderr, "wt2_train: the data directory '%s' does not hold enough of WikiText-2:\n", dir);
         wt2_describe(&inv, dir, stderr);
+        fprintf(stderr, "  README, section \"Data\", says which files are needed and where to get them.\n");
         return 1;
     }
     have_full = train_split == WT2_TRAIN;
@@ -620,6 +684,11 @@ int main(int argc, char **argv)
         goto out;
     }
     trn_set_stop_flag(t, ex_stop_flag());
+    ep.label = "periodic evaluation";
+    ep.tty = tty;
+    ep.drawn = 0;
+    ep.t0 = ep.last = 0;
+    trn_set_progress(t, eval_progress_cb, &ep);
     clean_stale_tmp(cfg.out_dir);
     if (overwrite && remove_run(cfg.out_dir, err, sizeof err) != 0) {
         fprintf(stderr, "wt2_train: %s\n", err);
@@ -670,7 +739,7 @@ int main(int argc, char **argv)
     last_ckpt = t0;
     {
         /* progress: a redrawn bar on a terminal; plain lines at a modest rate in a log */
-        double last_print = 0, ema_loss = NAN, every = tty ? 0.5 : 10.0;
+        double last_print = 0, ema_loss = NAN, every = tty ? 0.5 : progress_seconds;
         int bar = 0;
         while ((trn_steps_done(t) < limit || trn_pending(t)) && !ex_stop_signal()) {
             trn_step_info in;
@@ -758,9 +827,12 @@ int main(int argc, char **argv)
        request ends it (the checkpoint above is complete: a resume evaluates again) */
     wsel = cfg.final_weights >= 0 ? cfg.final_weights : trn_final_weights(t);
     fprintf(stderr, "wt2_train: final evaluation at step %lld\n", trn_steps_done(t));
+    ep.label = have_full ? "final evaluation (validation)" : "final evaluation (held-out validation tail)";
     rc = trn_evaluate(t, val_ids, n_val, cfg.context, wsel, cfg.final_max_chunks, &val_ce, &val_tok, &used);
+    ep.label = "final evaluation (test)";
     if (rc == TRN_OK && tok_test.n > 1)
         rc = trn_evaluate(t, tok_test.ids, tok_test.n, cfg.context, wsel, cfg.final_max_chunks, &test_ce, &test_tok, &used);
+    if (ep.drawn) fprintf(stderr, "\n"); /* stopped mid-bar */
     if (rc == TRN_ESTOPPED) {
         rc = stopped_exit(final_saved, "the final evaluation", trn_steps_done(t), ckpt_path, cfg.out_dir);
         goto out;

@@ -564,5 +564,76 @@ else
         || fail niah_out_dir_under_a_file "rc=$rc: $(tail -n 1 "$W/10e.err")"
 fi
 
+# 7. CLI habits (issue 40): --help on stdout with exit 0 for every program; wt2_prepare
+#    takes --data-dir (--data kept); an unknown preset lists every preset; wt2_prepare
+#    --check passes on the data and fails on a corrupted copy; a bpe copied out of the tree
+#    finds its vocabulary by --vocab-dir and by $ATTNKIT_VOCAB_DIR; the final evaluation
+#    prints progress lines in a log (not a terminal)
+for prog in wt2_train bpe wt2_prepare mcqa mcqa_gen mcqa_compare niah; do
+    if [ ! -x "$BIN/$prog" ]; then skip help_stdout_$prog "no $BIN/$prog"; continue; fi
+    "$BIN/$prog" --help > "$W/h.out" 2> "$W/h.err"; rc=$?
+    [ $rc -eq 0 ] && grep -qi "usage" "$W/h.out" && [ ! -s "$W/h.err" ] && ok help_stdout_$prog \
+        || fail help_stdout_$prog "rc=$rc, stdout $(wc -c < "$W/h.out") bytes, stderr $(wc -c < "$W/h.err") bytes"
+done
+if [ -x "$WT" ]; then
+    "$WT" --preset nosuch > /dev/null 2> "$W/p.err"; rc=$?
+    miss=""
+    for p in tiny tiny-baseline tiny-plain era-gac-tiny paper baseline era-gac; do
+        grep -q "[ ,(]$p[,)]" "$W/p.err" || miss="$miss $p"
+    done
+    [ $rc -eq 2 ] && [ -z "$miss" ] && ok unknown_preset_lists_all || fail unknown_preset_lists_all "rc=$rc, missing:$miss"
+    "$WT" --help > "$W/h.out" 2>&1
+    grep -q "0\.699999988\|0\.00200000009" "$W/h.out" && fail help_floats_g "float printed with %.9g" || ok help_floats_g
+fi
+if [ -x "$WT" ] && [ -f "$DATA/wt2.valid.gpt2.u16" ] && [ -f "$DATA/wt2.test.gpt2.u16" ]; then
+    "$WT" $TINY --final-chunks 3 --progress-seconds 0 --out-dir "$W/prog" > /dev/null 2> "$W/prog.err"; rc=$?
+    if [ $rc -eq 0 ] && grep -q "^wt2_train: final evaluation (test): 3/3 chunks" "$W/prog.err" \
+        && ! grep -q "$(printf '\r')" "$W/prog.err"; then ok final_eval_progress_lines
+    else fail final_eval_progress_lines "rc=$rc: $(tail -n 2 "$W/prog.err")"; fi
+else skip final_eval_progress_lines "no $WT or no data in $DATA"; fi
+if [ -x "$WP" ] && [ -f "$DATA/gpt2/vocab.bpe" ]; then
+    "$WP" --check --data-dir "$DATA" > "$W/ck.out" 2> "$W/ck.err"; rc=$?
+    if [ $rc -eq 0 ] && [ "$(grep -c ' ok (' "$W/ck.out")" -ge 6 ] && grep -q "absent (optional)\|wiki.train.raw.*ok\|present as" "$W/ck.out"; then
+        ok prepare_check_ok
+    else fail prepare_check_ok "rc=$rc: $(grep -v ' ok (' "$W/ck.out" | head -n 3)"; fi
+    C="$W/corrupt"; mkdir -p "$C/gpt2"
+    for f in wiki.test.raw.xz wiki.valid.raw.xz wt2.valid.gpt2.u16 wt2.test.gpt2.u16 gpt2/encoder.json gpt2/vocab.bpe; do
+        [ -f "$DATA/$f" ] && cp "$DATA/$f" "$C/$f" && chmod u+w "$C/$f"
+    done
+    # flip one byte of the test ids (same size: only the checksum can tell), drop vocab.bpe
+    printf '\377' | dd of="$C/wt2.test.gpt2.u16" bs=1 seek=1000 conv=notrunc 2>/dev/null
+    rm -f "$C/gpt2/vocab.bpe"
+    "$WP" --check --data-dir "$C" > "$W/ck2.out" 2> "$W/ck2.err"; rc=$?
+    [ $rc -eq 1 ] && grep -q "wt2.test.gpt2.u16 *wrong checksum" "$W/ck2.out" && grep -q "gpt2/vocab.bpe *missing" "$W/ck2.out" \
+        && grep -q "wt2.valid.gpt2.u16 *ok" "$W/ck2.out" && ok prepare_check_corrupt \
+        || fail prepare_check_corrupt "rc=$rc: $(head -n 8 "$W/ck2.out" | tr '\n' '|')"
+    # --data-dir is the flag's name (--data, the old one, still works): the empty-split
+    # directory of 4b is refused the same way through either name
+    E="$W/emptysplit"
+    if [ -d "$E" ]; then
+        "$WP" --data-dir "$E" --out-dir "$E/out2" > /dev/null 2> "$W/dd.err"; rc=$?
+        [ $rc -eq 1 ] && grep -q "no tokens" "$W/dd.err" && ok prepare_data_dir_flag || fail prepare_data_dir_flag "rc=$rc: $(tail -n 1 "$W/dd.err")"
+    fi
+    "$WP" --bogus > /dev/null 2> "$W/bo.err"; rc=$?
+    [ $rc -eq 2 ] && grep -q "usage" "$W/bo.err" && ok prepare_bad_flag_exit2 || fail prepare_bad_flag_exit2 "rc=$rc"
+else skip prepare_check "no $WP or no $DATA/gpt2"; fi
+if [ -x "$BP" ] && [ -f "$DATA/gpt2/encoder.json" ]; then
+    mkdir -p "$W/elsewhere" && cp "$BP" "$W/elsewhere/bpe"
+    absdata=$(cd "$DATA" && pwd)
+    out=$(cd "$W/elsewhere" && printf 'Hello world' | env -u WT2_DIR -u ATTNKIT_VOCAB_DIR ./bpe encode 2> "$W/bv0.err"); rc=$?
+    # the built-in relative path may or may not resolve from the temp dir; when it does not,
+    # the error names both ways to point at the vocabulary
+    if [ -n "$out" ] || { grep -q -- "--vocab-dir" "$W/bv0.err" && grep -q "ATTNKIT_VOCAB_DIR" "$W/bv0.err"; }; then
+        ok bpe_copied_error_names_flag_and_env
+    else fail bpe_copied_error_names_flag_and_env "rc=$rc: $(tail -n 1 "$W/bv0.err")"; fi
+    out=$(cd "$W/elsewhere" && printf 'Hello world' | env -u WT2_DIR -u ATTNKIT_VOCAB_DIR ./bpe encode --vocab-dir "$absdata/gpt2" 2> "$W/bv1.err")
+    [ "$out" = "15496 995" ] && ok bpe_vocab_dir_flag || fail bpe_vocab_dir_flag "got '$out' $(tail -n 1 "$W/bv1.err")"
+    out=$(cd "$W/elsewhere" && printf 'Hello world' | env -u WT2_DIR ATTNKIT_VOCAB_DIR="$absdata/gpt2" ./bpe encode 2> "$W/bv2.err")
+    [ "$out" = "15496 995" ] && ok bpe_vocab_dir_env || fail bpe_vocab_dir_env "got '$out' $(tail -n 1 "$W/bv2.err")"
+    out=$(cd "$W/elsewhere" && printf 'x' | env -u WT2_DIR ATTNKIT_VOCAB_DIR="$W/nowhere" ./bpe encode 2> "$W/bv3.err"); rc=$?
+    [ $rc -eq 1 ] && grep -q "ATTNKIT_VOCAB_DIR" "$W/bv3.err" && grep -q "nowhere" "$W/bv3.err" && grep -q '"Data"' "$W/bv3.err" \
+        && ok bpe_missing_vocab_message || fail bpe_missing_vocab_message "rc=$rc: $(head -n 2 "$W/bv3.err" | tr '\n' '|')"
+else skip bpe_vocab_dir "no $BP or no $DATA/gpt2"; fi
+
 echo "RESULT programs_check passed=$P failed=$F skipped=$S"
 [ $F -eq 0 ]

@@ -631,3 +631,186 @@ int wt2_mkdirs(const char *path)
         }
     return 0;
 }
+
+/* ------------------------------------------------------------------ sha256 */
+typedef struct {
+    uint32_t h[8];
+    unsigned char buf[64];
+    size_t nbuf;
+    uint64_t bits;
+} wt2__sha256;
+
+static const uint32_t wt2__sha_k[64] = {
+    0x428a2f98u, 0x71374491u, 0xb5c0fbcfu, 0xe9b5dba5u, 0x3956c25bu, 0x59f111f1u, 0x923f82a4u, 0xab1c5ed5u,
+    0xd807aa98u, 0x12835b01u, 0x243185beu, 0x550c7dc3u, 0x72be5d74u, 0x80deb1feu, 0x9bdc06a7u, 0xc19bf174u,
+    0xe49b69c1u, 0xefbe4786u, 0x0fc19dc6u, 0x240ca1ccu, 0x2de92c6fu, 0x4a7484aau, 0x5cb0a9dcu, 0x76f988dau,
+    0x983e5152u, 0xa831c66du, 0xb00327c8u, 0xbf597fc7u, 0xc6e00bf3u, 0xd5a79147u, 0x06ca6351u, 0x14292967u,
+    0x27b70a85u, 0x2e1b2138u, 0x4d2c6dfcu, 0x53380d13u, 0x650a7354u, 0x766a0abbu, 0x81c2c92eu, 0x92722c85u,
+    0xa2bfe8a1u, 0xa81a664bu, 0xc24b8b70u, 0xc76c51a3u, 0xd192e819u, 0xd6990624u, 0xf40e3585u, 0x106aa070u,
+    0x19a4c116u, 0x1e376c08u, 0x2748774cu, 0x34b0bcb5u, 0x391c0cb3u, 0x4ed8aa4au, 0x5b9cca4fu, 0x682e6ff3u,
+    0x748f82eeu, 0x78a5636fu, 0x84c87814u, 0x8cc70208u, 0x90befffau, 0xa4506cebu, 0xbef9a3f7u, 0xc67178f2u};
+
+#define WT2__ROR(x, n) (((x) >> (n)) | ((x) << (32 - (n))))
+
+static void wt2__sha_block(wt2__sha256 *c, const unsigned char *p)
+{
+    uint32_t w[64], a, b, d, e, f, g, h, cc, t1, t2;
+    int i;
+    for (i = 0; i < 16; i++)
+        w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 | (uint32_t)p[4 * i + 2] << 8 | (uint32_t)p[4 * i + 3];
+    for (i = 16; i < 64; i++) {
+        uint32_t s0 = WT2__ROR(w[i - 15], 7) ^ WT2__ROR(w[i - 15], 18) ^ (w[i - 15] >> 3);
+        uint32_t s1 = WT2__ROR(w[i - 2], 17) ^ WT2__ROR(w[i - 2], 19) ^ (w[i - 2] >> 10);
+        w[i] = w[i - 16] + s0 + w[i - 7] + s1;
+    }
+    a = c->h[0]; b = c->h[1]; cc = c->h[2]; d = c->h[3]; e = c->h[4]; f = c->h[5]; g = c->h[6]; h = c->h[7];
+    for (i = 0; i < 64; i++) {
+        t1 = h + (WT2__ROR(e, 6) ^ WT2__ROR(e, 11) ^ WT2__ROR(e, 25)) + ((e & f) ^ (~e & g)) + wt2__sha_k[i] + w[i];
+        t2 = (WT2__ROR(a, 2) ^ WT2__ROR(a, 13) ^ WT2__ROR(a, 22)) + ((a & b) ^ (a & cc) ^ (b & cc));
+        h = g; g = f; f = e; e = d + t1; d = cc; cc = b; b = a; a = t1 + t2;
+    }
+    c->h[0] += a; c->h[1] += b; c->h[2] += cc; c->h[3] += d; c->h[4] += e; c->h[5] += f; c->h[6] += g; c->h[7] += h;
+}
+
+static void wt2__sha_init(wt2__sha256 *c)
+{
+    static const uint32_t h0[8] = {0x6a09e667u, 0xbb67ae85u, 0x3c6ef372u, 0xa54ff53au,
+                                   0x510e527fu, 0x9b05688cu, 0x1f83d9abu, 0x5be0cd19u};
+    memcpy(c->h, h0, sizeof h0);
+    c->nbuf = 0;
+    c->bits = 0;
+}
+
+static void wt2__sha_update(wt2__sha256 *c, const unsigned char *p, size_t n)
+{
+    c->bits += (uint64_t)n * 8u;
+    while (n) {
+        size_t take = 64 - c->nbuf < n ? 64 - c->nbuf : n;
+        memcpy(c->buf + c->nbuf, p, take);
+        c->nbuf += take;
+        p += take;
+        n -= take;
+        if (c->nbuf == 64) {
+            wt2__sha_block(c, c->buf);
+            c->nbuf = 0;
+        }
+    }
+}
+
+static void wt2__sha_final(wt2__sha256 *c, char hex[65])
+{
+    static const char digits[] = "0123456789abcdef";
+    unsigned char len[8];
+    uint64_t bits = c->bits;
+    int i;
+    unsigned char one = 0x80, zero = 0;
+    for (i = 0; i < 8; i++) len[i] = (unsigned char)(bits >> (56 - 8 * i));
+    wt2__sha_update(c, &one, 1);
+    while (c->nbuf != 56) wt2__sha_update(c, &zero, 1);
+    wt2__sha_update(c, len, 8);
+    for (i = 0; i < 32; i++) {
+        unsigned v = (unsigned)(c->h[i / 4] >> (24 - 8 * (i % 4))) & 0xffu;
+        hex[2 * i] = digits[v >> 4];
+        hex[2 * i + 1] = digits[v & 15u];
+    }
+    hex[64] = 0;
+}
+
+void wt2_sha256_hex(const void *data, size_t n, char hex[65])
+{
+    wt2__sha256 c;
+    wt2__sha_init(&c);
+    wt2__sha_update(&c, (const unsigned char *)data, n);
+    wt2__sha_final(&c, hex);
+}
+
+/* 0 with the size and sha256 of path, else -1 with errno (ENOENT: missing) */
+static int wt2__sha256_file(const char *path, unsigned long long *size, char hex[65])
+{
+    unsigned char buf[65536];
+    size_t got;
+    wt2__sha256 c;
+    FILE *f;
+    struct stat st;
+    if (stat(path, &st) != 0) return -1;
+    if (S_ISDIR(st.st_mode)) {
+        errno = EISDIR;
+        return -1;
+    }
+    f = fopen(path, "rb");
+    if (!f) return -1;
+    wt2__sha_init(&c);
+    *size = 0;
+    while ((got = fread(buf, 1, sizeof buf, f)) > 0) {
+        wt2__sha_update(&c, buf, got);
+        *size += got;
+    }
+    if (ferror(f)) {
+        fclose(f);
+        errno = EIO;
+        return -1;
+    }
+    fclose(f);
+    wt2__sha_final(&c, hex);
+    return 0;
+}
+
+int wt2_check_files(const char *dir, FILE *f)
+{
+    /* ../shared/data/README.md's table (sizes and sha256 of the stored files) */
+    static const struct {
+        const char *name;
+        unsigned long long size;
+        const char *sha;
+        int optional;
+    } want[] = {
+        {"wiki.test.raw.xz", 368188ull, "f3601aa28de83b78ce5e3eb1a746efdb27915aa146e0d0537fa929133584aede", 0},
+        {"wiki.valid.raw.xz", 332136ull, "bd399ecce9244378711f645c3b5fee6026b5563185304a00fdd0652c608b08c5", 0},
+        {"wt2.valid.gpt2.u16", 499500ull, "397ae25de9c593190ddc226fe15577337038a549046a90eaa785a1fc6fc7e979", 0},
+        {"wt2.test.gpt2.u16", 572356ull, "2fee0a651f3ac3014d03d06f029bd3544edf7f6a4135cb9f3f3576c866d217d5", 0},
+        {"gpt2/encoder.json", 1042301ull, "196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783", 0},
+        {"gpt2/vocab.bpe", 456318ull, "1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5", 0},
+        /* the published train split (not shipped; the raw text, not an .xz of it) */
+        {"wiki.train.raw", 10940747ull, "6707892fa3788b5ab9ed78ab5ff37d9fe825f6011a2ad4fcd6a6d467f0e7da57", 1},
+    };
+    char path[4200], hex[65];
+    int k, bad = 0;
+    if (!dir) dir = wt2_default_data_dir();
+    for (k = 0; k < (int)(sizeof want / sizeof want[0]); k++) {
+        unsigned long long size = 0;
+        snprintf(path, sizeof path, "%s/%s", dir, want[k].name);
+        if (wt2__sha256_file(path, &size, hex) != 0) {
+            int e = errno;
+            if (want[k].optional && e == ENOENT) {
+                char xz[4300];
+                struct stat st;
+                snprintf(xz, sizeof xz, "%s.xz", path);
+                if (f) {
+                    if (stat(xz, &st) == 0)
+                        fprintf(f, "%-20s present as %s.xz (optional; its checksum is of the raw text: "
+                                   "xz -dk it to check)\n", want[k].name, want[k].name);
+                    else
+                        fprintf(f, "%-20s absent (optional)\n", want[k].name);
+                }
+                continue;
+            }
+            if (f) {
+                if (e == ENOENT) fprintf(f, "%-20s missing\n", want[k].name);
+                else fprintf(f, "%-20s unreadable: %s\n", want[k].name, strerror(e));
+            }
+            bad++;
+            continue;
+        }
+        if (size != want[k].size) {
+            if (f) fprintf(f, "%-20s wrong size (%llu bytes, expected %llu)\n", want[k].name, size, want[k].size);
+            bad++;
+        } else if (strcmp(hex, want[k].sha)) {
+            if (f) fprintf(f, "%-20s wrong checksum (sha256 %s, expected %s)\n", want[k].name, hex, want[k].sha);
+            bad++;
+        } else if (f) {
+            fprintf(f, "%-20s ok (%llu bytes, sha256 %.16s...)%s\n", want[k].name, size, hex,
+                    want[k].optional ? " (optional)" : "");
+        }
+    }
+    return bad;
+}

@@ -134,6 +134,16 @@ void wt2_loader_reset(wt2_loader *L);
 size_t wt2_num_chunks(size_t n, int T);
 double wt2_coverage(size_t n, int T);
 
+/* SHA-256 (FIPS 180-4) of n bytes as 64 lowercase hex digits and a NUL in hex[65]. */
+void wt2_sha256_hex(const void *data, size_t n, char hex[65]);
+/* wt2_prepare --check: each file of ../shared/data/README.md's table (wiki.{test,valid}.raw.xz,
+   wt2.{valid,test}.gpt2.u16, gpt2/encoder.json, gpt2/vocab.bpe) checked in dir against
+   its size and sha256, one line each on f ("ok", "missing", "wrong size (N bytes, expected
+   M)", "wrong checksum", "unreadable: why"); the train split (wiki.train.raw or .raw.xz)
+   is optional: "absent (optional)", or checked by size and sha256 of the raw text when
+   present plain (a present but wrong train split counts too). Returns the number of files that are not right (0: all ok). */
+int wt2_check_files(const char *dir, FILE *f);
+
 #ifdef __cplusplus
 }
 #endif

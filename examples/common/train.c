@@ -799,6 +799,8 @@ struct trn {
     long long cg_cnt[TRN_MAX_CG];
     FILE *metrics;
     volatile sig_atomic_t *stop; /* trn_set_stop_flag */
+    trn_progress_fn progress;    /* trn_set_progress */
+    void *progress_user;
     int metrics_err;             /* errno of the first failed metrics write (0: none) */
     int pending;                 /* TRN__P_*: the last step's work still to run */
 };
@@ -857,6 +859,13 @@ static void trn__mflush(trn *t)
 }
 
 void trn_set_stop_flag(trn *t, volatile sig_atomic_t *flag) { if (t) t->stop = flag; }
+
+void trn_set_progress(trn *t, trn_progress_fn fn, void *user)
+{
+    if (!t) return;
+    t->progress = fn;
+    t->progress_user = user;
+}
 int trn_pending(const trn *t) { return t && t->pending ? 1 : 0; }
 long long trn_steps_skipped(const trn *t) { return t ? t->skipped : 0; }
 
@@ -1149,10 +1158,13 @@ int trn_evaluate(trn *t, const uint16_t *ids, size_t n, int T, int weights, int 
     wt2_loader L;
     const float *src = NULL;
     double sum = 0;
-    long long cnt = 0, chunks = 0;
+    long long cnt = 0, chunks = 0, total;
     int B, rc = TRN_OK, w = TRN_W_RAW;
     mdl_opts o;
     if (!t || !ids || T < 1 || T > t->cfg.model.max_T || max_chunks < 0) return TRN_EINVAL;
+    total = n > (size_t)T ? (long long)((n - 1) / (size_t)T) : 0; /* the sequential loader's chunks */
+    if (max_chunks && total > max_chunks) total = max_chunks;
+    if (t->progress) t->progress(t->progress_user, 0, total);
     if (weights == TRN_W_SWA && t->swa && t->swa_state.n_averaged > 0) { src = t->swa; w = TRN_W_SWA; }
     else if ((weights == TRN_W_EMA || weights == TRN_W_SWA) && t->ema) { src = t->ema; w = TRN_W_EMA; }
     if (weights == TRN_W_SWA && w != TRN_W_SWA && !t->ema) w = TRN_W_RAW;
@@ -1196,6 +1208,7 @@ int trn_evaluate(trn *t, const uint16_t *ids, size_t n, int T, int weights, int 
         sum += st.ce_sum;
         cnt += st.ntok;
         chunks += rows;
+        if (t->progress) t->progress(t->progress_user, chunks, total);
     }
     if (src) tk_copy(mdl_params(t->m), t->backup, t->n * sizeof(float));
     if (rc == TRN_ESTOPPED) sum = NAN;

@@ -192,6 +192,13 @@ int trn_pending(const trn *t);
    trainer consistent for trn_save. NULL: none (the default). wt2_train passes
    exio.h's ex_stop_flag(), raised by SIGINT, SIGTERM and SIGHUP. */
 void trn_set_stop_flag(trn *t, volatile sig_atomic_t *flag);
+/* A progress callback for evaluations (trn_evaluate and the periodic evaluation, which
+   calls it): fn(user, 0, total) when one starts, then fn(user, done, total) after each
+   batch of chunks (done <= total, in chunks of the context). NULL: none (the default). The
+   caller decides what to print and how often (wt2_train: a bar on a terminal, a line every
+   10 s otherwise, nothing for an evaluation shorter than about 2 s). */
+typedef void (*trn_progress_fn)(void *user, long long done, long long total);
+void trn_set_progress(trn *t, trn_progress_fn fn, void *user);
 /* Sequential non-overlapping evaluation of ids (n) at context T with the chosen weights
    (TRN_W_EMA / TRN_W_SWA fall back to raw when not available: *used says which);
    max_chunks 0 = all. TRN_ESTOPPED when the stop flag was raised (*ce is then NaN). */
