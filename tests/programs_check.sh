@@ -591,6 +591,18 @@ if [ -x "$WT" ] && [ -f "$DATA/wt2.valid.gpt2.u16" ] && [ -f "$DATA/wt2.test.gpt
         && ! grep -q "$(printf '\r')" "$W/prog.err"; then ok final_eval_progress_lines
     else fail final_eval_progress_lines "rc=$rc: $(tail -n 2 "$W/prog.err")"; fi
 else skip final_eval_progress_lines "no $WT or no data in $DATA"; fi
+# make -s run RUN_ARGS=--json: stdout holds the program's JSON line alone (the recipe's
+# echo goes to stderr); only where build/wt2_train is up to date (no rebuild inside a test)
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+if [ -x "$ROOT/build/wt2_train" ] && command -v make > /dev/null 2>&1 && [ -f "$DATA/wt2.valid.gpt2.u16" ] \
+    && make -s -q -C "$ROOT" build/wt2_train > /dev/null 2>&1; then
+    absdata=$(cd "$DATA" && pwd)
+    make -s -C "$ROOT" run WT2_DIR="$absdata" RUN_ARGS="$TINY --data-dir $absdata --out-dir $W/mkrun --json" \
+        > "$W/mk.out" 2> "$W/mk.err"; rc=$?
+    if [ $rc -eq 0 ] && [ "$(wc -l < "$W/mk.out")" -eq 1 ] && grep -q '^{.*}$' "$W/mk.out" \
+        && grep -q "build/wt2_train --preset tiny" "$W/mk.err"; then ok make_run_json_stdout
+    else fail make_run_json_stdout "rc=$rc: stdout $(head -c 200 "$W/mk.out" | tr '\n' '|')"; fi
+else skip make_run_json_stdout "build/wt2_train not up to date or no make/data"; fi
 if [ -x "$WP" ] && [ -f "$DATA/gpt2/vocab.bpe" ]; then
     "$WP" --check --data-dir "$DATA" > "$W/ck.out" 2> "$W/ck.err"; rc=$?
     if [ $rc -eq 0 ] && [ "$(grep -c ' ok (' "$W/ck.out")" -ge 6 ] && grep -q "absent (optional)\|wiki.train.raw.*ok\|present as" "$W/ck.out"; then

@@ -52,6 +52,14 @@ G=$BIN/mcqa_gen
 if [ ! -x "$G" ]; then
     skip mcqa_gen "no $G"
 else
+    # issue 40: the default output directory is runs/mcqa (never build/, beside the binaries)
+    if [ -f "$DATA/wiki.test.raw.xz" ] || [ -f "$DATA/wiki.test.raw" ]; then
+        absdata=$(cd "$DATA" && pwd); absg=$(cd "$(dirname "$G")" && pwd)/mcqa_gen
+        mkdir "$W/gdef"
+        (cd "$W/gdef" && "$absg" --data-dir "$absdata" --cloze 3 --order 3 > /dev/null 2> "$W/gdef.err"); rc=$?
+        [ $rc -eq 0 ] && [ -s "$W/gdef/runs/mcqa/wt2_cloze.jsonl" ] && [ ! -e "$W/gdef/build" ]
+        check mcqa_gen_default_runs_mcqa $? "rc=$rc: $(tail -n 1 "$W/gdef.err")"
+    else skip mcqa_gen_default_runs_mcqa "no raw test split in $DATA"; fi
     # rule 10: a paragraph of more than 2^20 sentences (4 words + "." each, all different):
     # positions were packed as (p << 20) | s, which overflowed into the paragraph index
     mkdir "$W/gd" "$W/go"
@@ -307,6 +315,9 @@ else
         "$M" --ckpt "$CK" --tasks "$W/tasks.jsonl" --out "$W/log.jsonl" $MQ > /dev/null 2> "$W/m0.err"; rc=$?
         [ $rc -eq 0 ] && json_ok "$W/log.jsonl" && [ "$(wc -l < "$W/log.jsonl")" -eq 2 ] && no_tmp "$W"
         check mcqa_baseline $? "rc=$rc: $(last "$W/m0.err")"
+        # issue 40: redirected stderr gets plain lines, never the terminal's \r frames
+        ! grep -q "$(printf '\r')" "$W/m0.err" && grep -q "^mcqa: .*tasks.jsonl: 2 items" "$W/m0.err"
+        check mcqa_no_cr_in_log $? "$(od -c "$W/m0.err" | grep -m1 '\\r')"
         # rule 1: --out equal to --tasks (same path; a symlink; the checkpoint) is refused, the task file intact
         "$M" --ckpt "$CK" --tasks "$W/tasks.jsonl" --out "$W/tasks.jsonl" $MQ > /dev/null 2> "$W/m1.err"; r1=$?
         ln -s "$W/tasks.jsonl" "$W/tasks.link"
