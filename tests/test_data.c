@@ -537,6 +537,82 @@ static void test_real_splits(void)
     wt2_tokens_free(&tk);
 }
 
+/* SHA-256: FIPS 180-4's vectors (empty, "abc", the 448-bit two-block message, one
+   million 'a' fed at once: padding that crosses a block boundary), and wt2_check_files
+   on a directory with one right file, one of the right size with a byte flipped, one
+   cut short, the rest missing and the optional train split absent */
+static void test_sha256_and_check(void)
+{
+    char hex[65], d[300], p[600], line[4096];
+    char *big;
+    FILE *f;
+    int bad;
+    wt2_sha256_hex("", 0, hex);
+    CHECK(!strcmp(hex, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"));
+    wt2_sha256_hex("abc", 3, hex);
+    CHECK(!strcmp(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"));
+    wt2_sha256_hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq", 56, hex);
+    CHECK(!strcmp(hex, "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"));
+    big = (char *)malloc(1000000);
+    CHECK(big != NULL);
+    if (!big) return;
+    memset(big, 'a', 1000000);
+    wt2_sha256_hex(big, 1000000, hex);
+    CHECK(!strcmp(hex, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0"));
+    free(big);
+    /* a directory with wrong and missing files: counted, one line each */
+    snprintf(d, sizeof d, "%s/checkdir", g_tmp);
+    CHECK_INT_EQ(mkdir(d, 0777), 0);
+    snprintf(p, sizeof p, "%s/wt2.test.gpt2.u16", d);
+    CHECK(write_file(p, "abc", 3)); /* wrong size */
+    snprintf(p, sizeof p, "%s/report.txt", g_tmp);
+    f = fopen(p, "w+");
+    CHECK(f != NULL);
+    if (!f) return;
+    bad = wt2_check_files(d, f);
+    CHECK_INT_EQ(bad, 6);
+    rewind(f);
+    {
+        size_t n = fread(line, 1, sizeof line - 1, f);
+        line[n] = 0;
+    }
+    fclose(f);
+    CHECK(strstr(line, "wt2.test.gpt2.u16    wrong size (3 bytes, expected 572356)") != NULL);
+    CHECK(strstr(line, "gpt2/vocab.bpe       missing") != NULL);
+    CHECK(strstr(line, "wiki.train.raw       absent (optional)") != NULL);
+    /* the real data (when present): all right; then a copy of one file with a byte flipped */
+    if (g_skip[0]) return;
+    CHECK_INT_EQ(wt2_check_files(NULL, NULL), 0);
+    {
+        uint16_t *ids = NULL;
+        size_t n = 0;
+        char src[4200], err[512];
+        snprintf(src, sizeof src, "%s/wt2.valid.gpt2.u16", wt2_default_data_dir());
+        CHECK_INT_EQ(wt2_load_u16(src, 0, &ids, &n, err, sizeof err), BPE_OK);
+        if (!ids) return;
+        ids[100] ^= 1; /* same size, one bit */
+        snprintf(p, sizeof p, "%s/wt2.valid.gpt2.u16", d);
+        f = fopen(p, "wb");
+        CHECK(f != NULL);
+        if (f) {
+            CHECK(fwrite(ids, 2, n, f) == n);
+            fclose(f);
+        }
+        free(ids);
+        snprintf(p, sizeof p, "%s/report.txt", g_tmp);
+        f = fopen(p, "w+");
+        if (!f) return;
+        CHECK_INT_EQ(wt2_check_files(d, f), 6);
+        rewind(f);
+        {
+            size_t k = fread(line, 1, sizeof line - 1, f);
+            line[k] = 0;
+        }
+        fclose(f);
+        CHECK(strstr(line, "wt2.valid.gpt2.u16   wrong checksum") != NULL);
+    }
+}
+
 int main(int argc, char **argv)
 {
     char err[1024];
@@ -561,6 +637,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_loader_sequential);
     TEST_RUN(test_loader_random);
     TEST_RUN(test_real_splits);
+    TEST_RUN(test_sha256_and_check);
     bpe_free(g_tok);
     {   /* clean up the scratch directory (flat files plus wt2dir/) */
         char cmd[600];

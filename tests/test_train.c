@@ -331,6 +331,74 @@ static void test_eval_protocol(void)
     trn_destroy(t);
 }
 
+/* trn_set_progress: fn(user, 0, total) first, then done rising to total (in chunks), the
+   total the evaluation's own token count implies; capped by max_chunks; none when unset */
+typedef struct {
+    int calls, starts, monotone;
+    long long last, total;
+} prog_rec;
+static void prog_cb(void *user, long long done, long long total)
+{
+    prog_rec *r = (prog_rec *)user;
+    if (done == 0) {
+        r->starts++;
+        r->last = 0;
+        r->total = total;
+    } else if (done < r->last || done > total || total != r->total) {
+        r->monotone = 0;
+    }
+    r->last = done;
+    r->calls++;
+}
+
+static void test_eval_progress(void)
+{
+    trn_config c;
+    trn *t = NULL;
+    char err[256];
+    double ce;
+    long long nt;
+    prog_rec r;
+    micro(&c);
+    c.ema = 0;
+    c.swa = 0;
+    CHECK_INT_EQ(trn_create(&t, &c, g_ids, 3200, g_ids + 3200, NTOK - 3200, err, sizeof err), TRN_OK);
+    if (!t) return;
+    memset(&r, 0, sizeof r);
+    r.monotone = 1;
+    trn_set_progress(t, prog_cb, &r);
+    CHECK_INT_EQ(trn_evaluate(t, g_ids, 797, 8, TRN_W_RAW, 0, &ce, &nt, NULL), TRN_OK);
+    CHECK_INT_EQ(r.starts, 1);
+    CHECK(r.monotone);
+    CHECK_INT_EQ(r.total, (797 - 1) / 8);
+    CHECK_INT_EQ(r.last, r.total);
+    CHECK_INT_EQ(nt, r.total * 8);
+    CHECK(r.calls >= 2);
+    CHECK_INT_EQ(trn_evaluate(t, g_ids, 797, 8, TRN_W_RAW, 5, &ce, &nt, NULL), TRN_OK);
+    CHECK_INT_EQ(r.starts, 2);
+    CHECK_INT_EQ(r.total, 5);
+    CHECK_INT_EQ(r.last, 5);
+    CHECK(r.monotone);
+    trn_set_progress(t, NULL, NULL);
+    r.calls = 0;
+    CHECK_INT_EQ(trn_evaluate(t, g_ids, 797, 8, TRN_W_RAW, 0, &ce, &nt, NULL), TRN_OK);
+    CHECK_INT_EQ(r.calls, 0);
+    trn_destroy(t);
+}
+
+/* every preset trn_preset takes is listed by trn_preset_name, and nothing else */
+static void test_preset_names(void)
+{
+    trn_config c;
+    int k;
+    for (k = 0; trn_preset_name(k); k++) CHECK_INT_EQ(trn_preset(trn_preset_name(k), &c), TRN_OK);
+    CHECK_INT_EQ(k, 7);
+    CHECK(trn_preset_name(-1) == NULL);
+    /* the device table behind --help's --device line and mdl_device_supports */
+    CHECK(mdl_device_limit(0) != NULL && mdl_device_limit(1) != NULL && mdl_device_limit(2) == NULL);
+    CHECK(strstr(mdl_device_limit(1), "polar") != NULL);
+}
+
 static void test_flags_presets(void)
 {
     trn_config c;
@@ -895,6 +963,8 @@ int main(int argc, char **argv)
     TEST_RUN(test_load_eval_only);
     TEST_RUN(test_stop_flag);
     TEST_RUN(test_divergence);
+    TEST_RUN(test_eval_progress);
+    TEST_RUN(test_preset_names);
     rmdir(g_dir);
     return TEST_END();
 }
