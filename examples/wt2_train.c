@@ -8,7 +8,8 @@
      build/wt2_train --help               # every option with its current default
 
    Data: --data-dir, else $WT2_DIR, else the directory compiled in (ATTNKIT_DATA_DIR,
-   ../shared/data). With the three WikiText-2 splits it trains on train, evaluates on
+   ../shared/data). README's "Data" section says which files are needed and where they
+   come from; build/wt2_prepare --check verifies a copy (sizes and sha256). With the three WikiText-2 splits it trains on train, evaluates on
    validation during and after training and reports test at the end. Without the train
    split (../shared/data has only validation and test) it trains on validation minus a
    held-out tail (--holdout), evaluates on that tail during training and reports test at the
@@ -20,8 +21,9 @@
    periodic evaluation a stop interrupted; checkpoint format 2, ckpt.h: both the data and
    the header are checksummed; written atomically every --ckpt-every steps, every
    --ckpt-minutes of wall time (default 10), at the end of training and when stopped), and
-   .lock (the directory lock; empty). Progress goes to stderr (a redrawn bar on a
-   terminal, plain lines every 10 s otherwise); with --json one line of results goes to
+   .lock (the directory lock; empty). Progress goes to stderr, for training and for the
+   periodic and final evaluations (a redrawn bar with ETA on a terminal; otherwise plain
+   lines every --progress-seconds, default 10); with --json one line of results goes to
    stdout at the end. JSON never holds NaN or infinity: such numbers are null. On
    --resume, metrics.jsonl loses its lines after the checkpoint's step (they are run
    again); temporary checkpoints left by a killed run are removed at start. loss.png is
@@ -287,15 +289,48 @@ static void usage(const trn_config *c, FILE *f)
     trn_print_presets(f);
 }
 
+/* What the eval curve of loss.png is measured on (main sets it once the splits are known). */
+static const char *plot_eval_split = "validation";
+
+/* one more (x, y[, T]) point; -1 when out of memory */
+static int plot_push(double **x, double **y, int **T, size_t *n, size_t *cap, double a, double b, int t)
+{
+    if (*n == *cap) {
+        size_t nc = *cap ? 2 * *cap : 256;
+        double *p = (double *)realloc(*x, nc * sizeof *p);
+        if (!p) return -1;
+        *x = p;
+        p = (double *)realloc(*y, nc * sizeof *p);
+        if (!p) return -1;
+        *y = p;
+        if (T) {
+            int *q = (int *)realloc(*T, nc * sizeof *q);
+            if (!q) return -1;
+            *T = q;
+        }
+        *cap = nc;
+    }
+    (*x)[*n] = a;
+    (*y)[*n] = b;
+    if (T) (*T)[*n] = t;
+    (*n)++;
+    return 0;
+}
+
 /* Read back metrics.jsonl for the loss plot (covers resumed runs too). 0, or -1 with a
    message (a read error, or loss.png could not be written: nothing is renamed into place
-   then). */
+   then). The plot: training CE per step, one line per context length when training
+   alternates lengths (up to 6 of them; more: one line, the mean of a stated number of
+   steps), evaluation CE with markers (the legend names the split), and the final test
+   CE as a filled dot at the last step labelled with its value. */
 static int plot_metrics(const char *dir, char *err, size_t errlen)
 {
-    char path[TRN_PATH_MAX + 32], *line = NULL;
+    enum { MAXT = 6 };
+    char path[TRN_PATH_MAX + 32], *line = NULL, title[200], lab[MAXT + 3][96], note[48];
     size_t lcap = 0;
-    double *tx = NULL, *ty = NULL, *vx = NULL, *vy = NULL;
-    size_t nt = 0, nv = 0, ct = 0, cv = 0;
+    double *tx = NULL, *ty = NULL, *vx = NULL, *vy = NULL, *sx = NULL, *sy = NULL, fx = 0, fy = NAN;
+    int *tT = NULL, Ts[MAXT], nTs = 0, many = 0;
+    size_t nt = 0, nv = 0, ct = 0, cv = 0, i;
     FILE *f;
     struct stat st;
     int rc = 0;
@@ -306,60 +341,147 @@ static int plot_metrics(const char *dir, char *err, size_t errlen)
     errno = 0;
     while (getline(&line, &lcap, f) > 0) {
         const char *s = strstr(line, "\"step\":");
-        const char *c;
+        const char *c, *tp;
         int train = strstr(line, "\"type\":\"train\"") != NULL;
         int eval = strstr(line, "\"type\":\"eval\"") != NULL;
-        double x, y;
-        if (!s || (!train && !eval)) continue;
-        c = strstr(line, train ? "\"ce\":" : "\"val_ce\":");
+        int fin = strstr(line, "\"type\":\"final\"") != NULL;
+        if (!s || (!train && !eval && !fin)) continue;
+        c = strstr(line, train ? "\"ce\":" : eval ? "\"val_ce\":" : "\"test_ce\":");
         if (!c) continue;
-        x = atof(s + 7);
-        y = atof(c + (train ? 5 : 9));
-        if (train) {
-            if (nt == ct) {
-                size_t nc = ct ? 2 * ct : 256;
-                double *a = (double *)realloc(tx, nc * sizeof *a), *b;
-                if (!a) { rc = -1; break; }
-                tx = a;
-                b = (double *)realloc(ty, nc * sizeof *b);
-                if (!b) { rc = -1; break; }
-                ty = b;
-                ct = nc;
-            }
-            tx[nt] = x;
-            ty[nt++] = y;
-        } else {
-            if (nv == cv) {
-                size_t nc = cv ? 2 * cv : 64;
-                double *a = (double *)realloc(vx, nc * sizeof *a), *b;
-                if (!a) { rc = -1; break; }
-                vx = a;
-                b = (double *)realloc(vy, nc * sizeof *b);
-                if (!b) { rc = -1; break; }
-                vy = b;
-                cv = nc;
-            }
-            vx[nv] = x;
-            vy[nv++] = y;
+        c = strchr(c, ':') + 1;
+        if (fin) { /* the last one counts; null (non-finite) is NaN: not drawn */
+            fx = atof(s + 7);
+            fy = strncmp(c, "null", 4) ? atof(c) : NAN;
+        } else if (train) {
+            tp = strstr(line, "\"T\":");
+            if (plot_push(&tx, &ty, &tT, &nt, &ct, atof(s + 7), strncmp(c, "null", 4) ? atof(c) : NAN,
+                          tp ? atoi(tp + 4) : 0) != 0) { rc = -1; break; }
+        } else if (plot_push(&vx, &vy, NULL, &nv, &cv, atof(s + 7), strncmp(c, "null", 4) ? atof(c) : NAN, 0) != 0) {
+            rc = -1;
+            break;
         }
     }
     if (rc) ex_errf(err, errlen, -1, "out of memory reading %s for the plot", path);
     else if (ferror(f)) rc = ex_errf(err, errlen, -1, "cannot read %s for the plot: %s", path, errno ? strerror(errno) : "I/O error");
     free(line);
     fclose(f);
+    /* the context lengths trained on, in order of appearance */
+    for (i = 0; i < nt && !many; i++) {
+        int k;
+        for (k = 0; k < nTs && Ts[k] != tT[i]; k++) {}
+        if (k == nTs) {
+            if (nTs == MAXT) many = 1;
+            else Ts[nTs++] = tT[i];
+        }
+    }
     if (!rc && nt + nv > 0) {
-        plot_series s[2];
-        int ns = 0;
-        if (nt) { s[ns].label = "train CE"; s[ns].x = tx; s[ns].y = ty; s[ns].n = (int)nt; ns++; }
-        if (nv) { s[ns].label = "eval CE"; s[ns].x = vx; s[ns].y = vy; s[ns].n = (int)nv; ns++; }
+        plot_series s[MAXT + 2];
+        int ns = 0, k, win = 0;
+        memset(s, 0, sizeof s);
+        if (nt && (many || nTs <= 1)) {
+            /* one training line; with many context lengths, the mean of the last win steps */
+            if (many) {
+                win = (int)(nt / 50 > 20 ? nt / 50 : 20);
+                if ((size_t)win > nt) win = (int)nt;
+                sx = (double *)malloc(nt * sizeof *sx);
+                sy = (double *)malloc(nt * sizeof *sy);
+                if (!sx || !sy) rc = ex_errf(err, errlen, -1, "out of memory drawing %s/loss.png", dir);
+                for (i = 0; !rc && i < nt; i++) {
+                    size_t j0 = i + 1 >= (size_t)win ? i + 1 - (size_t)win : 0, j, m = 0;
+                    double sum = 0;
+                    for (j = j0; j <= i; j++)
+                        if (isfinite(ty[j])) { sum += ty[j]; m++; }
+                    sx[i] = tx[i];
+                    sy[i] = m ? sum / (double)m : NAN;
+                }
+                snprintf(lab[0], sizeof lab[0], "train CE, mean of the last %d steps (context lengths vary)", win);
+            } else if (nTs == 1 && Ts[0] > 0) {
+                snprintf(lab[0], sizeof lab[0], "train CE (context %d)", Ts[0]);
+            } else {
+                snprintf(lab[0], sizeof lab[0], "train CE");
+            }
+            s[ns].label = lab[0];
+            s[ns].x = many ? sx : tx;
+            s[ns].y = many ? sy : ty;
+            s[ns].n = (int)nt;
+            s[ns].dash = PLOT_DASH_SOLID;
+            s[ns].marker = PLOT_MARK_NONE;
+            s[ns].color = 2;
+            ns++;
+        } else if (nt) {
+            /* training alternates context lengths (the context game): its CE zig-zags between
+               them; one line per length shows each one's curve */
+            for (k = 0; k < nTs; k++) {
+                double *x = (double *)malloc(nt * sizeof *x), *y = (double *)malloc(nt * sizeof *y);
+                size_t m = 0;
+                if (!x || !y) {
+                    free(x);
+                    free(y);
+                    rc = ex_errf(err, errlen, -1, "out of memory drawing %s/loss.png", dir);
+                    break;
+                }
+                for (i = 0; i < nt; i++)
+                    if (tT[i] == Ts[k]) {
+                        x[m] = tx[i];
+                        y[m++] = ty[i];
+                    }
+                snprintf(lab[k], sizeof lab[k], "train CE, context %d", Ts[k]);
+                s[ns].label = lab[k];
+                s[ns].x = x;
+                s[ns].y = y;
+                s[ns].n = (int)m;
+                s[ns].dash = PLOT_DASH_SOLID;
+                s[ns].marker = PLOT_MARK_NONE;
+                s[ns].color = k < 2 ? k + 2 : k + 3; /* 1 (blue) is eval, 4 (red) is test */
+                ns++;
+            }
+        }
+        if (!rc && nv) {
+            snprintf(lab[MAXT], sizeof lab[MAXT], "eval CE (%s)", plot_eval_split);
+            s[ns].label = lab[MAXT];
+            s[ns].x = vx;
+            s[ns].y = vy;
+            s[ns].n = (int)nv;
+            s[ns].dash = PLOT_DASH_SOLID;
+            s[ns].marker = PLOT_MARK_CIRCLE;
+            s[ns].color = 1;
+            ns++;
+        }
+        if (!rc && isfinite(fy)) {
+            snprintf(lab[MAXT + 1], sizeof lab[MAXT + 1], "test CE %.3f (final, step %.0f)", fy, fx);
+            snprintf(note, sizeof note, "test CE %.3f", fy);
+            s[ns].label = lab[MAXT + 1];
+            s[ns].x = &fx;
+            s[ns].y = &fy;
+            s[ns].n = 1;
+            s[ns].dash = PLOT_DASH_NONE;
+            s[ns].marker = PLOT_MARK_DOT;
+            s[ns].color = 4;
+            s[ns].note = note;
+            ns++;
+        }
+        if (nTs > 1 && !many)
+            snprintf(title, sizeof title, "wt2_train: cross-entropy\ntraining alternates %d context lengths: one line each", nTs);
+        else if (many)
+            snprintf(title, sizeof title, "wt2_train: cross-entropy\ntraining CE smoothed: mean of the last %d steps", win);
+        else
+            snprintf(title, sizeof title, "wt2_train: cross-entropy");
         snprintf(path, sizeof path, "%s/loss.png", dir);
-        if (plot_lines_png_err(path, 900, 540, "wt2_train: cross-entropy", "step", "CE (nats)", s, ns, 0, err, errlen) != 0)
-            rc = -1;
+        if (!rc && plot_lines_png_err(path, 900, 540, title, "step", "CE (nats)", s, ns, 0, err, errlen) != 0) rc = -1;
+        if (nTs > 1 && !many)
+            for (k = 0; k < nTs && k < ns; k++)
+                if (s[k].x != vx && s[k].x != &fx) {
+                    free((void *)s[k].x);
+                    free((void *)s[k].y);
+                }
     }
     free(tx);
     free(ty);
+    free(tT);
     free(vx);
     free(vy);
+    free(sx);
+    free(sy);
     return rc;
 }
 
@@ -586,6 +708,7 @@ int main(int argc, char **argv)
         return 1;
     }
     have_full = train_split == WT2_TRAIN;
+    plot_eval_split = have_full ? "validation" : "held-out tail of validation"; /* loss.png's legend */
     if (load_split(dir, train_split, bytes, &tok_train, err, sizeof err) != 0 ||
         load_split(dir, have_full ? WT2_VALID : eval_split, bytes, &tok_test, err, sizeof err) != 0) {
         fprintf(stderr, "wt2_train: %s\n", err);
