@@ -326,7 +326,7 @@ static int plot_push(double **x, double **y, int **T, size_t *n, size_t *cap, do
 static int plot_metrics(const char *dir, char *err, size_t errlen)
 {
     enum { MAXT = 6 };
-    char path[TRN_PATH_MAX + 32], *line = NULL, title[200], lab[MAXT + 3][96], note[48];
+    char path[TRN_PATH_MAX + 32], *line = NULL, title[200], lab[MAXT + 3][96], note[48], fw[16] = "";
     size_t lcap = 0;
     double *tx = NULL, *ty = NULL, *vx = NULL, *vy = NULL, *sx = NULL, *sy = NULL, fx = 0, fy = NAN;
     int *tT = NULL, Ts[MAXT], nTs = 0, many = 0;
@@ -352,6 +352,8 @@ static int plot_metrics(const char *dir, char *err, size_t errlen)
         if (fin) { /* the last one counts; null (non-finite) is NaN: not drawn */
             fx = atof(s + 7);
             fy = strncmp(c, "null", 4) ? atof(c) : NAN;
+            fw[0] = 0;
+            if ((tp = strstr(line, "\"weights\":\"")) != NULL) sscanf(tp + 11, "%15[a-z0-9_-]", fw);
         } else if (train) {
             tp = strstr(line, "\"T\":");
             if (plot_push(&tx, &ty, &tT, &nt, &ct, atof(s + 7), strncmp(c, "null", 4) ? atof(c) : NAN,
@@ -437,7 +439,9 @@ static int plot_metrics(const char *dir, char *err, size_t errlen)
             }
         }
         if (!rc && nv) {
-            snprintf(lab[MAXT], sizeof lab[MAXT], "eval CE (%s)", plot_eval_split);
+            /* evaluations during training use the raw weights; say so when the final one did not */
+            snprintf(lab[MAXT], sizeof lab[MAXT], "eval CE (%s%s)", plot_eval_split,
+                     fw[0] && strcmp(fw, "raw") ? ", raw weights" : "");
             s[ns].label = lab[MAXT];
             s[ns].x = vx;
             s[ns].y = vy;
@@ -448,7 +452,8 @@ static int plot_metrics(const char *dir, char *err, size_t errlen)
             ns++;
         }
         if (!rc && isfinite(fy)) {
-            snprintf(lab[MAXT + 1], sizeof lab[MAXT + 1], "test CE %.3f (final, step %.0f)", fy, fx);
+            snprintf(lab[MAXT + 1], sizeof lab[MAXT + 1], "test CE %.3f (final, step %.0f%s%s%s)", fy, fx,
+                     fw[0] ? ", " : "", fw, fw[0] ? " weights" : "");
             snprintf(note, sizeof note, "test CE %.3f", fy);
             s[ns].label = lab[MAXT + 1];
             s[ns].x = &fx;
@@ -678,7 +683,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "wt2_train: --device cuda: this binary was built without CUDA; build the GPU trainer "
                             "with nvcc (`make build/cuda/wt2_train`) and run build/cuda/wt2_train\n");
         else
-            fprintf(stderr, "wt2_train: --device cuda: no usable CUDA device found (CUDA build; the driver says: "
+            fprintf(stderr, "wt2_train: --device cuda: no usable CUDA device found (CUDA build; the CUDA runtime says: "
                             "%s)\n", cuda_why[0] ? cuda_why : "cudaGetDeviceCount reports 0 devices");
         return 2;
     }
