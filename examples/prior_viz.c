@@ -6,9 +6,14 @@
                      [--causal] [--seed 1] [--noise 0.3] [--mu FILE --mu-R R]
                      [--era-R 32] [--era-nb 32] [--era-sigma 0.1] [--min-px 512]
 
-   Writes DIR/rpa_T<T>.png and DIR/era_T<T>.png (default DIR: build/prior_viz) and
-   prints the statistics of every map. Colours: blue negative, white 0, red positive,
-   scaled to the largest |value| of each map; the masked future (j > i) is drawn grey.
+   Writes DIR/rpa_T<T>.png and DIR/era_T<T>.png (default DIR: runs/prior_viz) and
+   prints the statistics of every map. Each PNG is a heatmap of B(T) with a title (the
+   mechanism, T and its parameters), axes "key position j" (columns) and "query position
+   i" (rows, 0 at the top) with tick values, and a colour bar: blue negative, white 0,
+   red positive, scaled to the largest |value| of the entries drawn, both ends labelled
+   with that value; the masked future (j > i) is drawn grey (said under the map). The map
+   is T*s pixels square for the smallest whole s with T*s >= --min-px (at most 8192
+   pixels: a larger T is averaged down), the image adds margins for the labels.
 
    RPA memberships are random by default: each regime gets a random centre in [0,1]
    and width, mu[t] is the softmax of Gaussian bumps at t/T, plus i.i.d. logit noise
@@ -26,9 +31,9 @@
 
 #define _POSIX_C_SOURCE 200809L
 #include "era.h"
-#include <stb_image_write.h>
 #include "common/data.h"
 #include "common/exio.h"
+#include "common/plot.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -52,56 +57,34 @@ static double nrand(void)
     return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
 }
 
-/* diverging colour map into rgb; m: (T,T); grey above the diagonal when mask */
-/* stb's PNG bytes into the temporary output (ex_out_commit checks the stream's error) */
-static void png_sink(void *ctx, void *data, int size)
+/* B(T) as a heatmap with title, axes and colour bar (examples/common/plot.c); m: (T,T),
+   overwritten with NaN above the diagonal when mask (drawn grey). Written to a temporary
+   file and renamed when complete. */
+static int write_png(const char *path, float *m, int T, int min_px, int mask, const char *title, char *err,
+                     size_t errlen)
 {
-    FILE *f = (FILE *)ctx;
-    if (size > 0) (void)fwrite(data, 1, (size_t)size, f);
-}
-
-static int write_png(const char *path, const float *m, int T, int min_px, int mask, char *err, size_t errlen)
-{
-    ex_out o;
-    int scale = 1, W, x, y, rc;
-    float vmax = 0.0f;
-    unsigned char *img;
-    long i;
+    plot_heatmap h;
+    int scale = 1, W;
+    long i, j;
     while (T * scale < min_px) scale++;
     W = T * scale;
-    for (i = 0; i < (long)T * T; i++) /* scale to the entries that are drawn */
-        if ((!mask || i % T <= i / T) && fabsf(m[i]) > vmax) vmax = fabsf(m[i]);
-    if (vmax <= 0.0f) vmax = 1.0f;
-    img = (unsigned char *)malloc((size_t)W * W * 3);
-    if (!img) return ex_errf(err, errlen, -1, "out of memory for %s", path);
-    for (y = 0; y < W; y++)
-        for (x = 0; x < W; x++) {
-            int i0 = y / scale, j0 = x / scale;
-            unsigned char *px = img + ((size_t)y * W + x) * 3;
-            float v = m[(size_t)i0 * T + j0] / vmax;
-            if (mask && j0 > i0) { px[0] = px[1] = px[2] = 150; continue; }
-            if (v > 1) v = 1;
-            if (v < -1) v = -1;
-            if (v >= 0) { /* white -> red */
-                px[0] = 255; px[1] = (unsigned char)(255 * (1 - v)); px[2] = (unsigned char)(255 * (1 - v));
-            } else {     /* white -> blue */
-                px[0] = (unsigned char)(255 * (1 + v)); px[1] = (unsigned char)(255 * (1 + v)); px[2] = 255;
-            }
-        }
-    if (ex_out_open(&o, path, err, errlen) != 0) {
-        free(img);
+    if (W > 8192) W = 8192;
+    if (mask)
+        for (i = 0; i < T; i++)
+            for (j = i + 1; j < T; j++) m[i * T + j] = NAN;
+    memset(&h, 0, sizeof h);
+    h.v = m;
+    h.rows = h.cols = T;
+    h.vmax = 0; /* the largest |value| drawn */
+    h.cbar_label = "B(T)[i,j]: blue < 0 < red";
+    h.note = mask ? "grey: masked future (j > i)" : NULL;
+    if (plot_heatmap_png_err(path, W + 250 > 480 ? W + 250 : 480, W + 150 > 480 ? W + 150 : 480, title,
+                             "key position j", "query position i", &h, err, errlen) != PLOT_OK)
         return -1;
-    }
-    rc = stbi_write_png_to_func(png_sink, o.f, W, W, 3, img, W * 3);
-    free(img);
-    if (!rc) {
-        ex_out_discard(&o);
-        return ex_errf(err, errlen, -1, "cannot encode %s (out of memory)", path);
-    }
-    return ex_out_commit(&o, err, errlen);
+    return 0;
 }
 
-static void stats(const float *m, int T, const char *name, const char *path)
+static void stats(const float *m, int T, const char *name, char *buf, size_t cap)
 {
     double s = 0, s2 = 0, mn = 1e30, mx = -1e30, n = (double)T * T;
     long i;
@@ -110,8 +93,8 @@ static void stats(const float *m, int T, const char *name, const char *path)
         if (m[i] < mn) mn = m[i];
         if (m[i] > mx) mx = m[i];
     }
-    printf("%-4s T=%-5d mean=%+.4f std=%.4f min=%+.3f max=%+.3f -> %s\n", name, T, s / n,
-           sqrt(s2 / n - (s / n) * (s / n) > 0 ? s2 / n - (s / n) * (s / n) : 0), mn, mx, path);
+    snprintf(buf, cap, "%-4s T=%-5d mean=%+.4f std=%.4f min=%+.3f max=%+.3f", name, T, s / n,
+             sqrt(s2 / n - (s / n) * (s / n) > 0 ? s2 / n - (s / n) * (s / n) : 0), mn, mx);
 }
 
 static int parse_list(const char *s, int *out, int cap)
@@ -134,29 +117,33 @@ static int parse_list(const char *s, int *out, int cap)
     return n;
 }
 
-static void usage(void)
+static void usage(FILE *f)
 {
-    fprintf(stderr,
+    fprintf(f,
             "usage: prior_viz [--out DIR] [--T 64,256,1024] [--R 4] [--K 0] [--posmix 0.1]\n"
             "                 [--causal] [--seed 1] [--noise 0.3] [--mu FILE --mu-R R]\n"
-            "                 [--era-R 32] [--era-nb 32] [--era-sigma 0.1] [--min-px 512]\n");
+            "                 [--era-R 32] [--era-nb 32] [--era-sigma 0.1] [--min-px 512]\n"
+            "Writes DIR/rpa_T<T>.png and DIR/era_T<T>.png (DIR default runs/prior_viz): heatmaps of\n"
+            "the RPA and ERA priors B(T) with title, axes (key position j, query position i) and a\n"
+            "colour bar (blue < 0 < red, grey: masked future j > i), and prints each map's statistics.\n");
 }
 
 int main(int argc, char **argv)
 {
-    const char *out = "build/prior_viz", *mu_file = NULL;
+    const char *out = "runs/prior_viz", *mu_file = NULL;
     int Ts[16], nT = 3, R = 4, K = 0, causal = 0, mu_R = 0, era_R = 32, era_nb = 32, min_px = 512;
     int a, k, rc = 0;
     double posmix = 0.1, noise = 0.3, era_sigma = 0.1;
     float *loaded = NULL;
     long loaded_T = 0;
     double cen[64], wid[64];
+    long long seed = -1; /* -1: not given */
     Ts[0] = 64; Ts[1] = 256; Ts[2] = 1024;
     for (a = 1; a < argc; a++) {
         const char *o = argv[a], *v = a + 1 < argc ? argv[a + 1] : NULL;
         if (!strcmp(o, "--causal")) { causal = 1; continue; }
-        if (!strcmp(o, "-h") || !strcmp(o, "--help")) { usage(); return 0; }
-        if (!v) { usage(); return 2; }
+        if (!strcmp(o, "-h") || !strcmp(o, "--help")) { usage(stdout); return 0; }
+        if (!v) { usage(stderr); return 2; }
         a++;
         if (!strcmp(o, "--out")) { out = v; continue; }
         if (!strcmp(o, "--mu")) { mu_file = v; continue; }
@@ -176,7 +163,10 @@ int main(int argc, char **argv)
             else if (!strcmp(o, "--posmix")) bad = ex_parse_double(v, 0.0, 1.0, &posmix);
             else if (!strcmp(o, "--seed")) {
                 bad = ex_parse_ll(v, 0, LLONG_MAX, &ll);
-                if (!bad) rng = 0x9E3779B97F4A7C15ULL ^ (unsigned long long)ll;
+                if (!bad) {
+                    rng = 0x9E3779B97F4A7C15ULL ^ (unsigned long long)ll;
+                    seed = ll;
+                }
             } else if (!strcmp(o, "--noise")) bad = ex_parse_double(v, 0.0, 100.0, &noise);
             else if (!strcmp(o, "--mu-R")) bad = ex_parse_int(v, 1, 64, &mu_R);
             else if (!strcmp(o, "--era-R")) bad = ex_parse_int(v, 1, 4096, &era_R);
@@ -185,7 +175,7 @@ int main(int argc, char **argv)
             else if (!strcmp(o, "--min-px")) bad = ex_parse_int(v, 1, 8192, &min_px);
             else {
                 fprintf(stderr, "prior_viz: unknown option '%s'\n", o);
-                usage();
+                usage(stderr);
                 return 2;
             }
             if (bad) {
@@ -219,7 +209,7 @@ int main(int argc, char **argv)
         free(buf);
     }
     if (R <= 0 || R > 64 || era_R <= 0 || era_R > 4096 || era_nb <= 0 || min_px <= 0 || min_px > 8192) {
-        usage();
+        usage(stderr);
         return 2;
     }
     if (wt2_mkdirs(out) != 0) {
@@ -231,7 +221,7 @@ int main(int argc, char **argv)
 
     for (k = 0; k < nT && rc == 0; k++) {
         int T = Ts[k], t, r;
-        char path[1200], perr[1400];
+        char path[1200], perr[1400], title[400], st[200], memb[200];
         float *mu = (float *)malloc(sizeof(float) * (size_t)T * R);
         float *bias = (float *)malloc(sizeof(float) * (size_t)T * T);
         float *ecen = (float *)malloc(sizeof(float) * (size_t)era_R);
@@ -272,10 +262,16 @@ int main(int argc, char **argv)
             rc = era_rpa_forward(&rcfg, &rp, mu, 1, T, bias, &rs, NULL);
             if (rc) fprintf(stderr, "prior_viz: RPA T=%d: %s\n", T, era_strerror(rc));
         }
+        if (loaded) snprintf(memb, sizeof memb, "memberships from %.120s", mu_file);
+        else if (seed >= 0) snprintf(memb, sizeof memb, "random memberships (seed %lld, noise %g)", seed, noise);
+        else snprintf(memb, sizeof memb, "random memberships (default seed, noise %g)", noise);
         if (rc == 0) {
             snprintf(path, sizeof path, "%s/rpa_T%d.png", out, T);
-            if (write_png(path, bias, T, min_px, 1, perr, sizeof perr) != 0) { fprintf(stderr, "prior_viz: %s\n", perr); rc = 1; }
-            else stats(bias, T, "RPA", path);
+            snprintf(title, sizeof title, "RPA prior B(T), T=%d: R=%d regimes, K=%d, posmix %g\n%s, %s z-score", T, R,
+                     K > 0 ? K : R, posmix, memb, causal ? "causal (j <= i)" : "full-row");
+            stats(bias, T, "RPA", st, sizeof st);
+            if (write_png(path, bias, T, min_px, 1, title, perr, sizeof perr) != 0) { fprintf(stderr, "prior_viz: %s\n", perr); rc = 1; }
+            else printf("%s -> %s\n", st, path);
             printf("     std before z-score %.4g, after %.4g, Sinkhorn marginal error %.3g\n",
                    rs.std_pre, rs.std_post, rs.marginal_err);
         }
@@ -291,8 +287,11 @@ int main(int argc, char **argv)
         }
         if (rc == 0) {
             snprintf(path, sizeof path, "%s/era_T%d.png", out, T);
-            if (write_png(path, bias, T, min_px, 1, perr, sizeof perr) != 0) { fprintf(stderr, "prior_viz: %s\n", perr); rc = 1; }
-            else stats(bias, T, "ERA", path);
+            snprintf(title, sizeof title, "ERA prior B(T), T=%d: R=%d regimes, nb=%d blocks\nsigma %g, evenly spaced centres, %s z-score",
+                     T, era_R, era_nb, era_sigma, causal ? "causal (j <= i)" : "full-row");
+            stats(bias, T, "ERA", st, sizeof st);
+            if (write_png(path, bias, T, min_px, 1, title, perr, sizeof perr) != 0) { fprintf(stderr, "prior_viz: %s\n", perr); rc = 1; }
+            else printf("%s -> %s\n", st, path);
             printf("     row std before z-score %.4g, after %.4g, Sinkhorn marginal error %.3g\n",
                    es.std_pre, es.std_post, es.marginal_err);
         }

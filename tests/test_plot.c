@@ -1,8 +1,12 @@
-/* test_plot.c - PNG line plots (examples/common/plot.c): a plot written to PNG reads back
+/* test_plot.c - PNG plots (examples/common/plot.c): a plot written to PNG reads back
    (stb_image) with the right size and exactly the pixels rendered in memory; every
    series' colour appears inside the plot area; NaN/Inf points are skipped without
    blowing up the ranges; log-y; degenerate and huge ranges; tick choice and labels; the
-   bitmap font; refused arguments. */
+   bitmap font (every pair of glyphs differs, the easily confused ones clearly, the
+   descenders sit below the baseline); identical series all stay visible (dash patterns,
+   markers); the legend never covers a line (a free corner, else outside the plot area);
+   notes and two-line titles; heatmaps with a colour bar (size, colours, masked cells,
+   averaging down, PNG round trip, errors); refused arguments; write errors. */
 #define _XOPEN_SOURCE 700
 #define STB_IMAGE_WRITE_IMPLEMENTATION
 #include <stb_image_write.h>
@@ -65,6 +69,7 @@ static void test_png_roundtrip(void)
     unsigned char c0[3], c1[3];
     int w = 0, h = 0, comp = 0;
     loss_curves(step, tr, va, N);
+    memset(s, 0, sizeof s); /* automatic styles */
     s[0].label = "train loss";
     s[0].x = step;
     s[0].y = tr;
@@ -159,6 +164,7 @@ static void test_logy(void)
     }
     y[10] = 0;    /* skipped on a log axis */
     y[11] = -5.0; /* likewise */
+    memset(&s, 0, sizeof s);
     s.label = "decay";
     s.x = x;
     s.y = y;
@@ -179,6 +185,7 @@ static void test_many_series_colors(void)
     plot_series s[NS];
     unsigned char *rgb = (unsigned char *)malloc((size_t)W * H * 3), c[NS][3];
     int i, j, distinct = 1;
+    memset(s, 0, sizeof s);
     for (i = 0; i < NS; i++) {
         y[i][0] = i;
         y[i][1] = i + 0.5;
@@ -246,7 +253,7 @@ static void test_font(void)
         for (r = 0; r < 7; r++) ink |= plot__font[i][r];
         if (!ink) empty++;
         for (j = 0; j < i; j++)
-            if (memcmp(plot__font[i], plot__font[j], 7) == 0) same++;
+            if (memcmp(plot__font[i], plot__font[j], sizeof plot__font[0]) == 0) same++;
     }
     CHECK_INT_EQ(empty, 0);
     CHECK_INT_EQ(same, 0);
@@ -261,12 +268,330 @@ static void test_font(void)
     CHECK_INT_EQ(plot__text_w("abc", 2), 34);
 }
 
+/* Issue 40: letters a reader cannot mistake. Every pair of glyphs differs in at least 2
+   pixels, the usual suspects (g/9, 1/l/I, 0/O, 5/S ...) in at least 4; the descenders of
+   g j p q y , ; | reach below the baseline (rows 7-8) and nothing else does. */
+static int glyph_dist(unsigned char a, unsigned char b)
+{
+    int r, d = 0;
+    for (r = 0; r < 9; r++) {
+        unsigned x = (unsigned)(plot__font[a - 32][r] ^ plot__font[b - 32][r]);
+        while (x) {
+            d += (int)(x & 1u);
+            x >>= 1;
+        }
+    }
+    return d;
+}
+
+static void test_font_unambiguous(void)
+{
+    static const char *const pairs[] = {"g9", "q9", "gq", "gy", "1l", "1I", "lI", "l|", "1|", "I|", "0O", "0o", "Oo",
+                                        "0D", "5S", "2Z", "6b", "pP", "qa", "jy", "Il", "ij", "uv", "rn", ",;", ".,", "!|"};
+    int i, j, close = 0;
+    size_t k;
+    for (i = 33; i < 127; i++)
+        for (j = 32; j < i; j++)
+            if (glyph_dist((unsigned char)i, (unsigned char)j) < 2) {
+                close++;
+                fprintf(stderr, "    glyphs '%c' and '%c' differ in %d pixels\n", i, j, glyph_dist((unsigned char)i, (unsigned char)j));
+            }
+    CHECK_INT_EQ(close, 0);
+    for (k = 0; k < sizeof pairs / sizeof pairs[0]; k++) {
+        int d = glyph_dist((unsigned char)pairs[k][0], (unsigned char)pairs[k][1]);
+        int need = pairs[k][0] == '.' ? 2 : 4; /* '.' and ',': the comma's tail */
+        if (d < need) fprintf(stderr, "    '%c' and '%c' differ in only %d pixels\n", pairs[k][0], pairs[k][1], d);
+        CHECK(d >= need);
+    }
+    for (i = 32; i < 127; i++) {
+        int below = (plot__font[i - 32][7] | plot__font[i - 32][8]) != 0;
+        CHECK_INT_EQ(below, strchr("gjpqy,;|", i) != NULL);
+    }
+    /* g starts below the top of 9: the bowl of a lower-case letter (rows 2..6) */
+    CHECK(plot__font['g' - 32][0] == 0 && plot__font['g' - 32][1] == 0 && plot__font['9' - 32][0] != 0);
+}
+
+/* pixels of colour c inside the plot area but outside the legend box */
+static long area_color(const unsigned char *rgb, int w, const plot__layout *L, const unsigned char c[3])
+{
+    long n = count_color(rgb, w, L->area.x0, L->area.y0, L->area.x1, L->area.y1, c);
+    if (L->legend.x1 >= L->legend.x0 && !L->legend_outside)
+        n -= count_color(rgb, w, L->legend.x0, L->legend.y0, L->legend.x1, L->legend.y1, c);
+    return n;
+}
+
+/* Issue 40: series with identical values hid each other (the last one drawn covered the
+   rest). With automatic styles every one of 6 identical series keeps visible pixels of
+   its colour on the plot; sparse series get markers automatically. */
+static void test_identical_series_visible(void)
+{
+    enum { NS = 6, W = 800, H = 500 };
+    double x[3] = {0, 1, 2}, y[3] = {0.0, 0.05, 0.05};
+    plot_series s[NS];
+    plot__layout L;
+    unsigned char *rgb = (unsigned char *)malloc((size_t)W * H * 3), *plain = (unsigned char *)malloc((size_t)W * H * 3);
+    int i;
+    memset(s, 0, sizeof s);
+    for (i = 0; i < NS; i++) {
+        s[i].x = x;
+        s[i].y = y;
+        s[i].n = 3;
+    }
+    CHECK_INT_EQ(plot__lines(rgb, W, H, "identical", "x", "y", s, NS, 0, &L), PLOT_OK);
+    for (i = 0; i < NS; i++) {
+        unsigned char c[3];
+        long n;
+        plot_series_color(i, c);
+        n = area_color(rgb, W, &L, c);
+        if (n < 20) fprintf(stderr, "    series %d: only %ld pixels of its colour visible\n", i, n);
+        CHECK(n >= 20);
+    }
+    /* markers: the same sparse series drawn without them has fewer pixels of its colour */
+    for (i = 0; i < NS; i++) s[i].marker = PLOT_MARK_NONE;
+    CHECK_INT_EQ(plot_lines_rgb(plain, W, H, "identical", "x", "y", s, 1, 0), PLOT_OK);
+    s[0].marker = PLOT_MARK_AUTO;
+    CHECK_INT_EQ(plot_lines_rgb(rgb, W, H, "identical", "x", "y", s, 1, 0), PLOT_OK);
+    {
+        unsigned char c[3];
+        plot_series_color(0, c);
+        CHECK(count_color(rgb, W, 0, 0, W - 1, H - 1, c) > count_color(plain, W, 0, 0, W - 1, H - 1, c) + 30);
+    }
+    /* every marker shape and dash pattern draws something; out-of-range styles are refused */
+    for (i = PLOT_MARK_NONE; i < PLOT_MARK_COUNT; i++) {
+        unsigned char c[3];
+        s[0].marker = i;
+        s[0].dash = PLOT_DASH_SOLID + (i % (PLOT_DASH_NONE - PLOT_DASH_SOLID));
+        CHECK_INT_EQ(plot_lines_rgb(rgb, W, H, NULL, NULL, NULL, s, 1, 0), PLOT_OK);
+        plot_series_color(0, c);
+        CHECK(count_color(rgb, W, 0, 0, W - 1, H - 1, c) > 50);
+    }
+    s[0].dash = PLOT_DASH_NONE;
+    s[0].marker = PLOT_MARK_NONE;
+    CHECK_INT_EQ(plot_lines_rgb(rgb, W, H, NULL, NULL, NULL, s, 1, 0), PLOT_OK); /* nothing but the legend swatch */
+    s[0].marker = PLOT_MARK_COUNT;
+    CHECK_INT_EQ(plot_lines_rgb(rgb, W, H, NULL, NULL, NULL, s, 1, 0), PLOT_EINVAL);
+    s[0].marker = 0;
+    s[0].dash = -1;
+    CHECK_INT_EQ(plot_lines_rgb(rgb, W, H, NULL, NULL, NULL, s, 1, 0), PLOT_EINVAL);
+    s[0].dash = 0;
+    s[0].color = -2;
+    CHECK_INT_EQ(plot_lines_rgb(rgb, W, H, NULL, NULL, NULL, s, 1, 0), PLOT_EINVAL);
+    free(rgb);
+    free(plain);
+}
+
+/* no point along any segment of any series falls inside the legend box */
+static int legend_clear(const plot_series *s, int ns, const plot__layout *L)
+{
+    int i, k, j, pw = L->area.x1 - L->area.x0 + 1, ph = L->area.y1 - L->area.y0 + 1;
+    for (i = 0; i < ns; i++)
+        for (k = 0; k + 1 < s[i].n; k++)
+            for (j = 0; j <= 64; j++) {
+                double x = s[i].x[k] + (s[i].x[k + 1] - s[i].x[k]) * j / 64.0;
+                double y = s[i].y[k] + (s[i].y[k + 1] - s[i].y[k]) * j / 64.0;
+                int px = L->area.x0 + (int)floor(plot__frac(x, L->xlo, L->xhi) * (pw - 1) + 0.5);
+                int py = L->area.y0 + (int)floor((1.0 - plot__frac(y, L->ylo, L->yhi)) * (ph - 1) + 0.5);
+                if (px >= L->legend.x0 - 2 && px <= L->legend.x1 + 2 && py >= L->legend.y0 - 2 && py <= L->legend.y1 + 2)
+                    return 0;
+            }
+    return 1;
+}
+
+/* Issue 40: the legend covered a line. It goes to a corner it leaves every line clear of,
+   the upper right first; when no corner is free, outside, right of the plot area. */
+static void test_legend_placement(void)
+{
+    enum { N = 100, W = 800, H = 500 };
+    double x[N], up[N], down[N], flat_hi[2] = {1, 1}, flat_lo[2] = {0, 0}, x2[2] = {0, 99};
+    plot_series s[4];
+    plot__layout L;
+    unsigned char *rgb = (unsigned char *)malloc((size_t)W * H * 3);
+    int i;
+    for (i = 0; i < N; i++) {
+        x[i] = i;
+        up[i] = i / 99.0;
+        down[i] = 1.0 - i / 99.0;
+    }
+    memset(s, 0, sizeof s);
+    s[0].label = "rising";
+    s[0].x = x;
+    s[0].y = up;
+    s[0].n = N;
+    CHECK_INT_EQ(plot__lines(rgb, W, H, "one diagonal", "x", "y", s, 1, 0, &L), PLOT_OK);
+    CHECK(L.legend.x1 > L.legend.x0);
+    CHECK_INT_EQ(L.legend_outside, 0);
+    CHECK(L.legend.x0 < (L.area.x0 + L.area.x1) / 2); /* the upper left is free, the upper right is not */
+    CHECK(legend_clear(s, 1, &L));
+    /* both diagonals and lines along the top and the bottom: no free corner */
+    s[1].label = "falling";
+    s[1].x = x;
+    s[1].y = down;
+    s[1].n = N;
+    s[2].label = "top";
+    s[2].x = x2;
+    s[2].y = flat_hi;
+    s[2].n = 2;
+    s[3].label = "bottom";
+    s[3].x = x2;
+    s[3].y = flat_lo;
+    s[3].n = 2;
+    CHECK_INT_EQ(plot__lines(rgb, W, H, "everywhere", "x", "y", s, 4, 0, &L), PLOT_OK);
+    CHECK_INT_EQ(L.legend_outside, 1);
+    CHECK(L.legend.x0 > L.area.x1 && L.legend.x1 < W);
+    CHECK(legend_clear(s, 4, &L));
+    /* labels too long for the right side: below the plot area */
+    s[0].label = "a label far too long to sit right of the plot area";
+    CHECK_INT_EQ(plot__lines(rgb, W, H, "everywhere", "x", "y", s, 4, 0, &L), PLOT_OK);
+    CHECK_INT_EQ(L.legend_outside, 2);
+    CHECK(L.legend.y0 > L.area.y1 && L.legend.y1 < H && L.legend.x0 >= 0 && L.legend.x1 < W);
+    CHECK(L.area.y1 - L.area.y0 > H / 3);
+    CHECK(legend_clear(s, 4, &L));
+    /* a loss curve: falls from the upper left, legend in the upper right */
+    for (i = 0; i < N; i++) down[i] = 3.0 + 8.0 * exp(-i / 12.0);
+    s[1].y = down;
+    CHECK_INT_EQ(plot__lines(rgb, W, H, "loss", "step", "CE", s + 1, 1, 0, &L), PLOT_OK);
+    CHECK_INT_EQ(L.legend_outside, 0);
+    CHECK(L.legend.x0 > (L.area.x0 + L.area.x1) / 2 && L.legend.y0 < (L.area.y0 + L.area.y1) / 2);
+    CHECK(legend_clear(s + 1, 1, &L));
+    free(rgb);
+}
+
+/* A note beside the last point (loss.png's "test CE x.xx") and a second title line are drawn. */
+static void test_note_and_title_lines(void)
+{
+    enum { W = 900, H = 540 };
+    double x[3] = {0, 50, 100}, y[3] = {10, 6, 5}, fx = 100, fy = 5.2;
+    plot_series s[2];
+    plot__layout L;
+    unsigned char *a = (unsigned char *)malloc((size_t)W * H * 3), *b = (unsigned char *)malloc((size_t)W * H * 3), c[3];
+    memset(s, 0, sizeof s);
+    s[0].label = "eval CE";
+    s[0].x = x;
+    s[0].y = y;
+    s[0].n = 3;
+    s[1].label = "test CE 5.20";
+    s[1].x = &fx;
+    s[1].y = &fy;
+    s[1].n = 1;
+    s[1].marker = PLOT_MARK_DOT;
+    s[1].dash = PLOT_DASH_NONE;
+    s[1].color = 4;
+    CHECK_INT_EQ(plot__lines(a, W, H, "t", "x", "y", s, 2, 0, &L), PLOT_OK);
+    s[1].note = "test CE 5.20";
+    CHECK_INT_EQ(plot__lines(b, W, H, "t", "x", "y", s, 2, 0, &L), PLOT_OK);
+    plot_series_color(3, c);
+    CHECK(area_color(b, W, &L, c) > area_color(a, W, &L, c) + 60); /* the note, in the series' colour */
+    CHECK(legend_clear(s, 2, &L));
+    /* two title lines: ink in the second line's band too */
+    CHECK_INT_EQ(plot__lines(a, W, H, "first line", "x", "y", s, 2, 0, &L), PLOT_OK);
+    CHECK_INT_EQ(count_color(a, W, W / 3, 8 + 18 + 4, W / 2, 8 + 18 + 4 + 17, plot__black), 0);
+    CHECK_INT_EQ(plot__lines(a, W, H, "first line\nsecond line", "x", "y", s, 2, 0, &L), PLOT_OK);
+    CHECK(count_color(a, W, W / 3, 8 + 18 + 4, W / 2, 8 + 18 + 4 + 17, plot__black) > 40);
+    CHECK(L.area.y0 > 8 + 2 * 22);
+    free(a);
+    free(b);
+}
+
+/* Issue 40: prior_viz's heatmaps had no axes or colour bar. A heatmap renders at the
+   requested size with the map and a colour bar beside it (red at the top, blue at the
+   bottom), masked cells grey, an 8x8 map enlarged by a whole factor, a 1000x1000 map
+   averaged into a small image; the PNG holds exactly the pixels drawn. */
+static void test_heatmap(void)
+{
+    enum { T = 8, W = 600, H = 520, B = 1000 };
+    float m[T * T], *big = (float *)malloc(sizeof(float) * B * B);
+    plot_heatmap h;
+    plot__heat_layout L;
+    unsigned char *rgb = (unsigned char *)malloc((size_t)W * H * 3), *png;
+    static const unsigned char red[3] = {255, 0, 0}, blue[3] = {0, 0, 255};
+    char path[300], err[400];
+    int i, j, w = 0, hh = 0, comp = 0;
+    for (i = 0; i < T; i++)
+        for (j = 0; j < T; j++) m[i * T + j] = j > i ? NAN : (float)(i - j) - 3.5f;
+    m[7 * T + 0] = 4.0f;
+    m[7 * T + 1] = -4.0f;
+    memset(&h, 0, sizeof h);
+    h.v = m;
+    h.rows = h.cols = T;
+    h.cbar_label = "B[i,j]";
+    h.note = "grey: masked";
+    CHECK_INT_EQ(plot__heat(rgb, W, H, "RPA prior B(T), T=8\nsecond line", "key position j", "query position i", &h, &L), PLOT_OK);
+    CHECK_NEAR(L.vmax, 4.0, 1e-12);
+    CHECK_INT_EQ(L.sc, 2);
+    CHECK_INT_EQ((L.map.x1 - L.map.x0 + 1) % T, 0); /* a whole number of pixels per cell */
+    CHECK_INT_EQ(L.map.x1 - L.map.x0, L.map.y1 - L.map.y0);
+    CHECK(L.map.x1 - L.map.x0 + 1 >= 8 * T);
+    CHECK(L.map.x0 > 40 && L.map.y0 > 40 && L.map.y1 < H - 40); /* room for tick labels and titles */
+    CHECK(L.cbar.x0 > L.map.x1 && L.cbar.x1 < W - 40 && L.cbar.y0 == L.map.y0 && L.cbar.y1 == L.map.y1);
+    CHECK(count_color(rgb, W, L.map.x0, L.map.y0, L.map.x1, L.map.y1, plot__masked) > 20 * 64); /* 28 masked cells */
+    CHECK(count_color(rgb, W, L.map.x0, L.map.y0, L.map.x1, L.map.y1, red) > 30);  /* the +4 cell */
+    CHECK(count_color(rgb, W, L.map.x0, L.map.y0, L.map.x1, L.map.y1, blue) > 30); /* the -4 cell */
+    CHECK(memcmp(rgb + ((size_t)L.cbar.y0 * W + (size_t)L.cbar.x0) * 3, red, 3) == 0);
+    CHECK(memcmp(rgb + ((size_t)L.cbar.y1 * W + (size_t)L.cbar.x0) * 3, blue, 3) == 0);
+    /* labels: black ink left of the map (row ticks), under it, right of the colour bar */
+    CHECK(count_color(rgb, W, 0, L.map.y0, L.map.x0 - 3, L.map.y1, plot__black) > 100);
+    CHECK(count_color(rgb, W, L.map.x0, L.map.y1 + 2, L.map.x1, H - 1, plot__black) > 100);
+    CHECK(count_color(rgb, W, L.cbar.x1 + 2, L.map.y0, W - 1, L.map.y1, plot__black) > 100);
+    /* a fixed range */
+    h.vmax = 8.0;
+    CHECK_INT_EQ(plot__heat(rgb, W, H, NULL, NULL, NULL, &h, &L), PLOT_OK);
+    CHECK_NEAR(L.vmax, 8.0, 1e-12);
+    CHECK_INT_EQ(count_color(rgb, W, L.map.x0, L.map.y0, L.map.x1, L.map.y1, red), 0); /* +4 is half way */
+    /* larger than the image: averaged down, nothing out of bounds (ASan) */
+    for (i = 0; i < B; i++)
+        for (j = 0; j < B; j++) big[(size_t)i * B + j] = j > i ? NAN : (float)sin(i * 0.01) * (float)(j % 7);
+    h.v = big;
+    h.rows = h.cols = B;
+    h.vmax = 0;
+    CHECK_INT_EQ(plot__heat(rgb, 300, 200, "big", "j", "i", &h, &L), PLOT_OK);
+    CHECK(L.map.x1 < 300 && L.map.y1 < 200 && L.map.x0 >= 0 && L.map.y0 >= 0);
+    CHECK(count_color(rgb, 300, L.map.x0, L.map.y0, L.map.x1, L.map.y1, plot__masked) > 100);
+    /* a non-square map, a single cell */
+    h.v = m;
+    h.rows = 2;
+    h.cols = T;
+    CHECK_INT_EQ(plot__heat(rgb, W, H, "2x8", "j", "i", &h, &L), PLOT_OK);
+    CHECK_INT_EQ((L.map.x1 - L.map.x0 + 1) / T, (L.map.y1 - L.map.y0 + 1) / 2);
+    h.rows = h.cols = 1;
+    CHECK_INT_EQ(plot__heat(rgb, 64, 64, NULL, NULL, NULL, &h, &L), PLOT_OK);
+    /* the PNG: exactly the pixels drawn, written through a temporary file */
+    h.rows = h.cols = T;
+    snprintf(path, sizeof path, "%s/heat.png", g_tmp);
+    CHECK_INT_EQ(plot_heatmap_png_err(path, W, H, "t", "j", "i", &h, err, sizeof err), PLOT_OK);
+    CHECK_INT_EQ(plot_heatmap_rgb(rgb, W, H, "t", "j", "i", &h), PLOT_OK);
+    CHECK_INT_EQ(count_temp_files(), 0);
+    png = stbi_load(path, &w, &hh, &comp, 3);
+    CHECK(png != NULL);
+    if (png) {
+        CHECK(w == W && hh == H && memcmp(png, rgb, (size_t)W * H * 3) == 0);
+        stbi_image_free(png);
+    }
+    /* refused: sizes, NULL values, no cells; a directory that does not exist */
+    CHECK_INT_EQ(plot_heatmap_rgb(rgb, 63, H, NULL, NULL, NULL, &h), PLOT_EINVAL);
+    CHECK_INT_EQ(plot_heatmap_rgb(NULL, W, H, NULL, NULL, NULL, &h), PLOT_EINVAL);
+    CHECK_INT_EQ(plot_heatmap_rgb(rgb, W, H, NULL, NULL, NULL, NULL), PLOT_EINVAL);
+    h.rows = 0;
+    CHECK_INT_EQ(plot_heatmap_rgb(rgb, W, H, NULL, NULL, NULL, &h), PLOT_EINVAL);
+    CHECK_INT_EQ(plot_heatmap_png_err(path, W, H, NULL, NULL, NULL, &h, err, sizeof err), PLOT_EINVAL);
+    h.rows = T;
+    h.v = NULL;
+    CHECK_INT_EQ(plot_heatmap_png_err(path, W, H, NULL, NULL, NULL, &h, err, sizeof err), PLOT_EINVAL);
+    h.v = m;
+    snprintf(path, sizeof path, "%s/no/such/dir/heat.png", g_tmp);
+    CHECK_INT_EQ(plot_heatmap_png_err(path, W, H, NULL, NULL, NULL, &h, err, sizeof err), PLOT_EIO);
+    CHECK(strstr(err, "heat.png") != NULL);
+    CHECK_INT_EQ(count_temp_files(), 0);
+    free(big);
+    free(rgb);
+}
+
 static void test_bad_args(void)
 {
     double x[2] = {0, 1};
     plot_series s;
     unsigned char rgb[64 * 64 * 3];
     char path[300];
+    memset(&s, 0, sizeof s);
     s.label = "a";
     s.x = x;
     s.y = x;
@@ -315,6 +640,7 @@ static int full_case(const char *dir, const char *why_code)
         x[i] = i;
         y[i] = 10.0 - 0.1 * i + 0.3 * sin(i * 1.7);
     }
+    memset(&s, 0, sizeof s);
     s.label = "train CE";
     s.x = x;
     s.y = y;
@@ -389,6 +715,11 @@ int main(int argc, char **argv)
     TEST_RUN(test_many_series_colors);
     TEST_RUN(test_ticks);
     TEST_RUN(test_font);
+    TEST_RUN(test_font_unambiguous);
+    TEST_RUN(test_identical_series_visible);
+    TEST_RUN(test_legend_placement);
+    TEST_RUN(test_note_and_title_lines);
+    TEST_RUN(test_heatmap);
     TEST_RUN(test_bad_args);
     TEST_RUN(test_write_errors);
     {

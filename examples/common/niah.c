@@ -627,10 +627,12 @@ void niah_print_table(FILE *f, const niah_result *res, int n)
 
 int niah_plot(const char *acc_png, const char *ce_png, const niah_result *res, int n, const char *title_suffix)
 {
+    /* every arm gets its own colour, dash pattern and hollow marker shape, so arms with identical results stay visible on top of each
+       other; the legend goes where it covers no line, else outside the plot area */
     plot_series s[NIAH_NARMS];
     double x[NIAH_NARMS][NIAH_MAX_MULT], ya[NIAH_NARMS][NIAH_MAX_MULT], yc[NIAH_NARMS][NIAH_MAX_MULT];
     int cnt[NIAH_NARMS] = {0}, ns = 0, a, i, rc = PLOT_OK;
-    char title[160];
+    char title[200];
     if (!res || n < 0) return NIAH_EINVAL;
     for (i = 0; i < n; i++) {
         a = res[i].arm;
@@ -640,12 +642,17 @@ int niah_plot(const char *acc_png, const char *ce_png, const niah_result *res, i
         yc[a][cnt[a]] = res[i].doc_ce;
         cnt[a]++;
     }
+    memset(s, 0, sizeof s);
     for (a = 0; a < NIAH_NARMS; a++)
         if (cnt[a]) {
             s[ns].label = niah_arm_name(a);
             s[ns].x = x[a];
             s[ns].y = ya[a];
             s[ns].n = cnt[a];
+            /* an arm keeps its colour, dash and marker whichever arms are present */
+            s[ns].color = a + 1;
+            s[ns].dash = PLOT_DASH_SOLID + a % 6;     /* solid, dashed, dotted, dash-dot, long dash, dash-dot-dot */
+            s[ns].marker = PLOT_MARK_CIRCLE + a % 6;  /* circle, square, triangle, diamond, x, + */
             ns++;
         }
     if (acc_png) {
@@ -654,15 +661,10 @@ int niah_plot(const char *acc_png, const char *ce_png, const niah_result *res, i
         if (rc != PLOT_OK) return NIAH_EFAIL;
     }
     if (ce_png) {
-        ns = 0;
-        for (a = 0; a < NIAH_NARMS; a++)
-            if (cnt[a]) {
-                s[ns].label = niah_arm_name(a);
-                s[ns].x = x[a];
-                s[ns].y = yc[a];
-                s[ns].n = cnt[a];
-                ns++;
-            }
+        for (i = 0; i < ns; i++) {
+            a = s[i].color - 1;
+            s[i].y = yc[a];
+        }
         snprintf(title, sizeof title, "document CE vs length%s", title_suffix ? title_suffix : "");
         rc = plot_lines_png(ce_png, 800, 500, title, "log2(length / training length)", "document CE (nats)", s, ns, 0);
         if (rc != PLOT_OK) return NIAH_EFAIL;

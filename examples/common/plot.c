@@ -20,23 +20,28 @@
 #include <stb_image_write.h>
 #endif
 
-/* 5x7 bitmap font (our own drawing), printable ASCII 32..126: 7 rows per glyph, top
-   first; bit 4 is the leftmost column. */
-static const unsigned char plot__font[95][7] = {
-    {0x00,0x00,0x00,0x00,0x00,0x00,0x00} /*   */, {0x04,0x04,0x04,0x04,0x04,0x00,0x04} /* ! */, {0x0a,0x0a,0x00,0x00,0x00,0x00,0x00} /* " */,
+/* 5x9 bitmap font (our own drawing), printable ASCII 32..126: 9 rows per glyph, top
+   first, rows 0-6 above the baseline, rows 7-8 the descenders (g j p q y , ; and the
+   bar |; a glyph written with 7 rows has none); bit 4 is the leftmost column. Told apart
+   on purpose: g/q/9 (g and q descend, g with a hook), 1/l/I/| (1 flag and full foot, l a
+   hooked foot, I full-width bars at both ends, | through the descender), 0/O (0 narrow
+   and slashed), 5/S (5 flat-topped). tests/test_plot.c checks
+   that every pair differs in at least 2 pixels and those pairs in more. */
+static const unsigned char plot__font[95][9] = {
+    {0x00,0x00,0x00,0x00,0x00,0x00,0x00} /*   */, {0x04,0x0e,0x0e,0x04,0x04,0x00,0x04} /* ! */, {0x0a,0x0a,0x00,0x00,0x00,0x00,0x00} /* " */,
     {0x0a,0x1f,0x0a,0x0a,0x1f,0x0a,0x00} /* # */, {0x04,0x0f,0x14,0x0e,0x05,0x1e,0x04} /* $ */, {0x19,0x1a,0x02,0x04,0x08,0x0b,0x13} /* % */,
     {0x0c,0x12,0x0c,0x08,0x15,0x12,0x0d} /* & */, {0x04,0x04,0x00,0x00,0x00,0x00,0x00} /* ' */, {0x02,0x04,0x08,0x08,0x08,0x04,0x02} /* ( */,
     {0x08,0x04,0x02,0x02,0x02,0x04,0x08} /* ) */, {0x00,0x04,0x15,0x0e,0x15,0x04,0x00} /* star */, {0x00,0x04,0x04,0x1f,0x04,0x04,0x00} /* + */,
-    {0x00,0x00,0x00,0x00,0x06,0x04,0x08} /* , */, {0x00,0x00,0x00,0x0f,0x00,0x00,0x00} /* - */, {0x00,0x00,0x00,0x00,0x00,0x0c,0x0c} /* . */,
-    {0x01,0x02,0x02,0x04,0x08,0x08,0x10} /* slash */, {0x0e,0x11,0x13,0x15,0x19,0x11,0x0e} /* 0 */, {0x04,0x0c,0x04,0x04,0x04,0x04,0x0e} /* 1 */,
+    {0x00,0x00,0x00,0x00,0x00,0x0c,0x0c,0x04,0x08} /* , */, {0x00,0x00,0x00,0x0f,0x00,0x00,0x00} /* - */, {0x00,0x00,0x00,0x00,0x00,0x0c,0x0c} /* . */,
+    {0x01,0x02,0x02,0x04,0x08,0x08,0x10} /* slash */, {0x06,0x09,0x0b,0x0d,0x09,0x09,0x06} /* 0 */, {0x04,0x0c,0x14,0x04,0x04,0x04,0x1f} /* 1 */,
     {0x0e,0x11,0x01,0x02,0x04,0x08,0x1f} /* 2 */, {0x1e,0x01,0x01,0x0e,0x01,0x01,0x1e} /* 3 */, {0x02,0x06,0x0a,0x12,0x1f,0x02,0x02} /* 4 */,
     {0x1f,0x10,0x1e,0x01,0x01,0x11,0x0e} /* 5 */, {0x06,0x08,0x10,0x1e,0x11,0x11,0x0e} /* 6 */, {0x1f,0x01,0x02,0x04,0x08,0x08,0x08} /* 7 */,
     {0x0e,0x11,0x11,0x0e,0x11,0x11,0x0e} /* 8 */, {0x0e,0x11,0x11,0x0f,0x01,0x02,0x0c} /* 9 */, {0x00,0x0c,0x0c,0x00,0x0c,0x0c,0x00} /* : */,
-    {0x00,0x0c,0x0c,0x00,0x0c,0x04,0x08} /* ; */, {0x02,0x04,0x08,0x10,0x08,0x04,0x02} /* < */, {0x00,0x00,0x1f,0x00,0x1f,0x00,0x00} /* = */,
+    {0x00,0x0c,0x0c,0x00,0x00,0x0c,0x0c,0x04,0x08} /* ; */, {0x02,0x04,0x08,0x10,0x08,0x04,0x02} /* < */, {0x00,0x00,0x1f,0x00,0x1f,0x00,0x00} /* = */,
     {0x08,0x04,0x02,0x01,0x02,0x04,0x08} /* > */, {0x0e,0x11,0x01,0x02,0x04,0x00,0x04} /* ? */, {0x0e,0x11,0x17,0x15,0x17,0x10,0x0e} /* @ */,
     {0x0e,0x11,0x11,0x1f,0x11,0x11,0x11} /* A */, {0x1e,0x11,0x11,0x1e,0x11,0x11,0x1e} /* B */, {0x0e,0x11,0x10,0x10,0x10,0x11,0x0e} /* C */,
     {0x1c,0x12,0x11,0x11,0x11,0x12,0x1c} /* D */, {0x1f,0x10,0x10,0x1e,0x10,0x10,0x1f} /* E */, {0x1f,0x10,0x10,0x1e,0x10,0x10,0x10} /* F */,
-    {0x0e,0x11,0x10,0x17,0x11,0x11,0x0f} /* G */, {0x11,0x11,0x11,0x1f,0x11,0x11,0x11} /* H */, {0x0e,0x04,0x04,0x04,0x04,0x04,0x0e} /* I */,
+    {0x0e,0x11,0x10,0x17,0x11,0x11,0x0f} /* G */, {0x11,0x11,0x11,0x1f,0x11,0x11,0x11} /* H */, {0x1f,0x04,0x04,0x04,0x04,0x04,0x1f} /* I */,
     {0x07,0x02,0x02,0x02,0x02,0x12,0x0c} /* J */, {0x11,0x12,0x14,0x18,0x14,0x12,0x11} /* K */, {0x10,0x10,0x10,0x10,0x10,0x10,0x1f} /* L */,
     {0x11,0x1b,0x15,0x15,0x11,0x11,0x11} /* M */, {0x11,0x11,0x19,0x15,0x13,0x11,0x11} /* N */, {0x0e,0x11,0x11,0x11,0x11,0x11,0x0e} /* O */,
     {0x1e,0x11,0x11,0x1e,0x10,0x10,0x10} /* P */, {0x0e,0x11,0x11,0x11,0x15,0x12,0x0d} /* Q */, {0x1e,0x11,0x11,0x1e,0x14,0x12,0x11} /* R */,
@@ -46,14 +51,14 @@ static const unsigned char plot__font[95][7] = {
     {0x10,0x08,0x08,0x04,0x02,0x02,0x01} /* backslash */, {0x0e,0x02,0x02,0x02,0x02,0x02,0x0e} /* ] */, {0x04,0x0a,0x11,0x00,0x00,0x00,0x00} /* ^ */,
     {0x00,0x00,0x00,0x00,0x00,0x00,0x1f} /* _ */, {0x08,0x04,0x00,0x00,0x00,0x00,0x00} /* ` */, {0x00,0x00,0x0e,0x01,0x0f,0x11,0x0f} /* a */,
     {0x10,0x10,0x16,0x19,0x11,0x11,0x1e} /* b */, {0x00,0x00,0x0e,0x10,0x10,0x11,0x0e} /* c */, {0x01,0x01,0x0d,0x13,0x11,0x11,0x0f} /* d */,
-    {0x00,0x00,0x0e,0x11,0x1f,0x10,0x0e} /* e */, {0x06,0x09,0x08,0x1c,0x08,0x08,0x08} /* f */, {0x00,0x0f,0x11,0x11,0x0f,0x01,0x0e} /* g */,
-    {0x10,0x10,0x16,0x19,0x11,0x11,0x11} /* h */, {0x04,0x00,0x0c,0x04,0x04,0x04,0x0e} /* i */, {0x02,0x00,0x06,0x02,0x02,0x12,0x0c} /* j */,
-    {0x10,0x10,0x12,0x14,0x18,0x14,0x12} /* k */, {0x0c,0x04,0x04,0x04,0x04,0x04,0x0e} /* l */, {0x00,0x00,0x1a,0x15,0x15,0x11,0x11} /* m */,
-    {0x00,0x00,0x16,0x19,0x11,0x11,0x11} /* n */, {0x00,0x00,0x0e,0x11,0x11,0x11,0x0e} /* o */, {0x00,0x00,0x1e,0x11,0x1e,0x10,0x10} /* p */,
-    {0x00,0x00,0x0d,0x13,0x0f,0x01,0x01} /* q */, {0x00,0x00,0x16,0x19,0x10,0x10,0x10} /* r */, {0x00,0x00,0x0e,0x10,0x0e,0x01,0x1e} /* s */,
+    {0x00,0x00,0x0e,0x11,0x1f,0x10,0x0e} /* e */, {0x06,0x09,0x08,0x1c,0x08,0x08,0x08} /* f */, {0x00,0x00,0x0f,0x11,0x11,0x11,0x0f,0x01,0x1e} /* g */,
+    {0x10,0x10,0x16,0x19,0x11,0x11,0x11} /* h */, {0x04,0x00,0x0c,0x04,0x04,0x04,0x0e} /* i */, {0x02,0x00,0x06,0x02,0x02,0x02,0x02,0x12,0x0c} /* j */,
+    {0x10,0x10,0x12,0x14,0x18,0x14,0x12} /* k */, {0x0c,0x04,0x04,0x04,0x04,0x05,0x02} /* l */, {0x00,0x00,0x1a,0x15,0x15,0x11,0x11} /* m */,
+    {0x00,0x00,0x16,0x19,0x11,0x11,0x11} /* n */, {0x00,0x00,0x0e,0x11,0x11,0x11,0x0e} /* o */, {0x00,0x00,0x1e,0x11,0x11,0x11,0x1e,0x10,0x10} /* p */,
+    {0x00,0x00,0x0f,0x11,0x11,0x11,0x0f,0x01,0x01} /* q */, {0x00,0x00,0x16,0x18,0x10,0x10,0x10} /* r */, {0x00,0x00,0x0e,0x10,0x0e,0x01,0x1e} /* s */,
     {0x08,0x08,0x1c,0x08,0x08,0x09,0x06} /* t */, {0x00,0x00,0x11,0x11,0x11,0x13,0x0d} /* u */, {0x00,0x00,0x11,0x11,0x11,0x0a,0x04} /* v */,
-    {0x00,0x00,0x11,0x11,0x15,0x15,0x0a} /* w */, {0x00,0x00,0x11,0x0a,0x04,0x0a,0x11} /* x */, {0x00,0x00,0x11,0x11,0x0f,0x01,0x0e} /* y */,
-    {0x00,0x00,0x1f,0x02,0x04,0x08,0x1f} /* z */, {0x02,0x04,0x04,0x08,0x04,0x04,0x02} /* { */, {0x04,0x04,0x04,0x04,0x04,0x04,0x04} /* | */,
+    {0x00,0x00,0x11,0x11,0x15,0x15,0x0a} /* w */, {0x00,0x00,0x11,0x0a,0x04,0x0a,0x11} /* x */, {0x00,0x00,0x11,0x11,0x11,0x11,0x0f,0x01,0x0e} /* y */,
+    {0x00,0x00,0x1f,0x02,0x04,0x08,0x1f} /* z */, {0x02,0x04,0x04,0x08,0x04,0x04,0x02} /* { */, {0x04,0x04,0x04,0x04,0x04,0x04,0x04,0x04,0x04} /* | */,
     {0x08,0x04,0x04,0x02,0x04,0x04,0x08} /* } */, {0x00,0x00,0x08,0x15,0x02,0x00,0x00} /* ~ */,
 };
 
@@ -70,6 +75,7 @@ static const unsigned char plot__black[3] = {0, 0, 0};
 static const unsigned char plot__grid[3] = {228, 228, 228};
 static const unsigned char plot__frame[3] = {60, 60, 60};
 static const unsigned char plot__white[3] = {255, 255, 255};
+static const unsigned char plot__masked[3] = {150, 150, 150};
 
 void plot_series_color(int i, unsigned char rgb[3])
 {
@@ -124,7 +130,7 @@ static void plot__glyph(plot__img *im, int x, int y, unsigned char ch, int sc, c
 {
     const unsigned char *g = plot__font[(ch >= 32 && ch < 127) ? ch - 32 : '?' - 32];
     int r, col;
-    for (r = 0; r < 7; r++)
+    for (r = 0; r < 9; r++)
         for (col = 0; col < 5; col++)
             if (g[r] & (0x10 >> col)) {
                 if (!vertical)
@@ -134,12 +140,15 @@ static void plot__glyph(plot__img *im, int x, int y, unsigned char ch, int sc, c
             }
 }
 
-#define PLOT__MAXTEXT 60
+#define PLOT__MAXTEXT 120
 
+/* characters of s up to its first '\n' (at most PLOT__MAXTEXT) */
 static int plot__text_len(const char *s)
 {
-    int n = s ? (int)strlen(s) : 0;
-    return n > PLOT__MAXTEXT ? PLOT__MAXTEXT : n;
+    int n = 0;
+    if (!s) return 0;
+    while (s[n] && s[n] != '\n' && n < PLOT__MAXTEXT) n++;
+    return n;
 }
 
 static int plot__text_w(const char *s, int sc)
@@ -161,14 +170,50 @@ static void plot__text_v(plot__img *im, int x, int ybottom, const char *s, int s
     for (i = 0; i < n; i++) plot__glyph(im, x, ybottom - i * 6 * sc, (unsigned char)s[i], sc, c, 1);
 }
 
-/* A thick line (t x t squares along a Bresenham path), clipped. */
-static void plot__line(plot__img *im, int x0, int y0, int x1, int y1, int t, const unsigned char c[3], const plot__rect *clip)
+/* the lines of a title: at most 2 ('\n' separates them) */
+static int plot__title_lines(const char *t, const char *line[2])
+{
+    const char *nl;
+    line[0] = line[1] = NULL;
+    if (!t || !*t) return 0;
+    line[0] = t;
+    nl = strchr(t, '\n');
+    if (nl && nl[1]) {
+        line[1] = nl + 1;
+        return 2;
+    }
+    return 1;
+}
+
+/* dash patterns: on/off run lengths in units of the glyph scale */
+static const int plot__pat[PLOT_DASH_COUNT][6] = {{0}, {0}, {8, 5}, {2, 3}, {8, 3, 2, 3}, {16, 6}, {8, 3, 2, 3, 2, 3}, {0}};
+
+static int plot__dash_on(int dash, long phase, int sc)
+{
+    const int *p;
+    long per, q;
+    int k;
+    if (dash <= PLOT_DASH_SOLID || dash >= PLOT_DASH_NONE) return 1;
+    p = plot__pat[dash];
+    per = (long)(p[0] + p[1] + p[2] + p[3] + p[4] + p[5]) * sc;
+    q = phase % per;
+    for (k = 0; k < 6; k++) {
+        if (q < (long)p[k] * sc) return !(k & 1);
+        q -= (long)p[k] * sc;
+    }
+    return 0;
+}
+
+/* A thick line (t x t squares along a Bresenham path), clipped; dash != SOLID draws the
+   pattern, phase (pixels along the line so far) carries it across segments. */
+static void plot__line_d(plot__img *im, int x0, int y0, int x1, int y1, int t, const unsigned char c[3],
+                         const plot__rect *clip, int dash, int sc, long *phase)
 {
     int dx = abs(x1 - x0), sx = x0 < x1 ? 1 : -1, dy = -abs(y1 - y0), sy = y0 < y1 ? 1 : -1, e = dx + dy;
     int lo = (t - 1) / 2, hi = t / 2;
     for (;;) {
         int e2 = 2 * e;
-        plot__fill(im, x0 - lo, y0 - lo, x0 + hi, y0 + hi, c, clip);
+        if (!phase || plot__dash_on(dash, *phase, sc)) plot__fill(im, x0 - lo, y0 - lo, x0 + hi, y0 + hi, c, clip);
         if (e2 >= dy) {
             if (x0 == x1) break;
             e += dy;
@@ -179,6 +224,60 @@ static void plot__line(plot__img *im, int x0, int y0, int x1, int y1, int t, con
             e += dx;
             y0 += sy;
         }
+        if (phase) (*phase)++;
+    }
+}
+
+static void plot__line(plot__img *im, int x0, int y0, int x1, int y1, int t, const unsigned char c[3], const plot__rect *clip)
+{
+    plot__line_d(im, x0, y0, x1, y1, t, c, clip, PLOT_DASH_SOLID, 1, NULL);
+}
+
+/* A marker of radius r centred at (x, y), outline thickness t. */
+static void plot__marker(plot__img *im, int x, int y, int kind, int r, int t, const unsigned char c[3], const plot__rect *clip)
+{
+    int dx, dy;
+    switch (kind) {
+    case PLOT_MARK_CIRCLE:
+        for (dy = -r - t; dy <= r + t; dy++)
+            for (dx = -r - t; dx <= r + t; dx++) {
+                double d = sqrt((double)dx * dx + (double)dy * dy);
+                if (fabs(d - r) <= t * 0.5 + 0.25) plot__fill(im, x + dx, y + dy, x + dx, y + dy, c, clip);
+            }
+        break;
+    case PLOT_MARK_SQUARE:
+        r = r * 5 / 6;
+        plot__fill(im, x - r, y - r, x + r, y - r + t - 1, c, clip);
+        plot__fill(im, x - r, y + r - t + 1, x + r, y + r, c, clip);
+        plot__fill(im, x - r, y - r, x - r + t - 1, y + r, c, clip);
+        plot__fill(im, x + r - t + 1, y - r, x + r, y + r, c, clip);
+        break;
+    case PLOT_MARK_TRIANGLE:
+        plot__line(im, x, y - r, x - r, y + r * 3 / 4, t, c, clip);
+        plot__line(im, x - r, y + r * 3 / 4, x + r, y + r * 3 / 4, t, c, clip);
+        plot__line(im, x + r, y + r * 3 / 4, x, y - r, t, c, clip);
+        break;
+    case PLOT_MARK_DIAMOND:
+        plot__line(im, x, y - r, x + r, y, t, c, clip);
+        plot__line(im, x + r, y, x, y + r, t, c, clip);
+        plot__line(im, x, y + r, x - r, y, t, c, clip);
+        plot__line(im, x - r, y, x, y - r, t, c, clip);
+        break;
+    case PLOT_MARK_CROSS:
+        plot__line(im, x - r * 4 / 5, y - r * 4 / 5, x + r * 4 / 5, y + r * 4 / 5, t, c, clip);
+        plot__line(im, x - r * 4 / 5, y + r * 4 / 5, x + r * 4 / 5, y - r * 4 / 5, t, c, clip);
+        break;
+    case PLOT_MARK_PLUS:
+        plot__fill(im, x - r, y - (t - 1) / 2, x + r, y + t / 2, c, clip);
+        plot__fill(im, x - (t - 1) / 2, y - r, x + t / 2, y + r, c, clip);
+        break;
+    case PLOT_MARK_DOT:
+        for (dy = -r; dy <= r; dy++)
+            for (dx = -r; dx <= r; dx++)
+                if (dx * dx + dy * dy <= r * r) plot__fill(im, x + dx, y + dy, x + dx, y + dy, c, clip);
+        break;
+    default:
+        break;
     }
 }
 
@@ -275,29 +374,82 @@ static int plot__check(int width, int height, const plot_series *s, int ns)
     int i;
     if (width < 64 || height < 64 || width > 16384 || height > 16384) return PLOT_EINVAL;
     if (ns < 0 || (ns > 0 && !s)) return PLOT_EINVAL;
-    for (i = 0; i < ns; i++)
+    for (i = 0; i < ns; i++) {
         if (s[i].n < 0 || (s[i].n > 0 && (!s[i].x || !s[i].y))) return PLOT_EINVAL;
+        if (s[i].marker < 0 || s[i].marker >= PLOT_MARK_COUNT || s[i].dash < 0 || s[i].dash >= PLOT_DASH_COUNT ||
+            s[i].color < 0)
+            return PLOT_EINVAL;
+    }
     return PLOT_OK;
 }
 
 static int plot__ok(double x, double y, int logy) { return isfinite(x) && isfinite(y) && (!logy || y > 0); }
 
-int plot_lines_rgb(unsigned char *rgb, int width, int height, const char *title, const char *xlabel,
-                   const char *ylabel, const plot_series *s, int ns, int logy)
+/* Where things went (tests/test_plot.c checks the legend against the lines). */
+typedef struct {
+    plot__rect area;          /* the plot area */
+    double xlo, xhi, ylo, yhi; /* its ranges (log10 units for a log axis) */
+    plot__rect legend;        /* the legend box (x1 < x0 when there is none) */
+    int legend_outside;       /* 1: right of the plot area, 2: below it */
+    int sc;                   /* glyph scale */
+} plot__layout;
+
+static int plot__series_color_index(const plot_series *s, int i) { return s->color > 0 ? s->color - 1 : i; }
+
+static int plot__series_dash(const plot_series *s, int i, int ns)
 {
-    plot__img im;
+    if (s->dash != PLOT_DASH_AUTO) return s->dash;
+    return ns == 1 ? PLOT_DASH_SOLID : PLOT_DASH_SOLID + i % (PLOT_DASH_NONE - PLOT_DASH_SOLID);
+}
+
+/* the marker a series is drawn with; pw: plot area width (AUTO markers on sparse series) */
+static int plot__series_marker(const plot_series *s, int i, int pw, int logy)
+{
+    static const int cyc[6] = {PLOT_MARK_CIRCLE, PLOT_MARK_SQUARE, PLOT_MARK_TRIANGLE,
+                               PLOT_MARK_DIAMOND, PLOT_MARK_CROSS, PLOT_MARK_PLUS};
+    int k, nf = 0;
+    if (s->marker != PLOT_MARK_AUTO) return s->marker;
+    for (k = 0; k < s->n; k++) nf += plot__ok(s->x[k], s->y[k], logy);
+    return (long)nf * 10 <= (long)pw ? cyc[i % 6] : PLOT_MARK_NONE;
+}
+
+static void plot__series_name(const plot_series *s, int i, char *buf, size_t cap)
+{
+    if (s->label) snprintf(buf, cap, "%.*s", plot__text_len(s->label), s->label);
+    else snprintf(buf, cap, "series %d", i);
+}
+
+/* pixels in r that are neither background nor grid: what a legend there would cover */
+static long plot__ink(const plot__img *im, plot__rect r)
+{
+    long n = 0;
+    int x, y;
+    if (r.x0 < 0) r.x0 = 0;
+    if (r.y0 < 0) r.y0 = 0;
+    if (r.x1 > im->w - 1) r.x1 = im->w - 1;
+    if (r.y1 > im->h - 1) r.y1 = im->h - 1;
+    for (y = r.y0; y <= r.y1; y++)
+        for (x = r.x0; x <= r.x1; x++) {
+            const unsigned char *p = im->rgb + ((size_t)y * (size_t)im->w + (size_t)x) * 3;
+            if (memcmp(p, plot__white, 3) != 0 && memcmp(p, plot__grid, 3) != 0) n++;
+        }
+    return n;
+}
+
+/* One rendering. outside: 1 reserves room right of the plot area for the legend, 2 below
+   it (a legend too wide for the right side). Returns 1 or 2 when the legend should go
+   there and outside was 0 (the caller renders again), else 0. */
+static int plot__render(plot__img *im, const char *title, const char *xlabel, const char *ylabel,
+                        const plot_series *s, int ns, int logy, int outside, plot__layout *lay)
+{
     plot__axis ax, ay;
     plot__rect area;
-    int i, k, sc, ch, cw, top, bottom, left, right, pw, ph, have = 0, maxw = 0, t;
+    const char *tl[2];
+    int i, k, sc, ch, lh, cw, top, bottom, left, right, pw, ph, have = 0, maxw = 0, t, nt;
+    int rows = 0, lw = 0, lhh = 0, sw, mr;
     double xlo = 0, xhi = 1, ylo = 0, yhi = 1;
-    int rc = plot__check(width, height, s, ns);
-    if (rc != PLOT_OK) return rc;
-    if (!rgb) return PLOT_EINVAL;
-    logy = logy ? 1 : 0;
-    im.rgb = rgb;
-    im.w = width;
-    im.h = height;
-    plot__fill(&im, 0, 0, width - 1, height - 1, plot__white, NULL);
+    int width = im->w, height = im->h;
+    plot__fill(im, 0, 0, width - 1, height - 1, plot__white, NULL);
     /* data ranges */
     for (i = 0; i < ns; i++)
         for (k = 0; k < s[i].n; k++) {
@@ -320,6 +472,12 @@ int plot_lines_rgb(unsigned char *rgb, int width, int height, const char *title,
         if (!(d > 0) || !isfinite(xlo - d) || !isfinite(xhi + d)) d = 0.5;
         xlo -= d;
         xhi += d;
+    } else {
+        double d = (xhi * 0.5 - xlo * 0.5) * 0.04; /* 2% each side: end markers stay whole */
+        if (isfinite(xlo - d) && isfinite(xhi + d)) {
+            xlo -= d;
+            xhi += d;
+        }
     }
     if (ylo == yhi) {
         double d = logy ? 0.5 : fabs(ylo) * 0.1;
@@ -327,7 +485,7 @@ int plot_lines_rgb(unsigned char *rgb, int width, int height, const char *title,
         ylo -= d;
         yhi += d;
     } else {
-        double d = (yhi * 0.5 - ylo * 0.5) * 0.08; /* 4% of the span each side */
+        double d = (yhi * 0.5 - ylo * 0.5) * 0.12; /* 6% of the span each side */
         if (isfinite(ylo - d) && isfinite(yhi + d)) {
             ylo -= d;
             yhi += d;
@@ -336,21 +494,43 @@ int plot_lines_rgb(unsigned char *rgb, int width, int height, const char *title,
     /* layout */
     sc = (width >= 480 && height >= 480) ? 2 : 1;
     ch = 7 * sc;
+    lh = 9 * sc;
     cw = 6 * sc;
-    top = 8 + (title && *title ? ch + 8 : 0);
-    bottom = 6 + ch + 6 + (xlabel && *xlabel ? ch + 6 : 0) + 4;
+    sw = 4 * cw;
+    mr = 3 * sc + 1;
+    nt = plot__title_lines(title, tl);
+    top = 8 + nt * (lh + 4) + (nt ? 4 : 0);
+    bottom = 6 + lh + 6 + (xlabel && *xlabel ? lh + 6 : 0) + 4;
     right = 4 * cw;
-    if (top > height / 4) top = height / 4;
+    if (top > height / 3) top = height / 3;
     if (bottom > height * 2 / 5) bottom = height * 2 / 5;
     ph = height - top - bottom;
+    /* legend size */
+    if (ns > 0) {
+        char name[PLOT__MAXTEXT + 16];
+        rows = ns;
+        if (rows > (ph - 8) / (lh + 4)) rows = (ph - 8) / (lh + 4);
+        if (rows < 0) rows = 0;
+        for (i = 0; i < rows; i++) {
+            plot__series_name(s + i, i, name, sizeof name);
+            if (plot__text_w(name, sc) > lw) lw = plot__text_w(name, sc);
+        }
+        lw += sw + 3 * cw;
+        lhh = rows * (lh + 4) + 6;
+    }
+    if (outside == 1 && rows > 0) right = lw + 12;
+    if (outside == 2 && rows > 0) {
+        bottom += lhh + 8;
+        ph = height - top - bottom;
+    }
     ay.lo = ylo;
     ay.hi = yhi;
     plot__ticks(&ay, ph / (ch * 4) < 2 ? 2 : (ph / (ch * 4) > 10 ? 10 : ph / (ch * 4)), logy);
     for (k = 0; k < ay.n; k++)
         if (plot__text_w(ay.lab[k], sc) > maxw) maxw = plot__text_w(ay.lab[k], sc);
-    left = 6 + (ylabel && *ylabel ? ch + 8 : 0) + maxw + 8;
+    left = 6 + (ylabel && *ylabel ? lh + 8 : 0) + maxw + 8;
     if (left > width * 2 / 5) left = width * 2 / 5;
-    if (right > width / 10) right = width / 10;
+    if (!outside && right > width / 10) right = width / 10;
     pw = width - left - right;
     ax.lo = xlo;
     ax.hi = xhi;
@@ -360,107 +540,405 @@ int plot_lines_rgb(unsigned char *rgb, int width, int height, const char *title,
     area.y0 = top;
     area.x1 = left + pw - 1;
     area.y1 = top + ph - 1;
+    if (lay) {
+        lay->area = area;
+        lay->xlo = xlo;
+        lay->xhi = xhi;
+        lay->ylo = ylo;
+        lay->yhi = yhi;
+        lay->legend.x0 = 0;
+        lay->legend.x1 = -1;
+        lay->legend.y0 = 0;
+        lay->legend.y1 = -1;
+        lay->legend_outside = outside;
+        lay->sc = sc;
+    }
     /* grid */
     for (k = 0; k < ax.n; k++) {
         int px = left + (int)floor(plot__frac(ax.pos[k], xlo, xhi) * (pw - 1) + 0.5);
-        plot__fill(&im, px, area.y0, px, area.y1, plot__grid, &area);
+        plot__fill(im, px, area.y0, px, area.y1, plot__grid, &area);
     }
     for (k = 0; k < ay.n; k++) {
         int py = top + (int)floor((1.0 - plot__frac(ay.pos[k], ylo, yhi)) * (ph - 1) + 0.5);
-        plot__fill(&im, area.x0, py, area.x1, py, plot__grid, &area);
+        plot__fill(im, area.x0, py, area.x1, py, plot__grid, &area);
     }
-    /* series */
+    /* series: lines, then markers, then notes */
     t = sc;
     for (i = 0; i < ns; i++) {
         unsigned char c[3];
-        int prev = 0, px0 = 0, py0 = 0, run = 0;
-        plot_series_color(i, c);
+        int prev = 0, px0 = 0, py0 = 0, run = 0, dash = plot__series_dash(s + i, i, ns);
+        int mk = plot__series_marker(s + i, i, pw, logy), lastx = 0, lasty = 0, any = 0;
+        long phase = 0;
+        plot_series_color(plot__series_color_index(s + i, i), c);
         for (k = 0; k <= s[i].n; k++) {
             int ok = k < s[i].n && plot__ok(s[i].x[k], s[i].y[k], logy), px = 0, py = 0;
             if (ok) {
                 double y = logy ? log10(s[i].y[k]) : s[i].y[k];
                 px = left + (int)floor(plot__frac(s[i].x[k], xlo, xhi) * (pw - 1) + 0.5);
                 py = top + (int)floor((1.0 - plot__frac(y, ylo, yhi)) * (ph - 1) + 0.5);
-                if (prev) plot__line(&im, px0, py0, px, py, t, c, &area);
+                if (prev && dash != PLOT_DASH_NONE) plot__line_d(im, px0, py0, px, py, t, c, &area, dash, sc, &phase);
+                if (mk != PLOT_MARK_NONE) plot__marker(im, px, py, mk, mr, sc, c, &area);
                 run++;
+                lastx = px;
+                lasty = py;
+                any = 1;
             } else {
-                if (run == 1) /* an isolated point */
-                    plot__fill(&im, px0 - 1 - sc / 2, py0 - 1 - sc / 2, px0 + 1 + sc / 2, py0 + 1 + sc / 2, c, &area);
+                if (run == 1 && mk == PLOT_MARK_NONE) /* an isolated point */
+                    plot__fill(im, px0 - 1 - sc / 2, py0 - 1 - sc / 2, px0 + 1 + sc / 2, py0 + 1 + sc / 2, c, &area);
                 run = 0;
             }
             prev = ok;
             px0 = px;
             py0 = py;
         }
+        if (any && s[i].note && *s[i].note) {
+            /* left of and above the last point, kept inside the plot area */
+            int tw = plot__text_w(s[i].note, sc), nx = lastx - mr - 4 - tw, ny = lasty - mr - 4 - lh;
+            if (nx < area.x0 + 3) nx = area.x0 + 3;
+            if (ny < area.y0 + 3) ny = lasty + mr + 4;
+            if (ny + lh > area.y1 - 2) ny = area.y1 - 2 - lh;
+            plot__fill(im, nx - 2, ny - 2, nx + tw + 1, ny + lh + 1, plot__white, &area);
+            plot__text(im, nx, ny, s[i].note, sc, c);
+        }
+    }
+    /* legend: the first empty corner, else outside (another rendering), else the emptiest corner */
+    if (rows > 0) {
+        plot__rect r;
+        char name[PLOT__MAXTEXT + 16];
+        if (outside == 1) {
+            r.x0 = area.x1 + 10;
+            r.y0 = area.y0;
+        } else if (outside == 2) {
+            r.x0 = left + pw / 2 - lw / 2;
+            if (r.x0 + lw > width - 2) r.x0 = width - 2 - lw;
+            if (r.x0 < 2) r.x0 = 2;
+            r.y0 = area.y1 + 8 + lh + 6 + (xlabel && *xlabel ? lh + 6 : 0);
+        } else {
+            plot__rect cand[4];
+            long ink[4], best = -1;
+            int b = 0;
+            for (k = 0; k < 4; k++) {
+                cand[k].x0 = (k == 0 || k == 2) ? area.x1 - 6 - lw : area.x0 + 6;
+                cand[k].y0 = k < 2 ? area.y0 + 6 : area.y1 - 6 - lhh;
+                cand[k].x1 = cand[k].x0 + lw;
+                cand[k].y1 = cand[k].y0 + lhh;
+                ink[k] = cand[k].x0 < area.x0 || cand[k].y0 < area.y0 ? -1 : plot__ink(im, cand[k]);
+                if (ink[k] == 0) break;
+            }
+            if (k == 4) {
+                /* no empty corner: outside, right or below, while the plot keeps half the image */
+                if (lw + 12 <= width / 2) return 1;
+                if (ph - lhh - 8 >= height / 2) return 2;
+                for (k = 0; k < 4; k++)
+                    if (ink[k] >= 0 && (best < 0 || ink[k] < best)) {
+                        best = ink[k];
+                        b = k;
+                    }
+                k = b;
+            }
+            r = cand[k];
+        }
+        r.x1 = r.x0 + lw;
+        r.y1 = r.y0 + lhh;
+        if (r.x0 >= 0 && r.x1 < width) {
+            if (lay) lay->legend = r;
+            plot__fill(im, r.x0, r.y0, r.x1, r.y1, plot__white, NULL);
+            plot__fill(im, r.x0, r.y0, r.x1, r.y0, plot__frame, NULL);
+            plot__fill(im, r.x0, r.y1, r.x1, r.y1, plot__frame, NULL);
+            plot__fill(im, r.x0, r.y0, r.x0, r.y1, plot__frame, NULL);
+            plot__fill(im, r.x1, r.y0, r.x1, r.y1, plot__frame, NULL);
+            for (i = 0; i < rows; i++) {
+                unsigned char c[3];
+                int ry = r.y0 + 4 + i * (lh + 4), my = ry + ch / 2, dash = plot__series_dash(s + i, i, ns);
+                int mk = plot__series_marker(s + i, i, pw, logy);
+                long phase = 0;
+                plot__rect inner;
+                inner.x0 = r.x0 + 1;
+                inner.y0 = r.y0 + 1;
+                inner.x1 = r.x1 - 1;
+                inner.y1 = r.y1 - 1;
+                plot_series_color(plot__series_color_index(s + i, i), c);
+                if (dash != PLOT_DASH_NONE)
+                    plot__line_d(im, r.x0 + cw, my, r.x0 + cw + sw - 1, my, t, c, &inner, dash, sc, &phase);
+                if (mk != PLOT_MARK_NONE) plot__marker(im, r.x0 + cw + sw / 2, my, mk, mr, sc, c, &inner);
+                plot__series_name(s + i, i, name, sizeof name);
+                plot__text(im, r.x0 + 2 * cw + sw, ry, name, sc, plot__black);
+            }
+        }
     }
     /* frame, ticks, labels */
-    plot__fill(&im, area.x0 - 1, area.y0 - 1, area.x1 + 1, area.y0 - 1, plot__frame, NULL);
-    plot__fill(&im, area.x0 - 1, area.y1 + 1, area.x1 + 1, area.y1 + 1, plot__frame, NULL);
-    plot__fill(&im, area.x0 - 1, area.y0 - 1, area.x0 - 1, area.y1 + 1, plot__frame, NULL);
-    plot__fill(&im, area.x1 + 1, area.y0 - 1, area.x1 + 1, area.y1 + 1, plot__frame, NULL);
+    plot__fill(im, area.x0 - 1, area.y0 - 1, area.x1 + 1, area.y0 - 1, plot__frame, NULL);
+    plot__fill(im, area.x0 - 1, area.y1 + 1, area.x1 + 1, area.y1 + 1, plot__frame, NULL);
+    plot__fill(im, area.x0 - 1, area.y0 - 1, area.x0 - 1, area.y1 + 1, plot__frame, NULL);
+    plot__fill(im, area.x1 + 1, area.y0 - 1, area.x1 + 1, area.y1 + 1, plot__frame, NULL);
     /* tick labels; one that would touch the previous label is left out (its tick stays) */
     {
         int last = -1000000;
         for (k = 0; k < ax.n; k++) {
             int px = left + (int)floor(plot__frac(ax.pos[k], xlo, xhi) * (pw - 1) + 0.5);
             int lx = px - plot__text_w(ax.lab[k], sc) / 2;
-            plot__fill(&im, px, area.y1 + 2, px, area.y1 + 5, plot__frame, NULL);
+            plot__fill(im, px, area.y1 + 2, px, area.y1 + 5, plot__frame, NULL);
             if (lx < last + cw) continue;
-            plot__text(&im, lx, area.y1 + 8, ax.lab[k], sc, plot__black);
+            plot__text(im, lx, area.y1 + 8, ax.lab[k], sc, plot__black);
             last = lx + plot__text_w(ax.lab[k], sc);
         }
         last = 1000000;
         for (k = 0; k < ay.n; k++) {
             int py = top + (int)floor((1.0 - plot__frac(ay.pos[k], ylo, yhi)) * (ph - 1) + 0.5);
-            plot__fill(&im, area.x0 - 5, py, area.x0 - 2, py, plot__frame, NULL);
+            plot__fill(im, area.x0 - 5, py, area.x0 - 2, py, plot__frame, NULL);
             if (py - ch / 2 + ch + 3 * sc > last) continue; /* labels go upwards */
-            plot__text(&im, area.x0 - 8 - plot__text_w(ay.lab[k], sc), py - ch / 2, ay.lab[k], sc, plot__black);
+            plot__text(im, area.x0 - 8 - plot__text_w(ay.lab[k], sc), py - ch / 2, ay.lab[k], sc, plot__black);
             last = py - ch / 2;
         }
     }
-    if (title && *title) plot__text(&im, left + pw / 2 - plot__text_w(title, sc) / 2, 8, title, sc, plot__black);
+    for (k = 0; k < nt; k++)
+        plot__text(im, left + pw / 2 - plot__text_w(tl[k], sc) / 2, 8 + k * (lh + 4), tl[k], sc, plot__black);
     if (xlabel && *xlabel)
-        plot__text(&im, left + pw / 2 - plot__text_w(xlabel, sc) / 2, area.y1 + 8 + ch + 6, xlabel, sc, plot__black);
-    if (ylabel && *ylabel) plot__text_v(&im, 6, top + ph / 2 + plot__text_w(ylabel, sc) / 2, ylabel, sc, plot__black);
-    /* legend */
-    if (ns > 0) {
-        int rows = ns, lw = 0, lh, lx, ly, sw = 4 * cw;
-        char name[32];
-        if (rows > (ph - 8) / (ch + 4)) rows = (ph - 8) / (ch + 4);
-        for (i = 0; i < rows; i++) {
-            int w;
-            if (s[i].label) w = plot__text_w(s[i].label, sc);
-            else {
-                snprintf(name, sizeof name, "series %d", i);
-                w = plot__text_w(name, sc);
-            }
-            if (w > lw) lw = w;
-        }
-        lw += sw + 3 * cw;
-        lh = rows * (ch + 4) + 6;
-        lx = area.x1 - 6 - lw;
-        ly = area.y0 + 6;
-        if (rows > 0 && lx > area.x0) {
-            plot__fill(&im, lx, ly, lx + lw, ly + lh, plot__white, NULL);
-            plot__fill(&im, lx, ly, lx + lw, ly, plot__frame, NULL);
-            plot__fill(&im, lx, ly + lh, lx + lw, ly + lh, plot__frame, NULL);
-            plot__fill(&im, lx, ly, lx, ly + lh, plot__frame, NULL);
-            plot__fill(&im, lx + lw, ly, lx + lw, ly + lh, plot__frame, NULL);
-            for (i = 0; i < rows; i++) {
-                unsigned char c[3];
-                int ry = ly + 4 + i * (ch + 4);
-                plot_series_color(i, c);
-                plot__fill(&im, lx + cw, ry + ch / 2 - sc, lx + cw + sw - 1, ry + ch / 2 + sc, c, NULL);
-                if (s[i].label) plot__text(&im, lx + 2 * cw + sw, ry, s[i].label, sc, plot__black);
-                else {
-                    snprintf(name, sizeof name, "series %d", i);
-                    plot__text(&im, lx + 2 * cw + sw, ry, name, sc, plot__black);
+        plot__text(im, left + pw / 2 - plot__text_w(xlabel, sc) / 2, area.y1 + 8 + lh + 6, xlabel, sc, plot__black);
+    if (ylabel && *ylabel) plot__text_v(im, 6, top + ph / 2 + plot__text_w(ylabel, sc) / 2, ylabel, sc, plot__black);
+    return 0;
+}
+
+static int plot__lines(unsigned char *rgb, int width, int height, const char *title, const char *xlabel,
+                       const char *ylabel, const plot_series *s, int ns, int logy, plot__layout *lay)
+{
+    plot__img im;
+    int rc = plot__check(width, height, s, ns);
+    if (rc != PLOT_OK) return rc;
+    if (!rgb) return PLOT_EINVAL;
+    im.rgb = rgb;
+    im.w = width;
+    im.h = height;
+    logy = logy ? 1 : 0;
+    rc = plot__render(&im, title, xlabel, ylabel, s, ns, logy, 0, lay);
+    if (rc) plot__render(&im, title, xlabel, ylabel, s, ns, logy, rc, lay);
+    return PLOT_OK;
+}
+
+int plot_lines_rgb(unsigned char *rgb, int width, int height, const char *title, const char *xlabel,
+                   const char *ylabel, const plot_series *s, int ns, int logy)
+{
+    return plot__lines(rgb, width, height, title, xlabel, ylabel, s, ns, logy, NULL);
+}
+
+/* ------------------------------------------------------------------ heatmap */
+
+static void plot__diverging(double v, unsigned char px[3])
+{
+    if (v > 1) v = 1;
+    if (v < -1) v = -1;
+    if (v >= 0) { /* white -> red */
+        px[0] = 255;
+        px[1] = px[2] = (unsigned char)(255 * (1 - v) + 0.5);
+    } else { /* white -> blue */
+        px[0] = px[1] = (unsigned char)(255 * (1 + v) + 0.5);
+        px[2] = 255;
+    }
+}
+
+/* Map placement for a heatmap of rows x cols in an image; filled by plot__heat. */
+typedef struct {
+    plot__rect map, cbar;
+    int sc;
+    double vmax;
+} plot__heat_layout;
+
+static int plot__heat(unsigned char *rgb, int width, int height, const char *title, const char *xlabel,
+                      const char *ylabel, const plot_heatmap *h, plot__heat_layout *lay)
+{
+    plot__img im;
+    plot__axis ax, ay, ac;
+    const char *tl[2];
+    char lo_lab[32], hi_lab[32];
+    int sc, ch, lh, cw, nt, top, bottom, left, right, aw, ah, mw, mh, mx, my, maxw = 0, cbw, cbx, k, x, y, t;
+    double a = 0;
+    long i, n;
+    if (width < 64 || height < 64 || width > 16384 || height > 16384) return PLOT_EINVAL;
+    if (!rgb || !h || !h->v || h->rows < 1 || h->cols < 1) return PLOT_EINVAL;
+    im.rgb = rgb;
+    im.w = width;
+    im.h = height;
+    plot__fill(&im, 0, 0, width - 1, height - 1, plot__white, NULL);
+    n = (long)h->rows * h->cols;
+    if (h->vmax > 0 && isfinite(h->vmax)) a = h->vmax;
+    else
+        for (i = 0; i < n; i++)
+            if (isfinite(h->v[i]) && fabs((double)h->v[i]) > a) a = fabs((double)h->v[i]);
+    if (!(a > 0)) a = 1;
+    sc = (width >= 480 && height >= 480) ? 2 : 1;
+    ch = 7 * sc;
+    lh = 9 * sc;
+    cw = 6 * sc;
+    nt = plot__title_lines(title, tl);
+    /* colour-bar ticks and end labels */
+    snprintf(hi_lab, sizeof hi_lab, "%+.3g", a);
+    snprintf(lo_lab, sizeof lo_lab, "%+.3g", -a);
+    ac.lo = -a;
+    ac.hi = a;
+    plot__ticks(&ac, 4, 0);
+    maxw = plot__text_w(hi_lab, sc) > plot__text_w(lo_lab, sc) ? plot__text_w(hi_lab, sc) : plot__text_w(lo_lab, sc);
+    for (k = 0; k < ac.n; k++)
+        if (plot__text_w(ac.lab[k], sc) > maxw) maxw = plot__text_w(ac.lab[k], sc);
+    cbw = 3 * cw;
+    top = 8 + nt * (lh + 4) + 6;
+    bottom = 6 + lh + 6 + (xlabel && *xlabel ? lh + 6 : 0) + (h->note && *h->note ? lh + 6 : 0) + 4;
+    {
+        char buf[24];
+        snprintf(buf, sizeof buf, "%d", h->rows - 1);
+        left = 6 + (ylabel && *ylabel ? lh + 8 : 0) + plot__text_w(buf, sc) + 10;
+    }
+    right = 14 + cbw + 6 + maxw + 8 + (h->cbar_label && *h->cbar_label ? lh + 8 : 0);
+    aw = width - left - right;
+    ah = height - top - bottom;
+    if (aw < 1) aw = 1;
+    if (ah < 1) ah = 1;
+    if (h->cols <= aw && h->rows <= ah) {
+        int s1 = aw / h->cols, s2 = ah / h->rows;
+        t = s1 < s2 ? s1 : s2;
+        mw = h->cols * t;
+        mh = h->rows * t;
+    } else {
+        double f1 = (double)aw / h->cols, f2 = (double)ah / h->rows, f = f1 < f2 ? f1 : f2;
+        mw = (int)(h->cols * f);
+        mh = (int)(h->rows * f);
+        if (mw < 1) mw = 1;
+        if (mh < 1) mh = 1;
+    }
+    mx = left + (aw - mw) / 2;
+    my = top + (ah - mh) / 2;
+    /* cells: each pixel the mean of the unmasked cells it covers (one cell when enlarged) */
+    for (y = 0; y < mh; y++) {
+        int r0 = (int)((long)y * h->rows / mh), r1 = (int)((long)(y + 1) * h->rows / mh);
+        if (r1 <= r0) r1 = r0 + 1;
+        for (x = 0; x < mw; x++) {
+            int c0 = (int)((long)x * h->cols / mw), c1 = (int)((long)(x + 1) * h->cols / mw), r, c;
+            double sum = 0;
+            long cnt = 0;
+            unsigned char *px = rgb + ((size_t)(my + y) * (size_t)width + (size_t)(mx + x)) * 3;
+            if (c1 <= c0) c1 = c0 + 1;
+            for (r = r0; r < r1; r++)
+                for (c = c0; c < c1; c++) {
+                    float v = h->v[(size_t)r * (size_t)h->cols + (size_t)c];
+                    if (isfinite(v)) {
+                        sum += v;
+                        cnt++;
+                    }
                 }
-            }
+            if (cnt) plot__diverging(sum / cnt / a, px);
+            else memcpy(px, plot__masked, 3);
         }
+    }
+    /* frame */
+    plot__fill(&im, mx - 1, my - 1, mx + mw, my - 1, plot__frame, NULL);
+    plot__fill(&im, mx - 1, my + mh, mx + mw, my + mh, plot__frame, NULL);
+    plot__fill(&im, mx - 1, my - 1, mx - 1, my + mh, plot__frame, NULL);
+    plot__fill(&im, mx + mw, my - 1, mx + mw, my + mh, plot__frame, NULL);
+    /* index ticks at cell centres */
+    ax.lo = 0;
+    ax.hi = h->cols - 1;
+    t = mw / (cw * 8);
+    if (h->cols > 1) plot__ticks(&ax, t < 2 ? 2 : (t > 8 ? 8 : t), 0);
+    else {
+        ax.n = 1;
+        ax.pos[0] = 0;
+        snprintf(ax.lab[0], sizeof ax.lab[0], "0");
+    }
+    ay.lo = 0;
+    ay.hi = h->rows - 1;
+    t = mh / (ch * 5);
+    if (h->rows > 1) plot__ticks(&ay, t < 2 ? 2 : (t > 8 ? 8 : t), 0);
+    else {
+        ay.n = 1;
+        ay.pos[0] = 0;
+        snprintf(ay.lab[0], sizeof ay.lab[0], "0");
+    }
+    {
+        int last = -1000000;
+        for (k = 0; k < ax.n; k++) {
+            int px = mx + (int)floor((ax.pos[k] + 0.5) * mw / h->cols), lx = px - plot__text_w(ax.lab[k], sc) / 2;
+            plot__fill(&im, px, my + mh + 1, px, my + mh + 4, plot__frame, NULL);
+            if (lx < last + cw) continue;
+            plot__text(&im, lx, my + mh + 7, ax.lab[k], sc, plot__black);
+            last = lx + plot__text_w(ax.lab[k], sc);
+        }
+        last = -1000000;
+        for (k = 0; k < ay.n; k++) { /* downwards */
+            int py = my + (int)floor((ay.pos[k] + 0.5) * mh / h->rows);
+            plot__fill(&im, mx - 5, py, mx - 2, py, plot__frame, NULL);
+            if (py - ch / 2 < last + 2 * sc) continue;
+            plot__text(&im, mx - 8 - plot__text_w(ay.lab[k], sc), py - ch / 2, ay.lab[k], sc, plot__black);
+            last = py - ch / 2 + ch;
+        }
+    }
+    /* colour bar: +a at the top, -a at the bottom */
+    cbx = mx + mw + 14;
+    for (y = 0; y < mh; y++) {
+        unsigned char c[3];
+        plot__diverging(mh > 1 ? 1.0 - 2.0 * y / (mh - 1) : 0.0, c);
+        plot__fill(&im, cbx, my + y, cbx + cbw - 1, my + y, c, NULL);
+    }
+    plot__fill(&im, cbx - 1, my - 1, cbx + cbw, my - 1, plot__frame, NULL);
+    plot__fill(&im, cbx - 1, my + mh, cbx + cbw, my + mh, plot__frame, NULL);
+    plot__fill(&im, cbx - 1, my - 1, cbx - 1, my + mh, plot__frame, NULL);
+    plot__fill(&im, cbx + cbw, my - 1, cbx + cbw, my + mh, plot__frame, NULL);
+    {
+        int ytop = my, ybot = my + mh - 1;
+        plot__fill(&im, cbx + cbw + 1, ytop, cbx + cbw + 4, ytop, plot__frame, NULL);
+        plot__fill(&im, cbx + cbw + 1, ybot, cbx + cbw + 4, ybot, plot__frame, NULL);
+        plot__text(&im, cbx + cbw + 7, ytop, hi_lab, sc, plot__black);
+        plot__text(&im, cbx + cbw + 7, ybot - ch + 1, lo_lab, sc, plot__black);
+        for (k = 0; k < ac.n; k++) {
+            int py = my + (int)floor((1.0 - plot__frac(ac.pos[k], -a, a)) * (mh - 1) + 0.5);
+            plot__fill(&im, cbx + cbw + 1, py, cbx + cbw + 4, py, plot__frame, NULL);
+            if (py - ch / 2 < ytop + ch + 2 * sc || py + ch / 2 > ybot - ch - 2 * sc) continue;
+            plot__text(&im, cbx + cbw + 7, py - ch / 2, ac.lab[k], sc, plot__black);
+        }
+        if (h->cbar_label && *h->cbar_label)
+            plot__text_v(&im, cbx + cbw + 7 + maxw + 8, my + mh / 2 + plot__text_w(h->cbar_label, sc) / 2, h->cbar_label,
+                         sc, plot__black);
+    }
+    for (k = 0; k < nt; k++) {
+        int x0 = mx + mw / 2 - plot__text_w(tl[k], sc) / 2;
+        if (x0 + plot__text_w(tl[k], sc) > width - 4) x0 = width - 4 - plot__text_w(tl[k], sc);
+        if (x0 < 4) x0 = 4;
+        plot__text(&im, x0, 8 + k * (lh + 4), tl[k], sc, plot__black);
+    }
+    y = my + mh + 7 + lh + 6;
+    if (xlabel && *xlabel) {
+        plot__text(&im, mx + mw / 2 - plot__text_w(xlabel, sc) / 2, y, xlabel, sc, plot__black);
+        y += lh + 6;
+    }
+    if (h->note && *h->note) {
+        int x0 = mx + mw / 2 - plot__text_w(h->note, sc) / 2;
+        if (x0 < 4) x0 = 4;
+        plot__text(&im, x0, y, h->note, sc, plot__black);
+    }
+    if (ylabel && *ylabel) {
+        int yb = my + mh / 2 + plot__text_w(ylabel, sc) / 2;
+        plot__text_v(&im, mx - left + 6, yb, ylabel, sc, plot__black); /* the left margin's outer edge */
+    }
+    if (lay) {
+        lay->map.x0 = mx;
+        lay->map.y0 = my;
+        lay->map.x1 = mx + mw - 1;
+        lay->map.y1 = my + mh - 1;
+        lay->cbar.x0 = cbx;
+        lay->cbar.y0 = my;
+        lay->cbar.x1 = cbx + cbw - 1;
+        lay->cbar.y1 = my + mh - 1;
+        lay->sc = sc;
+        lay->vmax = a;
     }
     return PLOT_OK;
 }
+
+int plot_heatmap_rgb(unsigned char *rgb, int width, int height, const char *title, const char *xlabel,
+                     const char *ylabel, const plot_heatmap *h)
+{
+    return plot__heat(rgb, width, height, title, xlabel, ylabel, h, NULL);
+}
+
+/* ------------------------------------------------------------------ PNG files */
 
 /* stb's PNG bytes into a FILE, remembering the first failed write (stb ignores them) */
 typedef struct {
@@ -487,29 +965,15 @@ static int plot__err(char *err, size_t errlen, int code, const char *fmt, ...)
     return code;
 }
 
-int plot_lines_png_err(const char *path, int width, int height, const char *title, const char *xlabel,
-                       const char *ylabel, const plot_series *s, int ns, int logy, char *err, size_t errlen)
+/* rgb (drawn) to path through "<path>.tmp.<pid>"; frees rgb */
+static int plot__write_png(const char *path, int width, int height, unsigned char *rgb, char *err, size_t errlen)
 {
-    unsigned char *rgb;
-    char *tmp = NULL;
+    char *tmp = (char *)malloc(strlen(path) + 32);
     plot__sink k;
     int rc, e, fd;
-    if (err && errlen) err[0] = 0;
-    if (!path || !*path) return plot__err(err, errlen, PLOT_EINVAL, "plot: empty path");
-    rc = plot__check(width, height, s, ns);
-    if (rc != PLOT_OK) return plot__err(err, errlen, rc, "plot: invalid size or series");
-    rgb = (unsigned char *)malloc((size_t)width * (size_t)height * 3);
-    tmp = (char *)malloc(strlen(path) + 32);
-    if (!rgb || !tmp) {
+    if (!tmp) {
         free(rgb);
-        free(tmp);
-        return plot__err(err, errlen, PLOT_ENOMEM, "out of memory drawing %s", path);
-    }
-    rc = plot_lines_rgb(rgb, width, height, title, xlabel, ylabel, s, ns, logy);
-    if (rc != PLOT_OK) {
-        free(rgb);
-        free(tmp);
-        return plot__err(err, errlen, rc, "cannot draw %s", path);
+        return plot__err(err, errlen, PLOT_ENOMEM, "out of memory writing %s", path);
     }
     /* to "<path>.tmp.<pid>", then renamed only when every byte was written, flushed,
        synced and closed: a reader never sees a half-written or empty PNG */
@@ -555,10 +1019,48 @@ int plot_lines_png_err(const char *path, int width, int height, const char *titl
     return PLOT_OK;
 }
 
+int plot_lines_png_err(const char *path, int width, int height, const char *title, const char *xlabel,
+                       const char *ylabel, const plot_series *s, int ns, int logy, char *err, size_t errlen)
+{
+    unsigned char *rgb;
+    int rc;
+    if (err && errlen) err[0] = 0;
+    if (!path || !*path) return plot__err(err, errlen, PLOT_EINVAL, "plot: empty path");
+    rc = plot__check(width, height, s, ns);
+    if (rc != PLOT_OK) return plot__err(err, errlen, rc, "plot: invalid size or series");
+    rgb = (unsigned char *)malloc((size_t)width * (size_t)height * 3);
+    if (!rgb) return plot__err(err, errlen, PLOT_ENOMEM, "out of memory drawing %s", path);
+    rc = plot_lines_rgb(rgb, width, height, title, xlabel, ylabel, s, ns, logy);
+    if (rc != PLOT_OK) {
+        free(rgb);
+        return plot__err(err, errlen, rc, "cannot draw %s", path);
+    }
+    return plot__write_png(path, width, height, rgb, err, errlen);
+}
+
 int plot_lines_png(const char *path, int width, int height, const char *title, const char *xlabel,
                    const char *ylabel, const plot_series *s, int ns, int logy)
 {
     return plot_lines_png_err(path, width, height, title, xlabel, ylabel, s, ns, logy, NULL, 0);
+}
+
+int plot_heatmap_png_err(const char *path, int width, int height, const char *title, const char *xlabel,
+                         const char *ylabel, const plot_heatmap *h, char *err, size_t errlen)
+{
+    unsigned char *rgb;
+    int rc;
+    if (err && errlen) err[0] = 0;
+    if (!path || !*path) return plot__err(err, errlen, PLOT_EINVAL, "plot: empty path");
+    if (width < 64 || height < 64 || width > 16384 || height > 16384 || !h || !h->v || h->rows < 1 || h->cols < 1)
+        return plot__err(err, errlen, PLOT_EINVAL, "plot: invalid size or heatmap for %s", path);
+    rgb = (unsigned char *)malloc((size_t)width * (size_t)height * 3);
+    if (!rgb) return plot__err(err, errlen, PLOT_ENOMEM, "out of memory drawing %s", path);
+    rc = plot_heatmap_rgb(rgb, width, height, title, xlabel, ylabel, h);
+    if (rc != PLOT_OK) {
+        free(rgb);
+        return plot__err(err, errlen, rc, "cannot draw %s", path);
+    }
+    return plot__write_png(path, width, height, rgb, err, errlen);
 }
 
 /*
