@@ -208,6 +208,10 @@ EX_CFLAGS     += $(if $(strip $(CBLAS)),-DTK_USE_CBLAS)
 
 # the shared code is compiled once into objects, then linked into every example
 COMMON_OBJS   := $(patsubst examples/common/%.c,build/obj/common/%.o,$(COMMON_SRCS))
+# kept: make would otherwise treat an object reached only through the pattern rule below
+# as intermediate and delete it after each link (every example build recompiled it, and
+# two builds at once could link against a half-deleted set)
+.SECONDARY: $(COMMON_OBJS)
 build/obj/common/%.o: examples/common/%.c $(DEPS)
 	@mkdir -p build/obj/common
 	$(CC) $(EX_CFLAGS) -c $< -o $@
