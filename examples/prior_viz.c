@@ -64,11 +64,19 @@ static int write_png(const char *path, float *m, int T, int min_px, int mask, co
                      size_t errlen)
 {
     plot_heatmap h;
-    int scale = 1, W;
+    int scale = 1, W, width, height, tw = 0, n = 0;
     long i, j;
+    const char *c;
     while (T * scale < min_px) scale++;
     W = T * scale;
     if (W > 8192) W = 8192;
+    width = W + 250 > 480 ? W + 250 : 480;
+    height = W + 150 > 480 ? W + 150 : 480;
+    for (c = title; *c; c++) { /* wide enough for the longest title line (12 px a glyph) */
+        n = *c == '\n' ? 0 : n + 1;
+        if (n > tw) tw = n;
+    }
+    if (width < tw * 12 + 16) width = tw * 12 + 16;
     if (mask)
         for (i = 0; i < T; i++)
             for (j = i + 1; j < T; j++) m[i * T + j] = NAN;
@@ -78,8 +86,7 @@ static int write_png(const char *path, float *m, int T, int min_px, int mask, co
     h.vmax = 0; /* the largest |value| drawn */
     h.cbar_label = "B(T)[i,j]: blue < 0 < red";
     h.note = mask ? "grey: masked future (j > i)" : NULL;
-    if (plot_heatmap_png_err(path, W + 250 > 480 ? W + 250 : 480, W + 150 > 480 ? W + 150 : 480, title,
-                             "key position j", "query position i", &h, err, errlen) != PLOT_OK)
+    if (plot_heatmap_png_err(path, width, height, title, "key position j", "query position i", &h, err, errlen) != PLOT_OK)
         return -1;
     return 0;
 }
