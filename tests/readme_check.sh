@@ -92,11 +92,11 @@ while IFS= read -r hdr <&3; do
         c=$(printf '%s\n' "$c" | sed 's/[[:space:]]#.*$//; s/^#.*$//; s/[[:space:]]*$//')
         [ -z "$c" ] && continue
         case "$c" in
-        "make run"*)
+        "make run"*|"make -s run"*)
             if printf '%s' "$c" | grep -q 'RUN_ARGS="'; then
                 c=$(printf '%s\n' "$c" | sed "s|RUN_ARGS=\"\\([^\"]*\\)\"|RUN_ARGS=\"\\1 $SMOKE_WT2\"|")
             else c="$c RUN_ARGS=\"$SMOKE_WT2\""; fi ;;
-        "make niah"*)
+        "make niah"*|"make -s niah"*)
             if printf '%s' "$c" | grep -q 'NIAH_ARGS="'; then
                 c=$(printf '%s\n' "$c" | sed "s|NIAH_ARGS=\"\\([^\"]*\\)\"|NIAH_ARGS=\"\\1 $SMOKE_NIAH\"|")
             else c="$c NIAH_ARGS=\"$SMOKE_NIAH\""; fi ;;
@@ -105,7 +105,9 @@ while IFS= read -r hdr <&3; do
         build/niah*) c="$c $SMOKE_NIAH" ;;
         build/mcqa\ *) c="$c $SMOKE_MCQA" ;;
         esac
+        t1=$(date +%s)
         (cd "$W/main" && sh -c "$c") > "$W/out" 2> "$W/err"; rc=$?
+        echo "  \$ $c  (exit $rc, $(( $(date +%s) - t1 )) s)"
         if [ $rc -ne 0 ]; then
             ok=0; why="exit $rc from: $c
 $(tail -n 5 "$W/err")"; break

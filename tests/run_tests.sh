@@ -197,7 +197,7 @@ phase "drop-in checks"
 #     resume, and Ctrl-C (SIGINT must save a checkpoint and exit 130)
 WT2_DATA=${WT2_DIR:-../shared/data}
 if [ -x build/wt2_train ] && [ -f "$WT2_DATA/wt2.valid.gpt2.u16" ]; then
-    SM="$LOG/wt2_smoke"; rm -rf "$SM"
+    SM="$LOG/wt2_smoke"; rm -rf "$SM" "$SM.int" "$SM.bad" # a run never replaces an earlier one: fresh dirs
     SMALL="--d-model 32 --layers 2 --heads 2 --context 32 --batch 4 --steps 6 --eval-every 3 --eval-chunks 4 --final-chunks 8 --cg-lengths 16,32 --threads 2 --data-dir $WT2_DATA"
     ok=1
     build/wt2_train --preset tiny $SMALL --max-steps 3 --out-dir "$SM" --json > "$SM.a.json" 2> "$SM.a.err" || ok=0
@@ -241,6 +241,20 @@ if [ -x build/mcqa ]; then
 fi
 
 phase "programs eval check"
+
+# 3e. every command block of README.md runs as written (tests/readme_check.sh: a fresh copy
+#     of the tree, the built programs, smoke sizes; issue 40)
+if [ -x build/wt2_train ] && [ -x build/mcqa ] && [ -f "$WT2_DATA/wt2.valid.gpt2.u16" ]; then
+    $MAKE --no-print-directory examples > "$LOG/build-examples-readme.log" 2>&1
+    if sh tests/readme_check.sh "$WT2_DATA" > "$LOG/readme_check.out" 2>&1 \
+        && grep -q '^RESULT readme_check .*failed=0' "$LOG/readme_check.out"; then
+        echo "readme check: 1 passed, 0 failed"; P=$((P + 1))
+    else
+        echo "FAIL readme check (log in $LOG/readme_check.out):"; grep '^FAIL' "$LOG/readme_check.out"; F=$((F + 1))
+    fi
+fi
+
+phase "readme check"
 
 # 4. CUDA kernels. (a) In the CPU simulation (tests/cuda_sim.h), on every machine: each
 #    tests/parity_*.cu built with g++ and clang++ under ASan + UBSan runs every kernel
