@@ -39,13 +39,25 @@
    gate rows' extra forward FLOPs and the pruned row share (means over the timed steps).
    The PyTorch peer always runs plain attention.
 
-   Last line: bench_train: min_speedup_vs_torch=X mfu_m=Y */
+   --contended K,K,... (issue 41): ours only, config S (M with --config M): tokens/s quiet,
+   then with K busy processes beside it (started and killed by the benchmark, spinning on
+   arithmetic, pinned to no core), as total tokens over the total time of the timed steps,
+   best of --rounds; and the ratio to the fair share quiet * cores / (cores + K). It runs
+   under whatever OpenMP wait policy the environment sets (OMP_WAIT_POLICY,
+   GOMP_SPINCOUNT: printed), so policies can be compared. Last lines, key=value:
+     quiet_tokens_per_s=N
+     fair_share_ratio_k<K>=X       (one per K)
+
+   Last line (without --contended): bench_train: min_speedup_vs_torch=X mfu_m=Y */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/resource.h>
+#include <sys/types.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 #ifdef _OPENMP
@@ -69,10 +81,12 @@ typedef struct bench_cfg {
 } bench_cfg;
 
 static int ceas_gating = 0; /* --ceas-gating on */
+static double ks_ratio[8];   /* --contended: the fair-share ratio per K */
 
 typedef struct side_result {
     double skip_share, overhead_share, pruned_share; /* CEAS gating, means over timed steps */
     double tok_s, tok_s_best, fwd_ms, bwd_ms, opt_ms, step_ms;
+    double tok_s_mean; /* B*T*steps / the timed steps' total time (--contended) */
     double rss_mb, model_mb, act_mb;
     long long params;
     int ok;
@@ -291,6 +305,11 @@ static side_result run_ours(const bench_cfg *bc, int warmup, int steps, int phas
     res.fwd_ms = 1e3 * median_of(tf, steps);
     res.bwd_ms = 1e3 * median_of(tb, steps);
     res.opt_ms = 1e3 * median_of(to, steps);
+    {
+        double tot = 0;
+        for (i = 0; i < steps; i++) tot += tstep[i];
+        res.tok_s_mean = tot > 0 ? (double)B * T * steps / tot : 0.0;
+    }
     qsort(tstep, (size_t)steps, sizeof(double), cmp_d);
     res.tok_s = (double)B * T / (res.step_ms * 1e-3);
     res.tok_s_best = (double)B * T / tstep[0];
@@ -370,11 +389,77 @@ static void usage(void)
 {
     fprintf(stderr, "usage: bench_train [--config S|M|all] [--steps N] [--warmup N] [--rounds N]\n"
                     "                   [--threads N] [--no-torch] [--torch-default] [--phases]\n"
-                    "                   [--ceas-gating on|off]\n");
+                    "                   [--ceas-gating on|off] [--contended K,K,...]\n");
+}
+
+/* --contended: K busy processes beside the training step (issue 41). Each child spins on
+   arithmetic (no system calls) until it is killed; none is pinned to a core. */
+static int busy_start(pid_t *pids, int k)
+{
+    int i;
+    for (i = 0; i < k; i++) {
+        pid_t p = fork();
+        if (p < 0) return i;
+        if (p == 0) {
+            volatile double x = 1.0;
+            for (;;) x = x * 1.0000001 + 1e-9;
+        }
+        pids[i] = p;
+    }
+    return k;
+}
+static void busy_stop(pid_t *pids, int k)
+{
+    int i;
+    for (i = 0; i < k; i++) kill(pids[i], SIGKILL);
+    for (i = 0; i < k; i++) waitpid(pids[i], NULL, 0);
+}
+
+/* Quiet, then with each K of busy processes: tokens/s (total tokens over total time of
+   the timed steps: what a user sees) and the ratio to the fair share, quiet * cores /
+   (cores + K), the throughput a process would get if the machine were divided evenly
+   among the busy ones and our threads. Best of `rounds` each. */
+static int run_contended(const bench_cfg *bc, int warmup, int steps, int rounds, const int *ks, int nk)
+{
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    double quiet = 0;
+    int r, j;
+    const char *wp = getenv("OMP_WAIT_POLICY"), *sc = getenv("GOMP_SPINCOUNT");
+    if (ncpu < 1) ncpu = 1;
+    printf("contended: config %s, %ld CPUs, OMP_WAIT_POLICY=%s GOMP_SPINCOUNT=%s, best of %d round(s)\n",
+           bc->name, ncpu, wp ? wp : "(unset)", sc ? sc : "(unset)", rounds);
+    for (r = 0; r < rounds; r++) {
+        side_result o = run_ours(bc, warmup, steps, 0);
+        if (!o.ok) return 1;
+        if (o.tok_s_mean > quiet) quiet = o.tok_s_mean;
+    }
+    printf("  quiet: %.0f tok/s\n", quiet);
+    for (j = 0; j < nk; j++) {
+        pid_t pids[64];
+        double best = 0, fair = quiet * (double)ncpu / (double)(ncpu + ks[j]);
+        int k = ks[j] > 64 ? 64 : ks[j], got;
+        for (r = 0; r < rounds; r++) {
+            side_result o;
+            got = busy_start(pids, k);
+            o = run_ours(bc, warmup, steps, 0);
+            busy_stop(pids, got);
+            if (got < k || !o.ok) {
+                fprintf(stderr, "bench_train: --contended: %s\n", got < k ? "fork failed" : "run failed");
+                return 1;
+            }
+            if (o.tok_s_mean > best) best = o.tok_s_mean;
+        }
+        printf("  K=%d busy: %.0f tok/s, fair share %.0f, ratio %.3f\n", ks[j], best, fair, best / fair);
+        ks_ratio[j] = best / fair;
+    }
+    printf("quiet_tokens_per_s=%.0f\n", quiet);
+    for (j = 0; j < nk; j++) printf("fair_share_ratio_k%d=%.3f\n", ks[j], ks_ratio[j]);
+    return 0;
 }
 
 int main(int argc, char **argv)
 {
+    int cont_k[8], cont_n = 0;
     bench_cfg cfgs[2] = {{"S", 128, 4, 4, 256, 8, 10}, {"M", 384, 6, 6, 512, 4, 5}};
     const char *which = "all";
     int steps = 0, warmup = 2, rounds = 1, threads = 2, use_torch = 1, torch_default = 0;
@@ -395,6 +480,15 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--no-torch")) use_torch = 0;
         else if (!strcmp(argv[i], "--torch-default")) torch_default = 1;
         else if (!strcmp(argv[i], "--phases")) phases = 1;
+        else if (!strcmp(argv[i], "--contended") && i + 1 < argc) {
+            char *p = argv[++i], *e;
+            while (*p && cont_n < 8) {
+                long v = strtol(p, &e, 10);
+                if (e == p || v < 1 || v > 64 || (*e && *e != ',')) { usage(); return 2; }
+                cont_k[cont_n++] = (int)v;
+                p = *e ? e + 1 : e;
+            }
+        }
         else if (!strcmp(argv[i], "--ceas-gating") && i + 1 < argc && !strcmp(argv[i + 1], "on")) ceas_gating = 1, i++;
         else if (!strcmp(argv[i], "--ceas-gating") && i + 1 < argc && !strcmp(argv[i + 1], "off")) ceas_gating = 0, i++;
         else {
@@ -411,6 +505,10 @@ int main(int argc, char **argv)
 #else
     threads = 1;
 #endif
+    if (cont_n > 0) { /* issue 41's contended benchmark: ours only */
+        const bench_cfg *bc = strcmp(which, "M") ? &cfgs[0] : &cfgs[1];
+        return run_contended(bc, warmup, steps ? steps : bc->steps, rounds, cont_k, cont_n);
+    }
     have_torch = use_torch && torch_available();
     printf("bench_train: %d thread(s), gemm kernel %s, warm-up %d, rounds %d\n", threads,
            tk_gemm_kernel_name(), warmup, rounds);
