@@ -279,6 +279,8 @@ int main(int argc, char **argv)
     double t0;
     long total = 0, forwards = 0;
 
+    ex_wait_policy(argv); /* polite waiting threads on a shared machine (exio.h) */
+
     memset(&test, 0, sizeof test);
     memset(&eo, 0, sizeof eo);
     dir[0] = 0;

@@ -388,6 +388,7 @@ int main(int argc, char **argv)
     wt2_tokens tr, te;
     FILE *jl = NULL;
     ex_out jo;
+    ex_wait_policy(argv); /* polite waiting threads on a shared machine (exio.h) */
     memset(&jo, 0, sizeof jo);
     memset(&tr, 0, sizeof tr);
     memset(&te, 0, sizeof te);

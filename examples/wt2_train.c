@@ -589,6 +589,8 @@ int main(int argc, char **argv)
     int used, wsel;
     char jb[4][40];
 
+    ex_wait_policy(argv); /* polite waiting threads on a shared machine (exio.h) */
+
     memset(&tok_train, 0, sizeof tok_train);
     memset(&tok_eval, 0, sizeof tok_eval);
     memset(&tok_test, 0, sizeof tok_test);
@@ -748,6 +750,9 @@ int main(int argc, char **argv)
                 dir, 100.0 * (1.0 - cfg.holdout), wt2_split_name(train_split), n_train,
                 100.0 * cfg.holdout, n_val, wt2_split_name(eval_split), tok_test.n);
     }
+
+    fprintf(stderr, "wt2_train: OpenMP threads wait with %s (OMP_WAIT_POLICY / GOMP_SPINCOUNT choose)\n",
+            ex_wait_policy_desc());
 
     /* every id against the model's vocabulary, now, naming the file and the offset */
     {

@@ -23,7 +23,18 @@
    Every way a run is stopped is seen:
      ex_stop_install() routes SIGINT, SIGTERM and SIGHUP to one flag; ex_stop_signal() is
      the signal received (0: none); ex_stop_exit_code() is 128 + that signal (130, 143, 129).
-     A second signal of any of the three ends the process at once (exit 128 + signal). */
+     A second signal of any of the three ends the process at once (exit 128 + signal).
+   Waiting threads are polite (issue 41):
+     ex_wait_policy(argv), first thing in main: unless the user chose an OpenMP wait policy
+     (OMP_WAIT_POLICY or GOMP_SPINCOUNT set), sets GOMP_SPINCOUNT=EX_SPINCOUNT (a bounded
+     spin, then the runtime's futex sleep) and re-executes the program (GNU libgomp reads
+     its environment when it is loaded, before main). ex_wait_policy_desc() says what is in
+     force. ATTNKIT_WAIT_POLICY set to anything leaves the runtime's default alone. The
+     library headers never touch the environment: this is the programs' choice.
+     Why 5000: on 2 cores with 2 / 8 busy processes beside training, libgomp's default spin
+     (300,000) gave 0.72-0.80 / 0.47-0.59 of the fair share, passive waiting 1.20 / 1.24 but
+     6-19 % less speed on a quiet machine, 5000 1.04 / 1.00 at the quiet speed of the default
+     within noise (docs/BENCHMARKS.md, 2026-11-27, `bench_train --contended 2,8`). */
 #ifndef ATTNKIT_EX_EXIO_H
 #define ATTNKIT_EX_EXIO_H
 
@@ -274,6 +285,37 @@ EX__UNUSED static int ex_lock_dir(const char *dir, int *fd_out, char *err, size_
 EX__UNUSED static void ex_unlock_dir(int fd)
 {
     if (fd >= 0) close(fd); /* closing releases the record lock */
+}
+
+/* ------------------------------------------------------------------ wait policy */
+#define EX_SPINCOUNT "5000"
+
+EX__UNUSED static void ex_wait_policy(char **argv)
+{
+#ifdef _OPENMP
+    if (!argv || !argv[0] || getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT") ||
+        getenv("ATTNKIT_WAIT_POLICY"))
+        return; /* the user's choice, or already re-executed */
+    if (setenv("GOMP_SPINCOUNT", EX_SPINCOUNT, 1) != 0 ||
+        setenv("ATTNKIT_WAIT_POLICY", "GOMP_SPINCOUNT=" EX_SPINCOUNT, 1) != 0)
+        return;
+    fflush(NULL);
+    execv("/proc/self/exe", argv);
+    /* no /proc (not Linux) or no exec: go on under the runtime's default, and say so */
+    unsetenv("GOMP_SPINCOUNT");
+    setenv("ATTNKIT_WAIT_POLICY", "the OpenMP runtime's default (re-exec failed)", 1);
+#else
+    (void)argv;
+#endif
+}
+
+/* what ex_wait_policy left in force, for the programs' start-up line */
+EX__UNUSED static const char *ex_wait_policy_desc(void)
+{
+    const char *a = getenv("ATTNKIT_WAIT_POLICY");
+    if (a) return a;
+    if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT")) return "the policy the environment sets";
+    return "the OpenMP runtime's default";
 }
 
 /* ------------------------------------------------------------------ stop signals */
