@@ -3,11 +3,11 @@
 #define _POSIX_C_SOURCE 200809L /* fdopen, fileno, fsync */
 #endif
 #include "plot.h"
+#include "errf.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -954,16 +954,6 @@ static void plot__sink_write(void *ctx, void *data, int size)
     if (fwrite(data, 1, (size_t)size, k->f) != (size_t)size) k->err = errno ? errno : EIO;
 }
 
-static int plot__err(char *err, size_t errlen, int code, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
 
 /* rgb (drawn) to path through "<path>.tmp.<pid>"; frees rgb */
 static int plot__write_png(const char *path, int width, int height, unsigned char *rgb, char *err, size_t errlen)
@@ -973,7 +963,7 @@ static int plot__write_png(const char *path, int width, int height, unsigned cha
     int rc, e, fd;
     if (!tmp) {
         free(rgb);
-        return plot__err(err, errlen, PLOT_ENOMEM, "out of memory writing %s", path);
+        return ex_errf(err, errlen, PLOT_ENOMEM, "out of memory writing %s", path);
     }
     /* to "<path>.tmp.<pid>", then renamed only when every byte was written, flushed,
        synced and closed: a reader never sees a half-written or empty PNG */
@@ -985,7 +975,7 @@ static int plot__write_png(const char *path, int width, int height, unsigned cha
         if (fd >= 0) close(fd);
         remove(tmp);
         free(rgb);
-        rc = plot__err(err, errlen, PLOT_EIO, "cannot create %s: %s", tmp, strerror(e));
+        rc = ex_errf(err, errlen, PLOT_EIO, "cannot create %s: %s", tmp, strerror(e));
         free(tmp);
         return rc;
     }
@@ -995,7 +985,7 @@ static int plot__write_png(const char *path, int width, int height, unsigned cha
         remove(tmp);
         free(rgb);
         free(tmp);
-        return plot__err(err, errlen, PLOT_ENOMEM, "cannot encode %s (out of memory)", path);
+        return ex_errf(err, errlen, PLOT_ENOMEM, "cannot encode %s (out of memory)", path);
     }
     free(rgb);
     if (!k.err && fflush(k.f) != 0) k.err = errno ? errno : EIO;
@@ -1004,14 +994,14 @@ static int plot__write_png(const char *path, int width, int height, unsigned cha
     if (fclose(k.f) != 0 && !k.err) k.err = errno ? errno : EIO;
     if (k.err) {
         remove(tmp);
-        rc = plot__err(err, errlen, PLOT_EIO, "cannot write %s: %s (left unchanged)", path, strerror(k.err));
+        rc = ex_errf(err, errlen, PLOT_EIO, "cannot write %s: %s (left unchanged)", path, strerror(k.err));
         free(tmp);
         return rc;
     }
     if (rename(tmp, path) != 0) {
         e = errno;
         remove(tmp);
-        rc = plot__err(err, errlen, PLOT_EIO, "cannot rename %s to %s: %s", tmp, path, strerror(e));
+        rc = ex_errf(err, errlen, PLOT_EIO, "cannot rename %s to %s: %s", tmp, path, strerror(e));
         free(tmp);
         return rc;
     }
@@ -1025,15 +1015,15 @@ int plot_lines_png_err(const char *path, int width, int height, const char *titl
     unsigned char *rgb;
     int rc;
     if (err && errlen) err[0] = 0;
-    if (!path || !*path) return plot__err(err, errlen, PLOT_EINVAL, "plot: empty path");
+    if (!path || !*path) return ex_errf(err, errlen, PLOT_EINVAL, "plot: empty path");
     rc = plot__check(width, height, s, ns);
-    if (rc != PLOT_OK) return plot__err(err, errlen, rc, "plot: invalid size or series");
+    if (rc != PLOT_OK) return ex_errf(err, errlen, rc, "plot: invalid size or series");
     rgb = (unsigned char *)malloc((size_t)width * (size_t)height * 3);
-    if (!rgb) return plot__err(err, errlen, PLOT_ENOMEM, "out of memory drawing %s", path);
+    if (!rgb) return ex_errf(err, errlen, PLOT_ENOMEM, "out of memory drawing %s", path);
     rc = plot_lines_rgb(rgb, width, height, title, xlabel, ylabel, s, ns, logy);
     if (rc != PLOT_OK) {
         free(rgb);
-        return plot__err(err, errlen, rc, "cannot draw %s", path);
+        return ex_errf(err, errlen, rc, "cannot draw %s", path);
     }
     return plot__write_png(path, width, height, rgb, err, errlen);
 }
@@ -1050,15 +1040,15 @@ int plot_heatmap_png_err(const char *path, int width, int height, const char *ti
     unsigned char *rgb;
     int rc;
     if (err && errlen) err[0] = 0;
-    if (!path || !*path) return plot__err(err, errlen, PLOT_EINVAL, "plot: empty path");
+    if (!path || !*path) return ex_errf(err, errlen, PLOT_EINVAL, "plot: empty path");
     if (width < 64 || height < 64 || width > 16384 || height > 16384 || !h || !h->v || h->rows < 1 || h->cols < 1)
-        return plot__err(err, errlen, PLOT_EINVAL, "plot: invalid size or heatmap for %s", path);
+        return ex_errf(err, errlen, PLOT_EINVAL, "plot: invalid size or heatmap for %s", path);
     rgb = (unsigned char *)malloc((size_t)width * (size_t)height * 3);
-    if (!rgb) return plot__err(err, errlen, PLOT_ENOMEM, "out of memory drawing %s", path);
+    if (!rgb) return ex_errf(err, errlen, PLOT_ENOMEM, "out of memory drawing %s", path);
     rc = plot_heatmap_rgb(rgb, width, height, title, xlabel, ylabel, h);
     if (rc != PLOT_OK) {
         free(rgb);
-        return plot__err(err, errlen, rc, "cannot draw %s", path);
+        return ex_errf(err, errlen, rc, "cannot draw %s", path);
     }
     return plot__write_png(path, width, height, rgb, err, errlen);
 }
