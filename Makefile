@@ -189,7 +189,7 @@ gpu-check:
 # BENCH_DIR: where `make bench` puts the binaries (tools/bench_all.sh builds one set per
 # ISA: ARCH=-march=x86-64-v3 BENCH_DIR=build/bench-avx2)
 BENCH_DIR ?= build/bench
-$(BENCH_DIR)/%: bench/%.c $(DEPS) bench/bench_util.h
+$(BENCH_DIR)/%: bench/%.c $(DEPS) bench/bench_util.h bench/bench_contended.h
 	@mkdir -p $(BENCH_DIR)
 	$(CC) $(BENCH_CFLAGS) $< -o $@ -lopenblas $(LIBS)
 

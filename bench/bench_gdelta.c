@@ -3,6 +3,7 @@
 
    Build: make build/bench/bench_gdelta     (-O3 -march=native -fopenmp)
    Run:   build/bench/bench_gdelta [rounds]   (default 2)
+          build/bench/bench_gdelta --contended K,K,... [rounds]   (issue 41; rounds default 2)
 
    Training: B = 1, H = 8, Dk = Dv = 64 and 128, T = 1K, 4K, 16K. Each path runs
    gd_forward then gd_backward (saved state and workspace allocated once, outside the
@@ -16,9 +17,17 @@
    table, one token each; tokens/s = 256 / seconds per step.
 
    Last line: bench_gdelta: chunked_speedup_4k=X (recurrent time / chunked time at
-   the default chunk 32, fwd+bwd, T = 4096, D = 128). */
+   the default chunk 32, fwd+bwd, T = 4096, D = 128).
+
+   --contended (issue 41, bench/bench_contended.h): the headline shape only (chunked,
+   chunk 32, forward + backward, B = 1, H = 8, T = 4096, D = 128, repeated for >= 1 s per
+   measurement), quiet and beside K busy processes, under the programs' wait policy
+   (examples/common/exio.h's ex_wait_policy). Last lines: quiet_tokens_per_s=X and
+   fair_share_ratio_k<K>=X per K. */
 #define _POSIX_C_SOURCE 200809L
 #include "bench/bench_util.h"
+#include "bench/bench_contended.h"
+#include "examples/common/exio.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,11 +73,67 @@ static double run_fb(const gd_config *c, gd_saved *sv, void *ws, float *r, const
     return now_s() - t0;
 }
 
+/* --contended: one measurement = run_fb (chunk 32) at T = 4096, D = 128 repeated for at
+   least a second; returns tokens (T per pass, B = 1) per second */
+typedef struct cont_ctx {
+    gd_config c;
+    gd_saved sv;
+    void *ws;
+    float *q, *k, *v, *dr, *g, *be, *r, *dq, *dk, *dv, *dg, *db;
+    int H, T, D;
+} cont_ctx;
+static double cont_measure(void *p)
+{
+    cont_ctx *x = (cont_ctx *)p;
+    double t0 = now_s(), t, tf;
+    int n = 0;
+    do {
+        run_fb(&x->c, &x->sv, x->ws, x->r, x->q, x->k, x->v, x->g, x->be, x->dr, x->dq, x->dk,
+               x->dv, x->dg, x->db, x->H, x->T, x->D, &tf);
+        n++;
+        t = now_s() - t0;
+    } while (t < 1.0);
+    return (double)n * x->T / t;
+}
+static int run_contended(const char *list, int rounds)
+{
+    int ks[BENCH_CONTENDED_MAX_K], nk = bench_contended_parse(list, ks), rc;
+    cont_ctx x;
+    size_t nqk, ng;
+    if (!nk) {
+        fprintf(stderr, "bench_gdelta: --contended takes K,K,... (each 1..64)\n");
+        return 2;
+    }
+    x.H = 8; x.T = 4096; x.D = 128;
+    nqk = (size_t)x.H * x.T * x.D;
+    ng = (size_t)x.H * x.T;
+    x.c = gd_config_default();
+    x.c.chunk_size = 32;
+    x.sv = gd_saved_init();
+    x.q = alloc_fill(nqk, -1, 1); x.k = alloc_fill(nqk, -1, 1); x.v = alloc_fill(nqk, -1, 1);
+    x.dr = alloc_fill(nqk, -1, 1);
+    x.g = alloc_fill(ng, 0.9f, 1.0f); x.be = alloc_fill(ng, 0.1f, 0.9f);
+    x.r = (float *)calloc(nqk, sizeof(float)); x.dq = (float *)calloc(nqk, sizeof(float));
+    x.dk = (float *)calloc(nqk, sizeof(float)); x.dv = (float *)calloc(nqk, sizeof(float));
+    x.dg = (float *)calloc(ng, sizeof(float)); x.db = (float *)calloc(ng, sizeof(float));
+    x.ws = malloc(gd_workspace_size(&x.c, 1, x.H, x.T, x.D, x.D));
+    if (!x.r || !x.dq || !x.dk || !x.dv || !x.dg || !x.db || !x.ws) {
+        fprintf(stderr, "out of memory\n");
+        return 1;
+    }
+    rc = bench_contended_run("bench_gdelta chunked (32) fwd+bwd B=1 H=8 T=4096 D=128", "tokens",
+                             cont_measure, &x, rounds, ks, nk, NULL);
+    gd_saved_free(&x.sv);
+    free(x.ws); free(x.q); free(x.k); free(x.v); free(x.dr); free(x.g); free(x.be); free(x.r);
+    free(x.dq); free(x.dk); free(x.dv); free(x.dg); free(x.db);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     bench_quiet quiet_;
     char loaded_[96];
-    int rounds = argc > 1 ? atoi(argv[1]) : 2;
+    int rounds;
     static const int Ds[2] = {64, 128}, Ts[3] = {1024, 4096, 16384};
     const int H = 8;
     int di, ti, nt = 1;
@@ -76,6 +141,16 @@ int main(int argc, char **argv)
 #ifdef _OPENMP
     nt = omp_get_max_threads();
 #endif
+    if (argc > 1 && !strcmp(argv[1], "--contended")) {
+        int r = argc > 3 ? atoi(argv[3]) : 2;
+        if (argc < 3 || argc > 4 || r < 1) {
+            fprintf(stderr, "usage: bench_gdelta --contended K,K,... [rounds]\n");
+            return 2;
+        }
+        ex_wait_policy(argv);
+        return run_contended(argv[2], r);
+    }
+    rounds = argc > 1 ? atoi(argv[1]) : 2;
     if (rounds < 1) rounds = 1;
     printf("bench_gdelta: %d threads, %d rounds (best), B=1 H=%d, recurrent checkpoint 64 "
            "(recompute); times in ms\n", nt, rounds, H);

@@ -6,6 +6,7 @@
    Run:   build/bench/bench_polar [rounds] [H_64k] [nT] [mat]
           (defaults 3, 8, 3, 1; H_64k 0 skips part 1; nT: how many of the lengths;
           mat 0 skips the materialised path, for quick ratio runs with many rounds)
+          build/bench/bench_polar --contended K,K,... [rounds]   (issue 41; rounds default 2)
 
    Part 1 (memory, runs first so the RSS high-water mark is its own). B = 1, H = H_64k,
    Hkv = H, T = 65,536, D = 64: q, k, v, c, mag and the saved stats are allocated and
@@ -22,9 +23,17 @@
    back in each round. Ratios are within the same run; stream/softmax is the median over
    rounds of the paired ratio (the two of the same round), robust to the machine's speed
    drifting between rounds. Last line:
-     bench_polar: stream_over_softmax_4k=X     (target <= 1.5) */
+     bench_polar: stream_over_softmax_4k=X     (target <= 1.5)
+
+   --contended (issue 41, bench/bench_contended.h): the headline shape only (T = 4096,
+   streaming forward + backward, repeated for >= 1 s per measurement), quiet and beside K
+   busy processes, under the programs' wait policy (examples/common/exio.h's
+   ex_wait_policy: GOMP_SPINCOUNT=5000 unless the environment sets a policy). Last lines:
+   quiet_tokens_per_s=X and fair_share_ratio_k<K>=X per K. */
 #define _POSIX_C_SOURCE 200809L
 #include "bench/bench_util.h"
+#include "bench/bench_contended.h"
+#include "examples/common/exio.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,16 +119,87 @@ static void part_memory(int H)
     free(q); free(k); free(v); free(c); free(mag); free(st.stats); free(P.vn);
 }
 
+/* --contended: one measurement = polar_forward + polar_backward at T = 4096 repeated for at
+   least a second; returns tokens (B * T per pass) per second */
+typedef struct cont_ctx {
+    polar_config cfg;
+    params P;
+    polar_state st;
+    polar_grads g;
+    float *q, *k, *v, *dc, *dmag, *c, *mag, *dq, *dk, *dv, *grad[5];
+    void *ws;
+    int B, H, T, D;
+} cont_ctx;
+static double cont_measure(void *p)
+{
+    cont_ctx *x = (cont_ctx *)p;
+    double t0 = now_s(), t;
+    int n = 0;
+    do {
+        if (polar_forward(&x->cfg, x->c, x->mag, &x->st, x->q, x->k, x->v, &x->P.p, x->B, x->H,
+                          x->H, x->T, x->D, x->ws) ||
+            polar_backward(&x->cfg, x->dq, x->dk, x->dv, &x->g, x->dc, x->dmag, x->c, x->mag,
+                           &x->st, x->q, x->k, x->v, &x->P.p, x->B, x->H, x->H, x->T, x->D,
+                           x->ws))
+            return -1.0;
+        n++;
+        t = now_s() - t0;
+    } while (t < 1.0);
+    return (double)n * x->B * x->T / t;
+}
+static int run_contended(const char *list, int rounds)
+{
+    int ks[BENCH_CONTENDED_MAX_K], nk = bench_contended_parse(list, ks), rc, i;
+    cont_ctx x;
+    size_t nq, nr;
+    if (!nk) {
+        fprintf(stderr, "bench_polar: --contended takes K,K,... (each 1..64)\n");
+        return 2;
+    }
+    x.B = 1; x.H = 8; x.T = 4096; x.D = 64;
+    nq = (size_t)x.B * x.H * x.T * x.D;
+    nr = (size_t)x.B * x.H * x.T;
+    x.cfg = polar_config_default();
+    params_make(&x.P, &x.cfg, x.H, x.D);
+    x.q = randn(nq, 1.0); x.k = randn(nq, 1.0); x.v = randn(nq, 1.0);
+    x.dc = randn(nq, 0.1); x.dmag = randn(nr, 0.1);
+    x.c = zeros(nq); x.mag = zeros(nr); x.dq = zeros(nq); x.dk = zeros(nq); x.dv = zeros(nq);
+    for (i = 0; i < 4; i++) x.grad[i] = zeros((size_t)x.H);
+    x.grad[4] = zeros((size_t)x.H * x.D);
+    x.g.len_gain_raw = x.grad[0]; x.g.null_base = x.grad[1]; x.g.null_slope_raw = x.grad[2];
+    x.g.mag_beta_raw = x.grad[3]; x.g.v_null = x.grad[4];
+    x.st.stats = zeros(nr * POLAR_NSTAT); x.st.probs = NULL;
+    x.ws = malloc(polar_workspace_size(&x.cfg, x.B, x.H, x.H, x.T, x.D));
+    if (!x.ws) { fprintf(stderr, "out of memory\n"); return 1; }
+    rc = bench_contended_run("bench_polar streaming fwd+bwd B=1 H=8 T=4096 D=64", "tokens",
+                             cont_measure, &x, rounds, ks, nk, NULL);
+    free(x.q); free(x.k); free(x.v); free(x.dc); free(x.dmag); free(x.c); free(x.mag);
+    free(x.dq); free(x.dk); free(x.dv); free(x.st.stats); free(x.ws); free(x.P.vn);
+    for (i = 0; i < 5; i++) free(x.grad[i]);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     bench_quiet quiet_;
     char loaded_[96];
-    int rounds = argc > 1 ? atoi(argv[1]) : 3, H64 = argc > 2 ? atoi(argv[2]) : 8;
+    int rounds, H64;
     const int B = 1, H = 8, D = 64, Ts[3] = {1024, 4096, 16384};
-    int nT = argc > 3 ? atoi(argv[3]) : 3; /* how many of Ts to run */
-    int want_mat = argc > 4 ? atoi(argv[4]) != 0 : 1;
     double ratio4k = -1;
-    int ti, nth = 1;
+    int ti, nth = 1, nT, want_mat;
+    if (argc > 1 && !strcmp(argv[1], "--contended")) {
+        int r = argc > 3 ? atoi(argv[3]) : 2;
+        if (argc < 3 || argc > 4 || r < 1) {
+            fprintf(stderr, "usage: bench_polar --contended K,K,... [rounds]\n");
+            return 2;
+        }
+        ex_wait_policy(argv);
+        return run_contended(argv[2], r);
+    }
+    rounds = argc > 1 ? atoi(argv[1]) : 3;
+    H64 = argc > 2 ? atoi(argv[2]) : 8;
+    nT = argc > 3 ? atoi(argv[3]) : 3; /* how many of Ts to run */
+    want_mat = argc > 4 ? atoi(argv[4]) != 0 : 1;
     if (rounds < 1) rounds = 1;
     if (H64 < 0 || H64 > 64) H64 = 8; /* 0 skips part 1 */
 #ifdef _OPENMP

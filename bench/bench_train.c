@@ -65,6 +65,7 @@
 #endif
 
 #include "bench/bench_util.h"
+#include "bench/bench_contended.h"
 #include "examples/common/exio.h"
 #define STB_DS_IMPLEMENTATION
 #include <stb_ds.h>
@@ -82,7 +83,6 @@ typedef struct bench_cfg {
 } bench_cfg;
 
 static int ceas_gating = 0; /* --ceas-gating on */
-static double ks_ratio[8];   /* --contended: the fair-share ratio per K */
 
 typedef struct side_result {
     double skip_share, overhead_share, pruned_share; /* CEAS gating, means over timed steps */
@@ -393,74 +393,23 @@ static void usage(void)
                     "                   [--ceas-gating on|off] [--contended K,K,...]\n");
 }
 
-/* --contended: K busy processes beside the training step (issue 41). Each child spins on
-   arithmetic (no system calls) until it is killed; none is pinned to a core. */
-static int busy_start(pid_t *pids, int k)
+/* --contended (issue 41, bench/bench_contended.h): the training step's tokens/s quiet
+   and beside K busy processes; one measurement = run_ours's tokens over the timed steps'
+   total time (what a user sees). */
+typedef struct contended_ctx {
+    const bench_cfg *bc;
+    int warmup, steps;
+} contended_ctx;
+static double contended_measure(void *p)
 {
-    int i;
-    for (i = 0; i < k; i++) {
-        pid_t p = fork();
-        if (p < 0) return i;
-        if (p == 0) {
-            volatile double x = 1.0;
-            for (;;) x = x * 1.0000001 + 1e-9;
-        }
-        pids[i] = p;
-    }
-    return k;
-}
-static void busy_stop(pid_t *pids, int k)
-{
-    int i;
-    for (i = 0; i < k; i++) kill(pids[i], SIGKILL);
-    for (i = 0; i < k; i++) waitpid(pids[i], NULL, 0);
-}
-
-/* Quiet, then with each K of busy processes: tokens/s (total tokens over total time of
-   the timed steps: what a user sees) and the ratio to the fair share, quiet * cores /
-   (cores + K), the throughput a process would get if the machine were divided evenly
-   among the busy ones and our threads. Best of `rounds` each. */
-static int run_contended(const bench_cfg *bc, int warmup, int steps, int rounds, const int *ks, int nk)
-{
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    double quiet = 0;
-    int r, j;
-    const char *wp = getenv("OMP_WAIT_POLICY"), *sc = getenv("GOMP_SPINCOUNT");
-    if (ncpu < 1) ncpu = 1;
-    printf("contended: config %s, %ld CPUs, OMP_WAIT_POLICY=%s GOMP_SPINCOUNT=%s, best of %d round(s)\n",
-           bc->name, ncpu, wp ? wp : "(unset)", sc ? sc : "(unset)", rounds);
-    for (r = 0; r < rounds; r++) {
-        side_result o = run_ours(bc, warmup, steps, 0);
-        if (!o.ok) return 1;
-        if (o.tok_s_mean > quiet) quiet = o.tok_s_mean;
-    }
-    printf("  quiet: %.0f tok/s\n", quiet);
-    for (j = 0; j < nk; j++) {
-        pid_t pids[64];
-        double best = 0, fair = quiet * (double)ncpu / (double)(ncpu + ks[j]);
-        int k = ks[j] > 64 ? 64 : ks[j], got;
-        for (r = 0; r < rounds; r++) {
-            side_result o;
-            got = busy_start(pids, k);
-            o = run_ours(bc, warmup, steps, 0);
-            busy_stop(pids, got);
-            if (got < k || !o.ok) {
-                fprintf(stderr, "bench_train: --contended: %s\n", got < k ? "fork failed" : "run failed");
-                return 1;
-            }
-            if (o.tok_s_mean > best) best = o.tok_s_mean;
-        }
-        printf("  K=%d busy: %.0f tok/s, fair share %.0f, ratio %.3f\n", ks[j], best, fair, best / fair);
-        ks_ratio[j] = best / fair;
-    }
-    printf("quiet_tokens_per_s=%.0f\n", quiet);
-    for (j = 0; j < nk; j++) printf("fair_share_ratio_k%d=%.3f\n", ks[j], ks_ratio[j]);
-    return 0;
+    const contended_ctx *c = (const contended_ctx *)p;
+    side_result o = run_ours(c->bc, c->warmup, c->steps, 0);
+    return o.ok ? o.tok_s_mean : -1.0;
 }
 
 int main(int argc, char **argv)
 {
-    int cont_k[8], cont_n = 0;
+    int cont_k[BENCH_CONTENDED_MAX_K], cont_n = 0;
     bench_cfg cfgs[2] = {{"S", 128, 4, 4, 256, 8, 10}, {"M", 384, 6, 6, 512, 4, 5}};
     const char *which = "all";
     int steps = 0, warmup = 2, rounds = 1, threads = 2, use_torch = 1, torch_default = 0;
@@ -482,13 +431,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--torch-default")) torch_default = 1;
         else if (!strcmp(argv[i], "--phases")) phases = 1;
         else if (!strcmp(argv[i], "--contended") && i + 1 < argc) {
-            char *p = argv[++i], *e;
-            while (*p && cont_n < 8) {
-                long v = strtol(p, &e, 10);
-                if (e == p || v < 1 || v > 64 || (*e && *e != ',')) { usage(); return 2; }
-                cont_k[cont_n++] = (int)v;
-                p = *e ? e + 1 : e;
-            }
+            if (!(cont_n = bench_contended_parse(argv[++i], cont_k))) { usage(); return 2; }
         }
         else if (!strcmp(argv[i], "--ceas-gating") && i + 1 < argc && !strcmp(argv[i + 1], "on")) ceas_gating = 1, i++;
         else if (!strcmp(argv[i], "--ceas-gating") && i + 1 < argc && !strcmp(argv[i + 1], "off")) ceas_gating = 0, i++;
@@ -509,8 +452,14 @@ int main(int argc, char **argv)
     if (cont_n > 0) { /* issue 41's contended benchmark: ours only, under the programs'
                          default wait policy unless the environment sets one */
         ex_wait_policy(argv);
-        const bench_cfg *bc = strcmp(which, "M") ? &cfgs[0] : &cfgs[1];
-        return run_contended(bc, warmup, steps ? steps : bc->steps, rounds, cont_k, cont_n);
+        contended_ctx cc;
+        char what[64];
+        cc.bc = strcmp(which, "M") ? &cfgs[0] : &cfgs[1];
+        cc.warmup = warmup;
+        cc.steps = steps ? steps : cc.bc->steps;
+        snprintf(what, sizeof what, "bench_train config %s, %d steps", cc.bc->name, cc.steps);
+        return bench_contended_run(what, "tokens", contended_measure, &cc, rounds, cont_k,
+                                   cont_n, NULL);
     }
     have_torch = use_torch && torch_available();
     printf("bench_train: %d thread(s), gemm kernel %s, warm-up %d, rounds %d\n", threads,
