@@ -121,6 +121,13 @@ build/cuda/%: tests/%.cu $(DEPS)
 	$(NVCC) -O2 -std=c++17 $(CUDA_ARCHS) -I. -isystem /usr/include/stb \
 	    -Xcompiler -Wall,-Wextra,-fopenmp $< -o $@ -lcublas -lgomp $(LIBS)
 
+# The data-parallel communicator under MPI (issue 44; tests/dist_check.sh runs it on 1-3
+# ranks): mpicc around gcc, the test flags and sanitizers, -DATTNKIT_MPI.
+MPICC ?= mpicc
+build/mpi/test_dist: tests/test_dist.c examples/common/dist.c examples/common/dist.h examples/common/errf.h
+	@mkdir -p build/mpi
+	OMPI_CC=gcc $(MPICC) $(TEST_CFLAGS) -DATTNKIT_MPI $< -o $@ $(LIBS)
+
 # GPU benchmarks (bench/bench_*_cuda.cu): compiled here so every machine with nvcc checks
 # they build; `make gpu-check` builds them for the detected GPU and runs them.
 CUDA_BENCH_NAMES := $(patsubst bench/%.cu,%,$(wildcard bench/bench_*_cuda.cu))
