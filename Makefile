@@ -48,7 +48,8 @@ TEST_OPT     = -O1
 # 17.8/12.7; test_era gcc 8.5/5.8, clang 9.5/7.9; the seven g++ -O1 simulated tests
 # 163/124 (parity_tensor 56/42); at -O0 less (test_model gcc 10.8/9.0, parity_model g++
 # 46.6/42.7, parity_layers clang++ 23.0/20.2). Same code, same sanitizers and checks.
-# For a debugger session: rm the binary, then `make TEST_DEBUG=-g build/gcc/test_x`.
+# For a debugger session: rm the binary (and build/gcc/common*/ for the examples' code a
+# test links, TEST_OBJS below), then `make TEST_DEBUG=-g build/gcc/test_x`.
 TEST_DEBUG   = -g1
 TEST_CFLAGS  = $(WARN) $(TEST_OPT) $(TEST_DEBUG) $(SAN) $(INC) -DATTNKIT_DATA_DIR='"$(WT2_DIR)"'
 # -fno-trapping-math: GCC does not vectorise a loop with a float compare-and-select on
