@@ -48,7 +48,8 @@ TEST_OPT     = -O1
 # 17.8/12.7; test_era gcc 8.5/5.8, clang 9.5/7.9; the seven g++ -O1 simulated tests
 # 163/124 (parity_tensor 56/42); at -O0 less (test_model gcc 10.8/9.0, parity_model g++
 # 46.6/42.7, parity_layers clang++ 23.0/20.2). Same code, same sanitizers and checks.
-# For a debugger session: rm the binary, then `make TEST_DEBUG=-g build/gcc/test_x`.
+# For a debugger session: rm the binary (and build/gcc/common*/ for the examples' code a
+# test links, TEST_OBJS below), then `make TEST_DEBUG=-g build/gcc/test_x`.
 TEST_DEBUG   = -g1
 TEST_CFLAGS  = $(WARN) $(TEST_OPT) $(TEST_DEBUG) $(SAN) $(INC) -DATTNKIT_DATA_DIR='"$(WT2_DIR)"'
 # -fno-trapping-math: GCC does not vectorise a loop with a float compare-and-select on
@@ -65,15 +66,18 @@ BENCH_NAMES  := $(patsubst bench/%.c,%,$(wildcard bench/bench_*.c))
 .PHONY: test tests-build cuda sim sim-fma gpu-kit gpu-check bench examples fuzz clean run niah
 .DELETE_ON_ERROR:
 
-# The example-level tests (each one translation unit with every header's implementation
-# plus the examples' model code: ~40 s of ASan compile each) build their portable
+# The example-level tests (every header's implementation plus the examples' model code:
+# test_model and test_ceas_gating #include them, one translation unit each; test_train,
+# test_mcqa and test_niah link them, TEST_OBJS below) build their portable
 # no-OpenMP variant with gcc only; clang builds and runs them with OpenMP + SIMD. This
 # keeps `make test` within CI's 20 minutes on 2 cores; the headers' own tests keep all
 # four variants.
 EXAMPLE_TESTS := test_model test_train test_mcqa test_niah test_ceas_gating
 NOOMP_SKIP_clang := $(EXAMPLE_TESTS)
 # ... and at -O0 (ASan and UBSan check the same): 8-12 s to compile instead of 27-33 s,
-# for runs a few seconds longer (measured: test_model 13 s against 8 s)
+# for runs a few seconds longer (measured: test_model 13 s against 8 s); for the tests that
+# link the examples' objects this is their own translation unit only (the objects' level
+# is TEST_OBJ_OPT / TEST_IMPL_OPT below)
 $(foreach c,$(COMPILERS),$(foreach t,$(EXAMPLE_TESTS),build/$(c)/$(t) build/$(c)/$(t)_noomp)): TEST_OPT = -O0
 # clang builds these header tests at -O0 too (both variants; test_layers its OpenMP one
 # only): clang's -O1 is 75-85 % of their ASan compile and their runs are short. Measured,
@@ -94,15 +98,53 @@ test:
 	@COMPILERS="$(COMPILERS)" NVCC="$(NVCC)" NOOMP_SKIP_clang="$(NOOMP_SKIP_clang)" \
 	    SIM_SKIP_clangxx="$(SIM_SKIP_clang++)" SIM_SKIP_gxx="$(SIM_SKIP_g++)" sh tests/run_tests.sh
 
+# The examples' code a test links instead of #including it: TEST_OBJS_<test> lists the
+# examples/common units (each built once per configuration, below); the unit a test
+# reads the internals of is #included by that test alone (test_train: train.c; test_bpe,
+# test_ckpt, test_plot: theirs, and they link nothing). A test that is not listed is one
+# translation unit as before (test_model, test_layers, test_ceas_gating still #include
+# impl.c, layers.c, model.c ...: it must not link a second copy).
+TEST_OBJS_test_train := impl stb_impl bpe data layers model ckpt
+TEST_OBJS_test_niah  := impl stb_impl bpe data layers model plot niah
+TEST_OBJS_test_mcqa  := impl stb_impl bpe layers model mcqa
+TEST_OBJS_test_data  := stb_impl bpe data
+TEST_OBJ_TESTS := $(patsubst TEST_OBJS_%,%,$(filter TEST_OBJS_%,$(.VARIABLES)))
+# Their optimisation, every compiler (the per-test TEST_OPT overrides above are the test's
+# own TU; an object's own value wins over what the test that first needs it passes down):
+# impl.o (the headers' kernels, where these tests spend their time) at TEST_IMPL_OPT = -O1,
+# the examples' code at TEST_OBJ_OPT = -O0 (gcc's optimiser-dependent warnings on it come
+# from `make examples`, -O3 -Werror). Measured on the 2-core EPYC, user CPU-s to build the
+# 13 binaries run_tests.sh builds of test_train, test_niah, test_mcqa, test_data (gcc,
+# gcc _noomp, clang; clang _noomp of test_data), make -j1 from clean, then to run each once
+# as run_tests.sh does: each test one TU (before) 97 + 53; objects all -O0 40 + 59;
+# all -O1 110 + 21; impl -O1, the rest -O0 ~72 + 24. Compile, CPU-s, -O0/-O1: impl.c gcc
+# 7.4/14.6, clang 3.5/21.3; model.c gcc 1.6/3.0, clang 0.8/4.3; with impl.o at -O0 the
+# runs are 2-3x longer (gcc test_niah_noomp 11.5 s against 4.9).
+TEST_OBJ_OPT = -O0
+TEST_IMPL_OPT = -O1
+
 # One set of rules per compiler: build/<cc>/test_x (OpenMP, ARCH) and
-# build/<cc>/test_x_noomp (no OpenMP, no ARCH: the portable scalar paths).
+# build/<cc>/test_x_noomp (no OpenMP, no ARCH: the portable scalar paths), with the
+# examples' objects of the same configuration: build/<cc>/common/x.o and
+# build/<cc>/common_noomp/x.o (the tests' flags and sanitizers).
 define CC_RULES
+build/$(1)/common/%.o build/$(1)/common_noomp/%.o: TEST_OPT = $$(TEST_OBJ_OPT)
+build/$(1)/common/impl.o build/$(1)/common_noomp/impl.o: TEST_OPT = $$(TEST_IMPL_OPT)
+build/$(1)/common/%.o: examples/common/%.c $$(DEPS)
+	@mkdir -p build/$(1)/common
+	$(1) $$(TEST_CFLAGS) $$(or $$(ARCH_$(1)),$$(ARCH)) -fopenmp -c $$< -o $$@
+build/$(1)/common_noomp/%.o: examples/common/%.c $$(DEPS)
+	@mkdir -p build/$(1)/common_noomp
+	$(1) $$(TEST_CFLAGS) -c $$< -o $$@
+$(foreach t,$(TEST_OBJ_TESTS),
+build/$(1)/$(t): $(patsubst %,build/$(1)/common/%.o,$(TEST_OBJS_$(t)))
+build/$(1)/$(t)_noomp: $(patsubst %,build/$(1)/common_noomp/%.o,$(TEST_OBJS_$(t))))
 build/$(1)/%_noomp: tests/%.c $$(DEPS)
 	@mkdir -p build/$(1)
-	$(1) $$(TEST_CFLAGS) $$< -o $$@ $$(LIBS)
+	$(1) $$(TEST_CFLAGS) $$< $$(filter %.o,$$^) -o $$@ $$(LIBS)
 build/$(1)/%: tests/%.c $$(DEPS)
 	@mkdir -p build/$(1)
-	$(1) $$(TEST_CFLAGS) $$(or $$(ARCH_$(1)),$$(ARCH)) -fopenmp $$< -o $$@ $$(LIBS)
+	$(1) $$(TEST_CFLAGS) $$(or $$(ARCH_$(1)),$$(ARCH)) -fopenmp $$< $$(filter %.o,$$^) -o $$@ $$(LIBS)
 tests-build-$(1): $(foreach t,$(TEST_NAMES),build/$(1)/$(t)) \
     $(foreach t,$(filter-out $(NOOMP_SKIP_$(1)),$(TEST_NAMES)),build/$(1)/$(t)_noomp)
 endef

@@ -3,19 +3,34 @@
    reading, u16 files, split inventory, batch loaders, malformed/truncated/missing
    files. Cases that need ../shared/data (ATTNKIT_DATA_DIR or $WT2_DIR) skip without it. */
 #define _POSIX_C_SOURCE 200809L
-#define STB_DS_IMPLEMENTATION
-#include <stb_ds.h>
-#undef STB_DS_IMPLEMENTATION
-#include "../examples/common/bpe.c"
-#include "../examples/common/data.c"
+/* the examples' code (stb_impl, bpe, data) is linked, built once per configuration (the
+   Makefile's TEST_OBJS_test_data) */
+#include "../examples/common/data.h"
 #include "attnkit_test.h"
 
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <errno.h>
 #include <lzma.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+/* GPT-2's bytes_to_unicode, written here from its definition (bpe.c keeps its own copy
+   private; tests/test_bpe.c checks that one): printable bytes map to themselves, the
+   other 68 to 256, 257, ... in byte order. */
+static void gpt2_byte_alphabet(uint32_t cp_of_byte[256])
+{
+    int b, k = 0;
+    for (b = 0; b < 256; b++) {
+        int printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174);
+        cp_of_byte[b] = printable ? (uint32_t)b : (uint32_t)(256 + k++);
+    }
+}
 
 static bpe_tokenizer *g_tok; /* GPT-2, NULL when the data directory is absent */
 static char g_skip[1200];
@@ -125,9 +140,8 @@ static void test_protocol_rows(void)
     /* a byte-level vocabulary with EOT at id 256 */
     {
         uint32_t cp[256];
-        int16_t inv[324];
         char item[64];
-        bpe__byte_alphabet(cp, inv);
+        gpt2_byte_alphabet(cp);
         bpe_bytes_append(&js, "{", 1);
         for (b = 0; b < 256; b++) {
             n = snprintf(item, sizeof item, "%s\"\\u%04x\": %d", b ? ", " : "", (unsigned)cp[b], b);
@@ -163,9 +177,8 @@ static void test_protocol_rows(void)
         bpe_tokenizer *noeot = NULL;
         bpe_ids x = {0};
         uint32_t cp[256];
-        int16_t inv[324];
         char item[64];
-        bpe__byte_alphabet(cp, inv);
+        gpt2_byte_alphabet(cp);
         bpe_bytes_append(&js, "{", 1);
         for (b = 0; b < 256; b++) {
             n = snprintf(item, sizeof item, "%s\"\\u%04x\": %d", b ? ", " : "", (unsigned)cp[b], b);

@@ -7,14 +7,10 @@
    logged sums must be log-probability sums and means sum / n, a gold answer that differs
    is said as such, a read error (a directory) is not an empty input. */
 #define _POSIX_C_SOURCE 200809L
-#define STB_DS_IMPLEMENTATION
-#include <stb_ds.h>
-#undef STB_DS_IMPLEMENTATION
-#include "../examples/common/impl.c"
-#include "../examples/common/bpe.c"
-#include "../examples/common/layers.c"
-#include "../examples/common/model.c"
-#include "../examples/common/mcqa.c"
+/* the examples' code (impl, stb_impl, bpe, layers, model, mcqa) is linked, built once
+   per configuration (the Makefile's TEST_OBJS_test_mcqa) */
+#include "../examples/common/mcqa.h"
+#include "../examples/common/model.h"
 #include "attnkit_test.h"
 
 #include <math.h>

@@ -7,25 +7,20 @@
    property, and a tiny end-to-end run (every arm, two lengths) whose table and JSON lines
    are well formed. Cases that need ../shared/data skip without it. */
 #define _POSIX_C_SOURCE 200809L
-#define STB_DS_IMPLEMENTATION
-#include <stb_ds.h>
-#undef STB_DS_IMPLEMENTATION
-#define STB_IMAGE_WRITE_IMPLEMENTATION
-#include <stb_image_write.h>
-#undef STB_IMAGE_WRITE_IMPLEMENTATION
-#include "../examples/common/impl.c"
-#include "../examples/common/bpe.c"
-#include "../examples/common/data.c"
-#include "../examples/common/layers.c"
-#include "../examples/common/model.c"
-#include "../examples/common/plot.c"
-#include "../examples/common/niah.c"
+/* the examples' code (impl, stb_impl, bpe, data, layers, model, plot, niah) is linked,
+   built once per configuration (the Makefile's TEST_OBJS_test_niah) */
+#include "../examples/common/niah.h"
+#include "../examples/common/data.h"
+#include "../examples/common/model.h"
 #include "attnkit_test.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 static bpe_tokenizer *g_tok = NULL;
 static wt2_tokens g_tr, g_te;

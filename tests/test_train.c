@@ -4,19 +4,14 @@
    trainer untouched, the evaluation protocol's token count, flags and presets, and a short
    run that learns a periodic sequence. */
 #define _POSIX_C_SOURCE 200809L
-#define STB_DS_IMPLEMENTATION
-#include <stb_ds.h>
-#undef STB_DS_IMPLEMENTATION
-#include "../examples/common/impl.c"
-#include "../examples/common/bpe.c"
-#include "../examples/common/data.c"
-#include "../examples/common/layers.c"
-#include "../examples/common/model.c"
-#include "../examples/common/ckpt.c"
+/* train.c is this test's unit and is included (the test reads trn__get_tau); the rest of
+   the examples' code (impl, stb_impl, bpe, data, layers, model, ckpt) is linked, built
+   once per configuration (the Makefile's TEST_OBJS_test_train). */
 #include "../examples/common/train.c"
 #include "attnkit_test.h"
 
 #include <stdint.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define NTOK 4000
