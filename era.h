@@ -501,47 +501,57 @@ ERADEF void era_rpa_cuda_state_free(era_rpa_cuda_state *st);
 ERADEF era_era_cuda_state era_era_cuda_state_init(void);
 ERADEF void era_era_cuda_state_free(era_era_cuda_state *st);
 
-/* memberships (device h, mu, zproj; p's arrays on the device). stats: host or NULL. */
-ERADEF int era_membership_forward_cuda(const era_rpa_config *cfg, const era_rpa_params *p,
-                                       float *mu /* (B,T,R) */, float *zproj /* (B,T,P) */,
-                                       era_mu_stats *stats, const float *h /* (B,T,D) */,
-                                       int B, int T, era_stream stream);
-/* workspace: NULL or era_membership_workspace_size(p, B, T) bytes of device memory */
-ERADEF int era_membership_backward_cuda(const era_rpa_config *cfg, const era_rpa_params *p,
-                                        float *dh /* (B,T,D) */, era_rpa_grads *g,
-                                        const float *dmu /* (B,T,R) */, float dentropy,
-                                        const float *h /* (B,T,D) */,
-                                        const float *zproj /* (B,T,P) */,
-                                        const float *mu /* (B,T,R) */, int B, int T,
-                                        void *workspace, era_stream stream);
-/* RPA prior. workspace: NULL or era_rpa_cuda_workspace_size bytes of device memory. */
-ERADEF size_t era_rpa_cuda_workspace_size(const era_rpa_config *cfg, int B, int T);
-ERADEF int era_rpa_forward_cuda(const era_rpa_config *cfg, const era_rpa_params *p,
-                                const float *mu /* (B,T,R) */, int B, int T,
-                                float *bias /* (T,T) or NULL */, era_rpa_cuda_state *st,
-                                void *workspace, era_stream stream);
-ERADEF int era_rpa_backward_cuda(const era_rpa_config *cfg, const era_rpa_params *p,
-                                 const era_rpa_cuda_state *st, const float *dbias /* (T,T) */,
-                                 float *dmu /* (B,T,R) */, era_rpa_grads *g, void *workspace,
-                                 era_stream stream);
-ERADEF int era_rpa_rows_cuda(const era_rpa_cuda_state *st, int row0, int nrows,
-                             float *out /* (nrows,T) */, era_stream stream);
-ERADEF int era_rpa_cuda_diag(const era_rpa_cuda_state *st, era_cuda_diag *out, era_stream stream);
-/* ERA prior (p->centers on the device). workspace as above. */
-ERADEF size_t era_era_cuda_workspace_size(const era_era_config *cfg, int T);
-ERADEF int era_era_forward_cuda(const era_era_config *cfg, const era_era_params *p, int T,
-                                float *bias /* (T,T) or NULL */, era_era_cuda_state *st,
-                                void *workspace, era_stream stream);
-ERADEF int era_era_backward_cuda(const era_era_config *cfg, const era_era_params *p,
-                                 const era_era_cuda_state *st, const float *dbias /* (T,T) */,
-                                 era_era_grads *g, void *workspace, era_stream stream);
-ERADEF int era_era_rows_cuda(const era_era_cuda_state *st, int row0, int nrows,
-                             float *out /* (nrows,T) */, era_stream stream);
-ERADEF int era_era_cuda_diag(const era_era_cuda_state *st, era_cuda_diag *out, era_stream stream);
-ERADEF int era_apply_cuda(float *scores /* (B,H,T,T) */, const float *bias, int per_head,
-                          int B, int H, int T, era_stream stream);
-ERADEF int era_reduce_grad_cuda(float *dbias, const float *dscores /* (B,H,T,T) */,
-                                int per_head, int B, int H, int T, era_stream stream);
+/* The device calls below are written once each, in the list ERA__CUDA_API: an entry
+   X(int, era_name_cuda, (parameters)) is the prototype `int era_name_cuda(parameters)`,
+   documented above it in the list; the list is expanded here into the declarations and,
+   without nvcc / the simulation, into stubs that return ERA_ENOCUDA (a workspace size: 0). */
+#define ERA__CUDA_DECLARE(ret, name, params) ERADEF ret name params;
+#define ERA__CUDA_API(X)                                                                        \
+    /* memberships (device h, mu, zproj; p's arrays on the device). stats: host or NULL. */     \
+    X(int, era_membership_forward_cuda, (const era_rpa_config *cfg, const era_rpa_params *p,    \
+                                         float *mu /* (B,T,R) */, float *zproj /* (B,T,P) */,   \
+                                         era_mu_stats *stats, const float *h /* (B,T,D) */,     \
+                                         int B, int T, era_stream stream))                      \
+    /* workspace: NULL or era_membership_workspace_size(p, B, T) bytes of device memory */      \
+    X(int, era_membership_backward_cuda, (const era_rpa_config *cfg, const era_rpa_params *p,   \
+                                          float *dh /* (B,T,D) */, era_rpa_grads *g,            \
+                                          const float *dmu /* (B,T,R) */, float dentropy,       \
+                                          const float *h /* (B,T,D) */,                         \
+                                          const float *zproj /* (B,T,P) */,                     \
+                                          const float *mu /* (B,T,R) */, int B, int T,          \
+                                          void *workspace, era_stream stream))                  \
+    /* RPA prior. workspace: NULL or era_rpa_cuda_workspace_size bytes of device memory. */     \
+    X(size_t, era_rpa_cuda_workspace_size, (const era_rpa_config *cfg, int B, int T))           \
+    X(int, era_rpa_forward_cuda, (const era_rpa_config *cfg, const era_rpa_params *p,           \
+                                  const float *mu /* (B,T,R) */, int B, int T,                  \
+                                  float *bias /* (T,T) or NULL */, era_rpa_cuda_state *st,      \
+                                  void *workspace, era_stream stream))                          \
+    X(int, era_rpa_backward_cuda, (const era_rpa_config *cfg, const era_rpa_params *p,          \
+                                   const era_rpa_cuda_state *st,                                \
+                                   const float *dbias /* (T,T) */, float *dmu /* (B,T,R) */,    \
+                                   era_rpa_grads *g, void *workspace, era_stream stream))       \
+    X(int, era_rpa_rows_cuda, (const era_rpa_cuda_state *st, int row0, int nrows,               \
+                               float *out /* (nrows,T) */, era_stream stream))                  \
+    X(int, era_rpa_cuda_diag, (const era_rpa_cuda_state *st, era_cuda_diag *out,                \
+                               era_stream stream))                                              \
+    /* ERA prior (p->centers on the device). workspace as above. */                             \
+    X(size_t, era_era_cuda_workspace_size, (const era_era_config *cfg, int T))                  \
+    X(int, era_era_forward_cuda, (const era_era_config *cfg, const era_era_params *p, int T,    \
+                                  float *bias /* (T,T) or NULL */, era_era_cuda_state *st,      \
+                                  void *workspace, era_stream stream))                          \
+    X(int, era_era_backward_cuda, (const era_era_config *cfg, const era_era_params *p,          \
+                                   const era_era_cuda_state *st,                                \
+                                   const float *dbias /* (T,T) */, era_era_grads *g,            \
+                                   void *workspace, era_stream stream))                         \
+    X(int, era_era_rows_cuda, (const era_era_cuda_state *st, int row0, int nrows,               \
+                               float *out /* (nrows,T) */, era_stream stream))                  \
+    X(int, era_era_cuda_diag, (const era_era_cuda_state *st, era_cuda_diag *out,                \
+                               era_stream stream))                                              \
+    X(int, era_apply_cuda, (float *scores /* (B,H,T,T) */, const float *bias, int per_head,     \
+                            int B, int H, int T, era_stream stream))                            \
+    X(int, era_reduce_grad_cuda, (float *dbias, const float *dscores /* (B,H,T,T) */,           \
+                                  int per_head, int B, int H, int T, era_stream stream))
+ERA__CUDA_API(ERA__CUDA_DECLARE)
 /* Inference cache keyed by T with DEVICE buffers: B(T) built once per length on the
    device (era_era_forward_cuda / era_rpa_forward_cuda with frozen parameters) and reused;
    LRU eviction under a byte budget, as era_cache. ERA: p->centers host or device (copied
@@ -2615,99 +2625,22 @@ ERADEF era_era_cuda_state era_era_cuda_state_init(void)
     return s;
 }
 ERADEF void era_era_cuda_state_free(era_era_cuda_state *st) { if (st) memset(st, 0, sizeof *st); }
-ERADEF int era_membership_forward_cuda(const era_rpa_config *cfg, const era_rpa_params *p,
-                                       float *mu, float *zproj, era_mu_stats *stats,
-                                       const float *h, int B, int T, era_stream stream)
-{
-    (void)cfg; (void)p; (void)mu; (void)zproj; (void)stats; (void)h; (void)B; (void)T;
-    (void)stream;
-    ERA__NOCUDA;
-}
-ERADEF int era_membership_backward_cuda(const era_rpa_config *cfg, const era_rpa_params *p,
-                                        float *dh, era_rpa_grads *g, const float *dmu,
-                                        float dentropy, const float *h, const float *zproj,
-                                        const float *mu, int B, int T, void *workspace,
-                                        era_stream stream)
-{
-    (void)cfg; (void)p; (void)dh; (void)g; (void)dmu; (void)dentropy; (void)h; (void)zproj;
-    (void)mu; (void)B; (void)T; (void)workspace; (void)stream;
-    ERA__NOCUDA;
-}
-ERADEF size_t era_rpa_cuda_workspace_size(const era_rpa_config *cfg, int B, int T)
-{
-    (void)cfg; (void)B; (void)T;
-    return 0;
-}
-ERADEF int era_rpa_forward_cuda(const era_rpa_config *cfg, const era_rpa_params *p,
-                                const float *mu, int B, int T, float *bias,
-                                era_rpa_cuda_state *st, void *workspace, era_stream stream)
-{
-    (void)cfg; (void)p; (void)mu; (void)B; (void)T; (void)bias; (void)st; (void)workspace;
-    (void)stream;
-    ERA__NOCUDA;
-}
-ERADEF int era_rpa_backward_cuda(const era_rpa_config *cfg, const era_rpa_params *p,
-                                 const era_rpa_cuda_state *st, const float *dbias,
-                                 float *dmu, era_rpa_grads *g, void *workspace,
-                                 era_stream stream)
-{
-    (void)cfg; (void)p; (void)st; (void)dbias; (void)dmu; (void)g; (void)workspace;
-    (void)stream;
-    ERA__NOCUDA;
-}
-ERADEF int era_rpa_rows_cuda(const era_rpa_cuda_state *st, int row0, int nrows, float *out,
-                             era_stream stream)
-{
-    (void)st; (void)row0; (void)nrows; (void)out; (void)stream;
-    ERA__NOCUDA;
-}
-ERADEF int era_rpa_cuda_diag(const era_rpa_cuda_state *st, era_cuda_diag *out, era_stream stream)
-{
-    (void)st; (void)out; (void)stream;
-    ERA__NOCUDA;
-}
-ERADEF size_t era_era_cuda_workspace_size(const era_era_config *cfg, int T)
-{
-    (void)cfg; (void)T;
-    return 0;
-}
-ERADEF int era_era_forward_cuda(const era_era_config *cfg, const era_era_params *p, int T,
-                                float *bias, era_era_cuda_state *st, void *workspace,
-                                era_stream stream)
-{
-    (void)cfg; (void)p; (void)T; (void)bias; (void)st; (void)workspace; (void)stream;
-    ERA__NOCUDA;
-}
-ERADEF int era_era_backward_cuda(const era_era_config *cfg, const era_era_params *p,
-                                 const era_era_cuda_state *st, const float *dbias,
-                                 era_era_grads *g, void *workspace, era_stream stream)
-{
-    (void)cfg; (void)p; (void)st; (void)dbias; (void)g; (void)workspace; (void)stream;
-    ERA__NOCUDA;
-}
-ERADEF int era_era_rows_cuda(const era_era_cuda_state *st, int row0, int nrows, float *out,
-                             era_stream stream)
-{
-    (void)st; (void)row0; (void)nrows; (void)out; (void)stream;
-    ERA__NOCUDA;
-}
-ERADEF int era_era_cuda_diag(const era_era_cuda_state *st, era_cuda_diag *out, era_stream stream)
-{
-    (void)st; (void)out; (void)stream;
-    ERA__NOCUDA;
-}
-ERADEF int era_apply_cuda(float *scores, const float *bias, int per_head, int B, int H, int T,
-                          era_stream stream)
-{
-    (void)scores; (void)bias; (void)per_head; (void)B; (void)H; (void)T; (void)stream;
-    ERA__NOCUDA;
-}
-ERADEF int era_reduce_grad_cuda(float *dbias, const float *dscores, int per_head, int B,
-                                int H, int T, era_stream stream)
-{
-    (void)dbias; (void)dscores; (void)per_head; (void)B; (void)H; (void)T; (void)stream;
-    ERA__NOCUDA;
-}
+/* the calls of the list ERA__CUDA_API (declared above): ERA_ENOCUDA, a workspace size 0;
+   the parameters go unused */
+#define ERA__NOCUDA_int ERA_ENOCUDA
+#define ERA__NOCUDA_size_t 0
+#define ERA__CUDA_STUB(ret, name, params) ERADEF ret name params { return ERA__NOCUDA_##ret; }
+#if defined(__GNUC__) || defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#endif
+ERA__CUDA_API(ERA__CUDA_STUB)
+#if defined(__GNUC__) || defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+#undef ERA__CUDA_STUB
+#undef ERA__NOCUDA_int
+#undef ERA__NOCUDA_size_t
 ERADEF int era_cuda_cache_init_era(era_cuda_cache *c, size_t budget_bytes,
                                    const era_era_config *cfg, const era_era_params *p)
 {
