@@ -352,25 +352,32 @@ GDELTADEF int gd_readout_backward(const gd_config *cfg, float *dr, float *dx,
 struct CUstream_st;
 typedef struct CUstream_st *gd_stream;
 GDELTADEF int gd_cuda_available(void); /* 1 if a CUDA device is usable */
-GDELTADEF size_t gd_workspace_size_cuda(const gd_config *cfg, int B, int H, int T, int Dk,
-                                        int Dv);
-GDELTADEF int gd_forward_cuda(const gd_config *cfg, float *r, float *state_out,
-                              const float *q, const float *k, const float *v,
-                              const float *gates, const float *beta, const float *state0,
-                              int B, int H, int T, int Dk, int Dv, gd_saved *saved,
-                              void *workspace, gd_stream stream);
-GDELTADEF int gd_backward_cuda(const gd_config *cfg, const gd_saved *saved,
-                               float *dq, float *dk, float *dv, float *dgates,
-                               float *dbeta, float *dstate0,
-                               const float *dr, const float *dstate_out,
-                               const float *q, const float *k, const float *v,
-                               const float *gates, const float *beta, const float *state0,
-                               int B, int H, int T, int Dk, int Dv, void *workspace,
-                               gd_stream stream);
-GDELTADEF int gd_step_cuda(const gd_config *cfg, float *table, int n_slots, const int *slots,
-                           int N, int H, int Dk, int Dv, const float *q, const float *k,
-                           const float *v, const float *gates, const float *beta, float *r,
-                           gd_stream stream);
+/* The device calls are written once each, in the list GD__CUDA_API: an entry
+   X(int, gd_name_cuda, (parameters)) is the prototype `int gd_name_cuda(parameters)`; the
+   list is expanded here into the declarations and, without nvcc / the simulation, into
+   stubs that return GD_ENOCUDA ("gd_name_cuda: built without nvcc" to cfg's log; a
+   workspace size: 0). */
+#define GD__CUDA_DECLARE(ret, name, params) GDELTADEF ret name params;
+#define GD__CUDA_API(X)                                                                         \
+    X(size_t, gd_workspace_size_cuda, (const gd_config *cfg, int B, int H, int T, int Dk,       \
+                                       int Dv))                                                 \
+    X(int, gd_forward_cuda, (const gd_config *cfg, float *r, float *state_out, const float *q,  \
+                             const float *k, const float *v, const float *gates,                \
+                             const float *beta, const float *state0, int B, int H, int T,       \
+                             int Dk, int Dv, gd_saved *saved, void *workspace,                  \
+                             gd_stream stream))                                                 \
+    X(int, gd_backward_cuda, (const gd_config *cfg, const gd_saved *saved, float *dq,           \
+                              float *dk, float *dv, float *dgates, float *dbeta,                \
+                              float *dstate0, const float *dr, const float *dstate_out,         \
+                              const float *q, const float *k, const float *v,                   \
+                              const float *gates, const float *beta, const float *state0,       \
+                              int B, int H, int T, int Dk, int Dv, void *workspace,             \
+                              gd_stream stream))                                                \
+    X(int, gd_step_cuda, (const gd_config *cfg, float *table, int n_slots, const int *slots,    \
+                          int N, int H, int Dk, int Dv, const float *q, const float *k,         \
+                          const float *v, const float *gates, const float *beta, float *r,      \
+                          gd_stream stream))
+GD__CUDA_API(GD__CUDA_DECLARE)
 
 #ifdef __cplusplus
 }
@@ -2236,50 +2243,25 @@ GDELTADEF int gd_readout_backward(const gd_config *cfg, float *dr, float *dx,
 #include "cuda/gdelta.cuh"
 #else
 static void gd__cu_saved_free(void *mem) { (void)mem; } /* no device memory exists here */
-#define GD__NOCUDA(name) return gd__err(cfg, GD_ENOCUDA, "%s: built without nvcc", name)
 GDELTADEF int gd_cuda_available(void) { return 0; }
-GDELTADEF size_t gd_workspace_size_cuda(const gd_config *cfg, int B, int H, int T, int Dk,
-                                        int Dv)
-{
-    (void)cfg; (void)B; (void)H; (void)T; (void)Dk; (void)Dv;
-    return 0;
-}
-GDELTADEF int gd_forward_cuda(const gd_config *cfg, float *r, float *state_out,
-                              const float *q, const float *k, const float *v,
-                              const float *gates, const float *beta, const float *state0,
-                              int B, int H, int T, int Dk, int Dv, gd_saved *saved,
-                              void *workspace, gd_stream stream)
-{
-    (void)r; (void)state_out; (void)q; (void)k; (void)v; (void)gates; (void)beta;
-    (void)state0; (void)B; (void)H; (void)T; (void)Dk; (void)Dv; (void)saved;
-    (void)workspace; (void)stream;
-    GD__NOCUDA("gd_forward_cuda");
-}
-GDELTADEF int gd_backward_cuda(const gd_config *cfg, const gd_saved *saved,
-                               float *dq, float *dk, float *dv, float *dgates,
-                               float *dbeta, float *dstate0,
-                               const float *dr, const float *dstate_out,
-                               const float *q, const float *k, const float *v,
-                               const float *gates, const float *beta, const float *state0,
-                               int B, int H, int T, int Dk, int Dv, void *workspace,
-                               gd_stream stream)
-{
-    (void)saved; (void)dq; (void)dk; (void)dv; (void)dgates; (void)dbeta; (void)dstate0;
-    (void)dr; (void)dstate_out; (void)q; (void)k; (void)v; (void)gates; (void)beta;
-    (void)state0; (void)B; (void)H; (void)T; (void)Dk; (void)Dv; (void)workspace;
-    (void)stream;
-    GD__NOCUDA("gd_backward_cuda");
-}
-GDELTADEF int gd_step_cuda(const gd_config *cfg, float *table, int n_slots, const int *slots,
-                           int N, int H, int Dk, int Dv, const float *q, const float *k,
-                           const float *v, const float *gates, const float *beta, float *r,
-                           gd_stream stream)
-{
-    (void)table; (void)n_slots; (void)slots; (void)N; (void)H; (void)Dk; (void)Dv; (void)q;
-    (void)k; (void)v; (void)gates; (void)beta; (void)r; (void)stream;
-    GD__NOCUDA("gd_step_cuda");
-}
-#undef GD__NOCUDA
+/* the calls of the list GD__CUDA_API (declared above): GD_ENOCUDA with the function's
+   name to the log of their cfg (every int entry has one), a workspace size 0; the other
+   parameters go unused */
+#define GD__NOCUDA_int(name) gd__err(cfg, GD_ENOCUDA, "%s: built without nvcc", name)
+#define GD__NOCUDA_size_t(name) 0
+#define GD__CUDA_STUB(ret, name, params)                                                    \
+    GDELTADEF ret name params { return GD__NOCUDA_##ret(#name); }
+#if defined(__GNUC__) || defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#endif
+GD__CUDA_API(GD__CUDA_STUB)
+#if defined(__GNUC__) || defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+#undef GD__CUDA_STUB
+#undef GD__NOCUDA_int
+#undef GD__NOCUDA_size_t
 #endif
 
 #ifdef GDELTA__PUSHED_NO_TRAPPING
