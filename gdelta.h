@@ -1031,6 +1031,24 @@ static float *gd__take(gd__arena *a, size_t n)
     return r;
 }
 
+/* The saved state's description: written by both forwards (gd_forward: algo cfg->algo,
+   host memory; gd_forward_cuda: GD_ALGO_CHUNKED | GD__SAVED_CUDA, device memory) and
+   checked against the call by both backwards (gd__saved_fits: 1 when it matches). */
+static void gd__saved_set(gd_saved *s, int algo, int B, int H, int T, int Dk, int Dv, int step,
+                          int nstates)
+{
+    s->algo = algo;
+    s->B = B; s->H = H; s->T = T; s->Dk = Dk; s->Dv = Dv;
+    s->step = step;
+    s->nstates = nstates;
+}
+static int gd__saved_fits(const gd_saved *s, int algo, int B, int H, int T, int Dk, int Dv,
+                          int step)
+{
+    return s->states && s->algo == algo && s->B == B && s->H == H && s->T == T && s->Dk == Dk &&
+           s->Dv == Dv && s->step == step;
+}
+
 static int gd__saved_prepare(const gd_config *cfg, gd_saved *s, int B, int H, int T,
                              int Dk, int Dv)
 {
@@ -1060,10 +1078,7 @@ static int gd__saved_prepare(const gd_config *cfg, gd_saved *s, int B, int H, in
         s->u = nu ? s->states + gd__al(nst) : NULL;
         s->wy = nw ? s->states + gd__al(nst) + gd__al(nu) : NULL;
     }
-    s->algo = cfg->algo;
-    s->B = B; s->H = H; s->T = T; s->Dk = Dk; s->Dv = Dv;
-    s->step = step;
-    s->nstates = ns;
+    gd__saved_set(s, cfg->algo, B, H, T, Dk, Dv, step, ns);
     return GD_OK;
 }
 
@@ -1658,8 +1673,7 @@ GDELTADEF int gd_backward(const gd_config *cfg, const gd_saved *saved,
 #endif
     if ((rc = gd__check_shapes(cfg, "gd_backward", B, H, T, Dk, Dv)) != GD_OK) return rc;
     step = cfg->algo == GD_ALGO_CHUNKED ? cfg->chunk_size : cfg->checkpoint;
-    if (!saved->states || saved->algo != cfg->algo || saved->B != B || saved->H != H ||
-        saved->T != T || saved->Dk != Dk || saved->Dv != Dv || saved->step != step ||
+    if (!gd__saved_fits(saved, cfg->algo, B, H, T, Dk, Dv, step) ||
         (cfg->algo == GD_ALGO_CHUNKED && (!saved->u || !saved->wy)))
         return gd__err(cfg, GD_EINVAL, "gd_backward: saved state does not match the call");
     if ((rc = gd__check_data(cfg, "gd_backward", q, k, v, gates, beta, NULL,
