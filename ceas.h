@@ -490,30 +490,40 @@ typedef struct CUstream_st *ceas_stream;
 #define CEAS_ENOCUDA (-6)
 #define CEAS_ECUDA   (-7)
 CEASDEF int ceas_cuda_available(void);
-/* As ceas_attention_observables. rows: (B,H,T) device ceas_obs or NULL; heads: (H) host
-   or NULL (not both NULL); workspace: NULL or
-   ceas_attention_observables_cuda_workspace_size(B, H, T) bytes of device memory. */
-CEASDEF size_t ceas_attention_observables_cuda_workspace_size(int B, int H, int T);
-CEASDEF int ceas_attention_observables_cuda(const float *logits /* (B,H,T,T) */, int B, int H,
-                                            int T, int causal, const float *beta /* (H) host */,
-                                            ceas_obs *rows /* (B,H,T) device */,
-                                            ceas_obs *heads /* (H) host */, void *workspace,
-                                            ceas_stream stream);
-/* As ceas_attention_observables_from_moments: moments (B,H,T,stride) device, rows (B,H,T)
-   device or NULL, heads (H) host or NULL, beta (H) host; workspace as above. */
-CEASDEF int ceas_attention_observables_from_moments_cuda(const float *moments, int B, int H, int T,
-                                                         int stride, const float *beta,
-                                                         ceas_obs *rows, ceas_obs *heads,
-                                                         void *workspace, ceas_stream stream);
-/* As ceas_pool_observables over device rows (R) into a host result. */
-CEASDEF int ceas_pool_observables_cuda(ceas_obs *out /* host */, const ceas_obs *rows /* (R) device */,
-                                       int R, ceas_stream stream);
-/* As ceas_gate_scores (the normalised reading) and ceas_gate_scores_mode: score (B,H,T)
-   and rows (B,H,T) on the device, beta (H) host. */
-CEASDEF int ceas_gate_scores_cuda(float *score, const ceas_obs *rows, const float *beta, int B,
-                                  int H, int T, ceas_stream stream);
-CEASDEF int ceas_gate_scores_mode_cuda(float *score, const ceas_obs *rows, const float *beta,
-                                       int B, int H, int T, int mode, ceas_stream stream);
+/* The device calls are written once each, in the list CEAS__CUDA_API: an entry
+   X(int, ceas_name_cuda, (parameters)) is the prototype `int ceas_name_cuda(parameters)`,
+   documented above it in the list; the list is expanded here into the declarations and,
+   without nvcc / the simulation, into stubs that return CEAS_ENOCUDA (a workspace size:
+   0). */
+#define CEAS__CUDA_DECLARE(ret, name, params) CEASDEF ret name params;
+#define CEAS__CUDA_API(X)                                                                       \
+    /* As ceas_attention_observables. rows: (B,H,T) device ceas_obs or NULL; heads: (H) host    \
+       or NULL (not both NULL); workspace: NULL or                                              \
+       ceas_attention_observables_cuda_workspace_size(B, H, T) bytes of device memory. */       \
+    X(size_t, ceas_attention_observables_cuda_workspace_size, (int B, int H, int T))            \
+    X(int, ceas_attention_observables_cuda, (const float *logits /* (B,H,T,T) */, int B, int H, \
+                                             int T, int causal,                                 \
+                                             const float *beta /* (H) host */,                  \
+                                             ceas_obs *rows /* (B,H,T) device */,               \
+                                             ceas_obs *heads /* (H) host */, void *workspace,   \
+                                             ceas_stream stream))                               \
+    /* As ceas_attention_observables_from_moments: moments (B,H,T,stride) device, rows (B,H,T)  \
+       device or NULL, heads (H) host or NULL, beta (H) host; workspace as above. */            \
+    X(int, ceas_attention_observables_from_moments_cuda, (const float *moments, int B, int H,   \
+                                                          int T, int stride, const float *beta, \
+                                                          ceas_obs *rows, ceas_obs *heads,      \
+                                                          void *workspace, ceas_stream stream)) \
+    /* As ceas_pool_observables over device rows (R) into a host result. */                     \
+    X(int, ceas_pool_observables_cuda, (ceas_obs *out /* host */,                               \
+                                        const ceas_obs *rows /* (R) device */, int R,           \
+                                        ceas_stream stream))                                    \
+    /* As ceas_gate_scores (the normalised reading) and ceas_gate_scores_mode: score (B,H,T)    \
+       and rows (B,H,T) on the device, beta (H) host. */                                        \
+    X(int, ceas_gate_scores_cuda, (float *score, const ceas_obs *rows, const float *beta,       \
+                                   int B, int H, int T, ceas_stream stream))                    \
+    X(int, ceas_gate_scores_mode_cuda, (float *score, const ceas_obs *rows, const float *beta,  \
+                                        int B, int H, int T, int mode, ceas_stream stream))
+CEAS__CUDA_API(CEAS__CUDA_DECLARE)
 
 #ifdef __cplusplus
 }
@@ -2030,46 +2040,22 @@ CEASDEF int ceas_ls_update(const ceas_knob_config *k, long long t, float p, floa
 #include "cuda/ceas.cuh"
 #else
 CEASDEF int ceas_cuda_available(void) { return 0; }
-CEASDEF size_t ceas_attention_observables_cuda_workspace_size(int B, int H, int T)
-{
-    (void)B; (void)H; (void)T;
-    return 0;
-}
-CEASDEF int ceas_attention_observables_cuda(const float *logits, int B, int H, int T, int causal,
-                                            const float *beta, ceas_obs *rows, ceas_obs *heads,
-                                            void *workspace, ceas_stream stream)
-{
-    (void)logits; (void)B; (void)H; (void)T; (void)causal; (void)beta; (void)rows;
-    (void)heads; (void)workspace; (void)stream;
-    return CEAS_ENOCUDA;
-}
-CEASDEF int ceas_attention_observables_from_moments_cuda(const float *moments, int B, int H, int T,
-                                                         int stride, const float *beta,
-                                                         ceas_obs *rows, ceas_obs *heads,
-                                                         void *workspace, ceas_stream stream)
-{
-    (void)moments; (void)B; (void)H; (void)T; (void)stride; (void)beta; (void)rows;
-    (void)heads; (void)workspace; (void)stream;
-    return CEAS_ENOCUDA;
-}
-CEASDEF int ceas_pool_observables_cuda(ceas_obs *out, const ceas_obs *rows, int R,
-                                       ceas_stream stream)
-{
-    (void)out; (void)rows; (void)R; (void)stream;
-    return CEAS_ENOCUDA;
-}
-CEASDEF int ceas_gate_scores_cuda(float *score, const ceas_obs *rows, const float *beta, int B,
-                                  int H, int T, ceas_stream stream)
-{
-    (void)score; (void)rows; (void)beta; (void)B; (void)H; (void)T; (void)stream;
-    return CEAS_ENOCUDA;
-}
-CEASDEF int ceas_gate_scores_mode_cuda(float *score, const ceas_obs *rows, const float *beta,
-                                       int B, int H, int T, int mode, ceas_stream stream)
-{
-    (void)score; (void)rows; (void)beta; (void)B; (void)H; (void)T; (void)mode; (void)stream;
-    return CEAS_ENOCUDA;
-}
+/* the calls of the list CEAS__CUDA_API (declared above): CEAS_ENOCUDA, a workspace size
+   0; the parameters go unused */
+#define CEAS__NOCUDA_int CEAS_ENOCUDA
+#define CEAS__NOCUDA_size_t 0
+#define CEAS__CUDA_STUB(ret, name, params) CEASDEF ret name params { return CEAS__NOCUDA_##ret; }
+#if defined(__GNUC__) || defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#endif
+CEAS__CUDA_API(CEAS__CUDA_STUB)
+#if defined(__GNUC__) || defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+#undef CEAS__CUDA_STUB
+#undef CEAS__NOCUDA_int
+#undef CEAS__NOCUDA_size_t
 #endif /* CUDA */
 
 #ifdef CEAS__PUSHED_NO_TRAPPING

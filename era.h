@@ -501,47 +501,57 @@ ERADEF void era_rpa_cuda_state_free(era_rpa_cuda_state *st);
 ERADEF era_era_cuda_state era_era_cuda_state_init(void);
 ERADEF void era_era_cuda_state_free(era_era_cuda_state *st);
 
-/* memberships (device h, mu, zproj; p's arrays on the device). stats: host or NULL. */
-ERADEF int era_membership_forward_cuda(const era_rpa_config *cfg, const era_rpa_params *p,
-                                       float *mu /* (B,T,R) */, float *zproj /* (B,T,P) */,
-                                       era_mu_stats *stats, const float *h /* (B,T,D) */,
-                                       int B, int T, era_stream stream);
-/* workspace: NULL or era_membership_workspace_size(p, B, T) bytes of device memory */
-ERADEF int era_membership_backward_cuda(const era_rpa_config *cfg, const era_rpa_params *p,
-                                        float *dh /* (B,T,D) */, era_rpa_grads *g,
-                                        const float *dmu /* (B,T,R) */, float dentropy,
-                                        const float *h /* (B,T,D) */,
-                                        const float *zproj /* (B,T,P) */,
-                                        const float *mu /* (B,T,R) */, int B, int T,
-                                        void *workspace, era_stream stream);
-/* RPA prior. workspace: NULL or era_rpa_cuda_workspace_size bytes of device memory. */
-ERADEF size_t era_rpa_cuda_workspace_size(const era_rpa_config *cfg, int B, int T);
-ERADEF int era_rpa_forward_cuda(const era_rpa_config *cfg, const era_rpa_params *p,
-                                const float *mu /* (B,T,R) */, int B, int T,
-                                float *bias /* (T,T) or NULL */, era_rpa_cuda_state *st,
-                                void *workspace, era_stream stream);
-ERADEF int era_rpa_backward_cuda(const era_rpa_config *cfg, const era_rpa_params *p,
-                                 const era_rpa_cuda_state *st, const float *dbias /* (T,T) */,
-                                 float *dmu /* (B,T,R) */, era_rpa_grads *g, void *workspace,
-                                 era_stream stream);
-ERADEF int era_rpa_rows_cuda(const era_rpa_cuda_state *st, int row0, int nrows,
-                             float *out /* (nrows,T) */, era_stream stream);
-ERADEF int era_rpa_cuda_diag(const era_rpa_cuda_state *st, era_cuda_diag *out, era_stream stream);
-/* ERA prior (p->centers on the device). workspace as above. */
-ERADEF size_t era_era_cuda_workspace_size(const era_era_config *cfg, int T);
-ERADEF int era_era_forward_cuda(const era_era_config *cfg, const era_era_params *p, int T,
-                                float *bias /* (T,T) or NULL */, era_era_cuda_state *st,
-                                void *workspace, era_stream stream);
-ERADEF int era_era_backward_cuda(const era_era_config *cfg, const era_era_params *p,
-                                 const era_era_cuda_state *st, const float *dbias /* (T,T) */,
-                                 era_era_grads *g, void *workspace, era_stream stream);
-ERADEF int era_era_rows_cuda(const era_era_cuda_state *st, int row0, int nrows,
-                             float *out /* (nrows,T) */, era_stream stream);
-ERADEF int era_era_cuda_diag(const era_era_cuda_state *st, era_cuda_diag *out, era_stream stream);
-ERADEF int era_apply_cuda(float *scores /* (B,H,T,T) */, const float *bias, int per_head,
-                          int B, int H, int T, era_stream stream);
-ERADEF int era_reduce_grad_cuda(float *dbias, const float *dscores /* (B,H,T,T) */,
-                                int per_head, int B, int H, int T, era_stream stream);
+/* The device calls below are written once each, in the list ERA__CUDA_API: an entry
+   X(int, era_name_cuda, (parameters)) is the prototype `int era_name_cuda(parameters)`,
+   documented above it in the list; the list is expanded here into the declarations and,
+   without nvcc / the simulation, into stubs that return ERA_ENOCUDA (a workspace size: 0). */
+#define ERA__CUDA_DECLARE(ret, name, params) ERADEF ret name params;
+#define ERA__CUDA_API(X)                                                                        \
+    /* memberships (device h, mu, zproj; p's arrays on the device). stats: host or NULL. */     \
+    X(int, era_membership_forward_cuda, (const era_rpa_config *cfg, const era_rpa_params *p,    \
+                                         float *mu /* (B,T,R) */, float *zproj /* (B,T,P) */,   \
+                                         era_mu_stats *stats, const float *h /* (B,T,D) */,     \
+                                         int B, int T, era_stream stream))                      \
+    /* workspace: NULL or era_membership_workspace_size(p, B, T) bytes of device memory */      \
+    X(int, era_membership_backward_cuda, (const era_rpa_config *cfg, const era_rpa_params *p,   \
+                                          float *dh /* (B,T,D) */, era_rpa_grads *g,            \
+                                          const float *dmu /* (B,T,R) */, float dentropy,       \
+                                          const float *h /* (B,T,D) */,                         \
+                                          const float *zproj /* (B,T,P) */,                     \
+                                          const float *mu /* (B,T,R) */, int B, int T,          \
+                                          void *workspace, era_stream stream))                  \
+    /* RPA prior. workspace: NULL or era_rpa_cuda_workspace_size bytes of device memory. */     \
+    X(size_t, era_rpa_cuda_workspace_size, (const era_rpa_config *cfg, int B, int T))           \
+    X(int, era_rpa_forward_cuda, (const era_rpa_config *cfg, const era_rpa_params *p,           \
+                                  const float *mu /* (B,T,R) */, int B, int T,                  \
+                                  float *bias /* (T,T) or NULL */, era_rpa_cuda_state *st,      \
+                                  void *workspace, era_stream stream))                          \
+    X(int, era_rpa_backward_cuda, (const era_rpa_config *cfg, const era_rpa_params *p,          \
+                                   const era_rpa_cuda_state *st,                                \
+                                   const float *dbias /* (T,T) */, float *dmu /* (B,T,R) */,    \
+                                   era_rpa_grads *g, void *workspace, era_stream stream))       \
+    X(int, era_rpa_rows_cuda, (const era_rpa_cuda_state *st, int row0, int nrows,               \
+                               float *out /* (nrows,T) */, era_stream stream))                  \
+    X(int, era_rpa_cuda_diag, (const era_rpa_cuda_state *st, era_cuda_diag *out,                \
+                               era_stream stream))                                              \
+    /* ERA prior (p->centers on the device). workspace as above. */                             \
+    X(size_t, era_era_cuda_workspace_size, (const era_era_config *cfg, int T))                  \
+    X(int, era_era_forward_cuda, (const era_era_config *cfg, const era_era_params *p, int T,    \
+                                  float *bias /* (T,T) or NULL */, era_era_cuda_state *st,      \
+                                  void *workspace, era_stream stream))                          \
+    X(int, era_era_backward_cuda, (const era_era_config *cfg, const era_era_params *p,          \
+                                   const era_era_cuda_state *st,                                \
+                                   const float *dbias /* (T,T) */, era_era_grads *g,            \
+                                   void *workspace, era_stream stream))                         \
+    X(int, era_era_rows_cuda, (const era_era_cuda_state *st, int row0, int nrows,               \
+                               float *out /* (nrows,T) */, era_stream stream))                  \
+    X(int, era_era_cuda_diag, (const era_era_cuda_state *st, era_cuda_diag *out,                \
+                               era_stream stream))                                              \
+    X(int, era_apply_cuda, (float *scores /* (B,H,T,T) */, const float *bias, int per_head,     \
+                            int B, int H, int T, era_stream stream))                            \
+    X(int, era_reduce_grad_cuda, (float *dbias, const float *dscores /* (B,H,T,T) */,           \
+                                  int per_head, int B, int H, int T, era_stream stream))
+ERA__CUDA_API(ERA__CUDA_DECLARE)
 /* Inference cache keyed by T with DEVICE buffers: B(T) built once per length on the
    device (era_era_forward_cuda / era_rpa_forward_cuda with frozen parameters) and reused;
    LRU eviction under a byte budget, as era_cache. ERA: p->centers host or device (copied
@@ -680,6 +690,15 @@ static int era__fclass(float x)
     return (u >> 31) ? 3 : 2;
 }
 static size_t era__align(size_t n) { return (n + 63u) & ~(size_t)63u; }
+/* The next array carved out of a block: base + *off (NULL while base is NULL: a size
+   computation), then *off moves past it, rounded up to 64 bytes. The layouts below are
+   each written once, for the CPU body and the device one (cuda/era.cuh). */
+static void *era__take(char *base, size_t *off, size_t bytes)
+{
+    void *p = base ? (void *)(base + *off) : NULL;
+    *off += era__align(bytes);
+    return p;
+}
 static int era__nthreads(void)
 {
 #ifdef _OPENMP
@@ -1002,11 +1021,21 @@ ERADEF int era_membership_forward(const era_rpa_config *cfg, const era_rpa_param
     return ERA_OK;
 }
 
+/* the membership backward's workspace (n = B T rows): dz (n,P), then dd2 (n,64); its
+   bytes (base NULL: only those) */
+static size_t era__mu_ws_carve(void *base, size_t n, int P, float **dz, float **dd2)
+{
+    size_t off = 0;
+    *dz = (float *)era__take((char *)base, &off, sizeof(float) * n * (size_t)P);
+    *dd2 = (float *)era__take((char *)base, &off, sizeof(float) * n * 64u);
+    return off;
+}
+
 ERADEF size_t era_membership_workspace_size(const era_rpa_params *p, int B, int T)
 {
+    float *dz, *dd2;
     if (!p || B <= 0 || T <= 0 || p->P <= 0) return 0;
-    return era__align(sizeof(float) * (size_t)B * (size_t)T * (size_t)p->P) +
-           era__align(sizeof(float) * (size_t)B * (size_t)T * 64u);
+    return era__mu_ws_carve(NULL, (size_t)B * (size_t)T, p->P, &dz, &dd2);
 }
 
 ERADEF int era_membership_backward(const era_rpa_config *cfg, const era_rpa_params *p,
@@ -1047,8 +1076,7 @@ ERADEF int era_membership_backward(const era_rpa_config *cfg, const era_rpa_para
         if (!own) return ERA_ENOMEM;
         workspace = own;
     }
-    dz = (float *)workspace;
-    dd2 = (float *)((char *)workspace + era__align(sizeof(float) * (size_t)n * P));
+    era__mu_ws_carve(workspace, (size_t)n, P, &dz, &dd2);
     s2 = (float *)ERA_MALLOC(sizeof(float) * R + sizeof(int) * R);
     if (!s2) {
         if (own) ERA_FREE(own);
@@ -1205,11 +1233,24 @@ ERADEF int era_type2_forward(float *u, const float *h, const float *U1, const fl
     return ERA_OK;
 }
 
-/* layout of the RPA state blob */
+/* The RPA state's arrays, one block for the host state and for its device twin (which
+   appends its own after X): mbar (T,R), phi (T,K), M (T,K), phiT (K,T), X (2 iters + 1,
+   R, K). Returns the bytes up to the end of X; base NULL: only those. */
+static size_t era__rpa_state_carve(char *base, int T, int R, int K, int iters, float **mbar,
+                                   float **phi, float **M, float **phiT, float **X)
+{
+    size_t off = 0;
+    *mbar = (float *)era__take(base, &off, sizeof(float) * (size_t)T * R);
+    *phi = (float *)era__take(base, &off, sizeof(float) * (size_t)T * K);
+    *M = (float *)era__take(base, &off, sizeof(float) * (size_t)T * K);
+    *phiT = (float *)era__take(base, &off, sizeof(float) * (size_t)T * K);
+    *X = (float *)era__take(base, &off, sizeof(float) * (size_t)(2 * iters + 1) * R * K);
+    return off;
+}
 static size_t era__rpa_state_bytes(int T, int R, int K, int iters)
 {
-    return era__align(sizeof(float) * (size_t)T * R) + era__align(sizeof(float) * (size_t)T * K) * 3 +
-           era__align(sizeof(float) * (size_t)(2 * iters + 1) * R * K);
+    float *a;
+    return era__rpa_state_carve(NULL, T, R, K, iters, &a, &a, &a, &a, &a);
 }
 
 /* x (non-legacy) or F (legacy) for row i into out (T) */
@@ -1494,11 +1535,8 @@ ERADEF int era_rpa_forward(const era_rpa_config *cfg, const era_rpa_params *p,
     st->legacy = cfg->legacy ? 1 : 0;
     st->zscore_causal = cfg->zscore_causal ? 1 : 0;
     st->mu = mu;
-    st->mbar = (float *)st->mem;
-    st->phi = (float *)((char *)st->mbar + era__align(sizeof(float) * (size_t)T * R));
-    st->M = (float *)((char *)st->phi + era__align(sizeof(float) * (size_t)T * K));
-    st->phiT = (float *)((char *)st->M + era__align(sizeof(float) * (size_t)T * K));
-    st->X = (float *)((char *)st->phiT + era__align(sizeof(float) * (size_t)T * K));
+    era__rpa_state_carve((char *)st->mem, T, R, K, L, &st->mbar, &st->phi, &st->M, &st->phiT,
+                         &st->X);
     st->posmix = cfg->posmix;
     st->pos_beta = p->pos_beta;
     st->clip = cfg->bias_clip;
@@ -1989,12 +2027,32 @@ static int era__era_check(const era_era_config *c, const era_era_params *p)
     return ERA_OK;
 }
 
+/* The ERA state's arrays, one block for the host state and for its device twin (which
+   appends its own after bstart): mu (T,R), f (L,R), g (L+1,nb), cost, plan (R,nb), Q (T,nb),
+   rmean, rstd (T) doubles, bstart (nb+1) ints. Returns the bytes up to the end of bstart;
+   base NULL: only those. */
+static size_t era__era_state_carve(char *base, int T, int R, int nb, int L, float **mu,
+                                   float **f, float **g, float **cost, float **plan, float **Q,
+                                   double **rmean, double **rstd, int **bstart)
+{
+    size_t off = 0;
+    *mu = (float *)era__take(base, &off, sizeof(float) * (size_t)T * R);
+    *f = (float *)era__take(base, &off, sizeof(float) * (size_t)L * R);
+    *g = (float *)era__take(base, &off, sizeof(float) * (size_t)(L + 1) * nb);
+    *cost = (float *)era__take(base, &off, sizeof(float) * (size_t)R * nb);
+    *plan = (float *)era__take(base, &off, sizeof(float) * (size_t)R * nb);
+    *Q = (float *)era__take(base, &off, sizeof(float) * (size_t)T * nb);
+    *rmean = (double *)era__take(base, &off, sizeof(double) * (size_t)T);
+    *rstd = (double *)era__take(base, &off, sizeof(double) * (size_t)T);
+    *bstart = (int *)era__take(base, &off, sizeof(int) * (size_t)(nb + 1));
+    return off;
+}
 static size_t era__era_state_bytes(int T, int R, int nb, int L)
 {
-    return era__align(sizeof(float) * (size_t)T * R) + era__align(sizeof(float) * (size_t)L * R) +
-           era__align(sizeof(float) * (size_t)(L + 1) * nb) + 2 * era__align(sizeof(float) * (size_t)R * nb) +
-           era__align(sizeof(float) * (size_t)T * nb) + 2 * era__align(sizeof(double) * (size_t)T) +
-           era__align(sizeof(int) * (size_t)(nb + 1));
+    float *a;
+    double *d;
+    int *i;
+    return era__era_state_carve(NULL, T, R, nb, L, &a, &a, &a, &a, &a, &a, &d, &d, &i);
 }
 
 static double era__lse(const double *v, int n)
@@ -2031,7 +2089,6 @@ ERADEF int era_era_forward(const era_era_config *cfg, const era_era_params *p, i
                            float *bias, era_era_state *st, void *workspace)
 {
     int rc, R, nb, L, t, r, b, it;
-    char *q;
     double *buf;
 #if defined(__CUDACC__) || defined(ATTNKIT_CUDA_SIM)
     if (st && ((bias && era__is_dev(bias)) || (p && era__is_dev(p->centers)))) {
@@ -2056,16 +2113,8 @@ ERADEF int era_era_forward(const era_era_config *cfg, const era_era_params *p, i
     st->zscore_causal = cfg->zscore_causal ? 1 : 0;
     st->alpha = p->alpha; st->sigma = p->sigma; st->eps = cfg->eps; st->delta = cfg->delta;
     st->zeps = cfg->zscore_eps;
-    q = (char *)st->mem;
-    st->mu = (float *)q; q += era__align(sizeof(float) * (size_t)T * R);
-    st->f = (float *)q; q += era__align(sizeof(float) * (size_t)L * R);
-    st->g = (float *)q; q += era__align(sizeof(float) * (size_t)(L + 1) * nb);
-    st->cost = (float *)q; q += era__align(sizeof(float) * (size_t)R * nb);
-    st->plan = (float *)q; q += era__align(sizeof(float) * (size_t)R * nb);
-    st->Q = (float *)q; q += era__align(sizeof(float) * (size_t)T * nb);
-    st->rmean = (double *)q; q += era__align(sizeof(double) * (size_t)T);
-    st->rstd = (double *)q; q += era__align(sizeof(double) * (size_t)T);
-    st->bstart = (int *)q;
+    era__era_state_carve((char *)st->mem, T, R, nb, L, &st->mu, &st->f, &st->g, &st->cost,
+                         &st->plan, &st->Q, &st->rmean, &st->rstd, &st->bstart);
     buf = (double *)ERA_MALLOC(sizeof(double) * (size_t)(R > nb ? R : nb));
     if (!buf) return ERA_ENOMEM;
     for (b = 0; b <= nb; b++) st->bstart[b] = (int)(((long long)b * T + nb - 1) / nb);
@@ -2615,99 +2664,22 @@ ERADEF era_era_cuda_state era_era_cuda_state_init(void)
     return s;
 }
 ERADEF void era_era_cuda_state_free(era_era_cuda_state *st) { if (st) memset(st, 0, sizeof *st); }
-ERADEF int era_membership_forward_cuda(const era_rpa_config *cfg, const era_rpa_params *p,
-                                       float *mu, float *zproj, era_mu_stats *stats,
-                                       const float *h, int B, int T, era_stream stream)
-{
-    (void)cfg; (void)p; (void)mu; (void)zproj; (void)stats; (void)h; (void)B; (void)T;
-    (void)stream;
-    ERA__NOCUDA;
-}
-ERADEF int era_membership_backward_cuda(const era_rpa_config *cfg, const era_rpa_params *p,
-                                        float *dh, era_rpa_grads *g, const float *dmu,
-                                        float dentropy, const float *h, const float *zproj,
-                                        const float *mu, int B, int T, void *workspace,
-                                        era_stream stream)
-{
-    (void)cfg; (void)p; (void)dh; (void)g; (void)dmu; (void)dentropy; (void)h; (void)zproj;
-    (void)mu; (void)B; (void)T; (void)workspace; (void)stream;
-    ERA__NOCUDA;
-}
-ERADEF size_t era_rpa_cuda_workspace_size(const era_rpa_config *cfg, int B, int T)
-{
-    (void)cfg; (void)B; (void)T;
-    return 0;
-}
-ERADEF int era_rpa_forward_cuda(const era_rpa_config *cfg, const era_rpa_params *p,
-                                const float *mu, int B, int T, float *bias,
-                                era_rpa_cuda_state *st, void *workspace, era_stream stream)
-{
-    (void)cfg; (void)p; (void)mu; (void)B; (void)T; (void)bias; (void)st; (void)workspace;
-    (void)stream;
-    ERA__NOCUDA;
-}
-ERADEF int era_rpa_backward_cuda(const era_rpa_config *cfg, const era_rpa_params *p,
-                                 const era_rpa_cuda_state *st, const float *dbias,
-                                 float *dmu, era_rpa_grads *g, void *workspace,
-                                 era_stream stream)
-{
-    (void)cfg; (void)p; (void)st; (void)dbias; (void)dmu; (void)g; (void)workspace;
-    (void)stream;
-    ERA__NOCUDA;
-}
-ERADEF int era_rpa_rows_cuda(const era_rpa_cuda_state *st, int row0, int nrows, float *out,
-                             era_stream stream)
-{
-    (void)st; (void)row0; (void)nrows; (void)out; (void)stream;
-    ERA__NOCUDA;
-}
-ERADEF int era_rpa_cuda_diag(const era_rpa_cuda_state *st, era_cuda_diag *out, era_stream stream)
-{
-    (void)st; (void)out; (void)stream;
-    ERA__NOCUDA;
-}
-ERADEF size_t era_era_cuda_workspace_size(const era_era_config *cfg, int T)
-{
-    (void)cfg; (void)T;
-    return 0;
-}
-ERADEF int era_era_forward_cuda(const era_era_config *cfg, const era_era_params *p, int T,
-                                float *bias, era_era_cuda_state *st, void *workspace,
-                                era_stream stream)
-{
-    (void)cfg; (void)p; (void)T; (void)bias; (void)st; (void)workspace; (void)stream;
-    ERA__NOCUDA;
-}
-ERADEF int era_era_backward_cuda(const era_era_config *cfg, const era_era_params *p,
-                                 const era_era_cuda_state *st, const float *dbias,
-                                 era_era_grads *g, void *workspace, era_stream stream)
-{
-    (void)cfg; (void)p; (void)st; (void)dbias; (void)g; (void)workspace; (void)stream;
-    ERA__NOCUDA;
-}
-ERADEF int era_era_rows_cuda(const era_era_cuda_state *st, int row0, int nrows, float *out,
-                             era_stream stream)
-{
-    (void)st; (void)row0; (void)nrows; (void)out; (void)stream;
-    ERA__NOCUDA;
-}
-ERADEF int era_era_cuda_diag(const era_era_cuda_state *st, era_cuda_diag *out, era_stream stream)
-{
-    (void)st; (void)out; (void)stream;
-    ERA__NOCUDA;
-}
-ERADEF int era_apply_cuda(float *scores, const float *bias, int per_head, int B, int H, int T,
-                          era_stream stream)
-{
-    (void)scores; (void)bias; (void)per_head; (void)B; (void)H; (void)T; (void)stream;
-    ERA__NOCUDA;
-}
-ERADEF int era_reduce_grad_cuda(float *dbias, const float *dscores, int per_head, int B,
-                                int H, int T, era_stream stream)
-{
-    (void)dbias; (void)dscores; (void)per_head; (void)B; (void)H; (void)T; (void)stream;
-    ERA__NOCUDA;
-}
+/* the calls of the list ERA__CUDA_API (declared above): ERA_ENOCUDA, a workspace size 0;
+   the parameters go unused */
+#define ERA__NOCUDA_int ERA_ENOCUDA
+#define ERA__NOCUDA_size_t 0
+#define ERA__CUDA_STUB(ret, name, params) ERADEF ret name params { return ERA__NOCUDA_##ret; }
+#if defined(__GNUC__) || defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#endif
+ERA__CUDA_API(ERA__CUDA_STUB)
+#if defined(__GNUC__) || defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+#undef ERA__CUDA_STUB
+#undef ERA__NOCUDA_int
+#undef ERA__NOCUDA_size_t
 ERADEF int era_cuda_cache_init_era(era_cuda_cache *c, size_t budget_bytes,
                                    const era_era_config *cfg, const era_era_params *p)
 {

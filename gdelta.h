@@ -352,25 +352,32 @@ GDELTADEF int gd_readout_backward(const gd_config *cfg, float *dr, float *dx,
 struct CUstream_st;
 typedef struct CUstream_st *gd_stream;
 GDELTADEF int gd_cuda_available(void); /* 1 if a CUDA device is usable */
-GDELTADEF size_t gd_workspace_size_cuda(const gd_config *cfg, int B, int H, int T, int Dk,
-                                        int Dv);
-GDELTADEF int gd_forward_cuda(const gd_config *cfg, float *r, float *state_out,
-                              const float *q, const float *k, const float *v,
-                              const float *gates, const float *beta, const float *state0,
-                              int B, int H, int T, int Dk, int Dv, gd_saved *saved,
-                              void *workspace, gd_stream stream);
-GDELTADEF int gd_backward_cuda(const gd_config *cfg, const gd_saved *saved,
-                               float *dq, float *dk, float *dv, float *dgates,
-                               float *dbeta, float *dstate0,
-                               const float *dr, const float *dstate_out,
-                               const float *q, const float *k, const float *v,
-                               const float *gates, const float *beta, const float *state0,
-                               int B, int H, int T, int Dk, int Dv, void *workspace,
-                               gd_stream stream);
-GDELTADEF int gd_step_cuda(const gd_config *cfg, float *table, int n_slots, const int *slots,
-                           int N, int H, int Dk, int Dv, const float *q, const float *k,
-                           const float *v, const float *gates, const float *beta, float *r,
-                           gd_stream stream);
+/* The device calls are written once each, in the list GD__CUDA_API: an entry
+   X(int, gd_name_cuda, (parameters)) is the prototype `int gd_name_cuda(parameters)`; the
+   list is expanded here into the declarations and, without nvcc / the simulation, into
+   stubs that return GD_ENOCUDA ("gd_name_cuda: built without nvcc" to cfg's log; a
+   workspace size: 0). */
+#define GD__CUDA_DECLARE(ret, name, params) GDELTADEF ret name params;
+#define GD__CUDA_API(X)                                                                         \
+    X(size_t, gd_workspace_size_cuda, (const gd_config *cfg, int B, int H, int T, int Dk,       \
+                                       int Dv))                                                 \
+    X(int, gd_forward_cuda, (const gd_config *cfg, float *r, float *state_out, const float *q,  \
+                             const float *k, const float *v, const float *gates,                \
+                             const float *beta, const float *state0, int B, int H, int T,       \
+                             int Dk, int Dv, gd_saved *saved, void *workspace,                  \
+                             gd_stream stream))                                                 \
+    X(int, gd_backward_cuda, (const gd_config *cfg, const gd_saved *saved, float *dq,           \
+                              float *dk, float *dv, float *dgates, float *dbeta,                \
+                              float *dstate0, const float *dr, const float *dstate_out,         \
+                              const float *q, const float *k, const float *v,                   \
+                              const float *gates, const float *beta, const float *state0,       \
+                              int B, int H, int T, int Dk, int Dv, void *workspace,             \
+                              gd_stream stream))                                                \
+    X(int, gd_step_cuda, (const gd_config *cfg, float *table, int n_slots, const int *slots,    \
+                          int N, int H, int Dk, int Dv, const float *q, const float *k,         \
+                          const float *v, const float *gates, const float *beta, float *r,      \
+                          gd_stream stream))
+GD__CUDA_API(GD__CUDA_DECLARE)
 
 #ifdef __cplusplus
 }
@@ -1024,6 +1031,24 @@ static float *gd__take(gd__arena *a, size_t n)
     return r;
 }
 
+/* The saved state's description: written by both forwards (gd_forward: algo cfg->algo,
+   host memory; gd_forward_cuda: GD_ALGO_CHUNKED | GD__SAVED_CUDA, device memory) and
+   checked against the call by both backwards (gd__saved_fits: 1 when it matches). */
+static void gd__saved_set(gd_saved *s, int algo, int B, int H, int T, int Dk, int Dv, int step,
+                          int nstates)
+{
+    s->algo = algo;
+    s->B = B; s->H = H; s->T = T; s->Dk = Dk; s->Dv = Dv;
+    s->step = step;
+    s->nstates = nstates;
+}
+static int gd__saved_fits(const gd_saved *s, int algo, int B, int H, int T, int Dk, int Dv,
+                          int step)
+{
+    return s->states && s->algo == algo && s->B == B && s->H == H && s->T == T && s->Dk == Dk &&
+           s->Dv == Dv && s->step == step;
+}
+
 static int gd__saved_prepare(const gd_config *cfg, gd_saved *s, int B, int H, int T,
                              int Dk, int Dv)
 {
@@ -1053,10 +1078,7 @@ static int gd__saved_prepare(const gd_config *cfg, gd_saved *s, int B, int H, in
         s->u = nu ? s->states + gd__al(nst) : NULL;
         s->wy = nw ? s->states + gd__al(nst) + gd__al(nu) : NULL;
     }
-    s->algo = cfg->algo;
-    s->B = B; s->H = H; s->T = T; s->Dk = Dk; s->Dv = Dv;
-    s->step = step;
-    s->nstates = ns;
+    gd__saved_set(s, cfg->algo, B, H, T, Dk, Dv, step, ns);
     return GD_OK;
 }
 
@@ -1651,8 +1673,7 @@ GDELTADEF int gd_backward(const gd_config *cfg, const gd_saved *saved,
 #endif
     if ((rc = gd__check_shapes(cfg, "gd_backward", B, H, T, Dk, Dv)) != GD_OK) return rc;
     step = cfg->algo == GD_ALGO_CHUNKED ? cfg->chunk_size : cfg->checkpoint;
-    if (!saved->states || saved->algo != cfg->algo || saved->B != B || saved->H != H ||
-        saved->T != T || saved->Dk != Dk || saved->Dv != Dv || saved->step != step ||
+    if (!gd__saved_fits(saved, cfg->algo, B, H, T, Dk, Dv, step) ||
         (cfg->algo == GD_ALGO_CHUNKED && (!saved->u || !saved->wy)))
         return gd__err(cfg, GD_EINVAL, "gd_backward: saved state does not match the call");
     if ((rc = gd__check_data(cfg, "gd_backward", q, k, v, gates, beta, NULL,
@@ -2236,50 +2257,25 @@ GDELTADEF int gd_readout_backward(const gd_config *cfg, float *dr, float *dx,
 #include "cuda/gdelta.cuh"
 #else
 static void gd__cu_saved_free(void *mem) { (void)mem; } /* no device memory exists here */
-#define GD__NOCUDA(name) return gd__err(cfg, GD_ENOCUDA, "%s: built without nvcc", name)
 GDELTADEF int gd_cuda_available(void) { return 0; }
-GDELTADEF size_t gd_workspace_size_cuda(const gd_config *cfg, int B, int H, int T, int Dk,
-                                        int Dv)
-{
-    (void)cfg; (void)B; (void)H; (void)T; (void)Dk; (void)Dv;
-    return 0;
-}
-GDELTADEF int gd_forward_cuda(const gd_config *cfg, float *r, float *state_out,
-                              const float *q, const float *k, const float *v,
-                              const float *gates, const float *beta, const float *state0,
-                              int B, int H, int T, int Dk, int Dv, gd_saved *saved,
-                              void *workspace, gd_stream stream)
-{
-    (void)r; (void)state_out; (void)q; (void)k; (void)v; (void)gates; (void)beta;
-    (void)state0; (void)B; (void)H; (void)T; (void)Dk; (void)Dv; (void)saved;
-    (void)workspace; (void)stream;
-    GD__NOCUDA("gd_forward_cuda");
-}
-GDELTADEF int gd_backward_cuda(const gd_config *cfg, const gd_saved *saved,
-                               float *dq, float *dk, float *dv, float *dgates,
-                               float *dbeta, float *dstate0,
-                               const float *dr, const float *dstate_out,
-                               const float *q, const float *k, const float *v,
-                               const float *gates, const float *beta, const float *state0,
-                               int B, int H, int T, int Dk, int Dv, void *workspace,
-                               gd_stream stream)
-{
-    (void)saved; (void)dq; (void)dk; (void)dv; (void)dgates; (void)dbeta; (void)dstate0;
-    (void)dr; (void)dstate_out; (void)q; (void)k; (void)v; (void)gates; (void)beta;
-    (void)state0; (void)B; (void)H; (void)T; (void)Dk; (void)Dv; (void)workspace;
-    (void)stream;
-    GD__NOCUDA("gd_backward_cuda");
-}
-GDELTADEF int gd_step_cuda(const gd_config *cfg, float *table, int n_slots, const int *slots,
-                           int N, int H, int Dk, int Dv, const float *q, const float *k,
-                           const float *v, const float *gates, const float *beta, float *r,
-                           gd_stream stream)
-{
-    (void)table; (void)n_slots; (void)slots; (void)N; (void)H; (void)Dk; (void)Dv; (void)q;
-    (void)k; (void)v; (void)gates; (void)beta; (void)r; (void)stream;
-    GD__NOCUDA("gd_step_cuda");
-}
-#undef GD__NOCUDA
+/* the calls of the list GD__CUDA_API (declared above): GD_ENOCUDA with the function's
+   name to the log of their cfg (every int entry has one), a workspace size 0; the other
+   parameters go unused */
+#define GD__NOCUDA_int(name) gd__err(cfg, GD_ENOCUDA, "%s: built without nvcc", name)
+#define GD__NOCUDA_size_t(name) 0
+#define GD__CUDA_STUB(ret, name, params)                                                    \
+    GDELTADEF ret name params { return GD__NOCUDA_##ret(#name); }
+#if defined(__GNUC__) || defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#endif
+GD__CUDA_API(GD__CUDA_STUB)
+#if defined(__GNUC__) || defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+#undef GD__CUDA_STUB
+#undef GD__NOCUDA_int
+#undef GD__NOCUDA_size_t
 #endif
 
 #ifdef GDELTA__PUSHED_NO_TRAPPING

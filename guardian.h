@@ -411,22 +411,30 @@ GUARDIANDEF int guardian_swa_offer(guardian_swa *s, float *avg, const float *w, 
 typedef struct CUstream_st *guardian_stream;
 /* 1 if a CUDA device is usable (always 0 without CUDA). */
 GUARDIANDEF int guardian_cuda_available(void);
-/* As guardian_ema_update: ema (n) device <- decay * ema + (1 - decay) * w (n) device,
-   element by element the CPU's bits (a = decay, b = 1 - decay rounded as on the host;
-   fmaf(a, ema[i], b * w[i]): one explicit fma on both sides). ema == w is allowed; partly
-   overlapping buffers are not. */
-GUARDIANDEF int guardian_ema_update_cuda(float *ema /* (n) device */,
-                                         const float *w /* (n) device */, int64_t n,
-                                         float decay, guardian_stream stream);
-/* As guardian_swa_offer: the decision (guardian_swa_select) and the state update (s,
-   *taken) on the host, then, if taken, avg (n) device <- a copy of w (n) device for the
-   first snapshot, else avg + (w - avg) * k with k = (float)(1 / (n_averaged + 1)),
-   the CPU's bits. On an error s and *taken are unchanged. */
-GUARDIANDEF int guardian_swa_offer_cuda(guardian_swa *s /* host */, float *avg /* (n) device */,
-                                        const float *w /* (n) device */, int64_t n,
-                                        int64_t epoch, float ce_entry, float ce,
-                                        int *taken /* host, may be NULL */,
-                                        guardian_stream stream);
+/* The device calls are written once each, in the list GUARDIAN__CUDA_API: an entry
+   X(int, guardian_name_cuda, (parameters)) is the prototype
+   `int guardian_name_cuda(parameters)`, documented above it in the list; the list is
+   expanded here into the declarations and, without CUDA, into stubs that return
+   GUARDIAN_ENOCUDA with the message "guardian_name_cuda: built without CUDA ...". */
+#define GUARDIAN__CUDA_DECLARE(ret, name, params) GUARDIANDEF ret name params;
+#define GUARDIAN__CUDA_API(X)                                                                   \
+    /* As guardian_ema_update: ema (n) device <- decay * ema + (1 - decay) * w (n) device,      \
+       element by element the CPU's bits (a = decay, b = 1 - decay rounded as on the host;      \
+       fmaf(a, ema[i], b * w[i]): one explicit fma on both sides). ema == w is allowed; partly  \
+       overlapping buffers are not. */                                                          \
+    X(int, guardian_ema_update_cuda, (float *ema /* (n) device */,                              \
+                                      const float *w /* (n) device */, int64_t n, float decay,  \
+                                      guardian_stream stream))                                  \
+    /* As guardian_swa_offer: the decision (guardian_swa_select) and the state update (s,       \
+       *taken) on the host, then, if taken, avg (n) device <- a copy of w (n) device for the    \
+       first snapshot, else avg + (w - avg) * k with k = (float)(1 / (n_averaged + 1)),         \
+       the CPU's bits. On an error s and *taken are unchanged. */                               \
+    X(int, guardian_swa_offer_cuda, (guardian_swa *s /* host */, float *avg /* (n) device */,   \
+                                     const float *w /* (n) device */, int64_t n, int64_t epoch, \
+                                     float ce_entry, float ce,                                  \
+                                     int *taken /* host, may be NULL */,                        \
+                                     guardian_stream stream))
+GUARDIAN__CUDA_API(GUARDIAN__CUDA_DECLARE)
 
 /* ---------------------------------------------------------------- context game */
 typedef struct guardian_cg_config {
@@ -2217,22 +2225,24 @@ GUARDIANDEF int guardian_mu_saturation(const float *mu, int64_t N, int R, float 
 extern "C" {
 #endif
 GUARDIANDEF int guardian_cuda_available(void) { return 0; }
-GUARDIANDEF int guardian_ema_update_cuda(float *ema, const float *w, int64_t n, float decay,
-                                         guardian_stream stream)
-{
-    (void)ema; (void)w; (void)n; (void)decay; (void)stream;
-    return guardian__fail(GUARDIAN_ENOCUDA, "guardian_ema_update_cuda: built without CUDA "
-                                            "(compile the implementation with nvcc)");
-}
-GUARDIANDEF int guardian_swa_offer_cuda(guardian_swa *s, float *avg, const float *w, int64_t n,
-                                        int64_t epoch, float ce_entry, float ce, int *taken,
-                                        guardian_stream stream)
-{
-    (void)s; (void)avg; (void)w; (void)n; (void)epoch; (void)ce_entry; (void)ce; (void)taken;
-    (void)stream;
-    return guardian__fail(GUARDIAN_ENOCUDA, "guardian_swa_offer_cuda: built without CUDA "
-                                            "(compile the implementation with nvcc)");
-}
+/* the calls of the list GUARDIAN__CUDA_API (declared above): GUARDIAN_ENOCUDA with the
+   function's name in the message; the parameters go unused */
+#define GUARDIAN__NOCUDA_WHY ": built without CUDA (compile the implementation with nvcc)"
+#define GUARDIAN__CUDA_STUB(ret, name, params)                                              \
+    GUARDIANDEF ret name params                                                             \
+    {                                                                                       \
+        return guardian__fail(GUARDIAN_ENOCUDA, #name GUARDIAN__NOCUDA_WHY);                \
+    }
+#if defined(__GNUC__) || defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#endif
+GUARDIAN__CUDA_API(GUARDIAN__CUDA_STUB)
+#if defined(__GNUC__) || defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+#undef GUARDIAN__CUDA_STUB
+#undef GUARDIAN__NOCUDA_WHY
 #ifdef __cplusplus
 }
 #endif

@@ -404,54 +404,61 @@ POLARDEF int polar_distractor_backward(const polar_config *cfg, float *dq, float
    dropped; the routed decode reports bad table entries as NaN rows, as below). */
 struct CUstream_st;
 typedef struct CUstream_st *polar_stream;
-/* Bytes of device workspace polar_backward_cuda needs: B*H*T*(D+10) floats, then
-   H*ceil(B*T/256)*D doubles for v_null's gradient (0 on invalid input). The forward and
-   decode need none. */
-POLARDEF size_t polar_workspace_size_cuda(const polar_config *cfg, int B, int H, int Hkv,
-                                          int T, int D);
-/* workspace: unused (may be NULL). */
-POLARDEF int polar_forward_cuda(const polar_config *cfg, float *c, float *mag, polar_state *st,
-                                const float *q, const float *k, const float *v,
-                                const polar_params *prm, int B, int H, int Hkv, int T, int D,
-                                void *workspace, polar_stream stream);
-/* workspace: polar_workspace_size_cuda() bytes of device memory, or NULL (then it is
-   taken with cudaMallocAsync on the stream and freed with cudaFreeAsync). */
-POLARDEF int polar_backward_cuda(const polar_config *cfg, float *dq, float *dk, float *dv,
-                                 polar_grads *grads, const float *dc, const float *dmag,
-                                 const float *c, const float *mag, const polar_state *st,
-                                 const float *q, const float *k, const float *v,
-                                 const polar_params *prm, int B, int H, int Hkv, int T, int D,
-                                 void *workspace, polar_stream stream);
-/* block_table and seq_lens are device arrays, read by the kernel (no host sync, no
-   allocation: capturable in a CUDA graph). An invalid entry or length cannot return
-   POLAR_ERANGE without a sync: that sequence's c and mag come out NaN instead, and
-   nothing outside the cache is read. */
-POLARDEF int polar_decode_cuda(const polar_config *cfg, float *c, float *mag, const float *q,
-                               const float *k_cache, const float *v_cache,
-                               const int *block_table, const int *seq_lens,
-                               const polar_params *prm, int B, int H, int Hkv, int D,
-                               int block_size, int num_blocks, int max_blocks,
-                               polar_stream stream);
-
-/* Eq. 15's distractor loss on the device: polar_distractor_forward / _backward with
-   device buffers (q, k_rand, the parameter and gradient arrays, dq, dk_rand) and `loss` a
-   device scalar (written on the stream, no host sync). The same values as the CPU (double
-   scores and softmax per row, fixed-order reductions: deterministic, no atomics); any
-   head dim. workspace: polar_distractor_workspace_size_cuda() bytes of device memory, or
-   NULL (taken with cudaMallocAsync on the stream). R == 0: the loss is set to 0 and the
-   backward does nothing, as on the CPU. Under nvcc (or the simulation) the plain calls
-   route a device q here, on the default stream. */
-POLARDEF size_t polar_distractor_workspace_size_cuda(const polar_config *cfg, int B, int H,
-                                                     int T);
-POLARDEF int polar_distractor_forward_cuda(const polar_config *cfg, float *loss, const float *q,
-                                           const float *k_rand, const polar_params *prm, int B,
-                                           int H, int Hkv, int T, int D, void *workspace,
-                                           polar_stream stream);
-POLARDEF int polar_distractor_backward_cuda(const polar_config *cfg, float *dq, float *dk_rand,
-                                            polar_grads *grads, float dloss, const float *q,
-                                            const float *k_rand, const polar_params *prm, int B,
-                                            int H, int Hkv, int T, int D, void *workspace,
-                                            polar_stream stream);
+/* The device calls are written once each, in the list POLAR__CUDA_API: an entry
+   X(int, polar_name_cuda, (parameters)) is the prototype `int polar_name_cuda(parameters)`,
+   documented above it in the list; the list is expanded here into the declarations and,
+   without nvcc / the simulation, into stubs that return POLAR_ENOCUDA (a workspace size:
+   0). */
+#define POLAR__CUDA_DECLARE(ret, name, params) POLARDEF ret name params;
+#define POLAR__CUDA_API(X)                                                                      \
+    /* Bytes of device workspace polar_backward_cuda needs: B*H*T*(D+10) floats, then           \
+       H*ceil(B*T/256)*D doubles for v_null's gradient (0 on invalid input). The forward and    \
+       decode need none. */                                                                     \
+    X(size_t, polar_workspace_size_cuda, (const polar_config *cfg, int B, int H, int Hkv,       \
+                                          int T, int D))                                        \
+    /* workspace: unused (may be NULL). */                                                      \
+    X(int, polar_forward_cuda, (const polar_config *cfg, float *c, float *mag, polar_state *st, \
+                                const float *q, const float *k, const float *v,                 \
+                                const polar_params *prm, int B, int H, int Hkv, int T, int D,   \
+                                void *workspace, polar_stream stream))                          \
+    /* workspace: polar_workspace_size_cuda() bytes of device memory, or NULL (then it is       \
+       taken with cudaMallocAsync on the stream and freed with cudaFreeAsync). */               \
+    X(int, polar_backward_cuda, (const polar_config *cfg, float *dq, float *dk, float *dv,      \
+                                 polar_grads *grads, const float *dc, const float *dmag,        \
+                                 const float *c, const float *mag, const polar_state *st,       \
+                                 const float *q, const float *k, const float *v,                \
+                                 const polar_params *prm, int B, int H, int Hkv, int T, int D,  \
+                                 void *workspace, polar_stream stream))                         \
+    /* block_table and seq_lens are device arrays, read by the kernel (no host sync, no         \
+       allocation: capturable in a CUDA graph). An invalid entry or length cannot return        \
+       POLAR_ERANGE without a sync: that sequence's c and mag come out NaN instead, and         \
+       nothing outside the cache is read. */                                                    \
+    X(int, polar_decode_cuda, (const polar_config *cfg, float *c, float *mag, const float *q,   \
+                               const float *k_cache, const float *v_cache,                      \
+                               const int *block_table, const int *seq_lens,                     \
+                               const polar_params *prm, int B, int H, int Hkv, int D,           \
+                               int block_size, int num_blocks, int max_blocks,                  \
+                               polar_stream stream))                                            \
+    /* Eq. 15's distractor loss on the device: polar_distractor_forward / _backward with        \
+       device buffers (q, k_rand, the parameter and gradient arrays, dq, dk_rand) and `loss` a  \
+       device scalar (written on the stream, no host sync). The same values as the CPU (double  \
+       scores and softmax per row, fixed-order reductions: deterministic, no atomics); any      \
+       head dim. workspace: polar_distractor_workspace_size_cuda() bytes of device memory, or   \
+       NULL (taken with cudaMallocAsync on the stream). R == 0: the loss is set to 0 and the    \
+       backward does nothing, as on the CPU. Under nvcc (or the simulation) the plain calls     \
+       route a device q here, on the default stream. */                                         \
+    X(size_t, polar_distractor_workspace_size_cuda, (const polar_config *cfg, int B, int H,     \
+                                                     int T))                                    \
+    X(int, polar_distractor_forward_cuda, (const polar_config *cfg, float *loss,                \
+                                           const float *q, const float *k_rand,                 \
+                                           const polar_params *prm, int B, int H, int Hkv,      \
+                                           int T, int D, void *workspace, polar_stream stream)) \
+    X(int, polar_distractor_backward_cuda, (const polar_config *cfg, float *dq, float *dk_rand, \
+                                            polar_grads *grads, float dloss, const float *q,    \
+                                            const float *k_rand, const polar_params *prm,       \
+                                            int B, int H, int Hkv, int T, int D,                \
+                                            void *workspace, polar_stream stream))
+POLAR__CUDA_API(POLAR__CUDA_DECLARE)
 
 #ifdef __cplusplus
 }
@@ -2117,70 +2124,23 @@ POLARDEF int polar_distractor_backward(const polar_config *cfg, float *dq, float
 #ifdef __cplusplus
 extern "C" {
 #endif
-POLARDEF size_t polar_workspace_size_cuda(const polar_config *cfg, int B, int H, int Hkv,
-                                          int T, int D)
-{
-    (void)cfg; (void)B; (void)H; (void)Hkv; (void)T; (void)D;
-    return 0;
-}
-POLARDEF int polar_forward_cuda(const polar_config *cfg, float *c, float *mag, polar_state *st,
-                                const float *q, const float *k, const float *v,
-                                const polar_params *prm, int B, int H, int Hkv, int T, int D,
-                                void *workspace, polar_stream stream)
-{
-    (void)cfg; (void)c; (void)mag; (void)st; (void)q; (void)k; (void)v; (void)prm;
-    (void)B; (void)H; (void)Hkv; (void)T; (void)D; (void)workspace; (void)stream;
-    return POLAR_ENOCUDA;
-}
-POLARDEF int polar_backward_cuda(const polar_config *cfg, float *dq, float *dk, float *dv,
-                                 polar_grads *grads, const float *dc, const float *dmag,
-                                 const float *c, const float *mag, const polar_state *st,
-                                 const float *q, const float *k, const float *v,
-                                 const polar_params *prm, int B, int H, int Hkv, int T, int D,
-                                 void *workspace, polar_stream stream)
-{
-    (void)cfg; (void)dq; (void)dk; (void)dv; (void)grads; (void)dc; (void)dmag; (void)c;
-    (void)mag; (void)st; (void)q; (void)k; (void)v; (void)prm; (void)B; (void)H; (void)Hkv;
-    (void)T; (void)D; (void)workspace; (void)stream;
-    return POLAR_ENOCUDA;
-}
-POLARDEF int polar_decode_cuda(const polar_config *cfg, float *c, float *mag, const float *q,
-                               const float *k_cache, const float *v_cache,
-                               const int *block_table, const int *seq_lens,
-                               const polar_params *prm, int B, int H, int Hkv, int D,
-                               int block_size, int num_blocks, int max_blocks,
-                               polar_stream stream)
-{
-    (void)cfg; (void)c; (void)mag; (void)q; (void)k_cache; (void)v_cache; (void)block_table;
-    (void)seq_lens; (void)prm; (void)B; (void)H; (void)Hkv; (void)D; (void)block_size;
-    (void)num_blocks; (void)max_blocks; (void)stream;
-    return POLAR_ENOCUDA;
-}
-POLARDEF size_t polar_distractor_workspace_size_cuda(const polar_config *cfg, int B, int H,
-                                                     int T)
-{
-    (void)cfg; (void)B; (void)H; (void)T;
-    return 0;
-}
-POLARDEF int polar_distractor_forward_cuda(const polar_config *cfg, float *loss, const float *q,
-                                           const float *k_rand, const polar_params *prm, int B,
-                                           int H, int Hkv, int T, int D, void *workspace,
-                                           polar_stream stream)
-{
-    (void)cfg; (void)loss; (void)q; (void)k_rand; (void)prm; (void)B; (void)H; (void)Hkv;
-    (void)T; (void)D; (void)workspace; (void)stream;
-    return POLAR_ENOCUDA;
-}
-POLARDEF int polar_distractor_backward_cuda(const polar_config *cfg, float *dq, float *dk_rand,
-                                            polar_grads *grads, float dloss, const float *q,
-                                            const float *k_rand, const polar_params *prm, int B,
-                                            int H, int Hkv, int T, int D, void *workspace,
-                                            polar_stream stream)
-{
-    (void)cfg; (void)dq; (void)dk_rand; (void)grads; (void)dloss; (void)q; (void)k_rand;
-    (void)prm; (void)B; (void)H; (void)Hkv; (void)T; (void)D; (void)workspace; (void)stream;
-    return POLAR_ENOCUDA;
-}
+/* the calls of the list POLAR__CUDA_API (declared above): POLAR_ENOCUDA, a workspace size
+   0; the parameters go unused */
+#define POLAR__NOCUDA_int POLAR_ENOCUDA
+#define POLAR__NOCUDA_size_t 0
+#define POLAR__CUDA_STUB(ret, name, params)                                                 \
+    POLARDEF ret name params { return POLAR__NOCUDA_##ret; }
+#if defined(__GNUC__) || defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#endif
+POLAR__CUDA_API(POLAR__CUDA_STUB)
+#if defined(__GNUC__) || defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+#undef POLAR__CUDA_STUB
+#undef POLAR__NOCUDA_int
+#undef POLAR__NOCUDA_size_t
 #ifdef __cplusplus
 }
 #endif

@@ -452,7 +452,12 @@ TKDEF int tk_clip_grad_norm(float *g, size_t n, float max_norm, float *norm_out)
 /* Device-pointer mirrors of the CPU ops, implemented in cuda/tensor.cuh and compiled
    only when this header is compiled by nvcc; elsewhere they return TK_ENOCUDA.
    `stream` is a cudaStream_t (NULL: the default stream). Tolerances against the CPU
-   path are documented in cuda/tensor.cuh and checked by tests/parity_tensor.cu. */
+   path are documented in cuda/tensor.cuh and checked by tests/parity_tensor.cu.
+   The *_cuda functions are written once each, in the lists TK__CUDA_OPS and
+   TK__CUDA_ATTN below: an entry X(int, tk_name_cuda, (parameters)) is the prototype
+   `int tk_name_cuda(parameters)`, with its documentation above it in the list. The
+   lists are expanded here into the declarations and, in a build without nvcc, into
+   stubs that return TK_ENOCUDA ("tk_name_cuda: built without nvcc" to the log). */
 struct CUstream_st;
 typedef struct CUstream_st *tk_stream;
 /* 1 if a CUDA device is usable, else 0 (always 0 without nvcc). */
@@ -501,170 +506,175 @@ TKDEF int tk_copy(void *dst, const void *src, size_t bytes);
 TKDEF int tk_fill_zero(void *dst, size_t bytes);
 TKDEF int tk_is_device(const void *p);
 TKDEF int tk_device_synchronize(void);
-TKDEF int tk_sgemm_cuda(int transA, int transB, int M, int N, int K, float alpha,
-                        const float *A, int lda, const float *B, int ldb, float beta,
-                        float *C, int ldc, tk_stream stream);
-TKDEF int tk_matmul_forward_cuda(float *out, const float *inp, const float *W,
-                                 const float *b, int N, int C, int OC, tk_stream stream);
-TKDEF int tk_matmul_backward_cuda(float *dinp, float *dW, float *db, const float *dout,
-                                  const float *inp, const float *W, int N, int C, int OC,
-                                  tk_stream stream);
-TKDEF int tk_embedding_forward_cuda(float *out, const int *ids, const float *wte,
-                                    const float *wpe, int B, int T, int C, int V,
-                                    tk_stream stream);
-TKDEF int tk_embedding_backward_cuda(float *dwte, float *dwpe, const float *dout,
-                                     const int *ids, int B, int T, int C, int V,
-                                     tk_stream stream);
-TKDEF int tk_layernorm_forward_cuda(float *out, float *mean, float *rstd, const float *inp,
-                                    const float *w, const float *b, int N, int C, float eps,
-                                    tk_stream stream);
-TKDEF int tk_layernorm_backward_cuda(float *dinp, float *dw, float *db, const float *dout,
-                                     const float *inp, const float *w, const float *mean,
-                                     const float *rstd, int N, int C, tk_stream stream);
-TKDEF int tk_gelu_forward_cuda(float *out, const float *inp, size_t n, tk_stream stream);
-TKDEF int tk_gelu_backward_cuda(float *dinp, const float *inp, const float *dout, size_t n,
-                                tk_stream stream);
-/* relu2, silu, gated relu2, rope: the CPU ops' shapes, validation and semantics (the
-   backward functions accumulate), device buffers. */
-TKDEF int tk_relu2_forward_cuda(float *out, const float *inp, size_t n, tk_stream stream);
-TKDEF int tk_relu2_backward_cuda(float *dinp, const float *inp, const float *dout, size_t n,
-                                 tk_stream stream);
-TKDEF int tk_silu_forward_cuda(float *out, const float *inp, size_t n, tk_stream stream);
-TKDEF int tk_silu_backward_cuda(float *dinp, const float *inp, const float *dout, size_t n,
-                                tk_stream stream);
-TKDEF int tk_relu2_gated_forward_cuda(float *out, const float *inp, int N, int F,
-                                      tk_stream stream);
-TKDEF int tk_relu2_gated_backward_cuda(float *dinp, const float *inp, const float *dout,
-                                       int N, int F, tk_stream stream);
-TKDEF int tk_rope_cuda(float *x, int B, int H, int T, int D, float base, int inverse,
-                       tk_stream stream);
-TKDEF int tk_softmax_forward_cuda(float *out, const float *inp, int N, int C,
-                                  tk_stream stream);
-/* probs (N,V) softmax (may be NULL); losses (N) per-row smoothed loss; ce (N) per-row
-   pure CE (may be NULL). Means are the caller's reduction (device or host). */
-TKDEF int tk_crossentropy_forward_cuda(float *probs, float *losses, float *ce,
-                                       const float *logits, const int *targets, int N,
-                                       int V, float eps, tk_stream stream);
-TKDEF int tk_crossentropy_backward_cuda(float *dlogits, const float *probs,
-                                        const int *targets, int N, int V, float eps,
-                                        float dloss, tk_stream stream);
-/* The in-place cross-entropy pair on the device (tk_crossentropy_forward_inplace /
-   tk_crossentropy_backward_inplace: same contracts; losses, ce device or NULL). The
-   targets are range-checked first by a small kernel whose flag is copied to the host
-   (the call synchronises the stream): a bad target is TK_ERANGE with nothing written. */
-TKDEF int tk_crossentropy_forward_inplace_cuda(float *logits, float *losses, float *ce,
-                                               const int *targets, int N, int V, float eps,
-                                               tk_stream stream);
-TKDEF int tk_crossentropy_backward_inplace_cuda(float *probs, const int *targets, int N,
-                                                int V, float eps, float dloss,
-                                                tk_stream stream);
-TKDEF int tk_adamw_update_cuda(float *params, const float *grads, float *m, float *v,
-                               size_t n, const tk_adamw_config *cfg, long t,
-                               tk_stream stream);
-/* RMSNorm, residual, head layouts: the CPU ops' shapes, validation and semantics (the
-   backward functions accumulate), device buffers. Deterministic: the RMSNorm weight
-   gradient is summed over rows in a fixed order (per row-chunk partials, then a second
-   pass; scratch ceil(N/128)*C floats from cudaMallocAsync), no float atomics. */
-TKDEF int tk_rmsnorm_forward_cuda(float *out, float *rstd, const float *inp, const float *w,
-                                  int N, int C, float eps, tk_stream stream);
-TKDEF int tk_rmsnorm_backward_cuda(float *dinp, float *dw, const float *dout,
-                                   const float *inp, const float *w, const float *rstd,
-                                   int N, int C, tk_stream stream);
-TKDEF int tk_residual_forward_cuda(float *out, const float *a, const float *b, size_t n,
-                                   tk_stream stream);
-TKDEF int tk_residual_backward_cuda(float *da, float *db, const float *dout, size_t n,
-                                    tk_stream stream);
-/* Sigmoid, row scale / dot, the row-gated residual, the causal mean gate, row gather and
-   combine: the CPU ops' shapes, validation and semantics (the backward functions and
-   tk_rowdot accumulate), device buffers, idx device ints. Deterministic, no atomics:
-   tk_rowdot and the combine's dw reduce one row per warp (double lanes, a fixed butterfly);
-   the causal gate runs one thread per (b,h) over time in double and one per (b,t) over the
-   heads in order (the CPU's arithmetic). Indices are not checked on the host (a copy
-   would be needed): an index outside [0,nsrc) gives a zero row in tk_rows_gather_cuda and
-   a skipped term in the combine (forward: nothing added; backward: no dsrc row, no dw
-   change); nothing is read out of bounds. The dsrc scatter of
-   tk_rows_combine_backward_cuda needs distinct idx entries (repeats race). */
-TKDEF int tk_sigmoid_forward_cuda(float *out, const float *x, size_t n, tk_stream stream);
-TKDEF int tk_scale_cuda(float *out, const float *x, float alpha, size_t n, tk_stream stream);
-/* the causal depthwise convolution: one thread per output element (forward, dinp), one per
-   (j,c) for dw (double, the CPU's order): bit-identical to the CPU (each product meets its
-   running sum in an explicit fma on both sides, so no compiler's contraction changes a bit) */
-TKDEF int tk_causal_dwconv_forward_cuda(float *out, const float *inp, const float *w, int B,
-                                        int T, int C, int K, int accumulate, tk_stream stream);
-TKDEF int tk_causal_dwconv_backward_cuda(float *dinp, float *dw, const float *dout,
-                                         const float *inp, const float *w, int B, int T, int C,
-                                         int K, tk_stream stream);
-TKDEF int tk_sigmoid_backward_cuda(float *dx, const float *y, const float *dy, size_t n,
-                                   tk_stream stream);
-TKDEF int tk_rowscale_cuda(float *out, const float *x, const float *s, int N, int C,
-                           tk_stream stream);
-TKDEF int tk_rowdot_cuda(float *out, const float *a, const float *b, int N, int C,
-                         tk_stream stream);
-TKDEF int tk_residual_rows_forward_cuda(float *out, const float *x, const float *br,
-                                        const float *s, int N, int C, tk_stream stream);
-TKDEF int tk_causal_mean_gate_forward_cuda(float *g, float *sig, const float *z, int B,
-                                           int T, int H, tk_stream stream);
-TKDEF int tk_causal_mean_gate_backward_cuda(float *dz, const float *dg, const float *sig,
-                                            int B, int T, int H, tk_stream stream);
-TKDEF int tk_rows_gather_cuda(float *out, const float *src, int nsrc, const int *idx, int n,
-                              int C, tk_stream stream);
-TKDEF int tk_rows_combine_forward_cuda(float *out, const float *src, int nsrc,
-                                       const int *idx, const float *w, int N, int K, int C,
-                                       int accumulate, tk_stream stream);
-TKDEF int tk_rows_combine_backward_cuda(float *dsrc, float *dw, const float *dout,
-                                        const float *src, int nsrc, const int *idx,
-                                        const float *w, int N, int K, int C,
-                                        tk_stream stream);
-/* Seeded dropout on the device: tk_dropout_seeded_forward's contract and hash (mask and
-   out bit-identical to the CPU's), and tk_dropout_backward's (dinp += dout * mask /
-   (1-p), accumulating; bit-identical too). out, mask, inp / dinp, dout, mask device. */
-TKDEF int tk_dropout_seeded_forward_cuda(float *out, uint8_t *mask, const float *inp,
-                                         size_t n, float p, uint64_t seed,
-                                         tk_stream stream);
-TKDEF int tk_dropout_backward_cuda(float *dinp, const float *dout, const uint8_t *mask,
-                                   size_t n, float p, tk_stream stream);
-TKDEF int tk_split_heads_forward_cuda(float *q, float *k, float *v, const float *qkv,
-                                      int B, int T, int H, int D, tk_stream stream);
-TKDEF int tk_split_heads_backward_cuda(float *dqkv, const float *dq, const float *dk,
-                                       const float *dv, int B, int T, int H, int D,
-                                       tk_stream stream);
-TKDEF int tk_merge_heads_forward_cuda(float *out, const float *inp, int B, int T, int H,
-                                      int D, tk_stream stream);
-TKDEF int tk_merge_heads_backward_cuda(float *dinp, const float *dout, int B, int T, int H,
-                                       int D, tk_stream stream);
-/* g (n) device; *norm (a HOST float) receives the L2 norm: squares summed in double, a
-   fixed grid (a function of n only) of per-block partials reduced by one block in a fixed
-   order, so the result is bit-identical run to run. Synchronises the stream (the norm is
-   copied to the host). A device pointer for norm is TK_EINVAL. */
-TKDEF int tk_grad_norm_cuda(const float *g, size_t n, float *norm, tk_stream stream);
-/* tk_clip_grad_norm on the device: the norm is computed as tk_grad_norm_cuda and the
-   scale max_norm / norm applied by a kernel that reads the norm on the device (nothing
-   else waits for the host). norm_out: a HOST float or NULL; when given, the call
-   synchronises the stream to fill it. A non-finite norm leaves g unchanged. */
-TKDEF int tk_clip_grad_norm_cuda(float *g, size_t n, float max_norm, float *norm_out,
-                                 tk_stream stream);
-/* Flash-style causal attention on the device: the logits of tk_attention_forward,
-     logits[b,h,i,j] = (q_i . k_j) / (sqrt(D) * temp[h]) + bias[(h,)i,j],  j <= i,
-   without any (T,T) store. out, q, k, v: (B,H,T,D) device; lse (B,H,T) device, written:
-   each row's log-sum-exp of its logits (what the backward needs instead of probs);
-   bias: NULL, (T,T) shared (bias_per_head 0) or (H,T,T) (1), device; -INFINITY entries
-   mask (sliding windows); temp: NULL or (H) device, finite and > 0 (copied to the host
-   to be checked). D <= 128. A row whose logits are not finite or all -inf gives TK_EINVAL
-   (one 4-byte device-to-host copy per call: the call synchronises the stream). */
-TKDEF int tk_attention_forward_cuda(float *out, float *lse, const float *q, const float *k,
-                                    const float *v, const float *bias, int bias_per_head,
-                                    const float *temp, int B, int H, int T, int D,
-                                    tk_stream stream);
-/* dq, dk, dv (B,H,T,D) += ; dbias (as bias) += (summed over batch, and over heads when
-   shared), may be NULL; dtemp (H) += , may be NULL. dout, out, lse from the forward; bias
-   and temp as given to the forward. Deterministic (no atomics). Scratch: B*H*T + B*H*
-   ceil(T/32) floats from cudaMallocAsync. */
-TKDEF int tk_attention_backward_cuda(float *dq, float *dk, float *dv, float *dbias,
-                                     float *dtemp, const float *dout, const float *out,
-                                     const float *lse, const float *q, const float *k,
-                                     const float *v, const float *bias, int bias_per_head,
-                                     const float *temp, int B, int H, int T, int D,
-                                     tk_stream stream);
+#define TK__CUDA_DECLARE(ret, name, params) TKDEF ret name params;
+#define TK__CUDA_OPS(X)                                                                         \
+    X(int, tk_sgemm_cuda, (int transA, int transB, int M, int N, int K, float alpha,            \
+                           const float *A, int lda, const float *B, int ldb, float beta,        \
+                           float *C, int ldc, tk_stream stream))                                \
+    X(int, tk_matmul_forward_cuda, (float *out, const float *inp, const float *W,               \
+                                    const float *b, int N, int C, int OC, tk_stream stream))    \
+    X(int, tk_matmul_backward_cuda, (float *dinp, float *dW, float *db, const float *dout,      \
+                                     const float *inp, const float *W, int N, int C, int OC,    \
+                                     tk_stream stream))                                         \
+    X(int, tk_embedding_forward_cuda, (float *out, const int *ids, const float *wte,            \
+                                       const float *wpe, int B, int T, int C, int V,            \
+                                       tk_stream stream))                                       \
+    X(int, tk_embedding_backward_cuda, (float *dwte, float *dwpe, const float *dout,            \
+                                        const int *ids, int B, int T, int C, int V,             \
+                                        tk_stream stream))                                      \
+    X(int, tk_layernorm_forward_cuda, (float *out, float *mean, float *rstd, const float *inp,  \
+                                       const float *w, const float *b, int N, int C, float eps, \
+                                       tk_stream stream))                                       \
+    X(int, tk_layernorm_backward_cuda, (float *dinp, float *dw, float *db, const float *dout,   \
+                                        const float *inp, const float *w, const float *mean,    \
+                                        const float *rstd, int N, int C, tk_stream stream))     \
+    X(int, tk_gelu_forward_cuda, (float *out, const float *inp, size_t n, tk_stream stream))    \
+    X(int, tk_gelu_backward_cuda, (float *dinp, const float *inp, const float *dout, size_t n,  \
+                                   tk_stream stream))                                           \
+    /* relu2, silu, gated relu2, rope: the CPU ops' shapes, validation and semantics (the       \
+       backward functions accumulate), device buffers. */                                       \
+    X(int, tk_relu2_forward_cuda, (float *out, const float *inp, size_t n, tk_stream stream))   \
+    X(int, tk_relu2_backward_cuda, (float *dinp, const float *inp, const float *dout, size_t n, \
+                                    tk_stream stream))                                          \
+    X(int, tk_silu_forward_cuda, (float *out, const float *inp, size_t n, tk_stream stream))    \
+    X(int, tk_silu_backward_cuda, (float *dinp, const float *inp, const float *dout, size_t n,  \
+                                   tk_stream stream))                                           \
+    X(int, tk_relu2_gated_forward_cuda, (float *out, const float *inp, int N, int F,            \
+                                         tk_stream stream))                                     \
+    X(int, tk_relu2_gated_backward_cuda, (float *dinp, const float *inp, const float *dout,     \
+                                          int N, int F, tk_stream stream))                      \
+    X(int, tk_rope_cuda, (float *x, int B, int H, int T, int D, float base, int inverse,        \
+                          tk_stream stream))                                                    \
+    X(int, tk_softmax_forward_cuda, (float *out, const float *inp, int N, int C,                \
+                                     tk_stream stream))                                         \
+    /* probs (N,V) softmax (may be NULL); losses (N) per-row smoothed loss; ce (N) per-row      \
+       pure CE (may be NULL). Means are the caller's reduction (device or host). */             \
+    X(int, tk_crossentropy_forward_cuda, (float *probs, float *losses, float *ce,               \
+                                          const float *logits, const int *targets, int N,       \
+                                          int V, float eps, tk_stream stream))                  \
+    X(int, tk_crossentropy_backward_cuda, (float *dlogits, const float *probs,                  \
+                                           const int *targets, int N, int V, float eps,         \
+                                           float dloss, tk_stream stream))                      \
+    /* The in-place cross-entropy pair on the device (tk_crossentropy_forward_inplace /         \
+       tk_crossentropy_backward_inplace: same contracts; losses, ce device or NULL). The        \
+       targets are range-checked first by a small kernel whose flag is copied to the host       \
+       (the call synchronises the stream): a bad target is TK_ERANGE with nothing written. */   \
+    X(int, tk_crossentropy_forward_inplace_cuda, (float *logits, float *losses, float *ce,      \
+                                                  const int *targets, int N, int V, float eps,  \
+                                                  tk_stream stream))                            \
+    X(int, tk_crossentropy_backward_inplace_cuda, (float *probs, const int *targets, int N,     \
+                                                   int V, float eps, float dloss,               \
+                                                   tk_stream stream))                           \
+    X(int, tk_adamw_update_cuda, (float *params, const float *grads, float *m, float *v,        \
+                                  size_t n, const tk_adamw_config *cfg, long t,                 \
+                                  tk_stream stream))                                            \
+    /* RMSNorm, residual, head layouts: the CPU ops' shapes, validation and semantics (the      \
+       backward functions accumulate), device buffers. Deterministic: the RMSNorm weight        \
+       gradient is summed over rows in a fixed order (per row-chunk partials, then a second     \
+       pass; scratch ceil(N/128)*C floats from cudaMallocAsync), no float atomics. */           \
+    X(int, tk_rmsnorm_forward_cuda, (float *out, float *rstd, const float *inp, const float *w, \
+                                     int N, int C, float eps, tk_stream stream))                \
+    X(int, tk_rmsnorm_backward_cuda, (float *dinp, float *dw, const float *dout,                \
+                                      const float *inp, const float *w, const float *rstd,      \
+                                      int N, int C, tk_stream stream))                          \
+    X(int, tk_residual_forward_cuda, (float *out, const float *a, const float *b, size_t n,     \
+                                      tk_stream stream))                                        \
+    X(int, tk_residual_backward_cuda, (float *da, float *db, const float *dout, size_t n,       \
+                                       tk_stream stream))                                       \
+    /* Sigmoid, row scale / dot, the row-gated residual, the causal mean gate, row gather and   \
+       combine: the CPU ops' shapes, validation and semantics (the backward functions and       \
+       tk_rowdot accumulate), device buffers, idx device ints. Deterministic, no atomics:       \
+       tk_rowdot and the combine's dw reduce one row per warp (double lanes, a fixed butterfly); \
+       the causal gate runs one thread per (b,h) over time in double and one per (b,t) over the \
+       heads in order (the CPU's arithmetic). Indices are not checked on the host (a copy       \
+       would be needed): an index outside [0,nsrc) gives a zero row in tk_rows_gather_cuda and  \
+       a skipped term in the combine (forward: nothing added; backward: no dsrc row, no dw      \
+       change); nothing is read out of bounds. The dsrc scatter of                              \
+       tk_rows_combine_backward_cuda needs distinct idx entries (repeats race). */              \
+    X(int, tk_sigmoid_forward_cuda, (float *out, const float *x, size_t n, tk_stream stream))   \
+    X(int, tk_scale_cuda, (float *out, const float *x, float alpha, size_t n,                   \
+                           tk_stream stream))                                                   \
+    /* the causal depthwise convolution: one thread per output element (forward, dinp), one per \
+       (j,c) for dw (double, the CPU's order): bit-identical to the CPU (each product meets its \
+       running sum in an explicit fma on both sides, so no compiler's contraction changes a bit) */ \
+    X(int, tk_causal_dwconv_forward_cuda, (float *out, const float *inp, const float *w, int B, \
+                                           int T, int C, int K, int accumulate,                 \
+                                           tk_stream stream))                                   \
+    X(int, tk_causal_dwconv_backward_cuda, (float *dinp, float *dw, const float *dout,          \
+                                            const float *inp, const float *w, int B, int T,     \
+                                            int C, int K, tk_stream stream))                    \
+    X(int, tk_sigmoid_backward_cuda, (float *dx, const float *y, const float *dy, size_t n,     \
+                                      tk_stream stream))                                        \
+    X(int, tk_rowscale_cuda, (float *out, const float *x, const float *s, int N, int C,         \
+                              tk_stream stream))                                                \
+    X(int, tk_rowdot_cuda, (float *out, const float *a, const float *b, int N, int C,           \
+                            tk_stream stream))                                                  \
+    X(int, tk_residual_rows_forward_cuda, (float *out, const float *x, const float *br,         \
+                                           const float *s, int N, int C, tk_stream stream))     \
+    X(int, tk_causal_mean_gate_forward_cuda, (float *g, float *sig, const float *z, int B,      \
+                                              int T, int H, tk_stream stream))                  \
+    X(int, tk_causal_mean_gate_backward_cuda, (float *dz, const float *dg, const float *sig,    \
+                                               int B, int T, int H, tk_stream stream))          \
+    X(int, tk_rows_gather_cuda, (float *out, const float *src, int nsrc, const int *idx, int n, \
+                                 int C, tk_stream stream))                                      \
+    X(int, tk_rows_combine_forward_cuda, (float *out, const float *src, int nsrc,               \
+                                          const int *idx, const float *w, int N, int K, int C,  \
+                                          int accumulate, tk_stream stream))                    \
+    X(int, tk_rows_combine_backward_cuda, (float *dsrc, float *dw, const float *dout,           \
+                                           const float *src, int nsrc, const int *idx,          \
+                                           const float *w, int N, int K, int C,                 \
+                                           tk_stream stream))                                   \
+    /* Seeded dropout on the device: tk_dropout_seeded_forward's contract and hash (mask and    \
+       out bit-identical to the CPU's), and tk_dropout_backward's (dinp += dout * mask /        \
+       (1-p), accumulating; bit-identical too). out, mask, inp / dinp, dout, mask device. */    \
+    X(int, tk_dropout_seeded_forward_cuda, (float *out, uint8_t *mask, const float *inp,        \
+                                            size_t n, float p, uint64_t seed,                   \
+                                            tk_stream stream))                                  \
+    X(int, tk_dropout_backward_cuda, (float *dinp, const float *dout, const uint8_t *mask,      \
+                                      size_t n, float p, tk_stream stream))                     \
+    X(int, tk_split_heads_forward_cuda, (float *q, float *k, float *v, const float *qkv, int B, \
+                                         int T, int H, int D, tk_stream stream))                \
+    X(int, tk_split_heads_backward_cuda, (float *dqkv, const float *dq, const float *dk,        \
+                                          const float *dv, int B, int T, int H, int D,          \
+                                          tk_stream stream))                                    \
+    X(int, tk_merge_heads_forward_cuda, (float *out, const float *inp, int B, int T, int H,     \
+                                         int D, tk_stream stream))                              \
+    X(int, tk_merge_heads_backward_cuda, (float *dinp, const float *dout, int B, int T, int H,  \
+                                          int D, tk_stream stream))                             \
+    /* g (n) device; *norm (a HOST float) receives the L2 norm: squares summed in double, a     \
+       fixed grid (a function of n only) of per-block partials reduced by one block in a fixed  \
+       order, so the result is bit-identical run to run. Synchronises the stream (the norm is   \
+       copied to the host). A device pointer for norm is TK_EINVAL. */                          \
+    X(int, tk_grad_norm_cuda, (const float *g, size_t n, float *norm, tk_stream stream))        \
+    /* tk_clip_grad_norm on the device: the norm is computed as tk_grad_norm_cuda and the       \
+       scale max_norm / norm applied by a kernel that reads the norm on the device (nothing     \
+       else waits for the host). norm_out: a HOST float or NULL; when given, the call           \
+       synchronises the stream to fill it. A non-finite norm leaves g unchanged. */             \
+    X(int, tk_clip_grad_norm_cuda, (float *g, size_t n, float max_norm, float *norm_out,        \
+                                    tk_stream stream))                                          \
+    /* Flash-style causal attention on the device: the logits of tk_attention_forward,          \
+         logits[b,h,i,j] = (q_i . k_j) / (sqrt(D) * temp[h]) + bias[(h,)i,j],  j <= i,          \
+       without any (T,T) store. out, q, k, v: (B,H,T,D) device; lse (B,H,T) device, written:    \
+       each row's log-sum-exp of its logits (what the backward needs instead of probs);         \
+       bias: NULL, (T,T) shared (bias_per_head 0) or (H,T,T) (1), device; -INFINITY entries     \
+       mask (sliding windows); temp: NULL or (H) device, finite and > 0 (copied to the host     \
+       to be checked). D <= 128. A row whose logits are not finite or all -inf gives TK_EINVAL  \
+       (one 4-byte device-to-host copy per call: the call synchronises the stream). */          \
+    X(int, tk_attention_forward_cuda, (float *out, float *lse, const float *q, const float *k,  \
+                                       const float *v, const float *bias, int bias_per_head,    \
+                                       const float *temp, int B, int H, int T, int D,           \
+                                       tk_stream stream))                                       \
+    /* dq, dk, dv (B,H,T,D) += ; dbias (as bias) += (summed over batch, and over heads when     \
+       shared), may be NULL; dtemp (H) += , may be NULL. dout, out, lse from the forward; bias  \
+       and temp as given to the forward. Deterministic (no atomics). Scratch: B*H*T + B*H*      \
+       ceil(T/32) floats from cudaMallocAsync. */                                               \
+    X(int, tk_attention_backward_cuda, (float *dq, float *dk, float *dv, float *dbias,          \
+                                        float *dtemp, const float *dout, const float *out,      \
+                                        const float *lse, const float *q, const float *k,       \
+                                        const float *v, const float *bias, int bias_per_head,   \
+                                        const float *temp, int B, int H, int T, int D,          \
+                                        tk_stream stream))
+TK__CUDA_OPS(TK__CUDA_DECLARE)
 /* The same attention with a configuration: the arithmetic (math) and grouped-query
    attention (kv_heads). The two functions above are these with the default config.
      math      TK_MATH_FP32 (default): fp32 SIMT, parity 1e-5 / 1e-4 with the CPU.
@@ -697,39 +707,43 @@ typedef struct tk_attention_cuda_config {
     int ent_stride;        /* 0 */
 } tk_attention_cuda_config;
 TKDEF tk_attention_cuda_config tk_attention_cuda_config_default(void);
-/* out, q: (B,H,T,D); k, v: (B,Hkv,T,D) with Hkv = cfg->kv_heads (or H); lse (B,H,T) */
-TKDEF int tk_attention_forward_cuda_ex(float *out, float *lse, const float *q, const float *k,
-                                       const float *v, const float *bias, int bias_per_head,
-                                       const float *temp, int B, int H, int T, int D,
-                                       const tk_attention_cuda_config *cfg, tk_stream stream);
-/* The forward of tk_attention_forward_cuda_ex that also writes each softmax row's moments,
-   as tk_attention_forward_stats does on the host (what ceas.h's
-   ceas_attention_observables_from_moments(_cuda) turns into CEAS observables): stats
-   (B,H,T,TK_ATTN_NSTATS) device, per row i of (b,h), over the visible keys j <= i (-inf
-   bias entries not counted) of x_j = alpha q_i.k_j + bias_ij and p = softmax(x):
-     [0] H = -sum p ln p  [1] E_p[x]  [2] Var_p[x]  [3] mean_j x_j  [4] var_j x_j
-     (population)  [5] the number of keys counted.
-   Gathered in the kernel's softmax pass, online over the key tiles with the running max
-   (float sums per tile, double across tiles, shifted when the max moves), from the fp32
-   logits in every math mode: nothing of size T x T is stored, out and lse are bit-identical
-   to tk_attention_forward_cuda_ex's. stats NULL: exactly tk_attention_forward_cuda_ex.
-   Parity with tk_attention_forward_stats: fp32 1e-5 relative per field (above a floor of
-   1e-5 of the field's largest |value| in the call), tf32 / bf16 2e-2 in the max-norm per
-   field (the logits come from rounded q, k); the count exact. */
-TKDEF int tk_attention_forward_stats_cuda(float *out, float *lse, float *stats, const float *q,
-                                          const float *k, const float *v, const float *bias,
-                                          int bias_per_head, const float *temp, int B, int H,
-                                          int T, int D, const tk_attention_cuda_config *cfg,
-                                          tk_stream stream);
-/* dq (B,H,T,D) +=; dk, dv (B,Hkv,T,D) +=; the rest as tk_attention_backward_cuda. Give
-   the same cfg as the forward (the lse of one math mode is valid input to another). */
-TKDEF int tk_attention_backward_cuda_ex(float *dq, float *dk, float *dv, float *dbias,
-                                        float *dtemp, const float *dout, const float *out,
-                                        const float *lse, const float *q, const float *k,
-                                        const float *v, const float *bias, int bias_per_head,
-                                        const float *temp, int B, int H, int T, int D,
-                                        const tk_attention_cuda_config *cfg,
-                                        tk_stream stream);
+#define TK__CUDA_ATTN(X)                                                                        \
+    /* out, q: (B,H,T,D); k, v: (B,Hkv,T,D) with Hkv = cfg->kv_heads (or H); lse (B,H,T) */     \
+    X(int, tk_attention_forward_cuda_ex, (float *out, float *lse, const float *q,               \
+                                          const float *k, const float *v, const float *bias,    \
+                                          int bias_per_head, const float *temp, int B, int H,   \
+                                          int T, int D, const tk_attention_cuda_config *cfg,    \
+                                          tk_stream stream))                                    \
+    /* The forward of tk_attention_forward_cuda_ex that also writes each softmax row's moments, \
+       as tk_attention_forward_stats does on the host (what ceas.h's                            \
+       ceas_attention_observables_from_moments(_cuda) turns into CEAS observables): stats       \
+       (B,H,T,TK_ATTN_NSTATS) device, per row i of (b,h), over the visible keys j <= i (-inf    \
+       bias entries not counted) of x_j = alpha q_i.k_j + bias_ij and p = softmax(x):           \
+         [0] H = -sum p ln p  [1] E_p[x]  [2] Var_p[x]  [3] mean_j x_j  [4] var_j x_j           \
+         (population)  [5] the number of keys counted.                                          \
+       Gathered in the kernel's softmax pass, online over the key tiles with the running max    \
+       (float sums per tile, double across tiles, shifted when the max moves), from the fp32    \
+       logits in every math mode: nothing of size T x T is stored, out and lse are bit-identical \
+       to tk_attention_forward_cuda_ex's. stats NULL: exactly tk_attention_forward_cuda_ex.     \
+       Parity with tk_attention_forward_stats: fp32 1e-5 relative per field (above a floor of   \
+       1e-5 of the field's largest |value| in the call), tf32 / bf16 2e-2 in the max-norm per   \
+       field (the logits come from rounded q, k); the count exact. */                           \
+    X(int, tk_attention_forward_stats_cuda, (float *out, float *lse, float *stats,              \
+                                             const float *q, const float *k, const float *v,    \
+                                             const float *bias, int bias_per_head,              \
+                                             const float *temp, int B, int H, int T, int D,     \
+                                             const tk_attention_cuda_config *cfg,               \
+                                             tk_stream stream))                                 \
+    /* dq (B,H,T,D) +=; dk, dv (B,Hkv,T,D) +=; the rest as tk_attention_backward_cuda. Give     \
+       the same cfg as the forward (the lse of one math mode is valid input to another). */     \
+    X(int, tk_attention_backward_cuda_ex, (float *dq, float *dk, float *dv, float *dbias,       \
+                                           float *dtemp, const float *dout, const float *out,   \
+                                           const float *lse, const float *q, const float *k,    \
+                                           const float *v, const float *bias,                   \
+                                           int bias_per_head, const float *temp, int B, int H,  \
+                                           int T, int D, const tk_attention_cuda_config *cfg,   \
+                                           tk_stream stream))
+TK__CUDA_ATTN(TK__CUDA_DECLARE)
 
 #ifdef __cplusplus
 }
@@ -4113,370 +4127,20 @@ TKDEF int tk_fill_zero(void *dst, size_t bytes)
 }
 TKDEF int tk_is_device(const void *p) { (void)p; return 0; }
 TKDEF int tk_device_synchronize(void) { return TK_OK; }
-#define TK__NOCUDA(name) return tk__fail(TK_ENOCUDA, "%s: built without nvcc", name)
-TKDEF int tk_sgemm_cuda(int transA, int transB, int M, int N, int K, float alpha,
-                        const float *A, int lda, const float *B, int ldb, float beta,
-                        float *C, int ldc, tk_stream stream)
-{
-    (void)transA; (void)transB; (void)M; (void)N; (void)K; (void)alpha; (void)A;
-    (void)lda; (void)B; (void)ldb; (void)beta; (void)C; (void)ldc; (void)stream;
-    TK__NOCUDA("tk_sgemm_cuda");
-}
-TKDEF int tk_matmul_forward_cuda(float *out, const float *inp, const float *W,
-                                 const float *b, int N, int C, int OC, tk_stream stream)
-{
-    (void)out; (void)inp; (void)W; (void)b; (void)N; (void)C; (void)OC; (void)stream;
-    TK__NOCUDA("tk_matmul_forward_cuda");
-}
-TKDEF int tk_matmul_backward_cuda(float *dinp, float *dW, float *db, const float *dout,
-                                  const float *inp, const float *W, int N, int C, int OC,
-                                  tk_stream stream)
-{
-    (void)dinp; (void)dW; (void)db; (void)dout; (void)inp; (void)W; (void)N; (void)C;
-    (void)OC; (void)stream;
-    TK__NOCUDA("tk_matmul_backward_cuda");
-}
-TKDEF int tk_embedding_forward_cuda(float *out, const int *ids, const float *wte,
-                                    const float *wpe, int B, int T, int C, int V,
-                                    tk_stream stream)
-{
-    (void)out; (void)ids; (void)wte; (void)wpe; (void)B; (void)T; (void)C; (void)V;
-    (void)stream;
-    TK__NOCUDA("tk_embedding_forward_cuda");
-}
-TKDEF int tk_embedding_backward_cuda(float *dwte, float *dwpe, const float *dout,
-                                     const int *ids, int B, int T, int C, int V,
-                                     tk_stream stream)
-{
-    (void)dwte; (void)dwpe; (void)dout; (void)ids; (void)B; (void)T; (void)C; (void)V;
-    (void)stream;
-    TK__NOCUDA("tk_embedding_backward_cuda");
-}
-TKDEF int tk_layernorm_forward_cuda(float *out, float *mean, float *rstd, const float *inp,
-                                    const float *w, const float *b, int N, int C, float eps,
-                                    tk_stream stream)
-{
-    (void)out; (void)mean; (void)rstd; (void)inp; (void)w; (void)b; (void)N; (void)C;
-    (void)eps; (void)stream;
-    TK__NOCUDA("tk_layernorm_forward_cuda");
-}
-TKDEF int tk_layernorm_backward_cuda(float *dinp, float *dw, float *db, const float *dout,
-                                     const float *inp, const float *w, const float *mean,
-                                     const float *rstd, int N, int C, tk_stream stream)
-{
-    (void)dinp; (void)dw; (void)db; (void)dout; (void)inp; (void)w; (void)mean;
-    (void)rstd; (void)N; (void)C; (void)stream;
-    TK__NOCUDA("tk_layernorm_backward_cuda");
-}
-TKDEF int tk_gelu_forward_cuda(float *out, const float *inp, size_t n, tk_stream stream)
-{
-    (void)out; (void)inp; (void)n; (void)stream;
-    TK__NOCUDA("tk_gelu_forward_cuda");
-}
-TKDEF int tk_gelu_backward_cuda(float *dinp, const float *inp, const float *dout, size_t n,
-                                tk_stream stream)
-{
-    (void)dinp; (void)inp; (void)dout; (void)n; (void)stream;
-    TK__NOCUDA("tk_gelu_backward_cuda");
-}
-TKDEF int tk_relu2_forward_cuda(float *out, const float *inp, size_t n, tk_stream stream)
-{
-    (void)out; (void)inp; (void)n; (void)stream;
-    TK__NOCUDA("tk_relu2_forward_cuda");
-}
-TKDEF int tk_relu2_backward_cuda(float *dinp, const float *inp, const float *dout, size_t n,
-                                 tk_stream stream)
-{
-    (void)dinp; (void)inp; (void)dout; (void)n; (void)stream;
-    TK__NOCUDA("tk_relu2_backward_cuda");
-}
-TKDEF int tk_silu_forward_cuda(float *out, const float *inp, size_t n, tk_stream stream)
-{
-    (void)out; (void)inp; (void)n; (void)stream;
-    TK__NOCUDA("tk_silu_forward_cuda");
-}
-TKDEF int tk_silu_backward_cuda(float *dinp, const float *inp, const float *dout, size_t n,
-                                tk_stream stream)
-{
-    (void)dinp; (void)inp; (void)dout; (void)n; (void)stream;
-    TK__NOCUDA("tk_silu_backward_cuda");
-}
-TKDEF int tk_relu2_gated_forward_cuda(float *out, const float *inp, int N, int F,
-                                      tk_stream stream)
-{
-    (void)out; (void)inp; (void)N; (void)F; (void)stream;
-    TK__NOCUDA("tk_relu2_gated_forward_cuda");
-}
-TKDEF int tk_relu2_gated_backward_cuda(float *dinp, const float *inp, const float *dout,
-                                       int N, int F, tk_stream stream)
-{
-    (void)dinp; (void)inp; (void)dout; (void)N; (void)F; (void)stream;
-    TK__NOCUDA("tk_relu2_gated_backward_cuda");
-}
-TKDEF int tk_rope_cuda(float *x, int B, int H, int T, int D, float base, int inverse,
-                       tk_stream stream)
-{
-    (void)x; (void)B; (void)H; (void)T; (void)D; (void)base; (void)inverse; (void)stream;
-    TK__NOCUDA("tk_rope_cuda");
-}
-TKDEF int tk_softmax_forward_cuda(float *out, const float *inp, int N, int C,
-                                  tk_stream stream)
-{
-    (void)out; (void)inp; (void)N; (void)C; (void)stream;
-    TK__NOCUDA("tk_softmax_forward_cuda");
-}
-TKDEF int tk_crossentropy_forward_cuda(float *probs, float *losses, float *ce,
-                                       const float *logits, const int *targets, int N,
-                                       int V, float eps, tk_stream stream)
-{
-    (void)probs; (void)losses; (void)ce; (void)logits; (void)targets; (void)N; (void)V;
-    (void)eps; (void)stream;
-    TK__NOCUDA("tk_crossentropy_forward_cuda");
-}
-TKDEF int tk_crossentropy_backward_cuda(float *dlogits, const float *probs,
-                                        const int *targets, int N, int V, float eps,
-                                        float dloss, tk_stream stream)
-{
-    (void)dlogits; (void)probs; (void)targets; (void)N; (void)V; (void)eps; (void)dloss;
-    (void)stream;
-    TK__NOCUDA("tk_crossentropy_backward_cuda");
-}
-TKDEF int tk_crossentropy_forward_inplace_cuda(float *logits, float *losses, float *ce,
-                                               const int *targets, int N, int V, float eps,
-                                               tk_stream stream)
-{
-    (void)logits; (void)losses; (void)ce; (void)targets; (void)N; (void)V; (void)eps;
-    (void)stream;
-    TK__NOCUDA("tk_crossentropy_forward_inplace_cuda");
-}
-TKDEF int tk_crossentropy_backward_inplace_cuda(float *probs, const int *targets, int N,
-                                                int V, float eps, float dloss,
-                                                tk_stream stream)
-{
-    (void)probs; (void)targets; (void)N; (void)V; (void)eps; (void)dloss; (void)stream;
-    TK__NOCUDA("tk_crossentropy_backward_inplace_cuda");
-}
-TKDEF int tk_adamw_update_cuda(float *params, const float *grads, float *m, float *v,
-                               size_t n, const tk_adamw_config *cfg, long t,
-                               tk_stream stream)
-{
-    (void)params; (void)grads; (void)m; (void)v; (void)n; (void)cfg; (void)t;
-    (void)stream;
-    TK__NOCUDA("tk_adamw_update_cuda");
-}
-TKDEF int tk_attention_forward_cuda(float *out, float *lse, const float *q, const float *k,
-                                    const float *v, const float *bias, int bias_per_head,
-                                    const float *temp, int B, int H, int T, int D,
-                                    tk_stream stream)
-{
-    (void)out; (void)lse; (void)q; (void)k; (void)v; (void)bias; (void)bias_per_head;
-    (void)temp; (void)B; (void)H; (void)T; (void)D; (void)stream;
-    TK__NOCUDA("tk_attention_forward_cuda");
-}
-TKDEF int tk_attention_backward_cuda(float *dq, float *dk, float *dv, float *dbias,
-                                     float *dtemp, const float *dout, const float *out,
-                                     const float *lse, const float *q, const float *k,
-                                     const float *v, const float *bias, int bias_per_head,
-                                     const float *temp, int B, int H, int T, int D,
-                                     tk_stream stream)
-{
-    (void)dq; (void)dk; (void)dv; (void)dbias; (void)dtemp; (void)dout; (void)out;
-    (void)lse; (void)q; (void)k; (void)v; (void)bias; (void)bias_per_head; (void)temp;
-    (void)B; (void)H; (void)T; (void)D; (void)stream;
-    TK__NOCUDA("tk_attention_backward_cuda");
-}
-TKDEF int tk_attention_forward_cuda_ex(float *out, float *lse, const float *q, const float *k,
-                                       const float *v, const float *bias, int bias_per_head,
-                                       const float *temp, int B, int H, int T, int D,
-                                       const tk_attention_cuda_config *cfg, tk_stream stream)
-{
-    (void)out; (void)lse; (void)q; (void)k; (void)v; (void)bias; (void)bias_per_head;
-    (void)temp; (void)B; (void)H; (void)T; (void)D; (void)cfg; (void)stream;
-    TK__NOCUDA("tk_attention_forward_cuda_ex");
-}
-TKDEF int tk_attention_forward_stats_cuda(float *out, float *lse, float *stats, const float *q,
-                                          const float *k, const float *v, const float *bias,
-                                          int bias_per_head, const float *temp, int B, int H,
-                                          int T, int D, const tk_attention_cuda_config *cfg,
-                                          tk_stream stream)
-{
-    (void)out; (void)lse; (void)stats; (void)q; (void)k; (void)v; (void)bias;
-    (void)bias_per_head; (void)temp; (void)B; (void)H; (void)T; (void)D; (void)cfg;
-    (void)stream;
-    TK__NOCUDA("tk_attention_forward_stats_cuda");
-}
-TKDEF int tk_attention_backward_cuda_ex(float *dq, float *dk, float *dv, float *dbias,
-                                        float *dtemp, const float *dout, const float *out,
-                                        const float *lse, const float *q, const float *k,
-                                        const float *v, const float *bias, int bias_per_head,
-                                        const float *temp, int B, int H, int T, int D,
-                                        const tk_attention_cuda_config *cfg,
-                                        tk_stream stream)
-{
-    (void)dq; (void)dk; (void)dv; (void)dbias; (void)dtemp; (void)dout; (void)out;
-    (void)lse; (void)q; (void)k; (void)v; (void)bias; (void)bias_per_head; (void)temp;
-    (void)B; (void)H; (void)T; (void)D; (void)cfg; (void)stream;
-    TK__NOCUDA("tk_attention_backward_cuda_ex");
-}
-TKDEF int tk_rmsnorm_forward_cuda(float *out, float *rstd, const float *inp, const float *w,
-                                  int N, int C, float eps, tk_stream stream)
-{
-    (void)out; (void)rstd; (void)inp; (void)w; (void)N; (void)C; (void)eps; (void)stream;
-    TK__NOCUDA("tk_rmsnorm_forward_cuda");
-}
-TKDEF int tk_rmsnorm_backward_cuda(float *dinp, float *dw, const float *dout,
-                                   const float *inp, const float *w, const float *rstd,
-                                   int N, int C, tk_stream stream)
-{
-    (void)dinp; (void)dw; (void)dout; (void)inp; (void)w; (void)rstd; (void)N; (void)C;
-    (void)stream;
-    TK__NOCUDA("tk_rmsnorm_backward_cuda");
-}
-TKDEF int tk_residual_forward_cuda(float *out, const float *a, const float *b, size_t n,
-                                   tk_stream stream)
-{
-    (void)out; (void)a; (void)b; (void)n; (void)stream;
-    TK__NOCUDA("tk_residual_forward_cuda");
-}
-TKDEF int tk_residual_backward_cuda(float *da, float *db, const float *dout, size_t n,
-                                    tk_stream stream)
-{
-    (void)da; (void)db; (void)dout; (void)n; (void)stream;
-    TK__NOCUDA("tk_residual_backward_cuda");
-}
-TKDEF int tk_sigmoid_forward_cuda(float *out, const float *x, size_t n, tk_stream stream)
-{
-    (void)out; (void)x; (void)n; (void)stream;
-    TK__NOCUDA("tk_sigmoid_forward_cuda");
-}
-TKDEF int tk_scale_cuda(float *out, const float *x, float alpha, size_t n, tk_stream stream)
-{
-    (void)out; (void)x; (void)alpha; (void)n; (void)stream;
-    TK__NOCUDA("tk_scale_cuda");
-}
-TKDEF int tk_causal_dwconv_forward_cuda(float *out, const float *inp, const float *w, int B,
-                                        int T, int C, int K, int accumulate, tk_stream stream)
-{
-    (void)out; (void)inp; (void)w; (void)B; (void)T; (void)C; (void)K; (void)accumulate; (void)stream;
-    TK__NOCUDA("tk_causal_dwconv_forward_cuda");
-}
-TKDEF int tk_causal_dwconv_backward_cuda(float *dinp, float *dw, const float *dout,
-                                         const float *inp, const float *w, int B, int T, int C,
-                                         int K, tk_stream stream)
-{
-    (void)dinp; (void)dw; (void)dout; (void)inp; (void)w; (void)B; (void)T; (void)C; (void)K; (void)stream;
-    TK__NOCUDA("tk_causal_dwconv_backward_cuda");
-}
-TKDEF int tk_sigmoid_backward_cuda(float *dx, const float *y, const float *dy, size_t n,
-                                   tk_stream stream)
-{
-    (void)dx; (void)y; (void)dy; (void)n; (void)stream;
-    TK__NOCUDA("tk_sigmoid_backward_cuda");
-}
-TKDEF int tk_rowscale_cuda(float *out, const float *x, const float *s, int N, int C,
-                           tk_stream stream)
-{
-    (void)out; (void)x; (void)s; (void)N; (void)C; (void)stream;
-    TK__NOCUDA("tk_rowscale_cuda");
-}
-TKDEF int tk_rowdot_cuda(float *out, const float *a, const float *b, int N, int C,
-                         tk_stream stream)
-{
-    (void)out; (void)a; (void)b; (void)N; (void)C; (void)stream;
-    TK__NOCUDA("tk_rowdot_cuda");
-}
-TKDEF int tk_residual_rows_forward_cuda(float *out, const float *x, const float *br,
-                                        const float *s, int N, int C, tk_stream stream)
-{
-    (void)out; (void)x; (void)br; (void)s; (void)N; (void)C; (void)stream;
-    TK__NOCUDA("tk_residual_rows_forward_cuda");
-}
-TKDEF int tk_causal_mean_gate_forward_cuda(float *g, float *sig, const float *z, int B,
-                                           int T, int H, tk_stream stream)
-{
-    (void)g; (void)sig; (void)z; (void)B; (void)T; (void)H; (void)stream;
-    TK__NOCUDA("tk_causal_mean_gate_forward_cuda");
-}
-TKDEF int tk_causal_mean_gate_backward_cuda(float *dz, const float *dg, const float *sig,
-                                            int B, int T, int H, tk_stream stream)
-{
-    (void)dz; (void)dg; (void)sig; (void)B; (void)T; (void)H; (void)stream;
-    TK__NOCUDA("tk_causal_mean_gate_backward_cuda");
-}
-TKDEF int tk_rows_gather_cuda(float *out, const float *src, int nsrc, const int *idx, int n,
-                              int C, tk_stream stream)
-{
-    (void)out; (void)src; (void)nsrc; (void)idx; (void)n; (void)C; (void)stream;
-    TK__NOCUDA("tk_rows_gather_cuda");
-}
-TKDEF int tk_rows_combine_forward_cuda(float *out, const float *src, int nsrc,
-                                       const int *idx, const float *w, int N, int K, int C,
-                                       int accumulate, tk_stream stream)
-{
-    (void)out; (void)src; (void)nsrc; (void)idx; (void)w; (void)N; (void)K; (void)C;
-    (void)accumulate; (void)stream;
-    TK__NOCUDA("tk_rows_combine_forward_cuda");
-}
-TKDEF int tk_rows_combine_backward_cuda(float *dsrc, float *dw, const float *dout,
-                                        const float *src, int nsrc, const int *idx,
-                                        const float *w, int N, int K, int C,
-                                        tk_stream stream)
-{
-    (void)dsrc; (void)dw; (void)dout; (void)src; (void)nsrc; (void)idx; (void)w; (void)N;
-    (void)K; (void)C; (void)stream;
-    TK__NOCUDA("tk_rows_combine_backward_cuda");
-}
-TKDEF int tk_dropout_seeded_forward_cuda(float *out, uint8_t *mask, const float *inp,
-                                         size_t n, float p, uint64_t seed,
-                                         tk_stream stream)
-{
-    (void)out; (void)mask; (void)inp; (void)n; (void)p; (void)seed; (void)stream;
-    TK__NOCUDA("tk_dropout_seeded_forward_cuda");
-}
-TKDEF int tk_dropout_backward_cuda(float *dinp, const float *dout, const uint8_t *mask,
-                                   size_t n, float p, tk_stream stream)
-{
-    (void)dinp; (void)dout; (void)mask; (void)n; (void)p; (void)stream;
-    TK__NOCUDA("tk_dropout_backward_cuda");
-}
-TKDEF int tk_split_heads_forward_cuda(float *q, float *k, float *v, const float *qkv,
-                                      int B, int T, int H, int D, tk_stream stream)
-{
-    (void)q; (void)k; (void)v; (void)qkv; (void)B; (void)T; (void)H; (void)D; (void)stream;
-    TK__NOCUDA("tk_split_heads_forward_cuda");
-}
-TKDEF int tk_split_heads_backward_cuda(float *dqkv, const float *dq, const float *dk,
-                                       const float *dv, int B, int T, int H, int D,
-                                       tk_stream stream)
-{
-    (void)dqkv; (void)dq; (void)dk; (void)dv; (void)B; (void)T; (void)H; (void)D;
-    (void)stream;
-    TK__NOCUDA("tk_split_heads_backward_cuda");
-}
-TKDEF int tk_merge_heads_forward_cuda(float *out, const float *inp, int B, int T, int H,
-                                      int D, tk_stream stream)
-{
-    (void)out; (void)inp; (void)B; (void)T; (void)H; (void)D; (void)stream;
-    TK__NOCUDA("tk_merge_heads_forward_cuda");
-}
-TKDEF int tk_merge_heads_backward_cuda(float *dinp, const float *dout, int B, int T, int H,
-                                       int D, tk_stream stream)
-{
-    (void)dinp; (void)dout; (void)B; (void)T; (void)H; (void)D; (void)stream;
-    TK__NOCUDA("tk_merge_heads_backward_cuda");
-}
-TKDEF int tk_grad_norm_cuda(const float *g, size_t n, float *norm, tk_stream stream)
-{
-    (void)g; (void)n; (void)norm; (void)stream;
-    TK__NOCUDA("tk_grad_norm_cuda");
-}
-TKDEF int tk_clip_grad_norm_cuda(float *g, size_t n, float max_norm, float *norm_out,
-                                 tk_stream stream)
-{
-    (void)g; (void)n; (void)max_norm; (void)norm_out; (void)stream;
-    TK__NOCUDA("tk_clip_grad_norm_cuda");
-}
-#undef TK__NOCUDA
+/* the *_cuda functions of the lists TK__CUDA_OPS and TK__CUDA_ATTN (declared above):
+   each fails with TK_ENOCUDA and its name; the parameters go unused */
+#define TK__CUDA_STUB(ret, name, params)                                                    \
+    TKDEF ret name params { return tk__fail(TK_ENOCUDA, "%s: built without nvcc", #name); }
+#if defined(__GNUC__) || defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#endif
+TK__CUDA_OPS(TK__CUDA_STUB)
+TK__CUDA_ATTN(TK__CUDA_STUB)
+#if defined(__GNUC__) || defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+#undef TK__CUDA_STUB
 #endif /* __CUDACC__ */
 
 #ifdef TENSOR__PUSHED_NO_TRAPPING

@@ -261,11 +261,28 @@ CEASDEF int ceas_cuda_available(void)
     return n > 0;
 }
 
+/* The device observables' workspace: the host call's (the (B,H,T) rows,
+   ceas_attention_observables_workspace_size), then beta (H) floats and the heads (H), each
+   256-byte aligned. Returns its bytes; base NULL: only those (the pointers NULL). */
+static size_t ceas__obs_ws_carve(char *base, int B, int H, int T, ceas_obs **rows, float **beta,
+                                 ceas_obs **heads)
+{
+    size_t off = 0;
+    *rows = base ? (ceas_obs *)(base + off) : NULL;
+    off += ceas__al(ceas_attention_observables_workspace_size(B, H, T));
+    *beta = base ? (float *)(base + off) : NULL;
+    off += ceas__al((size_t)H * sizeof(float));
+    *heads = base ? (ceas_obs *)(base + off) : NULL;
+    off += ceas__al((size_t)H * sizeof(ceas_obs));
+    return off;
+}
+
 CEASDEF size_t ceas_attention_observables_cuda_workspace_size(int B, int H, int T)
 {
+    ceas_obs *rows, *heads;
+    float *beta;
     if (B <= 0 || H <= 0 || T <= 0) return 0;
-    return ceas__al((size_t)B * (size_t)H * (size_t)T * sizeof(ceas_obs)) +
-           ceas__al((size_t)H * sizeof(float)) + ceas__al((size_t)H * sizeof(ceas_obs));
+    return ceas__obs_ws_carve(NULL, B, H, T, &rows, &beta, &heads);
 }
 
 /* The two observables calls: rows from logits (moments NULL; arg = causal) or from
@@ -277,9 +294,8 @@ static int ceas__obs_cuda(const float *logits, const float *moments, int B, int 
 {
     const long long nrows = (long long)B * H * T;
     void *own = NULL;
-    ceas_obs *ro, *dheads;
-    float *dbeta = NULL;
-    char *w;
+    ceas_obs *ro, *dheads, *wrows;
+    float *dbeta = NULL, *wbeta;
     int h, rc = CEAS_OK;
     if (!ceas__is_dev(logits ? logits : moments) || (rows && !ceas__is_dev(rows)) ||
         (workspace && !ceas__is_dev(workspace)))
@@ -289,12 +305,9 @@ static int ceas__obs_cuda(const float *logits, const float *moments, int B, int 
             return rc;
         workspace = own;
     }
-    w = (char *)workspace;
-    ro = rows ? rows : (ceas_obs *)w;
-    w += ceas__al((size_t)nrows * sizeof(ceas_obs));
-    if (beta) dbeta = (float *)w;
-    w += ceas__al((size_t)H * sizeof(float));
-    dheads = (ceas_obs *)w;
+    ceas__obs_ws_carve((char *)workspace, B, H, T, &wrows, &wbeta, &dheads);
+    ro = rows ? rows : wrows;
+    if (beta) dbeta = wbeta;
     if (beta)
         rc = ceas__cuda_check(cudaMemcpyAsync(dbeta, beta, sizeof(float) * (size_t)H, cudaMemcpyHostToDevice, s));
     if (rc == CEAS_OK) {

@@ -554,8 +554,7 @@ ERADEF int era_membership_backward_cuda(const era_rpa_config *cfg, const era_rpa
         if ((rc = era__dtmp(&own, era_membership_workspace_size(p, B, T), s)) != ERA_OK) return rc;
         workspace = own;
     }
-    dz = (float *)workspace;
-    dd2 = (float *)((char *)workspace + era__align(sizeof(float) * (size_t)n * P));
+    era__mu_ws_carve(workspace, (size_t)n, P, &dz, &dd2);
     ERA__LAUNCH(era__k_mu_bwd, era__nblk((size_t)n, 128), 128, 0, s, dz, dd2, dmu, dentropy,
                 zproj, mu, p->centers, p->log_sigma, n, P, R, cfg->logit_clamp,
                 cfg->inv2sig2_min, cfg->inv2sig2_max, cfg->entropy_floor);
@@ -901,12 +900,8 @@ ERADEF int era_rpa_forward_cuda(const era_rpa_config *cfg, const era_rpa_params 
     st->B = B; st->T = T; st->R = R; st->K = K; st->iters = L;
     st->zscore_causal = cfg->zscore_causal ? 1 : 0;
     st->mu = mu;
-    q = (char *)st->dmem;
-    st->mbar = (float *)q; q += era__align(sizeof(float) * (size_t)T * R);
-    st->phi = (float *)q; q += era__align(sizeof(float) * (size_t)T * K);
-    st->M = (float *)q; q += era__align(sizeof(float) * (size_t)T * K);
-    st->phiT = (float *)q; q += era__align(sizeof(float) * (size_t)T * K);
-    st->X = (float *)q; q += era__align(sizeof(float) * (size_t)(2 * L + 1) * R * K);
+    q = (char *)st->dmem; /* the host state's layout (era.h), then scratch (T,K), stats */
+    q += era__rpa_state_carve(q, T, R, K, L, &st->mbar, &st->phi, &st->M, &st->phiT, &st->X);
     q += era__align(sizeof(float) * (size_t)T * K);
     st->stats = (double *)q;
     st->posmix = cfg->posmix;
@@ -1567,16 +1562,9 @@ ERADEF int era_era_forward_cuda(const era_era_config *cfg, const era_era_params 
     st->zscore_causal = cfg->zscore_causal ? 1 : 0;
     st->alpha = p->alpha; st->sigma = p->sigma; st->eps = cfg->eps; st->delta = cfg->delta;
     st->zeps = cfg->zscore_eps;
-    q = (char *)st->dmem;
-    st->mu = (float *)q; q += era__align(sizeof(float) * (size_t)T * R);
-    st->f = (float *)q; q += era__align(sizeof(float) * (size_t)L * R);
-    st->g = (float *)q; q += era__align(sizeof(float) * (size_t)(L + 1) * nb);
-    st->cost = (float *)q; q += era__align(sizeof(float) * (size_t)R * nb);
-    st->plan = (float *)q; q += era__align(sizeof(float) * (size_t)R * nb);
-    st->Q = (float *)q; q += era__align(sizeof(float) * (size_t)T * nb);
-    st->rmean = (double *)q; q += era__align(sizeof(double) * (size_t)T);
-    st->rstd = (double *)q; q += era__align(sizeof(double) * (size_t)T);
-    st->bstart = (int *)q; q += era__align(sizeof(int) * (size_t)(nb + 1));
+    q = (char *)st->dmem; /* the host state's layout (era.h), then V (T,nb), stats */
+    q += era__era_state_carve(q, T, R, nb, L, &st->mu, &st->f, &st->g, &st->cost, &st->plan,
+                              &st->Q, &st->rmean, &st->rstd, &st->bstart);
     st->V = (float *)q; q += era__align(sizeof(float) * (size_t)T * nb);
     st->stats = (double *)q;
     if (!workspace) {

@@ -1426,10 +1426,7 @@ GDELTADEF int gd_forward_cuda(const gd_config *cfg, float *r, float *state_out,
             saved->states = (float *)saved->mem;
             saved->u = saved->states + ((nst + 63) & ~(size_t)63);
             saved->wy = NULL;
-            saved->algo = GD_ALGO_CHUNKED | GD__SAVED_CUDA;
-            saved->B = B; saved->H = H; saved->T = T; saved->Dk = Dk; saved->Dv = Dv;
-            saved->step = C;
-            saved->nstates = NC;
+            gd__saved_set(saved, GD_ALGO_CHUNKED | GD__SAVED_CUDA, B, H, T, Dk, Dv, C, NC);
             p.states = saved->states;
             p.u = saved->u;
         }
@@ -1481,9 +1478,8 @@ GDELTADEF int gd_backward_cuda(const gd_config *cfg, const gd_saved *saved,
         !beta)
         return gd__err(cfg, GD_EINVAL, "%s: NULL buffer", fn);
     if ((rc = gd__cu_shapes(cfg, fn, B, H, T, Dk, Dv, &C, &NC, &BV)) != GD_OK) return rc;
-    if (!saved->states || !saved->u || saved->algo != (GD_ALGO_CHUNKED | GD__SAVED_CUDA) ||
-        saved->B != B || saved->H != H || saved->T != T || saved->Dk != Dk || saved->Dv != Dv ||
-        saved->step != C || saved->nstates != NC)
+    if (!gd__saved_fits(saved, GD_ALGO_CHUNKED | GD__SAVED_CUDA, B, H, T, Dk, Dv, C) ||
+        !saved->u || saved->nstates != NC)
         return gd__err(cfg, GD_EINVAL, "%s: saved state does not match the call (not from "
                        "gd_forward_cuda with these shapes and chunk size)", fn);
     if (!gd__cu_is_dev(dq) || !gd__cu_is_dev(dk) || !gd__cu_is_dev(dv) || !gd__cu_is_dev(dgates) ||
