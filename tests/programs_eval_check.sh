@@ -65,7 +65,7 @@ else
     mkdir "$W/gd" "$W/go"
     awk 'BEGIN { printf " = T = \n"; for (i = 0; i < 1100000; i++) printf "s%d bb cc dd . ", i; print "" }' \
         > "$W/gd/wiki.test.raw"
-    "$G" --data-dir "$W/gd" --out-dir "$W/go" --cloze 0 --order 300 > /dev/null 2> "$W/g1.err"; rc=$?
+    "$G" --data-dir "$W/gd" --out-dir "$W/go" --cloze 0 --order 300 --entity 0 --next 0 --number 0 --heading 0 > /dev/null 2> "$W/g1.err"; rc=$?
     n=$(wc -l < "$W/go/wt2_order.jsonl" 2>/dev/null || echo 0)
     big=$(grep -c '"context":" s1[0-9][0-9][0-9][0-9][0-9][0-9] ' "$W/go/wt2_order.jsonl" 2>/dev/null)
     [ $rc -eq 0 ] && [ "$n" -eq 300 ] && [ "${big:-0}" -gt 0 ] && json_ok "$W/go/wt2_order.jsonl" && no_tmp "$W/go"
@@ -84,11 +84,91 @@ else
     [ $rc -ne 0 ] && grep -q "input text" "$W/g3.err" && [ "$(wc -c < "$W/gd/wiki.test.raw")" -eq "$sz" ]
     check gen_output_is_input $? "rc=$rc: $(last "$W/g3.err")"
     bad=""
-    for a in "--seed xyz" "--seed -1" "--seed 1.5" "--cloze 1x" "--order -3" "--cloze 1e9"; do
+    for a in "--seed xyz" "--seed -1" "--seed 1.5" "--cloze 1x" "--order -3" "--cloze 1e9" "--entity -1" "--next 1.5" \
+             "--number 1e9" "--heading x" "--cloze 0 --order 0 --entity 0 --next 0 --number 0 --heading 0"; do
         "$G" --data-dir "$W/gd2" --out-dir "$W/go4" $a > /dev/null 2>&1; rc=$?
         [ $rc -eq 2 ] && [ ! -e "$W/go4" ] || bad="$bad [$a: rc=$rc]"
     done
     [ -z "$bad" ]; check gen_flag_ranges $? "$bad"
+    # issue 45: the six tasks of the real test split, twice: the same bytes; wt2_cloze and
+    # wt2_order exactly the files docs/RESULTS.md scored (sha256 at --seed 1); each wt2s
+    # task well-formed, from the test split, with the counts the doc block states
+    if [ -f "$DATA/wiki.test.raw.xz" ] || [ -f "$DATA/wiki.test.raw" ]; then
+        "$G" --data-dir "$DATA" --out-dir "$W/gr1" > /dev/null 2> "$W/gr1.err"; r1=$?
+        "$G" --data-dir "$DATA" --out-dir "$W/gr2" > /dev/null 2> "$W/gr2.err"; r2=$?
+        bad=""
+        for t in wt2_cloze wt2_order wt2_entity wt2_next wt2_number wt2_heading; do
+            [ -s "$W/gr1/$t.jsonl" ] && cmp -s "$W/gr1/$t.jsonl" "$W/gr2/$t.jsonl" || bad="$bad $t"
+        done
+        cmp -s "$W/gr1/families.txt" "$W/gr2/families.txt" || bad="$bad families.txt"
+        [ $r1 -eq 0 ] && [ $r2 -eq 0 ] && [ -z "$bad" ]
+        check gen_six_tasks_deterministic $? "rc=$r1/$r2, differ:$bad: $(last "$W/gr1.err")"
+        if command -v sha256sum > /dev/null 2>&1; then
+            h1=$(sha256sum < "$W/gr1/wt2_cloze.jsonl" | cut -c1-64); h2=$(sha256sum < "$W/gr1/wt2_order.jsonl" | cut -c1-64)
+            "$G" --data-dir "$DATA" --out-dir "$W/gr3" --entity 0 --next 0 --number 0 --heading 0 > /dev/null 2>&1; r3=$?
+            [ "$h1" = 3d00138273c40b35c9c8186d0b9daf1d9e86b679a59da1d1470866ef2c020630 ] \
+                && [ "$h2" = f5e2f5b56848c452dfd85de1d90d30202acfd7daf8bbf3ad1b18905eb3e8e6fb ] && [ $r3 -eq 0 ] \
+                && cmp -s "$W/gr1/wt2_cloze.jsonl" "$W/gr3/wt2_cloze.jsonl" && cmp -s "$W/gr1/wt2_order.jsonl" "$W/gr3/wt2_order.jsonl" \
+                && [ "$(grep -v '^#' "$W/gr3/families.txt")" = "wt2: wt2_cloze wt2_order" ] && [ ! -e "$W/gr3/wt2_entity.jsonl" ]
+            check gen_wt2_family_unchanged $? "cloze $h1, order $h2, rc=$r3"
+        else skip gen_wt2_family_unchanged "no sha256sum"; fi
+        if [ $have_py -eq 1 ]; then
+            python3 - "$W/gr1" "$DATA" > "$W/gr.py" 2>&1 <<'PYEOF'
+import json, lzma, os, re, sys
+out, data = sys.argv[1], sys.argv[2]
+raw = os.path.join(data, "wiki.test.raw")
+text = open(raw, encoding="utf-8").read() if os.path.exists(raw) else lzma.open(raw + ".xz", "rt", encoding="utf-8").read()
+lines = text.split("\n")
+norm = [" ".join(l.split()) for l in lines]
+split = "\n".join(norm)
+fam = [l for l in open(os.path.join(out, "families.txt")).read().splitlines() if not l.startswith("#")]
+assert fam == ["wt2: wt2_cloze wt2_order", "wt2s: wt2_entity wt2_next wt2_number wt2_heading"], fam
+want = {"wt2_entity": 1000, "wt2_next": 1000, "wt2_number": 1000, "wt2_heading": 438}
+for task, count in want.items():
+    items = [json.loads(l) for l in open(os.path.join(out, task + ".jsonl"), encoding="utf-8")]
+    assert len(items) == count, (task, len(items))
+    golds = [0, 0, 0, 0]
+    for i, it in enumerate(items):
+        where = "%s line %d" % (task, i + 1)
+        assert it["task"] == task and it["id"] == "%s-%05d" % (task, i), where
+        ch, g = it["choices"], it["gold"]
+        assert isinstance(g, int) and 0 <= g < 4 and len(ch) == 4, where
+        golds[g] += 1
+        assert all(c.strip() and c.startswith(" ") for c in ch), where + ": an empty choice"
+        assert len(set(ch)) == 4, where + ": choices not distinct"
+        assert it["context"].strip(), where + ": empty context"
+        m = re.fullmatch(r"line (\d+) of wiki\.test\.raw", it["src"])
+        n = int(m.group(1))
+        src = norm[n - 1]
+        assert " ".join(ch[g].split()) in src, where + ": the answer is not in its source line"
+        if task == "wt2_heading":
+            assert re.fullmatch(r" (= ){2,}\S.* (= ){2,}\n( *\n)+", it["context"]), where
+            assert it["context"] in text, where + ": heading context not in the split"
+            assert all(" ".join(c.split()) in split for c in ch), where + ": a choice not from the split"
+            assert (it["context"] + ch[g]) in text, where + ": the answer does not follow the heading"
+        else:
+            assert " ".join(it["context"].split()) in src, where + ": context not in its source line"
+        if task == "wt2_next":
+            assert all(" ".join(c.split()) in split for c in ch), where + ": a choice not from the split"
+            assert " ".join((it["context"] + ch[g]).split()) in src, where + ": the answer does not follow"
+        if task == "wt2_entity":
+            assert all(re.fullmatch(r"( [A-Z][A-Za-z]+){2,4}", c) for c in ch), where
+            assert len({len(c.split()) for c in ch}) == 1, where + ": names of different lengths"
+            assert " ".join((it["context"] + ch[g]).split()) in src, where + ": the name does not follow"
+        if task == "wt2_number":
+            ws = [c.split() for c in ch]
+            assert len({len(w) for w in ws}) == 1, where
+            diff = [k for k in range(len(ws[0])) if len({w[k] for w in ws}) > 1]
+            assert len(diff) == 1 and all(w[diff[0]].isdigit() for w in ws), where + ": not one number replaced"
+    assert min(golds) > 0, task + ": a gold index never used"
+print("ok")
+PYEOF
+            [ "$(tail -n 1 "$W/gr.py")" = ok ]
+            check gen_wt2s_items_well_formed $? "$(tail -n 3 "$W/gr.py" | tr '\n' ' ' | cut -c1-300)"
+        else skip gen_wt2s_items_well_formed "no python3"; fi
+    else
+        skip gen_six_tasks_deterministic "no raw test split in $DATA"
+    fi
 fi
 
 # ------------------------------------------------------------------ mcqa_compare
