@@ -33,6 +33,38 @@
      bias[t,s] = alpha * RowZ(log(p_t(s) + delta)) (population standard deviation).
      One bias per length, shared by all heads: it depends on n and parameters only.
 
+   FIXED PRIORS (seed 000's comparison bases; CPU only)
+   Seed 000 (section 8's headline, sections 7.2 and 12) compares its prior with
+   "sinusoid-only" and "relative-only" priors and says its bases may be hybridised with
+   sinusoids / relative kernels, without formulas. These two builders give those priors in
+   the same form as B(T): a (T,T) additive bias for a causal attention, one per length,
+   shared by all heads, then the normalisation of section 7.2 exactly as the RPA bias does
+   it (global mean, unbiased standard deviation + zscore_eps, clip to +-bias_clip, times
+   the warm-in scale clamped to [0,1]; no tau_att: nothing is learned). Readings (the paper
+   leaves them open):
+     sinusoid  the RPA form B = A Phi^T with the aligned memberships A replaced by the basis
+               itself: Phi(T) (T,D) the fixed sinusoidal encoding of Vaswani et al. (seed
+               000's [12]), Phi[t,2k] = sin(t w_k), Phi[t,2k+1] = cos(t w_k),
+               w_k = base^(-2k/D), and x = Phi Phi^T / (D/2), i.e.
+               x[i,j] = (2/D) sum_{k<D/2} cos((i - j) w_k) (1 on the diagonal). D = 64 and
+               base 10000 by default (a head width and the usual base).
+     relative  the linear distance penalty of ALiBi (seed 000's [16]) with one slope:
+               x[i,j] = -slope |i - j|. z-scored (the default), the slope cancels (up to
+               zscore_eps): the prior is -|i - j| standardised over the matrix, whose
+               std grows with T, so its per-token slope shrinks as 1/T (length-scaled,
+               as RPA's positional mix -|i - j| / (T - 1) is); with zscore = 0 the bias
+               is scale * x exactly (ALiBi's fixed per-token slope; no clip). ALiBi's per-head slopes 2^(-8(h+1)/H): build one bias per
+               head with zscore 0 and add them with era_apply(per_head = 1).
+   Both depend on i - j only (and are even in it), so the statistics come in closed form
+   from the T distinct values with their multiplicities (T at d = 0, 2(T - d) at d > 0;
+   T - d over j <= i); the cost is O(T D) + one pass over the output. zscore_causal = 1
+   takes the statistics over j <= i and writes 0 at j > i (as ERA's causal option; with
+   zscore = 0 too). T = 1:
+   the standard deviation is undefined and the bias is 0 (as RPA's). They have no
+   gradient (nothing to learn), no state and no CUDA mirror: build B(T) on the host once
+   per length (an era_cache_init builder is a two-line wrapper) and copy it to the device.
+   No model preset uses them yet.
+
    Positions are counted from 0 (t = 0..T-1). For ERA this means every position lies in
    one block (with the paper's 1-based s the last position s = n falls in no block).
 
@@ -92,6 +124,11 @@
 
    SHAPES: B batch, T sequence length, D model width, P projected width, R regimes,
      K RPA blocks, nb ERA blocks, H heads. All buffers are caller-owned row-major float32.
+
+     era_pos_config (fixed priors): dims 64, base 10000, slope 1, zscore 1,
+       zscore_causal 0, zscore_eps 1e-6, bias_clip 4, scale 1, max_T 65536; the flags
+       are 0 or 1 (else ERA_EINVAL); dims and base are checked by the sinusoid builder,
+       slope by the relative one (a field the prior does not use is not looked at).
 
    ERRORS: ERA_OK 0, ERA_EINVAL -1 (NULL pointer, bad dimension, NaN/Inf or out-of-range
      hyper-parameter), ERA_ENOMEM -2, ERA_ERANGE -3 (T above max_T, a size that overflows,
@@ -381,6 +418,28 @@ ERADEF int era_era_backward(const era_era_config *cfg, const era_era_params *p,
 ERADEF size_t era_era_workspace_size(const era_era_config *cfg, int T);
 ERADEF int era_era_rows(const era_era_state *st, int row0, int nrows,
                         float *out /* (nrows,T) */);
+
+/* ------------------------------------------------------------------ fixed priors */
+/* Seed 000's comparison priors (see FIXED PRIORS at the top): T x T additive biases of the
+   same form as B(T), with no learned part. CPU only. */
+typedef struct era_pos_config {
+    int dims;           /* sinusoid: basis width D, even, 2..65536 (64) */
+    float base;         /* sinusoid: wavelength base, > 1 (10000) */
+    float slope;        /* relative: distance slope m, > 0 (1); only matters with zscore 0 */
+    int zscore;         /* 1: z-score and clip as the RPA bias (default); 0: raw (scale * x) */
+    int zscore_causal;  /* 0: statistics over all T*T entries; 1: over j <= i, and 0 written
+                           at j > i (also with zscore 0) */
+    float zscore_eps;   /* added to the std (1e-6), >= 0 */
+    float bias_clip;    /* clip of the z-scored bias (4), > 0 */
+    float scale;        /* warm-in scale, clamped to [0,1] (1) */
+    int max_T;          /* largest accepted T (65536) */
+} era_pos_config;
+
+ERADEF era_pos_config era_pos_config_default(void);
+/* Fixed sinusoidal-basis prior: x[i,j] = (2/D) sum_k cos((i - j) base^(-2k/D)), k < D/2. */
+ERADEF int era_sinusoid_bias(const era_pos_config *cfg, int T, float *bias /* (T,T) */);
+/* Relative-position (ALiBi-style) prior: x[i,j] = -slope |i - j|. */
+ERADEF int era_relative_bias(const era_pos_config *cfg, int T, float *bias /* (T,T) */);
 
 /* ------------------------------------------------------------------ both ----- */
 
@@ -2488,6 +2547,103 @@ ERADEF int era_reduce_grad(float *dbias, const float *dscores, int per_head, int
         dbias[i] += (float)acc;
     }
     return ERA_OK;
+}
+
+/* ------------------------------------------------------------------ fixed priors */
+
+ERADEF era_pos_config era_pos_config_default(void)
+{
+    era_pos_config c;
+    c.dims = 64;
+    c.base = 10000.0f;
+    c.slope = 1.0f;
+    c.zscore = 1;
+    c.zscore_causal = 0;
+    c.zscore_eps = 1e-6f;
+    c.bias_clip = 4.0f;
+    c.scale = 1.0f;
+    c.max_T = 65536;
+    return c;
+}
+
+/* x(d), d = |i - j| >= 0, of either prior (kind 0 sinusoid, 1 relative), in double */
+static double era__pos_x(const era_pos_config *c, int kind, int d)
+{
+    if (kind == 0) {
+        int k, half = c->dims / 2;
+        double acc = 0.0;
+        for (k = 0; k < half; k++) acc += cos((double)d * pow((double)c->base, -2.0 * k / (double)c->dims));
+        return acc / (double)half;
+    }
+    return -(double)c->slope * (double)d;
+}
+
+/* multiplicity of distance d in the statistics set */
+static double era__pos_mult(int causal, int T, int d)
+{
+    if (causal) return (double)(T - d);
+    return d ? 2.0 * (double)(T - d) : (double)T;
+}
+
+static int era__pos_bias(const era_pos_config *c, int kind, int T, float *bias)
+{
+    double n = 0.0, mean = 0.0, ss = 0.0, inv = 0.0, scale, clip;
+    float *last;
+    int d, i, rc;
+    if (!c || !bias) return ERA_EINVAL;
+    if (c->max_T < 1 || (c->zscore != 0 && c->zscore != 1) || (c->zscore_causal != 0 && c->zscore_causal != 1))
+        return ERA_EINVAL;
+    if (!era__finite(c->scale) || !era__finite(c->zscore_eps) || c->zscore_eps < 0.0f ||
+        !era__finite(c->bias_clip) || c->bias_clip <= 0.0f)
+        return ERA_EINVAL;
+    if (kind == 0 && (c->dims < 2 || c->dims > 65536 || (c->dims & 1) || !era__finite(c->base) || c->base <= 1.0f))
+        return ERA_EINVAL;
+    if (kind == 1 && (!era__finite(c->slope) || c->slope <= 0.0f)) return ERA_EINVAL;
+    if ((rc = era__check_T(T, c->max_T)) != ERA_OK) return rc;
+    scale = c->scale < 0.0f ? 0.0 : c->scale > 1.0f ? 1.0 : (double)c->scale;
+    clip = (double)c->bias_clip;
+    if (c->zscore) { /* closed-form statistics over the distinct distances, two passes */
+        for (d = 0; d < T; d++) {
+            double m = era__pos_mult(c->zscore_causal, T, d);
+            mean += m * era__pos_x(c, kind, d);
+            n += m;
+        }
+        mean /= n;
+        for (d = 0; d < T; d++) {
+            double e = era__pos_x(c, kind, d) - mean;
+            ss += era__pos_mult(c->zscore_causal, T, d) * e * e;
+        }
+        inv = n < 2.0 ? 0.0 : 1.0 / (sqrt(ss / (n - 1.0)) + (double)c->zscore_eps); /* T = 1: 0 */
+    }
+    /* the values y(d) go into the last row (y(d) at column T-1-d), then every row copies them */
+    last = bias + (size_t)(T - 1) * (size_t)T;
+    for (d = 0; d < T; d++) {
+        double y = era__pos_x(c, kind, d);
+        if (c->zscore) {
+            y = (y - mean) * inv;
+            if (y > clip) y = clip;
+            if (y < -clip) y = -clip;
+        }
+        last[T - 1 - d] = (float)(y * scale);
+    }
+    ERA__OMP(omp parallel for schedule(static) if((long long)T * T > 65536))
+    for (i = 0; i < T - 1; i++) {
+        float *row = bias + (size_t)i * (size_t)T;
+        int j;
+        for (j = 0; j <= i; j++) row[j] = last[T - 1 - (i - j)];
+        for (j = i + 1; j < T; j++) row[j] = c->zscore_causal ? 0.0f : last[T - 1 - (j - i)];
+    }
+    return ERA_OK;
+}
+
+ERADEF int era_sinusoid_bias(const era_pos_config *cfg, int T, float *bias)
+{
+    return era__pos_bias(cfg, 0, T, bias);
+}
+
+ERADEF int era_relative_bias(const era_pos_config *cfg, int T, float *bias)
+{
+    return era__pos_bias(cfg, 1, T, bias);
 }
 
 static int era__build_era(void *user, int T, float *bias)

@@ -2,7 +2,9 @@
    re-implementations, every gradient against central finite differences of those
    re-implementations, the papers' properties (Theorem 1 / Proposition 1 of seed 003,
    Sinkhorn marginals, Proposition 1 of seed 000, length calibration), the inference
-   cache, and edge / bad input. */
+   cache, and edge / bad input. Issue 45: seed 000's fixed comparison priors (sinusoidal
+   basis, relative distance) against hand-computed values and an entry-by-entry double
+   reference, their shape, and refused input. */
 #define STB_DS_IMPLEMENTATION
 #include <stb_ds.h>
 #define ERA_IMPLEMENTATION
@@ -1748,6 +1750,263 @@ static void test_flags_range_checked(void)
     era_rpa_state_free(&rs);
 }
 
+/* ------------------------------------------------- fixed priors (issue 45) ----- */
+
+/* double reference of era_sinusoid_bias / era_relative_bias straight from the formulas:
+   every (i,j) entry, statistics over the T*T entries (or j <= i), no closed form */
+static void ref_pos_bias(const era_pos_config *c, int kind, int T, double *out)
+{
+    double n = 0.0, mean = 0.0, ss = 0.0, sd, scale = dclamp(c->scale, 0.0, 1.0);
+    int i, j, k;
+    for (i = 0; i < T; i++)
+        for (j = 0; j < T; j++) {
+            double x = 0.0;
+            if (kind == 0) {
+                for (k = 0; k < c->dims / 2; k++) {
+                    double w = pow(c->base, -2.0 * k / c->dims); /* Phi Phi^T / (D/2) */
+                    x += sin(i * w) * sin(j * w) + cos(i * w) * cos(j * w);
+                }
+                x /= c->dims / 2;
+            } else {
+                x = -c->slope * fabs((double)(i - j));
+            }
+            out[i * T + j] = x;
+        }
+    if (!c->zscore) {
+        for (i = 0; i < T; i++)
+            for (j = 0; j < T; j++) out[i * T + j] = c->zscore_causal && j > i ? 0.0 : out[i * T + j] * scale;
+        return;
+    }
+    for (i = 0; i < T; i++)
+        for (j = 0; j < T; j++)
+            if (!c->zscore_causal || j <= i) { mean += out[i * T + j]; n += 1.0; }
+    mean /= n;
+    for (i = 0; i < T; i++)
+        for (j = 0; j < T; j++)
+            if (!c->zscore_causal || j <= i) ss += (out[i * T + j] - mean) * (out[i * T + j] - mean);
+    sd = n > 1.0 ? sqrt(ss / (n - 1.0)) : 0.0;
+    for (i = 0; i < T; i++)
+        for (j = 0; j < T; j++) {
+            double y = n > 1.0 ? (out[i * T + j] - mean) / (sd + c->zscore_eps) : 0.0;
+            y = dclamp(y, -c->bias_clip, c->bias_clip) * scale;
+            out[i * T + j] = c->zscore_causal && j > i ? 0.0 : y;
+        }
+}
+
+static int pos_build(const era_pos_config *c, int kind, int T, float *b)
+{
+    return kind == 0 ? era_sinusoid_bias(c, T, b) : era_relative_bias(c, T, b);
+}
+
+/* hand-computed values at T = 3 */
+static void test_pos_closed_form(void)
+{
+    era_pos_config c = era_pos_config_default();
+    float b[25];
+    double m, sd, y[3];
+    int i, j, d;
+    /* relative, z-scored over all 9 entries: values -|i-j| = 0 (x3), -1 (x4), -2 (x2) */
+    CHECK_INT_EQ(era_relative_bias(&c, 3, b), ERA_OK);
+    m = -8.0 / 9.0;
+    sd = sqrt((3 * (0 - m) * (0 - m) + 4 * (-1 - m) * (-1 - m) + 2 * (-2 - m) * (-2 - m)) / 8.0);
+    for (d = 0; d < 3; d++) y[d] = (-d - m) / (sd + 1e-6);
+    CHECK_NEAR(y[0], 8.0 / 9.0 / sqrt(396.0 / 648.0), 1e-5); /* the numbers written out */
+    for (i = 0; i < 3; i++)
+        for (j = 0; j < 3; j++) CHECK_NEAR(b[i * 3 + j], y[abs(i - j)], 1e-6);
+    /* the slope cancels in the z-score (exactly with zscore_eps 0: the eps does not scale) */
+    c.zscore_eps = 0.0f;
+    {
+        float b1[9], b2[9];
+        CHECK_INT_EQ(era_relative_bias(&c, 3, b1), ERA_OK);
+        c.slope = 7.5f;
+        CHECK_INT_EQ(era_relative_bias(&c, 3, b2), ERA_OK);
+        for (i = 0; i < 9; i++) CHECK_NEAR(b2[i], b1[i], 1e-6);
+        for (i = 0; i < 9; i++) CHECK_NEAR(b1[i], b[i], 2e-6); /* eps 1e-6 against a std of 0.78 */
+    }
+    c.zscore_eps = 1e-6f;
+    /* relative, raw: -slope |i-j| times the scale, exactly */
+    c.zscore = 0;
+    c.slope = 0.5f;
+    c.scale = 0.5f;
+    CHECK_INT_EQ(era_relative_bias(&c, 5, b), ERA_OK);
+    for (i = 0; i < 5; i++)
+        for (j = 0; j < 5; j++) CHECK(b[i * 5 + j] == (float)(-0.25 * abs(i - j)));
+    /* sinusoid, D = 2, raw: cos(i - j); D = 4, base 100: (cos d + cos(d / 10)) / 2 */
+    c = era_pos_config_default();
+    c.zscore = 0;
+    c.dims = 2;
+    CHECK_INT_EQ(era_sinusoid_bias(&c, 3, b), ERA_OK);
+    for (i = 0; i < 3; i++)
+        for (j = 0; j < 3; j++) CHECK_NEAR(b[i * 3 + j], cos((double)(i - j)), 1e-7);
+    c.dims = 4;
+    c.base = 100.0f;
+    CHECK_INT_EQ(era_sinusoid_bias(&c, 3, b), ERA_OK);
+    for (i = 0; i < 3; i++)
+        for (j = 0; j < 3; j++) CHECK_NEAR(b[i * 3 + j], 0.5 * (cos(i - j) + cos((i - j) / 10.0)), 1e-7);
+    /* sinusoid D = 2, causal z-score at T = 3: 1 (x3), cos 1 (x2), cos 2 (x1); 0 above */
+    c.dims = 2;
+    c.base = 10000.0f;
+    c.zscore = 1;
+    c.zscore_causal = 1;
+    CHECK_INT_EQ(era_sinusoid_bias(&c, 3, b), ERA_OK);
+    m = (3.0 + 2.0 * cos(1.0) + cos(2.0)) / 6.0;
+    sd = sqrt((3 * (1 - m) * (1 - m) + 2 * (cos(1.0) - m) * (cos(1.0) - m) + (cos(2.0) - m) * (cos(2.0) - m)) / 5.0);
+    for (i = 0; i < 3; i++)
+        for (j = 0; j < 3; j++) {
+            if (j > i) CHECK(b[i * 3 + j] == 0.0f);
+            else CHECK_NEAR(b[i * 3 + j], (cos((double)(i - j)) - m) / (sd + 1e-6), 1e-6);
+        }
+    /* T = 1: no standard deviation, the z-scored bias is 0; raw it is x(0) */
+    c = era_pos_config_default();
+    b[0] = 5.0f;
+    CHECK_INT_EQ(era_sinusoid_bias(&c, 1, b), ERA_OK);
+    CHECK(b[0] == 0.0f);
+    b[0] = 5.0f;
+    CHECK_INT_EQ(era_relative_bias(&c, 1, b), ERA_OK);
+    CHECK(b[0] == 0.0f);
+    c.zscore = 0;
+    CHECK_INT_EQ(era_sinusoid_bias(&c, 1, b), ERA_OK);
+    CHECK_NEAR(b[0], 1.0, 1e-7);
+}
+
+/* against the entry-by-entry reference, both kinds, both statistics sets, several T */
+static void test_pos_reference(void)
+{
+    static const int Ts[4] = {2, 7, 64, 300};
+    int t, kind, causal, zs, i;
+    for (t = 0; t < 4; t++)
+        for (kind = 0; kind < 2; kind++)
+            for (causal = 0; causal < 2; causal++)
+                for (zs = 0; zs < 2; zs++) {
+                    int T = Ts[t];
+                    era_pos_config c = era_pos_config_default();
+                    float *b = falloc((size_t)T * T);
+                    double *r = dalloc((size_t)T * T), worst = 0.0;
+                    c.zscore = zs;
+                    c.zscore_causal = causal;
+                    c.dims = kind == 0 && T == 7 ? 6 : 64;
+                    c.slope = 0.25f;
+                    c.scale = 0.75f;
+                    if (T == 300) c.bias_clip = 2.0f; /* the clip is reached */
+                    CHECK_INT_EQ(pos_build(&c, kind, T, b), ERA_OK);
+                    ref_pos_bias(&c, kind, T, r);
+                    for (i = 0; i < T * T; i++) {
+                        double e = fabs(b[i] - r[i]) / (1.0 + fabs(r[i]));
+                        if (e > worst) worst = e;
+                    }
+                    if (worst > 2e-6) printf("  T %d kind %d causal %d zscore %d: %g\n", T, kind, causal, zs, worst);
+                    CHECK(worst <= 2e-6);
+                    free(b);
+                    free(r);
+                }
+}
+
+/* shape: Toeplitz, symmetric (full statistics), zero above the diagonal (causal), the
+   diagonal is the row maximum, the relative prior decreases with the distance, the
+   z-scored bias has mean 0 and std 1 over its statistics set, the clip and the scale */
+static void test_pos_properties(void)
+{
+    const int T = 96;
+    float *b = falloc((size_t)T * T), *b2 = falloc((size_t)T * T);
+    int kind, causal, i, j;
+    for (kind = 0; kind < 2; kind++)
+        for (causal = 0; causal < 2; causal++) {
+            era_pos_config c = era_pos_config_default();
+            double s = 0.0, s2 = 0.0, n = 0.0, mx = 0.0;
+            c.zscore_causal = causal;
+            c.bias_clip = 100.0f; /* no clipping: the moments are exact */
+            CHECK_INT_EQ(pos_build(&c, kind, T, b), ERA_OK);
+            for (i = 0; i < T; i++)
+                for (j = 0; j < T; j++) {
+                    float v = b[i * T + j];
+                    if (i + 1 < T && j + 1 < T && (!causal || j <= i)) CHECK(v == b[(i + 1) * T + j + 1]);
+                    if (!causal) CHECK(v == b[j * T + i]);
+                    if (causal && j > i) { CHECK(v == 0.0f); continue; }
+                    CHECK(v <= b[i * T + i]);
+                    if (kind == 1 && j < i) CHECK(v < b[i * T + j + 1]);
+                    s += v;
+                    s2 += (double)v * v;
+                    n += 1.0;
+                    if (fabs(v) > mx) mx = fabs(v);
+                }
+            CHECK_NEAR(s / n, 0.0, 1e-5);
+            CHECK_NEAR(sqrt((s2 - s * s / n) / (n - 1.0)), 1.0, 1e-4);
+            /* the default clip 4 bounds it; a clip of 0.5 is reached on both sides */
+            c.bias_clip = 0.5f;
+            CHECK_INT_EQ(pos_build(&c, kind, T, b2), ERA_OK);
+            {
+                int lo = 0, hi = 0;
+                for (i = 0; i < T; i++)
+                    for (j = 0; j <= i; j++) {
+                        float v = b2[i * T + j];
+                        CHECK(v >= -0.5f && v <= 0.5f);
+                        lo += v == -0.5f;
+                        hi += v == 0.5f;
+                        if (fabs(b[i * T + j]) < 0.5) CHECK(v == b[i * T + j]);
+                    }
+                CHECK(lo > 0 && hi > 0);
+            }
+            CHECK(mx > 1.0);
+            /* scale: clamped to [0, 1] (2 is 1, -1 is 0), multiplies the result */
+            c.bias_clip = 100.0f;
+            c.scale = 2.0f;
+            CHECK_INT_EQ(pos_build(&c, kind, T, b2), ERA_OK);
+            CHECK(memcmp(b, b2, sizeof(float) * (size_t)T * T) == 0);
+            c.scale = 0.25f;
+            CHECK_INT_EQ(pos_build(&c, kind, T, b2), ERA_OK);
+            for (i = 0; i < T * T; i++) CHECK_NEAR(b2[i], 0.25 * b[i], 1e-6);
+            c.scale = -1.0f;
+            CHECK_INT_EQ(pos_build(&c, kind, T, b2), ERA_OK);
+            for (i = 0; i < T * T; i++) CHECK(b2[i] == 0.0f);
+        }
+    free(b);
+    free(b2);
+}
+
+/* bad input: refused with ERA_EINVAL / ERA_ERANGE, the output untouched */
+static void test_pos_bad_input(void)
+{
+    float b[16];
+    int kind, k, i;
+    for (kind = 0; kind < 2; kind++) {
+        era_pos_config c = era_pos_config_default();
+        CHECK_INT_EQ(pos_build(NULL, kind, 4, b), ERA_EINVAL);
+        CHECK_INT_EQ(pos_build(&c, kind, 4, NULL), ERA_EINVAL);
+        for (k = 0; k < 17; k++) {
+            int want = ERA_EINVAL, T = 4;
+            c = era_pos_config_default();
+            switch (k) {
+            case 0: T = 0; break;
+            case 1: T = -3; break;
+            case 2: c.max_T = 3; want = ERA_ERANGE; break;
+            case 3: c.max_T = 0; break;
+            case 4: c.zscore = 2; break;
+            case 5: c.zscore_causal = -1; break;
+            case 6: c.zscore_eps = -1e-6f; break;
+            case 7: c.zscore_eps = NAN; break;
+            case 8: c.bias_clip = 0.0f; break;
+            case 9: c.bias_clip = NAN; break;
+            case 10: c.scale = NAN; break;
+            case 11: c.scale = INFINITY; break;
+            case 12: if (kind == 0) c.dims = 3; else c.slope = 0.0f; break;
+            case 13: if (kind == 0) c.dims = 0; else c.slope = -1.0f; break;
+            case 14: if (kind == 0) c.dims = 65538; else c.slope = NAN; break;
+            case 15: if (kind == 0) c.base = 1.0f; else c.slope = INFINITY; break;
+            case 16: if (kind == 0) c.base = NAN; else c.slope = -INFINITY; break;
+            }
+            for (i = 0; i < 16; i++) b[i] = 42.0f;
+            CHECK_INT_EQ(pos_build(&c, kind, T, b), want);
+            for (i = 0; i < 16; i++) CHECK(b[i] == 42.0f);
+        }
+    }
+    /* T * T that overflows the address space: ERA_ERANGE before any write */
+    {
+        era_pos_config c = era_pos_config_default();
+        c.max_T = 2147483647;
+        CHECK_INT_EQ(era_relative_bias(&c, 2147483647, b), ERA_ERANGE);
+    }
+}
+
 int main(int argc, char **argv)
 {
     TEST_INIT(argc, argv);
@@ -1782,5 +2041,9 @@ int main(int argc, char **argv)
     TEST_RUN(test_zscore_sums_no_cancellation);
     TEST_RUN(test_sweep_float64);
     TEST_RUN(test_flags_range_checked);
+    TEST_RUN(test_pos_closed_form);
+    TEST_RUN(test_pos_reference);
+    TEST_RUN(test_pos_properties);
+    TEST_RUN(test_pos_bad_input);
     return TEST_END();
 }
