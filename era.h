@@ -506,9 +506,10 @@ ERADEF const char *era_strerror(int code);
    synchronisation. `stream` is a cudaStream_t (NULL: the default stream). fp32 math;
    statistics in double; no atomics (every reduction has a fixed order: results are
    bit-identical run to run). Not on the GPU: the legacy kappa-mixture (cfg->legacy:
-   ERA_EINVAL), era_type2_forward, the host cache (era_cache_* stays host-side; build
-   B(T) once per T with era_*_forward_cuda and keep the device buffer). Tolerances
-   against the CPU path: see the top of cuda/era.cuh.
+   ERA_EINVAL), era_type2_forward, the fixed priors era_sinusoid_bias /
+   era_relative_bias (build on the host, copy), the host cache (era_cache_* stays
+   host-side; build B(T) once per T with era_*_forward_cuda and keep the device buffer).
+   Tolerances against the CPU path: see the top of cuda/era.cuh.
    The plain calls (era_membership_*, era_rpa_*, era_era_*, era_apply, era_reduce_grad)
    take device pointers too in such a build and run these on the default stream: a prior
    state then keeps a device twin (state.cuda, freed by era_*_state_free) and its
