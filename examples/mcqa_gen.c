@@ -562,20 +562,28 @@ static void first_sentence(char *buf, size_t cap, const paragraph *par, long h)
 static long gen_heading(const paragraph *par, const unsigned char *text, long n, FILE *f, long *nc)
 {
     cand_t *cand = NULL;
-    long ncand = 0, ccand = 0, h, i, written = -1, *ord = NULL;
+    long ncand = 0, ccand = 0, h, i, written = -1, *ord = NULL, *alo = NULL, *ahi = NULL;
     unsigned long long *key = NULL;
     char ctx[8192], ch[4][4200], b[2048];
 
     ord = (long *)malloc((size_t)(g_nheads + 1) * sizeof *ord);
     key = (unsigned long long *)malloc((size_t)(g_nheads + 1) * sizeof *key);
-    if (!ord || !key) { fprintf(stderr, "mcqa_gen: out of memory\n"); goto done; }
+    alo = (long *)malloc((size_t)(g_nheads + 1) * sizeof *alo);
+    ahi = (long *)malloc((size_t)(g_nheads + 1) * sizeof *ahi);
+    if (!ord || !key || !alo || !ahi) { fprintf(stderr, "mcqa_gen: out of memory\n"); goto done; }
+    for (h = 0; h < g_nheads;) { /* the headings of an article are consecutive: [alo, ahi) */
+        long e = h, o;
+        while (e < g_nheads && g_heads[e].art == g_heads[h].art) e++;
+        for (o = h; o < e; o++) { alo[o] = h; ahi[o] = e; }
+        h = e;
+    }
     for (h = 0; h < g_nheads; h++) {
         long o, others = 0;
         char g[2048];
         if (!heading_ok(par, h)) continue;
         first_sentence(g, sizeof g, par, h);
-        for (o = 0; o < g_nheads; o++)
-            if (o != h && g_heads[o].art == g_heads[h].art && heading_ok(par, o)) {
+        for (o = alo[h]; o < ahi[h] && others < 3; o++)
+            if (o != h && heading_ok(par, o)) {
                 first_sentence(b, sizeof b, par, o);
                 others += strcmp(b, g) != 0;
             }
@@ -596,23 +604,21 @@ static long gen_heading(const paragraph *par, const unsigned char *text, long n,
         int L = pg->sent[1], got = 0, gold, c;
         size_t q, e = 0;
         /* the others of the article, nearest first sentence length first, ties in random order */
-        for (o = 0; o < g_nheads; o++)
-            if (o != hh && g_heads[o].art == g_heads[hh].art && heading_ok(par, o)) {
+        for (o = alo[hh]; o < ahi[hh]; o++)
+            if (o != hh && heading_ok(par, o)) {
                 int l = par[g_heads[o].para].sent[1];
                 ord[m] = o;
                 key[m++] = ((unsigned long long)(l > L ? l - L : L - l) << 32) | (rnd() >> 32);
             }
-        for (j = 0; j < m; j++) { /* selection sort: m is a few dozen at most */
+        first_sentence(ch[0], sizeof ch[0], par, hh);
+        for (j = 0; j < m && got < 3; j++) { /* the next smallest key (selection: a few passes) */
             long best = j, t;
             unsigned long long tk;
+            int dup = 0;
             for (o = j + 1; o < m; o++)
                 if (key[o] < key[best]) best = o;
             t = ord[j]; ord[j] = ord[best]; ord[best] = t;
             tk = key[j]; key[j] = key[best]; key[best] = tk;
-        }
-        first_sentence(ch[0], sizeof ch[0], par, hh);
-        for (j = 0; j < m && got < 3; j++) {
-            int dup = 0;
             first_sentence(ch[got + 1], sizeof ch[got + 1], par, ord[j]);
             for (c = 0; c <= got; c++) dup |= !strcmp(ch[c], ch[got + 1]);
             if (!dup) got++;
@@ -631,6 +637,8 @@ static long gen_heading(const paragraph *par, const unsigned char *text, long n,
         put_item(f, "wt2_heading", written++, ctx, ch, 4, gold, pg->line);
     }
 done:
+    free(ahi);
+    free(alo);
     free(key);
     free(ord);
     free(cand);
