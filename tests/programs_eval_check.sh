@@ -9,7 +9,9 @@
 # directory or an empty file as input, junk and out-of-range numbers, NaN weights, a
 # checkpoint whose config says cuda scored on the CPU, --weights ema|swa on a checkpoint
 # without them, a 2^20-sentence paragraph, niah results with duplicate seeds, null and
-# 1e300, mcqa logs with positive sums, wrong means and a gold answer that differs. Each case
+# 1e300, mcqa logs with positive sums, wrong means and a gold answer that differs; on the
+# real test split (issue 45), mcqa_gen's six tasks twice (same bytes), wt2_cloze / wt2_order
+# pinned by sha256, every wt2s item well-formed and traced to its source line. Each case
 # prints "ok <name>", "FAIL <name>: why" or "skip <name>: why"; the last line is
 # `RESULT programs_eval_check passed=P failed=F skipped=S` and the exit status is 1 when a
 # case failed. The mcqa cases need build/wt2_train, the data and a C compiler (a small
