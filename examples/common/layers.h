@@ -114,6 +114,13 @@
       (LYR_EINVAL on the device path). saved_floats and work_floats cover both paths (the
       work count includes gd_workspace_size_cuda in CUDA builds).
 
+   DEVICE CONTEXT (exctx.h, issue 39): every layer has two entry points. lyr_X_fwd /
+   lyr_X_bwd take an ex_ctx first: the buffers live on cx->device and every op runs there
+   (exctx.h's dispatch, the CUDA bodies on cx->stream); nothing asks the driver where a
+   pointer lives. The plain lyr_X_forward / lyr_X_backward are the drop-in form: they
+   find the device from the buffers (tk_is_device), refuse a mix (LYR_EINVAL, nothing
+   written) and call the context form. The model uses the context forms.
+
    ERRORS: LYR_OK 0; LYR_EINVAL (NULL pointer, bad dimension, NaN/Inf hyper-parameter);
    LYR_ENOMEM; LYR_EFAIL (a tensor.h / polar.h / gdelta.h call failed, e.g. a NaN/Inf
    activation refused by gdelta). lyr_strerror() names them. */
@@ -126,6 +133,7 @@
 #include "tensor.h"
 #include "polar.h"
 #include "gdelta.h"
+#include "exctx.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -189,6 +197,14 @@ int lyr_moe_forward(const lyr_moe_dims *d, const float *const *P, const float *x
 int lyr_moe_backward(const lyr_moe_dims *d, const float *const *P, float *const *G,
                      const float *dout, float *dx, float *dmu, const float *saved,
                      float *work, int B, int T, float *host, float lb_coef);
+/* The same on the device of cx (every buffer there; host on the host), nothing asked of
+   the driver about the buffers (see DEVICE CONTEXT at the top). */
+int lyr_moe_fwd(const ex_ctx *cx, const lyr_moe_dims *d, const float *const *P, const float *x,
+                const float *mu, float *out, float *saved, float *work, int B, int T, int train,
+                uint64_t seed, float *host, float *lb_stat);
+int lyr_moe_bwd(const ex_ctx *cx, const lyr_moe_dims *d, const float *const *P, float *const *G,
+                const float *dout, float *dx, float *dmu, const float *saved, float *work, int B,
+                int T, float *host, float lb_coef);
 
 /* ------------------------------------------------------------ polar attention */
 enum { LYR_POLAR_QKV = 0, LYR_POLAR_LEN_GAIN, LYR_POLAR_NULL_BASE, LYR_POLAR_NULL_SLOPE,
@@ -228,6 +244,13 @@ int lyr_polar_forward(const lyr_polar_dims *d, const float *const *P, const floa
 int lyr_polar_backward(const lyr_polar_dims *d, const float *const *P, float *const *G,
                        const float *dout, float *dxn, const float *saved, float *work,
                        int B, int T);
+/* The same on the device of cx. */
+int lyr_polar_fwd(const ex_ctx *cx, const lyr_polar_dims *d, const float *const *P,
+                  const float *xn, float *out, float *saved, float *work, int B, int T, int train,
+                  uint64_t seed, lyr_polar_stats *stats);
+int lyr_polar_bwd(const ex_ctx *cx, const lyr_polar_dims *d, const float *const *P,
+                  float *const *G, const float *dout, float *dxn, const float *saved, float *work,
+                  int B, int T);
 
 /* ------------------------------------------------------------ gated-delta memory */
 enum { LYR_GD_QKV = 0, LYR_GD_W_GAMMA, LYR_GD_B_GAMMA, LYR_GD_W_BETA, LYR_GD_B_BETA,
@@ -264,6 +287,13 @@ int lyr_gdelta_forward(const lyr_gdelta_dims *d, const float *const *P, const fl
 int lyr_gdelta_backward(const lyr_gdelta_dims *d, const float *const *P, float *const *G,
                         const float *dout, float *dxn, const float *saved, float *work,
                         int B, int T);
+/* The same on the device of cx. */
+int lyr_gdelta_fwd(const ex_ctx *cx, const lyr_gdelta_dims *d, const float *const *P,
+                   const float *xn, float *out, float *saved, float *work, int B, int T,
+                   int train, uint64_t seed, lyr_gdelta_stats *stats);
+int lyr_gdelta_bwd(const ex_ctx *cx, const lyr_gdelta_dims *d, const float *const *P,
+                   float *const *G, const float *dout, float *dxn, const float *saved,
+                   float *work, int B, int T);
 
 #ifdef __cplusplus
 }
