@@ -318,6 +318,22 @@ static inline int ex_ce_bwd_inplace(const ex_ctx *x, float *probs, const int *ta
            tk_crossentropy_backward_inplace_cuda(probs, targets, N, V, eps, dloss, x->stream));
 }
 
+static inline int ex_adamw(const ex_ctx *x, float *params, const float *grads, float *m, float *v, size_t n,
+                           const tk_adamw_config *cfg, long t)
+{
+    EX__OP(tk_adamw_update(params, grads, m, v, n, cfg, t),
+           tk_adamw_update_cuda(params, grads, m, v, n, cfg, t, x->stream));
+}
+/* norm, norm_out: host floats */
+static inline int ex_grad_norm(const ex_ctx *x, const float *g, size_t n, float *norm)
+{
+    EX__OP(tk_grad_norm(g, n, norm), tk_grad_norm_cuda(g, n, norm, x->stream));
+}
+static inline int ex_clip_grad_norm(const ex_ctx *x, float *g, size_t n, float max_norm, float *norm_out)
+{
+    EX__OP(tk_clip_grad_norm(g, n, max_norm, norm_out), tk_clip_grad_norm_cuda(g, n, max_norm, norm_out, x->stream));
+}
+
 /* ------------------------------------------------------------------ mechanisms */
 /* polar.h and gdelta.h: the CUDA bodies take a device workspace (or NULL) and the
    stream; era.h's priors keep their device state in an era_*_cuda_state the caller

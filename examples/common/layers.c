@@ -334,8 +334,8 @@ static int lyr__sgemm(const ex_ctx *cx, int transA, int transB, int M, int N, in
 }
 
 int lyr_moe_fwd(const ex_ctx *cx, const lyr_moe_dims *d, const float *const *P, const float *x,
-                    const float *mu, float *out, float *saved, float *work, int B, int T,
-                    int train, uint64_t seed, float *host, float *lb_stat)
+                const float *mu, float *out, float *saved, float *work, int B, int T,
+                int train, uint64_t seed, float *host, float *lb_stat)
 {
     lyr__moe_saved s;
     lyr__moe_work wk;
@@ -501,8 +501,8 @@ int lyr_moe_fwd(const ex_ctx *cx, const lyr_moe_dims *d, const float *const *P, 
 }
 
 int lyr_moe_bwd(const ex_ctx *cx, const lyr_moe_dims *d, const float *const *P, float *const *G,
-                     const float *dout, float *dx, float *dmu, const float *saved,
-                     float *work, int B, int T, float *host, float lb_coef)
+                const float *dout, float *dx, float *dmu, const float *saved,
+                float *work, int B, int T, float *host, float lb_coef)
 {
     lyr__moe_saved s;
     lyr__moe_work wk;
@@ -828,8 +828,8 @@ static void lyr__polar_gate_c(const float *c, const float *gl, const float *mag,
 }
 
 int lyr_polar_fwd(const ex_ctx *cx, const lyr_polar_dims *d, const float *const *P, const float *xn,
-                      float *out, float *saved, float *work, int B, int T, int train,
-                      uint64_t seed, lyr_polar_stats *stats)
+                  float *out, float *saved, float *work, int B, int T, int train,
+                  uint64_t seed, lyr_polar_stats *stats)
 {
     lyr__polar_saved s;
     polar_params prm;
@@ -1019,8 +1019,8 @@ int lyr_polar_fwd(const ex_ctx *cx, const lyr_polar_dims *d, const float *const 
 }
 
 int lyr_polar_bwd(const ex_ctx *cx, const lyr_polar_dims *d, const float *const *P, float *const *G,
-                       const float *dout, float *dxn, const float *saved, float *work,
-                       int B, int T)
+                  const float *dout, float *dxn, const float *saved, float *work,
+                  int B, int T)
 {
     lyr__polar_saved s;
     polar_params prm;
@@ -1474,8 +1474,8 @@ static int lyr__gd_sum(const ex_ctx *cx, const float *x, size_t n, int is_log, d
    computes the same functions with tk_matmul / tk_sigmoid / tk_rmsnorm / tk_rowscale (float
    accumulation), equal to float rounding. cfg.gate_is_log is CPU-only (LYR_EINVAL). */
 int lyr_gdelta_fwd(const ex_ctx *cx, const lyr_gdelta_dims *d, const float *const *P, const float *xn,
-                       float *out, float *saved, float *work, int B, int T, int train,
-                       uint64_t seed, lyr_gdelta_stats *stats)
+                   float *out, float *saved, float *work, int B, int T, int train,
+                   uint64_t seed, lyr_gdelta_stats *stats)
 {
     lyr__gd_saved s;
     lyr__gd_work w;
@@ -1549,8 +1549,8 @@ int lyr_gdelta_fwd(const ex_ctx *cx, const lyr_gdelta_dims *d, const float *cons
 }
 
 int lyr_gdelta_bwd(const ex_ctx *cx, const lyr_gdelta_dims *d, const float *const *P, float *const *G,
-                        const float *dout, float *dxn, const float *saved, float *work,
-                        int B, int T)
+                   const float *dout, float *dxn, const float *saved, float *work,
+                   int B, int T)
 {
     lyr__gd_saved s;
     lyr__gd_work w;
@@ -1682,6 +1682,251 @@ int lyr_gdelta_bwd(const ex_ctx *cx, const lyr_gdelta_dims *d, const float *cons
         return LYR_EFAIL;
     return LYR_OK;
 }
+
+/* =================================================================== MLP FFN */
+int lyr_mlp_validate(const lyr_mlp_dims *d)
+{
+    if (!d) return LYR_EINVAL;
+    if (d->C < 1 || d->F < 1 || d->C > (1 << 20) || d->F > (1 << 22)) return LYR_EINVAL;
+    if (d->act != LYR_MLP_GELU && d->act != LYR_MLP_RELU2) return LYR_EINVAL;
+    if (!lyr__finite(d->std) || d->std < 0 || !lyr__finite(d->proj_std) || d->proj_std < 0)
+        return LYR_EINVAL;
+    return LYR_OK;
+}
+
+/* hidden width of the first GEMM: F (GELU) or 2F (the stacked [W1 | W3] of RELU2) */
+static size_t lyr__mlp_hw(const lyr_mlp_dims *d)
+{
+    return d->act == LYR_MLP_RELU2 ? 2 * (size_t)d->F : (size_t)d->F;
+}
+
+static int lyr__mlp_bt_ok(const lyr_mlp_dims *d, int B, int T)
+{
+    return lyr__bt_ok(B, T, (double)lyr__mlp_hw(d) + (double)d->C);
+}
+
+int lyr_mlp_params(const lyr_mlp_dims *d, lyr_pspec *out, int cap)
+{
+    int n = 0, bias;
+    if (lyr_mlp_validate(d) != LYR_OK || !out) return LYR_EINVAL;
+    bias = d->act == LYR_MLP_GELU;
+    if (cap < (bias ? 4 : 2)) return LYR_EINVAL;
+    lyr__spec(&out[n], "fc.weight", 1, 2, (int)lyr__mlp_hw(d), d->C, 0);
+    out[n].init = LYR_INIT_NORMAL;
+    out[n++].init_arg = d->std;
+    if (bias) {
+        lyr__spec(&out[n], "fc.bias", 0, 1, d->F, 0, 0);
+        out[n++].init = LYR_INIT_ZERO;
+    }
+    lyr__spec(&out[n], "proj.weight", 1, 2, d->C, d->F, 0);
+    out[n].init = LYR_INIT_NORMAL;
+    out[n++].init_arg = d->proj_std;
+    if (bias) {
+        lyr__spec(&out[n], "proj.bias", 0, 1, d->C, 0, 0);
+        out[n++].init = LYR_INIT_ZERO;
+    }
+    return n;
+}
+
+/* P[i] from the rules of lyr_mlp_params, one draw sequence from rng (the model instead
+   draws each tensor from its own stream, by the same rules) */
+int lyr_mlp_init(const lyr_mlp_dims *d, float *const *P, tk_rng *rng, float init_std)
+{
+    lyr_pspec sp[4];
+    int n = lyr_mlp_params(d, sp, 4), i;
+    (void)init_std;
+    if (n < 0 || !P || !rng || !lyr__ptrs_ok((const void *const *)P, n)) return LYR_EINVAL;
+    for (i = 0; i < n; i++) {
+        size_t k = lyr_pspec_numel(&sp[i]);
+        int rc = sp[i].init == LYR_INIT_NORMAL ? tk_init_normal(P[i], k, 0.0f, sp[i].init_arg, rng)
+                                               : tk_init_constant(P[i], k, 0.0f);
+        if (rc != TK_OK) return LYR_EFAIL;
+    }
+    return LYR_OK;
+}
+
+size_t lyr_mlp_saved_floats(const lyr_mlp_dims *d, int B, int T)
+{
+    size_t N;
+    if (lyr_mlp_validate(d) != LYR_OK || !lyr__mlp_bt_ok(d, B, T)) return 0;
+    N = (size_t)B * T;
+    return lyr__al(N * lyr__mlp_hw(d)) + lyr__al(N * (size_t)d->F); /* h, act(h) */
+}
+
+size_t lyr_mlp_work_floats(const lyr_mlp_dims *d, int B, int T)
+{
+    return lyr_mlp_saved_floats(d, B, T); /* dh, d act(h) */
+}
+
+int lyr_mlp_fwd(const ex_ctx *cx, const lyr_mlp_dims *d, const float *const *P, const float *x,
+                float *out, float *saved, int B, int T)
+{
+    size_t N;
+    int n, C, F, rc;
+    float *h, *hg;
+    if (!cx || lyr_mlp_validate(d) != LYR_OK || !lyr__mlp_bt_ok(d, B, T) || !x || !out || !saved)
+        return LYR_EINVAL;
+    n = d->act == LYR_MLP_GELU ? 4 : 2;
+    if (!lyr__ptrs_ok((const void *const *)P, n)) return LYR_EINVAL;
+    N = (size_t)B * T;
+    C = d->C;
+    F = d->F;
+    h = saved;
+    hg = saved + lyr__al(N * lyr__mlp_hw(d));
+    if (d->act == LYR_MLP_GELU) {
+        rc = ex_matmul_fwd(cx, h, x, P[0], P[1], (int)N, C, F);
+        if (!rc) rc = ex_gelu_fwd(cx, hg, h, N * (size_t)F);
+        if (!rc) rc = ex_matmul_fwd(cx, out, hg, P[2], P[3], (int)N, F, C);
+    } else {
+        rc = ex_matmul_fwd(cx, h, x, P[0], NULL, (int)N, C, 2 * F);
+        if (!rc) rc = ex_relu2_gated_fwd(cx, hg, h, (int)N, F);
+        if (!rc) rc = ex_matmul_fwd(cx, out, hg, P[1], NULL, (int)N, F, C);
+    }
+    return rc ? LYR_EFAIL : LYR_OK;
+}
+
+int lyr_mlp_bwd(const ex_ctx *cx, const lyr_mlp_dims *d, const float *const *P, float *const *G,
+                const float *x, const float *dout, float *dx, const float *saved, float *work,
+                int B, int T)
+{
+    size_t N, hw;
+    int n, C, F, rc, gelu;
+    const float *h, *hg;
+    float *dh, *dhg;
+    if (!cx || lyr_mlp_validate(d) != LYR_OK || !lyr__mlp_bt_ok(d, B, T) || !x || !dout || !saved ||
+        !work)
+        return LYR_EINVAL;
+    gelu = d->act == LYR_MLP_GELU;
+    n = gelu ? 4 : 2;
+    if (!lyr__ptrs_ok((const void *const *)P, n) || !lyr__ptrs_ok((const void *const *)G, n))
+        return LYR_EINVAL;
+    N = (size_t)B * T;
+    C = d->C;
+    F = d->F;
+    hw = lyr__mlp_hw(d);
+    h = saved;
+    hg = saved + lyr__al(N * hw);
+    dh = work;
+    dhg = work + lyr__al(N * hw);
+    /* d act(h) = dout W2 (written); dW2, db2 += */
+    rc = ex_zero(cx, dhg, sizeof(float) * N * (size_t)F);
+    if (!rc) rc = ex_matmul_bwd(cx, dhg, G[gelu ? 2 : 1], gelu ? G[3] : NULL, dout, hg, P[gelu ? 2 : 1], (int)N,
+                                F, C);
+    if (!rc) rc = ex_zero(cx, dh, sizeof(float) * N * hw);
+    if (!rc) rc = gelu ? ex_gelu_bwd(cx, dh, h, dhg, N * (size_t)F) : ex_relu2_gated_bwd(cx, dh, h, dhg, (int)N, F);
+    /* dx += dh W1; dW1, db1 += */
+    if (!rc) rc = ex_matmul_bwd(cx, dx, G[0], gelu ? G[1] : NULL, dh, x, P[0], (int)N, C, (int)hw);
+    return rc ? LYR_EFAIL : LYR_OK;
+}
+
+/* =================================================================== the protocol's table */
+/* Adapters from the generic lyr_kind (dims as void *, arguments in lyr_io) to each kind's
+   typed functions. */
+static int lyr__mlp_params_v(const void *d, lyr_pspec *out, int cap) { return lyr_mlp_params((const lyr_mlp_dims *)d, out, cap); }
+static int lyr__mlp_init_v(const void *d, float *const *P, tk_rng *rng, float std)
+{
+    return lyr_mlp_init((const lyr_mlp_dims *)d, P, rng, std);
+}
+static size_t lyr__mlp_saved_v(const void *d, int B, int T) { return lyr_mlp_saved_floats((const lyr_mlp_dims *)d, B, T); }
+static size_t lyr__mlp_work_v(const void *d, int B, int T) { return lyr_mlp_work_floats((const lyr_mlp_dims *)d, B, T); }
+static size_t lyr__no_host_v(const void *d, int B, int T)
+{
+    (void)d;
+    (void)B;
+    (void)T;
+    return 0;
+}
+static int lyr__mlp_fwd_v(const ex_ctx *cx, const void *d, lyr_io *io)
+{
+    io->stat = 0.0f;
+    return lyr_mlp_fwd(cx, (const lyr_mlp_dims *)d, io->P, io->x, io->out, io->saved, io->B, io->T);
+}
+static int lyr__mlp_bwd_v(const ex_ctx *cx, const void *d, lyr_io *io)
+{
+    return lyr_mlp_bwd(cx, (const lyr_mlp_dims *)d, io->P, io->G, io->x, io->dout, io->dx, io->saved, io->work,
+                       io->B, io->T);
+}
+
+static int lyr__moe_params_v(const void *d, lyr_pspec *out, int cap) { return lyr_moe_params((const lyr_moe_dims *)d, out, cap); }
+static int lyr__moe_init_v(const void *d, float *const *P, tk_rng *rng, float std)
+{
+    return lyr_moe_init((const lyr_moe_dims *)d, P, rng, std);
+}
+static size_t lyr__moe_saved_v(const void *d, int B, int T) { return lyr_moe_saved_floats((const lyr_moe_dims *)d, B, T); }
+static size_t lyr__moe_work_v(const void *d, int B, int T) { return lyr_moe_work_floats((const lyr_moe_dims *)d, B, T); }
+static size_t lyr__moe_host_v(const void *d, int B, int T) { return lyr_moe_host_floats((const lyr_moe_dims *)d, B, T); }
+static int lyr__moe_fwd_v(const ex_ctx *cx, const void *d, lyr_io *io)
+{
+    io->stat = 0.0f;
+    return lyr_moe_fwd(cx, (const lyr_moe_dims *)d, io->P, io->x, io->mu, io->out, io->saved, io->work, io->B, io->T,
+                       io->train, io->seed, io->host, &io->stat);
+}
+static int lyr__moe_bwd_v(const ex_ctx *cx, const void *d, lyr_io *io)
+{
+    return lyr_moe_bwd(cx, (const lyr_moe_dims *)d, io->P, io->G, io->dout, io->dx, io->dmu, io->saved, io->work,
+                       io->B, io->T, io->host, io->coef);
+}
+
+static int lyr__polar_params_v(const void *d, lyr_pspec *out, int cap)
+{
+    return lyr_polar_params((const lyr_polar_dims *)d, out, cap);
+}
+static int lyr__polar_init_v(const void *d, float *const *P, tk_rng *rng, float std)
+{
+    return lyr_polar_init((const lyr_polar_dims *)d, P, rng, std);
+}
+static size_t lyr__polar_saved_v(const void *d, int B, int T) { return lyr_polar_saved_floats((const lyr_polar_dims *)d, B, T); }
+static size_t lyr__polar_work_v(const void *d, int B, int T) { return lyr_polar_work_floats((const lyr_polar_dims *)d, B, T); }
+static int lyr__polar_fwd_v(const ex_ctx *cx, const void *d, lyr_io *io)
+{
+    lyr_polar_stats st;
+    int rc = lyr_polar_fwd(cx, (const lyr_polar_dims *)d, io->P, io->x, io->out, io->saved, io->work, io->B,
+                           io->T, io->train, io->seed, &st);
+    io->stat = rc == LYR_OK ? st.align_loss : 0.0f;
+    return rc;
+}
+static int lyr__polar_bwd_v(const ex_ctx *cx, const void *d, lyr_io *io)
+{
+    return lyr_polar_bwd(cx, (const lyr_polar_dims *)d, io->P, io->G, io->dout, io->dx, io->saved, io->work,
+                         io->B, io->T);
+}
+
+static int lyr__gdelta_params_v(const void *d, lyr_pspec *out, int cap)
+{
+    return lyr_gdelta_params((const lyr_gdelta_dims *)d, out, cap);
+}
+static int lyr__gdelta_init_v(const void *d, float *const *P, tk_rng *rng, float std)
+{
+    return lyr_gdelta_init((const lyr_gdelta_dims *)d, P, rng, std);
+}
+static size_t lyr__gdelta_saved_v(const void *d, int B, int T)
+{
+    return lyr_gdelta_saved_floats((const lyr_gdelta_dims *)d, B, T);
+}
+static size_t lyr__gdelta_work_v(const void *d, int B, int T)
+{
+    return lyr_gdelta_work_floats((const lyr_gdelta_dims *)d, B, T);
+}
+static int lyr__gdelta_fwd_v(const ex_ctx *cx, const void *d, lyr_io *io)
+{
+    io->stat = 0.0f; /* (the gate statistics are not asked for: on a device they are host reads) */
+    return lyr_gdelta_fwd(cx, (const lyr_gdelta_dims *)d, io->P, io->x, io->out, io->saved, io->work, io->B,
+                          io->T, io->train, io->seed, NULL);
+}
+static int lyr__gdelta_bwd_v(const ex_ctx *cx, const void *d, lyr_io *io)
+{
+    return lyr_gdelta_bwd(cx, (const lyr_gdelta_dims *)d, io->P, io->G, io->dout, io->dx, io->saved, io->work,
+                          io->B, io->T);
+}
+
+const lyr_kind lyr_kind_polar = {"attn", lyr__polar_params_v, lyr__polar_init_v, lyr__polar_saved_v,
+                                 lyr__polar_work_v, lyr__no_host_v, lyr__polar_fwd_v, lyr__polar_bwd_v};
+const lyr_kind lyr_kind_gdelta = {"gdelta", lyr__gdelta_params_v, lyr__gdelta_init_v, lyr__gdelta_saved_v,
+                                  lyr__gdelta_work_v, lyr__no_host_v, lyr__gdelta_fwd_v, lyr__gdelta_bwd_v};
+const lyr_kind lyr_kind_mlp = {"mlp", lyr__mlp_params_v, lyr__mlp_init_v, lyr__mlp_saved_v, lyr__mlp_work_v,
+                               lyr__no_host_v, lyr__mlp_fwd_v, lyr__mlp_bwd_v};
+const lyr_kind lyr_kind_moe = {"moe", lyr__moe_params_v, lyr__moe_init_v, lyr__moe_saved_v, lyr__moe_work_v,
+                               lyr__moe_host_v, lyr__moe_fwd_v, lyr__moe_bwd_v};
 
 /* =================================================================== drop-in entry points */
 /* The plain lyr_X_forward / lyr_X_backward find the device from the buffers (tensor.h's

@@ -62,6 +62,16 @@
    N(0, 1/C), log_sigma 0 (Listing 3); tau_att = cfg.tau_att_init, pos_beta 0.2, ERA centres
    (r + 0.5)/R, sigma 0.1, alpha 1.
 
+   Devices and components (issue 39): the model is created on one device and keeps it in
+   m->cx (exctx.h's ex_ctx); every op goes through exctx.h's ex_X(ctx, ...) dispatch, so
+   nothing here asks the driver where a pointer lives. The polar mixer, the gated-delta
+   memory and the FFN (GELU / squared-ReLU MLP, fuzzy MoE) are layers.h components held
+   per block slot (mdl__comp: a lyr_kind and its dims); their tensors, initialisation,
+   saved state, work buffer, forward and backward go through the kind's table. Softmax
+   attention (with its priors, temperatures and CEAS gating), the norms, the convolution,
+   the memberships and the gates are still written here; the softmax attention keeps
+   per-device saved state (CPU: probabilities; device: log-sum-exp), issue 39 item 4.
+
    Memory: parameters and gradients are one allocation each; every activation and every
    backward scratch buffer is carved from one allocation sized by mdl_reserve. With
    opts.train = 0 the forward keeps one block's buffers and updates the residual stream in
@@ -96,6 +106,23 @@
 
 /* ------------------------------------------------------------------ structures */
 
+/* The layers.h components of a block (layers.h's generic protocol, lyr_kind): the slots
+   a block's forward and backward visit, in forward order. A slot without a component
+   (no polar mixer, no memory) has kind NULL. */
+enum { MDL__CP_MIX = 0, /* the mixer when it is a component (polar attention; softmax
+                           attention is still written in this file) */
+       MDL__CP_MEM,     /* the memory channel (gated delta), added to the mixer's output */
+       MDL__CP_FFN,     /* the FFN (GELU / squared-ReLU MLP, fuzzy MoE) */
+       MDL__NCP };
+
+typedef struct mdl__comp {
+    const lyr_kind *k;   /* NULL: none in this slot */
+    const void *d;       /* its dims (in the model) */
+    int np;              /* tensors per block */
+    int layer_init;      /* some tensor is LYR_INIT_LAYER: k->init draws them from stream
+                            100000 + 4 l + slot */
+} mdl__comp;
+
 /* Offsets (floats) of one block's parameters in the parameter buffer; MDL__ABSENT when
    the configuration has no such tensor. */
 typedef struct mdl__bp {
@@ -104,8 +131,7 @@ typedef struct mdl__bp {
     size_t resg, vgam;
     size_t qkv, proj, tau, posb, kappa, gtau;
     size_t erac, eras, eraa;
-    size_t fcw, fcb, pw, pb;
-    size_t pol[LYR_MAX_PARAMS], gdl[LYR_MAX_PARAMS], moe[LYR_MAX_PARAMS]; /* layers.h tensors */
+    size_t cp[MDL__NCP][LYR_MAX_PARAMS]; /* the layers.h components' tensors */
 } mdl__bp;
 
 /* One block's activations (train: one set per layer; eval: one shared set). */
@@ -127,12 +153,10 @@ typedef struct mdl__ba {
     float *bias;            /* (T,T) prior bias */
     uint8_t *mask_a, *mask_f; /* (N,C) dropout masks */
     float *n2, *n2m, *n2r;  /* norm2 */
-    float *h;               /* (N,F) GELU pre-activation | (N,2F) relu2 [W1 | W3] outputs */
-    float *hg;              /* (N,F) gelu(h) | relu(h1)^2 * h3 */
     float *fp;              /* (N,C) FFN output before dropout */
     float *fo;              /* (N,C) dropout(fp) (or == fp) */
-    float *sv_pol, *sv_gd, *sv_moe; /* layers.h saved buffers */
-    float *moe_h;            /* lyr_moe_host_floats: the MoE routing of the device model (host) */
+    float *sv[MDL__NCP];     /* the components' saved buffers */
+    float *hst[MDL__NCP];    /* their host_floats (the MoE routing of a device model) or NULL */
 } mdl__ba;
 
 /* era_cache's membership source context: the model and a layer */
@@ -150,7 +174,8 @@ struct mdl_model {
     lyr_polar_dims pd;
     lyr_gdelta_dims gdd;
     lyr_moe_dims md;
-    int npol, ngd, nmoe;     /* layers.h tensor counts per block */
+    lyr_mlp_dims mlpd;
+    mdl__comp cp[MDL__NCP];  /* the block's layers.h components by slot */
     float *params, *grads;
     size_t nparams;
     mdl_tensor *tensors;
@@ -200,7 +225,7 @@ struct mdl_model {
                                 cross-entropy (device model), copied into rowce, rowloss */
     float *rowfh;            /* (2N) host copy of rowf */
     /* backward scratch */
-    float *dres, *dln, *dbr, *dq, *dk, *dv, *datt, *dqkv, *dh, *dhg, *dmu, *deta, *detaz, *dbias, *dvg;
+    float *dres, *dln, *dbr, *dq, *dk, *dv, *datt, *dqkv, *dmu, *deta, *detaz, *dbias, *dvg;
     float *vz;               /* (N,H) value-gate pre-activations (forward scratch) */
     float *dtemp_d;          /* (H+1) GAC: dtemp and a scalar, on the model's device */
     float *qkv;              /* (N,3C) scratch of the forward */
@@ -523,18 +548,30 @@ static int mdl__add_specs(mdl_model *m, const char *prefix, const lyr_pspec *sp,
     char nm[MDL_NAME_MAX];
     int i;
     for (i = 0; i < n; i++) {
+        int init = sp[i].init == LYR_INIT_NORMAL ? MDL__INIT_NORMAL
+                   : sp[i].init == LYR_INIT_ZERO ? MDL__INIT_ZERO : MDL__INIT_LAYER;
         snprintf(nm, sizeof nm, "%s.%s", prefix, sp[i].suffix);
-        off[i] = mdl__add_shape(m, nm, sp[i].ndim, sp[i].shape, sp[i].decay, MDL__INIT_LAYER, 0);
+        off[i] = mdl__add_shape(m, nm, sp[i].ndim, sp[i].shape, sp[i].decay, init, sp[i].init_arg);
         if (off[i] == MDL__ABSENT) return MDL_ENOMEM;
     }
     return MDL_OK;
 }
 
+/* block l's tensors of the component in slot j (none: nothing), named
+   blocks.<l>.<kind name>.<suffix> */
+static int mdl__add_comp(mdl_model *m, int l, int j, const lyr_pspec *sp)
+{
+    char nm[MDL_NAME_MAX - 48]; /* (+ '.' + a suffix of at most 47 characters) */
+    if (!m->cp[j].k) return MDL_OK;
+    snprintf(nm, sizeof nm, "blocks.%d.%.20s", l, m->cp[j].k->name);
+    return mdl__add_specs(m, nm, sp, m->cp[j].np, m->bp[l].cp[j]);
+}
+
 static int mdl__build_table(mdl_model *m)
 {
-    lyr_pspec sp_pol[LYR_MAX_PARAMS], sp_gd[LYR_MAX_PARAMS], sp_moe[LYR_MAX_PARAMS];
+    lyr_pspec sp[MDL__NCP][LYR_MAX_PARAMS];
     const mdl_config *c = &m->cfg;
-    int l, C = m->C, F = m->F, R = m->R, H = m->H;
+    int l, rc, C = m->C, R = m->R, H = m->H;
     char nm[MDL_NAME_MAX];
     float std = c->init_std, pstd = c->init_std / sqrtf(2.0f * (float)m->L);
     float uC = 1.0f / sqrtf((float)C), uR = 1.0f / sqrtf((float)R);
@@ -551,11 +588,15 @@ static int mdl__build_table(mdl_model *m)
         snprintf(nm, sizeof nm, "wpe");
         MDL__ADD(m->wpe, 2, c->max_T, C, 1, MDL__INIT_NORMAL, std);
     }
-    m->npol = m->ngd = m->nmoe = 0;
-    if (c->attn == MDL_ATTN_POLAR) m->npol = lyr_polar_params(&m->pd, sp_pol, LYR_MAX_PARAMS);
-    if (c->memory == MDL_MEM_GDELTA) m->ngd = lyr_gdelta_params(&m->gdd, sp_gd, LYR_MAX_PARAMS);
-    if (c->ffn == MDL_FFN_MOE) m->nmoe = lyr_moe_params(&m->md, sp_moe, LYR_MAX_PARAMS);
-    if (m->npol < 0 || m->ngd < 0 || m->nmoe < 0) return MDL_EINVAL;
+    for (l = 0; l < MDL__NCP; l++) {
+        mdl__comp *q = &m->cp[l];
+        int k;
+        q->np = q->k ? q->k->params(q->d, sp[l], LYR_MAX_PARAMS) : 0;
+        if (q->np < 0) return MDL_EINVAL;
+        q->layer_init = 0;
+        for (k = 0; k < q->np; k++)
+            if (sp[l][k].init == LYR_INIT_LAYER) q->layer_init = 1;
+    }
     for (l = 0; l < m->L; l++) {
         mdl__bp *b = &m->bp[l];
         size_t *all = (size_t *)b;
@@ -591,13 +632,11 @@ static int mdl__build_table(mdl_model *m)
             snprintf(nm, sizeof nm, "blocks.%d.attn.proj.weight", l);
             MDL__ADD(b->proj, 2, C, C, 1, MDL__INIT_NORMAL, pstd);
         } else {
-            snprintf(nm, sizeof nm, "blocks.%d.attn", l);
-            if (mdl__add_specs(m, nm, sp_pol, m->npol, b->pol)) return MDL_ENOMEM;
+            rc = mdl__add_comp(m, l, MDL__CP_MIX, sp[MDL__CP_MIX]);
+            if (rc) return rc;
         }
-        if (m->ngd) {
-            snprintf(nm, sizeof nm, "blocks.%d.gdelta", l);
-            if (mdl__add_specs(m, nm, sp_gd, m->ngd, b->gdl)) return MDL_ENOMEM;
-        }
+        rc = mdl__add_comp(m, l, MDL__CP_MEM, sp[MDL__CP_MEM]);
+        if (rc) return rc;
         if (c->gac_tau) {
             snprintf(nm, sizeof nm, "blocks.%d.attn.gac_tau", l);
             MDL__ADD(b->gtau, 1, 1, 0, 0, MDL__INIT_CONST, 1.0f);
@@ -626,24 +665,8 @@ static int mdl__build_table(mdl_model *m)
             snprintf(nm, sizeof nm, "blocks.%d.ln2.bias", l);
             MDL__ADD(b->ln2b, 1, C, 0, 0, MDL__INIT_ZERO, 0);
         }
-        if (c->ffn == MDL_FFN_GELU) {
-            snprintf(nm, sizeof nm, "blocks.%d.mlp.fc.weight", l);
-            MDL__ADD(b->fcw, 2, F, C, 1, MDL__INIT_NORMAL, std);
-            snprintf(nm, sizeof nm, "blocks.%d.mlp.fc.bias", l);
-            MDL__ADD(b->fcb, 1, F, 0, 0, MDL__INIT_ZERO, 0);
-            snprintf(nm, sizeof nm, "blocks.%d.mlp.proj.weight", l);
-            MDL__ADD(b->pw, 2, C, F, 1, MDL__INIT_NORMAL, pstd);
-            snprintf(nm, sizeof nm, "blocks.%d.mlp.proj.bias", l);
-            MDL__ADD(b->pb, 1, C, 0, 0, MDL__INIT_ZERO, 0);
-        } else if (c->ffn == MDL_FFN_RELU2) {
-            snprintf(nm, sizeof nm, "blocks.%d.mlp.fc.weight", l);
-            MDL__ADD(b->fcw, 2, 2 * F, C, 1, MDL__INIT_NORMAL, std);
-            snprintf(nm, sizeof nm, "blocks.%d.mlp.proj.weight", l);
-            MDL__ADD(b->pw, 2, C, F, 1, MDL__INIT_NORMAL, pstd);
-        } else {
-            snprintf(nm, sizeof nm, "blocks.%d.moe", l);
-            if (mdl__add_specs(m, nm, sp_moe, m->nmoe, b->moe)) return MDL_ENOMEM;
-        }
+        rc = mdl__add_comp(m, l, MDL__CP_FFN, sp[MDL__CP_FFN]);
+        if (rc) return rc;
     }
     snprintf(nm, sizeof nm, "lnf.weight");
     MDL__ADD(m->lnfw, 1, C, 0, 0, MDL__INIT_ONE, 0);
@@ -694,20 +717,13 @@ static void mdl__init_params(mdl_model *m, uint64_t seed)
         float *Pp[LYR_MAX_PARAMS];
         tk_rng rng;
         int k;
-        if (m->npol) {
-            for (k = 0; k < m->npol; k++) Pp[k] = m->params + b->pol[k];
-            tk_rng_seed(&rng, seed, 100000u + (uint64_t)i * 4);
-            lyr_polar_init(&m->pd, Pp, &rng, m->cfg.init_std);
-        }
-        if (m->ngd) {
-            for (k = 0; k < m->ngd; k++) Pp[k] = m->params + b->gdl[k];
-            tk_rng_seed(&rng, seed, 100001u + (uint64_t)i * 4);
-            lyr_gdelta_init(&m->gdd, Pp, &rng, m->cfg.init_std);
-        }
-        if (m->nmoe) {
-            for (k = 0; k < m->nmoe; k++) Pp[k] = m->params + b->moe[k];
-            tk_rng_seed(&rng, seed, 100002u + (uint64_t)i * 4);
-            lyr_moe_init(&m->md, Pp, &rng, m->cfg.init_std);
+        int j;
+        for (j = 0; j < MDL__NCP; j++) {
+            const mdl__comp *q = &m->cp[j];
+            if (!q->k || !q->layer_init) continue;
+            for (k = 0; k < q->np; k++) Pp[k] = m->params + b->cp[j][k];
+            tk_rng_seed(&rng, seed, 100000u + (uint64_t)i * 4 + (uint64_t)j);
+            q->k->init(q->d, Pp, &rng, m->cfg.init_std);
         }
     }
 }
@@ -763,6 +779,7 @@ int mdl_create(mdl_model **out, const mdl_config *cfg, uint64_t seed, char *err,
 }
 
 int mdl_device(const mdl_model *m) { return m ? m->cx.device : MDL_DEVICE_CPU; }
+const ex_ctx *mdl_ctx(const mdl_model *m) { return m ? &m->cx : NULL; }
 
 int mdl_create_on(mdl_model **out, const mdl_config *cfg, uint64_t seed, int device, char *err,
                   size_t errlen)
@@ -796,6 +813,22 @@ int mdl_create_on(mdl_model **out, const mdl_config *cfg, uint64_t seed, int dev
     m->R = cfg->R;
     m->need_mu = mdl__need_mu(cfg);
     mdl__dims(cfg, &m->pd, &m->gdd, &m->md);
+    /* the FFN component: one kind and its dims, never named again below */
+    m->mlpd.C = m->C;
+    m->mlpd.F = m->F;
+    m->mlpd.act = cfg->ffn == MDL_FFN_RELU2 ? LYR_MLP_RELU2 : LYR_MLP_GELU;
+    m->mlpd.std = cfg->init_std;
+    m->mlpd.proj_std = cfg->init_std / sqrtf(2.0f * (float)m->L); /* (as the other residual projections) */
+    if (cfg->attn == MDL_ATTN_POLAR) {
+        m->cp[MDL__CP_MIX].k = &lyr_kind_polar;
+        m->cp[MDL__CP_MIX].d = &m->pd;
+    }
+    if (cfg->memory == MDL_MEM_GDELTA) {
+        m->cp[MDL__CP_MEM].k = &lyr_kind_gdelta;
+        m->cp[MDL__CP_MEM].d = &m->gdd;
+    }
+    m->cp[MDL__CP_FFN].k = cfg->ffn == MDL_FFN_MOE ? &lyr_kind_moe : &lyr_kind_mlp;
+    m->cp[MDL__CP_FFN].d = cfg->ffn == MDL_FFN_MOE ? (const void *)&m->md : (const void *)&m->mlpd;
     m->cfg.rpa.R = cfg->R;
     if (m->cfg.rpa.max_T < cfg->max_T) m->cfg.rpa.max_T = cfg->max_T;
     if (m->cfg.era.max_T < cfg->max_T) m->cfg.era.max_T = cfg->max_T;
@@ -966,12 +999,11 @@ static size_t mdl__carve(mdl_model *m, int B, int T, int train, int obs, char *b
                          size_t *hbytes)
 {
     mdl__carver cv;
-    size_t N = (size_t)B * T, C = (size_t)m->C, F = (size_t)m->F, H = (size_t)m->H;
+    size_t N = (size_t)B * T, C = (size_t)m->C, H = (size_t)m->H;
     size_t R = (size_t)m->R, TT = (size_t)T * T, V = (size_t)m->V, L = (size_t)m->L;
     const mdl_config *c = &m->cfg;
-    int l, nsets = train ? m->L : 1, drop = train && c->dropout > 0.0f;
+    int l, j, nsets = train ? m->L : 1, drop = train && c->dropout > 0.0f;
     int sep_ao = c->value_gate || drop, sep_fo = drop;
-    size_t hw = c->ffn == MDL_FFN_RELU2 ? 2 * F : F;
     cv.base = base;
     cv.hbase = hbase;
     cv.off = cv.hoff = 0;
@@ -1006,9 +1038,8 @@ static size_t mdl__carve(mdl_model *m, int B, int T, int train, int obs, char *b
             }
             a->attm = MDL__TF(&cv, N * C);
         } else {
-            a->sv_pol = MDL__TF(&cv, lyr_polar_saved_floats(&m->pd, B, T));
+            /* (the polar mixer: a component, carved below) */
         }
-        if (m->ngd) a->sv_gd = MDL__TF(&cv, lyr_gdelta_saved_floats(&m->gdd, B, T));
         a->ap = MDL__TF(&cv, N * C);
         a->ao = sep_ao ? MDL__TF(&cv, N * C) : a->ap;
         if (c->value_gate) {
@@ -1023,14 +1054,13 @@ static size_t mdl__carve(mdl_model *m, int B, int T, int train, int obs, char *b
         a->n2 = MDL__TF(&cv, N * C);
         a->n2m = MDL__TF(&cv, N);
         a->n2r = MDL__TF(&cv, N);
-        if (c->ffn == MDL_FFN_MOE) {
-            a->sv_moe = MDL__TF(&cv, lyr_moe_saved_floats(&m->md, B, T));
-            /* the device model's routing (computed on the host, kept per layer from the
-               forward to the backward) */
-            a->moe_h = cv.split ? MDL__THF(&cv, lyr_moe_host_floats(&m->md, B, T)) : NULL;
-        } else {
-            a->h = MDL__TF(&cv, N * hw);
-            a->hg = MDL__TF(&cv, N * F);
+        /* the components' saved state, and host state kept per layer from the forward
+           to the backward (the device model's MoE routing, computed on the host) */
+        for (j = 0; j < MDL__NCP; j++) {
+            const mdl__comp *q = &m->cp[j];
+            size_t hf = q->k && cv.split ? q->k->host_floats(q->d, B, T) : 0;
+            a->sv[j] = q->k ? MDL__TF(&cv, q->k->saved_floats(q->d, B, T)) : NULL;
+            a->hst[j] = hf ? MDL__THF(&cv, hf) : NULL;
         }
         a->fp = MDL__TF(&cv, N * C);
         a->fo = sep_fo ? MDL__TF(&cv, N * C) : a->fp;
@@ -1047,16 +1077,13 @@ static size_t mdl__carve(mdl_model *m, int B, int T, int train, int obs, char *b
     }
     {
         size_t w = 0, x;
-        if (m->npol) w = lyr_polar_work_floats(&m->pd, B, T);
-        if (m->ngd) {
-            x = lyr_gdelta_work_floats(&m->gdd, B, T);
-            w = x > w ? x : w;
-            m->gm = MDL__TF(&cv, N * C);
-        }
-        if (m->nmoe) {
-            x = lyr_moe_work_floats(&m->md, B, T);
+        /* one work buffer, the largest of the components' (they run one at a time) */
+        for (j = 0; j < MDL__NCP; j++) {
+            const mdl__comp *q = &m->cp[j];
+            x = q->k ? q->k->work_floats(q->d, B, T) : 0;
             w = x > w ? x : w;
         }
+        if (m->cp[MDL__CP_MEM].k) m->gm = MDL__TF(&cv, N * C);
         if (w) m->lwork = MDL__TF(&cv, w);
     }
     m->nf = MDL__TF(&cv, N * C);
@@ -1089,7 +1116,7 @@ static size_t mdl__carve(mdl_model *m, int B, int T, int train, int obs, char *b
     } else {
         m->obs_heads = NULL;
     }
-    m->dres = m->dln = m->dbr = m->dq = m->dk = m->dv = m->datt = m->dqkv = m->dh = m->dhg = NULL;
+    m->dres = m->dln = m->dbr = m->dq = m->dk = m->dv = m->datt = m->dqkv = NULL;
     m->dmu = m->deta = m->detaz = m->dbias = m->dvg = m->dtemp_d = NULL;
     if (train) {
         m->dres = MDL__TF(&cv, N * C);
@@ -1101,10 +1128,6 @@ static size_t mdl__carve(mdl_model *m, int B, int T, int train, int obs, char *b
             m->dv = MDL__TF(&cv, N * C);
             m->datt = MDL__TF(&cv, N * C);
             m->dqkv = MDL__TF(&cv, N * 3 * C);
-        }
-        if (c->ffn != MDL_FFN_MOE) {
-            m->dh = MDL__TF(&cv, N * hw);
-            m->dhg = MDL__TF(&cv, N * F);
         }
         if (m->need_mu) {
             era_rpa_params p;
@@ -1452,8 +1475,7 @@ static int mdl__softmax_fwd(mdl_model *m, int l, const mdl_opts *o, mdl_stats *s
                 mu = m->pstats_d + (size_t)l * c->max_T * m->R;
             }
             MDL__TRY(ex_rpa_fwd(&m->cx, &m->rpa_used, &rp, mu, m->prior_running ? 1 : B, T, a->bias, &m->rpa_st[l],
-                                &m->rpa_cst[l],
-                                     m->rpa_ws),
+                                &m->rpa_cst[l], m->rpa_ws),
                      "era_rpa_forward");
             bias = a->bias;
             st->layer_prior_marg_err[l] = m->rpa_st[l].marginal_err;
@@ -1612,6 +1634,26 @@ static int mdl__branch_fwd(const ex_ctx *cx, float *out, const float *x, const f
     return ex_residual_rows_fwd(cx, out, x, br, eta, N, C);
 }
 
+/* The lyr_io of block l's component in slot j: its parameters (Pp) and, with Gp, their
+   gradients, its saved, work and host buffers, B and T; the caller sets the rest. */
+static void mdl__comp_io(const mdl_model *m, int l, int j, lyr_io *io, const float **Pp, float **Gp)
+{
+    const mdl__bp *b = &m->bp[l];
+    int k;
+    for (k = 0; k < m->cp[j].np; k++) {
+        Pp[k] = m->params + b->cp[j][k];
+        if (Gp) Gp[k] = m->grads + b->cp[j][k];
+    }
+    memset(io, 0, sizeof *io);
+    io->P = Pp;
+    io->G = Gp;
+    io->saved = m->ba[l].sv[j];
+    io->work = m->lwork;
+    io->host = m->ba[l].hst[j];
+    io->B = m->B;
+    io->T = m->T;
+}
+
 /* One block forward. x (N,C): block input; xo (N,C): output (may equal x in eval). */
 static int mdl__block_fwd(mdl_model *m, int l, const float *x, float *xo, const mdl_opts *o,
                           mdl_stats *st)
@@ -1620,10 +1662,12 @@ static int mdl__block_fwd(mdl_model *m, int l, const float *x, float *xo, const 
     const mdl__bp *b = &m->bp[l];
     mdl__ba *a = &m->ba[l];
     float *P = m->params;
-    int B = m->B, T = m->T, N = B * T, C = m->C, H = m->H, F = m->F, R = m->R, rc;
+    int B = m->B, T = m->T, N = B * T, C = m->C, H = m->H, R = m->R, rc;
     size_t NC = (size_t)N * C;
     int drop = o->train && c->dropout > 0.0f;
     float *xm = m->train ? a->xmid : xo;
+    const float *Pp[LYR_MAX_PARAMS];
+    lyr_io io;
     /* memberships */
     if (m->need_mu) {
         era_rpa_params rp = mdl__rpa_params(m, l);
@@ -1643,25 +1687,25 @@ static int mdl__block_fwd(mdl_model *m, int l, const float *x, float *xo, const 
     MDL__TRY(mdl__norm_fwd(m, c->conv_k ? a->n1p : a->n1, a->n1m, a->n1r, x, P + b->ln1w,
                            b->ln1b != MDL__ABSENT ? P + b->ln1b : NULL, N), "norm1");
     if (c->conv_k) MDL__TRY(mdl__conv_fwd(&m->cx, a->n1, a->n1p, P + b->conv, B, T, C, c->conv_k), "convolution");
-    if (c->attn == MDL_ATTN_POLAR) {
-        const float *Pp[LYR_MAX_PARAMS];
-        lyr_polar_stats ps;
-        int k;
-        for (k = 0; k < m->npol; k++) Pp[k] = P + b->pol[k];
-        MDL__TRY(lyr_polar_fwd(&m->cx, &m->pd, Pp, a->n1, a->ap, a->sv_pol, m->lwork, B, T, o->train,
-                                   o->seed * 0x9E3779B97F4A7C15ULL + (uint64_t)l * 2 + 1, &ps),
-                 "lyr_polar_forward");
-        if (o->train) m->lyr_loss += ps.align_loss;
+    if (m->cp[MDL__CP_MIX].k) { /* the mixer: n1 -> ap */
+        mdl__comp_io(m, l, MDL__CP_MIX, &io, Pp, NULL);
+        io.x = a->n1;
+        io.out = a->ap;
+        io.train = o->train;
+        io.seed = o->seed * 0x9E3779B97F4A7C15ULL + (uint64_t)l * 2 + 1;
+        MDL__TRY(m->cp[MDL__CP_MIX].k->forward(&m->cx, m->cp[MDL__CP_MIX].d, &io), "mixer forward");
+        if (o->train) m->lyr_loss += io.stat; /* (polar: the distractor loss) */
     } else {
         rc = mdl__softmax_fwd(m, l, o, st);
         if (rc) return rc;
     }
-    if (m->ngd) {
-        const float *Pp[LYR_MAX_PARAMS];
-        int k;
-        for (k = 0; k < m->ngd; k++) Pp[k] = P + b->gdl[k];
-        MDL__TRY(lyr_gdelta_fwd(&m->cx, &m->gdd, Pp, a->n1, m->gm, a->sv_gd, m->lwork, B, T, o->train, o->seed,
-                                    NULL), "lyr_gdelta_forward");
+    if (m->cp[MDL__CP_MEM].k) { /* the memory channel: ap += mem(n1) */
+        mdl__comp_io(m, l, MDL__CP_MEM, &io, Pp, NULL);
+        io.x = a->n1;
+        io.out = m->gm;
+        io.train = o->train;
+        io.seed = o->seed;
+        MDL__TRY(m->cp[MDL__CP_MEM].k->forward(&m->cx, m->cp[MDL__CP_MEM].d, &io), "memory forward");
         MDL__TRY(ex_residual_fwd(&m->cx, a->ap, a->ap, m->gm, NC), "memory channel");
     }
     if (c->value_gate) {
@@ -1679,30 +1723,19 @@ static int mdl__block_fwd(mdl_model *m, int l, const float *x, float *xo, const 
     /* FFN */
     MDL__TRY(mdl__norm_fwd(m, a->n2, a->n2m, a->n2r, xm, P + b->ln2w,
                            b->ln2b != MDL__ABSENT ? P + b->ln2b : NULL, N), "norm2");
-    if (c->ffn == MDL_FFN_MOE) {
-        const float *Pp[LYR_MAX_PARAMS];
-        float lb = 0.0f;
-        int k;
-        for (k = 0; k < m->nmoe; k++) Pp[k] = P + b->moe[k];
-        MDL__TRY(lyr_moe_fwd(&m->cx, &m->md, Pp, a->n2, a->mu, a->fp, a->sv_moe, m->lwork, B, T, o->train,
-                                 o->seed * 0x9E3779B97F4A7C15ULL + (uint64_t)l * 2 + 2, a->moe_h, &lb),
-                 "lyr_moe_forward");
-        st->moe_lb += lb / (float)m->L;
-    } else if (c->ffn == MDL_FFN_GELU) {
-        MDL__TRY(mdl__linear(&m->cx, a->h, a->n2, P + b->fcw, P + b->fcb, N, C, F), "fc GEMM");
-        MDL__TRY(ex_gelu_fwd(&m->cx, a->hg, a->h, (size_t)N * F), "GELU");
-        MDL__TRY(mdl__linear(&m->cx, a->fp, a->hg, P + b->pw, P + b->pb, N, F, C), "mlp projection");
-    } else {
-        MDL__TRY(mdl__linear(&m->cx, a->h, a->n2, P + b->fcw, NULL, N, C, 2 * F), "fc GEMM");
-        MDL__TRY(ex_relu2_gated_fwd(&m->cx, a->hg, a->h, N, F), "gated ReLU^2");
-        MDL__TRY(mdl__linear(&m->cx, a->fp, a->hg, P + b->pw, NULL, N, F, C), "mlp projection");
-    }
+    mdl__comp_io(m, l, MDL__CP_FFN, &io, Pp, NULL); /* the FFN: n2 (, mu) -> fp */
+    io.x = a->n2;
+    io.mu = a->mu;
+    io.out = a->fp;
+    io.train = o->train;
+    io.seed = o->seed * 0x9E3779B97F4A7C15ULL + (uint64_t)l * 2 + 2;
+    MDL__TRY(m->cp[MDL__CP_FFN].k->forward(&m->cx, m->cp[MDL__CP_FFN].d, &io), "FFN forward");
+    if (c->ffn == MDL_FFN_MOE) st->moe_lb += io.stat / (float)m->L;
     if (a->fo != a->fp) MDL__TRY(ex_copy(&m->cx, a->fo, a->fp, sizeof(float) * NC), "copy");
     if (drop)
         MDL__TRY(ex_dropout_fwd(&m->cx, a->fo, a->mask_f, a->fo, NC, c->dropout, mdl__drop_seed(o->seed, l, 2)),
                  "FFN dropout");
     MDL__TRY(mdl__branch_fwd(&m->cx, xo, xm, a->fo, a->eta, N, C), "FFN residual");
-    (void)F;
     return MDL_OK;
 }
 
@@ -2146,43 +2179,28 @@ static int mdl__block_bwd(mdl_model *m, int l)
     const mdl__bp *b = &m->bp[l];
     mdl__ba *a = &m->ba[l];
     float *P = m->params, *G = m->grads;
-    int B = m->B, T = m->T, N = B * T, C = m->C, H = m->H, D = m->D, F = m->F, R = m->R;
+    int B = m->B, T = m->T, N = B * T, C = m->C, H = m->H, D = m->D, R = m->R;
     size_t NC = (size_t)N * C;
     const float *x = m->res + (size_t)l * NC;
     float *dres = m->dres, *dbr = m->dbr;
     int drop = c->dropout > 0.0f;
+    const float *Pp[LYR_MAX_PARAMS];
+    float *Gp[LYR_MAX_PARAMS];
+    lyr_io io;
     if (m->need_mu) MDL__TRY(ex_zero(&m->cx, m->dmu, sizeof(float) * (size_t)N * R), "zero");
     if (m->deta) MDL__TRY(ex_zero(&m->cx, m->deta, sizeof(float) * (size_t)N), "zero");
     /* ---- FFN branch: x_out = x_mid + eta * fo */
     MDL__TRY(mdl__branch_bwd(&m->cx, dbr, m->deta, dres, a->fo, a->eta, drop ? a->mask_f : NULL, c->dropout, N, C),
              "FFN branch");
-    if (c->ffn == MDL_FFN_MOE) {
-        const float *Pp[LYR_MAX_PARAMS];
-        float *Gp[LYR_MAX_PARAMS];
-        int k;
-        for (k = 0; k < m->nmoe; k++) {
-            Pp[k] = P + b->moe[k];
-            Gp[k] = G + b->moe[k];
-        }
-        MDL__TRY(ex_zero(&m->cx, m->dln, sizeof(float) * NC), "zero");
-        MDL__TRY(lyr_moe_bwd(&m->cx, &m->md, Pp, Gp, dbr, m->dln, m->dmu, a->sv_moe, m->lwork, B, T,
-                                  a->moe_h, m->opts.moe_lb_coef / (float)m->L),
-                 "lyr_moe_backward");
-    } else if (c->ffn == MDL_FFN_GELU) {
-        MDL__TRY(mdl__linear_bwd(&m->cx, m->dhg, 0.0f, G + b->pw, G + b->pb, dbr, a->hg, P + b->pw, N, F, C),
-                 "mlp projection backward");
-        MDL__TRY(ex_zero(&m->cx, m->dh, sizeof(float) * (size_t)N * F), "zero");
-        MDL__TRY(ex_gelu_bwd(&m->cx, m->dh, a->h, m->dhg, (size_t)N * F), "GELU backward");
-        MDL__TRY(mdl__linear_bwd(&m->cx, m->dln, 0.0f, G + b->fcw, G + b->fcb, m->dh, a->n2, P + b->fcw, N, C, F),
-                 "fc backward");
-    } else {
-        MDL__TRY(mdl__linear_bwd(&m->cx, m->dhg, 0.0f, G + b->pw, NULL, dbr, a->hg, P + b->pw, N, F, C),
-                 "mlp projection backward");
-        MDL__TRY(ex_zero(&m->cx, m->dh, sizeof(float) * (size_t)N * 2 * F), "zero");
-        MDL__TRY(ex_relu2_gated_bwd(&m->cx, m->dh, a->h, m->dhg, N, F), "gated ReLU^2 backward");
-        MDL__TRY(mdl__linear_bwd(&m->cx, m->dln, 0.0f, G + b->fcw, NULL, m->dh, a->n2, P + b->fcw, N, C, 2 * F),
-                 "fc backward");
-    }
+    mdl__comp_io(m, l, MDL__CP_FFN, &io, Pp, Gp); /* the FFN: dln = d n2, dmu += */
+    io.x = a->n2;
+    io.mu = a->mu;
+    io.dout = dbr;
+    io.dx = m->dln;
+    io.dmu = m->dmu;
+    io.coef = m->opts.moe_lb_coef / (float)m->L;
+    MDL__TRY(ex_zero(&m->cx, m->dln, sizeof(float) * NC), "zero");
+    MDL__TRY(m->cp[MDL__CP_FFN].k->backward(&m->cx, m->cp[MDL__CP_FFN].d, &io), "FFN backward");
     MDL__TRY(mdl__norm_bwd(m, dres, G + b->ln2w, b->ln2b != MDL__ABSENT ? G + b->ln2b : NULL, m->dln,
                            a->xmid, P + b->ln2w, a->n2m, a->n2r, N), "norm2 backward");
     /* ---- attention branch: x_mid = x + eta * ao, ao = dropout(g * ap) */
@@ -2201,26 +2219,19 @@ static int mdl__block_bwd(mdl_model *m, int l)
     }
     /* dbr = d(attention output [+ memory channel]); dln collects d(norm1 output) */
     MDL__TRY(ex_zero(&m->cx, m->dln, sizeof(float) * NC), "zero");
-    if (m->ngd) {
-        const float *Pp[LYR_MAX_PARAMS];
-        float *Gp[LYR_MAX_PARAMS];
-        int k;
-        for (k = 0; k < m->ngd; k++) {
-            Pp[k] = P + b->gdl[k];
-            Gp[k] = G + b->gdl[k];
-        }
-        MDL__TRY(lyr_gdelta_bwd(&m->cx, &m->gdd, Pp, Gp, dbr, m->dln, a->sv_gd, m->lwork, B, T),
-                 "lyr_gdelta_backward");
+    if (m->cp[MDL__CP_MEM].k) { /* the memory channel: dln += */
+        mdl__comp_io(m, l, MDL__CP_MEM, &io, Pp, Gp);
+        io.x = a->n1;
+        io.dout = dbr;
+        io.dx = m->dln;
+        MDL__TRY(m->cp[MDL__CP_MEM].k->backward(&m->cx, m->cp[MDL__CP_MEM].d, &io), "memory backward");
     }
-    if (c->attn == MDL_ATTN_POLAR) {
-        const float *Pp[LYR_MAX_PARAMS];
-        float *Gp[LYR_MAX_PARAMS];
-        int k;
-        for (k = 0; k < m->npol; k++) {
-            Pp[k] = P + b->pol[k];
-            Gp[k] = G + b->pol[k];
-        }
-        MDL__TRY(lyr_polar_bwd(&m->cx, &m->pd, Pp, Gp, dbr, m->dln, a->sv_pol, m->lwork, B, T),
+    if (m->cp[MDL__CP_MIX].k) { /* the mixer: dln += */
+        mdl__comp_io(m, l, MDL__CP_MIX, &io, Pp, Gp);
+        io.x = a->n1;
+        io.dout = dbr;
+        io.dx = m->dln;
+        MDL__TRY(m->cp[MDL__CP_MIX].k->backward(&m->cx, m->cp[MDL__CP_MIX].d, &io),
                  "lyr_polar_backward");
     } else {
         /* output projection: dattm (datt) = dap Wo; dWo += dap^T attm (frozen heads'
@@ -2332,7 +2343,7 @@ static int mdl__block_bwd(mdl_model *m, int l)
         era_rpa_grads g;
         memset(&g, 0, sizeof g);
         MDL__TRY(ex_rpa_bwd(&m->cx, &m->rpa_used, &rp, &m->rpa_st[l], &m->rpa_cst[l], m->dbias,
-                                  m->prior_running ? NULL : m->dmu, &g, m->rpa_ws),
+                            m->prior_running ? NULL : m->dmu, &g, m->rpa_ws),
                  "era_rpa_backward");
         mdl__sadd(m, G, b->tau, g.dtau_att);
         mdl__sadd(m, G, b->posb, g.dpos_beta);
