@@ -1819,6 +1819,59 @@ int lyr_mlp_bwd(const ex_ctx *cx, const lyr_mlp_dims *d, const float *const *P, 
     return rc ? LYR_EFAIL : LYR_OK;
 }
 
+/* =================================================================== norms */
+static int lyr__norm_ok(const lyr_norm_dims *d)
+{
+    return d && d->C >= 1 && d->C <= (1 << 20) && (d->rms == 0 || d->rms == 1) && lyr__finite(d->eps) &&
+           d->eps > 0;
+}
+
+int lyr_norm_params(const lyr_norm_dims *d, lyr_pspec *out, int cap)
+{
+    if (!lyr__norm_ok(d) || !out || cap < (d->rms ? 1 : 2)) return LYR_EINVAL;
+    lyr__spec(&out[0], "weight", 0, 1, d->C, 0, 0);
+    out[0].init = LYR_INIT_ONE;
+    if (d->rms) return 1;
+    lyr__spec(&out[1], "bias", 0, 1, d->C, 0, 0);
+    out[1].init = LYR_INIT_ZERO;
+    return 2;
+}
+
+size_t lyr_norm_saved_floats(const lyr_norm_dims *d, int B, int T)
+{
+    if (!lyr__norm_ok(d) || !lyr__bt_ok(B, T, (double)d->C)) return 0;
+    return 2 * lyr__al((size_t)B * T); /* mean, rstd */
+}
+
+int lyr_norm_fwd(const ex_ctx *cx, const lyr_norm_dims *d, const float *const *P, const float *x,
+                 float *out, float *saved, int B, int T)
+{
+    size_t N;
+    int rc;
+    if (!cx || !lyr__norm_ok(d) || !lyr__bt_ok(B, T, (double)d->C) || !x || !out || !saved ||
+        !lyr__ptrs_ok((const void *const *)P, d->rms ? 1 : 2))
+        return LYR_EINVAL;
+    N = (size_t)B * T;
+    rc = d->rms ? ex_rmsnorm_fwd(cx, out, saved + lyr__al(N), x, P[0], (int)N, d->C, d->eps)
+                : ex_layernorm_fwd(cx, out, saved, saved + lyr__al(N), x, P[0], P[1], (int)N, d->C, d->eps);
+    return rc ? LYR_EFAIL : LYR_OK;
+}
+
+int lyr_norm_bwd(const ex_ctx *cx, const lyr_norm_dims *d, const float *const *P, float *const *G,
+                 const float *x, const float *dout, float *dx, const float *saved, int B, int T)
+{
+    size_t N;
+    int rc, n;
+    if (!cx || !lyr__norm_ok(d) || !lyr__bt_ok(B, T, (double)d->C) || !x || !dout || !dx || !saved)
+        return LYR_EINVAL;
+    n = d->rms ? 1 : 2;
+    if (!lyr__ptrs_ok((const void *const *)P, n) || !lyr__ptrs_ok((const void *const *)G, n)) return LYR_EINVAL;
+    N = (size_t)B * T;
+    rc = d->rms ? ex_rmsnorm_bwd(cx, dx, G[0], dout, x, P[0], saved + lyr__al(N), (int)N, d->C)
+                : ex_layernorm_bwd(cx, dx, G[0], G[1], dout, x, P[0], saved, saved + lyr__al(N), (int)N, d->C);
+    return rc ? LYR_EFAIL : LYR_OK;
+}
+
 /* =================================================================== the protocol's table */
 /* Adapters from the generic lyr_kind (dims as void *, arguments in lyr_io) to each kind's
    typed functions. */
@@ -1829,7 +1882,7 @@ static int lyr__mlp_init_v(const void *d, float *const *P, tk_rng *rng, float st
 }
 static size_t lyr__mlp_saved_v(const void *d, int B, int T) { return lyr_mlp_saved_floats((const lyr_mlp_dims *)d, B, T); }
 static size_t lyr__mlp_work_v(const void *d, int B, int T) { return lyr_mlp_work_floats((const lyr_mlp_dims *)d, B, T); }
-static size_t lyr__no_host_v(const void *d, int B, int T)
+static size_t lyr__no_floats_v(const void *d, int B, int T)
 {
     (void)d;
     (void)B;
@@ -1919,12 +1972,39 @@ static int lyr__gdelta_bwd_v(const ex_ctx *cx, const void *d, lyr_io *io)
                           io->B, io->T);
 }
 
+static int lyr__norm_params_v(const void *d, lyr_pspec *out, int cap) { return lyr_norm_params((const lyr_norm_dims *)d, out, cap); }
+static int lyr__norm_init_v(const void *d, float *const *P, tk_rng *rng, float std)
+{
+    lyr_pspec sp[2];
+    int n = lyr_norm_params((const lyr_norm_dims *)d, sp, 2), i;
+    (void)rng;
+    (void)std;
+    if (n < 0 || !lyr__ptrs_ok((const void *const *)P, n)) return LYR_EINVAL;
+    for (i = 0; i < n; i++)
+        if (tk_init_constant(P[i], lyr_pspec_numel(&sp[i]), sp[i].init == LYR_INIT_ONE ? 1.0f : 0.0f) != TK_OK)
+            return LYR_EFAIL;
+    return LYR_OK;
+}
+static size_t lyr__norm_saved_v(const void *d, int B, int T) { return lyr_norm_saved_floats((const lyr_norm_dims *)d, B, T); }
+static int lyr__norm_fwd_v(const ex_ctx *cx, const void *d, lyr_io *io)
+{
+    io->stat = 0.0f;
+    return lyr_norm_fwd(cx, (const lyr_norm_dims *)d, io->P, io->x, io->out, io->saved, io->B, io->T);
+}
+static int lyr__norm_bwd_v(const ex_ctx *cx, const void *d, lyr_io *io)
+{
+    return lyr_norm_bwd(cx, (const lyr_norm_dims *)d, io->P, io->G, io->x, io->dout, io->dx, io->saved, io->B,
+                        io->T);
+}
+
+const lyr_kind lyr_kind_norm = {"ln", lyr__norm_params_v, lyr__norm_init_v, lyr__norm_saved_v, lyr__no_floats_v,
+                                lyr__no_floats_v, lyr__norm_fwd_v, lyr__norm_bwd_v};
 const lyr_kind lyr_kind_polar = {"attn", lyr__polar_params_v, lyr__polar_init_v, lyr__polar_saved_v,
-                                 lyr__polar_work_v, lyr__no_host_v, lyr__polar_fwd_v, lyr__polar_bwd_v};
+                                 lyr__polar_work_v, lyr__no_floats_v, lyr__polar_fwd_v, lyr__polar_bwd_v};
 const lyr_kind lyr_kind_gdelta = {"gdelta", lyr__gdelta_params_v, lyr__gdelta_init_v, lyr__gdelta_saved_v,
-                                  lyr__gdelta_work_v, lyr__no_host_v, lyr__gdelta_fwd_v, lyr__gdelta_bwd_v};
+                                  lyr__gdelta_work_v, lyr__no_floats_v, lyr__gdelta_fwd_v, lyr__gdelta_bwd_v};
 const lyr_kind lyr_kind_mlp = {"mlp", lyr__mlp_params_v, lyr__mlp_init_v, lyr__mlp_saved_v, lyr__mlp_work_v,
-                               lyr__no_host_v, lyr__mlp_fwd_v, lyr__mlp_bwd_v};
+                               lyr__no_floats_v, lyr__mlp_fwd_v, lyr__mlp_bwd_v};
 const lyr_kind lyr_kind_moe = {"moe", lyr__moe_params_v, lyr__moe_init_v, lyr__moe_saved_v, lyr__moe_work_v,
                                lyr__moe_host_v, lyr__moe_fwd_v, lyr__moe_bwd_v};
 

@@ -6,7 +6,7 @@
    blocks through the generic table (lyr_kind, at the end). fp32, on tensor.h: CPU or a
    CUDA device, chosen by the device context (exctx.h). License: MIT.
 
-   PROTOCOL (every layer kind X in {moe, polar, gdelta, mlp})
+   PROTOCOL (every layer kind X in {moe, polar, gdelta, mlp, norm})
      lyr_X_params(d, out, cap)       the parameter tensors, in order: suffix (the model
                                      names them "blocks.<l>.<component>.<suffix>"), shape,
                                      decay flag. Returns the count (<= cap) or < 0.
@@ -152,7 +152,7 @@ enum { LYR_OK = 0, LYR_EINVAL = -1, LYR_ENOMEM = -2, LYR_EFAIL = -4 };
 
 /* How a parameter tensor starts: LAYER by the component's lyr_X_init (one rng for the
    component), the others tensor by tensor (the model draws each from its own stream). */
-enum { LYR_INIT_LAYER = 0, LYR_INIT_ZERO, LYR_INIT_NORMAL };
+enum { LYR_INIT_LAYER = 0, LYR_INIT_ZERO, LYR_INIT_NORMAL, LYR_INIT_ONE };
 
 typedef struct lyr_pspec {
     char suffix[48];
@@ -339,6 +339,25 @@ int lyr_mlp_bwd(const ex_ctx *cx, const lyr_mlp_dims *d, const float *const *P, 
                 const float *x, const float *dout, float *dx, const float *saved, float *work,
                 int B, int T);
 
+/* ------------------------------------------------------------ norms */
+/* 5. NORMS (lyr_norm_*): LayerNorm out = (x - mean) rstd * weight + bias, or RMSNorm
+      out = x rstd * weight (rstd over the C channels of a row, eps inside the root), with
+      tensor.h's kernels. Params: weight (C) [init 1], LayerNorm bias (C) [init 0], no
+      decay. saved: the rows' mean and rstd; no work. backward needs the forward's input
+      x again and ACCUMULATES into dx. */
+typedef struct lyr_norm_dims {
+    int C;
+    int rms;        /* 0 LayerNorm, 1 RMSNorm */
+    float eps;      /* the model: 1e-5 */
+} lyr_norm_dims;
+
+int lyr_norm_params(const lyr_norm_dims *d, lyr_pspec *out, int cap);
+size_t lyr_norm_saved_floats(const lyr_norm_dims *d, int B, int T);
+int lyr_norm_fwd(const ex_ctx *cx, const lyr_norm_dims *d, const float *const *P, const float *x,
+                 float *out, float *saved, int B, int T);
+int lyr_norm_bwd(const ex_ctx *cx, const lyr_norm_dims *d, const float *const *P, float *const *G,
+                 const float *x, const float *dout, float *dx, const float *saved, int B, int T);
+
 /* ------------------------------------------------------------ the generic protocol */
 /* One table per component kind, so a caller (the model) holds a kind and its dims and
    never names the kind again: adding a kind is its functions and a table here. The
@@ -360,7 +379,7 @@ typedef struct lyr_io {
 } lyr_io;
 
 typedef struct lyr_kind {
-    const char *name;       /* the tensors' name prefix ("mlp", "moe", "attn", "gdelta") */
+    const char *name;       /* the tensors' name prefix ("mlp", "moe", "attn", "gdelta", "ln") */
     int (*params)(const void *d, lyr_pspec *out, int cap);
     int (*init)(const void *d, float *const *P, tk_rng *rng, float init_std);
     size_t (*saved_floats)(const void *d, int B, int T);
@@ -374,6 +393,7 @@ extern const lyr_kind lyr_kind_mlp;    /* dims: lyr_mlp_dims */
 extern const lyr_kind lyr_kind_moe;    /* dims: lyr_moe_dims; mu, host, seed, coef; stat: lb */
 extern const lyr_kind lyr_kind_polar;  /* dims: lyr_polar_dims; seed; stat: the distractor loss */
 extern const lyr_kind lyr_kind_gdelta; /* dims: lyr_gdelta_dims */
+extern const lyr_kind lyr_kind_norm;   /* dims: lyr_norm_dims (init: the pspec rules) */
 
 #ifdef __cplusplus
 }

@@ -113,10 +113,14 @@ enum { MDL__CP_MIX = 0, /* the mixer when it is a component (polar attention; so
                            attention is still written in this file) */
        MDL__CP_MEM,     /* the memory channel (gated delta), added to the mixer's output */
        MDL__CP_FFN,     /* the FFN (GELU / squared-ReLU MLP, fuzzy MoE) */
-       MDL__NCP };
+       MDL__CP_N1,      /* norm1 (LayerNorm / RMSNorm) */
+       MDL__CP_N2,      /* norm2 */
+       MDL__NCP };      /* (a slot's index is its init stream: 100000 + 4 l + slot for the
+                           first three; the norms start from constants) */
 
 typedef struct mdl__comp {
     const lyr_kind *k;   /* NULL: none in this slot */
+    const char *name;    /* tensor names: blocks.<l>.<name>.<suffix> */
     const void *d;       /* its dims (in the model) */
     int np;              /* tensors per block */
     int layer_init;      /* some tensor is LYR_INIT_LAYER: k->init draws them from stream
@@ -126,7 +130,7 @@ typedef struct mdl__comp {
 /* Offsets (floats) of one block's parameters in the parameter buffer; MDL__ABSENT when
    the configuration has no such tensor. */
 typedef struct mdl__bp {
-    size_t ln1w, ln1b, ln2w, ln2b, conv;
+    size_t conv;
     size_t memw, memb, memc, mems;
     size_t resg, vgam;
     size_t qkv, proj, tau, posb, kappa, gtau;
@@ -139,8 +143,8 @@ typedef struct mdl__ba {
     float *xmid;            /* (N,C) x after the attention residual (input of norm2) */
     float *zproj, *mu;      /* (N,C), (N,R) memberships */
     float *eta;             /* (N) residual gates */
-    float *n1, *n1m, *n1r;  /* (N,C), (N), (N) norm1 output and statistics (n1: after the
-                               causal convolution when cfg.conv_k) */
+    float *n1;              /* (N,C) norm1 output (after the causal convolution when
+                               cfg.conv_k) */
     float *n1p;             /* (N,C) norm1 output before the convolution (conv_k only) */
     float *q, *k, *v;       /* (B,H,T,D) each */
     float *probs;           /* (B,H,T,T) (CPU model) */
@@ -152,7 +156,7 @@ typedef struct mdl__ba {
     float *vsig, *vg;       /* (N,H) sigmoids, (N) value gate */
     float *bias;            /* (T,T) prior bias */
     uint8_t *mask_a, *mask_f; /* (N,C) dropout masks */
-    float *n2, *n2m, *n2r;  /* norm2 */
+    float *n2;              /* (N,C) norm2 output */
     float *fp;              /* (N,C) FFN output before dropout */
     float *fo;              /* (N,C) dropout(fp) (or == fp) */
     float *sv[MDL__NCP];     /* the components' saved buffers */
@@ -175,6 +179,7 @@ struct mdl_model {
     lyr_gdelta_dims gdd;
     lyr_moe_dims md;
     lyr_mlp_dims mlpd;
+    lyr_norm_dims normd;
     mdl__comp cp[MDL__NCP];  /* the block's layers.h components by slot */
     float *params, *grads;
     size_t nparams;
@@ -183,7 +188,7 @@ struct mdl_model {
     int *tinit;             /* per tensor: init kind */
     float *tinit_a;         /* per tensor: init argument */
     mdl__bp bp[MDL_MAX_LAYERS];
-    size_t wte, wpe, lnfw, lnfb;
+    size_t wte, wpe, lnf[LYR_MAX_PARAMS]; /* lnf: the final norm's tensors (norm1's kind) */
     era_rpa_state rpa_st[MDL_MAX_LAYERS];
     era_era_state era_st[MDL_MAX_LAYERS];
     era_rpa_cuda_state rpa_cst[MDL_MAX_LAYERS]; /* the priors' state on a device model */
@@ -215,7 +220,7 @@ struct mdl_model {
     int B, T, train, obs;
     mdl__ba ba[MDL_MAX_LAYERS];
     float *res;              /* train: (L+1, N, C) residual stream per block input; eval: (N,C) */
-    float *nf, *nfm, *nfr;   /* (N,C), (N), (N) final norm */
+    float *nf, *nf_sv;       /* (N,C) final norm output, its saved state */
     float *logits;           /* (N,V) logits, or probs -> dlogits with train */
     double *rowce, *rowloss; /* (N) */
     int *ids, *tgt;          /* (N) copies for the backward (on the model's device) */
@@ -549,7 +554,8 @@ static int mdl__add_specs(mdl_model *m, const char *prefix, const lyr_pspec *sp,
     int i;
     for (i = 0; i < n; i++) {
         int init = sp[i].init == LYR_INIT_NORMAL ? MDL__INIT_NORMAL
-                   : sp[i].init == LYR_INIT_ZERO ? MDL__INIT_ZERO : MDL__INIT_LAYER;
+                   : sp[i].init == LYR_INIT_ZERO ? MDL__INIT_ZERO
+                   : sp[i].init == LYR_INIT_ONE ? MDL__INIT_ONE : MDL__INIT_LAYER;
         snprintf(nm, sizeof nm, "%s.%s", prefix, sp[i].suffix);
         off[i] = mdl__add_shape(m, nm, sp[i].ndim, sp[i].shape, sp[i].decay, init, sp[i].init_arg);
         if (off[i] == MDL__ABSENT) return MDL_ENOMEM;
@@ -563,7 +569,7 @@ static int mdl__add_comp(mdl_model *m, int l, int j, const lyr_pspec *sp)
 {
     char nm[MDL_NAME_MAX - 48]; /* (+ '.' + a suffix of at most 47 characters) */
     if (!m->cp[j].k) return MDL_OK;
-    snprintf(nm, sizeof nm, "blocks.%d.%.20s", l, m->cp[j].k->name);
+    snprintf(nm, sizeof nm, "blocks.%d.%.20s", l, m->cp[j].name);
     return mdl__add_specs(m, nm, sp, m->cp[j].np, m->bp[l].cp[j]);
 }
 
@@ -575,7 +581,6 @@ static int mdl__build_table(mdl_model *m)
     char nm[MDL_NAME_MAX];
     float std = c->init_std, pstd = c->init_std / sqrtf(2.0f * (float)m->L);
     float uC = 1.0f / sqrtf((float)C), uR = 1.0f / sqrtf((float)R);
-    int lnb = c->norm == MDL_NORM_LAYER;
 #define MDL__ADD(var, ndim, s0, s1, decay, init, arg)                                    \
     do {                                                                                 \
         var = mdl__add(m, nm, ndim, s0, s1, decay, init, arg);                           \
@@ -602,12 +607,8 @@ static int mdl__build_table(mdl_model *m)
         size_t *all = (size_t *)b;
         size_t k;
         for (k = 0; k < sizeof(mdl__bp) / sizeof(size_t); k++) all[k] = MDL__ABSENT;
-        snprintf(nm, sizeof nm, "blocks.%d.ln1.weight", l);
-        MDL__ADD(b->ln1w, 1, C, 0, 0, MDL__INIT_ONE, 0);
-        if (lnb) {
-            snprintf(nm, sizeof nm, "blocks.%d.ln1.bias", l);
-            MDL__ADD(b->ln1b, 1, C, 0, 0, MDL__INIT_ZERO, 0);
-        }
+        rc = mdl__add_comp(m, l, MDL__CP_N1, sp[MDL__CP_N1]);
+        if (rc) return rc;
         if (c->conv_k) {
             snprintf(nm, sizeof nm, "blocks.%d.conv.weight", l);
             MDL__ADD(b->conv, 2, c->conv_k, C, 0, MDL__INIT_ZERO, 0);
@@ -659,22 +660,12 @@ static int mdl__build_table(mdl_model *m)
             snprintf(nm, sizeof nm, "blocks.%d.attn.value_gamma.weight", l);
             MDL__ADD(b->vgam, 2, H, R, 0, MDL__INIT_UNIFORM, uR);
         }
-        snprintf(nm, sizeof nm, "blocks.%d.ln2.weight", l);
-        MDL__ADD(b->ln2w, 1, C, 0, 0, MDL__INIT_ONE, 0);
-        if (lnb) {
-            snprintf(nm, sizeof nm, "blocks.%d.ln2.bias", l);
-            MDL__ADD(b->ln2b, 1, C, 0, 0, MDL__INIT_ZERO, 0);
-        }
+        rc = mdl__add_comp(m, l, MDL__CP_N2, sp[MDL__CP_N2]);
+        if (rc) return rc;
         rc = mdl__add_comp(m, l, MDL__CP_FFN, sp[MDL__CP_FFN]);
         if (rc) return rc;
     }
-    snprintf(nm, sizeof nm, "lnf.weight");
-    MDL__ADD(m->lnfw, 1, C, 0, 0, MDL__INIT_ONE, 0);
-    m->lnfb = MDL__ABSENT;
-    if (lnb) {
-        snprintf(nm, sizeof nm, "lnf.bias");
-        MDL__ADD(m->lnfb, 1, C, 0, 0, MDL__INIT_ZERO, 0);
-    }
+    if (mdl__add_specs(m, "lnf", sp[MDL__CP_N1], m->cp[MDL__CP_N1].np, m->lnf)) return MDL_ENOMEM;
 #undef MDL__ADD
     return MDL_OK;
 }
@@ -819,6 +810,13 @@ int mdl_create_on(mdl_model **out, const mdl_config *cfg, uint64_t seed, int dev
     m->mlpd.act = cfg->ffn == MDL_FFN_RELU2 ? LYR_MLP_RELU2 : LYR_MLP_GELU;
     m->mlpd.std = cfg->init_std;
     m->mlpd.proj_std = cfg->init_std / sqrtf(2.0f * (float)m->L); /* (as the other residual projections) */
+    m->normd.C = m->C;
+    m->normd.rms = cfg->norm == MDL_NORM_RMS;
+    m->normd.eps = MDL__NORM_EPS;
+    m->cp[MDL__CP_N1].k = m->cp[MDL__CP_N2].k = &lyr_kind_norm;
+    m->cp[MDL__CP_N1].d = m->cp[MDL__CP_N2].d = &m->normd;
+    m->cp[MDL__CP_N1].name = "ln1";
+    m->cp[MDL__CP_N2].name = "ln2";
     if (cfg->attn == MDL_ATTN_POLAR) {
         m->cp[MDL__CP_MIX].k = &lyr_kind_polar;
         m->cp[MDL__CP_MIX].d = &m->pd;
@@ -829,6 +827,8 @@ int mdl_create_on(mdl_model **out, const mdl_config *cfg, uint64_t seed, int dev
     }
     m->cp[MDL__CP_FFN].k = cfg->ffn == MDL_FFN_MOE ? &lyr_kind_moe : &lyr_kind_mlp;
     m->cp[MDL__CP_FFN].d = cfg->ffn == MDL_FFN_MOE ? (const void *)&m->md : (const void *)&m->mlpd;
+    for (l = 0; l < MDL__NCP; l++)
+        if (m->cp[l].k && !m->cp[l].name) m->cp[l].name = m->cp[l].k->name;
     m->cfg.rpa.R = cfg->R;
     if (m->cfg.rpa.max_T < cfg->max_T) m->cfg.rpa.max_T = cfg->max_T;
     if (m->cfg.era.max_T < cfg->max_T) m->cfg.era.max_T = cfg->max_T;
@@ -1019,8 +1019,6 @@ static size_t mdl__carve(mdl_model *m, int B, int T, int train, int obs, char *b
         }
         if (c->res_gate) a->eta = MDL__TF(&cv, N);
         a->n1 = MDL__TF(&cv, N * C);
-        a->n1m = MDL__TF(&cv, N);
-        a->n1r = MDL__TF(&cv, N);
         a->n1p = c->conv_k ? MDL__TF(&cv, N * C) : NULL;
         if (c->attn == MDL_ATTN_SOFTMAX) {
             a->q = MDL__TF(&cv, N * C);
@@ -1052,8 +1050,6 @@ static size_t mdl__carve(mdl_model *m, int B, int T, int train, int obs, char *b
             a->mask_f = (uint8_t *)mdl__take(&cv, N * C);
         }
         a->n2 = MDL__TF(&cv, N * C);
-        a->n2m = MDL__TF(&cv, N);
-        a->n2r = MDL__TF(&cv, N);
         /* the components' saved state, and host state kept per layer from the forward
            to the backward (the device model's MoE routing, computed on the host) */
         for (j = 0; j < MDL__NCP; j++) {
@@ -1087,8 +1083,7 @@ static size_t mdl__carve(mdl_model *m, int B, int T, int train, int obs, char *b
         if (w) m->lwork = MDL__TF(&cv, w);
     }
     m->nf = MDL__TF(&cv, N * C);
-    m->nfm = MDL__TF(&cv, N);
-    m->nfr = MDL__TF(&cv, N);
+    m->nf_sv = MDL__TF(&cv, m->cp[MDL__CP_N1].k->saved_floats(m->cp[MDL__CP_N1].d, B, T));
     m->logits = MDL__TF(&cv, N * V);
     m->rowce = (double *)mdl__take_h(&cv, sizeof(double) * N);
     m->rowloss = (double *)mdl__take_h(&cv, sizeof(double) * N);
@@ -1246,24 +1241,6 @@ static int mdl__linear_bwd(const ex_ctx *x, float *dinp, float beta, float *dW, 
         if (rc != TK_OK) return rc;
     }
     return ex_matmul_bwd(x, dinp, dW, db, dout, inp, W, N, K, OC);
-}
-
-static int mdl__norm_fwd(const mdl_model *m, float *out, float *mean, float *rstd, const float *inp,
-                         const float *w, const float *b, int N)
-{
-    if (m->cfg.norm == MDL_NORM_LAYER)
-        return ex_layernorm_fwd(&m->cx, out, mean, rstd, inp, w, b, N, m->C, MDL__NORM_EPS);
-    return ex_rmsnorm_fwd(&m->cx, out, rstd, inp, w, N, m->C, MDL__NORM_EPS);
-}
-
-/* dinp += norm backward */
-static int mdl__norm_bwd(const mdl_model *m, float *dinp, float *dw, float *db, const float *dout,
-                         const float *inp, const float *w, const float *mean, const float *rstd,
-                         int N)
-{
-    if (m->cfg.norm == MDL_NORM_LAYER)
-        return ex_layernorm_bwd(&m->cx, dinp, dw, db, dout, inp, w, mean, rstd, N, m->C);
-    return ex_rmsnorm_bwd(&m->cx, dinp, dw, dout, inp, w, rstd, N, m->C);
 }
 
 /* The 64-bit seed of one dropout site (layer l, branch k) of a forward: from the forward's
@@ -1636,23 +1613,32 @@ static int mdl__branch_fwd(const ex_ctx *cx, float *out, const float *x, const f
 
 /* The lyr_io of block l's component in slot j: its parameters (Pp) and, with Gp, their
    gradients, its saved, work and host buffers, B and T; the caller sets the rest. */
-static void mdl__comp_io(const mdl_model *m, int l, int j, lyr_io *io, const float **Pp, float **Gp)
+static void mdl__io(const mdl_model *m, const mdl__comp *q, const size_t *off, float *saved, float *host,
+                    lyr_io *io, const float **Pp, float **Gp)
 {
-    const mdl__bp *b = &m->bp[l];
     int k;
-    for (k = 0; k < m->cp[j].np; k++) {
-        Pp[k] = m->params + b->cp[j][k];
-        if (Gp) Gp[k] = m->grads + b->cp[j][k];
+    for (k = 0; k < q->np; k++) {
+        Pp[k] = m->params + off[k];
+        if (Gp) Gp[k] = m->grads + off[k];
     }
     memset(io, 0, sizeof *io);
     io->P = Pp;
     io->G = Gp;
-    io->saved = m->ba[l].sv[j];
+    io->saved = saved;
     io->work = m->lwork;
-    io->host = m->ba[l].hst[j];
+    io->host = host;
     io->B = m->B;
     io->T = m->T;
 }
+
+static void mdl__comp_io(const mdl_model *m, int l, int j, lyr_io *io, const float **Pp, float **Gp)
+{
+    mdl__io(m, &m->cp[j], m->bp[l].cp[j], m->ba[l].sv[j], m->ba[l].hst[j], io, Pp, Gp);
+}
+
+/* the forward / backward of slot j's component */
+static int mdl__cfwd(mdl_model *m, int j, lyr_io *io) { return m->cp[j].k->forward(&m->cx, m->cp[j].d, io); }
+static int mdl__cbwd(mdl_model *m, int j, lyr_io *io) { return m->cp[j].k->backward(&m->cx, m->cp[j].d, io); }
 
 /* One block forward. x (N,C): block input; xo (N,C): output (may equal x in eval). */
 static int mdl__block_fwd(mdl_model *m, int l, const float *x, float *xo, const mdl_opts *o,
@@ -1684,8 +1670,10 @@ static int mdl__block_fwd(mdl_model *m, int l, const float *x, float *xo, const 
         MDL__TRY(ex_sigmoid_fwd(&m->cx, a->eta, a->eta, (size_t)N), "residual gate sigmoid");
     }
     /* attention */
-    MDL__TRY(mdl__norm_fwd(m, c->conv_k ? a->n1p : a->n1, a->n1m, a->n1r, x, P + b->ln1w,
-                           b->ln1b != MDL__ABSENT ? P + b->ln1b : NULL, N), "norm1");
+    mdl__comp_io(m, l, MDL__CP_N1, &io, Pp, NULL);
+    io.x = x;
+    io.out = c->conv_k ? a->n1p : a->n1;
+    MDL__TRY(mdl__cfwd(m, MDL__CP_N1, &io), "norm1");
     if (c->conv_k) MDL__TRY(mdl__conv_fwd(&m->cx, a->n1, a->n1p, P + b->conv, B, T, C, c->conv_k), "convolution");
     if (m->cp[MDL__CP_MIX].k) { /* the mixer: n1 -> ap */
         mdl__comp_io(m, l, MDL__CP_MIX, &io, Pp, NULL);
@@ -1721,8 +1709,10 @@ static int mdl__block_fwd(mdl_model *m, int l, const float *x, float *xo, const 
                  "attention dropout");
     MDL__TRY(mdl__branch_fwd(&m->cx, xm, x, a->ao, a->eta, N, C), "attention residual");
     /* FFN */
-    MDL__TRY(mdl__norm_fwd(m, a->n2, a->n2m, a->n2r, xm, P + b->ln2w,
-                           b->ln2b != MDL__ABSENT ? P + b->ln2b : NULL, N), "norm2");
+    mdl__comp_io(m, l, MDL__CP_N2, &io, Pp, NULL);
+    io.x = xm;
+    io.out = a->n2;
+    MDL__TRY(mdl__cfwd(m, MDL__CP_N2, &io), "norm2");
     mdl__comp_io(m, l, MDL__CP_FFN, &io, Pp, NULL); /* the FFN: n2 (, mu) -> fp */
     io.x = a->n2;
     io.mu = a->mu;
@@ -1906,8 +1896,12 @@ int mdl_forward(mdl_model *m, const int *inputs, const int *targets, int B, int 
     }
     {
         const float *x = m->res + (m->train ? (size_t)L * NC : 0);
-        MDL__TRY(mdl__norm_fwd(m, m->nf, m->nfm, m->nfr, x, m->params + m->lnfw,
-                               m->lnfb != MDL__ABSENT ? m->params + m->lnfb : NULL, N), "final norm");
+        const float *Pp[LYR_MAX_PARAMS];
+        lyr_io io;
+        mdl__io(m, &m->cp[MDL__CP_N1], m->lnf, m->nf_sv, NULL, &io, Pp, NULL);
+        io.x = x;
+        io.out = m->nf;
+        MDL__TRY(mdl__cfwd(m, MDL__CP_N1, &io), "final norm");
         MDL__TRY(mdl__linear(&m->cx, m->logits, m->nf, m->params + m->wte, NULL, N, C, m->V), "head GEMM");
     }
     if (targets) {
@@ -2201,8 +2195,11 @@ static int mdl__block_bwd(mdl_model *m, int l)
     io.coef = m->opts.moe_lb_coef / (float)m->L;
     MDL__TRY(ex_zero(&m->cx, m->dln, sizeof(float) * NC), "zero");
     MDL__TRY(m->cp[MDL__CP_FFN].k->backward(&m->cx, m->cp[MDL__CP_FFN].d, &io), "FFN backward");
-    MDL__TRY(mdl__norm_bwd(m, dres, G + b->ln2w, b->ln2b != MDL__ABSENT ? G + b->ln2b : NULL, m->dln,
-                           a->xmid, P + b->ln2w, a->n2m, a->n2r, N), "norm2 backward");
+    mdl__comp_io(m, l, MDL__CP_N2, &io, Pp, Gp); /* dres += d norm2 */
+    io.x = a->xmid;
+    io.dout = m->dln;
+    io.dx = dres;
+    MDL__TRY(mdl__cbwd(m, MDL__CP_N2, &io), "norm2 backward");
     /* ---- attention branch: x_mid = x + eta * ao, ao = dropout(g * ap) */
     MDL__TRY(mdl__branch_bwd(&m->cx, dbr, m->deta, dres, a->ao, a->eta, drop ? a->mask_a : NULL, c->dropout, N, C),
              "attention branch");
@@ -2335,8 +2332,11 @@ static int mdl__block_bwd(mdl_model *m, int l)
                  "convolution backward");
         MDL__TRY(ex_copy(&m->cx, m->dln, dbr, sizeof(float) * NC), "copy");
     }
-    MDL__TRY(mdl__norm_bwd(m, dres, G + b->ln1w, b->ln1b != MDL__ABSENT ? G + b->ln1b : NULL, m->dln, x,
-                           P + b->ln1w, a->n1m, a->n1r, N), "norm1 backward");
+    mdl__comp_io(m, l, MDL__CP_N1, &io, Pp, Gp); /* dres += d norm1 */
+    io.x = x;
+    io.dout = m->dln;
+    io.dx = dres;
+    MDL__TRY(mdl__cbwd(m, MDL__CP_N1, &io), "norm1 backward");
     /* priors */
     if (c->prior == MDL_PRIOR_RPA) {
         era_rpa_params rp = mdl__rpa_params(m, l);
@@ -2398,9 +2398,16 @@ int mdl_backward(mdl_model *m)
     MDL__TRY(mdl__linear_bwd(&m->cx, m->dln, 0.0f, m->grads + m->wte, NULL, m->logits, m->nf, m->params + m->wte, N, m->C,
                              m->V), "head backward");
     MDL__TRY(ex_zero(&m->cx, m->dres, sizeof(float) * NC), "zero");
-    MDL__TRY(mdl__norm_bwd(m, m->dres, m->grads + m->lnfw, m->lnfb != MDL__ABSENT ? m->grads + m->lnfb : NULL,
-                           m->dln, m->res + (size_t)m->L * NC, m->params + m->lnfw, m->nfm, m->nfr, N),
-             "final norm backward");
+    {
+        const float *Pp[LYR_MAX_PARAMS];
+        float *Gp[LYR_MAX_PARAMS];
+        lyr_io io;
+        mdl__io(m, &m->cp[MDL__CP_N1], m->lnf, m->nf_sv, NULL, &io, Pp, Gp);
+        io.x = m->res + (size_t)m->L * NC;
+        io.dout = m->dln;
+        io.dx = m->dres;
+        MDL__TRY(mdl__cbwd(m, MDL__CP_N1, &io), "final norm backward");
+    }
     for (l = m->L - 1; l >= 0; l--) {
         rc = mdl__block_bwd(m, l);
         if (rc) return rc;
