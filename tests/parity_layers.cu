@@ -19,7 +19,9 @@
    a device pointer as the host buffer, host and device buffers mixed (in the forward and
    in the backward), NaN in the memberships (checked on the host copy).
    The gated-delta memory (lyr_gdelta_*) and the polar attention mixer (lyr_polar_*) the
-   same way: see their sections below. */
+   same way: see their sections below. The MLP FFNs and the norms, which the model reaches
+   only through layers.h's generic table with an explicit device context (no pointer
+   routing): the same case on a CPU context and on a CUDA context, see the last section. */
 #include "tests/cuda_test.h"
 #include "examples/common/impl.c"
 #include "examples/common/layers.c"
@@ -800,6 +802,101 @@ static void test_polar_refusals(void)
     run_free(g);
 }
 
+/* ------------------------------------------------------------ MLP and norms (contexts) */
+/* lyr_kind_mlp (GELU, squared-ReLU gated) and lyr_kind_norm (LayerNorm, RMSNorm) called
+   through the table with ex_ctx CPU and ex_ctx CUDA on the same case (C 24, F 40, B 2,
+   T 7): forward out within 1e-5 of the CPU's largest |out|; backward every parameter
+   gradient and dx within 1e-5 of the CPU tensor's largest |value|, accumulated into
+   non-zero starting values. */
+struct kind_case : layer_case {
+    const lyr_kind *k;
+    lyr_mlp_dims mlp;
+    lyr_norm_dims norm;
+    const void *d;
+};
+
+static void kind_case_init(kind_case &c, const lyr_kind *k, int variant, unsigned long long seed)
+{
+    tk_rng rng;
+    int np;
+    c.k = k;
+    c.T = PT;
+    c.N = PN;
+    c.C = PC;
+    memset(&c.mlp, 0, sizeof c.mlp);
+    memset(&c.norm, 0, sizeof c.norm);
+    if (k == &lyr_kind_mlp) {
+        c.mlp.C = PC;
+        c.mlp.F = PF;
+        c.mlp.act = variant ? LYR_MLP_RELU2 : LYR_MLP_GELU;
+        c.mlp.std = 0.2f;
+        c.mlp.proj_std = 0.1f;
+        c.d = &c.mlp;
+    } else {
+        c.norm.C = PC;
+        c.norm.rms = variant;
+        c.norm.eps = 1e-5f;
+        c.d = &c.norm;
+    }
+    np = k->params(c.d, c.spec, LYR_MAX_PARAMS);
+    CHECK(np > 0);
+    tk_rng_seed(&rng, seed, 3);
+    tt_seed(seed);
+    {
+        float *Pp[LYR_MAX_PARAMS];
+        case_params(c, np, Pp);
+        CHECK_INT_EQ(k->init(c.d, Pp, &rng, 0.2f), LYR_OK);
+    }
+    case_random(c, -1, 0.2, 0.2);
+    c.nsaved = k->saved_floats(c.d, PB, PT);
+    c.nwork = k->work_floats(c.d, PB, PT) + 16; /* (the norms need none: a non-empty buffer) */
+    CHECK(c.nsaved > 0);
+}
+
+/* the case's forward (bwd 0) or backward (1) on r's side, through the table */
+static int kind_run(layer_run &r, const kind_case &c, int bwd)
+{
+    ex_ctx cx = ex_ctx_make(r.dev ? EX_CUDA : EX_CPU);
+    lyr_io io;
+    memset(&io, 0, sizeof io);
+    io.P = (const float *const *)r.P;
+    io.G = r.G;
+    io.x = r.x;
+    io.out = r.out;
+    io.dout = r.dout;
+    io.dx = r.dx;
+    io.saved = r.saved;
+    io.work = r.work;
+    io.B = PB;
+    io.T = c.T;
+    return bwd ? c.k->backward(&cx, c.d, &io) : c.k->forward(&cx, c.d, &io);
+}
+
+static void test_kinds_context(void)
+{
+    static const char *names[4] = {"mlp gelu", "mlp relu2", "layernorm", "rmsnorm"};
+    double wf = 0.0, wb = 0.0;
+    NEED_GPU();
+    for (int i = 0; i < 4; i++) {
+        kind_case c;
+        layer_run h, g;
+        std::string ctx(names[i]);
+        kind_case_init(c, i < 2 ? &lyr_kind_mlp : &lyr_kind_norm, i % 2, 80 + i);
+        run_init(h, c, 0);
+        run_init(g, c, 1);
+        CHECK_INT_EQ(kind_run(h, c, 0), LYR_OK);
+        CHECK_INT_EQ(kind_run(g, c, 0), LYR_OK);
+        CHECK(maxabs(h.hout) > 1e-3);
+        close_out(g, h, c, TOL, &wf, ctx);
+        CHECK_INT_EQ(kind_run(h, c, 1), LYR_OK);
+        CHECK_INT_EQ(kind_run(g, c, 1), LYR_OK);
+        close_grads(g, h, c, TOL, &wb, "dx", ctx);
+        run_free(g);
+    }
+    printf("  mlp / norms through the context, worst |dev - cpu| / max|cpu|: forward %.3g, backward %.3g\n",
+           wf, wb);
+}
+
 int main(int argc, char **argv)
 {
     TEST_INIT(argc, argv);
@@ -814,6 +911,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_gdelta_refusals);
     TEST_RUN(test_polar_forward_backward);
     TEST_RUN(test_polar_refusals);
+    TEST_RUN(test_kinds_context);
     CHECK_INT_EQ(tk_cuda_release(), TK_OK); /* the cuBLAS handle: nothing left for --leak-check */
     return TEST_END();
 }

@@ -1,5 +1,6 @@
-/* test_layers.c - examples/common/layers.c: the fuzzy MoE FFN, the polar attention mixer
-   and the gated-delta memory channel. Every parameter gradient and the input gradients
+/* test_layers.c - examples/common/layers.c: the fuzzy MoE FFN, the polar attention mixer,
+   the gated-delta memory channel and the MLP FFNs (GELU, squared-ReLU gated; through the
+   device context, ex_ctx on the CPU, and the generic lyr_kind table). Every parameter gradient and the input gradients
    (dx, and dmu for the MoE) against central finite differences of the fp32 forward on the
    scalar loss sum(out * Rw) (+ the MoE load-balance term, + the polar distractor loss),
    central differences with eps 1e-3, tolerance |analytic - fd| <= 1e-3 + 2e-2 |fd|; an entry
@@ -28,13 +29,14 @@
 #define FD_RTOL 2e-2
 #define FD_ATOL 1e-3
 
-enum { K_MOE = 0, K_POLAR = 1, K_GD = 2 };
+enum { K_MOE = 0, K_POLAR = 1, K_GD = 2, K_MLP = 3 };
 
 typedef struct fx {
     int kind;
     lyr_moe_dims moe;
     lyr_polar_dims pol;
     lyr_gdelta_dims gd;
+    lyr_mlp_dims mlp;
     int B, T, C, R;
     int np;
     lyr_pspec spec[LYR_MAX_PARAMS];
@@ -61,6 +63,7 @@ static int fx_params(fx *f, lyr_pspec *spec)
 {
     if (f->kind == K_MOE) return lyr_moe_params(&f->moe, spec, LYR_MAX_PARAMS);
     if (f->kind == K_POLAR) return lyr_polar_params(&f->pol, spec, LYR_MAX_PARAMS);
+    if (f->kind == K_MLP) return lyr_mlp_params(&f->mlp, spec, LYR_MAX_PARAMS);
     return lyr_gdelta_params(&f->gd, spec, LYR_MAX_PARAMS);
 }
 
@@ -93,6 +96,12 @@ static void fx_setup(fx *f, int B, int T, double pstd, unsigned long long seed)
         CHECK_INT_EQ(lyr_polar_init(&f->pol, f->P, &rng, 0.02f), LYR_OK);
         f->nsaved = lyr_polar_saved_floats(&f->pol, B, T);
         f->nwork = lyr_polar_work_floats(&f->pol, B, T);
+    } else if (f->kind == K_MLP) {
+        f->C = f->mlp.C;
+        f->R = 1;
+        CHECK_INT_EQ(lyr_mlp_init(&f->mlp, f->P, &rng, 0.02f), LYR_OK);
+        f->nsaved = lyr_mlp_saved_floats(&f->mlp, B, T);
+        f->nwork = lyr_mlp_work_floats(&f->mlp, B, T);
     } else {
         f->C = f->gd.C;
         f->R = 1;
@@ -158,6 +167,9 @@ static int fx_forward(fx *f, double *extra)
         rc = lyr_polar_forward(&f->pol, (const float *const *)f->P, f->x, f->out, f->saved,
                                f->work, f->B, f->T, f->train, f->seed, &st);
         ex = st.align_loss;
+    } else if (f->kind == K_MLP) {
+        ex_ctx cx = ex_ctx_make(EX_CPU);
+        rc = lyr_mlp_fwd(&cx, &f->mlp, (const float *const *)f->P, f->x, f->out, f->saved, f->B, f->T);
     } else {
         rc = lyr_gdelta_forward(&f->gd, (const float *const *)f->P, f->x, f->out, f->saved,
                                 f->work, f->B, f->T, f->train, f->seed, NULL);
@@ -174,6 +186,11 @@ static int fx_backward(fx *f)
     if (f->kind == K_POLAR)
         return lyr_polar_backward(&f->pol, (const float *const *)f->P, f->G, f->Rw, f->dx,
                                   f->saved, f->work, f->B, f->T);
+    if (f->kind == K_MLP) {
+        ex_ctx cx = ex_ctx_make(EX_CPU);
+        return lyr_mlp_bwd(&cx, &f->mlp, (const float *const *)f->P, f->G, f->x, f->Rw, f->dx, f->saved,
+                           f->work, f->B, f->T);
+    }
     return lyr_gdelta_backward(&f->gd, (const float *const *)f->P, f->G, f->Rw, f->dx, f->saved,
                                f->work, f->B, f->T);
 }
@@ -1087,6 +1104,84 @@ static void test_gdelta_counts(void)
                     (size_t)2 * 4 * 16 * 32 * 32 + 4096);
 }
 
+/* ------------------------------------------------------------ MLP FFNs */
+static fx mlp_fx(int C, int F, int act)
+{
+    fx f;
+    memset(&f, 0, sizeof f);
+    f.kind = K_MLP;
+    f.mlp.C = C;
+    f.mlp.F = F;
+    f.mlp.act = act;
+    f.mlp.std = 0.02f;
+    f.mlp.proj_std = 0.01f;
+    return f;
+}
+
+static void test_mlp_grad(void)
+{
+    int act;
+    for (act = LYR_MLP_GELU; act <= LYR_MLP_RELU2; act++) {
+        fx f = mlp_fx(8, 12, act);
+        fx_setup(&f, 2, 5, 0.3, 70 + act);
+        fd_check_all(&f, act == LYR_MLP_GELU ? "mlp gelu" : "mlp relu2");
+        check_accumulates(&f);
+        check_deterministic(&f);
+        fx_free(&f);
+    }
+}
+
+/* the generic table (lyr_kind_mlp, what the model calls) is the typed functions; the
+   tensors and the counts documented in layers.h; refused arguments */
+static void test_mlp_kind_counts_args(void)
+{
+    fx f = mlp_fx(8, 12, LYR_MLP_GELU);
+    lyr_pspec sp[LYR_MAX_PARAMS];
+    ex_ctx cx = ex_ctx_make(EX_CPU);
+    lyr_io io;
+    size_t n, N, i;
+    float *o2;
+    int bad = 0;
+    fx_setup(&f, 2, 5, 0.3, 75);
+    N = (size_t)f.B * f.T;
+    CHECK_INT_EQ(f.np, 4);
+    CHECK(!strcmp(f.spec[0].suffix, "fc.weight") && f.spec[0].shape[0] == 12 && f.spec[0].shape[1] == 8);
+    CHECK(!strcmp(f.spec[3].suffix, "proj.bias") && f.spec[3].init == LYR_INIT_ZERO);
+    CHECK(f.spec[2].init == LYR_INIT_NORMAL && f.spec[2].init_arg == 0.01f);
+    CHECK_INT_EQ((int)f.nsaved, (int)(2 * ((N * 12 + 15) / 16 * 16)));
+    f.mlp.act = LYR_MLP_RELU2;
+    CHECK_INT_EQ(lyr_mlp_params(&f.mlp, sp, LYR_MAX_PARAMS), 2);
+    CHECK(sp[0].shape[0] == 24 && !strcmp(sp[1].suffix, "proj.weight"));
+    CHECK(lyr_kind_mlp.saved_floats(&f.mlp, f.B, f.T) == lyr_mlp_saved_floats(&f.mlp, f.B, f.T));
+    f.mlp.act = LYR_MLP_GELU;
+    CHECK_INT_EQ(fx_forward(&f, NULL), LYR_OK);
+    n = N * (size_t)f.C;
+    o2 = (float *)xcalloc(n, sizeof(float));
+    memset(&io, 0, sizeof io);
+    io.P = (const float *const *)f.P;
+    io.x = f.x;
+    io.out = o2;
+    io.saved = f.saved;
+    io.work = f.work;
+    io.B = f.B;
+    io.T = f.T;
+    CHECK_INT_EQ(lyr_kind_mlp.forward(&cx, &f.mlp, &io), LYR_OK);
+    for (i = 0; i < n; i++) bad += o2[i] != f.out[i];
+    CHECK_INT_EQ(bad, 0);
+    CHECK_INT_EQ(lyr_mlp_fwd(NULL, &f.mlp, (const float *const *)f.P, f.x, f.out, f.saved, f.B, f.T),
+                 LYR_EINVAL);
+    CHECK_INT_EQ(lyr_mlp_fwd(&cx, &f.mlp, (const float *const *)f.P, NULL, f.out, f.saved, f.B, f.T),
+                 LYR_EINVAL);
+    CHECK_INT_EQ(lyr_mlp_bwd(&cx, &f.mlp, (const float *const *)f.P, f.G, f.x, f.Rw, f.dx, f.saved, NULL,
+                             f.B, f.T), LYR_EINVAL);
+    f.mlp.act = 7;
+    CHECK_INT_EQ(lyr_mlp_params(&f.mlp, sp, LYR_MAX_PARAMS), LYR_EINVAL);
+    f.mlp.act = LYR_MLP_GELU;
+    CHECK_INT_EQ(lyr_mlp_params(&f.mlp, sp, 3), LYR_EINVAL);
+    free(o2);
+    fx_free(&f);
+}
+
 /* one token per sequence: every layer runs forward and backward at T = 1 */
 static void test_t1(void)
 {
@@ -1136,6 +1231,8 @@ int main(int argc, char **argv)
     TEST_RUN(test_gdelta_init_noop);
     TEST_RUN(test_gdelta_bad_args);
     TEST_RUN(test_gdelta_counts);
+    TEST_RUN(test_mlp_grad);
+    TEST_RUN(test_mlp_kind_counts_args);
     TEST_RUN(test_t1);
     return TEST_END();
 }

@@ -326,17 +326,16 @@ static int lyr__one_side(const void *const *p, int n, int *dev)
     return 1;
 }
 
-/* tk_sgemm on the buffers' side (tk_sgemm itself is not routed to the device) */
-static int lyr__sgemm(int dev, int transA, int transB, int M, int N, int K, const float *A,
+/* C = op(A) op(B) on the context's device */
+static int lyr__sgemm(const ex_ctx *cx, int transA, int transB, int M, int N, int K, const float *A,
                       int lda, const float *B, int ldb, float *C, int ldc)
 {
-    if (dev) return tk_sgemm_cuda(transA, transB, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc, NULL);
-    return tk_sgemm(transA, transB, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc);
+    return ex_sgemm(cx, transA, transB, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc);
 }
 
-int lyr_moe_forward(const lyr_moe_dims *d, const float *const *P, const float *x,
-                    const float *mu, float *out, float *saved, float *work, int B, int T,
-                    int train, uint64_t seed, float *host, float *lb_stat)
+int lyr_moe_fwd(const ex_ctx *cx, const lyr_moe_dims *d, const float *const *P, const float *x,
+                const float *mu, float *out, float *saved, float *work, int B, int T,
+                int train, uint64_t seed, float *host, float *lb_stat)
 {
     lyr__moe_saved s;
     lyr__moe_work wk;
@@ -347,22 +346,12 @@ int lyr_moe_forward(const lyr_moe_dims *d, const float *const *P, const float *x
     size_t N, K, E, R, C, F, i;
     int n, e, E_ = 0, dev = 0;
     double inv_tau;
-    if (lyr_moe_validate(d) != LYR_OK) return LYR_EINVAL;
+    if (!cx || lyr_moe_validate(d) != LYR_OK) return LYR_EINVAL;
     if (!lyr__ptrs_ok((const void *const *)P, LYR_MOE_NPARAMS) || !x || !mu || !out || !saved ||
         !work || !lyr__moe_bt_ok(d, B, T))
         return LYR_EINVAL;
-    {
-        const void *bufs[5 + LYR_MOE_NPARAMS];
-        int k;
-        bufs[0] = x;
-        bufs[1] = mu;
-        bufs[2] = out;
-        bufs[3] = saved;
-        bufs[4] = work;
-        for (k = 0; k < LYR_MOE_NPARAMS; k++) bufs[5 + k] = P[k];
-        if (!lyr__one_side(bufs, 5 + LYR_MOE_NPARAMS, &dev)) return LYR_EINVAL;
-    }
-    if ((dev && !host) || (host && tk_is_device(host))) return LYR_EINVAL;
+    dev = cx->device;
+    if (dev && !host) return LYR_EINVAL;
     N = (size_t)B * T;
     K = (size_t)d->top_k;
     E = (size_t)d->E;
@@ -375,8 +364,8 @@ int lyr_moe_forward(const lyr_moe_dims *d, const float *const *P, const float *x
     if (dev) {
         lyr__moe_host h;
         lyr__moe_carve_host(d, host, N, &h);
-        if (tk_copy(h.mu, mu, N * R * sizeof(float)) != TK_OK ||
-            tk_copy(h.gate, P[LYR_MOE_GATE], E * R * sizeof(float)) != TK_OK)
+        if (ex_to_host(cx, h.mu, mu, N * R * sizeof(float)) != TK_OK ||
+            ex_to_host(cx, h.gate, P[LYR_MOE_GATE], E * R * sizeof(float)) != TK_OK)
             return LYR_EFAIL;
         mh = h.mu;
         gate = h.gate;
@@ -463,9 +452,9 @@ int lyr_moe_forward(const lyr_moe_dims *d, const float *const *P, const float *x
         rt.gsrc[row] = (int)(i / K);
     }
     if (dev) { /* what the device ops read */
-        if (tk_copy(s.gsrc, rt.gsrc, N * K * sizeof(int)) != TK_OK ||
-            tk_copy(s.spos, rt.pos, N * K * sizeof(int)) != TK_OK ||
-            tk_copy(s.w, rt.w, N * K * sizeof(float)) != TK_OK)
+        if (ex_to_ctx(cx, s.gsrc, rt.gsrc, N * K * sizeof(int)) != TK_OK ||
+            ex_to_ctx(cx, s.spos, rt.pos, N * K * sizeof(int)) != TK_OK ||
+            ex_to_ctx(cx, s.w, rt.w, N * K * sizeof(float)) != TK_OK)
             return LYR_EFAIL;
         gsrc = s.gsrc;
         spos = s.spos;
@@ -475,25 +464,25 @@ int lyr_moe_forward(const lyr_moe_dims *d, const float *const *P, const float *x
         spos = rt.pos;
         wv = rt.w;
     }
-    if (tk_copy(s.mu, mu, N * R * sizeof(float)) != TK_OK ||
-        tk_rows_gather(s.xg, x, (int)N, gsrc, (int)(N * K), (int)C) != TK_OK)
+    if (ex_copy(cx, s.mu, mu, N * R * sizeof(float)) != TK_OK ||
+        ex_rows_gather(cx, s.xg, x, (int)N, gsrc, (int)(N * K), (int)C) != TK_OK)
         return LYR_EFAIL;
 
     /* experts: one GEMM pair per expert over its gathered rows */
     for (e = 0; e < E_; e++) {
         size_t r0 = (size_t)rt.off[e], cnt = (size_t)rt.off[e + 1] - r0;
         if (cnt == 0) continue;
-        if (tk_matmul_forward(s.hpre + r0 * F, s.xg + r0 * C, P[LYR_MOE_W1] + (size_t)e * F * C,
+        if (ex_matmul_fwd(cx, s.hpre + r0 * F, s.xg + r0 * C, P[LYR_MOE_W1] + (size_t)e * F * C,
                               P[LYR_MOE_B1] + (size_t)e * F, (int)cnt, (int)C, (int)F) != TK_OK)
             return LYR_EFAIL;
-        if (tk_gelu_forward(wk.a + r0 * F, s.hpre + r0 * F, cnt * F) != TK_OK) return LYR_EFAIL;
-        if (tk_matmul_forward(s.eo + r0 * C, wk.a + r0 * F, P[LYR_MOE_W2] + (size_t)e * C * F,
+        if (ex_gelu_fwd(cx, wk.a + r0 * F, s.hpre + r0 * F, cnt * F) != TK_OK) return LYR_EFAIL;
+        if (ex_matmul_fwd(cx, s.eo + r0 * C, wk.a + r0 * F, P[LYR_MOE_W2] + (size_t)e * C * F,
                               P[LYR_MOE_B2] + (size_t)e * C, (int)cnt, (int)F, (int)C) != TK_OK)
             return LYR_EFAIL;
     }
 
     /* combine, per token in slot order */
-    if (tk_rows_combine_forward(out, s.eo, (int)(N * K), spos, wv, (int)N, (int)K, (int)C, 0) !=
+    if (ex_rows_combine_fwd(cx, out, s.eo, (int)(N * K), spos, wv, (int)N, (int)K, (int)C, 0) !=
         TK_OK)
         return LYR_EFAIL;
 
@@ -511,9 +500,9 @@ int lyr_moe_forward(const lyr_moe_dims *d, const float *const *P, const float *x
     return LYR_OK;
 }
 
-int lyr_moe_backward(const lyr_moe_dims *d, const float *const *P, float *const *G,
-                     const float *dout, float *dx, float *dmu, const float *saved,
-                     float *work, int B, int T, float *host, float lb_coef)
+int lyr_moe_bwd(const ex_ctx *cx, const lyr_moe_dims *d, const float *const *P, float *const *G,
+                const float *dout, float *dx, float *dmu, const float *saved,
+                float *work, int B, int T, float *host, float lb_coef)
 {
     lyr__moe_saved s;
     lyr__moe_work wk;
@@ -524,26 +513,13 @@ int lyr_moe_backward(const lyr_moe_dims *d, const float *const *P, float *const 
     const float *wv;
     const int *spos;
     double inv_tau;
-    if (lyr_moe_validate(d) != LYR_OK) return LYR_EINVAL;
+    if (!cx || lyr_moe_validate(d) != LYR_OK) return LYR_EINVAL;
     if (!lyr__ptrs_ok((const void *const *)P, LYR_MOE_NPARAMS) ||
         !lyr__ptrs_ok((const void *const *)G, LYR_MOE_NPARAMS) || !dout || !saved || !work ||
         !lyr__moe_bt_ok(d, B, T) || !lyr__finite(lb_coef))
         return LYR_EINVAL;
-    {
-        const void *bufs[5 + 2 * LYR_MOE_NPARAMS];
-        int k;
-        bufs[0] = dout;
-        bufs[1] = dx;
-        bufs[2] = dmu;
-        bufs[3] = saved;
-        bufs[4] = work;
-        for (k = 0; k < LYR_MOE_NPARAMS; k++) {
-            bufs[5 + k] = P[k];
-            bufs[5 + LYR_MOE_NPARAMS + k] = G[k];
-        }
-        if (!lyr__one_side(bufs, 5 + 2 * LYR_MOE_NPARAMS, &dev)) return LYR_EINVAL;
-    }
-    if ((dev && !host) || (host && tk_is_device(host))) return LYR_EINVAL;
+    dev = cx->device;
+    if (dev && !host) return LYR_EINVAL;
     N = (size_t)B * T;
     K = (size_t)d->top_k;
     E = (size_t)d->E;
@@ -586,42 +562,42 @@ int lyr_moe_backward(const lyr_moe_dims *d, const float *const *P, float *const 
 
     /* dw (N,K) = dout . eo of the slot, deo (gathered rows) = w dout; then dw to the host
        with the load-balance term */
-    if (tk_fill_zero(wk.deo, N * K * C * sizeof(float)) != TK_OK ||
-        tk_fill_zero(wk.dw, N * K * sizeof(float)) != TK_OK ||
-        tk_rows_combine_backward(wk.deo, wk.dw, dout, s.eo, (int)(N * K), spos, wv, (int)N,
+    if (ex_zero(cx, wk.deo, N * K * C * sizeof(float)) != TK_OK ||
+        ex_zero(cx, wk.dw, N * K * sizeof(float)) != TK_OK ||
+        ex_rows_combine_bwd(cx, wk.deo, wk.dw, dout, s.eo, (int)(N * K), spos, wv, (int)N,
                                  (int)K, (int)C) != TK_OK)
         return LYR_EFAIL;
-    if (dev && tk_copy(dwh, wk.dw, N * K * sizeof(float)) != TK_OK) return LYR_EFAIL;
+    if (dev && ex_to_host(cx, dwh, wk.dw, N * K * sizeof(float)) != TK_OK) return LYR_EFAIL;
     if (lb_coef != 0)
         for (i = 0; i < N * K; i++) dwh[i] += pe[rt.idx[i]];
 
     /* experts backward */
-    if (tk_fill_zero(wk.dh, N * K * F * sizeof(float)) != TK_OK) return LYR_EFAIL;
+    if (ex_zero(cx, wk.dh, N * K * F * sizeof(float)) != TK_OK) return LYR_EFAIL;
     for (e = 0; e < E_; e++) {
         size_t r0 = (size_t)rt.off[e], cnt = (size_t)rt.off[e + 1] - r0;
         const float *W1 = P[LYR_MOE_W1] + (size_t)e * F * C, *W2 = P[LYR_MOE_W2] + (size_t)e * C * F;
         float *ae = wk.a + r0 * F, *dae = wk.da + r0 * F, *dhe = wk.dh + r0 * F;
         if (cnt == 0) continue;
-        if (tk_gelu_forward(ae, s.hpre + r0 * F, cnt * F) != TK_OK) return LYR_EFAIL;
+        if (ex_gelu_fwd(cx, ae, s.hpre + r0 * F, cnt * F) != TK_OK) return LYR_EFAIL;
         /* da = deo W2 (cnt,F); dW2 += deo^T a; db2 += colsum deo */
-        if (lyr__sgemm(dev, 0, 0, (int)cnt, (int)F, (int)C, wk.deo + r0 * C, (int)C, W2, (int)F,
+        if (lyr__sgemm(cx, 0, 0, (int)cnt, (int)F, (int)C, wk.deo + r0 * C, (int)C, W2, (int)F,
                        dae, (int)F) != TK_OK ||
-            tk_matmul_backward(NULL, G[LYR_MOE_W2] + (size_t)e * C * F,
+            ex_matmul_bwd(cx, NULL, G[LYR_MOE_W2] + (size_t)e * C * F,
                                G[LYR_MOE_B2] + (size_t)e * C, wk.deo + r0 * C, ae, W2, (int)cnt,
                                (int)F, (int)C) != TK_OK)
             return LYR_EFAIL;
-        if (tk_gelu_backward(dhe, s.hpre + r0 * F, dae, cnt * F) != TK_OK) return LYR_EFAIL;
+        if (ex_gelu_bwd(cx, dhe, s.hpre + r0 * F, dae, cnt * F) != TK_OK) return LYR_EFAIL;
         /* dxg = dh W1 (cnt,C); dW1 += dh^T xg; db1 += colsum dh */
-        if (dx && lyr__sgemm(dev, 0, 0, (int)cnt, (int)C, (int)F, dhe, (int)F, W1, (int)C,
+        if (dx && lyr__sgemm(cx, 0, 0, (int)cnt, (int)C, (int)F, dhe, (int)F, W1, (int)C,
                              wk.dxg + r0 * C, (int)C) != TK_OK)
             return LYR_EFAIL;
-        if (tk_matmul_backward(NULL, G[LYR_MOE_W1] + (size_t)e * F * C,
+        if (ex_matmul_bwd(cx, NULL, G[LYR_MOE_W1] + (size_t)e * F * C,
                                G[LYR_MOE_B1] + (size_t)e * F, dhe, s.xg + r0 * C, W1, (int)cnt,
                                (int)C, (int)F) != TK_OK)
             return LYR_EFAIL;
     }
     /* dx[n] += sum_k dxg[pos[n,k]] */
-    if (dx && tk_rows_combine_forward(dx, wk.dxg, (int)(N * K), spos, NULL, (int)N, (int)K,
+    if (dx && ex_rows_combine_fwd(cx, dx, wk.dxg, (int)(N * K), spos, NULL, (int)N, (int)K,
                                       (int)C, 1) != TK_OK)
         return LYR_EFAIL;
 
@@ -655,8 +631,8 @@ int lyr_moe_backward(const lyr_moe_dims *d, const float *const *P, float *const 
             g[ee] = (l > 30.0 || l < -30.0) ? 0.0f : (float)(g[ee] * inv_tau);
         }
     }
-    if (dev && tk_copy(wk.dl, dlh, N * E * sizeof(float)) != TK_OK) return LYR_EFAIL;
-    if (tk_matmul_backward(dmu, G[LYR_MOE_GATE], NULL, wk.dl, s.mu, P[LYR_MOE_GATE], (int)N, (int)R,
+    if (dev && ex_to_ctx(cx, wk.dl, dlh, N * E * sizeof(float)) != TK_OK) return LYR_EFAIL;
+    if (ex_matmul_bwd(cx, dmu, G[LYR_MOE_GATE], NULL, wk.dl, s.mu, P[LYR_MOE_GATE], (int)N, (int)R,
                            (int)E) != TK_OK)
         return LYR_EFAIL;
     return LYR_OK;
@@ -851,9 +827,9 @@ static void lyr__polar_gate_c(const float *c, const float *gl, const float *mag,
     }
 }
 
-int lyr_polar_forward(const lyr_polar_dims *d, const float *const *P, const float *xn,
-                      float *out, float *saved, float *work, int B, int T, int train,
-                      uint64_t seed, lyr_polar_stats *stats)
+int lyr_polar_fwd(const ex_ctx *cx, const lyr_polar_dims *d, const float *const *P, const float *xn,
+                  float *out, float *saved, float *work, int B, int T, int train,
+                  uint64_t seed, lyr_polar_stats *stats)
 {
     lyr__polar_saved s;
     polar_params prm;
@@ -861,20 +837,11 @@ int lyr_polar_forward(const lyr_polar_dims *d, const float *const *P, const floa
     size_t N, D, H, Hkv, C, Pq;
     float *qkvg, *ws;
     int n, rc, use_dist, dev = 0;
-    if (lyr_polar_validate(d) != LYR_OK) return LYR_EINVAL;
+    if (!cx || lyr_polar_validate(d) != LYR_OK) return LYR_EINVAL;
     if (!lyr__ptrs_ok((const void *const *)P, LYR_POLAR_NPARAMS) || !xn || !out || !saved ||
         !work || !lyr__polar_bt_ok(d, B, T))
         return LYR_EINVAL;
-    {
-        const void *bufs[4 + LYR_POLAR_NPARAMS];
-        int k;
-        bufs[0] = xn;
-        bufs[1] = out;
-        bufs[2] = saved;
-        bufs[3] = work;
-        for (k = 0; k < LYR_POLAR_NPARAMS; k++) bufs[4 + k] = P[k];
-        if (!lyr__one_side(bufs, 4 + LYR_POLAR_NPARAMS, &dev)) return LYR_EINVAL;
-    }
+    dev = cx->device;
     use_dist = train && d->cfg.distractor_keys > 0;
     N = (size_t)B * T;
     D = (size_t)(d->C / d->H);
@@ -894,27 +861,27 @@ int lyr_polar_forward(const lyr_polar_dims *d, const float *const *P, const floa
         float *ta = work, *tb = work + lyr__al(N * Pq);
         const float *W = P[LYR_POLAR_QKV];
         int part;
-        if (tk_copy(s.xn, xn, N * C * sizeof(float)) != TK_OK) return LYR_EFAIL;
+        if (ex_copy(cx, s.xn, xn, N * C * sizeof(float)) != TK_OK) return LYR_EFAIL;
         for (part = 0; part < 3; part++) {
             size_t hh = part == 0 ? H : Hkv, off = part == 0 ? 0 : part == 1 ? H * D : (H + Hkv) * D;
             float *dst = part == 0 ? s.q : part == 1 ? s.k : s.v;
             float *rs = part == 0 ? s.rq : s.rk;
             int norm = d->qk_norm && part < 2;
             float *hm = norm ? tb : dst;
-            if (lyr__sgemm(1, 0, 1, (int)N, (int)(hh * D), (int)C, xn, (int)C, W + off * C, (int)C,
+            if (lyr__sgemm(cx, 0, 1, (int)N, (int)(hh * D), (int)C, xn, (int)C, W + off * C, (int)C,
                            ta, (int)(hh * D)) != TK_OK ||
-                tk_fill_zero(hm, N * hh * D * sizeof(float)) != TK_OK ||
-                tk_merge_heads_backward(hm, ta, B, T, (int)hh, (int)D) != TK_OK ||
-                (norm && tk_rmsnorm_forward(dst, rs, tb, NULL, (int)(N * hh), (int)D,
+                ex_zero(cx, hm, N * hh * D * sizeof(float)) != TK_OK ||
+                ex_merge_heads_bwd(cx, hm, ta, B, T, (int)hh, (int)D) != TK_OK ||
+                (norm && ex_rmsnorm_fwd(cx, dst, rs, tb, NULL, (int)(N * hh), (int)D,
                                             d->qk_norm_eps) != TK_OK))
                 return LYR_EFAIL;
         }
-        if (lyr__sgemm(1, 0, 1, (int)N, (int)H, (int)C, xn, (int)C, W + (H + 2 * Hkv) * D * C,
+        if (lyr__sgemm(cx, 0, 1, (int)N, (int)H, (int)C, xn, (int)C, W + (H + 2 * Hkv) * D * C,
                        (int)C, s.gl, (int)H) != TK_OK)
             return LYR_EFAIL;
     } else {
     memcpy(s.xn, xn, N * C * sizeof(float));
-    if (tk_matmul_forward(qkvg, xn, P[LYR_POLAR_QKV], NULL, (int)N, (int)C, (int)Pq) != TK_OK)
+    if (ex_matmul_fwd(cx, qkvg, xn, P[LYR_POLAR_QKV], NULL, (int)N, (int)C, (int)Pq) != TK_OK)
         return LYR_EFAIL;
     /* split rows [q | k | v | gate] into head-major q, k, v and (B,T,H) gate logits */
     LYR__OMP(omp parallel for schedule(static) if(N * Pq > LYR__PAR_MIN))
@@ -937,7 +904,7 @@ int lyr_polar_forward(const lyr_polar_dims *d, const float *const *P, const floa
     }
     st.stats = s.stats;
     st.probs = NULL;
-    rc = polar_forward(&d->cfg, s.c, s.mag, &st, s.q, s.k, s.v, &prm, B, (int)H, (int)Hkv, T,
+    rc = ex_polar_fwd(cx, &d->cfg, s.c, s.mag, &st, s.q, s.k, s.v, &prm, B, (int)H, (int)Hkv, T,
                        (int)D, ws);
     if (rc != POLAR_OK) return rc == POLAR_ENOMEM ? LYR_ENOMEM : LYR_EFAIL;
     /* eq. 14 as two GEMMs: out = z W_o^T + magT W_mu^T, z = merged c * sigmoid(gate)
@@ -946,25 +913,25 @@ int lyr_polar_forward(const lyr_polar_dims *d, const float *const *P, const floa
         float *z = qkvg, *magT = ws - lyr__al(N * H);
         if (dev) { /* sigmoid(gate) in the dc room */
             float *sg = work + lyr__al(N * Pq);
-            if (tk_merge_heads_forward(z, s.c, B, T, (int)H, (int)D) != TK_OK ||
-                tk_sigmoid_forward(sg, s.gl, N * H) != TK_OK ||
-                tk_rowscale(z, z, sg, (int)(N * H), (int)D) != TK_OK ||
-                tk_merge_heads_forward(magT, s.mag, B, T, (int)H, 1) != TK_OK ||
-                tk_matmul_forward(out, z, P[LYR_POLAR_O], NULL, (int)N, (int)(H * D), (int)C) != TK_OK ||
-                tk_sgemm_cuda(0, 1, (int)N, (int)C, (int)H, 1.0f, magT, (int)H, P[LYR_POLAR_MU],
-                              (int)H, 1.0f, out, (int)C, NULL) != TK_OK)
+            if (ex_merge_heads_fwd(cx, z, s.c, B, T, (int)H, (int)D) != TK_OK ||
+                ex_sigmoid_fwd(cx, sg, s.gl, N * H) != TK_OK ||
+                ex_rowscale(cx, z, z, sg, (int)(N * H), (int)D) != TK_OK ||
+                ex_merge_heads_fwd(cx, magT, s.mag, B, T, (int)H, 1) != TK_OK ||
+                ex_matmul_fwd(cx, out, z, P[LYR_POLAR_O], NULL, (int)N, (int)(H * D), (int)C) != TK_OK ||
+                ex_sgemm(cx, 0, 1, (int)N, (int)C, (int)H, 1.0f, magT, (int)H, P[LYR_POLAR_MU],
+                         (int)H, 1.0f, out, (int)C) != TK_OK)
                 return LYR_EFAIL;
         } else {
         lyr__polar_gate_c(s.c, s.gl, s.mag, z, magT, B, T, (int)H, (int)D);
-        if (tk_matmul_forward(out, z, P[LYR_POLAR_O], NULL, (int)N, (int)(H * D), (int)C) != TK_OK ||
-            tk_sgemm(0, 1, (int)N, (int)C, (int)H, 1.0f, magT, (int)H, P[LYR_POLAR_MU], (int)H, 1.0f,
+        if (ex_matmul_fwd(cx, out, z, P[LYR_POLAR_O], NULL, (int)N, (int)(H * D), (int)C) != TK_OK ||
+            ex_sgemm(cx, 0, 1, (int)N, (int)C, (int)H, 1.0f, magT, (int)H, P[LYR_POLAR_MU], (int)H, 1.0f,
                      out, (int)C) != TK_OK)
             return LYR_EFAIL;
         }
     }
     {
         float flag = use_dist ? 1.0f : 0.0f;
-        if (tk_copy(s.hdr, &flag, sizeof flag) != TK_OK) return LYR_EFAIL;
+        if (ex_to_ctx(cx, s.hdr, &flag, sizeof flag) != TK_OK) return LYR_EFAIL;
     }
     if (stats) stats->align_loss = 0;
     if (use_dist) {
@@ -976,11 +943,11 @@ int lyr_polar_forward(const lyr_polar_dims *d, const float *const *P, const floa
             for (i0 = 0; i0 < nk; i0 += m) {
                 m = nk - i0 < 256 ? nk - i0 : 256;
                 for (i = 0; i < m; i++) kb[i] = (float)lyr__normal(seed, i0 + i);
-                if (tk_copy(s.krand + i0, kb, m * sizeof(float)) != TK_OK) return LYR_EFAIL;
+                if (ex_to_ctx(cx, s.krand + i0, kb, m * sizeof(float)) != TK_OK) return LYR_EFAIL;
             }
             rc = polar_distractor_forward_cuda(&d->cfg, s.hdr + 1, s.q, s.krand, &prm, B, (int)H,
-                                               (int)Hkv, T, (int)D, ws, NULL);
-            if (rc == POLAR_OK && tk_copy(&loss, s.hdr + 1, sizeof loss) != TK_OK) return LYR_EFAIL;
+                                               (int)Hkv, T, (int)D, ws, cx->stream);
+            if (rc == POLAR_OK && ex_to_host(cx, &loss, s.hdr + 1, sizeof loss) != TK_OK) return LYR_EFAIL;
         } else {
             for (i = 0; i < nk; i++) s.krand[i] = (float)lyr__normal(seed, i);
             rc = polar_distractor_forward(&d->cfg, &loss, s.q, s.krand, &prm, B, (int)H, (int)Hkv,
@@ -998,16 +965,16 @@ int lyr_polar_forward(const lyr_polar_dims *d, const float *const *P, const floa
         size_t r0, r, m, hcur = (size_t)-1;
         float sbuf[1024 * POLAR_NSTAT], mbuf[1024], hpa[3][256];
         const int pre = dev && H <= 256;
-        if (pre && (tk_copy(hpa[0], prm.len_gain_raw, H * sizeof(float)) != TK_OK ||
-                    tk_copy(hpa[1], prm.null_base, H * sizeof(float)) != TK_OK ||
-                    tk_copy(hpa[2], prm.null_slope_raw, H * sizeof(float)) != TK_OK))
+        if (pre && (ex_to_host(cx, hpa[0], prm.len_gain_raw, H * sizeof(float)) != TK_OK ||
+                    ex_to_host(cx, hpa[1], prm.null_base, H * sizeof(float)) != TK_OK ||
+                    ex_to_host(cx, hpa[2], prm.null_slope_raw, H * sizeof(float)) != TK_OK))
             return LYR_EFAIL;
         for (r0 = 0; r0 < nrow; r0 += m) {
             const float *stp = s.stats + r0 * POLAR_NSTAT, *mgp = s.mag + r0;
             m = nrow - r0 < 1024 ? nrow - r0 : 1024;
             if (dev) {
-                if (tk_copy(sbuf, stp, m * POLAR_NSTAT * sizeof(float)) != TK_OK ||
-                    tk_copy(mbuf, mgp, m * sizeof(float)) != TK_OK)
+                if (ex_to_host(cx, sbuf, stp, m * POLAR_NSTAT * sizeof(float)) != TK_OK ||
+                    ex_to_host(cx, mbuf, mgp, m * sizeof(float)) != TK_OK)
                     return LYR_EFAIL;
                 stp = sbuf;
                 mgp = mbuf;
@@ -1023,9 +990,9 @@ int lyr_polar_forward(const lyr_polar_dims *d, const float *const *P, const floa
                         hp[1] = hpa[1][h];
                         hp[2] = hpa[2][h];
                     } else if (dev) {
-                        if (tk_copy(&hp[0], prm.len_gain_raw + h, sizeof(float)) != TK_OK ||
-                            tk_copy(&hp[1], prm.null_base + h, sizeof(float)) != TK_OK ||
-                            tk_copy(&hp[2], prm.null_slope_raw + h, sizeof(float)) != TK_OK)
+                        if (ex_to_host(cx, &hp[0], prm.len_gain_raw + h, sizeof(float)) != TK_OK ||
+                            ex_to_host(cx, &hp[1], prm.null_base + h, sizeof(float)) != TK_OK ||
+                            ex_to_host(cx, &hp[2], prm.null_slope_raw + h, sizeof(float)) != TK_OK)
                             return LYR_EFAIL;
                     } else {
                         hp[0] = prm.len_gain_raw[h];
@@ -1051,9 +1018,9 @@ int lyr_polar_forward(const lyr_polar_dims *d, const float *const *P, const floa
     return LYR_OK;
 }
 
-int lyr_polar_backward(const lyr_polar_dims *d, const float *const *P, float *const *G,
-                       const float *dout, float *dxn, const float *saved, float *work,
-                       int B, int T)
+int lyr_polar_bwd(const ex_ctx *cx, const lyr_polar_dims *d, const float *const *P, float *const *G,
+                  const float *dout, float *dxn, const float *saved, float *work,
+                  int B, int T)
 {
     lyr__polar_saved s;
     polar_params prm;
@@ -1062,24 +1029,12 @@ int lyr_polar_backward(const lyr_polar_dims *d, const float *const *P, float *co
     size_t N, D, H, Hkv, C, Pq;
     float *dqkvg, *dc, *dq, *dk, *dv, *dmag, *dgl, *magT, *dmagT, *ws, *wp, flag;
     int n, rc, dev = 0;
-    if (lyr_polar_validate(d) != LYR_OK) return LYR_EINVAL;
+    if (!cx || lyr_polar_validate(d) != LYR_OK) return LYR_EINVAL;
     if (!lyr__ptrs_ok((const void *const *)P, LYR_POLAR_NPARAMS) ||
         !lyr__ptrs_ok((const void *const *)G, LYR_POLAR_NPARAMS) || !dout || !saved || !work ||
         !lyr__polar_bt_ok(d, B, T))
         return LYR_EINVAL;
-    {
-        const void *bufs[4 + 2 * LYR_POLAR_NPARAMS];
-        int k;
-        bufs[0] = dout;
-        bufs[1] = dxn; /* NULL: skipped */
-        bufs[2] = saved;
-        bufs[3] = work;
-        for (k = 0; k < LYR_POLAR_NPARAMS; k++) {
-            bufs[4 + k] = P[k];
-            bufs[4 + LYR_POLAR_NPARAMS + k] = G[k];
-        }
-        if (!lyr__one_side(bufs, 4 + 2 * LYR_POLAR_NPARAMS, &dev)) return LYR_EINVAL;
-    }
+    dev = cx->device;
     N = (size_t)B * T;
     D = (size_t)(d->C / d->H);
     H = (size_t)d->H;
@@ -1099,45 +1054,45 @@ int lyr_polar_backward(const lyr_polar_dims *d, const float *const *P, float *co
     dmagT = lyr__take(&wp, N * H);
     ws = wp;
     prm = lyr__polar_prm(P);
-    if (tk_copy(&flag, s.hdr, sizeof flag) != TK_OK) return LYR_EFAIL;
+    if (ex_to_host(cx, &flag, s.hdr, sizeof flag) != TK_OK) return LYR_EFAIL;
     if (dev) {
         /* eq. 14 backward with routed ops: sigmoid(gate) and z in ws's room (free until
            polar_backward), merged c in dq's, dz in dqkvg's, rowdot(dz, c) in magT's */
         float *sg = ws, *zb = ws + lyr__al(N * H), *zc = dq, *dz = dqkvg;
-        if (tk_sigmoid_forward(sg, s.gl, N * H) != TK_OK ||
-            tk_merge_heads_forward(zc, s.c, B, T, (int)H, (int)D) != TK_OK ||
-            tk_rowscale(zb, zc, sg, (int)(N * H), (int)D) != TK_OK ||
-            tk_merge_heads_forward(magT, s.mag, B, T, (int)H, 1) != TK_OK ||
-            tk_matmul_backward(NULL, G[LYR_POLAR_O], NULL, dout, zb, NULL, (int)N, (int)(H * D),
+        if (ex_sigmoid_fwd(cx, sg, s.gl, N * H) != TK_OK ||
+            ex_merge_heads_fwd(cx, zc, s.c, B, T, (int)H, (int)D) != TK_OK ||
+            ex_rowscale(cx, zb, zc, sg, (int)(N * H), (int)D) != TK_OK ||
+            ex_merge_heads_fwd(cx, magT, s.mag, B, T, (int)H, 1) != TK_OK ||
+            ex_matmul_bwd(cx, NULL, G[LYR_POLAR_O], NULL, dout, zb, NULL, (int)N, (int)(H * D),
                                (int)C) != TK_OK ||
-            tk_matmul_backward(NULL, G[LYR_POLAR_MU], NULL, dout, magT, NULL, (int)N, (int)H,
+            ex_matmul_bwd(cx, NULL, G[LYR_POLAR_MU], NULL, dout, magT, NULL, (int)N, (int)H,
                                (int)C) != TK_OK ||
-            lyr__sgemm(1, 0, 0, (int)N, (int)(H * D), (int)C, dout, (int)C, P[LYR_POLAR_O],
+            lyr__sgemm(cx, 0, 0, (int)N, (int)(H * D), (int)C, dout, (int)C, P[LYR_POLAR_O],
                        (int)(H * D), dz, (int)(H * D)) != TK_OK ||
-            lyr__sgemm(1, 0, 0, (int)N, (int)H, (int)C, dout, (int)C, P[LYR_POLAR_MU], (int)H,
+            lyr__sgemm(cx, 0, 0, (int)N, (int)H, (int)C, dout, (int)C, P[LYR_POLAR_MU], (int)H,
                        dmagT, (int)H) != TK_OK ||
-            tk_fill_zero(magT, N * H * sizeof(float)) != TK_OK ||
-            tk_rowdot(magT, dz, zc, (int)(N * H), (int)D) != TK_OK ||
-            tk_fill_zero(dgl, N * H * sizeof(float)) != TK_OK ||
-            tk_sigmoid_backward(dgl, sg, magT, N * H) != TK_OK ||
-            tk_rowscale(zb, dz, sg, (int)(N * H), (int)D) != TK_OK ||
-            tk_fill_zero(dc, N * H * D * sizeof(float)) != TK_OK ||
-            tk_merge_heads_backward(dc, zb, B, T, (int)H, (int)D) != TK_OK ||
-            tk_fill_zero(dmag, N * H * sizeof(float)) != TK_OK ||
-            tk_merge_heads_backward(dmag, dmagT, B, T, (int)H, 1) != TK_OK)
+            ex_zero(cx, magT, N * H * sizeof(float)) != TK_OK ||
+            ex_rowdot(cx, magT, dz, zc, (int)(N * H), (int)D) != TK_OK ||
+            ex_zero(cx, dgl, N * H * sizeof(float)) != TK_OK ||
+            ex_sigmoid_bwd(cx, dgl, sg, magT, N * H) != TK_OK ||
+            ex_rowscale(cx, zb, dz, sg, (int)(N * H), (int)D) != TK_OK ||
+            ex_zero(cx, dc, N * H * D * sizeof(float)) != TK_OK ||
+            ex_merge_heads_bwd(cx, dc, zb, B, T, (int)H, (int)D) != TK_OK ||
+            ex_zero(cx, dmag, N * H * sizeof(float)) != TK_OK ||
+            ex_merge_heads_bwd(cx, dmag, dmagT, B, T, (int)H, 1) != TK_OK)
             return LYR_EFAIL;
     } else
     /* eq. 14 backward with GEMMs: z in dqkvg's room, dz in dq's (both free until later) */
     {
         float *z = dqkvg, *dz = dq;
         lyr__polar_gate_c(s.c, s.gl, s.mag, z, magT, B, T, (int)H, (int)D);
-        if (tk_matmul_backward(NULL, G[LYR_POLAR_O], NULL, dout, z, NULL, (int)N, (int)(H * D),
+        if (ex_matmul_bwd(cx, NULL, G[LYR_POLAR_O], NULL, dout, z, NULL, (int)N, (int)(H * D),
                                (int)C) != TK_OK ||
-            tk_matmul_backward(NULL, G[LYR_POLAR_MU], NULL, dout, magT, NULL, (int)N, (int)H,
+            ex_matmul_bwd(cx, NULL, G[LYR_POLAR_MU], NULL, dout, magT, NULL, (int)N, (int)H,
                                (int)C) != TK_OK ||
-            tk_sgemm(0, 0, (int)N, (int)(H * D), (int)C, 1.0f, dout, (int)C, P[LYR_POLAR_O],
+            ex_sgemm(cx, 0, 0, (int)N, (int)(H * D), (int)C, 1.0f, dout, (int)C, P[LYR_POLAR_O],
                      (int)(H * D), 0.0f, dz, (int)(H * D)) != TK_OK ||
-            tk_sgemm(0, 0, (int)N, (int)H, (int)C, 1.0f, dout, (int)C, P[LYR_POLAR_MU], (int)H,
+            ex_sgemm(cx, 0, 0, (int)N, (int)H, (int)C, 1.0f, dout, (int)C, P[LYR_POLAR_MU], (int)H,
                      0.0f, dmagT, (int)H) != TK_OK)
             return LYR_EFAIL;
         LYR__OMP(omp parallel for schedule(static) if(N * H * D > LYR__PAR_MIN))
@@ -1158,9 +1113,9 @@ int lyr_polar_backward(const lyr_polar_dims *d, const float *const *P, float *co
             }
         }
     }
-    if (tk_fill_zero(dq, N * H * D * sizeof(float)) != TK_OK ||
-        tk_fill_zero(dk, N * Hkv * D * sizeof(float)) != TK_OK ||
-        tk_fill_zero(dv, N * Hkv * D * sizeof(float)) != TK_OK)
+    if (ex_zero(cx, dq, N * H * D * sizeof(float)) != TK_OK ||
+        ex_zero(cx, dk, N * Hkv * D * sizeof(float)) != TK_OK ||
+        ex_zero(cx, dv, N * Hkv * D * sizeof(float)) != TK_OK)
         return LYR_EFAIL;
     gr.len_gain_raw = G[LYR_POLAR_LEN_GAIN];
     gr.null_base = G[LYR_POLAR_NULL_BASE];
@@ -1169,13 +1124,13 @@ int lyr_polar_backward(const lyr_polar_dims *d, const float *const *P, float *co
     gr.v_null = G[LYR_POLAR_V_NULL];
     st.stats = s.stats;
     st.probs = NULL;
-    rc = polar_backward(&d->cfg, dq, dk, dv, &gr, dc, dmag, s.c, s.mag, &st, s.q, s.k, s.v, &prm,
+    rc = ex_polar_bwd(cx, &d->cfg, dq, dk, dv, &gr, dc, dmag, s.c, s.mag, &st, s.q, s.k, s.v, &prm,
                         B, (int)H, (int)Hkv, T, (int)D, ws);
     if (rc != POLAR_OK) return rc == POLAR_ENOMEM ? LYR_ENOMEM : LYR_EFAIL;
     if (flag != 0.0f && d->cfg.distractor_keys > 0) {
         if (dev) /* ws is free again after polar_backward */
             rc = polar_distractor_backward_cuda(&d->cfg, dq, NULL, &gr, 1.0f, s.q, s.krand, &prm, B,
-                                                (int)H, (int)Hkv, T, (int)D, ws, NULL);
+                                                (int)H, (int)Hkv, T, (int)D, ws, cx->stream);
         else
             rc = polar_distractor_backward(&d->cfg, dq, NULL, &gr, 1.0f, s.q, s.krand, &prm, B,
                                            (int)H, (int)Hkv, T, (int)D);
@@ -1194,21 +1149,21 @@ int lyr_polar_backward(const lyr_polar_dims *d, const float *const *P, float *co
             const float *g = part == 0 ? dq : part == 1 ? dk : dv;
             const float *y = part == 0 ? s.q : s.k, *rs = part == 0 ? s.rq : s.rk;
             if (d->qk_norm && part < 2) {
-                if (tk_fill_zero(tm, rows * sizeof(float)) != TK_OK ||
-                    tk_rowdot(tm, g, y, (int)rows, (int)D) != TK_OK ||
-                    tk_scale(tm, tm, -1.0f / (float)D, rows) != TK_OK ||
-                    tk_rowscale(tmp, y, tm, (int)rows, (int)D) != TK_OK ||
-                    tk_residual_forward(tmp, tmp, g, rows * D) != TK_OK ||
-                    tk_rowscale(tmp, tmp, rs, (int)rows, (int)D) != TK_OK)
+                if (ex_zero(cx, tm, rows * sizeof(float)) != TK_OK ||
+                    ex_rowdot(cx, tm, g, y, (int)rows, (int)D) != TK_OK ||
+                    ex_scale(cx, tm, tm, -1.0f / (float)D, rows) != TK_OK ||
+                    ex_rowscale(cx, tmp, y, tm, (int)rows, (int)D) != TK_OK ||
+                    ex_residual_fwd(cx, tmp, tmp, g, rows * D) != TK_OK ||
+                    ex_rowscale(cx, tmp, tmp, rs, (int)rows, (int)D) != TK_OK)
                     return LYR_EFAIL;
                 g = tmp;
             }
-            if (tk_merge_heads_forward(tok, g, B, T, (int)hh, (int)D) != TK_OK ||
-                tk_matmul_backward(dxn, GW + off * C, NULL, tok, s.xn, W + off * C, (int)N, (int)C,
+            if (ex_merge_heads_fwd(cx, tok, g, B, T, (int)hh, (int)D) != TK_OK ||
+                ex_matmul_bwd(cx, dxn, GW + off * C, NULL, tok, s.xn, W + off * C, (int)N, (int)C,
                                    (int)(hh * D)) != TK_OK)
                 return LYR_EFAIL;
         }
-        if (tk_matmul_backward(dxn, GW + (H + 2 * Hkv) * D * C, NULL, dgl, s.xn,
+        if (ex_matmul_bwd(cx, dxn, GW + (H + 2 * Hkv) * D * C, NULL, dgl, s.xn,
                                W + (H + 2 * Hkv) * D * C, (int)N, (int)C, (int)H) != TK_OK)
             return LYR_EFAIL;
         return LYR_OK;
@@ -1249,7 +1204,7 @@ int lyr_polar_backward(const lyr_polar_dims *d, const float *const *P, float *co
         }
         memcpy(row + (H + 2 * Hkv) * D, dgl + (size_t)n * H, H * sizeof(float));
     }
-    if (tk_matmul_backward(dxn, G[LYR_POLAR_QKV], NULL, dqkvg, s.xn, P[LYR_POLAR_QKV], (int)N,
+    if (ex_matmul_bwd(cx, dxn, G[LYR_POLAR_QKV], NULL, dqkvg, s.xn, P[LYR_POLAR_QKV], (int)N,
                            (int)C, (int)Pq) != TK_OK)
         return LYR_EFAIL;
     return LYR_OK;
@@ -1454,18 +1409,18 @@ static void lyr__gd_work_carve(float *base, size_t N, size_t HD, size_t Hm, lyr_
 
 /* gates, beta (B,Hm,T) = sigmoid(xn W^T + b) with tensor.h's routed ops (the device path;
    gd_gates_forward is host code). tmp: N*Hm floats. */
-static int lyr__gd_gates_ops(const lyr_gdelta_dims *d, const float *const *P, const float *xn,
+static int lyr__gd_gates_ops(const ex_ctx *cx, const lyr_gdelta_dims *d, const float *const *P, const float *xn,
                              float *gates, float *beta, float *tmp, int B, int T)
 {
     size_t n = (size_t)B * T * d->Hm;
     int which;
     for (which = 0; which < 2; which++) {
         float *o = which ? beta : gates;
-        if (tk_matmul_forward(tmp, xn, P[which ? LYR_GD_W_BETA : LYR_GD_W_GAMMA],
+        if (ex_matmul_fwd(cx, tmp, xn, P[which ? LYR_GD_W_BETA : LYR_GD_W_GAMMA],
                               P[which ? LYR_GD_B_BETA : LYR_GD_B_GAMMA], B * T, d->C, d->Hm) != TK_OK ||
-            tk_fill_zero(o, n * sizeof(float)) != TK_OK ||
-            tk_merge_heads_backward(o, tmp, B, T, d->Hm, 1) != TK_OK || /* (B,T,Hm) -> (B,Hm,T) */
-            tk_sigmoid_forward(o, o, n) != TK_OK)
+            ex_zero(cx, o, n * sizeof(float)) != TK_OK ||
+            ex_merge_heads_bwd(cx, o, tmp, B, T, d->Hm, 1) != TK_OK || /* (B,T,Hm) -> (B,Hm,T) */
+            ex_sigmoid_fwd(cx, o, o, n) != TK_OK)
             return LYR_EFAIL;
     }
     return LYR_OK;
@@ -1473,7 +1428,7 @@ static int lyr__gd_gates_ops(const lyr_gdelta_dims *d, const float *const *P, co
 
 /* the backward of lyr__gd_gates_ops: dxn (or NULL), dW, db += from dgates, dbeta (B,Hm,T).
    t1, t2: N*Hm floats each. */
-static int lyr__gd_gates_ops_bwd(const lyr_gdelta_dims *d, const float *const *P,
+static int lyr__gd_gates_ops_bwd(const ex_ctx *cx, const lyr_gdelta_dims *d, const float *const *P,
                                  float *const *G, float *dxn, const float *dgates,
                                  const float *dbeta, const float *gates, const float *beta,
                                  const float *xn, float *t1, float *t2, int B, int T)
@@ -1482,10 +1437,10 @@ static int lyr__gd_gates_ops_bwd(const lyr_gdelta_dims *d, const float *const *P
     int which;
     for (which = 0; which < 2; which++) {
         int iw = which ? LYR_GD_W_BETA : LYR_GD_W_GAMMA, ib = which ? LYR_GD_B_BETA : LYR_GD_B_GAMMA;
-        if (tk_fill_zero(t1, n * sizeof(float)) != TK_OK ||
-            tk_sigmoid_backward(t1, which ? beta : gates, which ? dbeta : dgates, n) != TK_OK ||
-            tk_merge_heads_forward(t2, t1, B, T, d->Hm, 1) != TK_OK || /* (B,Hm,T) -> (B,T,Hm) */
-            tk_matmul_backward(dxn, G[iw], G[ib], t2, xn, P[iw], B * T, d->C, d->Hm) != TK_OK)
+        if (ex_zero(cx, t1, n * sizeof(float)) != TK_OK ||
+            ex_sigmoid_bwd(cx, t1, which ? beta : gates, which ? dbeta : dgates, n) != TK_OK ||
+            ex_merge_heads_fwd(cx, t2, t1, B, T, d->Hm, 1) != TK_OK || /* (B,Hm,T) -> (B,T,Hm) */
+            ex_matmul_bwd(cx, dxn, G[iw], G[ib], t2, xn, P[iw], B * T, d->C, d->Hm) != TK_OK)
             return LYR_EFAIL;
     }
     return LYR_OK;
@@ -1493,7 +1448,7 @@ static int lyr__gd_gates_ops_bwd(const lyr_gdelta_dims *d, const float *const *P
 
 /* the sum of n floats at x (host or device memory: read in order, in host blocks on the
    device), of exp(x) when is_log */
-static int lyr__gd_sum(const float *x, size_t n, int dev, int is_log, double *sum)
+static int lyr__gd_sum(const ex_ctx *cx, const float *x, size_t n, int is_log, double *sum)
 {
     float buf[256];
     double acc = 0;
@@ -1501,8 +1456,8 @@ static int lyr__gd_sum(const float *x, size_t n, int dev, int is_log, double *su
     while (i < n) {
         const float *p = x + i;
         m = n - i < 256 ? n - i : 256;
-        if (dev) {
-            if (tk_copy(buf, p, m * sizeof(float)) != TK_OK) return LYR_EFAIL;
+        if (cx->device) {
+            if (ex_to_host(cx, buf, p, m * sizeof(float)) != TK_OK) return LYR_EFAIL;
             p = buf;
         }
         for (j = 0; j < m; j++) acc += is_log ? exp((double)p[j]) : (double)p[j];
@@ -1518,9 +1473,9 @@ static int lyr__gd_sum(const float *x, size_t n, int dev, int is_log, double *su
    loops for the gates (gd_gates_*) and the readout (double accumulation); the device path
    computes the same functions with tk_matmul / tk_sigmoid / tk_rmsnorm / tk_rowscale (float
    accumulation), equal to float rounding. cfg.gate_is_log is CPU-only (LYR_EINVAL). */
-int lyr_gdelta_forward(const lyr_gdelta_dims *d, const float *const *P, const float *xn,
-                       float *out, float *saved, float *work, int B, int T, int train,
-                       uint64_t seed, lyr_gdelta_stats *stats)
+int lyr_gdelta_fwd(const ex_ctx *cx, const lyr_gdelta_dims *d, const float *const *P, const float *xn,
+                   float *out, float *saved, float *work, int B, int T, int train,
+                   uint64_t seed, lyr_gdelta_stats *stats)
 {
     lyr__gd_saved s;
     lyr__gd_work w;
@@ -1530,20 +1485,11 @@ int lyr_gdelta_forward(const lyr_gdelta_dims *d, const float *const *P, const fl
     int rc, dev = 0;
     (void)train;
     (void)seed;
-    if (lyr_gdelta_validate(d) != LYR_OK) return LYR_EINVAL;
+    if (!cx || lyr_gdelta_validate(d) != LYR_OK) return LYR_EINVAL;
     if (!lyr__ptrs_ok((const void *const *)P, LYR_GD_NPARAMS) || !xn || !out || !saved || !work ||
         !lyr__gd_bt_ok(d, B, T))
         return LYR_EINVAL;
-    {
-        const void *bufs[4 + LYR_GD_NPARAMS];
-        int k;
-        bufs[0] = xn;
-        bufs[1] = out;
-        bufs[2] = saved;
-        bufs[3] = work;
-        for (k = 0; k < LYR_GD_NPARAMS; k++) bufs[4 + k] = P[k];
-        if (!lyr__one_side(bufs, 4 + LYR_GD_NPARAMS, &dev)) return LYR_EINVAL;
-    }
+    dev = cx->device;
     if (dev && d->cfg.gate_is_log) return LYR_EINVAL;
     N = (size_t)B * T;
     HD = (size_t)d->Hm * d->Dk;
@@ -1551,12 +1497,12 @@ int lyr_gdelta_forward(const lyr_gdelta_dims *d, const float *const *P, const fl
     lyr__gd_carve(d, saved, B, T, &s);
     lyr__gd_work_carve(work, N, HD, (size_t)d->Hm, &w);
     qkv = w.dqkv;
-    if (tk_copy(s.xn, xn, N * C * sizeof(float)) != TK_OK ||
-        tk_matmul_forward(qkv, xn, P[LYR_GD_QKV], NULL, (int)N, (int)C, (int)(3 * HD)) != TK_OK ||
-        tk_split_heads_forward(s.q, s.k, s.v, qkv, B, T, d->Hm, d->Dk) != TK_OK)
+    if (ex_copy(cx, s.xn, xn, N * C * sizeof(float)) != TK_OK ||
+        ex_matmul_fwd(cx, qkv, xn, P[LYR_GD_QKV], NULL, (int)N, (int)C, (int)(3 * HD)) != TK_OK ||
+        ex_split_heads_fwd(cx, s.q, s.k, s.v, qkv, B, T, d->Hm, d->Dk) != TK_OK)
         return LYR_EFAIL;
     if (dev) {
-        if ((rc = lyr__gd_gates_ops(d, P, xn, s.gates, s.beta, w.dg, B, T)) != LYR_OK) return rc;
+        if ((rc = lyr__gd_gates_ops(cx, d, P, xn, s.gates, s.beta, w.dg, B, T)) != LYR_OK) return rc;
     } else {
         rc = gd_gates_forward(&d->cfg, s.gates, s.beta, xn, P[LYR_GD_W_GAMMA], P[LYR_GD_B_GAMMA],
                               P[LYR_GD_W_BETA], P[LYR_GD_B_BETA], B, T, (int)C, d->Hm);
@@ -1566,35 +1512,35 @@ int lyr_gdelta_forward(const lyr_gdelta_dims *d, const float *const *P, const fl
     gs.mem = s.mem;
     gs.cap = s.mem_bytes;
     if (dev) gs.algo = GD_ALGO_CHUNKED | LYR__GD_SAVED_CUDA; /* device memory: fill it */
-    rc = gd_forward(&d->cfg, s.r, NULL, s.q, s.k, s.v, s.gates, s.beta, NULL, B, d->Hm, T, d->Dk,
+    rc = ex_gd_fwd(cx, &d->cfg, s.r, NULL, s.q, s.k, s.v, s.gates, s.beta, NULL, B, d->Hm, T, d->Dk,
                     d->Dk, &gs, w.ws);
     if (gs.mem != (void *)s.mem) { /* gdelta grew its buffer: our size is out of date */
         gd_saved_free(&gs);
         return LYR_EFAIL;
     }
     if (rc != GD_OK) return rc == GD_ENOMEM ? LYR_ENOMEM : LYR_EFAIL;
-    if (tk_copy(s.hdr, &gs, sizeof gs) != TK_OK) return LYR_EFAIL;
+    if (ex_to_ctx(cx, s.hdr, &gs, sizeof gs) != TK_OK) return LYR_EFAIL;
     /* readout (eq. 25, the function of gd_readout_forward) with GEMMs:
        g = sigmoid(xn W_g^T + b_g), z = RMSNorm(r) * norm_w * g (in qkv's room), out = z W_proj^T */
-    if (tk_matmul_forward(s.g, xn, P[LYR_GD_G_W], P[LYR_GD_G_B], (int)N, (int)C, (int)HD) != TK_OK)
+    if (ex_matmul_fwd(cx, s.g, xn, P[LYR_GD_G_W], P[LYR_GD_G_B], (int)N, (int)C, (int)HD) != TK_OK)
         return LYR_EFAIL;
     if (dev) { /* merged r in dq's room, RMSNorm(r) * norm_w in dk's */
-        if (tk_sigmoid_forward(s.g, s.g, N * HD) != TK_OK ||
-            tk_merge_heads_forward(w.dq, s.r, B, T, d->Hm, d->Dk) != TK_OK ||
-            tk_rmsnorm_forward(w.dk, s.rs, w.dq, P[LYR_GD_NORM], (int)N * d->Hm, d->Dk,
+        if (ex_sigmoid_fwd(cx, s.g, s.g, N * HD) != TK_OK ||
+            ex_merge_heads_fwd(cx, w.dq, s.r, B, T, d->Hm, d->Dk) != TK_OK ||
+            ex_rmsnorm_fwd(cx, w.dk, s.rs, w.dq, P[LYR_GD_NORM], (int)N * d->Hm, d->Dk,
                                d->cfg.rms_eps) != TK_OK ||
-            tk_rowscale(qkv, w.dk, s.g, (int)(N * HD), 1) != TK_OK) /* z = y * g */
+            ex_rowscale(cx, qkv, w.dk, s.g, (int)(N * HD), 1) != TK_OK) /* z = y * g */
             return LYR_EFAIL;
     } else {
         lyr__gd_readout_z(d, s.r, s.g, s.rs, P[LYR_GD_NORM], qkv, B, T, 1);
     }
-    if (tk_matmul_forward(out, qkv, P[LYR_GD_PROJ], NULL, (int)N, (int)HD, (int)C) != TK_OK)
+    if (ex_matmul_fwd(cx, out, qkv, P[LYR_GD_PROJ], NULL, (int)N, (int)HD, (int)C) != TK_OK)
         return LYR_EFAIL;
     if (stats) {
         double sg = 0, sb = 0;
         size_t n = N * (size_t)d->Hm;
-        if (lyr__gd_sum(s.gates, n, dev, d->cfg.gate_is_log, &sg) != LYR_OK ||
-            lyr__gd_sum(s.beta, n, dev, 0, &sb) != LYR_OK)
+        if (lyr__gd_sum(cx, s.gates, n, d->cfg.gate_is_log, &sg) != LYR_OK ||
+            lyr__gd_sum(cx, s.beta, n, 0, &sb) != LYR_OK)
             return LYR_EFAIL;
         stats->gamma_mean = (float)(sg / (double)n);
         stats->beta_mean = (float)(sb / (double)n);
@@ -1602,40 +1548,28 @@ int lyr_gdelta_forward(const lyr_gdelta_dims *d, const float *const *P, const fl
     return LYR_OK;
 }
 
-int lyr_gdelta_backward(const lyr_gdelta_dims *d, const float *const *P, float *const *G,
-                        const float *dout, float *dxn, const float *saved, float *work,
-                        int B, int T)
+int lyr_gdelta_bwd(const ex_ctx *cx, const lyr_gdelta_dims *d, const float *const *P, float *const *G,
+                   const float *dout, float *dxn, const float *saved, float *work,
+                   int B, int T)
 {
     lyr__gd_saved s;
     lyr__gd_work w;
     gd_saved gs;
     size_t N, HD, C, Hm;
     int rc, dev = 0;
-    if (lyr_gdelta_validate(d) != LYR_OK) return LYR_EINVAL;
+    if (!cx || lyr_gdelta_validate(d) != LYR_OK) return LYR_EINVAL;
     if (!lyr__ptrs_ok((const void *const *)P, LYR_GD_NPARAMS) ||
         !lyr__ptrs_ok((const void *const *)G, LYR_GD_NPARAMS) || !dout || !saved || !work ||
         !lyr__gd_bt_ok(d, B, T))
         return LYR_EINVAL;
-    {
-        const void *bufs[4 + 2 * LYR_GD_NPARAMS];
-        int k;
-        bufs[0] = dout;
-        bufs[1] = dxn; /* NULL: skipped */
-        bufs[2] = saved;
-        bufs[3] = work;
-        for (k = 0; k < LYR_GD_NPARAMS; k++) {
-            bufs[4 + k] = P[k];
-            bufs[4 + LYR_GD_NPARAMS + k] = G[k];
-        }
-        if (!lyr__one_side(bufs, 4 + 2 * LYR_GD_NPARAMS, &dev)) return LYR_EINVAL;
-    }
+    dev = cx->device;
     if (dev && d->cfg.gate_is_log) return LYR_EINVAL;
     N = (size_t)B * T;
     Hm = (size_t)d->Hm;
     HD = Hm * d->Dk;
     C = (size_t)d->C;
     lyr__gd_carve(d, (float *)saved, B, T, &s); /* read-only use below */
-    if (tk_copy(&gs, s.hdr, sizeof gs) != TK_OK) return LYR_EFAIL;
+    if (ex_to_host(cx, &gs, s.hdr, sizeof gs) != TK_OK) return LYR_EFAIL;
     /* the saved state must be this buffer's, from a forward of these sizes (and side) */
     if (gs.mem != (void *)s.mem || gs.B != B || gs.T != T || gs.H != d->Hm || gs.Dk != d->Dk ||
         ((gs.algo & LYR__GD_SAVED_CUDA) != 0) != (dev != 0))
@@ -1648,33 +1582,33 @@ int lyr_gdelta_backward(const lyr_gdelta_dims *d, const float *const *P, float *
         float *z = w.dqkv, *dz = dev ? w.dq : w.dqkv + N * HD;
         const float *nw = P[LYR_GD_NORM];
         if (dev) {
-            if (tk_merge_heads_forward(w.dv, s.r, B, T, d->Hm, d->Dk) != TK_OK ||
-                tk_rmsnorm_forward(w.dk, NULL, w.dv, nw, (int)N * d->Hm, d->Dk,
+            if (ex_merge_heads_fwd(cx, w.dv, s.r, B, T, d->Hm, d->Dk) != TK_OK ||
+                ex_rmsnorm_fwd(cx, w.dk, NULL, w.dv, nw, (int)N * d->Hm, d->Dk,
                                    d->cfg.rms_eps) != TK_OK ||
-                tk_rowscale(z, w.dk, s.g, (int)(N * HD), 1) != TK_OK)
+                ex_rowscale(cx, z, w.dk, s.g, (int)(N * HD), 1) != TK_OK)
                 return LYR_EFAIL;
         } else {
             lyr__gd_readout_z(d, s.r, s.g, s.rs, nw, z, B, T, 0);
         }
-        if (tk_matmul_backward(NULL, G[LYR_GD_PROJ], NULL, dout, z, NULL, (int)N,
+        if (ex_matmul_bwd(cx, NULL, G[LYR_GD_PROJ], NULL, dout, z, NULL, (int)N,
                                (int)HD, (int)C) != TK_OK ||
-            lyr__sgemm(dev, 0, 0, (int)N, (int)HD, (int)C, dout, (int)C, P[LYR_GD_PROJ], (int)HD,
+            lyr__sgemm(cx, 0, 0, (int)N, (int)HD, (int)C, dout, (int)C, P[LYR_GD_PROJ], (int)HD,
                        dz, (int)HD) != TK_OK)
             return LYR_EFAIL;
         if (dev) {
             /* dgate = dz y g (1 - g) (in dk's room, after t = dz y in z's); then
                dy = dz g (in z's room) through the RMSNorm into dr */
-            if (tk_rowscale(z, dz, w.dk, (int)(N * HD), 1) != TK_OK ||
-                tk_fill_zero(w.dk, N * HD * sizeof(float)) != TK_OK ||
-                tk_sigmoid_backward(w.dk, s.g, z, N * HD) != TK_OK ||
-                tk_matmul_backward(dxn, G[LYR_GD_G_W], G[LYR_GD_G_B], w.dk, s.xn, P[LYR_GD_G_W],
+            if (ex_rowscale(cx, z, dz, w.dk, (int)(N * HD), 1) != TK_OK ||
+                ex_zero(cx, w.dk, N * HD * sizeof(float)) != TK_OK ||
+                ex_sigmoid_bwd(cx, w.dk, s.g, z, N * HD) != TK_OK ||
+                ex_matmul_bwd(cx, dxn, G[LYR_GD_G_W], G[LYR_GD_G_B], w.dk, s.xn, P[LYR_GD_G_W],
                                    (int)N, (int)C, (int)HD) != TK_OK ||
-                tk_rowscale(z, dz, s.g, (int)(N * HD), 1) != TK_OK ||
-                tk_fill_zero(w.dk, N * HD * sizeof(float)) != TK_OK ||
-                tk_rmsnorm_backward(w.dk, G[LYR_GD_NORM], z, w.dv, nw, s.rs, (int)N * d->Hm,
+                ex_rowscale(cx, z, dz, s.g, (int)(N * HD), 1) != TK_OK ||
+                ex_zero(cx, w.dk, N * HD * sizeof(float)) != TK_OK ||
+                ex_rmsnorm_bwd(cx, w.dk, G[LYR_GD_NORM], z, w.dv, nw, s.rs, (int)N * d->Hm,
                                     d->Dk) != TK_OK ||
-                tk_fill_zero(w.dr, N * HD * sizeof(float)) != TK_OK ||
-                tk_merge_heads_backward(w.dr, w.dk, B, T, d->Hm, d->Dk) != TK_OK)
+                ex_zero(cx, w.dr, N * HD * sizeof(float)) != TK_OK ||
+                ex_merge_heads_bwd(cx, w.dr, w.dk, B, T, d->Hm, d->Dk) != TK_OK)
                 return LYR_EFAIL;
         } else {
             float *dgp = w.dqkv + 2 * N * HD, *dr = w.dr;
@@ -1716,22 +1650,22 @@ int lyr_gdelta_backward(const lyr_gdelta_dims *d, const float *const *P, float *
                     }
                 }
             }
-            if (tk_matmul_backward(dxn, G[LYR_GD_G_W], G[LYR_GD_G_B], dgp, s.xn, P[LYR_GD_G_W],
+            if (ex_matmul_bwd(cx, dxn, G[LYR_GD_G_W], G[LYR_GD_G_B], dgp, s.xn, P[LYR_GD_G_W],
                                    (int)N, (int)C, (int)HD) != TK_OK)
                 return LYR_EFAIL;
         }
     }
-    if (tk_fill_zero(w.dq, N * HD * sizeof(float)) != TK_OK ||
-        tk_fill_zero(w.dk, N * HD * sizeof(float)) != TK_OK ||
-        tk_fill_zero(w.dv, N * HD * sizeof(float)) != TK_OK ||
-        tk_fill_zero(w.dg, N * Hm * sizeof(float)) != TK_OK ||
-        tk_fill_zero(w.db, N * Hm * sizeof(float)) != TK_OK)
+    if (ex_zero(cx, w.dq, N * HD * sizeof(float)) != TK_OK ||
+        ex_zero(cx, w.dk, N * HD * sizeof(float)) != TK_OK ||
+        ex_zero(cx, w.dv, N * HD * sizeof(float)) != TK_OK ||
+        ex_zero(cx, w.dg, N * Hm * sizeof(float)) != TK_OK ||
+        ex_zero(cx, w.db, N * Hm * sizeof(float)) != TK_OK)
         return LYR_EFAIL;
-    rc = gd_backward(&d->cfg, &gs, w.dq, w.dk, w.dv, w.dg, w.db, NULL, w.dr, NULL, s.q, s.k, s.v,
+    rc = ex_gd_bwd(cx, &d->cfg, &gs, w.dq, w.dk, w.dv, w.dg, w.db, NULL, w.dr, NULL, s.q, s.k, s.v,
                      s.gates, s.beta, NULL, B, d->Hm, T, d->Dk, d->Dk, w.ws);
     if (rc != GD_OK) return rc == GD_ENOMEM ? LYR_ENOMEM : LYR_EFAIL;
     if (dev) { /* scratch: dqkv's room and dr's (free now) */
-        if ((rc = lyr__gd_gates_ops_bwd(d, P, G, dxn, w.dg, w.db, s.gates, s.beta, s.xn, w.dqkv,
+        if ((rc = lyr__gd_gates_ops_bwd(cx, d, P, G, dxn, w.dg, w.db, s.gates, s.beta, s.xn, w.dqkv,
                                         w.dr, B, T)) != LYR_OK)
             return rc;
     } else {
@@ -1741,10 +1675,477 @@ int lyr_gdelta_backward(const lyr_gdelta_dims *d, const float *const *P, float *
                                P[LYR_GD_B_BETA], B, T, (int)C, d->Hm);
         if (rc != GD_OK) return rc == GD_ENOMEM ? LYR_ENOMEM : LYR_EFAIL;
     }
-    if (tk_fill_zero(w.dqkv, 3 * N * HD * sizeof(float)) != TK_OK ||
-        tk_split_heads_backward(w.dqkv, w.dq, w.dk, w.dv, B, T, d->Hm, d->Dk) != TK_OK ||
-        tk_matmul_backward(dxn, G[LYR_GD_QKV], NULL, w.dqkv, s.xn, P[LYR_GD_QKV], (int)N, (int)C,
+    if (ex_zero(cx, w.dqkv, 3 * N * HD * sizeof(float)) != TK_OK ||
+        ex_split_heads_bwd(cx, w.dqkv, w.dq, w.dk, w.dv, B, T, d->Hm, d->Dk) != TK_OK ||
+        ex_matmul_bwd(cx, dxn, G[LYR_GD_QKV], NULL, w.dqkv, s.xn, P[LYR_GD_QKV], (int)N, (int)C,
                            (int)(3 * HD)) != TK_OK)
         return LYR_EFAIL;
     return LYR_OK;
+}
+
+/* =================================================================== MLP FFN */
+int lyr_mlp_validate(const lyr_mlp_dims *d)
+{
+    if (!d) return LYR_EINVAL;
+    if (d->C < 1 || d->F < 1 || d->C > (1 << 20) || d->F > (1 << 22)) return LYR_EINVAL;
+    if (d->act != LYR_MLP_GELU && d->act != LYR_MLP_RELU2) return LYR_EINVAL;
+    if (!lyr__finite(d->std) || d->std < 0 || !lyr__finite(d->proj_std) || d->proj_std < 0)
+        return LYR_EINVAL;
+    return LYR_OK;
+}
+
+/* hidden width of the first GEMM: F (GELU) or 2F (the stacked [W1 | W3] of RELU2) */
+static size_t lyr__mlp_hw(const lyr_mlp_dims *d)
+{
+    return d->act == LYR_MLP_RELU2 ? 2 * (size_t)d->F : (size_t)d->F;
+}
+
+static int lyr__mlp_bt_ok(const lyr_mlp_dims *d, int B, int T)
+{
+    return lyr__bt_ok(B, T, (double)lyr__mlp_hw(d) + (double)d->C);
+}
+
+int lyr_mlp_params(const lyr_mlp_dims *d, lyr_pspec *out, int cap)
+{
+    int n = 0, bias;
+    if (lyr_mlp_validate(d) != LYR_OK || !out) return LYR_EINVAL;
+    bias = d->act == LYR_MLP_GELU;
+    if (cap < (bias ? 4 : 2)) return LYR_EINVAL;
+    lyr__spec(&out[n], "fc.weight", 1, 2, (int)lyr__mlp_hw(d), d->C, 0);
+    out[n].init = LYR_INIT_NORMAL;
+    out[n++].init_arg = d->std;
+    if (bias) {
+        lyr__spec(&out[n], "fc.bias", 0, 1, d->F, 0, 0);
+        out[n++].init = LYR_INIT_ZERO;
+    }
+    lyr__spec(&out[n], "proj.weight", 1, 2, d->C, d->F, 0);
+    out[n].init = LYR_INIT_NORMAL;
+    out[n++].init_arg = d->proj_std;
+    if (bias) {
+        lyr__spec(&out[n], "proj.bias", 0, 1, d->C, 0, 0);
+        out[n++].init = LYR_INIT_ZERO;
+    }
+    return n;
+}
+
+/* P[i] from the rules of lyr_mlp_params, one draw sequence from rng (the model instead
+   draws each tensor from its own stream, by the same rules) */
+int lyr_mlp_init(const lyr_mlp_dims *d, float *const *P, tk_rng *rng, float init_std)
+{
+    lyr_pspec sp[4];
+    int n = lyr_mlp_params(d, sp, 4), i;
+    (void)init_std;
+    if (n < 0 || !P || !rng || !lyr__ptrs_ok((const void *const *)P, n)) return LYR_EINVAL;
+    for (i = 0; i < n; i++) {
+        size_t k = lyr_pspec_numel(&sp[i]);
+        int rc = sp[i].init == LYR_INIT_NORMAL ? tk_init_normal(P[i], k, 0.0f, sp[i].init_arg, rng)
+                                               : tk_init_constant(P[i], k, 0.0f);
+        if (rc != TK_OK) return LYR_EFAIL;
+    }
+    return LYR_OK;
+}
+
+size_t lyr_mlp_saved_floats(const lyr_mlp_dims *d, int B, int T)
+{
+    size_t N;
+    if (lyr_mlp_validate(d) != LYR_OK || !lyr__mlp_bt_ok(d, B, T)) return 0;
+    N = (size_t)B * T;
+    return lyr__al(N * lyr__mlp_hw(d)) + lyr__al(N * (size_t)d->F); /* h, act(h) */
+}
+
+size_t lyr_mlp_work_floats(const lyr_mlp_dims *d, int B, int T)
+{
+    return lyr_mlp_saved_floats(d, B, T); /* dh, d act(h) */
+}
+
+int lyr_mlp_fwd(const ex_ctx *cx, const lyr_mlp_dims *d, const float *const *P, const float *x,
+                float *out, float *saved, int B, int T)
+{
+    size_t N;
+    int n, C, F, rc;
+    float *h, *hg;
+    if (!cx || lyr_mlp_validate(d) != LYR_OK || !lyr__mlp_bt_ok(d, B, T) || !x || !out || !saved)
+        return LYR_EINVAL;
+    n = d->act == LYR_MLP_GELU ? 4 : 2;
+    if (!lyr__ptrs_ok((const void *const *)P, n)) return LYR_EINVAL;
+    N = (size_t)B * T;
+    C = d->C;
+    F = d->F;
+    h = saved;
+    hg = saved + lyr__al(N * lyr__mlp_hw(d));
+    if (d->act == LYR_MLP_GELU) {
+        rc = ex_matmul_fwd(cx, h, x, P[0], P[1], (int)N, C, F);
+        if (!rc) rc = ex_gelu_fwd(cx, hg, h, N * (size_t)F);
+        if (!rc) rc = ex_matmul_fwd(cx, out, hg, P[2], P[3], (int)N, F, C);
+    } else {
+        rc = ex_matmul_fwd(cx, h, x, P[0], NULL, (int)N, C, 2 * F);
+        if (!rc) rc = ex_relu2_gated_fwd(cx, hg, h, (int)N, F);
+        if (!rc) rc = ex_matmul_fwd(cx, out, hg, P[1], NULL, (int)N, F, C);
+    }
+    return rc ? LYR_EFAIL : LYR_OK;
+}
+
+int lyr_mlp_bwd(const ex_ctx *cx, const lyr_mlp_dims *d, const float *const *P, float *const *G,
+                const float *x, const float *dout, float *dx, const float *saved, float *work,
+                int B, int T)
+{
+    size_t N, hw;
+    int n, C, F, rc, gelu;
+    const float *h, *hg;
+    float *dh, *dhg;
+    if (!cx || lyr_mlp_validate(d) != LYR_OK || !lyr__mlp_bt_ok(d, B, T) || !x || !dout || !saved ||
+        !work)
+        return LYR_EINVAL;
+    gelu = d->act == LYR_MLP_GELU;
+    n = gelu ? 4 : 2;
+    if (!lyr__ptrs_ok((const void *const *)P, n) || !lyr__ptrs_ok((const void *const *)G, n))
+        return LYR_EINVAL;
+    N = (size_t)B * T;
+    C = d->C;
+    F = d->F;
+    hw = lyr__mlp_hw(d);
+    h = saved;
+    hg = saved + lyr__al(N * hw);
+    dh = work;
+    dhg = work + lyr__al(N * hw);
+    /* d act(h) = dout W2 (written); dW2, db2 += */
+    rc = ex_zero(cx, dhg, sizeof(float) * N * (size_t)F);
+    if (!rc) rc = ex_matmul_bwd(cx, dhg, G[gelu ? 2 : 1], gelu ? G[3] : NULL, dout, hg, P[gelu ? 2 : 1], (int)N,
+                                F, C);
+    if (!rc) rc = ex_zero(cx, dh, sizeof(float) * N * hw);
+    if (!rc) rc = gelu ? ex_gelu_bwd(cx, dh, h, dhg, N * (size_t)F) : ex_relu2_gated_bwd(cx, dh, h, dhg, (int)N, F);
+    /* dx += dh W1; dW1, db1 += */
+    if (!rc) rc = ex_matmul_bwd(cx, dx, G[0], gelu ? G[1] : NULL, dh, x, P[0], (int)N, C, (int)hw);
+    return rc ? LYR_EFAIL : LYR_OK;
+}
+
+/* =================================================================== norms */
+static int lyr__norm_ok(const lyr_norm_dims *d)
+{
+    return d && d->C >= 1 && d->C <= (1 << 20) && (d->rms == 0 || d->rms == 1) && lyr__finite(d->eps) &&
+           d->eps > 0;
+}
+
+int lyr_norm_params(const lyr_norm_dims *d, lyr_pspec *out, int cap)
+{
+    if (!lyr__norm_ok(d) || !out || cap < (d->rms ? 1 : 2)) return LYR_EINVAL;
+    lyr__spec(&out[0], "weight", 0, 1, d->C, 0, 0);
+    out[0].init = LYR_INIT_ONE;
+    if (d->rms) return 1;
+    lyr__spec(&out[1], "bias", 0, 1, d->C, 0, 0);
+    out[1].init = LYR_INIT_ZERO;
+    return 2;
+}
+
+size_t lyr_norm_saved_floats(const lyr_norm_dims *d, int B, int T)
+{
+    if (!lyr__norm_ok(d) || !lyr__bt_ok(B, T, (double)d->C)) return 0;
+    return 2 * lyr__al((size_t)B * T); /* mean, rstd */
+}
+
+int lyr_norm_fwd(const ex_ctx *cx, const lyr_norm_dims *d, const float *const *P, const float *x,
+                 float *out, float *saved, int B, int T)
+{
+    size_t N;
+    int rc;
+    if (!cx || !lyr__norm_ok(d) || !lyr__bt_ok(B, T, (double)d->C) || !x || !out || !saved ||
+        !lyr__ptrs_ok((const void *const *)P, d->rms ? 1 : 2))
+        return LYR_EINVAL;
+    N = (size_t)B * T;
+    rc = d->rms ? ex_rmsnorm_fwd(cx, out, saved + lyr__al(N), x, P[0], (int)N, d->C, d->eps)
+                : ex_layernorm_fwd(cx, out, saved, saved + lyr__al(N), x, P[0], P[1], (int)N, d->C, d->eps);
+    return rc ? LYR_EFAIL : LYR_OK;
+}
+
+int lyr_norm_bwd(const ex_ctx *cx, const lyr_norm_dims *d, const float *const *P, float *const *G,
+                 const float *x, const float *dout, float *dx, const float *saved, int B, int T)
+{
+    size_t N;
+    int rc, n;
+    if (!cx || !lyr__norm_ok(d) || !lyr__bt_ok(B, T, (double)d->C) || !x || !dout || !dx || !saved)
+        return LYR_EINVAL;
+    n = d->rms ? 1 : 2;
+    if (!lyr__ptrs_ok((const void *const *)P, n) || !lyr__ptrs_ok((const void *const *)G, n)) return LYR_EINVAL;
+    N = (size_t)B * T;
+    rc = d->rms ? ex_rmsnorm_bwd(cx, dx, G[0], dout, x, P[0], saved + lyr__al(N), (int)N, d->C)
+                : ex_layernorm_bwd(cx, dx, G[0], G[1], dout, x, P[0], saved, saved + lyr__al(N), (int)N, d->C);
+    return rc ? LYR_EFAIL : LYR_OK;
+}
+
+/* =================================================================== the protocol's table */
+/* Adapters from the generic lyr_kind (dims as void *, arguments in lyr_io) to each kind's
+   typed functions. */
+static int lyr__mlp_params_v(const void *d, lyr_pspec *out, int cap) { return lyr_mlp_params((const lyr_mlp_dims *)d, out, cap); }
+static int lyr__mlp_init_v(const void *d, float *const *P, tk_rng *rng, float std)
+{
+    return lyr_mlp_init((const lyr_mlp_dims *)d, P, rng, std);
+}
+static size_t lyr__mlp_saved_v(const void *d, int B, int T) { return lyr_mlp_saved_floats((const lyr_mlp_dims *)d, B, T); }
+static size_t lyr__mlp_work_v(const void *d, int B, int T) { return lyr_mlp_work_floats((const lyr_mlp_dims *)d, B, T); }
+static size_t lyr__no_floats_v(const void *d, int B, int T)
+{
+    (void)d;
+    (void)B;
+    (void)T;
+    return 0;
+}
+static int lyr__mlp_fwd_v(const ex_ctx *cx, const void *d, lyr_io *io)
+{
+    io->stat = 0.0f;
+    return lyr_mlp_fwd(cx, (const lyr_mlp_dims *)d, io->P, io->x, io->out, io->saved, io->B, io->T);
+}
+static int lyr__mlp_bwd_v(const ex_ctx *cx, const void *d, lyr_io *io)
+{
+    return lyr_mlp_bwd(cx, (const lyr_mlp_dims *)d, io->P, io->G, io->x, io->dout, io->dx, io->saved, io->work,
+                       io->B, io->T);
+}
+
+static int lyr__moe_params_v(const void *d, lyr_pspec *out, int cap) { return lyr_moe_params((const lyr_moe_dims *)d, out, cap); }
+static int lyr__moe_init_v(const void *d, float *const *P, tk_rng *rng, float std)
+{
+    return lyr_moe_init((const lyr_moe_dims *)d, P, rng, std);
+}
+static size_t lyr__moe_saved_v(const void *d, int B, int T) { return lyr_moe_saved_floats((const lyr_moe_dims *)d, B, T); }
+static size_t lyr__moe_work_v(const void *d, int B, int T) { return lyr_moe_work_floats((const lyr_moe_dims *)d, B, T); }
+static size_t lyr__moe_host_v(const void *d, int B, int T) { return lyr_moe_host_floats((const lyr_moe_dims *)d, B, T); }
+static int lyr__moe_fwd_v(const ex_ctx *cx, const void *d, lyr_io *io)
+{
+    io->stat = 0.0f;
+    return lyr_moe_fwd(cx, (const lyr_moe_dims *)d, io->P, io->x, io->mu, io->out, io->saved, io->work, io->B, io->T,
+                       io->train, io->seed, io->host, &io->stat);
+}
+static int lyr__moe_bwd_v(const ex_ctx *cx, const void *d, lyr_io *io)
+{
+    return lyr_moe_bwd(cx, (const lyr_moe_dims *)d, io->P, io->G, io->dout, io->dx, io->dmu, io->saved, io->work,
+                       io->B, io->T, io->host, io->coef);
+}
+
+static int lyr__polar_params_v(const void *d, lyr_pspec *out, int cap)
+{
+    return lyr_polar_params((const lyr_polar_dims *)d, out, cap);
+}
+static int lyr__polar_init_v(const void *d, float *const *P, tk_rng *rng, float std)
+{
+    return lyr_polar_init((const lyr_polar_dims *)d, P, rng, std);
+}
+static size_t lyr__polar_saved_v(const void *d, int B, int T) { return lyr_polar_saved_floats((const lyr_polar_dims *)d, B, T); }
+static size_t lyr__polar_work_v(const void *d, int B, int T) { return lyr_polar_work_floats((const lyr_polar_dims *)d, B, T); }
+static int lyr__polar_fwd_v(const ex_ctx *cx, const void *d, lyr_io *io)
+{
+    lyr_polar_stats st;
+    int rc = lyr_polar_fwd(cx, (const lyr_polar_dims *)d, io->P, io->x, io->out, io->saved, io->work, io->B,
+                           io->T, io->train, io->seed, &st);
+    io->stat = rc == LYR_OK ? st.align_loss : 0.0f;
+    return rc;
+}
+static int lyr__polar_bwd_v(const ex_ctx *cx, const void *d, lyr_io *io)
+{
+    return lyr_polar_bwd(cx, (const lyr_polar_dims *)d, io->P, io->G, io->dout, io->dx, io->saved, io->work,
+                         io->B, io->T);
+}
+
+static int lyr__gdelta_params_v(const void *d, lyr_pspec *out, int cap)
+{
+    return lyr_gdelta_params((const lyr_gdelta_dims *)d, out, cap);
+}
+static int lyr__gdelta_init_v(const void *d, float *const *P, tk_rng *rng, float std)
+{
+    return lyr_gdelta_init((const lyr_gdelta_dims *)d, P, rng, std);
+}
+static size_t lyr__gdelta_saved_v(const void *d, int B, int T)
+{
+    return lyr_gdelta_saved_floats((const lyr_gdelta_dims *)d, B, T);
+}
+static size_t lyr__gdelta_work_v(const void *d, int B, int T)
+{
+    return lyr_gdelta_work_floats((const lyr_gdelta_dims *)d, B, T);
+}
+static int lyr__gdelta_fwd_v(const ex_ctx *cx, const void *d, lyr_io *io)
+{
+    io->stat = 0.0f; /* (the gate statistics are not asked for: on a device they are host reads) */
+    return lyr_gdelta_fwd(cx, (const lyr_gdelta_dims *)d, io->P, io->x, io->out, io->saved, io->work, io->B,
+                          io->T, io->train, io->seed, NULL);
+}
+static int lyr__gdelta_bwd_v(const ex_ctx *cx, const void *d, lyr_io *io)
+{
+    return lyr_gdelta_bwd(cx, (const lyr_gdelta_dims *)d, io->P, io->G, io->dout, io->dx, io->saved, io->work,
+                          io->B, io->T);
+}
+
+static int lyr__norm_params_v(const void *d, lyr_pspec *out, int cap) { return lyr_norm_params((const lyr_norm_dims *)d, out, cap); }
+static int lyr__norm_init_v(const void *d, float *const *P, tk_rng *rng, float std)
+{
+    lyr_pspec sp[2];
+    int n = lyr_norm_params((const lyr_norm_dims *)d, sp, 2), i;
+    (void)rng;
+    (void)std;
+    if (n < 0 || !lyr__ptrs_ok((const void *const *)P, n)) return LYR_EINVAL;
+    for (i = 0; i < n; i++)
+        if (tk_init_constant(P[i], lyr_pspec_numel(&sp[i]), sp[i].init == LYR_INIT_ONE ? 1.0f : 0.0f) != TK_OK)
+            return LYR_EFAIL;
+    return LYR_OK;
+}
+static size_t lyr__norm_saved_v(const void *d, int B, int T) { return lyr_norm_saved_floats((const lyr_norm_dims *)d, B, T); }
+static int lyr__norm_fwd_v(const ex_ctx *cx, const void *d, lyr_io *io)
+{
+    io->stat = 0.0f;
+    return lyr_norm_fwd(cx, (const lyr_norm_dims *)d, io->P, io->x, io->out, io->saved, io->B, io->T);
+}
+static int lyr__norm_bwd_v(const ex_ctx *cx, const void *d, lyr_io *io)
+{
+    return lyr_norm_bwd(cx, (const lyr_norm_dims *)d, io->P, io->G, io->x, io->dout, io->dx, io->saved, io->B,
+                        io->T);
+}
+
+const lyr_kind lyr_kind_norm = {"ln", lyr__norm_params_v, lyr__norm_init_v, lyr__norm_saved_v, lyr__no_floats_v,
+                                lyr__no_floats_v, lyr__norm_fwd_v, lyr__norm_bwd_v};
+const lyr_kind lyr_kind_polar = {"attn", lyr__polar_params_v, lyr__polar_init_v, lyr__polar_saved_v,
+                                 lyr__polar_work_v, lyr__no_floats_v, lyr__polar_fwd_v, lyr__polar_bwd_v};
+const lyr_kind lyr_kind_gdelta = {"gdelta", lyr__gdelta_params_v, lyr__gdelta_init_v, lyr__gdelta_saved_v,
+                                  lyr__gdelta_work_v, lyr__no_floats_v, lyr__gdelta_fwd_v, lyr__gdelta_bwd_v};
+const lyr_kind lyr_kind_mlp = {"mlp", lyr__mlp_params_v, lyr__mlp_init_v, lyr__mlp_saved_v, lyr__mlp_work_v,
+                               lyr__no_floats_v, lyr__mlp_fwd_v, lyr__mlp_bwd_v};
+const lyr_kind lyr_kind_moe = {"moe", lyr__moe_params_v, lyr__moe_init_v, lyr__moe_saved_v, lyr__moe_work_v,
+                               lyr__moe_host_v, lyr__moe_fwd_v, lyr__moe_bwd_v};
+
+/* =================================================================== drop-in entry points */
+/* The plain lyr_X_forward / lyr_X_backward find the device from the buffers (tensor.h's
+   tk_is_device), refuse a mix (LYR_EINVAL, nothing written) and run the context form on
+   the default stream. The model calls the context forms (lyr_X_fwd / lyr_X_bwd) with its
+   own context and asks the driver nothing. */
+
+int lyr_moe_forward(const lyr_moe_dims *d, const float *const *P, const float *x,
+                const float *mu, float *out, float *saved, float *work, int B, int T,
+                int train, uint64_t seed, float *host, float *lb_stat)
+{
+    ex_ctx cx;
+    int dev = 0;
+    if (P && lyr__ptrs_ok((const void *const *)P, LYR_MOE_NPARAMS)) {
+        const void *bufs[5 + LYR_MOE_NPARAMS];
+        int k;
+        bufs[0] = x;
+        bufs[1] = mu;
+        bufs[2] = out;
+        bufs[3] = saved;
+        bufs[4] = work;
+        for (k = 0; k < LYR_MOE_NPARAMS; k++) bufs[5 + k] = P[k];
+        if (!lyr__one_side(bufs, 5 + LYR_MOE_NPARAMS, &dev)) return LYR_EINVAL;
+    }
+    if (host && tk_is_device(host)) return LYR_EINVAL;
+    cx = ex_ctx_make(dev ? EX_CUDA : EX_CPU);
+    return lyr_moe_fwd(&cx, d, P, x, mu, out, saved, work, B, T, train, seed, host, lb_stat);
+}
+
+int lyr_moe_backward(const lyr_moe_dims *d, const float *const *P, float *const *G,
+                 const float *dout, float *dx, float *dmu, const float *saved,
+                 float *work, int B, int T, float *host, float lb_coef)
+{
+    ex_ctx cx;
+    int dev = 0;
+    if (P && lyr__ptrs_ok((const void *const *)P, LYR_MOE_NPARAMS) &&
+        G && lyr__ptrs_ok((const void *const *)G, LYR_MOE_NPARAMS)) {
+        const void *bufs[5 + 2 * LYR_MOE_NPARAMS];
+        int k;
+        bufs[0] = dout;
+        bufs[1] = dx;
+        bufs[2] = dmu;
+        bufs[3] = saved;
+        bufs[4] = work;
+        for (k = 0; k < LYR_MOE_NPARAMS; k++) {
+            bufs[5 + k] = P[k];
+            bufs[5 + LYR_MOE_NPARAMS + k] = G[k];
+        }
+        if (!lyr__one_side(bufs, 5 + 2 * LYR_MOE_NPARAMS, &dev)) return LYR_EINVAL;
+    }
+    if (host && tk_is_device(host)) return LYR_EINVAL;
+    cx = ex_ctx_make(dev ? EX_CUDA : EX_CPU);
+    return lyr_moe_bwd(&cx, d, P, G, dout, dx, dmu, saved, work, B, T, host, lb_coef);
+}
+
+int lyr_polar_forward(const lyr_polar_dims *d, const float *const *P, const float *xn,
+                  float *out, float *saved, float *work, int B, int T, int train,
+                  uint64_t seed, lyr_polar_stats *stats)
+{
+    ex_ctx cx;
+    int dev = 0;
+    if (P && lyr__ptrs_ok((const void *const *)P, LYR_POLAR_NPARAMS)) {
+        const void *bufs[4 + LYR_POLAR_NPARAMS];
+        int k;
+        bufs[0] = xn;
+        bufs[1] = out;
+        bufs[2] = saved;
+        bufs[3] = work;
+        for (k = 0; k < LYR_POLAR_NPARAMS; k++) bufs[4 + k] = P[k];
+        if (!lyr__one_side(bufs, 4 + LYR_POLAR_NPARAMS, &dev)) return LYR_EINVAL;
+    }
+    cx = ex_ctx_make(dev ? EX_CUDA : EX_CPU);
+    return lyr_polar_fwd(&cx, d, P, xn, out, saved, work, B, T, train, seed, stats);
+}
+
+int lyr_polar_backward(const lyr_polar_dims *d, const float *const *P, float *const *G,
+                   const float *dout, float *dxn, const float *saved, float *work,
+                   int B, int T)
+{
+    ex_ctx cx;
+    int dev = 0;
+    if (P && lyr__ptrs_ok((const void *const *)P, LYR_POLAR_NPARAMS) &&
+        G && lyr__ptrs_ok((const void *const *)G, LYR_POLAR_NPARAMS)) {
+        const void *bufs[4 + 2 * LYR_POLAR_NPARAMS];
+        int k;
+        bufs[0] = dout;
+        bufs[1] = dxn; /* NULL: skipped */
+        bufs[2] = saved;
+        bufs[3] = work;
+        for (k = 0; k < LYR_POLAR_NPARAMS; k++) {
+            bufs[4 + k] = P[k];
+            bufs[4 + LYR_POLAR_NPARAMS + k] = G[k];
+        }
+        if (!lyr__one_side(bufs, 4 + 2 * LYR_POLAR_NPARAMS, &dev)) return LYR_EINVAL;
+    }
+    cx = ex_ctx_make(dev ? EX_CUDA : EX_CPU);
+    return lyr_polar_bwd(&cx, d, P, G, dout, dxn, saved, work, B, T);
+}
+
+int lyr_gdelta_forward(const lyr_gdelta_dims *d, const float *const *P, const float *xn,
+                   float *out, float *saved, float *work, int B, int T, int train,
+                   uint64_t seed, lyr_gdelta_stats *stats)
+{
+    ex_ctx cx;
+    int dev = 0;
+    if (P && lyr__ptrs_ok((const void *const *)P, LYR_GD_NPARAMS)) {
+        const void *bufs[4 + LYR_GD_NPARAMS];
+        int k;
+        bufs[0] = xn;
+        bufs[1] = out;
+        bufs[2] = saved;
+        bufs[3] = work;
+        for (k = 0; k < LYR_GD_NPARAMS; k++) bufs[4 + k] = P[k];
+        if (!lyr__one_side(bufs, 4 + LYR_GD_NPARAMS, &dev)) return LYR_EINVAL;
+    }
+    cx = ex_ctx_make(dev ? EX_CUDA : EX_CPU);
+    return lyr_gdelta_fwd(&cx, d, P, xn, out, saved, work, B, T, train, seed, stats);
+}
+
+int lyr_gdelta_backward(const lyr_gdelta_dims *d, const float *const *P, float *const *G,
+                    const float *dout, float *dxn, const float *saved, float *work,
+                    int B, int T)
+{
+    ex_ctx cx;
+    int dev = 0;
+    if (P && lyr__ptrs_ok((const void *const *)P, LYR_GD_NPARAMS) &&
+        G && lyr__ptrs_ok((const void *const *)G, LYR_GD_NPARAMS)) {
+        const void *bufs[4 + 2 * LYR_GD_NPARAMS];
+        int k;
+        bufs[0] = dout;
+        bufs[1] = dxn; /* NULL: skipped */
+        bufs[2] = saved;
+        bufs[3] = work;
+        for (k = 0; k < LYR_GD_NPARAMS; k++) {
+            bufs[4 + k] = P[k];
+            bufs[4 + LYR_GD_NPARAMS + k] = G[k];
+        }
+        if (!lyr__one_side(bufs, 4 + 2 * LYR_GD_NPARAMS, &dev)) return LYR_EINVAL;
+    }
+    cx = ex_ctx_make(dev ? EX_CUDA : EX_CPU);
+    return lyr_gdelta_bwd(&cx, d, P, G, dout, dxn, saved, work, B, T);
 }

@@ -1,11 +1,12 @@
 /* layers.h - pluggable block components of the attnkit language model (examples/common):
    the fuzzy mixture-of-experts FFN (seed 000 Listing 5, §3, §6.2), the polar attention
-   mixer (seed 002 §3.2, built on polar.h) and the gated-delta memory channel (seed 002
-   §3.3, built on gdelta.h). Each is a self-contained layer with forward and backward;
-   model.c plugs them into its pre-norm blocks. fp32, on tensor.h: CPU and, with device
-   buffers, a CUDA device. License: MIT.
+   mixer (seed 002 §3.2, built on polar.h), the gated-delta memory channel (seed 002
+   §3.3, built on gdelta.h) and the dense MLP FFNs (GELU, squared-ReLU gated). Each is a
+   self-contained layer with forward and backward; model.c plugs them into its pre-norm
+   blocks through the generic table (lyr_kind, at the end). fp32, on tensor.h: CPU or a
+   CUDA device, chosen by the device context (exctx.h). License: MIT.
 
-   PROTOCOL (every layer kind X in {moe, polar, gdelta})
+   PROTOCOL (every layer kind X in {moe, polar, gdelta, mlp, norm})
      lyr_X_params(d, out, cap)       the parameter tensors, in order: suffix (the model
                                      names them "blocks.<l>.<component>.<suffix>"), shape,
                                      decay flag. Returns the count (<= cap) or < 0.
@@ -16,9 +17,15 @@
      lyr_X_work_floats(d, B, T)      scratch floats any call may overwrite ("work").
                                      For polar and gdelta it depends on the OpenMP thread
                                      count at the time of the call (keep it unchanged).
-     lyr_X_forward(...)              writes the outputs and fills saved.
-     lyr_X_backward(...)             ACCUMULATES (+=) into G[i] (parameter gradients, same
+     lyr_X_fwd(ctx, ...)             writes the outputs and fills saved, on ctx's device.
+     lyr_X_bwd(ctx, ...)             ACCUMULATES (+=) into G[i] (parameter gradients, same
                                      order as P) and into the input gradients.
+     lyr_X_forward / lyr_X_backward  (moe, polar, gdelta) the same without a context: the
+                                     device found from the buffers (drop-in form).
+     lyr_kind_X                      the generic table of all the above (lyr_kind, lyr_io):
+                                     the model holds a kind and its dims per block slot.
+     A new kind: its functions and its lyr_kind in layers.c, the declarations here; the
+     model picks it for a slot in mdl_create_on.
      lyr_moe_host_floats(d, B, T)    the MoE's host scratch ("host"; device path).
      saved and work: float buffers the caller carves from its allocations; 64-byte
      alignment is best, 8-byte alignment is required. The layers allocate nothing in
@@ -114,6 +121,13 @@
       (LYR_EINVAL on the device path). saved_floats and work_floats cover both paths (the
       work count includes gd_workspace_size_cuda in CUDA builds).
 
+   DEVICE CONTEXT (exctx.h, issue 39): every layer has two entry points. lyr_X_fwd /
+   lyr_X_bwd take an ex_ctx first: the buffers live on cx->device and every op runs there
+   (exctx.h's dispatch, the CUDA bodies on cx->stream); nothing asks the driver where a
+   pointer lives. The plain lyr_X_forward / lyr_X_backward are the drop-in form: they
+   find the device from the buffers (tk_is_device), refuse a mix (LYR_EINVAL, nothing
+   written) and call the context form. The model uses the context forms.
+
    ERRORS: LYR_OK 0; LYR_EINVAL (NULL pointer, bad dimension, NaN/Inf hyper-parameter);
    LYR_ENOMEM; LYR_EFAIL (a tensor.h / polar.h / gdelta.h call failed, e.g. a NaN/Inf
    activation refused by gdelta). lyr_strerror() names them. */
@@ -126,6 +140,7 @@
 #include "tensor.h"
 #include "polar.h"
 #include "gdelta.h"
+#include "exctx.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -135,11 +150,17 @@ enum { LYR_OK = 0, LYR_EINVAL = -1, LYR_ENOMEM = -2, LYR_EFAIL = -4 };
 
 #define LYR_MAX_PARAMS 16
 
+/* How a parameter tensor starts: LAYER by the component's lyr_X_init (one rng for the
+   component), the others tensor by tensor (the model draws each from its own stream). */
+enum { LYR_INIT_LAYER = 0, LYR_INIT_ZERO, LYR_INIT_NORMAL, LYR_INIT_ONE };
+
 typedef struct lyr_pspec {
     char suffix[48];
     int ndim;
     int shape[4];
     int decay;      /* 1: AdamW weight decay applies */
+    int init;       /* LYR_INIT_*; LAYER (0) unless stated */
+    float init_arg; /* NORMAL: the standard deviation */
 } lyr_pspec;
 
 const char *lyr_strerror(int err);
@@ -189,6 +210,14 @@ int lyr_moe_forward(const lyr_moe_dims *d, const float *const *P, const float *x
 int lyr_moe_backward(const lyr_moe_dims *d, const float *const *P, float *const *G,
                      const float *dout, float *dx, float *dmu, const float *saved,
                      float *work, int B, int T, float *host, float lb_coef);
+/* The same on the device of cx (every buffer there; host on the host), nothing asked of
+   the driver about the buffers (see DEVICE CONTEXT at the top). */
+int lyr_moe_fwd(const ex_ctx *cx, const lyr_moe_dims *d, const float *const *P, const float *x,
+                const float *mu, float *out, float *saved, float *work, int B, int T, int train,
+                uint64_t seed, float *host, float *lb_stat);
+int lyr_moe_bwd(const ex_ctx *cx, const lyr_moe_dims *d, const float *const *P, float *const *G,
+                const float *dout, float *dx, float *dmu, const float *saved, float *work, int B,
+                int T, float *host, float lb_coef);
 
 /* ------------------------------------------------------------ polar attention */
 enum { LYR_POLAR_QKV = 0, LYR_POLAR_LEN_GAIN, LYR_POLAR_NULL_BASE, LYR_POLAR_NULL_SLOPE,
@@ -228,6 +257,13 @@ int lyr_polar_forward(const lyr_polar_dims *d, const float *const *P, const floa
 int lyr_polar_backward(const lyr_polar_dims *d, const float *const *P, float *const *G,
                        const float *dout, float *dxn, const float *saved, float *work,
                        int B, int T);
+/* The same on the device of cx. */
+int lyr_polar_fwd(const ex_ctx *cx, const lyr_polar_dims *d, const float *const *P,
+                  const float *xn, float *out, float *saved, float *work, int B, int T, int train,
+                  uint64_t seed, lyr_polar_stats *stats);
+int lyr_polar_bwd(const ex_ctx *cx, const lyr_polar_dims *d, const float *const *P,
+                  float *const *G, const float *dout, float *dxn, const float *saved, float *work,
+                  int B, int T);
 
 /* ------------------------------------------------------------ gated-delta memory */
 enum { LYR_GD_QKV = 0, LYR_GD_W_GAMMA, LYR_GD_B_GAMMA, LYR_GD_W_BETA, LYR_GD_B_BETA,
@@ -264,6 +300,100 @@ int lyr_gdelta_forward(const lyr_gdelta_dims *d, const float *const *P, const fl
 int lyr_gdelta_backward(const lyr_gdelta_dims *d, const float *const *P, float *const *G,
                         const float *dout, float *dxn, const float *saved, float *work,
                         int B, int T);
+/* The same on the device of cx. */
+int lyr_gdelta_fwd(const ex_ctx *cx, const lyr_gdelta_dims *d, const float *const *P,
+                   const float *xn, float *out, float *saved, float *work, int B, int T,
+                   int train, uint64_t seed, lyr_gdelta_stats *stats);
+int lyr_gdelta_bwd(const ex_ctx *cx, const lyr_gdelta_dims *d, const float *const *P,
+                   float *const *G, const float *dout, float *dxn, const float *saved,
+                   float *work, int B, int T);
+
+/* ------------------------------------------------------------ MLP FFN */
+/* 4. MLP FFN (lyr_mlp_*), the model's dense FFNs:
+        GELU   out = gelu(x W1^T + b1) W2^T + b2          fc.weight (F,C), fc.bias (F),
+                                                          proj.weight (C,F), proj.bias (C)
+        RELU2  out = (relu(x W1^T)^2 * (x W3^T)) W2^T     fc.weight (2F,C) = [W1 | W3] (one
+                                                          GEMM), proj.weight (C,F); no biases
+      Init (pspec rules): fc.weight N(0, std), proj.weight N(0, proj_std), biases 0.
+      saved: the hidden pre-activation and activation; work: their gradients. backward
+      needs the forward's input x again (unchanged) and ACCUMULATES into dx (may be NULL).
+      Either device through the context (tensor.h's ops; bit-identical to the CPU model's
+      former inline MLP). */
+enum { LYR_MLP_GELU = 0, LYR_MLP_RELU2 = 1 };
+
+typedef struct lyr_mlp_dims {
+    int C, F;       /* model width, hidden width */
+    int act;        /* LYR_MLP_GELU or LYR_MLP_RELU2 */
+    float std;      /* init std of fc.weight */
+    float proj_std; /* init std of proj.weight (the model: std / sqrt(2 L)) */
+} lyr_mlp_dims;
+
+int lyr_mlp_validate(const lyr_mlp_dims *d);
+int lyr_mlp_params(const lyr_mlp_dims *d, lyr_pspec *out, int cap);
+int lyr_mlp_init(const lyr_mlp_dims *d, float *const *P, tk_rng *rng, float init_std);
+size_t lyr_mlp_saved_floats(const lyr_mlp_dims *d, int B, int T);
+size_t lyr_mlp_work_floats(const lyr_mlp_dims *d, int B, int T);
+int lyr_mlp_fwd(const ex_ctx *cx, const lyr_mlp_dims *d, const float *const *P, const float *x,
+                float *out, float *saved, int B, int T);
+int lyr_mlp_bwd(const ex_ctx *cx, const lyr_mlp_dims *d, const float *const *P, float *const *G,
+                const float *x, const float *dout, float *dx, const float *saved, float *work,
+                int B, int T);
+
+/* ------------------------------------------------------------ norms */
+/* 5. NORMS (lyr_norm_*): LayerNorm out = (x - mean) rstd * weight + bias, or RMSNorm
+      out = x rstd * weight (rstd over the C channels of a row, eps inside the root), with
+      tensor.h's kernels. Params: weight (C) [init 1], LayerNorm bias (C) [init 0], no
+      decay. saved: the rows' mean and rstd; no work. backward needs the forward's input
+      x again and ACCUMULATES into dx. */
+typedef struct lyr_norm_dims {
+    int C;
+    int rms;        /* 0 LayerNorm, 1 RMSNorm */
+    float eps;      /* the model: 1e-5 */
+} lyr_norm_dims;
+
+int lyr_norm_params(const lyr_norm_dims *d, lyr_pspec *out, int cap);
+size_t lyr_norm_saved_floats(const lyr_norm_dims *d, int B, int T);
+int lyr_norm_fwd(const ex_ctx *cx, const lyr_norm_dims *d, const float *const *P, const float *x,
+                 float *out, float *saved, int B, int T);
+int lyr_norm_bwd(const ex_ctx *cx, const lyr_norm_dims *d, const float *const *P, float *const *G,
+                 const float *x, const float *dout, float *dx, const float *saved, int B, int T);
+
+/* ------------------------------------------------------------ the generic protocol */
+/* One table per component kind, so a caller (the model) holds a kind and its dims and
+   never names the kind again: adding a kind is its functions and a table here. The
+   arguments of forward and backward travel in lyr_io (unused fields ignored). */
+typedef struct lyr_io {
+    const float *const *P;  /* parameters (lyr_X_params order) */
+    float *const *G;        /* their gradients (backward, +=) */
+    const float *x;         /* (B,T,C) input (forward; backward: the same, unchanged) */
+    const float *mu;        /* (B,T,R) memberships, for kinds that read them (MoE) */
+    float *out;             /* (B,T,C) forward output, written */
+    const float *dout;      /* (B,T,C) backward: gradient of out */
+    float *dx, *dmu;        /* backward: input gradients, += (NULL: not wanted) */
+    float *saved, *work;    /* lyr_X_saved_floats / work_floats on the context's device */
+    float *host;            /* host_floats of host memory (MoE on a device), else NULL */
+    int B, T, train;
+    uint64_t seed;          /* noise of this forward (MoE Gumbel) */
+    float coef;             /* backward: weight of the kind's statistic in the loss (MoE lb) */
+    float stat;             /* forward, out: the kind's statistic (MoE load balance), else 0 */
+} lyr_io;
+
+typedef struct lyr_kind {
+    const char *name;       /* the tensors' name prefix ("mlp", "moe", "attn", "gdelta", "ln") */
+    int (*params)(const void *d, lyr_pspec *out, int cap);
+    int (*init)(const void *d, float *const *P, tk_rng *rng, float init_std);
+    size_t (*saved_floats)(const void *d, int B, int T);
+    size_t (*work_floats)(const void *d, int B, int T);
+    size_t (*host_floats)(const void *d, int B, int T);
+    int (*forward)(const ex_ctx *cx, const void *d, lyr_io *io);
+    int (*backward)(const ex_ctx *cx, const void *d, lyr_io *io);
+} lyr_kind;
+
+extern const lyr_kind lyr_kind_mlp;    /* dims: lyr_mlp_dims */
+extern const lyr_kind lyr_kind_moe;    /* dims: lyr_moe_dims; mu, host, seed, coef; stat: lb */
+extern const lyr_kind lyr_kind_polar;  /* dims: lyr_polar_dims; seed; stat: the distractor loss */
+extern const lyr_kind lyr_kind_gdelta; /* dims: lyr_gdelta_dims */
+extern const lyr_kind lyr_kind_norm;   /* dims: lyr_norm_dims (init: the pspec rules) */
 
 #ifdef __cplusplus
 }

@@ -62,6 +62,16 @@
    N(0, 1/C), log_sigma 0 (Listing 3); tau_att = cfg.tau_att_init, pos_beta 0.2, ERA centres
    (r + 0.5)/R, sigma 0.1, alpha 1.
 
+   Devices and components (issue 39): the model is created on one device and keeps it in
+   m->cx (exctx.h's ex_ctx); every op goes through exctx.h's ex_X(ctx, ...) dispatch, so
+   nothing here asks the driver where a pointer lives. The polar mixer, the gated-delta
+   memory and the FFN (GELU / squared-ReLU MLP, fuzzy MoE) are layers.h components held
+   per block slot (mdl__comp: a lyr_kind and its dims); their tensors, initialisation,
+   saved state, work buffer, forward and backward go through the kind's table. Softmax
+   attention (with its priors, temperatures and CEAS gating), the norms, the convolution,
+   the memberships and the gates are still written here; the softmax attention keeps
+   per-device saved state (CPU: probabilities; device: log-sum-exp), issue 39 item 4.
+
    Memory: parameters and gradients are one allocation each; every activation and every
    backward scratch buffer is carved from one allocation sized by mdl_reserve. With
    opts.train = 0 the forward keeps one block's buffers and updates the residual stream in
@@ -73,6 +83,7 @@
 #include "model.h"
 #include "errf.h"
 #include "layers.h"
+#include "exctx.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -95,16 +106,36 @@
 
 /* ------------------------------------------------------------------ structures */
 
+/* The layers.h components of a block (layers.h's generic protocol, lyr_kind): the slots
+   a block's forward and backward visit, in forward order. A slot without a component
+   (no polar mixer, no memory) has kind NULL. */
+enum { MDL__CP_MIX = 0, /* the mixer when it is a component (polar attention; softmax
+                           attention is still written in this file) */
+       MDL__CP_MEM,     /* the memory channel (gated delta), added to the mixer's output */
+       MDL__CP_FFN,     /* the FFN (GELU / squared-ReLU MLP, fuzzy MoE) */
+       MDL__CP_N1,      /* norm1 (LayerNorm / RMSNorm) */
+       MDL__CP_N2,      /* norm2 */
+       MDL__NCP };      /* (a slot's index is its init stream: 100000 + 4 l + slot for the
+                           first three; the norms start from constants) */
+
+typedef struct mdl__comp {
+    const lyr_kind *k;   /* NULL: none in this slot */
+    const char *name;    /* tensor names: blocks.<l>.<name>.<suffix> */
+    const void *d;       /* its dims (in the model) */
+    int np;              /* tensors per block */
+    int layer_init;      /* some tensor is LYR_INIT_LAYER: k->init draws them from stream
+                            100000 + 4 l + slot */
+} mdl__comp;
+
 /* Offsets (floats) of one block's parameters in the parameter buffer; MDL__ABSENT when
    the configuration has no such tensor. */
 typedef struct mdl__bp {
-    size_t ln1w, ln1b, ln2w, ln2b, conv;
+    size_t conv;
     size_t memw, memb, memc, mems;
     size_t resg, vgam;
     size_t qkv, proj, tau, posb, kappa, gtau;
     size_t erac, eras, eraa;
-    size_t fcw, fcb, pw, pb;
-    size_t pol[LYR_MAX_PARAMS], gdl[LYR_MAX_PARAMS], moe[LYR_MAX_PARAMS]; /* layers.h tensors */
+    size_t cp[MDL__NCP][LYR_MAX_PARAMS]; /* the layers.h components' tensors */
 } mdl__bp;
 
 /* One block's activations (train: one set per layer; eval: one shared set). */
@@ -112,8 +143,8 @@ typedef struct mdl__ba {
     float *xmid;            /* (N,C) x after the attention residual (input of norm2) */
     float *zproj, *mu;      /* (N,C), (N,R) memberships */
     float *eta;             /* (N) residual gates */
-    float *n1, *n1m, *n1r;  /* (N,C), (N), (N) norm1 output and statistics (n1: after the
-                               causal convolution when cfg.conv_k) */
+    float *n1;              /* (N,C) norm1 output (after the causal convolution when
+                               cfg.conv_k) */
     float *n1p;             /* (N,C) norm1 output before the convolution (conv_k only) */
     float *q, *k, *v;       /* (B,H,T,D) each */
     float *probs;           /* (B,H,T,T) (CPU model) */
@@ -125,13 +156,11 @@ typedef struct mdl__ba {
     float *vsig, *vg;       /* (N,H) sigmoids, (N) value gate */
     float *bias;            /* (T,T) prior bias */
     uint8_t *mask_a, *mask_f; /* (N,C) dropout masks */
-    float *n2, *n2m, *n2r;  /* norm2 */
-    float *h;               /* (N,F) GELU pre-activation | (N,2F) relu2 [W1 | W3] outputs */
-    float *hg;              /* (N,F) gelu(h) | relu(h1)^2 * h3 */
+    float *n2;              /* (N,C) norm2 output */
     float *fp;              /* (N,C) FFN output before dropout */
     float *fo;              /* (N,C) dropout(fp) (or == fp) */
-    float *sv_pol, *sv_gd, *sv_moe; /* layers.h saved buffers */
-    float *moe_h;            /* lyr_moe_host_floats: the MoE routing of the device model (host) */
+    float *sv[MDL__NCP];     /* the components' saved buffers */
+    float *hst[MDL__NCP];    /* their host_floats (the MoE routing of a device model) or NULL */
 } mdl__ba;
 
 /* era_cache's membership source context: the model and a layer */
@@ -142,13 +171,16 @@ struct mdl__pctx {
 
 struct mdl_model {
     mdl_config cfg;
-    int dev;                 /* MDL_DEVICE_CPU or MDL_DEVICE_CUDA: where params, grads and
-                                activations live (host scalars and statistics stay host) */
+    ex_ctx cx;               /* the device context, fixed at creation (exctx.h): where params,
+                                grads and activations live and which bodies run (host
+                                scalars and statistics stay host) */
     int L, C, H, D, F, V, R, need_mu;
     lyr_polar_dims pd;
     lyr_gdelta_dims gdd;
     lyr_moe_dims md;
-    int npol, ngd, nmoe;     /* layers.h tensor counts per block */
+    lyr_mlp_dims mlpd;
+    lyr_norm_dims normd;
+    mdl__comp cp[MDL__NCP];  /* the block's layers.h components by slot */
     float *params, *grads;
     size_t nparams;
     mdl_tensor *tensors;
@@ -156,9 +188,11 @@ struct mdl_model {
     int *tinit;             /* per tensor: init kind */
     float *tinit_a;         /* per tensor: init argument */
     mdl__bp bp[MDL_MAX_LAYERS];
-    size_t wte, wpe, lnfw, lnfb;
+    size_t wte, wpe, lnf[LYR_MAX_PARAMS]; /* lnf: the final norm's tensors (norm1's kind) */
     era_rpa_state rpa_st[MDL_MAX_LAYERS];
     era_era_state era_st[MDL_MAX_LAYERS];
+    era_rpa_cuda_state rpa_cst[MDL_MAX_LAYERS]; /* the priors' state on a device model */
+    era_era_cuda_state era_cst[MDL_MAX_LAYERS];
     era_rpa_config rpa_used; /* the config of the last forward (scale = prior_scale) */
     float era_scale_used;
     /* RPA running statistics (model.h, mdl_prior_stats_update) and the evaluation cache */
@@ -166,8 +200,7 @@ struct mdl_model {
     size_t npstats;
     unsigned long pgen;      /* bumped whenever pstats changes (invalidates the caches) */
     int prior_running;       /* the last forward's RPA prior came from pstats */
-    era_cache pcache[MDL_MAX_LAYERS];
-    era_cuda_cache pcache_d[MDL_MAX_LAYERS]; /* the device model's caches (pcache_on too) */
+    ex_rpa_cache pcache[MDL_MAX_LAYERS]; /* on the model's device (pcache_on: in use) */
     float *pstats_d;         /* device copy of pstats' memberships (device model, running prior) */
     unsigned long pstats_d_gen; /* pgen + 1 of the copy; 0: none */
     float *mu_h;             /* (N,R) host staging of a layer's memberships (device model) */
@@ -187,7 +220,7 @@ struct mdl_model {
     int B, T, train, obs;
     mdl__ba ba[MDL_MAX_LAYERS];
     float *res;              /* train: (L+1, N, C) residual stream per block input; eval: (N,C) */
-    float *nf, *nfm, *nfr;   /* (N,C), (N), (N) final norm */
+    float *nf, *nf_sv;       /* (N,C) final norm output, its saved state */
     float *logits;           /* (N,V) logits, or probs -> dlogits with train */
     double *rowce, *rowloss; /* (N) */
     int *ids, *tgt;          /* (N) copies for the backward (on the model's device) */
@@ -197,7 +230,7 @@ struct mdl_model {
                                 cross-entropy (device model), copied into rowce, rowloss */
     float *rowfh;            /* (2N) host copy of rowf */
     /* backward scratch */
-    float *dres, *dln, *dbr, *dq, *dk, *dv, *datt, *dqkv, *dh, *dhg, *dmu, *deta, *detaz, *dbias, *dvg;
+    float *dres, *dln, *dbr, *dq, *dk, *dv, *datt, *dqkv, *dmu, *deta, *detaz, *dbias, *dvg;
     float *vz;               /* (N,H) value-gate pre-activations (forward scratch) */
     float *dtemp_d;          /* (H+1) GAC: dtemp and a scalar, on the model's device */
     float *qkv;              /* (N,3C) scratch of the forward */
@@ -520,22 +553,34 @@ static int mdl__add_specs(mdl_model *m, const char *prefix, const lyr_pspec *sp,
     char nm[MDL_NAME_MAX];
     int i;
     for (i = 0; i < n; i++) {
+        int init = sp[i].init == LYR_INIT_NORMAL ? MDL__INIT_NORMAL
+                   : sp[i].init == LYR_INIT_ZERO ? MDL__INIT_ZERO
+                   : sp[i].init == LYR_INIT_ONE ? MDL__INIT_ONE : MDL__INIT_LAYER;
         snprintf(nm, sizeof nm, "%s.%s", prefix, sp[i].suffix);
-        off[i] = mdl__add_shape(m, nm, sp[i].ndim, sp[i].shape, sp[i].decay, MDL__INIT_LAYER, 0);
+        off[i] = mdl__add_shape(m, nm, sp[i].ndim, sp[i].shape, sp[i].decay, init, sp[i].init_arg);
         if (off[i] == MDL__ABSENT) return MDL_ENOMEM;
     }
     return MDL_OK;
 }
 
+/* block l's tensors of the component in slot j (none: nothing), named
+   blocks.<l>.<kind name>.<suffix> */
+static int mdl__add_comp(mdl_model *m, int l, int j, const lyr_pspec *sp)
+{
+    char nm[MDL_NAME_MAX - 48]; /* (+ '.' + a suffix of at most 47 characters) */
+    if (!m->cp[j].k) return MDL_OK;
+    snprintf(nm, sizeof nm, "blocks.%d.%.20s", l, m->cp[j].name);
+    return mdl__add_specs(m, nm, sp, m->cp[j].np, m->bp[l].cp[j]);
+}
+
 static int mdl__build_table(mdl_model *m)
 {
-    lyr_pspec sp_pol[LYR_MAX_PARAMS], sp_gd[LYR_MAX_PARAMS], sp_moe[LYR_MAX_PARAMS];
+    lyr_pspec sp[MDL__NCP][LYR_MAX_PARAMS];
     const mdl_config *c = &m->cfg;
-    int l, C = m->C, F = m->F, R = m->R, H = m->H;
+    int l, rc, C = m->C, R = m->R, H = m->H;
     char nm[MDL_NAME_MAX];
     float std = c->init_std, pstd = c->init_std / sqrtf(2.0f * (float)m->L);
     float uC = 1.0f / sqrtf((float)C), uR = 1.0f / sqrtf((float)R);
-    int lnb = c->norm == MDL_NORM_LAYER;
 #define MDL__ADD(var, ndim, s0, s1, decay, init, arg)                                    \
     do {                                                                                 \
         var = mdl__add(m, nm, ndim, s0, s1, decay, init, arg);                           \
@@ -548,22 +593,22 @@ static int mdl__build_table(mdl_model *m)
         snprintf(nm, sizeof nm, "wpe");
         MDL__ADD(m->wpe, 2, c->max_T, C, 1, MDL__INIT_NORMAL, std);
     }
-    m->npol = m->ngd = m->nmoe = 0;
-    if (c->attn == MDL_ATTN_POLAR) m->npol = lyr_polar_params(&m->pd, sp_pol, LYR_MAX_PARAMS);
-    if (c->memory == MDL_MEM_GDELTA) m->ngd = lyr_gdelta_params(&m->gdd, sp_gd, LYR_MAX_PARAMS);
-    if (c->ffn == MDL_FFN_MOE) m->nmoe = lyr_moe_params(&m->md, sp_moe, LYR_MAX_PARAMS);
-    if (m->npol < 0 || m->ngd < 0 || m->nmoe < 0) return MDL_EINVAL;
+    for (l = 0; l < MDL__NCP; l++) {
+        mdl__comp *q = &m->cp[l];
+        int k;
+        q->np = q->k ? q->k->params(q->d, sp[l], LYR_MAX_PARAMS) : 0;
+        if (q->np < 0) return MDL_EINVAL;
+        q->layer_init = 0;
+        for (k = 0; k < q->np; k++)
+            if (sp[l][k].init == LYR_INIT_LAYER) q->layer_init = 1;
+    }
     for (l = 0; l < m->L; l++) {
         mdl__bp *b = &m->bp[l];
         size_t *all = (size_t *)b;
         size_t k;
         for (k = 0; k < sizeof(mdl__bp) / sizeof(size_t); k++) all[k] = MDL__ABSENT;
-        snprintf(nm, sizeof nm, "blocks.%d.ln1.weight", l);
-        MDL__ADD(b->ln1w, 1, C, 0, 0, MDL__INIT_ONE, 0);
-        if (lnb) {
-            snprintf(nm, sizeof nm, "blocks.%d.ln1.bias", l);
-            MDL__ADD(b->ln1b, 1, C, 0, 0, MDL__INIT_ZERO, 0);
-        }
+        rc = mdl__add_comp(m, l, MDL__CP_N1, sp[MDL__CP_N1]);
+        if (rc) return rc;
         if (c->conv_k) {
             snprintf(nm, sizeof nm, "blocks.%d.conv.weight", l);
             MDL__ADD(b->conv, 2, c->conv_k, C, 0, MDL__INIT_ZERO, 0);
@@ -588,13 +633,11 @@ static int mdl__build_table(mdl_model *m)
             snprintf(nm, sizeof nm, "blocks.%d.attn.proj.weight", l);
             MDL__ADD(b->proj, 2, C, C, 1, MDL__INIT_NORMAL, pstd);
         } else {
-            snprintf(nm, sizeof nm, "blocks.%d.attn", l);
-            if (mdl__add_specs(m, nm, sp_pol, m->npol, b->pol)) return MDL_ENOMEM;
+            rc = mdl__add_comp(m, l, MDL__CP_MIX, sp[MDL__CP_MIX]);
+            if (rc) return rc;
         }
-        if (m->ngd) {
-            snprintf(nm, sizeof nm, "blocks.%d.gdelta", l);
-            if (mdl__add_specs(m, nm, sp_gd, m->ngd, b->gdl)) return MDL_ENOMEM;
-        }
+        rc = mdl__add_comp(m, l, MDL__CP_MEM, sp[MDL__CP_MEM]);
+        if (rc) return rc;
         if (c->gac_tau) {
             snprintf(nm, sizeof nm, "blocks.%d.attn.gac_tau", l);
             MDL__ADD(b->gtau, 1, 1, 0, 0, MDL__INIT_CONST, 1.0f);
@@ -617,38 +660,12 @@ static int mdl__build_table(mdl_model *m)
             snprintf(nm, sizeof nm, "blocks.%d.attn.value_gamma.weight", l);
             MDL__ADD(b->vgam, 2, H, R, 0, MDL__INIT_UNIFORM, uR);
         }
-        snprintf(nm, sizeof nm, "blocks.%d.ln2.weight", l);
-        MDL__ADD(b->ln2w, 1, C, 0, 0, MDL__INIT_ONE, 0);
-        if (lnb) {
-            snprintf(nm, sizeof nm, "blocks.%d.ln2.bias", l);
-            MDL__ADD(b->ln2b, 1, C, 0, 0, MDL__INIT_ZERO, 0);
-        }
-        if (c->ffn == MDL_FFN_GELU) {
-            snprintf(nm, sizeof nm, "blocks.%d.mlp.fc.weight", l);
-            MDL__ADD(b->fcw, 2, F, C, 1, MDL__INIT_NORMAL, std);
-            snprintf(nm, sizeof nm, "blocks.%d.mlp.fc.bias", l);
-            MDL__ADD(b->fcb, 1, F, 0, 0, MDL__INIT_ZERO, 0);
-            snprintf(nm, sizeof nm, "blocks.%d.mlp.proj.weight", l);
-            MDL__ADD(b->pw, 2, C, F, 1, MDL__INIT_NORMAL, pstd);
-            snprintf(nm, sizeof nm, "blocks.%d.mlp.proj.bias", l);
-            MDL__ADD(b->pb, 1, C, 0, 0, MDL__INIT_ZERO, 0);
-        } else if (c->ffn == MDL_FFN_RELU2) {
-            snprintf(nm, sizeof nm, "blocks.%d.mlp.fc.weight", l);
-            MDL__ADD(b->fcw, 2, 2 * F, C, 1, MDL__INIT_NORMAL, std);
-            snprintf(nm, sizeof nm, "blocks.%d.mlp.proj.weight", l);
-            MDL__ADD(b->pw, 2, C, F, 1, MDL__INIT_NORMAL, pstd);
-        } else {
-            snprintf(nm, sizeof nm, "blocks.%d.moe", l);
-            if (mdl__add_specs(m, nm, sp_moe, m->nmoe, b->moe)) return MDL_ENOMEM;
-        }
+        rc = mdl__add_comp(m, l, MDL__CP_N2, sp[MDL__CP_N2]);
+        if (rc) return rc;
+        rc = mdl__add_comp(m, l, MDL__CP_FFN, sp[MDL__CP_FFN]);
+        if (rc) return rc;
     }
-    snprintf(nm, sizeof nm, "lnf.weight");
-    MDL__ADD(m->lnfw, 1, C, 0, 0, MDL__INIT_ONE, 0);
-    m->lnfb = MDL__ABSENT;
-    if (lnb) {
-        snprintf(nm, sizeof nm, "lnf.bias");
-        MDL__ADD(m->lnfb, 1, C, 0, 0, MDL__INIT_ZERO, 0);
-    }
+    if (mdl__add_specs(m, "lnf", sp[MDL__CP_N1], m->cp[MDL__CP_N1].np, m->lnf)) return MDL_ENOMEM;
 #undef MDL__ADD
     return MDL_OK;
 }
@@ -691,30 +708,23 @@ static void mdl__init_params(mdl_model *m, uint64_t seed)
         float *Pp[LYR_MAX_PARAMS];
         tk_rng rng;
         int k;
-        if (m->npol) {
-            for (k = 0; k < m->npol; k++) Pp[k] = m->params + b->pol[k];
-            tk_rng_seed(&rng, seed, 100000u + (uint64_t)i * 4);
-            lyr_polar_init(&m->pd, Pp, &rng, m->cfg.init_std);
-        }
-        if (m->ngd) {
-            for (k = 0; k < m->ngd; k++) Pp[k] = m->params + b->gdl[k];
-            tk_rng_seed(&rng, seed, 100001u + (uint64_t)i * 4);
-            lyr_gdelta_init(&m->gdd, Pp, &rng, m->cfg.init_std);
-        }
-        if (m->nmoe) {
-            for (k = 0; k < m->nmoe; k++) Pp[k] = m->params + b->moe[k];
-            tk_rng_seed(&rng, seed, 100002u + (uint64_t)i * 4);
-            lyr_moe_init(&m->md, Pp, &rng, m->cfg.init_std);
+        int j;
+        for (j = 0; j < MDL__NCP; j++) {
+            const mdl__comp *q = &m->cp[j];
+            if (!q->k || !q->layer_init) continue;
+            for (k = 0; k < q->np; k++) Pp[k] = m->params + b->cp[j][k];
+            tk_rng_seed(&rng, seed, 100000u + (uint64_t)i * 4 + (uint64_t)j);
+            q->k->init(q->d, Pp, &rng, m->cfg.init_std);
         }
     }
 }
 
-static void mdl__free_dev(const mdl_model *m, void *p)
+static void mdl__free_dev(const mdl_model *m, void *p) { ex_free(&m->cx, p); }
+
+static void mdl__pcache_free(mdl_model *m, int l)
 {
-    if (m->dev == MDL_DEVICE_CPU)
-        free(p);
-    else
-        tk_device_free(p);
+    ex_rpa_cache_free(&m->cx, &m->pcache[l]);
+    m->pcache_on[l] = 0;
 }
 
 /* What the CUDA model refuses: the one table behind mdl_device_supports and the help text
@@ -759,7 +769,8 @@ int mdl_create(mdl_model **out, const mdl_config *cfg, uint64_t seed, char *err,
     return mdl_create_on(out, cfg, seed, MDL_DEVICE_CPU, err, errlen);
 }
 
-int mdl_device(const mdl_model *m) { return m ? m->dev : MDL_DEVICE_CPU; }
+int mdl_device(const mdl_model *m) { return m ? m->cx.device : MDL_DEVICE_CPU; }
+const ex_ctx *mdl_ctx(const mdl_model *m) { return m ? &m->cx : NULL; }
 
 int mdl_create_on(mdl_model **out, const mdl_config *cfg, uint64_t seed, int device, char *err,
                   size_t errlen)
@@ -782,7 +793,7 @@ int mdl_create_on(mdl_model **out, const mdl_config *cfg, uint64_t seed, int dev
     }
     m = (mdl_model *)calloc(1, sizeof *m);
     if (!m) return ex_errf(err, errlen, MDL_ENOMEM, "mdl_create: out of memory");
-    m->dev = device;
+    m->cx = ex_ctx_make(device == MDL_DEVICE_CUDA ? EX_CUDA : EX_CPU);
     m->cfg = *cfg;
     m->L = cfg->n_layers;
     m->C = cfg->d_model;
@@ -793,12 +804,39 @@ int mdl_create_on(mdl_model **out, const mdl_config *cfg, uint64_t seed, int dev
     m->R = cfg->R;
     m->need_mu = mdl__need_mu(cfg);
     mdl__dims(cfg, &m->pd, &m->gdd, &m->md);
+    /* the FFN component: one kind and its dims, never named again below */
+    m->mlpd.C = m->C;
+    m->mlpd.F = m->F;
+    m->mlpd.act = cfg->ffn == MDL_FFN_RELU2 ? LYR_MLP_RELU2 : LYR_MLP_GELU;
+    m->mlpd.std = cfg->init_std;
+    m->mlpd.proj_std = cfg->init_std / sqrtf(2.0f * (float)m->L); /* (as the other residual projections) */
+    m->normd.C = m->C;
+    m->normd.rms = cfg->norm == MDL_NORM_RMS;
+    m->normd.eps = MDL__NORM_EPS;
+    m->cp[MDL__CP_N1].k = m->cp[MDL__CP_N2].k = &lyr_kind_norm;
+    m->cp[MDL__CP_N1].d = m->cp[MDL__CP_N2].d = &m->normd;
+    m->cp[MDL__CP_N1].name = "ln1";
+    m->cp[MDL__CP_N2].name = "ln2";
+    if (cfg->attn == MDL_ATTN_POLAR) {
+        m->cp[MDL__CP_MIX].k = &lyr_kind_polar;
+        m->cp[MDL__CP_MIX].d = &m->pd;
+    }
+    if (cfg->memory == MDL_MEM_GDELTA) {
+        m->cp[MDL__CP_MEM].k = &lyr_kind_gdelta;
+        m->cp[MDL__CP_MEM].d = &m->gdd;
+    }
+    m->cp[MDL__CP_FFN].k = cfg->ffn == MDL_FFN_MOE ? &lyr_kind_moe : &lyr_kind_mlp;
+    m->cp[MDL__CP_FFN].d = cfg->ffn == MDL_FFN_MOE ? (const void *)&m->md : (const void *)&m->mlpd;
+    for (l = 0; l < MDL__NCP; l++)
+        if (m->cp[l].k && !m->cp[l].name) m->cp[l].name = m->cp[l].k->name;
     m->cfg.rpa.R = cfg->R;
     if (m->cfg.rpa.max_T < cfg->max_T) m->cfg.rpa.max_T = cfg->max_T;
     if (m->cfg.era.max_T < cfg->max_T) m->cfg.era.max_T = cfg->max_T;
     for (l = 0; l < MDL_MAX_LAYERS; l++) {
         m->rpa_st[l] = era_rpa_state_init();
         m->era_st[l] = era_era_state_init();
+        m->rpa_cst[l] = era_rpa_cuda_state_init();
+        m->era_cst[l] = era_era_cuda_state_init();
     }
     rc = mdl__build_table(m);
     if (rc != MDL_OK) {
@@ -821,22 +859,21 @@ int mdl_create_on(mdl_model **out, const mdl_config *cfg, uint64_t seed, int dev
         }
     }
     m->params = (float *)malloc(sizeof(float) * m->nparams);
-    if (m->params) mdl__init_params(m, seed); /* on the host, then moved */
-    if (m->dev == MDL_DEVICE_CPU) {
-        m->grads = (float *)calloc(m->nparams, sizeof(float));
-    } else if (m->params) {
-        /* the device model: the same initial values, copied over */
+    if (m->params) {
+        /* initialised on the host, then moved to the model's memory (the same initial
+           values on either device) */
         float *h = m->params;
         void *p = NULL, *g = NULL;
         size_t bytes = sizeof(float) * m->nparams;
+        mdl__init_params(m, seed);
         m->params = NULL;
-        if (tk_device_alloc(&p, bytes) == TK_OK && tk_device_alloc(&g, bytes) == TK_OK &&
-            tk_copy(p, h, bytes) == TK_OK && tk_fill_zero(g, bytes) == TK_OK) {
+        if (ex_alloc(&m->cx, &p, bytes) == TK_OK && ex_alloc(&m->cx, &g, bytes) == TK_OK &&
+            ex_to_ctx(&m->cx, p, h, bytes) == TK_OK && ex_zero(&m->cx, g, bytes) == TK_OK) {
             m->params = (float *)p;
             m->grads = (float *)g;
         } else {
-            tk_device_free(p);
-            tk_device_free(g);
+            ex_free(&m->cx, p);
+            ex_free(&m->cx, g);
         }
         free(h);
     }
@@ -873,10 +910,9 @@ void mdl_destroy(mdl_model *m)
     for (l = 0; l < MDL_MAX_LAYERS; l++) {
         era_rpa_state_free(&m->rpa_st[l]);
         era_era_state_free(&m->era_st[l]);
-        if (m->pcache_on[l]) {
-            if (m->dev == MDL_DEVICE_CPU) era_cache_free(&m->pcache[l]);
-            else era_cuda_cache_free(&m->pcache_d[l]);
-        }
+        era_rpa_cuda_state_free(&m->rpa_cst[l]);
+        era_era_cuda_state_free(&m->era_cst[l]);
+        if (m->pcache_on[l]) mdl__pcache_free(m, l);
     }
     free(m->pstats);
     free(m->sc);
@@ -923,7 +959,7 @@ const mdl_tensor *mdl_find_tensor(const mdl_model *m, const char *name)
 
 void mdl_zero_grad(mdl_model *m)
 {
-    if (m && m->grads) tk_fill_zero(m->grads, sizeof(float) * m->nparams);
+    if (m && m->grads) ex_zero(&m->cx, m->grads, sizeof(float) * m->nparams);
 }
 
 /* ------------------------------------------------------------------ activations */
@@ -963,16 +999,15 @@ static size_t mdl__carve(mdl_model *m, int B, int T, int train, int obs, char *b
                          size_t *hbytes)
 {
     mdl__carver cv;
-    size_t N = (size_t)B * T, C = (size_t)m->C, F = (size_t)m->F, H = (size_t)m->H;
+    size_t N = (size_t)B * T, C = (size_t)m->C, H = (size_t)m->H;
     size_t R = (size_t)m->R, TT = (size_t)T * T, V = (size_t)m->V, L = (size_t)m->L;
     const mdl_config *c = &m->cfg;
-    int l, nsets = train ? m->L : 1, drop = train && c->dropout > 0.0f;
+    int l, j, nsets = train ? m->L : 1, drop = train && c->dropout > 0.0f;
     int sep_ao = c->value_gate || drop, sep_fo = drop;
-    size_t hw = c->ffn == MDL_FFN_RELU2 ? 2 * F : F;
     cv.base = base;
     cv.hbase = hbase;
     cv.off = cv.hoff = 0;
-    cv.split = m->dev != MDL_DEVICE_CPU;
+    cv.split = m->cx.device != EX_CPU;
     m->res = MDL__TF(&cv, (train ? (L + 1) : 1) * N * C);
     for (l = 0; l < nsets; l++) {
         mdl__ba *a = &m->ba[l];
@@ -984,14 +1019,16 @@ static size_t mdl__carve(mdl_model *m, int B, int T, int train, int obs, char *b
         }
         if (c->res_gate) a->eta = MDL__TF(&cv, N);
         a->n1 = MDL__TF(&cv, N * C);
-        a->n1m = MDL__TF(&cv, N);
-        a->n1r = MDL__TF(&cv, N);
         a->n1p = c->conv_k ? MDL__TF(&cv, N * C) : NULL;
         if (c->attn == MDL_ATTN_SOFTMAX) {
             a->q = MDL__TF(&cv, N * C);
             a->k = MDL__TF(&cv, N * C);
             a->v = MDL__TF(&cv, N * C);
-            if (m->dev == MDL_DEVICE_CPU) {
+            /* the softmax attention's saved state differs by device (issue 39 item 4):
+               the CPU keeps the (T,T) probabilities and writes its output to the shared
+               m->atty; the flash-style device kernels keep each row's log-sum-exp and
+               the output */
+            if (m->cx.device == EX_CPU) {
                 a->probs = MDL__TF(&cv, (size_t)B * H * TT);
             } else {
                 a->lse = MDL__TF(&cv, (size_t)B * H * T);
@@ -999,9 +1036,8 @@ static size_t mdl__carve(mdl_model *m, int B, int T, int train, int obs, char *b
             }
             a->attm = MDL__TF(&cv, N * C);
         } else {
-            a->sv_pol = MDL__TF(&cv, lyr_polar_saved_floats(&m->pd, B, T));
+            /* (the polar mixer: a component, carved below) */
         }
-        if (m->ngd) a->sv_gd = MDL__TF(&cv, lyr_gdelta_saved_floats(&m->gdd, B, T));
         a->ap = MDL__TF(&cv, N * C);
         a->ao = sep_ao ? MDL__TF(&cv, N * C) : a->ap;
         if (c->value_gate) {
@@ -1014,16 +1050,13 @@ static size_t mdl__carve(mdl_model *m, int B, int T, int train, int obs, char *b
             a->mask_f = (uint8_t *)mdl__take(&cv, N * C);
         }
         a->n2 = MDL__TF(&cv, N * C);
-        a->n2m = MDL__TF(&cv, N);
-        a->n2r = MDL__TF(&cv, N);
-        if (c->ffn == MDL_FFN_MOE) {
-            a->sv_moe = MDL__TF(&cv, lyr_moe_saved_floats(&m->md, B, T));
-            /* the device model's routing (computed on the host, kept per layer from the
-               forward to the backward) */
-            a->moe_h = cv.split ? MDL__THF(&cv, lyr_moe_host_floats(&m->md, B, T)) : NULL;
-        } else {
-            a->h = MDL__TF(&cv, N * hw);
-            a->hg = MDL__TF(&cv, N * F);
+        /* the components' saved state, and host state kept per layer from the forward
+           to the backward (the device model's MoE routing, computed on the host) */
+        for (j = 0; j < MDL__NCP; j++) {
+            const mdl__comp *q = &m->cp[j];
+            size_t hf = q->k && cv.split ? q->k->host_floats(q->d, B, T) : 0;
+            a->sv[j] = q->k ? MDL__TF(&cv, q->k->saved_floats(q->d, B, T)) : NULL;
+            a->hst[j] = hf ? MDL__THF(&cv, hf) : NULL;
         }
         a->fp = MDL__TF(&cv, N * C);
         a->fo = sep_fo ? MDL__TF(&cv, N * C) : a->fp;
@@ -1033,25 +1066,24 @@ static size_t mdl__carve(mdl_model *m, int B, int T, int train, int obs, char *b
     m->vz = c->value_gate ? MDL__TF(&cv, N * H) : NULL;
     if (c->attn == MDL_ATTN_SOFTMAX) {
         m->qkv = MDL__TF(&cv, N * 3 * C);
-        m->atty = m->dev == MDL_DEVICE_CPU ? MDL__TF(&cv, N * C) : NULL; /* device: a->atto */
+        if (m->cx.device == EX_CPU) { /* the CPU's attention output, shared by the layers */
+            m->atty = MDL__TF(&cv, N * C);
+            for (l = 0; l < m->L; l++) m->ba[l].atto = m->atty;
+        }
     }
     {
         size_t w = 0, x;
-        if (m->npol) w = lyr_polar_work_floats(&m->pd, B, T);
-        if (m->ngd) {
-            x = lyr_gdelta_work_floats(&m->gdd, B, T);
-            w = x > w ? x : w;
-            m->gm = MDL__TF(&cv, N * C);
-        }
-        if (m->nmoe) {
-            x = lyr_moe_work_floats(&m->md, B, T);
+        /* one work buffer, the largest of the components' (they run one at a time) */
+        for (j = 0; j < MDL__NCP; j++) {
+            const mdl__comp *q = &m->cp[j];
+            x = q->k ? q->k->work_floats(q->d, B, T) : 0;
             w = x > w ? x : w;
         }
+        if (m->cp[MDL__CP_MEM].k) m->gm = MDL__TF(&cv, N * C);
         if (w) m->lwork = MDL__TF(&cv, w);
     }
     m->nf = MDL__TF(&cv, N * C);
-    m->nfm = MDL__TF(&cv, N);
-    m->nfr = MDL__TF(&cv, N);
+    m->nf_sv = MDL__TF(&cv, m->cp[MDL__CP_N1].k->saved_floats(m->cp[MDL__CP_N1].d, B, T));
     m->logits = MDL__TF(&cv, N * V);
     m->rowce = (double *)mdl__take_h(&cv, sizeof(double) * N);
     m->rowloss = (double *)mdl__take_h(&cv, sizeof(double) * N);
@@ -1079,7 +1111,7 @@ static size_t mdl__carve(mdl_model *m, int B, int T, int train, int obs, char *b
     } else {
         m->obs_heads = NULL;
     }
-    m->dres = m->dln = m->dbr = m->dq = m->dk = m->dv = m->datt = m->dqkv = m->dh = m->dhg = NULL;
+    m->dres = m->dln = m->dbr = m->dq = m->dk = m->dv = m->datt = m->dqkv = NULL;
     m->dmu = m->deta = m->detaz = m->dbias = m->dvg = m->dtemp_d = NULL;
     if (train) {
         m->dres = MDL__TF(&cv, N * C);
@@ -1091,10 +1123,6 @@ static size_t mdl__carve(mdl_model *m, int B, int T, int train, int obs, char *b
             m->dv = MDL__TF(&cv, N * C);
             m->datt = MDL__TF(&cv, N * C);
             m->dqkv = MDL__TF(&cv, N * 3 * C);
-        }
-        if (c->ffn != MDL_FFN_MOE) {
-            m->dh = MDL__TF(&cv, N * hw);
-            m->dhg = MDL__TF(&cv, N * F);
         }
         if (m->need_mu) {
             era_rpa_params p;
@@ -1125,13 +1153,9 @@ static int mdl__grow(mdl_model *m, size_t need, size_t hneed, const char *who, i
         mdl__free_dev(m, m->act);
         m->act = NULL;
         m->act_bytes = 0;
-        if (m->dev == MDL_DEVICE_CPU) {
-            p = malloc(need);
-        } else if (tk_device_alloc(&p, need) != TK_OK) {
-            p = NULL;
-        }
+        if (ex_alloc(&m->cx, &p, need) != TK_OK) p = NULL;
         if (!p) return mdl__fail(m, MDL_ENOMEM, "%s: out of memory for activations (%.1f MB at B %d, T %d%s)", who,
-                                 (double)need / 1048576.0, B, T, m->dev == MDL_DEVICE_CPU ? "" : ", device");
+                                 (double)need / 1048576.0, B, T, m->cx.device == EX_CPU ? "" : ", device");
         m->act = p;
         m->act_bytes = need;
     }
@@ -1201,40 +1225,22 @@ static float mdl__expf(float x)
 
 /* tanh via exp: 1 - 2 / (exp(2x) + 1), exact enough in fp32 for GELU */
 /* out (N,OC) = inp (N,K) W^T (+ b); W (OC,K) */
-static int mdl__linear(float *out, const float *inp, const float *W, const float *b, int N, int K,
+static int mdl__linear(const ex_ctx *x, float *out, const float *inp, const float *W, const float *b, int N, int K,
                        int OC)
 {
-    return tk_matmul_forward(out, inp, W, b, N, K, OC);
+    return ex_matmul_fwd(x, out, inp, W, b, N, K, OC);
 }
 
 /* dinp (N,K) = beta dinp + dout W (beta 0 or 1; dinp may be NULL); dW (OC,K) += dout^T inp;
    db (OC) += column sums of dout (may be NULL) */
-static int mdl__linear_bwd(float *dinp, float beta, float *dW, float *db, const float *dout,
+static int mdl__linear_bwd(const ex_ctx *x, float *dinp, float beta, float *dW, float *db, const float *dout,
                            const float *inp, const float *W, int N, int K, int OC)
 {
     if (dinp && beta == 0.0f) {
-        int rc = tk_fill_zero(dinp, sizeof(float) * (size_t)N * K);
+        int rc = ex_zero(x, dinp, sizeof(float) * (size_t)N * K);
         if (rc != TK_OK) return rc;
     }
-    return tk_matmul_backward(dinp, dW, db, dout, inp, W, N, K, OC);
-}
-
-static int mdl__norm_fwd(const mdl_model *m, float *out, float *mean, float *rstd, const float *inp,
-                         const float *w, const float *b, int N)
-{
-    if (m->cfg.norm == MDL_NORM_LAYER)
-        return tk_layernorm_forward(out, mean, rstd, inp, w, b, N, m->C, MDL__NORM_EPS);
-    return tk_rmsnorm_forward(out, rstd, inp, w, N, m->C, MDL__NORM_EPS);
-}
-
-/* dinp += norm backward */
-static int mdl__norm_bwd(const mdl_model *m, float *dinp, float *dw, float *db, const float *dout,
-                         const float *inp, const float *w, const float *mean, const float *rstd,
-                         int N)
-{
-    if (m->cfg.norm == MDL_NORM_LAYER)
-        return tk_layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, m->C);
-    return tk_rmsnorm_backward(dinp, dw, dout, inp, w, rstd, N, m->C);
+    return ex_matmul_bwd(x, dinp, dW, db, dout, inp, W, N, K, OC);
 }
 
 /* The 64-bit seed of one dropout site (layer l, branch k) of a forward: from the forward's
@@ -1253,8 +1259,7 @@ float mdl_scalar_get(const mdl_model *m, const float *base, size_t off)
 {
     float v = 0.0f; /* (set by the copy; initialised for gcc -O3's -Wmaybe-uninitialized) */
     if (!m || !base) return (float)NAN;
-    if (m->dev == MDL_DEVICE_CPU) return base[off];
-    if (tk_copy(&v, base + off, sizeof v) != TK_OK) return (float)NAN;
+    if (ex_to_host(&m->cx, &v, base + off, sizeof v) != TK_OK) return (float)NAN;
     return v;
 }
 
@@ -1263,7 +1268,7 @@ float mdl_scalar_get(const mdl_model *m, const float *base, size_t off)
 static void mdl__sadd(const mdl_model *m, float *base, size_t off, float dv)
 {
     float v = mdl_scalar_get(m, base, off) + dv;
-    tk_copy(base + off, &v, sizeof v);
+    ex_to_ctx(&m->cx, base + off, &v, sizeof v);
 }
 
 /* The mirror's refresh (mdl_forward, before the blocks): one copy per block. A failed
@@ -1277,7 +1282,7 @@ static void mdl__scal_refresh(mdl_model *m)
         size_t i;
         if (!m->sc_n[l]) continue; /* (sc is NULL when no block has any) */
         d = m->sc + m->sc_at[l];
-        if (tk_copy(d, m->params + m->sc_lo[l], sizeof(float) * m->sc_n[l]) != TK_OK)
+        if (ex_to_host(&m->cx, d, m->params + m->sc_lo[l], sizeof(float) * m->sc_n[l]) != TK_OK)
             for (i = 0; i < m->sc_n[l]; i++) d[i] = (float)NAN;
     }
 }
@@ -1347,28 +1352,19 @@ static int mdl__prior_cached(mdl_model *m, int l, const era_rpa_params *rp, int 
 {
     /* the host cache (CPU model) or its device twin (device model: B(T) built by the
        device prior from the same running table, kept in device memory) */
-    const int dev = m->dev != MDL_DEVICE_CPU;
-    const era_rpa_params *cpar = dev ? &m->pcache_d[l].rpar : &m->pcache[l].rpar;
-    const era_rpa_config *ccfg = dev ? &m->pcache_d[l].rcfg : &m->pcache[l].rcfg;
+    const era_rpa_params *cpar = ex_rpa_cache_params(&m->cx, &m->pcache[l]);
+    const era_rpa_config *ccfg = ex_rpa_cache_config(&m->cx, &m->pcache[l]);
     int rc;
     if (m->pcache_on[l] &&
         (m->pcache_gen[l] != m->pgen || cpar->tau_att != rp->tau_att || cpar->pos_beta != rp->pos_beta ||
          ccfg->scale != m->rpa_used.scale)) {
-        if (dev) {
-            m->pc_builds += m->pcache_d[l].builds;
-            m->pc_hits += m->pcache_d[l].hits;
-            era_cuda_cache_free(&m->pcache_d[l]);
-        } else {
-            m->pc_builds += m->pcache[l].builds;
-            m->pc_hits += m->pcache[l].hits;
-            era_cache_free(&m->pcache[l]);
-        }
-        m->pcache_on[l] = 0;
+        m->pc_builds += ex_rpa_cache_builds(&m->cx, &m->pcache[l]);
+        m->pc_hits += ex_rpa_cache_hits(&m->cx, &m->pcache[l]);
+        mdl__pcache_free(m, l);
     }
     if (!m->pcache_on[l]) {
         size_t budget = (size_t)2 * (size_t)m->cfg.max_T * (size_t)m->cfg.max_T * sizeof(float);
-        rc = dev ? era_cuda_cache_init_rpa(&m->pcache_d[l], budget, &m->rpa_used, rp, mdl__prior_mu, &m->pctx[l])
-                 : era_cache_init_rpa(&m->pcache[l], budget, &m->rpa_used, rp, mdl__prior_mu, &m->pctx[l]);
+        rc = ex_rpa_cache_init(&m->cx, &m->pcache[l], budget, &m->rpa_used, rp, mdl__prior_mu, &m->pctx[l]);
         if (rc) return rc;
         m->pcache_on[l] = 1;
         m->pcache_gen[l] = m->pgen;
@@ -1388,7 +1384,7 @@ static int mdl__prior_cached(mdl_model *m, int l, const era_rpa_params *rp, int 
         era_rpa_state_free(&ds);
         if (rc) return rc;
     }
-    return dev ? era_cuda_cache_get(&m->pcache_d[l], T, out, NULL) : era_cache_get(&m->pcache[l], T, out);
+    return ex_rpa_cache_get(&m->cx, &m->pcache[l], T, out);
 }
 
 /* The device attention's arithmetic: the device GEMMs' (tk_cuda_set_math) where the
@@ -1415,12 +1411,12 @@ static int mdl__softmax_fwd(mdl_model *m, int l, const mdl_opts *o, mdl_stats *s
     float *P = m->params;
     int B = m->B, T = m->T, N = B * T, C = m->C, H = m->H, D = m->D;
     const float *bias = NULL;
-    MDL__TRY(mdl__linear(m->qkv, a->n1, P + b->qkv, NULL, N, C, 3 * C), "qkv GEMM");
-    MDL__TRY(tk_split_heads_forward(a->q, a->k, a->v, m->qkv, B, T, H, D), "split heads");
+    MDL__TRY(mdl__linear(&m->cx, m->qkv, a->n1, P + b->qkv, NULL, N, C, 3 * C), "qkv GEMM");
+    MDL__TRY(ex_split_heads_fwd(&m->cx, a->q, a->k, a->v, m->qkv, B, T, H, D), "split heads");
     if (c->pos == MDL_POS_ROPE) {
         /* the rotated q, k are what the attention (and its backward) sees */
-        MDL__TRY(tk_rope(a->q, B, H, T, D, (float)MDL_ROPE_BASE, 0), "RoPE q");
-        MDL__TRY(tk_rope(a->k, B, H, T, D, (float)MDL_ROPE_BASE, 0), "RoPE k");
+        MDL__TRY(ex_rope(&m->cx, a->q, B, H, T, D, (float)MDL_ROPE_BASE, 0), "RoPE q");
+        MDL__TRY(ex_rope(&m->cx, a->k, B, H, T, D, (float)MDL_ROPE_BASE, 0), "RoPE k");
     }
     if (c->prior == MDL_PRIOR_RPA) {
         era_rpa_params rp = mdl__rpa_params(m, l);
@@ -1438,28 +1434,25 @@ static int mdl__softmax_fwd(mdl_model *m, int l, const mdl_opts *o, mdl_stats *s
                the running table as a batch of one (state keeps the pointer until backward) */
             const float *mu = a->mu;
             if (m->prior_running) {
-                const float *run = m->pstats;
-                if (m->dev != MDL_DEVICE_CPU) {
-                    /* the device prior reads the running table from device memory: one
-                       upload per change of the table */
-                    size_t nmu = (size_t)m->L * (size_t)c->max_T * (size_t)m->R;
-                    if (!m->pstats_d) {
-                        void *d = NULL;
-                        if (tk_device_alloc(&d, sizeof(float) * nmu) != TK_OK)
-                            return mdl__fail(m, MDL_ENOMEM, "running prior table: out of device memory");
-                        m->pstats_d = (float *)d;
-                        m->pstats_d_gen = 0;
-                    }
-                    if (m->pstats_d_gen != m->pgen + 1) {
-                        MDL__TRY(tk_copy(m->pstats_d, m->pstats, sizeof(float) * nmu), "upload of the running table");
-                        m->pstats_d_gen = m->pgen + 1;
-                    }
-                    run = m->pstats_d;
+                /* the prior reads the running table from the model's memory: one upload
+                   (a copy on the CPU) per change of the table */
+                size_t nmu = (size_t)m->L * (size_t)c->max_T * (size_t)m->R;
+                if (!m->pstats_d) {
+                    void *d = NULL;
+                    if (ex_alloc(&m->cx, &d, sizeof(float) * nmu) != TK_OK)
+                        return mdl__fail(m, MDL_ENOMEM, "running prior table: out of memory");
+                    m->pstats_d = (float *)d;
+                    m->pstats_d_gen = 0;
                 }
-                mu = run + (size_t)l * c->max_T * m->R;
+                if (m->pstats_d_gen != m->pgen + 1) {
+                    MDL__TRY(ex_to_ctx(&m->cx, m->pstats_d, m->pstats, sizeof(float) * nmu),
+                             "upload of the running table");
+                    m->pstats_d_gen = m->pgen + 1;
+                }
+                mu = m->pstats_d + (size_t)l * c->max_T * m->R;
             }
-            MDL__TRY(era_rpa_forward(&m->rpa_used, &rp, mu, m->prior_running ? 1 : B, T, a->bias, &m->rpa_st[l],
-                                     m->rpa_ws),
+            MDL__TRY(ex_rpa_fwd(&m->cx, &m->rpa_used, &rp, mu, m->prior_running ? 1 : B, T, a->bias, &m->rpa_st[l],
+                                &m->rpa_cst[l], m->rpa_ws),
                      "era_rpa_forward");
             bias = a->bias;
             st->layer_prior_marg_err[l] = m->rpa_st[l].marginal_err;
@@ -1468,9 +1461,10 @@ static int mdl__softmax_fwd(mdl_model *m, int l, const mdl_opts *o, mdl_stats *s
         }
     } else if (c->prior == MDL_PRIOR_ERA) {
         era_era_params ep = mdl__era_params(m, l);
-        MDL__TRY(era_era_forward(&c->era, &ep, T, a->bias, &m->era_st[l], m->era_ws), "era_era_forward");
+        MDL__TRY(ex_era_fwd(&m->cx, &c->era, &ep, T, a->bias, &m->era_st[l], &m->era_cst[l], m->era_ws),
+                 "era_era_forward");
         if (m->era_scale_used != 1.0f)
-            MDL__TRY(tk_scale(a->bias, a->bias, m->era_scale_used, (size_t)T * T), "ERA warm-in scale");
+            MDL__TRY(ex_scale(&m->cx, a->bias, a->bias, m->era_scale_used, (size_t)T * T), "ERA warm-in scale");
         bias = a->bias;
     }
     if (c->prior == MDL_PRIOR_RPA) st->layer_tau_att[l] = mdl__scal(m, l, b->tau);
@@ -1483,10 +1477,10 @@ static int mdl__softmax_fwd(mdl_model *m, int l, const mdl_opts *o, mdl_stats *s
             return mdl__fail(m, MDL_EINVAL, "layer %d: gac_tau must be finite and > 0 (got %g)", l, (double)g);
         for (h = 0; h < H; h++) m->temp[(size_t)l * H + h] *= g;
         if (m->temp_d != m->temp)
-            MDL__TRY(tk_copy(m->temp_d + (size_t)l * H, m->temp + (size_t)l * H, sizeof(float) * (size_t)H),
+            MDL__TRY(ex_to_ctx(&m->cx, m->temp_d + (size_t)l * H, m->temp + (size_t)l * H, sizeof(float) * (size_t)H),
                      "copy of the temperatures");
         if (bias && g != 1.0f) {
-            MDL__TRY(tk_scale(a->bias, bias, 1.0f / g, (size_t)T * T), "GAC bias scale");
+            MDL__TRY(ex_scale(&m->cx, a->bias, bias, 1.0f / g, (size_t)T * T), "GAC bias scale");
             bias = a->bias;
         }
         st->layer_tau_gac[l] = g;
@@ -1500,7 +1494,7 @@ static int mdl__softmax_fwd(mdl_model *m, int l, const mdl_opts *o, mdl_stats *s
         float beta[256];
         int h;
         for (h = 0; h < H && h < 256; h++) beta[h] = 1.0f / (sqrtf((float)D) * m->temp[(size_t)l * H + h]);
-        if (m->dev != MDL_DEVICE_CPU) {
+        if (m->cx.device != EX_CPU) { /* (issue 39 item 4: one contract for both devices) */
             /* flash-style: keeps each row's log-sum-exp and the output for the backward.
                The softmax-row moments, when asked, come from the same kernel and are
                copied to the host buffer the CPU path fills (gate rows are refused before
@@ -1524,26 +1518,27 @@ static int mdl__softmax_fwd(mdl_model *m, int l, const mdl_opts *o, mdl_stats *s
                 mdl__free_dev(m, m->attn_stats_d);
                 m->attn_stats_d = NULL;
                 m->attn_stats_dcap = 0;
-                if (tk_device_alloc(&d, dneed * sizeof(float)) != TK_OK)
+                if (ex_alloc(&m->cx, &d, dneed * sizeof(float)) != TK_OK)
                     return mdl__fail(m, MDL_ENOMEM, "attention statistics: out of device memory");
                 m->attn_stats_d = (float *)d;
                 m->attn_stats_dcap = dneed;
             }
             if (need) sd = m->attn_stats_d + (dneed > need + TK_ATTN_NSTATS ? (size_t)l * need : 0);
             MDL__TRY(tk_attention_forward_stats_cuda(a->atto, a->lse, sd, a->q, a->k, a->v, bias, 0,
-                                                     m->temp_d + (size_t)l * H, B, H, T, D, &ac, NULL),
+                                                     m->temp_d + (size_t)l * H, B, H, T, D, &ac, m->cx.stream),
                      "tk_attention_forward_stats_cuda");
             if (host_rows) {
-                MDL__TRY(tk_copy(m->attn_stats, sd, need * sizeof(float)), "copy of the attention statistics");
+                MDL__TRY(ex_to_host(&m->cx, m->attn_stats, sd, need * sizeof(float)),
+                         "copy of the attention statistics");
             } else if (ent) {
                 /* the layer's mean entropy only: the moments' column sums on the device
                    (tk_matmul_backward's bias gradient: a fixed-order reduction), one
                    TK_ATTN_NSTATS-float copy instead of the (B,H,T,NSTATS) rows */
                 float *cs = m->attn_stats_d + m->attn_stats_dcap - TK_ATTN_NSTATS, hsum[TK_ATTN_NSTATS];
-                MDL__TRY(tk_fill_zero(cs, sizeof hsum), "zero");
-                MDL__TRY(tk_matmul_backward(NULL, NULL, cs, sd, NULL, NULL, (int)nrow, 1, TK_ATTN_NSTATS),
+                MDL__TRY(ex_zero(&m->cx, cs, sizeof hsum), "zero");
+                MDL__TRY(ex_matmul_bwd(&m->cx, NULL, NULL, cs, sd, NULL, NULL, (int)nrow, 1, TK_ATTN_NSTATS),
                          "mean attention entropy");
-                MDL__TRY(tk_copy(hsum, cs, sizeof hsum), "copy of the entropy sum");
+                MDL__TRY(ex_to_host(&m->cx, hsum, cs, sizeof hsum), "copy of the entropy sum");
                 st->layer_attn_H[l] = (float)((double)hsum[0] / (double)nrow);
             }
         } else if (!gate && !ent && !o->want_attn_obs) {
@@ -1569,7 +1564,7 @@ static int mdl__softmax_fwd(mdl_model *m, int l, const mdl_opts *o, mdl_stats *s
                      "CEAS gate rows");
             m->gcount.gate_overhead += 20.0 * (double)nrow; /* the per-row conversion */
         }
-        if (ent && (m->dev == MDL_DEVICE_CPU || gate || o->want_attn_obs)) {
+        if (ent && (m->cx.device == EX_CPU || gate || o->want_attn_obs)) {
             /* mean attention entropy of the layer over batch, heads and query rows (nats),
                summed in row order: thread-count independent (the device model without the
                host rows summed it above) */
@@ -1583,9 +1578,9 @@ static int mdl__softmax_fwd(mdl_model *m, int l, const mdl_opts *o, mdl_stats *s
                                                              m->obs_heads + (size_t)l * H, m->obs_ws),
                      "CEAS observables");
     }
-    MDL__TRY(tk_merge_heads_forward(a->attm, m->dev != MDL_DEVICE_CPU ? a->atto : m->atty, B, T, H, D),
+    MDL__TRY(ex_merge_heads_fwd(&m->cx, a->attm, a->atto, B, T, H, D),
              "merge heads");
-    MDL__TRY(mdl__linear(a->ap, a->attm, P + b->proj, NULL, N, C, C), "attention projection");
+    MDL__TRY(mdl__linear(&m->cx, a->ap, a->attm, P + b->proj, NULL, N, C, C), "attention projection");
     return MDL_OK;
 }
 
@@ -1594,27 +1589,56 @@ static int mdl__softmax_fwd(mdl_model *m, int l, const mdl_opts *o, mdl_stats *s
    tk_causal_dwconv_forward accumulating onto a copy of in). Backward: din (written)
    = dout + sum_j w[j] dout[t+j] (t+j < T); dw[j,c] += sum_{b,t>=j} dout[b,t,c] in[b,t-j,c]
    (in double per (j,c), a fixed order: thread-count independent). Either device. */
-static int mdl__conv_fwd(float *out, const float *in, const float *w, int B, int T, int C, int K)
+static int mdl__conv_fwd(const ex_ctx *x, float *out, const float *in, const float *w, int B, int T, int C, int K)
 {
-    int rc = tk_copy(out, in, sizeof(float) * (size_t)B * T * C);
-    return rc ? rc : tk_causal_dwconv_forward(out, in, w, B, T, C, K, 1);
+    int rc = ex_copy(x, out, in, sizeof(float) * (size_t)B * T * C);
+    return rc ? rc : ex_causal_dwconv_fwd(x, out, in, w, B, T, C, K, 1);
 }
 
-static int mdl__conv_bwd(float *din, float *dw, const float *dout, const float *in, const float *w, int B,
+static int mdl__conv_bwd(const ex_ctx *x, float *din, float *dw, const float *dout, const float *in, const float *w, int B,
                          int T, int C, int K)
 {
-    int rc = tk_copy(din, dout, sizeof(float) * (size_t)B * T * C);
-    return rc ? rc : tk_causal_dwconv_backward(din, dw, dout, in, w, B, T, C, K);
+    int rc = ex_copy(x, din, dout, sizeof(float) * (size_t)B * T * C);
+    return rc ? rc : ex_causal_dwconv_bwd(x, din, dw, dout, in, w, B, T, C, K);
 }
 
 /* A gated residual branch: out (N,C) = x + eta * br (eta (N) per token, NULL means 1);
    its backward is mdl__branch_bwd. */
-static int mdl__branch_fwd(float *out, const float *x, const float *br, const float *eta,
+static int mdl__branch_fwd(const ex_ctx *cx, float *out, const float *x, const float *br, const float *eta,
                            int N, int C)
 {
-    if (!eta) return tk_residual_forward(out, x, br, (size_t)N * C);
-    return tk_residual_rows_forward(out, x, br, eta, N, C);
+    if (!eta) return ex_residual_fwd(cx, out, x, br, (size_t)N * C);
+    return ex_residual_rows_fwd(cx, out, x, br, eta, N, C);
 }
+
+/* The lyr_io of block l's component in slot j: its parameters (Pp) and, with Gp, their
+   gradients, its saved, work and host buffers, B and T; the caller sets the rest. */
+static void mdl__io(const mdl_model *m, const mdl__comp *q, const size_t *off, float *saved, float *host,
+                    lyr_io *io, const float **Pp, float **Gp)
+{
+    int k;
+    for (k = 0; k < q->np; k++) {
+        Pp[k] = m->params + off[k];
+        if (Gp) Gp[k] = m->grads + off[k];
+    }
+    memset(io, 0, sizeof *io);
+    io->P = Pp;
+    io->G = Gp;
+    io->saved = saved;
+    io->work = m->lwork;
+    io->host = host;
+    io->B = m->B;
+    io->T = m->T;
+}
+
+static void mdl__comp_io(const mdl_model *m, int l, int j, lyr_io *io, const float **Pp, float **Gp)
+{
+    mdl__io(m, &m->cp[j], m->bp[l].cp[j], m->ba[l].sv[j], m->ba[l].hst[j], io, Pp, Gp);
+}
+
+/* the forward / backward of slot j's component */
+static int mdl__cfwd(mdl_model *m, int j, lyr_io *io) { return m->cp[j].k->forward(&m->cx, m->cp[j].d, io); }
+static int mdl__cbwd(mdl_model *m, int j, lyr_io *io) { return m->cp[j].k->backward(&m->cx, m->cp[j].d, io); }
 
 /* One block forward. x (N,C): block input; xo (N,C): output (may equal x in eval). */
 static int mdl__block_fwd(mdl_model *m, int l, const float *x, float *xo, const mdl_opts *o,
@@ -1624,15 +1648,17 @@ static int mdl__block_fwd(mdl_model *m, int l, const float *x, float *xo, const 
     const mdl__bp *b = &m->bp[l];
     mdl__ba *a = &m->ba[l];
     float *P = m->params;
-    int B = m->B, T = m->T, N = B * T, C = m->C, H = m->H, F = m->F, R = m->R, rc;
+    int B = m->B, T = m->T, N = B * T, C = m->C, H = m->H, R = m->R, rc;
     size_t NC = (size_t)N * C;
     int drop = o->train && c->dropout > 0.0f;
     float *xm = m->train ? a->xmid : xo;
+    const float *Pp[LYR_MAX_PARAMS];
+    lyr_io io;
     /* memberships */
     if (m->need_mu) {
         era_rpa_params rp = mdl__rpa_params(m, l);
         era_mu_stats ms;
-        MDL__TRY(era_membership_forward(&m->rpa_used, &rp, a->mu, a->zproj, &ms, x, B, T),
+        MDL__TRY(ex_membership_fwd(&m->cx, &m->rpa_used, &rp, a->mu, a->zproj, &ms, x, B, T),
                  "era_membership_forward");
         m->layer_H[l] = ms.entropy;
         st->layer_mu_entropy[l] = ms.entropy;
@@ -1640,73 +1666,66 @@ static int mdl__block_fwd(mdl_model *m, int l, const float *x, float *xo, const 
         st->sat_frac += ms.sat_frac / (float)m->L;
     }
     if (c->res_gate) { /* eta (N) = sigmoid(mu . w) */
-        MDL__TRY(mdl__linear(a->eta, a->mu, P + b->resg, NULL, N, R, 1), "residual gate");
-        MDL__TRY(tk_sigmoid_forward(a->eta, a->eta, (size_t)N), "residual gate sigmoid");
+        MDL__TRY(mdl__linear(&m->cx, a->eta, a->mu, P + b->resg, NULL, N, R, 1), "residual gate");
+        MDL__TRY(ex_sigmoid_fwd(&m->cx, a->eta, a->eta, (size_t)N), "residual gate sigmoid");
     }
     /* attention */
-    MDL__TRY(mdl__norm_fwd(m, c->conv_k ? a->n1p : a->n1, a->n1m, a->n1r, x, P + b->ln1w,
-                           b->ln1b != MDL__ABSENT ? P + b->ln1b : NULL, N), "norm1");
-    if (c->conv_k) MDL__TRY(mdl__conv_fwd(a->n1, a->n1p, P + b->conv, B, T, C, c->conv_k), "convolution");
-    if (c->attn == MDL_ATTN_POLAR) {
-        const float *Pp[LYR_MAX_PARAMS];
-        lyr_polar_stats ps;
-        int k;
-        for (k = 0; k < m->npol; k++) Pp[k] = P + b->pol[k];
-        MDL__TRY(lyr_polar_forward(&m->pd, Pp, a->n1, a->ap, a->sv_pol, m->lwork, B, T, o->train,
-                                   o->seed * 0x9E3779B97F4A7C15ULL + (uint64_t)l * 2 + 1, &ps),
-                 "lyr_polar_forward");
-        if (o->train) m->lyr_loss += ps.align_loss;
+    mdl__comp_io(m, l, MDL__CP_N1, &io, Pp, NULL);
+    io.x = x;
+    io.out = c->conv_k ? a->n1p : a->n1;
+    MDL__TRY(mdl__cfwd(m, MDL__CP_N1, &io), "norm1");
+    if (c->conv_k) MDL__TRY(mdl__conv_fwd(&m->cx, a->n1, a->n1p, P + b->conv, B, T, C, c->conv_k), "convolution");
+    if (m->cp[MDL__CP_MIX].k) { /* the mixer: n1 -> ap */
+        mdl__comp_io(m, l, MDL__CP_MIX, &io, Pp, NULL);
+        io.x = a->n1;
+        io.out = a->ap;
+        io.train = o->train;
+        io.seed = o->seed * 0x9E3779B97F4A7C15ULL + (uint64_t)l * 2 + 1;
+        MDL__TRY(m->cp[MDL__CP_MIX].k->forward(&m->cx, m->cp[MDL__CP_MIX].d, &io), "mixer forward");
+        if (o->train) m->lyr_loss += io.stat; /* (polar: the distractor loss) */
     } else {
         rc = mdl__softmax_fwd(m, l, o, st);
         if (rc) return rc;
     }
-    if (m->ngd) {
-        const float *Pp[LYR_MAX_PARAMS];
-        int k;
-        for (k = 0; k < m->ngd; k++) Pp[k] = P + b->gdl[k];
-        MDL__TRY(lyr_gdelta_forward(&m->gdd, Pp, a->n1, m->gm, a->sv_gd, m->lwork, B, T, o->train, o->seed,
-                                    NULL), "lyr_gdelta_forward");
-        MDL__TRY(tk_residual_forward(a->ap, a->ap, m->gm, NC), "memory channel");
+    if (m->cp[MDL__CP_MEM].k) { /* the memory channel: ap += mem(n1) */
+        mdl__comp_io(m, l, MDL__CP_MEM, &io, Pp, NULL);
+        io.x = a->n1;
+        io.out = m->gm;
+        io.train = o->train;
+        io.seed = o->seed;
+        MDL__TRY(m->cp[MDL__CP_MEM].k->forward(&m->cx, m->cp[MDL__CP_MEM].d, &io), "memory forward");
+        MDL__TRY(ex_residual_fwd(&m->cx, a->ap, a->ap, m->gm, NC), "memory channel");
     }
     if (c->value_gate) {
         /* g[b,t] = mean_h sigmoid(mean_{s<=t} (W mu_s)_h); ao = g * ap */
-        MDL__TRY(mdl__linear(m->vz, a->mu, P + b->vgam, NULL, N, R, H), "value gate");
-        MDL__TRY(tk_causal_mean_gate_forward(a->vg, a->vsig, m->vz, B, T, H), "value gate mean");
-        MDL__TRY(tk_rowscale(a->ao, a->ap, a->vg, N, C), "value gate scale");
+        MDL__TRY(mdl__linear(&m->cx, m->vz, a->mu, P + b->vgam, NULL, N, R, H), "value gate");
+        MDL__TRY(ex_causal_mean_gate_fwd(&m->cx, a->vg, a->vsig, m->vz, B, T, H), "value gate mean");
+        MDL__TRY(ex_rowscale(&m->cx, a->ao, a->ap, a->vg, N, C), "value gate scale");
     } else if (a->ao != a->ap) {
-        MDL__TRY(tk_copy(a->ao, a->ap, sizeof(float) * NC), "copy");
+        MDL__TRY(ex_copy(&m->cx, a->ao, a->ap, sizeof(float) * NC), "copy");
     }
     if (drop)
-        MDL__TRY(tk_dropout_seeded_forward(a->ao, a->mask_a, a->ao, NC, c->dropout, mdl__drop_seed(o->seed, l, 1)),
+        MDL__TRY(ex_dropout_fwd(&m->cx, a->ao, a->mask_a, a->ao, NC, c->dropout, mdl__drop_seed(o->seed, l, 1)),
                  "attention dropout");
-    MDL__TRY(mdl__branch_fwd(xm, x, a->ao, a->eta, N, C), "attention residual");
+    MDL__TRY(mdl__branch_fwd(&m->cx, xm, x, a->ao, a->eta, N, C), "attention residual");
     /* FFN */
-    MDL__TRY(mdl__norm_fwd(m, a->n2, a->n2m, a->n2r, xm, P + b->ln2w,
-                           b->ln2b != MDL__ABSENT ? P + b->ln2b : NULL, N), "norm2");
-    if (c->ffn == MDL_FFN_MOE) {
-        const float *Pp[LYR_MAX_PARAMS];
-        float lb = 0.0f;
-        int k;
-        for (k = 0; k < m->nmoe; k++) Pp[k] = P + b->moe[k];
-        MDL__TRY(lyr_moe_forward(&m->md, Pp, a->n2, a->mu, a->fp, a->sv_moe, m->lwork, B, T, o->train,
-                                 o->seed * 0x9E3779B97F4A7C15ULL + (uint64_t)l * 2 + 2, a->moe_h, &lb),
-                 "lyr_moe_forward");
-        st->moe_lb += lb / (float)m->L;
-    } else if (c->ffn == MDL_FFN_GELU) {
-        MDL__TRY(mdl__linear(a->h, a->n2, P + b->fcw, P + b->fcb, N, C, F), "fc GEMM");
-        MDL__TRY(tk_gelu_forward(a->hg, a->h, (size_t)N * F), "GELU");
-        MDL__TRY(mdl__linear(a->fp, a->hg, P + b->pw, P + b->pb, N, F, C), "mlp projection");
-    } else {
-        MDL__TRY(mdl__linear(a->h, a->n2, P + b->fcw, NULL, N, C, 2 * F), "fc GEMM");
-        MDL__TRY(tk_relu2_gated_forward(a->hg, a->h, N, F), "gated ReLU^2");
-        MDL__TRY(mdl__linear(a->fp, a->hg, P + b->pw, NULL, N, F, C), "mlp projection");
-    }
-    if (a->fo != a->fp) MDL__TRY(tk_copy(a->fo, a->fp, sizeof(float) * NC), "copy");
+    mdl__comp_io(m, l, MDL__CP_N2, &io, Pp, NULL);
+    io.x = xm;
+    io.out = a->n2;
+    MDL__TRY(mdl__cfwd(m, MDL__CP_N2, &io), "norm2");
+    mdl__comp_io(m, l, MDL__CP_FFN, &io, Pp, NULL); /* the FFN: n2 (, mu) -> fp */
+    io.x = a->n2;
+    io.mu = a->mu;
+    io.out = a->fp;
+    io.train = o->train;
+    io.seed = o->seed * 0x9E3779B97F4A7C15ULL + (uint64_t)l * 2 + 2;
+    MDL__TRY(m->cp[MDL__CP_FFN].k->forward(&m->cx, m->cp[MDL__CP_FFN].d, &io), "FFN forward");
+    if (c->ffn == MDL_FFN_MOE) st->moe_lb += io.stat / (float)m->L;
+    if (a->fo != a->fp) MDL__TRY(ex_copy(&m->cx, a->fo, a->fp, sizeof(float) * NC), "copy");
     if (drop)
-        MDL__TRY(tk_dropout_seeded_forward(a->fo, a->mask_f, a->fo, NC, c->dropout, mdl__drop_seed(o->seed, l, 2)),
+        MDL__TRY(ex_dropout_fwd(&m->cx, a->fo, a->mask_f, a->fo, NC, c->dropout, mdl__drop_seed(o->seed, l, 2)),
                  "FFN dropout");
-    MDL__TRY(mdl__branch_fwd(xo, xm, a->fo, a->eta, N, C), "FFN residual");
-    (void)F;
+    MDL__TRY(mdl__branch_fwd(&m->cx, xo, xm, a->fo, a->eta, N, C), "FFN residual");
     return MDL_OK;
 }
 
@@ -1845,14 +1864,14 @@ int mdl_forward(mdl_model *m, const int *inputs, const int *targets, int B, int 
     m->opts = o;
     NC = (size_t)N * C;
     memset(&st, 0, sizeof st);
-    MDL__TRY(tk_copy(m->ids, inputs, sizeof(int) * (size_t)N), "copy of the inputs");
-    if (targets) MDL__TRY(tk_copy(m->tgt, targets, sizeof(int) * (size_t)N), "copy of the targets");
+    MDL__TRY(ex_to_ctx(&m->cx, m->ids, inputs, sizeof(int) * (size_t)N), "copy of the inputs");
+    if (targets) MDL__TRY(ex_to_ctx(&m->cx, m->tgt, targets, sizeof(int) * (size_t)N), "copy of the targets");
     {
         int i;
         for (i = 0; i < L * H; i++)
             m->temp[i] = o.attn_temp_mul * (o.head_temp ? o.head_temp[i] : 1.0f);
         if (m->temp_d != m->temp)
-            MDL__TRY(tk_copy(m->temp_d, m->temp, sizeof(float) * (size_t)L * H), "copy of the temperatures");
+            MDL__TRY(ex_to_ctx(&m->cx, m->temp_d, m->temp, sizeof(float) * (size_t)L * H), "copy of the temperatures");
     }
     mdl__scal_refresh(m); /* this forward's and its backward's scalar parameters */
     m->rpa_used = c->rpa;
@@ -1866,7 +1885,7 @@ int mdl_forward(mdl_model *m, const int *inputs, const int *targets, int B, int 
     m->have_tce = 0;
     memset(m->ent_dHl, 0, sizeof m->ent_dHl);
     m->lyr_loss = 0.0f;
-    MDL__TRY(tk_embedding_forward(m->res, m->ids, m->params + m->wte,
+    MDL__TRY(ex_embedding_fwd(&m->cx, m->res, m->ids, m->params + m->wte,
                                   m->wpe != MDL__ABSENT ? m->params + m->wpe : NULL, B, T, C, m->V),
              "embedding");
     for (l = 0; l < L; l++) {
@@ -1877,9 +1896,13 @@ int mdl_forward(mdl_model *m, const int *inputs, const int *targets, int B, int 
     }
     {
         const float *x = m->res + (m->train ? (size_t)L * NC : 0);
-        MDL__TRY(mdl__norm_fwd(m, m->nf, m->nfm, m->nfr, x, m->params + m->lnfw,
-                               m->lnfb != MDL__ABSENT ? m->params + m->lnfb : NULL, N), "final norm");
-        MDL__TRY(mdl__linear(m->logits, m->nf, m->params + m->wte, NULL, N, C, m->V), "head GEMM");
+        const float *Pp[LYR_MAX_PARAMS];
+        lyr_io io;
+        mdl__io(m, &m->cp[MDL__CP_N1], m->lnf, m->nf_sv, NULL, &io, Pp, NULL);
+        io.x = x;
+        io.out = m->nf;
+        MDL__TRY(mdl__cfwd(m, MDL__CP_N1, &io), "final norm");
+        MDL__TRY(mdl__linear(&m->cx, m->logits, m->nf, m->params + m->wte, NULL, N, C, m->V), "head GEMM");
     }
     if (targets) {
         double sce = 0.0, sl = 0.0;
@@ -1896,27 +1919,28 @@ int mdl_forward(mdl_model *m, const int *inputs, const int *targets, int B, int 
             }
             if (!(wsum > 0.0)) return mdl__fail(m, MDL_EINVAL, "mdl_forward: target weights sum to 0");
         }
-        if (m->dev == MDL_DEVICE_CPU) {
+        if (m->cx.device == EX_CPU) { /* the model's fused CE (one sweep) against tensor.h's */
             mdl__ce(m, m->tgt, N, o.label_smoothing, o.train, o.target_weight, wsum);
         } else {
             /* tensor.h's in-place CE on the device: per-row CE and smoothed loss, then (train)
                the logits become dlogits = (softmax - q) / N, or with target weights
                (softmax - q) w_i / sum w (the rows scaled by the uploaded w_i / sum w) */
             const float *fh = m->rowfh;
-            MDL__TRY(tk_crossentropy_forward_inplace(m->logits, m->rowf + N, m->rowf, m->tgt, N, m->V,
+            MDL__TRY(ex_ce_fwd_inplace(&m->cx, m->logits, m->rowf + N, m->rowf, m->tgt, N, m->V,
                                                      o.label_smoothing), "cross-entropy");
             if (o.train && !o.target_weight)
-                MDL__TRY(tk_crossentropy_backward_inplace(m->logits, m->tgt, N, m->V, o.label_smoothing, 1.0f / (float)N),
+                MDL__TRY(ex_ce_bwd_inplace(&m->cx, m->logits, m->tgt, N, m->V, o.label_smoothing, 1.0f / (float)N),
                          "cross-entropy backward");
             if (o.train && o.target_weight) {
                 float *wh = m->rowfh + 2 * (size_t)N;
                 for (i = 0; i < N; i++) wh[i] = (float)((double)o.target_weight[i] / wsum);
-                MDL__TRY(tk_copy(m->rowf + 2 * (size_t)N, wh, sizeof(float) * (size_t)N), "copy of the target weights");
-                MDL__TRY(tk_crossentropy_backward_inplace(m->logits, m->tgt, N, m->V, o.label_smoothing, 1.0f),
+                MDL__TRY(ex_to_ctx(&m->cx, m->rowf + 2 * (size_t)N, wh, sizeof(float) * (size_t)N),
+                         "copy of the target weights");
+                MDL__TRY(ex_ce_bwd_inplace(&m->cx, m->logits, m->tgt, N, m->V, o.label_smoothing, 1.0f),
                          "cross-entropy backward");
-                MDL__TRY(tk_rowscale(m->logits, m->logits, m->rowf + 2 * (size_t)N, N, m->V), "target weights");
+                MDL__TRY(ex_rowscale(&m->cx, m->logits, m->logits, m->rowf + 2 * (size_t)N, N, m->V), "target weights");
             }
-            MDL__TRY(tk_copy(m->rowfh, m->rowf, sizeof(float) * 2 * (size_t)N), "copy of the row losses");
+            MDL__TRY(ex_to_host(&m->cx, m->rowfh, m->rowf, sizeof(float) * 2 * (size_t)N), "copy of the row losses");
             for (i = 0; i < N; i++) m->rowce[i] = (double)fh[i];
             for (i = 0; i < N; i++) m->rowloss[i] = (double)fh[N + i];
         }
@@ -1989,20 +2013,19 @@ int mdl_prior_stats_update(mdl_model *m, float momentum)
     R = m->R;
     maxT = m->cfg.max_T;
     cnt = m->pstats + (size_t)m->L * maxT * R;
-    if (m->dev != MDL_DEVICE_CPU && (size_t)B * T * R > m->mu_h_cap) {
+    if ((size_t)B * T * R > m->mu_h_cap) {
         float *p = (float *)realloc(m->mu_h, sizeof(float) * (size_t)B * T * R);
         if (!p) return mdl__fail(m, MDL_ENOMEM, "mdl_prior_stats_update: out of memory");
         m->mu_h = p;
         m->mu_h_cap = (size_t)B * T * R;
     }
     for (l = 0; l < m->L; l++) {
-        const float *mu = m->ba[l].mu;
-        if (m->dev != MDL_DEVICE_CPU) { /* the device model's memberships, staged on the host */
-            if (tk_copy(m->mu_h, mu, sizeof(float) * (size_t)B * T * R) != TK_OK)
-                return mdl__fail(m, MDL_EFAIL, "mdl_prior_stats_update: copy of the memberships failed");
-            mu = m->mu_h;
-        }
-        float *run = m->pstats + (size_t)l * maxT * R;
+        const float *mu = m->mu_h;
+        float *run;
+        /* the layer's memberships, staged on the host (a copy on the CPU model) */
+        if (ex_to_host(&m->cx, m->mu_h, m->ba[l].mu, sizeof(float) * (size_t)B * T * R) != TK_OK)
+            return mdl__fail(m, MDL_EFAIL, "mdl_prior_stats_update: copy of the memberships failed");
+        run = m->pstats + (size_t)l * maxT * R;
         for (t = 0; t < T; t++) {
             double w = 1.0 / ((double)cnt[t] + 1.0);
             if (w < 1.0 - (double)momentum) w = 1.0 - (double)momentum;
@@ -2058,8 +2081,8 @@ void mdl_prior_cache_counts(const mdl_model *m, long *builds, long *hits)
         h = m->pc_hits;
         for (l = 0; l < MDL_MAX_LAYERS; l++)
             if (m->pcache_on[l]) {
-                b += m->dev == MDL_DEVICE_CPU ? m->pcache[l].builds : m->pcache_d[l].builds;
-                h += m->dev == MDL_DEVICE_CPU ? m->pcache[l].hits : m->pcache_d[l].hits;
+                b += ex_rpa_cache_builds(&m->cx, &m->pcache[l]);
+                h += ex_rpa_cache_hits(&m->cx, &m->pcache[l]);
             }
     }
     if (builds) *builds = b;
@@ -2078,19 +2101,19 @@ const float *mdl_logits(const mdl_model *m)
    dbr (N,C) = eta * dropout'(dres); deta (N) += sum_c dres * br_out (br_out: the branch
    output after dropout, as saved) when deta is not NULL; eta NULL means 1; mask NULL
    means no dropout (ps: the 1/(1-p) dropout scale). */
-static int mdl__branch_bwd(float *dbr, float *deta, const float *dres, const float *br_out,
+static int mdl__branch_bwd(const ex_ctx *x, float *dbr, float *deta, const float *dres, const float *br_out,
                            const float *eta, const uint8_t *mask, float p, int N, int C)
 {
     const size_t n = (size_t)N * C;
     int rc;
     if (!mask) { /* dbr = eta * dres */
-        rc = eta ? tk_rowscale(dbr, dres, eta, N, C) : tk_copy(dbr, dres, sizeof(float) * n);
+        rc = eta ? ex_rowscale(x, dbr, dres, eta, N, C) : ex_copy(x, dbr, dres, sizeof(float) * n);
     } else {     /* dbr = eta * mask * dres / (1 - p) */
-        rc = tk_fill_zero(dbr, sizeof(float) * n);
-        if (!rc) rc = tk_dropout_backward(dbr, dres, mask, n, p);
-        if (!rc && eta) rc = tk_rowscale(dbr, dbr, eta, N, C);
+        rc = ex_zero(x, dbr, sizeof(float) * n);
+        if (!rc) rc = ex_dropout_bwd(x, dbr, dres, mask, n, p);
+        if (!rc && eta) rc = ex_rowscale(x, dbr, dbr, eta, N, C);
     }
-    if (!rc && deta) rc = tk_rowdot(deta, dres, br_out, N, C); /* d eta += dres . br_out */
+    if (!rc && deta) rc = ex_rowdot(x, deta, dres, br_out, N, C); /* d eta += dres . br_out */
     return rc;
 }
 
@@ -2150,81 +2173,62 @@ static int mdl__block_bwd(mdl_model *m, int l)
     const mdl__bp *b = &m->bp[l];
     mdl__ba *a = &m->ba[l];
     float *P = m->params, *G = m->grads;
-    int B = m->B, T = m->T, N = B * T, C = m->C, H = m->H, D = m->D, F = m->F, R = m->R;
+    int B = m->B, T = m->T, N = B * T, C = m->C, H = m->H, D = m->D, R = m->R;
     size_t NC = (size_t)N * C;
     const float *x = m->res + (size_t)l * NC;
     float *dres = m->dres, *dbr = m->dbr;
     int drop = c->dropout > 0.0f;
-    if (m->need_mu) MDL__TRY(tk_fill_zero(m->dmu, sizeof(float) * (size_t)N * R), "zero");
-    if (m->deta) MDL__TRY(tk_fill_zero(m->deta, sizeof(float) * (size_t)N), "zero");
+    const float *Pp[LYR_MAX_PARAMS];
+    float *Gp[LYR_MAX_PARAMS];
+    lyr_io io;
+    if (m->need_mu) MDL__TRY(ex_zero(&m->cx, m->dmu, sizeof(float) * (size_t)N * R), "zero");
+    if (m->deta) MDL__TRY(ex_zero(&m->cx, m->deta, sizeof(float) * (size_t)N), "zero");
     /* ---- FFN branch: x_out = x_mid + eta * fo */
-    MDL__TRY(mdl__branch_bwd(dbr, m->deta, dres, a->fo, a->eta, drop ? a->mask_f : NULL, c->dropout, N, C),
+    MDL__TRY(mdl__branch_bwd(&m->cx, dbr, m->deta, dres, a->fo, a->eta, drop ? a->mask_f : NULL, c->dropout, N, C),
              "FFN branch");
-    if (c->ffn == MDL_FFN_MOE) {
-        const float *Pp[LYR_MAX_PARAMS];
-        float *Gp[LYR_MAX_PARAMS];
-        int k;
-        for (k = 0; k < m->nmoe; k++) {
-            Pp[k] = P + b->moe[k];
-            Gp[k] = G + b->moe[k];
-        }
-        MDL__TRY(tk_fill_zero(m->dln, sizeof(float) * NC), "zero");
-        MDL__TRY(lyr_moe_backward(&m->md, Pp, Gp, dbr, m->dln, m->dmu, a->sv_moe, m->lwork, B, T,
-                                  a->moe_h, m->opts.moe_lb_coef / (float)m->L),
-                 "lyr_moe_backward");
-    } else if (c->ffn == MDL_FFN_GELU) {
-        MDL__TRY(mdl__linear_bwd(m->dhg, 0.0f, G + b->pw, G + b->pb, dbr, a->hg, P + b->pw, N, F, C),
-                 "mlp projection backward");
-        MDL__TRY(tk_fill_zero(m->dh, sizeof(float) * (size_t)N * F), "zero");
-        MDL__TRY(tk_gelu_backward(m->dh, a->h, m->dhg, (size_t)N * F), "GELU backward");
-        MDL__TRY(mdl__linear_bwd(m->dln, 0.0f, G + b->fcw, G + b->fcb, m->dh, a->n2, P + b->fcw, N, C, F),
-                 "fc backward");
-    } else {
-        MDL__TRY(mdl__linear_bwd(m->dhg, 0.0f, G + b->pw, NULL, dbr, a->hg, P + b->pw, N, F, C),
-                 "mlp projection backward");
-        MDL__TRY(tk_fill_zero(m->dh, sizeof(float) * (size_t)N * 2 * F), "zero");
-        MDL__TRY(tk_relu2_gated_backward(m->dh, a->h, m->dhg, N, F), "gated ReLU^2 backward");
-        MDL__TRY(mdl__linear_bwd(m->dln, 0.0f, G + b->fcw, NULL, m->dh, a->n2, P + b->fcw, N, C, 2 * F),
-                 "fc backward");
-    }
-    MDL__TRY(mdl__norm_bwd(m, dres, G + b->ln2w, b->ln2b != MDL__ABSENT ? G + b->ln2b : NULL, m->dln,
-                           a->xmid, P + b->ln2w, a->n2m, a->n2r, N), "norm2 backward");
+    mdl__comp_io(m, l, MDL__CP_FFN, &io, Pp, Gp); /* the FFN: dln = d n2, dmu += */
+    io.x = a->n2;
+    io.mu = a->mu;
+    io.dout = dbr;
+    io.dx = m->dln;
+    io.dmu = m->dmu;
+    io.coef = m->opts.moe_lb_coef / (float)m->L;
+    MDL__TRY(ex_zero(&m->cx, m->dln, sizeof(float) * NC), "zero");
+    MDL__TRY(m->cp[MDL__CP_FFN].k->backward(&m->cx, m->cp[MDL__CP_FFN].d, &io), "FFN backward");
+    mdl__comp_io(m, l, MDL__CP_N2, &io, Pp, Gp); /* dres += d norm2 */
+    io.x = a->xmid;
+    io.dout = m->dln;
+    io.dx = dres;
+    MDL__TRY(mdl__cbwd(m, MDL__CP_N2, &io), "norm2 backward");
     /* ---- attention branch: x_mid = x + eta * ao, ao = dropout(g * ap) */
-    MDL__TRY(mdl__branch_bwd(dbr, m->deta, dres, a->ao, a->eta, drop ? a->mask_a : NULL, c->dropout, N, C),
+    MDL__TRY(mdl__branch_bwd(&m->cx, dbr, m->deta, dres, a->ao, a->eta, drop ? a->mask_a : NULL, c->dropout, N, C),
              "attention branch");
     if (c->value_gate) {
         /* dbr = d(g * ap): dg (N) = rowdot(dbr, ap), dap = g * dbr; then through the causal
            mean gate to dz (N,H) and the linear map z = mu W^T */
         float *dg = m->dvg, *dz = m->dvg + N;
-        MDL__TRY(tk_fill_zero(m->dvg, sizeof(float) * (size_t)N * (H + 1)), "zero");
-        MDL__TRY(tk_rowdot(dg, dbr, a->ap, N, C), "value gate backward (dg)");
-        MDL__TRY(tk_rowscale(dbr, dbr, a->vg, N, C), "value gate backward (scale)");
-        MDL__TRY(tk_causal_mean_gate_backward(dz, dg, a->vsig, B, T, H), "value gate mean backward");
-        MDL__TRY(tk_matmul_backward(m->dmu, G + b->vgam, NULL, dz, a->mu, P + b->vgam, N, R, H),
+        MDL__TRY(ex_zero(&m->cx, m->dvg, sizeof(float) * (size_t)N * (H + 1)), "zero");
+        MDL__TRY(ex_rowdot(&m->cx, dg, dbr, a->ap, N, C), "value gate backward (dg)");
+        MDL__TRY(ex_rowscale(&m->cx, dbr, dbr, a->vg, N, C), "value gate backward (scale)");
+        MDL__TRY(ex_causal_mean_gate_bwd(&m->cx, dz, dg, a->vsig, B, T, H), "value gate mean backward");
+        MDL__TRY(ex_matmul_bwd(&m->cx, m->dmu, G + b->vgam, NULL, dz, a->mu, P + b->vgam, N, R, H),
                  "value gate backward");
     }
     /* dbr = d(attention output [+ memory channel]); dln collects d(norm1 output) */
-    MDL__TRY(tk_fill_zero(m->dln, sizeof(float) * NC), "zero");
-    if (m->ngd) {
-        const float *Pp[LYR_MAX_PARAMS];
-        float *Gp[LYR_MAX_PARAMS];
-        int k;
-        for (k = 0; k < m->ngd; k++) {
-            Pp[k] = P + b->gdl[k];
-            Gp[k] = G + b->gdl[k];
-        }
-        MDL__TRY(lyr_gdelta_backward(&m->gdd, Pp, Gp, dbr, m->dln, a->sv_gd, m->lwork, B, T),
-                 "lyr_gdelta_backward");
+    MDL__TRY(ex_zero(&m->cx, m->dln, sizeof(float) * NC), "zero");
+    if (m->cp[MDL__CP_MEM].k) { /* the memory channel: dln += */
+        mdl__comp_io(m, l, MDL__CP_MEM, &io, Pp, Gp);
+        io.x = a->n1;
+        io.dout = dbr;
+        io.dx = m->dln;
+        MDL__TRY(m->cp[MDL__CP_MEM].k->backward(&m->cx, m->cp[MDL__CP_MEM].d, &io), "memory backward");
     }
-    if (c->attn == MDL_ATTN_POLAR) {
-        const float *Pp[LYR_MAX_PARAMS];
-        float *Gp[LYR_MAX_PARAMS];
-        int k;
-        for (k = 0; k < m->npol; k++) {
-            Pp[k] = P + b->pol[k];
-            Gp[k] = G + b->pol[k];
-        }
-        MDL__TRY(lyr_polar_backward(&m->pd, Pp, Gp, dbr, m->dln, a->sv_pol, m->lwork, B, T),
+    if (m->cp[MDL__CP_MIX].k) { /* the mixer: dln += */
+        mdl__comp_io(m, l, MDL__CP_MIX, &io, Pp, Gp);
+        io.x = a->n1;
+        io.dout = dbr;
+        io.dx = m->dln;
+        MDL__TRY(m->cp[MDL__CP_MIX].k->backward(&m->cx, m->cp[MDL__CP_MIX].d, &io),
                  "lyr_polar_backward");
     } else {
         /* output projection: dattm (datt) = dap Wo; dWo += dap^T attm (frozen heads'
@@ -2233,16 +2237,16 @@ static int mdl__block_bwd(mdl_model *m, int l)
             int rc = mdl__proj_bwd_gated(m, l, 0);
             if (rc) return rc;
         } else {
-            MDL__TRY(mdl__linear_bwd(m->datt, 0.0f, G + b->proj, NULL, dbr, a->attm, P + b->proj, N, C, C),
+            MDL__TRY(mdl__linear_bwd(&m->cx, m->datt, 0.0f, G + b->proj, NULL, dbr, a->attm, P + b->proj, N, C, C),
                      "attention projection backward");
         }
         /* merge heads backward: atty (B,H,T,D) gradient into dbr (reused) */
-        MDL__TRY(tk_fill_zero(dbr, sizeof(float) * NC), "zero");
-        MDL__TRY(tk_merge_heads_backward(dbr, m->datt, B, T, H, D), "merge heads backward");
-        MDL__TRY(tk_fill_zero(m->dq, sizeof(float) * NC), "zero");
-        MDL__TRY(tk_fill_zero(m->dk, sizeof(float) * NC), "zero");
-        MDL__TRY(tk_fill_zero(m->dv, sizeof(float) * NC), "zero");
-        if (m->dbias) MDL__TRY(tk_fill_zero(m->dbias, sizeof(float) * (size_t)T * T), "zero");
+        MDL__TRY(ex_zero(&m->cx, dbr, sizeof(float) * NC), "zero");
+        MDL__TRY(ex_merge_heads_bwd(&m->cx, dbr, m->datt, B, T, H, D), "merge heads backward");
+        MDL__TRY(ex_zero(&m->cx, m->dq, sizeof(float) * NC), "zero");
+        MDL__TRY(ex_zero(&m->cx, m->dk, sizeof(float) * NC), "zero");
+        MDL__TRY(ex_zero(&m->cx, m->dv, sizeof(float) * NC), "zero");
+        if (m->dbias) MDL__TRY(ex_zero(&m->cx, m->dbias, sizeof(float) * (size_t)T * T), "zero");
         {
             float dtemp[256], *dtp = NULL, *dbp = c->prior != MDL_PRIOR_NONE ? m->dbias : NULL;
             int h;
@@ -2250,7 +2254,7 @@ static int mdl__block_bwd(mdl_model *m, int l)
                 for (h = 0; h < H; h++) dtemp[h] = 0.0f;
                 dtp = dtemp;
             }
-            if (m->dev != MDL_DEVICE_CPU) {
+            if (m->cx.device != EX_CPU) { /* (issue 39 item 4) */
                 tk_attention_cuda_config ac = mdl__attn_cfg(m);
                 if (m->ent_dHl[l] != 0.0f) {
                     /* the entropy band's gradient inside the attention backward, from the
@@ -2262,18 +2266,18 @@ static int mdl__block_bwd(mdl_model *m, int l)
                 }
                 if (dtp) {
                     dtp = m->dtemp_d;
-                    MDL__TRY(tk_fill_zero(dtp, sizeof(float) * (size_t)H), "zero");
+                    MDL__TRY(ex_zero(&m->cx, dtp, sizeof(float) * (size_t)H), "zero");
                 }
                 if (!mdl__gate_layer_dense(m, l))
                     /* CEAS gating on the device: the pruned rows' and frozen heads' output
                        gradients are zeroed, so the dense backward gives them no dS and
                        nothing reaches dq, dk, dv from them: the gated backward's gradients
                        (rounding aside), without its savings */
-                    MDL__TRY(tk_rowscale(dbr, dbr, m->gate_mask_d + (size_t)l * B * H * T, B * H * T, D),
+                    MDL__TRY(ex_rowscale(&m->cx, dbr, dbr, m->gate_mask_d + (size_t)l * B * H * T, B * H * T, D),
                              "CEAS gating mask");
                 MDL__TRY(tk_attention_backward_cuda_ex(m->dq, m->dk, m->dv, dbp, dtp, dbr, a->atto, a->lse, a->q, a->k,
                                                        a->v, c->prior != MDL_PRIOR_NONE ? a->bias : NULL, 0,
-                                                       m->temp_d + (size_t)l * H, B, H, T, D, &ac, NULL),
+                                                       m->temp_d + (size_t)l * H, B, H, T, D, &ac, m->cx.stream),
                          "tk_attention_backward_cuda_ex");
             } else if (mdl__gate_layer_dense(m, l)) {
                 MDL__TRY(tk_attention_backward(m->dq, m->dk, m->dv, dbp, dtp, dbr, a->probs, a->q, a->k, a->v,
@@ -2283,7 +2287,7 @@ static int mdl__block_bwd(mdl_model *m, int l)
                 int rc = mdl__attn_bwd_gated(m, l, dbr); /* CEAS gating: pruned rows, frozen heads */
                 if (rc) return rc;
             }
-            if (m->ent_dHl[l] != 0.0f && m->dev == MDL_DEVICE_CPU) {
+            if (m->ent_dHl[l] != 0.0f && m->cx.device == EX_CPU) {
                 int rc = mdl__ent_band_bwd(m, l, dbp, dtp);
                 if (rc) return rc;
             }
@@ -2292,16 +2296,16 @@ static int mdl__block_bwd(mdl_model *m, int l)
                    - sum dbias' bias' / g; the prior then gets dbias' / g */
                 float g = mdl__scal(m, l, b->gtau), ig = 1.0f / g;
                 double dg = 0.0;
-                if (dtp != dtemp) MDL__TRY(tk_copy(dtemp, dtp, sizeof(float) * (size_t)H), "copy of dtemp");
+                if (dtp != dtemp) MDL__TRY(ex_to_host(&m->cx, dtemp, dtp, sizeof(float) * (size_t)H), "copy of dtemp");
                 for (h = 0; h < H; h++) dg += (double)dtemp[h] * (m->temp[(size_t)l * H + h] * ig);
                 if (dbp) {
                     size_t TT = (size_t)T * T;
                     float sb = 0.0f;
                     /* sum dbias' bias' (tk_rowdot: one row in double) */
-                    MDL__TRY(tk_fill_zero(m->dtemp_d + H, sizeof(float)), "zero");
-                    MDL__TRY(tk_rowdot(m->dtemp_d + H, dbp, a->bias, 1, (int)TT), "GAC bias gradient");
-                    MDL__TRY(tk_copy(&sb, m->dtemp_d + H, sizeof(float)), "copy");
-                    MDL__TRY(tk_scale(dbp, dbp, ig, TT), "GAC bias gradient scale");
+                    MDL__TRY(ex_zero(&m->cx, m->dtemp_d + H, sizeof(float)), "zero");
+                    MDL__TRY(ex_rowdot(&m->cx, m->dtemp_d + H, dbp, a->bias, 1, (int)TT), "GAC bias gradient");
+                    MDL__TRY(ex_to_host(&m->cx, &sb, m->dtemp_d + H, sizeof(float)), "copy");
+                    MDL__TRY(ex_scale(&m->cx, dbp, dbp, ig, TT), "GAC bias gradient scale");
                     dg -= (double)sb * ig;
                 }
                 mdl__sadd(m, G, b->gtau, (float)dg);
@@ -2309,34 +2313,37 @@ static int mdl__block_bwd(mdl_model *m, int l)
         }
         if (c->pos == MDL_POS_ROPE) {
             /* dq, dk are gradients of the rotated q, k: turn them back */
-            MDL__TRY(tk_rope(m->dq, B, H, T, D, (float)MDL_ROPE_BASE, 1), "RoPE backward (q)");
-            MDL__TRY(tk_rope(m->dk, B, H, T, D, (float)MDL_ROPE_BASE, 1), "RoPE backward (k)");
+            MDL__TRY(ex_rope(&m->cx, m->dq, B, H, T, D, (float)MDL_ROPE_BASE, 1), "RoPE backward (q)");
+            MDL__TRY(ex_rope(&m->cx, m->dk, B, H, T, D, (float)MDL_ROPE_BASE, 1), "RoPE backward (k)");
         }
-        MDL__TRY(tk_fill_zero(m->dqkv, sizeof(float) * NC * 3), "zero");
-        MDL__TRY(tk_split_heads_backward(m->dqkv, m->dq, m->dk, m->dv, B, T, H, D), "split heads backward");
+        MDL__TRY(ex_zero(&m->cx, m->dqkv, sizeof(float) * NC * 3), "zero");
+        MDL__TRY(ex_split_heads_bwd(&m->cx, m->dqkv, m->dq, m->dk, m->dv, B, T, H, D), "split heads backward");
         if (mdl__gate_layer_frozen(m, l)) {
             int rc = mdl__proj_bwd_gated(m, l, 1);
             if (rc) return rc;
         } else {
-            MDL__TRY(mdl__linear_bwd(m->dln, 1.0f, G + b->qkv, NULL, m->dqkv, a->n1, P + b->qkv, N, C, 3 * C),
+            MDL__TRY(mdl__linear_bwd(&m->cx, m->dln, 1.0f, G + b->qkv, NULL, m->dqkv, a->n1, P + b->qkv, N, C, 3 * C),
                      "qkv backward");
         }
     }
     if (c->conv_k) {
         /* the mixers' gradient is d(n1 after the convolution): back through it (dbr is free) */
-        MDL__TRY(mdl__conv_bwd(dbr, G + b->conv, m->dln, a->n1p, P + b->conv, B, T, C, c->conv_k),
+        MDL__TRY(mdl__conv_bwd(&m->cx, dbr, G + b->conv, m->dln, a->n1p, P + b->conv, B, T, C, c->conv_k),
                  "convolution backward");
-        MDL__TRY(tk_copy(m->dln, dbr, sizeof(float) * NC), "copy");
+        MDL__TRY(ex_copy(&m->cx, m->dln, dbr, sizeof(float) * NC), "copy");
     }
-    MDL__TRY(mdl__norm_bwd(m, dres, G + b->ln1w, b->ln1b != MDL__ABSENT ? G + b->ln1b : NULL, m->dln, x,
-                           P + b->ln1w, a->n1m, a->n1r, N), "norm1 backward");
+    mdl__comp_io(m, l, MDL__CP_N1, &io, Pp, Gp); /* dres += d norm1 */
+    io.x = x;
+    io.dout = m->dln;
+    io.dx = dres;
+    MDL__TRY(mdl__cbwd(m, MDL__CP_N1, &io), "norm1 backward");
     /* priors */
     if (c->prior == MDL_PRIOR_RPA) {
         era_rpa_params rp = mdl__rpa_params(m, l);
         era_rpa_grads g;
         memset(&g, 0, sizeof g);
-        MDL__TRY(era_rpa_backward(&m->rpa_used, &rp, &m->rpa_st[l], m->dbias,
-                                  m->prior_running ? NULL : m->dmu, &g, m->rpa_ws),
+        MDL__TRY(ex_rpa_bwd(&m->cx, &m->rpa_used, &rp, &m->rpa_st[l], &m->rpa_cst[l], m->dbias,
+                            m->prior_running ? NULL : m->dmu, &g, m->rpa_ws),
                  "era_rpa_backward");
         mdl__sadd(m, G, b->tau, g.dtau_att);
         mdl__sadd(m, G, b->posb, g.dpos_beta);
@@ -2346,17 +2353,18 @@ static int mdl__block_bwd(mdl_model *m, int l)
         size_t TT = (size_t)T * T;
         memset(&g, 0, sizeof g);
         g.dcenters = G + b->erac;
-        if (m->era_scale_used != 1.0f) MDL__TRY(tk_scale(m->dbias, m->dbias, m->era_scale_used, TT), "ERA scale");
-        MDL__TRY(era_era_backward(&c->era, &ep, &m->era_st[l], m->dbias, &g, m->era_ws), "era_era_backward");
+        if (m->era_scale_used != 1.0f) MDL__TRY(ex_scale(&m->cx, m->dbias, m->dbias, m->era_scale_used, TT), "ERA scale");
+        MDL__TRY(ex_era_bwd(&m->cx, &c->era, &ep, &m->era_st[l], &m->era_cst[l], m->dbias, &g, m->era_ws),
+                 "era_era_backward");
         mdl__sadd(m, G, b->eras, g.dsigma * ep.sigma);
         mdl__sadd(m, G, b->eraa, g.dalpha);
     }
     /* residual gates: eta = sigmoid(w . mu): dz = deta eta (1 - eta), dw += mu^T dz,
        dmu += dz w */
     if (c->res_gate) {
-        MDL__TRY(tk_fill_zero(m->detaz, sizeof(float) * (size_t)N), "zero");
-        MDL__TRY(tk_sigmoid_backward(m->detaz, a->eta, m->deta, (size_t)N), "residual gate sigmoid backward");
-        MDL__TRY(tk_matmul_backward(m->dmu, G + b->resg, NULL, m->detaz, a->mu, P + b->resg, N, R, 1),
+        MDL__TRY(ex_zero(&m->cx, m->detaz, sizeof(float) * (size_t)N), "zero");
+        MDL__TRY(ex_sigmoid_bwd(&m->cx, m->detaz, a->eta, m->deta, (size_t)N), "residual gate sigmoid backward");
+        MDL__TRY(ex_matmul_bwd(&m->cx, m->dmu, G + b->resg, NULL, m->detaz, a->mu, P + b->resg, N, R, 1),
                  "residual gate backward");
     }
     if (m->need_mu) {
@@ -2367,7 +2375,7 @@ static int mdl__block_bwd(mdl_model *m, int l)
         g.db = G + b->memb;
         g.dcenters = G + b->memc;
         g.dlog_sigma = G + b->mems;
-        MDL__TRY(era_membership_backward(&m->rpa_used, &rp, dres, &g, m->dmu, m->ent_dH / (float)m->L, x,
+        MDL__TRY(ex_membership_bwd(&m->cx, &m->rpa_used, &rp, dres, &g, m->dmu, m->ent_dH / (float)m->L, x,
                                          a->zproj, a->mu, B, T, m->mem_ws),
                  "era_membership_backward");
     }
@@ -2387,17 +2395,24 @@ int mdl_backward(mdl_model *m)
     NC = (size_t)N * m->C;
     mdl__gate_count(m);
     /* head: the training forward left dlogits (N,V) in the logits buffer */
-    MDL__TRY(mdl__linear_bwd(m->dln, 0.0f, m->grads + m->wte, NULL, m->logits, m->nf, m->params + m->wte, N, m->C,
+    MDL__TRY(mdl__linear_bwd(&m->cx, m->dln, 0.0f, m->grads + m->wte, NULL, m->logits, m->nf, m->params + m->wte, N, m->C,
                              m->V), "head backward");
-    MDL__TRY(tk_fill_zero(m->dres, sizeof(float) * NC), "zero");
-    MDL__TRY(mdl__norm_bwd(m, m->dres, m->grads + m->lnfw, m->lnfb != MDL__ABSENT ? m->grads + m->lnfb : NULL,
-                           m->dln, m->res + (size_t)m->L * NC, m->params + m->lnfw, m->nfm, m->nfr, N),
-             "final norm backward");
+    MDL__TRY(ex_zero(&m->cx, m->dres, sizeof(float) * NC), "zero");
+    {
+        const float *Pp[LYR_MAX_PARAMS];
+        float *Gp[LYR_MAX_PARAMS];
+        lyr_io io;
+        mdl__io(m, &m->cp[MDL__CP_N1], m->lnf, m->nf_sv, NULL, &io, Pp, Gp);
+        io.x = m->res + (size_t)m->L * NC;
+        io.dout = m->dln;
+        io.dx = m->dres;
+        MDL__TRY(mdl__cbwd(m, MDL__CP_N1, &io), "final norm backward");
+    }
     for (l = m->L - 1; l >= 0; l--) {
         rc = mdl__block_bwd(m, l);
         if (rc) return rc;
     }
-    MDL__TRY(tk_embedding_backward(m->grads + m->wte, m->wpe != MDL__ABSENT ? m->grads + m->wpe : NULL, m->dres,
+    MDL__TRY(ex_embedding_bwd(&m->cx, m->grads + m->wte, m->wpe != MDL__ABSENT ? m->grads + m->wpe : NULL, m->dres,
                                    m->ids, m->B, m->T, m->C, m->V),
              "embedding backward");
     return MDL_OK;
@@ -2537,14 +2552,6 @@ static int mdl__attn_bwd_gated(mdl_model *m, int l, const float *dout)
    (datt = dbr Wo over the columns of the active heads, dWo += dbr^T attm on those columns;
    the frozen heads' datt columns are 0); qkv 1: dln += dqkv W and dW += dqkv^T n1 over the
    Q, K and V rows of the active heads. Runs of adjacent active heads go in one GEMM. */
-/* tk_sgemm on the model's device */
-static int mdl__sgemm(const mdl_model *m, int tA, int tB, int M, int N, int K, float alpha, const float *A,
-                      int lda, const float *Bm, int ldb, float beta, float *Cm, int ldc)
-{
-    if (m->dev != MDL_DEVICE_CPU)
-        return tk_sgemm_cuda(tA, tB, M, N, K, alpha, A, lda, Bm, ldb, beta, Cm, ldc, NULL);
-    return tk_sgemm(tA, tB, M, N, K, alpha, A, lda, Bm, ldb, beta, Cm, ldc);
-}
 
 static int mdl__proj_bwd_gated(mdl_model *m, int l, int qkv)
 {
@@ -2553,7 +2560,7 @@ static int mdl__proj_bwd_gated(mdl_model *m, int l, int qkv)
     float *P = m->params, *G = m->grads;
     int N = m->B * m->T, C = m->C, H = m->H, D = m->D, h0 = 0, part;
     const unsigned char *fz = m->gate_frozen + (size_t)l * H;
-    if (!qkv) MDL__TRY(tk_fill_zero(m->datt, sizeof(float) * (size_t)N * C), "zero");
+    if (!qkv) MDL__TRY(ex_zero(&m->cx, m->datt, sizeof(float) * (size_t)N * C), "zero");
     while (h0 < H) {
         int h1 = h0, c0, w;
         if (fz[h0]) { h0++; continue; }
@@ -2561,16 +2568,16 @@ static int mdl__proj_bwd_gated(mdl_model *m, int l, int qkv)
         c0 = h0 * D;
         w = (h1 - h0) * D;
         if (!qkv) {
-            MDL__TRY(mdl__sgemm(m, 0, 0, N, w, C, 1.0f, m->dbr, C, P + b->proj + c0, C, 0.0f, m->datt + c0, C),
+            MDL__TRY(ex_sgemm(&m->cx, 0, 0, N, w, C, 1.0f, m->dbr, C, P + b->proj + c0, C, 0.0f, m->datt + c0, C),
                      "gated attention projection backward (dx)");
-            MDL__TRY(mdl__sgemm(m, 1, 0, C, w, N, 1.0f, m->dbr, C, a->attm + c0, C, 1.0f, G + b->proj + c0, C),
+            MDL__TRY(ex_sgemm(&m->cx, 1, 0, C, w, N, 1.0f, m->dbr, C, a->attm + c0, C, 1.0f, G + b->proj + c0, C),
                      "gated attention projection backward (dW)");
         } else {
             for (part = 0; part < 3; part++) {
                 size_t r0 = (size_t)part * C + (size_t)c0;
-                MDL__TRY(mdl__sgemm(m, 0, 0, N, C, w, 1.0f, m->dqkv + r0, 3 * C, P + b->qkv + r0 * C, C, 1.0f,
+                MDL__TRY(ex_sgemm(&m->cx, 0, 0, N, C, w, 1.0f, m->dqkv + r0, 3 * C, P + b->qkv + r0 * C, C, 1.0f,
                                     m->dln, C), "gated qkv backward (dx)");
-                MDL__TRY(mdl__sgemm(m, 1, 0, w, C, N, 1.0f, m->dqkv + r0, 3 * C, a->n1, C, 1.0f,
+                MDL__TRY(ex_sgemm(&m->cx, 1, 0, w, C, N, 1.0f, m->dqkv + r0, 3 * C, a->n1, C, 1.0f,
                                     G + b->qkv + r0 * C, C), "gated qkv backward (dW)");
             }
         }
@@ -2652,7 +2659,7 @@ int mdl_set_gating(mdl_model *m, const unsigned char *keep, const unsigned char 
     if (frozen) memcpy(m->gate_frozen, frozen, nf);
     m->gate_keep_on = keep != NULL;
     m->gate_frozen_on = frozen != NULL;
-    if (m->dev != MDL_DEVICE_CPU && (keep || frozen)) {
+    if (m->cx.device != EX_CPU && (keep || frozen)) {
         /* the device backward applies the gating as a row mask (mdl_backward): 1 for a kept
            row of a head not frozen, else 0 */
         int l, b, h, i;
@@ -2670,7 +2677,7 @@ int mdl_set_gating(mdl_model *m, const unsigned char *keep, const unsigned char 
             mdl__free_dev(m, m->gate_mask_d);
             m->gate_mask_d = NULL;
             m->gate_mask_dcap = 0;
-            if (tk_device_alloc(&d, nk * sizeof(float)) != TK_OK) {
+            if (ex_alloc(&m->cx, &d, nk * sizeof(float)) != TK_OK) {
                 free(mask);
                 m->gate_keep_on = m->gate_frozen_on = 0;
                 return mdl__fail(m, MDL_ENOMEM, "mdl_set_gating: out of device memory");
@@ -2678,7 +2685,7 @@ int mdl_set_gating(mdl_model *m, const unsigned char *keep, const unsigned char 
             m->gate_mask_d = (float *)d;
             m->gate_mask_dcap = nk;
         }
-        if (tk_copy(m->gate_mask_d, mask, nk * sizeof(float)) != TK_OK) {
+        if (ex_to_ctx(&m->cx, m->gate_mask_d, mask, nk * sizeof(float)) != TK_OK) {
             free(mask);
             m->gate_keep_on = m->gate_frozen_on = 0;
             return mdl__fail(m, MDL_EFAIL, "mdl_set_gating: copy of the mask to the device failed");
@@ -2792,7 +2799,7 @@ int mdl_frozen_copy(const mdl_model *m, const unsigned char *frozen, float *buf,
 {
     int err = 0;
     if (!m || !frozen || !buf || !compact || (restore != 0 && restore != 1)) return MDL_EINVAL;
-    if ((m->dev != MDL_DEVICE_CPU) != (tk_is_device(buf) != 0)) return MDL_EINVAL; /* buf on the model's side */
+    if ((m->cx.device != EX_CPU) != (tk_is_device(buf) != 0)) return MDL_EINVAL; /* buf on the model's side */
     mdl__frozen_runs(m, frozen, buf, compact, restore, &err);
     return err ? MDL_EFAIL : MDL_OK;
 }

@@ -36,6 +36,7 @@
 #include "polar.h"
 #include "gdelta.h"
 #include "ceas.h"
+#include "exctx.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -217,6 +218,9 @@ enum { MDL_DEVICE_CPU = 0, MDL_DEVICE_CUDA = 1 };
 int mdl_create_on(mdl_model **out, const mdl_config *cfg, uint64_t seed, int device, char *err,
                   size_t errlen);
 int mdl_device(const mdl_model *m);
+/* The device context the model was created with (exctx.h): the trainer and other callers
+   run their ops on the model's memory through it. NULL for m NULL. */
+const ex_ctx *mdl_ctx(const mdl_model *m);
 int mdl_device_supports(const mdl_config *cfg, char *err, size_t errlen);
 /* The i-th configuration mdl_device_supports refuses, as a phrase ("more than 256 heads"),
    from the same table; NULL past the last (help texts list them from here). */

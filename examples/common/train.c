@@ -756,6 +756,8 @@ int trn_config_validate(const trn_config *c, char *err, size_t errlen)
 
 /* ------------------------------------------------------------------ trainer */
 struct trn {
+    ex_ctx cx;               /* the model's device context (mdl_ctx), kept for the optimiser
+                                state's memory: a copy, still valid after mdl_destroy */
     trn_config cfg;
     mdl_model *m;
     int eval_only;              /* loaded with TRN_LOAD_EVAL_ONLY: trn_step refuses */
@@ -826,22 +828,15 @@ static void *trn__alloc(size_t n)
 static float *trn__dalloc(const trn *t, size_t n)
 {
     void *p = NULL;
-    if (t->cfg.device == MDL_DEVICE_CPU) return (float *)trn__alloc(n);
-    if (!n || tk_device_alloc(&p, n) != TK_OK) return NULL;
-    if (tk_fill_zero(p, n) != TK_OK) {
-        tk_device_free(p);
+    if (!n || ex_alloc(&t->cx, &p, n) != TK_OK) return NULL;
+    if (ex_zero(&t->cx, p, n) != TK_OK) {
+        ex_free(&t->cx, p);
         return NULL;
     }
     return (float *)p;
 }
 
-static void trn__dfree(const trn *t, void *p)
-{
-    if (t->cfg.device == MDL_DEVICE_CPU)
-        free(p);
-    else
-        tk_device_free(p);
-}
+static void trn__dfree(const trn *t, void *p) { ex_free(&t->cx, p); }
 
 mdl_model *trn_model(trn *t) { return t ? t->m : NULL; }
 long long trn_steps_done(const trn *t) { return t ? t->step : 0; }
@@ -935,7 +930,7 @@ static void trn__set_tau(trn *t, const float *tau)
 {
     int l;
     for (l = 0; l < t->L; l++) {
-        if (t->n_tau) tk_copy(mdl_params(t->m) + t->tau_off[l], &tau[l], sizeof(float));
+        if (t->n_tau) ex_to_ctx(&t->cx, mdl_params(t->m) + t->tau_off[l], &tau[l], sizeof(float));
         else t->ctrl_tau[l] = tau[l];
     }
 }
@@ -986,6 +981,7 @@ int trn_create(trn **out, const trn_config *cfg, const uint16_t *train_ids, size
     rc = mdl_create_on(&t->m, &mc, cfg->seed, cfg->device, err, errlen);
     if (rc != MDL_OK) { trn_destroy(t); return TRN_EINVAL; }
     t->n = mdl_num_params(t->m);
+    t->cx = *mdl_ctx(t->m);
     t->L = mc.n_layers;
     t->H = mc.n_heads;
     t->D = mc.d_model / mc.n_heads;
@@ -1029,7 +1025,7 @@ int trn_create(trn **out, const trn_config *cfg, const uint16_t *train_ids, size
         trn_destroy(t);
         return ex_errf(err, errlen, TRN_ENOMEM, "out of memory for the optimizer state (%zu parameters)", np);
     }
-    if (t->ema) tk_copy(t->ema, mdl_params(t->m), t->n * sizeof(float));
+    if (t->ema) ex_copy(&t->cx, t->ema, mdl_params(t->m), t->n * sizeof(float));
     for (i = 0; i < t->L * t->H; i++) t->head_temp[i] = 1.0f;
     for (i = 0; i < t->L; i++) t->ctrl_tau[i] = 1.0f;
     trn__find_tau(t);
@@ -1175,8 +1171,8 @@ int trn_evaluate(trn *t, const uint16_t *ids, size_t n, int T, int weights, int 
     if (B < 1) B = 1;
     if (B > 64) B = 64;
     if (src) {
-        tk_copy(t->backup, mdl_params(t->m), t->n * sizeof(float));
-        tk_copy(mdl_params(t->m), src, t->n * sizeof(float));
+        ex_copy(&t->cx, t->backup, mdl_params(t->m), t->n * sizeof(float));
+        ex_copy(&t->cx, mdl_params(t->m), src, t->n * sizeof(float));
     }
     trn__mkopts(t, 0, trn__prior_scale(t, t->step), &o);
     for (;;) {
@@ -1210,7 +1206,7 @@ int trn_evaluate(trn *t, const uint16_t *ids, size_t n, int T, int weights, int 
         chunks += rows;
         if (t->progress) t->progress(t->progress_user, chunks, total);
     }
-    if (src) tk_copy(mdl_params(t->m), t->backup, t->n * sizeof(float));
+    if (src) ex_copy(&t->cx, mdl_params(t->m), t->backup, t->n * sizeof(float));
     if (rc == TRN_ESTOPPED) sum = NAN;
     if (ce) *ce = cnt ? sum / (double)cnt : NAN;
     if (ntok) *ntok = cnt;
@@ -1509,8 +1505,8 @@ int trn_step(trn *t, trn_step_info *info)
         info->step_flops = mdl_flops_per_token(mdl_get_config(t->m), T) * (double)B * T;
         /* GAC reads dL_train/dtau before clipping (seed 003 eq. 11: the raw gradient) */
         for (l = 0; l < t->n_tau; l++) gtau[l] = mdl_scalar_get(t->m, G, t->tau_off[l]);
-        if (t->cfg.grad_clip > 0) tk_clip_grad_norm(G, t->n, t->cfg.grad_clip, &gn);
-        else tk_grad_norm(G, t->n, &gn);
+        if (t->cfg.grad_clip > 0) ex_clip_grad_norm(&t->cx, G, t->n, t->cfg.grad_clip, &gn);
+        else ex_grad_norm(&t->cx, G, t->n, &gn);
         if (!isfinite(gn)) {
             info->skipped = 1;
             t->skipped++;
@@ -1534,8 +1530,8 @@ int trn_step(trn *t, trn_step_info *info)
                 for (l = 0; l < t->n_tau; l++) if (t->tau_off[l] == e->offset) is_tau = 1;
                 if (is_tau && ctrl_tau) continue; /* GAC moves tau_att, not AdamW */
                 ac.weight_decay = e->decay ? t->cfg.weight_decay : 0.0f;
-                tk_adamw_update(P + e->offset, G + e->offset, t->adam_m + e->offset,
-                                t->adam_v + e->offset, e->numel, &ac, (long)t->adam_t);
+                ex_adamw(&t->cx, P + e->offset, G + e->offset, t->adam_m + e->offset,
+                         t->adam_v + e->offset, e->numel, &ac, (long)t->adam_t);
             }
             if (fz_save) { /* frozen heads: parameters and moments as they were */
                 mdl_frozen_copy(t->m, frz, P, fz_save, 1);
@@ -1722,7 +1718,7 @@ int trn_save(trn *t, const char *path, char *err, size_t errlen)
     hv = t->adam_v;
     he = t->ema;
     hs = t->swa;
-    if (t->cfg.device != MDL_DEVICE_CPU) {
+    if (t->cx.device != EX_CPU) { /* the device state, staged on the host */
         const float *src[5];
         const float **dst[5];
         int k;
@@ -1732,7 +1728,7 @@ int trn_save(trn *t, const char *path, char *err, size_t errlen)
         if (!stage) { rc = ex_errf(err, errlen, TRN_ENOMEM, "out of memory (host copy of the device state)"); goto done; }
         for (k = 0; k < 5; k++) {
             if (!src[k]) continue;
-            if (tk_copy(stage + (size_t)k * t->n, src[k], t->n * sizeof(float)) != TK_OK) {
+            if (ex_to_host(&t->cx, stage + (size_t)k * t->n, src[k], t->n * sizeof(float)) != TK_OK) {
                 rc = ex_errf(err, errlen, TRN_EIO, "cannot copy the device state to the host");
                 goto done;
             }
@@ -2081,11 +2077,11 @@ int trn_load_flags(trn *t, const char *path, unsigned flags, char *err, size_t e
         goto done;
     }
     /* everything read: commit */
-    tk_copy(mdl_params(t->m), P, t->n * sizeof(float)); /* host or device */
-    tk_copy(t->adam_m, M, t->n * sizeof(float));
-    tk_copy(t->adam_v, V, t->n * sizeof(float));
-    if (EM) tk_copy(t->ema, EM, t->n * sizeof(float));
-    if (SW) tk_copy(t->swa, SW, t->n * sizeof(float));
+    ex_to_ctx(&t->cx, mdl_params(t->m), P, t->n * sizeof(float)); /* host -> the model's memory */
+    ex_to_ctx(&t->cx, t->adam_m, M, t->n * sizeof(float));
+    ex_to_ctx(&t->cx, t->adam_v, V, t->n * sizeof(float));
+    if (EM) ex_to_ctx(&t->cx, t->ema, EM, t->n * sizeof(float));
+    if (SW) ex_to_ctx(&t->cx, t->swa, SW, t->n * sizeof(float));
     trn__unpack(t, I, F);
     if (have_g2) { guardian_free(&t->g); t->g = g2; have_g2 = 0; }
     if (t->have_gac) t->gc = gc2;

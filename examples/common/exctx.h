@@ -1,0 +1,460 @@
+/* exctx.h - the device context of the examples' model and its one dispatch point per op
+   (issue 39, item 1). Header only (static inline), C99; no state of its own.
+
+   A model is created on one device and stays there. Everything that depends on the
+   device is in one small struct, chosen once (mdl_create_on) and passed down explicitly
+   to every layer and component:
+
+     ex_ctx { device, stream }
+       device  EX_CPU (host memory, tensor.h's CPU bodies) or EX_CUDA (device memory,
+               the _cuda bodies). Buffers handed to an op must live on ctx->device:
+               nothing here asks the driver where a pointer lives.
+       stream  the CUDA stream the device ops are queued on (NULL: the default stream,
+               as tensor.h's routed entry points use). Unused on the CPU.
+     (cuBLAS: tensor.h owns its handle per device, the _cuda GEMMs take none; the
+     workspace arena is ex_arena below, carved by the model from its allocations.)
+
+   Each ex_X(ctx, ...) below takes tensor.h's (or a mechanism header's) arguments and
+   calls the CPU entry point or the explicit _cuda one on ctx->stream: these functions
+   are the only place in model.c / layers.c that chooses a body by device. The headers'
+   plain entry points still route device pointers by themselves (their drop-in
+   contract); the model does not rely on that. The CPU calls are the same calls the model
+   made before (bit-identical results); the memory helpers use memcpy / memset on the
+   host (the same bytes as tk_copy / tk_fill_zero there) and tk_copy / tk_fill_zero on
+   the device.
+
+   License: MIT. */
+#ifndef ATTNKIT_EXCTX_H
+#define ATTNKIT_EXCTX_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tensor.h"
+#include "era.h"
+#include "polar.h"
+#include "gdelta.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum { EX_CPU = 0, EX_CUDA = 1 }; /* the same values as model.h's MDL_DEVICE_* */
+
+typedef struct ex_ctx {
+    int device;       /* EX_CPU or EX_CUDA */
+    tk_stream stream; /* device ops' stream; NULL: the default stream */
+} ex_ctx;
+
+static inline ex_ctx ex_ctx_make(int device)
+{
+    ex_ctx c;
+    c.device = device;
+    c.stream = NULL;
+    return c;
+}
+
+/* ------------------------------------------------------------------ memory */
+/* All return TK_OK or a TK_E* code; NULL with bytes > 0 is TK_EINVAL, bytes 0 is a no-op. */
+
+/* *p = bytes of the context's memory (malloc / tk_device_alloc); *p NULL on failure */
+static inline int ex_alloc(const ex_ctx *x, void **p, size_t bytes)
+{
+    if (x->device) return tk_device_alloc(p, bytes);
+    *p = bytes ? malloc(bytes) : NULL;
+    return *p ? TK_OK : TK_ENOMEM;
+}
+static inline void ex_free(const ex_ctx *x, void *p)
+{
+    if (x->device) tk_device_free(p);
+    else free(p);
+}
+/* dst (context memory) = 0 */
+static inline int ex_zero(const ex_ctx *x, void *dst, size_t bytes)
+{
+    if (x->device) return tk_fill_zero(dst, bytes);
+    if (!bytes) return TK_OK;
+    if (!dst) return TK_EINVAL;
+    memset(dst, 0, bytes);
+    return TK_OK;
+}
+/* dst <- src, both context memory (no overlap) */
+static inline int ex_copy(const ex_ctx *x, void *dst, const void *src, size_t bytes)
+{
+    if (x->device) return tk_copy(dst, src, bytes);
+    if (!bytes) return TK_OK;
+    if (!dst || !src) return TK_EINVAL;
+    memcpy(dst, src, bytes);
+    return TK_OK;
+}
+/* dst (host) <- src (context memory); synchronous on the device */
+static inline int ex_to_host(const ex_ctx *x, void *dst, const void *src, size_t bytes)
+{
+    return ex_copy(x, dst, src, bytes); /* tk_copy finds the direction itself */
+}
+/* dst (context memory) <- src (host) */
+static inline int ex_to_ctx(const ex_ctx *x, void *dst, const void *src, size_t bytes)
+{
+    return ex_copy(x, dst, src, bytes);
+}
+
+/* A bump allocator over one allocation: take() hands out 64-byte aligned pieces in
+   order; with base NULL it only counts (the same calls size the allocation, then carve
+   it). */
+typedef struct ex_arena {
+    char *base; /* NULL: count only */
+    size_t off;
+} ex_arena;
+
+static inline size_t ex_align64(size_t n) { return (n + 63) & ~(size_t)63; }
+
+static inline void *ex_take(ex_arena *a, size_t bytes)
+{
+    void *p = a->base ? (void *)(a->base + a->off) : NULL;
+    a->off += ex_align64(bytes ? bytes : 1);
+    return p;
+}
+
+/* ------------------------------------------------------------------ tensor.h ops */
+#define EX__OP(cpu, cuda) return x->device ? (cuda) : (cpu)
+
+static inline int ex_sgemm(const ex_ctx *x, int tA, int tB, int M, int N, int K, float alpha,
+                           const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                           int ldc)
+{
+    EX__OP(tk_sgemm(tA, tB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc),
+           tk_sgemm_cuda(tA, tB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, x->stream));
+}
+static inline int ex_matmul_fwd(const ex_ctx *x, float *out, const float *inp, const float *W,
+                                const float *b, int N, int C, int OC)
+{
+    EX__OP(tk_matmul_forward(out, inp, W, b, N, C, OC),
+           tk_matmul_forward_cuda(out, inp, W, b, N, C, OC, x->stream));
+}
+static inline int ex_matmul_bwd(const ex_ctx *x, float *dinp, float *dW, float *db, const float *dout,
+                                const float *inp, const float *W, int N, int C, int OC)
+{
+    EX__OP(tk_matmul_backward(dinp, dW, db, dout, inp, W, N, C, OC),
+           tk_matmul_backward_cuda(dinp, dW, db, dout, inp, W, N, C, OC, x->stream));
+}
+static inline int ex_embedding_fwd(const ex_ctx *x, float *out, const int *ids, const float *wte,
+                                   const float *wpe, int B, int T, int C, int V)
+{
+    EX__OP(tk_embedding_forward(out, ids, wte, wpe, B, T, C, V),
+           tk_embedding_forward_cuda(out, ids, wte, wpe, B, T, C, V, x->stream));
+}
+static inline int ex_embedding_bwd(const ex_ctx *x, float *dwte, float *dwpe, const float *dout,
+                                   const int *ids, int B, int T, int C, int V)
+{
+    EX__OP(tk_embedding_backward(dwte, dwpe, dout, ids, B, T, C, V),
+           tk_embedding_backward_cuda(dwte, dwpe, dout, ids, B, T, C, V, x->stream));
+}
+static inline int ex_layernorm_fwd(const ex_ctx *x, float *out, float *mean, float *rstd,
+                                   const float *inp, const float *w, const float *b, int N, int C,
+                                   float eps)
+{
+    EX__OP(tk_layernorm_forward(out, mean, rstd, inp, w, b, N, C, eps),
+           tk_layernorm_forward_cuda(out, mean, rstd, inp, w, b, N, C, eps, x->stream));
+}
+static inline int ex_layernorm_bwd(const ex_ctx *x, float *dinp, float *dw, float *db,
+                                   const float *dout, const float *inp, const float *w,
+                                   const float *mean, const float *rstd, int N, int C)
+{
+    EX__OP(tk_layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C),
+           tk_layernorm_backward_cuda(dinp, dw, db, dout, inp, w, mean, rstd, N, C, x->stream));
+}
+static inline int ex_rmsnorm_fwd(const ex_ctx *x, float *out, float *rstd, const float *inp,
+                                 const float *w, int N, int C, float eps)
+{
+    EX__OP(tk_rmsnorm_forward(out, rstd, inp, w, N, C, eps),
+           tk_rmsnorm_forward_cuda(out, rstd, inp, w, N, C, eps, x->stream));
+}
+static inline int ex_rmsnorm_bwd(const ex_ctx *x, float *dinp, float *dw, const float *dout,
+                                 const float *inp, const float *w, const float *rstd, int N, int C)
+{
+    EX__OP(tk_rmsnorm_backward(dinp, dw, dout, inp, w, rstd, N, C),
+           tk_rmsnorm_backward_cuda(dinp, dw, dout, inp, w, rstd, N, C, x->stream));
+}
+static inline int ex_gelu_fwd(const ex_ctx *x, float *out, const float *inp, size_t n)
+{
+    EX__OP(tk_gelu_forward(out, inp, n), tk_gelu_forward_cuda(out, inp, n, x->stream));
+}
+static inline int ex_gelu_bwd(const ex_ctx *x, float *dinp, const float *inp, const float *dout, size_t n)
+{
+    EX__OP(tk_gelu_backward(dinp, inp, dout, n), tk_gelu_backward_cuda(dinp, inp, dout, n, x->stream));
+}
+static inline int ex_relu2_gated_fwd(const ex_ctx *x, float *out, const float *inp, int N, int F)
+{
+    EX__OP(tk_relu2_gated_forward(out, inp, N, F), tk_relu2_gated_forward_cuda(out, inp, N, F, x->stream));
+}
+static inline int ex_relu2_gated_bwd(const ex_ctx *x, float *dinp, const float *inp, const float *dout,
+                                     int N, int F)
+{
+    EX__OP(tk_relu2_gated_backward(dinp, inp, dout, N, F),
+           tk_relu2_gated_backward_cuda(dinp, inp, dout, N, F, x->stream));
+}
+static inline int ex_rope(const ex_ctx *x, float *v, int B, int H, int T, int D, float base, int inverse)
+{
+    EX__OP(tk_rope(v, B, H, T, D, base, inverse), tk_rope_cuda(v, B, H, T, D, base, inverse, x->stream));
+}
+static inline int ex_residual_fwd(const ex_ctx *x, float *out, const float *a, const float *b, size_t n)
+{
+    EX__OP(tk_residual_forward(out, a, b, n), tk_residual_forward_cuda(out, a, b, n, x->stream));
+}
+static inline int ex_residual_rows_fwd(const ex_ctx *x, float *out, const float *xi, const float *br,
+                                       const float *s, int N, int C)
+{
+    EX__OP(tk_residual_rows_forward(out, xi, br, s, N, C),
+           tk_residual_rows_forward_cuda(out, xi, br, s, N, C, x->stream));
+}
+static inline int ex_sigmoid_fwd(const ex_ctx *x, float *out, const float *v, size_t n)
+{
+    EX__OP(tk_sigmoid_forward(out, v, n), tk_sigmoid_forward_cuda(out, v, n, x->stream));
+}
+static inline int ex_sigmoid_bwd(const ex_ctx *x, float *dx, const float *y, const float *dy, size_t n)
+{
+    EX__OP(tk_sigmoid_backward(dx, y, dy, n), tk_sigmoid_backward_cuda(dx, y, dy, n, x->stream));
+}
+static inline int ex_scale(const ex_ctx *x, float *out, const float *v, float alpha, size_t n)
+{
+    EX__OP(tk_scale(out, v, alpha, n), tk_scale_cuda(out, v, alpha, n, x->stream));
+}
+static inline int ex_rowscale(const ex_ctx *x, float *out, const float *v, const float *s, int N, int C)
+{
+    EX__OP(tk_rowscale(out, v, s, N, C), tk_rowscale_cuda(out, v, s, N, C, x->stream));
+}
+static inline int ex_rowdot(const ex_ctx *x, float *out, const float *a, const float *b, int N, int C)
+{
+    EX__OP(tk_rowdot(out, a, b, N, C), tk_rowdot_cuda(out, a, b, N, C, x->stream));
+}
+static inline int ex_causal_dwconv_fwd(const ex_ctx *x, float *out, const float *inp, const float *w,
+                                       int B, int T, int C, int K, int accumulate)
+{
+    EX__OP(tk_causal_dwconv_forward(out, inp, w, B, T, C, K, accumulate),
+           tk_causal_dwconv_forward_cuda(out, inp, w, B, T, C, K, accumulate, x->stream));
+}
+static inline int ex_causal_dwconv_bwd(const ex_ctx *x, float *dinp, float *dw, const float *dout,
+                                       const float *inp, const float *w, int B, int T, int C, int K)
+{
+    EX__OP(tk_causal_dwconv_backward(dinp, dw, dout, inp, w, B, T, C, K),
+           tk_causal_dwconv_backward_cuda(dinp, dw, dout, inp, w, B, T, C, K, x->stream));
+}
+static inline int ex_causal_mean_gate_fwd(const ex_ctx *x, float *g, float *sig, const float *z, int B,
+                                          int T, int H)
+{
+    EX__OP(tk_causal_mean_gate_forward(g, sig, z, B, T, H),
+           tk_causal_mean_gate_forward_cuda(g, sig, z, B, T, H, x->stream));
+}
+static inline int ex_causal_mean_gate_bwd(const ex_ctx *x, float *dz, const float *dg, const float *sig,
+                                          int B, int T, int H)
+{
+    EX__OP(tk_causal_mean_gate_backward(dz, dg, sig, B, T, H),
+           tk_causal_mean_gate_backward_cuda(dz, dg, sig, B, T, H, x->stream));
+}
+static inline int ex_rows_gather(const ex_ctx *x, float *out, const float *src, int nsrc, const int *idx,
+                                 int n, int C)
+{
+    EX__OP(tk_rows_gather(out, src, nsrc, idx, n, C), tk_rows_gather_cuda(out, src, nsrc, idx, n, C, x->stream));
+}
+static inline int ex_rows_combine_fwd(const ex_ctx *x, float *out, const float *src, int nsrc,
+                                      const int *idx, const float *w, int N, int K, int C, int accumulate)
+{
+    EX__OP(tk_rows_combine_forward(out, src, nsrc, idx, w, N, K, C, accumulate),
+           tk_rows_combine_forward_cuda(out, src, nsrc, idx, w, N, K, C, accumulate, x->stream));
+}
+static inline int ex_rows_combine_bwd(const ex_ctx *x, float *dsrc, float *dw, const float *dout,
+                                      const float *src, int nsrc, const int *idx, const float *w, int N,
+                                      int K, int C)
+{
+    EX__OP(tk_rows_combine_backward(dsrc, dw, dout, src, nsrc, idx, w, N, K, C),
+           tk_rows_combine_backward_cuda(dsrc, dw, dout, src, nsrc, idx, w, N, K, C, x->stream));
+}
+static inline int ex_dropout_fwd(const ex_ctx *x, float *out, uint8_t *mask, const float *inp, size_t n,
+                                 float p, uint64_t seed)
+{
+    EX__OP(tk_dropout_seeded_forward(out, mask, inp, n, p, seed),
+           tk_dropout_seeded_forward_cuda(out, mask, inp, n, p, seed, x->stream));
+}
+static inline int ex_dropout_bwd(const ex_ctx *x, float *dinp, const float *dout, const uint8_t *mask,
+                                 size_t n, float p)
+{
+    EX__OP(tk_dropout_backward(dinp, dout, mask, n, p), tk_dropout_backward_cuda(dinp, dout, mask, n, p, x->stream));
+}
+static inline int ex_split_heads_fwd(const ex_ctx *x, float *q, float *k, float *v, const float *qkv, int B,
+                                     int T, int H, int D)
+{
+    EX__OP(tk_split_heads_forward(q, k, v, qkv, B, T, H, D),
+           tk_split_heads_forward_cuda(q, k, v, qkv, B, T, H, D, x->stream));
+}
+static inline int ex_split_heads_bwd(const ex_ctx *x, float *dqkv, const float *dq, const float *dk,
+                                     const float *dv, int B, int T, int H, int D)
+{
+    EX__OP(tk_split_heads_backward(dqkv, dq, dk, dv, B, T, H, D),
+           tk_split_heads_backward_cuda(dqkv, dq, dk, dv, B, T, H, D, x->stream));
+}
+static inline int ex_merge_heads_fwd(const ex_ctx *x, float *out, const float *inp, int B, int T, int H,
+                                     int D)
+{
+    EX__OP(tk_merge_heads_forward(out, inp, B, T, H, D), tk_merge_heads_forward_cuda(out, inp, B, T, H, D, x->stream));
+}
+static inline int ex_merge_heads_bwd(const ex_ctx *x, float *dinp, const float *dout, int B, int T, int H,
+                                     int D)
+{
+    EX__OP(tk_merge_heads_backward(dinp, dout, B, T, H, D),
+           tk_merge_heads_backward_cuda(dinp, dout, B, T, H, D, x->stream));
+}
+static inline int ex_ce_fwd_inplace(const ex_ctx *x, float *logits, float *losses, float *ce,
+                                    const int *targets, int N, int V, float eps)
+{
+    EX__OP(tk_crossentropy_forward_inplace(logits, losses, ce, targets, N, V, eps),
+           tk_crossentropy_forward_inplace_cuda(logits, losses, ce, targets, N, V, eps, x->stream));
+}
+static inline int ex_ce_bwd_inplace(const ex_ctx *x, float *probs, const int *targets, int N, int V,
+                                    float eps, float dloss)
+{
+    EX__OP(tk_crossentropy_backward_inplace(probs, targets, N, V, eps, dloss),
+           tk_crossentropy_backward_inplace_cuda(probs, targets, N, V, eps, dloss, x->stream));
+}
+
+static inline int ex_adamw(const ex_ctx *x, float *params, const float *grads, float *m, float *v, size_t n,
+                           const tk_adamw_config *cfg, long t)
+{
+    EX__OP(tk_adamw_update(params, grads, m, v, n, cfg, t),
+           tk_adamw_update_cuda(params, grads, m, v, n, cfg, t, x->stream));
+}
+/* norm, norm_out: host floats */
+static inline int ex_grad_norm(const ex_ctx *x, const float *g, size_t n, float *norm)
+{
+    EX__OP(tk_grad_norm(g, n, norm), tk_grad_norm_cuda(g, n, norm, x->stream));
+}
+static inline int ex_clip_grad_norm(const ex_ctx *x, float *g, size_t n, float max_norm, float *norm_out)
+{
+    EX__OP(tk_clip_grad_norm(g, n, max_norm, norm_out), tk_clip_grad_norm_cuda(g, n, max_norm, norm_out, x->stream));
+}
+
+/* ------------------------------------------------------------------ mechanisms */
+/* polar.h and gdelta.h: the CUDA bodies take a device workspace (or NULL) and the
+   stream; era.h's priors keep their device state in an era_*_cuda_state the caller
+   owns (the plain calls' routed "twin"). */
+static inline int ex_polar_fwd(const ex_ctx *x, const polar_config *cfg, float *c, float *mag,
+                               polar_state *st, const float *q, const float *k, const float *v,
+                               const polar_params *prm, int B, int H, int Hkv, int T, int D, void *ws)
+{
+    EX__OP(polar_forward(cfg, c, mag, st, q, k, v, prm, B, H, Hkv, T, D, ws),
+           polar_forward_cuda(cfg, c, mag, st, q, k, v, prm, B, H, Hkv, T, D, NULL, (polar_stream)x->stream));
+}
+static inline int ex_polar_bwd(const ex_ctx *x, const polar_config *cfg, float *dq, float *dk, float *dv,
+                               polar_grads *g, const float *dc, const float *dmag, const float *c,
+                               const float *mag, const polar_state *st, const float *q, const float *k,
+                               const float *v, const polar_params *prm, int B, int H, int Hkv, int T, int D,
+                               void *ws)
+{
+    EX__OP(polar_backward(cfg, dq, dk, dv, g, dc, dmag, c, mag, st, q, k, v, prm, B, H, Hkv, T, D, ws),
+           polar_backward_cuda(cfg, dq, dk, dv, g, dc, dmag, c, mag, st, q, k, v, prm, B, H, Hkv, T, D, ws,
+                               (polar_stream)x->stream));
+}
+static inline int ex_gd_fwd(const ex_ctx *x, const gd_config *cfg, float *r, float *state_out, const float *q,
+                            const float *k, const float *v, const float *gates, const float *beta,
+                            const float *state0, int B, int H, int T, int Dk, int Dv, gd_saved *saved, void *ws)
+{
+    EX__OP(gd_forward(cfg, r, state_out, q, k, v, gates, beta, state0, B, H, T, Dk, Dv, saved, ws),
+           gd_forward_cuda(cfg, r, state_out, q, k, v, gates, beta, state0, B, H, T, Dk, Dv, saved, ws,
+                           (gd_stream)x->stream));
+}
+static inline int ex_gd_bwd(const ex_ctx *x, const gd_config *cfg, const gd_saved *saved, float *dq, float *dk,
+                            float *dv, float *dgates, float *dbeta, float *dstate0, const float *dr,
+                            const float *dstate_out, const float *q, const float *k, const float *v,
+                            const float *gates, const float *beta, const float *state0, int B, int H, int T,
+                            int Dk, int Dv, void *ws)
+{
+    EX__OP(gd_backward(cfg, saved, dq, dk, dv, dgates, dbeta, dstate0, dr, dstate_out, q, k, v, gates, beta,
+                       state0, B, H, T, Dk, Dv, ws),
+           gd_backward_cuda(cfg, saved, dq, dk, dv, dgates, dbeta, dstate0, dr, dstate_out, q, k, v, gates, beta,
+                            state0, B, H, T, Dk, Dv, ws, (gd_stream)x->stream));
+}
+static inline int ex_membership_fwd(const ex_ctx *x, const era_rpa_config *cfg, const era_rpa_params *p,
+                                    float *mu, float *zproj, era_mu_stats *stats, const float *h, int B, int T)
+{
+    EX__OP(era_membership_forward(cfg, p, mu, zproj, stats, h, B, T),
+           era_membership_forward_cuda(cfg, p, mu, zproj, stats, h, B, T, (era_stream)x->stream));
+}
+static inline int ex_membership_bwd(const ex_ctx *x, const era_rpa_config *cfg, const era_rpa_params *p,
+                                    float *dh, era_rpa_grads *g, const float *dmu, float dentropy, const float *h,
+                                    const float *zproj, const float *mu, int B, int T, void *ws)
+{
+    EX__OP(era_membership_backward(cfg, p, dh, g, dmu, dentropy, h, zproj, mu, B, T, ws),
+           era_membership_backward_cuda(cfg, p, dh, g, dmu, dentropy, h, zproj, mu, B, T, ws,
+                                        (era_stream)x->stream));
+}
+/* The priors: st the host state, cst the device state (one of them is used). */
+static inline int ex_rpa_fwd(const ex_ctx *x, const era_rpa_config *cfg, const era_rpa_params *p,
+                             const float *mu, int B, int T, float *bias, era_rpa_state *st,
+                             era_rpa_cuda_state *cst, void *ws)
+{
+    EX__OP(era_rpa_forward(cfg, p, mu, B, T, bias, st, ws),
+           era_rpa_forward_cuda(cfg, p, mu, B, T, bias, cst, ws, (era_stream)x->stream));
+}
+static inline int ex_rpa_bwd(const ex_ctx *x, const era_rpa_config *cfg, const era_rpa_params *p,
+                             const era_rpa_state *st, const era_rpa_cuda_state *cst, const float *dbias,
+                             float *dmu, era_rpa_grads *g, void *ws)
+{
+    EX__OP(era_rpa_backward(cfg, p, st, dbias, dmu, g, ws),
+           era_rpa_backward_cuda(cfg, p, cst, dbias, dmu, g, ws, (era_stream)x->stream));
+}
+static inline int ex_era_fwd(const ex_ctx *x, const era_era_config *cfg, const era_era_params *p, int T,
+                             float *bias, era_era_state *st, era_era_cuda_state *cst, void *ws)
+{
+    EX__OP(era_era_forward(cfg, p, T, bias, st, ws),
+           era_era_forward_cuda(cfg, p, T, bias, cst, ws, (era_stream)x->stream));
+}
+static inline int ex_era_bwd(const ex_ctx *x, const era_era_config *cfg, const era_era_params *p,
+                             const era_era_state *st, const era_era_cuda_state *cst, const float *dbias,
+                             era_era_grads *g, void *ws)
+{
+    EX__OP(era_era_backward(cfg, p, st, dbias, g, ws),
+           era_era_backward_cuda(cfg, p, cst, dbias, g, ws, (era_stream)x->stream));
+}
+
+/* era.h's evaluation cache of the RPA prior (B(T) built once per length), on the
+   context's device: one of the two caches is used. */
+typedef struct ex_rpa_cache {
+    era_cache h;
+    era_cuda_cache d;
+} ex_rpa_cache;
+
+static inline int ex_rpa_cache_init(const ex_ctx *x, ex_rpa_cache *c, size_t budget, const era_rpa_config *cfg,
+                                    const era_rpa_params *p, era_mu_fn mu_fn, void *user)
+{
+    EX__OP(era_cache_init_rpa(&c->h, budget, cfg, p, mu_fn, user),
+           era_cuda_cache_init_rpa(&c->d, budget, cfg, p, mu_fn, user));
+}
+static inline int ex_rpa_cache_get(const ex_ctx *x, ex_rpa_cache *c, int T, const float **bias)
+{
+    EX__OP(era_cache_get(&c->h, T, bias), era_cuda_cache_get(&c->d, T, bias, (era_stream)x->stream));
+}
+static inline void ex_rpa_cache_free(const ex_ctx *x, ex_rpa_cache *c)
+{
+    if (x->device) era_cuda_cache_free(&c->d);
+    else era_cache_free(&c->h);
+}
+/* the frozen parameters and config the cache was built with; its build and hit counts */
+static inline const era_rpa_params *ex_rpa_cache_params(const ex_ctx *x, const ex_rpa_cache *c)
+{
+    EX__OP(&c->h.rpar, &c->d.rpar);
+}
+static inline const era_rpa_config *ex_rpa_cache_config(const ex_ctx *x, const ex_rpa_cache *c)
+{
+    EX__OP(&c->h.rcfg, &c->d.rcfg);
+}
+static inline long ex_rpa_cache_builds(const ex_ctx *x, const ex_rpa_cache *c) { EX__OP(c->h.builds, c->d.builds); }
+static inline long ex_rpa_cache_hits(const ex_ctx *x, const ex_rpa_cache *c) { EX__OP(c->h.hits, c->d.hits); }
+
+#undef EX__OP
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ATTNKIT_EXCTX_H */
