@@ -1045,7 +1045,7 @@ static void test_trainer_resume(void)
    steps reuse), then the measured step, in steady state (measured with lengths 8 and 16:
    steps 3 and 4 count what this step 2 counts).
    AK_SIM_TRACE=1 prints the measured step's events with their callers
-   (TEST_ONLY=test_round_trips). */
+   (TEST_ONLY=test_round_trips); tools/sim_round_trips.py ranks their call sites. */
 #ifdef ATTNKIT_CUDA_SIM
 struct rt_ceiling {
     const char *name;
