@@ -68,11 +68,42 @@
    types, dynamic parallelism, cudaGraph capture. A kernel file that needs a
    GPU-only fast path keeps a simulable sibling and checks one against the other on a GPU.
 
+   Counters (what a GPU program pays the host for beyond its kernels; the simulation
+   only, nvcc builds have none): ak_sim_counts_get() returns, since ak_sim_counts_reset(),
+     d2h          device -> host copies: cudaMemcpy / cudaMemcpyAsync DeviceToHost, and
+                  Default ones from device memory to host memory;
+     h2d          host -> device copies (the same way);
+     sync_calls   synchronising calls: cudaStreamSynchronize, cudaDeviceSynchronize,
+                  cudaEventSynchronize, and the calls that synchronise implicitly on a GPU:
+                  cudaMemcpy device -> host (returns when its copy is done) and host ->
+                  device (synchronises the stream first), cudaMemcpyAsync device -> host
+                  into pageable memory (not cudaMallocHost's: staged, returns when done),
+                  cudaFree (waits for the device); a device -> host cudaMemcpy is thus
+                  counted both as a copy and as a synchronisation;
+     syncs        host waits: the synchronising calls that find device work unfinished
+                  (a launch, a GEMM, a copy or memset since the last wait; a device -> host
+                  copy always waits for itself). tk_copy's cudaMemcpy + cudaStreamSynchronize
+                  is 2 sync_calls and 1 wait: the second call finds the device idle.
+                  Streams are not told apart (everything here runs on one);
+     allocs/frees cudaMalloc, cudaMallocAsync, cudaMallocHost / cudaFree, cudaFreeAsync,
+                  cudaFreeHost;
+     ptr_queries  cudaPointerGetAttributes;
+     launches     kernel launches and cuBLAS GEMMs.
+   AK_SIM_TRACE=1 prints one stderr line per counted event but launches and host -> device
+   copies: "cuda_sim trace: <event> <call> <bytes> <- function (file:line) <- ...", the
+   callers outside this file, innermost first (AK_SIM_TRACE_DEPTH of them, default 6);
+   events d2h, alloc, free, ptrq, and wait / sync for a synchronising call that waited /
+   found the device idle. Symbolised by one addr2line process (llvm-addr2line first when
+   built by clang; without either, prog+0x... offsets for `addr2line -e <program>`).
+   ak_sim_trace_set(on) switches the trace at run time, ak_sim_trace_mark(label) adds a
+   "mark <label>" line. Tests: tests/parity_model.cu's test_round_trips_*.
+
    Environment: AK_SIM_SEED=n changes the scheduling permutations and the block order
    (default 1, so a run is reproducible; the parity tests passed with seeds 1, 2 and 3);
-   AK_SIM_VERBOSE=1 prints each launch.
+   AK_SIM_VERBOSE=1 prints each launch; AK_SIM_TRACE, AK_SIM_TRACE_DEPTH: see Counters.
 
-   Requires C++17 and POSIX (ucontext, mmap). */
+   Requires C++17 and POSIX (ucontext, mmap, posix_spawn; the trace: glibc's backtrace and
+   dl_iterate_phdr). */
 #ifndef ATTNKIT_CUDA_SIM_H
 #define ATTNKIT_CUDA_SIM_H
 #ifndef ATTNKIT_CUDA_SIM
@@ -97,6 +128,11 @@
 #include <sys/mman.h>
 #include <ucontext.h>
 #include <unistd.h>
+#include <execinfo.h>
+#include <link.h>
+#include <signal.h>
+#include <spawn.h>
+#include <string>
 
 #if defined(__SANITIZE_ADDRESS__)
 #define AK_SIM_ASAN 1
@@ -279,6 +315,204 @@ inline std::map<const void *, size_t> &func_smem_limit()
 {
     static std::map<const void *, size_t> m;
     return m;
+}
+
+/* ------------------------------------------- host round-trip counters and trace
+   What a step costs the host beyond its kernels, counted per call (the simulation only:
+   a real CUDA build has none of this). See "Counters" at the top of the file. */
+struct counts {
+    unsigned long long d2h;         /* device -> host copies (cudaMemcpy / cudaMemcpyAsync) */
+    unsigned long long h2d;         /* host -> device copies */
+    unsigned long long syncs;       /* host waits: synchronising calls that found device work unfinished */
+    unsigned long long sync_calls;  /* every synchronising call, waiting or not */
+    unsigned long long allocs;      /* cudaMalloc, cudaMallocAsync, cudaMallocHost */
+    unsigned long long frees;       /* cudaFree, cudaFreeAsync, cudaFreeHost */
+    unsigned long long ptr_queries; /* cudaPointerGetAttributes */
+    unsigned long long launches;    /* kernel launches and cuBLAS GEMMs */
+};
+enum ev { EV_D2H, EV_H2D, EV_ALLOC, EV_FREE, EV_PTRQ, EV_LAUNCH };
+
+struct tracer {
+    std::mutex m;
+    counts c = {0, 0, 0, 0, 0, 0, 0, 0};
+    bool pending = false; /* device work queued since the last host wait */
+    int on = -1, depth = 6;
+    /* symbolising the trace's return addresses: one addr2line process, answers cached */
+    bool sym_tried = false, sym_ok = false;
+    uintptr_t bias = 0;
+    std::vector<std::pair<uintptr_t, uintptr_t>> text;
+    FILE *to = nullptr, *from = nullptr;
+    std::map<uintptr_t, std::vector<std::string>> cache;
+};
+/* never destroyed: a count made by an exit handler still finds it */
+inline tracer &tr()
+{
+    static tracer *t = new tracer();
+    return *t;
+}
+inline void trace_env(tracer &t)
+{
+    if (t.on >= 0) return;
+    const char *e = getenv("AK_SIM_TRACE"), *d = getenv("AK_SIM_TRACE_DEPTH");
+    t.on = e && *e && *e != '0';
+    if (d && atoi(d) > 0) t.depth = atoi(d);
+}
+
+inline int trace_phdr(struct dl_phdr_info *info, size_t, void *data)
+{
+    tracer *t = (tracer *)data;
+    t->bias = (uintptr_t)info->dlpi_addr;
+    for (int i = 0; i < (int)info->dlpi_phnum; i++) {
+        const ElfW(Phdr) &ph = info->dlpi_phdr[i];
+        if (ph.p_type == PT_LOAD && (ph.p_flags & PF_X))
+            t->text.push_back(std::make_pair(t->bias + (uintptr_t)ph.p_vaddr, t->bias + (uintptr_t)(ph.p_vaddr + ph.p_memsz)));
+    }
+    return 1; /* the first object is the program itself */
+}
+/* starts `addr2line -a -f -i -C -e <this program>` on a pair of pipes (llvm-addr2line
+   first when built by clang) */
+inline bool sym_start(tracer &t)
+{
+    if (t.sym_tried) return t.sym_ok;
+    t.sym_tried = true;
+    static char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) return false;
+    exe[n] = 0;
+    dl_iterate_phdr(trace_phdr, &t);
+    int in[2], out[2];
+    if (pipe(in) != 0) return false;
+    if (pipe(out) != 0) { close(in[0]); close(in[1]); return false; }
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+    posix_spawn_file_actions_addclose(&fa, in[1]);
+    posix_spawn_file_actions_addclose(&fa, out[0]);
+    /* clang's DWARF 5 line tables: binutils 2.40 names the wrong file; LLVM's reads them */
+#ifdef __clang__
+    static char a0[] = "llvm-addr2line";
+#else
+    static char a0[] = "addr2line";
+#endif
+    static char a1[] = "-a", a2[] = "-f", a3[] = "-i", a4[] = "-C", a5[] = "-e", gnu[] = "addr2line";
+    char *argv[] = {a0, a1, a2, a3, a4, a5, exe, nullptr};
+    pid_t pid;
+    int rc = posix_spawnp(&pid, a0, &fa, nullptr, argv, environ);
+    if (rc != 0 && strcmp(a0, gnu) != 0) {
+        argv[0] = gnu;
+        rc = posix_spawnp(&pid, gnu, &fa, nullptr, argv, environ);
+    }
+    posix_spawn_file_actions_destroy(&fa);
+    close(in[0]);
+    close(out[1]);
+    if (rc != 0) { close(in[1]); close(out[0]); return false; }
+    signal(SIGPIPE, SIG_IGN); /* an addr2line that died: the trace shows offsets, the test goes on */
+    t.to = fdopen(in[1], "w");
+    t.from = fdopen(out[0], "r");
+    t.sym_ok = t.to && t.from;
+    return t.sym_ok;
+}
+/* "function (dir/file:line)" for each frame at return address a, innermost first (the
+   inlined ones too); "prog+0x..." where it cannot tell; nothing outside the program */
+inline const std::vector<std::string> &symbolise(tracer &t, uintptr_t a)
+{
+    auto it = t.cache.find(a);
+    if (it != t.cache.end()) return it->second;
+    std::vector<std::string> r;
+    bool mine = false;
+    char line[4096], fn[4096];
+    if (sym_start(t))
+        for (const auto &x : t.text) mine = mine || (a > x.first && a <= x.second);
+    if (mine && fprintf(t.to, "0x%lx\n0x0\n", (unsigned long)(a - 1 - t.bias)) > 0 && fflush(t.to) == 0 &&
+        fgets(line, sizeof line, t.from)) { /* the address echoed back, then function / file pairs */
+        while (fgets(fn, sizeof fn, t.from)) {
+            if (!strncmp(fn, "0x", 2) && strtoull(fn + 2, nullptr, 16) == 0) { /* the sentinel 0x0: "??", "??:0" */
+                if (!fgets(line, sizeof line, t.from) || !fgets(line, sizeof line, t.from)) t.sym_ok = false;
+                break;
+            }
+            if (!fgets(line, sizeof line, t.from)) { t.sym_ok = false; break; }
+            fn[strcspn(fn, "\n")] = 0;
+            line[strcspn(line, "\n")] = 0;
+            { /* a C++ name without its parameter list: "f(int, float*) const" -> "f" */
+                size_t e = strlen(fn);
+                if (e > 6 && !strcmp(fn + e - 6, " const")) e -= 6;
+                if (e > 0 && fn[e - 1] == ')') {
+                    int depth = 0;
+                    while (e-- > 0) {
+                        depth += (fn[e] == ')') - (fn[e] == '(');
+                        if (depth == 0) break;
+                    }
+                    if (e > 0 && e < sizeof fn) fn[e] = 0;
+                }
+            }
+            char *disc = strstr(line, " (discriminator");
+            if (disc) *disc = 0;
+            /* the last two components of the path: cuda/tensor.cuh, common/model.c */
+            const char *f = line, *p;
+            int slashes = 0;
+            for (p = line + strlen(line); p > line; p--)
+                if (p[-1] == '/' && ++slashes == 2) { f = p; break; }
+            r.push_back(std::string(fn) + " (" + f + ")");
+        }
+    }
+    if (r.empty() && mine) { /* no addr2line: the offset to give `addr2line -e <program>` */
+        snprintf(line, sizeof line, "prog+0x%lx", (unsigned long)(a - 1 - t.bias));
+        r.push_back(line);
+    }
+    return t.cache[a] = r; /* empty: outside the program (the C library, the sanitizers) */
+}
+/* one trace line: the event, then its callers outside this file, innermost first */
+__attribute__((noinline)) inline void trace_line(tracer &t, const char *what, const char *name, size_t bytes)
+{
+    void *bt[64];
+    int n = backtrace(bt, 64), shown = 0;
+    std::string out;
+    for (int i = 0; i < n && shown < t.depth; i++)
+        for (const std::string &f : symbolise(t, (uintptr_t)bt[i])) {
+            /* this file's frames, and those without a line (the sanitizers' interceptors, _start) */
+            if (f.find("cuda_sim.h:") != std::string::npos || f.find("(??:") != std::string::npos) continue;
+            if (shown++ >= t.depth) break;
+            out += " <- " + f;
+        }
+    fprintf(stderr, "cuda_sim trace: %s %s %zu%s\n", what, name, bytes, out.c_str());
+}
+/* a counted event; EV_D2H and EV_H2D also queue device work */
+inline void note(ev k, const char *name, size_t bytes = 0)
+{
+    tracer &t = tr();
+    std::lock_guard<std::mutex> lock(t.m);
+    const char *what = nullptr;
+    switch (k) {
+    case EV_D2H: t.c.d2h++; t.pending = true; what = "d2h"; break;
+    case EV_H2D: t.c.h2d++; t.pending = true; break;
+    case EV_ALLOC: t.c.allocs++; what = "alloc"; break;
+    case EV_FREE: t.c.frees++; what = "free"; break;
+    case EV_PTRQ: t.c.ptr_queries++; what = "ptrq"; break;
+    case EV_LAUNCH: t.c.launches++; t.pending = true; break;
+    }
+    trace_env(t);
+    if (t.on && what) trace_line(t, what, name, bytes);
+}
+/* device work queued without a count (memset, D2D copy) */
+inline void work()
+{
+    tracer &t = tr();
+    std::lock_guard<std::mutex> lock(t.m);
+    t.pending = true;
+}
+/* a synchronising call: a host wait when device work is unfinished (or `waits`: the call
+   waits for its own copy); the device is idle afterwards */
+inline void sync_point(const char *name, bool waits = false)
+{
+    tracer &t = tr();
+    std::lock_guard<std::mutex> lock(t.m);
+    const bool w = waits || t.pending;
+    t.c.sync_calls++;
+    t.c.syncs += w;
+    t.pending = false;
+    trace_env(t);
+    if (t.on) trace_line(t, w ? "wait" : "sync", name, 0);
 }
 
 inline uint32_t rand32()
@@ -674,6 +908,7 @@ inline void launch(const char *name, void (*k)(P...), dim3 g, dim3 b, size_t sme
         last_error() = cudaErrorIllegalAddress;
         return;
     }
+    note(EV_LAUNCH, name);
     std::function<void()> body = [&]() { std::apply(k, args); /* each thread: its own copies */ };
     run_grid(name, (const void *)k, g, b, smem, body);
 }
@@ -1003,7 +1238,7 @@ static inline cudaError_t ak_sim__ret(cudaError_t e) { if (e != cudaSuccess) ak_
 static inline cudaError_t cudaGetDeviceCount(int *n) { if (!n) return cudaErrorInvalidValue; *n = 1; return cudaSuccess; }
 static inline cudaError_t cudaSetDevice(int d) { return d == 0 ? cudaSuccess : ak_sim__ret(cudaErrorInvalidValue); }
 static inline cudaError_t cudaGetDevice(int *d) { if (d) *d = 0; return cudaSuccess; }
-static inline cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+static inline cudaError_t cudaDeviceSynchronize(void) { ak_sim::sync_point("cudaDeviceSynchronize"); return cudaSuccess; }
 static inline cudaError_t cudaDeviceReset(void) { return cudaSuccess; }
 static inline cudaError_t cudaDriverGetVersion(int *v) { if (v) *v = 0; return cudaSuccess; }
 static inline cudaError_t cudaRuntimeGetVersion(int *v) { if (v) *v = 0; return cudaSuccess; }
@@ -1025,7 +1260,7 @@ static inline bool ak_sim__dev_range(const void *p, size_t n)
     std::lock_guard<std::mutex> lock(ak_sim::alloc_mutex());
     return ak_sim::in_ranges(ak_sim::allocs(), p, n);
 }
-static inline cudaError_t cudaMalloc(void **p, size_t n)
+static inline cudaError_t ak_sim__malloc(void **p, size_t n)
 {
     if (!p) return ak_sim__ret(cudaErrorInvalidValue);
     *p = nullptr;
@@ -1040,8 +1275,14 @@ static inline cudaError_t cudaMalloc(void **p, size_t n)
     *p = q;
     return cudaSuccess;
 }
+static inline cudaError_t cudaMalloc(void **p, size_t n)
+{
+    cudaError_t e = ak_sim__malloc(p, n);
+    if (e == cudaSuccess) ak_sim::note(ak_sim::EV_ALLOC, "cudaMalloc", n);
+    return e;
+}
 template <typename T> static inline cudaError_t cudaMalloc(T **p, size_t n) { return cudaMalloc((void **)p, n); }
-static inline cudaError_t cudaFree(void *p)
+static inline cudaError_t ak_sim__free(void *p)
 {
     if (!p) return cudaSuccess;
     {
@@ -1057,9 +1298,29 @@ static inline cudaError_t cudaFree(void *p)
     free(p);
     return cudaSuccess;
 }
-static inline cudaError_t cudaMallocAsync(void **p, size_t n, cudaStream_t) { return cudaMalloc(p, n); }
+/* cudaFree waits for the device to finish (the driver does, in practice): a synchronising call */
+static inline cudaError_t cudaFree(void *p)
+{
+    cudaError_t e = ak_sim__free(p);
+    if (p && e == cudaSuccess) {
+        ak_sim::note(ak_sim::EV_FREE, "cudaFree");
+        ak_sim::sync_point("cudaFree");
+    }
+    return e;
+}
+static inline cudaError_t cudaMallocAsync(void **p, size_t n, cudaStream_t)
+{
+    cudaError_t e = ak_sim__malloc(p, n);
+    if (e == cudaSuccess) ak_sim::note(ak_sim::EV_ALLOC, "cudaMallocAsync", n);
+    return e;
+}
 template <typename T> static inline cudaError_t cudaMallocAsync(T **p, size_t n, cudaStream_t s) { return cudaMallocAsync((void **)p, n, s); }
-static inline cudaError_t cudaFreeAsync(void *p, cudaStream_t) { return cudaFree(p); }
+static inline cudaError_t cudaFreeAsync(void *p, cudaStream_t)
+{
+    cudaError_t e = ak_sim__free(p);
+    if (p && e == cudaSuccess) ak_sim::note(ak_sim::EV_FREE, "cudaFreeAsync");
+    return e;
+}
 static inline cudaError_t cudaMallocHost(void **p, size_t n)
 {
     if (!p) return cudaErrorInvalidValue;
@@ -1067,6 +1328,7 @@ static inline cudaError_t cudaMallocHost(void **p, size_t n)
     if (!*p) return cudaErrorMemoryAllocation;
     std::lock_guard<std::mutex> lock(ak_sim::alloc_mutex());
     ak_sim::pinned()[(uintptr_t)*p].size = n;
+    ak_sim::note(ak_sim::EV_ALLOC, "cudaMallocHost", n);
     return cudaSuccess;
 }
 static inline cudaError_t cudaFreeHost(void *p)
@@ -1080,10 +1342,11 @@ static inline cudaError_t cudaFreeHost(void *p)
         }
     }
     free(p);
+    ak_sim::note(ak_sim::EV_FREE, "cudaFreeHost");
     return cudaSuccess;
 }
 
-static inline cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKind kind)
+static inline cudaError_t ak_sim__memcpy(void *dst, const void *src, size_t n, cudaMemcpyKind kind)
 {
     if (n == 0) return cudaSuccess;
     if (!dst || !src) return ak_sim__ret(cudaErrorInvalidValue);
@@ -1096,7 +1359,54 @@ static inline cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaM
     memmove(dst, src, n);
     return cudaSuccess;
 }
-static inline cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind kind, cudaStream_t) { return cudaMemcpy(dst, src, n, kind); }
+/* the copy's direction as counted: bit 1 the destination is device memory, bit 0 the
+   source (cudaMemcpyDefault: from the allocations) */
+static inline int ak_sim__copy_sides(void *dst, const void *src, cudaMemcpyKind kind)
+{
+    if (kind != cudaMemcpyDefault)
+        return (kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice) * 2 +
+               (kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice);
+    return ak_sim__dev_range(dst, 0) * 2 + ak_sim__dev_range(src, 0);
+}
+/* Counted as a GPU runs them: a device -> host cudaMemcpy returns when its copy is done (a
+   synchronising call that always waits); a host -> device one first synchronises the
+   stream, then leaves its copy in flight; device -> device ones do not synchronise. */
+static inline cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKind kind)
+{
+    cudaError_t e = ak_sim__memcpy(dst, src, n, kind);
+    if (e != cudaSuccess || n == 0) return e;
+    switch (ak_sim__copy_sides(dst, src, kind)) {
+    case 1: ak_sim::note(ak_sim::EV_D2H, "cudaMemcpy", n); ak_sim::sync_point("cudaMemcpy", true); break;
+    case 2: ak_sim::sync_point("cudaMemcpy"); ak_sim::note(ak_sim::EV_H2D, "cudaMemcpy", n); break;
+    case 3: ak_sim::work(); break;
+    default: break;
+    }
+    return e;
+}
+/* cudaMemcpyAsync from the device into pageable host memory (not cudaMallocHost's) is
+   synchronous on a GPU too (the runtime stages it and returns when it is done): counted
+   as a synchronising call that waits; into pinned memory it is not */
+static inline cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind kind, cudaStream_t)
+{
+    cudaError_t e = ak_sim__memcpy(dst, src, n, kind);
+    if (e != cudaSuccess || n == 0) return e;
+    switch (ak_sim__copy_sides(dst, src, kind)) {
+    case 1: {
+        bool pin;
+        {
+            std::lock_guard<std::mutex> lock(ak_sim::alloc_mutex());
+            pin = ak_sim::in_ranges(ak_sim::pinned(), dst, n);
+        }
+        ak_sim::note(ak_sim::EV_D2H, "cudaMemcpyAsync", n);
+        if (!pin) ak_sim::sync_point("cudaMemcpyAsync (pageable)", true);
+        break;
+    }
+    case 2: ak_sim::note(ak_sim::EV_H2D, "cudaMemcpyAsync", n); break;
+    case 3: ak_sim::work(); break;
+    default: break;
+    }
+    return e;
+}
 static inline cudaError_t cudaMemset(void *p, int v, size_t n)
 {
     if (n == 0) return cudaSuccess;
@@ -1105,12 +1415,14 @@ static inline cudaError_t cudaMemset(void *p, int v, size_t n)
         return ak_sim__ret(cudaErrorInvalidValue);
     }
     memset(p, v, n);
+    ak_sim::work();
     return cudaSuccess;
 }
 static inline cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t) { return cudaMemset(p, v, n); }
 static inline cudaError_t cudaPointerGetAttributes(cudaPointerAttributes *a, const void *p)
 {
     if (!a) return ak_sim__ret(cudaErrorInvalidValue);
+    ak_sim::note(ak_sim::EV_PTRQ, "cudaPointerGetAttributes");
     memset(a, 0, sizeof *a);
     if (p && ak_sim__dev_range(p, 0)) {
         a->type = cudaMemoryTypeDevice;
@@ -1123,18 +1435,47 @@ static inline cudaError_t cudaPointerGetAttributes(cudaPointerAttributes *a, con
 }
 static inline cudaError_t cudaMemGetInfo(size_t *fr, size_t *tot) { if (fr) *fr = (size_t)1 << 33; if (tot) *tot = (size_t)1 << 34; return cudaSuccess; }
 
+/* the counters (see "Counters" at the top): a snapshot, a reset (the device's state, work
+   in flight or not, is kept), the trace switch (returns the previous state; the first
+   state comes from AK_SIM_TRACE) and a line of the caller's own in the trace */
+typedef ak_sim::counts ak_sim_counts;
+static inline ak_sim_counts ak_sim_counts_get(void)
+{
+    std::lock_guard<std::mutex> lock(ak_sim::tr().m);
+    return ak_sim::tr().c;
+}
+static inline void ak_sim_counts_reset(void)
+{
+    std::lock_guard<std::mutex> lock(ak_sim::tr().m);
+    ak_sim::tr().c = ak_sim_counts{0, 0, 0, 0, 0, 0, 0, 0};
+}
+static inline int ak_sim_trace_set(int on)
+{
+    std::lock_guard<std::mutex> lock(ak_sim::tr().m);
+    ak_sim::trace_env(ak_sim::tr());
+    int was = ak_sim::tr().on;
+    ak_sim::tr().on = on != 0;
+    return was;
+}
+static inline void ak_sim_trace_mark(const char *label)
+{
+    std::lock_guard<std::mutex> lock(ak_sim::tr().m);
+    ak_sim::trace_env(ak_sim::tr());
+    if (ak_sim::tr().on) fprintf(stderr, "cuda_sim trace: mark %s\n", label ? label : "");
+}
+
 /* streams and events: everything has already run when the call returns */
 struct CUstream_st { int dummy; };
 struct CUevent_st { std::chrono::steady_clock::time_point t; };
 static inline cudaError_t cudaStreamCreate(cudaStream_t *s) { if (!s) return cudaErrorInvalidValue; *s = new CUstream_st(); return cudaSuccess; }
 static inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned) { return cudaStreamCreate(s); }
 static inline cudaError_t cudaStreamDestroy(cudaStream_t s) { delete s; return cudaSuccess; }
-static inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+static inline cudaError_t cudaStreamSynchronize(cudaStream_t) { ak_sim::sync_point("cudaStreamSynchronize"); return cudaSuccess; }
 static inline cudaError_t cudaEventCreate(cudaEvent_t *e) { if (!e) return cudaErrorInvalidValue; *e = new CUevent_st(); return cudaSuccess; }
 static inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned) { return cudaEventCreate(e); }
 static inline cudaError_t cudaEventDestroy(cudaEvent_t e) { delete e; return cudaSuccess; }
 static inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t = nullptr) { if (!e) return cudaErrorInvalidResourceHandle; e->t = std::chrono::steady_clock::now(); return cudaSuccess; }
-static inline cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
+static inline cudaError_t cudaEventSynchronize(cudaEvent_t) { ak_sim::sync_point("cudaEventSynchronize"); return cudaSuccess; }
 static inline cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned = 0) { return cudaSuccess; }
 static inline cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b)
 {
@@ -1184,6 +1525,7 @@ static inline cublasStatus_t cublasSgemm(cublasHandle_t h, cublasOperation_t ta,
 {
     cublasStatus_t st = ak_sim__gemm_check("cublasSgemm", h, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
     if (st != CUBLAS_STATUS_SUCCESS) return st;
+    ak_sim::note(ak_sim::EV_LAUNCH, "cublasSgemm");
     for (int j = 0; j < n; j++)
         for (int i = 0; i < m; i++) {
             float acc = 0.0f;
@@ -1223,6 +1565,7 @@ static inline cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta
     {
         cublasStatus_t st = ak_sim__gemm_check("cublasGemmEx", h, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
         if (st != CUBLAS_STATUS_SUCCESS) return st;
+        ak_sim::note(ak_sim::EV_LAUNCH, "cublasGemmEx");
     }
     {
         const float *Af = (const float *)A, *Bf = (const float *)B, al = *(const float *)alpha, be = *(const float *)beta;

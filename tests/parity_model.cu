@@ -23,7 +23,11 @@
    load into a fresh trainer, 3 steps == 6 straight steps: parameters, both moments, the
    EMA and SWA weights, with evaluations and SWA offers at every second step),
    and its checkpoint loads into a CPU trainer (and the CPU's into a device trainer) with
-   the same parameters. */
+   the same parameters.
+   In the simulation only: what one training step costs the host besides its kernels at
+   the tiny, paper, polar + gdelta and era-gac architectures (device -> host copies,
+   synchronisations, allocations, pointer queries: `ROUND_TRIPS config=... key=value`
+   lines), each held under today's count (test_round_trips_*; issue 39). */
 #define _POSIX_C_SOURCE 200809L
 #include "tests/cuda_test.h"
 #define STB_DS_IMPLEMENTATION
@@ -1024,6 +1028,133 @@ static void test_trainer_resume(void)
     rmdir(dir);
 }
 
+/* ------------------------------------------------- host round trips per step (issue 39)
+   What one training step (trn_step: mdl_forward, mdl_backward, the gradient norm and clip,
+   AdamW tensor by tensor, the controllers, EMA, as the trainer does it) costs the host on
+   the device besides its kernels, counted by the simulation (tests/cuda_sim.h,
+   "Counters"): device -> host copies, synchronisations (syncs: host waits, sync_calls:
+   every synchronising call), allocations and pointer-attribute queries. Each preset's
+   architecture (layers, heads, mechanisms, controllers) at toy widths: the counts follow
+   the structure, not the widths (model width 16 per head, 32 for polar; context 8, batch
+   1, vocabulary 61: the same counts as context 16, batch 2, in half the time); the
+   Guardian controller from step 1 (the presets start it at step 50 / 1200) so that the
+   measured step runs it; the context game plays between two lengths of 8 (the device
+   keeps per-layer buffers for the longest length seen: the first step longer than all
+   before reallocates them, one allocation, free and sync per layer; one length keeps the
+   test at two steps). One warm-up step (the first calls allocate buffers that later
+   steps reuse), then the measured step, in steady state (measured with lengths 8 and 16:
+   steps 3 and 4 count what this step 2 counts).
+   AK_SIM_TRACE=1 prints the measured step's events with their callers
+   (TEST_ONLY=test_round_trips); tools/sim_round_trips.py ranks their call sites. */
+#ifdef ATTNKIT_CUDA_SIM
+struct rt_ceiling {
+    const char *name;
+    unsigned long long d2h, syncs, sync_calls, allocs, ptr_queries;
+};
+/* Regression ceilings: the counts measured on 2026-11-27 (main 275b458): d2h, syncs,
+   sync_calls, allocs, ptr_queries per step. A change that adds a host round trip fails
+   here; one that removes some lowers these. Issue 39's target: <= 4 syncs, 0
+   allocations and 0 pointer queries per training step. */
+static const rt_ceiling g_rt_ceiling[] = {
+    {"tiny", 62, 164, 249, 21, 1797},
+    {"paper", 174, 504, 741, 53, 5445},
+    {"polar+gdelta", 58, 248, 321, 13, 3245},
+    {"era-gac", 66, 160, 245, 17, 965},
+};
+
+/* the preset's architecture at toy widths on the simulated device */
+static void rt_cfg(const char *which, trn_config *c)
+{
+    int H;
+    if (!strcmp(which, "polar+gdelta")) {
+        trn_preset("tiny-baseline", c); /* docs/RESULTS.md's polar + gdelta */
+        c->model.attn = MDL_ATTN_POLAR;
+        c->model.memory = MDL_MEM_GDELTA;
+        c->model.pos = MDL_POS_LEARNED; /* rope needs softmax attention */
+    } else if (!strcmp(which, "era-gac")) {
+        trn_preset("era-gac-tiny", c);
+        c->model.era.R = c->model.era.nb = 8;
+    } else {
+        trn_preset(which, c);
+    }
+    H = c->model.n_heads;
+    c->model.vocab = PV;
+    c->model.d_model = (c->model.attn == MDL_ATTN_POLAR ? 32 : 16) * H;
+    c->model.max_T = 8;
+    c->context = 8;
+    c->batch = 1;
+    if (c->n_cg > 0) {
+        c->cg_lengths[0] = c->cg_lengths[1] = 8;
+        c->n_cg = 2;
+    }
+    c->guardian_start = 1;
+    c->guardian_ramp = 2;
+    c->eval_max_chunks = 4;
+    c->seed = 3;
+    c->device = MDL_DEVICE_CUDA;
+    c->precision = TK_MATH_FP32;
+}
+
+static void rt_measure(const char *which, const rt_ceiling *ceil)
+{
+    trn_config c;
+    trn *t;
+    ak_sim_counts n;
+    trn_step_info info;
+    int trace = ak_sim_trace_set(0); /* the warm-up step untraced */
+    char label[128];
+    rt_cfg(which, &c);
+    printf("  %s: %d layers, %d heads, d_model %d\n", which, c.model.n_layers, c.model.n_heads, c.model.d_model);
+    t = mk_trainer(&c);
+    if (!t) {
+        ak_sim_trace_set(trace);
+        return;
+    }
+    CHECK_INT_EQ(trn_step(t, NULL), TRN_OK);
+    ak_sim_trace_set(trace);
+    snprintf(label, sizeof label, "%s step 2", which);
+    ak_sim_trace_mark(label);
+    ak_sim_counts_reset();
+    CHECK_INT_EQ(trn_step(t, &info), TRN_OK);
+    n = ak_sim_counts_get();
+    ak_sim_trace_set(0);
+    trn_destroy(t);
+    ak_sim_trace_set(trace);
+    printf("  ROUND_TRIPS config=%s layers=%d T=%d d2h=%llu syncs=%llu sync_calls=%llu allocs=%llu frees=%llu "
+           "ptr_queries=%llu launches=%llu h2d=%llu\n", which, c.model.n_layers, info.T, n.d2h, n.syncs,
+           n.sync_calls, n.allocs, n.frees, n.ptr_queries, n.launches, n.h2d);
+#define RT_CEIL(f)                                                                                                  \
+    do {                                                                                                            \
+        if (n.f > ceil->f)                                                                                          \
+            printf("    %s: " #f " %llu per step, above the recorded %llu (a new host round trip?)\n", which, n.f, \
+                   ceil->f);                                                                                        \
+        CHECK(n.f <= ceil->f);                                                                                      \
+    } while (0)
+    RT_CEIL(d2h);
+    RT_CEIL(syncs);
+    RT_CEIL(sync_calls);
+    RT_CEIL(allocs);
+    RT_CEIL(ptr_queries);
+#undef RT_CEIL
+}
+#endif
+
+static void round_trips(int i)
+{
+#ifdef ATTNKIT_CUDA_SIM
+    NEED_GPU();
+    make_stream();
+    rt_measure(g_rt_ceiling[i].name, &g_rt_ceiling[i]);
+#else
+    (void)i;
+    TEST_SKIP("the host round-trip counters are the simulation's (tests/cuda_sim.h)");
+#endif
+}
+static void test_round_trips_tiny(void) { round_trips(0); }
+static void test_round_trips_paper(void) { round_trips(1); }
+static void test_round_trips_polar_gdelta(void) { round_trips(2); }
+static void test_round_trips_era_gac(void) { round_trips(3); }
+
 static void test_trainer_refusals(void)
 {
     trn_config c;
@@ -1062,7 +1193,9 @@ int main(int argc, char **argv)
     /* `make test` runs this program in two shards side by side (TEST_SHARD 0/2: the cases
        at even positions, 1/2: odd ones), so the order pairs long cases with short ones:
        measured in the simulation (s) recipe 36 | trainer era-gac 21, rpa 22 | era-gac 13,
-       the rest under 12 each; about 74 s per shard */
+       the rest under 12 each; about 74 s per shard. The four round-trip cases at the end
+       (simulation only: paper with era-gac, tiny with polar+gdelta) add about 120 s in
+       all, measured on a loaded 2-core machine */
     TEST_RUN(test_trainer_recipe);
     TEST_RUN(test_trainer_era_gac);
     TEST_RUN(test_rpa_prior);
@@ -1082,6 +1215,10 @@ int main(int argc, char **argv)
     TEST_RUN(test_polar_attention);
     TEST_RUN(test_conv);
     TEST_RUN(test_ceas_gating);
+    TEST_RUN(test_round_trips_tiny);
+    TEST_RUN(test_round_trips_paper);
+    TEST_RUN(test_round_trips_polar_gdelta);
+    TEST_RUN(test_round_trips_era_gac);
     CHECK_INT_EQ(tk_cuda_release(), TK_OK); /* the cuBLAS handle: nothing left for --leak-check */
     return TEST_END();
 }
