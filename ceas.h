@@ -474,6 +474,102 @@ CEASDEF float ceas_ls_target_at(const ceas_knob_config *kc, long long t);
 CEASDEF int ceas_ls_update(const ceas_knob_config *kc, long long t, float p, float h_logit,
                            float *p_out);
 
+/* ---- MaxEnt structural add-on (seed 004 section 6): choices made before training ---- */
+/* Host-only, pure functions on numbers the caller measured; formulas and readings in the
+   doc block (MAXENT). None of them is in the CUDA list. */
+
+/* (A) initialisation scales of W_q, W_k per layer. */
+typedef struct ceas_init_config {
+    int mode;             /* which T: CEAS_GATE_NORMALISED (default) or CEAS_GATE_RAW */
+    float t_lo, t_hi;     /* target band of T at step 0 (0.9, 1.1) */
+    float t_star;         /* the T aimed at, in [t_lo, t_hi] (1.0) */
+    float log_n_eff;      /* ln N_eff inside T (1.1: ceas_config's target_drop) */
+    float var_lo, var_hi; /* bounds on Var(q_i) = Var(k_i) at init (0.01, 100) */
+    float kurt_max;       /* bound on the scores' predicted excess kurtosis (1.0) */
+    float u_min;          /* margin below freezing: beta sigma_qk <= (1-u_min) sqrt(2 ln N) (0.05) */
+} ceas_init_config;
+
+typedef struct ceas_init_layer {
+    int d_model;  /* input width of the q/k projections */
+    int d_k;      /* head dimension (the q.k dot product length) */
+    int n_keys;   /* keys per attention row (the context length), >= 1 */
+    float beta;   /* inverse temperature at step 0; 0: 1/sqrt(d_k) */
+    float var_x;  /* variance of one input coordinate (1 after a LayerNorm), > 0 */
+    float kurt_x; /* excess kurtosis of an input coordinate (0 Gaussian), >= -2 */
+    float kurt_w; /* excess kurtosis of a weight entry (0 Gaussian, -1.2 uniform), >= -2 */
+} ceas_init_layer;
+
+/* check bits of ceas_init_scale.flags: which constraint leaves no scale inside the band */
+#define CEAS_INIT_VAR_LOW  1 /* the band needs Var(q_i) below var_lo */
+#define CEAS_INIT_VAR_HIGH 2 /* the band needs Var(q_i) above var_hi */
+#define CEAS_INIT_MARGIN   4 /* the band lies past the freezing margin (1-u_min) sqrt(2 ln N) */
+#define CEAS_INIT_KURT     8 /* predicted excess kurtosis of the scores above kurt_max */
+
+typedef struct ceas_init_scale {
+    float sigma_q, sigma_k; /* std of the entries of W_q and W_k (equal: symmetric split) */
+    float var_q;            /* predicted Var(q_i) = Var(k_i) = d_model sigma^2 var_x */
+    float sigma_qk;         /* predicted std of the scores = sqrt(d_k) var_q */
+    float x;                /* beta sigma_qk */
+    float T;                /* predicted T at step 0 */
+    float kurt_s;           /* predicted excess kurtosis of the scores */
+    int met;                /* 1: T in [t_lo, t_hi] with every bound kept; 0: see flags */
+    int flags;              /* CEAS_INIT_* bits (0 when met) */
+} ceas_init_scale;
+
+CEASDEF ceas_init_config ceas_init_config_default(void);
+CEASDEF int ceas_init_config_validate(const ceas_init_config *ic);
+/* Per layer l (layers, out: (L)): the scales that put T at t_star, or at the point of the
+   band nearest t_star that keeps every bound; when no point of the band keeps them, met 0,
+   flags name the conflicts and the scales written are those of t_star itself (reported,
+   never clamped); a kurtosis over kurt_max sets met 0 and CEAS_INIT_KURT beside the scales
+   (the kurtosis does not depend on the scale). n_met (may be NULL): layers met. CEAS_EINVAL
+   (nothing written) on a bad config or layer. */
+CEASDEF int ceas_init_scales(const ceas_init_config *ic, const ceas_init_layer *layers, int L,
+                             ceas_init_scale *out, int *n_met);
+
+/* (B) + (D) the catalogue. */
+#define CEAS_POS_ANY     0 /* the positional axis is not used */
+#define CEAS_POS_ROTARY  1
+#define CEAS_POS_LEARNED 2
+#define CEAS_POS_ALIBI   3
+#define CEAS_POS_LOCAL   4
+
+typedef struct ceas_arch {
+    int n_heads, d_k, d_ff, d_model; /* > 0 */
+    int pos;                         /* CEAS_POS_* */
+    double cost;                     /* measured cost, caller's units (FLOPs, s, bytes), > 0 */
+    double utility;                  /* corridor utility (ceas_corridor_utility), finite */
+} ceas_arch;
+
+typedef struct ceas_select_config {
+    double lambda;  /* Lagrange multiplier on the relative cost c / c_min, >= 0 (0.1) */
+    double budget;  /* cost cap, caller's units; 0: none (0) */
+    double temp;    /* softmax temperature of the weights, > 0 (0.05) */
+    double tie_tol; /* scores within tie_tol of the best tie (1e-9) */
+    int tile;       /* d_k, d_ff, d_model multiples of tile, else infeasible; <= 1: off (16) */
+} ceas_select_config;
+
+CEASDEF ceas_select_config ceas_select_config_default(void);
+CEASDEF int ceas_select_config_validate(const ceas_select_config *sc);
+/* Corridor utility of one candidate from per-head observables measured at a moderate beta
+   (heads: (n), e.g. ceas_attention_observables' heads of every layer): the mean over heads
+   of exp(-d^2 / (2 width^2)), d the distance of H from [log_n - drop_hi, log_n - drop_lo]
+   (0 inside). In (0, 1]. */
+CEASDEF int ceas_corridor_utility(const ceas_obs *heads, int n, float drop_lo, float drop_hi,
+                                  float width, float *u);
+/* (D) early-layer utility: mean over heads of H / log_n (1: uniform); heads with
+   log_n == 0 (one key) count 1. heads: (n). */
+CEASDEF int ceas_early_neff_utility(const ceas_obs *heads, int n, float *u);
+/* Scores J_i = utility_i - lambda cost_i / c_min (c_min: the cheapest feasible cost),
+   softmax weights w_i = exp((J_i - J_max)/temp) / Z over the feasible candidates (0 for the
+   rest), and the selection: the feasible argmax of J; ties (within tie_tol) go to the lower
+   cost, then the lower index. cand: (n); score, weight, feasible: (n) or NULL. A candidate is
+   feasible when cost <= budget (budget > 0) and its sizes fit the tile. None feasible:
+   CEAS_ERANGE, nothing written. */
+CEASDEF int ceas_maxent_select(const ceas_select_config *sc, const ceas_arch *cand, int n,
+                               double *score, double *weight, unsigned char *feasible,
+                               int *selected);
+
 /* ---- CUDA: the observables and their reductions on the device ---- */
 /* cuda/ceas.cuh; compiled when this header is compiled by nvcc (or by a C++ compiler
    with ATTNKIT_CUDA_SIM and tests/cuda_sim.h), else these return CEAS_ENOCUDA. The
@@ -2032,6 +2128,222 @@ CEASDEF int ceas_ls_update(const ceas_knob_config *k, long long t, float p, floa
     if (h_logit < target - k->ls_band || h_logit > target + k->ls_band)
         np = p + k->kappa_ls * (target - h_logit);
     *p_out = ceas__clampf((float)np, k->ls_min, k->ls_max);
+    return CEAS_OK;
+}
+
+/* ------------------------------------------------- MaxEnt (seed 004 section 6) */
+
+CEASDEF ceas_init_config ceas_init_config_default(void)
+{
+    ceas_init_config c;
+    memset(&c, 0, sizeof c);
+    c.mode = CEAS_GATE_NORMALISED;
+    c.t_lo = 0.9f;
+    c.t_hi = 1.1f;
+    c.t_star = 1.0f;
+    c.log_n_eff = 1.1f;
+    c.var_lo = 0.01f;
+    c.var_hi = 100.0f;
+    c.kurt_max = 1.0f;
+    c.u_min = 0.05f;
+    return c;
+}
+
+CEASDEF int ceas_init_config_validate(const ceas_init_config *c)
+{
+    if (!c) return CEAS_EINVAL;
+    if (c->mode != CEAS_GATE_NORMALISED && c->mode != CEAS_GATE_RAW) return CEAS_EINVAL;
+    if (!ceas__finite(c->t_lo) || !ceas__finite(c->t_hi) || !ceas__finite(c->t_star) ||
+        !ceas__finite(c->log_n_eff) || !ceas__finite(c->var_lo) || !ceas__finite(c->var_hi) ||
+        !ceas__finite(c->kurt_max) || !ceas__finite(c->u_min))
+        return CEAS_EINVAL;
+    if (!(c->t_lo > 0) || !(c->t_lo <= c->t_star) || !(c->t_star <= c->t_hi) ||
+        !(c->log_n_eff > 0) || !(c->var_lo > 0) || !(c->var_lo <= c->var_hi) ||
+        !(c->kurt_max >= 0) || !(c->u_min >= 0) || !(c->u_min < 1))
+        return CEAS_EINVAL;
+    return CEAS_OK;
+}
+
+/* x = beta sigma_qk that gives the gate score t (both readings are linear in x) */
+static double ceas__init_x_of_t(const ceas_init_config *c, double t)
+{
+    double r = sqrt(2.0 * (double)c->log_n_eff);
+    return c->mode == CEAS_GATE_RAW ? t / r : t * r;
+}
+
+static double ceas__init_t_of_x(const ceas_init_config *c, double x)
+{
+    double r = sqrt(2.0 * (double)c->log_n_eff);
+    return c->mode == CEAS_GATE_RAW ? x * r : x / r;
+}
+
+static int ceas__init_layer_ok(const ceas_init_layer *l)
+{
+    return l->d_model > 0 && l->d_k > 0 && l->n_keys > 0 && ceas__finite(l->beta) &&
+           l->beta >= 0 && ceas__finite(l->var_x) && l->var_x > 0 && ceas__finite(l->kurt_x) &&
+           l->kurt_x >= -2 && ceas__finite(l->kurt_w) && l->kurt_w >= -2;
+}
+
+CEASDEF int ceas_init_scales(const ceas_init_config *c, const ceas_init_layer *layers, int L,
+                             ceas_init_scale *out, int *n_met)
+{
+    int l, met = 0;
+    if (ceas_init_config_validate(c) != CEAS_OK || !layers || !out || L <= 0)
+        return CEAS_EINVAL;
+    for (l = 0; l < L; l++)
+        if (!ceas__init_layer_ok(&layers[l])) return CEAS_EINVAL;
+    for (l = 0; l < L; l++) { /* every value below is finite for valid input */
+        const ceas_init_layer *ly = &layers[l];
+        ceas_init_scale r;
+        double beta = ly->beta > 0 ? ly->beta : 1.0 / sqrt((double)ly->d_k);
+        double g = beta * sqrt((double)ly->d_k); /* x = g var_q */
+        double lo = ceas__init_x_of_t(c, c->t_lo), hi = ceas__init_x_of_t(c, c->t_hi);
+        double xs = ceas__init_x_of_t(c, c->t_star), x;
+        double x_vlo = g * c->var_lo, x_vhi = g * c->var_hi;
+        double x_marg = (1.0 - c->u_min) * sqrt(2.0 * log((double)ly->n_keys));
+        double eq, vq;
+        memset(&r, 0, sizeof r);
+        /* kurtosis: a product of independent zero-mean factors with excess a, b has excess
+           (3+a)(3+b)-3; a sum of n independent such terms divides it by n */
+        eq = ((3.0 + ly->kurt_w) * (3.0 + ly->kurt_x) - 3.0) / ly->d_model;
+        r.kurt_s = (float)(((3.0 + eq) * (3.0 + eq) - 3.0) / ly->d_k);
+        /* the feasible x: the band, the variance bounds and the margin */
+        if (hi < x_vlo) r.flags |= CEAS_INIT_VAR_LOW;
+        if (lo > x_vhi) r.flags |= CEAS_INIT_VAR_HIGH;
+        if (lo > x_marg) r.flags |= CEAS_INIT_MARGIN;
+        if (lo < x_vlo) lo = x_vlo;
+        if (hi > x_vhi) hi = x_vhi;
+        if (hi > x_marg) hi = x_marg;
+        /* each bound leaves part of the band, yet none is left: with var_lo <= var_hi and
+           the band against each bound checked, only var_lo against the margin remains */
+        if (!(lo <= hi) && !(r.flags & (CEAS_INIT_VAR_LOW | CEAS_INIT_VAR_HIGH | CEAS_INIT_MARGIN)))
+            r.flags |= CEAS_INIT_MARGIN | CEAS_INIT_VAR_LOW;
+        if (r.kurt_s > c->kurt_max) r.flags |= CEAS_INIT_KURT;
+        x = xs;
+        if (lo <= hi) x = xs < lo ? lo : (xs > hi ? hi : xs); /* nearest kept point of the band */
+        /* variance propagation: Var(q_i) = d_model sigma_q^2 var_x, same for k;
+           sigma_qk^2 = d_k Var(q_i) Var(k_i); symmetric split Var(q_i) = Var(k_i) */
+        vq = x / g;
+        r.var_q = (float)vq;
+        r.sigma_q = r.sigma_k = (float)sqrt(vq / ((double)ly->d_model * ly->var_x));
+        r.sigma_qk = (float)(sqrt((double)ly->d_k) * vq);
+        r.x = (float)x;
+        r.T = (float)ceas__init_t_of_x(c, x);
+        r.met = r.flags == 0;
+        met += r.met;
+        out[l] = r;
+    }
+    if (n_met) *n_met = met;
+    return CEAS_OK;
+}
+
+CEASDEF ceas_select_config ceas_select_config_default(void)
+{
+    ceas_select_config c;
+    memset(&c, 0, sizeof c);
+    c.lambda = 0.1;
+    c.budget = 0;
+    c.temp = 0.05;
+    c.tie_tol = 1e-9;
+    c.tile = 16;
+    return c;
+}
+
+CEASDEF int ceas_select_config_validate(const ceas_select_config *c)
+{
+    if (!c || !ceas__finite(c->lambda) || !ceas__finite(c->budget) || !ceas__finite(c->temp) ||
+        !ceas__finite(c->tie_tol) || !(c->lambda >= 0) || !(c->budget >= 0) ||
+        !(c->temp > 0) || !(c->tie_tol >= 0) || c->tile < 0)
+        return CEAS_EINVAL;
+    return CEAS_OK;
+}
+
+CEASDEF int ceas_corridor_utility(const ceas_obs *heads, int n, float drop_lo, float drop_hi,
+                                  float width, float *u)
+{
+    double s = 0;
+    int i;
+    if (!heads || n <= 0 || !u || !ceas__finite(drop_lo) || !ceas__finite(drop_hi) ||
+        !ceas__finite(width) || !(drop_lo >= 0) || !(drop_lo <= drop_hi) || !(width > 0))
+        return CEAS_EINVAL;
+    for (i = 0; i < n; i++)
+        if (!ceas__finite(heads[i].H) || !ceas__finite(heads[i].log_n) || heads[i].log_n < 0)
+            return CEAS_EINVAL;
+    for (i = 0; i < n; i++) {
+        double lo = (double)heads[i].log_n - drop_hi, hi = (double)heads[i].log_n - drop_lo;
+        double h = heads[i].H, d = h < lo ? lo - h : (h > hi ? h - hi : 0.0);
+        s += exp(-d * d / (2.0 * (double)width * width));
+    }
+    *u = (float)(s / n);
+    return CEAS_OK;
+}
+
+CEASDEF int ceas_early_neff_utility(const ceas_obs *heads, int n, float *u)
+{
+    double s = 0;
+    int i;
+    if (!heads || n <= 0 || !u) return CEAS_EINVAL;
+    for (i = 0; i < n; i++)
+        if (!ceas__finite(heads[i].H) || !ceas__finite(heads[i].log_n) || heads[i].log_n < 0 ||
+            heads[i].H < 0)
+            return CEAS_EINVAL;
+    for (i = 0; i < n; i++) s += heads[i].log_n > 0 ? (double)heads[i].H / heads[i].log_n : 1.0;
+    *u = (float)(s / n);
+    return CEAS_OK;
+}
+
+static int ceas__arch_fits(const ceas_select_config *c, const ceas_arch *a)
+{
+    if (c->budget > 0 && a->cost > c->budget) return 0;
+    if (c->tile > 1 && (a->d_k % c->tile || a->d_ff % c->tile || a->d_model % c->tile)) return 0;
+    return 1;
+}
+
+CEASDEF int ceas_maxent_select(const ceas_select_config *c, const ceas_arch *cand, int n,
+                               double *score, double *weight, unsigned char *feasible,
+                               int *selected)
+{
+    double c_min = 0, j_max = 0, z = 0;
+    int i, best = -1;
+    if (ceas_select_config_validate(c) != CEAS_OK || !cand || n <= 0 || !selected)
+        return CEAS_EINVAL;
+    for (i = 0; i < n; i++) {
+        const ceas_arch *a = &cand[i];
+        if (a->n_heads <= 0 || a->d_k <= 0 || a->d_ff <= 0 || a->d_model <= 0 ||
+            a->pos < CEAS_POS_ANY || a->pos > CEAS_POS_LOCAL || !ceas__finite(a->cost) ||
+            !(a->cost > 0) || !ceas__finite(a->utility))
+            return CEAS_EINVAL;
+    }
+    for (i = 0; i < n; i++)
+        if (ceas__arch_fits(c, &cand[i]) && (c_min == 0 || cand[i].cost < c_min))
+            c_min = cand[i].cost;
+    if (c_min == 0) return CEAS_ERANGE; /* nothing feasible */
+    for (i = 0; i < n; i++) {
+        double j = cand[i].utility - c->lambda * (cand[i].cost / c_min);
+        if (!ceas__finite(j)) return CEAS_EINVAL;
+        if (!ceas__arch_fits(c, &cand[i])) continue;
+        if (best < 0 || j > j_max) j_max = j;
+        if (best < 0) best = i;
+    }
+    /* the selection: the best score; a tie (within tie_tol) goes to the lower cost, then
+       the lower index */
+    best = -1;
+    for (i = 0; i < n; i++) {
+        double j = cand[i].utility - c->lambda * (cand[i].cost / c_min);
+        if (!ceas__arch_fits(c, &cand[i]) || j < j_max - c->tie_tol) continue;
+        if (best < 0 || cand[i].cost < cand[best].cost) best = i;
+    }
+    for (i = 0; i < n; i++)
+        if (ceas__arch_fits(c, &cand[i]))
+            z += exp((cand[i].utility - c->lambda * (cand[i].cost / c_min) - j_max) / c->temp);
+    for (i = 0; i < n; i++) {
+        double j = cand[i].utility - c->lambda * (cand[i].cost / c_min);
+        int f = ceas__arch_fits(c, &cand[i]);
+        if (score) score[i] = j;
+        if (weight) weight[i] = f ? exp((j - j_max) / c->temp) / z : 0.0;
+        if (feasible) feasible[i] = (unsigned char)f;
+    }
+    *selected = best;
     return CEAS_OK;
 }
 
