@@ -570,6 +570,33 @@ CEASDEF int ceas_maxent_select(const ceas_select_config *sc, const ceas_arch *ca
                                double *score, double *weight, unsigned char *feasible,
                                int *selected);
 
+/* (C) activation / normalisation parameters. */
+typedef struct ceas_pi_config {
+    float h_lo, h_hi;   /* output-entropy band, the caller's units (0.6, 0.9: normalised) */
+    float kp, ki;       /* proportional and integral gains, >= 0 (0.5, 0.05) */
+    float i_max;        /* anti-windup: |integral| <= i_max, > 0 (10) */
+    float p_min, p_max; /* bounds on the parameter (1e-3, 1e3) */
+    int direction;      /* +1: raising the parameter raises the entropy; -1: lowers it (+1) */
+} ceas_pi_config;
+
+CEASDEF ceas_pi_config ceas_pi_config_default(void);
+CEASDEF int ceas_pi_config_validate(const ceas_pi_config *pc);
+/* One PI step on an activation parameter p from the measured output entropy h:
+   e = h_lo - h below the band, h_hi - h above it, 0 inside; I <- clamp(I + e, +-i_max);
+   p <- clamp(p + direction (kp e + ki I), p_min, p_max). integral: in/out (start at 0). */
+CEASDEF int ceas_pi_update(const ceas_pi_config *pc, float p, float h, float *integral,
+                           float *p_out);
+/* Norm epsilon from the per-row variances the norm divides by (var: (n), >= 0, one
+   positive at least): eps = max(rel v_min, eps_floor), v_min the smallest positive
+   variance; bias (may be NULL) = 1 - sqrt(v_min / (v_min + eps)), the relative shrink of
+   that row's normalised output. rel > 0, eps_floor > 0. */
+CEASDEF int ceas_norm_eps(const float *var, long long n, float rel, float eps_floor,
+                          float *eps, float *bias);
+/* Spectral-radius cap: sigma_max (the caller's estimate, e.g. power iteration) against
+   cap > 0: *scale = cap / sigma_max when over the cap (multiply the weights by it), else 1;
+   *over (may be NULL) = 1 when over. */
+CEASDEF int ceas_spectral_cap(float sigma_max, float cap, float *scale, int *over);
+
 /* ---- CUDA: the observables and their reductions on the device ---- */
 /* cuda/ceas.cuh; compiled when this header is compiled by nvcc (or by a C++ compiler
    with ATTNKIT_CUDA_SIM and tests/cuda_sim.h), else these return CEAS_ENOCUDA. The
@@ -2344,6 +2371,81 @@ CEASDEF int ceas_maxent_select(const ceas_select_config *c, const ceas_arch *can
         if (feasible) feasible[i] = (unsigned char)f;
     }
     *selected = best;
+    return CEAS_OK;
+}
+
+CEASDEF ceas_pi_config ceas_pi_config_default(void)
+{
+    ceas_pi_config c;
+    memset(&c, 0, sizeof c);
+    c.h_lo = 0.6f;
+    c.h_hi = 0.9f;
+    c.kp = 0.5f;
+    c.ki = 0.05f;
+    c.i_max = 10.0f;
+    c.p_min = 1e-3f;
+    c.p_max = 1e3f;
+    c.direction = 1;
+    return c;
+}
+
+CEASDEF int ceas_pi_config_validate(const ceas_pi_config *c)
+{
+    if (!c || !ceas__finite(c->h_lo) || !ceas__finite(c->h_hi) || !ceas__finite(c->kp) ||
+        !ceas__finite(c->ki) || !ceas__finite(c->i_max) || !ceas__finite(c->p_min) ||
+        !ceas__finite(c->p_max) || !(c->h_lo <= c->h_hi) || !(c->kp >= 0) || !(c->ki >= 0) ||
+        !(c->i_max > 0) || !(c->p_min <= c->p_max) || (c->direction != 1 && c->direction != -1))
+        return CEAS_EINVAL;
+    return CEAS_OK;
+}
+
+CEASDEF int ceas_pi_update(const ceas_pi_config *c, float p, float h, float *integral,
+                           float *p_out)
+{
+    double e, I, np;
+    if (ceas_pi_config_validate(c) != CEAS_OK || !integral || !p_out || !ceas__finite(p) ||
+        !ceas__finite(h) || !ceas__finite(*integral))
+        return CEAS_EINVAL;
+    e = h < c->h_lo ? (double)c->h_lo - h : (h > c->h_hi ? (double)c->h_hi - h : 0.0);
+    I = *integral + e;
+    if (I > c->i_max) I = c->i_max;
+    if (I < -c->i_max) I = -c->i_max;
+    np = p + c->direction * (c->kp * e + c->ki * I);
+    if (!ceas__finite(np)) return CEAS_EINVAL;
+    *integral = (float)I;
+    *p_out = ceas__clampf((float)np, c->p_min, c->p_max);
+    return CEAS_OK;
+}
+
+CEASDEF int ceas_norm_eps(const float *var, long long n, float rel, float eps_floor, float *eps,
+                          float *bias)
+{
+    double vmin = 0, e;
+    long long i;
+    if (!var || n <= 0 || !eps || !ceas__finite(rel) || !(rel > 0) || !ceas__finite(eps_floor) ||
+        !(eps_floor > 0))
+        return CEAS_EINVAL;
+    for (i = 0; i < n; i++) {
+        if (!ceas__finite(var[i]) || var[i] < 0) return CEAS_EINVAL;
+        if (var[i] > 0 && (vmin == 0 || var[i] < vmin)) vmin = var[i];
+    }
+    if (vmin == 0) return CEAS_EINVAL; /* every row constant: nothing to scale against */
+    e = rel * vmin;
+    if (e < eps_floor) e = eps_floor;
+    if (!ceas__finite((float)e)) return CEAS_EINVAL;
+    *eps = (float)e;
+    if (bias) *bias = (float)(1.0 - sqrt(vmin / (vmin + e)));
+    return CEAS_OK;
+}
+
+CEASDEF int ceas_spectral_cap(float sigma_max, float cap, float *scale, int *over)
+{
+    int o;
+    if (!scale || !ceas__finite(sigma_max) || sigma_max < 0 || !ceas__finite(cap) || !(cap > 0))
+        return CEAS_EINVAL;
+    o = sigma_max > cap;
+    *scale = o ? (float)((double)cap / sigma_max) : 1.0f;
+    if (over) *over = o;
     return CEAS_OK;
 }
 

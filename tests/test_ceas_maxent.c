@@ -1,5 +1,6 @@
 /* tests/test_ceas_maxent.c - ceas.h's MaxEnt structural add-on (seed 004 section 6):
-   initialisation scales (A), the catalogue selection (B) and the positional axis (D). */
+   initialisation scales (A), the catalogue selection (B), the activation / norm / spectral
+   helpers (C) and the positional axis (D). */
 #define CEAS_IMPLEMENTATION
 #include "../ceas.h"
 #include "attnkit_test.h"
@@ -500,6 +501,115 @@ static void test_select_bad_input(void)
     CHECK_INT_EQ(ceas_select_config_validate(&c), CEAS_OK);
 }
 
+/* ---- (C) ---- */
+
+static void test_pi_controller(void)
+{
+    ceas_pi_config c = ceas_pi_config_default(), b;
+    float I = 0.0f, p = 1.0f, np = -1.0f, h;
+    int k;
+    /* below the band: e = 0.1, I = 0.1, p = 1 + 0.5 * 0.1 + 0.05 * 0.1 */
+    CHECK_INT_EQ(ceas_pi_update(&c, 1.0f, 0.5f, &I, &np), CEAS_OK);
+    CHECK_CLOSE(I, 0.1, 1e-6, 0);
+    CHECK_CLOSE(np, 1.055, 1e-6, 0);
+    /* inside: e = 0, the integral holds and still acts: p + 0.05 * 0.1 */
+    CHECK_INT_EQ(ceas_pi_update(&c, 1.0f, 0.7f, &I, &np), CEAS_OK);
+    CHECK_CLOSE(I, 0.1, 1e-6, 0);
+    CHECK_CLOSE(np, 1.005, 1e-6, 0);
+    /* above: e = -0.1, I = 0, p - 0.05 */
+    CHECK_INT_EQ(ceas_pi_update(&c, 1.0f, 1.0f, &I, &np), CEAS_OK);
+    CHECK_NEAR(I, 0.0, 1e-7);
+    CHECK_CLOSE(np, 0.95, 1e-6, 0);
+    /* direction -1 flips the step */
+    c.direction = -1;
+    I = 0.0f;
+    CHECK_INT_EQ(ceas_pi_update(&c, 1.0f, 0.5f, &I, &np), CEAS_OK);
+    CHECK_CLOSE(np, 0.945, 1e-6, 0);
+    /* anti-windup and the parameter bounds */
+    c = ceas_pi_config_default();
+    I = 9.95f;
+    CHECK_INT_EQ(ceas_pi_update(&c, 999.9f, 0.5f, &I, &np), CEAS_OK);
+    CHECK_CLOSE(I, 10.0, 0, 0);
+    CHECK_CLOSE(np, 1000.0, 0, 0);
+    /* closed loop on a plant h(p) = 1 - exp(-p): from h 0.095 into [0.6, 0.9] */
+    I = 0.0f;
+    p = 0.1f;
+    for (k = 0; k < 200; k++) {
+        h = 1.0f - expf(-p);
+        CHECK_INT_EQ(ceas_pi_update(&c, p, h, &I, &p), CEAS_OK);
+    }
+    h = 1.0f - expf(-p);
+    CHECK(h >= c.h_lo && h <= c.h_hi);
+    /* refused, nothing written */
+    I = 3.0f;
+    np = -1.0f;
+    for (k = 0; k < 7; k++) {
+        b = c;
+        switch (k) {
+        case 0: b.direction = 0; break;
+        case 1: b.h_lo = 1.0f; break;
+        case 2: b.kp = -1.0f; break;
+        case 3: b.ki = (float)NAN; break;
+        case 4: b.i_max = 0.0f; break;
+        case 5: b.p_min = 2e3f; break;
+        default: b.p_max = (float)HUGE_VAL; break;
+        }
+        CHECK_INT_EQ(ceas_pi_config_validate(&b), CEAS_EINVAL);
+        CHECK_INT_EQ(ceas_pi_update(&b, 1.0f, 0.5f, &I, &np), CEAS_EINVAL);
+    }
+    CHECK_INT_EQ(ceas_pi_update(&c, (float)NAN, 0.5f, &I, &np), CEAS_EINVAL);
+    CHECK_INT_EQ(ceas_pi_update(&c, 1.0f, (float)HUGE_VAL, &I, &np), CEAS_EINVAL);
+    CHECK_INT_EQ(ceas_pi_update(&c, 1.0f, 0.5f, NULL, &np), CEAS_EINVAL);
+    CHECK_INT_EQ(ceas_pi_update(&c, 1.0f, 0.5f, &I, NULL), CEAS_EINVAL);
+    CHECK(I == 3.0f && np == -1.0f);
+    I = (float)NAN;
+    CHECK_INT_EQ(ceas_pi_update(&c, 1.0f, 0.5f, &I, &np), CEAS_EINVAL);
+    CHECK(np == -1.0f);
+}
+
+static void test_norm_eps_and_spectral_cap(void)
+{
+    float v[4] = {0.0f, 2.0f, 0.5f, 4.0f}, eps = -1.0f, bias = -1.0f, sc = -1.0f;
+    int over = -1;
+    CHECK_INT_EQ(ceas_norm_eps(v, 4, 1e-3f, 1e-6f, &eps, &bias), CEAS_OK);
+    CHECK_CLOSE(eps, 5e-4, 1e-6, 0);
+    CHECK_CLOSE(bias, 1.0 - sqrt(0.5 / 0.5005), 1e-4, 0);
+    v[0] = 1e-5f; /* rel v_min = 1e-8 under the floor */
+    CHECK_INT_EQ(ceas_norm_eps(v, 1, 1e-3f, 1e-6f, &eps, NULL), CEAS_OK);
+    CHECK_CLOSE(eps, 1e-6, 1e-6, 0);
+    eps = 7.0f;
+    bias = 7.0f;
+    v[0] = 0.0f;
+    CHECK_INT_EQ(ceas_norm_eps(v, 1, 1e-3f, 1e-6f, &eps, &bias), CEAS_EINVAL); /* all constant */
+    v[0] = -1.0f;
+    CHECK_INT_EQ(ceas_norm_eps(v, 4, 1e-3f, 1e-6f, &eps, &bias), CEAS_EINVAL);
+    v[0] = (float)NAN;
+    CHECK_INT_EQ(ceas_norm_eps(v, 4, 1e-3f, 1e-6f, &eps, &bias), CEAS_EINVAL);
+    v[0] = 1.0f;
+    CHECK_INT_EQ(ceas_norm_eps(v, 4, 0.0f, 1e-6f, &eps, &bias), CEAS_EINVAL);
+    CHECK_INT_EQ(ceas_norm_eps(v, 4, 1e-3f, 0.0f, &eps, &bias), CEAS_EINVAL);
+    CHECK_INT_EQ(ceas_norm_eps(v, 0, 1e-3f, 1e-6f, &eps, &bias), CEAS_EINVAL);
+    CHECK_INT_EQ(ceas_norm_eps(NULL, 4, 1e-3f, 1e-6f, &eps, &bias), CEAS_EINVAL);
+    CHECK_INT_EQ(ceas_norm_eps(v, 4, 1e-3f, 1e-6f, NULL, &bias), CEAS_EINVAL);
+    CHECK(eps == 7.0f && bias == 7.0f);
+    /* spectral cap */
+    CHECK_INT_EQ(ceas_spectral_cap(3.0f, 2.0f, &sc, &over), CEAS_OK);
+    CHECK_CLOSE(sc, 2.0 / 3.0, 1e-6, 0);
+    CHECK_INT_EQ(over, 1);
+    CHECK_INT_EQ(ceas_spectral_cap(1.5f, 2.0f, &sc, &over), CEAS_OK);
+    CHECK(sc == 1.0f && over == 0);
+    CHECK_INT_EQ(ceas_spectral_cap(2.0f, 2.0f, &sc, NULL), CEAS_OK); /* at the cap: kept */
+    CHECK(sc == 1.0f);
+    sc = 7.0f;
+    over = 7;
+    CHECK_INT_EQ(ceas_spectral_cap(3.0f, 0.0f, &sc, &over), CEAS_EINVAL);
+    CHECK_INT_EQ(ceas_spectral_cap(-1.0f, 2.0f, &sc, &over), CEAS_EINVAL);
+    CHECK_INT_EQ(ceas_spectral_cap((float)NAN, 2.0f, &sc, &over), CEAS_EINVAL);
+    CHECK_INT_EQ(ceas_spectral_cap(3.0f, (float)HUGE_VAL, &sc, &over), CEAS_EINVAL);
+    CHECK_INT_EQ(ceas_spectral_cap(3.0f, 2.0f, NULL, &over), CEAS_EINVAL);
+    CHECK(sc == 7.0f && over == 7);
+}
+
 int main(int argc, char **argv)
 {
     TEST_INIT(argc, argv);
@@ -512,5 +622,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_select_edges);
     TEST_RUN(test_select_positional);
     TEST_RUN(test_select_bad_input);
+    TEST_RUN(test_pi_controller);
+    TEST_RUN(test_norm_eps_and_spectral_cap);
     return TEST_END();
 }
