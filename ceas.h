@@ -3,7 +3,9 @@
    v0.1.0 - MIT license (see the end of the file).
 
    WHAT IT IS
-     Seed 004 ("CEAS"), implemented in full as a stand-alone controller. It never
+     Seed 004 ("CEAS") as a stand-alone controller, its sections 1-6 (section 6, the
+     MaxEnt add-on, as functions called before training, with formulas of ceas's own
+     where the seed gives none: see MAXENT). It never
      touches a model: you hand it numbers measured from the model (attention
      logits, per-head entropies, a curvature estimate, gradient norms, a
      validation loss) and it hands back knob values (per-head beta, which heads
@@ -38,6 +40,11 @@
                      rho = eta lambda_max, batch size from a gradient-noise scale,
                      weight decay from a parameter-entropy band, label smoothing from
                      a logit-entropy band (with the observables' helpers).
+       maxent        seed 004 section 6, before training (see MAXENT): init scales of
+                     W_q, W_k per layer for a step-0 T band, a cost / corridor-utility
+                     selection over a catalogue of (H, d_k, d_ff, d_model, positional
+                     scheme), a PI controller on an activation parameter, a norm epsilon
+                     rule and a spectral-radius cap check.
        checkpoints   the controller state saves to / loads from a flat byte buffer
                      (little-endian, versioned, checksummed, validated on load).
 
@@ -127,6 +134,86 @@
        after backoff_min_reports reports. T_gate's offset drops by backoff_dt per
        firing (T_gate never below 0); kappa is multiplied by backoff_kappa while
        the back-off timer runs (a new firing restarts it; halvings do not stack).
+
+   MAXENT (seed 004 section 6: structure and initialisation, chosen before training)
+     Host functions on numbers the caller measured (the header times nothing and runs no
+     model); none is in the CUDA list. Section 7's "+8-12 pp" (9k) are the seed's
+     projections, not checked here. The seed gives these steps in one or two sentences each
+     and no formulas; every formula below is ceas's, and each reading says so.
+     (A) ceas_init_scales: per layer, the std of W_q and W_k.
+       Model at step 0: q = W_q x, k = W_k x (d_k x d_model), entries iid mean 0, std
+       sigma_q, sigma_k; input coordinates iid mean 0, variance var_x, independent across
+       tokens. Variance propagation (expectations over weights and inputs):
+          Var(q_i) = d_model sigma_q^2 var_x,   Var(k_i) = d_model sigma_k^2 var_x,
+          sigma_qk^2 = Var_j(q . k_j) = d_k Var(q_i) Var(k_i)
+       (sigma_qk as ceas_obs measures it: the std over a row's keys at a fixed query).
+       With sigma_q = sigma_k and g = beta sqrt(d_k): x = beta sigma_qk = g Var(q_i).
+       T is ceas's gate score at ln N_eff = log_n_eff: T = x / sqrt(2 ln N_eff) (mode
+       CEAS_GATE_NORMALISED, default) or x sqrt(2 ln N_eff) (CEAS_GATE_RAW). Kept x: the
+       band [x(t_lo), x(t_hi)] cut by g [var_lo, var_hi] and by x <= (1 - u_min) sqrt(2 ln N);
+       the chosen x is the kept point nearest x(t_star); Var(q_i) = x / g, sigma_q = sigma_k
+       = sqrt(Var(q_i) / (d_model var_x)). Nothing kept: met 0, flags (CEAS_INIT_*) name the
+       bound, and the scales of t_star itself are written (reported, never clamped).
+       Kurtosis: a product of independent zero-mean factors of excess kurtosis a, b has
+       excess (3+a)(3+b) - 3, a sum of n iid terms 1/n of its terms' excess, so
+          e_q = ((3 + kurt_w)(3 + kurt_x) - 3) / d_model,   e_s = ((3 + e_q)^2 - 3) / d_k
+       (Gaussian weights and inputs: e_s ~ 6/d_k); e_s > kurt_max: met 0, CEAS_INIT_KURT.
+       Readings. The seed says "choose sigma_w so T = beta sigma_qk sqrt(2 ln N_eff) starts
+       near a target band T*" and names no band nor N_eff; we read T as ceas's gate score
+       (normalised by default, as READINGS' gate score) and ln N_eff as target_drop (as
+       ceas_set_beta_star does), because then T = 1 is beta = beta*, i.e. H = H_target in
+       the Gaussian-score limit H = ln N - x^2/2: the layer starts in the corridor. The
+       default band [0.9, 1.1] is ceas's (entropy drops 0.89-1.33 nats, about the seed's
+       1.1 and its "tighten to 1.3"). "Variance propagation within bounds" is read as
+       Var(q_i), Var(k_i) in [var_lo, var_hi] (0.01, 100: ceas's), "kurtosis within bounds"
+       as the predicted excess kurtosis of the scores, which says how far they are from the
+       Gaussian beta* assumes; it treats the terms as independent and ignores the dependence
+       through shared weights (an approximation). The margin is ceas's addition: section
+       B's u_min about the Gaussian freezing point sqrt(2 ln N) (beta_c's default), which
+       also makes "a band that cannot be met" concrete (few keys, or a band past
+       freezing). The seed's one sigma_w becomes W_q and W_k split equally; W_v, W_o and the
+       FFN do not enter T and are left to the caller. Each layer is solved alone from its
+       own var_x (1 after a pre-LayerNorm; measure it otherwise). Checked
+       (tests/test_ceas_maxent.c): random W_q, W_k drawn at the chosen std give a measured
+       sigma_qk within 0.5% of the prediction and T inside the band.
+     (B) ceas_corridor_utility, ceas_maxent_select: the catalogue.
+          U   = mean over heads of exp(-d_h^2 / (2 width^2)),  d_h the distance of H_h from
+                [ln N - drop_hi, ln N - drop_lo] (0 inside)
+          J_i = U_i - lambda cost_i / c_min,   w_i = exp((J_i - J_max)/temp) / Z
+       over the feasible candidates (cost <= budget when budget > 0; d_k, d_ff, d_model
+       multiples of tile); the selection is the feasible argmax of J; ties (|J_i - J_max| <=
+       tie_tol) go to the lower cost, then the lower index; nothing feasible: CEAS_ERANGE.
+       Readings. "How well per-head N_eff stays in band for moderate beta" is read as the
+       mean over heads of a Gaussian-tailed indicator of H in the corridor (1 inside; a hard
+       fraction would rank ties coarsely); the band and width are the caller's (0.9 / 1.3 /
+       0.5 nats suit ceas's target_drop 1.1); "moderate beta" is where the caller measured
+       (beta = 1/sqrt(d_k), or after a few probe steps). "Softmax / Lagrange trade-off" is
+       read as the MaxEnt distribution over the catalogue at fixed expected utility and cost,
+       the Gibbs form p_i ~ exp(J_i / temp), lambda the multiplier of the cost constraint
+       (given by the caller, not solved for), the budget a hard cap; the tuple "fixed before
+       training" is its mode, argmax J (also the temp -> 0 limit); the weights are reported
+       for a printout. Cost is taken relative to the cheapest feasible candidate so lambda
+       is unit-free (ceas's choice; 0.1 = doubling the cost is worth 0.1 of utility).
+       "Tile-friendly" is read as the sizes being multiples of tile (16).
+     (C) ceas_pi_update, ceas_norm_eps, ceas_spectral_cap.
+          e = h_lo - h (below), h_hi - h (above), 0 (inside);  I <- clamp(I + e, +-i_max);
+          p <- clamp(p + direction (kp e + ki I), p_min, p_max)
+          eps = max(rel v_min, eps_floor), v_min the smallest positive row variance
+          scale = cap / sigma_max when sigma_max > cap, else 1
+       Readings. "An output-entropy band H(f(x)) by a tiny PI controller on activation
+       parameters": the entropy and its units are the caller's (e.g. a histogram entropy of
+       the activation output over ln(bins)), the parameter any scalar (a GELU/Swish
+       sharpness) whose effect's sign the caller gives as direction; the integral holds
+       inside the band and is clamped (anti-windup). "A sensible layer-norm eps" is read as
+       small against the smallest variance the norm divides by (rel 1e-3: that row shrinks
+       by <= 0.05%, reported as bias) with a floor for constant rows; "a spectral-radius cap"
+       as a check of the caller's estimate against a cap with the rescale that meets it.
+     (D) The positional scheme is one more field (pos: CEAS_POS_ROTARY / LEARNED / ALIBI /
+       LOCAL) of the catalogue's candidates, selected by the same J. "Favouring options that
+       keep early-layer N_eff high at fixed compute" is read as the utility
+       ceas_early_neff_utility = mean over the early layers' heads of H / ln N (the caller
+       says which layers are early, and may mix it with the corridor utility).
+     Not here: measuring costs and utilities, and the trainer's --maxent (issue 46 item 2).
 
    USAGE
      #define CEAS_IMPLEMENTATION   (in exactly one C or C++ file)
@@ -223,7 +310,8 @@
 
    ERRORS
      CEAS_OK 0; CEAS_EINVAL NULL pointer, bad size, NaN/Inf input or
-     hyper-parameter, inverted bounds; CEAS_ENOMEM; CEAS_ERANGE buffer too small;
+     hyper-parameter, inverted bounds; CEAS_ENOMEM; CEAS_ERANGE buffer too small, or no
+     value in range (ceas_gns too noisy, ceas_maxent_select nothing feasible);
      CEAS_EFORMAT a state buffer that is corrupted, truncated or of another
      shape. ceas_strerror() names them. A function that fails leaves its
      outputs and the controller state unchanged (the observables functions
@@ -486,7 +574,7 @@ typedef struct ceas_init_config {
     float log_n_eff;      /* ln N_eff inside T (1.1: ceas_config's target_drop) */
     float var_lo, var_hi; /* bounds on Var(q_i) = Var(k_i) at init (0.01, 100) */
     float kurt_max;       /* bound on the scores' predicted excess kurtosis (1.0) */
-    float u_min;          /* margin below freezing: beta sigma_qk <= (1-u_min) sqrt(2 ln N) (0.05) */
+    float u_min;          /* freezing margin: beta sigma_qk <= (1-u_min) sqrt(2 ln N) (0.05) */
 } ceas_init_config;
 
 typedef struct ceas_init_layer {
@@ -736,7 +824,7 @@ CEASDEF const char *ceas_strerror(int err)
     case CEAS_OK: return "ok";
     case CEAS_EINVAL: return "invalid argument (NULL, bad size, NaN/Inf or inverted bounds)";
     case CEAS_ENOMEM: return "out of memory";
-    case CEAS_ERANGE: return "buffer too small";
+    case CEAS_ERANGE: return "buffer too small or no value in range (nothing feasible)";
     case CEAS_EIO: return "i/o error";
     case CEAS_EFORMAT: return "bad state buffer (corrupted, truncated or other shape)";
     case CEAS_ENOCUDA: return "built without CUDA (compile with nvcc)";
