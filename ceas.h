@@ -216,6 +216,17 @@
        ceas_early_neff_utility = mean over the early layers' heads of H / ln N (the caller
        says which layers are early, and may mix it with the corridor utility).
      Not here: measuring costs and utilities, and the trainer's --maxent (issue 46 item 2).
+     Use (tests/test_ceas_maxent.c test_doc_example runs it):
+       ceas_init_config ic = ceas_init_config_default();
+       ceas_init_layer ly = {d_model, d_k, T, 0.0f, 1.0f, 0.0f, 0.0f}; // beta 1/sqrt(d_k), pre-LN
+       ceas_init_scale sc;
+       rc = ceas_init_scales(&ic, &ly, 1, &sc, NULL);  // then W_q, W_k ~ N(0, sc.sigma_q^2);
+                                                       // sc.met 0: sc.flags says which bound
+       // per candidate i: cand[i].cost = the caller's timed step, cand[i].utility from the
+       // heads' observables of a few probe steps at beta = 1/sqrt(d_k):
+       rc = ceas_corridor_utility(heads, L * H, 0.9f, 1.3f, 0.5f, &u);
+       ceas_select_config sel = ceas_select_config_default();
+       rc = ceas_maxent_select(&sel, cand, n, score, weight, NULL, &best); // ERANGE: none fits
 
    USAGE
      #define CEAS_IMPLEMENTATION   (in exactly one C or C++ file)

@@ -619,6 +619,39 @@ static void test_norm_eps_and_spectral_cap(void)
     CHECK(sc == 7.0f && over == 7);
 }
 
+/* the doc block's MAXENT use, as written there (its numbers made up) */
+static void test_doc_example(void)
+{
+    int d_model = 64, d_k = 16, T = 128, L = 2, H = 2, n = 2, best = -1, rc, i;
+    ceas_obs heads[4];
+    ceas_arch cand[2];
+    double score[2], weight[2];
+    float u = 0.0f;
+    ceas_init_config ic = ceas_init_config_default();
+    ceas_init_layer ly = {d_model, d_k, T, 0.0f, 1.0f, 0.0f, 0.0f}; /* beta 1/sqrt(d_k), pre-LN */
+    ceas_init_scale sc;
+    rc = ceas_init_scales(&ic, &ly, 1, &sc, NULL);
+    CHECK_INT_EQ(rc, CEAS_OK);
+    CHECK_INT_EQ(sc.met, 1);
+    CHECK_CLOSE(sc.sigma_q, 0.15223550, 1e-6, 0);
+    for (i = 0; i < 2; i++) {
+        int h;
+        for (h = 0; h < L * H; h++)
+            heads[h] = head(i == 0 ? 3.75f : 4.5f, logf(128.0f)); /* 0: in the corridor */
+        cand[i] = arch(4 * (i + 1), 16, 256, 64 * (i + 1), CEAS_POS_ANY, 1.0 + i, 0.0);
+        rc = ceas_corridor_utility(heads, L * H, 0.9f, 1.3f, 0.5f, &u);
+        CHECK_INT_EQ(rc, CEAS_OK);
+        cand[i].utility = u;
+    }
+    {
+        ceas_select_config sel = ceas_select_config_default();
+        rc = ceas_maxent_select(&sel, cand, n, score, weight, NULL, &best);
+    }
+    CHECK_INT_EQ(rc, CEAS_OK);
+    CHECK_INT_EQ(best, 0);
+    CHECK_CLOSE(cand[0].utility, 1.0, 0, 0);
+}
+
 int main(int argc, char **argv)
 {
     TEST_INIT(argc, argv);
@@ -633,5 +666,6 @@ int main(int argc, char **argv)
     TEST_RUN(test_select_bad_input);
     TEST_RUN(test_pi_controller);
     TEST_RUN(test_norm_eps_and_spectral_cap);
+    TEST_RUN(test_doc_example);
     return TEST_END();
 }
