@@ -155,7 +155,7 @@
        = sqrt(Var(q_i) / (d_model var_x)). Nothing kept: met 0, flags (CEAS_INIT_*) name the
        bound, and the scales of t_star itself are written (reported, never clamped).
        Kurtosis: a product of independent zero-mean factors of excess kurtosis a, b has
-       excess (3+a)(3+b) - 3, a sum of n iid terms 1/n of its terms' excess, so
+       excess (3+a)(3+b) - 3, a sum of n iid terms 1/n of one term's excess, so
           e_q = ((3 + kurt_w)(3 + kurt_x) - 3) / d_model,   e_s = ((3 + e_q)^2 - 3) / d_k
        (Gaussian weights and inputs: e_s ~ 6/d_k); e_s > kurt_max: met 0, CEAS_INIT_KURT.
        Readings. The seed says "choose sigma_w so T = beta sigma_qk sqrt(2 ln N_eff) starts
@@ -173,7 +173,9 @@
        also makes "a band that cannot be met" concrete (few keys, or a band past
        freezing). The seed's one sigma_w becomes W_q and W_k split equally; W_v, W_o and the
        FFN do not enter T and are left to the caller. Each layer is solved alone from its
-       own var_x (1 after a pre-LayerNorm; measure it otherwise). Checked
+       own var_x (1 after a pre-LayerNorm; measure it otherwise) and its step-0 beta (tensor.h:
+       1/(sqrt(D) temp)); an additive prior bias (RPA/ERA) on the logits is not modelled
+       (it shifts the scores per offset; measure sigma_qk with it if it matters). Checked
        (tests/test_ceas_maxent.c): random W_q, W_k drawn at the chosen std give a measured
        sigma_qk within 0.5% of the prediction, T inside the band, and a mean attention
        entropy ln N - 0.96..0.98 nats at N = 64..128 (the Gaussian limit says ln N - 1.1;
