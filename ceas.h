@@ -3,7 +3,9 @@
    v0.1.0 - MIT license (see the end of the file).
 
    WHAT IT IS
-     Seed 004 ("CEAS"), implemented in full as a stand-alone controller. It never
+     Seed 004 ("CEAS") as a stand-alone controller, its sections 1-6 (section 6, the
+     MaxEnt add-on, as functions called before training, with formulas of ceas's own
+     where the seed gives none: see MAXENT). It never
      touches a model: you hand it numbers measured from the model (attention
      logits, per-head entropies, a curvature estimate, gradient norms, a
      validation loss) and it hands back knob values (per-head beta, which heads
@@ -38,6 +40,11 @@
                      rho = eta lambda_max, batch size from a gradient-noise scale,
                      weight decay from a parameter-entropy band, label smoothing from
                      a logit-entropy band (with the observables' helpers).
+       maxent        seed 004 section 6, before training (see MAXENT): init scales of
+                     W_q, W_k per layer for a step-0 T band, a cost / corridor-utility
+                     selection over a catalogue of (H, d_k, d_ff, d_model, positional
+                     scheme), a PI controller on an activation parameter, a norm epsilon
+                     rule and a spectral-radius cap check.
        checkpoints   the controller state saves to / loads from a flat byte buffer
                      (little-endian, versioned, checksummed, validated on load).
 
@@ -127,6 +134,101 @@
        after backoff_min_reports reports. T_gate's offset drops by backoff_dt per
        firing (T_gate never below 0); kappa is multiplied by backoff_kappa while
        the back-off timer runs (a new firing restarts it; halvings do not stack).
+
+   MAXENT (seed 004 section 6: structure and initialisation, chosen before training)
+     Host functions on numbers the caller measured (the header times nothing and runs no
+     model); none is in the CUDA list. Section 7's "+8-12 pp" (9k) are the seed's
+     projections, not checked here. The seed gives these steps in one or two sentences each
+     and no formulas; every formula below is ceas's, and each reading says so.
+     (A) ceas_init_scales: per layer, the std of W_q and W_k.
+       Model at step 0: q = W_q x, k = W_k x (d_k x d_model), entries iid mean 0, std
+       sigma_q, sigma_k; input coordinates iid mean 0, variance var_x, independent across
+       tokens. Variance propagation (expectations over weights and inputs):
+          Var(q_i) = d_model sigma_q^2 var_x,   Var(k_i) = d_model sigma_k^2 var_x,
+          sigma_qk^2 = Var_j(q . k_j) = d_k Var(q_i) Var(k_i)
+       (sigma_qk as ceas_obs measures it: the std over a row's keys at a fixed query).
+       With sigma_q = sigma_k and g = beta sqrt(d_k): x = beta sigma_qk = g Var(q_i).
+       T is ceas's gate score at ln N_eff = log_n_eff: T = x / sqrt(2 ln N_eff) (mode
+       CEAS_GATE_NORMALISED, default) or x sqrt(2 ln N_eff) (CEAS_GATE_RAW). Kept x: the
+       band [x(t_lo), x(t_hi)] cut by g [var_lo, var_hi] and by x <= (1 - u_min) sqrt(2 ln N);
+       the chosen x is the kept point nearest x(t_star); Var(q_i) = x / g, sigma_q = sigma_k
+       = sqrt(Var(q_i) / (d_model var_x)). Nothing kept: met 0, flags (CEAS_INIT_*) name the
+       bound, and the scales of t_star itself are written (reported, never clamped).
+       Kurtosis: a product of independent zero-mean factors of excess kurtosis a, b has
+       excess (3+a)(3+b) - 3, a sum of n iid terms 1/n of one term's excess, so
+          e_q = ((3 + kurt_w)(3 + kurt_x) - 3) / d_model,   e_s = ((3 + e_q)^2 - 3) / d_k
+       (Gaussian weights and inputs: e_s ~ 6/d_k); e_s > kurt_max: met 0, CEAS_INIT_KURT.
+       Readings. The seed says "choose sigma_w so T = beta sigma_qk sqrt(2 ln N_eff) starts
+       near a target band T*" and names no band nor N_eff; we read T as ceas's gate score
+       (normalised by default, as READINGS' gate score) and ln N_eff as target_drop (as
+       ceas_set_beta_star does), because then T = 1 is beta = beta*, i.e. H = H_target in
+       the Gaussian-score limit H = ln N - x^2/2: the layer starts in the corridor. The
+       default band [0.9, 1.1] is ceas's (entropy drops 0.89-1.33 nats, about the seed's
+       1.1 and its "tighten to 1.3"). "Variance propagation within bounds" is read as
+       Var(q_i), Var(k_i) in [var_lo, var_hi] (0.01, 100: ceas's), "kurtosis within bounds"
+       as the predicted excess kurtosis of the scores, which says how far they are from the
+       Gaussian beta* assumes; it treats the terms as independent and ignores the dependence
+       through shared weights (an approximation). The margin is ceas's addition: section
+       B's u_min about the Gaussian freezing point sqrt(2 ln N) (beta_c's default), which
+       also makes "a band that cannot be met" concrete (few keys, or a band past
+       freezing). The seed's one sigma_w becomes W_q and W_k split equally; W_v, W_o and the
+       FFN do not enter T and are left to the caller. Each layer is solved alone from its
+       own var_x (1 after a pre-LayerNorm; measure it otherwise) and its step-0 beta (tensor.h:
+       1/(sqrt(D) temp)); an additive prior bias (RPA/ERA) on the logits is not modelled
+       (it shifts the scores per offset; measure sigma_qk with it if it matters). Checked
+       (tests/test_ceas_maxent.c): random W_q, W_k drawn at the chosen std give a measured
+       sigma_qk within 0.5% of the prediction, T inside the band, and a mean attention
+       entropy ln N - 0.96..0.98 nats at N = 64..128 (the Gaussian limit says ln N - 1.1;
+       finite N keeps ~0.13 nats more), inside the corridor [ln N - 1.3, ln N - 0.9].
+     (B) ceas_corridor_utility, ceas_maxent_select: the catalogue.
+          U   = mean over heads of exp(-d_h^2 / (2 width^2)),  d_h the distance of H_h from
+                [ln N - drop_hi, ln N - drop_lo] (0 inside)
+          J_i = U_i - lambda cost_i / c_min,   w_i = exp((J_i - J_max)/temp) / Z
+       over the feasible candidates (cost <= budget when budget > 0; d_k, d_ff, d_model
+       multiples of tile); the selection is the feasible argmax of J; ties (|J_i - J_max| <=
+       tie_tol) go to the lower cost, then the lower index; nothing feasible: CEAS_ERANGE.
+       Readings. "How well per-head N_eff stays in band for moderate beta" is read as the
+       mean over heads of a Gaussian-tailed indicator of H in the corridor (1 inside; a hard
+       fraction would rank ties coarsely); the band and width are the caller's (0.9 / 1.3 /
+       0.5 nats suit ceas's target_drop 1.1); "moderate beta" is where the caller measured
+       (beta = 1/sqrt(d_k), or after a few probe steps). "Softmax / Lagrange trade-off" is
+       read as the MaxEnt distribution over the catalogue at fixed expected utility and cost,
+       the Gibbs form p_i ~ exp(J_i / temp), lambda the multiplier of the cost constraint
+       (given by the caller, not solved for), the budget a hard cap; the tuple "fixed before
+       training" is its mode, argmax J (also the temp -> 0 limit); the weights are reported
+       for a printout. Cost is taken relative to the cheapest feasible candidate so lambda
+       is unit-free (ceas's choice; 0.1 = doubling the cost is worth 0.1 of utility).
+       "Tile-friendly" is read as the sizes being multiples of tile (16).
+     (C) ceas_pi_update, ceas_norm_eps, ceas_spectral_cap.
+          e = h_lo - h (below), h_hi - h (above), 0 (inside);  I <- clamp(I + e, +-i_max);
+          p <- clamp(p + direction (kp e + ki I), p_min, p_max)
+          eps = max(rel v_min, eps_floor), v_min the smallest positive row variance
+          scale = cap / sigma_max when sigma_max > cap, else 1
+       Readings. "An output-entropy band H(f(x)) by a tiny PI controller on activation
+       parameters": the entropy and its units are the caller's (e.g. a histogram entropy of
+       the activation output over ln(bins)), the parameter any scalar (a GELU/Swish
+       sharpness) whose effect's sign the caller gives as direction; the integral holds
+       inside the band and is clamped (anti-windup). "A sensible layer-norm eps" is read as
+       small against the smallest variance the norm divides by (rel 1e-3: that row shrinks
+       by <= 0.05%, reported as bias) with a floor for constant rows; "a spectral-radius cap"
+       as a check of the caller's estimate against a cap with the rescale that meets it.
+     (D) The positional scheme is one more field (pos: CEAS_POS_ROTARY / LEARNED / ALIBI /
+       LOCAL) of the catalogue's candidates, selected by the same J. "Favouring options that
+       keep early-layer N_eff high at fixed compute" is read as the utility
+       ceas_early_neff_utility = mean over the early layers' heads of H / ln N (the caller
+       says which layers are early, and may mix it with the corridor utility).
+     Not here: measuring costs and utilities, and the trainer's --maxent (issue 46 item 2).
+     Use (tests/test_ceas_maxent.c test_doc_example runs it):
+       ceas_init_config ic = ceas_init_config_default();
+       ceas_init_layer ly = {d_model, d_k, T, 0.0f, 1.0f, 0.0f, 0.0f}; // beta 1/sqrt(d_k), pre-LN
+       ceas_init_scale sc;
+       rc = ceas_init_scales(&ic, &ly, 1, &sc, NULL);  // then W_q, W_k ~ N(0, sc.sigma_q^2);
+                                                       // sc.met 0: sc.flags says which bound
+       // per candidate i: cand[i].cost = the caller's timed step, cand[i].utility from the
+       // heads' observables of a few probe steps at beta = 1/sqrt(d_k):
+       rc = ceas_corridor_utility(heads, L * H, 0.9f, 1.3f, 0.5f, &u);
+       ceas_select_config sel = ceas_select_config_default();
+       rc = ceas_maxent_select(&sel, cand, n, score, weight, NULL, &best); // ERANGE: none fits
 
    USAGE
      #define CEAS_IMPLEMENTATION   (in exactly one C or C++ file)
@@ -223,7 +325,8 @@
 
    ERRORS
      CEAS_OK 0; CEAS_EINVAL NULL pointer, bad size, NaN/Inf input or
-     hyper-parameter, inverted bounds; CEAS_ENOMEM; CEAS_ERANGE buffer too small;
+     hyper-parameter, inverted bounds; CEAS_ENOMEM; CEAS_ERANGE buffer too small, or no
+     value in range (ceas_gns too noisy, ceas_maxent_select nothing feasible);
      CEAS_EFORMAT a state buffer that is corrupted, truncated or of another
      shape. ceas_strerror() names them. A function that fails leaves its
      outputs and the controller state unchanged (the observables functions
@@ -474,6 +577,129 @@ CEASDEF float ceas_ls_target_at(const ceas_knob_config *kc, long long t);
 CEASDEF int ceas_ls_update(const ceas_knob_config *kc, long long t, float p, float h_logit,
                            float *p_out);
 
+/* ---- MaxEnt structural add-on (seed 004 section 6): choices made before training ---- */
+/* Host-only, pure functions on numbers the caller measured; formulas and readings in the
+   doc block (MAXENT). None of them is in the CUDA list. */
+
+/* (A) initialisation scales of W_q, W_k per layer. */
+typedef struct ceas_init_config {
+    int mode;             /* which T: CEAS_GATE_NORMALISED (default) or CEAS_GATE_RAW */
+    float t_lo, t_hi;     /* target band of T at step 0 (0.9, 1.1) */
+    float t_star;         /* the T aimed at, in [t_lo, t_hi] (1.0) */
+    float log_n_eff;      /* ln N_eff inside T (1.1: ceas_config's target_drop) */
+    float var_lo, var_hi; /* bounds on Var(q_i) = Var(k_i) at init (0.01, 100) */
+    float kurt_max;       /* bound on the scores' predicted excess kurtosis (1.0) */
+    float u_min;          /* freezing margin: beta sigma_qk <= (1-u_min) sqrt(2 ln N) (0.05) */
+} ceas_init_config;
+
+typedef struct ceas_init_layer {
+    int d_model;  /* input width of the q/k projections */
+    int d_k;      /* head dimension (the q.k dot product length) */
+    int n_keys;   /* keys per attention row (the context length), >= 1 */
+    float beta;   /* inverse temperature at step 0; 0: 1/sqrt(d_k) */
+    float var_x;  /* variance of one input coordinate (1 after a LayerNorm), > 0 */
+    float kurt_x; /* excess kurtosis of an input coordinate (0 Gaussian), >= -2 */
+    float kurt_w; /* excess kurtosis of a weight entry (0 Gaussian, -1.2 uniform), >= -2 */
+} ceas_init_layer;
+
+/* check bits of ceas_init_scale.flags: which constraint leaves no scale inside the band */
+#define CEAS_INIT_VAR_LOW  1 /* the band needs Var(q_i) below var_lo */
+#define CEAS_INIT_VAR_HIGH 2 /* the band needs Var(q_i) above var_hi */
+#define CEAS_INIT_MARGIN   4 /* the band lies past the freezing margin (1-u_min) sqrt(2 ln N) */
+#define CEAS_INIT_KURT     8 /* predicted excess kurtosis of the scores above kurt_max */
+
+typedef struct ceas_init_scale {
+    float sigma_q, sigma_k; /* std of the entries of W_q and W_k (equal: symmetric split) */
+    float var_q;            /* predicted Var(q_i) = Var(k_i) = d_model sigma^2 var_x */
+    float sigma_qk;         /* predicted std of the scores = sqrt(d_k) var_q */
+    float x;                /* beta sigma_qk */
+    float T;                /* predicted T at step 0 */
+    float kurt_s;           /* predicted excess kurtosis of the scores */
+    int met;                /* 1: T in [t_lo, t_hi] with every bound kept; 0: see flags */
+    int flags;              /* CEAS_INIT_* bits (0 when met) */
+} ceas_init_scale;
+
+CEASDEF ceas_init_config ceas_init_config_default(void);
+CEASDEF int ceas_init_config_validate(const ceas_init_config *ic);
+/* Per layer l (layers, out: (L)): the scales that put T at t_star, or at the point of the
+   band nearest t_star that keeps every bound; when no point of the band keeps them, met 0,
+   flags name the conflicts and the scales written are those of t_star itself (reported,
+   never clamped); a kurtosis over kurt_max sets met 0 and CEAS_INIT_KURT beside the scales
+   (the kurtosis does not depend on the scale). n_met (may be NULL): layers met. CEAS_EINVAL
+   (nothing written) on a bad config or layer. */
+CEASDEF int ceas_init_scales(const ceas_init_config *ic, const ceas_init_layer *layers, int L,
+                             ceas_init_scale *out, int *n_met);
+
+/* (B) + (D) the catalogue. */
+#define CEAS_POS_ANY     0 /* the positional axis is not used */
+#define CEAS_POS_ROTARY  1
+#define CEAS_POS_LEARNED 2
+#define CEAS_POS_ALIBI   3
+#define CEAS_POS_LOCAL   4
+
+typedef struct ceas_arch {
+    int n_heads, d_k, d_ff, d_model; /* > 0 */
+    int pos;                         /* CEAS_POS_* */
+    double cost;                     /* measured cost, caller's units (FLOPs, s, bytes), > 0 */
+    double utility;                  /* corridor utility (ceas_corridor_utility), finite */
+} ceas_arch;
+
+typedef struct ceas_select_config {
+    double lambda;  /* Lagrange multiplier on the relative cost c / c_min, >= 0 (0.1) */
+    double budget;  /* cost cap, caller's units; 0: none (0) */
+    double temp;    /* softmax temperature of the weights, > 0 (0.05) */
+    double tie_tol; /* scores within tie_tol of the best tie (1e-9) */
+    int tile;       /* d_k, d_ff, d_model multiples of tile, else infeasible; <= 1: off (16) */
+} ceas_select_config;
+
+CEASDEF ceas_select_config ceas_select_config_default(void);
+CEASDEF int ceas_select_config_validate(const ceas_select_config *sc);
+/* Corridor utility of one candidate from per-head observables measured at a moderate beta
+   (heads: (n), e.g. ceas_attention_observables' heads of every layer): the mean over heads
+   of exp(-d^2 / (2 width^2)), d the distance of H from [log_n - drop_hi, log_n - drop_lo]
+   (0 inside). In (0, 1]. */
+CEASDEF int ceas_corridor_utility(const ceas_obs *heads, int n, float drop_lo, float drop_hi,
+                                  float width, float *u);
+/* (D) early-layer utility: mean over heads of H / log_n (1: uniform); heads with
+   log_n == 0 (one key) count 1. heads: (n). */
+CEASDEF int ceas_early_neff_utility(const ceas_obs *heads, int n, float *u);
+/* Scores J_i = utility_i - lambda cost_i / c_min (c_min: the cheapest feasible cost),
+   softmax weights w_i = exp((J_i - J_max)/temp) / Z over the feasible candidates (0 for the
+   rest), and the selection: the feasible argmax of J; ties (within tie_tol) go to the lower
+   cost, then the lower index. cand: (n); score, weight, feasible: (n) or NULL. A candidate is
+   feasible when cost <= budget (budget > 0) and its sizes fit the tile. None feasible:
+   CEAS_ERANGE, nothing written. */
+CEASDEF int ceas_maxent_select(const ceas_select_config *sc, const ceas_arch *cand, int n,
+                               double *score, double *weight, unsigned char *feasible,
+                               int *selected);
+
+/* (C) activation / normalisation parameters. */
+typedef struct ceas_pi_config {
+    float h_lo, h_hi;   /* output-entropy band, the caller's units (0.6, 0.9: normalised) */
+    float kp, ki;       /* proportional and integral gains, >= 0 (0.5, 0.05) */
+    float i_max;        /* anti-windup: |integral| <= i_max, > 0 (10) */
+    float p_min, p_max; /* bounds on the parameter (1e-3, 1e3) */
+    int direction;      /* +1: raising the parameter raises the entropy; -1: lowers it (+1) */
+} ceas_pi_config;
+
+CEASDEF ceas_pi_config ceas_pi_config_default(void);
+CEASDEF int ceas_pi_config_validate(const ceas_pi_config *pc);
+/* One PI step on an activation parameter p from the measured output entropy h:
+   e = h_lo - h below the band, h_hi - h above it, 0 inside; I <- clamp(I + e, +-i_max);
+   p <- clamp(p + direction (kp e + ki I), p_min, p_max). integral: in/out (start at 0). */
+CEASDEF int ceas_pi_update(const ceas_pi_config *pc, float p, float h, float *integral,
+                           float *p_out);
+/* Norm epsilon from the per-row variances the norm divides by (var: (n), >= 0, one
+   positive at least): eps = max(rel v_min, eps_floor), v_min the smallest positive
+   variance; bias (may be NULL) = 1 - sqrt(v_min / (v_min + eps)), the relative shrink of
+   that row's normalised output. rel > 0, eps_floor > 0. */
+CEASDEF int ceas_norm_eps(const float *var, long long n, float rel, float eps_floor,
+                          float *eps, float *bias);
+/* Spectral-radius cap: sigma_max (the caller's estimate, e.g. power iteration) against
+   cap > 0: *scale = cap / sigma_max when over the cap (multiply the weights by it), else 1;
+   *over (may be NULL) = 1 when over. */
+CEASDEF int ceas_spectral_cap(float sigma_max, float cap, float *scale, int *over);
+
 /* ---- CUDA: the observables and their reductions on the device ---- */
 /* cuda/ceas.cuh; compiled when this header is compiled by nvcc (or by a C++ compiler
    with ATTNKIT_CUDA_SIM and tests/cuda_sim.h), else these return CEAS_ENOCUDA. The
@@ -613,7 +839,7 @@ CEASDEF const char *ceas_strerror(int err)
     case CEAS_OK: return "ok";
     case CEAS_EINVAL: return "invalid argument (NULL, bad size, NaN/Inf or inverted bounds)";
     case CEAS_ENOMEM: return "out of memory";
-    case CEAS_ERANGE: return "buffer too small";
+    case CEAS_ERANGE: return "buffer too small or no value in range (nothing feasible)";
     case CEAS_EIO: return "i/o error";
     case CEAS_EFORMAT: return "bad state buffer (corrupted, truncated or other shape)";
     case CEAS_ENOCUDA: return "built without CUDA (compile with nvcc)";
@@ -2032,6 +2258,298 @@ CEASDEF int ceas_ls_update(const ceas_knob_config *k, long long t, float p, floa
     if (h_logit < target - k->ls_band || h_logit > target + k->ls_band)
         np = p + k->kappa_ls * (target - h_logit);
     *p_out = ceas__clampf((float)np, k->ls_min, k->ls_max);
+    return CEAS_OK;
+}
+
+/* ------------------------------------------------- MaxEnt (seed 004 section 6) */
+
+CEASDEF ceas_init_config ceas_init_config_default(void)
+{
+    ceas_init_config c;
+    memset(&c, 0, sizeof c);
+    c.mode = CEAS_GATE_NORMALISED;
+    c.t_lo = 0.9f;
+    c.t_hi = 1.1f;
+    c.t_star = 1.0f;
+    c.log_n_eff = 1.1f;
+    c.var_lo = 0.01f;
+    c.var_hi = 100.0f;
+    c.kurt_max = 1.0f;
+    c.u_min = 0.05f;
+    return c;
+}
+
+CEASDEF int ceas_init_config_validate(const ceas_init_config *c)
+{
+    if (!c) return CEAS_EINVAL;
+    if (c->mode != CEAS_GATE_NORMALISED && c->mode != CEAS_GATE_RAW) return CEAS_EINVAL;
+    if (!ceas__finite(c->t_lo) || !ceas__finite(c->t_hi) || !ceas__finite(c->t_star) ||
+        !ceas__finite(c->log_n_eff) || !ceas__finite(c->var_lo) || !ceas__finite(c->var_hi) ||
+        !ceas__finite(c->kurt_max) || !ceas__finite(c->u_min))
+        return CEAS_EINVAL;
+    if (!(c->t_lo > 0) || !(c->t_lo <= c->t_star) || !(c->t_star <= c->t_hi) ||
+        !(c->log_n_eff > 0) || !(c->var_lo > 0) || !(c->var_lo <= c->var_hi) ||
+        !(c->kurt_max >= 0) || !(c->u_min >= 0) || !(c->u_min < 1))
+        return CEAS_EINVAL;
+    return CEAS_OK;
+}
+
+/* x = beta sigma_qk that gives the gate score t (both readings are linear in x) */
+static double ceas__init_x_of_t(const ceas_init_config *c, double t)
+{
+    double r = sqrt(2.0 * (double)c->log_n_eff);
+    return c->mode == CEAS_GATE_RAW ? t / r : t * r;
+}
+
+static double ceas__init_t_of_x(const ceas_init_config *c, double x)
+{
+    double r = sqrt(2.0 * (double)c->log_n_eff);
+    return c->mode == CEAS_GATE_RAW ? x * r : x / r;
+}
+
+static int ceas__init_layer_ok(const ceas_init_layer *l)
+{
+    return l->d_model > 0 && l->d_k > 0 && l->n_keys > 0 && ceas__finite(l->beta) &&
+           l->beta >= 0 && ceas__finite(l->var_x) && l->var_x > 0 && ceas__finite(l->kurt_x) &&
+           l->kurt_x >= -2 && ceas__finite(l->kurt_w) && l->kurt_w >= -2;
+}
+
+CEASDEF int ceas_init_scales(const ceas_init_config *c, const ceas_init_layer *layers, int L,
+                             ceas_init_scale *out, int *n_met)
+{
+    int l, met = 0;
+    if (ceas_init_config_validate(c) != CEAS_OK || !layers || !out || L <= 0)
+        return CEAS_EINVAL;
+    for (l = 0; l < L; l++)
+        if (!ceas__init_layer_ok(&layers[l])) return CEAS_EINVAL;
+    for (l = 0; l < L; l++) { /* every value below is finite for valid input */
+        const ceas_init_layer *ly = &layers[l];
+        ceas_init_scale r;
+        double beta = ly->beta > 0 ? ly->beta : 1.0 / sqrt((double)ly->d_k);
+        double g = beta * sqrt((double)ly->d_k); /* x = g var_q */
+        double lo = ceas__init_x_of_t(c, c->t_lo), hi = ceas__init_x_of_t(c, c->t_hi);
+        double xs = ceas__init_x_of_t(c, c->t_star), x;
+        double x_vlo = g * c->var_lo, x_vhi = g * c->var_hi;
+        double x_marg = (1.0 - c->u_min) * sqrt(2.0 * log((double)ly->n_keys));
+        double eq, vq;
+        memset(&r, 0, sizeof r);
+        /* kurtosis: a product of independent zero-mean factors with excess a, b has excess
+           (3+a)(3+b)-3; a sum of n independent such terms divides it by n */
+        eq = ((3.0 + ly->kurt_w) * (3.0 + ly->kurt_x) - 3.0) / ly->d_model;
+        r.kurt_s = (float)(((3.0 + eq) * (3.0 + eq) - 3.0) / ly->d_k);
+        /* the feasible x: the band, the variance bounds and the margin */
+        if (hi < x_vlo) r.flags |= CEAS_INIT_VAR_LOW;
+        if (lo > x_vhi) r.flags |= CEAS_INIT_VAR_HIGH;
+        if (lo > x_marg) r.flags |= CEAS_INIT_MARGIN;
+        if (lo < x_vlo) lo = x_vlo;
+        if (hi > x_vhi) hi = x_vhi;
+        if (hi > x_marg) hi = x_marg;
+        /* each bound leaves part of the band, yet none is left: with var_lo <= var_hi and
+           the band against each bound checked, only var_lo against the margin remains */
+        if (!(lo <= hi) && !(r.flags & (CEAS_INIT_VAR_LOW | CEAS_INIT_VAR_HIGH | CEAS_INIT_MARGIN)))
+            r.flags |= CEAS_INIT_MARGIN | CEAS_INIT_VAR_LOW;
+        if (r.kurt_s > c->kurt_max) r.flags |= CEAS_INIT_KURT;
+        x = xs;
+        if (lo <= hi) x = xs < lo ? lo : (xs > hi ? hi : xs); /* nearest kept point of the band */
+        /* variance propagation: Var(q_i) = d_model sigma_q^2 var_x, same for k;
+           sigma_qk^2 = d_k Var(q_i) Var(k_i); symmetric split Var(q_i) = Var(k_i) */
+        vq = x / g;
+        r.var_q = (float)vq;
+        r.sigma_q = r.sigma_k = (float)sqrt(vq / ((double)ly->d_model * ly->var_x));
+        r.sigma_qk = (float)(sqrt((double)ly->d_k) * vq);
+        r.x = (float)x;
+        r.T = (float)ceas__init_t_of_x(c, x);
+        r.met = r.flags == 0;
+        met += r.met;
+        out[l] = r;
+    }
+    if (n_met) *n_met = met;
+    return CEAS_OK;
+}
+
+CEASDEF ceas_select_config ceas_select_config_default(void)
+{
+    ceas_select_config c;
+    memset(&c, 0, sizeof c);
+    c.lambda = 0.1;
+    c.budget = 0;
+    c.temp = 0.05;
+    c.tie_tol = 1e-9;
+    c.tile = 16;
+    return c;
+}
+
+CEASDEF int ceas_select_config_validate(const ceas_select_config *c)
+{
+    if (!c || !ceas__finite(c->lambda) || !ceas__finite(c->budget) || !ceas__finite(c->temp) ||
+        !ceas__finite(c->tie_tol) || !(c->lambda >= 0) || !(c->budget >= 0) ||
+        !(c->temp > 0) || !(c->tie_tol >= 0) || c->tile < 0)
+        return CEAS_EINVAL;
+    return CEAS_OK;
+}
+
+CEASDEF int ceas_corridor_utility(const ceas_obs *heads, int n, float drop_lo, float drop_hi,
+                                  float width, float *u)
+{
+    double s = 0;
+    int i;
+    if (!heads || n <= 0 || !u || !ceas__finite(drop_lo) || !ceas__finite(drop_hi) ||
+        !ceas__finite(width) || !(drop_lo >= 0) || !(drop_lo <= drop_hi) || !(width > 0))
+        return CEAS_EINVAL;
+    for (i = 0; i < n; i++)
+        if (!ceas__finite(heads[i].H) || !ceas__finite(heads[i].log_n) || heads[i].log_n < 0)
+            return CEAS_EINVAL;
+    for (i = 0; i < n; i++) {
+        double lo = (double)heads[i].log_n - drop_hi, hi = (double)heads[i].log_n - drop_lo;
+        double h = heads[i].H, d = h < lo ? lo - h : (h > hi ? h - hi : 0.0);
+        s += exp(-d * d / (2.0 * (double)width * width));
+    }
+    *u = (float)(s / n);
+    return CEAS_OK;
+}
+
+CEASDEF int ceas_early_neff_utility(const ceas_obs *heads, int n, float *u)
+{
+    double s = 0;
+    int i;
+    if (!heads || n <= 0 || !u) return CEAS_EINVAL;
+    for (i = 0; i < n; i++)
+        if (!ceas__finite(heads[i].H) || !ceas__finite(heads[i].log_n) || heads[i].log_n < 0 ||
+            heads[i].H < 0)
+            return CEAS_EINVAL;
+    for (i = 0; i < n; i++) s += heads[i].log_n > 0 ? (double)heads[i].H / heads[i].log_n : 1.0;
+    *u = (float)(s / n);
+    return CEAS_OK;
+}
+
+static int ceas__arch_fits(const ceas_select_config *c, const ceas_arch *a)
+{
+    if (c->budget > 0 && a->cost > c->budget) return 0;
+    if (c->tile > 1 && (a->d_k % c->tile || a->d_ff % c->tile || a->d_model % c->tile)) return 0;
+    return 1;
+}
+
+CEASDEF int ceas_maxent_select(const ceas_select_config *c, const ceas_arch *cand, int n,
+                               double *score, double *weight, unsigned char *feasible,
+                               int *selected)
+{
+    double c_min = 0, j_max = 0, z = 0;
+    int i, best = -1;
+    if (ceas_select_config_validate(c) != CEAS_OK || !cand || n <= 0 || !selected)
+        return CEAS_EINVAL;
+    for (i = 0; i < n; i++) {
+        const ceas_arch *a = &cand[i];
+        if (a->n_heads <= 0 || a->d_k <= 0 || a->d_ff <= 0 || a->d_model <= 0 ||
+            a->pos < CEAS_POS_ANY || a->pos > CEAS_POS_LOCAL || !ceas__finite(a->cost) ||
+            !(a->cost > 0) || !ceas__finite(a->utility))
+            return CEAS_EINVAL;
+    }
+    for (i = 0; i < n; i++)
+        if (ceas__arch_fits(c, &cand[i]) && (c_min == 0 || cand[i].cost < c_min))
+            c_min = cand[i].cost;
+    if (c_min == 0) return CEAS_ERANGE; /* nothing feasible */
+    for (i = 0; i < n; i++) { /* J_max over the feasible ones (at least one) */
+        double j = cand[i].utility - c->lambda * (cand[i].cost / c_min);
+        if (!ceas__finite(j)) return CEAS_EINVAL;
+        if (ceas__arch_fits(c, &cand[i]) && (best < 0 || j > j_max)) {
+            j_max = j;
+            best = i;
+        }
+    }
+    /* the selection: the best score; a tie (within tie_tol) goes to the lower cost, then
+       the lower index */
+    best = -1;
+    for (i = 0; i < n; i++) {
+        double j = cand[i].utility - c->lambda * (cand[i].cost / c_min);
+        if (!ceas__arch_fits(c, &cand[i]) || j < j_max - c->tie_tol) continue;
+        if (best < 0 || cand[i].cost < cand[best].cost) best = i;
+    }
+    for (i = 0; i < n; i++)
+        if (ceas__arch_fits(c, &cand[i]))
+            z += exp((cand[i].utility - c->lambda * (cand[i].cost / c_min) - j_max) / c->temp);
+    for (i = 0; i < n; i++) {
+        double j = cand[i].utility - c->lambda * (cand[i].cost / c_min);
+        int f = ceas__arch_fits(c, &cand[i]);
+        if (score) score[i] = j;
+        if (weight) weight[i] = f ? exp((j - j_max) / c->temp) / z : 0.0;
+        if (feasible) feasible[i] = (unsigned char)f;
+    }
+    *selected = best;
+    return CEAS_OK;
+}
+
+CEASDEF ceas_pi_config ceas_pi_config_default(void)
+{
+    ceas_pi_config c;
+    memset(&c, 0, sizeof c);
+    c.h_lo = 0.6f;
+    c.h_hi = 0.9f;
+    c.kp = 0.5f;
+    c.ki = 0.05f;
+    c.i_max = 10.0f;
+    c.p_min = 1e-3f;
+    c.p_max = 1e3f;
+    c.direction = 1;
+    return c;
+}
+
+CEASDEF int ceas_pi_config_validate(const ceas_pi_config *c)
+{
+    if (!c || !ceas__finite(c->h_lo) || !ceas__finite(c->h_hi) || !ceas__finite(c->kp) ||
+        !ceas__finite(c->ki) || !ceas__finite(c->i_max) || !ceas__finite(c->p_min) ||
+        !ceas__finite(c->p_max) || !(c->h_lo <= c->h_hi) || !(c->kp >= 0) || !(c->ki >= 0) ||
+        !(c->i_max > 0) || !(c->p_min <= c->p_max) || (c->direction != 1 && c->direction != -1))
+        return CEAS_EINVAL;
+    return CEAS_OK;
+}
+
+CEASDEF int ceas_pi_update(const ceas_pi_config *c, float p, float h, float *integral,
+                           float *p_out)
+{
+    double e, I, np;
+    if (ceas_pi_config_validate(c) != CEAS_OK || !integral || !p_out || !ceas__finite(p) ||
+        !ceas__finite(h) || !ceas__finite(*integral))
+        return CEAS_EINVAL;
+    e = h < c->h_lo ? (double)c->h_lo - h : (h > c->h_hi ? (double)c->h_hi - h : 0.0);
+    I = *integral + e;
+    if (I > c->i_max) I = c->i_max;
+    if (I < -c->i_max) I = -c->i_max;
+    np = p + c->direction * (c->kp * e + c->ki * I);
+    if (!ceas__finite(np)) return CEAS_EINVAL;
+    *integral = (float)I;
+    *p_out = ceas__clampf((float)np, c->p_min, c->p_max);
+    return CEAS_OK;
+}
+
+CEASDEF int ceas_norm_eps(const float *var, long long n, float rel, float eps_floor, float *eps,
+                          float *bias)
+{
+    double vmin = 0, e;
+    long long i;
+    if (!var || n <= 0 || !eps || !ceas__finite(rel) || !(rel > 0) || !ceas__finite(eps_floor) ||
+        !(eps_floor > 0))
+        return CEAS_EINVAL;
+    for (i = 0; i < n; i++) {
+        if (!ceas__finite(var[i]) || var[i] < 0) return CEAS_EINVAL;
+        if (var[i] > 0 && (vmin == 0 || var[i] < vmin)) vmin = var[i];
+    }
+    if (vmin == 0) return CEAS_EINVAL; /* every row constant: nothing to scale against */
+    e = rel * vmin;
+    if (e < eps_floor) e = eps_floor;
+    if (!ceas__finite((float)e)) return CEAS_EINVAL;
+    *eps = (float)e;
+    if (bias) *bias = (float)(1.0 - sqrt(vmin / (vmin + e)));
+    return CEAS_OK;
+}
+
+CEASDEF int ceas_spectral_cap(float sigma_max, float cap, float *scale, int *over)
+{
+    int o;
+    if (!scale || !ceas__finite(sigma_max) || sigma_max < 0 || !ceas__finite(cap) || !(cap > 0))
+        return CEAS_EINVAL;
+    o = sigma_max > cap;
+    *scale = o ? (float)((double)cap / sigma_max) : 1.0f;
+    if (over) *over = o;
     return CEAS_OK;
 }
 
