@@ -42,9 +42,11 @@
    --contended K,K,... (issue 41): ours only, config S (M with --config M): tokens/s quiet,
    then with K busy processes beside it (started and killed by the benchmark, spinning on
    arithmetic, pinned to no core), as total tokens over the total time of the timed steps,
-   best of --rounds; and the ratio to the fair share quiet * cores / (cores + K). It runs
-   under whatever OpenMP wait policy the environment sets (OMP_WAIT_POLICY,
-   GOMP_SPINCOUNT: printed), so policies can be compared. Last lines, key=value:
+   best of --rounds; and the ratio to the fair share quiet * cores / (cores + K)
+   (bench/bench_contended.h). It runs under the programs' wait policy (exio.h's
+   ex_wait_policy: GOMP_SPINCOUNT=5000) unless the environment sets one
+   (OMP_WAIT_POLICY, GOMP_SPINCOUNT; ATTNKIT_WAIT_POLICY=anything keeps the runtime's
+   default), printed, so policies can be compared. Last lines, key=value:
      quiet_tokens_per_s=N
      fair_share_ratio_k<K>=X       (one per K)
 
