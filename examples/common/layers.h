@@ -373,6 +373,8 @@ typedef struct lyr_io {
     float *saved, *work;    /* lyr_X_saved_floats / work_floats on the context's device */
     float *host;            /* host_floats of host memory (MoE on a device), else NULL */
     int B, T, train;
+    int layer;              /* the caller's block index (kinds whose per-layer state lives
+                               with the caller: the model's softmax attention); 0 else */
     uint64_t seed;          /* noise of this forward (MoE Gumbel) */
     float coef;             /* backward: weight of the kind's statistic in the loss (MoE lb) */
     float stat;             /* forward, out: the kind's statistic (MoE load balance), else 0 */
