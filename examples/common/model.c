@@ -12,7 +12,7 @@
        eta = sigmoid(W_eta mu) (N,1) if res_gate   ["blocks.l.res_gate.weight" (1,R)], else 1
        n1  = norm1(x)                              ["blocks.l.ln1.weight" (C) (+ ".bias" LN)]
              with cfg.conv_k = K: n1 += depthwise causal conv of n1 over the last K
-             positions (mdl__conv_fwd)             ["blocks.l.conv.weight" (K,C), init 0]
+             positions (layers.h lyr_kind_conv)    ["blocks.l.conv.weight" (K,C), init 0]
        softmax attention: qkv = n1 Wqkv^T (one GEMM, no bias) ["blocks.l.attn.qkv.weight" (3C,C)]
              logits = q k^T / (sqrt(D) temp_h) + prior bias, causal softmax, merge heads,
              a = y Wo^T (no bias)                   ["blocks.l.attn.proj.weight" (C,C)]
@@ -66,11 +66,12 @@
    m->cx (exctx.h's ex_ctx); every op goes through exctx.h's ex_X(ctx, ...) dispatch, so
    nothing here asks the driver where a pointer lives. The mixer (polar attention, or
    softmax attention as this file's own kind mdl__kind_softmax), the gated-delta memory,
-   the FFN (GELU / squared-ReLU MLP, fuzzy MoE) and the norms are components held per
+   the FFN (GELU / squared-ReLU MLP, fuzzy MoE), the norms and the causal convolution
+   (cfg.conv_k, layers.h lyr_kind_conv) are components held per
    block slot (mdl__comp: a lyr_kind and its dims); their tensors, initialisation,
    saved state, work buffer, forward and backward go through the kind's table (softmax
-   attention's saved state and scratch are still carved by mdl__carve). The convolution,
-   the memberships and the gates are still written in the block; the softmax attention keeps
+   attention's saved state and scratch are still carved by mdl__carve). The memberships
+   and the gates are still written in the block; the softmax attention keeps
    per-device saved state (CPU: probabilities; device: log-sum-exp), issue 39 item 4.
 
    Memory: parameters and gradients are one allocation each; every activation and every
@@ -116,6 +117,7 @@ enum { MDL__CP_MIX = 0, /* the mixer: polar attention (layers.h) or softmax atte
        MDL__CP_FFN,     /* the FFN (GELU / squared-ReLU MLP, fuzzy MoE) */
        MDL__CP_N1,      /* norm1 (LayerNorm / RMSNorm) */
        MDL__CP_N2,      /* norm2 */
+       MDL__CP_CONV,    /* the causal convolution after norm1 (cfg.conv_k) */
        MDL__NCP };      /* (a slot's index is its init stream: 100000 + 4 l + slot for the
                            first three; the norms start from constants) */
 
@@ -131,7 +133,6 @@ typedef struct mdl__comp {
 /* Offsets (floats) of one block's parameters in the parameter buffer; MDL__ABSENT when
    the configuration has no such tensor. */
 typedef struct mdl__bp {
-    size_t conv;
     size_t memw, memb, memc, mems;
     size_t resg, vgam;
     size_t qkv, proj, tau, posb, kappa, gtau;
@@ -181,6 +182,7 @@ struct mdl_model {
     lyr_moe_dims md;
     lyr_mlp_dims mlpd;
     lyr_norm_dims normd;
+    lyr_conv_dims convd;
     mdl__comp cp[MDL__NCP];  /* the block's layers.h components by slot */
     float *params, *grads;
     size_t nparams;
@@ -630,10 +632,8 @@ static int mdl__build_table(mdl_model *m)
         for (k = 0; k < sizeof(mdl__bp) / sizeof(size_t); k++) all[k] = MDL__ABSENT;
         rc = mdl__add_comp(m, l, MDL__CP_N1, sp[MDL__CP_N1]);
         if (rc) return rc;
-        if (c->conv_k) {
-            snprintf(nm, sizeof nm, "blocks.%d.conv.weight", l);
-            MDL__ADD(b->conv, 2, c->conv_k, C, 0, MDL__INIT_ZERO, 0);
-        }
+        rc = mdl__add_comp(m, l, MDL__CP_CONV, sp[MDL__CP_CONV]);
+        if (rc) return rc;
         if (m->need_mu) {
             snprintf(nm, sizeof nm, "blocks.%d.mem.proj.weight", l);
             MDL__ADD(b->memw, 2, C, C, 1, MDL__INIT_UNIFORM, uC);
@@ -834,6 +834,12 @@ int mdl_create_on(mdl_model **out, const mdl_config *cfg, uint64_t seed, int dev
     m->cp[MDL__CP_N1].k = m->cp[MDL__CP_N2].k = &lyr_kind_norm;
     m->cp[MDL__CP_N1].d = m->cp[MDL__CP_N2].d = &m->normd;
     m->cp[MDL__CP_N1].name = "ln1";
+    m->convd.C = m->C;
+    m->convd.K = cfg->conv_k;
+    if (cfg->conv_k) {
+        m->cp[MDL__CP_CONV].k = &lyr_kind_conv;
+        m->cp[MDL__CP_CONV].d = &m->convd;
+    }
     m->cp[MDL__CP_N2].name = "ln2";
     /* the mixer: polar attention (layers.h) or softmax attention (the model's own kind) */
     m->cp[MDL__CP_MIX].k = cfg->attn == MDL_ATTN_POLAR ? &lyr_kind_polar : &mdl__kind_softmax;
@@ -1036,7 +1042,7 @@ static size_t mdl__carve(mdl_model *m, int B, int T, int train, int obs, char *b
         }
         if (c->res_gate) a->eta = MDL__TF(&cv, N);
         a->n1 = MDL__TF(&cv, N * C);
-        a->n1p = c->conv_k ? MDL__TF(&cv, N * C) : NULL;
+        a->n1p = m->cp[MDL__CP_CONV].k ? MDL__TF(&cv, N * C) : NULL;
         if (c->attn == MDL_ATTN_SOFTMAX) {
             a->q = MDL__TF(&cv, N * C);
             a->k = MDL__TF(&cv, N * C);
@@ -1602,24 +1608,6 @@ static int mdl__softmax_fwd(mdl_model *m, int l, const mdl_opts *o, mdl_stats *s
     return MDL_OK;
 }
 
-/* Depthwise causal convolution with a residual (cfg.conv_k = K):
-   out[b,t,c] = in[b,t,c] + sum_{j<K, j<=t} w[j,c] in[b,t-j,c] (tensor.h's
-   tk_causal_dwconv_forward accumulating onto a copy of in). Backward: din (written)
-   = dout + sum_j w[j] dout[t+j] (t+j < T); dw[j,c] += sum_{b,t>=j} dout[b,t,c] in[b,t-j,c]
-   (in double per (j,c), a fixed order: thread-count independent). Either device. */
-static int mdl__conv_fwd(const ex_ctx *x, float *out, const float *in, const float *w, int B, int T, int C, int K)
-{
-    int rc = ex_copy(x, out, in, sizeof(float) * (size_t)B * T * C);
-    return rc ? rc : ex_causal_dwconv_fwd(x, out, in, w, B, T, C, K, 1);
-}
-
-static int mdl__conv_bwd(const ex_ctx *x, float *din, float *dw, const float *dout, const float *in, const float *w, int B,
-                         int T, int C, int K)
-{
-    int rc = ex_copy(x, din, dout, sizeof(float) * (size_t)B * T * C);
-    return rc ? rc : ex_causal_dwconv_bwd(x, din, dw, dout, in, w, B, T, C, K);
-}
-
 /* A gated residual branch: out (N,C) = x + eta * br (eta (N) per token, NULL means 1);
    its backward is mdl__branch_bwd. */
 static int mdl__branch_fwd(const ex_ctx *cx, float *out, const float *x, const float *br, const float *eta,
@@ -1690,9 +1678,14 @@ static int mdl__block_fwd(mdl_model *m, int l, const float *x, float *xo, const 
     /* attention */
     mdl__comp_io(m, l, MDL__CP_N1, &io, Pp, NULL);
     io.x = x;
-    io.out = c->conv_k ? a->n1p : a->n1;
+    io.out = a->n1p ? a->n1p : a->n1;
     MDL__TRY(mdl__cfwd(m, MDL__CP_N1, &io), "norm1");
-    if (c->conv_k) MDL__TRY(mdl__conv_fwd(&m->cx, a->n1, a->n1p, P + b->conv, B, T, C, c->conv_k), "convolution");
+    if (m->cp[MDL__CP_CONV].k) { /* n1 = n1p + conv(n1p) */
+        mdl__comp_io(m, l, MDL__CP_CONV, &io, Pp, NULL);
+        io.x = a->n1p;
+        io.out = a->n1;
+        MDL__TRY(mdl__cfwd(m, MDL__CP_CONV, &io), "convolution");
+    }
     mdl__comp_io(m, l, MDL__CP_MIX, &io, Pp, NULL); /* the mixer: n1 -> ap */
     io.layer = l;
     io.x = a->n1;
@@ -2423,10 +2416,15 @@ static int mdl__block_bwd(mdl_model *m, int l)
     io.dx = m->dln;
     rc = mdl__kret(m, mdl__cbwd(m, MDL__CP_MIX, &io), "mixer backward");
     if (rc) return rc;
-    if (c->conv_k) {
-        /* the mixers' gradient is d(n1 after the convolution): back through it (dbr is free) */
-        MDL__TRY(mdl__conv_bwd(&m->cx, dbr, G + b->conv, m->dln, a->n1p, P + b->conv, B, T, C, c->conv_k),
-                 "convolution backward");
+    if (m->cp[MDL__CP_CONV].k) {
+        /* the mixers' gradient is d(n1 after the convolution): back through it into dbr
+           (free), then dln */
+        MDL__TRY(ex_zero(&m->cx, dbr, sizeof(float) * NC), "zero");
+        mdl__comp_io(m, l, MDL__CP_CONV, &io, Pp, Gp);
+        io.x = a->n1p;
+        io.dout = m->dln;
+        io.dx = dbr;
+        MDL__TRY(mdl__cbwd(m, MDL__CP_CONV, &io), "convolution backward");
         MDL__TRY(ex_copy(&m->cx, m->dln, dbr, sizeof(float) * NC), "copy");
     }
     mdl__comp_io(m, l, MDL__CP_N1, &io, Pp, Gp); /* dres += d norm1 */
