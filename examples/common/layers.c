@@ -1819,6 +1819,44 @@ int lyr_mlp_bwd(const ex_ctx *cx, const lyr_mlp_dims *d, const float *const *P, 
     return rc ? LYR_EFAIL : LYR_OK;
 }
 
+/* =================================================================== causal convolution */
+static int lyr__conv_ok(const lyr_conv_dims *d) { return d && d->C >= 1 && d->C <= (1 << 20) && d->K >= 1 && d->K <= 64; }
+
+int lyr_conv_params(const lyr_conv_dims *d, lyr_pspec *out, int cap)
+{
+    if (!lyr__conv_ok(d) || !out || cap < 1) return LYR_EINVAL;
+    memset(out, 0, sizeof *out);
+    snprintf(out[0].suffix, sizeof out[0].suffix, "weight");
+    out[0].ndim = 2;
+    out[0].shape[0] = d->K;
+    out[0].shape[1] = d->C;
+    out[0].decay = 0;
+    out[0].init = LYR_INIT_ZERO;
+    return 1;
+}
+
+int lyr_conv_fwd(const ex_ctx *cx, const lyr_conv_dims *d, const float *const *P, const float *x, float *out,
+                 int B, int T)
+{
+    int rc;
+    if (!cx || !lyr__conv_ok(d) || !lyr__bt_ok(B, T, (double)d->C) || !P || !P[0] || !x || !out) return LYR_EINVAL;
+    rc = ex_copy(cx, out, x, sizeof(float) * (size_t)B * T * d->C);
+    if (!rc) rc = ex_causal_dwconv_fwd(cx, out, x, P[0], B, T, d->C, d->K, 1);
+    return rc ? LYR_EFAIL : LYR_OK;
+}
+
+int lyr_conv_bwd(const ex_ctx *cx, const lyr_conv_dims *d, const float *const *P, float *const *G, const float *x,
+                 const float *dout, float *dx, int B, int T)
+{
+    int rc;
+    if (!cx || !lyr__conv_ok(d) || !lyr__bt_ok(B, T, (double)d->C) || !P || !P[0] || !G || !G[0] || !x || !dout ||
+        !dx)
+        return LYR_EINVAL;
+    rc = ex_residual_fwd(cx, dx, dx, dout, (size_t)B * T * d->C); /* the identity path */
+    if (!rc) rc = ex_causal_dwconv_bwd(cx, dx, G[0], dout, x, P[0], B, T, d->C, d->K);
+    return rc ? LYR_EFAIL : LYR_OK;
+}
+
 /* =================================================================== norms */
 static int lyr__norm_ok(const lyr_norm_dims *d)
 {
@@ -1997,8 +2035,26 @@ static int lyr__norm_bwd_v(const ex_ctx *cx, const void *d, lyr_io *io)
                         io->T);
 }
 
+static int lyr__conv_params_v(const void *d, lyr_pspec *out, int cap) { return lyr_conv_params((const lyr_conv_dims *)d, out, cap); }
+static int lyr__conv_init_v(const void *d, float *const *P, tk_rng *rng, float std)
+{
+    (void)d, (void)P, (void)rng, (void)std; /* (the pspec rule: zero) */
+    return LYR_OK;
+}
+static int lyr__conv_fwd_v(const ex_ctx *cx, const void *d, lyr_io *io)
+{
+    io->stat = 0.0f;
+    return lyr_conv_fwd(cx, (const lyr_conv_dims *)d, io->P, io->x, io->out, io->B, io->T);
+}
+static int lyr__conv_bwd_v(const ex_ctx *cx, const void *d, lyr_io *io)
+{
+    return lyr_conv_bwd(cx, (const lyr_conv_dims *)d, io->P, io->G, io->x, io->dout, io->dx, io->B, io->T);
+}
+
 const lyr_kind lyr_kind_norm = {"ln", lyr__norm_params_v, lyr__norm_init_v, lyr__norm_saved_v, lyr__no_floats_v,
                                 lyr__no_floats_v, lyr__norm_fwd_v, lyr__norm_bwd_v};
+const lyr_kind lyr_kind_conv = {"conv", lyr__conv_params_v, lyr__conv_init_v, lyr__no_floats_v, lyr__no_floats_v,
+                                lyr__no_floats_v, lyr__conv_fwd_v, lyr__conv_bwd_v};
 const lyr_kind lyr_kind_polar = {"attn", lyr__polar_params_v, lyr__polar_init_v, lyr__polar_saved_v,
                                  lyr__polar_work_v, lyr__no_floats_v, lyr__polar_fwd_v, lyr__polar_bwd_v};
 const lyr_kind lyr_kind_gdelta = {"gdelta", lyr__gdelta_params_v, lyr__gdelta_init_v, lyr__gdelta_saved_v,

@@ -6,7 +6,7 @@
    blocks through the generic table (lyr_kind, at the end). fp32, on tensor.h: CPU or a
    CUDA device, chosen by the device context (exctx.h). License: MIT.
 
-   PROTOCOL (every layer kind X in {moe, polar, gdelta, mlp, norm})
+   PROTOCOL (every layer kind X in {moe, polar, gdelta, mlp, norm, conv})
      lyr_X_params(d, out, cap)       the parameter tensors, in order: suffix (the model
                                      names them "blocks.<l>.<component>.<suffix>"), shape,
                                      decay flag. Returns the count (<= cap) or < 0.
@@ -358,6 +358,23 @@ int lyr_norm_fwd(const ex_ctx *cx, const lyr_norm_dims *d, const float *const *P
 int lyr_norm_bwd(const ex_ctx *cx, const lyr_norm_dims *d, const float *const *P, float *const *G,
                  const float *x, const float *dout, float *dx, const float *saved, int B, int T);
 
+/* ------------------------------------------------------------ causal convolution */
+/* 6. CAUSAL CONVOLUTION (lyr_conv_*): depthwise, with a residual,
+        out[b,t,c] = x[b,t,c] + sum_{j<K, j<=t} w[j,c] x[b,t-j,c]
+      (tensor.h's tk_causal_dwconv_forward accumulating onto a copy of x). Params: weight
+      (K,C) [init 0, no decay]. No saved state, no work: backward needs the forward's x
+      again; it ACCUMULATES dx += dout + sum_j w[j] dout[t+j] (t+j < T) and
+      G[0][j,c] += sum_{b,t>=j} dout[b,t,c] x[b,t-j,c] (double per (j,c), a fixed order). */
+typedef struct lyr_conv_dims {
+    int C, K;       /* model width, kernel length (1..64) */
+} lyr_conv_dims;
+
+int lyr_conv_params(const lyr_conv_dims *d, lyr_pspec *out, int cap);
+int lyr_conv_fwd(const ex_ctx *cx, const lyr_conv_dims *d, const float *const *P, const float *x, float *out,
+                 int B, int T);
+int lyr_conv_bwd(const ex_ctx *cx, const lyr_conv_dims *d, const float *const *P, float *const *G, const float *x,
+                 const float *dout, float *dx, int B, int T);
+
 /* ------------------------------------------------------------ the generic protocol */
 /* One table per component kind, so a caller (the model) holds a kind and its dims and
    never names the kind again: adding a kind is its functions and a table here. The
@@ -373,6 +390,8 @@ typedef struct lyr_io {
     float *saved, *work;    /* lyr_X_saved_floats / work_floats on the context's device */
     float *host;            /* host_floats of host memory (MoE on a device), else NULL */
     int B, T, train;
+    int layer;              /* the caller's block index (kinds whose per-layer state lives
+                               with the caller: the model's softmax attention); 0 else */
     uint64_t seed;          /* noise of this forward (MoE Gumbel) */
     float coef;             /* backward: weight of the kind's statistic in the loss (MoE lb) */
     float stat;             /* forward, out: the kind's statistic (MoE load balance), else 0 */
@@ -394,6 +413,7 @@ extern const lyr_kind lyr_kind_moe;    /* dims: lyr_moe_dims; mu, host, seed, co
 extern const lyr_kind lyr_kind_polar;  /* dims: lyr_polar_dims; seed; stat: the distractor loss */
 extern const lyr_kind lyr_kind_gdelta; /* dims: lyr_gdelta_dims */
 extern const lyr_kind lyr_kind_norm;   /* dims: lyr_norm_dims (init: the pspec rules) */
+extern const lyr_kind lyr_kind_conv;   /* dims: lyr_conv_dims (init: the pspec rule) */
 
 #ifdef __cplusplus
 }

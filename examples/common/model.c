@@ -12,7 +12,7 @@
        eta = sigmoid(W_eta mu) (N,1) if res_gate   ["blocks.l.res_gate.weight" (1,R)], else 1
        n1  = norm1(x)                              ["blocks.l.ln1.weight" (C) (+ ".bias" LN)]
              with cfg.conv_k = K: n1 += depthwise causal conv of n1 over the last K
-             positions (mdl__conv_fwd)             ["blocks.l.conv.weight" (K,C), init 0]
+             positions (layers.h lyr_kind_conv)    ["blocks.l.conv.weight" (K,C), init 0]
        softmax attention: qkv = n1 Wqkv^T (one GEMM, no bias) ["blocks.l.attn.qkv.weight" (3C,C)]
              logits = q k^T / (sqrt(D) temp_h) + prior bias, causal softmax, merge heads,
              a = y Wo^T (no bias)                   ["blocks.l.attn.proj.weight" (C,C)]
@@ -64,12 +64,14 @@
 
    Devices and components (issue 39): the model is created on one device and keeps it in
    m->cx (exctx.h's ex_ctx); every op goes through exctx.h's ex_X(ctx, ...) dispatch, so
-   nothing here asks the driver where a pointer lives. The polar mixer, the gated-delta
-   memory and the FFN (GELU / squared-ReLU MLP, fuzzy MoE) are layers.h components held
-   per block slot (mdl__comp: a lyr_kind and its dims); their tensors, initialisation,
-   saved state, work buffer, forward and backward go through the kind's table. Softmax
-   attention (with its priors, temperatures and CEAS gating), the norms, the convolution,
-   the memberships and the gates are still written here; the softmax attention keeps
+   nothing here asks the driver where a pointer lives. The mixer (polar attention, or
+   softmax attention as this file's own kind mdl__kind_softmax), the gated-delta memory,
+   the FFN (GELU / squared-ReLU MLP, fuzzy MoE), the norms and the causal convolution
+   (cfg.conv_k, layers.h lyr_kind_conv) are components held per
+   block slot (mdl__comp: a lyr_kind and its dims); their tensors, initialisation,
+   saved state, work buffer, forward and backward go through the kind's table (softmax
+   attention's saved state and scratch are still carved by mdl__carve). The memberships
+   and the gates are still written in the block; the softmax attention keeps
    per-device saved state (CPU: probabilities; device: log-sum-exp), issue 39 item 4.
 
    Memory: parameters and gradients are one allocation each; every activation and every
@@ -109,12 +111,13 @@
 /* The layers.h components of a block (layers.h's generic protocol, lyr_kind): the slots
    a block's forward and backward visit, in forward order. A slot without a component
    (no polar mixer, no memory) has kind NULL. */
-enum { MDL__CP_MIX = 0, /* the mixer when it is a component (polar attention; softmax
-                           attention is still written in this file) */
+enum { MDL__CP_MIX = 0, /* the mixer: polar attention (layers.h) or softmax attention
+                           (mdl__kind_softmax, this file's own kind) */
        MDL__CP_MEM,     /* the memory channel (gated delta), added to the mixer's output */
        MDL__CP_FFN,     /* the FFN (GELU / squared-ReLU MLP, fuzzy MoE) */
        MDL__CP_N1,      /* norm1 (LayerNorm / RMSNorm) */
        MDL__CP_N2,      /* norm2 */
+       MDL__CP_CONV,    /* the causal convolution after norm1 (cfg.conv_k) */
        MDL__NCP };      /* (a slot's index is its init stream: 100000 + 4 l + slot for the
                            first three; the norms start from constants) */
 
@@ -130,7 +133,6 @@ typedef struct mdl__comp {
 /* Offsets (floats) of one block's parameters in the parameter buffer; MDL__ABSENT when
    the configuration has no such tensor. */
 typedef struct mdl__bp {
-    size_t conv;
     size_t memw, memb, memc, mems;
     size_t resg, vgam;
     size_t qkv, proj, tau, posb, kappa, gtau;
@@ -180,6 +182,7 @@ struct mdl_model {
     lyr_moe_dims md;
     lyr_mlp_dims mlpd;
     lyr_norm_dims normd;
+    lyr_conv_dims convd;
     mdl__comp cp[MDL__NCP];  /* the block's layers.h components by slot */
     float *params, *grads;
     size_t nparams;
@@ -244,6 +247,8 @@ struct mdl_model {
     float *lwork;            /* layers.h work (max over the kinds in use) */
     float *gm;               /* (N,C) memory-channel output (forward scratch) */
     float lyr_loss;          /* polar distractor loss + MoE load-balance term of the last forward */
+    mdl_stats *fst;          /* the statistics of the forward being run (the model's own kinds) */
+    int kfail;               /* a model-side kind failed and reported it already (mdl__kret) */
     ceas_obs *obs_heads;     /* (L,H) */
     /* CEAS gating (issue 20; mdl_set_gating): malloc'ed apart from the activations */
     ceas_obs *gate_rows;     /* (L,B,H,T) gate observables of the last forward */
@@ -276,6 +281,24 @@ struct mdl_model {
     size_t sc_lo[MDL_MAX_LAYERS], sc_n[MDL_MAX_LAYERS], sc_at[MDL_MAX_LAYERS];
     char err[256];
 };
+
+/* Softmax attention as the mixer slot's kind (issue 39 item 3): the model's own kind, its
+   dims the model itself (cp[MDL__CP_MIX].d = m). Its tensors are qkv.weight (3C,C) and
+   proj.weight (C,C) ("blocks.<l>.attn.*"; the prior's and the temperature's tensors stay
+   the model's); its forward reads lyr_io's layer, x = the block's n1 and writes out = its
+   ap, with the prior bias, the temperatures, the observables and the CEAS gate rows of
+   m->opts into the running forward's statistics (m->fst); its backward takes dout = the
+   model's dbr (consumed) and accumulates into dx = the model's dln. Its saved state and
+   scratch are still carved by mdl__carve (saved / work counts 0 here). Errors come back
+   as MDL_* codes already reported (m->kfail, mdl__kret). */
+static int mdl__sm_params_v(const void *d, lyr_pspec *out, int cap);
+static int mdl__sm_init_v(const void *d, float *const *P, tk_rng *rng, float init_std);
+static size_t mdl__sm_floats_v(const void *d, int B, int T);
+static int mdl__sm_fwd_v(const ex_ctx *cx, const void *d, lyr_io *io);
+static int mdl__sm_bwd_v(const ex_ctx *cx, const void *d, lyr_io *io);
+static int mdl__kret(struct mdl_model *m, int rc, const char *what);
+static const lyr_kind mdl__kind_softmax = {"attn", mdl__sm_params_v, mdl__sm_init_v, mdl__sm_floats_v,
+                                           mdl__sm_floats_v, mdl__sm_floats_v, mdl__sm_fwd_v, mdl__sm_bwd_v};
 
 enum { MDL__INIT_ZERO = 0, MDL__INIT_ONE, MDL__INIT_NORMAL, MDL__INIT_UNIFORM, MDL__INIT_CONST,
        MDL__INIT_ERAC, MDL__INIT_LAYER };
@@ -579,7 +602,7 @@ static int mdl__build_table(mdl_model *m)
     const mdl_config *c = &m->cfg;
     int l, rc, C = m->C, R = m->R, H = m->H;
     char nm[MDL_NAME_MAX];
-    float std = c->init_std, pstd = c->init_std / sqrtf(2.0f * (float)m->L);
+    float std = c->init_std;
     float uC = 1.0f / sqrtf((float)C), uR = 1.0f / sqrtf((float)R);
 #define MDL__ADD(var, ndim, s0, s1, decay, init, arg)                                    \
     do {                                                                                 \
@@ -609,10 +632,8 @@ static int mdl__build_table(mdl_model *m)
         for (k = 0; k < sizeof(mdl__bp) / sizeof(size_t); k++) all[k] = MDL__ABSENT;
         rc = mdl__add_comp(m, l, MDL__CP_N1, sp[MDL__CP_N1]);
         if (rc) return rc;
-        if (c->conv_k) {
-            snprintf(nm, sizeof nm, "blocks.%d.conv.weight", l);
-            MDL__ADD(b->conv, 2, c->conv_k, C, 0, MDL__INIT_ZERO, 0);
-        }
+        rc = mdl__add_comp(m, l, MDL__CP_CONV, sp[MDL__CP_CONV]);
+        if (rc) return rc;
         if (m->need_mu) {
             snprintf(nm, sizeof nm, "blocks.%d.mem.proj.weight", l);
             MDL__ADD(b->memw, 2, C, C, 1, MDL__INIT_UNIFORM, uC);
@@ -627,14 +648,11 @@ static int mdl__build_table(mdl_model *m)
             snprintf(nm, sizeof nm, "blocks.%d.res_gate.weight", l);
             MDL__ADD(b->resg, 2, 1, R, 0, MDL__INIT_UNIFORM, uR);
         }
-        if (c->attn == MDL_ATTN_SOFTMAX) {
-            snprintf(nm, sizeof nm, "blocks.%d.attn.qkv.weight", l);
-            MDL__ADD(b->qkv, 2, 3 * C, C, 1, MDL__INIT_NORMAL, std);
-            snprintf(nm, sizeof nm, "blocks.%d.attn.proj.weight", l);
-            MDL__ADD(b->proj, 2, C, C, 1, MDL__INIT_NORMAL, pstd);
-        } else {
-            rc = mdl__add_comp(m, l, MDL__CP_MIX, sp[MDL__CP_MIX]);
-            if (rc) return rc;
+        rc = mdl__add_comp(m, l, MDL__CP_MIX, sp[MDL__CP_MIX]);
+        if (rc) return rc;
+        if (c->attn == MDL_ATTN_SOFTMAX) { /* (mdl__kind_softmax's tensors) */
+            b->qkv = b->cp[MDL__CP_MIX][0];
+            b->proj = b->cp[MDL__CP_MIX][1];
         }
         rc = mdl__add_comp(m, l, MDL__CP_MEM, sp[MDL__CP_MEM]);
         if (rc) return rc;
@@ -816,11 +834,16 @@ int mdl_create_on(mdl_model **out, const mdl_config *cfg, uint64_t seed, int dev
     m->cp[MDL__CP_N1].k = m->cp[MDL__CP_N2].k = &lyr_kind_norm;
     m->cp[MDL__CP_N1].d = m->cp[MDL__CP_N2].d = &m->normd;
     m->cp[MDL__CP_N1].name = "ln1";
-    m->cp[MDL__CP_N2].name = "ln2";
-    if (cfg->attn == MDL_ATTN_POLAR) {
-        m->cp[MDL__CP_MIX].k = &lyr_kind_polar;
-        m->cp[MDL__CP_MIX].d = &m->pd;
+    m->convd.C = m->C;
+    m->convd.K = cfg->conv_k;
+    if (cfg->conv_k) {
+        m->cp[MDL__CP_CONV].k = &lyr_kind_conv;
+        m->cp[MDL__CP_CONV].d = &m->convd;
     }
+    m->cp[MDL__CP_N2].name = "ln2";
+    /* the mixer: polar attention (layers.h) or softmax attention (the model's own kind) */
+    m->cp[MDL__CP_MIX].k = cfg->attn == MDL_ATTN_POLAR ? &lyr_kind_polar : &mdl__kind_softmax;
+    m->cp[MDL__CP_MIX].d = cfg->attn == MDL_ATTN_POLAR ? (const void *)&m->pd : (const void *)m;
     if (cfg->memory == MDL_MEM_GDELTA) {
         m->cp[MDL__CP_MEM].k = &lyr_kind_gdelta;
         m->cp[MDL__CP_MEM].d = &m->gdd;
@@ -1019,7 +1042,7 @@ static size_t mdl__carve(mdl_model *m, int B, int T, int train, int obs, char *b
         }
         if (c->res_gate) a->eta = MDL__TF(&cv, N);
         a->n1 = MDL__TF(&cv, N * C);
-        a->n1p = c->conv_k ? MDL__TF(&cv, N * C) : NULL;
+        a->n1p = m->cp[MDL__CP_CONV].k ? MDL__TF(&cv, N * C) : NULL;
         if (c->attn == MDL_ATTN_SOFTMAX) {
             a->q = MDL__TF(&cv, N * C);
             a->k = MDL__TF(&cv, N * C);
@@ -1055,7 +1078,8 @@ static size_t mdl__carve(mdl_model *m, int B, int T, int train, int obs, char *b
         for (j = 0; j < MDL__NCP; j++) {
             const mdl__comp *q = &m->cp[j];
             size_t hf = q->k && cv.split ? q->k->host_floats(q->d, B, T) : 0;
-            a->sv[j] = q->k ? MDL__TF(&cv, q->k->saved_floats(q->d, B, T)) : NULL;
+            size_t sf = q->k ? q->k->saved_floats(q->d, B, T) : 0;
+            a->sv[j] = sf ? MDL__TF(&cv, sf) : NULL;
             a->hst[j] = hf ? MDL__THF(&cv, hf) : NULL;
         }
         a->fp = MDL__TF(&cv, N * C);
@@ -1584,24 +1608,6 @@ static int mdl__softmax_fwd(mdl_model *m, int l, const mdl_opts *o, mdl_stats *s
     return MDL_OK;
 }
 
-/* Depthwise causal convolution with a residual (cfg.conv_k = K):
-   out[b,t,c] = in[b,t,c] + sum_{j<K, j<=t} w[j,c] in[b,t-j,c] (tensor.h's
-   tk_causal_dwconv_forward accumulating onto a copy of in). Backward: din (written)
-   = dout + sum_j w[j] dout[t+j] (t+j < T); dw[j,c] += sum_{b,t>=j} dout[b,t,c] in[b,t-j,c]
-   (in double per (j,c), a fixed order: thread-count independent). Either device. */
-static int mdl__conv_fwd(const ex_ctx *x, float *out, const float *in, const float *w, int B, int T, int C, int K)
-{
-    int rc = ex_copy(x, out, in, sizeof(float) * (size_t)B * T * C);
-    return rc ? rc : ex_causal_dwconv_fwd(x, out, in, w, B, T, C, K, 1);
-}
-
-static int mdl__conv_bwd(const ex_ctx *x, float *din, float *dw, const float *dout, const float *in, const float *w, int B,
-                         int T, int C, int K)
-{
-    int rc = ex_copy(x, din, dout, sizeof(float) * (size_t)B * T * C);
-    return rc ? rc : ex_causal_dwconv_bwd(x, din, dw, dout, in, w, B, T, C, K);
-}
-
 /* A gated residual branch: out (N,C) = x + eta * br (eta (N) per token, NULL means 1);
    its backward is mdl__branch_bwd. */
 static int mdl__branch_fwd(const ex_ctx *cx, float *out, const float *x, const float *br, const float *eta,
@@ -1672,21 +1678,23 @@ static int mdl__block_fwd(mdl_model *m, int l, const float *x, float *xo, const 
     /* attention */
     mdl__comp_io(m, l, MDL__CP_N1, &io, Pp, NULL);
     io.x = x;
-    io.out = c->conv_k ? a->n1p : a->n1;
+    io.out = a->n1p ? a->n1p : a->n1;
     MDL__TRY(mdl__cfwd(m, MDL__CP_N1, &io), "norm1");
-    if (c->conv_k) MDL__TRY(mdl__conv_fwd(&m->cx, a->n1, a->n1p, P + b->conv, B, T, C, c->conv_k), "convolution");
-    if (m->cp[MDL__CP_MIX].k) { /* the mixer: n1 -> ap */
-        mdl__comp_io(m, l, MDL__CP_MIX, &io, Pp, NULL);
-        io.x = a->n1;
-        io.out = a->ap;
-        io.train = o->train;
-        io.seed = o->seed * 0x9E3779B97F4A7C15ULL + (uint64_t)l * 2 + 1;
-        MDL__TRY(m->cp[MDL__CP_MIX].k->forward(&m->cx, m->cp[MDL__CP_MIX].d, &io), "mixer forward");
-        if (o->train) m->lyr_loss += io.stat; /* (polar: the distractor loss) */
-    } else {
-        rc = mdl__softmax_fwd(m, l, o, st);
-        if (rc) return rc;
+    if (m->cp[MDL__CP_CONV].k) { /* n1 = n1p + conv(n1p) */
+        mdl__comp_io(m, l, MDL__CP_CONV, &io, Pp, NULL);
+        io.x = a->n1p;
+        io.out = a->n1;
+        MDL__TRY(mdl__cfwd(m, MDL__CP_CONV, &io), "convolution");
     }
+    mdl__comp_io(m, l, MDL__CP_MIX, &io, Pp, NULL); /* the mixer: n1 -> ap */
+    io.layer = l;
+    io.x = a->n1;
+    io.out = a->ap;
+    io.train = o->train;
+    io.seed = o->seed * 0x9E3779B97F4A7C15ULL + (uint64_t)l * 2 + 1;
+    rc = mdl__kret(m, mdl__cfwd(m, MDL__CP_MIX, &io), "mixer forward");
+    if (rc) return rc;
+    if (o->train) m->lyr_loss += io.stat; /* (polar: the distractor loss) */
     if (m->cp[MDL__CP_MEM].k) { /* the memory channel: ap += mem(n1) */
         mdl__comp_io(m, l, MDL__CP_MEM, &io, Pp, NULL);
         io.x = a->n1;
@@ -1891,6 +1899,7 @@ int mdl_forward(mdl_model *m, const int *inputs, const int *targets, int B, int 
     for (l = 0; l < L; l++) {
         const float *x = m->train ? m->res + (size_t)l * NC : m->res;
         float *xo = m->train ? m->res + (size_t)(l + 1) * NC : m->res;
+        m->fst = &st;
         rc = mdl__block_fwd(m, l, x, xo, &o, &st);
         if (rc) return rc;
     }
@@ -2167,13 +2176,189 @@ static int mdl__ent_band_bwd(mdl_model *m, int l, float *dbias, float *dtemp)
     return MDL_OK;
 }
 
+/* The softmax attention's backward of block l (the model's mixer kind, mdl__kind_softmax):
+   dbr = d(attention output) (consumed: reused as scratch), m->dln += d(norm1 output). */
+static int mdl__softmax_bwd(mdl_model *m, int l)
+{
+    const mdl_config *c = &m->cfg;
+    const mdl__bp *b = &m->bp[l];
+    mdl__ba *a = &m->ba[l];
+    float *P = m->params, *G = m->grads, *dbr = m->dbr;
+    int B = m->B, T = m->T, N = B * T, C = m->C, H = m->H, D = m->D;
+    size_t NC = (size_t)N * C;
+    /* output projection: dattm (datt) = dap Wo; dWo += dap^T attm (frozen heads'
+       columns skipped under CEAS head gating) */
+    if (mdl__gate_layer_frozen(m, l)) {
+        int rc = mdl__proj_bwd_gated(m, l, 0);
+        if (rc) return rc;
+    } else {
+        MDL__TRY(mdl__linear_bwd(&m->cx, m->datt, 0.0f, G + b->proj, NULL, dbr, a->attm, P + b->proj, N, C, C),
+                 "attention projection backward");
+    }
+    /* merge heads backward: atty (B,H,T,D) gradient into dbr (reused) */
+    MDL__TRY(ex_zero(&m->cx, dbr, sizeof(float) * NC), "zero");
+    MDL__TRY(ex_merge_heads_bwd(&m->cx, dbr, m->datt, B, T, H, D), "merge heads backward");
+    MDL__TRY(ex_zero(&m->cx, m->dq, sizeof(float) * NC), "zero");
+    MDL__TRY(ex_zero(&m->cx, m->dk, sizeof(float) * NC), "zero");
+    MDL__TRY(ex_zero(&m->cx, m->dv, sizeof(float) * NC), "zero");
+    if (m->dbias) MDL__TRY(ex_zero(&m->cx, m->dbias, sizeof(float) * (size_t)T * T), "zero");
+    {
+        float dtemp[256], *dtp = NULL, *dbp = c->prior != MDL_PRIOR_NONE ? m->dbias : NULL;
+        int h;
+        if (c->gac_tau) {
+            for (h = 0; h < H; h++) dtemp[h] = 0.0f;
+            dtp = dtemp;
+        }
+        if (m->cx.device != EX_CPU) { /* (issue 39 item 4) */
+            tk_attention_cuda_config ac = mdl__attn_cfg(m);
+            if (m->ent_dHl[l] != 0.0f) {
+                /* the entropy band's gradient inside the attention backward, from the
+                   rows' H its forward kept (fp32 math) */
+                ac.math = TK_MATH_FP32;
+                ac.ent_coef = (float)((double)m->ent_dHl[l] / ((double)B * H * T));
+                ac.ent_rows = m->attn_stats_d + (size_t)l * B * H * T * TK_ATTN_NSTATS;
+                ac.ent_stride = TK_ATTN_NSTATS;
+            }
+            if (dtp) {
+                dtp = m->dtemp_d;
+                MDL__TRY(ex_zero(&m->cx, dtp, sizeof(float) * (size_t)H), "zero");
+            }
+            if (!mdl__gate_layer_dense(m, l))
+                /* CEAS gating on the device: the pruned rows' and frozen heads' output
+                   gradients are zeroed, so the dense backward gives them no dS and
+                   nothing reaches dq, dk, dv from them: the gated backward's gradients
+                   (rounding aside), without its savings */
+                MDL__TRY(ex_rowscale(&m->cx, dbr, dbr, m->gate_mask_d + (size_t)l * B * H * T, B * H * T, D),
+                         "CEAS gating mask");
+            MDL__TRY(tk_attention_backward_cuda_ex(m->dq, m->dk, m->dv, dbp, dtp, dbr, a->atto, a->lse, a->q, a->k,
+                                                   a->v, c->prior != MDL_PRIOR_NONE ? a->bias : NULL, 0,
+                                                   m->temp_d + (size_t)l * H, B, H, T, D, &ac, m->cx.stream),
+                     "tk_attention_backward_cuda_ex");
+        } else if (mdl__gate_layer_dense(m, l)) {
+            MDL__TRY(tk_attention_backward(m->dq, m->dk, m->dv, dbp, dtp, dbr, a->probs, a->q, a->k, a->v,
+                                           0, m->temp + (size_t)l * H, B, H, T, D),
+                     "tk_attention_backward");
+        } else {
+            int rc = mdl__attn_bwd_gated(m, l, dbr); /* CEAS gating: pruned rows, frozen heads */
+            if (rc) return rc;
+        }
+        if (m->ent_dHl[l] != 0.0f && m->cx.device == EX_CPU) {
+            int rc = mdl__ent_band_bwd(m, l, dbp, dtp);
+            if (rc) return rc;
+        }
+        if (c->gac_tau) {
+            /* temp_h = base_h * g and bias' = bias / g: dg = sum_h dtemp_h base_h
+               - sum dbias' bias' / g; the prior then gets dbias' / g */
+            float g = mdl__scal(m, l, b->gtau), ig = 1.0f / g;
+            double dg = 0.0;
+            if (dtp != dtemp) MDL__TRY(ex_to_host(&m->cx, dtemp, dtp, sizeof(float) * (size_t)H), "copy of dtemp");
+            for (h = 0; h < H; h++) dg += (double)dtemp[h] * (m->temp[(size_t)l * H + h] * ig);
+            if (dbp) {
+                size_t TT = (size_t)T * T;
+                float sb = 0.0f;
+                /* sum dbias' bias' (tk_rowdot: one row in double) */
+                MDL__TRY(ex_zero(&m->cx, m->dtemp_d + H, sizeof(float)), "zero");
+                MDL__TRY(ex_rowdot(&m->cx, m->dtemp_d + H, dbp, a->bias, 1, (int)TT), "GAC bias gradient");
+                MDL__TRY(ex_to_host(&m->cx, &sb, m->dtemp_d + H, sizeof(float)), "copy");
+                MDL__TRY(ex_scale(&m->cx, dbp, dbp, ig, TT), "GAC bias gradient scale");
+                dg -= (double)sb * ig;
+            }
+            mdl__sadd(m, G, b->gtau, (float)dg);
+        }
+    }
+    if (c->pos == MDL_POS_ROPE) {
+        /* dq, dk are gradients of the rotated q, k: turn them back */
+        MDL__TRY(ex_rope(&m->cx, m->dq, B, H, T, D, (float)MDL_ROPE_BASE, 1), "RoPE backward (q)");
+        MDL__TRY(ex_rope(&m->cx, m->dk, B, H, T, D, (float)MDL_ROPE_BASE, 1), "RoPE backward (k)");
+    }
+    MDL__TRY(ex_zero(&m->cx, m->dqkv, sizeof(float) * NC * 3), "zero");
+    MDL__TRY(ex_split_heads_bwd(&m->cx, m->dqkv, m->dq, m->dk, m->dv, B, T, H, D), "split heads backward");
+    if (mdl__gate_layer_frozen(m, l)) {
+        int rc = mdl__proj_bwd_gated(m, l, 1);
+        if (rc) return rc;
+    } else {
+        MDL__TRY(mdl__linear_bwd(&m->cx, m->dln, 1.0f, G + b->qkv, NULL, m->dqkv, a->n1, P + b->qkv, N, C, 3 * C),
+                 "qkv backward");
+    }
+    return MDL_OK;
+}
+
+static int mdl__sm_params_v(const void *d, lyr_pspec *out, int cap)
+{
+    const mdl_model *m = (const mdl_model *)d;
+    int C = m->C;
+    if (cap < 2) return LYR_EINVAL;
+    memset(out, 0, 2 * sizeof *out);
+    snprintf(out[0].suffix, sizeof out[0].suffix, "qkv.weight");
+    out[0].ndim = 2;
+    out[0].shape[0] = 3 * C;
+    out[0].shape[1] = C;
+    out[0].decay = 1;
+    out[0].init = LYR_INIT_NORMAL;
+    out[0].init_arg = m->cfg.init_std;
+    snprintf(out[1].suffix, sizeof out[1].suffix, "proj.weight");
+    out[1].ndim = 2;
+    out[1].shape[0] = C;
+    out[1].shape[1] = C;
+    out[1].decay = 1;
+    out[1].init = LYR_INIT_NORMAL;
+    out[1].init_arg = m->cfg.init_std / sqrtf(2.0f * (float)m->L);
+    return 2;
+}
+
+static int mdl__sm_init_v(const void *d, float *const *P, tk_rng *rng, float init_std)
+{
+    (void)d, (void)P, (void)rng, (void)init_std; /* (the pspec rules) */
+    return LYR_OK;
+}
+
+static size_t mdl__sm_floats_v(const void *d, int B, int T)
+{
+    (void)d, (void)B, (void)T;
+    return 0;
+}
+
+static int mdl__sm_fwd_v(const ex_ctx *cx, const void *d, lyr_io *io)
+{
+    mdl_model *m = (mdl_model *)d; /* (the model, non-const: mdl_create_on) */
+    int rc;
+    (void)cx;
+    if (io->x != m->ba[io->layer].n1 || io->out != m->ba[io->layer].ap) return LYR_EINVAL;
+    rc = mdl__softmax_fwd(m, io->layer, &m->opts, m->fst);
+    if (rc) m->kfail = 1;
+    return rc;
+}
+
+static int mdl__sm_bwd_v(const ex_ctx *cx, const void *d, lyr_io *io)
+{
+    mdl_model *m = (mdl_model *)d;
+    int rc;
+    (void)cx;
+    if (io->dout != m->dbr || io->dx != m->dln) return LYR_EINVAL;
+    rc = mdl__softmax_bwd(m, io->layer);
+    if (rc) m->kfail = 1;
+    return rc;
+}
+
+/* The return of a component's forward or backward: a layers.h kind's error code becomes
+   MDL_EFAIL ("what failed (code)"); the model's own kinds reported theirs (m->kfail). */
+static int mdl__kret(mdl_model *m, int rc, const char *what)
+{
+    if (!rc) return MDL_OK;
+    if (m->kfail) {
+        m->kfail = 0;
+        return rc;
+    }
+    return mdl__fail(m, MDL_EFAIL, "%s failed (code %d)", what, rc);
+}
+
 static int mdl__block_bwd(mdl_model *m, int l)
 {
     const mdl_config *c = &m->cfg;
     const mdl__bp *b = &m->bp[l];
     mdl__ba *a = &m->ba[l];
     float *P = m->params, *G = m->grads;
-    int B = m->B, T = m->T, N = B * T, C = m->C, H = m->H, D = m->D, R = m->R;
+    int B = m->B, T = m->T, N = B * T, C = m->C, H = m->H, R = m->R;
     size_t NC = (size_t)N * C;
     const float *x = m->res + (size_t)l * NC;
     float *dres = m->dres, *dbr = m->dbr;
@@ -2181,6 +2366,7 @@ static int mdl__block_bwd(mdl_model *m, int l)
     const float *Pp[LYR_MAX_PARAMS];
     float *Gp[LYR_MAX_PARAMS];
     lyr_io io;
+    int rc;
     if (m->need_mu) MDL__TRY(ex_zero(&m->cx, m->dmu, sizeof(float) * (size_t)N * R), "zero");
     if (m->deta) MDL__TRY(ex_zero(&m->cx, m->deta, sizeof(float) * (size_t)N), "zero");
     /* ---- FFN branch: x_out = x_mid + eta * fo */
@@ -2223,113 +2409,22 @@ static int mdl__block_bwd(mdl_model *m, int l)
         io.dx = m->dln;
         MDL__TRY(m->cp[MDL__CP_MEM].k->backward(&m->cx, m->cp[MDL__CP_MEM].d, &io), "memory backward");
     }
-    if (m->cp[MDL__CP_MIX].k) { /* the mixer: dln += */
-        mdl__comp_io(m, l, MDL__CP_MIX, &io, Pp, Gp);
-        io.x = a->n1;
-        io.dout = dbr;
-        io.dx = m->dln;
-        MDL__TRY(m->cp[MDL__CP_MIX].k->backward(&m->cx, m->cp[MDL__CP_MIX].d, &io),
-                 "lyr_polar_backward");
-    } else {
-        /* output projection: dattm (datt) = dap Wo; dWo += dap^T attm (frozen heads'
-           columns skipped under CEAS head gating) */
-        if (mdl__gate_layer_frozen(m, l)) {
-            int rc = mdl__proj_bwd_gated(m, l, 0);
-            if (rc) return rc;
-        } else {
-            MDL__TRY(mdl__linear_bwd(&m->cx, m->datt, 0.0f, G + b->proj, NULL, dbr, a->attm, P + b->proj, N, C, C),
-                     "attention projection backward");
-        }
-        /* merge heads backward: atty (B,H,T,D) gradient into dbr (reused) */
+    mdl__comp_io(m, l, MDL__CP_MIX, &io, Pp, Gp); /* the mixer: dln += */
+    io.layer = l;
+    io.x = a->n1;
+    io.dout = dbr;
+    io.dx = m->dln;
+    rc = mdl__kret(m, mdl__cbwd(m, MDL__CP_MIX, &io), "mixer backward");
+    if (rc) return rc;
+    if (m->cp[MDL__CP_CONV].k) {
+        /* the mixers' gradient is d(n1 after the convolution): back through it into dbr
+           (free), then dln */
         MDL__TRY(ex_zero(&m->cx, dbr, sizeof(float) * NC), "zero");
-        MDL__TRY(ex_merge_heads_bwd(&m->cx, dbr, m->datt, B, T, H, D), "merge heads backward");
-        MDL__TRY(ex_zero(&m->cx, m->dq, sizeof(float) * NC), "zero");
-        MDL__TRY(ex_zero(&m->cx, m->dk, sizeof(float) * NC), "zero");
-        MDL__TRY(ex_zero(&m->cx, m->dv, sizeof(float) * NC), "zero");
-        if (m->dbias) MDL__TRY(ex_zero(&m->cx, m->dbias, sizeof(float) * (size_t)T * T), "zero");
-        {
-            float dtemp[256], *dtp = NULL, *dbp = c->prior != MDL_PRIOR_NONE ? m->dbias : NULL;
-            int h;
-            if (c->gac_tau) {
-                for (h = 0; h < H; h++) dtemp[h] = 0.0f;
-                dtp = dtemp;
-            }
-            if (m->cx.device != EX_CPU) { /* (issue 39 item 4) */
-                tk_attention_cuda_config ac = mdl__attn_cfg(m);
-                if (m->ent_dHl[l] != 0.0f) {
-                    /* the entropy band's gradient inside the attention backward, from the
-                       rows' H its forward kept (fp32 math) */
-                    ac.math = TK_MATH_FP32;
-                    ac.ent_coef = (float)((double)m->ent_dHl[l] / ((double)B * H * T));
-                    ac.ent_rows = m->attn_stats_d + (size_t)l * B * H * T * TK_ATTN_NSTATS;
-                    ac.ent_stride = TK_ATTN_NSTATS;
-                }
-                if (dtp) {
-                    dtp = m->dtemp_d;
-                    MDL__TRY(ex_zero(&m->cx, dtp, sizeof(float) * (size_t)H), "zero");
-                }
-                if (!mdl__gate_layer_dense(m, l))
-                    /* CEAS gating on the device: the pruned rows' and frozen heads' output
-                       gradients are zeroed, so the dense backward gives them no dS and
-                       nothing reaches dq, dk, dv from them: the gated backward's gradients
-                       (rounding aside), without its savings */
-                    MDL__TRY(ex_rowscale(&m->cx, dbr, dbr, m->gate_mask_d + (size_t)l * B * H * T, B * H * T, D),
-                             "CEAS gating mask");
-                MDL__TRY(tk_attention_backward_cuda_ex(m->dq, m->dk, m->dv, dbp, dtp, dbr, a->atto, a->lse, a->q, a->k,
-                                                       a->v, c->prior != MDL_PRIOR_NONE ? a->bias : NULL, 0,
-                                                       m->temp_d + (size_t)l * H, B, H, T, D, &ac, m->cx.stream),
-                         "tk_attention_backward_cuda_ex");
-            } else if (mdl__gate_layer_dense(m, l)) {
-                MDL__TRY(tk_attention_backward(m->dq, m->dk, m->dv, dbp, dtp, dbr, a->probs, a->q, a->k, a->v,
-                                               0, m->temp + (size_t)l * H, B, H, T, D),
-                         "tk_attention_backward");
-            } else {
-                int rc = mdl__attn_bwd_gated(m, l, dbr); /* CEAS gating: pruned rows, frozen heads */
-                if (rc) return rc;
-            }
-            if (m->ent_dHl[l] != 0.0f && m->cx.device == EX_CPU) {
-                int rc = mdl__ent_band_bwd(m, l, dbp, dtp);
-                if (rc) return rc;
-            }
-            if (c->gac_tau) {
-                /* temp_h = base_h * g and bias' = bias / g: dg = sum_h dtemp_h base_h
-                   - sum dbias' bias' / g; the prior then gets dbias' / g */
-                float g = mdl__scal(m, l, b->gtau), ig = 1.0f / g;
-                double dg = 0.0;
-                if (dtp != dtemp) MDL__TRY(ex_to_host(&m->cx, dtemp, dtp, sizeof(float) * (size_t)H), "copy of dtemp");
-                for (h = 0; h < H; h++) dg += (double)dtemp[h] * (m->temp[(size_t)l * H + h] * ig);
-                if (dbp) {
-                    size_t TT = (size_t)T * T;
-                    float sb = 0.0f;
-                    /* sum dbias' bias' (tk_rowdot: one row in double) */
-                    MDL__TRY(ex_zero(&m->cx, m->dtemp_d + H, sizeof(float)), "zero");
-                    MDL__TRY(ex_rowdot(&m->cx, m->dtemp_d + H, dbp, a->bias, 1, (int)TT), "GAC bias gradient");
-                    MDL__TRY(ex_to_host(&m->cx, &sb, m->dtemp_d + H, sizeof(float)), "copy");
-                    MDL__TRY(ex_scale(&m->cx, dbp, dbp, ig, TT), "GAC bias gradient scale");
-                    dg -= (double)sb * ig;
-                }
-                mdl__sadd(m, G, b->gtau, (float)dg);
-            }
-        }
-        if (c->pos == MDL_POS_ROPE) {
-            /* dq, dk are gradients of the rotated q, k: turn them back */
-            MDL__TRY(ex_rope(&m->cx, m->dq, B, H, T, D, (float)MDL_ROPE_BASE, 1), "RoPE backward (q)");
-            MDL__TRY(ex_rope(&m->cx, m->dk, B, H, T, D, (float)MDL_ROPE_BASE, 1), "RoPE backward (k)");
-        }
-        MDL__TRY(ex_zero(&m->cx, m->dqkv, sizeof(float) * NC * 3), "zero");
-        MDL__TRY(ex_split_heads_bwd(&m->cx, m->dqkv, m->dq, m->dk, m->dv, B, T, H, D), "split heads backward");
-        if (mdl__gate_layer_frozen(m, l)) {
-            int rc = mdl__proj_bwd_gated(m, l, 1);
-            if (rc) return rc;
-        } else {
-            MDL__TRY(mdl__linear_bwd(&m->cx, m->dln, 1.0f, G + b->qkv, NULL, m->dqkv, a->n1, P + b->qkv, N, C, 3 * C),
-                     "qkv backward");
-        }
-    }
-    if (c->conv_k) {
-        /* the mixers' gradient is d(n1 after the convolution): back through it (dbr is free) */
-        MDL__TRY(mdl__conv_bwd(&m->cx, dbr, G + b->conv, m->dln, a->n1p, P + b->conv, B, T, C, c->conv_k),
-                 "convolution backward");
+        mdl__comp_io(m, l, MDL__CP_CONV, &io, Pp, Gp);
+        io.x = a->n1p;
+        io.dout = m->dln;
+        io.dx = dbr;
+        MDL__TRY(mdl__cbwd(m, MDL__CP_CONV, &io), "convolution backward");
         MDL__TRY(ex_copy(&m->cx, m->dln, dbr, sizeof(float) * NC), "copy");
     }
     mdl__comp_io(m, l, MDL__CP_N1, &io, Pp, Gp); /* dres += d norm1 */
