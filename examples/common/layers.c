@@ -984,7 +984,7 @@ int lyr_polar_fwd(const ex_ctx *cx, const lyr_polar_dims *d, const float *const 
                 const float *stt = stp + (r - r0) * POLAR_NSTAT;
                 double nv = (double)(t + 1), temp, nul, pN;
                 if (h != hcur) { /* this head's length gain, null base and slope */
-                    float hp[3];
+                    float hp[3] = {0.0f, 0.0f, 0.0f}; /* written below on every path (gcc -O3 cannot see through ex_to_host) */
                     if (pre) {
                         hp[0] = hpa[0][h];
                         hp[1] = hpa[1][h];
