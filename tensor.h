@@ -496,6 +496,28 @@ TKDEF int tk_cuda_get_math(void);
                        dst and src must not overlap.
      tk_fill_zero      dst (bytes) = 0: memset on the host, cudaMemset on the device;
                        synchronous; bytes 0 does nothing, NULL with bytes > 0 TK_EINVAL.
+     tk_copy_async     dst <- src, bytes, queued on `stream` (a cudaStream_t, NULL: the
+                       default stream) without a host wait: for device -> device and host
+                       -> device copies. dst is device memory; src device or host memory
+                       (cudaMemcpyAsync with cudaMemcpyDefault: the runtime finds the sides
+                       by unified addressing; nothing here queries the pointers, so a host
+                       dst is not detected: copies INTO host memory take tk_copy, which
+                       returns when the host may read them). Stream order makes the bytes
+                       visible to every later op on the same stream; the host sees them
+                       only through a later synchronising read (tk_copy to the host,
+                       tk_device_synchronize). The source: device memory must not be
+                       written by other streams until the copy ran; a pageable host source
+                       is staged by the runtime before the call returns (the host may
+                       reuse it at once), a page-locked one (cudaMallocHost) is read when
+                       the stream reaches the copy (keep it unchanged until then). Without
+                       CUDA there is no device memory: a memcpy of host memory, done on
+                       return. bytes 0 does nothing; a NULL pointer with bytes > 0 is
+                       TK_EINVAL; an argument the runtime refuses is TK_ECUDA (a fault in
+                       the copy itself surfaces at the next synchronising call).
+     tk_fill_zero_async  dst (bytes, device memory) = 0, cudaMemsetAsync on `stream`, no
+                       host wait (visible as tk_copy_async's bytes are); without CUDA a
+                       memset of host memory. bytes 0 does nothing, NULL with bytes > 0
+                       TK_EINVAL, a host dst in a CUDA build TK_ECUDA.
      tk_is_device      1 when p is device (or managed) memory, else 0 (0 without CUDA).
      tk_device_synchronize  waits for the device; a pending CUDA error (a failed launch,
                        a fault in a kernel) is returned as TK_ECUDA with its message and
@@ -504,6 +526,8 @@ TKDEF int tk_device_alloc(void **ptr, size_t bytes);
 TKDEF void tk_device_free(void *ptr);
 TKDEF int tk_copy(void *dst, const void *src, size_t bytes);
 TKDEF int tk_fill_zero(void *dst, size_t bytes);
+TKDEF int tk_copy_async(void *dst, const void *src, size_t bytes, tk_stream stream);
+TKDEF int tk_fill_zero_async(void *dst, size_t bytes, tk_stream stream);
 TKDEF int tk_is_device(const void *p);
 TKDEF int tk_device_synchronize(void);
 #define TK__CUDA_DECLARE(ret, name, params) TKDEF ret name params;
@@ -4124,6 +4148,16 @@ TKDEF int tk_fill_zero(void *dst, size_t bytes)
     TK__NONNULL(fn, dst);
     memset(dst, 0, bytes);
     return TK_OK;
+}
+TKDEF int tk_copy_async(void *dst, const void *src, size_t bytes, tk_stream stream)
+{
+    (void)stream;
+    return tk_copy(dst, src, bytes);
+}
+TKDEF int tk_fill_zero_async(void *dst, size_t bytes, tk_stream stream)
+{
+    (void)stream;
+    return tk_fill_zero(dst, bytes);
 }
 TKDEF int tk_is_device(const void *p) { (void)p; return 0; }
 TKDEF int tk_device_synchronize(void) { return TK_OK; }

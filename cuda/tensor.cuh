@@ -1872,6 +1872,31 @@ TKDEF int tk_fill_zero(void *dst, size_t bytes)
     return e != cudaSuccess ? tk__cuda_fail(TK_ECUDA, e, fn, "cudaStreamSynchronize") : TK_OK;
 }
 
+/* Stream-ordered, no host wait (tensor.h): one cudaMemcpyAsync (cudaMemcpyDefault, so no
+   pointer query) / cudaMemsetAsync on the caller's stream. Launch-time errors (a bad
+   pointer or size) are returned here; an asynchronous fault surfaces at the next
+   synchronising call, as for the kernels. */
+TKDEF int tk_copy_async(void *dst, const void *src, size_t bytes, tk_stream stream)
+{
+    static const char *fn = "tk_copy_async";
+    cudaError_t e;
+    if (bytes == 0) return TK_OK;
+    TK__NONNULL(fn, dst);
+    TK__NONNULL(fn, src);
+    e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, (cudaStream_t)stream);
+    return e != cudaSuccess ? tk__cuda_fail(TK_ECUDA, e, fn, "cudaMemcpyAsync") : TK_OK;
+}
+
+TKDEF int tk_fill_zero_async(void *dst, size_t bytes, tk_stream stream)
+{
+    static const char *fn = "tk_fill_zero_async";
+    cudaError_t e;
+    if (bytes == 0) return TK_OK;
+    TK__NONNULL(fn, dst);
+    e = cudaMemsetAsync(dst, 0, bytes, (cudaStream_t)stream);
+    return e != cudaSuccess ? tk__cuda_fail(TK_ECUDA, e, fn, "cudaMemsetAsync") : TK_OK;
+}
+
 TKDEF int tk_device_synchronize(void)
 {
     cudaError_t e = cudaDeviceSynchronize();
