@@ -463,10 +463,14 @@ typedef struct CUstream_st *tk_stream;
 /* 1 if a CUDA device is usable, else 0 (always 0 without nvcc). */
 TKDEF int tk_cuda_available(void);
 /* Releases what the device ops keep for the process (the cuBLAS handle and its workspace,
-   created by the first device GEMM): call it once at the end of a program, after its last
-   device op and before cudaDeviceReset, so a leak checker (compute-sanitizer --leak-check
-   full) sees nothing left. A later device GEMM creates the handle again. Synchronises the
-   device first. TK_OK (also without nvcc, where there is nothing to release), or TK_ECUDA. */
+   created by the first device GEMM; the cached scratch, one buffer per (device, stream)
+   grown on demand, that the ops' flags and partial sums use, so that a call in steady
+   state allocates nothing): call it once at the end of a program, after its last device
+   op and before cudaDeviceReset, so a leak checker (compute-sanitizer --leak-check full)
+   sees nothing left. Later device ops create them again. Synchronises the device first.
+   The cache is process state: device ops from several host threads at once are not
+   supported (nor are they with the shared cuBLAS handle). TK_OK (also without nvcc, where
+   there is nothing to release), or TK_ECUDA. */
 TKDEF int tk_cuda_release(void);
 /* The arithmetic of the device GEMMs, process-wide: tk_sgemm_cuda and everything built on
    it (tk_matmul_*_cuda and the plain tk_matmul_* with device buffers). TK_MATH_FP32 (the
@@ -595,7 +599,7 @@ TKDEF int tk_device_synchronize(void);
     /* RMSNorm, residual, head layouts: the CPU ops' shapes, validation and semantics (the      \
        backward functions accumulate), device buffers. Deterministic: the RMSNorm weight        \
        gradient is summed over rows in a fixed order (per row-chunk partials, then a second     \
-       pass; scratch ceil(N/128)*C floats from cudaMallocAsync), no float atomics. */           \
+       pass; scratch ceil(N/128)*C floats, the cached scratch), no float atomics. */           \
     X(int, tk_rmsnorm_forward_cuda, (float *out, float *rstd, const float *inp, const float *w, \
                                      int N, int C, float eps, tk_stream stream))                \
     X(int, tk_rmsnorm_backward_cuda, (float *dinp, float *dw, const float *dout,                \
@@ -691,7 +695,7 @@ TKDEF int tk_device_synchronize(void);
     /* dq, dk, dv (B,H,T,D) += ; dbias (as bias) += (summed over batch, and over heads when     \
        shared), may be NULL; dtemp (H) += , may be NULL. dout, out, lse from the forward; bias  \
        and temp as given to the forward. Deterministic (no atomics). Scratch: B*H*T + B*H*      \
-       ceil(T/32) floats from cudaMallocAsync. */                                               \
+       ceil(T/32) floats, the cached scratch (tk_cuda_release). */                              \
     X(int, tk_attention_backward_cuda, (float *dq, float *dk, float *dv, float *dbias,          \
                                         float *dtemp, const float *dout, const float *out,      \
                                         const float *lse, const float *q, const float *k,       \

@@ -1059,16 +1059,21 @@ struct rt_ceiling {
      79242aa (device context,    ptr_queries  388 / 1180 /  592 / 324 (the model's ops
               issue 39 item 1)   no longer ask where their pointers live; what is left is
                                  tk_copy / tk_fill_zero and the headers' own entry points)
-     (h8: stream-ordered     syncs 164 -> 62, 504 -> 174, 248 -> 58, 160 -> 66;
-      zero / copy, item 2)   sync_calls 249 -> 124, 741 -> 348, 321 -> 116, 245 -> 132;
-                             ptr_queries 388 -> 259, 1180 -> 763, 592 -> 375, 324 -> 203
-                             (exctx's device zeroing and copies are tk_fill_zero_async /
-                             tk_copy_async on the context's stream: no wait, no query) */
+     73977ef (stream-ordered     syncs 164 -> 62, 504 -> 174, 248 -> 58, 160 -> 66;
+              zero / copy,       sync_calls 249 -> 124, 741 -> 348, 321 -> 116, 245 -> 132;
+              issue 39 item 2)   ptr_queries 388 -> 259, 1180 -> 763, 592 -> 375, 324 -> 203
+                                 (exctx's device zeroing, copies and uploads are
+                                 tk_fill_zero_async / tk_copy_async on the context's
+                                 stream: no wait, no pointer query)
+     (cached device scratch,     allocs 21 -> 8, 53 -> 24, 13 -> 8, 17 -> 0 (tensor.h's
+              issue 39 item 2)   device ops take their flags and partial sums from a cached
+                                 scratch per (device, stream); what is left is era.h's
+                                 memberships) */
 static const rt_ceiling g_rt_ceiling[] = {
-    {"tiny", 62, 62, 124, 21, 259},
-    {"paper", 174, 174, 348, 53, 763},
-    {"polar+gdelta", 58, 58, 116, 13, 375},
-    {"era-gac", 66, 66, 132, 17, 203},
+    {"tiny", 62, 62, 124, 8, 259},
+    {"paper", 174, 174, 348, 24, 763},
+    {"polar+gdelta", 58, 58, 116, 8, 375},
+    {"era-gac", 66, 66, 132, 0, 203},
 };
 
 /* the preset's architecture at toy widths on the simulated device */

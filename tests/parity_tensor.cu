@@ -1735,6 +1735,23 @@ static void test_device_memory(void)
         /* a host destination for the memset is refused by the runtime */
         if (!getenv("PARITY_NO_PLANTED_ERRORS")) CHECK_INT_EQ(tk_fill_zero_async(hcopy.data(), 4, NULL), TK_ECUDA);
     }
+    /* the ops' temporaries come from the cached scratch: after a first call, the same call
+       allocates nothing; tk_cuda_release frees the cache, a later call grows it again */
+    {
+        float nrm = 0.0f, nrm2 = 0.0f;
+        CHECK_INT_EQ(tk_grad_norm_cuda(d, n, &nrm, NULL), TK_OK);
+#ifdef ATTNKIT_CUDA_SIM
+        ak_sim_counts_reset();
+#endif
+        CHECK_INT_EQ(tk_grad_norm_cuda(d, n, &nrm2, NULL), TK_OK);
+#ifdef ATTNKIT_CUDA_SIM
+        CHECK(ak_sim_counts_get().allocs == 0);
+#endif
+        CHECK(nrm == nrm2 && nrm > 0.0f);
+        CHECK_INT_EQ(tk_cuda_release(), TK_OK);
+        CHECK_INT_EQ(tk_grad_norm_cuda(d, n, &nrm2, NULL), TK_OK);
+        CHECK(nrm == nrm2);
+    }
     CHECK_INT_EQ(tk_device_synchronize(), TK_OK);
     /* a failed launch (the simulation reports it on stderr) is returned once by
        tk_device_synchronize, then cleared */
