@@ -1065,14 +1065,16 @@ struct rt_ceiling {
                                  (exctx's device zeroing, copies and uploads are
                                  tk_fill_zero_async / tk_copy_async on the context's
                                  stream: no wait, no pointer query)
-     (cached device scratch,     allocs 21 -> 8, 53 -> 24, 13 -> 8, 17 -> 0 (tensor.h's
-              issue 39 item 2)   device ops take their flags and partial sums from a cached
+     96f6487 (cached device      allocs 21 -> 8, 53 -> 24, 13 -> 8, 17 -> 0 (tensor.h's
+              scratch)           device ops take their flags and partial sums from a cached
                                  scratch per (device, stream); what is left is era.h's
-                                 memberships) */
+                                 memberships)
+     (era scratch)               allocs 8 -> 0, 24 -> 0, 8 -> 0, 0 (era.h's membership
+                                 calls: the same cache of their own, era_cuda_release) */
 static const rt_ceiling g_rt_ceiling[] = {
-    {"tiny", 62, 62, 124, 8, 259},
-    {"paper", 174, 174, 348, 24, 763},
-    {"polar+gdelta", 58, 58, 116, 8, 375},
+    {"tiny", 62, 62, 124, 0, 259},
+    {"paper", 174, 174, 348, 0, 763},
+    {"polar+gdelta", 58, 58, 116, 0, 375},
     {"era-gac", 66, 66, 132, 0, 203},
 };
 
