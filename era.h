@@ -520,6 +520,15 @@ enum { ERA_ENOCUDA = -5, ERA_ECUDA = -6 };
 
 /* 1 if a CUDA device is usable (always 0 without nvcc / the simulation). */
 ERADEF int era_cuda_available(void);
+/* Frees the device scratch the membership calls (era_membership_forward_cuda with stats,
+   era_membership_backward_cuda) keep per (device, stream), grown on demand so that a call
+   in steady state allocates nothing: call it at the end of a program, after the last
+   device call (before cudaDeviceReset), so a leak checker sees nothing left. Later calls
+   grow it again. Synchronises the device first. ERA_OK (also without nvcc, where there is
+   nothing to free), or ERA_ECUDA (a pending device error; the scratch is freed anyway).
+   The cache is process state: device calls from several host threads at once are not
+   supported. */
+ERADEF int era_cuda_release(void);
 
 /* scalars of a device prior, copied back by era_*_cuda_diag */
 typedef struct era_cuda_diag {
@@ -2807,6 +2816,7 @@ ERADEF void era_cache_free(era_cache *c)
 #else
 #define ERA__NOCUDA return ERA_ENOCUDA
 ERADEF int era_cuda_available(void) { return 0; }
+ERADEF int era_cuda_release(void) { return ERA_OK; }
 ERADEF era_rpa_cuda_state era_rpa_cuda_state_init(void)
 {
     era_rpa_cuda_state s;

@@ -463,10 +463,14 @@ typedef struct CUstream_st *tk_stream;
 /* 1 if a CUDA device is usable, else 0 (always 0 without nvcc). */
 TKDEF int tk_cuda_available(void);
 /* Releases what the device ops keep for the process (the cuBLAS handle and its workspace,
-   created by the first device GEMM): call it once at the end of a program, after its last
-   device op and before cudaDeviceReset, so a leak checker (compute-sanitizer --leak-check
-   full) sees nothing left. A later device GEMM creates the handle again. Synchronises the
-   device first. TK_OK (also without nvcc, where there is nothing to release), or TK_ECUDA. */
+   created by the first device GEMM; the cached scratch, one buffer per (device, stream)
+   grown on demand, that the ops' flags and partial sums use, so that a call in steady
+   state allocates nothing): call it once at the end of a program, after its last device
+   op and before cudaDeviceReset, so a leak checker (compute-sanitizer --leak-check full)
+   sees nothing left. Later device ops create them again. Synchronises the device first.
+   The cache is process state: device ops from several host threads at once are not
+   supported (nor are they with the shared cuBLAS handle). TK_OK (also without nvcc, where
+   there is nothing to release), or TK_ECUDA. */
 TKDEF int tk_cuda_release(void);
 /* The arithmetic of the device GEMMs, process-wide: tk_sgemm_cuda and everything built on
    it (tk_matmul_*_cuda and the plain tk_matmul_* with device buffers). TK_MATH_FP32 (the
@@ -496,6 +500,28 @@ TKDEF int tk_cuda_get_math(void);
                        dst and src must not overlap.
      tk_fill_zero      dst (bytes) = 0: memset on the host, cudaMemset on the device;
                        synchronous; bytes 0 does nothing, NULL with bytes > 0 TK_EINVAL.
+     tk_copy_async     dst <- src, bytes, queued on `stream` (a cudaStream_t, NULL: the
+                       default stream) without a host wait: for device -> device and host
+                       -> device copies. dst is device memory; src device or host memory
+                       (cudaMemcpyAsync with cudaMemcpyDefault: the runtime finds the sides
+                       by unified addressing; nothing here queries the pointers, so a host
+                       dst is not detected: copies INTO host memory take tk_copy, which
+                       returns when the host may read them). Stream order makes the bytes
+                       visible to every later op on the same stream; the host sees them
+                       only through a later synchronising read (tk_copy to the host,
+                       tk_device_synchronize). The source: device memory must not be
+                       written by other streams until the copy ran; a pageable host source
+                       is staged by the runtime before the call returns (the host may
+                       reuse it at once), a page-locked one (cudaMallocHost) is read when
+                       the stream reaches the copy (keep it unchanged until then). Without
+                       CUDA there is no device memory: a memcpy of host memory, done on
+                       return. bytes 0 does nothing; a NULL pointer with bytes > 0 is
+                       TK_EINVAL; an argument the runtime refuses is TK_ECUDA (a fault in
+                       the copy itself surfaces at the next synchronising call).
+     tk_fill_zero_async  dst (bytes, device memory) = 0, cudaMemsetAsync on `stream`, no
+                       host wait (visible as tk_copy_async's bytes are); without CUDA a
+                       memset of host memory. bytes 0 does nothing, NULL with bytes > 0
+                       TK_EINVAL, a host dst in a CUDA build TK_ECUDA.
      tk_is_device      1 when p is device (or managed) memory, else 0 (0 without CUDA).
      tk_device_synchronize  waits for the device; a pending CUDA error (a failed launch,
                        a fault in a kernel) is returned as TK_ECUDA with its message and
@@ -504,6 +530,8 @@ TKDEF int tk_device_alloc(void **ptr, size_t bytes);
 TKDEF void tk_device_free(void *ptr);
 TKDEF int tk_copy(void *dst, const void *src, size_t bytes);
 TKDEF int tk_fill_zero(void *dst, size_t bytes);
+TKDEF int tk_copy_async(void *dst, const void *src, size_t bytes, tk_stream stream);
+TKDEF int tk_fill_zero_async(void *dst, size_t bytes, tk_stream stream);
 TKDEF int tk_is_device(const void *p);
 TKDEF int tk_device_synchronize(void);
 #define TK__CUDA_DECLARE(ret, name, params) TKDEF ret name params;
@@ -571,7 +599,7 @@ TKDEF int tk_device_synchronize(void);
     /* RMSNorm, residual, head layouts: the CPU ops' shapes, validation and semantics (the      \
        backward functions accumulate), device buffers. Deterministic: the RMSNorm weight        \
        gradient is summed over rows in a fixed order (per row-chunk partials, then a second     \
-       pass; scratch ceil(N/128)*C floats from cudaMallocAsync), no float atomics. */           \
+       pass; scratch ceil(N/128)*C floats, the cached scratch), no float atomics. */           \
     X(int, tk_rmsnorm_forward_cuda, (float *out, float *rstd, const float *inp, const float *w, \
                                      int N, int C, float eps, tk_stream stream))                \
     X(int, tk_rmsnorm_backward_cuda, (float *dinp, float *dw, const float *dout,                \
@@ -667,7 +695,7 @@ TKDEF int tk_device_synchronize(void);
     /* dq, dk, dv (B,H,T,D) += ; dbias (as bias) += (summed over batch, and over heads when     \
        shared), may be NULL; dtemp (H) += , may be NULL. dout, out, lse from the forward; bias  \
        and temp as given to the forward. Deterministic (no atomics). Scratch: B*H*T + B*H*      \
-       ceil(T/32) floats from cudaMallocAsync. */                                               \
+       ceil(T/32) floats, the cached scratch (tk_cuda_release). */                              \
     X(int, tk_attention_backward_cuda, (float *dq, float *dk, float *dv, float *dbias,          \
                                         float *dtemp, const float *dout, const float *out,      \
                                         const float *lse, const float *q, const float *k,       \
@@ -4124,6 +4152,16 @@ TKDEF int tk_fill_zero(void *dst, size_t bytes)
     TK__NONNULL(fn, dst);
     memset(dst, 0, bytes);
     return TK_OK;
+}
+TKDEF int tk_copy_async(void *dst, const void *src, size_t bytes, tk_stream stream)
+{
+    (void)stream;
+    return tk_copy(dst, src, bytes);
+}
+TKDEF int tk_fill_zero_async(void *dst, size_t bytes, tk_stream stream)
+{
+    (void)stream;
+    return tk_fill_zero(dst, bytes);
 }
 TKDEF int tk_is_device(const void *p) { (void)p; return 0; }
 TKDEF int tk_device_synchronize(void) { return TK_OK; }

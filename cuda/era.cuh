@@ -155,6 +155,93 @@ static int era__dtmp(void **p, size_t n, cudaStream_t s)
     return ERA_OK;
 }
 
+/* The memberships' temporaries (the forward's statistics partials, the backward's
+   workspace when the caller gives none and its log-sigma partials) come from one cached
+   buffer per (device, stream), grown on demand with cudaMalloc and kept until
+   era_cuda_release: a call in steady state allocates nothing. A call takes its whole
+   scratch in one request and uses it only through work queued on its stream: the next
+   call on that stream runs after it; growing (or evicting a slot when more than
+   ERA__SCRATCH_SLOTS (device, stream) pairs are used) frees the old buffer with cudaFree,
+   which waits for the device. Process state: device calls from several host threads at
+   once are not supported; destroy a stream only once its work is done. */
+#define ERA__SCRATCH_SLOTS 8
+typedef struct era__scratch_slot {
+    int dev;
+    cudaStream_t s;
+    void *p;
+    size_t bytes;
+} era__scratch_slot;
+static era__scratch_slot era__scratch[ERA__SCRATCH_SLOTS];
+static int era__nscratch = 0;
+
+static void era__scratch_drop(era__scratch_slot *e)
+{
+    int cur = 0;
+    if (e->p) {
+        if (cudaGetDevice(&cur) == cudaSuccess && cur != e->dev && cudaSetDevice(e->dev) == cudaSuccess) {
+            (void)cudaFree(e->p);
+            (void)cudaSetDevice(cur);
+        } else {
+            (void)cudaFree(e->p);
+        }
+        (void)cudaGetLastError();
+    }
+    e->p = NULL;
+    e->bytes = 0;
+}
+
+/* *out = at least n bytes of device scratch for work queued on s */
+static int era__scratch_get(void **out, size_t n, cudaStream_t s)
+{
+    era__scratch_slot *e = NULL;
+    int dev = 0, i;
+    *out = NULL;
+    if (cudaGetDevice(&dev) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return ERA_ECUDA;
+    }
+    for (i = 0; i < era__nscratch && !e; i++)
+        if (era__scratch[i].dev == dev && era__scratch[i].s == s) e = &era__scratch[i];
+    if (!e) {
+        if (era__nscratch < ERA__SCRATCH_SLOTS) {
+            e = &era__scratch[era__nscratch++];
+        } else { /* the oldest slot goes; the others move up */
+            era__scratch_drop(&era__scratch[0]);
+            memmove(&era__scratch[0], &era__scratch[1], (ERA__SCRATCH_SLOTS - 1) * sizeof(era__scratch_slot));
+            e = &era__scratch[ERA__SCRATCH_SLOTS - 1];
+        }
+        e->dev = dev;
+        e->s = s;
+        e->p = NULL;
+        e->bytes = 0;
+    }
+    if (e->bytes < n) {
+        size_t nb = n < 256 ? 256 : (n + 255) / 256 * 256;
+        era__scratch_drop(e);
+        if (cudaMalloc(&e->p, nb) != cudaSuccess) {
+            (void)cudaGetLastError();
+            e->p = NULL;
+            return ERA_ENOMEM;
+        }
+        e->bytes = nb;
+    }
+    *out = e->p;
+    return ERA_OK;
+}
+
+ERADEF int era_cuda_release(void)
+{
+    int i, rc = ERA_OK;
+    if (!era__nscratch) return ERA_OK;
+    if (cudaDeviceSynchronize() != cudaSuccess) {
+        (void)cudaGetLastError();
+        rc = ERA_ECUDA;
+    }
+    for (i = 0; i < era__nscratch; i++) era__scratch_drop(&era__scratch[i]);
+    era__nscratch = 0;
+    return rc;
+}
+
 ERADEF int era_cuda_available(void)
 {
     int n = 0;
@@ -320,7 +407,7 @@ ERADEF int era_membership_forward_cuda(const era_rpa_config *cfg, const era_rpa_
         return ERA_EINVAL;
     R = cfg->R; D = p->D; P = p->P;
     n = (long long)B * T;
-    if (stats && (rc = era__dtmp((void **)&tok, sizeof(double) * (3 * (size_t)n + 3), s)) != ERA_OK)
+    if (stats && (rc = era__scratch_get((void **)&tok, sizeof(double) * (3 * (size_t)n + 3), s)) != ERA_OK)
         return rc;
     ERA__LAUNCH(era__k_proj, dim3(era__nblk((size_t)n, ERA__PT), (unsigned)((P + ERA__PT - 1) / ERA__PT)),
                 dim3(ERA__PT, 8), 0, s, zproj, h, p->W, p->b, n, D, P);
@@ -344,7 +431,6 @@ ERADEF int era_membership_forward_cuda(const era_rpa_config *cfg, const era_rpa_
             stats->nan_rows = (int)hs[2];
         }
     }
-    if (tok) cudaFreeAsync(tok, s);
     return rc;
 }
 
@@ -528,7 +614,9 @@ ERADEF int era_membership_backward_cuda(const era_rpa_config *cfg, const era_rpa
     cudaStream_t s = (cudaStream_t)stream;
     int rc, R, D, P;
     long long n;
-    void *own = NULL;
+    void *sc = NULL;
+    double *dls = NULL;
+    size_t wsz, dlsz;
     float *dz, *dd2;
     era_rpa_grads gnone;
     rc = era__rpa_check_cfg(cfg);
@@ -550,9 +638,13 @@ ERADEF int era_membership_backward_cuda(const era_rpa_config *cfg, const era_rpa
         return ERA_EINVAL;
     R = cfg->R; D = p->D; P = p->P;
     n = (long long)B * T;
-    if (!workspace) {
-        if ((rc = era__dtmp(&own, era_membership_workspace_size(p, B, T), s)) != ERA_OK) return rc;
-        workspace = own;
+    /* one scratch: the workspace (when the caller gives none), then the log-sigma partials */
+    wsz = workspace ? 0 : (era_membership_workspace_size(p, B, T) + 255) / 256 * 256;
+    dlsz = g->dlog_sigma ? sizeof(double) * (size_t)R * P : 0;
+    if (wsz + dlsz) {
+        if ((rc = era__scratch_get(&sc, wsz + dlsz, s)) != ERA_OK) return rc;
+        if (!workspace) workspace = sc;
+        if (dlsz) dls = (double *)((char *)sc + wsz);
     }
     era__mu_ws_carve(workspace, (size_t)n, P, &dz, &dd2);
     ERA__LAUNCH(era__k_mu_bwd, era__nblk((size_t)n, 128), 128, 0, s, dz, dd2, dmu, dentropy,
@@ -560,9 +652,7 @@ ERADEF int era_membership_backward_cuda(const era_rpa_config *cfg, const era_rpa
                 cfg->inv2sig2_min, cfg->inv2sig2_max, cfg->entropy_floor);
     rc = era__launched();
     if (rc == ERA_OK && (g->dcenters || g->dlog_sigma)) {
-        double *dls = NULL;
-        if (g->dlog_sigma) rc = era__dtmp((void **)&dls, sizeof(double) * (size_t)R * P, s);
-        if (rc == ERA_OK) {
+        {
             ERA__LAUNCH(era__k_mu_cen, era__nblk((size_t)R * P, 64), 64, 0, s, g->dcenters, dls,
                         (const float *)dd2, zproj, p->centers, p->log_sigma, n, P, R,
                         cfg->inv2sig2_min, cfg->inv2sig2_max);
@@ -573,7 +663,6 @@ ERADEF int era_membership_backward_cuda(const era_rpa_config *cfg, const era_rpa
                         (const double *)dls, p->log_sigma, P, R, cfg->inv2sig2_min, cfg->inv2sig2_max);
             rc = era__launched();
         }
-        if (dls) cudaFreeAsync(dls, s);
     }
     if (rc == ERA_OK && (g->dW || g->db)) {
         ERA__LAUNCH(era__k_mu_dw, dim3(g->dW ? (unsigned)((D + ERA__PT - 1) / ERA__PT) : 1u,
@@ -586,7 +675,6 @@ ERADEF int era_membership_backward_cuda(const era_rpa_config *cfg, const era_rpa
                     p->W, n, D, P);
         rc = era__launched();
     }
-    if (own) cudaFreeAsync(own, s);
     return rc;
 }
 

@@ -126,6 +126,89 @@ static int tk__cublas_get(cudaStream_t stream, cublasHandle_t *out)
 
 static int tk__launched(const char *what) { return tk__cuda_check(cudaGetLastError(), what); }
 
+/* The device ops' temporaries (the index and attention flags, per-block partial sums, the
+   attention backward's row terms) come from one cached buffer per (device, stream), grown
+   on demand with cudaMalloc and kept until tk_cuda_release: a call in steady state
+   allocates nothing. An op takes its whole scratch in one request, uses it only through
+   work queued on its stream and takes no other scratch meanwhile. Reuse is safe in
+   stream order (the next op on the same stream runs after this one's kernels); growing
+   frees the old buffer with cudaFree, which waits for the device first, as does evicting
+   a slot when more than TK__SCRATCH_SLOTS (device, stream) pairs have been used. Like
+   the shared cuBLAS handle, this is process state: device ops from several host threads
+   at once are not supported, and a stream should be destroyed only once its work is done
+   (a new stream may reuse its handle, hence its scratch). */
+#define TK__SCRATCH_SLOTS 8
+typedef struct tk__scratch_slot {
+    int dev;
+    cudaStream_t s;
+    void *p;
+    size_t bytes;
+} tk__scratch_slot;
+static tk__scratch_slot tk__scratch[TK__SCRATCH_SLOTS];
+static int tk__nscratch = 0;
+
+static void tk__scratch_drop(tk__scratch_slot *e)
+{
+    int cur = 0;
+    if (e->p) {
+        if (cudaGetDevice(&cur) == cudaSuccess && cur != e->dev && cudaSetDevice(e->dev) == cudaSuccess) {
+            (void)cudaFree(e->p);
+            (void)cudaSetDevice(cur);
+        } else {
+            (void)cudaFree(e->p);
+        }
+        (void)cudaGetLastError();
+    }
+    e->p = NULL;
+    e->bytes = 0;
+}
+
+/* *out = at least bytes (> 0) of device scratch for work queued on stream s */
+static int tk__scratch_get(cudaStream_t s, size_t bytes, void **out, const char *who)
+{
+    tk__scratch_slot *e = NULL;
+    cudaError_t err;
+    int dev = 0, i;
+    *out = NULL;
+    if ((err = cudaGetDevice(&dev)) != cudaSuccess) return tk__cuda_check(err, who);
+    for (i = 0; i < tk__nscratch && !e; i++)
+        if (tk__scratch[i].dev == dev && tk__scratch[i].s == s) e = &tk__scratch[i];
+    if (!e) {
+        if (tk__nscratch < TK__SCRATCH_SLOTS) {
+            e = &tk__scratch[tk__nscratch++];
+        } else { /* the oldest slot goes; the others move up */
+            tk__scratch_drop(&tk__scratch[0]);
+            memmove(&tk__scratch[0], &tk__scratch[1], (TK__SCRATCH_SLOTS - 1) * sizeof(tk__scratch_slot));
+            e = &tk__scratch[TK__SCRATCH_SLOTS - 1];
+        }
+        e->dev = dev;
+        e->s = s;
+        e->p = NULL;
+        e->bytes = 0;
+    }
+    if (e->bytes < bytes) {
+        size_t nb = bytes < 256 ? 256 : (bytes + 255) / 256 * 256;
+        tk__scratch_drop(e);
+        if ((err = cudaMalloc(&e->p, nb)) != cudaSuccess) {
+            e->p = NULL;
+            (void)cudaGetLastError();
+            return tk__fail(err == cudaErrorMemoryAllocation ? TK_ENOMEM : TK_ECUDA, "%s: scratch of %zu bytes: %s",
+                            who, nb, cudaGetErrorString(err));
+        }
+        e->bytes = nb;
+    }
+    *out = e->p;
+    return TK_OK;
+}
+
+/* frees every cached scratch (the device is idle: tk_cuda_release synchronised it) */
+static void tk__scratch_release(void)
+{
+    int i;
+    for (i = 0; i < tk__nscratch; i++) tk__scratch_drop(&tk__scratch[i]);
+    tk__nscratch = 0;
+}
+
 static unsigned tk__blocks(size_t n, unsigned threads)
 {
     size_t b = (n + threads - 1) / threads;
@@ -147,11 +230,13 @@ TKDEF int tk_cuda_release(void)
 {
     int rc = TK_OK;
     cudaError_t e;
-    if (!tk__cublas) return TK_OK;
+    if (!tk__cublas && !tk__nscratch) return TK_OK;
     if ((e = cudaDeviceSynchronize()) != cudaSuccess) {
         (void)cudaGetLastError();
         rc = tk__cuda_check(e, "tk_cuda_release");
     }
+    tk__scratch_release();
+    if (!tk__cublas) return rc;
     if (cublasDestroy(tk__cublas) != CUBLAS_STATUS_SUCCESS && rc == TK_OK)
         rc = tk__fail(TK_ECUDA, "tk_cuda_release: cublasDestroy failed");
     tk__cublas = NULL;
@@ -266,8 +351,7 @@ static int tk__colsum_cuda(const char *fn, float *db, float *dw, const float *do
     }
     /* the partials: db's (if any), then dw's */
     const size_t np = (size_t)((db != NULL) + (dw != NULL)) * nchunk * C;
-    if ((rc = tk__cuda_check(cudaMallocAsync((void **)&part, np * sizeof(float), s), fn)) != TK_OK)
-        return rc;
+    if ((rc = tk__scratch_get(s, np * sizeof(float), (void **)&part, fn)) != TK_OK) return rc;
     {
         float *pb = db ? part : NULL, *pw = dw ? part + (db ? (size_t)nchunk * C : 0) : NULL;
         TK__LAUNCH(tk__k_colsum_part, grid, block, 0, s, pb, pw, 0, dout, inp, mean, rstd, N, C, rows);
@@ -281,7 +365,6 @@ static int tk__colsum_cuda(const char *fn, float *db, float *dw, const float *do
             rc = tk__launched(fn);
         }
     }
-    cudaFreeAsync(part, s);
     return rc;
 }
 
@@ -333,7 +416,7 @@ static __global__ void tk__k_check_ids(int *bad, const int *ids, size_t n, int V
 static int tk__cuda_ids_in_range(const int *ids, size_t n, int V, cudaStream_t s, const char *who)
 {
     int *dbad = NULL, hbad = 0, rc;
-    if ((rc = tk__cuda_check(cudaMallocAsync((void **)&dbad, sizeof(int), s), who)) != TK_OK) return rc;
+    if ((rc = tk__scratch_get(s, sizeof(int), (void **)&dbad, who)) != TK_OK) return rc;
     rc = tk__cuda_check(cudaMemsetAsync(dbad, 0, sizeof(int), s), who);
     if (rc == TK_OK) {
         TK__LAUNCH(tk__k_check_ids, tk__blocks(n, 256), 256, 0, s, dbad, ids, n, V);
@@ -341,7 +424,6 @@ static int tk__cuda_ids_in_range(const int *ids, size_t n, int V, cudaStream_t s
     }
     if (rc == TK_OK) rc = tk__cuda_check(cudaMemcpyAsync(&hbad, dbad, sizeof(int), cudaMemcpyDeviceToHost, s), who);
     if (rc == TK_OK) rc = tk__cuda_check(cudaStreamSynchronize(s), who);
-    cudaFreeAsync(dbad, s);
     if (rc != TK_OK) return rc;
     return hbad ? tk__fail(TK_ERANGE, "%s: an index is outside [0, %d)", who, V) : TK_OK;
 }
@@ -1724,8 +1806,8 @@ static __global__ void tk__k_clip_scale(float *g, size_t n, const float *norm, f
     for (i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) g[i] *= sc;
 }
 
-/* launches the two stages; *scratch (cudaMallocAsync, the caller frees it on s) holds the
-   partials and, at *dnorm, the norm */
+/* launches the two stages; *scratch (the stream's cached scratch) holds the partials and,
+   at *dnorm, the norm */
 static int tk__norm_launch(const char *fn, const float *g, size_t n, double **scratch, float **dnorm,
                            cudaStream_t s)
 {
@@ -1734,8 +1816,7 @@ static int tk__norm_launch(const char *fn, const float *g, size_t n, double **sc
     int rc;
     if (nb > TK__GN_MAXB) nb = TK__GN_MAXB;
     *scratch = NULL;
-    if ((rc = tk__cuda_check(cudaMallocAsync((void **)&part, (nb + 1) * sizeof(double), s), fn)) != TK_OK)
-        return rc;
+    if ((rc = tk__scratch_get(s, (nb + 1) * sizeof(double), (void **)&part, fn)) != TK_OK) return rc;
     *scratch = part;
     *dnorm = (float *)(part + nb);
     TK__LAUNCH(tk__k_sumsq_part, nb, TK__GN_THREADS, 0, s, part, g, n);
@@ -1766,7 +1847,6 @@ TKDEF int tk_grad_norm_cuda(const float *g, size_t n, float *norm, tk_stream str
     rc = tk__norm_launch(fn, g, n, &scratch, &dnorm, s);
     if (rc == TK_OK) rc = tk__cuda_check(cudaMemcpyAsync(&h, dnorm, sizeof(float), cudaMemcpyDeviceToHost, s), fn);
     if (rc == TK_OK) rc = tk__cuda_check(cudaStreamSynchronize(s), fn);
-    if (scratch) cudaFreeAsync(scratch, s);
     if (rc == TK_OK) *norm = h;
     return rc;
 }
@@ -1795,7 +1875,6 @@ TKDEF int tk_clip_grad_norm_cuda(float *g, size_t n, float max_norm, float *norm
         if (rc == TK_OK) rc = tk__cuda_check(cudaStreamSynchronize(s), fn);
         if (rc == TK_OK) *norm_out = h;
     }
-    if (scratch) cudaFreeAsync(scratch, s);
     return rc;
 }
 
@@ -1870,6 +1949,31 @@ TKDEF int tk_fill_zero(void *dst, size_t bytes)
     if (e != cudaSuccess) return tk__cuda_fail(TK_ECUDA, e, fn, "cudaMemset");
     e = cudaStreamSynchronize((cudaStream_t)0);
     return e != cudaSuccess ? tk__cuda_fail(TK_ECUDA, e, fn, "cudaStreamSynchronize") : TK_OK;
+}
+
+/* Stream-ordered, no host wait (tensor.h): one cudaMemcpyAsync (cudaMemcpyDefault, so no
+   pointer query) / cudaMemsetAsync on the caller's stream. Launch-time errors (a bad
+   pointer or size) are returned here; an asynchronous fault surfaces at the next
+   synchronising call, as for the kernels. */
+TKDEF int tk_copy_async(void *dst, const void *src, size_t bytes, tk_stream stream)
+{
+    static const char *fn = "tk_copy_async";
+    cudaError_t e;
+    if (bytes == 0) return TK_OK;
+    TK__NONNULL(fn, dst);
+    TK__NONNULL(fn, src);
+    e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, (cudaStream_t)stream);
+    return e != cudaSuccess ? tk__cuda_fail(TK_ECUDA, e, fn, "cudaMemcpyAsync") : TK_OK;
+}
+
+TKDEF int tk_fill_zero_async(void *dst, size_t bytes, tk_stream stream)
+{
+    static const char *fn = "tk_fill_zero_async";
+    cudaError_t e;
+    if (bytes == 0) return TK_OK;
+    TK__NONNULL(fn, dst);
+    e = cudaMemsetAsync(dst, 0, bytes, (cudaStream_t)stream);
+    return e != cudaSuccess ? tk__cuda_fail(TK_ECUDA, e, fn, "cudaMemsetAsync") : TK_OK;
 }
 
 TKDEF int tk_device_synchronize(void)
@@ -3045,7 +3149,7 @@ static int tk__attn_forward_cuda(const char *fn, float *out, float *lse, float *
     a.q = q; a.k = k; a.v = v; a.bias = bias; a.temp = temp;
     a.stats = stats;
     a.bias_per_head = bias_per_head; a.H = H; a.Hkv = hkv; a.T = T; a.D = D;
-    if ((rc = tk__cuda_check(cudaMallocAsync((void **)&dbad, sizeof(int), s), fn)) != TK_OK) return rc;
+    if ((rc = tk__scratch_get(s, sizeof(int), (void **)&dbad, fn)) != TK_OK) return rc;
     rc = tk__cuda_check(cudaMemsetAsync(dbad, 0, sizeof(int), s), fn);
     if (rc == TK_OK) {
         const tk__at_fwd_fn kf = tk__at_fwd_kernel(math, stats != NULL);
@@ -3057,7 +3161,6 @@ static int tk__attn_forward_cuda(const char *fn, float *out, float *lse, float *
     }
     if (rc == TK_OK) rc = tk__cuda_check(cudaMemcpyAsync(&hbad, dbad, sizeof(int), cudaMemcpyDeviceToHost, s), fn);
     if (rc == TK_OK) rc = tk__cuda_check(cudaStreamSynchronize(s), fn);
-    cudaFreeAsync(dbad, s);
     if (rc != TK_OK) return rc;
     return hbad ? tk__fail(TK_EINVAL, "%s: a row of logits + bias is not finite (NaN or +Inf in q, k or the "
                                       "bias, or all -inf)", fn)
@@ -3139,8 +3242,15 @@ TKDEF int tk_attention_backward_cuda_ex(float *dq, float *dk, float *dv, float *
         a.ent_coef = cfg->ent_coef;
         a.ent_stride = cfg->ent_stride;
     }
-    rc = tk__cuda_check(cudaMallocAsync((void **)&dvec, (size_t)B * H * T * sizeof(float), s), fn);
-    if (rc == TK_OK && dtemp) rc = tk__cuda_check(cudaMallocAsync((void **)&tpart, (size_t)B * H * nqt * sizeof(float), s), fn);
+    {   /* one scratch: dvec (B*H*T), then tpart (B*H*nqt) with dtemp */
+        const size_t nd = (size_t)B * H * T, nt = dtemp ? (size_t)B * H * nqt : 0;
+        float *sc = NULL;
+        rc = tk__scratch_get(s, (nd + nt) * sizeof(float), (void **)&sc, fn);
+        if (rc == TK_OK) {
+            dvec = sc;
+            if (dtemp) tpart = sc + nd;
+        }
+    }
     if (rc == TK_OK) {
         size_t rows = (size_t)B * H * T;
         TK__LAUNCH(tk__k_attn_dvec, tk__blocks(rows, 256), 256, 0, s, dvec, dout, out, rows, D);
@@ -3186,8 +3296,6 @@ TKDEF int tk_attention_backward_cuda_ex(float *dq, float *dk, float *dv, float *
         TK__LAUNCH(tk__k_attn_dtemp, tk__blocks((size_t)H, 64), 64, 0, s, dtemp, tpart, temp, B, H, nqt, D);
         rc = tk__launched(fn);
     }
-    if (dvec) cudaFreeAsync(dvec, s);
-    if (tpart) cudaFreeAsync(tpart, s);
     return rc;
 }
 

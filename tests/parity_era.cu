@@ -129,6 +129,18 @@ static void test_membership(void)
     CHECK_CLOSE(sg.entropy, sc.entropy, 1e-5, 1e-6);
     CHECK_CLOSE(sg.sat_frac, sc.sat_frac, 0.0, 1e-7);
     CHECK_INT_EQ(sg.nan_rows, sc.nan_rows);
+    {   /* the statistics' partials come from the cached scratch: a second call allocates
+           nothing and gives the same statistics */
+        era_mu_stats s2;
+#ifdef ATTNKIT_CUDA_SIM
+        ak_sim_counts_reset();
+#endif
+        CHECK_INT_EQ(era_membership_forward_cuda(&cfg, &dp, d_mu, d_z, &s2, d_h, B, T, NULL), ERA_OK);
+#ifdef ATTNKIT_CUDA_SIM
+        CHECK(ak_sim_counts_get().allocs == 0);
+#endif
+        CHECK(s2.entropy == sg.entropy && s2.sat_frac == sg.sat_frac && s2.nan_rows == sg.nan_rows);
+    }
     /* backward, accumulating into non-zero buffers */
     std::vector<float> dmu = randn(mu.size(), 1.0), dh = randn(h.size(), 1.0), dW = randn(W.size(), 1.0);
     std::vector<float> db = randn(P, 1.0), dc = randn(cen.size(), 1.0), dls = randn(R, 1.0);
@@ -829,5 +841,6 @@ int main(int argc, char **argv)
     TEST_RUN(test_cache);
     TEST_RUN(test_sweep_float64);
     TEST_RUN(test_flags_range_checked);
+    CHECK_INT_EQ(era_cuda_release(), ERA_OK); /* the membership scratch: nothing left for --leak-check */
     return TEST_END();
 }

@@ -1058,12 +1058,24 @@ struct rt_ceiling {
      275b458 (first count)       ptr_queries 1797 / 5445 / 3245 / 965, the rest as below
      79242aa (device context,    ptr_queries  388 / 1180 /  592 / 324 (the model's ops
               issue 39 item 1)   no longer ask where their pointers live; what is left is
-                                 tk_copy / tk_fill_zero and the headers' own entry points) */
+                                 tk_copy / tk_fill_zero and the headers' own entry points)
+     73977ef (stream-ordered     syncs 164 -> 62, 504 -> 174, 248 -> 58, 160 -> 66;
+              zero / copy,       sync_calls 249 -> 124, 741 -> 348, 321 -> 116, 245 -> 132;
+              issue 39 item 2)   ptr_queries 388 -> 259, 1180 -> 763, 592 -> 375, 324 -> 203
+                                 (exctx's device zeroing, copies and uploads are
+                                 tk_fill_zero_async / tk_copy_async on the context's
+                                 stream: no wait, no pointer query)
+     96f6487 (cached device      allocs 21 -> 8, 53 -> 24, 13 -> 8, 17 -> 0 (tensor.h's
+              scratch)           device ops take their flags and partial sums from a cached
+                                 scratch per (device, stream); what is left is era.h's
+                                 memberships)
+     (era scratch)               allocs 8 -> 0, 24 -> 0, 8 -> 0, 0 (era.h's membership
+                                 calls: the same cache of their own, era_cuda_release) */
 static const rt_ceiling g_rt_ceiling[] = {
-    {"tiny", 62, 164, 249, 21, 388},
-    {"paper", 174, 504, 741, 53, 1180},
-    {"polar+gdelta", 58, 248, 321, 13, 592},
-    {"era-gac", 66, 160, 245, 17, 324},
+    {"tiny", 62, 62, 124, 0, 259},
+    {"paper", 174, 174, 348, 0, 763},
+    {"polar+gdelta", 58, 58, 116, 0, 375},
+    {"era-gac", 66, 66, 132, 0, 203},
 };
 
 /* the preset's architecture at toy widths on the simulated device */

@@ -2316,6 +2316,19 @@ static void test_device_memory_nocuda(void)
     for (i = 1; i < 6; i++) CHECK(z[i] == 0.0f);
     CHECK_INT_EQ(tk_fill_zero(NULL, 0), TK_OK);
     CHECK_INT_EQ(tk_fill_zero(NULL, 4), TK_EINVAL);
+    /* the stream-ordered forms are memcpy / memset here, done on return */
+    memset(dst, 0x7f, sizeof dst);
+    CHECK_INT_EQ(tk_copy_async(dst, src, sizeof src, NULL), TK_OK);
+    CHECK(memcmp(dst, src, sizeof src) == 0);
+    CHECK_INT_EQ(tk_copy_async(NULL, NULL, 0, NULL), TK_OK);
+    CHECK_INT_EQ(tk_copy_async(NULL, src, 4, NULL), TK_EINVAL);
+    CHECK_INT_EQ(tk_copy_async(dst, NULL, 4, NULL), TK_EINVAL);
+    memcpy(z, src, sizeof z);
+    CHECK_INT_EQ(tk_fill_zero_async(z + 2, 3 * sizeof(float), NULL), TK_OK);
+    CHECK(z[0] == src[0] && z[1] == src[1] && z[5] == src[5] && z[6] == src[6]);
+    for (i = 2; i < 5; i++) CHECK(z[i] == 0.0f);
+    CHECK_INT_EQ(tk_fill_zero_async(NULL, 0, NULL), TK_OK);
+    CHECK_INT_EQ(tk_fill_zero_async(NULL, 4, NULL), TK_EINVAL);
     CHECK_INT_EQ(tk_device_synchronize(), TK_OK);
     CHECK_INT_EQ(tk_rmsnorm_forward_cuda(dst, NULL, src, NULL, 1, 7, 1e-5f, NULL), TK_ENOCUDA);
     CHECK_INT_EQ(tk_rmsnorm_backward_cuda(dst, NULL, src, src, NULL, src, 1, 7, NULL), TK_ENOCUDA);

@@ -20,8 +20,21 @@
    plain entry points still route device pointers by themselves (their drop-in
    contract); the model does not rely on that. The CPU calls are the same calls the model
    made before (bit-identical results); the memory helpers use memcpy / memset on the
-   host (the same bytes as tk_copy / tk_fill_zero there) and tk_copy / tk_fill_zero on
-   the device.
+   host (the same bytes as tk_copy / tk_fill_zero there). On the device, ex_zero,
+   ex_copy and ex_to_ctx queue tk_fill_zero_async / tk_copy_async on ctx->stream and
+   return without a host wait; ex_to_host is the synchronous tk_copy (the host reads
+   what it returns).
+
+   Why no wait is needed after a device zero or copy (issue 39, item 2): every device op
+   of the model runs on the one stream ctx->stream, in issue order, so a kernel queued
+   after the memset / copy sees its bytes; the host never touches device memory but
+   through ex_to_host (a synchronising read: cudaMemcpy to the host returns when the
+   stream's earlier work, this copy included, is done; with a non-NULL ctx->stream, a
+   blocking stream, the legacy default stream's copy still waits for it) or by freeing
+   it (cudaFree waits for the device). A host -> device ex_to_ctx from pageable memory
+   (malloc, the stack: all the model uses) is staged before it returns, so the host may
+   change or free its source at once; a page-locked source (cudaMallocHost) would have
+   to stay unchanged until the stream reached the copy. The CPU path is unchanged.
 
    License: MIT. */
 #ifndef ATTNKIT_EXCTX_H
@@ -74,30 +87,39 @@ static inline void ex_free(const ex_ctx *x, void *p)
 /* dst (context memory) = 0 */
 static inline int ex_zero(const ex_ctx *x, void *dst, size_t bytes)
 {
-    if (x->device) return tk_fill_zero(dst, bytes);
+    if (x->device) return tk_fill_zero_async(dst, bytes, x->stream);
     if (!bytes) return TK_OK;
     if (!dst) return TK_EINVAL;
     memset(dst, 0, bytes);
     return TK_OK;
 }
-/* dst <- src, both context memory (no overlap) */
-static inline int ex_copy(const ex_ctx *x, void *dst, const void *src, size_t bytes)
+/* the host's memcpy with the helpers' validation */
+static inline int ex__host_copy(void *dst, const void *src, size_t bytes)
 {
-    if (x->device) return tk_copy(dst, src, bytes);
     if (!bytes) return TK_OK;
     if (!dst || !src) return TK_EINVAL;
     memcpy(dst, src, bytes);
     return TK_OK;
 }
-/* dst (host) <- src (context memory); synchronous on the device */
+/* dst <- src, both context memory (no overlap); on the device queued on ctx->stream, no
+   host wait (see the top of this file) */
+static inline int ex_copy(const ex_ctx *x, void *dst, const void *src, size_t bytes)
+{
+    if (x->device) return tk_copy_async(dst, src, bytes, x->stream);
+    return ex__host_copy(dst, src, bytes);
+}
+/* dst (host) <- src (context memory); synchronous on the device: done when it returns */
 static inline int ex_to_host(const ex_ctx *x, void *dst, const void *src, size_t bytes)
 {
-    return ex_copy(x, dst, src, bytes); /* tk_copy finds the direction itself */
+    if (x->device) return tk_copy(dst, src, bytes);
+    return ex__host_copy(dst, src, bytes);
 }
-/* dst (context memory) <- src (host) */
+/* dst (context memory) <- src (pageable host memory); on the device queued on
+   ctx->stream, the source staged before return (the host may reuse it at once) */
 static inline int ex_to_ctx(const ex_ctx *x, void *dst, const void *src, size_t bytes)
 {
-    return ex_copy(x, dst, src, bytes);
+    if (x->device) return tk_copy_async(dst, src, bytes, x->stream);
+    return ex__host_copy(dst, src, bytes);
 }
 
 /* A bump allocator over one allocation: take() hands out 64-byte aligned pieces in
