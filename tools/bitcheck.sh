@@ -14,8 +14,8 @@ trap 'git worktree remove --force "$W/ref" >/dev/null 2>&1; rm -rf "$W"' EXIT
 git worktree add --detach "$W/ref" "$REF" >/dev/null 2>&1 || { echo "bitcheck: cannot check out $REF"; exit 2; }
 (cd "$W/ref" && make -s build/wt2_train >/dev/null 2>&1) || { echo "bitcheck: $REF does not build"; exit 2; }
 make -s build/wt2_train >/dev/null 2>&1 || { echo "bitcheck: the working tree does not build"; exit 2; }
-runs() { # runs BINARY OUTDIR
-    C="$W/cur"; rm -rf "$C"; mkdir -p "$C"
+runs() { # runs OUTDIR (with $BIN)
+    OUTD=$1; C="$W/cur"; rm -rf "$C"; mkdir -p "$C"
     S="--d-model 32 --layers 2 --heads 2 --context 32 --batch 4 --steps 8 --eval-every 4 --eval-chunks 4 --final-chunks 8 --cg-lengths 16,32 --threads 2 --data-dir $D --seed 7"
     for spec in "tiny --preset tiny" "tiny-plain --preset tiny-plain" \
         "polar-gdelta --preset tiny --attn polar --prior none --memory gdelta" \
@@ -27,7 +27,7 @@ runs() { # runs BINARY OUTDIR
         OMP_WAIT_POLICY=passive "$BIN" "$@" $S --out-dir "$C/$name" > "$C/$name.out" 2>&1 \
             || { echo "bitcheck: $name failed with $BIN"; cat "$C/$name.out"; return 1; }
     done
-    mv "$C" "$1"
+    mv "$C" "$OUTD"
 }
 BIN="$W/ref/build/wt2_train"; runs "$W/a" || exit 1
 BIN="$(pwd)/build/wt2_train"; runs "$W/b" || exit 1
