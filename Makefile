@@ -108,6 +108,9 @@ TEST_OBJS_test_train := impl stb_impl bpe data layers model ckpt
 TEST_OBJS_test_niah  := impl stb_impl bpe data layers model plot niah
 TEST_OBJS_test_mcqa  := impl stb_impl bpe layers model mcqa
 TEST_OBJS_test_data  := stb_impl bpe data
+TEST_OBJS_test_model := impl layers
+TEST_OBJS_test_layers := impl
+TEST_OBJS_test_ceas_gating := impl stb_impl bpe data layers
 TEST_OBJ_TESTS := $(patsubst TEST_OBJS_%,%,$(filter TEST_OBJS_%,$(.VARIABLES)))
 # Their optimisation, every compiler (the per-test TEST_OPT overrides above are the test's
 # own TU; an object's own value wins over what the test that first needs it passes down):

@@ -6,13 +6,10 @@
    bit-identical through an AdamW step), the skipped-FLOP count against the rows the
    backward really left out, refused inputs, and the byte-level WikiText-2 data. */
 #define _POSIX_C_SOURCE 200809L
-#define STB_DS_IMPLEMENTATION
 #include <stb_ds.h>
-#undef STB_DS_IMPLEMENTATION
-#include "../examples/common/impl.c"
-#include "../examples/common/bpe.c"
-#include "../examples/common/data.c"
-#include "../examples/common/layers.c"
+/* the unit under test, compiled in for its internals (mdl__*); the headers' bodies, stb_ds,
+   the BPE, the data loader and the layers are linked (Makefile: TEST_OBJS_test_ceas_gating) */
+#include "../examples/common/data.h"
 #include "../examples/common/model.c"
 #include "attnkit_test.h"
 

@@ -17,7 +17,8 @@
 #define STB_DS_IMPLEMENTATION
 #include <stb_ds.h>
 #undef STB_DS_IMPLEMENTATION
-#include "../examples/common/impl.c"
+/* the unit under test, compiled in for its internals (lyr__*); the headers' bodies are
+   linked (impl.o; Makefile: TEST_OBJS_test_layers) */
 #include "../examples/common/layers.c"
 #include "attnkit_test.h"
 

@@ -5,8 +5,8 @@
 #define STB_DS_IMPLEMENTATION
 #include <stb_ds.h>
 #undef STB_DS_IMPLEMENTATION
-#include "../examples/common/impl.c"
-#include "../examples/common/layers.c"
+/* the unit under test, compiled in for its internals (mdl__*); the headers' bodies
+   (impl.o) and the layers (layers.o) are linked (Makefile: TEST_OBJS_test_model) */
 #include "../examples/common/model.c"
 #include "attnkit_test.h"
 
