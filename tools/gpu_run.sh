@@ -22,6 +22,11 @@
 #      the first lease's initcheck was), then the GPU benchmarks with what is left.
 #   b  the benchmarks alone, against the peers carried in the kit (PyTorch SDPA on the
 #      image, fla-core's wheel, the seed's Triton polar kernel).
+#   s  the GPU trainer under compute-sanitizer: a few steps of four models (seed 000's tiny
+#      recipe, polar + gated-delta bf16, ERA + GAC, CEAS with gating) under each of
+#      GPU_RUN_SANITIZERS (default memcheck racecheck synccheck initcheck), all at once:
+#      the device context, the async copies and fills, the scratch caches as the trainer
+#      drives them (the parity binaries do not), including the saves and the final evaluation.
 #   t  the trainer at --preset paper --precision bf16 for its tokens/s (and MFU).
 #
 # Environment: GPU_KIT (the kit folder), GPU_RUN_SIM=1 (the dry run in `make test`: the kit
@@ -37,7 +42,7 @@ set -u
 PHASE=${1:-}
 DEADLINE=${2:-}
 OUTDIR=${3:-${OUT:-build/gpu-run}}
-case "$PHASE" in 1|2|b|t) ;; *) echo "usage: tools/gpu_run.sh 1|2|b|t DEADLINE_S [OUT]" >&2; exit 2 ;; esac
+case "$PHASE" in 1|2|b|s|t) ;; *) echo "usage: tools/gpu_run.sh 1|2|b|s|t DEADLINE_S [OUT]" >&2; exit 2 ;; esac
 case "$DEADLINE" in ''|*[!0-9]*) echo "gpu_run: DEADLINE_S must be a number of seconds" >&2; exit 2 ;; esac
 START=$(date +%s)
 cd "$(dirname "$0")/.." || exit 2
@@ -277,6 +282,26 @@ trainer_refs() {
         trainer_job "train-$name" "${GPU_RUN_TRAIN_TIMEOUT:-150}" --device cuda $args
     done < "$KIT/ref_train.txt"
 }
+# the trainer under each sanitizer (phase s): NAME|ARGS per model, a few steps each
+SAN_TRAIN_RUNS=${GPU_RUN_SAN_TRAIN:-"tiny|--preset tiny --precision fp32
+polar-gdelta-bf16|--preset tiny-plain --attn polar --memory gdelta --precision bf16
+era-gac|--preset era-gac-tiny --precision fp32
+ceas-gating|--preset tiny-plain --controller ceas --ceas-gating on --precision fp32"}
+san_trainer_jobs() { # san_trainer_jobs TOOL TIMEOUT
+    local tool=$1 to=$2 extra="" name args
+    [ "$tool" = memcheck ] && extra="--leak-check full"
+    if [ -z "$SAN" ]; then record "$tool-train" skipped 0 "no compute-sanitizer on this machine"; return; fi
+    [ -x "$B/wt2_train" ] || { record "$tool-train" skipped 0 "wt2_train not in the kit"; return; }
+    [ -d "$KIT/data" ] || { record "$tool-train" skipped 0 "no data in the kit"; return; }
+    mkdir -p "$W/runs"
+    while IFS='|' read -r name args; do
+        [ -n "$name" ] || continue
+        # shellcheck disable=SC2086
+        job "$tool-train-$name" "$to" sanitizer "$SAN" --tool "$tool" $extra --error-exitcode 42 \
+            "$B/wt2_train" --data-dir "$KIT/data" --out-dir "$W/runs/$tool-$name" --device cuda $args \
+            --max-steps "${GPU_RUN_SAN_STEPS:-4}" --eval-every 2 --eval-chunks 2 --final-chunks 2 --seed 1
+    done <<< "$SAN_TRAIN_RUNS"
+}
 peers_env() { # the peers carried in the kit onto PYTHONPATH
     local site=$W/site
     if ls "$KIT"/whl/*.whl >/dev/null 2>&1; then
@@ -332,6 +357,11 @@ case "$PHASE" in
 b)
     peers_env
     bench_jobs ;;
+s)
+    for tool in ${GPU_RUN_SANITIZERS-memcheck racecheck synccheck initcheck}; do
+        san_trainer_jobs "$tool" $(($(left) - 5))
+    done
+    drain ;;
 t)
     trainer_job train-paper-bf16 $(($(left) - 10)) --device cuda --preset paper --precision bf16 \
         --max-steps "${GPU_RUN_PAPER_STEPS:-300}" --eval-every 0 --final-chunks 16
