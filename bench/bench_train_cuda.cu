@@ -1029,5 +1029,6 @@ int main(int argc, char **argv)
                "the preset yet: %s)\n",
                paper_ok ? "its run failed" : perr);
     printf("bench_train_cuda: vs_torch_eager=%.3f mfu=%.3f\n", vs_eager, mfu);
+    (void)mdl_device_release();
     return rp.ok && (!paper_ok || rpaper.ok) ? 0 : 1;
 }

@@ -1332,6 +1332,13 @@ ERADEF int era_rpa_backward_cuda(const era_rpa_config *cfg, const era_rpa_params
     dP = (double *)q; q += era__align(sizeof(double) * (size_t)R * K);
     dX = (double *)q; q += era__align(sizeof(double) * (size_t)R * K);
     sums = (double *)q;
+    /* sums[3] and [4] are never summed; zeroed so the read-back copies no uninitialised
+       bytes (compute-sanitizer initcheck flagged them on the H200, 2026-11-27) */
+    rc = era__cuda_check(cudaMemsetAsync(sums, 0, sizeof(double) * 6, s));
+    if (rc != ERA_OK) {
+        if (own) cudaFreeAsync(own, s);
+        return rc;
+    }
     ERA__LAUNCH(era__k_rpa_b1, (unsigned)T, ERA__NT, 0, s, part, dbias, (const float *)st->M,
                 (const float *)st->phiT, (const double *)st->stats, T, K, (float)keep, (float)cpos,
                 mix, (double)st->tau, (double)st->clip, (double)st->scale, st->tau_free,

@@ -361,6 +361,7 @@ fail:
 out:
     if (have_cs) ceas_free(&cs);
     mdl_destroy(m);
+    (void)mdl_device_release();
     free(mom), free(vel), free(fz), free(temp), free(chunk), free(x), free(y);
     wt2_tokens_free(&tr);
     wt2_tokens_free(&te);

@@ -1050,7 +1050,7 @@ out:
     }
     ex_unlock_dir(lock_fd);
     trn_destroy(t);
-    (void)tk_cuda_release(); /* the device GEMMs' cuBLAS handle (nothing without a device) */
+    (void)mdl_device_release(); /* the cuBLAS handle and the scratch caches (nothing without a device) */
     wt2_tokens_free(&tok_train);
     wt2_tokens_free(&tok_eval);
     wt2_tokens_free(&tok_test);

@@ -1235,6 +1235,6 @@ int main(int argc, char **argv)
     TEST_RUN(test_round_trips_paper);
     TEST_RUN(test_round_trips_polar_gdelta);
     TEST_RUN(test_round_trips_era_gac);
-    CHECK_INT_EQ(tk_cuda_release(), TK_OK); /* the cuBLAS handle: nothing left for --leak-check */
+    CHECK_INT_EQ(mdl_device_release(), MDL_OK); /* the cuBLAS handle, the scratch caches: nothing left for --leak-check */
     return TEST_END();
 }

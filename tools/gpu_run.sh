@@ -106,6 +106,8 @@ judge() { # judge NAME KIND RC SECONDS -> records the step
         elif [ "$rc" = 42 ]; then st=FAIL; detail="errors: $res; $(grep -a '^========= [A-Z]' "$log" | grep -v 'ERROR SUMMARY\|COMPUTE-SANITIZER' | head -n 2 | tr '\n' ' ' | cut -c1-300)"
         else st=FAIL; detail="exit $rc (the program failed under the tool); ${res:-}"; fi ;;
     trainer)
+        # the per-step figures, for a run that drifts from the CPU's (compare with the CPU's own)
+        [ -f "$W/runs/$name/metrics.jsonl" ] && cp "$W/runs/$name/metrics.jsonl" "$LOGS/$name.metrics.jsonl"
         if [ "$rc" = 0 ]; then detail=$(python3 "$W/cmp_train.py" "$name" "$KIT/ref_train.txt" "$LOGS/$name.json" 2>&1 | tail -n 1)
             case "$detail" in ok*) st=pass ;; *) st=FAIL ;; esac
         else st=FAIL; detail="exit $rc; $(tail -n 2 "$log" | tr '\n' ' ' | cut -c1-300)"; fi ;;
@@ -121,6 +123,8 @@ judge() { # judge NAME KIND RC SECONDS -> records the step
 reap() { # reap: record every finished job
     local f name
     for f in "$W"/rc/*; do
+        # a job writes NAME.tmp, then renames it: a .tmp seen here is a job still finishing
+        case "$f" in *.tmp) continue ;; esac
         [ -e "$f" ] || continue
         name=$(basename "$f")
         judge "$name" "${J_KIND[$name]}" "$(cat "$f")" $(($(date +%s) - ${J_T0[$name]}))

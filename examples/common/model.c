@@ -771,6 +771,12 @@ const char *mdl_device_limit(int i)
     return (i >= 0 && i < MDL__NDEV_LIMITS) ? mdl__dev_limits[i].what : NULL;
 }
 
+int mdl_device_release(void)
+{
+    int a = tk_cuda_release(), b = era_cuda_release();
+    return a == TK_OK && b == ERA_OK ? MDL_OK : MDL_EFAIL;
+}
+
 int mdl_device_supports(const mdl_config *cfg, char *err, size_t errlen)
 {
     int i;

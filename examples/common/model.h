@@ -226,6 +226,12 @@ int mdl_device_supports(const mdl_config *cfg, char *err, size_t errlen);
    from the same table; NULL past the last (help texts list them from here). */
 const char *mdl_device_limit(int i);
 void mdl_destroy(mdl_model *m);
+/* Frees what the device ops keep between calls for every model of the process (the cuBLAS
+   handle and the scratch caches of tensor.h and era.h, see tk_cuda_release and
+   era_cuda_release), after the last device model is destroyed; a later device call builds
+   them again. MDL_OK, or MDL_EFAIL when the device reports an error while freeing. MDL_OK
+   without CUDA. */
+int mdl_device_release(void);
 const mdl_config *mdl_get_config(const mdl_model *m);
 const char *mdl_last_error(const mdl_model *m);
 
