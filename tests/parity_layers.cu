@@ -912,6 +912,6 @@ int main(int argc, char **argv)
     TEST_RUN(test_polar_forward_backward);
     TEST_RUN(test_polar_refusals);
     TEST_RUN(test_kinds_context);
-    CHECK_INT_EQ(mdl_device_release(), MDL_OK); /* the cuBLAS handle, the scratch caches: nothing left for --leak-check */
+    CHECK_INT_EQ(tk_cuda_release(), TK_OK); /* the cuBLAS handle: nothing left for --leak-check */
     return TEST_END();
 }
