@@ -15,7 +15,9 @@
 #   whl/, peers/   the benchmark peers when tools/fetch_peers.sh fetched them (.whl/, peers/)
 #   ref_train.txt  the CPU reference figures the device trainer runs are compared with:
 #                  NAME CE TOL KEY ARGS..., from the kit's own wt2_train --device cpu (cached
-#                  while the binary and the lines' arguments are unchanged)
+#                  while the binary and the lines' arguments are unchanged); TOL measured
+#                  from two CPU builds (see the file's header); ref_metrics/NAME.jsonl the
+#                  CPU's per-step losses, for the first-step check and a drift report
 #   manifest.txt   commit, date, flags, sizes
 # and prints the kit's size (it must stay under 40 MiB: the device tool carries 64 MiB with
 # the working tree). tools/gpu_run.sh is the runner on the device; docs/GPU.md "The first
@@ -83,6 +85,10 @@ if ! cmp -s "$SRC/bins.sha" "$KIT/bins.sha" || [ ! -f "$KIT/bin.tar.xz" ]; then
     cp "$SRC/bins.sha" "$KIT/bins.sha"
 fi
 WT2BIN=$SRC/build/cuda/wt2_train
+# the same trainer built by gcc in C mode (no FMA contraction): its CPU run differs from
+# WT2BIN's CPU run by rounding alone, which measures how far rounding moves each reference
+make -C "$SRC" -s build/wt2_train >/dev/null 2>&1 || echo "gpu_kit: build/wt2_train (gcc) did not build: no rounding spread" >&2
+WT2GCC=$SRC/build/wt2_train
 
 # shared libraries the device image may lack (used there only where ldd says missing)
 mkdir -p "$KIT/lib" "$KIT/include/stb"
@@ -111,24 +117,41 @@ era-gac-tiny-fp32 1e-3 val_ce --preset era-gac-tiny --precision fp32
 polar-gdelta-fp32 1e-3 val_ce --preset tiny-plain --attn polar --memory gdelta --precision fp32
 polar-gdelta-bf16 3e-2 val_ce --preset tiny-plain --attn polar --memory gdelta --precision bf16
 ceas-fp32 1e-3 val_ce --preset tiny-plain --controller ceas --precision fp32"
-COMMON="--max-steps $STEPS --eval-every 0 --final-chunks 16 --seed 1"
-key=$( (sha256sum "$WT2BIN" | cut -c1-16; echo "$REFS $COMMON") | sha256sum | cut -c1-16)
+COMMON="--max-steps $STEPS --eval-every 0 --final-chunks 16 --seed 1 --log-every 1"
+key=$( (sha256sum "$WT2BIN" "$WT2GCC" 2>/dev/null | cut -c1-16; echo "$REFS $COMMON") | sha256sum | cut -c1-16)
 if [ -d "$KIT/data" ] && ! grep -q "^# key $key" "$KIT/ref_train.txt" 2>/dev/null; then
     echo "gpu_kit: CPU reference runs ($STEPS steps each; cached afterwards)..."
     tmp=$(mktemp -d)
+    rm -rf "$KIT/ref_metrics.tmp"
+    mkdir -p "$KIT/ref_metrics.tmp"
     {
         echo "# key $key"
-        echo "# NAME CE TOL KEY ARGS: the CPU's --device cpu figure; the device's run of ARGS --device cuda must agree within TOL (relative)"
+        echo "# NAME CE TOL KEY ARGS: the CPU's --device cpu figure; the device's run of ARGS --device cuda must agree within TOL (relative)."
+        echo "# TOL is the line's floor or, where larger, 3 x the rounding spread: how far the same run moves on the CPU between"
+        echo "# two builds that differ in rounding only (nvcc's host g++ contracting a*b+c into FMAs, gcc -std=c99 not); a 60-step"
+        echo "# training amplifies rounding chaotically, so a device (other rounding again) is held to that scale. The first"
+        echo "# step (same parameters, same batch) is held tight: ref_metrics/NAME.jsonl (the CPU's per-step losses)."
         echo "$REFS" | while read -r name tol k args; do
             dargs=$(echo "$args" | sed 's/--precision [a-z0-9]*//')
             # shellcheck disable=SC2086
             "$WT2BIN" --device cpu $dargs $COMMON --data-dir "$KIT/data" --out-dir "$tmp/$name" --json \
                 > "$tmp/$name.json" 2> "$tmp/$name.err" || { echo "gpu_kit: reference $name failed:" >&2; tail -n 3 "$tmp/$name.err" >&2; exit 1; }
+            cp "$tmp/$name/metrics.jsonl" "$KIT/ref_metrics.tmp/$name.jsonl"
             ce=$(python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).read().splitlines()[-1])[sys.argv[2]])' "$tmp/$name.json" "$k")
+            spread=""
+            if [ -x "$WT2GCC" ]; then
+                # shellcheck disable=SC2086
+                "$WT2GCC" --device cpu $dargs $COMMON --data-dir "$KIT/data" --out-dir "$tmp/$name-gcc" --json \
+                    > "$tmp/$name-gcc.json" 2> "$tmp/$name-gcc.err" || { echo "gpu_kit: reference $name (gcc) failed:" >&2; tail -n 3 "$tmp/$name-gcc.err" >&2; exit 1; }
+                spread=$(python3 -c 'import json,sys; v=json.loads(open(sys.argv[1]).read().splitlines()[-1])[sys.argv[2]]; print("%.3e" % (abs(v - float(sys.argv[3])) / abs(float(sys.argv[3]))))' "$tmp/$name-gcc.json" "$k" "$ce")
+                tol=$(python3 -c 'import sys; print("%.1e" % max(float(sys.argv[1]), 3 * float(sys.argv[2])))' "$tol" "$spread")
+            fi
+            echo "# $name: rounding spread between the two CPU builds ${spread:-not measured}"
             echo "$name $ce $tol $k $args $COMMON"
         done
     } > "$KIT/ref_train.txt.tmp"
     mv "$KIT/ref_train.txt.tmp" "$KIT/ref_train.txt"
+    rm -rf "$KIT/ref_metrics" && mv "$KIT/ref_metrics.tmp" "$KIT/ref_metrics"
     rm -rf "$tmp"
 fi
 

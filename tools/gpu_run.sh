@@ -108,7 +108,8 @@ judge() { # judge NAME KIND RC SECONDS -> records the step
     trainer)
         # the per-step figures, for a run that drifts from the CPU's (compare with the CPU's own)
         [ -f "$W/runs/$name/metrics.jsonl" ] && cp "$W/runs/$name/metrics.jsonl" "$LOGS/$name.metrics.jsonl"
-        if [ "$rc" = 0 ]; then detail=$(python3 "$W/cmp_train.py" "$name" "$KIT/ref_train.txt" "$LOGS/$name.json" 2>&1 | tail -n 1)
+        if [ "$rc" = 0 ]; then detail=$(python3 "$W/cmp_train.py" "$name" "$KIT/ref_train.txt" "$LOGS/$name.json" \
+            "$KIT/ref_metrics/${name#train-}.jsonl" "$LOGS/$name.metrics.jsonl" 2>&1 | tail -n 1)
             case "$detail" in ok*) st=pass ;; *) st=FAIL ;; esac
         else st=FAIL; detail="exit $rc; $(tail -n 2 "$log" | tr '\n' ' ' | cut -c1-300)"; fi ;;
     bench)
@@ -244,13 +245,17 @@ sanitizer_jobs() { # sanitizer_jobs TOOL TIMEOUT
 }
 
 cat > "$W/cmp_train.py" <<'PY'
-# cmp_train.py NAME REF JSON: the device run against the kit's CPU reference figures
-import json, sys
+# cmp_train.py NAME REF JSON [REF_METRICS DEV_METRICS]: the device run against the kit's CPU
+# reference figures: the final figure within the line's TOL (a floor, or 3 x the rounding
+# spread of two CPU builds: gpu_kit.sh), and, where both per-step logs exist, the first
+# step's loss (same parameters, same batch: no drift yet) within 1e-4 (fp32) / 1e-2
+# (tf32, bf16) relative, with the drift at a few steps reported
+import json, os, sys
 name, ref, js = sys.argv[1:4]
 refs = {}
 for line in open(ref):
     p = line.split()
-    if len(p) >= 4 and not line.startswith("#"): refs[p[0]] = (float(p[1]), float(p[2]), p[3])
+    if len(p) >= 4 and not line.startswith("#"): refs[p[0]] = (float(p[1]), float(p[2]), p[3], p[4:])
 try:
     res = json.loads(open(js).read().strip().splitlines()[-1])
 except Exception as e:
@@ -258,13 +263,34 @@ except Exception as e:
 key = name.replace("train-", "")
 if key not in refs:
     print("ok (no reference for %s) val_ce %s tok/s %s" % (key, res.get("val_ce"), res.get("tokens_per_s"))); sys.exit(0)
-rv, tol, rk = refs[key]
+rv, tol, rk, args = refs[key]
+def losses(path):
+    out = {}
+    try:
+        for l in open(path):
+            r = json.loads(l)
+            if r.get("type") == "train" and "loss" in r: out[r["step"]] = r["loss"]
+    except Exception:
+        pass
+    return out
+first = ""
+ok_first = True
+if len(sys.argv) >= 6 and os.path.exists(sys.argv[4]) and os.path.exists(sys.argv[5]):
+    lc, lg = losses(sys.argv[4]), losses(sys.argv[5])
+    common = sorted(set(lc) & set(lg))
+    if common:
+        s0 = common[0]
+        d0 = abs(lg[s0] - lc[s0]) / abs(lc[s0])
+        ftol = 1e-4 if "fp32" in args else 1e-2
+        ok_first = d0 <= ftol
+        drift = " ".join("%d:%.1e" % (s, abs(lg[s] - lc[s]) / abs(lc[s])) for s in common if s in (2, 5, 10, 20, 40) or s == common[-1])
+        first = "; step %d loss rel diff %.2e (tol %.0e), drift %s" % (s0, d0, ftol, drift)
 v = res.get(rk)
 if not isinstance(v, (int, float)): print("FAIL: %s is %r" % (rk, v)); sys.exit(0)
 d = abs(v - rv) / abs(rv)
 tps = res.get("tokens_per_s", "")
-print("%s %s %.5f vs CPU %.5f: rel diff %.2e (tol %.0e) %s" % ("ok" if d <= tol else "FAIL", rk, v, rv, d, tol,
-      ("tok/s %s" % tps) if tps != "" else ""))
+print("%s %s %.5f vs CPU %.5f: rel diff %.2e (tol %.1e)%s %s" % ("ok" if d <= tol and ok_first else "FAIL", rk, v, rv, d, tol,
+      first, ("tok/s %s" % tps) if tps != "" else ""))
 PY
 
 trainer_job() { # trainer_job NAME TIMEOUT ARGS...: build/cuda/wt2_train on the kit's data
