@@ -134,5 +134,38 @@ check "bad phase or deadline: exit 2" '[ $rc1 = 2 ] && [ $rc2 = 2 ]'
 run p6 1 10 GPU_KIT="$T/nokit"
 check "no kit: one FAIL step, exit 1" '[ "$(status p6 kit)" = FAIL ] && [ "$(cat "$T/p6.rc")" = 1 ] && verdict_ok p6 1'
 
+# 7. the trainer checks (phase 1) and the trainer under the sanitizers (phase s), with a
+#    stand-in wt2_train: its step-1 loss and val CE chosen by --preset
+mkdir -p "$T/kit2/data" "$T/kit2/ref_metrics" "$T/bin2"
+cat > "$T/bin2/wt2_train" <<'EOF2'
+#!/bin/sh
+out="" preset=""
+while [ $# -gt 0 ]; do case "$1" in --out-dir) out=$2; shift 2 ;; --preset) preset=$2; shift 2 ;; *) shift ;; esac; done
+[ "$preset" = crash ] && { echo "wt2_train: stand-in crash" >&2; exit 3; }
+l1=10.0 ce=8.0
+[ "$preset" = firstoff ] && l1=10.01
+[ "$preset" = farval ] && ce=8.1
+mkdir -p "$out"
+printf '{"type":"train","step":1,"loss":%s}\n{"type":"train","step":2,"loss":9.5}\n' "$l1" > "$out/metrics.jsonl"
+printf '{"val_ce":%s,"tokens_per_s":100}\n' "$ce"
+EOF2
+chmod +x "$T/bin2/wt2_train"
+(cd "$T/bin2" && tar -c -- *) | xz -1 > "$T/kit2/bin.tar.xz"
+printf '# stand-in references\n' > "$T/kit2/ref_train.txt"
+for n in good firstoff farval; do
+    echo "$n 8.0 1e-3 val_ce --preset $n --precision fp32" >> "$T/kit2/ref_train.txt"
+    printf '{"type":"train","step":1,"loss":10.0}\n{"type":"train","step":2,"loss":9.5}\n' > "$T/kit2/ref_metrics/$n.jsonl"
+done
+run p7 1 30 GPU_KIT="$T/kit2" GPU_RUN_PARITY_SHARDS=""
+check "trainer: a run that agrees passes, with its first-step check in the line" \
+    '[ "$(status p7 train-good)" = pass ] && grep -q "train-good pass .*step 1 loss rel diff 0.00e+00" "$T/p7/summary.txt"'
+check "trainer: a first step off by 1e-3 fails though its val CE agrees" '[ "$(status p7 train-firstoff)" = FAIL ]'
+check "trainer: a val CE past the tolerance fails" '[ "$(status p7 train-farval)" = FAIL ]'
+run p8 s 30 GPU_KIT="$T/kit2" GPU_RUN_SANITIZERS="memcheck racecheck" GPU_RUN_SAN_TRAIN="a|--preset good
+b|--preset crash"
+check "phase s: the trainer under each tool (pass), a crashing run is FAIL" \
+    '[ "$(status p8 memcheck-train-a)" = pass ] && [ "$(status p8 racecheck-train-a)" = pass ] && [ "$(status p8 memcheck-train-b)" = FAIL ] && [ "$(status p8 racecheck-train-b)" = FAIL ]'
+check "phase s: verdict line and exit status 1" 'verdict_ok p8 s && [ "$(cat "$T/p8.rc")" = 1 ]'
+
 echo "RESULT gpu_run_check passed=$P failed=$F skipped=$S"
 [ "$F" -eq 0 ]
