@@ -262,6 +262,11 @@ typedef struct era_rpa_grads { /* every pointer may be NULL; all accumulate (+=)
     float *dcenters;    /* (R,P) */
     float *dlog_sigma;  /* (R) */
     float dtau_att, dpos_beta, dkappa;
+    /* the sum of the magnitudes of dtau_att's terms (over the T x T prior; accumulates like
+       dtau_att): its scale. The terms cancel (the attention's dbias sums to zero along each
+       row), so dtau_att carries the rounding of dbias amplified by dtau_att_abs / |dtau_att|;
+       a comparison of two devices' dtau_att is fair against this scale. */
+    float dtau_att_abs;
 } era_rpa_grads;
 
 typedef struct era_mu_stats {
@@ -1770,14 +1775,18 @@ ERADEF int era_rpa_rows(const era_rpa_state *st, int row0, int nrows, float *out
 }
 
 /* gradient of out w.r.t. y (dydo) and the tau contribution, one element */
-static double era__rpa_dfinish(const era_rpa_state *st, double y, double dout, double *dtau)
+static double era__rpa_dfinish(const era_rpa_state *st, double y, double dout, double *dtau, double *dtau_abs)
 {
     double c = st->clip, v;
     if (!era__finite(y)) return 0.0;
     v = y / (double)st->tau;
     if (v > c || v < -c) return 0.0;
     dout *= (double)st->scale;
-    if (st->tau_free) *dtau += dout * (-y / ((double)st->tau * (double)st->tau));
+    if (st->tau_free) {
+        double term = dout * (-y / ((double)st->tau * (double)st->tau));
+        *dtau += term;
+        *dtau_abs += fabs(term);
+    }
     return dout / (double)st->tau;
 }
 
@@ -1790,7 +1799,7 @@ ERADEF int era_rpa_backward(const era_rpa_config *cfg, const era_rpa_params *p,
     void *own = NULL;
     float *rowbuf, *dM, *dF = NULL;
     double *part;
-    double inv_d, A = 0.0, Bs = 0.0, dtau = 0.0, dbeta = 0.0, dkap = 0.0, n, den;
+    double inv_d, A = 0.0, Bs = 0.0, dtau = 0.0, dtau_abs = 0.0, dbeta = 0.0, dkap = 0.0, n, den;
     double *dmbar, *dP, *dX;
 #if defined(__CUDACC__) || defined(ATTNKIT_CUDA_SIM)
     if (era__rpa_on_dev(st)) return era_rpa_backward_cuda(cfg, p, era__rpa_on_dev(st), dbias, dmu, g, workspace, NULL);
@@ -1831,12 +1840,12 @@ ERADEF int era_rpa_backward(const era_rpa_config *cfg, const era_rpa_params *p,
         for (t = t_lo; t < t_hi; t++) {
             float *xr = rowbuf + (size_t)ch * 3 * T;
             const float *db = dbias + (size_t)t * T;
-            double a = 0.0, bs = 0.0, dt = 0.0, dk = 0.0, dbt = 0.0;
+            double a = 0.0, bs = 0.0, dt = 0.0, dta = 0.0, dk = 0.0, dbt = 0.0;
             int j;
             era__rpa_xrow(st, t, xr);
             for (j = 0; j < T; j++) {
                 double pos, y = era__rpa_y(st, t, j, xr[j], inv_d, &pos);
-                double gy = era__rpa_dfinish(st, y, db[j], &dt);
+                double gy = era__rpa_dfinish(st, y, db[j], &dt, &dta);
                 if (st->count < 2) gy = 0.0;
                 if (st->legacy) {
                     double yF = ((double)xr[j] - st->mean) * inv_d;
@@ -1852,13 +1861,17 @@ ERADEF int era_rpa_backward(const era_rpa_config *cfg, const era_rpa_params *p,
             part[6 * (size_t)t + 2] = dt;
             part[6 * (size_t)t + 3] = dk;
             part[6 * (size_t)t + 4] = dbt;
+            /* dtau's magnitudes: column 5 is free until pass 2 (which writes it only
+               without legacy), column 3 holds dk only with legacy */
+            part[6 * (size_t)t + (st->legacy ? 5 : 3)] = dta;
         }
     }
     for (t = 0; t < T; t++) {
         A += part[6 * (size_t)t];
         Bs += part[6 * (size_t)t + 1];
         dtau += part[6 * (size_t)t + 2];
-        dkap += part[6 * (size_t)t + 3];
+        dtau_abs += part[6 * (size_t)t + (st->legacy ? 5 : 3)];
+        if (st->legacy) dkap += part[6 * (size_t)t + 3];
         dbeta += part[6 * (size_t)t + 4];
     }
     /* pass 2: dx, then dM rows (non-legacy) or dF rows (legacy) */
@@ -1877,7 +1890,7 @@ ERADEF int era_rpa_backward(const era_rpa_config *cfg, const era_rpa_params *p,
             era__rpa_xrow(st, t, xr);
             for (j = 0; j < T; j++) {
                 double pos, y = era__rpa_y(st, t, j, xr[j], inv_d, &pos);
-                double gy = era__rpa_dfinish(st, y, db[j], &dummy);
+                double gy = era__rpa_dfinish(st, y, db[j], &dummy, &dummy);
                 double d;
                 if (st->count < 2) gy = 0.0;
                 if (st->legacy) gy *= st->sig_kappa;
@@ -1907,6 +1920,7 @@ ERADEF int era_rpa_backward(const era_rpa_config *cfg, const era_rpa_params *p,
     if (!st->legacy)
         for (t = 0; t < T; t++) dbeta += part[6 * (size_t)t + 5];
     g->dtau_att += (float)dtau;
+    g->dtau_att_abs += (float)dtau_abs;
     g->dpos_beta += (float)dbeta;
     if (st->legacy) g->dkappa += (float)(dkap * st->sig_kappa * (1.0 - st->sig_kappa));
 

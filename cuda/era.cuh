@@ -1110,14 +1110,18 @@ ERADEF int era_rpa_cuda_diag(const era_rpa_cuda_state *st, era_cuda_diag *out, e
 
 /* gradient through finish: the CPU's era__rpa_dfinish */
 static __device__ double era__d_dfinish(double y, double dout, double tau, double clip,
-                                        double scale, int tau_free, double *dtau)
+                                        double scale, int tau_free, double *dtau, double *dtau_abs)
 {
     double v;
     if (!era__d_finite(y)) return 0.0;
     v = y / tau;
     if (v > clip || v < -clip) return 0.0;
     dout *= scale;
-    if (tau_free) *dtau += dout * (-y / (tau * tau));
+    if (tau_free) {
+        double term = dout * (-y / (tau * tau));
+        *dtau += term;
+        *dtau_abs += fabs(term);
+    }
     return dout / tau;
 }
 
@@ -1127,29 +1131,31 @@ static __global__ void era__k_rpa_b1(double *part, const float *dbias, const flo
                                      float keep, float cpos, int mix, double tau, double clip,
                                      double scale, int tau_free, double zeps)
 {
-    __shared__ double sh[3 * ERA__NT];
+    __shared__ double sh[4 * ERA__NT];
     int i = (int)blockIdx.x, j;
     const float *Mi = M + (size_t)i * K, *db = dbias + (size_t)i * T;
-    double mean = stats[0], inv_d = 1.0 / (stats[1] + zeps), a = 0.0, bs = 0.0, dt = 0.0;
+    double mean = stats[0], inv_d = 1.0 / (stats[1] + zeps), a = 0.0, bs = 0.0, dt = 0.0, dta = 0.0;
     int few = stats[2] < 2.0;
     for (j = threadIdx.x; j < T; j += ERA__NT) {
         float x = era__d_rpa_x(Mi, phiT, T, K, i, j, keep, cpos, mix);
         double y = few ? 0.0 : ((double)x - mean) * inv_d;
-        double gy = era__d_dfinish(y, db[j], tau, clip, scale, tau_free, &dt);
+        double gy = era__d_dfinish(y, db[j], tau, clip, scale, tau_free, &dt, &dta);
         if (few) gy = 0.0;
         a += gy;
         bs += gy * ((double)x - mean);
     }
     {
-        double v[3];
+        double v[4];
         v[0] = a;
         v[1] = bs;
         v[2] = dt;
-        era__d_bsumv(v, 3, sh);
+        v[3] = dta; /* the magnitudes of dtau's terms (column 3, as the CPU's) */
+        era__d_bsumv(v, 4, sh);
         if (threadIdx.x == 0) {
             part[6 * (size_t)i] = v[0];
             part[6 * (size_t)i + 1] = v[1];
             part[6 * (size_t)i + 2] = v[2];
+            part[6 * (size_t)i + 3] = v[3];
         }
     }
 }
@@ -1190,7 +1196,7 @@ static __global__ void era__k_rpa_b2(float *dM, double *part, const double *sums
         for (j = threadIdx.x; j < T; j += ERA__NT) {
             float x = era__d_rpa_x(Mi, phiT, T, K, i, j, keep, cpos, mix);
             double dummy = 0.0, y = few ? 0.0 : ((double)x - mean) * inv_d;
-            double gy = era__d_dfinish(y, db[j], tau, clip, scale, tau_free, &dummy), d, v;
+            double gy = era__d_dfinish(y, db[j], tau, clip, scale, tau_free, &dummy, &dummy), d, v;
             if (few) gy = 0.0;
             d = gy * inv_d;
             if (j < jn && !few) d -= cA + cB * ((double)x - mean);
@@ -1332,8 +1338,8 @@ ERADEF int era_rpa_backward_cuda(const era_rpa_config *cfg, const era_rpa_params
     dP = (double *)q; q += era__align(sizeof(double) * (size_t)R * K);
     dX = (double *)q; q += era__align(sizeof(double) * (size_t)R * K);
     sums = (double *)q;
-    /* sums[3] and [4] are never summed; zeroed so the read-back copies no uninitialised
-       bytes (compute-sanitizer initcheck flagged them on the H200, 2026-11-27) */
+    /* sums[4] is never summed; zeroed so the read-back copies no uninitialised bytes
+       (compute-sanitizer initcheck flagged sums[3..4] on the H200, 2026-11-27) */
     rc = era__cuda_check(cudaMemsetAsync(sums, 0, sizeof(double) * 6, s));
     if (rc != ERA_OK) {
         if (own) cudaFreeAsync(own, s);
@@ -1345,7 +1351,7 @@ ERADEF int era_rpa_backward_cuda(const era_rpa_config *cfg, const era_rpa_params
                 (double)st->zeps);
     rc = era__launched();
     if (rc == ERA_OK) {
-        ERA__LAUNCH(era__k_sum6, 1, ERA__NT, 0, s, sums, (const double *)part, T, 0, 3);
+        ERA__LAUNCH(era__k_sum6, 1, ERA__NT, 0, s, sums, (const double *)part, T, 0, 4);
         rc = era__launched();
     }
     if (rc == ERA_OK) {
@@ -1386,6 +1392,7 @@ ERADEF int era_rpa_backward_cuda(const era_rpa_config *cfg, const era_rpa_params
     if (rc == ERA_OK) rc = era__cuda_check(cudaStreamSynchronize(s));
     if (rc == ERA_OK) {
         g->dtau_att += (float)hs[2];
+        g->dtau_att_abs += (float)hs[3];
         g->dpos_beta += (float)hs[5];
     }
     if (own) cudaFreeAsync(own, s);

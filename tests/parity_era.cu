@@ -280,6 +280,8 @@ static void run_rpa(const rpa_case &c)
         g = dget(d_dmu, dmu.size());
         CHECK_ALL_CLOSE(g.data(), dmu.data(), (long)dmu.size(), 1e-4, 1e-4 * maxabs(dmu));
         CHECK_CLOSE(gg.dtau_att, gc.dtau_att, 1e-4, 1e-6);
+        CHECK_CLOSE(gg.dtau_att_abs, gc.dtau_att_abs, 1e-5, 1e-7); /* a sum of magnitudes: no cancellation */
+        CHECK(gc.dtau_att_abs >= fabsf(gc.dtau_att - 0.25f));
         CHECK_CLOSE(gg.dpos_beta, gc.dpos_beta, 1e-4, 1e-6);
         dfree(d_dbias); dfree(d_dmu);
     }

@@ -153,6 +153,20 @@ static void run_case(const char *name, const mdl_config *cfg, const mdl_opts *op
     for (i = 0; i < mdl_num_tensors(mc); i++) {
         const mdl_tensor *t = mdl_tensor_at(mc, i);
         double e = rel_maxerr(gd.data() + t->offset, mdl_grads(mc) + t->offset, t->numel);
+        int lay = -1, nn = 0;
+        if (t->numel == 1 && mdl_get_config(mc)->prior == MDL_PRIOR_RPA &&
+            sscanf(t->name, "blocks.%d.attn.tau_att%n", &lay, &nn) == 1 && nn > 0 && t->name[nn] == '\0' &&
+            lay >= 0 && lay < MDL_MAX_LAYERS) {
+            /* tau_att's gradient is a sum over T x T whose terms cancel: held, like polar's
+               per-head scalars, against the sum of its terms' magnitudes (era.h's
+               dtau_att_abs, the CPU's), which is what the 1e-6 differences of the two
+               devices' dbias are amplified by (the H200 measured 1.24e-4 against |g| itself) */
+            double gc = (double)mdl_grads(mc)[t->offset], sc = fabs(gc);
+            if ((double)mc->tau_abs[lay] > sc) sc = (double)mc->tau_abs[lay];
+            e = sc > 0.0 ? fabs((double)gd[t->offset] - gc) / sc : fabs((double)gd[t->offset] - gc);
+            printf("    grad %s: %.3g against the sum of its terms' magnitudes (%.3g = %.1f x |g|)\n", t->name, e,
+                   sc, gc != 0.0 ? sc / fabs(gc) : 0.0);
+        }
         if (!(e <= 1e-4)) printf("    grad %s: rel err %.3g\n", t->name, e);
         CHECK(e <= 1e-4);
         worst_g = e > worst_g ? e : worst_g;
@@ -381,7 +395,10 @@ static void rpa_table(mdl_model *m)
 /* The scalar gradients tau_att and pos_beta are sums over the T x T prior of dbias * B
    (times constants); the attention's dbias sums to zero along every row, so those sums
    cancel heavily and carry the fp32 rounding of the two devices' dbias (measured: 7e-5
-   and 2e-5 relative on the batch case, under 1e-6 for every other tensor). */
+   and 2e-5 relative to themselves on the batch case, under 1e-6 for every other tensor;
+   on the H200 tau_att's was 1.24e-4). tau_att's is held against the sum of its terms'
+   magnitudes (era.h's dtau_att_abs; layer 1 of the batch case cancels 105-fold:
+   6.8e-7 of that scale in the simulation); pos_beta's against itself. */
 static void test_rpa_prior(void)
 {
     mdl_config c = toy(MDL_FFN_GELU, MDL_NORM_LAYER, MDL_POS_LEARNED);

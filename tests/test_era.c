@@ -542,6 +542,46 @@ static void test_rpa_grad_tau_clamped_and_clip(void)
     era_rpa_state_free(&st);
 }
 
+/* dtau_att_abs is the sum of |dtau_att's terms|: bias = scale y / tau where unclipped, so
+   each term is -dbias bias / tau and the sum is sum |dbias bias| / tau; it bounds
+   |dtau_att|, accumulates, and is 0 when tau is pinned */
+static void test_rpa_dtau_abs(void)
+{
+    int B = 2, T = 6, R = 3, i;
+    era_rpa_config cfg = era_rpa_config_default(R);
+    era_rpa_params p = era_rpa_params_default();
+    era_rpa_state st = era_rpa_state_init();
+    era_rpa_grads g;
+    float mu[36], G[36], bias[36];
+    double mud[36], ref = 0.0, refabs = 0.0;
+    tt_seed(31);
+    random_mu(mu, mud, B * T, R, 1.0);
+    tt_fill_normal(G, 36, 1.0);
+    p.tau_att = 0.7f;
+    cfg.bias_clip = 1e6f; /* nothing clipped */
+    CHECK_INT_EQ(era_rpa_forward(&cfg, &p, mu, B, T, bias, &st, NULL), ERA_OK);
+    for (i = 0; i < T * T; i++) {
+        ref -= (double)G[i] * bias[i] / st.tau;
+        refabs += fabs((double)G[i] * bias[i]) / st.tau;
+    }
+    memset(&g, 0, sizeof g);
+    CHECK_INT_EQ(era_rpa_backward(&cfg, &p, &st, G, NULL, &g, NULL), ERA_OK);
+    CHECK(refabs > 0.0);
+    CHECK_CLOSE(g.dtau_att_abs, refabs, 1e-5, 0.0);
+    CHECK_CLOSE(g.dtau_att, ref, 0.0, 1e-5 * refabs);
+    CHECK(g.dtau_att_abs >= fabsf(g.dtau_att));
+    CHECK_INT_EQ(era_rpa_backward(&cfg, &p, &st, G, NULL, &g, NULL), ERA_OK); /* accumulates */
+    CHECK_CLOSE(g.dtau_att_abs, 2.0 * refabs, 1e-5, 0.0);
+    era_rpa_state_free(&st);
+    /* tau at its floor is pinned: no tau gradient, no magnitude */
+    p.tau_att = cfg.tau_min * 0.5f;
+    CHECK_INT_EQ(era_rpa_forward(&cfg, &p, mu, B, T, bias, &st, NULL), ERA_OK);
+    memset(&g, 0, sizeof g);
+    CHECK_INT_EQ(era_rpa_backward(&cfg, &p, &st, G, NULL, &g, NULL), ERA_OK);
+    CHECK(g.dtau_att == 0.0f && g.dtau_att_abs == 0.0f);
+    era_rpa_state_free(&st);
+}
+
 static void test_rpa_backward_accumulates(void)
 {
     int B = 2, T = 5, R = 3, i;
@@ -2019,6 +2059,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_rpa_grad_legacy);
     TEST_RUN(test_rpa_grad_tau_clamped_and_clip);
     TEST_RUN(test_rpa_backward_accumulates);
+    TEST_RUN(test_rpa_dtau_abs);
     TEST_RUN(test_membership_grads);
     TEST_RUN(test_rpa_end_to_end_grad_h);
     TEST_RUN(test_era_grads);

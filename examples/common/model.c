@@ -215,6 +215,8 @@ struct mdl_model {
     long pc_builds, pc_hits;          /* of caches already released */
     int have_tce;            /* rowce holds the last forward's per-token CE */
     float ent_dHl[MDL_MAX_LAYERS]; /* d loss / d H_l of the entropy band (0: inactive) */
+    float tau_abs[MDL_MAX_LAYERS]; /* the last backward's era_rpa_grads.dtau_att_abs per layer:
+                                      the scale of tau_att's cancelling gradient (tests) */
     /* activations: act on the model's device; hact the host part of a device model */
     void *act, *hact;
     size_t act_bytes, hact_bytes;
@@ -2447,6 +2449,7 @@ static int mdl__block_bwd(mdl_model *m, int l)
                             m->prior_running ? NULL : m->dmu, &g, m->rpa_ws),
                  "era_rpa_backward");
         mdl__sadd(m, G, b->tau, g.dtau_att);
+        m->tau_abs[l] = g.dtau_att_abs;
         mdl__sadd(m, G, b->posb, g.dpos_beta);
     } else if (c->prior == MDL_PRIOR_ERA) {
         era_era_params ep = mdl__era_params(m, l);
