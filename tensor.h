@@ -216,6 +216,11 @@ TKDEF int tk_sigmoid_forward(float *out, const float *x, size_t n);
 TKDEF int tk_sigmoid_backward(float *dx, const float *y, const float *dy, size_t n);
 /* Scale by a host scalar: out (n) = alpha * x; out may alias x; alpha finite. */
 TKDEF int tk_scale(float *out, const float *x, float alpha, size_t n);
+/* Shift by a host scalar: out (n) = x + beta (one IEEE addition: a NaN or infinite beta
+   propagates as it would in x + beta); out may alias x. On the device the value travels as
+   a kernel argument: adding a host-computed scalar gradient to a device element costs no
+   copy and no wait (tk_shift_cuda). */
+TKDEF int tk_shift(float *out, const float *x, float beta, size_t n);
 /* Causal depthwise convolution over time, per channel: inp, out (B,T,C), w (K,C),
      out[b,t,c] (+)= sum_{j=0..min(K-1,t)} w[j,c] inp[b,t-j,c]   (j in order; accumulate 0 or
    1: 0 writes, 1 adds to out as it is). out must not alias inp. Backward (ACCUMULATES):
@@ -622,6 +627,7 @@ TKDEF int tk_device_synchronize(void);
     X(int, tk_sigmoid_forward_cuda, (float *out, const float *x, size_t n, tk_stream stream))   \
     X(int, tk_scale_cuda, (float *out, const float *x, float alpha, size_t n,                   \
                            tk_stream stream))                                                   \
+    X(int, tk_shift_cuda, (float *out, const float *x, float beta, size_t n, tk_stream stream)) \
     /* the causal depthwise convolution: one thread per output element (forward, dinp), one per \
        (j,c) for dw (double, the CPU's order): bit-identical to the CPU (each product meets its \
        running sum in an explicit fma on both sides, so no compiler's contraction changes a bit) */ \
@@ -2769,6 +2775,17 @@ TKDEF int tk_scale(float *out, const float *x, float alpha, size_t n)
     if (!(alpha == alpha && alpha - alpha == 0.0f)) return tk__fail(TK_EINVAL, "%s: alpha must be finite", fn);
     TK__OPS_OMP(omp parallel for schedule(static) if(n > TK__PAR_MIN))
     for (i = 0; i < nn; i++) out[i] = alpha * x[i];
+    return TK_OK;
+}
+
+TKDEF int tk_shift(float *out, const float *x, float beta, size_t n)
+{
+    static const char *fn = "tk_shift";
+    ptrdiff_t i, nn = (ptrdiff_t)n;
+    TK__ROUTE(fn, out, TK__DEV(x), tk_shift_cuda(out, x, beta, n, NULL));
+    TK__ELEMWISE_CHECK(fn, out, x, n);
+    TK__OPS_OMP(omp parallel for schedule(static) if(n > TK__PAR_MIN))
+    for (i = 0; i < nn; i++) out[i] = x[i] + beta;
     return TK_OK;
 }
 

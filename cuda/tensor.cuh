@@ -1196,6 +1196,12 @@ static __global__ void tk__k_scale(float *out, const float *x, float alpha, size
     for (i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) out[i] = alpha * x[i];
 }
 
+static __global__ void tk__k_shift(float *out, const float *x, float beta, size_t n)
+{
+    size_t i, step = (size_t)gridDim.x * blockDim.x;
+    for (i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) out[i] = x[i] + beta;
+}
+
 /* causal depthwise convolution: the CPU's sums in the CPU's order (each product fused into
    the running sum by an explicit fma, as the CPU's fmaf) */
 static __global__ void tk__k_dwconv_fwd(float *out, const float *inp, const float *w, int B, int T, int C,
@@ -1415,6 +1421,14 @@ TKDEF int tk_scale_cuda(float *out, const float *x, float alpha, size_t n, tk_st
     TK__ELEMWISE_CHECK(fn, out, x, n);
     if (!(alpha == alpha && alpha - alpha == 0.0f)) return tk__fail(TK_EINVAL, "%s: alpha must be finite", fn);
     TK__LAUNCH(tk__k_scale, tk__gs_blocks(n, 256), 256, 0, (cudaStream_t)stream, out, x, alpha, n);
+    return tk__launched(fn);
+}
+
+TKDEF int tk_shift_cuda(float *out, const float *x, float beta, size_t n, tk_stream stream)
+{
+    static const char *fn = "tk_shift_cuda";
+    TK__ELEMWISE_CHECK(fn, out, x, n);
+    TK__LAUNCH(tk__k_shift, tk__gs_blocks(n, 256), 256, 0, (cudaStream_t)stream, out, x, beta, n);
     return tk__launched(fn);
 }
 

@@ -1812,6 +1812,11 @@ static void test_sigmoid_rows(void)
             CHECK(dget(d_x, n) == sc);
             CHECK_INT_EQ(tk_scale(d_x, d_x, (float)INFINITY, n), TK_EINVAL);
             CHECK_INT_EQ(tk_scale(d_x, x.data(), 2.0f, n), TK_EINVAL); /* mixed sides */
+            /* tk_shift (a host scalar as a kernel argument): bit-identical (one addition) */
+            CHECK_INT_EQ(tk_shift(sc.data(), sc.data(), 0.731f, n), TK_OK);
+            CHECK_INT_EQ(tk_shift_cuda(d_x, d_x, 0.731f, n, NULL), TK_OK); /* in place */
+            CHECK(dget(d_x, n) == sc);
+            CHECK_INT_EQ(tk_shift(d_x, x.data(), 2.0f, n), TK_EINVAL); /* mixed sides */
         }
         dfree(d_x); dfree(d_y); dfree(d_dy); dfree(d_dx); dfree(d_al); dfree(d_yc);
     }

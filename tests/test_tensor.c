@@ -2380,6 +2380,25 @@ static void check_sigmoid(long n)
     free(want); free(g);
 }
 
+static void test_shift(void)
+{
+    const float x[4] = {1.0f, -2.0f, 0.5f, 3.0f};
+    float y[4] = {9, 9, 9, 9}, a[4];
+    int i;
+    CHECK_INT_EQ(tk_shift(y, x, -0.25f, 4), TK_OK);
+    for (i = 0; i < 4; i++) CHECK(y[i] == x[i] + -0.25f);
+    memcpy(a, x, sizeof a);
+    CHECK_INT_EQ(tk_shift(a, a, -0.25f, 4), TK_OK); /* in place */
+    CHECK(memcmp(a, y, sizeof a) == 0);
+    CHECK_INT_EQ(tk_shift(a, x, (float)NAN, 1), TK_OK); /* IEEE: NaN propagates, not refused */
+    CHECK(a[0] != a[0] && a[1] == y[1]);
+    CHECK_INT_EQ(tk_shift(NULL, x, 1.0f, 4), TK_EINVAL);
+    CHECK_INT_EQ(tk_shift(y, NULL, 1.0f, 4), TK_EINVAL);
+    CHECK_INT_EQ(tk_shift(y, x, 1.0f, 0), TK_EINVAL);
+    for (i = 0; i < 4; i++) CHECK(y[i] == x[i] + -0.25f); /* nothing written by the refused calls */
+    CHECK_INT_EQ(tk_shift_cuda(y, y, 1.0f, 4, NULL), TK_ENOCUDA);
+}
+
 static void test_scale(void)
 {
     const float x[4] = {1.0f, -2.0f, 0.5f, 3.0f};
@@ -3052,6 +3071,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_attention_strided);
     TEST_RUN(test_attention_stats);
     TEST_RUN(test_scale);
+    TEST_RUN(test_shift);
     TEST_RUN(test_causal_dwconv);
     TEST_RUN(test_sigmoid);
     TEST_RUN(test_row_ops);

@@ -64,7 +64,11 @@ def main():
                     if loc.startswith("common/") or loc.startswith("tests/"):
                         break
                     op = fn
-                site = next(((fn, loc) for fn, loc in frames if loc.startswith("common/")), ("?", "?"))
+                # the caller: the first examples/common frame past exctx.h's one-line wrappers
+                # (ex_to_host and the like name no decision; their caller does)
+                site = next(((fn, loc) for fn, loc in frames
+                             if loc.startswith("common/") and not loc.startswith("common/exctx.h")),
+                            next(((fn, loc) for fn, loc in frames if loc.startswith("common/")), ("?", "?")))
                 key = (op, site[0], site[1].split(":")[0])
                 count[key] += 1
                 lines[key].add(site[1].split(":")[-1])

@@ -243,6 +243,10 @@ static inline int ex_scale(const ex_ctx *x, float *out, const float *v, float al
 {
     EX__OP(tk_scale(out, v, alpha, n), tk_scale_cuda(out, v, alpha, n, x->stream));
 }
+static inline int ex_shift(const ex_ctx *x, float *out, const float *v, float beta, size_t n)
+{
+    EX__OP(tk_shift(out, v, beta, n), tk_shift_cuda(out, v, beta, n, x->stream));
+}
 static inline int ex_rowscale(const ex_ctx *x, float *out, const float *v, const float *s, int N, int C)
 {
     EX__OP(tk_rowscale(out, v, s, N, C), tk_rowscale_cuda(out, v, s, N, C, x->stream));

@@ -1295,12 +1295,12 @@ float mdl_scalar_get(const mdl_model *m, const float *base, size_t off)
     return v;
 }
 
-/* A scalar gradient (base + off) added to from the host: a 4-byte read and write on the
-   device model (a few per layer and backward). */
+/* A scalar gradient (base + off) added to from the host: x + dv in place, on the model's
+   stream (tk_shift: the value travels as a kernel argument, no copy, no wait); a failure
+   leaves the gradient as it was and the device's error sticky for the next checked op. */
 static void mdl__sadd(const mdl_model *m, float *base, size_t off, float dv)
 {
-    float v = mdl_scalar_get(m, base, off) + dv;
-    ex_to_ctx(&m->cx, base + off, &v, sizeof v);
+    (void)ex_shift(&m->cx, base + off, base + off, dv, 1);
 }
 
 /* The mirror's refresh (mdl_forward, before the blocks): one copy per block. A failed

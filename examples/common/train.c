@@ -1503,8 +1503,9 @@ int trn_step(trn *t, trn_step_info *info)
             return TRN_EINVAL;
         }
         info->step_flops = mdl_flops_per_token(mdl_get_config(t->m), T) * (double)B * T;
-        /* GAC reads dL_train/dtau before clipping (seed 003 eq. 11: the raw gradient) */
-        for (l = 0; l < t->n_tau; l++) gtau[l] = mdl_scalar_get(t->m, G, t->tau_off[l]);
+        /* GAC reads dL_train/dtau before clipping (seed 003 eq. 11: the raw gradient); only
+           GAC (a device model's read is a host wait per layer) */
+        for (l = 0; l < t->n_tau; l++) gtau[l] = t->have_gac ? mdl_scalar_get(t->m, G, t->tau_off[l]) : 0.0f;
         if (t->cfg.grad_clip > 0) ex_clip_grad_norm(&t->cx, G, t->n, t->cfg.grad_clip, &gn);
         else ex_grad_norm(&t->cx, G, t->n, &gn);
         if (!isfinite(gn)) {
