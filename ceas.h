@@ -119,7 +119,9 @@
          gradient is therefore the exact gradient of the loss with the pruned rows'
          attention outputs held constant (a stop-gradient on them), a biased estimate of
          the full gradient that drops the low-score rows (seed 004: the rows whose
-         temperature gap says they carry little information).
+         temperature gap says they carry little information). With an additive prior
+         bias on the logits (the examples' RPA / ERA priors), the bias gradient likewise
+         sums the kept rows' logit gradients only; the prior's parameters learn from them.
        - A frozen head (h, layer l): its attention backward, the backward of its Q/K/V
          rows of the qkv projection and of its columns of the output projection are not
          computed, no gradient flows through it into the residual stream, and the

@@ -992,6 +992,101 @@ static void test_ceas_gating(void)
     }
 }
 
+/* CEAS gating beside the RPA and ERA priors (issue 46 item 3): the CPU's gated backward
+   sums the kept rows' dS into the prior's bias gradient; the device zeroes the gated rows'
+   output gradients before its dense backward (which takes the bias). The same random
+   token mask (~40% pruned) and frozen head on both models: every gradient, the prior's
+   (tau_att, pos_beta, the memberships; the ERA centres, sigma, alpha) included, within
+   1e-4 of the CPU's (test_rpa_prior's bound: tau_att and pos_beta carry the two devices'
+   dbias rounding). Trainer level: --ceas-gating on with the RPA prior follows the CPU. */
+static void test_ceas_gating_prior(void)
+{
+    int pass;
+    char err[256];
+    NEED_GPU();
+    make_stream();
+    for (pass = 0; pass < 2; pass++) {
+        mdl_config cfg = toy(MDL_FFN_GELU, MDL_NORM_LAYER, MDL_POS_LEARNED);
+        mdl_model *mc = NULL, *md = NULL;
+        mdl_opts o = mdl_opts_default();
+        mdl_stats sc, sd;
+        int x[PB * PT], y[PB * PT], i;
+        double worst = 0.0, wp = 0.0;
+        cfg.prior = pass ? MDL_PRIOR_ERA : MDL_PRIOR_RPA;
+        cfg.R = 4;
+        cfg.rpa.posmix = 0.1f;
+        CHECK_INT_EQ(mdl_create_on(&mc, &cfg, 7, MDL_DEVICE_CPU, err, sizeof err), MDL_OK);
+        CHECK_INT_EQ(mdl_create_on(&md, &cfg, 7, MDL_DEVICE_CUDA, err, sizeof err), MDL_OK);
+        if (mc && md) {
+            const size_t nk = (size_t)cfg.n_layers * PB * cfg.n_heads * PT, np = mdl_num_params(mc);
+            std::vector<unsigned char> keep(nk), frozen((size_t)cfg.n_layers * cfg.n_heads, 0);
+            mdl_gate_counts gc, gd;
+            toy_batch(x, y, 13);
+            o.train = 1;
+            o.prior_scale = 0.7f;
+            mdl_zero_grad(mc);
+            mdl_zero_grad(md);
+            CHECK_INT_EQ(mdl_forward(mc, x, y, PB, PT, &o, &sc), MDL_OK);
+            CHECK_INT_EQ(mdl_forward(md, x, y, PB, PT, &o, &sd), MDL_OK);
+            CHECK_CLOSE(sd.loss, sc.loss, 1e-5, 0.0);
+            tt_seed(99);
+            for (i = 0; i < (int)nk; i++) keep[i] = tt_uniform() < 0.6;
+            frozen[1] = 1; /* layer 0, head 1 */
+            CHECK_INT_EQ(mdl_set_gating(mc, keep.data(), frozen.data()), MDL_OK);
+            CHECK_INT_EQ(mdl_set_gating(md, keep.data(), frozen.data()), MDL_OK);
+            CHECK_INT_EQ(mdl_backward(mc), MDL_OK);
+            CHECK_INT_EQ(mdl_backward(md), MDL_OK);
+            std::vector<float> g = host_of(mdl_grads(md), np);
+            for (i = 0; i < mdl_num_tensors(mc); i++) {
+                const mdl_tensor *t = mdl_tensor_at(mc, i);
+                double e = rel_maxerr(g.data() + t->offset, mdl_grads(mc) + t->offset, t->numel);
+                int prior_t = strstr(t->name, "tau_att") || strstr(t->name, "pos_beta") || strstr(t->name, ".mem.") ||
+                              strstr(t->name, "era");
+                if (!(e <= 1e-4)) printf("    grad %s: rel err %.3g\n", t->name, e);
+                CHECK(e <= 1e-4);
+                worst = e > worst ? e : worst;
+                if (prior_t) {
+                    size_t k, nz = 0;
+                    for (k = 0; k < t->numel; k++) nz += mdl_grads(mc)[t->offset + k] != 0.0f;
+                    CHECK(nz > 0); /* the prior learns under gating */
+                    wp = e > wp ? e : wp;
+                }
+            }
+            CHECK_INT_EQ(mdl_gate_counts_get(mc, &gc), MDL_OK);
+            CHECK_INT_EQ(mdl_gate_counts_get(md, &gd), MDL_OK);
+            CHECK(gc.rows_pruned == gd.rows_pruned && gc.rows_pruned > 0 && gd.heads_frozen == 1);
+            printf("    gated step, %s prior: %lld of %lld rows pruned, 1 head frozen; worst gradient %.3g (prior's %.3g)\n",
+                   pass ? "ERA" : "RPA", gd.rows_pruned, gd.rows, worst, wp);
+        }
+        mdl_destroy(mc);
+        mdl_destroy(md);
+    }
+    {
+        trn_config cc, cdv;
+        trn *a, *b;
+        int active = 0;
+        double wl = 0.0;
+        trainer_cfg(&cc, MDL_DEVICE_CPU);
+        trainer_cfg(&cdv, MDL_DEVICE_CUDA);
+        cc.controller = cdv.controller = TRN_CTRL_CEAS;
+        cc.ceas_gating = cdv.ceas_gating = 1;
+        cc.model.prior = cdv.model.prior = MDL_PRIOR_RPA;
+        cc.model.R = cdv.model.R = 4;
+        CHECK_INT_EQ(trn_config_validate(&cdv, err, sizeof err), TRN_OK);
+        a = mk_trainer(&cc);
+        b = mk_trainer(&cdv);
+        if (a && b) {
+            a->cs.cfg.m_min = b->cs.cfg.m_min = 3;
+            wl = follow_steps(a, b, 4, 1e-4, 0, &active);
+        }
+        CHECK(active > 0);
+        printf("    CEAS-gating trainer with the RPA prior, 4 steps: worst loss difference %.3g relative, %d steps pruned\n",
+               wl, active);
+        trn_destroy(a);
+        trn_destroy(b);
+    }
+}
+
 static void test_trainer_resume(void)
 {
     trn_config cd, cc;
@@ -1254,6 +1349,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_polar_attention);
     TEST_RUN(test_conv);
     TEST_RUN(test_ceas_gating);
+    TEST_RUN(test_ceas_gating_prior);
     TEST_RUN(test_round_trips_tiny);
     TEST_RUN(test_round_trips_paper);
     TEST_RUN(test_round_trips_polar_gdelta);

@@ -4,13 +4,31 @@
    comparison) and against finite differences of the masked objective, frozen heads
    (zero gradients, projection gradients of the other heads unchanged, parameters
    bit-identical through an AdamW step), the skipped-FLOP count against the rows the
-   backward really left out, refused inputs, and the byte-level WikiText-2 data. */
+   backward really left out, gating beside the RPA and ERA priors (the bias gradient
+   against the dense backward, whole-model gradients against the masked dense backward and
+   against finite differences of the held-rows objective), refused inputs, and the
+   byte-level WikiText-2 data. */
 #define _POSIX_C_SOURCE 200809L
 #include <stb_ds.h>
 /* the unit under test, compiled in for its internals (mdl__*); the headers' bodies, stb_ds,
    the BPE, the data loader and the layers are linked (Makefile: TEST_OBJS_test_ceas_gating) */
 #include "../examples/common/data.h"
+#include "../tensor.h"
+/* The model's dense CPU attention calls go through the test's hooks (tg_*, below): the
+   backward can zero the output gradients of the pruned rows and frozen heads (the
+   reference the gated backward must equal), the forward can hold those rows' outputs at
+   a saved value (the objective whose finite differences the gated gradients are). The
+   declarations above keep the real names; only model.c's calls are renamed. */
+static int tg_attn_fwd(float *out, float *probs, const float *q, const float *k, const float *v, const float *bias,
+                       int bias_per_head, const float *temp, int B, int H, int T, int D);
+static int tg_attn_bwd(float *dq, float *dk, float *dv, float *dbias, float *dtemp, const float *dout,
+                       const float *probs, const float *q, const float *k, const float *v, int bias_per_head,
+                       const float *temp, int B, int H, int T, int D);
+#define tk_attention_forward tg_attn_fwd
+#define tk_attention_backward tg_attn_bwd
 #include "../examples/common/model.c"
+#undef tk_attention_forward
+#undef tk_attention_backward
 #include "attnkit_test.h"
 
 #include <math.h>
@@ -20,6 +38,66 @@
 #define GB 2
 #define GT 80 /* > 64 kept rows in a head: the gated backward works in several chunks */
 #define GV 29
+
+/* the hooks' state: the model, its gating (keep (L,B,H,T), frozen (L,H)) and what to do */
+static struct {
+    const mdl_model *m;
+    const unsigned char *keep, *frozen;
+    int mask_bwd; /* 1: the dense backward sees the gated rows' output gradients as 0 */
+    int save_fwd; /* 1: the forward copies its outputs into hold */
+    int hold_fwd; /* 1: the gated rows' outputs are replaced by hold's */
+    float *hold;  /* (L, B,H,T,D) */
+    float *scr;   /* (B,H,T,D) */
+} tg;
+
+static int tg_layer(const float *probs)
+{
+    int l;
+    if (!tg.m) return -1;
+    for (l = 0; l < tg.m->L; l++)
+        if (probs == tg.m->ba[l].probs) return l;
+    return -1;
+}
+
+/* 1: row i of unit u = b H + h of layer l is gated (pruned or its head frozen) */
+static int tg_gated(int l, int B, int H, int T, int u, int i)
+{
+    return tg.frozen[(size_t)l * H + u % H] || !tg.keep[((size_t)l * B * H + u) * T + i];
+}
+
+static int tg_attn_fwd(float *out, float *probs, const float *q, const float *k, const float *v, const float *bias,
+                       int bias_per_head, const float *temp, int B, int H, int T, int D)
+{
+    int l = tg_layer(probs), rc = tk_attention_forward(out, probs, q, k, v, bias, bias_per_head, temp, B, H, T, D);
+    size_t n = (size_t)B * H * T * D;
+    if (rc != TK_OK || l < 0) return rc;
+    if (tg.save_fwd) memcpy(tg.hold + (size_t)l * n, out, sizeof(float) * n);
+    if (tg.hold_fwd) {
+        int u, i;
+        for (u = 0; u < B * H; u++)
+            for (i = 0; i < T; i++)
+                if (tg_gated(l, B, H, T, u, i))
+                    memcpy(out + ((size_t)u * T + i) * D, tg.hold + (size_t)l * n + ((size_t)u * T + i) * D,
+                           sizeof(float) * (size_t)D);
+    }
+    return rc;
+}
+
+static int tg_attn_bwd(float *dq, float *dk, float *dv, float *dbias, float *dtemp, const float *dout,
+                       const float *probs, const float *q, const float *k, const float *v, int bias_per_head,
+                       const float *temp, int B, int H, int T, int D)
+{
+    int l = tg.mask_bwd ? tg_layer(probs) : -1;
+    if (l >= 0) {
+        int u, i;
+        memcpy(tg.scr, dout, sizeof(float) * (size_t)B * H * T * D);
+        for (u = 0; u < B * H; u++)
+            for (i = 0; i < T; i++)
+                if (tg_gated(l, B, H, T, u, i)) memset(tg.scr + ((size_t)u * T + i) * D, 0, sizeof(float) * (size_t)D);
+        dout = tg.scr;
+    }
+    return tk_attention_backward(dq, dk, dv, dbias, dtemp, dout, probs, q, k, v, bias_per_head, temp, B, H, T, D);
+}
 
 static mdl_config gcfg(void)
 {
@@ -237,7 +315,7 @@ static void test_gated_core(void)
     memset(m->dq, 0, sizeof(float) * NC);
     memset(m->dk, 0, sizeof(float) * NC);
     memset(m->dv, 0, sizeof(float) * NC);
-    CHECK_INT_EQ(mdl__attn_bwd_gated(m, 0, G), MDL_OK);
+    CHECK_INT_EQ(mdl__attn_bwd_gated(m, 0, G, NULL), MDL_OK);
     memcpy(dq, m->dq, sizeof(float) * NC);
     memcpy(dk, m->dk, sizeof(float) * NC);
     memcpy(dv, m->dv, sizeof(float) * NC);
@@ -375,7 +453,7 @@ static void test_model_gated(void)
         tt_seed(5);
         for (e = 0; e < (size_t)GB * GT * c.d_model; e++) G[e] = (float)tt_normal();
         memset(m->dq, 0, sizeof(float) * (size_t)GB * GT * c.d_model);
-        CHECK_INT_EQ(mdl__attn_bwd_gated(m, 0, G), MDL_OK);
+        CHECK_INT_EQ(mdl__attn_bwd_gated(m, 0, G, NULL), MDL_OK);
         for (l = 0; l < c.n_layers; l++)
             for (u = 0; u < GB * c.n_heads; u++) {
                 h = u % c.n_heads;
@@ -465,6 +543,373 @@ static void test_frozen_step(void)
     mdl_destroy(m);
 }
 
+/* ---- gating beside an additive prior (issue 46 item 3): the RPA and ERA biases ---- */
+
+static mdl_config pcfg(int prior)
+{
+    mdl_config c = gcfg();
+    c.prior = prior;
+    c.R = 3;
+    c.rpa.K = 3;
+    c.rpa.detach = 0;
+    c.rpa.posmix = 0.1f;
+    c.tau_att_init = 0.9f;
+    c.era.R = 4;
+    c.era.nb = 4;
+    return c;
+}
+
+static const float ptemp[4] = {0.7f, 1.3f, 1.1f, 0.9f}; /* per-head temperatures (L,H) */
+
+static mdl_opts popts(void)
+{
+    mdl_opts o = mdl_opts_default();
+    o.train = 1;
+    o.head_temp = ptemp;
+    o.prior_scale = 0.8f;
+    return o;
+}
+
+/* random keep mask (about 40% pruned) over every layer, frozen heads {l0 h1, l1 h0} */
+static void prior_gating(int L, int H, int T, unsigned char *keep, unsigned char *frozen)
+{
+    size_t e, n = (size_t)L * GB * H * T;
+    tt_seed(77);
+    for (e = 0; e < n; e++) keep[e] = tt_uniform() < 0.6;
+    memset(frozen, 0, (size_t)L * H);
+    frozen[1] = 1;
+    frozen[H] = 1;
+}
+
+/* core: the gated backward's dbias (and dq, dk, dv) == the dense backward's with the gated
+   rows' output gradients zeroed, per-head temperatures on; bit-identical run to run and
+   for 1, 2 and 3 threads */
+static void prior_core(int prior, const char *what)
+{
+    mdl_config c = pcfg(prior);
+    int x[GB * GT], y[GB * GT], u, i, d, H, D, pass;
+    size_t NC, nk, TT = (size_t)GT * GT, e;
+    mdl_stats st;
+    mdl_opts o = popts();
+    unsigned char *keep, frozen[4];
+    float *G, *G0, *gq, *gk, *gv, *gb, *db, *rq, *rb;
+    double dbmax = 0.0;
+    mdl_model *m = make(&c, x, y);
+    if (!m) return;
+    H = m->H;
+    D = m->D;
+    NC = (size_t)GB * GT * c.d_model;
+    nk = (size_t)c.n_layers * GB * H * GT;
+    keep = (unsigned char *)malloc(nk);
+    G = (float *)malloc(sizeof(float) * (NC * 6 + TT * 3));
+    G0 = G + NC; gq = G0 + NC; gk = gq + NC; gv = gk + NC; rq = gv + NC;
+    gb = rq + NC; db = gb + TT; rb = db + TT;
+    CHECK_INT_EQ(mdl_forward(m, x, y, GB, GT, &o, &st), MDL_OK);
+    CHECK(m->ba[0].bias != NULL);
+    prior_gating(c.n_layers, H, GT, keep, frozen);
+    CHECK_INT_EQ(mdl_set_gating(m, keep, frozen), MDL_OK);
+    tt_seed(23);
+    for (e = 0; e < NC; e++) G[e] = (float)tt_normal();
+    for (pass = 0; pass < 4; pass++) {
+#ifdef _OPENMP
+        int nthr = omp_get_max_threads();
+        omp_set_num_threads(pass < 2 ? 2 : pass - 1); /* 2, 2, 1, 3 */
+#endif
+        memset(m->dq, 0, sizeof(float) * NC);
+        memset(m->dk, 0, sizeof(float) * NC);
+        memset(m->dv, 0, sizeof(float) * NC);
+        for (e = 0; e < TT; e++) db[e] = 0.25f; /* accumulates (+=) */
+        CHECK_INT_EQ(mdl__attn_bwd_gated(m, 0, G, db), MDL_OK);
+#ifdef _OPENMP
+        omp_set_num_threads(nthr);
+#endif
+        if (!pass) {
+            memcpy(gq, m->dq, sizeof(float) * NC);
+            memcpy(gk, m->dk, sizeof(float) * NC);
+            memcpy(gv, m->dv, sizeof(float) * NC);
+            memcpy(gb, db, sizeof(float) * TT);
+        } else {
+            CHECK(memcmp(gq, m->dq, sizeof(float) * NC) == 0);
+            CHECK(memcmp(gk, m->dk, sizeof(float) * NC) == 0);
+            CHECK(memcmp(gv, m->dv, sizeof(float) * NC) == 0);
+            CHECK(memcmp(gb, db, sizeof(float) * TT) == 0);
+        }
+    }
+    /* the dense reference (the real tk_attention_backward) */
+    for (u = 0; u < GB * H; u++)
+        for (i = 0; i < GT; i++) {
+            int z = frozen[u % H] || !keep[(size_t)u * GT + i];
+            for (d = 0; d < D; d++) G0[((size_t)u * GT + i) * D + d] = z ? 0.0f : G[((size_t)u * GT + i) * D + d];
+        }
+    memset(m->dq, 0, sizeof(float) * NC);
+    memset(m->dk, 0, sizeof(float) * NC);
+    memset(m->dv, 0, sizeof(float) * NC);
+    for (e = 0; e < TT; e++) rb[e] = 0.25f;
+    CHECK_INT_EQ(tk_attention_backward(m->dq, m->dk, m->dv, rb, NULL, G0, m->ba[0].probs, m->ba[0].q, m->ba[0].k,
+                                       m->ba[0].v, 0, m->temp, GB, H, GT, D), TK_OK);
+    CHECK_ALL_CLOSE(gq, m->dq, NC, 1e-5, 1e-6);
+    CHECK_ALL_CLOSE(gk, m->dk, NC, 1e-5, 1e-6);
+    CHECK_ALL_CLOSE(gv, m->dv, NC, 1e-5, 1e-6);
+    CHECK_ALL_CLOSE(gb, rb, TT, 1e-5, 1e-6);
+    /* 0 above the diagonal; the temperatures differ per head; not a trivial bias gradient */
+    {
+        int bad = 0, j;
+        for (i = 0; i < GT; i++)
+            for (j = i + 1; j < GT; j++) bad += gb[(size_t)i * GT + j] != 0.25f;
+        CHECK_INT_EQ(bad, 0);
+        CHECK(m->temp[0] != m->temp[1]);
+        for (e = 0; e < TT; e++) {
+            double a = fabs((double)gb[e] - rb[e]);
+            if (a > dbmax) dbmax = a;
+        }
+        for (e = 0, bad = 0; e < TT; e++) bad += gb[e] != 0.25f;
+        CHECK(bad > (int)(TT / 4));
+    }
+    if (getenv("MODEL_TEST_VERBOSE")) fprintf(stderr, "  %s core: max |dbias gated - dense| %.3g\n", what, dbmax);
+    free(G);
+    free(keep);
+    mdl_destroy(m);
+}
+
+static void test_prior_core(void)
+{
+    prior_core(MDL_PRIOR_RPA, "rpa");
+    prior_core(MDL_PRIOR_ERA, "era");
+}
+
+/* 1: parameter offset e is in a column of a frozen head's output projection (the gated
+   backward leaves those at 0 by definition; the masked dense backward does not) */
+static int frozen_proj(const mdl_model *m, const unsigned char *frozen, size_t e)
+{
+    int l;
+    for (l = 0; l < m->L; l++) {
+        size_t p0 = m->bp[l].proj, n = (size_t)m->C * m->C;
+        if (e >= p0 && e < p0 + n) return frozen[(size_t)l * m->H + (int)((e - p0) % (size_t)m->C) / m->D];
+    }
+    return 0;
+}
+
+/* 1: tensor ti is one of the prior's (tau_att, pos_beta, the memberships, the ERA ones) */
+static int prior_tensor(const mdl_tensor *t)
+{
+    return strstr(t->name, "tau_att") || strstr(t->name, "pos_beta") || strstr(t->name, ".mem.") ||
+           strstr(t->name, "era");
+}
+
+/* whole model: every gradient of the gated mdl_backward (the prior's included) == that of
+   the dense mdl_backward whose attention backward sees the gated rows' output gradients
+   as 0; the frozen heads' projection slices exactly 0 */
+static void prior_model(int prior, const char *what)
+{
+    mdl_config c = pcfg(prior);
+    int x[GB * GT], y[GB * GT], ti, nprior = 0, moved = 0;
+    size_t np, nk, e;
+    mdl_stats st;
+    mdl_opts o = popts();
+    unsigned char *keep, frozen[4];
+    float *gd, *gg, *gu;
+    double worst = 0.0;
+    mdl_model *m = make(&c, x, y);
+    if (!m) return;
+    np = mdl_num_params(m);
+    nk = (size_t)c.n_layers * GB * c.n_heads * GT;
+    gd = (float *)malloc(sizeof(float) * np * 3);
+    gg = gd + np;
+    gu = gg + np;
+    keep = (unsigned char *)malloc(nk);
+    tg.scr = (float *)malloc(sizeof(float) * (size_t)GB * GT * c.d_model);
+    prior_gating(c.n_layers, c.n_heads, GT, keep, frozen);
+    /* ungated */
+    mdl_zero_grad(m);
+    CHECK_INT_EQ(mdl_forward(m, x, y, GB, GT, &o, &st), MDL_OK);
+    CHECK_INT_EQ(mdl_backward(m), MDL_OK);
+    memcpy(gu, mdl_grads(m), sizeof(float) * np);
+    /* dense with the gated rows' output gradients zeroed */
+    tg.m = m;
+    tg.keep = keep;
+    tg.frozen = frozen;
+    tg.mask_bwd = 1;
+    mdl_zero_grad(m);
+    CHECK_INT_EQ(mdl_forward(m, x, y, GB, GT, &o, &st), MDL_OK);
+    CHECK_INT_EQ(mdl_backward(m), MDL_OK);
+    memcpy(gd, mdl_grads(m), sizeof(float) * np);
+    tg.mask_bwd = 0;
+    /* gated */
+    mdl_zero_grad(m);
+    CHECK_INT_EQ(mdl_forward(m, x, y, GB, GT, &o, &st), MDL_OK);
+    CHECK_INT_EQ(mdl_set_gating(m, keep, frozen), MDL_OK);
+    CHECK_INT_EQ(mdl_backward(m), MDL_OK);
+    memcpy(gg, mdl_grads(m), sizeof(float) * np);
+    tg.m = NULL;
+    for (ti = 0; ti < mdl_num_tensors(m); ti++) {
+        const mdl_tensor *t = mdl_tensor_at(m, ti);
+        int bad = 0, isp = prior_tensor(t);
+        for (e = t->offset; e < t->offset + t->numel; e++) {
+            double d = fabs((double)gg[e] - gd[e]);
+            if (frozen_proj(m, frozen, e)) {
+                bad += gg[e] != 0.0f;
+                continue;
+            }
+            if (d > 1e-4 * fabs((double)gd[e]) + 1e-6) {
+                if (bad < 3)
+                    fprintf(stderr, "  %s %s[%lu]: gated %.8g dense-masked %.8g\n", what, t->name,
+                            (unsigned long)(e - t->offset), gg[e], gd[e]);
+                bad++;
+            }
+            if (d / (1e-4 * fabs((double)gd[e]) + 1e-6) > worst) worst = d / (1e-4 * fabs((double)gd[e]) + 1e-6);
+            if (isp && fabs((double)gg[e] - gu[e]) > 1e-3 * fabs((double)gu[e]) + 1e-6) moved++;
+        }
+        CHECK_INT_EQ(bad, 0);
+        if (isp) nprior++;
+    }
+    /* the prior's tensors are there, and the gating changed their gradients */
+    CHECK(nprior >= 2);
+    CHECK(moved > 0);
+    {
+        float tau0 = gg[m->bp[0].tau != MDL__ABSENT ? m->bp[0].tau : m->bp[0].eraa];
+        CHECK(tau0 != 0.0f && isfinite(tau0));
+    }
+    if (getenv("MODEL_TEST_VERBOSE"))
+        fprintf(stderr, "  %s model: worst |gated - dense-masked| / (1e-4 |g| + 1e-6) %.3f; %d prior tensors, %d "
+                        "prior coordinates moved by the gating\n", what, worst, nprior, moved);
+    free(tg.scr);
+    tg.scr = NULL;
+    free(keep);
+    free(gd);
+    mdl_destroy(m);
+}
+
+static void test_prior_model(void)
+{
+    prior_model(MDL_PRIOR_RPA, "rpa");
+    prior_model(MDL_PRIOR_ERA, "era");
+}
+
+/* finite differences of the objective the gated backward differentiates: the loss with
+   the gated rows' attention outputs (pruned rows, frozen heads) held at their values
+   (they pass no gradient into the attention core). Every tensor (all coordinates of the
+   small ones, the prior's among them; 8 sampled of the others; the frozen heads' output
+   projection columns, 0 by definition, left out) as test_model's gradcheck: fp32
+   Richardson, h 4e-3, |fd - an| <= 1.5e-3 + 3% |an|, ||fd - an|| <= 5% ||an|| + 1.5e-3.
+   The ungated gradient fails it on some prior coordinate (the check sees the gating). */
+#define FT 24
+static double fd_loss(mdl_model *m, const int *x, const int *y, const mdl_opts *o)
+{
+    mdl_stats st;
+    CHECK_INT_EQ(mdl_forward(m, x, y, GB, FT, o, &st), MDL_OK);
+    return st.loss;
+}
+
+static void prior_fd(int prior, const char *what)
+{
+    mdl_config c = pcfg(prior);
+    mdl_model *m = NULL;
+    char err[256];
+    int x[GB * FT], y[GB * FT], ti, i, seen_ungated_fail = 0;
+    size_t np, nk;
+    mdl_opts o = popts();
+    mdl_stats st;
+    unsigned char *keep, frozen[4];
+    float *g, *gu;
+    double worst = 0.0, l0, l1;
+    const double h = 4e-3, atol = 1.5e-3, rtol = 0.03;
+#ifdef _OPENMP
+    int nthr = omp_get_max_threads();
+    omp_set_num_threads(1);
+#endif
+    c.max_T = FT;
+    CHECK_INT_EQ(mdl_create(&m, &c, 7, err, sizeof err), MDL_OK);
+    if (!m) return;
+    tt_seed(11);
+    for (i = 0; i < GB * FT; i++) {
+        x[i] = (int)(tt_uniform() * GV);
+        y[i] = (int)(tt_uniform() * GV);
+    }
+    np = mdl_num_params(m);
+    nk = (size_t)c.n_layers * GB * c.n_heads * FT;
+    keep = (unsigned char *)malloc(nk);
+    g = (float *)malloc(sizeof(float) * np * 2);
+    gu = g + np;
+    tg.hold = (float *)malloc(sizeof(float) * (size_t)c.n_layers * GB * FT * c.d_model);
+    prior_gating(c.n_layers, c.n_heads, FT, keep, frozen);
+    mdl_zero_grad(m);
+    l0 = fd_loss(m, x, y, &o);
+    CHECK_INT_EQ(mdl_backward(m), MDL_OK);
+    memcpy(gu, mdl_grads(m), sizeof(float) * np);
+    tg.m = m;
+    tg.keep = keep;
+    tg.frozen = frozen;
+    tg.save_fwd = 1;
+    mdl_zero_grad(m);
+    CHECK_INT_EQ(mdl_forward(m, x, y, GB, FT, &o, &st), MDL_OK);
+    tg.save_fwd = 0;
+    CHECK_INT_EQ(mdl_set_gating(m, keep, frozen), MDL_OK);
+    CHECK_INT_EQ(mdl_backward(m), MDL_OK);
+    memcpy(g, mdl_grads(m), sizeof(float) * np);
+    tg.hold_fwd = 1;
+    l1 = fd_loss(m, x, y, &o);
+    CHECK(l1 == l0 && st.loss == l0); /* holding the rows at their own values changes nothing */
+    for (ti = 0; ti < mdl_num_tensors(m); ti++) {
+        const mdl_tensor *t = mdl_tensor_at(m, ti);
+        size_t n = t->numel, k, cnt = n <= 8 ? n : 8;
+        double dd = 0.0, na = 0.0;
+        int bad = 0, isp = prior_tensor(t);
+        for (k = 0; k < cnt; k++) {
+            size_t idx = n <= 8 ? k : (size_t)(((unsigned long long)k * 2654435761ULL + 17) % n);
+            float *p = mdl_params(m) + t->offset + idx, p0 = *p;
+            double lp, lm, d1, d2, fd, an = g[t->offset + idx], e;
+            if (frozen_proj(m, frozen, t->offset + idx)) {
+                CHECK(an == 0.0);
+                continue;
+            }
+            *p = (float)(p0 + h);
+            lp = fd_loss(m, x, y, &o);
+            *p = (float)(p0 - h);
+            lm = fd_loss(m, x, y, &o);
+            d1 = (lp - lm) / (2 * h);
+            *p = (float)(p0 + h / 2);
+            lp = fd_loss(m, x, y, &o);
+            *p = (float)(p0 - h / 2);
+            lm = fd_loss(m, x, y, &o);
+            d2 = (lp - lm) / h;
+            *p = p0;
+            fd = (4 * d2 - d1) / 3;
+            e = fabs(fd - an);
+            dd += e * e;
+            na += an * an;
+            if (e > atol + rtol * fabs(an)) {
+                if (bad < 3) fprintf(stderr, "  %s %s[%lu]: fd %.6g an %.6g\n", what, t->name, (unsigned long)idx, fd, an);
+                bad++;
+            }
+            if (e / (atol + rtol * fabs(an)) > worst) worst = e / (atol + rtol * fabs(an));
+            if (isp && fabs(fd - gu[t->offset + idx]) > atol + rtol * fabs((double)gu[t->offset + idx]))
+                seen_ungated_fail++;
+        }
+        CHECK_INT_EQ(bad, 0);
+        CHECK(sqrt(dd) <= 0.05 * sqrt(na) + atol);
+    }
+    CHECK(seen_ungated_fail > 0);
+    tg.hold_fwd = 0;
+    tg.m = NULL;
+    if (getenv("MODEL_TEST_VERBOSE"))
+        fprintf(stderr, "  %s fd: worst error / tolerance %.3f; the ungated gradient fails %d prior coordinates\n", what,
+                worst, seen_ungated_fail);
+    free(tg.hold);
+    tg.hold = NULL;
+    free(g);
+    free(keep);
+    mdl_destroy(m);
+#ifdef _OPENMP
+    omp_set_num_threads(nthr);
+#endif
+}
+
+static void test_prior_fd(void)
+{
+    prior_fd(MDL_PRIOR_RPA, "rpa");
+    prior_fd(MDL_PRIOR_ERA, "era");
+}
+
 static void test_refused(void)
 {
     mdl_config c = gcfg();
@@ -497,8 +942,14 @@ static void test_refused(void)
         ceas_free(&c3);
     }
     mdl_destroy(m);
-    /* a prior: refused */
+    /* a prior is fine (issue 46 item 3); gac_tau is refused */
     c.prior = MDL_PRIOR_ERA;
+    m = make(&c, x, y);
+    if (!m) return;
+    CHECK_INT_EQ(fwd(m, x, y, 0, &st), MDL_OK);
+    CHECK_INT_EQ(mdl_set_gating(m, NULL, NULL), MDL_OK);
+    mdl_destroy(m);
+    c.gac_tau = 1;
     m = make(&c, x, y);
     if (!m) return;
     CHECK_INT_EQ(fwd(m, x, y, 0, &st), MDL_OK);
@@ -551,6 +1002,9 @@ int main(int argc, char **argv)
     TEST_RUN(test_gated_core);
     TEST_RUN(test_model_gated);
     TEST_RUN(test_frozen_step);
+    TEST_RUN(test_prior_core);
+    TEST_RUN(test_prior_model);
+    TEST_RUN(test_prior_fd);
     TEST_RUN(test_refused);
     TEST_RUN(test_bytes);
     return TEST_END();

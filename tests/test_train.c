@@ -173,6 +173,43 @@ static void test_resume_ceas_softmax(void)
     check_resume(&c, "ceas");
 }
 
+/* CEAS gating beside the RPA / ERA prior (issue 46 item 3): steps that prune rows, and a
+   bit-identical resume */
+static void test_resume_ceas_gating_prior(void)
+{
+    trn_config c;
+    int p;
+    for (p = 0; p < 2; p++) {
+        trn *t = NULL;
+        char err[512];
+        trn_step_info info;
+        double skipped = 0.0, pruned = 0.0;
+        int s, rc;
+        micro(&c); /* the recipe: RPA prior, fuzzy MoE, gates, chaos, EMA, SWA */
+        c.controller = TRN_CTRL_CEAS;
+        c.ceas_gating = 1;
+        c.cg = 0;
+        if (p) c.model.prior = MDL_PRIOR_ERA;
+        rc = trn_create(&t, &c, g_ids, 3200, g_ids + 3200, NTOK - 3200, err, sizeof err);
+        if (rc != TRN_OK) fprintf(stderr, "[ceas gating %s] %s\n", p ? "era" : "rpa", err);
+        CHECK_INT_EQ(rc, TRN_OK);
+        if (rc != TRN_OK) return;
+        /* at T = 8 the presets' m_min floor keeps every row: a floor of 2 and q 0.5 prune */
+        t->cs.cfg.m_min = 2;
+        t->cs.cfg.q_init = t->cs.cfg.q_final = 0.5f;
+        t->cs.cfg.t_max = t->cs.cfg.t_inf = 50.0f;
+        for (s = 0; s < 4; s++) {
+            CHECK_INT_EQ(trn_step(t, &info), TRN_OK);
+            CHECK(isfinite(info.loss));
+            skipped += info.gate_skipped_flops;
+            pruned += info.gate_pruned_frac;
+        }
+        CHECK(skipped > 0.0 && pruned > 0.0); /* the gating did skip work */
+        trn_destroy(t);
+        check_resume(&c, p ? "ceas_gating_era" : "ceas_gating_rpa");
+    }
+}
+
 static void test_resume_polar_gdelta(void)
 {
     trn_config c;
@@ -473,6 +510,17 @@ static void test_flags_presets(void)
     trn_preset("tiny", &c);
     c.cg_lengths[1] = 4096;
     CHECK_INT_EQ(trn_config_validate(&c, err, sizeof err), TRN_EINVAL);
+    /* CEAS gating beside the RPA / ERA prior (issue 46 item 3); it still needs --controller ceas */
+    trn_preset("tiny", &c);
+    CHECK_INT_EQ(c.model.prior, MDL_PRIOR_RPA);
+    c.controller = TRN_CTRL_CEAS;
+    c.ceas_gating = 1;
+    CHECK_INT_EQ(trn_config_validate(&c, err, sizeof err), TRN_OK);
+    c.model.prior = MDL_PRIOR_ERA;
+    CHECK_INT_EQ(trn_config_validate(&c, err, sizeof err), TRN_OK);
+    c.controller = TRN_CTRL_GUARDIAN;
+    CHECK_INT_EQ(trn_config_validate(&c, err, sizeof err), TRN_EINVAL);
+    CHECK(strstr(err, "--controller ceas") != NULL);
 }
 
 /* Training learns the stream: held-out CE falls well below its start. */
@@ -948,6 +996,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_resume_recipe_guardian);
     TEST_RUN(test_resume_gac_scripted);
     TEST_RUN(test_resume_ceas_softmax);
+    TEST_RUN(test_resume_ceas_gating_prior);
     TEST_RUN(test_resume_polar_gdelta);
     TEST_RUN(test_learns);
     TEST_RUN(test_eval_batch_invariant);

@@ -1428,7 +1428,7 @@ static tk_attention_cuda_config mdl__attn_cfg(const mdl_model *m)
     return ac;
 }
 
-static int mdl__attn_bwd_gated(mdl_model *m, int l, const float *dout);
+static int mdl__attn_bwd_gated(mdl_model *m, int l, const float *dout, float *dbias);
 static int mdl__gate_layer_dense(const mdl_model *m, int l);
 static int mdl__gate_layer_frozen(const mdl_model *m, int l);
 static int mdl__proj_bwd_gated(mdl_model *m, int l, int qkv);
@@ -2234,8 +2234,8 @@ static int mdl__softmax_bwd(mdl_model *m, int l)
             if (!mdl__gate_layer_dense(m, l))
                 /* CEAS gating on the device: the pruned rows' and frozen heads' output
                    gradients are zeroed, so the dense backward gives them no dS and
-                   nothing reaches dq, dk, dv from them: the gated backward's gradients
-                   (rounding aside), without its savings */
+                   nothing reaches dq, dk, dv or the prior's dbias from them: the gated
+                   backward's gradients (rounding aside), without its savings */
                 MDL__TRY(ex_rowscale(&m->cx, dbr, dbr, m->gate_mask_d + (size_t)l * B * H * T, B * H * T, D),
                          "CEAS gating mask");
             MDL__TRY(tk_attention_backward_cuda_ex(m->dq, m->dk, m->dv, dbp, dtp, dbr, a->atto, a->lse, a->q, a->k,
@@ -2247,7 +2247,7 @@ static int mdl__softmax_bwd(mdl_model *m, int l)
                                            0, m->temp + (size_t)l * H, B, H, T, D),
                      "tk_attention_backward");
         } else {
-            int rc = mdl__attn_bwd_gated(m, l, dbr); /* CEAS gating: pruned rows, frozen heads */
+            int rc = mdl__attn_bwd_gated(m, l, dbr, dbp); /* CEAS gating: pruned rows, frozen heads */
             if (rc) return rc;
         }
         if (m->ent_dHl[l] != 0.0f && m->cx.device == EX_CPU) {
@@ -2584,67 +2584,111 @@ static int mdl__gate_layer_dense(const mdl_model *m, int l)
     return 1;
 }
 
-/* The gated attention-core backward of layer l: dout (B,H,T,D) the gradient of the
-   attention output; m->dq, dk, dv (zeroed by the caller) accumulate. Per (b,h) not frozen:
-   the kept rows in chunks of up to 64: gathered dO, Q and P rows, then
-     dP = dO_g V[0:n]^T, dS = P (dP - rowsum(P dP)) (j <= i), dV[0:n] += P_g^T dO_g,
-     dQ rows = alpha dS K[0:n], dK[0:n] += alpha dS^T Q_g
-   (n = last kept row of the chunk + 1): the arithmetic of the dense backward restricted to
-   the kept rows; the pruned rows and frozen heads are never touched. */
-static int mdl__attn_bwd_gated(mdl_model *m, int l, const float *dout)
+/* One (sequence b, head h) unit u = b H + h of the gated backward (mdl__attn_bwd_gated):
+   w the thread's scratch; db (T,T) or NULL: += dS of the kept rows (row i of db gets the
+   logit gradient of query row i; 0 above the diagonal, as the dense backward's). 1 on a
+   GEMM failure. */
+static int mdl__gate_bh(mdl_model *m, int l, int u, const float *dout, float *w, float *db)
 {
     const mdl__ba *a = &m->ba[l];
-    int B = m->B, T = m->T, H = m->H, D = m->D, nbh = B * H, u, nt = mdl__nthreads(), err = 0;
+    int B = m->B, T = m->T, H = m->H, D = m->D;
     size_t TT = (size_t)T * T, TD = (size_t)T * D, R = MDL__GATE_BR;
-    size_t per = 3 * R * D + 2 * R * T + (size_t)T; /* dOg, Qg, dQg, Pg, dS, idx (as floats) */
-    int rc = mdl__gate_scratch(m, (size_t)nt * per);
-    if (rc) return rc;
-    MDL__OMP(omp parallel for schedule(dynamic, 1) num_threads(nt) if(nt > 1 && nbh > 1))
-    for (u = 0; u < nbh; u++) {
-        float *w = m->gate_scr + (size_t)mdl__tid() * per;
-        float *dOg = w, *Qg = dOg + R * D, *dQg = Qg + R * D, *Pg = dQg + R * D, *dS = Pg + R * T;
-        int *idx = (int *)(void *)(dS + R * T); /* sizeof(int) == sizeof(float) (checked at set) */
-        int b = u / H, h = u % H, nk = 0, c0, i, j, r;
-        float al = 1.0f / (sqrtf((float)D) * m->temp[(size_t)l * H + h]);
-        const unsigned char *kp;
-        const float *Q = a->q + (size_t)u * TD, *K = a->k + (size_t)u * TD, *V = a->v + (size_t)u * TD;
-        const float *P = a->probs + (size_t)u * TT, *dO = dout + (size_t)u * TD;
-        float *dQ = m->dq + (size_t)u * TD, *dK = m->dk + (size_t)u * TD, *dV = m->dv + (size_t)u * TD;
-        if (m->gate_frozen_on && m->gate_frozen[(size_t)l * H + h]) continue;
-        kp = m->gate_keep_on ? m->gate_keep + (((size_t)l * B + b) * H + h) * T : NULL;
-        for (i = 0; i < T; i++)
-            if (!kp || kp[i]) idx[nk++] = i;
-        for (c0 = 0; c0 < nk; c0 += (int)R) {
-            int mm = nk - c0 < (int)R ? nk - c0 : (int)R, n = idx[c0 + mm - 1] + 1, e = 0;
+    float *dOg = w, *Qg = dOg + R * D, *dQg = Qg + R * D, *Pg = dQg + R * D, *dS = Pg + R * T;
+    int *idx = (int *)(void *)(dS + R * T); /* sizeof(int) == sizeof(float) (checked at set) */
+    int b = u / H, h = u % H, nk = 0, c0, i, j, r;
+    float al = 1.0f / (sqrtf((float)D) * m->temp[(size_t)l * H + h]);
+    const unsigned char *kp;
+    const float *Q = a->q + (size_t)u * TD, *K = a->k + (size_t)u * TD, *V = a->v + (size_t)u * TD;
+    const float *P = a->probs + (size_t)u * TT, *dO = dout + (size_t)u * TD;
+    float *dQ = m->dq + (size_t)u * TD, *dK = m->dk + (size_t)u * TD, *dV = m->dv + (size_t)u * TD;
+    if (m->gate_frozen_on && m->gate_frozen[(size_t)l * H + h]) return 0;
+    kp = m->gate_keep_on ? m->gate_keep + (((size_t)l * B + b) * H + h) * T : NULL;
+    for (i = 0; i < T; i++)
+        if (!kp || kp[i]) idx[nk++] = i;
+    for (c0 = 0; c0 < nk; c0 += (int)R) {
+        int mm = nk - c0 < (int)R ? nk - c0 : (int)R, n = idx[c0 + mm - 1] + 1, e = 0;
+        for (r = 0; r < mm; r++) {
+            int ir = idx[c0 + r];
+            memcpy(dOg + (size_t)r * D, dO + (size_t)ir * D, sizeof(float) * (size_t)D);
+            memcpy(Qg + (size_t)r * D, Q + (size_t)ir * D, sizeof(float) * (size_t)D);
+            for (j = 0; j < n; j++) Pg[(size_t)r * n + j] = j <= ir ? P[(size_t)ir * T + j] : 0.0f;
+        }
+        e |= tk_sgemm(0, 1, mm, n, D, 1.0f, dOg, D, V, D, 0.0f, dS, n);
+        if (!e)
             for (r = 0; r < mm; r++) {
                 int ir = idx[c0 + r];
-                memcpy(dOg + (size_t)r * D, dO + (size_t)ir * D, sizeof(float) * (size_t)D);
-                memcpy(Qg + (size_t)r * D, Q + (size_t)ir * D, sizeof(float) * (size_t)D);
-                for (j = 0; j < n; j++) Pg[(size_t)r * n + j] = j <= ir ? P[(size_t)ir * T + j] : 0.0f;
-            }
-            e |= tk_sgemm(0, 1, mm, n, D, 1.0f, dOg, D, V, D, 0.0f, dS, n);
-            if (!e)
-                for (r = 0; r < mm; r++) {
-                    int ir = idx[c0 + r];
-                    const float *p = Pg + (size_t)r * n;
-                    float *d = dS + (size_t)r * n, dot = 0.0f;
-                    for (j = 0; j <= ir; j++) dot += p[j] * d[j];
-                    for (j = 0; j <= ir; j++) d[j] = p[j] * (d[j] - dot);
-                    for (j = ir + 1; j < n; j++) d[j] = 0.0f;
+                const float *p = Pg + (size_t)r * n;
+                float *d = dS + (size_t)r * n, dot = 0.0f;
+                for (j = 0; j <= ir; j++) dot += p[j] * d[j];
+                for (j = 0; j <= ir; j++) d[j] = p[j] * (d[j] - dot);
+                for (j = ir + 1; j < n; j++) d[j] = 0.0f;
+                if (db) { /* the logit gradient of row ir is the bias gradient's */
+                    float *dbr = db + (size_t)ir * T;
+                    for (j = 0; j <= ir; j++) dbr[j] += d[j];
                 }
-            if (!e) e |= tk_sgemm(1, 0, n, D, mm, 1.0f, Pg, n, dOg, D, 1.0f, dV, D);
-            if (!e) e |= tk_sgemm(0, 0, mm, D, n, al, dS, n, K, D, 0.0f, dQg, D);
-            if (!e) e |= tk_sgemm(1, 0, n, D, mm, al, dS, n, Qg, D, 1.0f, dK, D);
+            }
+        if (!e) e |= tk_sgemm(1, 0, n, D, mm, 1.0f, Pg, n, dOg, D, 1.0f, dV, D);
+        if (!e) e |= tk_sgemm(0, 0, mm, D, n, al, dS, n, K, D, 0.0f, dQg, D);
+        if (!e) e |= tk_sgemm(1, 0, n, D, mm, al, dS, n, Qg, D, 1.0f, dK, D);
+        if (e) return 1;
+        for (r = 0; r < mm; r++) {
+            float *dq = dQ + (size_t)idx[c0 + r] * D;
+            const float *s = dQg + (size_t)r * D;
+            int d;
+            for (d = 0; d < D; d++) dq[d] += s[d];
+        }
+    }
+    return 0;
+}
+
+/* The gated attention-core backward of layer l: dout (B,H,T,D) the gradient of the
+   attention output; m->dq, dk, dv (zeroed by the caller) accumulate; dbias (T,T) or NULL
+   (no prior) += the gradient of the additive prior bias shared by the sequences and heads.
+   Per (b,h) not frozen: the kept rows in chunks of up to 64: gathered dO, Q and P rows, then
+     dP = dO_g V[0:n]^T, dS = P (dP - rowsum(P dP)) (j <= i), dV[0:n] += P_g^T dO_g,
+     dQ rows = alpha dS K[0:n], dK[0:n] += alpha dS^T Q_g, dbias rows += dS
+   (n = last kept row of the chunk + 1): the arithmetic of the dense backward restricted to
+   the kept rows; the pruned rows and frozen heads are never touched (their output
+   gradient is taken as 0, so their dS, and their share of dbias, is 0). With dbias the
+   threads split the heads as tk_attention_backward does: each head sums its sequences'
+   dS in sequence order into its own (T,T) slice, then dbias += the slices in head order,
+   so the result does not depend on the thread count or the schedule. */
+static int mdl__attn_bwd_gated(mdl_model *m, int l, const float *dout, float *dbias)
+{
+    int B = m->B, T = m->T, H = m->H, D = m->D, nbh = B * H, u, h, nt = mdl__nthreads(), err = 0;
+    size_t TT = (size_t)T * T, R = MDL__GATE_BR;
+    size_t per = 3 * R * D + 2 * R * T + (size_t)T; /* dOg, Qg, dQg, Pg, dS, idx (as floats) */
+    float *acc;
+    int rc = mdl__gate_scratch(m, (size_t)nt * per + (dbias ? (size_t)H * TT : 0));
+    if (rc) return rc;
+    acc = m->gate_scr + (size_t)nt * per; /* (H,T,T) per-head dS sums (with dbias) */
+    if (!dbias) {
+        MDL__OMP(omp parallel for schedule(dynamic, 1) num_threads(nt) if(nt > 1 && nbh > 1))
+        for (u = 0; u < nbh; u++)
+            if (mdl__gate_bh(m, l, u, dout, m->gate_scr + (size_t)mdl__tid() * per, NULL)) {
+                MDL__OMP(omp atomic write)
+                err = 1;
+            }
+    } else {
+        ptrdiff_t ij, ntt = (ptrdiff_t)TT;
+        MDL__OMP(omp parallel for schedule(dynamic, 1) num_threads(nt) if(nt > 1 && H > 1))
+        for (h = 0; h < H; h++) {
+            float *w = m->gate_scr + (size_t)mdl__tid() * per, *db = acc + (size_t)h * TT;
+            int b, e = 0;
+            memset(db, 0, sizeof(float) * TT);
+            for (b = 0; b < B && !e; b++) e = mdl__gate_bh(m, l, b * H + h, dout, w, db);
             if (e) {
                 MDL__OMP(omp atomic write)
                 err = 1;
-                break;
             }
-            for (r = 0; r < mm; r++) {
-                float *dq = dQ + (size_t)idx[c0 + r] * D;
-                const float *s = dQg + (size_t)r * D;
-                int d;
-                for (d = 0; d < D; d++) dq[d] += s[d];
+        }
+        if (!err) {
+            MDL__OMP(omp parallel for schedule(static) num_threads(nt) if(nt > 1 && TT > 65536))
+            for (ij = 0; ij < ntt; ij++) {
+                float s = 0.0f;
+                int hh;
+                for (hh = 0; hh < H; hh++) s += acc[(size_t)hh * TT + (size_t)ij];
+                dbias[ij] += s;
             }
         }
     }
@@ -2733,9 +2777,9 @@ int mdl_set_gating(mdl_model *m, const unsigned char *keep, const unsigned char 
     if (!m->have_bwd)
         return mdl__fail(m, MDL_EINVAL, "mdl_set_gating: no training forward with targets to gate (call it between "
                                         "mdl_forward and mdl_backward)");
-    if (c->attn != MDL_ATTN_SOFTMAX || c->prior != MDL_PRIOR_NONE || c->gac_tau || m->opts.ent_band_lambda > 0.0f)
-        return mdl__fail(m, MDL_EINVAL, "mdl_set_gating: CEAS gating needs softmax attention without a prior, gac_tau "
-                                        "or the entropy band");
+    if (c->attn != MDL_ATTN_SOFTMAX || c->gac_tau || m->opts.ent_band_lambda > 0.0f)
+        return mdl__fail(m, MDL_EINVAL, "mdl_set_gating: CEAS gating needs softmax attention without gac_tau or the "
+                                        "entropy band");
     if (sizeof(int) != sizeof(float)) return mdl__fail(m, MDL_EINVAL, "mdl_set_gating: needs 4-byte int");
     nk = (size_t)m->L * m->B * m->H * m->T;
     nf = (size_t)m->L * m->H;

@@ -299,10 +299,17 @@ void mdl_prior_cache_counts(const mdl_model *m, long *builds, long *hits);
        projection: their gradients stay 0 and no gradient flows through the head into the
        residual stream. (The optimiser must also leave those slices alone: see
        mdl_frozen_copy.)
-   Needs softmax attention without a prior bias, gac_tau or the entropy band (MDL_EINVAL).
+     an additive prior (MDL_PRIOR_RPA / ERA; issue 46 item 3): the (T,T) bias gradient the
+       prior's backward (tau_att, pos_beta, the memberships, the ERA parameters) consumes
+       is the kept rows' logit gradients dS summed over the sequences and the heads not
+       frozen, exactly what the dense backward gives with the gated rows' output
+       gradients zeroed; the gated backward sums it per head in sequence order, then over
+       the heads in head order (independent of the thread count).
+   Needs softmax attention without gac_tau or the entropy band (MDL_EINVAL).
    Copies keep and frozen. On a CUDA model the gating is a row mask uploaded here: the
    pruned rows' and frozen heads' output gradients are zeroed before the dense device
-   attention backward, and the frozen heads' projection slices are skipped as on the CPU.
+   attention backward (which then gives them no dS, so no bias gradient either), and the
+   frozen heads' projection slices are skipped as on the CPU.
    The gradients are the gated backward's (rounding aside); the attention-core FLOPs are
    not saved there (mdl_gate_counts still counts what the gating would skip). */
 int mdl_set_gating(mdl_model *m, const unsigned char *keep, const unsigned char *frozen);

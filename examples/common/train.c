@@ -734,8 +734,6 @@ int trn_config_validate(const trn_config *c, char *err, size_t errlen)
         return ex_errf(err, errlen, TRN_EINVAL, "--ceas-preset must be 9k, 14m or gpt and --ceas-gating off or on");
     if (c->ceas_gating && c->controller != TRN_CTRL_CEAS)
         return ex_errf(err, errlen, TRN_EINVAL, "--ceas-gating on needs --controller ceas");
-    if (c->ceas_gating && c->model.prior != MDL_PRIOR_NONE)
-        return ex_errf(err, errlen, TRN_EINVAL, "--ceas-gating on needs --prior none (the gated backward has no prior bias)");
     mc = c->model;
     if (mc.max_T < trn__max_len(c)) mc.max_T = trn__max_len(c);
     rc = mdl_config_validate(&mc, err, errlen);
