@@ -390,8 +390,10 @@ static void test_preset_names(void)
     CHECK_INT_EQ(k, 7);
     CHECK(trn_preset_name(-1) == NULL);
     /* the device table behind --help's --device line and mdl_device_supports */
-    CHECK(mdl_device_limit(0) != NULL && mdl_device_limit(1) != NULL && mdl_device_limit(2) == NULL);
+    CHECK(mdl_device_limit(0) != NULL && mdl_device_limit(1) != NULL && mdl_device_limit(2) != NULL &&
+          mdl_device_limit(3) == NULL);
     CHECK(strstr(mdl_device_limit(1), "polar") != NULL);
+    CHECK(strstr(mdl_device_limit(2), "sinusoid/relative") != NULL); /* issue 45: host-only fixed priors */
 }
 
 static void test_flags_presets(void)
