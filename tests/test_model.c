@@ -1037,6 +1037,223 @@ static void test_grad_gac(void)
     tau_gac_init = 0.0f;
 }
 
+/* ---- seed 000's fixed comparison priors (issue 45): SINUSOID / RELATIVE */
+
+/* whole-model gradients with each fixed prior (no parameters of its own: the check is
+   that adding the cached bias, its warm-in scale and gac_tau's division of it leave every
+   other gradient right), with a warm-in scale, raw (not z-scored) relative, and gac_tau */
+static void test_grad_fixed_priors(void)
+{
+    mdl_config c = micro();
+    mdl_opts o = train_opts();
+    c.prior = MDL_PRIOR_SINUSOID;
+    c.fixed_prior.dims = 8;
+    c.fixed_prior.base = 50.0f; /* wavelengths of a few positions at T 6 */
+    o.prior_scale = 0.7f;
+    gradcheck(&c, &o, "sinusoid prior");
+    c.prior = MDL_PRIOR_RELATIVE;
+    o.prior_scale = 1.0f;
+    gradcheck(&c, &o, "relative prior");
+    c.fixed_prior.zscore = 0; /* raw ALiBi-style -slope |i - j| */
+    c.fixed_prior.slope = 0.5f;
+    c.fixed_prior.zscore_causal = 1;
+    gradcheck(&c, &o, "relative prior raw causal");
+    /* gac_tau divides the fixed bias: its gradient through the bias (the one consumer of
+       the fixed prior's dbias) */
+    c = micro();
+    c.prior = MDL_PRIOR_SINUSOID;
+    c.gac_tau = 1;
+    o.ent_band_lambda = 0.5f;
+    o.prior_scale = 0.8f;
+    tau_gac_init = 1.2f;
+    gradcheck(&c, &o, "sinusoid + gac tau + entropy band");
+    c.prior = MDL_PRIOR_RELATIVE;
+    gradcheck(&c, &o, "relative + gac tau + entropy band");
+    tau_gac_init = 0.0f;
+}
+
+/* the bias the model adds is era.h's B(T) (times the warm-in scale), built once per
+   length; no tensors; the logits differ from the prior-free model's with the same
+   parameters and equal them at warm-in scale 0 */
+static void test_fixed_prior_bias(void)
+{
+    const int kinds[2] = {MDL_PRIOR_SINUSOID, MDL_PRIOR_RELATIVE};
+    int ki;
+    for (ki = 0; ki < 2; ki++) {
+        mdl_config c0 = micro(), c = micro();
+        mdl_model *m0 = NULL, *m = NULL;
+        mdl_opts o = mdl_opts_default();
+        mdl_stats st;
+        char err[256];
+        int x[MB * MT], y[MB * MT], i;
+        size_t nl = (size_t)MB * MT * MV, TT = (size_t)MT * MT;
+        float *lg0 = (float *)malloc(sizeof(float) * nl), *ref = (float *)malloc(sizeof(float) * TT);
+        era_pos_config pc;
+        double dmax = 0.0;
+        long b0, h0, b1, h1;
+        c0.max_T = c.max_T = 16; /* room for more lengths than the cache has slots */
+        c.prior = kinds[ki];
+        c.fixed_prior.dims = 16;
+        c.fixed_prior.base = 100.0f;
+        CHECK_INT_EQ(mdl_create(&m0, &c0, 3, err, sizeof err), MDL_OK);
+        CHECK_INT_EQ(mdl_create(&m, &c, 3, err, sizeof err), MDL_OK);
+        if (!m0 || !m || !lg0 || !ref) {
+            mdl_destroy(m0);
+            mdl_destroy(m);
+            free(lg0);
+            free(ref);
+            return;
+        }
+        /* no parameters of its own: the same tensors and initial values as no prior */
+        CHECK_INT_EQ(mdl_num_tensors(m), mdl_num_tensors(m0));
+        CHECK(mdl_num_params(m) == mdl_num_params(m0));
+        CHECK(!memcmp(mdl_params(m), mdl_params(m0), sizeof(float) * mdl_num_params(m)));
+        batch(x, y, 21);
+        CHECK_INT_EQ(mdl_forward(m0, x, y, MB, MT, &o, &st), MDL_OK);
+        memcpy(lg0, mdl_logits(m0), sizeof(float) * nl);
+        CHECK_INT_EQ(mdl_forward(m, x, y, MB, MT, &o, &st), MDL_OK);
+        for (i = 0; i < (int)nl; i++) {
+            double d = fabs((double)mdl_logits(m)[i] - lg0[i]);
+            if (d > dmax) dmax = d;
+        }
+        CHECK(dmax > 1e-3); /* the prior moves the logits */
+        /* the bias of every layer is era.h's, bit for bit (scale 1, the model's max_T) */
+        pc = c.fixed_prior;
+        pc.max_T = c.max_T;
+        CHECK_INT_EQ(kinds[ki] == MDL_PRIOR_SINUSOID ? era_sinusoid_bias(&pc, MT, ref) : era_relative_bias(&pc, MT, ref),
+                     ERA_OK);
+        for (i = 0; i < m->L; i++) {
+            CHECK(m->bias_used[i] != NULL);
+            if (m->bias_used[i]) CHECK(!memcmp(m->bias_used[i], ref, sizeof(float) * TT));
+        }
+        /* a training forward with warm-in 0.5: the bias is 0.5 B(T) exactly, the cache's
+           B(T) untouched; the backward runs */
+        o.train = 1;
+        o.prior_scale = 0.5f;
+        CHECK_INT_EQ(mdl_forward(m, x, y, MB, MT, &o, &st), MDL_OK);
+        CHECK_INT_EQ(mdl_backward(m), MDL_OK);
+        for (i = 0; i < m->L; i++)
+            if (m->bias_used[i]) {
+                size_t e;
+                int bad = 0;
+                for (e = 0; e < TT; e++) bad += m->bias_used[i][e] != 0.5f * ref[e];
+                CHECK_INT_EQ(bad, 0);
+            }
+        CHECK(m->fxb_cur != NULL && !memcmp(m->fxb_cur, ref, sizeof(float) * TT));
+        /* warm-in 0: the prior-free model's logits */
+        o.train = 0;
+        o.prior_scale = 0.0f;
+        CHECK_INT_EQ(mdl_forward(m, x, y, MB, MT, &o, &st), MDL_OK);
+        dmax = 0.0;
+        for (i = 0; i < (int)nl; i++) {
+            double d = fabs((double)mdl_logits(m)[i] - lg0[i]);
+            if (d > dmax) dmax = d;
+        }
+        CHECK(dmax < 1e-5);
+        /* the cache: one build for T = MT (three forwards), one more per new length, a
+           hit when a cached length comes back */
+        mdl_prior_cache_counts(m, &b0, &h0);
+        CHECK_INT_EQ((int)b0, 1);
+        CHECK_INT_EQ((int)h0, 2);
+        CHECK_INT_EQ(mdl_forward(m, x, y, 1, 4, &o, &st), MDL_OK);
+        CHECK_INT_EQ(mdl_forward(m, x, y, MB, MT, &o, &st), MDL_OK);
+        mdl_prior_cache_counts(m, &b1, &h1);
+        CHECK_INT_EQ((int)b1, 2);
+        CHECK_INT_EQ((int)h1, 3);
+        /* more lengths than slots: the least recently used is rebuilt, results the same */
+        for (i = 1; i <= MDL__FXB_SLOTS + 2 && i <= c.max_T; i++)
+            CHECK_INT_EQ(mdl_forward(m, x, y, 1, i, &o, &st), MDL_OK);
+        mdl_prior_cache_counts(m, &b1, &h1);
+        CHECK_INT_EQ((int)b1, 2 + MDL__FXB_SLOTS); /* 1..10 but 4 and 6 */
+        o.prior_scale = 1.0f;
+        CHECK_INT_EQ(mdl_forward(m, x, y, MB, MT, &o, &st), MDL_OK);
+        CHECK(m->fxb_cur != NULL && !memcmp(m->fxb_cur, ref, sizeof(float) * TT));
+        for (i = 0; i < m->L; i++)
+            if (m->bias_used[i]) CHECK(!memcmp(m->bias_used[i], ref, sizeof(float) * TT));
+        mdl_destroy(m0);
+        mdl_destroy(m);
+        free(lg0);
+        free(ref);
+    }
+}
+
+/* bad fixed-prior configurations: MDL_EINVAL with the field named, never an abort; a
+   field the chosen prior does not use is not looked at; the CUDA model refuses them
+   through mdl_device_supports' table */
+static void test_fixed_prior_config(void)
+{
+    mdl_config c = micro(), p;
+    mdl_model *m = NULL;
+    char err[256];
+    const char *what;
+    int i, listed = 0;
+    c.prior = MDL_PRIOR_SINUSOID;
+    CHECK_INT_EQ(mdl_config_validate(&c, err, sizeof err), MDL_OK);
+#define BAD(field, val, word)                                                  \
+    do {                                                                       \
+        p = c;                                                                 \
+        p.field = val;                                                         \
+        CHECK_INT_EQ(mdl_config_validate(&p, err, sizeof err), MDL_EINVAL);    \
+        CHECK(strstr(err, word) != NULL);                                      \
+        CHECK_INT_EQ(mdl_create(&m, &p, 1, err, sizeof err), MDL_EINVAL);      \
+        CHECK(m == NULL);                                                      \
+    } while (0)
+    BAD(fixed_prior.dims, 63, "dims");
+    BAD(fixed_prior.dims, 0, "dims");
+    BAD(fixed_prior.dims, 65538, "dims");
+    BAD(fixed_prior.base, 1.0f, "base");
+    BAD(fixed_prior.base, (float)NAN, "base");
+    BAD(fixed_prior.base, (float)INFINITY, "base");
+    BAD(fixed_prior.zscore, 2, "zscore");
+    BAD(fixed_prior.zscore_causal, -1, "zscore_causal");
+    BAD(fixed_prior.zscore_eps, -1e-3f, "zscore_eps");
+    BAD(fixed_prior.bias_clip, 0.0f, "bias_clip");
+    BAD(fixed_prior.bias_clip, (float)NAN, "bias_clip");
+    BAD(attn, MDL_ATTN_POLAR, "softmax");
+    BAD(prior, 5, "sinusoid or relative");
+    BAD(prior, -1, "prior");
+    /* the slope is the relative prior's: the sinusoid does not look at it */
+    p = c;
+    p.fixed_prior.slope = -1.0f;
+    CHECK_INT_EQ(mdl_config_validate(&p, err, sizeof err), MDL_OK);
+    c.prior = MDL_PRIOR_RELATIVE;
+    CHECK_INT_EQ(mdl_config_validate(&c, err, sizeof err), MDL_OK);
+    BAD(fixed_prior.slope, 0.0f, "slope");
+    BAD(fixed_prior.slope, -2.0f, "slope");
+    BAD(fixed_prior.slope, (float)NAN, "slope");
+    BAD(fixed_prior.bias_clip, -1.0f, "bias_clip");
+    p = c;
+    p.fixed_prior.dims = 63; /* the sinusoid's: not looked at here */
+    p.fixed_prior.base = 0.0f;
+    CHECK_INT_EQ(mdl_config_validate(&p, err, sizeof err), MDL_OK);
+    /* a prior that is not fixed does not check fixed_prior at all */
+    p.prior = MDL_PRIOR_NONE;
+    p.fixed_prior.zscore = 7;
+    CHECK_INT_EQ(mdl_config_validate(&p, err, sizeof err), MDL_OK);
+#undef BAD
+    /* the device: refused with the reason, from the table the help text lists */
+    CHECK_INT_EQ(mdl_device_supports(&c, err, sizeof err), MDL_EINVAL);
+    CHECK(strstr(err, "sinusoid/relative") != NULL);
+    c.prior = MDL_PRIOR_SINUSOID;
+    CHECK_INT_EQ(mdl_device_supports(&c, err, sizeof err), MDL_EINVAL);
+    CHECK_INT_EQ(mdl_create_on(&m, &c, 1, MDL_DEVICE_CUDA, err, sizeof err), MDL_EINVAL);
+    CHECK(m == NULL);
+    CHECK(strstr(err, "sinusoid/relative") != NULL);
+    for (i = 0; (what = mdl_device_limit(i)) != NULL; i++) listed += strstr(what, "sinusoid/relative") != NULL;
+    CHECK_INT_EQ(listed, 1);
+    /* an out-of-range T is still the forward's error, before any build */
+    CHECK_INT_EQ(mdl_create(&m, &c, 1, err, sizeof err), MDL_OK);
+    if (m) {
+        int x[MB * MT] = {0};
+        mdl_stats st;
+        long b, h;
+        CHECK_INT_EQ(mdl_forward(m, x, NULL, 1, c.max_T + 1, NULL, &st), MDL_EINVAL);
+        mdl_prior_cache_counts(m, &b, &h);
+        CHECK_INT_EQ((int)b, 0);
+        mdl_destroy(m);
+    }
+}
+
 int main(int argc, char **argv)
 {
     TEST_INIT(argc, argv);
@@ -1066,5 +1283,8 @@ int main(int argc, char **argv)
     TEST_RUN(test_gac_scope);
     TEST_RUN(test_gac_entropy_band_loss);
     TEST_RUN(test_grad_gac);
+    TEST_RUN(test_grad_fixed_priors);
+    TEST_RUN(test_fixed_prior_bias);
+    TEST_RUN(test_fixed_prior_config);
     return TEST_END();
 }

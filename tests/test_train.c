@@ -427,8 +427,10 @@ static void test_preset_names(void)
     CHECK_INT_EQ(k, 7);
     CHECK(trn_preset_name(-1) == NULL);
     /* the device table behind --help's --device line and mdl_device_supports */
-    CHECK(mdl_device_limit(0) != NULL && mdl_device_limit(1) != NULL && mdl_device_limit(2) == NULL);
+    CHECK(mdl_device_limit(0) != NULL && mdl_device_limit(1) != NULL && mdl_device_limit(2) != NULL &&
+          mdl_device_limit(3) == NULL);
     CHECK(strstr(mdl_device_limit(1), "polar") != NULL);
+    CHECK(strstr(mdl_device_limit(2), "sinusoid/relative") != NULL); /* issue 45: host-only fixed priors */
 }
 
 static void test_flags_presets(void)
@@ -985,6 +987,121 @@ static void test_divergence(void)
     remove(path);
 }
 
+/* issue 45: seed 000's fixed comparison priors through the trainer: flags and their
+   validation (the flag named, never an abort), the configuration JSON (their knobs only
+   with a fixed prior, so every other run's configuration, and its checkpoints from before
+   these flags, are unchanged), a bit-exact resume, a checkpoint of other knobs refused */
+static void test_fixed_prior_flags_resume(void)
+{
+    trn_config c, c2;
+    trn *t = NULL, *u = NULL;
+    char err[512], js[16384], path[400];
+    char *argv[] = {"x", "--prior", "sinusoid", "--fixed-prior-dims", "32", "--fixed-prior-base", "500",
+                    "--prior", "relative", "--fixed-prior-slope", "0.25", "--fixed-prior-zscore", "0",
+                    "--fixed-prior-causal", "1", "--fixed-prior-clip", "3", "--fixed-prior-eps", "1e-5",
+                    "--fixed-prior-dims", "abc", "--prior", "sinus"};
+    int argc = (int)(sizeof argv / sizeof argv[0]), i;
+    micro(&c);
+    for (i = 1; i < 19; i += 2) CHECK_INT_EQ(trn_parse_flag(&c, argc, argv, i, err, sizeof err), 2);
+    CHECK_INT_EQ(c.model.prior, MDL_PRIOR_RELATIVE);
+    CHECK_INT_EQ(c.model.fixed_prior.dims, 32);
+    CHECK(c.model.fixed_prior.base == 500.0f);
+    CHECK(c.model.fixed_prior.slope == 0.25f);
+    CHECK_INT_EQ(c.model.fixed_prior.zscore, 0);
+    CHECK_INT_EQ(c.model.fixed_prior.zscore_causal, 1);
+    CHECK(c.model.fixed_prior.bias_clip == 3.0f);
+    CHECK(c.model.fixed_prior.zscore_eps == 1e-5f);
+    CHECK_INT_EQ(trn_config_validate(&c, err, sizeof err), TRN_OK);
+    CHECK_INT_EQ(trn_parse_flag(&c, argc, argv, 19, err, sizeof err), TRN_EINVAL);
+    CHECK(strstr(err, "--fixed-prior-dims") != NULL);
+    CHECK_INT_EQ(trn_parse_flag(&c, argc, argv, 21, err, sizeof err), TRN_EINVAL);
+    CHECK(strstr(err, "sinusoid|relative") != NULL);
+    /* bad values: TRN_EINVAL naming the flag (a knob of the other fixed prior is not read) */
+#define BADF(field, val, flag, pr)                                             \
+    do {                                                                       \
+        c2 = c;                                                                \
+        c2.model.prior = pr;                                                   \
+        c2.model.field = val;                                                  \
+        CHECK_INT_EQ(trn_config_validate(&c2, err, sizeof err), TRN_EINVAL);   \
+        CHECK(strstr(err, flag) != NULL);                                      \
+        CHECK_INT_EQ(trn_create(&u, &c2, g_ids, 3200, g_ids + 3200, NTOK - 3200, err, sizeof err), TRN_EINVAL); \
+        CHECK(u == NULL);                                                      \
+    } while (0)
+    BADF(fixed_prior.dims, 7, "--fixed-prior-dims", MDL_PRIOR_SINUSOID);
+    BADF(fixed_prior.dims, 0, "--fixed-prior-dims", MDL_PRIOR_SINUSOID);
+    BADF(fixed_prior.base, 0.5f, "--fixed-prior-base", MDL_PRIOR_SINUSOID);
+    BADF(fixed_prior.base, (float)NAN, "--fixed-prior-base", MDL_PRIOR_SINUSOID);
+    BADF(fixed_prior.slope, 0.0f, "--fixed-prior-slope", MDL_PRIOR_RELATIVE);
+    BADF(fixed_prior.slope, (float)INFINITY, "--fixed-prior-slope", MDL_PRIOR_RELATIVE);
+    BADF(fixed_prior.zscore, 2, "--fixed-prior-zscore", MDL_PRIOR_RELATIVE);
+    BADF(fixed_prior.zscore_causal, -1, "--fixed-prior-causal", MDL_PRIOR_SINUSOID);
+    BADF(fixed_prior.zscore_eps, -1.0f, "--fixed-prior-eps", MDL_PRIOR_SINUSOID);
+    BADF(fixed_prior.bias_clip, 0.0f, "--fixed-prior-clip", MDL_PRIOR_RELATIVE);
+#undef BADF
+    c2 = c;
+    c2.model.fixed_prior.dims = 7; /* the sinusoid's: not read by the relative prior */
+    CHECK_INT_EQ(trn_config_validate(&c2, err, sizeof err), TRN_OK);
+    c2.device = MDL_DEVICE_CUDA; /* the device model refuses them, from model.c's table */
+    CHECK_INT_EQ(trn_config_validate(&c2, err, sizeof err), TRN_EINVAL);
+    CHECK(strstr(err, "sinusoid/relative") != NULL);
+    /* the JSON: the knobs with a fixed prior only */
+    CHECK_INT_EQ(trn_config_json(&c, js, sizeof js), TRN_OK);
+    CHECK(strstr(js, "\"prior\":\"relative\"") != NULL);
+    CHECK(strstr(js, "\"fixed-prior-slope\":0.25") != NULL);
+    CHECK(strstr(js, "\"fixed-prior-zscore\":0") != NULL);
+    c2 = c;
+    c2.model.prior = MDL_PRIOR_ERA;
+    CHECK_INT_EQ(trn_config_json(&c2, js, sizeof js), TRN_OK);
+    CHECK(strstr(js, "fixed-prior") == NULL);
+    CHECK_INT_EQ(trn__json(&c2, js, sizeof js, 1), TRN_OK);
+    CHECK(strstr(js, "fixed-prior") == NULL);
+    /* resume bit for bit with each prior (Guardian moves its per-layer tau: no tau_att) */
+    micro(&c);
+    c.model.prior = MDL_PRIOR_SINUSOID;
+    c.model.fixed_prior.dims = 8;
+    check_resume(&c, "sinusoid");
+    micro(&c);
+    c.model.prior = MDL_PRIOR_RELATIVE;
+    c.model.fixed_prior.zscore = 0;
+    c.model.fixed_prior.slope = 0.3f;
+    c.controller = TRN_CTRL_GAC;
+    c.model.ffn = MDL_FFN_GELU;
+    check_resume(&c, "relative_gac");
+    /* a checkpoint of other knobs: refused, naming the knob; of another prior: naming --prior */
+    micro(&c);
+    c.model.prior = MDL_PRIOR_SINUSOID;
+    c.model.fixed_prior.dims = 8;
+    snprintf(path, sizeof path, "%s/fixed.safetensors", g_dir);
+    CHECK_INT_EQ(trn_create(&t, &c, g_ids, 3200, g_ids + 3200, NTOK - 3200, err, sizeof err), TRN_OK);
+    if (!t) return;
+    CHECK_INT_EQ(run_steps(t, 2), TRN_OK);
+    CHECK_INT_EQ(trn_save(t, path, err, sizeof err), TRN_OK);
+    c2 = c;
+    c2.model.fixed_prior.dims = 16;
+    CHECK_INT_EQ(trn_create(&u, &c2, g_ids, 3200, g_ids + 3200, NTOK - 3200, err, sizeof err), TRN_OK);
+    if (u) {
+        err[0] = 0;
+        CHECK_INT_EQ(trn_load(u, path, err, sizeof err), TRN_EMISMATCH);
+        CHECK(strstr(err, "--fixed-prior-dims 8") != NULL);
+        trn_destroy(u);
+        u = NULL;
+    }
+    c2 = c;
+    c2.model.prior = MDL_PRIOR_NONE;
+    CHECK_INT_EQ(trn_create(&u, &c2, g_ids, 3200, g_ids + 3200, NTOK - 3200, err, sizeof err), TRN_OK);
+    if (u) {
+        err[0] = 0;
+        CHECK_INT_EQ(trn_load(u, path, err, sizeof err), TRN_EMISMATCH);
+        CHECK(strstr(err, "--prior sinusoid") != NULL);
+        trn_destroy(u);
+        u = NULL;
+    }
+    CHECK_INT_EQ(trn_load(t, path, err, sizeof err), TRN_OK);
+    CHECK_INT_EQ(trn_steps_done(t), 2);
+    trn_destroy(t);
+    remove(path);
+}
+
 int main(int argc, char **argv)
 {
     TEST_INIT(argc, argv);
@@ -1009,6 +1126,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_divergence);
     TEST_RUN(test_eval_progress);
     TEST_RUN(test_preset_names);
+    TEST_RUN(test_fixed_prior_flags_resume);
     rmdir(g_dir);
     return TEST_END();
 }

@@ -29,6 +29,12 @@
              ERA prior (era.h era_era_forward, one (T,T) bias per length, times prior_scale)
                                                    ["blocks.l.attn.era.centers" (R_era),
                                                     "...era.log_sigma" (1), "...era.alpha" (1)]
+             fixed priors SINUSOID / RELATIVE (seed 000's "sinusoid-only" / "relative-only"
+               comparisons; era.h era_sinusoid_bias / era_relative_bias with cfg.fixed_prior,
+               scale 1): one (T,T) bias shared by every layer and head, built once per length
+               into a small cache (mdl__fixed_bias), times prior_scale; no tensors, no
+               gradient, no tau_att (nothing learned: era.h's reading, and seed 000 gives
+               them no temperature); gac_tau divides it as it divides any prior. CPU only.
              value gate (Listing 4): a *= mean_h sigmoid(mean_{s<=t} (W_gamma mu_s)_h)
                                                    ["blocks.l.attn.value_gamma.weight" (H,R)]
              NOTE: Listing 4 averages W_gamma mu over the whole sequence, which lets every
@@ -105,6 +111,7 @@
 #define MDL__ALIGN 64
 #define MDL__NORM_EPS 1e-5f
 #define MDL__ABSENT ((size_t)-1)
+#define MDL__FXB_SLOTS 8 /* lengths the fixed priors' B(T) cache keeps (model.h says 8) */
 
 /* ------------------------------------------------------------------ structures */
 
@@ -212,6 +219,17 @@ struct mdl_model {
     unsigned long pcache_gen[MDL_MAX_LAYERS];
     struct mdl__pctx pctx[MDL_MAX_LAYERS];
     float pdiag[MDL_MAX_LAYERS][3];   /* cached prior: marginal error, std_pre, clamp share */
+    /* the fixed priors' B(T) cache (SINUSOID / RELATIVE; mdl__fixed_bias): slot i holds the
+       (fxb_T[i], fxb_T[i]) bias at scale 1 (host memory: the CPU model only), fxb_T 0 = empty;
+       the least recently used slot (fxb_use) is rebuilt on a miss */
+    float *fxb[MDL__FXB_SLOTS];
+    int fxb_T[MDL__FXB_SLOTS];
+    unsigned long fxb_use[MDL__FXB_SLOTS], fxb_tick;
+    long fxb_builds, fxb_hits;
+    const float *fxb_cur;   /* this forward's B(T) (a slot of fxb) */
+    const float *bias_used[MDL_MAX_LAYERS]; /* the bias the last forward's layer l added (after
+                                               the warm-in and gac_tau scales), NULL: none;
+                                               its backward reads this one */
     long pc_builds, pc_hits;          /* of caches already released */
     int have_tce;            /* rowce holds the last forward's per-token CE */
     float ent_dHl[MDL_MAX_LAYERS]; /* d loss / d H_l of the entropy band (0: inactive) */
@@ -347,6 +365,7 @@ mdl_config mdl_config_default(void)
     c.tau_att_init = 1.0f;
     c.gac_tau = 0;
     c.era = era_era_config_default();
+    c.fixed_prior = era_pos_config_default();
     c.polar = polar_config_default();
     c.polar_kv_heads = 0;
     c.gd = gd_config_default();
@@ -379,6 +398,12 @@ mdl_opts mdl_opts_default(void)
     o.ent_band_hmax = 5.0f;
     o.target_weight = NULL;
     return o;
+}
+
+/* SINUSOID / RELATIVE: a fixed bias (no parameters, no gradient) */
+static int mdl__prior_fixed(const mdl_config *c)
+{
+    return c->prior == MDL_PRIOR_SINUSOID || c->prior == MDL_PRIOR_RELATIVE;
 }
 
 static int mdl__need_mu(const mdl_config *c)
@@ -434,10 +459,10 @@ int mdl_config_validate(const mdl_config *c, char *err, size_t errlen)
         return ex_errf(err, errlen, MDL_EINVAL, "norm must be MDL_NORM_LAYER or MDL_NORM_RMS (got %d)", c->norm);
     if (c->attn != MDL_ATTN_SOFTMAX && c->attn != MDL_ATTN_POLAR)
         return ex_errf(err, errlen, MDL_EINVAL, "attn must be softmax or polar (got %d)", c->attn);
-    if (c->prior < MDL_PRIOR_NONE || c->prior > MDL_PRIOR_ERA)
-        return ex_errf(err, errlen, MDL_EINVAL, "prior must be none, rpa or era (got %d)", c->prior);
+    if (c->prior < MDL_PRIOR_NONE || c->prior > MDL_PRIOR_RELATIVE)
+        return ex_errf(err, errlen, MDL_EINVAL, "prior must be none, rpa, era, sinusoid or relative (got %d)", c->prior);
     if (c->prior != MDL_PRIOR_NONE && c->attn != MDL_ATTN_SOFTMAX)
-        return ex_errf(err, errlen, MDL_EINVAL, "the rpa/era prior needs softmax attention");
+        return ex_errf(err, errlen, MDL_EINVAL, "the rpa/era/sinusoid/relative prior needs softmax attention");
     if (c->memory != MDL_MEM_NONE && c->memory != MDL_MEM_GDELTA)
         return ex_errf(err, errlen, MDL_EINVAL, "memory must be none or gdelta (got %d)", c->memory);
     if (c->ffn < MDL_FFN_GELU || c->ffn > MDL_FFN_MOE)
@@ -518,6 +543,27 @@ int mdl_config_validate(const mdl_config *c, char *err, size_t errlen)
             e->delta <= 0.0f || !mdl__finite(e->zscore_eps) || e->zscore_eps < 0.0f)
             return ex_errf(err, errlen, MDL_EINVAL,
                              "invalid era config (R >= 1, nb >= 1, eps > 0, iters >= 1, delta > 0)");
+    }
+    if (mdl__prior_fixed(c)) {
+        const era_pos_config *f = &c->fixed_prior;
+        if (c->prior == MDL_PRIOR_SINUSOID && (f->dims < 2 || f->dims > 65536 || (f->dims & 1)))
+            return ex_errf(err, errlen, MDL_EINVAL, "fixed_prior.dims (sinusoid basis width) must be even in [2, 65536] "
+                                                    "(got %d)", f->dims);
+        if (c->prior == MDL_PRIOR_SINUSOID && (!mdl__finite(f->base) || !(f->base > 1.0f)))
+            return ex_errf(err, errlen, MDL_EINVAL, "fixed_prior.base (sinusoid wavelength base) must be finite and > 1 "
+                                                    "(got %g)", (double)f->base);
+        if (c->prior == MDL_PRIOR_RELATIVE && (!mdl__finite(f->slope) || !(f->slope > 0.0f)))
+            return ex_errf(err, errlen, MDL_EINVAL, "fixed_prior.slope (relative distance slope) must be finite and > 0 "
+                                                    "(got %g)", (double)f->slope);
+        if ((f->zscore != 0 && f->zscore != 1) || (f->zscore_causal != 0 && f->zscore_causal != 1))
+            return ex_errf(err, errlen, MDL_EINVAL, "fixed_prior.zscore and fixed_prior.zscore_causal must be 0 or 1 "
+                                                    "(got %d, %d)", f->zscore, f->zscore_causal);
+        if (!mdl__finite(f->zscore_eps) || f->zscore_eps < 0.0f)
+            return ex_errf(err, errlen, MDL_EINVAL, "fixed_prior.zscore_eps must be finite and >= 0 (got %g)",
+                           (double)f->zscore_eps);
+        if (!mdl__finite(f->bias_clip) || !(f->bias_clip > 0.0f))
+            return ex_errf(err, errlen, MDL_EINVAL, "fixed_prior.bias_clip must be finite and > 0 (got %g)",
+                           (double)f->bias_clip);
     }
     {
         double f = (double)c->d_model * c->d_ff_mult;
@@ -751,6 +797,8 @@ static void mdl__pcache_free(mdl_model *m, int l)
    (mdl_device_limit). Everything else (softmax/RPA/ERA priors, polar attention at the widths
    below, memory, MoE, gates, GAC/Guardian/CEAS controllers) runs on the device. */
 static int mdl__dev_many_heads(const mdl_config *c) { return c->n_heads > 256; }
+/* the fixed priors' cache (mdl__fixed_bias) is host memory; era.h has no CUDA body for them */
+static int mdl__dev_fixed_prior(const mdl_config *c) { return mdl__prior_fixed(c); }
 static int mdl__dev_polar_width(const mdl_config *c)
 {
     int w;
@@ -765,6 +813,8 @@ static const struct {
 } mdl__dev_limits[] = {
     {mdl__dev_many_heads, "more than 256 heads"},
     {mdl__dev_polar_width, "polar attention with a head width other than 32, 64, 96 or 128 (cuda/polar.cuh's kernels)"},
+    {mdl__dev_fixed_prior, "the fixed sinusoid/relative priors (era.h builds them on the host only; the model's "
+                           "B(T) cache is host memory)"},
 };
 #define MDL__NDEV_LIMITS ((int)(sizeof mdl__dev_limits / sizeof mdl__dev_limits[0]))
 
@@ -945,6 +995,7 @@ void mdl_destroy(mdl_model *m)
         era_era_cuda_state_free(&m->era_cst[l]);
         if (m->pcache_on[l]) mdl__pcache_free(m, l);
     }
+    for (l = 0; l < MDL__FXB_SLOTS; l++) free(m->fxb[l]);
     free(m->pstats);
     free(m->sc);
     mdl__free_dev(m, m->pstats_d);
@@ -1434,6 +1485,44 @@ static int mdl__gate_layer_frozen(const mdl_model *m, int l);
 static int mdl__proj_bwd_gated(mdl_model *m, int l, int qkv);
 static void mdl__gate_count(mdl_model *m);
 
+/* The fixed prior's B(T) (SINUSOID / RELATIVE) at scale 1, from the cache: a hit returns
+   the slot of length T, a miss builds it with era.h into the least recently used slot
+   (a pure function of T and cfg.fixed_prior, so nothing else can make a slot stale). */
+static int mdl__fixed_bias(mdl_model *m, int T, const float **out)
+{
+    era_pos_config pc = m->cfg.fixed_prior;
+    size_t TT = (size_t)T * (size_t)T;
+    int i, v = 0, rc;
+    *out = NULL;
+    for (i = 0; i < MDL__FXB_SLOTS; i++) {
+        if (m->fxb_T[i] == T && m->fxb[i]) {
+            m->fxb_use[i] = ++m->fxb_tick;
+            m->fxb_hits++;
+            *out = m->fxb[i];
+            return MDL_OK;
+        }
+        if (m->fxb_use[i] < m->fxb_use[v]) v = i;
+    }
+    free(m->fxb[v]);
+    m->fxb_T[v] = 0;
+    m->fxb[v] = (float *)malloc(sizeof(float) * TT);
+    if (!m->fxb[v]) return mdl__fail(m, MDL_ENOMEM, "fixed prior B(T) for T = %d: out of memory", T);
+    pc.scale = 1.0f; /* the warm-in is opts.prior_scale, applied per forward */
+    pc.max_T = m->cfg.max_T;
+    rc = m->cfg.prior == MDL_PRIOR_SINUSOID ? era_sinusoid_bias(&pc, T, m->fxb[v]) : era_relative_bias(&pc, T, m->fxb[v]);
+    if (rc != ERA_OK) {
+        free(m->fxb[v]);
+        m->fxb[v] = NULL;
+        return mdl__fail(m, rc == ERA_ENOMEM ? MDL_ENOMEM : MDL_EINVAL, "fixed %s prior for T = %d failed (%s)",
+                         m->cfg.prior == MDL_PRIOR_SINUSOID ? "sinusoid" : "relative", T, era_strerror(rc));
+    }
+    m->fxb_T[v] = T;
+    m->fxb_use[v] = ++m->fxb_tick;
+    m->fxb_builds++;
+    *out = m->fxb[v];
+    return MDL_OK;
+}
+
 /* Softmax attention of block l: a->n1 -> a->ap (the prior bias, the observables). */
 static int mdl__softmax_fwd(mdl_model *m, int l, const mdl_opts *o, mdl_stats *st)
 {
@@ -1498,6 +1587,15 @@ static int mdl__softmax_fwd(mdl_model *m, int l, const mdl_opts *o, mdl_stats *s
         if (m->era_scale_used != 1.0f)
             MDL__TRY(ex_scale(&m->cx, a->bias, a->bias, m->era_scale_used, (size_t)T * T), "ERA warm-in scale");
         bias = a->bias;
+    } else if (mdl__prior_fixed(c)) {
+        /* the cached B(T) (looked up once per forward), read in place; the warm-in scale
+           writes a scaled copy */
+        bias = m->fxb_cur;
+        if (!bias) return mdl__fail(m, MDL_EFAIL, "layer %d: no fixed prior bias for T = %d", l, T);
+        if (m->era_scale_used != 1.0f) {
+            MDL__TRY(ex_scale(&m->cx, a->bias, bias, m->era_scale_used, (size_t)T * T), "fixed prior warm-in scale");
+            bias = a->bias;
+        }
     }
     if (c->prior == MDL_PRIOR_RPA) st->layer_tau_att[l] = mdl__scal(m, l, b->tau);
     if (c->gac_tau) {
@@ -1517,6 +1615,7 @@ static int mdl__softmax_fwd(mdl_model *m, int l, const mdl_opts *o, mdl_stats *s
         }
         st->layer_tau_gac[l] = g;
     }
+    m->bias_used[l] = bias; /* (the backward's: a->bias, or the fixed prior's cached B(T)) */
     {
         /* The entropy (GAC, the entropy band) and CEAS's observables and gate rows come
            from the moments tk_attention_forward_stats gathers in its softmax pass (no
@@ -1898,6 +1997,11 @@ int mdl_forward(mdl_model *m, const int *inputs, const int *targets, int B, int 
     m->prior_running = c->prior == MDL_PRIOR_RPA &&
                        (o.prior_source == MDL_PSRC_RUNNING || (o.prior_source == MDL_PSRC_AUTO && !o.train));
     st.prior_running = m->prior_running;
+    m->fxb_cur = NULL;
+    if (mdl__prior_fixed(c)) {
+        rc = mdl__fixed_bias(m, T, &m->fxb_cur);
+        if (rc) return rc;
+    }
     m->have_tce = 0;
     memset(m->ent_dHl, 0, sizeof m->ent_dHl);
     m->lyr_loss = 0.0f;
@@ -2094,8 +2198,8 @@ void mdl_prior_cache_counts(const mdl_model *m, long *builds, long *hits)
     long b = 0, h = 0;
     int l;
     if (m) {
-        b = m->pc_builds;
-        h = m->pc_hits;
+        b = m->pc_builds + m->fxb_builds;
+        h = m->pc_hits + m->fxb_hits;
         for (l = 0; l < MDL_MAX_LAYERS; l++)
             if (m->pcache_on[l]) {
                 b += ex_rpa_cache_builds(&m->cx, &m->pcache[l]);
@@ -2211,7 +2315,11 @@ static int mdl__softmax_bwd(mdl_model *m, int l)
     MDL__TRY(ex_zero(&m->cx, m->dv, sizeof(float) * NC), "zero");
     if (m->dbias) MDL__TRY(ex_zero(&m->cx, m->dbias, sizeof(float) * (size_t)T * T), "zero");
     {
-        float dtemp[256], *dtp = NULL, *dbp = c->prior != MDL_PRIOR_NONE ? m->dbias : NULL;
+        /* the bias gradient: for the learned priors, and for gac_tau's (a fixed prior's
+           only consumer of it); a fixed prior alone needs none */
+        float dtemp[256], *dtp = NULL,
+              *dbp = c->prior != MDL_PRIOR_NONE && (!mdl__prior_fixed(c) || c->gac_tau) ? m->dbias : NULL;
+        const float *biasu = m->bias_used[l];
         int h;
         if (c->gac_tau) {
             for (h = 0; h < H; h++) dtemp[h] = 0.0f;
@@ -2239,7 +2347,7 @@ static int mdl__softmax_bwd(mdl_model *m, int l)
                 MDL__TRY(ex_rowscale(&m->cx, dbr, dbr, m->gate_mask_d + (size_t)l * B * H * T, B * H * T, D),
                          "CEAS gating mask");
             MDL__TRY(tk_attention_backward_cuda_ex(m->dq, m->dk, m->dv, dbp, dtp, dbr, a->atto, a->lse, a->q, a->k,
-                                                   a->v, c->prior != MDL_PRIOR_NONE ? a->bias : NULL, 0,
+                                                   a->v, biasu, 0,
                                                    m->temp_d + (size_t)l * H, B, H, T, D, &ac, m->cx.stream),
                      "tk_attention_backward_cuda_ex");
         } else if (mdl__gate_layer_dense(m, l)) {
@@ -2266,7 +2374,7 @@ static int mdl__softmax_bwd(mdl_model *m, int l)
                 float sb = 0.0f;
                 /* sum dbias' bias' (tk_rowdot: one row in double) */
                 MDL__TRY(ex_zero(&m->cx, m->dtemp_d + H, sizeof(float)), "zero");
-                MDL__TRY(ex_rowdot(&m->cx, m->dtemp_d + H, dbp, a->bias, 1, (int)TT), "GAC bias gradient");
+                MDL__TRY(ex_rowdot(&m->cx, m->dtemp_d + H, dbp, biasu, 1, (int)TT), "GAC bias gradient");
                 MDL__TRY(ex_to_host(&m->cx, &sb, m->dtemp_d + H, sizeof(float)), "copy");
                 MDL__TRY(ex_scale(&m->cx, dbp, dbp, ig, TT), "GAC bias gradient scale");
                 dg -= (double)sb * ig;

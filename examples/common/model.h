@@ -44,7 +44,11 @@ extern "C" {
 
 enum { MDL_OK = 0, MDL_EINVAL = -1, MDL_ENOMEM = -2, MDL_ERANGE = -3, MDL_EFAIL = -4 };
 enum { MDL_ATTN_SOFTMAX = 0, MDL_ATTN_POLAR = 1 };
-enum { MDL_PRIOR_NONE = 0, MDL_PRIOR_RPA = 1, MDL_PRIOR_ERA = 2 };
+/* Softmax attention priors (an additive (T,T) bias on the logits, model.c):
+   RPA (seed 000, learned parameters), ERA (seed 003, learned parameters), and seed 000's
+   comparison priors SINUSOID and RELATIVE ("sinusoid-only" / "relative-only", era.h's
+   era_sinusoid_bias / era_relative_bias with cfg.fixed_prior): fixed, no parameters. */
+enum { MDL_PRIOR_NONE = 0, MDL_PRIOR_RPA = 1, MDL_PRIOR_ERA = 2, MDL_PRIOR_SINUSOID = 3, MDL_PRIOR_RELATIVE = 4 };
 enum { MDL_MEM_NONE = 0, MDL_MEM_GDELTA = 1 };
 enum { MDL_FFN_GELU = 0, MDL_FFN_RELU2 = 1, MDL_FFN_MOE = 2 };
 enum { MDL_NORM_LAYER = 0, MDL_NORM_RMS = 1 };
@@ -85,7 +89,15 @@ typedef struct mdl_config {
                            the mixers rather than Canon layers on q/k/v) */
     int norm;           /* MDL_NORM_LAYER */
     int attn;           /* MDL_ATTN_SOFTMAX */
-    int prior;          /* MDL_PRIOR_NONE (only with softmax attention) */
+    int prior;          /* MDL_PRIOR_NONE (only with softmax attention): NONE, RPA, ERA,
+                           SINUSOID or RELATIVE. The bias is added to the logits as
+                           softmax(qk/(sqrt(D) temp_h) + B) (with gac_tau:
+                           softmax((qk/sqrt(D) + B)/tau_gac)), times the warm-in
+                           opts.prior_scale. SINUSOID / RELATIVE are fixed: B(T) from
+                           era.h (fixed_prior below), built once per length and cached;
+                           no parameters, no gradient, and no tau_att (era.h's reading:
+                           nothing is learned; seed 000 gives these priors no temperature).
+                           CPU model only (mdl_device_supports refuses them). */
     int memory;         /* MDL_MEM_NONE */
     int ffn;            /* MDL_FFN_GELU */
     float dropout;      /* 0 (residual and attention-output dropout when training) */
@@ -103,6 +115,12 @@ typedef struct mdl_config {
                            init 1) dividing the WHOLE logits, softmax((qk/sqrt(D) + B)/tau_gac)
                            (seed 003 eq. 8); no clamp inside the model (GAC projects it) */
     era_era_config era; /* ERA (seed 003): R, blocks, eps, iterations */
+    era_pos_config fixed_prior; /* SINUSOID / RELATIVE (era.h era_pos_config_default): dims
+                           (even, 2..65536) and base (> 1) of the sinusoid, slope (> 0) of the
+                           relative prior, zscore and zscore_causal (0/1), zscore_eps (>= 0),
+                           bias_clip (> 0); checked only when prior is one of the two. Its
+                           scale and max_T are not read: the warm-in is opts.prior_scale and
+                           the length bound max_T */
     /* polar attention (seed 002): polar.window (sliding window, -1 full causal) and
        polar.distractor_keys / distractor_weight (eq. 15 alignment loss, 0 = off) are
        reachable from wt2_train (--polar-window, --polar-distractor, ...); the output
@@ -143,7 +161,7 @@ typedef struct mdl_opts {
     float ent_floor_eta;    /* 0.02 fraction of H_max = log R below which it bites */
     float lambda_sat;       /* 0: Guardian's saturation multiplier (1 + lambda_sat) */
     float moe_lb_coef;      /* 0: load-balance loss weight (0: statistic only, as seed 000) */
-    float prior_scale;      /* 1: RPA/ERA bias warm-in scale in [0,1] */
+    float prior_scale;      /* 1: prior bias warm-in scale in [0,1] (every prior) */
     float attn_temp_mul;    /* 1: global attention temperature multiplier (chaos warm-in) */
     const float *head_temp; /* (L,H) per-head temperature multipliers (CEAS), NULL = 1 */
     int want_attn_obs;      /* 1: fill stats.attn_obs (CEAS observables per layer and head) */
@@ -208,7 +226,8 @@ int mdl_create(mdl_model **out, const mdl_config *cfg, uint64_t seed, char *err,
    pointers (tk_copy moves them; tk_adamw_update takes them as they are); mdl_token_ce
    stays host. The device model does not cover every configuration yet:
    mdl_device_supports says whether cfg runs there (MDL_EINVAL and why, if not: polar
-   attention with a head width other than 32, 64, 96, 128). CEAS gating runs there as a
+   attention with a head width other than 32, 64, 96, 128; the fixed sinusoid / relative
+   priors). CEAS gating runs there as a
    mask (see mdl_set_gating). mdl_create_on fails with MDL_EINVAL when no CUDA device can
    be used (a build without CUDA included).
    Precision on the device: tensor.h's tk_cuda_set_math (fp32, tf32, bf16) sets the GEMMs'
@@ -282,7 +301,9 @@ const float *mdl_prior_stats(const mdl_model *m, size_t *n);
 /* Replace them (checkpoint load): n must match, memberships finite in [0, 1], counts
    finite integers >= 0; MDL_EINVAL otherwise (the model is unchanged). */
 int mdl_prior_stats_set(mdl_model *m, const float *buf, size_t n);
-/* Cached prior builds and hits since creation (evaluation with the RUNNING source). */
+/* Cached prior builds and hits since creation: the RPA prior's evaluation cache (RUNNING
+   source), plus the fixed priors' B(T) cache (SINUSOID / RELATIVE: one build per length
+   while it stays cached, the 8 most recent lengths kept, every forward a hit or a build). */
 void mdl_prior_cache_counts(const mdl_model *m, long *builds, long *hits);
 
 /* CEAS gating of the attention backward (issue 20). Forward: unchanged (a gated model

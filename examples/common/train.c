@@ -256,7 +256,7 @@ int trn_preset(const char *name, trn_config *c)
 /* ------------------------------------------------------------------ flags */
 enum { K_INT, K_LL, K_F, K_U64, K_STR, K_ENUM, K_LIST, K_WENUM };
 static const char *const trn__attn_names[] = {"softmax", "polar", NULL};
-static const char *const trn__prior_names[] = {"none", "rpa", "era", NULL};
+static const char *const trn__prior_names[] = {"none", "rpa", "era", "sinusoid", "relative", NULL}; /* MDL_PRIOR_* order */
 static const char *const trn__mem_names[] = {"none", "gdelta", NULL};
 static const char *const trn__ffn_names[] = {"gelu", "relu2", "moe", NULL};
 static const char *const trn__norm_names[] = {"layernorm", "rmsnorm", NULL};
@@ -290,7 +290,9 @@ static const trn__opt trn__opts[] = {
     {"pos", K_ENUM, TO(model.pos), trn__pos_names, 1, "positions: none|learned|rope (rope: softmax attention)"},
     {"norm", K_ENUM, TO(model.norm), trn__norm_names, 1, "layernorm|rmsnorm"},
     {"attn", K_ENUM, TO(model.attn), trn__attn_names, 1, "attention: softmax|polar"},
-    {"prior", K_ENUM, TO(model.prior), trn__prior_names, 1, "softmax prior: none|rpa|era"},
+    {"prior", K_ENUM, TO(model.prior), trn__prior_names, 1,
+     "softmax prior: none|rpa|era|sinusoid|relative (sinusoid, relative: seed 000's fixed comparison priors, "
+     "era.h's B(T), no parameters; --fixed-prior-*)"},
     {"memory", K_ENUM, TO(model.memory), trn__mem_names, 1, "memory channel: none|gdelta"},
     {"ffn", K_ENUM, TO(model.ffn), trn__ffn_names, 1, "FFN: gelu|relu2|moe"},
     {"dropout", K_F, TO(model.dropout), NULL, 1, "dropout probability"},
@@ -312,6 +314,19 @@ static const trn__opt trn__opts[] = {
     {"era-blocks", K_INT, TO(model.era.nb), NULL, 1, "ERA blocks"},
     {"era-eps", K_F, TO(model.era.eps), NULL, 1, "ERA entropic regularisation"},
     {"era-iters", K_INT, TO(model.era.iters), NULL, 1, "ERA Sinkhorn iterations"},
+    /* the fixed priors' knobs (era.h era_pos_config): in the checkpoint's configuration only
+       with --prior sinusoid|relative (trn__opt_live), so checkpoints of the other priors,
+       those from before these flags included, keep their configuration */
+    {"fixed-prior-dims", K_INT, TO(model.fixed_prior.dims), NULL, 1, "sinusoid prior: basis width D (even, 2..65536)"},
+    {"fixed-prior-base", K_F, TO(model.fixed_prior.base), NULL, 1, "sinusoid prior: wavelength base (> 1)"},
+    {"fixed-prior-slope", K_F, TO(model.fixed_prior.slope), NULL, 1,
+     "relative prior: distance slope (> 0; cancels when z-scored, matters with --fixed-prior-zscore 0)"},
+    {"fixed-prior-zscore", K_INT, TO(model.fixed_prior.zscore), NULL, 1,
+     "sinusoid/relative prior: 1 z-score and clip as the RPA bias, 0 raw (0/1)"},
+    {"fixed-prior-causal", K_INT, TO(model.fixed_prior.zscore_causal), NULL, 1,
+     "sinusoid/relative prior: statistics over j <= i, 0 written above (0/1)"},
+    {"fixed-prior-eps", K_F, TO(model.fixed_prior.zscore_eps), NULL, 1, "sinusoid/relative prior: added to the std (>= 0)"},
+    {"fixed-prior-clip", K_F, TO(model.fixed_prior.bias_clip), NULL, 1, "sinusoid/relative prior: clip of the z-scored bias (> 0)"},
     {"gd-heads", K_INT, TO(model.gd_heads), NULL, 1, "memory heads (0: heads)"},
     {"gd-dk", K_INT, TO(model.gd_dk), NULL, 1, "memory key width (0: C / gd-heads)"},
     {"gd-chunk", K_INT, TO(model.gd.chunk_size), NULL, 1, "gated-delta chunk length"},
@@ -385,7 +400,7 @@ static const trn__opt trn__opts[] = {
     {"threads", K_INT, TO(threads), NULL, 0, "OpenMP threads, 0..1024 (0: default)"},
     {"device", K_ENUM, TO(device), trn__device_names, 0,
      "cpu|cuda: where the model trains (cuda: build/cuda/wt2_train, built with nvcc, and a GPU; "
-     "every preset, prior, memory, MoE, gate and controller runs there; refused: "}, /* + model.c's table */
+     "every preset, the rpa/era priors, memory, MoE, gates and controllers run there; refused: "}, /* + model.c's table */
     {"precision", K_WENUM, TO(precision), trn__precision_names, 0,
      "auto|fp32|tf32|bf16: the device's GEMM and attention arithmetic (fp32 buffers, master weights "
      "and optimiser; auto: bf16 on cuda; the CPU is always fp32)"},
@@ -599,6 +614,17 @@ void trn_print_presets(FILE *f)
 "--prior-momentum 0.99, AdamW beta1 0.9, eps 1e-8 [ours].\n", f);
 }
 
+/* Whether option o is part of configuration c's JSON (run metrics, checkpoints): the fixed
+   priors' knobs only with a fixed prior (they do not touch any other model; leaving them
+   out keeps the configuration of every other run as it was before they existed, so those
+   checkpoints still resume). */
+static int trn__opt_live(const trn_config *c, const trn__opt *o)
+{
+    if (!strncmp(o->flag, "fixed-prior-", 12))
+        return c->model.prior == MDL_PRIOR_SINUSOID || c->model.prior == MDL_PRIOR_RELATIVE;
+    return 1;
+}
+
 /* JSON of the options; arch_only: only those a checkpoint must match. */
 static int trn__json(const trn_config *c, char *buf, size_t cap, int arch_only)
 {
@@ -612,7 +638,7 @@ static int trn__json(const trn_config *c, char *buf, size_t cap, int arch_only)
         int n, numeric = o->kind == K_INT || o->kind == K_LL || o->kind == K_F ||
                          o->kind == K_U64;
         const char *s;
-        if (arch_only && !o->arch) continue;
+        if ((arch_only && !o->arch) || !trn__opt_live(c, o)) continue;
         trn__format_opt(c, o, v, sizeof v);
         n = snprintf(buf + w, cap - w, "%s\"%s\":%s", w > 1 ? "," : "", o->flag,
                      numeric ? "" : "\"");
@@ -734,6 +760,23 @@ int trn_config_validate(const trn_config *c, char *err, size_t errlen)
         return ex_errf(err, errlen, TRN_EINVAL, "--ceas-preset must be 9k, 14m or gpt and --ceas-gating off or on");
     if (c->ceas_gating && c->controller != TRN_CTRL_CEAS)
         return ex_errf(err, errlen, TRN_EINVAL, "--ceas-gating on needs --controller ceas");
+    if (c->model.prior == MDL_PRIOR_SINUSOID || c->model.prior == MDL_PRIOR_RELATIVE) {
+        /* the fixed priors' knobs by flag (mdl_config_validate checks them too, by field) */
+        const era_pos_config *f = &c->model.fixed_prior;
+        if (c->model.prior == MDL_PRIOR_SINUSOID && (f->dims < 2 || f->dims > 65536 || (f->dims & 1)))
+            return ex_errf(err, errlen, TRN_EINVAL, "--fixed-prior-dims must be even in [2, 65536] (got %d)", f->dims);
+        if (c->model.prior == MDL_PRIOR_SINUSOID && !(isfinite(f->base) && f->base > 1.0f))
+            return ex_errf(err, errlen, TRN_EINVAL, "--fixed-prior-base must be finite and > 1 (got %g)", (double)f->base);
+        if (c->model.prior == MDL_PRIOR_RELATIVE && !(isfinite(f->slope) && f->slope > 0.0f))
+            return ex_errf(err, errlen, TRN_EINVAL, "--fixed-prior-slope must be finite and > 0 (got %g)", (double)f->slope);
+        if ((f->zscore != 0 && f->zscore != 1) || (f->zscore_causal != 0 && f->zscore_causal != 1))
+            return ex_errf(err, errlen, TRN_EINVAL, "--fixed-prior-zscore and --fixed-prior-causal are 0 or 1 (got %d, %d)",
+                           f->zscore, f->zscore_causal);
+        if (!(isfinite(f->zscore_eps) && f->zscore_eps >= 0.0f))
+            return ex_errf(err, errlen, TRN_EINVAL, "--fixed-prior-eps must be finite and >= 0 (got %g)", (double)f->zscore_eps);
+        if (!(isfinite(f->bias_clip) && f->bias_clip > 0.0f))
+            return ex_errf(err, errlen, TRN_EINVAL, "--fixed-prior-clip must be finite and > 0 (got %g)", (double)f->bias_clip);
+    }
     mc = c->model;
     if (mc.max_T < trn__max_len(c)) mc.max_T = trn__max_len(c);
     rc = mdl_config_validate(&mc, err, errlen);
@@ -1825,7 +1868,7 @@ static void trn__arch_diff(const char *file, const trn_config *c, char *err, siz
         const trn__opt *o = &trn__opts[k];
         const char *p, *v;
         size_t n;
-        if (!o->arch) continue;
+        if (!o->arch || !trn__opt_live(c, o)) continue;
         trn__format_opt(c, o, want, sizeof want);
         snprintf(key, sizeof key, "\"%s\":", o->flag);
         p = strstr(file, key);
