@@ -733,12 +733,20 @@ TK__CUDA_OPS(TK__CUDA_DECLARE)
    penalty on the attention, e.g. GAC's entropy band, differentiates to). ent_rows: each
    row's H (device; (B,H,T) with stride ent_stride floats: the forward's stats with
    TK_ATTN_NSTATS). fp32 math only (TK_EINVAL with tf32 / bf16). */
+/* Deferred checks: with status NULL (the default) an entry checks on the host what only the
+   device can see, a host wait each: the per-head temperatures (finite, > 0; forward and
+   backward) and, after the forward, that no row of logits + bias was non-finite. With status
+   a device int, nothing waits: those checks run on the device and leave a nonzero value in
+   *status when one fails (the caller zeroes it, reads it when it next synchronises, and
+   discards whatever the calls wrote while it was nonzero: a training step is then a failed
+   step). The entry still refuses at once, on the host, every argument it can check there. */
 typedef struct tk_attention_cuda_config {
     int math;     /* TK_MATH_FP32 */
     int kv_heads; /* 0: H (no GQA) */
     float ent_coef;        /* 0: no entropy term */
     const float *ent_rows; /* NULL */
     int ent_stride;        /* 0 */
+    int *status;           /* NULL: the checks above wait on the host; a device int: deferred */
 } tk_attention_cuda_config;
 TKDEF tk_attention_cuda_config tk_attention_cuda_config_default(void);
 #define TK__CUDA_ATTN(X)                                                                        \
@@ -4135,6 +4143,7 @@ TKDEF tk_attention_cuda_config tk_attention_cuda_config_default(void)
     c.ent_coef = 0.0f;
     c.ent_rows = NULL;
     c.ent_stride = 0;
+    c.status = NULL;
     return c;
 }
 

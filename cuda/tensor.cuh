@@ -2987,8 +2987,15 @@ static int tk__is_device_ptr(const void *p)
     return at.type == cudaMemoryTypeDevice || at.type == cudaMemoryTypeManaged;
 }
 
+/* the deferred temperature check: *status = 1 where a temperature is not finite or <= 0 */
+static __global__ void tk__k_temp_check(const float *temp, int H, int *status)
+{
+    int h = (int)(blockIdx.x * blockDim.x + threadIdx.x);
+    if (h < H && !(temp[h] > 0.0f && temp[h] <= 3.402823466e38f)) *status = 1; /* NaN fails both */
+}
+
 static int tk__attn_cuda_check(const char *fn, const float *bias, int bias_per_head, const float *temp,
-                               int B, int H, int T, int D, cudaStream_t s)
+                               int B, int H, int T, int D, cudaStream_t s, int *status)
 {
     if (B <= 0 || H <= 0 || T <= 0 || D <= 0)
         return tk__fail(TK_EINVAL, "%s: B, H, T, D must be > 0 (got %d, %d, %d, %d)", fn, B, H, T, D);
@@ -2999,6 +3006,12 @@ static int tk__attn_cuda_check(const char *fn, const float *bias, int bias_per_h
     if (bias && bias_per_head != 0 && bias_per_head != 1)
         return tk__fail(TK_EINVAL, "%s: bias_per_head must be 0 or 1 (got %d)", fn, bias_per_head);
     if (bias && !tk__is_device_ptr(bias)) return tk__fail(TK_EINVAL, "%s: bias is not a device pointer", fn);
+    if (status && !tk__is_device_ptr(status)) return tk__fail(TK_EINVAL, "%s: cfg->status is not a device pointer", fn);
+    if (temp && status) { /* deferred: no host wait */
+        if (!tk__is_device_ptr(temp)) return tk__fail(TK_EINVAL, "%s: temp is not a device pointer", fn);
+        TK__LAUNCH(tk__k_temp_check, tk__blocks((size_t)H, 64), 64, 0, s, temp, H, status);
+        return tk__launched(fn);
+    }
     if (temp) {
         float *ht;
         int h, rc = TK_OK;
@@ -3151,7 +3164,8 @@ static int tk__attn_forward_cuda(const char *fn, float *out, float *lse, float *
     tk__attn_args a;
     int rc, *dbad = NULL, hbad = 0, math = TK_MATH_FP32, hkv = H;
     if (!out || !lse || !q || !k || !v) return tk__fail(TK_EINVAL, "%s: NULL pointer", fn);
-    if ((rc = tk__attn_cuda_check(fn, bias, bias_per_head, temp, B, H, T, D, s)) != TK_OK) return rc;
+    if ((rc = tk__attn_cuda_check(fn, bias, bias_per_head, temp, B, H, T, D, s, cfg ? cfg->status : NULL)) != TK_OK)
+        return rc;
     if ((rc = tk__attn_cfg(fn, cfg, H, D, 1, &math, &hkv)) != TK_OK) return rc;
     if (!tk__is_device_ptr(out) || !tk__is_device_ptr(lse) || !tk__is_device_ptr(q) || !tk__is_device_ptr(k) ||
         !tk__is_device_ptr(v) || (stats && !tk__is_device_ptr(stats)))
@@ -3163,8 +3177,12 @@ static int tk__attn_forward_cuda(const char *fn, float *out, float *lse, float *
     a.q = q; a.k = k; a.v = v; a.bias = bias; a.temp = temp;
     a.stats = stats;
     a.bias_per_head = bias_per_head; a.H = H; a.Hkv = hkv; a.T = T; a.D = D;
-    if ((rc = tk__scratch_get(s, sizeof(int), (void **)&dbad, fn)) != TK_OK) return rc;
-    rc = tk__cuda_check(cudaMemsetAsync(dbad, 0, sizeof(int), s), fn);
+    if (cfg && cfg->status) { /* deferred: the kernel's flag is the caller's status, no read-back */
+        dbad = cfg->status;
+    } else {
+        if ((rc = tk__scratch_get(s, sizeof(int), (void **)&dbad, fn)) != TK_OK) return rc;
+        rc = tk__cuda_check(cudaMemsetAsync(dbad, 0, sizeof(int), s), fn);
+    }
     if (rc == TK_OK) {
         const tk__at_fwd_fn kf = tk__at_fwd_kernel(math, stats != NULL);
         const int rows = math == TK_MATH_FP32 ? TK__AT_BR : TK__TC_B;
@@ -3173,7 +3191,8 @@ static int tk__attn_forward_cuda(const char *fn, float *out, float *lse, float *
         TK__LAUNCH(kf, grid, TK__AT_THREADS, smem, s, out, lse, dbad, a);
         rc = tk__launched(fn);
     }
-    if (rc == TK_OK) rc = tk__cuda_check(cudaMemcpyAsync(&hbad, dbad, sizeof(int), cudaMemcpyDeviceToHost, s), fn);
+    if (rc != TK_OK || (cfg && cfg->status)) return rc;
+    rc = tk__cuda_check(cudaMemcpyAsync(&hbad, dbad, sizeof(int), cudaMemcpyDeviceToHost, s), fn);
     if (rc == TK_OK) rc = tk__cuda_check(cudaStreamSynchronize(s), fn);
     if (rc != TK_OK) return rc;
     return hbad ? tk__fail(TK_EINVAL, "%s: a row of logits + bias is not finite (NaN or +Inf in q, k or the "
@@ -3223,7 +3242,8 @@ TKDEF int tk_attention_backward_cuda_ex(float *dq, float *dk, float *dv, float *
     if (!dq || !dk || !dv || !dout || !out || !lse || !q || !k || !v)
         return tk__fail(TK_EINVAL, "%s: NULL pointer", fn);
     if (dbias && !bias) return tk__fail(TK_EINVAL, "%s: dbias needs the forward's bias", fn);
-    if ((rc = tk__attn_cuda_check(fn, bias, bias_per_head, temp, B, H, T, D, s)) != TK_OK) return rc;
+    if ((rc = tk__attn_cuda_check(fn, bias, bias_per_head, temp, B, H, T, D, s, cfg ? cfg->status : NULL)) != TK_OK)
+        return rc;
     if ((rc = tk__attn_cfg(fn, cfg, H, D, dbias ? 14 : 6, &math, &hkv)) != TK_OK) return rc;
     if (cfg && cfg->ent_coef != 0.0f) {
         if (!(cfg->ent_coef - cfg->ent_coef == 0.0f) || !cfg->ent_rows || cfg->ent_stride < 1 ||

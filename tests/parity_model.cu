@@ -1188,12 +1188,16 @@ struct rt_ceiling {
                           read-modify-write; the trainer reads dL/dtau only for GAC);
                           ptr_queries 259 -> 235, 763 -> 691, 375, 203 -> 179. The H200
                           counted 41 waits + 1 blocking copy per step of the G model and
-                          137 + 73 of the paper preset before this (bench_train_cuda) */
+                          137 + 73 of the paper preset before this (bench_train_cuda)
+     (deferred attention  syncs 50 -> 39, 138 -> 103, 58, 54 -> 43: the device attention's
+      checks)             temperature and non-finite-row checks run on the device into
+                          tk_attention_cuda_config.status, read once per forward;
+                          ptr_queries +1 per attention call (the status pointer's own check) */
 static const rt_ceiling g_rt_ceiling[] = {
-    {"tiny", 50, 50, 100, 0, 235},
-    {"paper", 138, 138, 276, 0, 691},
+    {"tiny", 39, 39, 78, 0, 245},
+    {"paper", 103, 103, 206, 0, 717},
     {"polar+gdelta", 58, 58, 116, 0, 375},
-    {"era-gac", 54, 54, 108, 0, 179},
+    {"era-gac", 43, 43, 86, 0, 189},
 };
 
 /* the preset's architecture at toy widths on the simulated device */

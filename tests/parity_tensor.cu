@@ -902,6 +902,52 @@ static void test_attention_bad_input(void)
         CHECK_INT_EQ(tk_attention_forward_cuda_ex(d_o16, d_lse, d_q16, d_q16, d_q16, d_nb, 0, NULL, B, H, T, 16, &c, NULL), TK_EINVAL);
         dfree(d_q16); dfree(d_o16); dfree(d_nb);
     }
+    {
+        /* deferred checks (cfg.status): no host wait, the same failures leave a nonzero
+           status instead of an error; clean calls leave it 0 and write what the waiting
+           entry writes, bit for bit */
+        tk_attention_cuda_config c = tk_attention_cuda_config_default();
+        std::vector<float> okb = randn((size_t)T * T, 1.0), tmp_ok(H, 0.8f), nanb = okb;
+        std::vector<int> zero1(1, 0);
+        float *d_okb = dput(okb), *d_tok = dput(tmp_ok), *d_o2 = dput(q), *d_l2 = dput(lse), *d_nanb;
+        float *d_gk = dput(q), *d_gv = dput(q);
+        int *d_st = NULL;
+        CHECK_INT_EQ(tk_device_alloc((void **)&d_st, sizeof(int)), TK_OK);
+        CHECK_INT_EQ(tk_copy(d_st, zero1.data(), sizeof(int)), TK_OK);
+        c.status = d_st;
+        CHECK_INT_EQ(tk_attention_forward_cuda(d_o, d_lse, d_q, d_q, d_q, d_okb, 0, d_tok, B, H, T, D, NULL), TK_OK);
+        CHECK_INT_EQ(tk_attention_forward_cuda_ex(d_o2, d_l2, d_q, d_q, d_q, d_okb, 0, d_tok, B, H, T, D, &c, NULL), TK_OK);
+        CHECK(dget(d_o2, n) == dget(d_o, n) && dget(d_l2, lse.size()) == dget(d_lse, lse.size()));
+        int hs = -1;
+        CHECK_INT_EQ(tk_copy(&hs, d_st, sizeof(int)), TK_OK);
+        CHECK_INT_EQ(hs, 0);
+        CHECK_INT_EQ(tk_attention_backward_cuda_ex(d_o2, d_gk, d_gv, NULL, NULL, d_q, d_o, d_lse, d_q, d_q, d_q, d_okb, 0,
+                                                   d_tok, B, H, T, D, &c, NULL), TK_OK);
+        CHECK_INT_EQ(tk_copy(&hs, d_st, sizeof(int)), TK_OK);
+        CHECK_INT_EQ(hs, 0);
+        /* a NaN bias entry: TK_OK, status set */
+        nanb[3 * T + 2] = NAN;
+        d_nanb = dput(nanb);
+        CHECK_INT_EQ(tk_attention_forward_cuda_ex(d_o2, d_l2, d_q, d_q, d_q, d_nanb, 0, NULL, B, H, T, D, &c, NULL), TK_OK);
+        CHECK_INT_EQ(tk_copy(&hs, d_st, sizeof(int)), TK_OK);
+        CHECK(hs != 0);
+        /* a temperature <= 0 (d_temp: temp[1] = -1), forward and backward alone */
+        CHECK_INT_EQ(tk_copy(d_st, zero1.data(), sizeof(int)), TK_OK);
+        CHECK_INT_EQ(tk_attention_forward_cuda_ex(d_o2, d_l2, d_q, d_q, d_q, NULL, 0, d_temp, B, H, T, D, &c, NULL), TK_OK);
+        CHECK_INT_EQ(tk_copy(&hs, d_st, sizeof(int)), TK_OK);
+        CHECK(hs != 0);
+        CHECK_INT_EQ(tk_copy(d_st, zero1.data(), sizeof(int)), TK_OK);
+        CHECK_INT_EQ(tk_attention_backward_cuda_ex(d_o2, d_gk, d_gv, NULL, NULL, d_q, d_o, d_lse, d_q, d_q, d_q, NULL, 0,
+                                                   d_temp, B, H, T, D, &c, NULL), TK_OK);
+        CHECK_INT_EQ(tk_copy(&hs, d_st, sizeof(int)), TK_OK);
+        CHECK(hs != 0);
+        /* the host's own checks still refuse at once; a host status pointer is refused */
+        CHECK_INT_EQ(tk_attention_forward_cuda_ex(d_o2, d_l2, d_q, d_q, d_q, NULL, 0, NULL, B, H, T, 129, &c, NULL), TK_EINVAL);
+        c.status = &hs;
+        CHECK_INT_EQ(tk_attention_forward_cuda_ex(d_o2, d_l2, d_q, d_q, d_q, NULL, 0, NULL, B, H, T, D, &c, NULL), TK_EINVAL);
+        dfree(d_okb); dfree(d_tok); dfree(d_o2); dfree(d_l2); dfree(d_nanb); dfree(d_gk); dfree(d_gv);
+        tk_device_free(d_st);
+    }
     dfree(d_q); dfree(d_o); dfree(d_lse); dfree(d_bias); dfree(d_temp);
 }
 

@@ -252,6 +252,9 @@ struct mdl_model {
     float *rowf;             /* (2N) per-row CE and smoothed loss from tensor.h's in-place
                                 cross-entropy (device model), copied into rowce, rowloss */
     float *rowfh;            /* (2N) host copy of rowf */
+    int *att_status_d;       /* device model: the device attention's deferred checks
+                                (tk_attention_cuda_config.status): zero, or nonzero after a
+                                non-finite row or temperature; read once per forward */
     /* backward scratch */
     float *dres, *dln, *dbr, *dq, *dk, *dv, *datt, *dqkv, *dmu, *deta, *detaz, *dbias, *dvg;
     float *vz;               /* (N,H) value-gate pre-activations (forward scratch) */
@@ -1176,6 +1179,7 @@ static size_t mdl__carve(mdl_model *m, int B, int T, int train, int obs, char *b
     m->temp_d = cv.split ? MDL__TF(&cv, L * H) : m->temp;
     m->rowf = cv.split ? MDL__TF(&cv, 3 * N) : NULL; /* CE, smoothed loss, target weights */
     m->rowfh = cv.split ? MDL__THF(&cv, 3 * N) : NULL;
+    m->att_status_d = cv.split ? (int *)mdl__take(&cv, sizeof(int)) : NULL;
     m->mem_ws = m->rpa_ws = m->era_ws = m->obs_ws = NULL;
     m->mem_ws_n = m->rpa_ws_n = m->era_ws_n = m->obs_ws_n = 0;
     if (c->prior == MDL_PRIOR_RPA) {
@@ -1476,7 +1480,24 @@ static tk_attention_cuda_config mdl__attn_cfg(const mdl_model *m)
 {
     tk_attention_cuda_config ac = tk_attention_cuda_config_default();
     if (m->D % 16 == 0 && m->D <= 128) ac.math = tk_cuda_get_math();
+    ac.status = m->att_status_d; /* deferred checks: read once per forward (mdl__att_status) */
     return ac;
+}
+
+/* The device attention's deferred checks, zeroed at the start of each forward (no wait) and
+   read once after its blocks: one host wait instead of two per layer and forward and one
+   per layer and backward. The backward checks the temperatures the forward before it
+   checked (no update between them), so a backward's code is not needed: the next forward
+   zeroes it. Nonzero: the forward fails. */
+static int mdl__att_status(mdl_model *m)
+{
+    int st = 0;
+    if (!m->att_status_d || m->cfg.attn != MDL_ATTN_SOFTMAX) return MDL_OK;
+    if (ex_to_host(&m->cx, &st, m->att_status_d, sizeof st) != TK_OK)
+        return mdl__fail(m, MDL_EINVAL, "mdl_forward: reading the device attention's checks failed");
+    if (!st) return MDL_OK;
+    return mdl__fail(m, MDL_EINVAL, "mdl_forward: the device attention found a row of logits + bias that is not finite "
+                                    "(NaN or +Inf in q, k or the prior) or a head temperature not finite and > 0");
 }
 
 static int mdl__attn_bwd_gated(mdl_model *m, int l, const float *dout, float *dbias);
@@ -1975,6 +1996,8 @@ int mdl_forward(mdl_model *m, const int *inputs, const int *targets, int B, int 
     m->B = B;
     m->T = T;
     m->train = o.train;
+    if (m->att_status_d && c->attn == MDL_ATTN_SOFTMAX)
+        MDL__TRY(ex_zero(&m->cx, m->att_status_d, sizeof(int)), "zero the attention's checks");
     m->obs = o.want_attn_obs;
     m->opts = o;
     NC = (size_t)N * C;
@@ -2015,6 +2038,7 @@ int mdl_forward(mdl_model *m, const int *inputs, const int *targets, int B, int 
         rc = mdl__block_fwd(m, l, x, xo, &o, &st);
         if (rc) return rc;
     }
+    if ((rc = mdl__att_status(m)) != MDL_OK) return rc;
     {
         const float *x = m->res + (m->train ? (size_t)L * NC : 0);
         const float *Pp[LYR_MAX_PARAMS];
