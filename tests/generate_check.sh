@@ -80,7 +80,7 @@ fi
 err_case() { # err_case NAME WANT_RC GREP_TEXT ARGS...
     name=$1; want=$2; txt=$3; shift 3
     "$@" > "$W/e.out" 2> "$W/e.err"; rc=$?
-    [ $rc -eq "$want" ] && grep -q -- "$txt" "$W/e.err"
+    [ $rc -eq "$want" ] && grep -q -- "$txt" "$W/e.err" && ! grep -q "Sanitizer\|runtime error" "$W/e.err"
     check "$name" $? "exit $rc (want $want), stderr: $(last "$W/e.err")"
 }
 err_case no_args 2 "required" $GEN
