@@ -307,6 +307,14 @@ int main(int argc, char **argv)
         fprintf(stderr, "generate: %s: %s\n", ckpt_path, err);
         goto out;
     }
+    if (cfg.controller == TRN_CTRL_GUARDIAN || cfg.controller == TRN_CTRL_SCRIPTED) {
+        /* without a tau_att tensor (no prior: the only kind decoded) these controllers set
+           per-layer attention temperatures kept in the trainer's state, not restored here */
+        fprintf(stderr, "generate: %s: a run with the %s controller and no attention prior evaluates with the "
+                        "controller's per-layer temperatures, which generate does not restore yet\n", ckpt_path,
+                cfg.controller == TRN_CTRL_GUARDIAN ? "guardian" : "scripted");
+        goto out;
+    }
     if (mdl_create(&m, &cfg.model, 1, err, sizeof err) != MDL_OK) { fprintf(stderr, "generate: %s: %s\n", ckpt_path, err); goto out; }
     {
         float *P = mdl_params(m);

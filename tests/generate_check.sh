@@ -33,6 +33,8 @@ SMALL="--d-model 32 --layers 2 --heads 2 --context 32 --batch 4 --steps 6 --eval
     fail train_rope "wt2_train failed: $(last "$W/train2.err")"; finish; }
 "$T" --preset tiny $SMALL --max-steps 2 --out-dir "$W/tiny" > /dev/null 2> "$W/train3.err" || {
     fail train_tiny "wt2_train failed: $(last "$W/train3.err")"; finish; }
+"$T" --preset tiny-plain $SMALL --controller guardian --max-steps 2 --out-dir "$W/guard" > /dev/null 2> "$W/train4.err" || {
+    fail train_guardian "wt2_train failed: $(last "$W/train4.err")"; finish; }
 CK=$W/plain/ckpt.safetensors
 GEN="$G --data-dir $DATA --threads 2"
 
@@ -104,6 +106,7 @@ printf 'not a checkpoint at all' > "$W/junk.safetensors"
 err_case junk_ckpt 1 "generate:" $GEN --ckpt "$W/junk.safetensors" --prompt x
 err_case swa_absent 1 "no swa weights" $GEN --ckpt "$CK" --prompt x --weights swa
 err_case unsupported_arch 1 "does not support an attention prior" $GEN --ckpt "$W/tiny/ckpt.safetensors" --prompt x
+err_case guardian_temperatures 1 "does not restore" $GEN --ckpt "$W/guard/ckpt.safetensors" --prompt x
 mkdir "$W/nodata"
 err_case no_tokenizer 1 "encoder.json" $G --data-dir "$W/nodata" --ckpt "$CK" --prompt x
 long=$(awk 'BEGIN { for (i = 0; i < 300; i++) printf "word%d ", i }')
