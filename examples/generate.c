@@ -16,7 +16,9 @@
    "[i] ..." when it finishes. --json: nothing else on stdout but one JSON line at the end
    (per prompt: tokens, text, stop reason; per step: milliseconds; a summary).
    Only what token-by-token decoding supports runs (model.h mdl_decode_supports: softmax
-   attention without a prior, ...); another architecture is refused with the reason.
+   attention without a prior, no memory or convolution); another architecture is refused
+   with the reason, and so is a run whose guardian / scripted controller set per-layer
+   temperatures (kept in the trainer's state, not restored here).
    Exit status: 0 generated; 1 an input (checkpoint, tokenizer, prompt) or the model failed;
    2 a bad flag or value. Writes no files.
    License: MIT. */
@@ -78,8 +80,8 @@ static void usage(FILE *f)
             "                     summary) instead of the text\n"
             "  --help             this text\n\n"
             "Supported architectures: softmax attention without a prior, learned or rotary\n"
-            "positions, LayerNorm/RMSNorm, GELU or squared-ReLU MLP (e.g. --preset tiny-plain);\n"
-            "refused:",
+            "positions, LayerNorm/RMSNorm, GELU / squared-ReLU MLP or fuzzy MoE, residual and\n"
+            "value gates (e.g. --preset tiny-plain, tiny-baseline, baseline); refused:",
             MAX_PROMPTS, ATTNKIT_DATA_DIR);
     {
         int i;

@@ -111,6 +111,13 @@ mkdir "$W/nodata"
 err_case no_tokenizer 1 "encoder.json" $G --data-dir "$W/nodata" --ckpt "$CK" --prompt x
 long=$(awk 'BEGIN { for (i = 0; i < 300; i++) printf "word%d ", i }')
 err_case prompt_too_long 1 "context" $GEN --ckpt "$CK" --prompt "$long"
+# tiny-baseline's blocks (fuzzy MoE, residual and value gates) decode too
+"$T" --preset tiny-baseline $SMALL --max-steps 2 --out-dir "$W/base" > /dev/null 2> "$W/train5.err" || {
+    fail train_baseline "wt2_train failed: $(last "$W/train5.err")"; finish; }
+$GEN --ckpt "$W/base/ckpt.safetensors" --prompt "The history of" --max-new 8 --seed 2 > "$W/b1" 2> "$W/b1.err"; r1=$?
+$GEN --ckpt "$W/base/ckpt.safetensors" --prompt "The history of" --max-new 8 --seed 2 > "$W/b2" 2> /dev/null; r2=$?
+[ $r1 -eq 0 ] && [ $r2 -eq 0 ] && cmp -s "$W/b1" "$W/b2" && grep -q '^The history of' "$W/b1"
+check moe_gates_tiny_baseline $? "rc $r1 $r2 $(last "$W/b1.err")"
 # the context bounds the continuation: a long prompt stops at max_T (128 for tiny-plain)
 mid=$(awk 'BEGIN { for (i = 0; i < 40; i++) printf "alpha beta "; }')
 $GEN --ckpt "$CK" --prompt "$mid" --max-new 1000 --temperature 0 --json > "$W/ctx" 2> "$W/ctx.err"; rc=$?

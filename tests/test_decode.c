@@ -1,7 +1,8 @@
 /* test_decode.c - token-by-token decoding of the examples' model (model.h mdl_decode_*,
    issue 42): prefill + steps against the full causal forward at every position, for
    several configurations (learned positions + LayerNorm + GELU; RoPE + RMSNorm + ReLU^2
-   with per-head temperatures; GAC temperature; no positions), three slots of different
+   with per-head temperatures; GAC temperature; no positions; fuzzy MoE with residual and
+   value gates; RoPE + value gate), three slots of different
    lengths stepped together, a slot reset and restarted mid-way, the refused
    configurations (one table) and bad arguments. Links the model (Makefile:
    TEST_OBJS_test_decode). */
@@ -100,7 +101,7 @@ static void run_exact(mdl_config c, const float *head_temp, const char *name)
     rc = mdl_decode_init(m, 3, DT, &cb);
     CHECK_INT_EQ(rc, MDL_OK);
     if (rc) { fprintf(stderr, "%s: %s\n", name, mdl_last_error(m)); goto out; }
-    CHECK(cb == (size_t)2 * c.n_layers * 3 * DT * c.d_model * sizeof(float));
+    CHECK(cb == ((size_t)2 * c.d_model + (c.value_gate ? (size_t)c.n_heads : 0)) * c.n_layers * 3 * DT * sizeof(float));
     CHECK(cb == mdl_decode_cache_bytes(m));
     CHECK_INT_EQ(mdl_decode_set_temp(m, head_temp, 1.0f), MDL_OK);
     /* prefill each slot (all logits), then step the live slots together */
@@ -206,13 +207,29 @@ static void test_exact_gac_nopos(void)
     run_exact(c, NULL, "no positions, 4 heads");
 }
 
+static void test_exact_moe_gates(void)
+{
+    mdl_config c = small();
+    c.ffn = MDL_FFN_MOE;
+    c.res_gate = 1;
+    c.value_gate = 1;
+    c.moe_experts = 3;
+    c.moe_topk = 2;
+    run_exact(c, NULL, "MoE + residual and value gates (tiny-baseline's blocks)");
+    c = small();
+    c.pos = MDL_POS_ROPE;
+    c.value_gate = 1;
+    c.norm = MDL_NORM_RMS;
+    run_exact(c, NULL, "RoPE + value gate");
+}
+
 static void test_refusals(void)
 {
-    mdl_config base = small(), cs[9];
-    const char *want[9] = {"prior", "prior", "prior", "polar", "memory", "convolution", "gates", "gates", "MoE"};
+    mdl_config base = small(), cs[6];
+    const char *want[6] = {"prior", "prior", "prior", "polar", "memory", "convolution"};
     char err[512];
     int i, n = 0;
-    for (i = 0; i < 9; i++) cs[i] = base;
+    for (i = 0; i < 6; i++) cs[i] = base;
     cs[0].prior = MDL_PRIOR_RPA;
     cs[1].prior = MDL_PRIOR_ERA;
     cs[2].prior = MDL_PRIOR_SINUSOID;
@@ -220,15 +237,16 @@ static void test_refusals(void)
     cs[3].pos = MDL_POS_NONE;
     cs[4].memory = MDL_MEM_GDELTA;
     cs[5].conv_k = 3;
-    cs[6].res_gate = 1;
-    cs[7].value_gate = 1;
-    cs[8].ffn = MDL_FFN_MOE;
     while (mdl_decode_limit(n)) n++;
-    CHECK_INT_EQ(n, 6);
+    CHECK_INT_EQ(n, 5);
     CHECK(mdl_decode_limit(-1) == NULL);
     CHECK_INT_EQ(mdl_decode_supports(&base, err, sizeof err), MDL_OK);
     CHECK_INT_EQ(mdl_decode_supports(NULL, err, sizeof err), MDL_EINVAL);
-    for (i = 0; i < 9; i++) {
+    base.value_gate = 1;
+    base.n_heads = 257;
+    CHECK_INT_EQ(mdl_decode_supports(&base, err, sizeof err), MDL_EINVAL);
+    CHECK(strstr(err, "256 heads") != NULL);
+    for (i = 0; i < 6; i++) {
         mdl_model *m = NULL;
         int rc;
         err[0] = 0;
@@ -334,6 +352,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_exact_learned_ln_gelu);
     TEST_RUN(test_exact_rope_rms_relu2_temps);
     TEST_RUN(test_exact_gac_nopos);
+    TEST_RUN(test_exact_moe_gates);
     TEST_RUN(test_refusals);
     TEST_RUN(test_bad_args);
     fprintf(stderr, "test_decode: worst relative logit error over every configuration %.3g\n", g_worst);

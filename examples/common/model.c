@@ -3117,8 +3117,7 @@ static int mdl__dec_prior(const mdl_config *c) { return c->prior != MDL_PRIOR_NO
 static int mdl__dec_polar(const mdl_config *c) { return c->attn != MDL_ATTN_SOFTMAX; }
 static int mdl__dec_memory(const mdl_config *c) { return c->memory != MDL_MEM_NONE; }
 static int mdl__dec_conv(const mdl_config *c) { return c->conv_k != 0; }
-static int mdl__dec_gates(const mdl_config *c) { return c->res_gate || c->value_gate; }
-static int mdl__dec_moe(const mdl_config *c) { return c->ffn == MDL_FFN_MOE; }
+static int mdl__dec_heads(const mdl_config *c) { return c->value_gate && c->n_heads > 256; }
 static const struct {
     int (*refuses)(const mdl_config *);
     const char *what;
@@ -3127,8 +3126,7 @@ static const struct {
     {mdl__dec_polar, "polar attention"},
     {mdl__dec_memory, "the gated-delta memory channel"},
     {mdl__dec_conv, "the causal convolution (conv_k)"},
-    {mdl__dec_gates, "residual or value gates (their memberships)"},
-    {mdl__dec_moe, "the fuzzy MoE FFN (its memberships)"},
+    {mdl__dec_heads, "the value gate with more than 256 heads"},
 };
 #define MDL__NDEC_LIMITS ((int)(sizeof mdl__dec_limits / sizeof mdl__dec_limits[0]))
 
@@ -3145,7 +3143,7 @@ int mdl_decode_supports(const mdl_config *cfg, char *err, size_t errlen)
         if (mdl__dec_limits[i].refuses(cfg))
             return ex_errf(err, errlen, MDL_EINVAL,
                            "token-by-token decoding does not support %s yet (softmax attention without a prior, "
-                           "learned or rotary positions, LayerNorm/RMSNorm, GELU or squared-ReLU MLP only)",
+                           "no memory or convolution, only)",
                            mdl__dec_limits[i].what);
     return ex_errf(err, errlen, MDL_OK, "ok");
 }
@@ -3153,6 +3151,9 @@ int mdl_decode_supports(const mdl_config *cfg, char *err, size_t errlen)
 struct mdl__dec {
     int nb, nl, rows, nthr;
     float *kc, *vc;          /* (L, nb, nl, C) rotated keys, values */
+    float *vzc;              /* (L, nb, nl, H) value-gate pre-activations (value_gate), else NULL */
+    float *mu, *zproj, *eta, *vz; /* memberships (rows,R), their projection (rows,C), residual
+                                     gates (rows), value-gate pre-activations (rows,H) */
     int *len;                /* (nb) live length of each slot */
     float *temp;             /* (L,H) temperature multipliers (mdl_decode_set_temp) */
     float *x, *n1, *qkv, *att, *ap, *n2, *fp, *nf; /* scratch, rows x C (qkv rows x 3C) */
@@ -3182,7 +3183,7 @@ int mdl_decode_init(mdl_model *m, int max_batch, int max_len, size_t *cache_byte
     struct mdl__dec *d;
     const mdl_config *c;
     int rows, L, C, H, l, nthr;
-    size_t fl = 0, nsv1, nsv2, nsvf, nwork, cache, total, w;
+    size_t fl = 0, nsv1, nsv2, nsvf, nwork, cache, total, w, vzn;
     char e[256], *p;
     if (cache_bytes) *cache_bytes = 0;
     if (!m) return MDL_EINVAL;
@@ -3215,8 +3216,11 @@ int mdl_decode_init(mdl_model *m, int max_batch, int max_len, size_t *cache_byte
             w = m->cp[l].k->work_floats(m->cp[l].d, 1, rows);
             if (w > nwork) nwork = w;
         }
-    fl = (size_t)rows * C * 10 + nsv1 * 2 + nsv2 + nsvf + nwork + (size_t)nthr * max_len;
-    total = mdl__align(sizeof(float) * cache) * 2 + mdl__align(sizeof(float) * fl) + 24 * MDL__ALIGN +
+    vzn = c->value_gate ? (size_t)L * (size_t)max_batch * (size_t)max_len * (size_t)H : 0;
+    fl = (size_t)rows * C * 11 + (size_t)rows * (size_t)(m->R + 1 + H) + nsv1 * 2 + nsv2 + nsvf + nwork +
+         (size_t)nthr * max_len;
+    total = mdl__align(sizeof(float) * cache) * 2 + mdl__align(sizeof(float) * vzn) + mdl__align(sizeof(float) * fl) +
+            32 * MDL__ALIGN +
             mdl__align(sizeof(int) * (size_t)max_batch) + mdl__align(sizeof(float) * (size_t)L * H) +
             3 * mdl__align(sizeof(int) * (size_t)rows);
     mdl_decode_free(m);
@@ -3229,6 +3233,11 @@ int mdl_decode_init(mdl_model *m, int max_batch, int max_len, size_t *cache_byte
     }
     p = (char *)d->kc + mdl__align(sizeof(float) * cache);
     d->vc = (float *)mdl__dec_take(&p, sizeof(float) * cache);
+    d->vzc = vzn ? (float *)mdl__dec_take(&p, sizeof(float) * vzn) : NULL;
+    d->mu = (float *)mdl__dec_take(&p, sizeof(float) * (size_t)rows * m->R);
+    d->zproj = (float *)mdl__dec_take(&p, sizeof(float) * (size_t)rows * C);
+    d->eta = (float *)mdl__dec_take(&p, sizeof(float) * (size_t)rows);
+    d->vz = (float *)mdl__dec_take(&p, sizeof(float) * (size_t)rows * H);
     d->len = (int *)mdl__dec_take(&p, sizeof(int) * (size_t)max_batch);
     d->temp = (float *)mdl__dec_take(&p, sizeof(float) * (size_t)L * H);
     d->rslot = (int *)mdl__dec_take(&p, sizeof(int) * (size_t)rows);
@@ -3257,7 +3266,7 @@ int mdl_decode_init(mdl_model *m, int max_batch, int max_len, size_t *cache_byte
     d->nl = max_len;
     d->rows = rows;
     d->nthr = nthr;
-    d->cache_bytes = 2 * sizeof(float) * cache;
+    d->cache_bytes = sizeof(float) * (2 * cache + vzn);
     d->bytes = total;
     for (l = 0; l < L * H; l++) d->temp[l] = 1.0f;
     memset(d->len, 0, sizeof(int) * (size_t)max_batch);
@@ -3313,7 +3322,6 @@ static int mdl__dec_run(mdl_model *m, int n, const int *ids, float *logits, int 
     const mdl_config *c = &m->cfg;
     const float *P = m->params;
     const int C = m->C, H = m->H, D = m->D, nl = d->nl, nb = d->nb;
-    const size_t NC = (size_t)n * C;
     const float *Pp[LYR_MAX_PARAMS];
     lyr_io io;
     int r, l, err = 0;
@@ -3334,8 +3342,27 @@ static int mdl__dec_run(mdl_model *m, int n, const int *ids, float *logits, int 
         float g = b->gtau != MDL__ABSENT ? P[b->gtau] : 1.0f;
         float *kc = d->kc + (size_t)l * nb * nl * C, *vc = d->vc + (size_t)l * nb * nl * C;
         int u;
+        const float *eta = c->res_gate ? d->eta : NULL;
         if (!mdl__finite(g) || !(g > 0.0f))
             return mdl__fail(m, MDL_EINVAL, "layer %d: gac_tau must be finite and > 0 (got %g)", l, (double)g);
+        if (m->need_mu) { /* memberships of the new rows (per token), as mdl__block_fwd */
+            era_rpa_config ru = c->rpa;
+            era_rpa_params rp = era_rpa_params_default();
+            era_mu_stats ms;
+            ru.R = m->R;
+            ru.legacy = 0;
+            rp.D = C;
+            rp.P = C;
+            rp.W = P + b->memw;
+            rp.b = P + b->memb;
+            rp.centers = P + b->memc;
+            rp.log_sigma = P + b->mems;
+            MDL__TRY(ex_membership_fwd(&m->cx, &ru, &rp, d->mu, d->zproj, &ms, d->x, 1, n), "era_membership_forward");
+        }
+        if (c->res_gate) { /* eta = sigmoid(mu . w) */
+            MDL__TRY(mdl__linear(&m->cx, d->eta, d->mu, P + b->resg, NULL, n, m->R, 1), "residual gate");
+            MDL__TRY(ex_sigmoid_fwd(&m->cx, d->eta, d->eta, (size_t)n), "residual gate sigmoid");
+        }
         mdl__io(m, &m->cp[MDL__CP_N1], b->cp[MDL__CP_N1], d->sv_n1, NULL, &io, Pp, NULL);
         io.work = d->work;
         io.B = 1;
@@ -3398,7 +3425,30 @@ static int mdl__dec_run(mdl_model *m, int n, const int *ids, float *logits, int 
         }
         if (err) return mdl__fail(m, MDL_EFAIL, "decoding: more OpenMP threads than at mdl_decode_init");
         MDL__TRY(mdl__linear(&m->cx, d->ap, d->att, P + b->proj, NULL, n, C, C), "attention projection");
-        MDL__TRY(ex_residual_fwd(&m->cx, d->x, d->x, d->ap, NC), "attention residual");
+        if (c->value_gate) {
+            /* g = mean_h sigmoid(mean_{s <= t} (W mu_s)_h) (tk_causal_mean_gate_forward's
+               sums over the slot's cached pre-activations); ap *= g */
+            float *vzc = d->vzc + (size_t)l * nb * nl * H;
+            MDL__TRY(mdl__linear(&m->cx, d->vz, d->mu, P + b->vgam, NULL, n, m->R, H), "value gate");
+            for (r = 0; r < n; r++)
+                memcpy(vzc + ((size_t)d->rslot[r] * nl + d->rpos[r]) * H, d->vz + (size_t)r * H,
+                       sizeof(float) * (size_t)H);
+            for (r = 0; r < n; r++) {
+                const int t = d->rpos[r];
+                const float *zb = vzc + (size_t)d->rslot[r] * nl * H;
+                double sum = 0.0;
+                float gv, *ar = d->ap + (size_t)r * C;
+                int h, j;
+                for (h = 0; h < H; h++) {
+                    double acc = 0.0;
+                    for (j = 0; j <= t; j++) acc += (double)zb[(size_t)j * H + h];
+                    sum += (double)(float)(1.0 / (1.0 + exp(-(acc / (double)(t + 1)))));
+                }
+                gv = (float)(sum / (double)H);
+                for (j = 0; j < C; j++) ar[j] *= gv;
+            }
+        }
+        MDL__TRY(mdl__branch_fwd(&m->cx, d->x, d->x, d->ap, eta, n, C), "attention residual");
         mdl__io(m, &m->cp[MDL__CP_N2], b->cp[MDL__CP_N2], d->sv_n2, NULL, &io, Pp, NULL);
         io.work = d->work;
         io.B = 1;
@@ -3411,9 +3461,10 @@ static int mdl__dec_run(mdl_model *m, int n, const int *ids, float *logits, int 
         io.B = 1;
         io.T = n;
         io.x = d->n2;
+        io.mu = d->mu;
         io.out = d->fp;
         MDL__TRY(mdl__cfwd(m, MDL__CP_FFN, &io), "FFN forward");
-        MDL__TRY(ex_residual_fwd(&m->cx, d->x, d->x, d->fp, NC), "FFN residual");
+        MDL__TRY(mdl__branch_fwd(&m->cx, d->x, d->x, d->fp, eta, n, C), "FFN residual");
     }
     if (nout > 0) {
         /* the final norm and the tied head on the rows that want logits */

@@ -375,12 +375,16 @@ int mdl_frozen_copy(const mdl_model *m, const unsigned char *frozen, float *buf,
    they were computed with).
      mdl_decode_supports  MDL_OK, or MDL_EINVAL and a sentence: decoding covers softmax
                           attention without a prior, learned / rotary / no positions,
-                          LayerNorm / RMSNorm, GELU / squared-ReLU MLP, gac_tau, per-head
-                          temperatures; it refuses what mdl_decode_limit lists (one table)
+                          LayerNorm / RMSNorm, GELU / squared-ReLU MLP or fuzzy MoE, the
+                          memberships, residual and value gates (the value gate's causal
+                          mean from a per-slot cache of its pre-activations), gac_tau,
+                          per-head temperatures; it refuses what mdl_decode_limit lists
+                          (one table: priors, polar attention, memory, convolution)
      mdl_decode_limit     the i-th refused configuration as a phrase, NULL past the last
      mdl_decode_init      allocates the cache and scratch once (1 <= max_batch <= 65536,
                           1 <= max_len <= max_T); *cache_bytes (may be NULL) = the K/V cache
-                          size, 2 * L * max_batch * max_len * C * 4 bytes. Every slot
+                          size, (2 C (+ H with value_gate)) * L * max_batch * max_len * 4
+                          bytes. Every slot
                           starts empty; a second call replaces the first. Refuses a device
                           model and an unsupported configuration.
      mdl_decode_set_temp  per-head temperature multipliers (L,H) (NULL: 1) times
