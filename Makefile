@@ -72,7 +72,7 @@ BENCH_NAMES  := $(patsubst bench/%.c,%,$(wildcard bench/bench_*.c))
 # no-OpenMP variant with gcc only; clang builds and runs them with OpenMP + SIMD. This
 # keeps `make test` within CI's 20 minutes on 2 cores; the headers' own tests keep all
 # four variants.
-EXAMPLE_TESTS := test_model test_train test_mcqa test_niah test_ceas_gating
+EXAMPLE_TESTS := test_model test_train test_mcqa test_niah test_ceas_gating test_decode
 NOOMP_SKIP_clang := $(EXAMPLE_TESTS)
 # ... and at -O0 (ASan and UBSan check the same): 8-12 s to compile instead of 27-33 s,
 # for runs a few seconds longer (measured: test_model 13 s against 8 s); for the tests that
@@ -109,6 +109,7 @@ TEST_OBJS_test_niah  := impl stb_impl bpe data layers model plot niah
 TEST_OBJS_test_mcqa  := impl stb_impl bpe layers model mcqa
 TEST_OBJS_test_data  := stb_impl bpe data
 TEST_OBJS_test_model := impl layers
+TEST_OBJS_test_decode := impl stb_impl layers model
 TEST_OBJS_test_layers := impl
 TEST_OBJS_test_ceas_gating := impl stb_impl bpe data layers
 TEST_OBJ_TESTS := $(patsubst TEST_OBJS_%,%,$(filter TEST_OBJS_%,$(.VARIABLES)))

@@ -570,7 +570,7 @@ fi
 #    --check passes on the data and fails on a corrupted copy; a bpe copied out of the tree
 #    finds its vocabulary by --vocab-dir and by $ATTNKIT_VOCAB_DIR; the final evaluation
 #    prints progress lines in a log (not a terminal)
-for prog in wt2_train bpe wt2_prepare mcqa mcqa_gen mcqa_compare niah; do
+for prog in wt2_train bpe wt2_prepare mcqa mcqa_gen mcqa_compare niah generate; do
     if [ ! -x "$BIN/$prog" ]; then skip help_stdout_$prog "no $BIN/$prog"; continue; fi
     "$BIN/$prog" --help > "$W/h.out" 2> "$W/h.err"; rc=$?
     [ $rc -eq 0 ] && grep -qi "usage" "$W/h.out" && [ ! -s "$W/h.err" ] && ok help_stdout_$prog \

@@ -242,6 +242,19 @@ fi
 
 phase "programs eval check"
 
+# 3d2. text generation (issue 42): build/generate on tiny checkpoints, the same seed the same
+#      text, strict --json, errors never a crash (tests/generate_check.sh, tiny runs)
+if [ -x build/generate ] && [ -x build/wt2_train ]; then
+    if sh tests/generate_check.sh build "$WT2_DATA" > "$LOG/generate_check.out" 2>&1 \
+        && grep -q '^RESULT generate_check .*failed=0' "$LOG/generate_check.out"; then
+        echo "generate check: 1 passed, 0 failed"; P=$((P + 1))
+    else
+        echo "FAIL generate check (log in $LOG/generate_check.out):"; grep '^FAIL' "$LOG/generate_check.out"; F=$((F + 1))
+    fi
+fi
+
+phase "generate check"
+
 # 3e. every command block of README.md runs as written (tests/readme_check.sh: a fresh copy
 #     of the tree, the built programs, smoke sizes; issue 40)
 if [ -x build/wt2_train ] && [ -x build/mcqa ] && [ -f "$WT2_DATA/wt2.valid.gpt2.u16" ]; then

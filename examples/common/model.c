@@ -303,6 +303,7 @@ struct mdl_model {
     float *sc;
     size_t sc_lo[MDL_MAX_LAYERS], sc_n[MDL_MAX_LAYERS], sc_at[MDL_MAX_LAYERS];
     char err[256];
+    struct mdl__dec *dec;   /* token-by-token decoding state (mdl_decode_init), or NULL */
 };
 
 /* Softmax attention as the mixer slot's kind (issue 39 item 3): the model's own kind, its
@@ -1017,6 +1018,7 @@ void mdl_destroy(mdl_model *m)
     free(m->gate_scr);
     free(m->gate_keep);
     free(m->gate_frozen);
+    mdl_decode_free(m);
     free(m);
 }
 
@@ -3125,4 +3127,447 @@ double mdl_flops_per_token(const mdl_config *cfg, int T)
         mm = L * per_layer + V * C;
         return 6.0 * mm + L * (6.0 * C * ((double)T + 1.0) + extra);
     }
+}
+
+/* ------------------------------------------------------------------ decoding (issue 42) */
+
+/* What token-by-token decoding refuses: the one table behind mdl_decode_supports and
+   mdl_decode_limit. Decoding keeps each layer's rotated keys and values per slot and runs
+   the per-token parts of the block (norms, projections, FFN) on the new rows only, so a
+   component whose output at t reads more than the token at t and the cached keys/values
+   (a (T,T) prior, the recurrent memory, the convolution's window, memberships' running
+   statistics) is not covered yet. */
+static int mdl__dec_prior(const mdl_config *c) { return c->prior != MDL_PRIOR_NONE; }
+static int mdl__dec_polar(const mdl_config *c) { return c->attn != MDL_ATTN_SOFTMAX; }
+static int mdl__dec_memory(const mdl_config *c) { return c->memory != MDL_MEM_NONE; }
+static int mdl__dec_conv(const mdl_config *c) { return c->conv_k != 0; }
+static int mdl__dec_heads(const mdl_config *c) { return c->value_gate && c->n_heads > 256; }
+static const struct {
+    int (*refuses)(const mdl_config *);
+    const char *what;
+} mdl__dec_limits[] = {
+    {mdl__dec_prior, "an attention prior (RPA, ERA, sinusoid or relative)"},
+    {mdl__dec_polar, "polar attention"},
+    {mdl__dec_memory, "the gated-delta memory channel"},
+    {mdl__dec_conv, "the causal convolution (conv_k)"},
+    {mdl__dec_heads, "the value gate with more than 256 heads"},
+};
+#define MDL__NDEC_LIMITS ((int)(sizeof mdl__dec_limits / sizeof mdl__dec_limits[0]))
+
+const char *mdl_decode_limit(int i)
+{
+    return (i >= 0 && i < MDL__NDEC_LIMITS) ? mdl__dec_limits[i].what : NULL;
+}
+
+int mdl_decode_supports(const mdl_config *cfg, char *err, size_t errlen)
+{
+    int i;
+    if (!cfg) return ex_errf(err, errlen, MDL_EINVAL, "mdl_decode_supports: cfg is NULL");
+    for (i = 0; i < MDL__NDEC_LIMITS; i++)
+        if (mdl__dec_limits[i].refuses(cfg))
+            return ex_errf(err, errlen, MDL_EINVAL,
+                           "token-by-token decoding does not support %s yet (softmax attention without a prior, "
+                           "no memory or convolution, only)",
+                           mdl__dec_limits[i].what);
+    return ex_errf(err, errlen, MDL_OK, "ok");
+}
+
+struct mdl__dec {
+    int nb, nl, rows, nthr;
+    float *kc, *vc;          /* (L, nb, nl, C) rotated keys, values */
+    float *vzc;              /* (L, nb, nl, H) value-gate pre-activations (value_gate), else NULL */
+    float *mu, *zproj, *eta, *vz; /* memberships (rows,R), their projection (rows,C), residual
+                                     gates (rows), value-gate pre-activations (rows,H) */
+    int *len;                /* (nb) live length of each slot */
+    float *temp;             /* (L,H) temperature multipliers (mdl_decode_set_temp) */
+    float *x, *n1, *qkv, *att, *ap, *n2, *fp, *nf; /* scratch, rows x C (qkv rows x 3C) */
+    float *sv_n1, *sv_n2, *sv_f, *sv_nf, *work;    /* the components' saved / work buffers */
+    float *sc;               /* (nthr, nl) attention scores */
+    int *rslot, *rpos, *rout; /* per row: slot, position; rows that want logits */
+    size_t cache_bytes, bytes;
+};
+
+static void *mdl__dec_take(char **p, size_t bytes)
+{
+    void *r = *p;
+    *p += mdl__align(bytes ? bytes : 1);
+    return r;
+}
+
+void mdl_decode_free(mdl_model *m)
+{
+    if (!m || !m->dec) return;
+    free(m->dec->kc);
+    free(m->dec);
+    m->dec = NULL;
+}
+
+int mdl_decode_init(mdl_model *m, int max_batch, int max_len, size_t *cache_bytes)
+{
+    struct mdl__dec *d;
+    const mdl_config *c;
+    int rows, L, C, H, l, nthr;
+    size_t fl = 0, nsv1, nsv2, nsvf, nwork, cache, total, w, vzn;
+    char e[256], *p;
+    if (cache_bytes) *cache_bytes = 0;
+    if (!m) return MDL_EINVAL;
+    c = &m->cfg;
+    if (m->cx.device != EX_CPU)
+        return mdl__fail(m, MDL_EINVAL, "mdl_decode_init: token-by-token decoding runs on the CPU model only "
+                                        "(this model lives on a device)");
+    if (mdl_decode_supports(c, e, sizeof e) != MDL_OK) return mdl__fail(m, MDL_EINVAL, "mdl_decode_init: %s", e);
+    if (max_batch < 1 || max_batch > 65536)
+        return mdl__fail(m, MDL_EINVAL, "mdl_decode_init: max_batch must be in [1, 65536] (got %d)", max_batch);
+    if (max_len < 1 || max_len > c->max_T)
+        return mdl__fail(m, MDL_EINVAL, "mdl_decode_init: max_len must be in [1, max_T = %d] (got %d)", c->max_T,
+                         max_len);
+    L = m->L;
+    C = m->C;
+    H = m->H;
+    rows = max_batch > max_len ? max_batch : max_len;
+    nthr = mdl__nthreads();
+    if (nthr < 1) nthr = 1;
+    cache = (size_t)L * (size_t)max_batch * (size_t)max_len * (size_t)C;
+    if (cache > ((size_t)1 << 40) / (2 * sizeof(float)))
+        return mdl__fail(m, MDL_EINVAL, "mdl_decode_init: the cache (%d layers x %d slots x %d positions x %d) is too "
+                                        "large", L, max_batch, max_len, C);
+    nsv1 = m->cp[MDL__CP_N1].k->saved_floats(m->cp[MDL__CP_N1].d, 1, rows);
+    nsv2 = m->cp[MDL__CP_N2].k->saved_floats(m->cp[MDL__CP_N2].d, 1, rows);
+    nsvf = m->cp[MDL__CP_FFN].k->saved_floats(m->cp[MDL__CP_FFN].d, 1, rows);
+    nwork = 0;
+    for (l = 0; l < MDL__NCP; l++)
+        if (m->cp[l].k && l != MDL__CP_MIX) {
+            w = m->cp[l].k->work_floats(m->cp[l].d, 1, rows);
+            if (w > nwork) nwork = w;
+        }
+    vzn = c->value_gate ? (size_t)L * (size_t)max_batch * (size_t)max_len * (size_t)H : 0;
+    fl = (size_t)rows * C * 11 + (size_t)rows * (size_t)(m->R + 1 + H) + nsv1 * 2 + nsv2 + nsvf + nwork +
+         (size_t)nthr * max_len;
+    total = mdl__align(sizeof(float) * cache) * 2 + mdl__align(sizeof(float) * vzn) + mdl__align(sizeof(float) * fl) +
+            32 * MDL__ALIGN +
+            mdl__align(sizeof(int) * (size_t)max_batch) + mdl__align(sizeof(float) * (size_t)L * H) +
+            3 * mdl__align(sizeof(int) * (size_t)rows);
+    mdl_decode_free(m);
+    d = (struct mdl__dec *)calloc(1, sizeof *d);
+    if (!d) return mdl__fail(m, MDL_ENOMEM, "mdl_decode_init: out of memory");
+    d->kc = (float *)malloc(total);
+    if (!d->kc) {
+        free(d);
+        return mdl__fail(m, MDL_ENOMEM, "mdl_decode_init: out of memory (%.1f MB)", (double)total / 1e6);
+    }
+    p = (char *)d->kc + mdl__align(sizeof(float) * cache);
+    d->vc = (float *)mdl__dec_take(&p, sizeof(float) * cache);
+    d->vzc = vzn ? (float *)mdl__dec_take(&p, sizeof(float) * vzn) : NULL;
+    d->mu = (float *)mdl__dec_take(&p, sizeof(float) * (size_t)rows * m->R);
+    d->zproj = (float *)mdl__dec_take(&p, sizeof(float) * (size_t)rows * C);
+    d->eta = (float *)mdl__dec_take(&p, sizeof(float) * (size_t)rows);
+    d->vz = (float *)mdl__dec_take(&p, sizeof(float) * (size_t)rows * H);
+    d->len = (int *)mdl__dec_take(&p, sizeof(int) * (size_t)max_batch);
+    d->temp = (float *)mdl__dec_take(&p, sizeof(float) * (size_t)L * H);
+    d->rslot = (int *)mdl__dec_take(&p, sizeof(int) * (size_t)rows);
+    d->rpos = (int *)mdl__dec_take(&p, sizeof(int) * (size_t)rows);
+    d->rout = (int *)mdl__dec_take(&p, sizeof(int) * (size_t)rows);
+    d->x = (float *)mdl__dec_take(&p, sizeof(float) * (size_t)rows * C);
+    d->n1 = (float *)mdl__dec_take(&p, sizeof(float) * (size_t)rows * C);
+    d->qkv = (float *)mdl__dec_take(&p, sizeof(float) * (size_t)rows * C * 3);
+    d->att = (float *)mdl__dec_take(&p, sizeof(float) * (size_t)rows * C);
+    d->ap = (float *)mdl__dec_take(&p, sizeof(float) * (size_t)rows * C);
+    d->n2 = (float *)mdl__dec_take(&p, sizeof(float) * (size_t)rows * C);
+    d->fp = (float *)mdl__dec_take(&p, sizeof(float) * (size_t)rows * C);
+    d->nf = (float *)mdl__dec_take(&p, sizeof(float) * (size_t)rows * C);
+    d->sv_n1 = (float *)mdl__dec_take(&p, sizeof(float) * nsv1);
+    d->sv_nf = (float *)mdl__dec_take(&p, sizeof(float) * nsv1);
+    d->sv_n2 = (float *)mdl__dec_take(&p, sizeof(float) * nsv2);
+    d->sv_f = (float *)mdl__dec_take(&p, sizeof(float) * nsvf);
+    d->work = (float *)mdl__dec_take(&p, sizeof(float) * nwork);
+    d->sc = (float *)mdl__dec_take(&p, sizeof(float) * (size_t)nthr * max_len);
+    if ((size_t)(p - (char *)d->kc) > total) { /* (the sum above covers every take) */
+        free(d->kc);
+        free(d);
+        return mdl__fail(m, MDL_EFAIL, "mdl_decode_init: internal size error");
+    }
+    d->nb = max_batch;
+    d->nl = max_len;
+    d->rows = rows;
+    d->nthr = nthr;
+    d->cache_bytes = sizeof(float) * (2 * cache + vzn);
+    d->bytes = total;
+    for (l = 0; l < L * H; l++) d->temp[l] = 1.0f;
+    memset(d->len, 0, sizeof(int) * (size_t)max_batch);
+    m->dec = d;
+    if (cache_bytes) *cache_bytes = d->cache_bytes;
+    return MDL_OK;
+}
+
+size_t mdl_decode_cache_bytes(const mdl_model *m) { return m && m->dec ? m->dec->cache_bytes : 0; }
+
+int mdl_decode_set_temp(mdl_model *m, const float *head_temp, float attn_temp_mul)
+{
+    int i, n;
+    if (!m) return MDL_EINVAL;
+    if (!m->dec) return mdl__fail(m, MDL_EINVAL, "mdl_decode_set_temp: call mdl_decode_init first");
+    if (!mdl__finite(attn_temp_mul) || !(attn_temp_mul > 0.0f))
+        return mdl__fail(m, MDL_EINVAL, "mdl_decode_set_temp: attn_temp_mul must be finite and > 0 (got %g)",
+                         (double)attn_temp_mul);
+    n = m->L * m->H;
+    if (head_temp)
+        for (i = 0; i < n; i++)
+            if (!mdl__finite(head_temp[i]) || !(head_temp[i] > 0.0f))
+                return mdl__fail(m, MDL_EINVAL, "mdl_decode_set_temp: head_temp[%d] must be finite and > 0 (got %g)",
+                                 i, (double)head_temp[i]);
+    for (i = 0; i < n; i++) m->dec->temp[i] = attn_temp_mul * (head_temp ? head_temp[i] : 1.0f);
+    return MDL_OK;
+}
+
+int mdl_decode_reset(mdl_model *m, int slot)
+{
+    if (!m) return MDL_EINVAL;
+    if (!m->dec) return mdl__fail(m, MDL_EINVAL, "mdl_decode_reset: call mdl_decode_init first");
+    if (slot < 0 || slot >= m->dec->nb)
+        return mdl__fail(m, MDL_ERANGE, "mdl_decode_reset: slot %d is outside [0, %d)", slot, m->dec->nb);
+    m->dec->len[slot] = 0;
+    return MDL_OK;
+}
+
+int mdl_decode_len(const mdl_model *m, int slot)
+{
+    if (!m || !m->dec || slot < 0 || slot >= m->dec->nb) return -1;
+    return m->dec->len[slot];
+}
+
+/* One block-stack pass over n rows (row r: token ids[r] of slot rslot[r] at position
+   rpos[r]; every earlier position of that slot is in the cache or among the earlier rows),
+   then the head for the rows listed in rout (nout of them) into logits (nout, V). The
+   same math as mdl_forward's: rows of one slot see exactly the keys a causal forward's row
+   at that position sees. */
+static int mdl__dec_run(mdl_model *m, int n, const int *ids, float *logits, int nout)
+{
+    struct mdl__dec *d = m->dec;
+    const mdl_config *c = &m->cfg;
+    const float *P = m->params;
+    const int C = m->C, H = m->H, D = m->D, nl = d->nl, nb = d->nb;
+    const float *Pp[LYR_MAX_PARAMS];
+    lyr_io io;
+    int r, l, err = 0;
+    /* embedding (+ learned positions) */
+    for (r = 0; r < n; r++) {
+        const float *te = P + m->wte + (size_t)ids[r] * C;
+        float *xr = d->x + (size_t)r * C;
+        int j;
+        if (m->wpe != MDL__ABSENT) {
+            const float *pe = P + m->wpe + (size_t)d->rpos[r] * C;
+            for (j = 0; j < C; j++) xr[j] = te[j] + pe[j];
+        } else {
+            memcpy(xr, te, sizeof(float) * (size_t)C);
+        }
+    }
+    for (l = 0; l < m->L; l++) {
+        const mdl__bp *b = &m->bp[l];
+        float g = b->gtau != MDL__ABSENT ? P[b->gtau] : 1.0f;
+        float *kc = d->kc + (size_t)l * nb * nl * C, *vc = d->vc + (size_t)l * nb * nl * C;
+        int u;
+        const float *eta = c->res_gate ? d->eta : NULL;
+        if (!mdl__finite(g) || !(g > 0.0f))
+            return mdl__fail(m, MDL_EINVAL, "layer %d: gac_tau must be finite and > 0 (got %g)", l, (double)g);
+        if (m->need_mu) { /* memberships of the new rows (per token), as mdl__block_fwd */
+            era_rpa_config ru = c->rpa;
+            era_rpa_params rp = era_rpa_params_default();
+            era_mu_stats ms;
+            ru.R = m->R;
+            ru.legacy = 0;
+            rp.D = C;
+            rp.P = C;
+            rp.W = P + b->memw;
+            rp.b = P + b->memb;
+            rp.centers = P + b->memc;
+            rp.log_sigma = P + b->mems;
+            MDL__TRY(ex_membership_fwd(&m->cx, &ru, &rp, d->mu, d->zproj, &ms, d->x, 1, n), "era_membership_forward");
+        }
+        if (c->res_gate) { /* eta = sigmoid(mu . w) */
+            MDL__TRY(mdl__linear(&m->cx, d->eta, d->mu, P + b->resg, NULL, n, m->R, 1), "residual gate");
+            MDL__TRY(ex_sigmoid_fwd(&m->cx, d->eta, d->eta, (size_t)n), "residual gate sigmoid");
+        }
+        mdl__io(m, &m->cp[MDL__CP_N1], b->cp[MDL__CP_N1], d->sv_n1, NULL, &io, Pp, NULL);
+        io.work = d->work;
+        io.B = 1;
+        io.T = n;
+        io.x = d->x;
+        io.out = d->n1;
+        MDL__TRY(mdl__cfwd(m, MDL__CP_N1, &io), "norm1");
+        MDL__TRY(mdl__linear(&m->cx, d->qkv, d->n1, P + b->qkv, NULL, n, C, 3 * C), "qkv GEMM");
+        /* RoPE (tk_rope's angles and rotation at each row's position), then the cache */
+        for (r = 0; r < n; r++) {
+            float *row = d->qkv + (size_t)r * 3 * C;
+            const int t = d->rpos[r];
+            if (c->pos == MDL_POS_ROPE) {
+                int i, h;
+                for (i = 0; i < D / 2; i++) {
+                    double ang = (double)t * pow((double)(float)MDL_ROPE_BASE, -2.0 * i / (double)D);
+                    float cs = (float)cos(ang), sn = (float)sin(ang);
+                    for (h = 0; h < 2 * H; h++) { /* q heads, then k heads */
+                        float *pp = row + (size_t)h * D + 2 * i, x0 = pp[0], x1 = pp[1];
+                        pp[0] = x0 * cs - x1 * sn;
+                        pp[1] = x0 * sn + x1 * cs;
+                    }
+                }
+            }
+            memcpy(kc + ((size_t)d->rslot[r] * nl + t) * C, row + C, sizeof(float) * (size_t)C);
+            memcpy(vc + ((size_t)d->rslot[r] * nl + t) * C, row + 2 * C, sizeof(float) * (size_t)C);
+        }
+        /* attention: each (row, head) over its slot's positions 0..t */
+        MDL__OMP(omp parallel for schedule(dynamic, 1) if(n * H > 1 && d->nthr > 1))
+        for (u = 0; u < n * H; u++) {
+            const int rr = u / H, h = u % H, t = d->rpos[rr], s = d->rslot[rr];
+            const float alpha = 1.0f / (sqrtf((float)D) * (d->temp[(size_t)l * H + h] * g));
+            const float *q = d->qkv + (size_t)rr * 3 * C + (size_t)h * D;
+            const float *kb = kc + (size_t)s * nl * C + (size_t)h * D, *vb = vc + (size_t)s * nl * C + (size_t)h * D;
+            float *sc = d->sc + (size_t)mdl__tid() * nl, *o = d->att + (size_t)rr * C + (size_t)h * D, mx;
+            double sum = 0.0;
+            int j, e;
+            if (mdl__tid() >= d->nthr) { /* (more threads than at init: cannot happen with the default team) */
+                MDL__OMP(omp atomic write)
+                err = 1;
+                continue;
+            }
+            for (j = 0; j <= t; j++) {
+                const float *kj = kb + (size_t)j * C;
+                double a = 0.0;
+                for (e = 0; e < D; e++) a += (double)q[e] * (double)kj[e];
+                sc[j] = (float)a * alpha;
+            }
+            mx = sc[0];
+            for (j = 1; j <= t; j++) mx = sc[j] > mx ? sc[j] : mx;
+            for (j = 0; j <= t; j++) {
+                sc[j] = expf(sc[j] - mx);
+                sum += sc[j];
+            }
+            for (e = 0; e < D; e++) {
+                double a = 0.0;
+                for (j = 0; j <= t; j++) a += (double)sc[j] * (double)vb[(size_t)j * C + e];
+                o[e] = (float)(a / sum);
+            }
+        }
+        if (err) return mdl__fail(m, MDL_EFAIL, "decoding: more OpenMP threads than at mdl_decode_init");
+        MDL__TRY(mdl__linear(&m->cx, d->ap, d->att, P + b->proj, NULL, n, C, C), "attention projection");
+        if (c->value_gate) {
+            /* g = mean_h sigmoid(mean_{s <= t} (W mu_s)_h) (tk_causal_mean_gate_forward's
+               sums over the slot's cached pre-activations); ap *= g */
+            float *vzc = d->vzc + (size_t)l * nb * nl * H;
+            MDL__TRY(mdl__linear(&m->cx, d->vz, d->mu, P + b->vgam, NULL, n, m->R, H), "value gate");
+            for (r = 0; r < n; r++)
+                memcpy(vzc + ((size_t)d->rslot[r] * nl + d->rpos[r]) * H, d->vz + (size_t)r * H,
+                       sizeof(float) * (size_t)H);
+            for (r = 0; r < n; r++) {
+                const int t = d->rpos[r];
+                const float *zb = vzc + (size_t)d->rslot[r] * nl * H;
+                double sum = 0.0;
+                float gv, *ar = d->ap + (size_t)r * C;
+                int h, j;
+                for (h = 0; h < H; h++) {
+                    double acc = 0.0;
+                    for (j = 0; j <= t; j++) acc += (double)zb[(size_t)j * H + h];
+                    sum += (double)(float)(1.0 / (1.0 + exp(-(acc / (double)(t + 1)))));
+                }
+                gv = (float)(sum / (double)H);
+                for (j = 0; j < C; j++) ar[j] *= gv;
+            }
+        }
+        MDL__TRY(mdl__branch_fwd(&m->cx, d->x, d->x, d->ap, eta, n, C), "attention residual");
+        mdl__io(m, &m->cp[MDL__CP_N2], b->cp[MDL__CP_N2], d->sv_n2, NULL, &io, Pp, NULL);
+        io.work = d->work;
+        io.B = 1;
+        io.T = n;
+        io.x = d->x;
+        io.out = d->n2;
+        MDL__TRY(mdl__cfwd(m, MDL__CP_N2, &io), "norm2");
+        mdl__io(m, &m->cp[MDL__CP_FFN], b->cp[MDL__CP_FFN], d->sv_f, NULL, &io, Pp, NULL);
+        io.work = d->work;
+        io.B = 1;
+        io.T = n;
+        io.x = d->n2;
+        io.mu = d->mu;
+        io.out = d->fp;
+        MDL__TRY(mdl__cfwd(m, MDL__CP_FFN, &io), "FFN forward");
+        MDL__TRY(mdl__branch_fwd(&m->cx, d->x, d->x, d->fp, eta, n, C), "FFN residual");
+    }
+    if (nout > 0) {
+        /* the final norm and the tied head on the rows that want logits */
+        for (r = 0; r < nout; r++)
+            if (d->rout[r] != r)
+                memcpy(d->x + (size_t)r * C, d->x + (size_t)d->rout[r] * C, sizeof(float) * (size_t)C);
+        mdl__io(m, &m->cp[MDL__CP_N1], m->lnf, d->sv_nf, NULL, &io, Pp, NULL);
+        io.work = d->work;
+        io.B = 1;
+        io.T = nout;
+        io.x = d->x;
+        io.out = d->nf;
+        MDL__TRY(mdl__cfwd(m, MDL__CP_N1, &io), "final norm");
+        MDL__TRY(mdl__linear(&m->cx, logits, d->nf, P + m->wte, NULL, nout, C, m->V), "head GEMM");
+    }
+    return MDL_OK;
+}
+
+int mdl_decode_prefill(mdl_model *m, int slot, const int *tokens, int n, float *logits_out, int all_logits)
+{
+    struct mdl__dec *d;
+    int r, t0, rc;
+    if (!m) return MDL_EINVAL;
+    d = m->dec;
+    if (!d) return mdl__fail(m, MDL_EINVAL, "mdl_decode_prefill: call mdl_decode_init first");
+    if (slot < 0 || slot >= d->nb)
+        return mdl__fail(m, MDL_ERANGE, "mdl_decode_prefill: slot %d is outside [0, %d)", slot, d->nb);
+    if (!tokens) return mdl__fail(m, MDL_EINVAL, "mdl_decode_prefill: tokens is NULL");
+    if (all_logits != 0 && all_logits != 1)
+        return mdl__fail(m, MDL_EINVAL, "mdl_decode_prefill: all_logits must be 0 or 1 (got %d)", all_logits);
+    t0 = d->len[slot];
+    if (n < 1 || n > d->nl - t0)
+        return mdl__fail(m, MDL_ERANGE, "mdl_decode_prefill: %d tokens do not fit slot %d (%d of max_len %d used)", n,
+                         slot, t0, d->nl);
+    rc = mdl__check_ids(m, tokens, (size_t)n, "tokens");
+    if (rc) return rc;
+    for (r = 0; r < n; r++) {
+        d->rslot[r] = slot;
+        d->rpos[r] = t0 + r;
+        d->rout[r] = all_logits ? r : n - 1;
+    }
+    rc = mdl__dec_run(m, n, tokens, logits_out, logits_out ? (all_logits ? n : 1) : 0);
+    if (rc) return rc;
+    d->len[slot] = t0 + n;
+    return MDL_OK;
+}
+
+int mdl_decode_step(mdl_model *m, const int *slots, const int *tokens, int nslots, float *logits_out)
+{
+    struct mdl__dec *d;
+    int r, q, rc;
+    if (!m) return MDL_EINVAL;
+    d = m->dec;
+    if (!d) return mdl__fail(m, MDL_EINVAL, "mdl_decode_step: call mdl_decode_init first");
+    if (!slots || !tokens || !logits_out)
+        return mdl__fail(m, MDL_EINVAL, "mdl_decode_step: slots, tokens and logits_out must not be NULL");
+    if (nslots < 1 || nslots > d->nb)
+        return mdl__fail(m, MDL_EINVAL, "mdl_decode_step: nslots must be in [1, max_batch = %d] (got %d)", d->nb,
+                         nslots);
+    for (r = 0; r < nslots; r++) {
+        const int s = slots[r];
+        if (s < 0 || s >= d->nb)
+            return mdl__fail(m, MDL_ERANGE, "mdl_decode_step: slots[%d] = %d is outside [0, %d)", r, s, d->nb);
+        for (q = 0; q < r; q++)
+            if (slots[q] == s)
+                return mdl__fail(m, MDL_EINVAL, "mdl_decode_step: slot %d is given twice (slots[%d], slots[%d])", s,
+                                 q, r);
+        if (d->len[s] >= d->nl)
+            return mdl__fail(m, MDL_ERANGE, "mdl_decode_step: slot %d is full (max_len %d); reset it", s, d->nl);
+    }
+    rc = mdl__check_ids(m, tokens, (size_t)nslots, "tokens");
+    if (rc) return rc;
+    for (r = 0; r < nslots; r++) {
+        d->rslot[r] = slots[r];
+        d->rpos[r] = d->len[slots[r]];
+        d->rout[r] = r;
+    }
+    rc = mdl__dec_run(m, nslots, tokens, logits_out, nslots);
+    if (rc) return rc;
+    for (r = 0; r < nslots; r++) d->len[slots[r]]++;
+    return MDL_OK;
 }

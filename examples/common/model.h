@@ -365,6 +365,53 @@ size_t mdl_frozen_floats(const mdl_model *m, const unsigned char *frozen);
 int mdl_frozen_copy(const mdl_model *m, const unsigned char *frozen, float *buf, float *compact,
                     int restore);
 
+/* Token-by-token decoding (issue 42; CPU model). A cache of every layer's keys (rotated
+   with RoPE) and values for max_batch independent slots of up to max_len positions each;
+   each call runs the new tokens only through the blocks and gives the logits of the full
+   causal forward at those positions (mdl_forward's math: the same components, the same
+   RoPE angles; the attention of a new row over its slot's cached keys in double
+   accumulation, so agreement is to rounding, not bits). The parameters are read at each
+   call (load or change them between calls freely; cached keys stay those of the weights
+   they were computed with).
+     mdl_decode_supports  MDL_OK, or MDL_EINVAL and a sentence: decoding covers softmax
+                          attention without a prior, learned / rotary / no positions,
+                          LayerNorm / RMSNorm, GELU / squared-ReLU MLP or fuzzy MoE, the
+                          memberships, residual and value gates (the value gate's causal
+                          mean from a per-slot cache of its pre-activations), gac_tau,
+                          per-head temperatures; it refuses what mdl_decode_limit lists
+                          (one table: priors, polar attention, memory, convolution)
+     mdl_decode_limit     the i-th refused configuration as a phrase, NULL past the last
+     mdl_decode_init      allocates the cache and scratch once (1 <= max_batch <= 65536,
+                          1 <= max_len <= max_T); *cache_bytes (may be NULL) = the K/V cache
+                          size, (2 C (+ H with value_gate)) * L * max_batch * max_len * 4
+                          bytes. Every slot
+                          starts empty; a second call replaces the first. Refuses a device
+                          model and an unsupported configuration.
+     mdl_decode_set_temp  per-head temperature multipliers (L,H) (NULL: 1) times
+                          attn_temp_mul, as mdl_opts.head_temp / attn_temp_mul in a forward
+     mdl_decode_reset     empties one slot (the others keep their state)
+     mdl_decode_len       live length of a slot, -1 for a bad argument
+     mdl_decode_prefill   appends tokens[0..n) to slot's sequence (n >= 1, its length +
+                          n <= max_len); logits_out (caller-owned, may be NULL: cache only)
+                          gets (n,V) logits with all_logits 1, else the last row's (V)
+     mdl_decode_step      one new token per slot: slots[i] (distinct, each with room) takes
+                          tokens[i]; logits_out (nslots,V). Slots of any live lengths, in
+                          any order and subset; a slot not listed keeps its state
+     mdl_decode_free      frees the cache (mdl_destroy does too)
+   Errors: MDL_EINVAL (NULL, not initialised, a repeated slot, refused config), MDL_ERANGE
+   (slot out of range, no room, token id outside [0, vocab)) with mdl_last_error(m); a
+   failed call leaves every slot's length unchanged. */
+int mdl_decode_supports(const mdl_config *cfg, char *err, size_t errlen);
+const char *mdl_decode_limit(int i);
+int mdl_decode_init(mdl_model *m, int max_batch, int max_len, size_t *cache_bytes);
+size_t mdl_decode_cache_bytes(const mdl_model *m);
+int mdl_decode_set_temp(mdl_model *m, const float *head_temp, float attn_temp_mul);
+int mdl_decode_reset(mdl_model *m, int slot);
+int mdl_decode_len(const mdl_model *m, int slot);
+int mdl_decode_prefill(mdl_model *m, int slot, const int *tokens, int n, float *logits_out, int all_logits);
+int mdl_decode_step(mdl_model *m, const int *slots, const int *tokens, int nslots, float *logits_out);
+void mdl_decode_free(mdl_model *m);
+
 /* Model FLOPs of one training step (forward + backward) per token at context T: the
    figure MFU uses (matmuls, attention at its causal cost, head). */
 double mdl_flops_per_token(const mdl_config *cfg, int T);

@@ -1,0 +1,360 @@
+/* test_decode.c - token-by-token decoding of the examples' model (model.h mdl_decode_*,
+   issue 42): prefill + steps against the full causal forward at every position, for
+   several configurations (learned positions + LayerNorm + GELU; RoPE + RMSNorm + ReLU^2
+   with per-head temperatures; GAC temperature; no positions; fuzzy MoE with residual and
+   value gates; RoPE + value gate), three slots of different
+   lengths stepped together, a slot reset and restarted mid-way, the refused
+   configurations (one table) and bad arguments. Links the model (Makefile:
+   TEST_OBJS_test_decode). */
+#include "../examples/common/model.h"
+#include "attnkit_test.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DV 37
+#define DT 12
+#define NSEQ 4
+
+static mdl_config small(void)
+{
+    mdl_config c = mdl_config_default();
+    c.vocab = DV;
+    c.d_model = 16;
+    c.n_layers = 2;
+    c.n_heads = 2;
+    c.max_T = DT;
+    c.d_ff_mult = 2;
+    c.init_std = 0.3f;
+    c.R = 3;
+    c.rpa.K = 3;
+    c.era.R = 4;
+    c.era.nb = 4;
+    return c;
+}
+
+/* random weights: every parameter N(0, 0.4), norm gains 1 + N(0, 0.4), gac_tau 0.7 */
+static void randomize(mdl_model *m, unsigned long long seed)
+{
+    float *P = mdl_params(m);
+    int i, n = mdl_num_tensors(m);
+    tt_seed(seed);
+    for (i = 0; i < n; i++) {
+        const mdl_tensor *t = mdl_tensor_at(m, i);
+        size_t k;
+        for (k = 0; k < t->numel; k++) P[t->offset + k] = (float)(0.4 * tt_normal());
+        if (strstr(t->name, "gac_tau"))
+            for (k = 0; k < t->numel; k++) P[t->offset + k] = 0.7f;
+        else if (strstr(t->name, "ln") && strstr(t->name, "weight"))
+            for (k = 0; k < t->numel; k++) P[t->offset + k] += 1.0f;
+    }
+}
+
+static double g_worst = 0.0;
+
+/* max over rows of max |a - b| / max |b| (row of V) */
+static double row_err(const float *a, const float *b, int V)
+{
+    double mx = 0.0, d = 0.0;
+    int v;
+    for (v = 0; v < V; v++) {
+        double x = fabs((double)b[v]), e = fabs((double)a[v] - (double)b[v]);
+        if (x > mx) mx = x;
+        if (e > d || e != e) d = e != e ? 1e30 : e;
+    }
+    return d / (mx > 0.0 ? mx : 1.0);
+}
+
+/* The full causal forward's logits of seq (len) into ref (len, V). */
+static void full_logits(mdl_model *m, const int *seq, int len, const mdl_opts *o, float *ref)
+{
+    int rc = mdl_forward(m, seq, NULL, 1, len, o, NULL);
+    CHECK_INT_EQ(rc, MDL_OK);
+    if (rc == MDL_OK) memcpy(ref, mdl_logits(m), sizeof(float) * (size_t)len * DV);
+}
+
+static void run_exact(mdl_config c, const float *head_temp, const char *name)
+{
+    static const int lens[NSEQ] = {9, 5, 12, 7};
+    static const int pre[NSEQ] = {3, 1, 4, 2};
+    int seq[NSEQ][DT], i, j, rc, done[NSEQ] = {0, 0, 0, 0}, slot_seq[3] = {0, 1, 2}, pos[3];
+    float *ref = (float *)malloc(sizeof(float) * NSEQ * DT * DV), *lg = (float *)malloc(sizeof(float) * 3 * DT * DV);
+    mdl_model *m = NULL;
+    mdl_opts o = mdl_opts_default();
+    char err[256];
+    size_t cb = 0;
+    double worst = 0.0;
+    int restarted = 0;
+    o.train = 0;
+    o.head_temp = head_temp;
+    CHECK(ref && lg);
+    rc = mdl_create(&m, &c, 7, err, sizeof err);
+    CHECK_INT_EQ(rc, MDL_OK);
+    if (rc != MDL_OK || !ref || !lg) { fprintf(stderr, "%s: %s\n", name, err); goto out; }
+    randomize(m, 1234);
+    tt_seed(99);
+    for (i = 0; i < NSEQ; i++)
+        for (j = 0; j < lens[i]; j++) seq[i][j] = (int)(tt_uniform() * DV);
+    for (i = 0; i < NSEQ; i++) full_logits(m, seq[i], lens[i], &o, ref + (size_t)i * DT * DV);
+    rc = mdl_decode_init(m, 3, DT, &cb);
+    CHECK_INT_EQ(rc, MDL_OK);
+    if (rc) { fprintf(stderr, "%s: %s\n", name, mdl_last_error(m)); goto out; }
+    CHECK(cb == ((size_t)2 * c.d_model + (c.value_gate ? (size_t)c.n_heads : 0)) * c.n_layers * 3 * DT * sizeof(float));
+    CHECK(cb == mdl_decode_cache_bytes(m));
+    CHECK_INT_EQ(mdl_decode_set_temp(m, head_temp, 1.0f), MDL_OK);
+    /* prefill each slot (all logits), then step the live slots together */
+    for (i = 0; i < 3; i++) {
+        rc = mdl_decode_prefill(m, i, seq[i], pre[i], lg, 1);
+        CHECK_INT_EQ(rc, MDL_OK);
+        for (j = 0; j < pre[i]; j++) {
+            double e = row_err(lg + (size_t)j * DV, ref + ((size_t)i * DT + j) * DV, DV);
+            if (e > worst) worst = e;
+        }
+        pos[i] = pre[i];
+        CHECK_INT_EQ(mdl_decode_len(m, i), pre[i]);
+    }
+    for (;;) {
+        int slots[3], toks[3], ns = 0;
+        for (i = 0; i < 3; i++) {
+            int s = slot_seq[i];
+            if (s < 0) continue;
+            if (pos[i] >= lens[s]) {
+                done[s] = 1;
+                /* slot 1 finishes first: reset it and restart it on sequence 3 (a prefill
+                   while the other slots are mid-way) */
+                if (i == 1 && !restarted) {
+                    restarted = 1;
+                    CHECK_INT_EQ(mdl_decode_reset(m, 1), MDL_OK);
+                    CHECK_INT_EQ(mdl_decode_len(m, 1), 0);
+                    slot_seq[1] = 3;
+                    rc = mdl_decode_prefill(m, 1, seq[3], pre[3], lg, 0); /* last row only */
+                    CHECK_INT_EQ(rc, MDL_OK);
+                    {
+                        double e = row_err(lg, ref + ((size_t)3 * DT + pre[3] - 1) * DV, DV);
+                        if (e > worst) worst = e;
+                    }
+                    pos[1] = pre[3];
+                } else {
+                    slot_seq[i] = -1;
+                }
+                continue;
+            }
+            slots[ns] = i;
+            toks[ns] = seq[s][pos[i]];
+            ns++;
+        }
+        if (ns == 0) break;
+        if (ns > 1) { /* another order each time: slots are independent of their order */
+            int t = slots[0], k = toks[0];
+            slots[0] = slots[ns - 1];
+            toks[0] = toks[ns - 1];
+            slots[ns - 1] = t;
+            toks[ns - 1] = k;
+        }
+        rc = mdl_decode_step(m, slots, toks, ns, lg);
+        CHECK_INT_EQ(rc, MDL_OK);
+        if (rc) { fprintf(stderr, "%s: %s\n", name, mdl_last_error(m)); break; }
+        for (j = 0; j < ns; j++) {
+            int sl = slots[j], s = slot_seq[sl];
+            double e = row_err(lg + (size_t)j * DV, ref + ((size_t)s * DT + pos[sl]) * DV, DV);
+            if (e > worst) worst = e;
+            pos[sl]++;
+        }
+    }
+    for (i = 0; i < NSEQ; i++) CHECK(done[i]);
+    CHECK(restarted);
+    fprintf(stderr, "  %s: max relative logit error %.3g\n", name, worst);
+    CHECK(worst <= 1e-5);
+    if (worst > g_worst) g_worst = worst;
+out:
+    mdl_destroy(m);
+    free(ref);
+    free(lg);
+}
+
+static void test_exact_learned_ln_gelu(void)
+{
+    mdl_config c = small();
+    c.pos = MDL_POS_LEARNED;
+    c.norm = MDL_NORM_LAYER;
+    c.ffn = MDL_FFN_GELU;
+    run_exact(c, NULL, "learned+LayerNorm+GELU");
+}
+
+static void test_exact_rope_rms_relu2_temps(void)
+{
+    mdl_config c = small();
+    float ht[4] = {0.6f, 1.7f, 1.1f, 0.8f};
+    c.pos = MDL_POS_ROPE;
+    c.norm = MDL_NORM_RMS;
+    c.ffn = MDL_FFN_RELU2;
+    run_exact(c, NULL, "RoPE+RMSNorm+ReLU2");
+    run_exact(c, ht, "RoPE+RMSNorm+ReLU2, per-head temperatures");
+}
+
+static void test_exact_gac_nopos(void)
+{
+    mdl_config c = small();
+    c.gac_tau = 1;
+    c.pos = MDL_POS_LEARNED;
+    c.norm = MDL_NORM_RMS;
+    run_exact(c, NULL, "gac_tau");
+    c = small();
+    c.pos = MDL_POS_NONE;
+    c.n_heads = 4;
+    run_exact(c, NULL, "no positions, 4 heads");
+}
+
+static void test_exact_moe_gates(void)
+{
+    mdl_config c = small();
+    c.ffn = MDL_FFN_MOE;
+    c.res_gate = 1;
+    c.value_gate = 1;
+    c.moe_experts = 3;
+    c.moe_topk = 2;
+    run_exact(c, NULL, "MoE + residual and value gates (tiny-baseline's blocks)");
+    c = small();
+    c.pos = MDL_POS_ROPE;
+    c.value_gate = 1;
+    c.norm = MDL_NORM_RMS;
+    run_exact(c, NULL, "RoPE + value gate");
+}
+
+static void test_refusals(void)
+{
+    mdl_config base = small(), cs[6];
+    const char *want[6] = {"prior", "prior", "prior", "polar", "memory", "convolution"};
+    char err[512];
+    int i, n = 0;
+    for (i = 0; i < 6; i++) cs[i] = base;
+    cs[0].prior = MDL_PRIOR_RPA;
+    cs[1].prior = MDL_PRIOR_ERA;
+    cs[2].prior = MDL_PRIOR_SINUSOID;
+    cs[3].attn = MDL_ATTN_POLAR;
+    cs[3].pos = MDL_POS_NONE;
+    cs[4].memory = MDL_MEM_GDELTA;
+    cs[5].conv_k = 3;
+    while (mdl_decode_limit(n)) n++;
+    CHECK_INT_EQ(n, 5);
+    CHECK(mdl_decode_limit(-1) == NULL);
+    CHECK_INT_EQ(mdl_decode_supports(&base, err, sizeof err), MDL_OK);
+    CHECK_INT_EQ(mdl_decode_supports(NULL, err, sizeof err), MDL_EINVAL);
+    base.value_gate = 1;
+    base.n_heads = 257;
+    CHECK_INT_EQ(mdl_decode_supports(&base, err, sizeof err), MDL_EINVAL);
+    CHECK(strstr(err, "256 heads") != NULL);
+    for (i = 0; i < 6; i++) {
+        mdl_model *m = NULL;
+        int rc;
+        err[0] = 0;
+        CHECK_INT_EQ(mdl_decode_supports(&cs[i], err, sizeof err), MDL_EINVAL);
+        CHECK(strstr(err, want[i]) != NULL);
+        rc = mdl_create(&m, &cs[i], 1, err, sizeof err);
+        CHECK_INT_EQ(rc, MDL_OK);
+        if (rc) { fprintf(stderr, "config %d: %s\n", i, err); continue; }
+        CHECK_INT_EQ(mdl_decode_init(m, 2, 4, NULL), MDL_EINVAL);
+        CHECK(strstr(mdl_last_error(m), "does not support") != NULL);
+        CHECK_INT_EQ(mdl_decode_prefill(m, 0, (const int[]){1}, 1, NULL, 0), MDL_EINVAL);
+        mdl_destroy(m);
+    }
+}
+
+static void test_bad_args(void)
+{
+    mdl_config c = small();
+    mdl_model *m = NULL;
+    char err[256];
+    int toks[DT + 2], slots[3] = {0, 1, 2}, i;
+    float lg[3 * DV];
+    for (i = 0; i < DT + 2; i++) toks[i] = i % DV;
+    CHECK_INT_EQ(mdl_create(&m, &c, 3, err, sizeof err), MDL_OK);
+    if (!m) return;
+    /* NULL model and no init */
+    CHECK_INT_EQ(mdl_decode_init(NULL, 1, 1, NULL), MDL_EINVAL);
+    CHECK_INT_EQ(mdl_decode_prefill(NULL, 0, toks, 1, lg, 0), MDL_EINVAL);
+    CHECK_INT_EQ(mdl_decode_step(NULL, slots, toks, 1, lg), MDL_EINVAL);
+    CHECK_INT_EQ(mdl_decode_reset(NULL, 0), MDL_EINVAL);
+    CHECK_INT_EQ(mdl_decode_len(NULL, 0), -1);
+    mdl_decode_free(NULL);
+    CHECK_INT_EQ(mdl_decode_prefill(m, 0, toks, 1, lg, 0), MDL_EINVAL);
+    CHECK(strstr(mdl_last_error(m), "mdl_decode_init") != NULL);
+    CHECK_INT_EQ(mdl_decode_step(m, slots, toks, 1, lg), MDL_EINVAL);
+    /* init bounds */
+    CHECK_INT_EQ(mdl_decode_init(m, 0, 4, NULL), MDL_EINVAL);
+    CHECK(strstr(mdl_last_error(m), "max_batch") != NULL);
+    CHECK_INT_EQ(mdl_decode_init(m, 2, DT + 1, NULL), MDL_EINVAL);
+    CHECK(strstr(mdl_last_error(m), "max_len") != NULL);
+    CHECK_INT_EQ(mdl_decode_init(m, 2, 0, NULL), MDL_EINVAL);
+    CHECK_INT_EQ(mdl_decode_init(m, 3, DT, NULL), MDL_OK);
+    /* slot out of range, NULL, lengths */
+    CHECK_INT_EQ(mdl_decode_prefill(m, 3, toks, 1, lg, 0), MDL_ERANGE);
+    CHECK(strstr(mdl_last_error(m), "slot 3") != NULL);
+    CHECK_INT_EQ(mdl_decode_prefill(m, -1, toks, 1, lg, 0), MDL_ERANGE);
+    CHECK_INT_EQ(mdl_decode_prefill(m, 0, NULL, 1, lg, 0), MDL_EINVAL);
+    CHECK(strstr(mdl_last_error(m), "NULL") != NULL);
+    CHECK_INT_EQ(mdl_decode_prefill(m, 0, toks, 0, lg, 0), MDL_ERANGE);
+    CHECK_INT_EQ(mdl_decode_prefill(m, 0, toks, DT + 1, lg, 0), MDL_ERANGE);
+    CHECK(strstr(mdl_last_error(m), "do not fit") != NULL);
+    CHECK_INT_EQ(mdl_decode_prefill(m, 0, toks, 1, lg, 2), MDL_EINVAL);
+    toks[1] = DV;
+    CHECK_INT_EQ(mdl_decode_prefill(m, 0, toks, 2, lg, 0), MDL_ERANGE);
+    CHECK(strstr(mdl_last_error(m), "outside") != NULL);
+    toks[1] = -1;
+    CHECK_INT_EQ(mdl_decode_prefill(m, 0, toks, 2, lg, 0), MDL_ERANGE);
+    toks[1] = 1;
+    CHECK_INT_EQ(mdl_decode_len(m, 0), 0); /* failed calls change nothing */
+    CHECK_INT_EQ(mdl_decode_prefill(m, 0, toks, DT - 1, NULL, 0), MDL_OK); /* cache only */
+    CHECK_INT_EQ(mdl_decode_len(m, 0), DT - 1);
+    CHECK_INT_EQ(mdl_decode_prefill(m, 0, toks, 2, lg, 0), MDL_ERANGE); /* beyond max_len */
+    CHECK_INT_EQ(mdl_decode_step(m, slots, toks, 1, lg), MDL_OK);
+    CHECK_INT_EQ(mdl_decode_len(m, 0), DT);
+    CHECK_INT_EQ(mdl_decode_step(m, slots, toks, 1, lg), MDL_ERANGE); /* full */
+    CHECK(strstr(mdl_last_error(m), "full") != NULL);
+    CHECK_INT_EQ(mdl_decode_len(m, 0), DT);
+    /* step arguments */
+    CHECK_INT_EQ(mdl_decode_step(m, NULL, toks, 1, lg), MDL_EINVAL);
+    CHECK_INT_EQ(mdl_decode_step(m, slots, NULL, 1, lg), MDL_EINVAL);
+    CHECK_INT_EQ(mdl_decode_step(m, slots + 1, toks, 1, NULL), MDL_EINVAL);
+    CHECK_INT_EQ(mdl_decode_step(m, slots + 1, toks, 0, lg), MDL_EINVAL);
+    CHECK_INT_EQ(mdl_decode_step(m, slots + 1, toks, 4, lg), MDL_EINVAL);
+    {
+        int dup[2] = {1, 1}, bad[2] = {1, 5};
+        CHECK_INT_EQ(mdl_decode_step(m, dup, toks, 2, lg), MDL_EINVAL);
+        CHECK(strstr(mdl_last_error(m), "twice") != NULL);
+        CHECK_INT_EQ(mdl_decode_step(m, bad, toks, 2, lg), MDL_ERANGE);
+        CHECK_INT_EQ(mdl_decode_len(m, 1), 0);
+    }
+    CHECK_INT_EQ(mdl_decode_reset(m, 3), MDL_ERANGE);
+    CHECK_INT_EQ(mdl_decode_reset(m, 0), MDL_OK);
+    CHECK_INT_EQ(mdl_decode_len(m, 0), 0);
+    CHECK_INT_EQ(mdl_decode_len(m, 7), -1);
+    /* temperatures */
+    {
+        float ht[4] = {1.0f, 0.0f, 1.0f, 1.0f};
+        CHECK_INT_EQ(mdl_decode_set_temp(m, ht, 1.0f), MDL_EINVAL);
+        ht[1] = (float)NAN;
+        CHECK_INT_EQ(mdl_decode_set_temp(m, ht, 1.0f), MDL_EINVAL);
+        CHECK_INT_EQ(mdl_decode_set_temp(m, NULL, 0.0f), MDL_EINVAL);
+        CHECK_INT_EQ(mdl_decode_set_temp(m, NULL, 1.0f), MDL_OK);
+    }
+    mdl_decode_free(m);
+    CHECK_INT_EQ(mdl_decode_cache_bytes(m), 0);
+    CHECK_INT_EQ(mdl_decode_step(m, slots, toks, 1, lg), MDL_EINVAL);
+    mdl_destroy(m);
+}
+
+int main(int argc, char **argv)
+{
+    TEST_INIT(argc, argv);
+    TEST_RUN(test_exact_learned_ln_gelu);
+    TEST_RUN(test_exact_rope_rms_relu2_temps);
+    TEST_RUN(test_exact_gac_nopos);
+    TEST_RUN(test_exact_moe_gates);
+    TEST_RUN(test_refusals);
+    TEST_RUN(test_bad_args);
+    fprintf(stderr, "test_decode: worst relative logit error over every configuration %.3g\n", g_worst);
+    return TEST_END();
+}
