@@ -104,7 +104,7 @@ test:
 # test_ckpt, test_plot: theirs, and they link nothing). A test that is not listed is one
 # translation unit as before (test_model, test_layers, test_ceas_gating still #include
 # impl.c, layers.c, model.c ...: it must not link a second copy).
-TEST_OBJS_test_train := impl stb_impl bpe data layers model ckpt
+TEST_OBJS_test_train := impl stb_impl bpe data layers model ckpt maxent
 TEST_OBJS_test_niah  := impl stb_impl bpe data layers model plot niah
 TEST_OBJS_test_mcqa  := impl stb_impl bpe layers model mcqa
 TEST_OBJS_test_data  := stb_impl bpe data
