@@ -459,7 +459,13 @@ int mx_check_c(mdl_model *m, const uint16_t *ids, size_t n, int T, float cap, tr
     if (!m || !ids || n < 1 || T < 1 || !(cap >= 0.0f) || !isfinite(cap))
         return ex_errf(err, errlen, TRN_EINVAL, "mx_check_c: NULL model or ids, n or T < 1, or cap not finite >= 0");
     memset(&r, 0, sizeof r);
-    if (rep) r = *rep;
+    if (rep) { /* keep (A)'s fields, start (C)'s afresh */
+        r.a_applied = rep->a_applied;
+        r.a_met = rep->a_met;
+        r.a_sigma_q = rep->a_sigma_q;
+        r.a_T = rep->a_T;
+        r.a_sigma_before = rep->a_sigma_before;
+    }
     mc = mdl_get_config(m);
     C = mc->d_model;
     /* the first norm's rows: wte[id] (+ wpe[t] with learned positions) */
