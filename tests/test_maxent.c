@@ -325,12 +325,48 @@ static void test_resume_keeps_shape(void)
     free(res);
 }
 
+/* the flags: bare --maxent means on; the configuration JSON names them only when on */
+static void test_flags(void)
+{
+    trn_config c;
+    char err[512], *js = (char *)malloc(16384);
+    char *argv[] = {"x", "--maxent", "--maxent-cost", "flops", "--maxent", "off", "--maxent-c", "--maxent-cost",
+                    "bogus", "--maxent-lambda", "-1", NULL};
+    int argc = 11;
+    CHECK(js != NULL);
+    if (!js) return;
+    trn_preset("tiny-plain", &c);
+    CHECK_INT_EQ(trn_config_json(&c, js, 16384), TRN_OK);
+    CHECK(strstr(js, "maxent") == NULL); /* a run without it: its configuration as before */
+    CHECK_INT_EQ(trn_parse_flag(&c, argc, argv, 1, err, sizeof err), 1);
+    CHECK_INT_EQ(c.maxent, 1);
+    CHECK_INT_EQ(trn_parse_flag(&c, argc, argv, 2, err, sizeof err), 2);
+    CHECK_INT_EQ(c.maxent_cost, MX_COST_FLOPS);
+    CHECK_INT_EQ(trn_config_json(&c, js, 16384), TRN_OK);
+    CHECK(strstr(js, "\"maxent\":\"on\"") != NULL && strstr(js, "\"maxent-cost\":\"flops\"") != NULL);
+    CHECK(strstr(js, "maxent-c\"") == NULL);
+    CHECK_INT_EQ(trn_parse_flag(&c, argc, argv, 4, err, sizeof err), 2);
+    CHECK_INT_EQ(c.maxent, 0);
+    CHECK_INT_EQ(trn_parse_flag(&c, argc, argv, 6, err, sizeof err), 1);
+    CHECK_INT_EQ(c.maxent_c, 1);
+    CHECK_INT_EQ(trn_parse_flag(&c, argc, argv, 7, err, sizeof err), TRN_EINVAL);
+    CHECK_INT_EQ(trn_parse_flag(&c, argc, argv, 9, err, sizeof err), 2);
+    CHECK_INT_EQ(trn_config_validate(&c, err, sizeof err), TRN_EINVAL);
+    CHECK(strstr(err, "maxent-lambda") != NULL);
+    trn_preset("tiny-plain", &c);
+    c.maxent = 1;
+    c.device = MDL_DEVICE_CUDA;
+    CHECK_INT_EQ(trn_config_validate(&c, err, sizeof err), TRN_EINVAL);
+    free(js);
+}
+
 int main(int argc, char **argv)
 {
     TEST_INIT(argc, argv);
     make_stream();
     snprintf(g_dir, sizeof g_dir, "/tmp/attnkit_test_maxent_%d", (int)getpid());
     mkdir(g_dir, 0777);
+    TEST_RUN(test_flags);
     TEST_RUN(test_catalogue);
     TEST_RUN(test_select_deterministic);
     TEST_RUN(test_infeasible);

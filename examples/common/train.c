@@ -395,7 +395,7 @@ static const trn__opt trn__opts[] = {
     {"maxent", K_ENUM, TO(maxent), trn__onoff_names, 1,
      "MaxEnt pre-selection (seed 004 section 6, maxent.h): scores a catalogue of shapes and positions "
      "around this one by probe steps (cost, entropy-corridor utility), prints the table, trains the "
-     "selected one with (A)'s W_q/W_k init scales; recorded in the checkpoint: off|on"},
+     "selected one with (A)'s W_q/W_k init scales; recorded in the checkpoint: off|on (bare: on)"},
     {"maxent-cost", K_ENUM, TO(maxent_cost), trn__mxcost_names, 0,
      "MaxEnt cost: time (measured seconds of a probe step: depends on the machine) | flops (the "
      "model's FLOPs: reproducible)"},
@@ -406,7 +406,7 @@ static const trn__opt trn__opts[] = {
     {"maxent-batch", K_INT, TO(maxent_batch), NULL, 0, "MaxEnt sequences of --context tokens per probe step (1..4096)"},
     {"maxent-c", K_ENUM, TO(maxent_c), trn__onoff_names, 0,
      "MaxEnt (C) at init: ceas_norm_eps report and ceas_spectral_cap on the block matrices (the seed's "
-     "activation PI controller is not wired: the model's activations have no parameter): off|on"},
+     "activation PI controller is not wired: the model's activations have no parameter): off|on (bare: on)"},
     {"maxent-cap", K_F, TO(maxent_cap), NULL, 0, "MaxEnt (C) spectral-radius cap of block matrices (0: report only)"},
     {"guardian-start", K_INT, TO(guardian_start), NULL, 1, "Guardian ramp start (steps)"},
     {"guardian-ramp", K_INT, TO(guardian_ramp), NULL, 1, "Guardian ramp length (steps)"},
@@ -563,6 +563,12 @@ int trn_parse_flag(trn_config *c, int argc, char **argv, int i, char *err, size_
         const trn__opt *o = &trn__opts[k];
         if (strlen(o->flag) != nlen || strncmp(o->flag, a, nlen)) continue;
         if (eq) val = eq + 1;
+        else if ((!strcmp(o->flag, "maxent") || !strcmp(o->flag, "maxent-c")) &&
+                 (i + 1 >= argc || !argv[i + 1] || (strcmp(argv[i + 1], "on") && strcmp(argv[i + 1], "off")))) {
+            /* a bare --maxent / --maxent-c means on */
+            *(int *)((char *)c + o->off) = 1;
+            return 1;
+        }
         else if (i + 1 < argc && argv[i + 1]) val = argv[i + 1];
         else return ex_errf(err, errlen, TRN_EINVAL, "--%s needs a value", o->flag);
         {
