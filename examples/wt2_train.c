@@ -4,6 +4,9 @@
      build/wt2_train --preset paper       # seed 000 §7 (d 510, 12 layers, context 768, ...)
      build/wt2_train --preset tiny --prior none --controller none --swa 0 --cg 0
      build/wt2_train --attn polar --memory gdelta --max-steps 100 --json
+     build/wt2_train --preset tiny-plain --maxent  # seed 004 section 6: score a catalogue of
+                                          # shapes around the preset, train the selected one
+                                          # (common/maxent.h; --maxent-cost flops: reproducible)
      build/wt2_train --resume runs/wt2/ckpt.safetensors   # continue bit-exactly
      build/wt2_train --help               # every option with its current default
 
