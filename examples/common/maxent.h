@@ -7,7 +7,9 @@
        pre-norm, beta 1/sqrt(d_k), Gaussian weights and inputs); the q and k rows of
        "blocks.l.attn.qkv.weight" are rescaled to it (their measured std times a factor, so
        the seeded draw keeps its shape). trn_create applies it when cfg.maxent is on, before
-       the EMA copies the weights, on either device.
+       the EMA copies the weights (host copies through the model's context, so the code is
+       device-neutral, but trn_config_validate refuses --maxent / --maxent-c with --device
+       cuda until the device path is checked).
    (B)+(D) mx_run: a catalogue around the configuration (mx_catalogue): heads {H/2, H, 2H}
        x positions {learned, rope, none} at the preset's width and FFN, plus the preset's
        heads and positions with d_model = H (d_k -+ 16) and ff-mult {m/2, 2m}; each
