@@ -219,7 +219,26 @@
        keep early-layer N_eff high at fixed compute" is read as the utility
        ceas_early_neff_utility = mean over the early layers' heads of H / ln N (the caller
        says which layers are early, and may mix it with the corridor utility).
-     Not here: measuring costs and utilities, and the trainer's --maxent (issue 46 item 2).
+     Measuring costs and utilities is the caller's. The examples' trainer does it
+     (examples/common/maxent.h, wt2_train --maxent on; issue 46 item 2):
+       (A) every candidate and the trained model get ceas_init_scales' W_q / W_k std per
+           layer (n_keys the context, var_x 1 after the pre-norm, beta 1/sqrt(d_k)), the q
+           and k rows of the qkv weight rescaled to it at trainer creation;
+       (B) a catalogue around the configuration (heads H/2, H, 2H; d_model at head width
+           -+16; ff-mult halved, doubled), each candidate run for a few optimiser probe
+           steps (--maxent-probe, 3) at --maxent-batch sequences; cost = mean seconds of
+           the timed steps or the model's FLOPs (--maxent-cost time|flops), utility =
+           0.75 ceas_corridor_utility (0.9, 1.3, 0.5) + 0.25 ceas_early_neff_utility of
+           the heads' observables on two fixed sequences after the probe;
+           ceas_maxent_select (lambda --maxent-lambda, budget --maxent-budget, tile 16)
+           picks the shape the run trains; the table goes to stderr and metrics.jsonl;
+       (C) --maxent-c on: ceas_norm_eps on the first norm's row variances (reported; the
+           model's eps is a constant) and ceas_spectral_cap on the block matrices at init
+           (--maxent-cap). ceas_pi_update is not wired: the model's activations (GELU,
+           squared ReLU) have no parameter whose effect on the output entropy it could
+           move;
+       (D) the positional scheme (learned, rotary, none: the model's options; none is
+           CEAS_POS_ANY) is a catalogue axis beside the heads, scored by the same J.
      Use (tests/test_ceas_maxent.c test_doc_example runs it):
        ceas_init_config ic = ceas_init_config_default();
        ceas_init_layer ly = {d_model, d_k, T, 0.0f, 1.0f, 0.0f, 0.0f}; // beta 1/sqrt(d_k), pre-LN

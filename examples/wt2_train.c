@@ -4,6 +4,9 @@
      build/wt2_train --preset paper       # seed 000 §7 (d 510, 12 layers, context 768, ...)
      build/wt2_train --preset tiny --prior none --controller none --swa 0 --cg 0
      build/wt2_train --attn polar --memory gdelta --max-steps 100 --json
+     build/wt2_train --preset tiny-plain --maxent  # seed 004 section 6: score a catalogue of
+                                          # shapes around the preset, train the selected one
+                                          # (common/maxent.h; --maxent-cost flops: reproducible)
      build/wt2_train --resume runs/wt2/ckpt.safetensors   # continue bit-exactly
      build/wt2_train --help               # every option with its current default
 
@@ -72,6 +75,7 @@
 #include "common/model.h"
 #include "common/plot.h"
 #include "common/train.h"
+#include "common/maxent.h"
 #include "common/exio.h"
 
 #include <errno.h>
@@ -588,6 +592,7 @@ int main(int argc, char **argv)
     long long val_tok = 0, test_tok = 0, steps0, limit, tokens = 0, skipped0 = 0, ran, skipped;
     int used, wsel;
     char jb[4][40];
+    mx_result *mxres = NULL;
 
     ex_wait_policy(argv); /* polite waiting threads on a shared machine (exio.h) */
 
@@ -772,6 +777,44 @@ int main(int argc, char **argv)
     if (cfg.model.max_T > 0 && cfg.model.max_T < cfg.context)
         fprintf(stderr, "wt2_train: note: --max-t %d is shorter than --context %d: the model is built with max-t %d\n",
                 cfg.model.max_T, cfg.context, cfg.context);
+    /* MaxEnt (--maxent, maxent.h): a resumed run takes the shape its checkpoint recorded; a
+       new one runs the pre-selection (B)+(D) and trains the selected shape */
+    if (resume) {
+        int found = 0;
+        if (mx_resume_shape(resume, &cfg, &found, err, sizeof err) != TRN_OK) {
+            fprintf(stderr, "wt2_train: %s\n", err);
+            rc = 1;
+            goto out;
+        }
+        if (found)
+            fprintf(stderr, "wt2_train: resume: the checkpoint's --maxent selection: d-model %d, heads %d, ff-mult %d, "
+                            "pos %s\n", cfg.model.d_model, cfg.model.n_heads, cfg.model.d_ff_mult,
+                    cfg.model.pos == MDL_POS_ROPE ? "rope" : cfg.model.pos == MDL_POS_LEARNED ? "learned" : "none");
+    } else if (cfg.maxent) {
+        mxres = (mx_result *)malloc(sizeof *mxres);
+        if (!mxres) {
+            fprintf(stderr, "wt2_train: out of memory\n");
+            rc = 1;
+            goto out;
+        }
+        fprintf(stderr, "wt2_train: --maxent: scoring the catalogue around d-model %d, heads %d, ff-mult %d "
+                        "(%d probe steps of %d x %d tokens per candidate, cost %s)\n",
+                cfg.model.d_model, cfg.model.n_heads, cfg.model.d_ff_mult, cfg.maxent_probe, cfg.maxent_batch,
+                cfg.context, cfg.maxent_cost == MX_COST_FLOPS ? "flops" : "time");
+        if (mx_run(&cfg, train_ids, n_train, val_ids, n_val, mxres, err, sizeof err) != TRN_OK) {
+            fprintf(stderr, "wt2_train: %s\n", err);
+            rc = 1;
+            goto out;
+        }
+        mx_print_table(stderr, mxres);
+        mx_apply(&cfg, mxres);
+        fprintf(stderr, "wt2_train: --maxent selected %s\n", mxres->cand[mxres->selected].label);
+    }
+    if ((resume || cfg.maxent) && trn_config_validate(&cfg, err, sizeof err) != TRN_OK) {
+        fprintf(stderr, "wt2_train: %s\n", err);
+        rc = 1;
+        goto out;
+    }
     rc = trn_create(&t, &cfg, train_ids, n_train, val_ids, n_val, err, sizeof err);
     if (rc != TRN_OK) {
         fprintf(stderr, "wt2_train: %s\n", err);
@@ -854,6 +897,44 @@ int main(int argc, char **argv)
         fprintf(metrics, "{\"type\":\"%s\",\"step\":%lld,\"params\":%zu,\"config\":%s}\n",
                 resume ? "resume" : "config", trn_steps_done(t), mdl_num_params(trn_model(t)), js);
         free(js);
+        if (mxres) { /* the scored table */
+            js = (char *)malloc(65536);
+            if (!js || mx_json(mxres, js, 65536) != TRN_OK) {
+                fprintf(stderr, "wt2_train: cannot serialise the --maxent table for %s\n", path);
+                free(js);
+                rc = 1;
+                goto out;
+            }
+            /* "step":0 after the object's type: kept by a resume's truncation */
+            fprintf(metrics, "{\"step\":0,%s\n", js + 1);
+            free(js);
+        }
+        if (!resume && (cfg.maxent || cfg.maxent_c)) { /* what (A) and (C) did at init */
+            trn_maxent_report r;
+            char b[12][40];
+            trn_maxent_report_get(t, &r);
+            fprintf(metrics, "{\"type\":\"maxent_init\",\"step\":0,\"a_layers\":%d,\"a_met\":%d,\"a_sigma_q\":%s,"
+                             "\"a_sigma_before\":%s,\"a_T\":%s,\"c_checked\":%d,\"c_var_min\":%s,\"c_eps_rec\":%s,"
+                             "\"c_bias_rec\":%s,\"c_bias_model_eps\":%s,\"c_mats\":%d,\"c_over\":%d,\"c_sigma_max\":%s,"
+                             "\"c_cap\":%s,\"c_worst\":\"%s\"}\n",
+                    r.a_applied, r.a_met, trn_json_gnum(b[0], 40, 6, r.a_sigma_q),
+                    trn_json_gnum(b[1], 40, 6, r.a_sigma_before), trn_json_gnum(b[2], 40, 6, r.a_T), r.c_checked,
+                    trn_json_gnum(b[3], 40, 6, r.c_var_min), trn_json_gnum(b[4], 40, 6, r.c_eps_rec),
+                    trn_json_gnum(b[5], 40, 6, r.c_bias_rec), trn_json_gnum(b[6], 40, 6, r.c_bias_model), r.c_mats,
+                    r.c_over, trn_json_gnum(b[7], 40, 6, r.c_sigma_max), trn_json_gnum(b[8], 40, 6, r.c_cap),
+                    r.c_worst);
+            if (cfg.maxent)
+                fprintf(stderr, "wt2_train: maxent (A): W_q/W_k std %.4g -> %.4g (layer 0; T at step 0 %.3f), "
+                                "%d of %d layers in the band\n", r.a_sigma_before, r.a_sigma_q, r.a_T, r.a_met,
+                        r.a_applied);
+            if (cfg.maxent_c)
+                fprintf(stderr, "wt2_train: maxent (C): norm eps: ceas_norm_eps suggests %.3g (min row variance %.3g; "
+                                "the model's fixed 1e-5 shrinks that row by %.3g%%, not changed); spectral norms of %d "
+                                "block matrices, largest %.4g (%s), %d over the cap %g%s; the activation PI "
+                                "controller is not wired (no activation parameter in the model)\n",
+                        r.c_eps_rec, r.c_var_min, 100.0 * r.c_bias_model, r.c_mats, r.c_sigma_max, r.c_worst, r.c_over,
+                        r.c_cap, r.c_cap > 0 ? " (those over it are rescaled to it)" : " (report only)");
+        }
         if (fflush(metrics) != 0 || ferror(metrics)) {
             fprintf(stderr, "wt2_train: cannot write %s: %s\n", path, errno ? strerror(errno) : "I/O error");
             rc = 1;
@@ -1049,6 +1130,7 @@ out:
         }
     }
     ex_unlock_dir(lock_fd);
+    free(mxres);
     trn_destroy(t);
     (void)mdl_device_release(); /* the cuBLAS handle and the scratch caches (nothing without a device) */
     wt2_tokens_free(&tok_train);

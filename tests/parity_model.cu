@@ -40,6 +40,7 @@
 #include "examples/common/model.c"
 #include "examples/common/ckpt.c"
 #include "examples/common/train.c"
+#include "examples/common/maxent.c"
 
 #include <sys/stat.h>
 #include <unistd.h>

@@ -537,6 +537,29 @@ else
     else skip ceas_exp_runs "no $BIN/ceas_exp"; fi
 fi
 
+# 5b. MaxEnt (issue 46 item 2): --maxent scores the catalogue (one selected line on stderr,
+#    a strict-JSON "maxent" record), trains the selection; a resume without the flag takes
+#    the recorded shape; a budget nothing meets exits 1 naming it
+if [ ! -x "$WT" ] || [ ! -f "$DATA/wt2.valid.gpt2.u16" ]; then
+    skip maxent "no $WT or no data in $DATA"
+else
+    MX="--preset tiny-plain --d-model 32 --layers 1 --heads 2 --context 16 --batch 2 --steps 6 --eval-every 0 --final-chunks 2 --threads 1 --data-dir $DATA"
+    "$WT" $MX --maxent --maxent-cost flops --maxent-probe 2 --maxent-batch 1 --max-steps 2 --out-dir "$W/mx" \
+        > /dev/null 2> "$W/mx.err"; rc=$?
+    if [ $rc -eq 0 ] && [ "$(grep -c '^maxent: \*' "$W/mx.err")" = 1 ] && grep -q '"type":"maxent"' "$W/mx/metrics.jsonl"; then
+        if [ $have_py = 1 ]; then
+            json_ok "$W/mx/metrics.jsonl" && ok maxent_selects || fail maxent_selects "$(tail -n 1 "$W/json.err")"
+        else ok maxent_selects; fi
+    else fail maxent_selects "rc=$rc: $(tail -n 2 "$W/mx.err")"; fi
+    "$WT" $MX --max-steps 4 --out-dir "$W/mx" --resume "$W/mx/ckpt.safetensors" > /dev/null 2> "$W/mx2.err"; rc=$?
+    [ $rc -eq 0 ] && grep -q "the checkpoint's --maxent selection" "$W/mx2.err" && ok maxent_resume_shape \
+        || fail maxent_resume_shape "rc=$rc: $(tail -n 1 "$W/mx2.err")"
+    "$WT" $MX --maxent --maxent-cost flops --maxent-probe 1 --maxent-batch 1 --maxent-budget 1 --out-dir "$W/mx3" \
+        > /dev/null 2> "$W/mx3.err"; rc=$?
+    [ $rc -eq 1 ] && grep -q "maxent-budget" "$W/mx3.err" && [ ! -e "$W/mx3" ] && ok maxent_infeasible \
+        || fail maxent_infeasible "rc=$rc: $(tail -n 1 "$W/mx3.err")"
+fi
+
 # 6. niah (issue 19): the quick grid trains and evaluates all 6 arms at 2 lengths: 12
 #    strict-JSON result lines, a 14-line table, both plots; --aggregate over two runs;
 #    bad flags exit 2, an output directory under a file exits 1

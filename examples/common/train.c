@@ -3,6 +3,7 @@
 #include "errf.h"
 #include "ckpt.h"
 #include "data.h"
+#include "maxent.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -88,6 +89,14 @@ static void trn__base(trn_config *c)
     c->gac_hmax = 5.0f;
     c->ceas_preset = CEAS_PRESET_14M;
     c->ceas_gating = 0;
+    c->maxent = 0;
+    c->maxent_cost = MX_COST_TIME;
+    c->maxent_lambda = 0.1f;  /* ceas_select_config_default's lambda */
+    c->maxent_budget = 0.0f;
+    c->maxent_probe = 3;
+    c->maxent_batch = 2;
+    c->maxent_c = 0;
+    c->maxent_cap = 4.0f;
     c->seed = 1;
     c->threads = 0;
     snprintf(c->data_dir, sizeof c->data_dir, "%s", "");
@@ -267,6 +276,7 @@ static const char *const trn__ptrain_names[] = {"batch", "running", NULL};
 static const char *const trn__peval_names[] = {"running", "batch", NULL};
 static const char *const trn__ceas_preset_names[] = {"9k", "14m", "gpt", NULL};
 static const char *const trn__onoff_names[] = {"off", "on", NULL};
+static const char *const trn__mxcost_names[] = {"time", "flops", NULL}; /* MX_COST_* order */
 static const char *const trn__device_names[] = {"cpu", "cuda", NULL}; /* MDL_DEVICE_* order */
 static const char *const trn__precision_names[] = {"fp32", "tf32", "bf16", NULL}; /* TK_MATH_* order */
 
@@ -382,6 +392,22 @@ static const trn__opt trn__opts[] = {
      "CEAS controller preset (seed 004's scales): 9k|14m|gpt"},
     {"ceas-gating", K_ENUM, TO(ceas_gating), trn__onoff_names, 1,
      "CEAS token and head gating of the attention backward (issue 20): off|on"},
+    {"maxent", K_ENUM, TO(maxent), trn__onoff_names, 1,
+     "MaxEnt pre-selection (seed 004 section 6, maxent.h): scores a catalogue of shapes and positions "
+     "around this one by probe steps (cost, entropy-corridor utility), prints the table, trains the "
+     "selected one with (A)'s W_q/W_k init scales; recorded in the checkpoint: off|on (bare: on)"},
+    {"maxent-cost", K_ENUM, TO(maxent_cost), trn__mxcost_names, 0,
+     "MaxEnt cost: time (measured seconds of a probe step: depends on the machine) | flops (the "
+     "model's FLOPs: reproducible)"},
+    {"maxent-lambda", K_F, TO(maxent_lambda), NULL, 0, "MaxEnt Lagrange multiplier on the relative cost c/c_min (>= 0)"},
+    {"maxent-budget", K_F, TO(maxent_budget), NULL, 0, "MaxEnt cost cap in the cost's units (0: none)"},
+    {"maxent-probe", K_INT, TO(maxent_probe), NULL, 0,
+     "MaxEnt probe optimiser steps per candidate, the first a warm-up, the rest timed (1..100)"},
+    {"maxent-batch", K_INT, TO(maxent_batch), NULL, 0, "MaxEnt sequences of --context tokens per probe step (1..4096)"},
+    {"maxent-c", K_ENUM, TO(maxent_c), trn__onoff_names, 0,
+     "MaxEnt (C) at init: ceas_norm_eps report and ceas_spectral_cap on the block matrices (the seed's "
+     "activation PI controller is not wired: the model's activations have no parameter): off|on (bare: on)"},
+    {"maxent-cap", K_F, TO(maxent_cap), NULL, 0, "MaxEnt (C) spectral-radius cap of block matrices (0: report only)"},
     {"guardian-start", K_INT, TO(guardian_start), NULL, 1, "Guardian ramp start (steps)"},
     {"guardian-ramp", K_INT, TO(guardian_ramp), NULL, 1, "Guardian ramp length (steps)"},
     {"guardian-tau-max", K_F, TO(guardian_tau_max), NULL, 1, "Guardian's tau_att projection ceiling (Listing 4: 1.6)"},
@@ -537,6 +563,12 @@ int trn_parse_flag(trn_config *c, int argc, char **argv, int i, char *err, size_
         const trn__opt *o = &trn__opts[k];
         if (strlen(o->flag) != nlen || strncmp(o->flag, a, nlen)) continue;
         if (eq) val = eq + 1;
+        else if ((!strcmp(o->flag, "maxent") || !strcmp(o->flag, "maxent-c")) &&
+                 (i + 1 >= argc || !argv[i + 1] || (strcmp(argv[i + 1], "on") && strcmp(argv[i + 1], "off")))) {
+            /* a bare --maxent / --maxent-c means on */
+            *(int *)((char *)c + o->off) = 1;
+            return 1;
+        }
         else if (i + 1 < argc && argv[i + 1]) val = argv[i + 1];
         else return ex_errf(err, errlen, TRN_EINVAL, "--%s needs a value", o->flag);
         {
@@ -620,6 +652,8 @@ void trn_print_presets(FILE *f)
    checkpoints still resume). */
 static int trn__opt_live(const trn_config *c, const trn__opt *o)
 {
+    if (!strncmp(o->flag, "maxent", 6)) /* absent from the configuration of a run without it */
+        return !strcmp(o->flag, "maxent-c") || !strcmp(o->flag, "maxent-cap") ? c->maxent_c != 0 : c->maxent != 0;
     if (!strncmp(o->flag, "fixed-prior-", 12))
         return c->model.prior == MDL_PRIOR_SINUSOID || c->model.prior == MDL_PRIOR_RELATIVE;
     return 1;
@@ -723,6 +757,9 @@ int trn_config_validate(const trn_config *c, char *err, size_t errlen)
     TRN__RANGE(c->swa_ce_hi, -1e30f, 1e30f, "swa-ce-hi");
     TRN__RANGE(c->swa_min_gain, -1e30f, 1e30f, "swa-gain");
     TRN__RANGE(c->cg_eta, 0.0f, 1e6f, "cg-eta");
+    TRN__RANGE(c->maxent_lambda, 0.0f, 1e6f, "maxent-lambda");
+    TRN__RANGE(c->maxent_budget, 0.0f, 1e30f, "maxent-budget");
+    TRN__RANGE(c->maxent_cap, 0.0f, 1e30f, "maxent-cap");
 #undef TRN__POS
 #undef TRN__RANGE
     if ((c->chaos != 0 && c->chaos != 1) || (c->ema != 0 && c->ema != 1) || (c->swa != 0 && c->swa != 1) ||
@@ -783,6 +820,20 @@ int trn_config_validate(const trn_config *c, char *err, size_t errlen)
     if (rc != MDL_OK) return TRN_EINVAL;
     if (c->device != MDL_DEVICE_CPU && c->device != MDL_DEVICE_CUDA)
         return ex_errf(err, errlen, TRN_EINVAL, "--device must be cpu or cuda");
+    if (c->maxent < 0 || c->maxent > 1 || c->maxent_c < 0 || c->maxent_c > 1 ||
+        (c->maxent_cost != MX_COST_TIME && c->maxent_cost != MX_COST_FLOPS))
+        return ex_errf(err, errlen, TRN_EINVAL, "--maxent and --maxent-c must be off|on, --maxent-cost time|flops");
+    if (c->maxent_probe < 1 || c->maxent_probe > 100)
+        return ex_errf(err, errlen, TRN_EINVAL, "--maxent-probe must be in [1, 100]");
+    if (c->maxent_batch < 1 || c->maxent_batch > 4096)
+        return ex_errf(err, errlen, TRN_EINVAL, "--maxent-batch must be in [1, 4096]");
+    if (c->maxent && c->model.attn != MDL_ATTN_SOFTMAX)
+        return ex_errf(err, errlen, TRN_EINVAL,
+                       "--maxent measures the softmax attention's entropy corridor and sets W_q/W_k: it needs --attn softmax");
+    if ((c->maxent || c->maxent_c) && c->device != MDL_DEVICE_CPU)
+        return ex_errf(err, errlen, TRN_EINVAL,
+                       "--maxent and --maxent-c run on the CPU trainer only (the pre-selection measures CPU steps; "
+                       "the device path is not checked yet)");
     if (c->precision < -1 || c->precision > TK_MATH_BF16)
         return ex_errf(err, errlen, TRN_EINVAL, "--precision must be auto, fp32, tf32 or bf16");
     if (c->device == MDL_DEVICE_CPU && c->precision > TK_MATH_FP32)
@@ -797,6 +848,7 @@ int trn_config_validate(const trn_config *c, char *err, size_t errlen)
 
 /* ------------------------------------------------------------------ trainer */
 struct trn {
+    trn_maxent_report mxrep;    /* what the MaxEnt init did (trn_maxent_report_get) */
     ex_ctx cx;               /* the model's device context (mdl_ctx), kept for the optimiser
                                 state's memory: a copy, still valid after mdl_destroy */
     trn_config cfg;
@@ -880,6 +932,12 @@ static float *trn__dalloc(const trn *t, size_t n)
 static void trn__dfree(const trn *t, void *p) { ex_free(&t->cx, p); }
 
 mdl_model *trn_model(trn *t) { return t ? t->m : NULL; }
+int trn_maxent_report_get(const trn *t, trn_maxent_report *out)
+{
+    if (!t || !out) return TRN_EINVAL;
+    *out = t->mxrep;
+    return TRN_OK;
+}
 long long trn_steps_done(const trn *t) { return t ? t->step : 0; }
 long long trn_total_steps(const trn *t) { return t ? t->total : 0; }
 long long trn_steps_per_epoch(const trn *t) { return t ? t->per_epoch : 0; }
@@ -1065,6 +1123,16 @@ int trn_create(trn **out, const trn_config *cfg, const uint16_t *train_ids, size
         size_t np = t->n;
         trn_destroy(t);
         return ex_errf(err, errlen, TRN_ENOMEM, "out of memory for the optimizer state (%zu parameters)", np);
+    }
+    /* MaxEnt init (maxent.h): (C)'s spectral cap first, then (A)'s W_q / W_k scales, both
+       before the EMA copies the weights (a resume overwrites them with the checkpoint's) */
+    if (cfg->maxent_c) {
+        rc = mx_check_c(t->m, train_ids, n_train, cfg->context, cfg->maxent_cap, &t->mxrep, err, errlen);
+        if (rc != TRN_OK) { trn_destroy(t); return rc; }
+    }
+    if (cfg->maxent) {
+        rc = mx_init_scales(t->m, cfg->context, &t->mxrep, err, errlen);
+        if (rc != TRN_OK) { trn_destroy(t); return rc; }
     }
     if (t->ema) ex_copy(&t->cx, t->ema, mdl_params(t->m), t->n * sizeof(float));
     for (i = 0; i < t->L * t->H; i++) t->head_temp[i] = 1.0f;

@@ -98,6 +98,15 @@ typedef struct trn_config {
        ceas.h decides (model.h mdl_ceas_gating); 0 controls beta only */
     int ceas_preset;
     int ceas_gating;
+    /* MaxEnt (seed 004 section 6; examples/common/maxent.h, wt2_train --maxent): maxent 1
+       sets (A)'s W_q / W_k init scales at trn_create (wt2_train also runs the (B)+(D)
+       pre-selection, which writes the selected shape into model); maxent_cost MX_COST_TIME
+       (0) or MX_COST_FLOPS (1), maxent_lambda the cost multiplier, maxent_budget a cost cap
+       (0: none), maxent_probe optimiser steps per candidate, maxent_batch sequences per
+       probe step; maxent_c 1: (C)'s norm-eps and spectral-cap check at trn_create, the cap
+       maxent_cap (0: report only) */
+    int maxent, maxent_cost, maxent_probe, maxent_batch, maxent_c;
+    float maxent_lambda, maxent_budget, maxent_cap;
     /* run */
     uint64_t seed;
     int threads;            /* 0: OpenMP default */
@@ -168,6 +177,24 @@ typedef struct trn_step_info {
 
 typedef struct trn trn; /* opaque */
 
+/* What the MaxEnt init (cfg.maxent, cfg.maxent_c) did at trn_create (maxent.h). */
+typedef struct trn_maxent_report {
+    int a_applied;          /* (A): layers rescaled (0: off) */
+    int a_met;              /* layers whose scale met the band */
+    float a_sigma_q;        /* layer 0's W_q / W_k std */
+    float a_T;              /* its predicted T at step 0 */
+    float a_sigma_before;   /* layer 0's W_q std before */
+    int c_checked;          /* (C): 1 when run */
+    float c_var_min;        /* smallest per-row variance the first norm divides by */
+    float c_eps_rec;        /* ceas_norm_eps's eps (rel 1e-3, floor 1e-12) */
+    float c_bias_rec;       /* that row's shrink with eps_rec */
+    float c_bias_model;     /* ... with the model's eps 1e-5 */
+    int c_mats, c_over;     /* matrices checked, over the cap (rescaled when cap > 0) */
+    float c_sigma_max;      /* largest sigma_max found (before any rescale) */
+    float c_cap;
+    char c_worst[MDL_NAME_MAX];
+} trn_maxent_report;
+
 /* Creates the model and all training state from cfg; train / val token ids are borrowed
    (they must outlive the trainer). Every id must be < cfg->model.vocab (TRN_EINVAL with
    the split and the position of the first that is not). */
@@ -175,6 +202,8 @@ int trn_create(trn **out, const trn_config *cfg, const uint16_t *train_ids, size
                const uint16_t *val_ids, size_t n_val, char *err, size_t errlen);
 void trn_destroy(trn *t);
 mdl_model *trn_model(trn *t);
+/* The MaxEnt init report (zeros when cfg.maxent and cfg.maxent_c are off). */
+int trn_maxent_report_get(const trn *t, trn_maxent_report *out);
 long long trn_steps_done(const trn *t);
 long long trn_total_steps(const trn *t);
 long long trn_steps_per_epoch(const trn *t);
