@@ -991,6 +991,45 @@ static void test_divergence(void)
    validation (the flag named, never an abort), the configuration JSON (their knobs only
    with a fixed prior, so every other run's configuration, and its checkpoints from before
    these flags, are unchanged), a bit-exact resume, a checkpoint of other knobs refused */
+/* --lr-warmup N: step k (1-based) of the first N runs at the schedule's lr times k/N, then
+   the schedule as without it; the option is absent from the configuration JSON of a run
+   without it (older checkpoints resume) and present, and checked on resume, with it */
+static void test_lr_warmup(void)
+{
+    trn_config c, c0;
+    trn *t = NULL, *t0 = NULL;
+    trn_step_info in, in0;
+    char err[256], js[16384];
+    const char *argv[2] = {"--lr-warmup", "-1"};
+    int k;
+    micro(&c);
+    c.steps = 12;
+    c.eval_every = 0;
+    c0 = c;
+    CHECK_INT_EQ(trn_config_json(&c0, js, sizeof js), TRN_OK);
+    CHECK(strstr(js, "lr-warmup") == NULL);
+    c.lr_warmup = 4;
+    CHECK_INT_EQ(trn_config_json(&c, js, sizeof js), TRN_OK);
+    CHECK(strstr(js, "\"lr-warmup\":4") != NULL);
+    CHECK_INT_EQ(trn_create(&t, &c, g_ids, 3200, g_ids + 3200, NTOK - 3200, err, sizeof err), TRN_OK);
+    CHECK_INT_EQ(trn_create(&t0, &c0, g_ids, 3200, g_ids + 3200, NTOK - 3200, err, sizeof err), TRN_OK);
+    if (!t || !t0) {
+        trn_destroy(t);
+        trn_destroy(t0);
+        return;
+    }
+    for (k = 1; k <= 6; k++) {
+        CHECK_INT_EQ(trn_step(t, &in), TRN_OK);
+        CHECK_INT_EQ(trn_step(t0, &in0), TRN_OK);
+        if (k <= 4) CHECK_CLOSE(in.lr, in0.lr * (double)k / 4.0, 1e-6, 0.0);
+        else CHECK(in.lr == in0.lr);
+    }
+    trn_destroy(t);
+    trn_destroy(t0);
+    /* a negative count is refused by name */
+    CHECK(trn_parse_flag(&c, 2, (char **)argv, 0, err, sizeof err) < 0 || trn_config_validate(&c, err, sizeof err) != TRN_OK);
+}
+
 static void test_fixed_prior_flags_resume(void)
 {
     trn_config c, c2;
@@ -1127,6 +1166,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_eval_progress);
     TEST_RUN(test_preset_names);
     TEST_RUN(test_fixed_prior_flags_resume);
+    TEST_RUN(test_lr_warmup);
     rmdir(g_dir);
     return TEST_END();
 }

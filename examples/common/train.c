@@ -52,6 +52,7 @@ static void trn__base(trn_config *c)
     c->lr = 3e-4f;
     c->lr_flat_frac = 0.3f;
     c->lr_floor_frac = 0.1f;
+    c->lr_warmup = 0;
     c->beta1 = 0.9f;
     c->beta2 = 0.95f;
     c->adam_eps = 1e-8f;
@@ -364,6 +365,8 @@ static const trn__opt trn__opts[] = {
     {"lr", K_F, TO(lr), NULL, 1, "peak learning rate"},
     {"lr-flat", K_F, TO(lr_flat_frac), NULL, 1, "flat fraction of the schedule"},
     {"lr-floor", K_F, TO(lr_floor_frac), NULL, 1, "cosine floor as a fraction of the peak"},
+    {"lr-warmup", K_INT, TO(lr_warmup), NULL, 1,
+     "steps of linear learning-rate warm-up (step k of N at lr k/N; 0: none)"},
     {"beta1", K_F, TO(beta1), NULL, 1, "AdamW beta1"},
     {"beta2", K_F, TO(beta2), NULL, 1, "AdamW beta2"},
     {"adam-eps", K_F, TO(adam_eps), NULL, 1, "AdamW epsilon"},
@@ -654,6 +657,7 @@ static int trn__opt_live(const trn_config *c, const trn__opt *o)
 {
     if (!strncmp(o->flag, "maxent", 6)) /* absent from the configuration of a run without it */
         return !strcmp(o->flag, "maxent-c") || !strcmp(o->flag, "maxent-cap") ? c->maxent_c != 0 : c->maxent != 0;
+    if (!strcmp(o->flag, "lr-warmup")) return c->lr_warmup != 0; /* absent from runs without one */
     if (!strncmp(o->flag, "fixed-prior-", 12))
         return c->model.prior == MDL_PRIOR_SINUSOID || c->model.prior == MDL_PRIOR_RELATIVE;
     return 1;
@@ -741,6 +745,8 @@ int trn_config_validate(const trn_config *c, char *err, size_t errlen)
     TRN__POS(c->lr, "lr");
     TRN__RANGE(c->lr_flat_frac, 0.0f, 0.999f, "lr-flat");
     TRN__RANGE(c->lr_floor_frac, 0.0f, 1.0f, "lr-floor");
+    if (c->lr_warmup < 0 || c->lr_warmup > 1000000000)
+        return ex_errf(err, errlen, TRN_EINVAL, "--lr-warmup must be in [0, 1e9] steps (got %d)", c->lr_warmup);
     TRN__RANGE(c->beta1, 0.0f, 0.999999f, "beta1");
     TRN__RANGE(c->beta2, 0.0f, 0.999999f, "beta2");
     TRN__POS(c->adam_eps, "adam-eps");
@@ -1565,6 +1571,8 @@ int trn_step(trn *t, trn_step_info *info)
     lc.flat_frac = t->cfg.lr_flat_frac;
     lc.floor_frac = t->cfg.lr_floor_frac;
     if (guardian_lr(&lc, t->step, &lr) != GUARDIAN_OK) lr = t->cfg.lr;
+    if (t->cfg.lr_warmup > 0 && t->step < t->cfg.lr_warmup)
+        lr = (float)((double)lr * (double)(t->step + 1) / (double)t->cfg.lr_warmup);
     if (t->cfg.chaos) guardian_chaos_step(&t->chaos, &f);
     lr *= f;
     ps = trn__prior_scale(t, t->step) * f;

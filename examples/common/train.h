@@ -63,6 +63,10 @@ typedef struct trn_config {
     int ckpt_every;         /* steps between checkpoints (0: only at the end) */
     /* optimisation */
     float lr, lr_flat_frac, lr_floor_frac;
+    int lr_warmup;          /* steps of linear learning-rate warm-up: step k (1-based) of the
+                               first N runs at lr * k / N on top of the schedule (0: none, the
+                               presets' default; early Adam steps at a flat lr 2e-3 spike now
+                               and then at the tiny presets' size) */
     float beta1, beta2, adam_eps, weight_decay;
     float grad_clip;        /* 0: off */
     float label_smoothing, ent_floor_alpha, ent_floor_eta;
