@@ -29,6 +29,7 @@
 #include "common/mcqa.h"
 #include "common/model.h"
 #include "common/train.h"
+#include "common/ckptcfg.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -88,46 +89,6 @@ static void usage(FILE *f)
         for (i = 0; mdl_decode_limit(i); i++) fprintf(f, "%s %s", i ? ";" : "", mdl_decode_limit(i));
     }
     fprintf(f, ".\n\nExit status: 0 generated; 1 an input or the model failed; 2 a bad flag or value.\n");
-}
-
-/* The run's trn_config from the checkpoint's "attnkit.config" metadata (as mcqa.c). */
-static int config_from_ckpt(const ckpt_file *f, trn_config *cfg, char *err, size_t errlen)
-{
-    const char *js = ckpt_meta(f, "attnkit.config"), *kind = ckpt_meta(f, "attnkit.kind");
-    mcqa_json *j = NULL;
-    char jerr[256];
-    int i;
-    if (!kind || strcmp(kind, "wt2_train")) {
-        snprintf(err, errlen, "not a wt2_train checkpoint (attnkit.kind is %s)", kind ? kind : "absent");
-        return -1;
-    }
-    if (!js || mcqa_json_parse(js, strlen(js), &j, jerr, sizeof jerr) != MCQA_OK || j->type != MCQA_JOBJ) {
-        snprintf(err, errlen, "the checkpoint's attnkit.config is missing or not a JSON object%s%s", js ? ": " : "",
-                 js ? jerr : "");
-        mcqa_json_free(j);
-        return -1;
-    }
-    trn_preset("tiny", cfg);
-    for (i = 0; i < j->n; i++) {
-        const char *k = j->keys[i];
-        const mcqa_json *v = j->items[i];
-        char flag[128], *argv[3];
-        int rc;
-        if (!strcmp(k, "threads") || !strcmp(k, "data-dir") || !strcmp(k, "out-dir") || !strcmp(k, "device") ||
-            !strcmp(k, "precision"))
-            continue;
-        if (v->type != MCQA_JSTR && v->type != MCQA_JNUM) continue;
-        if (!strcmp(k, "cg-lengths") && v->len == 0) { cfg->n_cg = 0; continue; }
-        snprintf(flag, sizeof flag, "--%s", k);
-        argv[0] = (char *)"generate";
-        argv[1] = flag;
-        argv[2] = v->str;
-        rc = trn_parse_flag(cfg, 3, argv, 1, err, errlen);
-        if (rc < 0) { mcqa_json_free(j); return -1; }
-        if (rc == 0) fprintf(stderr, "generate: note: checkpoint option --%s is unknown to this build (ignored)\n", k);
-    }
-    mcqa_json_free(j);
-    return 0;
 }
 
 /* splitmix64: one stream per prompt */
@@ -304,7 +265,7 @@ int main(int argc, char **argv)
     /* the checkpoint: architecture first (a refused one fails before any weight is read) */
     if (ex_check_input(ckpt_path, err, sizeof err)) { fprintf(stderr, "generate: --ckpt: %s\n", err); goto out; }
     if (ckpt_open(&ck, ckpt_path, err, sizeof err) != CKPT_OK) { fprintf(stderr, "generate: %s\n", err); goto out; }
-    if (config_from_ckpt(ck, &cfg, err, sizeof err) != 0) { fprintf(stderr, "generate: %s: %s\n", ckpt_path, err); goto out; }
+    if (ex_config_from_ckpt(ck, &cfg, "generate", err, sizeof err) != 0) { fprintf(stderr, "generate: %s: %s\n", ckpt_path, err); goto out; }
     if (mdl_decode_supports(&cfg.model, err, sizeof err) != MDL_OK) {
         fprintf(stderr, "generate: %s: %s\n", ckpt_path, err);
         goto out;
