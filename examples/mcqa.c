@@ -70,11 +70,13 @@ typedef struct {
     mdl_opts o;
 } fwd_ctx;
 
-static int model_forward(void *user, const int *ids, int B, int T, const float **logits, int *V,
+static int model_forward(void *user, const int *ids, int B, int T, int first, const float **logits, int *V,
                          char *err, size_t errlen)
 {
     fwd_ctx *c = (fwd_ctx *)user;
-    int rc = mdl_forward(c->m, ids, NULL, B, T, &c->o, NULL);
+    int rc;
+    c->o.logits_from = first; /* the head on the rows mcqa_score reads only */
+    rc = mdl_forward(c->m, ids, NULL, B, T, &c->o, NULL);
     if (rc != MDL_OK) {
         snprintf(err, errlen, "forward (B %d, T %d) failed: %s", B, T, mdl_last_error(c->m));
         return rc;
@@ -429,7 +431,7 @@ int main(int argc, char **argv)
             }
             for (b = 0; b < rows; b++)
                 for (j = 0; j < T; j++) inp[b * T + j] = chunk[b * (T + 1) + j];
-            if (model_forward(&fc, inp, rows, T, &lg, &V, err, sizeof err) != 0) {
+            if (model_forward(&fc, inp, rows, T, 0, &lg, &V, err, sizeof err) != 0) {
                 free(chunk);
                 free(inp);
                 fprintf(stderr, "mcqa: %s\n", err);

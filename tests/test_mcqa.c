@@ -34,12 +34,12 @@ typedef struct {
     int calls, last_B, last_T, first_id, max_T_seen;
 } toy;
 
-static int toy_forward(void *user, const int *ids, int B, int T, const float **logits, int *V,
+static int toy_forward(void *user, const int *ids, int B, int T, int first, const float **logits, int *V,
                        char *err, size_t errlen)
 {
     toy *m = (toy *)user;
     int t, j;
-    if (B != 1 || T < 1 || T > 64) {
+    if (B != 1 || T < 1 || T > 64 || first < 0 || first >= T) {
         snprintf(err, errlen, "toy: B %d T %d", B, T);
         return -1;
     }
@@ -152,13 +152,16 @@ static void test_score_hand(void)
 typedef struct {
     mdl_model *m;
     mdl_opts o;
+    int partial; /* 1: the head on the rows mcqa_score reads only (logits_from) */
 } mctx;
 
-static int mdl_fwd(void *user, const int *ids, int B, int T, const float **logits, int *V, char *err,
+static int mdl_fwd(void *user, const int *ids, int B, int T, int first, const float **logits, int *V, char *err,
                    size_t errlen)
 {
     mctx *c = (mctx *)user;
-    int rc = mdl_forward(c->m, ids, NULL, B, T, &c->o, NULL);
+    int rc;
+    c->o.logits_from = c->partial ? first : 0;
+    rc = mdl_forward(c->m, ids, NULL, B, T, &c->o, NULL);
     if (rc) {
         snprintf(err, errlen, "%s", mdl_last_error(c->m));
         return rc;
@@ -196,7 +199,14 @@ static void test_score_model(void)
     x.o = mdl_opts_default();
     x.o.train = 0;
     make_tokens(&tk, prompt, 3, ch, nc, 2);
+    x.partial = 0;
     CHECK_INT_EQ(mcqa_score(mdl_fwd, &x, 8, &tk, &r, err, sizeof err), MCQA_OK);
+    /* the head on the read rows only (what mcqa does) scores every choice to the bit */
+    x.partial = 1;
+    CHECK_INT_EQ(mcqa_score(mdl_fwd, &x, 8, &tk, &r2, err, sizeof err), MCQA_OK);
+    CHECK(r2.sum[0] == r.sum[0] && r2.sum[1] == r.sum[1] && r2.hash == r.hash);
+    x.partial = 0;
+    x.o.logits_from = 0;
     /* direct: the sequence prompt + a[0..1] in one forward, log-softmax by hand */
     memcpy(seq, prompt, sizeof prompt);
     seq[3] = a[0];
@@ -543,6 +553,71 @@ static void test_bootstrap(void)
     CHECK_INT_EQ(mcqa_bootstrap_delta(d, 10, 200, 1, 1.5, &lo1, &hi1), MCQA_EINVAL);
 }
 
+/* Issue 45: pooling over training seeds. The cluster bootstrap with one stratum is the plain
+   bootstrap draw for draw; strata that agree item for item change nothing; the t test's
+   p-values against closed forms (df 1, 2, 3) and the t quantiles (df 4, 10, 30). */
+static void test_pooled_stats(void)
+{
+    signed char d[400];
+    int t1[400], t2[400], t3[400];
+    double lo1, hi1, lo2, hi2, lo3, hi3, m, sd, t, p, x;
+    double del[5] = {0.012, 0.030, -0.004, 0.021, 0.015}, same[3] = {0.01, 0.01, 0.01}, zero[2] = {0, 0};
+    int i;
+    for (i = 0; i < 400; i++) {
+        d[i] = (signed char)(i % 10 == 0 ? 1 : i % 10 == 1 ? -1 : i % 10 < 4 ? 1 : 0);
+        t1[i] = d[i];
+        t2[i] = 2 * d[i];                       /* two strata with the same outcomes */
+        t3[i] = d[i] + (i % 7 == 0 ? 1 : 0);    /* a second stratum that differs */
+        if (t3[i] > 2) t3[i] = 2;
+    }
+    CHECK_INT_EQ(mcqa_bootstrap_delta(d, 400, 2000, 7, 0.05, &lo1, &hi1), MCQA_OK);
+    CHECK_INT_EQ(mcqa_bootstrap_cluster(t1, 400, 1, 2000, 7, 0.05, &lo2, &hi2), MCQA_OK);
+    CHECK(lo1 == lo2 && hi1 == hi2);
+    CHECK_INT_EQ(mcqa_bootstrap_cluster(t2, 400, 2, 2000, 7, 0.05, &lo3, &hi3), MCQA_OK);
+    CHECK(lo1 == lo3 && hi1 == hi3);
+    CHECK_INT_EQ(mcqa_bootstrap_cluster(t3, 400, 2, 2000, 7, 0.05, &lo3, &hi3), MCQA_OK);
+    CHECK(lo3 != lo1 || hi3 != hi1);
+    x = 0;
+    for (i = 0; i < 400; i++) x += t3[i];
+    x /= 800.0;
+    CHECK(lo3 < x && hi3 > x);
+    CHECK_INT_EQ(mcqa_bootstrap_cluster(t3, 400, 1, 200, 7, 0.05, &lo3, &hi3), MCQA_EINVAL); /* |t| > S */
+    CHECK_INT_EQ(mcqa_bootstrap_cluster(t1, 0, 1, 200, 7, 0.05, &lo3, &hi3), MCQA_EINVAL);
+    CHECK_INT_EQ(mcqa_bootstrap_cluster(t1, 400, 0, 200, 7, 0.05, &lo3, &hi3), MCQA_EINVAL);
+    CHECK_INT_EQ(mcqa_bootstrap_cluster(NULL, 400, 1, 200, 7, 0.05, &lo3, &hi3), MCQA_EINVAL);
+    /* closed forms: df 1 (Cauchy) 1 - 2 atan|t| / pi; df 2: 1 - |t| / sqrt(2 + t^2);
+       df 3: 1 - 2 (atan(t / sqrt 3) + sqrt(3) t / (t^2 + 3)) / pi */
+    for (x = 0.0; x <= 40.0; x += 0.37) {
+        double pi = 3.14159265358979323846;
+        CHECK_NEAR(mcqa_t_p2(x, 1), 1.0 - 2.0 * atan(x) / pi, 1e-12);
+        CHECK_NEAR(mcqa_t_p2(-x, 2), 1.0 - x / sqrt(2.0 + x * x), 1e-12);
+        CHECK_NEAR(mcqa_t_p2(x, 3), 1.0 - 2.0 * (atan(x / sqrt(3.0)) + sqrt(3.0) * x / (x * x + 3.0)) / pi, 1e-12);
+    }
+    /* t_{0.975} quantiles: two-sided p 0.05 */
+    CHECK_NEAR(mcqa_t_p2(2.7764451051977987, 4), 0.05, 1e-12);
+    CHECK_NEAR(mcqa_t_p2(2.228138851986274, 10), 0.05, 1e-12);
+    CHECK_NEAR(mcqa_t_p2(2.0422724563012373, 30), 0.05, 1e-12);
+    CHECK_NEAR(mcqa_t_p2(0.0, 5), 1.0, 1e-15);
+    CHECK(mcqa_t_p2(INFINITY, 4) == 0.0);
+    CHECK(isnan(mcqa_t_p2(NAN, 4)) && isnan(mcqa_t_p2(1.0, 0)));
+    /* the paired t test: mean 0.0148, sample sd 0.012497..., t 2.6482, df 4 */
+    CHECK_INT_EQ(mcqa_paired_t(del, 5, &m, &sd, &t, &p), MCQA_OK);
+    CHECK_NEAR(m, 0.0148, 1e-15);
+    x = 0;
+    for (i = 0; i < 5; i++) x += (del[i] - 0.0148) * (del[i] - 0.0148);
+    CHECK_NEAR(sd, sqrt(x / 4.0), 1e-15);
+    CHECK_NEAR(t, 0.0148 / (sd / sqrt(5.0)), 1e-12);
+    CHECK_NEAR(p, mcqa_t_p2(t, 4), 0.0);
+    CHECK(p > 0.05 && p < 0.1); /* t 2.648 < 2.776 */
+    CHECK_INT_EQ(mcqa_paired_t(same, 3, &m, &sd, &t, &p), MCQA_OK);
+    CHECK(sd == 0.0 && isinf(t) && t > 0 && p == 0.0);
+    CHECK_INT_EQ(mcqa_paired_t(zero, 2, &m, &sd, &t, &p), MCQA_OK);
+    CHECK(t == 0.0 && p == 1.0);
+    CHECK_INT_EQ(mcqa_paired_t(del, 1, &m, &sd, &t, &p), MCQA_EINVAL);
+    del[2] = NAN;
+    CHECK_INT_EQ(mcqa_paired_t(del, 5, &m, &sd, &t, &p), MCQA_EINVAL);
+}
+
 static void test_families(void)
 {
     mcqa_families f;
@@ -571,13 +646,14 @@ static void test_families(void)
 /* ------------------------------------------------------------------ issue 37 */
 /* A model whose logits are NaN (non-finite weights): every score is an error naming the
    cause, never a "nan" in the log. */
-static int nan_forward(void *user, const int *ids, int B, int T, const float **logits, int *V, char *err,
+static int nan_forward(void *user, const int *ids, int B, int T, int first, const float **logits, int *V, char *err,
                        size_t errlen)
 {
     static float lg[64 * 4];
     int i;
     (void)user;
     (void)ids;
+    (void)first;
     (void)err;
     (void)errlen;
     if (B != 1 || T < 1 || T > 64) return -1;
@@ -712,6 +788,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_mcnemar);
     TEST_RUN(test_holm);
     TEST_RUN(test_bootstrap);
+    TEST_RUN(test_pooled_stats);
     TEST_RUN(test_families);
     TEST_RUN(test_nonfinite_scores);
     TEST_RUN(test_log_scores_checked);

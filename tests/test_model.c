@@ -813,6 +813,58 @@ static void test_eval_causal(void)
     mdl_destroy(m);
 }
 
+/* Issue 45: logits_from runs the head on the rows t >= f of each sequence; those rows are
+   bit-identical to the full forward's. Refused with targets, in training, outside [0, T). */
+static void test_logits_from(void)
+{
+    mdl_config c = micro();
+    mdl_model *m = NULL;
+    mdl_opts o = mdl_opts_default();
+    char err[256];
+    int x[MB * MT], y[MB * MT], i, b, t, f, same = 1;
+    float *full;
+    size_t V;
+    /* a head of rows x V x d_model >= 4096 per call, tensor.h's blocked GEMM for one row as
+       for all (every real vocabulary: GPT-2's is 50,257): its order of summation does not
+       depend on the row count. (Below that the small-GEMM path can differ in the last bit.) */
+    c.vocab = 512;
+    V = (size_t)c.vocab;
+    CHECK_INT_EQ(mdl_create(&m, &c, 77, err, sizeof err), MDL_OK);
+    if (!m) return;
+    tt_seed(4501);
+    for (i = 0; i < MB * MT; i++) {
+        x[i] = (int)(tt_uniform() * c.vocab);
+        y[i] = (int)(tt_uniform() * c.vocab);
+    }
+    full = (float *)malloc((size_t)MB * MT * V * sizeof *full);
+    if (!full) { mdl_destroy(m); return; }
+    CHECK_INT_EQ(mdl_forward(m, x, NULL, MB, MT, &o, NULL), MDL_OK);
+    memcpy(full, mdl_logits(m), (size_t)MB * MT * V * sizeof *full);
+    for (f = 1; f < MT; f++) {
+        o.logits_from = f;
+        CHECK_INT_EQ(mdl_forward(m, x, NULL, MB, MT, &o, NULL), MDL_OK);
+        for (b = 0; b < MB; b++)
+            for (t = f; t < MT; t++)
+                if (memcmp(mdl_logits(m) + ((size_t)b * MT + t) * V, full + ((size_t)b * MT + t) * V, V * sizeof(float)))
+                    same = 0;
+    }
+    CHECK(same);
+    o.logits_from = MT;
+    CHECK_INT_EQ(mdl_forward(m, x, NULL, MB, MT, &o, NULL), MDL_EINVAL);
+    o.logits_from = -1;
+    CHECK_INT_EQ(mdl_forward(m, x, NULL, MB, MT, &o, NULL), MDL_EINVAL);
+    o.logits_from = 1;
+    CHECK_INT_EQ(mdl_forward(m, x, y, MB, MT, &o, NULL), MDL_EINVAL);
+    o.train = 1;
+    CHECK_INT_EQ(mdl_forward(m, x, NULL, MB, MT, &o, NULL), MDL_EINVAL);
+    CHECK(strstr(mdl_last_error(m), "logits_from") != NULL);
+    o.train = 0;
+    o.logits_from = 0;
+    CHECK_INT_EQ(mdl_forward(m, x, y, MB, MT, &o, NULL), MDL_OK);
+    free(full);
+    mdl_destroy(m);
+}
+
 /* the running statistics: first update = the batch mean; then w = max(1 - mom, 1/(n+1));
    rows beyond the trained length stay uniform; set/get round trip and refusals */
 static void test_prior_stats(void)
@@ -1279,6 +1331,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_eval_batch_independent);
     TEST_RUN(test_eval_causal);
     TEST_RUN(test_prior_stats);
+    TEST_RUN(test_logits_from);
     TEST_RUN(test_grad_rpa_running);
     TEST_RUN(test_gac_scope);
     TEST_RUN(test_gac_entropy_band_loss);

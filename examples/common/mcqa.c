@@ -682,7 +682,7 @@ int mcqa_score(mcqa_forward_fn fwd, void *user, int max_T, const mcqa_tokens *tk
         const float *logits = NULL;
         if (rep[i] != i) continue;
         memcpy(ids + P, tk->choice[i], (size_t)(tk->n_choice[i] - 1) * sizeof(int));
-        rc = fwd(user, ids, 1, T, &logits, &V, err, errlen);
+        rc = fwd(user, ids, 1, T, P - 1, &logits, &V, err, errlen);
         out->forwards++;
         if (rc) { rc = MCQA_EMODEL; goto done; }
         if (!logits || V < 1) { rc = ex_errf(err, errlen, MCQA_EMODEL, "the model returned no logits"); goto done; }
@@ -1149,6 +1149,107 @@ int mcqa_bootstrap_delta(const signed char *d, long n, int reps, uint64_t seed, 
     *lo = mcqa__quantile(v, reps, 0.5 * alpha);
     *hi = mcqa__quantile(v, reps, 1.0 - 0.5 * alpha);
     free(v);
+    return MCQA_OK;
+}
+
+int mcqa_bootstrap_cluster(const int *t, long n, int S, int reps, uint64_t seed, double alpha, double *lo,
+                           double *hi)
+{
+    double *v;
+    uint64_t s;
+    int r;
+    long i;
+    if (!t || n < 1 || n > 0xFFFFFFFFL || S < 1 || reps < 2 || !(alpha > 0.0 && alpha < 1.0) || !lo || !hi)
+        return MCQA_EINVAL;
+    for (i = 0; i < n; i++)
+        if (t[i] < -S || t[i] > S) return MCQA_EINVAL;
+    v = (double *)malloc((size_t)reps * sizeof *v);
+    if (!v) return MCQA_ENOMEM;
+    /* the stream and the order of draws of mcqa_bootstrap_delta: S = 1 gives its CI exactly */
+    s = seed * 0x9E3779B97F4A7C15ull + 0xDA3E39CB94B95BDBull;
+    (void)mcqa__pcg(&s);
+    for (r = 0; r < reps; r++) {
+        long long acc = 0;
+        for (i = 0; i < n; i++) acc += t[mcqa__below(&s, (uint32_t)n)];
+        v[r] = (double)acc / ((double)n * (double)S);
+    }
+    qsort(v, (size_t)reps, sizeof *v, mcqa__cmp_d);
+    *lo = mcqa__quantile(v, reps, 0.5 * alpha);
+    *hi = mcqa__quantile(v, reps, 1.0 - 0.5 * alpha);
+    free(v);
+    return MCQA_OK;
+}
+
+/* The regularised incomplete beta I_x(a, b) by its continued fraction (modified Lentz),
+   with the symmetry I_x(a, b) = 1 - I_{1-x}(b, a) where the fraction converges slowly. */
+static double mcqa__betacf(double a, double b, double x)
+{
+    const double tiny = 1e-300;
+    double c = 1.0, d = 1.0 - (a + b) * x / (a + 1.0), h;
+    int m;
+    if (fabs(d) < tiny) d = tiny;
+    d = 1.0 / d;
+    h = d;
+    for (m = 1; m <= 1000; m++) {
+        double m2 = 2.0 * m, aa, del;
+        aa = m * (b - m) * x / ((a + m2 - 1.0) * (a + m2));
+        d = 1.0 + aa * d;
+        if (fabs(d) < tiny) d = tiny;
+        c = 1.0 + aa / c;
+        if (fabs(c) < tiny) c = tiny;
+        d = 1.0 / d;
+        h *= d * c;
+        aa = -(a + m) * (a + b + m) * x / ((a + m2) * (a + m2 + 1.0));
+        d = 1.0 + aa * d;
+        if (fabs(d) < tiny) d = tiny;
+        c = 1.0 + aa / c;
+        if (fabs(c) < tiny) c = tiny;
+        d = 1.0 / d;
+        del = d * c;
+        h *= del;
+        if (fabs(del - 1.0) < 1e-15) break;
+    }
+    return h;
+}
+
+static double mcqa__betai(double a, double b, double x)
+{
+    double lf;
+    if (x <= 0.0) return 0.0;
+    if (x >= 1.0) return 1.0;
+    lf = lgamma(a + b) - lgamma(a) - lgamma(b) + a * log(x) + b * log1p(-x);
+    if (x < (a + 1.0) / (a + b + 2.0)) return exp(lf) * mcqa__betacf(a, b, x) / a;
+    return 1.0 - exp(lf) * mcqa__betacf(b, a, 1.0 - x) / b;
+}
+
+double mcqa_t_p2(double t, int df)
+{
+    if (isnan(t) || df < 1) return NAN;
+    if (isinf(t)) return 0.0;
+    return mcqa__betai(0.5 * df, 0.5, (double)df / ((double)df + t * t));
+}
+
+int mcqa_paired_t(const double *delta, int S, double *mean, double *sd, double *t, double *p)
+{
+    double m = 0.0, v = 0.0;
+    int i;
+    if (!delta || S < 2 || !mean || !sd || !t || !p) return MCQA_EINVAL;
+    for (i = 0; i < S; i++) {
+        if (!isfinite(delta[i])) return MCQA_EINVAL;
+        m += delta[i];
+    }
+    m /= S;
+    for (i = 0; i < S; i++) v += (delta[i] - m) * (delta[i] - m);
+    v /= (S - 1);
+    *mean = m;
+    *sd = sqrt(v);
+    if (*sd == 0.0) {
+        *t = m == 0.0 ? 0.0 : (m > 0.0 ? INFINITY : -INFINITY);
+        *p = m == 0.0 ? 1.0 : 0.0;
+        return MCQA_OK;
+    }
+    *t = m / (*sd / sqrt((double)S));
+    *p = mcqa_t_p2(*t, S - 1);
     return MCQA_OK;
 }
 

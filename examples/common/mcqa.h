@@ -129,8 +129,11 @@ void mcqa_tokens_free(mcqa_tokens *t);
 
 /* ---------------------------------------------------------------- scoring */
 /* The model: run ids (B,T) and return a pointer to logits (B,T,V), valid until the next
-   call (mcqa_score always asks for B = 1). Returns 0 on success, else an error (a message in err). */
-typedef int (*mcqa_forward_fn)(void *user, const int *ids, int B, int T, const float **logits,
+   call (mcqa_score always asks for B = 1). Only the rows t >= first of each sequence are
+   read: a model may leave the rows before it uncomputed (mcqa_score asks for the rows that
+   predict the choice tokens only; the head is most of a small model's cost). Returns 0 on
+   success, else an error (a message in err). */
+typedef int (*mcqa_forward_fn)(void *user, const int *ids, int B, int T, int first, const float **logits,
                                int *V, char *err, size_t errlen);
 
 typedef struct mcqa_result {
@@ -202,6 +205,24 @@ int mcqa_holm(const double *p, int m, double *adj);
    numpy's default). */
 int mcqa_bootstrap_delta(const signed char *d, long n, int reps, uint64_t seed, double alpha,
                          double *lo, double *hi);
+
+/* The same over S replicates of the same items (e.g. two models trained with S seeds, each
+   pair scored on one task file): t[i] = the sum over replicates of correct_A - correct_B for
+   item i (in -S..S). Items are resampled with replacement, each with all its replicates
+   (a cluster bootstrap: the items are the sampling unit, so the correlation of one item's
+   replicates is kept), Delta* = sum t / (n S). With S = 1 the draws, and so the CI, are
+   exactly mcqa_bootstrap_delta's. */
+int mcqa_bootstrap_cluster(const int *t, long n, int S, int reps, uint64_t seed, double alpha, double *lo,
+                           double *hi);
+/* Two-sided p of Student's t with df degrees of freedom, P(|T| >= |t|) =
+   I_{df/(df+t^2)}(df/2, 1/2) (regularised incomplete beta, continued fraction). t = +-inf:
+   0; t NaN or df < 1: NaN. */
+double mcqa_t_p2(double t, int df);
+/* Paired t test across S >= 2 replicates of Delta (one per training seed): the mean, the
+   sample std (S - 1), t = mean / (sd / sqrt(S)) and its two-sided p with S - 1 degrees of
+   freedom. sd 0: t = +-inf and p 0 when the mean is not 0, else t 0 and p 1. MCQA_EINVAL:
+   S < 2, a NULL pointer or a non-finite delta. */
+int mcqa_paired_t(const double *delta, int S, double *mean, double *sd, double *t, double *p);
 
 /* ---------------------------------------------------------------- families */
 /* Config text: one family per line, "NAME: task task ..."; '#' starts a comment; blank

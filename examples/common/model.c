@@ -1955,6 +1955,10 @@ int mdl_forward(mdl_model *m, const int *inputs, const int *targets, int B, int 
                                         "ent_band_hmax (finite)");
     if (!mdl__finite(o.attn_temp_mul) || !(o.attn_temp_mul > 0.0f))
         return mdl__fail(m, MDL_EINVAL, "mdl_forward: attn_temp_mul must be finite and > 0 (got %g)", (double)o.attn_temp_mul);
+    if (o.logits_from < 0 || o.logits_from >= T || (o.logits_from > 0 && (targets || o.train)))
+        return mdl__fail(m, MDL_EINVAL, "mdl_forward: logits_from must be in [0, T) (got %d, T %d), and above 0 only in "
+                                        "a forward without targets and train 0 (its loss needs every row's logits)",
+                         o.logits_from, T);
     if ((o.want_attn_obs || o.want_gate_rows) && m->H > 256)
         return mdl__fail(m, MDL_EINVAL, "mdl_forward: attention observables and gate rows support at most 256 heads");
     m->gate_keep_on = m->gate_frozen_on = 0; /* gating holds for one backward only */
@@ -2049,7 +2053,16 @@ int mdl_forward(mdl_model *m, const int *inputs, const int *targets, int B, int 
         io.x = x;
         io.out = m->nf;
         MDL__TRY(mdl__cfwd(m, MDL__CP_N1, &io), "final norm");
-        MDL__TRY(mdl__linear(&m->cx, m->logits, m->nf, m->params + m->wte, NULL, N, C, m->V), "head GEMM");
+        if (o.logits_from == 0) {
+            MDL__TRY(mdl__linear(&m->cx, m->logits, m->nf, m->params + m->wte, NULL, N, C, m->V), "head GEMM");
+        } else { /* the rows t >= logits_from of each sequence (inference: the head is most of the cost) */
+            int b, f = o.logits_from;
+            for (b = 0; b < B; b++) {
+                size_t r0 = (size_t)b * (size_t)T + (size_t)f;
+                MDL__TRY(mdl__linear(&m->cx, m->logits + r0 * (size_t)m->V, m->nf + r0 * (size_t)C, m->params + m->wte,
+                                     NULL, T - f, C, m->V), "head GEMM");
+            }
+        }
     }
     if (targets) {
         double sce = 0.0, sl = 0.0;

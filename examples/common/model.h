@@ -181,6 +181,13 @@ typedef struct mdl_opts {
        NULL (all 1): loss = sum_i w_i loss_i / sum_i w_i (+ the penalties); stats.ce and
        ce_sum stay the plain CE over every target. Used by niah to weigh needle digits. */
     const float *target_weight; /* NULL */
+    /* Inference forwards (no targets, train 0): the head (normf(x) wte^T, most of a small
+       model's forward) runs only on the rows t >= logits_from of each sequence; mdl_logits'
+       rows t < logits_from are left as they were (not computed). The rows computed are
+       bit-identical to a forward with 0 when each head GEMM (rows x vocab x d_model) is
+       >= 4096 (tensor.h's blocked path, every real vocabulary); tinier heads take the
+       small-GEMM path, whose sums can differ in the last bit. mcqa scores with it. */
+    int logits_from;        /* 0: every row */
 } mdl_opts;
 mdl_opts mdl_opts_default(void);
 
