@@ -231,6 +231,35 @@ else
     "$C" "$W/A.jsonl" "$W/Bgold.jsonl" --bootstrap 200 --json "$W/cmp.json" > /dev/null 2>&1
     cmp -s "$W/cmp.json" "$W/cmp.orig" && no_tmp "$W"
     check compare_failed_run_keeps_json $? "cmp.json changed"
+    # issue 45: --pair pools pairs of logs (training seeds). The same pair twice: the same
+    # accuracies, delta and CI as once (the cluster bootstrap of identical strata), summed
+    # discordant pairs, sd 0 across the strata; one pair: the same JSON as before --pair existed
+    "$C" "$W/A.jsonl" "$W/B.jsonl" --pair "$W/A.jsonl" "$W/B.jsonl" --bootstrap 200 --json "$W/pool.json" \
+        > "$W/p0.out" 2> "$W/p0.err"; rc=$?
+    if [ $rc -eq 0 ] && command -v python3 > /dev/null 2>&1; then
+        python3 - "$W/cmp.json" "$W/pool.json" << 'PYEOF'
+import json, sys
+a = json.load(open(sys.argv[1]))["rules"]["sum"][0]
+b = json.load(open(sys.argv[2]))
+assert b["strata"] == 2 and len(b["a_strata"]) == 2, b.get("strata")
+b = b["rules"]["sum"][0]
+for k in ("acc_a", "acc_b", "delta", "ci_lo", "ci_hi"):
+    assert a[k] == b[k], (k, a[k], b[k])
+assert b["n01"] == 2 * a["n01"] and b["n10"] == 2 * a["n10"], (a["n01"], b["n01"])
+assert b["delta_sd"] == 0 and b["delta_strata"] == [a["delta"], a["delta"]] and "p_t" not in a
+PYEOF
+        rc=$?
+    fi
+    check compare_pair_pools_strata $? "rc=$rc: $(last "$W/p0.err")"
+    # a pair that does not hold the first pair's items is refused, naming the logs
+    { line 1 0 -1 -2; line 2 1 -3 -2; } > "$W/A2.jsonl"
+    { line 1 0 -1 -2; line 2 1 -2 -3; } > "$W/B2.jsonl"
+    "$C" "$W/A.jsonl" "$W/B.jsonl" --pair "$W/A2.jsonl" "$W/B2.jsonl" --bootstrap 200 > /dev/null 2> "$W/p1.err"; r1=$?
+    "$C" "$W/A.jsonl" "$W/B.jsonl" --pair "$W/A.jsonl" > /dev/null 2>&1; r2=$?
+    "$C" "$W/A.jsonl" "$W/B.jsonl" --pair "$W/A.jsonl" "$W/B.jsonl" --json "$W/B.jsonl" > /dev/null 2>&1; r3=$?
+    [ $r1 -eq 1 ] && grep -q "do not hold the same items" "$W/p1.err" && [ $r2 -eq 2 ] && [ $r3 -eq 2 ] \
+        && cmp -s "$W/A.jsonl" "$W/A.orig"
+    check compare_pair_refusals $? "rc=$r1/$r2/$r3: $(last "$W/p1.err")"
 fi
 
 # ------------------------------------------------------------------ niah
