@@ -16,9 +16,15 @@
    "[i] ..." when it finishes. --json: nothing else on stdout but one JSON line at the end
    (per prompt: tokens, text, stop reason; per step: milliseconds; a summary).
    Only what token-by-token decoding supports runs (model.h mdl_decode_supports: softmax
-   attention without a prior, no memory or convolution); another architecture is refused
-   with the reason, and so is a run whose guardian / scripted controller set per-layer
-   temperatures (kept in the trainer's state, not restored here).
+   attention with or without a prior, no memory or convolution); another architecture is
+   refused with the reason, and so is a run without an RPA prior whose guardian / scripted
+   controller set per-layer temperatures (kept in the trainer's state, not restored here;
+   with the RPA prior they are its tau_att parameters, restored with the weights).
+   With a prior (RPA, ERA, sinusoid, relative) the decoding window is the model's context
+   max_T whatever --max-new says: every token at position t gets row t of B(max_T), what an
+   evaluation forward of max_T tokens gives it (model.h, "Priors"), RPA's built from the
+   checkpoint's running statistics (state.prior_stats) at full strength (a checkpoint
+   saved during the prior's warm-in evaluates with a weaker prior in wt2_train).
    Exit status: 0 generated; 1 an input (checkpoint, tokenizer, prompt) or the model failed;
    2 a bad flag or value. Writes no files.
    License: MIT. */
@@ -80,9 +86,10 @@ static void usage(FILE *f)
             "  --json             one JSON line on stdout at the end (texts, per-step timings,\n"
             "                     summary) instead of the text\n"
             "  --help             this text\n\n"
-            "Supported architectures: softmax attention without a prior, learned or rotary\n"
-            "positions, LayerNorm/RMSNorm, GELU / squared-ReLU MLP or fuzzy MoE, residual and\n"
-            "value gates (e.g. --preset tiny-plain, tiny-baseline, baseline); refused:",
+            "Supported architectures: softmax attention with or without a prior (RPA, ERA,\n"
+            "sinusoid, relative: the window is the model's context), learned or rotary positions,\n"
+            "LayerNorm/RMSNorm, GELU / squared-ReLU MLP or fuzzy MoE, residual and value gates\n"
+            "(e.g. --preset tiny, tiny-plain, era-gac-tiny, paper); refused:",
             MAX_PROMPTS, ATTNKIT_DATA_DIR);
     {
         int i;
@@ -270,9 +277,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "generate: %s: %s\n", ckpt_path, err);
         goto out;
     }
-    if (cfg.controller == TRN_CTRL_GUARDIAN || cfg.controller == TRN_CTRL_SCRIPTED) {
-        /* without a tau_att tensor (no prior: the only kind decoded) these controllers set
-           per-layer attention temperatures kept in the trainer's state, not restored here */
+    if ((cfg.controller == TRN_CTRL_GUARDIAN || cfg.controller == TRN_CTRL_SCRIPTED) &&
+        cfg.model.prior != MDL_PRIOR_RPA) {
+        /* without a tau_att tensor (the RPA prior's) these controllers set per-layer
+           attention temperatures kept in the trainer's state, not restored here */
         fprintf(stderr, "generate: %s: a run with the %s controller and no attention prior evaluates with the "
                         "controller's per-layer temperatures, which generate does not restore yet\n", ckpt_path,
                 cfg.controller == TRN_CTRL_GUARDIAN ? "guardian" : "scripted");
@@ -314,6 +322,33 @@ int main(int argc, char **argv)
                 goto out;
             }
     }
+    if (cfg.model.prior == MDL_PRIOR_RPA) {
+        /* the running statistics the cached prior is built from, as the trainer saved them */
+        size_t n = 0;
+        int64_t sh[1];
+        ckpt_entry e;
+        float *ps;
+        (void)mdl_prior_stats(m, &n);
+        if (ckpt_find(ck, "state.prior_stats", &e) != CKPT_OK) {
+            fprintf(stderr, "generate: %s: an RPA model without its running statistics (state.prior_stats): its "
+                            "prior cannot be rebuilt\n", ckpt_path);
+            goto out;
+        }
+        ps = (float *)malloc(sizeof(float) * (n ? n : 1));
+        sh[0] = (int64_t)n;
+        if (!ps) { fprintf(stderr, "generate: out of memory\n"); goto out; }
+        if (ckpt_read_into(ck, "state.prior_stats", CKPT_F32, 1, sh, ps, err, sizeof err) != CKPT_OK) {
+            fprintf(stderr, "generate: %s: %s\n", ckpt_path, err);
+            free(ps);
+            goto out;
+        }
+        if (mdl_prior_stats_set(m, ps, n) != MDL_OK) {
+            fprintf(stderr, "generate: %s: state.prior_stats: %s\n", ckpt_path, mdl_last_error(m));
+            free(ps);
+            goto out;
+        }
+        free(ps);
+    }
     V = cfg.model.vocab;
     maxT = cfg.model.max_T;
 
@@ -354,6 +389,7 @@ int main(int argc, char **argv)
             long long want = (long long)sq[i].nprompt + max_new;
             if (want > ml) ml = want > maxT ? maxT : (int)want;
         }
+        if (cfg.model.prior != MDL_PRIOR_NONE) ml = maxT; /* the window of B(T): the model's context */
         if (mdl_decode_init(m, np, ml, &cache) != MDL_OK) { fprintf(stderr, "generate: %s\n", mdl_last_error(m)); goto out; }
     }
     if (cfg.controller == TRN_CTRL_CEAS) {

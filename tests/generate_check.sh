@@ -105,7 +105,9 @@ err_case truncated_ckpt 1 "generate:" $GEN --ckpt "$W/trunc.safetensors" --promp
 printf 'not a checkpoint at all' > "$W/junk.safetensors"
 err_case junk_ckpt 1 "generate:" $GEN --ckpt "$W/junk.safetensors" --prompt x
 err_case swa_absent 1 "no swa weights" $GEN --ckpt "$CK" --prompt x --weights swa
-err_case unsupported_arch 1 "does not support an attention prior" $GEN --ckpt "$W/tiny/ckpt.safetensors" --prompt x
+"$T" --preset tiny-plain $SMALL --attn polar --pos none --max-steps 1 --out-dir "$W/polar" > /dev/null 2> "$W/train6.err" || {
+    fail train_polar "wt2_train failed: $(last "$W/train6.err")"; finish; }
+err_case unsupported_arch 1 "does not support polar attention" $GEN --ckpt "$W/polar/ckpt.safetensors" --prompt x
 err_case guardian_temperatures 1 "does not restore" $GEN --ckpt "$W/guard/ckpt.safetensors" --prompt x
 mkdir "$W/nodata"
 err_case no_tokenizer 1 "encoder.json" $G --data-dir "$W/nodata" --ckpt "$CK" --prompt x
@@ -118,6 +120,17 @@ $GEN --ckpt "$W/base/ckpt.safetensors" --prompt "The history of" --max-new 8 --s
 $GEN --ckpt "$W/base/ckpt.safetensors" --prompt "The history of" --max-new 8 --seed 2 > "$W/b2" 2> /dev/null; r2=$?
 [ $r1 -eq 0 ] && [ $r2 -eq 0 ] && cmp -s "$W/b1" "$W/b2" && grep -q '^The history of' "$W/b1"
 check moe_gates_tiny_baseline $? "rc $r1 $r2 $(last "$W/b1.err")"
+# the priors decode (window: the model's context): the tiny recipe (RPA from the checkpoint's
+# running statistics, Guardian's tau_att, MoE, gates) and ERA + GAC; the same seed, the same text
+"$T" --preset era-gac-tiny $SMALL --max-steps 2 --out-dir "$W/era" > /dev/null 2> "$W/train7.err" || {
+    fail train_era "wt2_train failed: $(last "$W/train7.err")"; finish; }
+for k in tiny era; do
+    $GEN --ckpt "$W/$k/ckpt.safetensors" --prompt "The history of" --max-new 8 --seed 4 > "$W/$k.1" 2> "$W/$k.1.err"; r1=$?
+    $GEN --ckpt "$W/$k/ckpt.safetensors" --prompt "The history of" --max-new 8 --seed 4 --threads 1 > "$W/$k.2" 2> /dev/null; r2=$?
+    [ $r1 -eq 0 ] && [ $r2 -eq 0 ] && cmp -s "$W/$k.1" "$W/$k.2" && grep -q '^The history of' "$W/$k.1" \
+        && grep -q "context 128" "$W/$k.1.err"
+    check "prior_${k}_decodes" $? "rc $r1 $r2 $(last "$W/$k.1.err")"
+done
 # the context bounds the continuation: a long prompt stops at max_T (128 for tiny-plain)
 mid=$(awk 'BEGIN { for (i = 0; i < 40; i++) printf "alpha beta "; }')
 $GEN --ckpt "$CK" --prompt "$mid" --max-new 1000 --temperature 0 --json > "$W/ctx" 2> "$W/ctx.err"; rc=$?

@@ -2,7 +2,8 @@
    issue 42): prefill + steps against the full causal forward at every position, for
    several configurations (learned positions + LayerNorm + GELU; RoPE + RMSNorm + ReLU^2
    with per-head temperatures; GAC temperature; no positions; fuzzy MoE with residual and
-   value gates; RoPE + value gate), three slots of different
+   value gates; RoPE + value gate; the RPA, ERA, sinusoid and relative priors against the
+   forward of the decoding window, their documented rule), three slots of different
    lengths stepped together, a slot reset and restarted mid-way, the refused
    configurations (one table) and bad arguments. Links the model (Makefile:
    TEST_OBJS_test_decode). */
@@ -97,7 +98,31 @@ static void run_exact(mdl_config c, const float *head_temp, const char *name)
     tt_seed(99);
     for (i = 0; i < NSEQ; i++)
         for (j = 0; j < lens[i]; j++) seq[i][j] = (int)(tt_uniform() * DV);
-    for (i = 0; i < NSEQ; i++) full_logits(m, seq[i], lens[i], &o, ref + (size_t)i * DT * DV);
+    if (c.prior != MDL_PRIOR_NONE) {
+        /* the documented rule: decoding with a prior is the first rows of a forward of the
+           window W = DT (mdl_decode_init's max_len): each sequence continued to DT tokens */
+        for (i = 0; i < NSEQ; i++)
+            for (j = lens[i]; j < DT; j++) seq[i][j] = (int)(tt_uniform() * DV);
+        if (c.prior == MDL_PRIOR_RPA) { /* running statistics that are not uniform */
+            size_t np = 0, k;
+            const float *cur = mdl_prior_stats(m, &np);
+            float *ps = (float *)malloc(sizeof(float) * np);
+            CHECK(cur && np == (size_t)c.n_layers * DT * c.R + DT);
+            if (ps && cur) {
+                for (k = 0; k + DT < np; k += (size_t)c.R) {
+                    double z = 0.0;
+                    int r;
+                    for (r = 0; r < c.R; r++) z += ps[k + r] = (float)(0.05 + tt_uniform());
+                    for (r = 0; r < c.R; r++) ps[k + r] = (float)(ps[k + r] / z);
+                }
+                for (k = np - DT; k < np; k++) ps[k] = 5.0f;
+                CHECK_INT_EQ(mdl_prior_stats_set(m, ps, np), MDL_OK);
+            }
+            free(ps);
+        }
+    }
+    for (i = 0; i < NSEQ; i++)
+        full_logits(m, seq[i], c.prior != MDL_PRIOR_NONE ? DT : lens[i], &o, ref + (size_t)i * DT * DV);
     rc = mdl_decode_init(m, 3, DT, &cb);
     CHECK_INT_EQ(rc, MDL_OK);
     if (rc) { fprintf(stderr, "%s: %s\n", name, mdl_last_error(m)); goto out; }
@@ -223,22 +248,86 @@ static void test_exact_moe_gates(void)
     run_exact(c, NULL, "RoPE + value gate");
 }
 
+/* The priors: RPA from the running statistics (alone, and with the tiny preset's MoE and
+   gates), ERA (alone, with GAC's temperature), the fixed sinusoid and relative priors. */
+static void test_exact_priors(void)
+{
+    mdl_config c = small();
+    c.prior = MDL_PRIOR_RPA;
+    c.rpa.posmix = 0.1f;
+    run_exact(c, NULL, "RPA prior (running statistics)");
+    c.ffn = MDL_FFN_MOE;
+    c.res_gate = 1;
+    c.value_gate = 1;
+    c.moe_experts = 3;
+    c.moe_topk = 2;
+    run_exact(c, NULL, "RPA prior + MoE + residual and value gates (the tiny preset's blocks)");
+    c = small();
+    c.prior = MDL_PRIOR_ERA;
+    run_exact(c, NULL, "ERA prior");
+    c.gac_tau = 1;
+    c.pos = MDL_POS_ROPE;
+    run_exact(c, NULL, "ERA prior + gac_tau + RoPE");
+    c = small();
+    c.prior = MDL_PRIOR_SINUSOID;
+    run_exact(c, NULL, "sinusoid prior");
+    c.prior = MDL_PRIOR_RELATIVE;
+    run_exact(c, NULL, "relative prior");
+}
+
+/* What the rule means: a 5-token sequence decoded in a window of DT is the first rows of a
+   DT-token forward, not the forward of its 5 tokens (ERA's B(5) is another matrix). */
+static void test_prior_window_rule(void)
+{
+    mdl_config c = small();
+    mdl_model *m = NULL;
+    mdl_opts o = mdl_opts_default();
+    char err[256];
+    int seq[DT], j, rc;
+    float *lg = (float *)malloc(sizeof(float) * DT * DV), *ref = (float *)malloc(sizeof(float) * DT * DV);
+    double e_win = 0.0, e_own = 0.0;
+    c.prior = MDL_PRIOR_ERA;
+    rc = mdl_create(&m, &c, 7, err, sizeof err);
+    CHECK_INT_EQ(rc, MDL_OK);
+    if (rc || !lg || !ref) goto out;
+    randomize(m, 4242);
+    tt_seed(5);
+    for (j = 0; j < DT; j++) seq[j] = (int)(tt_uniform() * DV);
+    CHECK_INT_EQ(mdl_decode_init(m, 1, DT, NULL), MDL_OK);
+    CHECK_INT_EQ(mdl_decode_prefill(m, 0, seq, 5, lg, 1), MDL_OK);
+    full_logits(m, seq, DT, &o, ref);
+    for (j = 0; j < 5; j++) {
+        double e = row_err(lg + (size_t)j * DV, ref + (size_t)j * DV, DV);
+        if (e > e_win) e_win = e;
+    }
+    full_logits(m, seq, 5, &o, ref);
+    for (j = 1; j < 5; j++) { /* (row 0 has one key: no bias moves it) */
+        double e = row_err(lg + (size_t)j * DV, ref + (size_t)j * DV, DV);
+        if (e > e_own) e_own = e;
+    }
+    fprintf(stderr, "  ERA, 5 tokens in a window of %d: against the %d-token forward %.3g, against the 5-token "
+                    "forward %.3g\n", DT, DT, e_win, e_own);
+    CHECK(e_win <= 1e-5);
+    CHECK(e_own > 1e-3);
+out:
+    mdl_destroy(m);
+    free(lg);
+    free(ref);
+}
+
 static void test_refusals(void)
 {
-    mdl_config base = small(), cs[6];
-    const char *want[6] = {"prior", "prior", "prior", "polar", "memory", "convolution"};
+    mdl_config base = small(), cs[3];
+    const char *want[3] = {"polar", "memory", "convolution"};
     char err[512];
     int i, n = 0;
-    for (i = 0; i < 6; i++) cs[i] = base;
-    cs[0].prior = MDL_PRIOR_RPA;
-    cs[1].prior = MDL_PRIOR_ERA;
-    cs[2].prior = MDL_PRIOR_SINUSOID;
-    cs[3].attn = MDL_ATTN_POLAR;
-    cs[3].pos = MDL_POS_NONE;
-    cs[4].memory = MDL_MEM_GDELTA;
-    cs[5].conv_k = 3;
+    for (i = 0; i < 3; i++) cs[i] = base;
+    cs[0].attn = MDL_ATTN_POLAR;
+    cs[0].pos = MDL_POS_NONE;
+    cs[1].memory = MDL_MEM_GDELTA;
+    cs[2].conv_k = 3;
     while (mdl_decode_limit(n)) n++;
-    CHECK_INT_EQ(n, 5);
+    CHECK_INT_EQ(n, 4);
     CHECK(mdl_decode_limit(-1) == NULL);
     CHECK_INT_EQ(mdl_decode_supports(&base, err, sizeof err), MDL_OK);
     CHECK_INT_EQ(mdl_decode_supports(NULL, err, sizeof err), MDL_EINVAL);
@@ -246,7 +335,7 @@ static void test_refusals(void)
     base.n_heads = 257;
     CHECK_INT_EQ(mdl_decode_supports(&base, err, sizeof err), MDL_EINVAL);
     CHECK(strstr(err, "256 heads") != NULL);
-    for (i = 0; i < 6; i++) {
+    for (i = 0; i < 3; i++) {
         mdl_model *m = NULL;
         int rc;
         err[0] = 0;
@@ -353,6 +442,8 @@ int main(int argc, char **argv)
     TEST_RUN(test_exact_rope_rms_relu2_temps);
     TEST_RUN(test_exact_gac_nopos);
     TEST_RUN(test_exact_moe_gates);
+    TEST_RUN(test_exact_priors);
+    TEST_RUN(test_prior_window_rule);
     TEST_RUN(test_refusals);
     TEST_RUN(test_bad_args);
     fprintf(stderr, "test_decode: worst relative logit error over every configuration %.3g\n", g_worst);

@@ -3150,7 +3150,6 @@ double mdl_flops_per_token(const mdl_config *cfg, int T)
    component whose output at t reads more than the token at t and the cached keys/values
    (a (T,T) prior, the recurrent memory, the convolution's window, memberships' running
    statistics) is not covered yet. */
-static int mdl__dec_prior(const mdl_config *c) { return c->prior != MDL_PRIOR_NONE; }
 static int mdl__dec_polar(const mdl_config *c) { return c->attn != MDL_ATTN_SOFTMAX; }
 static int mdl__dec_memory(const mdl_config *c) { return c->memory != MDL_MEM_NONE; }
 static int mdl__dec_conv(const mdl_config *c) { return c->conv_k != 0; }
@@ -3159,7 +3158,6 @@ static const struct {
     int (*refuses)(const mdl_config *);
     const char *what;
 } mdl__dec_limits[] = {
-    {mdl__dec_prior, "an attention prior (RPA, ERA, sinusoid or relative)"},
     {mdl__dec_polar, "polar attention"},
     {mdl__dec_memory, "the gated-delta memory channel"},
     {mdl__dec_conv, "the causal convolution (conv_k)"},
@@ -3179,8 +3177,8 @@ int mdl_decode_supports(const mdl_config *cfg, char *err, size_t errlen)
     for (i = 0; i < MDL__NDEC_LIMITS; i++)
         if (mdl__dec_limits[i].refuses(cfg))
             return ex_errf(err, errlen, MDL_EINVAL,
-                           "token-by-token decoding does not support %s yet (softmax attention without a prior, "
-                           "no memory or convolution, only)",
+                           "token-by-token decoding does not support %s yet (softmax attention, with or without a "
+                           "prior, no memory or convolution, only)",
                            mdl__dec_limits[i].what);
     return ex_errf(err, errlen, MDL_OK, "ok");
 }
@@ -3197,6 +3195,9 @@ struct mdl__dec {
     float *sv_n1, *sv_n2, *sv_f, *sv_nf, *work;    /* the components' saved / work buffers */
     float *sc;               /* (nthr, nl) attention scores */
     int *rslot, *rpos, *rout; /* per row: slot, position; rows that want logits */
+    float *pb;               /* the prior B(W), W = nl: (L, nl, nl) (RPA, ERA: per layer) or (nl, nl)
+                                (sinusoid, relative: shared); NULL without a prior */
+    int pb_layers;           /* L or 1 */
     size_t cache_bytes, bytes;
 };
 
@@ -3210,9 +3211,57 @@ static void *mdl__dec_take(char **p, size_t bytes)
 void mdl_decode_free(mdl_model *m)
 {
     if (!m || !m->dec) return;
+    free(m->dec->pb);
     free(m->dec->kc);
     free(m->dec);
     m->dec = NULL;
+}
+
+/* The prior of decoding: B(W) for the window W = d->nl (mdl_decode_init's max_len), what an
+   evaluation forward of W tokens uses: RPA from the running statistics (the cached, leak-free
+   prior), ERA from the layer's centres, sigma and alpha, the fixed priors from the config;
+   no warm-in (scale 1). Row t of it is the bias of the token at position t in every slot,
+   whatever the slot's live length: a sequence decodes as the first rows of a W-token
+   forward (model.h). Built once, from the parameters and statistics at mdl_decode_init. */
+static int mdl__dec_prior_build(mdl_model *m, struct mdl__dec *d)
+{
+    const mdl_config *c = &m->cfg;
+    const int W = d->nl;
+    const size_t WW = (size_t)W * (size_t)W;
+    int l, rc = ERA_OK;
+    d->pb_layers = (c->prior == MDL_PRIOR_RPA || c->prior == MDL_PRIOR_ERA) ? m->L : 1;
+    d->pb = (float *)malloc(sizeof(float) * WW * (size_t)d->pb_layers);
+    if (!d->pb) return mdl__fail(m, MDL_ENOMEM, "mdl_decode_init: out of memory (the prior B(%d))", W);
+    mdl__scal_refresh(m); /* tau_att, pos_beta, ERA's sigma and alpha as the parameters hold them */
+    if (c->prior == MDL_PRIOR_RPA) {
+        era_rpa_config ru = c->rpa;
+        ru.R = m->R;
+        ru.legacy = 0;
+        ru.scale = 1.0f;
+        for (l = 0; l < m->L && rc == ERA_OK; l++) {
+            era_rpa_params rp = mdl__rpa_params(m, l);
+            era_rpa_state st = era_rpa_state_init();
+            rc = era_rpa_forward(&ru, &rp, m->pstats + (size_t)l * c->max_T * m->R, 1, W, d->pb + (size_t)l * WW, &st,
+                                 NULL);
+            era_rpa_state_free(&st);
+        }
+    } else if (c->prior == MDL_PRIOR_ERA) {
+        for (l = 0; l < m->L && rc == ERA_OK; l++) {
+            era_era_params ep = mdl__era_params(m, l);
+            era_era_state st = era_era_state_init();
+            rc = era_era_forward(&c->era, &ep, W, d->pb + (size_t)l * WW, &st, NULL);
+            era_era_state_free(&st);
+        }
+    } else {
+        era_pos_config pc = c->fixed_prior;
+        pc.scale = 1.0f;
+        pc.max_T = c->max_T;
+        rc = c->prior == MDL_PRIOR_SINUSOID ? era_sinusoid_bias(&pc, W, d->pb) : era_relative_bias(&pc, W, d->pb);
+    }
+    if (rc != ERA_OK)
+        return mdl__fail(m, rc == ERA_ENOMEM ? MDL_ENOMEM : MDL_EFAIL, "mdl_decode_init: the prior B(%d) failed (%s)", W,
+                         era_strerror(rc));
+    return MDL_OK;
 }
 
 int mdl_decode_init(mdl_model *m, int max_batch, int max_len, size_t *cache_bytes)
@@ -3307,6 +3356,16 @@ int mdl_decode_init(mdl_model *m, int max_batch, int max_len, size_t *cache_byte
     d->bytes = total;
     for (l = 0; l < L * H; l++) d->temp[l] = 1.0f;
     memset(d->len, 0, sizeof(int) * (size_t)max_batch);
+    if (c->prior != MDL_PRIOR_NONE) {
+        int rc = mdl__dec_prior_build(m, d);
+        if (rc) {
+            free(d->pb);
+            free(d->kc);
+            free(d);
+            return rc;
+        }
+        d->bytes += sizeof(float) * (size_t)d->pb_layers * (size_t)max_len * (size_t)max_len;
+    }
     m->dec = d;
     if (cache_bytes) *cache_bytes = d->cache_bytes;
     return MDL_OK;
@@ -3427,7 +3486,10 @@ static int mdl__dec_run(mdl_model *m, int n, const int *ids, float *logits, int 
             memcpy(kc + ((size_t)d->rslot[r] * nl + t) * C, row + C, sizeof(float) * (size_t)C);
             memcpy(vc + ((size_t)d->rslot[r] * nl + t) * C, row + 2 * C, sizeof(float) * (size_t)C);
         }
-        /* attention: each (row, head) over its slot's positions 0..t */
+        /* attention: each (row, head) over its slot's positions 0..t (+ row t of the prior
+           B(W), divided by GAC's tau as the forward divides it) */
+        const float *pbl = d->pb ? d->pb + (d->pb_layers > 1 ? (size_t)l * nl * nl : 0) : NULL;
+        const float ginv = 1.0f / g;
         MDL__OMP(omp parallel for schedule(dynamic, 1) if(n * H > 1 && d->nthr > 1))
         for (u = 0; u < n * H; u++) {
             const int rr = u / H, h = u % H, t = d->rpos[rr], s = d->rslot[rr];
@@ -3447,6 +3509,13 @@ static int mdl__dec_run(mdl_model *m, int n, const int *ids, float *logits, int 
                 double a = 0.0;
                 for (e = 0; e < D; e++) a += (double)q[e] * (double)kj[e];
                 sc[j] = (float)a * alpha;
+            }
+            if (pbl) {
+                const float *br = pbl + (size_t)t * nl;
+                if (g != 1.0f)
+                    for (j = 0; j <= t; j++) sc[j] += br[j] * ginv;
+                else
+                    for (j = 0; j <= t; j++) sc[j] += br[j];
             }
             mx = sc[0];
             for (j = 1; j <= t; j++) mx = sc[j] > mx ? sc[j] : mx;

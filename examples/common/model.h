@@ -379,14 +379,27 @@ int mdl_frozen_copy(const mdl_model *m, const unsigned char *frozen, float *buf,
    RoPE angles; the attention of a new row over its slot's cached keys in double
    accumulation, so agreement is to rounding, not bits). The parameters are read at each
    call (load or change them between calls freely; cached keys stay those of the weights
-   they were computed with).
+   they were computed with), except the prior's.
+   Priors (RPA, ERA, sinusoid, relative). B(T) depends on the length T, and a forward of T
+   tokens gives every row t the row t of B(T): a token's hidden states, so the keys and
+   values cached from them, depend on the length of the forward they came from. Decoding
+   fixes one length, the window W = max_len of mdl_decode_init: every token at position t
+   (in any slot) gets row t of B(W), the bias an evaluation forward of W tokens gives it.
+   So a sequence of n <= W tokens decodes as the first n rows of a W-token forward (any
+   tokens after them: the attention is causal), to rounding; a forward of just its n tokens
+   uses B(n) instead and differs by design (for ERA, whose blocks are fractions of the
+   length, and for RPA, whose Sinkhorn plan sees the whole length). With W = max_T, the
+   length the model trained at, decoding scores a text as evaluation does at max_T. B(W) is
+   built at mdl_decode_init (RPA from the running statistics, ERA from the layers'
+   parameters, no warm-in) and kept: call mdl_decode_init again after changing them. It
+   takes (L or 1) * W * W * 4 bytes (RPA, ERA per layer; the fixed priors one).
      mdl_decode_supports  MDL_OK, or MDL_EINVAL and a sentence: decoding covers softmax
-                          attention without a prior, learned / rotary / no positions,
+                          attention with or without a prior, learned / rotary / no positions,
                           LayerNorm / RMSNorm, GELU / squared-ReLU MLP or fuzzy MoE, the
                           memberships, residual and value gates (the value gate's causal
                           mean from a per-slot cache of its pre-activations), gac_tau,
                           per-head temperatures; it refuses what mdl_decode_limit lists
-                          (one table: priors, polar attention, memory, convolution)
+                          (one table: polar attention, memory, convolution)
      mdl_decode_limit     the i-th refused configuration as a phrase, NULL past the last
      mdl_decode_init      allocates the cache and scratch once (1 <= max_batch <= 65536,
                           1 <= max_len <= max_T); *cache_bytes (may be NULL) = the K/V cache
