@@ -415,7 +415,7 @@ static const trn__opt trn__opts[] = {
     {"maxent-batch", K_INT, TO(maxent_batch), NULL, 0, "MaxEnt sequences of --context tokens per probe step (1..4096)"},
     {"maxent-c", K_ENUM, TO(maxent_c), trn__onoff_names, 0,
      "MaxEnt (C) at init: ceas_norm_eps report and ceas_spectral_cap on the block matrices (the seed's "
-     "activation PI controller is not wired: the model's activations have no parameter): off|on (bare: on)"},
+     "activation PI controller is --maxent-pi): off|on (bare: on)"},
     {"maxent-cap", K_F, TO(maxent_cap), NULL, 0, "MaxEnt (C) spectral-radius cap of block matrices (0: report only)"},
     {"maxent-pi", K_ENUM, TO(maxent_pi), trn__onoff_names, 1,
      "MaxEnt (C) PI controller (maxent.h): holds each GELU layer's activation entropy (64-bin histogram over "
