@@ -622,6 +622,9 @@ void trn_print_help(const trn_config *c, FILE *f)
         const trn__opt *o = &trn__opts[k];
         if (o->kind == K_F) /* %g for people; the JSON keeps %.9g (exact round trip) */
             snprintf(buf, sizeof buf, "%g", (double)*(const float *)((const char *)c + o->off));
+        else if (o->kind == K_F2)
+            snprintf(buf, sizeof buf, "%g,%g", (double)((const float *)((const char *)c + o->off))[0],
+                     (double)((const float *)((const char *)c + o->off))[1]);
         else
             trn__format_opt(c, o, buf, sizeof buf);
         fprintf(f, "  --%-16s %s", o->flag, o->help);
