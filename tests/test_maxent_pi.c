@@ -73,6 +73,7 @@ static void test_entropy_direction(void)
         for (i = 0; i < N; i++) v[i] = gelu_ref(as[k] * u[i]);
         CHECK_INT_EQ(mx_act_entropy(v, N, MX_PI_BINS, MX_PI_TAIL, &H, err, sizeof err), TRN_OK);
         CHECK(H < prev);
+        fprintf(stderr, "  a s = %g: H %.3f\n", 0.2 * as[k], (double)H);
         if (as[k] == 0.25f) CHECK(H > 0.9f);  /* nearly linear: u's Gaussian shape */
         if (as[k] == 64.0f) CHECK(H < 0.68f); /* ReLU-like: half the mass near 0 */
         prev = H;
