@@ -72,7 +72,7 @@ BENCH_NAMES  := $(patsubst bench/%.c,%,$(wildcard bench/bench_*.c))
 # no-OpenMP variant with gcc only; clang builds and runs them with OpenMP + SIMD. This
 # keeps `make test` within CI's 20 minutes on 2 cores; the headers' own tests keep all
 # four variants.
-EXAMPLE_TESTS := test_model test_train test_mcqa test_niah test_ceas_gating test_decode test_maxent
+EXAMPLE_TESTS := test_model test_train test_mcqa test_niah test_ceas_gating test_decode test_maxent test_maxent_pi
 NOOMP_SKIP_clang := $(EXAMPLE_TESTS)
 # ... and at -O0 (ASan and UBSan check the same): 8-12 s to compile instead of 27-33 s,
 # for runs a few seconds longer (measured: test_model 13 s against 8 s); for the tests that
@@ -106,6 +106,7 @@ test:
 # impl.c, layers.c, model.c ...: it must not link a second copy).
 TEST_OBJS_test_train := impl stb_impl bpe data layers model ckpt maxent
 TEST_OBJS_test_maxent := impl stb_impl bpe data layers model ckpt train maxent
+TEST_OBJS_test_maxent_pi := impl stb_impl bpe data layers model ckpt train maxent
 TEST_OBJS_test_niah  := impl stb_impl bpe data layers model plot niah
 TEST_OBJS_test_mcqa  := impl stb_impl bpe layers model mcqa
 TEST_OBJS_test_data  := stb_impl bpe data

@@ -210,7 +210,9 @@
        parameters": the entropy and its units are the caller's (e.g. a histogram entropy of
        the activation output over ln(bins)), the parameter any scalar (a GELU/Swish
        sharpness) whose effect's sign the caller gives as direction; the integral holds
-       inside the band and is clamped (anti-windup). "A sensible layer-norm eps" is read as
+       inside the band and is clamped (anti-windup). The update is incremental (p moves by
+       kp e + ki I each call), so with ki > 0 p keeps drifting by ki I inside the band
+       until the error changes sign: a small ki against kp keeps that drift slow. "A sensible layer-norm eps" is read as
        small against the smallest variance the norm divides by (rel 1e-3: that row shrinks
        by <= 0.05%, reported as bias) with a floor for constant rows; "a spectral-radius cap"
        as a check of the caller's estimate against a cap with the rescale that meets it.
@@ -234,9 +236,15 @@
            picks the shape the run trains; the table goes to stderr and metrics.jsonl;
        (C) --maxent-c on: ceas_norm_eps on the first norm's row variances (reported; the
            model's eps is a constant) and ceas_spectral_cap on the block matrices at init
-           (--maxent-cap). ceas_pi_update is not wired: the model's activations (GELU,
-           squared ReLU) have no parameter whose effect on the output entropy it could
-           move;
+           (--maxent-cap). --maxent-pi on: ceas_pi_update on the GELU MLP's per-layer gain
+           a_l, act(u) = gelu(a_l u) (the model's activation parameter, 1 at creation: the
+           plain GELU bit for bit; not trained), p = ln a_l, direction -1; h = the
+           normalised 64-bin histogram entropy of gelu(a_l u) over the step's batch on its
+           [q_0.005, q_0.995] range, measured every --maxent-pi-every (5) steps; band
+           --maxent-pi-band (0.70, 0.85), kp 6, ki 0.1, i_max 10, a_l in [0.05, 20] (all the
+           trainer's readings; maxent.h (C) argues and measures the direction: a larger
+           gain makes the GELU ReLU-like and lowers h from ~0.93 towards ~0.62). CPU
+           trainer and --ffn gelu only (squared ReLU and the MoE have no such parameter);
        (D) the positional scheme (learned, rotary, none: the model's options; none is
            CEAS_POS_ANY) is a catalogue axis beside the heads, scored by the same J.
      Use (tests/test_ceas_maxent.c test_doc_example runs it):

@@ -316,6 +316,19 @@ int main(int argc, char **argv)
                 goto out;
             }
         }
+        if (cfg.maxent_pi) {
+            /* --maxent-pi: the GELU gains a_l the run ended with (model state, not weights) */
+            float g[MDL_MAX_LAYERS];
+            sh[0] = cfg.model.n_layers;
+            if (ckpt_read_into(ck, "state.act_gain", CKPT_F32, 1, sh, g, err, sizeof err) != CKPT_OK) {
+                fprintf(stderr, "generate: %s: %s\n", ckpt_path, err);
+                goto out;
+            }
+            if (mdl_act_gain_set(m, g, cfg.model.n_layers) != MDL_OK) {
+                fprintf(stderr, "generate: %s: %s\n", ckpt_path, mdl_last_error(m));
+                goto out;
+            }
+        }
         for (k = 0; k < (int)(mdl_num_params(m) > 0x7FFFFFFF ? 0x7FFFFFFF : mdl_num_params(m)); k++)
             if (!isfinite(P[k])) {
                 fprintf(stderr, "generate: %s: the %s weights hold non-finite values (parameter %d)\n", ckpt_path, wname, k);

@@ -7,6 +7,9 @@
      build/wt2_train --preset tiny-plain --maxent  # seed 004 section 6: score a catalogue of
                                           # shapes around the preset, train the selected one
                                           # (common/maxent.h; --maxent-cost flops: reproducible)
+     build/wt2_train --preset tiny-plain --maxent-pi on  # seed 004 section 6 (C): a PI controller
+                                          # holds each GELU layer's output entropy in a band
+                                          # by moving its gain a_l of gelu(a_l u) (maxent.h)
      build/wt2_train --resume runs/wt2/ckpt.safetensors   # continue bit-exactly
      build/wt2_train --help               # every option with its current default
 
@@ -931,10 +934,15 @@ int main(int argc, char **argv)
                 fprintf(stderr, "wt2_train: maxent (C): norm eps: ceas_norm_eps suggests %.3g (min row variance %.3g; "
                                 "the model's fixed 1e-5 shrinks that row by %.3g%%, not changed); spectral norms of %d "
                                 "block matrices, largest %.4g (%s), %d over the cap %g%s; the activation PI "
-                                "controller is not wired (no activation parameter in the model)\n",
+                                "controller is --maxent-pi\n",
                         r.c_eps_rec, r.c_var_min, 100.0 * r.c_bias_model, r.c_mats, r.c_sigma_max, r.c_worst, r.c_over,
                         r.c_cap, r.c_cap > 0 ? " (those over it are rescaled to it)" : " (report only)");
         }
+        if (cfg.maxent_pi)
+            fprintf(stderr, "wt2_train: maxent (C) PI: each GELU layer's output entropy held in [%g, %g] by its gain "
+                            "a_l of gelu(a_l u), every %d steps (kp %g, ki %g); metrics lines \"maxent_pi\"\n",
+                    (double)cfg.maxent_pi_band[0], (double)cfg.maxent_pi_band[1], cfg.maxent_pi_every,
+                    (double)cfg.maxent_pi_kp, (double)cfg.maxent_pi_ki);
         if (fflush(metrics) != 0 || ferror(metrics)) {
             fprintf(stderr, "wt2_train: cannot write %s: %s\n", path, errno ? strerror(errno) : "I/O error");
             rc = 1;

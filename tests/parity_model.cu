@@ -273,6 +273,50 @@ static void test_gelu_layernorm_learned(void)
     run_case("gelu / layernorm / learned positions", &c, &o);
 }
 
+/* seed 004 section 6 (C)'s GELU gains a_l (model.h mdl_act_gain_set): the device model
+   runs gelu(a_l u) and its backward through the same tensor.h scale op; gains 1.7, 0.6 */
+static void gain_prep(mdl_model *m)
+{
+    float g[MDL_MAX_LAYERS];
+    int l, L = mdl_get_config(m)->n_layers;
+    for (l = 0; l < L; l++) g[l] = l % 2 ? 0.6f : 1.7f;
+    CHECK_INT_EQ(mdl_act_gain_set(m, g, L), MDL_OK);
+}
+
+static void test_gelu_act_gain(void)
+{
+    mdl_config c = toy(MDL_FFN_GELU, MDL_NORM_LAYER, MDL_POS_LEARNED);
+    mdl_opts o = mdl_opts_default();
+    mdl_model *mc = NULL, *md = NULL;
+    char err[256];
+    int x[PB * PT], y[PB * PT], l;
+    NEED_GPU();
+    o.train = 1;
+    g_prep = gain_prep;
+    run_case("gelu with activation gains a_l 1.7, 0.6", &c, &o);
+    g_prep = NULL;
+    /* the activations the controller measures, copied from either device's saved state */
+    CHECK_INT_EQ(mdl_create_on(&mc, &c, 7, MDL_DEVICE_CPU, err, sizeof err), MDL_OK);
+    CHECK_INT_EQ(mdl_create_on(&md, &c, 7, MDL_DEVICE_CUDA, err, sizeof err), MDL_OK);
+    if (mc && md) {
+        size_t n = (size_t)PB * PT * (size_t)(c.d_ff_mult * c.d_model), n1 = 0, n2 = 0;
+        std::vector<float> a1(n), a2(n);
+        gain_prep(mc);
+        gain_prep(md);
+        toy_batch(x, y, 12);
+        CHECK_INT_EQ(mdl_forward(mc, x, y, PB, PT, &o, NULL), MDL_OK);
+        CHECK_INT_EQ(mdl_forward(md, x, y, PB, PT, &o, NULL), MDL_OK);
+        for (l = 0; l < c.n_layers; l++) {
+            CHECK_INT_EQ(mdl_ffn_act_copy(mc, l, a1.data(), n, &n1), MDL_OK);
+            CHECK_INT_EQ(mdl_ffn_act_copy(md, l, a2.data(), n, &n2), MDL_OK);
+            CHECK(n1 == n && n2 == n);
+            CHECK(rel_maxerr(a2.data(), a1.data(), n) <= 1e-5);
+        }
+    }
+    mdl_destroy(mc);
+    mdl_destroy(md);
+}
+
 static void test_relu2_rms_rope(void)
 {
     mdl_config c = toy(MDL_FFN_RELU2, MDL_NORM_RMS, MDL_POS_ROPE);
@@ -1340,6 +1384,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_rpa_prior);
     TEST_RUN(test_era_gac);
     TEST_RUN(test_gelu_layernorm_learned);
+    TEST_RUN(test_gelu_act_gain);
     TEST_RUN(test_trainer_follows_cpu);
     TEST_RUN(test_dropout_step);
     TEST_RUN(test_trainer_resume);

@@ -1132,6 +1132,61 @@ static void test_mlp_grad(void)
     }
 }
 
+/* the GELU MLP with an activation gain a (seed 004 section 6 (C)): act = gelu(a u), every
+   parameter and the input by finite differences for a = 1.7 and 0.6 (the same tolerance
+   as the plain layer); a = 1 and a = 0 run the plain path bit for bit; the refusals */
+static void test_mlp_gain(void)
+{
+    static const float gains[2] = {1.7f, 0.6f};
+    int k, bad = 0;
+    size_t i, n;
+    float *o1;
+    for (k = 0; k < 2; k++) {
+        fx f = mlp_fx(8, 12, LYR_MLP_GELU);
+        char what[32];
+        f.mlp.gain = gains[k];
+        fx_setup(&f, 2, 5, 0.3, 80 + k);
+        snprintf(what, sizeof what, "mlp gelu gain %.1f", (double)gains[k]);
+        fd_check_all(&f, what);
+        check_accumulates(&f);
+        fx_free(&f);
+    }
+    {
+        fx f = mlp_fx(8, 12, LYR_MLP_GELU);
+        fx_setup(&f, 2, 5, 0.3, 82);
+        n = (size_t)f.B * f.T * (size_t)f.C;
+        o1 = (float *)xcalloc(n, sizeof(float));
+        f.mlp.gain = 0.0f;
+        CHECK_INT_EQ(fx_forward(&f, NULL), LYR_OK);
+        memcpy(o1, f.out, n * sizeof(float));
+        f.mlp.gain = 1.0f;
+        CHECK_INT_EQ(fx_forward(&f, NULL), LYR_OK);
+        for (i = 0; i < n; i++) bad += memcmp(&o1[i], &f.out[i], sizeof(float)) != 0;
+        CHECK_INT_EQ(bad, 0);
+        f.mlp.gain = 2.0f; /* a real gain changes the output */
+        CHECK_INT_EQ(fx_forward(&f, NULL), LYR_OK);
+        for (i = 0, bad = 0; i < n; i++) bad += o1[i] != f.out[i];
+        CHECK(bad > 0);
+        /* where act(h) sits in saved: after the aligned pre-activations */
+        CHECK(lyr_mlp_act_offset(&f.mlp, f.B, f.T) == ((size_t)f.B * f.T * 12 + 15) / 16 * 16);
+        f.mlp.gain = -1.0f;
+        CHECK_INT_EQ(lyr_mlp_validate(&f.mlp), LYR_EINVAL);
+        CHECK(lyr_mlp_act_offset(&f.mlp, f.B, f.T) == 0);
+        f.mlp.gain = NAN;
+        CHECK_INT_EQ(lyr_mlp_validate(&f.mlp), LYR_EINVAL);
+        f.mlp.gain = INFINITY;
+        CHECK_INT_EQ(lyr_mlp_validate(&f.mlp), LYR_EINVAL);
+        f.mlp.act = LYR_MLP_RELU2; /* no gain in the squared-ReLU MLP */
+        f.mlp.gain = 2.0f;
+        CHECK_INT_EQ(lyr_mlp_validate(&f.mlp), LYR_EINVAL);
+        f.mlp.gain = 1.0f;
+        CHECK_INT_EQ(lyr_mlp_validate(&f.mlp), LYR_OK);
+        f.mlp.act = LYR_MLP_GELU;
+        free(o1);
+        fx_free(&f);
+    }
+}
+
 /* the generic table (lyr_kind_mlp, what the model calls) is the typed functions; the
    tensors and the counts documented in layers.h; refused arguments */
 static void test_mlp_kind_counts_args(void)
@@ -1233,6 +1288,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_gdelta_bad_args);
     TEST_RUN(test_gdelta_counts);
     TEST_RUN(test_mlp_grad);
+    TEST_RUN(test_mlp_gain);
     TEST_RUN(test_mlp_kind_counts_args);
     TEST_RUN(test_t1);
     return TEST_END();

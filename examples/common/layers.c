@@ -1691,7 +1691,15 @@ int lyr_mlp_validate(const lyr_mlp_dims *d)
     if (d->act != LYR_MLP_GELU && d->act != LYR_MLP_RELU2) return LYR_EINVAL;
     if (!lyr__finite(d->std) || d->std < 0 || !lyr__finite(d->proj_std) || d->proj_std < 0)
         return LYR_EINVAL;
+    if (!lyr__finite(d->gain) || d->gain < 0) return LYR_EINVAL;
+    if (d->act != LYR_MLP_GELU && d->gain != 0.0f && d->gain != 1.0f) return LYR_EINVAL;
     return LYR_OK;
+}
+
+/* the GELU gain a when it scales (not 0 or 1), else 0: the plain path runs */
+static float lyr__mlp_gain(const lyr_mlp_dims *d)
+{
+    return d->act == LYR_MLP_GELU && d->gain != 0.0f && d->gain != 1.0f ? d->gain : 0.0f;
 }
 
 /* hidden width of the first GEMM: F (GELU) or 2F (the stacked [W1 | W3] of RELU2) */
@@ -1758,6 +1766,12 @@ size_t lyr_mlp_work_floats(const lyr_mlp_dims *d, int B, int T)
     return lyr_mlp_saved_floats(d, B, T); /* dh, d act(h) */
 }
 
+size_t lyr_mlp_act_offset(const lyr_mlp_dims *d, int B, int T)
+{
+    if (lyr_mlp_validate(d) != LYR_OK || !lyr__mlp_bt_ok(d, B, T)) return 0;
+    return lyr__al((size_t)B * T * lyr__mlp_hw(d));
+}
+
 int lyr_mlp_fwd(const ex_ctx *cx, const lyr_mlp_dims *d, const float *const *P, const float *x,
                 float *out, float *saved, int B, int T)
 {
@@ -1774,7 +1788,9 @@ int lyr_mlp_fwd(const ex_ctx *cx, const lyr_mlp_dims *d, const float *const *P, 
     h = saved;
     hg = saved + lyr__al(N * lyr__mlp_hw(d));
     if (d->act == LYR_MLP_GELU) {
+        float a = lyr__mlp_gain(d);
         rc = ex_matmul_fwd(cx, h, x, P[0], P[1], (int)N, C, F);
+        if (!rc && a != 0.0f) rc = ex_scale(cx, h, h, a, N * (size_t)F); /* saved: a u */
         if (!rc) rc = ex_gelu_fwd(cx, hg, h, N * (size_t)F);
         if (!rc) rc = ex_matmul_fwd(cx, out, hg, P[2], P[3], (int)N, F, C);
     } else {
@@ -1814,6 +1830,8 @@ int lyr_mlp_bwd(const ex_ctx *cx, const lyr_mlp_dims *d, const float *const *P, 
                                 F, C);
     if (!rc) rc = ex_zero(cx, dh, sizeof(float) * N * hw);
     if (!rc) rc = gelu ? ex_gelu_bwd(cx, dh, h, dhg, N * (size_t)F) : ex_relu2_gated_bwd(cx, dh, h, dhg, (int)N, F);
+    /* the gain: h holds a u, so dh = gelu'(a u) d act; d u = a dh */
+    if (!rc && lyr__mlp_gain(d) != 0.0f) rc = ex_scale(cx, dh, dh, lyr__mlp_gain(d), N * (size_t)F);
     /* dx += dh W1; dW1, db1 += */
     if (!rc) rc = ex_matmul_bwd(cx, dx, G[0], gelu ? G[1] : NULL, dh, x, P[0], (int)N, C, (int)hw);
     return rc ? LYR_EFAIL : LYR_OK;

@@ -318,7 +318,12 @@ int lyr_gdelta_bwd(const ex_ctx *cx, const lyr_gdelta_dims *d, const float *cons
       saved: the hidden pre-activation and activation; work: their gradients. backward
       needs the forward's input x again (unchanged) and ACCUMULATES into dx (may be NULL).
       Either device through the context (tensor.h's ops; bit-identical to the CPU model's
-      former inline MLP). */
+      former inline MLP).
+      GELU with a gain a (dims.gain not 0 or 1): out = gelu(a u) W2^T + b2, u = x W1^T + b1;
+      the forward scales u in place (saved holds a u), the backward takes
+      d u = a gelu'(a u) d act (tensor.h's tk_scale on either device; no new op).
+      lyr_mlp_act_offset: where act(h) (N,F) (N = B T) starts in saved, in floats (the
+      model reads the activations there for seed 004's output-entropy measurement). */
 enum { LYR_MLP_GELU = 0, LYR_MLP_RELU2 = 1 };
 
 typedef struct lyr_mlp_dims {
@@ -326,6 +331,10 @@ typedef struct lyr_mlp_dims {
     int act;        /* LYR_MLP_GELU or LYR_MLP_RELU2 */
     float std;      /* init std of fc.weight */
     float proj_std; /* init std of proj.weight (the model: std / sqrt(2 L)) */
+    float gain;     /* GELU input gain a (seed 004 section 6 (C)'s activation parameter):
+                       act(u) = gelu(a u), u = x W1^T + b1; finite >= 0; 0 and 1 both mean
+                       none (the plain GELU, bit for bit: no scaling runs, so a zeroed or
+                       positional initialiser keeps the old layer). RELU2: 0 or 1 only */
 } lyr_mlp_dims;
 
 int lyr_mlp_validate(const lyr_mlp_dims *d);
@@ -333,6 +342,7 @@ int lyr_mlp_params(const lyr_mlp_dims *d, lyr_pspec *out, int cap);
 int lyr_mlp_init(const lyr_mlp_dims *d, float *const *P, tk_rng *rng, float init_std);
 size_t lyr_mlp_saved_floats(const lyr_mlp_dims *d, int B, int T);
 size_t lyr_mlp_work_floats(const lyr_mlp_dims *d, int B, int T);
+size_t lyr_mlp_act_offset(const lyr_mlp_dims *d, int B, int T); /* 0 on a bad argument */
 int lyr_mlp_fwd(const ex_ctx *cx, const lyr_mlp_dims *d, const float *const *P, const float *x,
                 float *out, float *saved, int B, int T);
 int lyr_mlp_bwd(const ex_ctx *cx, const lyr_mlp_dims *d, const float *const *P, float *const *G,

@@ -595,3 +595,120 @@ int mx_resume_shape(const char *ckpt_path, trn_config *cfg, int *found, char *er
     *found = 1;
     return TRN_OK;
 }
+
+/* ------------------------------------------------------------------ (C): the PI controller */
+static int mx__fcmp(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return x < y ? -1 : x > y ? 1 : 0;
+}
+
+int mx_act_entropy(const float *v, size_t n, int bins, float tail, float *H, char *err, size_t errlen)
+{
+    size_t stride, m, i, ilo, ihi, tot = 0;
+    float *s, lo, hi;
+    double *cnt, h = 0.0, w;
+    if (!v || !H || n == 0) return ex_errf(err, errlen, TRN_EINVAL, "mx_act_entropy: NULL or empty sample");
+    if (bins < 2 || bins > 65536) return ex_errf(err, errlen, TRN_EINVAL, "mx_act_entropy: bins %d outside [2, 65536]", bins);
+    if (!(tail >= 0.0f && tail < 0.5f))
+        return ex_errf(err, errlen, TRN_EINVAL, "mx_act_entropy: tail %g outside [0, 0.5)", (double)tail);
+    stride = (n + MX_PI_SAMPLE - 1) / MX_PI_SAMPLE;
+    m = (n + stride - 1) / stride;
+    s = (float *)malloc(sizeof(float) * m);
+    cnt = (double *)calloc((size_t)bins, sizeof(double));
+    if (!s || !cnt) {
+        free(s);
+        free(cnt);
+        return ex_errf(err, errlen, TRN_ENOMEM, "mx_act_entropy: out of memory");
+    }
+    for (i = 0; i < m; i++) {
+        s[i] = v[i * stride];
+        if (!isfinite(s[i])) {
+            free(s);
+            free(cnt);
+            return ex_errf(err, errlen, TRN_EINVAL, "mx_act_entropy: value %lu is not finite",
+                           (unsigned long)(i * stride));
+        }
+    }
+    qsort(s, m, sizeof(float), mx__fcmp);
+    ilo = (size_t)((double)tail * (double)(m - 1));
+    ihi = m - 1 - ilo;
+    lo = s[ilo];
+    hi = s[ihi];
+    if (!(hi > lo)) { /* (nearly) constant: all mass in one bin */
+        *H = 0.0f;
+        free(s);
+        free(cnt);
+        return TRN_OK;
+    }
+    w = (double)bins / ((double)hi - (double)lo);
+    for (i = 0; i < m; i++) {
+        long b;
+        if (s[i] < lo || s[i] > hi) continue;
+        b = (long)(((double)s[i] - (double)lo) * w);
+        if (b >= bins) b = bins - 1;
+        cnt[b] += 1.0;
+        tot++;
+    }
+    for (i = 0; i < (size_t)bins; i++)
+        if (cnt[i] > 0) {
+            double p = cnt[i] / (double)tot;
+            h -= p * log(p);
+        }
+    *H = (float)(h / log((double)bins));
+    free(s);
+    free(cnt);
+    return TRN_OK;
+}
+
+ceas_pi_config mx_pi_config(float band_lo, float band_hi, float kp, float ki)
+{
+    ceas_pi_config pc = ceas_pi_config_default();
+    pc.h_lo = band_lo;
+    pc.h_hi = band_hi;
+    pc.kp = kp;
+    pc.ki = ki;
+    pc.i_max = 10.0f;
+    pc.p_min = logf(MX_PI_GAIN_MIN);
+    pc.p_max = logf(MX_PI_GAIN_MAX);
+    pc.direction = -1; /* a larger gain lowers the entropy (maxent.h (C)) */
+    return pc;
+}
+
+int mx_pi_update(mdl_model *m, const ceas_pi_config *pc, int update, float *integral, float *H, float *gain,
+                 float *buf, size_t cap, char *err, size_t errlen)
+{
+    const mdl_config *mc = m ? mdl_get_config(m) : NULL;
+    float a[MDL_MAX_LAYERS], I[MDL_MAX_LAYERS], h[MDL_MAX_LAYERS];
+    int L, l;
+    if (!m || !pc || !integral || !H || !gain || !buf)
+        return ex_errf(err, errlen, TRN_EINVAL, "mx_pi_update: NULL argument");
+    if (ceas_pi_config_validate(pc) != CEAS_OK)
+        return ex_errf(err, errlen, TRN_EINVAL, "mx_pi_update: invalid PI configuration (band, gains or bounds)");
+    if (mdl_act_gain_supported(mc, err, errlen) != MDL_OK) return TRN_EINVAL;
+    L = mc->n_layers;
+    if (mdl_act_gain_get(m, a, L) != MDL_OK) return ex_errf(err, errlen, TRN_EINVAL, "mx_pi_update: cannot read the gains");
+    memcpy(I, integral, sizeof(float) * (size_t)L);
+    for (l = 0; l < L; l++) {
+        size_t n = 0;
+        int rc;
+        float p;
+        if (mdl_ffn_act_copy(m, l, buf, cap, &n) != MDL_OK)
+            return ex_errf(err, errlen, TRN_EINVAL, "mx_pi_update: %s", mdl_last_error(m));
+        rc = mx_act_entropy(buf, n, MX_PI_BINS, MX_PI_TAIL, &h[l], err, errlen);
+        if (rc != TRN_OK) return rc;
+        if (!update) continue;
+        if (ceas_pi_update(pc, logf(a[l]), h[l], &I[l], &p) != CEAS_OK)
+            return ex_errf(err, errlen, TRN_EINVAL, "mx_pi_update: ceas_pi_update refused layer %d (gain %g, H %g)", l,
+                           (double)a[l], (double)h[l]);
+        a[l] = expf(p);
+        if (a[l] < MX_PI_GAIN_MIN) a[l] = MX_PI_GAIN_MIN; /* exp(log(x)) may round below the bound */
+        if (a[l] > MX_PI_GAIN_MAX) a[l] = MX_PI_GAIN_MAX;
+    }
+    if (update && mdl_act_gain_set(m, a, L) != MDL_OK)
+        return ex_errf(err, errlen, TRN_EINVAL, "mx_pi_update: %s", mdl_last_error(m));
+    memcpy(H, h, sizeof(float) * (size_t)L);
+    memcpy(gain, a, sizeof(float) * (size_t)L);
+    if (update) memcpy(integral, I, sizeof(float) * (size_t)L);
+    return TRN_OK;
+}

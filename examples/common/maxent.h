@@ -26,10 +26,40 @@
        temperature 0.05) picks the configuration. Candidates the model cannot build (a
        head width that does not divide, RoPE with an odd head width or polar attention)
        are listed as invalid and not scored.
-   (C) mx_check_c: the seed's "tiny PI controller on activation parameters" is not wired:
-       the model's activations (GELU, squared ReLU, the MoE's experts) have no parameter to
-       move (ceas_pi_update needs a scalar whose effect on the output entropy has a known
-       sign). What is done, at trn_create when cfg.maxent_c is on: ceas_norm_eps on the
+   (C) The seed's "output-entropy band H(f(x)) held by a tiny PI controller on activation
+       parameters" (wt2_train --maxent-pi on; mx_pi_update, every --maxent-pi-every steps):
+       the parameter is the GELU MLP's per-layer gain a_l, act(u) = gelu(a_l u) (model.h
+       mdl_act_gain_set: not trained, 1 at creation; a_l = 1 is the plain model bit for
+       bit). Readings, all ours where the seed is silent:
+         H(f(x)) = mx_act_entropy of layer l's activations gelu(a_l u) over the step's
+           training batch (B T F values; a fixed stride sample of at most MX_PI_SAMPLE
+           65536 of them): a 64-bin (MX_PI_BINS) histogram over the sample's robust range
+           [q_0.005, q_0.995] (MX_PI_TAIL; values outside it left out), -sum p ln p / ln 64,
+           so H is in [0, 1] and depends on the shape of the distribution, not its scale;
+           a constant sample has H 0. Copied to the host through the model's context from
+           the saved activations of the step's forward (mdl_ffn_act_copy), one copy per
+           layer per measurement.
+         direction: a larger a_l lowers H (ceas_pi_config.direction -1). Argued: for a
+           small a u the GELU is nearly linear (a u / 2 + ...), the output keeps u's
+           near-Gaussian shape (H ~ 0.93); a large a u makes it ReLU-like, half the mass
+           piles up near 0 and H falls towards ~0.62. Measured on N(0, s^2) inputs
+           (tests/test_maxent_pi.c test_entropy_direction, 200000 values, s 0.2): H of
+           gelu(a u) falls monotonically in a s: 0.933, 0.931, 0.921, 0.864, 0.769, 0.736,
+           0.694, 0.616 at a s = 0.05, 0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 12.8.
+         the controller: ceas_pi_update on p = ln a_l (relative steps: an error of 0.05
+           moves a by exp(kp 0.05)), band --maxent-pi-band 0.70,0.85 (the GELU's curved
+           regime, between the near-linear ~0.93 and the ReLU limit ~0.62), kp
+           --maxent-pi-kp 6, ki --maxent-pi-ki 0.1, i_max 10, a_l in [MX_PI_GAIN_MIN 0.05,
+           MX_PI_GAIN_MAX 20], every --maxent-pi-every 5 steps, after the step's update
+           (steps whose update was skipped do not measure). ceas_pi_update's integral
+           holds inside the band, so with ki > 0 a_l keeps drifting by ki I per update
+           there until the error turns (ki is small against kp for that reason).
+       The gains and integrals are trainer state (checkpoint "state.act_gain",
+       "state.maxent_pi"); every measurement writes a {"type":"maxent_pi"} metrics line.
+       CPU trainer only (trn_config_validate refuses --device cuda: the model path is
+       device-neutral, the device run is not checked yet); the GELU MLP only (a
+       --ffn relu2 / moe run is refused: no gain there).
+       mx_check_c, at trn_create when cfg.maxent_c is on: ceas_norm_eps on the
        per-row variances the first norm divides by (wte[id] (+ wpe[t]) of the first
        training tokens), reported against the model's fixed eps 1e-5 (not applied: the
        model's eps is a constant of model.c); and ceas_spectral_cap on every 2-D
@@ -105,6 +135,25 @@ int mx_init_scales(mdl_model *m, int T, trn_maxent_report *rep, char *err, size_
    cap the spectral cap (0: report only). rep may be NULL. */
 int mx_check_c(mdl_model *m, const uint16_t *ids, size_t n, int T, float cap, trn_maxent_report *rep,
                char *err, size_t errlen);
+/* (C) the PI controller on the GELU gain (see the top). */
+#define MX_PI_BINS 64
+#define MX_PI_TAIL 0.005f
+#define MX_PI_SAMPLE 65536
+#define MX_PI_GAIN_MIN 0.05f
+#define MX_PI_GAIN_MAX 20.0f
+/* H <- the normalised histogram entropy of v (n finite floats): bins in [2, 65536] over the
+   sample's [q_tail, q_(1-tail)], tail in [0, 0.5); at most MX_PI_SAMPLE values read (a
+   fixed stride). TRN_EINVAL for a bad argument or a non-finite value. */
+int mx_act_entropy(const float *v, size_t n, int bins, float tail, float *H, char *err, size_t errlen);
+/* ceas_pi_config of the controller on p = ln a: the band, kp, ki; i_max 10, p in
+   [ln MX_PI_GAIN_MIN, ln MX_PI_GAIN_MAX], direction -1. */
+ceas_pi_config mx_pi_config(float band_lo, float band_hi, float kp, float ki);
+/* One measurement of every layer after a training forward of m (a GELU MLP model): H (L)
+   the entropies; with update 1 one ceas_pi_update per layer on ln a_l (integral (L)
+   in/out) and the new gains set on the model; gain (L) <- the gains now. buf: host
+   scratch of cap >= B T F floats. TRN_EINVAL with a sentence (nothing set) on failure. */
+int mx_pi_update(mdl_model *m, const ceas_pi_config *pc, int update, float *integral, float *H, float *gain,
+                 float *buf, size_t cap, char *err, size_t errlen);
 /* --resume: when the checkpoint's attnkit.arch says "maxent":"on", set cfg's d-model,
    heads, ff-mult, pos and maxent from it (*found 1); else leave cfg (*found 0). */
 int mx_resume_shape(const char *ckpt_path, trn_config *cfg, int *found, char *err, size_t errlen);

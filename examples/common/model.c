@@ -302,6 +302,12 @@ struct mdl_model {
        that forward and its backward read it, never the parameter buffer. */
     float *sc;
     size_t sc_lo[MDL_MAX_LAYERS], sc_n[MDL_MAX_LAYERS], sc_at[MDL_MAX_LAYERS];
+    /* seed 004 section 6 (C): the GELU MLP's per-layer activation gain a_l (act = gelu(a_l u);
+       not a parameter: no gradient, set by mdl_act_gain_set), 1 at creation; gain_fwd: the
+       gains the last forward ran with (its backward reads these) */
+    float act_gain[MDL_MAX_LAYERS], gain_fwd[MDL_MAX_LAYERS];
+    int ffn_act_ok;          /* the last forward was a training forward: every layer's FFN
+                                activations are in its saved buffer (mdl_ffn_act_copy) */
     char err[256];
     struct mdl__dec *dec;   /* token-by-token decoding state (mdl_decode_init), or NULL */
 };
@@ -890,6 +896,11 @@ int mdl_create_on(mdl_model **out, const mdl_config *cfg, uint64_t seed, int dev
     m->mlpd.act = cfg->ffn == MDL_FFN_RELU2 ? LYR_MLP_RELU2 : LYR_MLP_GELU;
     m->mlpd.std = cfg->init_std;
     m->mlpd.proj_std = cfg->init_std / sqrtf(2.0f * (float)m->L); /* (as the other residual projections) */
+    m->mlpd.gain = 1.0f; /* none; per layer: mdl__ffn_dims */
+    {
+        int l;
+        for (l = 0; l < MDL_MAX_LAYERS; l++) m->act_gain[l] = m->gain_fwd[l] = 1.0f;
+    }
     m->normd.C = m->C;
     m->normd.rms = cfg->norm == MDL_NORM_RMS;
     m->normd.eps = MDL__NORM_EPS;
@@ -1276,6 +1287,7 @@ int mdl_reserve(mdl_model *m, int B, int T)
         return mdl__fail(m, MDL_EINVAL, "mdl_reserve: need B >= 1 and 1 <= T <= max_T %d (got B %d, T %d)",
                          m->cfg.max_T, B, T);
     m->have_bwd = 0; /* the buffers may move */
+    m->ffn_act_ok = 0;
     need = mdl__carve(m, B, T, 1, 1, NULL, NULL, &hneed);
     rc = mdl__grow(m, need, hneed, "mdl_reserve", B, T);
     if (rc) return rc;
@@ -1772,6 +1784,17 @@ static void mdl__comp_io(const mdl_model *m, int l, int j, lyr_io *io, const flo
     mdl__io(m, &m->cp[j], m->bp[l].cp[j], m->ba[l].sv[j], m->ba[l].hst[j], io, Pp, Gp);
 }
 
+/* The FFN slot's dims for layer l with gains gain (L): the shared dims when the FFN is
+   not the MLP or the layer's gain is 1 (the path of a model without gains, unchanged),
+   else a copy in tmp with the layer's gain. */
+static const void *mdl__ffn_dims(const mdl_model *m, int l, const float *gain, lyr_mlp_dims *tmp)
+{
+    if (m->cp[MDL__CP_FFN].d != (const void *)&m->mlpd || gain[l] == 1.0f) return m->cp[MDL__CP_FFN].d;
+    *tmp = m->mlpd;
+    tmp->gain = gain[l];
+    return tmp;
+}
+
 /* the forward / backward of slot j's component */
 static int mdl__cfwd(mdl_model *m, int j, lyr_io *io) { return m->cp[j].k->forward(&m->cx, m->cp[j].d, io); }
 static int mdl__cbwd(mdl_model *m, int j, lyr_io *io) { return m->cp[j].k->backward(&m->cx, m->cp[j].d, io); }
@@ -1790,6 +1813,7 @@ static int mdl__block_fwd(mdl_model *m, int l, const float *x, float *xo, const 
     float *xm = m->train ? a->xmid : xo;
     const float *Pp[LYR_MAX_PARAMS];
     lyr_io io;
+    lyr_mlp_dims ffd;
     /* memberships */
     if (m->need_mu) {
         era_rpa_params rp = mdl__rpa_params(m, l);
@@ -1857,7 +1881,7 @@ static int mdl__block_fwd(mdl_model *m, int l, const float *x, float *xo, const 
     io.out = a->fp;
     io.train = o->train;
     io.seed = o->seed * 0x9E3779B97F4A7C15ULL + (uint64_t)l * 2 + 2;
-    MDL__TRY(m->cp[MDL__CP_FFN].k->forward(&m->cx, m->cp[MDL__CP_FFN].d, &io), "FFN forward");
+    MDL__TRY(m->cp[MDL__CP_FFN].k->forward(&m->cx, mdl__ffn_dims(m, l, m->gain_fwd, &ffd), &io), "FFN forward");
     if (c->ffn == MDL_FFN_MOE) st->moe_lb += io.stat / (float)m->L;
     if (a->fo != a->fp) MDL__TRY(ex_copy(&m->cx, a->fo, a->fp, sizeof(float) * NC), "copy");
     if (drop)
@@ -1933,6 +1957,7 @@ int mdl_forward(mdl_model *m, const int *inputs, const int *targets, int B, int 
     if (!m) return MDL_EINVAL;
     c = &m->cfg;
     m->have_bwd = 0;
+    m->ffn_act_ok = 0;
     if (!inputs) return mdl__fail(m, MDL_EINVAL, "mdl_forward: inputs is NULL");
     if (B <= 0 || T <= 0) return mdl__fail(m, MDL_EINVAL, "mdl_forward: need B >= 1 and T >= 1 (got %d, %d)", B, T);
     if (T > c->max_T) return mdl__fail(m, MDL_EINVAL, "mdl_forward: T %d exceeds max_T %d", T, c->max_T);
@@ -2002,6 +2027,7 @@ int mdl_forward(mdl_model *m, const int *inputs, const int *targets, int B, int 
     m->B = B;
     m->T = T;
     m->train = o.train;
+    memcpy(m->gain_fwd, m->act_gain, sizeof m->gain_fwd); /* this forward's and its backward's */
     if (m->att_status_d && c->attn == MDL_ATTN_SOFTMAX)
         MDL__TRY(ex_zero(&m->cx, m->att_status_d, sizeof(int)), "zero the attention's checks");
     m->obs = o.want_attn_obs;
@@ -2149,6 +2175,7 @@ int mdl_forward(mdl_model *m, const int *inputs, const int *targets, int B, int 
     st.attn_obs = o.want_attn_obs && c->attn == MDL_ATTN_SOFTMAX ? m->obs_heads : NULL;
     m->gate_rows_ok = o.want_gate_rows == 1;
     st.gate_rows = m->gate_rows_ok ? m->gate_rows : NULL;
+    m->ffn_act_ok = o.train;
     if (stats) *stats = st;
     return MDL_OK;
 }
@@ -2229,6 +2256,63 @@ int mdl_prior_stats_set(mdl_model *m, const float *buf, size_t n)
     }
     memcpy(m->pstats, buf, sizeof(float) * n);
     m->pgen++;
+    return MDL_OK;
+}
+
+int mdl_act_gain_supported(const mdl_config *cfg, char *err, size_t errlen)
+{
+    static const char *const ffn[] = {"gelu", "relu2", "moe"};
+    if (!cfg) return ex_errf(err, errlen, MDL_EINVAL, "mdl_act_gain_supported: cfg is NULL");
+    if (cfg->ffn != MDL_FFN_GELU)
+        return ex_errf(err, errlen, MDL_EINVAL,
+                       "the activation gain a_l (act = gelu(a_l u)) exists only in the GELU MLP; this model's FFN "
+                       "is %s (the squared-ReLU MLP and the MoE's experts have no such parameter)",
+                       cfg->ffn >= 0 && cfg->ffn <= 2 ? ffn[cfg->ffn] : "unknown");
+    return ex_errf(err, errlen, MDL_OK, "ok");
+}
+
+int mdl_act_gain_set(mdl_model *m, const float *a, int n)
+{
+    int l;
+    if (!m) return MDL_EINVAL;
+    if (!a) return mdl__fail(m, MDL_EINVAL, "mdl_act_gain_set: a is NULL");
+    if (n != m->L) return mdl__fail(m, MDL_EINVAL, "mdl_act_gain_set: %d gains given, the model has %d layers", n, m->L);
+    if (mdl_act_gain_supported(&m->cfg, m->err, sizeof m->err) != MDL_OK) return MDL_EINVAL;
+    for (l = 0; l < n; l++)
+        if (!mdl__finite(a[l]) || !(a[l] >= MDL_ACT_GAIN_MIN) || !(a[l] <= MDL_ACT_GAIN_MAX))
+            return mdl__fail(m, MDL_EINVAL, "mdl_act_gain_set: a[%d] = %g is outside [%g, %g]", l, (double)a[l],
+                             (double)MDL_ACT_GAIN_MIN, (double)MDL_ACT_GAIN_MAX);
+    memcpy(m->act_gain, a, sizeof(float) * (size_t)n); /* the next forward runs with them */
+    return MDL_OK;
+}
+
+int mdl_act_gain_get(const mdl_model *m, float *a, int n)
+{
+    if (!m || !a || n != m->L) return MDL_EINVAL;
+    memcpy(a, m->act_gain, sizeof(float) * (size_t)n);
+    return MDL_OK;
+}
+
+int mdl_ffn_act_copy(mdl_model *m, int l, float *host, size_t cap, size_t *n)
+{
+    size_t cnt, off;
+    if (!m) return MDL_EINVAL;
+    if (n) *n = 0;
+    if (!host) return mdl__fail(m, MDL_EINVAL, "mdl_ffn_act_copy: host is NULL");
+    if (l < 0 || l >= m->L) return mdl__fail(m, MDL_EINVAL, "mdl_ffn_act_copy: layer %d outside [0, %d)", l, m->L);
+    if (m->cp[MDL__CP_FFN].d != (const void *)&m->mlpd || m->mlpd.act != LYR_MLP_GELU)
+        return mdl__fail(m, MDL_EINVAL, "mdl_ffn_act_copy: the model's FFN is not the GELU MLP");
+    if (!m->ffn_act_ok)
+        return mdl__fail(m, MDL_EINVAL, "mdl_ffn_act_copy: no training forward since the model was created, "
+                                        "reserved or ran another forward");
+    cnt = (size_t)m->B * m->T * (size_t)m->F;
+    off = lyr_mlp_act_offset(&m->mlpd, m->B, m->T);
+    if (cap < cnt)
+        return mdl__fail(m, MDL_EINVAL, "mdl_ffn_act_copy: %lu floats of room, the activations are %lu",
+                         (unsigned long)cap, (unsigned long)cnt);
+    if (!off || !m->ba[l].sv[MDL__CP_FFN]) return mdl__fail(m, MDL_EFAIL, "mdl_ffn_act_copy: no saved activations");
+    MDL__TRY(ex_to_host(&m->cx, host, m->ba[l].sv[MDL__CP_FFN] + off, sizeof(float) * cnt), "activation copy");
+    if (n) *n = cnt;
     return MDL_OK;
 }
 
@@ -2521,6 +2605,7 @@ static int mdl__block_bwd(mdl_model *m, int l)
     const float *Pp[LYR_MAX_PARAMS];
     float *Gp[LYR_MAX_PARAMS];
     lyr_io io;
+    lyr_mlp_dims ffd;
     int rc;
     if (m->need_mu) MDL__TRY(ex_zero(&m->cx, m->dmu, sizeof(float) * (size_t)N * R), "zero");
     if (m->deta) MDL__TRY(ex_zero(&m->cx, m->deta, sizeof(float) * (size_t)N), "zero");
@@ -2535,7 +2620,7 @@ static int mdl__block_bwd(mdl_model *m, int l)
     io.dmu = m->dmu;
     io.coef = m->opts.moe_lb_coef / (float)m->L;
     MDL__TRY(ex_zero(&m->cx, m->dln, sizeof(float) * NC), "zero");
-    MDL__TRY(m->cp[MDL__CP_FFN].k->backward(&m->cx, m->cp[MDL__CP_FFN].d, &io), "FFN backward");
+    MDL__TRY(m->cp[MDL__CP_FFN].k->backward(&m->cx, mdl__ffn_dims(m, l, m->gain_fwd, &ffd), &io), "FFN backward");
     mdl__comp_io(m, l, MDL__CP_N2, &io, Pp, Gp); /* dres += d norm2 */
     io.x = a->xmid;
     io.dout = m->dln;
@@ -3420,6 +3505,7 @@ static int mdl__dec_run(mdl_model *m, int n, const int *ids, float *logits, int 
     const int C = m->C, H = m->H, D = m->D, nl = d->nl, nb = d->nb;
     const float *Pp[LYR_MAX_PARAMS];
     lyr_io io;
+    lyr_mlp_dims ffd;
     int r, l, err = 0;
     /* embedding (+ learned positions) */
     for (r = 0; r < n; r++) {
@@ -3569,7 +3655,7 @@ static int mdl__dec_run(mdl_model *m, int n, const int *ids, float *logits, int 
         io.x = d->n2;
         io.mu = d->mu;
         io.out = d->fp;
-        MDL__TRY(mdl__cfwd(m, MDL__CP_FFN, &io), "FFN forward");
+        MDL__TRY(m->cp[MDL__CP_FFN].k->forward(&m->cx, mdl__ffn_dims(m, l, m->act_gain, &ffd), &io), "FFN forward");
         MDL__TRY(mdl__branch_fwd(&m->cx, d->x, d->x, d->fp, eta, n, C), "FFN residual");
     }
     if (nout > 0) {

@@ -313,6 +313,31 @@ int mdl_prior_stats_set(mdl_model *m, const float *buf, size_t n);
    while it stays cached, the 8 most recent lengths kept, every forward a hit or a build). */
 void mdl_prior_cache_counts(const mdl_model *m, long *builds, long *hits);
 
+/* Seed 004 section 6 (C)'s activation parameter (issue 46 item 2): the GELU MLP's
+   per-layer gain a_l, act(u) = gelu(a_l u), u = n2 W1^T + b1 (layers.h lyr_mlp_dims.gain).
+   Not a trained parameter (no tensor, no gradient): model state, 1 for every layer at
+   creation; a layer whose gain is exactly 1 runs the plain GELU path, bit for bit as a
+   model without gains (so every existing configuration is unchanged). The backward takes
+   d u = a_l gelu'(a_l u) d act with the gains of its forward. Device-neutral (tensor.h's
+   scale op through the model's context); the decoding path uses the gains too.
+     mdl_act_gain_supported  MDL_OK for a GELU MLP; MDL_EINVAL and a sentence otherwise
+                             (the squared-ReLU MLP and the MoE's experts have no gain)
+     mdl_act_gain_set        a (L) finite in [MDL_ACT_GAIN_MIN, MDL_ACT_GAIN_MAX]; the next
+                             forward uses them; MDL_EINVAL (model unchanged) otherwise
+     mdl_act_gain_get        a (L) <- the gains
+     mdl_ffn_act_copy        layer l's activations gelu(a_l u) of the last forward, which
+                             must have been a training forward (B T F floats, (B,T,F)
+                             row-major) into host (cap floats, >= B T F): one copy through
+                             the model's context on a device model; *n (may be NULL) = B T F.
+                             MDL_EINVAL when the last forward was not a training forward
+                             (or the buffers were re-reserved since) */
+#define MDL_ACT_GAIN_MIN 1e-4f
+#define MDL_ACT_GAIN_MAX 1e4f
+int mdl_act_gain_supported(const mdl_config *cfg, char *err, size_t errlen);
+int mdl_act_gain_set(mdl_model *m, const float *a, int n);
+int mdl_act_gain_get(const mdl_model *m, float *a, int n);
+int mdl_ffn_act_copy(mdl_model *m, int l, float *host, size_t cap, size_t *n);
+
 /* CEAS gating of the attention backward (issue 20). Forward: unchanged (a gated model
    computes exactly the same logits, loss and inference as an ungated one). Backward of
    the next mdl_backward only (every mdl_forward clears it):

@@ -98,6 +98,12 @@ static void trn__base(trn_config *c)
     c->maxent_batch = 2;
     c->maxent_c = 0;
     c->maxent_cap = 4.0f;
+    c->maxent_pi = 0;
+    c->maxent_pi_band[0] = 0.70f;
+    c->maxent_pi_band[1] = 0.85f;
+    c->maxent_pi_every = 5;
+    c->maxent_pi_kp = 6.0f;
+    c->maxent_pi_ki = 0.1f;
     c->seed = 1;
     c->threads = 0;
     snprintf(c->data_dir, sizeof c->data_dir, "%s", "");
@@ -264,7 +270,7 @@ int trn_preset(const char *name, trn_config *c)
 }
 
 /* ------------------------------------------------------------------ flags */
-enum { K_INT, K_LL, K_F, K_U64, K_STR, K_ENUM, K_LIST, K_WENUM };
+enum { K_INT, K_LL, K_F, K_U64, K_STR, K_ENUM, K_LIST, K_WENUM, K_F2 /* "LO,HI": float[2] */ };
 static const char *const trn__attn_names[] = {"softmax", "polar", NULL};
 static const char *const trn__prior_names[] = {"none", "rpa", "era", "sinusoid", "relative", NULL}; /* MDL_PRIOR_* order */
 static const char *const trn__mem_names[] = {"none", "gdelta", NULL};
@@ -409,8 +415,16 @@ static const trn__opt trn__opts[] = {
     {"maxent-batch", K_INT, TO(maxent_batch), NULL, 0, "MaxEnt sequences of --context tokens per probe step (1..4096)"},
     {"maxent-c", K_ENUM, TO(maxent_c), trn__onoff_names, 0,
      "MaxEnt (C) at init: ceas_norm_eps report and ceas_spectral_cap on the block matrices (the seed's "
-     "activation PI controller is not wired: the model's activations have no parameter): off|on (bare: on)"},
+     "activation PI controller is --maxent-pi): off|on (bare: on)"},
     {"maxent-cap", K_F, TO(maxent_cap), NULL, 0, "MaxEnt (C) spectral-radius cap of block matrices (0: report only)"},
+    {"maxent-pi", K_ENUM, TO(maxent_pi), trn__onoff_names, 1,
+     "MaxEnt (C) PI controller (maxent.h): holds each GELU layer's activation entropy (64-bin histogram over "
+     "the batch's [q0.005, q0.995], / ln 64) in --maxent-pi-band by moving the layer's gain a_l of "
+     "gelu(a_l u) (a larger a_l lowers it); --ffn gelu, CPU only; recorded in the checkpoint: off|on (bare: on)"},
+    {"maxent-pi-band", K_F2, TO(maxent_pi_band), NULL, 1, "MaxEnt PI entropy band LO,HI (normalised, 0 <= LO <= HI <= 1) [ours]"},
+    {"maxent-pi-every", K_INT, TO(maxent_pi_every), NULL, 1, "MaxEnt PI: steps between measurements and updates (1..1e6) [ours]"},
+    {"maxent-pi-kp", K_F, TO(maxent_pi_kp), NULL, 1, "MaxEnt PI proportional gain on ln a_l per unit of entropy error (>= 0) [ours]"},
+    {"maxent-pi-ki", K_F, TO(maxent_pi_ki), NULL, 1, "MaxEnt PI integral gain (>= 0; the integral holds inside the band) [ours]"},
     {"guardian-start", K_INT, TO(guardian_start), NULL, 1, "Guardian ramp start (steps)"},
     {"guardian-ramp", K_INT, TO(guardian_ramp), NULL, 1, "Guardian ramp length (steps)"},
     {"guardian-tau-max", K_F, TO(guardian_tau_max), NULL, 1, "Guardian's tau_att projection ceiling (Listing 4: 1.6)"},
@@ -456,6 +470,10 @@ static int trn__format_opt(const trn_config *c, const trn__opt *o, char *buf, si
     case K_WENUM: {
         int v = *(const int *)p;
         return snprintf(buf, cap, "%s", v < 0 ? "auto" : v <= 2 ? o->names[v] : "?");
+    }
+    case K_F2: {
+        const float *f = (const float *)p;
+        return snprintf(buf, cap, "%.9g,%.9g", (double)f[0], (double)f[1]);
     }
     case K_LIST: {
         int i, w = 0;
@@ -520,6 +538,18 @@ static int trn__parse_value(trn_config *c, const trn__opt *o, const char *v, cha
             }
         break;
     }
+    case K_F2: {
+        double x0, x1;
+        const char *s = v;
+        x0 = strtod(s, &end);
+        if (end == s || errno || *end != ',') break;
+        s = end + 1;
+        x1 = strtod(s, &end);
+        if (end == s || errno || *end || !(x0 == x0) || !(x1 == x1) || fabs(x0) > 3.0e38 || fabs(x1) > 3.0e38) break;
+        ((float *)p)[0] = (float)x0;
+        ((float *)p)[1] = (float)x1;
+        return TRN_OK;
+    }
     case K_LIST: {
         int n = 0;
         const char *s = v;
@@ -566,9 +596,9 @@ int trn_parse_flag(trn_config *c, int argc, char **argv, int i, char *err, size_
         const trn__opt *o = &trn__opts[k];
         if (strlen(o->flag) != nlen || strncmp(o->flag, a, nlen)) continue;
         if (eq) val = eq + 1;
-        else if ((!strcmp(o->flag, "maxent") || !strcmp(o->flag, "maxent-c")) &&
+        else if ((!strcmp(o->flag, "maxent") || !strcmp(o->flag, "maxent-c") || !strcmp(o->flag, "maxent-pi")) &&
                  (i + 1 >= argc || !argv[i + 1] || (strcmp(argv[i + 1], "on") && strcmp(argv[i + 1], "off")))) {
-            /* a bare --maxent / --maxent-c means on */
+            /* a bare --maxent / --maxent-c / --maxent-pi means on */
             *(int *)((char *)c + o->off) = 1;
             return 1;
         }
@@ -592,6 +622,9 @@ void trn_print_help(const trn_config *c, FILE *f)
         const trn__opt *o = &trn__opts[k];
         if (o->kind == K_F) /* %g for people; the JSON keeps %.9g (exact round trip) */
             snprintf(buf, sizeof buf, "%g", (double)*(const float *)((const char *)c + o->off));
+        else if (o->kind == K_F2)
+            snprintf(buf, sizeof buf, "%g,%g", (double)((const float *)((const char *)c + o->off))[0],
+                     (double)((const float *)((const char *)c + o->off))[1]);
         else
             trn__format_opt(c, o, buf, sizeof buf);
         fprintf(f, "  --%-16s %s", o->flag, o->help);
@@ -655,6 +688,7 @@ void trn_print_presets(FILE *f)
    checkpoints still resume). */
 static int trn__opt_live(const trn_config *c, const trn__opt *o)
 {
+    if (!strncmp(o->flag, "maxent-pi", 9)) return c->maxent_pi != 0; /* absent from runs without it */
     if (!strncmp(o->flag, "maxent", 6)) /* absent from the configuration of a run without it */
         return !strcmp(o->flag, "maxent-c") || !strcmp(o->flag, "maxent-cap") ? c->maxent_c != 0 : c->maxent != 0;
     if (!strcmp(o->flag, "lr-warmup")) return c->lr_warmup != 0; /* absent from runs without one */
@@ -836,6 +870,29 @@ int trn_config_validate(const trn_config *c, char *err, size_t errlen)
     if (c->maxent && c->model.attn != MDL_ATTN_SOFTMAX)
         return ex_errf(err, errlen, TRN_EINVAL,
                        "--maxent measures the softmax attention's entropy corridor and sets W_q/W_k: it needs --attn softmax");
+    if (c->maxent_pi < 0 || c->maxent_pi > 1) return ex_errf(err, errlen, TRN_EINVAL, "--maxent-pi must be off|on");
+    if (c->maxent_pi) {
+        const float *bd = c->maxent_pi_band;
+        if (!(isfinite(bd[0]) && isfinite(bd[1]) && bd[0] >= 0.0f && bd[0] <= bd[1] && bd[1] <= 1.0f))
+            return ex_errf(err, errlen, TRN_EINVAL,
+                           "--maxent-pi-band LO,HI needs 0 <= LO <= HI <= 1 (normalised entropy; got %g,%g)", (double)bd[0],
+                           (double)bd[1]);
+        if (c->maxent_pi_every < 1 || c->maxent_pi_every > 1000000)
+            return ex_errf(err, errlen, TRN_EINVAL, "--maxent-pi-every must be in [1, 1000000] steps (got %d)",
+                           c->maxent_pi_every);
+        if (!(c->maxent_pi_kp >= 0.0f && c->maxent_pi_kp <= 1e3f) || !(c->maxent_pi_ki >= 0.0f && c->maxent_pi_ki <= 1e3f))
+            return ex_errf(err, errlen, TRN_EINVAL, "--maxent-pi-kp and --maxent-pi-ki must be in [0, 1000] (got %g, %g)",
+                           (double)c->maxent_pi_kp, (double)c->maxent_pi_ki);
+        if (mdl_act_gain_supported(&c->model, NULL, 0) != MDL_OK)
+            return ex_errf(err, errlen, TRN_EINVAL,
+                           "--maxent-pi moves the GELU MLP's activation gain a_l (act = gelu(a_l u)): it needs --ffn gelu "
+                           "(this run has --ffn %s: the squared-ReLU MLP and the MoE's experts have no such parameter)",
+                           trn__ffn_names[c->model.ffn]);
+        if (c->device != MDL_DEVICE_CPU)
+            return ex_errf(err, errlen, TRN_EINVAL,
+                           "--maxent-pi runs on the CPU trainer only (the model's gain path is device-neutral, but the "
+                           "device run is not checked yet)");
+    }
     if ((c->maxent || c->maxent_c) && c->device != MDL_DEVICE_CPU)
         return ex_errf(err, errlen, TRN_EINVAL,
                        "--maxent and --maxent-c run on the CPU trainer only (the pre-selection measures CPU steps; "
@@ -904,6 +961,11 @@ struct trn {
     void *progress_user;
     int metrics_err;             /* errno of the first failed metrics write (0: none) */
     int pending;                 /* TRN__P_*: the last step's work still to run */
+    /* MaxEnt (C)'s PI controller (cfg.maxent_pi): per layer the integral and the last
+       measured entropy (-1: none yet); the gains live in the model (mdl_act_gain_*) */
+    float pi_int[MDL_MAX_LAYERS], pi_H[MDL_MAX_LAYERS];
+    float *pi_buf;               /* host copy of one layer's activations */
+    size_t pi_cap;
 };
 
 /* what a step stopped during its periodic evaluation left to do (trn_pending) */
@@ -995,6 +1057,7 @@ void trn_destroy(trn *t)
     free(t->inp);
     free(t->tgt);
     free(t->head_temp);
+    free(t->pi_buf);
     if (t->have_g) guardian_free(&t->g);
     if (t->have_ceas) ceas_free(&t->cs);
     free(t);
@@ -1139,6 +1202,17 @@ int trn_create(trn **out, const trn_config *cfg, const uint16_t *train_ids, size
     if (cfg->maxent) {
         rc = mx_init_scales(t->m, cfg->context, &t->mxrep, err, errlen);
         if (rc != TRN_OK) { trn_destroy(t); return rc; }
+    }
+    if (cfg->maxent_pi) {
+        /* (C)'s PI controller: the host copy of a layer's activations, (B T, F) at most */
+        size_t rows = (size_t)t->tokens_per_step > (size_t)Tmax ? (size_t)t->tokens_per_step : (size_t)Tmax;
+        t->pi_cap = rows * (size_t)mc.d_ff_mult * (size_t)mc.d_model;
+        t->pi_buf = (float *)malloc(t->pi_cap * sizeof(float));
+        if (!t->pi_buf) {
+            trn_destroy(t);
+            return ex_errf(err, errlen, TRN_ENOMEM, "out of memory for --maxent-pi's activation copy");
+        }
+        for (i = 0; i < t->L; i++) t->pi_H[i] = -1.0f;
     }
     if (t->ema) ex_copy(&t->cx, t->ema, mdl_params(t->m), t->n * sizeof(float));
     for (i = 0; i < t->L * t->H; i++) t->head_temp[i] = 1.0f;
@@ -1371,6 +1445,31 @@ static void trn__metrics_train(trn *t, const trn_step_info *in)
                 trn_json_num(b[0], 40, 5, in->step_flops > 0 ? in->gate_skipped_flops / in->step_flops : 0.0),
                 trn_json_num(b[1], 40, 5, in->step_flops > 0 ? in->gate_overhead_flops / in->step_flops : 0.0),
                 trn_json_num(b[2], 40, 5, (double)in->gate_pruned_frac), in->gate_frozen_heads);
+    fputs("}\n", t->metrics);
+    trn__mflush(t);
+}
+
+/* One "maxent_pi" metrics line (cfg.maxent_pi, after each measurement): the step, the band,
+   per layer the measured entropy, the gain the next forward uses and the integral; on a
+   failure the error instead. */
+static void trn__jarr(FILE *f, const char *key, const float *v, int n);
+static void trn__metrics_pi(trn *t, long long step, const float *gain, const char *error)
+{
+    if (!t->metrics) return;
+    fprintf(t->metrics, "{\"type\":\"maxent_pi\",\"step\":%lld,\"band\":[%.6g,%.6g]", step,
+            (double)t->cfg.maxent_pi_band[0], (double)t->cfg.maxent_pi_band[1]);
+    if (error) {
+        const char *s;
+        fputs(",\"error\":\"", t->metrics);
+        for (s = error; *s; s++)
+            if (*s == '"' || *s == '\\') fprintf(t->metrics, "\\%c", *s);
+            else if ((unsigned char)*s >= 0x20) fputc(*s, t->metrics);
+        fputc('"', t->metrics);
+    } else {
+        trn__jarr(t->metrics, "H", t->pi_H, t->L);
+        trn__jarr(t->metrics, "gain", gain, t->L);
+        trn__jarr(t->metrics, "integral", t->pi_int, t->L);
+    }
     fputs("}\n", t->metrics);
     trn__mflush(t);
 }
@@ -1667,6 +1766,18 @@ int trn_step(trn *t, trn_step_info *info)
             if (t->ema) guardian_ema_update(t->ema, P, (int64_t)t->n, t->cfg.ema_decay);
             /* the RPA running statistics follow every applied step */
             if (mdl_prior_stats_update(t->m, t->cfg.prior_momentum) != MDL_OK) return TRN_EINVAL;
+            /* MaxEnt (C): every maxent_pi_every applied steps, each layer's activation entropy
+               of this step's forward and one PI update of its gain (the next forward's) */
+            if (t->cfg.maxent_pi && (t->step + 1) % t->cfg.maxent_pi_every == 0) {
+                ceas_pi_config pc = mx_pi_config(t->cfg.maxent_pi_band[0], t->cfg.maxent_pi_band[1],
+                                                 t->cfg.maxent_pi_kp, t->cfg.maxent_pi_ki);
+                float gain[MDL_MAX_LAYERS];
+                char perr[256];
+                perr[0] = 0;
+                rc = mx_pi_update(t->m, &pc, 1, t->pi_int, t->pi_H, gain, t->pi_buf, t->pi_cap, perr, sizeof perr);
+                trn__metrics_pi(t, t->step + 1, gain, rc == TRN_OK ? NULL : perr);
+                if (rc != TRN_OK) return TRN_EINVAL;
+            }
         }
     }
     t->step++;
@@ -1824,10 +1935,11 @@ int trn_save(trn *t, const char *path, char *err, size_t errlen)
     char *arch = NULL, *full = NULL, stepbuf[32];
     const char *keys[4], *vals[4];
     float *stage = NULL; /* a device trainer's parameters, moments, EMA, SWA copied to the host */
+    float pi_gain[MDL_MAX_LAYERS], pi_state[2 * MDL_MAX_LAYERS]; /* --maxent-pi */
     const float *hp, *hm, *hv, *he, *hs;
     if (!t || !path) return ex_errf(err, errlen, TRN_EINVAL, "trn_save: NULL argument");
     nt = mdl_num_tensors(t->m);
-    E = (ckpt_entry *)calloc((size_t)nt + 12, sizeof *E);
+    E = (ckpt_entry *)calloc((size_t)nt + 14, sizeof *E);
     arch = (char *)malloc(16384);
     full = (char *)malloc(16384);
     if (!E || !arch || !full) { rc = ex_errf(err, errlen, TRN_ENOMEM, "out of memory"); goto done; }
@@ -1878,6 +1990,19 @@ int trn_save(trn *t, const char *path, char *err, size_t errlen)
             E[ne].name = "state.prior_stats"; E[ne].dtype = CKPT_F32; E[ne].ndim = 1;
             E[ne].shape[0] = (int64_t)nps; E[ne].data = ps; ne++;
         }
+    }
+    if (t->cfg.maxent_pi) {
+        /* MaxEnt (C): the gains a_l (model state, not parameters) and the controller's
+           integrals and last entropies (-1: none yet) */
+        if (mdl_act_gain_get(t->m, pi_gain, t->L) != MDL_OK) {
+            rc = ex_errf(err, errlen, TRN_EINVAL, "cannot read the activation gains"); goto done;
+        }
+        memcpy(pi_state, t->pi_int, sizeof(float) * (size_t)t->L);
+        memcpy(pi_state + t->L, t->pi_H, sizeof(float) * (size_t)t->L);
+        E[ne].name = "state.act_gain"; E[ne].dtype = CKPT_F32; E[ne].ndim = 1;
+        E[ne].shape[0] = t->L; E[ne].data = pi_gain; ne++;
+        E[ne].name = "state.maxent_pi"; E[ne].dtype = CKPT_F32; E[ne].ndim = 1;
+        E[ne].shape[0] = 2 * t->L; E[ne].data = pi_state; ne++;
     }
     trn__pack(t, I, F);
     E[ne].name = "trainer.i64"; E[ne].dtype = CKPT_I64; E[ne].ndim = 1;
@@ -1958,6 +2083,16 @@ static void trn__arch_diff(const char *file, const trn_config *c, char *err, siz
         if (strlen(want) != n || strncmp(want, v, n)) {
             ex_errf(err, errlen, TRN_EMISMATCH, "checkpoint was trained with --%s %.*s, this run has --%s %s",
                       o->flag, (int)n, v, o->flag, want);
+            return;
+        }
+    }
+    /* an option the checkpoint records that this run leaves out (one live only when on) */
+    for (k = 0; k < TRN__NOPTS; k++) {
+        const trn__opt *o = &trn__opts[k];
+        if (!o->arch || trn__opt_live(c, o)) continue;
+        snprintf(key, sizeof key, "\"%s\":", o->flag);
+        if (strstr(file, key)) {
+            ex_errf(err, errlen, TRN_EMISMATCH, "checkpoint was trained with --%s, this run has none", o->flag);
             return;
         }
     }
@@ -2076,6 +2211,7 @@ int trn_load_flags(trn *t, const char *path, unsigned flags, char *err, size_t e
     char cerr[512], *arch = NULL;
     const char *meta;
     float *P = NULL, *M = NULL, *V = NULL, *EM = NULL, *SW = NULL, *PS = NULL;
+    float pi_gain[MDL_MAX_LAYERS], pi_state[2 * MDL_MAX_LAYERS];
     size_t nps = 0;
     int64_t I[TRN__I64_N];
     double F[TRN__F64_N];
@@ -2149,6 +2285,10 @@ int trn_load_flags(trn *t, const char *path, unsigned flags, char *err, size_t e
         if (!PS) { rc = ex_errf(err, errlen, TRN_ENOMEM, "out of memory"); goto done; }
         TRN__READ("state.prior_stats", PS, CKPT_F32, nps);
     }
+    if (t->cfg.maxent_pi) {
+        TRN__READ("state.act_gain", pi_gain, CKPT_F32, t->L);
+        TRN__READ("state.maxent_pi", pi_state, CKPT_F32, 2 * t->L);
+    }
 #undef TRN__READ
     rc = trn__check_state(t, I, F, path, flags, err, errlen);
     if (rc == TRN_OK) rc = trn__check_finite(t, P, 0, "the weights", path, err, errlen);
@@ -2189,6 +2329,19 @@ int trn_load_flags(trn *t, const char *path, unsigned flags, char *err, size_t e
             goto done;
         }
     }
+    if (t->cfg.maxent_pi) {
+        for (i = 0; i < t->L; i++) {
+            float g = pi_gain[i], in = pi_state[i], h = pi_state[t->L + i];
+            if (!(g >= MX_PI_GAIN_MIN && g <= MX_PI_GAIN_MAX) || !(in >= -10.0f && in <= 10.0f) ||
+                !(h == -1.0f || (h >= 0.0f && h <= 1.0f))) {
+                rc = ex_errf(err, errlen, TRN_EFORMAT,
+                             "cannot resume from %s: --maxent-pi state of layer %d (gain %g, integral %g, entropy %g) "
+                             "is outside [%g, %g], [-10, 10], [0, 1] or -1",
+                             path, i, (double)g, (double)in, (double)h, (double)MX_PI_GAIN_MIN, (double)MX_PI_GAIN_MAX);
+                goto done;
+            }
+        }
+    }
     if (PS && mdl_prior_stats_set(t->m, PS, nps) != MDL_OK) {
         rc = ex_errf(err, errlen, TRN_EFORMAT, "cannot resume from %s: RPA prior statistics are corrupted (%s)", path,
                        mdl_last_error(t->m));
@@ -2204,6 +2357,11 @@ int trn_load_flags(trn *t, const char *path, unsigned flags, char *err, size_t e
     if (have_g2) { guardian_free(&t->g); t->g = g2; have_g2 = 0; }
     if (t->have_gac) t->gc = gc2;
     if (have_cs2) { ceas_free(&t->cs); t->cs = cs2; have_cs2 = 0; }
+    if (t->cfg.maxent_pi) { /* checked above: mdl_act_gain_set accepts them */
+        (void)mdl_act_gain_set(t->m, pi_gain, t->L);
+        memcpy(t->pi_int, pi_state, sizeof(float) * (size_t)t->L);
+        memcpy(t->pi_H, pi_state + t->L, sizeof(float) * (size_t)t->L);
+    }
     t->eval_only = (flags & TRN_LOAD_EVAL_ONLY) != 0;
 done:
     if (have_g2) guardian_free(&g2);

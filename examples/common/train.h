@@ -111,6 +111,13 @@ typedef struct trn_config {
        maxent_cap (0: report only) */
     int maxent, maxent_cost, maxent_probe, maxent_batch, maxent_c;
     float maxent_lambda, maxent_budget, maxent_cap;
+    /* MaxEnt (C)'s PI controller (wt2_train --maxent-pi; maxent.h (C)): maxent_pi 1 holds
+       each GELU layer's activation entropy in maxent_pi_band (normalised, [0, 1]) by moving
+       its gain a_l (act = gelu(a_l u)), one ceas_pi_update on ln a_l per layer every
+       maxent_pi_every steps with gains maxent_pi_kp, maxent_pi_ki. GELU MLP and CPU only.
+       Defaults (ours): off, 0.70,0.85, 5 steps, kp 6, ki 0.1 */
+    int maxent_pi, maxent_pi_every;
+    float maxent_pi_band[2], maxent_pi_kp, maxent_pi_ki;
     /* run */
     uint64_t seed;
     int threads;            /* 0: OpenMP default */
