@@ -15,9 +15,10 @@
    flushed per token); several prompts: each prompt's text and continuation as a block
    "[i] ..." when it finishes. --json: nothing else on stdout but one JSON line at the end
    (per prompt: tokens, text, stop reason; per step: milliseconds; a summary).
-   Only what token-by-token decoding supports runs (model.h mdl_decode_supports: softmax
-   attention with or without a prior, no memory or convolution); another architecture is
-   refused with the reason, and so is a run without an RPA prior whose guardian / scripted
+   Every architecture wt2_train builds decodes (model.h mdl_decode_supports: softmax
+   attention with or without a prior, polar attention, the gated-delta memory, the
+   convolution; one refusal, the value gate beyond 256 heads, named with the reason); a
+   run without an RPA prior whose guardian / scripted
    controller set per-layer temperatures (kept in the trainer's state, not restored here;
    with the RPA prior they are its tau_att parameters, restored with the weights).
    With a prior (RPA, ERA, sinusoid, relative) the decoding window is the model's context
@@ -87,9 +88,10 @@ static void usage(FILE *f)
             "                     summary) instead of the text\n"
             "  --help             this text\n\n"
             "Supported architectures: softmax attention with or without a prior (RPA, ERA,\n"
-            "sinusoid, relative: the window is the model's context), learned or rotary positions,\n"
+            "sinusoid, relative: the window is the model's context), polar attention, the\n"
+            "gated-delta memory, the causal convolution, learned or rotary positions,\n"
             "LayerNorm/RMSNorm, GELU / squared-ReLU MLP or fuzzy MoE, residual and value gates\n"
-            "(e.g. --preset tiny, tiny-plain, era-gac-tiny, paper); refused:",
+            "(every preset); refused:",
             MAX_PROMPTS, ATTNKIT_DATA_DIR);
     {
         int i;

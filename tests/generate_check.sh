@@ -105,9 +105,8 @@ err_case truncated_ckpt 1 "generate:" $GEN --ckpt "$W/trunc.safetensors" --promp
 printf 'not a checkpoint at all' > "$W/junk.safetensors"
 err_case junk_ckpt 1 "generate:" $GEN --ckpt "$W/junk.safetensors" --prompt x
 err_case swa_absent 1 "no swa weights" $GEN --ckpt "$CK" --prompt x --weights swa
-"$T" --preset tiny-plain $SMALL --attn polar --pos none --max-steps 1 --out-dir "$W/polar" > /dev/null 2> "$W/train6.err" || {
+"$T" --preset tiny-plain $SMALL --attn polar --pos none --memory gdelta --max-steps 1 --out-dir "$W/polar" > /dev/null 2> "$W/train6.err" || {
     fail train_polar "wt2_train failed: $(last "$W/train6.err")"; finish; }
-err_case unsupported_arch 1 "does not support polar attention" $GEN --ckpt "$W/polar/ckpt.safetensors" --prompt x
 err_case guardian_temperatures 1 "does not restore" $GEN --ckpt "$W/guard/ckpt.safetensors" --prompt x
 mkdir "$W/nodata"
 err_case no_tokenizer 1 "encoder.json" $G --data-dir "$W/nodata" --ckpt "$CK" --prompt x
@@ -121,10 +120,11 @@ $GEN --ckpt "$W/base/ckpt.safetensors" --prompt "The history of" --max-new 8 --s
 [ $r1 -eq 0 ] && [ $r2 -eq 0 ] && cmp -s "$W/b1" "$W/b2" && grep -q '^The history of' "$W/b1"
 check moe_gates_tiny_baseline $? "rc $r1 $r2 $(last "$W/b1.err")"
 # the priors decode (window: the model's context): the tiny recipe (RPA from the checkpoint's
-# running statistics, Guardian's tau_att, MoE, gates) and ERA + GAC; the same seed, the same text
+# running statistics, Guardian's tau_att, MoE, gates) and ERA + GAC; polar attention with the
+# gated-delta memory too; the same seed, the same text
 "$T" --preset era-gac-tiny $SMALL --max-steps 2 --out-dir "$W/era" > /dev/null 2> "$W/train7.err" || {
     fail train_era "wt2_train failed: $(last "$W/train7.err")"; finish; }
-for k in tiny era; do
+for k in tiny era polar; do
     $GEN --ckpt "$W/$k/ckpt.safetensors" --prompt "The history of" --max-new 8 --seed 4 > "$W/$k.1" 2> "$W/$k.1.err"; r1=$?
     $GEN --ckpt "$W/$k/ckpt.safetensors" --prompt "The history of" --max-new 8 --seed 4 --threads 1 > "$W/$k.2" 2> /dev/null; r2=$?
     [ $r1 -eq 0 ] && [ $r2 -eq 0 ] && cmp -s "$W/$k.1" "$W/$k.2" && grep -q '^The history of' "$W/$k.1" \
@@ -137,6 +137,6 @@ $GEN --ckpt "$CK" --prompt "$mid" --max-new 1000 --temperature 0 --json > "$W/ct
 [ $rc -eq 0 ] && grep -q '"stop":"context"\|"stop":"eot"' "$W/ctx"
 check context_bounds_generation $? "rc $rc $(last "$W/ctx.err")"
 $GEN --help > "$W/help" 2>&1; rc=$?
-[ $rc -eq 0 ] && grep -q "polar attention" "$W/help"
+[ $rc -eq 0 ] && grep -q "256 heads" "$W/help" && grep -q "polar attention" "$W/help"
 check help_lists_refusals $? "rc $rc"
 finish

@@ -3235,17 +3235,11 @@ double mdl_flops_per_token(const mdl_config *cfg, int T)
    component whose output at t reads more than the token at t and the cached keys/values
    (a (T,T) prior, the recurrent memory, the convolution's window, memberships' running
    statistics) is not covered yet. */
-static int mdl__dec_polar(const mdl_config *c) { return c->attn != MDL_ATTN_SOFTMAX; }
-static int mdl__dec_memory(const mdl_config *c) { return c->memory != MDL_MEM_NONE; }
-static int mdl__dec_conv(const mdl_config *c) { return c->conv_k != 0; }
 static int mdl__dec_heads(const mdl_config *c) { return c->value_gate && c->n_heads > 256; }
 static const struct {
     int (*refuses)(const mdl_config *);
     const char *what;
 } mdl__dec_limits[] = {
-    {mdl__dec_polar, "polar attention"},
-    {mdl__dec_memory, "the gated-delta memory channel"},
-    {mdl__dec_conv, "the causal convolution (conv_k)"},
     {mdl__dec_heads, "the value gate with more than 256 heads"},
 };
 #define MDL__NDEC_LIMITS ((int)(sizeof mdl__dec_limits / sizeof mdl__dec_limits[0]))
@@ -3262,8 +3256,7 @@ int mdl_decode_supports(const mdl_config *cfg, char *err, size_t errlen)
     for (i = 0; i < MDL__NDEC_LIMITS; i++)
         if (mdl__dec_limits[i].refuses(cfg))
             return ex_errf(err, errlen, MDL_EINVAL,
-                           "token-by-token decoding does not support %s yet (softmax attention, with or without a "
-                           "prior, no memory or convolution, only)",
+                           "token-by-token decoding does not support %s yet",
                            mdl__dec_limits[i].what);
     return ex_errf(err, errlen, MDL_OK, "ok");
 }
@@ -3280,6 +3273,15 @@ struct mdl__dec {
     float *sv_n1, *sv_n2, *sv_f, *sv_nf, *work;    /* the components' saved / work buffers */
     float *sc;               /* (nthr, nl) attention scores */
     int *rslot, *rpos, *rout; /* per row: slot, position; rows that want logits */
+    /* polar attention (its keys and values live in kc / vc as (nb, Hkv, nl, D) per layer),
+       the gated-delta channel, the convolution: scratch per row, state per slot */
+    float *xa;               /* one block for everything below (NULL when none is used) */
+    float *pqkv, *pq, *pc, *pmag; /* (rows, Pq) projections, (rows, H, D) q, c, (rows, H) magnitudes */
+    int *ptab;               /* (rows) block table: one block per slot */
+    float *gqkv, *gq, *gk, *gv, *ggt, *gbt, *gr, *gg, *gm; /* gated delta: (rows, 3HD), (rows, HD) x3,
+                                (rows, Hm) x2, (rows, HD) readout and gate, (rows, C) output */
+    float *gst;              /* (L, nb, Hm, Dk, Dk) memory states, zeroed when a slot starts */
+    float *n1p, *cvr;        /* (rows, C) norm1 output; (L, nb, K, C) the convolution's last K inputs */
     float *pb;               /* the prior B(W), W = nl: (L, nl, nl) (RPA, ERA: per layer) or (nl, nl)
                                 (sinusoid, relative: shared); NULL without a prior */
     int pb_layers;           /* L or 1 */
@@ -3296,10 +3298,70 @@ static void *mdl__dec_take(char **p, size_t bytes)
 void mdl_decode_free(mdl_model *m)
 {
     if (!m || !m->dec) return;
+    free(m->dec->xa);
     free(m->dec->pb);
     free(m->dec->kc);
     free(m->dec);
     m->dec = NULL;
+}
+
+/* The scratch and state of polar attention, the gated-delta channel and the convolution
+   (one block, d->xa); nothing when the model has none of them. */
+static int mdl__dec_extra(mdl_model *m, struct mdl__dec *d)
+{
+    const mdl_config *c = &m->cfg;
+    const size_t rows = (size_t)d->rows, nb = (size_t)d->nb, L = (size_t)m->L, C = (size_t)m->C;
+    const int polar = c->attn == MDL_ATTN_POLAR, mem = m->cp[MDL__CP_MEM].k != NULL,
+              conv = m->cp[MDL__CP_CONV].k != NULL;
+    size_t H = (size_t)m->H, D = (size_t)m->D, Hkv = polar ? (size_t)m->pd.Hkv : 0,
+           Pq = polar ? (H + 2 * Hkv) * D + H : 0, Hm = mem ? (size_t)m->gdd.Hm : 0,
+           Dk = mem ? (size_t)m->gdd.Dk : 0, HD = Hm * Dk, K = conv ? (size_t)c->conv_k : 0, total = 0;
+    char *p;
+    if (!polar && !mem && !conv) return MDL_OK;
+#define MDL__XA(n) (total += mdl__align(sizeof(float) * (size_t)(n) + 1))
+    MDL__XA(rows * Pq);
+    MDL__XA(rows * H * D);
+    MDL__XA(rows * H * D);
+    MDL__XA(rows * H);
+    MDL__XA(rows); /* ptab (ints) */
+    MDL__XA(rows * 3 * HD);
+    MDL__XA(rows * HD);
+    MDL__XA(rows * HD);
+    MDL__XA(rows * HD);
+    MDL__XA(rows * Hm);
+    MDL__XA(rows * Hm);
+    MDL__XA(rows * HD);
+    MDL__XA(rows * HD);
+    MDL__XA(rows * C);
+    MDL__XA(L * nb * Hm * Dk * Dk);
+    MDL__XA(rows * C);
+    MDL__XA(L * nb * K * C);
+#undef MDL__XA
+    d->xa = (float *)calloc(1, total);
+    if (!d->xa) return mdl__fail(m, MDL_ENOMEM, "mdl_decode_init: out of memory (%.1f MB of decoding state)", (double)total / 1e6);
+    p = (char *)d->xa;
+#define MDL__XT(n) ((float *)mdl__dec_take(&p, sizeof(float) * (size_t)(n) + 1))
+    d->pqkv = MDL__XT(rows * Pq);
+    d->pq = MDL__XT(rows * H * D);
+    d->pc = MDL__XT(rows * H * D);
+    d->pmag = MDL__XT(rows * H);
+    d->ptab = (int *)(void *)MDL__XT(rows);
+    d->gqkv = MDL__XT(rows * 3 * HD);
+    d->gq = MDL__XT(rows * HD);
+    d->gk = MDL__XT(rows * HD);
+    d->gv = MDL__XT(rows * HD);
+    d->ggt = MDL__XT(rows * Hm);
+    d->gbt = MDL__XT(rows * Hm);
+    d->gr = MDL__XT(rows * HD);
+    d->gg = MDL__XT(rows * HD);
+    d->gm = MDL__XT(rows * C);
+    d->gst = MDL__XT(L * nb * Hm * Dk * Dk);
+    d->n1p = MDL__XT(rows * C);
+    d->cvr = MDL__XT(L * nb * K * C);
+#undef MDL__XT
+    d->bytes += total;
+    d->cache_bytes += sizeof(float) * (L * nb * Hm * Dk * Dk + L * nb * K * C);
+    return MDL_OK;
 }
 
 /* The prior of decoding: B(W) for the window W = d->nl (mdl_decode_init's max_len), what an
@@ -3441,9 +3503,18 @@ int mdl_decode_init(mdl_model *m, int max_batch, int max_len, size_t *cache_byte
     d->bytes = total;
     for (l = 0; l < L * H; l++) d->temp[l] = 1.0f;
     memset(d->len, 0, sizeof(int) * (size_t)max_batch);
+    {
+        int rc = mdl__dec_extra(m, d);
+        if (rc) {
+            free(d->kc);
+            free(d);
+            return rc;
+        }
+    }
     if (c->prior != MDL_PRIOR_NONE) {
         int rc = mdl__dec_prior_build(m, d);
         if (rc) {
+            free(d->xa);
             free(d->pb);
             free(d->kc);
             free(d);
@@ -3483,6 +3554,11 @@ int mdl_decode_reset(mdl_model *m, int slot)
     if (slot < 0 || slot >= m->dec->nb)
         return mdl__fail(m, MDL_ERANGE, "mdl_decode_reset: slot %d is outside [0, %d)", slot, m->dec->nb);
     m->dec->len[slot] = 0;
+    if (m->cp[MDL__CP_MEM].k && m->dec->gst) { /* the memory channel's states of this slot start from zero */
+        const size_t per = (size_t)m->gdd.Hm * m->gdd.Dk * m->gdd.Dk;
+        int l;
+        for (l = 0; l < m->L; l++) memset(m->dec->gst + ((size_t)l * m->dec->nb + slot) * per, 0, sizeof(float) * per);
+    }
     return MDL_OK;
 }
 
@@ -3497,6 +3573,114 @@ int mdl_decode_len(const mdl_model *m, int slot)
    then the head for the rows listed in rout (nout of them) into logits (nout, V). The
    same math as mdl_forward's: rows of one slot see exactly the keys a causal forward's row
    at that position sees. */
+/* Polar attention of layer l for the n rows (lyr_polar_fwd's math, one query at a time):
+   qkvg = n1 W^T split into q (H,D), k, v (Hkv,D), gate logits (H); q and k RMSNormed per
+   head (qk_norm); k, v into the slot's cache, (nb, Hkv, nl, D) in kc / vc (one block of nl
+   positions per slot); polar_decode of each row over its slot's live keys 0..t (the last
+   row of polar_forward at length t + 1); ap = polar_assemble_forward (W_o (c sigmoid(g)) +
+   W_mu mag). Polar's output at t does not depend on the length beyond t: exact to rounding. */
+static int mdl__dec_polar(mdl_model *m, int l, int n)
+{
+    struct mdl__dec *d = m->dec;
+    const lyr_polar_dims *pd = &m->pd;
+    const float *Pp[LYR_MAX_PARAMS];
+    lyr_io io;
+    polar_params prm;
+    const int C = m->C, H = m->H, D = m->D, Hkv = pd->Hkv, nl = d->nl, nb = d->nb;
+    const int Pq = (H + 2 * Hkv) * D + H;
+    float *kc = d->kc + (size_t)l * nb * nl * C, *vc = d->vc + (size_t)l * nb * nl * C;
+    int r, h, e, rc;
+    mdl__io(m, &m->cp[MDL__CP_MIX], m->bp[l].cp[MDL__CP_MIX], NULL, NULL, &io, Pp, NULL);
+    MDL__TRY(mdl__linear(&m->cx, d->pqkv, d->n1, Pp[LYR_POLAR_QKV], NULL, n, C, Pq), "polar qkv GEMM");
+    for (r = 0; r < n; r++) {
+        const float *row = d->pqkv + (size_t)r * Pq;
+        const int s = d->rslot[r], t = d->rpos[r];
+        float *q = d->pq + (size_t)r * H * D;
+        memcpy(q, row, sizeof(float) * (size_t)H * D);
+        for (h = 0; h < Hkv; h++) {
+            float *kd = kc + (((size_t)s * Hkv + h) * nl + t) * D, *vd = vc + (((size_t)s * Hkv + h) * nl + t) * D;
+            memcpy(kd, row + (size_t)(H + h) * D, sizeof(float) * (size_t)D);
+            memcpy(vd, row + (size_t)(H + Hkv + h) * D, sizeof(float) * (size_t)D);
+            if (pd->qk_norm) { /* (lyr__rms_rows: r = 1/sqrt(mean x^2 + eps), in double) */
+                double ss = 0.0;
+                float rs;
+                for (e = 0; e < D; e++) ss += (double)kd[e] * kd[e];
+                rs = (float)(1.0 / sqrt(ss / D + (double)pd->qk_norm_eps));
+                for (e = 0; e < D; e++) kd[e] *= rs;
+            }
+        }
+        if (pd->qk_norm)
+            for (h = 0; h < H; h++) {
+                float *qh = q + (size_t)h * D, rs;
+                double ss = 0.0;
+                for (e = 0; e < D; e++) ss += (double)qh[e] * qh[e];
+                rs = (float)(1.0 / sqrt(ss / D + (double)pd->qk_norm_eps));
+                for (e = 0; e < D; e++) qh[e] *= rs;
+            }
+        /* the gate logits (rows, H) go to pmag's neighbour: kept in the qkvg row */
+    }
+    prm.len_gain_raw = Pp[LYR_POLAR_LEN_GAIN];
+    prm.null_base = Pp[LYR_POLAR_NULL_BASE];
+    prm.null_slope_raw = Pp[LYR_POLAR_NULL_SLOPE];
+    prm.mag_beta_raw = Pp[LYR_POLAR_MAG_BETA];
+    prm.v_null = Pp[LYR_POLAR_V_NULL];
+    for (r = 0; r < n; r++) {
+        int len = d->rpos[r] + 1;
+        d->ptab[r] = d->rslot[r];
+        rc = polar_decode(&pd->cfg, d->pc + (size_t)r * H * D, d->pmag + (size_t)r * H, d->pq + (size_t)r * H * D, kc,
+                          vc, d->ptab + r, &len, &prm, 1, H, Hkv, D, nl, nb, 1);
+        if (rc != POLAR_OK) return mdl__fail(m, MDL_EFAIL, "polar_decode: %s", polar_strerror(rc));
+    }
+    /* the gate logits, (rows, 1, H), out of the qkvg rows; then eq. 14 for the n rows */
+    for (r = 0; r < n; r++)
+        memmove(d->pqkv + (size_t)r * H, d->pqkv + (size_t)r * Pq + (size_t)(H + 2 * Hkv) * D, sizeof(float) * (size_t)H);
+    rc = polar_assemble_forward(d->ap, d->pc, d->pmag, d->pqkv, Pp[LYR_POLAR_O], Pp[LYR_POLAR_MU], n, H, 1, D, C);
+    if (rc != POLAR_OK) return mdl__fail(m, MDL_EFAIL, "polar_assemble_forward: %s", polar_strerror(rc));
+    return MDL_OK;
+}
+
+/* The gated-delta channel of layer l for the n rows (lyr_gdelta_fwd's math at T = 1 per
+   row): qkv = n1 W^T split per head; the gates (gd_gates_forward); gd_step on the slot's
+   state (Hm, Dk, Dk) in place, one row at a time in position order; the readout
+   z = RMSNorm(r) * norm_w * sigmoid(n1 W_g^T + b_g), gm = z W_proj^T. */
+static int mdl__dec_gdelta(mdl_model *m, int l, int n)
+{
+    struct mdl__dec *d = m->dec;
+    const lyr_gdelta_dims *gd = &m->gdd;
+    const float *Pp[LYR_MAX_PARAMS];
+    lyr_io io;
+    const int C = m->C, Hm = gd->Hm, Dk = gd->Dk, HD = Hm * Dk, nb = d->nb;
+    float *table = d->gst + (size_t)l * nb * Hm * Dk * Dk;
+    int r, h, j, rc;
+    mdl__io(m, &m->cp[MDL__CP_MEM], m->bp[l].cp[MDL__CP_MEM], NULL, NULL, &io, Pp, NULL);
+    MDL__TRY(mdl__linear(&m->cx, d->gqkv, d->n1, Pp[LYR_GD_QKV], NULL, n, C, 3 * HD), "memory qkv GEMM");
+    MDL__TRY(ex_split_heads_fwd(&m->cx, d->gq, d->gk, d->gv, d->gqkv, n, 1, Hm, Dk), "memory heads");
+    rc = gd_gates_forward(&gd->cfg, d->ggt, d->gbt, d->n1, Pp[LYR_GD_W_GAMMA], Pp[LYR_GD_B_GAMMA], Pp[LYR_GD_W_BETA],
+                          Pp[LYR_GD_B_BETA], n, 1, C, Hm);
+    if (rc != GD_OK) return mdl__fail(m, MDL_EFAIL, "gd_gates_forward: %s", gd_strerror(rc));
+    for (r = 0; r < n; r++) {
+        const size_t o = (size_t)r * HD;
+        rc = gd_step(&gd->cfg, table, nb, d->rslot + r, 1, Hm, Dk, Dk, d->gq + o, d->gk + o, d->gv + o,
+                     d->ggt + (size_t)r * Hm, d->gbt + (size_t)r * Hm, d->gr + o);
+        if (rc != GD_OK) return mdl__fail(m, MDL_EFAIL, "gd_step: %s", gd_strerror(rc));
+    }
+    MDL__TRY(mdl__linear(&m->cx, d->gg, d->n1, Pp[LYR_GD_G_W], Pp[LYR_GD_G_B], n, C, HD), "memory readout gate");
+    for (r = 0; r < n; r++) /* (lyr__gd_readout_z) */
+        for (h = 0; h < Hm; h++) {
+            const float *rr = d->gr + (size_t)r * HD + (size_t)h * Dk, *nw = Pp[LYR_GD_NORM];
+            float *gg = d->gg + (size_t)r * HD + (size_t)h * Dk, rsv;
+            double ss = 0;
+            for (j = 0; j < Dk; j++) ss += (double)rr[j] * rr[j];
+            rsv = (float)(1.0 / sqrt(ss / Dk + (double)gd->cfg.rms_eps));
+            for (j = 0; j < Dk; j++) {
+                float g = (float)(1.0 / (1.0 + exp(-(double)gg[j]))); /* (lyr__sigmoidf) */
+                gg[j] = rr[j] * rsv * nw[j] * g;
+            }
+        }
+    MDL__TRY(mdl__linear(&m->cx, d->gm, d->gg, Pp[LYR_GD_PROJ], NULL, n, HD, C), "memory projection");
+    return MDL_OK;
+}
+
 static int mdl__dec_run(mdl_model *m, int n, const int *ids, float *logits, int nout)
 {
     struct mdl__dec *d = m->dec;
@@ -3550,8 +3734,29 @@ static int mdl__dec_run(mdl_model *m, int n, const int *ids, float *logits, int 
         io.B = 1;
         io.T = n;
         io.x = d->x;
-        io.out = d->n1;
+        io.out = m->cp[MDL__CP_CONV].k ? d->n1p : d->n1;
         MDL__TRY(mdl__cfwd(m, MDL__CP_N1, &io), "norm1");
+        if (m->cp[MDL__CP_CONV].k) {
+            /* n1 = n1p + causal depthwise conv(n1p) (lyr_conv_fwd: tk_causal_dwconv_forward's
+               fmaf chain, j in order), the slot's last K inputs in a ring */
+            const int K = c->conv_k;
+            const float *w = P + b->cp[MDL__CP_CONV][0];
+            for (r = 0; r < n; r++) {
+                const int t = d->rpos[r];
+                float *ring = d->cvr + ((size_t)l * nb + (size_t)d->rslot[r]) * (size_t)K * C, *o = d->n1 + (size_t)r * C;
+                int j, ch;
+                memcpy(ring + (size_t)(t % K) * C, d->n1p + (size_t)r * C, sizeof(float) * (size_t)C);
+                memcpy(o, d->n1p + (size_t)r * C, sizeof(float) * (size_t)C);
+                for (j = 0; j < K && j <= t; j++) {
+                    const float *xs = ring + (size_t)((t - j) % K) * C, *wj = w + (size_t)j * C;
+                    for (ch = 0; ch < C; ch++) o[ch] = fmaf(wj[ch], xs[ch], o[ch]);
+                }
+            }
+        }
+        if (c->attn == MDL_ATTN_POLAR) {
+            int rc_ = mdl__dec_polar(m, l, n);
+            if (rc_) return rc_;
+        } else {
         MDL__TRY(mdl__linear(&m->cx, d->qkv, d->n1, P + b->qkv, NULL, n, C, 3 * C), "qkv GEMM");
         /* RoPE (tk_rope's angles and rotation at each row's position), then the cache */
         for (r = 0; r < n; r++) {
@@ -3617,6 +3822,12 @@ static int mdl__dec_run(mdl_model *m, int n, const int *ids, float *logits, int 
         }
         if (err) return mdl__fail(m, MDL_EFAIL, "decoding: more OpenMP threads than at mdl_decode_init");
         MDL__TRY(mdl__linear(&m->cx, d->ap, d->att, P + b->proj, NULL, n, C, C), "attention projection");
+        }
+        if (m->cp[MDL__CP_MEM].k) { /* the memory channel: ap += mem(n1) */
+            int rc_ = mdl__dec_gdelta(m, l, n);
+            if (rc_) return rc_;
+            MDL__TRY(ex_residual_fwd(&m->cx, d->ap, d->ap, d->gm, (size_t)n * C), "memory channel");
+        }
         if (c->value_gate) {
             /* g = mean_h sigmoid(mean_{s <= t} (W mu_s)_h) (tk_causal_mean_gate_forward's
                sums over the slot's cached pre-activations); ap *= g */

@@ -423,13 +423,18 @@ int mdl_frozen_copy(const mdl_model *m, const unsigned char *frozen, float *buf,
                           LayerNorm / RMSNorm, GELU / squared-ReLU MLP or fuzzy MoE, the
                           memberships, residual and value gates (the value gate's causal
                           mean from a per-slot cache of its pre-activations), gac_tau,
-                          per-head temperatures; it refuses what mdl_decode_limit lists
-                          (one table: polar attention, memory, convolution)
+                          per-head temperatures; polar attention (polar.h's polar_decode
+                          over the slot's keys, one cache block per slot, GQA, window);
+                          the gated-delta channel (gdelta.h's gd_step on a per-slot state,
+                          in place); the causal convolution (a ring of the slot's last K
+                          norm outputs). It refuses what mdl_decode_limit lists (one table:
+                          the value gate with more than 256 heads)
      mdl_decode_limit     the i-th refused configuration as a phrase, NULL past the last
      mdl_decode_init      allocates the cache and scratch once (1 <= max_batch <= 65536,
-                          1 <= max_len <= max_T); *cache_bytes (may be NULL) = the K/V cache
-                          size, (2 C (+ H with value_gate)) * L * max_batch * max_len * 4
-                          bytes. Every slot
+                          1 <= max_len <= max_T); *cache_bytes (may be NULL) = the cache
+                          size: (2 C (+ H with value_gate)) * L * max_batch * max_len * 4
+                          bytes (K/V), + L * max_batch * Hm * Dk * Dk * 4 (memory states)
+                          + L * max_batch * K * C * 4 (convolution ring). Every slot
                           starts empty; a second call replaces the first. Refuses a device
                           model and an unsupported configuration.
      mdl_decode_set_temp  per-head temperature multipliers (L,H) (NULL: 1) times
@@ -445,7 +450,9 @@ int mdl_frozen_copy(const mdl_model *m, const unsigned char *frozen, float *buf,
      mdl_decode_free      frees the cache (mdl_destroy does too)
    Errors: MDL_EINVAL (NULL, not initialised, a repeated slot, refused config), MDL_ERANGE
    (slot out of range, no room, token id outside [0, vocab)) with mdl_last_error(m); a
-   failed call leaves every slot's length unchanged. */
+   failed call leaves every slot's length unchanged (arguments are checked before anything
+   runs; after an internal failure, reset a slot with the memory channel: its state is
+   updated in place). */
 int mdl_decode_supports(const mdl_config *cfg, char *err, size_t errlen);
 const char *mdl_decode_limit(int i);
 int mdl_decode_init(mdl_model *m, int max_batch, int max_len, size_t *cache_bytes);
