@@ -35,6 +35,7 @@
 #include "common/exio.h"
 #include "common/mcqa.h"
 #include "common/model.h"
+#include "common/sample.h"
 #include "common/train.h"
 #include "common/ckptcfg.h"
 
@@ -98,62 +99,6 @@ static void usage(FILE *f)
         for (i = 0; mdl_decode_limit(i); i++) fprintf(f, "%s %s", i ? ";" : "", mdl_decode_limit(i));
     }
     fprintf(f, ".\n\nExit status: 0 generated; 1 an input or the model failed; 2 a bad flag or value.\n");
-}
-
-/* splitmix64: one stream per prompt */
-static uint64_t rng_next(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ULL);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-}
-static double rng_uniform(uint64_t *s) { return (double)(rng_next(s) >> 11) * (1.0 / 9007199254740992.0); }
-
-typedef struct { float p; int id; } cand;
-static int cmp_cand(const void *a, const void *b)
-{
-    const cand *x = (const cand *)a, *y = (const cand *)b;
-    if (x->p != y->p) return x->p > y->p ? -1 : 1;
-    return x->id - y->id; /* ties: the lower id first (deterministic) */
-}
-
-/* One token from logits (V): greedy at temperature 0, else softmax(l / T) cut to the top k
-   and to the nucleus p, sampled with u ~ U[0,1). cd: V scratch. -1 when the logits are not
-   finite. */
-static int sample(const float *lg, int V, double temp, int topk, double topp, uint64_t *rng, cand *cd)
-{
-    int i, n = V, best = 0;
-    double mx, sum = 0.0, u, acc = 0.0;
-    for (i = 0; i < V; i++)
-        if (!isfinite(lg[i])) return -1;
-    for (i = 1; i < V; i++)
-        if (lg[i] > lg[best]) best = i;
-    if (temp <= 0.0) return best;
-    mx = lg[best];
-    for (i = 0; i < V; i++) {
-        cd[i].id = i;
-        cd[i].p = (float)exp(((double)lg[i] - mx) / temp);
-    }
-    qsort(cd, (size_t)V, sizeof *cd, cmp_cand);
-    if (topk > 0 && topk < n) n = topk;
-    for (i = 0; i < n; i++) sum += cd[i].p;
-    if (topp < 1.0) {
-        double c = 0.0;
-        int k;
-        for (k = 0; k < n; k++) {
-            c += cd[k].p;
-            if (c >= topp * sum) { n = k + 1; break; }
-        }
-        sum = 0.0;
-        for (i = 0; i < n; i++) sum += cd[i].p;
-    }
-    u = rng_uniform(rng) * sum;
-    for (i = 0; i < n; i++) {
-        acc += cd[i].p;
-        if (u < acc) return cd[i].id;
-    }
-    return cd[n - 1].id;
 }
 
 /* JSON string of len bytes: escapes, and U+FFFD for each byte of an ill-formed UTF-8
@@ -220,7 +165,7 @@ int main(int argc, char **argv)
     bpe_tokenizer *tok = NULL;
     seqst sq[MAX_PROMPTS];
     float *lg = NULL;
-    cand *cd = NULL;
+    smp_cand *cd = NULL;
     double *step_ms = NULL;
     size_t cache = 0;
     long long ntok_gen = 0;
@@ -432,7 +377,7 @@ int main(int argc, char **argv)
     ckpt_close(ck);
     ck = NULL;
     lg = (float *)malloc(sizeof(float) * (size_t)np * (size_t)cfg.model.vocab);
-    cd = (cand *)malloc(sizeof(cand) * (size_t)cfg.model.vocab);
+    cd = (smp_cand *)malloc(sizeof(smp_cand) * (size_t)cfg.model.vocab);
     step_ms = (double *)malloc(sizeof(double) * ((size_t)max_new + 1));
     if (!lg || !cd || !step_ms) { fprintf(stderr, "generate: out of memory\n"); goto out; }
     t_load = now_s() - t_load;
@@ -464,7 +409,7 @@ int main(int argc, char **argv)
             if (sq[i].ngen >= max_new) { sq[i].live = 0; sq[i].stop = "max_new"; }
             else if ((int)sq[i].ids.n >= maxT) { sq[i].live = 0; sq[i].stop = "context"; }
             if (!sq[i].live) continue;
-            id = sample(lg + (size_t)i * cfg.model.vocab, V, temp, topk, topp, &sq[i].rng, cd);
+            id = smp_pick(lg + (size_t)i * cfg.model.vocab, V, temp, topk, topp, &sq[i].rng, cd);
             if (id < 0) {
                 fprintf(stderr, "generate: prompt %d: the model's logits are not finite\n", i + 1);
                 goto out;

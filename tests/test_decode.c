@@ -10,6 +10,7 @@
    configurations (one table) and bad arguments. Links the model (Makefile:
    TEST_OBJS_test_decode). */
 #include "../examples/common/model.h"
+#include "../examples/common/sample.h"
 #include "attnkit_test.h"
 
 #include <math.h>
@@ -351,6 +352,63 @@ static void test_exact_polar_gdelta_conv(void)
     run_exact(c, NULL, "polar + gated-delta + convolution (K 4), RMSNorm");
 }
 
+/* sample.h: the picking rule (greedy, top-k 1, determinism of a seed, non-finite logits)
+   and smp_continue's greedy continuation against the argmax of full forwards of the
+   growing sequence. */
+static void test_sample(void)
+{
+    mdl_config c = small();
+    mdl_model *m = NULL;
+    mdl_opts o = mdl_opts_default();
+    char err[256];
+    float lg[8] = {0.1f, 2.0f, -1.0f, 2.0f, 0.5f, 1.9f, -3.0f, 0.0f};
+    smp_cand cd[DV];
+    uint64_t r1 = 7, r2 = 7;
+    int seq[DT], out[DT], nout = 0, i, k, rc, same = 1, counts[8] = {0};
+    CHECK_INT_EQ(smp_pick(lg, 8, 0.0, 0, 1.0, &r1, cd), 1); /* ties: the lower id */
+    CHECK_INT_EQ(smp_pick(lg, 8, 1.0, 1, 1.0, &r1, cd), 1); /* top-1 is greedy */
+    r1 = r2 = 7;
+    for (i = 0; i < 200; i++) {
+        int a = smp_pick(lg, 8, 0.7, 0, 0.9, &r1, cd), b = smp_pick(lg, 8, 0.7, 0, 0.9, &r2, cd);
+        if (a != b || a < 0 || a >= 8) same = 0;
+        else counts[a]++;
+    }
+    CHECK(same);
+    CHECK(counts[1] > 0 && counts[3] > 0 && counts[6] == 0); /* the nucleus drops the tail */
+    lg[4] = NAN;
+    CHECK_INT_EQ(smp_pick(lg, 8, 1.0, 0, 1.0, &r1, cd), -1);
+    rc = mdl_create(&m, &c, 5, err, sizeof err);
+    CHECK_INT_EQ(rc, MDL_OK);
+    if (rc) return;
+    randomize(m, 77);
+    seq[0] = 3;
+    seq[1] = 14;
+    seq[2] = 9;
+    CHECK_INT_EQ(smp_continue(m, seq, 3, DT - 3, 0.0, 0, 1.0, 1, -1, out, &nout, err, sizeof err), MDL_OK);
+    CHECK_INT_EQ(nout, DT - 3);
+    for (k = 0; k < nout; k++) { /* argmax of the full forward's last row, the sequence so far */
+        const float *row;
+        int best = 0, v;
+        CHECK_INT_EQ(mdl_forward(m, seq, NULL, 1, 3 + k, &o, NULL), MDL_OK);
+        row = mdl_logits(m) + (size_t)(2 + k) * DV;
+        for (v = 1; v < DV; v++)
+            if (row[v] > row[best]) best = v;
+        CHECK_INT_EQ(out[k], best);
+        seq[3 + k] = out[k];
+    }
+    /* eot stops (and is kept); max_new 0 gives nothing; a prompt beyond the context is refused */
+    {
+        int eot = out[1], first = out[0] == eot ? 1 : 2;
+        CHECK_INT_EQ(smp_continue(m, seq, 3, DT - 3, 0.0, 0, 1.0, 1, eot, out, &nout, err, sizeof err), MDL_OK);
+        CHECK_INT_EQ(nout, first);
+    }
+    CHECK_INT_EQ(smp_continue(m, seq, 3, 0, 0.0, 0, 1.0, 1, -1, out, &nout, err, sizeof err), MDL_OK);
+    CHECK_INT_EQ(nout, 0);
+    CHECK_INT_EQ(smp_continue(m, seq, DT + 1, 2, 0.0, 0, 1.0, 1, -1, out, &nout, err, sizeof err), MDL_EINVAL);
+    CHECK(strstr(err, "context") != NULL);
+    mdl_destroy(m);
+}
+
 static void test_refusals(void)
 {
     mdl_config base = small();
@@ -461,6 +519,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_exact_priors);
     TEST_RUN(test_prior_window_rule);
     TEST_RUN(test_exact_polar_gdelta_conv);
+    TEST_RUN(test_sample);
     TEST_RUN(test_refusals);
     TEST_RUN(test_bad_args);
     fprintf(stderr, "test_decode: worst relative logit error over every configuration %.3g\n", g_worst);
