@@ -603,15 +603,15 @@ int main(int argc, char **argv)
         const int P = ctxs[c] / 2;
         printf("context %d, batch 1 (prefill %d, steps at positions %d..%d, %d samples each): per-token latency\n",
                ctxs[c], P, P + WARM, P + WARM + steps - 1, tb1[c * NARCH].n);
-        printf("  %-14s %9s %9s %10s %12s\n", "", "p50 ms", "p99 ms", "tok/s p50", "p50/softmax");
+        printf("  %-16s %9s %9s %10s %12s\n", "", "p50 ms", "p99 ms", "tok/s p50", "p50/softmax");
         for (a = 0; a < NARCH; a++) {
             const samples *s = &tb1[c * NARCH + a];
             const double p50 = quantile(s, 0.5), p99 = quantile(s, 0.99);
-            printf("  %-14s %9.3f %9.3f %10.0f %12.4f\n", ARCHS[a].name, 1e3 * p50, 1e3 * p99, 1.0 / p50, p50 / base);
+            printf("  %-16s %9.3f %9.3f %10.0f %12.4f\n", ARCHS[a].name, 1e3 * p50, 1e3 * p99, 1.0 / p50, p50 / base);
         }
         {
             const double p50 = quantile(&pb1[c], 0.5), p99 = quantile(&pb1[c], 0.99);
-            printf("  %-14s %9.3f %9.3f %10.0f %12.4f   (ours is %.3fx its tokens/s at p50)\n", "torch (softmax)",
+            printf("  %-16s %9.3f %9.3f %10.0f %12.4f   (ours is %.3fx its tokens/s at p50)\n", "torch (softmax)",
                    1e3 * p50, 1e3 * p99, 1.0 / p50, p50 / base, p50 / base);
         }
         {
@@ -622,14 +622,14 @@ int main(int argc, char **argv)
     }
     printf("batch %d at context %d (prefill %d per slot, %d samples each): tokens/s = %d / median step\n", B32,
            ctxs[b32_ci], ctxs[b32_ci] / 2, sb32[0].n, B32);
-    printf("  %-14s %9s %10s\n", "", "step ms", "tok/s");
+    printf("  %-16s %9s %10s\n", "", "step ms", "tok/s");
     for (a = 0; a < NARCH; a++) {
         const double md = quantile(&sb32[a], 0.5);
-        printf("  %-14s %9.3f %10.0f\n", ARCHS[a].name, 1e3 * md, B32 / md);
+        printf("  %-16s %9.3f %10.0f\n", ARCHS[a].name, 1e3 * md, B32 / md);
     }
     {
         const double md = quantile(&pb32, 0.5);
-        printf("  %-14s %9.3f %10.0f\n", "torch (softmax)", 1e3 * md, B32 / md);
+        printf("  %-16s %9.3f %10.0f\n", "torch (softmax)", 1e3 * md, B32 / md);
     }
     if (have_torch)
         printf("  PyTorch peer: torch %s, %d of %d round(s) complete\n", tver, torch_ok_rounds, rounds);
