@@ -42,8 +42,11 @@
    Batch 32: 32 slots (mdl_decode_init(m, 32, context)) at context 512 (the first context
    given when 512 is not among them): each slot prefilled with P = context/2 random tokens
    (the same live length in every slot), 2 untimed steps, then `steps` timed
-   mdl_decode_step calls of all 32 slots; tokens/s = 32 / the median step time over the
-   rounds. Every architecture; the speedup compares softmax with the peer.
+   mdl_decode_step calls of all 32 slots; tokens/s = 32 / the p50 (nearest-rank median)
+   step time over the rounds. Every architecture; the speedup compares softmax with the
+   peer. Memory: the batch-1 models of every context and the batch-32 models stay alive
+   for the interleaved rounds; each model's decoding cache (mdl_decode_cache_bytes) and
+   the process's peak RSS are printed.
    Correctness first: before any timing, for every architecture and context, one step's
    logits (prefill P, step token P) against mdl_forward's row P (of P+1 tokens; of W tokens
    with a prior: the documented window rule) of a twin model (the same config, seed and
@@ -79,6 +82,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 #ifdef _OPENMP
 #include <omp.h>
@@ -603,11 +607,12 @@ int main(int argc, char **argv)
         const int P = ctxs[c] / 2;
         printf("context %d, batch 1 (prefill %d, steps at positions %d..%d, %d samples each): per-token latency\n",
                ctxs[c], P, P + WARM, P + WARM + steps - 1, tb1[c * NARCH].n);
-        printf("  %-16s %9s %9s %10s %12s\n", "", "p50 ms", "p99 ms", "tok/s p50", "p50/softmax");
+        printf("  %-16s %9s %9s %10s %12s %9s\n", "", "p50 ms", "p99 ms", "tok/s p50", "p50/softmax", "cache MB");
         for (a = 0; a < NARCH; a++) {
             const samples *s = &tb1[c * NARCH + a];
             const double p50 = quantile(s, 0.5), p99 = quantile(s, 0.99);
-            printf("  %-16s %9.3f %9.3f %10.0f %12.4f\n", ARCHS[a].name, 1e3 * p50, 1e3 * p99, 1.0 / p50, p50 / base);
+            printf("  %-16s %9.3f %9.3f %10.0f %12.4f %9.2f\n", ARCHS[a].name, 1e3 * p50, 1e3 * p99, 1.0 / p50,
+                   p50 / base, (double)mdl_decode_cache_bytes(mb1[c * NARCH + a]) / 1048576.0);
         }
         {
             const double p50 = quantile(&pb1[c], 0.5), p99 = quantile(&pb1[c], 0.99);
@@ -620,12 +625,13 @@ int main(int argc, char **argv)
             if (worst_ci < 0 || ratio > worst_ratio) worst_ratio = ratio, worst_ci = c;
         }
     }
-    printf("batch %d at context %d (prefill %d per slot, %d samples each): tokens/s = %d / median step\n", B32,
+    printf("batch %d at context %d (prefill %d per slot, %d samples each): tokens/s = %d / p50 step\n", B32,
            ctxs[b32_ci], ctxs[b32_ci] / 2, sb32[0].n, B32);
-    printf("  %-16s %9s %10s\n", "", "step ms", "tok/s");
+    printf("  %-16s %9s %10s %9s\n", "", "step ms", "tok/s", "cache MB");
     for (a = 0; a < NARCH; a++) {
         const double md = quantile(&sb32[a], 0.5);
-        printf("  %-16s %9.3f %10.0f\n", ARCHS[a].name, 1e3 * md, B32 / md);
+        printf("  %-16s %9.3f %10.0f %9.2f\n", ARCHS[a].name, 1e3 * md, B32 / md,
+               (double)mdl_decode_cache_bytes(mb32[a]) / 1048576.0);
     }
     {
         const double md = quantile(&pb32, 0.5);
@@ -635,6 +641,11 @@ int main(int argc, char **argv)
         printf("  PyTorch peer: torch %s, %d of %d round(s) complete\n", tver, torch_ok_rounds, rounds);
     sp_b1 = torch_ok_rounds ? quantile(&pb1[b32_ci], 0.5) / quantile(&tb1[b32_ci * NARCH], 0.5) : nan("");
     sp_b32 = torch_ok_rounds ? quantile(&pb32, 0.5) / quantile(&sb32[0], 0.5) : nan("");
+    {
+        struct rusage ru;
+        getrusage(RUSAGE_SELF, &ru);
+        printf("memory: peak RSS %.0f MB (every model of the run, alive together)\n", (double)ru.ru_maxrss / 1024.0);
+    }
     bench_quiet_report(&quiet, loaded, sizeof loaded);
     printf("bench_decode: prior_p50_ratio=%.4f (worst context %d)%s\n", worst_ratio, ctxs[worst_ci], loaded);
     printf("bench_decode: speedup_vs_torch_b1=%.3f (context %d, softmax)%s\n", sp_b1, ctxs[b32_ci], loaded);
