@@ -77,7 +77,6 @@
      bench_decode: speedup_vs_torch_b32=X (context C, softmax) */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
-#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
