@@ -615,7 +615,9 @@ int main(int argc, char **argv)
             printf("  %-16s %9.3f %9.3f %10.0f %12.4f %9.2f\n", ARCHS[a].name, 1e3 * p50, 1e3 * p99, 1.0 / p50,
                    p50 / base, (double)mdl_decode_cache_bytes(mb1[c * NARCH + a]) / 1048576.0);
         }
-        {
+        if (pb1[c].n == 0) {
+            printf("  %-16s (no peer figures)\n", "torch (softmax)");
+        } else {
             const double p50 = quantile(&pb1[c], 0.5), p99 = quantile(&pb1[c], 0.99);
             printf("  %-16s %9.3f %9.3f %10.0f %12.4f   (ours is %.3fx its tokens/s at p50)\n", "torch (softmax)",
                    1e3 * p50, 1e3 * p99, 1.0 / p50, p50 / base, p50 / base);
@@ -634,7 +636,9 @@ int main(int argc, char **argv)
         printf("  %-16s %9.3f %10.0f %9.2f\n", ARCHS[a].name, 1e3 * md, B32 / md,
                (double)mdl_decode_cache_bytes(mb32[a]) / 1048576.0);
     }
-    {
+    if (pb32.n == 0) {
+        printf("  %-16s (no peer figures)\n", "torch (softmax)");
+    } else {
         const double md = quantile(&pb32, 0.5);
         printf("  %-16s %9.3f %10.0f\n", "torch (softmax)", 1e3 * md, B32 / md);
     }
