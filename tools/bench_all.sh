@@ -21,8 +21,9 @@ model="$model (family $(grep -m1 'cpu family' /proc/cpuinfo | sed 's/.*: //') mo
 flags=$(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | tr ' ' '\n' | grep -E '^(avx2|fma|avx512f|avx512bw|avx512vl|avx512_bf16|avx512_fp16|amx_tile)$' | tr '\n' ' ')
 if [ "${BENCH_QUICK:-0}" = 1 ]; then
     R_GEMM=1; R_POLAR=1; R_GDELTA=1; R_ERA=5; R_CEAS=2; TRAIN="--rounds 1 --steps 2 --warmup 1"
+    DECODE="--rounds 1 --steps 8"
 else
-    R_GEMM=3; R_POLAR=3; R_GDELTA=2; R_ERA=41; R_CEAS=5; TRAIN="--rounds 1"
+    R_GEMM=3; R_POLAR=3; R_GDELTA=2; R_ERA=41; R_CEAS=5; TRAIN="--rounds 1"; DECODE=""
 fi
 echo "machine: $model; $(nproc) CPUs; flags: $flags"
 echo "date: $(date -u '+%Y-%m-%d %H:%M UTC'); gcc $(gcc -dumpfullversion 2>/dev/null)"
@@ -55,7 +56,7 @@ for isa in $ISAS; do
         echo "| $isa | (build) | FAILED, see $LOGS/$isa-build.log |"
         continue
     fi
-    for b in gemm train polar gdelta era ceas; do
+    for b in gemm train polar gdelta era ceas decode; do
         case $b in
             gemm) args="$R_GEMM" ;;
             train) args="$TRAIN" ;;
@@ -63,6 +64,7 @@ for isa in $ISAS; do
             gdelta) args="$R_GDELTA" ;;
             era) args="$R_ERA" ;;
             ceas) args="$R_CEAS" ;;
+            decode) args="$DECODE" ;;
         esac
         # shellcheck disable=SC2086
         OPENBLAS_THREAD_TIMEOUT=4 "$dir/bench_$b" $args > "$LOGS/$isa-$b.log" 2>&1
