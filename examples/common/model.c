@@ -3711,7 +3711,9 @@ static int mdl__dec_run(mdl_model *m, int n, const int *ids, float *logits, int 
         const float *eta = c->res_gate ? d->eta : NULL;
         if (!mdl__finite(g) || !(g > 0.0f))
             return mdl__fail(m, MDL_EINVAL, "layer %d: gac_tau must be finite and > 0 (got %g)", l, (double)g);
-        if (m->need_mu) { /* memberships of the new rows (per token), as mdl__block_fwd */
+        if (c->ffn == MDL_FFN_MOE || c->res_gate || c->value_gate) {
+            /* memberships of the new rows (per token), as mdl__block_fwd; the RPA prior
+               alone needs none here (its B(W) is built from the running statistics) */
             era_rpa_config ru = c->rpa;
             era_rpa_params rp = era_rpa_params_default();
             era_mu_stats ms;
