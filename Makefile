@@ -176,6 +176,17 @@ build/mpi/test_dist: tests/test_dist.c examples/common/dist.c examples/common/di
 	@mkdir -p build/mpi
 	OMPI_CC=gcc $(MPICC) $(TEST_CFLAGS) -DATTNKIT_MPI $< -o $@ $(LIBS)
 
+# The data-parallel trainer (issue 44): wt2_train with dist.c built by mpicc (-DATTNKIT_MPI),
+# the other examples' objects as `make examples` builds them. `mpirun -np N
+# build/mpi/wt2_train ...` trains on N processes; started without mpirun it is one rank
+# (tests/dp_check.sh). The plain build/wt2_train has no MPI.
+build/mpi/obj/dist.o: examples/common/dist.c examples/common/dist.h examples/common/errf.h
+	@mkdir -p build/mpi/obj
+	OMPI_CC=$(CC) $(MPICC) $(EX_CFLAGS) -DATTNKIT_MPI -c $< -o $@
+build/mpi/wt2_train: examples/wt2_train.c build/mpi/obj/dist.o $(filter-out build/obj/common/dist.o,$(COMMON_OBJS)) $(DEPS)
+	@mkdir -p build/mpi
+	OMPI_CC=$(CC) $(MPICC) $(EX_CFLAGS) $< build/mpi/obj/dist.o $(filter-out build/obj/common/dist.o,$(COMMON_OBJS)) -o $@ $(CBLAS) $(LIBS)
+
 # GPU benchmarks (bench/bench_*_cuda.cu): compiled here so every machine with nvcc checks
 # they build; `make gpu-check` builds them for the detected GPU and runs them.
 CUDA_BENCH_NAMES := $(patsubst bench/%.cu,%,$(wildcard bench/bench_*_cuda.cu))
