@@ -259,6 +259,13 @@ $(BENCH_DIR)/%: bench/%.c $(DEPS) bench/bench_util.h bench/bench_contended.h
 	@mkdir -p $(BENCH_DIR)
 	$(CC) $(BENCH_CFLAGS) $< -o $@ -lopenblas $(LIBS)
 
+# bench_dp (issue 44): the data-parallel step under MPI, built by mpicc (-DATTNKIT_MPI) where
+# mpicc exists; without it the program builds as one rank and reports nan
+HAVE_MPICC := $(shell command -v $(MPICC) 2>/dev/null)
+$(BENCH_DIR)/bench_dp: bench/bench_dp.c $(DEPS) bench/bench_util.h
+	@mkdir -p $(BENCH_DIR)
+	$(if $(HAVE_MPICC),OMPI_CC=$(CC) $(MPICC) -DATTNKIT_MPI,$(CC)) $(BENCH_CFLAGS) $< -o $@ -lopenblas $(LIBS)
+
 bench: $(foreach b,$(BENCH_NAMES),$(BENCH_DIR)/$(b))
 
 # Examples: build/<name> from examples/<name>.c plus every examples/common/*.c
