@@ -1087,6 +1087,12 @@ out0:
                 rc = 1;
                 goto out;
             }
+            /* the processes' weights and optimizer state, compared every 100 steps (a
+               collective: before anything that may skip the rest of this iteration) */
+            if (g_size > 1 && in.T && trn_steps_done(t) % 100 == 0) {
+                if (trn_replicas_agree(t, &same) != TRN_OK) fail_all(1, "wt2_train: the replica check failed");
+                if (!same) fail_all(1, "wt2_train: the processes' weights differ (a replica diverged)");
+            }
             if (trn_metrics_error(t) && !metrics_failed) {
                 fprintf(stderr, "%swt2_train: writing %s failed at step %lld: %s\n", bar ? "\n" : "", path,
                         trn_steps_done(t), strerror(trn_metrics_error(t)));
@@ -1094,11 +1100,6 @@ out0:
                 metrics_failed = 1;
                 if (g_size == 1) break;
                 continue; /* every process stops at the next agreement (stop_agreed) */
-            }
-            /* the processes' weights and optimizer state, compared every 100 steps */
-            if (g_size > 1 && in.T && trn_steps_done(t) % 100 == 0) {
-                if (trn_replicas_agree(t, &same) != TRN_OK) fail_all(1, "wt2_train: the replica check failed");
-                if (!same) fail_all(1, "wt2_train: the processes' weights differ (a replica diverged)");
             }
             tokens += (long long)in.T * in.B;
             if (isfinite(in.ce) && in.T) ema_loss = isnan(ema_loss) ? in.ce : 0.9 * ema_loss + 0.1 * in.ce;

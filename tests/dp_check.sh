@@ -10,7 +10,7 @@
 #   - resume at N = 2 from an N = 1 checkpoint (step 15), and at N = 1 from an N = 2 one:
 #     the final checkpoint identical to the uninterrupted run's
 #   - SIGTERM to one rank: every rank stops, rank 0 checkpoints, exit 143; resumed, the
-#     run ends identical to the uninterrupted one
+#     run ends identical to the uninterrupted one; SIGINT to mpirun: a checkpoint, a stop
 #   - a rank killed (kill -9) mid-run: the job exits non-zero within seconds
 #   - --batch not divisible by the ranks: refused, exit 2
 # Skips (and says so) where mpicc or mpirun is missing.
@@ -159,6 +159,25 @@ if wait_train "$R" && pid=$(rank_pid $mp); then
 else
     kill -9 $mp 2>/dev/null; wait $mp 2>/dev/null
     tail -n 5 "$TMP/term.out"; bad "SIGTERM case: the run did not start"
+fi
+
+# 3b. Ctrl-C on mpirun: OpenMPI passes it to the ranks as SIGTERM; they checkpoint once and
+#     stop (mpirun itself then exits 1)
+rm -rf "$R"
+$MPI $B $LONG --out-dir "$R" > "$TMP/int.out" 2>&1 &
+mp=$!
+if wait_train "$R"; then
+    kill -INT $mp
+    wait $mp; rc=$?
+    if [ "$rc" -ne 0 ] && [ "$(grep -c 'stopped by SIGTERM' "$TMP/int.out")" -eq 1 ] &&
+       grep -q 'checkpoint .* is complete' "$TMP/int.out" && [ -f "$R/ckpt.safetensors" ]; then
+        ok "SIGINT to mpirun: the ranks checkpointed once and stopped (mpirun exit $rc)"
+    else
+        tail -n 5 "$TMP/int.out"; bad "SIGINT to mpirun: exit $rc, no checkpoint or no stop message"
+    fi
+else
+    kill -9 $mp 2>/dev/null; wait $mp 2>/dev/null
+    tail -n 5 "$TMP/int.out"; bad "SIGINT case: the run did not start"
 fi
 
 # 4. a rank killed mid-run: the job ends non-zero within seconds
