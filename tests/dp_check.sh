@@ -12,7 +12,7 @@
 #   - SIGTERM to one rank: every rank stops, rank 0 checkpoints, exit 143; resumed, the
 #     run ends identical to the uninterrupted one; SIGINT to mpirun: a checkpoint, a stop
 #   - a rank killed (kill -9) mid-run: the job exits non-zero within seconds
-#   - --batch not divisible by the ranks: refused, exit 2
+#   - --batch not divisible by the ranks: refused, exit 2; --grad-accum's range
 # Skips (and says so) where mpicc or mpirun is missing.
 #   sh tests/dp_check.sh [DATADIR]   last line: RESULT dp_check passed=P failed=F skipped=S
 MAKE=${MAKE:-make}
@@ -215,5 +215,16 @@ if [ "$rc" -eq 2 ] && grep -q 'must divide by the 2 process' "$TMP/div.out" && [
 else
     tail -n 5 "$TMP/div.out"; bad "--batch 3 on 2 ranks: exit $rc (want 2, nothing written)"
 fi
+# 6. --grad-accum's own range (one process): 0, 1025, not a number, 3 against batch 4
+bad_ga=0
+for v in 0 1025 x 2.5 3; do
+    timeout 60 $B --preset tiny $SMALL --grad-accum $v --out-dir "$R" > "$TMP/ga.out" 2>&1
+    rc=$?
+    if [ "$rc" -ne 2 ] || [ -e "$R" ] || ! grep -q 'grad-accum' "$TMP/ga.out"; then
+        tail -n 2 "$TMP/ga.out"; bad_ga=1; echo "  --grad-accum $v: exit $rc"
+    fi
+done
+if [ $bad_ga -eq 0 ]; then ok "--grad-accum 0, 1025, x, 2.5 and 3 (batch 4) refused: exit 2, nothing written"
+else bad "--grad-accum range"; fi
 echo "RESULT dp_check passed=$P failed=$F skipped=$S"
 [ "$F" -eq 0 ]
