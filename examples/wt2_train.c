@@ -288,30 +288,37 @@ static int par_any(void *c, int flag, int *out) { return dp_any((dp_comm *)c, fl
 
 /* Every process agrees, once per step, on whether to stop: a stop signal on any process
    (each one's SIGINT / SIGTERM / SIGHUP counted) or rank 0's failed metrics write. The
-   signal taken is the first of SIGINT, SIGTERM, SIGHUP that any process received; a
-   process that received none raises its flag with it, so every process checkpoints (rank
-   0 writes) and exits with the same status. *metrics_failed: rank 0's flag on every
-   process. One rank: the signal flag as it is. A failed collective ends the job. */
+   signal taken (g_stop_sig, stop_sig()) is the first of SIGINT, SIGTERM, SIGHUP that any
+   process received, so every process checkpoints (rank 0 writes) and exits with the same
+   status. The processes' own flags are left as the signals set them (a process's first
+   signal is never taken for its second, which ends it at once: mpirun forwards a Ctrl-C
+   to every rank, at its own moment). *metrics_failed: rank 0's flag on every process. One
+   rank: the signal flag as it is. A failed collective ends the job. */
+static int g_stop_sig;
+
+static int stop_sig(void) { return g_size > 1 ? g_stop_sig : ex_stop_signal(); }
+
 static int stop_agreed(int *metrics_failed)
 {
     double v[4] = {0, 0, 0, 0};
     int sig = ex_stop_signal();
     if (g_size <= 1) return sig;
+    if (g_stop_sig) return 1; /* agreed already (on every process at once) */
     v[0] = sig == SIGINT;
     v[1] = sig == SIGTERM;
     v[2] = sig == SIGHUP;
     v[3] = g_rank == 0 && *metrics_failed;
-    if (dp_allreduce_f64(g_comm, v, 4) != DP_OK) dp_fail(g_comm, 1, dp_last_error(g_comm));
+    if (dp_allreduce_f64(g_comm, v, 4) != DP_OK) fail_all(1, dp_last_error(g_comm));
     *metrics_failed = v[3] != 0;
-    if (!sig && (v[0] || v[1] || v[2])) *ex_stop_flag() = v[0] ? SIGINT : v[1] ? SIGTERM : SIGHUP;
-    return ex_stop_signal() || *metrics_failed;
+    if (v[0] || v[1] || v[2]) g_stop_sig = v[0] ? SIGINT : v[1] ? SIGTERM : SIGHUP;
+    return g_stop_sig || *metrics_failed;
 }
 
 /* rank 0's status to every process (what only rank 0 did: the output directory, the
    checkpoint) */
 static int agree_rank0(int v)
 {
-    if (g_size > 1 && dp_bcast(g_comm, &v, sizeof v, 0) != DP_OK) dp_fail(g_comm, 1, dp_last_error(g_comm));
+    if (g_size > 1 && dp_bcast(g_comm, &v, sizeof v, 0) != DP_OK) fail_all(1, dp_last_error(g_comm));
     return v;
 }
 
@@ -567,7 +574,7 @@ static int load_split(const char *dir, int split, int bytes, wt2_tokens *out, ch
 static int stopped_exit(int final_saved, const char *phase, long long step, const char *ckpt, const char *outdir)
 {
     char perr[600];
-    int sig = ex_stop_signal();
+    int sig = stop_sig();
     const char *name = sig == SIGTERM ? "SIGTERM" : sig == SIGHUP ? "SIGHUP" : "SIGINT";
     if (final_saved)
         fprintf(stderr, "wt2_train: stopped by %s during %s at step %lld; checkpoint %s is complete: resume with "
@@ -578,7 +585,7 @@ static int stopped_exit(int final_saved, const char *phase, long long step, cons
         fprintf(stderr, "wt2_train: stopped by %s during %s at step %lld; NO checkpoint was written, there is "
                         "nothing to resume from\n", name, phase, step);
     if (g_rank == 0 && plot_metrics(outdir, perr, sizeof perr) != 0) fprintf(stderr, "wt2_train: warning: %s\n", perr);
-    return final_saved ? ex_stop_exit_code() : 1;
+    return final_saved ? 128 + sig : 1; /* ex_stop_exit_code() with one process */
 }
 
 /* Evaluation progress (trn_set_progress): on a terminal a bar with ETA redrawn every 0.5 s
@@ -1169,7 +1176,7 @@ out0:
         g_agreed = 1; /* rank 0's failure, agreed by stop_agreed */
         goto out;
     }
-    if (ex_stop_signal()) {
+    if (stop_sig()) {
         rc = stopped_exit(final_saved, trn_pending(t) ? "a periodic evaluation" : "training", trn_steps_done(t),
                           ckpt_path, cfg.out_dir);
         g_agreed = 1;
