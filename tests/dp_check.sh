@@ -116,13 +116,23 @@ else
     bad "resume N=2 -> N=1 failed"
 fi
 
-# rank_pid LAUNCHER_PID N: the pid of one rank (a child of mpirun running wt2_train)
-rank_pid() {
-    for c in $(pgrep -P "$1" 2>/dev/null); do
-        case "$(cat /proc/$c/comm 2>/dev/null)" in wt2_train*) echo "$c"; return 0 ;; esac
+# children PID: the pids whose parent is PID (from /proc: no procps needed)
+children() {
+    for d in /proc/[0-9]*; do
+        st=$(cat "$d/stat" 2>/dev/null) || continue
+        st=${st##*) }  # after "pid (comm) ": state, ppid, ...
+        set -- $st
+        [ "$2" = "$PARENT" ] && echo "${d#/proc/}"
     done
-    return 1
 }
+# rank_pids LAUNCHER_PID: the ranks (children of mpirun running wt2_train), in pid order
+rank_pids() {
+    PARENT=$1
+    for c in $(children | sort -n); do
+        case "$(cat /proc/$c/comm 2>/dev/null)" in wt2_train*) echo "$c" ;; esac
+    done
+}
+rank_pid() { p=$(rank_pids "$1" | head -n 1); [ -n "$p" ] && echo "$p"; }
 # wait_train DIR: until DIR/metrics.jsonl holds a train line at step >= 3 (60 s at most)
 wait_train() {
     k=0
@@ -141,7 +151,7 @@ $MPI $B $LONG --out-dir "$R" > "$TMP/term.out" 2>&1 &
 mp=$!
 if wait_train "$R" && pid=$(rank_pid $mp); then
     # rank 1 is the second child in launch order; any rank will do: the signal is agreed
-    pid1=$(pgrep -P $mp | tail -n 1)
+    pid1=$(rank_pids $mp | tail -n 1)
     kill -TERM "$pid1"
     wait $mp; rc=$?
     if [ "$rc" -eq 143 ] && grep -q 'stopped by SIGTERM' "$TMP/term.out" && [ -f "$R/ckpt.safetensors" ]; then
@@ -186,7 +196,7 @@ $MPI $B --preset tiny $SMALL --steps 100000 --max-steps 100000 --out-dir "$R" > 
 mp=$!
 ranks=
 if wait_train "$R" && pid=$(rank_pid $mp); then
-    ranks=$(pgrep -P $mp)
+    ranks=$(rank_pids $mp)
     t0=$(date +%s)
     kill -9 "$pid"
     k=0

@@ -279,8 +279,8 @@ typedef struct trn_parallel {
     int (*any)(void *comm, int flag, int *out);
 } trn_parallel;
 int trn_set_parallel(trn *t, const trn_parallel *p, char *err, size_t errlen);
-/* A 64-bit hash of this process's weights, optimizer moments, EMA / SWA copies and RPA
-   running statistics (FNV-1a over their bytes). */
+/* A 64-bit hash of this process's weights, optimizer moments, EMA / SWA copies, RPA
+   running statistics and step (FNV-1a over their bytes; the CPU trainer: 0 on a device). */
 uint64_t trn_state_hash(trn *t);
 /* Collective (size > 1): *same = 1 when every process holds the same trn_state_hash as
    rank 0. Size 1: *same = 1. */
