@@ -176,6 +176,17 @@ build/mpi/test_dist: tests/test_dist.c examples/common/dist.c examples/common/di
 	@mkdir -p build/mpi
 	OMPI_CC=gcc $(MPICC) $(TEST_CFLAGS) -DATTNKIT_MPI $< -o $@ $(LIBS)
 
+# The data-parallel trainer (issue 44): wt2_train with dist.c built by mpicc (-DATTNKIT_MPI),
+# the other examples' objects as `make examples` builds them. `mpirun -np N
+# build/mpi/wt2_train ...` trains on N processes; started without mpirun it is one rank
+# (tests/dp_check.sh). The plain build/wt2_train has no MPI.
+build/mpi/obj/dist.o: examples/common/dist.c examples/common/dist.h examples/common/errf.h
+	@mkdir -p build/mpi/obj
+	OMPI_CC=$(CC) $(MPICC) $(EX_CFLAGS) -DATTNKIT_MPI -c $< -o $@
+build/mpi/wt2_train: examples/wt2_train.c build/mpi/obj/dist.o $(filter-out build/obj/common/dist.o,$(COMMON_OBJS)) $(DEPS)
+	@mkdir -p build/mpi
+	OMPI_CC=$(CC) $(MPICC) $(EX_CFLAGS) $< build/mpi/obj/dist.o $(filter-out build/obj/common/dist.o,$(COMMON_OBJS)) -o $@ $(CBLAS) $(LIBS)
+
 # GPU benchmarks (bench/bench_*_cuda.cu): compiled here so every machine with nvcc checks
 # they build; `make gpu-check` builds them for the detected GPU and runs them.
 CUDA_BENCH_NAMES := $(patsubst bench/%.cu,%,$(wildcard bench/bench_*_cuda.cu))
@@ -247,6 +258,13 @@ BENCH_DIR ?= build/bench
 $(BENCH_DIR)/%: bench/%.c $(DEPS) bench/bench_util.h bench/bench_contended.h
 	@mkdir -p $(BENCH_DIR)
 	$(CC) $(BENCH_CFLAGS) $< -o $@ -lopenblas $(LIBS)
+
+# bench_dp (issue 44): the data-parallel step under MPI, built by mpicc (-DATTNKIT_MPI) where
+# mpicc exists; without it the program builds as one rank and reports nan
+HAVE_MPICC := $(shell command -v $(MPICC) 2>/dev/null)
+$(BENCH_DIR)/bench_dp: bench/bench_dp.c $(DEPS) bench/bench_util.h
+	@mkdir -p $(BENCH_DIR)
+	$(if $(HAVE_MPICC),OMPI_CC=$(CC) $(MPICC) -DATTNKIT_MPI,$(CC)) $(BENCH_CFLAGS) $< -o $@ -lopenblas $(LIBS)
 
 bench: $(foreach b,$(BENCH_NAMES),$(BENCH_DIR)/$(b))
 

@@ -80,6 +80,7 @@
 #include "common/train.h"
 #include "common/maxent.h"
 #include "common/exio.h"
+#include "common/dist.h"
 
 #include <errno.h>
 #include <math.h>
@@ -261,6 +262,66 @@ static int metrics_truncate(const char *path, long long step, char *err, size_t 
     return 0;
 }
 
+/* Data parallelism (issue 44; examples/common/dist.h): the communicator, this process's
+   rank and the number of processes. A build without MPI (the default) is one rank. */
+static dp_comm *g_comm;
+static int g_rank, g_size = 1;
+
+static int g_agreed;          /* the exit status is the same on every process (MPI_Finalize) */
+static int g_saved_stderr = -1; /* ranks > 0: their stderr, kept for their own failures */
+
+/* This process cannot go on: with several processes the whole job ends with code (its
+   message on stderr, MPI_Abort); one process: returns. */
+static void fail_all(int code, const char *msg)
+{
+    if (g_saved_stderr >= 0) {
+        fflush(stderr);
+        dup2(g_saved_stderr, 2);
+    }
+    dp_fail(g_comm, code, msg);
+}
+
+static int par_allreduce_f32(void *c, float *buf, size_t n) { return dp_allreduce_f32((dp_comm *)c, buf, n); }
+static int par_allreduce_f64(void *c, double *buf, size_t n) { return dp_allreduce_f64((dp_comm *)c, buf, n); }
+static int par_bcast(void *c, void *buf, size_t bytes, int root) { return dp_bcast((dp_comm *)c, buf, bytes, root); }
+static int par_any(void *c, int flag, int *out) { return dp_any((dp_comm *)c, flag, out); }
+
+/* Every process agrees, once per step, on whether to stop: a stop signal on any process
+   (each one's SIGINT / SIGTERM / SIGHUP counted) or rank 0's failed metrics write. The
+   signal taken (g_stop_sig, stop_sig()) is the first of SIGINT, SIGTERM, SIGHUP that any
+   process received, so every process checkpoints (rank 0 writes) and exits with the same
+   status. The processes' own flags are left as the signals set them (a process's first
+   signal is never taken for its second, which ends it at once: mpirun forwards a Ctrl-C
+   to every rank, at its own moment). *metrics_failed: rank 0's flag on every process. One
+   rank: the signal flag as it is. A failed collective ends the job. */
+static int g_stop_sig;
+
+static int stop_sig(void) { return g_size > 1 ? g_stop_sig : ex_stop_signal(); }
+
+static int stop_agreed(int *metrics_failed)
+{
+    double v[4] = {0, 0, 0, 0};
+    int sig = ex_stop_signal();
+    if (g_size <= 1) return sig;
+    if (g_stop_sig) return 1; /* agreed already (on every process at once) */
+    v[0] = sig == SIGINT;
+    v[1] = sig == SIGTERM;
+    v[2] = sig == SIGHUP;
+    v[3] = g_rank == 0 && *metrics_failed;
+    if (dp_allreduce_f64(g_comm, v, 4) != DP_OK) fail_all(1, dp_last_error(g_comm));
+    *metrics_failed = v[3] != 0;
+    if (v[0] || v[1] || v[2]) g_stop_sig = v[0] ? SIGINT : v[1] ? SIGTERM : SIGHUP;
+    return g_stop_sig || *metrics_failed;
+}
+
+/* rank 0's status to every process (what only rank 0 did: the output directory, the
+   checkpoint) */
+static int agree_rank0(int v)
+{
+    if (g_size > 1 && dp_bcast(g_comm, &v, sizeof v, 0) != DP_OK) fail_all(1, dp_last_error(g_comm));
+    return v;
+}
+
 static void usage(const trn_config *c, FILE *f)
 {
     int k;
@@ -286,6 +347,11 @@ static void usage(const trn_config *c, FILE *f)
             "                     (older than checkpoint format 2, or edited)\n"
             "  --tokens gpt2|bytes  token ids: GPT-2 BPE (default) or the raw text's bytes\n"
             "                     (vocabulary 256; needs wiki.<split>.raw[.xz])\n"
+            "  --grad-accum A     run each step's batch as A micro-batches of batch / A sequences per\n"
+            "                     process, their gradients added (default 1; 1..1024). Under mpirun\n"
+            "                     with N processes (the MPI build, make build/mpi/wt2_train) --batch\n"
+            "                     stays the global batch: it must divide by N x A (else exit 2); N\n"
+            "                     processes are bit-identical to one with --grad-accum N (train.h)\n"
             "  --help             this text\n\n"
             "SIGINT, SIGTERM and SIGHUP stop the run in any phase (training, periodic or final\n"
             "evaluation) with a checkpoint: exit 130, 143, 129; --resume continues from it.\n\n"
@@ -508,7 +574,7 @@ static int load_split(const char *dir, int split, int bytes, wt2_tokens *out, ch
 static int stopped_exit(int final_saved, const char *phase, long long step, const char *ckpt, const char *outdir)
 {
     char perr[600];
-    int sig = ex_stop_signal();
+    int sig = stop_sig();
     const char *name = sig == SIGTERM ? "SIGTERM" : sig == SIGHUP ? "SIGHUP" : "SIGINT";
     if (final_saved)
         fprintf(stderr, "wt2_train: stopped by %s during %s at step %lld; checkpoint %s is complete: resume with "
@@ -518,8 +584,8 @@ static int stopped_exit(int final_saved, const char *phase, long long step, cons
     else
         fprintf(stderr, "wt2_train: stopped by %s during %s at step %lld; NO checkpoint was written, there is "
                         "nothing to resume from\n", name, phase, step);
-    if (plot_metrics(outdir, perr, sizeof perr) != 0) fprintf(stderr, "wt2_train: warning: %s\n", perr);
-    return final_saved ? ex_stop_exit_code() : 1;
+    if (g_rank == 0 && plot_metrics(outdir, perr, sizeof perr) != 0) fprintf(stderr, "wt2_train: warning: %s\n", perr);
+    return final_saved ? 128 + sig : 1; /* ex_stop_exit_code() with one process */
 }
 
 /* Evaluation progress (trn_set_progress): on a terminal a bar with ETA redrawn every 0.5 s
@@ -576,7 +642,7 @@ static void cuda_log(const char *msg, void *user)
     snprintf(cuda_why, sizeof cuda_why, "%s", msg);
 }
 
-int main(int argc, char **argv)
+static int wt2_main(int argc, char **argv)
 {
     trn_config cfg;
     int bytes = 0;
@@ -593,11 +659,11 @@ int main(int argc, char **argv)
     double t0, t_train = 0, val_ce, test_ce = NAN, ckpt_minutes = 10.0, last_ckpt;
     eval_progress ep;
     long long val_tok = 0, test_tok = 0, steps0, limit, tokens = 0, skipped0 = 0, ran, skipped;
-    int used, wsel;
+    int used, wsel, accum = 1, same = 1;
     char jb[4][40];
     mx_result *mxres = NULL;
 
-    ex_wait_policy(argv); /* polite waiting threads on a shared machine (exio.h) */
+    ex_wait_policy(argv); /* polite waiting threads on a shared machine (exio.h; main ran it first) */
 
     memset(&tok_train, 0, sizeof tok_train);
     memset(&tok_eval, 0, sizeof tok_eval);
@@ -646,6 +712,15 @@ int main(int argc, char **argv)
             continue;
         }
         if (!strcmp(a, "--allow-no-crc")) { allow_no_crc = 1; continue; }
+        if (!strcmp(a, "--grad-accum") || !strncmp(a, "--grad-accum=", 13)) {
+            const char *v = a[12] == '=' ? a + 13 : (i + 1 < argc ? argv[++i] : NULL);
+            if (!v || ex_parse_int(v, 1, TRN_MAX_THREADS, &accum) != 0) {
+                fprintf(stderr, "wt2_train: --grad-accum needs a whole number of micro-batches in [1, %d], not '%s'\n",
+                        TRN_MAX_THREADS, v ? v : "");
+                return 2;
+            }
+            continue;
+        }
         if (!strcmp(a, "--tokens") && i + 1 < argc && (!strcmp(argv[i + 1], "bytes") || !strcmp(argv[i + 1], "gpt2"))) {
             bytes = !strcmp(argv[++i], "bytes");
             continue;
@@ -665,6 +740,16 @@ int main(int argc, char **argv)
     }
     if (trn_config_validate(&cfg, err, sizeof err) != TRN_OK) {
         fprintf(stderr, "wt2_train: %s\n", err);
+        return 2;
+    }
+    if (cfg.batch % (g_size * accum) != 0) {
+        fprintf(stderr, "wt2_train: --batch %d is the global batch: it must divide by the %d process(es) x --grad-accum "
+                        "%d = %d micro-batches\n", cfg.batch, g_size, accum, g_size * accum);
+        return 2;
+    }
+    if (g_size > 1 && cfg.maxent) {
+        fprintf(stderr, "wt2_train: --maxent (the pre-selection) runs in one process: run it without mpirun, then "
+                        "--resume its checkpoint under mpirun\n");
         return 2;
     }
     if (resume && overwrite) {
@@ -834,120 +919,155 @@ int main(int argc, char **argv)
         fprintf(stderr, "wt2_train: resumed from %s at step %lld%s\n", resume, trn_steps_done(t),
                 trn_pending(t) ? " (its periodic evaluation runs first)" : "");
     }
-
-    /* outputs: the directory, then its lock (one run at a time), then a second look for an
-       earlier run (another process may have written one since the first look) */
-    if (prepare_out_dir(cfg.out_dir, err, sizeof err) != 0) {
-        fprintf(stderr, "wt2_train: %s\n", err);
-        rc = 1;
-        goto out;
-    }
-    if (ex_lock_dir(cfg.out_dir, &lock_fd, err, sizeof err) != 0) {
-        fprintf(stderr, "wt2_train: %s\n", err);
-        rc = 1;
-        goto out;
-    }
-    if (!resume && !overwrite && holds_run(cfg.out_dir, &what)) {
-        fprintf(stderr, "wt2_train: the output directory '%s' already holds a run (%s): nothing was changed.\n"
-                        "  Continue it with --resume %s/ckpt.safetensors, replace it with --overwrite, or choose "
-                        "another --out-dir.\n", cfg.out_dir, what, cfg.out_dir);
-        rc = 2;
-        goto out;
-    }
-    /* from here on SIGINT, SIGTERM and SIGHUP save a checkpoint, in every phase (installed
-       before metrics.jsonl is written: a script that waits for that file can stop the run
-       safely) */
-    if (ex_stop_install() != 0) {
-        fprintf(stderr, "wt2_train: cannot install the signal handlers: %s\n", strerror(errno));
-        rc = 1;
-        goto out;
-    }
-    trn_set_stop_flag(t, ex_stop_flag());
-    ep.label = "periodic evaluation";
-    ep.tty = tty;
-    ep.drawn = 0;
-    ep.t0 = ep.last = 0;
-    trn_set_progress(t, eval_progress_cb, &ep);
-    clean_stale_tmp(cfg.out_dir);
-    if (overwrite && remove_run(cfg.out_dir, err, sizeof err) != 0) {
-        fprintf(stderr, "wt2_train: %s\n", err);
-        rc = 1;
-        goto out;
-    }
-    snprintf(ckpt_path, sizeof ckpt_path, "%s/ckpt.safetensors", cfg.out_dir);
-    snprintf(path, sizeof path, "%s/metrics.jsonl", cfg.out_dir);
-    if (resume && metrics_truncate(path, trn_steps_done(t), err, sizeof err) != 0) {
-        fprintf(stderr, "wt2_train: %s\n", err);
-        rc = 1;
-        goto out;
-    }
-    metrics = fopen(path, resume ? "a" : "w");
-    if (!metrics) {
-        fprintf(stderr, "wt2_train: cannot write %s: %s\n", path, strerror(errno));
-        rc = 1;
-        goto out;
-    }
-    trn_set_metrics(t, metrics);
-    {
-        char *js = (char *)malloc(16384);
-        if (!js || trn_config_json(&cfg, js, 16384) != TRN_OK) {
-            fprintf(stderr, "wt2_train: cannot serialise the configuration for %s\n", path);
-            free(js);
-            rc = 1;
+    if (g_size > 1 || accum > 1) {
+        trn_parallel par;
+        memset(&par, 0, sizeof par);
+        par.rank = g_rank;
+        par.size = g_size;
+        par.accum = accum;
+        par.comm = g_comm;
+        par.allreduce_f32 = par_allreduce_f32;
+        par.allreduce_f64 = par_allreduce_f64;
+        par.bcast = par_bcast;
+        par.any = par_any;
+        if (trn_set_parallel(t, &par, err, sizeof err) != TRN_OK) {
+            fprintf(stderr, "wt2_train: %s\n", err);
+            rc = 2;
             goto out;
         }
-        errno = 0;
-        fprintf(metrics, "{\"type\":\"%s\",\"step\":%lld,\"params\":%zu,\"config\":%s}\n",
-                resume ? "resume" : "config", trn_steps_done(t), mdl_num_params(trn_model(t)), js);
-        free(js);
-        if (mxres) { /* the scored table */
-            js = (char *)malloc(65536);
-            if (!js || mx_json(mxres, js, 65536) != TRN_OK) {
-                fprintf(stderr, "wt2_train: cannot serialise the --maxent table for %s\n", path);
+        fprintf(stderr, "wt2_train: data parallel: %d process(es) (%s) x %d micro-batch(es) of %d sequences per step "
+                        "(global batch %d)\n", g_size, dp_backend(g_comm), accum, cfg.batch / (g_size * accum), cfg.batch);
+    }
+
+    /* the outputs are rank 0's (metrics, plots, checkpoints); every process stops on a signal */
+    if (g_rank == 0) {
+        /* outputs: the directory, then its lock (one run at a time), then a second look for an
+           earlier run (another process may have written one since the first look) */
+        if (prepare_out_dir(cfg.out_dir, err, sizeof err) != 0) {
+            fprintf(stderr, "wt2_train: %s\n", err);
+            rc = 1;
+            goto out0;
+        }
+        if (ex_lock_dir(cfg.out_dir, &lock_fd, err, sizeof err) != 0) {
+            fprintf(stderr, "wt2_train: %s\n", err);
+            rc = 1;
+            goto out0;
+        }
+        if (!resume && !overwrite && holds_run(cfg.out_dir, &what)) {
+            fprintf(stderr, "wt2_train: the output directory '%s' already holds a run (%s): nothing was changed.\n"
+                            "  Continue it with --resume %s/ckpt.safetensors, replace it with --overwrite, or choose "
+                            "another --out-dir.\n", cfg.out_dir, what, cfg.out_dir);
+            rc = 2;
+            goto out0;
+        }
+        /* from here on SIGINT, SIGTERM and SIGHUP save a checkpoint, in every phase (installed
+           before metrics.jsonl is written: a script that waits for that file can stop the run
+           safely) */
+        if (ex_stop_install() != 0) {
+            fprintf(stderr, "wt2_train: cannot install the signal handlers: %s\n", strerror(errno));
+            rc = 1;
+            goto out0;
+        }
+        trn_set_stop_flag(t, ex_stop_flag());
+        ep.label = "periodic evaluation";
+        ep.tty = tty;
+        ep.drawn = 0;
+        ep.t0 = ep.last = 0;
+        trn_set_progress(t, eval_progress_cb, &ep);
+        clean_stale_tmp(cfg.out_dir);
+        if (overwrite && remove_run(cfg.out_dir, err, sizeof err) != 0) {
+            fprintf(stderr, "wt2_train: %s\n", err);
+            rc = 1;
+            goto out0;
+        }
+        snprintf(ckpt_path, sizeof ckpt_path, "%s/ckpt.safetensors", cfg.out_dir);
+        snprintf(path, sizeof path, "%s/metrics.jsonl", cfg.out_dir);
+        if (resume && metrics_truncate(path, trn_steps_done(t), err, sizeof err) != 0) {
+            fprintf(stderr, "wt2_train: %s\n", err);
+            rc = 1;
+            goto out0;
+        }
+        metrics = fopen(path, resume ? "a" : "w");
+        if (!metrics) {
+            fprintf(stderr, "wt2_train: cannot write %s: %s\n", path, strerror(errno));
+            rc = 1;
+            goto out0;
+        }
+        trn_set_metrics(t, metrics);
+        {
+            char *js = (char *)malloc(16384);
+            if (!js || trn_config_json(&cfg, js, 16384) != TRN_OK) {
+                fprintf(stderr, "wt2_train: cannot serialise the configuration for %s\n", path);
                 free(js);
                 rc = 1;
-                goto out;
+                goto out0;
             }
-            /* "step":0 after the object's type: kept by a resume's truncation */
-            fprintf(metrics, "{\"step\":0,%s\n", js + 1);
+            errno = 0;
+            fprintf(metrics, "{\"type\":\"%s\",\"step\":%lld,\"params\":%zu,\"config\":%s}\n",
+                    resume ? "resume" : "config", trn_steps_done(t), mdl_num_params(trn_model(t)), js);
             free(js);
+            if (mxres) { /* the scored table */
+                js = (char *)malloc(65536);
+                if (!js || mx_json(mxres, js, 65536) != TRN_OK) {
+                    fprintf(stderr, "wt2_train: cannot serialise the --maxent table for %s\n", path);
+                    free(js);
+                    rc = 1;
+                    goto out0;
+                }
+                /* "step":0 after the object's type: kept by a resume's truncation */
+                fprintf(metrics, "{\"step\":0,%s\n", js + 1);
+                free(js);
+            }
+            if (!resume && (cfg.maxent || cfg.maxent_c)) { /* what (A) and (C) did at init */
+                trn_maxent_report r;
+                char b[12][40];
+                trn_maxent_report_get(t, &r);
+                fprintf(metrics, "{\"type\":\"maxent_init\",\"step\":0,\"a_layers\":%d,\"a_met\":%d,\"a_sigma_q\":%s,"
+                                 "\"a_sigma_before\":%s,\"a_T\":%s,\"c_checked\":%d,\"c_var_min\":%s,\"c_eps_rec\":%s,"
+                                 "\"c_bias_rec\":%s,\"c_bias_model_eps\":%s,\"c_mats\":%d,\"c_over\":%d,\"c_sigma_max\":%s,"
+                                 "\"c_cap\":%s,\"c_worst\":\"%s\"}\n",
+                        r.a_applied, r.a_met, trn_json_gnum(b[0], 40, 6, r.a_sigma_q),
+                        trn_json_gnum(b[1], 40, 6, r.a_sigma_before), trn_json_gnum(b[2], 40, 6, r.a_T), r.c_checked,
+                        trn_json_gnum(b[3], 40, 6, r.c_var_min), trn_json_gnum(b[4], 40, 6, r.c_eps_rec),
+                        trn_json_gnum(b[5], 40, 6, r.c_bias_rec), trn_json_gnum(b[6], 40, 6, r.c_bias_model), r.c_mats,
+                        r.c_over, trn_json_gnum(b[7], 40, 6, r.c_sigma_max), trn_json_gnum(b[8], 40, 6, r.c_cap),
+                        r.c_worst);
+                if (cfg.maxent)
+                    fprintf(stderr, "wt2_train: maxent (A): W_q/W_k std %.4g -> %.4g (layer 0; T at step 0 %.3f), "
+                                    "%d of %d layers in the band\n", r.a_sigma_before, r.a_sigma_q, r.a_T, r.a_met,
+                            r.a_applied);
+                if (cfg.maxent_c)
+                    fprintf(stderr, "wt2_train: maxent (C): norm eps: ceas_norm_eps suggests %.3g (min row variance %.3g; "
+                                    "the model's fixed 1e-5 shrinks that row by %.3g%%, not changed); spectral norms of %d "
+                                    "block matrices, largest %.4g (%s), %d over the cap %g%s; the activation PI "
+                                    "controller is --maxent-pi\n",
+                            r.c_eps_rec, r.c_var_min, 100.0 * r.c_bias_model, r.c_mats, r.c_sigma_max, r.c_worst, r.c_over,
+                            r.c_cap, r.c_cap > 0 ? " (those over it are rescaled to it)" : " (report only)");
+            }
+            if (cfg.maxent_pi)
+                fprintf(stderr, "wt2_train: maxent (C) PI: each GELU layer's output entropy held in [%g, %g] by its gain "
+                                "a_l of gelu(a_l u), every %d steps (kp %g, ki %g); metrics lines \"maxent_pi\"\n",
+                        (double)cfg.maxent_pi_band[0], (double)cfg.maxent_pi_band[1], cfg.maxent_pi_every,
+                        (double)cfg.maxent_pi_kp, (double)cfg.maxent_pi_ki);
+            if (fflush(metrics) != 0 || ferror(metrics)) {
+                fprintf(stderr, "wt2_train: cannot write %s: %s\n", path, errno ? strerror(errno) : "I/O error");
+                rc = 1;
+                goto out0;
+            }
         }
-        if (!resume && (cfg.maxent || cfg.maxent_c)) { /* what (A) and (C) did at init */
-            trn_maxent_report r;
-            char b[12][40];
-            trn_maxent_report_get(t, &r);
-            fprintf(metrics, "{\"type\":\"maxent_init\",\"step\":0,\"a_layers\":%d,\"a_met\":%d,\"a_sigma_q\":%s,"
-                             "\"a_sigma_before\":%s,\"a_T\":%s,\"c_checked\":%d,\"c_var_min\":%s,\"c_eps_rec\":%s,"
-                             "\"c_bias_rec\":%s,\"c_bias_model_eps\":%s,\"c_mats\":%d,\"c_over\":%d,\"c_sigma_max\":%s,"
-                             "\"c_cap\":%s,\"c_worst\":\"%s\"}\n",
-                    r.a_applied, r.a_met, trn_json_gnum(b[0], 40, 6, r.a_sigma_q),
-                    trn_json_gnum(b[1], 40, 6, r.a_sigma_before), trn_json_gnum(b[2], 40, 6, r.a_T), r.c_checked,
-                    trn_json_gnum(b[3], 40, 6, r.c_var_min), trn_json_gnum(b[4], 40, 6, r.c_eps_rec),
-                    trn_json_gnum(b[5], 40, 6, r.c_bias_rec), trn_json_gnum(b[6], 40, 6, r.c_bias_model), r.c_mats,
-                    r.c_over, trn_json_gnum(b[7], 40, 6, r.c_sigma_max), trn_json_gnum(b[8], 40, 6, r.c_cap),
-                    r.c_worst);
-            if (cfg.maxent)
-                fprintf(stderr, "wt2_train: maxent (A): W_q/W_k std %.4g -> %.4g (layer 0; T at step 0 %.3f), "
-                                "%d of %d layers in the band\n", r.a_sigma_before, r.a_sigma_q, r.a_T, r.a_met,
-                        r.a_applied);
-            if (cfg.maxent_c)
-                fprintf(stderr, "wt2_train: maxent (C): norm eps: ceas_norm_eps suggests %.3g (min row variance %.3g; "
-                                "the model's fixed 1e-5 shrinks that row by %.3g%%, not changed); spectral norms of %d "
-                                "block matrices, largest %.4g (%s), %d over the cap %g%s; the activation PI "
-                                "controller is --maxent-pi\n",
-                        r.c_eps_rec, r.c_var_min, 100.0 * r.c_bias_model, r.c_mats, r.c_sigma_max, r.c_worst, r.c_over,
-                        r.c_cap, r.c_cap > 0 ? " (those over it are rescaled to it)" : " (report only)");
-        }
-        if (cfg.maxent_pi)
-            fprintf(stderr, "wt2_train: maxent (C) PI: each GELU layer's output entropy held in [%g, %g] by its gain "
-                            "a_l of gelu(a_l u), every %d steps (kp %g, ki %g); metrics lines \"maxent_pi\"\n",
-                    (double)cfg.maxent_pi_band[0], (double)cfg.maxent_pi_band[1], cfg.maxent_pi_every,
-                    (double)cfg.maxent_pi_kp, (double)cfg.maxent_pi_ki);
-        if (fflush(metrics) != 0 || ferror(metrics)) {
-            fprintf(stderr, "wt2_train: cannot write %s: %s\n", path, errno ? strerror(errno) : "I/O error");
-            rc = 1;
-            goto out;
-        }
+    } else {
+        if (ex_stop_install() != 0) fail_all(1, "cannot install the signal handlers");
+        trn_set_stop_flag(t, ex_stop_flag());
+        snprintf(ckpt_path, sizeof ckpt_path, "%s/ckpt.safetensors", cfg.out_dir);
+        snprintf(path, sizeof path, "%s/metrics.jsonl", cfg.out_dir);
+    }
+    rc = 0;
+out0:
+    /* what rank 0 found, on every process (one rank: its own status) */
+    rc = agree_rank0(rc);
+    if (rc != 0) {
+        g_agreed = 1;
+        goto out;
     }
     fprintf(stderr, "wt2_train: preset %s, %zu parameters, %lld steps (%lld per epoch), %lld tokens/step%s\n",
             cfg.preset, mdl_num_params(trn_model(t)), trn_total_steps(t), trn_steps_per_epoch(t),
@@ -963,22 +1083,30 @@ int main(int argc, char **argv)
         /* progress: a redrawn bar on a terminal; plain lines at a modest rate in a log */
         double last_print = 0, ema_loss = NAN, every = tty ? 0.5 : progress_seconds;
         int bar = 0;
-        while ((trn_steps_done(t) < limit || trn_pending(t)) && !ex_stop_signal()) {
+        while ((trn_steps_done(t) < limit || trn_pending(t)) && !stop_agreed(&metrics_failed)) {
             trn_step_info in;
             double el;
             rc = trn_step(t, &in);
             if (rc == TRN_ESTOPPED) break; /* in the step's periodic evaluation: saved below */
             if (rc != TRN_OK) {
                 fprintf(stderr, "%swt2_train: training step failed: %s\n", bar ? "\n" : "", trn_strerror(rc));
+                if (g_size > 1) fail_all(1, "wt2_train: a training step failed on this process: the job ends");
                 rc = 1;
                 goto out;
             }
-            if (trn_metrics_error(t)) {
+            /* the processes' weights and optimizer state, compared every 100 steps (a
+               collective: before anything that may skip the rest of this iteration) */
+            if (g_size > 1 && in.T && trn_steps_done(t) % 100 == 0) {
+                if (trn_replicas_agree(t, &same) != TRN_OK) fail_all(1, "wt2_train: the replica check failed");
+                if (!same) fail_all(1, "wt2_train: the processes' weights differ (a replica diverged)");
+            }
+            if (trn_metrics_error(t) && !metrics_failed) {
                 fprintf(stderr, "%swt2_train: writing %s failed at step %lld: %s\n", bar ? "\n" : "", path,
                         trn_steps_done(t), strerror(trn_metrics_error(t)));
                 bar = 0;
                 metrics_failed = 1;
-                break;
+                if (g_size == 1) break;
+                continue; /* every process stops at the next agreement (stop_agreed) */
             }
             tokens += (long long)in.T * in.B;
             if (isfinite(in.ce) && in.T) ema_loss = isnan(ema_loss) ? in.ce : 0.9 * ema_loss + 0.1 * in.ce;
@@ -1010,7 +1138,7 @@ int main(int argc, char **argv)
             /* periodic checkpoints: every --ckpt-every steps and every --ckpt-minutes */
             if ((in.T && cfg.ckpt_every > 0 && trn_steps_done(t) % cfg.ckpt_every == 0) ||
                 (ckpt_minutes > 0 && now_s() - last_ckpt >= 60.0 * ckpt_minutes)) {
-                if (trn_save(t, ckpt_path, err, sizeof err) != TRN_OK) {
+                if (g_rank == 0 && trn_save(t, ckpt_path, err, sizeof err) != TRN_OK) {
                     fprintf(stderr, "%swt2_train: WARNING: periodic checkpoint at step %lld FAILED: %s\n",
                             bar ? "\n" : "", trn_steps_done(t), err);
                     bar = 0;
@@ -1021,27 +1149,37 @@ int main(int argc, char **argv)
         }
         if (bar) fprintf(stderr, "\n");
     }
+    if (g_size > 1) { /* a stop seen during an evaluation (agreed there), or since: the same everywhere */
+        (void)stop_agreed(&metrics_failed);
+        if (trn_replicas_agree(t, &same) != TRN_OK) fail_all(1, "wt2_train: the replica check failed");
+        if (!same) fail_all(1, "wt2_train: the processes' weights differ (a replica diverged)");
+    }
     t_train = now_s() - t0;
     ran = trn_steps_done(t) - steps0;
     skipped = trn_steps_skipped(t) - skipped0;
-    if (trn_save(t, ckpt_path, err, sizeof err) != TRN_OK) {
+    if (g_rank != 0) {
+        /* rank 0 writes the checkpoint */
+    } else if (trn_save(t, ckpt_path, err, sizeof err) != TRN_OK) {
         fprintf(stderr, "wt2_train: ERROR: the checkpoint at step %lld could not be written: %s\n", trn_steps_done(t),
                 err);
     } else {
         final_saved = 1;
         fprintf(stderr, "wt2_train: checkpoint %s (step %lld)\n", ckpt_path, trn_steps_done(t));
     }
+    final_saved = agree_rank0(final_saved);
     if (metrics_failed) {
         fprintf(stderr, "wt2_train: FAILED: %s could not be written (%s); %s\n", path,
                 strerror(trn_metrics_error(t)),
                 final_saved ? "the checkpoint holds the work: free space, then --resume it"
                             : "NO checkpoint was written either");
         rc = 1;
+        g_agreed = 1; /* rank 0's failure, agreed by stop_agreed */
         goto out;
     }
-    if (ex_stop_signal()) {
+    if (stop_sig()) {
         rc = stopped_exit(final_saved, trn_pending(t) ? "a periodic evaluation" : "training", trn_steps_done(t),
                           ckpt_path, cfg.out_dir);
+        g_agreed = 1;
         goto out;
     }
 
@@ -1056,22 +1194,26 @@ int main(int argc, char **argv)
         rc = trn_evaluate(t, tok_test.ids, tok_test.n, cfg.context, wsel, cfg.final_max_chunks, &test_ce, &test_tok, &used);
     if (ep.drawn) fprintf(stderr, "\n"); /* stopped mid-bar */
     if (rc == TRN_ESTOPPED) {
+        if (g_size > 1) (void)stop_agreed(&metrics_failed); /* the signal's number, on every process */
         rc = stopped_exit(final_saved, "the final evaluation", trn_steps_done(t), ckpt_path, cfg.out_dir);
+        g_agreed = 1;
         goto out;
     }
     if (rc != TRN_OK) {
         fprintf(stderr, "wt2_train: evaluation failed: %s\n", trn_strerror(rc));
+        if (g_size > 1) fail_all(1, "wt2_train: the final evaluation failed on this process: the job ends");
         rc = 1;
         goto out;
     }
     /* non-finite numbers are null: every line stays JSON */
     errno = 0;
+    if (metrics) /* rank 0 */
     fprintf(metrics, "{\"type\":\"final\",\"step\":%lld,\"weights\":\"%s\",\"val_ce\":%s,\"val_ppl\":%s,"
                      "\"val_tokens\":%lld,\"test_ce\":%s,\"test_ppl\":%s,\"test_tokens\":%lld,\"skipped\":%lld}\n",
             trn_steps_done(t), trn_weights_name(used), trn_json_num(jb[0], 40, 6, val_ce),
             trn_json_num(jb[1], 40, 4, exp(val_ce)), val_tok, trn_json_num(jb[2], 40, 6, test_ce),
             trn_json_num(jb[3], 40, 4, exp(test_ce)), test_tok, skipped);
-    if (fflush(metrics) != 0 || ferror(metrics)) {
+    if (metrics && (fflush(metrics) != 0 || ferror(metrics))) {
         fprintf(stderr, "wt2_train: FAILED: writing the final line of %s failed: %s\n", path,
                 errno ? strerror(errno) : "I/O error");
         metrics_failed = 1;
@@ -1081,7 +1223,7 @@ int main(int argc, char **argv)
     fprintf(stderr, "wt2_train: %s CE %.4f  PPL %.2f  (%lld tokens, context %d, stride %d)\n",
             have_full ? "validation" : "held-out validation tail", val_ce, exp(val_ce), val_tok, cfg.context, cfg.context);
     fprintf(stderr, "wt2_train: test CE %.4f  PPL %.2f  (%lld tokens)\n", test_ce, exp(test_ce), test_tok);
-    if (json)
+    if (json && g_rank == 0)
         printf("{\"val_ce\":%s,\"val_ppl\":%s,\"test_ce\":%s,\"test_ppl\":%s,\"tokens\":%lld,"
                "\"tokens_per_s\":%.1f,\"params\":%zu,\"steps\":%lld,\"skipped\":%lld,\"weights\":\"%s\","
                "\"train_split\":\"%s\",\"val_split\":\"%s\",\"preset\":\"%s\",\"seed\":%llu}\n",
@@ -1117,10 +1259,13 @@ int main(int argc, char **argv)
         rc = 1;
     }
     if (metrics_failed) rc = 1;
-    if (plot_metrics(cfg.out_dir, err, sizeof err) != 0) {
+    if (g_rank == 0 && plot_metrics(cfg.out_dir, err, sizeof err) != 0) {
         fprintf(stderr, "wt2_train: FAILED: %s\n", err);
         rc = 1;
     }
+    if (g_size > 1 && rc == 0 && !same) rc = 1;
+    rc = agree_rank0(rc); /* the run's status is rank 0's (its files), on every process */
+    g_agreed = 1;
 out:
     if (metrics) {
         int bad, e;
@@ -1144,5 +1289,37 @@ out:
     wt2_tokens_free(&tok_train);
     wt2_tokens_free(&tok_eval);
     wt2_tokens_free(&tok_test);
+    return rc;
+}
+
+/* The process: one rank without MPI (the plain build) or started without mpirun; under
+   mpirun (the MPI build) one of N. Ranks other than 0 write nothing and keep quiet
+   (their stderr goes to /dev/null) except for their own failures (fail_all). An exit
+   status every process agrees on ends with MPI_Finalize; any other non-zero status ends
+   the whole job (dp_fail: MPI_Abort with it). */
+int main(int argc, char **argv)
+{
+    char err[256];
+    int rc;
+    ex_wait_policy(argv); /* before MPI starts: it may re-execute the program (exio.h) */
+    if (dp_init(&g_comm, &argc, &argv, err, sizeof err) != DP_OK) {
+        fprintf(stderr, "wt2_train: %s\n", err);
+        return 1;
+    }
+    g_rank = dp_rank(g_comm);
+    g_size = dp_size(g_comm);
+    if (g_rank > 0) {
+        int nul = open("/dev/null", O_WRONLY);
+        fflush(stderr);
+        g_saved_stderr = dup(2);
+        if (nul >= 0) {
+            dup2(nul, 2);
+            close(nul);
+        }
+    }
+    rc = wt2_main(argc, argv);
+    fflush(NULL);
+    if (g_size > 1 && rc != 0 && !g_agreed) fail_all(rc, NULL); /* does not return */
+    dp_finalize(g_comm);
     return rc;
 }

@@ -283,6 +283,22 @@ fi
 
 phase "dist check"
 
+# 3g. data-parallel training under MPI (tests/dp_check.sh: build/mpi/wt2_train on 2 ranks
+#     x 1 thread bit-identical to one process with --grad-accum 2, resume across N, SIGTERM
+#     on one rank, a killed rank, an indivisible batch; issue 44). Skipped where OpenMPI or
+#     the data is missing.
+if sh tests/dp_check.sh "$WT2_DATA" > "$LOG/dp_check.out" 2>&1; then
+    if grep -q '^RESULT dp_check passed=0 failed=0 skipped=1' "$LOG/dp_check.out"; then
+        echo "dp check: skipped ($(head -n 1 "$LOG/dp_check.out"))"; S=$((S + 1))
+    else
+        echo "dp check: 1 passed, 0 failed"; P=$((P + 1))
+    fi
+else
+    echo "FAIL dp check (log in $LOG/dp_check.out):"; grep '^FAIL' "$LOG/dp_check.out"; F=$((F + 1))
+fi
+
+phase "dp check"
+
 # 4. CUDA kernels. (a) In the CPU simulation (tests/cuda_sim.h), on every machine: each
 #    tests/parity_*.cu built with g++ and clang++ under ASan + UBSan runs every kernel
 #    against the CPU reference; a planted out-of-bounds write (global and shared memory)

@@ -10,7 +10,11 @@
 #include "../examples/common/train.c"
 #include "attnkit_test.h"
 
+#include <pthread.h>
 #include <stdint.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -1141,6 +1145,277 @@ static void test_fixed_prior_flags_resume(void)
     remove(path);
 }
 
+/* ------------------------------------------------------------------ data parallelism */
+/* Two "ranks" as two threads of this process, with a communicator of shared memory that
+   has dist.h's semantics (rank-ordered sums, broadcast, any), so that the trainer's
+   data-parallel path (trn_set_parallel: micro-batches, the sums over ranks, the sharded
+   evaluation) runs under ASan and UBSan here; tests/dp_check.sh runs it over MPI. */
+typedef struct fake_comm {
+    pthread_barrier_t bar;
+    void *slot[2];
+    int flag[2];
+} fake_comm;
+typedef struct fake_rank {
+    fake_comm *fc;
+    int rank;
+} fake_rank;
+
+static int fake_reduce(void *c, void *buf, size_t n, int f64)
+{
+    fake_rank *me = (fake_rank *)c;
+    size_t i, esz = f64 ? sizeof(double) : sizeof(float);
+    void *tmp = malloc(n * esz + 1);
+    if (!tmp) return -1;
+    me->fc->slot[me->rank] = buf;
+    pthread_barrier_wait(&me->fc->bar);
+    for (i = 0; i < n; i++) { /* rank order: x_0 + x_1 */
+        if (f64) ((double *)tmp)[i] = ((double *)me->fc->slot[0])[i] + ((double *)me->fc->slot[1])[i];
+        else ((float *)tmp)[i] = ((float *)me->fc->slot[0])[i] + ((float *)me->fc->slot[1])[i];
+    }
+    pthread_barrier_wait(&me->fc->bar);
+    memcpy(buf, tmp, n * esz);
+    free(tmp);
+    return 0;
+}
+static int fake_ar32(void *c, float *buf, size_t n) { return fake_reduce(c, buf, n, 0); }
+static int fake_ar64(void *c, double *buf, size_t n) { return fake_reduce(c, buf, n, 1); }
+static int fake_bcast(void *c, void *buf, size_t bytes, int root)
+{
+    fake_rank *me = (fake_rank *)c;
+    me->fc->slot[me->rank] = buf;
+    pthread_barrier_wait(&me->fc->bar);
+    if (me->rank != root) memcpy(buf, me->fc->slot[root], bytes);
+    pthread_barrier_wait(&me->fc->bar);
+    return 0;
+}
+static int fake_any(void *c, int flag, int *out)
+{
+    fake_rank *me = (fake_rank *)c;
+    me->fc->flag[me->rank] = flag != 0;
+    pthread_barrier_wait(&me->fc->bar);
+    *out = me->fc->flag[0] || me->fc->flag[1];
+    pthread_barrier_wait(&me->fc->bar);
+    return 0;
+}
+
+typedef struct dp_job {
+    trn_config cfg;
+    int rank, size, accum, steps, rc, same;
+    fake_rank fr;
+    float *params;      /* (n) after the steps */
+    double ce;          /* evaluation of the validation tail after them */
+    long long ntok;
+    uint64_t hash;
+} dp_job;
+
+static void *dp_run(void *arg)
+{
+    dp_job *j = (dp_job *)arg;
+    trn *t = NULL;
+    char err[512];
+    trn_parallel p;
+    size_t n;
+#ifdef _OPENMP
+    omp_set_num_threads(1); /* the rule holds for a fixed thread count: one here, every side */
+#endif
+    j->rc = trn_create(&t, &j->cfg, g_ids, 3200, g_ids + 3200, NTOK - 3200, err, sizeof err);
+    if (j->rc != TRN_OK) { fprintf(stderr, "dp_run: %s\n", err); return NULL; }
+    memset(&p, 0, sizeof p);
+    p.rank = j->rank;
+    p.size = j->size;
+    p.accum = j->accum;
+    p.comm = &j->fr;
+    p.allreduce_f32 = fake_ar32;
+    p.allreduce_f64 = fake_ar64;
+    p.bcast = fake_bcast;
+    p.any = fake_any;
+    j->rc = trn_set_parallel(t, &p, err, sizeof err);
+    if (j->rc == TRN_OK) j->rc = run_steps(t, j->steps);
+    if (j->rc == TRN_OK)
+        j->rc = trn_evaluate(t, g_ids + 3200, NTOK - 3200, 8, TRN_W_RAW, 0, &j->ce, &j->ntok, NULL);
+    if (j->rc == TRN_OK) j->rc = trn_replicas_agree(t, &j->same);
+    n = mdl_num_params(trn_model(t));
+    j->params = (float *)malloc(n * sizeof(float));
+    if (j->params) memcpy(j->params, mdl_params(trn_model(t)), n * sizeof(float));
+    j->hash = trn_state_hash(t);
+    trn_destroy(t);
+    return NULL;
+}
+
+/* 2 ranks x accum 1 == 1 process x accum 2, bit for bit: weights, optimizer (hash),
+   evaluation; for the recipe (RPA batch prior, Guardian, MoE, context game, EMA, SWA)
+   and for CEAS (its observables combined over the ranks). */
+static void check_dp_equals_accum(trn_config *c, const char *tag)
+{
+    dp_job ref, r[2];
+    fake_comm fc;
+    pthread_t th[2];
+    size_t n;
+    int k;
+    trn *t = NULL;
+    char err[256];
+    memset(&ref, 0, sizeof ref);
+    memset(r, 0, sizeof r);
+    memset(&fc, 0, sizeof fc);
+    ref.cfg = *c;
+    ref.size = 1;
+    ref.accum = 2;
+    ref.steps = 12;
+    ref.fr.fc = &fc;
+    /* the reference in a thread of its own too (the same OpenMP set-up) */
+    CHECK(pthread_create(&th[0], NULL, dp_run, &ref) == 0);
+    pthread_join(th[0], NULL);
+    CHECK_INT_EQ(ref.rc, TRN_OK);
+    CHECK(pthread_barrier_init(&fc.bar, NULL, 2) == 0);
+    for (k = 0; k < 2; k++) {
+        r[k].cfg = *c;
+        r[k].rank = k;
+        r[k].size = 2;
+        r[k].accum = 1;
+        r[k].steps = 12;
+        r[k].fr.fc = &fc;
+        r[k].fr.rank = k;
+        CHECK(pthread_create(&th[k], NULL, dp_run, &r[k]) == 0);
+    }
+    for (k = 0; k < 2; k++) pthread_join(th[k], NULL);
+    pthread_barrier_destroy(&fc.bar);
+    CHECK_INT_EQ(trn_create(&t, c, g_ids, 3200, g_ids + 3200, NTOK - 3200, err, sizeof err), TRN_OK);
+    n = t ? mdl_num_params(trn_model(t)) : 0;
+    trn_destroy(t);
+    for (k = 0; k < 2; k++) {
+        CHECK_INT_EQ(r[k].rc, TRN_OK);
+        CHECK(r[k].same == 1);
+        CHECK(ref.params && r[k].params && memcmp(ref.params, r[k].params, n * sizeof(float)) == 0);
+        CHECK(r[k].hash == ref.hash && ref.hash != 0);
+        CHECK(r[k].ce == ref.ce && isfinite(ref.ce)); /* the sharded evaluation: exact */
+        CHECK_INT_EQ(r[k].ntok, ref.ntok);
+    }
+    if (!(r[0].ce == ref.ce && r[1].hash == ref.hash))
+        fprintf(stderr, "[%s] ref ce %.17g hash %llx, rank 0 ce %.17g hash %llx\n", tag, ref.ce,
+                (unsigned long long)ref.hash, r[0].ce, (unsigned long long)r[0].hash);
+    free(ref.params);
+    free(r[0].params);
+    free(r[1].params);
+}
+
+static void test_dp_equals_accum(void)
+{
+    trn_config c;
+    micro(&c);
+    c.batch = 4; /* 32 tokens per step: batches of 8 (T 4) and 4 (T 8), both even */
+    check_dp_equals_accum(&c, "recipe");
+    micro(&c);
+    c.batch = 4;
+    c.controller = TRN_CTRL_CEAS;
+    c.model.prior = MDL_PRIOR_NONE;
+    c.cg = 0;
+    check_dp_equals_accum(&c, "ceas");
+}
+
+/* what trn_set_parallel refuses; accum 1 x size 1 changes nothing; --grad-accum resumes */
+static void test_parallel_refusals(void)
+{
+    trn_config c;
+    trn *t = NULL, *a = NULL;
+    trn_parallel p;
+    char err[512];
+    micro(&c); /* batch 3 */
+    CHECK_INT_EQ(trn_create(&t, &c, g_ids, 3200, g_ids + 3200, NTOK - 3200, err, sizeof err), TRN_OK);
+    if (!t) return;
+    memset(&p, 0, sizeof p);
+    p.size = 1;
+    p.accum = 2;
+    err[0] = 0;
+    CHECK_INT_EQ(trn_set_parallel(t, &p, err, sizeof err), TRN_EINVAL);
+    CHECK(strstr(err, "--batch 3") != NULL && strstr(err, "not divisible") != NULL);
+    p.accum = 0;
+    CHECK_INT_EQ(trn_set_parallel(t, &p, err, sizeof err), TRN_EINVAL);
+    p.accum = 1;
+    p.size = 2;
+    p.rank = 2;
+    CHECK_INT_EQ(trn_set_parallel(t, &p, err, sizeof err), TRN_EINVAL);
+    p.rank = 1;
+    err[0] = 0;
+    CHECK_INT_EQ(trn_set_parallel(t, &p, err, sizeof err), TRN_EINVAL); /* no collective functions */
+    CHECK(strstr(err, "collective") != NULL);
+    p.size = 1;
+    p.rank = 0;
+    p.accum = 4; /* more micro-batches than sequences */
+    CHECK_INT_EQ(trn_set_parallel(t, &p, err, sizeof err), TRN_EINVAL);
+    trn_destroy(t);
+    t = NULL;
+    /* the context game: batch 4 at T 8 is 32 tokens, 4 at T 8, 8 at T 4; accum 4: 4 | 8 and 4 | 4;
+       cg lengths 8 and 3 (a batch of 10 at T 3): refused */
+    micro(&c);
+    c.batch = 4;
+    c.cg_lengths[0] = 3;
+    CHECK_INT_EQ(trn_create(&t, &c, g_ids, 3200, g_ids + 3200, NTOK - 3200, err, sizeof err), TRN_OK);
+    p.accum = 4;
+    err[0] = 0;
+    CHECK_INT_EQ(trn_set_parallel(t, &p, err, sizeof err), TRN_EINVAL);
+    CHECK(strstr(err, "context game's length 3") != NULL);
+    trn_destroy(t);
+    t = NULL;
+    micro(&c);
+    c.batch = 4;
+    c.controller = TRN_CTRL_CEAS;
+    c.ceas_gating = 1;
+    c.cg = 0;
+    CHECK_INT_EQ(trn_create(&t, &c, g_ids, 3200, g_ids + 3200, NTOK - 3200, err, sizeof err), TRN_OK);
+    p.accum = 2;
+    err[0] = 0;
+    CHECK_INT_EQ(trn_set_parallel(t, &p, err, sizeof err), TRN_EINVAL);
+    CHECK(strstr(err, "--ceas-gating on") != NULL);
+    trn_destroy(t);
+    t = NULL;
+    /* size 1 x accum 1 through trn_set_parallel: the plain trainer, bit for bit */
+    micro(&c);
+    CHECK_INT_EQ(trn_create(&t, &c, g_ids, 3200, g_ids + 3200, NTOK - 3200, err, sizeof err), TRN_OK);
+    CHECK_INT_EQ(trn_create(&a, &c, g_ids, 3200, g_ids + 3200, NTOK - 3200, err, sizeof err), TRN_OK);
+    if (t && a) {
+        int same = 0;
+        p.accum = 1;
+        CHECK_INT_EQ(trn_set_parallel(t, &p, err, sizeof err), TRN_OK);
+        CHECK_INT_EQ(run_steps(t, 6), TRN_OK);
+        CHECK_INT_EQ(run_steps(a, 6), TRN_OK);
+        CHECK(trn_state_hash(t) == trn_state_hash(a));
+        CHECK_INT_EQ(trn_replicas_agree(t, &same), TRN_OK);
+        CHECK(same == 1);
+    }
+    trn_destroy(t);
+    trn_destroy(a);
+    /* --grad-accum 2 resumes bit-exactly (the recipe: RPA batch prior, Guardian, MoE, CG) */
+    {
+        trn *b = NULL, *r = NULL;
+        char path[400];
+        size_t n;
+        snprintf(path, sizeof path, "%s/resume_accum.safetensors", g_dir);
+        micro(&c);
+        c.batch = 4;
+        p.accum = 2;
+        CHECK_INT_EQ(trn_create(&a, &c, g_ids, 3200, g_ids + 3200, NTOK - 3200, err, sizeof err), TRN_OK);
+        CHECK_INT_EQ(trn_create(&b, &c, g_ids, 3200, g_ids + 3200, NTOK - 3200, err, sizeof err), TRN_OK);
+        CHECK_INT_EQ(trn_create(&r, &c, g_ids, 3200, g_ids + 3200, NTOK - 3200, err, sizeof err), TRN_OK);
+        if (a && b && r) {
+            CHECK_INT_EQ(trn_set_parallel(a, &p, err, sizeof err), TRN_OK);
+            CHECK_INT_EQ(trn_set_parallel(b, &p, err, sizeof err), TRN_OK);
+            CHECK_INT_EQ(run_steps(a, 12), TRN_OK);
+            CHECK_INT_EQ(run_steps(b, 5), TRN_OK);
+            CHECK_INT_EQ(trn_save(b, path, err, sizeof err), TRN_OK);
+            CHECK_INT_EQ(trn_load(r, path, err, sizeof err), TRN_OK);
+            CHECK_INT_EQ(trn_set_parallel(r, &p, err, sizeof err), TRN_OK);
+            CHECK_INT_EQ(run_steps(r, 7), TRN_OK);
+            n = mdl_num_params(trn_model(a));
+            CHECK(memcmp(mdl_params(trn_model(a)), mdl_params(trn_model(r)), n * sizeof(float)) == 0);
+            CHECK(trn_state_hash(a) == trn_state_hash(r));
+        }
+        trn_destroy(a);
+        trn_destroy(b);
+        trn_destroy(r);
+        remove(path);
+    }
+}
+
 int main(int argc, char **argv)
 {
     TEST_INIT(argc, argv);
@@ -1167,6 +1442,8 @@ int main(int argc, char **argv)
     TEST_RUN(test_preset_names);
     TEST_RUN(test_fixed_prior_flags_resume);
     TEST_RUN(test_lr_warmup);
+    TEST_RUN(test_parallel_refusals);
+    TEST_RUN(test_dp_equals_accum);
     rmdir(g_dir);
     return TEST_END();
 }

@@ -2232,6 +2232,77 @@ int mdl_prior_stats_update(mdl_model *m, float momentum)
     return MDL_OK;
 }
 
+int mdl_prior_batch_sums(mdl_model *m, double *sums, size_t cap, int *T_out, int *rows)
+{
+    int l, t, b, r, B, T, R;
+    if (!m || !sums || !T_out || !rows) return MDL_EINVAL;
+    *T_out = 0;
+    *rows = 0;
+    if (m->cfg.prior != MDL_PRIOR_RPA || !m->pstats) return MDL_OK;
+    if (!m->act || !m->train || m->B < 1)
+        return mdl__fail(m, MDL_EINVAL, "mdl_prior_batch_sums: needs a training forward first");
+    B = m->B;
+    T = m->T;
+    R = m->R;
+    if ((size_t)m->L * T * R > cap)
+        return mdl__fail(m, MDL_EINVAL, "mdl_prior_batch_sums: %lu doubles needed, room for %lu",
+                         (unsigned long)((size_t)m->L * T * R), (unsigned long)cap);
+    if ((size_t)B * T * R > m->mu_h_cap) {
+        float *p = (float *)realloc(m->mu_h, sizeof(float) * (size_t)B * T * R);
+        if (!p) return mdl__fail(m, MDL_ENOMEM, "mdl_prior_batch_sums: out of memory");
+        m->mu_h = p;
+        m->mu_h_cap = (size_t)B * T * R;
+    }
+    for (l = 0; l < m->L; l++) {
+        const float *mu = m->mu_h;
+        double *o = sums + (size_t)l * T * R;
+        if (ex_to_host(&m->cx, m->mu_h, m->ba[l].mu, sizeof(float) * (size_t)B * T * R) != TK_OK)
+            return mdl__fail(m, MDL_EFAIL, "mdl_prior_batch_sums: copy of the memberships failed");
+        for (t = 0; t < T; t++)
+            for (r = 0; r < R; r++) {
+                double s = 0.0;
+                for (b = 0; b < B; b++) {
+                    double v = mu[((size_t)b * T + t) * R + r];
+                    s += mdl__finite(v) ? v : 1.0 / R;
+                }
+                o[(size_t)t * R + r] = s;
+            }
+    }
+    *T_out = T;
+    *rows = B;
+    return MDL_OK;
+}
+
+int mdl_prior_stats_apply(mdl_model *m, const double *sums, int T, long long rows, float momentum)
+{
+    int l, t, r, R, maxT;
+    float *cnt;
+    if (!m) return MDL_EINVAL;
+    if (!mdl__finite(momentum) || momentum < 0.0f || momentum >= 1.0f)
+        return mdl__fail(m, MDL_EINVAL, "mdl_prior_stats_apply: momentum must be in [0, 1) (got %g)", (double)momentum);
+    if (m->cfg.prior != MDL_PRIOR_RPA || !m->pstats) return MDL_OK;
+    if (!sums || T < 1 || T > m->cfg.max_T || rows < 1)
+        return mdl__fail(m, MDL_EINVAL, "mdl_prior_stats_apply: bad sums, T %d or rows %lld", T, rows);
+    R = m->R;
+    maxT = m->cfg.max_T;
+    cnt = m->pstats + (size_t)m->L * maxT * R;
+    for (l = 0; l < m->L; l++) {
+        const double *S = sums + (size_t)l * T * R;
+        float *run = m->pstats + (size_t)l * maxT * R;
+        for (t = 0; t < T; t++) {
+            double w = 1.0 / ((double)cnt[t] + 1.0);
+            if (w < 1.0 - (double)momentum) w = 1.0 - (double)momentum;
+            for (r = 0; r < R; r++) {
+                double mean = S[(size_t)t * R + r] / (double)rows;
+                run[(size_t)t * R + r] = (float)(run[(size_t)t * R + r] + w * (mean - run[(size_t)t * R + r]));
+            }
+        }
+    }
+    for (t = 0; t < T; t++) cnt[t] += 1.0f;
+    m->pgen++;
+    return MDL_OK;
+}
+
 const float *mdl_prior_stats(const mdl_model *m, size_t *n)
 {
     if (n) *n = m ? m->npstats : 0;

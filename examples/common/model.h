@@ -301,6 +301,15 @@ const double *mdl_token_ce(const mdl_model *m);
    training forward's memberships: call it after mdl_backward (a RUNNING-source training
    forward reads the table until its backward). No-op (MDL_OK) without an RPA prior. */
 int mdl_prior_stats_update(mdl_model *m, float momentum);
+/* The same update in two parts, for gradient accumulation and data parallelism (train.h
+   trn_set_parallel): mdl_prior_batch_sums writes the last training forward's memberships
+   summed over its batch rows, sums[(l * T + t) * R + r] (L * T * R doubles, cap the room,
+   T the forward's length; non-finite entries count as 1/R as in the update) and its rows
+   in *rows; mdl_prior_stats_apply makes one update from sums added over several forwards
+   of the same T (rows: their rows in all): mean = sums / rows, then the rule above. Both
+   MDL_OK with nothing done without an RPA prior (*rows 0). */
+int mdl_prior_batch_sums(mdl_model *m, double *sums, size_t cap, int *T, int *rows);
+int mdl_prior_stats_apply(mdl_model *m, const double *sums, int T, long long rows, float momentum);
 /* The statistics as one float buffer (*n floats, 0 without an RPA prior):
    [L * max_T * R running memberships (layer-major, then position, then regime)]
    [max_T update counts (integers stored as floats)]. For checkpoints. */

@@ -966,6 +966,13 @@ struct trn {
     float pi_int[MDL_MAX_LAYERS], pi_H[MDL_MAX_LAYERS];
     float *pi_buf;               /* host copy of one layer's activations */
     size_t pi_cap;
+    /* gradient accumulation and data parallelism (trn_set_parallel; train.h) */
+    trn_parallel par;
+    int M;                       /* micro-batches per step over all processes (1: plain) */
+    float *gacc;                 /* (n) this process's gradients added (accum > 1) */
+    double *sv, *sacc;           /* one micro-batch's statistics, their sums (sv_cap each) */
+    size_t sv_cap;
+    ceas_obs *obs_comb;          /* (L,H) the combined CEAS observables of the step */
 };
 
 /* what a step stopped during its periodic evaluation left to do (trn_pending) */
@@ -1058,6 +1065,10 @@ void trn_destroy(trn *t)
     free(t->tgt);
     free(t->head_temp);
     free(t->pi_buf);
+    free(t->gacc);
+    free(t->sv);
+    free(t->sacc);
+    free(t->obs_comb);
     if (t->have_g) guardian_free(&t->g);
     if (t->have_ceas) ceas_free(&t->cs);
     free(t);
@@ -1138,6 +1149,9 @@ int trn_create(trn **out, const trn_config *cfg, const uint16_t *train_ids, size
     t = (trn *)calloc(1, sizeof *t);
     if (!t) return ex_errf(err, errlen, TRN_ENOMEM, "out of memory");
     t->cfg = *cfg;
+    t->M = 1;
+    t->par.size = 1;
+    t->par.accum = 1;
     mc = cfg->model;
     if (mc.max_T < Tmax) mc.max_T = Tmax;
     /* GAC's temperature divides the whole logits (seed 003 eq. 8): its own tensors */
@@ -1337,6 +1351,342 @@ static void trn__mkopts(trn *t, int train, float prior_scale, mdl_opts *o)
     o->seed = trn__mix(t->cfg.seed * 0x100000001B3ull + (uint64_t)t->step);
 }
 
+/* ------------------------------------------------------------------ data parallelism */
+/* the statistics vector of one micro-batch (f64): 9 scalars, 7 per-layer arrays, CEAS's
+   observables (L,H,7) when on, the RPA prior's membership sums (L,T,R) when on */
+#define TRN__SV_HEAD 9
+static size_t trn__sv_obs(const trn *t) { return (size_t)TRN__SV_HEAD + 7 * (size_t)t->L; }
+static size_t trn__sv_prior(const trn *t) { return trn__sv_obs(t) + (t->have_ceas ? (size_t)t->L * t->H * 7 : 0); }
+static size_t trn__sv_len(const trn *t, int T)
+{
+    return trn__sv_prior(t) + (t->cfg.model.prior == MDL_PRIOR_RPA ? (size_t)t->L * T * (size_t)t->cfg.model.R : 0);
+}
+
+int trn_set_parallel(trn *t, const trn_parallel *p, char *err, size_t errlen)
+{
+    int M, i;
+    if (!t || !p) return ex_errf(err, errlen, TRN_EINVAL, "trn_set_parallel: NULL argument");
+    if (p->size < 1 || p->rank < 0 || p->rank >= p->size || p->accum < 1 || p->accum > TRN_MAX_THREADS)
+        return ex_errf(err, errlen, TRN_EINVAL, "trn_set_parallel: rank %d of %d processes, accum %d (want 0 <= rank < "
+                       "size, 1 <= accum <= %d)", p->rank, p->size, p->accum, TRN_MAX_THREADS);
+    if (p->size > 1 && (!p->allreduce_f32 || !p->allreduce_f64 || !p->bcast || !p->any))
+        return ex_errf(err, errlen, TRN_EINVAL, "trn_set_parallel: %d processes need the four collective functions", p->size);
+    if (p->size > TRN_MAX_THREADS || (long long)p->size * p->accum > t->cfg.batch)
+        return ex_errf(err, errlen, TRN_EINVAL, "the batch of %d sequences cannot be cut into %d processes x %d "
+                       "micro-batches", t->cfg.batch, p->size, p->accum);
+    M = p->size * p->accum;
+    if (M > 1) {
+        const char *no = t->cfg.device == MDL_DEVICE_CUDA ? "--device cuda"
+                         : t->cfg.ceas_gating ? "--ceas-gating on"
+                         : t->cfg.maxent_pi ? "--maxent-pi on" : NULL;
+        if (no)
+            return ex_errf(err, errlen, TRN_EINVAL, "%s is not available with %d processes x %d micro-batches (the "
+                           "micro-batch path is the CPU trainer without gating and the activation PI controller)",
+                           no, p->size, p->accum);
+        if (t->cfg.batch % M)
+            return ex_errf(err, errlen, TRN_EINVAL, "--batch %d (the global batch) is not divisible by %d processes x "
+                           "%d micro-batches = %d", t->cfg.batch, p->size, p->accum, M);
+        if (t->cfg.cg)
+            for (i = 0; i < t->cfg.n_cg; i++) {
+                int b = t->tokens_per_step / t->cfg.cg_lengths[i];
+                if (b < 1) b = 1;
+                if (b % M)
+                    return ex_errf(err, errlen, TRN_EINVAL, "the context game's length %d gives a batch of %d sequences "
+                                   "(%d tokens per step), not divisible by %d processes x %d micro-batches",
+                                   t->cfg.cg_lengths[i], b, t->tokens_per_step, p->size, p->accum);
+            }
+    }
+    free(t->gacc);
+    free(t->sv);
+    free(t->sacc);
+    free(t->obs_comb);
+    t->gacc = NULL;
+    t->sv = t->sacc = NULL;
+    t->obs_comb = NULL;
+    t->par = *p;
+    t->M = M;
+    if (M == 1) return TRN_OK;
+    t->sv_cap = trn__sv_len(t, t->cfg.model.max_T);
+    t->sv = (double *)calloc(t->sv_cap, sizeof(double));
+    t->sacc = (double *)calloc(t->sv_cap, sizeof(double));
+    if (p->accum > 1) t->gacc = (float *)calloc(t->n, sizeof(float));
+    if (t->have_ceas) t->obs_comb = (ceas_obs *)calloc((size_t)t->L * t->H, sizeof(ceas_obs));
+    if (!t->sv || !t->sacc || (p->accum > 1 && !t->gacc) || (t->have_ceas && !t->obs_comb)) {
+        t->M = 1;
+        t->par.size = t->par.accum = 1;
+        return ex_errf(err, errlen, TRN_ENOMEM, "out of memory for the micro-batch buffers");
+    }
+    return TRN_OK;
+}
+
+/* One micro-batch's statistics into v (trn__sv_len entries; finite: the forward ran) */
+static int trn__sv_pack(trn *t, const mdl_stats *s, int T, int finite, double *v)
+{
+    int l, L = t->L;
+    size_t i, no = trn__sv_obs(t), np = trn__sv_prior(t), nv = trn__sv_len(t, T);
+    v[0] = s->loss;
+    v[1] = s->ce;
+    v[2] = s->ce_sum;
+    v[3] = (double)s->ntok;
+    v[4] = s->mu_entropy;
+    v[5] = s->sat_frac;
+    v[6] = s->ent_pen;
+    v[7] = s->moe_lb;
+    v[8] = s->ent_band;
+    for (l = 0; l < L; l++) {
+        double *a = v + TRN__SV_HEAD;
+        a[l] = s->layer_mu_entropy[l];
+        a[L + l] = s->layer_tau_att[l];
+        a[2 * L + l] = s->layer_prior_marg_err[l];
+        a[3 * L + l] = s->layer_prior_std_pre[l];
+        a[4 * L + l] = s->layer_prior_clamp_frac[l];
+        a[5 * L + l] = s->layer_attn_H[l];
+        a[6 * L + l] = s->layer_tau_gac[l];
+    }
+    for (i = no; i < nv; i++) v[i] = 0.0;
+    if (!finite) return TRN_OK;
+    if (t->have_ceas && s->attn_obs)
+        for (i = 0; i < (size_t)L * t->H; i++) {
+            const ceas_obs *b = s->attn_obs + i;
+            double *o = v + no + 7 * i;
+            o[0] = b->H;
+            o[1] = b->n_eff;
+            o[2] = b->var_s;
+            o[3] = (double)b->sigma_qk * b->sigma_qk + (double)b->mean_s * b->mean_s; /* second moment */
+            o[4] = b->mean_s;
+            o[5] = b->log_n;
+            o[6] = (double)b->n;
+        }
+    if (nv > np) {
+        int pT = 0, rows = 0;
+        if (mdl_prior_batch_sums(t->m, v + np, nv - np, &pT, &rows) != MDL_OK || pT != T) return TRN_EINVAL;
+    }
+    return TRN_OK;
+}
+
+/* The sums of the M micro-batches' statistics back into a mdl_stats: means over the
+   micro-batches (sums for ce_sum, ntok and the observables' key counts) */
+static void trn__sv_unpack(trn *t, const double *v, int prior_running, mdl_stats *s)
+{
+    int l, L = t->L;
+    size_t i, no = trn__sv_obs(t);
+    double M = (double)t->M;
+    memset(s, 0, sizeof *s);
+    s->loss = v[0] / M;
+    s->ce = v[1] / M;
+    s->ce_sum = v[2];
+    s->ntok = (long long)v[3];
+    s->mu_entropy = (float)(v[4] / M);
+    s->sat_frac = (float)(v[5] / M);
+    s->ent_pen = (float)(v[6] / M);
+    s->moe_lb = (float)(v[7] / M);
+    s->ent_band = (float)(v[8] / M);
+    for (l = 0; l < L; l++) {
+        const double *a = v + TRN__SV_HEAD;
+        s->layer_mu_entropy[l] = (float)(a[l] / M);
+        s->layer_tau_att[l] = (float)(a[L + l] / M);
+        s->layer_prior_marg_err[l] = (float)(a[2 * L + l] / M);
+        s->layer_prior_std_pre[l] = (float)(a[3 * L + l] / M);
+        s->layer_prior_clamp_frac[l] = (float)(a[4 * L + l] / M);
+        s->layer_attn_H[l] = (float)(a[5 * L + l] / M);
+        s->layer_tau_gac[l] = (float)(a[6 * L + l] / M);
+    }
+    s->prior_running = prior_running;
+    if (t->have_ceas && t->obs_comb) {
+        for (i = 0; i < (size_t)L * t->H; i++) {
+            const double *o = v + no + 7 * i;
+            ceas_obs *b = t->obs_comb + i;
+            double mean = o[4] / M, var = o[3] / M - mean * mean;
+            b->H = (float)(o[0] / M);
+            b->n_eff = (float)(o[1] / M);
+            b->var_s = (float)(o[2] / M);
+            b->sigma_qk = (float)sqrt(var > 0 ? var : 0.0);
+            b->mean_s = (float)mean;
+            b->log_n = (float)(o[5] / M);
+            b->n = (long long)o[6];
+        }
+        s->attn_obs = t->obs_comb;
+    }
+}
+
+/* M > 1: this process's micro-batches of the step's batch (B rows in inp / tgt), each
+   forward and backward, gradients and statistics added in order; then the sums over the
+   processes (rank order). *st: the global statistics; when its loss is finite the model's
+   gradients hold the global mean gradient, identical on every process. */
+static int trn__micro_step(trn *t, int B, int T, const mdl_opts *o0, mdl_stats *st)
+{
+    const int A = t->par.accum, Bm = B / t->M;
+    const size_t nv = trn__sv_len(t, T), n = t->n;
+    float *G = mdl_grads(t->m);
+    int j, rc, prior_running = 0;
+    size_t i;
+    if (nv > t->sv_cap || Bm < 1 || B % t->M) return TRN_EINVAL;
+    for (j = 0; j < A; j++) {
+        const int k = t->par.rank * A + j; /* the micro-batch's index in the global batch */
+        mdl_opts o = *o0;
+        mdl_stats s;
+        double *v = j ? t->sv : t->sacc;
+        int finite;
+        /* the noise stream of each micro-batch (dropout, Gumbel): its own, by its global index */
+        o.seed = trn__mix(o0->seed ^ (0xD1B54A32D192ED03ull * (uint64_t)(k + 1)));
+        mdl_zero_grad(t->m);
+        rc = mdl_forward(t->m, t->inp + (size_t)k * Bm * T, t->tgt + (size_t)k * Bm * T, Bm, T, &o, &s);
+        if (rc == MDL_EFAIL) { /* non-finite values refused: the step is skipped everywhere */
+            memset(&s, 0, sizeof s);
+            s.loss = s.ce = NAN;
+        } else if (rc != MDL_OK) {
+            return TRN_EINVAL;
+        }
+        finite = isfinite(s.loss);
+        prior_running = s.prior_running;
+        if (finite && mdl_backward(t->m) != MDL_OK) return TRN_EINVAL;
+        if (A > 1 && finite) {
+            if (j == 0) memcpy(t->gacc, G, n * sizeof(float));
+            else for (i = 0; i < n; i++) t->gacc[i] += G[i];
+        }
+        if (trn__sv_pack(t, &s, T, finite, v) != TRN_OK) return TRN_EINVAL;
+        if (j)
+            for (i = 0; i < nv; i++) t->sacc[i] += t->sv[i];
+    }
+    if (t->par.size > 1 && t->par.allreduce_f64(t->par.comm, t->sacc, nv) != 0) return TRN_EIO;
+    trn__sv_unpack(t, t->sacc, prior_running, st);
+    if (isfinite(st->loss)) {
+        const float inv = 1.0f / (float)t->M;
+        float *g = A > 1 ? t->gacc : G;
+        if (t->par.size > 1 && t->par.allreduce_f32(t->par.comm, g, n) != 0) return TRN_EIO;
+        for (i = 0; i < n; i++) G[i] = g[i] * inv;
+    }
+    return TRN_OK;
+}
+
+static uint64_t trn__fnv(uint64_t h, const void *p, size_t bytes)
+{
+    const unsigned char *c = (const unsigned char *)p;
+    size_t i;
+    for (i = 0; i < bytes; i++) h = (h ^ c[i]) * 0x100000001B3ull;
+    return h;
+}
+
+uint64_t trn_state_hash(trn *t)
+{
+    uint64_t h = 0xCBF29CE484222325ull;
+    size_t np = 0;
+    const float *ps;
+    if (!t || t->cfg.device != MDL_DEVICE_CPU) return 0;
+    h = trn__fnv(h, mdl_params(t->m), t->n * sizeof(float));
+    h = trn__fnv(h, t->adam_m, t->n * sizeof(float));
+    h = trn__fnv(h, t->adam_v, t->n * sizeof(float));
+    if (t->ema) h = trn__fnv(h, t->ema, t->n * sizeof(float));
+    if (t->swa) h = trn__fnv(h, t->swa, t->n * sizeof(float));
+    ps = mdl_prior_stats(t->m, &np);
+    if (ps && np) h = trn__fnv(h, ps, np * sizeof(float));
+    h = trn__fnv(h, &t->step, sizeof t->step);
+    return h;
+}
+
+int trn_replicas_agree(trn *t, int *same)
+{
+    uint64_t mine, r0;
+    int differ = 0;
+    if (!t || !same) return TRN_EINVAL;
+    *same = 1;
+    if (t->par.size <= 1) return TRN_OK;
+    mine = r0 = trn_state_hash(t);
+    if (t->par.bcast(t->par.comm, &r0, sizeof r0, 0) != 0) return TRN_EIO;
+    if (t->par.any(t->par.comm, mine != r0, &differ) != 0) return TRN_EIO;
+    *same = !differ;
+    return TRN_OK;
+}
+
+/* trn_evaluate with size > 1 processes (train.h trn_set_parallel): the batches the single
+   process runs, in its order, dealt round-robin (batch j to rank j % size); every process
+   reads them all from the sequential loader (cheap) and runs its own. Per batch its CE sum,
+   its token count and a failure mark, each from one process, summed over the processes
+   (exact: the others add zeros), then added in batch order as the single process adds
+   them; the stop flag is agreed once per round. */
+static int trn__eval_dp(trn *t, wt2_loader *L, int B, int T, int max_chunks, long long total, const mdl_opts *o,
+                        double *sum_out, long long *cnt_out)
+{
+    const int P = t->par.size, me = t->par.rank;
+    long long nb = total > 0 ? (total + B - 1) / B + 1 : 1, chunks = 0, j, cnt = 0, last = -1;
+    double *v = (double *)calloc((size_t)nb * 3, sizeof(double)), sum = 0;
+    mdl_stats *mine = (mdl_stats *)calloc((size_t)(nb + P - 1) / (size_t)P, sizeof(mdl_stats));
+    int rc = TRN_OK;
+    if (!v || !mine) {
+        free(v);
+        free(mine);
+        return TRN_ENOMEM;
+    }
+    for (j = 0; j < nb; j++) {
+        int rows, b, i, Bj = B;
+        if (max_chunks && chunks >= max_chunks) break;
+        if (j % P == 0) { /* a round: every process agrees on a stop request */
+            int any = 0;
+            if (t->par.any(t->par.comm, t->stop && *t->stop, &any) != 0) { rc = TRN_EIO; break; }
+            if (any) { rc = TRN_ESTOPPED; break; }
+        }
+        if (max_chunks && chunks + Bj > max_chunks) Bj = (int)(max_chunks - chunks);
+        rows = wt2_loader_next(L, Bj, T, t->chunk);
+        if (rows < 0) { rc = TRN_EINVAL; break; }
+        if (rows == 0) break;
+        if (j % P == me) {
+            mdl_stats st;
+            for (b = 0; b < rows; b++)
+                for (i = 0; i < T; i++) {
+                    t->inp[(size_t)b * T + i] = t->chunk[(size_t)b * (T + 1) + i];
+                    t->tgt[(size_t)b * T + i] = t->chunk[(size_t)b * (T + 1) + i + 1];
+                }
+            rc = mdl_forward(t->m, t->inp, t->tgt, rows, T, o, &st);
+            if (rc == MDL_EFAIL) { /* diverged weights: NaN, as the single process */
+                v[3 * j] = NAN;
+                v[3 * j + 1] = (double)rows * T;
+                v[3 * j + 2] = 1.0;
+                rc = TRN_OK;
+            } else if (rc != MDL_OK) {
+                rc = TRN_EINVAL;
+                break;
+            } else {
+                v[3 * j] = st.ce_sum;
+                v[3 * j + 1] = (double)st.ntok;
+                st.attn_obs = NULL;
+                st.gate_rows = NULL;
+                mine[j / P] = st;
+            }
+        }
+        chunks += rows;
+        if (t->progress) t->progress(t->progress_user, chunks, total);
+    }
+    if (rc == TRN_OK) {
+        long long nrun = j, owner;
+        if (t->par.allreduce_f64(t->par.comm, v, (size_t)nrun * 3) != 0) rc = TRN_EIO;
+        for (j = 0; rc == TRN_OK && j < nrun; j++) {
+            if (v[3 * j + 2] != 0.0) { /* the single process stops at its first failed batch */
+                sum = NAN;
+                cnt += (long long)v[3 * j + 1];
+                break;
+            }
+            sum += v[3 * j];
+            cnt += (long long)v[3 * j + 1];
+            last = j;
+        }
+        if (rc == TRN_OK && last >= 0) { /* eval_st: the last batch's statistics, as the single process */
+            mdl_stats st;
+            owner = last % P;
+            if (owner == me) st = mine[last / P];
+            else memset(&st, 0, sizeof st);
+            if (t->par.bcast(t->par.comm, &st, sizeof st, (int)owner) != 0) rc = TRN_EIO;
+            st.attn_obs = NULL;
+            st.gate_rows = NULL;
+            if (rc == TRN_OK) t->eval_st = st;
+        }
+    }
+    free(v);
+    free(mine);
+    *sum_out = sum;
+    *cnt_out = cnt;
+    return rc;
+}
+
 int trn_evaluate(trn *t, const uint16_t *ids, size_t n, int T, int weights, int max_chunks,
                  double *ce, long long *ntok, int *used)
 {
@@ -1364,7 +1714,8 @@ int trn_evaluate(trn *t, const uint16_t *ids, size_t n, int T, int weights, int 
         ex_copy(&t->cx, mdl_params(t->m), src, t->n * sizeof(float));
     }
     trn__mkopts(t, 0, trn__prior_scale(t, t->step), &o);
-    for (;;) {
+    if (t->par.size > 1) rc = trn__eval_dp(t, &L, B, T, max_chunks, total, &o, &sum, &cnt);
+    else for (;;) {
         int rows, b, j;
         mdl_stats st;
         if (max_chunks && chunks >= max_chunks) break;
@@ -1678,15 +2029,20 @@ int trn_step(trn *t, trn_step_info *info)
     trn__mkopts(t, 1, ps, &o);
     o.want_attn_obs = t->have_ceas;
     o.want_gate_rows = gating;
-    mdl_zero_grad(t->m);
-    rc = mdl_forward(t->m, t->inp, t->tgt, B, T, &o, &st);
-    if (rc == MDL_EFAIL) {
-        /* the sizes and ids were checked when the trainer was made: a kernel that fails
-           now refused non-finite values (weights blown up): a non-finite step, skipped */
-        memset(&st, 0, sizeof st);
-        st.loss = st.ce = NAN;
-    } else if (rc != MDL_OK) {
-        return TRN_EINVAL;
+    if (t->M > 1) { /* micro-batches, data parallelism (trn_set_parallel): forward and backward */
+        rc = trn__micro_step(t, B, T, &o, &st);
+        if (rc != TRN_OK) return rc;
+    } else {
+        mdl_zero_grad(t->m);
+        rc = mdl_forward(t->m, t->inp, t->tgt, B, T, &o, &st);
+        if (rc == MDL_EFAIL) {
+            /* the sizes and ids were checked when the trainer was made: a kernel that fails
+               now refused non-finite values (weights blown up): a non-finite step, skipped */
+            memset(&st, 0, sizeof st);
+            st.loss = st.ce = NAN;
+        } else if (rc != MDL_OK) {
+            return TRN_EINVAL;
+        }
     }
     info->loss = st.loss;
     info->ce = st.ce;
@@ -1715,7 +2071,7 @@ int trn_step(trn *t, trn_step_info *info)
                                          ? (float)((double)gcn.rows_pruned / (double)(gcn.rows - gcn.rows_frozen))
                                          : 0.0f;
             info->gate_frozen_heads = gcn.heads_frozen;
-        } else if (mdl_backward(t->m) != MDL_OK) {
+        } else if (t->M == 1 && mdl_backward(t->m) != MDL_OK) { /* M > 1: done per micro-batch */
             return TRN_EINVAL;
         }
         info->step_flops = mdl_flops_per_token(mdl_get_config(t->m), T) * (double)B * T;
@@ -1765,7 +2121,13 @@ int trn_step(trn *t, trn_step_info *info)
             if (t->have_ceas && st.attn_obs) ceas_step(&t->cs, st.attn_obs);
             if (t->ema) guardian_ema_update(t->ema, P, (int64_t)t->n, t->cfg.ema_decay);
             /* the RPA running statistics follow every applied step */
-            if (mdl_prior_stats_update(t->m, t->cfg.prior_momentum) != MDL_OK) return TRN_EINVAL;
+            if (t->M > 1) { /* from the memberships of all B rows (the sums over the micro-batches) */
+                if (mdl_prior_stats_apply(t->m, t->sacc + trn__sv_prior(t), T, (long long)B, t->cfg.prior_momentum) !=
+                    MDL_OK)
+                    return TRN_EINVAL;
+            } else if (mdl_prior_stats_update(t->m, t->cfg.prior_momentum) != MDL_OK) {
+                return TRN_EINVAL;
+            }
             /* MaxEnt (C): every maxent_pi_every applied steps, each layer's activation entropy
                of this step's forward and one PI update of its gain (the next forward's) */
             if (t->cfg.maxent_pi && (t->step + 1) % t->cfg.maxent_pi_every == 0) {

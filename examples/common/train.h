@@ -239,6 +239,53 @@ void trn_set_stop_flag(trn *t, volatile sig_atomic_t *flag);
    10 s otherwise, nothing for an evaluation shorter than about 2 s). */
 typedef void (*trn_progress_fn)(void *user, long long done, long long total);
 void trn_set_progress(trn *t, trn_progress_fn fn, void *user);
+/* Gradient accumulation and data parallelism (issue 44). Each optimizer step's batch of B
+   sequences (the global batch, --batch) is cut into M = size * accum micro-batches of B / M
+   consecutive rows; micro-batch k = rank * accum + j is run by process `rank` as its j-th.
+   Every process draws the whole batch from the data loader (its position stays global)
+   and runs only its micro-batches: forward and backward of each one's MEAN loss, the
+   gradients added in order (g_0, then + g_1, ...), then summed over the processes in rank
+   order (allreduce_f32), then scaled by 1/M. The per-forward statistics (loss, CE, the
+   controllers' observables: membership entropy and saturation, attention entropy, CEAS's
+   attention observables, the RPA prior's diagnostics) are combined the same way in double
+   precision and averaged over the M micro-batches (the CEAS sigma_qk is pooled from the
+   micro-batches' means and spreads); the RPA running statistics are updated once from the
+   memberships summed over all B rows. So the loss, the clipping norm and every controller
+   see the same global values on every process, and the weights stay the same everywhere.
+   The rule: a run with `size` processes of accum 1 is BIT-IDENTICAL to one process with
+   accum = size (the same micro-batches, the same order of every sum), for a fixed thread
+   count per process. M = 1 is the plain trainer. Batch-level terms of the loss (entropy
+   band, entropy floor, MoE balance, the BATCH-source RPA prior) are each micro-batch's
+   own: a run with M > 1 is not the M = 1 run (the micro-batches' means of those differ
+   from the whole batch's), it is the micro-batch run.
+   Evaluation with size > 1: the evaluation batches (those a single process runs, in its
+   order) are dealt round-robin to the processes; each batch's CE sum and token count come
+   back to every process (allreduce_f64 of per-batch entries, each held by one process:
+   exact) and are added in batch order, so every process gets the single process's result
+   bit for bit, for any size.
+   Refused with M > 1 (TRN_EINVAL, with a sentence): --device cuda, --ceas-gating on,
+   --maxent-pi on, and a batch (every context-game length's) not divisible by M.
+   Collective calls (the functions below, with comm) must be made by every process in the
+   same order: trn_step, trn_evaluate and trn_replicas_agree are collective when size > 1.
+   The stop flag is agreed (any) in trn_evaluate's rounds. Call before the first trn_step;
+   it may follow trn_load. Without this call (or with size 1 and accum 1) nothing changes. */
+typedef struct trn_parallel {
+    int rank, size;         /* this process among size (>= 1) */
+    int accum;              /* micro-batches per process and step (>= 1) */
+    void *comm;             /* passed to the functions below (unused when size is 1) */
+    int (*allreduce_f32)(void *comm, float *buf, size_t n);   /* rank-ordered sums */
+    int (*allreduce_f64)(void *comm, double *buf, size_t n);
+    int (*bcast)(void *comm, void *buf, size_t bytes, int root);
+    int (*any)(void *comm, int flag, int *out);
+} trn_parallel;
+int trn_set_parallel(trn *t, const trn_parallel *p, char *err, size_t errlen);
+/* A 64-bit hash of this process's weights, optimizer moments, EMA / SWA copies, RPA
+   running statistics and step (FNV-1a over their bytes; the CPU trainer: 0 on a device). */
+uint64_t trn_state_hash(trn *t);
+/* Collective (size > 1): *same = 1 when every process holds the same trn_state_hash as
+   rank 0. Size 1: *same = 1. */
+int trn_replicas_agree(trn *t, int *same);
+
 /* Sequential non-overlapping evaluation of ids (n) at context T with the chosen weights
    (TRN_W_EMA / TRN_W_SWA fall back to raw when not available: *used says which);
    max_chunks 0 = all. TRN_ESTOPPED when the stop flag was raised (*ce is then NaN). */
