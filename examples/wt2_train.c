@@ -81,6 +81,8 @@
 #include "common/maxent.h"
 #include "common/exio.h"
 #include "common/dist.h"
+#include "common/sample.h"
+#include "common/bpe.h"
 
 #include <errno.h>
 #include <math.h>
@@ -343,6 +345,10 @@ static void usage(const trn_config *c, FILE *f)
             "  --progress-seconds S  seconds between progress lines when stderr is not a terminal\n"
             "                     (training and evaluations; default 10; 0: after every step or\n"
             "                     evaluation batch). On a terminal a bar with ETA is redrawn.\n"
+            "  --sample N         at each evaluation, print N tokens continuing the first 16 tokens\n"
+            "                     of the evaluation split (temperature 0.8, top-k 40, top-p 0.95,\n"
+            "                     seeded by --seed and the step; the CPU model's token-by-token\n"
+            "                     decoding, model.h; default 0: none; 0..1024)\n"
             "  --allow-no-crc     let --resume accept a checkpoint without its CRC-32 entries\n"
             "                     (older than checkpoint format 2, or edited)\n"
             "  --tokens gpt2|bytes  token ids: GPT-2 BPE (default) or the raw text's bytes\n"
@@ -563,6 +569,50 @@ static int plot_metrics(const char *dir, char *err, size_t errlen)
     return rc;
 }
 
+/* ids as text on stderr (tok: GPT-2; NULL: byte ids), control bytes escaped so a sample
+   stays one line */
+static void put_ids(const int *ids, int n, const bpe_tokenizer *tok)
+{
+    int k;
+    for (k = 0; k < n; k++) {
+        unsigned char one;
+        const unsigned char *b;
+        size_t len = 1, j;
+        if (tok) {
+            b = bpe_token_bytes(tok, ids[k], &len);
+            if (!b) { fprintf(stderr, "<%d>", ids[k]); continue; }
+        } else {
+            one = (unsigned char)ids[k];
+            b = &one;
+        }
+        for (j = 0; j < len; j++) {
+            if (b[j] == '\n') fputs("\\n", stderr);
+            else if (b[j] < 0x20 || b[j] == 0x7f) fprintf(stderr, "\\x%02x", b[j]);
+            else fputc(b[j], stderr);
+        }
+    }
+}
+
+/* --sample: n tokens continuing the first 16 of the evaluation split, on the CPU model
+   (sample.h's smp_continue: the decoding state is freed after) */
+static void print_sample(mdl_model *m, const uint16_t *ids, size_t n_ids, int n, uint64_t seed, long long step,
+                         const bpe_tokenizer *tok)
+{
+    int prompt[16], out[1024], nout = 0, np = n_ids < 16 ? (int)n_ids : 16, k;
+    char e[256];
+    if (np < 1) return;
+    for (k = 0; k < np; k++) prompt[k] = ids[k];
+    if (smp_continue(m, prompt, np, n, 0.8, 40, 0.95, seed, tok ? bpe_eot(tok) : -1, out, &nout, e, sizeof e) != MDL_OK) {
+        fprintf(stderr, "wt2_train: sample at step %lld failed: %s\n", step, e);
+        return;
+    }
+    fprintf(stderr, "wt2_train: sample at step %lld: ", step);
+    put_ids(prompt, np, tok);
+    fputs(" >>", stderr);
+    put_ids(out, nout, tok);
+    fputc('\n', stderr);
+}
+
 /* One split's ids: GPT-2 BPE (wt2_load_split) or bytes (--tokens bytes). */
 static int load_split(const char *dir, int split, int bytes, wt2_tokens *out, char *err, size_t errlen)
 {
@@ -659,7 +709,8 @@ static int wt2_main(int argc, char **argv)
     double t0, t_train = 0, val_ce, test_ce = NAN, ckpt_minutes = 10.0, last_ckpt;
     eval_progress ep;
     long long val_tok = 0, test_tok = 0, steps0, limit, tokens = 0, skipped0 = 0, ran, skipped;
-    int used, wsel, accum = 1, same = 1;
+    int used, wsel, accum = 1, same = 1, sample_n = 0;
+    bpe_tokenizer *stok = NULL; /* --sample's decoder (GPT-2 ids) */
     char jb[4][40];
     mx_result *mxres = NULL;
 
@@ -712,6 +763,14 @@ static int wt2_main(int argc, char **argv)
             continue;
         }
         if (!strcmp(a, "--allow-no-crc")) { allow_no_crc = 1; continue; }
+        if (!strcmp(a, "--sample") || !strncmp(a, "--sample=", 9)) {
+            const char *v = a[8] == '=' ? a + 9 : (i + 1 < argc ? argv[++i] : NULL);
+            if (!v || ex_parse_int(v, 0, 1024, &sample_n) != 0) {
+                fprintf(stderr, "wt2_train: --sample needs a number of tokens in [0, 1024], not '%s'\n", v ? v : "");
+                return 2;
+            }
+            continue;
+        }
         if (!strcmp(a, "--grad-accum") || !strncmp(a, "--grad-accum=", 13)) {
             const char *v = a[12] == '=' ? a + 13 : (i + 1 < argc ? argv[++i] : NULL);
             if (!v || ex_parse_int(v, 1, TRN_MAX_THREADS, &accum) != 0) {
@@ -806,6 +865,19 @@ static int wt2_main(int argc, char **argv)
         wt2_describe(&inv, dir, stderr);
         fprintf(stderr, "  README, section \"Data\", says which files are needed and where to get them.\n");
         return 1;
+    }
+    if (sample_n > 0 && cfg.device == MDL_DEVICE_CUDA) {
+        fprintf(stderr, "wt2_train: --sample decodes on the CPU model (model.h's token-by-token decoding): not with "
+                        "--device cuda yet\n");
+        return 2;
+    }
+    if (sample_n > 0 && !bytes) {
+        char tp[sizeof dir + 8];
+        snprintf(tp, sizeof tp, "%s/gpt2", dir);
+        if (bpe_load_dir(&stok, tp, err, sizeof err) != BPE_OK) {
+            fprintf(stderr, "wt2_train: --sample needs the GPT-2 tokenizer to print text: %s\n", err);
+            return 1;
+        }
     }
     have_full = train_split == WT2_TRAIN;
     plot_eval_split = have_full ? "validation" : "held-out tail of validation"; /* loss.png's legend */
@@ -1135,6 +1207,9 @@ out0:
                 }
                 last_print = el;
             }
+            if (in.evaluated && sample_n > 0 && g_rank == 0)
+                print_sample(trn_model(t), val_ids, n_val, sample_n, cfg.seed * 0x9E3779B97F4A7C15ULL + (uint64_t)trn_steps_done(t),
+                             trn_steps_done(t), stok);
             /* periodic checkpoints: every --ckpt-every steps and every --ckpt-minutes */
             if ((in.T && cfg.ckpt_every > 0 && trn_steps_done(t) % cfg.ckpt_every == 0) ||
                 (ckpt_minutes > 0 && now_s() - last_ckpt >= 60.0 * ckpt_minutes)) {
@@ -1289,6 +1364,7 @@ out:
     wt2_tokens_free(&tok_train);
     wt2_tokens_free(&tok_eval);
     wt2_tokens_free(&tok_test);
+    bpe_free(stok);
     return rc;
 }
 
