@@ -159,6 +159,24 @@ def savings(per, pairs):
     print()
 
 
+def increment(per, a, b, c):
+    """(a's saving against c) - (b's saving against c) per seed, in percentage points: the
+    seed's "+N pp" reading (a's extra saving over b's, both against c)"""
+    if a not in per or b not in per or c not in per:
+        return
+    sv = [[], [], []]
+    for seed, v in sorted(per[a].items()):
+        w, f = per[b].get(seed), per[c].get(seed)
+        for k, (x, y, z) in enumerate([(v[0], w and w[0], f and f[0]), (v[1], w and w[1], f and f[1]),
+                                       (v[1] + v[3] if v[1] is not None else None, w and w[1], f and f[1])]):
+            sv[k].append((y - x) / z if x is not None and y is not None and z else None)
+    def pp(xs):
+        m, ci, _ = mean_ci(xs)
+        return "n/a" if m is None else "%+.1f pp" % (100 * m) + (" ± %.1f" % (100 * ci) if ci is not None else "")
+    print("%s's saving minus %s's, both against %s, paired by seed: steps %s, executed FLOPs %s, "
+          "FLOPs with the probes %s.\n" % (NAMES[a], NAMES[b], NAMES[c], pp(sv[0]), pp(sv[1]), pp(sv[2])))
+
+
 def per_seed(per, arms):
     print("Per seed (steps to target; None: not reached): " + "; ".join(
         "%s %s" % (a, ", ".join("s%d %s" % (s, "None" if v[0] is None else "%.0f" % v[0])
@@ -189,6 +207,7 @@ def main():
                        "%.4f (its mean at step %d = 10%%); s against fixed β." % (tgt, i70, early, i10))
         print("Savings, paired by seed (positive = fewer; mean ± 95% t interval over seeds), at fixed β's target:\n")
         savings(per, [(a, "fixed") for a in ARMS[1:]] + [("maxent", "gate")])
+        increment(per, "maxent", "gate", "fixed")
         per_seed(per, ARMS)
         rpa = {r["seed"]: r for r in rs if r["arm"] == "rpa"}
         if rpa:
