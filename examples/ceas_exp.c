@@ -8,11 +8,14 @@
      make build/ceas_exp
      build/ceas_exp --scale 9k|1m --arm fixed|beta|gate|maxent|rpa|rpa-gate [--seed N]
                     [--steps N] [--eval-every N] [--eval-chunks N] [--lr X] [--threads N]
-                    [--data-dir DIR] [--heads N] [--maxent-cost flops|time] [--warmin N]
+                    [--data-dir DIR] [--heads N] [--pos learned|rope|none]
+                    [--maxent-cost flops|time] [--warmin N]
 
    Flags: --seed 1..1000000 (1), --steps >= 1 (1500 for 9k, 600 for 1m), --eval-every >= 1
    (25, 20), --eval-chunks 1..100000 (64), --lr in (0, 1) (3e-3, 2e-3), --threads 1..1024
-   (1), --heads 1..256 dividing the width; --maxent-cost (maxent only) flops (default:
+   (1), --heads 1..256 dividing the width, --pos learned (default) | rope (an even head
+   width) | none (ablations: the run is labelled "<scale>[-hN]-rope" / "-nopos"; with
+   maxent it is the catalogue's base); --maxent-cost (maxent only) flops (default:
    reproducible) or time (this machine's probe timings); --warmin 0..10^7 (rpa and
    rpa-gate only; 60, the tiny preset's). Anything else, a value out of range or a flag
    given to an arm it does not apply to: the usage or a sentence on stderr, exit 2.
@@ -124,7 +127,8 @@ static void usage(void)
 {
     fprintf(stderr, "usage: ceas_exp --scale 9k|1m --arm fixed|beta|gate|maxent|rpa|rpa-gate [--seed N] [--steps N]\n"
                     "                [--eval-every N] [--eval-chunks N] [--lr X] [--threads N] [--data-dir DIR] [--heads N]\n"
-                    "                [--maxent-cost flops|time] (maxent only) [--warmin N] (rpa, rpa-gate only)\n");
+                    "                [--pos learned|rope|none] [--maxent-cost flops|time] (maxent only)\n"
+                    "                [--warmin N] (rpa, rpa-gate only)\n");
 }
 
 /* the RPA prior's warm-in (train.c trn__prior_scale): 0 at step 0, linear to 1 at warm */
@@ -260,7 +264,7 @@ int main(int argc, char **argv)
     long long frozen_steps = 0;
     int chi_n = 0, first = 1;
     unsigned char frz[MDL_MAX_LAYERS * 256];
-    int gating, rpa, maxent_cost = -1, warmin = -1;
+    int gating, rpa, maxent_cost = -1, warmin = -1, pos = MDL_POS_LEARNED;
     mx_result *mxr = NULL;
     trn_maxent_report mrep;
     double probe_flops = 0.0;
@@ -280,6 +284,10 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--threads")) bad = parse_int(v, 1, 1024, &threads);
         else if (!strcmp(a, "--heads")) bad = parse_int(v, 1, 256, &heads);
         else if (!strcmp(a, "--warmin")) bad = parse_int(v, 0, 10000000, &warmin);
+        else if (!strcmp(a, "--pos")) {
+            pos = !strcmp(v, "learned") ? MDL_POS_LEARNED : !strcmp(v, "rope") ? MDL_POS_ROPE : !strcmp(v, "none") ? MDL_POS_NONE : -1;
+            bad = pos < 0;
+        }
         else if (!strcmp(a, "--maxent-cost")) {
             maxent_cost = !strcmp(v, "flops") ? MX_COST_FLOPS : !strcmp(v, "time") ? MX_COST_TIME : -1;
             bad = maxent_cost < 0;
@@ -347,7 +355,11 @@ int main(int argc, char **argv)
     }
     cfg.d_ff_mult = is9k ? 2 : 4;
     cfg.max_T = T;
-    cfg.pos = MDL_POS_LEARNED;
+    cfg.pos = pos;
+    if (pos != MDL_POS_LEARNED) { /* the label says what differs from the scale's model */
+        size_t ln = strlen(label);
+        snprintf(label + ln, sizeof label - ln, "-%s", pos == MDL_POS_ROPE ? "rope" : "nopos");
+    }
     cfg.attn = MDL_ATTN_SOFTMAX;
     cfg.prior = MDL_PRIOR_NONE;
     cfg.ffn = MDL_FFN_GELU;

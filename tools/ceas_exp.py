@@ -184,11 +184,50 @@ def per_seed(per, arms):
     print()
 
 
+def ablations(runs, base, labels):
+    """runs at other shapes of a base scale (ceas_exp --heads / --pos: scale "9k-h1-rope", ...),
+    each arm against the base scale's fixed β at the base's target, paired by seed"""
+    fixed = {r["seed"]: r for r in runs if r["scale"] == base and r["arm"] == "fixed"}
+    if not fixed or not labels:
+        return
+    S = fixed[min(fixed)]["steps"]
+    tgt = sum(ce_at(r, int(round(0.7 * S))) for r in fixed.values()) / len(fixed)
+    print("### Ablations at scale %s: other shapes, against %s's fixed β (learned positions) at its target %.4f\n"
+          % (base, base, tgt))
+    print("| shape | arm | parameters | runs (reached) | steps to target | saving in steps | saving in executed FLOPs | "
+          "final val CE | β mean at end |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for lab in labels:
+        for a in ARMS:
+            ra = sorted([r for r in runs if r["scale"] == lab and r["arm"] == a], key=lambda r: r["seed"])
+            if not ra:
+                continue
+            st = [to_target(r, tgt, 0) for r in ra]
+            fl = [to_target(r, tgt, 2) for r in ra]
+            s0, s1 = [], []
+            for r, x, y in zip(ra, st, fl):
+                f = fixed.get(r["seed"])
+                fx, fy = (to_target(f, tgt, 0), to_target(f, tgt, 2)) if f else (None, None)
+                s0.append(1 - x / fx if x is not None and fx else None)
+                s1.append(1 - y / fy if y is not None and fy else None)
+            fin = [r["evals"][-1][1] for r in ra]
+            print("| %s | %s | %d | %d (%d) | %s | %s | %s | %s | %s |" % (
+                lab, NAMES.get(a, a), ra[0]["params"], len(ra), sum(1 for x in st if x is not None),
+                fmt(*mean_ci(st)[:2], digits=0), fmt(*mean_ci(s0)[:2], pct=True), fmt(*mean_ci(s1)[:2], pct=True),
+                fmt(*mean_ci(fin)[:2], digits=4),
+                fmt(*mean_ci([r["beta_init"] if a in ("fixed", "rpa") else r["beta_mean"] for r in ra])[:2], digits=3)))
+    print()
+
+
 def main():
     d = sys.argv[1] if len(sys.argv) > 1 else "build/ceas_exp_runs2"
     runs = load(d)
     order = ["9k", "9k-h4", "1m"]
-    for scale in order + sorted(set(r["scale"] for r in runs) - set(order)):
+    extra = sorted(set(r["scale"] for r in runs) - set(order))
+    # other shapes of a grid scale (ceas_exp --heads / --pos ablations, "9k-h1-rope"): one table
+    # per base scale at the end, against the base's fixed β
+    abl = [x for x in extra if x.split("-")[0] in order]
+    for scale in order + [x for x in extra if x not in abl]:
         rs = [r for r in runs if r["scale"] == scale]
         if not rs:
             continue
@@ -229,6 +268,8 @@ def main():
                     r["maxent"]["init_met"], r["maxent"]["init_layers"], r["maxent"]["probe_flops"],
                     100.0 * r["maxent"]["probe_flops"] / fl, r["maxent"]["probe_s"]) for r in mx))
             print()
+    for base in order:
+        ablations(runs, base, [x for x in abl if x.split("-")[0] == base])
 
 
 if __name__ == "__main__":

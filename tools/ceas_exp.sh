@@ -11,7 +11,8 @@
 # seed by seed (all arms of a seed before the next), so a cut leaves whole seeds.
 # maxent is not run at 9k-h4: every shape of its catalogue has a head width under 16 or
 # not a multiple of it, so ceas_maxent_select (tile 16) finds none feasible and ceas_exp
-# refuses (exit 1). Set SEEDS_1M (default "1 2 3") to run fewer 1m seeds.
+# refuses (exit 1). Set SEEDS_1M (default "1 2 3") to run fewer 1m seeds; ABLATE=1 adds the
+# ablations below (ceas_exp --heads / --pos).
 # Runtime on the 2-core AMD EPYC VM (one core, the other busy): see docs/RESULTS.md.
 OUT=${1:-build/ceas_exp_runs2}
 BIN=${2:-build/ceas_exp}
@@ -42,3 +43,15 @@ for seed in ${SEEDS_1M:-1 2 3}; do
         run 1m "$seed" "$arm" --scale 1m --steps 600 --eval-every 30
     done
 done
+# ABLATE=1: what the 9k maxent arm's selections (d16 with 1 head of width 16, learned or
+# rotary positions) are worth without the pre-selection and its (A) init: the gate arm at
+# 1 head (learned, rope) and the fixed and gate arms at the 9k model with rope (2 heads).
+if [ "${ABLATE:-0}" = 1 ]; then
+    for seed in 1 2 3 4 5; do
+        run 9k-h1 "$seed" gate --scale 9k --heads 1 --steps 3000 --eval-every 50
+        run 9k-h1-rope "$seed" gate --scale 9k --heads 1 --pos rope --steps 3000 --eval-every 50
+        for arm in fixed gate; do
+            run 9k-rope "$seed" "$arm" --scale 9k --pos rope --steps 3000 --eval-every 50
+        done
+    done
+fi
