@@ -564,13 +564,13 @@ assert len(g["evals"]) == 3 and len(r["evals"]) == 3 and "maxent" not in r, "cur
         else fail ceas_exp_new_arms "rc=$rc1/$rc2/$rc3: $(tail -n 1 "$W/9d.err") $(tail -n 1 "$W/9e.err")"; fi
         refused=0
         for a in "--arm fixed --maxent-cost flops" "--arm gate --warmin 5" "--arm maxent --maxent-cost fast" \
-                 "--arm rpa --warmin -1" "--arm rpa-gat"; do
+                 "--arm rpa --warmin -1" "--arm rpa-gat" "--arm gate --pos sideways"; do
             "$BIN/ceas_exp" $CX $a > "$W/9h.out" 2> /dev/null
             [ $? -eq 2 ] && [ ! -s "$W/9h.out" ] && refused=$((refused + 1))
         done
         "$BIN/ceas_exp" $CX --heads 4 --arm maxent > "$W/9h.out" 2> "$W/9h.err"; rc=$?
-        [ $refused -eq 5 ] && [ $rc -eq 1 ] && [ ! -s "$W/9h.out" ] && grep -q "none of the .* is feasible" "$W/9h.err" \
-            && ok ceas_exp_refusals || fail ceas_exp_refusals "$refused/5 refused; --heads 4 maxent rc=$rc"
+        [ $refused -eq 6 ] && [ $rc -eq 1 ] && [ ! -s "$W/9h.out" ] && grep -q "none of the .* is feasible" "$W/9h.err" \
+            && ok ceas_exp_refusals || fail ceas_exp_refusals "$refused/6 refused; --heads 4 maxent rc=$rc"
     else skip ceas_exp_runs "no $BIN/ceas_exp"; fi
 fi
 
