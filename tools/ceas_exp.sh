@@ -43,9 +43,10 @@ for seed in ${SEEDS_1M:-1 2 3}; do
         run 1m "$seed" "$arm" --scale 1m --steps 600 --eval-every 30
     done
 done
-# ABLATE=1: what the 9k maxent arm's selections (d16 with 1 head of width 16, learned or
-# rotary positions) are worth without the pre-selection and its (A) init: the gate arm at
-# 1 head (learned, rope) and the fixed and gate arms at the 9k model with rope (2 heads).
+# ABLATE=1: what the maxent arm's selections are worth without the pre-selection and its
+# (A) init: at 9k (d16 with 1 head of width 16, learned or rotary positions) the gate arm at
+# 1 head (learned, rope) and the fixed and gate arms at the 9k model with rope (2 heads); at
+# 1m the gate arm at 2 heads of width 16 with rope.
 if [ "${ABLATE:-0}" = 1 ]; then
     for seed in 1 2 3 4 5; do
         run 9k-h1 "$seed" gate --scale 9k --heads 1 --steps 3000 --eval-every 50
@@ -53,5 +54,9 @@ if [ "${ABLATE:-0}" = 1 ]; then
         for arm in fixed gate; do
             run 9k-rope "$seed" "$arm" --scale 9k --pos rope --steps 3000 --eval-every 50
         done
+    done
+    # and the 1m selections' most frequent shape (2 heads of width 16, rope) without it
+    for seed in ${SEEDS_1M:-1 2 3}; do
+        run 1m-h2-rope "$seed" gate --scale 1m --heads 2 --pos rope --steps 600 --eval-every 30
     done
 fi
