@@ -534,6 +534,43 @@ else
                 json_ok "$W/9c.out" && ok ceas_exp_runs || fail ceas_exp_runs "$(tail -n 1 "$W/json.err")"
             else ok ceas_exp_runs; fi
         else fail ceas_exp_runs "rc=$rc: $(tail -n 2 "$W/9c.err")"; fi
+        # issue 46 item 4: the maxent arm reports its selected shape, parameters and probe
+        # FLOPs and gates; rpa-gate gates beside the RPA prior, rpa (its control) does not;
+        # arm-specific flags elsewhere and a catalogue with nothing tile-feasible are refused
+        CX="--scale 9k --steps 10 --eval-every 5 --eval-chunks 2 --threads 1 --data-dir $DATA"
+        "$BIN/ceas_exp" $CX --arm maxent > "$W/9d.out" 2> "$W/9d.err"; rc1=$?
+        "$BIN/ceas_exp" $CX --arm rpa-gate --warmin 4 > "$W/9e.out" 2> "$W/9e.err"; rc2=$?
+        "$BIN/ceas_exp" $CX --arm rpa > "$W/9f.out" 2> "$W/9f.err"; rc3=$?
+        if [ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && [ $rc3 -eq 0 ] && grep -q '^maxent: \* d16 h' "$W/9d.err" \
+            && [ $(cat "$W/9d.out" "$W/9e.out" "$W/9f.out" | wc -l) -eq 3 ]; then
+            if [ $have_py = 1 ]; then
+                python3 -c '
+import json, sys
+def bad(x): raise ValueError("non-JSON constant " + x)
+m, g, r = (json.loads(open(f).read(), parse_constant=bad) for f in sys.argv[1:4])
+x = m["maxent"]
+assert m["arm"] == "maxent" and m["prior"] == "none", "maxent arm fields"
+assert x["selected"] == "d%d h%d ff%d %s" % (m["d_model"], m["heads"], m["ff_mult"], m["pos"]), "selected shape"
+assert x["params"] == m["params"] and x["cost"] == "flops" and x["feasible"] >= 1, "maxent record"
+assert x["probe_flops"] > 0 and x["init_layers"] == 2 and x["sigma_q"] > 0, "probe FLOPs and (A)"
+assert m["skip_share"] > 0 and m["flops_total"] < m["flops_dense_total"], "maxent gates"
+assert g["arm"] == "rpa-gate" and g["prior"] == "rpa" and g["warmin"] == 4 and g["skip_share"] > 0, "rpa-gate"
+assert r["arm"] == "rpa" and r["prior"] == "rpa" and r["warmin"] == 60 and r["skip_share"] == 0, "rpa"
+assert r["params"] == g["params"], "one model in the rpa pair"
+assert len(g["evals"]) == 3 and len(r["evals"]) == 3 and "maxent" not in r, "curves"
+' "$W/9d.out" "$W/9e.out" "$W/9f.out" 2> "$W/9g.err" && ok ceas_exp_new_arms \
+                    || fail ceas_exp_new_arms "$(tail -n 1 "$W/9g.err")"
+            else ok ceas_exp_new_arms; fi
+        else fail ceas_exp_new_arms "rc=$rc1/$rc2/$rc3: $(tail -n 1 "$W/9d.err") $(tail -n 1 "$W/9e.err")"; fi
+        refused=0
+        for a in "--arm fixed --maxent-cost flops" "--arm gate --warmin 5" "--arm maxent --maxent-cost fast" \
+                 "--arm rpa --warmin -1" "--arm rpa-gat" "--arm gate --pos sideways"; do
+            "$BIN/ceas_exp" $CX $a > "$W/9h.out" 2> /dev/null
+            [ $? -eq 2 ] && [ ! -s "$W/9h.out" ] && refused=$((refused + 1))
+        done
+        "$BIN/ceas_exp" $CX --heads 4 --arm maxent > "$W/9h.out" 2> "$W/9h.err"; rc=$?
+        [ $refused -eq 6 ] && [ $rc -eq 1 ] && [ ! -s "$W/9h.out" ] && grep -q "none of the .* is feasible" "$W/9h.err" \
+            && ok ceas_exp_refusals || fail ceas_exp_refusals "$refused/6 refused; --heads 4 maxent rc=$rc"
     else skip ceas_exp_runs "no $BIN/ceas_exp"; fi
 fi
 
