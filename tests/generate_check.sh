@@ -131,6 +131,13 @@ for k in tiny era polar; do
         && grep -q "context 128" "$W/$k.1.err"
     check "prior_${k}_decodes" $? "rc $r1 $r2 $(last "$W/$k.1.err")"
 done
+# wt2_train --sample N: a line of text at each evaluation (the tiny recipe: RPA prior, MoE);
+# refused beyond 1024 tokens
+"$T" --preset tiny $SMALL --max-steps 3 --sample 10 --out-dir "$W/smp" > /dev/null 2> "$W/smp.err"; r1=$?
+"$T" --preset tiny $SMALL --max-steps 3 --sample 5000 --out-dir "$W/smp2" > /dev/null 2> "$W/smp2.err"; r2=$?
+[ $r1 -eq 0 ] && grep -q "^wt2_train: sample at step 3: .* >>" "$W/smp.err" && [ $r2 -eq 2 ] && grep -q "sample" "$W/smp2.err" \
+    && [ ! -e "$W/smp2" ]
+check train_sample_at_eval $? "rc $r1 $r2: $(grep sample "$W/smp.err" | head -1 | cut -c1-200) $(last "$W/smp2.err")"
 # the context bounds the continuation: a long prompt stops at max_T (128 for tiny-plain)
 mid=$(awk 'BEGIN { for (i = 0; i < 40; i++) printf "alpha beta "; }')
 $GEN --ckpt "$CK" --prompt "$mid" --max-new 1000 --temperature 0 --json > "$W/ctx" 2> "$W/ctx.err"; rc=$?
