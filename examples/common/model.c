@@ -40,6 +40,15 @@
              NOTE: Listing 4 averages W_gamma mu over the whole sequence, which lets every
              position see the memberships of future tokens; here the mean runs over the
              prefix s <= t (causal), the only form a language model can use.
+       gated short convolution (LFM2; the layers cfg.layer_pattern marks 'c', in place of
+             the attention and of the memory channel; layers.h lyr_kind_lfm):
+             [B | C' | x] = n1 W_in^T + b_in, y = B x, z = causal depthwise conv of y (width
+             lfm_k, no bias), a = (C' z) W_out^T + b_out
+                                                   ["blocks.l.lfm.in_proj.weight" (3C,C),
+                                                    "...lfm.in_proj.bias" (3C),
+                                                    "...lfm.conv.weight" (lfm_k,C),
+                                                    "...lfm.out_proj.weight" (C,C),
+                                                    "...lfm.out_proj.bias" (C)]
        x   = x + eta * dropout(a)
        n2  = norm2(x)                              ["blocks.l.ln2.weight" (+ ".bias")]
        f   = GELU MLP: gelu(n2 W1^T + b1) W2^T + b2 ["blocks.l.mlp.fc.weight" (F,C), ".fc.bias" (F),

@@ -447,14 +447,18 @@ int mdl_frozen_copy(const mdl_model *m, const unsigned char *frozen, float *buf,
                           over the slot's keys, one cache block per slot, GQA, window);
                           the gated-delta channel (gdelta.h's gd_step on a per-slot state,
                           in place); the causal convolution (a ring of the slot's last K
-                          norm outputs). It refuses what mdl_decode_limit lists (one table:
+                          norm outputs); the gated short convolution of cfg.layer_pattern's
+                          'c' layers (a ring of the slot's last lfm_k values of y = B x).
+                          It refuses what mdl_decode_limit lists (one table:
                           the value gate with more than 256 heads)
      mdl_decode_limit     the i-th refused configuration as a phrase, NULL past the last
      mdl_decode_init      allocates the cache and scratch once (1 <= max_batch <= 65536,
                           1 <= max_len <= max_T); *cache_bytes (may be NULL) = the cache
                           size: (2 C (+ H with value_gate)) * L * max_batch * max_len * 4
                           bytes (K/V), + L * max_batch * Hm * Dk * Dk * 4 (memory states)
-                          + L * max_batch * K * C * 4 (convolution ring). Every slot
+                          + L * max_batch * K * C * 4 (convolution ring) + L * max_batch *
+                          lfm_k * C * 4 (the gated convolution's rings, with a 'c' in
+                          cfg.layer_pattern; every layer's K/V cache is kept). Every slot
                           starts empty; a second call replaces the first. Refuses a device
                           model and an unsupported configuration.
      mdl_decode_set_temp  per-head temperature multipliers (L,H) (NULL: 1) times
