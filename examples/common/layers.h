@@ -1,7 +1,8 @@
 /* layers.h - pluggable block components of the attnkit language model (examples/common):
    the fuzzy mixture-of-experts FFN (seed 000 Listing 5, §3, §6.2), the polar attention
    mixer (seed 002 §3.2, built on polar.h), the gated-delta memory channel (seed 002
-   §3.3, built on gdelta.h) and the dense MLP FFNs (GELU, squared-ReLU gated). Each is a
+   §3.3, built on gdelta.h), the dense MLP FFNs (GELU, squared-ReLU gated) and LFM2's gated
+   short convolution (seed 002 §3.1's conv layers, section 7 below). Each is a
    self-contained layer with forward and backward; model.c plugs them into its pre-norm
    blocks through the generic table (lyr_kind, at the end). fp32, on tensor.h: CPU or a
    CUDA device, chosen by the device context (exctx.h). License: MIT.
