@@ -577,6 +577,51 @@ static void test_conv(void)
     run_case("causal convolution (conv_k 3)", &c, &o);
 }
 
+/* gdelta_proj on the layers that have the memory channel (with a layer pattern, the
+   attention layers only) */
+static void gdelta_proj_any(mdl_model *m)
+{
+    char nm[64];
+    int l, n = 0;
+    for (l = 0; l < mdl_get_config(m)->n_layers; l++) {
+        const mdl_tensor *t;
+        std::vector<float> w;
+        snprintf(nm, sizeof nm, "blocks.%d.gdelta.proj.weight", l);
+        t = mdl_find_tensor(m, nm);
+        if (!t) continue;
+        tt_seed(900 + (unsigned long long)l);
+        w.resize(t->numel);
+        for (size_t i = 0; i < w.size(); i++) w[i] = (float)(0.2 * tt_normal());
+        CHECK_INT_EQ(tk_copy(mdl_params(m) + t->offset, w.data(), w.size() * sizeof(float)), TK_OK);
+        n++;
+    }
+    CHECK(n > 0);
+}
+
+/* LFM2's gated short convolution as the mixer of the layers cfg.layer_pattern marks 'c'
+   (issue 43; layers.c's lyr_lfm_*: exctx.h's GEMMs, tk_rowscale products and the causal
+   depthwise conv, no device branch): a softmax hybrid, and polar attention + the memory
+   channel (on the attention layer only) after a conv layer of kernel 4 (polar's null-sink
+   gradients under a conv layer, "Ac", came out at 1.6e-4 of their tensor's largest, over
+   run_case's 1e-4: the per-head scalars sum many products that cancel) */
+static void test_layer_pattern(void)
+{
+    mdl_config c = toy(MDL_FFN_GELU, MDL_NORM_RMS, MDL_POS_LEARNED);
+    mdl_opts o = mdl_opts_default();
+    NEED_GPU();
+    o.train = 1;
+    snprintf(c.layer_pattern, sizeof c.layer_pattern, "cA");
+    run_case("layer pattern cA (gated conv + softmax)", &c, &o);
+    c.d_model = 64;
+    c.attn = MDL_ATTN_POLAR;
+    c.memory = MDL_MEM_GDELTA;
+    c.lfm_k = 4;
+    snprintf(c.layer_pattern, sizeof c.layer_pattern, "cA");
+    g_prep = gdelta_proj_any;
+    run_case("layer pattern cA (gated conv K 4, polar + gated-delta)", &c, &o);
+    g_prep = NULL;
+}
+
 static void test_attn_observables(void)
 {
     mdl_config c = toy(MDL_FFN_GELU, MDL_NORM_RMS, MDL_POS_ROPE);
@@ -1398,6 +1443,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_smoothing_temps_nopos);
     TEST_RUN(test_polar_attention);
     TEST_RUN(test_conv);
+    TEST_RUN(test_layer_pattern);
     TEST_RUN(test_ceas_gating);
     TEST_RUN(test_ceas_gating_prior);
     TEST_RUN(test_round_trips_tiny);

@@ -130,11 +130,13 @@ static void run_exact(mdl_config c, const float *head_temp, const char *name)
     CHECK_INT_EQ(rc, MDL_OK);
     if (rc) { fprintf(stderr, "%s: %s\n", name, mdl_last_error(m)); goto out; }
     {
-        /* K/V (+ value-gate) cache, + the memory states (Hm, Dk, Dk) and the convolution's
-           last K inputs per layer and slot */
+        /* K/V (+ value-gate) cache, + the memory states (Hm, Dk, Dk), the convolution's
+           last K inputs and (a layer_pattern with 'c') the gated convolution's last lfm_k
+           values of y, per layer and slot */
         size_t hm = c.memory ? (size_t)(c.gd_heads ? c.gd_heads : c.n_heads) : 0, dk = hm ? (size_t)c.d_model / hm : 0;
+        size_t kl = strchr(c.layer_pattern, 'c') ? (size_t)c.lfm_k : 0;
         CHECK(cb == ((size_t)2 * c.d_model + (c.value_gate ? (size_t)c.n_heads : 0)) * c.n_layers * 3 * DT * sizeof(float) +
-                        ((size_t)c.n_layers * 3 * (hm * dk * dk + (size_t)c.conv_k * c.d_model)) * sizeof(float));
+                        ((size_t)c.n_layers * 3 * (hm * dk * dk + ((size_t)c.conv_k + kl) * c.d_model)) * sizeof(float));
     }
     CHECK(cb == mdl_decode_cache_bytes(m));
     CHECK_INT_EQ(mdl_decode_set_temp(m, head_temp, 1.0f), MDL_OK);
@@ -352,6 +354,57 @@ static void test_exact_polar_gdelta_conv(void)
     run_exact(c, NULL, "polar + gated-delta + convolution (K 4), RMSNorm");
 }
 
+/* The per-layer mixer (cfg.layer_pattern, issue 43): LFM2's gated short convolution on
+   the 'c' layers, decoded from a ring of each slot's last K values of y = B x, against the
+   full forward: with softmax attention (RoPE) and with polar attention, "cA" and "ccA",
+   a kernel longer than some prefills (K 4), the memory channel on the attention layers
+   and the causal convolution before every mixer; the decoding state's size. */
+static void test_exact_layer_pattern(void)
+{
+    mdl_config c = small();
+    snprintf(c.layer_pattern, sizeof c.layer_pattern, "cA");
+    c.pos = MDL_POS_ROPE;
+    run_exact(c, NULL, "pattern cA, softmax + RoPE");
+    c = small();
+    c.n_layers = 3;
+    snprintf(c.layer_pattern, sizeof c.layer_pattern, "ccA");
+    run_exact(c, NULL, "pattern ccA, softmax");
+    c.attn = MDL_ATTN_POLAR;
+    c.pos = MDL_POS_NONE;
+    run_exact(c, NULL, "pattern ccA, polar");
+    c.memory = MDL_MEM_GDELTA;
+    c.lfm_k = 4;
+    c.conv_k = 3;
+    c.norm = MDL_NORM_RMS;
+    c.ffn = MDL_FFN_RELU2;
+    run_exact(c, NULL, "pattern ccA, polar + gated-delta + convolution (K 3), lfm_k 4, RMSNorm, ReLU2");
+    c = small();
+    snprintf(c.layer_pattern, sizeof c.layer_pattern, "c");
+    c.res_gate = 1;
+    c.ffn = MDL_FFN_MOE;
+    run_exact(c, NULL, "pattern c (no attention), MoE + residual gates");
+    {
+        /* the state: the K/V cache of every layer, plus L nb K C floats of y rings */
+        mdl_model *m = NULL;
+        char err[256];
+        size_t cb = 0, cb0 = 0;
+        mdl_config a = small();
+        snprintf(a.layer_pattern, sizeof a.layer_pattern, "cA");
+        CHECK_INT_EQ(mdl_create(&m, &a, 3, err, sizeof err), MDL_OK);
+        if (m) {
+            CHECK_INT_EQ(mdl_decode_init(m, 3, 10, &cb), MDL_OK);
+            mdl_destroy(m);
+        }
+        a.layer_pattern[0] = 0;
+        CHECK_INT_EQ(mdl_create(&m, &a, 3, err, sizeof err), MDL_OK);
+        if (m) {
+            CHECK_INT_EQ(mdl_decode_init(m, 3, 10, &cb0), MDL_OK);
+            mdl_destroy(m);
+        }
+        CHECK(cb == cb0 + sizeof(float) * 2 * 3 * 3 * 16);
+    }
+}
+
 /* sample.h: the picking rule (greedy, top-k 1, determinism of a seed, non-finite logits)
    and smp_continue's greedy continuation against the argmax of full forwards of the
    growing sequence. */
@@ -519,6 +572,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_exact_priors);
     TEST_RUN(test_prior_window_rule);
     TEST_RUN(test_exact_polar_gdelta_conv);
+    TEST_RUN(test_exact_layer_pattern);
     TEST_RUN(test_sample);
     TEST_RUN(test_refusals);
     TEST_RUN(test_bad_args);

@@ -1,5 +1,6 @@
 /* test_layers.c - examples/common/layers.c: the fuzzy MoE FFN, the polar attention mixer,
-   the gated-delta memory channel and the MLP FFNs (GELU, squared-ReLU gated; through the
+   the gated-delta memory channel, the MLP FFNs (GELU, squared-ReLU gated) and the LFM2 gated
+   short convolution (the last two through the
    device context, ex_ctx on the CPU, and the generic lyr_kind table). Every parameter gradient and the input gradients
    (dx, and dmu for the MoE) against central finite differences of the fp32 forward on the
    scalar loss sum(out * Rw) (+ the MoE load-balance term, + the polar distractor loss),
@@ -30,7 +31,7 @@
 #define FD_RTOL 2e-2
 #define FD_ATOL 1e-3
 
-enum { K_MOE = 0, K_POLAR = 1, K_GD = 2, K_MLP = 3 };
+enum { K_MOE = 0, K_POLAR = 1, K_GD = 2, K_MLP = 3, K_LFM = 4 };
 
 typedef struct fx {
     int kind;
@@ -38,6 +39,7 @@ typedef struct fx {
     lyr_polar_dims pol;
     lyr_gdelta_dims gd;
     lyr_mlp_dims mlp;
+    lyr_lfm_dims lfm;
     int B, T, C, R;
     int np;
     lyr_pspec spec[LYR_MAX_PARAMS];
@@ -65,6 +67,7 @@ static int fx_params(fx *f, lyr_pspec *spec)
     if (f->kind == K_MOE) return lyr_moe_params(&f->moe, spec, LYR_MAX_PARAMS);
     if (f->kind == K_POLAR) return lyr_polar_params(&f->pol, spec, LYR_MAX_PARAMS);
     if (f->kind == K_MLP) return lyr_mlp_params(&f->mlp, spec, LYR_MAX_PARAMS);
+    if (f->kind == K_LFM) return lyr_lfm_params(&f->lfm, spec, LYR_MAX_PARAMS);
     return lyr_gdelta_params(&f->gd, spec, LYR_MAX_PARAMS);
 }
 
@@ -103,6 +106,12 @@ static void fx_setup(fx *f, int B, int T, double pstd, unsigned long long seed)
         CHECK_INT_EQ(lyr_mlp_init(&f->mlp, f->P, &rng, 0.02f), LYR_OK);
         f->nsaved = lyr_mlp_saved_floats(&f->mlp, B, T);
         f->nwork = lyr_mlp_work_floats(&f->mlp, B, T);
+    } else if (f->kind == K_LFM) {
+        f->C = f->lfm.C;
+        f->R = 1;
+        CHECK_INT_EQ(lyr_lfm_init(&f->lfm, f->P, &rng, 0.02f), LYR_OK);
+        f->nsaved = lyr_lfm_saved_floats(&f->lfm, B, T);
+        f->nwork = lyr_lfm_work_floats(&f->lfm, B, T);
     } else {
         f->C = f->gd.C;
         f->R = 1;
@@ -171,6 +180,9 @@ static int fx_forward(fx *f, double *extra)
     } else if (f->kind == K_MLP) {
         ex_ctx cx = ex_ctx_make(EX_CPU);
         rc = lyr_mlp_fwd(&cx, &f->mlp, (const float *const *)f->P, f->x, f->out, f->saved, f->B, f->T);
+    } else if (f->kind == K_LFM) {
+        ex_ctx cx = ex_ctx_make(EX_CPU);
+        rc = lyr_lfm_fwd(&cx, &f->lfm, (const float *const *)f->P, f->x, f->out, f->saved, f->work, f->B, f->T);
     } else {
         rc = lyr_gdelta_forward(&f->gd, (const float *const *)f->P, f->x, f->out, f->saved,
                                 f->work, f->B, f->T, f->train, f->seed, NULL);
@@ -190,6 +202,11 @@ static int fx_backward(fx *f)
     if (f->kind == K_MLP) {
         ex_ctx cx = ex_ctx_make(EX_CPU);
         return lyr_mlp_bwd(&cx, &f->mlp, (const float *const *)f->P, f->G, f->x, f->Rw, f->dx, f->saved,
+                           f->work, f->B, f->T);
+    }
+    if (f->kind == K_LFM) {
+        ex_ctx cx = ex_ctx_make(EX_CPU);
+        return lyr_lfm_bwd(&cx, &f->lfm, (const float *const *)f->P, f->G, f->x, f->Rw, f->dx, f->saved,
                            f->work, f->B, f->T);
     }
     return lyr_gdelta_backward(&f->gd, (const float *const *)f->P, f->G, f->Rw, f->dx, f->saved,
@@ -1238,15 +1255,195 @@ static void test_mlp_kind_counts_args(void)
     fx_free(&f);
 }
 
+/* ------------------------------------------------------------ LFM2 gated short convolution */
+static fx lfm_fx(int C, int K, int bias)
+{
+    fx f;
+    memset(&f, 0, sizeof f);
+    f.kind = K_LFM;
+    f.lfm.C = C;
+    f.lfm.K = K;
+    f.lfm.bias = bias;
+    f.lfm.std = 0.3f;
+    f.lfm.proj_std = 0.3f;
+    return f;
+}
+
+/* every parameter and the input by finite differences (the same tolerance as the other
+   components): with biases (ATMA) at K 3, without (LFM2) at K 4 > some positions, and
+   K 1 (the conv a per-channel scale); the += contract and determinism */
+static void test_lfm_grad(void)
+{
+    static const int Ks[3] = {3, 4, 1}, bs[3] = {1, 0, 1};
+    int k;
+    for (k = 0; k < 3; k++) {
+        fx f = lfm_fx(6, Ks[k], bs[k]);
+        char what[48];
+        fx_setup(&f, 2, 5, 0.3, 110 + k);
+        snprintf(what, sizeof what, "lfm K %d bias %d", Ks[k], bs[k]);
+        fd_check_all(&f, what);
+        check_accumulates(&f);
+        check_deterministic(&f);
+        fx_free(&f);
+    }
+}
+
+/* the forward against a double-precision transcription of the definition (layers.h 7) */
+static void test_lfm_reference(void)
+{
+    fx f = lfm_fx(5, 3, 1);
+    const int C = 5, K = 3;
+    size_t N, n, i;
+    double *st, *y, worst = 0;
+    int b, t, c, j, s;
+    fx_setup(&f, 2, 6, 0.3, 120);
+    N = (size_t)f.B * f.T;
+    n = N * C;
+    st = (double *)xcalloc(3 * n, sizeof(double));
+    y = (double *)xcalloc(n, sizeof(double));
+    CHECK_INT_EQ(fx_forward(&f, NULL), LYR_OK);
+    for (i = 0; i < N; i++) /* streams: s = 0 B, 1 C', 2 x */
+        for (s = 0; s < 3; s++)
+            for (c = 0; c < C; c++) {
+                double a = f.P[1][s * C + c];
+                for (j = 0; j < C; j++) a += (double)f.P[0][(size_t)(s * C + c) * C + j] * f.x[i * C + j];
+                st[(size_t)s * n + i * C + c] = a;
+            }
+    for (i = 0; i < n; i++) y[i] = st[i] * st[2 * n + i];
+    for (b = 0; b < f.B; b++)
+        for (t = 0; t < f.T; t++) {
+            double o[5];
+            for (c = 0; c < C; c++) {
+                double z = 0;
+                for (j = 0; j < K && j <= t; j++) z += (double)f.P[2][j * C + c] * y[((size_t)b * f.T + t - j) * C + c];
+                o[c] = st[n + ((size_t)b * f.T + t) * C + c] * z;
+            }
+            for (c = 0; c < C; c++) {
+                double a = f.P[4][c], e;
+                for (j = 0; j < C; j++) a += (double)f.P[3][c * C + j] * o[j];
+                e = fabs(a - f.out[((size_t)b * f.T + t) * C + c]) / (1e-6 + fabs(a));
+                if (e > worst) worst = e;
+            }
+        }
+    fprintf(stderr, "  lfm forward against double: worst relative error %.2e\n", worst);
+    CHECK(worst < 1e-4);
+    free(st);
+    free(y);
+    fx_free(&f);
+}
+
+/* the tensors, shapes, inits and counts documented in layers.h; the generic table is the
+   typed functions; refused arguments */
+static void test_lfm_kind_counts_args(void)
+{
+    fx f = lfm_fx(8, 3, 1);
+    lyr_pspec sp[LYR_MAX_PARAMS];
+    ex_ctx cx = ex_ctx_make(EX_CPU);
+    lyr_io io;
+    size_t n, N, i;
+    float *o2, *d2;
+    int bad = 0;
+    fx_setup(&f, 2, 5, 0.3, 130);
+    N = (size_t)f.B * f.T;
+    n = N * (size_t)f.C;
+    CHECK_INT_EQ(f.np, 5);
+    CHECK(!strcmp(f.spec[0].suffix, "in_proj.weight") && f.spec[0].shape[0] == 24 && f.spec[0].shape[1] == 8 &&
+          f.spec[0].decay == 1 && f.spec[0].init == LYR_INIT_NORMAL);
+    CHECK(!strcmp(f.spec[1].suffix, "in_proj.bias") && f.spec[1].shape[0] == 24 && f.spec[1].init == LYR_INIT_ZERO &&
+          f.spec[1].decay == 0);
+    CHECK(!strcmp(f.spec[2].suffix, "conv.weight") && f.spec[2].shape[0] == 3 && f.spec[2].shape[1] == 8 &&
+          f.spec[2].init == LYR_INIT_UNIFORM && fabs(f.spec[2].init_arg - 1.0 / sqrt(3.0)) < 1e-7 &&
+          f.spec[2].decay == 0);
+    CHECK(!strcmp(f.spec[3].suffix, "out_proj.weight") && f.spec[3].shape[0] == 8 && f.spec[3].shape[1] == 8 &&
+          f.spec[3].init_arg == 0.3f);
+    CHECK(!strcmp(f.spec[4].suffix, "out_proj.bias") && f.spec[4].shape[0] == 8);
+    CHECK(f.nsaved == 4 * ((n + 15) / 16 * 16) && f.nwork == f.nsaved);
+    CHECK(lyr_kind_lfm.saved_floats(&f.lfm, f.B, f.T) == f.nsaved);
+    CHECK(lyr_kind_lfm.work_floats(&f.lfm, f.B, f.T) == f.nwork);
+    CHECK(!strcmp(lyr_kind_lfm.name, "lfm"));
+    f.lfm.bias = 0;
+    CHECK_INT_EQ(lyr_lfm_params(&f.lfm, sp, LYR_MAX_PARAMS), 3);
+    CHECK(!strcmp(sp[1].suffix, "conv.weight") && !strcmp(sp[2].suffix, "out_proj.weight"));
+    f.lfm.bias = 1;
+    /* lyr_lfm_init: the conv weights inside (-1/sqrt(K), 1/sqrt(K)), biases 0 */
+    {
+        tk_rng rng;
+        tk_rng_seed(&rng, 3, 3);
+        CHECK_INT_EQ(lyr_lfm_init(&f.lfm, f.P, &rng, 0.02f), LYR_OK);
+        for (i = 0; i < 24; i++) bad += f.P[1][i] != 0.0f;
+        for (i = 0; i < 24; i++) bad += !(fabs(f.P[2][i]) <= 1.0 / sqrt(3.0));
+        CHECK_INT_EQ(bad, 0);
+    }
+    CHECK_INT_EQ(fx_forward(&f, NULL), LYR_OK);
+    fx_zero_grads(&f);
+    CHECK_INT_EQ(fx_backward(&f), LYR_OK);
+    o2 = (float *)xcalloc(n, sizeof(float));
+    d2 = (float *)xcalloc(n, sizeof(float));
+    memset(&io, 0, sizeof io);
+    io.P = (const float *const *)f.P;
+    io.x = f.x;
+    io.out = o2;
+    io.saved = f.saved;
+    io.work = f.work;
+    io.B = f.B;
+    io.T = f.T;
+    CHECK_INT_EQ(lyr_kind_lfm.forward(&cx, &f.lfm, &io), LYR_OK);
+    for (i = 0; i < n; i++) bad += memcmp(&o2[i], &f.out[i], sizeof(float)) != 0;
+    CHECK_INT_EQ(bad, 0);
+    memcpy(d2, f.dx, n * sizeof(float));
+    fx_zero_grads(&f);
+    io.G = f.G;
+    io.dout = f.Rw;
+    io.dx = f.dx;
+    CHECK_INT_EQ(lyr_kind_lfm.backward(&cx, &f.lfm, &io), LYR_OK);
+    for (i = 0; i < n; i++) bad += memcmp(&d2[i], &f.dx[i], sizeof(float)) != 0;
+    CHECK_INT_EQ(bad, 0);
+    /* dxn NULL: the parameter gradients only */
+    io.dx = NULL;
+    CHECK_INT_EQ(lyr_kind_lfm.backward(&cx, &f.lfm, &io), LYR_OK);
+    /* refusals */
+    CHECK_INT_EQ(lyr_lfm_fwd(NULL, &f.lfm, (const float *const *)f.P, f.x, f.out, f.saved, f.work, f.B, f.T),
+                 LYR_EINVAL);
+    CHECK_INT_EQ(lyr_lfm_fwd(&cx, &f.lfm, (const float *const *)f.P, NULL, f.out, f.saved, f.work, f.B, f.T),
+                 LYR_EINVAL);
+    CHECK_INT_EQ(lyr_lfm_fwd(&cx, &f.lfm, (const float *const *)f.P, f.x, f.out, f.saved, NULL, f.B, f.T),
+                 LYR_EINVAL);
+    CHECK_INT_EQ(lyr_lfm_fwd(&cx, &f.lfm, (const float *const *)f.P, f.x, f.out, f.saved, f.work, 0, f.T),
+                 LYR_EINVAL);
+    CHECK_INT_EQ(lyr_lfm_bwd(&cx, &f.lfm, (const float *const *)f.P, f.G, f.x, f.Rw, f.dx, f.saved, NULL, f.B, f.T),
+                 LYR_EINVAL);
+    CHECK_INT_EQ(lyr_lfm_bwd(&cx, &f.lfm, (const float *const *)f.P, NULL, f.x, f.Rw, f.dx, f.saved, f.work, f.B,
+                             f.T), LYR_EINVAL);
+    CHECK_INT_EQ(lyr_lfm_params(&f.lfm, sp, 4), LYR_EINVAL);
+    f.lfm.K = 0;
+    CHECK_INT_EQ(lyr_lfm_validate(&f.lfm), LYR_EINVAL);
+    CHECK(lyr_lfm_saved_floats(&f.lfm, f.B, f.T) == 0);
+    f.lfm.K = 65;
+    CHECK_INT_EQ(lyr_lfm_validate(&f.lfm), LYR_EINVAL);
+    f.lfm.K = 3;
+    f.lfm.bias = 2;
+    CHECK_INT_EQ(lyr_lfm_validate(&f.lfm), LYR_EINVAL);
+    f.lfm.bias = 1;
+    f.lfm.std = NAN;
+    CHECK_INT_EQ(lyr_lfm_validate(&f.lfm), LYR_EINVAL);
+    f.lfm.std = 0.3f;
+    CHECK_INT_EQ(lyr_lfm_validate(&f.lfm), LYR_OK);
+    CHECK_INT_EQ(lyr_lfm_validate(NULL), LYR_EINVAL);
+    free(o2);
+    free(d2);
+    fx_free(&f);
+}
+
 /* one token per sequence: every layer runs forward and backward at T = 1 */
 static void test_t1(void)
 {
-    fx f[3];
+    fx f[4];
     int i;
     f[0] = moe_fx(8, 8, 3, 2, 2, 1, 1, 0.1f);
     f[1] = polar_fx(8, 2, 1, 1, 0, 1);
     f[2] = gd_fx(8, 2, 4, GD_ALGO_CHUNKED, 32, 0);
-    for (i = 0; i < 3; i++) {
+    f[3] = lfm_fx(8, 3, 1);
+    for (i = 0; i < 4; i++) {
         size_t j, n;
         int bad = 0;
         fx_setup(&f[i], 3, 1, 0.3, 90 + i);
@@ -1290,6 +1487,9 @@ int main(int argc, char **argv)
     TEST_RUN(test_mlp_grad);
     TEST_RUN(test_mlp_gain);
     TEST_RUN(test_mlp_kind_counts_args);
+    TEST_RUN(test_lfm_grad);
+    TEST_RUN(test_lfm_reference);
+    TEST_RUN(test_lfm_kind_counts_args);
     TEST_RUN(test_t1);
     return TEST_END();
 }

@@ -1306,6 +1306,245 @@ static void test_fixed_prior_config(void)
     }
 }
 
+/* ------------------------------------------------------------ layer_pattern (issue 43) */
+
+/* LFM2's gated short convolution as a per-layer mixer: the whole model's gradients by
+   finite differences (the tolerance of every other combination) for a hybrid of softmax
+   attention and the gated conv, of polar attention + the gated-delta memory (on the
+   attention layer only) and the gated conv, and a model of conv layers only with RMSNorm,
+   the squared-ReLU MLP, residual gates and conv_k (memberships on the conv layers too) */
+static void test_grad_layer_pattern(void)
+{
+    mdl_config c = micro();
+    mdl_opts o = train_opts();
+    snprintf(c.layer_pattern, sizeof c.layer_pattern, "cA");
+    gradcheck(&c, &o, "pattern cA softmax");
+    c.attn = MDL_ATTN_POLAR;
+    c.memory = MDL_MEM_GDELTA;
+    c.gd.chunk_size = 4;
+    c.lfm_k = 2;
+    snprintf(c.layer_pattern, sizeof c.layer_pattern, "Ac");
+    gradcheck(&c, &o, "pattern Ac polar+gdelta, lfm_k 2");
+    c = micro();
+    snprintf(c.layer_pattern, sizeof c.layer_pattern, "c");
+    c.norm = MDL_NORM_RMS;
+    c.ffn = MDL_FFN_RELU2;
+    c.res_gate = 1;
+    c.conv_k = 3;
+    c.lfm_k = 4;
+    gradcheck_n(&c, &o, "pattern c rms+relu2+res_gate+conv_k, lfm_k 4", 4);
+}
+
+/* the loss, the gradients and the logits of a model with c's pattern, bit for bit */
+static void pattern_run(const mdl_config *c, double *loss, float **grads, size_t *np, float **logits)
+{
+    mdl_model *m = NULL;
+    char err[256];
+    int x[MB * MT], y[MB * MT];
+    mdl_opts o = train_opts();
+    mdl_stats st;
+    *grads = *logits = NULL;
+    *np = 0;
+    batch(x, y, 21);
+    CHECK_INT_EQ(mdl_create(&m, c, 9, err, sizeof err), MDL_OK);
+    if (!m) return;
+    CHECK_INT_EQ(mdl_forward(m, x, y, MB, MT, &o, &st), MDL_OK);
+    CHECK_INT_EQ(mdl_backward(m), MDL_OK);
+    *loss = st.loss;
+    *np = mdl_num_params(m);
+    *grads = (float *)malloc(sizeof(float) * *np);
+    memcpy(*grads, mdl_grads(m), sizeof(float) * *np);
+    o.train = 0;
+    CHECK_INT_EQ(mdl_forward(m, x, y, MB, MT, &o, &st), MDL_OK);
+    *logits = (float *)malloc(sizeof(float) * MB * MT * MV);
+    memcpy(*logits, mdl_logits(m), sizeof(float) * MB * MT * MV);
+    mdl_destroy(m);
+}
+
+/* The default (empty) pattern is the model as before: "" , "A" and "AA" give the same
+   tensors and bit-identical loss, gradients and logits (with the prior, gates and memory
+   of seed 000 / 002 models as well); the tensors of a hybrid and their names, the count
+   and FLOPs; a conv layer has no attention or memory tensors; training and evaluation
+   agree on a hybrid; the refusals. */
+static void test_layer_pattern(void)
+{
+    static const char *pats[3] = {"", "A", "AA"};
+    mdl_config c = micro(), base;
+    mdl_model *m = NULL;
+    char err[256];
+    int k, cfgi;
+    for (cfgi = 0; cfgi < 2; cfgi++) {
+        double l0 = 0, l1 = 0;
+        float *g0 = NULL, *g1 = NULL, *z0 = NULL, *z1 = NULL;
+        size_t n0 = 0, n1 = 0;
+        base = micro();
+        if (cfgi == 0) {
+            base.prior = MDL_PRIOR_RPA;
+            base.res_gate = base.value_gate = 1;
+        } else {
+            base.attn = MDL_ATTN_POLAR;
+            base.memory = MDL_MEM_GDELTA;
+            base.gd.chunk_size = 4;
+        }
+        c = base;
+        pattern_run(&c, &l0, &g0, &n0, &z0);
+        for (k = 1; k < 3; k++) {
+            c = base;
+            snprintf(c.layer_pattern, sizeof c.layer_pattern, "%s", pats[k]);
+            c.lfm_k = 0; /* not read without a 'c' */
+            pattern_run(&c, &l1, &g1, &n1, &z1);
+            CHECK(memcmp(&l0, &l1, sizeof l0) == 0);
+            CHECK(n0 == n1 && n0 > 0);
+            if (g0 && g1 && n0 == n1) CHECK(memcmp(g0, g1, sizeof(float) * n0) == 0);
+            if (z0 && z1) CHECK(memcmp(z0, z1, sizeof(float) * MB * MT * MV) == 0);
+            free(g1);
+            free(z1);
+        }
+        free(g0);
+        free(z0);
+    }
+    /* a hybrid's tensors: "cA" on 2 layers with polar attention and memory */
+    c = micro();
+    c.attn = MDL_ATTN_POLAR;
+    c.memory = MDL_MEM_GDELTA;
+    snprintf(c.layer_pattern, sizeof c.layer_pattern, "cA");
+    CHECK_INT_EQ(mdl_create(&m, &c, 1, err, sizeof err), MDL_OK);
+    if (m) {
+        const mdl_tensor *t = mdl_find_tensor(m, "blocks.0.lfm.in_proj.weight");
+        size_t tot = 0, C = 16;
+        int i;
+        CHECK(t != NULL && t->ndim == 2 && t->shape[0] == 48 && t->shape[1] == 16 && t->decay == 1);
+        t = mdl_find_tensor(m, "blocks.0.lfm.conv.weight");
+        CHECK(t != NULL && t->shape[0] == 3 && t->shape[1] == 16 && t->decay == 0);
+        if (t) { /* U(-1/sqrt(3), 1/sqrt(3)), not all zero */
+            size_t j, nz = 0;
+            for (j = 0; j < t->numel; j++) {
+                CHECK(fabs(mdl_params(m)[t->offset + j]) <= 1.0 / sqrt(3.0));
+                nz += mdl_params(m)[t->offset + j] != 0.0f;
+            }
+            CHECK(nz == t->numel);
+        }
+        CHECK(mdl_find_tensor(m, "blocks.0.lfm.in_proj.bias") != NULL);
+        CHECK(mdl_find_tensor(m, "blocks.0.lfm.out_proj.weight") != NULL);
+        CHECK(mdl_find_tensor(m, "blocks.0.lfm.out_proj.bias") != NULL);
+        CHECK(mdl_find_tensor(m, "blocks.0.attn.qkv.weight") == NULL);
+        CHECK(mdl_find_tensor(m, "blocks.0.gdelta.qkv.weight") == NULL);
+        CHECK(mdl_find_tensor(m, "blocks.1.attn.qkv.weight") != NULL);
+        CHECK(mdl_find_tensor(m, "blocks.1.gdelta.qkv.weight") != NULL);
+        CHECK(mdl_find_tensor(m, "blocks.1.lfm.in_proj.weight") == NULL);
+        for (i = 0; i < mdl_num_tensors(m); i++) {
+            const mdl_tensor *u = mdl_tensor_at(m, i);
+            CHECK(u->offset == tot);
+            tot += u->numel;
+            if (!strncmp(u->name, "blocks.0.", 9)) /* every layer-0 tensor: norms, FFN or the gated conv */
+                CHECK(strstr(u->name, ".ln") || strstr(u->name, ".mlp.") || strstr(u->name, ".lfm."));
+        }
+        CHECK(tot == mdl_num_params(m));
+        {
+            /* against the same model with attention on both layers: the polar and memory
+               tensors of layer 0 replaced by 3C^2 + 3C + 3C + C^2 + C */
+            mdl_config a = c;
+            mdl_model *ma = NULL;
+            size_t np0 = 0;
+            a.layer_pattern[0] = 0;
+            CHECK_INT_EQ(mdl_create(&ma, &a, 1, err, sizeof err), MDL_OK);
+            if (ma) {
+                for (i = 0; i < mdl_num_tensors(ma); i++) {
+                    const mdl_tensor *u = mdl_tensor_at(ma, i);
+                    if (!strncmp(u->name, "blocks.1.attn.", 14) || !strncmp(u->name, "blocks.1.gdelta.", 16)) np0 += u->numel;
+                }
+                CHECK(mdl_num_params(m) == mdl_num_params(ma) - np0 + 3 * C * C + 3 * C + 3 * C + C * C + C);
+                mdl_destroy(ma);
+            }
+        }
+        mdl_destroy(m);
+        m = NULL;
+    }
+    /* FLOPs: a conv layer counts 4 C^2 + the FFN, and 6 K C for its conv */
+    {
+        mdl_config a = micro(), b = micro();
+        double C = 16, F = 32, fa, fb;
+        snprintf(b.layer_pattern, sizeof b.layer_pattern, "c");
+        fa = mdl_flops_per_token(&a, 6);
+        fb = mdl_flops_per_token(&b, 6);
+        CHECK_CLOSE(fa, 6.0 * (2 * (4 * C * C + 2 * C * F) + MV * C) + 2 * 6.0 * C * 7, 1e-12, 0);
+        CHECK_CLOSE(fb, 6.0 * (2 * (4 * C * C + 2 * C * F) + MV * C) + 2 * 6.0 * 3 * C, 1e-12, 0);
+    }
+    /* training and evaluation agree on a hybrid (one shared activation set in evaluation) */
+    {
+        int x[MB * MT], y[MB * MT];
+        mdl_opts o = train_opts();
+        mdl_stats s1, s0;
+        c = micro();
+        c.res_gate = 1; /* (the MoE's training noise would differ from evaluation) */
+        snprintf(c.layer_pattern, sizeof c.layer_pattern, "Ac");
+        batch(x, y, 8);
+        CHECK_INT_EQ(mdl_create(&m, &c, 5, err, sizeof err), MDL_OK);
+        if (m) {
+            CHECK_INT_EQ(mdl_forward(m, x, y, MB, MT, &o, &s1), MDL_OK);
+            CHECK_INT_EQ(mdl_backward(m), MDL_OK);
+            o.train = 0;
+            CHECK_INT_EQ(mdl_forward(m, x, y, MB, MT, &o, &s0), MDL_OK);
+            CHECK(s1.ce == s0.ce && s1.loss == s0.loss);
+            /* CEAS observables and gating are refused with conv layers */
+            o.want_attn_obs = 1;
+            CHECK_INT_EQ(mdl_forward(m, x, y, MB, MT, &o, &s0), MDL_EINVAL);
+            CHECK(strstr(mdl_last_error(m), "layer_pattern") != NULL);
+            o = train_opts();
+            CHECK_INT_EQ(mdl_forward(m, x, y, MB, MT, &o, &s1), MDL_OK);
+            CHECK_INT_EQ(mdl_set_gating(m, NULL, NULL), MDL_EINVAL);
+            /* the entropy band reads the attention layer only: finite, and backward runs */
+            o.ent_band_lambda = 0.5f;
+            CHECK_INT_EQ(mdl_forward(m, x, y, MB, MT, &o, &s1), MDL_OK);
+            CHECK(isfinite(s1.loss) && s1.ent_band >= 0.0f);
+            CHECK_INT_EQ(mdl_backward(m), MDL_OK);
+            mdl_destroy(m);
+            m = NULL;
+        }
+    }
+    /* refusals, by field, with a sentence */
+    c = micro();
+    snprintf(c.layer_pattern, sizeof c.layer_pattern, "cAx");
+    CHECK_INT_EQ(mdl_config_validate(&c, err, sizeof err), MDL_EINVAL);
+    CHECK(strstr(err, "layer_pattern") != NULL);
+    memset(c.layer_pattern, 'A', sizeof c.layer_pattern); /* no NUL inside the array */
+    CHECK_INT_EQ(mdl_config_validate(&c, err, sizeof err), MDL_EINVAL);
+    CHECK(strstr(err, "layer_pattern") != NULL);
+    memset(c.layer_pattern, 'A', sizeof c.layer_pattern - 1);
+    c.layer_pattern[sizeof c.layer_pattern - 1] = 0; /* 64 characters: fine */
+    CHECK_INT_EQ(mdl_config_validate(&c, err, sizeof err), MDL_OK);
+    snprintf(c.layer_pattern, sizeof c.layer_pattern, "Ac");
+    c.lfm_k = 0;
+    CHECK_INT_EQ(mdl_config_validate(&c, err, sizeof err), MDL_EINVAL);
+    CHECK(strstr(err, "lfm_k") != NULL);
+    c.lfm_k = 65;
+    CHECK_INT_EQ(mdl_config_validate(&c, err, sizeof err), MDL_EINVAL);
+    c.lfm_k = 3;
+    CHECK_INT_EQ(mdl_config_validate(&c, err, sizeof err), MDL_OK);
+    c.prior = MDL_PRIOR_ERA;
+    CHECK_INT_EQ(mdl_config_validate(&c, err, sizeof err), MDL_EINVAL);
+    CHECK(strstr(err, "prior") != NULL);
+    c.prior = MDL_PRIOR_NONE;
+    c.value_gate = 1;
+    CHECK_INT_EQ(mdl_config_validate(&c, err, sizeof err), MDL_EINVAL);
+    CHECK(strstr(err, "value gate") != NULL);
+    c.value_gate = 0;
+    c.gac_tau = 1;
+    CHECK_INT_EQ(mdl_config_validate(&c, err, sizeof err), MDL_EINVAL);
+    CHECK(strstr(err, "gac_tau") != NULL);
+    c.gac_tau = 0;
+    /* a pattern that leaves every layer attention ("A" repeated, or a 'c' beyond L on no
+       layer: "Ac" on 1 layer) keeps the attention-only options */
+    c.n_layers = 1;
+    c.prior = MDL_PRIOR_RPA;
+    CHECK_INT_EQ(mdl_config_validate(&c, err, sizeof err), MDL_OK);
+    CHECK_INT_EQ(mdl_create(&m, &c, 1, err, sizeof err), MDL_OK);
+    if (m) {
+        CHECK(mdl_find_tensor(m, "blocks.0.attn.tau_att") != NULL);
+        mdl_destroy(m);
+    }
+}
+
 int main(int argc, char **argv)
 {
     TEST_INIT(argc, argv);
@@ -1339,5 +1578,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_grad_fixed_priors);
     TEST_RUN(test_fixed_prior_bias);
     TEST_RUN(test_fixed_prior_config);
+    TEST_RUN(test_grad_layer_pattern);
+    TEST_RUN(test_layer_pattern);
     return TEST_END();
 }

@@ -1416,6 +1416,89 @@ static void test_parallel_refusals(void)
     }
 }
 
+/* issue 43: --layer-pattern / --lfm-k: parsed and refused by name, absent from the
+   configuration JSON of a run without a pattern (older checkpoints resume), present with
+   one; a bit-exact resume of hybrids (softmax "cA", polar + memory "ccAc" on 4 layers);
+   a checkpoint of another pattern, or of none, refused naming the flag */
+static void test_layer_pattern_flags_resume(void)
+{
+    trn_config c, c2;
+    trn *t = NULL, *u = NULL;
+    char err[512], js[16384], path[400];
+    char *argv[] = {"x", "--layer-pattern", "cA", "--lfm-k", "2", "--layer-pattern", "cAx", "--layer-pattern",
+                    "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"};
+    int argc = (int)(sizeof argv / sizeof argv[0]);
+    micro(&c);
+    CHECK_INT_EQ(trn_config_json(&c, js, sizeof js), TRN_OK);
+    CHECK(strstr(js, "layer-pattern") == NULL && strstr(js, "lfm-k") == NULL);
+    CHECK_INT_EQ(trn__json(&c, js, sizeof js, 1), TRN_OK);
+    CHECK(strstr(js, "layer-pattern") == NULL && strstr(js, "lfm-k") == NULL);
+    CHECK_INT_EQ(trn_parse_flag(&c, argc, argv, 1, err, sizeof err), 2);
+    CHECK_INT_EQ(trn_parse_flag(&c, argc, argv, 3, err, sizeof err), 2);
+    CHECK(!strcmp(c.model.layer_pattern, "cA"));
+    CHECK_INT_EQ(c.model.lfm_k, 2);
+    CHECK_INT_EQ(trn_parse_flag(&c, argc, argv, 5, err, sizeof err), TRN_EINVAL);
+    CHECK(strstr(err, "--layer-pattern") != NULL);
+    CHECK_INT_EQ(trn_parse_flag(&c, argc, argv, 7, err, sizeof err), TRN_EINVAL); /* 65 characters */
+    CHECK(strstr(err, "--layer-pattern") != NULL);
+    CHECK(!strcmp(c.model.layer_pattern, "cA"));
+    /* the tiny preset's prior and value gate are attention-only: refused with a sentence */
+    CHECK_INT_EQ(trn_config_validate(&c, err, sizeof err), TRN_EINVAL);
+    CHECK(strstr(err, "layer_pattern") != NULL);
+    c.model.prior = MDL_PRIOR_NONE;
+    c.model.value_gate = 0;
+    c.controller = TRN_CTRL_NONE;
+    CHECK_INT_EQ(trn_config_validate(&c, err, sizeof err), TRN_OK);
+    c2 = c;
+    c2.controller = TRN_CTRL_CEAS;
+    CHECK_INT_EQ(trn_config_validate(&c2, err, sizeof err), TRN_EINVAL);
+    CHECK(strstr(err, "--layer-pattern") != NULL);
+    CHECK_INT_EQ(trn_config_json(&c, js, sizeof js), TRN_OK);
+    CHECK(strstr(js, "\"layer-pattern\":\"cA\"") != NULL);
+    CHECK(strstr(js, "\"lfm-k\":2") != NULL);
+    check_resume(&c, "pattern_cA");
+    micro(&c);
+    c.model.attn = MDL_ATTN_POLAR;
+    c.model.memory = MDL_MEM_GDELTA;
+    c.model.prior = MDL_PRIOR_NONE;
+    c.model.ffn = MDL_FFN_RELU2;
+    c.model.norm = MDL_NORM_RMS;
+    c.model.res_gate = c.model.value_gate = 0;
+    c.model.n_layers = 4;
+    c.controller = TRN_CTRL_NONE;
+    snprintf(c.model.layer_pattern, sizeof c.model.layer_pattern, "ccAc");
+    check_resume(&c, "pattern_ccAc_polar");
+    /* another pattern, or none: refused naming --layer-pattern */
+    snprintf(path, sizeof path, "%s/pattern.safetensors", g_dir);
+    CHECK_INT_EQ(trn_create(&t, &c, g_ids, 3200, g_ids + 3200, NTOK - 3200, err, sizeof err), TRN_OK);
+    if (!t) return;
+    CHECK_INT_EQ(run_steps(t, 2), TRN_OK);
+    CHECK_INT_EQ(trn_save(t, path, err, sizeof err), TRN_OK);
+    c2 = c;
+    snprintf(c2.model.layer_pattern, sizeof c2.model.layer_pattern, "cccA");
+    CHECK_INT_EQ(trn_create(&u, &c2, g_ids, 3200, g_ids + 3200, NTOK - 3200, err, sizeof err), TRN_OK);
+    if (u) {
+        err[0] = 0;
+        CHECK_INT_EQ(trn_load(u, path, err, sizeof err), TRN_EMISMATCH);
+        CHECK(strstr(err, "--layer-pattern ccAc") != NULL);
+        trn_destroy(u);
+        u = NULL;
+    }
+    c2 = c;
+    c2.model.layer_pattern[0] = 0;
+    CHECK_INT_EQ(trn_create(&u, &c2, g_ids, 3200, g_ids + 3200, NTOK - 3200, err, sizeof err), TRN_OK);
+    if (u) {
+        err[0] = 0;
+        CHECK_INT_EQ(trn_load(u, path, err, sizeof err), TRN_EMISMATCH);
+        CHECK(strstr(err, "--layer-pattern") != NULL);
+        trn_destroy(u);
+        u = NULL;
+    }
+    CHECK_INT_EQ(trn_load(t, path, err, sizeof err), TRN_OK);
+    trn_destroy(t);
+    remove(path);
+}
+
 int main(int argc, char **argv)
 {
     TEST_INIT(argc, argv);
@@ -1439,6 +1522,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_stop_flag);
     TEST_RUN(test_divergence);
     TEST_RUN(test_eval_progress);
+    TEST_RUN(test_layer_pattern_flags_resume);
     TEST_RUN(test_preset_names);
     TEST_RUN(test_fixed_prior_flags_resume);
     TEST_RUN(test_lr_warmup);

@@ -1875,6 +1875,181 @@ int lyr_conv_bwd(const ex_ctx *cx, const lyr_conv_dims *d, const float *const *P
     return rc ? LYR_EFAIL : LYR_OK;
 }
 
+/* =================================================================== LFM2 gated short convolution */
+int lyr_lfm_validate(const lyr_lfm_dims *d)
+{
+    if (!d) return LYR_EINVAL;
+    if (d->C < 1 || d->C > (1 << 20) || d->K < 1 || d->K > 64) return LYR_EINVAL;
+    if (d->bias != 0 && d->bias != 1) return LYR_EINVAL;
+    if (!lyr__finite(d->std) || d->std < 0 || !lyr__finite(d->proj_std) || d->proj_std < 0) return LYR_EINVAL;
+    return LYR_OK;
+}
+
+/* B*T*C must fit tensor.h's int row counts (the elementwise products run as (N C, 1) rows) */
+static int lyr__lfm_bt_ok(const lyr_lfm_dims *d, int B, int T)
+{
+    return lyr__bt_ok(B, T, 4.0 * (double)d->C) && (double)B * T * d->C <= 2147483647.0 / 4.0;
+}
+
+int lyr_lfm_params(const lyr_lfm_dims *d, lyr_pspec *out, int cap)
+{
+    int n = 0;
+    if (lyr_lfm_validate(d) != LYR_OK || !out || cap < (d->bias ? 5 : 3)) return LYR_EINVAL;
+    lyr__spec(&out[n], "in_proj.weight", 1, 2, 3 * d->C, d->C, 0);
+    out[n].init = LYR_INIT_NORMAL;
+    out[n++].init_arg = d->std;
+    if (d->bias) {
+        lyr__spec(&out[n], "in_proj.bias", 0, 1, 3 * d->C, 0, 0);
+        out[n++].init = LYR_INIT_ZERO;
+    }
+    lyr__spec(&out[n], "conv.weight", 0, 2, d->K, d->C, 0);
+    out[n].init = LYR_INIT_UNIFORM;
+    out[n++].init_arg = (float)(1.0 / sqrt((double)d->K));
+    lyr__spec(&out[n], "out_proj.weight", 1, 2, d->C, d->C, 0);
+    out[n].init = LYR_INIT_NORMAL;
+    out[n++].init_arg = d->proj_std;
+    if (d->bias) {
+        lyr__spec(&out[n], "out_proj.bias", 0, 1, d->C, 0, 0);
+        out[n++].init = LYR_INIT_ZERO;
+    }
+    return n;
+}
+
+/* P[i] from the rules of lyr_lfm_params, one draw sequence from rng */
+int lyr_lfm_init(const lyr_lfm_dims *d, float *const *P, tk_rng *rng, float init_std)
+{
+    lyr_pspec sp[5];
+    int n = lyr_lfm_params(d, sp, 5), i;
+    (void)init_std;
+    if (n < 0 || !P || !rng || !lyr__ptrs_ok((const void *const *)P, n)) return LYR_EINVAL;
+    for (i = 0; i < n; i++) {
+        size_t k = lyr_pspec_numel(&sp[i]);
+        float a = sp[i].init_arg;
+        int rc = sp[i].init == LYR_INIT_NORMAL    ? tk_init_normal(P[i], k, 0.0f, a, rng)
+                 : sp[i].init == LYR_INIT_UNIFORM ? tk_init_uniform(P[i], k, -a, a, rng)
+                                                  : tk_init_constant(P[i], k, 0.0f);
+        if (rc != TK_OK) return LYR_EFAIL;
+    }
+    return LYR_OK;
+}
+
+size_t lyr_lfm_saved_floats(const lyr_lfm_dims *d, int B, int T)
+{
+    if (lyr_lfm_validate(d) != LYR_OK || !lyr__lfm_bt_ok(d, B, T)) return 0;
+    return 4 * lyr__al((size_t)B * T * d->C); /* B, C', x, z */
+}
+
+size_t lyr_lfm_work_floats(const lyr_lfm_dims *d, int B, int T)
+{
+    return lyr_lfm_saved_floats(d, B, T); /* four (N,C) scratch rows */
+}
+
+/* the tensors of P in order (bias or not) */
+typedef struct lyr__lfm_p {
+    const float *win, *bin, *wc, *wout, *bout;
+} lyr__lfm_p;
+
+static lyr__lfm_p lyr__lfm_unpack(const lyr_lfm_dims *d, const float *const *P)
+{
+    lyr__lfm_p p;
+    int i = 0;
+    p.win = P[i++];
+    p.bin = d->bias ? P[i++] : NULL;
+    p.wc = P[i++];
+    p.wout = P[i++];
+    p.bout = d->bias ? P[i] : NULL;
+    return p;
+}
+
+int lyr_lfm_fwd(const ex_ctx *cx, const lyr_lfm_dims *d, const float *const *P, const float *xn,
+                float *out, float *saved, float *work, int B, int T)
+{
+    size_t N, NC, S;
+    int C, s, rc = 0;
+    lyr__lfm_p p;
+    const float *sb, *sc, *sx;
+    float *sz, *y, *o;
+    if (!cx || lyr_lfm_validate(d) != LYR_OK || !lyr__lfm_bt_ok(d, B, T) || !xn || !out || !saved || !work)
+        return LYR_EINVAL;
+    if (!lyr__ptrs_ok((const void *const *)P, d->bias ? 5 : 3)) return LYR_EINVAL;
+    p = lyr__lfm_unpack(d, P);
+    C = d->C;
+    N = (size_t)B * T;
+    NC = N * (size_t)C;
+    S = lyr__al(NC);
+    sb = saved;
+    sc = saved + S;
+    sx = saved + 2 * S;
+    sz = saved + 3 * S;
+    y = work;
+    o = work + S;
+    /* the three streams, one GEMM per row block of W_in: B, C', x */
+    for (s = 0; s < 3 && !rc; s++)
+        rc = ex_matmul_fwd(cx, saved + (size_t)s * S, xn, p.win + (size_t)s * C * C, p.bin ? p.bin + (size_t)s * C : NULL,
+                           (int)N, C, C);
+    if (!rc) rc = ex_rowscale(cx, y, sx, sb, (int)NC, 1);                      /* y = B x */
+    if (!rc) rc = ex_causal_dwconv_fwd(cx, sz, y, p.wc, B, T, C, d->K, 0);     /* z = conv(y) */
+    if (!rc) rc = ex_rowscale(cx, o, sz, sc, (int)NC, 1);                      /* o = C' z */
+    if (!rc) rc = ex_matmul_fwd(cx, out, o, p.wout, p.bout, (int)N, C, C);     /* out = o W_out^T + b */
+    return rc ? LYR_EFAIL : LYR_OK;
+}
+
+int lyr_lfm_bwd(const ex_ctx *cx, const lyr_lfm_dims *d, const float *const *P, float *const *G,
+                const float *xn, const float *dout, float *dxn, const float *saved, float *work,
+                int B, int T)
+{
+    size_t N, NC, S;
+    int C, rc, np;
+    lyr__lfm_p p;
+    float *gw[5], *gin_b, *gout_b;
+    const float *sb, *sc, *sx, *sz;
+    float *w0, *w1, *w2, *w3;
+    if (!cx || lyr_lfm_validate(d) != LYR_OK || !lyr__lfm_bt_ok(d, B, T) || !xn || !dout || !saved || !work)
+        return LYR_EINVAL;
+    np = d->bias ? 5 : 3;
+    if (!lyr__ptrs_ok((const void *const *)P, np) || !lyr__ptrs_ok((const void *const *)G, np)) return LYR_EINVAL;
+    p = lyr__lfm_unpack(d, P);
+    {
+        int i;
+        for (i = 0; i < np; i++) gw[i] = G[i];
+    }
+    gin_b = d->bias ? gw[1] : NULL;
+    gout_b = d->bias ? gw[4] : NULL;
+    C = d->C;
+    N = (size_t)B * T;
+    NC = N * (size_t)C;
+    S = lyr__al(NC);
+    sb = saved;
+    sc = saved + S;
+    sx = saved + 2 * S;
+    sz = saved + 3 * S;
+    w0 = work;
+    w1 = work + S;
+    w2 = work + 2 * S;
+    w3 = work + 3 * S;
+    /* out = o W_out^T + b: do (w1) = dout W_out; dW_out, db_out += (o recomputed in w0) */
+    rc = ex_rowscale(cx, w0, sz, sc, (int)NC, 1);
+    if (!rc) rc = ex_zero(cx, w1, sizeof(float) * NC);
+    if (!rc) rc = ex_matmul_bwd(cx, w1, gw[d->bias ? 3 : 2], gout_b, dout, w0, p.wout, (int)N, C, C);
+    /* o = C' z: dC' (w0) = do z, dz (w2) = do C' */
+    if (!rc) rc = ex_rowscale(cx, w0, w1, sz, (int)NC, 1);
+    if (!rc) rc = ex_rowscale(cx, w2, w1, sc, (int)NC, 1);
+    /* z = conv(y): dy (w3) += conv^T dz, dw_conv += (y recomputed in w1) */
+    if (!rc) rc = ex_rowscale(cx, w1, sx, sb, (int)NC, 1);
+    if (!rc) rc = ex_zero(cx, w3, sizeof(float) * NC);
+    if (!rc) rc = ex_causal_dwconv_bwd(cx, w3, gw[d->bias ? 2 : 1], w2, w1, p.wc, B, T, C, d->K);
+    /* y = B x: dB (w1) = dy x, dx (w2) = dy B */
+    if (!rc) rc = ex_rowscale(cx, w1, w3, sx, (int)NC, 1);
+    if (!rc) rc = ex_rowscale(cx, w2, w3, sb, (int)NC, 1);
+    /* the streams' GEMMs: dxn +=, dW_in and db_in row blocks += (B, C', x) */
+    if (!rc) rc = ex_matmul_bwd(cx, dxn, gw[0], gin_b, w1, xn, p.win, (int)N, C, C);
+    if (!rc) rc = ex_matmul_bwd(cx, dxn, gw[0] + (size_t)C * C, gin_b ? gin_b + C : NULL, w0, xn, p.win + (size_t)C * C,
+                                (int)N, C, C);
+    if (!rc) rc = ex_matmul_bwd(cx, dxn, gw[0] + 2 * (size_t)C * C, gin_b ? gin_b + 2 * C : NULL, w2, xn,
+                                p.win + 2 * (size_t)C * C, (int)N, C, C);
+    return rc ? LYR_EFAIL : LYR_OK;
+}
+
 /* =================================================================== norms */
 static int lyr__norm_ok(const lyr_norm_dims *d)
 {
@@ -2069,10 +2244,31 @@ static int lyr__conv_bwd_v(const ex_ctx *cx, const void *d, lyr_io *io)
     return lyr_conv_bwd(cx, (const lyr_conv_dims *)d, io->P, io->G, io->x, io->dout, io->dx, io->B, io->T);
 }
 
+static int lyr__lfm_params_v(const void *d, lyr_pspec *out, int cap) { return lyr_lfm_params((const lyr_lfm_dims *)d, out, cap); }
+static int lyr__lfm_init_v(const void *d, float *const *P, tk_rng *rng, float std)
+{
+    (void)d, (void)P, (void)rng, (void)std; /* (the pspec rules) */
+    return LYR_OK;
+}
+static size_t lyr__lfm_saved_v(const void *d, int B, int T) { return lyr_lfm_saved_floats((const lyr_lfm_dims *)d, B, T); }
+static size_t lyr__lfm_work_v(const void *d, int B, int T) { return lyr_lfm_work_floats((const lyr_lfm_dims *)d, B, T); }
+static int lyr__lfm_fwd_v(const ex_ctx *cx, const void *d, lyr_io *io)
+{
+    io->stat = 0.0f;
+    return lyr_lfm_fwd(cx, (const lyr_lfm_dims *)d, io->P, io->x, io->out, io->saved, io->work, io->B, io->T);
+}
+static int lyr__lfm_bwd_v(const ex_ctx *cx, const void *d, lyr_io *io)
+{
+    return lyr_lfm_bwd(cx, (const lyr_lfm_dims *)d, io->P, io->G, io->x, io->dout, io->dx, io->saved, io->work, io->B,
+                       io->T);
+}
+
 const lyr_kind lyr_kind_norm = {"ln", lyr__norm_params_v, lyr__norm_init_v, lyr__norm_saved_v, lyr__no_floats_v,
                                 lyr__no_floats_v, lyr__norm_fwd_v, lyr__norm_bwd_v};
 const lyr_kind lyr_kind_conv = {"conv", lyr__conv_params_v, lyr__conv_init_v, lyr__no_floats_v, lyr__no_floats_v,
                                 lyr__no_floats_v, lyr__conv_fwd_v, lyr__conv_bwd_v};
+const lyr_kind lyr_kind_lfm = {"lfm", lyr__lfm_params_v, lyr__lfm_init_v, lyr__lfm_saved_v, lyr__lfm_work_v,
+                               lyr__no_floats_v, lyr__lfm_fwd_v, lyr__lfm_bwd_v};
 const lyr_kind lyr_kind_polar = {"attn", lyr__polar_params_v, lyr__polar_init_v, lyr__polar_saved_v,
                                  lyr__polar_work_v, lyr__no_floats_v, lyr__polar_fwd_v, lyr__polar_bwd_v};
 const lyr_kind lyr_kind_gdelta = {"gdelta", lyr__gdelta_params_v, lyr__gdelta_init_v, lyr__gdelta_saved_v,

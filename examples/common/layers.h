@@ -1,12 +1,13 @@
 /* layers.h - pluggable block components of the attnkit language model (examples/common):
    the fuzzy mixture-of-experts FFN (seed 000 Listing 5, §3, §6.2), the polar attention
    mixer (seed 002 §3.2, built on polar.h), the gated-delta memory channel (seed 002
-   §3.3, built on gdelta.h) and the dense MLP FFNs (GELU, squared-ReLU gated). Each is a
+   §3.3, built on gdelta.h), the dense MLP FFNs (GELU, squared-ReLU gated) and LFM2's gated
+   short convolution (seed 002 §3.1's conv layers, section 7 below). Each is a
    self-contained layer with forward and backward; model.c plugs them into its pre-norm
    blocks through the generic table (lyr_kind, at the end). fp32, on tensor.h: CPU or a
    CUDA device, chosen by the device context (exctx.h). License: MIT.
 
-   PROTOCOL (every layer kind X in {moe, polar, gdelta, mlp, norm, conv})
+   PROTOCOL (every layer kind X in {moe, polar, gdelta, mlp, norm, conv, lfm})
      lyr_X_params(d, out, cap)       the parameter tensors, in order: suffix (the model
                                      names them "blocks.<l>.<component>.<suffix>"), shape,
                                      decay flag. Returns the count (<= cap) or < 0.
@@ -152,7 +153,8 @@ enum { LYR_OK = 0, LYR_EINVAL = -1, LYR_ENOMEM = -2, LYR_EFAIL = -4 };
 
 /* How a parameter tensor starts: LAYER by the component's lyr_X_init (one rng for the
    component), the others tensor by tensor (the model draws each from its own stream). */
-enum { LYR_INIT_LAYER = 0, LYR_INIT_ZERO, LYR_INIT_NORMAL, LYR_INIT_ONE };
+enum { LYR_INIT_LAYER = 0, LYR_INIT_ZERO, LYR_INIT_NORMAL, LYR_INIT_ONE,
+       LYR_INIT_UNIFORM /* U(-init_arg, init_arg) */ };
 
 typedef struct lyr_pspec {
     char suffix[48];
@@ -160,7 +162,7 @@ typedef struct lyr_pspec {
     int shape[4];
     int decay;      /* 1: AdamW weight decay applies */
     int init;       /* LYR_INIT_*; LAYER (0) unless stated */
-    float init_arg; /* NORMAL: the standard deviation */
+    float init_arg; /* NORMAL: the standard deviation; UNIFORM: the half-width */
 } lyr_pspec;
 
 const char *lyr_strerror(int err);
@@ -385,6 +387,59 @@ int lyr_conv_fwd(const ex_ctx *cx, const lyr_conv_dims *d, const float *const *P
 int lyr_conv_bwd(const ex_ctx *cx, const lyr_conv_dims *d, const float *const *P, float *const *G, const float *x,
                  const float *dout, float *dx, int B, int T);
 
+/* ------------------------------------------------------------ LFM2 gated short convolution */
+/* 7. LFM2 GATED SHORT CONVOLUTION (lyr_lfm_*), the sequence mixer of LFM2 and of ATMA's
+      conv layers (seed 002 §3.1: 12 of its 16 blocks), a block mixer like attention:
+        [B | C' | x] = xn W_in^T (+ b_in)    three (N,C) streams, W_in (3C,C) rows [B | C' | x]
+        y  = B * x                          (input gate, elementwise)
+        z[b,t,c] = sum_{j<K, j<=t} w[j,c] y[b,t-j,c]   (causal depthwise, kernel K, no bias)
+        o  = C' * z                         (output gate, elementwise)
+        out = o W_out^T (+ b_out)           W_out (C,C)
+      No activation anywhere (no SiLU on the gates, none after the conv).
+      Sources. LFM2 (Liquid AI; the Hugging Face transformers Lfm2ShortConv, config
+      conv_L_cache = 3, conv_bias = False): the chunk order B, C, x of in_proj's output, B
+      gating x before the conv, C gating after, kernel 3, no conv bias; with conv_bias False
+      LFM2 has no biases on in_proj / out_proj either. ATMA (kreasof-ai/atma: train/model.py
+      LFM2Conv, model/blocks.py AtmaConvBase, read at d36673b): the same order and gates,
+      kernel 3 (conv_kernel_size), Conv1d with bias=False, but in_proj and out_proj are its
+      Linear with bias=True. dims.bias chooses: 1 (ATMA's, the model's) or 0 (LFM2's).
+      The kernel layout is tensor.h's (K,C): w[j] multiplies the input j steps back;
+      PyTorch's Conv1d weight (C,1,K) with left padding K-1 maps as w[j,c] = W[c,0,K-1-j].
+      Init (pspec rules; the model draws each tensor from its own stream): in_proj.weight
+      N(0, std), out_proj.weight N(0, proj_std) (the model: std / sqrt(2 L), as the other
+      residual projections), biases 0 (the library's rule; PyTorch's Linear default, which
+      ATMA keeps, draws them uniform), conv.weight U(-1/sqrt(K), 1/sqrt(K)) (PyTorch's
+      Conv1d default with fan_in = K, which ATMA keeps).
+      Params, in order: in_proj.weight (3C,C), [in_proj.bias (3C)], conv.weight (K,C),
+      out_proj.weight (C,C), [out_proj.bias (C)].
+      saved: B, C', x, z (4 N C floats); work: 4 N C floats (y = B x and o = C' z live
+      there in the forward; the backward recomputes them instead of keeping them). backward needs the forward's
+      input xn again (io.x) and ACCUMULATES into dxn (may be NULL) and G.
+      Devices: written only with exctx.h's ops (three GEMMs, one per row block of W_in;
+      tensor.h's tk_rowscale with C = 1 as the elementwise product; the causal depthwise
+      conv), so the same code runs on either device, bit-identical run to run.
+      Decoding (model.c) keeps a ring of the last K values of y per slot and layer. */
+typedef struct lyr_lfm_dims {
+    int C, K;       /* model width, kernel length (1..64; LFM2 and ATMA: 3) */
+    int bias;       /* 1: in_proj and out_proj carry biases (ATMA); 0: none (LFM2) */
+    float std;      /* init std of in_proj.weight */
+    float proj_std; /* init std of out_proj.weight */
+} lyr_lfm_dims;
+
+int lyr_lfm_validate(const lyr_lfm_dims *d);
+int lyr_lfm_params(const lyr_lfm_dims *d, lyr_pspec *out, int cap);
+int lyr_lfm_init(const lyr_lfm_dims *d, float *const *P, tk_rng *rng, float init_std);
+size_t lyr_lfm_saved_floats(const lyr_lfm_dims *d, int B, int T);
+size_t lyr_lfm_work_floats(const lyr_lfm_dims *d, int B, int T);
+/* xn: (B,T,C); out: (B,T,C) written (must not alias xn); saved, work: lyr_lfm_saved_floats /
+   work_floats floats; all on cx's device */
+int lyr_lfm_fwd(const ex_ctx *cx, const lyr_lfm_dims *d, const float *const *P, const float *xn,
+                float *out, float *saved, float *work, int B, int T);
+/* dout: (B,T,C); dxn: (B,T,C) += or NULL; G[i] +=; xn and saved as the forward left them */
+int lyr_lfm_bwd(const ex_ctx *cx, const lyr_lfm_dims *d, const float *const *P, float *const *G,
+                const float *xn, const float *dout, float *dxn, const float *saved, float *work,
+                int B, int T);
+
 /* ------------------------------------------------------------ the generic protocol */
 /* One table per component kind, so a caller (the model) holds a kind and its dims and
    never names the kind again: adding a kind is its functions and a table here. The
@@ -424,6 +479,7 @@ extern const lyr_kind lyr_kind_polar;  /* dims: lyr_polar_dims; seed; stat: the 
 extern const lyr_kind lyr_kind_gdelta; /* dims: lyr_gdelta_dims */
 extern const lyr_kind lyr_kind_norm;   /* dims: lyr_norm_dims (init: the pspec rules) */
 extern const lyr_kind lyr_kind_conv;   /* dims: lyr_conv_dims (init: the pspec rule) */
+extern const lyr_kind lyr_kind_lfm;    /* dims: lyr_lfm_dims (init: the pspec rules) */
 
 #ifdef __cplusplus
 }

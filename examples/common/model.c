@@ -40,6 +40,15 @@
              NOTE: Listing 4 averages W_gamma mu over the whole sequence, which lets every
              position see the memberships of future tokens; here the mean runs over the
              prefix s <= t (causal), the only form a language model can use.
+       gated short convolution (LFM2; the layers cfg.layer_pattern marks 'c', in place of
+             the attention and of the memory channel; layers.h lyr_kind_lfm):
+             [B | C' | x] = n1 W_in^T + b_in, y = B x, z = causal depthwise conv of y (width
+             lfm_k, no bias), a = (C' z) W_out^T + b_out
+                                                   ["blocks.l.lfm.in_proj.weight" (3C,C),
+                                                    "...lfm.in_proj.bias" (3C),
+                                                    "...lfm.conv.weight" (lfm_k,C),
+                                                    "...lfm.out_proj.weight" (C,C),
+                                                    "...lfm.out_proj.bias" (C)]
        x   = x + eta * dropout(a)
        n2  = norm2(x)                              ["blocks.l.ln2.weight" (+ ".bias")]
        f   = GELU MLP: gelu(n2 W1^T + b1) W2^T + b2 ["blocks.l.mlp.fc.weight" (F,C), ".fc.bias" (F),
@@ -125,6 +134,8 @@ enum { MDL__CP_MIX = 0, /* the mixer: polar attention (layers.h) or softmax atte
        MDL__CP_N1,      /* norm1 (LayerNorm / RMSNorm) */
        MDL__CP_N2,      /* norm2 */
        MDL__CP_CONV,    /* the causal convolution after norm1 (cfg.conv_k) */
+       MDL__CP_LFM,     /* LFM2's gated short convolution: the mixer of the layers
+                           cfg.layer_pattern marks 'c' (those have no MIX and no MEM) */
        MDL__NCP };      /* (a slot's index is its init stream: 100000 + 4 l + slot for the
                            first three; the norms start from constants) */
 
@@ -190,6 +201,9 @@ struct mdl_model {
     lyr_mlp_dims mlpd;
     lyr_norm_dims normd;
     lyr_conv_dims convd;
+    lyr_lfm_dims lfmd;
+    unsigned char lconv[MDL_MAX_LAYERS]; /* 1: layer l's mixer is the gated convolution */
+    int nconv;               /* how many layers are */
     mdl__comp cp[MDL__NCP];  /* the block's layers.h components by slot */
     float *params, *grads;
     size_t nparams;
@@ -384,6 +398,8 @@ mdl_config mdl_config_default(void)
     c.moe_experts = 4;
     c.moe_topk = 2;
     c.moe_gumbel_tau = 0.5f;
+    c.layer_pattern[0] = 0;
+    c.lfm_k = 3;
     return c;
 }
 
@@ -419,6 +435,22 @@ static int mdl__prior_fixed(const mdl_config *c)
 static int mdl__need_mu(const mdl_config *c)
 {
     return c->prior == MDL_PRIOR_RPA || c->ffn == MDL_FFN_MOE || c->res_gate || c->value_gate;
+}
+
+/* Layer l's mixer from cfg.layer_pattern: 1 the gated convolution ('c'), 0 attention. The
+   pattern must have been validated (a NUL within the array). */
+static int mdl__conv_layer(const mdl_config *c, int l)
+{
+    size_t n = strlen(c->layer_pattern);
+    return n > 0 && c->layer_pattern[(size_t)l % n] == 'c';
+}
+
+/* conv layers of a validated configuration */
+static int mdl__nconv(const mdl_config *c)
+{
+    int l, n = 0;
+    for (l = 0; l < c->n_layers && l < MDL_MAX_LAYERS; l++) n += mdl__conv_layer(c, l);
+    return n;
 }
 
 /* layers.h dimensions of a configuration */
@@ -457,6 +489,30 @@ int mdl_config_validate(const mdl_config *c, char *err, size_t errlen)
         return ex_errf(err, errlen, MDL_EINVAL, "max_T must be in [1, 65536] (got %d)", c->max_T);
     if (c->d_ff_mult < 1 || c->d_ff_mult > 64)
         return ex_errf(err, errlen, MDL_EINVAL, "d_ff_mult must be in [1, 64] (got %d)", c->d_ff_mult);
+    {
+        size_t i, n = 0;
+        while (n < sizeof c->layer_pattern && c->layer_pattern[n]) n++;
+        if (n == sizeof c->layer_pattern)
+            return ex_errf(err, errlen, MDL_EINVAL, "layer_pattern must be at most %d characters", MDL_MAX_LAYERS);
+        for (i = 0; i < n; i++)
+            if (c->layer_pattern[i] != 'A' && c->layer_pattern[i] != 'c')
+                return ex_errf(err, errlen, MDL_EINVAL, "layer_pattern must be made of 'A' (attention) and 'c' (LFM2 "
+                                                        "gated convolution) (got \"%.64s\")", c->layer_pattern);
+        if (mdl__nconv(c) > 0) {
+            if (c->lfm_k < 1 || c->lfm_k > 64)
+                return ex_errf(err, errlen, MDL_EINVAL, "lfm_k (the gated convolution's kernel) must be in [1, 64] "
+                                                        "(got %d)", c->lfm_k);
+            if (c->prior != MDL_PRIOR_NONE)
+                return ex_errf(err, errlen, MDL_EINVAL, "a prior with gated-convolution layers (layer_pattern \"%s\") "
+                                                        "is not supported yet", c->layer_pattern);
+            if (c->value_gate)
+                return ex_errf(err, errlen, MDL_EINVAL, "the value gate with gated-convolution layers (layer_pattern "
+                                                        "\"%s\") is not supported yet", c->layer_pattern);
+            if (c->gac_tau)
+                return ex_errf(err, errlen, MDL_EINVAL, "gac_tau with gated-convolution layers (layer_pattern \"%s\") "
+                                                        "is not supported yet", c->layer_pattern);
+        }
+    }
     if (c->pos != MDL_POS_NONE && c->pos != MDL_POS_LEARNED && c->pos != MDL_POS_ROPE)
         return ex_errf(err, errlen, MDL_EINVAL, "pos must be MDL_POS_NONE, MDL_POS_LEARNED or MDL_POS_ROPE (got %d)",
                          c->pos);
@@ -636,7 +692,8 @@ static int mdl__add_specs(mdl_model *m, const char *prefix, const lyr_pspec *sp,
     for (i = 0; i < n; i++) {
         int init = sp[i].init == LYR_INIT_NORMAL ? MDL__INIT_NORMAL
                    : sp[i].init == LYR_INIT_ZERO ? MDL__INIT_ZERO
-                   : sp[i].init == LYR_INIT_ONE ? MDL__INIT_ONE : MDL__INIT_LAYER;
+                   : sp[i].init == LYR_INIT_ONE ? MDL__INIT_ONE
+                   : sp[i].init == LYR_INIT_UNIFORM ? MDL__INIT_UNIFORM : MDL__INIT_LAYER;
         snprintf(nm, sizeof nm, "%s.%s", prefix, sp[i].suffix);
         off[i] = mdl__add_shape(m, nm, sp[i].ndim, sp[i].shape, sp[i].decay, init, sp[i].init_arg);
         if (off[i] == MDL__ABSENT) return MDL_ENOMEM;
@@ -644,12 +701,23 @@ static int mdl__add_specs(mdl_model *m, const char *prefix, const lyr_pspec *sp,
     return MDL_OK;
 }
 
+/* Whether block l has the component of slot j: the attention mixer and the memory
+   channel on attention layers, the gated convolution on conv layers (cfg.layer_pattern),
+   the others wherever the configuration has them. */
+static int mdl__has(const mdl_model *m, int l, int j)
+{
+    if (!m->cp[j].k) return 0;
+    if (j == MDL__CP_MIX || j == MDL__CP_MEM) return !m->lconv[l];
+    if (j == MDL__CP_LFM) return m->lconv[l];
+    return 1;
+}
+
 /* block l's tensors of the component in slot j (none: nothing), named
    blocks.<l>.<kind name>.<suffix> */
 static int mdl__add_comp(mdl_model *m, int l, int j, const lyr_pspec *sp)
 {
     char nm[MDL_NAME_MAX - 48]; /* (+ '.' + a suffix of at most 47 characters) */
-    if (!m->cp[j].k) return MDL_OK;
+    if (!mdl__has(m, l, j)) return MDL_OK;
     snprintf(nm, sizeof nm, "blocks.%d.%.20s", l, m->cp[j].name);
     return mdl__add_specs(m, nm, sp, m->cp[j].np, m->bp[l].cp[j]);
 }
@@ -708,7 +776,9 @@ static int mdl__build_table(mdl_model *m)
         }
         rc = mdl__add_comp(m, l, MDL__CP_MIX, sp[MDL__CP_MIX]);
         if (rc) return rc;
-        if (c->attn == MDL_ATTN_SOFTMAX) { /* (mdl__kind_softmax's tensors) */
+        rc = mdl__add_comp(m, l, MDL__CP_LFM, sp[MDL__CP_LFM]); /* (a conv layer's mixer, in MIX's place) */
+        if (rc) return rc;
+        if (c->attn == MDL_ATTN_SOFTMAX && !m->lconv[l]) { /* (mdl__kind_softmax's tensors) */
             b->qkv = b->cp[MDL__CP_MIX][0];
             b->proj = b->cp[MDL__CP_MIX][1];
         }
@@ -787,7 +857,7 @@ static void mdl__init_params(mdl_model *m, uint64_t seed)
         int j;
         for (j = 0; j < MDL__NCP; j++) {
             const mdl__comp *q = &m->cp[j];
-            if (!q->k || !q->layer_init) continue;
+            if (!mdl__has(m, i, j) || !q->layer_init) continue;
             for (k = 0; k < q->np; k++) Pp[k] = m->params + b->cp[j][k];
             tk_rng_seed(&rng, seed, 100000u + (uint64_t)i * 4 + (uint64_t)j);
             q->k->init(q->d, Pp, &rng, m->cfg.init_std);
@@ -920,6 +990,17 @@ int mdl_create_on(mdl_model **out, const mdl_config *cfg, uint64_t seed, int dev
     if (cfg->memory == MDL_MEM_GDELTA) {
         m->cp[MDL__CP_MEM].k = &lyr_kind_gdelta;
         m->cp[MDL__CP_MEM].d = &m->gdd;
+    }
+    /* the gated convolution of the conv layers (cfg.layer_pattern): ATMA's biases */
+    for (l = 0; l < m->L; l++) m->nconv += m->lconv[l] = (unsigned char)mdl__conv_layer(cfg, l);
+    m->lfmd.C = m->C;
+    m->lfmd.K = cfg->lfm_k;
+    m->lfmd.bias = 1;
+    m->lfmd.std = cfg->init_std;
+    m->lfmd.proj_std = cfg->init_std / sqrtf(2.0f * (float)m->L); /* (as the other residual projections) */
+    if (m->nconv) {
+        m->cp[MDL__CP_LFM].k = &lyr_kind_lfm;
+        m->cp[MDL__CP_LFM].d = &m->lfmd;
     }
     m->cp[MDL__CP_FFN].k = cfg->ffn == MDL_FFN_MOE ? &lyr_kind_moe : &lyr_kind_mlp;
     m->cp[MDL__CP_FFN].d = cfg->ffn == MDL_FFN_MOE ? (const void *)&m->md : (const void *)&m->mlpd;
@@ -1087,6 +1168,17 @@ static void *mdl__take_h(mdl__carver *cv, size_t bytes)
     return p;
 }
 
+/* Whether activation set l carves slot j's buffers: with train one set per layer (that
+   layer's components), else one set shared by every layer (any layer's). */
+static int mdl__set_has(const mdl_model *m, int l, int train, int j)
+{
+    int k;
+    if (train) return mdl__has(m, l, j);
+    for (k = 0; k < m->L; k++)
+        if (mdl__has(m, k, j)) return 1;
+    return 0;
+}
+
 #define MDL__TF(cv, n) ((float *)mdl__take(cv, sizeof(float) * (size_t)(n)))
 #define MDL__THF(cv, n) ((float *)mdl__take_h(cv, sizeof(float) * (size_t)(n)))
 
@@ -1118,7 +1210,7 @@ static size_t mdl__carve(mdl_model *m, int B, int T, int train, int obs, char *b
         if (c->res_gate) a->eta = MDL__TF(&cv, N);
         a->n1 = MDL__TF(&cv, N * C);
         a->n1p = m->cp[MDL__CP_CONV].k ? MDL__TF(&cv, N * C) : NULL;
-        if (c->attn == MDL_ATTN_SOFTMAX) {
+        if (c->attn == MDL_ATTN_SOFTMAX && mdl__set_has(m, l, train, MDL__CP_MIX)) {
             a->q = MDL__TF(&cv, N * C);
             a->k = MDL__TF(&cv, N * C);
             a->v = MDL__TF(&cv, N * C);
@@ -1152,8 +1244,9 @@ static size_t mdl__carve(mdl_model *m, int B, int T, int train, int obs, char *b
            to the backward (the device model's MoE routing, computed on the host) */
         for (j = 0; j < MDL__NCP; j++) {
             const mdl__comp *q = &m->cp[j];
-            size_t hf = q->k && cv.split ? q->k->host_floats(q->d, B, T) : 0;
-            size_t sf = q->k ? q->k->saved_floats(q->d, B, T) : 0;
+            int has = mdl__set_has(m, l, train, j);
+            size_t hf = has && cv.split ? q->k->host_floats(q->d, B, T) : 0;
+            size_t sf = has ? q->k->saved_floats(q->d, B, T) : 0;
             a->sv[j] = sf ? MDL__TF(&cv, sf) : NULL;
             a->hst[j] = hf ? MDL__THF(&cv, hf) : NULL;
         }
@@ -1807,7 +1900,7 @@ static int mdl__block_fwd(mdl_model *m, int l, const float *x, float *xo, const 
     const mdl__bp *b = &m->bp[l];
     mdl__ba *a = &m->ba[l];
     float *P = m->params;
-    int B = m->B, T = m->T, N = B * T, C = m->C, H = m->H, R = m->R, rc;
+    int B = m->B, T = m->T, N = B * T, C = m->C, H = m->H, R = m->R, rc, mix;
     size_t NC = (size_t)N * C;
     int drop = o->train && c->dropout > 0.0f;
     float *xm = m->train ? a->xmid : xo;
@@ -1840,16 +1933,17 @@ static int mdl__block_fwd(mdl_model *m, int l, const float *x, float *xo, const 
         io.out = a->n1;
         MDL__TRY(mdl__cfwd(m, MDL__CP_CONV, &io), "convolution");
     }
-    mdl__comp_io(m, l, MDL__CP_MIX, &io, Pp, NULL); /* the mixer: n1 -> ap */
+    mix = m->lconv[l] ? MDL__CP_LFM : MDL__CP_MIX;
+    mdl__comp_io(m, l, mix, &io, Pp, NULL); /* the mixer (attention or gated conv): n1 -> ap */
     io.layer = l;
     io.x = a->n1;
     io.out = a->ap;
     io.train = o->train;
     io.seed = o->seed * 0x9E3779B97F4A7C15ULL + (uint64_t)l * 2 + 1;
-    rc = mdl__kret(m, mdl__cfwd(m, MDL__CP_MIX, &io), "mixer forward");
+    rc = mdl__kret(m, mdl__cfwd(m, mix, &io), "mixer forward");
     if (rc) return rc;
     if (o->train) m->lyr_loss += io.stat; /* (polar: the distractor loss) */
-    if (m->cp[MDL__CP_MEM].k) { /* the memory channel: ap += mem(n1) */
+    if (mdl__has(m, l, MDL__CP_MEM)) { /* the memory channel: ap += mem(n1) */
         mdl__comp_io(m, l, MDL__CP_MEM, &io, Pp, NULL);
         io.x = a->n1;
         io.out = m->gm;
@@ -1986,6 +2080,9 @@ int mdl_forward(mdl_model *m, const int *inputs, const int *targets, int B, int 
                          o.logits_from, T);
     if ((o.want_attn_obs || o.want_gate_rows) && m->H > 256)
         return mdl__fail(m, MDL_EINVAL, "mdl_forward: attention observables and gate rows support at most 256 heads");
+    if ((o.want_attn_obs || o.want_gate_rows) && m->nconv)
+        return mdl__fail(m, MDL_EINVAL, "mdl_forward: attention observables and gate rows (CEAS) are not supported with "
+                                        "gated-convolution layers (layer_pattern \"%s\")", c->layer_pattern);
     m->gate_keep_on = m->gate_frozen_on = 0; /* gating holds for one backward only */
     m->gate_rows_ok = 0;
     memset(&m->gcount, 0, sizeof m->gcount);
@@ -2160,6 +2257,7 @@ int mdl_forward(mdl_model *m, const int *inputs, const int *targets, int B, int 
             for (l = 0; l < L; l++) {
                 double Hl = st.layer_attn_H[l], lo = (double)o.ent_band_hmin - Hl, hi = Hl - (double)o.ent_band_hmax;
                 double d = 0.0;
+                if (m->lconv[l]) continue; /* (a gated-convolution layer has no attention entropy) */
                 if (lo > 0.0) { pen += lo * lo; d -= 2.0 * lo; }
                 if (hi > 0.0) { pen += hi * hi; d += 2.0 * hi; }
                 if (o.train) m->ent_dHl[l] = (float)((double)o.ent_band_lambda * d);
@@ -2677,7 +2775,7 @@ static int mdl__block_bwd(mdl_model *m, int l)
     float *Gp[LYR_MAX_PARAMS];
     lyr_io io;
     lyr_mlp_dims ffd;
-    int rc;
+    int rc, mix;
     if (m->need_mu) MDL__TRY(ex_zero(&m->cx, m->dmu, sizeof(float) * (size_t)N * R), "zero");
     if (m->deta) MDL__TRY(ex_zero(&m->cx, m->deta, sizeof(float) * (size_t)N), "zero");
     /* ---- FFN branch: x_out = x_mid + eta * fo */
@@ -2713,19 +2811,20 @@ static int mdl__block_bwd(mdl_model *m, int l)
     }
     /* dbr = d(attention output [+ memory channel]); dln collects d(norm1 output) */
     MDL__TRY(ex_zero(&m->cx, m->dln, sizeof(float) * NC), "zero");
-    if (m->cp[MDL__CP_MEM].k) { /* the memory channel: dln += */
+    if (mdl__has(m, l, MDL__CP_MEM)) { /* the memory channel: dln += */
         mdl__comp_io(m, l, MDL__CP_MEM, &io, Pp, Gp);
         io.x = a->n1;
         io.dout = dbr;
         io.dx = m->dln;
         MDL__TRY(m->cp[MDL__CP_MEM].k->backward(&m->cx, m->cp[MDL__CP_MEM].d, &io), "memory backward");
     }
-    mdl__comp_io(m, l, MDL__CP_MIX, &io, Pp, Gp); /* the mixer: dln += */
+    mix = m->lconv[l] ? MDL__CP_LFM : MDL__CP_MIX;
+    mdl__comp_io(m, l, mix, &io, Pp, Gp); /* the mixer (attention or gated conv): dln += */
     io.layer = l;
     io.x = a->n1;
     io.dout = dbr;
     io.dx = m->dln;
-    rc = mdl__kret(m, mdl__cbwd(m, MDL__CP_MIX, &io), "mixer backward");
+    rc = mdl__kret(m, mdl__cbwd(m, mix, &io), "mixer backward");
     if (rc) return rc;
     if (m->cp[MDL__CP_CONV].k) {
         /* the mixers' gradient is d(n1 after the convolution): back through it into dbr
@@ -3047,8 +3146,8 @@ static void mdl__gate_count(mdl_model *m)
     g->rows = g->rows_pruned = g->rows_frozen = 0;
     g->heads_frozen = 0;
     if (m->cfg.attn != MDL_ATTN_SOFTMAX) return;
-    g->rows = (long long)m->L * B * H * T;
-    g->attn_bwd_dense = full * (double)m->L * B * H;
+    g->rows = (long long)(m->L - m->nconv) * B * H * T;
+    g->attn_bwd_dense = full * (double)(m->L - m->nconv) * B * H;
     for (l = 0; l < m->L; l++)
         for (h = 0; h < H; h++) {
             f = m->gate_frozen_on && m->gate_frozen[(size_t)l * H + h];
@@ -3083,6 +3182,9 @@ int mdl_set_gating(mdl_model *m, const unsigned char *keep, const unsigned char 
     if (c->attn != MDL_ATTN_SOFTMAX || c->gac_tau || m->opts.ent_band_lambda > 0.0f)
         return mdl__fail(m, MDL_EINVAL, "mdl_set_gating: CEAS gating needs softmax attention without gac_tau or the "
                                         "entropy band");
+    if (m->nconv)
+        return mdl__fail(m, MDL_EINVAL, "mdl_set_gating: CEAS gating is not supported with gated-convolution layers "
+                                        "(layer_pattern \"%s\")", c->layer_pattern);
     if (sizeof(int) != sizeof(float)) return mdl__fail(m, MDL_EINVAL, "mdl_set_gating: needs 4-byte int");
     nk = (size_t)m->L * m->B * m->H * m->T;
     nf = (size_t)m->L * m->H;
@@ -3218,7 +3320,7 @@ static size_t mdl__frozen_runs(const mdl_model *m, const unsigned char *frozen, 
     for (l = 0; l < m->L; l++)
         for (h = 0; h < m->H; h++) {
             size_t D = (size_t)m->D, C = (size_t)m->C;
-            if (!frozen[(size_t)l * m->H + h]) continue;
+            if (!frozen[(size_t)l * m->H + h] || m->lconv[l]) continue; /* (a conv layer has no heads) */
             for (part = 0; part < 3; part++) { /* rows of qkv.weight (3C,C): D x C floats */
                 size_t off = m->bp[l].qkv + ((size_t)part * C + (size_t)h * D) * C, len = D * C;
                 if (buf) {
@@ -3274,7 +3376,7 @@ double mdl_flops_per_token(const mdl_config *cfg, int T)
         lyr_polar_dims pd;
         lyr_gdelta_dims gd;
         lyr_moe_dims md;
-        double extra = 0.0;
+        double extra = 0.0, per_conv, Lc = 0.0, La;
         mdl__dims(cfg, &pd, &gd, &md);
         if (cfg->attn == MDL_ATTN_POLAR) {
             double Dh = C / (double)pd.H;
@@ -3283,18 +3385,33 @@ double mdl_flops_per_token(const mdl_config *cfg, int T)
         } else {
             per_layer = 4.0 * C * C; /* qkv + output projection */
         }
-        if (cfg->ffn == MDL_FFN_RELU2) per_layer += 3.0 * C * F;
-        else if (cfg->ffn == MDL_FFN_MOE) per_layer += (double)md.top_k * 2.0 * C * F + (double)md.R * md.E;
-        else per_layer += 2.0 * C * F;
-        if (mdl__need_mu(cfg)) per_layer += C * C; /* membership projection */
+        per_conv = 4.0 * C * C; /* a gated-convolution layer (layer_pattern 'c'): in_proj (3C,C), out_proj */
+        if (cfg->ffn == MDL_FFN_RELU2) per_layer += 3.0 * C * F, per_conv += 3.0 * C * F;
+        else if (cfg->ffn == MDL_FFN_MOE)
+            per_layer += (double)md.top_k * 2.0 * C * F + (double)md.R * md.E,
+                per_conv += (double)md.top_k * 2.0 * C * F + (double)md.R * md.E;
+        else per_layer += 2.0 * C * F, per_conv += 2.0 * C * F;
+        if (mdl__need_mu(cfg)) per_layer += C * C, per_conv += C * C; /* membership projection */
+        {
+            size_t i, n = 0;
+            while (n < sizeof cfg->layer_pattern && cfg->layer_pattern[n]) n++;
+            for (i = 0; n && n < sizeof cfg->layer_pattern && (int)i < cfg->n_layers; i++)
+                Lc += cfg->layer_pattern[i % n] == 'c';
+        }
+        La = L - Lc;
         if (cfg->memory == MDL_MEM_GDELTA) {
             double hd = (double)gd.Hm * gd.Dk;
             per_layer += 5.0 * hd * C + 2.0 * gd.Hm * C; /* qkv, read-out gate, proj, gamma/beta */
             /* recurrence: state read, delta write and query read, ~4 Hm Dk^2 FLOPs forward */
             extra += 3.0 * 4.0 * hd * gd.Dk;
         }
-        mm = L * per_layer + V * C;
-        return 6.0 * mm + L * (6.0 * C * ((double)T + 1.0) + extra);
+        if (Lc == 0.0) { /* every layer attention: the sums as before, bit for bit */
+            mm = L * per_layer + V * C;
+            return 6.0 * mm + L * (6.0 * C * ((double)T + 1.0) + extra);
+        }
+        mm = La * per_layer + Lc * per_conv + V * C;
+        /* a conv layer's depthwise conv: 2 K C forward, 3x with the backward */
+        return 6.0 * mm + La * (6.0 * C * ((double)T + 1.0) + extra) + Lc * 6.0 * (double)cfg->lfm_k * C;
     }
 }
 
@@ -3353,6 +3470,8 @@ struct mdl__dec {
                                 (rows, Hm) x2, (rows, HD) readout and gate, (rows, C) output */
     float *gst;              /* (L, nb, Hm, Dk, Dk) memory states, zeroed when a slot starts */
     float *n1p, *cvr;        /* (rows, C) norm1 output; (L, nb, K, C) the convolution's last K inputs */
+    float *lfr;              /* (L, nb, K, C) the gated convolution's last K values of y = B x
+                                (layer_pattern 'c' layers; row t % K holds position t) */
     float *pb;               /* the prior B(W), W = nl: (L, nl, nl) (RPA, ERA: per layer) or (nl, nl)
                                 (sinusoid, relative: shared); NULL without a prior */
     int pb_layers;           /* L or 1 */
@@ -3383,12 +3502,13 @@ static int mdl__dec_extra(mdl_model *m, struct mdl__dec *d)
     const mdl_config *c = &m->cfg;
     const size_t rows = (size_t)d->rows, nb = (size_t)d->nb, L = (size_t)m->L, C = (size_t)m->C;
     const int polar = c->attn == MDL_ATTN_POLAR, mem = m->cp[MDL__CP_MEM].k != NULL,
-              conv = m->cp[MDL__CP_CONV].k != NULL;
+              conv = m->cp[MDL__CP_CONV].k != NULL, lfm = m->nconv > 0;
     size_t H = (size_t)m->H, D = (size_t)m->D, Hkv = polar ? (size_t)m->pd.Hkv : 0,
            Pq = polar ? (H + 2 * Hkv) * D + H : 0, Hm = mem ? (size_t)m->gdd.Hm : 0,
-           Dk = mem ? (size_t)m->gdd.Dk : 0, HD = Hm * Dk, K = conv ? (size_t)c->conv_k : 0, total = 0;
+           Dk = mem ? (size_t)m->gdd.Dk : 0, HD = Hm * Dk, K = conv ? (size_t)c->conv_k : 0,
+           KL = lfm ? (size_t)c->lfm_k : 0, total = 0;
     char *p;
-    if (!polar && !mem && !conv) return MDL_OK;
+    if (!polar && !mem && !conv && !lfm) return MDL_OK;
 #define MDL__XA(n) (total += mdl__align(sizeof(float) * (size_t)(n) + 1))
     MDL__XA(rows * Pq);
     MDL__XA(rows * H * D);
@@ -3407,6 +3527,7 @@ static int mdl__dec_extra(mdl_model *m, struct mdl__dec *d)
     MDL__XA(L * nb * Hm * Dk * Dk);
     MDL__XA(rows * C);
     MDL__XA(L * nb * K * C);
+    MDL__XA(L * nb * KL * C);
 #undef MDL__XA
     d->xa = (float *)calloc(1, total);
     if (!d->xa) return mdl__fail(m, MDL_ENOMEM, "mdl_decode_init: out of memory (%.1f MB of decoding state)", (double)total / 1e6);
@@ -3429,9 +3550,10 @@ static int mdl__dec_extra(mdl_model *m, struct mdl__dec *d)
     d->gst = MDL__XT(L * nb * Hm * Dk * Dk);
     d->n1p = MDL__XT(rows * C);
     d->cvr = MDL__XT(L * nb * K * C);
+    d->lfr = MDL__XT(L * nb * KL * C);
 #undef MDL__XT
     d->bytes += total;
-    d->cache_bytes += sizeof(float) * (L * nb * Hm * Dk * Dk + L * nb * K * C);
+    d->cache_bytes += sizeof(float) * (L * nb * Hm * Dk * Dk + L * nb * K * C + L * nb * KL * C);
     return MDL_OK;
 }
 
@@ -3752,6 +3874,49 @@ static int mdl__dec_gdelta(mdl_model *m, int l, int n)
     return MDL_OK;
 }
 
+/* The gated convolution of layer l (layer_pattern 'c') for the n rows (lyr_lfm_fwd's math):
+   the three streams B, C', x = n1 W_in^T + b_in (one GEMM per row block, into d->qkv's
+   thirds); y = B x into the slot's ring (row t % K); z[t] = sum_{j<K, j<=t} w[j] y[t-j]
+   (tk_causal_dwconv_forward's fmaf chain from 0, j in order, over the ring); o = C' z;
+   ap = o W_out^T + b_out. The output at t reads y at t-K+1..t only: exact to rounding. */
+static int mdl__dec_lfm(mdl_model *m, int l, int n)
+{
+    struct mdl__dec *d = m->dec;
+    const lyr_lfm_dims *ld = &m->lfmd;
+    const float *Pp[LYR_MAX_PARAMS];
+    lyr_io io;
+    const int C = m->C, K = ld->K, nb = d->nb;
+    const size_t nC = (size_t)n * C;
+    const float *win, *bin, *wc, *wout, *bout;
+    float *sb = d->qkv, *sc = d->qkv + nC, *sx = d->qkv + 2 * nC;
+    int r, s;
+    mdl__io(m, &m->cp[MDL__CP_LFM], m->bp[l].cp[MDL__CP_LFM], NULL, NULL, &io, Pp, NULL);
+    win = Pp[0];
+    bin = ld->bias ? Pp[1] : NULL;
+    wc = Pp[ld->bias ? 2 : 1];
+    wout = Pp[ld->bias ? 3 : 2];
+    bout = ld->bias ? Pp[4] : NULL;
+    for (s = 0; s < 3; s++)
+        MDL__TRY(mdl__linear(&m->cx, d->qkv + (size_t)s * nC, d->n1, win + (size_t)s * C * C,
+                             bin ? bin + (size_t)s * C : NULL, n, C, C), "gated convolution in_proj");
+    for (r = 0; r < n; r++) {
+        const int t = d->rpos[r];
+        float *ring = d->lfr + ((size_t)l * nb + (size_t)d->rslot[r]) * (size_t)K * C, *o = d->att + (size_t)r * C;
+        float *yt = ring + (size_t)(t % K) * C;
+        const float *br = sb + (size_t)r * C, *cr = sc + (size_t)r * C, *xr = sx + (size_t)r * C;
+        int j, ch;
+        for (ch = 0; ch < C; ch++) yt[ch] = br[ch] * xr[ch];
+        for (ch = 0; ch < C; ch++) o[ch] = 0.0f;
+        for (j = 0; j < K && j <= t; j++) {
+            const float *ys = ring + (size_t)((t - j) % K) * C, *wj = wc + (size_t)j * C;
+            for (ch = 0; ch < C; ch++) o[ch] = fmaf(wj[ch], ys[ch], o[ch]);
+        }
+        for (ch = 0; ch < C; ch++) o[ch] = cr[ch] * o[ch];
+    }
+    MDL__TRY(mdl__linear(&m->cx, d->ap, d->att, wout, bout, n, C, C), "gated convolution out_proj");
+    return MDL_OK;
+}
+
 static int mdl__dec_run(mdl_model *m, int n, const int *ids, float *logits, int nout)
 {
     struct mdl__dec *d = m->dec;
@@ -3826,7 +3991,10 @@ static int mdl__dec_run(mdl_model *m, int n, const int *ids, float *logits, int 
                 }
             }
         }
-        if (c->attn == MDL_ATTN_POLAR) {
+        if (m->lconv[l]) {
+            int rc_ = mdl__dec_lfm(m, l, n);
+            if (rc_) return rc_;
+        } else if (c->attn == MDL_ATTN_POLAR) {
             int rc_ = mdl__dec_polar(m, l, n);
             if (rc_) return rc_;
         } else {
@@ -3896,7 +4064,7 @@ static int mdl__dec_run(mdl_model *m, int n, const int *ids, float *logits, int 
         if (err) return mdl__fail(m, MDL_EFAIL, "decoding: more OpenMP threads than at mdl_decode_init");
         MDL__TRY(mdl__linear(&m->cx, d->ap, d->att, P + b->proj, NULL, n, C, C), "attention projection");
         }
-        if (m->cp[MDL__CP_MEM].k) { /* the memory channel: ap += mem(n1) */
+        if (mdl__has(m, l, MDL__CP_MEM)) { /* the memory channel: ap += mem(n1) */
             int rc_ = mdl__dec_gdelta(m, l, n);
             if (rc_) return rc_;
             MDL__TRY(ex_residual_fwd(&m->cx, d->ap, d->ap, d->gm, (size_t)n * C), "memory channel");

@@ -11,6 +11,8 @@
                                                  layer tau_att) or polar attention;
                                                  + gated-delta memory channel (cfg.memory)
        x    = x + eta * dropout(a)
+                                                 (or, per cfg.layer_pattern, LFM2's gated
+                                                 short convolution)
        f    = ffn(norm2(x), mu)          (B,T,C)  GELU MLP, squared-ReLU gated MLP or fuzzy MoE
        x    = x + eta * dropout(f)
      logits = normf(x) wte^T (tied head), loss = label-smoothed CE (+ entropy floor).
@@ -136,6 +138,24 @@ typedef struct mdl_config {
     int moe_experts;    /* E, 4 */
     int moe_topk;       /* 2 */
     float moe_gumbel_tau; /* 0.5 */
+    /* The per-layer mixer (issue 43 item 1; seed 002 §3.1's hybrid): layer l's mixer is
+       layer_pattern[l % strlen(layer_pattern)]: 'A' the attention cfg.attn names (softmax or
+       polar), 'c' LFM2's gated short convolution (layers.h lyr_kind_lfm: in_proj to three
+       streams B, C', x; y = B x; causal depthwise conv of width lfm_k; C' z; out_proj;
+       ["blocks.l.lfm.in_proj.weight" (3C,C), ".in_proj.bias" (3C), ".conv.weight" (K,C),
+       ".out_proj.weight" (C,C), ".out_proj.bias" (C)], in place of the attention's tensors).
+       "" (the default): every layer attention, the model as before, bit for bit; "A" is the
+       same model. ATMA's 16 layers (kreasof-ai/atma, attention where l % 4 == 2) are
+       "ccAc"; the seed's "3:1" reads as "cccA" too. At most MDL_MAX_LAYERS characters.
+       On a conv layer: the memory channel (cfg.memory) is absent (ATMA's memory lives in
+       its attention layers); norms, FFN, memberships, residual gates, conv_k and dropout
+       are the block's and apply as on any layer. Refused with conv layers
+       (mdl_config_validate): the priors, value_gate and gac_tau (per-layer attention
+       parts not carried over yet); the forward refuses CEAS observables and gate rows, and
+       mdl_set_gating any gating; GAC's entropy band counts the attention layers only. */
+    char layer_pattern[MDL_MAX_LAYERS + 1];
+    int lfm_k;          /* the gated convolution's kernel K, 3 (LFM2, ATMA); 1..64; read only
+                           when layer_pattern has a 'c' */
 } mdl_config;
 
 /* Defaults above: softmax attention, no prior, no memory, GELU MLP, LayerNorm, learned
@@ -436,14 +456,18 @@ int mdl_frozen_copy(const mdl_model *m, const unsigned char *frozen, float *buf,
                           over the slot's keys, one cache block per slot, GQA, window);
                           the gated-delta channel (gdelta.h's gd_step on a per-slot state,
                           in place); the causal convolution (a ring of the slot's last K
-                          norm outputs). It refuses what mdl_decode_limit lists (one table:
+                          norm outputs); the gated short convolution of cfg.layer_pattern's
+                          'c' layers (a ring of the slot's last lfm_k values of y = B x).
+                          It refuses what mdl_decode_limit lists (one table:
                           the value gate with more than 256 heads)
      mdl_decode_limit     the i-th refused configuration as a phrase, NULL past the last
      mdl_decode_init      allocates the cache and scratch once (1 <= max_batch <= 65536,
                           1 <= max_len <= max_T); *cache_bytes (may be NULL) = the cache
                           size: (2 C (+ H with value_gate)) * L * max_batch * max_len * 4
                           bytes (K/V), + L * max_batch * Hm * Dk * Dk * 4 (memory states)
-                          + L * max_batch * K * C * 4 (convolution ring). Every slot
+                          + L * max_batch * K * C * 4 (convolution ring) + L * max_batch *
+                          lfm_k * C * 4 (the gated convolution's rings, with a 'c' in
+                          cfg.layer_pattern; every layer's K/V cache is kept). Every slot
                           starts empty; a second call replaces the first. Refuses a device
                           model and an unsupported configuration.
      mdl_decode_set_temp  per-head temperature multipliers (L,H) (NULL: 1) times

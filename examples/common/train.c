@@ -270,7 +270,8 @@ int trn_preset(const char *name, trn_config *c)
 }
 
 /* ------------------------------------------------------------------ flags */
-enum { K_INT, K_LL, K_F, K_U64, K_STR, K_ENUM, K_LIST, K_WENUM, K_F2 /* "LO,HI": float[2] */ };
+enum { K_INT, K_LL, K_F, K_U64, K_STR, K_ENUM, K_LIST, K_WENUM, K_F2 /* "LO,HI": float[2] */,
+       K_PAT /* mdl_config.layer_pattern: a string of at most MDL_MAX_LAYERS characters */ };
 static const char *const trn__attn_names[] = {"softmax", "polar", NULL};
 static const char *const trn__prior_names[] = {"none", "rpa", "era", "sinusoid", "relative", NULL}; /* MDL_PRIOR_* order */
 static const char *const trn__mem_names[] = {"none", "gdelta", NULL};
@@ -354,6 +355,12 @@ static const trn__opt trn__opts[] = {
     {"polar-window", K_INT, TO(model.polar.window), NULL, 1, "polar sliding window (-1: full causal)"},
     {"polar-distractor", K_INT, TO(model.polar.distractor_keys), NULL, 1, "polar distractor keys R (eq. 15; 0: off)"},
     {"polar-distractor-weight", K_F, TO(model.polar.distractor_weight), NULL, 1, "polar distractor loss weight"},
+    /* issue 43: the per-layer mixer; both in the configuration JSON only with a pattern
+       (trn__opt_live), so every run without one, and its checkpoints, are unchanged */
+    {"layer-pattern", K_PAT, TO(model.layer_pattern), NULL, 1,
+     "per-layer mixer, repeated over the layers: 'A' attention (--attn), 'c' LFM2's gated short convolution "
+     "(e.g. ccAc: ATMA's 3:1, attention at l % 4 == 2; '': all attention)"},
+    {"lfm-k", K_INT, TO(model.lfm_k), NULL, 1, "kernel of the gated short convolution (LFM2, ATMA: 3)"},
     {"context", K_INT, TO(context), NULL, 1, "training context T"},
     {"batch", K_INT, TO(batch), NULL, 1, "batch at --context (tokens/step = batch * context)"},
     {"steps", K_LL, TO(steps), NULL, 1, "schedule length in steps (0: epochs * steps/epoch)"},
@@ -461,7 +468,8 @@ static int trn__format_opt(const trn_config *c, const trn__opt *o, char *buf, si
     case K_LL: return snprintf(buf, cap, "%lld", *(const long long *)p);
     case K_F: return snprintf(buf, cap, "%.9g", (double)*(const float *)p);
     case K_U64: return snprintf(buf, cap, "%llu", (unsigned long long)*(const uint64_t *)p);
-    case K_STR: return snprintf(buf, cap, "%s", p);
+    case K_STR:
+    case K_PAT: return snprintf(buf, cap, "%s", p);
     case K_ENUM: {
         int v = *(const int *)p, n = 0;
         while (o->names[n]) n++;
@@ -522,6 +530,14 @@ static int trn__parse_value(trn_config *c, const trn__opt *o, const char *v, cha
         if (strlen(v) >= TRN_PATH_MAX)
             return ex_errf(err, errlen, TRN_EINVAL, "--%s: path longer than %d bytes",
                              o->flag, TRN_PATH_MAX - 1);
+        memcpy(p, v, strlen(v) + 1);
+        return TRN_OK;
+    case K_PAT:
+        if (strlen(v) > MDL_MAX_LAYERS)
+            return ex_errf(err, errlen, TRN_EINVAL, "--%s: longer than %d characters", o->flag, MDL_MAX_LAYERS);
+        if (strspn(v, "Ac") != strlen(v))
+            return ex_errf(err, errlen, TRN_EINVAL, "--%s: '%s' is not made of A (attention) and c (gated "
+                                                    "convolution)", o->flag, v);
         memcpy(p, v, strlen(v) + 1);
         return TRN_OK;
     case K_WENUM:
@@ -692,6 +708,7 @@ static int trn__opt_live(const trn_config *c, const trn__opt *o)
     if (!strncmp(o->flag, "maxent", 6)) /* absent from the configuration of a run without it */
         return !strcmp(o->flag, "maxent-c") || !strcmp(o->flag, "maxent-cap") ? c->maxent_c != 0 : c->maxent != 0;
     if (!strcmp(o->flag, "lr-warmup")) return c->lr_warmup != 0; /* absent from runs without one */
+    if (!strcmp(o->flag, "layer-pattern") || !strcmp(o->flag, "lfm-k")) return c->model.layer_pattern[0] != 0;
     if (!strncmp(o->flag, "fixed-prior-", 12))
         return c->model.prior == MDL_PRIOR_SINUSOID || c->model.prior == MDL_PRIOR_RELATIVE;
     return 1;
@@ -837,6 +854,9 @@ int trn_config_validate(const trn_config *c, char *err, size_t errlen)
         return ex_errf(err, errlen, TRN_EINVAL, "--ceas-preset must be 9k, 14m or gpt and --ceas-gating off or on");
     if (c->ceas_gating && c->controller != TRN_CTRL_CEAS)
         return ex_errf(err, errlen, TRN_EINVAL, "--ceas-gating on needs --controller ceas");
+    if (c->controller == TRN_CTRL_CEAS && strchr(c->model.layer_pattern, 'c'))
+        return ex_errf(err, errlen, TRN_EINVAL, "--controller ceas reads every layer's attention: not with gated-"
+                                                "convolution layers (--layer-pattern %s)", c->model.layer_pattern);
     if (c->model.prior == MDL_PRIOR_SINUSOID || c->model.prior == MDL_PRIOR_RELATIVE) {
         /* the fixed priors' knobs by flag (mdl_config_validate checks them too, by field) */
         const era_pos_config *f = &c->model.fixed_prior;
