@@ -315,31 +315,6 @@ done:
 
 /* ---- the PyTorch peer ---------------------------------------------------------------- */
 
-static const char *torch_python(void)
-{
-    const char *e = getenv("TORCH_PYTHON");
-    if (e && *e) return e;
-    if (access("/usr/bin/python3", X_OK) == 0) return "/usr/bin/python3";
-    return "python3";
-}
-
-static int torch_available(void)
-{
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "%s -c 'import torch' >/dev/null 2>&1", torch_python());
-    return system(cmd) == 0;
-}
-
-/* find "key": number in a JSON line */
-static double json_num(const char *line, const char *key)
-{
-    char pat[64];
-    const char *p;
-    snprintf(pat, sizeof pat, "\"%s\":", key);
-    p = strstr(line, pat);
-    if (!p) return nan("");
-    return strtod(p + strlen(pat), NULL);
-}
 
 /* the numbers of "key": [a, b, ...] (milliseconds) into s as seconds; count added */
 static int json_list_ms(const char *line, const char *key, samples *s)

@@ -402,4 +402,33 @@ static inline void bench_match_isa_env(char **argv)
 }
 
 
+/* The PyTorch peers (bench_train, bench_decode): the python to run them with
+   ($TORCH_PYTHON, else /usr/bin/python3, where Debian's python3-torch lives, else
+   python3), whether it imports torch, and one number of a peer's JSON line ("key":
+   number; NaN when absent). */
+static inline const char *torch_python(void)
+{
+    const char *e = getenv("TORCH_PYTHON");
+    if (e && *e) return e;
+    if (access("/usr/bin/python3", X_OK) == 0) return "/usr/bin/python3";
+    return "python3";
+}
+
+static inline int torch_available(void)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "%s -c 'import torch' >/dev/null 2>&1", torch_python());
+    return system(cmd) == 0;
+}
+
+static inline double json_num(const char *line, const char *key)
+{
+    char pat[64];
+    const char *p;
+    snprintf(pat, sizeof pat, "\"%s\":", key);
+    p = strstr(line, pat);
+    if (!p) return nan("");
+    return strtod(p + strlen(pat), NULL);
+}
+
 #endif
