@@ -130,6 +130,12 @@ if run z $MPI $B --preset tiny $SMALL --zero 1; then
 else
     bad "ZeRO-1 run failed"
 fi
+# one process: nothing to shard (--zero 1 = --zero 0, said on stderr)
+if run z1 $B --preset tiny $SMALL --grad-accum 2 --zero 1 && grep -q 'one process, nothing to shard' "$TMP/z1.out"; then
+    same ref z1 "--zero 1 in one process (nothing to shard) = --zero 0"
+else
+    bad "--zero 1 in one process failed or did not say it has nothing to shard"
+fi
 if [ -d "$TMP/h2" ] && resume rz h2 $MPI $B --preset tiny $SMALL --zero 1; then
     same ref rz "resume with --zero 1 (N = 2) from a --zero 0 checkpoint"
 else
@@ -266,5 +272,14 @@ for v in 0 1025 x 2.5 3; do
 done
 if [ $bad_ga -eq 0 ]; then ok "--grad-accum 0, 1025, x, 2.5 and 3 (batch 4) refused: exit 2, nothing written"
 else bad "--grad-accum range"; fi
+bad_z=0
+for v in 2 -1 x; do
+    timeout 60 $B --preset tiny $SMALL --zero $v --out-dir "$R" > "$TMP/z.out" 2>&1
+    rc=$?
+    if [ "$rc" -ne 2 ] || [ -e "$R" ] || ! grep -q -- '--zero needs 0 or 1' "$TMP/z.out"; then
+        tail -n 2 "$TMP/z.out"; bad_z=1; echo "  --zero $v: exit $rc"
+    fi
+done
+if [ $bad_z -eq 0 ]; then ok "--zero 2, -1, x refused: exit 2, nothing written"; else bad "--zero range"; fi
 echo "RESULT dp_check passed=$P failed=$F skipped=$S"
 [ "$F" -eq 0 ]
