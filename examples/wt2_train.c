@@ -287,6 +287,7 @@ static int par_allreduce_f32(void *c, float *buf, size_t n) { return dp_allreduc
 static int par_allreduce_f64(void *c, double *buf, size_t n) { return dp_allreduce_f64((dp_comm *)c, buf, n); }
 static int par_bcast(void *c, void *buf, size_t bytes, int root) { return dp_bcast((dp_comm *)c, buf, bytes, root); }
 static int par_any(void *c, int flag, int *out) { return dp_any((dp_comm *)c, flag, out); }
+static int par_allgather_f32(void *c, float *buf, size_t n) { return dp_allgather_f32((dp_comm *)c, buf, n); }
 
 /* Every process agrees, once per step, on whether to stop: a stop signal on any process
    (each one's SIGINT / SIGTERM / SIGHUP counted) or rank 0's failed metrics write. The
@@ -358,6 +359,10 @@ static void usage(const trn_config *c, FILE *f)
             "                     with N processes (the MPI build, make build/mpi/wt2_train) --batch\n"
             "                     stays the global batch: it must divide by N x A (else exit 2); N\n"
             "                     processes are bit-identical to one with --grad-accum N (train.h)\n"
+            "  --zero 0|1         ZeRO-1 under mpirun: each of the N processes keeps 1/N of the AdamW\n"
+            "                     moments and updates 1/N of the weights, then all-gathers them;\n"
+            "                     bit-identical to --zero 0 (the default), checkpoints the same\n"
+            "                     (either loads with either). One process: nothing to shard, as 0\n"
             "  --help             this text\n\n"
             "SIGINT, SIGTERM and SIGHUP stop the run in any phase (training, periodic or final\n"
             "evaluation) with a checkpoint: exit 130, 143, 129; --resume continues from it.\n\n"
@@ -709,7 +714,7 @@ static int wt2_main(int argc, char **argv)
     double t0, t_train = 0, val_ce, test_ce = NAN, ckpt_minutes = 10.0, last_ckpt;
     eval_progress ep;
     long long val_tok = 0, test_tok = 0, steps0, limit, tokens = 0, skipped0 = 0, ran, skipped;
-    int used, wsel, accum = 1, same = 1, sample_n = 0;
+    int used, wsel, accum = 1, same = 1, sample_n = 0, zero = 0, zero_on;
     bpe_tokenizer *stok = NULL; /* --sample's decoder (GPT-2 ids) */
     char jb[4][40];
     mx_result *mxres = NULL;
@@ -776,6 +781,14 @@ static int wt2_main(int argc, char **argv)
             if (!v || ex_parse_int(v, 1, TRN_MAX_THREADS, &accum) != 0) {
                 fprintf(stderr, "wt2_train: --grad-accum needs a whole number of micro-batches in [1, %d], not '%s'\n",
                         TRN_MAX_THREADS, v ? v : "");
+                return 2;
+            }
+            continue;
+        }
+        if (!strcmp(a, "--zero") || !strncmp(a, "--zero=", 7)) {
+            const char *v = a[6] == '=' ? a + 7 : (i + 1 < argc ? argv[++i] : NULL);
+            if (!v || ex_parse_int(v, 0, 1, &zero) != 0) {
+                fprintf(stderr, "wt2_train: --zero needs 0 or 1 (the ZeRO stage), not '%s'\n", v ? v : "");
                 return 2;
             }
             continue;
@@ -1002,6 +1015,8 @@ static int wt2_main(int argc, char **argv)
         par.allreduce_f64 = par_allreduce_f64;
         par.bcast = par_bcast;
         par.any = par_any;
+        par.zero = zero;
+        par.allgather_f32 = par_allgather_f32;
         if (trn_set_parallel(t, &par, err, sizeof err) != TRN_OK) {
             fprintf(stderr, "wt2_train: %s\n", err);
             rc = 2;
@@ -1010,6 +1025,13 @@ static int wt2_main(int argc, char **argv)
         fprintf(stderr, "wt2_train: data parallel: %d process(es) (%s) x %d micro-batch(es) of %d sequences per step "
                         "(global batch %d)\n", g_size, dp_backend(g_comm), accum, cfg.batch / (g_size * accum), cfg.batch);
     }
+    zero_on = zero && g_size > 1;
+    if (zero)
+        fprintf(stderr, "wt2_train: ZeRO-1: %s; AdamW moments %.3f MiB on this process (%.3f MiB unsharded); "
+                        "EMA / SWA stay full on every process\n",
+                zero_on ? "moments sharded over the processes" : "one process, nothing to shard (as --zero 0)",
+                (double)trn_moment_bytes(t) / 1048576.0,
+                (double)(2 * sizeof(float) * mdl_num_params(trn_model(t))) / 1048576.0);
 
     /* the outputs are rank 0's (metrics, plots, checkpoints); every process stops on a signal */
     if (g_rank == 0) {
@@ -1158,6 +1180,7 @@ out0:
         while ((trn_steps_done(t) < limit || trn_pending(t)) && !stop_agreed(&metrics_failed)) {
             trn_step_info in;
             double el;
+            int ckpt_now;
             rc = trn_step(t, &in);
             if (rc == TRN_ESTOPPED) break; /* in the step's periodic evaluation: saved below */
             if (rc != TRN_OK) {
@@ -1171,6 +1194,16 @@ out0:
             if (g_size > 1 && in.T && trn_steps_done(t) % 100 == 0) {
                 if (trn_replicas_agree(t, &same) != TRN_OK) fail_all(1, "wt2_train: the replica check failed");
                 if (!same) fail_all(1, "wt2_train: the processes' weights differ (a replica diverged)");
+            }
+            /* periodic checkpoints: every --ckpt-every steps and every --ckpt-minutes; with
+               ZeRO-1 the moments are gathered for it (a collective, here for the same reason):
+               every process takes rank 0's decision */
+            ckpt_now = (in.T && cfg.ckpt_every > 0 && trn_steps_done(t) % cfg.ckpt_every == 0) ||
+                       (ckpt_minutes > 0 && now_s() - last_ckpt >= 60.0 * ckpt_minutes);
+            if (zero_on) {
+                ckpt_now = agree_rank0(ckpt_now);
+                if (ckpt_now && trn_gather_moments(t) != TRN_OK)
+                    fail_all(1, "wt2_train: gathering the sharded moments for a checkpoint failed");
             }
             if (trn_metrics_error(t) && !metrics_failed) {
                 fprintf(stderr, "%swt2_train: writing %s failed at step %lld: %s\n", bar ? "\n" : "", path,
@@ -1210,9 +1243,7 @@ out0:
             if (in.evaluated && sample_n > 0 && g_rank == 0)
                 print_sample(trn_model(t), val_ids, n_val, sample_n, cfg.seed * 0x9E3779B97F4A7C15ULL + (uint64_t)trn_steps_done(t),
                              trn_steps_done(t), stok);
-            /* periodic checkpoints: every --ckpt-every steps and every --ckpt-minutes */
-            if ((in.T && cfg.ckpt_every > 0 && trn_steps_done(t) % cfg.ckpt_every == 0) ||
-                (ckpt_minutes > 0 && now_s() - last_ckpt >= 60.0 * ckpt_minutes)) {
+            if (ckpt_now) { /* decided above */
                 if (g_rank == 0 && trn_save(t, ckpt_path, err, sizeof err) != TRN_OK) {
                     fprintf(stderr, "%swt2_train: WARNING: periodic checkpoint at step %lld FAILED: %s\n",
                             bar ? "\n" : "", trn_steps_done(t), err);
@@ -1232,6 +1263,8 @@ out0:
     t_train = now_s() - t0;
     ran = trn_steps_done(t) - steps0;
     skipped = trn_steps_skipped(t) - skipped0;
+    if (zero_on && trn_gather_moments(t) != TRN_OK)
+        fail_all(1, "wt2_train: gathering the sharded moments for the checkpoint failed");
     if (g_rank != 0) {
         /* rank 0 writes the checkpoint */
     } else if (trn_save(t, ckpt_path, err, sizeof err) != TRN_OK) {

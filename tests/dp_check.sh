@@ -9,6 +9,8 @@
 #   - the same with --controller ceas (its attention observables combined over the ranks)
 #   - resume at N = 2 from an N = 1 checkpoint (step 15), and at N = 1 from an N = 2 one:
 #     the final checkpoint identical to the uninterrupted run's
+#   - ZeRO-1 (--zero 1) on 2 ranks identical to --zero 0; resumes across --zero 0 / 1 and
+#     to N = 1 continue identically
 #   - SIGTERM to one rank: every rank stops, rank 0 checkpoints, exit 143; resumed, the
 #     run ends identical to the uninterrupted one; SIGINT to mpirun: a checkpoint, a stop
 #   - a rank killed (kill -9) mid-run: the job exits non-zero within seconds
@@ -114,6 +116,40 @@ if run h2 $MPI $B --preset tiny $SMALL --max-steps 15 &&
     same ref r21 "resume at N = 1 from an N = 2 checkpoint"
 else
     bad "resume N=2 -> N=1 failed"
+fi
+
+# 2b. ZeRO-1 (--zero 1: the AdamW moments sharded over the ranks, each updates its slice of
+#     the weights, then all-gathers them): bit-identical to --zero 0, the same checkpoints
+#     (either resumes from the other's; the first half also checkpoints every 5 steps,
+#     each a collective gather of the moments)
+if run z $MPI $B --preset tiny $SMALL --zero 1; then
+    same dp z "ZeRO-1, 30 steps on 2 ranks: --zero 1 = --zero 0"
+    if grep -q 'ZeRO-1: moments sharded over the processes; AdamW moments .* MiB on this process' "$TMP/z.out"; then
+        ok "ZeRO-1 reports the moment bytes per rank ($(grep -o 'moments [0-9.]* MiB on this process ([0-9.]* MiB unsharded)' "$TMP/z.out"))"
+    else bad "ZeRO-1: no memory line"; fi
+else
+    bad "ZeRO-1 run failed"
+fi
+# one process: nothing to shard (--zero 1 = --zero 0, said on stderr)
+if run z1 $B --preset tiny $SMALL --grad-accum 2 --zero 1 && grep -q 'one process, nothing to shard' "$TMP/z1.out"; then
+    same ref z1 "--zero 1 in one process (nothing to shard) = --zero 0"
+else
+    bad "--zero 1 in one process failed or did not say it has nothing to shard"
+fi
+if [ -d "$TMP/h2" ] && resume rz h2 $MPI $B --preset tiny $SMALL --zero 1; then
+    same ref rz "resume with --zero 1 (N = 2) from a --zero 0 checkpoint"
+else
+    bad "resume --zero 0 -> --zero 1 failed"
+fi
+if run hz $MPI $B --preset tiny $SMALL --zero 1 --max-steps 15 --ckpt-every 5; then
+    if resume rz0 hz $MPI $B --preset tiny $SMALL; then
+        same ref rz0 "resume with --zero 0 (N = 2) from a --zero 1 checkpoint"
+    else bad "resume --zero 1 -> --zero 0 failed"; fi
+    if resume rz1 hz $B --preset tiny $SMALL --grad-accum 2; then
+        same ref rz1 "resume at N = 1 from a --zero 1 (N = 2) checkpoint"
+    else bad "resume --zero 1 (N = 2) -> N = 1 failed"; fi
+else
+    bad "the --zero 1 first half failed"
 fi
 
 # children PID: the pids whose parent is PID (from /proc: no procps needed)
@@ -236,5 +272,14 @@ for v in 0 1025 x 2.5 3; do
 done
 if [ $bad_ga -eq 0 ]; then ok "--grad-accum 0, 1025, x, 2.5 and 3 (batch 4) refused: exit 2, nothing written"
 else bad "--grad-accum range"; fi
+bad_z=0
+for v in 2 -1 x; do
+    timeout 60 $B --preset tiny $SMALL --zero $v --out-dir "$R" > "$TMP/z.out" 2>&1
+    rc=$?
+    if [ "$rc" -ne 2 ] || [ -e "$R" ] || ! grep -q -- '--zero needs 0 or 1' "$TMP/z.out"; then
+        tail -n 2 "$TMP/z.out"; bad_z=1; echo "  --zero $v: exit $rc"
+    fi
+done
+if [ $bad_z -eq 0 ]; then ok "--zero 2, -1, x refused: exit 2, nothing written"; else bad "--zero range"; fi
 echo "RESULT dp_check passed=$P failed=$F skipped=$S"
 [ "$F" -eq 0 ]

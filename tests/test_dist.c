@@ -1,4 +1,4 @@
-/* test_dist.c - examples/common/dist.c: the rank-ordered all-reduce, broadcast,
+/* test_dist.c - examples/common/dist.c: the rank-ordered all-reduce, the ZeRO all-gather, broadcast,
    agreement and failure, on one process (built without MPI, or an MPI singleton) and under
    `mpirun -np N` (built with mpicc -DATTNKIT_MPI; tests/dist_check.sh runs both).
 
@@ -85,6 +85,34 @@ static void test_allreduce(dp_comm *c, size_t n)
     free(xd);
 }
 
+/* dp_allgather_f32: each rank fills only its own slice (dp_shard_lo), the rest with junk;
+   afterwards every element holds its owner's value, bit for bit. The partition covers
+   [0, n) without gaps or overlaps and its slices differ in length by at most one. */
+static void test_allgather(dp_comm *c, size_t n)
+{
+    const int N = dp_size(c), me = dp_rank(c);
+    float *x = (float *)malloc((n ? n : 1) * sizeof(float));
+    size_t i, bad = 0, lo = dp_shard_lo(n, me, N), hi = dp_shard_lo(n, me + 1, N), mn = (size_t)-1, mx = 0;
+    int r, owner, rc;
+    if (!x) { CHECK(0, "out of memory"); return; }
+    CHECK(dp_shard_lo(n, 0, N) == 0 && dp_shard_lo(n, N, N) == n, "dp_shard_lo(%zu) does not cover [0, n)", n);
+    for (r = 0; r < N; r++) {
+        size_t len = dp_shard_lo(n, r + 1, N) - dp_shard_lo(n, r, N);
+        if (len < mn) mn = len;
+        if (len > mx) mx = len;
+    }
+    CHECK(mx - mn <= 1, "dp_shard_lo(%zu) over %d ranks: slices of %zu..%zu elements", n, N, mn, mx);
+    for (i = 0; i < n; i++) x[i] = (i >= lo && i < hi) ? (float)val(me, i) : (float)(1e30 * (me + 1));
+    rc = dp_allgather_f32(c, x, n);
+    CHECK(rc == DP_OK, "dp_allgather_f32(n=%zu): %s", n, dp_last_error(c));
+    for (i = 0, owner = 0; i < n; i++) {
+        while (i >= dp_shard_lo(n, owner + 1, N)) owner++;
+        if (!same_bits_f(x[i], (float)val(owner, i))) bad++;
+    }
+    CHECK(bad == 0, "all-gather n=%zu on %d ranks: %zu values are not their owner's", n, N, bad);
+    free(x);
+}
+
 static void test_misc(dp_comm *c)
 {
     const int N = dp_size(c), me = dp_rank(c);
@@ -116,6 +144,7 @@ static void test_misc(dp_comm *c)
     CHECK(dp_bcast(c, msg, sizeof msg, N) == DP_EINVAL, "root N accepted");
     CHECK(dp_bcast(c, msg, sizeof msg, -1) == DP_EINVAL, "root -1 accepted");
     CHECK(dp_bcast(c, NULL, 4, 0) == DP_EINVAL, "NULL broadcast buffer accepted");
+    CHECK(dp_allgather_f32(c, NULL, 3) == DP_EINVAL, "NULL all-gather buffer accepted");
     CHECK(dp_any(c, 1, NULL) == DP_EINVAL, "dp_any with NULL out accepted");
     CHECK(dp_init(NULL, NULL, NULL, NULL, 0) == DP_EINVAL, "dp_init(NULL) accepted");
     CHECK(dp_rank(NULL) == 0 && dp_size(NULL) == 1, "NULL communicator's rank/size");
@@ -149,6 +178,7 @@ int main(int argc, char **argv)
         return 0; /* only one rank (nothing to wait for): the caller checks the status */
     }
     for (k = 0; k < sizeof sizes / sizeof sizes[0]; k++) test_allreduce(c, sizes[k]);
+    for (k = 0; k < sizeof sizes / sizeof sizes[0]; k++) test_allgather(c, sizes[k]);
     test_misc(c);
     /* every rank's verdict: the job passes only if all did */
     rc = dp_any(c, failed != 0, &total_failed);

@@ -1,6 +1,7 @@
 /* dist.c - see dist.h. */
 #include "dist.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -192,6 +193,35 @@ static int dp__allreduce(dp_comm *c, void *buf, size_t n, size_t esize, const ch
 
 int dp_allreduce_f32(dp_comm *c, float *buf, size_t n) { return dp__allreduce(c, buf, n, 4, "dp_allreduce_f32"); }
 int dp_allreduce_f64(dp_comm *c, double *buf, size_t n) { return dp__allreduce(c, buf, n, 8, "dp_allreduce_f64"); }
+
+size_t dp_shard_lo(size_t n, int r, int size)
+{
+    if (size < 1) size = 1;
+    if (r <= 0) return 0;
+    if (r >= size) return n;
+    return n / (size_t)size * (size_t)r + n % (size_t)size * (size_t)r / (size_t)size;
+}
+
+int dp_allgather_f32(dp_comm *c, float *buf, size_t n)
+{
+    if (!c) return DP_EINVAL;
+    if (!buf && n) return ex_errf(c->err, sizeof c->err, DP_EINVAL, "dp_allgather_f32: buf is NULL");
+    if (n > (size_t)INT_MAX)
+        return ex_errf(c->err, sizeof c->err, DP_EINVAL, "dp_allgather_f32: %zu elements (at most %d)", n, INT_MAX);
+#ifdef ATTNKIT_MPI
+    if (c->size > 1) {
+        int r, mrc;
+        for (r = 0; r < c->size; r++) {
+            size_t a = dp_shard_lo(n, r, c->size), b = dp_shard_lo(n, r + 1, c->size);
+            c->counts[r] = (int)(b - a);
+            c->displs[r] = (int)a;
+        }
+        mrc = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_FLOAT, buf, c->counts, c->displs, MPI_FLOAT, MPI_COMM_WORLD);
+        if (mrc != MPI_SUCCESS) return dp__mpi_fail(c, mrc, "dp_allgather_f32");
+    }
+#endif
+    return DP_OK;
+}
 
 int dp_bcast(dp_comm *c, void *buf, size_t bytes, int root)
 {

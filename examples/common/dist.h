@@ -62,6 +62,15 @@ const char *dp_strerror(int err);
    n == 0. Collective. */
 int dp_allreduce_f32(dp_comm *c, float *buf, size_t n);
 int dp_allreduce_f64(dp_comm *c, double *buf, size_t n);
+/* ZeRO-1's partition of a flat vector of n elements over size ranks: rank r owns the
+   contiguous slice [dp_shard_lo(n, r, size), dp_shard_lo(n, r + 1, size)), about n / size
+   elements (dp_shard_lo(n, size, size) == n). Pure arithmetic, no communicator. */
+size_t dp_shard_lo(size_t n, int r, int size);
+/* In place: every rank's own slice of buf (dp_shard_lo above, over dp_size ranks) to every
+   rank, so that afterwards buf holds on every rank what each owner held in its slice
+   (copies of bytes: exact). The other elements' values before the call do not matter.
+   n <= INT_MAX (MPI counts; DP_EINVAL above). Collective. */
+int dp_allgather_f32(dp_comm *c, float *buf, size_t n);
 /* Rank root's bytes to every rank. Collective. */
 int dp_bcast(dp_comm *c, void *buf, size_t bytes, int root);
 /* *out = 1 on every rank if any rank passed flag != 0, else 0. Collective. */

@@ -939,7 +939,11 @@ struct trn {
     int eval_only;              /* loaded with TRN_LOAD_EVAL_ONLY: trn_step refuses */
     size_t n;                   /* parameters */
     int L, H, D;
-    float *adam_m, *adam_v;     /* (n) each */
+    float *adam_m, *adam_v;     /* (z_n) each: elements [z_lo, z_lo + z_n) of the flat moments
+                                   (all n of them unless ZeRO-1 shards them, trn_set_parallel) */
+    size_t z_lo, z_n;           /* this process's slice of the moments (0, n: all) */
+    int zero;                   /* 1: ZeRO-1 on more than one process (the moments sharded) */
+    float *z_full;              /* (2n) ZeRO-1: the full moments gathered for the next trn_save */
     float *ema, *swa, *backup;  /* (n) each, NULL when unused */
     const uint16_t *train_ids, *val_ids;
     size_t n_train, n_val;
@@ -1077,6 +1081,7 @@ void trn_destroy(trn *t)
     mdl_destroy(t->m);
     trn__dfree(t, t->adam_m);
     trn__dfree(t, t->adam_v);
+    free(t->z_full);
     trn__dfree(t, t->ema);
     trn__dfree(t, t->swa);
     trn__dfree(t, t->backup);
@@ -1209,6 +1214,8 @@ int trn_create(trn **out, const trn_config *cfg, const uint16_t *train_ids, size
     }
     t->adam_m = trn__dalloc(t, t->n * sizeof(float));
     t->adam_v = trn__dalloc(t, t->n * sizeof(float));
+    t->z_lo = 0;
+    t->z_n = t->n;
     t->backup = trn__dalloc(t, t->n * sizeof(float));
     if (cfg->ema) t->ema = trn__dalloc(t, t->n * sizeof(float));
     if (cfg->swa) t->swa = trn__dalloc(t, t->n * sizeof(float));
@@ -1391,6 +1398,12 @@ int trn_set_parallel(trn *t, const trn_parallel *p, char *err, size_t errlen)
                        "size, 1 <= accum <= %d)", p->rank, p->size, p->accum, TRN_MAX_THREADS);
     if (p->size > 1 && (!p->allreduce_f32 || !p->allreduce_f64 || !p->bcast || !p->any))
         return ex_errf(err, errlen, TRN_EINVAL, "trn_set_parallel: %d processes need the four collective functions", p->size);
+    if (p->zero < 0 || p->zero > 1)
+        return ex_errf(err, errlen, TRN_EINVAL, "trn_set_parallel: ZeRO stage %d (0 or 1)", p->zero);
+    if (p->zero && p->size > 1 && !p->allgather_f32)
+        return ex_errf(err, errlen, TRN_EINVAL, "trn_set_parallel: ZeRO-1 on %d processes needs allgather_f32", p->size);
+    if (t->zero) /* already sharded (a second call): the moments' layout is fixed */
+        return ex_errf(err, errlen, TRN_EINVAL, "trn_set_parallel: the moments are already sharded (ZeRO-1)");
     if (p->size > TRN_MAX_THREADS || (long long)p->size * p->accum > t->cfg.batch)
         return ex_errf(err, errlen, TRN_EINVAL, "the batch of %d sequences cannot be cut into %d processes x %d "
                        "micro-batches", t->cfg.batch, p->size, p->accum);
@@ -1415,6 +1428,33 @@ int trn_set_parallel(trn *t, const trn_parallel *p, char *err, size_t errlen)
                                    "(%d tokens per step), not divisible by %d processes x %d micro-batches",
                                    t->cfg.cg_lengths[i], b, t->tokens_per_step, p->size, p->accum);
             }
+    }
+    if (p->zero && p->size > 1) { /* ZeRO-1: keep this process's slice of the moments only */
+        size_t N = (size_t)p->size, r = (size_t)p->rank, lo, hi, len;
+        float *zm, *zv;
+        if (t->cfg.device != MDL_DEVICE_CPU)
+            return ex_errf(err, errlen, TRN_EINVAL, "ZeRO-1 runs on the CPU trainer (not --device cuda)");
+        lo = t->n / N * r + t->n % N * r / N; /* dist.h dp_shard_lo's partition */
+        hi = t->n / N * (r + 1) + t->n % N * (r + 1) / N;
+        len = hi - lo;
+        zm = trn__dalloc(t, (len ? len : 1) * sizeof(float));
+        zv = trn__dalloc(t, (len ? len : 1) * sizeof(float));
+        if (!zm || !zv) {
+            trn__dfree(t, zm);
+            trn__dfree(t, zv);
+            return ex_errf(err, errlen, TRN_ENOMEM, "out of memory for the sharded moments");
+        }
+        if (len) { /* the moments as they are (fresh, or a checkpoint's: trn_load came first) */
+            memcpy(zm, t->adam_m + lo, len * sizeof(float));
+            memcpy(zv, t->adam_v + lo, len * sizeof(float));
+        }
+        trn__dfree(t, t->adam_m);
+        trn__dfree(t, t->adam_v);
+        t->adam_m = zm;
+        t->adam_v = zv;
+        t->z_lo = lo;
+        t->z_n = len;
+        t->zero = 1;
     }
     free(t->gacc);
     free(t->sv);
@@ -1587,21 +1627,50 @@ static uint64_t trn__fnv(uint64_t h, const void *p, size_t bytes)
     return h;
 }
 
-uint64_t trn_state_hash(trn *t)
+/* moments: 0 leaves them out (ZeRO-1's replicas hold different slices) */
+static uint64_t trn__state_hash(trn *t, int moments)
 {
     uint64_t h = 0xCBF29CE484222325ull;
     size_t np = 0;
     const float *ps;
     if (!t || t->cfg.device != MDL_DEVICE_CPU) return 0;
     h = trn__fnv(h, mdl_params(t->m), t->n * sizeof(float));
-    h = trn__fnv(h, t->adam_m, t->n * sizeof(float));
-    h = trn__fnv(h, t->adam_v, t->n * sizeof(float));
+    if (moments) {
+        h = trn__fnv(h, t->adam_m, t->z_n * sizeof(float));
+        h = trn__fnv(h, t->adam_v, t->z_n * sizeof(float));
+    }
     if (t->ema) h = trn__fnv(h, t->ema, t->n * sizeof(float));
     if (t->swa) h = trn__fnv(h, t->swa, t->n * sizeof(float));
     ps = mdl_prior_stats(t->m, &np);
     if (ps && np) h = trn__fnv(h, ps, np * sizeof(float));
     h = trn__fnv(h, &t->step, sizeof t->step);
     return h;
+}
+
+uint64_t trn_state_hash(trn *t) { return trn__state_hash(t, 1); }
+
+size_t trn_moment_bytes(const trn *t) { return t ? 2 * t->z_n * sizeof(float) : 0; }
+
+int trn_gather_moments(trn *t)
+{
+    if (!t) return TRN_EINVAL;
+    if (!t->zero) return TRN_OK;
+    if (!t->z_full) {
+        t->z_full = (float *)malloc(2 * t->n * sizeof(float));
+        if (!t->z_full) return TRN_ENOMEM;
+    }
+    if (t->z_n) {
+        memcpy(t->z_full + t->z_lo, t->adam_m, t->z_n * sizeof(float));
+        memcpy(t->z_full + t->n + t->z_lo, t->adam_v, t->z_n * sizeof(float));
+    }
+    if (t->par.allgather_f32(t->par.comm, t->z_full, t->n) != 0 ||
+        t->par.allgather_f32(t->par.comm, t->z_full + t->n, t->n) != 0)
+        return TRN_EIO;
+    if (t->par.rank != 0) { /* only the writer keeps them */
+        free(t->z_full);
+        t->z_full = NULL;
+    }
+    return TRN_OK;
 }
 
 int trn_replicas_agree(trn *t, int *same)
@@ -1611,7 +1680,7 @@ int trn_replicas_agree(trn *t, int *same)
     if (!t || !same) return TRN_EINVAL;
     *same = 1;
     if (t->par.size <= 1) return TRN_OK;
-    mine = r0 = trn_state_hash(t);
+    mine = r0 = trn__state_hash(t, !t->zero);
     if (t->par.bcast(t->par.comm, &r0, sizeof r0, 0) != 0) return TRN_EIO;
     if (t->par.any(t->par.comm, mine != r0, &differ) != 0) return TRN_EIO;
     *same = !differ;
@@ -2123,9 +2192,20 @@ int trn_step(trn *t, trn_step_info *info)
                 for (l = 0; l < t->n_tau; l++) if (t->tau_off[l] == e->offset) is_tau = 1;
                 if (is_tau && ctrl_tau) continue; /* GAC moves tau_att, not AdamW */
                 ac.weight_decay = e->decay ? t->cfg.weight_decay : 0.0f;
+                if (t->zero) { /* ZeRO-1: the part of the tensor in this process's slice */
+                    size_t a = e->offset > t->z_lo ? e->offset : t->z_lo;
+                    size_t z = e->offset + e->numel < t->z_lo + t->z_n ? e->offset + e->numel : t->z_lo + t->z_n;
+                    if (a < z)
+                        ex_adamw(&t->cx, P + a, G + a, t->adam_m + (a - t->z_lo), t->adam_v + (a - t->z_lo), z - a,
+                                 &ac, (long)t->adam_t);
+                    continue;
+                }
                 ex_adamw(&t->cx, P + e->offset, G + e->offset, t->adam_m + e->offset,
                          t->adam_v + e->offset, e->numel, &ac, (long)t->adam_t);
             }
+            /* ZeRO-1: every process's updated slice to every process (AdamW is elementwise:
+               the weights are those of the unsharded update, bit for bit) */
+            if (t->zero && t->par.allgather_f32(t->par.comm, P, t->n) != 0) return TRN_EIO;
             if (fz_save) { /* frozen heads: parameters and moments as they were */
                 mdl_frozen_copy(t->m, frz, P, fz_save, 1);
                 mdl_frozen_copy(t->m, frz, t->adam_m, fz_save + nfz, 1);
@@ -2328,6 +2408,15 @@ int trn_save(trn *t, const char *path, char *err, size_t errlen)
     hp = mdl_params(t->m);
     hm = t->adam_m;
     hv = t->adam_v;
+    if (t->zero) { /* ZeRO-1: the full moments trn_gather_moments gathered */
+        if (!t->z_full) {
+            rc = ex_errf(err, errlen, TRN_EINVAL, "trn_save: the moments are sharded (ZeRO-1): every process calls "
+                         "trn_gather_moments first");
+            goto done;
+        }
+        hm = t->z_full;
+        hv = t->z_full + t->n;
+    }
     he = t->ema;
     hs = t->swa;
     if (t->cx.device != EX_CPU) { /* the device state, staged on the host */
@@ -2432,6 +2521,10 @@ int trn_save(trn *t, const char *path, char *err, size_t errlen)
         if (c != CKPT_OK) rc = ex_errf(err, errlen, TRN_EIO, "cannot write checkpoint %s: %s", path, cerr);
     }
 done:
+    if (t && t->zero) { /* each save gathers afresh */
+        free(t->z_full);
+        t->z_full = NULL;
+    }
     free(stage);
     free(E);
     free(arch);
@@ -2731,8 +2824,8 @@ int trn_load_flags(trn *t, const char *path, unsigned flags, char *err, size_t e
     }
     /* everything read: commit */
     ex_to_ctx(&t->cx, mdl_params(t->m), P, t->n * sizeof(float)); /* host -> the model's memory */
-    ex_to_ctx(&t->cx, t->adam_m, M, t->n * sizeof(float));
-    ex_to_ctx(&t->cx, t->adam_v, V, t->n * sizeof(float));
+    ex_to_ctx(&t->cx, t->adam_m, M + t->z_lo, t->z_n * sizeof(float)); /* ZeRO-1: this process's slice */
+    ex_to_ctx(&t->cx, t->adam_v, V + t->z_lo, t->z_n * sizeof(float));
     if (EM) ex_to_ctx(&t->cx, t->ema, EM, t->n * sizeof(float));
     if (SW) ex_to_ctx(&t->cx, t->swa, SW, t->n * sizeof(float));
     trn__unpack(t, I, F);

@@ -277,10 +277,34 @@ typedef struct trn_parallel {
     int (*allreduce_f64)(void *comm, double *buf, size_t n);
     int (*bcast)(void *comm, void *buf, size_t bytes, int root);
     int (*any)(void *comm, int flag, int *out);
+    /* ZeRO-1 (issue 44 item 4): zero = 1 with size > 1 shards the AdamW moments: process
+       `rank` keeps only elements [lo, hi) of the flat moment vectors, lo = n / size * rank +
+       n % size * rank / size (dist.h dp_shard_lo; hi: the same at rank + 1). After the
+       rank-ordered gradient all-reduce and the clipping by the global norm (as without it),
+       each process runs AdamW on its slice of the parameters only, then allgather_f32 (each
+       process's slice of buf to every process, in place: dp_allgather_f32) gives every
+       process the full updated weights. AdamW is elementwise, so the run is BIT-IDENTICAL
+       to zero = 0 (the weights, the moments, every metric). EMA and SWA copies stay full on
+       every process (they are updated from the gathered weights). Checkpoints keep their
+       format: every process calls trn_gather_moments (collective) before the process that
+       writes calls trn_save (which refuses sharded moments without it); trn_load reads the
+       full moments and keeps this process's slice (trn_load may come first: the slice is
+       cut here), so files load at any size and zero. CPU trainer only; zero = 1 with one
+       process is zero = 0 (nothing to shard). Call once (a second call is refused once
+       sharded). zero 0 (memset): today's trainer, unchanged. */
+    int zero;
+    int (*allgather_f32)(void *comm, float *buf, size_t n);
 } trn_parallel;
 int trn_set_parallel(trn *t, const trn_parallel *p, char *err, size_t errlen);
+/* Bytes of AdamW moments this process holds: 2 x 4 x n, or 2 x 4 x its slice (ZeRO-1). */
+size_t trn_moment_bytes(const trn *t);
+/* ZeRO-1 before a checkpoint: collective, every process calls it, then the writer (rank 0)
+   calls trn_save, which writes the gathered full moments and frees them (rank 0 briefly
+   holds 2 x 4 x n bytes more; the others free theirs at once). Not sharded: a no-op. */
+int trn_gather_moments(trn *t);
 /* A 64-bit hash of this process's weights, optimizer moments, EMA / SWA copies, RPA
-   running statistics and step (FNV-1a over their bytes; the CPU trainer: 0 on a device). */
+   running statistics and step (FNV-1a over their bytes; the CPU trainer: 0 on a device).
+   ZeRO-1: its own slice of the moments (trn_replicas_agree then compares all but those). */
 uint64_t trn_state_hash(trn *t);
 /* Collective (size > 1): *same = 1 when every process holds the same trn_state_hash as
    rank 0. Size 1: *same = 1. */
