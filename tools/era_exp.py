@@ -86,7 +86,8 @@ def main():
     print("Seeds used (finished by every arm: %s): %s\n" % (", ".join(arms), " ".join(map(str, seeds))))
 
     # ---- CE
-    print("| arm | params | val CE (held-out tail) | val PPL | test CE (400 chunks) | tok/s (1 thread) |")
+    print("| arm | params | val CE (held-out tail) | val PPL | test CE (400 chunks) | tok/s (1 thread; wall clock of a "
+          "shared machine, not a speed figure) |")
     print("| --- | ---: | ---: | ---: | ---: | ---: |")
     ce = {}
     for a in arms:
