@@ -790,7 +790,7 @@ static polar_params lyr__polar_prm(const float *const *P)
 }
 
 /* RMSNorm rows of length D in place (no weight): x <- x r, r = 1/sqrt(mean x^2 + eps) */
-static void lyr__rms_rows(float *x, float *rs, size_t rows, int D, float eps)
+void lyr_rms_rows(float *x, float *rs, size_t rows, int D, float eps)
 {
     int i;
     LYR__OMP(omp parallel for schedule(static) if(rows * (size_t)D > LYR__PAR_MIN))
@@ -898,8 +898,8 @@ int lyr_polar_fwd(const ex_ctx *cx, const lyr_polar_dims *d, const float *const 
         memcpy(s.gl + (size_t)n * H, row + (H + 2 * Hkv) * D, H * sizeof(float));
     }
     if (d->qk_norm) {
-        lyr__rms_rows(s.q, s.rq, N * H, (int)D, d->qk_norm_eps);
-        lyr__rms_rows(s.k, s.rk, N * Hkv, (int)D, d->qk_norm_eps);
+        lyr_rms_rows(s.q, s.rq, N * H, (int)D, d->qk_norm_eps);
+        lyr_rms_rows(s.k, s.rk, N * Hkv, (int)D, d->qk_norm_eps);
     }
     }
     st.stats = s.stats;
@@ -1361,8 +1361,8 @@ size_t lyr_gdelta_work_floats(const lyr_gdelta_dims *d, int B, int T)
 /* z (N,Hm*Dk) = r (B,Hm,T,Dk) * rs * norm_w * g, per token and head. first: g holds the
    gate pre-activations (turned into sigmoids in place) and rs is computed; else both are
    read. */
-static void lyr__gd_readout_z(const lyr_gdelta_dims *d, const float *r, float *g, float *rs,
-                              const float *nw, float *z, int B, int T, int first)
+void lyr_gdelta_readout_z(const lyr_gdelta_dims *d, const float *r, float *g, float *rs, const float *nw, float *z,
+                          int B, int T, int first)
 {
     int n, Hm = d->Hm, Dk = d->Dk;
     float eps = d->cfg.rms_eps;
@@ -1532,7 +1532,7 @@ int lyr_gdelta_fwd(const ex_ctx *cx, const lyr_gdelta_dims *d, const float *cons
             ex_rowscale(cx, qkv, w.dk, s.g, (int)(N * HD), 1) != TK_OK) /* z = y * g */
             return LYR_EFAIL;
     } else {
-        lyr__gd_readout_z(d, s.r, s.g, s.rs, P[LYR_GD_NORM], qkv, B, T, 1);
+        lyr_gdelta_readout_z(d, s.r, s.g, s.rs, P[LYR_GD_NORM], qkv, B, T, 1);
     }
     if (ex_matmul_fwd(cx, out, qkv, P[LYR_GD_PROJ], NULL, (int)N, (int)HD, (int)C) != TK_OK)
         return LYR_EFAIL;
@@ -1588,7 +1588,7 @@ int lyr_gdelta_bwd(const ex_ctx *cx, const lyr_gdelta_dims *d, const float *cons
                 ex_rowscale(cx, z, w.dk, s.g, (int)(N * HD), 1) != TK_OK)
                 return LYR_EFAIL;
         } else {
-            lyr__gd_readout_z(d, s.r, s.g, s.rs, nw, z, B, T, 0);
+            lyr_gdelta_readout_z(d, s.r, s.g, s.rs, nw, z, B, T, 0);
         }
         if (ex_matmul_bwd(cx, NULL, G[LYR_GD_PROJ], NULL, dout, z, NULL, (int)N,
                                (int)HD, (int)C) != TK_OK ||

@@ -290,6 +290,14 @@ int lyr_gdelta_params(const lyr_gdelta_dims *d, lyr_pspec *out, int cap);
 int lyr_gdelta_init(const lyr_gdelta_dims *d, float *const *P, tk_rng *rng, float init_std);
 size_t lyr_gdelta_saved_floats(const lyr_gdelta_dims *d, int B, int T);
 size_t lyr_gdelta_work_floats(const lyr_gdelta_dims *d, int B, int T);
+/* The readout's z (B*T, Hm*Dk) = RMSNorm(r) * norm_w * sigmoid(g) per token and head, r
+   (B,Hm,T,Dk); first: g holds the gate pre-activations (made sigmoids in place) and rs
+   (B*T*Hm) is computed, else both are read (the forward's and decoding's arithmetic). */
+void lyr_gdelta_readout_z(const lyr_gdelta_dims *d, const float *r, float *g, float *rs, const float *nw, float *z,
+                          int B, int T, int first);
+/* RMSNorm of rows of length D in place, no weight: x <- x r, r = 1/sqrt(mean x^2 + eps)
+   (in double) into rs (rows). Polar's q/k norm, in the forward and in decoding. */
+void lyr_rms_rows(float *x, float *rs, size_t rows, int D, float eps);
 /* xn: (B,T,C); out: (B,T,C) written (the model adds it to the attention output);
    train, seed: unused (no noise), kept for the protocol; stats: NULL or filled (host).
    DEVICE: xn, out, saved, work and every P[i] all device memory run the layer on the CUDA

@@ -3782,7 +3782,8 @@ static int mdl__dec_polar(mdl_model *m, int l, int n)
     const int C = m->C, H = m->H, D = m->D, Hkv = pd->Hkv, nl = d->nl, nb = d->nb;
     const int Pq = (H + 2 * Hkv) * D + H;
     float *kc = d->kc + (size_t)l * nb * nl * C, *vc = d->vc + (size_t)l * nb * nl * C;
-    int r, h, e, rc;
+    int r, h, rc;
+    float rs;
     mdl__io(m, &m->cp[MDL__CP_MIX], m->bp[l].cp[MDL__CP_MIX], NULL, NULL, &io, Pp, NULL);
     MDL__TRY(mdl__linear(&m->cx, d->pqkv, d->n1, Pp[LYR_POLAR_QKV], NULL, n, C, Pq), "polar qkv GEMM");
     for (r = 0; r < n; r++) {
@@ -3794,23 +3795,9 @@ static int mdl__dec_polar(mdl_model *m, int l, int n)
             float *kd = kc + (((size_t)s * Hkv + h) * nl + t) * D, *vd = vc + (((size_t)s * Hkv + h) * nl + t) * D;
             memcpy(kd, row + (size_t)(H + h) * D, sizeof(float) * (size_t)D);
             memcpy(vd, row + (size_t)(H + Hkv + h) * D, sizeof(float) * (size_t)D);
-            if (pd->qk_norm) { /* (lyr__rms_rows: r = 1/sqrt(mean x^2 + eps), in double) */
-                double ss = 0.0;
-                float rs;
-                for (e = 0; e < D; e++) ss += (double)kd[e] * kd[e];
-                rs = (float)(1.0 / sqrt(ss / D + (double)pd->qk_norm_eps));
-                for (e = 0; e < D; e++) kd[e] *= rs;
-            }
+            if (pd->qk_norm) lyr_rms_rows(kd, &rs, 1, D, pd->qk_norm_eps);
         }
-        if (pd->qk_norm)
-            for (h = 0; h < H; h++) {
-                float *qh = q + (size_t)h * D, rs;
-                double ss = 0.0;
-                for (e = 0; e < D; e++) ss += (double)qh[e] * qh[e];
-                rs = (float)(1.0 / sqrt(ss / D + (double)pd->qk_norm_eps));
-                for (e = 0; e < D; e++) qh[e] *= rs;
-            }
-        /* the gate logits (rows, H) go to pmag's neighbour: kept in the qkvg row */
+        if (pd->qk_norm) lyr_rms_rows(q, d->pmag + (size_t)r * H, (size_t)H, D, pd->qk_norm_eps); /* (pmag: scratch) */
     }
     prm.len_gain_raw = Pp[LYR_POLAR_LEN_GAIN];
     prm.null_base = Pp[LYR_POLAR_NULL_BASE];
@@ -3844,7 +3831,7 @@ static int mdl__dec_gdelta(mdl_model *m, int l, int n)
     lyr_io io;
     const int C = m->C, Hm = gd->Hm, Dk = gd->Dk, HD = Hm * Dk, nb = d->nb;
     float *table = d->gst + (size_t)l * nb * Hm * Dk * Dk;
-    int r, h, j, rc;
+    int r, rc;
     mdl__io(m, &m->cp[MDL__CP_MEM], m->bp[l].cp[MDL__CP_MEM], NULL, NULL, &io, Pp, NULL);
     MDL__TRY(mdl__linear(&m->cx, d->gqkv, d->n1, Pp[LYR_GD_QKV], NULL, n, C, 3 * HD), "memory qkv GEMM");
     MDL__TRY(ex_split_heads_fwd(&m->cx, d->gq, d->gk, d->gv, d->gqkv, n, 1, Hm, Dk), "memory heads");
@@ -3858,19 +3845,9 @@ static int mdl__dec_gdelta(mdl_model *m, int l, int n)
         if (rc != GD_OK) return mdl__fail(m, MDL_EFAIL, "gd_step: %s", gd_strerror(rc));
     }
     MDL__TRY(mdl__linear(&m->cx, d->gg, d->n1, Pp[LYR_GD_G_W], Pp[LYR_GD_G_B], n, C, HD), "memory readout gate");
-    for (r = 0; r < n; r++) /* (lyr__gd_readout_z) */
-        for (h = 0; h < Hm; h++) {
-            const float *rr = d->gr + (size_t)r * HD + (size_t)h * Dk, *nw = Pp[LYR_GD_NORM];
-            float *gg = d->gg + (size_t)r * HD + (size_t)h * Dk, rsv;
-            double ss = 0;
-            for (j = 0; j < Dk; j++) ss += (double)rr[j] * rr[j];
-            rsv = (float)(1.0 / sqrt(ss / Dk + (double)gd->cfg.rms_eps));
-            for (j = 0; j < Dk; j++) {
-                float g = (float)(1.0 / (1.0 + exp(-(double)gg[j]))); /* (lyr__sigmoidf) */
-                gg[j] = rr[j] * rsv * nw[j] * g;
-            }
-        }
-    MDL__TRY(mdl__linear(&m->cx, d->gm, d->gg, Pp[LYR_GD_PROJ], NULL, n, HD, C), "memory projection");
+    /* z (into gq, free after the steps) = RMSNorm(r) * norm_w * sigmoid(g), rs in ggt (free too) */
+    lyr_gdelta_readout_z(gd, d->gr, d->gg, d->ggt, Pp[LYR_GD_NORM], d->gq, n, 1, 1);
+    MDL__TRY(mdl__linear(&m->cx, d->gm, d->gq, Pp[LYR_GD_PROJ], NULL, n, HD, C), "memory projection");
     return MDL_OK;
 }
 
