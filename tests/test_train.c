@@ -1499,6 +1499,318 @@ static void test_layer_pattern_flags_resume(void)
     remove(path);
 }
 
+/* ------------------------------------------------------------------ Muon (issue 43 item 6) */
+
+/* An independent float64 transcription of the Newton-Schulz quintic iteration as the
+   public Muon writes it: normalise by the Frobenius norm (+ 1e-7), work on the transpose
+   when there are more rows than columns, `steps` times A = X X^T, B = b A + c A A,
+   X = a X + B X, transpose back. X (r, c) in place. */
+static void ns5_ref64(double *X, int r, int c, int steps)
+{
+    const double a = 3.4445, b = -4.7750, cc = 2.0315;
+    int tr = r > c, R = tr ? c : r, C = tr ? r : c, i, j, k, s;
+    double *Y = (double *)calloc((size_t)r * c, sizeof(double)), *A = (double *)calloc((size_t)R * R, sizeof(double));
+    double *Bm = (double *)calloc((size_t)R * R, sizeof(double)), *Z = (double *)calloc((size_t)r * c, sizeof(double));
+    double nrm = 0.0;
+    if (!Y || !A || !Bm || !Z) goto done;
+    for (i = 0; i < r * c; i++) nrm += X[i] * X[i];
+    nrm = sqrt(nrm) + 1e-7;
+    /* Y (R, C): X, or its transpose */
+    for (i = 0; i < r; i++)
+        for (j = 0; j < c; j++) {
+            if (tr) Y[(size_t)j * C + i] = X[(size_t)i * c + j] / nrm;
+            else Y[(size_t)i * C + j] = X[(size_t)i * c + j] / nrm;
+        }
+    for (s = 0; s < steps; s++) {
+        for (i = 0; i < R; i++)
+            for (j = 0; j < R; j++) {
+                double acc = 0.0;
+                for (k = 0; k < C; k++) acc += Y[(size_t)i * C + k] * Y[(size_t)j * C + k];
+                A[(size_t)i * R + j] = acc;
+            }
+        for (i = 0; i < R; i++)
+            for (j = 0; j < R; j++) {
+                double acc = 0.0;
+                for (k = 0; k < R; k++) acc += A[(size_t)i * R + k] * A[(size_t)k * R + j];
+                Bm[(size_t)i * R + j] = b * A[(size_t)i * R + j] + cc * acc;
+            }
+        for (i = 0; i < R; i++)
+            for (j = 0; j < C; j++) {
+                double acc = 0.0;
+                for (k = 0; k < R; k++) acc += Bm[(size_t)i * R + k] * Y[(size_t)k * C + j];
+                Z[(size_t)i * C + j] = a * Y[(size_t)i * C + j] + acc;
+            }
+        memcpy(Y, Z, sizeof(double) * (size_t)r * c);
+    }
+    for (i = 0; i < r; i++)
+        for (j = 0; j < c; j++) X[(size_t)i * c + j] = tr ? Y[(size_t)j * C + i] : Y[(size_t)i * C + j];
+done:
+    free(Y);
+    free(A);
+    free(Bm);
+    free(Z);
+}
+
+/* trn_muon_orthogonalise (fp32, tensor.h's GEMM) against ns5_ref64 on wide, tall and
+   square shapes: worst element difference within 1e-5 of the largest element */
+static void test_muon_newton_schulz(void)
+{
+    static const int shapes[][2] = {{4, 4}, {3, 7}, {7, 3}, {16, 48}, {48, 16}, {33, 65}, {96, 24}, {2, 2}, {64, 64}};
+    ex_ctx cx = ex_ctx_make(EX_CPU);
+    int si, steps;
+    tt_seed(3);
+    for (si = 0; si < (int)(sizeof shapes / sizeof shapes[0]); si++) {
+        int r = shapes[si][0], c = shapes[si][1], i;
+        size_t n = (size_t)r * c;
+        float *X = (float *)malloc(n * sizeof(float)), *W = (float *)malloc(trn_muon_work_floats(r, c) * sizeof(float));
+        double *R = (double *)malloc(n * sizeof(double)), worst = 0.0, big = 0.0;
+        CHECK(X && W && R);
+        if (!X || !W || !R) { free(X); free(W); free(R); return; }
+        for (steps = 1; steps <= 5; steps += 4) {
+            for (i = 0; i < (int)n; i++) {
+                X[i] = (float)(tt_uniform() * 2.0 - 1.0) * 0.03f;
+                R[i] = X[i];
+            }
+            CHECK_INT_EQ(trn_muon_orthogonalise(&cx, X, r, c, steps, W), TRN_OK);
+            ns5_ref64(R, r, c, steps);
+            worst = big = 0.0;
+            for (i = 0; i < (int)n; i++) {
+                double d = fabs((double)X[i] - R[i]);
+                if (d > worst) worst = d;
+                if (fabs(R[i]) > big) big = fabs(R[i]);
+            }
+            if (!(worst <= 1e-5 * big))
+                fprintf(stderr, "NS5 %dx%d, %d steps: worst %.3g of %.3g\n", r, c, steps, worst, big);
+            CHECK(big > 0.0 && worst <= 1e-5 * big);
+        }
+        /* after 5 steps the rows (wide) or columns (tall) are near orthonormal: the
+           diagonal of the small Gram matrix in NS5's band around 1 */
+        {
+            int S = r < c ? r : c, a, k;
+            for (a = 0; a < S; a++) {
+                double g = 0.0;
+                if (r <= c) for (k = 0; k < c; k++) g += (double)X[(size_t)a * c + k] * X[(size_t)a * c + k];
+                else for (k = 0; k < r; k++) g += (double)X[(size_t)k * c + a] * X[(size_t)k * c + a];
+                CHECK(g > 0.3 && g < 1.6);
+            }
+        }
+        free(X);
+        free(W);
+        free(R);
+    }
+    /* a zero matrix stays zero; bad sizes are refused */
+    {
+        float Z[12], W[64];
+        int i;
+        memset(Z, 0, sizeof Z);
+        CHECK_INT_EQ(trn_muon_orthogonalise(&cx, Z, 3, 4, 5, W), TRN_OK);
+        for (i = 0; i < 12; i++) CHECK(Z[i] == 0.0f);
+        CHECK_INT_EQ(trn_muon_orthogonalise(&cx, Z, 0, 4, 5, W), TRN_EINVAL);
+        CHECK_INT_EQ(trn_muon_orthogonalise(&cx, Z, 3, 4, 5, NULL), TRN_EINVAL);
+        CHECK(trn_muon_work_floats(3, 4) == 12 + 2 * 9);
+    }
+}
+
+static void muon_micro(trn_config *c)
+{
+    micro(c);
+    c->optimizer = TRN_OPT_MUON;
+    c->lr = 2e-3f;
+}
+
+/* which tensors Muon takes (from the parameter table), and that the others get AdamW
+   exactly: after one step, every non-Muon tensor's weights and moments are bit-identical
+   to an AdamW run's; Muon's matrices have a momentum buffer (adam_m) and no second moment,
+   and their update's RMS is NS5's ~0.2 (the 0.2 sqrt(max dim) rule) */
+static void test_muon_param_split(void)
+{
+    trn_config c, c0;
+    trn *t = NULL, *t0 = NULL;
+    trn_step_info in, in0;
+    char err[512];
+    int i, nt, n_muon = 0, n_adam = 0;
+    float *P0 = NULL;
+    muon_micro(&c);
+    c.model.memory = MDL_MEM_GDELTA;
+    c0 = c;
+    c0.optimizer = TRN_OPT_ADAMW;
+    CHECK_INT_EQ(trn_create(&t, &c, g_ids, 3200, g_ids + 3200, NTOK - 3200, err, sizeof err), TRN_OK);
+    CHECK_INT_EQ(trn_create(&t0, &c0, g_ids, 3200, g_ids + 3200, NTOK - 3200, err, sizeof err), TRN_OK);
+    if (!t || !t0) {
+        trn_destroy(t);
+        trn_destroy(t0);
+        return;
+    }
+    CHECK(t->muon_ws != NULL && t0->muon_ws == NULL);
+    P0 = (float *)malloc(t->n * sizeof(float));
+    if (!P0) { trn_destroy(t); trn_destroy(t0); return; }
+    memcpy(P0, mdl_params(trn_model(t)), t->n * sizeof(float));
+    CHECK(memcmp(P0, mdl_params(trn_model(t0)), t->n * sizeof(float)) == 0);
+    CHECK_INT_EQ(trn_step(t, &in), TRN_OK);
+    CHECK_INT_EQ(trn_step(t0, &in0), TRN_OK);
+    CHECK(in.loss == in0.loss && in.grad_norm == in0.grad_norm && in.lr == in0.lr && !in.skipped);
+    nt = mdl_num_tensors(trn_model(t));
+    for (i = 0; i < nt; i++) {
+        const mdl_tensor *e = mdl_tensor_at(trn_model(t), i);
+        const float *p = mdl_params(trn_model(t)) + e->offset, *p0 = mdl_params(trn_model(t0)) + e->offset;
+        const float *m = t->adam_m + e->offset, *v = t->adam_v + e->offset;
+        size_t k, nb = e->numel * sizeof(float);
+        if (trn_muon_param(e)) {
+            /* step 1 from M = 0: M = (1 - beta) G exactly; U = (1 - beta) G + beta M (Nesterov);
+               W = W (1 - lr wd) - lr 0.2 sqrt(max(r, c)) NS5(U), rebuilt here from the
+               gradient the step left in the model (1e-6 of the largest weight) */
+            const float *g = mdl_grads(trn_model(t)) + e->offset, beta = c.muon_momentum;
+            int r = e->shape[0], cc = e->shape[1], mx = r > cc ? r : cc;
+            float *U = (float *)malloc(e->numel * sizeof(float));
+            float *W = (float *)malloc(trn_muon_work_floats(r, cc) * sizeof(float));
+            double vs = 0.0, worst = 0.0, big = 0.0, ss = 0.0;
+            ex_ctx cx = ex_ctx_make(EX_CPU);
+            n_muon++;
+            CHECK(e->ndim == 2 && e->decay && !strncmp(e->name, "blocks.", 7));
+            CHECK(U && W);
+            if (!U || !W) { free(U); free(W); continue; }
+            for (k = 0; k < e->numel; k++) {
+                float u = (1.0f - beta) * g[k];
+                CHECK(m[k] == u);
+                U[k] = u + beta * m[k];
+                vs += fabs(v[k]);
+            }
+            CHECK(vs == 0.0); /* no second moment */
+            CHECK_INT_EQ(trn_muon_orthogonalise(&cx, U, r, cc, c.muon_ns_steps, W), TRN_OK);
+            for (k = 0; k < e->numel; k++) {
+                double want = (double)P0[e->offset + k] * (1.0 - (double)in.lr * c.weight_decay) -
+                              (double)in.lr * 0.2 * sqrt((double)mx) * U[k];
+                double d = fabs(want - p[k]), du = (p[k] - (double)P0[e->offset + k] * (1.0 - (double)in.lr * c.weight_decay)) / in.lr;
+                if (d > worst) worst = d;
+                if (fabs(want) > big) big = fabs(want);
+                ss += du * du;
+            }
+            if (!(worst <= 1e-6 * big)) fprintf(stderr, "Muon %s: worst %.3g of %.3g\n", e->name, worst, big);
+            CHECK(worst <= 1e-6 * big);
+            if (getenv("MUON_VERBOSE"))
+                fprintf(stderr, "Muon %s (%dx%d): update RMS / lr %.3g\n", e->name, r, cc, sqrt(ss / (double)e->numel));
+            free(U);
+            free(W);
+        } else {
+            n_adam++;
+            CHECK(memcmp(p, p0, nb) == 0);
+            CHECK(memcmp(m, t0->adam_m + e->offset, nb) == 0);
+            CHECK(memcmp(v, t0->adam_v + e->offset, nb) == 0);
+        }
+    }
+    /* the named families: the embedding and the norms AdamW, the blocks' projections Muon */
+    CHECK(!trn_muon_param(mdl_find_tensor(trn_model(t), "wte")));
+    for (i = 0; i < nt; i++) {
+        const mdl_tensor *e = mdl_tensor_at(trn_model(t), i);
+        if (strstr(e->name, "ln") || strstr(e->name, "norm") || strstr(e->name, "bias") || e->ndim != 2)
+            CHECK(!trn_muon_param(e));
+        if (strstr(e->name, "qkv.weight") || strstr(e->name, "proj.weight")) CHECK(trn_muon_param(e));
+    }
+    CHECK(n_muon >= 4 && n_adam >= 4);
+    free(P0);
+    trn_destroy(t);
+    trn_destroy(t0);
+}
+
+static int muon_stub_f32(void *c, float *b, size_t n) { (void)c, (void)b, (void)n; return 0; }
+static int muon_stub_f64(void *c, double *b, size_t n) { (void)c, (void)b, (void)n; return 0; }
+static int muon_stub_bcast(void *c, void *b, size_t n, int r) { (void)c, (void)b, (void)n, (void)r; return 0; }
+static int muon_stub_any(void *c, int f, int *o) { (void)c; *o = f; return 0; }
+
+/* deterministic, resumes bit-exactly (check_resume: 12 steps == 5 + save + load + 7, for
+   the recipe and for polar + gated-delta + the squared-ReLU MLP); the flags and their JSON;
+   refusals: an unknown optimizer, bad knobs, the other optimizer's checkpoint, ZeRO-1 */
+static void test_muon_flags_resume(void)
+{
+    trn_config c, c2;
+    trn *t = NULL, *u = NULL;
+    trn_parallel p;
+    char err[512], js[16384], path[400];
+    char *argv[] = {"x", "--optimizer", "muon", "--muon-momentum", "0.9", "--muon-ns-steps", "4", "--optimizer", "sgd",
+                    "--muon-ns-steps", "0", "--muon-momentum", "1"};
+    int argc = (int)(sizeof argv / sizeof argv[0]);
+    micro(&c);
+    CHECK_INT_EQ(c.optimizer, TRN_OPT_ADAMW);
+    CHECK_INT_EQ(trn_config_json(&c, js, sizeof js), TRN_OK);
+    CHECK(strstr(js, "optimizer") == NULL && strstr(js, "muon") == NULL);
+    CHECK_INT_EQ(trn_parse_flag(&c, argc, argv, 1, err, sizeof err), 2);
+    CHECK_INT_EQ(trn_parse_flag(&c, argc, argv, 3, err, sizeof err), 2);
+    CHECK_INT_EQ(trn_parse_flag(&c, argc, argv, 5, err, sizeof err), 2);
+    CHECK_INT_EQ(c.optimizer, TRN_OPT_MUON);
+    CHECK(c.muon_momentum == 0.9f && c.muon_ns_steps == 4);
+    CHECK_INT_EQ(trn_config_validate(&c, err, sizeof err), TRN_OK);
+    CHECK_INT_EQ(trn_config_json(&c, js, sizeof js), TRN_OK);
+    CHECK(strstr(js, "\"optimizer\":\"muon\"") && strstr(js, "\"muon-momentum\":0.899999976") &&
+          strstr(js, "\"muon-ns-steps\":4"));
+    err[0] = 0;
+    CHECK_INT_EQ(trn_parse_flag(&c, argc, argv, 7, err, sizeof err), TRN_EINVAL);
+    CHECK(strstr(err, "--optimizer") && strstr(err, "'sgd'") && strstr(err, "adamw|muon"));
+    c2 = c;
+    CHECK_INT_EQ(trn_parse_flag(&c2, argc, argv, 9, err, sizeof err), 2);
+    CHECK_INT_EQ(trn_config_validate(&c2, err, sizeof err), TRN_EINVAL);
+    CHECK(strstr(err, "--muon-ns-steps") != NULL);
+    c2 = c;
+    CHECK_INT_EQ(trn_parse_flag(&c2, argc, argv, 11, err, sizeof err), 2);
+    CHECK_INT_EQ(trn_config_validate(&c2, err, sizeof err), TRN_EINVAL);
+    CHECK(strstr(err, "--muon-momentum") != NULL);
+    c2 = c;
+    c2.optimizer = 2;
+    CHECK_INT_EQ(trn_config_validate(&c2, err, sizeof err), TRN_EINVAL);
+    CHECK(strstr(err, "--optimizer") != NULL);
+    /* determinism and bit-exact resume */
+    muon_micro(&c);
+    check_resume(&c, "muon_recipe");
+    muon_micro(&c);
+    c.model.attn = MDL_ATTN_POLAR;
+    c.model.memory = MDL_MEM_GDELTA;
+    c.model.prior = MDL_PRIOR_NONE;
+    c.model.ffn = MDL_FFN_RELU2;
+    c.model.norm = MDL_NORM_RMS;
+    c.model.res_gate = c.model.value_gate = 0;
+    c.controller = TRN_CTRL_NONE;
+    c.cg = 0;
+    c.lr_flat_frac = 0.3f; /* seed 002's cosine with a 70 % cooldown */
+    c.lr_floor_frac = 0.0f;
+    check_resume(&c, "muon_polar_gdelta");
+    /* the other optimizer's checkpoint is refused, both ways, naming --optimizer */
+    snprintf(path, sizeof path, "%s/muon.safetensors", g_dir);
+    CHECK_INT_EQ(trn_create(&t, &c, g_ids, 3200, g_ids + 3200, NTOK - 3200, err, sizeof err), TRN_OK);
+    if (!t) return;
+    CHECK_INT_EQ(run_steps(t, 2), TRN_OK);
+    CHECK_INT_EQ(trn_save(t, path, err, sizeof err), TRN_OK);
+    c2 = c;
+    c2.optimizer = TRN_OPT_ADAMW;
+    CHECK_INT_EQ(trn_create(&u, &c2, g_ids, 3200, g_ids + 3200, NTOK - 3200, err, sizeof err), TRN_OK);
+    if (u) {
+        err[0] = 0;
+        CHECK_INT_EQ(trn_load(u, path, err, sizeof err), TRN_EMISMATCH);
+        CHECK(strstr(err, "--optimizer muon") != NULL);
+        CHECK_INT_EQ(run_steps(u, 2), TRN_OK);
+        CHECK_INT_EQ(trn_save(u, path, err, sizeof err), TRN_OK);
+        err[0] = 0;
+        CHECK_INT_EQ(trn_load(t, path, err, sizeof err), TRN_EMISMATCH);
+        CHECK(strstr(err, "--optimizer adamw") != NULL);
+        trn_destroy(u);
+        u = NULL;
+    }
+    /* ZeRO-1 shards elementwise moments: refused with Muon */
+    memset(&p, 0, sizeof p);
+    p.rank = 0;
+    p.size = 2;
+    p.accum = 1;
+    p.zero = 1;
+    p.allreduce_f32 = muon_stub_f32;
+    p.allreduce_f64 = muon_stub_f64;
+    p.bcast = muon_stub_bcast;
+    p.any = muon_stub_any;
+    p.allgather_f32 = muon_stub_f32;
+    err[0] = 0;
+    CHECK_INT_EQ(trn_set_parallel(t, &p, err, sizeof err), TRN_EINVAL);
+    CHECK(strstr(err, "ZeRO-1") && strstr(err, "--optimizer muon"));
+    trn_destroy(t);
+    remove(path);
+}
+
 int main(int argc, char **argv)
 {
     TEST_INIT(argc, argv);
@@ -1528,6 +1840,9 @@ int main(int argc, char **argv)
     TEST_RUN(test_lr_warmup);
     TEST_RUN(test_parallel_refusals);
     TEST_RUN(test_dp_equals_accum);
+    TEST_RUN(test_muon_newton_schulz);
+    TEST_RUN(test_muon_param_split);
+    TEST_RUN(test_muon_flags_resume);
     rmdir(g_dir);
     return TEST_END();
 }

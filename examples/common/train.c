@@ -57,6 +57,9 @@ static void trn__base(trn_config *c)
     c->beta2 = 0.95f;
     c->adam_eps = 1e-8f;
     c->weight_decay = 0.1f;
+    c->optimizer = TRN_OPT_ADAMW;
+    c->muon_momentum = 0.95f; /* the public Muon's default */
+    c->muon_ns_steps = 5;
     c->grad_clip = 1.0f;
     c->label_smoothing = 0.0f;
     c->ent_floor_alpha = 0.0f;
@@ -287,6 +290,7 @@ static const char *const trn__onoff_names[] = {"off", "on", NULL};
 static const char *const trn__mxcost_names[] = {"time", "flops", NULL}; /* MX_COST_* order */
 static const char *const trn__device_names[] = {"cpu", "cuda", NULL}; /* MDL_DEVICE_* order */
 static const char *const trn__precision_names[] = {"fp32", "tf32", "bf16", NULL}; /* TK_MATH_* order */
+static const char *const trn__optimizer_names[] = {"adamw", "muon", NULL}; /* TRN_OPT_* order */
 
 typedef struct trn__opt {
     const char *flag;
@@ -384,6 +388,15 @@ static const trn__opt trn__opts[] = {
     {"beta2", K_F, TO(beta2), NULL, 1, "AdamW beta2"},
     {"adam-eps", K_F, TO(adam_eps), NULL, 1, "AdamW epsilon"},
     {"wd", K_F, TO(weight_decay), NULL, 1, "weight decay (matrices)"},
+    /* issue 43 item 6: in the configuration JSON only with --optimizer muon (trn__opt_live),
+       so every AdamW run, and its checkpoints, are unchanged */
+    {"optimizer", K_ENUM, TO(optimizer), trn__optimizer_names, 1,
+     "adamw|muon: muon (seed 002 section 4.1) updates the blocks' 2-D weight matrices by momentum + "
+     "Newton-Schulz orthogonalisation at 0.2 sqrt(max dim) x the same --lr and --wd, AdamW the rest "
+     "(embeddings, norms, biases, priors, gates); train.h says which tensors; seed 002's cosine with a "
+     "70% cooldown is --lr-flat 0.3 --lr-floor 0"},
+    {"muon-momentum", K_F, TO(muon_momentum), NULL, 1, "Muon's Nesterov momentum beta, [0, 1)"},
+    {"muon-ns-steps", K_INT, TO(muon_ns_steps), NULL, 1, "Muon's Newton-Schulz iterations, 1..20"},
     {"clip", K_F, TO(grad_clip), NULL, 1, "gradient-norm clip (0: off)"},
     {"label-smoothing", K_F, TO(label_smoothing), NULL, 1, "label smoothing eps"},
     {"ent-floor", K_F, TO(ent_floor_alpha), NULL, 1, "membership entropy-floor weight"},
@@ -708,6 +721,8 @@ static int trn__opt_live(const trn_config *c, const trn__opt *o)
     if (!strncmp(o->flag, "maxent", 6)) /* absent from the configuration of a run without it */
         return !strcmp(o->flag, "maxent-c") || !strcmp(o->flag, "maxent-cap") ? c->maxent_c != 0 : c->maxent != 0;
     if (!strcmp(o->flag, "lr-warmup")) return c->lr_warmup != 0; /* absent from runs without one */
+    if (!strcmp(o->flag, "optimizer") || !strncmp(o->flag, "muon-", 5))
+        return c->optimizer != TRN_OPT_ADAMW; /* absent from AdamW runs (the default) */
     if (!strcmp(o->flag, "layer-pattern") || !strcmp(o->flag, "lfm-k")) return c->model.layer_pattern[0] != 0;
     if (!strncmp(o->flag, "fixed-prior-", 12))
         return c->model.prior == MDL_PRIOR_SINUSOID || c->model.prior == MDL_PRIOR_RELATIVE;
@@ -802,6 +817,11 @@ int trn_config_validate(const trn_config *c, char *err, size_t errlen)
     TRN__RANGE(c->beta2, 0.0f, 0.999999f, "beta2");
     TRN__POS(c->adam_eps, "adam-eps");
     TRN__RANGE(c->weight_decay, 0.0f, 10.0f, "wd");
+    if (c->optimizer != TRN_OPT_ADAMW && c->optimizer != TRN_OPT_MUON)
+        return ex_errf(err, errlen, TRN_EINVAL, "--optimizer must be adamw or muon (got %d)", c->optimizer);
+    TRN__RANGE(c->muon_momentum, 0.0f, 0.999999f, "muon-momentum");
+    if (c->muon_ns_steps < 1 || c->muon_ns_steps > 20)
+        return ex_errf(err, errlen, TRN_EINVAL, "--muon-ns-steps must be in [1, 20] (got %d)", c->muon_ns_steps);
     TRN__RANGE(c->grad_clip, 0.0f, 1e30f, "clip");
     TRN__RANGE(c->label_smoothing, 0.0f, 0.999f, "label-smoothing");
     TRN__RANGE(c->ent_floor_alpha, 0.0f, 1e6f, "ent-floor");
@@ -945,6 +965,7 @@ struct trn {
     int zero;                   /* 1: ZeRO-1 on more than one process (the moments sharded) */
     float *z_full;              /* (2n) ZeRO-1: the full moments gathered for the next trn_save */
     float *ema, *swa, *backup;  /* (n) each, NULL when unused */
+    float *muon_ws;             /* --optimizer muon: the largest Muon matrix's work (trn__muon_ws_floats) */
     const uint16_t *train_ids, *val_ids;
     size_t n_train, n_val;
     wt2_loader loader;
@@ -998,6 +1019,99 @@ struct trn {
     size_t sv_cap;
     ceas_obs *obs_comb;          /* (L,H) the combined CEAS observables of the step */
 };
+
+/* ------------------------------------------------------------------ Muon (train.h) */
+/* Newton-Schulz quintic coefficients of Keller Jordan's public Muon
+   (github.com/KellerJordan/Muon, zeropower_via_newtonschulz5) and its normalisation's eps */
+#define TRN__NS_A 3.4445f
+#define TRN__NS_B (-4.7750f)
+#define TRN__NS_C 2.0315f
+#define TRN__NS_EPS 1e-7f
+
+int trn_muon_param(const mdl_tensor *e)
+{
+    if (!e || e->ndim != 2 || !e->decay || e->shape[0] < 2 || e->shape[1] < 2) return 0;
+    return !strncmp(e->name, "blocks.", 7);
+}
+
+size_t trn_muon_work_floats(int rows, int cols)
+{
+    size_t s;
+    if (rows < 1 || cols < 1) return 0;
+    s = (size_t)(rows < cols ? rows : cols);
+    return (size_t)rows * (size_t)cols + 2 * s * s; /* the next X, A and B */
+}
+
+/* one Muon matrix's work: its update U (r c) and NS5's */
+static size_t trn__muon_ws_floats(const mdl_tensor *e)
+{
+    return e->numel + trn_muon_work_floats(e->shape[0], e->shape[1]);
+}
+
+int trn_muon_orthogonalise(const ex_ctx *x, float *X, int rows, int cols, int steps, float *work)
+{
+    size_t n, s;
+    float nrm = 0.0f, *Y, *A, *Bm, *cur, *nxt;
+    int k, wide, math = TK_MATH_FP32, rc = TRN_OK;
+    if (!x || !X || !work || rows < 1 || cols < 1 || steps < 0) return TRN_EINVAL;
+    n = (size_t)rows * (size_t)cols;
+    wide = rows <= cols; /* A = X X^T (rows x rows); else A = X^T X (cols x cols) */
+    s = (size_t)(wide ? rows : cols);
+    Y = work;
+    A = Y + n;
+    Bm = A + s * s;
+    if (ex_grad_norm(x, X, n, &nrm) != TK_OK || !isfinite(nrm)) return TRN_EIO;
+    if (ex_scale(x, X, X, 1.0f / (nrm + TRN__NS_EPS), n) != TK_OK) return TRN_EIO;
+    if (x->device != EX_CPU) { /* the iteration in fp32 whatever --precision says */
+        math = tk_cuda_get_math();
+        if (math != TK_MATH_FP32 && tk_cuda_set_math(TK_MATH_FP32) != TK_OK) return TRN_EIO;
+    }
+#define TRN__NS_OK(call) do { if ((call) != TK_OK) { rc = TRN_EIO; goto out; } } while (0)
+    cur = X;
+    nxt = Y;
+    for (k = 0; k < steps; k++) {
+        int S = (int)s;
+        float *t;
+        if (wide) TRN__NS_OK(ex_sgemm(x, 0, 1, S, S, cols, 1.0f, cur, cols, cur, cols, 0.0f, A, S));
+        else TRN__NS_OK(ex_sgemm(x, 1, 0, S, S, rows, 1.0f, cur, cols, cur, cols, 0.0f, A, S));
+        TRN__NS_OK(ex_scale(x, Bm, A, TRN__NS_B, s * s));                                   /* B = b A */
+        TRN__NS_OK(ex_sgemm(x, 0, 0, S, S, S, TRN__NS_C, A, S, A, S, 1.0f, Bm, S));        /*  + c A A */
+        TRN__NS_OK(ex_scale(x, nxt, cur, TRN__NS_A, n));                                   /* X' = a X */
+        if (wide) TRN__NS_OK(ex_sgemm(x, 0, 0, rows, cols, S, 1.0f, Bm, S, cur, cols, 1.0f, nxt, cols)); /* + B X */
+        else TRN__NS_OK(ex_sgemm(x, 0, 0, rows, cols, S, 1.0f, cur, cols, Bm, S, 1.0f, nxt, cols));     /* + X B */
+        t = cur;
+        cur = nxt;
+        nxt = t;
+    }
+    if (cur != X) TRN__NS_OK(ex_copy(x, X, cur, n * sizeof(float)));
+#undef TRN__NS_OK
+out:
+    if (x->device != EX_CPU && math != TK_MATH_FP32 && tk_cuda_set_math(math) != TK_OK && rc == TRN_OK) rc = TRN_EIO;
+    return rc;
+}
+
+/* One Muon step of tensor e (train.h): P, G, M (its momentum buffer) at e's offset */
+static int trn__muon_update(trn *t, const mdl_tensor *e, float *P, const float *G, float *M, float lr, float wd)
+{
+    const ex_ctx *x = &t->cx;
+    int r = e->shape[0], c = e->shape[1], mx = r > c ? r : c;
+    float beta = t->cfg.muon_momentum, *U = t->muon_ws, *W = t->muon_ws + e->numel;
+    size_t n = e->numel;
+    int rc;
+    if (!U) return TRN_EINVAL;
+    /* M = beta M + (1 - beta) G;  U = (1 - beta) G + beta M (Nesterov); W: scratch */
+    if (ex_scale(x, U, G, 1.0f - beta, n) != TK_OK || ex_scale(x, M, M, beta, n) != TK_OK ||
+        ex_residual_fwd(x, M, M, U, n) != TK_OK || ex_scale(x, W, M, beta, n) != TK_OK ||
+        ex_residual_fwd(x, U, U, W, n) != TK_OK)
+        return TRN_EIO;
+    rc = trn_muon_orthogonalise(x, U, r, c, t->cfg.muon_ns_steps, W);
+    if (rc != TRN_OK) return rc;
+    /* W <- W - lr (0.2 sqrt(max(r, c)) O + wd W), decoupled decay as tk_adamw_update's */
+    if (ex_scale(x, P, P, 1.0f - lr * wd, n) != TK_OK ||
+        ex_scale(x, U, U, -lr * 0.2f * sqrtf((float)mx), n) != TK_OK || ex_residual_fwd(x, P, P, U, n) != TK_OK)
+        return TRN_EIO;
+    return TRN_OK;
+}
 
 /* what a step stopped during its periodic evaluation left to do (trn_pending) */
 #define TRN__P_EVAL 1
@@ -1081,6 +1195,7 @@ void trn_destroy(trn *t)
     mdl_destroy(t->m);
     trn__dfree(t, t->adam_m);
     trn__dfree(t, t->adam_v);
+    trn__dfree(t, t->muon_ws);
     free(t->z_full);
     trn__dfree(t, t->ema);
     trn__dfree(t, t->swa);
@@ -1219,6 +1334,21 @@ int trn_create(trn **out, const trn_config *cfg, const uint16_t *train_ids, size
     t->backup = trn__dalloc(t, t->n * sizeof(float));
     if (cfg->ema) t->ema = trn__dalloc(t, t->n * sizeof(float));
     if (cfg->swa) t->swa = trn__dalloc(t, t->n * sizeof(float));
+    if (cfg->optimizer == TRN_OPT_MUON) { /* the largest Muon matrix's update and NS5 work */
+        size_t w = 0;
+        int i;
+        for (i = 0; i < mdl_num_tensors(t->m); i++) {
+            const mdl_tensor *e = mdl_tensor_at(t->m, i);
+            if (trn_muon_param(e) && trn__muon_ws_floats(e) > w) w = trn__muon_ws_floats(e);
+        }
+        if (w) {
+            t->muon_ws = trn__dalloc(t, w * sizeof(float));
+            if (!t->muon_ws) {
+                trn_destroy(t);
+                return ex_errf(err, errlen, TRN_ENOMEM, "out of memory for Muon's work (%zu floats)", w);
+            }
+        }
+    }
     if ((size_t)Bmax > ((size_t)-1 / sizeof(int32_t)) / ((size_t)Tmax + 1)) {
         trn_destroy(t);
         return ex_errf(err, errlen, TRN_ENOMEM, "batch buffers of %d x %zu ids do not fit in memory", Bmax,
@@ -1402,6 +1532,10 @@ int trn_set_parallel(trn *t, const trn_parallel *p, char *err, size_t errlen)
         return ex_errf(err, errlen, TRN_EINVAL, "trn_set_parallel: ZeRO stage %d (0 or 1)", p->zero);
     if (p->zero && p->size > 1 && !p->allgather_f32)
         return ex_errf(err, errlen, TRN_EINVAL, "trn_set_parallel: ZeRO-1 on %d processes needs allgather_f32", p->size);
+    if (p->zero && p->size > 1 && t->cfg.optimizer == TRN_OPT_MUON)
+        return ex_errf(err, errlen, TRN_EINVAL, "ZeRO-1 (--zero 1) is not available with --optimizer muon: it shards "
+                       "the elementwise AdamW moments by element ranges, and Muon's orthogonalisation needs whole "
+                       "matrices; use --zero 0");
     if (t->zero) /* already sharded (a second call): the moments' layout is fixed */
         return ex_errf(err, errlen, TRN_EINVAL, "trn_set_parallel: the moments are already sharded (ZeRO-1)");
     if (p->size > TRN_MAX_THREADS || (long long)p->size * p->accum > t->cfg.batch)
@@ -2192,6 +2326,15 @@ int trn_step(trn *t, trn_step_info *info)
                 for (l = 0; l < t->n_tau; l++) if (t->tau_off[l] == e->offset) is_tau = 1;
                 if (is_tau && ctrl_tau) continue; /* GAC moves tau_att, not AdamW */
                 ac.weight_decay = e->decay ? t->cfg.weight_decay : 0.0f;
+                if (t->cfg.optimizer == TRN_OPT_MUON && trn_muon_param(e)) { /* (never ZeRO-1: refused) */
+                    rc = trn__muon_update(t, e, P + e->offset, G + e->offset, t->adam_m + e->offset, lr,
+                                          t->cfg.weight_decay);
+                    if (rc != TRN_OK) {
+                        free(fz_save);
+                        return rc;
+                    }
+                    continue;
+                }
                 if (t->zero) { /* ZeRO-1: the part of the tensor in this process's slice */
                     size_t a = e->offset > t->z_lo ? e->offset : t->z_lo;
                     size_t z = e->offset + e->numel < t->z_lo + t->z_n ? e->offset + e->numel : t->z_lo + t->z_n;
@@ -2548,6 +2691,11 @@ static void trn__arch_diff(const char *file, const trn_config *c, char *err, siz
         trn__format_opt(c, o, want, sizeof want);
         snprintf(key, sizeof key, "\"%s\":", o->flag);
         p = strstr(file, key);
+        if (!p && !strcmp(o->flag, "optimizer")) { /* absent: an AdamW run's (trn__opt_live) */
+            ex_errf(err, errlen, TRN_EMISMATCH, "checkpoint was trained with --optimizer adamw, this run has --optimizer %s",
+                    want);
+            return;
+        }
         if (!p) {
             ex_errf(err, errlen, TRN_EMISMATCH, "checkpoint has no --%s (written by another version?)", o->flag);
             return;
@@ -2567,7 +2715,11 @@ static void trn__arch_diff(const char *file, const trn_config *c, char *err, siz
         if (!o->arch || trn__opt_live(c, o)) continue;
         snprintf(key, sizeof key, "\"%s\":", o->flag);
         if (strstr(file, key)) {
-            ex_errf(err, errlen, TRN_EMISMATCH, "checkpoint was trained with --%s, this run has none", o->flag);
+            if (!strcmp(o->flag, "optimizer"))
+                ex_errf(err, errlen, TRN_EMISMATCH, "checkpoint was trained with --optimizer muon, this run has "
+                        "--optimizer adamw");
+            else
+                ex_errf(err, errlen, TRN_EMISMATCH, "checkpoint was trained with --%s, this run has none", o->flag);
             return;
         }
     }

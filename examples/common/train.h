@@ -1,6 +1,6 @@
 /* train.h - the WikiText-2 trainer behind examples/wt2_train.c: configuration and presets,
-   the training step (AdamW, clipping, label smoothing, entropy floor, LR flat + cosine to a
-   floor, bias warm-in, chaos warm-in, EMA, SWA-select, the context game, controllers
+   the training step (AdamW, or Muon on the blocks' weight matrices with AdamW on the rest;
+   clipping, label smoothing, entropy floor, LR flat + cosine to a floor, bias warm-in, chaos warm-in, EMA, SWA-select, the context game, controllers
    none|scripted|guardian|gac|ceas), evaluation, and bit-exact checkpoints.
 
    Protocol (seed 000 §7): training draws random contiguous chunks; evaluation walks a split
@@ -15,6 +15,36 @@
 
    Determinism: for a fixed thread count, a run is a pure function of its configuration;
    N steps, save, resume, N more steps gives bit-identical weights to 2N steps in one go.
+
+   Optimizers (--optimizer adamw|muon; issue 43 item 6, seed 002 §4.1). adamw (the default):
+   AdamW on every tensor, weight decay on those the model's parameter table marks (decay).
+   muon: Muon on each tensor trn_muon_param accepts (a 2-D weight matrix of a block with
+   weight decay: the mixers' and the memory's projections, the MLPs', the RPA membership
+   projection, the MoE router; read from the parameter table, names and shapes), AdamW as
+   above on the rest (embeddings wte / wpe, norms, biases, the priors' and gates'
+   parameters, the convolutions' kernels, the 3-D MoE expert stacks). Muon's step for a
+   matrix W (r x c) with gradient G, momentum beta (--muon-momentum 0.95), learning rate lr
+   (the schedule's, shared with AdamW) and weight decay wd (--wd):
+       M <- beta M + (1 - beta) G                  (momentum buffer, EMA form)
+       U <- (1 - beta) G + beta M                  (Nesterov, as the public Muon does)
+       O <- NS5(U)                                 (trn_muon_orthogonalise: --muon-ns-steps 5)
+       W <- W - lr (0.2 sqrt(max(r, c)) O + wd W)
+   The 0.2 sqrt(max(r, c)) scale is the RMS-matching rule of Liu et al. 2025 ("Muon is
+   scalable for LLM training", Moonshot): it brings the update's RMS near AdamW's (~0.2), so
+   one --lr and one --wd serve both groups (the alternative, Keller Jordan's
+   max(1, r/c)^0.5 with a separate, larger Muon rate, is not offered). The momentum buffer
+   lives in the checkpoint's optim.adam_m at the matrix's offset (optim.adam_v stays 0
+   there): the file's format does not change and a Muon run resumes bit-exactly. The
+   checkpoint's configuration records --optimizer muon and its two knobs (absent for
+   adamw, so adamw runs and their checkpoints are as before); resuming with the other
+   optimizer is refused. The schedule: seed 002's "cosine with a 70 % cooldown" is
+   --lr-flat 0.3 --lr-floor 0 (flat for 30 % of the steps, then a cosine to 0 over the last
+   70 %), optionally with --lr-warmup. Precision: the Newton-Schulz GEMMs run in fp32 on
+   both devices (a device trainer switches tk_cuda_set_math to fp32 for them and back; the
+   public implementation uses bf16 on GPUs). Device: the same code path through exctx.h's
+   ops (ex_sgemm, ex_scale, ex_residual_fwd, ex_grad_norm: one host read of the norm per
+   matrix and step). Refused: ZeRO-1 (trn_set_parallel zero = 1: it shards elementwise
+   moments; Muon needs whole matrices).
    License: MIT. */
 #ifndef ATTNKIT_TRAIN_H
 #define ATTNKIT_TRAIN_H
@@ -37,6 +67,7 @@ enum { TRN_OK = 0, TRN_EINVAL = -1, TRN_ENOMEM = -2, TRN_EIO = -3, TRN_EFORMAT =
        TRN_ESTOPPED = -7 /* the stop flag (trn_set_stop_flag) was raised: see there */ };
 enum { TRN_CTRL_NONE = 0, TRN_CTRL_SCRIPTED, TRN_CTRL_GUARDIAN, TRN_CTRL_GAC, TRN_CTRL_CEAS };
 enum { TRN_W_RAW = 0, TRN_W_EMA = 1, TRN_W_SWA = 2 };
+enum { TRN_OPT_ADAMW = 0, TRN_OPT_MUON = 1 };
 #define TRN_MAX_CG 8
 #define TRN_PATH_MAX 1024
 /* bounds on what a flag or a loaded checkpoint may say: optimizer steps (--steps,
@@ -68,6 +99,9 @@ typedef struct trn_config {
                                presets' default; early Adam steps at a flat lr 2e-3 spike now
                                and then at the tiny presets' size) */
     float beta1, beta2, adam_eps, weight_decay;
+    int optimizer;          /* TRN_OPT_ADAMW (0, default) or TRN_OPT_MUON (see the top) */
+    float muon_momentum;    /* Muon's beta (0.95, the public implementation's) */
+    int muon_ns_steps;      /* Newton-Schulz iterations (5) */
     float grad_clip;        /* 0: off */
     float label_smoothing, ent_floor_alpha, ent_floor_eta;
     float moe_lb_coef;
@@ -360,6 +394,24 @@ long long trn_steps_skipped(const trn *t);
 const char *trn_json_num(char *buf, size_t cap, int prec, double v);
 const char *trn_json_gnum(char *buf, size_t cap, int prec, double v);
 const char *trn_strerror(int err);
+
+/* Muon's pieces (the top of this file), for tests and for other trainers.
+   trn_muon_param: 1 when --optimizer muon updates tensor e with Muon: ndim 2, weight decay
+   on, both dimensions > 1 and a name under "blocks." (the token and position embeddings,
+   "wte" / "wpe", and "lnf" are outside the blocks); 0 otherwise (AdamW).
+   trn_muon_orthogonalise: X (rows, cols), on ctx's device, replaced by NS5's approximation
+   of its orthogonal polar factor U V^T: X <- X / (||X||_F + 1e-7), then `steps` times
+   A = X X^T, B = b A + c A A, X = a X + B X (the X^T X form, X = a X + X B, when rows > cols:
+   the same map on the smaller Gram matrix), (a, b, c) = (3.4445, -4.7750, 2.0315): the
+   quintic coefficients of Keller Jordan's public Muon (github.com/KellerJordan/Muon,
+   zeropower_via_newtonschulz5; the iteration's singular values land in about [0.7, 1.2]
+   rather than at 1: that is the method). fp32 GEMMs (ex_sgemm; a device context runs them
+   at TK_MATH_FP32 and restores the math after). work: trn_muon_work_floats(rows, cols)
+   floats on the same device. TRN_OK, or TRN_EINVAL (bad sizes, NULL) / TRN_EIO (an op
+   failed). */
+int trn_muon_param(const mdl_tensor *e);
+size_t trn_muon_work_floats(int rows, int cols);
+int trn_muon_orthogonalise(const ex_ctx *ctx, float *X, int rows, int cols, int steps, float *work);
 
 #ifdef __cplusplus
 }
