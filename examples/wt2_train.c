@@ -10,6 +10,9 @@
      build/wt2_train --preset tiny-plain --maxent-pi on  # seed 004 section 6 (C): a PI controller
                                           # holds each GELU layer's output entropy in a band
                                           # by moving its gain a_l of gelu(a_l u) (maxent.h)
+     build/wt2_train --optimizer muon --lr-flat 0.3 --lr-floor 0  # seed 002 §4.1: Muon on the
+                                          # blocks' matrices, AdamW on the rest, cosine over
+                                          # the last 70 % of the steps (train.h)
      build/wt2_train --resume runs/wt2/ckpt.safetensors   # continue bit-exactly
      build/wt2_train --help               # every option with its current default
 
@@ -362,7 +365,8 @@ static void usage(const trn_config *c, FILE *f)
             "  --zero 0|1         ZeRO-1 under mpirun: each of the N processes keeps 1/N of the AdamW\n"
             "                     moments and updates 1/N of the weights, then all-gathers them;\n"
             "                     bit-identical to --zero 0 (the default), checkpoints the same\n"
-            "                     (either loads with either). One process: nothing to shard, as 0\n"
+            "                     (either loads with either). One process: nothing to shard, as 0.\n"
+            "                     Refused with --optimizer muon (it needs whole matrices)\n"
             "  --help             this text\n\n"
             "SIGINT, SIGTERM and SIGHUP stop the run in any phase (training, periodic or final\n"
             "evaluation) with a checkpoint: exit 130, 143, 129; --resume continues from it.\n\n"
