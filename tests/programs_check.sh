@@ -331,7 +331,8 @@ else
     # 9g. numbers are range-checked before anything is read or written (exit 2, no output dir)
     for c in "threads 100000" "threads -1" "seed xyz" "seed -1" "seed 12abc" "steps 99999999999999" \
              "max-steps 5x" "ckpt-minutes abc" "ckpt-minutes -1" "ema 2" "guardian-ramp -3" \
-             "attn polar --prior none --polar-distractor 70000" "epochs 2000000000"; do
+             "attn polar --prior none --polar-distractor 70000" "epochs 2000000000" "optimizer sgd" \
+             "muon-momentum 1" "muon-ns-steps 0"; do
         name=$(echo "$c" | tr ' ' '_' | tr -cd 'A-Za-z0-9_-')
         timeout 60 "$WT" $TINY --$c --out-dir "$W/rng_$name" > /dev/null 2> "$W/rng.err"; rc=$?
         flag=${c%% *}
@@ -342,6 +343,18 @@ else
     timeout 60 "$WT" $TINY --attn polar --prior none --polar-distractor 70000 --out-dir "$W/rng_pd" > /dev/null 2> "$W/rng.err"
     grep -q 65536 "$W/rng.err" && ok range_polar_distractor_limit_named \
         || fail range_polar_distractor_limit_named "$(tail -n 1 "$W/rng.err")"
+
+    # 9g2. --optimizer muon (issue 43 item 6) trains, records itself in the configuration,
+    #      and its checkpoint resumes with it and is refused without it (exit 1, naming both)
+    D="$W/muon"
+    "$WT" $TINY --optimizer muon --max-steps 2 --out-dir "$D" > /dev/null 2> "$W/mu.err"; rc=$?
+    if [ $rc -eq 0 ] && grep -q '"optimizer":"muon"' "$D/metrics.jsonl" && [ -s "$D/ckpt.safetensors" ]; then
+        "$WT" $TINY --optimizer muon --max-steps 3 --resume "$D/ckpt.safetensors" --out-dir "$D" > /dev/null 2> "$W/mu.r.err"; rc2=$?
+        "$WT" $TINY --max-steps 4 --resume "$D/ckpt.safetensors" --out-dir "$D" > /dev/null 2> "$W/mu.a.err"; rc3=$?
+        if [ $rc2 -eq 0 ] && grep -q "resumed from .* at step 2" "$W/mu.r.err" && [ $rc3 -eq 1 ] \
+            && grep -q -- "--optimizer muon, this run has --optimizer adamw" "$W/mu.a.err"; then ok optimizer_muon_resume
+        else fail optimizer_muon_resume "rc=$rc2/$rc3: $(tail -n 1 "$W/mu.r.err") / $(tail -n 1 "$W/mu.a.err")"; fi
+    else fail optimizer_muon_resume "rc=$rc: $(tail -n 1 "$W/mu.err")"; fi
 
     # 9h. a resume on other data (a shorter validation split: other token counts) is refused
     mkdir "$W/short"

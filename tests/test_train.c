@@ -1658,12 +1658,12 @@ static void test_muon_param_split(void)
         if (trn_muon_param(e)) {
             /* step 1 from M = 0: M = (1 - beta) G exactly; U = (1 - beta) G + beta M (Nesterov);
                W = W (1 - lr wd) - lr 0.2 sqrt(max(r, c)) NS5(U), rebuilt here from the
-               gradient the step left in the model (1e-6 of the largest weight) */
+               gradient the step left in the model */
             const float *g = mdl_grads(trn_model(t)) + e->offset, beta = c.muon_momentum;
             int r = e->shape[0], cc = e->shape[1], mx = r > cc ? r : cc;
             float *U = (float *)malloc(e->numel * sizeof(float));
             float *W = (float *)malloc(trn_muon_work_floats(r, cc) * sizeof(float));
-            double vs = 0.0, worst = 0.0, big = 0.0, ss = 0.0;
+            double vs = 0.0, worst = 0.0, big = 0.0, ss = 0.0, upd = 0.0;
             ex_ctx cx = ex_ctx_make(EX_CPU);
             n_muon++;
             CHECK(e->ndim == 2 && e->decay && !strncmp(e->name, "blocks.", 7));
@@ -1683,10 +1683,14 @@ static void test_muon_param_split(void)
                 double d = fabs(want - p[k]), du = (p[k] - (double)P0[e->offset + k] * (1.0 - (double)in.lr * c.weight_decay)) / in.lr;
                 if (d > worst) worst = d;
                 if (fabs(want) > big) big = fabs(want);
+                if ((double)in.lr * 0.2 * sqrt((double)mx) * fabs(U[k]) > upd) upd = (double)in.lr * 0.2 * sqrt((double)mx) * fabs(U[k]);
                 ss += du * du;
             }
-            if (!(worst <= 1e-6 * big)) fprintf(stderr, "Muon %s: worst %.3g of %.3g\n", e->name, worst, big);
-            CHECK(worst <= 1e-6 * big);
+            /* 1e-6 of the weights plus 1e-5 of the update (a compiler that fuses u + beta m
+               into an fma here rounds U otherwise; NS5 carries that ulp on) */
+            if (!(worst <= 1e-6 * big + 1e-5 * upd))
+                fprintf(stderr, "Muon %s: worst %.3g of %.3g (update %.3g)\n", e->name, worst, big, upd);
+            CHECK(worst <= 1e-6 * big + 1e-5 * upd);
             if (getenv("MUON_VERBOSE"))
                 fprintf(stderr, "Muon %s (%dx%d): update RMS / lr %.3g\n", e->name, r, cc, sqrt(ss / (double)e->numel));
             free(U);
