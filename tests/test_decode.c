@@ -354,6 +354,36 @@ static void test_exact_polar_gdelta_conv(void)
     run_exact(c, NULL, "polar + gated-delta + convolution (K 4), RMSNorm");
 }
 
+/* issue 43 items 3, 4: polar attention without the q/k RMSNorm, and with the output gate
+   per channel and the output biases (decoded through lyr_polar_assemble at T = 1), with
+   GQA, a window, the memory channel and a conv layer */
+static void test_exact_polar_qknorm_gate(void)
+{
+    mdl_config c = small();
+    c.attn = MDL_ATTN_POLAR;
+    c.pos = MDL_POS_NONE;
+    c.polar_qk_norm = 0;
+    run_exact(c, NULL, "polar attention, qk-norm off");
+    c.polar_qk_norm = 1;
+    c.polar_gate = MDL_POLAR_GATE_CHANNEL;
+    run_exact(c, NULL, "polar attention, gate per channel + output biases");
+    c.n_heads = 4;
+    c.polar_kv_heads = 2;
+    c.polar.window = 5;
+    c.polar_qk_norm = 0;
+    run_exact(c, NULL, "polar, gate per channel, 4 heads over 2 KV heads, window 5, qk-norm off");
+    c = small();
+    c.attn = MDL_ATTN_POLAR;
+    c.pos = MDL_POS_NONE;
+    c.polar_gate = MDL_POLAR_GATE_CHANNEL;
+    c.memory = MDL_MEM_GDELTA;
+    c.norm = MDL_NORM_RMS;
+    c.prior = MDL_PRIOR_NONE;
+    c.value_gate = 0;
+    snprintf(c.layer_pattern, sizeof c.layer_pattern, "cA");
+    run_exact(c, NULL, "pattern cA, polar gate per channel + gated-delta, RMSNorm");
+}
+
 /* The per-layer mixer (cfg.layer_pattern, issue 43): LFM2's gated short convolution on
    the 'c' layers, decoded from a ring of each slot's last K values of y = B x, against the
    full forward: with softmax attention (RoPE) and with polar attention, "cA" and "ccA",
@@ -573,6 +603,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_prior_window_rule);
     TEST_RUN(test_exact_polar_gdelta_conv);
     TEST_RUN(test_exact_layer_pattern);
+    TEST_RUN(test_exact_polar_qknorm_gate);
     TEST_RUN(test_sample);
     TEST_RUN(test_refusals);
     TEST_RUN(test_bad_args);

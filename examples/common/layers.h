@@ -67,21 +67,31 @@
    2. POLAR ATTENTION MIXER (lyr_polar_*), seed 002 §3.2, eqs. 5-14:
         [q | k | v | gate] = xn Wqkv^T        q (B,H,T,D), k, v (B,Hkv,T,D) (GQA: query
                                               head h reads kv head h/(H/Hkv)), gate (B,T,H)
-                                              "carried in the q projection" (eq. 14)
+                                              "carried in the q projection" (eq. 14), or
+                                              (B,T,H,D) with dims.gate CHANNEL
         q, k <- RMSNorm over D per head (no weight) when qk_norm (the paper normalises
                                               queries and keys before scoring)
         c, mag = polar_forward (streaming, FlashAttention-style: memory O(T), never T^2)
         out = W_o (c * sigmoid(gate)) + W_mu mag     (eq. 14: polar_assemble_forward's
                                               function, computed as two tk_sgemm GEMMs)
+              (+ b_o + b_mu with dims.bias)
+      The gate per channel and the biases (dims.gate CHANNEL, dims.bias 1) follow the
+      authors' code (kreasof-ai/atma model/reference.py PolarAttention, read at d36673b):
+      its q projection has 2 D outputs per head, chunked into [q_h | gate_h], and
+      c * sigmoid(gate) multiplies channel by channel before proj; proj and mu_proj are
+      Linear layers with biases. Here the gate rows sit after v, head-major: gate channel
+      (h, j) is row (H + 2 Hkv) D + h D + j (the authors' row h 2D + D + j); their q, k and
+      v projections also carry biases, which this layer does not have.
       Optional distractor loss (eq. 15; cfg.distractor_keys = R > 0, off by default):
       R random keys per (batch, kv head), N(0,1) per coordinate (the scale of an
       RMS-normed key) from the forward's seed, scored against the null sink; its value
       (already times cfg.distractor_weight) goes to stats->align_loss, and backward adds
       its gradient (upstream gradient 1): the model adds align_loss to its objective.
       Not implemented from seed 002: the Canon causal convolutions on q/k/v.
-      Params: qkv.weight ((H + 2 Hkv) D + H, C) rows [q | k | v | gate], len_gain_raw (H),
-      null_base (H), null_slope_raw (H), mag_beta_raw (H), v_null (H,D), o.weight (C,H D),
-      mu.weight (C,H). No biases. Init: qkv.weight normal(0, std); o.weight and mu.weight
+      Params: qkv.weight ((H + 2 Hkv) D + G, C) rows [q | k | v | gate] (G = H, or H D
+      with the gate per channel), len_gain_raw (H), null_base (H), null_slope_raw (H),
+      mag_beta_raw (H), v_null (H,D), o.weight (C,H D), mu.weight (C,H); with dims.bias
+      o.bias (C) and mu.bias (C) (init 0, no decay). Init: qkv.weight normal(0, std); o.weight and mu.weight
       normal(0, std * resid_scale); the per-head scalars and v_null from polar_params_init:
       mag_beta_raw -1.5 and v_null 0 are the authors' code's values (the paper gives none),
       the other scalars as polar.h documents them.
@@ -222,8 +232,12 @@ int lyr_moe_bwd(const ex_ctx *cx, const lyr_moe_dims *d, const float *const *P, 
                 int T, float *host, float lb_coef);
 
 /* ------------------------------------------------------------ polar attention */
+/* LYR_POLAR_NPARAMS: the tensors without biases; with dims.bias two more follow,
+   LYR_POLAR_O_BIAS and LYR_POLAR_MU_BIAS (lyr_polar_params returns LYR_POLAR_NPARAMS_MAX) */
 enum { LYR_POLAR_QKV = 0, LYR_POLAR_LEN_GAIN, LYR_POLAR_NULL_BASE, LYR_POLAR_NULL_SLOPE,
-       LYR_POLAR_MAG_BETA, LYR_POLAR_V_NULL, LYR_POLAR_O, LYR_POLAR_MU, LYR_POLAR_NPARAMS };
+       LYR_POLAR_MAG_BETA, LYR_POLAR_V_NULL, LYR_POLAR_O, LYR_POLAR_MU, LYR_POLAR_NPARAMS,
+       LYR_POLAR_O_BIAS = LYR_POLAR_NPARAMS, LYR_POLAR_MU_BIAS, LYR_POLAR_NPARAMS_MAX };
+enum { LYR_POLAR_GATE_HEAD = 0, LYR_POLAR_GATE_CHANNEL = 1 }; /* lyr_polar_dims.gate */
 
 typedef struct lyr_polar_dims {
     int C;            /* model width */
@@ -231,6 +245,11 @@ typedef struct lyr_polar_dims {
     int Hkv;          /* key/value heads, divides H (H: no GQA) */
     int qk_norm;      /* 1: RMSNorm q and k per head before scoring */
     float qk_norm_eps;/* 1e-6 */
+    int gate;         /* LYR_POLAR_GATE_HEAD: one output gate per head, (B,T,H), H rows of
+                         qkv.weight; LYR_POLAR_GATE_CHANNEL: one per channel, (B,T,H,D), H*D
+                         rows (the authors' code) */
+    int bias;         /* 1: o.bias and mu.bias (C) each on the output projections (the
+                         authors' Linear layers); 0: none */
     float resid_scale;/* init std multiplier of o.weight and mu.weight, 1 */
     polar_config cfg; /* polar_config_default(); window, tiles, distractor loss, ... */
 } lyr_polar_dims;
@@ -266,6 +285,15 @@ int lyr_polar_fwd(const ex_ctx *cx, const lyr_polar_dims *d, const float *const 
 int lyr_polar_bwd(const ex_ctx *cx, const lyr_polar_dims *d, const float *const *P,
                   float *const *G, const float *dout, float *dxn, const float *saved, float *work,
                   int B, int T);
+/* Eq. 14 as the forward computes it (its last step; decoding calls it at T = 1 for the
+   gate per channel): out (B,T,C) = z W_o^T + magT W_mu^T (+ o.bias + mu.bias with
+   dims.bias), z (B*T, H*D) = c merged per token times sigmoid(gl) per head or per channel.
+   c (B,H,T,D), mag (B,H,T), gl (B,T,G) (G = H, or H*D per channel); scratch z (B*T, H*D),
+   magT (B*T, H), sg (B*T, G) (device only; NULL on the CPU), tmp (B*T, C) (with dims.bias;
+   else NULL). All on cx's device. */
+int lyr_polar_assemble(const ex_ctx *cx, const lyr_polar_dims *d, const float *const *P, const float *c,
+                       const float *mag, const float *gl, float *out, float *z, float *magT, float *sg,
+                       float *tmp, int B, int T);
 
 /* ------------------------------------------------------------ gated-delta memory */
 enum { LYR_GD_QKV = 0, LYR_GD_W_GAMMA, LYR_GD_B_GAMMA, LYR_GD_W_BETA, LYR_GD_B_BETA,

@@ -392,6 +392,8 @@ mdl_config mdl_config_default(void)
     c.fixed_prior = era_pos_config_default();
     c.polar = polar_config_default();
     c.polar_kv_heads = 0;
+    c.polar_qk_norm = 1;
+    c.polar_gate = MDL_POLAR_GATE_HEAD;
     c.gd = gd_config_default();
     c.gd_heads = 0;
     c.gd_dk = 0;
@@ -462,6 +464,9 @@ static void mdl__dims(const mdl_config *c, lyr_polar_dims *pd, lyr_gdelta_dims *
     float rs = 1.0f / sqrtf(2.0f * (float)L);
     *pd = lyr_polar_dims_make(C, H);
     if (c->polar_kv_heads > 0) pd->Hkv = c->polar_kv_heads;
+    pd->qk_norm = c->polar_qk_norm;
+    pd->gate = c->polar_gate == MDL_POLAR_GATE_CHANNEL ? LYR_POLAR_GATE_CHANNEL : LYR_POLAR_GATE_HEAD;
+    pd->bias = c->polar_gate == MDL_POLAR_GATE_CHANNEL;
     pd->cfg = c->polar;
     pd->resid_scale = rs;
     *gd = lyr_gdelta_dims_make(C, Hm, Dk);
@@ -533,6 +538,11 @@ int mdl_config_validate(const mdl_config *c, char *err, size_t errlen)
         return ex_errf(err, errlen, MDL_EINVAL, "memory must be none or gdelta (got %d)", c->memory);
     if (c->ffn < MDL_FFN_GELU || c->ffn > MDL_FFN_MOE)
         return ex_errf(err, errlen, MDL_EINVAL, "ffn must be gelu, relu2 or moe (got %d)", c->ffn);
+    if (c->polar_qk_norm != 0 && c->polar_qk_norm != 1)
+        return ex_errf(err, errlen, MDL_EINVAL, "polar_qk_norm must be 0 or 1 (got %d)", c->polar_qk_norm);
+    if (c->polar_gate != MDL_POLAR_GATE_HEAD && c->polar_gate != MDL_POLAR_GATE_CHANNEL)
+        return ex_errf(err, errlen, MDL_EINVAL, "polar_gate must be MDL_POLAR_GATE_HEAD or MDL_POLAR_GATE_CHANNEL (got %d)",
+                         c->polar_gate);
     {
         lyr_polar_dims pd;
         lyr_gdelta_dims gd;
@@ -3380,8 +3390,9 @@ double mdl_flops_per_token(const mdl_config *cfg, int T)
         mdl__dims(cfg, &pd, &gd, &md);
         if (cfg->attn == MDL_ATTN_POLAR) {
             double Dh = C / (double)pd.H;
+            double Gg = pd.gate == LYR_POLAR_GATE_CHANNEL ? pd.H * Dh : (double)pd.H; /* gate rows */
             /* [q | k | v | gate] projection, o and mu read-outs */
-            per_layer = (((double)pd.H + 2.0 * pd.Hkv) * Dh + pd.H) * C + C * pd.H * Dh + C * pd.H;
+            per_layer = (((double)pd.H + 2.0 * pd.Hkv) * Dh + Gg) * C + C * pd.H * Dh + C * pd.H;
         } else {
             per_layer = 4.0 * C * C; /* qkv + output projection */
         }
@@ -3504,7 +3515,7 @@ static int mdl__dec_extra(mdl_model *m, struct mdl__dec *d)
     const int polar = c->attn == MDL_ATTN_POLAR, mem = m->cp[MDL__CP_MEM].k != NULL,
               conv = m->cp[MDL__CP_CONV].k != NULL, lfm = m->nconv > 0;
     size_t H = (size_t)m->H, D = (size_t)m->D, Hkv = polar ? (size_t)m->pd.Hkv : 0,
-           Pq = polar ? (H + 2 * Hkv) * D + H : 0, Hm = mem ? (size_t)m->gdd.Hm : 0,
+           Pq = polar ? (H + 2 * Hkv) * D + (m->pd.gate == LYR_POLAR_GATE_CHANNEL ? H * D : H) : 0, Hm = mem ? (size_t)m->gdd.Hm : 0,
            Dk = mem ? (size_t)m->gdd.Dk : 0, HD = Hm * Dk, K = conv ? (size_t)c->conv_k : 0,
            KL = lfm ? (size_t)c->lfm_k : 0, total = 0;
     char *p;
@@ -3771,7 +3782,9 @@ int mdl_decode_len(const mdl_model *m, int slot)
    head (qk_norm); k, v into the slot's cache, (nb, Hkv, nl, D) in kc / vc (one block of nl
    positions per slot); polar_decode of each row over its slot's live keys 0..t (the last
    row of polar_forward at length t + 1); ap = polar_assemble_forward (W_o (c sigmoid(g)) +
-   W_mu mag). Polar's output at t does not depend on the length beyond t: exact to rounding. */
+   W_mu mag), or with the gate per channel (and the biases) the forward's own
+   lyr_polar_assemble at B = n, T = 1. Polar's output at t does not depend on the length
+   beyond t: exact to rounding. */
 static int mdl__dec_polar(mdl_model *m, int l, int n)
 {
     struct mdl__dec *d = m->dec;
@@ -3780,7 +3793,7 @@ static int mdl__dec_polar(mdl_model *m, int l, int n)
     lyr_io io;
     polar_params prm;
     const int C = m->C, H = m->H, D = m->D, Hkv = pd->Hkv, nl = d->nl, nb = d->nb;
-    const int Pq = (H + 2 * Hkv) * D + H;
+    const int Gc = pd->gate == LYR_POLAR_GATE_CHANNEL ? H * D : H, Pq = (H + 2 * Hkv) * D + Gc;
     float *kc = d->kc + (size_t)l * nb * nl * C, *vc = d->vc + (size_t)l * nb * nl * C;
     int r, h, rc;
     float rs;
@@ -3811,9 +3824,17 @@ static int mdl__dec_polar(mdl_model *m, int l, int n)
                           vc, d->ptab + r, &len, &prm, 1, H, Hkv, D, nl, nb, 1);
         if (rc != POLAR_OK) return mdl__fail(m, MDL_EFAIL, "polar_decode: %s", polar_strerror(rc));
     }
-    /* the gate logits, (rows, 1, H), out of the qkvg rows; then eq. 14 for the n rows */
+    /* the gate logits, (rows, 1, G), out of the qkvg rows; then eq. 14 for the n rows */
     for (r = 0; r < n; r++)
-        memmove(d->pqkv + (size_t)r * H, d->pqkv + (size_t)r * Pq + (size_t)(H + 2 * Hkv) * D, sizeof(float) * (size_t)H);
+        memmove(d->pqkv + (size_t)r * Gc, d->pqkv + (size_t)r * Pq + (size_t)(H + 2 * Hkv) * D, sizeof(float) * (size_t)Gc);
+    if (pd->gate == LYR_POLAR_GATE_CHANNEL || pd->bias) {
+        /* c (n,H,1,D) and mag (n,H,1); z in pq (free after polar_decode), magT and the biased mu
+           part in the qkv scratch (rows x 3C; unused by polar layers) */
+        rc = lyr_polar_assemble(&m->cx, pd, Pp, d->pc, d->pmag, d->pqkv, d->ap, d->pq, d->qkv + (size_t)n * C, NULL,
+                                d->qkv, n, 1);
+        if (rc != LYR_OK) return mdl__fail(m, MDL_EFAIL, "lyr_polar_assemble: %s", lyr_strerror(rc));
+        return MDL_OK;
+    }
     rc = polar_assemble_forward(d->ap, d->pc, d->pmag, d->pqkv, Pp[LYR_POLAR_O], Pp[LYR_POLAR_MU], n, H, 1, D, C);
     if (rc != POLAR_OK) return mdl__fail(m, MDL_EFAIL, "polar_assemble_forward: %s", polar_strerror(rc));
     return MDL_OK;
