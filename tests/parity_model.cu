@@ -566,8 +566,8 @@ static void test_polar_attention(void)
     run_case("polar attention, GQA, window 5, distractor loss (R 3)", &c, &o);
 }
 
-/* issue 43 items 3, 4: polar attention without the q/k RMSNorm; the output gate per
-   channel with the output biases, with GQA */
+/* issue 43 items 3, 4, 2: polar attention without the q/k RMSNorm; the output gate per
+   channel with the output biases, with GQA; with the Canon layers on q, k, v */
 static void test_polar_qknorm_gate(void)
 {
     mdl_config c = toy(MDL_FFN_GELU, MDL_NORM_LAYER, MDL_POS_LEARNED);
@@ -582,6 +582,8 @@ static void test_polar_qknorm_gate(void)
     c.polar_gate = MDL_POLAR_GATE_CHANNEL;
     c.polar_kv_heads = 1;
     run_case("polar attention, gate per channel + output biases, GQA (1 kv head)", &c, &o);
+    c.polar_canon_k = 4; /* issue 43 item 2 */
+    run_case("polar attention, Canon layers (K 4), gate per channel + output biases, GQA", &c, &o);
 }
 
 /* the causal depthwise convolution before the mixers (cfg.conv_k) */

@@ -1026,6 +1026,70 @@ static void test_polar_channel_gate(void)
     }
 }
 
+/* issue 43 item 2: Canon layers (x + causal depthwise conv(x) on q, k, v, per channel):
+   finite differences of every tensor (K 3 with GQA; K 4 longer than some prefixes, with
+   the gate per channel, biases, no qk-norm and a window), accumulation and determinism, the
+   convolution against a direct transcription from the saved inputs, the counts */
+static void test_polar_canon(void)
+{
+    {
+        fx f = polar_fx(12, 4, 2, 1, 0, 1);
+        lyr__polar_saved s;
+        int ci, part, b, h, t, j, i, K = 3, D = 3, B = 2, T = 6;
+        double worst = 0;
+        f.pol.canon_k = K;
+        fx_setup(&f, B, T, 0.3, 59);
+        ci = lyr_polar_canon_index(&f.pol);
+        CHECK_INT_EQ(ci, LYR_POLAR_NPARAMS);
+        CHECK_INT_EQ(f.np, LYR_POLAR_NPARAMS + 3);
+        CHECK(!strcmp(f.spec[ci].suffix, "canon_q.weight") && f.spec[ci + 2].shape[0] == 2 &&
+              f.spec[ci + 1].shape[1] == K && f.spec[ci + 1].shape[2] == D && f.spec[ci].decay == 0);
+        fd_check_all(&f, "polar canon K 3, gqa");
+        check_accumulates(&f);
+        check_deterministic(&f);
+        CHECK_INT_EQ(lyr_polar_forward(&f.pol, (const float *const *)f.P, f.x, f.out, f.saved, f.work, B, T, 1,
+                                       f.seed, NULL), LYR_OK);
+        lyr__polar_carve(&f.pol, f.saved, B, T, &s);
+        for (part = 0; part < 3; part++) {
+            int hh = part == 0 ? 4 : 2;
+            const float *y = part == 0 ? s.q : part == 1 ? s.k : s.v, *x = part == 0 ? s.qp : part == 1 ? s.kp : s.vp;
+            const float *w = f.P[ci + part];
+            for (b = 0; b < B; b++)
+                for (h = 0; h < hh; h++)
+                    for (t = 0; t < T; t++)
+                        for (j = 0; j < D; j++) {
+                            const float *xb = x + ((size_t)b * hh + h) * T * D;
+                            double acc = xb[t * D + j], e;
+                            for (i = 0; i < K && i <= t; i++) acc += (double)w[(h * K + i) * D + j] * xb[(t - i) * D + j];
+                            e = fabs(acc - y[(((size_t)b * hh + h) * T + t) * D + j]);
+                            if (e > worst) worst = e;
+                        }
+        }
+        CHECK(worst < 1e-5);
+        fx_free(&f);
+    }
+    {
+        fx f = polar_fx(8, 2, 1, 0, 0, 1);
+        f.pol.canon_k = 4;
+        f.pol.gate = LYR_POLAR_GATE_CHANNEL;
+        f.pol.bias = 1;
+        f.pol.cfg.window = 3;
+        fx_setup(&f, 2, 5, 0.3, 60);
+        CHECK_INT_EQ(lyr_polar_canon_index(&f.pol), LYR_POLAR_NPARAMS_MAX);
+        CHECK_INT_EQ(f.np, LYR_POLAR_NPARAMS_MAX + 3);
+        fd_check_all(&f, "polar canon K 4, channel gate + biases, no qk-norm, window 3");
+        fx_free(&f);
+    }
+    {
+        lyr_polar_dims d = lyr_polar_dims_make(8, 2);
+        CHECK_INT_EQ(lyr_polar_canon_index(&d), -1);
+        d.canon_k = 65;
+        CHECK_INT_EQ(lyr_polar_validate(&d), LYR_EINVAL);
+        d.canon_k = -1;
+        CHECK_INT_EQ(lyr_polar_validate(&d), LYR_EINVAL);
+    }
+}
+
 static void test_polar_bad_args(void)
 {
     fx f = polar_fx(8, 2, 2, 1, 0, 1);
@@ -1563,6 +1627,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_polar_grad_distractor);
     TEST_RUN(test_polar_accumulates_deterministic_stats);
     TEST_RUN(test_polar_channel_gate);
+    TEST_RUN(test_polar_canon);
     TEST_RUN(test_polar_bad_args);
     TEST_RUN(test_polar_counts);
     TEST_RUN(test_gdelta_grad_chunked);

@@ -325,6 +325,24 @@ static void test_grad_polar_qknorm_gate(void)
             mdl_destroy(m);
         }
     }
+    /* issue 43 item 2: Canon layers on q, k, v (K 3 and 4: longer than some prefixes) */
+    c.polar_canon_k = 3;
+    gradcheck(&c, &o, "polar canon K 3, channel gate, qk-norm off, window 3, gqa");
+    c.polar_gate = MDL_POLAR_GATE_HEAD;
+    c.polar_qk_norm = 1;
+    c.polar_kv_heads = 0;
+    c.polar.window = -1;
+    c.polar_canon_k = 4;
+    gradcheck(&c, &o, "polar canon K 4");
+    c.polar_canon_k = 65;
+    CHECK_INT_EQ(mdl_config_validate(&c, err, sizeof err), MDL_EINVAL);
+    CHECK(strstr(err, "polar_canon_k") != NULL);
+    c.polar_canon_k = 4;
+    c.attn = MDL_ATTN_SOFTMAX;
+    CHECK_INT_EQ(mdl_config_validate(&c, err, sizeof err), MDL_EINVAL);
+    CHECK(strstr(err, "polar_canon_k") != NULL);
+    c.attn = MDL_ATTN_POLAR;
+    c.polar_canon_k = 0;
     c.polar_qk_norm = 2;
     CHECK_INT_EQ(mdl_config_validate(&c, err, sizeof err), MDL_EINVAL);
     CHECK(strstr(err, "polar_qk_norm") != NULL);

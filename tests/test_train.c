@@ -1504,7 +1504,7 @@ static void test_layer_pattern_flags_resume(void)
    lack them, load as the model they were: q/k normed, gate per head), present otherwise
    and read back by trn_parse_flag as the programs' ex_config_from_ckpt does; a bit-exact
    resume of polar + memory with both changed (the biases in the checkpoint); a checkpoint
-   of the other setting refused naming the flag */
+   of the other setting refused naming the flag; --canon-k (item 2) likewise */
 static void test_polar_qknorm_gate_flags_resume(void)
 {
     trn_config c, c2;
@@ -1548,6 +1548,17 @@ static void test_polar_qknorm_gate_flags_resume(void)
     c.controller = TRN_CTRL_NONE;
     CHECK_INT_EQ(trn_config_validate(&c, err, sizeof err), TRN_OK);
     check_resume(&c, "polar_qk_gate");
+    { /* issue 43 item 2: --canon-k, in the JSON only when set; a bit-exact resume with it */
+        char *a3[] = {"x", "--canon-k", "4"};
+        CHECK_INT_EQ(trn__json(&c, js, sizeof js, 1), TRN_OK);
+        CHECK(strstr(js, "canon-k") == NULL);
+        c2 = c;
+        CHECK_INT_EQ(trn_parse_flag(&c2, 3, a3, 1, err, sizeof err), 2);
+        CHECK_INT_EQ(c2.model.polar_canon_k, 4);
+        CHECK_INT_EQ(trn__json(&c2, js, sizeof js, 1), TRN_OK);
+        CHECK(strstr(js, "\"canon-k\":4") != NULL);
+        check_resume(&c2, "polar_canon");
+    }
     /* the other gate, or the other norm: refused naming the flag */
     snprintf(path, sizeof path, "%s/polar_qk_gate.safetensors", g_dir);
     CHECK_INT_EQ(trn_create(&t, &c, g_ids, 3200, g_ids + 3200, NTOK - 3200, err, sizeof err), TRN_OK);

@@ -650,6 +650,7 @@ lyr_polar_dims lyr_polar_dims_make(int C, int H)
     d.qk_norm_eps = 1e-6f;
     d.gate = LYR_POLAR_GATE_HEAD;
     d.bias = 0;
+    d.canon_k = 0;
     d.resid_scale = 1.0f;
     d.cfg = polar_config_default();
     return d;
@@ -665,6 +666,7 @@ int lyr_polar_validate(const lyr_polar_dims *d)
     if (!lyr__finite(d->qk_norm_eps) || !(d->qk_norm_eps > 0)) return LYR_EINVAL;
     if (d->gate != LYR_POLAR_GATE_HEAD && d->gate != LYR_POLAR_GATE_CHANNEL) return LYR_EINVAL;
     if (d->bias != 0 && d->bias != 1) return LYR_EINVAL;
+    if (d->canon_k < 0 || d->canon_k > 64) return LYR_EINVAL;
     if (!lyr__finite(d->resid_scale) || d->resid_scale < 0) return LYR_EINVAL;
     if (polar_workspace_size(&d->cfg, 1, d->H, d->Hkv, 1, d->C / d->H) == 0) return LYR_EINVAL;
     return LYR_OK;
@@ -682,9 +684,16 @@ static int lyr__polar_P(const lyr_polar_dims *d) /* rows of qkv.weight */
     return (d->H + 2 * d->Hkv) * D + lyr__polar_G(d);
 }
 
-/* parameter tensors: LYR_POLAR_NPARAMS, and the two biases with dims.bias */
+/* parameter tensors: LYR_POLAR_NPARAMS, the two biases with dims.bias, the three Canon
+   weights with dims.canon_k */
 static int lyr__polar_np(const lyr_polar_dims *d)
 {
+    return (d->bias ? LYR_POLAR_NPARAMS_MAX : LYR_POLAR_NPARAMS) + (d->canon_k > 0 ? 3 : 0);
+}
+
+int lyr_polar_canon_index(const lyr_polar_dims *d)
+{
+    if (lyr_polar_validate(d) != LYR_OK || d->canon_k < 1) return -1;
     return d->bias ? LYR_POLAR_NPARAMS_MAX : LYR_POLAR_NPARAMS;
 }
 
@@ -702,12 +711,22 @@ int lyr_polar_params(const lyr_polar_dims *d, lyr_pspec *out, int cap)
     lyr__spec(&out[LYR_POLAR_V_NULL], "v_null", 0, 2, d->H, D, 0);
     lyr__spec(&out[LYR_POLAR_O], "o.weight", 1, 2, d->C, d->H * D, 0);
     lyr__spec(&out[LYR_POLAR_MU], "mu.weight", 1, 2, d->C, d->H, 0);
-    if (!d->bias) return LYR_POLAR_NPARAMS;
-    lyr__spec(&out[LYR_POLAR_O_BIAS], "o.bias", 0, 1, d->C, 0, 0);
-    out[LYR_POLAR_O_BIAS].init = LYR_INIT_ZERO;
-    lyr__spec(&out[LYR_POLAR_MU_BIAS], "mu.bias", 0, 1, d->C, 0, 0);
-    out[LYR_POLAR_MU_BIAS].init = LYR_INIT_ZERO;
-    return LYR_POLAR_NPARAMS_MAX;
+    if (d->bias) {
+        lyr__spec(&out[LYR_POLAR_O_BIAS], "o.bias", 0, 1, d->C, 0, 0);
+        out[LYR_POLAR_O_BIAS].init = LYR_INIT_ZERO;
+        lyr__spec(&out[LYR_POLAR_MU_BIAS], "mu.bias", 0, 1, d->C, 0, 0);
+        out[LYR_POLAR_MU_BIAS].init = LYR_INIT_ZERO;
+    }
+    if (d->canon_k > 0) { /* PyTorch's Conv1d default (fan_in = K), as the authors' code keeps */
+        static const char *const nm[3] = {"canon_q.weight", "canon_k.weight", "canon_v.weight"};
+        int ci = lyr_polar_canon_index(d), i;
+        for (i = 0; i < 3; i++) {
+            lyr__spec(&out[ci + i], nm[i], 0, 3, i == 0 ? d->H : d->Hkv, d->canon_k, D);
+            out[ci + i].init = LYR_INIT_UNIFORM;
+            out[ci + i].init_arg = (float)(1.0 / sqrt((double)d->canon_k));
+        }
+    }
+    return lyr__polar_np(d);
 }
 
 int lyr_polar_init(const lyr_polar_dims *d, float *const *P, tk_rng *rng, float init_std)
@@ -732,15 +751,24 @@ int lyr_polar_init(const lyr_polar_dims *d, float *const *P, tk_rng *rng, float 
         memset(P[LYR_POLAR_O_BIAS], 0, C * sizeof(float));
         memset(P[LYR_POLAR_MU_BIAS], 0, C * sizeof(float));
     }
+    if (d->canon_k > 0) { /* after every other draw: without Canon the draws are as before */
+        int ci = lyr_polar_canon_index(d), i;
+        float a = (float)(1.0 / sqrt((double)d->canon_k));
+        for (i = 0; i < 3; i++)
+            if (tk_init_uniform(P[ci + i], (size_t)(i == 0 ? d->H : d->Hkv) * (size_t)d->canon_k * (size_t)D, -a, a,
+                                rng) != TK_OK)
+                return LYR_EFAIL;
+    }
     return LYR_OK;
 }
 
 /* saved layout: hdr (16: [0] distractor keys drawn, [1] the device path's distractor
    loss), xn (N,C), q (B,H,T,D), k, v
    (B,Hkv,T,D), gl (B,T,G) (G = H, or H D per channel), rq (B,H,T), rk (B,Hkv,T), c (B,H,T,D), mag (B,H,T),
-   stats (B,H,T,NSTAT), krand (B,Hkv,R,D) */
+   stats (B,H,T,NSTAT), krand (B,Hkv,R,D), and with Canon the convolutions' inputs qp
+   (B,H,T,D), kp, vp (B,Hkv,T,D) (q, k, v then hold their outputs) */
 typedef struct lyr__polar_saved {
-    float *hdr, *xn, *q, *k, *v, *gl, *rq, *rk, *c, *mag, *stats, *krand;
+    float *hdr, *xn, *q, *k, *v, *gl, *rq, *rk, *c, *mag, *stats, *krand, *qp, *kp, *vp;
 } lyr__polar_saved;
 
 static void lyr__polar_carve(const lyr_polar_dims *d, float *base, int B, int T,
@@ -761,6 +789,9 @@ static void lyr__polar_carve(const lyr_polar_dims *d, float *base, int B, int T,
     s->mag = lyr__take(&p, N * H);
     s->stats = lyr__take(&p, N * H * POLAR_NSTAT);
     s->krand = Rk ? lyr__take(&p, (size_t)B * Hkv * Rk * D) : NULL;
+    s->qp = d->canon_k > 0 ? lyr__take(&p, N * H * D) : NULL;
+    s->kp = d->canon_k > 0 ? lyr__take(&p, N * Hkv * D) : NULL;
+    s->vp = d->canon_k > 0 ? lyr__take(&p, N * Hkv * D) : NULL;
 }
 
 static int lyr__polar_bt_ok(const lyr_polar_dims *d, int B, int T)
@@ -777,7 +808,8 @@ size_t lyr_polar_saved_floats(const lyr_polar_dims *d, int B, int T)
         return lyr__al(16) + lyr__al(N * (size_t)d->C) + 2 * lyr__al(N * H * D) +
                2 * lyr__al(N * Hkv * D) + lyr__al(N * (size_t)lyr__polar_G(d)) + 2 * lyr__al(N * H) +
                lyr__al(N * Hkv) +
-               lyr__al(N * H * POLAR_NSTAT) + (Rk ? lyr__al((size_t)B * Hkv * Rk * D) : 0);
+               lyr__al(N * H * POLAR_NSTAT) + (Rk ? lyr__al((size_t)B * Hkv * Rk * D) : 0) +
+               (d->canon_k > 0 ? lyr__al(N * H * D) + 2 * lyr__al(N * Hkv * D) : 0);
     }
 }
 
@@ -861,6 +893,57 @@ static void lyr__polar_gate_c(const float *c, const float *gl, const float *mag,
             magT[(size_t)n * H + h] = mag[row];
         }
     }
+}
+
+/* Canon forward: qp, kp, vp <- q, k, v; q, k, v <- x + conv(x) per (batch, head) with that
+   head's (K, D) weights (tensor.h's causal depthwise convolution, accumulating onto the copy) */
+static int lyr__polar_canon_fwd(const ex_ctx *cx, const lyr_polar_dims *d, const float *const *P,
+                                const lyr__polar_saved *s, int B, int T)
+{
+    const int ci = lyr_polar_canon_index(d), K = d->canon_k, D = d->C / d->H;
+    int part, b, h;
+    for (part = 0; part < 3; part++) {
+        const int hh = part == 0 ? d->H : d->Hkv;
+        float *x = part == 0 ? s->q : part == 1 ? s->k : s->v, *xp = part == 0 ? s->qp : part == 1 ? s->kp : s->vp;
+        const float *w = P[ci + part];
+        const size_t hd = (size_t)T * D;
+        if (ex_copy(cx, xp, x, (size_t)B * hh * hd * sizeof(float)) != TK_OK) return LYR_EFAIL;
+        for (b = 0; b < B; b++)
+            for (h = 0; h < hh; h++) {
+                const size_t o = ((size_t)b * hh + h) * hd;
+                if (ex_causal_dwconv_fwd(cx, x + o, xp + o, w + (size_t)h * K * D, 1, T, D, K, 1) != TK_OK)
+                    return LYR_EFAIL;
+            }
+    }
+    return LYR_OK;
+}
+
+/* Canon backward, in place: g (the gradient of a convolution's output, (B,hh,T,D)) becomes
+   that of its input, g + conv^T(g), through tmp (same size; must not alias g); the weight
+   gradients accumulate into G */
+static int lyr__polar_canon_bwd(const ex_ctx *cx, const lyr_polar_dims *d, const float *const *P,
+                                float *const *G, const lyr__polar_saved *s, float *dq, float *dk, float *dv,
+                                float *tmp, int B, int T)
+{
+    const int ci = lyr_polar_canon_index(d), K = d->canon_k, D = d->C / d->H;
+    int part, b, h;
+    for (part = 0; part < 3; part++) {
+        const int hh = part == 0 ? d->H : d->Hkv;
+        float *g = part == 0 ? dq : part == 1 ? dk : dv;
+        const float *xp = part == 0 ? s->qp : part == 1 ? s->kp : s->vp, *w = P[ci + part];
+        float *gw = G[ci + part];
+        const size_t hd = (size_t)T * D, n = (size_t)B * hh * hd;
+        if (ex_copy(cx, tmp, g, n * sizeof(float)) != TK_OK) return LYR_EFAIL;
+        for (b = 0; b < B; b++)
+            for (h = 0; h < hh; h++) {
+                const size_t o = ((size_t)b * hh + h) * hd;
+                if (ex_causal_dwconv_bwd(cx, tmp + o, gw + (size_t)h * K * D, g + o, xp + o, w + (size_t)h * K * D, 1,
+                                         T, D, K) != TK_OK)
+                    return LYR_EFAIL;
+            }
+        if (ex_copy(cx, g, tmp, n * sizeof(float)) != TK_OK) return LYR_EFAIL;
+    }
+    return LYR_OK;
 }
 
 int lyr_polar_assemble(const ex_ctx *cx, const lyr_polar_dims *d, const float *const *P, const float *c,
@@ -976,6 +1059,7 @@ int lyr_polar_fwd(const ex_ctx *cx, const lyr_polar_dims *d, const float *const 
         lyr_rms_rows(s.k, s.rk, N * Hkv, (int)D, d->qk_norm_eps);
     }
     }
+    if (d->canon_k > 0 && (rc = lyr__polar_canon_fwd(cx, d, P, &s, B, T)) != LYR_OK) return rc;
     st.stats = s.stats;
     st.probs = NULL;
     rc = ex_polar_fwd(cx, &d->cfg, s.c, s.mag, &st, s.q, s.k, s.v, &prm, B, (int)H, (int)Hkv, T,
@@ -1216,6 +1300,9 @@ int lyr_polar_bwd(const ex_ctx *cx, const lyr_polar_dims *d, const float *const 
                                            (int)H, (int)Hkv, T, (int)D);
         if (rc != POLAR_OK) return rc == POLAR_ENOMEM ? LYR_ENOMEM : LYR_EFAIL;
     }
+    /* Canon: dq, dk, dv become the gradients of the convolutions' inputs (dc's room as the
+       scratch, free after polar_backward); the norms' backward below reads qp, kp */
+    if (d->canon_k > 0 && (rc = lyr__polar_canon_bwd(cx, d, P, G, &s, dq, dk, dv, dc, B, T)) != LYR_OK) return rc;
     if (dev) {
         /* per row block of qkv.weight: back through the RMSNorm (dx = r (g - y mean(g y)),
            in dc's room, mean(g y) in magT's), token-major (in dqkvg's room), the block's
@@ -1227,7 +1314,8 @@ int lyr_polar_bwd(const ex_ctx *cx, const lyr_polar_dims *d, const float *const 
             size_t hh = part == 0 ? H : Hkv, off = part == 0 ? 0 : part == 1 ? H * D : (H + Hkv) * D;
             size_t rows = N * hh;
             const float *g = part == 0 ? dq : part == 1 ? dk : dv;
-            const float *y = part == 0 ? s.q : s.k, *rs = part == 0 ? s.rq : s.rk;
+            const float *y = d->canon_k > 0 ? (part == 0 ? s.qp : s.kp) : (part == 0 ? s.q : s.k),
+                        *rs = part == 0 ? s.rq : s.rk;
             if (d->qk_norm && part < 2) {
                 if (ex_zero(cx, tm, rows * sizeof(float)) != TK_OK ||
                     ex_rowdot(cx, tm, g, y, (int)rows, (int)D) != TK_OK ||
@@ -1261,12 +1349,12 @@ int lyr_polar_bwd(const ex_ctx *cx, const lyr_polar_dims *d, const float *const 
             if (h < H) {
                 idx = (b * H + h) * (size_t)T + t;
                 g = dq + idx * D;
-                y = s.q + idx * D;
+                y = (d->canon_k > 0 ? s.qp : s.q) + idx * D;
                 if (d->qk_norm) r = s.rq[idx];
             } else if (h < H + Hkv) {
                 idx = (b * Hkv + (h - H)) * (size_t)T + t;
                 g = dk + idx * D;
-                y = s.k + idx * D;
+                y = (d->canon_k > 0 ? s.kp : s.k) + idx * D;
                 if (d->qk_norm) r = s.rk[idx];
             } else {
                 idx = (b * Hkv + (h - H - Hkv)) * (size_t)T + t;
@@ -2419,7 +2507,7 @@ int lyr_polar_forward(const lyr_polar_dims *d, const float *const *P, const floa
     ex_ctx cx;
     int dev = 0, np = d && lyr_polar_validate(d) == LYR_OK ? lyr__polar_np(d) : LYR_POLAR_NPARAMS;
     if (P && lyr__ptrs_ok((const void *const *)P, np)) {
-        const void *bufs[4 + LYR_POLAR_NPARAMS_MAX];
+        const void *bufs[4 + LYR_POLAR_NPARAMS_MAX + 3];
         int k;
         bufs[0] = xn;
         bufs[1] = out;
@@ -2440,7 +2528,7 @@ int lyr_polar_backward(const lyr_polar_dims *d, const float *const *P, float *co
     int dev = 0, np = d && lyr_polar_validate(d) == LYR_OK ? lyr__polar_np(d) : LYR_POLAR_NPARAMS;
     if (P && lyr__ptrs_ok((const void *const *)P, np) &&
         G && lyr__ptrs_ok((const void *const *)G, np)) {
-        const void *bufs[4 + 2 * LYR_POLAR_NPARAMS_MAX];
+        const void *bufs[4 + 2 * (LYR_POLAR_NPARAMS_MAX + 3)];
         int k;
         bufs[0] = dout;
         bufs[1] = dxn; /* NULL: skipped */

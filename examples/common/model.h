@@ -142,6 +142,12 @@ typedef struct mdl_config {
                            gives [q | gate] per head), and biases on the output projections
                            ("blocks.l.attn.o.bias", ".mu.bias", (C) each, init 0) as the
                            authors' Linear layers carry. wt2_train --polar-gate head|channel */
+    int polar_canon_k;  /* Canon layers (seed 002 §3.2): a depthwise causal convolution with a
+                           residual of kernel polar_canon_k on each of q, k, v before scoring
+                           (layers.h: per channel, after the q/k norm, the authors' layout and
+                           init; "blocks.l.attn.canon_{q,k,v}.weight" (H or Hkv, K, D));
+                           0 (the default): none; the authors use 4; 0..64. Decoding keeps
+                           a ring of the last K inputs per slot. wt2_train --canon-k */
     /* gated-delta memory channel (seed 002 §3) */
     gd_config gd;
     int gd_heads;       /* memory heads, 0 = n_heads */

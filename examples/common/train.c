@@ -360,6 +360,9 @@ static const trn__opt trn__opts[] = {
     {"polar-gate", K_ENUM, TO(model.polar_gate), trn__pgate_names, 1,
      "polar output gate: head (eq. 14, one per head) | channel (one per channel, from the q projection, "
      "with biases on the output projections: the authors' code)"},
+    {"canon-k", K_INT, TO(model.polar_canon_k), NULL, 1,
+     "polar attention's Canon layers: kernel of the causal depthwise residual convolution on q, k, v "
+     "(seed 002 section 3.2; the authors: 4; 0: none)"},
     {"polar-window", K_INT, TO(model.polar.window), NULL, 1, "polar sliding window (-1: full causal)"},
     {"polar-distractor", K_INT, TO(model.polar.distractor_keys), NULL, 1, "polar distractor keys R (eq. 15; 0: off)"},
     {"polar-distractor-weight", K_F, TO(model.polar.distractor_weight), NULL, 1, "polar distractor loss weight"},
@@ -718,6 +721,7 @@ static int trn__opt_live(const trn_config *c, const trn__opt *o)
     if (!strcmp(o->flag, "lr-warmup")) return c->lr_warmup != 0; /* absent from runs without one */
     if (!strcmp(o->flag, "qk-norm")) return c->model.polar_qk_norm != 1;
     if (!strcmp(o->flag, "polar-gate")) return c->model.polar_gate != MDL_POLAR_GATE_HEAD;
+    if (!strcmp(o->flag, "canon-k")) return c->model.polar_canon_k != 0;
     if (!strcmp(o->flag, "layer-pattern") || !strcmp(o->flag, "lfm-k")) return c->model.layer_pattern[0] != 0;
     if (!strncmp(o->flag, "fixed-prior-", 12))
         return c->model.prior == MDL_PRIOR_SINUSOID || c->model.prior == MDL_PRIOR_RELATIVE;
