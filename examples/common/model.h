@@ -89,7 +89,8 @@ typedef struct mdl_config {
                            per channel ("blocks.l.conv.weight" (K,C), init 0: identity at
                            step 0). A simplified stand-in for seed 002's short convolutions
                            (it gives position-free attention local order; one conv before
-                           the mixers rather than Canon layers on q/k/v) */
+                           the mixers; polar attention's Canon layers on q/k/v, as the
+                           seed has them, are polar_canon_k) */
     int norm;           /* MDL_NORM_LAYER */
     int attn;           /* MDL_ATTN_SOFTMAX */
     int prior;          /* MDL_PRIOR_NONE (only with softmax attention): NONE, RPA, ERA,
