@@ -1080,6 +1080,13 @@ static void test_polar_canon(void)
         fd_check_all(&f, "polar canon K 4, channel gate + biases, no qk-norm, window 3");
         fx_free(&f);
     }
+    { /* the distractor loss (eq. 15) reads the convolved queries */
+        fx f = polar_fx(8, 2, 2, 1, 3, 1);
+        f.pol.canon_k = 2;
+        fx_setup(&f, 2, 5, 0.3, 61);
+        fd_check_all(&f, "polar canon K 2, distractor loss");
+        fx_free(&f);
+    }
     {
         lyr_polar_dims d = lyr_polar_dims_make(8, 2);
         CHECK_INT_EQ(lyr_polar_canon_index(&d), -1);
