@@ -654,8 +654,9 @@ static void test_gdelta_refusals(void)
    parameters. Forward out within 1e-5 of the CPU's largest |out|, the statistics within
    1e-5; backward every parameter gradient and dxn within 1e-4 of the CPU tensor's largest
    |value|, accumulated into non-zero starting values; dxn NULL; the distractor loss in
-   training (R 4: the loss within 1e-5, its gradient inside dxn's); the refusals (mixed
-   sides). */
+   training (R 4: the loss within 1e-5, its gradient inside dxn's); the output gate per
+   channel with the output biases (issue 43 item 4), with and without qk_norm and GQA; the
+   Canon layers (item 2, K 4); the refusals (mixed sides). */
 #define QC 128
 #define QH 4
 #define QTOL_F 1e-5
@@ -666,6 +667,8 @@ struct pl_case : layer_case {
 };
 
 static int g_pl_dist = 0; /* distractor keys of the next cases (0: the loss off) */
+static int g_pl_chan = 0; /* 1: the next cases gate per channel, with o.bias and mu.bias */
+static int g_pl_canon = 0; /* Canon layers' kernel of the next cases (0: none) */
 
 static void pl_case_init(pl_case &c, int T, int Hkv, int window, int qk_norm,
                          unsigned long long seed)
@@ -678,13 +681,17 @@ static void pl_case_init(pl_case &c, int T, int Hkv, int window, int qk_norm,
     c.d.Hkv = Hkv;
     c.d.cfg.distractor_keys = g_pl_dist;
     c.d.qk_norm = qk_norm;
+    c.d.gate = g_pl_chan ? LYR_POLAR_GATE_CHANNEL : LYR_POLAR_GATE_HEAD;
+    c.d.bias = g_pl_chan;
+    c.d.canon_k = g_pl_canon;
     if (window > 0) c.d.cfg.window = window; /* else POLAR_NO_WINDOW */
-    CHECK_INT_EQ(lyr_polar_params(&c.d, c.spec, LYR_MAX_PARAMS), LYR_POLAR_NPARAMS);
+    const int np = (g_pl_chan ? LYR_POLAR_NPARAMS_MAX : LYR_POLAR_NPARAMS) + (g_pl_canon ? 3 : 0);
+    CHECK_INT_EQ(lyr_polar_params(&c.d, c.spec, LYR_MAX_PARAMS), np);
     tk_rng_seed(&rng, seed, 3);
     tt_seed(seed);
     {
-        float *Pp[LYR_POLAR_NPARAMS];
-        case_params(c, LYR_POLAR_NPARAMS, Pp);
+        float *Pp[LYR_MAX_PARAMS];
+        case_params(c, np, Pp);
         CHECK_INT_EQ(lyr_polar_init(&c.d, Pp, &rng, 0.1f), LYR_OK);
     }
     case_random(c, LYR_POLAR_QKV, 0.1, 0.2);
@@ -713,9 +720,9 @@ static void pl_compare(int T, int Hkv, int window, int qk_norm, int train,
     pl_case c;
     layer_run h, g;
     lyr_polar_stats sh, sg;
-    char buf[96];
-    snprintf(buf, sizeof buf, "polar T %d Hkv %d window %d qk_norm %d train %d", T, Hkv, window,
-             qk_norm, train);
+    char buf[128];
+    snprintf(buf, sizeof buf, "polar T %d Hkv %d window %d qk_norm %d train %d gate %s canon %d", T, Hkv, window,
+             qk_norm, train, g_pl_chan ? "channel+bias" : "head", g_pl_canon);
     std::string ctx(buf);
     pl_case_init(c, T, Hkv, window, qk_norm, seed);
     run_init(h, c, 0);
@@ -764,6 +771,17 @@ static void test_polar_forward_backward(void)
     g_pl_dist = 4; /* the distractor loss: keys drawn on the host, loss and gradient on the device */
     pl_compare(33, 2, 5, 1, 1, 77);
     g_pl_dist = 0;
+    g_pl_chan = 1; /* issue 43 item 4 */
+    pl_compare(PT, 4, 0, 1, 1, 78);
+    pl_compare(33, 2, 5, 0, 1, 79);
+    pl_compare(33, 2, 0, 1, 0, 80);
+    g_pl_chan = 0;
+    g_pl_canon = 4; /* issue 43 item 2: Canon layers on q, k, v */
+    pl_compare(33, 2, 5, 1, 1, 81);
+    g_pl_chan = 1;
+    pl_compare(PT, 4, 0, 0, 1, 82);
+    g_pl_chan = 0;
+    g_pl_canon = 0;
     printf("  polar worst |dev - cpu| / max|cpu|: forward %.3g, backward %.3g; stats |dev - cpu| "
            "%.3g\n", g_pl_worst_f, g_pl_worst_b, g_pl_worst_s);
 }

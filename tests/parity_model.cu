@@ -566,6 +566,26 @@ static void test_polar_attention(void)
     run_case("polar attention, GQA, window 5, distractor loss (R 3)", &c, &o);
 }
 
+/* issue 43 items 3, 4, 2: polar attention without the q/k RMSNorm; the output gate per
+   channel with the output biases, with GQA; with the Canon layers on q, k, v */
+static void test_polar_qknorm_gate(void)
+{
+    mdl_config c = toy(MDL_FFN_GELU, MDL_NORM_LAYER, MDL_POS_LEARNED);
+    mdl_opts o = mdl_opts_default();
+    NEED_GPU();
+    o.train = 1;
+    c.d_model = 64;
+    c.attn = MDL_ATTN_POLAR;
+    c.polar_qk_norm = 0;
+    run_case("polar attention, qk-norm off", &c, &o);
+    c.polar_qk_norm = 1;
+    c.polar_gate = MDL_POLAR_GATE_CHANNEL;
+    c.polar_kv_heads = 1;
+    run_case("polar attention, gate per channel + output biases, GQA (1 kv head)", &c, &o);
+    c.polar_canon_k = 4; /* issue 43 item 2 */
+    run_case("polar attention, Canon layers (K 4), gate per channel + output biases, GQA", &c, &o);
+}
+
 /* the causal depthwise convolution before the mixers (cfg.conv_k) */
 static void test_conv(void)
 {
@@ -1498,6 +1518,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_trainer_refusals);
     TEST_RUN(test_smoothing_temps_nopos);
     TEST_RUN(test_polar_attention);
+    TEST_RUN(test_polar_qknorm_gate);
     TEST_RUN(test_conv);
     TEST_RUN(test_layer_pattern);
     TEST_RUN(test_ceas_gating);

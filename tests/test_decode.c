@@ -131,12 +131,16 @@ static void run_exact(mdl_config c, const float *head_temp, const char *name)
     if (rc) { fprintf(stderr, "%s: %s\n", name, mdl_last_error(m)); goto out; }
     {
         /* K/V (+ value-gate) cache, + the memory states (Hm, Dk, Dk), the convolution's
-           last K inputs and (a layer_pattern with 'c') the gated convolution's last lfm_k
-           values of y, per layer and slot */
+           last K inputs, (a layer_pattern with 'c') the gated convolution's last lfm_k
+           values of y and polar's Canon inputs, per layer and slot */
         size_t hm = c.memory ? (size_t)(c.gd_heads ? c.gd_heads : c.n_heads) : 0, dk = hm ? (size_t)c.d_model / hm : 0;
         size_t kl = strchr(c.layer_pattern, 'c') ? (size_t)c.lfm_k : 0;
+        /* polar's Canon layers: the last polar_canon_k inputs [q | k | v] */
+        size_t hkv = c.polar_kv_heads ? (size_t)c.polar_kv_heads : (size_t)c.n_heads;
+        size_t cn = c.attn == MDL_ATTN_POLAR ? (size_t)c.polar_canon_k * ((size_t)c.n_heads + 2 * hkv) *
+                                                   ((size_t)c.d_model / c.n_heads) : 0;
         CHECK(cb == ((size_t)2 * c.d_model + (c.value_gate ? (size_t)c.n_heads : 0)) * c.n_layers * 3 * DT * sizeof(float) +
-                        ((size_t)c.n_layers * 3 * (hm * dk * dk + ((size_t)c.conv_k + kl) * c.d_model)) * sizeof(float));
+                        ((size_t)c.n_layers * 3 * (hm * dk * dk + ((size_t)c.conv_k + kl) * c.d_model + cn)) * sizeof(float));
     }
     CHECK(cb == mdl_decode_cache_bytes(m));
     CHECK_INT_EQ(mdl_decode_set_temp(m, head_temp, 1.0f), MDL_OK);
@@ -352,6 +356,50 @@ static void test_exact_polar_gdelta_conv(void)
     c.conv_k = 4;
     c.norm = MDL_NORM_RMS;
     run_exact(c, NULL, "polar + gated-delta + convolution (K 4), RMSNorm");
+}
+
+/* issue 43 items 3, 4: polar attention without the q/k RMSNorm, and with the output gate
+   per channel and the output biases (decoded through lyr_polar_assemble at T = 1), with
+   GQA, a window, the memory channel and a conv layer */
+static void test_exact_polar_qknorm_gate(void)
+{
+    mdl_config c = small();
+    c.attn = MDL_ATTN_POLAR;
+    c.pos = MDL_POS_NONE;
+    c.polar_qk_norm = 0;
+    run_exact(c, NULL, "polar attention, qk-norm off");
+    c.polar_qk_norm = 1;
+    c.polar_gate = MDL_POLAR_GATE_CHANNEL;
+    run_exact(c, NULL, "polar attention, gate per channel + output biases");
+    c.n_heads = 4;
+    c.polar_kv_heads = 2;
+    c.polar.window = 5;
+    c.polar_qk_norm = 0;
+    run_exact(c, NULL, "polar, gate per channel, 4 heads over 2 KV heads, window 5, qk-norm off");
+    c = small();
+    c.attn = MDL_ATTN_POLAR;
+    c.pos = MDL_POS_NONE;
+    c.polar_gate = MDL_POLAR_GATE_CHANNEL;
+    c.memory = MDL_MEM_GDELTA;
+    c.norm = MDL_NORM_RMS;
+    c.prior = MDL_PRIOR_NONE;
+    c.value_gate = 0;
+    snprintf(c.layer_pattern, sizeof c.layer_pattern, "cA");
+    run_exact(c, NULL, "pattern cA, polar gate per channel + gated-delta, RMSNorm");
+    /* item 2: Canon layers (a ring of the last K inputs per slot), K 3 and K 5 (longer than
+       some prefills), with GQA, the gate per channel, qk-norm off */
+    c = small();
+    c.attn = MDL_ATTN_POLAR;
+    c.pos = MDL_POS_NONE;
+    c.polar_canon_k = 3;
+    run_exact(c, NULL, "polar, Canon K 3");
+    c.n_heads = 4;
+    c.polar_kv_heads = 2;
+    c.polar_gate = MDL_POLAR_GATE_CHANNEL;
+    c.polar_qk_norm = 0;
+    c.polar_canon_k = 5;
+    c.polar.window = 5;
+    run_exact(c, NULL, "polar, Canon K 5, 4 heads over 2 KV heads, gate per channel, qk-norm off, window 5");
 }
 
 /* The per-layer mixer (cfg.layer_pattern, issue 43): LFM2's gated short convolution on
@@ -573,6 +621,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_prior_window_rule);
     TEST_RUN(test_exact_polar_gdelta_conv);
     TEST_RUN(test_exact_layer_pattern);
+    TEST_RUN(test_exact_polar_qknorm_gate);
     TEST_RUN(test_sample);
     TEST_RUN(test_refusals);
     TEST_RUN(test_bad_args);

@@ -940,6 +940,163 @@ static void test_polar_accumulates_deterministic_stats(void)
     fx_free(&f);
 }
 
+/* issue 43 item 4: the output gate per channel (B,T,H,D) from the q projection and the
+   biases on the output projections (the authors' code): finite differences for every
+   tensor (with and without biases, GQA, qk-norm on and off, a window), accumulation and
+   determinism, and eq. 14 against a direct double transcription from the saved c, mag and
+   gate logits */
+static void test_polar_channel_gate(void)
+{
+    {
+        fx f = polar_fx(12, 4, 2, 1, 0, 1);
+        f.pol.gate = LYR_POLAR_GATE_CHANNEL;
+        f.pol.bias = 1;
+        fx_setup(&f, 2, 6, 0.3, 56);
+        CHECK_INT_EQ(f.np, LYR_POLAR_NPARAMS_MAX);
+        fd_check_all(&f, "polar channel gate + biases, gqa");
+        check_accumulates(&f);
+        check_deterministic(&f);
+        { /* eq. 14 per channel, with the biases, in double */
+            lyr__polar_saved s;
+            int B = f.B, T = f.T, H = 4, D = 3, C = 12, b, t, h, j, o;
+            double worst = 0;
+            CHECK_INT_EQ(lyr_polar_forward(&f.pol, (const float *const *)f.P, f.x, f.out, f.saved, f.work, B, T, 1,
+                                           f.seed, NULL), LYR_OK);
+            lyr__polar_carve(&f.pol, f.saved, B, T, &s);
+            for (b = 0; b < B; b++)
+                for (t = 0; t < T; t++)
+                    for (o = 0; o < C; o++) {
+                        size_t n = (size_t)b * T + t;
+                        double acc = (double)f.P[LYR_POLAR_O_BIAS][o] + f.P[LYR_POLAR_MU_BIAS][o], e;
+                        for (h = 0; h < H; h++) {
+                            size_t row = ((size_t)b * H + h) * T + t;
+                            for (j = 0; j < D; j++) {
+                                double g = s.gl[(n * H + h) * D + j];
+                                acc += (double)f.P[LYR_POLAR_O][(size_t)o * H * D + h * D + j] * s.c[row * D + j] /
+                                       (1.0 + exp(-g));
+                            }
+                            acc += (double)f.P[LYR_POLAR_MU][(size_t)o * H + h] * s.mag[row];
+                        }
+                        e = fabs(acc - f.out[n * C + o]);
+                        if (e > worst) worst = e;
+                    }
+            CHECK(worst < 1e-5);
+        }
+        fx_free(&f);
+    }
+    {
+        fx f = polar_fx(8, 2, 1, 0, 0, 1);
+        f.pol.gate = LYR_POLAR_GATE_CHANNEL;
+        f.pol.cfg.window = 3;
+        fx_setup(&f, 2, 7, 0.3, 57);
+        CHECK_INT_EQ(f.np, LYR_POLAR_NPARAMS);
+        fd_check_all(&f, "polar channel gate, no biases, no qk-norm, window 3");
+        fx_free(&f);
+    }
+    {
+        fx f = polar_fx(8, 2, 2, 1, 0, 1);
+        f.pol.bias = 1; /* the biases with the gate per head */
+        fx_setup(&f, 2, 5, 0.3, 58);
+        fd_check_all(&f, "polar head gate + biases");
+        fx_free(&f);
+    }
+    { /* counts and refusals */
+        lyr_polar_dims d = lyr_polar_dims_make(128, 4);
+        lyr_pspec sp[LYR_MAX_PARAMS];
+        size_t s0, s1, w0, w1;
+        d.Hkv = 2;
+        s0 = lyr_polar_saved_floats(&d, 2, 64);
+        w0 = lyr_polar_work_floats(&d, 2, 64);
+        d.gate = LYR_POLAR_GATE_CHANNEL;
+        d.bias = 1;
+        CHECK_INT_EQ(lyr_polar_params(&d, sp, LYR_MAX_PARAMS), LYR_POLAR_NPARAMS_MAX);
+        CHECK_INT_EQ(lyr_polar_params(&d, sp, LYR_POLAR_NPARAMS), LYR_EINVAL);
+        CHECK(sp[LYR_POLAR_QKV].shape[0] == (4 + 2 * 2) * 32 + 4 * 32 && sp[LYR_POLAR_QKV].shape[1] == 128);
+        CHECK(!strcmp(sp[LYR_POLAR_O_BIAS].suffix, "o.bias") && !strcmp(sp[LYR_POLAR_MU_BIAS].suffix, "mu.bias"));
+        CHECK(sp[LYR_POLAR_O_BIAS].shape[0] == 128 && sp[LYR_POLAR_MU_BIAS].decay == 0 &&
+              sp[LYR_POLAR_MU_BIAS].init == LYR_INIT_ZERO);
+        s1 = lyr_polar_saved_floats(&d, 2, 64);
+        w1 = lyr_polar_work_floats(&d, 2, 64);
+        CHECK(s1 >= s0 + (size_t)2 * 64 * 4 * 31 && w1 >= w0 + (size_t)2 * 64 * 4 * 31 * 2);
+        d.gate = 2;
+        CHECK_INT_EQ(lyr_polar_validate(&d), LYR_EINVAL);
+        d.gate = LYR_POLAR_GATE_CHANNEL;
+        d.bias = 2;
+        CHECK_INT_EQ(lyr_polar_validate(&d), LYR_EINVAL);
+    }
+}
+
+/* issue 43 item 2: Canon layers (x + causal depthwise conv(x) on q, k, v, per channel):
+   finite differences of every tensor (K 3 with GQA; K 4 longer than some prefixes, with
+   the gate per channel, biases, no qk-norm and a window), accumulation and determinism, the
+   convolution against a direct transcription from the saved inputs, the counts */
+static void test_polar_canon(void)
+{
+    {
+        fx f = polar_fx(12, 4, 2, 1, 0, 1);
+        lyr__polar_saved s;
+        int ci, part, b, h, t, j, i, K = 3, D = 3, B = 2, T = 6;
+        double worst = 0;
+        f.pol.canon_k = K;
+        fx_setup(&f, B, T, 0.3, 59);
+        ci = lyr_polar_canon_index(&f.pol);
+        CHECK_INT_EQ(ci, LYR_POLAR_NPARAMS);
+        CHECK_INT_EQ(f.np, LYR_POLAR_NPARAMS + 3);
+        CHECK(!strcmp(f.spec[ci].suffix, "canon_q.weight") && f.spec[ci + 2].shape[0] == 2 &&
+              f.spec[ci + 1].shape[1] == K && f.spec[ci + 1].shape[2] == D && f.spec[ci].decay == 0);
+        fd_check_all(&f, "polar canon K 3, gqa");
+        check_accumulates(&f);
+        check_deterministic(&f);
+        CHECK_INT_EQ(lyr_polar_forward(&f.pol, (const float *const *)f.P, f.x, f.out, f.saved, f.work, B, T, 1,
+                                       f.seed, NULL), LYR_OK);
+        lyr__polar_carve(&f.pol, f.saved, B, T, &s);
+        for (part = 0; part < 3; part++) {
+            int hh = part == 0 ? 4 : 2;
+            const float *y = part == 0 ? s.q : part == 1 ? s.k : s.v, *x = part == 0 ? s.qp : part == 1 ? s.kp : s.vp;
+            const float *w = f.P[ci + part];
+            for (b = 0; b < B; b++)
+                for (h = 0; h < hh; h++)
+                    for (t = 0; t < T; t++)
+                        for (j = 0; j < D; j++) {
+                            const float *xb = x + ((size_t)b * hh + h) * T * D;
+                            double acc = xb[t * D + j], e;
+                            for (i = 0; i < K && i <= t; i++) acc += (double)w[(h * K + i) * D + j] * xb[(t - i) * D + j];
+                            e = fabs(acc - y[(((size_t)b * hh + h) * T + t) * D + j]);
+                            if (e > worst) worst = e;
+                        }
+        }
+        CHECK(worst < 1e-5);
+        fx_free(&f);
+    }
+    {
+        fx f = polar_fx(8, 2, 1, 0, 0, 1);
+        f.pol.canon_k = 4;
+        f.pol.gate = LYR_POLAR_GATE_CHANNEL;
+        f.pol.bias = 1;
+        f.pol.cfg.window = 3;
+        fx_setup(&f, 2, 5, 0.3, 60);
+        CHECK_INT_EQ(lyr_polar_canon_index(&f.pol), LYR_POLAR_NPARAMS_MAX);
+        CHECK_INT_EQ(f.np, LYR_POLAR_NPARAMS_MAX + 3);
+        fd_check_all(&f, "polar canon K 4, channel gate + biases, no qk-norm, window 3");
+        fx_free(&f);
+    }
+    { /* the distractor loss (eq. 15) reads the convolved queries */
+        fx f = polar_fx(8, 2, 2, 1, 3, 1);
+        f.pol.canon_k = 2;
+        fx_setup(&f, 2, 5, 0.3, 61);
+        fd_check_all(&f, "polar canon K 2, distractor loss");
+        fx_free(&f);
+    }
+    {
+        lyr_polar_dims d = lyr_polar_dims_make(8, 2);
+        CHECK_INT_EQ(lyr_polar_canon_index(&d), -1);
+        d.canon_k = 65;
+        CHECK_INT_EQ(lyr_polar_validate(&d), LYR_EINVAL);
+        d.canon_k = -1;
+        CHECK_INT_EQ(lyr_polar_validate(&d), LYR_EINVAL);
+    }
+}
+
 static void test_polar_bad_args(void)
 {
     fx f = polar_fx(8, 2, 2, 1, 0, 1);
@@ -1476,6 +1633,8 @@ int main(int argc, char **argv)
     TEST_RUN(test_polar_grad_window);
     TEST_RUN(test_polar_grad_distractor);
     TEST_RUN(test_polar_accumulates_deterministic_stats);
+    TEST_RUN(test_polar_channel_gate);
+    TEST_RUN(test_polar_canon);
     TEST_RUN(test_polar_bad_args);
     TEST_RUN(test_polar_counts);
     TEST_RUN(test_gdelta_grad_chunked);

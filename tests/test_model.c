@@ -292,6 +292,66 @@ static void test_grad_polar(void)
     }
 }
 
+/* issue 43 items 3, 4: polar attention without the q/k RMSNorm, and with the output gate
+   per channel and the output biases (blocks.l.attn.o.bias, .mu.bias), with GQA */
+static void test_grad_polar_qknorm_gate(void)
+{
+    mdl_config c = micro();
+    mdl_opts o = train_opts();
+    char err[160];
+    c.attn = MDL_ATTN_POLAR;
+    c.polar_qk_norm = 0;
+    gradcheck(&c, &o, "polar qk-norm off");
+    c.polar_qk_norm = 1;
+    c.polar_gate = MDL_POLAR_GATE_CHANNEL;
+    c.polar_kv_heads = 1;
+    gradcheck(&c, &o, "polar channel gate + biases, gqa");
+    c.polar_qk_norm = 0;
+    c.polar.window = 3;
+    gradcheck(&c, &o, "polar channel gate, qk-norm off, window 3");
+    {
+        mdl_model *m = NULL;
+        CHECK_INT_EQ(mdl_create(&m, &c, 1, err, sizeof err), MDL_OK);
+        if (m) {
+            int i, nb = 0;
+            for (i = 0; i < mdl_num_tensors(m); i++) {
+                const mdl_tensor *t = mdl_tensor_at(m, i);
+                if (strstr(t->name, ".attn.o.bias") || strstr(t->name, ".attn.mu.bias")) {
+                    nb++;
+                    CHECK(t->ndim == 1 && t->shape[0] == c.d_model && t->decay == 0);
+                }
+            }
+            CHECK_INT_EQ(nb, 2 * c.n_layers);
+            mdl_destroy(m);
+        }
+    }
+    /* issue 43 item 2: Canon layers on q, k, v (K 3 and 4: longer than some prefixes) */
+    c.polar_canon_k = 3;
+    gradcheck(&c, &o, "polar canon K 3, channel gate, qk-norm off, window 3, gqa");
+    c.polar_gate = MDL_POLAR_GATE_HEAD;
+    c.polar_qk_norm = 1;
+    c.polar_kv_heads = 0;
+    c.polar.window = -1;
+    c.polar_canon_k = 4;
+    gradcheck(&c, &o, "polar canon K 4");
+    c.polar_canon_k = 65;
+    CHECK_INT_EQ(mdl_config_validate(&c, err, sizeof err), MDL_EINVAL);
+    CHECK(strstr(err, "polar_canon_k") != NULL);
+    c.polar_canon_k = 4;
+    c.attn = MDL_ATTN_SOFTMAX;
+    CHECK_INT_EQ(mdl_config_validate(&c, err, sizeof err), MDL_EINVAL);
+    CHECK(strstr(err, "polar_canon_k") != NULL);
+    c.attn = MDL_ATTN_POLAR;
+    c.polar_canon_k = 0;
+    c.polar_qk_norm = 2;
+    CHECK_INT_EQ(mdl_config_validate(&c, err, sizeof err), MDL_EINVAL);
+    CHECK(strstr(err, "polar_qk_norm") != NULL);
+    c.polar_qk_norm = 1;
+    c.polar_gate = 2;
+    CHECK_INT_EQ(mdl_config_validate(&c, err, sizeof err), MDL_EINVAL);
+    CHECK(strstr(err, "polar_gate") != NULL);
+}
+
 static void test_grad_polar_gdelta(void)
 {
     mdl_config c = micro();
@@ -1557,6 +1617,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_grad_era);
     TEST_RUN(test_grad_rpa_moe_recipe);
     TEST_RUN(test_grad_polar);
+    TEST_RUN(test_grad_polar_qknorm_gate);
     TEST_RUN(test_grad_polar_gdelta);
     TEST_RUN(test_grad_moe);
     TEST_RUN(test_overfit_softmax);

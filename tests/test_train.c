@@ -1815,6 +1815,97 @@ static void test_muon_flags_resume(void)
     remove(path);
 }
 
+/* issue 43 items 3, 4: --qk-norm on|off and --polar-gate head|channel: parsed and refused by
+   name, absent from the configuration JSON at their defaults (older checkpoints, which
+   lack them, load as the model they were: q/k normed, gate per head), present otherwise
+   and read back by trn_parse_flag as the programs' ex_config_from_ckpt does; a bit-exact
+   resume of polar + memory with both changed (the biases in the checkpoint); a checkpoint
+   of the other setting refused naming the flag; --canon-k (item 2) likewise */
+static void test_polar_qknorm_gate_flags_resume(void)
+{
+    trn_config c, c2;
+    trn *t = NULL, *u = NULL;
+    char err[512], js[16384], path[400];
+    char *argv[] = {"x", "--qk-norm", "off", "--polar-gate", "channel", "--qk-norm", "no", "--polar-gate", "chan"};
+    int argc = (int)(sizeof argv / sizeof argv[0]);
+    micro(&c);
+    CHECK_INT_EQ(c.model.polar_qk_norm, 1);
+    CHECK_INT_EQ(c.model.polar_gate, MDL_POLAR_GATE_HEAD);
+    CHECK_INT_EQ(trn_config_json(&c, js, sizeof js), TRN_OK);
+    CHECK(strstr(js, "qk-norm") == NULL && strstr(js, "polar-gate") == NULL);
+    CHECK_INT_EQ(trn__json(&c, js, sizeof js, 1), TRN_OK);
+    CHECK(strstr(js, "qk-norm") == NULL && strstr(js, "polar-gate") == NULL);
+    CHECK_INT_EQ(trn_parse_flag(&c, argc, argv, 1, err, sizeof err), 2);
+    CHECK_INT_EQ(trn_parse_flag(&c, argc, argv, 3, err, sizeof err), 2);
+    CHECK_INT_EQ(c.model.polar_qk_norm, 0);
+    CHECK_INT_EQ(c.model.polar_gate, MDL_POLAR_GATE_CHANNEL);
+    CHECK_INT_EQ(trn_parse_flag(&c, argc, argv, 5, err, sizeof err), TRN_EINVAL);
+    CHECK(strstr(err, "--qk-norm") != NULL);
+    CHECK_INT_EQ(trn_parse_flag(&c, argc, argv, 7, err, sizeof err), TRN_EINVAL);
+    CHECK(strstr(err, "--polar-gate") != NULL);
+    CHECK_INT_EQ(c.model.polar_qk_norm, 0);
+    CHECK_INT_EQ(c.model.polar_gate, MDL_POLAR_GATE_CHANNEL);
+    CHECK_INT_EQ(trn__json(&c, js, sizeof js, 1), TRN_OK);
+    CHECK(strstr(js, "\"qk-norm\":\"off\"") != NULL);
+    CHECK(strstr(js, "\"polar-gate\":\"channel\"") != NULL);
+    { /* read back from the JSON's values, as ckptcfg.h does */
+        char *a2[] = {"x", "--qk-norm", "off", "--polar-gate", "channel"};
+        micro(&c2);
+        CHECK_INT_EQ(trn_parse_flag(&c2, 5, a2, 1, err, sizeof err), 2);
+        CHECK_INT_EQ(trn_parse_flag(&c2, 5, a2, 3, err, sizeof err), 2);
+        CHECK(c2.model.polar_qk_norm == c.model.polar_qk_norm && c2.model.polar_gate == c.model.polar_gate);
+    }
+    c.model.attn = MDL_ATTN_POLAR;
+    c.model.memory = MDL_MEM_GDELTA;
+    c.model.prior = MDL_PRIOR_NONE;
+    c.model.ffn = MDL_FFN_GELU;
+    c.model.res_gate = c.model.value_gate = 0;
+    c.model.polar_kv_heads = 1;
+    c.controller = TRN_CTRL_NONE;
+    CHECK_INT_EQ(trn_config_validate(&c, err, sizeof err), TRN_OK);
+    check_resume(&c, "polar_qk_gate");
+    { /* issue 43 item 2: --canon-k, in the JSON only when set; a bit-exact resume with it */
+        char *a3[] = {"x", "--canon-k", "4"};
+        CHECK_INT_EQ(trn__json(&c, js, sizeof js, 1), TRN_OK);
+        CHECK(strstr(js, "canon-k") == NULL);
+        c2 = c;
+        CHECK_INT_EQ(trn_parse_flag(&c2, 3, a3, 1, err, sizeof err), 2);
+        CHECK_INT_EQ(c2.model.polar_canon_k, 4);
+        CHECK_INT_EQ(trn__json(&c2, js, sizeof js, 1), TRN_OK);
+        CHECK(strstr(js, "\"canon-k\":4") != NULL);
+        check_resume(&c2, "polar_canon");
+    }
+    /* the other gate, or the other norm: refused naming the flag */
+    snprintf(path, sizeof path, "%s/polar_qk_gate.safetensors", g_dir);
+    CHECK_INT_EQ(trn_create(&t, &c, g_ids, 3200, g_ids + 3200, NTOK - 3200, err, sizeof err), TRN_OK);
+    if (!t) return;
+    CHECK_INT_EQ(run_steps(t, 2), TRN_OK);
+    CHECK_INT_EQ(trn_save(t, path, err, sizeof err), TRN_OK);
+    c2 = c;
+    c2.model.polar_gate = MDL_POLAR_GATE_HEAD;
+    CHECK_INT_EQ(trn_create(&u, &c2, g_ids, 3200, g_ids + 3200, NTOK - 3200, err, sizeof err), TRN_OK);
+    if (u) {
+        err[0] = 0;
+        CHECK_INT_EQ(trn_load(u, path, err, sizeof err), TRN_EMISMATCH);
+        CHECK(strstr(err, "polar-gate") != NULL);
+        trn_destroy(u);
+        u = NULL;
+    }
+    c2 = c;
+    c2.model.polar_qk_norm = 1;
+    CHECK_INT_EQ(trn_create(&u, &c2, g_ids, 3200, g_ids + 3200, NTOK - 3200, err, sizeof err), TRN_OK);
+    if (u) {
+        err[0] = 0;
+        CHECK_INT_EQ(trn_load(u, path, err, sizeof err), TRN_EMISMATCH);
+        CHECK(strstr(err, "qk-norm") != NULL);
+        trn_destroy(u);
+        u = NULL;
+    }
+    CHECK_INT_EQ(trn_load(t, path, err, sizeof err), TRN_OK);
+    trn_destroy(t);
+    remove(path);
+}
+
 int main(int argc, char **argv)
 {
     TEST_INIT(argc, argv);
@@ -1828,6 +1919,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_resume_ceas_softmax);
     TEST_RUN(test_resume_ceas_gating_prior);
     TEST_RUN(test_resume_polar_gdelta);
+    TEST_RUN(test_polar_qknorm_gate_flags_resume);
     TEST_RUN(test_learns);
     TEST_RUN(test_eval_batch_invariant);
     TEST_RUN(test_gac_preclip);

@@ -648,6 +648,9 @@ lyr_polar_dims lyr_polar_dims_make(int C, int H)
     d.Hkv = H;
     d.qk_norm = 1;
     d.qk_norm_eps = 1e-6f;
+    d.gate = LYR_POLAR_GATE_HEAD;
+    d.bias = 0;
+    d.canon_k = 0;
     d.resid_scale = 1.0f;
     d.cfg = polar_config_default();
     return d;
@@ -661,22 +664,44 @@ int lyr_polar_validate(const lyr_polar_dims *d)
     if (d->C > (1 << 20)) return LYR_EINVAL;
     if (d->qk_norm != 0 && d->qk_norm != 1) return LYR_EINVAL;
     if (!lyr__finite(d->qk_norm_eps) || !(d->qk_norm_eps > 0)) return LYR_EINVAL;
+    if (d->gate != LYR_POLAR_GATE_HEAD && d->gate != LYR_POLAR_GATE_CHANNEL) return LYR_EINVAL;
+    if (d->bias != 0 && d->bias != 1) return LYR_EINVAL;
+    if (d->canon_k < 0 || d->canon_k > 64) return LYR_EINVAL;
     if (!lyr__finite(d->resid_scale) || d->resid_scale < 0) return LYR_EINVAL;
     if (polar_workspace_size(&d->cfg, 1, d->H, d->Hkv, 1, d->C / d->H) == 0) return LYR_EINVAL;
     return LYR_OK;
 }
 
+/* gate logits per token: H (per head) or H D (per channel) */
+static int lyr__polar_G(const lyr_polar_dims *d)
+{
+    return d->gate == LYR_POLAR_GATE_CHANNEL ? d->C / d->H * d->H : d->H;
+}
+
 static int lyr__polar_P(const lyr_polar_dims *d) /* rows of qkv.weight */
 {
     int D = d->C / d->H;
-    return (d->H + 2 * d->Hkv) * D + d->H;
+    return (d->H + 2 * d->Hkv) * D + lyr__polar_G(d);
+}
+
+/* parameter tensors: LYR_POLAR_NPARAMS, the two biases with dims.bias, the three Canon
+   weights with dims.canon_k */
+static int lyr__polar_np(const lyr_polar_dims *d)
+{
+    return (d->bias ? LYR_POLAR_NPARAMS_MAX : LYR_POLAR_NPARAMS) + (d->canon_k > 0 ? 3 : 0);
+}
+
+int lyr_polar_canon_index(const lyr_polar_dims *d)
+{
+    if (lyr_polar_validate(d) != LYR_OK || d->canon_k < 1) return -1;
+    return d->bias ? LYR_POLAR_NPARAMS_MAX : LYR_POLAR_NPARAMS;
 }
 
 int lyr_polar_params(const lyr_polar_dims *d, lyr_pspec *out, int cap)
 {
     int D;
     if (lyr_polar_validate(d) != LYR_OK || !out) return LYR_EINVAL;
-    if (cap < LYR_POLAR_NPARAMS) return LYR_EINVAL;
+    if (cap < lyr__polar_np(d)) return LYR_EINVAL;
     D = d->C / d->H;
     lyr__spec(&out[LYR_POLAR_QKV], "qkv.weight", 1, 2, lyr__polar_P(d), d->C, 0);
     lyr__spec(&out[LYR_POLAR_LEN_GAIN], "len_gain_raw", 0, 1, d->H, 0, 0);
@@ -686,14 +711,29 @@ int lyr_polar_params(const lyr_polar_dims *d, lyr_pspec *out, int cap)
     lyr__spec(&out[LYR_POLAR_V_NULL], "v_null", 0, 2, d->H, D, 0);
     lyr__spec(&out[LYR_POLAR_O], "o.weight", 1, 2, d->C, d->H * D, 0);
     lyr__spec(&out[LYR_POLAR_MU], "mu.weight", 1, 2, d->C, d->H, 0);
-    return LYR_POLAR_NPARAMS;
+    if (d->bias) {
+        lyr__spec(&out[LYR_POLAR_O_BIAS], "o.bias", 0, 1, d->C, 0, 0);
+        out[LYR_POLAR_O_BIAS].init = LYR_INIT_ZERO;
+        lyr__spec(&out[LYR_POLAR_MU_BIAS], "mu.bias", 0, 1, d->C, 0, 0);
+        out[LYR_POLAR_MU_BIAS].init = LYR_INIT_ZERO;
+    }
+    if (d->canon_k > 0) { /* PyTorch's Conv1d default (fan_in = K), as the authors' code keeps */
+        static const char *const nm[3] = {"canon_q.weight", "canon_k.weight", "canon_v.weight"};
+        int ci = lyr_polar_canon_index(d), i;
+        for (i = 0; i < 3; i++) {
+            lyr__spec(&out[ci + i], nm[i], 0, 3, i == 0 ? d->H : d->Hkv, d->canon_k, D);
+            out[ci + i].init = LYR_INIT_UNIFORM;
+            out[ci + i].init_arg = (float)(1.0 / sqrt((double)d->canon_k));
+        }
+    }
+    return lyr__polar_np(d);
 }
 
 int lyr_polar_init(const lyr_polar_dims *d, float *const *P, tk_rng *rng, float init_std)
 {
     size_t C;
     int D;
-    if (lyr_polar_validate(d) != LYR_OK || !lyr__ptrs_ok((const void *const *)P, LYR_POLAR_NPARAMS) ||
+    if (lyr_polar_validate(d) != LYR_OK || !lyr__ptrs_ok((const void *const *)P, lyr__polar_np(d)) ||
         !rng || !lyr__finite(init_std) || init_std < 0)
         return LYR_EINVAL;
     C = (size_t)d->C;
@@ -707,15 +747,28 @@ int lyr_polar_init(const lyr_polar_dims *d, float *const *P, tk_rng *rng, float 
                           P[LYR_POLAR_NULL_SLOPE], P[LYR_POLAR_MAG_BETA], P[LYR_POLAR_V_NULL]) !=
         POLAR_OK)
         return LYR_EFAIL;
+    if (d->bias) { /* host memory, as the rng draws above */
+        memset(P[LYR_POLAR_O_BIAS], 0, C * sizeof(float));
+        memset(P[LYR_POLAR_MU_BIAS], 0, C * sizeof(float));
+    }
+    if (d->canon_k > 0) { /* after every other draw: without Canon the draws are as before */
+        int ci = lyr_polar_canon_index(d), i;
+        float a = (float)(1.0 / sqrt((double)d->canon_k));
+        for (i = 0; i < 3; i++)
+            if (tk_init_uniform(P[ci + i], (size_t)(i == 0 ? d->H : d->Hkv) * (size_t)d->canon_k * (size_t)D, -a, a,
+                                rng) != TK_OK)
+                return LYR_EFAIL;
+    }
     return LYR_OK;
 }
 
 /* saved layout: hdr (16: [0] distractor keys drawn, [1] the device path's distractor
    loss), xn (N,C), q (B,H,T,D), k, v
-   (B,Hkv,T,D), gl (B,T,H), rq (B,H,T), rk (B,Hkv,T), c (B,H,T,D), mag (B,H,T),
-   stats (B,H,T,NSTAT), krand (B,Hkv,R,D) */
+   (B,Hkv,T,D), gl (B,T,G) (G = H, or H D per channel), rq (B,H,T), rk (B,Hkv,T), c (B,H,T,D), mag (B,H,T),
+   stats (B,H,T,NSTAT), krand (B,Hkv,R,D), and with Canon the convolutions' inputs qp
+   (B,H,T,D), kp, vp (B,Hkv,T,D) (q, k, v then hold their outputs) */
 typedef struct lyr__polar_saved {
-    float *hdr, *xn, *q, *k, *v, *gl, *rq, *rk, *c, *mag, *stats, *krand;
+    float *hdr, *xn, *q, *k, *v, *gl, *rq, *rk, *c, *mag, *stats, *krand, *qp, *kp, *vp;
 } lyr__polar_saved;
 
 static void lyr__polar_carve(const lyr_polar_dims *d, float *base, int B, int T,
@@ -729,13 +782,16 @@ static void lyr__polar_carve(const lyr_polar_dims *d, float *base, int B, int T,
     s->q = lyr__take(&p, N * H * D);
     s->k = lyr__take(&p, N * Hkv * D);
     s->v = lyr__take(&p, N * Hkv * D);
-    s->gl = lyr__take(&p, N * H);
+    s->gl = lyr__take(&p, N * (size_t)lyr__polar_G(d));
     s->rq = lyr__take(&p, N * H);
     s->rk = lyr__take(&p, N * Hkv);
     s->c = lyr__take(&p, N * H * D);
     s->mag = lyr__take(&p, N * H);
     s->stats = lyr__take(&p, N * H * POLAR_NSTAT);
     s->krand = Rk ? lyr__take(&p, (size_t)B * Hkv * Rk * D) : NULL;
+    s->qp = d->canon_k > 0 ? lyr__take(&p, N * H * D) : NULL;
+    s->kp = d->canon_k > 0 ? lyr__take(&p, N * Hkv * D) : NULL;
+    s->vp = d->canon_k > 0 ? lyr__take(&p, N * Hkv * D) : NULL;
 }
 
 static int lyr__polar_bt_ok(const lyr_polar_dims *d, int B, int T)
@@ -750,8 +806,10 @@ size_t lyr_polar_saved_floats(const lyr_polar_dims *d, int B, int T)
         size_t D = (size_t)(d->C / d->H), Rk = d->cfg.distractor_keys > 0 ? (size_t)d->cfg.distractor_keys : 0;
         size_t N = (size_t)B * T, H = (size_t)d->H, Hkv = (size_t)d->Hkv;
         return lyr__al(16) + lyr__al(N * (size_t)d->C) + 2 * lyr__al(N * H * D) +
-               2 * lyr__al(N * Hkv * D) + 3 * lyr__al(N * H) + lyr__al(N * Hkv) +
-               lyr__al(N * H * POLAR_NSTAT) + (Rk ? lyr__al((size_t)B * Hkv * Rk * D) : 0);
+               2 * lyr__al(N * Hkv * D) + lyr__al(N * (size_t)lyr__polar_G(d)) + 2 * lyr__al(N * H) +
+               lyr__al(N * Hkv) +
+               lyr__al(N * H * POLAR_NSTAT) + (Rk ? lyr__al((size_t)B * Hkv * Rk * D) : 0) +
+               (d->canon_k > 0 ? lyr__al(N * H * D) + 2 * lyr__al(N * Hkv * D) : 0);
     }
 }
 
@@ -772,10 +830,15 @@ size_t lyr_polar_work_floats(const lyr_polar_dims *d, int B, int T)
         if (wc > ws) ws = wc;
         if (wd > ws) ws = wd;
     }
-    /* backward: dqkvg (N,P), dc, dq (N,H,D), dk, dv (N,Hkv,D), dmag, dgl, magT, dmagT
-       (N,H), ws */
+    /* the device backward's gate per channel keeps sigmoid(gate) and z (N,H,D) each in ws's
+       room */
+    if (d->gate == LYR_POLAR_GATE_CHANNEL && ws < 2 * lyr__al(N * H * D) * sizeof(float))
+        ws = 2 * lyr__al(N * H * D) * sizeof(float);
+    /* backward: dqkvg (N,P), dc, dq (N,H,D), dk, dv (N,Hkv,D), dmag (N,H), dgl (N,G), magT,
+       dmagT (N,H), ws */
     return lyr__al(N * (size_t)lyr__polar_P(d)) + 2 * lyr__al(N * H * D) +
-           2 * lyr__al(N * Hkv * D) + 4 * lyr__al(N * H) + lyr__al(lyr__bytes_to_floats(ws));
+           2 * lyr__al(N * Hkv * D) + 3 * lyr__al(N * H) + lyr__al(N * (size_t)lyr__polar_G(d)) +
+           lyr__al(lyr__bytes_to_floats(ws));
 }
 
 static polar_params lyr__polar_prm(const float *const *P)
@@ -807,10 +870,10 @@ void lyr_rms_rows(float *x, float *rs, size_t rows, int D, float eps)
 
 static float lyr__sigmoidf(float x) { return (float)(1.0 / (1.0 + exp(-(double)x))); }
 
-/* z (N, H*D) = c (B,H,T,D) merged per token times sigmoid(gl (N,H)) per head;
-   magT (N,H) = mag (B,H,T) per token */
+/* z (N, H*D) = c (B,H,T,D) merged per token times sigmoid(gl (N,H)) per head, or times
+   sigmoid(gl (N,H*D)) per channel (chan); magT (N,H) = mag (B,H,T) per token */
 static void lyr__polar_gate_c(const float *c, const float *gl, const float *mag, float *z,
-                              float *magT, int B, int T, int H, int D)
+                              float *magT, int B, int T, int H, int D, int chan)
 {
     int n;
     LYR__OMP(omp parallel for schedule(static) if((size_t)B * T * H * D > LYR__PAR_MIN))
@@ -820,11 +883,104 @@ static void lyr__polar_gate_c(const float *c, const float *gl, const float *mag,
             size_t row = (b * H + h) * (size_t)T + t;
             const float *ch = c + row * D;
             float *zh = z + ((size_t)n * H + h) * D;
-            float sg = lyr__sigmoidf(gl[(size_t)n * H + h]);
-            for (j = 0; j < (size_t)D; j++) zh[j] = ch[j] * sg;
+            if (chan) {
+                const float *gh = gl + ((size_t)n * H + h) * D;
+                for (j = 0; j < (size_t)D; j++) zh[j] = ch[j] * lyr__sigmoidf(gh[j]);
+            } else {
+                float sg = lyr__sigmoidf(gl[(size_t)n * H + h]);
+                for (j = 0; j < (size_t)D; j++) zh[j] = ch[j] * sg;
+            }
             magT[(size_t)n * H + h] = mag[row];
         }
     }
+}
+
+/* Canon forward: qp, kp, vp <- q, k, v; q, k, v <- x + conv(x) per (batch, head) with that
+   head's (K, D) weights (tensor.h's causal depthwise convolution, accumulating onto the copy) */
+static int lyr__polar_canon_fwd(const ex_ctx *cx, const lyr_polar_dims *d, const float *const *P,
+                                const lyr__polar_saved *s, int B, int T)
+{
+    const int ci = lyr_polar_canon_index(d), K = d->canon_k, D = d->C / d->H;
+    int part, b, h;
+    for (part = 0; part < 3; part++) {
+        const int hh = part == 0 ? d->H : d->Hkv;
+        float *x = part == 0 ? s->q : part == 1 ? s->k : s->v, *xp = part == 0 ? s->qp : part == 1 ? s->kp : s->vp;
+        const float *w = P[ci + part];
+        const size_t hd = (size_t)T * D;
+        if (ex_copy(cx, xp, x, (size_t)B * hh * hd * sizeof(float)) != TK_OK) return LYR_EFAIL;
+        for (b = 0; b < B; b++)
+            for (h = 0; h < hh; h++) {
+                const size_t o = ((size_t)b * hh + h) * hd;
+                if (ex_causal_dwconv_fwd(cx, x + o, xp + o, w + (size_t)h * K * D, 1, T, D, K, 1) != TK_OK)
+                    return LYR_EFAIL;
+            }
+    }
+    return LYR_OK;
+}
+
+/* Canon backward, in place: g (the gradient of a convolution's output, (B,hh,T,D)) becomes
+   that of its input, g + conv^T(g), through tmp (same size; must not alias g); the weight
+   gradients accumulate into G */
+static int lyr__polar_canon_bwd(const ex_ctx *cx, const lyr_polar_dims *d, const float *const *P,
+                                float *const *G, const lyr__polar_saved *s, float *dq, float *dk, float *dv,
+                                float *tmp, int B, int T)
+{
+    const int ci = lyr_polar_canon_index(d), K = d->canon_k, D = d->C / d->H;
+    int part, b, h;
+    for (part = 0; part < 3; part++) {
+        const int hh = part == 0 ? d->H : d->Hkv;
+        float *g = part == 0 ? dq : part == 1 ? dk : dv;
+        const float *xp = part == 0 ? s->qp : part == 1 ? s->kp : s->vp, *w = P[ci + part];
+        float *gw = G[ci + part];
+        const size_t hd = (size_t)T * D, n = (size_t)B * hh * hd;
+        if (ex_copy(cx, tmp, g, n * sizeof(float)) != TK_OK) return LYR_EFAIL;
+        for (b = 0; b < B; b++)
+            for (h = 0; h < hh; h++) {
+                const size_t o = ((size_t)b * hh + h) * hd;
+                if (ex_causal_dwconv_bwd(cx, tmp + o, gw + (size_t)h * K * D, g + o, xp + o, w + (size_t)h * K * D, 1,
+                                         T, D, K) != TK_OK)
+                    return LYR_EFAIL;
+            }
+        if (ex_copy(cx, g, tmp, n * sizeof(float)) != TK_OK) return LYR_EFAIL;
+    }
+    return LYR_OK;
+}
+
+int lyr_polar_assemble(const ex_ctx *cx, const lyr_polar_dims *d, const float *const *P, const float *c,
+                       const float *mag, const float *gl, float *out, float *z, float *magT, float *sg,
+                       float *tmp, int B, int T)
+{
+    size_t N, D, H, C, G;
+    const int chan = d && d->gate == LYR_POLAR_GATE_CHANNEL;
+    if (!cx || lyr_polar_validate(d) != LYR_OK || B < 1 || T < 1) return LYR_EINVAL;
+    if (!lyr__ptrs_ok((const void *const *)P, lyr__polar_np(d)) || !c || !mag || !gl || !out || !z || !magT ||
+        (cx->device && !sg) || (d->bias && !tmp))
+        return LYR_EINVAL;
+    N = (size_t)B * T;
+    D = (size_t)(d->C / d->H);
+    H = (size_t)d->H;
+    C = (size_t)d->C;
+    G = (size_t)lyr__polar_G(d);
+    if (cx->device) {
+        if (ex_merge_heads_fwd(cx, z, c, B, T, (int)H, (int)D) != TK_OK ||
+            ex_sigmoid_fwd(cx, sg, gl, N * G) != TK_OK ||
+            (chan ? ex_rowscale(cx, z, z, sg, (int)(N * H * D), 1)
+                  : ex_rowscale(cx, z, z, sg, (int)(N * H), (int)D)) != TK_OK ||
+            ex_merge_heads_fwd(cx, magT, mag, B, T, (int)H, 1) != TK_OK)
+            return LYR_EFAIL;
+    } else {
+        lyr__polar_gate_c(c, gl, mag, z, magT, B, T, (int)H, (int)D, chan);
+    }
+    if (ex_matmul_fwd(cx, out, z, P[LYR_POLAR_O], d->bias ? P[LYR_POLAR_O_BIAS] : NULL, (int)N, (int)(H * D),
+                      (int)C) != TK_OK)
+        return LYR_EFAIL;
+    if (!d->bias)
+        return ex_sgemm(cx, 0, 1, (int)N, (int)C, (int)H, 1.0f, magT, (int)H, P[LYR_POLAR_MU], (int)H, 1.0f,
+                        out, (int)C) != TK_OK ? LYR_EFAIL : LYR_OK;
+    if (ex_matmul_fwd(cx, tmp, magT, P[LYR_POLAR_MU], P[LYR_POLAR_MU_BIAS], (int)N, (int)H, (int)C) != TK_OK ||
+        ex_residual_fwd(cx, out, out, tmp, N * C) != TK_OK)
+        return LYR_EFAIL;
+    return LYR_OK;
 }
 
 int lyr_polar_fwd(const ex_ctx *cx, const lyr_polar_dims *d, const float *const *P, const float *xn,
@@ -834,11 +990,11 @@ int lyr_polar_fwd(const ex_ctx *cx, const lyr_polar_dims *d, const float *const 
     lyr__polar_saved s;
     polar_params prm;
     polar_state st;
-    size_t N, D, H, Hkv, C, Pq;
+    size_t N, D, H, Hkv, C, Pq, G;
     float *qkvg, *ws;
     int n, rc, use_dist, dev = 0;
     if (!cx || lyr_polar_validate(d) != LYR_OK) return LYR_EINVAL;
-    if (!lyr__ptrs_ok((const void *const *)P, LYR_POLAR_NPARAMS) || !xn || !out || !saved ||
+    if (!lyr__ptrs_ok((const void *const *)P, lyr__polar_np(d)) || !xn || !out || !saved ||
         !work || !lyr__polar_bt_ok(d, B, T))
         return LYR_EINVAL;
     dev = cx->device;
@@ -850,9 +1006,10 @@ int lyr_polar_fwd(const ex_ctx *cx, const lyr_polar_dims *d, const float *const 
     C = (size_t)d->C;
     Pq = (size_t)lyr__polar_P(d);
     lyr__polar_carve(d, saved, B, T, &s);
+    G = (size_t)lyr__polar_G(d);
     qkvg = work;
     ws = work + lyr__al(N * Pq) + 2 * lyr__al(N * H * D) + 2 * lyr__al(N * Hkv * D) +
-         4 * lyr__al(N * H);
+         3 * lyr__al(N * H) + lyr__al(N * G);
     prm = lyr__polar_prm(P);
     if (dev) {
         /* one GEMM per row block of qkv.weight ([q | k | v | gate] rows are contiguous),
@@ -876,8 +1033,8 @@ int lyr_polar_fwd(const ex_ctx *cx, const lyr_polar_dims *d, const float *const 
                                             d->qk_norm_eps) != TK_OK))
                 return LYR_EFAIL;
         }
-        if (lyr__sgemm(cx, 0, 1, (int)N, (int)H, (int)C, xn, (int)C, W + (H + 2 * Hkv) * D * C,
-                       (int)C, s.gl, (int)H) != TK_OK)
+        if (lyr__sgemm(cx, 0, 1, (int)N, (int)G, (int)C, xn, (int)C, W + (H + 2 * Hkv) * D * C,
+                       (int)C, s.gl, (int)G) != TK_OK)
             return LYR_EFAIL;
     } else {
     memcpy(s.xn, xn, N * C * sizeof(float));
@@ -895,40 +1052,25 @@ int lyr_polar_fwd(const ex_ctx *cx, const lyr_polar_dims *d, const float *const 
             memcpy(s.v + ((b * Hkv + h) * (size_t)T + t) * D, row + (H + Hkv + h) * D,
                    D * sizeof(float));
         }
-        memcpy(s.gl + (size_t)n * H, row + (H + 2 * Hkv) * D, H * sizeof(float));
+        memcpy(s.gl + (size_t)n * G, row + (H + 2 * Hkv) * D, G * sizeof(float));
     }
     if (d->qk_norm) {
         lyr_rms_rows(s.q, s.rq, N * H, (int)D, d->qk_norm_eps);
         lyr_rms_rows(s.k, s.rk, N * Hkv, (int)D, d->qk_norm_eps);
     }
     }
+    if (d->canon_k > 0 && (rc = lyr__polar_canon_fwd(cx, d, P, &s, B, T)) != LYR_OK) return rc;
     st.stats = s.stats;
     st.probs = NULL;
     rc = ex_polar_fwd(cx, &d->cfg, s.c, s.mag, &st, s.q, s.k, s.v, &prm, B, (int)H, (int)Hkv, T,
                        (int)D, ws);
     if (rc != POLAR_OK) return rc == POLAR_ENOMEM ? LYR_ENOMEM : LYR_EFAIL;
-    /* eq. 14 as two GEMMs: out = z W_o^T + magT W_mu^T, z = merged c * sigmoid(gate)
-       (the same function as polar_assemble_forward, which loops per token) */
-    {
-        float *z = qkvg, *magT = ws - lyr__al(N * H);
-        if (dev) { /* sigmoid(gate) in the dc room */
-            float *sg = work + lyr__al(N * Pq);
-            if (ex_merge_heads_fwd(cx, z, s.c, B, T, (int)H, (int)D) != TK_OK ||
-                ex_sigmoid_fwd(cx, sg, s.gl, N * H) != TK_OK ||
-                ex_rowscale(cx, z, z, sg, (int)(N * H), (int)D) != TK_OK ||
-                ex_merge_heads_fwd(cx, magT, s.mag, B, T, (int)H, 1) != TK_OK ||
-                ex_matmul_fwd(cx, out, z, P[LYR_POLAR_O], NULL, (int)N, (int)(H * D), (int)C) != TK_OK ||
-                ex_sgemm(cx, 0, 1, (int)N, (int)C, (int)H, 1.0f, magT, (int)H, P[LYR_POLAR_MU],
-                         (int)H, 1.0f, out, (int)C) != TK_OK)
-                return LYR_EFAIL;
-        } else {
-        lyr__polar_gate_c(s.c, s.gl, s.mag, z, magT, B, T, (int)H, (int)D);
-        if (ex_matmul_fwd(cx, out, z, P[LYR_POLAR_O], NULL, (int)N, (int)(H * D), (int)C) != TK_OK ||
-            ex_sgemm(cx, 0, 1, (int)N, (int)C, (int)H, 1.0f, magT, (int)H, P[LYR_POLAR_MU], (int)H, 1.0f,
-                     out, (int)C) != TK_OK)
-            return LYR_EFAIL;
-        }
-    }
+    /* eq. 14 as two GEMMs: out = z W_o^T + magT W_mu^T (+ biases), z = merged c *
+       sigmoid(gate) (the same function as polar_assemble_forward, which loops per token);
+       z in the qkvg room, sigmoid(gate) (device) in the dc room, the biased mu part in dq's */
+    rc = lyr_polar_assemble(cx, d, P, s.c, s.mag, s.gl, out, qkvg, ws - lyr__al(N * H), work + lyr__al(N * Pq),
+                            work + lyr__al(N * Pq) + lyr__al(N * H * D), B, T);
+    if (rc != LYR_OK) return rc;
     {
         float flag = use_dist ? 1.0f : 0.0f;
         if (ex_to_ctx(cx, s.hdr, &flag, sizeof flag) != TK_OK) return LYR_EFAIL;
@@ -1026,12 +1168,13 @@ int lyr_polar_bwd(const ex_ctx *cx, const lyr_polar_dims *d, const float *const 
     polar_params prm;
     polar_grads gr;
     polar_state st;
-    size_t N, D, H, Hkv, C, Pq;
+    size_t N, D, H, Hkv, C, Pq, Gc;
     float *dqkvg, *dc, *dq, *dk, *dv, *dmag, *dgl, *magT, *dmagT, *ws, *wp, flag;
     int n, rc, dev = 0;
+    const int chan = d && d->gate == LYR_POLAR_GATE_CHANNEL;
     if (!cx || lyr_polar_validate(d) != LYR_OK) return LYR_EINVAL;
-    if (!lyr__ptrs_ok((const void *const *)P, LYR_POLAR_NPARAMS) ||
-        !lyr__ptrs_ok((const void *const *)G, LYR_POLAR_NPARAMS) || !dout || !saved || !work ||
+    if (!lyr__ptrs_ok((const void *const *)P, lyr__polar_np(d)) ||
+        !lyr__ptrs_ok((const void *const *)G, lyr__polar_np(d)) || !dout || !saved || !work ||
         !lyr__polar_bt_ok(d, B, T))
         return LYR_EINVAL;
     dev = cx->device;
@@ -1041,6 +1184,7 @@ int lyr_polar_bwd(const ex_ctx *cx, const lyr_polar_dims *d, const float *const 
     Hkv = (size_t)d->Hkv;
     C = (size_t)d->C;
     Pq = (size_t)lyr__polar_P(d);
+    Gc = (size_t)lyr__polar_G(d);
     lyr__polar_carve(d, (float *)saved, B, T, &s); /* read-only use below */
     wp = work;
     dqkvg = lyr__take(&wp, N * Pq);
@@ -1049,7 +1193,7 @@ int lyr_polar_bwd(const ex_ctx *cx, const lyr_polar_dims *d, const float *const 
     dk = lyr__take(&wp, N * Hkv * D);
     dv = lyr__take(&wp, N * Hkv * D);
     dmag = lyr__take(&wp, N * H);
-    dgl = lyr__take(&wp, N * H);
+    dgl = lyr__take(&wp, N * Gc);
     magT = lyr__take(&wp, N * H);
     dmagT = lyr__take(&wp, N * H);
     ws = wp;
@@ -1057,25 +1201,33 @@ int lyr_polar_bwd(const ex_ctx *cx, const lyr_polar_dims *d, const float *const 
     if (ex_to_host(cx, &flag, s.hdr, sizeof flag) != TK_OK) return LYR_EFAIL;
     if (dev) {
         /* eq. 14 backward with routed ops: sigmoid(gate) and z in ws's room (free until
-           polar_backward), merged c in dq's, dz in dqkvg's, rowdot(dz, c) in magT's */
-        float *sg = ws, *zb = ws + lyr__al(N * H), *zc = dq, *dz = dqkvg;
-        if (ex_sigmoid_fwd(cx, sg, s.gl, N * H) != TK_OK ||
+           polar_backward), merged c in dq's, dz in dqkvg's, rowdot(dz, c) in magT's (per
+           channel: dz c in z's room, free after the o.weight gradient). With the gate per
+           channel every "per row of D" product is elementwise (rows of 1). */
+        float *sg = ws, *zb = ws + lyr__al(N * Gc), *zc = dq, *dz = dqkvg;
+        const int gr_n = chan ? (int)(N * H * D) : (int)(N * H), gr_c = chan ? 1 : (int)D;
+        if (ex_sigmoid_fwd(cx, sg, s.gl, N * Gc) != TK_OK ||
             ex_merge_heads_fwd(cx, zc, s.c, B, T, (int)H, (int)D) != TK_OK ||
-            ex_rowscale(cx, zb, zc, sg, (int)(N * H), (int)D) != TK_OK ||
+            ex_rowscale(cx, zb, zc, sg, gr_n, gr_c) != TK_OK ||
             ex_merge_heads_fwd(cx, magT, s.mag, B, T, (int)H, 1) != TK_OK ||
-            ex_matmul_bwd(cx, NULL, G[LYR_POLAR_O], NULL, dout, zb, NULL, (int)N, (int)(H * D),
-                               (int)C) != TK_OK ||
-            ex_matmul_bwd(cx, NULL, G[LYR_POLAR_MU], NULL, dout, magT, NULL, (int)N, (int)H,
-                               (int)C) != TK_OK ||
+            ex_matmul_bwd(cx, NULL, G[LYR_POLAR_O], d->bias ? G[LYR_POLAR_O_BIAS] : NULL, dout, zb, NULL, (int)N,
+                          (int)(H * D), (int)C) != TK_OK ||
+            ex_matmul_bwd(cx, NULL, G[LYR_POLAR_MU], d->bias ? G[LYR_POLAR_MU_BIAS] : NULL, dout, magT, NULL,
+                          (int)N, (int)H, (int)C) != TK_OK ||
             lyr__sgemm(cx, 0, 0, (int)N, (int)(H * D), (int)C, dout, (int)C, P[LYR_POLAR_O],
                        (int)(H * D), dz, (int)(H * D)) != TK_OK ||
             lyr__sgemm(cx, 0, 0, (int)N, (int)H, (int)C, dout, (int)C, P[LYR_POLAR_MU], (int)H,
-                       dmagT, (int)H) != TK_OK ||
-            ex_zero(cx, magT, N * H * sizeof(float)) != TK_OK ||
-            ex_rowdot(cx, magT, dz, zc, (int)(N * H), (int)D) != TK_OK ||
-            ex_zero(cx, dgl, N * H * sizeof(float)) != TK_OK ||
-            ex_sigmoid_bwd(cx, dgl, sg, magT, N * H) != TK_OK ||
-            ex_rowscale(cx, zb, dz, sg, (int)(N * H), (int)D) != TK_OK ||
+                       dmagT, (int)H) != TK_OK)
+            return LYR_EFAIL;
+        if (chan ? (ex_rowscale(cx, zb, dz, zc, (int)(N * H * D), 1) != TK_OK ||
+                    ex_zero(cx, dgl, N * Gc * sizeof(float)) != TK_OK ||
+                    ex_sigmoid_bwd(cx, dgl, sg, zb, N * Gc) != TK_OK)
+                 : (ex_zero(cx, magT, N * H * sizeof(float)) != TK_OK ||
+                    ex_rowdot(cx, magT, dz, zc, (int)(N * H), (int)D) != TK_OK ||
+                    ex_zero(cx, dgl, N * H * sizeof(float)) != TK_OK ||
+                    ex_sigmoid_bwd(cx, dgl, sg, magT, N * H) != TK_OK))
+            return LYR_EFAIL;
+        if (ex_rowscale(cx, zb, dz, sg, gr_n, gr_c) != TK_OK ||
             ex_zero(cx, dc, N * H * D * sizeof(float)) != TK_OK ||
             ex_merge_heads_bwd(cx, dc, zb, B, T, (int)H, (int)D) != TK_OK ||
             ex_zero(cx, dmag, N * H * sizeof(float)) != TK_OK ||
@@ -1085,11 +1237,11 @@ int lyr_polar_bwd(const ex_ctx *cx, const lyr_polar_dims *d, const float *const 
     /* eq. 14 backward with GEMMs: z in dqkvg's room, dz in dq's (both free until later) */
     {
         float *z = dqkvg, *dz = dq;
-        lyr__polar_gate_c(s.c, s.gl, s.mag, z, magT, B, T, (int)H, (int)D);
-        if (ex_matmul_bwd(cx, NULL, G[LYR_POLAR_O], NULL, dout, z, NULL, (int)N, (int)(H * D),
-                               (int)C) != TK_OK ||
-            ex_matmul_bwd(cx, NULL, G[LYR_POLAR_MU], NULL, dout, magT, NULL, (int)N, (int)H,
-                               (int)C) != TK_OK ||
+        lyr__polar_gate_c(s.c, s.gl, s.mag, z, magT, B, T, (int)H, (int)D, chan);
+        if (ex_matmul_bwd(cx, NULL, G[LYR_POLAR_O], d->bias ? G[LYR_POLAR_O_BIAS] : NULL, dout, z, NULL, (int)N,
+                          (int)(H * D), (int)C) != TK_OK ||
+            ex_matmul_bwd(cx, NULL, G[LYR_POLAR_MU], d->bias ? G[LYR_POLAR_MU_BIAS] : NULL, dout, magT, NULL,
+                          (int)N, (int)H, (int)C) != TK_OK ||
             ex_sgemm(cx, 0, 0, (int)N, (int)(H * D), (int)C, 1.0f, dout, (int)C, P[LYR_POLAR_O],
                      (int)(H * D), 0.0f, dz, (int)(H * D)) != TK_OK ||
             ex_sgemm(cx, 0, 0, (int)N, (int)H, (int)C, 1.0f, dout, (int)C, P[LYR_POLAR_MU], (int)H,
@@ -1102,8 +1254,20 @@ int lyr_polar_bwd(const ex_ctx *cx, const lyr_polar_dims *d, const float *const 
                 size_t row = (b * H + h) * (size_t)T + t;
                 const float *ch = s.c + row * D, *dzh = dz + ((size_t)n * H + h) * D;
                 float *dch = dc + row * D;
-                float sg = lyr__sigmoidf(s.gl[(size_t)n * H + h]);
+                float sg;
                 double acc = 0;
+                if (chan) { /* per channel: dc = dz sg, dgl = dz c sg (1 - sg) */
+                    const float *gh = s.gl + ((size_t)n * H + h) * D;
+                    float *dg = dgl + ((size_t)n * H + h) * D;
+                    for (j = 0; j < D; j++) {
+                        double sj = lyr__sigmoidf(gh[j]);
+                        dch[j] = (float)(dzh[j] * sj);
+                        dg[j] = (float)((double)dzh[j] * ch[j] * sj * (1.0 - sj));
+                    }
+                    dmag[row] = dmagT[(size_t)n * H + h];
+                    continue;
+                }
+                sg = lyr__sigmoidf(s.gl[(size_t)n * H + h]);
                 for (j = 0; j < D; j++) {
                     dch[j] = dzh[j] * sg;
                     acc += (double)dzh[j] * ch[j];
@@ -1136,6 +1300,9 @@ int lyr_polar_bwd(const ex_ctx *cx, const lyr_polar_dims *d, const float *const 
                                            (int)H, (int)Hkv, T, (int)D);
         if (rc != POLAR_OK) return rc == POLAR_ENOMEM ? LYR_ENOMEM : LYR_EFAIL;
     }
+    /* Canon: dq, dk, dv become the gradients of the convolutions' inputs (dc's room as the
+       scratch, free after polar_backward); the norms' backward below reads qp, kp */
+    if (d->canon_k > 0 && (rc = lyr__polar_canon_bwd(cx, d, P, G, &s, dq, dk, dv, dc, B, T)) != LYR_OK) return rc;
     if (dev) {
         /* per row block of qkv.weight: back through the RMSNorm (dx = r (g - y mean(g y)),
            in dc's room, mean(g y) in magT's), token-major (in dqkvg's room), the block's
@@ -1147,7 +1314,8 @@ int lyr_polar_bwd(const ex_ctx *cx, const lyr_polar_dims *d, const float *const 
             size_t hh = part == 0 ? H : Hkv, off = part == 0 ? 0 : part == 1 ? H * D : (H + Hkv) * D;
             size_t rows = N * hh;
             const float *g = part == 0 ? dq : part == 1 ? dk : dv;
-            const float *y = part == 0 ? s.q : s.k, *rs = part == 0 ? s.rq : s.rk;
+            const float *y = d->canon_k > 0 ? (part == 0 ? s.qp : s.kp) : (part == 0 ? s.q : s.k),
+                        *rs = part == 0 ? s.rq : s.rk;
             if (d->qk_norm && part < 2) {
                 if (ex_zero(cx, tm, rows * sizeof(float)) != TK_OK ||
                     ex_rowdot(cx, tm, g, y, (int)rows, (int)D) != TK_OK ||
@@ -1164,7 +1332,7 @@ int lyr_polar_bwd(const ex_ctx *cx, const lyr_polar_dims *d, const float *const 
                 return LYR_EFAIL;
         }
         if (ex_matmul_bwd(cx, dxn, GW + (H + 2 * Hkv) * D * C, NULL, dgl, s.xn,
-                               W + (H + 2 * Hkv) * D * C, (int)N, (int)C, (int)H) != TK_OK)
+                               W + (H + 2 * Hkv) * D * C, (int)N, (int)C, (int)Gc) != TK_OK)
             return LYR_EFAIL;
         return LYR_OK;
     }
@@ -1181,12 +1349,12 @@ int lyr_polar_bwd(const ex_ctx *cx, const lyr_polar_dims *d, const float *const 
             if (h < H) {
                 idx = (b * H + h) * (size_t)T + t;
                 g = dq + idx * D;
-                y = s.q + idx * D;
+                y = (d->canon_k > 0 ? s.qp : s.q) + idx * D;
                 if (d->qk_norm) r = s.rq[idx];
             } else if (h < H + Hkv) {
                 idx = (b * Hkv + (h - H)) * (size_t)T + t;
                 g = dk + idx * D;
-                y = s.k + idx * D;
+                y = (d->canon_k > 0 ? s.kp : s.k) + idx * D;
                 if (d->qk_norm) r = s.rk[idx];
             } else {
                 idx = (b * Hkv + (h - H - Hkv)) * (size_t)T + t;
@@ -1202,7 +1370,7 @@ int lyr_polar_bwd(const ex_ctx *cx, const lyr_polar_dims *d, const float *const 
                 memcpy(o, g, D * sizeof(float));
             }
         }
-        memcpy(row + (H + 2 * Hkv) * D, dgl + (size_t)n * H, H * sizeof(float));
+        memcpy(row + (H + 2 * Hkv) * D, dgl + (size_t)n * Gc, Gc * sizeof(float));
     }
     if (ex_matmul_bwd(cx, dxn, G[LYR_POLAR_QKV], NULL, dqkvg, s.xn, P[LYR_POLAR_QKV], (int)N,
                            (int)C, (int)Pq) != TK_OK)
@@ -2337,16 +2505,16 @@ int lyr_polar_forward(const lyr_polar_dims *d, const float *const *P, const floa
                   uint64_t seed, lyr_polar_stats *stats)
 {
     ex_ctx cx;
-    int dev = 0;
-    if (P && lyr__ptrs_ok((const void *const *)P, LYR_POLAR_NPARAMS)) {
-        const void *bufs[4 + LYR_POLAR_NPARAMS];
+    int dev = 0, np = d && lyr_polar_validate(d) == LYR_OK ? lyr__polar_np(d) : LYR_POLAR_NPARAMS;
+    if (P && lyr__ptrs_ok((const void *const *)P, np)) {
+        const void *bufs[4 + LYR_POLAR_NPARAMS_MAX + 3];
         int k;
         bufs[0] = xn;
         bufs[1] = out;
         bufs[2] = saved;
         bufs[3] = work;
-        for (k = 0; k < LYR_POLAR_NPARAMS; k++) bufs[4 + k] = P[k];
-        if (!lyr__one_side(bufs, 4 + LYR_POLAR_NPARAMS, &dev)) return LYR_EINVAL;
+        for (k = 0; k < np; k++) bufs[4 + k] = P[k];
+        if (!lyr__one_side(bufs, 4 + np, &dev)) return LYR_EINVAL;
     }
     cx = ex_ctx_make(dev ? EX_CUDA : EX_CPU);
     return lyr_polar_fwd(&cx, d, P, xn, out, saved, work, B, T, train, seed, stats);
@@ -2357,20 +2525,20 @@ int lyr_polar_backward(const lyr_polar_dims *d, const float *const *P, float *co
                    int B, int T)
 {
     ex_ctx cx;
-    int dev = 0;
-    if (P && lyr__ptrs_ok((const void *const *)P, LYR_POLAR_NPARAMS) &&
-        G && lyr__ptrs_ok((const void *const *)G, LYR_POLAR_NPARAMS)) {
-        const void *bufs[4 + 2 * LYR_POLAR_NPARAMS];
+    int dev = 0, np = d && lyr_polar_validate(d) == LYR_OK ? lyr__polar_np(d) : LYR_POLAR_NPARAMS;
+    if (P && lyr__ptrs_ok((const void *const *)P, np) &&
+        G && lyr__ptrs_ok((const void *const *)G, np)) {
+        const void *bufs[4 + 2 * (LYR_POLAR_NPARAMS_MAX + 3)];
         int k;
         bufs[0] = dout;
         bufs[1] = dxn; /* NULL: skipped */
         bufs[2] = saved;
         bufs[3] = work;
-        for (k = 0; k < LYR_POLAR_NPARAMS; k++) {
+        for (k = 0; k < np; k++) {
             bufs[4 + k] = P[k];
-            bufs[4 + LYR_POLAR_NPARAMS + k] = G[k];
+            bufs[4 + np + k] = G[k];
         }
-        if (!lyr__one_side(bufs, 4 + 2 * LYR_POLAR_NPARAMS, &dev)) return LYR_EINVAL;
+        if (!lyr__one_side(bufs, 4 + 2 * np, &dev)) return LYR_EINVAL;
     }
     cx = ex_ctx_make(dev ? EX_CUDA : EX_CPU);
     return lyr_polar_bwd(&cx, d, P, G, dout, dxn, saved, work, B, T);

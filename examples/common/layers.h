@@ -67,21 +67,48 @@
    2. POLAR ATTENTION MIXER (lyr_polar_*), seed 002 §3.2, eqs. 5-14:
         [q | k | v | gate] = xn Wqkv^T        q (B,H,T,D), k, v (B,Hkv,T,D) (GQA: query
                                               head h reads kv head h/(H/Hkv)), gate (B,T,H)
-                                              "carried in the q projection" (eq. 14)
+                                              "carried in the q projection" (eq. 14), or
+                                              (B,T,H,D) with dims.gate CHANNEL
         q, k <- RMSNorm over D per head (no weight) when qk_norm (the paper normalises
                                               queries and keys before scoring)
+        q, k, v <- x + canon(x) when canon_k > 0 (Canon layers, below)
         c, mag = polar_forward (streaming, FlashAttention-style: memory O(T), never T^2)
         out = W_o (c * sigmoid(gate)) + W_mu mag     (eq. 14: polar_assemble_forward's
                                               function, computed as two tk_sgemm GEMMs)
+              (+ b_o + b_mu with dims.bias)
+      The gate per channel and the biases (dims.gate CHANNEL, dims.bias 1) follow the
+      authors' code (kreasof-ai/atma model/reference.py PolarAttention, read at d36673b):
+      its q projection has 2 D outputs per head, chunked into [q_h | gate_h], and
+      c * sigmoid(gate) multiplies channel by channel before proj; proj and mu_proj are
+      Linear layers with biases. Here the gate rows sit after v, head-major: gate channel
+      (h, j) is row (H + 2 Hkv) D + h D + j (the authors' row h 2D + D + j); their q, k and
+      v projections also carry biases, which this layer does not have.
       Optional distractor loss (eq. 15; cfg.distractor_keys = R > 0, off by default):
       R random keys per (batch, kv head), N(0,1) per coordinate (the scale of an
       RMS-normed key) from the forward's seed, scored against the null sink; its value
       (already times cfg.distractor_weight) goes to stats->align_loss, and backward adds
       its gradient (upstream gradient 1): the model adds align_loss to its objective.
-      Not implemented from seed 002: the Canon causal convolutions on q/k/v.
-      Params: qkv.weight ((H + 2 Hkv) D + H, C) rows [q | k | v | gate], len_gain_raw (H),
-      null_base (H), null_slope_raw (H), mag_beta_raw (H), v_null (H,D), o.weight (C,H D),
-      mu.weight (C,H). No biases. Init: qkv.weight normal(0, std); o.weight and mu.weight
+      Canon layers (seed 002 §3.2; dims.canon_k = K > 0, off by default): a depthwise causal
+      convolution with a residual on each of q, k and v before scoring,
+        x[b,h,t,j] <- x[b,h,t,j] + sum_{i<K, i<=t} w[h,i,j] x[b,h,t-i,j]
+      one weight per channel (h, j), no bias. The details the paper leaves open follow the
+      authors' code (kreasof-ai/atma model/blocks.py AtmaAttnBase, model/reference.py and
+      train/model.py PolarAttention, read at d36673b): per channel (Conv1d with groups =
+      channels), kernel 4 (their attention kernel_size; here a parameter), no bias, on q and
+      k AFTER their RMSNorm and on the raw v, the residual x + conv(x), GQA's k and v
+      convolved per kv head before they are shared, and PyTorch's Conv1d initialisation
+      U(-1/sqrt(K), 1/sqrt(K)) (fan_in = K). Layout: canon_q.weight (H, K, D), canon_k.weight
+      and canon_v.weight (Hkv, K, D), w[h,i,j] multiplying the input i steps back (the
+      authors' Conv1d weight W (H D, 1, K) with left padding K - 1 maps as
+      w[h,i,j] = W[h D + j, 0, K - 1 - i]). Both devices run it as tensor.h's causal depthwise
+      convolution per (batch, head); saved keeps the convolutions' inputs (q, k after their
+      norm, v). Decoding (model.c) keeps a ring of the last K inputs per slot and layer.
+      Params: qkv.weight ((H + 2 Hkv) D + G, C) rows [q | k | v | gate] (G = H, or H D
+      with the gate per channel), len_gain_raw (H), null_base (H), null_slope_raw (H),
+      mag_beta_raw (H), v_null (H,D), o.weight (C,H D), mu.weight (C,H); with dims.bias
+      o.bias (C) and mu.bias (C) (init 0, no decay); with dims.canon_k, after those,
+      canon_q.weight (H,K,D), canon_k.weight (Hkv,K,D), canon_v.weight (Hkv,K,D) (no decay,
+      init as above; index lyr_polar_canon_index). Init: qkv.weight normal(0, std); o.weight and mu.weight
       normal(0, std * resid_scale); the per-head scalars and v_null from polar_params_init:
       mag_beta_raw -1.5 and v_null 0 are the authors' code's values (the paper gives none),
       the other scalars as polar.h documents them.
@@ -222,8 +249,13 @@ int lyr_moe_bwd(const ex_ctx *cx, const lyr_moe_dims *d, const float *const *P, 
                 int T, float *host, float lb_coef);
 
 /* ------------------------------------------------------------ polar attention */
+/* LYR_POLAR_NPARAMS: the tensors without biases; with dims.bias two more follow,
+   LYR_POLAR_O_BIAS and LYR_POLAR_MU_BIAS; with dims.canon_k the three Canon weights follow
+   those (q, k, v; the first at lyr_polar_canon_index). At most LYR_POLAR_NPARAMS_MAX + 3. */
 enum { LYR_POLAR_QKV = 0, LYR_POLAR_LEN_GAIN, LYR_POLAR_NULL_BASE, LYR_POLAR_NULL_SLOPE,
-       LYR_POLAR_MAG_BETA, LYR_POLAR_V_NULL, LYR_POLAR_O, LYR_POLAR_MU, LYR_POLAR_NPARAMS };
+       LYR_POLAR_MAG_BETA, LYR_POLAR_V_NULL, LYR_POLAR_O, LYR_POLAR_MU, LYR_POLAR_NPARAMS,
+       LYR_POLAR_O_BIAS = LYR_POLAR_NPARAMS, LYR_POLAR_MU_BIAS, LYR_POLAR_NPARAMS_MAX };
+enum { LYR_POLAR_GATE_HEAD = 0, LYR_POLAR_GATE_CHANNEL = 1 }; /* lyr_polar_dims.gate */
 
 typedef struct lyr_polar_dims {
     int C;            /* model width */
@@ -231,6 +263,12 @@ typedef struct lyr_polar_dims {
     int Hkv;          /* key/value heads, divides H (H: no GQA) */
     int qk_norm;      /* 1: RMSNorm q and k per head before scoring */
     float qk_norm_eps;/* 1e-6 */
+    int gate;         /* LYR_POLAR_GATE_HEAD: one output gate per head, (B,T,H), H rows of
+                         qkv.weight; LYR_POLAR_GATE_CHANNEL: one per channel, (B,T,H,D), H*D
+                         rows (the authors' code) */
+    int bias;         /* 1: o.bias and mu.bias (C) each on the output projections (the
+                         authors' Linear layers); 0: none */
+    int canon_k;      /* Canon layers' kernel K on q, k, v (0: none; the authors: 4), 0..64 */
     float resid_scale;/* init std multiplier of o.weight and mu.weight, 1 */
     polar_config cfg; /* polar_config_default(); window, tiles, distractor loss, ... */
 } lyr_polar_dims;
@@ -243,6 +281,8 @@ typedef struct lyr_polar_stats {
 
 lyr_polar_dims lyr_polar_dims_make(int C, int H);
 int lyr_polar_validate(const lyr_polar_dims *d);
+/* index of canon_q.weight among the parameters (canon_k, canon_v follow), or -1 without Canon */
+int lyr_polar_canon_index(const lyr_polar_dims *d);
 int lyr_polar_params(const lyr_polar_dims *d, lyr_pspec *out, int cap);
 int lyr_polar_init(const lyr_polar_dims *d, float *const *P, tk_rng *rng, float init_std);
 size_t lyr_polar_saved_floats(const lyr_polar_dims *d, int B, int T);
@@ -266,6 +306,15 @@ int lyr_polar_fwd(const ex_ctx *cx, const lyr_polar_dims *d, const float *const 
 int lyr_polar_bwd(const ex_ctx *cx, const lyr_polar_dims *d, const float *const *P,
                   float *const *G, const float *dout, float *dxn, const float *saved, float *work,
                   int B, int T);
+/* Eq. 14 as the forward computes it (its last step; decoding calls it at T = 1 for the
+   gate per channel): out (B,T,C) = z W_o^T + magT W_mu^T (+ o.bias + mu.bias with
+   dims.bias), z (B*T, H*D) = c merged per token times sigmoid(gl) per head or per channel.
+   c (B,H,T,D), mag (B,H,T), gl (B,T,G) (G = H, or H*D per channel); scratch z (B*T, H*D),
+   magT (B*T, H), sg (B*T, G) (device only; NULL on the CPU), tmp (B*T, C) (with dims.bias;
+   else NULL). All on cx's device. */
+int lyr_polar_assemble(const ex_ctx *cx, const lyr_polar_dims *d, const float *const *P, const float *c,
+                       const float *mag, const float *gl, float *out, float *z, float *magT, float *sg,
+                       float *tmp, int B, int T);
 
 /* ------------------------------------------------------------ gated-delta memory */
 enum { LYR_GD_QKV = 0, LYR_GD_W_GAMMA, LYR_GD_B_GAMMA, LYR_GD_W_BETA, LYR_GD_B_BETA,

@@ -392,6 +392,9 @@ mdl_config mdl_config_default(void)
     c.fixed_prior = era_pos_config_default();
     c.polar = polar_config_default();
     c.polar_kv_heads = 0;
+    c.polar_qk_norm = 1;
+    c.polar_gate = MDL_POLAR_GATE_HEAD;
+    c.polar_canon_k = 0;
     c.gd = gd_config_default();
     c.gd_heads = 0;
     c.gd_dk = 0;
@@ -462,6 +465,10 @@ static void mdl__dims(const mdl_config *c, lyr_polar_dims *pd, lyr_gdelta_dims *
     float rs = 1.0f / sqrtf(2.0f * (float)L);
     *pd = lyr_polar_dims_make(C, H);
     if (c->polar_kv_heads > 0) pd->Hkv = c->polar_kv_heads;
+    pd->qk_norm = c->polar_qk_norm;
+    pd->gate = c->polar_gate == MDL_POLAR_GATE_CHANNEL ? LYR_POLAR_GATE_CHANNEL : LYR_POLAR_GATE_HEAD;
+    pd->bias = c->polar_gate == MDL_POLAR_GATE_CHANNEL;
+    pd->canon_k = c->polar_canon_k;
     pd->cfg = c->polar;
     pd->resid_scale = rs;
     *gd = lyr_gdelta_dims_make(C, Hm, Dk);
@@ -533,6 +540,16 @@ int mdl_config_validate(const mdl_config *c, char *err, size_t errlen)
         return ex_errf(err, errlen, MDL_EINVAL, "memory must be none or gdelta (got %d)", c->memory);
     if (c->ffn < MDL_FFN_GELU || c->ffn > MDL_FFN_MOE)
         return ex_errf(err, errlen, MDL_EINVAL, "ffn must be gelu, relu2 or moe (got %d)", c->ffn);
+    if (c->polar_qk_norm != 0 && c->polar_qk_norm != 1)
+        return ex_errf(err, errlen, MDL_EINVAL, "polar_qk_norm must be 0 or 1 (got %d)", c->polar_qk_norm);
+    if (c->polar_gate != MDL_POLAR_GATE_HEAD && c->polar_gate != MDL_POLAR_GATE_CHANNEL)
+        return ex_errf(err, errlen, MDL_EINVAL, "polar_gate must be MDL_POLAR_GATE_HEAD or MDL_POLAR_GATE_CHANNEL (got %d)",
+                         c->polar_gate);
+    if (c->polar_canon_k < 0 || c->polar_canon_k > 64)
+        return ex_errf(err, errlen, MDL_EINVAL, "polar_canon_k (the Canon layers' kernel) must be in [0, 64] (got %d)",
+                         c->polar_canon_k);
+    if (c->polar_canon_k > 0 && c->attn != MDL_ATTN_POLAR)
+        return ex_errf(err, errlen, MDL_EINVAL, "polar_canon_k (Canon layers on q, k, v) needs polar attention");
     {
         lyr_polar_dims pd;
         lyr_gdelta_dims gd;
@@ -3380,8 +3397,9 @@ double mdl_flops_per_token(const mdl_config *cfg, int T)
         mdl__dims(cfg, &pd, &gd, &md);
         if (cfg->attn == MDL_ATTN_POLAR) {
             double Dh = C / (double)pd.H;
+            double Gg = pd.gate == LYR_POLAR_GATE_CHANNEL ? pd.H * Dh : (double)pd.H; /* gate rows */
             /* [q | k | v | gate] projection, o and mu read-outs */
-            per_layer = (((double)pd.H + 2.0 * pd.Hkv) * Dh + pd.H) * C + C * pd.H * Dh + C * pd.H;
+            per_layer = (((double)pd.H + 2.0 * pd.Hkv) * Dh + Gg) * C + C * pd.H * Dh + C * pd.H;
         } else {
             per_layer = 4.0 * C * C; /* qkv + output projection */
         }
@@ -3472,6 +3490,8 @@ struct mdl__dec {
     float *n1p, *cvr;        /* (rows, C) norm1 output; (L, nb, K, C) the convolution's last K inputs */
     float *lfr;              /* (L, nb, K, C) the gated convolution's last K values of y = B x
                                 (layer_pattern 'c' layers; row t % K holds position t) */
+    float *cnr;              /* (L, nb, K, (H + 2 Hkv) D) polar's Canon inputs [q | k | v] (after
+                                the q/k norm) of the last K = polar_canon_k positions */
     float *pb;               /* the prior B(W), W = nl: (L, nl, nl) (RPA, ERA: per layer) or (nl, nl)
                                 (sinusoid, relative: shared); NULL without a prior */
     int pb_layers;           /* L or 1 */
@@ -3504,9 +3524,10 @@ static int mdl__dec_extra(mdl_model *m, struct mdl__dec *d)
     const int polar = c->attn == MDL_ATTN_POLAR, mem = m->cp[MDL__CP_MEM].k != NULL,
               conv = m->cp[MDL__CP_CONV].k != NULL, lfm = m->nconv > 0;
     size_t H = (size_t)m->H, D = (size_t)m->D, Hkv = polar ? (size_t)m->pd.Hkv : 0,
-           Pq = polar ? (H + 2 * Hkv) * D + H : 0, Hm = mem ? (size_t)m->gdd.Hm : 0,
+           Pq = polar ? (H + 2 * Hkv) * D + (m->pd.gate == LYR_POLAR_GATE_CHANNEL ? H * D : H) : 0, Hm = mem ? (size_t)m->gdd.Hm : 0,
            Dk = mem ? (size_t)m->gdd.Dk : 0, HD = Hm * Dk, K = conv ? (size_t)c->conv_k : 0,
-           KL = lfm ? (size_t)c->lfm_k : 0, total = 0;
+           KL = lfm ? (size_t)c->lfm_k : 0, KC = polar ? (size_t)c->polar_canon_k : 0,
+           PC = polar ? (H + 2 * Hkv) * D : 0, total = 0;
     char *p;
     if (!polar && !mem && !conv && !lfm) return MDL_OK;
 #define MDL__XA(n) (total += mdl__align(sizeof(float) * (size_t)(n) + 1))
@@ -3528,6 +3549,7 @@ static int mdl__dec_extra(mdl_model *m, struct mdl__dec *d)
     MDL__XA(rows * C);
     MDL__XA(L * nb * K * C);
     MDL__XA(L * nb * KL * C);
+    MDL__XA(L * nb * KC * PC);
 #undef MDL__XA
     d->xa = (float *)calloc(1, total);
     if (!d->xa) return mdl__fail(m, MDL_ENOMEM, "mdl_decode_init: out of memory (%.1f MB of decoding state)", (double)total / 1e6);
@@ -3551,9 +3573,10 @@ static int mdl__dec_extra(mdl_model *m, struct mdl__dec *d)
     d->n1p = MDL__XT(rows * C);
     d->cvr = MDL__XT(L * nb * K * C);
     d->lfr = MDL__XT(L * nb * KL * C);
+    d->cnr = MDL__XT(L * nb * KC * PC);
 #undef MDL__XT
     d->bytes += total;
-    d->cache_bytes += sizeof(float) * (L * nb * Hm * Dk * Dk + L * nb * K * C + L * nb * KL * C);
+    d->cache_bytes += sizeof(float) * (L * nb * Hm * Dk * Dk + L * nb * K * C + L * nb * KL * C + L * nb * KC * PC);
     return MDL_OK;
 }
 
@@ -3771,7 +3794,9 @@ int mdl_decode_len(const mdl_model *m, int slot)
    head (qk_norm); k, v into the slot's cache, (nb, Hkv, nl, D) in kc / vc (one block of nl
    positions per slot); polar_decode of each row over its slot's live keys 0..t (the last
    row of polar_forward at length t + 1); ap = polar_assemble_forward (W_o (c sigmoid(g)) +
-   W_mu mag). Polar's output at t does not depend on the length beyond t: exact to rounding. */
+   W_mu mag), or with the gate per channel (and the biases) the forward's own
+   lyr_polar_assemble at B = n, T = 1. Polar's output at t does not depend on the length
+   beyond t: exact to rounding. */
 static int mdl__dec_polar(mdl_model *m, int l, int n)
 {
     struct mdl__dec *d = m->dec;
@@ -3780,7 +3805,7 @@ static int mdl__dec_polar(mdl_model *m, int l, int n)
     lyr_io io;
     polar_params prm;
     const int C = m->C, H = m->H, D = m->D, Hkv = pd->Hkv, nl = d->nl, nb = d->nb;
-    const int Pq = (H + 2 * Hkv) * D + H;
+    const int Gc = pd->gate == LYR_POLAR_GATE_CHANNEL ? H * D : H, Pq = (H + 2 * Hkv) * D + Gc;
     float *kc = d->kc + (size_t)l * nb * nl * C, *vc = d->vc + (size_t)l * nb * nl * C;
     int r, h, rc;
     float rs;
@@ -3798,6 +3823,32 @@ static int mdl__dec_polar(mdl_model *m, int l, int n)
             if (pd->qk_norm) lyr_rms_rows(kd, &rs, 1, D, pd->qk_norm_eps);
         }
         if (pd->qk_norm) lyr_rms_rows(q, d->pmag + (size_t)r * H, (size_t)H, D, pd->qk_norm_eps); /* (pmag: scratch) */
+        if (pd->canon_k > 0) {
+            /* Canon (lyr_polar_fwd's tk_causal_dwconv_forward onto a copy: x, then one fmaf per
+               step back j <= t, j in order) over the slot's ring of the last K inputs */
+            const int K = pd->canon_k, ci = lyr_polar_canon_index(pd), PC = (H + 2 * Hkv) * D;
+            float *ring = d->cnr + ((size_t)l * nb + s) * K * PC, *cur = ring + (size_t)(t % K) * PC;
+            int part, j, ch;
+            memcpy(cur, q, sizeof(float) * (size_t)H * D);
+            for (h = 0; h < Hkv; h++) {
+                memcpy(cur + (size_t)(H + h) * D, kc + (((size_t)s * Hkv + h) * nl + t) * D, sizeof(float) * (size_t)D);
+                memcpy(cur + (size_t)(H + Hkv + h) * D, vc + (((size_t)s * Hkv + h) * nl + t) * D, sizeof(float) * (size_t)D);
+            }
+            for (part = 0; part < 3; part++) {
+                const int hh = part == 0 ? H : Hkv, off = part == 0 ? 0 : part == 1 ? H * D : (H + Hkv) * D;
+                const float *w = Pp[ci + part];
+                for (h = 0; h < hh; h++) {
+                    float *o = part == 0 ? q + (size_t)h * D
+                                         : (part == 1 ? kc : vc) + (((size_t)s * Hkv + h) * nl + t) * D;
+                    for (ch = 0; ch < D; ch++) {
+                        float acc = cur[off + h * D + ch];
+                        for (j = 0; j < K && j <= t; j++)
+                            acc = fmaf(w[((size_t)h * K + j) * D + ch], ring[(size_t)((t - j) % K) * PC + off + h * D + ch], acc);
+                        o[ch] = acc;
+                    }
+                }
+            }
+        }
     }
     prm.len_gain_raw = Pp[LYR_POLAR_LEN_GAIN];
     prm.null_base = Pp[LYR_POLAR_NULL_BASE];
@@ -3811,9 +3862,17 @@ static int mdl__dec_polar(mdl_model *m, int l, int n)
                           vc, d->ptab + r, &len, &prm, 1, H, Hkv, D, nl, nb, 1);
         if (rc != POLAR_OK) return mdl__fail(m, MDL_EFAIL, "polar_decode: %s", polar_strerror(rc));
     }
-    /* the gate logits, (rows, 1, H), out of the qkvg rows; then eq. 14 for the n rows */
+    /* the gate logits, (rows, 1, G), out of the qkvg rows; then eq. 14 for the n rows */
     for (r = 0; r < n; r++)
-        memmove(d->pqkv + (size_t)r * H, d->pqkv + (size_t)r * Pq + (size_t)(H + 2 * Hkv) * D, sizeof(float) * (size_t)H);
+        memmove(d->pqkv + (size_t)r * Gc, d->pqkv + (size_t)r * Pq + (size_t)(H + 2 * Hkv) * D, sizeof(float) * (size_t)Gc);
+    if (pd->gate == LYR_POLAR_GATE_CHANNEL || pd->bias) {
+        /* c (n,H,1,D) and mag (n,H,1); z in pq (free after polar_decode), magT and the biased mu
+           part in the qkv scratch (rows x 3C; unused by polar layers) */
+        rc = lyr_polar_assemble(&m->cx, pd, Pp, d->pc, d->pmag, d->pqkv, d->ap, d->pq, d->qkv + (size_t)n * C, NULL,
+                                d->qkv, n, 1);
+        if (rc != LYR_OK) return mdl__fail(m, MDL_EFAIL, "lyr_polar_assemble: %s", lyr_strerror(rc));
+        return MDL_OK;
+    }
     rc = polar_assemble_forward(d->ap, d->pc, d->pmag, d->pqkv, Pp[LYR_POLAR_O], Pp[LYR_POLAR_MU], n, H, 1, D, C);
     if (rc != POLAR_OK) return mdl__fail(m, MDL_EFAIL, "polar_assemble_forward: %s", polar_strerror(rc));
     return MDL_OK;

@@ -46,6 +46,7 @@ extern "C" {
 
 enum { MDL_OK = 0, MDL_EINVAL = -1, MDL_ENOMEM = -2, MDL_ERANGE = -3, MDL_EFAIL = -4 };
 enum { MDL_ATTN_SOFTMAX = 0, MDL_ATTN_POLAR = 1 };
+enum { MDL_POLAR_GATE_HEAD = 0, MDL_POLAR_GATE_CHANNEL = 1 }; /* mdl_config.polar_gate */
 /* Softmax attention priors (an additive (T,T) bias on the logits, model.c):
    RPA (seed 000, learned parameters), ERA (seed 003, learned parameters), and seed 000's
    comparison priors SINUSOID and RELATIVE ("sinusoid-only" / "relative-only", era.h's
@@ -88,7 +89,8 @@ typedef struct mdl_config {
                            per channel ("blocks.l.conv.weight" (K,C), init 0: identity at
                            step 0). A simplified stand-in for seed 002's short convolutions
                            (it gives position-free attention local order; one conv before
-                           the mixers rather than Canon layers on q/k/v) */
+                           the mixers; polar attention's Canon layers on q/k/v, as the
+                           seed has them, are polar_canon_k) */
     int norm;           /* MDL_NORM_LAYER */
     int attn;           /* MDL_ATTN_SOFTMAX */
     int prior;          /* MDL_PRIOR_NONE (only with softmax attention): NONE, RPA, ERA,
@@ -125,11 +127,28 @@ typedef struct mdl_config {
                            the length bound max_T */
     /* polar attention (seed 002): polar.window (sliding window, -1 full causal) and
        polar.distractor_keys / distractor_weight (eq. 15 alignment loss, 0 = off) are
-       reachable from wt2_train (--polar-window, --polar-distractor, ...); the output
-       gate is per head ((B,T,H), carried in the q projection, eq. 14); the authors'
-       code gates per channel, which this model does not implement */
+       reachable from wt2_train (--polar-window, --polar-distractor, ...) */
     polar_config polar;
-    int polar_kv_heads; /* key/value heads (GQA; seed 002 uses H/4); 0 = n_heads */
+    int polar_kv_heads; /* key/value heads (GQA; seed 002 uses H/4); 0 = n_heads
+                           (wt2_train --polar-kv-heads) */
+    int polar_qk_norm;  /* 1 (the default; the model has always done it): q and k
+                           RMSNormed per head over D before scoring, no weight, eps 1e-6
+                           (seed 002 §3.2; the authors' F.rms_norm has no weight either,
+                           its eps is the dtype's epsilon); 0: the raw projections.
+                           wt2_train --qk-norm on|off */
+    int polar_gate;     /* MDL_POLAR_GATE_HEAD: eq. 14's output gate, one scalar per head
+                           (B,T,H), H extra rows of the q projection, no biases (the model as
+                           before, bit for bit); MDL_POLAR_GATE_CHANNEL: one gate per channel
+                           (B,T,H,D), H*D extra rows (the authors' code: its q projection
+                           gives [q | gate] per head), and biases on the output projections
+                           ("blocks.l.attn.o.bias", ".mu.bias", (C) each, init 0) as the
+                           authors' Linear layers carry. wt2_train --polar-gate head|channel */
+    int polar_canon_k;  /* Canon layers (seed 002 §3.2): a depthwise causal convolution with a
+                           residual of kernel polar_canon_k on each of q, k, v before scoring
+                           (layers.h: per channel, after the q/k norm, the authors' layout and
+                           init; "blocks.l.attn.canon_{q,k,v}.weight" (H or Hkv, K, D));
+                           0 (the default): none; the authors use 4; 0..64. Decoding keeps
+                           a ring of the last K inputs per slot. wt2_train --canon-k */
     /* gated-delta memory channel (seed 002 §3) */
     gd_config gd;
     int gd_heads;       /* memory heads, 0 = n_heads */

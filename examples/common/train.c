@@ -287,6 +287,7 @@ static const char *const trn__ptrain_names[] = {"batch", "running", NULL};
 static const char *const trn__peval_names[] = {"running", "batch", NULL};
 static const char *const trn__ceas_preset_names[] = {"9k", "14m", "gpt", NULL};
 static const char *const trn__onoff_names[] = {"off", "on", NULL};
+static const char *const trn__pgate_names[] = {"head", "channel", NULL}; /* MDL_POLAR_GATE_* order */
 static const char *const trn__mxcost_names[] = {"time", "flops", NULL}; /* MX_COST_* order */
 static const char *const trn__device_names[] = {"cpu", "cuda", NULL}; /* MDL_DEVICE_* order */
 static const char *const trn__precision_names[] = {"fp32", "tf32", "bf16", NULL}; /* TK_MATH_* order */
@@ -356,6 +357,16 @@ static const trn__opt trn__opts[] = {
     {"topk", K_INT, TO(model.moe_topk), NULL, 1, "MoE experts per token"},
     {"gumbel-tau", K_F, TO(model.moe_gumbel_tau), NULL, 1, "MoE Gumbel softmax temperature"},
     {"polar-kv-heads", K_INT, TO(model.polar_kv_heads), NULL, 1, "polar key/value heads (GQA; seed 002: heads/4; 0: heads)"},
+    /* issue 43 items 3, 4: in the configuration JSON only when not the default
+       (trn__opt_live), so earlier runs and their checkpoints are unchanged */
+    {"qk-norm", K_ENUM, TO(model.polar_qk_norm), trn__onoff_names, 1,
+     "polar attention: RMSNorm of q and k per head before scoring (seed 002 section 3.2): on|off"},
+    {"polar-gate", K_ENUM, TO(model.polar_gate), trn__pgate_names, 1,
+     "polar output gate: head (eq. 14, one per head) | channel (one per channel, from the q projection, "
+     "with biases on the output projections: the authors' code)"},
+    {"canon-k", K_INT, TO(model.polar_canon_k), NULL, 1,
+     "polar attention's Canon layers: kernel of the causal depthwise residual convolution on q, k, v "
+     "(seed 002 section 3.2; the authors: 4; 0: none)"},
     {"polar-window", K_INT, TO(model.polar.window), NULL, 1, "polar sliding window (-1: full causal)"},
     {"polar-distractor", K_INT, TO(model.polar.distractor_keys), NULL, 1, "polar distractor keys R (eq. 15; 0: off)"},
     {"polar-distractor-weight", K_F, TO(model.polar.distractor_weight), NULL, 1, "polar distractor loss weight"},
@@ -723,6 +734,9 @@ static int trn__opt_live(const trn_config *c, const trn__opt *o)
     if (!strcmp(o->flag, "lr-warmup")) return c->lr_warmup != 0; /* absent from runs without one */
     if (!strcmp(o->flag, "optimizer") || !strncmp(o->flag, "muon-", 5))
         return c->optimizer != TRN_OPT_ADAMW; /* absent from AdamW runs (the default) */
+    if (!strcmp(o->flag, "qk-norm")) return c->model.polar_qk_norm != 1;
+    if (!strcmp(o->flag, "polar-gate")) return c->model.polar_gate != MDL_POLAR_GATE_HEAD;
+    if (!strcmp(o->flag, "canon-k")) return c->model.polar_canon_k != 0;
     if (!strcmp(o->flag, "layer-pattern") || !strcmp(o->flag, "lfm-k")) return c->model.layer_pattern[0] != 0;
     if (!strncmp(o->flag, "fixed-prior-", 12))
         return c->model.prior == MDL_PRIOR_SINUSOID || c->model.prior == MDL_PRIOR_RELATIVE;
