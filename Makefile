@@ -176,17 +176,6 @@ build/mpi/test_dist: tests/test_dist.c examples/common/dist.c examples/common/di
 	@mkdir -p build/mpi
 	OMPI_CC=gcc $(MPICC) $(TEST_CFLAGS) -DATTNKIT_MPI $< -o $@ $(LIBS)
 
-# The data-parallel trainer (issue 44): wt2_train with dist.c built by mpicc (-DATTNKIT_MPI),
-# the other examples' objects as `make examples` builds them. `mpirun -np N
-# build/mpi/wt2_train ...` trains on N processes; started without mpirun it is one rank
-# (tests/dp_check.sh). The plain build/wt2_train has no MPI.
-build/mpi/obj/dist.o: examples/common/dist.c examples/common/dist.h examples/common/errf.h
-	@mkdir -p build/mpi/obj
-	OMPI_CC=$(CC) $(MPICC) $(EX_CFLAGS) -DATTNKIT_MPI -c $< -o $@
-build/mpi/wt2_train: examples/wt2_train.c build/mpi/obj/dist.o $(filter-out build/obj/common/dist.o,$(COMMON_OBJS)) $(DEPS)
-	@mkdir -p build/mpi
-	OMPI_CC=$(CC) $(MPICC) $(EX_CFLAGS) $< build/mpi/obj/dist.o $(filter-out build/obj/common/dist.o,$(COMMON_OBJS)) -o $@ $(CBLAS) $(LIBS)
-
 # GPU benchmarks (bench/bench_*_cuda.cu): compiled here so every machine with nvcc checks
 # they build; `make gpu-check` builds them for the detected GPU and runs them.
 CUDA_BENCH_NAMES := $(patsubst bench/%.cu,%,$(wildcard bench/bench_*_cuda.cu))
@@ -295,6 +284,18 @@ build/%: examples/%.c $(COMMON_OBJS) $(DEPS)
 
 examples: $(foreach e,$(EXAMPLE_NAMES),build/$(e))
 
+# The data-parallel trainer (issue 44): wt2_train with dist.c built by mpicc (-DATTNKIT_MPI),
+# the other examples' objects as `make examples` builds them. `mpirun -np N
+# build/mpi/wt2_train ...` trains on N processes; started without mpirun it is one rank
+# (tests/dp_check.sh). The plain build/wt2_train has no MPI. (After COMMON_OBJS: a
+# prerequisite list is expanded where the rule is read.)
+build/mpi/obj/dist.o: examples/common/dist.c examples/common/dist.h examples/common/errf.h
+	@mkdir -p build/mpi/obj
+	OMPI_CC=$(CC) $(MPICC) $(EX_CFLAGS) -DATTNKIT_MPI -c $< -o $@
+build/mpi/wt2_train: examples/wt2_train.c build/mpi/obj/dist.o $(filter-out build/obj/common/dist.o,$(COMMON_OBJS)) $(DEPS)
+	@mkdir -p build/mpi
+	OMPI_CC=$(CC) $(MPICC) $(EX_CFLAGS) $< build/mpi/obj/dist.o $(filter-out build/obj/common/dist.o,$(COMMON_OBJS)) -o $@ $(CBLAS) $(LIBS)
+
 # The GPU trainer: the same examples with the headers' implementations (impl.c) compiled
 # by nvcc, so every op the model calls has its CUDA body and `--device cuda` trains on the
 # GPU (`--device cpu`, the default, is the CPU trainer). Not built by `make test` (CI
@@ -309,6 +310,16 @@ build/cuda/obj/%.o: examples/%.c $(DEPS)
 	$(CC) $(EX_CFLAGS) -c $< -o $@
 build/cuda/wt2_train: build/cuda/obj/wt2_train.o build/cuda/obj/impl.o $(filter-out build/obj/common/impl.o,$(COMMON_OBJS))
 	$(NVCC) $(CUDA_ARCHS) $^ -o $@ -lcublas -lgomp $(LIBS)
+# The GPU trainer on several processes (issue 44): the CUDA objects with dist.c built by
+# mpicc (-DATTNKIT_MPI), linked by nvcc against MPI (MPI_LINK: OpenMPI's mpicc
+# --showme:link; set it for another MPI). NCCL is not linked: examples/common/dpnccl.c
+# loads libnccl.so.2 when --device cuda runs on more than one process (`mpirun -np N
+# build/mpi-cuda/wt2_train --device cuda ...`; one GPU per process: see docs/GPU.md).
+MPI_LINK ?= $(shell $(MPICC) --showme:link 2>/dev/null)
+build/mpi-cuda/wt2_train: build/cuda/obj/wt2_train.o build/cuda/obj/impl.o build/mpi/obj/dist.o \
+                          $(filter-out build/obj/common/impl.o build/obj/common/dist.o,$(COMMON_OBJS))
+	@mkdir -p build/mpi-cuda
+	$(NVCC) $(CUDA_ARCHS) $^ -o $@ -lcublas -lgomp $(LIBS) $(MPI_LINK)
 
 # The tiny preset on WikiText-2 (<= 10 minutes on 2 cores, evaluation included).
 RUN_ARGS ?=

@@ -84,6 +84,7 @@
 #include "common/maxent.h"
 #include "common/exio.h"
 #include "common/dist.h"
+#include "common/dpnccl.h"
 #include "common/sample.h"
 #include "common/bpe.h"
 
@@ -292,6 +293,17 @@ static int par_bcast(void *c, void *buf, size_t bytes, int root) { return dp_bca
 static int par_any(void *c, int flag, int *out) { return dp_any((dp_comm *)c, flag, out); }
 static int par_allgather_f32(void *c, float *buf, size_t n) { return dp_allgather_f32((dp_comm *)c, buf, n); }
 
+/* --device cuda on several processes: the gradient's all-reduce over NCCL (dpnccl.h: loaded
+   at run time, the id through MPI, the rank-ordered sum on the model's stream) */
+static dpn_api g_nccl_api;
+static dpn_comm *g_nccl;
+static int par_allreduce_f32_dev(void *c, float *buf, size_t n, void *stream)
+{
+    int rc = dpn_allreduce_f32((dpn_comm *)c, buf, n, (tk_stream)stream);
+    if (rc != DPN_OK) fprintf(stderr, "wt2_train: %s\n", dpn_last_error((dpn_comm *)c));
+    return rc;
+}
+
 /* Every process agrees, once per step, on whether to stop: a stop signal on any process
    (each one's SIGINT / SIGTERM / SIGHUP counted) or rank 0's failed metrics write. The
    signal taken (g_stop_sig, stop_sig()) is the first of SIGINT, SIGTERM, SIGHUP that any
@@ -328,6 +340,16 @@ static int agree_rank0(int v)
     return v;
 }
 
+/* 1 on every process when any process passed bad != 0; the exit that follows is agreed
+   (g_agreed: MPI_Finalize, not MPI_Abort, which may cut rank 0's message short) */
+static int agree_any(int bad)
+{
+    int any = bad != 0;
+    if (g_size > 1 && dp_any(g_comm, bad, &any) != DP_OK) fail_all(1, dp_last_error(g_comm));
+    if (any) g_agreed = 1;
+    return any;
+}
+
 static void usage(const trn_config *c, FILE *f)
 {
     int k;
@@ -361,7 +383,9 @@ static void usage(const trn_config *c, FILE *f)
             "                     process, their gradients added (default 1; 1..1024). Under mpirun\n"
             "                     with N processes (the MPI build, make build/mpi/wt2_train) --batch\n"
             "                     stays the global batch: it must divide by N x A (else exit 2); N\n"
-            "                     processes are bit-identical to one with --grad-accum N (train.h)\n"
+            "                     processes are bit-identical to one with --grad-accum N (train.h).\n"
+            "                     --device cuda on N processes (make build/mpi-cuda/wt2_train, one GPU\n"
+            "                     each): the gradients over NCCL, loaded at run time (libnccl.so.2)\n"
             "  --zero 0|1         ZeRO-1 under mpirun: each of the N processes keeps 1/N of the AdamW\n"
             "                     moments and updates 1/N of the weights, then all-gathers them;\n"
             "                     bit-identical to --zero 0 (the default), checkpoints the same\n"
@@ -1021,13 +1045,38 @@ static int wt2_main(int argc, char **argv)
         par.any = par_any;
         par.zero = zero;
         par.allgather_f32 = par_allgather_f32;
-        if (trn_set_parallel(t, &par, err, sizeof err) != TRN_OK) {
-            fprintf(stderr, "wt2_train: %s\n", err);
-            rc = 2;
-            goto out;
+        /* each failure below is agreed (dp_any) before the next collective, so every process
+           leaves with the same status and rank 0's sentence is out before MPI ends */
+        if (cfg.device == MDL_DEVICE_CUDA && g_size > 1) { /* NCCL, loaded now */
+            int bad = dpn_load(&g_nccl_api, NULL, err, sizeof err) != DPN_OK;
+            if (bad) fprintf(stderr, "wt2_train: --device cuda on %d processes: %s\n", g_size, err);
+            if (agree_any(bad)) {
+                rc = 2;
+                goto out;
+            }
+            /* the communicator: a rank that cannot join ends the job (the others may wait in
+               ncclCommInitRank, where no agreement reaches them) */
+            if (dpn_create(&g_nccl, &g_nccl_api, g_rank, g_size, par_bcast, g_comm, err, sizeof err) != DPN_OK) {
+                char msg[4200];
+                snprintf(msg, sizeof msg, "wt2_train: --device cuda on %d processes: %s", g_size, err);
+                fail_all(1, msg);
+                rc = 1;
+                goto out;
+            }
+            par.dev_comm = g_nccl;
+            par.allreduce_f32_dev = par_allreduce_f32_dev;
         }
-        fprintf(stderr, "wt2_train: data parallel: %d process(es) (%s) x %d micro-batch(es) of %d sequences per step "
-                        "(global batch %d)\n", g_size, dp_backend(g_comm), accum, cfg.batch / (g_size * accum), cfg.batch);
+        {
+            int bad = trn_set_parallel(t, &par, err, sizeof err) != TRN_OK;
+            if (bad) fprintf(stderr, "wt2_train: %s\n", err);
+            if (agree_any(bad)) {
+                rc = 2;
+                goto out;
+            }
+        }
+        fprintf(stderr, "wt2_train: data parallel: %d process(es) (%s%s) x %d micro-batch(es) of %d sequences per step "
+                        "(global batch %d)\n", g_size, dp_backend(g_comm), g_nccl ? ", gradients over NCCL" : "", accum,
+                cfg.batch / (g_size * accum), cfg.batch);
     }
     zero_on = zero && g_size > 1;
     if (zero)
@@ -1397,6 +1446,9 @@ out:
     ex_unlock_dir(lock_fd);
     free(mxres);
     trn_destroy(t);
+    dpn_destroy(g_nccl);
+    g_nccl = NULL;
+    dpn_unload(&g_nccl_api);
     (void)mdl_device_release(); /* the cuBLAS handle and the scratch caches (nothing without a device) */
     wt2_tokens_free(&tok_train);
     wt2_tokens_free(&tok_eval);

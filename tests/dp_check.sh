@@ -15,6 +15,7 @@
 #     run ends identical to the uninterrupted one; SIGINT to mpirun: a checkpoint, a stop
 #   - a rank killed (kill -9) mid-run: the job exits non-zero within seconds
 #   - --batch not divisible by the ranks: refused, exit 2; --grad-accum's range
+#   - --ceas-gating on / --maxent-pi on with micro-batches (--grad-accum 2, 2 ranks): refused
 # Skips (and says so) where mpicc or mpirun is missing.
 #   sh tests/dp_check.sh [DATADIR]   last line: RESULT dp_check passed=P failed=F skipped=S
 MAKE=${MAKE:-make}
@@ -281,5 +282,24 @@ for v in 2 -1 x; do
     fi
 done
 if [ $bad_z -eq 0 ]; then ok "--zero 2, -1, x refused: exit 2, nothing written"; else bad "--zero range"; fi
+# 7. the controllers that act on one forward's values (CEAS gating, the activation PI
+#    controller) are refused with micro-batches, one process (--grad-accum 2) or two ranks:
+#    exit 2, nothing written, the sentence says why (they would see a micro-batch, not the
+#    global batch)
+bad_ctl=0
+for how in "--grad-accum 2" "mpi"; do
+    for ctl in "--preset tiny-baseline --controller ceas --ceas-preset 9k --ceas-gating on" \
+               "--preset tiny-baseline --ffn gelu --maxent-pi on"; do
+        rm -rf "$R"
+        if [ "$how" = mpi ]; then timeout 60 $MPI $B $SMALL $ctl --out-dir "$R" > "$TMP/ctl.out" 2>&1
+        else timeout 60 $B $SMALL $ctl $how --out-dir "$R" > "$TMP/ctl.out" 2>&1; fi
+        rc=$?
+        if [ "$rc" -ne 2 ] || [ -e "$R" ] || ! grep -q 'is not available with .* micro-batches' "$TMP/ctl.out"; then
+            tail -n 2 "$TMP/ctl.out"; bad_ctl=1; echo "  $ctl ($how): exit $rc"
+        fi
+    done
+done
+if [ $bad_ctl -eq 0 ]; then ok "--ceas-gating on and --maxent-pi on refused with --grad-accum 2 and on 2 ranks: exit 2, nothing written"
+else bad "--ceas-gating / --maxent-pi with micro-batches"; fi
 echo "RESULT dp_check passed=$P failed=$F skipped=$S"
 [ "$F" -eq 0 ]

@@ -41,6 +41,11 @@
 #include "examples/common/ckpt.c"
 #include "examples/common/train.c"
 #include "examples/common/maxent.c"
+#include "examples/common/dpnccl.c"
+#ifdef ATTNKIT_CUDA_SIM
+#include "tests/nccl_stub.h"
+#include <sys/wait.h>
+#endif
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -917,6 +922,165 @@ static void test_trainer_muon_follows_cpu(void)
     CHECK_INT_EQ(tk_cuda_set_math(TK_MATH_FP32), TK_OK);
 }
 
+/* Issue 44, the device trainer's micro-batches and NCCL: (1) one device process with 2
+   micro-batches (the gradients added and scaled on the device) follows the CPU trainer
+   with 2 micro-batches (1e-4, as the plain trainer does); (2) in the simulation, two
+   device ranks (forked processes, tests/nccl_stub.h's NCCL for the gradient, the
+   statistics and the sharded evaluation through the stub's shared mapping) equal the
+   one-process run of (1) bit for bit: every step's loss and gradient norm, the weights. */
+#ifdef ATTNKIT_CUDA_SIM
+/* host collectives over the stub's mapping (what MPI does in wt2_train): rank-ordered sums */
+static int hs_rank(void *c) { return *(const int *)c; }
+template <typename X> static int hs_allreduce(void *c, X *buf, size_t n)
+{
+    const int me = hs_rank(c), N = nstub_sh->nranks;
+    if (n * sizeof(X) > nstub_sh->cap * sizeof(float)) return -1;
+    memcpy(nstub_box(me, me), buf, n * sizeof(X));
+    nstub_wait();
+    for (size_t i = 0; i < n; i++) {
+        X v = ((const X *)nstub_box(0, 0))[i];
+        for (int r = 1; r < N; r++) v += ((const X *)nstub_box(r, r))[i];
+        buf[i] = v;
+    }
+    nstub_wait();
+    return 0;
+}
+static int hs_f32(void *c, float *buf, size_t n) { return hs_allreduce(c, buf, n); }
+static int hs_f64(void *c, double *buf, size_t n) { return hs_allreduce(c, buf, n); }
+static int hs_any(void *c, int flag, int *out)
+{
+    double v = flag != 0;
+    if (hs_allreduce(c, &v, 1) != 0) return -1;
+    *out = v != 0;
+    return 0;
+}
+static int hs_dev(void *c, float *buf, size_t n, void *stream)
+{
+    return dpn_allreduce_f32((dpn_comm *)c, buf, n, (tk_stream)stream);
+}
+#endif
+
+#define DP_STEPS 4
+static void dp_cfg(trn_config *c, int device)
+{
+    trainer_cfg(c, device);
+    c->batch = 4; /* 2 micro-batches of 2 sequences */
+}
+
+static void test_trainer_dp_device(void)
+{
+    trn_config cc, cd;
+    trn_parallel p;
+    char err[512] = "";
+    double loss[DP_STEPS];
+    float gn[DP_STEPS];
+    NEED_GPU();
+    make_stream();
+    dp_cfg(&cc, MDL_DEVICE_CPU);
+    dp_cfg(&cd, MDL_DEVICE_CUDA);
+    trn *a = mk_trainer(&cc), *b = mk_trainer(&cd);
+    if (!a || !b) {
+        trn_destroy(a);
+        trn_destroy(b);
+        return;
+    }
+    memset(&p, 0, sizeof p);
+    p.size = 1;
+    p.accum = 2;
+    CHECK_INT_EQ(trn_set_parallel(a, &p, err, sizeof err), TRN_OK);
+    CHECK_INT_EQ(trn_set_parallel(b, &p, err, sizeof err), TRN_OK);
+    CHECK(tk_is_device(b->gacc));
+    for (int s = 0; s < DP_STEPS; s++) {
+        trn_step_info ia, ib;
+        CHECK_INT_EQ(trn_step(a, &ia), TRN_OK);
+        CHECK_INT_EQ(trn_step(b, &ib), TRN_OK);
+        CHECK_CLOSE(ib.loss, ia.loss, 1e-4, 0.0);
+        CHECK_CLOSE(ib.grad_norm, ia.grad_norm, 1e-4, 0.0);
+        loss[s] = ib.loss;
+        gn[s] = ib.grad_norm;
+    }
+    printf("    device, 2 micro-batches: step %d loss %.6f, gradient norm %.5g (the CPU's within 1e-4)\n", DP_STEPS,
+           loss[DP_STEPS - 1], (double)gn[DP_STEPS - 1]);
+    std::vector<float> ref = state_of(b, 0);
+    trn_destroy(a);
+    trn_destroy(b);
+    /* two device ranks without a device all-reduce: refused with a sentence */
+    b = mk_trainer(&cd);
+    if (b) {
+        memset(&p, 0, sizeof p);
+        p.size = 2;
+        p.accum = 1;
+        p.allreduce_f32 = [](void *, float *, size_t) { return 0; };
+        p.allreduce_f64 = [](void *, double *, size_t) { return 0; };
+        p.bcast = [](void *, void *, size_t, int) { return 0; };
+        p.any = [](void *, int, int *o) { *o = 0; return 0; };
+        CHECK_INT_EQ(trn_set_parallel(b, &p, err, sizeof err), TRN_EINVAL);
+        CHECK(strstr(err, "needs the device all-reduce") != NULL);
+        trn_destroy(b);
+    }
+#ifdef ATTNKIT_CUDA_SIM
+    if (nstub_setup(2, (size_t)1 << 18) != 0) {
+        CHECK(0);
+        return;
+    }
+    fflush(NULL);
+    pid_t kid = fork();
+    int me = kid == 0 ? 1 : 0, bad = 0;
+    if (kid == 0) alarm(300);
+    {
+        dpn_api api;
+        dpn_comm *c = NULL;
+        nstub_api(&api);
+        trn *t = mk_trainer(&cd);
+        if (!t || dpn_create(&c, &api, me, 2, nstub_bcast, &me, err, sizeof err) != DPN_OK) {
+            fprintf(stderr, "rank %d: %s\n", me, err);
+            bad = 1;
+        } else {
+            memset(&p, 0, sizeof p);
+            p.rank = me;
+            p.size = 2;
+            p.accum = 1;
+            p.comm = &me;
+            p.allreduce_f32 = hs_f32;
+            p.allreduce_f64 = hs_f64;
+            p.bcast = nstub_bcast;
+            p.any = hs_any;
+            p.dev_comm = c;
+            p.allreduce_f32_dev = hs_dev;
+            if (trn_set_parallel(t, &p, err, sizeof err) != TRN_OK) {
+                fprintf(stderr, "rank %d: %s\n", me, err);
+                bad = 1;
+            }
+            for (int s = 0; !bad && s < DP_STEPS; s++) {
+                trn_step_info ib;
+                if (trn_step(t, &ib) != TRN_OK || memcmp(&ib.loss, &loss[s], sizeof(double)) != 0 ||
+                    memcmp(&ib.grad_norm, &gn[s], sizeof gn[s]) != 0) {
+                    fprintf(stderr, "rank %d step %d: loss %.17g (one process %.17g), grad norm %.9g (%.9g)\n", me, s,
+                            (double)ib.loss, loss[s], (double)ib.grad_norm, gn[s]);
+                    bad = 1;
+                }
+            }
+            if (!bad) {
+                std::vector<float> w = state_of(t, 0);
+                if (w.size() != ref.size() || memcmp(w.data(), ref.data(), w.size() * sizeof(float)) != 0) {
+                    fprintf(stderr, "rank %d: the weights differ from the one-process run\n", me);
+                    bad = 1;
+                }
+            }
+        }
+        dpn_destroy(c);
+        trn_destroy(t);
+    }
+    if (kid == 0) _exit(bad);
+    int st = 0;
+    CHECK(kid > 0 && waitpid(kid, &st, 0) == kid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    CHECK(!bad);
+    nstub_teardown();
+    printf("    device: 2 micro-batches follow the CPU's; 2 ranks over the stub NCCL = 1 process x 2, %d steps, "
+           "bit for bit%s\n", DP_STEPS, bad || st ? " (NOT)" : "");
+#endif
+}
+
 /* seed 000's recipe (the tiny / paper presets' mechanisms) at toy size: the RPA prior with
    its warm-in and chaos, the running table, the entropy floor, label smoothing, the
    Guardian controller on tau_att (from step 1, fast ramp), the context game, EMA, SWA:
@@ -1507,6 +1671,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_gelu_act_gain);
     TEST_RUN(test_trainer_follows_cpu);
     TEST_RUN(test_trainer_muon_follows_cpu);
+    TEST_RUN(test_trainer_dp_device);
     TEST_RUN(test_dropout_step);
     TEST_RUN(test_trainer_resume);
     TEST_RUN(test_attn_observables);

@@ -224,7 +224,7 @@ fi
 # ------------------------------------------------------------------------- steps
 SAN=${GPU_RUN_SANITIZER:-$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)}
 # the parity binaries and their shards: NAME:SHARDS (larger ones split so they run side by side)
-PARITY_SHARDS=${GPU_RUN_PARITY_SHARDS:-"parity_model:8 parity_polar:4 parity_tensor:3 parity_gdelta:3 parity_layers:3 parity_era:2 parity_ceas:1 parity_guardian:1 parity_sim:1"}
+PARITY_SHARDS=${GPU_RUN_PARITY_SHARDS:-"parity_model:8 parity_polar:4 parity_tensor:3 parity_gdelta:3 parity_layers:3 parity_era:2 parity_ceas:1 parity_guardian:1 parity_sim:1 parity_nccl:1"}
 shard_jobs() { # shard_jobs PREFIX TIMEOUT KIND CMD_PREFIX...: one job per binary shard
     local prefix=$1 to0=$2 kind=$3 ent name n i to rest
     shift 3

@@ -1219,7 +1219,7 @@ void trn_destroy(trn *t)
     free(t->tgt);
     free(t->head_temp);
     free(t->pi_buf);
-    free(t->gacc);
+    trn__dfree(t, t->gacc);
     free(t->sv);
     free(t->sacc);
     free(t->obs_comb);
@@ -1557,13 +1557,15 @@ int trn_set_parallel(trn *t, const trn_parallel *p, char *err, size_t errlen)
                        "micro-batches", t->cfg.batch, p->size, p->accum);
     M = p->size * p->accum;
     if (M > 1) {
-        const char *no = t->cfg.device == MDL_DEVICE_CUDA ? "--device cuda"
-                         : t->cfg.ceas_gating ? "--ceas-gating on"
-                         : t->cfg.maxent_pi ? "--maxent-pi on" : NULL;
+        const char *no = t->cfg.ceas_gating ? "--ceas-gating on" : t->cfg.maxent_pi ? "--maxent-pi on" : NULL;
         if (no)
             return ex_errf(err, errlen, TRN_EINVAL, "%s is not available with %d processes x %d micro-batches (the "
-                           "micro-batch path is the CPU trainer without gating and the activation PI controller)",
+                           "micro-batch path runs without gating and the activation PI controller: they act on one "
+                           "micro-batch's forward, not the global batch's)",
                            no, p->size, p->accum);
+        if (t->cfg.device == MDL_DEVICE_CUDA && p->size > 1 && !p->allreduce_f32_dev)
+            return ex_errf(err, errlen, TRN_EINVAL, "--device cuda on %d processes needs the device all-reduce (NCCL; "
+                           "trn_parallel.allreduce_f32_dev)", p->size);
         if (t->cfg.batch % M)
             return ex_errf(err, errlen, TRN_EINVAL, "--batch %d (the global batch) is not divisible by %d processes x "
                            "%d micro-batches = %d", t->cfg.batch, p->size, p->accum, M);
@@ -1604,7 +1606,7 @@ int trn_set_parallel(trn *t, const trn_parallel *p, char *err, size_t errlen)
         t->z_n = len;
         t->zero = 1;
     }
-    free(t->gacc);
+    trn__dfree(t, t->gacc);
     free(t->sv);
     free(t->sacc);
     free(t->obs_comb);
@@ -1617,7 +1619,7 @@ int trn_set_parallel(trn *t, const trn_parallel *p, char *err, size_t errlen)
     t->sv_cap = trn__sv_len(t, t->cfg.model.max_T);
     t->sv = (double *)calloc(t->sv_cap, sizeof(double));
     t->sacc = (double *)calloc(t->sv_cap, sizeof(double));
-    if (p->accum > 1) t->gacc = (float *)calloc(t->n, sizeof(float));
+    if (p->accum > 1) t->gacc = trn__dalloc(t, t->n * sizeof(float));
     if (t->have_ceas) t->obs_comb = (ceas_obs *)calloc((size_t)t->L * t->H, sizeof(ceas_obs));
     if (!t->sv || !t->sacc || (p->accum > 1 && !t->gacc) || (t->have_ceas && !t->obs_comb)) {
         t->M = 1;
@@ -1748,7 +1750,11 @@ static int trn__micro_step(trn *t, int B, int T, const mdl_opts *o0, mdl_stats *
         finite = isfinite(s.loss);
         prior_running = s.prior_running;
         if (finite && mdl_backward(t->m) != MDL_OK) return TRN_EINVAL;
-        if (A > 1 && finite) {
+        if (A > 1 && finite && t->cx.device != EX_CPU) { /* on the device, queued on its stream */
+            if ((j == 0 ? ex_copy(&t->cx, t->gacc, G, n * sizeof(float))
+                        : ex_residual_fwd(&t->cx, t->gacc, t->gacc, G, n)) != TK_OK)
+                return TRN_EINVAL;
+        } else if (A > 1 && finite) {
             if (j == 0) memcpy(t->gacc, G, n * sizeof(float));
             else for (i = 0; i < n; i++) t->gacc[i] += G[i];
         }
@@ -1761,8 +1767,14 @@ static int trn__micro_step(trn *t, int B, int T, const mdl_opts *o0, mdl_stats *
     if (isfinite(st->loss)) {
         const float inv = 1.0f / (float)t->M;
         float *g = A > 1 ? t->gacc : G;
-        if (t->par.size > 1 && t->par.allreduce_f32(t->par.comm, g, n) != 0) return TRN_EIO;
-        for (i = 0; i < n; i++) G[i] = g[i] * inv;
+        if (t->cx.device != EX_CPU) { /* the device trainer: NCCL (allreduce_f32_dev), the scaling on the device */
+            if (t->par.size > 1 && t->par.allreduce_f32_dev(t->par.dev_comm, g, n, (void *)t->cx.stream) != 0)
+                return TRN_EIO;
+            if (ex_scale(&t->cx, G, g, inv, n) != TK_OK) return TRN_EINVAL;
+        } else {
+            if (t->par.size > 1 && t->par.allreduce_f32(t->par.comm, g, n) != 0) return TRN_EIO;
+            for (i = 0; i < n; i++) G[i] = g[i] * inv;
+        }
     }
     return TRN_OK;
 }

@@ -297,8 +297,10 @@ void trn_set_progress(trn *t, trn_progress_fn fn, void *user);
    back to every process (allreduce_f64 of per-batch entries, each held by one process:
    exact) and are added in batch order, so every process gets the single process's result
    bit for bit, for any size.
-   Refused with M > 1 (TRN_EINVAL, with a sentence): --device cuda, --ceas-gating on,
-   --maxent-pi on, and a batch (every context-game length's) not divisible by M.
+   Refused with M > 1 (TRN_EINVAL, with a sentence): --ceas-gating on, --maxent-pi on (their
+   per-forward controllers act between the micro-batches' forwards, on one micro-batch's
+   values: refused rather than silently local), --device cuda with size > 1 and no
+   allreduce_f32_dev, and a batch (every context-game length's) not divisible by M.
    Collective calls (the functions below, with comm) must be made by every process in the
    same order: trn_step, trn_evaluate and trn_replicas_agree are collective when size > 1.
    The stop flag is agreed (any) in trn_evaluate's rounds. Call before the first trn_step;
@@ -328,6 +330,17 @@ typedef struct trn_parallel {
        sharded). zero 0 (memset): today's trainer, unchanged. */
     int zero;
     int (*allgather_f32)(void *comm, float *buf, size_t n);
+    /* The device trainer (--device cuda) with size > 1: the gradient's sum over the
+       processes, n floats in DEVICE memory, queued on the model's stream (stream: its
+       cudaStream_t), in the same rank order as allreduce_f32 (wt2_train: dpnccl.h's
+       dpn_allreduce_f32 over NCCL, dev_comm its communicator). The micro-batches'
+       gradients are added on the device in order (tk_residual_forward_cuda: one fp32 add
+       each, as the CPU's +=) and scaled by 1/M there, so a device run on `size` processes
+       is bit-identical to one device process with accum = size (same rule as above). The
+       statistics stay on allreduce_f64 (host doubles). Required for a device trainer with
+       size > 1 (refused without it); NULL otherwise. ZeRO-1 stays CPU only. */
+    void *dev_comm;
+    int (*allreduce_f32_dev)(void *dev_comm, float *buf, size_t n, void *stream);
 } trn_parallel;
 int trn_set_parallel(trn *t, const trn_parallel *p, char *err, size_t errlen);
 /* Bytes of AdamW moments this process holds: 2 x 4 x n, or 2 x 4 x its slice (ZeRO-1). */
