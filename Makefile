@@ -284,6 +284,11 @@ build/%: examples/%.c $(COMMON_OBJS) $(DEPS)
 
 examples: $(foreach e,$(EXAMPLE_NAMES),build/$(e))
 
+# Seed 003's experiment's diagnostics of a trained ERA prior (tools/era_diag.c; tools/era_exp.py runs it)
+build/era_diag: tools/era_diag.c $(DEPS)
+	@mkdir -p build
+	$(CC) $(EX_CFLAGS) $< -o $@ $(LIBS)
+
 # The data-parallel trainer (issue 44): wt2_train with dist.c built by mpicc (-DATTNKIT_MPI),
 # the other examples' objects as `make examples` builds them. `mpirun -np N
 # build/mpi/wt2_train ...` trains on N processes; started without mpirun it is one rank

@@ -2,11 +2,13 @@
 """tools/era_exp.py - the tables of docs/RESULTS.md's "Seed 003's experiment" section from
 tools/era_exp.sh's runs (issue 45).
 
-    python3 tools/era_exp.py [RUN_DIR] [MCQA_COMPARE]   (default build/era_exp build/mcqa_compare)
+    python3 tools/era_exp.py [RUN_DIR] [MCQA_COMPARE] [ERA_DIAG]
+                         (default build/era_exp build/mcqa_compare build/era_diag)
 
 Reads RUN_DIR/<arm>.s<seed>.json (wt2_train --json: val_ce, test_ce, params, tokens_per_s),
 RUN_DIR/<arm>.s<seed>/metrics.jsonl (the training curve) and RUN_DIR/<arm>.s<seed>.mcqa.jsonl
-(mcqa's per-item log). Uses the seeds every arm has finished (training and scoring), and says
+(mcqa's per-item log), and RUN_DIR/<arm>.s<seed>.diag.txt (tools/era_diag on the era and
+era-gac checkpoints; written when missing). Uses the seeds every arm has finished (training and scoring), and says
 which. Runs build/mcqa_compare per arm against the baseline, once pooled over those seeds
 (--pair per seed: stacked McNemar on the summed discordant pairs, item-cluster bootstrap CI,
 paired t over the seeds; Holm within each family) and once per seed; its JSON files go to
@@ -14,6 +16,7 @@ RUN_DIR/cmp/. Prints markdown.
 """
 import json
 import math
+import re
 import os
 import subprocess
 import sys
@@ -64,9 +67,65 @@ def acc_by_task(log):
     return {t: (a[0] / a[2], a[1] / a[2], a[2]) for t, a in acc.items()}
 
 
+def parse_diag(path):
+    """tools/era_diag's output: per layer sigma, alpha, centre spread, and per T the marginal
+    error, the std before the z-score, the near-diagonal excess and corr(bias, -|i-j|/T)."""
+    layers = []
+    with open(path) as f:
+        for line in f:
+            m = re.match(r"layer (\d+): centres in \[([-\d.e+]+), ([-\d.e+]+)\], mean ([-\d.e+]+), std ([-\d.e+]+).*"
+                         r"sigma ([-\d.e+]+); alpha ([-\d.e+]+)", line)
+            if m:
+                layers.append({"lo": float(m.group(2)), "hi": float(m.group(3)), "std": float(m.group(5)),
+                               "sigma": float(m.group(6)), "alpha": float(m.group(7)), "T": {}})
+                continue
+            m = re.match(r"\s+T\s+(\d+): marginal error ([-\d.e+]+), std before z-score ([-\d.e+]+), "
+                         r"near-diagonal excess ([-+\d.e]+), corr\(bias, -\|i-j\|/T\) ([-+\d.e]+)", line)
+            if m and layers:
+                layers[-1]["T"][int(m.group(1))] = tuple(float(m.group(k)) for k in range(2, 6))
+    return layers
+
+
+def diag_table(d, seeds, diagbin):
+    """The trained ERA priors (era and era-gac arms) at the training context, 128, and at 768;
+    runs DIAG (make build/era_diag) on each checkpoint whose RUN_DIR/<arm>.s<seed>.diag.txt
+    is missing."""
+    rows = []
+    for a in ("era", "era-gac"):
+        ls = []
+        for s in seeds:
+            p = os.path.join(d, "%s.s%d.diag.txt" % (a, s))
+            if not os.path.exists(p) and os.access(diagbin, os.X_OK):
+                with open(p + ".tmp", "w") as f:
+                    subprocess.run([diagbin, os.path.join(d, "%s.s%d" % (a, s), "ckpt.safetensors")], check=True,
+                                   stdout=f)
+                os.replace(p + ".tmp", p)
+            if os.path.exists(p):
+                ls += parse_diag(p)
+        if ls:
+            rows.append((a, ls))
+    if not rows:
+        return
+    print("\nThe trained ERA prior (tools/era_diag on every seed's checkpoint; mean [min, max] over seeds and "
+          "layers; at initialisation: sigma 0.1, alpha 1, centre std 0.289, near-diagonal excess +1.09, corr +0.91):\n")
+    print("| arm | layers | sigma | alpha | centre std | marginal error (T 128) | near-diagonal excess T 128 / 768 | "
+          "corr(bias, -\\|i-j\\|/T) T 128 / 768 |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+
+    def f(v, fmt):
+        return (fmt + " [" + fmt + ", " + fmt + "]") % (sum(v) / len(v), min(v), max(v))
+    for a, ls in rows:
+        print("| %s | %d | %s | %s | %s | %s | %s / %s | %s / %s |" % (
+            a, len(ls), f([x["sigma"] for x in ls], "%.3f"), f([x["alpha"] for x in ls], "%.2f"),
+            f([x["std"] for x in ls], "%.3f"), f([x["T"][128][0] for x in ls], "%.1e"),
+            f([x["T"][128][2] for x in ls], "%+.2f"), f([x["T"][768][2] for x in ls], "%+.2f"),
+            f([x["T"][128][3] for x in ls], "%+.2f"), f([x["T"][768][3] for x in ls], "%+.2f")))
+
+
 def main():
     d = sys.argv[1] if len(sys.argv) > 1 else "build/era_exp"
     cmpbin = sys.argv[2] if len(sys.argv) > 2 else "build/mcqa_compare"
+    diagbin = sys.argv[3] if len(sys.argv) > 3 else "build/era_diag"
     fam = os.path.join(d, "tasks", "families.txt")
     seeds_of = {}
     for a in ARMS:
@@ -131,10 +190,16 @@ def main():
             m, sd = mean_sd(v)
             cells.append("%.1f ± %.1f" % (100 * m, 100 * sd))
         print("| %s | %s |" % (t, " | ".join(cells)))
+    cells = []
+    for a in arms:
+        m, sd = mean_sd([sum(x[u][1] for u in tasks) / len(tasks) for x in accs[a]])
+        cells.append("%.1f ± %.1f" % (100 * m, 100 * sd))
+    print("| macro, length-normalised rule | %s |" % " | ".join(cells))
 
     # ---- paired statistics, pooled over seeds, each arm against the baseline
     os.makedirs(os.path.join(d, "cmp"), exist_ok=True)
     pooled = {}
+    pooled_mean = {}
     perseed = {}
     for a in arms:
         if a == "baseline":
@@ -147,6 +212,7 @@ def main():
         cmd += ["--families", fam, "--names", "%s,baseline" % a, "--json", out]
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
         pooled[a] = {r["task"]: r for r in load_json(out)["rules"]["sum"]}
+        pooled_mean[a] = {r["task"]: r for r in load_json(out)["rules"]["mean"]}
         perseed[a] = []
         for s in seeds:
             out = os.path.join(d, "cmp", "%s.s%d.json" % (a, s))
@@ -170,6 +236,18 @@ def main():
     for a in others:
         cells.append("%+.1f" % (100 * sum(pooled[a][t]["delta"] for t in tasks) / len(tasks)))
     print("| macro | %s |" % " | ".join(cells))
+    print("\nThe same with the length-normalised rule (mean log-probability per token of the choice):\n")
+    print("| task | " + " | ".join(others) + " |")
+    print("| --- |" + " ---: |" * len(others))
+    for t in tasks:
+        cells = []
+        for a in others:
+            r = pooled_mean[a][t]
+            mark = ("†" if r["p_holm"] < 0.05 else "") + ("‡" if r.get("p_t_holm") is not None and r["p_t_holm"] < 0.05 else "")
+            cells.append("%+.1f%s" % (100 * r["delta"], mark))
+        print("| %s | %s |" % (t, " | ".join(cells)))
+    print("| macro | %s |" % " | ".join("%+.1f" % (100 * sum(pooled_mean[a][t]["delta"] for t in tasks) / len(tasks))
+                                        for a in others))
     print("\nPer seed (unpooled, seed 003's own test on each seed's pair of models): tasks with a Holm-adjusted "
           "McNemar p < 0.05, + / - by the sign of Δ:\n")
     print("| arm | " + " | ".join("seed %d" % s for s in seeds) + " |")
@@ -192,6 +270,8 @@ def main():
             print("| %s | %+.1f | %s | %d / %d | %s | [%+.1f, %+.1f] | %.1f | %s |" % (
                 t, 100 * r["delta"], orr, r["n01"], r["n10"], fmt_p(r["p_holm"]), 100 * r["ci_lo"], 100 * r["ci_hi"],
                 100 * r["delta_sd"] if r.get("delta_sd") is not None else float("nan"), fmt_p(r.get("p_t_holm"))))
+
+    diag_table(d, seeds, diagbin)
 
     print("\nSeed 003's Tables 1-2 (ERA-GAC vs Transformer, 540 M parameters, 1.87 B tokens, one training seed):\n")
     print("| task | ERA-GAC | Transformer | Δ (pp) | OR | p_Holm |")
