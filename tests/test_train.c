@@ -1943,6 +1943,12 @@ static void test_sigreg_flags_resume(void)
     }
     trn_destroy(t);
     remove(path);
+    /* 2 ranks x accum 1 == 1 process x accum 2, bit for bit: each micro-batch's sketches
+       are keyed by its global index */
+    micro(&c);
+    c.batch = 4;
+    c.sigreg = SGR_STRONG;
+    check_dp_equals_accum(&c, "sigreg strong");
 }
 
 int main(int argc, char **argv)

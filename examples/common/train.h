@@ -57,7 +57,8 @@
    options are in the configuration JSON only when on (off: every run, log and checkpoint
    as before) and a checkpoint resumes only under the same --sigreg and --sigreg-alpha.
    Scale: atma's L_LM is the CE summed over a micro-batch's tokens, ours the mean (sigreg.h).
-   With data parallelism the logged value is this process's. Device: the model copies each
+   With micro-batches / data parallelism the logged value is the mean over the step's
+   micro-batches (all processes: it travels with the step statistics). Device: the model copies each
    block's output to the host for the regulariser and its gradient back (one (B T, C) copy
    each way per block and forward / backward).
    License: MIT. */
