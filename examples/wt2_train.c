@@ -13,6 +13,8 @@
      build/wt2_train --optimizer muon --lr-flat 0.3 --lr-floor 0  # seed 002 §4.1: Muon on the
                                           # blocks' matrices, AdamW on the rest, cosine over
                                           # the last 70 % of the steps (train.h)
+     build/wt2_train --sigreg weak --sigreg-alpha 0.01  # seed 002 App. A: (1 - a) L_LM + a
+                                          # SIGReg of every block's output (sigreg.h)
      build/wt2_train --resume runs/wt2/ckpt.safetensors   # continue bit-exactly
      build/wt2_train --help               # every option with its current default
 

@@ -322,6 +322,28 @@ static void test_gelu_act_gain(void)
     mdl_destroy(md);
 }
 
+/* issue 43 item 7: seed 002's signature-stream regulariser (model.h mdl_sigreg_set) on a
+   device model: its rows go to the host (sigreg.h) and the gradient back into the residual
+   gradient through ex_to_ctx / ex_residual_fwd; the dlogits scaled by 1 - a with ex_scale.
+   Every mode, a = 0.3 (well above the LM part's rounding), sketch 8 < C */
+static int g_sig_mode = SGR_WEAK;
+static void sigreg_prep(mdl_model *m) { CHECK_INT_EQ(mdl_sigreg_set(m, g_sig_mode, 0.3f, 8, 5, 9), MDL_OK); }
+
+static void test_sigreg(void)
+{
+    mdl_config c = toy(MDL_FFN_RELU2, MDL_NORM_RMS, MDL_POS_ROPE);
+    mdl_opts o = mdl_opts_default();
+    char what[64];
+    NEED_GPU();
+    o.train = 1;
+    g_prep = sigreg_prep;
+    for (g_sig_mode = SGR_WEAK; g_sig_mode <= SGR_ZIPFIAN; g_sig_mode++) {
+        snprintf(what, sizeof what, "sigreg %s, alpha 0.3, sketch 8", sgr_mode_name(g_sig_mode));
+        run_case(what, &c, &o);
+    }
+    g_prep = NULL;
+}
+
 static void test_relu2_rms_rope(void)
 {
     mdl_config c = toy(MDL_FFN_RELU2, MDL_NORM_RMS, MDL_POS_ROPE);
@@ -1679,6 +1701,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_refusals);
     TEST_RUN(test_reduced_precision_step);
     TEST_RUN(test_relu2_rms_rope);
+    TEST_RUN(test_sigreg);
     TEST_RUN(test_trainer_ceas);
     TEST_RUN(test_trainer_refusals);
     TEST_RUN(test_smoothing_temps_nopos);

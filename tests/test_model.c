@@ -64,6 +64,9 @@ static double loss_at(mdl_model *m, const int *x, const int *y, const mdl_opts *
    sampled vector must also agree in norm: ||fd - an|| <= 5% ||an|| + atol. */
 /* > 0: gradcheck_n sets layer l's gac_tau to tau_gac_init * 1.3 (even l) or * 0.7 (odd l) after creation */
 static float tau_gac_init = 0.0f;
+/* != SGR_OFF: gradcheck_n turns the signature-stream regulariser on (alpha, sketch) */
+static int sig_mode_g = SGR_OFF, sig_k_g = 8;
+static float sig_alpha_g = 0.5f;
 
 static void set_gac_tau(mdl_model *m, float v)
 {
@@ -103,6 +106,7 @@ static double gradcheck_n(const mdl_config *c, const mdl_opts *o, const char *wh
         return 1e9;
     }
     if (tau_gac_init > 0.0f) set_gac_tau(m, tau_gac_init);
+    if (sig_mode_g != SGR_OFF) CHECK_INT_EQ(mdl_sigreg_set(m, sig_mode_g, sig_alpha_g, sig_k_g, 5, 9), MDL_OK);
     batch(x, y, 11);
     mdl_zero_grad(m);
     loss_at(m, x, y, o);
@@ -1426,6 +1430,68 @@ static void pattern_run(const mdl_config *c, double *loss, float **grads, size_t
    of seed 000 / 002 models as well); the tensors of a hybrid and their names, the count
    and FLOPs; a conv layer has no attention or memory tensors; training and evaluation
    agree on a hybrid; the refusals. */
+/* issue 43 item 7: the whole model's gradient with seed 002's signature-stream regulariser
+   on (every mode, a sketch of 8 < C = 16 and the default 64, alpha 0.5 so that its share is
+   well above the tolerance), then its value: loss = (1 - a) loss_off + a L_reg, and off
+   again gives the loss of a model that never had it, bit for bit */
+static void test_grad_sigreg(void)
+{
+    mdl_config c = micro();
+    mdl_opts o = train_opts();
+    int mode;
+    c.norm = MDL_NORM_RMS;
+    for (mode = SGR_WEAK; mode <= SGR_ZIPFIAN; mode++) {
+        char what[64];
+        sig_mode_g = mode;
+        sig_k_g = 8;
+        snprintf(what, sizeof what, "sigreg %s k 8", sgr_mode_name(mode));
+        gradcheck(&c, &o, what);
+    }
+    sig_mode_g = SGR_WEAK;
+    sig_k_g = 64;
+    gradcheck(&c, &o, "sigreg weak k 64");
+    sig_mode_g = SGR_OFF;
+    sig_k_g = 8;
+}
+
+static void test_sigreg_value(void)
+{
+    mdl_config c = micro();
+    mdl_opts o = train_opts();
+    mdl_model *m = NULL;
+    char err[256];
+    int x[MB * MT], y[MB * MT], mode;
+    mdl_stats s0, s1, s2;
+    CHECK_INT_EQ(mdl_create(&m, &c, 3, err, sizeof err), MDL_OK);
+    if (!m) return;
+    batch(x, y, 21);
+    CHECK_INT_EQ(mdl_forward(m, x, y, MB, MT, &o, &s0), MDL_OK);
+    CHECK(s0.sigreg == 0.0);
+    for (mode = SGR_WEAK; mode <= SGR_ZIPFIAN; mode++) {
+        CHECK_INT_EQ(mdl_sigreg_set(m, mode, 0.25f, 8, 1, 2), MDL_OK);
+        CHECK_INT_EQ(mdl_forward(m, x, y, MB, MT, &o, &s1), MDL_OK);
+        CHECK(s1.sigreg > 0.0 && isfinite(s1.sigreg));
+        CHECK_CLOSE(s1.loss, 0.75 * s0.loss + 0.25 * s1.sigreg, 1e-12, 0.0);
+        CHECK(s1.ce == s0.ce);
+        CHECK_INT_EQ(mdl_backward(m), MDL_OK);
+    }
+    { /* an evaluation forward does not compute it */
+        mdl_opts e = mdl_opts_default();
+        CHECK_INT_EQ(mdl_forward(m, x, y, MB, MT, &e, &s2), MDL_OK);
+        CHECK(s2.sigreg == 0.0);
+    }
+    CHECK_INT_EQ(mdl_sigreg_set(m, SGR_OFF, 0.0f, 0, 0, 0), MDL_OK);
+    CHECK_INT_EQ(mdl_forward(m, x, y, MB, MT, &o, &s2), MDL_OK);
+    CHECK(s2.loss == s0.loss);
+    CHECK(s2.sigreg == 0.0);
+    CHECK_INT_EQ(mdl_sigreg_set(m, 5, 0.1f, 8, 0, 0), MDL_EINVAL);
+    CHECK_INT_EQ(mdl_sigreg_set(m, SGR_WEAK, 0.0f, 8, 0, 0), MDL_EINVAL);
+    CHECK_INT_EQ(mdl_sigreg_set(m, SGR_WEAK, 1.0f, 8, 0, 0), MDL_EINVAL);
+    CHECK_INT_EQ(mdl_sigreg_set(m, SGR_WEAK, 0.1f, 0, 0, 0), MDL_EINVAL);
+    CHECK(strstr(mdl_last_error(m), "sketch") != NULL);
+    mdl_destroy(m);
+}
+
 static void test_layer_pattern(void)
 {
     static const char *pats[3] = {"", "A", "AA"};
@@ -1641,5 +1707,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_fixed_prior_config);
     TEST_RUN(test_grad_layer_pattern);
     TEST_RUN(test_layer_pattern);
+    TEST_RUN(test_grad_sigreg);
+    TEST_RUN(test_sigreg_value);
     return TEST_END();
 }

@@ -1906,6 +1906,142 @@ static void test_polar_qknorm_gate_flags_resume(void)
     remove(path);
 }
 
+/* issue 43 item 7: --sigreg / --sigreg-alpha: flags, validation (the flag named), the
+   configuration JSON (absent when off), the metrics' train lines ("sigreg" only when on),
+   the term changes the run, a bit-exact resume in every mode, and checkpoints of another
+   --sigreg refused naming it */
+static void test_sigreg_flags_resume(void)
+{
+    trn_config c, c2;
+    trn *t = NULL, *u = NULL;
+    trn_step_info in;
+    char err[512], js[16384], path[400], mpath[400], line[4096];
+    char *argv[] = {"x", "--sigreg", "strong", "--sigreg-alpha", "0.05", "--sigreg", "baseline", "--sigreg-alpha", "1"};
+    int argc = (int)(sizeof argv / sizeof argv[0]), mode, lines = 0, with = 0;
+    FILE *f;
+    micro(&c);
+    CHECK_INT_EQ(c.sigreg, SGR_OFF);
+    CHECK(c.sigreg_alpha == 0.01f);
+    CHECK_INT_EQ(trn_config_json(&c, js, sizeof js), TRN_OK);
+    CHECK(strstr(js, "sigreg") == NULL);
+    CHECK_INT_EQ(trn_parse_flag(&c, argc, argv, 1, err, sizeof err), 2);
+    CHECK_INT_EQ(trn_parse_flag(&c, argc, argv, 3, err, sizeof err), 2);
+    CHECK_INT_EQ(c.sigreg, SGR_STRONG);
+    CHECK(c.sigreg_alpha == 0.05f);
+    CHECK_INT_EQ(trn_config_validate(&c, err, sizeof err), TRN_OK);
+    CHECK_INT_EQ(trn_config_json(&c, js, sizeof js), TRN_OK);
+    CHECK(strstr(js, "\"sigreg\":\"strong\"") && strstr(js, "\"sigreg-alpha\":0.05"));
+    err[0] = 0;
+    CHECK_INT_EQ(trn_parse_flag(&c, argc, argv, 5, err, sizeof err), TRN_EINVAL);
+    CHECK(strstr(err, "--sigreg") && strstr(err, "'baseline'"));
+    c2 = c;
+    CHECK_INT_EQ(trn_parse_flag(&c2, argc, argv, 7, err, sizeof err), 2);
+    CHECK_INT_EQ(trn_config_validate(&c2, err, sizeof err), TRN_EINVAL);
+    CHECK(strstr(err, "--sigreg-alpha") != NULL);
+    c2.sigreg_alpha = 0.0f;
+    CHECK_INT_EQ(trn_config_validate(&c2, err, sizeof err), TRN_EINVAL);
+    c2.sigreg = SGR_OFF; /* off: the weight is not looked at */
+    CHECK_INT_EQ(trn_config_validate(&c2, err, sizeof err), TRN_OK);
+    c2 = c;
+    c2.sigreg = 7;
+    CHECK_INT_EQ(trn_config_validate(&c2, err, sizeof err), TRN_EINVAL);
+    CHECK(strstr(err, "--sigreg") != NULL);
+    /* the metrics: "sigreg" on every train line when on, on none when off; the term moves
+       the weights */
+    snprintf(mpath, sizeof mpath, "%s/sigreg.jsonl", g_dir);
+    for (mode = SGR_OFF; mode <= SGR_WEAK; mode++) {
+        micro(&c);
+        c.sigreg = mode;
+        f = fopen(mpath, "w");
+        CHECK(f != NULL);
+        CHECK_INT_EQ(trn_create(mode ? &u : &t, &c, g_ids, 3200, g_ids + 3200, NTOK - 3200, err, sizeof err), TRN_OK);
+        if (!f || !(mode ? u : t)) {
+            if (f) fclose(f);
+            trn_destroy(t);
+            trn_destroy(u);
+            return;
+        }
+        trn_set_metrics(mode ? u : t, f);
+        memset(&in, 0, sizeof in);
+        CHECK_INT_EQ(trn_step(mode ? u : t, &in), TRN_OK);
+        CHECK_INT_EQ(trn_step(mode ? u : t, &in), TRN_OK);
+        CHECK(mode ? in.sigreg > 0.0 && isfinite(in.sigreg) : in.sigreg == 0.0);
+        trn_set_metrics(mode ? u : t, NULL);
+        fclose(f);
+        f = fopen(mpath, "r");
+        lines = with = 0;
+        while (f && fgets(line, sizeof line, f)) {
+            if (!strstr(line, "\"type\":\"train\"")) continue;
+            lines++;
+            if (strstr(line, "\"sigreg\":")) with++;
+        }
+        if (f) fclose(f);
+        CHECK(lines >= 2);
+        CHECK_INT_EQ(with, mode ? lines : 0);
+    }
+    if (t && u) {
+        size_t n = mdl_num_params(trn_model(t));
+        CHECK(n == mdl_num_params(trn_model(u)));
+        CHECK(memcmp(mdl_params(trn_model(t)), mdl_params(trn_model(u)), n * sizeof(float)) != 0);
+    }
+    trn_destroy(t);
+    trn_destroy(u);
+    t = u = NULL;
+    remove(mpath);
+    /* bit-exact resume, every mode (the sketches come from the seed and the step) */
+    for (mode = SGR_WEAK; mode <= SGR_ZIPFIAN; mode++) {
+        char tag[32];
+        micro(&c);
+        c.sigreg = mode;
+        snprintf(tag, sizeof tag, "sigreg_%s", sgr_mode_name(mode));
+        check_resume(&c, tag);
+    }
+    /* checkpoints of another --sigreg are refused, naming it */
+    micro(&c);
+    c.sigreg = SGR_WEAK;
+    snprintf(path, sizeof path, "%s/sigreg.safetensors", g_dir);
+    CHECK_INT_EQ(trn_create(&t, &c, g_ids, 3200, g_ids + 3200, NTOK - 3200, err, sizeof err), TRN_OK);
+    if (!t) return;
+    CHECK_INT_EQ(run_steps(t, 2), TRN_OK);
+    CHECK_INT_EQ(trn_save(t, path, err, sizeof err), TRN_OK);
+    for (mode = SGR_OFF; mode <= SGR_STRONG; mode += 2) {
+        c2 = c;
+        c2.sigreg = mode;
+        CHECK_INT_EQ(trn_create(&u, &c2, g_ids, 3200, g_ids + 3200, NTOK - 3200, err, sizeof err), TRN_OK);
+        if (!u) continue;
+        err[0] = 0;
+        CHECK_INT_EQ(trn_load(u, path, err, sizeof err), TRN_EMISMATCH);
+        CHECK(strstr(err, mode ? "--sigreg weak, this run has --sigreg strong" : "--sigreg on, this run has --sigreg off"));
+        if (!mode) { /* and the other way */
+            CHECK_INT_EQ(run_steps(u, 1), TRN_OK);
+            CHECK_INT_EQ(trn_save(u, path, err, sizeof err), TRN_OK);
+            err[0] = 0;
+            CHECK_INT_EQ(trn_load(t, path, err, sizeof err), TRN_EMISMATCH);
+            CHECK(strstr(err, "--sigreg off, this run has --sigreg weak") != NULL);
+            CHECK_INT_EQ(trn_save(t, path, err, sizeof err), TRN_OK);
+        }
+        trn_destroy(u);
+        u = NULL;
+    }
+    c2 = c;
+    c2.sigreg_alpha = 0.02f;
+    CHECK_INT_EQ(trn_create(&u, &c2, g_ids, 3200, g_ids + 3200, NTOK - 3200, err, sizeof err), TRN_OK);
+    if (u) {
+        err[0] = 0;
+        CHECK_INT_EQ(trn_load(u, path, err, sizeof err), TRN_EMISMATCH);
+        CHECK(strstr(err, "--sigreg-alpha") != NULL);
+        trn_destroy(u);
+    }
+    trn_destroy(t);
+    remove(path);
+    /* 2 ranks x accum 1 == 1 process x accum 2, bit for bit: each micro-batch's sketches
+       are keyed by its global index */
+    micro(&c);
+    c.batch = 4;
+    c.sigreg = SGR_STRONG;
+    check_dp_equals_accum(&c, "sigreg strong");
+}
+
 int main(int argc, char **argv)
 {
     TEST_INIT(argc, argv);
@@ -1939,6 +2075,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_muon_newton_schulz);
     TEST_RUN(test_muon_param_split);
     TEST_RUN(test_muon_flags_resume);
+    TEST_RUN(test_sigreg_flags_resume);
     rmdir(g_dir);
     return TEST_END();
 }

@@ -101,6 +101,8 @@
 #include "errf.h"
 #include "layers.h"
 #include "exctx.h"
+#define SGR_IMPLEMENTATION
+#include "sigreg.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -303,6 +305,15 @@ struct mdl_model {
     mdl_gate_counts gcount;
     /* last forward */
     int have_bwd;            /* a training forward with targets is ready for backward */
+    /* seed 002's signature-stream regulariser (mdl_sigreg_set; sigreg.h): mode (SGR_OFF:
+       none), weight, sketch, the (seed, key) of its randomness; sig_fkey: the key the last
+       training forward used (its backward's); sig_hx, sig_hg: host copies of a block's
+       output and its gradient on a device model (sig_cap floats each) */
+    int sig_mode, sig_k;
+    float sig_alpha;
+    uint64_t sig_seed, sig_key, sig_fkey;
+    float *sig_hx, *sig_hg;
+    size_t sig_cap;
     mdl_opts opts;
     float ent_dH;            /* d loss / d Hbar of the last forward */
     float layer_H[MDL_MAX_LAYERS];
@@ -1127,6 +1138,8 @@ void mdl_destroy(mdl_model *m)
     free(m->gate_scr);
     free(m->gate_keep);
     free(m->gate_frozen);
+    free(m->sig_hx);
+    free(m->sig_hg);
     mdl_decode_free(m);
     free(m);
 }
@@ -1541,6 +1554,7 @@ static int mdl__check_ids(mdl_model *m, const int *ids, size_t n, const char *wh
     return MDL_OK;
 }
 
+static int mdl__sigreg(mdl_model *m, int l, double *R);
 #define MDL__TRY(expr, what)                                                             \
     do {                                                                                 \
         int rc_ = (expr);                                                                \
@@ -2254,6 +2268,13 @@ int mdl_forward(mdl_model *m, const int *inputs, const int *targets, int B, int 
         st.ce = sce / N;
         st.ntok = N;
         st.loss = sl / wsum;
+        if (o.train && m->sig_mode != SGR_OFF) { /* seed 002 eq. 29: (1 - a) L_LM + a L_reg */
+            double R = 0.0;
+            m->sig_fkey = m->sig_key;
+            if ((rc = mdl__sigreg(m, -1, &R)) != MDL_OK) return rc;
+            st.sigreg = R;
+            st.loss = (1.0 - (double)m->sig_alpha) * st.loss + (double)m->sig_alpha * R;
+        }
         if (o.train) st.loss += (double)m->lyr_loss + (double)o.moe_lb_coef * st.moe_lb;
         m->ent_dH = 0.0f;
         if (m->need_mu) {
@@ -2905,6 +2926,64 @@ static int mdl__block_bwd(mdl_model *m, int l)
     return MDL_OK;
 }
 
+/* ------------------------------------------------------------------ SIGReg (seed 002 App. A) */
+int mdl_sigreg_set(mdl_model *m, int mode, float alpha, int sketch, uint64_t seed, uint64_t key)
+{
+    if (!m) return MDL_EINVAL;
+    if (mode < SGR_OFF || mode > SGR_ZIPFIAN)
+        return mdl__fail(m, MDL_EINVAL, "mdl_sigreg_set: mode %d (want 0..4: off, weak, strong, discrete, zipfian)", mode);
+    if (mode != SGR_OFF && (!(alpha > 0.0f) || !(alpha < 1.0f)))
+        return mdl__fail(m, MDL_EINVAL, "mdl_sigreg_set: alpha %g (want 0 < alpha < 1)", (double)alpha);
+    if (mode != SGR_OFF && sketch < 1) return mdl__fail(m, MDL_EINVAL, "mdl_sigreg_set: sketch %d (want >= 1)", sketch);
+    m->sig_mode = mode;
+    m->sig_alpha = alpha;
+    m->sig_k = sketch;
+    m->sig_seed = seed;
+    m->sig_key = key;
+    return MDL_OK;
+}
+
+/* l < 0 (the training forward): *R = (1/L) sum_l R(res[l+1]), no gradient. l >= 0 (the
+   backward, before block l's): *R = R(res[l+1]) and dres += a / L dR / d res[l+1], through
+   dbr (free between blocks); a device model's rows go through the host copies */
+static int mdl__sigreg(mdl_model *m, int l, double *R)
+{
+    const int N = m->B * m->T, C = m->C, L = m->L;
+    const size_t NC = (size_t)N * (size_t)C;
+    const int dev = m->cx.device != EX_CPU;
+    int j, rc;
+    *R = 0.0;
+    if (dev && m->sig_cap < NC) {
+        float *a = (float *)realloc(m->sig_hx, sizeof(float) * NC), *b;
+        if (a) m->sig_hx = a;
+        b = a ? (float *)realloc(m->sig_hg, sizeof(float) * NC) : NULL;
+        if (!a || !b) return mdl__fail(m, MDL_ENOMEM, "signature-stream regulariser: out of memory for %zu floats", NC);
+        m->sig_hg = b;
+        m->sig_cap = NC;
+    }
+    for (j = (l < 0 ? 0 : l); j <= (l < 0 ? L - 1 : l); j++) {
+        const float *x = m->res + (size_t)(j + 1) * NC;
+        float *g = l < 0 ? NULL : (dev ? m->sig_hg : m->dbr);
+        uint64_t key = m->sig_fkey * (uint64_t)MDL_MAX_LAYERS + (uint64_t)j;
+        double r = 0.0;
+        if (dev) {
+            MDL__TRY(ex_to_host(&m->cx, m->sig_hx, x, sizeof(float) * NC), "copy of a block's output");
+            x = m->sig_hx;
+        }
+        rc = sgr_loss(m->sig_mode, x, N, C, m->sig_k, m->sig_seed, key, &r, g, m->sig_alpha / (float)L);
+        if (rc != SGR_OK)
+            return mdl__fail(m, rc == SGR_ENOMEM ? MDL_ENOMEM : MDL_EINVAL, "signature-stream regulariser (%s, %d rows): %s",
+                             sgr_mode_name(m->sig_mode), N, sgr_strerror(rc));
+        if (!isfinite(r)) return mdl__fail(m, MDL_EFAIL, "signature-stream regulariser: non-finite value at block %d", j);
+        *R += l < 0 ? r / (double)L : r;
+        if (g) {
+            if (dev) MDL__TRY(ex_to_ctx(&m->cx, m->dbr, g, sizeof(float) * NC), "copy of the regulariser's gradient");
+            MDL__TRY(ex_residual_fwd(&m->cx, m->dres, m->dres, m->dbr, NC), "regulariser's gradient");
+        }
+    }
+    return MDL_OK;
+}
+
 int mdl_backward(mdl_model *m)
 {
     int l, N, rc;
@@ -2918,6 +2997,9 @@ int mdl_backward(mdl_model *m)
     NC = (size_t)N * m->C;
     mdl__gate_count(m);
     /* head: the training forward left dlogits (N,V) in the logits buffer */
+    if (m->sig_mode != SGR_OFF) /* (1 - a) L_LM (seed 002 eq. 29) */
+        MDL__TRY(ex_scale(&m->cx, m->logits, m->logits, 1.0f - m->sig_alpha, (size_t)N * (size_t)m->V),
+                 "signature-stream regulariser's LM weight");
     MDL__TRY(mdl__linear_bwd(&m->cx, m->dln, 0.0f, m->grads + m->wte, NULL, m->logits, m->nf, m->params + m->wte, N, m->C,
                              m->V), "head backward");
     MDL__TRY(ex_zero(&m->cx, m->dres, sizeof(float) * NC), "zero");
@@ -2932,6 +3014,10 @@ int mdl_backward(mdl_model *m)
         MDL__TRY(mdl__cbwd(m, MDL__CP_N1, &io), "final norm backward");
     }
     for (l = m->L - 1; l >= 0; l--) {
+        if (m->sig_mode != SGR_OFF) { /* d res[l+1] += a / L dR(block l's output) */
+            double R = 0.0;
+            if ((rc = mdl__sigreg(m, l, &R)) != MDL_OK) return rc;
+        }
         rc = mdl__block_bwd(m, l);
         if (rc) return rc;
     }

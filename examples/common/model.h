@@ -255,6 +255,8 @@ typedef struct mdl_stats {
     float ent_band;          /* the entropy-band penalty (before its weight lambda) */
     float layer_tau_gac[MDL_MAX_LAYERS];
     const ceas_obs *gate_rows; /* (L,B,H,T) when want_gate_rows, else NULL; owned by the model */
+    double sigreg;           /* the signature-stream regulariser L_reg of a training forward
+                                (mdl_sigreg_set; 0 when off), before its weight */
 } mdl_stats;
 
 typedef struct mdl_model mdl_model; /* opaque */
@@ -323,6 +325,21 @@ int mdl_forward(mdl_model *m, const int *inputs, const int *targets, int B, int 
                 const mdl_opts *opts, mdl_stats *stats);
 /* grads += d(stats.loss)/d(params) for the last training forward (same opts). */
 int mdl_backward(mdl_model *m);
+
+/* Seed 002 Appendix A's signature-stream regulariser (issue 43 item 7; sigreg.h says what
+   each mode computes and which source each choice follows). With mode != SGR_OFF, every
+   later training forward with targets computes L_reg = (1/L) sum_l R(x_l) over the L
+   blocks' outputs x_l (the residual stream after block l, the B T rows (B T, C)), reports
+   it in mdl_stats.sigreg and optimises loss = (1 - alpha) (its usual loss's LM part:
+   CE with label smoothing / target weights) + alpha L_reg + the other penalties as
+   before; the backward scales dlogits by (1 - alpha) and adds alpha / L dR/dx_l to the
+   residual gradient before block l's backward. sketch: sigreg.h's k (SGR_SKETCH = 64,
+   atma's); (seed, key): its randomness, the block index mixed in (the trainer passes its
+   run seed and step x micro-batches + micro-batch). Device models: the rows go to the
+   host, the gradient back (ex_to_host / ex_to_ctx / ex_residual_fwd: one (B T, C) copy
+   each way per block). mode SGR_OFF (the default) leaves every forward and backward as
+   they were, bit for bit. MDL_EINVAL: mode outside 0..4, alpha not in (0, 1), sketch < 1. */
+int mdl_sigreg_set(mdl_model *m, int mode, float alpha, int sketch, uint64_t seed, uint64_t key);
 void mdl_zero_grad(mdl_model *m);
 /* Logits of the last forward, (B,T,V), or NULL when the head did not keep them. */
 const float *mdl_logits(const mdl_model *m);

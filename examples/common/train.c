@@ -60,6 +60,8 @@ static void trn__base(trn_config *c)
     c->optimizer = TRN_OPT_ADAMW;
     c->muon_momentum = 0.95f; /* the public Muon's default */
     c->muon_ns_steps = 5;
+    c->sigreg = SGR_OFF;
+    c->sigreg_alpha = SGR_ALPHA;
     c->grad_clip = 1.0f;
     c->label_smoothing = 0.0f;
     c->ent_floor_alpha = 0.0f;
@@ -292,6 +294,7 @@ static const char *const trn__mxcost_names[] = {"time", "flops", NULL}; /* MX_CO
 static const char *const trn__device_names[] = {"cpu", "cuda", NULL}; /* MDL_DEVICE_* order */
 static const char *const trn__precision_names[] = {"fp32", "tf32", "bf16", NULL}; /* TK_MATH_* order */
 static const char *const trn__optimizer_names[] = {"adamw", "muon", NULL}; /* TRN_OPT_* order */
+static const char *const trn__sigreg_names[] = {"off", "weak", "strong", "discrete", "zipfian", NULL}; /* SGR_* */
 
 typedef struct trn__opt {
     const char *flag;
@@ -408,6 +411,11 @@ static const trn__opt trn__opts[] = {
      "70% cooldown is --lr-flat 0.3 --lr-floor 0"},
     {"muon-momentum", K_F, TO(muon_momentum), NULL, 1, "Muon's Nesterov momentum beta, [0, 1)"},
     {"muon-ns-steps", K_INT, TO(muon_ns_steps), NULL, 1, "Muon's Newton-Schulz iterations, 1..20"},
+    /* issue 43 item 7: in the configuration JSON only when on (trn__opt_live) */
+    {"sigreg", K_ENUM, TO(sigreg), trn__sigreg_names, 1,
+     "off|weak|strong|discrete|zipfian: seed 002's signature-stream regulariser on every block's output, "
+     "loss (1 - a) L_LM + a L_reg (sigreg.h defines the modes, after kreasof-ai/atma)"},
+    {"sigreg-alpha", K_F, TO(sigreg_alpha), NULL, 1, "--sigreg's weight a, (0, 1) (0.01)"},
     {"clip", K_F, TO(grad_clip), NULL, 1, "gradient-norm clip (0: off)"},
     {"label-smoothing", K_F, TO(label_smoothing), NULL, 1, "label smoothing eps"},
     {"ent-floor", K_F, TO(ent_floor_alpha), NULL, 1, "membership entropy-floor weight"},
@@ -737,6 +745,7 @@ static int trn__opt_live(const trn_config *c, const trn__opt *o)
     if (!strcmp(o->flag, "qk-norm")) return c->model.polar_qk_norm != 1;
     if (!strcmp(o->flag, "polar-gate")) return c->model.polar_gate != MDL_POLAR_GATE_HEAD;
     if (!strcmp(o->flag, "canon-k")) return c->model.polar_canon_k != 0;
+    if (!strncmp(o->flag, "sigreg", 6)) return c->sigreg != SGR_OFF; /* absent from runs without it */
     if (!strcmp(o->flag, "layer-pattern") || !strcmp(o->flag, "lfm-k")) return c->model.layer_pattern[0] != 0;
     if (!strncmp(o->flag, "fixed-prior-", 12))
         return c->model.prior == MDL_PRIOR_SINUSOID || c->model.prior == MDL_PRIOR_RELATIVE;
@@ -836,6 +845,11 @@ int trn_config_validate(const trn_config *c, char *err, size_t errlen)
     TRN__RANGE(c->muon_momentum, 0.0f, 0.999999f, "muon-momentum");
     if (c->muon_ns_steps < 1 || c->muon_ns_steps > 20)
         return ex_errf(err, errlen, TRN_EINVAL, "--muon-ns-steps must be in [1, 20] (got %d)", c->muon_ns_steps);
+    if (c->sigreg < SGR_OFF || c->sigreg > SGR_ZIPFIAN)
+        return ex_errf(err, errlen, TRN_EINVAL, "--sigreg must be off, weak, strong, discrete or zipfian (got %d)",
+                       c->sigreg);
+    if (c->sigreg != SGR_OFF && !(c->sigreg_alpha > 0.0f && c->sigreg_alpha < 1.0f))
+        return ex_errf(err, errlen, TRN_EINVAL, "--sigreg-alpha must be in (0, 1) (got %g)", (double)c->sigreg_alpha);
     TRN__RANGE(c->grad_clip, 0.0f, 1e30f, "clip");
     TRN__RANGE(c->label_smoothing, 0.0f, 0.999f, "label-smoothing");
     TRN__RANGE(c->ent_floor_alpha, 0.0f, 1e6f, "ent-floor");
@@ -1525,7 +1539,7 @@ static void trn__mkopts(trn *t, int train, float prior_scale, mdl_opts *o)
 /* ------------------------------------------------------------------ data parallelism */
 /* the statistics vector of one micro-batch (f64): 9 scalars, 7 per-layer arrays, CEAS's
    observables (L,H,7) when on, the RPA prior's membership sums (L,T,R) when on */
-#define TRN__SV_HEAD 9
+#define TRN__SV_HEAD 10
 static size_t trn__sv_obs(const trn *t) { return (size_t)TRN__SV_HEAD + 7 * (size_t)t->L; }
 static size_t trn__sv_prior(const trn *t) { return trn__sv_obs(t) + (t->have_ceas ? (size_t)t->L * t->H * 7 : 0); }
 static size_t trn__sv_len(const trn *t, int T)
@@ -1643,6 +1657,7 @@ static int trn__sv_pack(trn *t, const mdl_stats *s, int T, int finite, double *v
     v[6] = s->ent_pen;
     v[7] = s->moe_lb;
     v[8] = s->ent_band;
+    v[9] = s->sigreg;
     for (l = 0; l < L; l++) {
         double *a = v + TRN__SV_HEAD;
         a[l] = s->layer_mu_entropy[l];
@@ -1691,6 +1706,7 @@ static void trn__sv_unpack(trn *t, const double *v, int prior_running, mdl_stats
     s->ent_pen = (float)(v[6] / M);
     s->moe_lb = (float)(v[7] / M);
     s->ent_band = (float)(v[8] / M);
+    s->sigreg = v[9] / M;
     for (l = 0; l < L; l++) {
         const double *a = v + TRN__SV_HEAD;
         s->layer_mu_entropy[l] = (float)(a[l] / M);
@@ -1719,6 +1735,14 @@ static void trn__sv_unpack(trn *t, const double *v, int prior_running, mdl_stats
     }
 }
 
+/* --sigreg: the regulariser's randomness for micro-batch k of this step (train.h) */
+static int trn__sigreg_key(trn *t, uint64_t k)
+{
+    if (t->cfg.sigreg == SGR_OFF) return MDL_OK;
+    return mdl_sigreg_set(t->m, t->cfg.sigreg, t->cfg.sigreg_alpha, SGR_SKETCH, t->cfg.seed,
+                          (uint64_t)t->step * (uint64_t)t->M + k);
+}
+
 /* M > 1: this process's micro-batches of the step's batch (B rows in inp / tgt), each
    forward and backward, gradients and statistics added in order; then the sums over the
    processes (rank order). *st: the global statistics; when its loss is finite the model's
@@ -1739,6 +1763,7 @@ static int trn__micro_step(trn *t, int B, int T, const mdl_opts *o0, mdl_stats *
         int finite;
         /* the noise stream of each micro-batch (dropout, Gumbel): its own, by its global index */
         o.seed = trn__mix(o0->seed ^ (0xD1B54A32D192ED03ull * (uint64_t)(k + 1)));
+        if (trn__sigreg_key(t, (uint64_t)k) != MDL_OK) return TRN_EINVAL;
         mdl_zero_grad(t->m);
         rc = mdl_forward(t->m, t->inp + (size_t)k * Bm * T, t->tgt + (size_t)k * Bm * T, Bm, T, &o, &s);
         if (rc == MDL_EFAIL) { /* non-finite values refused: the step is skipped everywhere */
@@ -2036,6 +2061,8 @@ static void trn__metrics_train(trn *t, const trn_step_info *in)
             trn_json_num(b[7], 40, 5, (double)in->tau_mean), trn_json_num(b[8], 40, 5, (double)in->beta_mean),
             trn_json_num(b[9], 40, 5, (double)in->lambda_sat), trn_json_gnum(b[10], 40, 6, (double)in->moe_lb),
             in->skipped);
+    if (t->cfg.sigreg != SGR_OFF) /* the step's L_reg (its "loss" is the weighted objective) */
+        fprintf(t->metrics, ",\"sigreg\":%s", trn_json_num(b[0], 40, 6, in->sigreg));
     if (t->have_ceas)
         /* CEAS gating: share of the step's model FLOPs not computed, the gate rows' extra
            FLOPs as a share, pruned query rows (heads not frozen), frozen heads */
@@ -2282,6 +2309,7 @@ int trn_step(trn *t, trn_step_info *info)
         rc = trn__micro_step(t, B, T, &o, &st);
         if (rc != TRN_OK) return rc;
     } else {
+        if (trn__sigreg_key(t, 0) != MDL_OK) return TRN_EINVAL;
         mdl_zero_grad(t->m);
         rc = mdl_forward(t->m, t->inp, t->tgt, B, T, &o, &st);
         if (rc == MDL_EFAIL) {
@@ -2430,6 +2458,7 @@ int trn_step(trn *t, trn_step_info *info)
     info->mu_entropy = st.mu_entropy;
     info->sat_frac = st.sat_frac;
     info->moe_lb = st.moe_lb;
+    info->sigreg = st.sigreg;
     info->lambda_sat = t->lambda_sat;
     for (l = 0; l < t->L; l++) {
         info->prior_marg_err += st.layer_prior_marg_err[l] / (float)t->L;
@@ -2717,6 +2746,10 @@ static void trn__arch_diff(const char *file, const trn_config *c, char *err, siz
         trn__format_opt(c, o, want, sizeof want);
         snprintf(key, sizeof key, "\"%s\":", o->flag);
         p = strstr(file, key);
+        if (!p && !strcmp(o->flag, "sigreg")) { /* absent: a run without it (trn__opt_live) */
+            ex_errf(err, errlen, TRN_EMISMATCH, "checkpoint was trained with --sigreg off, this run has --sigreg %s", want);
+            return;
+        }
         if (!p && !strcmp(o->flag, "optimizer")) { /* absent: an AdamW run's (trn__opt_live) */
             ex_errf(err, errlen, TRN_EMISMATCH, "checkpoint was trained with --optimizer adamw, this run has --optimizer %s",
                     want);
@@ -2741,7 +2774,9 @@ static void trn__arch_diff(const char *file, const trn_config *c, char *err, siz
         if (!o->arch || trn__opt_live(c, o)) continue;
         snprintf(key, sizeof key, "\"%s\":", o->flag);
         if (strstr(file, key)) {
-            if (!strcmp(o->flag, "optimizer"))
+            if (!strcmp(o->flag, "sigreg"))
+                ex_errf(err, errlen, TRN_EMISMATCH, "checkpoint was trained with --sigreg on, this run has --sigreg off");
+            else if (!strcmp(o->flag, "optimizer"))
                 ex_errf(err, errlen, TRN_EMISMATCH, "checkpoint was trained with --optimizer muon, this run has "
                         "--optimizer adamw");
             else

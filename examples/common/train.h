@@ -45,6 +45,22 @@
    ops (ex_sgemm, ex_scale, ex_residual_fwd, ex_grad_norm: one host read of the norm per
    matrix and step). Refused: ZeRO-1 (trn_set_parallel zero = 1: it shards elementwise
    moments; Muon needs whole matrices).
+
+   SIGReg (--sigreg off|weak|strong|discrete|zipfian, --sigreg-alpha a; issue 43 item 7,
+   seed 002 Appendix A eq. 29): each training micro-batch optimises (1 - a) L_LM + a L_reg,
+   L_reg the mean over the blocks of the mode's regulariser of the block's output (the
+   residual stream, all B T rows), as the authors' code (kreasof-ai/atma) does; sigreg.h
+   defines the modes and names the source of each choice; model.h mdl_sigreg_set the
+   model's side. The sketches / projections are drawn from (--seed, step x micro-batches +
+   micro-batch, block): reproducible, and a resumed run is bit-identical. The metrics'
+   train lines carry "sigreg" (L_reg) and their "loss" is the weighted objective; the
+   options are in the configuration JSON only when on (off: every run, log and checkpoint
+   as before) and a checkpoint resumes only under the same --sigreg and --sigreg-alpha.
+   Scale: atma's L_LM is the CE summed over a micro-batch's tokens, ours the mean (sigreg.h).
+   With micro-batches / data parallelism the logged value is the mean over the step's
+   micro-batches (all processes: it travels with the step statistics). Device: the model copies each
+   block's output to the host for the regulariser and its gradient back (one (B T, C) copy
+   each way per block and forward / backward).
    License: MIT. */
 #ifndef ATTNKIT_TRAIN_H
 #define ATTNKIT_TRAIN_H
@@ -55,6 +71,7 @@
 #include <stdio.h>
 
 #include "model.h"
+#include "sigreg.h"
 #include "guardian.h"
 #include "ceas.h"
 
@@ -102,6 +119,9 @@ typedef struct trn_config {
     int optimizer;          /* TRN_OPT_ADAMW (0, default) or TRN_OPT_MUON (see the top) */
     float muon_momentum;    /* Muon's beta (0.95, the public implementation's) */
     int muon_ns_steps;      /* Newton-Schulz iterations (5) */
+    int sigreg;             /* seed 002's signature-stream regulariser: SGR_OFF (0, default),
+                               SGR_WEAK, SGR_STRONG, SGR_DISCRETE, SGR_ZIPFIAN (sigreg.h) */
+    float sigreg_alpha;     /* its weight a: (1 - a) L_LM + a L_reg (0.01, atma's) */
     float grad_clip;        /* 0: off */
     float label_smoothing, ent_floor_alpha, ent_floor_eta;
     float moe_lb_coef;
@@ -199,6 +219,7 @@ typedef struct trn_step_info {
     int epoch;
     int T, B;
     double loss, ce;        /* optimised loss and pure CE of this step's batch */
+    double sigreg;          /* --sigreg: the step's L_reg (mean over its micro-batches); 0 when off */
     float lr, grad_norm, prior_scale;
     float mu_entropy, sat_frac, tau_mean, beta_mean, lambda_sat, moe_lb;
                             /* tau_mean: the controller's temperature, tau_att (Guardian,
