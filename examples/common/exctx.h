@@ -44,6 +44,10 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <math.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "tensor.h"
 #include "era.h"
@@ -476,6 +480,167 @@ static inline const era_rpa_config *ex_rpa_cache_config(const ex_ctx *x, const e
 }
 static inline long ex_rpa_cache_builds(const ex_ctx *x, const ex_rpa_cache *c) { EX__OP(c->h.builds, c->d.builds); }
 static inline long ex_rpa_cache_hits(const ex_ctx *x, const ex_rpa_cache *c) { EX__OP(c->h.hits, c->d.hits); }
+
+/* ------------------------------------------------------------------ decoding (issue 42) */
+/* The per-row pieces of the model's token-by-token decoding (model.c mdl_decode_*) that
+   are no tensor.h op: each CPU body below is the loop model.c ran before (the same
+   arithmetic in the same order: the CPU decode is bit-identical), each CUDA body is in
+   examples/common/exctx.cuh (compiled where impl.c is compiled by nvcc or in the CPU
+   simulation; without either the _cuda twins return TK_ENOCUDA). ids, slot, pos: ints of
+   the context's memory. Layouts: x (n, C); qkv (n, 3C) with q, k, v as (H, D) each; the
+   K/V caches kc, vc (nb, nl, C) of one layer; vzc (nb, nl, H); a row r is token ids[r] at
+   position pos[r] of slot slot[r]. */
+int ex__dec_embed_cuda(float *x, const float *wte, const float *wpe, const int *ids, const int *pos, int n, int C,
+                       tk_stream stream);
+int ex__dec_kv_cuda(float *qkv, float *kc, float *vc, const int *slot, const int *pos, int n, int H, int D, int nl,
+                    int rope, float base, tk_stream stream);
+int ex__dec_attn_cuda(float *att, const float *qkv, const float *kc, const float *vc, const int *slot,
+                      const int *pos, const float *temp, float g, const float *pb, int n, int H, int D, int nl,
+                      float *sc, tk_stream stream);
+int ex__dec_vgate_cuda(float *ap, float *vzc, const float *vz, const int *slot, const int *pos, int n, int H,
+                       int nl, int C, tk_stream stream);
+
+#ifdef _OPENMP
+#define EX__OMP(x) _Pragma(#x)
+#define EX__TID() omp_get_thread_num()
+#else
+#define EX__OMP(x)
+#define EX__TID() 0
+#endif
+
+/* x[r] = wte[ids[r]] + wpe[pos[r]] (wpe NULL: wte[ids[r]] alone); ids in [0, V) (checked
+   by the caller) */
+static inline int ex_dec_embed(const ex_ctx *x, float *xo, const float *wte, const float *wpe, const int *ids,
+                               const int *pos, int n, int C)
+{
+    int r;
+    if (x->device) return ex__dec_embed_cuda(xo, wte, wpe, ids, pos, n, C, x->stream);
+    for (r = 0; r < n; r++) {
+        const float *te = wte + (size_t)ids[r] * C;
+        float *xr = xo + (size_t)r * C;
+        int j;
+        if (wpe) {
+            const float *pe = wpe + (size_t)pos[r] * C;
+            for (j = 0; j < C; j++) xr[j] = te[j] + pe[j];
+        } else {
+            memcpy(xr, te, sizeof(float) * (size_t)C);
+        }
+    }
+    return TK_OK;
+}
+
+/* rope: q and k of each row rotated in place at the row's position (tk_rope's angles:
+   pow(base, -2i/D) in double); then the row's k and v into the caches at (slot, pos) */
+static inline int ex_dec_kv(const ex_ctx *x, float *qkv, float *kc, float *vc, const int *slot, const int *pos, int n,
+                            int H, int D, int nl, int rope, float base)
+{
+    const int C = H * D;
+    int r;
+    if (x->device) return ex__dec_kv_cuda(qkv, kc, vc, slot, pos, n, H, D, nl, rope, base, x->stream);
+    for (r = 0; r < n; r++) {
+        float *row = qkv + (size_t)r * 3 * C;
+        const int t = pos[r];
+        if (rope) {
+            int i, h;
+            for (i = 0; i < D / 2; i++) {
+                double ang = (double)t * pow((double)base, -2.0 * i / (double)D);
+                float cs = (float)cos(ang), sn = (float)sin(ang);
+                for (h = 0; h < 2 * H; h++) { /* q heads, then k heads */
+                    float *pp = row + (size_t)h * D + 2 * i, x0 = pp[0], x1 = pp[1];
+                    pp[0] = x0 * cs - x1 * sn;
+                    pp[1] = x0 * sn + x1 * cs;
+                }
+            }
+        }
+        memcpy(kc + ((size_t)slot[r] * nl + t) * C, row + C, sizeof(float) * (size_t)C);
+        memcpy(vc + ((size_t)slot[r] * nl + t) * C, row + 2 * C, sizeof(float) * (size_t)C);
+    }
+    return TK_OK;
+}
+
+/* att (n, C): each (row, head) attends over its slot's cached positions 0..t (t = pos[r]):
+   scores q.k in double times 1 / (sqrt(D) temp[h] g), plus row t of pb (nl, nl) divided
+   by g (pb NULL: no prior), softmax, the values summed in double. temp (H) the layer's
+   temperature multipliers. sc: scratch, (nthr, nl) floats on the CPU (nthr: the OpenMP
+   team size it was sized for; a larger team is TK_ERANGE), (n H, nl) on the device. */
+static inline int ex_dec_attn(const ex_ctx *x, float *att, const float *qkv, const float *kc, const float *vc,
+                              const int *slot, const int *pos, const float *temp, float g, const float *pb, int n,
+                              int H, int D, int nl, float *scr, int nthr)
+{
+    const int C = H * D;
+    const float ginv = 1.0f / g;
+    int u, err = 0;
+    if (x->device) return ex__dec_attn_cuda(att, qkv, kc, vc, slot, pos, temp, g, pb, n, H, D, nl, scr, x->stream);
+    EX__OMP(omp parallel for schedule(dynamic, 1) if(n * H > 1 && nthr > 1))
+    for (u = 0; u < n * H; u++) {
+        const int rr = u / H, h = u % H, t = pos[rr], s = slot[rr];
+        const float alpha = 1.0f / (sqrtf((float)D) * (temp[h] * g));
+        const float *q = qkv + (size_t)rr * 3 * C + (size_t)h * D;
+        const float *kb = kc + (size_t)s * nl * C + (size_t)h * D, *vb = vc + (size_t)s * nl * C + (size_t)h * D;
+        float *sc = scr + (size_t)EX__TID() * nl, *o = att + (size_t)rr * C + (size_t)h * D, mx;
+        double sum = 0.0;
+        int j, e;
+        if (EX__TID() >= nthr) { /* (more threads than the scratch was sized for) */
+            EX__OMP(omp atomic write)
+            err = 1;
+            continue;
+        }
+        for (j = 0; j <= t; j++) {
+            const float *kj = kb + (size_t)j * C;
+            double a = 0.0;
+            for (e = 0; e < D; e++) a += (double)q[e] * (double)kj[e];
+            sc[j] = (float)a * alpha;
+        }
+        if (pb) {
+            const float *br = pb + (size_t)t * nl;
+            if (g != 1.0f)
+                for (j = 0; j <= t; j++) sc[j] += br[j] * ginv;
+            else
+                for (j = 0; j <= t; j++) sc[j] += br[j];
+        }
+        mx = sc[0];
+        for (j = 1; j <= t; j++) mx = sc[j] > mx ? sc[j] : mx;
+        for (j = 0; j <= t; j++) {
+            sc[j] = expf(sc[j] - mx);
+            sum += sc[j];
+        }
+        for (e = 0; e < D; e++) {
+            double a = 0.0;
+            for (j = 0; j <= t; j++) a += (double)sc[j] * (double)vb[(size_t)j * C + e];
+            o[e] = (float)(a / sum);
+        }
+    }
+    return err ? TK_ERANGE : TK_OK;
+}
+
+/* The value gate: vz (n, H) into the cache vzc at (slot, pos); then for each row
+   g = mean_h sigmoid(mean_{s <= t} vzc[slot, s, h]) (tk_causal_mean_gate_forward's sums in
+   double) and ap (n, C) *= g */
+static inline int ex_dec_vgate(const ex_ctx *x, float *ap, float *vzc, const float *vz, const int *slot,
+                               const int *pos, int n, int H, int nl, int C)
+{
+    int r;
+    if (x->device) return ex__dec_vgate_cuda(ap, vzc, vz, slot, pos, n, H, nl, C, x->stream);
+    for (r = 0; r < n; r++)
+        memcpy(vzc + ((size_t)slot[r] * nl + pos[r]) * H, vz + (size_t)r * H, sizeof(float) * (size_t)H);
+    for (r = 0; r < n; r++) {
+        const int t = pos[r];
+        const float *zb = vzc + (size_t)slot[r] * nl * H;
+        double sum = 0.0;
+        float gv, *ar = ap + (size_t)r * C;
+        int h, j;
+        for (h = 0; h < H; h++) {
+            double acc = 0.0;
+            for (j = 0; j <= t; j++) acc += (double)zb[(size_t)j * H + h];
+            sum += (double)(float)(1.0 / (1.0 + exp(-(acc / (double)(t + 1)))));
+        }
+        gv = (float)(sum / (double)H);
+        for (j = 0; j < C; j++) ar[j] *= gv;
+    }
+    return TK_OK;
+}
+#undef EX__OMP
+#undef EX__TID
 
 #undef EX__OP
 

@@ -488,6 +488,8 @@ int mdl_frozen_copy(const mdl_model *m, const unsigned char *frozen, float *buf,
    updated in place). */
 int mdl_decode_supports(const mdl_config *cfg, char *err, size_t errlen);
 const char *mdl_decode_limit(int i);
+int mdl_decode_supports_on(const mdl_config *cfg, int device, char *err, size_t errlen);
+const char *mdl_decode_device_limit(int i);
 int mdl_decode_init(mdl_model *m, int max_batch, int max_len, size_t *cache_bytes);
 size_t mdl_decode_cache_bytes(const mdl_model *m);
 int mdl_decode_set_temp(mdl_model *m, const float *head_temp, float attn_temp_mul);
