@@ -309,6 +309,9 @@ build/cuda/obj/%.o: examples/%.c $(DEPS)
 	$(CC) $(EX_CFLAGS) -c $< -o $@
 build/cuda/wt2_train: build/cuda/obj/wt2_train.o build/cuda/obj/impl.o $(filter-out build/obj/common/impl.o,$(COMMON_OBJS))
 	$(NVCC) $(CUDA_ARCHS) $^ -o $@ -lcublas -lgomp $(LIBS)
+# generate on the GPU (--device cuda: model.h's decoding on the device model), built the same way
+build/cuda/generate: build/cuda/obj/generate.o build/cuda/obj/impl.o $(filter-out build/obj/common/impl.o,$(COMMON_OBJS))
+	$(NVCC) $(CUDA_ARCHS) $^ -o $@ -lcublas -lgomp $(LIBS)
 
 # The tiny preset on WikiText-2 (<= 10 minutes on 2 cores, evaluation included).
 RUN_ARGS ?=
