@@ -28,8 +28,8 @@
    saved during the prior's warm-in evaluates with a weaker prior in wt2_train).
    --device cuda (the GPU build, `make build/cuda/generate`): the checkpoint is loaded into
    a host model and moved to a device model of the same architecture, which decodes
-   (model.h, "On a device": softmax attention with or without a prior; polar, gated-delta
-   and the convolutions are refused with the reason). Checked only in the CUDA simulation
+   (model.h, "On a device"; what the device model does not build is refused with the
+   reason). The device decode is checked only in the CUDA simulation
    (tests/parity_model.cu's decoding cases); this program has never run on a GPU.
    Exit status: 0 generated; 1 an input (checkpoint, tokenizer, prompt) or the model failed;
    2 a bad flag or value. Writes no files.
@@ -112,10 +112,9 @@ static void usage(FILE *f)
     {
         int i;
         for (i = 0; mdl_decode_limit(i); i++) fprintf(f, "%s %s", i ? ";" : "", mdl_decode_limit(i));
-        fprintf(f, ";\nwith --device cuda also");
         for (i = 0; mdl_decode_device_limit(i); i++)
-            fprintf(f, "%s %s", i ? ";" : "", mdl_decode_device_limit(i));
-        fprintf(f, " (and what the device model refuses)");
+            fprintf(f, "%s%s", i ? "; " : ";\nwith --device cuda also ", mdl_decode_device_limit(i));
+        fprintf(f, ";\nwith --device cuda, what the device model does not build (mdl_device_supports)");
     }
     fprintf(f, ".\n\nExit status: 0 generated; 1 an input or the model failed; 2 a bad flag or value.\n");
 }

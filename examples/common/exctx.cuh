@@ -12,7 +12,14 @@
                          scores in a (n H, nl) scratch of device memory (a simple kernel:
                          a decode step has n H independent rows; no shared-memory tiling);
      ex__dec_vgate_cuda  one thread per (row, head) writes the cache, then one per row
-                         sums the gate and scales its C values.
+                         sums the gate and scales its C values;
+     ex__dec_polar_split_cuda  one thread per head of a polar qkvg row (q, the cache
+                         writes of k and v, qk_norm's RMSNorm by exctx.h's ex_rms_row; one
+                         more for the gate logits). Polar's decode itself is
+                         polar_decode_cuda, its output assembly tensor.h's ops;
+     ex__dec_conv_cuda / ex__dec_lfm_cuda  one thread per channel over the rows in order
+                         (the rings' writes and reads of a prefill stay in order; fmaf as
+                         the CPU: bit-identical to it).
    Parity: within float rounding of the CPU (the device's cos/sin/exp in double, fused
    multiply-adds where nvcc contracts); exact in the simulation up to the host compiler's
    contraction. Ran only in the CPU simulation so far (docs/GPU.md).
@@ -183,6 +190,99 @@ int ex__dec_vgate_cuda(float *ap, float *vzc, const float *vz, const int *slot, 
     TK__LAUNCH(ex__k_dec_vgate, tk__blocks((size_t)n, 64), 64, 0, (cudaStream_t)stream, ap, (const float *)vzc, slot,
                pos, n, H, nl, C);
     return tk__launched("ex__dec_vgate_cuda");
+}
+
+/* one thread per (r, hh), hh in [0, H + 2 Hkv]: a q head -> pq, a k / v head -> the caches
+   (q and k RMSNormed with qk_norm), hh = H + 2 Hkv: the gate logits -> gl */
+static __global__ void ex__k_dec_polar_split(float *pq, float *gl, float *kc, float *vc, const float *pqkv,
+                                             const int *slot, const int *pos, int n, int H, int Hkv, int D, int nl,
+                                             int qk_norm, float eps)
+{
+    const int NH = H + 2 * Hkv + 1;
+    const size_t Pq = (size_t)(H + 2 * Hkv) * D + (size_t)H;
+    size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const float *src;
+    float *dst;
+    int r, hh, i, m = D;
+    if (k >= (size_t)n * NH) return;
+    r = (int)(k / (size_t)NH);
+    hh = (int)(k % (size_t)NH);
+    src = pqkv + (size_t)r * Pq + (size_t)hh * D;
+    if (hh < H) {
+        dst = pq + ((size_t)r * H + hh) * D;
+    } else if (hh < H + 2 * Hkv) {
+        const int h = (hh - H) % Hkv;
+        dst = (hh < H + Hkv ? kc : vc) + (((size_t)slot[r] * Hkv + h) * nl + pos[r]) * D;
+    } else {
+        dst = gl + (size_t)r * H;
+        m = H;
+    }
+    for (i = 0; i < m; i++) dst[i] = src[i];
+    if (qk_norm && hh < H + Hkv) (void)ex_rms_row(dst, D, eps);
+}
+
+int ex__dec_polar_split_cuda(float *pq, float *gl, float *kc, float *vc, const float *pqkv, const int *slot,
+                             const int *pos, int n, int H, int Hkv, int D, int nl, int qk_norm, float eps,
+                             tk_stream stream)
+{
+    const size_t nt = (size_t)n * (size_t)(H + 2 * Hkv + 1);
+    if (!pq || !gl || !kc || !vc || !pqkv || !slot || !pos || n < 1 || H < 1 || Hkv < 1 || D < 1 || nl < 1)
+        return TK_EINVAL;
+    TK__LAUNCH(ex__k_dec_polar_split, tk__blocks(nt, 64), 64, 0, (cudaStream_t)stream, pq, gl, kc, vc, pqkv, slot,
+               pos, n, H, Hkv, D, nl, qk_norm, eps);
+    return tk__launched("ex__dec_polar_split_cuda");
+}
+
+/* one thread per channel, the rows in order (a prefill's rows share a ring) */
+static __global__ void ex__k_dec_conv(float *out, const float *inp, float *ring, const float *w, const int *slot,
+                                      const int *pos, int n, int K, int C)
+{
+    const int ch = (int)(blockIdx.x * blockDim.x + threadIdx.x);
+    int r, j;
+    if (ch >= C) return;
+    for (r = 0; r < n; r++) {
+        const int t = pos[r];
+        float *rg = ring + (size_t)slot[r] * (size_t)K * C;
+        const float xi = inp[(size_t)r * C + ch];
+        float o = xi;
+        rg[(size_t)(t % K) * C + ch] = xi;
+        for (j = 0; j < K && j <= t; j++) o = fmaf(w[(size_t)j * C + ch], rg[(size_t)((t - j) % K) * C + ch], o);
+        out[(size_t)r * C + ch] = o;
+    }
+}
+
+int ex__dec_conv_cuda(float *out, const float *inp, float *ring, const float *w, const int *slot, const int *pos,
+                      int n, int K, int C, tk_stream stream)
+{
+    if (!out || !inp || !ring || !w || !slot || !pos || n < 1 || K < 1 || C < 1) return TK_EINVAL;
+    TK__LAUNCH(ex__k_dec_conv, tk__blocks((size_t)C, 64), 64, 0, (cudaStream_t)stream, out, inp, ring, w, slot, pos, n,
+               K, C);
+    return tk__launched("ex__dec_conv_cuda");
+}
+
+static __global__ void ex__k_dec_lfm(float *out, const float *sb, const float *sc, const float *sx, float *ring,
+                                     const float *w, const int *slot, const int *pos, int n, int K, int C)
+{
+    const int ch = (int)(blockIdx.x * blockDim.x + threadIdx.x);
+    int r, j;
+    if (ch >= C) return;
+    for (r = 0; r < n; r++) {
+        const int t = pos[r];
+        const size_t rc = (size_t)r * C + ch;
+        float *rg = ring + (size_t)slot[r] * (size_t)K * C, o = 0.0f;
+        rg[(size_t)(t % K) * C + ch] = sb[rc] * sx[rc];
+        for (j = 0; j < K && j <= t; j++) o = fmaf(w[(size_t)j * C + ch], rg[(size_t)((t - j) % K) * C + ch], o);
+        out[rc] = sc[rc] * o;
+    }
+}
+
+int ex__dec_lfm_cuda(float *out, const float *sb, const float *sc, const float *sx, float *ring, const float *w,
+                     const int *slot, const int *pos, int n, int K, int C, tk_stream stream)
+{
+    if (!out || !sb || !sc || !sx || !ring || !w || !slot || !pos || n < 1 || K < 1 || C < 1) return TK_EINVAL;
+    TK__LAUNCH(ex__k_dec_lfm, tk__blocks((size_t)C, 64), 64, 0, (cudaStream_t)stream, out, sb, sc, sx, ring, w, slot,
+               pos, n, K, C);
+    return tk__launched("ex__dec_lfm_cuda");
 }
 
 #endif /* ATTNKIT_EXCTX_CUH */

@@ -499,6 +499,13 @@ int ex__dec_attn_cuda(float *att, const float *qkv, const float *kc, const float
                       float *sc, tk_stream stream);
 int ex__dec_vgate_cuda(float *ap, float *vzc, const float *vz, const int *slot, const int *pos, int n, int H,
                        int nl, int C, tk_stream stream);
+int ex__dec_conv_cuda(float *out, const float *inp, float *ring, const float *w, const int *slot, const int *pos,
+                      int n, int K, int C, tk_stream stream);
+int ex__dec_lfm_cuda(float *out, const float *sb, const float *sc, const float *sx, float *ring, const float *w,
+                     const int *slot, const int *pos, int n, int K, int C, tk_stream stream);
+int ex__dec_polar_split_cuda(float *pq, float *gl, float *kc, float *vc, const float *pqkv, const int *slot,
+                             const int *pos, int n, int H, int Hkv, int D, int nl, int qk_norm, float eps,
+                             tk_stream stream);
 
 #ifdef _OPENMP
 #define EX__OMP(x) _Pragma(#x)
@@ -636,6 +643,162 @@ static inline int ex_dec_vgate(const ex_ctx *x, float *ap, float *vzc, const flo
         }
         gv = (float)(sum / (double)H);
         for (j = 0; j < C; j++) ar[j] *= gv;
+    }
+    return TK_OK;
+}
+
+/* RMSNorm of one row of D floats in place, no weight: row <- row r, r = 1 / sqrt(mean
+   row^2 + eps) in double; returns r (layers.c's lyr_rms_rows, polar's q/k norm, is this per
+   row; the device's decode calls it from its kernel). */
+#if defined(__CUDACC__)
+#define EX__HD __host__ __device__
+#else
+#define EX__HD
+#endif
+static inline EX__HD float ex_rms_row(float *row, int D, float eps)
+{
+    double ss = 0, r;
+    int j;
+    for (j = 0; j < D; j++) ss += (double)row[j] * row[j];
+    r = 1.0 / sqrt(ss / D + eps);
+    for (j = 0; j < D; j++) row[j] = (float)(row[j] * r);
+    return (float)r;
+}
+
+/* Polar attention's rows (model.c mdl__dec_polar). pqkv (n, Pq) rows [q (H,D) | k (Hkv,D) |
+   v (Hkv,D) | gate logits (H)], Pq = (H + 2 Hkv) D + H: q into pq (n, H, D), k and v into
+   the caches (nb, Hkv, nl, D) of one layer at (slot, pos), the gate logits into gl (n, H);
+   qk_norm: each head of q and of the cached k RMSNormed (ex_rms_row, eps). */
+static inline int ex_dec_polar_split(const ex_ctx *x, float *pq, float *gl, float *kc, float *vc, const float *pqkv,
+                                     const int *slot, const int *pos, int n, int H, int Hkv, int D, int nl,
+                                     int qk_norm, float eps)
+{
+    const size_t Pq = (size_t)(H + 2 * Hkv) * D + (size_t)H;
+    int r, h;
+    if (x->device)
+        return ex__dec_polar_split_cuda(pq, gl, kc, vc, pqkv, slot, pos, n, H, Hkv, D, nl, qk_norm, eps, x->stream);
+    for (r = 0; r < n; r++) {
+        const float *row = pqkv + (size_t)r * Pq;
+        const int s = slot[r], t = pos[r];
+        memcpy(pq + (size_t)r * H * D, row, sizeof(float) * (size_t)H * D);
+        for (h = 0; h < Hkv; h++) {
+            memcpy(kc + (((size_t)s * Hkv + h) * nl + t) * D, row + (size_t)(H + h) * D, sizeof(float) * (size_t)D);
+            memcpy(vc + (((size_t)s * Hkv + h) * nl + t) * D, row + (size_t)(H + Hkv + h) * D,
+                   sizeof(float) * (size_t)D);
+        }
+        memcpy(gl + (size_t)r * H, row + (size_t)(H + 2 * Hkv) * D, sizeof(float) * (size_t)H);
+        if (qk_norm) {
+            for (h = 0; h < Hkv; h++) (void)ex_rms_row(kc + (((size_t)s * Hkv + h) * nl + t) * D, D, eps);
+            for (h = 0; h < H; h++) (void)ex_rms_row(pq + ((size_t)r * H + h) * D, D, eps);
+        }
+    }
+    return TK_OK;
+}
+
+/* polar_decode of each row over its slot's cache block (one block of nl positions per
+   slot: block_table = slot, seq_lens = lens, max_blocks 1): the CPU one row at a time
+   (polar_decode with B = 1), the device all rows in one polar_decode_cuda. Returns a
+   POLAR_* code. */
+static inline int ex_dec_polar_decode(const ex_ctx *x, const polar_config *cfg, float *c, float *mag, const float *q,
+                                      const float *kc, const float *vc, const int *slot, const int *lens,
+                                      const polar_params *prm, int n, int H, int Hkv, int D, int nl, int nb)
+{
+    int r, rc;
+    if (x->device)
+        return polar_decode_cuda(cfg, c, mag, q, kc, vc, slot, lens, prm, n, H, Hkv, D, nl, nb, 1,
+                                 (polar_stream)x->stream);
+    for (r = 0; r < n; r++) {
+        int len = lens[r];
+        rc = polar_decode(cfg, c + (size_t)r * H * D, mag + (size_t)r * H, q + (size_t)r * H * D, kc, vc, slot + r, &len,
+                          prm, 1, H, Hkv, D, nl, nb, 1);
+        if (rc != POLAR_OK) return rc;
+    }
+    return POLAR_OK;
+}
+
+/* Eq. 14 for n rows (T = 1): out (n, C) = (c sigmoid(gl)) W_o^T + mag W_mu^T; c (n, H, D),
+   mag, gl (n, H), W_o (C, H D), W_mu (C, H). The CPU: polar_assemble_forward; the device:
+   tensor.h's sigmoid, row scale and GEMMs (layers.c's device path of the forward), with
+   sg (n H) and z (n H D) floats of device scratch. Returns a POLAR_* code (TK_* on the
+   device). */
+static inline int ex_dec_polar_assemble(const ex_ctx *x, float *out, const float *c, const float *mag, const float *gl,
+                                        const float *Wo, const float *Wmu, int n, int H, int D, int C, float *sg,
+                                        float *z)
+{
+    int rc;
+    if (!x->device) return polar_assemble_forward(out, c, mag, gl, Wo, Wmu, n, H, 1, D, C);
+    if ((rc = ex_sigmoid_fwd(x, sg, gl, (size_t)n * H)) != TK_OK) return rc;
+    if ((rc = ex_rowscale(x, z, c, sg, n * H, D)) != TK_OK) return rc;
+    if ((rc = ex_matmul_fwd(x, out, z, Wo, NULL, n, H * D, C)) != TK_OK) return rc;
+    return ex_sgemm(x, 0, 1, n, C, H, 1.0f, mag, H, Wmu, H, 1.0f, out, C);
+}
+
+/* The gated-delta step of each row on its slot's state (gdelta.h's gd_step in place, one
+   row at a time in row order: a prefill's rows share a slot): table (nb, Hm, Dk, Dk); q, k,
+   v, r (n, Hm, Dk); gates, beta (n, Hm); slot (n) of the context's memory. A GD_* code. */
+static inline int ex_dec_gd_step(const ex_ctx *x, const gd_config *cfg, float *table, int nb, const int *slot, int n,
+                                 int Hm, int Dk, const float *q, const float *k, const float *v, const float *gates,
+                                 const float *beta, float *r)
+{
+    const size_t HD = (size_t)Hm * Dk;
+    int i, rc;
+    for (i = 0; i < n; i++) {
+        const size_t o = (size_t)i * HD;
+        rc = x->device ? gd_step_cuda(cfg, table, nb, slot + i, 1, Hm, Dk, Dk, q + o, k + o, v + o,
+                                      gates + (size_t)i * Hm, beta + (size_t)i * Hm, r + o, (gd_stream)x->stream)
+                       : gd_step(cfg, table, nb, slot + i, 1, Hm, Dk, Dk, q + o, k + o, v + o, gates + (size_t)i * Hm,
+                                 beta + (size_t)i * Hm, r + o);
+        if (rc != GD_OK) return rc;
+    }
+    return GD_OK;
+}
+
+/* The causal depthwise convolution's rows (cfg.conv_k): each row's input into its slot's
+   ring (nb, K, C) of one layer at t % K, then out = inp + sum_{j<K, j<=t} w[j] ring[t-j]
+   (tk_causal_dwconv_forward's fmaf chain, j in order). Rows in order (a prefill's rows
+   share a ring); the device runs one thread per channel over the rows in the same order
+   (fmaf on both: bit-identical). out, inp (n, C); w (K, C). */
+static inline int ex_dec_conv(const ex_ctx *x, float *out, const float *inp, float *ring, const float *w,
+                              const int *slot, const int *pos, int n, int K, int C)
+{
+    int r;
+    if (x->device) return ex__dec_conv_cuda(out, inp, ring, w, slot, pos, n, K, C, x->stream);
+    for (r = 0; r < n; r++) {
+        const int t = pos[r];
+        float *rg = ring + (size_t)slot[r] * (size_t)K * C, *o = out + (size_t)r * C;
+        int j, ch;
+        memcpy(rg + (size_t)(t % K) * C, inp + (size_t)r * C, sizeof(float) * (size_t)C);
+        memcpy(o, inp + (size_t)r * C, sizeof(float) * (size_t)C);
+        for (j = 0; j < K && j <= t; j++) {
+            const float *xs = rg + (size_t)((t - j) % K) * C, *wj = w + (size_t)j * C;
+            for (ch = 0; ch < C; ch++) o[ch] = fmaf(wj[ch], xs[ch], o[ch]);
+        }
+    }
+    return TK_OK;
+}
+
+/* The gated short convolution's rows (layer_pattern 'c'): y = B x into the slot's ring
+   (nb, K, C) at t % K; z = sum_{j<K, j<=t} w[j] y[t-j] (fmaf from 0, j in order); out =
+   C' z. sb, sc, sx (n, C) the three streams; w (K, C). Rows in order; the device one
+   thread per channel (bit-identical). */
+static inline int ex_dec_lfm(const ex_ctx *x, float *out, const float *sb, const float *sc, const float *sx,
+                             float *ring, const float *w, const int *slot, const int *pos, int n, int K, int C)
+{
+    int r;
+    if (x->device) return ex__dec_lfm_cuda(out, sb, sc, sx, ring, w, slot, pos, n, K, C, x->stream);
+    for (r = 0; r < n; r++) {
+        const int t = pos[r];
+        float *rg = ring + (size_t)slot[r] * (size_t)K * C, *o = out + (size_t)r * C;
+        float *yt = rg + (size_t)(t % K) * C;
+        const float *br = sb + (size_t)r * C, *cr = sc + (size_t)r * C, *xr = sx + (size_t)r * C;
+        int j, ch;
+        for (ch = 0; ch < C; ch++) yt[ch] = br[ch] * xr[ch];
+        for (ch = 0; ch < C; ch++) o[ch] = 0.0f;
+        for (j = 0; j < K && j <= t; j++) {
+            const float *ys = rg + (size_t)((t - j) % K) * C, *wj = w + (size_t)j * C;
+            for (ch = 0; ch < C; ch++) o[ch] = fmaf(wj[ch], ys[ch], o[ch]);
+        }
+        for (ch = 0; ch < C; ch++) o[ch] = cr[ch] * o[ch];
     }
     return TK_OK;
 }

@@ -49,4 +49,25 @@ int ex__dec_vgate_cuda(float *ap, float *vzc, const float *vz, const int *slot, 
     (void)ap, (void)vzc, (void)vz, (void)slot, (void)pos, (void)n, (void)H, (void)nl, (void)C, (void)stream;
     return TK_ENOCUDA;
 }
+int ex__dec_polar_split_cuda(float *pq, float *gl, float *kc, float *vc, const float *pqkv, const int *slot,
+                             const int *pos, int n, int H, int Hkv, int D, int nl, int qk_norm, float eps,
+                             tk_stream stream)
+{
+    (void)pq, (void)gl, (void)kc, (void)vc, (void)pqkv, (void)slot, (void)pos, (void)n, (void)H, (void)Hkv, (void)D,
+        (void)nl, (void)qk_norm, (void)eps, (void)stream;
+    return TK_ENOCUDA;
+}
+int ex__dec_conv_cuda(float *out, const float *inp, float *ring, const float *w, const int *slot, const int *pos,
+                      int n, int K, int C, tk_stream stream)
+{
+    (void)out, (void)inp, (void)ring, (void)w, (void)slot, (void)pos, (void)n, (void)K, (void)C, (void)stream;
+    return TK_ENOCUDA;
+}
+int ex__dec_lfm_cuda(float *out, const float *sb, const float *sc, const float *sx, float *ring, const float *w,
+                     const int *slot, const int *pos, int n, int K, int C, tk_stream stream)
+{
+    (void)out, (void)sb, (void)sc, (void)sx, (void)ring, (void)w, (void)slot, (void)pos, (void)n, (void)K, (void)C,
+        (void)stream;
+    return TK_ENOCUDA;
+}
 #endif

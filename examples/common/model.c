@@ -3449,22 +3449,17 @@ int mdl_decode_supports(const mdl_config *cfg, char *err, size_t errlen)
     return ex_errf(err, errlen, MDL_OK, "ok");
 }
 
-/* What decoding on a device model refuses besides mdl__dec_limits: the components whose
-   per-row decode work has no device op yet (their state and loops are host code). */
-static int mdl__dd_polar(const mdl_config *c) { return c->attn == MDL_ATTN_POLAR; }
-static int mdl__dd_gdelta(const mdl_config *c) { return c->memory == MDL_MEM_GDELTA; }
-static int mdl__dd_conv(const mdl_config *c) { return c->conv_k != 0; }
-static int mdl__dd_lfm(const mdl_config *c) { return mdl__nconv(c) > 0; }
+/* What decoding on a device model refuses besides mdl__dec_limits: a component whose
+   per-row decode work has no device op would be listed here (refuses, phrase); none is
+   today (every component's decode runs through exctx.h's ops or the headers' _cuda entry
+   points). The table ends at its {NULL, NULL} entry. */
 static const struct {
     int (*refuses)(const mdl_config *);
     const char *what;
 } mdl__dec_dev_limits[] = {
-    {mdl__dd_polar, "polar attention"},
-    {mdl__dd_gdelta, "the gated-delta memory channel"},
-    {mdl__dd_conv, "the causal convolution (conv_k)"},
-    {mdl__dd_lfm, "the gated convolution layers of layer_pattern ('c')"},
+    {NULL, NULL},
 };
-#define MDL__NDEC_DEV_LIMITS ((int)(sizeof mdl__dec_dev_limits / sizeof mdl__dec_dev_limits[0]))
+#define MDL__NDEC_DEV_LIMITS ((int)(sizeof mdl__dec_dev_limits / sizeof mdl__dec_dev_limits[0]) - 1)
 
 const char *mdl_decode_device_limit(int i)
 {
@@ -3509,7 +3504,10 @@ struct mdl__dec {
        the gated-delta channel, the convolution: scratch per row, state per slot */
     float *xa;               /* one block for everything below (NULL when none is used) */
     float *pqkv, *pq, *pc, *pmag; /* (rows, Pq) projections, (rows, H, D) q, c, (rows, H) magnitudes */
-    int *ptab;               /* (rows) block table: one block per slot */
+    int *ptab;               /* (rows) the rows' polar lengths in device memory (a device model) */
+    float *pgl, *psg;        /* (rows, H) polar's gate logits; (rows, H) the device's sigmoid scratch */
+    int *plen, *plenc;       /* (rows) the rows' polar lengths t + 1 (host); in the model's memory
+                                (the CPU: plen itself; a device: ptab) */
     float *gqkv, *gq, *gk, *gv, *ggt, *gbt, *gr, *gg, *gm; /* gated delta: (rows, 3HD), (rows, HD) x3,
                                 (rows, Hm) x2, (rows, HD) readout and gate, (rows, C) output */
     float *gst;              /* (L, nb, Hm, Dk, Dk) memory states, zeroed when a slot starts */
@@ -3532,7 +3530,7 @@ static void *mdl__dec_take(char **p, size_t bytes)
 void mdl_decode_free(mdl_model *m)
 {
     if (!m || !m->dec) return;
-    free(m->dec->xa);
+    ex_free(&m->cx, m->dec->xa);
     ex_free(&m->cx, m->dec->pb);
     ex_free(&m->cx, m->dec->kc);
     free(m->dec->hb);
@@ -3574,9 +3572,19 @@ static int mdl__dec_extra(mdl_model *m, struct mdl__dec *d)
     MDL__XA(rows * C);
     MDL__XA(L * nb * K * C);
     MDL__XA(L * nb * KL * C);
+    MDL__XA(rows * H); /* pgl */
+    MDL__XA(rows * H); /* psg */
 #undef MDL__XA
-    d->xa = (float *)calloc(1, total);
-    if (!d->xa) return mdl__fail(m, MDL_ENOMEM, "mdl_decode_init: out of memory (%.1f MB of decoding state)", (double)total / 1e6);
+    {
+        /* in the model's memory, zeroed (the memory states start from zero) */
+        void *xv = NULL;
+        if (ex_alloc(&m->cx, &xv, total) != TK_OK || ex_zero(&m->cx, xv, total) != TK_OK) {
+            ex_free(&m->cx, xv);
+            return mdl__fail(m, MDL_ENOMEM, "mdl_decode_init: out of memory (%.1f MB of decoding state)",
+                             (double)total / 1e6);
+        }
+        d->xa = (float *)xv;
+    }
     p = (char *)d->xa;
 #define MDL__XT(n) ((float *)mdl__dec_take(&p, sizeof(float) * (size_t)(n) + 1))
     d->pqkv = MDL__XT(rows * Pq);
@@ -3597,6 +3605,9 @@ static int mdl__dec_extra(mdl_model *m, struct mdl__dec *d)
     d->n1p = MDL__XT(rows * C);
     d->cvr = MDL__XT(L * nb * K * C);
     d->lfr = MDL__XT(L * nb * KL * C);
+    d->pgl = MDL__XT(rows * H);
+    d->psg = MDL__XT(rows * H);
+    d->plenc = m->cx.device != EX_CPU ? d->ptab : d->plen;
 #undef MDL__XT
     d->bytes += total;
     d->cache_bytes += sizeof(float) * (L * nb * Hm * Dk * Dk + L * nb * K * C + L * nb * KL * C);
@@ -3726,7 +3737,7 @@ int mdl_decode_init(mdl_model *m, int max_batch, int max_len, size_t *cache_byte
         total += mdl__align(sizeof(float) * (size_t)L * H) + 3 * mdl__align(sizeof(int) * (size_t)rows) +
                  mdl__align(sizeof(float) * nlg);
     hbytes = mdl__align(sizeof(int) * (size_t)max_batch) + mdl__align(sizeof(float) * (size_t)L * H) +
-             3 * mdl__align(sizeof(int) * (size_t)rows) + 8 * MDL__ALIGN;
+             4 * mdl__align(sizeof(int) * (size_t)rows) + 8 * MDL__ALIGN;
     mdl_decode_free(m);
     d = (struct mdl__dec *)calloc(1, sizeof *d);
     if (!d) return mdl__fail(m, MDL_ENOMEM, "mdl_decode_init: out of memory");
@@ -3743,6 +3754,7 @@ int mdl_decode_init(mdl_model *m, int max_batch, int max_len, size_t *cache_byte
     d->rslot = (int *)mdl__dec_take(&p, sizeof(int) * (size_t)rows);
     d->rpos = (int *)mdl__dec_take(&p, sizeof(int) * (size_t)rows);
     d->rout = (int *)mdl__dec_take(&p, sizeof(int) * (size_t)rows);
+    d->plen = (int *)mdl__dec_take(&p, sizeof(int) * (size_t)rows);
     if ((size_t)(p - (char *)d->hb) > hbytes) {
         free(d->hb);
         ex_free(&m->cx, blk);
@@ -3900,40 +3912,28 @@ static int mdl__dec_polar(mdl_model *m, int l, int n)
     const int C = m->C, H = m->H, D = m->D, Hkv = pd->Hkv, nl = d->nl, nb = d->nb;
     const int Pq = (H + 2 * Hkv) * D + H;
     float *kc = d->kc + (size_t)l * nb * nl * C, *vc = d->vc + (size_t)l * nb * nl * C;
-    int r, h, rc;
-    float rs;
+    int r, rc;
     mdl__io(m, &m->cp[MDL__CP_MIX], m->bp[l].cp[MDL__CP_MIX], NULL, NULL, &io, Pp, NULL);
     MDL__TRY(mdl__linear(&m->cx, d->pqkv, d->n1, Pp[LYR_POLAR_QKV], NULL, n, C, Pq), "polar qkv GEMM");
-    for (r = 0; r < n; r++) {
-        const float *row = d->pqkv + (size_t)r * Pq;
-        const int s = d->rslot[r], t = d->rpos[r];
-        float *q = d->pq + (size_t)r * H * D;
-        memcpy(q, row, sizeof(float) * (size_t)H * D);
-        for (h = 0; h < Hkv; h++) {
-            float *kd = kc + (((size_t)s * Hkv + h) * nl + t) * D, *vd = vc + (((size_t)s * Hkv + h) * nl + t) * D;
-            memcpy(kd, row + (size_t)(H + h) * D, sizeof(float) * (size_t)D);
-            memcpy(vd, row + (size_t)(H + Hkv + h) * D, sizeof(float) * (size_t)D);
-            if (pd->qk_norm) lyr_rms_rows(kd, &rs, 1, D, pd->qk_norm_eps);
-        }
-        if (pd->qk_norm) lyr_rms_rows(q, d->pmag + (size_t)r * H, (size_t)H, D, pd->qk_norm_eps); /* (pmag: scratch) */
-    }
+    MDL__TRY(ex_dec_polar_split(&m->cx, d->pq, d->pgl, kc, vc, d->pqkv, d->slotc, d->posc, n, H, Hkv, D, nl,
+                                pd->qk_norm, pd->qk_norm_eps),
+             "polar q/k/v split, qk_norm and cache");
     prm.len_gain_raw = Pp[LYR_POLAR_LEN_GAIN];
     prm.null_base = Pp[LYR_POLAR_NULL_BASE];
     prm.null_slope_raw = Pp[LYR_POLAR_NULL_SLOPE];
     prm.mag_beta_raw = Pp[LYR_POLAR_MAG_BETA];
     prm.v_null = Pp[LYR_POLAR_V_NULL];
-    for (r = 0; r < n; r++) {
-        int len = d->rpos[r] + 1;
-        d->ptab[r] = d->rslot[r];
-        rc = polar_decode(&pd->cfg, d->pc + (size_t)r * H * D, d->pmag + (size_t)r * H, d->pq + (size_t)r * H * D, kc,
-                          vc, d->ptab + r, &len, &prm, 1, H, Hkv, D, nl, nb, 1);
-        if (rc != POLAR_OK) return mdl__fail(m, MDL_EFAIL, "polar_decode: %s", polar_strerror(rc));
-    }
-    /* the gate logits, (rows, 1, H), out of the qkvg rows; then eq. 14 for the n rows */
-    for (r = 0; r < n; r++)
-        memmove(d->pqkv + (size_t)r * H, d->pqkv + (size_t)r * Pq + (size_t)(H + 2 * Hkv) * D, sizeof(float) * (size_t)H);
-    rc = polar_assemble_forward(d->ap, d->pc, d->pmag, d->pqkv, Pp[LYR_POLAR_O], Pp[LYR_POLAR_MU], n, H, 1, D, C);
-    if (rc != POLAR_OK) return mdl__fail(m, MDL_EFAIL, "polar_assemble_forward: %s", polar_strerror(rc));
+    /* each row over its slot's live keys 0..t: the lengths t + 1 (host, then the model's memory) */
+    for (r = 0; r < n; r++) d->plen[r] = d->rpos[r] + 1;
+    if (d->plenc != d->plen)
+        MDL__TRY(ex_to_ctx(&m->cx, d->plenc, d->plen, sizeof(int) * (size_t)n), "copy of the polar lengths");
+    rc = ex_dec_polar_decode(&m->cx, &pd->cfg, d->pc, d->pmag, d->pq, kc, vc, d->slotc, d->plenc, &prm, n, H, Hkv, D,
+                             nl, nb);
+    if (rc != POLAR_OK) return mdl__fail(m, MDL_EFAIL, "polar_decode: %s", polar_strerror(rc));
+    /* eq. 14 for the n rows (the device's scratch: psg, and pq, free after the decode) */
+    rc = ex_dec_polar_assemble(&m->cx, d->ap, d->pc, d->pmag, d->pgl, Pp[LYR_POLAR_O], Pp[LYR_POLAR_MU], n, H, D, C,
+                               d->psg, d->pq);
+    if (rc != POLAR_OK) return mdl__fail(m, MDL_EFAIL, "polar output assembly failed (code %d)", rc);
     return MDL_OK;
 }
 
@@ -3949,22 +3949,20 @@ static int mdl__dec_gdelta(mdl_model *m, int l, int n)
     lyr_io io;
     const int C = m->C, Hm = gd->Hm, Dk = gd->Dk, HD = Hm * Dk, nb = d->nb;
     float *table = d->gst + (size_t)l * nb * Hm * Dk * Dk;
-    int r, rc;
+    int rc;
     mdl__io(m, &m->cp[MDL__CP_MEM], m->bp[l].cp[MDL__CP_MEM], NULL, NULL, &io, Pp, NULL);
     MDL__TRY(mdl__linear(&m->cx, d->gqkv, d->n1, Pp[LYR_GD_QKV], NULL, n, C, 3 * HD), "memory qkv GEMM");
     MDL__TRY(ex_split_heads_fwd(&m->cx, d->gq, d->gk, d->gv, d->gqkv, n, 1, Hm, Dk), "memory heads");
-    rc = gd_gates_forward(&gd->cfg, d->ggt, d->gbt, d->n1, Pp[LYR_GD_W_GAMMA], Pp[LYR_GD_B_GAMMA], Pp[LYR_GD_W_BETA],
-                          Pp[LYR_GD_B_BETA], n, 1, C, Hm);
-    if (rc != GD_OK) return mdl__fail(m, MDL_EFAIL, "gd_gates_forward: %s", gd_strerror(rc));
-    for (r = 0; r < n; r++) {
-        const size_t o = (size_t)r * HD;
-        rc = gd_step(&gd->cfg, table, nb, d->rslot + r, 1, Hm, Dk, Dk, d->gq + o, d->gk + o, d->gv + o,
-                     d->ggt + (size_t)r * Hm, d->gbt + (size_t)r * Hm, d->gr + o);
-        if (rc != GD_OK) return mdl__fail(m, MDL_EFAIL, "gd_step: %s", gd_strerror(rc));
-    }
+    /* the gates (B = n rows, T = 1: (n, Hm)); gg as the device's scratch (before its GEMM) */
+    rc = lyr_gdelta_gates(&m->cx, gd, Pp, d->n1, d->ggt, d->gbt, d->gg, n, 1);
+    if (rc != LYR_OK) return mdl__fail(m, MDL_EFAIL, "gated-delta gates failed (code %d)", rc);
+    rc = ex_dec_gd_step(&m->cx, &gd->cfg, table, nb, d->slotc, n, Hm, Dk, d->gq, d->gk, d->gv, d->ggt, d->gbt, d->gr);
+    if (rc != GD_OK) return mdl__fail(m, MDL_EFAIL, "gd_step: %s", gd_strerror(rc));
     MDL__TRY(mdl__linear(&m->cx, d->gg, d->n1, Pp[LYR_GD_G_W], Pp[LYR_GD_G_B], n, C, HD), "memory readout gate");
-    /* z (into gq, free after the steps) = RMSNorm(r) * norm_w * sigmoid(g), rs in ggt (free too) */
-    lyr_gdelta_readout_z(gd, d->gr, d->gg, d->ggt, Pp[LYR_GD_NORM], d->gq, n, 1, 1);
+    /* z (into gq, free after the steps) = RMSNorm(r) * norm_w * sigmoid(g), rs in ggt (free
+       too); gk, gv (free too): the device's scratch */
+    rc = lyr_gdelta_readout(&m->cx, gd, d->gr, d->gg, d->ggt, Pp[LYR_GD_NORM], d->gq, d->gk, d->gv, n, 1);
+    if (rc != LYR_OK) return mdl__fail(m, MDL_EFAIL, "gated-delta readout failed (code %d)", rc);
     MDL__TRY(mdl__linear(&m->cx, d->gm, d->gq, Pp[LYR_GD_PROJ], NULL, n, HD, C), "memory projection");
     return MDL_OK;
 }
@@ -3984,7 +3982,7 @@ static int mdl__dec_lfm(mdl_model *m, int l, int n)
     const size_t nC = (size_t)n * C;
     const float *win, *bin, *wc, *wout, *bout;
     float *sb = d->qkv, *sc = d->qkv + nC, *sx = d->qkv + 2 * nC;
-    int r, s;
+    int s;
     mdl__io(m, &m->cp[MDL__CP_LFM], m->bp[l].cp[MDL__CP_LFM], NULL, NULL, &io, Pp, NULL);
     win = Pp[0];
     bin = ld->bias ? Pp[1] : NULL;
@@ -3994,20 +3992,8 @@ static int mdl__dec_lfm(mdl_model *m, int l, int n)
     for (s = 0; s < 3; s++)
         MDL__TRY(mdl__linear(&m->cx, d->qkv + (size_t)s * nC, d->n1, win + (size_t)s * C * C,
                              bin ? bin + (size_t)s * C : NULL, n, C, C), "gated convolution in_proj");
-    for (r = 0; r < n; r++) {
-        const int t = d->rpos[r];
-        float *ring = d->lfr + ((size_t)l * nb + (size_t)d->rslot[r]) * (size_t)K * C, *o = d->att + (size_t)r * C;
-        float *yt = ring + (size_t)(t % K) * C;
-        const float *br = sb + (size_t)r * C, *cr = sc + (size_t)r * C, *xr = sx + (size_t)r * C;
-        int j, ch;
-        for (ch = 0; ch < C; ch++) yt[ch] = br[ch] * xr[ch];
-        for (ch = 0; ch < C; ch++) o[ch] = 0.0f;
-        for (j = 0; j < K && j <= t; j++) {
-            const float *ys = ring + (size_t)((t - j) % K) * C, *wj = wc + (size_t)j * C;
-            for (ch = 0; ch < C; ch++) o[ch] = fmaf(wj[ch], ys[ch], o[ch]);
-        }
-        for (ch = 0; ch < C; ch++) o[ch] = cr[ch] * o[ch];
-    }
+    MDL__TRY(ex_dec_lfm(&m->cx, d->att, sb, sc, sx, d->lfr + (size_t)l * nb * K * C, wc, d->slotc, d->posc, n, K, C),
+             "gated convolution");
     MDL__TRY(mdl__linear(&m->cx, d->ap, d->att, wout, bout, n, C, C), "gated convolution out_proj");
     return MDL_OK;
 }
@@ -4071,18 +4057,9 @@ static int mdl__dec_run(mdl_model *m, int n, const int *ids, float *logits, int 
             /* n1 = n1p + causal depthwise conv(n1p) (lyr_conv_fwd: tk_causal_dwconv_forward's
                fmaf chain, j in order), the slot's last K inputs in a ring */
             const int K = c->conv_k;
-            const float *w = P + b->cp[MDL__CP_CONV][0];
-            for (r = 0; r < n; r++) {
-                const int t = d->rpos[r];
-                float *ring = d->cvr + ((size_t)l * nb + (size_t)d->rslot[r]) * (size_t)K * C, *o = d->n1 + (size_t)r * C;
-                int j, ch;
-                memcpy(ring + (size_t)(t % K) * C, d->n1p + (size_t)r * C, sizeof(float) * (size_t)C);
-                memcpy(o, d->n1p + (size_t)r * C, sizeof(float) * (size_t)C);
-                for (j = 0; j < K && j <= t; j++) {
-                    const float *xs = ring + (size_t)((t - j) % K) * C, *wj = w + (size_t)j * C;
-                    for (ch = 0; ch < C; ch++) o[ch] = fmaf(wj[ch], xs[ch], o[ch]);
-                }
-            }
+            MDL__TRY(ex_dec_conv(&m->cx, d->n1, d->n1p, d->cvr + (size_t)l * nb * K * C, P + b->cp[MDL__CP_CONV][0],
+                                 d->slotc, d->posc, n, K, C),
+                     "convolution");
         }
         if (m->lconv[l]) {
             int rc_ = mdl__dec_lfm(m, l, n);

@@ -426,8 +426,8 @@ size_t mdl_frozen_floats(const mdl_model *m, const unsigned char *frozen);
 int mdl_frozen_copy(const mdl_model *m, const unsigned char *frozen, float *buf, float *compact,
                     int restore);
 
-/* Token-by-token decoding (issue 42; the CPU model, and a device model for softmax
-   attention: see "On a device" below). A cache of every layer's keys (rotated
+/* Token-by-token decoding (issue 42; the CPU model and a device model: see "On a device"
+   below). A cache of every layer's keys (rotated
    with RoPE) and values for max_batch independent slots of up to max_len positions each;
    each call runs the new tokens only through the blocks and gives the logits of the full
    causal forward at those positions (mdl_forward's math: the same components, the same
@@ -441,9 +441,12 @@ int mdl_frozen_copy(const mdl_model *m, const unsigned char *frozen, float *buf,
    device priors, the fixed priors on the host and uploaded) live in device memory; each
    call copies the rows' token ids, slots and positions to the device and only the logits
    asked for back (a MoE FFN also routes on host copies, as in its forward). It covers
-   softmax attention with or without a prior; polar attention, the gated-delta channel
-   and the convolutions are refused there (mdl_decode_device_limit). Checked against the
-   CPU decode and forward in the CUDA simulation only (tests/parity_model.cu).
+   what the CPU decode covers and the device model builds: softmax attention with or
+   without a prior, polar attention (polar_decode_cuda over the slots' cache blocks), the
+   gated-delta channel (gd_step_cuda on the slots' states, one row at a time), the causal
+   and the gated convolutions (their rings, one thread per channel); the device's own
+   refusal table (mdl_decode_device_limit) is empty today. Checked against the CPU decode
+   and forward in the CUDA simulation only (tests/parity_model.cu), never on a GPU.
    Priors (RPA, ERA, sinusoid, relative). B(T) depends on the length T, and a forward of T
    tokens gives every row t the row t of B(T): a token's hidden states, so the keys and
    values cached from them, depend on the length of the forward they came from. Decoding
@@ -474,8 +477,7 @@ int mdl_frozen_copy(const mdl_model *m, const unsigned char *frozen, float *buf,
      mdl_decode_supports_on  mdl_decode_supports for a model on device (MDL_DEVICE_CPU or
                           MDL_DEVICE_CUDA): on CUDA also what mdl_decode_device_limit lists
      mdl_decode_device_limit  the i-th configuration decoding refuses on a device model
-                          (polar attention, the gated-delta channel, conv_k, layer_pattern's
-                          'c' layers), NULL past the last
+                          beyond mdl_decode_limit's, NULL past the last (none today)
      mdl_decode_init      allocates the cache and scratch once (1 <= max_batch <= 65536,
                           1 <= max_len <= max_T); *cache_bytes (may be NULL) = the cache
                           size: (2 C (+ H with value_gate)) * L * max_batch * max_len * 4
