@@ -3912,7 +3912,7 @@ static int mdl__dec_polar(mdl_model *m, int l, int n)
     const int C = m->C, H = m->H, D = m->D, Hkv = pd->Hkv, nl = d->nl, nb = d->nb;
     const int Pq = (H + 2 * Hkv) * D + H;
     float *kc = d->kc + (size_t)l * nb * nl * C, *vc = d->vc + (size_t)l * nb * nl * C;
-    int r, rc;
+    int rc;
     mdl__io(m, &m->cp[MDL__CP_MIX], m->bp[l].cp[MDL__CP_MIX], NULL, NULL, &io, Pp, NULL);
     MDL__TRY(mdl__linear(&m->cx, d->pqkv, d->n1, Pp[LYR_POLAR_QKV], NULL, n, C, Pq), "polar qkv GEMM");
     MDL__TRY(ex_dec_polar_split(&m->cx, d->pq, d->pgl, kc, vc, d->pqkv, d->slotc, d->posc, n, H, Hkv, D, nl,
@@ -3923,10 +3923,7 @@ static int mdl__dec_polar(mdl_model *m, int l, int n)
     prm.null_slope_raw = Pp[LYR_POLAR_NULL_SLOPE];
     prm.mag_beta_raw = Pp[LYR_POLAR_MAG_BETA];
     prm.v_null = Pp[LYR_POLAR_V_NULL];
-    /* each row over its slot's live keys 0..t: the lengths t + 1 (host, then the model's memory) */
-    for (r = 0; r < n; r++) d->plen[r] = d->rpos[r] + 1;
-    if (d->plenc != d->plen)
-        MDL__TRY(ex_to_ctx(&m->cx, d->plenc, d->plen, sizeof(int) * (size_t)n), "copy of the polar lengths");
+    /* each row over its slot's live keys 0..t (plenc: the lengths t + 1, set by mdl__dec_run) */
     rc = ex_dec_polar_decode(&m->cx, &pd->cfg, d->pc, d->pmag, d->pq, kc, vc, d->slotc, d->plenc, &prm, n, H, Hkv, D,
                              nl, nb);
     if (rc != POLAR_OK) return mdl__fail(m, MDL_EFAIL, "polar_decode: %s", polar_strerror(rc));
@@ -4015,6 +4012,11 @@ static int mdl__dec_run(mdl_model *m, int n, const int *ids, float *logits, int 
         MDL__TRY(ex_to_ctx(&m->cx, d->slotc, d->rslot, sizeof(int) * (size_t)n), "copy of the slots");
         MDL__TRY(ex_to_ctx(&m->cx, d->posc, d->rpos, sizeof(int) * (size_t)n), "copy of the positions");
         idc = d->idc;
+    }
+    if (c->attn == MDL_ATTN_POLAR) { /* polar's live lengths t + 1 of the rows, for every layer */
+        for (r = 0; r < n; r++) d->plen[r] = d->rpos[r] + 1;
+        if (d->plenc != d->plen)
+            MDL__TRY(ex_to_ctx(&m->cx, d->plenc, d->plen, sizeof(int) * (size_t)n), "copy of the polar lengths");
     }
     /* embedding (+ learned positions) */
     MDL__TRY(ex_dec_embed(&m->cx, d->x, P + m->wte, m->wpe != MDL__ABSENT ? P + m->wpe : NULL, idc, d->posc, n, C),
