@@ -325,6 +325,9 @@ build/mpi-cuda/wt2_train: build/cuda/obj/wt2_train.o build/cuda/obj/impl.o build
                           $(filter-out build/obj/common/impl.o build/obj/common/dist.o,$(COMMON_OBJS))
 	@mkdir -p build/mpi-cuda
 	$(NVCC) $(CUDA_ARCHS) $^ -o $@ -lcublas -lgomp $(LIBS) $(MPI_LINK)
+# generate on the GPU (--device cuda: model.h's decoding on the device model), built the same way
+build/cuda/generate: build/cuda/obj/generate.o build/cuda/obj/impl.o $(filter-out build/obj/common/impl.o,$(COMMON_OBJS))
+	$(NVCC) $(CUDA_ARCHS) $^ -o $@ -lcublas -lgomp $(LIBS)
 
 # The tiny preset on WikiText-2 (<= 10 minutes on 2 cores, evaluation included).
 RUN_ARGS ?=

@@ -26,6 +26,11 @@
    evaluation forward of max_T tokens gives it (model.h, "Priors"), RPA's built from the
    checkpoint's running statistics (state.prior_stats) at full strength (a checkpoint
    saved during the prior's warm-in evaluates with a weaker prior in wt2_train).
+   --device cuda (the GPU build, `make build/cuda/generate`): the checkpoint is loaded into
+   a host model and moved to a device model of the same architecture, which decodes
+   (model.h, "On a device"; what the device model does not build is refused with the
+   reason). The device decode is checked only in the CUDA simulation
+   (tests/parity_model.cu's decoding cases); this program has never run on a GPU.
    Exit status: 0 generated; 1 an input (checkpoint, tokenizer, prompt) or the model failed;
    2 a bad flag or value. Writes no files.
    License: MIT. */
@@ -38,6 +43,7 @@
 #include "common/sample.h"
 #include "common/train.h"
 #include "common/ckptcfg.h"
+#include "tensor.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -62,6 +68,13 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+static char cuda_why[512];
+static void cuda_log(const char *msg, void *user)
+{
+    (void)user;
+    snprintf(cuda_why, sizeof cuda_why, "%s", msg);
+}
+
 static void usage(FILE *f)
 {
     fprintf(f,
@@ -83,6 +96,8 @@ static void usage(FILE *f)
             "                     averaged weights evaluates those: --weights swa); ema / swa on a\n"
             "                     checkpoint without them is refused\n"
             "  --threads N        OpenMP threads, 0..1024 (0: default)\n"
+            "  --device D         cpu|cuda (default cpu): cuda decodes on the GPU (the GPU build,\n"
+            "                     build/cuda/generate; what it refuses is listed below)\n"
             "  --data-dir DIR     the GPT-2 tokenizer's directory's parent (DIR/gpt2/encoder.json,\n"
             "                     vocab.bpe; default $WT2_DIR, else %s)\n"
             "  --json             one JSON line on stdout at the end (texts, per-step timings,\n"
@@ -97,6 +112,9 @@ static void usage(FILE *f)
     {
         int i;
         for (i = 0; mdl_decode_limit(i); i++) fprintf(f, "%s %s", i ? ";" : "", mdl_decode_limit(i));
+        for (i = 0; mdl_decode_device_limit(i); i++)
+            fprintf(f, "%s%s", i ? "; " : ";\nwith --device cuda also ", mdl_decode_device_limit(i));
+        fprintf(f, ";\nwith --device cuda, what the device model does not build (mdl_device_supports)");
     }
     fprintf(f, ".\n\nExit status: 0 generated; 1 an input or the model failed; 2 a bad flag or value.\n");
 }
@@ -156,6 +174,7 @@ int main(int argc, char **argv)
 {
     const char *ckpt_path = NULL, *prompts[MAX_PROMPTS], *wname = "auto", *env;
     int np = 0, max_new = 64, topk = 40, threads = 0, json = 0, i, rc = 1, eot, V, maxT, steps = 0;
+    int device = MDL_DEVICE_CPU;
     long long seed = 1;
     double temp = 0.8, topp = 0.95, t_load, t_pre = 0.0, t_dec = 0.0;
     char dir[1024], err[1024], path[1200];
@@ -196,6 +215,10 @@ int main(int argc, char **argv)
             wname = v;
             bad = strcmp(v, "auto") && strcmp(v, "raw") && strcmp(v, "ema") && strcmp(v, "swa");
             want = "auto, raw, ema or swa";
+        } else if (!strcmp(a, "--device")) {
+            bad = strcmp(v, "cpu") && strcmp(v, "cuda");
+            device = strcmp(v, "cuda") ? MDL_DEVICE_CPU : MDL_DEVICE_CUDA;
+            want = "cpu or cuda";
         } else if (!strcmp(a, "--data-dir")) {
             bad = strlen(v) >= sizeof dir - 32 || !*v;
             if (!bad) snprintf(dir, sizeof dir, "%s", v);
@@ -213,6 +236,24 @@ int main(int argc, char **argv)
 #ifdef _OPENMP
     if (threads > 0) omp_set_num_threads(threads);
 #endif
+    if (device == MDL_DEVICE_CUDA && !tk_cuda_available()) {
+        /* before any file is read: a one-byte device allocation tells a build without CUDA
+           (TK_ENOCUDA) from a CUDA build that finds no device, with the runtime's words */
+        void *probe = NULL;
+        int prc;
+        cuda_why[0] = 0;
+        tk_set_log(cuda_log, NULL);
+        prc = tk_device_alloc(&probe, 1);
+        tk_set_log(NULL, NULL);
+        if (prc == TK_OK) tk_device_free(probe);
+        if (prc == TK_ENOCUDA)
+            fprintf(stderr, "generate: --device cuda: this binary was built without CUDA; build the GPU generate with "
+                            "nvcc (`make build/cuda/generate`) and run build/cuda/generate\n");
+        else
+            fprintf(stderr, "generate: --device cuda: no usable CUDA device found (CUDA build; the CUDA runtime says: "
+                            "%s)\n", cuda_why[0] ? cuda_why : "cudaGetDeviceCount reports 0 devices");
+        return 2;
+    }
     if (!dir[0]) snprintf(dir, sizeof dir, "%s", (env = getenv("WT2_DIR")) && *env ? env : ATTNKIT_DATA_DIR);
     t_load = now_s();
 
@@ -220,7 +261,8 @@ int main(int argc, char **argv)
     if (ex_check_input(ckpt_path, err, sizeof err)) { fprintf(stderr, "generate: --ckpt: %s\n", err); goto out; }
     if (ckpt_open(&ck, ckpt_path, err, sizeof err) != CKPT_OK) { fprintf(stderr, "generate: %s\n", err); goto out; }
     if (ex_config_from_ckpt(ck, &cfg, "generate", err, sizeof err) != 0) { fprintf(stderr, "generate: %s: %s\n", ckpt_path, err); goto out; }
-    if (mdl_decode_supports(&cfg.model, err, sizeof err) != MDL_OK) {
+    if (mdl_decode_supports_on(&cfg.model, device, err, sizeof err) != MDL_OK ||
+        (device == MDL_DEVICE_CUDA && mdl_device_supports(&cfg.model, err, sizeof err) != MDL_OK)) {
         fprintf(stderr, "generate: %s: %s\n", ckpt_path, err);
         goto out;
     }
@@ -308,6 +350,28 @@ int main(int argc, char **argv)
             goto out;
         }
         free(ps);
+    }
+    if (device == MDL_DEVICE_CUDA) {
+        /* the loaded model (weights, gains, running statistics) onto the device: a device
+           model of the same architecture takes the host model's parameters and state */
+        mdl_model *md = NULL;
+        float g[MDL_MAX_LAYERS];
+        size_t n = 0;
+        const float *ps = mdl_prior_stats(m, &n);
+        if (mdl_create_on(&md, &cfg.model, 1, MDL_DEVICE_CUDA, err, sizeof err) != MDL_OK) {
+            fprintf(stderr, "generate: --device cuda: %s\n", err);
+            goto out;
+        }
+        if (tk_copy(mdl_params(md), mdl_params(m), sizeof(float) * mdl_num_params(m)) != TK_OK ||
+            (cfg.maxent_pi && (mdl_act_gain_get(m, g, cfg.model.n_layers) != MDL_OK ||
+                               mdl_act_gain_set(md, g, cfg.model.n_layers) != MDL_OK)) ||
+            (cfg.model.prior == MDL_PRIOR_RPA && ps && mdl_prior_stats_set(md, ps, n) != MDL_OK)) {
+            fprintf(stderr, "generate: --device cuda: moving the model to the device failed (%s)\n", mdl_last_error(md));
+            mdl_destroy(md);
+            goto out;
+        }
+        mdl_destroy(m);
+        m = md;
     }
     V = cfg.model.vocab;
     maxT = cfg.model.max_T;

@@ -98,6 +98,9 @@ err_case bad_max_new 2 "max-new" $GEN --ckpt "$CK" --prompt x --max-new 12x
 err_case bad_top_k 2 "top-k" $GEN --ckpt "$CK" --prompt x --top-k -3
 err_case bad_seed 2 "seed" $GEN --ckpt "$CK" --prompt x --seed -1
 err_case bad_weights 2 "weights" $GEN --ckpt "$CK" --prompt x --weights best
+err_case bad_device 2 "device" $GEN --ckpt "$CK" --prompt x --device gpu
+# --device cuda: the CPU build says to build the GPU one; a GPU build without a device says so
+err_case device_cuda_here 2 "device cuda" $GEN --ckpt "$CK" --prompt x --device cuda
 err_case missing_ckpt 1 "cannot read" $GEN --ckpt "$W/nope.safetensors" --prompt x
 err_case ckpt_is_dir 1 "directory" $GEN --ckpt "$W" --prompt x
 head -c 3000 "$CK" > "$W/trunc.safetensors"

@@ -752,6 +752,361 @@ static void test_refusals(void)
     mdl_destroy(m);
 }
 
+/* ------------------------------------------------------------------ decoding (issue 42) */
+/* Token-by-token decoding on the device model against the same model on the CPU: the same
+   random parameters on both (the CPU's copied to the device), the RPA case's running
+   statistics set on both; three slots of different live lengths (prefills of 3, 1 and 4
+   tokens, one with the last row's logits only, one slot reset and prefilled again
+   midway), then steps of every live slot in a rotating order until each sequence is done.
+   Every logit row the device returns is compared with the CPU decode's row and with the
+   CPU full forward's row at that position (the window rule of model.h for the priors),
+   each within 1e-5 of the row's largest |logit| (the forward cases' tolerance). */
+#define DDV 37
+#define DDT 12
+#define DNS 4
+
+static mdl_config dec_small(void)
+{
+    mdl_config c = mdl_config_default();
+    c.vocab = DDV;
+    c.d_model = 16;
+    c.n_layers = 2;
+    c.n_heads = 2;
+    c.max_T = DDT;
+    c.d_ff_mult = 2;
+    c.init_std = 0.3f;
+    c.R = 3;
+    c.rpa.K = 3;
+    c.era.R = 4;
+    c.era.nb = 4;
+    return c;
+}
+
+static double dec_row_err(const float *a, const float *b, int V)
+{
+    double mx = 0.0, d = 0.0;
+    int v;
+    for (v = 0; v < V; v++) {
+        double x = fabs((double)b[v]), e = fabs((double)a[v] - (double)b[v]);
+        if (x > mx) mx = x;
+        if (e > d || e != e) d = e != e ? 1e30 : e;
+    }
+    return d / (mx > 0.0 ? mx : 1.0);
+}
+
+static double g_dec_worst = 0.0;
+
+static void dec_case(mdl_config c, const float *ht, const char *name)
+{
+    static const int lens[DNS] = {9, 5, 12, 7}, pre[DNS] = {3, 1, 4, 2};
+    mdl_model *mc = NULL, *md = NULL;
+    mdl_opts o = mdl_opts_default();
+    char err[256];
+    int seq[DNS][DDT], i, j, rc, pos[3], slot_seq[3] = {0, 1, 2}, done[DNS] = {0, 0, 0, 0}, restarted = 0, rows = 0;
+    std::vector<float> ref((size_t)DNS * DDT * DDV), lc((size_t)3 * DDT * DDV), ld((size_t)3 * DDT * DDV);
+    double e_cpu = 0.0, e_fwd = 0.0;
+    size_t cbc = 0, cbd = 0;
+    o.train = 0;
+    o.head_temp = ht;
+    CHECK_INT_EQ(mdl_create_on(&mc, &c, 7, MDL_DEVICE_CPU, err, sizeof err), MDL_OK);
+    CHECK_INT_EQ(mdl_create_on(&md, &c, 7, MDL_DEVICE_CUDA, err, sizeof err), MDL_OK);
+    if (!mc || !md) {
+        fprintf(stderr, "%s: %s\n", name, err);
+        goto out;
+    }
+    {
+        /* random weights (test_decode's): N(0, 0.4), norm gains 1 + N(0, 0.4), gac_tau 0.7 */
+        float *P = mdl_params(mc);
+        int n = mdl_num_tensors(mc);
+        tt_seed(1234);
+        for (i = 0; i < n; i++) {
+            const mdl_tensor *t = mdl_tensor_at(mc, i);
+            size_t k;
+            for (k = 0; k < t->numel; k++) P[t->offset + k] = (float)(0.4 * tt_normal());
+            if (strstr(t->name, "gac_tau"))
+                for (k = 0; k < t->numel; k++) P[t->offset + k] = 0.7f;
+            else if (strstr(t->name, "ln") && strstr(t->name, "weight"))
+                for (k = 0; k < t->numel; k++) P[t->offset + k] += 1.0f;
+        }
+        CHECK_INT_EQ(tk_copy(mdl_params(md), P, sizeof(float) * mdl_num_params(mc)), TK_OK);
+    }
+    tt_seed(99);
+    for (i = 0; i < DNS; i++)
+        for (j = 0; j < (c.prior != MDL_PRIOR_NONE ? DDT : lens[i]); j++) seq[i][j] = (int)(tt_uniform() * DDV);
+    if (c.prior == MDL_PRIOR_RPA) { /* running statistics that are not uniform, on both */
+        size_t np = 0, k;
+        const float *cur = mdl_prior_stats(mc, &np);
+        std::vector<float> ps(np);
+        CHECK(cur != NULL);
+        for (k = 0; k + DDT < np; k += (size_t)c.R) {
+            double z = 0.0;
+            int r;
+            for (r = 0; r < c.R; r++) z += ps[k + r] = (float)(0.05 + tt_uniform());
+            for (r = 0; r < c.R; r++) ps[k + r] = (float)(ps[k + r] / z);
+        }
+        for (k = np - DDT; k < np; k++) ps[k] = 5.0f;
+        CHECK_INT_EQ(mdl_prior_stats_set(mc, ps.data(), np), MDL_OK);
+        CHECK_INT_EQ(mdl_prior_stats_set(md, ps.data(), np), MDL_OK);
+    }
+    for (i = 0; i < DNS; i++) {
+        const int len = c.prior != MDL_PRIOR_NONE ? DDT : lens[i];
+        CHECK_INT_EQ(mdl_forward(mc, seq[i], NULL, 1, len, &o, NULL), MDL_OK);
+        memcpy(ref.data() + (size_t)i * DDT * DDV, mdl_logits(mc), sizeof(float) * (size_t)len * DDV);
+    }
+    CHECK_INT_EQ(mdl_decode_init(mc, 3, DDT, &cbc), MDL_OK);
+    rc = mdl_decode_init(md, 3, DDT, &cbd);
+    CHECK_INT_EQ(rc, MDL_OK);
+    if (rc) {
+        fprintf(stderr, "%s: %s\n", name, mdl_last_error(md));
+        goto out;
+    }
+    CHECK(cbc == cbd);
+    CHECK_INT_EQ(mdl_decode_set_temp(mc, ht, 1.0f), MDL_OK);
+    CHECK_INT_EQ(mdl_decode_set_temp(md, ht, 1.0f), MDL_OK);
+    for (i = 0; i < 3; i++) { /* prefills; slot 1 asks for the last row only */
+        const int all = i != 1, nr = all ? pre[i] : 1;
+        CHECK_INT_EQ(mdl_decode_prefill(mc, i, seq[i], pre[i], lc.data(), all), MDL_OK);
+        rc = mdl_decode_prefill(md, i, seq[i], pre[i], ld.data(), all);
+        CHECK_INT_EQ(rc, MDL_OK);
+        if (rc) fprintf(stderr, "%s: %s\n", name, mdl_last_error(md));
+        for (j = 0; j < nr; j++) {
+            const int t = all ? j : pre[i] - 1;
+            double a = dec_row_err(ld.data() + (size_t)j * DDV, lc.data() + (size_t)j * DDV, DDV),
+                   b = dec_row_err(ld.data() + (size_t)j * DDV, ref.data() + ((size_t)i * DDT + t) * DDV, DDV);
+            e_cpu = a > e_cpu ? a : e_cpu;
+            e_fwd = b > e_fwd ? b : e_fwd;
+            rows++;
+        }
+        pos[i] = pre[i];
+    }
+    for (;;) {
+        int slots[3], toks[3], ns = 0;
+        for (i = 0; i < 3; i++) {
+            const int s = slot_seq[i];
+            if (s < 0) continue;
+            if (pos[i] >= lens[s]) {
+                done[s] = 1;
+                if (!restarted && i == 1) { /* slot 1 starts sequence 3 over */
+                    CHECK_INT_EQ(mdl_decode_reset(mc, 1), MDL_OK);
+                    CHECK_INT_EQ(mdl_decode_reset(md, 1), MDL_OK);
+                    CHECK_INT_EQ(mdl_decode_prefill(mc, 1, seq[3], pre[3], lc.data(), 0), MDL_OK);
+                    CHECK_INT_EQ(mdl_decode_prefill(md, 1, seq[3], pre[3], ld.data(), 0), MDL_OK);
+                    e_cpu = fmax(e_cpu, dec_row_err(ld.data(), lc.data(), DDV));
+                    e_fwd = fmax(e_fwd, dec_row_err(ld.data(), ref.data() + ((size_t)3 * DDT + pre[3] - 1) * DDV, DDV));
+                    rows++;
+                    slot_seq[1] = 3;
+                    pos[1] = pre[3];
+                    restarted = 1;
+                } else {
+                    slot_seq[i] = -1;
+                }
+                continue;
+            }
+            slots[ns] = i;
+            toks[ns] = seq[s][pos[i]];
+            ns++;
+        }
+        if (ns == 0) break;
+        if (ns > 1) { /* rotate: the slots' order in a step does not matter */
+            int t = slots[0], k = toks[0];
+            for (j = 0; j + 1 < ns; j++) {
+                slots[j] = slots[j + 1];
+                toks[j] = toks[j + 1];
+            }
+            slots[ns - 1] = t;
+            toks[ns - 1] = k;
+        }
+        CHECK_INT_EQ(mdl_decode_step(mc, slots, toks, ns, lc.data()), MDL_OK);
+        rc = mdl_decode_step(md, slots, toks, ns, ld.data());
+        CHECK_INT_EQ(rc, MDL_OK);
+        if (rc) {
+            fprintf(stderr, "%s: %s\n", name, mdl_last_error(md));
+            break;
+        }
+        for (j = 0; j < ns; j++) {
+            const int sl = slots[j], s = slot_seq[sl];
+            e_cpu = fmax(e_cpu, dec_row_err(ld.data() + (size_t)j * DDV, lc.data() + (size_t)j * DDV, DDV));
+            e_fwd = fmax(e_fwd, dec_row_err(ld.data() + (size_t)j * DDV, ref.data() + ((size_t)s * DDT + pos[sl]) * DDV,
+                                            DDV));
+            rows++;
+            pos[sl]++;
+        }
+    }
+    for (i = 0; i < DNS; i++) CHECK(done[i]);
+    CHECK(restarted);
+    for (i = 0; i < 3; i++) CHECK_INT_EQ(mdl_decode_len(md, i), mdl_decode_len(mc, i));
+    printf("  %s: %d logit rows, device against the CPU decode %.3g, against the CPU forward %.3g\n", name, rows,
+           e_cpu, e_fwd);
+    CHECK(e_cpu <= 1e-5);
+    CHECK(e_fwd <= 1e-5);
+    g_dec_worst = fmax(g_dec_worst, fmax(e_cpu, e_fwd));
+out:
+    mdl_destroy(mc);
+    mdl_destroy(md);
+}
+
+static void test_decode_softmax(void)
+{
+    mdl_config c = dec_small();
+    float ht[4] = {0.6f, 1.7f, 1.1f, 0.8f};
+    NEED_GPU();
+    c.pos = MDL_POS_LEARNED;
+    c.norm = MDL_NORM_LAYER;
+    c.ffn = MDL_FFN_GELU;
+    dec_case(c, NULL, "decode: learned+LayerNorm+GELU");
+    c = dec_small();
+    c.pos = MDL_POS_ROPE;
+    c.norm = MDL_NORM_RMS;
+    c.ffn = MDL_FFN_RELU2;
+    dec_case(c, ht, "decode: RoPE+RMSNorm+ReLU2, per-head temperatures");
+    c = dec_small();
+    c.gac_tau = 1;
+    c.pos = MDL_POS_NONE;
+    c.n_heads = 4;
+    dec_case(c, NULL, "decode: gac_tau, no positions, 4 heads");
+    c = dec_small();
+    c.ffn = MDL_FFN_MOE;
+    c.res_gate = 1;
+    c.value_gate = 1;
+    c.moe_experts = 3;
+    c.moe_topk = 2;
+    c.pos = MDL_POS_ROPE;
+    dec_case(c, NULL, "decode: MoE + residual and value gates, RoPE");
+}
+
+/* polar attention (polar_decode_cuda over the slots' cache blocks, GQA, a window) */
+static void test_decode_polar(void)
+{
+    mdl_config c = dec_small();
+    NEED_GPU();
+    c.attn = MDL_ATTN_POLAR;
+    c.pos = MDL_POS_NONE;
+    c.d_model = 64; /* a head width cuda/polar.cuh takes (32) */
+    dec_case(c, NULL, "decode: polar attention");
+    c.n_heads = 2;
+    c.polar_kv_heads = 1;
+    c.polar.window = 5;
+    c.pos = MDL_POS_LEARNED;
+    c.ffn = MDL_FFN_MOE;
+    c.moe_experts = 3;
+    c.moe_topk = 2;
+    dec_case(c, NULL, "decode: polar attention, GQA (1 KV head), window 5, MoE, learned positions");
+}
+
+/* the gated-delta channel (gd_step_cuda on each slot's state, in place; a reset slot's
+   state zeroed on the device) beside softmax and beside polar attention */
+static void test_decode_gdelta(void)
+{
+    mdl_config c = dec_small();
+    NEED_GPU();
+    c.memory = MDL_MEM_GDELTA;
+    c.pos = MDL_POS_ROPE;
+    dec_case(c, NULL, "decode: softmax + RoPE + gated-delta memory");
+    c = dec_small();
+    c.attn = MDL_ATTN_POLAR;
+    c.pos = MDL_POS_NONE;
+    c.d_model = 64;
+    c.memory = MDL_MEM_GDELTA;
+    c.norm = MDL_NORM_RMS;
+    dec_case(c, NULL, "decode: polar + gated-delta memory, RMSNorm");
+}
+
+static void test_decode_priors(void)
+{
+    mdl_config c = dec_small();
+    char err[256];
+    NEED_GPU();
+    c.prior = MDL_PRIOR_RPA;
+    c.rpa.posmix = 0.1f;
+    c.ffn = MDL_FFN_MOE;
+    c.res_gate = 1;
+    c.value_gate = 1;
+    c.moe_experts = 3;
+    c.moe_topk = 2;
+    dec_case(c, NULL, "decode: RPA prior + MoE + residual and value gates (the tiny preset's blocks)");
+    c = dec_small();
+    c.prior = MDL_PRIOR_ERA;
+    c.gac_tau = 1;
+    c.pos = MDL_POS_ROPE;
+    dec_case(c, NULL, "decode: ERA prior + gac_tau + RoPE");
+    c = dec_small();
+    c.prior = MDL_PRIOR_SINUSOID;
+    if (mdl_device_supports(&c, err, sizeof err) == MDL_OK) {
+        dec_case(c, NULL, "decode: sinusoid prior");
+        c.prior = MDL_PRIOR_RELATIVE;
+        dec_case(c, NULL, "decode: relative prior");
+    } else { /* (decode's B(W) of the fixed priors is built on the host and uploaded, ready) */
+        printf("  decode: the sinusoid and relative priors not run: the device model refuses them (%s)\n", err);
+    }
+    printf("  decode on the device: worst relative logit error %.3g\n", g_dec_worst);
+}
+
+/* the causal convolution's ring (conv_k) and the gated short convolution's rings
+   (layer_pattern 'c'), with softmax and with polar attention and the memory channel */
+static void test_decode_conv(void)
+{
+    mdl_config c = dec_small();
+    NEED_GPU();
+    c.conv_k = 3;
+    c.pos = MDL_POS_ROPE;
+    dec_case(c, NULL, "decode: causal convolution (K 3) + RoPE");
+    c = dec_small();
+    snprintf(c.layer_pattern, sizeof c.layer_pattern, "cA");
+    c.pos = MDL_POS_ROPE;
+    dec_case(c, NULL, "decode: pattern cA, softmax + RoPE");
+    c = dec_small();
+    c.n_layers = 3;
+    snprintf(c.layer_pattern, sizeof c.layer_pattern, "ccA");
+    c.attn = MDL_ATTN_POLAR;
+    c.pos = MDL_POS_NONE;
+    c.d_model = 64;
+    c.memory = MDL_MEM_GDELTA;
+    c.conv_k = 3;
+    c.lfm_k = 4;
+    c.norm = MDL_NORM_RMS;
+    c.ffn = MDL_FFN_RELU2;
+    dec_case(c, NULL, "decode: pattern ccA, polar + gated-delta + convolution (K 3), lfm_k 4, RMSNorm, ReLU2");
+}
+
+/* The device decode's refusal table (mdl_decode_device_limit, mdl_decode_supports_on) is
+   empty today: every configuration the CPU decodes is accepted for a device model; the
+   table's other answers (unknown device, NULL config, the shared limits) hold. */
+static void test_decode_device_refusals(void)
+{
+    mdl_config cs[4], c = dec_small();
+    char err[256];
+    int i, n = 0;
+    NEED_GPU();
+    while (mdl_decode_device_limit(n)) n++;
+    CHECK_INT_EQ(n, 1); /* polar's Canon layers / per-channel gate (decoded on the CPU model only) */
+    CHECK(mdl_decode_device_limit(-1) == NULL);
+    for (i = 0; i < 4; i++) cs[i] = dec_small();
+    cs[0].attn = MDL_ATTN_POLAR;
+    cs[1].memory = MDL_MEM_GDELTA;
+    cs[2].conv_k = 3;
+    snprintf(cs[3].layer_pattern, sizeof cs[3].layer_pattern, "cA");
+    for (i = 0; i < 4; i++) CHECK_INT_EQ(mdl_decode_supports_on(&cs[i], MDL_DEVICE_CUDA, err, sizeof err), MDL_OK);
+    CHECK_INT_EQ(mdl_decode_supports_on(&c, MDL_DEVICE_CUDA, err, sizeof err), MDL_OK);
+    CHECK_INT_EQ(mdl_decode_supports_on(&c, 5, err, sizeof err), MDL_EINVAL);
+    CHECK(strstr(err, "unknown device") != NULL);
+    CHECK_INT_EQ(mdl_decode_supports_on(NULL, MDL_DEVICE_CUDA, err, sizeof err), MDL_EINVAL);
+    c.value_gate = 1;
+    c.n_heads = 512;
+    c.d_model = 512;
+    CHECK_INT_EQ(mdl_decode_supports_on(&c, MDL_DEVICE_CUDA, err, sizeof err), MDL_EINVAL);
+    CHECK(strstr(err, mdl_decode_limit(0)) != NULL);
+    c = dec_small(); /* issue 43's polar extras: the CPU model decodes them, the device refuses */
+    c.attn = MDL_ATTN_POLAR;
+    c.polar_canon_k = 3;
+    CHECK_INT_EQ(mdl_decode_supports_on(&c, MDL_DEVICE_CPU, err, sizeof err), MDL_OK);
+    CHECK_INT_EQ(mdl_decode_supports_on(&c, MDL_DEVICE_CUDA, err, sizeof err), MDL_EINVAL);
+    CHECK(strstr(err, "Canon") != NULL);
+    c.polar_canon_k = 0;
+    c.polar_gate = MDL_POLAR_GATE_CHANNEL;
+    CHECK_INT_EQ(mdl_decode_supports_on(&c, MDL_DEVICE_CUDA, err, sizeof err), MDL_EINVAL);
+    CHECK(strstr(err, "per channel") != NULL);
+}
+
 /* ------------------------------------------------------------------ trainer */
 #define NTOK 3000
 static uint16_t g_ids[NTOK];
@@ -1711,6 +2066,12 @@ int main(int argc, char **argv)
     TEST_RUN(test_layer_pattern);
     TEST_RUN(test_ceas_gating);
     TEST_RUN(test_ceas_gating_prior);
+    TEST_RUN(test_decode_softmax);
+    TEST_RUN(test_decode_priors);
+    TEST_RUN(test_decode_polar);
+    TEST_RUN(test_decode_gdelta);
+    TEST_RUN(test_decode_conv);
+    TEST_RUN(test_decode_device_refusals);
     TEST_RUN(test_round_trips_tiny);
     TEST_RUN(test_round_trips_paper);
     TEST_RUN(test_round_trips_polar_gdelta);

@@ -44,6 +44,10 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <math.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "tensor.h"
 #include "era.h"
@@ -476,6 +480,330 @@ static inline const era_rpa_config *ex_rpa_cache_config(const ex_ctx *x, const e
 }
 static inline long ex_rpa_cache_builds(const ex_ctx *x, const ex_rpa_cache *c) { EX__OP(c->h.builds, c->d.builds); }
 static inline long ex_rpa_cache_hits(const ex_ctx *x, const ex_rpa_cache *c) { EX__OP(c->h.hits, c->d.hits); }
+
+/* ------------------------------------------------------------------ decoding (issue 42) */
+/* The per-row pieces of the model's token-by-token decoding (model.c mdl_decode_*) that
+   are no tensor.h op: each CPU body below is the loop model.c ran before (the same
+   arithmetic in the same order: the CPU decode is bit-identical), each CUDA body is in
+   examples/common/exctx.cuh (compiled where impl.c is compiled by nvcc or in the CPU
+   simulation; without either the _cuda twins return TK_ENOCUDA). ids, slot, pos: ints of
+   the context's memory. Layouts: x (n, C); qkv (n, 3C) with q, k, v as (H, D) each; the
+   K/V caches kc, vc (nb, nl, C) of one layer; vzc (nb, nl, H); a row r is token ids[r] at
+   position pos[r] of slot slot[r]. */
+int ex__dec_embed_cuda(float *x, const float *wte, const float *wpe, const int *ids, const int *pos, int n, int C,
+                       tk_stream stream);
+int ex__dec_kv_cuda(float *qkv, float *kc, float *vc, const int *slot, const int *pos, int n, int H, int D, int nl,
+                    int rope, float base, tk_stream stream);
+int ex__dec_attn_cuda(float *att, const float *qkv, const float *kc, const float *vc, const int *slot,
+                      const int *pos, const float *temp, float g, const float *pb, int n, int H, int D, int nl,
+                      float *sc, tk_stream stream);
+int ex__dec_vgate_cuda(float *ap, float *vzc, const float *vz, const int *slot, const int *pos, int n, int H,
+                       int nl, int C, tk_stream stream);
+int ex__dec_conv_cuda(float *out, const float *inp, float *ring, const float *w, const int *slot, const int *pos,
+                      int n, int K, int C, tk_stream stream);
+int ex__dec_lfm_cuda(float *out, const float *sb, const float *sc, const float *sx, float *ring, const float *w,
+                     const int *slot, const int *pos, int n, int K, int C, tk_stream stream);
+int ex__dec_polar_split_cuda(float *pq, float *gl, float *kc, float *vc, const float *pqkv, const int *slot,
+                             const int *pos, int n, int H, int Hkv, int D, int nl, int qk_norm, float eps,
+                             tk_stream stream);
+
+#ifdef _OPENMP
+#define EX__OMP(x) _Pragma(#x)
+#define EX__TID() omp_get_thread_num()
+#else
+#define EX__OMP(x)
+#define EX__TID() 0
+#endif
+
+/* x[r] = wte[ids[r]] + wpe[pos[r]] (wpe NULL: wte[ids[r]] alone); ids in [0, V) (checked
+   by the caller) */
+static inline int ex_dec_embed(const ex_ctx *x, float *xo, const float *wte, const float *wpe, const int *ids,
+                               const int *pos, int n, int C)
+{
+    int r;
+    if (x->device) return ex__dec_embed_cuda(xo, wte, wpe, ids, pos, n, C, x->stream);
+    for (r = 0; r < n; r++) {
+        const float *te = wte + (size_t)ids[r] * C;
+        float *xr = xo + (size_t)r * C;
+        int j;
+        if (wpe) {
+            const float *pe = wpe + (size_t)pos[r] * C;
+            for (j = 0; j < C; j++) xr[j] = te[j] + pe[j];
+        } else {
+            memcpy(xr, te, sizeof(float) * (size_t)C);
+        }
+    }
+    return TK_OK;
+}
+
+/* rope: q and k of each row rotated in place at the row's position (tk_rope's angles:
+   pow(base, -2i/D) in double); then the row's k and v into the caches at (slot, pos) */
+static inline int ex_dec_kv(const ex_ctx *x, float *qkv, float *kc, float *vc, const int *slot, const int *pos, int n,
+                            int H, int D, int nl, int rope, float base)
+{
+    const int C = H * D;
+    int r;
+    if (x->device) return ex__dec_kv_cuda(qkv, kc, vc, slot, pos, n, H, D, nl, rope, base, x->stream);
+    for (r = 0; r < n; r++) {
+        float *row = qkv + (size_t)r * 3 * C;
+        const int t = pos[r];
+        if (rope) {
+            int i, h;
+            for (i = 0; i < D / 2; i++) {
+                double ang = (double)t * pow((double)base, -2.0 * i / (double)D);
+                float cs = (float)cos(ang), sn = (float)sin(ang);
+                for (h = 0; h < 2 * H; h++) { /* q heads, then k heads */
+                    float *pp = row + (size_t)h * D + 2 * i, x0 = pp[0], x1 = pp[1];
+                    pp[0] = x0 * cs - x1 * sn;
+                    pp[1] = x0 * sn + x1 * cs;
+                }
+            }
+        }
+        memcpy(kc + ((size_t)slot[r] * nl + t) * C, row + C, sizeof(float) * (size_t)C);
+        memcpy(vc + ((size_t)slot[r] * nl + t) * C, row + 2 * C, sizeof(float) * (size_t)C);
+    }
+    return TK_OK;
+}
+
+/* att (n, C): each (row, head) attends over its slot's cached positions 0..t (t = pos[r]):
+   scores q.k in double times 1 / (sqrt(D) temp[h] g), plus row t of pb (nl, nl) divided
+   by g (pb NULL: no prior), softmax, the values summed in double. temp (H) the layer's
+   temperature multipliers. sc: scratch, (nthr, nl) floats on the CPU (nthr: the OpenMP
+   team size it was sized for; a larger team is TK_ERANGE), (n H, nl) on the device. */
+static inline int ex_dec_attn(const ex_ctx *x, float *att, const float *qkv, const float *kc, const float *vc,
+                              const int *slot, const int *pos, const float *temp, float g, const float *pb, int n,
+                              int H, int D, int nl, float *scr, int nthr)
+{
+    const int C = H * D;
+    const float ginv = 1.0f / g;
+    int u, err = 0;
+    if (x->device) return ex__dec_attn_cuda(att, qkv, kc, vc, slot, pos, temp, g, pb, n, H, D, nl, scr, x->stream);
+    EX__OMP(omp parallel for schedule(dynamic, 1) if(n * H > 1 && nthr > 1))
+    for (u = 0; u < n * H; u++) {
+        const int rr = u / H, h = u % H, t = pos[rr], s = slot[rr];
+        const float alpha = 1.0f / (sqrtf((float)D) * (temp[h] * g));
+        const float *q = qkv + (size_t)rr * 3 * C + (size_t)h * D;
+        const float *kb = kc + (size_t)s * nl * C + (size_t)h * D, *vb = vc + (size_t)s * nl * C + (size_t)h * D;
+        float *sc = scr + (size_t)EX__TID() * nl, *o = att + (size_t)rr * C + (size_t)h * D, mx;
+        double sum = 0.0;
+        int j, e;
+        if (EX__TID() >= nthr) { /* (more threads than the scratch was sized for) */
+            EX__OMP(omp atomic write)
+            err = 1;
+            continue;
+        }
+        for (j = 0; j <= t; j++) {
+            const float *kj = kb + (size_t)j * C;
+            double a = 0.0;
+            for (e = 0; e < D; e++) a += (double)q[e] * (double)kj[e];
+            sc[j] = (float)a * alpha;
+        }
+        if (pb) {
+            const float *br = pb + (size_t)t * nl;
+            if (g != 1.0f)
+                for (j = 0; j <= t; j++) sc[j] += br[j] * ginv;
+            else
+                for (j = 0; j <= t; j++) sc[j] += br[j];
+        }
+        mx = sc[0];
+        for (j = 1; j <= t; j++) mx = sc[j] > mx ? sc[j] : mx;
+        for (j = 0; j <= t; j++) {
+            sc[j] = expf(sc[j] - mx);
+            sum += sc[j];
+        }
+        for (e = 0; e < D; e++) {
+            double a = 0.0;
+            for (j = 0; j <= t; j++) a += (double)sc[j] * (double)vb[(size_t)j * C + e];
+            o[e] = (float)(a / sum);
+        }
+    }
+    return err ? TK_ERANGE : TK_OK;
+}
+
+/* The value gate: vz (n, H) into the cache vzc at (slot, pos); then for each row
+   g = mean_h sigmoid(mean_{s <= t} vzc[slot, s, h]) (tk_causal_mean_gate_forward's sums in
+   double) and ap (n, C) *= g */
+static inline int ex_dec_vgate(const ex_ctx *x, float *ap, float *vzc, const float *vz, const int *slot,
+                               const int *pos, int n, int H, int nl, int C)
+{
+    int r;
+    if (x->device) return ex__dec_vgate_cuda(ap, vzc, vz, slot, pos, n, H, nl, C, x->stream);
+    for (r = 0; r < n; r++)
+        memcpy(vzc + ((size_t)slot[r] * nl + pos[r]) * H, vz + (size_t)r * H, sizeof(float) * (size_t)H);
+    for (r = 0; r < n; r++) {
+        const int t = pos[r];
+        const float *zb = vzc + (size_t)slot[r] * nl * H;
+        double sum = 0.0;
+        float gv, *ar = ap + (size_t)r * C;
+        int h, j;
+        for (h = 0; h < H; h++) {
+            double acc = 0.0;
+            for (j = 0; j <= t; j++) acc += (double)zb[(size_t)j * H + h];
+            sum += (double)(float)(1.0 / (1.0 + exp(-(acc / (double)(t + 1)))));
+        }
+        gv = (float)(sum / (double)H);
+        for (j = 0; j < C; j++) ar[j] *= gv;
+    }
+    return TK_OK;
+}
+
+/* RMSNorm of one row of D floats in place, no weight: row <- row r, r = 1 / sqrt(mean
+   row^2 + eps) in double; returns r (layers.c's lyr_rms_rows, polar's q/k norm, is this per
+   row; the device's decode calls it from its kernel). */
+#if defined(__CUDACC__)
+#define EX__HD __host__ __device__
+#else
+#define EX__HD
+#endif
+static inline EX__HD float ex_rms_row(float *row, int D, float eps)
+{
+    double ss = 0, r;
+    int j;
+    for (j = 0; j < D; j++) ss += (double)row[j] * row[j];
+    r = 1.0 / sqrt(ss / D + eps);
+    for (j = 0; j < D; j++) row[j] = (float)(row[j] * r);
+    return (float)r;
+}
+
+/* Polar attention's rows (model.c mdl__dec_polar). pqkv (n, Pq) rows [q (H,D) | k (Hkv,D) |
+   v (Hkv,D) | gate logits (H)], Pq = (H + 2 Hkv) D + H: q into pq (n, H, D), k and v into
+   the caches (nb, Hkv, nl, D) of one layer at (slot, pos), the gate logits into gl (n, H);
+   qk_norm: each head of q and of the cached k RMSNormed (ex_rms_row, eps). */
+static inline int ex_dec_polar_split(const ex_ctx *x, float *pq, float *gl, float *kc, float *vc, const float *pqkv,
+                                     const int *slot, const int *pos, int n, int H, int Hkv, int D, int nl,
+                                     int qk_norm, float eps)
+{
+    const size_t Pq = (size_t)(H + 2 * Hkv) * D + (size_t)H;
+    int r, h;
+    if (x->device)
+        return ex__dec_polar_split_cuda(pq, gl, kc, vc, pqkv, slot, pos, n, H, Hkv, D, nl, qk_norm, eps, x->stream);
+    for (r = 0; r < n; r++) {
+        const float *row = pqkv + (size_t)r * Pq;
+        const int s = slot[r], t = pos[r];
+        memcpy(pq + (size_t)r * H * D, row, sizeof(float) * (size_t)H * D);
+        for (h = 0; h < Hkv; h++) {
+            memcpy(kc + (((size_t)s * Hkv + h) * nl + t) * D, row + (size_t)(H + h) * D, sizeof(float) * (size_t)D);
+            memcpy(vc + (((size_t)s * Hkv + h) * nl + t) * D, row + (size_t)(H + Hkv + h) * D,
+                   sizeof(float) * (size_t)D);
+        }
+        memcpy(gl + (size_t)r * H, row + (size_t)(H + 2 * Hkv) * D, sizeof(float) * (size_t)H);
+        if (qk_norm) {
+            for (h = 0; h < Hkv; h++) (void)ex_rms_row(kc + (((size_t)s * Hkv + h) * nl + t) * D, D, eps);
+            for (h = 0; h < H; h++) (void)ex_rms_row(pq + ((size_t)r * H + h) * D, D, eps);
+        }
+    }
+    return TK_OK;
+}
+
+/* polar_decode of each row over its slot's cache block (one block of nl positions per
+   slot: block_table = slot, seq_lens = lens, max_blocks 1): the CPU one row at a time
+   (polar_decode with B = 1), the device all rows in one polar_decode_cuda. Returns a
+   POLAR_* code. */
+static inline int ex_dec_polar_decode(const ex_ctx *x, const polar_config *cfg, float *c, float *mag, const float *q,
+                                      const float *kc, const float *vc, const int *slot, const int *lens,
+                                      const polar_params *prm, int n, int H, int Hkv, int D, int nl, int nb)
+{
+    int r, rc;
+    if (x->device)
+        return polar_decode_cuda(cfg, c, mag, q, kc, vc, slot, lens, prm, n, H, Hkv, D, nl, nb, 1,
+                                 (polar_stream)x->stream);
+    for (r = 0; r < n; r++) {
+        int len = lens[r];
+        rc = polar_decode(cfg, c + (size_t)r * H * D, mag + (size_t)r * H, q + (size_t)r * H * D, kc, vc, slot + r, &len,
+                          prm, 1, H, Hkv, D, nl, nb, 1);
+        if (rc != POLAR_OK) return rc;
+    }
+    return POLAR_OK;
+}
+
+/* Eq. 14 for n rows (T = 1): out (n, C) = (c sigmoid(gl)) W_o^T + mag W_mu^T; c (n, H, D),
+   mag, gl (n, H), W_o (C, H D), W_mu (C, H). The CPU: polar_assemble_forward; the device:
+   tensor.h's sigmoid, row scale and GEMMs (layers.c's device path of the forward), with
+   sg (n H) and z (n H D) floats of device scratch. Returns a POLAR_* code (TK_* on the
+   device). */
+static inline int ex_dec_polar_assemble(const ex_ctx *x, float *out, const float *c, const float *mag, const float *gl,
+                                        const float *Wo, const float *Wmu, int n, int H, int D, int C, float *sg,
+                                        float *z)
+{
+    int rc;
+    if (!x->device) return polar_assemble_forward(out, c, mag, gl, Wo, Wmu, n, H, 1, D, C);
+    if ((rc = ex_sigmoid_fwd(x, sg, gl, (size_t)n * H)) != TK_OK) return rc;
+    if ((rc = ex_rowscale(x, z, c, sg, n * H, D)) != TK_OK) return rc;
+    if ((rc = ex_matmul_fwd(x, out, z, Wo, NULL, n, H * D, C)) != TK_OK) return rc;
+    return ex_sgemm(x, 0, 1, n, C, H, 1.0f, mag, H, Wmu, H, 1.0f, out, C);
+}
+
+/* The gated-delta step of each row on its slot's state (gdelta.h's gd_step in place, one
+   row at a time in row order: a prefill's rows share a slot): table (nb, Hm, Dk, Dk); q, k,
+   v, r (n, Hm, Dk); gates, beta (n, Hm); slot (n) of the context's memory. A GD_* code. */
+static inline int ex_dec_gd_step(const ex_ctx *x, const gd_config *cfg, float *table, int nb, const int *slot, int n,
+                                 int Hm, int Dk, const float *q, const float *k, const float *v, const float *gates,
+                                 const float *beta, float *r)
+{
+    const size_t HD = (size_t)Hm * Dk;
+    int i, rc;
+    for (i = 0; i < n; i++) {
+        const size_t o = (size_t)i * HD;
+        rc = x->device ? gd_step_cuda(cfg, table, nb, slot + i, 1, Hm, Dk, Dk, q + o, k + o, v + o,
+                                      gates + (size_t)i * Hm, beta + (size_t)i * Hm, r + o, (gd_stream)x->stream)
+                       : gd_step(cfg, table, nb, slot + i, 1, Hm, Dk, Dk, q + o, k + o, v + o, gates + (size_t)i * Hm,
+                                 beta + (size_t)i * Hm, r + o);
+        if (rc != GD_OK) return rc;
+    }
+    return GD_OK;
+}
+
+/* The causal depthwise convolution's rows (cfg.conv_k): each row's input into its slot's
+   ring (nb, K, C) of one layer at t % K, then out = inp + sum_{j<K, j<=t} w[j] ring[t-j]
+   (tk_causal_dwconv_forward's fmaf chain, j in order). Rows in order (a prefill's rows
+   share a ring); the device runs one thread per channel over the rows in the same order
+   (fmaf on both: bit-identical). out, inp (n, C); w (K, C). */
+static inline int ex_dec_conv(const ex_ctx *x, float *out, const float *inp, float *ring, const float *w,
+                              const int *slot, const int *pos, int n, int K, int C)
+{
+    int r;
+    if (x->device) return ex__dec_conv_cuda(out, inp, ring, w, slot, pos, n, K, C, x->stream);
+    for (r = 0; r < n; r++) {
+        const int t = pos[r];
+        float *rg = ring + (size_t)slot[r] * (size_t)K * C, *o = out + (size_t)r * C;
+        int j, ch;
+        memcpy(rg + (size_t)(t % K) * C, inp + (size_t)r * C, sizeof(float) * (size_t)C);
+        memcpy(o, inp + (size_t)r * C, sizeof(float) * (size_t)C);
+        for (j = 0; j < K && j <= t; j++) {
+            const float *xs = rg + (size_t)((t - j) % K) * C, *wj = w + (size_t)j * C;
+            for (ch = 0; ch < C; ch++) o[ch] = fmaf(wj[ch], xs[ch], o[ch]);
+        }
+    }
+    return TK_OK;
+}
+
+/* The gated short convolution's rows (layer_pattern 'c'): y = B x into the slot's ring
+   (nb, K, C) at t % K; z = sum_{j<K, j<=t} w[j] y[t-j] (fmaf from 0, j in order); out =
+   C' z. sb, sc, sx (n, C) the three streams; w (K, C). Rows in order; the device one
+   thread per channel (bit-identical). */
+static inline int ex_dec_lfm(const ex_ctx *x, float *out, const float *sb, const float *sc, const float *sx,
+                             float *ring, const float *w, const int *slot, const int *pos, int n, int K, int C)
+{
+    int r;
+    if (x->device) return ex__dec_lfm_cuda(out, sb, sc, sx, ring, w, slot, pos, n, K, C, x->stream);
+    for (r = 0; r < n; r++) {
+        const int t = pos[r];
+        float *rg = ring + (size_t)slot[r] * (size_t)K * C, *o = out + (size_t)r * C;
+        float *yt = rg + (size_t)(t % K) * C;
+        const float *br = sb + (size_t)r * C, *cr = sc + (size_t)r * C, *xr = sx + (size_t)r * C;
+        int j, ch;
+        for (ch = 0; ch < C; ch++) yt[ch] = br[ch] * xr[ch];
+        for (ch = 0; ch < C; ch++) o[ch] = 0.0f;
+        for (j = 0; j < K && j <= t; j++) {
+            const float *ys = rg + (size_t)((t - j) % K) * C, *wj = w + (size_t)j * C;
+            for (ch = 0; ch < C; ch++) o[ch] = fmaf(wj[ch], ys[ch], o[ch]);
+        }
+        for (ch = 0; ch < C; ch++) o[ch] = cr[ch] * o[ch];
+    }
+    return TK_OK;
+}
+#undef EX__OMP
+#undef EX__TID
 
 #undef EX__OP
 

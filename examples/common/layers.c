@@ -857,15 +857,7 @@ void lyr_rms_rows(float *x, float *rs, size_t rows, int D, float eps)
 {
     int i;
     LYR__OMP(omp parallel for schedule(static) if(rows * (size_t)D > LYR__PAR_MIN))
-    for (i = 0; i < (int)rows; i++) {
-        float *row = x + (size_t)i * D;
-        double ss = 0, r;
-        int j;
-        for (j = 0; j < D; j++) ss += (double)row[j] * row[j];
-        r = 1.0 / sqrt(ss / D + eps);
-        for (j = 0; j < D; j++) row[j] = (float)(row[j] * r);
-        rs[i] = (float)r;
-    }
+    for (i = 0; i < (int)rows; i++) rs[i] = ex_rms_row(x + (size_t)i * D, D, eps); /* (exctx.h) */
 }
 
 static float lyr__sigmoidf(float x) { return (float)(1.0 / (1.0 + exp(-(double)x))); }
@@ -1591,6 +1583,31 @@ static int lyr__gd_gates_ops(const ex_ctx *cx, const lyr_gdelta_dims *d, const f
             ex_sigmoid_fwd(cx, o, o, n) != TK_OK)
             return LYR_EFAIL;
     }
+    return LYR_OK;
+}
+
+int lyr_gdelta_gates(const ex_ctx *cx, const lyr_gdelta_dims *d, const float *const *P, const float *xn,
+                     float *gates, float *beta, float *tmp, int B, int T)
+{
+    int rc;
+    if (cx->device) return lyr__gd_gates_ops(cx, d, P, xn, gates, beta, tmp, B, T);
+    rc = gd_gates_forward(&d->cfg, gates, beta, xn, P[LYR_GD_W_GAMMA], P[LYR_GD_B_GAMMA], P[LYR_GD_W_BETA],
+                          P[LYR_GD_B_BETA], B, T, d->C, d->Hm);
+    return rc == GD_OK ? LYR_OK : rc == GD_ENOMEM ? LYR_ENOMEM : LYR_EFAIL;
+}
+
+int lyr_gdelta_readout(const ex_ctx *cx, const lyr_gdelta_dims *d, const float *r, float *g, float *rs,
+                       const float *nw, float *z, float *t1, float *t2, int B, int T)
+{
+    const size_t N = (size_t)B * T, HD = (size_t)d->Hm * d->Dk;
+    if (!cx->device) {
+        lyr_gdelta_readout_z(d, r, g, rs, nw, z, B, T, 1);
+        return LYR_OK;
+    }
+    if (ex_sigmoid_fwd(cx, g, g, N * HD) != TK_OK || ex_merge_heads_fwd(cx, t1, r, B, T, d->Hm, d->Dk) != TK_OK ||
+        ex_rmsnorm_fwd(cx, t2, rs, t1, nw, (int)N * d->Hm, d->Dk, d->cfg.rms_eps) != TK_OK ||
+        ex_rowscale(cx, z, t2, g, (int)(N * HD), 1) != TK_OK)
+        return LYR_EFAIL;
     return LYR_OK;
 }
 

@@ -347,6 +347,16 @@ void lyr_gdelta_readout_z(const lyr_gdelta_dims *d, const float *r, float *g, fl
 /* RMSNorm of rows of length D in place, no weight: x <- x r, r = 1/sqrt(mean x^2 + eps)
    (in double) into rs (rows). Polar's q/k norm, in the forward and in decoding. */
 void lyr_rms_rows(float *x, float *rs, size_t rows, int D, float eps);
+/* The gated-delta channel's gates and readout on the context's device, as lyr_gdelta_fwd
+   computes them (the decoding's per-row pieces): gates, beta (B,Hm,T) = sigmoid(xn W^T + b)
+   (gd_gates_forward on the CPU; tmp: B*T*Hm floats, the device's); z (B,T,Hm*Dk) =
+   RMSNorm(r) * norm_w * sigmoid(g) with g (B,T,Hm*Dk) pre-activations turned into
+   sigmoid(g) in place, rs (B*T*Hm) (lyr_gdelta_readout_z on the CPU; t1, t2: B*T*Hm*Dk
+   floats, the device's). LYR_OK or an LYR_E* code. */
+int lyr_gdelta_gates(const ex_ctx *cx, const lyr_gdelta_dims *d, const float *const *P, const float *xn,
+                     float *gates, float *beta, float *tmp, int B, int T);
+int lyr_gdelta_readout(const ex_ctx *cx, const lyr_gdelta_dims *d, const float *r, float *g, float *rs,
+                       const float *nw, float *z, float *t1, float *t2, int B, int T);
 /* xn: (B,T,C); out: (B,T,C) written (the model adds it to the attention output);
    train, seed: unused (no noise), kept for the protocol; stats: NULL or filled (host).
    DEVICE: xn, out, saved, work and every P[i] all device memory run the layer on the CUDA

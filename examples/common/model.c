@@ -3553,23 +3553,72 @@ int mdl_decode_supports(const mdl_config *cfg, char *err, size_t errlen)
     return ex_errf(err, errlen, MDL_OK, "ok");
 }
 
+static int mdl__dec_polar_extras(const mdl_config *c)
+{
+    return c->attn == MDL_ATTN_POLAR && (c->polar_canon_k > 0 || c->polar_gate != MDL_POLAR_GATE_HEAD);
+}
+/* What decoding on a device model refuses besides mdl__dec_limits: a component whose
+   per-row decode work has no device op is listed here (refuses, phrase): polar's Canon
+   layers and per-channel gate (issue 43, decoded on the host by mdl__dec_polar_host);
+   every other component's decode runs through exctx.h's ops or the headers' _cuda entry
+   points. The table ends at its {NULL, NULL} entry. */
+static const struct {
+    int (*refuses)(const mdl_config *);
+    const char *what;
+} mdl__dec_dev_limits[] = {
+    {mdl__dec_polar_extras, "polar attention with Canon layers (--canon-k) or the output gate per channel "
+                            "(--polar-gate channel)"},
+    {NULL, NULL},
+};
+#define MDL__NDEC_DEV_LIMITS ((int)(sizeof mdl__dec_dev_limits / sizeof mdl__dec_dev_limits[0]) - 1)
+
+const char *mdl_decode_device_limit(int i)
+{
+    return (i >= 0 && i < MDL__NDEC_DEV_LIMITS) ? mdl__dec_dev_limits[i].what : NULL;
+}
+
+int mdl_decode_supports_on(const mdl_config *cfg, int device, char *err, size_t errlen)
+{
+    int i, rc = mdl_decode_supports(cfg, err, errlen);
+    if (rc != MDL_OK || device == MDL_DEVICE_CPU) return rc;
+    if (device != MDL_DEVICE_CUDA)
+        return ex_errf(err, errlen, MDL_EINVAL, "mdl_decode_supports_on: unknown device %d", device);
+    for (i = 0; i < MDL__NDEC_DEV_LIMITS; i++)
+        if (mdl__dec_dev_limits[i].refuses(cfg))
+            return ex_errf(err, errlen, MDL_EINVAL,
+                           "token-by-token decoding on a device model does not support %s yet (the CPU model "
+                           "decodes it)", mdl__dec_dev_limits[i].what);
+    return ex_errf(err, errlen, MDL_OK, "ok");
+}
+
 struct mdl__dec {
     int nb, nl, rows, nthr;
     float *kc, *vc;          /* (L, nb, nl, C) rotated keys, values */
     float *vzc;              /* (L, nb, nl, H) value-gate pre-activations (value_gate), else NULL */
     float *mu, *zproj, *eta, *vz; /* memberships (rows,R), their projection (rows,C), residual
                                      gates (rows), value-gate pre-activations (rows,H) */
-    int *len;                /* (nb) live length of each slot */
-    float *temp;             /* (L,H) temperature multipliers (mdl_decode_set_temp) */
+    int *len;                /* (nb) live length of each slot (host) */
+    float *temp;             /* (L,H) temperature multipliers (mdl_decode_set_temp; host) */
+    float *tempc;            /* temp in the model's memory (the CPU: temp itself) */
+    int *slotc, *posc, *idc; /* rslot, rpos and the rows' token ids in the model's memory (the
+                                CPU: rslot, rpos, and idc NULL: the caller's ids are read) */
+    float *lg;               /* (rows, V) logits in device memory, copied to the caller's
+                                (device model); NULL on the CPU (the head writes the caller's) */
+    float *hst;              /* the FFN's host scratch (device model; NULL on the CPU) */
+    float gl[MDL_MAX_LAYERS]; /* GAC's tau per layer (1 without), read at mdl_decode_init */
+    void *hb;                /* the host block: len, temp, rslot, rpos, rout */
     float *x, *n1, *qkv, *att, *ap, *n2, *fp, *nf; /* scratch, rows x C (qkv rows x 3C) */
     float *sv_n1, *sv_n2, *sv_f, *sv_nf, *work;    /* the components' saved / work buffers */
     float *sc;               /* (nthr, nl) attention scores */
-    int *rslot, *rpos, *rout; /* per row: slot, position; rows that want logits */
+    int *rslot, *rpos, *rout; /* per row: slot, position; rows that want logits (host) */
     /* polar attention (its keys and values live in kc / vc as (nb, Hkv, nl, D) per layer),
        the gated-delta channel, the convolution: scratch per row, state per slot */
     float *xa;               /* one block for everything below (NULL when none is used) */
     float *pqkv, *pq, *pc, *pmag; /* (rows, Pq) projections, (rows, H, D) q, c, (rows, H) magnitudes */
-    int *ptab;               /* (rows) block table: one block per slot */
+    int *ptab;               /* (rows) the rows' polar lengths in device memory (a device model) */
+    float *pgl, *psg;        /* (rows, H) polar's gate logits; (rows, H) the device's sigmoid scratch */
+    int *plen, *plenc;       /* (rows) the rows' polar lengths t + 1 (host); in the model's memory
+                                (the CPU: plen itself; a device: ptab) */
     float *gqkv, *gq, *gk, *gv, *ggt, *gbt, *gr, *gg, *gm; /* gated delta: (rows, 3HD), (rows, HD) x3,
                                 (rows, Hm) x2, (rows, HD) readout and gate, (rows, C) output */
     float *gst;              /* (L, nb, Hm, Dk, Dk) memory states, zeroed when a slot starts */
@@ -3594,9 +3643,11 @@ static void *mdl__dec_take(char **p, size_t bytes)
 void mdl_decode_free(mdl_model *m)
 {
     if (!m || !m->dec) return;
-    free(m->dec->xa);
-    free(m->dec->pb);
-    free(m->dec->kc);
+    ex_free(&m->cx, m->dec->xa);
+    ex_free(&m->cx, m->dec->pb);
+    ex_free(&m->cx, m->dec->kc);
+    free(m->dec->hb);
+    free(m->dec->hst);
     free(m->dec);
     m->dec = NULL;
 }
@@ -3636,9 +3687,19 @@ static int mdl__dec_extra(mdl_model *m, struct mdl__dec *d)
     MDL__XA(L * nb * K * C);
     MDL__XA(L * nb * KL * C);
     MDL__XA(L * nb * KC * PC);
+    MDL__XA(rows * H); /* pgl */
+    MDL__XA(rows * H); /* psg */
 #undef MDL__XA
-    d->xa = (float *)calloc(1, total);
-    if (!d->xa) return mdl__fail(m, MDL_ENOMEM, "mdl_decode_init: out of memory (%.1f MB of decoding state)", (double)total / 1e6);
+    {
+        /* in the model's memory, zeroed (the memory states start from zero) */
+        void *xv = NULL;
+        if (ex_alloc(&m->cx, &xv, total) != TK_OK || ex_zero(&m->cx, xv, total) != TK_OK) {
+            ex_free(&m->cx, xv);
+            return mdl__fail(m, MDL_ENOMEM, "mdl_decode_init: out of memory (%.1f MB of decoding state)",
+                             (double)total / 1e6);
+        }
+        d->xa = (float *)xv;
+    }
     p = (char *)d->xa;
 #define MDL__XT(n) ((float *)mdl__dec_take(&p, sizeof(float) * (size_t)(n) + 1))
     d->pqkv = MDL__XT(rows * Pq);
@@ -3660,6 +3721,9 @@ static int mdl__dec_extra(mdl_model *m, struct mdl__dec *d)
     d->cvr = MDL__XT(L * nb * K * C);
     d->lfr = MDL__XT(L * nb * KL * C);
     d->cnr = MDL__XT(L * nb * KC * PC);
+    d->pgl = MDL__XT(rows * H);
+    d->psg = MDL__XT(rows * H);
+    d->plenc = m->cx.device != EX_CPU ? d->ptab : d->plen;
 #undef MDL__XT
     d->bytes += total;
     d->cache_bytes += sizeof(float) * (L * nb * Hm * Dk * Dk + L * nb * K * C + L * nb * KL * C + L * nb * KC * PC);
@@ -3678,34 +3742,60 @@ static int mdl__dec_prior_build(mdl_model *m, struct mdl__dec *d)
     const int W = d->nl;
     const size_t WW = (size_t)W * (size_t)W;
     int l, rc = ERA_OK;
+    void *pv = NULL;
     d->pb_layers = (c->prior == MDL_PRIOR_RPA || c->prior == MDL_PRIOR_ERA) ? m->L : 1;
-    d->pb = (float *)malloc(sizeof(float) * WW * (size_t)d->pb_layers);
-    if (!d->pb) return mdl__fail(m, MDL_ENOMEM, "mdl_decode_init: out of memory (the prior B(%d))", W);
+    if (ex_alloc(&m->cx, &pv, sizeof(float) * WW * (size_t)d->pb_layers) != TK_OK)
+        return mdl__fail(m, MDL_ENOMEM, "mdl_decode_init: out of memory (the prior B(%d))", W);
+    d->pb = (float *)pv;
     mdl__scal_refresh(m); /* tau_att, pos_beta, ERA's sigma and alpha as the parameters hold them */
     if (c->prior == MDL_PRIOR_RPA) {
+        /* by the model's device's prior (era_rpa_forward or its _cuda twin) from the running
+           table, which a device model uploads (rows 0..W-1 of each layer) */
         era_rpa_config ru = c->rpa;
+        void *mv = NULL;
         ru.R = m->R;
         ru.legacy = 0;
         ru.scale = 1.0f;
+        if (m->cx.device != EX_CPU && ex_alloc(&m->cx, &mv, sizeof(float) * (size_t)W * m->R) != TK_OK)
+            return mdl__fail(m, MDL_ENOMEM, "mdl_decode_init: out of memory (the running table)");
         for (l = 0; l < m->L && rc == ERA_OK; l++) {
             era_rpa_params rp = mdl__rpa_params(m, l);
             era_rpa_state st = era_rpa_state_init();
-            rc = era_rpa_forward(&ru, &rp, m->pstats + (size_t)l * c->max_T * m->R, 1, W, d->pb + (size_t)l * WW, &st,
-                                 NULL);
+            era_rpa_cuda_state cst = era_rpa_cuda_state_init();
+            const float *mu = m->pstats + (size_t)l * c->max_T * m->R;
+            if (mv) {
+                if (ex_to_ctx(&m->cx, mv, mu, sizeof(float) * (size_t)W * m->R) != TK_OK) {
+                    rc = ERA_EINVAL;
+                    break;
+                }
+                mu = (const float *)mv;
+            }
+            rc = ex_rpa_fwd(&m->cx, &ru, &rp, mu, 1, W, d->pb + (size_t)l * WW, &st, &cst, NULL);
             era_rpa_state_free(&st);
+            era_rpa_cuda_state_free(&cst);
         }
+        if (mv) ex_free(&m->cx, mv);
     } else if (c->prior == MDL_PRIOR_ERA) {
         for (l = 0; l < m->L && rc == ERA_OK; l++) {
             era_era_params ep = mdl__era_params(m, l);
             era_era_state st = era_era_state_init();
-            rc = era_era_forward(&c->era, &ep, W, d->pb + (size_t)l * WW, &st, NULL);
+            era_era_cuda_state cst = era_era_cuda_state_init();
+            rc = ex_era_fwd(&m->cx, &c->era, &ep, W, d->pb + (size_t)l * WW, &st, &cst, NULL);
             era_era_state_free(&st);
+            era_era_cuda_state_free(&cst);
         }
     } else {
+        /* the fixed priors depend on the config alone: built on the host, uploaded once */
         era_pos_config pc = c->fixed_prior;
+        float *hp = m->cx.device != EX_CPU ? (float *)malloc(sizeof(float) * WW) : d->pb;
+        if (!hp) return mdl__fail(m, MDL_ENOMEM, "mdl_decode_init: out of memory (the prior B(%d))", W);
         pc.scale = 1.0f;
         pc.max_T = c->max_T;
-        rc = c->prior == MDL_PRIOR_SINUSOID ? era_sinusoid_bias(&pc, W, d->pb) : era_relative_bias(&pc, W, d->pb);
+        rc = c->prior == MDL_PRIOR_SINUSOID ? era_sinusoid_bias(&pc, W, hp) : era_relative_bias(&pc, W, hp);
+        if (hp != d->pb) {
+            if (rc == ERA_OK && ex_to_ctx(&m->cx, d->pb, hp, sizeof(float) * WW) != TK_OK) rc = ERA_EINVAL;
+            free(hp);
+        }
     }
     if (rc != ERA_OK)
         return mdl__fail(m, rc == ERA_ENOMEM ? MDL_ENOMEM : MDL_EFAIL, "mdl_decode_init: the prior B(%d) failed (%s)", W,
@@ -3718,15 +3808,15 @@ int mdl_decode_init(mdl_model *m, int max_batch, int max_len, size_t *cache_byte
     struct mdl__dec *d;
     const mdl_config *c;
     int rows, L, C, H, l, nthr;
-    size_t fl = 0, nsv1, nsv2, nsvf, nwork, cache, total, w, vzn;
+    const int dev = m ? m->cx.device != EX_CPU : 0;
+    size_t fl = 0, nsv1, nsv2, nsvf, nwork, cache, total, hbytes, w, vzn, nsc, nlg;
     char e[256], *p;
+    void *blk = NULL;
     if (cache_bytes) *cache_bytes = 0;
     if (!m) return MDL_EINVAL;
     c = &m->cfg;
-    if (m->cx.device != EX_CPU)
-        return mdl__fail(m, MDL_EINVAL, "mdl_decode_init: token-by-token decoding runs on the CPU model only "
-                                        "(this model lives on a device)");
-    if (mdl_decode_supports(c, e, sizeof e) != MDL_OK) return mdl__fail(m, MDL_EINVAL, "mdl_decode_init: %s", e);
+    if (mdl_decode_supports_on(c, m->cx.device, e, sizeof e) != MDL_OK)
+        return mdl__fail(m, MDL_EINVAL, "mdl_decode_init: %s", e);
     if (max_batch < 1 || max_batch > 65536)
         return mdl__fail(m, MDL_EINVAL, "mdl_decode_init: max_batch must be in [1, 65536] (got %d)", max_batch);
     if (max_len < 1 || max_len > c->max_T)
@@ -3752,19 +3842,40 @@ int mdl_decode_init(mdl_model *m, int max_batch, int max_len, size_t *cache_byte
             if (w > nwork) nwork = w;
         }
     vzn = c->value_gate ? (size_t)L * (size_t)max_batch * (size_t)max_len * (size_t)H : 0;
-    fl = (size_t)rows * C * 11 + (size_t)rows * (size_t)(m->R + 1 + H) + nsv1 * 2 + nsv2 + nsvf + nwork +
-         (size_t)nthr * max_len;
+    /* the attention's score scratch: one row of nl per OpenMP thread on the CPU, one per
+       (row, head) on the device (its kernel runs them all at once) */
+    nsc = (dev ? (size_t)rows * H : (size_t)nthr) * (size_t)max_len;
+    nlg = dev ? (size_t)rows * m->V : 0;
+    fl = (size_t)rows * C * 11 + (size_t)rows * (size_t)(m->R + 1 + H) + nsv1 * 2 + nsv2 + nsvf + nwork + nsc;
     total = mdl__align(sizeof(float) * cache) * 2 + mdl__align(sizeof(float) * vzn) + mdl__align(sizeof(float) * fl) +
-            32 * MDL__ALIGN +
-            mdl__align(sizeof(int) * (size_t)max_batch) + mdl__align(sizeof(float) * (size_t)L * H) +
-            3 * mdl__align(sizeof(int) * (size_t)rows);
+            32 * MDL__ALIGN;
+    if (dev) /* the context copies of temp, rslot, rpos, the ids; the logits */
+        total += mdl__align(sizeof(float) * (size_t)L * H) + 3 * mdl__align(sizeof(int) * (size_t)rows) +
+                 mdl__align(sizeof(float) * nlg);
+    hbytes = mdl__align(sizeof(int) * (size_t)max_batch) + mdl__align(sizeof(float) * (size_t)L * H) +
+             4 * mdl__align(sizeof(int) * (size_t)rows) + 8 * MDL__ALIGN;
     mdl_decode_free(m);
     d = (struct mdl__dec *)calloc(1, sizeof *d);
     if (!d) return mdl__fail(m, MDL_ENOMEM, "mdl_decode_init: out of memory");
-    d->kc = (float *)malloc(total);
-    if (!d->kc) {
+    d->hb = malloc(hbytes);
+    if (!d->hb || ex_alloc(&m->cx, &blk, total) != TK_OK) {
+        free(d->hb);
         free(d);
         return mdl__fail(m, MDL_ENOMEM, "mdl_decode_init: out of memory (%.1f MB)", (double)total / 1e6);
+    }
+    d->kc = (float *)blk;
+    p = (char *)d->hb;
+    d->len = (int *)mdl__dec_take(&p, sizeof(int) * (size_t)max_batch);
+    d->temp = (float *)mdl__dec_take(&p, sizeof(float) * (size_t)L * H);
+    d->rslot = (int *)mdl__dec_take(&p, sizeof(int) * (size_t)rows);
+    d->rpos = (int *)mdl__dec_take(&p, sizeof(int) * (size_t)rows);
+    d->rout = (int *)mdl__dec_take(&p, sizeof(int) * (size_t)rows);
+    d->plen = (int *)mdl__dec_take(&p, sizeof(int) * (size_t)rows);
+    if ((size_t)(p - (char *)d->hb) > hbytes) {
+        free(d->hb);
+        ex_free(&m->cx, blk);
+        free(d);
+        return mdl__fail(m, MDL_EFAIL, "mdl_decode_init: internal size error");
     }
     p = (char *)d->kc + mdl__align(sizeof(float) * cache);
     d->vc = (float *)mdl__dec_take(&p, sizeof(float) * cache);
@@ -3773,11 +3884,6 @@ int mdl_decode_init(mdl_model *m, int max_batch, int max_len, size_t *cache_byte
     d->zproj = (float *)mdl__dec_take(&p, sizeof(float) * (size_t)rows * C);
     d->eta = (float *)mdl__dec_take(&p, sizeof(float) * (size_t)rows);
     d->vz = (float *)mdl__dec_take(&p, sizeof(float) * (size_t)rows * H);
-    d->len = (int *)mdl__dec_take(&p, sizeof(int) * (size_t)max_batch);
-    d->temp = (float *)mdl__dec_take(&p, sizeof(float) * (size_t)L * H);
-    d->rslot = (int *)mdl__dec_take(&p, sizeof(int) * (size_t)rows);
-    d->rpos = (int *)mdl__dec_take(&p, sizeof(int) * (size_t)rows);
-    d->rout = (int *)mdl__dec_take(&p, sizeof(int) * (size_t)rows);
     d->x = (float *)mdl__dec_take(&p, sizeof(float) * (size_t)rows * C);
     d->n1 = (float *)mdl__dec_take(&p, sizeof(float) * (size_t)rows * C);
     d->qkv = (float *)mdl__dec_take(&p, sizeof(float) * (size_t)rows * C * 3);
@@ -3791,9 +3897,21 @@ int mdl_decode_init(mdl_model *m, int max_batch, int max_len, size_t *cache_byte
     d->sv_n2 = (float *)mdl__dec_take(&p, sizeof(float) * nsv2);
     d->sv_f = (float *)mdl__dec_take(&p, sizeof(float) * nsvf);
     d->work = (float *)mdl__dec_take(&p, sizeof(float) * nwork);
-    d->sc = (float *)mdl__dec_take(&p, sizeof(float) * (size_t)nthr * max_len);
+    d->sc = (float *)mdl__dec_take(&p, sizeof(float) * nsc);
+    if (dev) {
+        d->tempc = (float *)mdl__dec_take(&p, sizeof(float) * (size_t)L * H);
+        d->slotc = (int *)mdl__dec_take(&p, sizeof(int) * (size_t)rows);
+        d->posc = (int *)mdl__dec_take(&p, sizeof(int) * (size_t)rows);
+        d->idc = (int *)mdl__dec_take(&p, sizeof(int) * (size_t)rows);
+        d->lg = (float *)mdl__dec_take(&p, sizeof(float) * nlg);
+    } else {
+        d->tempc = d->temp;
+        d->slotc = d->rslot;
+        d->posc = d->rpos;
+    }
     if ((size_t)(p - (char *)d->kc) > total) { /* (the sum above covers every take) */
-        free(d->kc);
+        free(d->hb);
+        ex_free(&m->cx, blk);
         free(d);
         return mdl__fail(m, MDL_EFAIL, "mdl_decode_init: internal size error");
     }
@@ -3802,29 +3920,43 @@ int mdl_decode_init(mdl_model *m, int max_batch, int max_len, size_t *cache_byte
     d->rows = rows;
     d->nthr = nthr;
     d->cache_bytes = sizeof(float) * (2 * cache + vzn);
-    d->bytes = total;
+    d->bytes = total + hbytes;
+    m->dec = d; /* (mdl_decode_free releases what is set up below if a step fails) */
     for (l = 0; l < L * H; l++) d->temp[l] = 1.0f;
     memset(d->len, 0, sizeof(int) * (size_t)max_batch);
+    if (dev && ex_to_ctx(&m->cx, d->tempc, d->temp, sizeof(float) * (size_t)L * H) != TK_OK) {
+        mdl_decode_free(m);
+        return mdl__fail(m, MDL_EFAIL, "mdl_decode_init: copy of the temperatures failed");
+    }
+    if (dev && m->cp[MDL__CP_FFN].k->host_floats) { /* the FFN's host scratch (the MoE's routing) */
+        size_t hf = m->cp[MDL__CP_FFN].k->host_floats(m->cp[MDL__CP_FFN].d, 1, rows);
+        if (hf) {
+            d->hst = (float *)malloc(sizeof(float) * hf);
+            if (!d->hst) {
+                mdl_decode_free(m);
+                return mdl__fail(m, MDL_ENOMEM, "mdl_decode_init: out of memory (the FFN's host scratch)");
+            }
+            d->bytes += sizeof(float) * hf;
+        }
+    }
+    /* GAC's tau per layer as the parameters hold it now (a device model: the host mirror) */
+    mdl__scal_refresh(m);
+    for (l = 0; l < L; l++) d->gl[l] = m->bp[l].gtau != MDL__ABSENT ? mdl__scal(m, l, m->bp[l].gtau) : 1.0f;
     {
         int rc = mdl__dec_extra(m, d);
         if (rc) {
-            free(d->kc);
-            free(d);
+            mdl_decode_free(m);
             return rc;
         }
     }
     if (c->prior != MDL_PRIOR_NONE) {
         int rc = mdl__dec_prior_build(m, d);
         if (rc) {
-            free(d->xa);
-            free(d->pb);
-            free(d->kc);
-            free(d);
+            mdl_decode_free(m);
             return rc;
         }
         d->bytes += sizeof(float) * (size_t)d->pb_layers * (size_t)max_len * (size_t)max_len;
     }
-    m->dec = d;
     if (cache_bytes) *cache_bytes = d->cache_bytes;
     return MDL_OK;
 }
@@ -3846,6 +3978,9 @@ int mdl_decode_set_temp(mdl_model *m, const float *head_temp, float attn_temp_mu
                 return mdl__fail(m, MDL_EINVAL, "mdl_decode_set_temp: head_temp[%d] must be finite and > 0 (got %g)",
                                  i, (double)head_temp[i]);
     for (i = 0; i < n; i++) m->dec->temp[i] = attn_temp_mul * (head_temp ? head_temp[i] : 1.0f);
+    if (m->dec->tempc != m->dec->temp &&
+        ex_to_ctx(&m->cx, m->dec->tempc, m->dec->temp, sizeof(float) * (size_t)n) != TK_OK)
+        return mdl__fail(m, MDL_EFAIL, "mdl_decode_set_temp: copy of the temperatures failed");
     return MDL_OK;
 }
 
@@ -3859,7 +3994,9 @@ int mdl_decode_reset(mdl_model *m, int slot)
     if (m->cp[MDL__CP_MEM].k && m->dec->gst) { /* the memory channel's states of this slot start from zero */
         const size_t per = (size_t)m->gdd.Hm * m->gdd.Dk * m->gdd.Dk;
         int l;
-        for (l = 0; l < m->L; l++) memset(m->dec->gst + ((size_t)l * m->dec->nb + slot) * per, 0, sizeof(float) * per);
+        for (l = 0; l < m->L; l++)
+            if (ex_zero(&m->cx, m->dec->gst + ((size_t)l * m->dec->nb + slot) * per, sizeof(float) * per) != TK_OK)
+                return mdl__fail(m, MDL_EFAIL, "mdl_decode_reset: clearing the memory states failed");
     }
     return MDL_OK;
 }
@@ -3875,28 +4012,18 @@ int mdl_decode_len(const mdl_model *m, int slot)
    then the head for the rows listed in rout (nout of them) into logits (nout, V). The
    same math as mdl_forward's: rows of one slot see exactly the keys a causal forward's row
    at that position sees. */
-/* Polar attention of layer l for the n rows (lyr_polar_fwd's math, one query at a time):
-   qkvg = n1 W^T split into q (H,D), k, v (Hkv,D), gate logits (H); q and k RMSNormed per
-   head (qk_norm); k, v into the slot's cache, (nb, Hkv, nl, D) in kc / vc (one block of nl
-   positions per slot); polar_decode of each row over its slot's live keys 0..t (the last
-   row of polar_forward at length t + 1); ap = polar_assemble_forward (W_o (c sigmoid(g)) +
-   W_mu mag), or with the gate per channel (and the biases) the forward's own
-   lyr_polar_assemble at B = n, T = 1. Polar's output at t does not depend on the length
-   beyond t: exact to rounding. */
-static int mdl__dec_polar(mdl_model *m, int l, int n)
+/* Polar layers with Canon convolutions, the output gate per channel or the output biases
+   (issue 43): the forward's math on the host, per row (a CPU model only: decoding on a
+   device model refuses them, mdl__dec_dev_limits). qkvg is already in d->pqkv. */
+static int mdl__dec_polar_host(mdl_model *m, int l, int n, const float *const *Pp, const polar_params *pprm)
 {
     struct mdl__dec *d = m->dec;
     const lyr_polar_dims *pd = &m->pd;
-    const float *Pp[LYR_MAX_PARAMS];
-    lyr_io io;
-    polar_params prm;
     const int C = m->C, H = m->H, D = m->D, Hkv = pd->Hkv, nl = d->nl, nb = d->nb;
     const int Gc = pd->gate == LYR_POLAR_GATE_CHANNEL ? H * D : H, Pq = (H + 2 * Hkv) * D + Gc;
     float *kc = d->kc + (size_t)l * nb * nl * C, *vc = d->vc + (size_t)l * nb * nl * C;
     int r, h, rc;
     float rs;
-    mdl__io(m, &m->cp[MDL__CP_MIX], m->bp[l].cp[MDL__CP_MIX], NULL, NULL, &io, Pp, NULL);
-    MDL__TRY(mdl__linear(&m->cx, d->pqkv, d->n1, Pp[LYR_POLAR_QKV], NULL, n, C, Pq), "polar qkv GEMM");
     for (r = 0; r < n; r++) {
         const float *row = d->pqkv + (size_t)r * Pq;
         const int s = d->rslot[r], t = d->rpos[r];
@@ -3936,16 +4063,11 @@ static int mdl__dec_polar(mdl_model *m, int l, int n)
             }
         }
     }
-    prm.len_gain_raw = Pp[LYR_POLAR_LEN_GAIN];
-    prm.null_base = Pp[LYR_POLAR_NULL_BASE];
-    prm.null_slope_raw = Pp[LYR_POLAR_NULL_SLOPE];
-    prm.mag_beta_raw = Pp[LYR_POLAR_MAG_BETA];
-    prm.v_null = Pp[LYR_POLAR_V_NULL];
     for (r = 0; r < n; r++) {
         int len = d->rpos[r] + 1;
         d->ptab[r] = d->rslot[r];
         rc = polar_decode(&pd->cfg, d->pc + (size_t)r * H * D, d->pmag + (size_t)r * H, d->pq + (size_t)r * H * D, kc,
-                          vc, d->ptab + r, &len, &prm, 1, H, Hkv, D, nl, nb, 1);
+                          vc, d->ptab + r, &len, pprm, 1, H, Hkv, D, nl, nb, 1);
         if (rc != POLAR_OK) return mdl__fail(m, MDL_EFAIL, "polar_decode: %s", polar_strerror(rc));
     }
     /* the gate logits, (rows, 1, G), out of the qkvg rows; then eq. 14 for the n rows */
@@ -3964,6 +4086,47 @@ static int mdl__dec_polar(mdl_model *m, int l, int n)
     return MDL_OK;
 }
 
+/* Polar attention of layer l for the n rows (lyr_polar_fwd's math, one query at a time):
+   qkvg = n1 W^T split into q (H,D), k, v (Hkv,D), gate logits (H); q and k RMSNormed per
+   head (qk_norm); k, v into the slot's cache, (nb, Hkv, nl, D) in kc / vc (one block of nl
+   positions per slot); polar_decode of each row over its slot's live keys 0..t (the last
+   row of polar_forward at length t + 1); ap = polar_assemble_forward (W_o (c sigmoid(g)) +
+   W_mu mag) (exctx.h's ex_dec_polar_* ops: either device). Canon layers, the gate per
+   channel and the biases take mdl__dec_polar_host. Polar's output at t does not depend on the length
+   beyond t: exact to rounding. */
+static int mdl__dec_polar(mdl_model *m, int l, int n)
+{
+    struct mdl__dec *d = m->dec;
+    const lyr_polar_dims *pd = &m->pd;
+    const float *Pp[LYR_MAX_PARAMS];
+    lyr_io io;
+    polar_params prm;
+    const int C = m->C, H = m->H, D = m->D, Hkv = pd->Hkv, nl = d->nl, nb = d->nb;
+    const int Gc = pd->gate == LYR_POLAR_GATE_CHANNEL ? H * D : H, Pq = (H + 2 * Hkv) * D + Gc;
+    float *kc = d->kc + (size_t)l * nb * nl * C, *vc = d->vc + (size_t)l * nb * nl * C;
+    int rc;
+    mdl__io(m, &m->cp[MDL__CP_MIX], m->bp[l].cp[MDL__CP_MIX], NULL, NULL, &io, Pp, NULL);
+    MDL__TRY(mdl__linear(&m->cx, d->pqkv, d->n1, Pp[LYR_POLAR_QKV], NULL, n, C, Pq), "polar qkv GEMM");
+    prm.len_gain_raw = Pp[LYR_POLAR_LEN_GAIN];
+    prm.null_base = Pp[LYR_POLAR_NULL_BASE];
+    prm.null_slope_raw = Pp[LYR_POLAR_NULL_SLOPE];
+    prm.mag_beta_raw = Pp[LYR_POLAR_MAG_BETA];
+    prm.v_null = Pp[LYR_POLAR_V_NULL];
+    if (pd->canon_k > 0 || pd->gate == LYR_POLAR_GATE_CHANNEL || pd->bias) return mdl__dec_polar_host(m, l, n, Pp, &prm);
+    MDL__TRY(ex_dec_polar_split(&m->cx, d->pq, d->pgl, kc, vc, d->pqkv, d->slotc, d->posc, n, H, Hkv, D, nl,
+                                pd->qk_norm, pd->qk_norm_eps),
+             "polar q/k/v split, qk_norm and cache");
+    /* each row over its slot's live keys 0..t (plenc: the lengths t + 1, set by mdl__dec_run) */
+    rc = ex_dec_polar_decode(&m->cx, &pd->cfg, d->pc, d->pmag, d->pq, kc, vc, d->slotc, d->plenc, &prm, n, H, Hkv, D,
+                             nl, nb);
+    if (rc != POLAR_OK) return mdl__fail(m, MDL_EFAIL, "polar_decode: %s", polar_strerror(rc));
+    /* eq. 14 for the n rows (the device's scratch: psg, and pq, free after the decode) */
+    rc = ex_dec_polar_assemble(&m->cx, d->ap, d->pc, d->pmag, d->pgl, Pp[LYR_POLAR_O], Pp[LYR_POLAR_MU], n, H, D, C,
+                               d->psg, d->pq);
+    if (rc != POLAR_OK) return mdl__fail(m, MDL_EFAIL, "polar output assembly failed (code %d)", rc);
+    return MDL_OK;
+}
+
 /* The gated-delta channel of layer l for the n rows (lyr_gdelta_fwd's math at T = 1 per
    row): qkv = n1 W^T split per head; the gates (gd_gates_forward); gd_step on the slot's
    state (Hm, Dk, Dk) in place, one row at a time in position order; the readout
@@ -3976,22 +4139,20 @@ static int mdl__dec_gdelta(mdl_model *m, int l, int n)
     lyr_io io;
     const int C = m->C, Hm = gd->Hm, Dk = gd->Dk, HD = Hm * Dk, nb = d->nb;
     float *table = d->gst + (size_t)l * nb * Hm * Dk * Dk;
-    int r, rc;
+    int rc;
     mdl__io(m, &m->cp[MDL__CP_MEM], m->bp[l].cp[MDL__CP_MEM], NULL, NULL, &io, Pp, NULL);
     MDL__TRY(mdl__linear(&m->cx, d->gqkv, d->n1, Pp[LYR_GD_QKV], NULL, n, C, 3 * HD), "memory qkv GEMM");
     MDL__TRY(ex_split_heads_fwd(&m->cx, d->gq, d->gk, d->gv, d->gqkv, n, 1, Hm, Dk), "memory heads");
-    rc = gd_gates_forward(&gd->cfg, d->ggt, d->gbt, d->n1, Pp[LYR_GD_W_GAMMA], Pp[LYR_GD_B_GAMMA], Pp[LYR_GD_W_BETA],
-                          Pp[LYR_GD_B_BETA], n, 1, C, Hm);
-    if (rc != GD_OK) return mdl__fail(m, MDL_EFAIL, "gd_gates_forward: %s", gd_strerror(rc));
-    for (r = 0; r < n; r++) {
-        const size_t o = (size_t)r * HD;
-        rc = gd_step(&gd->cfg, table, nb, d->rslot + r, 1, Hm, Dk, Dk, d->gq + o, d->gk + o, d->gv + o,
-                     d->ggt + (size_t)r * Hm, d->gbt + (size_t)r * Hm, d->gr + o);
-        if (rc != GD_OK) return mdl__fail(m, MDL_EFAIL, "gd_step: %s", gd_strerror(rc));
-    }
+    /* the gates (B = n rows, T = 1: (n, Hm)); gg as the device's scratch (before its GEMM) */
+    rc = lyr_gdelta_gates(&m->cx, gd, Pp, d->n1, d->ggt, d->gbt, d->gg, n, 1);
+    if (rc != LYR_OK) return mdl__fail(m, MDL_EFAIL, "gated-delta gates failed (code %d)", rc);
+    rc = ex_dec_gd_step(&m->cx, &gd->cfg, table, nb, d->slotc, n, Hm, Dk, d->gq, d->gk, d->gv, d->ggt, d->gbt, d->gr);
+    if (rc != GD_OK) return mdl__fail(m, MDL_EFAIL, "gd_step: %s", gd_strerror(rc));
     MDL__TRY(mdl__linear(&m->cx, d->gg, d->n1, Pp[LYR_GD_G_W], Pp[LYR_GD_G_B], n, C, HD), "memory readout gate");
-    /* z (into gq, free after the steps) = RMSNorm(r) * norm_w * sigmoid(g), rs in ggt (free too) */
-    lyr_gdelta_readout_z(gd, d->gr, d->gg, d->ggt, Pp[LYR_GD_NORM], d->gq, n, 1, 1);
+    /* z (into gq, free after the steps) = RMSNorm(r) * norm_w * sigmoid(g), rs in ggt (free
+       too); gk, gv (free too): the device's scratch */
+    rc = lyr_gdelta_readout(&m->cx, gd, d->gr, d->gg, d->ggt, Pp[LYR_GD_NORM], d->gq, d->gk, d->gv, n, 1);
+    if (rc != LYR_OK) return mdl__fail(m, MDL_EFAIL, "gated-delta readout failed (code %d)", rc);
     MDL__TRY(mdl__linear(&m->cx, d->gm, d->gq, Pp[LYR_GD_PROJ], NULL, n, HD, C), "memory projection");
     return MDL_OK;
 }
@@ -4011,7 +4172,7 @@ static int mdl__dec_lfm(mdl_model *m, int l, int n)
     const size_t nC = (size_t)n * C;
     const float *win, *bin, *wc, *wout, *bout;
     float *sb = d->qkv, *sc = d->qkv + nC, *sx = d->qkv + 2 * nC;
-    int r, s;
+    int s;
     mdl__io(m, &m->cp[MDL__CP_LFM], m->bp[l].cp[MDL__CP_LFM], NULL, NULL, &io, Pp, NULL);
     win = Pp[0];
     bin = ld->bias ? Pp[1] : NULL;
@@ -4021,20 +4182,8 @@ static int mdl__dec_lfm(mdl_model *m, int l, int n)
     for (s = 0; s < 3; s++)
         MDL__TRY(mdl__linear(&m->cx, d->qkv + (size_t)s * nC, d->n1, win + (size_t)s * C * C,
                              bin ? bin + (size_t)s * C : NULL, n, C, C), "gated convolution in_proj");
-    for (r = 0; r < n; r++) {
-        const int t = d->rpos[r];
-        float *ring = d->lfr + ((size_t)l * nb + (size_t)d->rslot[r]) * (size_t)K * C, *o = d->att + (size_t)r * C;
-        float *yt = ring + (size_t)(t % K) * C;
-        const float *br = sb + (size_t)r * C, *cr = sc + (size_t)r * C, *xr = sx + (size_t)r * C;
-        int j, ch;
-        for (ch = 0; ch < C; ch++) yt[ch] = br[ch] * xr[ch];
-        for (ch = 0; ch < C; ch++) o[ch] = 0.0f;
-        for (j = 0; j < K && j <= t; j++) {
-            const float *ys = ring + (size_t)((t - j) % K) * C, *wj = wc + (size_t)j * C;
-            for (ch = 0; ch < C; ch++) o[ch] = fmaf(wj[ch], ys[ch], o[ch]);
-        }
-        for (ch = 0; ch < C; ch++) o[ch] = cr[ch] * o[ch];
-    }
+    MDL__TRY(ex_dec_lfm(&m->cx, d->att, sb, sc, sx, d->lfr + (size_t)l * nb * K * C, wc, d->slotc, d->posc, n, K, C),
+             "gated convolution");
     MDL__TRY(mdl__linear(&m->cx, d->ap, d->att, wout, bout, n, C, C), "gated convolution out_proj");
     return MDL_OK;
 }
@@ -4048,24 +4197,27 @@ static int mdl__dec_run(mdl_model *m, int n, const int *ids, float *logits, int 
     const float *Pp[LYR_MAX_PARAMS];
     lyr_io io;
     lyr_mlp_dims ffd;
-    int r, l, err = 0;
-    /* embedding (+ learned positions) */
-    for (r = 0; r < n; r++) {
-        const float *te = P + m->wte + (size_t)ids[r] * C;
-        float *xr = d->x + (size_t)r * C;
-        int j;
-        if (m->wpe != MDL__ABSENT) {
-            const float *pe = P + m->wpe + (size_t)d->rpos[r] * C;
-            for (j = 0; j < C; j++) xr[j] = te[j] + pe[j];
-        } else {
-            memcpy(xr, te, sizeof(float) * (size_t)C);
-        }
+    const int *idc = ids;
+    float *lo = d->lg ? d->lg : logits; /* the head's output: the caller's on the CPU */
+    int r, l;
+    if (d->idc) { /* a device model: the rows' ids, slots and positions into its memory */
+        MDL__TRY(ex_to_ctx(&m->cx, d->idc, ids, sizeof(int) * (size_t)n), "copy of the token ids");
+        MDL__TRY(ex_to_ctx(&m->cx, d->slotc, d->rslot, sizeof(int) * (size_t)n), "copy of the slots");
+        MDL__TRY(ex_to_ctx(&m->cx, d->posc, d->rpos, sizeof(int) * (size_t)n), "copy of the positions");
+        idc = d->idc;
     }
+    if (c->attn == MDL_ATTN_POLAR) { /* polar's live lengths t + 1 of the rows, for every layer */
+        for (r = 0; r < n; r++) d->plen[r] = d->rpos[r] + 1;
+        if (d->plenc != d->plen)
+            MDL__TRY(ex_to_ctx(&m->cx, d->plenc, d->plen, sizeof(int) * (size_t)n), "copy of the polar lengths");
+    }
+    /* embedding (+ learned positions) */
+    MDL__TRY(ex_dec_embed(&m->cx, d->x, P + m->wte, m->wpe != MDL__ABSENT ? P + m->wpe : NULL, idc, d->posc, n, C),
+             "embedding");
     for (l = 0; l < m->L; l++) {
         const mdl__bp *b = &m->bp[l];
-        float g = b->gtau != MDL__ABSENT ? P[b->gtau] : 1.0f;
+        const float g = d->gl[l];
         float *kc = d->kc + (size_t)l * nb * nl * C, *vc = d->vc + (size_t)l * nb * nl * C;
-        int u;
         const float *eta = c->res_gate ? d->eta : NULL;
         if (!mdl__finite(g) || !(g > 0.0f))
             return mdl__fail(m, MDL_EINVAL, "layer %d: gac_tau must be finite and > 0 (got %g)", l, (double)g);
@@ -4100,18 +4252,9 @@ static int mdl__dec_run(mdl_model *m, int n, const int *ids, float *logits, int 
             /* n1 = n1p + causal depthwise conv(n1p) (lyr_conv_fwd: tk_causal_dwconv_forward's
                fmaf chain, j in order), the slot's last K inputs in a ring */
             const int K = c->conv_k;
-            const float *w = P + b->cp[MDL__CP_CONV][0];
-            for (r = 0; r < n; r++) {
-                const int t = d->rpos[r];
-                float *ring = d->cvr + ((size_t)l * nb + (size_t)d->rslot[r]) * (size_t)K * C, *o = d->n1 + (size_t)r * C;
-                int j, ch;
-                memcpy(ring + (size_t)(t % K) * C, d->n1p + (size_t)r * C, sizeof(float) * (size_t)C);
-                memcpy(o, d->n1p + (size_t)r * C, sizeof(float) * (size_t)C);
-                for (j = 0; j < K && j <= t; j++) {
-                    const float *xs = ring + (size_t)((t - j) % K) * C, *wj = w + (size_t)j * C;
-                    for (ch = 0; ch < C; ch++) o[ch] = fmaf(wj[ch], xs[ch], o[ch]);
-                }
-            }
+            MDL__TRY(ex_dec_conv(&m->cx, d->n1, d->n1p, d->cvr + (size_t)l * nb * K * C, P + b->cp[MDL__CP_CONV][0],
+                                 d->slotc, d->posc, n, K, C),
+                     "convolution");
         }
         if (m->lconv[l]) {
             int rc_ = mdl__dec_lfm(m, l, n);
@@ -4122,68 +4265,19 @@ static int mdl__dec_run(mdl_model *m, int n, const int *ids, float *logits, int 
         } else {
         MDL__TRY(mdl__linear(&m->cx, d->qkv, d->n1, P + b->qkv, NULL, n, C, 3 * C), "qkv GEMM");
         /* RoPE (tk_rope's angles and rotation at each row's position), then the cache */
-        for (r = 0; r < n; r++) {
-            float *row = d->qkv + (size_t)r * 3 * C;
-            const int t = d->rpos[r];
-            if (c->pos == MDL_POS_ROPE) {
-                int i, h;
-                for (i = 0; i < D / 2; i++) {
-                    double ang = (double)t * pow((double)(float)MDL_ROPE_BASE, -2.0 * i / (double)D);
-                    float cs = (float)cos(ang), sn = (float)sin(ang);
-                    for (h = 0; h < 2 * H; h++) { /* q heads, then k heads */
-                        float *pp = row + (size_t)h * D + 2 * i, x0 = pp[0], x1 = pp[1];
-                        pp[0] = x0 * cs - x1 * sn;
-                        pp[1] = x0 * sn + x1 * cs;
-                    }
-                }
-            }
-            memcpy(kc + ((size_t)d->rslot[r] * nl + t) * C, row + C, sizeof(float) * (size_t)C);
-            memcpy(vc + ((size_t)d->rslot[r] * nl + t) * C, row + 2 * C, sizeof(float) * (size_t)C);
-        }
+        MDL__TRY(ex_dec_kv(&m->cx, d->qkv, kc, vc, d->slotc, d->posc, n, H, D, nl, c->pos == MDL_POS_ROPE,
+                           (float)MDL_ROPE_BASE),
+                 "RoPE and the K/V cache");
         /* attention: each (row, head) over its slot's positions 0..t (+ row t of the prior
            B(W), divided by GAC's tau as the forward divides it) */
         const float *pbl = d->pb ? d->pb + (d->pb_layers > 1 ? (size_t)l * nl * nl : 0) : NULL;
-        const float ginv = 1.0f / g;
-        MDL__OMP(omp parallel for schedule(dynamic, 1) if(n * H > 1 && d->nthr > 1))
-        for (u = 0; u < n * H; u++) {
-            const int rr = u / H, h = u % H, t = d->rpos[rr], s = d->rslot[rr];
-            const float alpha = 1.0f / (sqrtf((float)D) * (d->temp[(size_t)l * H + h] * g));
-            const float *q = d->qkv + (size_t)rr * 3 * C + (size_t)h * D;
-            const float *kb = kc + (size_t)s * nl * C + (size_t)h * D, *vb = vc + (size_t)s * nl * C + (size_t)h * D;
-            float *sc = d->sc + (size_t)mdl__tid() * nl, *o = d->att + (size_t)rr * C + (size_t)h * D, mx;
-            double sum = 0.0;
-            int j, e;
-            if (mdl__tid() >= d->nthr) { /* (more threads than at init: cannot happen with the default team) */
-                MDL__OMP(omp atomic write)
-                err = 1;
-                continue;
-            }
-            for (j = 0; j <= t; j++) {
-                const float *kj = kb + (size_t)j * C;
-                double a = 0.0;
-                for (e = 0; e < D; e++) a += (double)q[e] * (double)kj[e];
-                sc[j] = (float)a * alpha;
-            }
-            if (pbl) {
-                const float *br = pbl + (size_t)t * nl;
-                if (g != 1.0f)
-                    for (j = 0; j <= t; j++) sc[j] += br[j] * ginv;
-                else
-                    for (j = 0; j <= t; j++) sc[j] += br[j];
-            }
-            mx = sc[0];
-            for (j = 1; j <= t; j++) mx = sc[j] > mx ? sc[j] : mx;
-            for (j = 0; j <= t; j++) {
-                sc[j] = expf(sc[j] - mx);
-                sum += sc[j];
-            }
-            for (e = 0; e < D; e++) {
-                double a = 0.0;
-                for (j = 0; j <= t; j++) a += (double)sc[j] * (double)vb[(size_t)j * C + e];
-                o[e] = (float)(a / sum);
-            }
+        {
+            int arc = ex_dec_attn(&m->cx, d->att, d->qkv, kc, vc, d->slotc, d->posc, d->tempc + (size_t)l * H, g, pbl,
+                                  n, H, D, nl, d->sc, d->nthr);
+            if (arc == TK_ERANGE) /* (the CPU's: a larger OpenMP team than the scratch's) */
+                return mdl__fail(m, MDL_EFAIL, "decoding: more OpenMP threads than at mdl_decode_init");
+            MDL__TRY(arc, "decode attention");
         }
-        if (err) return mdl__fail(m, MDL_EFAIL, "decoding: more OpenMP threads than at mdl_decode_init");
         MDL__TRY(mdl__linear(&m->cx, d->ap, d->att, P + b->proj, NULL, n, C, C), "attention projection");
         }
         if (mdl__has(m, l, MDL__CP_MEM)) { /* the memory channel: ap += mem(n1) */
@@ -4196,23 +4290,7 @@ static int mdl__dec_run(mdl_model *m, int n, const int *ids, float *logits, int 
                sums over the slot's cached pre-activations); ap *= g */
             float *vzc = d->vzc + (size_t)l * nb * nl * H;
             MDL__TRY(mdl__linear(&m->cx, d->vz, d->mu, P + b->vgam, NULL, n, m->R, H), "value gate");
-            for (r = 0; r < n; r++)
-                memcpy(vzc + ((size_t)d->rslot[r] * nl + d->rpos[r]) * H, d->vz + (size_t)r * H,
-                       sizeof(float) * (size_t)H);
-            for (r = 0; r < n; r++) {
-                const int t = d->rpos[r];
-                const float *zb = vzc + (size_t)d->rslot[r] * nl * H;
-                double sum = 0.0;
-                float gv, *ar = d->ap + (size_t)r * C;
-                int h, j;
-                for (h = 0; h < H; h++) {
-                    double acc = 0.0;
-                    for (j = 0; j <= t; j++) acc += (double)zb[(size_t)j * H + h];
-                    sum += (double)(float)(1.0 / (1.0 + exp(-(acc / (double)(t + 1)))));
-                }
-                gv = (float)(sum / (double)H);
-                for (j = 0; j < C; j++) ar[j] *= gv;
-            }
+            MDL__TRY(ex_dec_vgate(&m->cx, d->ap, vzc, d->vz, d->slotc, d->posc, n, H, nl, C), "value gate");
         }
         MDL__TRY(mdl__branch_fwd(&m->cx, d->x, d->x, d->ap, eta, n, C), "attention residual");
         mdl__io(m, &m->cp[MDL__CP_N2], b->cp[MDL__CP_N2], d->sv_n2, NULL, &io, Pp, NULL);
@@ -4228,6 +4306,7 @@ static int mdl__dec_run(mdl_model *m, int n, const int *ids, float *logits, int 
         io.T = n;
         io.x = d->n2;
         io.mu = d->mu;
+        io.host = d->hst;
         io.out = d->fp;
         MDL__TRY(m->cp[MDL__CP_FFN].k->forward(&m->cx, mdl__ffn_dims(m, l, m->act_gain, &ffd), &io), "FFN forward");
         MDL__TRY(mdl__branch_fwd(&m->cx, d->x, d->x, d->fp, eta, n, C), "FFN residual");
@@ -4236,7 +4315,8 @@ static int mdl__dec_run(mdl_model *m, int n, const int *ids, float *logits, int 
         /* the final norm and the tied head on the rows that want logits */
         for (r = 0; r < nout; r++)
             if (d->rout[r] != r)
-                memcpy(d->x + (size_t)r * C, d->x + (size_t)d->rout[r] * C, sizeof(float) * (size_t)C);
+                MDL__TRY(ex_copy(&m->cx, d->x + (size_t)r * C, d->x + (size_t)d->rout[r] * C, sizeof(float) * (size_t)C),
+                         "row copy");
         mdl__io(m, &m->cp[MDL__CP_N1], m->lnf, d->sv_nf, NULL, &io, Pp, NULL);
         io.work = d->work;
         io.B = 1;
@@ -4244,7 +4324,9 @@ static int mdl__dec_run(mdl_model *m, int n, const int *ids, float *logits, int 
         io.x = d->x;
         io.out = d->nf;
         MDL__TRY(mdl__cfwd(m, MDL__CP_N1, &io), "final norm");
-        MDL__TRY(mdl__linear(&m->cx, logits, d->nf, P + m->wte, NULL, nout, C, m->V), "head GEMM");
+        MDL__TRY(mdl__linear(&m->cx, lo, d->nf, P + m->wte, NULL, nout, C, m->V), "head GEMM");
+        if (lo != logits) /* a device model: the logits asked for, to the caller */
+            MDL__TRY(ex_to_host(&m->cx, logits, lo, sizeof(float) * (size_t)nout * m->V), "copy of the logits");
     }
     return MDL_OK;
 }

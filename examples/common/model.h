@@ -462,14 +462,27 @@ size_t mdl_frozen_floats(const mdl_model *m, const unsigned char *frozen);
 int mdl_frozen_copy(const mdl_model *m, const unsigned char *frozen, float *buf, float *compact,
                     int restore);
 
-/* Token-by-token decoding (issue 42; CPU model). A cache of every layer's keys (rotated
+/* Token-by-token decoding (issue 42; the CPU model and a device model: see "On a device"
+   below). A cache of every layer's keys (rotated
    with RoPE) and values for max_batch independent slots of up to max_len positions each;
    each call runs the new tokens only through the blocks and gives the logits of the full
    causal forward at those positions (mdl_forward's math: the same components, the same
    RoPE angles; the attention of a new row over its slot's cached keys in double
    accumulation, so agreement is to rounding, not bits). The parameters are read at each
    call (load or change them between calls freely; cached keys stay those of the weights
-   they were computed with), except the prior's.
+   they were computed with), except the prior's and GAC's tau (taken at mdl_decode_init).
+   On a device (a model of mdl_create_on(..., MDL_DEVICE_CUDA, ...)): the same code, its
+   per-row work through exctx.h's ex_dec_* ops (CUDA bodies in exctx.cuh); the caches,
+   the slot and position tables, the temperatures and B(W) (RPA and ERA built by the
+   device priors, the fixed priors on the host and uploaded) live in device memory; each
+   call copies the rows' token ids, slots and positions to the device and only the logits
+   asked for back (a MoE FFN also routes on host copies, as in its forward). It covers
+   what the CPU decode covers and the device model builds: softmax attention with or
+   without a prior, polar attention (polar_decode_cuda over the slots' cache blocks), the
+   gated-delta channel (gd_step_cuda on the slots' states, one row at a time), the causal
+   and the gated convolutions (their rings, one thread per channel); the device's own
+   refusal table (mdl_decode_device_limit) is empty today. Checked against the CPU decode
+   and forward in the CUDA simulation only (tests/parity_model.cu), never on a GPU.
    Priors (RPA, ERA, sinusoid, relative). B(T) depends on the length T, and a forward of T
    tokens gives every row t the row t of B(T): a token's hidden states, so the keys and
    values cached from them, depend on the length of the forward they came from. Decoding
@@ -497,6 +510,10 @@ int mdl_frozen_copy(const mdl_model *m, const unsigned char *frozen, float *buf,
                           It refuses what mdl_decode_limit lists (one table:
                           the value gate with more than 256 heads)
      mdl_decode_limit     the i-th refused configuration as a phrase, NULL past the last
+     mdl_decode_supports_on  mdl_decode_supports for a model on device (MDL_DEVICE_CPU or
+                          MDL_DEVICE_CUDA): on CUDA also what mdl_decode_device_limit lists
+     mdl_decode_device_limit  the i-th configuration decoding refuses on a device model
+                          beyond mdl_decode_limit's, NULL past the last (none today)
      mdl_decode_init      allocates the cache and scratch once (1 <= max_batch <= 65536,
                           1 <= max_len <= max_T); *cache_bytes (may be NULL) = the cache
                           size: (2 C (+ H with value_gate)) * L * max_batch * max_len * 4
@@ -504,8 +521,9 @@ int mdl_frozen_copy(const mdl_model *m, const unsigned char *frozen, float *buf,
                           + L * max_batch * K * C * 4 (convolution ring) + L * max_batch *
                           lfm_k * C * 4 (the gated convolution's rings, with a 'c' in
                           cfg.layer_pattern; every layer's K/V cache is kept). Every slot
-                          starts empty; a second call replaces the first. Refuses a device
-                          model and an unsupported configuration.
+                          starts empty; a second call replaces the first. Refuses an
+                          unsupported configuration (mdl_decode_supports_on for the model's
+                          device). On a device the cache and scratch are device memory.
      mdl_decode_set_temp  per-head temperature multipliers (L,H) (NULL: 1) times
                           attn_temp_mul, as mdl_opts.head_temp / attn_temp_mul in a forward
      mdl_decode_reset     empties one slot (the others keep their state)
@@ -524,6 +542,8 @@ int mdl_frozen_copy(const mdl_model *m, const unsigned char *frozen, float *buf,
    updated in place). */
 int mdl_decode_supports(const mdl_config *cfg, char *err, size_t errlen);
 const char *mdl_decode_limit(int i);
+int mdl_decode_supports_on(const mdl_config *cfg, int device, char *err, size_t errlen);
+const char *mdl_decode_device_limit(int i);
 int mdl_decode_init(mdl_model *m, int max_batch, int max_len, size_t *cache_bytes);
 size_t mdl_decode_cache_bytes(const mdl_model *m);
 int mdl_decode_set_temp(mdl_model *m, const float *head_temp, float attn_temp_mul);
