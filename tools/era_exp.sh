@@ -3,8 +3,9 @@
 # other priors, trained per seed and scored on the multiple-choice tasks; the numbers of
 # docs/RESULTS.md's section "Seed 003's experiment". Summarise with tools/era_exp.py.
 #
-#   make build/wt2_train build/mcqa build/mcqa_gen build/mcqa_compare
+#   make build/wt2_train build/mcqa build/mcqa_gen build/mcqa_compare build/era_diag
 #   sh tools/era_exp.sh [OUT_DIR]                      (default build/era_exp)
+#   python3 tools/era_exp.py [OUT_DIR] build/mcqa_compare build/era_diag   (the tables)
 #   SEEDS="1 2" ARMS="baseline era-gac" JOBS=1 sh tools/era_exp.sh ...   (a subset)
 #
 # Every arm is the era-gac-tiny preset (d 128, 4 layers, 4 heads, GELU MLP, context 128,
@@ -21,7 +22,10 @@
 #   sinusoid   seed 000's fixed comparison prior: sinusoidal position basis, era.h's B(T)
 #   relative   seed 000's fixed comparison prior: ALiBi-style linear distance
 # One thread per run (bit-reproducible on one machine), JOBS runs at a time (default 2),
-# nice 10. Evaluation: the held-out validation tail (whole: 195 chunks of 128) and the first
+# nice 10. Runtime: quiet, one run is about 4 min of training and 1.5 of scoring on one core
+# of the 2-core EPYC, so the 35 runs take about 1 h 40 min with JOBS=2. (On a machine where
+# the kernel schedules by autogroup, nice does not hold back other sessions' processes:
+# `echo -10 > /proc/<pid of this script>/autogroup` gives the runs their share.) Evaluation: the held-out validation tail (whole: 195 chunks of 128) and the first
 # 400 chunks of the test split (51,200 tokens; --final-chunks 400); periodic evaluation
 # every 100 steps on 100 chunks. Scoring: build/mcqa_gen's six tasks (seed 1), the first
 # MAXI items of each (default 400; wt2_heading has 438), raw weights (no arm keeps an EMA
