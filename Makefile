@@ -107,7 +107,7 @@ test:
 TEST_OBJS_test_train := impl stb_impl bpe data layers model ckpt maxent
 TEST_OBJS_test_maxent := impl stb_impl bpe data layers model ckpt train maxent
 TEST_OBJS_test_maxent_pi := impl stb_impl bpe data layers model ckpt train maxent
-TEST_OBJS_test_niah  := impl stb_impl bpe data layers model plot niah
+TEST_OBJS_test_niah  := impl stb_impl bpe data layers model plot niah ckpt train maxent
 TEST_OBJS_test_mcqa  := impl stb_impl bpe layers model mcqa
 TEST_OBJS_test_data  := stb_impl bpe data
 TEST_OBJS_test_model := impl layers

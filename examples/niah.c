@@ -39,6 +39,7 @@
 #include "common/exio.h"
 #include "common/mcqa.h"
 #include "common/niah.h"
+#include "common/sigreg.h"
 
 #include <errno.h>
 #include <math.h>
@@ -85,6 +86,18 @@ static void usage(FILE *f, const niah_config *c)
             "  --distractor R          polar distractor keys (0 off) [%d]\n"
             "  --distractor-weight X   [%g]\n"
             "  --log-every N           training log interval [%d]\n"
+            "the model and recipe around the arms (issue 43; --preset sets them, later flags override):\n"
+            "  --preset default|atma   atma: seed 002's architecture at this scale: d 64, 4 layers ccAc (LFM2\n"
+            "                          gated convolutions + one attention layer), 4 heads of 16, polar with 1\n"
+            "                          kv head, q/k norm, Canon 4, channel gate, relu2, RMSNorm, conv 0, Muon,\n"
+            "                          lr flat 0.3 then cosine to 0\n"
+            "  --layer-pattern P       per-layer mixer, repeated: A attention, c LFM2 gated conv ['': all A]\n"
+            "  --lfm-k K               gated convolution kernel [3]\n"
+            "  --ffn gelu|relu2  --norm layernorm|rmsnorm\n"
+            "  --kv-heads N  --qk-norm on|off  --polar-gate head|channel  --canon-k K   polar arms\n"
+            "  --optimizer adamw|muon  --muon-momentum X  --muon-ns-steps N\n"
+            "  --sigreg off|weak|strong|discrete|zipfian  --sigreg-alpha X   seed 002's regulariser\n"
+            "  --lr-flat F  --lr-floor F   peak held for F of the steps after warm-up; cosine end [0, 0.1]\n"
             "exit status: 0 done; 1 the data, a results file or a write failed; 2 a bad flag, value or\n"
             "configuration (nothing is written then)\n",
             (unsigned long long)c->seed, c->train_len, c->steps, c->batch, (double)c->lr, c->train_needles, (double)c->copy_frac, (double)c->digit_weight,
@@ -114,6 +127,31 @@ static int parse_float(const char *s, float *out)
     return 0;
 }
 
+/* v among names (NULL-terminated): *out = the matching vals entry; -1 when none matches */
+static int pick(const char *v, const char *const *names, const int *vals, int *out)
+{
+    int k;
+    for (k = 0; names[k]; k++)
+        if (!strcmp(v, names[k])) {
+            *out = vals[k];
+            return 0;
+        }
+    return -1;
+}
+
+static const char *const ffn_names[] = {"gelu", "relu2", NULL};
+static const int ffn_vals[] = {MDL_FFN_GELU, MDL_FFN_RELU2};
+static const char *const norm_names[] = {"layernorm", "rmsnorm", NULL};
+static const int norm_vals[] = {MDL_NORM_LAYER, MDL_NORM_RMS};
+static const char *const onoff_names[] = {"off", "on", NULL};
+static const int onoff_vals[] = {0, 1};
+static const char *const gate_names[] = {"head", "channel", NULL};
+static const int gate_vals[] = {MDL_POLAR_GATE_HEAD, MDL_POLAR_GATE_CHANNEL};
+static const char *const opt_names[] = {"adamw", "muon", NULL};
+static const int opt_vals[] = {NIAH_OPT_ADAMW, NIAH_OPT_MUON};
+static const char *const sigreg_names[] = {"off", "weak", "strong", "discrete", "zipfian", NULL};
+static const int sigreg_vals[] = {SGR_OFF, SGR_WEAK, SGR_STRONG, SGR_DISCRETE, SGR_ZIPFIAN};
+
 /* ------------------------------------------------------------------ aggregation */
 
 /* Each line of RUN/results.jsonl is one strict JSON object (mcqa.h's parser); every number
@@ -129,6 +167,7 @@ typedef struct {
     long src_line[AGG_MAX_SEEDS];
     double acc[AGG_MAX_SEEDS], ce[AGG_MAX_SEEDS], exact[AGG_MAX_SEEDS];
     double correct, digits;
+    char model[400]; /* the lines' "preset" / "model" (absent before issue 43: "") */
 } agg_cell;
 
 /* an integer field in [lo, hi] (written as an integer: no fraction, no exponent) */
@@ -213,6 +252,7 @@ static int aggregate(int argc, char **argv, int first)
             mcqa_json *o = NULL;
             char jerr[256];
             double mult, T, acc, ce, exact, probes, cor, dig;
+            char model[400];
             unsigned long long seed;
             int arm;
             const mcqa_json *av;
@@ -231,9 +271,18 @@ static int aggregate(int argc, char **argv, int first)
                 return 1;
             }
             pos = e + 1;
+            {
+                const mcqa_json *pv = mcqa_json_get(o, "preset"), *mv = mcqa_json_get(o, "model");
+                if ((pv && pv->type != MCQA_JSTR) || (mv && mv->type != MCQA_JSTR))
+                    bad = "\"preset\" or \"model\" is not a string";
+                else
+                    snprintf(model, sizeof model, "%s%s%s", pv ? pv->str : "", pv && mv ? ": " : "", mv ? mv->str : "");
+            }
             av = mcqa_json_get(o, "arm");
             arm = av && av->type == MCQA_JSTR ? niah_arm_from_name(av->str) : -1;
-            if (arm < 0) bad = "\"arm\" is not one of the arms";
+            if (bad) arm = 0; /* reported below */
+            if (bad) ;
+            else if (arm < 0) bad = "\"arm\" is not one of the arms";
             else if (agg_seed(o, &seed)) bad = "\"seed\" is not an integer 0..2^64-1";
             else if (agg_int(o, "mult", 1, 65536, &mult)) bad = "\"mult\" is not an integer 1..65536";
             else if (agg_int(o, "T", 1, 65536, &T)) bad = "\"T\" is not an integer 1..65536";
@@ -263,6 +312,14 @@ static int aggregate(int argc, char **argv, int first)
                 c->arm = arm;
                 c->mult = (int)mult;
                 c->T = (int)T;
+                snprintf(c->model, sizeof c->model, "%s", model);
+            }
+            if (strcmp(c->model, model)) {
+                fprintf(stderr, "niah: %s:%ld: %s x%d ran the model \"%s\" here and \"%s\" in %s:%ld: refusing to "
+                                "average different models\n", paths[r], lineno, niah_arm_name(arm), c->mult, model,
+                        c->model, c->src[0], c->src_line[0]);
+                free(buf);
+                return 1;
             }
             if (c->T != (int)T) {
                 fprintf(stderr, "niah: %s:%ld: %s x%d has T %d here and %d in %s:%ld: the runs differ in training "
@@ -351,6 +408,9 @@ static int aggregate(int argc, char **argv, int first)
         mean[i].acc = ma;
         mean[i].doc_ce = mc;
     }
+    for (i = 0, j = 0; i < nc; i++)
+        if (cells[i].model[0] && (i == 0 || cells[i].arm != cells[i - 1].arm))
+            printf("%s%s: %s\n", j++ == 0 ? "\nmodels:\n" : "", niah_arm_name(cells[i].arm), cells[i].model);
     if (one_seed)
         printf("\nnote: %d of %d cells have one seed: no spread over seeds (\"-\"); give runs of more seeds for one\n",
                one_seed, nc);
@@ -392,8 +452,17 @@ int main(int argc, char **argv)
     memset(&jo, 0, sizeof jo);
     memset(&tr, 0, sizeof tr);
     memset(&te, 0, sizeof te);
-    for (i = 1; i < argc; i++)
+    for (i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) quick = 1;
+        /* the preset first, wherever it stands: every other flag overrides it */
+        if (!strcmp(argv[i], "--preset")) {
+            if (i + 1 >= argc || niah_config_preset(&c, argv[i + 1]) != NIAH_OK) {
+                fprintf(stderr, "niah: bad value for --preset: '%s' (default or atma)\n", i + 1 < argc ? argv[i + 1] : "");
+                return 2;
+            }
+            i++;
+        }
+    }
     if (quick) {
         /* seconds: 2 arms' worth of work for each of the 6 arms, 2 lengths */
         c.train_len = 48;
@@ -411,6 +480,7 @@ int main(int argc, char **argv)
         c.vocab = 512;
         c.nkeys = 8;
         c.log_every = 0;
+        if (c.layer_pattern[0]) c.n_layers = (int)strlen(c.layer_pattern); /* one of each mixer */
     }
     for (i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -457,6 +527,23 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--distractor")) bad = parse_long(v, 0, 4096, &n), c.distractor = (int)n;
         else if (!strcmp(a, "--distractor-weight")) bad = parse_float(v, &f), c.distractor_weight = f;
         else if (!strcmp(a, "--log-every")) bad = parse_long(v, 0, 100000000L, &n), c.log_every = (int)n;
+        else if (!strcmp(a, "--preset")) bad = 0; /* applied above */
+        else if (!strcmp(a, "--layer-pattern"))
+            bad = strlen(v) > MDL_MAX_LAYERS ? -1 : (snprintf(c.layer_pattern, sizeof c.layer_pattern, "%s", v), 0);
+        else if (!strcmp(a, "--lfm-k")) bad = parse_long(v, 1, 64, &n), c.lfm_k = (int)n;
+        else if (!strcmp(a, "--kv-heads")) bad = parse_long(v, 0, 1024, &n), c.kv_heads = (int)n;
+        else if (!strcmp(a, "--canon-k")) bad = parse_long(v, 0, 64, &n), c.canon_k = (int)n;
+        else if (!strcmp(a, "--muon-momentum")) bad = parse_float(v, &f), c.muon_momentum = f;
+        else if (!strcmp(a, "--muon-ns-steps")) bad = parse_long(v, 1, 20, &n), c.muon_ns_steps = (int)n;
+        else if (!strcmp(a, "--sigreg-alpha")) bad = parse_float(v, &f), c.sigreg_alpha = f;
+        else if (!strcmp(a, "--lr-flat")) bad = parse_float(v, &f), c.lr_flat = (double)f;
+        else if (!strcmp(a, "--lr-floor")) bad = parse_float(v, &f), c.lr_floor = (double)f;
+        else if (!strcmp(a, "--ffn")) bad = pick(v, ffn_names, ffn_vals, &c.ffn);
+        else if (!strcmp(a, "--norm")) bad = pick(v, norm_names, norm_vals, &c.norm);
+        else if (!strcmp(a, "--qk-norm")) bad = pick(v, onoff_names, onoff_vals, &c.qk_norm);
+        else if (!strcmp(a, "--polar-gate")) bad = pick(v, gate_names, gate_vals, &c.polar_gate);
+        else if (!strcmp(a, "--optimizer")) bad = pick(v, opt_names, opt_vals, &c.optimizer);
+        else if (!strcmp(a, "--sigreg")) bad = pick(v, sigreg_names, sigreg_vals, &c.sigreg);
         else if (!strcmp(a, "--haystack")) {
             if (!strcmp(v, "text")) c.haystack = NIAH_HAY_TEXT;
             else if (!strcmp(v, "synthetic")) c.haystack = NIAH_HAY_SYNTH;

@@ -7,6 +7,8 @@
 #include "errf.h"
 #include "model.h"
 #include "plot.h"
+#include "sigreg.h"
+#include "train.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -491,7 +493,66 @@ niah_config niah_config_default(void)
     for (i = 0; i < NIAH_NARMS; i++) c.arms[i] = 1;
     c.seed = 1;
     c.log_every = 500;
+    c.lfm_k = 3;
+    c.ffn = MDL_FFN_GELU;
+    c.norm = MDL_NORM_LAYER;
+    c.kv_heads = 0;
+    c.qk_norm = 1;
+    c.polar_gate = MDL_POLAR_GATE_HEAD;
+    c.canon_k = 0;
+    c.optimizer = NIAH_OPT_ADAMW;
+    c.muon_momentum = 0.95f;
+    c.muon_ns_steps = 5;
+    c.sigreg = SGR_OFF;
+    c.sigreg_alpha = SGR_ALPHA;
+    c.lr_flat = 0.0;
+    c.lr_floor = 0.1;
     return c;
+}
+
+int niah_config_preset(niah_config *c, const char *name)
+{
+    if (!c || !name) return NIAH_EINVAL;
+    if (!strcmp(name, "default")) {
+        niah_config d = niah_config_default();
+        memcpy(c->preset, d.preset, sizeof c->preset);
+        memcpy(c->layer_pattern, d.layer_pattern, sizeof c->layer_pattern);
+        c->d_model = d.d_model;
+        c->n_layers = d.n_layers;
+        c->n_heads = d.n_heads;
+        c->conv_k = d.conv_k;
+        c->lfm_k = d.lfm_k;
+        c->ffn = d.ffn;
+        c->norm = d.norm;
+        c->kv_heads = d.kv_heads;
+        c->qk_norm = d.qk_norm;
+        c->polar_gate = d.polar_gate;
+        c->canon_k = d.canon_k;
+        c->optimizer = d.optimizer;
+        c->lr_flat = d.lr_flat;
+        c->lr_floor = d.lr_floor;
+        return NIAH_OK;
+    }
+    if (!strcmp(name, "atma")) {
+        snprintf(c->preset, sizeof c->preset, "atma");
+        snprintf(c->layer_pattern, sizeof c->layer_pattern, "ccAc");
+        c->d_model = 64;
+        c->n_layers = 4;
+        c->n_heads = 4;
+        c->conv_k = 0;
+        c->lfm_k = 3;
+        c->ffn = MDL_FFN_RELU2;
+        c->norm = MDL_NORM_RMS;
+        c->kv_heads = 1;
+        c->qk_norm = 1;
+        c->polar_gate = MDL_POLAR_GATE_CHANNEL;
+        c->canon_k = 4;
+        c->optimizer = NIAH_OPT_MUON;
+        c->lr_flat = 0.3;
+        c->lr_floor = 0.0;
+        return NIAH_OK;
+    }
+    return NIAH_EINVAL;
 }
 
 static int niah__validate(const niah_config *c, char *err, size_t errlen)
@@ -533,6 +594,31 @@ static int niah__validate(const niah_config *c, char *err, size_t errlen)
         return ex_errf(err, errlen, NIAH_EINVAL, "niah: window -1 or >= 1, distractor >= 0, weight finite >= 0");
     for (i = 0; i < NIAH_NARMS; i++) any |= c->arms[i] != 0;
     if (!any) return ex_errf(err, errlen, NIAH_EINVAL, "niah: no arm selected");
+    if (c->preset[0] && strcmp(c->preset, "atma"))
+        return ex_errf(err, errlen, NIAH_EINVAL, "niah: preset must be empty or atma");
+    if (memchr(c->layer_pattern, 0, sizeof c->layer_pattern) == NULL)
+        return ex_errf(err, errlen, NIAH_EINVAL, "niah: layer pattern longer than %d characters", MDL_MAX_LAYERS);
+    for (i = 0; c->layer_pattern[i]; i++)
+        if (c->layer_pattern[i] != 'A' && c->layer_pattern[i] != 'c')
+            return ex_errf(err, errlen, NIAH_EINVAL, "niah: layer pattern '%s': only 'A' and 'c'", c->layer_pattern);
+    if (c->ffn != MDL_FFN_GELU && c->ffn != MDL_FFN_RELU2)
+        return ex_errf(err, errlen, NIAH_EINVAL, "niah: ffn must be gelu or relu2");
+    if (c->norm != MDL_NORM_LAYER && c->norm != MDL_NORM_RMS)
+        return ex_errf(err, errlen, NIAH_EINVAL, "niah: norm must be layernorm or rmsnorm");
+    if (c->kv_heads < 0 || (c->kv_heads > 0 && c->n_heads % c->kv_heads))
+        return ex_errf(err, errlen, NIAH_EINVAL, "niah: kv_heads must be 0 or divide the heads (%d)", c->n_heads);
+    if ((c->qk_norm != 0 && c->qk_norm != 1) ||
+        (c->polar_gate != MDL_POLAR_GATE_HEAD && c->polar_gate != MDL_POLAR_GATE_CHANNEL))
+        return ex_errf(err, errlen, NIAH_EINVAL, "niah: qk_norm 0/1 and the polar gate head or channel");
+    if (c->optimizer != NIAH_OPT_ADAMW && c->optimizer != NIAH_OPT_MUON)
+        return ex_errf(err, errlen, NIAH_EINVAL, "niah: optimizer must be adamw or muon");
+    if (!(c->muon_momentum >= 0.0f && c->muon_momentum < 1.0f) || c->muon_ns_steps < 1 || c->muon_ns_steps > 20)
+        return ex_errf(err, errlen, NIAH_EINVAL, "niah: Muon momentum in [0, 1) and 1..20 Newton-Schulz steps");
+    if (c->sigreg < SGR_OFF || c->sigreg > SGR_ZIPFIAN ||
+        (c->sigreg != SGR_OFF && !(c->sigreg_alpha > 0.0f && c->sigreg_alpha < 1.0f)))
+        return ex_errf(err, errlen, NIAH_EINVAL, "niah: sigreg mode off..zipfian and its weight in (0, 1)");
+    if (!(c->lr_flat >= 0.0 && c->lr_flat <= 1.0) || !(c->lr_floor >= 0.0 && c->lr_floor <= 1.0))
+        return ex_errf(err, errlen, NIAH_EINVAL, "niah: lr_flat and lr_floor must be in [0, 1]");
     return NIAH_OK;
 }
 
@@ -557,12 +643,39 @@ static mdl_config niah__model_config(const niah_config *c, int arm, int V, int m
     m.pos = kind == 0 ? MDL_POS_ROPE : MDL_POS_NONE;
     m.attn = kind == 2 ? MDL_ATTN_POLAR : MDL_ATTN_SOFTMAX;
     m.memory = arm >= 3 ? MDL_MEM_GDELTA : MDL_MEM_NONE;
+    m.ffn = c->ffn;
+    m.norm = c->norm;
+    memcpy(m.layer_pattern, c->layer_pattern, sizeof m.layer_pattern);
+    m.lfm_k = c->lfm_k;
     if (kind == 2) {
         m.polar.window = c->window;
         m.polar.distractor_keys = c->distractor;
         m.polar.distractor_weight = c->distractor_weight;
+        m.polar_kv_heads = c->kv_heads;
+        m.polar_qk_norm = c->qk_norm;
+        m.polar_gate = c->polar_gate;
+        m.polar_canon_k = c->canon_k;
     }
     return m;
+}
+
+/* what the results lines record of the model and recipe beyond the arm: runs whose
+   descriptions differ are never averaged together (--aggregate) */
+static const char *niah__model_desc(const niah_config *c, char *buf, size_t cap)
+{
+    static const char *const sg[] = {"off", "weak", "strong", "discrete", "zipfian"};
+    snprintf(buf, cap,
+             "d%d L%d H%d pattern=%s lfm%d conv%d ffn=%s norm=%s kv%d qknorm%d gate=%s canon%d opt=%s sigreg=%s@%g "
+             "window%d distractor%d@%g steps%ld B%d T%d lr%g flat%g floor%g",
+             c->d_model, c->n_layers, c->n_heads, c->layer_pattern[0] ? c->layer_pattern : "A", c->lfm_k, c->conv_k,
+             c->ffn == MDL_FFN_RELU2 ? "relu2" : "gelu", c->norm == MDL_NORM_RMS ? "rms" : "layer", c->kv_heads,
+             c->qk_norm, c->polar_gate == MDL_POLAR_GATE_CHANNEL ? "channel" : "head", c->canon_k,
+             c->optimizer == NIAH_OPT_MUON ? "muon" : "adamw",
+             c->sigreg >= SGR_OFF && c->sigreg <= SGR_ZIPFIAN ? sg[c->sigreg] : "?",
+             c->sigreg ? (double)c->sigreg_alpha : 0.0, c->window, c->distractor,
+             c->distractor ? (double)c->distractor_weight : 0.0, c->steps, c->batch, c->train_len, (double)c->lr,
+             (double)c->lr_flat, (double)c->lr_floor);
+    return buf;
 }
 
 static void niah__json_num(char *buf, size_t cap, double v, int prec)
@@ -593,9 +706,10 @@ const char *niah_result_json(const niah_result *r, uint64_t seed, char *buf, siz
     snprintf(buf, cap,
              "{\"arm\": \"%s\", \"seed\": %llu, \"mult\": %d, \"T\": %d, \"acc\": %s, \"acc_lo\": %s, \"acc_hi\": %s, "
              "\"correct\": %ld, \"digits\": %ld, \"exact\": %ld, \"probes\": %ld, \"doc_ce\": %s, \"doc_ppl\": %s, "
-             "\"doc_tokens\": %lld, \"train_ce\": %s, \"train_s\": %s, \"eval_s\": %s, \"act_mb\": %s}",
+             "\"doc_tokens\": %lld, \"train_ce\": %s, \"train_s\": %s, \"eval_s\": %s, \"act_mb\": %s, "
+             "\"preset\": \"%s\", \"model\": \"%s\"}",
              niah_arm_name(r->arm), (unsigned long long)seed, r->mult, r->T, a, lo, hi, r->correct, r->digits,
-             r->exact, r->probes, ce, ppl, r->doc_tokens, tce, ts, es, mb);
+             r->exact, r->probes, ce, ppl, r->doc_tokens, tce, ts, es, mb, r->preset, r->model);
     return buf;
 }
 
@@ -675,11 +789,14 @@ int niah_plot(const char *acc_png, const char *ce_png, const niah_result *res, i
 /* cosine from lr to 0.1 lr after a linear warm-up over the first 5% of steps */
 static float niah__lr(const niah_config *c, long step)
 {
-    long warm = c->steps / 20 > 1 ? c->steps / 20 : 1;
-    double p;
+    long warm = c->steps / 20 > 1 ? c->steps / 20 : 1, flat;
+    double p, lo = c->lr_floor;
     if (step < warm) return c->lr * (float)(step + 1) / (float)warm;
-    p = c->steps > warm ? (double)(step - warm) / (double)(c->steps - warm) : 1.0;
-    return (float)(c->lr * (0.1 + 0.9 * 0.5 * (1.0 + cos(3.141592653589793 * p))));
+    /* lr_flat of the steps after the warm-up at the peak, then the cosine to lr_floor */
+    flat = warm + (long)(c->lr_flat * (double)(c->steps - warm));
+    if (step < flat) return c->lr;
+    p = c->steps > flat ? (double)(step - flat) / (double)(c->steps - flat) : 1.0;
+    return (float)(c->lr * (lo + (1.0 - lo) * 0.5 * (1.0 + cos(3.141592653589793 * p))));
 }
 
 typedef struct niah__ctx {
@@ -703,10 +820,22 @@ static int niah__train(niah__ctx *x, mdl_model *m, int arm, double *train_ce, FI
     niah_probe pr[64];
     long step, tail = c->steps / 10 > 1 ? c->steps / 10 : 1, ntail = 0;
     double sum_tail = 0.0;
+    float *mw = NULL; /* Muon's work: the largest Muon matrix's trn_muon_step_floats */
     tk_rng rng;
     if (!am || !av || !row || !in || !tg || !wt) {
         rc = ex_errf(err, errlen, NIAH_ENOMEM, "niah: out of memory for training");
         goto done;
+    }
+    if (c->optimizer == NIAH_OPT_MUON) {
+        size_t w = 0;
+        for (i = 0; i < nt; i++) {
+            const mdl_tensor *e = mdl_tensor_at(m, i);
+            if (trn_muon_param(e) && trn_muon_step_floats(e) > w) w = trn_muon_step_floats(e);
+        }
+        if (w && !(mw = (float *)malloc(sizeof(float) * w))) {
+            rc = ex_errf(err, errlen, NIAH_ENOMEM, "niah: out of memory for Muon's work (%zu floats)", w);
+            goto done;
+        }
     }
     tk_rng_seed(&rng, c->seed, 1000); /* the same batches for every arm */
     for (step = 0; step < c->steps; step++) {
@@ -739,6 +868,11 @@ static int niah__train(niah__ctx *x, mdl_model *m, int arm, double *train_ce, FI
         o.train = 1;
         o.target_weight = c->digit_weight != 1.0f ? wt : NULL;
         o.seed = c->seed * 1000003ULL + (uint64_t)step;
+        if (c->sigreg != SGR_OFF &&
+            mdl_sigreg_set(m, c->sigreg, c->sigreg_alpha, SGR_SKETCH, c->seed, (uint64_t)step) != MDL_OK) {
+            rc = ex_errf(err, errlen, NIAH_EFAIL, "niah: %s: sigreg: %s", niah_arm_name(arm), mdl_last_error(m));
+            goto done;
+        }
         mdl_zero_grad(m);
         if (mdl_forward(m, in, tg, B, T, &o, &st) != MDL_OK || mdl_backward(m) != MDL_OK) {
             rc = ex_errf(err, errlen, NIAH_EFAIL, "niah: %s training step %ld: %s", niah_arm_name(arm), step,
@@ -760,6 +894,15 @@ static int niah__train(niah__ctx *x, mdl_model *m, int arm, double *train_ce, FI
         ac.lr = niah__lr(c, step);
         for (i = 0; i < nt; i++) {
             const mdl_tensor *e = mdl_tensor_at(m, i);
+            if (mw && trn_muon_param(e)) { /* the momentum buffer is am's slice, as the trainer keeps it */
+                if (trn_muon_step(mdl_ctx(m), e, mdl_params(m) + e->offset, mdl_grads(m) + e->offset, am + e->offset,
+                                  ac.lr, c->weight_decay, c->muon_momentum, c->muon_ns_steps, mw) != TRN_OK) {
+                    rc = ex_errf(err, errlen, NIAH_EFAIL, "niah: %s: Muon step on %s failed at step %ld",
+                                 niah_arm_name(arm), e->name, step);
+                    goto done;
+                }
+                continue;
+            }
             ac.weight_decay = e->decay ? c->weight_decay : 0.0f;
             tk_adamw_update(mdl_params(m) + e->offset, mdl_grads(m) + e->offset, am + e->offset, av + e->offset,
                             e->numel, &ac, step + 1);
@@ -774,6 +917,7 @@ static int niah__train(niah__ctx *x, mdl_model *m, int arm, double *train_ce, FI
     }
     *train_ce = ntail ? sum_tail / (double)ntail : NAN;
 done:
+    free(mw);
     free(am);
     free(av);
     free(row);
@@ -956,6 +1100,8 @@ int niah_run(const niah_config *c, bpe_tokenizer *tok, const uint16_t *train_tex
             double e0 = niah__now();
             memset(r, 0, sizeof *r);
             r->arm = arm;
+            snprintf(r->preset, sizeof r->preset, "%s", c->preset);
+            niah__model_desc(c, r->model, sizeof r->model);
             r->mult = c->mult[k];
             r->T = c->mult[k] * c->train_len;
             r->train_ce = tce;

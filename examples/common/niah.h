@@ -41,6 +41,7 @@
 #include <stdio.h>
 
 #include "bpe.h"
+#include "model.h"
 #include "tensor.h"
 
 #ifdef __cplusplus
@@ -50,6 +51,7 @@ extern "C" {
 enum { NIAH_OK = 0, NIAH_EINVAL = -1, NIAH_ENOMEM = -2, NIAH_EFAIL = -3 };
 enum { NIAH_TRAIN = 0, NIAH_EVAL = 1 };
 enum { NIAH_HAY_TEXT = 0, NIAH_HAY_SYNTH = 1 };
+enum { NIAH_OPT_ADAMW = 0, NIAH_OPT_MUON = 1 };
 #define NIAH_DIGITS 5
 #define NIAH_MAX_PIECE 16
 #define NIAH_MAX_MULT 16
@@ -168,9 +170,43 @@ typedef struct niah_config {
     int arms[NIAH_NARMS];    /* 1: run arm i (niah_arm_name) */
     uint64_t seed;
     int log_every;           /* training log lines to the log stream (0: none) */
+    /* The model and recipe around the arms' attention (issue 43 item 8; the defaults are the
+       original grid's model; niah_config_preset(..., "atma") sets seed 002's). Every arm
+       gets them; what an arm varies is its attention ('A' layers) and memory. */
+    char preset[16];         /* "" or "atma": recorded in results.jsonl */
+    char layer_pattern[MDL_MAX_LAYERS + 1]; /* per-layer mixer, repeated: 'A' the arm's
+                                attention, 'c' LFM2's gated short convolution; "" all 'A' */
+    int lfm_k;               /* the gated convolution's kernel (3) */
+    int ffn;                 /* MDL_FFN_GELU or MDL_FFN_RELU2 (d_ff 4 C either way) */
+    int norm;                /* MDL_NORM_LAYER or MDL_NORM_RMS */
+    int kv_heads;            /* polar arms: key/value heads (GQA), 0 = n_heads */
+    int qk_norm;             /* polar arms: RMSNorm of q and k per head (1) */
+    int polar_gate;          /* polar arms: MDL_POLAR_GATE_HEAD or _CHANNEL (+ output biases) */
+    int canon_k;             /* polar arms: Canon layers' kernel on q, k, v (0 off) */
+    int optimizer;           /* NIAH_OPT_ADAMW or NIAH_OPT_MUON (train.h's Muon on the
+                                blocks' matrices, AdamW on the rest, one lr and wd) */
+    float muon_momentum;     /* 0.95 */
+    int muon_ns_steps;       /* 5 */
+    int sigreg;              /* sigreg.h's SGR_* mode (0 off) */
+    float sigreg_alpha;      /* its weight a in (1 - a) L_LM + a L_reg (0.01) */
+    double lr_flat;          /* share of the steps after the warm-up held at the peak lr (0) */
+    double lr_floor;         /* the cosine's end as a share of the peak (0.1) */
 } niah_config;
 
 niah_config niah_config_default(void);
+/* A named preset over c's current values (call it first, flags after): "default" (the
+   original grid: niah_config_default's model) or "atma" (seed 002's architecture at the
+   original grid's scale, d 64: 4 layers "ccAc" = three LFM2 gated-convolution layers and
+   one attention layer at l % 4 == 2 as the authors' code places it, 4 heads of width 16
+   (the paper's d_k 128 needs d >= 512 with 4 heads; 4 heads is the fewest that keeps GQA
+   1:4 with a whole key/value head; --d-model 128 gives width 32 at ~3x the cost), polar
+   arms with 1 key/value head (GQA H/4), q/k RMSNorm, Canon layers of kernel 4 and the
+   per-channel output gate with biases, squared-ReLU FFN 4x, RMSNorm, no stand-in
+   convolution (conv 0: the LFM2 layers and Canon give local order), Muon, and seed
+   002's cosine with a 70 % cooldown (lr_flat 0.3, lr_floor 0) after the 5 % warm-up.
+   Softmax arms run the same hybrid with softmax in the 'A' layer (no GQA, Canon or q/k
+   norm: the model has them for polar attention only). NIAH_OK or NIAH_EINVAL. */
+int niah_config_preset(niah_config *c, const char *name);
 /* The checks niah_run makes on a configuration (ranges, lengths, arms), without running:
    NIAH_OK or NIAH_EINVAL with the reason. A program calls it before it opens any output. */
 int niah_config_check(const niah_config *c, char *err, size_t errlen);
@@ -189,6 +225,9 @@ typedef struct niah_result {
     double train_s, eval_s;  /* seconds */
     double act_mb;           /* model activation memory after this length's evaluation (MiB):
                                 O(T) for polar / gated-delta, O(T^2) for softmax */
+    char preset[16];         /* the configuration's preset ("" none) */
+    char model[384];         /* the model and recipe beyond the arm (niah_run fills it): runs
+                                whose descriptions differ are not averaged together */
 } niah_result;
 
 /* Train and evaluate every selected arm. train_text / eval_text: GPT-2 ids; tok: the

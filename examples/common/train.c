@@ -993,7 +993,7 @@ struct trn {
     int zero;                   /* 1: ZeRO-1 on more than one process (the moments sharded) */
     float *z_full;              /* (2n) ZeRO-1: the full moments gathered for the next trn_save */
     float *ema, *swa, *backup;  /* (n) each, NULL when unused */
-    float *muon_ws;             /* --optimizer muon: the largest Muon matrix's work (trn__muon_ws_floats) */
+    float *muon_ws;             /* --optimizer muon: the largest Muon matrix's work (trn_muon_step_floats) */
     const uint16_t *train_ids, *val_ids;
     size_t n_train, n_val;
     wt2_loader loader;
@@ -1071,9 +1071,9 @@ size_t trn_muon_work_floats(int rows, int cols)
 }
 
 /* one Muon matrix's work: its update U (r c) and NS5's */
-static size_t trn__muon_ws_floats(const mdl_tensor *e)
+size_t trn_muon_step_floats(const mdl_tensor *e)
 {
-    return e->numel + trn_muon_work_floats(e->shape[0], e->shape[1]);
+    return e && e->ndim == 2 ? e->numel + trn_muon_work_floats(e->shape[0], e->shape[1]) : 0;
 }
 
 int trn_muon_orthogonalise(const ex_ctx *x, float *X, int rows, int cols, int steps, float *work)
@@ -1119,26 +1119,40 @@ out:
 }
 
 /* One Muon step of tensor e (train.h): P, G, M (its momentum buffer) at e's offset */
-static int trn__muon_update(trn *t, const mdl_tensor *e, float *P, const float *G, float *M, float lr, float wd)
+int trn_muon_step(const ex_ctx *x, const mdl_tensor *e, float *P, const float *G, float *M, float lr, float wd,
+                  float beta, int steps, float *work)
 {
-    const ex_ctx *x = &t->cx;
-    int r = e->shape[0], c = e->shape[1], mx = r > c ? r : c;
-    float beta = t->cfg.muon_momentum, *U = t->muon_ws, *W = t->muon_ws + e->numel;
-    size_t n = e->numel;
-    int rc;
-    if (!U) return TRN_EINVAL;
+    int r, c, mx, rc;
+    float *U, *W;
+    size_t n;
+    if (!x || !e || !P || !G || !M || !work || e->ndim != 2 || e->shape[0] < 1 || e->shape[1] < 1 ||
+        (size_t)e->shape[0] * (size_t)e->shape[1] != e->numel || !(beta >= 0.0f && beta < 1.0f) || steps < 0 ||
+        !isfinite(lr) || !isfinite(wd))
+        return TRN_EINVAL;
+    r = e->shape[0];
+    c = e->shape[1];
+    mx = r > c ? r : c;
+    n = e->numel;
+    U = work;
+    W = work + n;
     /* M = beta M + (1 - beta) G;  U = (1 - beta) G + beta M (Nesterov); W: scratch */
     if (ex_scale(x, U, G, 1.0f - beta, n) != TK_OK || ex_scale(x, M, M, beta, n) != TK_OK ||
         ex_residual_fwd(x, M, M, U, n) != TK_OK || ex_scale(x, W, M, beta, n) != TK_OK ||
         ex_residual_fwd(x, U, U, W, n) != TK_OK)
         return TRN_EIO;
-    rc = trn_muon_orthogonalise(x, U, r, c, t->cfg.muon_ns_steps, W);
+    rc = trn_muon_orthogonalise(x, U, r, c, steps, W);
     if (rc != TRN_OK) return rc;
     /* W <- W - lr (0.2 sqrt(max(r, c)) O + wd W), decoupled decay as tk_adamw_update's */
     if (ex_scale(x, P, P, 1.0f - lr * wd, n) != TK_OK ||
         ex_scale(x, U, U, -lr * 0.2f * sqrtf((float)mx), n) != TK_OK || ex_residual_fwd(x, P, P, U, n) != TK_OK)
         return TRN_EIO;
     return TRN_OK;
+}
+
+static int trn__muon_update(trn *t, const mdl_tensor *e, float *P, const float *G, float *M, float lr, float wd)
+{
+    if (!t->muon_ws) return TRN_EINVAL;
+    return trn_muon_step(&t->cx, e, P, G, M, lr, wd, t->cfg.muon_momentum, t->cfg.muon_ns_steps, t->muon_ws);
 }
 
 /* what a step stopped during its periodic evaluation left to do (trn_pending) */
@@ -1367,7 +1381,7 @@ int trn_create(trn **out, const trn_config *cfg, const uint16_t *train_ids, size
         int i;
         for (i = 0; i < mdl_num_tensors(t->m); i++) {
             const mdl_tensor *e = mdl_tensor_at(t->m, i);
-            if (trn_muon_param(e) && trn__muon_ws_floats(e) > w) w = trn__muon_ws_floats(e);
+            if (trn_muon_param(e) && trn_muon_step_floats(e) > w) w = trn_muon_step_floats(e);
         }
         if (w) {
             t->muon_ws = trn__dalloc(t, w * sizeof(float));

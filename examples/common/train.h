@@ -446,6 +446,13 @@ const char *trn_strerror(int err);
 int trn_muon_param(const mdl_tensor *e);
 size_t trn_muon_work_floats(int rows, int cols);
 int trn_muon_orthogonalise(const ex_ctx *ctx, float *X, int rows, int cols, int steps, float *work);
+/* One Muon step of a 2-D tensor e (the formula at the top of this file): P, G, M (its
+   momentum buffer) are e's numel floats on ctx's device, work trn_muon_step_floats(e)
+   floats there; beta in [0, 1), steps >= 0, lr and wd finite. The trainer's own update;
+   niah's trainer calls it too. TRN_OK, TRN_EINVAL or TRN_EIO. */
+size_t trn_muon_step_floats(const mdl_tensor *e);
+int trn_muon_step(const ex_ctx *ctx, const mdl_tensor *e, float *P, const float *G, float *M, float lr, float wd,
+                  float beta, int steps, float *work);
 
 #ifdef __cplusplus
 }
