@@ -30,17 +30,23 @@ jobs_list() {
     done
 }
 fail=0
-jobs_list | {
-    n=0
-    while read -r line; do
-        # shellcheck disable=SC2086
-        run $line &
-        n=$((n + 1))
-        if [ "$n" -ge "$JOBS" ]; then wait || fail=1; n=0; fi
-    done
-    wait || fail=1
-    exit $fail
-}
+pids=""
+n=0
+jobs_list > "${TMPDIR:-/tmp}/niah_atma.$$"
+while read -r line; do
+    # shellcheck disable=SC2086
+    run $line &
+    pids="$pids $!"
+    n=$((n + 1))
+    if [ "$n" -ge "$JOBS" ]; then
+        for p in $pids; do wait "$p" || fail=1; done
+        pids=""
+        n=0
+    fi
+done < "${TMPDIR:-/tmp}/niah_atma.$$"
+for p in $pids; do wait "$p" || fail=1; done
+rm -f "${TMPDIR:-/tmp}/niah_atma.$$"
+[ "$fail" = 0 ] || { echo "niah_atma.sh: a run failed; no tables" >&2; exit 1; }
 for d in niah_atma niah_atma_dist niah_atma_sigreg; do
     mkdir -p docs/img/$d
     "$BIN" --aggregate docs/img/$d runs/$d/seed1 runs/$d/seed2 runs/$d/seed3 > runs/$d/agg.md
