@@ -4,6 +4,11 @@
                                       without positions, polar} x memory {off, gated-delta},
                                       trained at 64 tokens, evaluated at 1x .. 32x (64 ..
                                       2,048 tokens); about 11 CPU-minutes at --threads 1
+     build/niah --preset atma         the same grid on seed 002's architecture (issue 43: LFM2
+                                      gated convolutions + one attention layer, GQA, q/k norm,
+                                      Canon layers, channel gate, squared ReLU, RMSNorm, Muon,
+                                      the 70 % cooldown; niah.h niah_config_preset); every knob
+                                      has its flag (--help), later flags override the preset
      build/niah --quick               a tiny grid for the smoke test (seconds)
      build/niah --aggregate OUT RUN1 RUN2 ...   mean over seeds of RUNk/results.jsonl:
                                       markdown table to stdout, OUT/niah_acc.png, OUT/niah_ce.png

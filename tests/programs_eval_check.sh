@@ -309,6 +309,27 @@ else
     "$N" --aggregate "$W/agg" "$W/s6" > "$W/a5.out" 2> "$W/a5.err"; rc=$?
     [ $rc -eq 0 ] && ! grep -qi nan "$W/a5.out" && grep -q "one seed" "$W/a5.out"
     check niah_aggregate_no_nan $? "rc=$rc: $(grep polar "$W/a5.out") $(last "$W/a5.err")"
+    # issue 43: runs of different models (the lines' "preset" / "model") are never averaged;
+    # lines without them (older runs) aggregate as before
+    mkdir "$W/s8" "$W/s9" "$W/s10"
+    echo "$L" | sed 's/}$/, "preset": "atma", "model": "d64 L4"}/; s/"seed": 1/"seed": 3/' > "$W/s8/results.jsonl"
+    echo "$L" | sed 's/}$/, "preset": "atma", "model": "d64 L4 opt=adamw"}/; s/"seed": 1/"seed": 4/' > "$W/s9/results.jsonl"
+    echo "$L" | sed 's/}$/, "preset": "atma", "model": "d64 L4"}/; s/"seed": 1/"seed": 5/' > "$W/s10/results.jsonl"
+    "$N" --aggregate "$W/agg" "$W/s8" "$W/s9" > /dev/null 2> "$W/a8.err"; r1=$?
+    "$N" --aggregate "$W/agg" "$W/s1" "$W/s8" > /dev/null 2> "$W/a9.err"; r2=$?
+    "$N" --aggregate "$W/agg" "$W/s8" "$W/s10" > "$W/a10.out" 2> "$W/a10.err"; r3=$?
+    [ $r1 -eq 1 ] && grep -q "refusing to average different models" "$W/a8.err" && [ $r2 -eq 1 ] && [ $r3 -eq 0 ] \
+        && grep -q '| polar | 1 | 48 | 2 |' "$W/a10.out" && grep -q 'polar: atma: d64 L4' "$W/a10.out"
+    check niah_aggregate_models $? "rc=$r1/$r2/$r3: $(last "$W/a8.err") $(last "$W/a10.err")"
+    # issue 43: the preset and its knobs are checked before anything is written
+    "$N" --quick --out-dir "$W/nr" --preset atmo > /dev/null 2> "$W/n3.err"; r1=$?
+    "$N" --quick --out-dir "$W/nr" --preset atma --layer-pattern ccX > /dev/null 2>> "$W/n3.err"; r2=$?
+    "$N" --quick --out-dir "$W/nr" --preset atma --kv-heads 3 > /dev/null 2>> "$W/n3.err"; r3=$?
+    "$N" --quick --out-dir "$W/nr" --optimizer sgd > /dev/null 2>> "$W/n3.err"; r4=$?
+    "$N" --quick --out-dir "$W/nr" --sigreg weak --sigreg-alpha 1 > /dev/null 2>> "$W/n3.err"; r5=$?
+    [ $r1 -eq 2 ] && [ $r2 -eq 2 ] && [ $r3 -eq 2 ] && [ $r4 -eq 2 ] && [ $r5 -eq 2 ] \
+        && [ "$(cat "$W/nr/results.jsonl")" = keep ]
+    check niah_atma_flag_refusals $? "rc=$r1/$r2/$r3/$r4/$r5: $(last "$W/n3.err")"
     mkdir "$W/s7/results.jsonl"
     "$N" --aggregate "$W/agg" "$W/s7" > /dev/null 2> "$W/a6.err"; r1=$?
     "$N" --aggregate "$W/s1" "$W/s1" > /dev/null 2> "$W/a7.err"; r2=$?
@@ -322,6 +343,11 @@ else
         [ $rc -eq 0 ] && json_ok "$W/nq/results.jsonl" && ! grep -qi nan "$W/nq.out" && no_tmp "$W/nq" \
             && grep -q '"doc_ce": null' "$W/nq/results.jsonl"
         check niah_quick_run $? "rc=$rc: $(last "$W/nq.err") $(cat "$W/json.err" 2>/dev/null | tail -n 1)"
+        # the atma preset at the quick size: every arm trains and evaluates, the lines record it
+        "$N" --quick --preset atma --threads 1 --out-dir "$W/na" --data-dir "$DATA" > "$W/na.out" 2> "$W/na.err"; rc=$?
+        [ $rc -eq 0 ] && json_ok "$W/na/results.jsonl" && [ "$(grep -c '"preset": "atma"' "$W/na/results.jsonl")" -eq 12 ] \
+            && grep -q 'pattern=ccAc' "$W/na/results.jsonl" && grep -q 'opt=muon' "$W/na/results.jsonl"
+        check niah_atma_quick_run $? "rc=$rc: $(last "$W/na.err")"
     else
         skip niah_quick_run "no data in $DATA"
     fi

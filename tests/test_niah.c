@@ -12,6 +12,7 @@
 #include "../examples/common/niah.h"
 #include "../examples/common/data.h"
 #include "../examples/common/model.h"
+#include "../examples/common/sigreg.h"
 #include "attnkit_test.h"
 
 #include <math.h>
@@ -784,12 +785,124 @@ static void test_end_to_end(void)
                           sizeof err), NIAH_EINVAL);
 }
 
+/* issue 43 item 8: the presets, the checks on the new knobs */
+static void test_atma_preset_and_checks(void)
+{
+    niah_config c = niah_config_default(), d = niah_config_default();
+    char err[256];
+    CHECK_INT_EQ(niah_config_preset(&c, "atma"), NIAH_OK);
+    CHECK(!strcmp(c.preset, "atma") && !strcmp(c.layer_pattern, "ccAc"));
+    CHECK(c.d_model == 64 && c.n_layers == 4 && c.n_heads == 4 && c.kv_heads == 1 && c.conv_k == 0);
+    CHECK(c.ffn == MDL_FFN_RELU2 && c.norm == MDL_NORM_RMS && c.qk_norm == 1 && c.canon_k == 4);
+    CHECK(c.polar_gate == MDL_POLAR_GATE_CHANNEL && c.optimizer == NIAH_OPT_MUON);
+    CHECK(c.lr_flat == 0.3 && c.lr_floor == 0.0);
+    CHECK(c.steps == d.steps && c.batch == d.batch && c.train_len == d.train_len); /* the grid's budget */
+    CHECK_INT_EQ(niah_config_check(&c, err, sizeof err), NIAH_OK);
+    CHECK_INT_EQ(niah_config_preset(&c, "default"), NIAH_OK); /* back to the original model */
+    CHECK(!c.preset[0] && !c.layer_pattern[0] && c.d_model == d.d_model && c.conv_k == d.conv_k &&
+          c.optimizer == NIAH_OPT_ADAMW && c.lr_floor == 0.1 && c.ffn == MDL_FFN_GELU);
+    CHECK_INT_EQ(niah_config_preset(&c, "atmax"), NIAH_EINVAL);
+    CHECK_INT_EQ(niah_config_preset(NULL, "atma"), NIAH_EINVAL);
+    CHECK_INT_EQ(niah_config_preset(&c, NULL), NIAH_EINVAL);
+#define BAD(field, value, word)                                                                                    \
+    do {                                                                                                           \
+        niah_config b = niah_config_default();                                                                     \
+        niah_config_preset(&b, "atma");                                                                            \
+        b.field = value;                                                                                           \
+        err[0] = 0;                                                                                                \
+        CHECK_INT_EQ(niah_config_check(&b, err, sizeof err), NIAH_EINVAL);                                         \
+        CHECK(strstr(err, word) != NULL);                                                                          \
+    } while (0)
+    BAD(ffn, MDL_FFN_MOE, "ffn");
+    BAD(norm, 7, "norm");
+    BAD(kv_heads, 3, "kv_heads");
+    BAD(kv_heads, -1, "kv_heads");
+    BAD(qk_norm, 2, "qk_norm");
+    BAD(polar_gate, 5, "gate");
+    BAD(optimizer, 2, "optimizer");
+    BAD(muon_momentum, 1.0f, "Muon");
+    BAD(muon_ns_steps, 0, "Muon");
+    BAD(sigreg, 9, "sigreg");
+    {
+        niah_config b = c;
+        niah_config_preset(&b, "atma");
+        b.sigreg = SGR_WEAK;
+        b.sigreg_alpha = 0.0f; /* checked only with a mode on */
+        CHECK_INT_EQ(niah_config_check(&b, err, sizeof err), NIAH_EINVAL);
+        b.sigreg = SGR_OFF;
+        CHECK_INT_EQ(niah_config_check(&b, err, sizeof err), NIAH_OK);
+    }
+    BAD(lr_flat, 1.5, "lr_flat");
+    BAD(lr_floor, -0.1, "lr_floor");
+    BAD(layer_pattern[1], 'x', "pattern");
+    BAD(preset[0], 'z', "preset");
+#undef BAD
+}
+
+/* the atma preset end to end at a toy size: the results carry the preset and model, a run is
+   a pure function of its configuration, and Muon / SIGReg change it */
+static void atma_toy(niah_config *c)
+{
+    niah_config_preset(c, "atma");
+    c->train_len = 48;
+    c->nmult = 1;
+    c->mult[0] = 1;
+    c->steps = 3;
+    c->batch = 2;
+    c->probes = 2;
+    c->doc_windows = 1;
+    c->eval_tokens = 100;
+    c->d_model = 16;
+    c->n_heads = 2;
+    c->vocab = 128;
+    c->nkeys = 4;
+    c->log_every = 0;
+    memset(c->arms, 0, sizeof c->arms);
+    c->arms[5] = 1; /* polar+gdelta */
+    c->arms[1] = 1; /* softmax-nope */
+}
+
+static void test_atma_end_to_end(void)
+{
+    niah_config c = niah_config_default();
+    niah_result r1[2], r2[2], r3[2];
+    char err[512], line[2048];
+    int n = 0;
+    if (!g_tok) TEST_SKIP(g_skip);
+    atma_toy(&c);
+    c.sigreg = 0;
+    CHECK_INT_EQ(niah_run(&c, g_tok, g_tr.ids, g_tr.n, g_te.ids, g_te.n, r1, 2, &n, NULL, NULL, err, sizeof err),
+                 NIAH_OK);
+    CHECK_INT_EQ(n, 2);
+    CHECK(!strcmp(r1[0].preset, "atma") && strstr(r1[0].model, "pattern=ccAc") && strstr(r1[0].model, "opt=muon"));
+    CHECK(r1[1].train_ce > 0.0 && r1[1].train_ce < 20.0 && r1[1].doc_ce > 0.0);
+    niah_result_json(&r1[1], 1, line, sizeof line);
+    CHECK(strstr(line, "\"preset\": \"atma\"") && strstr(line, "\"model\": \"d16 L4 H2 pattern=ccAc"));
+    /* the same configuration again: the same numbers, bit for bit */
+    CHECK_INT_EQ(niah_run(&c, g_tok, g_tr.ids, g_tr.n, g_te.ids, g_te.n, r2, 2, &n, NULL, NULL, err, sizeof err),
+                 NIAH_OK);
+    CHECK(r2[0].train_ce == r1[0].train_ce && r2[1].train_ce == r1[1].train_ce && r2[1].doc_ce == r1[1].doc_ce);
+    /* AdamW instead of Muon: another run */
+    c.optimizer = NIAH_OPT_ADAMW;
+    CHECK_INT_EQ(niah_run(&c, g_tok, g_tr.ids, g_tr.n, g_te.ids, g_te.n, r3, 2, &n, NULL, NULL, err, sizeof err),
+                 NIAH_OK);
+    CHECK(r3[1].train_ce != r1[1].train_ce && strstr(r3[1].model, "opt=adamw"));
+    /* SIGReg strong: another objective, another run */
+    c.optimizer = NIAH_OPT_MUON;
+    c.sigreg = SGR_STRONG;
+    CHECK_INT_EQ(niah_run(&c, g_tok, g_tr.ids, g_tr.n, g_te.ids, g_te.n, r3, 2, &n, NULL, NULL, err, sizeof err),
+                 NIAH_OK);
+    CHECK(r3[1].train_ce != r1[1].train_ce && strstr(r3[1].model, "sigreg=strong"));
+}
+
 int main(int argc, char **argv)
 {
     TEST_INIT(argc, argv);
     load_data();
     TEST_RUN(test_scorer);
     TEST_RUN(test_wilson);
+    TEST_RUN(test_atma_preset_and_checks);
+    TEST_RUN(test_atma_end_to_end);
     TEST_RUN(test_rope_config);
     TEST_RUN(test_rope_grad);
     TEST_RUN(test_rope_relative);

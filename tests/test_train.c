@@ -428,8 +428,20 @@ static void test_preset_names(void)
     trn_config c;
     int k;
     for (k = 0; trn_preset_name(k); k++) CHECK_INT_EQ(trn_preset(trn_preset_name(k), &c), TRN_OK);
-    CHECK_INT_EQ(k, 7);
+    CHECK_INT_EQ(k, 8);
     CHECK(trn_preset_name(-1) == NULL);
+    /* issue 43 item 8: seed 002's ATMA, the paper's ratios at the tiny budget */
+    {
+        char err[256];
+        CHECK_INT_EQ(trn_preset("atma", &c), TRN_OK);
+        CHECK_INT_EQ(trn_config_validate(&c, err, sizeof err), TRN_OK);
+        CHECK(!strcmp(c.model.layer_pattern, "ccAc") && c.model.n_layers == 8 && c.model.lfm_k == 3); /* 3:1 */
+        CHECK(c.model.attn == MDL_ATTN_POLAR && c.model.n_heads == 4 * c.model.polar_kv_heads);    /* GQA 1:4 */
+        CHECK(c.model.polar_qk_norm == 1 && c.model.polar_canon_k == 4 && c.model.polar_gate == MDL_POLAR_GATE_CHANNEL);
+        CHECK(c.model.memory == MDL_MEM_GDELTA && c.model.ffn == MDL_FFN_RELU2 && c.model.d_ff_mult == 4);
+        CHECK(c.model.norm == MDL_NORM_RMS && c.model.pos == MDL_POS_NONE && c.optimizer == TRN_OPT_MUON);
+        CHECK(c.lr_flat_frac == 0.3f && c.lr_floor_frac == 0.0f && c.steps == 300); /* the 70 % cooldown */
+    }
     /* the device table behind --help's --device line and mdl_device_supports */
     CHECK(mdl_device_limit(0) != NULL && mdl_device_limit(1) != NULL && mdl_device_limit(2) != NULL &&
           mdl_device_limit(3) == NULL);
@@ -1551,6 +1563,61 @@ done:
     free(Z);
 }
 
+/* trn_muon_step (the trainer's Muon update, shared with niah) against a float64
+   transcription of its formula: momentum, Nesterov, NS5 (ns5_ref64), scale and decay */
+static void test_muon_step(void)
+{
+    ex_ctx cx = ex_ctx_make(EX_CPU);
+    mdl_tensor e;
+    int r = 6, c = 10, i, steps;
+    size_t n = (size_t)r * c;
+    float P[60], G[60], M[60], W[60 + 60 + 2 * 36];
+    double rP[60], rM[60], U[60], worst = 0.0, big = 0.0;
+    const float lr = 0.01f, wd = 0.1f, beta = 0.95f;
+    memset(&e, 0, sizeof e);
+    e.ndim = 2;
+    e.shape[0] = r;
+    e.shape[1] = c;
+    e.numel = n;
+    CHECK(trn_muon_step_floats(&e) == n + trn_muon_work_floats(r, c) && trn_muon_step_floats(&e) == 60 + 60 + 2 * 36);
+    tt_seed(11);
+    for (steps = 0; steps <= 5; steps += 5) {
+        double nrm = 0.0, sc = 0.2 * sqrt(10.0);
+        for (i = 0; i < (int)n; i++) {
+            P[i] = (float)(tt_uniform() * 2.0 - 1.0);
+            G[i] = (float)(tt_uniform() * 2.0 - 1.0) * 0.1f;
+            M[i] = (float)(tt_uniform() * 2.0 - 1.0) * 0.05f;
+            rP[i] = P[i];
+            rM[i] = beta * (double)M[i] + (1.0 - beta) * (double)G[i];
+            U[i] = (1.0 - beta) * (double)G[i] + beta * rM[i];
+            nrm += U[i] * U[i];
+        }
+        CHECK_INT_EQ(trn_muon_step(&cx, &e, P, G, M, lr, wd, beta, steps, W), TRN_OK);
+        if (steps) ns5_ref64(U, r, c, steps);
+        else
+            for (i = 0; i < (int)n; i++) U[i] /= sqrt(nrm) + 1e-7;
+        for (i = 0; i < (int)n; i++) {
+            double want = rP[i] * (1.0 - (double)lr * wd) - (double)lr * sc * U[i];
+            worst = fmax(worst, fabs((double)P[i] - want));
+            worst = fmax(worst, fabs((double)M[i] - rM[i]));
+            big = fmax(big, fabs(want));
+        }
+    }
+    CHECK(worst <= 1e-5 * big);
+    /* refusals: nothing NULL, a 2-D tensor whose shape is its numel, beta in [0, 1) */
+    CHECK_INT_EQ(trn_muon_step(NULL, &e, P, G, M, lr, wd, beta, 5, W), TRN_EINVAL);
+    CHECK_INT_EQ(trn_muon_step(&cx, &e, P, G, M, lr, wd, beta, 5, NULL), TRN_EINVAL);
+    CHECK_INT_EQ(trn_muon_step(&cx, &e, P, G, M, lr, wd, 1.0f, 5, W), TRN_EINVAL);
+    CHECK_INT_EQ(trn_muon_step(&cx, &e, P, G, M, NAN, wd, beta, 5, W), TRN_EINVAL);
+    CHECK_INT_EQ(trn_muon_step(&cx, &e, P, G, M, lr, wd, beta, -1, W), TRN_EINVAL);
+    e.numel = n + 1;
+    CHECK_INT_EQ(trn_muon_step(&cx, &e, P, G, M, lr, wd, beta, 5, W), TRN_EINVAL);
+    e.numel = n;
+    e.ndim = 3;
+    CHECK_INT_EQ(trn_muon_step(&cx, &e, P, G, M, lr, wd, beta, 5, W), TRN_EINVAL);
+    CHECK(trn_muon_step_floats(&e) == 0 && trn_muon_step_floats(NULL) == 0);
+}
+
 /* trn_muon_orthogonalise (fp32, tensor.h's GEMM) against ns5_ref64 on wide, tall and
    square shapes: worst element difference within 1e-5 of the largest element */
 static void test_muon_newton_schulz(void)
@@ -2073,6 +2140,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_parallel_refusals);
     TEST_RUN(test_dp_equals_accum);
     TEST_RUN(test_muon_newton_schulz);
+    TEST_RUN(test_muon_step);
     TEST_RUN(test_muon_param_split);
     TEST_RUN(test_muon_flags_resume);
     TEST_RUN(test_sigreg_flags_resume);
