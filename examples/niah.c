@@ -5,7 +5,7 @@
                                       trained at 64 tokens, evaluated at 1x .. 32x (64 ..
                                       2,048 tokens); about 11 CPU-minutes at --threads 1
      build/niah --preset atma         the same grid on seed 002's architecture (issue 43: LFM2
-                                      gated convolutions + one attention layer, GQA, q/k norm,
+                                      gated convolutions + two attention layers, GQA, q/k norm,
                                       Canon layers, channel gate, squared ReLU, RMSNorm, Muon,
                                       the 70 % cooldown; niah.h niah_config_preset); every knob
                                       has its flag (--help), later flags override the preset
@@ -92,8 +92,8 @@ static void usage(FILE *f, const niah_config *c)
             "  --distractor-weight X   [%g]\n"
             "  --log-every N           training log interval [%d]\n"
             "the model and recipe around the arms (issue 43; --preset sets them, later flags override):\n"
-            "  --preset default|atma   atma: seed 002's architecture at this scale: d 64, 4 layers ccAc (LFM2\n"
-            "                          gated convolutions + one attention layer), 4 heads of 16, polar with 1\n"
+            "  --preset default|atma   atma: seed 002's architecture at this scale: d 64, 8 layers ccAcccAc (LFM2\n"
+            "                          gated convolutions + two attention layers), 4 heads of 16, polar with 1\n"
             "                          kv head, q/k norm, Canon 4, channel gate, relu2, RMSNorm, conv 0, Muon,\n"
             "                          lr flat 0.3 then cosine to 0\n"
             "  --layer-pattern P       per-layer mixer, repeated: A attention, c LFM2 gated conv ['': all A]\n"

@@ -792,7 +792,7 @@ static void test_atma_preset_and_checks(void)
     char err[256];
     CHECK_INT_EQ(niah_config_preset(&c, "atma"), NIAH_OK);
     CHECK(!strcmp(c.preset, "atma") && !strcmp(c.layer_pattern, "ccAc"));
-    CHECK(c.d_model == 64 && c.n_layers == 4 && c.n_heads == 4 && c.kv_heads == 1 && c.conv_k == 0);
+    CHECK(c.d_model == 64 && c.n_layers == 8 && c.n_heads == 4 && c.kv_heads == 1 && c.conv_k == 0);
     CHECK(c.ffn == MDL_FFN_RELU2 && c.norm == MDL_NORM_RMS && c.qk_norm == 1 && c.canon_k == 4);
     CHECK(c.polar_gate == MDL_POLAR_GATE_CHANNEL && c.optimizer == NIAH_OPT_MUON);
     CHECK(c.lr_flat == 0.3 && c.lr_floor == 0.0);
@@ -853,6 +853,7 @@ static void atma_toy(niah_config *c)
     c->doc_windows = 1;
     c->eval_tokens = 100;
     c->d_model = 16;
+    c->n_layers = 4; /* one of each mixer */
     c->n_heads = 2;
     c->vocab = 128;
     c->nkeys = 4;

@@ -537,7 +537,7 @@ int niah_config_preset(niah_config *c, const char *name)
         snprintf(c->preset, sizeof c->preset, "atma");
         snprintf(c->layer_pattern, sizeof c->layer_pattern, "ccAc");
         c->d_model = 64;
-        c->n_layers = 4;
+        c->n_layers = 8;
         c->n_heads = 4;
         c->conv_k = 0;
         c->lfm_k = 3;

@@ -196,8 +196,10 @@ typedef struct niah_config {
 niah_config niah_config_default(void);
 /* A named preset over c's current values (call it first, flags after): "default" (the
    original grid: niah_config_default's model) or "atma" (seed 002's architecture at the
-   original grid's scale, d 64: 4 layers "ccAc" = three LFM2 gated-convolution layers and
-   one attention layer at l % 4 == 2 as the authors' code places it, 4 heads of width 16
+   original grid's scale, d 64: 8 layers "ccAc" repeated = six LFM2 gated-convolution layers
+   and two attention layers at l % 4 == 2 as the authors' code places them (4 layers give
+   one attention layer, and then no arm learned the copy task in 3,000 steps:
+   docs/RESULTS.md), 4 heads of width 16
    (the paper's d_k 128 needs d >= 512 with 4 heads; 4 heads is the fewest that keeps GQA
    1:4 with a whole key/value head; --d-model 128 gives width 32 at ~3x the cost), polar
    arms with 1 key/value head (GQA H/4), q/k RMSNorm, Canon layers of kernel 4 and the
