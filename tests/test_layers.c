@@ -1295,15 +1295,53 @@ static fx mlp_fx(int C, int F, int act)
 
 static void test_mlp_grad(void)
 {
-    int act;
-    for (act = LYR_MLP_GELU; act <= LYR_MLP_RELU2; act++) {
-        fx f = mlp_fx(8, 12, act);
+    int act, n = 0;
+    for (act = 0; act < lyr_ffn_count(); act++) { /* every MLP row of the FFN table */
+        fx f;
+        char what[48];
+        if (!lyr_ffn_is_mlp(act)) continue;
+        n++;
+        f = mlp_fx(8, 12, act);
         fx_setup(&f, 2, 5, 0.3, 70 + act);
-        fd_check_all(&f, act == LYR_MLP_GELU ? "mlp gelu" : "mlp relu2");
+        snprintf(what, sizeof what, "mlp %s", lyr_ffn_get(act)->name);
+        fd_check_all(&f, what);
         check_accumulates(&f);
         check_deterministic(&f);
         fx_free(&f);
     }
+    CHECK(n >= 2);
+}
+
+/* the FFN table (layers.h, lyr_ffn): names, lookups, the rows' fields, widths */
+static void test_ffn_table(void)
+{
+    int i, n = lyr_ffn_count();
+    CHECK(n >= 3);
+    CHECK(!strcmp(lyr_ffn_get(LYR_MLP_GELU)->name, "gelu") && !strcmp(lyr_ffn_get(LYR_MLP_RELU2)->name, "relu2"));
+    CHECK(lyr_ffn_get(2)->kind == &lyr_kind_moe && !lyr_ffn_is_mlp(2)); /* MDL_FFN_MOE */
+    for (i = 0; i < n; i++) {
+        const lyr_ffn *e = lyr_ffn_get(i);
+        CHECK(e != NULL && lyr_ffn_names[i] != NULL && !strcmp(lyr_ffn_names[i], e->name));
+        CHECK_INT_EQ(lyr_ffn_find(e->name), i);
+        CHECK(e->width_num >= 1 && e->width_den >= 1 && e->width_round >= 1 && e->about && e->kind);
+        if (lyr_ffn_is_mlp(i)) {
+            CHECK(e->act_fwd && e->act_bwd && e->mats >= 2);
+            CHECK(e->in >= LYR_FFN_IN_PLAIN && e->in <= LYR_FFN_IN_BLOCKS);
+            CHECK(!e->bias || e->in == LYR_FFN_IN_PLAIN);
+        }
+    }
+    CHECK(lyr_ffn_names[n] == NULL);
+    CHECK(lyr_ffn_get(-1) == NULL && lyr_ffn_get(n) == NULL);
+    CHECK_INT_EQ(lyr_ffn_find("nope"), -1);
+    CHECK_INT_EQ(lyr_ffn_find(NULL), -1);
+    CHECK(!lyr_ffn_is_mlp(-1) && !lyr_ffn_is_mlp(n));
+    CHECK_INT_EQ(lyr_ffn_width(LYR_MLP_GELU, 4, 128), 512);
+    CHECK_INT_EQ(lyr_ffn_width(LYR_MLP_RELU2, 2, 96), 192);
+    CHECK_INT_EQ(lyr_ffn_width(2, 4, 64), 256);
+    CHECK_INT_EQ(lyr_ffn_width(n, 4, 64), -1);
+    CHECK_INT_EQ(lyr_ffn_width(LYR_MLP_GELU, 0, 64), -1);
+    CHECK_INT_EQ(lyr_ffn_width(LYR_MLP_GELU, 4, 0), -1);
+    CHECK_INT_EQ(lyr_ffn_width(LYR_MLP_GELU, 64, 1 << 20), -1);
 }
 
 /* the GELU MLP with an activation gain a (seed 004 section 6 (C)): act = gelu(a u), every
@@ -1406,6 +1444,10 @@ static void test_mlp_kind_counts_args(void)
                              f.B, f.T), LYR_EINVAL);
     f.mlp.act = 7;
     CHECK_INT_EQ(lyr_mlp_params(&f.mlp, sp, LYR_MAX_PARAMS), LYR_EINVAL);
+    f.mlp.act = 2; /* the MoE's row: not an MLP activation */
+    CHECK_INT_EQ(lyr_mlp_params(&f.mlp, sp, LYR_MAX_PARAMS), LYR_EINVAL);
+    f.mlp.act = -1;
+    CHECK_INT_EQ(lyr_mlp_validate(&f.mlp), LYR_EINVAL);
     f.mlp.act = LYR_MLP_GELU;
     CHECK_INT_EQ(lyr_mlp_params(&f.mlp, sp, 3), LYR_EINVAL);
     free(o2);
@@ -1644,6 +1686,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_gdelta_bad_args);
     TEST_RUN(test_gdelta_counts);
     TEST_RUN(test_mlp_grad);
+    TEST_RUN(test_ffn_table);
     TEST_RUN(test_mlp_gain);
     TEST_RUN(test_mlp_kind_counts_args);
     TEST_RUN(test_lfm_grad);
