@@ -1344,6 +1344,64 @@ static void test_ffn_table(void)
     CHECK_INT_EQ(lyr_ffn_width(LYR_MLP_GELU, 64, 1 << 20), -1);
 }
 
+/* the SwiGLU row (lyr_ffn "swiglu"): out = (silu(x W1^T) * (x W3^T)) W2^T, fc.weight (2F,C)
+   = [W1 ; W3] (rows 0..F-1 W1), proj.weight (C,F), no biases, no gain; the forward and the
+   saved activations against a double re-implementation; LLaMA's hidden width
+   (2/3 of d_ff_mult C, rounded up to a multiple of 8) and 3 matrices. (Its gradients:
+   test_mlp_grad, every MLP row of the table.) */
+static void test_mlp_swiglu(void)
+{
+    const int C = 5, F = 7;
+    int r = lyr_ffn_find("swiglu"), i, k, j;
+    fx f;
+    size_t N, off;
+    double worst = 0.0, worst_act = 0.0;
+    CHECK(r >= 0 && lyr_ffn_is_mlp(r));
+    if (r < 0) return;
+    CHECK(lyr_ffn_get(r)->in == LYR_FFN_IN_BLOCKS && !lyr_ffn_get(r)->bias && !lyr_ffn_get(r)->gain);
+    CHECK_INT_EQ(lyr_ffn_get(r)->mats, 3);
+    CHECK_INT_EQ(lyr_ffn_width(r, 4, 128), 344); /* floor(2/3 512) = 341 -> 344 */
+    CHECK_INT_EQ(lyr_ffn_width(r, 4, 96), 256);
+    CHECK_INT_EQ(lyr_ffn_width(r, 2, 768), 1024);
+    CHECK_INT_EQ(lyr_ffn_width(r, 1, 1), 8);
+    f = mlp_fx(C, F, r);
+    fx_setup(&f, 2, 4, 0.3, 130);
+    N = (size_t)f.B * f.T;
+    CHECK_INT_EQ(f.np, 2);
+    CHECK(!strcmp(f.spec[0].suffix, "fc.weight") && f.spec[0].shape[0] == 2 * F && f.spec[0].shape[1] == C);
+    CHECK(!strcmp(f.spec[1].suffix, "proj.weight") && f.spec[1].shape[0] == C && f.spec[1].shape[1] == F);
+    CHECK(f.nsaved == (N * 2 * F + 15) / 16 * 16 + (N * F + 15) / 16 * 16);
+    CHECK_INT_EQ(fx_forward(&f, NULL), LYR_OK);
+    off = lyr_mlp_act_offset(&f.mlp, f.B, f.T);
+    CHECK(off == (N * 2 * F + 15) / 16 * 16);
+    for (i = 0; i < (int)N; i++) {
+        double act[7];
+        for (k = 0; k < F; k++) {
+            double a = 0.0, b = 0.0, e;
+            for (j = 0; j < C; j++) {
+                a += (double)f.P[0][(size_t)k * C + j] * f.x[(size_t)i * C + j];
+                b += (double)f.P[0][(size_t)(F + k) * C + j] * f.x[(size_t)i * C + j];
+            }
+            act[k] = a / (1.0 + exp(-a)) * b;
+            e = fabs(act[k] - f.saved[off + (size_t)i * F + k]) / (1e-6 + fabs(act[k]));
+            if (e > worst_act) worst_act = e;
+        }
+        for (k = 0; k < C; k++) {
+            double o = 0.0, e;
+            for (j = 0; j < F; j++) o += (double)f.P[1][(size_t)k * F + j] * act[j];
+            e = fabs(o - f.out[(size_t)i * C + k]) / (1e-6 + fabs(o));
+            if (e > worst) worst = e;
+        }
+    }
+    fprintf(stderr, "  swiglu forward against double: worst relative error %.2e (act %.2e)\n", worst, worst_act);
+    CHECK(worst < 1e-4 && worst_act < 1e-4);
+    f.mlp.gain = 2.0f; /* no gain in the SwiGLU MLP */
+    CHECK_INT_EQ(lyr_mlp_validate(&f.mlp), LYR_EINVAL);
+    f.mlp.gain = 0.0f;
+    CHECK_INT_EQ(lyr_mlp_validate(&f.mlp), LYR_OK);
+    fx_free(&f);
+}
+
 /* the GELU MLP with an activation gain a (seed 004 section 6 (C)): act = gelu(a u), every
    parameter and the input by finite differences for a = 1.7 and 0.6 (the same tolerance
    as the plain layer); a = 1 and a = 0 run the plain path bit for bit; the refusals */
@@ -1687,6 +1745,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_gdelta_counts);
     TEST_RUN(test_mlp_grad);
     TEST_RUN(test_ffn_table);
+    TEST_RUN(test_mlp_swiglu);
     TEST_RUN(test_mlp_gain);
     TEST_RUN(test_mlp_kind_counts_args);
     TEST_RUN(test_lfm_grad);

@@ -2504,6 +2504,39 @@ static int lyr__relu2_bwd(const ex_ctx *cx, float *dh, const float *h, float *da
     return ex_relu2_gated_bwd(cx, dh, h, dact, N, F);
 }
 
+/* SwiGLU (Shazeer 2020, "GLU Variants Improve Transformer"; LLaMA's FFN): act = silu(a) * b
+   over the blocks a = h[0, N F) = x W1^T, b = h[N F, 2 N F) = x W3^T (LYR_FFN_IN_BLOCKS),
+   silu(a) = a sigmoid(a), from the context's elementwise ops (sigmoid, the C = 1 row
+   scale as an elementwise product, add): either device, no new kernel. */
+static int lyr__swiglu_fwd(const ex_ctx *cx, float *act, const float *h, int N, int F)
+{
+    size_t nf = (size_t)N * F;
+    if (nf > (size_t)2147483647) return LYR_EINVAL;
+    if (ex_sigmoid_fwd(cx, act, h, nf) != TK_OK ||                  /* s = sigmoid(a) */
+        ex_rowscale(cx, act, act, h, (int)nf, 1) != TK_OK ||        /* silu(a) = a s */
+        ex_rowscale(cx, act, act, h + nf, (int)nf, 1) != TK_OK)     /* silu(a) b */
+        return LYR_EFAIL;
+    return LYR_OK;
+}
+/* dh zero on entry: db = dact silu(a); da = dact b silu'(a), silu'(a) = s + a s (1 - s);
+   dact ends as dact b (scratch) */
+static int lyr__swiglu_bwd(const ex_ctx *cx, float *dh, const float *h, float *dact, int N, int F)
+{
+    size_t nf = (size_t)N * F;
+    float *da = dh, *db = dh + nf;
+    const float *a = h, *b = h + nf;
+    if (nf > (size_t)2147483647) return LYR_EINVAL;
+    if (ex_sigmoid_fwd(cx, db, a, nf) != TK_OK ||                   /* db = s */
+        ex_sigmoid_bwd(cx, da, db, a, nf) != TK_OK ||               /* da = a s (1 - s) */
+        ex_residual_fwd(cx, da, da, db, nf) != TK_OK ||             /* da = silu'(a) */
+        ex_rowscale(cx, db, db, a, (int)nf, 1) != TK_OK ||          /* db = silu(a) */
+        ex_rowscale(cx, db, db, dact, (int)nf, 1) != TK_OK ||       /* db = dact silu(a) */
+        ex_rowscale(cx, dact, dact, b, (int)nf, 1) != TK_OK ||      /* dact b */
+        ex_rowscale(cx, da, da, dact, (int)nf, 1) != TK_OK)         /* da = dact b silu'(a) */
+        return LYR_EFAIL;
+    return LYR_OK;
+}
+
 /* One row per FFN; the row's index is mdl_config.ffn (and lyr_mlp_dims.act for the MLP
    rows): append, never reorder (checkpoints record the name, programs the index). */
 static const lyr_ffn lyr__ffns[] = {
@@ -2515,10 +2548,16 @@ static const lyr_ffn lyr__ffns[] = {
      lyr__relu2_fwd, lyr__relu2_bwd},
     /* MDL_FFN_MOE: the fuzzy mixture of experts (its dims from the model's MoE fields) */
     {"moe", "fuzzy mixture-of-experts FFN", &lyr_kind_moe, LYR_FFN_IN_PLAIN, 0, 0, 1, 1, 1, 0, NULL, NULL},
+    /* 3: (silu(x W1^T) * (x W3^T)) W2^T, no biases; fc.weight (2F,C) = [W1 ; W3] (rows
+       0..F-1 W1, the SiLU branch), two GEMMs into contiguous halves; F as LLaMA: 2/3 of
+       d_ff_mult C rounded up to a multiple of 8, so 3 C F ~ the GELU MLP's 2 C (d_ff_mult C)
+       parameters (d_ff_mult 4, C 128: F 344) */
+    {"swiglu", "SwiGLU (SiLU-gated) MLP, no biases, F = 2/3 d_ff_mult C (multiple of 8)", &lyr_kind_mlp,
+     LYR_FFN_IN_BLOCKS, 0, 0, 2, 3, 8, 3, lyr__swiglu_fwd, lyr__swiglu_bwd},
 };
 #define LYR__NFFN ((int)(sizeof lyr__ffns / sizeof lyr__ffns[0]))
 
-const char *const lyr_ffn_names[] = {"gelu", "relu2", "moe", NULL}; /* lyr__ffns' names, in order */
+const char *const lyr_ffn_names[] = {"gelu", "relu2", "moe", "swiglu", NULL}; /* lyr__ffns' names, in order */
 
 int lyr_ffn_count(void) { return LYR__NFFN; }
 
@@ -2541,6 +2580,7 @@ int lyr_ffn_width(int i, int d_ff_mult, int C)
     long long f;
     if (!e || d_ff_mult < 1 || C < 1 || d_ff_mult > (1 << 22) || C > (1 << 22)) return -1;
     f = (long long)d_ff_mult * C * e->width_num / e->width_den;
+    if (f < 1) f = 1; /* (a width rule below 1: the smallest) */
     f = (f + e->width_round - 1) / e->width_round * e->width_round;
     return f >= 1 && f <= (1 << 22) ? (int)f : -1;
 }
