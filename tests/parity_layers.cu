@@ -821,7 +821,8 @@ static void test_polar_refusals(void)
 }
 
 /* ------------------------------------------------------------ MLP and norms (contexts) */
-/* lyr_kind_mlp (GELU, squared-ReLU gated) and lyr_kind_norm (LayerNorm, RMSNorm) called
+/* lyr_kind_mlp (every MLP row of layers.h's FFN table: GELU, squared-ReLU gated, ...) and
+   lyr_kind_norm (LayerNorm, RMSNorm) called
    through the table with ex_ctx CPU and ex_ctx CUDA on the same case (C 24, F 40, B 2,
    T 7): forward out within 1e-5 of the CPU's largest |out|; backward every parameter
    gradient and dx within 1e-5 of the CPU tensor's largest |value|, accumulated into
@@ -846,7 +847,7 @@ static void kind_case_init(kind_case &c, const lyr_kind *k, int variant, unsigne
     if (k == &lyr_kind_mlp) {
         c.mlp.C = PC;
         c.mlp.F = PF;
-        c.mlp.act = variant ? LYR_MLP_RELU2 : LYR_MLP_GELU;
+        c.mlp.act = variant; /* the FFN table's row */
         c.mlp.std = 0.2f;
         c.mlp.proj_std = 0.1f;
         c.d = &c.mlp;
@@ -892,14 +893,26 @@ static int kind_run(layer_run &r, const kind_case &c, int bwd)
 
 static void test_kinds_context(void)
 {
-    static const char *names[4] = {"mlp gelu", "mlp relu2", "layernorm", "rmsnorm"};
+    /* the cases: the FFN table's MLP rows, then the two norms */
+    const lyr_kind *kinds[LYR_MAX_PARAMS + 2];
+    int variant[LYR_MAX_PARAMS + 2], n = 0;
+    std::string names[LYR_MAX_PARAMS + 2];
     double wf = 0.0, wb = 0.0;
     NEED_GPU();
-    for (int i = 0; i < 4; i++) {
+    for (int r = 0; r < lyr_ffn_count() && n < LYR_MAX_PARAMS; r++)
+        if (lyr_ffn_is_mlp(r)) {
+            kinds[n] = &lyr_kind_mlp;
+            variant[n] = r;
+            names[n++] = std::string("mlp ") + lyr_ffn_get(r)->name;
+        }
+    CHECK(n >= 2);
+    kinds[n] = &lyr_kind_norm, variant[n] = 0, names[n++] = "layernorm";
+    kinds[n] = &lyr_kind_norm, variant[n] = 1, names[n++] = "rmsnorm";
+    for (int i = 0; i < n; i++) {
         kind_case c;
         layer_run h, g;
         std::string ctx(names[i]);
-        kind_case_init(c, i < 2 ? &lyr_kind_mlp : &lyr_kind_norm, i % 2, 80 + i);
+        kind_case_init(c, kinds[i], variant[i], 80 + i);
         run_init(h, c, 0);
         run_init(g, c, 1);
         CHECK_INT_EQ(kind_run(h, c, 0), LYR_OK);

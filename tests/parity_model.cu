@@ -353,6 +353,24 @@ static void test_relu2_rms_rope(void)
     run_case("relu2 / rmsnorm / rope", &c, &o);
 }
 
+/* every MLP row of layers.h's FFN table past the named ones (GELU, ReLU2, MoE: the cases
+   above), a training step on both devices */
+static void test_ffn_rows(void)
+{
+    mdl_opts o = mdl_opts_default();
+    int n = 0;
+    NEED_GPU();
+    o.train = 1;
+    for (int r = MDL_FFN_MOE + 1; r < lyr_ffn_count(); r++) {
+        if (!lyr_ffn_is_mlp(r)) continue;
+        mdl_config c = toy(r, MDL_NORM_RMS, MDL_POS_ROPE);
+        std::string what = std::string("ffn ") + lyr_ffn_get(r)->name + " / rmsnorm / rope";
+        run_case(what.c_str(), &c, &o);
+        n++;
+    }
+    printf("  %d further MLP rows of the FFN table\n", n);
+}
+
 static void test_smoothing_temps_nopos(void)
 {
     mdl_config c = toy(MDL_FFN_GELU, MDL_NORM_RMS, MDL_POS_NONE);
@@ -2056,6 +2074,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_refusals);
     TEST_RUN(test_reduced_precision_step);
     TEST_RUN(test_relu2_rms_rope);
+    TEST_RUN(test_ffn_rows);
     TEST_RUN(test_sigreg);
     TEST_RUN(test_trainer_ceas);
     TEST_RUN(test_trainer_refusals);

@@ -11,6 +11,7 @@
    TEST_OBJS_test_decode). */
 #include "../examples/common/model.h"
 #include "../examples/common/sample.h"
+#include "../examples/common/layers.h"
 #include "attnkit_test.h"
 
 #include <math.h>
@@ -232,6 +233,28 @@ static void test_exact_rope_rms_relu2_temps(void)
     c.ffn = MDL_FFN_RELU2;
     run_exact(c, NULL, "RoPE+RMSNorm+ReLU2");
     run_exact(c, ht, "RoPE+RMSNorm+ReLU2, per-head temperatures");
+}
+
+/* Every MLP row of layers.h's FFN table past the named ones (MDL_FFN_GELU, _RELU2, _MOE,
+   covered above): decoding runs the row through the component's forward at B = 1 */
+static void test_exact_ffn_rows(void)
+{
+    int r, n = 0;
+    for (r = MDL_FFN_MOE + 1; r < lyr_ffn_count(); r++) {
+        mdl_config c = small();
+        char what[96];
+        if (!lyr_ffn_is_mlp(r)) continue;
+        c.ffn = r;
+        c.norm = MDL_NORM_RMS;
+        snprintf(what, sizeof what, "FFN row %d (%s) + RMSNorm", r, lyr_ffn_get(r)->name);
+        run_exact(c, NULL, what);
+        c.pos = MDL_POS_ROPE;
+        c.res_gate = 1;
+        snprintf(what, sizeof what, "FFN row %d (%s) + RoPE + residual gates", r, lyr_ffn_get(r)->name);
+        run_exact(c, NULL, what);
+        n++;
+    }
+    fprintf(stderr, "  %d further MLP rows of the FFN table decoded\n", n);
 }
 
 static void test_exact_gac_nopos(void)
@@ -615,6 +638,7 @@ int main(int argc, char **argv)
     TEST_INIT(argc, argv);
     TEST_RUN(test_exact_learned_ln_gelu);
     TEST_RUN(test_exact_rope_rms_relu2_temps);
+    TEST_RUN(test_exact_ffn_rows);
     TEST_RUN(test_exact_gac_nopos);
     TEST_RUN(test_exact_moe_gates);
     TEST_RUN(test_exact_priors);

@@ -1295,15 +1295,111 @@ static fx mlp_fx(int C, int F, int act)
 
 static void test_mlp_grad(void)
 {
-    int act;
-    for (act = LYR_MLP_GELU; act <= LYR_MLP_RELU2; act++) {
-        fx f = mlp_fx(8, 12, act);
+    int act, n = 0;
+    for (act = 0; act < lyr_ffn_count(); act++) { /* every MLP row of the FFN table */
+        fx f;
+        char what[48];
+        if (!lyr_ffn_is_mlp(act)) continue;
+        n++;
+        f = mlp_fx(8, 12, act);
         fx_setup(&f, 2, 5, 0.3, 70 + act);
-        fd_check_all(&f, act == LYR_MLP_GELU ? "mlp gelu" : "mlp relu2");
+        snprintf(what, sizeof what, "mlp %s", lyr_ffn_get(act)->name);
+        fd_check_all(&f, what);
         check_accumulates(&f);
         check_deterministic(&f);
         fx_free(&f);
     }
+    CHECK(n >= 2);
+}
+
+/* the FFN table (layers.h, lyr_ffn): names, lookups, the rows' fields, widths */
+static void test_ffn_table(void)
+{
+    int i, n = lyr_ffn_count();
+    CHECK(n >= 3);
+    CHECK(!strcmp(lyr_ffn_get(LYR_MLP_GELU)->name, "gelu") && !strcmp(lyr_ffn_get(LYR_MLP_RELU2)->name, "relu2"));
+    CHECK(lyr_ffn_get(2)->kind == &lyr_kind_moe && !lyr_ffn_is_mlp(2)); /* MDL_FFN_MOE */
+    for (i = 0; i < n; i++) {
+        const lyr_ffn *e = lyr_ffn_get(i);
+        CHECK(e != NULL && lyr_ffn_names[i] != NULL && !strcmp(lyr_ffn_names[i], e->name));
+        CHECK_INT_EQ(lyr_ffn_find(e->name), i);
+        CHECK(e->width_num >= 1 && e->width_den >= 1 && e->width_round >= 1 && e->about && e->kind);
+        if (lyr_ffn_is_mlp(i)) {
+            CHECK(e->act_fwd && e->act_bwd && e->mats >= 2);
+            CHECK(e->in >= LYR_FFN_IN_PLAIN && e->in <= LYR_FFN_IN_BLOCKS);
+            CHECK(!e->bias || e->in == LYR_FFN_IN_PLAIN);
+        }
+    }
+    CHECK(lyr_ffn_names[n] == NULL);
+    CHECK(lyr_ffn_get(-1) == NULL && lyr_ffn_get(n) == NULL);
+    CHECK_INT_EQ(lyr_ffn_find("nope"), -1);
+    CHECK_INT_EQ(lyr_ffn_find(NULL), -1);
+    CHECK(!lyr_ffn_is_mlp(-1) && !lyr_ffn_is_mlp(n));
+    CHECK_INT_EQ(lyr_ffn_width(LYR_MLP_GELU, 4, 128), 512);
+    CHECK_INT_EQ(lyr_ffn_width(LYR_MLP_RELU2, 2, 96), 192);
+    CHECK_INT_EQ(lyr_ffn_width(2, 4, 64), 256);
+    CHECK_INT_EQ(lyr_ffn_width(n, 4, 64), -1);
+    CHECK_INT_EQ(lyr_ffn_width(LYR_MLP_GELU, 0, 64), -1);
+    CHECK_INT_EQ(lyr_ffn_width(LYR_MLP_GELU, 4, 0), -1);
+    CHECK_INT_EQ(lyr_ffn_width(LYR_MLP_GELU, 64, 1 << 20), -1);
+}
+
+/* the SwiGLU row (lyr_ffn "swiglu"): out = (silu(x W1^T) * (x W3^T)) W2^T, fc.weight (2F,C)
+   = [W1 ; W3] (rows 0..F-1 W1), proj.weight (C,F), no biases, no gain; the forward and the
+   saved activations against a double re-implementation; LLaMA's hidden width
+   (2/3 of d_ff_mult C, rounded up to a multiple of 8) and 3 matrices. (Its gradients:
+   test_mlp_grad, every MLP row of the table.) */
+static void test_mlp_swiglu(void)
+{
+    const int C = 5, F = 7;
+    int r = lyr_ffn_find("swiglu"), i, k, j;
+    fx f;
+    size_t N, off;
+    double worst = 0.0, worst_act = 0.0;
+    CHECK(r >= 0 && lyr_ffn_is_mlp(r));
+    if (r < 0) return;
+    CHECK(lyr_ffn_get(r)->in == LYR_FFN_IN_BLOCKS && !lyr_ffn_get(r)->bias && !lyr_ffn_get(r)->gain);
+    CHECK_INT_EQ(lyr_ffn_get(r)->mats, 3);
+    CHECK_INT_EQ(lyr_ffn_width(r, 4, 128), 344); /* floor(2/3 512) = 341 -> 344 */
+    CHECK_INT_EQ(lyr_ffn_width(r, 4, 96), 256);
+    CHECK_INT_EQ(lyr_ffn_width(r, 2, 768), 1024);
+    CHECK_INT_EQ(lyr_ffn_width(r, 1, 1), 8);
+    f = mlp_fx(C, F, r);
+    fx_setup(&f, 2, 4, 0.3, 130);
+    N = (size_t)f.B * f.T;
+    CHECK_INT_EQ(f.np, 2);
+    CHECK(!strcmp(f.spec[0].suffix, "fc.weight") && f.spec[0].shape[0] == 2 * F && f.spec[0].shape[1] == C);
+    CHECK(!strcmp(f.spec[1].suffix, "proj.weight") && f.spec[1].shape[0] == C && f.spec[1].shape[1] == F);
+    CHECK(f.nsaved == (N * 2 * F + 15) / 16 * 16 + (N * F + 15) / 16 * 16);
+    CHECK_INT_EQ(fx_forward(&f, NULL), LYR_OK);
+    off = lyr_mlp_act_offset(&f.mlp, f.B, f.T);
+    CHECK(off == (N * 2 * F + 15) / 16 * 16);
+    for (i = 0; i < (int)N; i++) {
+        double act[7];
+        for (k = 0; k < F; k++) {
+            double a = 0.0, b = 0.0, e;
+            for (j = 0; j < C; j++) {
+                a += (double)f.P[0][(size_t)k * C + j] * f.x[(size_t)i * C + j];
+                b += (double)f.P[0][(size_t)(F + k) * C + j] * f.x[(size_t)i * C + j];
+            }
+            act[k] = a / (1.0 + exp(-a)) * b;
+            e = fabs(act[k] - f.saved[off + (size_t)i * F + k]) / (1e-6 + fabs(act[k]));
+            if (e > worst_act) worst_act = e;
+        }
+        for (k = 0; k < C; k++) {
+            double o = 0.0, e;
+            for (j = 0; j < F; j++) o += (double)f.P[1][(size_t)k * F + j] * act[j];
+            e = fabs(o - f.out[(size_t)i * C + k]) / (1e-6 + fabs(o));
+            if (e > worst) worst = e;
+        }
+    }
+    fprintf(stderr, "  swiglu forward against double: worst relative error %.2e (act %.2e)\n", worst, worst_act);
+    CHECK(worst < 1e-4 && worst_act < 1e-4);
+    f.mlp.gain = 2.0f; /* no gain in the SwiGLU MLP */
+    CHECK_INT_EQ(lyr_mlp_validate(&f.mlp), LYR_EINVAL);
+    f.mlp.gain = 0.0f;
+    CHECK_INT_EQ(lyr_mlp_validate(&f.mlp), LYR_OK);
+    fx_free(&f);
 }
 
 /* the GELU MLP with an activation gain a (seed 004 section 6 (C)): act = gelu(a u), every
@@ -1406,6 +1502,10 @@ static void test_mlp_kind_counts_args(void)
                              f.B, f.T), LYR_EINVAL);
     f.mlp.act = 7;
     CHECK_INT_EQ(lyr_mlp_params(&f.mlp, sp, LYR_MAX_PARAMS), LYR_EINVAL);
+    f.mlp.act = 2; /* the MoE's row: not an MLP activation */
+    CHECK_INT_EQ(lyr_mlp_params(&f.mlp, sp, LYR_MAX_PARAMS), LYR_EINVAL);
+    f.mlp.act = -1;
+    CHECK_INT_EQ(lyr_mlp_validate(&f.mlp), LYR_EINVAL);
     f.mlp.act = LYR_MLP_GELU;
     CHECK_INT_EQ(lyr_mlp_params(&f.mlp, sp, 3), LYR_EINVAL);
     free(o2);
@@ -1644,6 +1744,8 @@ int main(int argc, char **argv)
     TEST_RUN(test_gdelta_bad_args);
     TEST_RUN(test_gdelta_counts);
     TEST_RUN(test_mlp_grad);
+    TEST_RUN(test_ffn_table);
+    TEST_RUN(test_mlp_swiglu);
     TEST_RUN(test_mlp_gain);
     TEST_RUN(test_mlp_kind_counts_args);
     TEST_RUN(test_lfm_grad);

@@ -449,6 +449,33 @@ static void test_preset_names(void)
     CHECK(strstr(mdl_device_limit(2), "sinusoid/relative") != NULL); /* issue 45: host-only fixed priors */
 }
 
+/* --ffn takes every row name of layers.h's FFN table (the option's list is the table's),
+   records it by name in the config JSON (what a checkpoint keeps), and refuses others
+   with the list */
+static void test_flags_ffn_table(void)
+{
+    trn_config c;
+    char err[512], js[16384], want[64];
+    char *argv[3];
+    int r;
+    argv[0] = "x";
+    argv[1] = "--ffn";
+    for (r = 0; r < lyr_ffn_count(); r++) {
+        CHECK_INT_EQ(trn_preset("tiny-plain", &c), TRN_OK);
+        argv[2] = (char *)lyr_ffn_get(r)->name;
+        CHECK_INT_EQ(trn_parse_flag(&c, 3, argv, 1, err, sizeof err), 2);
+        CHECK_INT_EQ(c.model.ffn, r);
+        CHECK_INT_EQ(trn_config_validate(&c, err, sizeof err), TRN_OK);
+        CHECK(mdl_flops_per_token(&c.model, c.context) > 0.0);
+        CHECK_INT_EQ(trn_config_json(&c, js, sizeof js), TRN_OK);
+        snprintf(want, sizeof want, "\"ffn\":\"%s\"", lyr_ffn_get(r)->name);
+        CHECK(strstr(js, want) != NULL);
+    }
+    argv[2] = "bogus";
+    CHECK_INT_EQ(trn_parse_flag(&c, 3, argv, 1, err, sizeof err), TRN_EINVAL);
+    CHECK(strstr(err, "gelu|relu2|moe") != NULL);
+}
+
 static void test_flags_presets(void)
 {
     trn_config c;
@@ -2115,6 +2142,7 @@ int main(int argc, char **argv)
     make_stream();
     tmpdir_init();
     TEST_RUN(test_flags_presets);
+    TEST_RUN(test_flags_ffn_table);
     TEST_RUN(test_eval_protocol);
     TEST_RUN(test_bad_checkpoints);
     TEST_RUN(test_resume_recipe_guardian);

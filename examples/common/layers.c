@@ -1869,28 +1869,38 @@ int lyr_gdelta_bwd(const ex_ctx *cx, const lyr_gdelta_dims *d, const float *cons
 }
 
 /* =================================================================== MLP FFN */
+/* The MLP runs the activation of its FFN-table row (lyr_ffn, lyr__ffns at the end): the
+   first projection by the row's `in`, the row's hooks, the output projection. */
+
+/* the MLP row of act, or NULL */
+static const lyr_ffn *lyr__mlp_row(int act)
+{
+    return lyr_ffn_is_mlp(act) ? lyr_ffn_get(act) : NULL;
+}
+
 int lyr_mlp_validate(const lyr_mlp_dims *d)
 {
+    const lyr_ffn *e;
     if (!d) return LYR_EINVAL;
     if (d->C < 1 || d->F < 1 || d->C > (1 << 20) || d->F > (1 << 22)) return LYR_EINVAL;
-    if (d->act != LYR_MLP_GELU && d->act != LYR_MLP_RELU2) return LYR_EINVAL;
+    if (!(e = lyr__mlp_row(d->act))) return LYR_EINVAL;
     if (!lyr__finite(d->std) || d->std < 0 || !lyr__finite(d->proj_std) || d->proj_std < 0)
         return LYR_EINVAL;
     if (!lyr__finite(d->gain) || d->gain < 0) return LYR_EINVAL;
-    if (d->act != LYR_MLP_GELU && d->gain != 0.0f && d->gain != 1.0f) return LYR_EINVAL;
+    if (!e->gain && d->gain != 0.0f && d->gain != 1.0f) return LYR_EINVAL;
     return LYR_OK;
 }
 
-/* the GELU gain a when it scales (not 0 or 1), else 0: the plain path runs */
+/* the gain a when it scales (not 0 or 1), else 0: the plain path runs */
 static float lyr__mlp_gain(const lyr_mlp_dims *d)
 {
-    return d->act == LYR_MLP_GELU && d->gain != 0.0f && d->gain != 1.0f ? d->gain : 0.0f;
+    return lyr__mlp_row(d->act)->gain && d->gain != 0.0f && d->gain != 1.0f ? d->gain : 0.0f;
 }
 
-/* hidden width of the first GEMM: F (GELU) or 2F (the stacked [W1 | W3] of RELU2) */
+/* hidden width of the first projection: F (plain) or 2F (the stacked [W1 | W3]) */
 static size_t lyr__mlp_hw(const lyr_mlp_dims *d)
 {
-    return d->act == LYR_MLP_RELU2 ? 2 * (size_t)d->F : (size_t)d->F;
+    return lyr__mlp_row(d->act)->in != LYR_FFN_IN_PLAIN ? 2 * (size_t)d->F : (size_t)d->F;
 }
 
 static int lyr__mlp_bt_ok(const lyr_mlp_dims *d, int B, int T)
@@ -1902,7 +1912,7 @@ int lyr_mlp_params(const lyr_mlp_dims *d, lyr_pspec *out, int cap)
 {
     int n = 0, bias;
     if (lyr_mlp_validate(d) != LYR_OK || !out) return LYR_EINVAL;
-    bias = d->act == LYR_MLP_GELU;
+    bias = lyr__mlp_row(d->act)->bias;
     if (cap < (bias ? 4 : 2)) return LYR_EINVAL;
     lyr__spec(&out[n], "fc.weight", 1, 2, (int)lyr__mlp_hw(d), d->C, 0);
     out[n].init = LYR_INIT_NORMAL;
@@ -1960,29 +1970,31 @@ size_t lyr_mlp_act_offset(const lyr_mlp_dims *d, int B, int T)
 int lyr_mlp_fwd(const ex_ctx *cx, const lyr_mlp_dims *d, const float *const *P, const float *x,
                 float *out, float *saved, int B, int T)
 {
-    size_t N;
+    const lyr_ffn *e;
+    size_t N, hw;
     int n, C, F, rc;
-    float *h, *hg;
+    float *h, *hg, a;
     if (!cx || lyr_mlp_validate(d) != LYR_OK || !lyr__mlp_bt_ok(d, B, T) || !x || !out || !saved)
         return LYR_EINVAL;
-    n = d->act == LYR_MLP_GELU ? 4 : 2;
+    e = lyr__mlp_row(d->act);
+    n = e->bias ? 4 : 2;
     if (!lyr__ptrs_ok((const void *const *)P, n)) return LYR_EINVAL;
     N = (size_t)B * T;
     C = d->C;
     F = d->F;
+    hw = lyr__mlp_hw(d);
+    a = lyr__mlp_gain(d);
     h = saved;
-    hg = saved + lyr__al(N * lyr__mlp_hw(d));
-    if (d->act == LYR_MLP_GELU) {
-        float a = lyr__mlp_gain(d);
-        rc = ex_matmul_fwd(cx, h, x, P[0], P[1], (int)N, C, F);
-        if (!rc && a != 0.0f) rc = ex_scale(cx, h, h, a, N * (size_t)F); /* saved: a u */
-        if (!rc) rc = ex_gelu_fwd(cx, hg, h, N * (size_t)F);
-        if (!rc) rc = ex_matmul_fwd(cx, out, hg, P[2], P[3], (int)N, F, C);
+    hg = saved + lyr__al(N * hw);
+    if (e->in == LYR_FFN_IN_BLOCKS) { /* a = x W1^T, b = x W3^T: contiguous (N,F) blocks */
+        rc = ex_matmul_fwd(cx, h, x, P[0], NULL, (int)N, C, F);
+        if (!rc) rc = ex_matmul_fwd(cx, h + N * (size_t)F, x, P[0] + (size_t)F * C, NULL, (int)N, C, F);
     } else {
-        rc = ex_matmul_fwd(cx, h, x, P[0], NULL, (int)N, C, 2 * F);
-        if (!rc) rc = ex_relu2_gated_fwd(cx, hg, h, (int)N, F);
-        if (!rc) rc = ex_matmul_fwd(cx, out, hg, P[1], NULL, (int)N, F, C);
+        rc = ex_matmul_fwd(cx, h, x, P[0], e->bias ? P[1] : NULL, (int)N, C, (int)hw);
     }
+    if (!rc && a != 0.0f) rc = ex_scale(cx, h, h, a, N * hw); /* saved: a u */
+    if (!rc) rc = e->act_fwd(cx, hg, h, (int)N, F);
+    if (!rc) rc = ex_matmul_fwd(cx, out, hg, P[e->bias ? 2 : 1], e->bias ? P[3] : NULL, (int)N, F, C);
     return rc ? LYR_EFAIL : LYR_OK;
 }
 
@@ -1990,15 +2002,17 @@ int lyr_mlp_bwd(const ex_ctx *cx, const lyr_mlp_dims *d, const float *const *P, 
                 const float *x, const float *dout, float *dx, const float *saved, float *work,
                 int B, int T)
 {
+    const lyr_ffn *e;
     size_t N, hw;
-    int n, C, F, rc, gelu;
+    int n, C, F, rc, bias;
     const float *h, *hg;
     float *dh, *dhg;
     if (!cx || lyr_mlp_validate(d) != LYR_OK || !lyr__mlp_bt_ok(d, B, T) || !x || !dout || !saved ||
         !work)
         return LYR_EINVAL;
-    gelu = d->act == LYR_MLP_GELU;
-    n = gelu ? 4 : 2;
+    e = lyr__mlp_row(d->act);
+    bias = e->bias;
+    n = bias ? 4 : 2;
     if (!lyr__ptrs_ok((const void *const *)P, n) || !lyr__ptrs_ok((const void *const *)G, n))
         return LYR_EINVAL;
     N = (size_t)B * T;
@@ -2011,14 +2025,20 @@ int lyr_mlp_bwd(const ex_ctx *cx, const lyr_mlp_dims *d, const float *const *P, 
     dhg = work + lyr__al(N * hw);
     /* d act(h) = dout W2 (written); dW2, db2 += */
     rc = ex_zero(cx, dhg, sizeof(float) * N * (size_t)F);
-    if (!rc) rc = ex_matmul_bwd(cx, dhg, G[gelu ? 2 : 1], gelu ? G[3] : NULL, dout, hg, P[gelu ? 2 : 1], (int)N,
+    if (!rc) rc = ex_matmul_bwd(cx, dhg, G[bias ? 2 : 1], bias ? G[3] : NULL, dout, hg, P[bias ? 2 : 1], (int)N,
                                 F, C);
     if (!rc) rc = ex_zero(cx, dh, sizeof(float) * N * hw);
-    if (!rc) rc = gelu ? ex_gelu_bwd(cx, dh, h, dhg, N * (size_t)F) : ex_relu2_gated_bwd(cx, dh, h, dhg, (int)N, F);
-    /* the gain: h holds a u, so dh = gelu'(a u) d act; d u = a dh */
-    if (!rc && lyr__mlp_gain(d) != 0.0f) rc = ex_scale(cx, dh, dh, lyr__mlp_gain(d), N * (size_t)F);
+    if (!rc) rc = e->act_bwd(cx, dh, h, dhg, (int)N, F);
+    /* the gain: h holds a u, so dh = act'(a u) d act; d u = a dh */
+    if (!rc && lyr__mlp_gain(d) != 0.0f) rc = ex_scale(cx, dh, dh, lyr__mlp_gain(d), N * hw);
     /* dx += dh W1; dW1, db1 += */
-    if (!rc) rc = ex_matmul_bwd(cx, dx, G[0], gelu ? G[1] : NULL, dh, x, P[0], (int)N, C, (int)hw);
+    if (e->in == LYR_FFN_IN_BLOCKS) {
+        size_t nf = N * (size_t)F, fc = (size_t)F * C;
+        if (!rc) rc = ex_matmul_bwd(cx, dx, G[0], NULL, dh, x, P[0], (int)N, C, F);
+        if (!rc) rc = ex_matmul_bwd(cx, dx, G[0] + fc, NULL, dh + nf, x, P[0] + fc, (int)N, C, F);
+    } else if (!rc) {
+        rc = ex_matmul_bwd(cx, dx, G[0], bias ? G[1] : NULL, dh, x, P[0], (int)N, C, (int)hw);
+    }
     return rc ? LYR_EFAIL : LYR_OK;
 }
 
@@ -2462,6 +2482,108 @@ const lyr_kind lyr_kind_mlp = {"mlp", lyr__mlp_params_v, lyr__mlp_init_v, lyr__m
                                lyr__no_floats_v, lyr__mlp_fwd_v, lyr__mlp_bwd_v};
 const lyr_kind lyr_kind_moe = {"moe", lyr__moe_params_v, lyr__moe_init_v, lyr__moe_saved_v, lyr__moe_work_v,
                                lyr__moe_host_v, lyr__moe_fwd_v, lyr__moe_bwd_v};
+
+/* =================================================================== the FFN table */
+/* The MLP activations' hooks (layers.h, lyr_ffn: act_fwd writes act (N,F) from h;
+   act_bwd adds into the zeroed dh) */
+static int lyr__gelu_fwd(const ex_ctx *cx, float *act, const float *h, int N, int F)
+{
+    return ex_gelu_fwd(cx, act, h, (size_t)N * F);
+}
+static int lyr__gelu_bwd(const ex_ctx *cx, float *dh, const float *h, float *dact, int N, int F)
+{
+    return ex_gelu_bwd(cx, dh, h, dact, (size_t)N * F);
+}
+/* relu(a)^2 * b over the rows [a | b] of h (N,2F) */
+static int lyr__relu2_fwd(const ex_ctx *cx, float *act, const float *h, int N, int F)
+{
+    return ex_relu2_gated_fwd(cx, act, h, N, F);
+}
+static int lyr__relu2_bwd(const ex_ctx *cx, float *dh, const float *h, float *dact, int N, int F)
+{
+    return ex_relu2_gated_bwd(cx, dh, h, dact, N, F);
+}
+
+/* SwiGLU (Shazeer 2020, "GLU Variants Improve Transformer"; LLaMA's FFN): act = silu(a) * b
+   over the blocks a = h[0, N F) = x W1^T, b = h[N F, 2 N F) = x W3^T (LYR_FFN_IN_BLOCKS),
+   silu(a) = a sigmoid(a), from the context's elementwise ops (sigmoid, the C = 1 row
+   scale as an elementwise product, add): either device, no new kernel. */
+static int lyr__swiglu_fwd(const ex_ctx *cx, float *act, const float *h, int N, int F)
+{
+    size_t nf = (size_t)N * F;
+    if (nf > (size_t)2147483647) return LYR_EINVAL;
+    if (ex_sigmoid_fwd(cx, act, h, nf) != TK_OK ||                  /* s = sigmoid(a) */
+        ex_rowscale(cx, act, act, h, (int)nf, 1) != TK_OK ||        /* silu(a) = a s */
+        ex_rowscale(cx, act, act, h + nf, (int)nf, 1) != TK_OK)     /* silu(a) b */
+        return LYR_EFAIL;
+    return LYR_OK;
+}
+/* dh zero on entry: db = dact silu(a); da = dact b silu'(a), silu'(a) = s + a s (1 - s);
+   dact ends as dact b (scratch) */
+static int lyr__swiglu_bwd(const ex_ctx *cx, float *dh, const float *h, float *dact, int N, int F)
+{
+    size_t nf = (size_t)N * F;
+    float *da = dh, *db = dh + nf;
+    const float *a = h, *b = h + nf;
+    if (nf > (size_t)2147483647) return LYR_EINVAL;
+    if (ex_sigmoid_fwd(cx, db, a, nf) != TK_OK ||                   /* db = s */
+        ex_sigmoid_bwd(cx, da, db, a, nf) != TK_OK ||               /* da = a s (1 - s) */
+        ex_residual_fwd(cx, da, da, db, nf) != TK_OK ||             /* da = silu'(a) */
+        ex_rowscale(cx, db, db, a, (int)nf, 1) != TK_OK ||          /* db = silu(a) */
+        ex_rowscale(cx, db, db, dact, (int)nf, 1) != TK_OK ||       /* db = dact silu(a) */
+        ex_rowscale(cx, dact, dact, b, (int)nf, 1) != TK_OK ||      /* dact b */
+        ex_rowscale(cx, da, da, dact, (int)nf, 1) != TK_OK)         /* da = dact b silu'(a) */
+        return LYR_EFAIL;
+    return LYR_OK;
+}
+
+/* One row per FFN; the row's index is mdl_config.ffn (and lyr_mlp_dims.act for the MLP
+   rows): append, never reorder (checkpoints record the name, programs the index). */
+static const lyr_ffn lyr__ffns[] = {
+    /* MDL_FFN_GELU: gelu(x W1^T + b1) W2^T + b2, F = d_ff_mult C */
+    {"gelu", "GELU MLP (tanh approximation), biases", &lyr_kind_mlp, LYR_FFN_IN_PLAIN, 1, 1, 1, 1, 1, 2,
+     lyr__gelu_fwd, lyr__gelu_bwd},
+    /* MDL_FFN_RELU2: (relu(x W1^T)^2 * (x W3^T)) W2^T, no biases, F = d_ff_mult C */
+    {"relu2", "squared-ReLU gated MLP, no biases", &lyr_kind_mlp, LYR_FFN_IN_ROWS, 0, 0, 1, 1, 1, 3,
+     lyr__relu2_fwd, lyr__relu2_bwd},
+    /* MDL_FFN_MOE: the fuzzy mixture of experts (its dims from the model's MoE fields) */
+    {"moe", "fuzzy mixture-of-experts FFN", &lyr_kind_moe, LYR_FFN_IN_PLAIN, 0, 0, 1, 1, 1, 0, NULL, NULL},
+    /* 3: (silu(x W1^T) * (x W3^T)) W2^T, no biases; fc.weight (2F,C) = [W1 ; W3] (rows
+       0..F-1 W1, the SiLU branch), two GEMMs into contiguous halves; F as LLaMA: 2/3 of
+       d_ff_mult C rounded up to a multiple of 8, so 3 C F ~ the GELU MLP's 2 C (d_ff_mult C)
+       parameters (d_ff_mult 4, C 128: F 344) */
+    {"swiglu", "SwiGLU (SiLU-gated) MLP, no biases, F = 2/3 d_ff_mult C (multiple of 8)", &lyr_kind_mlp,
+     LYR_FFN_IN_BLOCKS, 0, 0, 2, 3, 8, 3, lyr__swiglu_fwd, lyr__swiglu_bwd},
+};
+#define LYR__NFFN ((int)(sizeof lyr__ffns / sizeof lyr__ffns[0]))
+
+const char *const lyr_ffn_names[] = {"gelu", "relu2", "moe", "swiglu", NULL}; /* lyr__ffns' names, in order */
+
+int lyr_ffn_count(void) { return LYR__NFFN; }
+
+const lyr_ffn *lyr_ffn_get(int i) { return i >= 0 && i < LYR__NFFN ? &lyr__ffns[i] : NULL; }
+
+int lyr_ffn_find(const char *name)
+{
+    int i;
+    if (!name) return -1;
+    for (i = 0; i < LYR__NFFN; i++)
+        if (!strcmp(lyr__ffns[i].name, name)) return i;
+    return -1;
+}
+
+int lyr_ffn_is_mlp(int i) { return i >= 0 && i < LYR__NFFN && lyr__ffns[i].kind == &lyr_kind_mlp; }
+
+int lyr_ffn_width(int i, int d_ff_mult, int C)
+{
+    const lyr_ffn *e = lyr_ffn_get(i);
+    long long f;
+    if (!e || d_ff_mult < 1 || C < 1 || d_ff_mult > (1 << 22) || C > (1 << 22)) return -1;
+    f = (long long)d_ff_mult * C * e->width_num / e->width_den;
+    if (f < 1) f = 1; /* (a width rule below 1: the smallest) */
+    f = (f + e->width_round - 1) / e->width_round * e->width_round;
+    return f >= 1 && f <= (1 << 22) ? (int)f : -1;
+}
 
 /* =================================================================== drop-in entry points */
 /* The plain lyr_X_forward / lyr_X_backward find the device from the buffers (tensor.h's

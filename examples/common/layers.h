@@ -393,17 +393,19 @@ int lyr_gdelta_bwd(const ex_ctx *cx, const lyr_gdelta_dims *d, const float *cons
       d u = a gelu'(a u) d act (tensor.h's tk_scale on either device; no new op).
       lyr_mlp_act_offset: where act(h) (N,F) (N = B T) starts in saved, in floats (the
       model reads the activations there for seed 004's output-entropy measurement). */
-enum { LYR_MLP_GELU = 0, LYR_MLP_RELU2 = 1 };
+enum { LYR_MLP_GELU = 0, LYR_MLP_RELU2 = 1 }; /* rows of the FFN table (lyr_ffn, at the end);
+                                                 any MLP row of it is a valid act */
 
 typedef struct lyr_mlp_dims {
     int C, F;       /* model width, hidden width */
-    int act;        /* LYR_MLP_GELU or LYR_MLP_RELU2 */
+    int act;        /* an MLP row of the FFN table: LYR_MLP_GELU, LYR_MLP_RELU2, ... */
     float std;      /* init std of fc.weight */
     float proj_std; /* init std of proj.weight (the model: std / sqrt(2 L)) */
     float gain;     /* GELU input gain a (seed 004 section 6 (C)'s activation parameter):
                        act(u) = gelu(a u), u = x W1^T + b1; finite >= 0; 0 and 1 both mean
                        none (the plain GELU, bit for bit: no scaling runs, so a zeroed or
-                       positional initialiser keeps the old layer). RELU2: 0 or 1 only */
+                       positional initialiser keeps the old layer). Rows without gain
+                       (RELU2): 0 or 1 only */
 } lyr_mlp_dims;
 
 int lyr_mlp_validate(const lyr_mlp_dims *d);
@@ -547,6 +549,54 @@ extern const lyr_kind lyr_kind_gdelta; /* dims: lyr_gdelta_dims */
 extern const lyr_kind lyr_kind_norm;   /* dims: lyr_norm_dims (init: the pspec rules) */
 extern const lyr_kind lyr_kind_conv;   /* dims: lyr_conv_dims (init: the pspec rule) */
 extern const lyr_kind lyr_kind_lfm;    /* dims: lyr_lfm_dims (init: the pspec rules) */
+
+/* ------------------------------------------------------------ the FFN kinds */
+/* THE FFN TABLE: every FFN a model can put in its blocks, one row each, indexed by
+   mdl_config.ffn (MDL_FFN_GELU 0, MDL_FFN_RELU2 1, MDL_FFN_MOE 2, then any later rows by
+   index: lyr_ffn_find(name)). Everything outside layers.c derives from it: the --ffn
+   flag's names (and so the checkpoint's "attnkit.config", which records the name), the
+   model's validation, component, hidden width and FLOP count, maxent's shapes, decoding
+   (the component's forward at B = 1). A row whose kind is lyr_kind_mlp is an activation
+   of the dense MLP (lyr_mlp_dims.act = the row's index); its fields below say how the MLP
+   runs it. Any other kind (the fuzzy MoE) is the component itself (the model builds its
+   dims; the MLP fields are unused).
+   ADDING AN MLP ACTIVATION: its two hooks and one row in layers.c (lyr__ffns); nothing
+   else in examples/common changes.
+   The MLP's first projection, by `in`:
+     LYR_FFN_IN_PLAIN   h (N,F) = x W1^T (+ b1)                    fc.weight (F,C)
+     LYR_FFN_IN_ROWS    h (N,2F) = x [W1 ; W3]^T, one GEMM: each row [a | b]
+                                                                   fc.weight (2F,C)
+     LYR_FFN_IN_BLOCKS  the same weight, two GEMMs: h = [a (N,F) ; b (N,F)], a = x W1^T
+                        the first N F floats, b = x W3^T the next (for activations built
+                        from elementwise ops over contiguous halves)
+   then act (N,F) = act_fwd(h), out = act W2^T (+ b2), proj.weight (C,F).
+   act_fwd(cx, act, h, N, F): writes act (N,F) from h (layout above; h unchanged).
+   act_bwd(cx, dh, h, dact, N, F): dh (zero on entry, h's layout) += d act / d h . dact;
+     dact (N,F) is scratch the hook may overwrite. */
+enum { LYR_FFN_IN_PLAIN = 0, LYR_FFN_IN_ROWS = 1, LYR_FFN_IN_BLOCKS = 2 };
+
+typedef struct lyr_ffn {
+    const char *name;       /* the --ffn value and the checkpoint's record ("gelu") */
+    const char *about;      /* one line for help and errors */
+    const lyr_kind *kind;   /* &lyr_kind_mlp (an MLP activation) or the component itself */
+    int in;                 /* MLP: LYR_FFN_IN_* */
+    int bias;               /* MLP: fc.bias (F) and proj.bias (C) (with LYR_FFN_IN_PLAIN only) */
+    int gain;               /* MLP: takes lyr_mlp_dims.gain (act(a u), the backward scales by a) */
+    int width_num, width_den, width_round; /* hidden width F from the model's d_ff_mult * C:
+                               round_up(floor(d_ff_mult C num / den), round) */
+    int mats;               /* MLP: C x F weight matrices a token multiplies (FLOPs) */
+    int (*act_fwd)(const ex_ctx *cx, float *act, const float *h, int N, int F);
+    int (*act_bwd)(const ex_ctx *cx, float *dh, const float *h, float *dact, int N, int F);
+} lyr_ffn;
+
+int lyr_ffn_count(void);
+const lyr_ffn *lyr_ffn_get(int i);        /* row i, or NULL outside [0, lyr_ffn_count()) */
+int lyr_ffn_find(const char *name);       /* the row of name, or -1 (NULL or unknown) */
+int lyr_ffn_is_mlp(int i);                /* 1: row i is an MLP activation, else 0 */
+int lyr_ffn_width(int i, int d_ff_mult, int C); /* row i's hidden width F, or -1 (bad row,
+                                             d_ff_mult or C < 1, or F over 1 << 22) */
+/* the rows' names in index order, NULL-terminated (the --ffn flag's list) */
+extern const char *const lyr_ffn_names[];
 
 #ifdef __cplusplus
 }

@@ -5,6 +5,7 @@
 #include "maxent.h"
 #include "ckpt.h"
 #include "errf.h"
+#include "layers.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -56,7 +57,10 @@ static void mx__add(const trn_config *base, mx_cand *cand, int *n, int d_model, 
     c->arch.n_heads = heads;
     c->arch.d_model = d_model;
     c->arch.d_k = heads > 0 ? d_model / heads : 0;
-    c->arch.d_ff = mult * d_model;
+    { /* the FFN table's hidden width for the base's FFN */
+        int w = lyr_ffn_width(c->model.ffn, mult, d_model);
+        c->arch.d_ff = w > 0 ? w : mult * d_model;
+    }
     c->arch.pos = mx__ceas_pos(pos);
     c->valid = 1;
     if (heads < 1 || d_model < 1 || d_model % heads != 0) {

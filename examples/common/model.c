@@ -57,6 +57,8 @@
              stacked in one (2F,C) matrix (rows 0..F-1 = W1) so one GEMM computes both
                                                    ["blocks.l.mlp.fc.weight" (2F,C),
                                                     "blocks.l.mlp.proj.weight" (C,F)]
+           | any other MLP row of layers.h's FFN table (lyr_ffn; its tensors, the same names)
+           | fuzzy MoE (layers.h, lyr_kind_moe)
        x   = x + eta * dropout(f)
      logits = normf(x) wte^T (tied head)           ["lnf.weight" (+ "lnf.bias")]
      loss   = mean over targets of the label-smoothed CE
@@ -67,7 +69,7 @@
               + moe_lb_coef * (mean over layers of the MoE load-balance statistic)
               + (opts.train) ent_band_lambda * sum_l [relu(hmin - H_l)^2 + relu(H_l - hmax)^2]
               with H_l the layer's mean attention entropy (GAC's band, seed 003 eq. 12)
-   F = d_ff_mult * C. LayerNorm: weight and bias, eps 1e-5; RMSNorm: weight only, eps 1e-5.
+   F = lyr_ffn_width(ffn, d_ff_mult, C) (d_ff_mult * C for gelu, relu2, moe). LayerNorm: weight and bias, eps 1e-5; RMSNorm: weight only, eps 1e-5.
    Dropout (cfg.dropout, training only) acts on a and f before the residual add.
 
    Init (deterministic from the seed; tensor i draws from tk_rng stream i): matrices and
@@ -549,8 +551,14 @@ int mdl_config_validate(const mdl_config *c, char *err, size_t errlen)
         return ex_errf(err, errlen, MDL_EINVAL, "the rpa/era/sinusoid/relative prior needs softmax attention");
     if (c->memory != MDL_MEM_NONE && c->memory != MDL_MEM_GDELTA)
         return ex_errf(err, errlen, MDL_EINVAL, "memory must be none or gdelta (got %d)", c->memory);
-    if (c->ffn < MDL_FFN_GELU || c->ffn > MDL_FFN_MOE)
-        return ex_errf(err, errlen, MDL_EINVAL, "ffn must be gelu, relu2 or moe (got %d)", c->ffn);
+    if (!lyr_ffn_get(c->ffn)) { /* the FFN table (layers.h, lyr_ffn) */
+        char names[128];
+        int i, w = 0;
+        names[0] = 0;
+        for (i = 0; lyr_ffn_names[i] && w < (int)sizeof names; i++)
+            w += snprintf(names + w, sizeof names - (size_t)w, "%s%d %s", i ? ", " : "", i, lyr_ffn_names[i]);
+        return ex_errf(err, errlen, MDL_EINVAL, "ffn must be one of %s (got %d)", names, c->ffn);
+    }
     if (c->polar_qk_norm != 0 && c->polar_qk_norm != 1)
         return ex_errf(err, errlen, MDL_EINVAL, "polar_qk_norm must be 0 or 1 (got %d)", c->polar_qk_norm);
     if (c->polar_gate != MDL_POLAR_GATE_HEAD && c->polar_gate != MDL_POLAR_GATE_CHANNEL)
@@ -661,7 +669,7 @@ int mdl_config_validate(const mdl_config *c, char *err, size_t errlen)
     }
     {
         double f = (double)c->d_model * c->d_ff_mult;
-        if (f > 4194304.0)
+        if (f > 4194304.0 || lyr_ffn_width(c->ffn, c->d_ff_mult, c->d_model) < 1)
             return ex_errf(err, errlen, MDL_EINVAL, "d_ff_mult * d_model too large");
     }
     return ex_errf(err, errlen, MDL_OK, "ok");
@@ -983,7 +991,7 @@ int mdl_create_on(mdl_model **out, const mdl_config *cfg, uint64_t seed, int dev
     m->C = cfg->d_model;
     m->H = cfg->n_heads;
     m->D = m->C / m->H;
-    m->F = cfg->d_ff_mult * cfg->d_model;
+    m->F = lyr_ffn_width(cfg->ffn, cfg->d_ff_mult, cfg->d_model); /* the FFN table's width rule */
     m->V = cfg->vocab;
     m->R = cfg->R;
     m->need_mu = mdl__need_mu(cfg);
@@ -991,7 +999,7 @@ int mdl_create_on(mdl_model **out, const mdl_config *cfg, uint64_t seed, int dev
     /* the FFN component: one kind and its dims, never named again below */
     m->mlpd.C = m->C;
     m->mlpd.F = m->F;
-    m->mlpd.act = cfg->ffn == MDL_FFN_RELU2 ? LYR_MLP_RELU2 : LYR_MLP_GELU;
+    m->mlpd.act = lyr_ffn_is_mlp(cfg->ffn) ? cfg->ffn : LYR_MLP_GELU; /* an MLP row of the FFN table */
     m->mlpd.std = cfg->init_std;
     m->mlpd.proj_std = cfg->init_std / sqrtf(2.0f * (float)m->L); /* (as the other residual projections) */
     m->mlpd.gain = 1.0f; /* none; per layer: mdl__ffn_dims */
@@ -1030,7 +1038,7 @@ int mdl_create_on(mdl_model **out, const mdl_config *cfg, uint64_t seed, int dev
         m->cp[MDL__CP_LFM].k = &lyr_kind_lfm;
         m->cp[MDL__CP_LFM].d = &m->lfmd;
     }
-    m->cp[MDL__CP_FFN].k = cfg->ffn == MDL_FFN_MOE ? &lyr_kind_moe : &lyr_kind_mlp;
+    m->cp[MDL__CP_FFN].k = lyr_ffn_get(cfg->ffn)->kind; /* the FFN table's component */
     m->cp[MDL__CP_FFN].d = cfg->ffn == MDL_FFN_MOE ? (const void *)&m->md : (const void *)&m->mlpd;
     for (l = 0; l < MDL__NCP; l++)
         if (m->cp[l].k && !m->cp[l].name) m->cp[l].name = m->cp[l].k->name;
@@ -2468,13 +2476,14 @@ int mdl_prior_stats_set(mdl_model *m, const float *buf, size_t n)
 
 int mdl_act_gain_supported(const mdl_config *cfg, char *err, size_t errlen)
 {
-    static const char *const ffn[] = {"gelu", "relu2", "moe"};
+    const lyr_ffn *e;
     if (!cfg) return ex_errf(err, errlen, MDL_EINVAL, "mdl_act_gain_supported: cfg is NULL");
-    if (cfg->ffn != MDL_FFN_GELU)
+    e = lyr_ffn_get(cfg->ffn);
+    if (!e || e->kind != &lyr_kind_mlp || !e->gain)
         return ex_errf(err, errlen, MDL_EINVAL,
                        "the activation gain a_l (act = gelu(a_l u)) exists only in the GELU MLP; this model's FFN "
                        "is %s (the squared-ReLU MLP and the MoE's experts have no such parameter)",
-                       cfg->ffn >= 0 && cfg->ffn <= 2 ? ffn[cfg->ffn] : "unknown");
+                       e ? e->name : "unknown");
     return ex_errf(err, errlen, MDL_OK, "ok");
 }
 
@@ -3472,7 +3481,8 @@ double mdl_flops_per_token(const mdl_config *cfg, int T)
     double C, F, L, V, per_layer, mm;
     if (!cfg || T <= 0) return 0.0;
     C = cfg->d_model;
-    F = (double)cfg->d_ff_mult * C;
+    F = lyr_ffn_width(cfg->ffn, cfg->d_ff_mult, cfg->d_model); /* the FFN table's width rule */
+    if (F < 1.0) return 0.0;
     L = cfg->n_layers;
     V = cfg->vocab;
     {
@@ -3490,11 +3500,13 @@ double mdl_flops_per_token(const mdl_config *cfg, int T)
             per_layer = 4.0 * C * C; /* qkv + output projection */
         }
         per_conv = 4.0 * C * C; /* a gated-convolution layer (layer_pattern 'c'): in_proj (3C,C), out_proj */
-        if (cfg->ffn == MDL_FFN_RELU2) per_layer += 3.0 * C * F, per_conv += 3.0 * C * F;
-        else if (cfg->ffn == MDL_FFN_MOE)
+        if (cfg->ffn == MDL_FFN_MOE)
             per_layer += (double)md.top_k * 2.0 * C * F + (double)md.R * md.E,
                 per_conv += (double)md.top_k * 2.0 * C * F + (double)md.R * md.E;
-        else per_layer += 2.0 * C * F, per_conv += 2.0 * C * F;
+        else { /* an MLP row of the FFN table: its C x F matrices */
+            double mats = lyr_ffn_get(cfg->ffn)->mats;
+            per_layer += mats * C * F, per_conv += mats * C * F;
+        }
         if (mdl__need_mu(cfg)) per_layer += C * C, per_conv += C * C; /* membership projection */
         {
             size_t i, n = 0;

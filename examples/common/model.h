@@ -53,6 +53,8 @@ enum { MDL_POLAR_GATE_HEAD = 0, MDL_POLAR_GATE_CHANNEL = 1 }; /* mdl_config.pola
    era_sinusoid_bias / era_relative_bias with cfg.fixed_prior): fixed, no parameters. */
 enum { MDL_PRIOR_NONE = 0, MDL_PRIOR_RPA = 1, MDL_PRIOR_ERA = 2, MDL_PRIOR_SINUSOID = 3, MDL_PRIOR_RELATIVE = 4 };
 enum { MDL_MEM_NONE = 0, MDL_MEM_GDELTA = 1 };
+/* FFN kinds: rows of layers.h's FFN table (lyr_ffn), by index; later rows have no name
+   here: lyr_ffn_find("name") gives their index (the --ffn flag takes the names). */
 enum { MDL_FFN_GELU = 0, MDL_FFN_RELU2 = 1, MDL_FFN_MOE = 2 };
 enum { MDL_NORM_LAYER = 0, MDL_NORM_RMS = 1 };
 /* Positions: NONE, LEARNED (wpe table, max_T rows) or ROPE (rotary embeddings on the
@@ -103,7 +105,7 @@ typedef struct mdl_config {
                            nothing is learned; seed 000 gives these priors no temperature).
                            CPU model only (mdl_device_supports refuses them). */
     int memory;         /* MDL_MEM_NONE */
-    int ffn;            /* MDL_FFN_GELU */
+    int ffn;            /* MDL_FFN_GELU (a row of the FFN table, layers.h lyr_ffn) */
     float dropout;      /* 0 (residual and attention-output dropout when training) */
     float init_std;     /* 0.02; residual output projections scaled by 1/sqrt(2 L) */
     /* fuzzy memberships (seed 000 Listing 3): used by RPA, the MoE gate, res_gate, value_gate */

@@ -4,6 +4,7 @@
 #include "ckpt.h"
 #include "data.h"
 #include "maxent.h"
+#include "layers.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -315,7 +316,6 @@ enum { K_INT, K_LL, K_F, K_U64, K_STR, K_ENUM, K_LIST, K_WENUM, K_F2 /* "LO,HI":
 static const char *const trn__attn_names[] = {"softmax", "polar", NULL};
 static const char *const trn__prior_names[] = {"none", "rpa", "era", "sinusoid", "relative", NULL}; /* MDL_PRIOR_* order */
 static const char *const trn__mem_names[] = {"none", "gdelta", NULL};
-static const char *const trn__ffn_names[] = {"gelu", "relu2", "moe", NULL};
 static const char *const trn__norm_names[] = {"layernorm", "rmsnorm", NULL};
 static const char *const trn__pos_names[] = {"none", "learned", "rope", NULL};
 static const char *const trn__weights_names[] = {"raw", "ema", "swa", NULL};
@@ -355,7 +355,7 @@ static const trn__opt trn__opts[] = {
      "softmax prior: none|rpa|era|sinusoid|relative (sinusoid, relative: seed 000's fixed comparison priors, "
      "era.h's B(T), no parameters; --fixed-prior-*)"},
     {"memory", K_ENUM, TO(model.memory), trn__mem_names, 1, "memory channel: none|gdelta"},
-    {"ffn", K_ENUM, TO(model.ffn), trn__ffn_names, 1, "FFN: gelu|relu2|moe"},
+    {"ffn", K_ENUM, TO(model.ffn), lyr_ffn_names, 1, "FFN (layers.h's FFN table): "},
     {"dropout", K_F, TO(model.dropout), NULL, 1, "dropout probability"},
     {"init-std", K_F, TO(model.init_std), NULL, 1, "weight init std"},
     {"regimes", K_INT, TO(model.R), NULL, 1, "fuzzy regimes R"},
@@ -711,6 +711,10 @@ void trn_print_help(const trn_config *c, FILE *f)
         else
             trn__format_opt(c, o, buf, sizeof buf);
         fprintf(f, "  --%-16s %s", o->flag, o->help);
+        if (o->names == lyr_ffn_names) { /* the FFN table's rows */
+            int i;
+            for (i = 0; lyr_ffn_names[i]; i++) fprintf(f, "%s%s", i ? "|" : "", lyr_ffn_names[i]);
+        }
         if (!strcmp(o->flag, "device")) { /* what mdl_device_supports refuses, from its table */
             int i;
             const char *what;
@@ -999,7 +1003,7 @@ int trn_config_validate(const trn_config *c, char *err, size_t errlen)
             return ex_errf(err, errlen, TRN_EINVAL,
                            "--maxent-pi moves the GELU MLP's activation gain a_l (act = gelu(a_l u)): it needs --ffn gelu "
                            "(this run has --ffn %s: the squared-ReLU MLP and the MoE's experts have no such parameter)",
-                           trn__ffn_names[c->model.ffn]);
+                           lyr_ffn_get(c->model.ffn) ? lyr_ffn_get(c->model.ffn)->name : "?");
         if (c->device != MDL_DEVICE_CPU)
             return ex_errf(err, errlen, TRN_EINVAL,
                            "--maxent-pi runs on the CPU trainer only (the model's gain path is device-neutral, but the "
