@@ -10,10 +10,10 @@
    here by `make build/cuda/bench_decode_cuda` (nvcc; this file is the whole program: it
    includes examples/common/impl.c, so under nvcc every op the model calls has its CUDA body,
    layers.c and model.c).
-   Simulation smoke run (tests/cuda_sim.h: every call is checked, every time is meaningless):
-     g++ -std=c++17 -x c++ -O1 -I. -isystem /usr/include/stb -DATTNKIT_CUDA_SIM \
-         bench/bench_decode_cuda.cu -o /tmp/bdc -lm -llzma -lpthread &&
-     /tmp/bdc --quick --no-torch --vocab 64 --contexts 32 --batch 4 --batch-context 32
+   Simulation smoke run (tests/cuda_sim.h: every call is checked, every time is meaningless;
+   g++ -O0 with ASan + UBSan, about 1 CPU-minute to run on 2026-11-27; not in `make test`):
+     make build/sim-g++/bench_decode_cuda && build/sim-g++/bench_decode_cuda --quick \
+         --no-torch --vocab 64 --contexts 32 --batch 4 --batch-context 32 --steps 2
 
    Shape (bench_decode's): d 128, 4 layers, 4 heads (head width 32), vocab 50257 (--vocab),
    FFN 4C GELU, LayerNorm, learned positions, tied head, mdl_create_on's random
