@@ -176,8 +176,11 @@ build/mpi/test_dist: tests/test_dist.c examples/common/dist.c examples/common/di
 	@mkdir -p build/mpi
 	OMPI_CC=gcc $(MPICC) $(TEST_CFLAGS) -DATTNKIT_MPI $< -o $@ $(LIBS)
 
-# GPU benchmarks (bench/bench_*_cuda.cu): compiled here so every machine with nvcc checks
-# they build; `make gpu-check` builds them for the detected GPU and runs them.
+# GPU benchmarks (bench/bench_*_cuda.cu: attn, polar, gdelta, era, train, decode): compiled
+# here so every machine with nvcc checks they build; `make gpu-check` builds them for the
+# detected GPU and runs them, `make gpu-kit` packs them for tools/gpu_run.sh. A simulation
+# build for a smoke run: build/sim-g++/bench_decode_cuda (SIM_RULES below; each file's
+# header gives its small arguments).
 CUDA_BENCH_NAMES := $(patsubst bench/%.cu,%,$(wildcard bench/bench_*_cuda.cu))
 build/cuda/%: bench/%.cu $(DEPS) bench/bench_cuda_util.h
 	@mkdir -p build/cuda
@@ -192,6 +195,8 @@ cuda: $(foreach p,$(PARITY_NAMES) $(CUDA_BENCH_NAMES),build/cuda/$(p))
 SIM_OPT = -O1
 SIM_CXXFLAGS = -std=c++17 -x c++ -Wall -Wextra -Werror -pedantic $(SIM_OPT) $(TEST_DEBUG) $(SAN) $(INC) -DATTNKIT_CUDA_SIM
 build/sim-g++/parity_model build/sim-clang++/parity_model: SIM_OPT = -O0
+# (bench_decode_cuda: the whole model in one TU too; not built by `make test`)
+build/sim-g++/bench_decode_cuda build/sim-clang++/bench_decode_cuda: SIM_OPT = -O0
 # parity_layers (the examples' layers with every header's CUDA body): -O0 too (46 s to
 # compile against 2 minutes at -O1, for a run of about a second)
 build/sim-g++/parity_layers build/sim-clang++/parity_layers: SIM_OPT = -O0
@@ -210,6 +215,9 @@ SIM_SKIP_clang++ := parity_model
 SIM_SKIP_g++ := parity_layers
 define SIM_RULES
 build/sim-$(1)/%: tests/%.cu $$(DEPS)
+	@mkdir -p build/sim-$(1)
+	$(1) $$(SIM_CXXFLAGS) $$< -o $$@ $$(LIBS)
+build/sim-$(1)/bench_%: bench/bench_%.cu $$(DEPS) bench/bench_util.h bench/bench_cuda_util.h
 	@mkdir -p build/sim-$(1)
 	$(1) $$(SIM_CXXFLAGS) $$< -o $$@ $$(LIBS)
 sim-$(1): $(foreach p,$(filter-out $(SIM_SKIP_$(1)),$(PARITY_NAMES)),build/sim-$(1)/$(p))

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""bench/torch_decode.py - the PyTorch peer of bench/bench_decode.c: token-by-token decoding
-of the softmax model with a K/V cache, eager, CPU, fp32.
+"""bench/torch_decode.py - the PyTorch peer of bench/bench_decode.c (CPU) and of
+bench/bench_decode_cuda.cu (--device cuda): token-by-token decoding of the softmax model with
+a K/V cache, eager, fp32.
 
 The model is bench/torch_train.py's (examples/common/model.h's softmax baseline):
   token embedding + learned positions; 4 pre-norm blocks (LayerNorm; causal multi-head
@@ -22,6 +23,11 @@ Protocol (bench_decode's): per context, batch 1: prefill P = context/2 random to
 Batch --batch (32) at --batch-context: every sequence prefilled with P random tokens (one
 batched forward), the same warm-up and steps, all sequences stepped together.
 --rounds R repeats each measurement R times (a fresh prefill each time) and pools the steps.
+
+--device cuda: the model, the caches and the tokens on the GPU; each timed step starts
+after torch.cuda.synchronize() and ends after another (or, with --logits-to-host, after
+the step's logits are copied to the host, as bench_decode_cuda's steps copy theirs).
+--vocab V changes the vocabulary (a smoke run's smaller model).
 
 Prints one JSON line per config:
   {"config": "b1", "context": 512, "batch": 1, "prefill": 256, "p50_ms": ..., "p99_ms": ...,
@@ -82,12 +88,12 @@ class LM(nn.Module):
 class Decoder:
     """A K/V cache for B sequences of up to T positions, allocated once."""
 
-    def __init__(self, model, B):
+    def __init__(self, model, B, device="cpu"):
         m = model
         self.m, self.B = m, B
         L = len(m.blocks)
-        self.kc = torch.zeros(L, B, m.H, m.T, m.D)
-        self.vc = torch.zeros(L, B, m.H, m.T, m.D)
+        self.kc = torch.zeros(L, B, m.H, m.T, m.D, device=device)
+        self.vc = torch.zeros(L, B, m.H, m.T, m.D, device=device)
         self.scale = 1.0 / math.sqrt(m.D)
 
     def prefill(self, idx):
@@ -133,15 +139,20 @@ def quantile(v, q):
     return s[k]
 
 
-def run(ctx, B, steps, warmup, rounds, g):
+def run(ctx, B, steps, warmup, rounds, g, device="cpu", to_host=False):
     c = SHAPE
+    cuda = device == "cuda"
     torch.manual_seed(0)
-    model = LM(c["C"], c["L"], c["H"], ctx, c["V"], c["F"]).eval()
-    dec = Decoder(model, B)
+    model = LM(c["C"], c["L"], c["H"], ctx, c["V"], c["F"]).eval().to(device)
+    dec = Decoder(model, B, device)
     P = ctx // 2
     V = c["V"]
+
+    def rand(shape):  # the tokens from the CPU generator (the same stream on either device)
+        return torch.randint(0, V, shape, generator=g).to(device)
+
     # the check: one step after a prefill of P against the causal forward of P + 1 tokens
-    seq = torch.randint(0, V, (B, P + 1), generator=g)
+    seq = rand((B, P + 1))
     ref = dec.prefill(seq)  # fills 0..P (overwritten below)
     dec.prefill(seq[:, :P])
     got = dec.step(seq[:, P].contiguous(), P)
@@ -150,11 +161,17 @@ def run(ctx, B, steps, warmup, rounds, g):
         raise RuntimeError("cached step differs from the full forward: %.3g" % err)
     times = []
     for _ in range(rounds):
-        dec.prefill(torch.randint(0, V, (B, P), generator=g))
+        dec.prefill(rand((B, P)))
         for i in range(warmup + steps):
-            tok = torch.randint(0, V, (B,), generator=g)
+            tok = rand((B,))
+            if cuda:
+                torch.cuda.synchronize()
             t0 = time.perf_counter()
             logits = dec.step(tok, P + i)
+            if to_host:
+                logits = logits.cpu()
+            elif cuda:
+                torch.cuda.synchronize()
             dt = time.perf_counter() - t0
             if i >= warmup:
                 times.append(dt)
@@ -172,6 +189,8 @@ def run(ctx, B, steps, warmup, rounds, g):
         "step_ms": [round(1e3 * t, 4) for t in times],
         "check": err,
         "threads": torch.get_num_threads(),
+        "device": device,
+        "logits_to_host": to_host,
         "torch": torch.__version__,
     }
 
@@ -196,9 +215,14 @@ def main():
     ap.add_argument("--rounds", type=int, default=1, help="measurements pooled per config (default 1)")
     ap.add_argument("--batch", type=int, default=32, help="sequences of the batched config (default 32; 0: none)")
     ap.add_argument("--batch-context", type=int, default=512, help="its context (default 512)")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where it runs (default cpu)")
+    ap.add_argument("--logits-to-host", action="store_true",
+                    help="each timed step ends with its logits copied to the host (bench_decode_cuda)")
+    ap.add_argument("--vocab", type=int, default=SHAPE["V"], help="vocabulary (default 50257)")
     a = ap.parse_args()
-    if a.threads < 0 or a.steps < 1 or a.warmup < 0 or a.rounds < 1 or a.batch < 0:
-        ap.error("--threads >= 0, --steps >= 1, --warmup >= 0, --rounds >= 1, --batch >= 0")
+    if a.threads < 0 or a.steps < 1 or a.warmup < 0 or a.rounds < 1 or a.batch < 0 or a.vocab < 2:
+        ap.error("--threads >= 0, --steps >= 1, --warmup >= 0, --rounds >= 1, --batch >= 0, --vocab >= 2")
+    SHAPE["V"] = a.vocab
     cfgs = [(ctx, 1) for ctx in a.contexts] + ([(a.batch_context, a.batch)] if a.batch > 0 else [])
     for ctx, _ in cfgs:
         if not 16 <= ctx <= 65536 or ctx // 2 + a.warmup + a.steps > ctx:
@@ -206,12 +230,17 @@ def main():
                      % (ctx, ctx // 2, a.warmup, a.steps))
     if a.threads > 0:
         torch.set_num_threads(a.threads)
+    if a.device == "cuda" and not torch.cuda.is_available():
+        for ctx, B in cfgs:
+            print(json.dumps({"config": "b1" if B == 1 else "b%d" % B, "context": ctx,
+                              "error": "torch %s: torch.cuda.is_available() is False" % torch.__version__}), flush=True)
+        sys.exit(1)
     g = torch.Generator().manual_seed(1)
     failed = 0
     with torch.inference_mode():
         for ctx, B in cfgs:
             try:
-                res = run(ctx, B, a.steps, a.warmup, a.rounds, g)
+                res = run(ctx, B, a.steps, a.warmup, a.rounds, g, a.device, a.logits_to_host)
             except Exception as e:  # report and go on with the next config
                 traceback.print_exc(file=sys.stderr)
                 msg = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]

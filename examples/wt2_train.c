@@ -375,8 +375,10 @@ static void usage(const trn_config *c, FILE *f)
             "                     evaluation batch). On a terminal a bar with ETA is redrawn.\n"
             "  --sample N         at each evaluation, print N tokens continuing the first 16 tokens\n"
             "                     of the evaluation split (temperature 0.8, top-k 40, top-p 0.95,\n"
-            "                     seeded by --seed and the step; the CPU model's token-by-token\n"
-            "                     decoding, model.h; default 0: none; 0..1024)\n"
+            "                     seeded by --seed and the step; the training model's token-by-token\n"
+            "                     decoding, model.h, on its device: with --device cuda on the GPU,\n"
+            "                     where an architecture the device decode refuses prints the\n"
+            "                     reason once and no samples; default 0: none; 0..1024)\n"
             "  --allow-no-crc     let --resume accept a checkpoint without its CRC-32 entries\n"
             "                     (older than checkpoint format 2, or edited)\n"
             "  --tokens gpt2|bytes  token ids: GPT-2 BPE (default) or the raw text's bytes\n"
@@ -628,14 +630,29 @@ static void put_ids(const int *ids, int n, const bpe_tokenizer *tok)
     }
 }
 
-/* --sample: n tokens continuing the first 16 of the evaluation split, on the CPU model
-   (sample.h's smp_continue: the decoding state is freed after) */
+/* --sample: n tokens continuing the first 16 of the evaluation split, on the training
+   model's device (sample.h's smp_continue through model.h's mdl_decode_*: on a device
+   model the decode runs there and only each step's logits come to the host; the decoding
+   state is freed after). An architecture the decode refuses on that device
+   (mdl_decode_supports_on: on CUDA, polar's Canon layers or per-channel gate) is said once,
+   with the reason, and no sample is printed; training goes on. */
 static void print_sample(mdl_model *m, const uint16_t *ids, size_t n_ids, int n, uint64_t seed, long long step,
                          const bpe_tokenizer *tok)
 {
+    static int refused = 0; /* 1: the refusal was printed; 2: decoding is possible */
     int prompt[16], out[1024], nout = 0, np = n_ids < 16 ? (int)n_ids : 16, k;
     char e[256];
-    if (np < 1) return;
+    if (np < 1 || refused == 1 || !m) return;
+    if (!refused) {
+        const int dev = mdl_device(m);
+        if (mdl_decode_supports_on(mdl_get_config(m), dev, e, sizeof e) != MDL_OK) {
+            fprintf(stderr, "wt2_train: --sample: no samples in this run: %s (on the %s model)\n", e,
+                    dev == MDL_DEVICE_CUDA ? "device" : "CPU");
+            refused = 1;
+            return;
+        }
+        refused = 2;
+    }
     for (k = 0; k < np; k++) prompt[k] = ids[k];
     if (smp_continue(m, prompt, np, n, 0.8, 40, 0.95, seed, tok ? bpe_eot(tok) : -1, out, &nout, e, sizeof e) != MDL_OK) {
         fprintf(stderr, "wt2_train: sample at step %lld failed: %s\n", step, e);
@@ -908,11 +925,6 @@ static int wt2_main(int argc, char **argv)
         wt2_describe(&inv, dir, stderr);
         fprintf(stderr, "  README, section \"Data\", says which files are needed and where to get them.\n");
         return 1;
-    }
-    if (sample_n > 0 && cfg.device == MDL_DEVICE_CUDA) {
-        fprintf(stderr, "wt2_train: --sample decodes on the CPU model (model.h's token-by-token decoding): not with "
-                        "--device cuda yet\n");
-        return 2;
     }
     if (sample_n > 0 && !bytes) {
         char tp[sizeof dir + 8];

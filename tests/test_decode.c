@@ -533,6 +533,98 @@ static void test_sample(void)
     mdl_destroy(m);
 }
 
+/* ex_dec_attn (exctx.h, the CPU decode's attention of each new row over its slot's cache)
+   against the straightforward loops it was written as (the values summed per output
+   element, j inner): the value sum runs j outer over blocks of the head's elements since
+   2026-11-27 (contiguous reads, independent chains); every element must come out in the
+   same bits. Head widths 8, 32, 72 (a block of 64 and a rest), with and without a prior
+   and GAC's tau, rows at positions 0 .. nl-1 of two slots. */
+static void ref_dec_attn(float *att, const float *qkv, const float *kc, const float *vc, const int *slot,
+                         const int *pos, const float *temp, float g, const float *pb, int n, int H, int D, int nl,
+                         float *sc)
+{
+    const int C = H * D;
+    int u;
+    for (u = 0; u < n * H; u++) {
+        const int rr = u / H, h = u % H, t = pos[rr], s = slot[rr];
+        const float alpha = 1.0f / (sqrtf((float)D) * (temp[h] * g));
+        const float *q = qkv + (size_t)rr * 3 * C + (size_t)h * D;
+        const float *kb = kc + (size_t)s * nl * C + (size_t)h * D, *vb = vc + (size_t)s * nl * C + (size_t)h * D;
+        float *o = att + (size_t)rr * C + (size_t)h * D, mx;
+        double sum = 0.0;
+        int j, e;
+        for (j = 0; j <= t; j++) {
+            double a = 0.0;
+            for (e = 0; e < D; e++) a += (double)q[e] * (double)kb[(size_t)j * C + e];
+            sc[j] = (float)a * alpha;
+        }
+        if (pb) {
+            if (g != 1.0f)
+                for (j = 0; j <= t; j++) sc[j] += pb[(size_t)t * nl + j] * (1.0f / g);
+            else
+                for (j = 0; j <= t; j++) sc[j] += pb[(size_t)t * nl + j];
+        }
+        mx = sc[0];
+        for (j = 1; j <= t; j++) mx = sc[j] > mx ? sc[j] : mx;
+        for (j = 0; j <= t; j++) {
+            sc[j] = expf(sc[j] - mx);
+            sum += sc[j];
+        }
+        for (e = 0; e < D; e++) {
+            double a = 0.0;
+            for (j = 0; j <= t; j++) a += (double)sc[j] * (double)vb[(size_t)j * C + e];
+            o[e] = (float)(a / sum);
+        }
+    }
+}
+
+static void test_dec_attn_bits(void)
+{
+    static const int Ds[3] = {8, 32, 72};
+    const int H = 2, nl = 40, nb = 2, n = 6;
+    int di, variant;
+    ex_ctx cx = ex_ctx_make(EX_CPU);
+#ifdef _OPENMP
+    const int nthr = omp_get_max_threads();
+#else
+    const int nthr = 1;
+#endif
+    for (di = 0; di < 3; di++)
+        for (variant = 0; variant < 3; variant++) {
+            const int D = Ds[di], C = H * D;
+            const float g = variant == 2 ? 0.7f : 1.0f;
+            const float temp[2] = {1.0f, 1.3f};
+            float *qkv = (float *)malloc(sizeof(float) * (size_t)n * 3 * C);
+            float *kc = (float *)malloc(sizeof(float) * (size_t)nb * nl * C);
+            float *vc = (float *)malloc(sizeof(float) * (size_t)nb * nl * C);
+            float *pb = (float *)malloc(sizeof(float) * (size_t)nl * nl);
+            float *a1 = (float *)malloc(sizeof(float) * (size_t)n * C), *a2 = (float *)malloc(sizeof(float) * (size_t)n * C);
+            float *scr = (float *)malloc(sizeof(float) * (size_t)nthr * nl), *sc1 = (float *)malloc(sizeof(float) * nl);
+            int slot[6] = {0, 1, 0, 1, 1, 0}, pos[6] = {0, 39, 17, 1, 25, 38}, k;
+            CHECK(qkv && kc && vc && pb && a1 && a2 && scr && sc1);
+            if (qkv && kc && vc && pb && a1 && a2 && scr && sc1) {
+                tt_seed(500ull + (unsigned long long)(di * 3 + variant));
+                for (k = 0; k < n * 3 * C; k++) qkv[k] = (float)(1.5 * tt_normal());
+                for (k = 0; k < nb * nl * C; k++) kc[k] = (float)(1.5 * tt_normal()), vc[k] = (float)tt_normal();
+                for (k = 0; k < nl * nl; k++) pb[k] = (float)(0.5 * tt_normal());
+                CHECK_INT_EQ(ex_dec_attn(&cx, a1, qkv, kc, vc, slot, pos, temp, g, variant ? pb : NULL, n, H, D, nl, scr,
+                                         nthr),
+                             TK_OK);
+                ref_dec_attn(a2, qkv, kc, vc, slot, pos, temp, g, variant ? pb : NULL, n, H, D, nl, sc1);
+                CHECK(memcmp(a1, a2, sizeof(float) * (size_t)n * C) == 0);
+                CHECK(a1[0] == a1[0]);
+            }
+            free(qkv);
+            free(kc);
+            free(vc);
+            free(pb);
+            free(a1);
+            free(a2);
+            free(scr);
+            free(sc1);
+        }
+}
+
 static void test_refusals(void)
 {
     mdl_config base = small();
@@ -647,6 +739,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_exact_layer_pattern);
     TEST_RUN(test_exact_polar_qknorm_gate);
     TEST_RUN(test_sample);
+    TEST_RUN(test_dec_attn_bits);
     TEST_RUN(test_refusals);
     TEST_RUN(test_bad_args);
     fprintf(stderr, "test_decode: worst relative logit error over every configuration %.3g\n", g_worst);

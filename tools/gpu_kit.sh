@@ -11,7 +11,8 @@
 #   lib/           liblzma.so.5, libgomp.so.1 and libcupti.so.13 from this machine, used on
 #                  the device only where it lacks them
 #   include/       stb_ds.h, stb_image_write.h, lzma.h: for the fallback build on the device
-#   data/          the tokenised WikiText-2 splits the trainer runs need (WT2_DIR)
+#   data/          the tokenised WikiText-2 splits the trainer runs need (WT2_DIR), and
+#                  gpt2/ (the tokenizer: wt2_train --sample prints text with it)
 #   whl/, peers/   the benchmark peers when tools/fetch_peers.sh fetched them (.whl/, peers/)
 #   ref_train.txt  the CPU reference figures the device trainer runs are compared with:
 #                  NAME CE TOL KEY ARGS..., from the kit's own wt2_train --device cpu (cached
@@ -106,6 +107,11 @@ for f in /usr/include/stb/stb_ds.h /usr/include/stb/stb_image_write.h; do [ -f "
 # data, peers
 if ls "$WT2"/wt2.*.gpt2.u16 >/dev/null 2>&1; then mkdir -p "$KIT/data" && cp -p "$WT2"/wt2.*.gpt2.u16 "$KIT/data/"
 else echo "gpu_kit: no tokenised data in $WT2 (wt2.*.gpt2.u16): the device trainer runs will be skipped" >&2; fi
+# the GPT-2 tokenizer (1.5 MB): wt2_train --sample prints text with it (gpu_run.sh phase b's
+# train-sample-cuda)
+if [ -d "$KIT/data" ] && [ -f "$WT2/gpt2/encoder.json" ] && [ -f "$WT2/gpt2/vocab.bpe" ]; then
+    mkdir -p "$KIT/data/gpt2" && cp -p "$WT2/gpt2/encoder.json" "$WT2/gpt2/vocab.bpe" "$KIT/data/gpt2/"
+fi
 if ls .whl/*.whl >/dev/null 2>&1; then mkdir -p "$KIT/whl" && cp -p .whl/*.whl "$KIT/whl/"; fi
 if [ -f peers/polar_triton.py ]; then mkdir -p "$KIT/peers" && cp -p peers/polar_triton.py peers/polar_triton.commit "$KIT/peers/"; fi
 

@@ -21,7 +21,10 @@
 #      45 % of the deadline; the slow racecheck last, so the quick tools are not starved:
 #      the first lease's initcheck was), then the GPU benchmarks with what is left.
 #   b  the benchmarks alone, against the peers carried in the kit (PyTorch SDPA on the
-#      image, fla-core's wheel, the seed's Triton polar kernel).
+#      image, fla-core's wheel, the seed's Triton polar kernel; bench_decode_cuda's
+#      bench/torch_decode.py --device cuda), after one short trainer run that samples on
+#      the device (train-sample-cuda: --device cuda --sample 16 at each of two evaluations;
+#      GPU_RUN_SAMPLE=0 skips it; its log keeps the sampled text).
 #   s  the GPU trainer under compute-sanitizer: a few steps of four models (seed 000's tiny
 #      recipe, polar + gated-delta bf16, ERA + GAC, CEAS with gating) under each of
 #      GPU_RUN_SANITIZERS (default memcheck racecheck synccheck initcheck), all at once:
@@ -354,7 +357,7 @@ peers_env() { # the peers carried in the kit onto PYTHONPATH
 }
 # the benchmarks, one at a time (a quiet GPU), each within its share (NAME:SECONDS) and what
 # is left; the benchmarks that budget themselves are told their limit
-BENCH_SHARES=${GPU_RUN_BENCHES-"bench_attn_cuda:70 bench_polar_cuda:80 bench_gdelta_cuda:80 bench_train_cuda:90 bench_era_cuda:30"}
+BENCH_SHARES=${GPU_RUN_BENCHES-"bench_attn_cuda:70 bench_polar_cuda:80 bench_gdelta_cuda:80 bench_train_cuda:90 bench_era_cuda:30 bench_decode_cuda:100"}
 bench_jobs() {
     local saved=$JOBS ent b to
     JOBS=1
@@ -385,6 +388,17 @@ case "$PHASE" in
     peers_env
     bench_jobs ;;
 b)
+    # wt2_train --sample on the device (issue 42): a few steps of the tiny recipe (RPA prior,
+    # MoE), a sample at each evaluation through the device decode; pass = exit 0 and a
+    # sample line in its log (judged as a trainer run without a reference: exit status)
+    if [ "${GPU_RUN_SAMPLE:-1}" != 0 ]; then
+        trainer_job train-sample-cuda "${GPU_RUN_SAMPLE_TIMEOUT:-60}" --device cuda --preset tiny --precision fp32 \
+            --max-steps 4 --eval-every 2 --eval-chunks 2 --final-chunks 2 --seed 1 --sample 16
+        drain
+        if [ -f "$LOGS/train-sample-cuda.log" ] && ! grep -aq '^wt2_train: sample at step' "$LOGS/train-sample-cuda.log"; then
+            record train-sample-cuda-text FAIL 0 "no 'wt2_train: sample at step' line in train-sample-cuda.log"
+        fi
+    fi
     peers_env
     bench_jobs ;;
 s)

@@ -565,6 +565,7 @@ static inline int ex_dec_kv(const ex_ctx *x, float *qkv, float *kc, float *vc, c
     return TK_OK;
 }
 
+#define EX__DEC_VB 64 /* ex_dec_attn: output elements of a head summed together (its stack block) */
 /* att (n, C): each (row, head) attends over its slot's cached positions 0..t (t = pos[r]):
    scores q.k in double times 1 / (sqrt(D) temp[h] g), plus row t of pb (nl, nl) divided
    by g (pb NULL: no prior), softmax, the values summed in double. temp (H) the layer's
@@ -586,13 +587,31 @@ static inline int ex_dec_attn(const ex_ctx *x, float *att, const float *qkv, con
         const float *kb = kc + (size_t)s * nl * C + (size_t)h * D, *vb = vc + (size_t)s * nl * C + (size_t)h * D;
         float *sc = scr + (size_t)EX__TID() * nl, *o = att + (size_t)rr * C + (size_t)h * D, mx;
         double sum = 0.0;
-        int j, e;
+        int j, e, e0;
         if (EX__TID() >= nthr) { /* (more threads than the scratch was sized for) */
             EX__OMP(omp atomic write)
             err = 1;
             continue;
         }
-        for (j = 0; j <= t; j++) {
+        /* the scores, four keys at a time: each one's double sum over e in order, as
+           a = 0; a += q[e] k[j][e] (the same bits as one key at a time), four
+           independent chains in flight instead of one */
+        for (j = 0; j + 3 <= t; j += 4) {
+            const float *k0 = kb + (size_t)j * C, *k1 = k0 + C, *k2 = k1 + C, *k3 = k2 + C;
+            double a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0;
+            for (e = 0; e < D; e++) {
+                const double qe = (double)q[e];
+                a0 += qe * (double)k0[e];
+                a1 += qe * (double)k1[e];
+                a2 += qe * (double)k2[e];
+                a3 += qe * (double)k3[e];
+            }
+            sc[j] = (float)a0 * alpha;
+            sc[j + 1] = (float)a1 * alpha;
+            sc[j + 2] = (float)a2 * alpha;
+            sc[j + 3] = (float)a3 * alpha;
+        }
+        for (; j <= t; j++) {
             const float *kj = kb + (size_t)j * C;
             double a = 0.0;
             for (e = 0; e < D; e++) a += (double)q[e] * (double)kj[e];
@@ -611,10 +630,23 @@ static inline int ex_dec_attn(const ex_ctx *x, float *att, const float *qkv, con
             sc[j] = expf(sc[j] - mx);
             sum += sc[j];
         }
-        for (e = 0; e < D; e++) {
-            double a = 0.0;
-            for (j = 0; j <= t; j++) a += (double)sc[j] * (double)vb[(size_t)j * C + e];
-            o[e] = (float)(a / sum);
+        /* the values: per output element e the double sum over j = 0..t in order, as
+           a = 0; a += sc[j] v[j][e] (one expression, so fused to an FMA or not alike in
+           either loop order, whatever the compiler's contraction setting); j outer and
+           up to EX__DEC_VB elements of e inner, so the e loop reads a key row's values
+           contiguously and runs as independent (vectorisable) chains instead of one
+           dependent chain per e walking the cache at stride C: the same operations on
+           each element in the same order, so the same bits */
+        for (e0 = 0; e0 < D; e0 += EX__DEC_VB) {
+            const int eb = D - e0 < EX__DEC_VB ? D - e0 : EX__DEC_VB;
+            double acc[EX__DEC_VB];
+            for (e = 0; e < eb; e++) acc[e] = 0.0;
+            for (j = 0; j <= t; j++) {
+                const double w = (double)sc[j];
+                const float *vr = vb + (size_t)j * C + e0;
+                for (e = 0; e < eb; e++) acc[e] += w * (double)vr[e];
+            }
+            for (e = 0; e < eb; e++) o[e0 + e] = (float)(acc[e] / sum);
         }
     }
     return err ? TK_ERANGE : TK_OK;

@@ -7,8 +7,10 @@
    first), cut to the top k (k > 0) and then to the smallest prefix whose mass reaches
    top_p of what is left (top_p < 1), and drawn with u ~ U[0,1) from the splitmix64 stream
    *rng. -1 when a logit is not finite. scratch: V entries.
-   smp_continue: up to max_new tokens after prompt[0..n) on a CPU model (model.h's
-   token-by-token decoding, one slot, a window of the model's context when it has a prior,
+   smp_continue: up to max_new tokens after prompt[0..n) on the model, on its device (model.h's
+   token-by-token decoding: on a device model the decode runs there and each step's logits
+   come to the host for smp_pick; what the device decode refuses, mdl_decode_supports_on,
+   fails with its reason), one slot, a window of the model's context when it has a prior,
    else n + max_new capped at max_T), stopping after eot (eot itself is kept; eot < 0: never)
    or when the window is full. out gets the new tokens (*nout of them, <= max_new). The
    decoding state is freed before it returns (mdl_decode_free): the model is left as it was.
