@@ -306,6 +306,17 @@ int lyr_polar_fwd(const ex_ctx *cx, const lyr_polar_dims *d, const float *const 
 int lyr_polar_bwd(const ex_ctx *cx, const lyr_polar_dims *d, const float *const *P,
                   float *const *G, const float *dout, float *dxn, const float *saved, float *work,
                   int B, int T);
+/* The q (B,H,T,D), k, v (B,Hkv,T,D) the forward scored, inside saved (after the q/k RMSNorm
+   and the Canon layers: what polar_forward read; the gated-delta channel's input with
+   shared q/k/v). LYR_OK or LYR_EINVAL. */
+int lyr_polar_qkv(const lyr_polar_dims *d, const float *saved, int B, int T, const float **q,
+                  const float **k, const float **v);
+/* lyr_polar_bwd with extra gradients of those scored q (B,H,T,D), k, v (B,Hkv,T,D) (each
+   NULL: none) added to the attention's before the Canon / RMSNorm / projection backward
+   (a second reader of q, k, v: the shared memory channel). */
+int lyr_polar_bwd_qkv(const ex_ctx *cx, const lyr_polar_dims *d, const float *const *P,
+                      float *const *G, const float *dout, float *dxn, const float *saved, float *work,
+                      int B, int T, const float *gq, const float *gk, const float *gv);
 /* Eq. 14 as the forward computes it (its last step; decoding calls it at T = 1 for the
    gate per channel): out (B,T,C) = z W_o^T + magT W_mu^T (+ o.bias + mu.bias with
    dims.bias), z (B*T, H*D) = c merged per token times sigmoid(gl) per head or per channel.
@@ -326,6 +337,11 @@ typedef struct lyr_gdelta_dims {
     int Dk;           /* key = value width per head */
     float resid_scale;/* unused by init (proj.weight starts at 0); kept for symmetry, 1 */
     gd_config cfg;    /* gd_config_default(): chunked, chunk 32, gates as gamma */
+    int qkv_shared;   /* 0 (lyr_gdelta_dims_make): own qkv.weight (the layer as before);
+                         1: no qkv.weight, q, k, v come from the caller (the attention
+                         mixer's scored q, k, v: lyr_gdelta_fwd_qkv / lyr_gdelta_bwd_qkv) */
+    int kv_heads;     /* with qkv_shared: heads Hkv of the given k and v, divides Hm (memory
+                         head h reads kv head h / (Hm / Hkv)); not read otherwise */
 } lyr_gdelta_dims;
 
 typedef struct lyr_gdelta_stats {
@@ -335,6 +351,10 @@ typedef struct lyr_gdelta_stats {
 
 lyr_gdelta_dims lyr_gdelta_dims_make(int C, int Hm, int Dk);
 int lyr_gdelta_validate(const lyr_gdelta_dims *d);
+/* The index in the layer's parameter list of LYR_GD_W_GAMMA: 1, or 0 with qkv_shared (its
+   list has no qkv.weight: list tensor i is LYR_GD_W_GAMMA + i); -1 on bad dims. The list
+   has LYR_GD_NPARAMS - 1 + that many tensors. */
+int lyr_gdelta_param_base(const lyr_gdelta_dims *d);
 int lyr_gdelta_params(const lyr_gdelta_dims *d, lyr_pspec *out, int cap);
 int lyr_gdelta_init(const lyr_gdelta_dims *d, float *const *P, tk_rng *rng, float init_std);
 size_t lyr_gdelta_saved_floats(const lyr_gdelta_dims *d, int B, int T);
@@ -369,13 +389,28 @@ int lyr_gdelta_forward(const lyr_gdelta_dims *d, const float *const *P, const fl
 int lyr_gdelta_backward(const lyr_gdelta_dims *d, const float *const *P, float *const *G,
                         const float *dout, float *dxn, const float *saved, float *work,
                         int B, int T);
-/* The same on the device of cx. */
+/* The same on the device of cx. With dims.qkv_shared these two are LYR_EINVAL (the layer
+   needs its q, k, v: the _qkv forms below). */
 int lyr_gdelta_fwd(const ex_ctx *cx, const lyr_gdelta_dims *d, const float *const *P,
                    const float *xn, float *out, float *saved, float *work, int B, int T,
                    int train, uint64_t seed, lyr_gdelta_stats *stats);
 int lyr_gdelta_bwd(const ex_ctx *cx, const lyr_gdelta_dims *d, const float *const *P,
                    float *const *G, const float *dout, float *dxn, const float *saved,
                    float *work, int B, int T);
+/* dims.qkv_shared (else LYR_EINVAL): the channel on given q (B,Hm,T,Dk), k, v
+   (B,Hkv,T,Dk) (Hkv = dims.kv_heads; memory head h reads kv head h / (Hm / Hkv), the
+   authors' repeat_interleave), read in the forward only (copied into saved); P, G: the
+   list without qkv.weight (lyr_gdelta_param_base). The backward ACCUMULATES the gradients
+   of q, k, v into dq (B,Hm,T,Dk), dk, dv (B,Hkv,T,Dk) (each NULL: not wanted; the kv
+   heads' sum over their query heads in head order), and dxn gets only the gates' and the
+   readout gate's part. All on cx's device. */
+int lyr_gdelta_fwd_qkv(const ex_ctx *cx, const lyr_gdelta_dims *d, const float *const *P,
+                       const float *xn, const float *q, const float *k, const float *v, float *out,
+                       float *saved, float *work, int B, int T, int train, uint64_t seed,
+                       lyr_gdelta_stats *stats);
+int lyr_gdelta_bwd_qkv(const ex_ctx *cx, const lyr_gdelta_dims *d, const float *const *P,
+                       float *const *G, const float *dout, float *dxn, float *dq, float *dk,
+                       float *dv, const float *saved, float *work, int B, int T);
 
 /* ------------------------------------------------------------ MLP FFN */
 /* 4. MLP FFN (lyr_mlp_*), the model's dense FFNs:
@@ -527,6 +562,12 @@ typedef struct lyr_io {
     uint64_t seed;          /* noise of this forward (MoE Gumbel) */
     float coef;             /* backward: weight of the kind's statistic in the loss (MoE lb) */
     float stat;             /* forward, out: the kind's statistic (MoE load balance), else 0 */
+    /* the gated-delta channel with qkv_shared: the mixer's scored q, k, v (forward) and
+       their gradients (backward, +=); polar backward: gq, gk, gv extra gradients of its
+       scored q, k, v (lyr_polar_bwd_qkv). NULL (zeroed io): none */
+    const float *mq, *mk, *mv;
+    float *dmq, *dmk, *dmv;
+    const float *gq, *gk, *gv;
 } lyr_io;
 
 typedef struct lyr_kind {

@@ -285,6 +285,8 @@ struct mdl_model {
     size_t attn_stats_dcap;
     float *lwork;            /* layers.h work (max over the kinds in use) */
     float *gm;               /* (N,C) memory-channel output (forward scratch) */
+    float *gsq, *gsk, *gsv;  /* mem_qkv shared: the memory's gradients of the attention's scored
+                                q (N,H,D), k, v (N,Hkv,D) (backward scratch), else NULL */
     float lyr_loss;          /* polar distractor loss + MoE load-balance term of the last forward */
     mdl_stats *fst;          /* the statistics of the forward being run (the model's own kinds) */
     int kfail;               /* a model-side kind failed and reported it already (mdl__kret) */
@@ -409,6 +411,7 @@ mdl_config mdl_config_default(void)
     c.gd = gd_config_default();
     c.gd_heads = 0;
     c.gd_dk = 0;
+    c.mem_qkv = MDL_MEMQKV_OWN;
     c.moe_experts = 4;
     c.moe_topk = 2;
     c.moe_gumbel_tau = 0.5f;
@@ -484,6 +487,10 @@ static void mdl__dims(const mdl_config *c, lyr_polar_dims *pd, lyr_gdelta_dims *
     pd->resid_scale = rs;
     *gd = lyr_gdelta_dims_make(C, Hm, Dk);
     gd->cfg = c->gd;
+    if (c->mem_qkv == MDL_MEMQKV_SHARED) { /* the polar attention's q, k, v (validated below) */
+        gd->qkv_shared = 1;
+        gd->kv_heads = pd->Hkv;
+    }
     *md = lyr_moe_dims_make(C, c->d_ff_mult * C, c->moe_experts, c->moe_topk, c->R);
     md->gumbel_tau = c->moe_gumbel_tau;
     md->resid_scale = rs;
@@ -549,6 +556,15 @@ int mdl_config_validate(const mdl_config *c, char *err, size_t errlen)
         return ex_errf(err, errlen, MDL_EINVAL, "the rpa/era/sinusoid/relative prior needs softmax attention");
     if (c->memory != MDL_MEM_NONE && c->memory != MDL_MEM_GDELTA)
         return ex_errf(err, errlen, MDL_EINVAL, "memory must be none or gdelta (got %d)", c->memory);
+    if (c->mem_qkv != MDL_MEMQKV_OWN && c->mem_qkv != MDL_MEMQKV_SHARED)
+        return ex_errf(err, errlen, MDL_EINVAL, "mem_qkv must be MDL_MEMQKV_OWN or MDL_MEMQKV_SHARED (got %d)", c->mem_qkv);
+    if (c->mem_qkv == MDL_MEMQKV_SHARED &&
+        (c->memory != MDL_MEM_GDELTA || c->attn != MDL_ATTN_POLAR ||
+         (c->gd_heads != 0 && c->gd_heads != c->n_heads) ||
+         (c->gd_dk != 0 && (c->n_heads < 1 || c->gd_dk != c->d_model / c->n_heads))))
+        return ex_errf(err, errlen, MDL_EINVAL,
+                       "mem_qkv shared (the memory on the attention's q, k, v) needs memory gdelta, polar attention, "
+                       "gd_heads 0 or n_heads and gd_dk 0 or d_model / n_heads");
     if (c->ffn < MDL_FFN_GELU || c->ffn > MDL_FFN_MOE)
         return ex_errf(err, errlen, MDL_EINVAL, "ffn must be gelu, relu2 or moe (got %d)", c->ffn);
     if (c->polar_qk_norm != 0 && c->polar_qk_norm != 1)
@@ -1285,6 +1301,7 @@ static size_t mdl__carve(mdl_model *m, int B, int T, int train, int obs, char *b
     }
     for (l = nsets; l < m->L; l++) m->ba[l] = m->ba[0];
     m->qkv = m->atty = m->lwork = m->gm = NULL;
+    m->gsq = m->gsk = m->gsv = NULL;
     m->vz = c->value_gate ? MDL__TF(&cv, N * H) : NULL;
     if (c->attn == MDL_ATTN_SOFTMAX) {
         m->qkv = MDL__TF(&cv, N * 3 * C);
@@ -1302,6 +1319,11 @@ static size_t mdl__carve(mdl_model *m, int B, int T, int train, int obs, char *b
             w = x > w ? x : w;
         }
         if (m->cp[MDL__CP_MEM].k) m->gm = MDL__TF(&cv, N * C);
+        if (m->cp[MDL__CP_MEM].k && m->gdd.qkv_shared && train) {
+            m->gsq = MDL__TF(&cv, N * C);
+            m->gsk = MDL__TF(&cv, (size_t)N * m->pd.Hkv * (C / H));
+            m->gsv = MDL__TF(&cv, (size_t)N * m->pd.Hkv * (C / H));
+        }
         if (w) m->lwork = MDL__TF(&cv, w);
     }
     m->nf = MDL__TF(&cv, N * C);
@@ -1975,7 +1997,13 @@ static int mdl__block_fwd(mdl_model *m, int l, const float *x, float *xo, const 
     if (rc) return rc;
     if (o->train) m->lyr_loss += io.stat; /* (polar: the distractor loss) */
     if (mdl__has(m, l, MDL__CP_MEM)) { /* the memory channel: ap += mem(n1) */
+        const float *sq = NULL, *sk = NULL, *sv = NULL;
+        if (m->gdd.qkv_shared) /* the polar attention's scored q, k, v, in its saved state */
+            MDL__TRY(lyr_polar_qkv(&m->pd, a->sv[MDL__CP_MIX], B, T, &sq, &sk, &sv), "memory q/k/v");
         mdl__comp_io(m, l, MDL__CP_MEM, &io, Pp, NULL);
+        io.mq = sq;
+        io.mk = sk;
+        io.mv = sv;
         io.x = a->n1;
         io.out = m->gm;
         io.train = o->train;
@@ -2813,7 +2841,7 @@ static int mdl__block_bwd(mdl_model *m, int l)
     float *Gp[LYR_MAX_PARAMS];
     lyr_io io;
     lyr_mlp_dims ffd;
-    int rc, mix;
+    int rc, mix, shq;
     if (m->need_mu) MDL__TRY(ex_zero(&m->cx, m->dmu, sizeof(float) * (size_t)N * R), "zero");
     if (m->deta) MDL__TRY(ex_zero(&m->cx, m->deta, sizeof(float) * (size_t)N), "zero");
     /* ---- FFN branch: x_out = x_mid + eta * fo */
@@ -2849,15 +2877,33 @@ static int mdl__block_bwd(mdl_model *m, int l)
     }
     /* dbr = d(attention output [+ memory channel]); dln collects d(norm1 output) */
     MDL__TRY(ex_zero(&m->cx, m->dln, sizeof(float) * NC), "zero");
+    shq = mdl__has(m, l, MDL__CP_MEM) && m->gdd.qkv_shared;
     if (mdl__has(m, l, MDL__CP_MEM)) { /* the memory channel: dln += */
+        if (shq) { /* its gradients of the attention's q, k, v, into the attention's backward */
+            const size_t nkv = (size_t)N * m->pd.Hkv * (C / H);
+            if (!m->gsq) return mdl__fail(m, MDL_EINVAL, "memory backward: no shared q/k/v gradient buffers");
+            MDL__TRY(ex_zero(&m->cx, m->gsq, sizeof(float) * NC), "zero");
+            MDL__TRY(ex_zero(&m->cx, m->gsk, sizeof(float) * nkv), "zero");
+            MDL__TRY(ex_zero(&m->cx, m->gsv, sizeof(float) * nkv), "zero");
+        }
         mdl__comp_io(m, l, MDL__CP_MEM, &io, Pp, Gp);
         io.x = a->n1;
         io.dout = dbr;
         io.dx = m->dln;
+        if (shq) {
+            io.dmq = m->gsq;
+            io.dmk = m->gsk;
+            io.dmv = m->gsv;
+        }
         MDL__TRY(m->cp[MDL__CP_MEM].k->backward(&m->cx, m->cp[MDL__CP_MEM].d, &io), "memory backward");
     }
     mix = m->lconv[l] ? MDL__CP_LFM : MDL__CP_MIX;
     mdl__comp_io(m, l, mix, &io, Pp, Gp); /* the mixer (attention or gated conv): dln += */
+    if (shq) {
+        io.gq = m->gsq;
+        io.gk = m->gsk;
+        io.gv = m->gsv;
+    }
     io.layer = l;
     io.x = a->n1;
     io.dout = dbr;
@@ -3505,7 +3551,8 @@ double mdl_flops_per_token(const mdl_config *cfg, int T)
         La = L - Lc;
         if (cfg->memory == MDL_MEM_GDELTA) {
             double hd = (double)gd.Hm * gd.Dk;
-            per_layer += 5.0 * hd * C + 2.0 * gd.Hm * C; /* qkv, read-out gate, proj, gamma/beta */
+            /* qkv (not with mem_qkv shared: the attention's), read-out gate, proj, gamma/beta */
+            per_layer += (gd.qkv_shared ? 2.0 : 5.0) * hd * C + 2.0 * gd.Hm * C;
             /* recurrence: state read, delta write and query read, ~4 Hm Dk^2 FLOPs forward */
             extra += 3.0 * 4.0 * hd * gd.Dk;
         }
@@ -3528,11 +3575,16 @@ double mdl_flops_per_token(const mdl_config *cfg, int T)
    (a (T,T) prior, the recurrent memory, the convolution's window, memberships' running
    statistics) is not covered yet. */
 static int mdl__dec_heads(const mdl_config *c) { return c->value_gate && c->n_heads > 256; }
+static int mdl__dec_mem_shared(const mdl_config *c)
+{
+    return c->memory == MDL_MEM_GDELTA && c->mem_qkv == MDL_MEMQKV_SHARED;
+}
 static const struct {
     int (*refuses)(const mdl_config *);
     const char *what;
 } mdl__dec_limits[] = {
     {mdl__dec_heads, "the value gate with more than 256 heads"},
+    {mdl__dec_mem_shared, "the memory channel on the attention's q/k/v (mem_qkv shared)"},
 };
 #define MDL__NDEC_LIMITS ((int)(sizeof mdl__dec_limits / sizeof mdl__dec_limits[0]))
 

@@ -53,6 +53,7 @@ enum { MDL_POLAR_GATE_HEAD = 0, MDL_POLAR_GATE_CHANNEL = 1 }; /* mdl_config.pola
    era_sinusoid_bias / era_relative_bias with cfg.fixed_prior): fixed, no parameters. */
 enum { MDL_PRIOR_NONE = 0, MDL_PRIOR_RPA = 1, MDL_PRIOR_ERA = 2, MDL_PRIOR_SINUSOID = 3, MDL_PRIOR_RELATIVE = 4 };
 enum { MDL_MEM_NONE = 0, MDL_MEM_GDELTA = 1 };
+enum { MDL_MEMQKV_OWN = 0, MDL_MEMQKV_SHARED = 1 }; /* mdl_config.mem_qkv */
 enum { MDL_FFN_GELU = 0, MDL_FFN_RELU2 = 1, MDL_FFN_MOE = 2 };
 enum { MDL_NORM_LAYER = 0, MDL_NORM_RMS = 1 };
 /* Positions: NONE, LEARNED (wpe table, max_T rows) or ROPE (rotary embeddings on the
@@ -153,6 +154,20 @@ typedef struct mdl_config {
     gd_config gd;
     int gd_heads;       /* memory heads, 0 = n_heads */
     int gd_dk;          /* key/value width per memory head, 0 = C / gd_heads */
+    int mem_qkv;        /* MDL_MEMQKV_OWN (the default; the model as before, bit for bit): the
+                           memory channel projects its own q, k, v ("blocks.l.gdelta.qkv.weight"
+                           (3 Hm Dk, C)). MDL_MEMQKV_SHARED (seed 002 §3.3; the authors' code,
+                           kreasof-ai/atma PolarAttention: self.mem(x, q_t, k_t, v_t)): the
+                           memory reads the polar attention's own q, k, v as polar_forward
+                           scores them (after the q/k RMSNorm and the Canon layers; the model's
+                           polar attention has no RoPE), GQA's k, v repeated per query head
+                           (memory head h reads kv head h / (H / Hkv)), and its gradients flow
+                           back into the attention's projections (and Canon weights); no
+                           qkv.weight of its own (3 C^2 fewer parameters per layer). Needs
+                           memory gdelta and polar attention, gd_heads 0 or n_heads and gd_dk 0
+                           or C / n_heads (Hm = H, Dk = D, as the authors' TitansMemory(dim, H,
+                           head_dim)). Token-by-token decoding refuses it (mdl_decode_supports).
+                           wt2_train --mem-qkv own|shared */
     /* fuzzy MoE (seed 000 Listing 5) */
     int moe_experts;    /* E, 4 */
     int moe_topk;       /* 2 */
