@@ -516,7 +516,7 @@ static void test_refusals(void)
     char err[512];
     int n = 0;
     while (mdl_decode_limit(n)) n++;
-    CHECK_INT_EQ(n, 1);
+    CHECK_INT_EQ(n, 2);
     CHECK(mdl_decode_limit(-1) == NULL);
     CHECK_INT_EQ(mdl_decode_supports(&base, err, sizeof err), MDL_OK);
     CHECK_INT_EQ(mdl_decode_supports(NULL, err, sizeof err), MDL_EINVAL);
@@ -524,6 +524,27 @@ static void test_refusals(void)
     base.n_heads = 257;
     CHECK_INT_EQ(mdl_decode_supports(&base, err, sizeof err), MDL_EINVAL);
     CHECK(strstr(err, "256 heads") != NULL);
+    { /* issue 43 item 5: the memory on the attention's q/k/v is refused (mdl_decode_init
+         too, with nothing set up); its own-projection form decodes */
+        mdl_config c = small();
+        mdl_model *m = NULL;
+        c.attn = MDL_ATTN_POLAR;
+        c.memory = MDL_MEM_GDELTA;
+        CHECK_INT_EQ(mdl_decode_supports(&c, err, sizeof err), MDL_OK);
+        c.mem_qkv = MDL_MEMQKV_SHARED;
+        CHECK_INT_EQ(mdl_decode_supports(&c, err, sizeof err), MDL_EINVAL);
+        CHECK(strstr(err, "mem_qkv shared") != NULL);
+        CHECK(strstr(mdl_decode_limit(1), "mem_qkv") != NULL);
+        CHECK_INT_EQ(mdl_create(&m, &c, 3, err, sizeof err), MDL_OK);
+        if (m) {
+            int tok[2] = {1, 2};
+            float lg[DV];
+            CHECK_INT_EQ(mdl_decode_init(m, 1, DT, NULL), MDL_EINVAL);
+            CHECK(strstr(mdl_last_error(m), "mem_qkv shared") != NULL);
+            CHECK_INT_EQ(mdl_decode_prefill(m, 0, tok, 2, lg, 0), MDL_EINVAL);
+            mdl_destroy(m);
+        }
+    }
 }
 
 static void test_bad_args(void)
