@@ -3575,16 +3575,11 @@ double mdl_flops_per_token(const mdl_config *cfg, int T)
    (a (T,T) prior, the recurrent memory, the convolution's window, memberships' running
    statistics) is not covered yet. */
 static int mdl__dec_heads(const mdl_config *c) { return c->value_gate && c->n_heads > 256; }
-static int mdl__dec_mem_shared(const mdl_config *c)
-{
-    return c->memory == MDL_MEM_GDELTA && c->mem_qkv == MDL_MEMQKV_SHARED;
-}
 static const struct {
     int (*refuses)(const mdl_config *);
     const char *what;
 } mdl__dec_limits[] = {
     {mdl__dec_heads, "the value gate with more than 256 heads"},
-    {mdl__dec_mem_shared, "the memory channel on the attention's q/k/v (mem_qkv shared)"},
 };
 #define MDL__NDEC_LIMITS ((int)(sizeof mdl__dec_limits / sizeof mdl__dec_limits[0]))
 
@@ -4115,6 +4110,9 @@ static int mdl__dec_polar_host(mdl_model *m, int l, int n, const float *const *P
             }
         }
     }
+    /* mem_qkv shared: the memory channel reads these q (pq is scratch after the decode) */
+    if (m->gdd.qkv_shared && mdl__has(m, l, MDL__CP_MEM))
+        MDL__TRY(ex_copy(&m->cx, d->gq, d->pq, sizeof(float) * (size_t)n * H * D), "memory q");
     for (r = 0; r < n; r++) {
         int len = d->rpos[r] + 1;
         d->ptab[r] = d->rslot[r];
@@ -4168,6 +4166,8 @@ static int mdl__dec_polar(mdl_model *m, int l, int n)
     MDL__TRY(ex_dec_polar_split(&m->cx, d->pq, d->pgl, kc, vc, d->pqkv, d->slotc, d->posc, n, H, Hkv, D, nl,
                                 pd->qk_norm, pd->qk_norm_eps),
              "polar q/k/v split, qk_norm and cache");
+    if (m->gdd.qkv_shared && mdl__has(m, l, MDL__CP_MEM)) /* mem_qkv shared: the memory's q */
+        MDL__TRY(ex_copy(&m->cx, d->gq, d->pq, sizeof(float) * (size_t)n * H * D), "memory q");
     /* each row over its slot's live keys 0..t (plenc: the lengths t + 1, set by mdl__dec_run) */
     rc = ex_dec_polar_decode(&m->cx, &pd->cfg, d->pc, d->pmag, d->pq, kc, vc, d->slotc, d->plenc, &prm, n, H, Hkv, D,
                              nl, nb);
@@ -4182,19 +4182,39 @@ static int mdl__dec_polar(mdl_model *m, int l, int n)
 /* The gated-delta channel of layer l for the n rows (lyr_gdelta_fwd's math at T = 1 per
    row): qkv = n1 W^T split per head; the gates (gd_gates_forward); gd_step on the slot's
    state (Hm, Dk, Dk) in place, one row at a time in position order; the readout
-   z = RMSNorm(r) * norm_w * sigmoid(n1 W_g^T + b_g), gm = z W_proj^T. */
+   z = RMSNorm(r) * norm_w * sigmoid(n1 W_g^T + b_g), gm = z W_proj^T. With mem_qkv shared
+   q is the polar layer's (copied into gq by mdl__dec_polar*, after its norm and Canon) and
+   k, v its cached ones at the row's position (kv head h / (Hm / Hkv) per memory head): what
+   lyr_gdelta_fwd_qkv reads at that position. */
 static int mdl__dec_gdelta(mdl_model *m, int l, int n)
 {
     struct mdl__dec *d = m->dec;
     const lyr_gdelta_dims *gd = &m->gdd;
-    const float *Pp[LYR_MAX_PARAMS];
+    const float *Pl[LYR_MAX_PARAMS], *Pp[LYR_MAX_PARAMS];
     lyr_io io;
     const int C = m->C, Hm = gd->Hm, Dk = gd->Dk, HD = Hm * Dk, nb = d->nb;
     float *table = d->gst + (size_t)l * nb * Hm * Dk * Dk;
     int rc;
-    mdl__io(m, &m->cp[MDL__CP_MEM], m->bp[l].cp[MDL__CP_MEM], NULL, NULL, &io, Pp, NULL);
-    MDL__TRY(mdl__linear(&m->cx, d->gqkv, d->n1, Pp[LYR_GD_QKV], NULL, n, C, 3 * HD), "memory qkv GEMM");
-    MDL__TRY(ex_split_heads_fwd(&m->cx, d->gq, d->gk, d->gv, d->gqkv, n, 1, Hm, Dk), "memory heads");
+    mdl__io(m, &m->cp[MDL__CP_MEM], m->bp[l].cp[MDL__CP_MEM], NULL, NULL, &io, Pl, NULL);
+    if (gd->qkv_shared) { /* the list has no qkv.weight: Pp indexed by LYR_GD_* */
+        const int Hkv = gd->kv_heads, grp = Hm / Hkv, nl = d->nl;
+        const float *kc = d->kc + (size_t)l * nb * nl * C, *vc = d->vc + (size_t)l * nb * nl * C;
+        int i, r, h;
+        Pp[LYR_GD_QKV] = NULL;
+        for (i = 1; i < LYR_GD_NPARAMS; i++) Pp[i] = Pl[i - 1];
+        for (r = 0; r < n; r++)
+            for (h = 0; h < Hm; h++) {
+                const size_t src = (((size_t)d->rslot[r] * Hkv + h / grp) * nl + d->rpos[r]) * Dk,
+                             dst = ((size_t)r * Hm + h) * Dk;
+                MDL__TRY(ex_copy(&m->cx, d->gk + dst, kc + src, sizeof(float) * (size_t)Dk), "memory k");
+                MDL__TRY(ex_copy(&m->cx, d->gv + dst, vc + src, sizeof(float) * (size_t)Dk), "memory v");
+            }
+    } else {
+        int i;
+        for (i = 0; i < LYR_GD_NPARAMS; i++) Pp[i] = Pl[i];
+        MDL__TRY(mdl__linear(&m->cx, d->gqkv, d->n1, Pp[LYR_GD_QKV], NULL, n, C, 3 * HD), "memory qkv GEMM");
+        MDL__TRY(ex_split_heads_fwd(&m->cx, d->gq, d->gk, d->gv, d->gqkv, n, 1, Hm, Dk), "memory heads");
+    }
     /* the gates (B = n rows, T = 1: (n, Hm)); gg as the device's scratch (before its GEMM) */
     rc = lyr_gdelta_gates(&m->cx, gd, Pp, d->n1, d->ggt, d->gbt, d->gg, n, 1);
     if (rc != LYR_OK) return mdl__fail(m, MDL_EFAIL, "gated-delta gates failed (code %d)", rc);
