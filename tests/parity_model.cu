@@ -1033,6 +1033,10 @@ static void test_decode_gdelta(void)
     c.memory = MDL_MEM_GDELTA;
     c.norm = MDL_NORM_RMS;
     dec_case(c, NULL, "decode: polar + gated-delta memory, RMSNorm");
+    c.mem_qkv = MDL_MEMQKV_SHARED; /* issue 43 item 5: the memory on polar's q, cached k, v */
+    c.n_heads = 2;
+    c.polar_kv_heads = 1;
+    dec_case(c, NULL, "decode: polar (GQA 1 KV head) + gated-delta memory on its q/k/v, RMSNorm");
 }
 
 static void test_decode_priors(void)

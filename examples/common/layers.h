@@ -134,10 +134,30 @@
       How seed 002 combines it (eq. 16): out = out_polar + out_mem, a plain sum with no
       learned mixing gate (the readout's sigmoid gate is the only gate); the model ADDS this
       layer's out to the attention output. W_proj starts at zero, so the channel is a no-op
-      at step 0. Deviation: seed 002 reuses the attention layer's q/k/v projections; here
-      the channel has its own (so it also composes with softmax attention and with GQA).
-      Params: qkv.weight (3 Hm Dk, C), w_gamma (Hm,C), b_gamma (Hm), w_beta (Hm,C),
-      b_beta (Hm), norm.weight (Dk), g.weight (Hm Dk, C), g.bias (Hm Dk),
+      at step 0. Deviation (dims.qkv_shared 0, the default): seed 002 runs the memory on
+      the attention layer's own q, k, v; here the channel projects its own (so it also
+      composes with softmax attention), [q | k | v] = xn Wqkv^T above.
+      Shared q/k/v (dims.qkv_shared 1, issue 43 item 5; the paper's form): no qkv.weight;
+      lyr_gdelta_fwd_qkv takes q (B,Hm,T,Dk), k, v (B,Hkv,T,Dk) from the caller, and
+      lyr_gdelta_bwd_qkv returns their gradients (+=) for the caller's backward. What the
+      model passes follows the authors' code (kreasof-ai/atma model/reference.py
+      PolarAttention.forward, `out + self.mem(x, q_t, k_t, v_t)`, and model/blocks.py
+      TitansMemory, read at d36673b): the polar mixer's q, k, v exactly as polar_forward
+      scores them (lyr_polar_qkv: after the per-head RMSNorm of q and k and after the Canon
+      layers; polar has no RoPE), Hm = H heads of width Dk = D (their
+      TitansMemory(dim, num_heads, head_dim)), GQA's k and v repeated per query head (their
+      repeat_interleave: memory head h reads kv head h / (Hm / Hkv); the backward sums the
+      group's gradients into the kv head, heads in order), and the gradients flow into
+      the attention's Canon weights and projections (lyr_polar_bwd_qkv adds them to the
+      attention's own before its Canon / norm / projection backward). The gates (gamma,
+      beta from xn, their biases), the gated-RMSNorm readout and proj stay the channel's;
+      the recurrence still L2-normalises q and k (cfg.normalize_qk, as their torch path's
+      F.normalize), so the RMSNorm before it changes nothing but rounding. The parameter
+      list then starts at w_gamma (lyr_gdelta_param_base 0): 3 Hm Dk C parameters fewer.
+      Not the authors': their w_gamma / w_beta / gate / proj are Linear layers with biases
+      (here b_gamma, b_beta and g.bias only, proj without a bias, as in the own form).
+      Params: qkv.weight (3 Hm Dk, C) (own form only), w_gamma (Hm,C), b_gamma (Hm),
+      w_beta (Hm,C), b_beta (Hm), norm.weight (Dk), g.weight (Hm Dk, C), g.bias (Hm Dk),
       proj.weight (C, Hm Dk). Init: matrices normal(0, std), b_gamma = cfg.b_gamma_init
       (3.9), b_beta = cfg.b_beta_init (0), norm.weight 1, g.bias 0, proj.weight 0.
       Devices: with device buffers the whole layer runs on the CUDA device: the GEMMs, the
@@ -147,7 +167,10 @@
       loops (gd_gates_forward / gd_gates_backward, the readout with double accumulation),
       so the two agree to float rounding, not bit for bit. cfg.gate_is_log is CPU-only
       (LYR_EINVAL on the device path). saved_floats and work_floats cover both paths (the
-      work count includes gd_workspace_size_cuda in CUDA builds).
+      work count includes gd_workspace_size_cuda in CUDA builds). The shared form's
+      repeat and sum of the kv heads are ex_copy / ex_residual_fwd blocks on either device;
+      the drop-in lyr_gdelta_forward / backward refuse it (LYR_EINVAL: use the _qkv forms
+      with a context).
 
    DEVICE CONTEXT (exctx.h, issue 39): every layer has two entry points. lyr_X_fwd /
    lyr_X_bwd take an ex_ctx first: the buffers live on cx->device and every op runs there

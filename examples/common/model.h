@@ -166,8 +166,8 @@ typedef struct mdl_config {
                            qkv.weight of its own (3 C^2 fewer parameters per layer). Needs
                            memory gdelta and polar attention, gd_heads 0 or n_heads and gd_dk 0
                            or C / n_heads (Hm = H, Dk = D, as the authors' TitansMemory(dim, H,
-                           head_dim)). Token-by-token decoding refuses it (mdl_decode_supports).
-                           wt2_train --mem-qkv own|shared */
+                           head_dim)). Token-by-token decoding covers it exactly (the polar
+                           layer's q and cached k, v). wt2_train --mem-qkv own|shared */
     /* fuzzy MoE (seed 000 Listing 5) */
     int moe_experts;    /* E, 4 */
     int moe_topk;       /* 2 */
@@ -519,7 +519,8 @@ int mdl_frozen_copy(const mdl_model *m, const unsigned char *frozen, float *buf,
                           per-head temperatures; polar attention (polar.h's polar_decode
                           over the slot's keys, one cache block per slot, GQA, window);
                           the gated-delta channel (gdelta.h's gd_step on a per-slot state,
-                          in place); the causal convolution (a ring of the slot's last K
+                          in place; with mem_qkv shared on the polar layer's q after its
+                          norm and Canon and its cached k, v of the row); the causal convolution (a ring of the slot's last K
                           norm outputs); the gated short convolution of cfg.layer_pattern's
                           'c' layers (a ring of the slot's last lfm_k values of y = B x).
                           It refuses what mdl_decode_limit lists (one table:

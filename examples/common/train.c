@@ -362,7 +362,7 @@ static const trn__opt trn__opts[] = {
     {"mem-qkv", K_ENUM, TO(model.mem_qkv), trn__memqkv_names, 1,
      "memory channel's q, k, v: own (its own projection) | shared (the polar attention's scored q, k, v "
      "after qk-norm and Canon, GQA's k, v repeated per head; seed 002 section 3.3 and the authors' code; "
-     "no qkv.weight of its own; needs --memory gdelta --attn polar; no token-by-token decoding)"},
+     "no qkv.weight of its own; needs --memory gdelta --attn polar)"},
     {"experts", K_INT, TO(model.moe_experts), NULL, 1, "MoE experts E"},
     {"topk", K_INT, TO(model.moe_topk), NULL, 1, "MoE experts per token"},
     {"gumbel-tau", K_F, TO(model.moe_gumbel_tau), NULL, 1, "MoE Gumbel softmax temperature"},
