@@ -632,6 +632,30 @@ static void test_polar_qknorm_gate(void)
     run_case("polar attention, Canon layers (K 4), gate per channel + output biases, GQA", &c, &o);
 }
 
+static void gdelta_proj_any(mdl_model *m);
+
+/* issue 43 item 5: the memory channel on the polar attention's own q, k, v (mem_qkv
+   shared; layers.c's lyr_gdelta_fwd_qkv / bwd_qkv and lyr_polar_bwd_qkv: the kv heads'
+   repeat and sum as ex_copy / ex_residual_fwd blocks), with proj.weight non-zero so the
+   memory's q/k/v gradients reach the attention's projections; GQA and Canon */
+static void test_gdelta_shared_qkv(void)
+{
+    mdl_config c = toy(MDL_FFN_GELU, MDL_NORM_LAYER, MDL_POS_LEARNED);
+    mdl_opts o = mdl_opts_default();
+    NEED_GPU();
+    o.train = 1;
+    c.d_model = 64;
+    c.attn = MDL_ATTN_POLAR;
+    c.memory = MDL_MEM_GDELTA;
+    c.mem_qkv = MDL_MEMQKV_SHARED;
+    g_prep = gdelta_proj_any;
+    run_case("polar + gated-delta memory on the attention's q/k/v", &c, &o);
+    c.polar_kv_heads = 1;
+    c.polar_canon_k = 4;
+    run_case("polar + gated-delta memory on the attention's q/k/v, GQA (1 kv head), Canon K 4", &c, &o);
+    g_prep = NULL;
+}
+
 /* the causal depthwise convolution before the mixers (cfg.conv_k) */
 static void test_conv(void)
 {
@@ -1032,6 +1056,10 @@ static void test_decode_gdelta(void)
     c.memory = MDL_MEM_GDELTA;
     c.norm = MDL_NORM_RMS;
     dec_case(c, NULL, "decode: polar + gated-delta memory, RMSNorm");
+    c.mem_qkv = MDL_MEMQKV_SHARED; /* issue 43 item 5: the memory on polar's q, cached k, v */
+    c.n_heads = 2;
+    c.polar_kv_heads = 1;
+    dec_case(c, NULL, "decode: polar (GQA 1 KV head) + gated-delta memory on its q/k/v, RMSNorm");
 }
 
 static void test_decode_priors(void)
@@ -2170,6 +2198,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_trainer_resume);
     TEST_RUN(test_attn_observables);
     TEST_RUN(test_gdelta_memory);
+    TEST_RUN(test_gdelta_shared_qkv);
     TEST_RUN(test_refusals);
     TEST_RUN(test_reduced_precision_step);
     TEST_RUN(test_relu2_rms_rope);

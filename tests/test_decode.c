@@ -425,6 +425,35 @@ static void test_exact_polar_qknorm_gate(void)
     run_exact(c, NULL, "polar, Canon K 5, 4 heads over 2 KV heads, gate per channel, qk-norm off, window 5");
 }
 
+/* issue 43 item 5: the memory channel on the polar attention's own q, k, v (mem_qkv
+   shared): decoded from the polar layer's q (after its norm and Canon) and its cached k, v,
+   against the full forward; with GQA (memory head h reads kv head h / 2), Canon K 3, the
+   gate per channel, qk-norm off, and after a gated-conv layer */
+static void test_exact_mem_qkv(void)
+{
+    mdl_config c = small();
+    c.attn = MDL_ATTN_POLAR;
+    c.pos = MDL_POS_NONE;
+    c.memory = MDL_MEM_GDELTA;
+    c.mem_qkv = MDL_MEMQKV_SHARED;
+    run_exact(c, NULL, "polar + memory on the attention's q/k/v");
+    c.n_heads = 4;
+    c.polar_kv_heads = 2;
+    c.polar_canon_k = 3;
+    c.polar_gate = MDL_POLAR_GATE_CHANNEL;
+    c.polar_qk_norm = 0;
+    run_exact(c, NULL, "polar + memory on its q/k/v, 4 heads over 2 KV heads, Canon K 3, gate per channel, qk-norm off");
+    c = small();
+    c.attn = MDL_ATTN_POLAR;
+    c.pos = MDL_POS_NONE;
+    c.memory = MDL_MEM_GDELTA;
+    c.mem_qkv = MDL_MEMQKV_SHARED;
+    c.polar_kv_heads = 1;
+    c.norm = MDL_NORM_RMS;
+    snprintf(c.layer_pattern, sizeof c.layer_pattern, "cA");
+    run_exact(c, NULL, "pattern cA, polar (GQA 1 KV head) + memory on its q/k/v, RMSNorm");
+}
+
 /* The per-layer mixer (cfg.layer_pattern, issue 43): LFM2's gated short convolution on
    the 'c' layers, decoded from a ring of each slot's last K values of y = B x, against the
    full forward: with softmax attention (RoPE) and with polar attention, "cA" and "ccA",
@@ -639,6 +668,13 @@ static void test_refusals(void)
     base.n_heads = 257;
     CHECK_INT_EQ(mdl_decode_supports(&base, err, sizeof err), MDL_EINVAL);
     CHECK(strstr(err, "256 heads") != NULL);
+    { /* issue 43 item 5: the memory on the attention's q/k/v decodes (test_exact_mem_qkv) */
+        mdl_config c = small();
+        c.attn = MDL_ATTN_POLAR;
+        c.memory = MDL_MEM_GDELTA;
+        c.mem_qkv = MDL_MEMQKV_SHARED;
+        CHECK_INT_EQ(mdl_decode_supports(&c, err, sizeof err), MDL_OK);
+    }
 }
 
 static void test_bad_args(void)
@@ -740,6 +776,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_exact_polar_qknorm_gate);
     TEST_RUN(test_sample);
     TEST_RUN(test_dec_attn_bits);
+    TEST_RUN(test_exact_mem_qkv);
     TEST_RUN(test_refusals);
     TEST_RUN(test_bad_args);
     fprintf(stderr, "test_decode: worst relative logit error over every configuration %.3g\n", g_worst);

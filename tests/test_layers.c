@@ -31,7 +31,9 @@
 #define FD_RTOL 2e-2
 #define FD_ATOL 1e-3
 
-enum { K_MOE = 0, K_POLAR = 1, K_GD = 2, K_MLP = 3, K_LFM = 4 };
+enum { K_MOE = 0, K_POLAR = 1, K_GD = 2, K_MLP = 3, K_LFM = 4,
+       K_PGS = 5 /* polar attention + the gated-delta channel on its q, k, v (qkv_shared):
+                    out = polar(x) + mem(x, q, k, v); P = polar's list, then the memory's */ };
 
 typedef struct fx {
     int kind;
@@ -42,14 +44,17 @@ typedef struct fx {
     lyr_lfm_dims lfm;
     int B, T, C, R;
     int np;
-    lyr_pspec spec[LYR_MAX_PARAMS];
-    float *P[LYR_MAX_PARAMS], *G[LYR_MAX_PARAMS];
+    lyr_pspec spec[2 * LYR_MAX_PARAMS];
+    float *P[2 * LYR_MAX_PARAMS], *G[2 * LYR_MAX_PARAMS]; /* (K_PGS: two lists) */
     float *x, *mu, *out, *Rw, *dx, *dmu, *saved, *work;
     float *host;            /* MoE host buffer, or NULL (CPU path) */
     size_t nsaved, nwork;
     int train;
     uint64_t seed;
     float lb_coef;
+    int npol;               /* K_PGS: polar's tensors (the memory's follow) */
+    size_t nsaved_p;        /* K_PGS: polar's saved floats (the memory's follow) */
+    float *gq, *gk, *gv, *tmp; /* K_PGS: the memory's q/k/v gradients, its output */
 } fx;
 
 static void *xcalloc(size_t n, size_t sz)
@@ -68,6 +73,13 @@ static int fx_params(fx *f, lyr_pspec *spec)
     if (f->kind == K_POLAR) return lyr_polar_params(&f->pol, spec, LYR_MAX_PARAMS);
     if (f->kind == K_MLP) return lyr_mlp_params(&f->mlp, spec, LYR_MAX_PARAMS);
     if (f->kind == K_LFM) return lyr_lfm_params(&f->lfm, spec, LYR_MAX_PARAMS);
+    if (f->kind == K_PGS) {
+        int a = lyr_polar_params(&f->pol, spec, LYR_MAX_PARAMS), b;
+        if (a < 0) return a;
+        f->npol = a;
+        b = lyr_gdelta_params(&f->gd, spec + a, LYR_MAX_PARAMS);
+        return b < 0 ? b : a + b;
+    }
     return lyr_gdelta_params(&f->gd, spec, LYR_MAX_PARAMS);
 }
 
@@ -112,6 +124,21 @@ static void fx_setup(fx *f, int B, int T, double pstd, unsigned long long seed)
         CHECK_INT_EQ(lyr_lfm_init(&f->lfm, f->P, &rng, 0.02f), LYR_OK);
         f->nsaved = lyr_lfm_saved_floats(&f->lfm, B, T);
         f->nwork = lyr_lfm_work_floats(&f->lfm, B, T);
+    } else if (f->kind == K_PGS) {
+        size_t wp, wg, Dh = (size_t)(f->pol.C / f->pol.H);
+        f->C = f->pol.C;
+        f->R = 1;
+        CHECK_INT_EQ(lyr_polar_init(&f->pol, f->P, &rng, 0.02f), LYR_OK);
+        CHECK_INT_EQ(lyr_gdelta_init(&f->gd, f->P + f->npol, &rng, 0.02f), LYR_OK);
+        f->nsaved_p = lyr_polar_saved_floats(&f->pol, B, T);
+        f->nsaved = f->nsaved_p + lyr_gdelta_saved_floats(&f->gd, B, T);
+        wp = lyr_polar_work_floats(&f->pol, B, T);
+        wg = lyr_gdelta_work_floats(&f->gd, B, T);
+        f->nwork = wp > wg ? wp : wg;
+        f->gq = (float *)xcalloc(N * f->pol.H * Dh, sizeof(float));
+        f->gk = (float *)xcalloc(N * f->pol.Hkv * Dh, sizeof(float));
+        f->gv = (float *)xcalloc(N * f->pol.Hkv * Dh, sizeof(float));
+        f->tmp = (float *)xcalloc(N * f->C, sizeof(float));
     } else {
         f->C = f->gd.C;
         f->R = 1;
@@ -160,6 +187,10 @@ static void fx_free(fx *f)
     free(f->dmu);
     free(f->saved);
     free(f->work);
+    free(f->gq);
+    free(f->gk);
+    free(f->gv);
+    free(f->tmp);
 }
 
 /* forward; *extra receives the scalar the objective adds (lb_coef * lb, align loss) */
@@ -183,6 +214,18 @@ static int fx_forward(fx *f, double *extra)
     } else if (f->kind == K_LFM) {
         ex_ctx cx = ex_ctx_make(EX_CPU);
         rc = lyr_lfm_fwd(&cx, &f->lfm, (const float *const *)f->P, f->x, f->out, f->saved, f->work, f->B, f->T);
+    } else if (f->kind == K_PGS) {
+        ex_ctx cx = ex_ctx_make(EX_CPU);
+        const float *q, *k, *v;
+        size_t i, n = (size_t)f->B * f->T * f->C;
+        rc = lyr_polar_fwd(&cx, &f->pol, (const float *const *)f->P, f->x, f->out, f->saved, f->work, f->B, f->T,
+                           f->train, f->seed, NULL);
+        if (rc == LYR_OK) rc = lyr_polar_qkv(&f->pol, f->saved, f->B, f->T, &q, &k, &v);
+        if (rc == LYR_OK)
+            rc = lyr_gdelta_fwd_qkv(&cx, &f->gd, (const float *const *)f->P + f->npol, f->x, q, k, v, f->tmp,
+                                    f->saved + f->nsaved_p, f->work, f->B, f->T, f->train, f->seed, NULL);
+        if (rc == LYR_OK)
+            for (i = 0; i < n; i++) f->out[i] += f->tmp[i];
     } else {
         rc = lyr_gdelta_forward(&f->gd, (const float *const *)f->P, f->x, f->out, f->saved,
                                 f->work, f->B, f->T, f->train, f->seed, NULL);
@@ -208,6 +251,19 @@ static int fx_backward(fx *f)
         ex_ctx cx = ex_ctx_make(EX_CPU);
         return lyr_lfm_bwd(&cx, &f->lfm, (const float *const *)f->P, f->G, f->x, f->Rw, f->dx, f->saved,
                            f->work, f->B, f->T);
+    }
+    if (f->kind == K_PGS) { /* the memory first: its q/k/v gradients join the attention's */
+        ex_ctx cx = ex_ctx_make(EX_CPU);
+        size_t Dh = (size_t)(f->pol.C / f->pol.H), N = (size_t)f->B * f->T;
+        int rc;
+        memset(f->gq, 0, N * f->pol.H * Dh * sizeof(float));
+        memset(f->gk, 0, N * f->pol.Hkv * Dh * sizeof(float));
+        memset(f->gv, 0, N * f->pol.Hkv * Dh * sizeof(float));
+        rc = lyr_gdelta_bwd_qkv(&cx, &f->gd, (const float *const *)f->P + f->npol, f->G + f->npol, f->Rw, f->dx,
+                                f->gq, f->gk, f->gv, f->saved + f->nsaved_p, f->work, f->B, f->T);
+        if (rc != LYR_OK) return rc;
+        return lyr_polar_bwd_qkv(&cx, &f->pol, (const float *const *)f->P, f->G, f->Rw, f->dx, f->saved, f->work,
+                                 f->B, f->T, f->gq, f->gk, f->gv);
     }
     return lyr_gdelta_backward(&f->gd, (const float *const *)f->P, f->G, f->Rw, f->dx, f->saved,
                                f->work, f->B, f->T);
@@ -1279,6 +1335,95 @@ static void test_gdelta_counts(void)
                     (size_t)2 * 4 * 16 * 32 * 32 + 4096);
 }
 
+/* issue 43 item 5: the memory on the polar attention's own q, k, v (qkv_shared, seed 002
+   §3.3): every gradient of out = polar(x) + mem(x, q, k, v) against finite differences,
+   through the GQA repeat, the q/k norm and Canon into the attention's projections */
+static fx pgs_fx(int C, int H, int Hkv, int canon, int chan)
+{
+    fx f;
+    memset(&f, 0, sizeof f);
+    f.kind = K_PGS;
+    f.pol = lyr_polar_dims_make(C, H);
+    f.pol.Hkv = Hkv;
+    f.pol.canon_k = canon;
+    if (chan) {
+        f.pol.gate = LYR_POLAR_GATE_CHANNEL;
+        f.pol.bias = 1;
+    }
+    f.gd = lyr_gdelta_dims_make(C, H, C / H);
+    f.gd.cfg.chunk_size = 4;
+    f.gd.qkv_shared = 1;
+    f.gd.kv_heads = Hkv;
+    f.train = 1;
+    return f;
+}
+
+static void test_gdelta_shared_grad(void)
+{
+    lyr_pspec sp[LYR_MAX_PARAMS];
+    { /* no GQA, no Canon */
+        fx f = pgs_fx(8, 2, 2, 0, 0);
+        fx_setup(&f, 2, 7, 0.3, 70);
+        CHECK_INT_EQ(f.np, LYR_POLAR_NPARAMS + LYR_GD_NPARAMS - 1);
+        CHECK(!strcmp(f.spec[f.npol].suffix, "w_gamma"));
+        fd_check_all(&f, "polar + shared memory");
+        check_accumulates(&f);
+        check_deterministic(&f);
+        fx_free(&f);
+    }
+    { /* GQA (2 query heads per kv head), Canon K 3, the gate per channel */
+        fx f = pgs_fx(16, 4, 2, 3, 1);
+        fx_setup(&f, 2, 6, 0.3, 71);
+        fd_check_all(&f, "polar + shared memory, gqa, canon 3, channel gate");
+        fx_free(&f);
+    }
+    { /* the list without qkv.weight; the forms refuse the other mode */
+        fx f = pgs_fx(8, 2, 1, 0, 0);
+        lyr_gdelta_dims own;
+        ex_ctx cx = ex_ctx_make(EX_CPU);
+        const float *q, *k, *v;
+        fx_setup(&f, 1, 5, 0.1, 72);
+        CHECK_INT_EQ(lyr_gdelta_param_base(&f.gd), 0);
+        CHECK_INT_EQ(lyr_gdelta_params(&f.gd, sp, LYR_MAX_PARAMS), LYR_GD_NPARAMS - 1);
+        CHECK(!strcmp(sp[0].suffix, "w_gamma") && !strcmp(sp[LYR_GD_NPARAMS - 2].suffix, "proj.weight"));
+        CHECK_INT_EQ(lyr_gdelta_params(&f.gd, sp, LYR_GD_NPARAMS - 2), LYR_EINVAL);
+        own = f.gd;
+        own.qkv_shared = 0;
+        CHECK_INT_EQ(lyr_gdelta_param_base(&own), 1);
+        CHECK_INT_EQ(fx_forward(&f, NULL), LYR_OK);
+        CHECK_INT_EQ(lyr_polar_qkv(&f.pol, f.saved, f.B, f.T, &q, &k, &v), LYR_OK);
+        CHECK_INT_EQ(lyr_polar_qkv(&f.pol, NULL, f.B, f.T, &q, &k, &v), LYR_EINVAL);
+        CHECK_INT_EQ(lyr_polar_qkv(&f.pol, f.saved, f.B, f.T, &q, NULL, &v), LYR_EINVAL);
+        /* the plain forms need the own projection; the _qkv forms the shared mode */
+        CHECK_INT_EQ(lyr_gdelta_fwd(&cx, &f.gd, (const float *const *)f.P + f.npol, f.x, f.tmp,
+                                    f.saved + f.nsaved_p, f.work, f.B, f.T, 1, 0, NULL), LYR_EINVAL);
+        CHECK_INT_EQ(lyr_gdelta_forward(&f.gd, (const float *const *)f.P + f.npol, f.x, f.tmp,
+                                        f.saved + f.nsaved_p, f.work, f.B, f.T, 1, 0, NULL), LYR_EINVAL);
+        CHECK_INT_EQ(lyr_gdelta_backward(&f.gd, (const float *const *)f.P + f.npol, f.G + f.npol, f.Rw, f.dx,
+                                         f.saved + f.nsaved_p, f.work, f.B, f.T), LYR_EINVAL);
+        CHECK_INT_EQ(lyr_gdelta_fwd_qkv(&cx, &f.gd, (const float *const *)f.P + f.npol, f.x, q, NULL, v, f.tmp,
+                                        f.saved + f.nsaved_p, f.work, f.B, f.T, 1, 0, NULL), LYR_EINVAL);
+        CHECK_INT_EQ(lyr_gdelta_fwd_qkv(&cx, &own, (const float *const *)f.P + f.npol, f.x, q, k, v, f.tmp,
+                                        f.saved + f.nsaved_p, f.work, f.B, f.T, 1, 0, NULL), LYR_EINVAL);
+        CHECK_INT_EQ(lyr_gdelta_bwd_qkv(&cx, &own, (const float *const *)f.P + f.npol, f.G + f.npol, f.Rw, f.dx,
+                                        f.gq, f.gk, f.gv, f.saved + f.nsaved_p, f.work, f.B, f.T), LYR_EINVAL);
+        /* kv_heads must divide Hm */
+        own = f.gd;
+        own.kv_heads = 0;
+        CHECK_INT_EQ(lyr_gdelta_validate(&own), LYR_EINVAL);
+        own.kv_heads = 3;
+        CHECK_INT_EQ(lyr_gdelta_validate(&own), LYR_EINVAL);
+        own.kv_heads = 2;
+        own.qkv_shared = 2;
+        CHECK_INT_EQ(lyr_gdelta_validate(&own), LYR_EINVAL);
+        /* with no memory gradients wanted the backward still runs */
+        CHECK_INT_EQ(fx_forward(&f, NULL), LYR_OK);
+        CHECK_INT_EQ(lyr_gdelta_bwd_qkv(&cx, &f.gd, (const float *const *)f.P + f.npol, f.G + f.npol, f.Rw,
+                                        NULL, NULL, NULL, NULL, f.saved + f.nsaved_p, f.work, f.B, f.T), LYR_OK);
+        fx_free(&f);
+    }
+}
+
 /* ------------------------------------------------------------ MLP FFNs */
 static fx mlp_fx(int C, int F, int act)
 {
@@ -1743,6 +1888,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_gdelta_init_noop);
     TEST_RUN(test_gdelta_bad_args);
     TEST_RUN(test_gdelta_counts);
+    TEST_RUN(test_gdelta_shared_grad);
     TEST_RUN(test_mlp_grad);
     TEST_RUN(test_ffn_table);
     TEST_RUN(test_mlp_swiglu);

@@ -68,6 +68,23 @@ static float tau_gac_init = 0.0f;
 static int sig_mode_g = SGR_OFF, sig_k_g = 8;
 static float sig_alpha_g = 0.5f;
 
+/* > 0: gradcheck_n fills every "gdelta.proj.weight" with +-v (a fixed sign pattern) after
+   creation: the memory's read-out starts at zero, so without this its q/k/v gradients
+   (issue 43 item 5's shared form) would be zero at the checked point */
+static float gd_proj_fill = 0.0f;
+
+static void fill_gd_proj(mdl_model *m, float v)
+{
+    int i;
+    for (i = 0; i < mdl_num_tensors(m); i++) {
+        const mdl_tensor *t = mdl_tensor_at(m, i);
+        if (strstr(t->name, ".gdelta.proj.weight")) {
+            size_t j;
+            for (j = 0; j < t->numel; j++) mdl_params(m)[t->offset + j] = (j * 7 + (size_t)i) % 3 == 0 ? -v : v;
+        }
+    }
+}
+
 static void set_gac_tau(mdl_model *m, float v)
 {
     int i, l = 0;
@@ -106,6 +123,7 @@ static double gradcheck_n(const mdl_config *c, const mdl_opts *o, const char *wh
         return 1e9;
     }
     if (tau_gac_init > 0.0f) set_gac_tau(m, tau_gac_init);
+    if (gd_proj_fill > 0.0f) fill_gd_proj(m, gd_proj_fill);
     if (sig_mode_g != SGR_OFF) CHECK_INT_EQ(mdl_sigreg_set(m, sig_mode_g, sig_alpha_g, sig_k_g, 5, 9), MDL_OK);
     batch(x, y, 11);
     mdl_zero_grad(m);
@@ -367,6 +385,85 @@ static void test_grad_polar_gdelta(void)
     c.ffn = MDL_FFN_RELU2;
     c.norm = MDL_NORM_RMS;
     gradcheck_n(&c, &o, "polar+gdelta+relu2+rms", 3);
+}
+
+/* issue 43 item 5: the memory on the polar attention's own q, k, v (mem_qkv shared, seed
+   002 §3.3): whole-model gradients with a non-zero read-out (so the memory's q/k/v
+   gradients reach the attention's projections), GQA and Canon; the parameter count drops
+   by the memory's qkv.weight; the refusals */
+static void test_grad_polar_gdelta_shared(void)
+{
+    mdl_config c = micro();
+    mdl_opts o = train_opts();
+    char err[256];
+    size_t n_own = 0, n_sh = 0;
+    mdl_model *m = NULL;
+    int i, nq = 0;
+    c.attn = MDL_ATTN_POLAR;
+    c.memory = MDL_MEM_GDELTA;
+    c.gd.chunk_size = 4;
+    CHECK_INT_EQ(mdl_create(&m, &c, 7, err, sizeof err), MDL_OK);
+    if (m) {
+        n_own = mdl_num_params(m);
+        mdl_destroy(m);
+        m = NULL;
+    }
+    c.mem_qkv = MDL_MEMQKV_SHARED;
+    CHECK_INT_EQ(mdl_create(&m, &c, 7, err, sizeof err), MDL_OK);
+    if (m) {
+        n_sh = mdl_num_params(m);
+        for (i = 0; i < mdl_num_tensors(m); i++) nq += strstr(mdl_tensor_at(m, i)->name, "gdelta.qkv") != NULL;
+        CHECK_INT_EQ(nq, 0);
+        { /* evaluation (one shared activation set) and training forwards agree */
+            int x[MB * MT], y[MB * MT];
+            mdl_opts e = mdl_opts_default();
+            double le, lt;
+            fill_gd_proj(m, 0.3f);
+            batch(x, y, 5);
+            e.train = 0;
+            le = loss_at(m, x, y, &e);
+            e.train = 1;
+            lt = loss_at(m, x, y, &e);
+            CHECK_CLOSE(le, lt, 1e-6, 1e-6);
+            CHECK_INT_EQ(mdl_backward(m), MDL_OK);
+        }
+        mdl_destroy(m);
+    }
+    CHECK(n_own - n_sh == (size_t)c.n_layers * 3 * c.d_model * c.d_model);
+    gd_proj_fill = 0.3f;
+    gradcheck(&c, &o, "polar+gdelta, memory on the attention's q/k/v");
+    c.polar_kv_heads = 1;
+    c.polar_canon_k = 3;
+    c.polar_gate = MDL_POLAR_GATE_CHANNEL;
+    gradcheck(&c, &o, "polar+gdelta shared q/k/v, gqa, canon 3, channel gate");
+    gd_proj_fill = 0.0f;
+    /* refusals: a mixer other than polar, no memory, memory heads or width other than the
+       attention's, an unknown value */
+    c.gd_heads = 2;
+    c.gd_dk = 8;
+    CHECK_INT_EQ(mdl_config_validate(&c, err, sizeof err), MDL_OK);
+    c.gd_heads = 1;
+    CHECK_INT_EQ(mdl_config_validate(&c, err, sizeof err), MDL_EINVAL);
+    CHECK(strstr(err, "mem_qkv") != NULL);
+    c.gd_heads = 0;
+    c.gd_dk = 4;
+    CHECK_INT_EQ(mdl_config_validate(&c, err, sizeof err), MDL_EINVAL);
+    c.gd_dk = 0;
+    c.memory = MDL_MEM_NONE;
+    CHECK_INT_EQ(mdl_config_validate(&c, err, sizeof err), MDL_EINVAL);
+    c.memory = MDL_MEM_GDELTA;
+    c.attn = MDL_ATTN_SOFTMAX;
+    c.polar_canon_k = 0;
+    c.polar_gate = MDL_POLAR_GATE_HEAD;
+    CHECK_INT_EQ(mdl_config_validate(&c, err, sizeof err), MDL_EINVAL);
+    CHECK(strstr(err, "polar") != NULL);
+    c.attn = MDL_ATTN_POLAR;
+    c.mem_qkv = 2;
+    CHECK_INT_EQ(mdl_config_validate(&c, err, sizeof err), MDL_EINVAL);
+    CHECK(strstr(err, "mem_qkv") != NULL);
+    c.mem_qkv = MDL_MEMQKV_OWN;
+    CHECK_INT_EQ(mdl_config_validate(&c, err, sizeof err), MDL_OK);
+    CHECK_INT_EQ(mdl_config_default().mem_qkv, MDL_MEMQKV_OWN);
 }
 
 /* MoE routing is fixed for a given opts.seed (counter-based Gumbel noise): the finite
@@ -1685,6 +1782,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_grad_polar);
     TEST_RUN(test_grad_polar_qknorm_gate);
     TEST_RUN(test_grad_polar_gdelta);
+    TEST_RUN(test_grad_polar_gdelta_shared);
     TEST_RUN(test_grad_moe);
     TEST_RUN(test_overfit_softmax);
     TEST_RUN(test_overfit_polar_gdelta);

@@ -2000,6 +2000,77 @@ static void test_polar_qknorm_gate_flags_resume(void)
     remove(path);
 }
 
+/* issue 43 item 5: --mem-qkv own|shared: parsed and refused by name, absent from the
+   configuration JSON at its default (older checkpoints, which lack it, load as the model
+   they were: the memory's own projection), present otherwise and read back by
+   trn_parse_flag; a bit-exact resume of polar + memory on the attention's q/k/v (GQA,
+   Canon); a checkpoint of the other setting refused naming the flag, both ways */
+static void test_mem_qkv_flag_resume(void)
+{
+    trn_config c, c2;
+    trn *t = NULL, *u = NULL;
+    char err[512], js[16384], path[400];
+    char *argv[] = {"x", "--mem-qkv", "shared", "--mem-qkv", "both"};
+    int argc = (int)(sizeof argv / sizeof argv[0]);
+    micro(&c);
+    CHECK_INT_EQ(c.model.mem_qkv, MDL_MEMQKV_OWN);
+    c.model.attn = MDL_ATTN_POLAR;
+    c.model.memory = MDL_MEM_GDELTA;
+    c.model.prior = MDL_PRIOR_NONE;
+    c.model.ffn = MDL_FFN_GELU;
+    c.model.res_gate = c.model.value_gate = 0;
+    c.model.polar_kv_heads = 1;
+    c.model.polar_canon_k = 2;
+    c.controller = TRN_CTRL_NONE;
+    CHECK_INT_EQ(trn_config_json(&c, js, sizeof js), TRN_OK);
+    CHECK(strstr(js, "mem-qkv") == NULL);
+    CHECK_INT_EQ(trn_parse_flag(&c, argc, argv, 1, err, sizeof err), 2);
+    CHECK_INT_EQ(c.model.mem_qkv, MDL_MEMQKV_SHARED);
+    CHECK_INT_EQ(trn_parse_flag(&c, argc, argv, 3, err, sizeof err), TRN_EINVAL);
+    CHECK(strstr(err, "--mem-qkv") != NULL);
+    CHECK_INT_EQ(c.model.mem_qkv, MDL_MEMQKV_SHARED);
+    CHECK_INT_EQ(trn__json(&c, js, sizeof js, 1), TRN_OK);
+    CHECK(strstr(js, "\"mem-qkv\":\"shared\"") != NULL);
+    { /* read back from the JSON's value */
+        char *a2[] = {"x", "--mem-qkv", "shared"};
+        micro(&c2);
+        CHECK_INT_EQ(trn_parse_flag(&c2, 3, a2, 1, err, sizeof err), 2);
+        CHECK_INT_EQ(c2.model.mem_qkv, MDL_MEMQKV_SHARED);
+    }
+    CHECK_INT_EQ(trn_config_validate(&c, err, sizeof err), TRN_OK);
+    check_resume(&c, "mem_qkv_shared");
+    /* softmax attention with it: refused, naming it */
+    c2 = c;
+    c2.model.attn = MDL_ATTN_SOFTMAX;
+    c2.model.polar_canon_k = 0;
+    c2.model.polar_kv_heads = 0;
+    err[0] = 0;
+    CHECK(trn_config_validate(&c2, err, sizeof err) != TRN_OK);
+    CHECK(strstr(err, "mem_qkv") != NULL);
+    /* a checkpoint of the other setting: refused naming the flag, both ways */
+    snprintf(path, sizeof path, "%s/mem_qkv.safetensors", g_dir);
+    CHECK_INT_EQ(trn_create(&t, &c, g_ids, 3200, g_ids + 3200, NTOK - 3200, err, sizeof err), TRN_OK);
+    if (!t) return;
+    CHECK_INT_EQ(run_steps(t, 2), TRN_OK);
+    CHECK_INT_EQ(trn_save(t, path, err, sizeof err), TRN_OK);
+    c2 = c;
+    c2.model.mem_qkv = MDL_MEMQKV_OWN;
+    CHECK_INT_EQ(trn_create(&u, &c2, g_ids, 3200, g_ids + 3200, NTOK - 3200, err, sizeof err), TRN_OK);
+    if (u) {
+        err[0] = 0;
+        CHECK_INT_EQ(trn_load(u, path, err, sizeof err), TRN_EMISMATCH);
+        CHECK(strstr(err, "mem-qkv") != NULL);
+        CHECK_INT_EQ(trn_save(u, path, err, sizeof err), TRN_OK); /* an own-projection checkpoint */
+        err[0] = 0;
+        CHECK_INT_EQ(trn_load(t, path, err, sizeof err), TRN_EMISMATCH);
+        CHECK(strstr(err, "mem-qkv") != NULL);
+        CHECK_INT_EQ(trn_load(u, path, err, sizeof err), TRN_OK);
+        trn_destroy(u);
+    }
+    trn_destroy(t);
+    remove(path);
+}
+
 /* issue 43 item 7: --sigreg / --sigreg-alpha: flags, validation (the flag named), the
    configuration JSON (absent when off), the metrics' train lines ("sigreg" only when on),
    the term changes the run, a bit-exact resume in every mode, and checkpoints of another
@@ -2151,6 +2222,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_resume_ceas_gating_prior);
     TEST_RUN(test_resume_polar_gdelta);
     TEST_RUN(test_polar_qknorm_gate_flags_resume);
+    TEST_RUN(test_mem_qkv_flag_resume);
     TEST_RUN(test_learns);
     TEST_RUN(test_eval_batch_invariant);
     TEST_RUN(test_gac_preclip);

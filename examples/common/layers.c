@@ -1152,9 +1152,29 @@ int lyr_polar_fwd(const ex_ctx *cx, const lyr_polar_dims *d, const float *const 
     return LYR_OK;
 }
 
+int lyr_polar_qkv(const lyr_polar_dims *d, const float *saved, int B, int T, const float **q,
+                  const float **k, const float **v)
+{
+    lyr__polar_saved s;
+    if (lyr_polar_validate(d) != LYR_OK || !saved || !q || !k || !v || !lyr__polar_bt_ok(d, B, T))
+        return LYR_EINVAL;
+    lyr__polar_carve(d, (float *)saved, B, T, &s); /* read-only use */
+    *q = s.q;
+    *k = s.k;
+    *v = s.v;
+    return LYR_OK;
+}
+
 int lyr_polar_bwd(const ex_ctx *cx, const lyr_polar_dims *d, const float *const *P, float *const *G,
                   const float *dout, float *dxn, const float *saved, float *work,
                   int B, int T)
+{
+    return lyr_polar_bwd_qkv(cx, d, P, G, dout, dxn, saved, work, B, T, NULL, NULL, NULL);
+}
+
+int lyr_polar_bwd_qkv(const ex_ctx *cx, const lyr_polar_dims *d, const float *const *P, float *const *G,
+                      const float *dout, float *dxn, const float *saved, float *work,
+                      int B, int T, const float *gq, const float *gk, const float *gv)
 {
     lyr__polar_saved s;
     polar_params prm;
@@ -1292,6 +1312,11 @@ int lyr_polar_bwd(const ex_ctx *cx, const lyr_polar_dims *d, const float *const 
                                            (int)H, (int)Hkv, T, (int)D);
         if (rc != POLAR_OK) return rc == POLAR_ENOMEM ? LYR_ENOMEM : LYR_EFAIL;
     }
+    /* a second reader of the scored q, k, v (the shared memory channel): its gradients */
+    if ((gq && ex_residual_fwd(cx, dq, dq, gq, N * H * D) != TK_OK) ||
+        (gk && ex_residual_fwd(cx, dk, dk, gk, N * Hkv * D) != TK_OK) ||
+        (gv && ex_residual_fwd(cx, dv, dv, gv, N * Hkv * D) != TK_OK))
+        return LYR_EFAIL;
     /* Canon: dq, dk, dv become the gradients of the convolutions' inputs (dc's room as the
        scratch, free after polar_backward); the norms' backward below reads qp, kp */
     if (d->canon_k > 0 && (rc = lyr__polar_canon_bwd(cx, d, P, G, &s, dq, dk, dv, dc, B, T)) != LYR_OK) return rc;
@@ -1390,37 +1415,66 @@ int lyr_gdelta_validate(const lyr_gdelta_dims *d)
     if (d->C > (1 << 20) || (double)d->Hm * d->Dk > (double)(1 << 20)) return LYR_EINVAL;
     if (!lyr__finite(d->resid_scale) || d->resid_scale < 0) return LYR_EINVAL;
     if (gd_workspace_size(&d->cfg, 1, d->Hm, 1, d->Dk, d->Dk) == 0) return LYR_EINVAL;
+    if (d->qkv_shared != 0 && d->qkv_shared != 1) return LYR_EINVAL;
+    if (d->qkv_shared && (d->kv_heads < 1 || d->Hm % d->kv_heads != 0)) return LYR_EINVAL;
     return LYR_OK;
+}
+
+int lyr_gdelta_param_base(const lyr_gdelta_dims *d)
+{
+    if (lyr_gdelta_validate(d) != LYR_OK) return -1;
+    return d->qkv_shared ? 0 : 1;
+}
+
+/* the layer's parameter count (LYR_GD_NPARAMS, one fewer with qkv_shared) */
+static int lyr__gd_np(const lyr_gdelta_dims *d) { return d->qkv_shared ? LYR_GD_NPARAMS - 1 : LYR_GD_NPARAMS; }
+
+/* P (the layer's list) indexed by LYR_GD_* in Pl (Pl[LYR_GD_QKV] NULL with qkv_shared) */
+static void lyr__gd_pl(const lyr_gdelta_dims *d, const float *const *P, const float **Pl)
+{
+    int i, o = d->qkv_shared ? 1 : 0;
+    Pl[LYR_GD_QKV] = NULL;
+    for (i = o; i < LYR_GD_NPARAMS; i++) Pl[i] = P[i - o];
+}
+
+static void lyr__gd_gl(const lyr_gdelta_dims *d, float *const *G, float **Gl)
+{
+    int i, o = d->qkv_shared ? 1 : 0;
+    Gl[LYR_GD_QKV] = NULL;
+    for (i = o; i < LYR_GD_NPARAMS; i++) Gl[i] = G[i - o];
 }
 
 int lyr_gdelta_params(const lyr_gdelta_dims *d, lyr_pspec *out, int cap)
 {
-    int HD;
+    int HD, o;
     if (lyr_gdelta_validate(d) != LYR_OK || !out) return LYR_EINVAL;
-    if (cap < LYR_GD_NPARAMS) return LYR_EINVAL;
+    if (cap < lyr__gd_np(d)) return LYR_EINVAL;
     HD = d->Hm * d->Dk;
-    lyr__spec(&out[LYR_GD_QKV], "qkv.weight", 1, 2, 3 * HD, d->C, 0);
-    lyr__spec(&out[LYR_GD_W_GAMMA], "w_gamma", 1, 2, d->Hm, d->C, 0);
-    lyr__spec(&out[LYR_GD_B_GAMMA], "b_gamma", 0, 1, d->Hm, 0, 0);
-    lyr__spec(&out[LYR_GD_W_BETA], "w_beta", 1, 2, d->Hm, d->C, 0);
-    lyr__spec(&out[LYR_GD_B_BETA], "b_beta", 0, 1, d->Hm, 0, 0);
-    lyr__spec(&out[LYR_GD_NORM], "norm.weight", 0, 1, d->Dk, 0, 0);
-    lyr__spec(&out[LYR_GD_G_W], "g.weight", 1, 2, HD, d->C, 0);
-    lyr__spec(&out[LYR_GD_G_B], "g.bias", 0, 1, HD, 0, 0);
-    lyr__spec(&out[LYR_GD_PROJ], "proj.weight", 1, 2, d->C, HD, 0);
-    return LYR_GD_NPARAMS;
+    o = d->qkv_shared ? -1 : 0; /* shared: the list starts at w_gamma */
+    if (!d->qkv_shared) lyr__spec(&out[LYR_GD_QKV], "qkv.weight", 1, 2, 3 * HD, d->C, 0);
+    lyr__spec(&out[LYR_GD_W_GAMMA + o], "w_gamma", 1, 2, d->Hm, d->C, 0);
+    lyr__spec(&out[LYR_GD_B_GAMMA + o], "b_gamma", 0, 1, d->Hm, 0, 0);
+    lyr__spec(&out[LYR_GD_W_BETA + o], "w_beta", 1, 2, d->Hm, d->C, 0);
+    lyr__spec(&out[LYR_GD_B_BETA + o], "b_beta", 0, 1, d->Hm, 0, 0);
+    lyr__spec(&out[LYR_GD_NORM + o], "norm.weight", 0, 1, d->Dk, 0, 0);
+    lyr__spec(&out[LYR_GD_G_W + o], "g.weight", 1, 2, HD, d->C, 0);
+    lyr__spec(&out[LYR_GD_G_B + o], "g.bias", 0, 1, HD, 0, 0);
+    lyr__spec(&out[LYR_GD_PROJ + o], "proj.weight", 1, 2, d->C, HD, 0);
+    return lyr__gd_np(d);
 }
 
-int lyr_gdelta_init(const lyr_gdelta_dims *d, float *const *P, tk_rng *rng, float init_std)
+int lyr_gdelta_init(const lyr_gdelta_dims *d, float *const *Pin, tk_rng *rng, float init_std)
 {
     size_t C, HD, Hm;
-    if (lyr_gdelta_validate(d) != LYR_OK || !lyr__ptrs_ok((const void *const *)P, LYR_GD_NPARAMS) ||
+    float *P[LYR_GD_NPARAMS];
+    if (lyr_gdelta_validate(d) != LYR_OK || !lyr__ptrs_ok((const void *const *)Pin, lyr__gd_np(d)) ||
         !rng || !lyr__finite(init_std) || init_std < 0)
         return LYR_EINVAL;
+    lyr__gd_gl(d, Pin, P);
     C = (size_t)d->C;
     Hm = (size_t)d->Hm;
     HD = Hm * (size_t)d->Dk;
-    if (tk_init_normal(P[LYR_GD_QKV], 3 * HD * C, 0.0f, init_std, rng) != TK_OK ||
+    if ((!d->qkv_shared && tk_init_normal(P[LYR_GD_QKV], 3 * HD * C, 0.0f, init_std, rng) != TK_OK) ||
         tk_init_normal(P[LYR_GD_W_GAMMA], Hm * C, 0.0f, init_std, rng) != TK_OK ||
         tk_init_normal(P[LYR_GD_W_BETA], Hm * C, 0.0f, init_std, rng) != TK_OK ||
         tk_init_constant(P[LYR_GD_NORM], (size_t)d->Dk, 1.0f) != TK_OK ||
@@ -1658,9 +1712,41 @@ static int lyr__gd_sum(const ex_ctx *cx, const float *x, size_t n, int is_log, d
    loops for the gates (gd_gates_*) and the readout (double accumulation); the device path
    computes the same functions with tk_matmul / tk_sigmoid / tk_rmsnorm / tk_rowscale (float
    accumulation), equal to float rounding. cfg.gate_is_log is CPU-only (LYR_EINVAL). */
-int lyr_gdelta_fwd(const ex_ctx *cx, const lyr_gdelta_dims *d, const float *const *P, const float *xn,
-                   float *out, float *saved, float *work, int B, int T, int train,
-                   uint64_t seed, lyr_gdelta_stats *stats)
+/* k or v (B,Hkv,T,Dk) repeated to (B,Hm,T,Dk): memory head h reads kv head h / (Hm / Hkv) */
+static int lyr__gd_expand(const ex_ctx *cx, const lyr_gdelta_dims *d, float *dst, const float *src, int B, int T)
+{
+    const size_t blk = (size_t)T * d->Dk;
+    const int Hm = d->Hm, Hkv = d->kv_heads, grp = Hm / Hkv;
+    int b, h;
+    if (grp == 1) return ex_copy(cx, dst, src, (size_t)B * Hm * blk * sizeof(float)) == TK_OK ? LYR_OK : LYR_EFAIL;
+    for (b = 0; b < B; b++)
+        for (h = 0; h < Hm; h++)
+            if (ex_copy(cx, dst + ((size_t)b * Hm + h) * blk, src + ((size_t)b * Hkv + h / grp) * blk,
+                        blk * sizeof(float)) != TK_OK)
+                return LYR_EFAIL;
+    return LYR_OK;
+}
+
+/* dst (B,Hkv,T,Dk) += src (B,Hm,T,Dk) summed over each kv head's memory heads (in order) */
+static int lyr__gd_reduce(const ex_ctx *cx, const lyr_gdelta_dims *d, float *dst, const float *src, int B, int T)
+{
+    const size_t blk = (size_t)T * d->Dk;
+    const int Hm = d->Hm, Hkv = d->kv_heads, grp = Hm / Hkv;
+    int b, h;
+    if (grp == 1) return ex_residual_fwd(cx, dst, dst, src, (size_t)B * Hm * blk) == TK_OK ? LYR_OK : LYR_EFAIL;
+    for (b = 0; b < B; b++)
+        for (h = 0; h < Hm; h++) {
+            float *o = dst + ((size_t)b * Hkv + h / grp) * blk;
+            if (ex_residual_fwd(cx, o, o, src + ((size_t)b * Hm + h) * blk, blk) != TK_OK) return LYR_EFAIL;
+        }
+    return LYR_OK;
+}
+
+/* the forward of both forms: q NULL: the own projection (P[LYR_GD_QKV]); else the given q,
+   k, v (qkv_shared). P indexed by LYR_GD_*. */
+static int lyr__gd_fwd(const ex_ctx *cx, const lyr_gdelta_dims *d, const float *const *P, const float *xn,
+                       const float *qi, const float *ki, const float *vi, float *out, float *saved, float *work,
+                       int B, int T, lyr_gdelta_stats *stats)
 {
     lyr__gd_saved s;
     lyr__gd_work w;
@@ -1668,12 +1754,6 @@ int lyr_gdelta_fwd(const ex_ctx *cx, const lyr_gdelta_dims *d, const float *cons
     size_t N, HD, C;
     float *qkv;
     int rc, dev = 0;
-    (void)train;
-    (void)seed;
-    if (!cx || lyr_gdelta_validate(d) != LYR_OK) return LYR_EINVAL;
-    if (!lyr__ptrs_ok((const void *const *)P, LYR_GD_NPARAMS) || !xn || !out || !saved || !work ||
-        !lyr__gd_bt_ok(d, B, T))
-        return LYR_EINVAL;
     dev = cx->device;
     if (dev && d->cfg.gate_is_log) return LYR_EINVAL;
     N = (size_t)B * T;
@@ -1682,10 +1762,16 @@ int lyr_gdelta_fwd(const ex_ctx *cx, const lyr_gdelta_dims *d, const float *cons
     lyr__gd_carve(d, saved, B, T, &s);
     lyr__gd_work_carve(work, N, HD, (size_t)d->Hm, &w);
     qkv = w.dqkv;
-    if (ex_copy(cx, s.xn, xn, N * C * sizeof(float)) != TK_OK ||
-        ex_matmul_fwd(cx, qkv, xn, P[LYR_GD_QKV], NULL, (int)N, (int)C, (int)(3 * HD)) != TK_OK ||
-        ex_split_heads_fwd(cx, s.q, s.k, s.v, qkv, B, T, d->Hm, d->Dk) != TK_OK)
+    if (ex_copy(cx, s.xn, xn, N * C * sizeof(float)) != TK_OK) return LYR_EFAIL;
+    if (qi) {
+        if (ex_copy(cx, s.q, qi, N * HD * sizeof(float)) != TK_OK) return LYR_EFAIL;
+        if ((rc = lyr__gd_expand(cx, d, s.k, ki, B, T)) != LYR_OK ||
+            (rc = lyr__gd_expand(cx, d, s.v, vi, B, T)) != LYR_OK)
+            return rc;
+    } else if (ex_matmul_fwd(cx, qkv, xn, P[LYR_GD_QKV], NULL, (int)N, (int)C, (int)(3 * HD)) != TK_OK ||
+               ex_split_heads_fwd(cx, s.q, s.k, s.v, qkv, B, T, d->Hm, d->Dk) != TK_OK) {
         return LYR_EFAIL;
+    }
     if (dev) {
         if ((rc = lyr__gd_gates_ops(cx, d, P, xn, s.gates, s.beta, w.dg, B, T)) != LYR_OK) return rc;
     } else {
@@ -1733,20 +1819,46 @@ int lyr_gdelta_fwd(const ex_ctx *cx, const lyr_gdelta_dims *d, const float *cons
     return LYR_OK;
 }
 
-int lyr_gdelta_bwd(const ex_ctx *cx, const lyr_gdelta_dims *d, const float *const *P, float *const *G,
-                   const float *dout, float *dxn, const float *saved, float *work,
-                   int B, int T)
+int lyr_gdelta_fwd(const ex_ctx *cx, const lyr_gdelta_dims *d, const float *const *P, const float *xn,
+                   float *out, float *saved, float *work, int B, int T, int train,
+                   uint64_t seed, lyr_gdelta_stats *stats)
+{
+    (void)train;
+    (void)seed;
+    if (!cx || lyr_gdelta_validate(d) != LYR_OK || d->qkv_shared) return LYR_EINVAL;
+    if (!lyr__ptrs_ok((const void *const *)P, LYR_GD_NPARAMS) || !xn || !out || !saved || !work ||
+        !lyr__gd_bt_ok(d, B, T))
+        return LYR_EINVAL;
+    return lyr__gd_fwd(cx, d, P, xn, NULL, NULL, NULL, out, saved, work, B, T, stats);
+}
+
+int lyr_gdelta_fwd_qkv(const ex_ctx *cx, const lyr_gdelta_dims *d, const float *const *P,
+                       const float *xn, const float *q, const float *k, const float *v, float *out,
+                       float *saved, float *work, int B, int T, int train, uint64_t seed,
+                       lyr_gdelta_stats *stats)
+{
+    const float *Pl[LYR_GD_NPARAMS];
+    (void)train;
+    (void)seed;
+    if (!cx || lyr_gdelta_validate(d) != LYR_OK || !d->qkv_shared) return LYR_EINVAL;
+    if (!lyr__ptrs_ok((const void *const *)P, LYR_GD_NPARAMS - 1) || !xn || !q || !k || !v || !out ||
+        !saved || !work || !lyr__gd_bt_ok(d, B, T))
+        return LYR_EINVAL;
+    lyr__gd_pl(d, P, Pl);
+    return lyr__gd_fwd(cx, d, Pl, xn, q, k, v, out, saved, work, B, T, stats);
+}
+
+/* the backward of both forms: with qkv_shared the gradients of q, k, v go to dqo, dko, dvo
+   (+=, each may be NULL) instead of qkv.weight. P, G indexed by LYR_GD_*. */
+static int lyr__gd_bwd(const ex_ctx *cx, const lyr_gdelta_dims *d, const float *const *P, float *const *G,
+                       const float *dout, float *dxn, float *dqo, float *dko, float *dvo, const float *saved,
+                       float *work, int B, int T)
 {
     lyr__gd_saved s;
     lyr__gd_work w;
     gd_saved gs;
     size_t N, HD, C, Hm;
     int rc, dev = 0;
-    if (!cx || lyr_gdelta_validate(d) != LYR_OK) return LYR_EINVAL;
-    if (!lyr__ptrs_ok((const void *const *)P, LYR_GD_NPARAMS) ||
-        !lyr__ptrs_ok((const void *const *)G, LYR_GD_NPARAMS) || !dout || !saved || !work ||
-        !lyr__gd_bt_ok(d, B, T))
-        return LYR_EINVAL;
     dev = cx->device;
     if (dev && d->cfg.gate_is_log) return LYR_EINVAL;
     N = (size_t)B * T;
@@ -1860,12 +1972,47 @@ int lyr_gdelta_bwd(const ex_ctx *cx, const lyr_gdelta_dims *d, const float *cons
                                P[LYR_GD_B_BETA], B, T, (int)C, d->Hm);
         if (rc != GD_OK) return rc == GD_ENOMEM ? LYR_ENOMEM : LYR_EFAIL;
     }
+    if (d->qkv_shared) {
+        if (dqo && ex_residual_fwd(cx, dqo, dqo, w.dq, N * HD) != TK_OK) return LYR_EFAIL;
+        if ((dko && (rc = lyr__gd_reduce(cx, d, dko, w.dk, B, T)) != LYR_OK) ||
+            (dvo && (rc = lyr__gd_reduce(cx, d, dvo, w.dv, B, T)) != LYR_OK))
+            return rc;
+        return LYR_OK;
+    }
     if (ex_zero(cx, w.dqkv, 3 * N * HD * sizeof(float)) != TK_OK ||
         ex_split_heads_bwd(cx, w.dqkv, w.dq, w.dk, w.dv, B, T, d->Hm, d->Dk) != TK_OK ||
         ex_matmul_bwd(cx, dxn, G[LYR_GD_QKV], NULL, w.dqkv, s.xn, P[LYR_GD_QKV], (int)N, (int)C,
                            (int)(3 * HD)) != TK_OK)
         return LYR_EFAIL;
     return LYR_OK;
+}
+
+int lyr_gdelta_bwd(const ex_ctx *cx, const lyr_gdelta_dims *d, const float *const *P, float *const *G,
+                   const float *dout, float *dxn, const float *saved, float *work,
+                   int B, int T)
+{
+    if (!cx || lyr_gdelta_validate(d) != LYR_OK || d->qkv_shared) return LYR_EINVAL;
+    if (!lyr__ptrs_ok((const void *const *)P, LYR_GD_NPARAMS) ||
+        !lyr__ptrs_ok((const void *const *)G, LYR_GD_NPARAMS) || !dout || !saved || !work ||
+        !lyr__gd_bt_ok(d, B, T))
+        return LYR_EINVAL;
+    return lyr__gd_bwd(cx, d, P, G, dout, dxn, NULL, NULL, NULL, saved, work, B, T);
+}
+
+int lyr_gdelta_bwd_qkv(const ex_ctx *cx, const lyr_gdelta_dims *d, const float *const *P,
+                       float *const *G, const float *dout, float *dxn, float *dq, float *dk,
+                       float *dv, const float *saved, float *work, int B, int T)
+{
+    const float *Pl[LYR_GD_NPARAMS];
+    float *Gl[LYR_GD_NPARAMS];
+    if (!cx || lyr_gdelta_validate(d) != LYR_OK || !d->qkv_shared) return LYR_EINVAL;
+    if (!lyr__ptrs_ok((const void *const *)P, LYR_GD_NPARAMS - 1) ||
+        !lyr__ptrs_ok((const void *const *)G, LYR_GD_NPARAMS - 1) || !dout || !saved || !work ||
+        !lyr__gd_bt_ok(d, B, T))
+        return LYR_EINVAL;
+    lyr__gd_pl(d, P, Pl);
+    lyr__gd_gl(d, G, Gl);
+    return lyr__gd_bwd(cx, d, Pl, Gl, dout, dxn, dq, dk, dv, saved, work, B, T);
 }
 
 /* =================================================================== MLP FFN */
@@ -2376,8 +2523,8 @@ static int lyr__polar_fwd_v(const ex_ctx *cx, const void *d, lyr_io *io)
 }
 static int lyr__polar_bwd_v(const ex_ctx *cx, const void *d, lyr_io *io)
 {
-    return lyr_polar_bwd(cx, (const lyr_polar_dims *)d, io->P, io->G, io->dout, io->dx, io->saved, io->work,
-                         io->B, io->T);
+    return lyr_polar_bwd_qkv(cx, (const lyr_polar_dims *)d, io->P, io->G, io->dout, io->dx, io->saved, io->work,
+                             io->B, io->T, io->gq, io->gk, io->gv);
 }
 
 static int lyr__gdelta_params_v(const void *d, lyr_pspec *out, int cap)
@@ -2398,14 +2545,21 @@ static size_t lyr__gdelta_work_v(const void *d, int B, int T)
 }
 static int lyr__gdelta_fwd_v(const ex_ctx *cx, const void *d, lyr_io *io)
 {
+    const lyr_gdelta_dims *gd = (const lyr_gdelta_dims *)d;
     io->stat = 0.0f; /* (the gate statistics are not asked for: on a device they are host reads) */
-    return lyr_gdelta_fwd(cx, (const lyr_gdelta_dims *)d, io->P, io->x, io->out, io->saved, io->work, io->B,
-                          io->T, io->train, io->seed, NULL);
+    if (gd && gd->qkv_shared)
+        return lyr_gdelta_fwd_qkv(cx, gd, io->P, io->x, io->mq, io->mk, io->mv, io->out, io->saved, io->work,
+                                  io->B, io->T, io->train, io->seed, NULL);
+    return lyr_gdelta_fwd(cx, gd, io->P, io->x, io->out, io->saved, io->work, io->B, io->T, io->train, io->seed,
+                          NULL);
 }
 static int lyr__gdelta_bwd_v(const ex_ctx *cx, const void *d, lyr_io *io)
 {
-    return lyr_gdelta_bwd(cx, (const lyr_gdelta_dims *)d, io->P, io->G, io->dout, io->dx, io->saved, io->work,
-                          io->B, io->T);
+    const lyr_gdelta_dims *gd = (const lyr_gdelta_dims *)d;
+    if (gd && gd->qkv_shared)
+        return lyr_gdelta_bwd_qkv(cx, gd, io->P, io->G, io->dout, io->dx, io->dmq, io->dmk, io->dmv, io->saved,
+                                  io->work, io->B, io->T);
+    return lyr_gdelta_bwd(cx, gd, io->P, io->G, io->dout, io->dx, io->saved, io->work, io->B, io->T);
 }
 
 static int lyr__norm_params_v(const void *d, lyr_pspec *out, int cap) { return lyr_norm_params((const lyr_norm_dims *)d, out, cap); }
@@ -2689,6 +2843,7 @@ int lyr_gdelta_forward(const lyr_gdelta_dims *d, const float *const *P, const fl
 {
     ex_ctx cx;
     int dev = 0;
+    if (d && d->qkv_shared) return LYR_EINVAL; /* the context forms with q, k, v only */
     if (P && lyr__ptrs_ok((const void *const *)P, LYR_GD_NPARAMS)) {
         const void *bufs[4 + LYR_GD_NPARAMS];
         int k;
@@ -2709,6 +2864,7 @@ int lyr_gdelta_backward(const lyr_gdelta_dims *d, const float *const *P, float *
 {
     ex_ctx cx;
     int dev = 0;
+    if (d && d->qkv_shared) return LYR_EINVAL; /* the context forms with q, k, v only */
     if (P && lyr__ptrs_ok((const void *const *)P, LYR_GD_NPARAMS) &&
         G && lyr__ptrs_ok((const void *const *)G, LYR_GD_NPARAMS)) {
         const void *bufs[4 + 2 * LYR_GD_NPARAMS];

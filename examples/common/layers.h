@@ -134,10 +134,30 @@
       How seed 002 combines it (eq. 16): out = out_polar + out_mem, a plain sum with no
       learned mixing gate (the readout's sigmoid gate is the only gate); the model ADDS this
       layer's out to the attention output. W_proj starts at zero, so the channel is a no-op
-      at step 0. Deviation: seed 002 reuses the attention layer's q/k/v projections; here
-      the channel has its own (so it also composes with softmax attention and with GQA).
-      Params: qkv.weight (3 Hm Dk, C), w_gamma (Hm,C), b_gamma (Hm), w_beta (Hm,C),
-      b_beta (Hm), norm.weight (Dk), g.weight (Hm Dk, C), g.bias (Hm Dk),
+      at step 0. Deviation (dims.qkv_shared 0, the default): seed 002 runs the memory on
+      the attention layer's own q, k, v; here the channel projects its own (so it also
+      composes with softmax attention), [q | k | v] = xn Wqkv^T above.
+      Shared q/k/v (dims.qkv_shared 1, issue 43 item 5; the paper's form): no qkv.weight;
+      lyr_gdelta_fwd_qkv takes q (B,Hm,T,Dk), k, v (B,Hkv,T,Dk) from the caller, and
+      lyr_gdelta_bwd_qkv returns their gradients (+=) for the caller's backward. What the
+      model passes follows the authors' code (kreasof-ai/atma model/reference.py
+      PolarAttention.forward, `out + self.mem(x, q_t, k_t, v_t)`, and model/blocks.py
+      TitansMemory, read at d36673b): the polar mixer's q, k, v exactly as polar_forward
+      scores them (lyr_polar_qkv: after the per-head RMSNorm of q and k and after the Canon
+      layers; polar has no RoPE), Hm = H heads of width Dk = D (their
+      TitansMemory(dim, num_heads, head_dim)), GQA's k and v repeated per query head (their
+      repeat_interleave: memory head h reads kv head h / (Hm / Hkv); the backward sums the
+      group's gradients into the kv head, heads in order), and the gradients flow into
+      the attention's Canon weights and projections (lyr_polar_bwd_qkv adds them to the
+      attention's own before its Canon / norm / projection backward). The gates (gamma,
+      beta from xn, their biases), the gated-RMSNorm readout and proj stay the channel's;
+      the recurrence still L2-normalises q and k (cfg.normalize_qk, as their torch path's
+      F.normalize), so the RMSNorm before it changes nothing but rounding. The parameter
+      list then starts at w_gamma (lyr_gdelta_param_base 0): 3 Hm Dk C parameters fewer.
+      Not the authors': their w_gamma / w_beta / gate / proj are Linear layers with biases
+      (here b_gamma, b_beta and g.bias only, proj without a bias, as in the own form).
+      Params: qkv.weight (3 Hm Dk, C) (own form only), w_gamma (Hm,C), b_gamma (Hm),
+      w_beta (Hm,C), b_beta (Hm), norm.weight (Dk), g.weight (Hm Dk, C), g.bias (Hm Dk),
       proj.weight (C, Hm Dk). Init: matrices normal(0, std), b_gamma = cfg.b_gamma_init
       (3.9), b_beta = cfg.b_beta_init (0), norm.weight 1, g.bias 0, proj.weight 0.
       Devices: with device buffers the whole layer runs on the CUDA device: the GEMMs, the
@@ -147,7 +167,10 @@
       loops (gd_gates_forward / gd_gates_backward, the readout with double accumulation),
       so the two agree to float rounding, not bit for bit. cfg.gate_is_log is CPU-only
       (LYR_EINVAL on the device path). saved_floats and work_floats cover both paths (the
-      work count includes gd_workspace_size_cuda in CUDA builds).
+      work count includes gd_workspace_size_cuda in CUDA builds). The shared form's
+      repeat and sum of the kv heads are ex_copy / ex_residual_fwd blocks on either device;
+      the drop-in lyr_gdelta_forward / backward refuse it (LYR_EINVAL: use the _qkv forms
+      with a context).
 
    DEVICE CONTEXT (exctx.h, issue 39): every layer has two entry points. lyr_X_fwd /
    lyr_X_bwd take an ex_ctx first: the buffers live on cx->device and every op runs there
@@ -306,6 +329,17 @@ int lyr_polar_fwd(const ex_ctx *cx, const lyr_polar_dims *d, const float *const 
 int lyr_polar_bwd(const ex_ctx *cx, const lyr_polar_dims *d, const float *const *P,
                   float *const *G, const float *dout, float *dxn, const float *saved, float *work,
                   int B, int T);
+/* The q (B,H,T,D), k, v (B,Hkv,T,D) the forward scored, inside saved (after the q/k RMSNorm
+   and the Canon layers: what polar_forward read; the gated-delta channel's input with
+   shared q/k/v). LYR_OK or LYR_EINVAL. */
+int lyr_polar_qkv(const lyr_polar_dims *d, const float *saved, int B, int T, const float **q,
+                  const float **k, const float **v);
+/* lyr_polar_bwd with extra gradients of those scored q (B,H,T,D), k, v (B,Hkv,T,D) (each
+   NULL: none) added to the attention's before the Canon / RMSNorm / projection backward
+   (a second reader of q, k, v: the shared memory channel). */
+int lyr_polar_bwd_qkv(const ex_ctx *cx, const lyr_polar_dims *d, const float *const *P,
+                      float *const *G, const float *dout, float *dxn, const float *saved, float *work,
+                      int B, int T, const float *gq, const float *gk, const float *gv);
 /* Eq. 14 as the forward computes it (its last step; decoding calls it at T = 1 for the
    gate per channel): out (B,T,C) = z W_o^T + magT W_mu^T (+ o.bias + mu.bias with
    dims.bias), z (B*T, H*D) = c merged per token times sigmoid(gl) per head or per channel.
@@ -326,6 +360,11 @@ typedef struct lyr_gdelta_dims {
     int Dk;           /* key = value width per head */
     float resid_scale;/* unused by init (proj.weight starts at 0); kept for symmetry, 1 */
     gd_config cfg;    /* gd_config_default(): chunked, chunk 32, gates as gamma */
+    int qkv_shared;   /* 0 (lyr_gdelta_dims_make): own qkv.weight (the layer as before);
+                         1: no qkv.weight, q, k, v come from the caller (the attention
+                         mixer's scored q, k, v: lyr_gdelta_fwd_qkv / lyr_gdelta_bwd_qkv) */
+    int kv_heads;     /* with qkv_shared: heads Hkv of the given k and v, divides Hm (memory
+                         head h reads kv head h / (Hm / Hkv)); not read otherwise */
 } lyr_gdelta_dims;
 
 typedef struct lyr_gdelta_stats {
@@ -335,6 +374,10 @@ typedef struct lyr_gdelta_stats {
 
 lyr_gdelta_dims lyr_gdelta_dims_make(int C, int Hm, int Dk);
 int lyr_gdelta_validate(const lyr_gdelta_dims *d);
+/* The index in the layer's parameter list of LYR_GD_W_GAMMA: 1, or 0 with qkv_shared (its
+   list has no qkv.weight: list tensor i is LYR_GD_W_GAMMA + i); -1 on bad dims. The list
+   has LYR_GD_NPARAMS - 1 + that many tensors. */
+int lyr_gdelta_param_base(const lyr_gdelta_dims *d);
 int lyr_gdelta_params(const lyr_gdelta_dims *d, lyr_pspec *out, int cap);
 int lyr_gdelta_init(const lyr_gdelta_dims *d, float *const *P, tk_rng *rng, float init_std);
 size_t lyr_gdelta_saved_floats(const lyr_gdelta_dims *d, int B, int T);
@@ -369,13 +412,28 @@ int lyr_gdelta_forward(const lyr_gdelta_dims *d, const float *const *P, const fl
 int lyr_gdelta_backward(const lyr_gdelta_dims *d, const float *const *P, float *const *G,
                         const float *dout, float *dxn, const float *saved, float *work,
                         int B, int T);
-/* The same on the device of cx. */
+/* The same on the device of cx. With dims.qkv_shared these two are LYR_EINVAL (the layer
+   needs its q, k, v: the _qkv forms below). */
 int lyr_gdelta_fwd(const ex_ctx *cx, const lyr_gdelta_dims *d, const float *const *P,
                    const float *xn, float *out, float *saved, float *work, int B, int T,
                    int train, uint64_t seed, lyr_gdelta_stats *stats);
 int lyr_gdelta_bwd(const ex_ctx *cx, const lyr_gdelta_dims *d, const float *const *P,
                    float *const *G, const float *dout, float *dxn, const float *saved,
                    float *work, int B, int T);
+/* dims.qkv_shared (else LYR_EINVAL): the channel on given q (B,Hm,T,Dk), k, v
+   (B,Hkv,T,Dk) (Hkv = dims.kv_heads; memory head h reads kv head h / (Hm / Hkv), the
+   authors' repeat_interleave), read in the forward only (copied into saved); P, G: the
+   list without qkv.weight (lyr_gdelta_param_base). The backward ACCUMULATES the gradients
+   of q, k, v into dq (B,Hm,T,Dk), dk, dv (B,Hkv,T,Dk) (each NULL: not wanted; the kv
+   heads' sum over their query heads in head order), and dxn gets only the gates' and the
+   readout gate's part. All on cx's device. */
+int lyr_gdelta_fwd_qkv(const ex_ctx *cx, const lyr_gdelta_dims *d, const float *const *P,
+                       const float *xn, const float *q, const float *k, const float *v, float *out,
+                       float *saved, float *work, int B, int T, int train, uint64_t seed,
+                       lyr_gdelta_stats *stats);
+int lyr_gdelta_bwd_qkv(const ex_ctx *cx, const lyr_gdelta_dims *d, const float *const *P,
+                       float *const *G, const float *dout, float *dxn, float *dq, float *dk,
+                       float *dv, const float *saved, float *work, int B, int T);
 
 /* ------------------------------------------------------------ MLP FFN */
 /* 4. MLP FFN (lyr_mlp_*), the model's dense FFNs:
@@ -529,6 +587,12 @@ typedef struct lyr_io {
     uint64_t seed;          /* noise of this forward (MoE Gumbel) */
     float coef;             /* backward: weight of the kind's statistic in the loss (MoE lb) */
     float stat;             /* forward, out: the kind's statistic (MoE load balance), else 0 */
+    /* the gated-delta channel with qkv_shared: the mixer's scored q, k, v (forward) and
+       their gradients (backward, +=); polar backward: gq, gk, gv extra gradients of its
+       scored q, k, v (lyr_polar_bwd_qkv). NULL (zeroed io): none */
+    const float *mq, *mk, *mv;
+    float *dmq, *dmk, *dmv;
+    const float *gq, *gk, *gv;
 } lyr_io;
 
 typedef struct lyr_kind {

@@ -287,6 +287,8 @@ struct mdl_model {
     size_t attn_stats_dcap;
     float *lwork;            /* layers.h work (max over the kinds in use) */
     float *gm;               /* (N,C) memory-channel output (forward scratch) */
+    float *gsq, *gsk, *gsv;  /* mem_qkv shared: the memory's gradients of the attention's scored
+                                q (N,H,D), k, v (N,Hkv,D) (backward scratch), else NULL */
     float lyr_loss;          /* polar distractor loss + MoE load-balance term of the last forward */
     mdl_stats *fst;          /* the statistics of the forward being run (the model's own kinds) */
     int kfail;               /* a model-side kind failed and reported it already (mdl__kret) */
@@ -411,6 +413,7 @@ mdl_config mdl_config_default(void)
     c.gd = gd_config_default();
     c.gd_heads = 0;
     c.gd_dk = 0;
+    c.mem_qkv = MDL_MEMQKV_OWN;
     c.moe_experts = 4;
     c.moe_topk = 2;
     c.moe_gumbel_tau = 0.5f;
@@ -486,6 +489,10 @@ static void mdl__dims(const mdl_config *c, lyr_polar_dims *pd, lyr_gdelta_dims *
     pd->resid_scale = rs;
     *gd = lyr_gdelta_dims_make(C, Hm, Dk);
     gd->cfg = c->gd;
+    if (c->mem_qkv == MDL_MEMQKV_SHARED) { /* the polar attention's q, k, v (validated below) */
+        gd->qkv_shared = 1;
+        gd->kv_heads = pd->Hkv;
+    }
     *md = lyr_moe_dims_make(C, c->d_ff_mult * C, c->moe_experts, c->moe_topk, c->R);
     md->gumbel_tau = c->moe_gumbel_tau;
     md->resid_scale = rs;
@@ -559,6 +566,15 @@ int mdl_config_validate(const mdl_config *c, char *err, size_t errlen)
             w += snprintf(names + w, sizeof names - (size_t)w, "%s%d %s", i ? ", " : "", i, lyr_ffn_names[i]);
         return ex_errf(err, errlen, MDL_EINVAL, "ffn must be one of %s (got %d)", names, c->ffn);
     }
+    if (c->mem_qkv != MDL_MEMQKV_OWN && c->mem_qkv != MDL_MEMQKV_SHARED)
+        return ex_errf(err, errlen, MDL_EINVAL, "mem_qkv must be MDL_MEMQKV_OWN or MDL_MEMQKV_SHARED (got %d)", c->mem_qkv);
+    if (c->mem_qkv == MDL_MEMQKV_SHARED &&
+        (c->memory != MDL_MEM_GDELTA || c->attn != MDL_ATTN_POLAR ||
+         (c->gd_heads != 0 && c->gd_heads != c->n_heads) ||
+         (c->gd_dk != 0 && (c->n_heads < 1 || c->gd_dk != c->d_model / c->n_heads))))
+        return ex_errf(err, errlen, MDL_EINVAL,
+                       "mem_qkv shared (the memory on the attention's q, k, v) needs memory gdelta, polar attention, "
+                       "gd_heads 0 or n_heads and gd_dk 0 or d_model / n_heads");
     if (c->polar_qk_norm != 0 && c->polar_qk_norm != 1)
         return ex_errf(err, errlen, MDL_EINVAL, "polar_qk_norm must be 0 or 1 (got %d)", c->polar_qk_norm);
     if (c->polar_gate != MDL_POLAR_GATE_HEAD && c->polar_gate != MDL_POLAR_GATE_CHANNEL)
@@ -1293,6 +1309,7 @@ static size_t mdl__carve(mdl_model *m, int B, int T, int train, int obs, char *b
     }
     for (l = nsets; l < m->L; l++) m->ba[l] = m->ba[0];
     m->qkv = m->atty = m->lwork = m->gm = NULL;
+    m->gsq = m->gsk = m->gsv = NULL;
     m->vz = c->value_gate ? MDL__TF(&cv, N * H) : NULL;
     if (c->attn == MDL_ATTN_SOFTMAX) {
         m->qkv = MDL__TF(&cv, N * 3 * C);
@@ -1310,6 +1327,11 @@ static size_t mdl__carve(mdl_model *m, int B, int T, int train, int obs, char *b
             w = x > w ? x : w;
         }
         if (m->cp[MDL__CP_MEM].k) m->gm = MDL__TF(&cv, N * C);
+        if (m->cp[MDL__CP_MEM].k && m->gdd.qkv_shared && train) {
+            m->gsq = MDL__TF(&cv, N * C);
+            m->gsk = MDL__TF(&cv, (size_t)N * m->pd.Hkv * (C / H));
+            m->gsv = MDL__TF(&cv, (size_t)N * m->pd.Hkv * (C / H));
+        }
         if (w) m->lwork = MDL__TF(&cv, w);
     }
     m->nf = MDL__TF(&cv, N * C);
@@ -1983,7 +2005,13 @@ static int mdl__block_fwd(mdl_model *m, int l, const float *x, float *xo, const 
     if (rc) return rc;
     if (o->train) m->lyr_loss += io.stat; /* (polar: the distractor loss) */
     if (mdl__has(m, l, MDL__CP_MEM)) { /* the memory channel: ap += mem(n1) */
+        const float *sq = NULL, *sk = NULL, *sv = NULL;
+        if (m->gdd.qkv_shared) /* the polar attention's scored q, k, v, in its saved state */
+            MDL__TRY(lyr_polar_qkv(&m->pd, a->sv[MDL__CP_MIX], B, T, &sq, &sk, &sv), "memory q/k/v");
         mdl__comp_io(m, l, MDL__CP_MEM, &io, Pp, NULL);
+        io.mq = sq;
+        io.mk = sk;
+        io.mv = sv;
         io.x = a->n1;
         io.out = m->gm;
         io.train = o->train;
@@ -2822,7 +2850,7 @@ static int mdl__block_bwd(mdl_model *m, int l)
     float *Gp[LYR_MAX_PARAMS];
     lyr_io io;
     lyr_mlp_dims ffd;
-    int rc, mix;
+    int rc, mix, shq;
     if (m->need_mu) MDL__TRY(ex_zero(&m->cx, m->dmu, sizeof(float) * (size_t)N * R), "zero");
     if (m->deta) MDL__TRY(ex_zero(&m->cx, m->deta, sizeof(float) * (size_t)N), "zero");
     /* ---- FFN branch: x_out = x_mid + eta * fo */
@@ -2858,15 +2886,33 @@ static int mdl__block_bwd(mdl_model *m, int l)
     }
     /* dbr = d(attention output [+ memory channel]); dln collects d(norm1 output) */
     MDL__TRY(ex_zero(&m->cx, m->dln, sizeof(float) * NC), "zero");
+    shq = mdl__has(m, l, MDL__CP_MEM) && m->gdd.qkv_shared;
     if (mdl__has(m, l, MDL__CP_MEM)) { /* the memory channel: dln += */
+        if (shq) { /* its gradients of the attention's q, k, v, into the attention's backward */
+            const size_t nkv = (size_t)N * m->pd.Hkv * (C / H);
+            if (!m->gsq) return mdl__fail(m, MDL_EINVAL, "memory backward: no shared q/k/v gradient buffers");
+            MDL__TRY(ex_zero(&m->cx, m->gsq, sizeof(float) * NC), "zero");
+            MDL__TRY(ex_zero(&m->cx, m->gsk, sizeof(float) * nkv), "zero");
+            MDL__TRY(ex_zero(&m->cx, m->gsv, sizeof(float) * nkv), "zero");
+        }
         mdl__comp_io(m, l, MDL__CP_MEM, &io, Pp, Gp);
         io.x = a->n1;
         io.dout = dbr;
         io.dx = m->dln;
+        if (shq) {
+            io.dmq = m->gsq;
+            io.dmk = m->gsk;
+            io.dmv = m->gsv;
+        }
         MDL__TRY(m->cp[MDL__CP_MEM].k->backward(&m->cx, m->cp[MDL__CP_MEM].d, &io), "memory backward");
     }
     mix = m->lconv[l] ? MDL__CP_LFM : MDL__CP_MIX;
     mdl__comp_io(m, l, mix, &io, Pp, Gp); /* the mixer (attention or gated conv): dln += */
+    if (shq) {
+        io.gq = m->gsq;
+        io.gk = m->gsk;
+        io.gv = m->gsv;
+    }
     io.layer = l;
     io.x = a->n1;
     io.dout = dbr;
@@ -3517,7 +3563,8 @@ double mdl_flops_per_token(const mdl_config *cfg, int T)
         La = L - Lc;
         if (cfg->memory == MDL_MEM_GDELTA) {
             double hd = (double)gd.Hm * gd.Dk;
-            per_layer += 5.0 * hd * C + 2.0 * gd.Hm * C; /* qkv, read-out gate, proj, gamma/beta */
+            /* qkv (not with mem_qkv shared: the attention's), read-out gate, proj, gamma/beta */
+            per_layer += (gd.qkv_shared ? 2.0 : 5.0) * hd * C + 2.0 * gd.Hm * C;
             /* recurrence: state read, delta write and query read, ~4 Hm Dk^2 FLOPs forward */
             extra += 3.0 * 4.0 * hd * gd.Dk;
         }
@@ -4075,6 +4122,9 @@ static int mdl__dec_polar_host(mdl_model *m, int l, int n, const float *const *P
             }
         }
     }
+    /* mem_qkv shared: the memory channel reads these q (pq is scratch after the decode) */
+    if (m->gdd.qkv_shared && mdl__has(m, l, MDL__CP_MEM))
+        MDL__TRY(ex_copy(&m->cx, d->gq, d->pq, sizeof(float) * (size_t)n * H * D), "memory q");
     for (r = 0; r < n; r++) {
         int len = d->rpos[r] + 1;
         d->ptab[r] = d->rslot[r];
@@ -4128,6 +4178,8 @@ static int mdl__dec_polar(mdl_model *m, int l, int n)
     MDL__TRY(ex_dec_polar_split(&m->cx, d->pq, d->pgl, kc, vc, d->pqkv, d->slotc, d->posc, n, H, Hkv, D, nl,
                                 pd->qk_norm, pd->qk_norm_eps),
              "polar q/k/v split, qk_norm and cache");
+    if (m->gdd.qkv_shared && mdl__has(m, l, MDL__CP_MEM)) /* mem_qkv shared: the memory's q */
+        MDL__TRY(ex_copy(&m->cx, d->gq, d->pq, sizeof(float) * (size_t)n * H * D), "memory q");
     /* each row over its slot's live keys 0..t (plenc: the lengths t + 1, set by mdl__dec_run) */
     rc = ex_dec_polar_decode(&m->cx, &pd->cfg, d->pc, d->pmag, d->pq, kc, vc, d->slotc, d->plenc, &prm, n, H, Hkv, D,
                              nl, nb);
@@ -4142,19 +4194,39 @@ static int mdl__dec_polar(mdl_model *m, int l, int n)
 /* The gated-delta channel of layer l for the n rows (lyr_gdelta_fwd's math at T = 1 per
    row): qkv = n1 W^T split per head; the gates (gd_gates_forward); gd_step on the slot's
    state (Hm, Dk, Dk) in place, one row at a time in position order; the readout
-   z = RMSNorm(r) * norm_w * sigmoid(n1 W_g^T + b_g), gm = z W_proj^T. */
+   z = RMSNorm(r) * norm_w * sigmoid(n1 W_g^T + b_g), gm = z W_proj^T. With mem_qkv shared
+   q is the polar layer's (copied into gq by mdl__dec_polar*, after its norm and Canon) and
+   k, v its cached ones at the row's position (kv head h / (Hm / Hkv) per memory head): what
+   lyr_gdelta_fwd_qkv reads at that position. */
 static int mdl__dec_gdelta(mdl_model *m, int l, int n)
 {
     struct mdl__dec *d = m->dec;
     const lyr_gdelta_dims *gd = &m->gdd;
-    const float *Pp[LYR_MAX_PARAMS];
+    const float *Pl[LYR_MAX_PARAMS], *Pp[LYR_MAX_PARAMS];
     lyr_io io;
     const int C = m->C, Hm = gd->Hm, Dk = gd->Dk, HD = Hm * Dk, nb = d->nb;
     float *table = d->gst + (size_t)l * nb * Hm * Dk * Dk;
     int rc;
-    mdl__io(m, &m->cp[MDL__CP_MEM], m->bp[l].cp[MDL__CP_MEM], NULL, NULL, &io, Pp, NULL);
-    MDL__TRY(mdl__linear(&m->cx, d->gqkv, d->n1, Pp[LYR_GD_QKV], NULL, n, C, 3 * HD), "memory qkv GEMM");
-    MDL__TRY(ex_split_heads_fwd(&m->cx, d->gq, d->gk, d->gv, d->gqkv, n, 1, Hm, Dk), "memory heads");
+    mdl__io(m, &m->cp[MDL__CP_MEM], m->bp[l].cp[MDL__CP_MEM], NULL, NULL, &io, Pl, NULL);
+    if (gd->qkv_shared) { /* the list has no qkv.weight: Pp indexed by LYR_GD_* */
+        const int Hkv = gd->kv_heads, grp = Hm / Hkv, nl = d->nl;
+        const float *kc = d->kc + (size_t)l * nb * nl * C, *vc = d->vc + (size_t)l * nb * nl * C;
+        int i, r, h;
+        Pp[LYR_GD_QKV] = NULL;
+        for (i = 1; i < LYR_GD_NPARAMS; i++) Pp[i] = Pl[i - 1];
+        for (r = 0; r < n; r++)
+            for (h = 0; h < Hm; h++) {
+                const size_t src = (((size_t)d->rslot[r] * Hkv + h / grp) * nl + d->rpos[r]) * Dk,
+                             dst = ((size_t)r * Hm + h) * Dk;
+                MDL__TRY(ex_copy(&m->cx, d->gk + dst, kc + src, sizeof(float) * (size_t)Dk), "memory k");
+                MDL__TRY(ex_copy(&m->cx, d->gv + dst, vc + src, sizeof(float) * (size_t)Dk), "memory v");
+            }
+    } else {
+        int i;
+        for (i = 0; i < LYR_GD_NPARAMS; i++) Pp[i] = Pl[i];
+        MDL__TRY(mdl__linear(&m->cx, d->gqkv, d->n1, Pp[LYR_GD_QKV], NULL, n, C, 3 * HD), "memory qkv GEMM");
+        MDL__TRY(ex_split_heads_fwd(&m->cx, d->gq, d->gk, d->gv, d->gqkv, n, 1, Hm, Dk), "memory heads");
+    }
     /* the gates (B = n rows, T = 1: (n, Hm)); gg as the device's scratch (before its GEMM) */
     rc = lyr_gdelta_gates(&m->cx, gd, Pp, d->n1, d->ggt, d->gbt, d->gg, n, 1);
     if (rc != LYR_OK) return mdl__fail(m, MDL_EFAIL, "gated-delta gates failed (code %d)", rc);

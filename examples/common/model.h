@@ -53,6 +53,7 @@ enum { MDL_POLAR_GATE_HEAD = 0, MDL_POLAR_GATE_CHANNEL = 1 }; /* mdl_config.pola
    era_sinusoid_bias / era_relative_bias with cfg.fixed_prior): fixed, no parameters. */
 enum { MDL_PRIOR_NONE = 0, MDL_PRIOR_RPA = 1, MDL_PRIOR_ERA = 2, MDL_PRIOR_SINUSOID = 3, MDL_PRIOR_RELATIVE = 4 };
 enum { MDL_MEM_NONE = 0, MDL_MEM_GDELTA = 1 };
+enum { MDL_MEMQKV_OWN = 0, MDL_MEMQKV_SHARED = 1 }; /* mdl_config.mem_qkv */
 /* FFN kinds: rows of layers.h's FFN table (lyr_ffn), by index; later rows have no name
    here: lyr_ffn_find("name") gives their index (the --ffn flag takes the names). */
 enum { MDL_FFN_GELU = 0, MDL_FFN_RELU2 = 1, MDL_FFN_MOE = 2 };
@@ -155,6 +156,20 @@ typedef struct mdl_config {
     gd_config gd;
     int gd_heads;       /* memory heads, 0 = n_heads */
     int gd_dk;          /* key/value width per memory head, 0 = C / gd_heads */
+    int mem_qkv;        /* MDL_MEMQKV_OWN (the default; the model as before, bit for bit): the
+                           memory channel projects its own q, k, v ("blocks.l.gdelta.qkv.weight"
+                           (3 Hm Dk, C)). MDL_MEMQKV_SHARED (seed 002 §3.3; the authors' code,
+                           kreasof-ai/atma PolarAttention: self.mem(x, q_t, k_t, v_t)): the
+                           memory reads the polar attention's own q, k, v as polar_forward
+                           scores them (after the q/k RMSNorm and the Canon layers; the model's
+                           polar attention has no RoPE), GQA's k, v repeated per query head
+                           (memory head h reads kv head h / (H / Hkv)), and its gradients flow
+                           back into the attention's projections (and Canon weights); no
+                           qkv.weight of its own (3 C^2 fewer parameters per layer). Needs
+                           memory gdelta and polar attention, gd_heads 0 or n_heads and gd_dk 0
+                           or C / n_heads (Hm = H, Dk = D, as the authors' TitansMemory(dim, H,
+                           head_dim)). Token-by-token decoding covers it exactly (the polar
+                           layer's q and cached k, v). wt2_train --mem-qkv own|shared */
     /* fuzzy MoE (seed 000 Listing 5) */
     int moe_experts;    /* E, 4 */
     int moe_topk;       /* 2 */
@@ -506,7 +521,8 @@ int mdl_frozen_copy(const mdl_model *m, const unsigned char *frozen, float *buf,
                           per-head temperatures; polar attention (polar.h's polar_decode
                           over the slot's keys, one cache block per slot, GQA, window);
                           the gated-delta channel (gdelta.h's gd_step on a per-slot state,
-                          in place); the causal convolution (a ring of the slot's last K
+                          in place; with mem_qkv shared on the polar layer's q after its
+                          norm and Canon and its cached k, v of the row); the causal convolution (a ring of the slot's last K
                           norm outputs); the gated short convolution of cfg.layer_pattern's
                           'c' layers (a ring of the slot's last lfm_k values of y = B x).
                           It refuses what mdl_decode_limit lists (one table:

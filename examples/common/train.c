@@ -325,6 +325,7 @@ static const char *const trn__peval_names[] = {"running", "batch", NULL};
 static const char *const trn__ceas_preset_names[] = {"9k", "14m", "gpt", NULL};
 static const char *const trn__onoff_names[] = {"off", "on", NULL};
 static const char *const trn__pgate_names[] = {"head", "channel", NULL}; /* MDL_POLAR_GATE_* order */
+static const char *const trn__memqkv_names[] = {"own", "shared", NULL}; /* MDL_MEMQKV_* order */
 static const char *const trn__mxcost_names[] = {"time", "flops", NULL}; /* MX_COST_* order */
 static const char *const trn__device_names[] = {"cpu", "cuda", NULL}; /* MDL_DEVICE_* order */
 static const char *const trn__precision_names[] = {"fp32", "tf32", "bf16", NULL}; /* TK_MATH_* order */
@@ -391,6 +392,12 @@ static const trn__opt trn__opts[] = {
     {"gd-heads", K_INT, TO(model.gd_heads), NULL, 1, "memory heads (0: heads)"},
     {"gd-dk", K_INT, TO(model.gd_dk), NULL, 1, "memory key width (0: C / gd-heads)"},
     {"gd-chunk", K_INT, TO(model.gd.chunk_size), NULL, 1, "gated-delta chunk length"},
+    /* issue 43 item 5: in the configuration JSON only when shared (trn__opt_live), so
+       earlier runs and their checkpoints are unchanged */
+    {"mem-qkv", K_ENUM, TO(model.mem_qkv), trn__memqkv_names, 1,
+     "memory channel's q, k, v: own (its own projection) | shared (the polar attention's scored q, k, v "
+     "after qk-norm and Canon, GQA's k, v repeated per head; seed 002 section 3.3 and the authors' code; "
+     "no qkv.weight of its own; needs --memory gdelta --attn polar)"},
     {"experts", K_INT, TO(model.moe_experts), NULL, 1, "MoE experts E"},
     {"topk", K_INT, TO(model.moe_topk), NULL, 1, "MoE experts per token"},
     {"gumbel-tau", K_F, TO(model.moe_gumbel_tau), NULL, 1, "MoE Gumbel softmax temperature"},
@@ -793,6 +800,7 @@ static int trn__opt_live(const trn_config *c, const trn__opt *o)
     if (!strcmp(o->flag, "qk-norm")) return c->model.polar_qk_norm != 1;
     if (!strcmp(o->flag, "polar-gate")) return c->model.polar_gate != MDL_POLAR_GATE_HEAD;
     if (!strcmp(o->flag, "canon-k")) return c->model.polar_canon_k != 0;
+    if (!strcmp(o->flag, "mem-qkv")) return c->model.mem_qkv != MDL_MEMQKV_OWN;
     if (!strncmp(o->flag, "sigreg", 6)) return c->sigreg != SGR_OFF; /* absent from runs without it */
     if (!strcmp(o->flag, "layer-pattern") || !strcmp(o->flag, "lfm-k")) return c->model.layer_pattern[0] != 0;
     if (!strncmp(o->flag, "fixed-prior-", 12))
