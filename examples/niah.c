@@ -94,12 +94,14 @@ static void usage(FILE *f, const niah_config *c)
             "the model and recipe around the arms (issue 43; --preset sets them, later flags override):\n"
             "  --preset default|atma   atma: seed 002's architecture at this scale: d 64, 8 layers ccAcccAc (LFM2\n"
             "                          gated convolutions + two attention layers), 4 heads of 16, polar with 1\n"
-            "                          kv head, q/k norm, Canon 4, channel gate, relu2, RMSNorm, conv 0, Muon,\n"
+            "                          kv head, q/k norm, Canon 4, channel gate, memory on the attention's\n"
+            "                          q/k/v, relu2, RMSNorm, conv 0, Muon,\n"
             "                          lr flat 0.3 then cosine to 0\n"
             "  --layer-pattern P       per-layer mixer, repeated: A attention, c LFM2 gated conv ['': all A]\n"
             "  --lfm-k K               gated convolution kernel [3]\n"
             "  --ffn gelu|relu2  --norm layernorm|rmsnorm\n"
             "  --kv-heads N  --qk-norm on|off  --polar-gate head|channel  --canon-k K   polar arms\n"
+            "  --mem-qkv own|shared    polar+gdelta: the memory's own q/k/v or the attention's (seed 002's)\n"
             "  --optimizer adamw|muon  --muon-momentum X  --muon-ns-steps N\n"
             "  --sigreg off|weak|strong|discrete|zipfian  --sigreg-alpha X   seed 002's regulariser\n"
             "  --lr-flat F  --lr-floor F   peak held for F of the steps after warm-up; cosine end [0, 0.1]\n"
@@ -152,6 +154,8 @@ static const char *const onoff_names[] = {"off", "on", NULL};
 static const int onoff_vals[] = {0, 1};
 static const char *const gate_names[] = {"head", "channel", NULL};
 static const int gate_vals[] = {MDL_POLAR_GATE_HEAD, MDL_POLAR_GATE_CHANNEL};
+static const char *const memqkv_names[] = {"own", "shared", NULL};
+static const int memqkv_vals[] = {MDL_MEMQKV_OWN, MDL_MEMQKV_SHARED};
 static const char *const opt_names[] = {"adamw", "muon", NULL};
 static const int opt_vals[] = {NIAH_OPT_ADAMW, NIAH_OPT_MUON};
 static const char *const sigreg_names[] = {"off", "weak", "strong", "discrete", "zipfian", NULL};
@@ -548,6 +552,7 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--qk-norm")) bad = pick(v, onoff_names, onoff_vals, &c.qk_norm);
         else if (!strcmp(a, "--polar-gate")) bad = pick(v, gate_names, gate_vals, &c.polar_gate);
         else if (!strcmp(a, "--optimizer")) bad = pick(v, opt_names, opt_vals, &c.optimizer);
+        else if (!strcmp(a, "--mem-qkv")) bad = pick(v, memqkv_names, memqkv_vals, &c.mem_qkv);
         else if (!strcmp(a, "--sigreg")) bad = pick(v, sigreg_names, sigreg_vals, &c.sigreg);
         else if (!strcmp(a, "--haystack")) {
             if (!strcmp(v, "text")) c.haystack = NIAH_HAY_TEXT;

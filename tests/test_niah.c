@@ -794,7 +794,7 @@ static void test_atma_preset_and_checks(void)
     CHECK(!strcmp(c.preset, "atma") && !strcmp(c.layer_pattern, "ccAc"));
     CHECK(c.d_model == 64 && c.n_layers == 8 && c.n_heads == 4 && c.kv_heads == 1 && c.conv_k == 0);
     CHECK(c.ffn == MDL_FFN_RELU2 && c.norm == MDL_NORM_RMS && c.qk_norm == 1 && c.canon_k == 4);
-    CHECK(c.polar_gate == MDL_POLAR_GATE_CHANNEL && c.optimizer == NIAH_OPT_MUON);
+    CHECK(c.polar_gate == MDL_POLAR_GATE_CHANNEL && c.optimizer == NIAH_OPT_MUON && c.mem_qkv == MDL_MEMQKV_SHARED);
     CHECK(c.lr_flat == 0.3 && c.lr_floor == 0.0);
     CHECK(c.steps == d.steps && c.batch == d.batch && c.train_len == d.train_len); /* the grid's budget */
     CHECK_INT_EQ(niah_config_check(&c, err, sizeof err), NIAH_OK);
@@ -820,6 +820,7 @@ static void test_atma_preset_and_checks(void)
     BAD(qk_norm, 2, "qk_norm");
     BAD(polar_gate, 5, "gate");
     BAD(optimizer, 2, "optimizer");
+    BAD(mem_qkv, 2, "mem_qkv");
     BAD(muon_momentum, 1.0f, "Muon");
     BAD(muon_ns_steps, 0, "Muon");
     BAD(sigreg, 9, "sigreg");
@@ -875,7 +876,8 @@ static void test_atma_end_to_end(void)
     CHECK_INT_EQ(niah_run(&c, g_tok, g_tr.ids, g_tr.n, g_te.ids, g_te.n, r1, 2, &n, NULL, NULL, err, sizeof err),
                  NIAH_OK);
     CHECK_INT_EQ(n, 2);
-    CHECK(!strcmp(r1[0].preset, "atma") && strstr(r1[0].model, "pattern=ccAc") && strstr(r1[0].model, "opt=muon"));
+    CHECK(!strcmp(r1[0].preset, "atma") && strstr(r1[0].model, "pattern=ccAc") && strstr(r1[0].model, "opt=muon") &&
+          strstr(r1[0].model, "memqkv=shared"));
     CHECK(r1[1].train_ce > 0.0 && r1[1].train_ce < 20.0 && r1[1].doc_ce > 0.0);
     niah_result_json(&r1[1], 1, line, sizeof line);
     CHECK(strstr(line, "\"preset\": \"atma\"") && strstr(line, "\"model\": \"d16 L4 H2 pattern=ccAc"));

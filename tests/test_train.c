@@ -438,7 +438,8 @@ static void test_preset_names(void)
         CHECK(!strcmp(c.model.layer_pattern, "ccAc") && c.model.n_layers == 8 && c.model.lfm_k == 3); /* 3:1 */
         CHECK(c.model.attn == MDL_ATTN_POLAR && c.model.n_heads == 4 * c.model.polar_kv_heads);    /* GQA 1:4 */
         CHECK(c.model.polar_qk_norm == 1 && c.model.polar_canon_k == 4 && c.model.polar_gate == MDL_POLAR_GATE_CHANNEL);
-        CHECK(c.model.memory == MDL_MEM_GDELTA && c.model.ffn == MDL_FFN_RELU2 && c.model.d_ff_mult == 4);
+        CHECK(c.model.memory == MDL_MEM_GDELTA && c.model.mem_qkv == MDL_MEMQKV_SHARED && c.model.ffn == MDL_FFN_RELU2 &&
+              c.model.d_ff_mult == 4);
         CHECK(c.model.norm == MDL_NORM_RMS && c.model.pos == MDL_POS_NONE && c.optimizer == TRN_OPT_MUON);
         CHECK(c.lr_flat_frac == 0.3f && c.lr_floor_frac == 0.0f && c.steps == 300); /* the 70 % cooldown */
     }

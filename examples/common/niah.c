@@ -500,6 +500,7 @@ niah_config niah_config_default(void)
     c.qk_norm = 1;
     c.polar_gate = MDL_POLAR_GATE_HEAD;
     c.canon_k = 0;
+    c.mem_qkv = MDL_MEMQKV_OWN;
     c.optimizer = NIAH_OPT_ADAMW;
     c.muon_momentum = 0.95f;
     c.muon_ns_steps = 5;
@@ -528,6 +529,7 @@ int niah_config_preset(niah_config *c, const char *name)
         c->qk_norm = d.qk_norm;
         c->polar_gate = d.polar_gate;
         c->canon_k = d.canon_k;
+        c->mem_qkv = d.mem_qkv;
         c->optimizer = d.optimizer;
         c->lr_flat = d.lr_flat;
         c->lr_floor = d.lr_floor;
@@ -547,6 +549,7 @@ int niah_config_preset(niah_config *c, const char *name)
         c->qk_norm = 1;
         c->polar_gate = MDL_POLAR_GATE_CHANNEL;
         c->canon_k = 4;
+        c->mem_qkv = MDL_MEMQKV_SHARED;
         c->optimizer = NIAH_OPT_MUON;
         c->lr_flat = 0.3;
         c->lr_floor = 0.0;
@@ -610,6 +613,8 @@ static int niah__validate(const niah_config *c, char *err, size_t errlen)
     if ((c->qk_norm != 0 && c->qk_norm != 1) ||
         (c->polar_gate != MDL_POLAR_GATE_HEAD && c->polar_gate != MDL_POLAR_GATE_CHANNEL))
         return ex_errf(err, errlen, NIAH_EINVAL, "niah: qk_norm 0/1 and the polar gate head or channel");
+    if (c->mem_qkv != MDL_MEMQKV_OWN && c->mem_qkv != MDL_MEMQKV_SHARED)
+        return ex_errf(err, errlen, NIAH_EINVAL, "niah: mem_qkv must be own or shared");
     if (c->optimizer != NIAH_OPT_ADAMW && c->optimizer != NIAH_OPT_MUON)
         return ex_errf(err, errlen, NIAH_EINVAL, "niah: optimizer must be adamw or muon");
     if (!(c->muon_momentum >= 0.0f && c->muon_momentum < 1.0f) || c->muon_ns_steps < 1 || c->muon_ns_steps > 20)
@@ -655,6 +660,7 @@ static mdl_config niah__model_config(const niah_config *c, int arm, int V, int m
         m.polar_qk_norm = c->qk_norm;
         m.polar_gate = c->polar_gate;
         m.polar_canon_k = c->canon_k;
+        if (m.memory == MDL_MEM_GDELTA) m.mem_qkv = c->mem_qkv; /* polar+gdelta only */
     }
     return m;
 }
@@ -675,6 +681,10 @@ static const char *niah__model_desc(const niah_config *c, char *buf, size_t cap)
              c->sigreg ? (double)c->sigreg_alpha : 0.0, c->window, c->distractor,
              c->distractor ? (double)c->distractor_weight : 0.0, c->steps, c->batch, c->train_len, (double)c->lr,
              (double)c->lr_flat, (double)c->lr_floor);
+    if (c->mem_qkv == MDL_MEMQKV_SHARED) { /* named only when shared: the earlier lines stay as they were */
+        size_t n = strlen(buf);
+        snprintf(buf + n, cap - n, " memqkv=shared");
+    }
     return buf;
 }
 

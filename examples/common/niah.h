@@ -183,6 +183,8 @@ typedef struct niah_config {
     int qk_norm;             /* polar arms: RMSNorm of q and k per head (1) */
     int polar_gate;          /* polar arms: MDL_POLAR_GATE_HEAD or _CHANNEL (+ output biases) */
     int canon_k;             /* polar arms: Canon layers' kernel on q, k, v (0 off) */
+    int mem_qkv;             /* polar+gdelta: MDL_MEMQKV_OWN (the memory's own projections) or
+                                MDL_MEMQKV_SHARED (the attention's q, k, v: seed 002's form) */
     int optimizer;           /* NIAH_OPT_ADAMW or NIAH_OPT_MUON (train.h's Muon on the
                                 blocks' matrices, AdamW on the rest, one lr and wd) */
     float muon_momentum;     /* 0.95 */
@@ -203,7 +205,8 @@ niah_config niah_config_default(void);
    (the paper's d_k 128 needs d >= 512 with 4 heads; 4 heads is the fewest that keeps GQA
    1:4 with a whole key/value head; --d-model 128 gives width 32 at ~3x the cost), polar
    arms with 1 key/value head (GQA H/4), q/k RMSNorm, Canon layers of kernel 4 and the
-   per-channel output gate with biases, squared-ReLU FFN 4x, RMSNorm, no stand-in
+   per-channel output gate with biases, the memory on the attention's own q, k, v
+   (mem_qkv shared), squared-ReLU FFN 4x, RMSNorm, no stand-in
    convolution (conv 0: the LFM2 layers and Canon give local order), Muon, and seed
    002's cosine with a 70 % cooldown (lr_flat 0.3, lr_floor 0) after the 5 % warm-up.
    Softmax arms run the same hybrid with softmax in the 'A' layer (no GQA, Canon or q/k

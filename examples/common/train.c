@@ -289,6 +289,7 @@ int trn_preset(const char *name, trn_config *c)
         c->model.polar_qk_norm = 1;
         c->model.polar_gate = MDL_POLAR_GATE_CHANNEL;
         c->model.polar_canon_k = 4;
+        c->model.mem_qkv = MDL_MEMQKV_SHARED;
         snprintf(c->model.layer_pattern, sizeof c->model.layer_pattern, "ccAc");
         c->model.lfm_k = 3;
         c->context = 128;
@@ -776,7 +777,8 @@ void trn_print_presets(FILE *f)
 "                 code) [paper: the 3:1 hybrid], 4 heads with 1 key/value head (GQA H/4), q/k\n"
 "                 RMSNorm, Canon layers of kernel 4 on q/k/v, the per-channel output gate\n"
 "                 with output biases [paper / authors' code], the gated-delta memory in the\n"
-"                 attention layers [paper], squared-ReLU FFN 4x, RMSNorm, no positions,\n"
+"                 attention layers on their q, k, v (--mem-qkv shared) [paper], squared-ReLU\n"
+"                 FFN 4x, RMSNorm, no positions,\n"
 "                 Muon on the blocks' matrices, flat 30% then cosine to 0 (the 70%\n"
 "                 cooldown) [paper]; d 128, head width 32 (the paper's d_k 128 does not fit\n"
 "                 the budget), lr 2e-3 with 20 warm-up steps, the tiny budget [ours].\n"
