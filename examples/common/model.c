@@ -321,12 +321,17 @@ struct mdl_model {
        prior's log_sigma and alpha; mdl__scal): block l's are the span sc_lo[l] ..
        sc_lo[l] + sc_n[l] - 1 of the parameter buffer (contiguous but for the ERA centers
        between gac_tau and log_sigma), mirrored at sc + sc_at[l]. Every mdl_forward
-       refreshes it first (one copy per block: a 4-byte-scale transfer on a device model,
-       a memcpy on the CPU), so it follows whatever changed the parameters since (an
+       refreshes it first (on a device model the spans gathered on the device and read
+       back with one copy, one host wait; a memcpy per block on the CPU), so it follows whatever changed the parameters since (an
        optimiser step, a checkpoint, EMA / SWA swaps, a controller's tau); the rest of
        that forward and its backward read it, never the parameter buffer. */
     float *sc;
     size_t sc_lo[MDL_MAX_LAYERS], sc_n[MDL_MAX_LAYERS], sc_at[MDL_MAX_LAYERS];
+    /* device model: the staging of host reads of scalars (sc_cap floats, device memory):
+       the mirror's spans (and mdl_scalars_get's floats) gathered there by device copies
+       on the model's stream, then read back with one copy, one host wait */
+    float *sc_d;
+    size_t sc_cap;
     /* seed 004 section 6 (C): the GELU MLP's per-layer activation gain a_l (act = gelu(a_l u);
        not a parameter: no gradient, set by mdl_act_gain_set), 1 at creation; gain_fwd: the
        gains the last forward ran with (its backward reads these) */
@@ -1062,6 +1067,15 @@ int mdl_create_on(mdl_model **out, const mdl_config *cfg, uint64_t seed, int dev
                 return ex_errf(err, errlen, MDL_ENOMEM, "mdl_create: out of memory (scalar parameters)");
             }
         }
+        if (device != MDL_DEVICE_CPU) {
+            void *p = NULL;
+            m->sc_cap = nsc > MDL_MAX_LAYERS ? nsc : MDL_MAX_LAYERS;
+            if (ex_alloc(&m->cx, &p, sizeof(float) * m->sc_cap) != TK_OK) {
+                mdl_destroy(m);
+                return ex_errf(err, errlen, MDL_ENOMEM, "mdl_create: out of memory (scalar staging on the device)");
+            }
+            m->sc_d = (float *)p;
+        }
     }
     m->params = (float *)malloc(sizeof(float) * m->nparams);
     if (m->params) {
@@ -1122,6 +1136,7 @@ void mdl_destroy(mdl_model *m)
     for (l = 0; l < MDL__FXB_SLOTS; l++) free(m->fxb[l]);
     free(m->pstats);
     free(m->sc);
+    if (m->sc_d) mdl__free_dev(m, m->sc_d);
     mdl__free_dev(m, m->pstats_d);
     free(m->mu_h);
     mdl__free_dev(m, m->params);
@@ -1487,6 +1502,27 @@ float mdl_scalar_get(const mdl_model *m, const float *base, size_t off)
     return v;
 }
 
+int mdl_scalars_get(const mdl_model *m, const float *base, const size_t *off, int n, float *out)
+{
+    int i, k, rc = MDL_OK;
+    if (!m || n < 0 || (n > 0 && (!base || !off || !out))) return MDL_EINVAL;
+    if (m->cx.device == EX_CPU) {
+        for (i = 0; i < n; i++) out[i] = base[off[i]];
+        return MDL_OK;
+    }
+    for (i = 0; i < n; i += k) { /* (sc_cap >= MDL_MAX_LAYERS floats: one round for a layer's list) */
+        int j;
+        k = n - i < (int)m->sc_cap ? n - i : (int)m->sc_cap;
+        for (j = 0; j < k && rc == MDL_OK; j++)
+            if (ex_copy(&m->cx, m->sc_d + j, base + off[i + j], sizeof(float)) != TK_OK) rc = MDL_EFAIL;
+        if (rc == MDL_OK && ex_to_host(&m->cx, out + i, m->sc_d, sizeof(float) * (size_t)k) != TK_OK) rc = MDL_EFAIL;
+        if (rc != MDL_OK) break;
+    }
+    if (rc != MDL_OK)
+        for (i = 0; i < n; i++) out[i] = (float)NAN;
+    return rc;
+}
+
 /* A scalar gradient (base + off) added to from the host: x + dv in place, on the model's
    stream (tk_shift: the value travels as a kernel argument, no copy, no wait); a failure
    leaves the gradient as it was and the device's error sticky for the next checked op. */
@@ -1495,12 +1531,30 @@ static void mdl__sadd(const mdl_model *m, float *base, size_t off, float dv)
     (void)ex_shift(&m->cx, base + off, base + off, dv, 1);
 }
 
-/* The mirror's refresh (mdl_forward, before the blocks): one copy per block. A failed
-   copy leaves NaN there (as a failed scalar read did), which the forward's checks or the
+/* The mirror's refresh (mdl_forward, before the blocks): on a device model each block's
+   span is copied into the device staging sc_d at its mirror offset (device copies on the
+   model's stream, no wait), then the whole mirror is read back with one copy (one host
+   wait per forward, not one per block); on the CPU a memcpy per block. A failed copy
+   leaves NaN there (as a failed scalar read did), which the forward's checks or the
    trainer's finiteness checks catch. */
 static void mdl__scal_refresh(mdl_model *m)
 {
     int l;
+    if (m->cx.device != EX_CPU) {
+        size_t nsc = 0, i;
+        int ok = 1;
+        for (l = 0; l < m->L; l++) {
+            if (!m->sc_n[l]) continue;
+            if (ex_copy(&m->cx, m->sc_d + m->sc_at[l], m->params + m->sc_lo[l], sizeof(float) * m->sc_n[l]) !=
+                TK_OK)
+                ok = 0;
+            nsc = m->sc_at[l] + m->sc_n[l];
+        }
+        if (!nsc) return;
+        if (!ok || ex_to_host(&m->cx, m->sc, m->sc_d, sizeof(float) * nsc) != TK_OK)
+            for (i = 0; i < nsc; i++) m->sc[i] = (float)NAN;
+        return;
+    }
     for (l = 0; l < m->L; l++) {
         float *d;
         size_t i;
