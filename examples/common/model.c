@@ -229,8 +229,10 @@ struct mdl_model {
     ex_rpa_cache pcache[MDL_MAX_LAYERS]; /* on the model's device (pcache_on: in use) */
     float *pstats_d;         /* device copy of pstats' memberships (device model, running prior) */
     unsigned long pstats_d_gen; /* pgen + 1 of the copy; 0: none */
-    float *mu_h;             /* (N,R) host staging of a layer's memberships (device model) */
+    float *mu_h;             /* (L,N,R) host staging of every layer's memberships */
     size_t mu_h_cap;
+    float *mu_d;             /* (L,N,R) device model: their device staging (mdl__mu_all) */
+    size_t mu_d_cap;
     int pcache_on[MDL_MAX_LAYERS], pdiag_T[MDL_MAX_LAYERS];
     unsigned long pcache_gen[MDL_MAX_LAYERS];
     struct mdl__pctx pctx[MDL_MAX_LAYERS];
@@ -1139,6 +1141,7 @@ void mdl_destroy(mdl_model *m)
     if (m->sc_d) mdl__free_dev(m, m->sc_d);
     mdl__free_dev(m, m->pstats_d);
     free(m->mu_h);
+    if (m->mu_d) mdl__free_dev(m, m->mu_d);
     mdl__free_dev(m, m->params);
     mdl__free_dev(m, m->grads);
     free(m->tensors);
@@ -2375,6 +2378,45 @@ const double *mdl_token_ce(const mdl_model *m)
     return m && m->act && m->have_tce ? m->rowce : NULL;
 }
 
+/* Every layer's memberships of the last training forward, layer l's (B,T,R) at
+   mu_h + l B T R on the host: on a device model gathered into the device staging mu_d by
+   device copies on the model's stream (no wait), then read back with one copy (one host
+   wait for all layers, not one per layer); memcpy's on the CPU. The staging buffers grow
+   to the largest batch seen (the steps after the first allocate nothing). */
+static int mdl__mu_all(mdl_model *m, const char *who)
+{
+    size_t n = (size_t)m->B * m->T * m->R, all = n * (size_t)m->L;
+    int l;
+    if (all > m->mu_h_cap) {
+        float *p = (float *)realloc(m->mu_h, sizeof(float) * all);
+        if (!p) return mdl__fail(m, MDL_ENOMEM, "%s: out of memory", who);
+        m->mu_h = p;
+        m->mu_h_cap = all;
+    }
+    if (m->cx.device == EX_CPU) {
+        for (l = 0; l < m->L; l++)
+            if (ex_to_host(&m->cx, m->mu_h + (size_t)l * n, m->ba[l].mu, sizeof(float) * n) != TK_OK)
+                return mdl__fail(m, MDL_EFAIL, "%s: copy of the memberships failed", who);
+        return MDL_OK;
+    }
+    if (all > m->mu_d_cap) {
+        void *p = NULL;
+        if (m->mu_d) mdl__free_dev(m, m->mu_d);
+        m->mu_d = NULL;
+        m->mu_d_cap = 0;
+        if (ex_alloc(&m->cx, &p, sizeof(float) * all) != TK_OK)
+            return mdl__fail(m, MDL_ENOMEM, "%s: out of device memory (membership staging)", who);
+        m->mu_d = (float *)p;
+        m->mu_d_cap = all;
+    }
+    for (l = 0; l < m->L; l++)
+        if (ex_copy(&m->cx, m->mu_d + (size_t)l * n, m->ba[l].mu, sizeof(float) * n) != TK_OK)
+            return mdl__fail(m, MDL_EFAIL, "%s: copy of the memberships failed", who);
+    if (ex_to_host(&m->cx, m->mu_h, m->mu_d, sizeof(float) * all) != TK_OK)
+        return mdl__fail(m, MDL_EFAIL, "%s: copy of the memberships failed", who);
+    return MDL_OK;
+}
+
 int mdl_prior_stats_update(mdl_model *m, float momentum)
 {
     int l, t, b, r, B, T, R, maxT;
@@ -2390,18 +2432,11 @@ int mdl_prior_stats_update(mdl_model *m, float momentum)
     R = m->R;
     maxT = m->cfg.max_T;
     cnt = m->pstats + (size_t)m->L * maxT * R;
-    if ((size_t)B * T * R > m->mu_h_cap) {
-        float *p = (float *)realloc(m->mu_h, sizeof(float) * (size_t)B * T * R);
-        if (!p) return mdl__fail(m, MDL_ENOMEM, "mdl_prior_stats_update: out of memory");
-        m->mu_h = p;
-        m->mu_h_cap = (size_t)B * T * R;
-    }
+    /* every layer's memberships, staged on the host (one read on a device model) */
+    if ((b = mdl__mu_all(m, "mdl_prior_stats_update")) != MDL_OK) return b;
     for (l = 0; l < m->L; l++) {
-        const float *mu = m->mu_h;
+        const float *mu = m->mu_h + (size_t)l * B * T * R;
         float *run;
-        /* the layer's memberships, staged on the host (a copy on the CPU model) */
-        if (ex_to_host(&m->cx, m->mu_h, m->ba[l].mu, sizeof(float) * (size_t)B * T * R) != TK_OK)
-            return mdl__fail(m, MDL_EFAIL, "mdl_prior_stats_update: copy of the memberships failed");
         run = m->pstats + (size_t)l * maxT * R;
         for (t = 0; t < T; t++) {
             double w = 1.0 / ((double)cnt[t] + 1.0);
@@ -2437,17 +2472,10 @@ int mdl_prior_batch_sums(mdl_model *m, double *sums, size_t cap, int *T_out, int
     if ((size_t)m->L * T * R > cap)
         return mdl__fail(m, MDL_EINVAL, "mdl_prior_batch_sums: %lu doubles needed, room for %lu",
                          (unsigned long)((size_t)m->L * T * R), (unsigned long)cap);
-    if ((size_t)B * T * R > m->mu_h_cap) {
-        float *p = (float *)realloc(m->mu_h, sizeof(float) * (size_t)B * T * R);
-        if (!p) return mdl__fail(m, MDL_ENOMEM, "mdl_prior_batch_sums: out of memory");
-        m->mu_h = p;
-        m->mu_h_cap = (size_t)B * T * R;
-    }
+    if ((b = mdl__mu_all(m, "mdl_prior_batch_sums")) != MDL_OK) return b; /* one read on a device model */
     for (l = 0; l < m->L; l++) {
-        const float *mu = m->mu_h;
+        const float *mu = m->mu_h + (size_t)l * B * T * R;
         double *o = sums + (size_t)l * T * R;
-        if (ex_to_host(&m->cx, m->mu_h, m->ba[l].mu, sizeof(float) * (size_t)B * T * R) != TK_OK)
-            return mdl__fail(m, MDL_EFAIL, "mdl_prior_batch_sums: copy of the memberships failed");
         for (t = 0; t < T; t++)
             for (r = 0; r < R; r++) {
                 double s = 0.0;
