@@ -523,6 +523,14 @@ TKDEF int tk_cuda_get_math(void);
                        return. bytes 0 does nothing; a NULL pointer with bytes > 0 is
                        TK_EINVAL; an argument the runtime refuses is TK_ECUDA (a fault in
                        the copy itself surfaces at the next synchronising call).
+     tk_copy_to_host   dst (host memory) <- src (device memory), bytes: one cudaMemcpyAsync
+                       (device to host) queued on `stream` after its earlier work, then a wait
+                       for that stream (cudaStreamSynchronize): done when it returns, the
+                       host may read dst. Nothing queries the pointers (tk_copy asks the
+                       driver where both live): the caller knows src is device memory. A
+                       pending fault of the stream's work is returned as TK_ECUDA. Without
+                       CUDA a memcpy of host memory. bytes 0 does nothing; a NULL pointer
+                       with bytes > 0 is TK_EINVAL.
      tk_fill_zero_async  dst (bytes, device memory) = 0, cudaMemsetAsync on `stream`, no
                        host wait (visible as tk_copy_async's bytes are); without CUDA a
                        memset of host memory. bytes 0 does nothing, NULL with bytes > 0
@@ -537,6 +545,7 @@ TKDEF int tk_copy(void *dst, const void *src, size_t bytes);
 TKDEF int tk_fill_zero(void *dst, size_t bytes);
 TKDEF int tk_copy_async(void *dst, const void *src, size_t bytes, tk_stream stream);
 TKDEF int tk_fill_zero_async(void *dst, size_t bytes, tk_stream stream);
+TKDEF int tk_copy_to_host(void *dst, const void *src, size_t bytes, tk_stream stream);
 TKDEF int tk_is_device(const void *p);
 TKDEF int tk_device_synchronize(void);
 #define TK__CUDA_DECLARE(ret, name, params) TKDEF ret name params;
@@ -4188,6 +4197,11 @@ TKDEF int tk_fill_zero_async(void *dst, size_t bytes, tk_stream stream)
 {
     (void)stream;
     return tk_fill_zero(dst, bytes);
+}
+TKDEF int tk_copy_to_host(void *dst, const void *src, size_t bytes, tk_stream stream)
+{
+    (void)stream;
+    return tk_copy(dst, src, bytes);
 }
 TKDEF int tk_is_device(const void *p) { (void)p; return 0; }
 TKDEF int tk_device_synchronize(void) { return TK_OK; }

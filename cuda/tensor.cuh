@@ -1990,6 +1990,22 @@ TKDEF int tk_fill_zero_async(void *dst, size_t bytes, tk_stream stream)
     return e != cudaSuccess ? tk__cuda_fail(TK_ECUDA, e, fn, "cudaMemsetAsync") : TK_OK;
 }
 
+/* The host's read of device memory on the caller's stream: the copy after the stream's
+   earlier work, then a wait for the stream (tensor.h). No pointer query: the direction is
+   the caller's word (device to host). */
+TKDEF int tk_copy_to_host(void *dst, const void *src, size_t bytes, tk_stream stream)
+{
+    static const char *fn = "tk_copy_to_host";
+    cudaError_t e;
+    if (bytes == 0) return TK_OK;
+    TK__NONNULL(fn, dst);
+    TK__NONNULL(fn, src);
+    e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, (cudaStream_t)stream);
+    if (e != cudaSuccess) return tk__cuda_fail(TK_ECUDA, e, fn, "cudaMemcpyAsync");
+    e = cudaStreamSynchronize((cudaStream_t)stream);
+    return e != cudaSuccess ? tk__cuda_fail(TK_ECUDA, e, fn, "cudaStreamSynchronize") : TK_OK;
+}
+
 TKDEF int tk_device_synchronize(void)
 {
     cudaError_t e = cudaDeviceSynchronize();

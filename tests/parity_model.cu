@@ -2043,12 +2043,28 @@ struct rt_ceiling {
      (deferred attention  syncs 50 -> 39, 138 -> 103, 58, 54 -> 43: the device attention's
       checks)             temperature and non-finite-row checks run on the device into
                           tk_attention_cuda_config.status, read once per forward;
-                          ptr_queries +1 per attention call (the status pointer's own check) */
+                          ptr_queries +1 per attention call (the status pointer's own check)
+     ce49c06 (tk_copy_to_host)   ptr_queries 245 -> 193, 717 -> 569, 375 -> 293, 189 -> 129
+                                 (ex_to_host reads on ctx->stream, no pointer query; what is
+                                 left is the headers' entry checks and guardian_ema_update's
+                                 routing)
+     f015fe4 (one read for the   syncs 39 -> 33, 103 -> 81, 58, 43 -> 31 (the block scalar
+              scalars)           mirror: one read per forward, not one per block; the
+                                 trainer's tau (tau_mean, Guardian, GAC) and GAC's dL/dtau:
+                                 one read each, not one per layer)
+     6ee98ee (one read for the   syncs 33 -> 30, 81 -> 70, 58, 31 (the RPA running
+              memberships)       statistics: every layer's memberships in one read).
+   What is left per step (tiny / paper): MoE routing on the host (2 reads per layer in the
+   forward, 1 in the backward: 12 / 36), era_membership_forward_cuda's entropy and
+   saturation (1 per layer), era_rpa_backward_cuda's dtau / dpos_beta sums (1 per layer),
+   tensor.h's index checks (embedding forward and backward, CE forward and backward: 4),
+   the attention status, the row losses, the gradient norm, the mirror, the memberships,
+   tau_mean (1 each) */
 static const rt_ceiling g_rt_ceiling[] = {
-    {"tiny", 39, 39, 78, 0, 245},
-    {"paper", 103, 103, 206, 0, 717},
-    {"polar+gdelta", 58, 58, 116, 0, 375},
-    {"era-gac", 43, 43, 86, 0, 189},
+    {"tiny", 30, 30, 60, 0, 193},
+    {"paper", 70, 70, 140, 0, 569},
+    {"polar+gdelta", 58, 58, 116, 0, 293},
+    {"era-gac", 31, 31, 62, 0, 129},
 };
 
 /* the preset's architecture at toy widths on the simulated device */

@@ -1778,6 +1778,27 @@ static void test_device_memory(void)
         }
         CHECK_INT_EQ(tk_copy(back.data(), d, n * sizeof(float)), TK_OK);
         CHECK(memcmp(back.data(), h2.data(), n * sizeof(float)) == 0);
+        /* tk_copy_to_host: the same bytes after the stream's queued work, one wait, no
+           pointer query */
+        {
+            std::vector<float> b2(n, -3.0f);
+            CHECK_INT_EQ(tk_copy_async(d2, d, n * sizeof(float), NULL), TK_OK);
+#ifdef ATTNKIT_CUDA_SIM
+            ak_sim_counts_reset();
+#endif
+            CHECK_INT_EQ(tk_copy_to_host(b2.data(), d2, n * sizeof(float), NULL), TK_OK);
+#ifdef ATTNKIT_CUDA_SIM
+            {
+                ak_sim_counts c = ak_sim_counts_get();
+                CHECK(c.d2h == 1 && c.syncs == 1 && c.ptr_queries == 0 && c.allocs == 0);
+            }
+#endif
+            CHECK(memcmp(b2.data(), h2.data(), n * sizeof(float)) == 0);
+            CHECK_INT_EQ(tk_copy_to_host(b2.data(), d2, 0, NULL), TK_OK);
+            CHECK_INT_EQ(tk_copy_to_host(NULL, NULL, 0, NULL), TK_OK);
+            CHECK_INT_EQ(tk_copy_to_host(NULL, d2, 4, NULL), TK_EINVAL);
+            CHECK_INT_EQ(tk_copy_to_host(b2.data(), NULL, 4, NULL), TK_EINVAL);
+        }
         /* a host destination for the memset is refused by the runtime */
         if (!getenv("PARITY_NO_PLANTED_ERRORS")) CHECK_INT_EQ(tk_fill_zero_async(hcopy.data(), 4, NULL), TK_ECUDA);
     }

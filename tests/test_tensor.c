@@ -2323,6 +2323,12 @@ static void test_device_memory_nocuda(void)
     CHECK_INT_EQ(tk_copy_async(NULL, NULL, 0, NULL), TK_OK);
     CHECK_INT_EQ(tk_copy_async(NULL, src, 4, NULL), TK_EINVAL);
     CHECK_INT_EQ(tk_copy_async(dst, NULL, 4, NULL), TK_EINVAL);
+    memset(dst, 0x7f, sizeof dst);
+    CHECK_INT_EQ(tk_copy_to_host(dst, src, sizeof src, NULL), TK_OK);
+    CHECK(memcmp(dst, src, sizeof src) == 0);
+    CHECK_INT_EQ(tk_copy_to_host(NULL, NULL, 0, NULL), TK_OK);
+    CHECK_INT_EQ(tk_copy_to_host(NULL, src, 4, NULL), TK_EINVAL);
+    CHECK_INT_EQ(tk_copy_to_host(dst, NULL, 4, NULL), TK_EINVAL);
     memcpy(z, src, sizeof z);
     CHECK_INT_EQ(tk_fill_zero_async(z + 2, 3 * sizeof(float), NULL), TK_OK);
     CHECK(z[0] == src[0] && z[1] == src[1] && z[5] == src[5] && z[6] == src[6]);

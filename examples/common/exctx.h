@@ -22,15 +22,16 @@
    made before (bit-identical results); the memory helpers use memcpy / memset on the
    host (the same bytes as tk_copy / tk_fill_zero there). On the device, ex_zero,
    ex_copy and ex_to_ctx queue tk_fill_zero_async / tk_copy_async on ctx->stream and
-   return without a host wait; ex_to_host is the synchronous tk_copy (the host reads
-   what it returns).
+   return without a host wait; ex_to_host is tensor.h's tk_copy_to_host on ctx->stream
+   (the copy queued after the stream's earlier work, then one wait for the stream: the
+   host reads what it returns; no pointer query).
 
    Why no wait is needed after a device zero or copy (issue 39, item 2): every device op
    of the model runs on the one stream ctx->stream, in issue order, so a kernel queued
    after the memset / copy sees its bytes; the host never touches device memory but
-   through ex_to_host (a synchronising read: cudaMemcpy to the host returns when the
-   stream's earlier work, this copy included, is done; with a non-NULL ctx->stream, a
-   blocking stream, the legacy default stream's copy still waits for it) or by freeing
+   through ex_to_host (a synchronising read: it returns when ctx->stream's earlier work,
+   this copy included, is done; work a plain entry point queued on the legacy default
+   stream is ordered before it too, ctx->stream being a blocking stream) or by freeing
    it (cudaFree waits for the device). A host -> device ex_to_ctx from pageable memory
    (malloc, the stack: all the model uses) is staged before it returns, so the host may
    change or free its source at once; a page-locked source (cudaMallocHost) would have
@@ -112,10 +113,12 @@ static inline int ex_copy(const ex_ctx *x, void *dst, const void *src, size_t by
     if (x->device) return tk_copy_async(dst, src, bytes, x->stream);
     return ex__host_copy(dst, src, bytes);
 }
-/* dst (host) <- src (context memory); synchronous on the device: done when it returns */
+/* dst (host) <- src (context memory); synchronous on the device: done when it returns
+   (tk_copy_to_host: the copy on ctx->stream after its earlier work, one wait, no pointer
+   query) */
 static inline int ex_to_host(const ex_ctx *x, void *dst, const void *src, size_t bytes)
 {
-    if (x->device) return tk_copy(dst, src, bytes);
+    if (x->device) return tk_copy_to_host(dst, src, bytes, x->stream);
     return ex__host_copy(dst, src, bytes);
 }
 /* dst (context memory) <- src (pageable host memory); on the device queued on

@@ -231,8 +231,10 @@ struct mdl_model {
     ex_rpa_cache pcache[MDL_MAX_LAYERS]; /* on the model's device (pcache_on: in use) */
     float *pstats_d;         /* device copy of pstats' memberships (device model, running prior) */
     unsigned long pstats_d_gen; /* pgen + 1 of the copy; 0: none */
-    float *mu_h;             /* (N,R) host staging of a layer's memberships (device model) */
+    float *mu_h;             /* (L,N,R) host staging of every layer's memberships */
     size_t mu_h_cap;
+    float *mu_d;             /* (L,N,R) device model: their device staging (mdl__mu_all) */
+    size_t mu_d_cap;
     int pcache_on[MDL_MAX_LAYERS], pdiag_T[MDL_MAX_LAYERS];
     unsigned long pcache_gen[MDL_MAX_LAYERS];
     struct mdl__pctx pctx[MDL_MAX_LAYERS];
@@ -325,12 +327,17 @@ struct mdl_model {
        prior's log_sigma and alpha; mdl__scal): block l's are the span sc_lo[l] ..
        sc_lo[l] + sc_n[l] - 1 of the parameter buffer (contiguous but for the ERA centers
        between gac_tau and log_sigma), mirrored at sc + sc_at[l]. Every mdl_forward
-       refreshes it first (one copy per block: a 4-byte-scale transfer on a device model,
-       a memcpy on the CPU), so it follows whatever changed the parameters since (an
+       refreshes it first (on a device model the spans gathered on the device and read
+       back with one copy, one host wait; a memcpy per block on the CPU), so it follows whatever changed the parameters since (an
        optimiser step, a checkpoint, EMA / SWA swaps, a controller's tau); the rest of
        that forward and its backward read it, never the parameter buffer. */
     float *sc;
     size_t sc_lo[MDL_MAX_LAYERS], sc_n[MDL_MAX_LAYERS], sc_at[MDL_MAX_LAYERS];
+    /* device model: the staging of host reads of scalars (sc_cap floats, device memory):
+       the mirror's spans (and mdl_scalars_get's floats) gathered there by device copies
+       on the model's stream, then read back with one copy, one host wait */
+    float *sc_d;
+    size_t sc_cap;
     /* seed 004 section 6 (C): the GELU MLP's per-layer activation gain a_l (act = gelu(a_l u);
        not a parameter: no gradient, set by mdl_act_gain_set), 1 at creation; gain_fwd: the
        gains the last forward ran with (its backward reads these) */
@@ -1086,6 +1093,15 @@ int mdl_create_on(mdl_model **out, const mdl_config *cfg, uint64_t seed, int dev
                 return ex_errf(err, errlen, MDL_ENOMEM, "mdl_create: out of memory (scalar parameters)");
             }
         }
+        if (device != MDL_DEVICE_CPU) {
+            void *p = NULL;
+            m->sc_cap = nsc > MDL_MAX_LAYERS ? nsc : MDL_MAX_LAYERS;
+            if (ex_alloc(&m->cx, &p, sizeof(float) * m->sc_cap) != TK_OK) {
+                mdl_destroy(m);
+                return ex_errf(err, errlen, MDL_ENOMEM, "mdl_create: out of memory (scalar staging on the device)");
+            }
+            m->sc_d = (float *)p;
+        }
     }
     m->params = (float *)malloc(sizeof(float) * m->nparams);
     if (m->params) {
@@ -1146,8 +1162,10 @@ void mdl_destroy(mdl_model *m)
     for (l = 0; l < MDL__FXB_SLOTS; l++) free(m->fxb[l]);
     free(m->pstats);
     free(m->sc);
+    if (m->sc_d) mdl__free_dev(m, m->sc_d);
     mdl__free_dev(m, m->pstats_d);
     free(m->mu_h);
+    if (m->mu_d) mdl__free_dev(m, m->mu_d);
     mdl__free_dev(m, m->params);
     mdl__free_dev(m, m->grads);
     free(m->tensors);
@@ -1517,6 +1535,27 @@ float mdl_scalar_get(const mdl_model *m, const float *base, size_t off)
     return v;
 }
 
+int mdl_scalars_get(const mdl_model *m, const float *base, const size_t *off, int n, float *out)
+{
+    int i, k, rc = MDL_OK;
+    if (!m || n < 0 || (n > 0 && (!base || !off || !out))) return MDL_EINVAL;
+    if (m->cx.device == EX_CPU) {
+        for (i = 0; i < n; i++) out[i] = base[off[i]];
+        return MDL_OK;
+    }
+    for (i = 0; i < n; i += k) { /* (sc_cap >= MDL_MAX_LAYERS floats: one round for a layer's list) */
+        int j;
+        k = n - i < (int)m->sc_cap ? n - i : (int)m->sc_cap;
+        for (j = 0; j < k && rc == MDL_OK; j++)
+            if (ex_copy(&m->cx, m->sc_d + j, base + off[i + j], sizeof(float)) != TK_OK) rc = MDL_EFAIL;
+        if (rc == MDL_OK && ex_to_host(&m->cx, out + i, m->sc_d, sizeof(float) * (size_t)k) != TK_OK) rc = MDL_EFAIL;
+        if (rc != MDL_OK) break;
+    }
+    if (rc != MDL_OK)
+        for (i = 0; i < n; i++) out[i] = (float)NAN;
+    return rc;
+}
+
 /* A scalar gradient (base + off) added to from the host: x + dv in place, on the model's
    stream (tk_shift: the value travels as a kernel argument, no copy, no wait); a failure
    leaves the gradient as it was and the device's error sticky for the next checked op. */
@@ -1525,12 +1564,30 @@ static void mdl__sadd(const mdl_model *m, float *base, size_t off, float dv)
     (void)ex_shift(&m->cx, base + off, base + off, dv, 1);
 }
 
-/* The mirror's refresh (mdl_forward, before the blocks): one copy per block. A failed
-   copy leaves NaN there (as a failed scalar read did), which the forward's checks or the
+/* The mirror's refresh (mdl_forward, before the blocks): on a device model each block's
+   span is copied into the device staging sc_d at its mirror offset (device copies on the
+   model's stream, no wait), then the whole mirror is read back with one copy (one host
+   wait per forward, not one per block); on the CPU a memcpy per block. A failed copy
+   leaves NaN there (as a failed scalar read did), which the forward's checks or the
    trainer's finiteness checks catch. */
 static void mdl__scal_refresh(mdl_model *m)
 {
     int l;
+    if (m->cx.device != EX_CPU) {
+        size_t nsc = 0, i;
+        int ok = 1;
+        for (l = 0; l < m->L; l++) {
+            if (!m->sc_n[l]) continue;
+            if (ex_copy(&m->cx, m->sc_d + m->sc_at[l], m->params + m->sc_lo[l], sizeof(float) * m->sc_n[l]) !=
+                TK_OK)
+                ok = 0;
+            nsc = m->sc_at[l] + m->sc_n[l];
+        }
+        if (!nsc) return;
+        if (!ok || ex_to_host(&m->cx, m->sc, m->sc_d, sizeof(float) * nsc) != TK_OK)
+            for (i = 0; i < nsc; i++) m->sc[i] = (float)NAN;
+        return;
+    }
     for (l = 0; l < m->L; l++) {
         float *d;
         size_t i;
@@ -2357,6 +2414,45 @@ const double *mdl_token_ce(const mdl_model *m)
     return m && m->act && m->have_tce ? m->rowce : NULL;
 }
 
+/* Every layer's memberships of the last training forward, layer l's (B,T,R) at
+   mu_h + l B T R on the host: on a device model gathered into the device staging mu_d by
+   device copies on the model's stream (no wait), then read back with one copy (one host
+   wait for all layers, not one per layer); memcpy's on the CPU. The staging buffers grow
+   to the largest batch seen (the steps after the first allocate nothing). */
+static int mdl__mu_all(mdl_model *m, const char *who)
+{
+    size_t n = (size_t)m->B * m->T * m->R, all = n * (size_t)m->L;
+    int l;
+    if (all > m->mu_h_cap) {
+        float *p = (float *)realloc(m->mu_h, sizeof(float) * all);
+        if (!p) return mdl__fail(m, MDL_ENOMEM, "%s: out of memory", who);
+        m->mu_h = p;
+        m->mu_h_cap = all;
+    }
+    if (m->cx.device == EX_CPU) {
+        for (l = 0; l < m->L; l++)
+            if (ex_to_host(&m->cx, m->mu_h + (size_t)l * n, m->ba[l].mu, sizeof(float) * n) != TK_OK)
+                return mdl__fail(m, MDL_EFAIL, "%s: copy of the memberships failed", who);
+        return MDL_OK;
+    }
+    if (all > m->mu_d_cap) {
+        void *p = NULL;
+        if (m->mu_d) mdl__free_dev(m, m->mu_d);
+        m->mu_d = NULL;
+        m->mu_d_cap = 0;
+        if (ex_alloc(&m->cx, &p, sizeof(float) * all) != TK_OK)
+            return mdl__fail(m, MDL_ENOMEM, "%s: out of device memory (membership staging)", who);
+        m->mu_d = (float *)p;
+        m->mu_d_cap = all;
+    }
+    for (l = 0; l < m->L; l++)
+        if (ex_copy(&m->cx, m->mu_d + (size_t)l * n, m->ba[l].mu, sizeof(float) * n) != TK_OK)
+            return mdl__fail(m, MDL_EFAIL, "%s: copy of the memberships failed", who);
+    if (ex_to_host(&m->cx, m->mu_h, m->mu_d, sizeof(float) * all) != TK_OK)
+        return mdl__fail(m, MDL_EFAIL, "%s: copy of the memberships failed", who);
+    return MDL_OK;
+}
+
 int mdl_prior_stats_update(mdl_model *m, float momentum)
 {
     int l, t, b, r, B, T, R, maxT;
@@ -2372,18 +2468,11 @@ int mdl_prior_stats_update(mdl_model *m, float momentum)
     R = m->R;
     maxT = m->cfg.max_T;
     cnt = m->pstats + (size_t)m->L * maxT * R;
-    if ((size_t)B * T * R > m->mu_h_cap) {
-        float *p = (float *)realloc(m->mu_h, sizeof(float) * (size_t)B * T * R);
-        if (!p) return mdl__fail(m, MDL_ENOMEM, "mdl_prior_stats_update: out of memory");
-        m->mu_h = p;
-        m->mu_h_cap = (size_t)B * T * R;
-    }
+    /* every layer's memberships, staged on the host (one read on a device model) */
+    if ((b = mdl__mu_all(m, "mdl_prior_stats_update")) != MDL_OK) return b;
     for (l = 0; l < m->L; l++) {
-        const float *mu = m->mu_h;
+        const float *mu = m->mu_h + (size_t)l * B * T * R;
         float *run;
-        /* the layer's memberships, staged on the host (a copy on the CPU model) */
-        if (ex_to_host(&m->cx, m->mu_h, m->ba[l].mu, sizeof(float) * (size_t)B * T * R) != TK_OK)
-            return mdl__fail(m, MDL_EFAIL, "mdl_prior_stats_update: copy of the memberships failed");
         run = m->pstats + (size_t)l * maxT * R;
         for (t = 0; t < T; t++) {
             double w = 1.0 / ((double)cnt[t] + 1.0);
@@ -2419,17 +2508,10 @@ int mdl_prior_batch_sums(mdl_model *m, double *sums, size_t cap, int *T_out, int
     if ((size_t)m->L * T * R > cap)
         return mdl__fail(m, MDL_EINVAL, "mdl_prior_batch_sums: %lu doubles needed, room for %lu",
                          (unsigned long)((size_t)m->L * T * R), (unsigned long)cap);
-    if ((size_t)B * T * R > m->mu_h_cap) {
-        float *p = (float *)realloc(m->mu_h, sizeof(float) * (size_t)B * T * R);
-        if (!p) return mdl__fail(m, MDL_ENOMEM, "mdl_prior_batch_sums: out of memory");
-        m->mu_h = p;
-        m->mu_h_cap = (size_t)B * T * R;
-    }
+    if ((b = mdl__mu_all(m, "mdl_prior_batch_sums")) != MDL_OK) return b; /* one read on a device model */
     for (l = 0; l < m->L; l++) {
-        const float *mu = m->mu_h;
+        const float *mu = m->mu_h + (size_t)l * B * T * R;
         double *o = sums + (size_t)l * T * R;
-        if (ex_to_host(&m->cx, m->mu_h, m->ba[l].mu, sizeof(float) * (size_t)B * T * R) != TK_OK)
-            return mdl__fail(m, MDL_EFAIL, "mdl_prior_batch_sums: copy of the memberships failed");
         for (t = 0; t < T; t++)
             for (r = 0; r < R; r++) {
                 double s = 0.0;

@@ -327,6 +327,12 @@ float *mdl_grads(mdl_model *m);
    mdl_grads) read from the host on either device: a plain load on the CPU model, a 4-byte
    copy on a device model (NaN if that copy fails, or m or base is NULL). */
 float mdl_scalar_get(const mdl_model *m, const float *base, size_t off);
+/* n floats, out[i] = base[off[i]], read from the host in one transfer: on a device model
+   the n floats are gathered on the model's stream (device copies, no wait) and read back
+   with one copy, one host wait for all of them; plain loads on the CPU model. MDL_OK, or
+   MDL_EINVAL (a NULL argument with n > 0, n < 0), MDL_EFAIL (a failed copy: out holds NaN).
+   The values are those mdl_scalar_get returns, bit for bit. */
+int mdl_scalars_get(const mdl_model *m, const float *base, const size_t *off, int n, float *out);
 int mdl_num_tensors(const mdl_model *m);
 const mdl_tensor *mdl_tensor_at(const mdl_model *m, int i);
 const mdl_tensor *mdl_find_tensor(const mdl_model *m, const char *name);

@@ -1338,11 +1338,14 @@ static void trn__find_tau(trn *t)
     t->n_tau = found == t->L ? t->L : 0;
 }
 
+/* every layer's tau: on a device model one read for all of them (mdl_scalars_get: one
+   host wait, not one per layer; the same floats) */
 static void trn__get_tau(trn *t, float *tau)
 {
     int l;
-    for (l = 0; l < t->L; l++)
-        tau[l] = t->n_tau ? mdl_scalar_get(t->m, mdl_params(t->m), t->tau_off[l]) : t->ctrl_tau[l];
+    if (t->n_tau) (void)mdl_scalars_get(t->m, mdl_params(t->m), t->tau_off, t->L, tau); /* (NaN on failure) */
+    else
+        for (l = 0; l < t->L; l++) tau[l] = t->ctrl_tau[l];
 }
 
 static void trn__set_tau(trn *t, const float *tau)
@@ -2426,7 +2429,8 @@ int trn_step(trn *t, trn_step_info *info)
         info->step_flops = mdl_flops_per_token(mdl_get_config(t->m), T) * (double)B * T;
         /* GAC reads dL_train/dtau before clipping (seed 003 eq. 11: the raw gradient); only
            GAC (a device model's read is a host wait per layer) */
-        for (l = 0; l < t->n_tau; l++) gtau[l] = t->have_gac ? mdl_scalar_get(t->m, G, t->tau_off[l]) : 0.0f;
+        for (l = 0; l < t->n_tau; l++) gtau[l] = 0.0f;
+        if (t->have_gac && t->n_tau) (void)mdl_scalars_get(t->m, G, t->tau_off, t->n_tau, gtau); /* one read */
         if (t->cfg.grad_clip > 0) ex_clip_grad_norm(&t->cx, G, t->n, t->cfg.grad_clip, &gn);
         else ex_grad_norm(&t->cx, G, t->n, &gn);
         if (!isfinite(gn)) {
