@@ -1,6 +1,8 @@
 #!/bin/sh
 # niah_atma.sh - seed 002's length sweep re-run with the ATMA preset (issue 43; docs/RESULTS.md,
-# "The sweep with ATMA's architecture"). Three seeds of:
+# "The length sweep on ATMA's architecture"). It ran the preset's first form, 4 layers (ccAc:
+# one attention layer); the preset is 8 layers now, so set NIAH_EXTRA="--layers 4" to repeat
+# that run (the 8-layer arms: the commands in RESULTS). Three seeds of:
 #   runs/niah_atma/seedS           the 6-arm grid (softmax-rope, softmax-nope, polar, each +-gdelta)
 #   runs/niah_atma_dist/seedS      polar+gdelta with the distractor loss (R 2048 keys, weight 0.01:
 #                                  seed 002 section 4.2's setting)
@@ -18,7 +20,8 @@ run() { # out-dir, flags...
     out=$1; shift
     if [ -s "$out/results.jsonl" ]; then echo "niah_atma.sh: $out done, kept"; return 0; fi
     mkdir -p "$out"
-    "$BIN" --preset atma --threads 1 --out-dir "$out" "$@" > "$out.table" 2> "$out.log" ||
+    # shellcheck disable=SC2086
+    "$BIN" --preset atma ${NIAH_EXTRA:-} --threads 1 --out-dir "$out" "$@" > "$out.table" 2> "$out.log" ||
         { echo "niah_atma.sh: $out failed (see $out.log)" >&2; return 1; }
     echo "niah_atma.sh: $out done"
 }
