@@ -96,139 +96,16 @@
 #include "../examples/common/model.c"
 
 #define TCMALLOC_SO "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4"
-#define VOCAB 50257
+#define BD_PROG "bench_decode"
+#define VOCAB 50257 /* bench_decode_models.h's bd_vocab, which this bench keeps */
 #define WARM 2          /* untimed steps after each prefill */
 #define B32 32          /* slots of the batch-32 measurement */
 #define MAXCTX 16       /* contexts on the command line */
-#define NARCH 5
-#define SEED 1234
 #ifndef CHECK_TOL /* (-DCHECK_TOL=1e-12 exercises the refusal) */
 #define CHECK_TOL 1e-5
 #endif
 
-typedef struct arch {
-    const char *name;
-    int attn, prior, memory;
-} arch;
-static const arch ARCHS[NARCH] = {
-    {"softmax", MDL_ATTN_SOFTMAX, MDL_PRIOR_NONE, MDL_MEM_NONE},
-    {"softmax+RPA", MDL_ATTN_SOFTMAX, MDL_PRIOR_RPA, MDL_MEM_NONE},
-    {"softmax+ERA", MDL_ATTN_SOFTMAX, MDL_PRIOR_ERA, MDL_MEM_NONE},
-    {"polar", MDL_ATTN_POLAR, MDL_PRIOR_NONE, MDL_MEM_NONE},
-    {"polar+gdelta", MDL_ATTN_POLAR, MDL_PRIOR_NONE, MDL_MEM_GDELTA},
-};
-
-/* pooled step times (seconds) of one (context, architecture) or of the peer */
-typedef struct samples {
-    double *v;
-    int n, cap;
-} samples;
-
-static void samples_add(samples *s, double x)
-{
-    if (s->n == s->cap) {
-        int nc = s->cap ? 2 * s->cap : 64;
-        double *nv = (double *)realloc(s->v, sizeof(double) * (size_t)nc);
-        if (!nv) {
-            fprintf(stderr, "bench_decode: out of memory\n");
-            exit(1);
-        }
-        s->v = nv;
-        s->cap = nc;
-    }
-    s->v[s->n++] = x;
-}
-
-/* nearest-rank quantile q in (0,1] of s (sorts a copy); nan when empty */
-static double quantile(const samples *s, double q)
-{
-    double *c, r;
-    int k;
-    if (s->n < 1) return nan("");
-    c = (double *)xmalloc(sizeof(double) * (size_t)s->n);
-    memcpy(c, s->v, sizeof(double) * (size_t)s->n);
-    qsort(c, (size_t)s->n, sizeof *c, cmp_d);
-    k = (int)ceil(q * s->n) - 1;
-    if (k < 0) k = 0;
-    if (k > s->n - 1) k = s->n - 1;
-    r = c[k];
-    free(c);
-    return r;
-}
-
-static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
-static uint32_t rnd32(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (uint32_t)(rng_state >> 32);
-}
-static int rnd_tok(void) { return (int)(rnd32() % (uint32_t)VOCAB); }
-static double rnd_unit(void) { return (double)rnd32() / 4294967296.0; }
-
-static mdl_config arch_config(const arch *a, int ctx)
-{
-    mdl_config c = mdl_config_default();
-    c.vocab = VOCAB;
-    c.d_model = 128;
-    c.n_layers = 4;
-    c.n_heads = 4;
-    c.max_T = ctx;
-    c.d_ff_mult = 4;
-    c.pos = MDL_POS_LEARNED;
-    c.norm = MDL_NORM_LAYER;
-    c.ffn = MDL_FFN_GELU;
-    c.dropout = 0.0f;
-    c.attn = a->attn;
-    c.prior = a->prior;
-    c.memory = a->memory;
-    return c;
-}
-
-/* A model of architecture a at context ctx; RPA gets the bench's running statistics
-   (random, non-uniform; the same for the same ctx: a twin gets the same table). NULL
-   (after a message) on failure. */
-static mdl_model *make_model(const arch *a, int ctx)
-{
-    mdl_config c = arch_config(a, ctx);
-    mdl_model *m = NULL;
-    char err[256];
-    if (mdl_create(&m, &c, SEED, err, sizeof err) != MDL_OK) {
-        fprintf(stderr, "bench_decode: mdl_create (%s, context %d): %s\n", a->name, ctx, err);
-        return NULL;
-    }
-    if (a->prior == MDL_PRIOR_RPA) {
-        size_t np = 0, k;
-        const float *cur = mdl_prior_stats(m, &np);
-        const int R = c.R;
-        uint64_t keep = rng_state;
-        float *ps;
-        if (!cur || np != (size_t)c.n_layers * ctx * R + (size_t)ctx) {
-            fprintf(stderr, "bench_decode: unexpected RPA statistics size %zu\n", np);
-            mdl_destroy(m);
-            return NULL;
-        }
-        ps = (float *)xmalloc(sizeof(float) * np);
-        rng_state = 0xA5A5A5A5DEADBEEFull ^ (uint64_t)ctx; /* the same table for a twin */
-        for (k = 0; k + (size_t)ctx < np; k += (size_t)R) {
-            double z = 0.0;
-            int r;
-            for (r = 0; r < R; r++) z += ps[k + r] = (float)(0.05 + rnd_unit());
-            for (r = 0; r < R; r++) ps[k + r] = (float)(ps[k + r] / z);
-        }
-        for (k = np - (size_t)ctx; k < np; k++) ps[k] = 5.0f;
-        rng_state = keep;
-        if (mdl_prior_stats_set(m, ps, np) != MDL_OK) {
-            fprintf(stderr, "bench_decode: mdl_prior_stats_set: %s\n", mdl_last_error(m));
-            free(ps);
-            mdl_destroy(m);
-            return NULL;
-        }
-        free(ps);
-    }
-    return m;
-}
+#include "bench/bench_decode_models.h"
 
 /* max |a - b| / max |b| over a row of n (inf for a non-finite difference) */
 static double row_err(const float *a, const float *b, int n)
@@ -247,7 +124,7 @@ static double row_err(const float *a, const float *b, int n)
    window ctx): prefill P tokens, one step; against row P of a twin's mdl_forward of P + 1
    tokens (W = ctx tokens with a prior). Returns the relative error (inf on a failed call),
    slot 0 left empty. */
-static double check_decode(mdl_model *m, const arch *a, int ctx)
+static double check_decode(mdl_model *m, const bd_arch *a, int ctx)
 {
     const int P = ctx / 2, Tf = a->prior != MDL_PRIOR_NONE ? ctx : P + 1;
     int *seq = (int *)xmalloc(sizeof(int) * (size_t)ctx), j, slot = 0;
@@ -261,7 +138,7 @@ static double check_decode(mdl_model *m, const arch *a, int ctx)
         fprintf(stderr, "bench_decode: check %s, context %d: %s\n", a->name, ctx, mdl_last_error(m));
         goto out;
     }
-    twin = make_model(a, ctx);
+    twin = make_model(a, ctx, MDL_DEVICE_CPU);
     if (!twin) goto out;
     o.train = 0;
     o.logits_from = P;
@@ -281,7 +158,7 @@ out:
 /* One round of architecture model m at batch nb (1 or B32), context ctx: reset and prefill
    every slot with P = ctx/2 random tokens, WARM untimed steps, `steps` timed steps; each
    timed step's seconds into out. 0, or -1 after a message. */
-static int time_round(mdl_model *m, const char *name, int ctx, int nb, int steps, samples *out)
+static int time_round(mdl_model *m, const char *name, int ctx, int nb, int steps, bd_samples *out)
 {
     const int P = ctx / 2;
     int *toks = (int *)xmalloc(sizeof(int) * (size_t)P), slots[B32], tk[B32], s, i, rc = -1;
@@ -317,7 +194,7 @@ done:
 
 
 /* the numbers of "key": [a, b, ...] (milliseconds) into s as seconds; count added */
-static int json_list_ms(const char *line, const char *key, samples *s)
+static int json_list_ms(const char *line, const char *key, bd_samples *s)
 {
     char pat[64];
     const char *p;
@@ -344,7 +221,7 @@ static int json_list_ms(const char *line, const char *key, samples *s)
 
 /* One round of the peer: every context at batch 1, the batch-32 context; step times added
    to tb1[c] and tb32. 1 when every config came back. */
-static int run_torch(const int *ctxs, int nctx, int b32_ctx, int steps, int threads, samples *tb1, samples *tb32,
+static int run_torch(const int *ctxs, int nctx, int b32_ctx, int steps, int threads, bd_samples *tb1, bd_samples *tb32,
                      char *ver, size_t nver)
 {
     char cmd[1024], list[256], *line = NULL;
@@ -452,7 +329,7 @@ int main(int argc, char **argv)
     int ctxs[MAXCTX], nctx = 0, steps = -1, rounds = -1, threads = 2, use_torch = 1, quick = 0;
     int i, c, a, r, have_torch, b32_ci = 0, torch_ok_rounds = 0, worst_ci = -1;
     mdl_model **mb1 = NULL, *mb32[NARCH];
-    samples *tb1 = NULL, sb32[NARCH], pb1[MAXCTX], pb32;
+    bd_samples *tb1 = NULL, sb32[NARCH], pb1[MAXCTX], pb32;
     double worst_ratio = nan(""), sp_b1, sp_b32;
     bench_quiet quiet;
     char loaded[96], tver[64] = "?";
@@ -513,15 +390,15 @@ int main(int argc, char **argv)
 
     /* the models: NARCH per context at batch 1, NARCH at the batch-32 context */
     mb1 = (mdl_model **)xmalloc(sizeof(mdl_model *) * (size_t)nctx * NARCH);
-    tb1 = (samples *)xmalloc(sizeof(samples) * (size_t)nctx * NARCH);
-    memset(tb1, 0, sizeof(samples) * (size_t)nctx * NARCH);
+    tb1 = (bd_samples *)xmalloc(sizeof(bd_samples) * (size_t)nctx * NARCH);
+    memset(tb1, 0, sizeof(bd_samples) * (size_t)nctx * NARCH);
     memset(sb32, 0, sizeof sb32);
     memset(pb1, 0, sizeof pb1);
     memset(&pb32, 0, sizeof pb32);
     for (c = 0; c < nctx; c++)
         for (a = 0; a < NARCH; a++) {
             size_t cb = 0;
-            mdl_model *m = make_model(&ARCHS[a], ctxs[c]);
+            mdl_model *m = make_model(&ARCHS[a], ctxs[c], MDL_DEVICE_CPU);
             if (!m) return 1;
             if (mdl_decode_init(m, 1, ctxs[c], &cb) != MDL_OK) {
                 fprintf(stderr, "bench_decode: mdl_decode_init (%s, context %d): %s\n", ARCHS[a].name, ctxs[c],
@@ -531,7 +408,7 @@ int main(int argc, char **argv)
             mb1[c * NARCH + a] = m;
         }
     for (a = 0; a < NARCH; a++) {
-        mdl_model *m = make_model(&ARCHS[a], ctxs[b32_ci]);
+        mdl_model *m = make_model(&ARCHS[a], ctxs[b32_ci], MDL_DEVICE_CPU);
         if (!m) return 1;
         if (mdl_decode_init(m, B32, ctxs[b32_ci], NULL) != MDL_OK) {
             fprintf(stderr, "bench_decode: mdl_decode_init (%s, %d slots, context %d): %s\n", ARCHS[a].name, B32,
@@ -585,7 +462,7 @@ int main(int argc, char **argv)
                ctxs[c], P, P + WARM, P + WARM + steps - 1, tb1[c * NARCH].n);
         printf("  %-16s %9s %9s %10s %12s %9s\n", "", "p50 ms", "p99 ms", "tok/s p50", "p50/softmax", "cache MB");
         for (a = 0; a < NARCH; a++) {
-            const samples *s = &tb1[c * NARCH + a];
+            const bd_samples *s = &tb1[c * NARCH + a];
             const double p50 = quantile(s, 0.5), p99 = quantile(s, 0.99);
             printf("  %-16s %9.3f %9.3f %10.0f %12.4f %9.2f\n", ARCHS[a].name, 1e3 * p50, 1e3 * p99, 1.0 / p50,
                    p50 / base, (double)mdl_decode_cache_bytes(mb1[c * NARCH + a]) / 1048576.0);

@@ -115,146 +115,20 @@
 #include "examples/common/layers.c"
 #include "examples/common/model.c"
 
+#define BD_PROG "bench_decode_cuda"
 #define WARM 2    /* untimed steps after each prefill */
 #define MAXCTX 16 /* contexts on the command line */
-#define NARCH 5
-#define SEED 1234
 #define SEED002_L4 19270.0 /* seed 002's tokens/s at batch 512, on an L4 */
 
-typedef struct bdc_arch {
-    const char *name;
-    int attn, prior, memory;
-} bdc_arch;
-static const bdc_arch ARCHS[NARCH] = {
-    {"softmax", MDL_ATTN_SOFTMAX, MDL_PRIOR_NONE, MDL_MEM_NONE},
-    {"softmax+RPA", MDL_ATTN_SOFTMAX, MDL_PRIOR_RPA, MDL_MEM_NONE},
-    {"softmax+ERA", MDL_ATTN_SOFTMAX, MDL_PRIOR_ERA, MDL_MEM_NONE},
-    {"polar", MDL_ATTN_POLAR, MDL_PRIOR_NONE, MDL_MEM_NONE},
-    {"polar+gdelta", MDL_ATTN_POLAR, MDL_PRIOR_NONE, MDL_MEM_GDELTA},
-};
-
-static int g_vocab = 50257;
-
-/* pooled step times (seconds) of one (context, architecture) or of the peer */
-typedef struct bdc_samples {
-    double *v;
-    int n, cap;
-} bdc_samples;
-
-static void samples_add(bdc_samples *s, double x)
-{
-    if (s->n == s->cap) {
-        int nc = s->cap ? 2 * s->cap : 64;
-        double *nv = (double *)realloc(s->v, sizeof(double) * (size_t)nc);
-        if (!nv) {
-            fprintf(stderr, "bench_decode_cuda: out of memory\n");
-            exit(1);
-        }
-        s->v = nv;
-        s->cap = nc;
-    }
-    s->v[s->n++] = x;
-}
-
-/* nearest-rank quantile q in (0,1] of s (sorts a copy); nan when empty */
-static double quantile(const bdc_samples *s, double q)
-{
-    double *c, r;
-    int k;
-    if (s->n < 1) return nan("");
-    c = (double *)xmalloc(sizeof(double) * (size_t)s->n);
-    memcpy(c, s->v, sizeof(double) * (size_t)s->n);
-    qsort(c, (size_t)s->n, sizeof *c, cmp_d);
-    k = (int)ceil(q * s->n) - 1;
-    if (k < 0) k = 0;
-    if (k > s->n - 1) k = s->n - 1;
-    r = c[k];
-    free(c);
-    return r;
-}
-
-static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
-static uint32_t rnd32(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (uint32_t)(rng_state >> 32);
-}
-static int rnd_tok(void) { return (int)(rnd32() % (uint32_t)g_vocab); }
-static double rnd_unit(void) { return (double)rnd32() / 4294967296.0; }
-
-static mdl_config arch_config(const bdc_arch *a, int ctx)
-{
-    mdl_config c = mdl_config_default();
-    c.vocab = g_vocab;
-    c.d_model = 128;
-    c.n_layers = 4;
-    c.n_heads = 4;
-    c.max_T = ctx;
-    c.d_ff_mult = 4;
-    c.pos = MDL_POS_LEARNED;
-    c.norm = MDL_NORM_LAYER;
-    c.ffn = MDL_FFN_GELU;
-    c.dropout = 0.0f;
-    c.attn = a->attn;
-    c.prior = a->prior;
-    c.memory = a->memory;
-    return c;
-}
+#include "bench/bench_decode_models.h"
 
 /* Why the device decode refuses architecture a at ctx (into why), or 0 when it runs. */
-static int arch_refused(const bdc_arch *a, int ctx, char *why, size_t n)
+static int arch_refused(const bd_arch *a, int ctx, char *why, size_t n)
 {
     mdl_config c = arch_config(a, ctx);
     if (mdl_device_supports(&c, why, n) != MDL_OK) return 1;
     if (mdl_decode_supports_on(&c, MDL_DEVICE_CUDA, why, n) != MDL_OK) return 1;
     return 0;
-}
-
-/* A model of architecture a at context ctx on device dev; RPA gets bench_decode's running
-   statistics (random, non-uniform; the same for the same ctx: a twin gets the same table).
-   NULL (after a message) on failure. */
-static mdl_model *make_model(const bdc_arch *a, int ctx, int dev)
-{
-    mdl_config c = arch_config(a, ctx);
-    mdl_model *m = NULL;
-    char err[256];
-    if (mdl_create_on(&m, &c, SEED, dev, err, sizeof err) != MDL_OK) {
-        fprintf(stderr, "bench_decode_cuda: mdl_create_on (%s, context %d, %s): %s\n", a->name, ctx,
-                dev == MDL_DEVICE_CUDA ? "cuda" : "cpu", err);
-        return NULL;
-    }
-    if (a->prior == MDL_PRIOR_RPA) {
-        size_t np = 0, k;
-        const float *cur = mdl_prior_stats(m, &np);
-        const int R = c.R;
-        uint64_t keep = rng_state;
-        float *ps;
-        if (!cur || np != (size_t)c.n_layers * ctx * R + (size_t)ctx) {
-            fprintf(stderr, "bench_decode_cuda: unexpected RPA statistics size %zu\n", np);
-            mdl_destroy(m);
-            return NULL;
-        }
-        ps = (float *)xmalloc(sizeof(float) * np);
-        rng_state = 0xA5A5A5A5DEADBEEFull ^ (uint64_t)ctx; /* the same table for a twin */
-        for (k = 0; k + (size_t)ctx < np; k += (size_t)R) {
-            double z = 0.0;
-            int r;
-            for (r = 0; r < R; r++) z += ps[k + r] = (float)(0.05 + rnd_unit());
-            for (r = 0; r < R; r++) ps[k + r] = (float)(ps[k + r] / z);
-        }
-        for (k = np - (size_t)ctx; k < np; k++) ps[k] = 5.0f;
-        rng_state = keep;
-        if (mdl_prior_stats_set(m, ps, np) != MDL_OK) {
-            fprintf(stderr, "bench_decode_cuda: mdl_prior_stats_set: %s\n", mdl_last_error(m));
-            free(ps);
-            mdl_destroy(m);
-            return NULL;
-        }
-        free(ps);
-    }
-    return m;
 }
 
 /* max |a - b| / max |b| over a row of n (inf for a non-finite difference) */
@@ -273,12 +147,12 @@ static double row_err(const float *a, const float *b, int n)
 /* The check of device model m (architecture a, one slot at window ctx): prefill P = ctx/2
    random tokens, one step; the same on a CPU twin. The relative error (inf on a failed
    call); slot 0 of m left empty. */
-static double check_decode(mdl_model *m, const bdc_arch *a, int ctx)
+static double check_decode(mdl_model *m, const bd_arch *a, int ctx)
 {
     const int P = ctx / 2;
     int *seq = (int *)xmalloc(sizeof(int) * (size_t)(P + 1)), j, slot = 0, ok = 0;
-    float *lg = (float *)xmalloc(sizeof(float) * (size_t)g_vocab);
-    float *lc = (float *)xmalloc(sizeof(float) * (size_t)g_vocab);
+    float *lg = (float *)xmalloc(sizeof(float) * (size_t)bd_vocab);
+    float *lc = (float *)xmalloc(sizeof(float) * (size_t)bd_vocab);
     mdl_model *twin = NULL;
     double e = INFINITY;
     for (j = 0; j <= P; j++) seq[j] = rnd_tok();
@@ -293,7 +167,7 @@ static double check_decode(mdl_model *m, const bdc_arch *a, int ctx)
         else
             ok = 1;
     }
-    if (ok) e = row_err(lg, lc, g_vocab);
+    if (ok) e = row_err(lg, lc, bd_vocab);
     mdl_destroy(twin);
     mdl_decode_reset(m, 0);
     free(seq);
@@ -324,7 +198,7 @@ static double timed_step(mdl_model *m, const char *name, int ctx, const int *slo
 
 /* One batch-1 round of model m: reset, prefill P = ctx/2 random tokens, WARM untimed steps,
    `steps` timed steps into out. 0, or -1 after a message. */
-static int round_b1(mdl_model *m, const char *name, int ctx, int steps, float *lg, bdc_samples *out)
+static int round_b1(mdl_model *m, const char *name, int ctx, int steps, float *lg, bd_samples *out)
 {
     const int P = ctx / 2;
     int *toks = (int *)xmalloc(sizeof(int) * (size_t)P), i, slot = 0, rc = 0;
@@ -346,7 +220,7 @@ static int round_b1(mdl_model *m, const char *name, int ctx, int steps, float *l
 /* One batched round of model m (nb slots, already prefilled): WARM untimed and `steps`
    timed steps of every slot. 0, or -1 after a message. */
 static int round_bn(mdl_model *m, const char *name, int ctx, int nb, int steps, float *lg, int *slots, int *tk,
-                    bdc_samples *out)
+                    bd_samples *out)
 {
     int i, s;
     for (i = 0; i < WARM + steps; i++) {
@@ -362,7 +236,7 @@ static int round_bn(mdl_model *m, const char *name, int ctx, int nb, int steps, 
 /* ---- the PyTorch peer ---------------------------------------------------------------- */
 
 /* the numbers of "key": [a, b, ...] (milliseconds) into s as seconds; count added */
-static int json_list_ms(const char *line, const char *key, bdc_samples *s)
+static int json_list_ms(const char *line, const char *key, bd_samples *s)
 {
     char pat[64];
     const char *p;
@@ -391,7 +265,7 @@ static int json_list_ms(const char *line, const char *key, bdc_samples *s)
    Step times into tb1[c] and tbn; 1 when every config came back, else 0 with the reason in
    why. */
 static int run_torch(const int *ctxs, int nctx, int nb, int bctx, int steps, int rounds, int timeout_s,
-                     bdc_samples *tb1, bdc_samples *tbn, char *ver, size_t nver, char *why, size_t nwhy)
+                     bd_samples *tb1, bd_samples *tbn, char *ver, size_t nver, char *why, size_t nwhy)
 {
     char cmd[1600], list[256], want_bn[32], to[32], *line = NULL;
     size_t cap = 0, off = 0;
@@ -407,7 +281,7 @@ static int run_torch(const int *ctxs, int nctx, int nb, int bctx, int steps, int
     snprintf(cmd, sizeof cmd,
              "%s%s bench/torch_decode.py --device cuda --logits-to-host --contexts %s --steps %d --warmup %d "
              "--rounds %d --batch %d --batch-context %d --vocab %d",
-             to, torch_python(), list, steps, WARM, rounds, nb, bctx, g_vocab);
+             to, torch_python(), list, steps, WARM, rounds, nb, bctx, bd_vocab);
     printf("  PyTorch peer: %s\n", cmd);
     fflush(stdout);
     f = popen(cmd, "r");
@@ -529,7 +403,7 @@ int main(int argc, char **argv)
     int refused[NARCH];
     char why[NARCH][256], tver[64] = "?", twhy[256] = "skipped (--no-torch)";
     mdl_model **mb1 = NULL, *mbn[NARCH];
-    bdc_samples *tb1 = NULL, sbn[NARCH], pb1[MAXCTX], pbn;
+    bd_samples *tb1 = NULL, sbn[NARCH], pb1[MAXCTX], pbn;
     size_t *cb1 = NULL, cbn[NARCH];
     double worst_ratio = nan(""), sp_b1 = nan(""), sp_bn = nan(""), budget = 170.0, t_start = now_s(), tol;
     float *lg1 = NULL, *lgn = NULL;
@@ -550,7 +424,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--batch") && i + 1 < argc) nb = parse_int("--batch", argv[++i], 1, 65536);
         else if (!strcmp(argv[i], "--batch-context") && i + 1 < argc)
             bctx = parse_int("--batch-context", argv[++i], 16, 65536);
-        else if (!strcmp(argv[i], "--vocab") && i + 1 < argc) g_vocab = parse_int("--vocab", argv[++i], 2, 1000000);
+        else if (!strcmp(argv[i], "--vocab") && i + 1 < argc) bd_vocab = parse_int("--vocab", argv[++i], 2, 1000000);
         else if (!strcmp(argv[i], "--budget") && i + 1 < argc) budget = parse_int("--budget", argv[++i], 1, 1000000);
         else if (!strcmp(argv[i], "--precision") && i + 1 < argc) {
             const char *p = argv[++i];
@@ -614,7 +488,7 @@ int main(int argc, char **argv)
            prop.name, prop.major, prop.minor, prop.multiProcessorCount, (double)prop.totalGlobalMem / 1073741824.0,
            prec == TK_MATH_FP32 ? "fp32" : prec == TK_MATH_TF32 ? "tf32" : "bf16", rounds, steps, WARM, budget);
     printf("  shape: d 128, 4 layers, 4 heads, vocab %d, FFN 4x GELU, LayerNorm, learned positions, tied head, "
-           "random init (seed %d); max_T = the context\n", g_vocab, SEED);
+           "random init (seed %d); max_T = the context\n", bd_vocab, SEED);
 #ifdef ATTNKIT_CUDA_SIM
     printf("  CPU SIMULATION (tests/cuda_sim.h): every time below is meaningless; the calls are what is checked\n");
 #endif
@@ -633,17 +507,17 @@ int main(int argc, char **argv)
     /* the models: NARCH per context at batch 1, NARCH at the batched context */
     mb1 = (mdl_model **)xmalloc(sizeof(mdl_model *) * (size_t)nctx * NARCH);
     cb1 = (size_t *)xmalloc(sizeof(size_t) * (size_t)nctx * NARCH);
-    tb1 = (bdc_samples *)xmalloc(sizeof(bdc_samples) * (size_t)nctx * NARCH);
+    tb1 = (bd_samples *)xmalloc(sizeof(bd_samples) * (size_t)nctx * NARCH);
     memset(mb1, 0, sizeof(mdl_model *) * (size_t)nctx * NARCH);
     memset(cb1, 0, sizeof(size_t) * (size_t)nctx * NARCH);
-    memset(tb1, 0, sizeof(bdc_samples) * (size_t)nctx * NARCH);
+    memset(tb1, 0, sizeof(bd_samples) * (size_t)nctx * NARCH);
     memset(mbn, 0, sizeof mbn);
     memset(cbn, 0, sizeof cbn);
     memset(sbn, 0, sizeof sbn);
     memset(pb1, 0, sizeof pb1);
     memset(&pbn, 0, sizeof pbn);
-    lg1 = (float *)xmalloc(sizeof(float) * (size_t)g_vocab);
-    lgn = (float *)xmalloc(sizeof(float) * (size_t)nb * (size_t)g_vocab);
+    lg1 = (float *)xmalloc(sizeof(float) * (size_t)bd_vocab);
+    lgn = (float *)xmalloc(sizeof(float) * (size_t)nb * (size_t)bd_vocab);
     slots = (int *)xmalloc(sizeof(int) * (size_t)nb);
     tk = (int *)xmalloc(sizeof(int) * (size_t)nb);
     for (i = 0; i < nb; i++) slots[i] = i;
@@ -772,7 +646,7 @@ int main(int argc, char **argv)
                ctxs[c], P, P + WARM, P + WARM + steps - 1, tb1[c * NARCH].n);
         printf("  %-16s %9s %9s %10s %12s %9s\n", "", "p50 ms", "p99 ms", "tok/s p50", "p50/softmax", "cache MB");
         for (a = 0; a < NARCH; a++) {
-            const bdc_samples *s = &tb1[c * NARCH + a];
+            const bd_samples *s = &tb1[c * NARCH + a];
             const double p50 = quantile(s, 0.5), p99 = quantile(s, 0.99);
             if (refused[a]) {
                 printf("  %-16s n/a (refused: %s)\n", ARCHS[a].name, why[a]);
@@ -795,7 +669,7 @@ int main(int argc, char **argv)
         }
     }
     printf("batch %d at context %d (prefill %d per slot, %d samples each; each step copies %d x %d logits to the "
-           "host): tokens/s = %d / p50 step\n", nb, bctx, bctx / 2, sbn[0].n, nb, g_vocab, nb);
+           "host): tokens/s = %d / p50 step\n", nb, bctx, bctx / 2, sbn[0].n, nb, bd_vocab, nb);
     printf("  %-16s %9s %10s %9s\n", "", "step ms", "tok/s", "cache MB");
     for (a = 0; a < NARCH; a++) {
         const double md = quantile(&sbn[a], 0.5);
