@@ -107,19 +107,6 @@
 
 #include "bench/bench_decode_models.h"
 
-/* max |a - b| / max |b| over a row of n (inf for a non-finite difference) */
-static double row_err(const float *a, const float *b, int n)
-{
-    double mx = 0.0, d = 0.0;
-    int v;
-    for (v = 0; v < n; v++) {
-        double x = fabs((double)b[v]), e = fabs((double)a[v] - (double)b[v]);
-        if (x > mx) mx = x;
-        if (!(e <= d)) d = e == e ? e : INFINITY;
-    }
-    return d / (mx > 0.0 ? mx : 1.0);
-}
-
 /* The decoding check of model m (architecture a, decoding initialised with one slot at
    window ctx): prefill P tokens, one step; against row P of a twin's mdl_forward of P + 1
    tokens (W = ctx tokens with a prior). Returns the relative error (inf on a failed call),
@@ -193,32 +180,6 @@ done:
 /* ---- the PyTorch peer ---------------------------------------------------------------- */
 
 
-/* the numbers of "key": [a, b, ...] (milliseconds) into s as seconds; count added */
-static int json_list_ms(const char *line, const char *key, bd_samples *s)
-{
-    char pat[64];
-    const char *p;
-    int n = 0;
-    snprintf(pat, sizeof pat, "\"%s\":", key);
-    p = strstr(line, pat);
-    if (!p) return 0;
-    p += strlen(pat);
-    while (*p == ' ') p++;
-    if (*p++ != '[') return 0;
-    for (;;) {
-        char *end;
-        double x;
-        while (*p == ' ' || *p == ',') p++;
-        if (*p == ']' || !*p) break;
-        x = strtod(p, &end);
-        if (end == p) break;
-        samples_add(s, 1e-3 * x);
-        n++;
-        p = end;
-    }
-    return n;
-}
-
 /* One round of the peer: every context at batch 1, the batch-32 context; step times added
    to tb1[c] and tb32. 1 when every config came back. */
 static int run_torch(const int *ctxs, int nctx, int b32_ctx, int steps, int threads, bd_samples *tb1, bd_samples *tb32,
@@ -281,47 +242,6 @@ static void usage(FILE *f)
                "  --threads   1..1024 (default 2), ours and the PyTorch peer\n"
                "  --no-torch  skip the PyTorch peer (speedups print as nan)\n"
                "  --quick     a smoke run\n", WARM);
-}
-
-/* a whole decimal int in [lo, hi], or exit 2 naming the flag */
-static int parse_int(const char *flag, const char *s, int lo, int hi)
-{
-    char *end;
-    long v;
-    errno = 0;
-    v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi) {
-        fprintf(stderr, "bench_decode: %s wants an integer in [%d, %d] (got '%s')\n", flag, lo, hi, s);
-        exit(2);
-    }
-    return (int)v;
-}
-
-static int parse_contexts(const char *s, int *out)
-{
-    int n = 0;
-    const char *p = s;
-    char buf[32];
-    for (;;) {
-        size_t k = strcspn(p, ",");
-        int c, j;
-        if (k == 0 || k >= sizeof buf || n == MAXCTX) {
-            fprintf(stderr, "bench_decode: --contexts wants 1 to %d comma-separated integers (got '%s')\n", MAXCTX, s);
-            exit(2);
-        }
-        memcpy(buf, p, k);
-        buf[k] = '\0';
-        c = parse_int("--contexts", buf, 16, 65536);
-        for (j = 0; j < n; j++)
-            if (out[j] == c) {
-                fprintf(stderr, "bench_decode: --contexts lists %d twice\n", c);
-                exit(2);
-            }
-        out[n++] = c;
-        if (!p[k]) break;
-        p += k + 1;
-    }
-    return n;
 }
 
 int main(int argc, char **argv)

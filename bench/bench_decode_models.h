@@ -3,12 +3,14 @@
    benches' xorshift stream, and the models (d 128, 4 layers, 4 heads, learned positions,
    LayerNorm, GELU; RPA with a fixed random table of running statistics, the same for the
    same context, so a twin model gets the same prior). Include after examples/common/model.c
-   and bench_util.h; define BD_PROG (the program's name, for messages) first. License: MIT. */
+   and bench_util.h; define BD_PROG (the program's name, for messages) and MAXCTX (the
+   most contexts --contexts takes) first. Also shared: the twin check's row error, the
+   peer's JSON lists, the flag parsers. License: MIT. */
 #ifndef ATTNKIT_BENCH_DECODE_MODELS_H
 #define ATTNKIT_BENCH_DECODE_MODELS_H
 
-#ifndef BD_PROG
-#error "define BD_PROG before including bench_decode_models.h"
+#if !defined(BD_PROG) || !defined(MAXCTX)
+#error "define BD_PROG and MAXCTX before including bench_decode_models.h"
 #endif
 
 #define NARCH 5
@@ -139,6 +141,87 @@ static mdl_model *make_model(const bd_arch *a, int ctx, int dev)
         free(ps);
     }
     return m;
+}
+
+/* max |a - b| / max |b| over a row of n (inf for a non-finite difference) */
+static double row_err(const float *a, const float *b, int n)
+{
+    double mx = 0.0, d = 0.0;
+    int v;
+    for (v = 0; v < n; v++) {
+        double x = fabs((double)b[v]), e = fabs((double)a[v] - (double)b[v]);
+        if (x > mx) mx = x;
+        if (!(e <= d)) d = e == e ? e : INFINITY;
+    }
+    return d / (mx > 0.0 ? mx : 1.0);
+}
+
+/* the numbers of "key": [a, b, ...] (milliseconds) into s as seconds; count added */
+static int json_list_ms(const char *line, const char *key, bd_samples *s)
+{
+    char pat[64];
+    const char *p;
+    int n = 0;
+    snprintf(pat, sizeof pat, "\"%s\":", key);
+    p = strstr(line, pat);
+    if (!p) return 0;
+    p += strlen(pat);
+    while (*p == ' ') p++;
+    if (*p++ != '[') return 0;
+    for (;;) {
+        char *end;
+        double x;
+        while (*p == ' ' || *p == ',') p++;
+        if (*p == ']' || !*p) break;
+        x = strtod(p, &end);
+        if (end == p) break;
+        samples_add(s, 1e-3 * x);
+        n++;
+        p = end;
+    }
+    return n;
+}
+
+/* a whole decimal int in [lo, hi], or exit 2 naming the flag */
+static int parse_int(const char *flag, const char *s, int lo, int hi)
+{
+    char *end;
+    long v;
+    errno = 0;
+    v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) {
+        fprintf(stderr, "%s: %s wants an integer in [%d, %d] (got '%s')\n", BD_PROG, flag, lo, hi, s);
+        exit(2);
+    }
+    return (int)v;
+}
+
+static int parse_contexts(const char *s, int *out)
+{
+    int n = 0;
+    const char *p = s;
+    char buf[32];
+    for (;;) {
+        size_t k = strcspn(p, ",");
+        int c, j;
+        if (k == 0 || k >= sizeof buf || n == MAXCTX) {
+            fprintf(stderr, "%s: --contexts wants 1 to %d comma-separated integers (got '%s')\n", BD_PROG, MAXCTX,
+                    s);
+            exit(2);
+        }
+        memcpy(buf, p, k);
+        buf[k] = '\0';
+        c = parse_int("--contexts", buf, 16, 65536);
+        for (j = 0; j < n; j++)
+            if (out[j] == c) {
+                fprintf(stderr, "%s: --contexts lists %d twice\n", BD_PROG, c);
+                exit(2);
+            }
+        out[n++] = c;
+        if (!p[k]) break;
+        p += k + 1;
+    }
+    return n;
 }
 
 #endif /* ATTNKIT_BENCH_DECODE_MODELS_H */
