@@ -146,10 +146,10 @@ $(foreach t,$(TEST_OBJ_TESTS),
 build/$(1)/$(t): $(patsubst %,build/$(1)/common/%.o,$(TEST_OBJS_$(t)))
 build/$(1)/$(t)_noomp: $(patsubst %,build/$(1)/common_noomp/%.o,$(TEST_OBJS_$(t))))
 build/$(1)/%_noomp: tests/%.c $$(DEPS)
-	@mkdir -p build/$(1)
+	@mkdir -p build/$(1) && rm -f $$@
 	$(1) $$(TEST_CFLAGS) $$< $$(filter %.o,$$^) -o $$@ $$(LIBS)
 build/$(1)/%: tests/%.c $$(DEPS)
-	@mkdir -p build/$(1)
+	@mkdir -p build/$(1) && rm -f $$@
 	$(1) $$(TEST_CFLAGS) $$(or $$(ARCH_$(1)),$$(ARCH)) -fopenmp $$< $$(filter %.o,$$^) -o $$@ $$(LIBS)
 tests-build-$(1): $(foreach t,$(TEST_NAMES),build/$(1)/$(t)) \
     $(foreach t,$(filter-out $(NOOMP_SKIP_$(1)),$(TEST_NAMES)),build/$(1)/$(t)_noomp)
@@ -164,8 +164,10 @@ build/gcc/test_gemm_cblas: tests/test_gemm.c $(DEPS)
 	@mkdir -p build/gcc
 	gcc $(TEST_CFLAGS) $(or $(ARCH_gcc),$(ARCH)) -fopenmp -DTK_USE_CBLAS $< -o $@ -lopenblas $(LIBS)
 
+# (every binary rule removes its old output first: a build that fails leaves no stale
+# binary for the runner to run in its place, so it counts as "not built", a failure)
 build/cuda/%: tests/%.cu $(DEPS)
-	@mkdir -p build/cuda
+	@mkdir -p build/cuda && rm -f $@
 	$(NVCC) -O2 -std=c++17 $(CUDA_ARCHS) -I. -isystem /usr/include/stb \
 	    -Xcompiler -Wall,-Wextra,-fopenmp $< -o $@ -lcublas -lgomp $(LIBS)
 
@@ -183,7 +185,7 @@ build/mpi/test_dist: tests/test_dist.c examples/common/dist.c examples/common/di
 # header gives its small arguments).
 CUDA_BENCH_NAMES := $(patsubst bench/%.cu,%,$(wildcard bench/bench_*_cuda.cu))
 build/cuda/%: bench/%.cu $(DEPS) bench/bench_cuda_util.h
-	@mkdir -p build/cuda
+	@mkdir -p build/cuda && rm -f $@
 	$(NVCC) -O3 -std=c++17 $(CUDA_ARCHS) -I. -isystem /usr/include/stb \
 	    -Xcompiler -Wall,-Wextra,-fopenmp $< -o $@ -lcublas -lgomp $(LIBS)
 
@@ -215,10 +217,10 @@ SIM_SKIP_clang++ := parity_model
 SIM_SKIP_g++ := parity_layers
 define SIM_RULES
 build/sim-$(1)/%: tests/%.cu $$(DEPS)
-	@mkdir -p build/sim-$(1)
+	@mkdir -p build/sim-$(1) && rm -f $$@
 	$(1) $$(SIM_CXXFLAGS) $$< -o $$@ $$(LIBS)
 build/sim-$(1)/bench_%: bench/bench_%.cu $$(DEPS) bench/bench_util.h bench/bench_cuda_util.h
-	@mkdir -p build/sim-$(1)
+	@mkdir -p build/sim-$(1) && rm -f $$@
 	$(1) $$(SIM_CXXFLAGS) $$< -o $$@ $$(LIBS)
 sim-$(1): $(foreach p,$(filter-out $(SIM_SKIP_$(1)),$(PARITY_NAMES)),build/sim-$(1)/$(p))
 endef
@@ -235,7 +237,7 @@ sim: $(foreach c,$(SIM_CXX),sim-$(c))
 SIM_FMA_NAMES := parity_tensor parity_guardian parity_era parity_ceas
 SIM_FMA_FLAGS := -ffp-contract=fast -mfma -mavx2
 build/sim-fma/%: tests/%.cu $(DEPS)
-	@mkdir -p build/sim-fma
+	@mkdir -p build/sim-fma && rm -f $@
 	clang++ $(SIM_CXXFLAGS) $(SIM_FMA_FLAGS) $< -o $@ $(LIBS)
 build/sim-fma/parity_era build/sim-fma/parity_ceas: SIM_OPT = -O0
 sim-fma: $(foreach p,$(SIM_FMA_NAMES),build/sim-fma/$(p))
@@ -287,7 +289,7 @@ build/obj/common/%.o: examples/common/%.c $(DEPS)
 	$(CC) $(EX_CFLAGS) -c $< -o $@
 
 build/%: examples/%.c $(COMMON_OBJS) $(DEPS)
-	@mkdir -p build
+	@mkdir -p build && rm -f $@
 	$(CC) $(EX_CFLAGS) $< $(COMMON_OBJS) -o $@ $(CBLAS) $(LIBS)
 
 examples: $(foreach e,$(EXAMPLE_NAMES),build/$(e))
@@ -360,7 +362,7 @@ niah: build/niah
 FUZZ_NAMES   := $(patsubst tests/fuzz/%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_SECONDS ?= 60
 build/fuzz/%: tests/fuzz/%.c $(DEPS)
-	@mkdir -p build/fuzz
+	@mkdir -p build/fuzz && rm -f $@
 	clang -std=c99 -g -O1 -fsanitize=fuzzer,address,undefined $(INC) $< -o $@ -lm -llzma
 
 fuzz: $(foreach f,$(FUZZ_NAMES),build/fuzz/$(f))

@@ -95,6 +95,7 @@
 #include "examples/common/model.c"
 #include "examples/common/ckpt.c"
 #include "examples/common/train.c"
+#include "examples/common/maxent.c"
 
 /* ------------------------------------------------------------------ small helpers */
 static double btc_now(void)

@@ -365,8 +365,9 @@ static void test_ffn_rows(void)
     for (int r = MDL_FFN_MOE + 1; r < lyr_ffn_count(); r++) {
         if (!lyr_ffn_is_mlp(r)) continue;
         mdl_config c = toy(r, MDL_NORM_RMS, MDL_POS_ROPE);
-        std::string what = std::string("ffn ") + lyr_ffn_get(r)->name + " / rmsnorm / rope";
-        run_case(what.c_str(), &c, &o);
+        char what[96];
+        snprintf(what, sizeof what, "ffn %s / rmsnorm / rope", lyr_ffn_get(r)->name);
+        run_case(what, &c, &o);
         n++;
     }
     printf("  %d further MLP rows of the FFN table\n", n);

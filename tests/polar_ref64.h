@@ -71,16 +71,14 @@ PR64__API void pr64_out_free(pr64_out *o)
 PR64__API void pr64_run(const pr64_prob *P, double norm_eps, pr64_out *o)
 {
     int B = P->B, H = P->H, T = P->T, D = P->D, G = P->H / P->Hkv, b, h, i, j, d;
-    pr64_t *a = (pr64_t *)malloc(sizeof(pr64_t) * (size_t)(T + 1) * 3 + sizeof(pr64_t) * (size_t)D * 4);
+    pr64_t *a = (pr64_t *)malloc(sizeof(pr64_t) * (size_t)(T + 1) * 3 + sizeof(pr64_t) * (size_t)D * 3);
     pr64_t *w = a + (T + 1), *dw = w + (T + 1), *s = dw + (T + 1), *cc = s + D, *ds = cc + D;
-    pr64_t *dvn = ds + D;
     pr64_t *dvnacc = (pr64_t *)calloc((size_t)H * D, sizeof(pr64_t));
     pr64_t *dkacc = (pr64_t *)calloc((size_t)pr64_nkv(P), sizeof(pr64_t));
     pr64_t *dvacc = (pr64_t *)calloc((size_t)pr64_nkv(P), sizeof(pr64_t));
     pr64_t sc = 1.0L / sqrtl((pr64_t)D);
     pr64_t dlg[64], dnb[64], dns[64], dmb[64];
     long x;
-    (void)dvn;
     for (h = 0; h < H && h < 64; h++)
         dlg[h] = dnb[h] = dns[h] = dmb[h] = 0;
     o->min_real = 1.0;

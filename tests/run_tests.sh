@@ -416,6 +416,13 @@ if ls tests/parity_*.cu >/dev/null 2>&1; then
             t=$(basename "$src" .cu)
             run_one "cuda/$t" "build/cuda/$t"
         done
+        # the GPU benchmarks are built, not run, here: one that does not build is a failure
+        # (its rule removes the old binary first, so a stale one cannot stand in for it)
+        for src in bench/bench_*_cuda.cu; do
+            t=$(basename "$src" .cu)
+            if [ -x "build/cuda/$t" ]; then P=$((P + 1)); else
+                echo "FAIL cuda/$t: not built (log in $LOG/build-cuda.log)"; F=$((F + 1)); fi
+        done
     else
         echo "SKIP CUDA parity tests on the GPU: nvcc not found"
         S=$((S + 1))
