@@ -921,6 +921,9 @@ static int tk__finite_d(double x)
            for jr over NR column panels      B micro-panel (KC x NR) stays in L1
              for ir over MR row panels
                micro-kernel: C[ir:ir+MR, jr:jr+NR] (+)= A micro-panel . B micro-panel
+   Few rows (M <= MC) against many columns (N > NC), a decoding step's head: op(A) is
+   packed once and each thread packs its own L2-sized chunks of op(B) (tk__gemm_rows),
+   the same tiles and K order, so the same bits as the loops above.
    Packing pads partial panels with zeros, so the micro-kernel always runs a full
    MR x NR x kc product in registers; it writes back only the valid mr x nr corner
    (masked stores), as alpha * acc + beta * C for the first K block (beta == 0 never
@@ -1592,6 +1595,96 @@ static int tk__gemm_blocked(int transA, int transB, int M, int N, int K, float a
     return TK_OK;
 }
 
+/* Few rows against many columns (M <= MC: one row block; N > NC: several column blocks),
+   the shape of a decoding step's head (the batch's rows times the vocabulary). The loops
+   above would pack op(B) in NC-column blocks (1.5 MB each at K = 128: out of L2) that
+   only these M rows reuse, one barrier per block. Here op(A) is packed once (every K
+   block, shared, read-only), and each thread packs its own L2-sized chunk of op(B)'s
+   columns at a time, taken from a shared counter (chunks, not threads, fix the work:
+   no static split to wait on when a core is busy), and multiplies it by every row of A.
+   The same micro-kernel over the same K blocks in the same order, its tiles at the same
+   multiples of MR and NR from (0, 0): every element's arithmetic, and with it every bit,
+   is the blocked path's (test_gemm compares the two), for any thread count. */
+#ifndef TK__GEMM_ROWS_CHUNK_BYTES
+#define TK__GEMM_ROWS_CHUNK_BYTES (128 * 1024) /* a thread's packed chunk of op(B) */
+#endif
+static int tk__gemm_rows(int transA, int transB, int M, int N, int K, float alpha,
+                         const float *A, size_t lda, const float *B, size_t ldb, float beta,
+                         float *C, size_t ldc)
+{
+    const tk__gemm_kernel ker = tk__gemm_pick();
+    const int mr = ker.mr, nr = ker.nr;
+    const int kcm = K < TK__GEMM_KC ? K : TK__GEMM_KC;
+    const size_t mp = tk__gemm_round_up((size_t)M, (size_t)mr);
+    int ncs = (int)(TK__GEMM_ROWS_CHUNK_BYTES / sizeof(float)) / kcm / nr * nr, chunks,
+        nt = 1, counter = 0, pc;
+    size_t a_size, b_size;
+    void *raw;
+    float *buf;
+#ifdef _OPENMP
+    int arrived = 0;
+#endif
+    if (ncs < nr) ncs = nr;
+    chunks = tk__gemm_ntiles(N, ncs);
+#ifdef _OPENMP
+    if ((double)M * N * K >= TK__GEMM_PAR_MIN) nt = omp_get_max_threads();
+    if (nt < 1) nt = 1;
+    if (nt > chunks) nt = chunks;
+#endif
+    a_size = tk__gemm_round_up(mp * (size_t)K, 16) + 16;
+    b_size = tk__gemm_round_up((size_t)kcm * tk__gemm_round_up((size_t)ncs, (size_t)nr), 16) + 16;
+    raw = TK_MALLOC((a_size + (size_t)nt * b_size) * sizeof(float) + 64);
+    if (!raw) return tk__fail(TK_ENOMEM, "tk_sgemm: cannot allocate packing buffers");
+    buf = (float *)(void *)(((uintptr_t)raw + 63) & ~(uintptr_t)63);
+    /* op(A) block pc (kc of K) at buf + mp * pc, its mr-row panels as the blocked path's */
+    for (pc = 0; pc < K; pc = tk__gemm_next(pc, K, TK__GEMM_KC))
+        tk__gemm_pack_a(buf + mp * (size_t)pc, A, lda, transA, 0, M, pc,
+                        K - pc < TK__GEMM_KC ? K - pc : TK__GEMM_KC, mr);
+
+#ifdef _OPENMP
+#pragma omp parallel num_threads(nt) if (nt > 1)
+#endif
+    {
+        int tid = 0, item;
+        float *Bp;
+#ifdef _OPENMP
+        /* the thread's buffer by arrival, not omp_get_thread_num(): tk__gemm_blocked says why */
+#pragma omp atomic capture
+        tid = arrived++;
+#endif
+        Bp = buf + a_size + (size_t)tid * b_size;
+        for (;;) {
+            int j0, nc, panels, p0;
+#ifdef _OPENMP
+#pragma omp atomic capture
+#endif
+            item = counter++;
+            if (item >= chunks) break;
+            j0 = item * ncs;
+            nc = N - j0 < ncs ? N - j0 : ncs;
+            panels = tk__gemm_ntiles(nc, nr);
+            for (p0 = 0; p0 < K; p0 = tk__gemm_next(p0, K, TK__GEMM_KC)) {
+                const int kc = K - p0 < TK__GEMM_KC ? K - p0 : TK__GEMM_KC;
+                const float beta_k = p0 == 0 ? beta : 1.0f;
+                const float *Ap = buf + mp * (size_t)p0;
+                int q, ir;
+                tk__gemm_pack_b(Bp, B, ldb, transB, p0, kc, j0, nc, nr, 0, panels);
+                for (q = 0; q < panels; q++) {
+                    const int jr = q * nr;
+                    const int n = nc - jr < nr ? nc - jr : nr;
+                    for (ir = 0; ir < M; ir += mr) {
+                        const int m = M - ir < mr ? M - ir : mr;
+                        ker.fn(kc, Ap + (size_t)ir * kc, Bp + (size_t)jr * kc,
+                               C + (size_t)ir * ldc + j0 + jr, ldc, m, n, alpha, beta_k);
+                    }
+                }
+            }
+        }
+    }
+    TK_FREE(raw);
+    return TK_OK;
+}
+
 TKDEF int tk_sgemm(int transA, int transB, int M, int N, int K, float alpha,
                    const float *A, int lda, const float *B, int ldb, float beta,
                    float *C, int ldc)
@@ -1632,6 +1725,9 @@ TKDEF int tk_sgemm(int transA, int transB, int M, int N, int K, float alpha,
         return TK_OK;
     }
 #endif
+    if (M <= TK__GEMM_MC && N > TK__GEMM_NC)
+        return tk__gemm_rows(transA, transB, M, N, K, alpha, A, (size_t)lda, B, (size_t)ldb,
+                             beta, C, (size_t)ldc);
     return tk__gemm_blocked(transA, transB, M, N, K, alpha, A, (size_t)lda, B, (size_t)ldb,
                             beta, C, (size_t)ldc);
 }

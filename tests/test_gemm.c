@@ -253,6 +253,64 @@ static void test_threads_identical(void)
 #endif
 }
 
+/* The few-rows path (M <= MC, N > NC: a decoding step's head, tk__gemm_rows) against the
+   blocked loops it stands in for, called directly: identical bits, every transpose, beta 0
+   (NaN in C) and not, K across one, two and three K blocks, M across the MR tile edges,
+   N with a partial last chunk and tile, both built-in kernels, 1 and 2 threads; and
+   against the float64 reference. */
+static void test_rows_path_matches_blocked(void)
+{
+    static const int sh[][3] = {{1, 3073, 1},  {5, 4100, 7},    {32, 50257, 128},
+                                {13, 3500, 390}, {TK__GEMM_MC, 3100, 33}, {7, 6200, 900}};
+    const int nsh = (int)(sizeof sh / sizeof sh[0]);
+    int s, t, k, th, n = 0;
+#ifdef _OPENMP
+    const int saved = omp_get_max_threads();
+#endif
+    for (k = 0; k < 2; k++) {
+        tk_gemm_set_kernel(k ? TK_GEMM_SCALAR : TK_GEMM_BUILTIN);
+        for (s = 0; s < nsh; s++)
+            for (t = 0; t < 4; t++, n++) {
+                gemm_case c;
+                gemm_bufs g;
+                float *Cb;
+                size_t bytes;
+                if (sh[s][1] > 20000 && (k || t != 2)) continue; /* the head shape: once */
+                c.tA = t & 1; c.tB = t >> 1;
+                c.M = sh[s][0]; c.N = sh[s][1]; c.K = sh[s][2];
+                c.alpha = ab[n % 5][0]; c.beta = ab[n % 5][1];
+                c.pad = n % 2 ? 5 : 0; c.nan_c = c.beta == 0.0f;
+                CHECK(c.M <= TK__GEMM_MC && c.N > TK__GEMM_NC);
+                tt_seed(100 + n);
+                if (!setup(&g, &c)) { CHECK(!"out of memory"); teardown(&g); continue; }
+                bytes = sizeof(float) * (size_t)c.M * g.ldc;
+                Cb = (float *)malloc(bytes);
+                memcpy(Cb, g.C0, bytes);
+                CHECK_INT_EQ(tk__gemm_blocked(c.tA, c.tB, c.M, c.N, c.K, c.alpha, g.A,
+                                              (size_t)g.lda, g.B, (size_t)g.ldb, c.beta, Cb,
+                                              (size_t)g.ldc), TK_OK);
+                for (th = 1; th <= 2; th++) {
+#ifdef _OPENMP
+                    omp_set_num_threads(th);
+#endif
+                    CHECK_INT_EQ(run(&c, &g), TK_OK);
+                    if (memcmp(Cb, g.C, bytes) != 0)
+                        fprintf(stderr, "  rows path differs: %s tA=%d tB=%d M=%d N=%d K=%d "
+                                "threads %d\n", tk_gemm_kernel_name(), c.tA, c.tB, c.M,
+                                c.N, c.K, th);
+                    CHECK(memcmp(Cb, g.C, bytes) == 0);
+                }
+                verify(&c, &g, tk_gemm_kernel_name());
+                free(Cb);
+                teardown(&g);
+            }
+    }
+#ifdef _OPENMP
+    omp_set_num_threads(saved);
+#endif
+    tk_gemm_set_kernel(TK_GEMM_AUTO);
+}
+
 static void test_kernel_name(void)
 {
     const char *expect = "scalar";
@@ -314,5 +372,6 @@ int main(int argc, char **argv)
     TEST_RUN(test_beta_zero_ignores_c);
     TEST_RUN(test_shapes);
     TEST_RUN(test_threads_identical);
+    TEST_RUN(test_rows_path_matches_blocked);
     return TEST_END();
 }

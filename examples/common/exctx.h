@@ -569,6 +569,25 @@ static inline int ex_dec_kv(const ex_ctx *x, float *qkv, float *kc, float *vc, c
 }
 
 #define EX__DEC_VB 64 /* ex_dec_attn: output elements of a head summed together (its stack block) */
+#define EX__DEC_PF 16 /* ex_dec_attn: keys ahead a head's cache rows are prefetched (a head's slice of
+                         each cached row is D floats at a stride of C: a stream the hardware
+                         prefetcher picks up late, if at all, over a few hundred keys) */
+#if defined(__GNUC__) || defined(__clang__)
+#define EX__PREFETCH(p) __builtin_prefetch((p), 0, 3)
+#else
+#define EX__PREFETCH(p) ((void)(p))
+#endif
+/* every 64-byte line of the head's D floats of cached row j, when j <= t (D = 32 floats
+   at a line boundary is two lines: mdl_decode_init aligns the caches) */
+#define EX__DEC_PF_ROW(base, j, t, C, D)                                                     \
+    do {                                                                                     \
+        if ((j) <= (t)) {                                                                    \
+            const char *pf_ = (const char *)((base) + (size_t)(j) * (C));                    \
+            const char *pe_ = pf_ + sizeof(float) * (size_t)(D);                             \
+            pf_ -= (uintptr_t)pf_ & 63u;                                                     \
+            for (; pf_ < pe_; pf_ += 64) EX__PREFETCH(pf_);                                  \
+        }                                                                                    \
+    } while (0)
 /* att (n, C): each (row, head) attends over its slot's cached positions 0..t (t = pos[r]):
    scores q.k in double times 1 / (sqrt(D) temp[h] g), plus row t of pb (nl, nl) divided
    by g (pb NULL: no prior), softmax, the values summed in double. temp (H) the layer's
@@ -599,9 +618,14 @@ static inline int ex_dec_attn(const ex_ctx *x, float *att, const float *qkv, con
         /* the scores, four keys at a time: each one's double sum over e in order, as
            a = 0; a += q[e] k[j][e] (the same bits as one key at a time), four
            independent chains in flight instead of one */
+        for (j = 0; j < EX__DEC_PF && j <= t; j++) EX__DEC_PF_ROW(kb, j, t, C, D);
         for (j = 0; j + 3 <= t; j += 4) {
             const float *k0 = kb + (size_t)j * C, *k1 = k0 + C, *k2 = k1 + C, *k3 = k2 + C;
             double a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0;
+            EX__DEC_PF_ROW(kb, j + EX__DEC_PF, t, C, D);
+            EX__DEC_PF_ROW(kb, j + EX__DEC_PF + 1, t, C, D);
+            EX__DEC_PF_ROW(kb, j + EX__DEC_PF + 2, t, C, D);
+            EX__DEC_PF_ROW(kb, j + EX__DEC_PF + 3, t, C, D);
             for (e = 0; e < D; e++) {
                 const double qe = (double)q[e];
                 a0 += qe * (double)k0[e];
@@ -644,9 +668,11 @@ static inline int ex_dec_attn(const ex_ctx *x, float *att, const float *qkv, con
             const int eb = D - e0 < EX__DEC_VB ? D - e0 : EX__DEC_VB;
             double acc[EX__DEC_VB];
             for (e = 0; e < eb; e++) acc[e] = 0.0;
+            for (j = 0; j < EX__DEC_PF && j <= t; j++) EX__DEC_PF_ROW(vb + e0, j, t, C, eb);
             for (j = 0; j <= t; j++) {
                 const double w = (double)sc[j];
                 const float *vr = vb + (size_t)j * C + e0;
+                EX__DEC_PF_ROW(vb + e0, j + EX__DEC_PF, t, C, eb);
                 for (e = 0; e < eb; e++) acc[e] += w * (double)vr[e];
             }
             for (e = 0; e < eb; e++) o[e0 + e] = (float)(acc[e] / sum);

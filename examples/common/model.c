@@ -3734,6 +3734,7 @@ int mdl_decode_supports_on(const mdl_config *cfg, int device, char *err, size_t 
 
 struct mdl__dec {
     int nb, nl, rows, nthr;
+    void *blk;               /* the one allocation below (kc at its first 64-byte boundary) */
     float *kc, *vc;          /* (L, nb, nl, C) rotated keys, values */
     float *vzc;              /* (L, nb, nl, H) value-gate pre-activations (value_gate), else NULL */
     float *mu, *zproj, *eta, *vz; /* memberships (rows,R), their projection (rows,C), residual
@@ -3786,7 +3787,7 @@ void mdl_decode_free(mdl_model *m)
     if (!m || !m->dec) return;
     ex_free(&m->cx, m->dec->xa);
     ex_free(&m->cx, m->dec->pb);
-    ex_free(&m->cx, m->dec->kc);
+    ex_free(&m->cx, m->dec->blk);
     free(m->dec->hb);
     free(m->dec->hst);
     free(m->dec);
@@ -4004,7 +4005,11 @@ int mdl_decode_init(mdl_model *m, int max_batch, int max_len, size_t *cache_byte
         free(d);
         return mdl__fail(m, MDL_ENOMEM, "mdl_decode_init: out of memory (%.1f MB)", (double)total / 1e6);
     }
-    d->kc = (float *)blk;
+    /* the caches at 64-byte lines (a large malloc is 16 bytes past a page): a head's slice
+       of a cached row, D = 32 floats, is then two lines, not three, for the attention's
+       reads; total keeps 32 * MDL__ALIGN bytes to spare */
+    d->blk = blk;
+    d->kc = (float *)(void *)(((uintptr_t)blk + (MDL__ALIGN - 1)) & ~(uintptr_t)(MDL__ALIGN - 1));
     p = (char *)d->hb;
     d->len = (int *)mdl__dec_take(&p, sizeof(int) * (size_t)max_batch);
     d->temp = (float *)mdl__dec_take(&p, sizeof(float) * (size_t)L * H);
@@ -4050,7 +4055,7 @@ int mdl_decode_init(mdl_model *m, int max_batch, int max_len, size_t *cache_byte
         d->slotc = d->rslot;
         d->posc = d->rpos;
     }
-    if ((size_t)(p - (char *)d->kc) > total) { /* (the sum above covers every take) */
+    if ((size_t)(p - (char *)blk) > total) { /* (the sum above covers every take) */
         free(d->hb);
         ex_free(&m->cx, blk);
         free(d);
