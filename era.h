@@ -267,6 +267,13 @@ typedef struct era_rpa_grads { /* every pointer may be NULL; all accumulate (+=)
        row), so dtau_att carries the rounding of dbias amplified by dtau_att_abs / |dtau_att|;
        a comparison of two devices' dtau_att is fair against this scale. */
     float dtau_att_abs;
+    /* Optional destinations of the scalar gradients in the call's own memory (device memory
+       for era_rpa_backward_cuda): with dtau_att_to set, dtau_att is added to *dtau_att_to,
+       dpos_beta to *dpos_beta_to (must then be set too) and dtau_att_abs to
+       *dtau_att_abs_to (NULL: not accumulated), each as *to += (float)sum, and the host
+       fields dtau_att, dpos_beta, dtau_att_abs are left alone. The device call then waits
+       for nothing (the sums stay on the stream). dkappa (legacy, CPU) stays a host field. */
+    float *dtau_att_to, *dpos_beta_to, *dtau_att_abs_to;
 } era_rpa_grads;
 
 typedef struct era_mu_stats {
@@ -320,6 +327,16 @@ ERADEF int era_membership_forward(const era_rpa_config *cfg, const era_rpa_param
                                   float *mu /* (B,T,R) */, float *zproj /* (B,T,P) */,
                                   era_mu_stats *stats, const float *h /* (B,T,D) */,
                                   int B, int T);
+/* era_membership_forward with its statistics as sums, ADDED to sums (3 doubles, in the
+   call's memory: device memory for the _cuda call): sums[0] += the sum over tokens of
+   H(mu_t), sums[1] += the tokens with max_r mu >= sat_threshold, sums[2] += the tokens
+   whose logits were not finite. Divided by B*T the first two are era_mu_stats' entropy and
+   sat_frac, the same values. Gather several calls' sums and read them once: the device
+   call waits for nothing. */
+ERADEF int era_membership_forward_sums(const era_rpa_config *cfg, const era_rpa_params *p,
+                                       float *mu /* (B,T,R) */, float *zproj /* (B,T,P) */,
+                                       double *sums /* (3) += */, const float *h /* (B,T,D) */,
+                                       int B, int T);
 /* Accumulates into dh (may be NULL) and g (may be NULL). dmu: (B,T,R) gradient on mu (may be NULL);
    dentropy: gradient on stats.entropy (the mean membership entropy). Supports R <= 64
    (ERA_EINVAL above). Tokens whose logits were not finite get no gradient. */
@@ -352,7 +369,8 @@ ERADEF int era_rpa_forward(const era_rpa_config *cfg, const era_rpa_params *p,
                            void *workspace);
 /* dbias: (T,T) gradient on the bias (summed over batch and heads: era_reduce_grad).
    Accumulates dmu (B,T,R) (may be NULL) and g->dtau_att, g->dpos_beta, g->dkappa (g may
-   be NULL: the scalars are then dropped).
+   be NULL: the scalars are then dropped), or the scalars into g->dtau_att_to etc. (see
+   era_rpa_grads; dtau_att_to without dpos_beta_to: ERA_EINVAL).
    cfg must match the forward's (ERA_ESTATE otherwise). With cfg->detach the plan P is a
    constant (no gradient through S and Sinkhorn), as in the reference's S.detach().
    The warm-in scale and the clip are differentiated (clipped entries pass nothing);
@@ -508,7 +526,9 @@ ERADEF const char *era_strerror(int code);
    p->centers (ERA) must be device pointers here, and so must the array pointers of the
    grads structs. The scalar gradients (dtau_att, dpos_beta; dsigma, dalpha) and the
    optional era_mu_stats come back to the host: those calls end with a stream
-   synchronisation. `stream` is a cudaStream_t (NULL: the default stream). fp32 math;
+   synchronisation, unless RPA's scalar gradients go to device floats (era_rpa_grads'
+   *_to) and the statistics to device sums (era_membership_forward_sums_cuda): then the
+   call waits for nothing. `stream` is a cudaStream_t (NULL: the default stream). fp32 math;
    statistics in double; no atomics (every reduction has a fixed order: results are
    bit-identical run to run). Not on the GPU: the legacy kappa-mixture (cfg->legacy:
    ERA_EINVAL), era_type2_forward, the fixed priors era_sinusoid_bias /
@@ -586,6 +606,12 @@ ERADEF void era_era_cuda_state_free(era_era_cuda_state *st);
                                          float *mu /* (B,T,R) */, float *zproj /* (B,T,P) */,   \
                                          era_mu_stats *stats, const float *h /* (B,T,D) */,     \
                                          int B, int T, era_stream stream))                      \
+    /* the same with the statistics as sums added to sums (3 doubles, device memory) on the    \
+       stream: era_membership_forward_sums; no host wait */                                     \
+    X(int, era_membership_forward_sums_cuda, (const era_rpa_config *cfg,                        \
+                                              const era_rpa_params *p, float *mu, float *zproj, \
+                                              double *sums, const float *h, int B, int T,       \
+                                              era_stream stream))                               \
     /* workspace: NULL or era_membership_workspace_size(p, B, T) bytes of device memory */      \
     X(int, era_membership_backward_cuda, (const era_rpa_config *cfg, const era_rpa_params *p,   \
                                           float *dh /* (B,T,D) */, era_rpa_grads *g,            \
@@ -946,15 +972,13 @@ static float era__inv2sig2(const era_rpa_config *c, float ls, int *free_)
     return (float)v;
 }
 
-ERADEF int era_mu_statistics(era_mu_stats *stats, const float *mu, int B, int T, int R,
-                             float entropy_floor, float sat_threshold)
+/* over n tokens of mu (n,R): *H = the sum of H(mu_t) (in order), *sat = the tokens with
+   max_r mu >= sat_threshold */
+static void era__mu_sums(const float *mu, long long n, int R, float entropy_floor,
+                         float sat_threshold, double *Hout, long long *satout)
 {
-    long long n, i;
+    long long i, sat = 0;
     double H = 0.0;
-    long long sat = 0;
-    if (!stats || !mu || B <= 0 || T <= 0 || R <= 0) return ERA_EINVAL;
-    if (!era__finite(entropy_floor) || entropy_floor <= 0.0f) return ERA_EINVAL;
-    n = (long long)B * T;
     for (i = 0; i < n; i++) {
         const float *m = mu + (size_t)i * R;
         double h = 0.0, mx = -1.0;
@@ -968,6 +992,19 @@ ERADEF int era_mu_statistics(era_mu_stats *stats, const float *mu, int B, int T,
         H += h;
         if (mx >= sat_threshold) sat++;
     }
+    *Hout = H;
+    *satout = sat;
+}
+
+ERADEF int era_mu_statistics(era_mu_stats *stats, const float *mu, int B, int T, int R,
+                             float entropy_floor, float sat_threshold)
+{
+    long long n, sat;
+    double H;
+    if (!stats || !mu || B <= 0 || T <= 0 || R <= 0) return ERA_EINVAL;
+    if (!era__finite(entropy_floor) || entropy_floor <= 0.0f) return ERA_EINVAL;
+    n = (long long)B * T;
+    era__mu_sums(mu, n, R, entropy_floor, sat_threshold, &H, &sat);
     stats->entropy = (float)(H / (double)n);
     stats->sat_frac = (float)((double)sat / (double)n);
     return ERA_OK;
@@ -1010,14 +1047,12 @@ static const era_era_cuda_state *era__era_on_dev(const era_era_state *st)
 }
 #endif
 
-ERADEF int era_membership_forward(const era_rpa_config *cfg, const era_rpa_params *p,
-                                  float *mu, float *zproj, era_mu_stats *stats,
-                                  const float *h, int B, int T)
+/* the host memberships (era_membership_forward's body); *nan_out: the non-finite rows */
+static int era__membership_fwd_host(const era_rpa_config *cfg, const era_rpa_params *p,
+                                    float *mu, float *zproj, const float *h, int B, int T,
+                                    int *nan_out)
 {
     int rc, R, D, P, nan_rows = 0;
-#if defined(__CUDACC__) || defined(ATTNKIT_CUDA_SIM)
-    if (era__is_dev(h)) return era_membership_forward_cuda(cfg, p, mu, zproj, stats, h, B, T, NULL);
-#endif
     long long n, i;
     rc = era__rpa_check_cfg(cfg);
     if (rc) return rc;
@@ -1088,10 +1123,43 @@ ERADEF int era_membership_forward(const era_rpa_config *cfg, const era_rpa_param
         }
         for (r = 0; r < R; r++) m[r] = (float)((double)m[r] / s);
     }
-    if (stats) {
-        era_mu_statistics(stats, mu, B, T, R, cfg->entropy_floor, cfg->sat_threshold);
+    *nan_out = nan_rows;
+    return ERA_OK;
+}
+
+ERADEF int era_membership_forward(const era_rpa_config *cfg, const era_rpa_params *p,
+                                  float *mu, float *zproj, era_mu_stats *stats,
+                                  const float *h, int B, int T)
+{
+    int rc, nan_rows = 0;
+#if defined(__CUDACC__) || defined(ATTNKIT_CUDA_SIM)
+    if (era__is_dev(h)) return era_membership_forward_cuda(cfg, p, mu, zproj, stats, h, B, T, NULL);
+#endif
+    rc = era__membership_fwd_host(cfg, p, mu, zproj, h, B, T, &nan_rows);
+    if (rc == ERA_OK && stats) {
+        era_mu_statistics(stats, mu, B, T, cfg->R, cfg->entropy_floor, cfg->sat_threshold);
         stats->nan_rows = nan_rows;
     }
+    return rc;
+}
+
+ERADEF int era_membership_forward_sums(const era_rpa_config *cfg, const era_rpa_params *p,
+                                       float *mu, float *zproj, double *sums, const float *h,
+                                       int B, int T)
+{
+    int rc, nan_rows = 0;
+    double H;
+    long long sat;
+#if defined(__CUDACC__) || defined(ATTNKIT_CUDA_SIM)
+    if (era__is_dev(h)) return era_membership_forward_sums_cuda(cfg, p, mu, zproj, sums, h, B, T, NULL);
+#endif
+    if (!sums) return ERA_EINVAL;
+    rc = era__membership_fwd_host(cfg, p, mu, zproj, h, B, T, &nan_rows);
+    if (rc != ERA_OK) return rc;
+    era__mu_sums(mu, (long long)B * T, cfg->R, cfg->entropy_floor, cfg->sat_threshold, &H, &sat);
+    sums[0] += H;
+    sums[1] += (double)sat;
+    sums[2] += (double)nan_rows;
     return ERA_OK;
 }
 
@@ -1813,6 +1881,7 @@ ERADEF int era_rpa_backward(const era_rpa_config *cfg, const era_rpa_params *p,
         g = &gnone;
     }
     if (!p || !st || !dbias) return ERA_EINVAL;
+    if (g->dtau_att_to && !g->dpos_beta_to) return ERA_EINVAL;
     if (!st->valid || st->R != cfg->R || st->K != era__rpa_K(cfg) ||
         st->iters != cfg->sinkhorn_iters || st->legacy != (cfg->legacy ? 1 : 0))
         return ERA_ESTATE;
@@ -1919,9 +1988,15 @@ ERADEF int era_rpa_backward(const era_rpa_config *cfg, const era_rpa_params *p,
     }
     if (!st->legacy)
         for (t = 0; t < T; t++) dbeta += part[6 * (size_t)t + 5];
-    g->dtau_att += (float)dtau;
-    g->dtau_att_abs += (float)dtau_abs;
-    g->dpos_beta += (float)dbeta;
+    if (g->dtau_att_to) {
+        *g->dtau_att_to += (float)dtau;
+        *g->dpos_beta_to += (float)dbeta;
+        if (g->dtau_att_abs_to) *g->dtau_att_abs_to += (float)dtau_abs;
+    } else {
+        g->dtau_att += (float)dtau;
+        g->dtau_att_abs += (float)dtau_abs;
+        g->dpos_beta += (float)dbeta;
+    }
     if (st->legacy) g->dkappa += (float)(dkap * st->sig_kappa * (1.0 - st->sig_kappa));
 
     if (!dmu) {

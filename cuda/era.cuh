@@ -390,11 +390,21 @@ static __global__ void era__k_colsum(double *out, const double *in, long long n,
     }
 }
 
-ERADEF int era_membership_forward_cuda(const era_rpa_config *cfg, const era_rpa_params *p,
-                                       float *mu, float *zproj, era_mu_stats *stats,
-                                       const float *h, int B, int T, era_stream stream)
+/* to[0..2] += from[0..2] (era_membership_forward_sums_cuda's sums) */
+static __global__ void era__k_add3(double *to, const double *from)
 {
-    cudaStream_t s = (cudaStream_t)stream;
+    if (blockIdx.x != 0 || threadIdx.x != 0) return;
+    to[0] += from[0];
+    to[1] += from[1];
+    to[2] += from[2];
+}
+
+/* both membership calls: the statistics to the host (stats, one wait) or added to the
+   device sums (no wait), or neither */
+static int era__membership_fwd_cuda(const era_rpa_config *cfg, const era_rpa_params *p,
+                                    float *mu, float *zproj, era_mu_stats *stats, double *sums,
+                                    const float *h, int B, int T, cudaStream_t s)
+{
     int rc, R, D, P;
     long long n;
     double *tok = NULL;
@@ -407,7 +417,8 @@ ERADEF int era_membership_forward_cuda(const era_rpa_config *cfg, const era_rpa_
         return ERA_EINVAL;
     R = cfg->R; D = p->D; P = p->P;
     n = (long long)B * T;
-    if (stats && (rc = era__scratch_get((void **)&tok, sizeof(double) * (3 * (size_t)n + 3), s)) != ERA_OK)
+    if ((stats || sums) &&
+        (rc = era__scratch_get((void **)&tok, sizeof(double) * (3 * (size_t)n + 3), s)) != ERA_OK)
         return rc;
     ERA__LAUNCH(era__k_proj, dim3(era__nblk((size_t)n, ERA__PT), (unsigned)((P + ERA__PT - 1) / ERA__PT)),
                 dim3(ERA__PT, 8), 0, s, zproj, h, p->W, p->b, n, D, P);
@@ -418,12 +429,16 @@ ERADEF int era_membership_forward_cuda(const era_rpa_config *cfg, const era_rpa_
                     cfg->inv2sig2_max, cfg->entropy_floor, cfg->sat_threshold);
         rc = era__launched();
     }
-    if (rc == ERA_OK && stats) {
-        double hs[3];
+    if (rc == ERA_OK && (stats || sums)) {
         ERA__LAUNCH(era__k_colsum, 1, ERA__NT, 0, s, tok + 3 * (size_t)n, (const double *)tok, n, 3, 3);
         rc = era__launched();
-        if (rc == ERA_OK)
-            rc = era__cuda_check(cudaMemcpyAsync(hs, tok + 3 * (size_t)n, sizeof hs, cudaMemcpyDeviceToHost, s));
+    }
+    if (rc == ERA_OK && sums) {
+        ERA__LAUNCH(era__k_add3, 1, 32, 0, s, sums, (const double *)(tok + 3 * (size_t)n));
+        rc = era__launched();
+    } else if (rc == ERA_OK && stats) {
+        double hs[3];
+        rc = era__cuda_check(cudaMemcpyAsync(hs, tok + 3 * (size_t)n, sizeof hs, cudaMemcpyDeviceToHost, s));
         if (rc == ERA_OK) rc = era__cuda_check(cudaStreamSynchronize(s));
         if (rc == ERA_OK) {
             stats->entropy = (float)(hs[0] / (double)n);
@@ -432,6 +447,21 @@ ERADEF int era_membership_forward_cuda(const era_rpa_config *cfg, const era_rpa_
         }
     }
     return rc;
+}
+
+ERADEF int era_membership_forward_cuda(const era_rpa_config *cfg, const era_rpa_params *p,
+                                       float *mu, float *zproj, era_mu_stats *stats,
+                                       const float *h, int B, int T, era_stream stream)
+{
+    return era__membership_fwd_cuda(cfg, p, mu, zproj, stats, NULL, h, B, T, (cudaStream_t)stream);
+}
+
+ERADEF int era_membership_forward_sums_cuda(const era_rpa_config *cfg, const era_rpa_params *p,
+                                            float *mu, float *zproj, double *sums,
+                                            const float *h, int B, int T, era_stream stream)
+{
+    if (!sums || !era__is_dev(sums)) return ERA_EINVAL;
+    return era__membership_fwd_cuda(cfg, p, mu, zproj, NULL, sums, h, B, T, (cudaStream_t)stream);
 }
 
 /* per token: dd (n,64) gradient on the unclamped logits, dz (n,P) */
@@ -1300,6 +1330,17 @@ static __global__ void era__k_rpa_dmu(float *dmu, const float *mu, const double 
     if (era__d_finite(mu[id])) dmu[id] += (float)(dmbar[id % ((size_t)T * R)] * (1.0 / (double)B));
 }
 
+/* the scalar gradients into the caller's device floats (era_rpa_grads' *_to), as
+   *to += (float)sum: sums[2] dtau_att, sums[3] its terms' magnitudes, sums[5] dpos_beta */
+static __global__ void era__k_rpa_scal_to(float *dtau, float *dtau_abs, float *dbeta,
+                                          const double *sums)
+{
+    if (blockIdx.x != 0 || threadIdx.x != 0) return;
+    *dtau += (float)sums[2];
+    if (dtau_abs) *dtau_abs += (float)sums[3];
+    *dbeta += (float)sums[5];
+}
+
 ERADEF int era_rpa_backward_cuda(const era_rpa_config *cfg, const era_rpa_params *p,
                                  const era_rpa_cuda_state *st, const float *dbias, float *dmu,
                                  era_rpa_grads *g, void *workspace, era_stream stream)
@@ -1318,6 +1359,9 @@ ERADEF int era_rpa_backward_cuda(const era_rpa_config *cfg, const era_rpa_params
         st->iters != cfg->sinkhorn_iters)
         return ERA_ESTATE;
     if (!era__is_dev(dbias) || !era__is_dev_or_null(dmu) || !era__is_dev_or_null(workspace))
+        return ERA_EINVAL;
+    if (g->dtau_att_to && (!era__is_dev(g->dtau_att_to) || !g->dpos_beta_to ||
+                           !era__is_dev(g->dpos_beta_to) || !era__is_dev_or_null(g->dtau_att_abs_to)))
         return ERA_EINVAL;
     T = st->T; R = st->R; K = st->K; L = st->iters; B = st->B;
     den = T - 1 > 1 ? (double)(T - 1) : 1.0;
@@ -1387,13 +1431,19 @@ ERADEF int era_rpa_backward_cuda(const era_rpa_config *cfg, const era_rpa_params
             rc = era__launched();
         }
     }
-    if (rc == ERA_OK)
-        rc = era__cuda_check(cudaMemcpyAsync(hs, sums, sizeof(double) * 6, cudaMemcpyDeviceToHost, s));
-    if (rc == ERA_OK) rc = era__cuda_check(cudaStreamSynchronize(s));
-    if (rc == ERA_OK) {
-        g->dtau_att += (float)hs[2];
-        g->dtau_att_abs += (float)hs[3];
-        g->dpos_beta += (float)hs[5];
+    if (rc == ERA_OK && g->dtau_att_to) { /* on the stream: no host wait */
+        ERA__LAUNCH(era__k_rpa_scal_to, 1, 32, 0, s, g->dtau_att_to, g->dtau_att_abs_to,
+                    g->dpos_beta_to, (const double *)sums);
+        rc = era__launched();
+    } else {
+        if (rc == ERA_OK)
+            rc = era__cuda_check(cudaMemcpyAsync(hs, sums, sizeof(double) * 6, cudaMemcpyDeviceToHost, s));
+        if (rc == ERA_OK) rc = era__cuda_check(cudaStreamSynchronize(s));
+        if (rc == ERA_OK) {
+            g->dtau_att += (float)hs[2];
+            g->dtau_att_abs += (float)hs[3];
+            g->dpos_beta += (float)hs[5];
+        }
     }
     if (own) cudaFreeAsync(own, s);
     return rc;

@@ -141,6 +141,33 @@ static void test_membership(void)
 #endif
         CHECK(s2.entropy == sg.entropy && s2.sat_frac == sg.sat_frac && s2.nan_rows == sg.nan_rows);
     }
+    {   /* the statistics as device sums (era_membership_forward_sums_cuda): added on the
+           stream, no wait, no allocation; /(B T) the same bits as the device's stats; twice
+           accumulates; host sums or h refused */
+        std::vector<double> s0 = {0.0, 0.0, 0.0};
+        double *d_s = dput(s0), hs0[3] = {0, 0, 0};
+#ifdef ATTNKIT_CUDA_SIM
+        ak_sim_counts_reset();
+#endif
+        CHECK_INT_EQ(era_membership_forward_sums_cuda(&cfg, &dp, d_mu, d_z, d_s, d_h, B, T, NULL), ERA_OK);
+#ifdef ATTNKIT_CUDA_SIM
+        CHECK(ak_sim_counts_get().allocs == 0);
+        CHECK(ak_sim_counts_get().syncs == 0);
+        CHECK(ak_sim_counts_get().d2h == 0);
+#endif
+        std::vector<double> hs = dget(d_s, 3);
+        CHECK((float)(hs[0] / (double)(B * T)) == sg.entropy);
+        CHECK((float)(hs[1] / (double)(B * T)) == sg.sat_frac);
+        CHECK(hs[2] == (double)sg.nan_rows);
+        CHECK_INT_EQ(era_membership_forward_sums_cuda(&cfg, &dp, d_mu, d_z, d_s, d_h, B, T, NULL), ERA_OK);
+        std::vector<double> h2 = dget(d_s, 3);
+        CHECK(h2[0] == hs[0] + hs[0] && h2[1] == hs[1] + hs[1]);
+        CHECK_INT_EQ(era_membership_forward_sums_cuda(&cfg, &dp, d_mu, d_z, hs0, d_h, B, T, NULL), ERA_EINVAL);
+        CHECK_INT_EQ(era_membership_forward_sums_cuda(&cfg, &dp, d_mu, d_z, NULL, d_h, B, T, NULL), ERA_EINVAL);
+        CHECK_INT_EQ(era_membership_forward_sums_cuda(&cfg, &dp, d_mu, d_z, d_s, h.data(), B, T, NULL), ERA_EINVAL);
+        CHECK(hs0[0] == 0.0 && hs0[1] == 0.0 && hs0[2] == 0.0);
+        dfree(d_s);
+    }
     /* backward, accumulating into non-zero buffers */
     std::vector<float> dmu = randn(mu.size(), 1.0), dh = randn(h.size(), 1.0), dW = randn(W.size(), 1.0);
     std::vector<float> db = randn(P, 1.0), dc = randn(cen.size(), 1.0), dls = randn(R, 1.0);
@@ -353,6 +380,51 @@ static void test_rpa_deterministic(void)
     CHECK(g1.dtau_att == g2.dtau_att && g1.dpos_beta == g2.dpos_beta);
     era_rpa_cuda_state_free(&gs);
     dfree(d_mu); dfree(d_b1); dfree(d_b2); dfree(d_db); dfree(d_m1); dfree(d_m2);
+}
+
+/* era_rpa_grads' *_to destinations on the device: the backward adds the scalar gradients
+   to device floats on the stream (no read-back), the same bits as the host fields of the
+   same call (both (float) of the same sums, added to the same start values); host fields
+   untouched; a host destination is refused before anything runs */
+static void test_rpa_scalars_to(void)
+{
+    const int T = 29, B = 2, R = 4;
+    NEED_GPU();
+    tt_seed(25);
+    era_rpa_config cfg = era_rpa_config_default(R);
+    era_rpa_params p = era_rpa_params_default();
+    era_rpa_cuda_state gs = era_rpa_cuda_state_init();
+    cfg.posmix = 0.1f;
+    std::vector<float> mu = make_mu(B, T, R), dbias = randn((size_t)T * T, 1.0);
+    std::vector<float> start = {0.25f, 1.0f, -0.5f};
+    float *d_mu = dput(mu), *d_b = dput(std::vector<float>((size_t)T * T)), *d_db = dput(dbias);
+    float *d_sc = dput(start), host_to = 3.0f;
+    era_rpa_grads gh, gt;
+    memset(&gh, 0, sizeof gh);
+    memset(&gt, 0, sizeof gt);
+    gh.dtau_att = start[0]; gh.dtau_att_abs = start[1]; gh.dpos_beta = start[2];
+    CHECK_INT_EQ(era_rpa_forward_cuda(&cfg, &p, d_mu, B, T, d_b, &gs, NULL, NULL), ERA_OK);
+    CHECK_INT_EQ(era_rpa_backward_cuda(&cfg, &p, &gs, d_db, NULL, &gh, NULL, NULL), ERA_OK);
+    gt.dtau_att_to = d_sc;
+    gt.dtau_att_abs_to = d_sc + 1;
+    gt.dpos_beta_to = d_sc + 2;
+    CHECK_INT_EQ(era_rpa_backward_cuda(&cfg, &p, &gs, d_db, NULL, &gt, NULL, NULL), ERA_OK);
+    std::vector<float> got = dget(d_sc, 3);
+    CHECK(gh.dtau_att != start[0] && gh.dpos_beta != start[2]);
+    CHECK(memcmp(&got[0], &gh.dtau_att, sizeof(float)) == 0);
+    CHECK(memcmp(&got[1], &gh.dtau_att_abs, sizeof(float)) == 0);
+    CHECK(memcmp(&got[2], &gh.dpos_beta, sizeof(float)) == 0);
+    CHECK(gt.dtau_att == 0.0f && gt.dtau_att_abs == 0.0f && gt.dpos_beta == 0.0f);
+    /* a host destination, or dtau_att_to alone: refused, nothing written */
+    gt.dpos_beta_to = &host_to;
+    CHECK_INT_EQ(era_rpa_backward_cuda(&cfg, &p, &gs, d_db, NULL, &gt, NULL, NULL), ERA_EINVAL);
+    gt.dpos_beta_to = NULL;
+    CHECK_INT_EQ(era_rpa_backward_cuda(&cfg, &p, &gs, d_db, NULL, &gt, NULL, NULL), ERA_EINVAL);
+    std::vector<float> again = dget(d_sc, 3);
+    CHECK(memcmp(again.data(), got.data(), 3 * sizeof(float)) == 0);
+    CHECK(host_to == 3.0f);
+    era_rpa_cuda_state_free(&gs);
+    dfree(d_mu); dfree(d_b); dfree(d_db); dfree(d_sc);
 }
 
 /* ---------------------------------------------------------------- ERA prior */
@@ -836,6 +908,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_rpa_128);
     TEST_RUN(test_rpa_768);
     TEST_RUN(test_rpa_deterministic);
+    TEST_RUN(test_rpa_scalars_to);
     TEST_RUN(test_era_small);
     TEST_RUN(test_era_1000);
     TEST_RUN(test_apply_reduce);

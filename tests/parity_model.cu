@@ -2055,16 +2055,22 @@ struct rt_ceiling {
                                  one read each, not one per layer)
      6ee98ee (one read for the   syncs 33 -> 30, 81 -> 70, 58, 31 (the RPA running
               memberships)       statistics: every layer's memberships in one read).
+     (RPA scalar grads   syncs 30 -> 26, 70 -> 58, 58, 31: era_rpa_backward_cuda adds dtau,
+      on the device)     dpos_beta and dtau_att_abs to device floats on the stream
+                         (era_rpa_grads' *_to), no read-back; ptr_queries 193 -> 205,
+                         569 -> 605 (those three destinations' own checks, 3 per layer)
+     (membership stats   syncs 26 -> 23, 58 -> 47, 58 -> 55, 31: each layer's statistics
+      as device sums)    are added to device sums (era_membership_forward_sums_cuda), read
+                         once after the blocks; ptr_queries +1 per layer (the sums' check)
    What is left per step (tiny / paper): MoE routing on the host (2 reads per layer in the
-   forward, 1 in the backward: 12 / 36), era_membership_forward_cuda's entropy and
-   saturation (1 per layer), era_rpa_backward_cuda's dtau / dpos_beta sums (1 per layer),
+   forward, 1 in the backward: 12 / 36), the membership statistics (1),
    tensor.h's index checks (embedding forward and backward, CE forward and backward: 4),
    the attention status, the row losses, the gradient norm, the mirror, the memberships,
    tau_mean (1 each) */
 static const rt_ceiling g_rt_ceiling[] = {
-    {"tiny", 30, 30, 60, 0, 193},
-    {"paper", 70, 70, 140, 0, 569},
-    {"polar+gdelta", 58, 58, 116, 0, 293},
+    {"tiny", 23, 23, 46, 0, 209},
+    {"paper", 47, 47, 94, 0, 617},
+    {"polar+gdelta", 55, 55, 110, 0, 297},
     {"era-gac", 31, 31, 62, 0, 129},
 };
 

@@ -582,6 +582,56 @@ static void test_rpa_dtau_abs(void)
     era_rpa_state_free(&st);
 }
 
+/* era_rpa_grads' *_to destinations: the same values, bit for bit, as the host fields
+   (each *to += (float)sum, where the host path does field += (float)sum), the host fields
+   untouched, dtau_att_abs_to optional; dtau_att_to without dpos_beta_to is refused */
+static void test_rpa_scalars_to(void)
+{
+    int B = 2, T = 7, R = 3;
+    era_rpa_config cfg = era_rpa_config_default(R);
+    era_rpa_params p = era_rpa_params_default();
+    era_rpa_state st = era_rpa_state_init();
+    era_rpa_grads gh, gt;
+    float mu[42], G[49], bias[49], dmu_h[42], dmu_t[42];
+    float tau_to = 0.25f, beta_to = -0.5f, abs_to = 1.0f;
+    double mud[42];
+    tt_seed(41);
+    random_mu(mu, mud, B * T, R, 1.0);
+    tt_fill_normal(G, 49, 1.0);
+    cfg.posmix = 0.1f; /* a pos_beta gradient */
+    p.tau_att = 0.9f;
+    CHECK_INT_EQ(era_rpa_forward(&cfg, &p, mu, B, T, bias, &st, NULL), ERA_OK);
+    memset(&gh, 0, sizeof gh);
+    memset(dmu_h, 0, sizeof dmu_h);
+    memset(dmu_t, 0, sizeof dmu_t);
+    gh.dtau_att = 0.25f; gh.dpos_beta = -0.5f; gh.dtau_att_abs = 1.0f;
+    CHECK_INT_EQ(era_rpa_backward(&cfg, &p, &st, G, dmu_h, &gh, NULL), ERA_OK);
+    memset(&gt, 0, sizeof gt);
+    gt.dtau_att_to = &tau_to;
+    gt.dpos_beta_to = &beta_to;
+    gt.dtau_att_abs_to = &abs_to;
+    CHECK_INT_EQ(era_rpa_backward(&cfg, &p, &st, G, dmu_t, &gt, NULL), ERA_OK);
+    CHECK(gh.dpos_beta != -0.5f && gh.dtau_att != 0.25f); /* both gradients are there */
+    CHECK(memcmp(&tau_to, &gh.dtau_att, sizeof(float)) == 0);
+    CHECK(memcmp(&beta_to, &gh.dpos_beta, sizeof(float)) == 0);
+    CHECK(memcmp(&abs_to, &gh.dtau_att_abs, sizeof(float)) == 0);
+    CHECK(gt.dtau_att == 0.0f && gt.dpos_beta == 0.0f && gt.dtau_att_abs == 0.0f);
+    CHECK(memcmp(dmu_h, dmu_t, sizeof dmu_h) == 0);
+    /* without dtau_att_abs_to: the others alike, nothing else written */
+    gt.dtau_att_abs_to = NULL;
+    tau_to = 0.25f; beta_to = -0.5f;
+    CHECK_INT_EQ(era_rpa_backward(&cfg, &p, &st, G, NULL, &gt, NULL), ERA_OK);
+    CHECK(memcmp(&tau_to, &gh.dtau_att, sizeof(float)) == 0);
+    CHECK(memcmp(&beta_to, &gh.dpos_beta, sizeof(float)) == 0);
+    CHECK(gt.dtau_att_abs == 0.0f);
+    /* dtau_att_to without dpos_beta_to */
+    gt.dpos_beta_to = NULL;
+    tau_to = 0.25f;
+    CHECK_INT_EQ(era_rpa_backward(&cfg, &p, &st, G, NULL, &gt, NULL), ERA_EINVAL);
+    CHECK(tau_to == 0.25f);
+    era_rpa_state_free(&st);
+}
+
 static void test_rpa_backward_accumulates(void)
 {
     int B = 2, T = 5, R = 3, i;
@@ -638,6 +688,20 @@ static void test_membership_grads(void)
     ref_membership(hd, Wd, bd, Cd, lsd, B, T, D, P, R, mud);
     CHECK_ALL_CLOSE(mu, mud, 18, 1e-4, 1e-6);
     CHECK_CLOSE(ms.entropy, ref_entropy(mud, n, R), 1e-4, 1e-6);
+    {   /* the statistics as sums (era_membership_forward_sums): added, /(B T) the same bits
+           as era_mu_stats', the same memberships; NULL sums refused */
+        double sums[3] = {0.0, 0.0, 0.0};
+        float mu2[18], z2[24];
+        CHECK_INT_EQ(era_membership_forward_sums(&cfg, &p, mu2, z2, sums, h, B, T), ERA_OK);
+        CHECK(memcmp(mu2, mu, sizeof mu2) == 0 && memcmp(z2, z, sizeof z2) == 0);
+        CHECK((float)(sums[0] / (double)(B * T)) == ms.entropy);
+        CHECK((float)(sums[1] / (double)(B * T)) == ms.sat_frac);
+        CHECK(sums[2] == (double)ms.nan_rows);
+        CHECK(sums[0] > 0.0);
+        CHECK_INT_EQ(era_membership_forward_sums(&cfg, &p, mu2, z2, sums, h, B, T), ERA_OK);
+        CHECK((float)(sums[0] / (double)(2 * B * T)) == ms.entropy);
+        CHECK_INT_EQ(era_membership_forward_sums(&cfg, &p, mu2, z2, NULL, h, B, T), ERA_EINVAL);
+    }
     memset(dh, 0, sizeof dh); memset(dW, 0, sizeof dW); memset(db, 0, sizeof db);
     memset(dC, 0, sizeof dC); memset(dls, 0, sizeof dls);
     memset(&g, 0, sizeof g);
@@ -2060,6 +2124,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_rpa_grad_tau_clamped_and_clip);
     TEST_RUN(test_rpa_backward_accumulates);
     TEST_RUN(test_rpa_dtau_abs);
+    TEST_RUN(test_rpa_scalars_to);
     TEST_RUN(test_membership_grads);
     TEST_RUN(test_rpa_end_to_end_grad_h);
     TEST_RUN(test_era_grads);

@@ -413,6 +413,13 @@ static inline int ex_membership_fwd(const ex_ctx *x, const era_rpa_config *cfg, 
     EX__OP(era_membership_forward(cfg, p, mu, zproj, stats, h, B, T),
            era_membership_forward_cuda(cfg, p, mu, zproj, stats, h, B, T, (era_stream)x->stream));
 }
+/* the memberships with their statistics added to sums (3 doubles, context memory): no host wait */
+static inline int ex_membership_fwd_sums(const ex_ctx *x, const era_rpa_config *cfg, const era_rpa_params *p,
+                                         float *mu, float *zproj, double *sums, const float *h, int B, int T)
+{
+    EX__OP(era_membership_forward_sums(cfg, p, mu, zproj, sums, h, B, T),
+           era_membership_forward_sums_cuda(cfg, p, mu, zproj, sums, h, B, T, (era_stream)x->stream));
+}
 static inline int ex_membership_bwd(const ex_ctx *x, const era_rpa_config *cfg, const era_rpa_params *p,
                                     float *dh, era_rpa_grads *g, const float *dmu, float dentropy, const float *h,
                                     const float *zproj, const float *mu, int B, int T, void *ws)

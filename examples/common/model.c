@@ -253,8 +253,12 @@ struct mdl_model {
     long pc_builds, pc_hits;          /* of caches already released */
     int have_tce;            /* rowce holds the last forward's per-token CE */
     float ent_dHl[MDL_MAX_LAYERS]; /* d loss / d H_l of the entropy band (0: inactive) */
-    float tau_abs[MDL_MAX_LAYERS]; /* the last backward's era_rpa_grads.dtau_att_abs per layer:
-                                      the scale of tau_att's cancelling gradient (tests) */
+    double *mu_sums;         /* (MDL_MAX_LAYERS,3) in the model's memory: each layer's membership
+                                statistics of the forward as sums (era_membership_forward_sums),
+                                read once after the blocks */
+    float *tau_abs;          /* (MDL_MAX_LAYERS) in the model's memory: the last backward's
+                                era_rpa_grads.dtau_att_abs per layer, the scale of tau_att's
+                                cancelling gradient (tests read a CPU model's) */
     /* activations: act on the model's device; hact the host part of a device model */
     void *act, *hact;
     size_t act_bytes, hact_bytes;
@@ -1103,6 +1107,22 @@ int mdl_create_on(mdl_model **out, const mdl_config *cfg, uint64_t seed, int dev
             m->sc_d = (float *)p;
         }
     }
+    { /* tau_abs, written on the model's device (era_rpa_grads.dtau_att_abs_to: no read-back) */
+        void *p = NULL;
+        if (ex_alloc(&m->cx, &p, sizeof(float) * MDL_MAX_LAYERS) != TK_OK ||
+            ex_zero(&m->cx, p, sizeof(float) * MDL_MAX_LAYERS) != TK_OK) {
+            if (p) ex_free(&m->cx, p);
+            mdl_destroy(m);
+            return ex_errf(err, errlen, MDL_ENOMEM, "mdl_create: out of memory (tau_att's gradient scale)");
+        }
+        m->tau_abs = (float *)p;
+        p = NULL;
+        if (ex_alloc(&m->cx, &p, sizeof(double) * 3 * MDL_MAX_LAYERS) != TK_OK) {
+            mdl_destroy(m);
+            return ex_errf(err, errlen, MDL_ENOMEM, "mdl_create: out of memory (membership statistics)");
+        }
+        m->mu_sums = (double *)p;
+    }
     m->params = (float *)malloc(sizeof(float) * m->nparams);
     if (m->params) {
         /* initialised on the host, then moved to the model's memory (the same initial
@@ -1163,6 +1183,8 @@ void mdl_destroy(mdl_model *m)
     free(m->pstats);
     free(m->sc);
     if (m->sc_d) mdl__free_dev(m, m->sc_d);
+    if (m->tau_abs) mdl__free_dev(m, m->tau_abs);
+    if (m->mu_sums) mdl__free_dev(m, m->mu_sums);
     mdl__free_dev(m, m->pstats_d);
     free(m->mu_h);
     if (m->mu_d) mdl__free_dev(m, m->mu_d);
@@ -2026,15 +2048,11 @@ static int mdl__block_fwd(mdl_model *m, int l, const float *x, float *xo, const 
     lyr_io io;
     lyr_mlp_dims ffd;
     /* memberships */
-    if (m->need_mu) {
+    if (m->need_mu) { /* its statistics into mu_sums row l, read after the blocks (mdl__mu_stats) */
         era_rpa_params rp = mdl__rpa_params(m, l);
-        era_mu_stats ms;
-        MDL__TRY(ex_membership_fwd(&m->cx, &m->rpa_used, &rp, a->mu, a->zproj, &ms, x, B, T),
+        MDL__TRY(ex_membership_fwd_sums(&m->cx, &m->rpa_used, &rp, a->mu, a->zproj, m->mu_sums + 3 * (size_t)l, x, B,
+                                        T),
                  "era_membership_forward");
-        m->layer_H[l] = ms.entropy;
-        st->layer_mu_entropy[l] = ms.entropy;
-        st->mu_entropy += ms.entropy / (float)m->L;
-        st->sat_frac += ms.sat_frac / (float)m->L;
     }
     if (c->res_gate) { /* eta (N) = sigmoid(mu . w) */
         MDL__TRY(mdl__linear(&m->cx, a->eta, a->mu, P + b->resg, NULL, N, R, 1), "residual gate");
@@ -2284,6 +2302,7 @@ int mdl_forward(mdl_model *m, const int *inputs, const int *targets, int B, int 
     MDL__TRY(ex_embedding_fwd(&m->cx, m->res, m->ids, m->params + m->wte,
                                   m->wpe != MDL__ABSENT ? m->params + m->wpe : NULL, B, T, C, m->V),
              "embedding");
+    if (m->need_mu) MDL__TRY(ex_zero(&m->cx, m->mu_sums, sizeof(double) * 3 * (size_t)L), "zero");
     for (l = 0; l < L; l++) {
         const float *x = m->train ? m->res + (size_t)l * NC : m->res;
         float *xo = m->train ? m->res + (size_t)(l + 1) * NC : m->res;
@@ -2292,6 +2311,17 @@ int mdl_forward(mdl_model *m, const int *inputs, const int *targets, int B, int 
         if (rc) return rc;
     }
     if ((rc = mdl__att_status(m)) != MDL_OK) return rc;
+    if (m->need_mu) { /* the layers' membership statistics: one read for all of them */
+        double hs[3 * MDL_MAX_LAYERS];
+        MDL__TRY(ex_to_host(&m->cx, hs, m->mu_sums, sizeof(double) * 3 * (size_t)L), "membership statistics");
+        for (l = 0; l < L; l++) {
+            const float ent = (float)(hs[3 * l] / (double)N), sat = (float)(hs[3 * l + 1] / (double)N);
+            m->layer_H[l] = ent;
+            st.layer_mu_entropy[l] = ent;
+            st.mu_entropy += ent / (float)L;
+            st.sat_frac += sat / (float)L;
+        }
+    }
     {
         const float *x = m->res + (m->train ? (size_t)L * NC : 0);
         const float *Pp[LYR_MAX_PARAMS];
@@ -3022,12 +3052,15 @@ static int mdl__block_bwd(mdl_model *m, int l)
         era_rpa_params rp = mdl__rpa_params(m, l);
         era_rpa_grads g;
         memset(&g, 0, sizeof g);
+        /* the scalar gradients straight into G and tau_abs, in the model's memory (on a
+           device model: no read-back, no host wait) */
+        g.dtau_att_to = G + b->tau;
+        g.dpos_beta_to = G + b->posb;
+        g.dtau_att_abs_to = m->tau_abs + l;
+        MDL__TRY(ex_zero(&m->cx, m->tau_abs + l, sizeof(float)), "zero");
         MDL__TRY(ex_rpa_bwd(&m->cx, &m->rpa_used, &rp, &m->rpa_st[l], &m->rpa_cst[l], m->dbias,
                             m->prior_running ? NULL : m->dmu, &g, m->rpa_ws),
                  "era_rpa_backward");
-        mdl__sadd(m, G, b->tau, g.dtau_att);
-        m->tau_abs[l] = g.dtau_att_abs;
-        mdl__sadd(m, G, b->posb, g.dpos_beta);
     } else if (c->prior == MDL_PRIOR_ERA) {
         era_era_params ep = mdl__era_params(m, l);
         era_era_grads g;
@@ -4397,7 +4430,6 @@ static int mdl__dec_run(mdl_model *m, int n, const int *ids, float *logits, int 
                alone needs none here (its B(W) is built from the running statistics) */
             era_rpa_config ru = c->rpa;
             era_rpa_params rp = era_rpa_params_default();
-            era_mu_stats ms;
             ru.R = m->R;
             ru.legacy = 0;
             rp.D = C;
@@ -4406,7 +4438,8 @@ static int mdl__dec_run(mdl_model *m, int n, const int *ids, float *logits, int 
             rp.b = P + b->memb;
             rp.centers = P + b->memc;
             rp.log_sigma = P + b->mems;
-            MDL__TRY(ex_membership_fwd(&m->cx, &ru, &rp, d->mu, d->zproj, &ms, d->x, 1, n), "era_membership_forward");
+            /* (no statistics: decoding does not use them, and on a device they would cost a wait) */
+            MDL__TRY(ex_membership_fwd(&m->cx, &ru, &rp, d->mu, d->zproj, NULL, d->x, 1, n), "era_membership_forward");
         }
         if (c->res_gate) { /* eta = sigmoid(mu . w) */
             MDL__TRY(mdl__linear(&m->cx, d->eta, d->mu, P + b->resg, NULL, n, m->R, 1), "residual gate");
