@@ -2048,7 +2048,7 @@ static int mdl__block_fwd(mdl_model *m, int l, const float *x, float *xo, const 
     lyr_io io;
     lyr_mlp_dims ffd;
     /* memberships */
-    if (m->need_mu) { /* its statistics into mu_sums row l, read after the blocks (mdl__mu_stats) */
+    if (m->need_mu) { /* its statistics into mu_sums row l, read after the blocks (mdl_forward) */
         era_rpa_params rp = mdl__rpa_params(m, l);
         MDL__TRY(ex_membership_fwd_sums(&m->cx, &m->rpa_used, &rp, a->mu, a->zproj, m->mu_sums + 3 * (size_t)l, x, B,
                                         T),
