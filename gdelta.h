@@ -123,6 +123,17 @@
                                           chunk_size multiples of 16, else
                                           GD_ENOTSUP); gd_step_cuda ignores it (fp32);
                                           another value is GD_EINVAL on every path
+     status          NULL                 CUDA path only (gd_forward_cuda,
+                                          gd_backward_cuda): NULL, the input scan
+                                          waits on the host (below); a device int:
+                                          the scan's flags are OR-ed into *status and
+                                          nothing waits (the caller zeroes it, reads
+                                          it when it next synchronises and discards
+                                          what the calls wrote while it was nonzero;
+                                          the outputs of bad inputs are then NaN or
+                                          garbage, never out of bounds). A status
+                                          that is not device memory is GD_EINVAL.
+                                          The CPU ignores it
      log, log_user   NULL                 callback for detailed error messages
 
    INITIALISATION (drop-in use)
@@ -213,6 +224,7 @@ typedef struct gd_config {
     void (*log)(const char *msg, void *user); /* detailed error messages; NULL: silent */
     void *log_user;
     int math;             /* CUDA path: GD_MATH_FP32 (default, 0), GD_MATH_TF32, GD_MATH_BF16 */
+    int *status;          /* CUDA path: NULL (default) or a device int: deferred input checks */
 } gd_config;
 
 /* What gd_forward saves for gd_backward. Initialise with gd_saved_init(); forward
@@ -346,7 +358,8 @@ GDELTADEF int gd_readout_backward(const gd_config *cfg, float *dr, float *dx,
    only gd_backward_cuda accepts it. workspace: NULL (allocated on the stream) or a device
    buffer of gd_workspace_size_cuda() bytes (enough for forward and backward). Input
    values are scanned on the device first (one int read back, the stream synchronised):
-   a NaN/Inf or out-of-range gate/beta returns GD_ERANGE with nothing written. A host
+   a NaN/Inf or out-of-range gate/beta returns GD_ERANGE with nothing written (with
+   cfg.status set the scan's flags go there instead and nothing waits). A host
    pointer returns GD_EINVAL, a failed launch GD_ECUDA. gd_step_cuda: slots is a device
    array; table is updated in place. */
 struct CUstream_st;
@@ -474,6 +487,7 @@ GDELTADEF gd_config gd_config_default(void)
     c.rms_eps = 1e-6f;
     c.log = NULL;
     c.log_user = NULL;
+    c.status = NULL;
     return c;
 }
 

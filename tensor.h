@@ -564,6 +564,21 @@ TKDEF int tk_device_synchronize(void);
     X(int, tk_embedding_backward_cuda, (float *dwte, float *dwpe, const float *dout,            \
                                         const int *ids, int B, int T, int C, int V,             \
                                         tk_stream stream))                                      \
+    /* The deferred form of the two above and of the in-place cross-entropy pair below: with   \
+       status NULL exactly the plain function (the ids / targets range-checked by a small       \
+       kernel whose flag is copied to the host: a host wait, TK_ERANGE with nothing written).   \
+       With status a device int nothing waits: the same check runs on the device and sets       \
+       *status to 1 when an index is outside [0, V) (the caller zeroes it and reads it when it  \
+       next synchronises, as tk_attention_cuda_config.status; it discards what the calls wrote  \
+       while it was nonzero). Nothing is read or written out of bounds: a bad index gives a     \
+       zero row (embedding forward), no dwte term (backward), a NaN loss (CE forward) and no    \
+       target term (CE backward). A status that is not device memory is TK_EINVAL. */          \
+    X(int, tk_embedding_forward_cuda_ex, (float *out, const int *ids, const float *wte,         \
+                                          const float *wpe, int B, int T, int C, int V,         \
+                                          int *status, tk_stream stream))                       \
+    X(int, tk_embedding_backward_cuda_ex, (float *dwte, float *dwpe, const float *dout,         \
+                                           const int *ids, int B, int T, int C, int V,          \
+                                           int *status, tk_stream stream))                      \
     X(int, tk_layernorm_forward_cuda, (float *out, float *mean, float *rstd, const float *inp,  \
                                        const float *w, const float *b, int N, int C, float eps, \
                                        tk_stream stream))                                       \
@@ -607,6 +622,13 @@ TKDEF int tk_device_synchronize(void);
     X(int, tk_crossentropy_backward_inplace_cuda, (float *probs, const int *targets, int N,     \
                                                    int V, float eps, float dloss,               \
                                                    tk_stream stream))                           \
+    X(int, tk_crossentropy_forward_inplace_cuda_ex, (float *logits, float *losses, float *ce,   \
+                                                     const int *targets, int N, int V,          \
+                                                     float eps, int *status,                    \
+                                                     tk_stream stream))                         \
+    X(int, tk_crossentropy_backward_inplace_cuda_ex, (float *probs, const int *targets, int N,  \
+                                                      int V, float eps, float dloss,            \
+                                                      int *status, tk_stream stream))           \
     X(int, tk_adamw_update_cuda, (float *params, const float *grads, float *m, float *v,        \
                                   size_t n, const tk_adamw_config *cfg, long t,                 \
                                   tk_stream stream))                                            \

@@ -1263,6 +1263,10 @@ static int gd__cu_check_data(const gd_config *cfg, const char *fn, int *dflag,
                              const float *s0, size_t ns, cudaStream_t st)
 {
     int rc, h = 0;
+    if (cfg->status) { /* deferred: the flags into the caller's word, no read-back */
+        if (!gd__cu_is_dev(cfg->status)) return gd__err(cfg, GD_EINVAL, "%s: cfg->status is not a device pointer", fn);
+        return gd__cu_check_launch(cfg, fn, cfg->status, q, k, nqk, v, nv, g, be, ng, s0, ns, st);
+    }
     if ((rc = gd__cu_rc(cfg, cudaMemsetAsync(dflag, 0, sizeof(int), st), fn)) != GD_OK) return rc;
     if ((rc = gd__cu_check_launch(cfg, fn, dflag, q, k, nqk, v, nv, g, be, ng, s0, ns, st)) !=
         GD_OK)

@@ -428,17 +428,33 @@ static int tk__cuda_ids_in_range(const int *ids, size_t n, int V, cudaStream_t s
     return hbad ? tk__fail(TK_ERANGE, "%s: an index is outside [0, %d)", who, V) : TK_OK;
 }
 
+/* The deferred form (status a device int): the same kernel sets *status, nothing waits;
+   the kernels below skip an out-of-range index themselves. The status pointer is checked
+   like tk_attention_cuda_config.status (one pointer query). */
+static int tk__cuda_ids_deferred(const int *ids, size_t n, int V, int *status, cudaStream_t s, const char *who)
+{
+    if (!tk__is_device_ptr(status)) return tk__fail(TK_EINVAL, "%s: status is not a device pointer", who);
+    TK__LAUNCH(tk__k_check_ids, tk__blocks(n, 256), 256, 0, s, status, ids, n, V);
+    return tk__launched(who);
+}
+static int tk__cuda_ids_check(const int *ids, size_t n, int V, int *status, cudaStream_t s, const char *who)
+{
+    return status ? tk__cuda_ids_deferred(ids, n, V, status, s, who) : tk__cuda_ids_in_range(ids, n, V, s, who);
+}
+
 /* ------------------------------------------------------------- embedding */
 static __global__ void tk__k_embed_fwd(float *out, const int *ids, const float *wte, const float *wpe,
-                                int BT, int T, int C)
+                                int BT, int T, int C, int V)
 {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     size_t bt, c;
     float x;
+    int id;
     if (i >= (size_t)BT * C) return;
     bt = i / C;
     c = i % C;
-    x = wte[(size_t)ids[bt] * C + c];
+    id = ids[bt];
+    x = id >= 0 && id < V ? wte[(size_t)id * C + c] : 0.0f; /* (a deferred check's bad id: a zero row) */
     if (wpe) x += wpe[(bt % T) * C + c];
     out[i] = x;
 }
@@ -449,14 +465,14 @@ static __global__ void tk__k_embed_fwd(float *out, const int *ids, const float *
    channel), but TK__EMB_K times as many threads share the B*T-long chain of dependent
    read-modify-writes (C threads alone: tens of ms at B*T = 32768) */
 #define TK__EMB_K 64
-static __global__ void tk__k_embed_bwd_wte(float *dwte, const float *dout, const int *ids, int BT, int C)
+static __global__ void tk__k_embed_bwd_wte(float *dwte, const float *dout, const int *ids, int BT, int C, int V)
 {
     int c = blockIdx.x * blockDim.x + threadIdx.x, k = (int)blockIdx.y;
     int p;
     if (c >= C) return;
     for (p = 0; p < BT; p++) {
         const int id = ids[p];
-        if (id % TK__EMB_K == k) dwte[(size_t)id * C + c] += dout[(size_t)p * C + c];
+        if (id >= 0 && id < V && id % TK__EMB_K == k) dwte[(size_t)id * C + c] += dout[(size_t)p * C + c];
     }
 }
 
@@ -471,42 +487,54 @@ static __global__ void tk__k_embed_bwd_wpe(float *dwpe, const float *dout, int B
     dwpe[i] += acc;
 }
 
+TKDEF int tk_embedding_forward_cuda_ex(float *out, const int *ids, const float *wte,
+                                       const float *wpe, int B, int T, int C, int V,
+                                       int *status, tk_stream stream)
+{
+    static const char *fn = "tk_embedding_forward_cuda";
+    cudaStream_t s = (cudaStream_t)stream;
+    int rc;
+    if (!out || !ids || !wte) return tk__fail(TK_EINVAL, "%s: NULL pointer", fn);
+    if (B <= 0 || T <= 0 || C <= 0 || V <= 0) return tk__fail(TK_EINVAL, "%s: B, T, C, V must be > 0", fn);
+    if ((rc = tk__cuda_ids_check(ids, (size_t)B * T, V, status, s, fn)) != TK_OK) return rc;
+    TK__LAUNCH(tk__k_embed_fwd, tk__blocks((size_t)B * T * C, 256), 256, 0, s, out, ids, wte, wpe, B * T, T, C, V);
+    return tk__launched(fn);
+}
+
 TKDEF int tk_embedding_forward_cuda(float *out, const int *ids, const float *wte,
                                     const float *wpe, int B, int T, int C, int V,
                                     tk_stream stream)
 {
+    return tk_embedding_forward_cuda_ex(out, ids, wte, wpe, B, T, C, V, NULL, stream);
+}
+
+TKDEF int tk_embedding_backward_cuda_ex(float *dwte, float *dwpe, const float *dout,
+                                        const int *ids, int B, int T, int C, int V,
+                                        int *status, tk_stream stream)
+{
+    static const char *fn = "tk_embedding_backward_cuda";
     cudaStream_t s = (cudaStream_t)stream;
     int rc;
-    if (!out || !ids || !wte) return tk__fail(TK_EINVAL, "tk_embedding_forward_cuda: NULL pointer");
-    if (B <= 0 || T <= 0 || C <= 0 || V <= 0)
-        return tk__fail(TK_EINVAL, "tk_embedding_forward_cuda: B, T, C, V must be > 0");
-    if ((rc = tk__cuda_ids_in_range(ids, (size_t)B * T, V, s, "tk_embedding_forward_cuda")) != TK_OK)
-        return rc;
-    TK__LAUNCH(tk__k_embed_fwd, tk__blocks((size_t)B * T * C, 256), 256, 0, s, out, ids, wte, wpe, B * T, T, C);
-    return tk__launched("tk_embedding_forward_cuda");
+    if (!dout || !ids) return tk__fail(TK_EINVAL, "%s: NULL pointer", fn);
+    if (B <= 0 || T <= 0 || C <= 0 || V <= 0) return tk__fail(TK_EINVAL, "%s: B, T, C, V must be > 0", fn);
+    if (dwte) {
+        if ((rc = tk__cuda_ids_check(ids, (size_t)B * T, V, status, s, fn)) != TK_OK) return rc;
+        TK__LAUNCH(tk__k_embed_bwd_wte, dim3(tk__blocks((size_t)C, 128), TK__EMB_K), 128, 0, s, dwte, dout, ids,
+                   B * T, C, V);
+        if ((rc = tk__launched(fn)) != TK_OK) return rc;
+    }
+    if (dwpe) {
+        TK__LAUNCH(tk__k_embed_bwd_wpe, tk__blocks((size_t)T * C, 256), 256, 0, s, dwpe, dout, B, T, C);
+        if ((rc = tk__launched(fn)) != TK_OK) return rc;
+    }
+    return TK_OK;
 }
 
 TKDEF int tk_embedding_backward_cuda(float *dwte, float *dwpe, const float *dout,
                                      const int *ids, int B, int T, int C, int V,
                                      tk_stream stream)
 {
-    cudaStream_t s = (cudaStream_t)stream;
-    int rc;
-    if (!dout || !ids) return tk__fail(TK_EINVAL, "tk_embedding_backward_cuda: NULL pointer");
-    if (B <= 0 || T <= 0 || C <= 0 || V <= 0)
-        return tk__fail(TK_EINVAL, "tk_embedding_backward_cuda: B, T, C, V must be > 0");
-    if (dwte) {
-        if ((rc = tk__cuda_ids_in_range(ids, (size_t)B * T, V, s, "tk_embedding_backward_cuda")) != TK_OK)
-            return rc;
-        TK__LAUNCH(tk__k_embed_bwd_wte, dim3(tk__blocks((size_t)C, 128), TK__EMB_K), 128, 0, s, dwte, dout, ids,
-                   B * T, C);
-        if ((rc = tk__launched("tk_embedding_backward_cuda")) != TK_OK) return rc;
-    }
-    if (dwpe) {
-        TK__LAUNCH(tk__k_embed_bwd_wpe, tk__blocks((size_t)T * C, 256), 256, 0, s, dwpe, dout, B, T, C);
-        if ((rc = tk__launched("tk_embedding_backward_cuda")) != TK_OK) return rc;
-    }
-    return TK_OK;
+    return tk_embedding_backward_cuda_ex(dwte, dwpe, dout, ids, B, T, C, V, NULL, stream);
 }
 
 /* ------------------------------------------------------- block reductions */
@@ -1021,7 +1049,10 @@ static __global__ void tk__k_ce_fwd_inplace(float *logits, float *losses, float 
     float *x = logits + (size_t)blockIdx.x * V;
     float m = -INFINITY, s = 0.0f, sx = 0.0f, xt = 0.0f, M, S, inv;
     int i;
-    if (threadIdx.x == 0) xt = x[targets[blockIdx.x]];
+    if (threadIdx.x == 0) { /* (a deferred check's bad target: a NaN loss) */
+        const int t = targets[blockIdx.x];
+        xt = t >= 0 && t < V ? x[t] : NAN;
+    }
     for (i = threadIdx.x; i < V; i += blockDim.x) {
         float v = x[i];
         sx += v;
@@ -1058,9 +1089,9 @@ static __global__ void tk__k_ce_bwd_inplace(float *probs, const int *targets, in
     probs[i] = d;
 }
 
-TKDEF int tk_crossentropy_forward_inplace_cuda(float *logits, float *losses, float *ce,
-                                               const int *targets, int N, int V, float eps,
-                                               tk_stream stream)
+TKDEF int tk_crossentropy_forward_inplace_cuda_ex(float *logits, float *losses, float *ce,
+                                                  const int *targets, int N, int V, float eps,
+                                                  int *status, tk_stream stream)
 {
     static const char *fn = "tk_crossentropy_forward_inplace_cuda";
     cudaStream_t s = (cudaStream_t)stream;
@@ -1071,14 +1102,21 @@ TKDEF int tk_crossentropy_forward_inplace_cuda(float *logits, float *losses, flo
     TK__POSDIM(fn, V);
     if (!tk__finite(eps) || eps < 0.0f || eps >= 1.0f)
         return tk__fail(TK_EINVAL, "%s: eps must be in [0, 1) (got %g)", fn, (double)eps);
-    if ((rc = tk__cuda_ids_in_range(targets, (size_t)N, V, s, fn)) != TK_OK) return rc;
+    if ((rc = tk__cuda_ids_check(targets, (size_t)N, V, status, s, fn)) != TK_OK) return rc;
     TK__LAUNCH(tk__k_ce_fwd_inplace, N, TK__CUDA_THREADS, 0, s, logits, losses, ce, targets, V, eps);
     return tk__launched(fn);
 }
 
-TKDEF int tk_crossentropy_backward_inplace_cuda(float *probs, const int *targets, int N,
-                                                int V, float eps, float dloss,
-                                                tk_stream stream)
+TKDEF int tk_crossentropy_forward_inplace_cuda(float *logits, float *losses, float *ce,
+                                               const int *targets, int N, int V, float eps,
+                                               tk_stream stream)
+{
+    return tk_crossentropy_forward_inplace_cuda_ex(logits, losses, ce, targets, N, V, eps, NULL, stream);
+}
+
+TKDEF int tk_crossentropy_backward_inplace_cuda_ex(float *probs, const int *targets, int N,
+                                                   int V, float eps, float dloss, int *status,
+                                                   tk_stream stream)
 {
     static const char *fn = "tk_crossentropy_backward_inplace_cuda";
     cudaStream_t s = (cudaStream_t)stream;
@@ -1091,9 +1129,17 @@ TKDEF int tk_crossentropy_backward_inplace_cuda(float *probs, const int *targets
         return tk__fail(TK_EINVAL, "%s: eps must be in [0, 1) (got %g)", fn, (double)eps);
     if (!tk__finite(dloss))
         return tk__fail(TK_EINVAL, "%s: dloss must be finite (got %g)", fn, (double)dloss);
-    if ((rc = tk__cuda_ids_in_range(targets, (size_t)N, V, s, fn)) != TK_OK) return rc;
+    if ((rc = tk__cuda_ids_check(targets, (size_t)N, V, status, s, fn)) != TK_OK) return rc;
+    /* (an out-of-range target matches no column: the row gets no target term) */
     TK__LAUNCH(tk__k_ce_bwd_inplace, tk__blocks((size_t)N * V, 256), 256, 0, s, probs, targets, N, V, eps, dloss);
     return tk__launched(fn);
+}
+
+TKDEF int tk_crossentropy_backward_inplace_cuda(float *probs, const int *targets, int N,
+                                                int V, float eps, float dloss,
+                                                tk_stream stream)
+{
+    return tk_crossentropy_backward_inplace_cuda_ex(probs, targets, N, V, eps, dloss, NULL, stream);
 }
 
 /* ----------------------------------------------------------------- AdamW */

@@ -313,6 +313,89 @@ static void test_deterministic(void)
     CHECK(a.ds0 == b.ds0);
 }
 
+/* cfg.status (deferred input checks): good inputs give the same bits as the plain check
+   (forward and backward) and leave the word 0, with no host wait in either call; each bad
+   input (NaN q, gate 1.5, beta -0.1, Inf v) sets its bit without a wait; a host status is
+   GD_EINVAL */
+static void test_status_deferred(void)
+{
+    shape s = {2, 1, 40, 16, 16, 16, 0, 0, 1};
+    gd_config cfg = gd_config_default(), dcfg;
+    inputs in;
+    outputs a, b;
+    int *dst = NULL, h = -1, host_st = 0;
+    NEED_GPU();
+    tt_seed(11);
+    in = make_inputs(s);
+    cfg.chunk_size = s.C;
+    CHECK_INT_EQ(cudaMalloc((void **)&dst, sizeof(int)), cudaSuccess);
+    CHECK_INT_EQ(cudaMemset(dst, 0, sizeof(int)), cudaSuccess);
+    dcfg = cfg;
+    dcfg.status = dst;
+    CHECK_INT_EQ(run_gpu(cfg, s, in, &a, 0), GD_OK);
+    CHECK_INT_EQ(run_gpu(dcfg, s, in, &b, 0), GD_OK);
+    CHECK(a.r == b.r && a.so == b.so && a.dq == b.dq && a.dk == b.dk && a.dv == b.dv && a.dg == b.dg &&
+          a.dbe == b.dbe && a.ds0 == b.ds0);
+    CHECK_INT_EQ(cudaMemcpy(&h, dst, sizeof h, cudaMemcpyDeviceToHost), cudaSuccess);
+    CHECK_INT_EQ(h, 0);
+    {
+        const int B = 1, H = 2, T = 5, Dk = 8, Dv = 8;
+        const size_t nqk = (size_t)B * H * T * Dk, nv = (size_t)B * H * T * Dv, ng = (size_t)B * H * T;
+        std::vector<float> hq = randn(nqk, 1.0), hk = randn(nqk, 1.0), hv = randn(nv, 1.0);
+        std::vector<float> hg = randu(ng, 0.5, 1.0), hb = randu(ng, 0.1, 0.9), zero(nv, 0.0f);
+        float *q = dput(hq), *k = dput(hk), *v = dput(hv), *g = dput(hg), *bb = dput(hb), *r = dput(zero);
+        float *dq = dput(hq), *dk = dput(hk), *dv = dput(hv), *dg = dput(hg), *db = dput(hb);
+        gd_saved sv = gd_saved_init();
+        int bit;
+        /* the backward's own scan, deferred too: no wait in either call */
+#ifdef ATTNKIT_CUDA_SIM
+        ak_sim_counts_reset();
+#endif
+        CHECK_INT_EQ(gd_forward_cuda(&dcfg, r, NULL, q, k, v, g, bb, NULL, B, H, T, Dk, Dv, &sv, NULL, NULL), GD_OK);
+        CHECK_INT_EQ(gd_backward_cuda(&dcfg, &sv, dq, dk, dv, dg, db, NULL, v, NULL, q, k, v, g, bb, NULL,
+                                      B, H, T, Dk, Dv, NULL, NULL), GD_OK);
+#ifdef ATTNKIT_CUDA_SIM
+        {
+            ak_sim_counts c = ak_sim_counts_get();
+            CHECK(c.syncs == 0 && c.sync_calls == 0 && c.d2h == 0);
+        }
+#endif
+        for (bit = 0; bit < 4; bit++) {
+            std::vector<float> bad = bit == 0 ? hq : bit == 1 ? hg : bit == 2 ? hb : hv;
+            float *d;
+            if (bit == 0) bad[3] = NAN;
+            if (bit == 1) bad[ng - 1] = 1.5f;
+            if (bit == 2) bad[0] = -0.1f;
+            if (bit == 3) bad[nv / 2] = INFINITY;
+            d = dput(bad);
+            CHECK_INT_EQ(cudaMemset(dst, 0, sizeof(int)), cudaSuccess);
+#ifdef ATTNKIT_CUDA_SIM
+            ak_sim_counts_reset();
+#endif
+            CHECK_INT_EQ(gd_forward_cuda(&dcfg, r, NULL, bit == 0 ? d : q, k, bit == 3 ? d : v, bit == 1 ? d : g,
+                                         bit == 2 ? d : bb, NULL, B, H, T, Dk, Dv, NULL, NULL, NULL), GD_OK);
+#ifdef ATTNKIT_CUDA_SIM
+            {
+                ak_sim_counts c = ak_sim_counts_get();
+                CHECK(c.syncs == 0 && c.sync_calls == 0 && c.d2h == 0);
+            }
+#endif
+            CHECK_INT_EQ(cudaMemcpy(&h, dst, sizeof h, cudaMemcpyDeviceToHost), cudaSuccess);
+            CHECK_INT_EQ(h, bit == 0 ? 1 : bit == 1 ? 4 : bit == 2 ? 8 : 2);
+            dfree(d);
+        }
+        dcfg.status = &host_st;
+        CHECK_INT_EQ(gd_forward_cuda(&dcfg, r, NULL, q, k, v, g, bb, NULL, B, H, T, Dk, Dv, NULL, NULL, NULL), GD_EINVAL);
+        CHECK_INT_EQ(gd_backward_cuda(&dcfg, &sv, dq, dk, dv, dg, db, NULL, v, NULL, q, k, v, g, bb, NULL,
+                                      B, H, T, Dk, Dv, NULL, NULL), GD_EINVAL);
+        CHECK_INT_EQ(host_st, 0);
+        gd_saved_free(&sv);
+        dfree(q); dfree(k); dfree(v); dfree(g); dfree(bb); dfree(r); dfree(dq); dfree(dk); dfree(dv); dfree(dg);
+        dfree(db);
+    }
+    cudaFree(dst);
+}
+
 /* the plain entry points route device pointers to the CUDA path (DESIGN.md) */
 static void test_plain_entry_routes(void)
 {
@@ -923,6 +1006,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_long);
     TEST_RUN(test_config_variants);
     TEST_RUN(test_deterministic);
+    TEST_RUN(test_status_deferred);
     TEST_RUN(test_tc_bad_input);
     TEST_RUN(test_tc_shapes);
     TEST_RUN(test_tc_chunk128);

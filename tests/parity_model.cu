@@ -2062,16 +2062,27 @@ struct rt_ceiling {
      (membership stats   syncs 26 -> 23, 58 -> 47, 58 -> 55, 31: each layer's statistics
       as device sums)    are added to device sums (era_membership_forward_sums_cuda), read
                          once after the blocks; ptr_queries +1 per layer (the sums' check)
-   What is left per step (tiny / paper): MoE routing on the host (2 reads per layer in the
-   forward, 1 in the backward: 12 / 36), the membership statistics (1),
-   tensor.h's index checks (embedding forward and backward, CE forward and backward: 4),
-   the attention status, the row losses, the gradient norm, the mirror, the memberships,
-   tau_mean (1 each) */
+     (one read-back)     syncs 23 -> 13, 47 -> 29, 55 -> 46, 31 -> 26: the id checks of the
+                         embedding and the cross-entropy are deferred into the model's status
+                         word (tensor.h's *_cuda_ex; the host checked the ids already), which
+                         comes back with the row losses and the membership sums in one read
+                         per forward (mdl__readback); the MoE router's memberships and gate
+                         come back in one read per layer, not two; ptr_queries +4 (the
+                         status word's check in those four calls)
+     (gdelta deferred)   syncs polar+gdelta 46 -> 38: the memory's input scans (forward and
+                         backward) write the model's status word (gd_config.status through
+                         ex_gd_fwd / ex_gd_bwd) instead of a read each; ptr_queries +2 per
+                         layer (the word's check)
+   What is left per step (tiny / paper): MoE routing on the host (1 read per layer in the
+   forward, 1 in the backward: 8 / 24), the forward's read-back, the gradient norm, the
+   mirror, the memberships, tau_mean (1 each). polar+gdelta: polar's row statistics (5
+   reads per layer: 20; a device reduction into the read-back would remove them), the
+   two layers' saved-header reads in the backward (8), MoE (8) */
 static const rt_ceiling g_rt_ceiling[] = {
-    {"tiny", 23, 23, 46, 0, 209},
-    {"paper", 47, 47, 94, 0, 617},
-    {"polar+gdelta", 55, 55, 110, 0, 297},
-    {"era-gac", 31, 31, 62, 0, 129},
+    {"tiny", 13, 13, 26, 0, 213},
+    {"paper", 29, 29, 58, 0, 621},
+    {"polar+gdelta", 38, 38, 76, 0, 309},
+    {"era-gac", 26, 26, 52, 0, 133},
 };
 
 /* the preset's architecture at toy widths on the simulated device */

@@ -484,6 +484,157 @@ static void ce_inplace_case(int N, int V, float eps, double *wp, double *wl, dou
     dfree(d_x); dfree(d_l); dfree(d_c); dfree(d_y);
 }
 
+/* The deferred id checks (tk_embedding_*_cuda_ex, tk_crossentropy_*_inplace_cuda_ex with a
+   device status): good ids give the plain functions' bytes and leave the status 0 with no
+   host wait; a bad id (too large, negative) sets it to 1, still without a wait, and gives a
+   zero embedding row (+ wpe), no dwte term, a NaN loss and no target term in that row only;
+   the other rows are the plain results bit for bit. NULL status: the plain function. */
+static void test_ids_deferred(void)
+{
+    const int B = 2, T = 7, C = 12, V = 29, N = B * T;
+    const float eps = 0.1f, dloss = 0.37f;
+    int i, c, hs = -1;
+    NEED_GPU();
+    tt_seed(31);
+    std::vector<int> ids((size_t)N);
+    for (i = 0; i < N; i++) ids[i] = (int)(tt_uniform() * V) % V;
+    std::vector<float> wte = randn((size_t)V * C, 1.0), wpe = randn((size_t)T * C, 1.0), dout = randn((size_t)N * C, 1.0);
+    std::vector<float> dwte0 = randn((size_t)V * C, 1.0), logits = randn((size_t)N * V, 2.0), zero((size_t)N * C, 0.0f);
+    int *d_ids = dput(ids), *d_st = NULL;
+    float *d_wte = dput(wte), *d_wpe = dput(wpe), *d_dout = dput(dout);
+    CHECK_INT_EQ(tk_device_alloc((void **)&d_st, sizeof(int)), TK_OK);
+    /* plain results on good ids */
+    float *d_o1 = dput(zero), *d_o2 = dput(zero), *d_w1 = dput(dwte0), *d_w2 = dput(dwte0);
+    float *d_x1 = dput(logits), *d_x2 = dput(logits), *d_l1 = dput(std::vector<float>((size_t)N, 0.0f)),
+          *d_l2 = dput(std::vector<float>((size_t)N, 0.0f));
+    CHECK_INT_EQ(tk_embedding_forward_cuda(d_o1, d_ids, d_wte, d_wpe, B, T, C, V, NULL), TK_OK);
+    CHECK_INT_EQ(tk_embedding_backward_cuda(d_w1, NULL, d_dout, d_ids, B, T, C, V, NULL), TK_OK);
+    CHECK_INT_EQ(tk_crossentropy_forward_inplace_cuda(d_x1, d_l1, NULL, d_ids, N, V, eps, NULL), TK_OK);
+    CHECK_INT_EQ(tk_crossentropy_backward_inplace_cuda(d_x1, d_ids, N, V, eps, dloss, NULL), TK_OK);
+    CHECK_INT_EQ(tk_fill_zero(d_st, sizeof(int)), TK_OK);
+#ifdef ATTNKIT_CUDA_SIM
+    ak_sim_counts_reset();
+#endif
+    CHECK_INT_EQ(tk_embedding_forward_cuda_ex(d_o2, d_ids, d_wte, d_wpe, B, T, C, V, d_st, NULL), TK_OK);
+    CHECK_INT_EQ(tk_embedding_backward_cuda_ex(d_w2, NULL, d_dout, d_ids, B, T, C, V, d_st, NULL), TK_OK);
+    CHECK_INT_EQ(tk_crossentropy_forward_inplace_cuda_ex(d_x2, d_l2, NULL, d_ids, N, V, eps, d_st, NULL), TK_OK);
+    CHECK_INT_EQ(tk_crossentropy_backward_inplace_cuda_ex(d_x2, d_ids, N, V, eps, dloss, d_st, NULL), TK_OK);
+#ifdef ATTNKIT_CUDA_SIM
+    {
+        ak_sim_counts k = ak_sim_counts_get(); /* no host wait, no copy back, nothing allocated */
+        CHECK(k.syncs == 0 && k.sync_calls == 0 && k.d2h == 0 && k.allocs == 0);
+    }
+#endif
+    CHECK_INT_EQ(tk_copy(&hs, d_st, sizeof(int)), TK_OK);
+    CHECK_INT_EQ(hs, 0);
+    {
+        std::vector<float> a = dget(d_o1, (size_t)N * C), b = dget(d_o2, (size_t)N * C);
+        CHECK(memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+        a = dget(d_w1, (size_t)V * C);
+        b = dget(d_w2, (size_t)V * C);
+        CHECK(memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+        a = dget(d_x1, (size_t)N * V);
+        b = dget(d_x2, (size_t)N * V);
+        CHECK(memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+        a = dget(d_l1, (size_t)N);
+        b = dget(d_l2, (size_t)N);
+        CHECK(memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+    }
+    /* a bad id (too large at row 3, negative at row 9) */
+    for (int bad = 0; bad < 2; bad++) {
+        const int r = bad ? 9 : 3;
+        std::vector<int> ib = ids;
+        ib[r] = bad ? -2 : V;
+        int *d_ib = dput(ib);
+        float *d_o3 = dput(zero), *d_w3 = dput(dwte0), *d_x3 = dput(logits), *d_l3 = dput(std::vector<float>((size_t)N, 0.0f));
+        CHECK_INT_EQ(tk_fill_zero(d_st, sizeof(int)), TK_OK);
+#ifdef ATTNKIT_CUDA_SIM
+        ak_sim_counts_reset();
+#endif
+        CHECK_INT_EQ(tk_embedding_forward_cuda_ex(d_o3, d_ib, d_wte, d_wpe, B, T, C, V, d_st, NULL), TK_OK);
+        CHECK_INT_EQ(tk_embedding_backward_cuda_ex(d_w3, NULL, d_dout, d_ib, B, T, C, V, d_st, NULL), TK_OK);
+        CHECK_INT_EQ(tk_crossentropy_forward_inplace_cuda_ex(d_x3, d_l3, NULL, d_ib, N, V, eps, d_st, NULL), TK_OK);
+        CHECK_INT_EQ(tk_crossentropy_backward_inplace_cuda_ex(d_x3, d_ib, N, V, eps, dloss, d_st, NULL), TK_OK);
+#ifdef ATTNKIT_CUDA_SIM
+        {
+            ak_sim_counts k = ak_sim_counts_get();
+            CHECK(k.syncs == 0 && k.sync_calls == 0 && k.d2h == 0 && k.allocs == 0);
+        }
+#endif
+        CHECK_INT_EQ(tk_copy(&hs, d_st, sizeof(int)), TK_OK);
+        CHECK_INT_EQ(hs, 1);
+        /* embedding: row r is wpe's row alone, the others as the plain forward */
+        std::vector<float> a = dget(d_o1, (size_t)N * C), b = dget(d_o3, (size_t)N * C);
+        for (i = 0; i < N; i++)
+            for (c = 0; c < C; c++) {
+                const size_t k = (size_t)i * C + c;
+                if (i == r) CHECK(b[k] == 0.0f + wpe[(size_t)(i % T) * C + c]);
+                else CHECK(b[k] == a[k]);
+            }
+        /* dwte: the plain backward with row r's gradient left out (its dout row zeroed, its id
+           any good one: adding +0 changes nothing) */
+        {
+            std::vector<int> ig = ids;
+            std::vector<float> dz = dout;
+            for (c = 0; c < C; c++) dz[(size_t)r * C + c] = 0.0f;
+            int *d_ig = dput(ig);
+            float *d_dz = dput(dz), *d_w4 = dput(dwte0);
+            CHECK_INT_EQ(tk_embedding_backward_cuda(d_w4, NULL, d_dz, d_ig, B, T, C, V, NULL), TK_OK);
+            a = dget(d_w4, (size_t)V * C);
+            b = dget(d_w3, (size_t)V * C);
+            CHECK(memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+            dfree(d_ig); dfree(d_dz); dfree(d_w4);
+        }
+        /* CE: row r's loss NaN, its dlogits dloss (p - eps / V) with no target term; every
+           other row the plain pair's bytes */
+        {
+            std::vector<float> l1 = dget(d_l1, (size_t)N), l3 = dget(d_l3, (size_t)N);
+            std::vector<float> x1 = dget(d_x1, (size_t)N * V), x3 = dget(d_x3, (size_t)N * V);
+            int ok = 1;
+            for (i = 0; i < N; i++) {
+                if (i == r) {
+                    CHECK(l3[i] != l3[i]);
+                    continue;
+                }
+                ok &= memcmp(&l1[i], &l3[i], sizeof(float)) == 0;
+                ok &= memcmp(&x1[(size_t)i * V], &x3[(size_t)i * V], (size_t)V * sizeof(float)) == 0;
+            }
+            CHECK(ok);
+            /* row r's probabilities as the plain forward writes them (the softmax does not
+               read the target), then the backward without the target term */
+            {
+                std::vector<int> ig = ids;
+                ig[r] = 0;
+                int *d_ig = dput(ig);
+                float *d_x5 = dput(logits);
+                CHECK_INT_EQ(tk_crossentropy_forward_inplace_cuda(d_x5, NULL, NULL, d_ig, N, V, eps, NULL), TK_OK);
+                std::vector<float> p5 = dget(d_x5, (size_t)N * V);
+                const float u = eps / (float)V;
+                for (c = 0; c < V; c++) {
+                    const size_t k = (size_t)r * V + c;
+                    const float want = dloss * (p5[k] - u);
+                    ok &= memcmp(&want, &x3[k], sizeof(float)) == 0;
+                }
+                CHECK(ok);
+                dfree(d_ig); dfree(d_x5);
+            }
+        }
+        dfree(d_ib); dfree(d_o3); dfree(d_w3); dfree(d_x3); dfree(d_l3);
+    }
+    /* a status that is not device memory: TK_EINVAL before anything runs */
+    {
+        int host_st = 0;
+        CHECK_INT_EQ(tk_embedding_forward_cuda_ex(d_o2, d_ids, d_wte, d_wpe, B, T, C, V, &host_st, NULL), TK_EINVAL);
+        CHECK_INT_EQ(tk_embedding_backward_cuda_ex(d_w2, NULL, d_dout, d_ids, B, T, C, V, &host_st, NULL), TK_EINVAL);
+        CHECK_INT_EQ(tk_crossentropy_forward_inplace_cuda_ex(d_x2, d_l2, NULL, d_ids, N, V, eps, &host_st, NULL), TK_EINVAL);
+        CHECK_INT_EQ(tk_crossentropy_backward_inplace_cuda_ex(d_x2, d_ids, N, V, eps, dloss, &host_st, NULL), TK_EINVAL);
+        CHECK_INT_EQ(host_st, 0);
+    }
+    tk_device_free(d_st);
+    dfree(d_ids); dfree(d_wte); dfree(d_wpe); dfree(d_dout); dfree(d_o1); dfree(d_o2); dfree(d_w1); dfree(d_w2);
+    dfree(d_x1); dfree(d_x2); dfree(d_l1); dfree(d_l2);
+}
+
 static void test_ce_inplace(void)
 {
     static const int shapes[][2] = {{1, 1}, {5, 17}, {3, 256}, {7, 1000}, {19, 5003}};
@@ -2273,6 +2424,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_relu2_gated);
     TEST_RUN(test_rope);
     TEST_RUN(test_ce_inplace);
+    TEST_RUN(test_ids_deferred);
     TEST_RUN(test_plain_routing_ops);
     TEST_RUN(test_attention);
     TEST_RUN(test_attention_gqa);

@@ -730,8 +730,9 @@ static void test_relu2_gated_bad_input(void)
     CHECK(a[0] == 1.0f && a[7] == 8.0f);
 }
 
-/* without nvcc the twins of relu2, silu, gated relu2, rope, the in-place CE and dropout are
-   stubs: TK_ENOCUDA, nothing written */
+/* without nvcc the twins of relu2, silu, gated relu2, rope, the in-place CE (and the deferred
+   id-check forms), the embedding's deferred forms and dropout are stubs: TK_ENOCUDA, nothing
+   written */
 static void test_cuda_stubs_ops(void)
 {
     float a[8] = {1, 2, 3, 4, 5, 6, 7, 8};
@@ -747,6 +748,14 @@ static void test_cuda_stubs_ops(void)
                  TK_ENOCUDA);
     CHECK_INT_EQ(tk_crossentropy_backward_inplace_cuda(a, y, 2, 4, 0.0f, 1.0f, NULL),
                  TK_ENOCUDA);
+    {
+        int st = 0; /* the deferred forms too (the status word untouched) */
+        CHECK_INT_EQ(tk_crossentropy_forward_inplace_cuda_ex(a, NULL, NULL, y, 2, 4, 0.0f, &st, NULL), TK_ENOCUDA);
+        CHECK_INT_EQ(tk_crossentropy_backward_inplace_cuda_ex(a, y, 2, 4, 0.0f, 1.0f, &st, NULL), TK_ENOCUDA);
+        CHECK_INT_EQ(tk_embedding_forward_cuda_ex(a, y, a, NULL, 1, 2, 2, 4, &st, NULL), TK_ENOCUDA);
+        CHECK_INT_EQ(tk_embedding_backward_cuda_ex(a, NULL, a, y, 1, 2, 2, 4, &st, NULL), TK_ENOCUDA);
+        CHECK_INT_EQ(st, 0);
+    }
     {
         uint8_t m[8] = {1, 1, 1, 1, 1, 1, 1, 1};
         CHECK_INT_EQ(tk_dropout_seeded_forward_cuda(a, m, a, 8, 0.1f, 1u, NULL), TK_ENOCUDA);

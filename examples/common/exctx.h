@@ -64,6 +64,13 @@ enum { EX_CPU = 0, EX_CUDA = 1 }; /* the same values as model.h's MDL_DEVICE_* *
 typedef struct ex_ctx {
     int device;       /* EX_CPU or EX_CUDA */
     tk_stream stream; /* device ops' stream; NULL: the default stream */
+    int *status;      /* NULL, or a device int: the deferred-check word. The device ops whose
+                         checks only the device can do (ex_embedding_fwd / _bwd,
+                         ex_ce_fwd_inplace / _bwd_inplace: the ids' range; ex_gd_fwd / _bwd:
+                         the memory's input scan) then leave a
+                         nonzero value there instead of a host wait each (tensor.h's *_cuda_ex);
+                         whoever sets it zeroes it and reads it (the model: once per forward,
+                         with the row losses). Unused on the CPU. */
 } ex_ctx;
 
 static inline ex_ctx ex_ctx_make(int device)
@@ -71,6 +78,7 @@ static inline ex_ctx ex_ctx_make(int device)
     ex_ctx c;
     c.device = device;
     c.stream = NULL;
+    c.status = NULL;
     return c;
 }
 
@@ -172,13 +180,13 @@ static inline int ex_embedding_fwd(const ex_ctx *x, float *out, const int *ids, 
                                    const float *wpe, int B, int T, int C, int V)
 {
     EX__OP(tk_embedding_forward(out, ids, wte, wpe, B, T, C, V),
-           tk_embedding_forward_cuda(out, ids, wte, wpe, B, T, C, V, x->stream));
+           tk_embedding_forward_cuda_ex(out, ids, wte, wpe, B, T, C, V, x->status, x->stream));
 }
 static inline int ex_embedding_bwd(const ex_ctx *x, float *dwte, float *dwpe, const float *dout,
                                    const int *ids, int B, int T, int C, int V)
 {
     EX__OP(tk_embedding_backward(dwte, dwpe, dout, ids, B, T, C, V),
-           tk_embedding_backward_cuda(dwte, dwpe, dout, ids, B, T, C, V, x->stream));
+           tk_embedding_backward_cuda_ex(dwte, dwpe, dout, ids, B, T, C, V, x->status, x->stream));
 }
 static inline int ex_layernorm_fwd(const ex_ctx *x, float *out, float *mean, float *rstd,
                                    const float *inp, const float *w, const float *b, int N, int C,
@@ -342,13 +350,14 @@ static inline int ex_ce_fwd_inplace(const ex_ctx *x, float *logits, float *losse
                                     const int *targets, int N, int V, float eps)
 {
     EX__OP(tk_crossentropy_forward_inplace(logits, losses, ce, targets, N, V, eps),
-           tk_crossentropy_forward_inplace_cuda(logits, losses, ce, targets, N, V, eps, x->stream));
+           tk_crossentropy_forward_inplace_cuda_ex(logits, losses, ce, targets, N, V, eps, x->status, x->stream));
 }
 static inline int ex_ce_bwd_inplace(const ex_ctx *x, float *probs, const int *targets, int N, int V,
                                     float eps, float dloss)
 {
     EX__OP(tk_crossentropy_backward_inplace(probs, targets, N, V, eps, dloss),
-           tk_crossentropy_backward_inplace_cuda(probs, targets, N, V, eps, dloss, x->stream));
+           tk_crossentropy_backward_inplace_cuda_ex(probs, targets, N, V, eps, dloss, x->status,
+                                                    x->stream));
 }
 
 static inline int ex_adamw(const ex_ctx *x, float *params, const float *grads, float *m, float *v, size_t n,
@@ -392,8 +401,10 @@ static inline int ex_gd_fwd(const ex_ctx *x, const gd_config *cfg, float *r, flo
                             const float *k, const float *v, const float *gates, const float *beta,
                             const float *state0, int B, int H, int T, int Dk, int Dv, gd_saved *saved, void *ws)
 {
+    gd_config dc = *cfg; /* the device scan into the context's status word (no wait) */
+    dc.status = x->status;
     EX__OP(gd_forward(cfg, r, state_out, q, k, v, gates, beta, state0, B, H, T, Dk, Dv, saved, ws),
-           gd_forward_cuda(cfg, r, state_out, q, k, v, gates, beta, state0, B, H, T, Dk, Dv, saved, ws,
+           gd_forward_cuda(&dc, r, state_out, q, k, v, gates, beta, state0, B, H, T, Dk, Dv, saved, ws,
                            (gd_stream)x->stream));
 }
 static inline int ex_gd_bwd(const ex_ctx *x, const gd_config *cfg, const gd_saved *saved, float *dq, float *dk,
@@ -402,9 +413,11 @@ static inline int ex_gd_bwd(const ex_ctx *x, const gd_config *cfg, const gd_save
                             const float *gates, const float *beta, const float *state0, int B, int H, int T,
                             int Dk, int Dv, void *ws)
 {
+    gd_config dc = *cfg; /* (the backward's scan sees the forward's inputs: deferred, as there) */
+    dc.status = x->status;
     EX__OP(gd_backward(cfg, saved, dq, dk, dv, dgates, dbeta, dstate0, dr, dstate_out, q, k, v, gates, beta,
                        state0, B, H, T, Dk, Dv, ws),
-           gd_backward_cuda(cfg, saved, dq, dk, dv, dgates, dbeta, dstate0, dr, dstate_out, q, k, v, gates, beta,
+           gd_backward_cuda(&dc, saved, dq, dk, dv, dgates, dbeta, dstate0, dr, dstate_out, q, k, v, gates, beta,
                             state0, B, H, T, Dk, Dv, ws, (gd_stream)x->stream));
 }
 static inline int ex_membership_fwd(const ex_ctx *x, const era_rpa_config *cfg, const era_rpa_params *p,

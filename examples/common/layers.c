@@ -198,6 +198,7 @@ typedef struct lyr__moe_saved {
 typedef struct lyr__moe_work {
     float *a, *da, *dh, *deo, *dxg, *dw, *dl, *pe;
     int *cursor;
+    float *stage; /* device: the router's inputs (mu, then the gate at al(N R)) for one read */
 } lyr__moe_work;
 
 typedef struct lyr__moe_host {
@@ -256,6 +257,7 @@ static void lyr__moe_carve_work(const lyr_moe_dims *d, float *base, size_t N, ly
     w->dl = lyr__take(&p, N * E);
     w->pe = lyr__take(&p, E + 1);
     w->cursor = lyr__take_i(&p, E + 1);
+    w->stage = lyr__take(&p, lyr__al(N * (size_t)d->R) + E * (size_t)d->R);
 }
 
 static void lyr__moe_carve_host(const lyr_moe_dims *d, float *base, size_t N, lyr__moe_host *h)
@@ -295,7 +297,8 @@ size_t lyr_moe_work_floats(const lyr_moe_dims *d, int B, int T)
     K = (size_t)d->top_k;
     E = (size_t)d->E;
     return 3 * lyr__al(N * K * (size_t)d->F) + 2 * lyr__al(N * K * (size_t)d->C) +
-           lyr__al(N * K) + lyr__al(N * E) + lyr__al(E + 1) + lyr__al(lyr__ifl(E + 1));
+           lyr__al(N * K) + lyr__al(N * E) + lyr__al(E + 1) + lyr__al(lyr__ifl(E + 1)) +
+           lyr__al(N * (size_t)d->R) + lyr__al(E * (size_t)d->R);
 }
 
 size_t lyr_moe_host_floats(const lyr_moe_dims *d, int B, int T)
@@ -364,8 +367,11 @@ int lyr_moe_fwd(const ex_ctx *cx, const lyr_moe_dims *d, const float *const *P, 
     if (dev) {
         lyr__moe_host h;
         lyr__moe_carve_host(d, host, N, &h);
-        if (ex_to_host(cx, h.mu, mu, N * R * sizeof(float)) != TK_OK ||
-            ex_to_host(cx, h.gate, P[LYR_MOE_GATE], E * R * sizeof(float)) != TK_OK)
+        /* the memberships and the gate side by side in the device staging (copies on the
+           stream, no wait), then one read: h.gate follows h.mu at the same offset */
+        if (ex_copy(cx, wk.stage, mu, N * R * sizeof(float)) != TK_OK ||
+            ex_copy(cx, wk.stage + lyr__al(N * R), P[LYR_MOE_GATE], E * R * sizeof(float)) != TK_OK ||
+            ex_to_host(cx, h.mu, wk.stage, (lyr__al(N * R) + E * R) * sizeof(float)) != TK_OK)
             return LYR_EFAIL;
         mh = h.mu;
         gate = h.gate;

@@ -273,12 +273,16 @@ struct mdl_model {
     int *ids, *tgt;          /* (N) copies for the backward (on the model's device) */
     float *temp;             /* (L,H) per-head temperature used (host) */
     float *temp_d;           /* (L,H) its device copy (== temp on the CPU) */
-    float *rowf;             /* (2N) per-row CE and smoothed loss from tensor.h's in-place
-                                cross-entropy (device model), copied into rowce, rowloss */
-    float *rowfh;            /* (2N) host copy of rowf */
-    int *att_status_d;       /* device model: the device attention's deferred checks
-                                (tk_attention_cuda_config.status): zero, or nonzero after a
-                                non-finite row or temperature; read once per forward */
+    float *rowf;             /* device model, the forward's one read-back (mdl__readback):
+                                (N) per-row CE, (N) smoothed loss (tensor.h's in-place
+                                cross-entropy), (N) target weights, then at float MDL__TAIL(N):
+                                the status word (an int, then a pad) and each layer's
+                                membership sums (L,3 doubles) */
+    float *rowfh;            /* its host copy */
+    int *status_d;           /* device model: the deferred checks' word (m->cx.status, and
+                                tk_attention_cuda_config.status): zero, or nonzero after a
+                                non-finite attention row or temperature or an id out of range;
+                                read once per forward with the row losses */
     /* backward scratch */
     float *dres, *dln, *dbr, *dq, *dk, *dv, *datt, *dqkv, *dmu, *deta, *detaz, *dbias, *dvg;
     float *vz;               /* (N,H) value-gate pre-activations (forward scratch) */
@@ -1275,6 +1279,9 @@ static int mdl__set_has(const mdl_model *m, int l, int train, int j)
 
 #define MDL__TF(cv, n) ((float *)mdl__take(cv, sizeof(float) * (size_t)(n)))
 #define MDL__THF(cv, n) ((float *)mdl__take_h(cv, sizeof(float) * (size_t)(n)))
+/* where the read-back's tail starts in rowf: after its 3N floats, at an even float (the
+   membership sums are doubles) */
+#define MDL__TAIL(N) ((3 * (size_t)(N) + 1) & ~(size_t)1)
 
 /* Lay out every buffer for (B,T); train selects per-layer storage and the backward
    scratch; obs adds the CEAS observables scratch. Returns the bytes needed on the model's
@@ -1383,9 +1390,9 @@ static size_t mdl__carve(mdl_model *m, int B, int T, int train, int obs, char *b
     m->tgt = (int *)mdl__take(&cv, sizeof(int) * N);
     m->temp = MDL__THF(&cv, L * H);
     m->temp_d = cv.split ? MDL__TF(&cv, L * H) : m->temp;
-    m->rowf = cv.split ? MDL__TF(&cv, 3 * N) : NULL; /* CE, smoothed loss, target weights */
-    m->rowfh = cv.split ? MDL__THF(&cv, 3 * N) : NULL;
-    m->att_status_d = cv.split ? (int *)mdl__take(&cv, sizeof(int)) : NULL;
+    m->rowf = cv.split ? MDL__TF(&cv, MDL__TAIL(N) + 2 + 6 * (size_t)L) : NULL; /* mdl__readback's */
+    m->rowfh = cv.split ? MDL__THF(&cv, MDL__TAIL(N) + 2 + 6 * (size_t)L) : NULL;
+    m->status_d = cv.split ? (int *)mdl__take(&cv, sizeof(int)) : NULL;
     m->mem_ws = m->rpa_ws = m->era_ws = m->obs_ws = NULL;
     m->mem_ws_n = m->rpa_ws_n = m->era_ws_n = m->obs_ws_n = 0;
     if (c->prior == MDL_PRIOR_RPA) {
@@ -1727,24 +1734,40 @@ static tk_attention_cuda_config mdl__attn_cfg(const mdl_model *m)
 {
     tk_attention_cuda_config ac = tk_attention_cuda_config_default();
     if (m->D % 16 == 0 && m->D <= 128) ac.math = tk_cuda_get_math();
-    ac.status = m->att_status_d; /* deferred checks: read once per forward (mdl__att_status) */
+    ac.status = m->status_d; /* deferred checks: read once per forward (mdl__readback) */
     return ac;
 }
 
-/* The device attention's deferred checks, zeroed at the start of each forward (no wait) and
-   read once after its blocks: one host wait instead of two per layer and forward and one
-   per layer and backward. The backward checks the temperatures the forward before it
-   checked (no update between them), so a backward's code is not needed: the next forward
-   zeroes it. Nonzero: the forward fails. */
-static int mdl__att_status(mdl_model *m)
+/* A device forward's one host read (issue 39 item 2): the row losses (when the forward has
+   targets; its cross-entropy already queued), the deferred checks' word and the layers'
+   membership sums come back with one copy: status_d and mu_sums are copied (on the stream,
+   no wait) into rowf's tail first. The word was zeroed at the start of the forward; the
+   device attention (non-finite rows, temperatures) and the id checks of the embedding and
+   the cross-entropy (ids the host checked already: mdl__check_ids) leave a nonzero value
+   there, and so does the memory's input scan (gd_config.status through ex_gd_fwd). A
+   backward's checks are not read: they see what the forward before them saw (the
+   same ids, no update between them), and the next forward zeroes the word. Nonzero: the
+   forward fails (and what it wrote is not used). */
+static int mdl__readback(mdl_model *m, int with_rows, int N)
 {
+    const size_t tl = MDL__TAIL(N), mu_b = m->need_mu ? sizeof(double) * 3 * (size_t)m->L : 0;
     int st = 0;
-    if (!m->att_status_d || m->cfg.attn != MDL_ATTN_SOFTMAX) return MDL_OK;
-    if (ex_to_host(&m->cx, &st, m->att_status_d, sizeof st) != TK_OK)
-        return mdl__fail(m, MDL_EINVAL, "mdl_forward: reading the device attention's checks failed");
+    if (m->cx.device == EX_CPU) return MDL_OK;
+    if (ex_copy(&m->cx, m->rowf + tl, m->status_d, sizeof(int)) != TK_OK ||
+        (mu_b && ex_copy(&m->cx, m->rowf + tl + 2, m->mu_sums, mu_b) != TK_OK))
+        return mdl__fail(m, MDL_EFAIL, "mdl_forward: staging the forward's read-back failed");
+    if (with_rows) {
+        if (ex_to_host(&m->cx, m->rowfh, m->rowf, sizeof(float) * (tl + 2) + mu_b) != TK_OK)
+            return mdl__fail(m, MDL_EFAIL, "mdl_forward: copy of the row losses failed");
+    } else if (ex_to_host(&m->cx, m->rowfh + tl, m->rowf + tl, sizeof(float) * 2 + mu_b) != TK_OK) {
+        return mdl__fail(m, MDL_EFAIL, "mdl_forward: reading the device's checks failed");
+    }
+    memcpy(&st, m->rowfh + tl, sizeof st);
     if (!st) return MDL_OK;
-    return mdl__fail(m, MDL_EINVAL, "mdl_forward: the device attention found a row of logits + bias that is not finite "
-                                    "(NaN or +Inf in q, k or the prior) or a head temperature not finite and > 0");
+    return mdl__fail(m, MDL_EINVAL, "mdl_forward: a device check failed: a row of attention logits + bias not finite "
+                                    "(NaN or +Inf in q, k or the prior), a head temperature not finite and > 0, a "
+                                    "non-finite or out-of-range input of the gated-delta memory, or an id out of "
+                                    "range");
 }
 
 static int mdl__attn_bwd_gated(mdl_model *m, int l, const float *dout, float *dbias);
@@ -2267,8 +2290,8 @@ int mdl_forward(mdl_model *m, const int *inputs, const int *targets, int B, int 
     m->T = T;
     m->train = o.train;
     memcpy(m->gain_fwd, m->act_gain, sizeof m->gain_fwd); /* this forward's and its backward's */
-    if (m->att_status_d && c->attn == MDL_ATTN_SOFTMAX)
-        MDL__TRY(ex_zero(&m->cx, m->att_status_d, sizeof(int)), "zero the attention's checks");
+    m->cx.status = m->status_d; /* (carved above: mdl__ensure may move it) */
+    if (m->status_d) MDL__TRY(ex_zero(&m->cx, m->status_d, sizeof(int)), "zero the deferred checks");
     m->obs = o.want_attn_obs;
     m->opts = o;
     NC = (size_t)N * C;
@@ -2310,18 +2333,6 @@ int mdl_forward(mdl_model *m, const int *inputs, const int *targets, int B, int 
         rc = mdl__block_fwd(m, l, x, xo, &o, &st);
         if (rc) return rc;
     }
-    if ((rc = mdl__att_status(m)) != MDL_OK) return rc;
-    if (m->need_mu) { /* the layers' membership statistics: one read for all of them */
-        double hs[3 * MDL_MAX_LAYERS];
-        MDL__TRY(ex_to_host(&m->cx, hs, m->mu_sums, sizeof(double) * 3 * (size_t)L), "membership statistics");
-        for (l = 0; l < L; l++) {
-            const float ent = (float)(hs[3 * l] / (double)N), sat = (float)(hs[3 * l + 1] / (double)N);
-            m->layer_H[l] = ent;
-            st.layer_mu_entropy[l] = ent;
-            st.mu_entropy += ent / (float)L;
-            st.sat_frac += sat / (float)L;
-        }
-    }
     {
         const float *x = m->res + (m->train ? (size_t)L * NC : 0);
         const float *Pp[LYR_MAX_PARAMS];
@@ -2342,10 +2353,8 @@ int mdl_forward(mdl_model *m, const int *inputs, const int *targets, int B, int 
         }
     }
     if (targets) {
-        double sce = 0.0, sl = 0.0;
-        int i;
-        float pen = 0.0f;
         double wsum = (double)N;
+        int i;
         if (o.target_weight) {
             wsum = 0.0;
             for (i = 0; i < N; i++) {
@@ -2361,8 +2370,8 @@ int mdl_forward(mdl_model *m, const int *inputs, const int *targets, int B, int 
         } else {
             /* tensor.h's in-place CE on the device: per-row CE and smoothed loss, then (train)
                the logits become dlogits = (softmax - q) / N, or with target weights
-               (softmax - q) w_i / sum w (the rows scaled by the uploaded w_i / sum w) */
-            const float *fh = m->rowfh;
+               (softmax - q) w_i / sum w (the rows scaled by the uploaded w_i / sum w); the
+               row losses come back with mdl__readback's one read */
             MDL__TRY(ex_ce_fwd_inplace(&m->cx, m->logits, m->rowf + N, m->rowf, m->tgt, N, m->V,
                                                      o.label_smoothing), "cross-entropy");
             if (o.train && !o.target_weight)
@@ -2377,7 +2386,31 @@ int mdl_forward(mdl_model *m, const int *inputs, const int *targets, int B, int 
                          "cross-entropy backward");
                 MDL__TRY(ex_rowscale(&m->cx, m->logits, m->logits, m->rowf + 2 * (size_t)N, N, m->V), "target weights");
             }
-            MDL__TRY(ex_to_host(&m->cx, m->rowfh, m->rowf, sizeof(float) * 2 * (size_t)N), "copy of the row losses");
+        }
+    }
+    if ((rc = mdl__readback(m, targets != NULL, N)) != MDL_OK) return rc;
+    if (m->need_mu) { /* the layers' membership statistics (sums over the B T rows) */
+        double hs[3 * MDL_MAX_LAYERS];
+        if (m->cx.device == EX_CPU) memcpy(hs, m->mu_sums, sizeof(double) * 3 * (size_t)L);
+        else memcpy(hs, m->rowfh + MDL__TAIL(N) + 2, sizeof(double) * 3 * (size_t)L);
+        for (l = 0; l < L; l++) {
+            const float ent = (float)(hs[3 * l] / (double)N), sat = (float)(hs[3 * l + 1] / (double)N);
+            m->layer_H[l] = ent;
+            st.layer_mu_entropy[l] = ent;
+            st.mu_entropy += ent / (float)L;
+            st.sat_frac += sat / (float)L;
+        }
+    }
+    if (targets) {
+        double sce = 0.0, sl = 0.0, wsum = (double)N;
+        int i;
+        float pen = 0.0f;
+        if (o.target_weight) {
+            wsum = 0.0;
+            for (i = 0; i < N; i++) wsum += o.target_weight[i];
+        }
+        if (m->cx.device != EX_CPU) {
+            const float *fh = m->rowfh;
             for (i = 0; i < N; i++) m->rowce[i] = (double)fh[i];
             for (i = 0; i < N; i++) m->rowloss[i] = (double)fh[N + i];
         }
