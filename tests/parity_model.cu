@@ -2073,15 +2073,19 @@ struct rt_ceiling {
                          backward) write the model's status word (gd_config.status through
                          ex_gd_fwd / ex_gd_bwd) instead of a read each; ptr_queries +2 per
                          layer (the word's check)
+     (polar's means)     syncs polar+gdelta 38 -> 14: the component table's polar forward no
+                         longer sums mag_mean / null_mean on the host (5 reads per layer;
+                         nothing in the model read them: lyr_polar_fwd still fills them),
+                         and the backward reads its saved distractor flag only when a
+                         distractor is configured (1 per layer)
    What is left per step (tiny / paper): MoE routing on the host (1 read per layer in the
    forward, 1 in the backward: 8 / 24), the forward's read-back, the gradient norm, the
-   mirror, the memberships, tau_mean (1 each). polar+gdelta: polar's row statistics (5
-   reads per layer: 20; a device reduction into the read-back would remove them), the
-   two layers' saved-header reads in the backward (8), MoE (8) */
+   mirror, the memberships, tau_mean (1 each). polar+gdelta: MoE (8), the gated-delta
+   layer's saved-header read in the backward (4), the read-back, the gradient norm */
 static const rt_ceiling g_rt_ceiling[] = {
     {"tiny", 13, 13, 26, 0, 213},
     {"paper", 29, 29, 58, 0, 621},
-    {"polar+gdelta", 38, 38, 76, 0, 309},
+    {"polar+gdelta", 14, 14, 28, 0, 309},
     {"era-gac", 26, 26, 52, 0, 133},
 };
 

@@ -484,6 +484,28 @@ static void ce_inplace_case(int N, int V, float eps, double *wp, double *wl, dou
     dfree(d_x); dfree(d_l); dfree(d_c); dfree(d_y);
 }
 
+/* the four deferred-check calls of test_ids_deferred on one set of buffers, then that none
+   of them waited, copied back or allocated */
+static void ids_deferred_calls(float *o, float *w, float *x, float *l, const int *ids, const float *wte,
+                               const float *wpe, const float *dout, int B, int T, int C, int V, float eps,
+                               float dloss, int *st)
+{
+    const int N = B * T;
+#ifdef ATTNKIT_CUDA_SIM
+    ak_sim_counts_reset();
+#endif
+    CHECK_INT_EQ(tk_embedding_forward_cuda_ex(o, ids, wte, wpe, B, T, C, V, st, NULL), TK_OK);
+    CHECK_INT_EQ(tk_embedding_backward_cuda_ex(w, NULL, dout, ids, B, T, C, V, st, NULL), TK_OK);
+    CHECK_INT_EQ(tk_crossentropy_forward_inplace_cuda_ex(x, l, NULL, ids, N, V, eps, st, NULL), TK_OK);
+    CHECK_INT_EQ(tk_crossentropy_backward_inplace_cuda_ex(x, ids, N, V, eps, dloss, st, NULL), TK_OK);
+#ifdef ATTNKIT_CUDA_SIM
+    {
+        ak_sim_counts k = ak_sim_counts_get(); /* no host wait, no copy back, nothing allocated */
+        CHECK(k.syncs == 0 && k.sync_calls == 0 && k.d2h == 0 && k.allocs == 0);
+    }
+#endif
+}
+
 /* The deferred id checks (tk_embedding_*_cuda_ex, tk_crossentropy_*_inplace_cuda_ex with a
    device status): good ids give the plain functions' bytes and leave the status 0 with no
    host wait; a bad id (too large, negative) sets it to 1, still without a wait, and gives a
@@ -512,19 +534,7 @@ static void test_ids_deferred(void)
     CHECK_INT_EQ(tk_crossentropy_forward_inplace_cuda(d_x1, d_l1, NULL, d_ids, N, V, eps, NULL), TK_OK);
     CHECK_INT_EQ(tk_crossentropy_backward_inplace_cuda(d_x1, d_ids, N, V, eps, dloss, NULL), TK_OK);
     CHECK_INT_EQ(tk_fill_zero(d_st, sizeof(int)), TK_OK);
-#ifdef ATTNKIT_CUDA_SIM
-    ak_sim_counts_reset();
-#endif
-    CHECK_INT_EQ(tk_embedding_forward_cuda_ex(d_o2, d_ids, d_wte, d_wpe, B, T, C, V, d_st, NULL), TK_OK);
-    CHECK_INT_EQ(tk_embedding_backward_cuda_ex(d_w2, NULL, d_dout, d_ids, B, T, C, V, d_st, NULL), TK_OK);
-    CHECK_INT_EQ(tk_crossentropy_forward_inplace_cuda_ex(d_x2, d_l2, NULL, d_ids, N, V, eps, d_st, NULL), TK_OK);
-    CHECK_INT_EQ(tk_crossentropy_backward_inplace_cuda_ex(d_x2, d_ids, N, V, eps, dloss, d_st, NULL), TK_OK);
-#ifdef ATTNKIT_CUDA_SIM
-    {
-        ak_sim_counts k = ak_sim_counts_get(); /* no host wait, no copy back, nothing allocated */
-        CHECK(k.syncs == 0 && k.sync_calls == 0 && k.d2h == 0 && k.allocs == 0);
-    }
-#endif
+    ids_deferred_calls(d_o2, d_w2, d_x2, d_l2, d_ids, d_wte, d_wpe, d_dout, B, T, C, V, eps, dloss, d_st);
     CHECK_INT_EQ(tk_copy(&hs, d_st, sizeof(int)), TK_OK);
     CHECK_INT_EQ(hs, 0);
     {
@@ -548,19 +558,7 @@ static void test_ids_deferred(void)
         int *d_ib = dput(ib);
         float *d_o3 = dput(zero), *d_w3 = dput(dwte0), *d_x3 = dput(logits), *d_l3 = dput(std::vector<float>((size_t)N, 0.0f));
         CHECK_INT_EQ(tk_fill_zero(d_st, sizeof(int)), TK_OK);
-#ifdef ATTNKIT_CUDA_SIM
-        ak_sim_counts_reset();
-#endif
-        CHECK_INT_EQ(tk_embedding_forward_cuda_ex(d_o3, d_ib, d_wte, d_wpe, B, T, C, V, d_st, NULL), TK_OK);
-        CHECK_INT_EQ(tk_embedding_backward_cuda_ex(d_w3, NULL, d_dout, d_ib, B, T, C, V, d_st, NULL), TK_OK);
-        CHECK_INT_EQ(tk_crossentropy_forward_inplace_cuda_ex(d_x3, d_l3, NULL, d_ib, N, V, eps, d_st, NULL), TK_OK);
-        CHECK_INT_EQ(tk_crossentropy_backward_inplace_cuda_ex(d_x3, d_ib, N, V, eps, dloss, d_st, NULL), TK_OK);
-#ifdef ATTNKIT_CUDA_SIM
-        {
-            ak_sim_counts k = ak_sim_counts_get();
-            CHECK(k.syncs == 0 && k.sync_calls == 0 && k.d2h == 0 && k.allocs == 0);
-        }
-#endif
+        ids_deferred_calls(d_o3, d_w3, d_x3, d_l3, d_ib, d_wte, d_wpe, d_dout, B, T, C, V, eps, dloss, d_st);
         CHECK_INT_EQ(tk_copy(&hs, d_st, sizeof(int)), TK_OK);
         CHECK_INT_EQ(hs, 1);
         /* embedding: row r is wpe's row alone, the others as the plain forward */

@@ -981,9 +981,12 @@ int lyr_polar_assemble(const ex_ctx *cx, const lyr_polar_dims *d, const float *c
     return LYR_OK;
 }
 
-int lyr_polar_fwd(const ex_ctx *cx, const lyr_polar_dims *d, const float *const *P, const float *xn,
-                  float *out, float *saved, float *work, int B, int T, int train,
-                  uint64_t seed, lyr_polar_stats *stats)
+/* lyr_polar_fwd with means 0: stats (when given) gets the distractor loss only, and
+   mag_mean / null_mean are 0 (the component protocol's forward: nothing reads them there,
+   and on the device they cost 5 host reads per layer) */
+static int lyr__polar_fwd(const ex_ctx *cx, const lyr_polar_dims *d, const float *const *P, const float *xn,
+                          float *out, float *saved, float *work, int B, int T, int train,
+                          uint64_t seed, lyr_polar_stats *stats, int means)
 {
     lyr__polar_saved s;
     polar_params prm;
@@ -1073,7 +1076,7 @@ int lyr_polar_fwd(const ex_ctx *cx, const lyr_polar_dims *d, const float *const 
         float flag = use_dist ? 1.0f : 0.0f;
         if (ex_to_ctx(cx, s.hdr, &flag, sizeof flag) != TK_OK) return LYR_EFAIL;
     }
-    if (stats) stats->align_loss = 0;
+    if (stats) stats->align_loss = stats->mag_mean = stats->null_mean = 0;
     if (use_dist) {
         size_t nk = (size_t)B * Hkv * (size_t)d->cfg.distractor_keys * D, i;
         float loss = 0;
@@ -1096,7 +1099,7 @@ int lyr_polar_fwd(const ex_ctx *cx, const lyr_polar_dims *d, const float *const 
         if (rc != POLAR_OK) return rc == POLAR_ENOMEM ? LYR_ENOMEM : LYR_EFAIL;
         if (stats) stats->align_loss = loss;
     }
-    if (stats) {
+    if (stats && means) {
         /* on the host, rows in (b, h, t) order on both devices (the device path copies them
            in blocks of 1024 rows, and the three per-head parameters once when H <= 256) */
         double ms = 0, ns = 0, spa = 0, spg = 0, nb = 0;
@@ -1158,6 +1161,13 @@ int lyr_polar_fwd(const ex_ctx *cx, const lyr_polar_dims *d, const float *const 
     return LYR_OK;
 }
 
+int lyr_polar_fwd(const ex_ctx *cx, const lyr_polar_dims *d, const float *const *P, const float *xn,
+                  float *out, float *saved, float *work, int B, int T, int train,
+                  uint64_t seed, lyr_polar_stats *stats)
+{
+    return lyr__polar_fwd(cx, d, P, xn, out, saved, work, B, T, train, seed, stats, 1);
+}
+
 int lyr_polar_qkv(const lyr_polar_dims *d, const float *saved, int B, int T, const float **q,
                   const float **k, const float **v)
 {
@@ -1216,7 +1226,10 @@ int lyr_polar_bwd_qkv(const ex_ctx *cx, const lyr_polar_dims *d, const float *co
     dmagT = lyr__take(&wp, N * H);
     ws = wp;
     prm = lyr__polar_prm(P);
-    if (ex_to_host(cx, &flag, s.hdr, sizeof flag) != TK_OK) return LYR_EFAIL;
+    /* whether the forward ran the distractor loss (its flag in the saved header): a host
+       read on the device, so only where the configuration has one */
+    flag = 0.0f;
+    if (d->cfg.distractor_keys > 0 && ex_to_host(cx, &flag, s.hdr, sizeof flag) != TK_OK) return LYR_EFAIL;
     if (dev) {
         /* eq. 14 backward with routed ops: sigmoid(gate) and z in ws's room (free until
            polar_backward), merged c in dq's, dz in dqkvg's, rowdot(dz, c) in magT's (per
@@ -2521,9 +2534,9 @@ static size_t lyr__polar_saved_v(const void *d, int B, int T) { return lyr_polar
 static size_t lyr__polar_work_v(const void *d, int B, int T) { return lyr_polar_work_floats((const lyr_polar_dims *)d, B, T); }
 static int lyr__polar_fwd_v(const ex_ctx *cx, const void *d, lyr_io *io)
 {
-    lyr_polar_stats st;
-    int rc = lyr_polar_fwd(cx, (const lyr_polar_dims *)d, io->P, io->x, io->out, io->saved, io->work, io->B,
-                           io->T, io->train, io->seed, &st);
+    lyr_polar_stats st; /* the distractor loss only (the means: lyr_polar_fwd) */
+    int rc = lyr__polar_fwd(cx, (const lyr_polar_dims *)d, io->P, io->x, io->out, io->saved, io->work, io->B,
+                            io->T, io->train, io->seed, &st, 0);
     io->stat = rc == LYR_OK ? st.align_loss : 0.0f;
     return rc;
 }

@@ -117,7 +117,9 @@
       RMSNorm, the gate and eq. 14 and their backward with tensor.h's routed ops, the
       attention in polar.h's CUDA body (polar_forward / polar_backward route there; head
       dim D 32, 64, 96 or 128, else LYR_EFAIL). The statistics (mag_mean, null_mean) are
-      summed on the host from copies of the saved rows, in the CPU's order. The CPU path
+      summed on the host from copies of the saved rows, in the CPU's order (5 host reads per
+      call on the device: the component table's forward asks for the distractor loss only
+      and leaves them 0, as nothing in the model reads them). The CPU path
       keeps its fused host loops (double accumulation): the two agree to float rounding,
       not bit for bit. The distractor loss in training (train and cfg.distractor_keys > 0)
       is CPU-only: LYR_EINVAL on the device path, nothing written. work_floats includes
