@@ -67,10 +67,10 @@ typedef struct ex_ctx {
     int *status;      /* NULL, or a device int: the deferred-check word. The device ops whose
                          checks only the device can do (ex_embedding_fwd / _bwd,
                          ex_ce_fwd_inplace / _bwd_inplace: the ids' range; ex_gd_fwd / _bwd:
-                         the memory's input scan) then leave a
-                         nonzero value there instead of a host wait each (tensor.h's *_cuda_ex);
-                         whoever sets it zeroes it and reads it (the model: once per forward,
-                         with the row losses). Unused on the CPU. */
+                         the memory's input scan) then leave a nonzero value there instead of
+                         a host wait each (tensor.h's *_cuda_ex, gd_config.status); whoever
+                         sets it zeroes it and reads it (the model: once per forward, with the
+                         row losses). Unused on the CPU. */
 } ex_ctx;
 
 static inline ex_ctx ex_ctx_make(int device)
