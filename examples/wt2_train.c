@@ -1091,6 +1091,21 @@ static int wt2_main(int argc, char **argv)
         fprintf(stderr, "wt2_train: data parallel: %d process(es) (%s%s) x %d micro-batch(es) of %d sequences per step "
                         "(global batch %d)\n", g_size, dp_backend(g_comm), g_nccl ? ", gradients over NCCL" : "", accum,
                 cfg.batch / (g_size * accum), cfg.batch);
+        {
+            /* OpenMPI's mpirun answers Ctrl-C with SIGCONT to every process, SIGTERM
+               odls_base_sigkill_timeout seconds later (1 by default) and SIGKILL as long
+               after that: one second for a step and the stop's checkpoint. mpirun passes its
+               MCA settings on to the processes' environment, so rank 0 can tell, and says so
+               once. */
+            const char *kt = getenv("OMPI_MCA_odls_base_sigkill_timeout");
+            const long grace = kt ? strtol(kt, NULL, 10) : 1;
+            if (g_rank == 0 && getenv("OMPI_COMM_WORLD_SIZE") && grace < 5)
+                fprintf(stderr, "wt2_train: note: Ctrl-C on mpirun leaves the processes %ld s between SIGTERM and "
+                                "SIGKILL (OpenMPI's odls_base_sigkill_timeout), which may end them before the stop's "
+                                "checkpoint is written: to stop with a checkpoint, kill -TERM any one process, or "
+                                "launch with 'mpirun --mca odls_base_sigkill_timeout 10' (Ctrl-C then signals the "
+                                "processes 10 s later and leaves them 10 s)\n", grace);
+        }
     }
     zero_on = zero && g_size > 1;
     if (zero)
