@@ -11,8 +11,8 @@ for i in $(seq 1 "$R"); do
              "build/bench/bench_train --contended 2,8 --rounds 2"; do
         name=$(basename "${b%% *}")
         echo "### $name default run $i"
-        ATTNKIT_WAIT_POLICY="runtime default (bench)" $b 2>&1 | grep -E "^contended|^  |quiet_|fair_share"
+        ATTNKIT_WAIT_POLICY="runtime default (bench)" $b 2>&1 | grep -E "^contended|^  |quiet_|fair_share|^control"
         echo "### $name spin5000 run $i"
-        $b 2>&1 | grep -E "^contended|^  |quiet_|fair_share"
+        $b 2>&1 | grep -E "^contended|^  |quiet_|fair_share|^control"
     done
 done
