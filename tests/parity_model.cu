@@ -2078,14 +2078,18 @@ struct rt_ceiling {
                          nothing in the model read them: lyr_polar_fwd still fills them),
                          and the backward reads its saved distractor flag only when a
                          distractor is configured (1 per layer)
+     (MoE routing        syncs 13 -> 9, 29 -> 17, 14 -> 10, 26: the router's backward runs
+      backward on the    on the device (exctx.h ex_moe_route_bwd), so dw is not read back
+      device)            (1 per MoE layer); the routing block goes up in one copy
    What is left per step (tiny / paper): MoE routing on the host (1 read per layer in the
-   forward, 1 in the backward: 8 / 24), the forward's read-back, the gradient norm, the
-   mirror, the memberships, tau_mean (1 each). polar+gdelta: MoE (8), the gated-delta
-   layer's saved-header read in the backward (4), the read-back, the gradient norm */
+   forward: 4 / 12; the expert GEMMs' row counts), the forward's read-back, the gradient
+   norm, the mirror, the memberships, tau_mean (1 each). polar+gdelta: MoE (4), the
+   gated-delta layer's saved-header read in the backward (4), the read-back, the gradient
+   norm */
 static const rt_ceiling g_rt_ceiling[] = {
-    {"tiny", 13, 13, 26, 0, 213},
-    {"paper", 29, 29, 58, 0, 621},
-    {"polar+gdelta", 14, 14, 28, 0, 309},
+    {"tiny", 9, 9, 18, 0, 213},
+    {"paper", 17, 17, 34, 0, 621},
+    {"polar+gdelta", 10, 10, 20, 0, 309},
     {"era-gac", 26, 26, 52, 0, 133},
 };
 

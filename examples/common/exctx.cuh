@@ -1,7 +1,8 @@
-/* exctx.cuh - the CUDA bodies of exctx.h's decoding ops (ex_dec_*: issue 42), included by
-   impl.c where it is compiled by nvcc (the GPU examples' build/cuda/obj/impl.o) or in the
-   CPU simulation (tests/cuda_sim.h: the parity tests that include impl.c), after
-   tensor.h's implementation (its TK__LAUNCH, tk__launched, tk__blocks).
+/* exctx.cuh - the CUDA bodies of exctx.h's decoding ops (ex_dec_*: issue 42) and of its MoE
+   router backward, included by impl.c where it is compiled by nvcc (the GPU examples'
+   build/cuda/obj/impl.o) or in the CPU simulation (tests/cuda_sim.h: the parity tests
+   that include impl.c), after tensor.h's implementation (its TK__LAUNCH, tk__launched,
+   tk__blocks).
 
    Each kernel is the CPU loop of exctx.h spread over threads, with the CPU's arithmetic
    (the scores and the value sums in double, the softmax in float, the gate in double):
@@ -19,7 +20,9 @@
                          polar_decode_cuda, its output assembly tensor.h's ops;
      ex__dec_conv_cuda / ex__dec_lfm_cuda  one thread per channel over the rows in order
                          (the rings' writes and reads of a prefill stay in order; fmaf as
-                         the CPU: bit-identical to it).
+                         the CPU: bit-identical to it);
+     ex__moe_route_bwd_cuda  one thread per token: exctx.h's ex_moe_route_bwd_row, the
+                         CPU's own code (training, not decoding: lyr_moe_bwd).
    Parity: within float rounding of the CPU (the device's cos/sin/exp in double, fused
    multiply-adds where nvcc contracts); exact in the simulation up to the host compiler's
    contraction. Ran only in the CPU simulation so far (docs/GPU.md).
@@ -283,6 +286,27 @@ int ex__dec_lfm_cuda(float *out, const float *sb, const float *sc, const float *
     TK__LAUNCH(ex__k_dec_lfm, tk__blocks((size_t)C, 64), 64, 0, (cudaStream_t)stream, out, sb, sc, sx, ring, w, slot,
                pos, n, K, C);
     return tk__launched("ex__dec_lfm_cuda");
+}
+
+/* the MoE router's backward: one thread per token, exctx.h's row function */
+static __global__ void ex__k_moe_route_bwd(float *dl, const float *dw, const float *pe, const float *w, const int *idx,
+                                           const float *y, const float *lraw, int N, int E, int K, int renorm,
+                                           double inv_tau)
+{
+    const size_t n = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (n >= (size_t)N) return;
+    ex_moe_route_bwd_row(dl + n * E, dw + n * K, pe, w + n * K, idx + n * K, y + n * E, lraw + n * E, E, K, renorm,
+                         inv_tau);
+}
+
+int ex__moe_route_bwd_cuda(float *dl, const float *dw, const float *pe, const float *w, const int *idx,
+                           const float *y, const float *lraw, int N, int E, int K, int renorm, double inv_tau,
+                           tk_stream stream)
+{
+    if (!dl || !dw || !w || !idx || !y || !lraw || N < 1 || E < 1 || K < 1 || K > E) return TK_EINVAL;
+    TK__LAUNCH(ex__k_moe_route_bwd, tk__blocks((size_t)N, 128), 128, 0, (cudaStream_t)stream, dl, dw, pe, w, idx, y,
+               lraw, N, E, K, renorm, inv_tau);
+    return tk__launched("ex__moe_route_bwd_cuda");
 }
 
 #endif /* ATTNKIT_EXCTX_CUH */

@@ -746,6 +746,61 @@ static inline EX__HD float ex_rms_row(float *row, int D, float eps)
     return (float)r;
 }
 
+/* ------------------------------------------------------------------ MoE router, backward */
+/* One token's router gradient (lyr_moe_bwd): g (E) = dL/d(raw logit) from the kept
+   experts' weight gradients dw (K) (+ pe[idx[k]] when pe is not NULL: the load-balance
+   term per expert), through the weights' normalisation (renorm: the softmax over the kept
+   experts; else w = y / (sum y + 1e-6)), the softmax y (E), the clamp of the raw logits
+   lraw (E) at |l| > 30 (no gradient) and the 1/tau of the Gumbel softmax. w, idx (K): the
+   kept weights and their experts. The CPU body and the device kernel run this same code. */
+static inline EX__HD void ex_moe_route_bwd_row(float *g, const float *dw, const float *pe, const float *w,
+                                               const int *ix, const float *y, const float *lr, int E, int K,
+                                               int renorm, double inv_tau)
+{
+    int ee, k;
+    for (ee = 0; ee < E; ee++) g[ee] = 0;
+    if (renorm) {
+        double sdot = 0;
+        for (k = 0; k < K; k++) sdot += (double)w[k] * (pe ? dw[k] + pe[ix[k]] : dw[k]);
+        for (k = 0; k < K; k++) g[ix[k]] = (float)((double)w[k] * ((double)(pe ? dw[k] + pe[ix[k]] : dw[k]) - sdot));
+    } else { /* sum y == 1: dy_e = dw_e / (1 + 1e-6) */
+        double all = 0, ydy = 0, cst;
+        for (ee = 0; ee < E; ee++) all += y[ee];
+        cst = 1.0 / (all + 1e-6);
+        for (k = 0; k < K; k++) {
+            const float gw = pe ? dw[k] + pe[ix[k]] : dw[k];
+            g[ix[k]] = (float)(gw * cst); /* dy */
+            ydy += (double)y[ix[k]] * gw * cst;
+        }
+        for (ee = 0; ee < E; ee++) g[ee] = (float)((double)y[ee] * ((double)g[ee] - ydy));
+    }
+    for (ee = 0; ee < E; ee++) {
+        const double l = lr[ee];
+        g[ee] = (l > 30.0 || l < -30.0) ? 0.0f : (float)(g[ee] * inv_tau);
+    }
+}
+
+int ex__moe_route_bwd_cuda(float *dl, const float *dw, const float *pe, const float *w, const int *idx,
+                           const float *y, const float *lraw, int N, int E, int K, int renorm, double inv_tau,
+                           tk_stream stream);
+
+/* dl (N, E) = the router's gradient of every token (ex_moe_route_bwd_row per row) from dw,
+   w, idx (N, K), y, lraw (N, E) and pe (E, or NULL), all in the context's memory: on a
+   device no value comes back to the host. */
+static inline int ex_moe_route_bwd(const ex_ctx *x, float *dl, const float *dw, const float *pe, const float *w,
+                                   const int *idx, const float *y, const float *lraw, int N, int E, int K, int renorm,
+                                   double inv_tau)
+{
+    int n;
+    if (!dl || !dw || !w || !idx || !y || !lraw || N < 1 || E < 1 || K < 1 || K > E) return TK_EINVAL;
+    if (x->device) return ex__moe_route_bwd_cuda(dl, dw, pe, w, idx, y, lraw, N, E, K, renorm, inv_tau, x->stream);
+    EX__OMP(omp parallel for schedule(static) if((long long)N * E * K > 16384))
+    for (n = 0; n < N; n++)
+        ex_moe_route_bwd_row(dl + (size_t)n * E, dw + (size_t)n * K, pe, w + (size_t)n * K, idx + (size_t)n * K,
+                             y + (size_t)n * E, lraw + (size_t)n * E, E, K, renorm, inv_tau);
+    return TK_OK;
+}
+
 /* Polar attention's rows (model.c mdl__dec_polar). pqkv (n, Pq) rows [q (H,D) | k (Hkv,D) |
    v (Hkv,D) | gate logits (H)], Pq = (H + 2 Hkv) D + H: q into pq (n, H, D), k and v into
    the caches (nb, Hkv, nl, D) of one layer at (slot, pos), the gate logits into gl (n, H);

@@ -15,7 +15,7 @@
 #define CEAS_IMPLEMENTATION
 #include "ceas.h"
 
-/* exctx.h's decoding ops (ex_dec_*): their CUDA bodies where this file is compiled by nvcc
+/* exctx.h's decoding ops (ex_dec_*) and the MoE router's backward: their CUDA bodies where this file is compiled by nvcc
    or in the CPU simulation, else the _cuda twins fail with TK_ENOCUDA (a CPU model never
    calls them). */
 #include "examples/common/exctx.h"
@@ -68,6 +68,14 @@ int ex__dec_lfm_cuda(float *out, const float *sb, const float *sc, const float *
 {
     (void)out, (void)sb, (void)sc, (void)sx, (void)ring, (void)w, (void)slot, (void)pos, (void)n, (void)K, (void)C,
         (void)stream;
+    return TK_ENOCUDA;
+}
+int ex__moe_route_bwd_cuda(float *dl, const float *dw, const float *pe, const float *w, const int *idx,
+                           const float *y, const float *lraw, int N, int E, int K, int renorm, double inv_tau,
+                           tk_stream stream)
+{
+    (void)dl, (void)dw, (void)pe, (void)w, (void)idx, (void)y, (void)lraw, (void)N, (void)E, (void)K, (void)renorm,
+        (void)inv_tau, (void)stream;
     return TK_ENOCUDA;
 }
 #endif

@@ -167,32 +167,32 @@ int lyr_moe_init(const lyr_moe_dims *d, float *const *P, tk_rng *rng, float init
 }
 
 /* Where things live. The O(N C) and O(N F) work (the gather, the expert GEMMs and GELUs,
-   the combine and their backward) runs on the side of the buffers through tensor.h's
-   routed ops (device pointers go to the CUDA twins). The routing (logits, noise, softmax,
-   top-k, weights, the per-expert row lists, the load-balance statistic and the routing
-   backward) always runs on the host: on the CPU path in place, on the device path on host
-   copies of mu and the gate, in the caller's host buffer.
+   the combine and their backward) and the routing backward (exctx.h ex_moe_route_bwd) run
+   on the context's side. The forward's routing (logits, noise, softmax, top-k, weights,
+   the per-expert row lists, the load-balance statistic) and the backward's load-balance
+   term per expert run on the host: on the CPU path in place; on the device path on host
+   copies of mu and the gate (one read per forward), in the caller's host buffer, and the
+   routing block then goes to the device in one copy (the expert GEMMs' row counts are the
+   host's: the lists decide the GEMM shapes).
 
-   saved (the buffers' side): mu (N,R), xg (NK,C), hpre (NK,F), eo (NK,C), then the device
-   copies of the routing arrays the row ops read: gsrc (NK int: the token of each gathered
-   row), spos (NK int: the gathered row of slot (n,k)) and w (NK) (unused on the CPU path,
-   whose ops read the routing block itself), then the routing block (CPU path only).
-   Routing block (host): lraw (N,E), y (N,E), w (N,K), idx (N,K int), pos (N,K int),
-   gsrc (NK int), off (E+1 int). ints take float-sized slots.
+   saved (the buffers' side): mu (N,R), xg (NK,C), hpre (NK,F), eo (NK,C), then the
+   routing block. Routing block: lraw (N,E), y (N,E), w (N,K), idx (N,K int), pos (N,K
+   int: the gathered row of slot (n,k)), gsrc (NK int: the token of each gathered row),
+   off (E+1 int). ints take float-sized slots.
    host buffer (device path): the routing block (kept from forward to backward), then the
    forward's host copies mu (N,R), gate (E,R) and cursor (E+1 int), and the backward's
-   dw (NK), dl (N,E), pe (E+1).
+   pe (E+1).
    work (the buffers' side): a, da, dh (NK,F), deo, dxg (NK,C), dw (NK), dl (N,E),
-   pe (E+1), cursor (E+1 int) (pe and cursor used on the CPU path only). */
+   pe (E+1), cursor (E+1 int) (cursor used on the CPU path only). */
 typedef struct lyr__moe_rt {
     float *lraw, *y, *w;
     int *idx, *pos, *gsrc, *off;
 } lyr__moe_rt;
 
 typedef struct lyr__moe_saved {
-    float *mu, *xg, *hpre, *eo, *w;
-    int *gsrc, *spos;
-    float *rt; /* the routing block (CPU path) */
+    float *mu, *xg, *hpre, *eo;
+    float *rt; /* the routing block, in the context's memory (on a device: uploaded once per
+                  forward, for the gathers, the combine and the router's backward) */
 } lyr__moe_saved;
 
 typedef struct lyr__moe_work {
@@ -202,7 +202,7 @@ typedef struct lyr__moe_work {
 } lyr__moe_work;
 
 typedef struct lyr__moe_host {
-    float *rt, *mu, *gate, *dw, *dl, *pe;
+    float *rt, *mu, *gate, *pe;
     int *cursor;
 } lyr__moe_host;
 
@@ -238,9 +238,6 @@ static void lyr__moe_carve(const lyr_moe_dims *d, float *base, size_t N, lyr__mo
     s->xg = lyr__take(&p, N * K * (size_t)d->C);
     s->hpre = lyr__take(&p, N * K * (size_t)d->F);
     s->eo = lyr__take(&p, N * K * (size_t)d->C);
-    s->gsrc = lyr__take_i(&p, N * K);
-    s->spos = lyr__take_i(&p, N * K);
-    s->w = lyr__take(&p, N * K);
     s->rt = p;
 }
 
@@ -262,14 +259,12 @@ static void lyr__moe_carve_work(const lyr_moe_dims *d, float *base, size_t N, ly
 
 static void lyr__moe_carve_host(const lyr_moe_dims *d, float *base, size_t N, lyr__moe_host *h)
 {
-    size_t K = (size_t)d->top_k, E = (size_t)d->E, R = (size_t)d->R;
+    size_t E = (size_t)d->E, R = (size_t)d->R;
     float *p = base;
     h->rt = lyr__take(&p, lyr__moe_rt_floats(d, N));
     h->mu = lyr__take(&p, N * R);
     h->gate = lyr__take(&p, E * R);
     h->cursor = lyr__take_i(&p, E + 1);
-    h->dw = lyr__take(&p, N * K);
-    h->dl = lyr__take(&p, N * E);
     h->pe = lyr__take(&p, E + 1);
 }
 
@@ -285,8 +280,7 @@ size_t lyr_moe_saved_floats(const lyr_moe_dims *d, int B, int T)
     N = (size_t)B * T;
     K = (size_t)d->top_k;
     return lyr__al(N * (size_t)d->R) + 2 * lyr__al(N * K * (size_t)d->C) +
-           lyr__al(N * K * (size_t)d->F) + 2 * lyr__al(lyr__ifl(N * K)) + lyr__al(N * K) +
-           lyr__moe_rt_floats(d, N);
+           lyr__al(N * K * (size_t)d->F) + lyr__moe_rt_floats(d, N);
 }
 
 size_t lyr_moe_work_floats(const lyr_moe_dims *d, int B, int T)
@@ -303,14 +297,13 @@ size_t lyr_moe_work_floats(const lyr_moe_dims *d, int B, int T)
 
 size_t lyr_moe_host_floats(const lyr_moe_dims *d, int B, int T)
 {
-    size_t N, K, E, R;
+    size_t N, E, R;
     if (lyr_moe_validate(d) != LYR_OK || !lyr__moe_bt_ok(d, B, T)) return 0;
     N = (size_t)B * T;
-    K = (size_t)d->top_k;
     E = (size_t)d->E;
     R = (size_t)d->R;
     return lyr__moe_rt_floats(d, N) + lyr__al(N * R) + lyr__al(E * R) + lyr__al(lyr__ifl(E + 1)) +
-           lyr__al(N * K) + lyr__al(N * E) + lyr__al(E + 1);
+           lyr__al(E + 1);
 }
 
 /* 1 when the non-NULL pointers of p (n) are all host or all device memory (*dev: 1 for
@@ -457,14 +450,16 @@ int lyr_moe_fwd(const ex_ctx *cx, const lyr_moe_dims *d, const float *const *P, 
         rt.pos[i] = row;
         rt.gsrc[row] = (int)(i / K);
     }
-    if (dev) { /* what the device ops read */
-        if (ex_to_ctx(cx, s.gsrc, rt.gsrc, N * K * sizeof(int)) != TK_OK ||
-            ex_to_ctx(cx, s.spos, rt.pos, N * K * sizeof(int)) != TK_OK ||
-            ex_to_ctx(cx, s.w, rt.w, N * K * sizeof(float)) != TK_OK)
+    if (dev) { /* the routing block to the device in one copy: what the device ops read
+                  here and in the backward */
+        lyr__moe_rt rd;
+        if (ex_to_ctx(cx, s.rt, rt.lraw /* = the host block's start */, lyr__moe_rt_floats(d, N) * sizeof(float)) !=
+            TK_OK)
             return LYR_EFAIL;
-        gsrc = s.gsrc;
-        spos = s.spos;
-        wv = s.w;
+        lyr__moe_carve_rt(d, s.rt, N, &rd);
+        gsrc = rd.gsrc;
+        spos = rd.pos;
+        wv = rd.w;
     } else {
         gsrc = rt.gsrc;
         spos = rt.pos;
@@ -514,10 +509,9 @@ int lyr_moe_bwd(const ex_ctx *cx, const lyr_moe_dims *d, const float *const *P, 
     lyr__moe_work wk;
     lyr__moe_rt rt;
     size_t N, K, E, R, C, F, i;
-    int n, e, E_, dev = 0;
-    float *dwh, *dlh, *pe;
-    const float *wv;
-    const int *spos;
+    int e, E_, dev = 0;
+    float *pe;
+    lyr__moe_rt rd; /* the routing block in the context's memory */
     double inv_tau;
     if (!cx || lyr_moe_validate(d) != LYR_OK) return LYR_EINVAL;
     if (!lyr__ptrs_ok((const void *const *)P, LYR_MOE_NPARAMS) ||
@@ -535,22 +529,15 @@ int lyr_moe_bwd(const ex_ctx *cx, const lyr_moe_dims *d, const float *const *P, 
     E_ = d->E;
     lyr__moe_carve(d, (float *)saved, N, &s); /* read-only use below */
     lyr__moe_carve_work(d, work, N, &wk);
-    if (dev) {
+    lyr__moe_carve_rt(d, s.rt, N, &rd);
+    if (dev) { /* the host's copy of the routing block (the forward's) */
         lyr__moe_host h;
         lyr__moe_carve_host(d, host, N, &h);
         lyr__moe_carve_rt(d, h.rt, N, &rt);
-        dwh = h.dw;
-        dlh = h.dl;
         pe = h.pe;
-        spos = s.spos;
-        wv = s.w;
     } else {
-        lyr__moe_carve_rt(d, s.rt, N, &rt);
-        dwh = wk.dw;
-        dlh = wk.dl;
+        rt = rd;
         pe = wk.pe;
-        spos = rt.pos;
-        wv = rt.w;
     }
     inv_tau = 1.0 / (double)d->gumbel_tau;
 
@@ -564,18 +551,16 @@ int lyr_moe_bwd(const ex_ctx *cx, const lyr_moe_dims *d, const float *const *P, 
             p /= (double)N;
             pe[e] = (float)(lb_coef * 2.0 * (p - 1.0 / E_) / ((double)E_ * (double)N));
         }
+        if (dev && ex_to_ctx(cx, wk.pe, pe, E * sizeof(float)) != TK_OK) return LYR_EFAIL;
     }
 
-    /* dw (N,K) = dout . eo of the slot, deo (gathered rows) = w dout; then dw to the host
-       with the load-balance term */
+    /* dw (N,K) = dout . eo of the slot, deo (gathered rows) = w dout (the load-balance
+       term joins dw in the router's backward below) */
     if (ex_zero(cx, wk.deo, N * K * C * sizeof(float)) != TK_OK ||
         ex_zero(cx, wk.dw, N * K * sizeof(float)) != TK_OK ||
-        ex_rows_combine_bwd(cx, wk.deo, wk.dw, dout, s.eo, (int)(N * K), spos, wv, (int)N,
+        ex_rows_combine_bwd(cx, wk.deo, wk.dw, dout, s.eo, (int)(N * K), rd.pos, rd.w, (int)N,
                                  (int)K, (int)C) != TK_OK)
         return LYR_EFAIL;
-    if (dev && ex_to_host(cx, dwh, wk.dw, N * K * sizeof(float)) != TK_OK) return LYR_EFAIL;
-    if (lb_coef != 0)
-        for (i = 0; i < N * K; i++) dwh[i] += pe[rt.idx[i]];
 
     /* experts backward */
     if (ex_zero(cx, wk.dh, N * K * F * sizeof(float)) != TK_OK) return LYR_EFAIL;
@@ -603,41 +588,15 @@ int lyr_moe_bwd(const ex_ctx *cx, const lyr_moe_dims *d, const float *const *P, 
             return LYR_EFAIL;
     }
     /* dx[n] += sum_k dxg[pos[n,k]] */
-    if (dx && ex_rows_combine_fwd(cx, dx, wk.dxg, (int)(N * K), spos, NULL, (int)N, (int)K,
+    if (dx && ex_rows_combine_fwd(cx, dx, wk.dxg, (int)(N * K), rd.pos, NULL, (int)N, (int)K,
                                       (int)C, 1) != TK_OK)
         return LYR_EFAIL;
 
-    /* routing backward (host): dz over the experts, then through the clamp and 1/tau */
-    LYR__OMP(omp parallel for schedule(static) if(N * E * K > LYR__PAR_MIN))
-    for (n = 0; n < (int)N; n++) {
-        const float *w = rt.w + (size_t)n * K;
-        const int *ix = rt.idx + (size_t)n * K;
-        const float *y = rt.y + (size_t)n * E, *lr = rt.lraw + (size_t)n * E;
-        const float *gw = dwh + (size_t)n * K;
-        float *g = dlh + (size_t)n * E;
-        int ee;
-        size_t k;
-        for (ee = 0; ee < E_; ee++) g[ee] = 0;
-        if (d->renorm) { /* w = softmax of z over the kept experts */
-            double sdot = 0;
-            for (k = 0; k < K; k++) sdot += (double)w[k] * gw[k];
-            for (k = 0; k < K; k++) g[ix[k]] = (float)((double)w[k] * ((double)gw[k] - sdot));
-        } else { /* w_e = y_e / (sum y + 1e-6), sum y == 1: dy_e = dw_e / (1 + 1e-6) */
-            double all = 0, ydy = 0, cst;
-            for (ee = 0; ee < E_; ee++) all += y[ee];
-            cst = 1.0 / (all + 1e-6);
-            for (k = 0; k < K; k++) {
-                g[ix[k]] = (float)(gw[k] * cst); /* dy */
-                ydy += (double)y[ix[k]] * gw[k] * cst;
-            }
-            for (ee = 0; ee < E_; ee++) g[ee] = (float)((double)y[ee] * ((double)g[ee] - ydy));
-        }
-        for (ee = 0; ee < E_; ee++) {
-            double l = lr[ee];
-            g[ee] = (l > 30.0 || l < -30.0) ? 0.0f : (float)(g[ee] * inv_tau);
-        }
-    }
-    if (dev && ex_to_ctx(cx, wk.dl, dlh, N * E * sizeof(float)) != TK_OK) return LYR_EFAIL;
+    /* routing backward: dl over the experts (+ the load-balance term), through the clamp and
+       1/tau, per token in the context's memory (exctx.h ex_moe_route_bwd) */
+    if (ex_moe_route_bwd(cx, wk.dl, wk.dw, lb_coef != 0 ? wk.pe : NULL, rd.w, rd.idx, rd.y, rd.lraw, (int)N, E_,
+                         (int)K, d->renorm, inv_tau) != TK_OK)
+        return LYR_EFAIL;
     if (ex_matmul_bwd(cx, dmu, G[LYR_MOE_GATE], NULL, wk.dl, s.mu, P[LYR_MOE_GATE], (int)N, (int)R,
                            (int)E) != TK_OK)
         return LYR_EFAIL;
