@@ -2081,14 +2081,17 @@ struct rt_ceiling {
      (MoE routing        syncs 13 -> 9, 29 -> 17, 14 -> 10, 26: the router's backward runs
       backward on the    on the device (exctx.h ex_moe_route_bwd), so dw is not read back
       device)            (1 per MoE layer); the routing block goes up in one copy
+     (memberships in     syncs 9 -> 8, 17 -> 16: a training forward with the RPA running
+      the read-back)     statistics brings every layer's memberships back in its one
+                         read-back; mdl_prior_stats_update reads nothing more
    What is left per step (tiny / paper): MoE routing on the host (1 read per layer in the
    forward: 4 / 12; the expert GEMMs' row counts), the forward's read-back, the gradient
-   norm, the mirror, the memberships, tau_mean (1 each). polar+gdelta: MoE (4), the
+   norm, the mirror, tau_mean (1 each). polar+gdelta: MoE (4), the
    gated-delta layer's saved-header read in the backward (4), the read-back, the gradient
    norm */
 static const rt_ceiling g_rt_ceiling[] = {
-    {"tiny", 9, 9, 18, 0, 213},
-    {"paper", 17, 17, 34, 0, 621},
+    {"tiny", 8, 8, 16, 0, 213},
+    {"paper", 16, 16, 32, 0, 621},
     {"polar+gdelta", 10, 10, 20, 0, 309},
     {"era-gac", 26, 26, 52, 0, 133},
 };

@@ -233,6 +233,8 @@ struct mdl_model {
     unsigned long pstats_d_gen; /* pgen + 1 of the copy; 0: none */
     float *mu_h;             /* (L,N,R) host staging of every layer's memberships */
     size_t mu_h_cap;
+    int mu_back;             /* device model: the last forward's memberships came back with its
+                                read-back (at rowfh + MDL__MU_AT(N, L)), mdl__mu_all reads none */
     float *mu_d;             /* (L,N,R) device model: their device staging (mdl__mu_all) */
     size_t mu_d_cap;
     int pcache_on[MDL_MAX_LAYERS], pdiag_T[MDL_MAX_LAYERS];
@@ -277,7 +279,9 @@ struct mdl_model {
                                 (N) per-row CE, (N) smoothed loss (tensor.h's in-place
                                 cross-entropy), (N) target weights, then at float MDL__TAIL(N):
                                 the status word (an int, then a pad) and each layer's
-                                membership sums (L,3 doubles) */
+                                membership sums (L,3 doubles); with the RPA prior, then at
+                                MDL__MU_AT(N, L) every layer's memberships (L,N,R) of a
+                                training forward (for mdl_prior_stats_update) */
     float *rowfh;            /* its host copy */
     int *status_d;           /* device model: the deferred checks' word (m->cx.status, and
                                 tk_attention_cuda_config.status): zero, or nonzero after a
@@ -1282,6 +1286,8 @@ static int mdl__set_has(const mdl_model *m, int l, int train, int j)
 /* where the read-back's tail starts in rowf: after its 3N floats, at an even float (the
    membership sums are doubles) */
 #define MDL__TAIL(N) ((3 * (size_t)(N) + 1) & ~(size_t)1)
+/* rowf's memberships (RPA): after the tail's status word, pad and membership sums */
+#define MDL__MU_AT(N, L) (MDL__TAIL(N) + 2 + 6 * (size_t)(L))
 
 /* Lay out every buffer for (B,T); train selects per-layer storage and the backward
    scratch; obs adds the CEAS observables scratch. Returns the bytes needed on the model's
@@ -1390,8 +1396,11 @@ static size_t mdl__carve(mdl_model *m, int B, int T, int train, int obs, char *b
     m->tgt = (int *)mdl__take(&cv, sizeof(int) * N);
     m->temp = MDL__THF(&cv, L * H);
     m->temp_d = cv.split ? MDL__TF(&cv, L * H) : m->temp;
-    m->rowf = cv.split ? MDL__TF(&cv, MDL__TAIL(N) + 2 + 6 * (size_t)L) : NULL; /* mdl__readback's */
-    m->rowfh = cv.split ? MDL__THF(&cv, MDL__TAIL(N) + 2 + 6 * (size_t)L) : NULL;
+    { /* mdl__readback's: the tail, then (RPA) the memberships */
+        const size_t nrf = MDL__MU_AT(N, L) + (c->prior == MDL_PRIOR_RPA ? (size_t)L * N * R : 0);
+        m->rowf = cv.split ? MDL__TF(&cv, nrf) : NULL;
+        m->rowfh = cv.split ? MDL__THF(&cv, nrf) : NULL;
+    }
     m->status_d = cv.split ? (int *)mdl__take(&cv, sizeof(int)) : NULL;
     m->mem_ws = m->rpa_ws = m->era_ws = m->obs_ws = NULL;
     m->mem_ws_n = m->rpa_ws_n = m->era_ws_n = m->obs_ws_n = 0;
@@ -1750,18 +1759,33 @@ static tk_attention_cuda_config mdl__attn_cfg(const mdl_model *m)
    forward fails (and what it wrote is not used). */
 static int mdl__readback(mdl_model *m, int with_rows, int N)
 {
-    const size_t tl = MDL__TAIL(N), mu_b = m->need_mu ? sizeof(double) * 3 * (size_t)m->L : 0;
-    int st = 0;
+    const size_t tl = MDL__TAIL(N), nmu = (size_t)N * m->R;
+    /* a training forward with the RPA running statistics: every layer's memberships too
+       (mdl_prior_stats_update reads them after the step), behind the sums' room */
+    const int with_mu = m->train && m->cfg.prior == MDL_PRIOR_RPA && m->pstats && nmu > 0;
+    size_t mu_b = m->need_mu ? sizeof(double) * 3 * (size_t)m->L : 0;
+    int st = 0, l;
+    m->mu_back = 0;
     if (m->cx.device == EX_CPU) return MDL_OK;
     if (ex_copy(&m->cx, m->rowf + tl, m->status_d, sizeof(int)) != TK_OK ||
         (mu_b && ex_copy(&m->cx, m->rowf + tl + 2, m->mu_sums, mu_b) != TK_OK))
         return mdl__fail(m, MDL_EFAIL, "mdl_forward: staging the forward's read-back failed");
+    if (with_mu) {
+        if (!mu_b && ex_zero(&m->cx, m->rowf + tl + 2, sizeof(double) * 3 * (size_t)m->L) != TK_OK)
+            return mdl__fail(m, MDL_EFAIL, "mdl_forward: staging the forward's read-back failed");
+        for (l = 0; l < m->L; l++)
+            if (ex_copy(&m->cx, m->rowf + MDL__MU_AT(N, m->L) + (size_t)l * nmu, m->ba[l].mu, sizeof(float) * nmu) !=
+                TK_OK)
+                return mdl__fail(m, MDL_EFAIL, "mdl_forward: staging the memberships failed");
+        mu_b = sizeof(float) * (MDL__MU_AT(N, m->L) - tl - 2 + (size_t)m->L * nmu);
+    }
     if (with_rows) {
         if (ex_to_host(&m->cx, m->rowfh, m->rowf, sizeof(float) * (tl + 2) + mu_b) != TK_OK)
             return mdl__fail(m, MDL_EFAIL, "mdl_forward: copy of the row losses failed");
     } else if (ex_to_host(&m->cx, m->rowfh + tl, m->rowf + tl, sizeof(float) * 2 + mu_b) != TK_OK) {
         return mdl__fail(m, MDL_EFAIL, "mdl_forward: reading the device's checks failed");
     }
+    m->mu_back = with_mu;
     memcpy(&st, m->rowfh + tl, sizeof st);
     if (!st) return MDL_OK;
     return mdl__fail(m, MDL_EINVAL, "mdl_forward: a device check failed: a row of attention logits + bias not finite "
@@ -2289,6 +2313,7 @@ int mdl_forward(mdl_model *m, const int *inputs, const int *targets, int B, int 
     m->B = B;
     m->T = T;
     m->train = o.train;
+    m->mu_back = 0; /* (set again by this forward's read-back) */
     memcpy(m->gain_fwd, m->act_gain, sizeof m->gain_fwd); /* this forward's and its backward's */
     m->cx.status = m->status_d; /* (carved above: mdl__ensure may move it) */
     if (m->status_d) MDL__TRY(ex_zero(&m->cx, m->status_d, sizeof(int)), "zero the deferred checks");
@@ -2496,6 +2521,10 @@ static int mdl__mu_all(mdl_model *m, const char *who)
         for (l = 0; l < m->L; l++)
             if (ex_to_host(&m->cx, m->mu_h + (size_t)l * n, m->ba[l].mu, sizeof(float) * n) != TK_OK)
                 return mdl__fail(m, MDL_EFAIL, "%s: copy of the memberships failed", who);
+        return MDL_OK;
+    }
+    if (m->mu_back) { /* they came back with the forward's read-back: no read */
+        memcpy(m->mu_h, m->rowfh + MDL__MU_AT((size_t)m->B * m->T, m->L), sizeof(float) * all);
         return MDL_OK;
     }
     if (all > m->mu_d_cap) {
