@@ -2084,6 +2084,9 @@ struct rt_ceiling {
      (memberships in     syncs 9 -> 8, 17 -> 16: a training forward with the RPA running
       the read-back)     statistics brings every layer's memberships back in its one
                          read-back; mdl_prior_stats_update reads nothing more
+     (GAC's dtau on the  syncs era-gac 26 -> 18: GAC's temperature gradient is summed and
+      device)            added on the device (exctx.h ex_gac_dtau), not from dtemp and the
+                         bias term read back (2 per layer)
    What is left per step (tiny / paper): MoE routing on the host (1 read per layer in the
    forward: 4 / 12; the expert GEMMs' row counts), the forward's read-back, the gradient
    norm, the mirror, tau_mean (1 each). polar+gdelta: MoE (4), the
@@ -2093,7 +2096,7 @@ static const rt_ceiling g_rt_ceiling[] = {
     {"tiny", 8, 8, 16, 0, 213},
     {"paper", 16, 16, 32, 0, 621},
     {"polar+gdelta", 10, 10, 20, 0, 309},
-    {"era-gac", 26, 26, 52, 0, 133},
+    {"era-gac", 18, 18, 36, 0, 133},
 };
 
 /* the preset's architecture at toy widths on the simulated device */

@@ -1,5 +1,5 @@
-/* exctx.cuh - the CUDA bodies of exctx.h's decoding ops (ex_dec_*: issue 42) and of its MoE
-   router backward, included by impl.c where it is compiled by nvcc (the GPU examples'
+/* exctx.cuh - the CUDA bodies of exctx.h's decoding ops (ex_dec_*: issue 42), of its MoE
+   router backward and of GAC's temperature gradient, included by impl.c where it is compiled by nvcc (the GPU examples'
    build/cuda/obj/impl.o) or in the CPU simulation (tests/cuda_sim.h: the parity tests
    that include impl.c), after tensor.h's implementation (its TK__LAUNCH, tk__launched,
    tk__blocks).
@@ -22,7 +22,9 @@
                          (the rings' writes and reads of a prefill stay in order; fmaf as
                          the CPU: bit-identical to it);
      ex__moe_route_bwd_cuda  one thread per token: exctx.h's ex_moe_route_bwd_row, the
-                         CPU's own code (training, not decoding: lyr_moe_bwd).
+                         CPU's own code (training, not decoding: lyr_moe_bwd);
+     ex__gac_dtau_cuda   one thread: exctx.h's ex_gac_dtau_one (GAC's temperature
+                         gradient, model.c's attention backward).
    Parity: within float rounding of the CPU (the device's cos/sin/exp in double, fused
    multiply-adds where nvcc contracts); exact in the simulation up to the host compiler's
    contraction. Ran only in the CPU simulation so far (docs/GPU.md).
@@ -307,6 +309,21 @@ int ex__moe_route_bwd_cuda(float *dl, const float *dw, const float *pe, const fl
     TK__LAUNCH(ex__k_moe_route_bwd, tk__blocks((size_t)N, 128), 128, 0, (cudaStream_t)stream, dl, dw, pe, w, idx, y,
                lraw, N, E, K, renorm, inv_tau);
     return tk__launched("ex__moe_route_bwd_cuda");
+}
+
+/* GAC's temperature gradient: one thread, exctx.h's ex_gac_dtau_one */
+static __global__ void ex__k_gac_dtau(float *dg, const float *dtemp, const float *temp, float ig, const float *sb,
+                                      int H)
+{
+    if (blockIdx.x == 0 && threadIdx.x == 0) ex_gac_dtau_one(dg, dtemp, temp, ig, sb, H);
+}
+
+int ex__gac_dtau_cuda(float *dg, const float *dtemp, const float *temp, float ig, const float *sb, int H,
+                      tk_stream stream)
+{
+    if (!dg || !dtemp || !temp || H < 1) return TK_EINVAL;
+    TK__LAUNCH(ex__k_gac_dtau, 1, 1, 0, (cudaStream_t)stream, dg, dtemp, temp, ig, sb, H);
+    return tk__launched("ex__gac_dtau_cuda");
 }
 
 #endif /* ATTNKIT_EXCTX_CUH */

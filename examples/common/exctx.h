@@ -801,6 +801,35 @@ static inline int ex_moe_route_bwd(const ex_ctx *x, float *dl, const float *dw, 
     return TK_OK;
 }
 
+/* ------------------------------------------------------------------ GAC, backward */
+/* The gradient of GAC's temperature g of one layer (model.c): with temp_h = base_h g and
+   the bias divided by g, dL/dg = sum_h dtemp[h] (temp[h] / g) - sb / g, in double (ig =
+   1 / g; sb: sum dbias' bias', NULL when the layer has no bias gradient), added to the
+   gradient *dg as a float. The CPU body and the device kernel run this same code. */
+static inline EX__HD void ex_gac_dtau_one(float *dg, const float *dtemp, const float *temp, float ig,
+                                          const float *sb, int H)
+{
+    double s = 0.0;
+    int h;
+    for (h = 0; h < H; h++) s += (double)dtemp[h] * (temp[h] * ig);
+    if (sb) s -= (double)sb[0] * ig;
+    dg[0] = dg[0] + (float)s;
+}
+
+int ex__gac_dtau_cuda(float *dg, const float *dtemp, const float *temp, float ig, const float *sb, int H,
+                      tk_stream stream);
+
+/* ex_gac_dtau_one on the context's side: dg (1), dtemp (H), temp (H) and sb (1 or NULL)
+   in the context's memory, ig a host value; on a device no value comes back. */
+static inline int ex_gac_dtau(const ex_ctx *x, float *dg, const float *dtemp, const float *temp, float ig,
+                              const float *sb, int H)
+{
+    if (!dg || !dtemp || !temp || H < 1) return TK_EINVAL;
+    if (x->device) return ex__gac_dtau_cuda(dg, dtemp, temp, ig, sb, H, x->stream);
+    ex_gac_dtau_one(dg, dtemp, temp, ig, sb, H);
+    return TK_OK;
+}
+
 /* Polar attention's rows (model.c mdl__dec_polar). pqkv (n, Pq) rows [q (H,D) | k (Hkv,D) |
    v (Hkv,D) | gate logits (H)], Pq = (H + 2 Hkv) D + H: q into pq (n, H, D), k and v into
    the caches (nb, Hkv, nl, D) of one layer at (slot, pos), the gate logits into gl (n, H);

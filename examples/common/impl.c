@@ -15,7 +15,8 @@
 #define CEAS_IMPLEMENTATION
 #include "ceas.h"
 
-/* exctx.h's decoding ops (ex_dec_*) and the MoE router's backward: their CUDA bodies where this file is compiled by nvcc
+/* exctx.h's decoding ops (ex_dec_*), the MoE router's backward and GAC's temperature
+   gradient: their CUDA bodies where this file is compiled by nvcc
    or in the CPU simulation, else the _cuda twins fail with TK_ENOCUDA (a CPU model never
    calls them). */
 #include "examples/common/exctx.h"
@@ -68,6 +69,12 @@ int ex__dec_lfm_cuda(float *out, const float *sb, const float *sc, const float *
 {
     (void)out, (void)sb, (void)sc, (void)sx, (void)ring, (void)w, (void)slot, (void)pos, (void)n, (void)K, (void)C,
         (void)stream;
+    return TK_ENOCUDA;
+}
+int ex__gac_dtau_cuda(float *dg, const float *dtemp, const float *temp, float ig, const float *sb, int H,
+                      tk_stream stream)
+{
+    (void)dg, (void)dtemp, (void)temp, (void)ig, (void)sb, (void)H, (void)stream;
     return TK_ENOCUDA;
 }
 int ex__moe_route_bwd_cuda(float *dl, const float *dw, const float *pe, const float *w, const int *idx,

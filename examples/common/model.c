@@ -2905,22 +2905,19 @@ static int mdl__softmax_bwd(mdl_model *m, int l)
         }
         if (c->gac_tau) {
             /* temp_h = base_h * g and bias' = bias / g: dg = sum_h dtemp_h base_h
-               - sum dbias' bias' / g; the prior then gets dbias' / g */
+               - sum dbias' bias' / g (exctx.h ex_gac_dtau, on the model's side: no
+               read-back); the prior then gets dbias' / g */
             float g = mdl__scal(m, l, b->gtau), ig = 1.0f / g;
-            double dg = 0.0;
-            if (dtp != dtemp) MDL__TRY(ex_to_host(&m->cx, dtemp, dtp, sizeof(float) * (size_t)H), "copy of dtemp");
-            for (h = 0; h < H; h++) dg += (double)dtemp[h] * (m->temp[(size_t)l * H + h] * ig);
-            if (dbp) {
-                size_t TT = (size_t)T * T;
-                float sb = 0.0f;
-                /* sum dbias' bias' (tk_rowdot: one row in double) */
+            const float *sbp = NULL;
+            if (dbp) { /* sum dbias' bias' (tk_rowdot: one row in double) */
                 MDL__TRY(ex_zero(&m->cx, m->dtemp_d + H, sizeof(float)), "zero");
-                MDL__TRY(ex_rowdot(&m->cx, m->dtemp_d + H, dbp, biasu, 1, (int)TT), "GAC bias gradient");
-                MDL__TRY(ex_to_host(&m->cx, &sb, m->dtemp_d + H, sizeof(float)), "copy");
-                MDL__TRY(ex_scale(&m->cx, dbp, dbp, ig, TT), "GAC bias gradient scale");
-                dg -= (double)sb * ig;
+                MDL__TRY(ex_rowdot(&m->cx, m->dtemp_d + H, dbp, biasu, 1, (int)((size_t)T * T)),
+                         "GAC bias gradient");
+                sbp = m->dtemp_d + H;
             }
-            mdl__sadd(m, G, b->gtau, (float)dg);
+            MDL__TRY(ex_gac_dtau(&m->cx, G + b->gtau, dtp, m->temp_d + (size_t)l * H, ig, sbp, H),
+                     "GAC temperature gradient");
+            if (dbp) MDL__TRY(ex_scale(&m->cx, dbp, dbp, ig, (size_t)T * T), "GAC bias gradient scale");
         }
     }
     if (c->pos == MDL_POS_ROPE) {
