@@ -102,10 +102,9 @@ static inline void bench_busy_stop(pid_t *pids, int k)
 #define BENCH_CONTROL_STREAM_FLOATS (16u << 20)
 static float *bench__control_buf;
 static volatile float bench__control_sink;
-static inline double bench__control_now(void) { return bench_contended_clock(CLOCK_MONOTONIC); }
 static inline double bench_control_fma(void *unused)
 {
-    const double t0 = bench__control_now();
+    const double t0 = bench_contended_clock(CLOCK_MONOTONIC);
     double t;
     long n = 0;
     (void)unused;
@@ -125,13 +124,13 @@ static inline double bench_control_fma(void *unused)
         }
         bench__control_sink = acc;
         n++;
-        t = bench__control_now() - t0;
+        t = bench_contended_clock(CLOCK_MONOTONIC) - t0;
     } while (t < 1.0);
     return (double)n / t;
 }
 static inline double bench_control_stream(void *unused)
 {
-    const double t0 = bench__control_now();
+    const double t0 = bench_contended_clock(CLOCK_MONOTONIC);
     double t;
     long n = 0;
     (void)unused;
@@ -150,7 +149,7 @@ static inline double bench_control_stream(void *unused)
         for (i = 0; i < (long)BENCH_CONTROL_STREAM_FLOATS; i++) acc += bench__control_buf[i];
         bench__control_sink = acc;
         n++;
-        t = bench__control_now() - t0;
+        t = bench_contended_clock(CLOCK_MONOTONIC) - t0;
     } while (t < 1.0);
     return (double)n / t;
 }
@@ -193,7 +192,7 @@ static inline int bench_contended_run(const char *what, const char *unit,
     fflush(stdout);
     for (j = 0; j < nk; j++) {
         pid_t pids[BENCH_CONTENDED_MAX_BUSY];
-        const double fair_cores = (double)ncpu * (double)ncpu / (double)(ncpu + ks[j]);
+        const double share = (double)ncpu / (double)(ncpu + ks[j]); /* a fair share of the machine */
         double best[NW] = {0, 0, 0}, best_cores[NW] = {0, 0, 0};
         int k = ks[j] > BENCH_CONTENDED_MAX_BUSY ? BENCH_CONTENDED_MAX_BUSY : ks[j], got;
         for (r = 0; r < rounds; r++) {
@@ -218,11 +217,10 @@ static inline int bench_contended_run(const char *what, const char *unit,
                     best_cores[w] = cores[w];
                 }
         }
-        for (w = 0; w < NW; w++) r_out[j][w] = best[w] / (quiet[w] * (double)ncpu / (double)(ncpu + ks[j]));
+        for (w = 0; w < NW; w++) r_out[j][w] = best[w] / (quiet[w] * share);
         if (ratios) ratios[j] = r_out[j][0];
         printf("  K=%d busy: %.1f %s/s, fair share %.1f, ratio %.3f; CPU %.2f cores, fair %.2f\n", ks[j],
-               best[0], unit, quiet[0] * (double)ncpu / (double)(ncpu + ks[j]), r_out[j][0], best_cores[0],
-               fair_cores);
+               best[0], unit, quiet[0] * share, r_out[j][0], best_cores[0], (double)ncpu * share);
         for (w = 1; w < NW; w++)
             printf("    %s: ratio %.3f; CPU %.2f cores (quiet %.2f)\n", names[w], r_out[j][w], best_cores[w],
                    quiet_cores[w]);

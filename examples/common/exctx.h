@@ -753,6 +753,11 @@ static inline EX__HD float ex_rms_row(float *row, int D, float eps)
    experts; else w = y / (sum y + 1e-6)), the softmax y (E), the clamp of the raw logits
    lraw (E) at |l| > 30 (no gradient) and the 1/tau of the Gumbel softmax. w, idx (K): the
    kept weights and their experts. The CPU body and the device kernel run this same code. */
+/* kept expert k's weight gradient, with the load-balance term of its expert (pe: NULL for none) */
+static inline EX__HD float ex__moe_gw(const float *dw, const float *pe, const int *ix, int k)
+{
+    return pe ? dw[k] + pe[ix[k]] : dw[k];
+}
 static inline EX__HD void ex_moe_route_bwd_row(float *g, const float *dw, const float *pe, const float *w,
                                                const int *ix, const float *y, const float *lr, int E, int K,
                                                int renorm, double inv_tau)
@@ -761,14 +766,14 @@ static inline EX__HD void ex_moe_route_bwd_row(float *g, const float *dw, const 
     for (ee = 0; ee < E; ee++) g[ee] = 0;
     if (renorm) {
         double sdot = 0;
-        for (k = 0; k < K; k++) sdot += (double)w[k] * (pe ? dw[k] + pe[ix[k]] : dw[k]);
-        for (k = 0; k < K; k++) g[ix[k]] = (float)((double)w[k] * ((double)(pe ? dw[k] + pe[ix[k]] : dw[k]) - sdot));
+        for (k = 0; k < K; k++) sdot += (double)w[k] * ex__moe_gw(dw, pe, ix, k);
+        for (k = 0; k < K; k++) g[ix[k]] = (float)((double)w[k] * ((double)ex__moe_gw(dw, pe, ix, k) - sdot));
     } else { /* sum y == 1: dy_e = dw_e / (1 + 1e-6) */
         double all = 0, ydy = 0, cst;
         for (ee = 0; ee < E; ee++) all += y[ee];
         cst = 1.0 / (all + 1e-6);
         for (k = 0; k < K; k++) {
-            const float gw = pe ? dw[k] + pe[ix[k]] : dw[k];
+            const float gw = ex__moe_gw(dw, pe, ix, k);
             g[ix[k]] = (float)(gw * cst); /* dy */
             ydy += (double)y[ix[k]] * gw * cst;
         }

@@ -339,6 +339,7 @@ int lyr_moe_fwd(const ex_ctx *cx, const lyr_moe_dims *d, const float *const *P, 
     const float *gate, *mh, *wv;
     const int *gsrc, *spos;
     int *cursor;
+    float *rtb; /* the routing block the host writes: the host buffer's, or saved's on the CPU */
     size_t N, K, E, R, C, F, i;
     int n, e, E_ = 0, dev = 0;
     double inv_tau;
@@ -369,13 +370,14 @@ int lyr_moe_fwd(const ex_ctx *cx, const lyr_moe_dims *d, const float *const *P, 
         mh = h.mu;
         gate = h.gate;
         cursor = h.cursor;
-        lyr__moe_carve_rt(d, h.rt, N, &rt);
+        rtb = h.rt;
     } else {
         mh = mu;
         gate = P[LYR_MOE_GATE];
         cursor = wk.cursor;
-        lyr__moe_carve_rt(d, s.rt, N, &rt);
+        rtb = s.rt;
     }
+    lyr__moe_carve_rt(d, rtb, N, &rt);
     for (i = 0; i < N * R; i++)
         if (!lyr__finite(mh[i])) return LYR_EINVAL;
     for (i = 0; i < E * R; i++)
@@ -453,9 +455,7 @@ int lyr_moe_fwd(const ex_ctx *cx, const lyr_moe_dims *d, const float *const *P, 
     if (dev) { /* the routing block to the device in one copy: what the device ops read
                   here and in the backward */
         lyr__moe_rt rd;
-        if (ex_to_ctx(cx, s.rt, rt.lraw /* = the host block's start */, lyr__moe_rt_floats(d, N) * sizeof(float)) !=
-            TK_OK)
-            return LYR_EFAIL;
+        if (ex_to_ctx(cx, s.rt, rtb, lyr__moe_rt_floats(d, N) * sizeof(float)) != TK_OK) return LYR_EFAIL;
         lyr__moe_carve_rt(d, s.rt, N, &rd);
         gsrc = rd.gsrc;
         spos = rd.pos;
