@@ -58,7 +58,7 @@ TEST_CFLAGS  = $(WARN) $(TEST_OPT) $(TEST_DEBUG) $(SAN) $(INC) -DATTNKIT_DATA_DI
 OPT_FLAGS    := -O3 -fno-trapping-math
 BENCH_CFLAGS := $(WARN) $(OPT_FLAGS) $(ARCH) -fopenmp $(INC) -DATTNKIT_DATA_DIR='"$(WT2_DIR)"'
 
-DEPS       := $(wildcard *.h cuda/*.cuh tests/*.h examples/common/*.c examples/common/*.h)
+DEPS       := $(wildcard *.h cuda/*.cuh tests/*.h examples/common/*.c examples/common/*.h examples/common/*.cuh)
 TEST_NAMES := $(patsubst tests/%.c,%,$(wildcard tests/test_*.c))
 PARITY_NAMES := $(patsubst tests/%.cu,%,$(wildcard tests/parity_*.cu))
 BENCH_NAMES  := $(patsubst bench/%.c,%,$(wildcard bench/bench_*.c))

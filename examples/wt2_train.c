@@ -634,8 +634,9 @@ static void put_ids(const int *ids, int n, const bpe_tokenizer *tok)
    model's device (sample.h's smp_continue through model.h's mdl_decode_*: on a device
    model the decode runs there and only each step's logits come to the host; the decoding
    state is freed after). An architecture the decode refuses on that device
-   (mdl_decode_supports_on: on CUDA, polar's Canon layers or per-channel gate) is said once,
-   with the reason, and no sample is printed; training goes on. */
+   (mdl_decode_supports_on: the value gate with more than 256 heads; the device's own table
+   is empty today) is said once, with the reason, and no sample is printed; training goes
+   on. */
 static void print_sample(mdl_model *m, const uint16_t *ids, size_t n_ids, int n, uint64_t seed, long long step,
                          const bpe_tokenizer *tok)
 {

@@ -1041,6 +1041,44 @@ static void test_decode_polar(void)
     dec_case(c, NULL, "decode: polar attention, GQA (1 KV head), window 5, MoE, learned positions");
 }
 
+/* issue 43's polar extras: Canon layers (exctx.h's ex_dec_canon over the slots' rings; a
+   prefill of 4 rows wraps a ring of 3), the gate per channel with the output biases
+   (lyr_polar_assemble on the device), and ATMA's block (GQA 1:2, q/k norm, Canon 4, channel
+   gate, the memory on polar's q/k/v, a gated convolution layer) */
+static void test_decode_polar_extras(void)
+{
+    mdl_config c = dec_small();
+    NEED_GPU();
+    c.attn = MDL_ATTN_POLAR;
+    c.pos = MDL_POS_NONE;
+    c.d_model = 64;
+    c.polar_canon_k = 3;
+    dec_case(c, NULL, "decode: polar attention, Canon layers (K 3)");
+    c.polar_canon_k = 0;
+    c.polar_gate = MDL_POLAR_GATE_CHANNEL;
+    dec_case(c, NULL, "decode: polar attention, output gate per channel + output biases");
+    c.polar_canon_k = 4;
+    c.polar_qk_norm = 0;
+    c.polar_kv_heads = 1;
+    c.n_heads = 2;
+    dec_case(c, NULL, "decode: polar, GQA (1 KV head), no q/k norm, Canon 4, gate per channel");
+    c = dec_small();
+    c.n_layers = 2;
+    snprintf(c.layer_pattern, sizeof c.layer_pattern, "cA");
+    c.attn = MDL_ATTN_POLAR;
+    c.pos = MDL_POS_NONE;
+    c.d_model = 64;
+    c.n_heads = 2;
+    c.polar_kv_heads = 1;
+    c.polar_canon_k = 4;
+    c.polar_gate = MDL_POLAR_GATE_CHANNEL;
+    c.memory = MDL_MEM_GDELTA;
+    c.mem_qkv = MDL_MEMQKV_SHARED;
+    c.norm = MDL_NORM_RMS;
+    c.ffn = MDL_FFN_RELU2;
+    dec_case(c, NULL, "decode: ATMA's block (cA, polar GQA, Canon 4, gate per channel, memory on its q/k/v)");
+}
+
 /* the gated-delta channel (gd_step_cuda on each slot's state, in place; a reset slot's
    state zeroed on the device) beside softmax and beside polar attention */
 static void test_decode_gdelta(void)
@@ -1121,23 +1159,28 @@ static void test_decode_conv(void)
 }
 
 /* The device decode's refusal table (mdl_decode_device_limit, mdl_decode_supports_on) is
-   empty today: every configuration the CPU decodes is accepted for a device model; the
-   table's other answers (unknown device, NULL config, the shared limits) hold. */
+   empty: every configuration the CPU decodes is accepted for a device model (issue 43's
+   polar extras too); the table's other answers (unknown device, NULL config, the shared
+   limits) hold. */
 static void test_decode_device_refusals(void)
 {
-    mdl_config cs[4], c = dec_small();
+    mdl_config cs[6], c = dec_small();
     char err[256];
     int i, n = 0;
     NEED_GPU();
     while (mdl_decode_device_limit(n)) n++;
-    CHECK_INT_EQ(n, 1); /* polar's Canon layers / per-channel gate (decoded on the CPU model only) */
+    CHECK_INT_EQ(n, 0);
     CHECK(mdl_decode_device_limit(-1) == NULL);
-    for (i = 0; i < 4; i++) cs[i] = dec_small();
+    for (i = 0; i < 6; i++) cs[i] = dec_small();
     cs[0].attn = MDL_ATTN_POLAR;
     cs[1].memory = MDL_MEM_GDELTA;
     cs[2].conv_k = 3;
     snprintf(cs[3].layer_pattern, sizeof cs[3].layer_pattern, "cA");
-    for (i = 0; i < 4; i++) CHECK_INT_EQ(mdl_decode_supports_on(&cs[i], MDL_DEVICE_CUDA, err, sizeof err), MDL_OK);
+    cs[4].attn = MDL_ATTN_POLAR;
+    cs[4].polar_canon_k = 3;
+    cs[5].attn = MDL_ATTN_POLAR;
+    cs[5].polar_gate = MDL_POLAR_GATE_CHANNEL;
+    for (i = 0; i < 6; i++) CHECK_INT_EQ(mdl_decode_supports_on(&cs[i], MDL_DEVICE_CUDA, err, sizeof err), MDL_OK);
     CHECK_INT_EQ(mdl_decode_supports_on(&c, MDL_DEVICE_CUDA, err, sizeof err), MDL_OK);
     CHECK_INT_EQ(mdl_decode_supports_on(&c, 5, err, sizeof err), MDL_EINVAL);
     CHECK(strstr(err, "unknown device") != NULL);
@@ -1147,16 +1190,6 @@ static void test_decode_device_refusals(void)
     c.d_model = 512;
     CHECK_INT_EQ(mdl_decode_supports_on(&c, MDL_DEVICE_CUDA, err, sizeof err), MDL_EINVAL);
     CHECK(strstr(err, mdl_decode_limit(0)) != NULL);
-    c = dec_small(); /* issue 43's polar extras: the CPU model decodes them, the device refuses */
-    c.attn = MDL_ATTN_POLAR;
-    c.polar_canon_k = 3;
-    CHECK_INT_EQ(mdl_decode_supports_on(&c, MDL_DEVICE_CPU, err, sizeof err), MDL_OK);
-    CHECK_INT_EQ(mdl_decode_supports_on(&c, MDL_DEVICE_CUDA, err, sizeof err), MDL_EINVAL);
-    CHECK(strstr(err, "Canon") != NULL);
-    c.polar_canon_k = 0;
-    c.polar_gate = MDL_POLAR_GATE_CHANNEL;
-    CHECK_INT_EQ(mdl_decode_supports_on(&c, MDL_DEVICE_CUDA, err, sizeof err), MDL_EINVAL);
-    CHECK(strstr(err, "per channel") != NULL);
 }
 
 /* Sampling on a device model (sample.h's smp_continue, what wt2_train --sample calls on
@@ -1168,9 +1201,7 @@ static void test_decode_device_refusals(void)
    the uniform draw (sampled) lie within that rounding of each other; with these random
    weights (logits spread over several units, 37 tokens) no step comes near, and the test
    asks for the same tokens. Also: the decoding state is freed afterwards on the device
-   (mdl_decode_cache_bytes 0), the parameters are untouched, and an architecture the
-   device decode refuses (polar's Canon layers) fails with the reason, where the CPU model
-   samples it. */
+   (mdl_decode_cache_bytes 0) and the parameters are untouched. */
 static void sample_case(mdl_config c, const char *name)
 {
     static const int prompt[3] = {5, 17, 2};
@@ -1218,10 +1249,6 @@ out:
 static void test_decode_sample(void)
 {
     mdl_config c = dec_small();
-    mdl_model *md = NULL;
-    char err[256];
-    int out[4], nout = -1;
-    static const int prompt[2] = {1, 2};
     NEED_GPU();
     c.pos = MDL_POS_LEARNED;
     sample_case(c, "sample: learned+LayerNorm+GELU");
@@ -1237,20 +1264,12 @@ static void test_decode_sample(void)
     c.d_model = 64;
     c.memory = MDL_MEM_GDELTA;
     sample_case(c, "sample: polar + gated-delta memory");
-    /* refused on the device: the reason comes back, nothing is sampled */
-    c = dec_small();
-    c.attn = MDL_ATTN_POLAR;
-    c.pos = MDL_POS_NONE;
-    c.d_model = 64;
+    c.n_heads = 2; /* issue 43's polar extras, decoded on the device too */
+    c.polar_kv_heads = 1;
     c.polar_canon_k = 3;
-    if (mdl_create_on(&md, &c, 7, MDL_DEVICE_CUDA, err, sizeof err) == MDL_OK) {
-        CHECK(smp_continue(md, prompt, 2, 4, 0.0, 0, 1.0, 1, -1, out, &nout, err, sizeof err) != MDL_OK);
-        CHECK_INT_EQ(nout, 0);
-        CHECK(strstr(err, "Canon") != NULL);
-        mdl_destroy(md);
-    } else {
-        printf("  sample: the Canon refusal not run: the device model does not build it (%s)\n", err);
-    }
+    c.polar_gate = MDL_POLAR_GATE_CHANNEL;
+    c.mem_qkv = MDL_MEMQKV_SHARED;
+    sample_case(c, "sample: polar (GQA, Canon 3, gate per channel) + memory on its q/k/v");
 }
 
 /* ------------------------------------------------------------------ trainer */
@@ -2266,6 +2285,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_decode_polar);
     TEST_RUN(test_decode_gdelta);
     TEST_RUN(test_decode_conv);
+    TEST_RUN(test_decode_polar_extras);
     TEST_RUN(test_decode_device_refusals);
     TEST_RUN(test_decode_sample);
     TEST_RUN(test_round_trips_tiny);

@@ -16,8 +16,13 @@
                          sums the gate and scales its C values;
      ex__dec_polar_split_cuda  one thread per head of a polar qkvg row (q, the cache
                          writes of k and v, qk_norm's RMSNorm by exctx.h's ex_rms_row; one
-                         more for the gate logits). Polar's decode itself is
-                         polar_decode_cuda, its output assembly tensor.h's ops;
+                         more for the gate logits, per head or per channel). Polar's decode
+                         itself is polar_decode_cuda, its output assembly tensor.h's ops
+                         (layers.c's lyr_polar_assemble with the gate per channel or the
+                         output biases);
+     ex__dec_canon_cuda  one thread per channel of polar's [q | k | v] over the rows in
+                         order: exctx.h's ex_dec_canon_one, the CPU's own code (Canon
+                         layers' ring and convolution; bit-identical to the CPU);
      ex__dec_conv_cuda / ex__dec_lfm_cuda  one thread per channel over the rows in order
                          (the rings' writes and reads of a prefill stay in order; fmaf as
                          the CPU: bit-identical to it);
@@ -198,13 +203,13 @@ int ex__dec_vgate_cuda(float *ap, float *vzc, const float *vz, const int *slot, 
 }
 
 /* one thread per (r, hh), hh in [0, H + 2 Hkv]: a q head -> pq, a k / v head -> the caches
-   (q and k RMSNormed with qk_norm), hh = H + 2 Hkv: the gate logits -> gl */
+   (q and k RMSNormed with qk_norm), hh = H + 2 Hkv: the G gate logits -> gl */
 static __global__ void ex__k_dec_polar_split(float *pq, float *gl, float *kc, float *vc, const float *pqkv,
-                                             const int *slot, const int *pos, int n, int H, int Hkv, int D, int nl,
-                                             int qk_norm, float eps)
+                                             const int *slot, const int *pos, int n, int H, int Hkv, int D, int G,
+                                             int nl, int qk_norm, float eps)
 {
     const int NH = H + 2 * Hkv + 1;
-    const size_t Pq = (size_t)(H + 2 * Hkv) * D + (size_t)H;
+    const size_t Pq = (size_t)(H + 2 * Hkv) * D + (size_t)G;
     size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     const float *src;
     float *dst;
@@ -219,23 +224,49 @@ static __global__ void ex__k_dec_polar_split(float *pq, float *gl, float *kc, fl
         const int h = (hh - H) % Hkv;
         dst = (hh < H + Hkv ? kc : vc) + (((size_t)slot[r] * Hkv + h) * nl + pos[r]) * D;
     } else {
-        dst = gl + (size_t)r * H;
-        m = H;
+        dst = gl + (size_t)r * G;
+        m = G;
     }
     for (i = 0; i < m; i++) dst[i] = src[i];
     if (qk_norm && hh < H + Hkv) (void)ex_rms_row(dst, D, eps);
 }
 
 int ex__dec_polar_split_cuda(float *pq, float *gl, float *kc, float *vc, const float *pqkv, const int *slot,
-                             const int *pos, int n, int H, int Hkv, int D, int nl, int qk_norm, float eps,
+                             const int *pos, int n, int H, int Hkv, int D, int G, int nl, int qk_norm, float eps,
                              tk_stream stream)
 {
     const size_t nt = (size_t)n * (size_t)(H + 2 * Hkv + 1);
-    if (!pq || !gl || !kc || !vc || !pqkv || !slot || !pos || n < 1 || H < 1 || Hkv < 1 || D < 1 || nl < 1)
+    if (!pq || !gl || !kc || !vc || !pqkv || !slot || !pos || n < 1 || H < 1 || Hkv < 1 || D < 1 || G < 1 || nl < 1)
         return TK_EINVAL;
     TK__LAUNCH(ex__k_dec_polar_split, tk__blocks(nt, 64), 64, 0, (cudaStream_t)stream, pq, gl, kc, vc, pqkv, slot,
-               pos, n, H, Hkv, D, nl, qk_norm, eps);
+               pos, n, H, Hkv, D, G, nl, qk_norm, eps);
     return tk__launched("ex__dec_polar_split_cuda");
+}
+
+/* one thread per channel c of [q | k | v] ((H + 2 Hkv) D of them), over the rows in order
+   (a prefill's rows of one slot read the ring entries the earlier rows wrote): exctx.h's
+   ex_dec_canon_one, the CPU's own code */
+static __global__ void ex__k_dec_canon(float *pq, float *kc, float *vc, float *ring, const float *wq, const float *wk,
+                                       const float *wv, const int *slot, const int *pos, int n, int H, int Hkv, int D,
+                                       int nl, int K)
+{
+    const size_t c = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    int r;
+    if (c >= (size_t)(H + 2 * Hkv) * D) return;
+    for (r = 0; r < n; r++) ex_dec_canon_one(pq, kc, vc, ring, wq, wk, wv, r, slot[r], pos[r], (int)c, H, Hkv, D, nl, K);
+}
+
+int ex__dec_canon_cuda(float *pq, float *kc, float *vc, float *ring, const float *wq, const float *wk,
+                       const float *wv, const int *slot, const int *pos, int n, int H, int Hkv, int D, int nl, int K,
+                       tk_stream stream)
+{
+    const size_t nt = (size_t)(H + 2 * Hkv) * (size_t)D;
+    if (!pq || !kc || !vc || !ring || !wq || !wk || !wv || !slot || !pos || n < 1 || H < 1 || Hkv < 1 || D < 1 ||
+        nl < 1 || K < 1)
+        return TK_EINVAL;
+    TK__LAUNCH(ex__k_dec_canon, tk__blocks(nt, 64), 64, 0, (cudaStream_t)stream, pq, kc, vc, ring, wq, wk, wv, slot, pos,
+               n, H, Hkv, D, nl, K);
+    return tk__launched("ex__dec_canon_cuda");
 }
 
 /* one thread per channel, the rows in order (a prefill's rows share a ring) */

@@ -527,8 +527,11 @@ int ex__dec_conv_cuda(float *out, const float *inp, float *ring, const float *w,
 int ex__dec_lfm_cuda(float *out, const float *sb, const float *sc, const float *sx, float *ring, const float *w,
                      const int *slot, const int *pos, int n, int K, int C, tk_stream stream);
 int ex__dec_polar_split_cuda(float *pq, float *gl, float *kc, float *vc, const float *pqkv, const int *slot,
-                             const int *pos, int n, int H, int Hkv, int D, int nl, int qk_norm, float eps,
+                             const int *pos, int n, int H, int Hkv, int D, int G, int nl, int qk_norm, float eps,
                              tk_stream stream);
+int ex__dec_canon_cuda(float *pq, float *kc, float *vc, float *ring, const float *wq, const float *wk,
+                       const float *wv, const int *slot, const int *pos, int n, int H, int Hkv, int D, int nl, int K,
+                       tk_stream stream);
 
 #ifdef _OPENMP
 #define EX__OMP(x) _Pragma(#x)
@@ -836,17 +839,18 @@ static inline int ex_gac_dtau(const ex_ctx *x, float *dg, const float *dtemp, co
 }
 
 /* Polar attention's rows (model.c mdl__dec_polar). pqkv (n, Pq) rows [q (H,D) | k (Hkv,D) |
-   v (Hkv,D) | gate logits (H)], Pq = (H + 2 Hkv) D + H: q into pq (n, H, D), k and v into
-   the caches (nb, Hkv, nl, D) of one layer at (slot, pos), the gate logits into gl (n, H);
-   qk_norm: each head of q and of the cached k RMSNormed (ex_rms_row, eps). */
+   v (Hkv,D) | gate logits (G)], Pq = (H + 2 Hkv) D + G (G = H: a gate per head, H D: per
+   channel): q into pq (n, H, D), k and v into the caches (nb, Hkv, nl, D) of one layer at
+   (slot, pos), the gate logits into gl (n, G); qk_norm: each head of q and of the cached k
+   RMSNormed (ex_rms_row, eps). */
 static inline int ex_dec_polar_split(const ex_ctx *x, float *pq, float *gl, float *kc, float *vc, const float *pqkv,
-                                     const int *slot, const int *pos, int n, int H, int Hkv, int D, int nl,
+                                     const int *slot, const int *pos, int n, int H, int Hkv, int D, int G, int nl,
                                      int qk_norm, float eps)
 {
-    const size_t Pq = (size_t)(H + 2 * Hkv) * D + (size_t)H;
+    const size_t Pq = (size_t)(H + 2 * Hkv) * D + (size_t)G;
     int r, h;
     if (x->device)
-        return ex__dec_polar_split_cuda(pq, gl, kc, vc, pqkv, slot, pos, n, H, Hkv, D, nl, qk_norm, eps, x->stream);
+        return ex__dec_polar_split_cuda(pq, gl, kc, vc, pqkv, slot, pos, n, H, Hkv, D, G, nl, qk_norm, eps, x->stream);
     for (r = 0; r < n; r++) {
         const float *row = pqkv + (size_t)r * Pq;
         const int s = slot[r], t = pos[r];
@@ -856,12 +860,62 @@ static inline int ex_dec_polar_split(const ex_ctx *x, float *pq, float *gl, floa
             memcpy(vc + (((size_t)s * Hkv + h) * nl + t) * D, row + (size_t)(H + Hkv + h) * D,
                    sizeof(float) * (size_t)D);
         }
-        memcpy(gl + (size_t)r * H, row + (size_t)(H + 2 * Hkv) * D, sizeof(float) * (size_t)H);
+        memcpy(gl + (size_t)r * G, row + (size_t)(H + 2 * Hkv) * D, sizeof(float) * (size_t)G);
         if (qk_norm) {
             for (h = 0; h < Hkv; h++) (void)ex_rms_row(kc + (((size_t)s * Hkv + h) * nl + t) * D, D, eps);
             for (h = 0; h < H; h++) (void)ex_rms_row(pq + ((size_t)r * H + h) * D, D, eps);
         }
     }
+    return TK_OK;
+}
+
+/* Canon's step (layers.h section 2) of one channel c in [0, (H + 2 Hkv) D) of row r (slot s,
+   position t), channels ordered [q heads | k heads | v heads]: the value x (in pq, or in the
+   cache at (s, t)) goes into the slot's ring (K, PC) at t % K, then
+   x <- x + sum_{j < K, j <= t} w[h, j, ch] ring[(t - j) % K] (fmaf, j in order: the
+   forward's tk_causal_dwconv_forward, bit for bit). ring: the layer's (nb, K, PC). The CPU
+   body and the device kernel run this same code. */
+static inline EX__HD void ex_dec_canon_one(float *pq, float *kc, float *vc, float *ring, const float *wq,
+                                           const float *wk, const float *wv, int r, int s, int t, int c, int H,
+                                           int Hkv, int D, int nl, int K)
+{
+    const size_t PC = (size_t)(H + 2 * Hkv) * D;
+    const int h = c / D, ch = c % D;
+    float *o, acc;
+    const float *w;
+    int j;
+    if (h < H) {
+        o = pq + ((size_t)r * H + h) * D + ch;
+        w = wq + (size_t)h * K * D + ch;
+    } else {
+        const int hk = (h - H) % Hkv, isk = h < H + Hkv;
+        o = (isk ? kc : vc) + (((size_t)s * Hkv + hk) * nl + t) * D + ch;
+        w = (isk ? wk : wv) + (size_t)hk * K * D + ch;
+    }
+    ring += (size_t)s * K * PC + (size_t)c;
+    acc = *o;
+    ring[(size_t)(t % K) * PC] = acc;
+    for (j = 0; j < K && j <= t; j++) acc = fmaf(w[(size_t)j * D], ring[(size_t)((t - j) % K) * PC], acc);
+    *o = acc;
+}
+
+/* Polar's Canon layers for the n rows (model.c mdl__dec_polar, after ex_dec_polar_split):
+   q in pq (n, H, D) and the rows' cached k, v (nb, Hkv, nl, D) in place, each through
+   ex_dec_canon_one over its slot's ring (nb, K, (H + 2 Hkv) D) of the last K inputs; wq
+   (H, K, D), wk, wv (Hkv, K, D). Rows of one slot in position order (a prefill): each
+   channel's rows run in order on both devices. */
+static inline int ex_dec_canon(const ex_ctx *x, float *pq, float *kc, float *vc, float *ring, const float *wq,
+                               const float *wk, const float *wv, const int *slot, const int *pos, int n, int H,
+                               int Hkv, int D, int nl, int K)
+{
+    const int PC = (H + 2 * Hkv) * D;
+    int r, c;
+    if (!pq || !kc || !vc || !ring || !wq || !wk || !wv || !slot || !pos || n < 1 || H < 1 || Hkv < 1 || D < 1 ||
+        nl < 1 || K < 1)
+        return TK_EINVAL;
+    if (x->device) return ex__dec_canon_cuda(pq, kc, vc, ring, wq, wk, wv, slot, pos, n, H, Hkv, D, nl, K, x->stream);
+    for (r = 0; r < n; r++)
+        for (c = 0; c < PC; c++) ex_dec_canon_one(pq, kc, vc, ring, wq, wk, wv, r, slot[r], pos[r], c, H, Hkv, D, nl, K);
     return TK_OK;
 }
 

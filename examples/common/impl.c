@@ -51,11 +51,19 @@ int ex__dec_vgate_cuda(float *ap, float *vzc, const float *vz, const int *slot, 
     return TK_ENOCUDA;
 }
 int ex__dec_polar_split_cuda(float *pq, float *gl, float *kc, float *vc, const float *pqkv, const int *slot,
-                             const int *pos, int n, int H, int Hkv, int D, int nl, int qk_norm, float eps,
+                             const int *pos, int n, int H, int Hkv, int D, int G, int nl, int qk_norm, float eps,
                              tk_stream stream)
 {
     (void)pq, (void)gl, (void)kc, (void)vc, (void)pqkv, (void)slot, (void)pos, (void)n, (void)H, (void)Hkv, (void)D,
-        (void)nl, (void)qk_norm, (void)eps, (void)stream;
+        (void)G, (void)nl, (void)qk_norm, (void)eps, (void)stream;
+    return TK_ENOCUDA;
+}
+int ex__dec_canon_cuda(float *pq, float *kc, float *vc, float *ring, const float *wq, const float *wk,
+                       const float *wv, const int *slot, const int *pos, int n, int H, int Hkv, int D, int nl, int K,
+                       tk_stream stream)
+{
+    (void)pq, (void)kc, (void)vc, (void)ring, (void)wq, (void)wk, (void)wv, (void)slot, (void)pos, (void)n, (void)H,
+        (void)Hkv, (void)D, (void)nl, (void)K, (void)stream;
     return TK_ENOCUDA;
 }
 int ex__dec_conv_cuda(float *out, const float *inp, float *ring, const float *w, const int *slot, const int *pos,

@@ -3786,21 +3786,15 @@ int mdl_decode_supports(const mdl_config *cfg, char *err, size_t errlen)
     return ex_errf(err, errlen, MDL_OK, "ok");
 }
 
-static int mdl__dec_polar_extras(const mdl_config *c)
-{
-    return c->attn == MDL_ATTN_POLAR && (c->polar_canon_k > 0 || c->polar_gate != MDL_POLAR_GATE_HEAD);
-}
 /* What decoding on a device model refuses besides mdl__dec_limits: a component whose
-   per-row decode work has no device op is listed here (refuses, phrase): polar's Canon
-   layers and per-channel gate (issue 43, decoded on the host by mdl__dec_polar_host);
-   every other component's decode runs through exctx.h's ops or the headers' _cuda entry
-   points. The table ends at its {NULL, NULL} entry. */
+   per-row decode work has no device op would be listed here (refuses, phrase). None today:
+   every component's decode runs through exctx.h's ops or the headers' _cuda entry points
+   (polar's Canon layers and per-channel gate too, since issue 43). The table ends at its
+   {NULL, NULL} entry. */
 static const struct {
     int (*refuses)(const mdl_config *);
     const char *what;
 } mdl__dec_dev_limits[] = {
-    {mdl__dec_polar_extras, "polar attention with Canon layers (--canon-k) or the output gate per channel "
-                            "(--polar-gate channel)"},
     {NULL, NULL},
 };
 #define MDL__NDEC_DEV_LIMITS ((int)(sizeof mdl__dec_dev_limits / sizeof mdl__dec_dev_limits[0]) - 1)
@@ -3850,7 +3844,8 @@ struct mdl__dec {
     float *xa;               /* one block for everything below (NULL when none is used) */
     float *pqkv, *pq, *pc, *pmag; /* (rows, Pq) projections, (rows, H, D) q, c, (rows, H) magnitudes */
     int *ptab;               /* (rows) the rows' polar lengths in device memory (a device model) */
-    float *pgl, *psg;        /* (rows, H) polar's gate logits; (rows, H) the device's sigmoid scratch */
+    float *pgl, *psg;        /* (rows, G) polar's gate logits; (rows, G) the device's sigmoid scratch
+                                (G = H, or H D with the gate per channel) */
     int *plen, *plenc;       /* (rows) the rows' polar lengths t + 1 (host); in the model's memory
                                 (the CPU: plen itself; a device: ptab) */
     float *gqkv, *gq, *gk, *gv, *ggt, *gbt, *gr, *gg, *gm; /* gated delta: (rows, 3HD), (rows, HD) x3,
@@ -3895,7 +3890,8 @@ static int mdl__dec_extra(mdl_model *m, struct mdl__dec *d)
     const int polar = c->attn == MDL_ATTN_POLAR, mem = m->cp[MDL__CP_MEM].k != NULL,
               conv = m->cp[MDL__CP_CONV].k != NULL, lfm = m->nconv > 0;
     size_t H = (size_t)m->H, D = (size_t)m->D, Hkv = polar ? (size_t)m->pd.Hkv : 0,
-           Pq = polar ? (H + 2 * Hkv) * D + (m->pd.gate == LYR_POLAR_GATE_CHANNEL ? H * D : H) : 0, Hm = mem ? (size_t)m->gdd.Hm : 0,
+           G = polar && m->pd.gate == LYR_POLAR_GATE_CHANNEL ? H * D : H, Pq = polar ? (H + 2 * Hkv) * D + G : 0,
+           Hm = mem ? (size_t)m->gdd.Hm : 0,
            Dk = mem ? (size_t)m->gdd.Dk : 0, HD = Hm * Dk, K = conv ? (size_t)c->conv_k : 0,
            KL = lfm ? (size_t)c->lfm_k : 0, KC = polar ? (size_t)c->polar_canon_k : 0,
            PC = polar ? (H + 2 * Hkv) * D : 0, total = 0;
@@ -3921,8 +3917,8 @@ static int mdl__dec_extra(mdl_model *m, struct mdl__dec *d)
     MDL__XA(L * nb * K * C);
     MDL__XA(L * nb * KL * C);
     MDL__XA(L * nb * KC * PC);
-    MDL__XA(rows * H); /* pgl */
-    MDL__XA(rows * H); /* psg */
+    MDL__XA(rows * G); /* pgl */
+    MDL__XA(rows * G); /* psg */
 #undef MDL__XA
     {
         /* in the model's memory, zeroed (the memory states start from zero) */
@@ -3955,8 +3951,8 @@ static int mdl__dec_extra(mdl_model *m, struct mdl__dec *d)
     d->cvr = MDL__XT(L * nb * K * C);
     d->lfr = MDL__XT(L * nb * KL * C);
     d->cnr = MDL__XT(L * nb * KC * PC);
-    d->pgl = MDL__XT(rows * H);
-    d->psg = MDL__XT(rows * H);
+    d->pgl = MDL__XT(rows * G);
+    d->psg = MDL__XT(rows * G);
     d->plenc = m->cx.device != EX_CPU ? d->ptab : d->plen;
 #undef MDL__XT
     d->bytes += total;
@@ -4250,91 +4246,15 @@ int mdl_decode_len(const mdl_model *m, int slot)
    then the head for the rows listed in rout (nout of them) into logits (nout, V). The
    same math as mdl_forward's: rows of one slot see exactly the keys a causal forward's row
    at that position sees. */
-/* Polar layers with Canon convolutions, the output gate per channel or the output biases
-   (issue 43): the forward's math on the host, per row (a CPU model only: decoding on a
-   device model refuses them, mdl__dec_dev_limits). qkvg is already in d->pqkv. */
-static int mdl__dec_polar_host(mdl_model *m, int l, int n, const float *const *Pp, const polar_params *pprm)
-{
-    struct mdl__dec *d = m->dec;
-    const lyr_polar_dims *pd = &m->pd;
-    const int C = m->C, H = m->H, D = m->D, Hkv = pd->Hkv, nl = d->nl, nb = d->nb;
-    const int Gc = pd->gate == LYR_POLAR_GATE_CHANNEL ? H * D : H, Pq = (H + 2 * Hkv) * D + Gc;
-    float *kc = d->kc + (size_t)l * nb * nl * C, *vc = d->vc + (size_t)l * nb * nl * C;
-    int r, h, rc;
-    float rs;
-    for (r = 0; r < n; r++) {
-        const float *row = d->pqkv + (size_t)r * Pq;
-        const int s = d->rslot[r], t = d->rpos[r];
-        float *q = d->pq + (size_t)r * H * D;
-        memcpy(q, row, sizeof(float) * (size_t)H * D);
-        for (h = 0; h < Hkv; h++) {
-            float *kd = kc + (((size_t)s * Hkv + h) * nl + t) * D, *vd = vc + (((size_t)s * Hkv + h) * nl + t) * D;
-            memcpy(kd, row + (size_t)(H + h) * D, sizeof(float) * (size_t)D);
-            memcpy(vd, row + (size_t)(H + Hkv + h) * D, sizeof(float) * (size_t)D);
-            if (pd->qk_norm) lyr_rms_rows(kd, &rs, 1, D, pd->qk_norm_eps);
-        }
-        if (pd->qk_norm) lyr_rms_rows(q, d->pmag + (size_t)r * H, (size_t)H, D, pd->qk_norm_eps); /* (pmag: scratch) */
-        if (pd->canon_k > 0) {
-            /* Canon (lyr_polar_fwd's tk_causal_dwconv_forward onto a copy: x, then one fmaf per
-               step back j <= t, j in order) over the slot's ring of the last K inputs */
-            const int K = pd->canon_k, ci = lyr_polar_canon_index(pd), PC = (H + 2 * Hkv) * D;
-            float *ring = d->cnr + ((size_t)l * nb + s) * K * PC, *cur = ring + (size_t)(t % K) * PC;
-            int part, j, ch;
-            memcpy(cur, q, sizeof(float) * (size_t)H * D);
-            for (h = 0; h < Hkv; h++) {
-                memcpy(cur + (size_t)(H + h) * D, kc + (((size_t)s * Hkv + h) * nl + t) * D, sizeof(float) * (size_t)D);
-                memcpy(cur + (size_t)(H + Hkv + h) * D, vc + (((size_t)s * Hkv + h) * nl + t) * D, sizeof(float) * (size_t)D);
-            }
-            for (part = 0; part < 3; part++) {
-                const int hh = part == 0 ? H : Hkv, off = part == 0 ? 0 : part == 1 ? H * D : (H + Hkv) * D;
-                const float *w = Pp[ci + part];
-                for (h = 0; h < hh; h++) {
-                    float *o = part == 0 ? q + (size_t)h * D
-                                         : (part == 1 ? kc : vc) + (((size_t)s * Hkv + h) * nl + t) * D;
-                    for (ch = 0; ch < D; ch++) {
-                        float acc = cur[off + h * D + ch];
-                        for (j = 0; j < K && j <= t; j++)
-                            acc = fmaf(w[((size_t)h * K + j) * D + ch], ring[(size_t)((t - j) % K) * PC + off + h * D + ch], acc);
-                        o[ch] = acc;
-                    }
-                }
-            }
-        }
-    }
-    /* mem_qkv shared: the memory channel reads these q (pq is scratch after the decode) */
-    if (m->gdd.qkv_shared && mdl__has(m, l, MDL__CP_MEM))
-        MDL__TRY(ex_copy(&m->cx, d->gq, d->pq, sizeof(float) * (size_t)n * H * D), "memory q");
-    for (r = 0; r < n; r++) {
-        int len = d->rpos[r] + 1;
-        d->ptab[r] = d->rslot[r];
-        rc = polar_decode(&pd->cfg, d->pc + (size_t)r * H * D, d->pmag + (size_t)r * H, d->pq + (size_t)r * H * D, kc,
-                          vc, d->ptab + r, &len, pprm, 1, H, Hkv, D, nl, nb, 1);
-        if (rc != POLAR_OK) return mdl__fail(m, MDL_EFAIL, "polar_decode: %s", polar_strerror(rc));
-    }
-    /* the gate logits, (rows, 1, G), out of the qkvg rows; then eq. 14 for the n rows */
-    for (r = 0; r < n; r++)
-        memmove(d->pqkv + (size_t)r * Gc, d->pqkv + (size_t)r * Pq + (size_t)(H + 2 * Hkv) * D, sizeof(float) * (size_t)Gc);
-    if (pd->gate == LYR_POLAR_GATE_CHANNEL || pd->bias) {
-        /* c (n,H,1,D) and mag (n,H,1); z in pq (free after polar_decode), magT and the biased mu
-           part in the qkv scratch (rows x 3C; unused by polar layers) */
-        rc = lyr_polar_assemble(&m->cx, pd, Pp, d->pc, d->pmag, d->pqkv, d->ap, d->pq, d->qkv + (size_t)n * C, NULL,
-                                d->qkv, n, 1);
-        if (rc != LYR_OK) return mdl__fail(m, MDL_EFAIL, "lyr_polar_assemble: %s", lyr_strerror(rc));
-        return MDL_OK;
-    }
-    rc = polar_assemble_forward(d->ap, d->pc, d->pmag, d->pqkv, Pp[LYR_POLAR_O], Pp[LYR_POLAR_MU], n, H, 1, D, C);
-    if (rc != POLAR_OK) return mdl__fail(m, MDL_EFAIL, "polar_assemble_forward: %s", polar_strerror(rc));
-    return MDL_OK;
-}
-
 /* Polar attention of layer l for the n rows (lyr_polar_fwd's math, one query at a time):
-   qkvg = n1 W^T split into q (H,D), k, v (Hkv,D), gate logits (H); q and k RMSNormed per
-   head (qk_norm); k, v into the slot's cache, (nb, Hkv, nl, D) in kc / vc (one block of nl
-   positions per slot); polar_decode of each row over its slot's live keys 0..t (the last
-   row of polar_forward at length t + 1); ap = polar_assemble_forward (W_o (c sigmoid(g)) +
-   W_mu mag) (exctx.h's ex_dec_polar_* ops: either device). Canon layers, the gate per
-   channel and the biases take mdl__dec_polar_host. Polar's output at t does not depend on the length
-   beyond t: exact to rounding. */
+   qkvg = n1 W^T split into q (H,D), k, v (Hkv,D), gate logits (H, or H D per channel); q and
+   k RMSNormed per head (qk_norm); k, v into the slot's cache, (nb, Hkv, nl, D) in kc / vc
+   (one block of nl positions per slot); with Canon layers, q and the cached k, v through
+   their convolutions over the slot's ring of the last K inputs; polar_decode of each row
+   over its slot's live keys 0..t (the last row of polar_forward at length t + 1); ap = eq.
+   14 (W_o (c sigmoid(g)) + W_mu mag, + the biases): exctx.h's ex_dec_polar_* and
+   ex_dec_canon ops, and lyr_polar_assemble with the gate per channel or the biases (either
+   device). Polar's output at t does not depend on the length beyond t: exact to rounding. */
 static int mdl__dec_polar(mdl_model *m, int l, int n)
 {
     struct mdl__dec *d = m->dec;
@@ -4353,16 +4273,31 @@ static int mdl__dec_polar(mdl_model *m, int l, int n)
     prm.null_slope_raw = Pp[LYR_POLAR_NULL_SLOPE];
     prm.mag_beta_raw = Pp[LYR_POLAR_MAG_BETA];
     prm.v_null = Pp[LYR_POLAR_V_NULL];
-    if (pd->canon_k > 0 || pd->gate == LYR_POLAR_GATE_CHANNEL || pd->bias) return mdl__dec_polar_host(m, l, n, Pp, &prm);
-    MDL__TRY(ex_dec_polar_split(&m->cx, d->pq, d->pgl, kc, vc, d->pqkv, d->slotc, d->posc, n, H, Hkv, D, nl,
+    MDL__TRY(ex_dec_polar_split(&m->cx, d->pq, d->pgl, kc, vc, d->pqkv, d->slotc, d->posc, n, H, Hkv, D, Gc, nl,
                                 pd->qk_norm, pd->qk_norm_eps),
              "polar q/k/v split, qk_norm and cache");
+    if (pd->canon_k > 0) { /* (after the norm: the forward's order) */
+        const int K = pd->canon_k, ci = lyr_polar_canon_index(pd);
+        const size_t PC = (size_t)(H + 2 * Hkv) * D;
+        MDL__TRY(ex_dec_canon(&m->cx, d->pq, kc, vc, d->cnr + (size_t)l * nb * K * PC, Pp[ci], Pp[ci + 1], Pp[ci + 2],
+                              d->slotc, d->posc, n, H, Hkv, D, nl, K),
+                 "polar Canon layers");
+    }
     if (m->gdd.qkv_shared && mdl__has(m, l, MDL__CP_MEM)) /* mem_qkv shared: the memory's q */
         MDL__TRY(ex_copy(&m->cx, d->gq, d->pq, sizeof(float) * (size_t)n * H * D), "memory q");
     /* each row over its slot's live keys 0..t (plenc: the lengths t + 1, set by mdl__dec_run) */
     rc = ex_dec_polar_decode(&m->cx, &pd->cfg, d->pc, d->pmag, d->pq, kc, vc, d->slotc, d->plenc, &prm, n, H, Hkv, D,
                              nl, nb);
     if (rc != POLAR_OK) return mdl__fail(m, MDL_EFAIL, "polar_decode: %s", polar_strerror(rc));
+    if (pd->gate == LYR_POLAR_GATE_CHANNEL || pd->bias) {
+        /* c (n,H,1,D) and mag (n,H,1); z in pq (free after polar_decode), magT and the biased
+           mu part in the qkv scratch (rows x 3C; unused by polar layers), the device's sigmoid
+           in psg (rows x G) */
+        rc = lyr_polar_assemble(&m->cx, pd, Pp, d->pc, d->pmag, d->pgl, d->ap, d->pq, d->qkv + (size_t)n * C, d->psg,
+                                d->qkv, n, 1);
+        if (rc != LYR_OK) return mdl__fail(m, MDL_EFAIL, "lyr_polar_assemble: %s", lyr_strerror(rc));
+        return MDL_OK;
+    }
     /* eq. 14 for the n rows (the device's scratch: psg, and pq, free after the decode) */
     rc = ex_dec_polar_assemble(&m->cx, d->ap, d->pc, d->pmag, d->pgl, Pp[LYR_POLAR_O], Pp[LYR_POLAR_MU], n, H, D, C,
                                d->psg, d->pq);

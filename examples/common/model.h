@@ -501,7 +501,8 @@ int mdl_frozen_copy(const mdl_model *m, const unsigned char *frozen, float *buf,
    call copies the rows' token ids, slots and positions to the device and only the logits
    asked for back (a MoE FFN also routes on host copies, as in its forward). It covers
    what the CPU decode covers and the device model builds: softmax attention with or
-   without a prior, polar attention (polar_decode_cuda over the slots' cache blocks), the
+   without a prior, polar attention (polar_decode_cuda over the slots' cache blocks; its
+   Canon layers' rings one thread per channel, the gate per channel and the biases), the
    gated-delta channel (gd_step_cuda on the slots' states, one row at a time), the causal
    and the gated convolutions (their rings, one thread per channel); the device's own
    refusal table (mdl_decode_device_limit) is empty today. Checked against the CPU decode
