@@ -2106,15 +2106,19 @@ struct rt_ceiling {
      (GAC's dtau on the  syncs era-gac 26 -> 18: GAC's temperature gradient is summed and
       device)            added on the device (exctx.h ex_gac_dtau), not from dtemp and the
                          bias term read back (2 per layer)
+     (gdelta's header    syncs polar+gdelta 10 -> 6: the gated-delta kind keeps its forward's
+      on the host)       copy of the saved header in its per-layer host floats (lyr_kind's
+                         host_floats), so its backward reads nothing back (1 per layer)
    What is left per step (tiny / paper): MoE routing on the host (1 read per layer in the
    forward: 4 / 12; the expert GEMMs' row counts), the forward's read-back, the gradient
-   norm, the mirror, tau_mean (1 each). polar+gdelta: MoE (4), the
-   gated-delta layer's saved-header read in the backward (4), the read-back, the gradient
-   norm */
+   norm, the mirror, tau_mean (1 each). polar+gdelta: MoE (4), the read-back, the gradient
+   norm. era-gac: the ERA forward's and backward's flag reads inside era.h (4 + 4), the
+   softmax forward's entropy read (4), the mirror, tau_mean and GAC's dL/dtau (3), the
+   read-back, the gradient norm */
 static const rt_ceiling g_rt_ceiling[] = {
     {"tiny", 8, 8, 16, 0, 213},
     {"paper", 16, 16, 32, 0, 621},
-    {"polar+gdelta", 10, 10, 20, 0, 309},
+    {"polar+gdelta", 6, 6, 12, 0, 309},
     {"era-gac", 18, 18, 36, 0, 133},
 };
 

@@ -1269,6 +1269,59 @@ static void test_gdelta_accumulates_deterministic(void)
     fx_free(&f);
 }
 
+/* the kind's host floats (a device model's per-layer host memory): its forward keeps a copy
+   of the saved header there and its backward reads it there, with the same results as the
+   read from saved; a header copy from a forward of other sizes is refused */
+static void test_gdelta_host_header(void)
+{
+    fx f = gd_fx(8, 2, 4, GD_ALGO_CHUNKED, 4, 0);
+    ex_ctx cx = ex_ctx_make(EX_CPU);
+    const size_t nh = lyr_kind_gdelta.host_floats(&f.gd, 2, 7);
+    float *host, *G1[LYR_MAX_PARAMS], *dx1;
+    lyr_io io;
+    size_t n, i, k;
+    int bad = 0;
+    fx_setup(&f, 2, 7, 0.3, 65);
+    CHECK(nh * sizeof(float) >= sizeof(gd_saved));
+    host = (float *)xcalloc(nh, sizeof(float));
+    n = (size_t)f.B * f.T * f.C;
+    dx1 = (float *)xcalloc(n, sizeof(float));
+    for (k = 0; k < (size_t)f.np; k++) G1[k] = (float *)xcalloc(lyr_pspec_numel(&f.spec[k]), sizeof(float));
+    /* the reference: the typed functions (the header from saved) */
+    CHECK_INT_EQ(lyr_gdelta_fwd(&cx, &f.gd, (const float *const *)f.P, f.x, f.out, f.saved, f.work, f.B, f.T, 1, 0,
+                                NULL), LYR_OK);
+    CHECK_INT_EQ(lyr_gdelta_bwd(&cx, &f.gd, (const float *const *)f.P, G1, f.Rw, dx1, f.saved, f.work, f.B, f.T),
+                 LYR_OK);
+    memset(&io, 0, sizeof io);
+    io.P = (const float *const *)f.P;
+    io.G = f.G;
+    io.x = f.x;
+    io.out = f.out;
+    io.dout = f.Rw;
+    io.dx = f.dx;
+    io.saved = f.saved;
+    io.work = f.work;
+    io.host = host;
+    io.B = f.B;
+    io.T = f.T;
+    CHECK_INT_EQ(lyr_kind_gdelta.forward(&cx, &f.gd, &io), LYR_OK);
+    memset(f.saved, 0, sizeof(float) * 4); /* a header in saved that would not pass: not read */
+    for (k = 0; k < (size_t)f.np; k++) memset(f.G[k], 0, sizeof(float) * lyr_pspec_numel(&f.spec[k]));
+    memset(f.dx, 0, sizeof(float) * n);
+    CHECK_INT_EQ(lyr_kind_gdelta.backward(&cx, &f.gd, &io), LYR_OK);
+    for (i = 0; i < n; i++) bad += f.dx[i] != dx1[i];
+    for (k = 0; k < (size_t)f.np; k++)
+        for (i = 0; i < lyr_pspec_numel(&f.spec[k]); i++) bad += f.G[k][i] != G1[k][i];
+    CHECK_INT_EQ(bad, 0);
+    CHECK_INT_EQ(lyr_kind_gdelta.forward(&cx, &f.gd, &io), LYR_OK);
+    io.T = 6; /* the copy says T 7 */
+    CHECK_INT_EQ(lyr_kind_gdelta.backward(&cx, &f.gd, &io), LYR_EINVAL);
+    for (k = 0; k < (size_t)f.np; k++) free(G1[k]);
+    free(dx1);
+    free(host);
+    fx_free(&f);
+}
+
 static void test_gdelta_init_noop(void)
 {
     /* at init (proj.weight = 0) the channel adds exactly nothing */
@@ -1836,6 +1889,197 @@ static void test_lfm_kind_counts_args(void)
     fx_free(&f);
 }
 
+/* ------------------------------------------------------------ the membership gates */
+/* layers.h section 8: the residual gate and the value gate as kinds. Objective
+   L = sum r . out (out: eta (N) or g * x (N,C)); every parameter, membership and (value
+   gate) input entry by central differences in double through the float forward, against
+   the backward's G, dmu and dx; the forward against a double transcription of the
+   definition; dmu and G accumulate, dx is written (and may be dout itself); refusals. */
+static double gate_loss(const lyr_kind *k, const lyr_gate_dims *d, const float *W, const float *mu, const float *x,
+                        const float *r, int B, int T, float *saved, float *work, float *out)
+{
+    ex_ctx cx = ex_ctx_make(EX_CPU);
+    const float *P[1];
+    lyr_io io;
+    const size_t N = (size_t)B * T, n = k == &lyr_kind_vgate ? N * d->C : N;
+    const float *o = k == &lyr_kind_vgate ? out : saved;
+    double L = 0;
+    size_t i;
+    P[0] = W;
+    memset(&io, 0, sizeof io);
+    io.P = P;
+    io.mu = mu;
+    io.x = x;
+    io.out = out;
+    io.saved = saved;
+    io.work = work;
+    io.B = B;
+    io.T = T;
+    CHECK_INT_EQ(k->forward(&cx, d, &io), LYR_OK);
+    for (i = 0; i < n; i++) L += (double)r[i] * o[i];
+    return L;
+}
+
+static void gate_case(const lyr_kind *k, const char *what)
+{
+    const int B = 2, T = 5, C = 6, H = 3, R = 4, vg = k == &lyr_kind_vgate;
+    const size_t N = (size_t)B * T;
+    lyr_gate_dims d;
+    lyr_pspec sp[2];
+    ex_ctx cx = ex_ctx_make(EX_CPU);
+    float *W, *G, *mu, *dmu, *x, *dx, *r, *saved, *work, *out;
+    const float *P[1];
+    float *Gp[1];
+    size_t nw, i, nsv, nwk;
+    lyr_io io;
+    double worst = 0;
+    int bad = 0;
+    d.C = C;
+    d.H = H;
+    d.R = R;
+    CHECK_INT_EQ(k->params(&d, sp, 2), 1);
+    nw = lyr_pspec_numel(&sp[0]);
+    CHECK(nw == (size_t)(vg ? H : 1) * R);
+    CHECK(sp[0].init == LYR_INIT_UNIFORM && sp[0].init_arg == 1.0f / sqrtf((float)R) && sp[0].decay == 0);
+    CHECK(!strcmp(sp[0].suffix, vg ? "value_gamma.weight" : "weight"));
+    nsv = k->saved_floats(&d, B, T);
+    nwk = k->work_floats(&d, B, T);
+    CHECK(nsv == (vg ? N * (H + 1) : N));
+    CHECK(nwk == (vg ? N * (H + 1) : N));
+    W = (float *)xcalloc(nw, sizeof(float));
+    G = (float *)xcalloc(nw, sizeof(float));
+    mu = (float *)xcalloc(N * R, sizeof(float));
+    dmu = (float *)xcalloc(N * R, sizeof(float));
+    x = (float *)xcalloc(N * C, sizeof(float));
+    dx = (float *)xcalloc(N * C, sizeof(float));
+    r = (float *)xcalloc(N * C, sizeof(float));
+    saved = (float *)xcalloc(nsv, sizeof(float));
+    work = (float *)xcalloc(nwk, sizeof(float));
+    out = (float *)xcalloc(N * C, sizeof(float));
+    tt_seed(vg ? 811 : 812);
+    for (i = 0; i < nw; i++) W[i] = (float)(2.0 * tt_uniform() - 1.0);
+    for (i = 0; i < N * R; i++) mu[i] = (float)tt_uniform();
+    for (i = 0; i < N * C; i++) x[i] = (float)(2.0 * tt_uniform() - 1.0), r[i] = (float)(2.0 * tt_uniform() - 1.0);
+    (void)gate_loss(k, &d, W, mu, x, r, B, T, saved, work, out);
+    { /* the forward against the definition, in double */
+        size_t n;
+        int b, t, h, s2, j, c;
+        for (b = 0; b < B; b++)
+            for (t = 0; t < T; t++) {
+                n = (size_t)b * T + t;
+                if (!vg) {
+                    double z = 0;
+                    for (j = 0; j < R; j++) z += (double)mu[n * R + j] * W[j];
+                    worst = fmax(worst, fabs(saved[n] - 1.0 / (1.0 + exp(-z))));
+                } else {
+                    double g = 0;
+                    for (h = 0; h < H; h++) {
+                        double m = 0;
+                        for (s2 = 0; s2 <= t; s2++) {
+                            double z = 0;
+                            for (j = 0; j < R; j++) z += (double)mu[((size_t)b * T + s2) * R + j] * W[h * R + j];
+                            m += z;
+                        }
+                        g += 1.0 / (1.0 + exp(-m / (t + 1)));
+                    }
+                    g /= H;
+                    for (c = 0; c < C; c++) worst = fmax(worst, fabs(out[n * C + c] - g * x[n * C + c]));
+                }
+            }
+        CHECK(worst < 1e-5);
+    }
+    P[0] = W;
+    Gp[0] = G;
+    memset(&io, 0, sizeof io);
+    io.P = P;
+    io.G = Gp;
+    io.mu = mu;
+    io.x = x;
+    io.dout = r;
+    io.dx = dx;
+    io.dmu = dmu;
+    io.saved = saved;
+    io.work = work;
+    io.B = B;
+    io.T = T;
+    CHECK_INT_EQ(k->backward(&cx, &d, &io), LYR_OK);
+    { /* finite differences: W, mu, x */
+        float *vars[3];
+        const float *grads[3];
+        size_t nv[3];
+        int v;
+        vars[0] = W, grads[0] = G, nv[0] = nw;
+        vars[1] = mu, grads[1] = dmu, nv[1] = N * R;
+        vars[2] = x, grads[2] = dx, nv[2] = vg ? N * C : 0;
+        for (v = 0; v < 3; v++)
+            for (i = 0; i < nv[v]; i++) {
+                const float keep = vars[v][i];
+                double lp, lm, fd;
+                vars[v][i] = keep + FD_EPS;
+                lp = gate_loss(k, &d, W, mu, x, r, B, T, saved, work, out);
+                vars[v][i] = keep - FD_EPS;
+                lm = gate_loss(k, &d, W, mu, x, r, B, T, saved, work, out);
+                vars[v][i] = keep;
+                fd = (lp - lm) / (2.0 * FD_EPS);
+                if (fabs(fd - grads[v][i]) > FD_ATOL + FD_RTOL * fabs(fd)) {
+                    if (bad < 5) fprintf(stderr, "%s: var %d entry %zu fd %g analytic %g\n", what, v, i, fd, grads[v][i]);
+                    bad++;
+                }
+            }
+        CHECK_INT_EQ(bad, 0);
+    }
+    (void)gate_loss(k, &d, W, mu, x, r, B, T, saved, work, out); /* saved as the backward wants it */
+    { /* a second backward: G and dmu double, dx is written (the same), in place too */
+        float *G1 = (float *)xcalloc(nw, sizeof(float)), *m1 = (float *)xcalloc(N * R, sizeof(float)),
+              *x1 = (float *)xcalloc(N * C, sizeof(float));
+        memcpy(G1, G, sizeof(float) * nw);
+        memcpy(m1, dmu, sizeof(float) * N * R);
+        memcpy(x1, dx, sizeof(float) * N * C);
+        CHECK_INT_EQ(k->backward(&cx, &d, &io), LYR_OK);
+        bad = 0;
+        for (i = 0; i < nw; i++) bad += G[i] != 2.0f * G1[i];
+        for (i = 0; i < N * R; i++) bad += dmu[i] != 2.0f * m1[i];
+        if (vg) {
+            for (i = 0; i < N * C; i++) bad += dx[i] != x1[i];
+            memcpy(dx, r, sizeof(float) * N * C); /* dx == dout: scaled in place */
+            io.dout = dx;
+            CHECK_INT_EQ(k->backward(&cx, &d, &io), LYR_OK);
+            for (i = 0; i < N * C; i++) bad += dx[i] != x1[i];
+        }
+        CHECK_INT_EQ(bad, 0);
+        free(G1);
+        free(m1);
+        free(x1);
+    }
+    /* refusals */
+    io.mu = NULL;
+    CHECK_INT_EQ(k->backward(&cx, &d, &io), LYR_EINVAL);
+    CHECK_INT_EQ(k->forward(&cx, &d, &io), LYR_EINVAL);
+    io.mu = mu;
+    CHECK_INT_EQ(k->forward(NULL, &d, &io), LYR_EINVAL);
+    d.R = 0;
+    CHECK_INT_EQ(k->params(&d, sp, 2), LYR_EINVAL);
+    CHECK_INT_EQ(k->forward(&cx, &d, &io), LYR_EINVAL);
+    d.R = R;
+    CHECK_INT_EQ(k->params(&d, sp, 0), LYR_EINVAL);
+    if (vg) {
+        d.H = 0;
+        CHECK_INT_EQ(k->params(&d, sp, 2), LYR_EINVAL);
+        d.H = H;
+        io.x = NULL;
+        CHECK_INT_EQ(k->forward(&cx, &d, &io), LYR_EINVAL);
+    }
+    printf("  %s: forward against the definition %.2g, every entry by finite differences\n", what, worst);
+    free(W), free(G), free(mu), free(dmu), free(x), free(dx), free(r), free(saved), free(work), free(out);
+}
+
+static void test_gates(void)
+{
+    gate_case(&lyr_kind_resgate, "residual gate");
+    gate_case(&lyr_kind_vgate, "value gate");
+    CHECK(!strcmp(lyr_kind_resgate.name, "res_gate") && !strcmp(lyr_kind_vgate.name, "attn"));
+}
+
 /* one token per sequence: every layer runs forward and backward at T = 1 */
 static void test_t1(void)
 {
@@ -1885,6 +2129,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_gdelta_grad_chunked);
     TEST_RUN(test_gdelta_grad_recurrent_log);
     TEST_RUN(test_gdelta_accumulates_deterministic);
+    TEST_RUN(test_gdelta_host_header);
     TEST_RUN(test_gdelta_init_noop);
     TEST_RUN(test_gdelta_bad_args);
     TEST_RUN(test_gdelta_counts);
@@ -1897,6 +2142,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_lfm_grad);
     TEST_RUN(test_lfm_reference);
     TEST_RUN(test_lfm_kind_counts_args);
+    TEST_RUN(test_gates);
     TEST_RUN(test_t1);
     return TEST_END();
 }

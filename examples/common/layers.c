@@ -1721,10 +1721,12 @@ static int lyr__gd_reduce(const ex_ctx *cx, const lyr_gdelta_dims *d, float *dst
 }
 
 /* the forward of both forms: q NULL: the own projection (P[LYR_GD_QKV]); else the given q,
-   k, v (qkv_shared). P indexed by LYR_GD_*. */
+   k, v (qkv_shared). P indexed by LYR_GD_*. hhdr (NULL: none): host memory that gets a copy
+   of the saved header, which the backward then reads there instead of from saved (a device
+   model's per-layer host floats: no host wait in the backward). */
 static int lyr__gd_fwd(const ex_ctx *cx, const lyr_gdelta_dims *d, const float *const *P, const float *xn,
                        const float *qi, const float *ki, const float *vi, float *out, float *saved, float *work,
-                       int B, int T, lyr_gdelta_stats *stats)
+                       int B, int T, lyr_gdelta_stats *stats, void *hhdr)
 {
     lyr__gd_saved s;
     lyr__gd_work w;
@@ -1769,6 +1771,7 @@ static int lyr__gd_fwd(const ex_ctx *cx, const lyr_gdelta_dims *d, const float *
     }
     if (rc != GD_OK) return rc == GD_ENOMEM ? LYR_ENOMEM : LYR_EFAIL;
     if (ex_to_ctx(cx, s.hdr, &gs, sizeof gs) != TK_OK) return LYR_EFAIL;
+    if (hhdr) memcpy(hhdr, &gs, sizeof gs);
     /* readout (eq. 25, the function of gd_readout_forward) with GEMMs:
        g = sigmoid(xn W_g^T + b_g), z = RMSNorm(r) * norm_w * g (in qkv's room), out = z W_proj^T */
     if (ex_matmul_fwd(cx, s.g, xn, P[LYR_GD_G_W], P[LYR_GD_G_B], (int)N, (int)C, (int)HD) != TK_OK)
@@ -1797,17 +1800,31 @@ static int lyr__gd_fwd(const ex_ctx *cx, const lyr_gdelta_dims *d, const float *
     return LYR_OK;
 }
 
+/* both forms' checks, then the forward (qkv_shared: q, k, v given; else none read) */
+static int lyr__gdelta_fwd_h(const ex_ctx *cx, const lyr_gdelta_dims *d, const float *const *P, const float *xn,
+                             const float *q, const float *k, const float *v, float *out, float *saved, float *work,
+                             int B, int T, lyr_gdelta_stats *stats, void *hhdr)
+{
+    const float *Pl[LYR_GD_NPARAMS];
+    int sh;
+    if (!cx || lyr_gdelta_validate(d) != LYR_OK) return LYR_EINVAL;
+    sh = d->qkv_shared != 0;
+    if (!lyr__ptrs_ok((const void *const *)P, LYR_GD_NPARAMS - sh) || !xn || (sh && (!q || !k || !v)) || !out ||
+        !saved || !work || !lyr__gd_bt_ok(d, B, T))
+        return LYR_EINVAL;
+    if (!sh) return lyr__gd_fwd(cx, d, P, xn, NULL, NULL, NULL, out, saved, work, B, T, stats, hhdr);
+    lyr__gd_pl(d, P, Pl);
+    return lyr__gd_fwd(cx, d, Pl, xn, q, k, v, out, saved, work, B, T, stats, hhdr);
+}
+
 int lyr_gdelta_fwd(const ex_ctx *cx, const lyr_gdelta_dims *d, const float *const *P, const float *xn,
                    float *out, float *saved, float *work, int B, int T, int train,
                    uint64_t seed, lyr_gdelta_stats *stats)
 {
     (void)train;
     (void)seed;
-    if (!cx || lyr_gdelta_validate(d) != LYR_OK || d->qkv_shared) return LYR_EINVAL;
-    if (!lyr__ptrs_ok((const void *const *)P, LYR_GD_NPARAMS) || !xn || !out || !saved || !work ||
-        !lyr__gd_bt_ok(d, B, T))
-        return LYR_EINVAL;
-    return lyr__gd_fwd(cx, d, P, xn, NULL, NULL, NULL, out, saved, work, B, T, stats);
+    if (d && d->qkv_shared) return LYR_EINVAL;
+    return lyr__gdelta_fwd_h(cx, d, P, xn, NULL, NULL, NULL, out, saved, work, B, T, stats, NULL);
 }
 
 int lyr_gdelta_fwd_qkv(const ex_ctx *cx, const lyr_gdelta_dims *d, const float *const *P,
@@ -1815,22 +1832,17 @@ int lyr_gdelta_fwd_qkv(const ex_ctx *cx, const lyr_gdelta_dims *d, const float *
                        float *saved, float *work, int B, int T, int train, uint64_t seed,
                        lyr_gdelta_stats *stats)
 {
-    const float *Pl[LYR_GD_NPARAMS];
     (void)train;
     (void)seed;
-    if (!cx || lyr_gdelta_validate(d) != LYR_OK || !d->qkv_shared) return LYR_EINVAL;
-    if (!lyr__ptrs_ok((const void *const *)P, LYR_GD_NPARAMS - 1) || !xn || !q || !k || !v || !out ||
-        !saved || !work || !lyr__gd_bt_ok(d, B, T))
-        return LYR_EINVAL;
-    lyr__gd_pl(d, P, Pl);
-    return lyr__gd_fwd(cx, d, Pl, xn, q, k, v, out, saved, work, B, T, stats);
+    if (!d || !d->qkv_shared) return LYR_EINVAL;
+    return lyr__gdelta_fwd_h(cx, d, P, xn, q, k, v, out, saved, work, B, T, stats, NULL);
 }
 
 /* the backward of both forms: with qkv_shared the gradients of q, k, v go to dqo, dko, dvo
    (+=, each may be NULL) instead of qkv.weight. P, G indexed by LYR_GD_*. */
 static int lyr__gd_bwd(const ex_ctx *cx, const lyr_gdelta_dims *d, const float *const *P, float *const *G,
                        const float *dout, float *dxn, float *dqo, float *dko, float *dvo, const float *saved,
-                       float *work, int B, int T)
+                       float *work, int B, int T, const void *hhdr)
 {
     lyr__gd_saved s;
     lyr__gd_work w;
@@ -1844,7 +1856,10 @@ static int lyr__gd_bwd(const ex_ctx *cx, const lyr_gdelta_dims *d, const float *
     HD = Hm * d->Dk;
     C = (size_t)d->C;
     lyr__gd_carve(d, (float *)saved, B, T, &s); /* read-only use below */
-    if (ex_to_host(cx, &gs, s.hdr, sizeof gs) != TK_OK) return LYR_EFAIL;
+    if (hhdr) /* the forward's host copy (lyr__gd_fwd) */
+        memcpy(&gs, hhdr, sizeof gs);
+    else if (ex_to_host(cx, &gs, s.hdr, sizeof gs) != TK_OK)
+        return LYR_EFAIL;
     /* the saved state must be this buffer's, from a forward of these sizes (and side) */
     if (gs.mem != (void *)s.mem || gs.B != B || gs.T != T || gs.H != d->Hm || gs.Dk != d->Dk ||
         ((gs.algo & LYR__GD_SAVED_CUDA) != 0) != (dev != 0))
@@ -1965,32 +1980,40 @@ static int lyr__gd_bwd(const ex_ctx *cx, const lyr_gdelta_dims *d, const float *
     return LYR_OK;
 }
 
+/* both forms' checks, then the backward (qkv_shared: dq, dk, dv may be given; else none) */
+static int lyr__gdelta_bwd_h(const ex_ctx *cx, const lyr_gdelta_dims *d, const float *const *P, float *const *G,
+                             const float *dout, float *dxn, float *dq, float *dk, float *dv, const float *saved,
+                             float *work, int B, int T, const void *hhdr)
+{
+    const float *Pl[LYR_GD_NPARAMS];
+    float *Gl[LYR_GD_NPARAMS];
+    int sh;
+    if (!cx || lyr_gdelta_validate(d) != LYR_OK) return LYR_EINVAL;
+    sh = d->qkv_shared != 0;
+    if (!lyr__ptrs_ok((const void *const *)P, LYR_GD_NPARAMS - sh) ||
+        !lyr__ptrs_ok((const void *const *)G, LYR_GD_NPARAMS - sh) || !dout || !saved || !work ||
+        !lyr__gd_bt_ok(d, B, T))
+        return LYR_EINVAL;
+    if (!sh) return lyr__gd_bwd(cx, d, P, G, dout, dxn, NULL, NULL, NULL, saved, work, B, T, hhdr);
+    lyr__gd_pl(d, P, Pl);
+    lyr__gd_gl(d, G, Gl);
+    return lyr__gd_bwd(cx, d, Pl, Gl, dout, dxn, dq, dk, dv, saved, work, B, T, hhdr);
+}
+
 int lyr_gdelta_bwd(const ex_ctx *cx, const lyr_gdelta_dims *d, const float *const *P, float *const *G,
                    const float *dout, float *dxn, const float *saved, float *work,
                    int B, int T)
 {
-    if (!cx || lyr_gdelta_validate(d) != LYR_OK || d->qkv_shared) return LYR_EINVAL;
-    if (!lyr__ptrs_ok((const void *const *)P, LYR_GD_NPARAMS) ||
-        !lyr__ptrs_ok((const void *const *)G, LYR_GD_NPARAMS) || !dout || !saved || !work ||
-        !lyr__gd_bt_ok(d, B, T))
-        return LYR_EINVAL;
-    return lyr__gd_bwd(cx, d, P, G, dout, dxn, NULL, NULL, NULL, saved, work, B, T);
+    if (d && d->qkv_shared) return LYR_EINVAL;
+    return lyr__gdelta_bwd_h(cx, d, P, G, dout, dxn, NULL, NULL, NULL, saved, work, B, T, NULL);
 }
 
 int lyr_gdelta_bwd_qkv(const ex_ctx *cx, const lyr_gdelta_dims *d, const float *const *P,
                        float *const *G, const float *dout, float *dxn, float *dq, float *dk,
                        float *dv, const float *saved, float *work, int B, int T)
 {
-    const float *Pl[LYR_GD_NPARAMS];
-    float *Gl[LYR_GD_NPARAMS];
-    if (!cx || lyr_gdelta_validate(d) != LYR_OK || !d->qkv_shared) return LYR_EINVAL;
-    if (!lyr__ptrs_ok((const void *const *)P, LYR_GD_NPARAMS - 1) ||
-        !lyr__ptrs_ok((const void *const *)G, LYR_GD_NPARAMS - 1) || !dout || !saved || !work ||
-        !lyr__gd_bt_ok(d, B, T))
-        return LYR_EINVAL;
-    lyr__gd_pl(d, P, Pl);
-    lyr__gd_gl(d, G, Gl);
-    return lyr__gd_bwd(cx, d, Pl, Gl, dout, dxn, dq, dk, dv, saved, work, B, T);
+    if (!d || !d->qkv_shared) return LYR_EINVAL;
+    return lyr__gdelta_bwd_h(cx, d, P, G, dout, dxn, dq, dk, dv, saved, work, B, T, NULL);
 }
 
 /* =================================================================== MLP FFN */
@@ -2521,23 +2544,23 @@ static size_t lyr__gdelta_work_v(const void *d, int B, int T)
 {
     return lyr_gdelta_work_floats((const lyr_gdelta_dims *)d, B, T);
 }
+/* a device model's host floats per layer: the forward's copy of the saved header, which the
+   backward reads there (lyr__gd_fwd's hhdr) instead of waiting on a device read */
+static size_t lyr__gdelta_host_v(const void *d, int B, int T)
+{
+    (void)d, (void)B, (void)T;
+    return (sizeof(gd_saved) + sizeof(float) - 1) / sizeof(float);
+}
 static int lyr__gdelta_fwd_v(const ex_ctx *cx, const void *d, lyr_io *io)
 {
-    const lyr_gdelta_dims *gd = (const lyr_gdelta_dims *)d;
     io->stat = 0.0f; /* (the gate statistics are not asked for: on a device they are host reads) */
-    if (gd && gd->qkv_shared)
-        return lyr_gdelta_fwd_qkv(cx, gd, io->P, io->x, io->mq, io->mk, io->mv, io->out, io->saved, io->work,
-                                  io->B, io->T, io->train, io->seed, NULL);
-    return lyr_gdelta_fwd(cx, gd, io->P, io->x, io->out, io->saved, io->work, io->B, io->T, io->train, io->seed,
-                          NULL);
+    return lyr__gdelta_fwd_h(cx, (const lyr_gdelta_dims *)d, io->P, io->x, io->mq, io->mk, io->mv, io->out,
+                             io->saved, io->work, io->B, io->T, NULL, io->host);
 }
 static int lyr__gdelta_bwd_v(const ex_ctx *cx, const void *d, lyr_io *io)
 {
-    const lyr_gdelta_dims *gd = (const lyr_gdelta_dims *)d;
-    if (gd && gd->qkv_shared)
-        return lyr_gdelta_bwd_qkv(cx, gd, io->P, io->G, io->dout, io->dx, io->dmq, io->dmk, io->dmv, io->saved,
-                                  io->work, io->B, io->T);
-    return lyr_gdelta_bwd(cx, gd, io->P, io->G, io->dout, io->dx, io->saved, io->work, io->B, io->T);
+    return lyr__gdelta_bwd_h(cx, (const lyr_gdelta_dims *)d, io->P, io->G, io->dout, io->dx, io->dmq, io->dmk,
+                             io->dmv, io->saved, io->work, io->B, io->T, io->host);
 }
 
 static int lyr__norm_params_v(const void *d, lyr_pspec *out, int cap) { return lyr_norm_params((const lyr_norm_dims *)d, out, cap); }
@@ -2600,6 +2623,110 @@ static int lyr__lfm_bwd_v(const ex_ctx *cx, const void *d, lyr_io *io)
                        io->T);
 }
 
+/* =================================================================== the membership gates */
+static int lyr__gate_ok(const lyr_gate_dims *d, int vg)
+{
+    return d && d->R >= 1 && d->R <= (1 << 16) && (!vg || (d->C >= 1 && d->C <= (1 << 20) && d->H >= 1 &&
+                                                          d->H <= (1 << 16)));
+}
+static int lyr__gate_spec(const lyr_gate_dims *d, lyr_pspec *out, int cap, int rows, const char *suffix)
+{
+    if (!out || cap < 1) return LYR_EINVAL;
+    memset(out, 0, sizeof *out);
+    snprintf(out[0].suffix, sizeof out[0].suffix, "%s", suffix);
+    out[0].ndim = 2;
+    out[0].shape[0] = rows;
+    out[0].shape[1] = d->R;
+    out[0].decay = 0;
+    out[0].init = LYR_INIT_UNIFORM;
+    out[0].init_arg = 1.0f / sqrtf((float)d->R);
+    return 1;
+}
+static int lyr__rg_params_v(const void *dv, lyr_pspec *out, int cap)
+{
+    const lyr_gate_dims *d = (const lyr_gate_dims *)dv;
+    return lyr__gate_ok(d, 0) ? lyr__gate_spec(d, out, cap, 1, "weight") : LYR_EINVAL;
+}
+static int lyr__vg_params_v(const void *dv, lyr_pspec *out, int cap)
+{
+    const lyr_gate_dims *d = (const lyr_gate_dims *)dv;
+    return lyr__gate_ok(d, 1) ? lyr__gate_spec(d, out, cap, d->H, "value_gamma.weight") : LYR_EINVAL;
+}
+static int lyr__gate_init_v(const void *d, float *const *P, tk_rng *rng, float std)
+{
+    (void)d, (void)P, (void)rng, (void)std; /* (the pspec rule: uniform) */
+    return LYR_OK;
+}
+static size_t lyr__rg_floats_v(const void *d, int B, int T)
+{
+    (void)d;
+    return (size_t)B * T;
+}
+static size_t lyr__vg_saved_v(const void *d, int B, int T) { return (size_t)B * T * (((const lyr_gate_dims *)d)->H + 1); }
+static int lyr__rg_fwd_v(const ex_ctx *cx, const void *dv, lyr_io *io)
+{
+    const lyr_gate_dims *d = (const lyr_gate_dims *)dv;
+    const size_t N = (size_t)io->B * io->T;
+    int rc;
+    io->stat = 0.0f;
+    if (!cx || !lyr__gate_ok(d, 0) || !lyr__bt_ok(io->B, io->T, (double)d->R) || !io->P || !io->P[0] || !io->mu ||
+        !io->saved)
+        return LYR_EINVAL;
+    rc = ex_matmul_fwd(cx, io->saved, io->mu, io->P[0], NULL, (int)N, d->R, 1);
+    if (!rc) rc = ex_sigmoid_fwd(cx, io->saved, io->saved, N);
+    return rc ? LYR_EFAIL : LYR_OK;
+}
+static int lyr__rg_bwd_v(const ex_ctx *cx, const void *dv, lyr_io *io)
+{
+    const lyr_gate_dims *d = (const lyr_gate_dims *)dv;
+    const size_t N = (size_t)io->B * io->T;
+    int rc;
+    if (!cx || !lyr__gate_ok(d, 0) || !lyr__bt_ok(io->B, io->T, (double)d->R) || !io->P || !io->P[0] || !io->G ||
+        !io->G[0] || !io->mu || !io->saved || !io->dout || !io->work)
+        return LYR_EINVAL;
+    rc = ex_zero(cx, io->work, sizeof(float) * N);
+    if (!rc) rc = ex_sigmoid_bwd(cx, io->work, io->saved, io->dout, N);
+    if (!rc) rc = ex_matmul_bwd(cx, io->dmu, io->G[0], NULL, io->work, io->mu, io->P[0], (int)N, d->R, 1);
+    return rc ? LYR_EFAIL : LYR_OK;
+}
+static int lyr__vg_fwd_v(const ex_ctx *cx, const void *dv, lyr_io *io)
+{
+    const lyr_gate_dims *d = (const lyr_gate_dims *)dv;
+    const size_t N = (size_t)io->B * io->T;
+    int rc;
+    io->stat = 0.0f;
+    if (!cx || !lyr__gate_ok(d, 1) || !lyr__bt_ok(io->B, io->T, (double)d->C + d->H + d->R) || !io->P ||
+        !io->P[0] || !io->mu || !io->x || !io->out || !io->saved || !io->work)
+        return LYR_EINVAL;
+    rc = ex_matmul_fwd(cx, io->work, io->mu, io->P[0], NULL, (int)N, d->R, d->H);
+    if (!rc) rc = ex_causal_mean_gate_fwd(cx, io->saved + N * d->H, io->saved, io->work, io->B, io->T, d->H);
+    if (!rc) rc = ex_rowscale(cx, io->out, io->x, io->saved + N * d->H, (int)N, d->C);
+    return rc ? LYR_EFAIL : LYR_OK;
+}
+static int lyr__vg_bwd_v(const ex_ctx *cx, const void *dv, lyr_io *io)
+{
+    const lyr_gate_dims *d = (const lyr_gate_dims *)dv;
+    const size_t N = (size_t)io->B * io->T;
+    float *dg = io->work, *dz = io->work + N;
+    const float *g = io->saved + N * d->H;
+    int rc;
+    if (!cx || !lyr__gate_ok(d, 1) || !lyr__bt_ok(io->B, io->T, (double)d->C + d->H + d->R) || !io->P ||
+        !io->P[0] || !io->G || !io->G[0] || !io->mu || !io->x || !io->saved || !io->dout || !io->dx || !io->work)
+        return LYR_EINVAL;
+    rc = ex_zero(cx, io->work, sizeof(float) * N * (d->H + 1));
+    if (!rc) rc = ex_rowdot(cx, dg, io->dout, io->x, (int)N, d->C);
+    if (!rc) rc = ex_rowscale(cx, io->dx, io->dout, g, (int)N, d->C);
+    if (!rc) rc = ex_causal_mean_gate_bwd(cx, dz, dg, io->saved, io->B, io->T, d->H);
+    if (!rc) rc = ex_matmul_bwd(cx, io->dmu, io->G[0], NULL, dz, io->mu, io->P[0], (int)N, d->R, d->H);
+    return rc ? LYR_EFAIL : LYR_OK;
+}
+static size_t lyr__vg_work_v(const void *d, int B, int T) { return (size_t)B * T * (((const lyr_gate_dims *)d)->H + 1); }
+
+const lyr_kind lyr_kind_resgate = {"res_gate", lyr__rg_params_v, lyr__gate_init_v, lyr__rg_floats_v, lyr__rg_floats_v,
+                                   lyr__no_floats_v, lyr__rg_fwd_v, lyr__rg_bwd_v};
+const lyr_kind lyr_kind_vgate = {"attn", lyr__vg_params_v, lyr__gate_init_v, lyr__vg_saved_v, lyr__vg_work_v,
+                                 lyr__no_floats_v, lyr__vg_fwd_v, lyr__vg_bwd_v};
+
 const lyr_kind lyr_kind_norm = {"ln", lyr__norm_params_v, lyr__norm_init_v, lyr__norm_saved_v, lyr__no_floats_v,
                                 lyr__no_floats_v, lyr__norm_fwd_v, lyr__norm_bwd_v};
 const lyr_kind lyr_kind_conv = {"conv", lyr__conv_params_v, lyr__conv_init_v, lyr__no_floats_v, lyr__no_floats_v,
@@ -2609,7 +2736,7 @@ const lyr_kind lyr_kind_lfm = {"lfm", lyr__lfm_params_v, lyr__lfm_init_v, lyr__l
 const lyr_kind lyr_kind_polar = {"attn", lyr__polar_params_v, lyr__polar_init_v, lyr__polar_saved_v,
                                  lyr__polar_work_v, lyr__no_floats_v, lyr__polar_fwd_v, lyr__polar_bwd_v};
 const lyr_kind lyr_kind_gdelta = {"gdelta", lyr__gdelta_params_v, lyr__gdelta_init_v, lyr__gdelta_saved_v,
-                                  lyr__gdelta_work_v, lyr__no_floats_v, lyr__gdelta_fwd_v, lyr__gdelta_bwd_v};
+                                  lyr__gdelta_work_v, lyr__gdelta_host_v, lyr__gdelta_fwd_v, lyr__gdelta_bwd_v};
 const lyr_kind lyr_kind_mlp = {"mlp", lyr__mlp_params_v, lyr__mlp_init_v, lyr__mlp_saved_v, lyr__mlp_work_v,
                                lyr__no_floats_v, lyr__mlp_fwd_v, lyr__mlp_bwd_v};
 const lyr_kind lyr_kind_moe = {"moe", lyr__moe_params_v, lyr__moe_init_v, lyr__moe_saved_v, lyr__moe_work_v,

@@ -1,13 +1,14 @@
 /* layers.h - pluggable block components of the attnkit language model (examples/common):
    the fuzzy mixture-of-experts FFN (seed 000 Listing 5, §3, §6.2), the polar attention
    mixer (seed 002 §3.2, built on polar.h), the gated-delta memory channel (seed 002
-   §3.3, built on gdelta.h), the dense MLP FFNs (GELU, squared-ReLU gated) and LFM2's gated
-   short convolution (seed 002 §3.1's conv layers, section 7 below). Each is a
+   §3.3, built on gdelta.h), the dense MLP FFNs (GELU, squared-ReLU gated), LFM2's gated
+   short convolution (seed 002 §3.1's conv layers, section 7 below) and the membership
+   gates (seed 000's residual and value gates, section 8). Each is a
    self-contained layer with forward and backward; model.c plugs them into its pre-norm
    blocks through the generic table (lyr_kind, at the end). fp32, on tensor.h: CPU or a
    CUDA device, chosen by the device context (exctx.h). License: MIT.
 
-   PROTOCOL (every layer kind X in {moe, polar, gdelta, mlp, norm, conv, lfm})
+   PROTOCOL (every layer kind X in {moe, polar, gdelta, mlp, norm, conv, lfm, resgate, vgate})
      lyr_X_params(d, out, cap)       the parameter tensors, in order: suffix (the model
                                      names them "blocks.<l>.<component>.<suffix>"), shape,
                                      decay flag. Returns the count (<= cap) or < 0.
@@ -27,7 +28,10 @@
                                      the model holds a kind and its dims per block slot.
      A new kind: its functions and its lyr_kind in layers.c, the declarations here; the
      model picks it for a slot in mdl_create_on.
-     lyr_moe_host_floats(d, B, T)    the MoE's host scratch ("host"; device path).
+     lyr_moe_host_floats(d, B, T)    the MoE's host scratch ("host"; device path). The
+                                     gated-delta kind's host floats hold its forward's copy
+                                     of the saved header, read by its backward there (the
+                                     typed lyr_gdelta_* read it from saved instead).
      saved and work: float buffers the caller carves from its allocations; 64-byte
      alignment is best, 8-byte alignment is required. The layers allocate nothing in
      forward or backward (tk_sgemm's packing buffers inside tensor.h, and polar.h's
@@ -569,6 +573,30 @@ int lyr_lfm_bwd(const ex_ctx *cx, const lyr_lfm_dims *d, const float *const *P, 
                 const float *xn, const float *dout, float *dxn, const float *saved, float *work,
                 int B, int T);
 
+/* ------------------------------------------------------------ the membership gates */
+/* 8. THE MEMBERSHIP GATES (seed 000 §3: the tiny recipe's residual and value gates), two
+      kinds on the memberships mu (B,T,R) the model computes per block (era.h):
+      RESIDUAL GATE (lyr_resgate_*): eta (B,T) = sigmoid(mu w^T), w (1,R); the model scales
+        both residual branches of its block by it (x + eta * branch). forward reads io->mu
+        and writes eta into io->saved (saved_floats N = B T; the model reads the gate
+        there; io->out unused). backward: io->dout = d eta (N), G[0] +=, io->dmu +=
+        (dz = deta eta (1 - eta) in io->work, N floats).
+        Params: weight (1,R) [no decay, init U(-1/sqrt R, 1/sqrt R)]; the model names it
+        "blocks.<l>.res_gate.weight".
+      VALUE GATE (lyr_vgate_*): g (B,T) = mean_h sigmoid(mean_{s<=t} (mu_s W^T)_h), W (H,R),
+        out = g * x (x: the attention output (B,T,C), out a separate buffer). forward:
+        z = mu W^T (N,H) in io->work, then saved = [the causal mean's sigmoids (N,H) | g
+        (N)]. backward: dg = rowdot(dout, x), then dx = g * dout WRITTEN, not accumulated
+        (dx may be dout itself: the model scales its branch gradient in place), dz through
+        the causal mean gate (work: (N, H + 1), zeroed here), G[0] +=, io->dmu +=.
+        Params: value_gamma.weight (H,R) [no decay, init U(-1/sqrt R, 1/sqrt R)]; the model
+        names it "blocks.<l>.attn.value_gamma.weight" (its kind name is "attn").
+      Both: the model's arithmetic before they became kinds, op for op (CPU training is
+      bit-identical); either device through the context (exctx.h's ops). */
+typedef struct lyr_gate_dims {
+    int C, H, R;    /* model width, heads (value gate), memberships */
+} lyr_gate_dims;
+
 /* ------------------------------------------------------------ the generic protocol */
 /* One table per component kind, so a caller (the model) holds a kind and its dims and
    never names the kind again: adding a kind is its functions and a table here. The
@@ -582,7 +610,8 @@ typedef struct lyr_io {
     const float *dout;      /* (B,T,C) backward: gradient of out */
     float *dx, *dmu;        /* backward: input gradients, += (NULL: not wanted) */
     float *saved, *work;    /* lyr_X_saved_floats / work_floats on the context's device */
-    float *host;            /* host_floats of host memory (MoE on a device), else NULL */
+    float *host;            /* host_floats of host memory (MoE, gated delta on a device), or
+                               NULL (then the kinds read what they need from the device) */
     int B, T, train;
     int layer;              /* the caller's block index (kinds whose per-layer state lives
                                with the caller: the model's softmax attention); 0 else */
@@ -615,6 +644,8 @@ extern const lyr_kind lyr_kind_gdelta; /* dims: lyr_gdelta_dims */
 extern const lyr_kind lyr_kind_norm;   /* dims: lyr_norm_dims (init: the pspec rules) */
 extern const lyr_kind lyr_kind_conv;   /* dims: lyr_conv_dims (init: the pspec rule) */
 extern const lyr_kind lyr_kind_lfm;    /* dims: lyr_lfm_dims (init: the pspec rules) */
+extern const lyr_kind lyr_kind_resgate; /* dims: lyr_gate_dims; mu; saved: eta (section 8) */
+extern const lyr_kind lyr_kind_vgate;  /* dims: lyr_gate_dims; mu; dx written (section 8) */
 
 /* ------------------------------------------------------------ the FFN kinds */
 /* THE FFN TABLE: every FFN a model can put in its blocks, one row each, indexed by

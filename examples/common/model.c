@@ -140,6 +140,8 @@ enum { MDL__CP_MIX = 0, /* the mixer: polar attention (layers.h) or softmax atte
        MDL__CP_CONV,    /* the causal convolution after norm1 (cfg.conv_k) */
        MDL__CP_LFM,     /* LFM2's gated short convolution: the mixer of the layers
                            cfg.layer_pattern marks 'c' (those have no MIX and no MEM) */
+       MDL__CP_RESG,    /* the residual gate eta on the memberships (cfg.res_gate) */
+       MDL__CP_VGATE,   /* the value gate on the memberships (cfg.value_gate) */
        MDL__NCP };      /* (a slot's index is its init stream: 100000 + 4 l + slot for the
                            first three; the norms start from constants) */
 
@@ -206,6 +208,7 @@ struct mdl_model {
     lyr_norm_dims normd;
     lyr_conv_dims convd;
     lyr_lfm_dims lfmd;
+    lyr_gate_dims gated;     /* the residual and value gates (layers.h section 8) */
     unsigned char lconv[MDL_MAX_LAYERS]; /* 1: layer l's mixer is the gated convolution */
     int nconv;               /* how many layers are */
     mdl__comp cp[MDL__NCP];  /* the block's layers.h components by slot */
@@ -288,8 +291,7 @@ struct mdl_model {
                                 non-finite attention row or temperature or an id out of range;
                                 read once per forward with the row losses */
     /* backward scratch */
-    float *dres, *dln, *dbr, *dq, *dk, *dv, *datt, *dqkv, *dmu, *deta, *detaz, *dbias, *dvg;
-    float *vz;               /* (N,H) value-gate pre-activations (forward scratch) */
+    float *dres, *dln, *dbr, *dq, *dk, *dv, *datt, *dqkv, *dmu, *deta, *dbias;
     float *dtemp_d;          /* (H+1) GAC: dtemp and a scalar, on the model's device */
     float *qkv;              /* (N,3C) scratch of the forward */
     float *atty;             /* (B,H,T,D) scratch of the forward */
@@ -797,10 +799,10 @@ static int mdl__build_table(mdl_model *m)
 {
     lyr_pspec sp[MDL__NCP][LYR_MAX_PARAMS];
     const mdl_config *c = &m->cfg;
-    int l, rc, C = m->C, R = m->R, H = m->H;
+    int l, rc, C = m->C, R = m->R;
     char nm[MDL_NAME_MAX];
     float std = c->init_std;
-    float uC = 1.0f / sqrtf((float)C), uR = 1.0f / sqrtf((float)R);
+    float uC = 1.0f / sqrtf((float)C);
 #define MDL__ADD(var, ndim, s0, s1, decay, init, arg)                                    \
     do {                                                                                 \
         var = mdl__add(m, nm, ndim, s0, s1, decay, init, arg);                           \
@@ -841,10 +843,9 @@ static int mdl__build_table(mdl_model *m)
             snprintf(nm, sizeof nm, "blocks.%d.mem.log_sigma", l);
             MDL__ADD(b->mems, 1, R, 0, 0, MDL__INIT_ZERO, 0);
         }
-        if (c->res_gate) {
-            snprintf(nm, sizeof nm, "blocks.%d.res_gate.weight", l);
-            MDL__ADD(b->resg, 2, 1, R, 0, MDL__INIT_UNIFORM, uR);
-        }
+        rc = mdl__add_comp(m, l, MDL__CP_RESG, sp[MDL__CP_RESG]); /* blocks.l.res_gate.weight */
+        if (rc) return rc;
+        b->resg = b->cp[MDL__CP_RESG][0];
         rc = mdl__add_comp(m, l, MDL__CP_MIX, sp[MDL__CP_MIX]);
         if (rc) return rc;
         rc = mdl__add_comp(m, l, MDL__CP_LFM, sp[MDL__CP_LFM]); /* (a conv layer's mixer, in MIX's place) */
@@ -873,10 +874,9 @@ static int mdl__build_table(mdl_model *m)
             snprintf(nm, sizeof nm, "blocks.%d.attn.era.alpha", l);
             MDL__ADD(b->eraa, 1, 1, 0, 0, MDL__INIT_CONST, 1.0f);
         }
-        if (c->value_gate) {
-            snprintf(nm, sizeof nm, "blocks.%d.attn.value_gamma.weight", l);
-            MDL__ADD(b->vgam, 2, H, R, 0, MDL__INIT_UNIFORM, uR);
-        }
+        rc = mdl__add_comp(m, l, MDL__CP_VGATE, sp[MDL__CP_VGATE]); /* blocks.l.attn.value_gamma.weight */
+        if (rc) return rc;
+        b->vgam = b->cp[MDL__CP_VGATE][0];
         rc = mdl__add_comp(m, l, MDL__CP_N2, sp[MDL__CP_N2]);
         if (rc) return rc;
         rc = mdl__add_comp(m, l, MDL__CP_FFN, sp[MDL__CP_FFN]);
@@ -1072,6 +1072,17 @@ int mdl_create_on(mdl_model **out, const mdl_config *cfg, uint64_t seed, int dev
     if (m->nconv) {
         m->cp[MDL__CP_LFM].k = &lyr_kind_lfm;
         m->cp[MDL__CP_LFM].d = &m->lfmd;
+    }
+    m->gated.C = m->C;
+    m->gated.H = m->H;
+    m->gated.R = cfg->R;
+    if (cfg->res_gate) {
+        m->cp[MDL__CP_RESG].k = &lyr_kind_resgate;
+        m->cp[MDL__CP_RESG].d = &m->gated;
+    }
+    if (cfg->value_gate) {
+        m->cp[MDL__CP_VGATE].k = &lyr_kind_vgate;
+        m->cp[MDL__CP_VGATE].d = &m->gated;
     }
     m->cp[MDL__CP_FFN].k = lyr_ffn_get(cfg->ffn)->kind; /* the FFN table's component */
     m->cp[MDL__CP_FFN].d = cfg->ffn == MDL_FFN_MOE ? (const void *)&m->md : (const void *)&m->mlpd;
@@ -1314,7 +1325,6 @@ static size_t mdl__carve(mdl_model *m, int B, int T, int train, int obs, char *b
             a->zproj = MDL__TF(&cv, N * C);
             a->mu = MDL__TF(&cv, N * R);
         }
-        if (c->res_gate) a->eta = MDL__TF(&cv, N);
         a->n1 = MDL__TF(&cv, N * C);
         a->n1p = m->cp[MDL__CP_CONV].k ? MDL__TF(&cv, N * C) : NULL;
         if (c->attn == MDL_ATTN_SOFTMAX && mdl__set_has(m, l, train, MDL__CP_MIX)) {
@@ -1337,10 +1347,6 @@ static size_t mdl__carve(mdl_model *m, int B, int T, int train, int obs, char *b
         }
         a->ap = MDL__TF(&cv, N * C);
         a->ao = sep_ao ? MDL__TF(&cv, N * C) : a->ap;
-        if (c->value_gate) {
-            a->vsig = MDL__TF(&cv, N * H);
-            a->vg = MDL__TF(&cv, N);
-        }
         if (c->prior != MDL_PRIOR_NONE) a->bias = MDL__TF(&cv, TT);
         if (drop) {
             a->mask_a = (uint8_t *)mdl__take(&cv, N * C);
@@ -1357,13 +1363,15 @@ static size_t mdl__carve(mdl_model *m, int B, int T, int train, int obs, char *b
             a->sv[j] = sf ? MDL__TF(&cv, sf) : NULL;
             a->hst[j] = hf ? MDL__THF(&cv, hf) : NULL;
         }
+        a->eta = a->sv[MDL__CP_RESG]; /* (the gates' saved state: eta; the sigmoids, then g) */
+        a->vsig = a->sv[MDL__CP_VGATE];
+        a->vg = a->vsig ? a->vsig + N * H : NULL;
         a->fp = MDL__TF(&cv, N * C);
         a->fo = sep_fo ? MDL__TF(&cv, N * C) : a->fp;
     }
     for (l = nsets; l < m->L; l++) m->ba[l] = m->ba[0];
     m->qkv = m->atty = m->lwork = m->gm = NULL;
     m->gsq = m->gsk = m->gsv = NULL;
-    m->vz = c->value_gate ? MDL__TF(&cv, N * H) : NULL;
     if (c->attn == MDL_ATTN_SOFTMAX) {
         m->qkv = MDL__TF(&cv, N * 3 * C);
         if (m->cx.device == EX_CPU) { /* the CPU's attention output, shared by the layers */
@@ -1421,7 +1429,7 @@ static size_t mdl__carve(mdl_model *m, int B, int T, int train, int obs, char *b
         m->obs_heads = NULL;
     }
     m->dres = m->dln = m->dbr = m->dq = m->dk = m->dv = m->datt = m->dqkv = NULL;
-    m->dmu = m->deta = m->detaz = m->dbias = m->dvg = m->dtemp_d = NULL;
+    m->dmu = m->deta = m->dbias = m->dtemp_d = NULL;
     if (train) {
         m->dres = MDL__TF(&cv, N * C);
         m->dln = MDL__TF(&cv, N * C);
@@ -1442,11 +1450,7 @@ static size_t mdl__carve(mdl_model *m, int B, int T, int train, int obs, char *b
             m->mem_ws_n = era_membership_workspace_size(&p, B, T);
             m->mem_ws = mdl__take(&cv, m->mem_ws_n);
         }
-        if (c->res_gate) {
-            m->deta = MDL__TF(&cv, N);
-            m->detaz = MDL__TF(&cv, N);
-        }
-        if (c->value_gate) m->dvg = MDL__TF(&cv, N * (H + 1));
+        if (c->res_gate) m->deta = MDL__TF(&cv, N);
         if (c->prior != MDL_PRIOR_NONE) m->dbias = MDL__TF(&cv, TT);
         if (c->gac_tau) m->dtemp_d = MDL__TF(&cv, H + 1); /* dtemp (device model), then a scalar */
     }
@@ -2084,10 +2088,8 @@ static int mdl__block_fwd(mdl_model *m, int l, const float *x, float *xo, const 
                           mdl_stats *st)
 {
     const mdl_config *c = &m->cfg;
-    const mdl__bp *b = &m->bp[l];
     mdl__ba *a = &m->ba[l];
-    float *P = m->params;
-    int B = m->B, T = m->T, N = B * T, C = m->C, H = m->H, R = m->R, rc, mix;
+    int B = m->B, T = m->T, N = B * T, C = m->C, rc, mix;
     size_t NC = (size_t)N * C;
     int drop = o->train && c->dropout > 0.0f;
     float *xm = m->train ? a->xmid : xo;
@@ -2101,9 +2103,10 @@ static int mdl__block_fwd(mdl_model *m, int l, const float *x, float *xo, const 
                                         T),
                  "era_membership_forward");
     }
-    if (c->res_gate) { /* eta (N) = sigmoid(mu . w) */
-        MDL__TRY(mdl__linear(&m->cx, a->eta, a->mu, P + b->resg, NULL, N, R, 1), "residual gate");
-        MDL__TRY(ex_sigmoid_fwd(&m->cx, a->eta, a->eta, (size_t)N), "residual gate sigmoid");
+    if (m->cp[MDL__CP_RESG].k) { /* eta (N) = sigmoid(mu . w), in its saved buffer (a->eta) */
+        mdl__comp_io(m, l, MDL__CP_RESG, &io, Pp, NULL);
+        io.mu = a->mu;
+        MDL__TRY(mdl__cfwd(m, MDL__CP_RESG, &io), "residual gate");
     }
     /* attention */
     mdl__comp_io(m, l, MDL__CP_N1, &io, Pp, NULL);
@@ -2141,11 +2144,12 @@ static int mdl__block_fwd(mdl_model *m, int l, const float *x, float *xo, const 
         MDL__TRY(m->cp[MDL__CP_MEM].k->forward(&m->cx, m->cp[MDL__CP_MEM].d, &io), "memory forward");
         MDL__TRY(ex_residual_fwd(&m->cx, a->ap, a->ap, m->gm, NC), "memory channel");
     }
-    if (c->value_gate) {
-        /* g[b,t] = mean_h sigmoid(mean_{s<=t} (W mu_s)_h); ao = g * ap */
-        MDL__TRY(mdl__linear(&m->cx, m->vz, a->mu, P + b->vgam, NULL, N, R, H), "value gate");
-        MDL__TRY(ex_causal_mean_gate_fwd(&m->cx, a->vg, a->vsig, m->vz, B, T, H), "value gate mean");
-        MDL__TRY(ex_rowscale(&m->cx, a->ao, a->ap, a->vg, N, C), "value gate scale");
+    if (m->cp[MDL__CP_VGATE].k) { /* ao = g * ap, g from the memberships */
+        mdl__comp_io(m, l, MDL__CP_VGATE, &io, Pp, NULL);
+        io.mu = a->mu;
+        io.x = a->ap;
+        io.out = a->ao;
+        MDL__TRY(mdl__cfwd(m, MDL__CP_VGATE, &io), "value gate");
     } else if (a->ao != a->ap) {
         MDL__TRY(ex_copy(&m->cx, a->ao, a->ap, sizeof(float) * NC), "copy");
     }
@@ -3011,7 +3015,7 @@ static int mdl__block_bwd(mdl_model *m, int l)
     const mdl_config *c = &m->cfg;
     const mdl__bp *b = &m->bp[l];
     mdl__ba *a = &m->ba[l];
-    float *P = m->params, *G = m->grads;
+    float *G = m->grads;
     int B = m->B, T = m->T, N = B * T, C = m->C, H = m->H, R = m->R;
     size_t NC = (size_t)N * C;
     const float *x = m->res + (size_t)l * NC;
@@ -3044,16 +3048,14 @@ static int mdl__block_bwd(mdl_model *m, int l)
     /* ---- attention branch: x_mid = x + eta * ao, ao = dropout(g * ap) */
     MDL__TRY(mdl__branch_bwd(&m->cx, dbr, m->deta, dres, a->ao, a->eta, drop ? a->mask_a : NULL, c->dropout, N, C),
              "attention branch");
-    if (c->value_gate) {
-        /* dbr = d(g * ap): dg (N) = rowdot(dbr, ap), dap = g * dbr; then through the causal
-           mean gate to dz (N,H) and the linear map z = mu W^T */
-        float *dg = m->dvg, *dz = m->dvg + N;
-        MDL__TRY(ex_zero(&m->cx, m->dvg, sizeof(float) * (size_t)N * (H + 1)), "zero");
-        MDL__TRY(ex_rowdot(&m->cx, dg, dbr, a->ap, N, C), "value gate backward (dg)");
-        MDL__TRY(ex_rowscale(&m->cx, dbr, dbr, a->vg, N, C), "value gate backward (scale)");
-        MDL__TRY(ex_causal_mean_gate_bwd(&m->cx, dz, dg, a->vsig, B, T, H), "value gate mean backward");
-        MDL__TRY(ex_matmul_bwd(&m->cx, m->dmu, G + b->vgam, NULL, dz, a->mu, P + b->vgam, N, R, H),
-                 "value gate backward");
+    if (m->cp[MDL__CP_VGATE].k) { /* dbr = d(g * ap) becomes d ap, in place; dmu += */
+        mdl__comp_io(m, l, MDL__CP_VGATE, &io, Pp, Gp);
+        io.mu = a->mu;
+        io.x = a->ap;
+        io.dout = dbr;
+        io.dx = dbr;
+        io.dmu = m->dmu;
+        MDL__TRY(mdl__cbwd(m, MDL__CP_VGATE, &io), "value gate backward");
     }
     /* dbr = d(attention output [+ memory channel]); dln collects d(norm1 output) */
     MDL__TRY(ex_zero(&m->cx, m->dln, sizeof(float) * NC), "zero");
@@ -3132,13 +3134,12 @@ static int mdl__block_bwd(mdl_model *m, int l)
         mdl__sadd(m, G, b->eras, g.dsigma * ep.sigma);
         mdl__sadd(m, G, b->eraa, g.dalpha);
     }
-    /* residual gates: eta = sigmoid(w . mu): dz = deta eta (1 - eta), dw += mu^T dz,
-       dmu += dz w */
-    if (c->res_gate) {
-        MDL__TRY(ex_zero(&m->cx, m->detaz, sizeof(float) * (size_t)N), "zero");
-        MDL__TRY(ex_sigmoid_bwd(&m->cx, m->detaz, a->eta, m->deta, (size_t)N), "residual gate sigmoid backward");
-        MDL__TRY(ex_matmul_bwd(&m->cx, m->dmu, G + b->resg, NULL, m->detaz, a->mu, P + b->resg, N, R, 1),
-                 "residual gate backward");
+    if (m->cp[MDL__CP_RESG].k) { /* the residual gate: from deta (both branches), dmu += */
+        mdl__comp_io(m, l, MDL__CP_RESG, &io, Pp, Gp);
+        io.mu = a->mu;
+        io.dout = m->deta;
+        io.dmu = m->dmu;
+        MDL__TRY(mdl__cbwd(m, MDL__CP_RESG, &io), "residual gate backward");
     }
     if (m->need_mu) {
         era_rpa_params rp = mdl__rpa_params(m, l);
