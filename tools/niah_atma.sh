@@ -1,7 +1,8 @@
 #!/bin/sh
 # niah_atma.sh - seed 002's length sweep re-run with the ATMA preset (issue 43; docs/RESULTS.md,
 # "The length sweep on ATMA's architecture"). It ran the preset's first form, 4 layers (ccAc:
-# one attention layer); the preset is 8 layers now, so set NIAH_EXTRA="--layers 4" to repeat
+# one attention layer, the memory on its own q/k/v); the preset is 8 layers with the memory on
+# polar's q/k/v now, so set NIAH_EXTRA="--layers 4 --mem-qkv own" to repeat
 # that run (the 8-layer arms: the commands in RESULTS). Three seeds of:
 #   runs/niah_atma/seedS           the 6-arm grid (softmax-rope, softmax-nope, polar, each +-gdelta)
 #   runs/niah_atma_dist/seedS      polar+gdelta with the distractor loss (R 2048 keys, weight 0.01:
