@@ -394,6 +394,12 @@ typedef struct era_era_config {
     float zscore_eps; /* added to the row std (1e-6) */
     int zscore_causal;/* 0: whole rows (paper), 1: s <= t */
     int max_T;        /* 65536 */
+    int *status;      /* CUDA forward only: NULL (default), the centres are read back and
+                         checked on the host (one wait); a device int: a kernel ORs 1 into
+                         *status when a centre is not finite and nothing waits (the caller
+                         zeroes it and reads it when it next synchronises; the bias of a
+                         non-finite centre is NaN, never out of bounds). A status that is
+                         not device memory is ERA_EINVAL. The CPU ignores it. */
 } era_era_config;
 
 typedef struct era_era_params {
@@ -405,6 +411,12 @@ typedef struct era_era_params {
 typedef struct era_era_grads {
     float *dcenters;   /* (R) accumulates; may be NULL */
     float dsigma, dalpha;
+    /* Optional destinations of the scalar gradients in the call's own memory (device memory
+       for era_era_backward_cuda), both or neither: with them set, dalpha is added to
+       *dalpha_to and dsigma times p->sigma (the gradient of log sigma) to *dlog_sigma_to,
+       as *dalpha_to += (float)dalpha and *dlog_sigma_to += (float)dsigma * sigma, and the
+       host fields dsigma, dalpha are left alone. The device call then waits for nothing. */
+    float *dlog_sigma_to, *dalpha_to;
 } era_era_grads;
 
 typedef struct era_era_state {
@@ -2168,9 +2180,9 @@ ERADEF void era_era_state_free(era_era_state *st)
     memset(st, 0, sizeof *st);
 }
 
-static int era__era_check(const era_era_config *c, const era_era_params *p)
+/* the config's and the params' scalars (not the centres: era__era_check) */
+static int era__era_check_scalars(const era_era_config *c, const era_era_params *p)
 {
-    int r;
     if (!c || !p || !p->centers) return ERA_EINVAL;
     if (c->R <= 0 || c->R > 4096 || c->nb <= 0 || c->nb > 1000000) return ERA_EINVAL;
     if (!era__finite(c->eps) || c->eps <= 0.0f) return ERA_EINVAL;
@@ -2180,6 +2192,13 @@ static int era__era_check(const era_era_config *c, const era_era_params *p)
     if (c->max_T <= 0) return ERA_EINVAL;
     if (c->zscore_causal != 0 && c->zscore_causal != 1) return ERA_EINVAL; /* a boolean */
     if (!era__finite(p->sigma) || p->sigma <= 0.0f || !era__finite(p->alpha)) return ERA_EINVAL;
+    return ERA_OK;
+}
+
+static int era__era_check(const era_era_config *c, const era_era_params *p)
+{
+    int r, rc = era__era_check_scalars(c, p);
+    if (rc) return rc;
     for (r = 0; r < c->R; r++)
         if (!era__finite(p->centers[r])) return ERA_EINVAL;
     return ERA_OK;
@@ -2443,7 +2462,7 @@ ERADEF int era_era_backward(const era_era_config *cfg, const era_era_params *p,
         memset(&gnone, 0, sizeof gnone);
         g = &gnone;
     }
-    if (!st || !dbias) return ERA_EINVAL;
+    if (!st || !dbias || !g->dalpha_to != !g->dlog_sigma_to) return ERA_EINVAL;
     if (!st->valid || st->R != cfg->R || st->nb != cfg->nb || st->iters != cfg->iters)
         return ERA_ESTATE;
     T = st->T; R = st->R; nb = st->nb; L = st->iters;
@@ -2499,7 +2518,10 @@ ERADEF int era_era_backward(const era_era_config *cfg, const era_era_params *p,
         }
     }
     for (t = 0; t < T; t++) dal += dalpha_t[t];
-    g->dalpha += (float)dal;
+    if (g->dalpha_to)
+        *g->dalpha_to += (float)dal;
+    else
+        g->dalpha += (float)dal;
     /* dplan = mu^T dQ; dmu = dQ plan^T folded into the membership backward */
     for (r = 0; r < R; r++)
         for (b = 0; b < nb; b++) {
@@ -2589,7 +2611,10 @@ ERADEF int era_era_backward(const era_era_config *cfg, const era_era_params *p,
         }
     if (g->dcenters)
         for (r = 0; r < R; r++) g->dcenters[r] += (float)dcen[r];
-    g->dsigma += (float)dsig;
+    if (g->dlog_sigma_to)
+        *g->dlog_sigma_to += (float)dsig * p->sigma;
+    else
+        g->dsigma += (float)dsig;
     if (own) ERA_FREE(own);
     return ERA_OK;
 }

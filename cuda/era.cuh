@@ -1676,6 +1676,21 @@ ERADEF size_t era_era_cuda_workspace_size(const era_era_config *cfg, int T)
     return fwd > bwd ? fwd : bwd;
 }
 
+/* era_era_grads' *_to: the host's (float) conversions and its product rounded as written */
+static __global__ void era__k_era_scal_to(float *dlog_sigma, float *dalpha, const double *scal, float sigma)
+{
+    if (blockIdx.x != 0 || threadIdx.x != 0) return;
+    *dlog_sigma = __fadd_rn(*dlog_sigma, __fmul_rn((float)scal[0], sigma));
+    *dalpha = __fadd_rn(*dalpha, (float)scal[1]);
+}
+
+/* era_era_config.status: 1 OR-ed into *status when a centre is not finite */
+static __global__ void era__k_era_finite(int *status, const float *centers, int R)
+{
+    int r = (int)(blockIdx.x * blockDim.x + threadIdx.x);
+    if (r < R && !isfinite(centers[r])) atomicOr(status, 1);
+}
+
 ERADEF int era_era_forward_cuda(const era_era_config *cfg, const era_era_params *p, int T,
                                 float *bias, era_era_cuda_state *st, void *workspace,
                                 era_stream stream)
@@ -1691,18 +1706,27 @@ ERADEF int era_era_forward_cuda(const era_era_config *cfg, const era_era_params 
     rc = era__check_T(T, cfg->max_T);
     if (rc) return rc;
     if (!era__is_dev(p->centers)) return ERA_EINVAL;
-    hc = (float *)ERA_MALLOC(sizeof(float) * (size_t)cfg->R);
-    if (!hc) return ERA_ENOMEM;
-    rc = era__cuda_check(cudaMemcpyAsync(hc, p->centers, sizeof(float) * (size_t)cfg->R,
-                                         cudaMemcpyDeviceToHost, s));
-    if (rc == ERA_OK) rc = era__cuda_check(cudaStreamSynchronize(s));
-    if (rc == ERA_OK) {
-        era_era_params hp = *p;
-        hp.centers = hc;
-        rc = era__era_check(cfg, &hp);
+    if (cfg->status) { /* deferred: the scalars here, the centres on the device, no wait */
+        if (!era__is_dev(cfg->status)) return ERA_EINVAL;
+        rc = era__era_check_scalars(cfg, p);
+        if (rc) return rc;
+        ERA__LAUNCH(era__k_era_finite, era__nblk((size_t)cfg->R, 128), 128, 0, s, cfg->status, p->centers, cfg->R);
+        rc = era__launched();
+        if (rc) return rc;
+    } else {
+        hc = (float *)ERA_MALLOC(sizeof(float) * (size_t)cfg->R);
+        if (!hc) return ERA_ENOMEM;
+        rc = era__cuda_check(cudaMemcpyAsync(hc, p->centers, sizeof(float) * (size_t)cfg->R,
+                                             cudaMemcpyDeviceToHost, s));
+        if (rc == ERA_OK) rc = era__cuda_check(cudaStreamSynchronize(s));
+        if (rc == ERA_OK) {
+            era_era_params hp = *p;
+            hp.centers = hc;
+            rc = era__era_check(cfg, &hp);
+        }
+        ERA_FREE(hc);
+        if (rc) return rc;
     }
-    ERA_FREE(hc);
-    if (rc) return rc;
     rc = era__check_T(T, cfg->max_T);
     if (rc) return rc;
     if (!era__is_dev_or_null(bias) || !era__is_dev_or_null(workspace)) return ERA_EINVAL;
@@ -2004,6 +2028,9 @@ ERADEF int era_era_backward_cuda(const era_era_config *cfg, const era_era_params
     if (!era__is_dev(p->centers) || !era__is_dev(dbias) || !era__is_dev_or_null(g->dcenters) ||
         !era__is_dev_or_null(workspace))
         return ERA_EINVAL;
+    if (!g->dalpha_to != !g->dlog_sigma_to ||
+        (g->dalpha_to && (!era__is_dev(g->dalpha_to) || !era__is_dev(g->dlog_sigma_to))))
+        return ERA_EINVAL;
     T = st->T; R = st->R; nb = st->nb; L = st->iters;
     m = R > nb ? R : nb;
     if (!workspace) {
@@ -2051,12 +2078,16 @@ ERADEF int era_era_backward_cuda(const era_era_config *cfg, const era_era_params
         ERA__LAUNCH(era__k_addf, era__nblk((size_t)R, 128), 128, 0, s, g->dcenters, (const double *)dcen, R);
         rc = era__launched();
     }
-    if (rc == ERA_OK)
+    if (rc == ERA_OK && g->dalpha_to) { /* the scalars stay on the stream: no wait */
+        ERA__LAUNCH(era__k_era_scal_to, 1, 1, 0, s, g->dlog_sigma_to, g->dalpha_to, (const double *)scal, p->sigma);
+        rc = era__launched();
+    } else if (rc == ERA_OK) {
         rc = era__cuda_check(cudaMemcpyAsync(hs, scal, sizeof hs, cudaMemcpyDeviceToHost, s));
-    if (rc == ERA_OK) rc = era__cuda_check(cudaStreamSynchronize(s));
-    if (rc == ERA_OK) {
-        g->dsigma += (float)hs[0];
-        g->dalpha += (float)hs[1];
+        if (rc == ERA_OK) rc = era__cuda_check(cudaStreamSynchronize(s));
+        if (rc == ERA_OK) {
+            g->dsigma += (float)hs[0];
+            g->dalpha += (float)hs[1];
+        }
     }
     if (own) cudaFreeAsync(own, s);
     return rc;

@@ -427,6 +427,91 @@ static void test_rpa_scalars_to(void)
     dfree(d_mu); dfree(d_b); dfree(d_db); dfree(d_sc);
 }
 
+/* era_era_grads' *_to and era_era_config.status on the device (issue 39 item 2): the
+   backward adds d log sigma = (float)dsigma * sigma and dalpha to device floats on the
+   stream, the same bits as the host fields of the same call give that way, without a
+   wait; the host fields untouched; one destination alone or a host one refused. The
+   forward with a status word checks the centres there, without a wait: 0 for finite
+   centres (the same bias as the checked path), 1 OR-ed in for a NaN centre (the call
+   itself returns ERA_OK); a host status refused. */
+static void test_era_scalars_to(void)
+{
+    const int T = 23, R = 5, nb = 4;
+    NEED_GPU();
+    tt_seed(26);
+    era_era_config cfg = era_era_config_default();
+    cfg.R = R;
+    cfg.nb = nb;
+    std::vector<float> cen(R);
+    era_era_init_centers(R, cen.data());
+    era_era_params p = era_era_params_default(NULL);
+    p.sigma = 0.13f;
+    p.alpha = 0.8f;
+    era_era_cuda_state gs = era_era_cuda_state_init();
+    std::vector<float> dbias = randn((size_t)T * T, 1.0), start = {0.25f, -0.5f};
+    float *d_cen = dput(cen), *d_b = dput(std::vector<float>((size_t)T * T)), *d_db = dput(dbias);
+    float *d_b2 = dput(std::vector<float>((size_t)T * T)), *d_sc = dput(start), host_to = 3.0f;
+    std::vector<int> z1 = {0};
+    int *d_st = dput(z1), host_st = 0;
+    era_era_grads gh, gt;
+    p.centers = d_cen;
+    memset(&gh, 0, sizeof gh);
+    memset(&gt, 0, sizeof gt);
+    CHECK_INT_EQ(era_era_forward_cuda(&cfg, &p, T, d_b, &gs, NULL, NULL), ERA_OK);
+    CHECK_INT_EQ(era_era_backward_cuda(&cfg, &p, &gs, d_db, &gh, NULL, NULL), ERA_OK);
+    gt.dlog_sigma_to = d_sc;
+    gt.dalpha_to = d_sc + 1;
+#ifdef ATTNKIT_CUDA_SIM
+    ak_sim_counts_reset();
+#endif
+    CHECK_INT_EQ(era_era_backward_cuda(&cfg, &p, &gs, d_db, &gt, NULL, NULL), ERA_OK);
+#ifdef ATTNKIT_CUDA_SIM
+    CHECK(ak_sim_counts_get().syncs == 0 && ak_sim_counts_get().d2h == 0);
+#endif
+    std::vector<float> got = dget(d_sc, 2);
+    {
+        volatile float prod = gh.dsigma * p.sigma;
+        const float want0 = start[0] + prod, want1 = start[1] + gh.dalpha;
+        CHECK(gh.dsigma != 0.0f && gh.dalpha != 0.0f);
+        CHECK(memcmp(&got[0], &want0, sizeof(float)) == 0);
+        CHECK(memcmp(&got[1], &want1, sizeof(float)) == 0);
+    }
+    CHECK(gt.dsigma == 0.0f && gt.dalpha == 0.0f);
+    gt.dalpha_to = &host_to; /* a host destination, or one alone: refused, nothing written */
+    CHECK_INT_EQ(era_era_backward_cuda(&cfg, &p, &gs, d_db, &gt, NULL, NULL), ERA_EINVAL);
+    gt.dalpha_to = NULL;
+    CHECK_INT_EQ(era_era_backward_cuda(&cfg, &p, &gs, d_db, &gt, NULL, NULL), ERA_EINVAL);
+    CHECK(memcmp(dget(d_sc, 2).data(), got.data(), 2 * sizeof(float)) == 0 && host_to == 3.0f);
+    /* the forward's deferred check */
+    cfg.status = d_st;
+#ifdef ATTNKIT_CUDA_SIM
+    ak_sim_counts_reset();
+#endif
+    CHECK_INT_EQ(era_era_forward_cuda(&cfg, &p, T, d_b2, &gs, NULL, NULL), ERA_OK);
+#ifdef ATTNKIT_CUDA_SIM
+    CHECK(ak_sim_counts_get().syncs == 0 && ak_sim_counts_get().d2h == 0);
+#endif
+    CHECK_INT_EQ(dget(d_st, 1)[0], 0);
+    CHECK(memcmp(dget(d_b, (size_t)T * T).data(), dget(d_b2, (size_t)T * T).data(), sizeof(float) * T * T) == 0);
+    cen[2] = NAN;
+    dfree(d_cen);
+    d_cen = dput(cen);
+    p.centers = d_cen;
+    CHECK_INT_EQ(era_era_forward_cuda(&cfg, &p, T, d_b2, &gs, NULL, NULL), ERA_OK);
+    CHECK_INT_EQ(dget(d_st, 1)[0], 1);
+    cfg.status = NULL; /* the checked path refuses the same centres */
+    CHECK_INT_EQ(era_era_forward_cuda(&cfg, &p, T, d_b2, &gs, NULL, NULL), ERA_EINVAL);
+    cfg.status = &host_st;
+    cen[2] = 0.5f;
+    dfree(d_cen);
+    d_cen = dput(cen);
+    p.centers = d_cen;
+    CHECK_INT_EQ(era_era_forward_cuda(&cfg, &p, T, d_b2, &gs, NULL, NULL), ERA_EINVAL);
+    CHECK_INT_EQ(host_st, 0);
+    era_era_cuda_state_free(&gs);
+    dfree(d_cen); dfree(d_b); dfree(d_b2); dfree(d_db); dfree(d_sc); dfree(d_st);
+}
+
 /* ---------------------------------------------------------------- ERA prior */
 static void run_era(int T, int R, int nb, int causal, int backward, float alpha)
 {
@@ -463,6 +548,8 @@ static void run_era(int T, int R, int nb, int causal, int backward, float alpha)
         std::vector<float> dbias = randn((size_t)T * T, 1.0), dc = randn(R, 0.1);
         float *d_dbias = dput(dbias), *d_dc = dput(dc);
         era_era_grads gc, gg;
+        memset(&gc, 0, sizeof gc);
+        memset(&gg, 0, sizeof gg);
         gc.dcenters = dc.data();
         gg.dcenters = d_dc;
         gc.dsigma = gg.dsigma = 0.5f;
@@ -591,6 +678,8 @@ static void test_plain_routing(void)
         CHECK_INT_EQ(era_era_rows(&st, 0, T, d_r1), ERA_OK);
         CHECK_INT_EQ(era_era_rows_cuda(&gs, 0, T, d_r2, NULL), ERA_OK);
         CHECK(memcmp(dget(d_r1, TT).data(), dget(d_r2, TT).data(), TT * sizeof(float)) == 0);
+        memset(&g1, 0, sizeof g1);
+        memset(&g2, 0, sizeof g2);
         g1.dcenters = d_c1;
         g2.dcenters = d_c2;
         g1.dsigma = g2.dsigma = g1.dalpha = g2.dalpha = 0.0f;
@@ -909,6 +998,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_rpa_768);
     TEST_RUN(test_rpa_deterministic);
     TEST_RUN(test_rpa_scalars_to);
+    TEST_RUN(test_era_scalars_to);
     TEST_RUN(test_era_small);
     TEST_RUN(test_era_1000);
     TEST_RUN(test_apply_reduce);

@@ -2109,17 +2109,24 @@ struct rt_ceiling {
      (gdelta's header    syncs polar+gdelta 10 -> 6: the gated-delta kind keeps its forward's
       on the host)       copy of the saved header in its per-layer host floats (lyr_kind's
                          host_floats), so its backward reads nothing back (1 per layer)
+     (ERA and the        syncs era-gac 18 -> 6: era_era_forward_cuda checks the centres into
+      entropy deferred)  the model's status word (era_era_config.status) instead of reading
+                         them back, era_era_backward_cuda adds d log sigma and d alpha to the
+                         gradient on the stream (era_era_grads' *_to) instead of reading them
+                         back, and the softmax layers' attention moment sums (GAC's entropy)
+                         come back with the forward's one read-back (1 + 1 + 1 per layer);
+                         ptr_queries era-gac 133 -> 145 (the status word's and the two
+                         destinations' checks, 3 per layer)
    What is left per step (tiny / paper): MoE routing on the host (1 read per layer in the
    forward: 4 / 12; the expert GEMMs' row counts), the forward's read-back, the gradient
    norm, the mirror, tau_mean (1 each). polar+gdelta: MoE (4), the read-back, the gradient
-   norm. era-gac: the ERA forward's and backward's flag reads inside era.h (4 + 4), the
-   softmax forward's entropy read (4), the mirror, tau_mean and GAC's dL/dtau (3), the
-   read-back, the gradient norm */
+   norm. era-gac: the mirror, the trainer's scalar reads (tau_mean, Guardian's tau, GAC's
+   dL/dtau: 3), the read-back, the gradient norm */
 static const rt_ceiling g_rt_ceiling[] = {
     {"tiny", 8, 8, 16, 0, 213},
     {"paper", 16, 16, 32, 0, 621},
     {"polar+gdelta", 6, 6, 12, 0, 309},
-    {"era-gac", 18, 18, 36, 0, 133},
+    {"era-gac", 6, 6, 12, 0, 145},
 };
 
 /* the preset's architecture at toy widths on the simulated device */

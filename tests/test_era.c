@@ -828,6 +828,48 @@ static void check_era_grads(int causal, int T)
     free(bias); free(Gd); free(b0);
 }
 
+/* era_era_grads' *_to on the CPU: *dlog_sigma_to += (float)dsigma * sigma and
+   *dalpha_to += (float)dalpha, the same bits as the host fields of the same call give that
+   way (what the model added before, from those fields); the host fields untouched; one
+   destination alone refused, nothing written; config.status ignored by the CPU */
+static void test_era_scalars_to(void)
+{
+    era_era_config cfg = era_era_config_default();
+    float cen[5], G[64], bias[64], to[2] = {0.25f, -0.5f};
+    era_era_params p;
+    era_era_state st = era_era_state_init();
+    era_era_grads gh, gt;
+    int status = 7;
+    cfg.R = 5; cfg.nb = 3;
+    tt_seed(77);
+    era_era_init_centers(5, cen);
+    p = era_era_params_default(cen);
+    p.sigma = 0.17f;
+    tt_fill_normal(G, 64, 1.0);
+    cfg.status = &status;
+    CHECK_INT_EQ(era_era_forward(&cfg, &p, 8, bias, &st, NULL), ERA_OK);
+    CHECK_INT_EQ(status, 7);
+    memset(&gh, 0, sizeof gh);
+    memset(&gt, 0, sizeof gt);
+    CHECK_INT_EQ(era_era_backward(&cfg, &p, &st, G, &gh, NULL), ERA_OK);
+    gt.dlog_sigma_to = &to[0];
+    gt.dalpha_to = &to[1];
+    CHECK_INT_EQ(era_era_backward(&cfg, &p, &st, G, &gt, NULL), ERA_OK);
+    {
+        volatile float prod = gh.dsigma * p.sigma;
+        const float want0 = 0.25f + prod, want1 = -0.5f + gh.dalpha;
+        CHECK(gh.dsigma != 0.0f && gh.dalpha != 0.0f);
+        CHECK(memcmp(&to[0], &want0, sizeof(float)) == 0 && memcmp(&to[1], &want1, sizeof(float)) == 0);
+    }
+    CHECK(gt.dsigma == 0.0f && gt.dalpha == 0.0f);
+    gt.dalpha_to = NULL;
+    CHECK_INT_EQ(era_era_backward(&cfg, &p, &st, G, &gt, NULL), ERA_EINVAL);
+    gt.dalpha_to = &to[1];
+    gt.dlog_sigma_to = NULL;
+    CHECK_INT_EQ(era_era_backward(&cfg, &p, &st, G, &gt, NULL), ERA_EINVAL);
+    era_era_state_free(&st);
+}
+
 static void test_era_grads(void)
 {
     check_era_grads(0, 11);
@@ -2125,6 +2167,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_rpa_backward_accumulates);
     TEST_RUN(test_rpa_dtau_abs);
     TEST_RUN(test_rpa_scalars_to);
+    TEST_RUN(test_era_scalars_to);
     TEST_RUN(test_membership_grads);
     TEST_RUN(test_rpa_end_to_end_grad_h);
     TEST_RUN(test_era_grads);

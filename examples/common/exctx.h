@@ -67,7 +67,7 @@ typedef struct ex_ctx {
     int *status;      /* NULL, or a device int: the deferred-check word. The device ops whose
                          checks only the device can do (ex_embedding_fwd / _bwd,
                          ex_ce_fwd_inplace / _bwd_inplace: the ids' range; ex_gd_fwd / _bwd:
-                         the memory's input scan) then leave a nonzero value there instead of
+                         the memory's input scan; ex_era_fwd: ERA's centres) then leave a nonzero value there instead of
                          a host wait each (tensor.h's *_cuda_ex, gd_config.status); whoever
                          sets it zeroes it and reads it (the model: once per forward, with the
                          row losses). Unused on the CPU. */
@@ -459,8 +459,11 @@ static inline int ex_rpa_bwd(const ex_ctx *x, const era_rpa_config *cfg, const e
 static inline int ex_era_fwd(const ex_ctx *x, const era_era_config *cfg, const era_era_params *p, int T,
                              float *bias, era_era_state *st, era_era_cuda_state *cst, void *ws)
 {
-    EX__OP(era_era_forward(cfg, p, T, bias, st, ws),
-           era_era_forward_cuda(cfg, p, T, bias, cst, ws, (era_stream)x->stream));
+    era_era_config dc;
+    if (!x->device) return era_era_forward(cfg, p, T, bias, st, ws);
+    dc = *cfg; /* the device's check of the centres into the context's status word (no wait) */
+    dc.status = x->status;
+    return era_era_forward_cuda(&dc, p, T, bias, cst, ws, (era_stream)x->stream);
 }
 static inline int ex_era_bwd(const ex_ctx *x, const era_era_config *cfg, const era_era_params *p,
                              const era_era_state *st, const era_era_cuda_state *cst, const float *dbias,

@@ -238,6 +238,9 @@ struct mdl_model {
     size_t mu_h_cap;
     int mu_back;             /* device model: the last forward's memberships came back with its
                                 read-back (at rowfh + MDL__MU_AT(N, L)), mdl__mu_all reads none */
+    int ent_back;            /* device model: this forward's softmax layers summed their attention
+                                moments into rowf at MDL__ENT_AT (GAC, the entropy band); the
+                                read-back brings them with the rest (no read per layer) */
     float *mu_d;             /* (L,N,R) device model: their device staging (mdl__mu_all) */
     size_t mu_d_cap;
     int pcache_on[MDL_MAX_LAYERS], pdiag_T[MDL_MAX_LAYERS];
@@ -282,7 +285,9 @@ struct mdl_model {
                                 (N) per-row CE, (N) smoothed loss (tensor.h's in-place
                                 cross-entropy), (N) target weights, then at float MDL__TAIL(N):
                                 the status word (an int, then a pad) and each layer's
-                                membership sums (L,3 doubles); with the RPA prior, then at
+                                membership sums (L,3 doubles); at MDL__ENT_AT(N, L) each
+                                softmax layer's attention moment sums (L,TK_ATTN_NSTATS)
+                                when the forward wants the entropy; with the RPA prior, then at
                                 MDL__MU_AT(N, L) every layer's memberships (L,N,R) of a
                                 training forward (for mdl_prior_stats_update) */
     float *rowfh;            /* its host copy */
@@ -1298,7 +1303,10 @@ static int mdl__set_has(const mdl_model *m, int l, int train, int j)
    membership sums are doubles) */
 #define MDL__TAIL(N) ((3 * (size_t)(N) + 1) & ~(size_t)1)
 /* rowf's memberships (RPA): after the tail's status word, pad and membership sums */
-#define MDL__MU_AT(N, L) (MDL__TAIL(N) + 2 + 6 * (size_t)(L))
+/* rowf's attention entropy sums (softmax with GAC or the entropy band): after the
+   membership sums, TK_ATTN_NSTATS floats per layer */
+#define MDL__ENT_AT(N, L) (MDL__TAIL(N) + 2 + 6 * (size_t)(L))
+#define MDL__MU_AT(N, L) (MDL__ENT_AT(N, L) + (size_t)TK_ATTN_NSTATS * (size_t)(L))
 
 /* Lay out every buffer for (B,T); train selects per-layer storage and the backward
    scratch; obs adds the CEAS observables scratch. Returns the bytes needed on the model's
@@ -1598,14 +1606,6 @@ int mdl_scalars_get(const mdl_model *m, const float *base, const size_t *off, in
     return rc;
 }
 
-/* A scalar gradient (base + off) added to from the host: x + dv in place, on the model's
-   stream (tk_shift: the value travels as a kernel argument, no copy, no wait); a failure
-   leaves the gradient as it was and the device's error sticky for the next checked op. */
-static void mdl__sadd(const mdl_model *m, float *base, size_t off, float dv)
-{
-    (void)ex_shift(&m->cx, base + off, base + off, dv, 1);
-}
-
 /* The mirror's refresh (mdl_forward, before the blocks): on a device model each block's
    span is copied into the device staging sc_d at its mirror offset (device copies on the
    model's stream, no wait), then the whole mirror is read back with one copy (one host
@@ -1763,30 +1763,36 @@ static tk_attention_cuda_config mdl__attn_cfg(const mdl_model *m)
    forward fails (and what it wrote is not used). */
 static int mdl__readback(mdl_model *m, int with_rows, int N)
 {
-    const size_t tl = MDL__TAIL(N), nmu = (size_t)N * m->R;
+    const size_t tl = MDL__TAIL(N), nmu = (size_t)N * m->R, L = (size_t)m->L;
     /* a training forward with the RPA running statistics: every layer's memberships too
        (mdl_prior_stats_update reads them after the step), behind the sums' room */
     const int with_mu = m->train && m->cfg.prior == MDL_PRIOR_RPA && m->pstats && nmu > 0;
-    size_t mu_b = m->need_mu ? sizeof(double) * 3 * (size_t)m->L : 0;
+    /* floats after the status word and its pad that come back: the membership sums, then
+       (m->ent_back) the attention moment sums, then (with_mu) the memberships */
+    size_t span = m->need_mu ? 6 * L : 0;
     int st = 0, l;
     m->mu_back = 0;
     if (m->cx.device == EX_CPU) return MDL_OK;
     if (ex_copy(&m->cx, m->rowf + tl, m->status_d, sizeof(int)) != TK_OK ||
-        (mu_b && ex_copy(&m->cx, m->rowf + tl + 2, m->mu_sums, mu_b) != TK_OK))
+        (span && ex_copy(&m->cx, m->rowf + tl + 2, m->mu_sums, sizeof(float) * span) != TK_OK))
         return mdl__fail(m, MDL_EFAIL, "mdl_forward: staging the forward's read-back failed");
+    if ((m->ent_back || with_mu) && !span && ex_zero(&m->cx, m->rowf + tl + 2, sizeof(float) * 6 * L) != TK_OK)
+        return mdl__fail(m, MDL_EFAIL, "mdl_forward: staging the forward's read-back failed");
+    if (m->ent_back) span = MDL__ENT_AT(N, L) - tl - 2 + TK_ATTN_NSTATS * L; /* (written by the blocks) */
     if (with_mu) {
-        if (!mu_b && ex_zero(&m->cx, m->rowf + tl + 2, sizeof(double) * 3 * (size_t)m->L) != TK_OK)
+        if (!m->ent_back &&
+            ex_zero(&m->cx, m->rowf + MDL__ENT_AT(N, L), sizeof(float) * TK_ATTN_NSTATS * L) != TK_OK)
             return mdl__fail(m, MDL_EFAIL, "mdl_forward: staging the forward's read-back failed");
         for (l = 0; l < m->L; l++)
             if (ex_copy(&m->cx, m->rowf + MDL__MU_AT(N, m->L) + (size_t)l * nmu, m->ba[l].mu, sizeof(float) * nmu) !=
                 TK_OK)
                 return mdl__fail(m, MDL_EFAIL, "mdl_forward: staging the memberships failed");
-        mu_b = sizeof(float) * (MDL__MU_AT(N, m->L) - tl - 2 + (size_t)m->L * nmu);
+        span = MDL__MU_AT(N, L) - tl - 2 + L * nmu;
     }
     if (with_rows) {
-        if (ex_to_host(&m->cx, m->rowfh, m->rowf, sizeof(float) * (tl + 2) + mu_b) != TK_OK)
+        if (ex_to_host(&m->cx, m->rowfh, m->rowf, sizeof(float) * (tl + 2 + span)) != TK_OK)
             return mdl__fail(m, MDL_EFAIL, "mdl_forward: copy of the row losses failed");
-    } else if (ex_to_host(&m->cx, m->rowfh + tl, m->rowf + tl, sizeof(float) * 2 + mu_b) != TK_OK) {
+    } else if (ex_to_host(&m->cx, m->rowfh + tl, m->rowf + tl, sizeof(float) * (2 + span)) != TK_OK) {
         return mdl__fail(m, MDL_EFAIL, "mdl_forward: reading the device's checks failed");
     }
     m->mu_back = with_mu;
@@ -1794,7 +1800,7 @@ static int mdl__readback(mdl_model *m, int with_rows, int N)
     if (!st) return MDL_OK;
     return mdl__fail(m, MDL_EINVAL, "mdl_forward: a device check failed: a row of attention logits + bias not finite "
                                     "(NaN or +Inf in q, k or the prior), a head temperature not finite and > 0, a "
-                                    "non-finite or out-of-range input of the gated-delta memory, or an id out of "
+                                    "non-finite or out-of-range input of the gated-delta memory, a non-finite ERA centre, or an id out of "
                                     "range");
 }
 
@@ -1955,7 +1961,7 @@ static int mdl__softmax_fwd(mdl_model *m, int l, const mdl_opts *o, mdl_stats *s
             /* a training forward with the entropy in the loss keeps every layer's moments
                on the device: the backward's entropy term reads its rows' H; TK_ATTN_NSTATS
                more floats at the end take the column sums of the entropy-only case */
-            const size_t dneed = (ent && m->train ? (size_t)m->L * need : need) + (need ? TK_ATTN_NSTATS : 0);
+            const size_t dneed = ent && m->train ? (size_t)m->L * need : need;
             const int host_rows = gate || o->want_attn_obs; /* the host reads every row */
             if (host_rows && need > m->attn_stats_cap) {
                 float *p = (float *)realloc(m->attn_stats, need * sizeof(float));
@@ -1973,7 +1979,7 @@ static int mdl__softmax_fwd(mdl_model *m, int l, const mdl_opts *o, mdl_stats *s
                 m->attn_stats_d = (float *)d;
                 m->attn_stats_dcap = dneed;
             }
-            if (need) sd = m->attn_stats_d + (dneed > need + TK_ATTN_NSTATS ? (size_t)l * need : 0);
+            if (need) sd = m->attn_stats_d + (dneed > need ? (size_t)l * need : 0);
             MDL__TRY(tk_attention_forward_stats_cuda(a->atto, a->lse, sd, a->q, a->k, a->v, bias, 0,
                                                      m->temp_d + (size_t)l * H, B, H, T, D, &ac, m->cx.stream),
                      "tk_attention_forward_stats_cuda");
@@ -1982,14 +1988,13 @@ static int mdl__softmax_fwd(mdl_model *m, int l, const mdl_opts *o, mdl_stats *s
                          "copy of the attention statistics");
             } else if (ent) {
                 /* the layer's mean entropy only: the moments' column sums on the device
-                   (tk_matmul_backward's bias gradient: a fixed-order reduction), one
-                   TK_ATTN_NSTATS-float copy instead of the (B,H,T,NSTATS) rows */
-                float *cs = m->attn_stats_d + m->attn_stats_dcap - TK_ATTN_NSTATS, hsum[TK_ATTN_NSTATS];
-                MDL__TRY(ex_zero(&m->cx, cs, sizeof hsum), "zero");
+                   (tk_matmul_backward's bias gradient: a fixed-order reduction) into the
+                   read-back's room for them (zeroed by mdl_forward, m->ent_back), read
+                   with the row losses after the blocks: no wait here */
+                float *cs = m->rowf + MDL__ENT_AT((size_t)B * T, m->L) + (size_t)l * TK_ATTN_NSTATS;
+                if (!m->ent_back) return mdl__fail(m, MDL_EINVAL, "attention entropy: no read-back room");
                 MDL__TRY(ex_matmul_bwd(&m->cx, NULL, NULL, cs, sd, NULL, NULL, (int)nrow, 1, TK_ATTN_NSTATS),
                          "mean attention entropy");
-                MDL__TRY(ex_to_host(&m->cx, hsum, cs, sizeof hsum), "copy of the entropy sum");
-                st->layer_attn_H[l] = (float)((double)hsum[0] / (double)nrow);
             }
         } else if (!gate && !ent && !o->want_attn_obs) {
             MDL__TRY(tk_attention_forward(m->atty, a->probs, a->q, a->k, a->v, bias, 0, m->temp + (size_t)l * H,
@@ -2318,6 +2323,11 @@ int mdl_forward(mdl_model *m, const int *inputs, const int *targets, int B, int 
     m->T = T;
     m->train = o.train;
     m->mu_back = 0; /* (set again by this forward's read-back) */
+    m->ent_back = m->rowf && c->attn == MDL_ATTN_SOFTMAX && (c->gac_tau || o.ent_band_lambda > 0.0f) &&
+                  !(o.want_gate_rows && o.train) && !o.want_attn_obs;
+    if (m->ent_back) /* the layers' sums start from zero (a conv layer's stay zero) */
+        MDL__TRY(ex_zero(&m->cx, m->rowf + MDL__ENT_AT(N, L), sizeof(float) * TK_ATTN_NSTATS * (size_t)L),
+                 "zero the entropy sums");
     memcpy(m->gain_fwd, m->act_gain, sizeof m->gain_fwd); /* this forward's and its backward's */
     m->cx.status = m->status_d; /* (carved above: mdl__ensure may move it) */
     if (m->status_d) MDL__TRY(ex_zero(&m->cx, m->status_d, sizeof(int)), "zero the deferred checks");
@@ -2418,6 +2428,11 @@ int mdl_forward(mdl_model *m, const int *inputs, const int *targets, int B, int 
         }
     }
     if ((rc = mdl__readback(m, targets != NULL, N)) != MDL_OK) return rc;
+    if (m->ent_back) /* the softmax layers' mean attention entropy (mdl__softmax_fwd's sums) */
+        for (l = 0; l < L; l++)
+            st.layer_attn_H[l] = m->lconv[l] ? 0.0f
+                                             : (float)((double)m->rowfh[MDL__ENT_AT(N, L) + (size_t)l * TK_ATTN_NSTATS] /
+                                                       ((double)N * m->H));
     if (m->need_mu) { /* the layers' membership statistics (sums over the B T rows) */
         double hs[3 * MDL_MAX_LAYERS];
         if (m->cx.device == EX_CPU) memcpy(hs, m->mu_sums, sizeof(double) * 3 * (size_t)L);
@@ -3128,11 +3143,13 @@ static int mdl__block_bwd(mdl_model *m, int l)
         size_t TT = (size_t)T * T;
         memset(&g, 0, sizeof g);
         g.dcenters = G + b->erac;
+        /* log sigma's and alpha's gradients straight into G (on a device model: no
+           read-back, no host wait) */
+        g.dlog_sigma_to = G + b->eras;
+        g.dalpha_to = G + b->eraa;
         if (m->era_scale_used != 1.0f) MDL__TRY(ex_scale(&m->cx, m->dbias, m->dbias, m->era_scale_used, TT), "ERA scale");
         MDL__TRY(ex_era_bwd(&m->cx, &c->era, &ep, &m->era_st[l], &m->era_cst[l], m->dbias, &g, m->era_ws),
                  "era_era_backward");
-        mdl__sadd(m, G, b->eras, g.dsigma * ep.sigma);
-        mdl__sadd(m, G, b->eraa, g.dalpha);
     }
     if (m->cp[MDL__CP_RESG].k) { /* the residual gate: from deta (both branches), dmu += */
         mdl__comp_io(m, l, MDL__CP_RESG, &io, Pp, Gp);
