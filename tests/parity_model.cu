@@ -154,6 +154,8 @@ static void run_case(const char *name, const mdl_config *cfg, const mdl_opts *op
     CHECK_INT_EQ(mdl_forward(md, x, y, PB, PT, opts, &sd), MDL_OK);
     CHECK_CLOSE(sd.loss, sc.loss, 1e-5, 0.0);
     CHECK_CLOSE(sd.ce, sc.ce, 1e-5, 0.0);
+    for (i = 0; i < cfg->n_layers; i++) /* (GAC / the entropy band: the device's from its read-back) */
+        CHECK_CLOSE(sd.layer_attn_H[i], sc.layer_attn_H[i], 1e-5, 1e-6);
     CHECK_INT_EQ(mdl_backward(mc), MDL_OK);
     CHECK_INT_EQ(mdl_backward(md), MDL_OK);
     std::vector<float> gd = host_of(mdl_grads(md), np);

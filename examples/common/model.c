@@ -1752,12 +1752,14 @@ static tk_attention_cuda_config mdl__attn_cfg(const mdl_model *m)
 }
 
 /* A device forward's one host read (issue 39 item 2): the row losses (when the forward has
-   targets; its cross-entropy already queued), the deferred checks' word and the layers'
-   membership sums come back with one copy: status_d and mu_sums are copied (on the stream,
-   no wait) into rowf's tail first. The word was zeroed at the start of the forward; the
+   targets; its cross-entropy already queued), the deferred checks' word, the layers'
+   membership sums and (m->ent_back) their attention moment sums come back with one copy:
+   status_d and mu_sums are copied (on the stream, no wait) into rowf's tail first (the
+   moment sums are there already). The word was zeroed at the start of the forward; the
    device attention (non-finite rows, temperatures) and the id checks of the embedding and
    the cross-entropy (ids the host checked already: mdl__check_ids) leave a nonzero value
-   there, and so does the memory's input scan (gd_config.status through ex_gd_fwd). A
+   there, and so do the memory's input scan (gd_config.status through ex_gd_fwd) and ERA's
+   centre check (era_era_config.status through ex_era_fwd; not in decoding's B(W)). A
    backward's checks are not read: they see what the forward before them saw (the
    same ids, no update between them), and the next forward zeroes the word. Nonzero: the
    forward fails (and what it wrote is not used). */
@@ -1800,8 +1802,8 @@ static int mdl__readback(mdl_model *m, int with_rows, int N)
     if (!st) return MDL_OK;
     return mdl__fail(m, MDL_EINVAL, "mdl_forward: a device check failed: a row of attention logits + bias not finite "
                                     "(NaN or +Inf in q, k or the prior), a head temperature not finite and > 0, a "
-                                    "non-finite or out-of-range input of the gated-delta memory, a non-finite ERA centre, or an id out of "
-                                    "range");
+                                    "non-finite or out-of-range input of the gated-delta memory, a non-finite ERA "
+                                    "centre, or an id out of range");
 }
 
 static int mdl__attn_bwd_gated(mdl_model *m, int l, const float *dout, float *dbias);
@@ -1959,8 +1961,8 @@ static int mdl__softmax_fwd(mdl_model *m, int l, const mdl_opts *o, mdl_stats *s
             float *sd = NULL;
             const size_t need = (gate || ent || o->want_attn_obs) ? (size_t)nrow * TK_ATTN_NSTATS : 0;
             /* a training forward with the entropy in the loss keeps every layer's moments
-               on the device: the backward's entropy term reads its rows' H; TK_ATTN_NSTATS
-               more floats at the end take the column sums of the entropy-only case */
+               on the device: the backward's entropy term reads its rows' H (the layer's
+               column sums go to the read-back's room, below) */
             const size_t dneed = ent && m->train ? (size_t)m->L * need : need;
             const int host_rows = gate || o->want_attn_obs; /* the host reads every row */
             if (host_rows && need > m->attn_stats_cap) {
@@ -4024,11 +4026,13 @@ static int mdl__dec_prior_build(mdl_model *m, struct mdl__dec *d)
         }
         if (mv) ex_free(&m->cx, mv);
     } else if (c->prior == MDL_PRIOR_ERA) {
+        ex_ctx cx1 = m->cx; /* the centres checked on the host here: decoding reads no status word */
+        cx1.status = NULL;
         for (l = 0; l < m->L && rc == ERA_OK; l++) {
             era_era_params ep = mdl__era_params(m, l);
             era_era_state st = era_era_state_init();
             era_era_cuda_state cst = era_era_cuda_state_init();
-            rc = ex_era_fwd(&m->cx, &c->era, &ep, W, d->pb + (size_t)l * WW, &st, &cst, NULL);
+            rc = ex_era_fwd(&cx1, &c->era, &ep, W, d->pb + (size_t)l * WW, &st, &cst, NULL);
             era_era_state_free(&st);
             era_era_cuda_state_free(&cst);
         }
