@@ -2080,6 +2080,101 @@ static void test_gates(void)
     CHECK(!strcmp(lyr_kind_resgate.name, "res_gate") && !strcmp(lyr_kind_vgate.name, "attn"));
 }
 
+/* layers.h section 9: the memberships as a kind are era.h's era_membership_* on the kind's
+   tensors, bit for bit (forward: mu, zproj and the statistics' sums; backward: G, dx +=);
+   the tensors as the model names them; the config's R must match; refusals */
+static void test_memb_kind(void)
+{
+    const int B = 2, T = 5, C = 6, R = 3;
+    const size_t N = (size_t)B * T;
+    era_rpa_config cfg = era_rpa_config_default(R);
+    lyr_memb_dims d;
+    lyr_pspec sp[LYR_MAX_PARAMS];
+    ex_ctx cx = ex_ctx_make(EX_CPU);
+    float *P[4], *G[4], *G2[4], *x, *saved, *work, *mu, *zp, *dmu, *dx, *dx2;
+    double sums[3] = {0, 0, 0}, sums2[3] = {0, 0, 0};
+    era_rpa_params p = era_rpa_params_default();
+    era_rpa_grads g;
+    lyr_io io;
+    size_t i, k, n[4], nsv, nwk;
+    int bad = 0;
+    cfg.detach = 0;
+    d.C = C;
+    d.R = R;
+    d.cfg = &cfg;
+    CHECK_INT_EQ(lyr_kind_memb.params(&d, sp, LYR_MAX_PARAMS), 4);
+    CHECK(!strcmp(sp[0].suffix, "proj.weight") && sp[0].decay == 1 && sp[0].init == LYR_INIT_UNIFORM);
+    CHECK(!strcmp(sp[2].suffix, "centers") && sp[2].shape[0] == R && sp[2].init == LYR_INIT_NORMAL);
+    CHECK(!strcmp(sp[3].suffix, "log_sigma") && sp[3].init == LYR_INIT_ZERO && sp[3].decay == 0);
+    CHECK(!strcmp(lyr_kind_memb.name, "mem"));
+    nsv = lyr_kind_memb.saved_floats(&d, B, T);
+    nwk = lyr_kind_memb.work_floats(&d, B, T);
+    CHECK(nsv >= N * (C + R));
+    tt_seed(901);
+    for (k = 0; k < 4; k++) {
+        n[k] = lyr_pspec_numel(&sp[k]);
+        P[k] = (float *)xcalloc(n[k], sizeof(float));
+        G[k] = (float *)xcalloc(n[k], sizeof(float));
+        G2[k] = (float *)xcalloc(n[k], sizeof(float));
+        for (i = 0; i < n[k]; i++) P[k][i] = (float)(k == 3 ? 0.2 * tt_uniform() - 0.1 : 2.0 * tt_uniform() - 1.0);
+    }
+    x = (float *)xcalloc(N * C, sizeof(float));
+    dx = (float *)xcalloc(N * C, sizeof(float));
+    dx2 = (float *)xcalloc(N * C, sizeof(float));
+    dmu = (float *)xcalloc(N * R, sizeof(float));
+    mu = (float *)xcalloc(N * R, sizeof(float));
+    zp = (float *)xcalloc(N * C, sizeof(float));
+    saved = (float *)xcalloc(nsv, sizeof(float));
+    work = (float *)xcalloc(nwk + 1, sizeof(float));
+    for (i = 0; i < N * C; i++) x[i] = (float)(2.0 * tt_uniform() - 1.0), dx[i] = dx2[i] = 0.5f;
+    for (i = 0; i < N * R; i++) dmu[i] = (float)(2.0 * tt_uniform() - 1.0);
+    /* era.h directly */
+    p.D = p.P = C;
+    p.W = P[0], p.b = P[1], p.centers = P[2], p.log_sigma = P[3];
+    CHECK_INT_EQ(era_membership_forward_sums(&cfg, &p, mu, zp, sums2, x, B, T), ERA_OK);
+    memset(&g, 0, sizeof g);
+    g.dW = G2[0], g.db = G2[1], g.dcenters = G2[2], g.dlog_sigma = G2[3];
+    CHECK_INT_EQ(era_membership_backward(&cfg, &p, dx2, &g, dmu, 0.3f, x, zp, mu, B, T, NULL), ERA_OK);
+    /* the kind */
+    memset(&io, 0, sizeof io);
+    io.P = (const float *const *)P;
+    io.G = G;
+    io.x = x;
+    io.saved = saved;
+    io.work = work;
+    io.sums = sums;
+    io.B = B;
+    io.T = T;
+    CHECK_INT_EQ(lyr_kind_memb.forward(&cx, &d, &io), LYR_OK);
+    bad += memcmp(saved, mu, sizeof(float) * N * R) != 0;
+    bad += memcmp(saved + ((N * R + 15) & ~(size_t)15), zp, sizeof(float) * N * C) != 0;
+    bad += memcmp(sums, sums2, sizeof sums) != 0;
+    io.dout = dmu;
+    io.dx = dx;
+    io.coef = 0.3f;
+    CHECK_INT_EQ(lyr_kind_memb.backward(&cx, &d, &io), LYR_OK);
+    bad += memcmp(dx, dx2, sizeof(float) * N * C) != 0;
+    for (k = 0; k < 4; k++) bad += memcmp(G[k], G2[k], sizeof(float) * n[k]) != 0;
+    CHECK_INT_EQ(bad, 0);
+    CHECK(dx[0] != 0.5f);
+    /* refusals: the config's R, no config, no x, no dout */
+    d.R = R + 1;
+    CHECK_INT_EQ(lyr_kind_memb.forward(&cx, &d, &io), LYR_EINVAL);
+    d.R = R;
+    d.cfg = NULL;
+    CHECK_INT_EQ(lyr_kind_memb.forward(&cx, &d, &io), LYR_EINVAL);
+    CHECK_INT_EQ(lyr_kind_memb.params(&d, sp, LYR_MAX_PARAMS), 4); /* (sizes only) */
+    d.cfg = &cfg;
+    io.x = NULL;
+    CHECK_INT_EQ(lyr_kind_memb.forward(&cx, &d, &io), LYR_EINVAL);
+    io.x = x;
+    io.dout = NULL;
+    CHECK_INT_EQ(lyr_kind_memb.backward(&cx, &d, &io), LYR_EINVAL);
+    CHECK_INT_EQ(lyr_kind_memb.params(&d, sp, 3), LYR_EINVAL);
+    for (k = 0; k < 4; k++) free(P[k]), free(G[k]), free(G2[k]);
+    free(x), free(dx), free(dx2), free(dmu), free(mu), free(zp), free(saved), free(work);
+}
+
 /* one token per sequence: every layer runs forward and backward at T = 1 */
 static void test_t1(void)
 {
@@ -2143,6 +2238,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_lfm_reference);
     TEST_RUN(test_lfm_kind_counts_args);
     TEST_RUN(test_gates);
+    TEST_RUN(test_memb_kind);
     TEST_RUN(test_t1);
     return TEST_END();
 }

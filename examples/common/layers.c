@@ -2722,6 +2722,98 @@ static int lyr__vg_bwd_v(const ex_ctx *cx, const void *dv, lyr_io *io)
 }
 static size_t lyr__vg_work_v(const void *d, int B, int T) { return (size_t)B * T * (((const lyr_gate_dims *)d)->H + 1); }
 
+/* =================================================================== the memberships */
+/* the sizes (run: the config too, which the model sets before each forward) */
+static int lyr__memb_ok(const lyr_memb_dims *d, int run)
+{
+    return d && d->C >= 1 && d->C <= (1 << 20) && d->R >= 1 && d->R <= (1 << 16) &&
+           (!run || (d->cfg && d->R == d->cfg->R));
+}
+static int lyr__memb_params_v(const void *dv, lyr_pspec *out, int cap)
+{
+    const lyr_memb_dims *d = (const lyr_memb_dims *)dv;
+    static const char *const nm[4] = {"proj.weight", "proj.bias", "centers", "log_sigma"};
+    const float uC = 1.0f / sqrtf((float)(d ? d->C : 1));
+    int i;
+    if (!lyr__memb_ok(d, 0) || !out || cap < 4) return LYR_EINVAL;
+    memset(out, 0, 4 * sizeof *out);
+    for (i = 0; i < 4; i++) {
+        snprintf(out[i].suffix, sizeof out[i].suffix, "%s", nm[i]);
+        out[i].init_arg = i == 3 ? 0.0f : uC;
+    }
+    out[0].ndim = 2, out[0].shape[0] = d->C, out[0].shape[1] = d->C, out[0].decay = 1, out[0].init = LYR_INIT_UNIFORM;
+    out[1].ndim = 1, out[1].shape[0] = d->C, out[1].init = LYR_INIT_UNIFORM;
+    out[2].ndim = 2, out[2].shape[0] = d->R, out[2].shape[1] = d->C, out[2].init = LYR_INIT_NORMAL;
+    out[3].ndim = 1, out[3].shape[0] = d->R, out[3].init = LYR_INIT_ZERO;
+    return 4;
+}
+static size_t lyr__memb_saved_v(const void *dv, int B, int T)
+{
+    const lyr_memb_dims *d = (const lyr_memb_dims *)dv;
+    const size_t N = (size_t)B * T;
+    return lyr__memb_ok(d, 0) ? lyr__al(N * d->R) + N * d->C : 0;
+}
+static size_t lyr__memb_work_v(const void *dv, int B, int T)
+{
+    const lyr_memb_dims *d = (const lyr_memb_dims *)dv;
+    era_rpa_params p = era_rpa_params_default();
+    if (!lyr__memb_ok(d, 0)) return 0;
+    p.D = p.P = d->C;
+    return (era_membership_workspace_size(&p, B, T) + sizeof(float) - 1) / sizeof(float);
+}
+/* era.h's parameters of the memberships from the kind's tensors */
+static era_rpa_params lyr__memb_p(const lyr_memb_dims *d, const float *const *P)
+{
+    era_rpa_params p = era_rpa_params_default();
+    p.D = p.P = d->C;
+    p.W = P[0];
+    p.b = P[1];
+    p.centers = P[2];
+    p.log_sigma = P[3];
+    return p;
+}
+static int lyr__memb_fwd_v(const ex_ctx *cx, const void *dv, lyr_io *io)
+{
+    const lyr_memb_dims *d = (const lyr_memb_dims *)dv;
+    era_rpa_params p;
+    float *mu, *zp;
+    int rc;
+    io->stat = 0.0f;
+    if (!cx || !lyr__memb_ok(d, 1) || !lyr__bt_ok(io->B, io->T, (double)d->C + d->R) ||
+        !lyr__ptrs_ok((const void *const *)io->P, 4) || !io->x || !io->saved)
+        return LYR_EINVAL;
+    p = lyr__memb_p(d, io->P);
+    mu = io->saved;
+    zp = io->saved + lyr__al((size_t)io->B * io->T * d->R);
+    rc = io->sums ? ex_membership_fwd_sums(cx, d->cfg, &p, mu, zp, io->sums, io->x, io->B, io->T)
+                  : ex_membership_fwd(cx, d->cfg, &p, mu, zp, NULL, io->x, io->B, io->T);
+    return rc == ERA_OK ? LYR_OK : rc == ERA_ENOMEM ? LYR_ENOMEM : LYR_EFAIL;
+}
+static int lyr__memb_bwd_v(const ex_ctx *cx, const void *dv, lyr_io *io)
+{
+    const lyr_memb_dims *d = (const lyr_memb_dims *)dv;
+    era_rpa_params p;
+    era_rpa_grads g;
+    const float *mu, *zp;
+    int rc;
+    if (!cx || !lyr__memb_ok(d, 1) || !lyr__bt_ok(io->B, io->T, (double)d->C + d->R) ||
+        !lyr__ptrs_ok((const void *const *)io->P, 4) || !lyr__ptrs_ok((const void *const *)io->G, 4) || !io->x ||
+        !io->saved || !io->dout || !io->dx || !io->work)
+        return LYR_EINVAL;
+    p = lyr__memb_p(d, io->P);
+    memset(&g, 0, sizeof g);
+    g.dW = io->G[0];
+    g.db = io->G[1];
+    g.dcenters = io->G[2];
+    g.dlog_sigma = io->G[3];
+    mu = io->saved;
+    zp = io->saved + lyr__al((size_t)io->B * io->T * d->R);
+    rc = ex_membership_bwd(cx, d->cfg, &p, io->dx, &g, io->dout, io->coef, io->x, zp, mu, io->B, io->T, io->work);
+    return rc == ERA_OK ? LYR_OK : rc == ERA_ENOMEM ? LYR_ENOMEM : LYR_EFAIL;
+}
+
+const lyr_kind lyr_kind_memb = {"mem", lyr__memb_params_v, lyr__gate_init_v, lyr__memb_saved_v, lyr__memb_work_v,
+                                lyr__no_floats_v, lyr__memb_fwd_v, lyr__memb_bwd_v};
 const lyr_kind lyr_kind_resgate = {"res_gate", lyr__rg_params_v, lyr__gate_init_v, lyr__rg_floats_v, lyr__rg_floats_v,
                                    lyr__no_floats_v, lyr__rg_fwd_v, lyr__rg_bwd_v};
 const lyr_kind lyr_kind_vgate = {"attn", lyr__vg_params_v, lyr__gate_init_v, lyr__vg_saved_v, lyr__vg_work_v,

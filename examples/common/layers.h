@@ -2,13 +2,15 @@
    the fuzzy mixture-of-experts FFN (seed 000 Listing 5, §3, §6.2), the polar attention
    mixer (seed 002 §3.2, built on polar.h), the gated-delta memory channel (seed 002
    §3.3, built on gdelta.h), the dense MLP FFNs (GELU, squared-ReLU gated), LFM2's gated
-   short convolution (seed 002 §3.1's conv layers, section 7 below) and the membership
-   gates (seed 000's residual and value gates, section 8). Each is a
+   short convolution (seed 002 §3.1's conv layers, section 7 below), the membership
+   gates (seed 000's residual and value gates, section 8) and the memberships themselves
+   (section 9, on era.h). Each is a
    self-contained layer with forward and backward; model.c plugs them into its pre-norm
    blocks through the generic table (lyr_kind, at the end). fp32, on tensor.h: CPU or a
    CUDA device, chosen by the device context (exctx.h). License: MIT.
 
-   PROTOCOL (every layer kind X in {moe, polar, gdelta, mlp, norm, conv, lfm, resgate, vgate})
+   PROTOCOL (every layer kind X in {moe, polar, gdelta, mlp, norm, conv, lfm, resgate, vgate,
+             memb})
      lyr_X_params(d, out, cap)       the parameter tensors, in order: suffix (the model
                                      names them "blocks.<l>.<component>.<suffix>"), shape,
                                      decay flag. Returns the count (<= cap) or < 0.
@@ -597,6 +599,24 @@ typedef struct lyr_gate_dims {
     int C, H, R;    /* model width, heads (value gate), memberships */
 } lyr_gate_dims;
 
+/* 9. THE MEMBERSHIPS (lyr_kind_memb; seed 000 §3, era.h's era_membership_*): mu (B,T,R),
+      the fuzzy memberships of each token's block input x (B,T,C) in R regimes, through
+      zproj = x W^T + b (B,T,C) and the Gaussian centres (era.h's definition, its config
+      *cfg: entropy floor, logit clamp, detach). forward: x -> saved = [mu (N,R) | zproj
+      (N,C), at a 16-float boundary]; the model reads mu there; io->sums (NULL: none) gets
+      the statistics added as 3 device doubles (era_membership_forward_sums: no host wait).
+      backward: io->dout = d mu (N,R) (every reader's gradient, summed by the caller),
+      io->coef = the entropy penalty's d/dH (era.h's dentropy), io->dx (B,T,C) +=, G +=;
+      work: era_membership_workspace_size bytes.
+      Params: proj.weight (C,C) [decay, U(-1/sqrt C, 1/sqrt C)], proj.bias (C) [no decay,
+      the same], centers (R,C) [no decay, N(0, 1/sqrt C)], log_sigma (R) [no decay, 0]; the
+      model names them "blocks.<l>.mem.<suffix>". The model's arithmetic before it became a
+      kind (CPU training bit-identical); either device. */
+typedef struct lyr_memb_dims {
+    int C, R;
+    const era_rpa_config *cfg; /* the membership settings (the model's, set per forward) */
+} lyr_memb_dims;
+
 /* ------------------------------------------------------------ the generic protocol */
 /* One table per component kind, so a caller (the model) holds a kind and its dims and
    never names the kind again: adding a kind is its functions and a table here. The
@@ -618,6 +638,8 @@ typedef struct lyr_io {
     uint64_t seed;          /* noise of this forward (MoE Gumbel) */
     float coef;             /* backward: weight of the kind's statistic in the loss (MoE lb) */
     float stat;             /* forward, out: the kind's statistic (MoE load balance), else 0 */
+    double *sums;           /* forward: kinds that add statistics to sums in the context's
+                               memory (the memberships: 3 doubles), or NULL */
     /* the gated-delta channel with qkv_shared: the mixer's scored q, k, v (forward) and
        their gradients (backward, +=); polar backward: gq, gk, gv extra gradients of its
        scored q, k, v (lyr_polar_bwd_qkv). NULL (zeroed io): none */
@@ -646,6 +668,7 @@ extern const lyr_kind lyr_kind_conv;   /* dims: lyr_conv_dims (init: the pspec r
 extern const lyr_kind lyr_kind_lfm;    /* dims: lyr_lfm_dims (init: the pspec rules) */
 extern const lyr_kind lyr_kind_resgate; /* dims: lyr_gate_dims; mu; saved: eta (section 8) */
 extern const lyr_kind lyr_kind_vgate;  /* dims: lyr_gate_dims; mu; dx written (section 8) */
+extern const lyr_kind lyr_kind_memb;   /* dims: lyr_memb_dims; saved: mu, zproj; sums (section 9) */
 
 /* ------------------------------------------------------------ the FFN kinds */
 /* THE FFN TABLE: every FFN a model can put in its blocks, one row each, indexed by

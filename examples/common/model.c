@@ -142,6 +142,7 @@ enum { MDL__CP_MIX = 0, /* the mixer: polar attention (layers.h) or softmax atte
                            cfg.layer_pattern marks 'c' (those have no MIX and no MEM) */
        MDL__CP_RESG,    /* the residual gate eta on the memberships (cfg.res_gate) */
        MDL__CP_VGATE,   /* the value gate on the memberships (cfg.value_gate) */
+       MDL__CP_MEMB,    /* the memberships mu of the block input (need_mu) */
        MDL__NCP };      /* (a slot's index is its init stream: 100000 + 4 l + slot for the
                            first three; the norms start from constants) */
 
@@ -209,6 +210,7 @@ struct mdl_model {
     lyr_conv_dims convd;
     lyr_lfm_dims lfmd;
     lyr_gate_dims gated;     /* the residual and value gates (layers.h section 8) */
+    lyr_memb_dims membd;     /* the memberships (layers.h section 9; cfg: rpa_used) */
     unsigned char lconv[MDL_MAX_LAYERS]; /* 1: layer l's mixer is the gated convolution */
     int nconv;               /* how many layers are */
     mdl__comp cp[MDL__NCP];  /* the block's layers.h components by slot */
@@ -300,8 +302,8 @@ struct mdl_model {
     float *dtemp_d;          /* (H+1) GAC: dtemp and a scalar, on the model's device */
     float *qkv;              /* (N,3C) scratch of the forward */
     float *atty;             /* (B,H,T,D) scratch of the forward */
-    void *mem_ws, *rpa_ws, *era_ws, *obs_ws;
-    size_t mem_ws_n, rpa_ws_n, era_ws_n, obs_ws_n;
+    void *rpa_ws, *era_ws, *obs_ws;
+    size_t rpa_ws_n, era_ws_n, obs_ws_n;
     float *attn_stats;       /* (B,H,T,TK_ATTN_NSTATS) softmax-row moments of the layer being run */
     size_t attn_stats_cap;
     float *attn_stats_d;     /* the device model's: computed there, copied into attn_stats */
@@ -804,10 +806,9 @@ static int mdl__build_table(mdl_model *m)
 {
     lyr_pspec sp[MDL__NCP][LYR_MAX_PARAMS];
     const mdl_config *c = &m->cfg;
-    int l, rc, C = m->C, R = m->R;
+    int l, rc, C = m->C;
     char nm[MDL_NAME_MAX];
     float std = c->init_std;
-    float uC = 1.0f / sqrtf((float)C);
 #define MDL__ADD(var, ndim, s0, s1, decay, init, arg)                                    \
     do {                                                                                 \
         var = mdl__add(m, nm, ndim, s0, s1, decay, init, arg);                           \
@@ -838,16 +839,12 @@ static int mdl__build_table(mdl_model *m)
         if (rc) return rc;
         rc = mdl__add_comp(m, l, MDL__CP_CONV, sp[MDL__CP_CONV]);
         if (rc) return rc;
-        if (m->need_mu) {
-            snprintf(nm, sizeof nm, "blocks.%d.mem.proj.weight", l);
-            MDL__ADD(b->memw, 2, C, C, 1, MDL__INIT_UNIFORM, uC);
-            snprintf(nm, sizeof nm, "blocks.%d.mem.proj.bias", l);
-            MDL__ADD(b->memb, 1, C, 0, 0, MDL__INIT_UNIFORM, uC);
-            snprintf(nm, sizeof nm, "blocks.%d.mem.centers", l);
-            MDL__ADD(b->memc, 2, R, C, 0, MDL__INIT_NORMAL, uC);
-            snprintf(nm, sizeof nm, "blocks.%d.mem.log_sigma", l);
-            MDL__ADD(b->mems, 1, R, 0, 0, MDL__INIT_ZERO, 0);
-        }
+        rc = mdl__add_comp(m, l, MDL__CP_MEMB, sp[MDL__CP_MEMB]); /* blocks.l.mem.{proj.weight, ...} */
+        if (rc) return rc;
+        b->memw = b->cp[MDL__CP_MEMB][0]; /* (decoding's and the priors' names for them) */
+        b->memb = b->cp[MDL__CP_MEMB][1];
+        b->memc = b->cp[MDL__CP_MEMB][2];
+        b->mems = b->cp[MDL__CP_MEMB][3];
         rc = mdl__add_comp(m, l, MDL__CP_RESG, sp[MDL__CP_RESG]); /* blocks.l.res_gate.weight */
         if (rc) return rc;
         b->resg = b->cp[MDL__CP_RESG][0];
@@ -1081,6 +1078,13 @@ int mdl_create_on(mdl_model **out, const mdl_config *cfg, uint64_t seed, int dev
     m->gated.C = m->C;
     m->gated.H = m->H;
     m->gated.R = cfg->R;
+    m->membd.C = m->C;
+    m->membd.R = cfg->R;
+    m->membd.cfg = &m->rpa_used;
+    if (m->need_mu) {
+        m->cp[MDL__CP_MEMB].k = &lyr_kind_memb;
+        m->cp[MDL__CP_MEMB].d = &m->membd;
+    }
     if (cfg->res_gate) {
         m->cp[MDL__CP_RESG].k = &lyr_kind_resgate;
         m->cp[MDL__CP_RESG].d = &m->gated;
@@ -1329,10 +1333,6 @@ static size_t mdl__carve(mdl_model *m, int B, int T, int train, int obs, char *b
         mdl__ba *a = &m->ba[l];
         memset(a, 0, sizeof *a);
         a->xmid = train ? MDL__TF(&cv, N * C) : NULL;
-        if (m->need_mu) {
-            a->zproj = MDL__TF(&cv, N * C);
-            a->mu = MDL__TF(&cv, N * R);
-        }
         a->n1 = MDL__TF(&cv, N * C);
         a->n1p = m->cp[MDL__CP_CONV].k ? MDL__TF(&cv, N * C) : NULL;
         if (c->attn == MDL_ATTN_SOFTMAX && mdl__set_has(m, l, train, MDL__CP_MIX)) {
@@ -1371,6 +1371,8 @@ static size_t mdl__carve(mdl_model *m, int B, int T, int train, int obs, char *b
             a->sv[j] = sf ? MDL__TF(&cv, sf) : NULL;
             a->hst[j] = hf ? MDL__THF(&cv, hf) : NULL;
         }
+        a->mu = a->sv[MDL__CP_MEMB]; /* (the memberships' saved state: mu, then zproj) */
+        a->zproj = a->mu ? a->mu + ((N * R + 15) & ~(size_t)15) : NULL;
         a->eta = a->sv[MDL__CP_RESG]; /* (the gates' saved state: eta; the sigmoids, then g) */
         a->vsig = a->sv[MDL__CP_VGATE];
         a->vg = a->vsig ? a->vsig + N * H : NULL;
@@ -1418,8 +1420,8 @@ static size_t mdl__carve(mdl_model *m, int B, int T, int train, int obs, char *b
         m->rowfh = cv.split ? MDL__THF(&cv, nrf) : NULL;
     }
     m->status_d = cv.split ? (int *)mdl__take(&cv, sizeof(int)) : NULL;
-    m->mem_ws = m->rpa_ws = m->era_ws = m->obs_ws = NULL;
-    m->mem_ws_n = m->rpa_ws_n = m->era_ws_n = m->obs_ws_n = 0;
+    m->rpa_ws = m->era_ws = m->obs_ws = NULL;
+    m->rpa_ws_n = m->era_ws_n = m->obs_ws_n = 0;
     if (c->prior == MDL_PRIOR_RPA) {
         era_rpa_config rc = m->cfg.rpa;
         m->rpa_ws_n = cv.split ? era_rpa_cuda_workspace_size(&rc, B, T) : era_rpa_workspace_size(&rc, B, T);
@@ -1449,15 +1451,7 @@ static size_t mdl__carve(mdl_model *m, int B, int T, int train, int obs, char *b
             m->datt = MDL__TF(&cv, N * C);
             m->dqkv = MDL__TF(&cv, N * 3 * C);
         }
-        if (m->need_mu) {
-            era_rpa_params p;
-            memset(&p, 0, sizeof p);
-            p.D = m->C;
-            p.P = m->C;
-            m->dmu = MDL__TF(&cv, N * R);
-            m->mem_ws_n = era_membership_workspace_size(&p, B, T);
-            m->mem_ws = mdl__take(&cv, m->mem_ws_n);
-        }
+        if (m->need_mu) m->dmu = MDL__TF(&cv, N * R);
         if (c->res_gate) m->deta = MDL__TF(&cv, N);
         if (c->prior != MDL_PRIOR_NONE) m->dbias = MDL__TF(&cv, TT);
         if (c->gac_tau) m->dtemp_d = MDL__TF(&cv, H + 1); /* dtemp (device model), then a scalar */
@@ -2104,11 +2098,11 @@ static int mdl__block_fwd(mdl_model *m, int l, const float *x, float *xo, const 
     lyr_io io;
     lyr_mlp_dims ffd;
     /* memberships */
-    if (m->need_mu) { /* its statistics into mu_sums row l, read after the blocks (mdl_forward) */
-        era_rpa_params rp = mdl__rpa_params(m, l);
-        MDL__TRY(ex_membership_fwd_sums(&m->cx, &m->rpa_used, &rp, a->mu, a->zproj, m->mu_sums + 3 * (size_t)l, x, B,
-                                        T),
-                 "era_membership_forward");
+    if (m->cp[MDL__CP_MEMB].k) { /* mu (a->mu); its statistics into mu_sums row l, read after the blocks */
+        mdl__comp_io(m, l, MDL__CP_MEMB, &io, Pp, NULL);
+        io.x = x;
+        io.sums = m->mu_sums + 3 * (size_t)l;
+        MDL__TRY(mdl__cfwd(m, MDL__CP_MEMB, &io), "era_membership_forward");
     }
     if (m->cp[MDL__CP_RESG].k) { /* eta (N) = sigmoid(mu . w), in its saved buffer (a->eta) */
         mdl__comp_io(m, l, MDL__CP_RESG, &io, Pp, NULL);
@@ -3160,17 +3154,13 @@ static int mdl__block_bwd(mdl_model *m, int l)
         io.dmu = m->dmu;
         MDL__TRY(mdl__cbwd(m, MDL__CP_RESG, &io), "residual gate backward");
     }
-    if (m->need_mu) {
-        era_rpa_params rp = mdl__rpa_params(m, l);
-        era_rpa_grads g;
-        memset(&g, 0, sizeof g);
-        g.dW = G + b->memw;
-        g.db = G + b->memb;
-        g.dcenters = G + b->memc;
-        g.dlog_sigma = G + b->mems;
-        MDL__TRY(ex_membership_bwd(&m->cx, &m->rpa_used, &rp, dres, &g, m->dmu, m->ent_dH / (float)m->L, x,
-                                         a->zproj, a->mu, B, T, m->mem_ws),
-                 "era_membership_backward");
+    if (m->cp[MDL__CP_MEMB].k) { /* the memberships: from every reader's dmu, dres += */
+        mdl__comp_io(m, l, MDL__CP_MEMB, &io, Pp, Gp);
+        io.x = x;
+        io.dout = m->dmu;
+        io.dx = dres;
+        io.coef = m->ent_dH / (float)m->L;
+        MDL__TRY(mdl__cbwd(m, MDL__CP_MEMB, &io), "era_membership_backward");
     }
     return MDL_OK;
 }
