@@ -68,13 +68,6 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static char cuda_why[512];
-static void cuda_log(const char *msg, void *user)
-{
-    (void)user;
-    snprintf(cuda_why, sizeof cuda_why, "%s", msg);
-}
-
 static void usage(FILE *f)
 {
     fprintf(f,
@@ -236,23 +229,20 @@ int main(int argc, char **argv)
 #ifdef _OPENMP
     if (threads > 0) omp_set_num_threads(threads);
 #endif
-    if (device == MDL_DEVICE_CUDA && !tk_cuda_available()) {
-        /* before any file is read: a one-byte device allocation tells a build without CUDA
-           (TK_ENOCUDA) from a CUDA build that finds no device, with the runtime's words */
-        void *probe = NULL;
-        int prc;
-        cuda_why[0] = 0;
-        tk_set_log(cuda_log, NULL);
-        prc = tk_device_alloc(&probe, 1);
-        tk_set_log(NULL, NULL);
-        if (prc == TK_OK) tk_device_free(probe);
-        if (prc == TK_ENOCUDA)
-            fprintf(stderr, "generate: --device cuda: this binary was built without CUDA; build the GPU generate with "
-                            "nvcc (`make build/cuda/generate`) and run build/cuda/generate\n");
-        else
+    if (device == MDL_DEVICE_CUDA) {
+        /* before any file is read or written: say what is missing, with the runtime's words */
+        char why[512];
+        const int cu = ex_cuda_probe(why, sizeof why);
+        if (cu == EX_CUDA_NOT_BUILT) {
+            fprintf(stderr, "generate: --device cuda: this binary was built without CUDA; build the GPU generate "
+                            "with nvcc (`make build/cuda/generate`) and run build/cuda/generate\n");
+            return 2;
+        }
+        if (cu != EX_CUDA_USABLE) {
             fprintf(stderr, "generate: --device cuda: no usable CUDA device found (CUDA build; the CUDA runtime says: "
-                            "%s)\n", cuda_why[0] ? cuda_why : "cudaGetDeviceCount reports 0 devices");
-        return 2;
+                            "%s)\n", why[0] ? why : "cudaGetDeviceCount reports 0 devices");
+            return 2;
+        }
     }
     if (!dir[0]) snprintf(dir, sizeof dir, "%s", (env = getenv("WT2_DIR")) && *env ? env : ATTNKIT_DATA_DIR);
     t_load = now_s();

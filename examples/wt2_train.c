@@ -737,14 +737,6 @@ static void eval_progress_cb(void *user, long long done, long long total)
     p->last = now;
 }
 
-/* the CUDA runtime's error text, caught from tensor.h's log callback */
-static char cuda_why[512];
-static void cuda_log(const char *msg, void *user)
-{
-    (void)user;
-    snprintf(cuda_why, sizeof cuda_why, "%s", msg);
-}
-
 static int wt2_main(int argc, char **argv)
 {
     trn_config cfg;
@@ -883,24 +875,20 @@ static int wt2_main(int argc, char **argv)
                         "another --out-dir.\n", cfg.out_dir, what, cfg.out_dir);
         return 2;
     }
-    if (cfg.device == MDL_DEVICE_CUDA && !tk_cuda_available()) {
-        /* before any file is read or written: say what is missing. A one-byte device
-           allocation tells a build without CUDA (TK_ENOCUDA) from a CUDA build that finds
-           no device, and brings back the driver's own words (cudaGetErrorString) */
-        void *probe = NULL;
-        int prc;
-        cuda_why[0] = 0;
-        tk_set_log(cuda_log, NULL);
-        prc = tk_device_alloc(&probe, 1);
-        tk_set_log(NULL, NULL);
-        if (prc == TK_OK) tk_device_free(probe);
-        if (prc == TK_ENOCUDA)
+    if (cfg.device == MDL_DEVICE_CUDA) {
+        /* before any file is read or written: say what is missing, with the runtime's words */
+        char why[512];
+        const int cu = ex_cuda_probe(why, sizeof why);
+        if (cu == EX_CUDA_NOT_BUILT) {
             fprintf(stderr, "wt2_train: --device cuda: this binary was built without CUDA; build the GPU trainer "
                             "with nvcc (`make build/cuda/wt2_train`) and run build/cuda/wt2_train\n");
-        else
+            return 2;
+        }
+        if (cu != EX_CUDA_USABLE) {
             fprintf(stderr, "wt2_train: --device cuda: no usable CUDA device found (CUDA build; the CUDA runtime says: "
-                            "%s)\n", cuda_why[0] ? cuda_why : "cudaGetDeviceCount reports 0 devices");
-        return 2;
+                            "%s)\n", why[0] ? why : "cudaGetDeviceCount reports 0 devices");
+            return 2;
+        }
     }
     if (resume && ex_check_input(resume, err, sizeof err) != 0) {
         fprintf(stderr, "wt2_train: --resume: %s\n", err);

@@ -42,6 +42,7 @@
 #define ATTNKIT_EXCTX_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -506,6 +507,39 @@ static inline const era_rpa_config *ex_rpa_cache_config(const ex_ctx *x, const e
 }
 static inline long ex_rpa_cache_builds(const ex_ctx *x, const ex_rpa_cache *c) { EX__OP(c->h.builds, c->d.builds); }
 static inline long ex_rpa_cache_hits(const ex_ctx *x, const ex_rpa_cache *c) { EX__OP(c->h.hits, c->d.hits); }
+
+/* ------------------------------------------------------------------ --device cuda */
+/* The programs' check before --device cuda (wt2_train, generate): EX_CUDA_USABLE, or why not
+   with the runtime's words in why (n bytes): EX_CUDA_NOT_BUILT (a build without nvcc:
+   TK_ENOCUDA) or EX_CUDA_NO_DEVICE (a CUDA build where tk_cuda_available finds no usable
+   device; why gets the runtime's error text, or "" when it gave none). A one-byte device allocation tells the
+   two apart and brings back cudaGetErrorString's text through tensor.h's log callback
+   (which is left unset afterwards). */
+enum { EX_CUDA_USABLE = 0, EX_CUDA_NOT_BUILT = 1, EX_CUDA_NO_DEVICE = 2 };
+typedef struct ex__why {
+    char *buf;
+    size_t n;
+} ex__why;
+static inline void ex__why_log(const char *msg, void *user)
+{
+    const ex__why *w = (const ex__why *)user;
+    if (w->buf && w->n) snprintf(w->buf, w->n, "%s", msg);
+}
+static inline int ex_cuda_probe(char *why, size_t n)
+{
+    ex__why w;
+    void *probe = NULL;
+    int rc;
+    if (why && n) why[0] = 0;
+    if (tk_cuda_available()) return EX_CUDA_USABLE;
+    w.buf = why;
+    w.n = n;
+    tk_set_log(ex__why_log, &w);
+    rc = tk_device_alloc(&probe, 1);
+    tk_set_log(NULL, NULL);
+    if (rc == TK_OK) tk_device_free(probe); /* (tk_cuda_available said no: not usable) */
+    return rc == TK_ENOCUDA ? EX_CUDA_NOT_BUILT : EX_CUDA_NO_DEVICE;
+}
 
 /* ------------------------------------------------------------------ decoding (issue 42) */
 /* The per-row pieces of the model's token-by-token decoding (model.c mdl_decode_*) that
