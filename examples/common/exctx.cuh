@@ -1,8 +1,8 @@
 /* exctx.cuh - the CUDA bodies of exctx.h's decoding ops (ex_dec_*: issue 42), of its MoE
-   router backward and of GAC's temperature gradient, included by impl.c where it is compiled by nvcc (the GPU examples'
-   build/cuda/obj/impl.o) or in the CPU simulation (tests/cuda_sim.h: the parity tests
-   that include impl.c), after tensor.h's implementation (its TK__LAUNCH, tk__launched,
-   tk__blocks).
+   router backward and of GAC's temperature gradient, included by impl.c where it is
+   compiled by nvcc (the GPU examples' build/cuda/obj/impl.o) or in the CPU simulation
+   (tests/cuda_sim.h: the parity tests that include impl.c), after tensor.h's
+   implementation (its TK__LAUNCH, tk__launched, tk__blocks).
 
    Each kernel is the CPU loop of exctx.h spread over threads, with the CPU's arithmetic
    (the scores and the value sums in double, the softmax in float, the gate in double):

@@ -68,8 +68,9 @@ typedef struct ex_ctx {
     int *status;      /* NULL, or a device int: the deferred-check word. The device ops whose
                          checks only the device can do (ex_embedding_fwd / _bwd,
                          ex_ce_fwd_inplace / _bwd_inplace: the ids' range; ex_gd_fwd / _bwd:
-                         the memory's input scan; ex_era_fwd: ERA's centres) then leave a nonzero value there instead of
-                         a host wait each (tensor.h's *_cuda_ex, gd_config.status); whoever
+                         the memory's input scan; ex_era_fwd: ERA's centres) then leave a
+                         nonzero value there instead of a host wait each (tensor.h's
+                         *_cuda_ex, gd_config.status, era_era_config.status); whoever
                          sets it zeroes it and reads it (the model: once per forward, with the
                          row losses). Unused on the CPU. */
 } ex_ctx;
@@ -512,9 +513,9 @@ static inline long ex_rpa_cache_hits(const ex_ctx *x, const ex_rpa_cache *c) { E
 /* The programs' check before --device cuda (wt2_train, generate): EX_CUDA_USABLE, or why not
    with the runtime's words in why (n bytes): EX_CUDA_NOT_BUILT (a build without nvcc:
    TK_ENOCUDA) or EX_CUDA_NO_DEVICE (a CUDA build where tk_cuda_available finds no usable
-   device; why gets the runtime's error text, or "" when it gave none). A one-byte device allocation tells the
-   two apart and brings back cudaGetErrorString's text through tensor.h's log callback
-   (which is left unset afterwards). */
+   device; why gets the runtime's error text, or "" when it gave none). A one-byte device
+   allocation tells the two apart and brings back cudaGetErrorString's text through
+   tensor.h's log callback (which is left unset afterwards). */
 enum { EX_CUDA_USABLE = 0, EX_CUDA_NOT_BUILT = 1, EX_CUDA_NO_DEVICE = 2 };
 typedef struct ex__why {
     char *buf;

@@ -2588,12 +2588,15 @@ static int lyr__norm_bwd_v(const ex_ctx *cx, const void *d, lyr_io *io)
                         io->T);
 }
 
-static int lyr__conv_params_v(const void *d, lyr_pspec *out, int cap) { return lyr_conv_params((const lyr_conv_dims *)d, out, cap); }
-static int lyr__conv_init_v(const void *d, float *const *P, tk_rng *rng, float std)
+/* init of the kinds whose tensors all follow their pspec rules (the caller applies them):
+   conv, lfm, the gates, the memberships */
+static int lyr__rules_init_v(const void *d, float *const *P, tk_rng *rng, float std)
 {
-    (void)d, (void)P, (void)rng, (void)std; /* (the pspec rule: zero) */
+    (void)d, (void)P, (void)rng, (void)std;
     return LYR_OK;
 }
+
+static int lyr__conv_params_v(const void *d, lyr_pspec *out, int cap) { return lyr_conv_params((const lyr_conv_dims *)d, out, cap); }
 static int lyr__conv_fwd_v(const ex_ctx *cx, const void *d, lyr_io *io)
 {
     io->stat = 0.0f;
@@ -2605,11 +2608,6 @@ static int lyr__conv_bwd_v(const ex_ctx *cx, const void *d, lyr_io *io)
 }
 
 static int lyr__lfm_params_v(const void *d, lyr_pspec *out, int cap) { return lyr_lfm_params((const lyr_lfm_dims *)d, out, cap); }
-static int lyr__lfm_init_v(const void *d, float *const *P, tk_rng *rng, float std)
-{
-    (void)d, (void)P, (void)rng, (void)std; /* (the pspec rules) */
-    return LYR_OK;
-}
 static size_t lyr__lfm_saved_v(const void *d, int B, int T) { return lyr_lfm_saved_floats((const lyr_lfm_dims *)d, B, T); }
 static size_t lyr__lfm_work_v(const void *d, int B, int T) { return lyr_lfm_work_floats((const lyr_lfm_dims *)d, B, T); }
 static int lyr__lfm_fwd_v(const ex_ctx *cx, const void *d, lyr_io *io)
@@ -2652,17 +2650,13 @@ static int lyr__vg_params_v(const void *dv, lyr_pspec *out, int cap)
     const lyr_gate_dims *d = (const lyr_gate_dims *)dv;
     return lyr__gate_ok(d, 1) ? lyr__gate_spec(d, out, cap, d->H, "value_gamma.weight") : LYR_EINVAL;
 }
-static int lyr__gate_init_v(const void *d, float *const *P, tk_rng *rng, float std)
-{
-    (void)d, (void)P, (void)rng, (void)std; /* (the pspec rule: uniform) */
-    return LYR_OK;
-}
 static size_t lyr__rg_floats_v(const void *d, int B, int T)
 {
     (void)d;
     return (size_t)B * T;
 }
-static size_t lyr__vg_saved_v(const void *d, int B, int T) { return (size_t)B * T * (((const lyr_gate_dims *)d)->H + 1); }
+/* the value gate's saved and work floats alike: N (H + 1) */
+static size_t lyr__vg_floats_v(const void *d, int B, int T) { return (size_t)B * T * (((const lyr_gate_dims *)d)->H + 1); }
 static int lyr__rg_fwd_v(const ex_ctx *cx, const void *dv, lyr_io *io)
 {
     const lyr_gate_dims *d = (const lyr_gate_dims *)dv;
@@ -2720,7 +2714,6 @@ static int lyr__vg_bwd_v(const ex_ctx *cx, const void *dv, lyr_io *io)
     if (!rc) rc = ex_matmul_bwd(cx, io->dmu, io->G[0], NULL, dz, io->mu, io->P[0], (int)N, d->R, d->H);
     return rc ? LYR_EFAIL : LYR_OK;
 }
-static size_t lyr__vg_work_v(const void *d, int B, int T) { return (size_t)B * T * (((const lyr_gate_dims *)d)->H + 1); }
 
 /* =================================================================== the memberships */
 /* the sizes (run: the config too, which the model sets before each forward) */
@@ -2812,18 +2805,18 @@ static int lyr__memb_bwd_v(const ex_ctx *cx, const void *dv, lyr_io *io)
     return rc == ERA_OK ? LYR_OK : rc == ERA_ENOMEM ? LYR_ENOMEM : LYR_EFAIL;
 }
 
-const lyr_kind lyr_kind_memb = {"mem", lyr__memb_params_v, lyr__gate_init_v, lyr__memb_saved_v, lyr__memb_work_v,
+const lyr_kind lyr_kind_memb = {"mem", lyr__memb_params_v, lyr__rules_init_v, lyr__memb_saved_v, lyr__memb_work_v,
                                 lyr__no_floats_v, lyr__memb_fwd_v, lyr__memb_bwd_v};
-const lyr_kind lyr_kind_resgate = {"res_gate", lyr__rg_params_v, lyr__gate_init_v, lyr__rg_floats_v, lyr__rg_floats_v,
+const lyr_kind lyr_kind_resgate = {"res_gate", lyr__rg_params_v, lyr__rules_init_v, lyr__rg_floats_v, lyr__rg_floats_v,
                                    lyr__no_floats_v, lyr__rg_fwd_v, lyr__rg_bwd_v};
-const lyr_kind lyr_kind_vgate = {"attn", lyr__vg_params_v, lyr__gate_init_v, lyr__vg_saved_v, lyr__vg_work_v,
+const lyr_kind lyr_kind_vgate = {"attn", lyr__vg_params_v, lyr__rules_init_v, lyr__vg_floats_v, lyr__vg_floats_v,
                                  lyr__no_floats_v, lyr__vg_fwd_v, lyr__vg_bwd_v};
 
 const lyr_kind lyr_kind_norm = {"ln", lyr__norm_params_v, lyr__norm_init_v, lyr__norm_saved_v, lyr__no_floats_v,
                                 lyr__no_floats_v, lyr__norm_fwd_v, lyr__norm_bwd_v};
-const lyr_kind lyr_kind_conv = {"conv", lyr__conv_params_v, lyr__conv_init_v, lyr__no_floats_v, lyr__no_floats_v,
+const lyr_kind lyr_kind_conv = {"conv", lyr__conv_params_v, lyr__rules_init_v, lyr__no_floats_v, lyr__no_floats_v,
                                 lyr__no_floats_v, lyr__conv_fwd_v, lyr__conv_bwd_v};
-const lyr_kind lyr_kind_lfm = {"lfm", lyr__lfm_params_v, lyr__lfm_init_v, lyr__lfm_saved_v, lyr__lfm_work_v,
+const lyr_kind lyr_kind_lfm = {"lfm", lyr__lfm_params_v, lyr__rules_init_v, lyr__lfm_saved_v, lyr__lfm_work_v,
                                lyr__no_floats_v, lyr__lfm_fwd_v, lyr__lfm_bwd_v};
 const lyr_kind lyr_kind_polar = {"attn", lyr__polar_params_v, lyr__polar_init_v, lyr__polar_saved_v,
                                  lyr__polar_work_v, lyr__no_floats_v, lyr__polar_fwd_v, lyr__polar_bwd_v};
