@@ -99,11 +99,15 @@ fi
 check "phase 1: verdict line and exit status 1 (failures)" 'verdict_ok p1 1 && [ "$(cat "$T/p1.rc")" = 1 ]'
 check "phase 1: OUT holds summary.txt and logs.tgz only" 'files_ok p1'
 
-# 2. a tight deadline: jobs that would not fit are skipped, the phase ends in time
-run p2 1 12 GPU_RUN_PARITY_SHARDS="parity_hang:1 parity_ok:1" GPU_RUN_PARITY_TIMEOUT=100 GPU_RUN_JOBS=1
+# 2. a tight deadline: jobs that would not fit are skipped, the phase ends in time. 20 s:
+#    the runner's set-up (its environment record runs nvidia-smi, nvcc, compute-sanitizer
+#    and a Python import of torch where one is installed) counts against the deadline; at
+#    12 s, on a loaded 2-core machine with torch installed, it left the hanging step under
+#    the runner's 5 s minimum, so the step was skipped, not cut (2026-11-28)
+run p2 1 20 GPU_RUN_PARITY_SHARDS="parity_hang:1 parity_ok:1" GPU_RUN_PARITY_TIMEOUT=100 GPU_RUN_JOBS=1
 check "deadline: the hanging step is cut to the time left (timeout)" '[ "$(status p2 parity_hang)" = timeout ]'
 check "deadline: what would not fit is skipped" '[ "$(status p2 parity_ok)" = skipped ] && [ "$(status p2 memcheck-parity_hang)" = skipped ]'
-check "deadline: the phase ended within 12 s + 5 s" '[ "$(cat "$T/p2.s")" -le 17 ]'
+check "deadline: the phase ended within 20 s + 5 s" '[ "$(cat "$T/p2.s")" -le 25 ]'
 check "deadline: verdict line" 'verdict_ok p2 1 && [ "$(cat "$T/p2.rc")" = 1 ]'
 
 # 3. phase 2: sanitizers within their share, then a benchmark; all pass: exit 0
